@@ -1,0 +1,82 @@
+"""The last steps every recipe shares: scorecard, diff against the reference, report.
+
+Kept in one place so that every recipe applies the same rules: a run without a matching reference is
+reported, not diffed; a partial run never exits 0; the diff table and report sit next to the scorecard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pinbench.provenance import collect_provenance
+from pinbench.recipe import Recipe, RunConfig, RunOutcome
+from pinbench.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
+from pinbench.report import write_report
+from pinbench.runner import SampleRecord, merge_samples
+from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+
+console = Console(stderr=True)
+
+
+def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
+                    id_key: str = "sample_id") -> list[SampleRecord]:
+    """Every task's stored record from ``cfg.out_dir`` (all shards), missing ones marked failed."""
+    return merge_samples([cfg.out_dir], tasks, id_key=id_key, dest=cfg.out_dir / "samples.jsonl")
+
+
+def finish_run(
+    recipe: Recipe,
+    cfg: RunConfig,
+    *,
+    metrics: Sequence[MetricSpec],
+    records: Sequence[SampleRecord],
+    n_expected: int,
+    pins: Mapping[str, Any] | None,
+    timings: Mapping[str, float],
+    seeds: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    provenance_extra: Mapping[str, Any] | None = None,
+    extra_figures: Sequence[tuple[str, Path, str]] = (),
+) -> RunOutcome:
+    """Write ``scorecard.json``, diff it against the recipe's reference, write ``report/``.
+
+    The exit code is the diff's when a reference exists for this checkpoint and mode; otherwise 0
+    for a complete run and non-zero for a partial or failed one.
+    """
+    provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
+                                    extra=dict(provenance_extra or {}))
+    card = build_scorecard(
+        recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
+        metrics=metrics, records=records, n_expected=n_expected, provenance=provenance,
+        config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None,
+    )
+    scorecard_path = write_scorecard(card, cfg.out_dir / "scorecard.json")
+
+    ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
+    result = None
+    references = None
+    if ref_path is None:
+        exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
+        message = (f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}: "
+                   f"reported, not diffed (status {card['status']})")
+        (cfg.out_dir / "diff.txt").write_text(message + "\n")
+    else:
+        reference = load_reference(ref_path)
+        references = {recipe.name: reference}
+        result = diff(card, reference)
+        exit_code = result.exit_code
+        message = render_diff(result)
+        (cfg.out_dir / "diff.txt").write_text(message + "\n")
+    console.print(message, markup=False, highlight=False)
+
+    report_path = write_report(
+        [card], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},
+        extra_figures={recipe.name: list(extra_figures)} if extra_figures else None,
+        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
+    )
+    return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
+                      report_path=report_path, message=message)

@@ -1,0 +1,1 @@
+"""pinbench recipe package."""
