@@ -144,26 +144,32 @@ def available_recipes() -> dict[str, Recipe]:
     """All installed recipes by CLI name, found through the ``pinbench.recipes`` entry points."""
     recipes: dict[str, Recipe] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        recipe = ep.load()
-        if not isinstance(recipe, Recipe):
-            raise RecipeError(f"entry point {ep.name} = {ep.value} is not a pinbench Recipe")
+        recipe = _checked(ep.load(), ep.value)
         recipes[recipe.name] = recipe
     return dict(sorted(recipes.items()))
 
 
 def get_recipe(name: str) -> Recipe:
-    """Look a recipe up by CLI name (``paibench-c``) or package name (``paibench_c``)."""
-    recipes = available_recipes()
-    for recipe in recipes.values():
-        if name in (recipe.name, recipe.package):
-            return recipe
+    """Look a recipe up by CLI name (``paibench-c``) or package name (``paibench_c``).
+
+    Only the requested recipe is imported, so one recipe never needs another's dependencies.
+    """
+    package = name.replace("-", "_")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == package:
+            return _checked(ep.load(), ep.value)
     # A recipe copied out of the repo and not pip-installed is still importable by package name.
     try:
-        module = importlib.import_module(f"{name.replace('-', '_')}.recipe")
-    except ModuleNotFoundError:
-        known = ", ".join(recipes) or "none installed"
-        raise RecipeError(f"unknown recipe {name!r} (known: {known})") from None
-    recipe = getattr(module, "RECIPE", None)
+        module = importlib.import_module(f"{package}.recipe")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (package, f"{package}.recipe"):
+            raise
+        known = ", ".join(ep.name.replace("_", "-") for ep in entry_points(group=ENTRY_POINT_GROUP))
+        raise RecipeError(f"unknown recipe {name!r} (known: {known or 'none installed'})") from None
+    return _checked(getattr(module, "RECIPE", None), f"{package}.recipe:RECIPE")
+
+
+def _checked(recipe: object, where: str) -> Recipe:
     if not isinstance(recipe, Recipe):
-        raise RecipeError(f"{module.__name__} has no RECIPE of type pinbench.recipe.Recipe")
+        raise RecipeError(f"{where} is not a pinbench.recipe.Recipe")
     return recipe

@@ -1,0 +1,462 @@
+"""Tests for pinbench.runner: resume, failure isolation, sharding/merging, record safety."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pinbench.runner import (
+    MISSING_ERROR,
+    SampleRecord,
+    Shard,
+    check_sample_id,
+    input_hash,
+    load_records,
+    merge_samples,
+    read_merged,
+    run_samples,
+)
+from rich.console import Console
+
+HELPER = Path(__file__).parent / "helpers" / "slow_runner.py"
+
+
+def make_tasks(n: int) -> list[dict]:
+    return [{"sample_id": f"s{i:02d}", "x": i} for i in range(n)]
+
+
+class CountingFn:
+    """Test double for a per-sample scorer: squares x, records every call, fails on chosen ids."""
+
+    def __init__(self, fail_ids: set[str] | None = None) -> None:
+        self.calls: list[str] = []
+        self.fail_ids = set(fail_ids or ())
+
+    def __call__(self, task: Mapping) -> dict:
+        self.calls.append(task["sample_id"])
+        if task["sample_id"] in self.fail_ids:
+            raise ValueError(f"bad frame count\nin {task['sample_id']}")
+        return {"square": task["x"] ** 2, "half": task["x"] / 2}
+
+
+def comparable(records) -> list[dict]:
+    """Record dicts without timing (and traceback, which carries line numbers of the caller)."""
+    values = records.values() if isinstance(records, dict) else records
+    out = []
+    for rec in values:
+        data = rec.to_json()
+        del data["seconds"], data["traceback"]
+        out.append(data)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- shards
+
+
+def test_shard_parse_and_select_interleaved() -> None:
+    shard = Shard.parse(" 1/3 ")
+    assert shard == Shard(1, 3) and str(shard) == "1/3"
+    items = list(range(10))
+    assert shard.select(items) == [1, 4, 7]
+    parts = [Shard(i, 3).select(items) for i in range(3)]
+    assert sorted(x for part in parts for x in part) == items
+    assert Shard.parse("0/1").select(items) == items
+
+
+@pytest.mark.parametrize("text", ["4/4", "-1/4", "1/0", "a/b", "1", "1/2/3", "", "/", "1.5/4"])
+def test_shard_parse_rejects_bad_text(text: str) -> None:
+    with pytest.raises(ValueError, match=r"0-based index I < N") as info:
+        Shard.parse(text)
+    assert repr(text) in str(info.value)
+
+
+def test_shard_constructor_validates() -> None:
+    with pytest.raises(ValueError, match="0-based index"):
+        Shard(3, 3)
+
+
+# ------------------------------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", "../x", ".", "a\x00b", "", ".hidden", "a\\b", "line\nbreak",
+                                 "x" * 201])
+def test_unsafe_sample_ids_rejected_before_any_work(tmp_path: Path, bad: str) -> None:
+    tasks = [*make_tasks(2), {"sample_id": bad, "x": 9}]
+    fn = CountingFn()
+    with pytest.raises(ValueError, match="unsafe sample id") as info:
+        run_samples(tasks, fn, tmp_path / "out", progress=False)
+    assert repr(bad)[:40] in str(info.value)
+    assert fn.calls == [] and not (tmp_path / "out").exists()
+
+
+def test_sample_id_type_and_int_ids() -> None:
+    assert check_sample_id(7) == "7"
+    assert check_sample_id("clip_001.mp4") == "clip_001.mp4"
+    with pytest.raises(ValueError, match="expected a string"):
+        check_sample_id(None)
+
+
+def test_duplicate_and_missing_ids(tmp_path: Path) -> None:
+    fn = CountingFn()
+    with pytest.raises(ValueError, match=r"duplicate sample id 's01' at positions 1 and 3"):
+        run_samples([*make_tasks(3), {"sample_id": "s01", "x": 5}], fn, tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"task at position 1 has no 'sample_id' key"):
+        run_samples([{"sample_id": "a"}, {"id": "b"}], fn, tmp_path, progress=False)
+    assert fn.calls == []
+
+
+def test_custom_id_key(tmp_path: Path) -> None:
+    summary = run_samples([{"clip": "c1", "x": 2}], CountingFn(), tmp_path, id_key="clip", progress=False)
+    # CountingFn reads "sample_id" -> KeyError, isolated; the id itself comes from "clip"
+    assert list(summary.records) == ["c1"]
+    assert summary.records["c1"].error == "KeyError: 'sample_id'"
+
+
+# -------------------------------------------------------------------------------------- run and resume
+
+
+def test_run_writes_records_and_rerun_reuses_them(tmp_path: Path) -> None:
+    tasks = make_tasks(5)
+    fn = CountingFn()
+    first = run_samples(tasks, fn, tmp_path)  # progress=True under pytest (no terminal): must not crash
+    assert (first.n_total, first.n_done, first.n_reused, first.n_failed) == (5, 5, 0, 0)
+    assert list(first.records) == [t["sample_id"] for t in tasks]
+    rec = first.records["s03"]
+    assert rec.ok and rec.result == {"square": 9, "half": 1.5} and rec.error is None
+    assert rec.input_hash == input_hash(tasks[3]) and rec.seconds >= 0
+    stored = json.loads((tmp_path / "samples" / "s03.json").read_text())
+    assert stored["record_version"] == 1 and stored["status"] == "ok"
+    assert not [p for p in (tmp_path / "samples").iterdir() if p.suffix != ".json"]  # no temp files left
+
+    second = run_samples(tasks, fn, tmp_path, progress=False)
+    assert (second.n_done, second.n_reused, second.n_failed) == (0, 5, 0)
+    assert fn.calls == [t["sample_id"] for t in tasks]  # nothing recomputed
+    assert comparable(second.records) == comparable(first.records)
+    assert load_records(tmp_path).keys() == first.records.keys()
+
+
+def test_failure_is_isolated_and_recorded(tmp_path: Path) -> None:
+    fn = CountingFn(fail_ids={"s02"})
+    summary = run_samples(make_tasks(5), fn, tmp_path, progress=False)
+    assert (summary.n_done, summary.n_failed) == (4, 1) and not summary.ok
+    assert summary.failed_ids == ["s02"]
+    failed = summary.records["s02"]
+    assert failed.status == "failed" and failed.result is None
+    assert failed.error == "ValueError: bad frame count in s02"  # one line
+    assert "Traceback" in failed.traceback and "bad frame count" in failed.traceback
+    assert load_records(tmp_path)["s02"].error == failed.error
+    assert all(summary.records[s].ok for s in ("s00", "s01", "s03", "s04"))
+
+
+def test_failed_samples_are_retried_on_rerun(tmp_path: Path) -> None:
+    tasks = make_tasks(4)
+    run_samples(tasks, CountingFn(fail_ids={"s01", "s03"}), tmp_path, progress=False)
+    fn = CountingFn()
+    summary = run_samples(tasks, fn, tmp_path, progress=False)
+    assert fn.calls == ["s01", "s03"]
+    assert (summary.n_done, summary.n_reused, summary.n_failed) == (2, 2, 0)
+    assert all(rec.ok for rec in load_records(tmp_path).values())
+
+
+def test_changed_task_payload_is_recomputed(tmp_path: Path) -> None:
+    tasks = make_tasks(3)
+    run_samples(tasks, CountingFn(), tmp_path, progress=False)
+    tasks[1] = {"sample_id": "s01", "x": 10}
+    fn = CountingFn()
+    summary = run_samples(tasks, fn, tmp_path, progress=False)
+    assert fn.calls == ["s01"] and summary.records["s01"].result["square"] == 100
+    assert summary.records["s01"].input_hash == input_hash(tasks[1])
+
+
+def test_input_hash_is_canonical() -> None:
+    assert input_hash({"a": 1, "b": [1, 2]}) == input_hash({"b": [1, 2], "a": 1})
+    assert input_hash({"a": 1}) != input_hash({"a": 2})
+    assert input_hash({"p": Path("/x/y.mp4")}) == input_hash({"p": "/x/y.mp4"})
+    with pytest.raises(TypeError, match="not JSON-serialisable"):
+        input_hash({"a": object()})
+
+
+def test_stored_result_rejected_by_validate_is_recomputed(tmp_path: Path) -> None:
+    tasks = make_tasks(3)
+    run_samples(tasks, CountingFn(), tmp_path, progress=False)
+    fn = CountingFn()
+    summary = run_samples(tasks, fn, tmp_path, validate=lambda r: r["square"] != 1, progress=False)
+    assert fn.calls == ["s01"]
+    # the fresh result is rejected too, so it is stored as a failure with the reason
+    assert summary.records["s01"].error == "ValueError: result rejected: validate() returned False"
+    assert summary.n_failed == 1 and summary.n_reused == 2
+
+
+def test_validator_that_raises_rejects(tmp_path: Path) -> None:
+    summary = run_samples(make_tasks(1), CountingFn(), tmp_path, validate=lambda r: r["nope"], progress=False)
+    assert summary.records["s00"].error == "ValueError: result rejected: validate() raised KeyError: 'nope'"
+
+
+def test_corrupt_or_foreign_record_files_are_recomputed(tmp_path: Path) -> None:
+    tasks = make_tasks(5)
+    run_samples(tasks, CountingFn(), tmp_path, progress=False)
+    samples = tmp_path / "samples"
+    (samples / "s00.json").write_text('{"record_version": 1, "sample_id": "s0')  # half-written
+    (samples / "s01.json").write_bytes(b"\xff\xfe\x00garbage")
+    other = json.loads((samples / "s03.json").read_text())
+    (samples / "s02.json").write_text(json.dumps(other))  # a record for another sample
+    old = json.loads((samples / "s04.json").read_text())
+    (samples / "s04.json").write_text(json.dumps({**old, "record_version": 0}))
+    (samples / ".s03.json.abc.tmp").write_text("{")  # leftover temp file of a killed writer
+    assert set(load_records(tmp_path)) == {"s03"}
+
+    fn = CountingFn()
+    summary = run_samples(tasks, fn, tmp_path, progress=False)
+    assert fn.calls == ["s00", "s01", "s02", "s04"] and summary.n_reused == 1
+    assert all(rec.ok for rec in load_records(tmp_path).values()) and len(load_records(tmp_path)) == 5
+
+
+def test_nonfinite_floats_stored_as_null_and_numpy_converted(tmp_path: Path) -> None:
+    def fn(task: Mapping) -> dict:
+        return {"nan": math.nan, "inf": np.float32(np.inf), "f": np.float64(0.25), "pair": (1, 2),
+                "arr": np.array([1.5, np.nan]), "nested": {"ninf": -math.inf}, "path": Path("a/b")}
+
+    summary = run_samples(make_tasks(1), fn, tmp_path, progress=False)
+    expected = {"nan": None, "inf": None, "f": 0.25, "pair": [1, 2], "arr": [1.5, None],
+                "nested": {"ninf": None}, "path": "a/b"}
+    assert summary.records["s00"].result == expected
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    text = (tmp_path / "samples" / "s00.json").read_text()
+    assert json.loads(text, parse_constant=no_constants)["result"] == expected
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        ({"x": object()}, "TypeError: result['x'] is a object, which is not JSON-serialisable"),
+        ([1, 2], "TypeError: result is a list, expected a dict"),
+        ({1: 2}, "TypeError: result has a key 1 of type int, expected str"),
+    ],
+)
+def test_bad_result_fails_only_its_sample(tmp_path: Path, result: object, error: str) -> None:
+    summary = run_samples(make_tasks(2), lambda t: result if t["x"] == 1 else {"ok": 1}, tmp_path,
+                          progress=False)
+    assert summary.records["s00"].ok
+    assert summary.records["s01"].error == error
+
+
+def test_keyboard_interrupt_propagates_and_keeps_finished_samples(tmp_path: Path) -> None:
+    def fn(task: Mapping) -> dict:
+        if task["x"] == 2:
+            raise KeyboardInterrupt
+        return {"x": task["x"]}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_samples(make_tasks(5), fn, tmp_path, progress=False)
+    assert sorted(load_records(tmp_path)) == ["s00", "s01"]
+
+
+def test_system_exit_propagates(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        run_samples(make_tasks(2), lambda t: sys.exit(3), tmp_path, progress=False)
+
+
+# ------------------------------------------------------------------------------------------- batching
+
+
+def test_batch_fn_gives_same_records_as_per_sample(tmp_path: Path) -> None:
+    tasks = make_tasks(7)
+    batches: list[list[str]] = []
+
+    def batch_fn(batch: list[Mapping]) -> list[dict]:
+        batches.append([t["sample_id"] for t in batch])
+        return [{"square": t["x"] ** 2, "half": t["x"] / 2} for t in batch]
+
+    fn = CountingFn()
+    batched = run_samples(tasks, fn, tmp_path / "b", batch_size=3, batch_fn=batch_fn, progress=False)
+    assert [len(b) for b in batches] == [3, 3, 1] and fn.calls == []
+    single = run_samples(tasks, CountingFn(), tmp_path / "s", progress=False)
+    assert comparable(batched.records) == comparable(single.records)
+
+
+def test_failing_batch_falls_back_to_isolated_samples(tmp_path: Path) -> None:
+    def batch_fn(batch: list[Mapping]) -> list[dict]:
+        if any(t["x"] == 4 for t in batch):
+            raise RuntimeError("CUDA error in batch")
+        if len(batch) == 2:
+            return [{"square": 0}]  # wrong length: also falls back
+        return [{"square": t["x"] ** 2, "half": t["x"] / 2} for t in batch]
+
+    fn = CountingFn(fail_ids={"s04"})
+    summary = run_samples(make_tasks(8), fn, tmp_path, batch_size=3, batch_fn=batch_fn, progress=False)
+    assert fn.calls == ["s03", "s04", "s05", "s06", "s07"]
+    assert summary.failed_ids == ["s04"] and summary.n_done == 7
+    assert summary.records["s06"].result == {"square": 36, "half": 3.0}
+
+
+def test_batch_arguments_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        run_samples(make_tasks(1), CountingFn(), tmp_path, batch_size=0)
+    with pytest.raises(ValueError, match="needs a batch_fn"):
+        run_samples(make_tasks(1), CountingFn(), tmp_path, batch_size=2)
+
+
+# ------------------------------------------------------------------------------------ shard and merge
+
+
+def test_shards_merged_equal_unsharded_run(tmp_path: Path) -> None:
+    tasks = make_tasks(10)
+    fn = CountingFn(fail_ids={"s05"})
+    full = run_samples(tasks, fn, tmp_path / "full", progress=False)
+    full_merged = merge_samples([tmp_path / "full"], tasks, dest=tmp_path / "full.jsonl")
+
+    shard_dirs = []
+    for i in range(3):
+        out = tmp_path / f"shard{i}"
+        summary = run_samples(tasks, CountingFn(fail_ids={"s05"}), out, shard=Shard(i, 3), progress=False)
+        assert list(summary.records) == [t["sample_id"] for t in tasks[i::3]]
+        shard_dirs.append(out)
+    merged = merge_samples(shard_dirs, tasks, dest=tmp_path / "merged.jsonl")
+
+    assert comparable(merged) == comparable(full.records) == comparable(full_merged)
+    assert comparable(read_merged(tmp_path / "merged.jsonl")) == comparable(merged)
+    assert [r.sample_id for r in merged] == [t["sample_id"] for t in tasks]
+
+    # shards may also share one directory
+    for i in range(3):
+        fn = CountingFn(fail_ids={"s05"})
+        run_samples(tasks, fn, tmp_path / "shared", shard=Shard(i, 3), progress=False)
+    shared = merge_samples([tmp_path / "shared"], tasks, dest=tmp_path / "shared.jsonl")
+    assert comparable(shared) == comparable(merged)
+
+
+def test_missing_shard_gives_failed_missing_records(tmp_path: Path) -> None:
+    tasks = make_tasks(9)
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "never_ran"]
+    for i in range(2):
+        run_samples(tasks, CountingFn(), dirs[i], shard=Shard(i, 3), progress=False)
+    merged = merge_samples(dirs, tasks, dest=tmp_path / "out" / "samples.jsonl")
+    assert len(merged) == 9
+    missing = [r for r in merged if not r.ok]
+    assert [r.sample_id for r in missing] == ["s02", "s05", "s08"]
+    assert all(r.error == MISSING_ERROR and r.result is None for r in missing)
+    assert missing[0].input_hash == input_hash(tasks[2])
+    lines = (tmp_path / "out" / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(line)["sample_id"] for line in lines] == [t["sample_id"] for t in tasks]
+
+
+def test_merge_picks_ok_over_failed_and_names_stale_or_corrupt_files(tmp_path: Path) -> None:
+    tasks = make_tasks(3)
+    run_samples(tasks, CountingFn(fail_ids={"s00"}), tmp_path / "first", progress=False)
+    run_samples(tasks, CountingFn(), tmp_path / "second", progress=False)
+    (tmp_path / "second" / "samples" / "s01.json").unlink()
+    (tmp_path / "first" / "samples" / "s01.json").write_text("{broken")
+    changed = [tasks[0], tasks[1], {"sample_id": "s02", "x": 99}]
+    merged = merge_samples([tmp_path / "first", tmp_path / "second"], changed, dest=tmp_path / "m.jsonl")
+    assert merged[0].ok  # the failed record in "first" loses to the ok one in "second"
+    assert merged[1].error.startswith(MISSING_ERROR) and "unreadable record" in merged[1].error
+    assert "first/samples/s01.json" in merged[1].error
+    assert merged[2].error.startswith(MISSING_ERROR) and "stale record" in merged[2].error
+
+
+def test_merge_keeps_failed_record_when_no_shard_succeeded(tmp_path: Path) -> None:
+    tasks = make_tasks(2)
+    run_samples(tasks, CountingFn(fail_ids={"s01"}), tmp_path / "a", progress=False)
+    merged = merge_samples([tmp_path / "a"], tasks, dest=tmp_path / "m.jsonl")
+    assert merged[1].error == "ValueError: bad frame count in s01"
+
+
+def test_read_merged_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    good = SampleRecord("a", "ok", {"v": 1}, None, "0" * 64, 0.1).to_json()
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "status": "ok", "result": None}) + "\n")
+    with pytest.raises(ValueError, match=r"samples\.jsonl:2: bad sample record"):
+        read_merged(path)
+
+
+def test_record_from_json_rejects_inconsistent_records() -> None:
+    good = SampleRecord("a", "failed", None, "E: x", "a" * 64, 0.0).to_json()
+    assert SampleRecord.from_json(good).error == "E: x"
+    for bad, message in [
+        ({**good, "error": None}, "no error"),
+        ({**good, "status": "done"}, "'status'"),
+        ({**good, "input_hash": "xyz"}, "sha256"),
+        ({k: v for k, v in good.items() if k != "seconds"}, "lacks 'seconds'"),
+        ([good], "expected an object"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SampleRecord.from_json(bad)
+
+
+# --------------------------------------------------------------------------------------------- progress
+
+
+def test_progress_bar_shows_counts_on_a_terminal(tmp_path: Path) -> None:
+    tasks = make_tasks(4)
+    run_samples(tasks[:2], CountingFn(), tmp_path, progress=False)
+    console = Console(file=io.StringIO(), force_terminal=True, width=160, record=True)
+    run_samples(tasks, CountingFn(fail_ids={"s03"}), tmp_path, stage="generate", console=console)
+    text = console.export_text()
+    assert "generate" in text and "ETA" in text
+    assert "2/2 done 1 reused 2 failed 1" in text  # bar counts computed samples; reused shown apart
+
+    quiet = Console(file=io.StringIO(), force_terminal=True, record=True)
+    run_samples(tasks, CountingFn(), tmp_path, console=quiet, progress=False)
+    assert quiet.export_text() == ""
+
+
+# ------------------------------------------------------------------------------------ kill and resume
+
+
+def _run_helper(out_dir: Path, side_log: Path, n: int, sleep_s: float) -> dict:
+    proc = subprocess.run([sys.executable, str(HELPER), str(out_dir), str(side_log), str(n), str(sleep_s)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_resume_after_sigkill_recomputes_only_unfinished(tmp_path: Path) -> None:
+    n = 20
+    out, side_log = tmp_path / "killed", tmp_path / "killed.log"
+    proc = subprocess.Popen([sys.executable, str(HELPER), str(out), str(side_log), str(n), "0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    samples = out / "samples"
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if samples.is_dir() and len(list(samples.glob("*.json"))) >= 3:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, f"helper ended early: {proc.stderr.read().decode()}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+    finished_before_kill = set(load_records(out))
+    assert 3 <= len(finished_before_kill) < n
+    resumed = _run_helper(out, side_log, n, 0)
+    assert resumed == {"total": n, "done": n - len(finished_before_kill),
+                       "reused": len(finished_before_kill), "failed": 0}
+
+    calls = side_log.read_text().split()
+    for sid in finished_before_kill:
+        assert calls.count(sid) == 1, f"{sid} finished before the kill but was recomputed"
+    assert set(calls) == {f"s{i:02d}" for i in range(n)}
+
+    clean_out = tmp_path / "clean"
+    assert _run_helper(clean_out, tmp_path / "clean.log", n, 0)["done"] == n
+    tasks = make_tasks(n)
+    resumed_merged = merge_samples([out], tasks, dest=out / "samples.jsonl")
+    clean_merged = merge_samples([clean_out], tasks, dest=clean_out / "samples.jsonl")
+    assert comparable(resumed_merged) == comparable(clean_merged)
+    assert all(r.ok for r in resumed_merged)
+    assert resumed_merged[0].result["ratio"] is None  # inf stored as null
