@@ -1,0 +1,56 @@
+"""Shared fixtures for library tests: small synthetic videos written on the fly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pinbench.video import write_video
+
+
+def moving_pattern(n_frames: int, height: int = 48, width: int = 64, seed: int = 0) -> np.ndarray:
+    """Deterministic (T, H, W, 3) uint8 RGB frames: smooth seeded colour field plus a square moving right.
+
+    Smooth content keeps lossy-codec error small; the square gives real motion (2 px per frame).
+    """
+    rng = np.random.default_rng(seed)
+    phase = rng.uniform(0, 2 * np.pi, size=3)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
+    base = np.stack([127 + 100 * np.sin(xx / 9 + yy / 13 + p) for p in phase], axis=-1)
+    frames = np.repeat(base[None], n_frames, axis=0)
+    side = max(4, min(height, width) // 4)
+    top = (height - side) // 2
+    for t in range(n_frames):
+        left = (2 * t) % max(1, width - side)
+        frames[t, top : top + side, left : left + side] = (250, 250, 30)
+    return np.clip(np.rint(frames), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture
+def make_video(tmp_path: Path) -> Callable[..., Path]:
+    """Factory: ``make_video(name="clip.mp4", n_frames=10, fps=8.0, height=48, width=64, seed=0)``.
+
+    Writes ``moving_pattern`` frames with pinbench.video.write_video (libx264, crf 18) under tmp_path.
+    """
+
+    def _make(
+        name: str = "clip.mp4",
+        n_frames: int = 10,
+        fps: float | Fraction = 8.0,
+        height: int = 48,
+        width: int = 64,
+        seed: int = 0,
+    ) -> Path:
+        return write_video(tmp_path / name, moving_pattern(n_frames, height, width, seed), fps)
+
+    return _make
+
+
+@pytest.fixture
+def synthetic_frames() -> Callable[..., np.ndarray]:
+    """The frame generator behind ``make_video``, for tests that compare decoded pixels to the source."""
+    return moving_pattern

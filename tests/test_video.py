@@ -1,0 +1,311 @@
+"""Tests for pinbench.video: probing, decoding per backend, one-line errors, atomic writing."""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from pinbench import video
+from pinbench.video import (
+    BACKENDS,
+    VideoError,
+    VideoInfo,
+    is_valid_video,
+    probe,
+    read_video,
+    write_video,
+)
+
+
+def _truncate(src: Path, dest: Path, fraction: float) -> Path:
+    data = src.read_bytes()
+    dest.write_bytes(data[: int(len(data) * fraction)])
+    return dest
+
+
+def _write_faststart_mp4(path: Path, frames: np.ndarray, fps: int) -> Path:
+    """An MP4 with 'moov' before 'mdat' (as web tools write), so a cut file still opens."""
+    with av.open(str(path), "w", options={"movflags": "faststart"}) as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        stream.options = {"crf": "18", "g": "8"}
+        for i, frame in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            vf.pts = i
+            container.mux(stream.encode(vf))
+        container.mux(stream.encode(None))
+    return path
+
+
+def _assert_one_line_error(err: VideoError, path: Path, reason_prefix: str) -> None:
+    text = str(err)
+    assert "\n" not in text
+    assert text.startswith(f"{path}: ")
+    assert err.path == path
+    assert err.reason.startswith(reason_prefix), text
+
+
+# ---------------------------------------------------------------- probe
+
+
+def test_probe_reports_what_was_written(make_video):
+    path = make_video(n_frames=30, fps=8.0)
+    info = probe(path)
+    assert info == VideoInfo(path, 30, 8.0, 64, 48, "h264", 3.75)
+
+
+@pytest.mark.parametrize(
+    ("fps", "expected"),
+    [(29.97, 29.97), (30000 / 1001, 30000 / 1001), (Fraction(30000, 1001), 30000 / 1001), (12.5, 12.5)],
+)
+def test_probe_fractional_fps(make_video, fps, expected):
+    info = probe(make_video(n_frames=12, fps=fps))
+    assert info.fps == pytest.approx(expected, abs=1e-9)
+    assert info.n_frames == 12
+    assert info.duration_s == pytest.approx(12 / expected, abs=1e-3)
+
+
+def test_probe_counts_packets_for_containers_without_a_count(make_video):
+    path = make_video("clip.mkv", n_frames=20)
+    with av.open(str(path)) as container:
+        assert container.streams.video[0].frames == 0  # Matroska stores no count: it must be counted
+    assert probe(path).n_frames == 20
+    assert len(read_video(path).frames) == 20
+
+
+# ---------------------------------------------------------------- decoding
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_read_all_frames_matches_source(make_video, synthetic_frames, backend):
+    path = make_video(n_frames=30)
+    decoded = read_video(path, backend=backend)
+    source = synthetic_frames(30)
+    assert decoded.backend == backend
+    assert decoded.frames.shape == (30, 48, 64, 3)
+    assert decoded.frames.dtype == np.uint8
+    assert decoded.frames.flags["C_CONTIGUOUS"]
+    assert decoded.indices == list(range(30))
+    assert decoded.fps == 8.0
+    # crf 18 + 4:2:0 chroma: small mean error, and far from what a wrong frame order would give
+    assert np.abs(decoded.frames.astype(int) - source).mean() < 8
+    wrong_order = np.abs(decoded.frames[::-1].astype(int) - source).mean()
+    assert wrong_order > 2 * np.abs(decoded.frames.astype(int) - source).mean()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_selected_indices_equal_all_frames_at_those_indices(make_video, backend):
+    path = make_video(n_frames=30)
+    everything = read_video(path, backend=backend).frames
+    indices = [29, 0, 7, 7, 15, 28]
+    selected = read_video(path, indices, backend=backend)
+    assert selected.indices == indices
+    assert selected.frames.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(selected.frames, everything[indices])
+
+
+def test_max_frames_returns_leading_frames(make_video):
+    path = make_video(n_frames=20)
+    head = read_video(path, max_frames=5)
+    assert head.indices == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(head.frames, read_video(path).frames[:5])
+    assert len(read_video(path, max_frames=50).frames) == 20
+    with pytest.raises(ValueError, match="either indices or max_frames"):
+        read_video(path, [0], max_frames=1)
+
+
+def test_empty_index_list_gives_empty_array(make_video):
+    decoded = read_video(make_video(), [])
+    assert decoded.frames.shape == (0, 48, 64, 3)
+
+
+def test_backends_agree_and_are_deterministic(make_video):
+    path = make_video("clip.mp4", n_frames=24, fps=Fraction(30000, 1001))
+    results = {name: read_video(path, backend=name) for name in BACKENDS}
+    reference = results["pyav"].frames.astype(np.int16)
+    for name, result in results.items():
+        assert result.frames.shape == reference.shape, name
+        assert result.fps == pytest.approx(30000 / 1001)
+        assert np.abs(result.frames.astype(np.int16) - reference).mean() < 0.5, name
+        np.testing.assert_array_equal(read_video(path, backend=name).frames, result.frames)
+
+
+def test_auto_prefers_decord_and_records_fallback(make_video, monkeypatch):
+    path = make_video()
+    assert read_video(path).backend == "decord"
+    monkeypatch.setitem(sys.modules, "decord", None)  # test double: decord import fails
+    fallback = read_video(path)
+    assert fallback.backend == "pyav"
+    np.testing.assert_array_equal(fallback.frames, read_video(path, backend="pyav").frames)
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="decord")
+    _assert_one_line_error(err.value, path, "undecodable: decord: decord unavailable")
+
+
+def test_unknown_backend_is_a_programming_error(make_video):
+    with pytest.raises(ValueError, match="unknown video backend"):
+        read_video(make_video(), backend="ffmpeg")
+
+
+@pytest.mark.parametrize("name", ["decord", "pyav", "opencv"])
+def test_every_backend_reports_a_short_stream_as_truncated(make_video, name):
+    """The container promised more frames than the stream holds: no silent short read."""
+    path = make_video(n_frames=10)
+    info = probe(path)
+    overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
+    with pytest.raises(video._BackendFailure) as failure:
+        video._DECODERS[name](path, overstated, [0, 12])
+    assert failure.value.kind == "truncated"
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+def test_out_of_range_index_names_the_file(make_video, backend):
+    path = make_video(n_frames=10)
+    for bad in (10, -1):
+        with pytest.raises(VideoError) as err:
+            read_video(path, [0, bad], backend=backend)
+        _assert_one_line_error(err.value, path, f"frame index {bad} out of range (video has 10 frames)")
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.mp4"
+    for call in (probe, read_video):
+        with pytest.raises(VideoError) as err:
+            call(path)
+        _assert_one_line_error(err.value, path, "file not found")
+
+
+def test_zero_byte_file(tmp_path):
+    path = tmp_path / "empty.mp4"
+    path.touch()
+    with pytest.raises(VideoError) as err:
+        read_video(path)
+    _assert_one_line_error(err.value, path, "empty file (0 bytes)")
+
+
+def test_garbage_bytes(tmp_path):
+    path = tmp_path / "garbage.mp4"
+    path.write_bytes(np.random.default_rng(3).bytes(4096))
+    with pytest.raises(VideoError) as err:
+        read_video(path)
+    _assert_one_line_error(err.value, path, "undecodable: ")
+
+
+@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("fraction", [0.6, 0.9])
+def test_truncated_mp4_moov_at_end(make_video, tmp_path, backend, fraction):
+    full = make_video(n_frames=30)
+    cut = _truncate(full, tmp_path / "cut.mp4", fraction)
+    with pytest.raises(VideoError) as err:
+        read_video(cut, min_frames=10, backend=backend)
+    _assert_one_line_error(err.value, cut, "truncated: ")
+
+
+@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+def test_truncated_mp4_moov_first(synthetic_frames, tmp_path, backend):
+    full = _write_faststart_mp4(tmp_path / "fast.mp4", synthetic_frames(30), 8)
+    cut = _truncate(full, tmp_path / "cut.mp4", 0.6)
+    with pytest.raises(VideoError) as err:
+        read_video(cut, [0], backend=backend)
+    _assert_one_line_error(err.value, cut, "truncated: ")
+
+
+@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("fraction", [0.6, 0.9])
+def test_truncated_matroska(make_video, tmp_path, backend, fraction):
+    """Every backend silently decodes a cut .mkv short; the declared duration exposes it."""
+    full = make_video("clip.mkv", n_frames=30)
+    cut = _truncate(full, tmp_path / "cut.mkv", fraction)
+    with pytest.raises(VideoError) as err:
+        read_video(cut, backend=backend)
+    _assert_one_line_error(err.value, cut, "truncated: ")
+
+
+def test_too_few_frames(make_video):
+    path = make_video(n_frames=10)
+    assert len(read_video(path, min_frames=10).frames) == 10
+    with pytest.raises(VideoError) as err:
+        read_video(path, min_frames=11)
+    _assert_one_line_error(err.value, path, "too few frames: 10 < 11")
+
+
+def test_video_error_is_one_line_and_copyable(tmp_path):
+    """deepcopy goes through the same reduce path as pickling across worker processes."""
+    err = copy.deepcopy(VideoError(tmp_path / "a.mp4", "truncated: x\ny"))
+    assert str(err) == f"{tmp_path / 'a.mp4'}: truncated: x y"
+
+
+# ---------------------------------------------------------------- is_valid_video
+
+
+def test_is_valid_video(make_video, tmp_path):
+    path = make_video(n_frames=12)
+    assert is_valid_video(path, 12)
+    assert not is_valid_video(path, 13)
+    assert not is_valid_video(_truncate(path, tmp_path / "cut.mp4", 0.9), 1)
+    assert not is_valid_video(tmp_path / "absent.mp4", 1)
+    (tmp_path / "empty.mp4").touch()
+    assert not is_valid_video(tmp_path / "empty.mp4", 1)
+
+
+# ---------------------------------------------------------------- write_video
+
+
+def test_write_accepts_iterables_and_leaves_no_temp_files(tmp_path, synthetic_frames):
+    frames = synthetic_frames(6)
+    path = write_video(tmp_path / "sub" / "gen.mp4", (f for f in frames), Fraction(24000, 1001))
+    assert sorted(os.listdir(path.parent)) == ["gen.mp4"]
+    info = probe(path)
+    assert (info.n_frames, info.fps) == (6, pytest.approx(24000 / 1001))
+
+
+def test_write_failure_keeps_old_file_and_leaves_nothing(tmp_path, synthetic_frames):
+    path = write_video(tmp_path / "out.mp4", synthetic_frames(4), 8)
+    before = path.read_bytes()
+
+    def frames_then_crash():
+        yield from synthetic_frames(3)
+        raise RuntimeError("generator died")
+
+    with pytest.raises(RuntimeError, match="generator died"):
+        write_video(path, frames_then_crash(), 8)
+    assert os.listdir(tmp_path) == ["out.mp4"]
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("frames", "fps", "message"),
+    [
+        (np.zeros((3, 47, 64, 3), np.uint8), 8, "frame size 64x47 is odd"),
+        (np.zeros((3, 48, 63, 3), np.uint8), 8, "frame size 63x48 is odd"),
+        (np.zeros((3, 48, 64, 3), np.float32), 8, "frame 0 must be uint8"),
+        (np.zeros((3, 48, 64), np.uint8), 8, "frame 0 must be uint8"),
+        ([np.zeros((48, 64, 3), np.uint8), np.zeros((32, 64, 3), np.uint8)], 8, "frame 1 is"),
+        (np.zeros((0, 48, 64, 3), np.uint8), 8, "no frames to write"),
+        (np.zeros((3, 48, 64, 3), np.uint8), 0, "fps must be a positive finite number"),
+        (np.zeros((3, 48, 64, 3), np.uint8), float("nan"), "fps must be a positive finite number"),
+    ],
+)
+def test_write_rejects_bad_input_naming_the_path(tmp_path, frames, fps, message):
+    path = tmp_path / "bad.mp4"
+    with pytest.raises(ValueError, match=message) as err:
+        write_video(path, frames, fps)
+    assert str(err.value).startswith(f"{path}: ")
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_then_read_roundtrip_other_pix_fmt(tmp_path, synthetic_frames):
+    frames = synthetic_frames(5, height=48, width=64)
+    path = write_video(tmp_path / "hq.mkv", frames, 10, crf=0, pix_fmt="yuv444p")
+    decoded = read_video(path, backend="pyav").frames
+    assert np.abs(decoded.astype(int) - frames).mean() < 2.5
