@@ -1,0 +1,377 @@
+"""Reference scores as data, and the diff of a scorecard against them.
+
+A reference file (``recipes/<pkg>/references/<checkpoint>[.<mode>].yaml``) names the recipe version,
+checkpoint, mode and sample count it is valid for, the tolerance tier it asserts, where its numbers
+come from (paper table, upstream README, a trusted run with its provenance, or a fixture), and per
+metric the value, direction, a two-sided tolerance (exactly one of ``abs`` / ``rel``) and whether it
+is primary. Nothing here parses stdout.
+
+``diff(scorecard, reference).exit_code``:
+
+* 0 (EXIT_PASS): every reference metric is within tolerance on a complete run;
+* 1 (EXIT_FAIL): at least one metric is outside its tolerance;
+* 2 (EXIT_INCOMPLETE): the run is partial or failed, or a reference metric has no measured value;
+* 3 (EXIT_MISMATCH): the reference does not apply: other recipe, recipe version, checkpoint or mode,
+  or its ``n_samples`` differs from the scorecard's ``n_expected``.
+
+When several apply, the highest code wins: a comparison that does not apply outranks an incomplete
+run, which outranks an out-of-tolerance metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pinbench.provenance import scrub
+from pinbench.scorecard import load_validator, schema_error, validate_scorecard, write_text_atomic
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INCOMPLETE = 2
+EXIT_MISMATCH = 3
+DIRECTIONS = ("higher", "lower")
+TIERS = ("same_hw", "cross_hw")
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "reference.schema.json"
+_VERDICT = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+
+
+class ReferenceFileError(ValueError):
+    """A reference file is unreadable or invalid; ``str(e)`` is one line naming the file."""
+
+    def __init__(self, path: Path | str | None, reason: str):
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A two-sided bound around the reference value: absolute, or relative to |reference|."""
+
+    abs: float | None = None
+    rel: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.abs is None) == (self.rel is None):
+            raise ValueError("a tolerance has exactly one of abs / rel")
+        if (self.abs if self.abs is not None else self.rel) < 0:
+            raise ValueError("a tolerance must be >= 0")
+
+    def bound(self, reference: float) -> float:
+        return self.abs if self.abs is not None else self.rel * abs(reference)
+
+    def text(self, reference: float) -> str:
+        if self.abs is not None:
+            return f"±{self.abs:g}"
+        return f"±{self.rel * 100:g}% (±{self.bound(reference):.3g})"
+
+    def as_dict(self) -> dict[str, float]:
+        return {"abs": self.abs} if self.abs is not None else {"rel": self.rel}
+
+
+@dataclass(frozen=True)
+class MetricReference:
+    value: float
+    direction: str  # "higher" | "lower": which way is better
+    tolerance: Tolerance
+    primary: bool = False
+    note: str | None = None
+
+
+@dataclass
+class Reference:
+    recipe: str
+    recipe_version: str
+    checkpoint: str
+    mode: str
+    n_samples: int
+    tier: str
+    source: dict[str, Any]
+    metrics: dict[str, MetricReference]
+    note: str | None = None
+    path: Path | None = None
+
+    @property
+    def primary(self) -> list[str]:
+        return [name for name, m in self.metrics.items() if m.primary]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file representation (what ``load_reference`` reads back)."""
+        data: dict[str, Any] = {
+            "recipe": self.recipe, "recipe_version": self.recipe_version, "checkpoint": self.checkpoint,
+            "mode": self.mode, "n_samples": self.n_samples, "tier": self.tier,
+        }
+        if self.note is not None:
+            data["note"] = self.note
+        data["source"] = self.source
+        data["metrics"] = {}
+        for name, m in self.metrics.items():
+            entry: dict[str, Any] = {"value": m.value, "direction": m.direction,
+                                     "tolerance": m.tolerance.as_dict(), "primary": m.primary}
+            if m.note is not None:
+                entry["note"] = m.note
+            data["metrics"][name] = entry
+        return data
+
+
+@dataclass
+class DiffRow:
+    metric: str
+    reference: float
+    measured: float | None
+    delta: float | None  # measured - reference
+    tolerance_text: str
+    status: str  # "PASS" | "FAIL" | "MISSING"
+    direction: str = "higher"
+    verdict: str = ""  # "better" | "worse" | "same" per direction; "" when nothing was measured
+    scored: str = ""  # "n_scored/n_expected" of the measured metric
+    primary: bool = False
+
+
+@dataclass
+class DiffResult:
+    rows: list[DiffRow]
+    problems: list[str]
+    ok: bool
+    exit_code: int
+    notes: list[str] = field(default_factory=list)
+    header: dict[str, str] = field(default_factory=dict)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (a repeated metric would silently win otherwise)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def reference_from_dict(data: Any, path: Path | str | None = None) -> Reference:
+    """Validate a parsed reference file (schema, finite values, a primary metric) and build it."""
+    if not isinstance(data, Mapping):
+        raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
+    problem = schema_error(load_validator(SCHEMA_PATH), data)
+    if problem is not None:
+        raise ReferenceFileError(path, problem)
+    metrics = {}
+    for name, m in data["metrics"].items():
+        if not math.isfinite(m["value"]):
+            raise ReferenceFileError(path, f"metric {name}: value must be finite, got {m['value']}")
+        metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"],
+                                        tolerance=Tolerance(**m["tolerance"]),
+                                        primary=bool(m.get("primary", False)), note=m.get("note"))
+    if not any(m.primary for m in metrics.values()):
+        raise ReferenceFileError(path, "no metric is marked primary: true")
+    return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
+                     checkpoint=data["checkpoint"], mode=data["mode"], n_samples=data["n_samples"],
+                     tier=data["tier"], source=dict(data["source"]), metrics=metrics,
+                     note=data.get("note"), path=Path(path) if path is not None else None)
+
+
+def load_reference(path: Path | str) -> Reference:
+    """Read a reference YAML; ReferenceFileError (one line naming the file) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ReferenceFileError(path, "file not found") from None
+    except OSError as exc:
+        raise ReferenceFileError(path, f"unreadable: {exc.strerror}") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ReferenceFileError(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
+    return reference_from_dict(data, path)
+
+
+def _fmt(value: float | None, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.6g}" if sign else f"{value:.6g}"
+
+
+def _verdict(delta: float, direction: str) -> str:
+    if delta == 0:
+        return "same"
+    return "better" if (delta > 0) == (direction == "higher") else "worse"
+
+
+def _within(delta: float, bound: float, reference: float, measured: float) -> bool:
+    # Ignore float noise at the 1e-12 scale so that an exact-boundary or exact-match check passes.
+    return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
+
+
+def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
+    """Compare a scorecard with a reference; see the module docstring for the exit codes."""
+    problems: list[str] = []
+    notes: list[str] = []
+    code = EXIT_PASS
+    where = f" ({ref.path})" if ref.path is not None else ""
+
+    for field_name, ref_value, card_value in (
+        ("recipe", ref.recipe, scorecard["recipe"]),
+        ("recipe_version", ref.recipe_version, scorecard["recipe_version"]),
+        ("checkpoint", ref.checkpoint, scorecard["checkpoint"]),
+        ("mode", ref.mode, scorecard["mode"]),
+    ):
+        if ref_value != card_value:
+            problems.append(f"{field_name} mismatch: reference{where} is for {ref_value!r}, "
+                            f"scorecard is {card_value!r}")
+            code = max(code, EXIT_MISMATCH)
+    n_expected = scorecard["samples"]["n_expected"]
+    if ref.n_samples != n_expected:
+        problems.append(f"sample count mismatch: reference has n_samples={ref.n_samples}, "
+                        f"scorecard n_expected={n_expected}")
+        code = max(code, EXIT_MISMATCH)
+    if scorecard["status"] != "complete":
+        reasons = scorecard.get("status_reasons") or []
+        detail = "; ".join(reasons[:3]) + (f"; +{len(reasons) - 3} more" if len(reasons) > 3 else "")
+        problems.append(f"scorecard status is {scorecard['status']}" + (f": {detail}" if detail else ""))
+        code = max(code, EXIT_INCOMPLETE)
+
+    rows = []
+    card_metrics = scorecard["metrics"]
+    for name, m in ref.metrics.items():
+        measured_entry = card_metrics.get(name)
+        measured = measured_entry["value"] if measured_entry else None
+        scored = f"{measured_entry['n_scored']}/{measured_entry['n_expected']}" if measured_entry else "-"
+        row = DiffRow(metric=name, reference=m.value, measured=measured, delta=None,
+                      tolerance_text=m.tolerance.text(m.value), status="MISSING", direction=m.direction,
+                      scored=scored, primary=m.primary)
+        if measured_entry is None:
+            problems.append(f"{name}: missing from the scorecard")
+            code = max(code, EXIT_INCOMPLETE)
+        elif measured is None:
+            problems.append(f"{name}: no value, nothing scored ({scored})")
+            code = max(code, EXIT_INCOMPLETE)
+        else:
+            row.delta = measured - m.value
+            row.verdict = _verdict(row.delta, m.direction)
+            if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
+                row.status = "PASS"
+            else:
+                row.status = "FAIL"
+                problems.append(f"{name}: measured {_fmt(measured)} vs reference {_fmt(m.value)} "
+                                f"(delta {_fmt(row.delta, sign=True)}, {row.verdict}) is outside "
+                                f"{row.tolerance_text}")
+                code = max(code, EXIT_FAIL)
+        rows.append(row)
+    for name in card_metrics:
+        if name not in ref.metrics:
+            notes.append(f"{name}: no reference value (reported, not checked)")
+
+    source = ref.source.get("kind", "?")
+    if ref.source.get("citation"):
+        source += f": {ref.source['citation']}"
+    samples = scorecard["samples"]
+    header = {
+        "recipe": f"{scorecard['recipe']} {scorecard['recipe_version']}",
+        "checkpoint": scorecard["checkpoint"],
+        "mode": scorecard["mode"],
+        "reference": f"{ref.path if ref.path is not None else '(in memory)'} "
+                     f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
+        "source": source,
+        "status": f"{scorecard['status']} ({samples['n_ok']}/{samples['n_expected']} samples ok, "
+                  f"{samples['n_failed']} failed, {samples['n_missing']} missing)",
+    }
+    return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
+                      header=header)
+
+
+def render_diff(result: DiffResult) -> str:
+    """A plain-text table (no colour, no box characters) that reads the same in a terminal and a log."""
+    lines = [f"{key:<10} {value}" for key, value in result.header.items()]
+    columns = ["metric", "reference", "measured", "delta", "vs ref", "tolerance", "scored", "status"]
+    table = [columns] + [
+        [("* " if r.primary else "  ") + r.metric, _fmt(r.reference), _fmt(r.measured),
+         _fmt(r.delta, sign=True), r.verdict or "-", r.tolerance_text, r.scored, r.status]
+        for r in result.rows
+    ]
+    table[0][0] = "  " + table[0][0]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    lines.append("")
+    for i, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(* primary metric; delta = measured - reference; vs ref by the metric's direction)")
+    lines.append("")
+    lines.append("problems:" if result.problems else "problems: none")
+    lines.extend(f"  - {p}" for p in result.problems)
+    if result.notes:
+        lines.append("notes:")
+        lines.extend(f"  - {n}" for n in result.notes)
+    lines.append(f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})")
+    return "\n".join(lines)
+
+
+def record_reference(scorecard: Mapping[str, Any], path: Path | str, *,
+                     tolerances: Mapping[str, Mapping[str, float]], directions: Mapping[str, str],
+                     primary: set[str] | frozenset[str], tier: str, note: str | None = None) -> Path:
+    """Write a ``trusted_run`` reference from a COMPLETE scorecard, with its provenance.
+
+    ``directions`` ("higher" / "lower", lower for error metrics) and ``tolerances`` ({"abs": x} or
+    {"rel": x}) are required for every metric; ``primary`` names at least one of them.
+    """
+    validate_scorecard(scorecard)
+    label = f"{scorecard['recipe']} / {scorecard['checkpoint']} ({scorecard['mode']})"
+    if scorecard["status"] != "complete":
+        reasons = "; ".join(scorecard["status_reasons"][:3])
+        raise ValueError(f"refusing to record a reference from a {scorecard['status']} scorecard "
+                         f"of {label}: {reasons}")
+    names = list(scorecard["metrics"])
+    for what, given in (("directions", directions), ("tolerances", tolerances)):
+        lacking = [n for n in names if n not in given]
+        if lacking:
+            raise ValueError(f"{what} missing for metric(s): {', '.join(lacking)}")
+    bad = {n: d for n, d in directions.items() if n in names and d not in DIRECTIONS}
+    if bad:
+        raise ValueError(f"unknown direction(s) {bad}; expected 'higher' or 'lower'")
+    unknown = sorted(set(primary) - set(names))
+    if unknown or not primary:
+        raise ValueError(f"primary must name scorecard metrics, got unknown {unknown}" if unknown
+                         else "primary must name at least one metric")
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
+
+    recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    data: dict[str, Any] = {
+        "recipe": scorecard["recipe"], "recipe_version": scorecard["recipe_version"],
+        "checkpoint": scorecard["checkpoint"], "mode": scorecard["mode"],
+        "n_samples": scorecard["samples"]["n_expected"], "tier": tier,
+    }
+    if note is not None:
+        data["note"] = note
+    data["source"] = {
+        "kind": "trusted_run",
+        "citation": f"scorecard of {label}, run at {scorecard['provenance'].get('timestamp', '?')}",
+        "recorded": recorded,
+        "provenance": scrub(scorecard["provenance"]),
+    }
+    data["metrics"] = {
+        name: {"value": scorecard["metrics"][name]["value"], "direction": directions[name],
+               "tolerance": dict(tolerances[name]), "primary": name in primary}
+        for name in names
+    }
+    path = Path(path)
+    reference_from_dict(data, path)  # same validation as loading
+    text = (f"# Recorded by pinbench.reference.record_reference at {recorded} from a complete\n"
+            f"# {scorecard['mode']} run; valid only for recipe version {scorecard['recipe_version']}.\n"
+            + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110))
+    return write_text_atomic(path, text)

@@ -1,0 +1,337 @@
+"""Scorecards: one JSON per run with aggregates, their denominators, a status and provenance.
+
+A scorecard never shrinks the denominator. Every metric carries ``n_expected`` (the full task count
+the recipe defines), ``n_scored``, ``n_failed`` (with each failed sample id and its reason) and
+``n_missing`` (samples with no record at all, e.g. another shard's). The status follows from them:
+
+* ``complete``: every metric has ``n_expected > 0`` and ``n_scored == n_expected``;
+* ``failed``: no metric scored anything;
+* ``partial``: anything in between. A partial scorecard is never diffed as if complete.
+
+A metric value is null when nothing scored. Aggregations: ``mean``, ``median``,
+``mean_then_median`` (mean within ``group_by`` groups, then median over the groups) and ``none``
+(the single value of a one-sample metric, e.g. a suite-level number an upstream evaluator computes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import statistics
+import tempfile
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from pinbench.provenance import scrub, to_jsonable
+
+SCHEMA_VERSION = "1.0"
+AGGREGATIONS = ("mean", "median", "mean_then_median", "none")
+MODES = ("full", "smoke", "fixture")
+STATUSES = ("complete", "partial", "failed")
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "scorecard.schema.json"
+DEFAULT_SAMPLES_PATH = "samples.jsonl"
+
+
+class ScorecardError(ValueError):
+    """A scorecard file is unreadable or invalid; ``str(e)`` is one line naming the file."""
+
+    def __init__(self, path: Path | str | None, reason: str):
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one metric is read from per-sample results and aggregated.
+
+    ``key`` is the field in each sample's result dict (default: ``name``). ``sample_ids`` restricts
+    the metric to a cohort (e.g. only the I2V scenes); its length is then the metric's
+    ``n_expected``, and ids with no record are listed as missing by name.
+    """
+
+    name: str
+    aggregation: str = "mean"
+    group_by: str | None = None
+    key: str | None = None
+    sample_ids: Collection[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"metric {self.name!r}: unknown aggregation {self.aggregation!r}; "
+                             f"expected one of {', '.join(AGGREGATIONS)}")
+        if (self.aggregation == "mean_then_median") != (self.group_by is not None):
+            raise ValueError(f"metric {self.name!r}: group_by is required by mean_then_median "
+                             f"and meaningless for {self.aggregation}")
+        if self.sample_ids is not None:
+            ids = tuple(self.sample_ids)
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"metric {self.name!r}: sample_ids has duplicates")
+            object.__setattr__(self, "sample_ids", ids)
+
+    @property
+    def result_key(self) -> str:
+        return self.key or self.name
+
+
+def _get(record: Any, field: str) -> Any:
+    """Read a SampleRecord attribute, or the same key of a record loaded from JSON."""
+    return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:
+    """(value, group, None) for a scored sample, or (None, None, reason) for a failed one."""
+    if _get(record, "status") != "ok":
+        return None, None, _get(record, "error") or f"sample status {_get(record, 'status')!r}"
+    result = _get(record, "result")
+    if not isinstance(result, Mapping):
+        return None, None, "sample has no result"
+    key = spec.result_key
+    if key not in result:
+        return None, None, f"no value for {key!r} in result"
+    value = result[key]
+    if value is None:
+        return None, None, f"{key!r} is null (NaN or not computed)"
+    if not isinstance(value, numbers.Real):
+        return None, None, f"{key!r} is not a number: {_short(value)}"
+    if not math.isfinite(float(value)):
+        return None, None, f"{key!r} is not finite: {value}"
+    group = None
+    if spec.group_by is not None:
+        group = result.get(spec.group_by)
+        if group is None:
+            return None, None, f"no group field {spec.group_by!r} in result"
+        if isinstance(group, bool) or not isinstance(group, (str, int)):
+            return None, None, f"group field {spec.group_by!r} is not a string or integer: {_short(group)}"
+    return float(value), group, None
+
+
+def aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] | None = None) -> float | None:
+    """Aggregate scored values; None when there are none. Order-independent (exact summation)."""
+    if not values:
+        return None
+    if aggregation == "mean":
+        return math.fsum(values) / len(values)
+    if aggregation == "median":
+        return float(statistics.median(values))
+    if aggregation == "mean_then_median":
+        if groups is None or len(groups) != len(values):
+            raise ValueError("mean_then_median needs one group per value")
+        by_group: dict[Any, list[float]] = {}
+        for group, value in zip(groups, values, strict=True):
+            by_group.setdefault(group, []).append(value)
+        return float(statistics.median(math.fsum(v) / len(v) for v in by_group.values()))
+    if aggregation == "none":
+        if len(values) != 1:
+            raise ValueError(f"aggregation 'none' takes exactly one value, got {len(values)}")
+        return values[0]
+    raise ValueError(f"unknown aggregation {aggregation!r}")
+
+
+def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+    cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
+    expected = len(cohort) if cohort is not None else n_expected
+    if spec.aggregation == "none" and expected != 1:
+        raise ValueError(f"metric {spec.name!r}: aggregation 'none' needs exactly one expected sample "
+                         f"(pass sample_ids with one id), got n_expected={expected}")
+    values: list[float] = []
+    groups: list[Any] = []
+    failed: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for record in records:
+        sample_id = str(_get(record, "sample_id"))
+        if cohort is not None and sample_id not in cohort:
+            continue
+        seen.add(sample_id)
+        value, group, error = _metric_value(spec, record)
+        if error is not None:
+            failed.append({"sample_id": sample_id, "error": error})
+        else:
+            values.append(value)
+            groups.append(group)
+    n_missing = expected - len(values) - len(failed)
+    if n_missing < 0:
+        raise ValueError(f"metric {spec.name!r}: {len(values) + len(failed)} records for "
+                         f"n_expected={expected}; n_expected must be the full task count")
+    entry: dict[str, Any] = {
+        "value": aggregate(values, spec.aggregation, groups if spec.group_by else None),
+        "aggregation": spec.aggregation,
+    }
+    if spec.key is not None:
+        entry["key"] = spec.key
+    if spec.group_by is not None:
+        entry["group_by"] = spec.group_by
+        entry["n_groups"] = len(set(groups))
+    entry.update(n_expected=expected, n_scored=len(values), n_failed=len(failed), n_missing=n_missing,
+                 failed=failed)
+    if cohort is not None:
+        entry["missing"] = [i for i in spec.sample_ids if i not in seen]
+    return entry
+
+
+def derive_status(metrics: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """(status, reasons) from per-metric counts; the single rule every scorecard obeys."""
+    reasons = []
+    for name, m in metrics.items():
+        if m["n_expected"] == 0:
+            reasons.append(f"{name}: n_expected is 0")
+        elif m["n_scored"] != m["n_expected"]:
+            reasons.append(f"{name}: {m['n_scored']}/{m['n_expected']} scored "
+                           f"({m['n_failed']} failed, {m['n_missing']} missing)")
+    if not any(m["n_scored"] > 0 for m in metrics.values()):
+        return "failed", reasons or ["no metric scored any sample"]
+    return ("partial" if reasons else "complete"), reasons
+
+
+def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: str,
+                    metrics: Sequence[MetricSpec], records: Sequence[Any], n_expected: int,
+                    provenance: Mapping[str, Any], config: Mapping[str, Any],
+                    timings: Mapping[str, float], extra: Mapping[str, Any] | None = None,
+                    samples_path: str | None = DEFAULT_SAMPLES_PATH) -> dict[str, Any]:
+    """Aggregate per-sample records into a scorecard dict (validate / write with write_scorecard).
+
+    ``n_expected`` is the task count the recipe defines for this mode (all 600 tasks of a full run
+    even when this process saw one shard), never the number of records it happened to get.
+    ``records`` are SampleRecords (or their JSON dicts) in task order.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if not metrics:
+        raise ValueError("a scorecard needs at least one metric")
+    if n_expected < 0:
+        raise ValueError(f"n_expected must be >= 0, got {n_expected}")
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate metric names in {names}")
+    ids = [str(_get(r, "sample_id")) for r in records]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate sample ids in records: {', '.join(dupes[:5])}")
+    n_ok = sum(1 for r in records if _get(r, "status") == "ok")
+    n_missing = n_expected - len(records)
+    if n_missing < 0:
+        raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
+                         "n_expected must be the full task count")
+
+    per_metric = {spec.name: _score_metric(spec, records, n_expected) for spec in metrics}
+    status, reasons = derive_status(per_metric)
+    card: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "recipe": recipe,
+        "recipe_version": recipe_version,
+        "checkpoint": checkpoint,
+        "mode": mode,
+        "status": status,
+        "status_reasons": reasons,
+        "samples": {"n_expected": n_expected, "n_ok": n_ok, "n_failed": len(records) - n_ok,
+                    "n_missing": n_missing, "path": samples_path},
+        "metrics": per_metric,
+        "provenance": to_jsonable(provenance),
+        "config": to_jsonable(config),
+        "timings": to_jsonable(timings),
+    }
+    if extra is not None:
+        card["extra"] = to_jsonable(extra)
+    return card
+
+
+@lru_cache(maxsize=4)
+def load_validator(schema_path: Path) -> jsonschema.Draft202012Validator:
+    """A validator for one of the package's JSON schemas (checked once, then cached)."""
+    schema = json.loads(schema_path.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
+    """The most relevant schema violation as one line with its JSON path, or None when valid."""
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    return f"schema violation at {error.json_path}: {_one_line(error.message)}"
+
+
+def _count_errors(card: Mapping[str, Any]) -> list[str]:
+    """Arithmetic the schema cannot express: counts add up, null iff nothing scored, status fits."""
+    errors = []
+    s = card["samples"]
+    if s["n_ok"] + s["n_failed"] + s["n_missing"] != s["n_expected"]:
+        errors.append("samples: n_ok + n_failed + n_missing != n_expected")
+    for name, m in card["metrics"].items():
+        if m["n_scored"] + m["n_failed"] + m["n_missing"] != m["n_expected"]:
+            errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
+        if len(m["failed"]) != m["n_failed"]:
+            errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
+        if (m["value"] is None) != (m["n_scored"] == 0):
+            errors.append(f"metric {name}: value must be null exactly when nothing scored")
+    status, _ = derive_status(card["metrics"])
+    if status != card["status"]:
+        errors.append(f"status {card['status']!r} contradicts the counts (they give {status!r})")
+    return errors
+
+
+def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
+    """Raise ScorecardError (one line) unless ``card`` matches the schema and its counts add up."""
+    problem = schema_error(load_validator(SCHEMA_PATH), card)
+    if problem is None:
+        errors = _count_errors(card)
+        problem = errors[0] if errors else None
+    if problem is not None:
+        raise ScorecardError(path, problem)
+
+
+def write_scorecard(card: Mapping[str, Any], path: Path | str) -> Path:
+    """Scrub secrets, validate, then write atomically; returns the path."""
+    path = Path(path)
+    clean = scrub(card)
+    validate_scorecard(clean, path=path)
+    return write_text_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write via a temporary file and rename, so a crash never leaves half a file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_scorecard(path: Path | str) -> dict[str, Any]:
+    """Read and validate a scorecard; ScorecardError naming the file on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ScorecardError(path, "file not found") from None
+    except OSError as exc:
+        raise ScorecardError(path, f"unreadable: {exc.strerror}") from None
+    try:
+        card = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None
+    validate_scorecard(card, path=path)
+    return card

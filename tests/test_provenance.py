@@ -1,0 +1,209 @@
+"""Provenance: what is recorded about code, environment and pinned inputs, and that secrets never are."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pinbench import provenance as prov
+from pinbench.provenance import (
+    collect_provenance,
+    input_states,
+    installed_distributions,
+    redact,
+    scrub,
+    to_jsonable,
+)
+
+HEX40 = "0123456789abcdef0123456789abcdef01234567"
+HEX64 = "ab" * 32
+FAKE_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12345678"
+
+PINS = {
+    "upstream": {"evaluator": {"repo": "owner/eval", "commit": HEX40, "url": "https://github.com/owner/eval"},
+                 "tasks": {"repo": "owner/tasks", "commit": "main"}},
+    "huggingface": {
+        "dataset": {"repo_id": "org/data", "repo_type": "dataset", "revision": HEX40,
+                    "sha256": {"a.jsonl": HEX64}},
+        "model": {"repo_id": "org/model", "revision": HEX40, "sha256": {"w.safetensors": None}},
+        "loose": {"repo_id": "org/loose", "revision": "main"},
+    },
+    "urls": {"sam2": {"url": "https://x/sam2.pt", "sha256": HEX64, "filename": "sam2.pt"},
+             "dover": {"url": "https://x/dover.pth", "sha256": None, "filename": "dover.pth"}},
+    "images": {"eval": {"base": "nvidia/cuda:12.4.1@sha256:" + HEX64}},
+}
+
+
+def test_collect_provenance_fields() -> None:
+    p = collect_provenance(pins=PINS, seeds={"global": 1234}, extra={"gt_recomputed": True})
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", p["timestamp"])
+    assert p["python"] == platform.python_version()
+    dists = installed_distributions()
+    assert dists == sorted(dists) and any(d.startswith("numpy==") for d in dists)
+    assert p["packages"]["distributions_sha256"] == hashlib.sha256("\n".join(dists).encode()).hexdigest()
+    assert p["packages"]["n_distributions"] == len(dists)
+    assert p["packages"]["numpy"] == np.__version__
+    import torch
+
+    assert p["packages"]["torch"] == torch.__version__
+    assert p["packages"]["cuda"] == torch.version.cuda
+    assert isinstance(p["gpus"], list)
+    if not torch.cuda.is_available():
+        assert p["gpus"] == []
+    assert p["pins"] == json.loads(json.dumps(PINS))  # passed through unchanged
+    assert p["seeds"] == {"global": 1234}
+    assert p["extra"] == {"gt_recomputed": True}
+    commit = p["pinbench"]["commit"]
+    assert commit is None or re.fullmatch(r"[0-9a-f]{40}", commit)
+    host = platform.node()
+    assert "hostname" not in json.dumps(p)
+    assert len(host) < 6 or host not in json.dumps(p)
+    json.dumps(p, allow_nan=False)
+
+
+def test_input_verification_states() -> None:
+    states = input_states(PINS)
+    assert {k: v["state"] for k, v in states.items()} == {
+        "upstream/evaluator": "verified",
+        "upstream/tasks": "unverified",
+        "huggingface/dataset": "verified",
+        "huggingface/model": "unverified",
+        "huggingface/loose": "unverified",
+        "urls/sam2": "verified",
+        "urls/dover": "unverified",
+    }
+    assert states["urls/dover"]["reason"].startswith("no sha256")
+    assert states["huggingface/model"]["reason"] == "no sha256 for w.safetensors"
+    assert states["huggingface/loose"]["reason"] == "revision is not a 40-hex commit"
+    assert states["huggingface/dataset"]["revision"] == HEX40
+    assert states["upstream/evaluator"]["commit"] == HEX40
+
+
+def test_pins_given_as_dataclasses() -> None:
+    @dataclass
+    class URLPin:  # test double of pinbench.hub.URLPin
+        url: str
+        sha256: str | None
+        filename: str
+
+    @dataclass
+    class Pins:  # test double of pinbench.hub.Pins
+        urls: dict[str, URLPin]
+
+    p = collect_provenance(pins=Pins(urls={"w": URLPin("https://x/w.pt", None, "w.pt")}))
+    assert p["pins"]["urls"]["w"]["filename"] == "w.pt"
+    assert p["inputs"]["urls/w"]["state"] == "unverified"
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                   check=True, capture_output=True)
+
+
+def test_git_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "exported" / "pinbench"
+    outside.mkdir(parents=True)
+    monkeypatch.setattr(prov, "PACKAGE_DIR", outside)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert prov.git_state() == {"commit": None, "dirty": None}
+
+    repo = tmp_path / "repo"
+    pkg = repo / "common" / "pinbench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    _git(repo, "init", "-q")
+    monkeypatch.setattr(prov, "PACKAGE_DIR", pkg)
+    assert prov.git_state() == {"commit": None, "dirty": None}  # no commit yet
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout
+    head = head.strip()
+    assert prov.git_state() == {"commit": head, "dirty": False}
+    (pkg / "__init__.py").write_text("x = 1\n")
+    assert prov.git_state() == {"commit": head, "dirty": True}
+
+
+def test_container_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(prov.IMAGE_DIGEST_ENV, "sha256:" + HEX64)
+    assert prov.container_state() == {"in_container": True, "image_digest": "sha256:" + HEX64}
+    monkeypatch.delenv(prov.IMAGE_DIGEST_ENV)
+    monkeypatch.delenv("container", raising=False)
+    state = prov.container_state()
+    assert state["image_digest"] is None
+    assert state["in_container"] == Path("/.dockerenv").exists()
+
+
+def test_torch_missing_is_tolerated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(prov.importlib.util, "find_spec", lambda name: None)
+    p = collect_provenance(pins={})
+    assert (p["packages"]["torch"], p["packages"]["cuda"], p["gpus"]) == (None, None, [])
+
+
+# ----------------------------------------------------------------------------------------- secrets
+
+
+def test_redact_hf_tokens_keeps_ordinary_names() -> None:
+    text = f"token={FAKE_TOKEN} via huggingface_hub.hf_hub_download with hf_transfer; ({FAKE_TOKEN})"
+    assert redact(text) == "token=*** via huggingface_hub.hf_hub_download with hf_transfer; (***)"
+
+
+def test_redact_secret_env_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567")
+    monkeypatch.setenv("DB_PASSWORD", "pa55word!")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "AKIAsecretvalue/xyz")
+    monkeypatch.setenv("SHORT_KEY", "1")  # too short to be a secret: must not blank every "1"
+    monkeypatch.setenv("CHECKPOINT_DIR", "/data/ckpt")  # not a secret name
+    text = "use tok-1234567 and pa55word! and AKIAsecretvalue/xyz on gpu 1 from /data/ckpt"
+    assert redact(text) == "use *** and *** and *** on gpu 1 from /data/ckpt"
+
+
+def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    obj = {
+        "cmd": ["run", "--token", FAKE_TOKEN],
+        "nested": {"hf_token": "whatever", "api_key": "k-123", "Password": "p", "tokenizer": "t5",
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5},
+        FAKE_TOKEN: None,
+        "tuple": (1, f"x{FAKE_TOKEN}"),
+    }
+    assert scrub(obj) == {
+        "cmd": ["run", "--token", "***"],
+        "nested": {"hf_token": "***", "api_key": "***", "Password": "***", "tokenizer": "t5",
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5},
+        "***": None,
+        "tuple": [1, "x***"],
+    }
+
+
+def test_provenance_never_holds_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_notarealtoken0000")
+    pins = {"urls": {"w": {"url": f"https://host/w.pt?token={FAKE_TOKEN}", "sha256": None}}}
+    p = collect_provenance(pins=pins, seeds={"s": 1},
+                           extra={"auth": "ghp_notarealtoken0000", "hf_token": "literal-secret"})
+    text = json.dumps(p)
+    for secret in (FAKE_TOKEN, "ghp_notarealtoken0000", "literal-secret"):
+        assert secret not in text
+    assert p["pins"]["urls"]["w"]["url"] == "https://host/w.pt?token=***"
+
+
+def test_to_jsonable() -> None:
+    @dataclass
+    class Shard:  # test double of pinbench.runner.Shard
+        index: int
+        count: int
+
+    value = {"p": Path("/a/b"), "s": {"b", "a"}, "d": Shard(0, 4), "nan": float("nan"),
+             "np": np.float32(0.5), "arr": np.arange(3), "t": (1, 2), 3: None}
+    assert to_jsonable(value) == {"p": "/a/b", "s": ["a", "b"], "d": {"index": 0, "count": 4},
+                                  "nan": None, "np": 0.5, "arr": [0, 1, 2], "t": [1, 2], "3": None}

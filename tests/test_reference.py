@@ -1,0 +1,292 @@
+"""References as data: loading with clear errors, the diff and its exit codes, recording, the golden table."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pinbench.reference import (
+    EXIT_FAIL,
+    EXIT_INCOMPLETE,
+    EXIT_MISMATCH,
+    EXIT_PASS,
+    ReferenceFileError,
+    load_reference,
+    record_reference,
+    reference_from_dict,
+    render_diff,
+)
+from pinbench.reference import diff as diff_scorecard
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec, build_scorecard, load_scorecard
+
+GOLDEN = Path(__file__).parent / "golden"
+# Test double: the fixed provenance block of the committed golden scorecard.
+FIXED_PROVENANCE: dict[str, Any] = json.loads((GOLDEN / "scorecard.json").read_text())["provenance"]
+
+REFERENCE: dict[str, Any] = {
+    "recipe": "toy",
+    "recipe_version": "1.0.0",
+    "checkpoint": "ckpt",
+    "mode": "full",
+    "n_samples": 3,
+    "tier": "cross_hw",
+    "source": {"kind": "paper_table", "citation": "Toy et al. 2026, Table 2"},
+    "metrics": {
+        "f1": {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.01}, "primary": True},
+        "rmse": {"value": 2.0, "direction": "lower", "tolerance": {"rel": 0.05}},
+    },
+}
+
+
+def ok(sample_id: str, **result: Any) -> SampleRecord:
+    return SampleRecord(sample_id, "ok", result, None, "0" * 64, 0.1)
+
+
+def failed(sample_id: str, error: str) -> SampleRecord:
+    return SampleRecord(sample_id, "failed", None, error, "0" * 64, 0.1)
+
+
+def make_card(f1: list[float | None], rmse: list[float | None], *, n_expected: int | None = None,
+              **kw: Any) -> dict[str, Any]:
+    """A scorecard from per-sample values; a None sample is a failed record."""
+    records: list[Any] = []
+    for i, (a, b) in enumerate(zip(f1, rmse, strict=True)):
+        records.append(failed(f"s{i}", "ValueError: bad") if a is None else ok(f"s{i}", f1=a, rmse=b))
+    args: dict[str, Any] = dict(recipe="toy", recipe_version="1.0.0", checkpoint="ckpt", mode="full",
+                                metrics=[MetricSpec("f1"), MetricSpec("rmse")], records=records,
+                                n_expected=len(records) if n_expected is None else n_expected,
+                                provenance=FIXED_PROVENANCE, config={}, timings={})
+    args.update(kw)
+    return build_scorecard(**args)
+
+
+def ref(**changes: Any) -> Any:
+    data = copy.deepcopy(REFERENCE)
+    data.update(changes)
+    return reference_from_dict(data)
+
+
+def write_yaml(tmp_path: Path, data: Any, name: str = "ckpt.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# --------------------------------------------------------------------------------------------- diff
+
+
+def test_pass() -> None:
+    result = diff_scorecard(make_card([0.5, 0.51, 0.49], [2.0, 2.05, 2.0]), ref())
+    assert (result.exit_code, result.ok, result.problems) == (EXIT_PASS, True, [])
+    assert [(r.metric, r.status) for r in result.rows] == [("f1", "PASS"), ("rmse", "PASS")]
+    rmse = result.rows[1]
+    assert rmse.delta == pytest.approx(0.05 / 3)
+    assert rmse.verdict == "worse"  # lower is better, and the measured value is higher
+    assert rmse.scored == "3/3" and rmse.tolerance_text == "±5% (±0.1)"
+
+
+def test_fail_is_two_sided_and_marks_better_or_worse() -> None:
+    result = diff_scorecard(make_card([0.6] * 3, [1.5] * 3), ref())
+    assert result.exit_code == EXIT_FAIL and not result.ok
+    f1, rmse = result.rows
+    assert (f1.status, f1.verdict, f1.delta) == ("FAIL", "better", pytest.approx(0.1))
+    assert (rmse.status, rmse.verdict) == ("FAIL", "better")
+    assert result.problems[0] == "f1: measured 0.6 vs reference 0.5 (delta +0.1, better) is outside ±0.01"
+    worse = diff_scorecard(make_card([0.4] * 3, [2.0] * 3), ref())
+    assert worse.rows[0].verdict == "worse" and worse.exit_code == EXIT_FAIL
+
+
+def test_boundary_and_exact_tolerances() -> None:
+    assert diff_scorecard(make_card([0.51] * 3, [2.1] * 3), ref()).exit_code == EXIT_PASS
+    assert diff_scorecard(make_card([0.5101] * 3, [2.0] * 3), ref()).exit_code == EXIT_FAIL
+    exact = copy.deepcopy(REFERENCE["metrics"])
+    exact["f1"]["tolerance"] = {"abs": 0}
+    card = make_card([0.1, 0.2, 0.3], [2.0] * 3)  # mean 0.2 (with float rounding)
+    exact["f1"]["value"] = (0.1 + 0.2 + 0.3) / 3
+    assert diff_scorecard(card, ref(metrics=exact)).exit_code == EXIT_PASS
+    exact["f1"]["value"] = 0.2001
+    assert diff_scorecard(card, ref(metrics=exact)).exit_code == EXIT_FAIL
+
+
+def test_partial_run_is_incomplete_even_when_values_pass() -> None:
+    result = diff_scorecard(make_card([0.5, None, 0.5], [2.0, None, 2.0]), ref())
+    assert result.exit_code == EXIT_INCOMPLETE
+    assert all(r.status == "PASS" for r in result.rows)
+    assert result.problems[0].startswith("scorecard status is partial: f1: 2/3 scored (1 failed")
+    assert result.rows[0].scored == "2/3"
+
+
+def test_failed_run_and_null_metric() -> None:
+    result = diff_scorecard(make_card([None] * 3, [None] * 3), ref())
+    assert result.exit_code == EXIT_INCOMPLETE
+    assert [r.status for r in result.rows] == ["MISSING", "MISSING"]
+    assert "f1: no value, nothing scored (0/3)" in result.problems
+
+
+def test_missing_metric() -> None:
+    card = make_card([0.5] * 3, [2.0] * 3, metrics=[MetricSpec("f1")])
+    result = diff_scorecard(card, ref())
+    assert result.exit_code == EXIT_INCOMPLETE
+    assert result.rows[1].status == "MISSING" and result.rows[1].measured is None
+    assert result.problems == ["rmse: missing from the scorecard"]
+
+
+def test_extra_scorecard_metric_is_a_note_not_a_failure() -> None:
+    records = [ok(f"s{i}", f1=0.5, rmse=2.0, precision=0.3) for i in range(3)]
+    card = make_card([], [], records=records, n_expected=3,
+                     metrics=[MetricSpec("f1"), MetricSpec("rmse"), MetricSpec("precision")])
+    result = diff_scorecard(card, ref())
+    assert result.exit_code == EXIT_PASS
+    assert result.notes == ["precision: no reference value (reported, not checked)"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("recipe_version", "1.1.0", "recipe_version mismatch: reference is for '1.1.0', scorecard is '1.0.0'"),
+    ("recipe", "other", "recipe mismatch"),
+    ("checkpoint", "Other-Ckpt", "checkpoint mismatch"),
+    ("mode", "smoke", "mode mismatch"),
+    ("n_samples", 600, "sample count mismatch: reference has n_samples=600, scorecard n_expected=3"),
+])
+def test_reference_mismatch(field: str, value: Any, message: str) -> None:
+    result = diff_scorecard(make_card([0.5] * 3, [2.0] * 3), ref(**{field: value}))
+    assert result.exit_code == EXIT_MISMATCH
+    assert result.problems[0].startswith(message)
+
+
+def test_exit_code_precedence() -> None:
+    failing_partial = make_card([0.9, None, 0.9], [2.0, None, 2.0])
+    assert diff_scorecard(failing_partial, ref()).exit_code == EXIT_INCOMPLETE
+    assert diff_scorecard(failing_partial, ref(mode="smoke")).exit_code == EXIT_MISMATCH
+    # a smoke run over 4 tasks against a full 600-task reference never passes
+    smoke = make_card([0.5] * 3, [2.0] * 3, mode="smoke")
+    full = ref(n_samples=600)
+    result = diff_scorecard(smoke, full)
+    assert result.exit_code == EXIT_MISMATCH and len(result.problems) == 2
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def test_load_valid(tmp_path: Path) -> None:
+    reference = load_reference(write_yaml(tmp_path, REFERENCE))
+    assert reference.primary == ["f1"]
+    assert reference.metrics["rmse"].tolerance.rel == 0.05
+    assert reference.metrics["rmse"].tolerance.bound(2.0) == pytest.approx(0.1)
+    assert reference.to_dict()["metrics"]["f1"]["tolerance"] == {"abs": 0.01}
+    assert reference.path == tmp_path / "ckpt.yaml"
+
+
+def _broken(mutate: Any) -> dict[str, Any]:
+    data = copy.deepcopy(REFERENCE)
+    mutate(data)
+    return data
+
+
+@pytest.mark.parametrize("data, expected", [
+    ("recipe: toy\nmetrics: [\n", "invalid YAML at line 3, column 1"),
+    ("recipe: toy\nrecipe: again\n", "invalid YAML at line 2, column 1: duplicate key 'recipe'"),
+    ("- just\n- a list\n", "expected a mapping at top level, got list"),
+    (_broken(lambda d: d["metrics"]["rmse"].update(direction="down")),
+     "schema violation at $.metrics.rmse.direction: 'down' is not one of ['higher', 'lower']"),
+    (_broken(lambda d: d["metrics"]["f1"].update(tolerance={"abs": 0.01, "rel": 0.1})),
+     "schema violation at $.metrics.f1.tolerance"),
+    (_broken(lambda d: d["metrics"]["f1"].update(tolerance={})),
+     "schema violation at $.metrics.f1.tolerance"),
+    (_broken(lambda d: d["metrics"]["f1"].update(tolerance={"abs": -1})),
+     "schema violation at $.metrics.f1.tolerance.abs"),
+    (_broken(lambda d: d["metrics"]["f1"].pop("direction")), "'direction' is a required property"),
+    (_broken(lambda d: d["metrics"]["f1"].update(value=float("nan"))), "metric f1: value must be finite"),
+    (_broken(lambda d: d["metrics"]["f1"].update(primary=False)), "no metric is marked primary: true"),
+    (_broken(lambda d: d.update(recipe_version=1.0)), "schema violation at $.recipe_version"),
+    (_broken(lambda d: d.update(mode="nightly")), "schema violation at $.mode"),
+    (_broken(lambda d: d.update(source={"kind": "trusted_run"})), "'provenance' is a required property"),
+    (_broken(lambda d: d.update(source={"kind": "upstream_readme"})), "'citation' is a required property"),
+    (_broken(lambda d: d.pop("n_samples")), "'n_samples' is a required property"),
+])
+def test_load_errors_are_one_line_naming_the_file(tmp_path: Path, data: Any, expected: str) -> None:
+    path = write_yaml(tmp_path, data)
+    with pytest.raises(ReferenceFileError) as info:
+        load_reference(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ReferenceFileError, match=r"absent\.yaml: file not found"):
+        load_reference(tmp_path / "absent.yaml")
+
+
+# ---------------------------------------------------------------------------------------- recording
+
+DIRECTIONS = {"f1": "higher", "rmse": "lower"}
+TOLERANCES = {"f1": {"abs": 0.01}, "rmse": {"rel": 0.05}}
+
+
+def test_record_reference_round_trip(tmp_path: Path) -> None:
+    card = make_card([0.1, 0.2, 0.7], [1.25, 2.5, 3.333333333333333])
+    path = record_reference(card, tmp_path / "refs" / "ckpt.yaml", tolerances=TOLERANCES,
+                            directions=DIRECTIONS, primary={"f1"}, tier="same_hw", note="H200 nightly")
+    reference = load_reference(path)
+    assert reference.source["kind"] == "trusted_run"
+    assert reference.source["provenance"] == FIXED_PROVENANCE
+    assert (reference.tier, reference.note) == ("same_hw", "H200 nightly")
+    assert (reference.n_samples, reference.mode) == (3, "full")
+    assert reference.metrics["f1"].value == card["metrics"]["f1"]["value"]  # exact float round trip
+    assert reference.metrics["rmse"].direction == "lower" and reference.primary == ["f1"]
+    result = diff_scorecard(card, reference)
+    assert result.exit_code == EXIT_PASS
+    assert all(r.delta == 0 and r.verdict == "same" for r in result.rows)
+    assert path.read_text().startswith("# Recorded by pinbench.reference.record_reference")
+
+
+def test_record_reference_refuses_partial(tmp_path: Path) -> None:
+    card = make_card([0.5, None, 0.5], [2.0, None, 2.0])
+    with pytest.raises(ValueError, match="refusing to record a reference from a partial scorecard"):
+        record_reference(card, tmp_path / "r.yaml", tolerances=TOLERANCES, directions=DIRECTIONS,
+                         primary={"f1"}, tier="same_hw")
+    assert not (tmp_path / "r.yaml").exists()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"directions": {"f1": "higher"}}, "directions missing for metric"),
+    ({"directions": {"f1": "higher", "rmse": "smaller"}}, "unknown direction"),
+    ({"tolerances": {"f1": {"abs": 0.01}}}, "tolerances missing for metric"),
+    ({"tolerances": {"f1": {"abs": 0.01}, "rmse": {"abs": 0.1, "rel": 0.1}}},
+     r"\$\.metrics\.rmse\.tolerance"),
+    ({"primary": {"psnr"}}, "primary must name scorecard metrics"),
+    ({"primary": set()}, "at least one metric"),
+    ({"tier": "any_hw"}, "unknown tier"),
+])
+def test_record_reference_validates_arguments(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:
+    args: dict[str, Any] = dict(tolerances=TOLERANCES, directions=DIRECTIONS, primary={"f1"}, tier="same_hw")
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        record_reference(make_card([0.5] * 3, [2.0] * 3), tmp_path / "r.yaml", **args)
+    assert not (tmp_path / "r.yaml").exists()
+
+
+# ------------------------------------------------------------------------------------------- golden
+
+
+def test_render_diff_golden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered table for a committed scorecard + reference is stable text (a log-file contract).
+
+    To update after an intended change, rerun render_diff on tests/golden/{scorecard.json,reference.yaml}
+    from inside tests/golden and review the new diff_table.txt by eye.
+    """
+    monkeypatch.chdir(GOLDEN)
+    result = diff_scorecard(load_scorecard("scorecard.json"), load_reference("reference.yaml"))
+    assert result.exit_code == EXIT_INCOMPLETE
+    rendered = render_diff(result) + "\n"
+    expected = (GOLDEN / "diff_table.txt").read_text()
+    assert rendered == expected, "".join(difflib.unified_diff(
+        expected.splitlines(keepends=True), rendered.splitlines(keepends=True), "expected", "rendered"))

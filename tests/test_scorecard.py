@@ -1,0 +1,321 @@
+"""Scorecards: aggregation, denominators and status, schema validation, secret scrubbing on write."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinbench.provenance import collect_provenance
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import (
+    MetricSpec,
+    ScorecardError,
+    aggregate,
+    build_scorecard,
+    load_scorecard,
+    validate_scorecard,
+    write_scorecard,
+)
+
+# Test double: the fixed provenance block of the committed golden scorecard (collect_provenance output
+# varies with the machine and the time).
+FIXED_PROVENANCE: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
+
+
+def ok(sample_id: str, **result: Any) -> SampleRecord:
+    return SampleRecord(sample_id=sample_id, status="ok", result=result, error=None,
+                        input_hash="0" * 64, seconds=0.1)
+
+
+def failed(sample_id: str, error: str) -> SampleRecord:
+    return SampleRecord(sample_id=sample_id, status="failed", result=None, error=error,
+                        input_hash="0" * 64, seconds=0.1)
+
+
+def card_for(records: list[Any], metrics: list[MetricSpec], n_expected: int, **kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = dict(recipe="toy", recipe_version="1.0.0", checkpoint="ckpt", mode="fixture",
+                                metrics=metrics, records=records, n_expected=n_expected,
+                                provenance=FIXED_PROVENANCE, config={"limit": None}, timings={"score": 1.5})
+    args.update(kw)
+    return build_scorecard(**args)
+
+
+# ------------------------------------------------------------------------------------ aggregation
+
+
+def test_mean_and_median() -> None:
+    records = [ok(f"s{i}", x=v) for i, v in enumerate([1.0, 2.0, 3.0, 10.0])]
+    card = card_for(records, [MetricSpec("x"), MetricSpec("x_median", "median", key="x")], 4)
+    assert card["metrics"]["x"]["value"] == pytest.approx(4.0)
+    assert card["metrics"]["x_median"]["value"] == pytest.approx(2.5)
+    assert card["metrics"]["x_median"]["key"] == "x"
+    assert card["status"] == "complete"
+    assert card["status_reasons"] == []
+    validate_scorecard(card)
+
+
+def test_mean_then_median_groups() -> None:
+    # scene a: mean(1, 3) = 2; scene b: 10; scene c: mean(4, 6, 8) = 6 -> median(2, 10, 6) = 6
+    rows = [("a", 1), ("a", 3), ("b", 10), ("c", 4), ("c", 6), ("c", 8)]
+    records = [ok(f"s{i}", ssim=v, scene=g) for i, (g, v) in enumerate(rows)]
+    card = card_for(records, [MetricSpec("ssim", "mean_then_median", group_by="scene")], 6)
+    m = card["metrics"]["ssim"]
+    assert m["value"] == pytest.approx(6.0)
+    assert m["n_groups"] == 3 and m["group_by"] == "scene"
+    # a plain median over samples would differ (median of 1,3,4,6,8,10 = 5)
+    assert aggregate([1, 3, 10, 4, 6, 8], "median") == pytest.approx(5.0)
+
+
+def test_mean_then_median_missing_group_counts_as_failed() -> None:
+    records = [ok("s0", v=1.0, scene="a"), ok("s1", v=2.0)]
+    m = card_for(records, [MetricSpec("v", "mean_then_median", group_by="scene")], 2)["metrics"]["v"]
+    assert m["n_scored"] == 1 and m["n_failed"] == 1
+    assert m["failed"] == [{"sample_id": "s1", "error": "no group field 'scene' in result"}]
+
+
+def test_null_nan_and_failures_are_counted_never_dropped() -> None:
+    records = [
+        ok("s0", x=0.5),
+        ok("s1", x=None),                   # runner stores NaN as null
+        ok("s2", x=float("nan")),           # a NaN that reached us anyway
+        ok("s3", y=1.0),                    # metric absent
+        failed("s4", "RuntimeError: CUDA out of memory"),
+        ok("s5", x="0.7"),                  # not a number
+        ok("s6", x=float("inf")),
+        ok("s7", x=0.7),
+    ]
+    card = card_for(records, [MetricSpec("x")], 8)
+    m = card["metrics"]["x"]
+    assert m["value"] == pytest.approx(0.6)
+    assert (m["n_expected"], m["n_scored"], m["n_failed"], m["n_missing"]) == (8, 2, 6, 0)
+    reasons = {f["sample_id"]: f["error"] for f in m["failed"]}
+    assert reasons["s1"] == "'x' is null (NaN or not computed)"
+    assert reasons["s2"].startswith("'x' is not finite")
+    assert reasons["s3"] == "no value for 'x' in result"
+    assert reasons["s4"] == "RuntimeError: CUDA out of memory"
+    assert reasons["s5"].startswith("'x' is not a number")
+    assert card["status"] == "partial"
+    assert card["status_reasons"] == ["x: 2/8 scored (6 failed, 0 missing)"]
+    assert card["samples"] == {"n_expected": 8, "n_ok": 7, "n_failed": 1, "n_missing": 0,
+                               "path": "samples.jsonl"}
+    validate_scorecard(card)
+
+
+def test_nothing_scored_gives_null_value_and_failed_status() -> None:
+    card = card_for([failed("s0", "ValueError: bad video")], [MetricSpec("x"), MetricSpec("y")], 3)
+    assert card["metrics"]["x"]["value"] is None
+    assert card["metrics"]["x"]["n_missing"] == 2
+    assert card["status"] == "failed"
+    validate_scorecard(card)
+
+
+def test_one_metric_complete_another_empty_is_partial() -> None:
+    card = card_for([ok("s0", x=1.0), ok("s1", x=2.0)], [MetricSpec("x"), MetricSpec("y")], 2)
+    assert card["status"] == "partial"
+    assert card["metrics"]["y"]["value"] is None
+
+
+def test_shard_records_against_full_count_is_partial() -> None:
+    # this process saw 2 of the 4 tasks: the denominator stays 4
+    card = card_for([ok("s0", x=1.0), ok("s2", x=3.0)], [MetricSpec("x")], 4)
+    m = card["metrics"]["x"]
+    assert (m["n_scored"], m["n_missing"]) == (2, 2)
+    assert card["samples"]["n_missing"] == 2
+    assert card["status"] == "partial"
+
+
+def test_zero_expected_is_not_complete() -> None:
+    card = card_for([], [MetricSpec("x")], 0)
+    assert card["status"] == "failed"
+    assert "x: n_expected is 0" in card["status_reasons"]
+
+
+def test_cohort_metrics_name_missing_samples() -> None:
+    t2v, i2v = ["t0", "t1"], ["i0", "i1", "i2"]
+    records = [ok("t0", clip=0.8), ok("t1", clip=0.6), ok("i0", clip=0.5), failed("i1", "ValueError: x")]
+    metrics = [MetricSpec("t2v/clip", key="clip", sample_ids=t2v),
+               MetricSpec("i2v/clip", key="clip", sample_ids=i2v)]
+    card = card_for(records, metrics, 5)
+    assert card["metrics"]["t2v/clip"]["value"] == pytest.approx(0.7)
+    assert card["metrics"]["t2v/clip"]["n_expected"] == 2
+    i = card["metrics"]["i2v/clip"]
+    assert (i["n_expected"], i["n_scored"], i["n_failed"], i["n_missing"]) == (3, 1, 1, 1)
+    assert i["missing"] == ["i2"]
+    assert card["status"] == "partial"
+    validate_scorecard(card)
+
+
+def test_aggregation_none_takes_the_single_value() -> None:
+    records = [ok("s0", x=1.0), ok("suite", fvd=123.5)]
+    metrics = [MetricSpec("x", sample_ids=["s0"]), MetricSpec("fvd", "none", sample_ids=["suite"])]
+    card = card_for(records, metrics, 2)
+    assert card["metrics"]["fvd"]["value"] == 123.5
+    assert card["status"] == "complete"
+    with pytest.raises(ValueError, match="exactly one expected sample"):
+        card_for(records, [MetricSpec("fvd", "none")], 2)
+
+
+def test_records_as_json_dicts() -> None:
+    records = [ok("s0", x=1.0).to_json(), failed("s1", "OSError: gone").to_json()]
+    m = card_for(records, [MetricSpec("x")], 2)["metrics"]["x"]
+    assert m["value"] == 1.0 and m["failed"] == [{"sample_id": "s1", "error": "OSError: gone"}]
+
+
+def test_aggregate_is_independent_of_record_order() -> None:
+    rng = random.Random(0)
+    rows = [(f"s{i}", rng.random() * 1e6 + 1e-6 * i, f"g{i % 7}") for i in range(200)]
+    metrics = [MetricSpec("v"), MetricSpec("vm", "mean_then_median", group_by="g", key="v")]
+    first = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
+    rng.shuffle(rows)
+    second = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
+    assert first["v"]["value"] == second["v"]["value"]
+    assert first["vm"]["value"] == second["vm"]["value"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mode": "quick"}, "unknown mode"),
+    ({"metrics": []}, "at least one metric"),
+    ({"n_expected": 1}, "n_expected must be the full task count"),
+    ({"records": [ok("s0", x=1.0), ok("s0", x=2.0)]}, "duplicate sample ids"),
+    ({"metrics": [MetricSpec("x"), MetricSpec("x")]}, "duplicate metric names"),
+])
+def test_build_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
+    base: dict[str, Any] = dict(records=[ok("s0", x=1.0), ok("s1", x=2.0)], metrics=[MetricSpec("x")],
+                                n_expected=2)
+    base.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        card_for(**base)
+
+
+def test_metric_spec_validation() -> None:
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        MetricSpec("x", "geomean")
+    with pytest.raises(ValueError, match="group_by is required"):
+        MetricSpec("x", "mean_then_median")
+    with pytest.raises(ValueError, match="group_by is required"):
+        MetricSpec("x", "mean", group_by="scene")
+    with pytest.raises(ValueError, match="duplicates"):
+        MetricSpec("x", sample_ids=["a", "a"])
+
+
+# ---------------------------------------------------------------------------------------- schema
+
+
+@pytest.fixture
+def valid_card() -> dict[str, Any]:
+    records = [ok("s0", x=1.0, y=0.1), ok("s1", x=3.0, y=0.3), failed("s2", "ValueError: truncated")]
+    return card_for(records, [MetricSpec("x"), MetricSpec("y", "median")], 3, extra={"decoder": "pyav"})
+
+
+def test_valid_card_round_trips(valid_card: dict[str, Any], tmp_path: Path) -> None:
+    path = write_scorecard(valid_card, tmp_path / "run" / "scorecard.json")
+    assert load_scorecard(path) == valid_card
+    assert [p.name for p in path.parent.iterdir()] == ["scorecard.json"]  # no temp file left
+
+
+def _mutations() -> list[tuple[str, Any, str]]:
+    def drop(key: str) -> Any:
+        return lambda c: c.pop(key)
+
+    def set_(path: list[str], value: Any) -> Any:
+        def apply(c: dict[str, Any]) -> None:
+            for p in path[:-1]:
+                c = c[p]
+            c[path[-1]] = value
+        return apply
+
+    return [
+        ("missing status", drop("status"), "'status' is a required property"),
+        ("missing provenance", drop("provenance"), "'provenance' is a required property"),
+        ("bad status", set_(["status"], "done"), "$.status"),
+        ("bad mode", set_(["mode"], "quick"), "$.mode"),
+        ("negative count", set_(["metrics", "x", "n_failed"], -1), "$.metrics.x.n_failed"),
+        ("negative samples", set_(["samples", "n_ok"], -2), "$.samples.n_ok"),
+        ("string value", set_(["metrics", "x", "value"], "2.0"), "$.metrics.x.value"),
+        ("unknown aggregation", set_(["metrics", "x", "aggregation"], "sum"), "$.metrics.x.aggregation"),
+        ("bad commit", set_(["provenance", "pinbench", "commit"], "main"), "$.provenance.pinbench.commit"),
+        ("unknown top-level field", set_(["score"], 1.0), "'score' was unexpected"),
+        ("counts do not add up", set_(["metrics", "x", "n_scored"], 3), "n_scored + n_failed + n_missing"),
+        ("value when nothing scored",
+         set_(["metrics", "x"], {"value": 1.0, "aggregation": "mean", "n_expected": 3, "n_scored": 0,
+                                 "n_failed": 0, "n_missing": 3, "failed": []}), "value must be null"),
+        ("failed list shorter", set_(["metrics", "x", "failed"], []), "failed entries"),
+        ("status contradicts counts", set_(["status"], "complete"), "contradicts the counts"),
+    ]
+
+
+@pytest.mark.parametrize("name, mutate, expected", _mutations(), ids=[m[0] for m in _mutations()])
+def test_invalid_cards_are_rejected(valid_card: dict[str, Any], name: str, mutate: Any,
+                                    expected: str) -> None:
+    card = copy.deepcopy(valid_card)
+    mutate(card)
+    with pytest.raises(ScorecardError) as info:
+        validate_scorecard(card)
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_write_refuses_invalid_and_keeps_previous_file(valid_card: dict[str, Any], tmp_path: Path) -> None:
+    path = write_scorecard(valid_card, tmp_path / "scorecard.json")
+    before = path.read_text()
+    bad = copy.deepcopy(valid_card)
+    bad["status"] = "complete"
+    with pytest.raises(ScorecardError, match="scorecard.json: status"):
+        write_scorecard(bad, path)
+    assert path.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scorecard.json"]
+
+
+def test_load_errors_name_the_file(valid_card: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ScorecardError, match=r"nope\.json: file not found"):
+        load_scorecard(tmp_path / "nope.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": "1.0",\n  "recipe": }')
+    with pytest.raises(ScorecardError, match=r"broken\.json: invalid JSON at line 2, column 13"):
+        load_scorecard(broken)
+    invalid = tmp_path / "invalid.json"
+    card = copy.deepcopy(valid_card)
+    card["samples"]["n_expected"] = -3
+    invalid.write_text(json.dumps(card))
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(invalid)
+    message = str(info.value)
+    assert message.startswith(f"{invalid}: schema violation at $.samples.n_expected")
+    assert "\n" not in message
+
+
+def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    monkeypatch.setenv("HF_TOKEN", hf_token)
+    monkeypatch.setenv("WANDB_API_KEY", "wandb-secret-0123456789")
+    provenance = collect_provenance(pins={}, seeds={"global": 0},
+                                    extra={"note": f"fetched with {hf_token}"})
+    card = card_for(
+        [ok("s0", x=1.0)], [MetricSpec("x")], 1, provenance=provenance,
+        config={"hf_token": "anything-at-all", "cmd": f"pinbench fetch --token {hf_token}",
+                "options": {"logger": "wandb:wandb-secret-0123456789"}},
+        extra={"argv": ["--hf-token", hf_token], "nested": [{"password": "pw-value-123"}]},
+    )
+    path = write_scorecard(card, tmp_path / "scorecard.json")
+    text = path.read_text()
+    for secret in (hf_token, "anything-at-all", "wandb-secret-0123456789", "pw-value-123"):
+        assert secret not in text
+    written = json.loads(text)
+    assert written["config"]["cmd"] == "pinbench fetch --token ***"
+    assert written["config"]["hf_token"] == "***"
+    assert written["extra"]["argv"] == ["--hf-token", "***"]
+    assert card["config"]["hf_token"] == "anything-at-all"  # the caller's dict is not modified
+
+
+def test_config_values_become_plain_json(tmp_path: Path) -> None:
+    card = card_for([ok("s0", x=1.0)], [MetricSpec("x")], 1,
+                    config={"out_dir": tmp_path, "gpus": {2, 1}, "ratio": math.nan})
+    assert card["config"] == {"out_dir": str(tmp_path), "gpus": [1, 2], "ratio": None}
+    write_scorecard(card, tmp_path / "scorecard.json")
