@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
+
 from pinbench.runner import (
     MISSING_ERROR,
     SampleRecord,
@@ -26,7 +28,6 @@ from pinbench.runner import (
     read_merged,
     run_samples,
 )
-from rich.console import Console
 
 HELPER = Path(__file__).parent / "helpers" / "slow_runner.py"
 

@@ -150,7 +150,7 @@ def diff_cmd(
 
     card = load_scorecard(scorecard)
     if reference is None:
-        recipe = _recipe(card["recipe"]["name"])
+        recipe = _recipe(card["recipe"])
         reference = recipe.reference_path(card["checkpoint"], card["mode"])
         if reference is None:
             _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
@@ -173,7 +173,7 @@ def record_reference_cmd(
     from pinbench.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
-    recipe = _recipe(card["recipe"]["name"])
+    recipe = _recipe(card["recipe"])
     if like is None:
         like = recipe.reference_path(card["checkpoint"], "full") or recipe.reference_path(card["checkpoint"],
                                                                                            "fixture")
@@ -183,7 +183,7 @@ def record_reference_cmd(
     if like is None:
         _fail(f"{recipe.name} has no reference to take metric directions from; pass --like")
     template = load_reference(like)
-    tolerances = {name: dict(m.tolerance) for name, m in template.metrics.items()}
+    tolerances = {name: m.tolerance.as_dict() for name, m in template.metrics.items()}
     for item in tolerance:
         name, _, spec = item.partition("=")
         kind, _, value = spec.partition(":")
@@ -193,8 +193,7 @@ def record_reference_cmd(
     directions = {name: m.direction for name, m in template.metrics.items()}
     primary = {name for name, m in template.metrics.items() if m.primary}
     if out is None:
-        suffix = {"full": "", "smoke": ".smoke", "fixture": ".fixture"}[card["mode"]]
-        out = recipe.dir / "references" / f"{card['checkpoint']}{suffix}.yaml"
+        out = recipe.reference_file(card["checkpoint"], card["mode"])
     path = record_reference(card, out, tolerances=tolerances, directions=directions, primary=primary,
                             tier=tier, note=note)
     console.print(f"wrote {path}")
@@ -215,7 +214,7 @@ def report(
     for path in scorecards:
         card = load_scorecard(path)
         cards.append(card)
-        name = card["recipe"]["name"]
+        name = card["recipe"]
         try:
             ref = get_recipe(name).reference_path(card["checkpoint"], card["mode"])
         except RecipeError:

@@ -129,11 +129,15 @@ class Recipe:
         Full runs use ``references/<checkpoint>.yaml``; smoke runs only ever use a recorded
         ``references/<checkpoint>.smoke.yaml``; fixture runs use ``references/fixture.yaml``.
         """
+        path = self.reference_file(checkpoint, mode)
+        return path if path.is_file() else None
+
+    def reference_file(self, checkpoint: str, mode: str) -> Path:
+        """Where the reference for a checkpoint and mode lives (whether or not it exists yet)."""
         if mode not in MODES:
             raise RecipeError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         name = {"full": f"{checkpoint}.yaml", "smoke": f"{checkpoint}.smoke.yaml", "fixture": "fixture.yaml"}
-        path = self.dir / "references" / name[mode]
-        return path if path.is_file() else None
+        return self.dir / "references" / name[mode]
 
     def default_out_dir(self, checkpoint: str, mode: str) -> Path:
         suffix = "" if mode == "full" else f"-{mode}"
