@@ -1,0 +1,287 @@
+"""pinbench.report: the static HTML report renders every state of a run honestly and safely."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from pinbench.reference import load_reference
+from pinbench.report import ReportError, write_report
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is fixed)
+
+TOKEN = "hf_abcdefghijKLMNOPQRST123456"
+EVIL_ID = "<script>alert(1)</script>"
+EVIL_ERROR = 'ValueError: frame <b>7</b> & "more"'
+METRICS = [
+    MetricSpec("edge/canny_f1"),
+    MetricSpec("edge/depth_si_rmse", aggregation="median"),
+    MetricSpec("vis/dover", key="dover_score"),
+    MetricSpec("overall"),
+]
+
+
+def _provenance(dirty: bool = True) -> dict:
+    return {
+        "timestamp": "2026-01-01T00:00:00Z",
+        "pinbench": {"version": "0.1.0", "commit": "a" * 40, "dirty": dirty},
+        "container": {"in_container": True, "image_digest": "sha256:" + "b" * 64},
+        "python": "3.11.2",
+        "packages": {"torch": "2.14.1", "cuda": None, "distributions_sha256": "c" * 64},
+        "gpus": [],
+        "pins": {"upstream": {"evaluator": {"repo": "owner/name", "commit": "d" * 40}}},
+        "inputs": {
+            "upstream/evaluator": {"kind": "git", "state": "verified"},
+            "urls/sam2": {"kind": "url", "state": "unverified", "reason": "no sha256 (lock it)"},
+        },
+        "seeds": {"global": 0},
+    }
+
+
+def _records(n: int, failed: dict[str, str] | None = None) -> list[SampleRecord]:
+    """n deterministic records; ids in ``failed`` become failed records with that error."""
+    rng = np.random.default_rng(0)
+    ids = [f"s{i:03d}" for i in range(n - len(failed or {}))] + list(failed or {})
+    out = []
+    for sid in ids:
+        if failed and sid in failed:
+            out.append(SampleRecord(sid, "failed", None, failed[sid], "0" * 64, 0.1))
+            continue
+        result = {"edge/canny_f1": 0.49 + 0.01 * rng.standard_normal(),
+                  "edge/depth_si_rmse": 0.55 + 0.02 * rng.standard_normal(),
+                  "dover_score": 10 + rng.standard_normal(), "overall": 0.5}
+        out.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
+    return out
+
+
+def _card(records: list[SampleRecord], n_expected: int, **kw) -> dict:
+    return build_scorecard(
+        recipe=kw.get("recipe", "paibench-c"), recipe_version="1.0.0", checkpoint="Nano",
+        mode=kw.get("mode", "full"), metrics=kw.get("metrics", METRICS), records=records,
+        n_expected=n_expected,
+        provenance=_provenance(), config={"hf_token": TOKEN, "note": f"used {TOKEN}"},
+        timings={"score": 1.5},
+    )
+
+
+def _reference(card: dict, shift: float = 0.0) -> dict:
+    """Reference YAML dict matching ``card``; ``shift`` moves canny_f1 outside its tolerance."""
+    values = {name: m["value"] for name, m in card["metrics"].items()}
+    return {
+        "recipe": card["recipe"], "recipe_version": card["recipe_version"], "checkpoint": card["checkpoint"],
+        "mode": card["mode"], "n_samples": card["samples"]["n_expected"], "tier": "cross_hw",
+        "source": {"kind": "trusted_run", "provenance": {"note": f"token {TOKEN}"}},
+        "metrics": {
+            "edge/canny_f1": {"value": values["edge/canny_f1"] + shift, "direction": "higher",
+                              "tolerance": {"abs": 0.01}, "primary": True},
+            "edge/depth_si_rmse": {"value": values["edge/depth_si_rmse"], "direction": "lower",
+                                   "tolerance": {"rel": 0.05}},
+            "vis/dover": {"value": values["vis/dover"], "direction": "higher", "tolerance": {"abs": 0.5}},
+            "overall": {"value": values["overall"], "direction": "higher", "tolerance": {"abs": 0.0}},
+        },
+    }
+
+
+def _row(page: str, metric: str) -> str:
+    """The HTML of the scorecard table row for ``metric``."""
+    match = re.search(rf"<tr><td><code>{re.escape(metric)}</code></td>.*?</tr>", page)
+    assert match, metric
+    return match.group(0)
+
+
+def _assert_pngs(index: Path) -> list[Path]:
+    page = index.read_text()
+    srcs = re.findall(r'<img src="([^"]+)"', page)
+    assert srcs
+    for src in srcs:
+        assert not src.startswith(("/", "http:", "https:", "data:")), src
+        path = index.parent / src
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(path) as im:
+            im.verify()
+    assert "<script" not in page.lower() and 'src="http' not in page
+    return [index.parent / s for s in srcs]
+
+
+def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
+    records = _records(12, failed={EVIL_ID: EVIL_ERROR})
+    ok_records = [r for r in records if r.status == "ok"]
+    complete = _card(ok_records, len(ok_records))
+    assert complete["status"] == "complete"
+    index = write_report([complete], tmp_path / "r", references={"paibench-c": _reference(complete, 0.05)},
+                         samples={0: ok_records})
+    page = index.read_text()
+    assert index == tmp_path / "r" / "index.html"
+    pngs = _assert_pngs(index)
+    assert len([p for p in pngs if "-dist-" in p.name]) == 4
+    assert len([p for p in pngs if "-compare-" in p.name]) == 3  # groups: edge, vis, (no modality)
+    for name in complete["metrics"]:
+        assert f"<code>{name}</code>" in page
+    assert "COMPLETE" in page and "PARTIAL" not in page
+    assert ">FAIL</span>" in _row(page, "edge/canny_f1") and "-0.05 (worse)" in _row(page, "edge/canny_f1")
+    assert ">PASS</span>" in _row(page, "edge/depth_si_rmse")
+    assert "↓ lower is better" in _row(page, "edge/depth_si_rmse")
+    assert "★ primary" in _row(page, "edge/canny_f1")
+    assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
+    assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
+    assert "1 of 2 pinned inputs verified" in page and "no sha256 (lock it)" in page
+    assert TOKEN not in page and "***" in page
+
+    # With the failed record the denominator stays 12 (partial); its id and error are shown escaped.
+    card = _card(records, 12)
+    index2 = write_report([card], tmp_path / "p", references={0: _reference(card)}, samples={0: records})
+    page2 = index2.read_text()
+    _assert_pngs(index2)
+    assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
+    assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &quot;more&quot;" in page2
+    assert "all 4" in page2  # one failed record costs every metric
+    assert plt.get_fignums() == []
+
+
+def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
+    records = _records(6, failed={"s-bad": f"OSError: 401 fetching with {TOKEN}"})
+    cohort = MetricSpec("i2v/revisit", key="overall", sample_ids=["s000", "s001", "zz-never-run"])
+    card = _card(records, 8, metrics=[*METRICS, cohort])  # five ok, one failed, two never ran
+    assert card["status"] == "partial"
+    index = write_report([card], tmp_path, references={"paibench-c": _reference(card)})
+    page = index.read_text()
+    assert '<div class="banner partial"><strong>PARTIAL</strong>' in page
+    assert "5 of 8 samples ok, 1 failed, 2 missing" in page
+    assert ">INCOMPLETE</span>" in _row(page, "edge/canny_f1")
+    assert ">PASS</span>" not in page
+    assert "scorecard status is partial" in page
+    assert 'Verdict: <span class="badge INCOMPLETE">INCOMPLETE</span>' in page
+    assert "2 sample(s) have no record" in page
+    assert "OSError: 401 fetching with ***" in page and TOKEN not in page
+    # A cohort metric names its missing sample; the others only count theirs.
+    assert re.search(r"zz-never-run</code></td><td><pre>missing: [^<]*</pre></td><td>i2v/revisit<", page)
+    assert "(1 failed, 2 missing)" in _row(page, "overall")
+
+
+def test_failed_scorecard_renders_with_nothing_scored(tmp_path: Path) -> None:
+    good = _card(_records(3), 3)
+    records = _records(3, failed={f"f{i}": "RuntimeError: model OOM" for i in range(3)})
+    card = _card(records, 3)
+    assert card["status"] == "failed"
+    index = write_report([card], tmp_path, references={0: _reference(good)}, samples={0: records})
+    page = index.read_text()
+    assert '<div class="banner failed"><strong>FAILED</strong>' in page
+    assert ">MISSING</span>" in _row(page, "edge/canny_f1")
+    assert "no numeric per-sample values" in page and page.count("RuntimeError: model OOM") == 3
+    _assert_pngs(index)
+
+
+def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> None:
+    card = _card(_records(5), 5, mode="fixture")
+    index = write_report([card], tmp_path)
+    page = index.read_text()
+    assert "No reference given" in page and "Verdict" not in page
+    assert "FIXTURE run on synthetic data" in page
+    assert ">PASS</span>" not in page.split("</table>", 1)[1]  # only the TOC status badge is green
+    assert "No per-sample records given" in page
+    assert not list((tmp_path / "figures").glob("*-compare-*"))
+    for name, m in card["metrics"].items():
+        assert f"<td><code>{name}</code></td><td>{m['value']:.6g}</td>" in page
+
+
+def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
+    """A Reference loaded from YAML works like the dict; mode / sample-count mismatches are shown."""
+    card = _card(_records(4), 4, mode="smoke")
+    data = _reference(card)
+    data.update(mode="full", n_samples=600)
+    data["metrics"]["edge/absent"] = {"value": 1.0, "direction": "lower", "tolerance": {"rel": 0.1}}
+    del data["metrics"]["vis/dover"]
+    ref_path = tmp_path / "Nano.yaml"
+    ref_path.write_text(yaml.safe_dump(data))
+    page = write_report([card], tmp_path / "out", references={0: load_reference(ref_path)}).read_text()
+    assert ">PASS</span>" in _row(page, "edge/canny_f1")
+    assert ">MISSING</span>" in _row(page, "edge/absent")
+    assert "no reference" in _row(page, "vis/dover")
+    assert "mode mismatch" in page and "n_samples=600" in page and str(ref_path) in page
+    assert 'Verdict: <span class="badge FAIL">MISMATCH</span>' in page
+    with pytest.raises(ReportError, match="expected a pinbench.reference.Reference"):
+        write_report([card], tmp_path / "bad", references={0: ["not", "a", "reference"]})
+
+
+def test_extra_figures_are_copied_and_captioned(tmp_path: Path) -> None:
+    src = tmp_path / "m over time.png"
+    Image.new("RGB", (32, 16), (200, 30, 30)).save(src)
+    card = _card(_records(3), 3)
+    out = tmp_path / "report"
+    extras = {"paibench-c": [("m over <time>", src, "caption & notes")]}
+    page = write_report([card], out, extra_figures=extras).read_text()
+    copied = out / "figures" / "s01-extra-01-m_over_time.png"
+    assert copied.read_bytes() == src.read_bytes()
+    assert 'src="figures/s01-extra-01-m_over_time.png"' in page
+    assert "m over &lt;time&gt;" in page and "caption &amp; notes" in page
+    _assert_pngs(out / "index.html")
+
+    not_png = tmp_path / "x.png"
+    not_png.write_text("hello")
+    with pytest.raises(ReportError, match=r"x\.png: extra figure is not a PNG file"):
+        write_report([card], tmp_path / "bad", extra_figures={0: [("x", not_png, "")]})
+    with pytest.raises(ReportError, match=r"missing\.png: extra figure not readable"):
+        write_report([card], tmp_path / "bad", extra_figures={0: [("x", tmp_path / "missing.png", "")]})
+    assert not (tmp_path / "bad").exists()  # inputs are checked before anything is written
+
+
+def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
+    a = _card(_records(4), 4, recipe="paibench-c")
+    b = _card(_records(3, failed={"x": "OSError: gone"}), 3, recipe="remembench", mode="fixture")
+    path_b = write_scorecard(b, tmp_path / "b" / "scorecard.json")
+    index = write_report([a, path_b], tmp_path / "out", references={"paibench-c": _reference(a)},
+                         samples={"remembench": _records(3, failed={"x": "OSError: gone"})},
+                         title="demo <all>")
+    page = index.read_text()
+    assert page.count("<section ") == 2
+    assert '<a href="#s01">paibench-c · Nano · full</a>' in page
+    assert '<a href="#s02">remembench · Nano · fixture</a>' in page
+    assert "<title>demo &lt;all&gt;</title>" in page
+    s1, s2 = page.split('<section id="s02">')
+    assert 'Verdict: <span class="badge PASS">PASS</span>' in s1 and "Verdict" not in s2
+    assert '<strong>PARTIAL</strong>' in s2 and str(path_b) in s2
+    figures = {p.name for p in (tmp_path / "out" / "figures").iterdir()}
+    assert any(n.startswith("s01-compare-") for n in figures)
+    assert any(n.startswith("s02-dist-") for n in figures)
+    assert not any(n.startswith("s01-dist") for n in figures)
+    _assert_pngs(index)
+
+
+def test_deterministic_and_stale_plots_removed(tmp_path: Path) -> None:
+    records = _records(6)
+    card = _card(records, 6)
+    kwargs = {"references": {0: _reference(card)}, "samples": {0: records}}
+    one = write_report([card], tmp_path / "one", **kwargs)
+    two = write_report([card], tmp_path / "two", **kwargs)
+    assert one.read_text() == two.read_text()
+    names = sorted(p.name for p in (tmp_path / "one" / "figures").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "two" / "figures").iterdir())
+    for name in names:
+        png_one, png_two = (tmp_path / run / "figures" / name for run in ("one", "two"))
+        assert png_one.read_bytes() == png_two.read_bytes()
+    write_report([card], tmp_path / "one")  # no samples, no reference now: their plots are dropped
+    assert list((tmp_path / "one" / "figures").iterdir()) == []
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
+    card = _card(_records(2), 2)
+    with pytest.raises(ReportError, match=r"references: key\(s\) nosuch match no scorecard"):
+        write_report([card], tmp_path, references={"nosuch": _reference(card)})
+    broken = dict(card, status="complete", samples=dict(card["samples"], n_ok=1))
+    with pytest.raises(ReportError, match=r"scorecard #0 \(paibench-c / Nano\): "):
+        write_report([broken], tmp_path)
+    bad_json = tmp_path / "scorecard.json"
+    bad_json.write_text("{not json")
+    with pytest.raises(ValueError, match=r"scorecard\.json: invalid JSON"):
+        write_report([bad_json], tmp_path)
+    with pytest.raises(ReportError, match=r"reference for scorecard #0 \(paibench-c / Nano\): .*recipe"):
+        write_report([card], tmp_path, references={0: {"metrics": {"overall": {"value": None}}}})
