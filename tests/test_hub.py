@@ -1,0 +1,517 @@
+"""pinbench.hub: pinned HF/URL downloads, verification, offline mode, pins.yaml parsing and locking.
+
+No network: FakeHub (a test double for huggingface_hub's download functions) serves files from a
+local fake repo laid out as <root>/<repo_id>/<revision>/..., and URL pins use file:// or a local
+http.server bound to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import shutil
+import textwrap
+import threading
+import time
+from fnmatch import fnmatch
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from huggingface_hub.file_download import repo_folder_name
+
+from pinbench import hub
+from pinbench.hub import (
+    ChecksumError,
+    FetchError,
+    HFPin,
+    NotFetchedError,
+    PinMismatchError,
+    PinsError,
+    UnlockedPinError,
+    URLPin,
+    fetch_hf,
+    fetch_url,
+    load_pins,
+    locate,
+    lock_pins,
+)
+
+REV = "0123456789abcdef0123456789abcdef01234567"
+REV2 = "fedcba9876543210fedcba9876543210fedcba98"
+TOKEN = "hf_TestTokenDoNotLeak0123456789abcd"
+WEIGHTS = b"fake weights \x00\x01\x02" * 100
+CONFIG = b'{"hidden": 8}\n'
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class FakeHub:
+    """Test double for huggingface_hub.snapshot_download / hf_hub_download over a local fake repo.
+
+    Records every call and asserts that each passes an explicit 40-hex revision. Files land in the
+    same <cache_dir>/<type>s--owner--name/snapshots/<rev>/ layout huggingface_hub uses.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls: list[dict] = []
+
+    def add(self, repo_id: str, revision: str, files: dict[str, bytes]) -> None:
+        for rel, data in files.items():
+            path = self.root / repo_id / revision / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def _source(self, repo_id: str, revision: str | None, token: object) -> Path:
+        assert isinstance(revision, str) and hub.HEX40.fullmatch(revision), f"unpinned revision {revision!r}"
+        src = self.root / repo_id / revision
+        if not src.is_dir():
+            raise ValueError(f"404 Client Error for {repo_id}@{revision} (Authorization: Bearer {token})")
+        return src
+
+    @staticmethod
+    def _snapshot(cache_dir, repo_id: str, repo_type: str | None, revision: str) -> Path:
+        folder = repo_folder_name(repo_id=repo_id, repo_type=repo_type)
+        return Path(cache_dir) / folder / "snapshots" / revision
+
+    def snapshot_download(self, repo_id, *, repo_type=None, revision=None, allow_patterns=None,
+                          cache_dir=None, token=None, **kwargs):
+        self.calls.append({"fn": "snapshot_download", "repo_id": repo_id, "revision": revision,
+                           "repo_type": repo_type, "allow_patterns": allow_patterns, "token": token})
+        src = self._source(repo_id, revision, token)
+        dest = self._snapshot(cache_dir, repo_id, repo_type, revision)
+        for path in src.rglob("*"):
+            rel = path.relative_to(src).as_posix()
+            if path.is_file() and (allow_patterns is None or any(fnmatch(rel, p) for p in allow_patterns)):
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest / rel)
+        dest.mkdir(parents=True, exist_ok=True)
+        return str(dest)
+
+    def hf_hub_download(self, repo_id, filename, *, repo_type=None, revision=None, cache_dir=None,
+                        token=None, **kwargs):
+        self.calls.append({"fn": "hf_hub_download", "repo_id": repo_id, "filename": filename,
+                           "revision": revision, "token": token})
+        src = self._source(repo_id, revision, token) / filename
+        dest = self._snapshot(cache_dir, repo_id, repo_type, revision)
+        (dest / filename).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest / filename)
+        return str(dest / filename)
+
+
+class FakeHfApi:
+    """Test double for HfApi: repo_info returns the head commit registered per repo."""
+
+    def __init__(self, heads: dict[str, str]) -> None:
+        self.heads = heads
+        self.calls: list[tuple] = []
+
+    def repo_info(self, repo_id, *, repo_type=None, token=None, **kwargs):
+        self.calls.append((repo_id, repo_type, token))
+        return SimpleNamespace(sha=self.heads[repo_id])
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch, tmp_path):
+    for var in ("PINBENCH_CACHE", "HF_HOME", "PINBENCH_OFFLINE", "HF_HUB_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch) -> FakeHub:
+    fake = FakeHub(tmp_path / "fakehub")
+    fake.add("org/model", REV, {"model.safetensors": WEIGHTS, "config.json": CONFIG, "README.md": b"x"})
+    fake.add("org/data", REV, {"videos/a.mp4": b"a", "videos/b.mp4": b"bb", "meta.json": b"{}"})
+    monkeypatch.setattr(hub, "snapshot_download", fake.snapshot_download)
+    monkeypatch.setattr(hub, "hf_hub_download", fake.hf_hub_download)
+    return fake
+
+
+def model_pin(**overrides) -> HFPin:
+    fields = {"repo_id": "org/model", "revision": REV, "repo_type": "model",
+              "allow_patterns": ["*.safetensors", "config.json"],
+              "sha256": {"model.safetensors": sha(WEIGHTS), "config.json": sha(CONFIG)},
+              "recipe": "demo-recipe"}
+    fields.update(overrides)
+    return HFPin(**fields)
+
+
+# ------------------------------------------------------------------------------------- cache, env
+
+
+def test_cache_root_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert hub.cache_root() == tmp_path / "cache"
+    monkeypatch.delenv("PINBENCH_CACHE")
+    assert hub.cache_root() == tmp_path / "hf"
+    monkeypatch.delenv("HF_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert hub.cache_root() == tmp_path / "home" / ".cache" / "pinbench"
+
+
+@pytest.mark.parametrize(("var", "value", "offline"), [
+    ("PINBENCH_OFFLINE", "1", True), ("HF_HUB_OFFLINE", "1", True), ("PINBENCH_OFFLINE", "0", False),
+])
+def test_is_offline(monkeypatch, var, value, offline):
+    monkeypatch.setenv(var, value)
+    assert hub.is_offline() is offline
+
+
+# ------------------------------------------------------------------------------------ HF fetching
+
+
+def test_fetch_hf_passes_revision_and_verifies(fake_hub, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    path = fetch_hf(model_pin())
+    assert path == hub.hf_snapshot_dir(model_pin())
+    assert path.is_relative_to(tmp_path / "cache" / "hub")
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
+    assert not (path / "README.md").exists()  # allow_patterns honoured
+    (call,) = fake_hub.calls
+    assert call["revision"] == REV and call["repo_type"] == "model" and call["token"] == TOKEN
+    assert TOKEN not in capsys.readouterr().err
+
+
+def test_fetch_hf_without_token_sends_none(fake_hub):
+    fetch_hf(model_pin())
+    assert fake_hub.calls[0]["token"] is False  # not a stored login token
+
+
+def test_fetch_hf_checksum_mismatch_names_file_and_hashes(fake_hub):
+    wrong = "0" * 64
+    with pytest.raises(ChecksumError) as err:
+        fetch_hf(model_pin(sha256={"model.safetensors": wrong}))
+    message = str(err.value)
+    assert "model.safetensors" in message and wrong in message and sha(WEIGHTS) in message
+    assert err.value.actual == sha(WEIGHTS)
+
+
+def test_fetch_hf_null_sha_warns_and_proceeds(fake_hub, capsys):
+    path = fetch_hf(model_pin(sha256={"model.safetensors": sha(WEIGHTS), "config.json": None}))
+    assert (path / "config.json").is_file()
+    err = capsys.readouterr().err
+    assert "warning:" in err and "config.json" in err and "unverified" in err
+
+
+def test_fetch_hf_pattern_matching_nothing_fails(fake_hub):
+    with pytest.raises(FetchError, match=r"\*\.bin \(matches no file\)"):
+        fetch_hf(model_pin(allow_patterns=["*.bin"], sha256={}))
+
+
+def test_fetch_hf_error_is_redacted(fake_hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    with pytest.raises(FetchError) as err:
+        fetch_hf(model_pin(revision=REV2))
+    assert TOKEN not in str(err.value) and "***" in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_dataset_subset_by_patterns(fake_hub):
+    pin = HFPin("org/data", REV, "dataset", ["videos/a.mp4", "meta.json"], {"videos/a.mp4": sha(b"a")})
+    path = fetch_hf(pin)
+    assert "datasets--org--data" in str(path)
+    assert sorted(p.name for p in path.rglob("*") if p.is_file()) == ["a.mp4", "meta.json"]
+
+
+def test_unlocked_pin_is_refused(fake_hub):
+    pin = model_pin(revision=None, lock_required=True)
+    with pytest.raises(UnlockedPinError, match=r"pinbench fetch demo-recipe --lock"):
+        fetch_hf(pin)
+    assert fake_hub.calls == []
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", REV[:12], REV.upper(), None])
+def test_hfpin_rejects_unpinned_revision(revision):
+    with pytest.raises(PinsError):
+        HFPin("org/model", revision)
+
+
+# ----------------------------------------------------------------------------------------- offline
+
+
+def test_offline_missing_cache_fails_fast_and_clearly(fake_hub, monkeypatch):
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(NotFetchedError) as err:
+        fetch_hf(model_pin())
+    assert time.monotonic() - start < 1.0
+    expected_dir = hub.hf_snapshot_dir(model_pin())
+    assert str(err.value) == (f"org/model@{REV}: not in cache {expected_dir}; "
+                              "run `pinbench fetch demo-recipe` on a connected machine")
+    assert fake_hub.calls == []
+
+
+def test_offline_with_cache_returns_path(fake_hub, monkeypatch):
+    online = fetch_hf(model_pin())
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert fetch_hf(model_pin()) == online
+    assert locate(model_pin()) == online
+    assert len(fake_hub.calls) == 1
+
+
+def test_offline_partial_cache_names_missing_file(fake_hub, monkeypatch):
+    path = fetch_hf(model_pin())
+    (path / "config.json").unlink()
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    with pytest.raises(NotFetchedError, match=r"config\.json.*not in cache"):
+        fetch_hf(model_pin())
+
+
+def test_offline_corrupted_cache_is_refused(fake_hub, monkeypatch):
+    path = fetch_hf(model_pin())
+    (path / "model.safetensors").write_bytes(b"tampered")
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    with pytest.raises(ChecksumError, match="model.safetensors"):
+        locate(model_pin())
+
+
+# -------------------------------------------------------------------------------------- local_dir
+
+
+def write_local_copy(root: Path, weights: bytes = WEIGHTS, commit: str | None = None) -> Path:
+    root.mkdir(parents=True)
+    (root / "model.safetensors").write_bytes(weights)
+    (root / "config.json").write_bytes(CONFIG)
+    if commit:
+        meta = root / ".cache" / "huggingface" / "download" / "model.safetensors.metadata"
+        meta.parent.mkdir(parents=True)
+        meta.write_text(f"{commit}\netag\n{time.time() + 10}\n")
+    return root
+
+
+def test_local_dir_verified_copy_is_used(fake_hub, tmp_path):
+    root = write_local_copy(tmp_path / "mine", commit=REV)
+    assert fetch_hf(model_pin(), local_dir=root) == root
+    assert fake_hub.calls == []
+
+
+def test_local_dir_mismatch_is_refused(fake_hub, tmp_path):
+    root = write_local_copy(tmp_path / "mine", weights=b"other weights")
+    with pytest.raises(ChecksumError) as err:
+        fetch_hf(model_pin(), local_dir=root)
+    assert str(root / "model.safetensors") in str(err.value) and sha(b"other weights") in str(err.value)
+
+
+def test_local_dir_from_other_revision_is_refused(tmp_path):
+    root = write_local_copy(tmp_path / "mine", commit=REV2)
+    with pytest.raises(PinMismatchError, match=f"downloaded at revision {REV2}"):
+        locate(model_pin(), local_dir=root)
+
+
+def test_local_dir_missing_file(tmp_path):
+    root = write_local_copy(tmp_path / "mine")
+    (root / "config.json").unlink()
+    with pytest.raises(NotFetchedError, match="lacks config.json"):
+        locate(model_pin(), local_dir=root)
+
+
+# -------------------------------------------------------------------------------------------- URLs
+
+
+def test_fetch_url_file_scheme(tmp_path):
+    src = tmp_path / "src" / "sam2_hiera_large.pt"
+    src.parent.mkdir()
+    src.write_bytes(WEIGHTS)
+    pin = URLPin(src.as_uri(), sha(WEIGHTS), "sam2.pt")
+    path = fetch_url(pin)
+    assert path == tmp_path / "cache" / "urls" / sha(WEIGHTS)[:16] / "sam2.pt"
+    assert path.read_bytes() == WEIGHTS
+    src.unlink()  # a second fetch reuses the verified cached copy
+    assert fetch_url(pin) == path
+    assert not list(path.parent.glob("*.part"))
+
+
+def test_fetch_url_mismatch_leaves_nothing(tmp_path):
+    src = tmp_path / "w.bin"
+    src.write_bytes(WEIGHTS)
+    wrong = "1" * 64
+    with pytest.raises(ChecksumError) as err:
+        fetch_url(URLPin(src.as_uri(), wrong, "w.bin"))
+    assert wrong in str(err.value) and sha(WEIGHTS) in str(err.value) and "w.bin" in str(err.value)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_fetch_url_null_sha_is_unverified(tmp_path, capsys):
+    src = tmp_path / "w.bin"
+    src.write_bytes(WEIGHTS)
+    path = fetch_url(URLPin(src.as_uri(), None, "w.bin"))
+    assert path.parent.name.startswith("unverified-")
+    assert "unverified" in capsys.readouterr().err
+
+
+def test_fetch_url_offline_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    pin = URLPin("https://example.invalid/w.bin", "2" * 64, "w.bin", recipe="paibench-c")
+    with pytest.raises(NotFetchedError, match=r"^https://example.invalid/w.bin: not in cache .* paibench-c`"):
+        fetch_url(pin)
+
+
+@pytest.fixture
+def http_dir(tmp_path):
+    """A bounded local HTTP server on 127.0.0.1 serving tmp_path/www; stopped after the test."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.timeout = 5
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_fetch_url_over_http(http_dir):
+    root, base = http_dir
+    (root / "dover.pth").write_bytes(WEIGHTS)
+    path = fetch_url(URLPin(f"{base}/dover.pth", sha(WEIGHTS), "dover.pth"))
+    assert path.read_bytes() == WEIGHTS
+    with pytest.raises(FetchError, match="404"):
+        fetch_url(URLPin(f"{base}/missing.pth", sha(WEIGHTS), "missing.pth"))
+
+
+# --------------------------------------------------------------------------------------- pins file
+
+GOOD_PINS = f"""\
+# pins for a test recipe
+upstream:
+  evaluator:
+    repo: owner/evaluator
+    commit: {REV}  # the nine fixes
+    url: https://github.com/owner/evaluator
+huggingface:
+  model:
+    repo_id: org/model
+    repo_type: model
+    revision: {REV}
+    allow_patterns: ["*.safetensors", config.json]
+    sha256:
+      model.safetensors: {sha(WEIGHTS)}
+      config.json: null   # filled by lock
+  data:
+    repo_id: org/data
+    repo_type: dataset
+    revision: null  # resolved by `pinbench fetch --lock`
+    lock: required
+urls:
+  sam2:
+    url: https://dl.example.com/sam2/sam2_hiera_large.pt
+    sha256: null
+images:
+  eval:
+    base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04@sha256:{"a" * 64}
+python:
+  lock: requirements.lock
+"""
+
+
+def write_pins(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "my_recipe" / "pins.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_load_pins_valid(tmp_path):
+    pins = load_pins(write_pins(tmp_path, GOOD_PINS))
+    assert pins.recipe == "my-recipe"
+    assert pins.upstream["evaluator"].commit == REV
+    assert pins.huggingface["model"].sha256["config.json"] is None
+    assert pins.huggingface["data"].revision is None and pins.huggingface["data"].lock_required
+    assert pins.urls["sam2"].filename == "sam2_hiera_large.pt"
+    assert pins.images["eval"]["base"].endswith("a" * 64)
+    assert pins.huggingface["model"].recipe == "my-recipe"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    (f"commit: {REV}", "commit: main", r"upstream\.evaluator\.commit: 'main' is not a 40-hex commit"),
+    (f"commit: {REV}", "commit: 0123456", r"upstream\.evaluator\.commit: .* is not a 40-hex commit"),
+    (f"revision: {REV}", "revision: main", r"huggingface\.model: .*'main' is not a 40-hex commit"),
+    ("    lock: required\n", "", r"huggingface\.data: .*revision is null"),
+    (f"base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04@sha256:{'a' * 64}",
+     "base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04", r"images\.eval\.base: .* has no @sha256"),
+    (f"model.safetensors: {sha(WEIGHTS)}", "model.safetensors: abc123",
+     r"sha256\[model\.safetensors\]: 'abc123' is not a 64-hex"),
+    ("urls:", "url_pins:", r"unknown section\(s\) url_pins"),
+    ("    lock: required", "    lock: later", r"huggingface\.data\.lock: 'later'"),
+])
+def test_load_pins_rejects(tmp_path, old, new, message):
+    assert old in GOOD_PINS
+    path = write_pins(tmp_path, GOOD_PINS.replace(old, new))
+    with pytest.raises(PinsError, match=message) as err:
+        load_pins(path)
+    assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+
+
+def test_load_pins_bad_yaml_names_line(tmp_path):
+    path = write_pins(tmp_path, "upstream:\n  a: [unclosed\n")
+    with pytest.raises(PinsError, match=rf"^{path}: line \d+: invalid YAML"):
+        load_pins(path)
+    with pytest.raises(PinsError, match="file not found"):
+        load_pins(tmp_path / "nope.yaml")
+
+
+# ------------------------------------------------------------------------------------------- locking
+
+
+def test_lock_pins_fills_placeholders_and_keeps_comments(tmp_path, fake_hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    fake_hub.add("org/data", REV2, {"meta.json": b"{}"})
+    weights = tmp_path / "sam2_hiera_large.pt"
+    weights.write_bytes(WEIGHTS)
+    path = write_pins(tmp_path, GOOD_PINS.replace("https://dl.example.com/sam2/sam2_hiera_large.pt",
+                                                  weights.as_uri()))
+    api = FakeHfApi({"org/data": REV2})
+    changes = lock_pins(path, api=api)
+    assert api.calls == [("org/data", "dataset", TOKEN)]
+    assert [c.split(" = ")[0] for c in changes] == [
+        "huggingface.model.sha256[config.json]", "huggingface.data.revision", "urls.sam2.sha256"]
+    text = path.read_text()
+    for comment in ("# pins for a test", "# the nine fixes", "# filled by lock", "# resolved by `pinbench"):
+        assert comment in text
+    pins = load_pins(path)
+    assert pins.huggingface["data"].revision == REV2
+    assert pins.huggingface["model"].sha256["config.json"] == sha(CONFIG)
+    assert pins.urls["sam2"].sha256 == sha(WEIGHTS)
+    assert fetch_url(pins.urls["sam2"]).read_bytes() == WEIGHTS  # moved into its verified place
+    assert all(c["revision"] and hub.HEX40.fullmatch(c["revision"]) for c in fake_hub.calls)
+    assert TOKEN not in text
+    assert lock_pins(path, api=api) == []
+
+
+def test_lock_pins_flow_style_falls_back_to_dump(tmp_path, fake_hub, capsys):
+    path = write_pins(tmp_path, f"""\
+        huggingface: {{data: {{repo_id: org/data, repo_type: dataset, revision: null, lock: required}}}}
+        images: {{eval: {{base: "x/y:1@sha256:{'b' * 64}"}}}}
+        """)
+    lock_pins(path, api=FakeHfApi({"org/data": REV}))
+    assert yaml.safe_load(path.read_text())["huggingface"]["data"]["revision"] == REV
+    assert "comments lost" in capsys.readouterr().err
+
+
+def test_lock_pins_quotes_numeric_looking_hex(tmp_path, fake_hub):
+    numeric = "1234567890" * 4
+    path = write_pins(tmp_path, "huggingface:\n  d:\n    repo_id: org/data\n    repo_type: dataset\n"
+                                "    revision: ~\n    lock: required\n")
+    lock_pins(path, api=FakeHfApi({"org/data": numeric}))
+    assert load_pins(path).huggingface["d"].revision == numeric
+
+
+def test_pins_feed_provenance_input_states(tmp_path):
+    from pinbench.provenance import input_states, to_jsonable
+
+    states = input_states(to_jsonable(load_pins(write_pins(tmp_path, GOOD_PINS))))
+    assert states["upstream/evaluator"]["state"] == "verified"
+    assert states["huggingface/model"]["state"] == "unverified"  # config.json has no sha256 yet
+    assert states["urls/sam2"]["state"] == "unverified"
+    assert TOKEN not in str(states)
