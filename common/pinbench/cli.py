@@ -127,7 +127,7 @@ def run(
     if cfg.runtime == "docker":
         from pinbench.docker_run import run_in_docker
 
-        raise typer.Exit(run_in_docker(recipe, cfg, argv=sys.argv[1:]))
+        raise typer.Exit(run_in_docker(recipe, cfg))
     try:
         outcome = recipe.run(cfg)
     except RecipeError as exc:
@@ -239,6 +239,18 @@ def export(
 
     path = export_recipe(_recipe(recipe_name), dest, force=force)
     console.print(f"exported {recipe_name} to {path}")
+
+
+@app.command()
+def build(
+    recipe_name: Annotated[str, typer.Argument(help="recipe whose images to build")],
+    build_dir: Annotated[Path, typer.Option(help="where the exported build context goes")] = Path("build/export"),
+) -> None:
+    """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
+    from pinbench.docker_run import build_recipe_images
+
+    for tag in build_recipe_images(_recipe(recipe_name), build_dir):
+        console.print(f"built {tag}")
 
 
 @app.command()

@@ -1,0 +1,86 @@
+"""``--runtime docker``: run a recipe's stages inside its pinned images.
+
+Each stage runs ``pinbench`` inside the image with the same flags the user gave, as the calling user
+(so outputs stay theirs), with the cache and run directory mounted. Only stages that fetch get the
+network and ``HF_TOKEN``; everything else runs with ``--network none``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pinbench.container import build_image, run_in_container
+from pinbench.export import export_recipe
+from pinbench.hub import cache_root
+from pinbench.recipe import ContainerStage, Recipe, RunConfig
+
+CACHE_MOUNT = "/cache"
+OUT_MOUNT = "/runs/out"
+INPUTS_MOUNT = "/inputs"
+
+
+def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export")) -> list[str]:
+    """Export the recipe (its build context) and build every Dockerfile in it; return the tags."""
+    context = export_recipe(recipe, build_dir / recipe.name, force=True)
+    tags = []
+    for dockerfile in sorted(p.name for p in context.glob("Dockerfile*") if p.suffix != ".dockerignore"):
+        tag = recipe.stage_image(ContainerStage(name="build", dockerfile=dockerfile))
+        build_image(context, tag, dockerfile=dockerfile)
+        tags.append(tag)
+    return tags
+
+
+def _mounted_options(options: dict[str, str]) -> tuple[dict[str, str], dict[Path, str]]:
+    """Rewrite option values that are host paths to read-only mounts under /inputs."""
+    rewritten, mounts = {}, {}
+    for key, value in options.items():
+        path = Path(value)
+        if value and path.exists():
+            target = f"{INPUTS_MOUNT}/{key}"
+            mounts[path.resolve()] = f"{target}:ro"
+            rewritten[key] = target
+        else:
+            rewritten[key] = value
+    return rewritten, mounts
+
+
+def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: dict[str, str]) -> list[str]:
+    """The ``pinbench`` command a stage runs in its container, mirroring the user's flags."""
+    command, *extra = stage.argv
+    argv = ["pinbench", command, recipe.name, "--checkpoint", cfg.checkpoint]
+    if cfg.limit is not None:
+        argv += ["--limit", str(cfg.limit)]
+    for key, value in options.items():
+        argv += ["--option", f"{key}={value}"]
+    if command == "run":
+        argv += ["--out", OUT_MOUNT, "--runtime", "local", "--gpus", str(cfg.gpus), "--offline"]
+        if cfg.shard is not None:
+            argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
+        argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
+    return argv + list(extra)
+
+
+def run_in_docker(recipe: Recipe, cfg: RunConfig) -> int:
+    """Run every stage of the recipe in its image; stop at the first stage that fails."""
+    out_dir = cfg.out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache = cache_root().resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    options, input_mounts = _mounted_options(cfg.options)
+    mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
+    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT}
+    user = f"{os.getuid()}:{os.getgid()}"
+    for stage in recipe.stages:
+        if (stage.name == "generate" and cfg.skip_generation) or (stage.name == "score" and cfg.skip_scoring):
+            continue
+        if stage.name == "fetch" and cfg.offline:
+            continue
+        code = run_in_container(
+            recipe.stage_image(stage), stage_argv(recipe, cfg, stage, options), stage=stage.name,
+            mounts=mounts, env=env, gpus=cfg.gpus if stage.gpus else 0, network_disabled=not stage.network,
+            user=user, token=os.environ.get("HF_TOKEN") if stage.needs_token else None, shm_size="16g",
+        )
+        if code != 0:
+            return code
+    return 0
