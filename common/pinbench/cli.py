@@ -16,7 +16,7 @@ from pinbench.recipe import Recipe, RecipeError, RunConfig, available_recipes, g
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -159,6 +159,15 @@ def diff_cmd(
     raise typer.Exit(result.exit_code)
 
 
+def _reference_template(recipe: Recipe, checkpoint: str) -> Path:
+    """A reference of the recipe to take metric directions, tolerances and primary flags from."""
+    like = recipe.reference_path(checkpoint, "full")
+    candidates = sorted((recipe.dir / "references").glob("*.yaml"))
+    if like is None and not candidates:
+        _fail(f"{recipe.name} has no reference to take metric directions from; pass --like")
+    return like or candidates[0]
+
+
 @app.command("record-reference")
 def record_reference_cmd(
     scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a trusted, complete run")],
@@ -173,15 +182,10 @@ def record_reference_cmd(
     from pinbench.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
-    recipe = _recipe(card["recipe"])
-    if like is None:
-        like = recipe.reference_path(card["checkpoint"], "full") or recipe.reference_path(card["checkpoint"],
-                                                                                           "fixture")
-        if like is None:
-            candidates = sorted((recipe.dir / "references").glob("*.yaml"))
-            like = candidates[0] if candidates else None
-    if like is None:
-        _fail(f"{recipe.name} has no reference to take metric directions from; pass --like")
+    if like is None or out is None:
+        recipe = _recipe(card["recipe"])
+        out = out or recipe.reference_file(card["checkpoint"], card["mode"])
+        like = like or _reference_template(recipe, card["checkpoint"])
     template = load_reference(like)
     tolerances = {name: m.tolerance.as_dict() for name, m in template.metrics.items()}
     for item in tolerance:
@@ -192,8 +196,6 @@ def record_reference_cmd(
         tolerances[name] = {kind: float(value)}
     directions = {name: m.direction for name, m in template.metrics.items()}
     primary = {name for name, m in template.metrics.items() if m.primary}
-    if out is None:
-        out = recipe.reference_file(card["checkpoint"], card["mode"])
     path = record_reference(card, out, tolerances=tolerances, directions=directions, primary=primary,
                             tier=tier, note=note)
     console.print(f"wrote {path}")
@@ -286,8 +288,20 @@ def demo(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry for ``python -m pinbench`` and for recipes' ``__main__`` modules."""
-    app(args=argv, prog_name="pinbench")
+    """Entry for the ``pinbench`` script, ``python -m pinbench`` and recipes' ``__main__`` modules.
+
+    Errors about inputs (bad files, unfetched weights, refused references) end in one redacted line
+    and exit 2; set PINBENCH_DEBUG=1 for the traceback.
+    """
+    try:
+        app(args=argv, prog_name="pinbench")
+    except (ValueError, RuntimeError, OSError) as exc:
+        if os.environ.get("PINBENCH_DEBUG") == "1":
+            raise
+        from pinbench.provenance import redact
+
+        err.print(f"error: {redact(' '.join(str(exc).split()))}", markup=False, highlight=False)
+        sys.exit(2)
 
 
 RECIPE_SUBCOMMANDS = ("fetch", "run", "export")

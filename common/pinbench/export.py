@@ -104,7 +104,7 @@ dependencies = [
 test = ["pytest>=8"]
 
 [project.scripts]
-pinbench = "pinbench.cli:app"
+pinbench = "pinbench.cli:main"
 
 [project.entry-points."pinbench.recipes"]
 {recipe.package} = "{recipe.package}.recipe:RECIPE"
