@@ -10,6 +10,7 @@ GPUS ?= 4
 RECIPE ?=
 DEST ?=
 RUN_ARGS ?=
+VIDEOS ?=
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 
 .DEFAULT_GOAL := help
@@ -49,7 +50,7 @@ build-%: $(STAMP) ## build a recipe's images from its exported directory (needs 
 
 recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker --gpus $(GPUS) \
-		$(if $(LIMIT),--limit $(LIMIT)) $(RUN_ARGS)
+		$(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
 
 diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) diff runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)/scorecard.json

@@ -126,6 +126,9 @@ def _makefile(recipe: Recipe) -> str:
     return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}
 CHECKPOINT ?= {recipe.checkpoints[0] if recipe.checkpoints else "fixture"}
 PYTHON ?= python3
+LIMIT ?=
+VIDEOS ?=
+RUN_ARGS ?=
 
 .PHONY: help setup test fixture build recipe-{recipe.name} diff
 help:

@@ -1,0 +1,231 @@
+"""GPU CI check: how far the recipe's RAFT (torchvision) is from the original RAFT on real videos.
+
+The recipe runs torchvision's ``raft_large``; the metric was defined with the princeton-vl code and
+``raft-things.pth``. This script measures the difference that choice makes, on the transitions the
+metric actually scores, and fails when any clip verdict differs:
+
+* weights: the original ``raft-things.pth`` renamed to torchvision's layout vs torchvision's port
+  ``raft_large_C_T_V1`` (max absolute difference over all tensors);
+* flow: per transition, m from the original code (batch 1, inputs 0..255, ``iters=20, test_mode``)
+  vs m from the recipe's estimator (batched, fp32), plus the recipe's estimator with batch size 1
+  (batching effect) and with TF32 on (what upstream runs got by default on Ampere and later GPUs);
+* decisions: transitions whose m > tau flips, clip verdicts that flip, video score differences.
+
+``--random-weights SEED`` replaces both weight files with one seeded random state dict of the
+original model, to measure implementation differences alone where the real weights are absent.
+
+Usage (GPU CI; paths as in the recipe README):
+    python -m dynamic_degree.gpu_check --videos DIR --original-src RAFT_CHECKOUT \\
+        --original-weights raft-things.pth [--weights raft_large_C_T_V1-22a6c225.pth] --out check.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dynamic_degree import scoring
+from dynamic_degree.flow import RaftThings, load_raft_weights
+from dynamic_degree.prepare import VIDEO_SUFFIXES
+from dynamic_degree.probe import ClipFrames, ClipSource, load_clips
+
+WEIGHT_TOLERANCE = 1e-6
+
+
+def _original_raft_class(src: Path) -> Any:
+    """The RAFT class of a princeton-vl/RAFT checkout (its ``core`` folder imports as top-level modules)."""
+    core = src / "core"
+    if not (core / "raft.py").is_file():
+        raise SystemExit(f"{src}: not a princeton-vl/RAFT checkout (no core/raft.py)")
+    sys.path.insert(0, str(core))
+    return importlib.import_module("raft").RAFT
+
+
+def _original_model(raft_class: Any, state: dict[str, Any] | None, device: str, seed: int | None) -> Any:
+    """The original RAFT-large in eval mode, with ``state`` or seeded random weights."""
+    import torch
+
+    args = argparse.Namespace(small=False, mixed_precision=False, alternate_corr=False)
+    model = raft_class(args)
+    if state is None:
+        generator = torch.Generator().manual_seed(int(seed or 0))
+        state = {}
+        for key, value in model.state_dict().items():
+            if key.endswith("running_var"):
+                value = torch.rand(value.shape, generator=generator) + 0.5
+            elif value.dtype.is_floating_point:
+                value = torch.randn(value.shape, generator=generator) * 0.05
+            state[key] = value
+    model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
+    return model.to(device).eval(), state
+
+
+def _original_m(model: Any, first: np.ndarray, second: np.ndarray, device: str) -> float:
+    """m of one padded pair through the original code, as VBench calls it (float 0..255, batch 1)."""
+    import torch
+
+    def tensor(frame: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).float()[None].to(device)
+
+    with torch.no_grad():
+        _, flow_up = model(tensor(first), tensor(second), iters=20, test_mode=True)
+    return scoring.top_mean_magnitude(flow_up[0].float().cpu().numpy())
+
+
+def _ours_m(estimator: RaftThings, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+    out: list[float] = []
+    for start in range(0, len(pairs), estimator.batch_size):
+        chunk = pairs[start:start + estimator.batch_size]
+        flows = estimator.flow(np.stack([a for a, _ in chunk]), np.stack([b for _, b in chunk]))
+        out.extend(scoring.top_mean_magnitude(f) for f in flows)
+    return out
+
+
+def _pairs(clips: list[ClipFrames], max_clips: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    return [(c, item.frame(j), item.frame(j + 1))
+            for c, item in enumerate(clips[:max_clips]) for j in range(len(item.rows) - 1)]
+
+
+def _clip_verdicts(clips: list[ClipFrames], pair_clip: list[int], m: list[float], tau: float) -> list[int | None]:
+    verdicts = []
+    for c, item in enumerate(clips):
+        values = [v for pc, v in zip(pair_clip, m, strict=True) if pc == c]
+        if not values and len(item.sampled) >= 2:
+            continue  # clip beyond --max-clips
+        verdicts.append(scoring.decide_clip(values, len(item.sampled), tau).dynamic)
+    return verdicts
+
+
+def _compare(name: str, reference: list[float], other: list[float], tau: float) -> dict[str, Any]:
+    delta = np.abs(np.asarray(other) - np.asarray(reference))
+    flips = int(sum((a > tau) != (b > tau) for a, b in zip(reference, other, strict=True)))
+    return {"vs": name, "max_abs_dm": float(delta.max()) if delta.size else 0.0,
+            "mean_abs_dm": float(delta.mean()) if delta.size else 0.0, "transition_flips": flips}
+
+
+def check_video(path: Path, *, original: Any, variants: dict[str, RaftThings], device: str,
+                max_clips: int) -> dict[str, Any]:
+    """Per-video comparison of the original RAFT against each of the recipe's estimator variants."""
+    info, clips, _ = load_clips(path, ClipSource())
+    tau = scoring.motion_threshold(info.height, info.width)
+    pairs = _pairs(clips, max_clips)
+    pair_clip = [c for c, _, _ in pairs]
+    m_original = [_original_m(original, a, b, device) for _, a, b in pairs]
+    verdict_original = _clip_verdicts(clips, pair_clip, m_original, tau)
+    result: dict[str, Any] = {"video": path.name, "tau": tau, "n_transitions": len(pairs),
+                              "m_original": m_original, "variants": {}}
+    for name, estimator in variants.items():
+        m = _ours_m(estimator, [(a, b) for _, a, b in pairs])
+        verdicts = _clip_verdicts(clips, pair_clip, m, tau)
+        row = _compare("original", m_original, m, tau)
+        row["clip_flips"] = int(sum(a != b for a, b in zip(verdict_original, verdicts, strict=True)))
+        row["video_score_delta"] = abs((scoring.video_score(verdicts) or 0.0)
+                                       - (scoring.video_score(verdict_original) or 0.0))
+        result["variants"][name] = row
+    return result
+
+
+def _weights_difference(original_state: dict[str, Any], torchvision_file: Path) -> dict[str, Any]:
+    from dynamic_degree.flow import original_to_torchvision
+
+    converted = original_to_torchvision(original_state)
+    port, _ = load_raft_weights(torchvision_file, None)
+    missing = sorted(set(port) ^ set(converted))
+    diffs = {k: float((converted[k].float() - port[k].float()).abs().max()) for k in port if k in converted}
+    return {"n_tensors": len(port), "key_mismatches": missing[:10],
+            "max_abs_difference": max(diffs.values()) if diffs else None,
+            "n_tensors_differing": sum(1 for v in diffs.values() if v > 0)}
+
+
+def _videos(root: Path, limit: int) -> list[Path]:
+    found = sorted(p for p in root.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file())
+    return found[:limit]
+
+
+def _default_weights() -> Path | None:
+    from dynamic_degree.prepare import WEIGHTS_ENV, WEIGHTS_PIN
+    from dynamic_degree.recipe import RECIPE
+    from pinbench.hub import NotFetchedError, load_pins, locate
+
+    if os.environ.get(WEIGHTS_ENV):
+        return Path(os.environ[WEIGHTS_ENV])
+    try:
+        return locate(load_pins(RECIPE.pins_path).urls[WEIGHTS_PIN])
+    except NotFetchedError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dynamic_degree.gpu_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--videos", type=Path, default=os.environ.get("PINBENCH_DD_CHECK_VIDEOS"))
+    parser.add_argument("--original-src", type=Path, default=os.environ.get("PINBENCH_RAFT_ORIGINAL_SRC"))
+    parser.add_argument("--original-weights", type=Path,
+                        default=os.environ.get("PINBENCH_RAFT_THINGS_ORIGINAL"))
+    parser.add_argument("--weights", type=Path, default=None, help="torchvision port (default: the pinned file)")
+    parser.add_argument("--random-weights", type=int, default=None, metavar="SEED")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--max-videos", type=int, default=8)
+    parser.add_argument("--max-clips", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.videos is None or args.original_src is None:
+        parser.error("--videos and --original-src are required (or PINBENCH_DD_CHECK_VIDEOS, "
+                     "PINBENCH_RAFT_ORIGINAL_SRC)")
+
+    import torch
+
+    raft_class = _original_raft_class(args.original_src)
+    report: dict[str, Any] = {"device": args.device, "torch": torch.__version__,
+                              "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.random_weights is not None:
+            original, state = _original_model(raft_class, None, args.device, args.random_weights)
+            ours_file = Path(tmp) / "random-original-layout.pth"
+            torch.save(state, ours_file)
+            report["weights"] = {"mode": f"random, seed {args.random_weights}"}
+        else:
+            if args.original_weights is None:
+                parser.error("--original-weights (raft-things.pth) is required without --random-weights")
+            state = torch.load(args.original_weights, map_location="cpu", weights_only=True)
+            original, _ = _original_model(raft_class, state, args.device, None)
+            ours_file = args.weights or _default_weights()
+            if ours_file is None:
+                parser.error("no torchvision weights: pass --weights or run `pinbench fetch dynamic-degree`")
+            report["weights"] = {"mode": "real", **_weights_difference(state, ours_file)}
+        make: Callable[..., RaftThings] = lambda **kw: RaftThings(ours_file, device=args.device, **kw)  # noqa: E731
+        variants = {"recipe (fp32, batch 8)": make(batch_size=8),
+                    "recipe batch 1": make(batch_size=1),
+                    "recipe tf32": make(batch_size=8, tf32=True)}
+        report["videos"] = [check_video(p, original=original, variants=variants, device=args.device,
+                                        max_clips=args.max_clips) for p in _videos(args.videos, args.max_videos)]
+    if not report["videos"]:
+        parser.error(f"{args.videos}: no videos")
+    summary = {name: {"max_abs_dm": max(v["variants"][name]["max_abs_dm"] for v in report["videos"]),
+                      "transition_flips": sum(v["variants"][name]["transition_flips"] for v in report["videos"]),
+                      "clip_flips": sum(v["variants"][name]["clip_flips"] for v in report["videos"])}
+               for name in variants}
+    report["summary"] = summary
+    weight_diff = report["weights"].get("max_abs_difference")
+    failures = [f"{name}: {s['clip_flips']} clip verdict(s) differ from the original RAFT"
+                for name, s in summary.items() if s["clip_flips"] and "tf32" not in name]
+    if weight_diff is not None and weight_diff > WEIGHT_TOLERANCE:
+        failures.append(f"torchvision port differs from raft-things.pth by up to {weight_diff:g}")
+    report["failures"] = failures
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(json.dumps({"summary": summary, "weights": report["weights"], "failures": failures}, indent=1))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""Per-video figure: m over time against tau, clips shaded by their verdict.
+
+Why: a video score of 0 is only credible when one can see that no clip had enough transitions above
+the threshold; this plot shows exactly the numbers the decision used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dynamic_degree.flow import PREVIEW_LABEL  # noqa: E402
+
+DYNAMIC_COLOUR = "#d8f0dc"
+STATIC_COLOUR = "#f6dada"
+
+
+def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: str) -> Path:
+    """Write a PNG of one video's per-transition m (time = midpoint of the two frames) and tau."""
+    fps = float(result["fps"])
+    tau = float(result["tau"])
+    fig, ax = plt.subplots(figsize=(7.5, 2.4), dpi=80)
+    for clip in result["clips"]:
+        colour = {1: DYNAMIC_COLOUR, 0: STATIC_COLOUR}.get(clip["dynamic"], "#eeeeee")
+        ax.axvspan(clip["start"] / fps, clip["stop"] / fps, color=colour, alpha=0.5, lw=0)
+        sampled = clip["sampled"]
+        times = [(a + b) / 2 / fps for a, b in zip(sampled[:-1], sampled[1:], strict=True)]
+        if times:
+            ax.plot(times, clip["m"], marker=".", ms=4, lw=1, color="#0969da")
+    ax.axhline(tau, color="#cf222e", lw=1.2, ls="--", label=f"tau = {tau:.2f} px")
+    score = result.get(score_key)
+    title = f"{sample_id}: score {score:.3f} ({result['n_clips']} clips)" if score is not None else sample_id
+    if not result.get("official", False):
+        title += f" [{PREVIEW_LABEL}]"
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("time (s); green clip = dynamic, red = static", fontsize=8)
+    ax.set_ylabel("m (px)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,248 @@
+"""Everything a run needs before scoring: options, the list of videos, the flow estimator, tasks.
+
+Kept apart from ``run.py`` so that the entry procedure reads top to bottom in a few lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
+from dynamic_degree.probe import ClipSource
+from pinbench.hub import ChecksumError, FetchError, NotFetchedError, PinsError, fetch_url, is_offline, load_pins, locate
+from pinbench.recipe import RecipeError, RunConfig
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
+WEIGHTS_PIN = "raft_things"
+WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"
+OPTIONS = {
+    "videos": "directory of videos to score, searched recursively (required unless --fixture)",
+    "flow": "raft (official metric; default) or farneback (preview, not the official metric; "
+            "default with --fixture)",
+    "raft_weights": f"local RAFT-things weights file (.pth or .safetensors, original or torchvision layout) "
+                    f"instead of the pinned download; also ${WEIGHTS_ENV}",
+    "raft_sha256": "expected SHA-256 of raft_weights; without it that file is recorded as unverified",
+    "device": "auto (default: cuda when available), cpu, cuda or cuda:N",
+    "batch_size": "frame pairs per flow call (default 8 for RAFT, 16 for farneback)",
+    "clip_reencode": "1 to write every clip to MP4 and decode it again before scoring, as the "
+                     "worldarena pipeline does (default 0: score decoded frames)",
+    "reencode_crf": "libx264 CRF of that re-encode (default 23, libx264's own default)",
+}
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_LOOP_ID = re.compile(r"(?:^|__)memory-(yaw_loop_360|yaw_loop_180|dolly_loop|square_loop|palindrome_loop|"
+                      r"double_yaw_loop)-")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The recipe's ``-o key=value`` options, validated."""
+
+    videos: Path | None
+    flow: str
+    raft_weights: Path | None
+    raft_sha256: str | None
+    device: str
+    batch_size: int | None
+    source: ClipSource
+
+
+def parse_options(cfg: RunConfig) -> Options:
+    """Validate ``cfg.options``; RecipeError (one line) on an unknown key or a bad value."""
+    opts = dict(cfg.options)
+    unknown = sorted(set(opts) - set(OPTIONS))
+    if unknown:
+        raise RecipeError(f"unknown option(s) {', '.join(unknown)} for dynamic-degree; "
+                          f"known: {', '.join(OPTIONS)}")
+    flow = opts.get("flow") or ("farneback" if cfg.fixture else "raft")
+    if flow not in ("raft", "farneback"):
+        raise RecipeError(f"-o flow={flow!r}: expected raft or farneback")
+    sha = (opts.get("raft_sha256") or "").lower() or None
+    if sha is not None and not _HEX64.fullmatch(sha):
+        raise RecipeError(f"-o raft_sha256={opts['raft_sha256']!r} is not a 64-hex SHA-256")
+    device = opts.get("device") or "auto"
+    if not _DEVICE.fullmatch(device):
+        raise RecipeError(f"-o device={device!r}: expected auto, cpu, cuda or cuda:N")
+    weights = opts.get("raft_weights") or os.environ.get(WEIGHTS_ENV) or None
+    return Options(
+        videos=Path(opts["videos"]).expanduser() if opts.get("videos") else None,
+        flow=flow,
+        raft_weights=Path(weights).expanduser() if weights else None,
+        raft_sha256=sha,
+        device=device,
+        batch_size=_positive_int(opts, "batch_size"),
+        source=ClipSource(reencode=_flag(opts, "clip_reencode"), crf=_crf(opts)),
+    )
+
+
+def _positive_int(opts: dict[str, str], key: str) -> int | None:
+    if not opts.get(key):
+        return None
+    try:
+        value = int(opts[key])
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise RecipeError(f"-o {key}={opts[key]!r}: expected a positive integer")
+    return value
+
+
+def _flag(opts: dict[str, str], key: str) -> bool:
+    value = (opts.get(key) or "0").strip().lower()
+    if value not in ("0", "1", "true", "false", "yes", "no"):
+        raise RecipeError(f"-o {key}={opts[key]!r}: expected 0 or 1")
+    return value in ("1", "true", "yes")
+
+
+def _crf(opts: dict[str, str]) -> int:
+    text = opts.get("reencode_crf") or "23"
+    if not text.isdigit() or not 0 <= int(text) <= 51:
+        raise RecipeError(f"-o reencode_crf={text!r}: expected an integer 0..51")
+    return int(text)
+
+
+# ------------------------------------------------------------------------------------------- videos
+
+
+def list_videos(root: Path) -> list[Path]:
+    """Every video file under ``root`` (recursively, hidden files skipped), sorted by relative path.
+
+    Empty or broken files are listed too: they fail as samples and stay in the denominator.
+    """
+    if not root.is_dir():
+        raise RecipeError(f"{root}: videos directory not found")
+    found = sorted(
+        (p for p in root.rglob("*")
+         if p.suffix.lower() in VIDEO_SUFFIXES and p.is_file()
+         and not any(part.startswith(".") for part in p.relative_to(root).parts)),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+    if not found:
+        raise RecipeError(f"{root}: no videos found (looked for {', '.join(VIDEO_SUFFIXES)})")
+    return found
+
+
+def sample_id(root: Path, path: Path) -> str:
+    """The relative path without its suffix, folders joined by ``__`` (ids are file names)."""
+    return path.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+
+
+def loop_family(sample: str) -> str | None:
+    """The memory-loop family in an id like ``memory-yaw_loop_360-memory_pool_479``, if any."""
+    match = _LOOP_ID.search(sample)
+    return match.group(1) if match else None
+
+
+def video_tasks(root: Path, videos: list[Path], *, flow: dict[str, Any], source: ClipSource,
+                recipe_version: str) -> list[dict[str, Any]]:
+    """One task per video. Size and mtime make an edited video recompute; so does any flow change."""
+    tasks = []
+    for path in videos:
+        stat = path.stat()
+        tasks.append({
+            "sample_id": sample_id(root, path), "video": str(path.resolve()), "size": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns, "flow": flow, "clip_source": source.describe(),
+            "recipe_version": recipe_version,
+        })
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------- estimator
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """What is needed to build the flow estimator again, e.g. in a worker process on another GPU."""
+
+    flow: str
+    weights: Path | None = None
+    sha256: str | None = None
+    device: str = "auto"
+    batch_size: int | None = None
+
+    def build(self, device: str | None = None) -> FlowEstimator:
+        if self.flow == "farneback":
+            return FarnebackPreview(batch_size=self.batch_size or 16)
+        if self.weights is None:
+            raise RecipeError("RAFT needs a weights file")
+        try:
+            return RaftThings(self.weights, sha256=self.sha256, device=device or self.device,
+                              batch_size=self.batch_size or 8)
+        except WeightsError as exc:
+            raise RecipeError(str(exc)) from None
+
+
+def estimator_spec(cfg: RunConfig, options: Options, pins_path: Path) -> EstimatorSpec:
+    """The preview estimator, or RAFT with its weights located (RecipeError when they are not there)."""
+    if options.flow == "farneback":
+        return EstimatorSpec("farneback", batch_size=options.batch_size)
+    weights, sha256 = raft_weights(cfg, options, pins_path)
+    return EstimatorSpec("raft", weights, sha256, options.device, options.batch_size)
+
+
+def worker_devices(cfg: RunConfig, spec: EstimatorSpec) -> list[str]:
+    """One CUDA device per worker when RAFT may use several GPUs (``--gpus N``, no explicit shard)."""
+    if spec.flow != "raft" or cfg.shard is not None or cfg.gpus <= 1 or spec.device not in ("auto", "cuda"):
+        return []
+    import torch
+
+    count = min(cfg.gpus, torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    return [f"cuda:{i}" for i in range(count)] if count > 1 else []
+
+
+def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Path, str | None]:
+    """(weights file, expected sha256): the local override, else the pinned file from the cache.
+
+    Offline, a weights file that was not fetched is an error naming ``pinbench fetch``; online it
+    is downloaded here and verified against its pin.
+    """
+    if options.raft_weights is not None:
+        return options.raft_weights, options.raft_sha256
+    try:
+        pin = load_pins(pins_path).urls[WEIGHTS_PIN]
+    except (PinsError, KeyError) as exc:
+        raise RecipeError(f"{pins_path}: no usable urls.{WEIGHTS_PIN} pin ({exc})") from None
+    try:
+        try:
+            return locate(pin), pin.sha256
+        except NotFetchedError:
+            if cfg.offline or is_offline():
+                raise
+            return fetch_url(pin), pin.sha256
+    except (NotFetchedError, FetchError, ChecksumError) as exc:
+        raise RecipeError(str(exc)) from None
+
+
+def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Options) -> dict[str, Any]:
+    """The pins this run actually used: no weights pin for a preview run, the local file if overridden."""
+    pins = yaml.safe_load(pins_path.read_text(encoding="utf-8")) or {}
+    urls = pins.pop("urls", {}) or {}
+    if estimator.official:
+        if options.raft_weights is not None:
+            pins["urls"] = {WEIGHTS_PIN: {"url": options.raft_weights.resolve().as_uri(),
+                                          "sha256": options.raft_sha256}}
+        else:
+            pins["urls"] = {WEIGHTS_PIN: urls.get(WEIGHTS_PIN)}
+    return pins
+
+
+def fetch(cfg: RunConfig) -> None:
+    """``pinbench fetch dynamic-degree``: download the pinned RAFT-things weights into the cache."""
+    from dynamic_degree.recipe import RECIPE
+
+    options = parse_options(cfg)
+    if options.raft_weights is not None:
+        print(f"dynamic-degree: using local weights {options.raft_weights}; nothing to fetch")
+        return
+    try:
+        pin = load_pins(RECIPE.pins_path).urls[WEIGHTS_PIN]
+        path = fetch_url(pin)
+    except (PinsError, KeyError, FetchError, ChecksumError, NotFetchedError) as exc:
+        raise RecipeError(f"fetching RAFT weights failed: {exc}") from None
+    print(f"dynamic-degree: RAFT-things weights at {path}")

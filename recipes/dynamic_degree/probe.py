@@ -1,0 +1,188 @@
+"""Score one video: decode the needed frames once, split into clips, run flow, decide each clip.
+
+The per-video record keeps every intermediate number (clip frame ranges, sampled frames, m per
+transition, tau, n, active count), so a score of 0 can be explained from the JSONL alone.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dynamic_degree import clips as clipping
+from dynamic_degree import scoring
+from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator, sha256_file
+from pinbench.video import VideoInfo, probe, read_video, write_video
+
+OFFICIAL_METRIC = "dynamic_degree"
+PREVIEW_METRIC = "preview/dynamic_degree"
+
+
+def metric_name(estimator: FlowEstimator) -> str:
+    """Official RAFT scores and preview scores never share a metric name."""
+    return OFFICIAL_METRIC if estimator.official else PREVIEW_METRIC
+
+
+@dataclass(frozen=True)
+class ClipSource:
+    """Which frames the flow sees: decoded frames (default) or each clip re-encoded to MP4 first.
+
+    The re-encode mirrors the worldarena pipeline, which writes every clip to MP4 and decodes it
+    again; its writer's codec settings are not known, so libx264 / yuv420p / ``crf`` are ours.
+    """
+
+    reencode: bool = False
+    crf: int = 23
+
+    def describe(self) -> str:
+        if not self.reencode:
+            return "decoded frames (no re-encode)"
+        return f"per-clip MP4 re-encode (libx264, yuv420p, crf {self.crf})"
+
+
+@dataclass
+class ClipFrames:
+    """One clip's padded sampled frames, as rows of a shared array (no copies), and a key per transition.
+
+    Transitions with the same key (the overlapping tail clip re-using frame pairs) are computed once.
+    """
+
+    clip: clipping.Clip
+    sampled: list[int]
+    source: np.ndarray  # (M, H_pad, W_pad, 3) uint8, possibly shared by several clips
+    rows: list[int]  # rows of ``source`` holding this clip's sampled frames, in order
+    keys: list[Hashable]
+
+    def frame(self, j: int) -> np.ndarray:
+        return self.source[self.rows[j]]
+
+
+@dataclass(frozen=True)
+class HasMetric:
+    """Runner validator: a stored result is reusable only if it holds this metric (picklable)."""
+
+    metric: str
+
+    def __call__(self, result: dict[str, Any]) -> bool:
+        return self.metric in result
+
+
+def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource) -> dict[str, Any]:
+    """The runner's per-sample function: one task (``video`` path) -> its record."""
+    return score_video(Path(task["video"]), estimator, source)
+
+
+def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:
+    """The video's facts, its clips' padded sampled frames, and the decoder backend used."""
+    info = probe(path)
+    clip_list = clipping.split_clips(info.n_frames, info.fps)
+    if source.reencode:
+        clip_frames, backend = _reencoded_clips(path, info, clip_list, source)
+    else:
+        clip_frames, backend = _decoded_clips(path, info, clip_list)
+    return info, clip_frames, backend
+
+
+def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None = None) -> dict[str, Any]:
+    """The per-video record; raises (VideoError, ValueError) with a one-line reason naming the file."""
+    path = Path(path)
+    source = source or ClipSource()
+    info, clip_frames, backend = load_clips(path, source)
+    magnitudes = transition_magnitudes(clip_frames, estimator)
+    tau = scoring.motion_threshold(info.height, info.width)
+
+    clip_records = []
+    for item in clip_frames:
+        m = [magnitudes[key] for key in item.keys]
+        decision = scoring.decide_clip(m, len(item.sampled), tau)
+        clip_records.append({
+            "name": item.clip.name, "start": item.clip.start, "stop": item.clip.stop,
+            "sampled": item.sampled, "n_sampled": len(item.sampled), "n_required": decision.n_required,
+            "m": m, "n_active": decision.n_active, "dynamic": decision.dynamic, "error": decision.error,
+        })
+    clip_scores = [c["dynamic"] for c in clip_records]
+    score = scoring.video_score(clip_scores)
+    if score is None:
+        raise ValueError(f"{path}: no clip has 2 or more sampled frames ({info.n_frames} frames at "
+                         f"{info.fps:g} fps, sampling interval {clipping.sampling_interval(info.fps)})")
+    padded_h, padded_w = clip_frames[0].source.shape[1:3]
+    record: dict[str, Any] = {
+        metric_name(estimator): score,
+        "video": path.name,
+        "video_sha256": sha256_file(path),
+        "n_frames": info.n_frames, "fps": info.fps, "width": info.width, "height": info.height,
+        "duration_s": info.duration_s,
+        "clip_length": clipping.clip_length(info.fps),
+        "sampling_interval": clipping.sampling_interval(info.fps),
+        "tau": tau,
+        "padded_size": [padded_h, padded_w],
+        "top_count": scoring.top_count(padded_h, padded_w),
+        "n_clips": len(clip_records),
+        "n_scored_clips": sum(s is not None for s in clip_scores),
+        "clip_scores": clip_scores,
+        "clips": clip_records,
+        "flow_backend": estimator.name,
+        "official": estimator.official,
+        "clip_source": source.describe(),
+        "decode_backend": backend,
+    }
+    if not estimator.official:
+        record["notice"] = PREVIEW_LABEL
+    return record
+
+
+def _decoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip]) -> tuple[list[ClipFrames], str]:
+    """Decode only the sampled frames of all clips, in one pass; overlapping clips share frames."""
+    sampled = [clipping.sampled_frames(c, info.fps) for c in clip_list]
+    needed = sorted({i for indices in sampled for i in indices})
+    decoded = read_video(path, indices=needed)
+    padded = scoring.pad_frames(decoded.frames)
+    position = {index: pos for pos, index in enumerate(needed)}
+    out = []
+    for clip, indices in zip(clip_list, sampled, strict=True):
+        keys: list[Hashable] = list(zip(indices[:-1], indices[1:], strict=True))
+        out.append(ClipFrames(clip, indices, padded, [position[i] for i in indices], keys))
+    return out, decoded.backend
+
+
+def _reencoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip],
+                     source: ClipSource) -> tuple[list[ClipFrames], str]:
+    """Write each clip's frames to MP4 at the video's fps, decode it again, sample that (worldarena)."""
+    needed = sorted({i for c in clip_list for i in range(c.start, c.stop)})
+    decoded = read_video(path, indices=needed)
+    position = {index: pos for pos, index in enumerate(needed)}
+    out = []
+    with tempfile.TemporaryDirectory(prefix="dd-clips-") as tmp:
+        for clip in clip_list:
+            frames = decoded.frames[[position[i] for i in range(clip.start, clip.stop)]]
+            clip_path = write_video(Path(tmp) / f"{path.stem}_{clip.name}.mp4", frames, info.fps, crf=source.crf)
+            again = read_video(clip_path)
+            local = list(range(0, len(again.frames), clipping.sampling_interval(again.fps)))
+            sampled = [clip.start + i for i in local]
+            keys: list[Hashable] = [(clip.index, j) for j in range(len(local) - 1)]
+            frames = scoring.pad_frames(again.frames[local])
+            out.append(ClipFrames(clip, sampled, frames, list(range(len(local))), keys))
+    return out, decoded.backend
+
+
+def transition_magnitudes(clip_frames: list[ClipFrames], estimator: FlowEstimator) -> dict[Hashable, float]:
+    """m for every distinct transition of the video, flow computed in batches of the estimator's size."""
+    pending: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
+    for item in clip_frames:
+        for j, key in enumerate(item.keys):
+            pending.setdefault(key, (item.frame(j), item.frame(j + 1)))
+    keys = list(pending)
+    result: dict[Hashable, float] = {}
+    for start in range(0, len(keys), estimator.batch_size):
+        batch = keys[start:start + estimator.batch_size]
+        first = np.stack([pending[k][0] for k in batch])
+        second = np.stack([pending[k][1] for k in batch])
+        flows = estimator.flow(first, second)
+        for key, field in zip(batch, flows, strict=True):
+            result[key] = scoring.top_mean_magnitude(field)
+    return result

@@ -1,0 +1,127 @@
+"""The dynamic-degree recipe, top to bottom: prepare, (no generation), score, aggregate, diff, report.
+
+It scores a directory of videos a model already generated (``-o videos=DIR``), or with
+``--fixture`` a small synthetic set it writes itself, and files the suite score (mean over videos of
+the fraction of 2 s clips judged dynamic) in a scorecard.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from dynamic_degree import fixture, prepare
+from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
+from dynamic_degree.parallel import score_in_workers
+from dynamic_degree.plots import plot_motion
+from dynamic_degree.probe import ClipSource, HasMetric, metric_name, score_task
+from pinbench.finish import collect_records, finish_run
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.runner import SampleRecord, run_samples
+from pinbench.scorecard import MetricSpec
+
+
+def run(cfg: RunConfig) -> RunOutcome:
+    from dynamic_degree.recipe import RECIPE
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    # 1. prepare: options, the videos, the flow estimator, one task per video
+    options = prepare.parse_options(cfg)
+    if cfg.fixture:
+        videos_dir = cfg.out_dir / "fixture_data"
+        fixture.write_fixture(videos_dir)
+    elif options.videos is None:
+        raise RecipeError("dynamic-degree scores existing videos: pass -o videos=DIR (or --fixture)")
+    else:
+        videos_dir = options.videos
+    videos = prepare.list_videos(videos_dir)[: cfg.limit]
+    spec = prepare.estimator_spec(cfg, options, RECIPE.pins_path)
+    estimator = spec.build()
+    metric = metric_name(estimator)
+    tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
+                                recipe_version=RECIPE.version)
+    timings["prepare"] = time.perf_counter() - started
+
+    # 2. generate: nothing to do; this recipe scores videos that a model already generated
+
+    # 3. score: one record per video, stored as soon as it exists; a rerun resumes
+    started = time.perf_counter()
+    devices = prepare.worker_devices(cfg, spec)
+    if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
+        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric)
+    elif not cfg.skip_scoring:
+        run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
+                    shard=cfg.shard, validate=HasMetric(metric), stage="dynamic degree")
+    records = collect_records(cfg, tasks)
+    timings["score"] = time.perf_counter() - started
+
+    # 4. aggregate (suite mean over videos), diff against the reference if one exists, report
+    figures = _motion_figures(records, cfg.out_dir / "figures", metric)
+    return finish_run(
+        RECIPE, cfg,
+        metrics=[MetricSpec(metric, aggregation="mean")],
+        records=records, n_expected=len(tasks),
+        pins=prepare.pins_for_provenance(RECIPE.pins_path, estimator, options),
+        timings=timings,
+        seeds={"fixture": fixture.SEED} if cfg.fixture else None,
+        extra=_extra(estimator, options.source, records, metric),
+        provenance_extra={"flow": estimator.describe(), "clip_source": options.source.describe(),
+                          "devices": devices or [getattr(estimator, "device", "cpu")]},
+        extra_figures=figures,
+    )
+
+
+def _extra(estimator: FlowEstimator, source: ClipSource, records: Sequence[SampleRecord],
+           metric: str) -> dict[str, Any]:
+    """What the scorecard says beyond the number: estimator, official or preview, loop-family means."""
+    extra: dict[str, Any] = {
+        "flow": estimator.describe(),
+        "official": estimator.official,
+        "clip_source": source.describe(),
+        "aggregation": "video score = fraction of scored 2 s clips judged dynamic; suite = mean over videos",
+    }
+    if not estimator.official:
+        extra["notice"] = f"{metric} uses {estimator.name} flow: {PREVIEW_LABEL}"
+    families = _loop_family_means(records, metric)
+    if families:
+        extra["loop_families"] = families
+    return extra
+
+
+def _loop_family_means(records: Sequence[SampleRecord], metric: str) -> dict[str, dict[str, Any]]:
+    """Mean per memory-loop family (yaw_loop_360, ...), with how many of its videos failed."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in records:
+        family = prepare.loop_family(record.sample_id)
+        if family is None:
+            continue
+        group = groups.setdefault(family, {"values": [], "n_failed": 0})
+        value = record.result.get(metric) if record.ok and record.result else None
+        if value is None:
+            group["n_failed"] += 1
+        else:
+            group["values"].append(value)
+    return {
+        family: {"mean": sum(g["values"]) / len(g["values"]) if g["values"] else None,
+                 "n_scored": len(g["values"]), "n_failed": g["n_failed"]}
+        for family, g in sorted(groups.items())
+    }
+
+
+def _motion_figures(records: Sequence[SampleRecord], out_dir: Path, metric: str) -> list[tuple[str, Path, str]]:
+    """One m-over-time PNG per scored video, for the report."""
+    figures = []
+    for record in records:
+        if not record.ok or not record.result:
+            continue
+        png = plot_motion(record.result, record.sample_id, out_dir / f"{record.sample_id}.png", metric)
+        result = record.result
+        caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
+                   f"every {result['sampling_interval']} frame(s) sampled; {result['clip_source']}")
+        figures.append((f"m over time: {record.sample_id}", png, caption))
+    return figures

@@ -1,0 +1,1 @@
+"""Tests of the dynamic-degree recipe (CPU, offline, data written by the tests)."""

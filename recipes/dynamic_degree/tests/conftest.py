@@ -1,0 +1,42 @@
+"""Helpers for the dynamic-degree tests: textured videos with known motion, RAFT weight files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamic_degree.fixture import FixtureVideo, render
+from pinbench.video import write_video
+
+
+@pytest.fixture
+def texture_video(tmp_path: Path) -> Callable[..., Path]:
+    """Factory: a texture moving ``velocity`` px per frame, written as MP4 under tmp_path."""
+
+    def _make(name: str, *, fps: float = 8.0, n_frames: int = 20, velocity: tuple[int, int] = (3, 0),
+              height: int = 52, width: int = 68, seed: int = 0) -> Path:
+        video = FixtureVideo(name, fps, n_frames, velocity, n_frames if any(velocity) else 0, 0.0)
+        frames = render(video, np.random.default_rng(seed), height=height, width=width)
+        return write_video(tmp_path / f"{name}.mp4", frames, fps, crf=12)
+
+    return _make
+
+
+def random_raft_state(seed: int = 0) -> dict:
+    """A seeded random torchvision raft_large state dict (weights and BatchNorm statistics)."""
+    import torch
+    from torchvision.models.optical_flow import raft_large
+
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for key, value in raft_large(weights=None).state_dict().items():
+        if value.dtype.is_floating_point:
+            if key.endswith("running_var"):
+                value = torch.rand(value.shape, generator=generator) + 0.5
+            else:
+                value = torch.randn(value.shape, generator=generator) * 0.05
+        state[key] = value.clone()
+    return state

@@ -1,0 +1,135 @@
+"""Scoring whole videos: known motion -> 1, static -> 0, per-clip records, bad files fail alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from dynamic_degree.flow import FarnebackPreview, RaftThings
+from dynamic_degree.probe import OFFICIAL_METRIC, PREVIEW_METRIC, ClipSource, score_video
+from dynamic_degree.tests.conftest import random_raft_state
+from pinbench.runner import run_samples
+from pinbench.video import VideoError
+
+PREVIEW = FarnebackPreview()
+
+
+def test_translating_texture_above_tau_scores_one(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("moving", fps=8.0, n_frames=40, velocity=(3, 0))
+    result = score_video(path, PREVIEW)
+    assert result[PREVIEW_METRIC] == 1.0
+    assert OFFICIAL_METRIC not in result  # a preview number is never filed as the official metric
+    assert result["official"] is False and "not the official metric" in result["notice"]
+    assert result["tau"] == pytest.approx(6 * 52 / 256)
+    assert result["padded_size"] == [56, 72]
+    assert [(c["start"], c["stop"]) for c in result["clips"]] == [(0, 16), (16, 32), (24, 40)]
+    for clip in result["clips"]:
+        assert clip["n_sampled"] == 16 and clip["n_required"] == 4 and len(clip["m"]) == 15
+        assert min(clip["m"]) > 2 * result["tau"]
+        assert clip["n_active"] == 15 and clip["dynamic"] == 1
+
+
+def test_static_texture_scores_zero(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("static", fps=8.0, n_frames=32, velocity=(0, 0))
+    result = score_video(path, PREVIEW)
+    assert result[PREVIEW_METRIC] == 0.0
+    assert result["clip_scores"] == [0, 0]
+    assert max(m for c in result["clips"] for m in c["m"]) < 0.2 * result["tau"]
+
+
+def test_slow_motion_below_tau_scores_zero(texture_video: Callable[..., Path]) -> None:
+    # 1 px per sampled transition against tau = 6 * 128 / 256 = 3 px
+    path = texture_video("slow", fps=8.0, n_frames=16, velocity=(1, 0), height=128, width=128)
+    result = score_video(path, PREVIEW)
+    assert result["tau"] == 3.0
+    assert result[PREVIEW_METRIC] == 0.0
+
+
+def test_sampling_follows_the_frame_rate(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("fast24", fps=24.0, n_frames=48, velocity=(1, 0))
+    result = score_video(path, PREVIEW)
+    (clip,) = result["clips"]
+    assert result["sampling_interval"] == 3 and clip["sampled"] == list(range(0, 48, 3))
+    assert min(clip["m"]) > 2.0  # 3 frames apart: 3 px per transition
+
+
+def test_short_video_is_one_full_clip(texture_video: Callable[..., Path]) -> None:
+    result = score_video(texture_video("short", fps=8.0, n_frames=5), PREVIEW)
+    assert [c["name"] for c in result["clips"]] == ["full"]
+    assert result["clips"][0]["n_sampled"] == 5 and result["clips"][0]["n_required"] == 1
+
+
+def test_video_with_a_single_sampled_frame_fails_clearly(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("tiny", fps=30.0, n_frames=3)  # k = 4 -> only frame 0 sampled
+    with pytest.raises(ValueError, match=r"tiny\.mp4: no clip has 2 or more sampled frames"):
+        score_video(path, PREVIEW)
+
+
+def test_reencode_option_scores_and_is_recorded(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("reencode", fps=8.0, n_frames=20, velocity=(3, 0))
+    direct = score_video(path, PREVIEW)
+    again = score_video(path, PREVIEW, ClipSource(reencode=True, crf=23))
+    assert direct["clip_source"] == "decoded frames (no re-encode)"
+    assert again["clip_source"] == "per-clip MP4 re-encode (libx264, yuv420p, crf 23)"
+    assert again[PREVIEW_METRIC] == 1.0
+    assert [c["sampled"] for c in again["clips"]] == [c["sampled"] for c in direct["clips"]]
+
+
+def test_scores_are_deterministic(texture_video: Callable[..., Path]) -> None:
+    path = texture_video("det", fps=12.0, n_frames=30, velocity=(1, 1))
+    assert score_video(path, PREVIEW) == score_video(path, PREVIEW)
+
+
+def test_raft_scores_a_video_end_to_end(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    weights = tmp_path / "raft.pth"
+    torch.save(random_raft_state(seed=3), weights)
+    raft = RaftThings(weights, device="cpu", batch_size=4, iters=2)
+    path = texture_video("raft", fps=8.0, n_frames=4, velocity=(2, 0), height=122, width=130)
+    result = score_video(path, raft)
+    assert OFFICIAL_METRIC in result and result["official"] is True
+    assert result["padded_size"] == [128, 136] and result["top_count"] == int(0.05 * 128 * 136)
+    assert len(result["clips"][0]["m"]) == 3
+    assert result["flow_backend"] == "raft_things"
+
+
+# --------------------------------------------------------------------------------------- bad files
+
+
+def _bad_files(tmp_path: Path, good: Path) -> dict[str, Path]:
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    garbage = tmp_path / "garbage.mp4"
+    garbage.write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(range(256)) * 4)
+    return {"empty": empty, "truncated": truncated, "garbage": garbage}
+
+
+def test_corrupt_and_zero_frame_videos_give_one_line_errors(tmp_path: Path,
+                                                            texture_video: Callable[..., Path]) -> None:
+    bad = _bad_files(tmp_path, texture_video("good", n_frames=16))
+    for name, path in bad.items():
+        with pytest.raises(VideoError) as info:
+            score_video(path, PREVIEW)
+        message = str(info.value)
+        assert message.startswith(str(path)) and "\n" not in message, name
+    with pytest.raises(VideoError, match="empty file"):
+        score_video(bad["empty"], PREVIEW)
+
+
+def test_bad_videos_do_not_stop_the_others(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    good = texture_video("good", n_frames=16)
+    bad = _bad_files(tmp_path, good)
+    tasks = [{"sample_id": "good", "video": str(good)}] + [
+        {"sample_id": name, "video": str(path)} for name, path in bad.items()
+    ]
+    summary = run_samples(tasks, lambda t: score_video(Path(t["video"]), PREVIEW), tmp_path / "run",
+                          progress=False)
+    assert summary.n_done == 1 and summary.n_failed == 3
+    assert summary.records["good"].ok
+    for name in bad:
+        error = summary.records[name].error or ""
+        assert error.startswith("VideoError: ") and f"{name}.mp4" in error

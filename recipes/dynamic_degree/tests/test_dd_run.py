@@ -1,0 +1,205 @@
+"""The recipe end to end through run(cfg): fixture, resume, partial runs, options, the CLI module."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+
+from dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
+from dynamic_degree.parallel import score_in_workers
+from dynamic_degree.prepare import EstimatorSpec, loop_family, sample_id, video_tasks, worker_devices
+from dynamic_degree.probe import PREVIEW_METRIC, ClipSource, HasMetric, score_task
+from dynamic_degree.recipe import RECIPE
+from dynamic_degree.run import run
+from dynamic_degree.tests.conftest import random_raft_state
+from pinbench.recipe import RecipeError, RunConfig
+from pinbench.runner import load_records, run_samples
+
+
+def _cfg(out: Path, **kwargs) -> RunConfig:
+    kwargs.setdefault("checkpoint", "fixture" if kwargs.get("fixture") else "my-model")
+    return RunConfig(recipe="dynamic-degree", out_dir=out, offline=True, **kwargs)
+
+
+def _card(out: Path) -> dict:
+    return json.loads((out / "scorecard.json").read_text())
+
+
+def test_fixture_run_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "fixture"
+    outcome = run(_cfg(out, fixture=True))
+    assert outcome.exit_code == 0, outcome.message
+    card = _card(out)
+    metric = card["metrics"]["preview/dynamic_degree"]
+    assert card["status"] == "complete" and card["mode"] == "fixture"
+    assert metric["value"] == pytest.approx(EXPECTED_SUITE_SCORE)
+    assert metric["n_expected"] == metric["n_scored"] == len(FIXTURE_VIDEOS)
+    assert "dynamic_degree" not in card["metrics"]
+    assert "not the official metric" in card["extra"]["notice"]
+    assert outcome.diff is not None and outcome.diff.ok
+    assert "PASS" in (out / "diff.txt").read_text()
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    scores = {r["sample_id"]: r["result"]["preview/dynamic_degree"] for r in rows}
+    assert scores == {v.name: v.expected for v in FIXTURE_VIDEOS}
+    report = (out / "report" / "index.html").read_text()
+    assert "m over time: stop_and_go_16fps" in report
+    assert len(list((out / "figures").glob("*.png"))) == len(FIXTURE_VIDEOS)
+
+    # a rerun reuses every stored sample and the fixture videos themselves
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    videos = {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")}
+    assert run(_cfg(out, fixture=True)).exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")} == videos
+
+
+def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("a").rename(videos / "a.mp4")
+    texture_video("b", velocity=(0, 0)).rename(videos / "b.mp4")
+    (videos / "broken.mp4").write_bytes(b"")
+    out = tmp_path / "run"
+    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    assert outcome.exit_code != 0
+    card = _card(out)
+    metric = card["metrics"]["preview/dynamic_degree"]
+    assert card["status"] == "partial"
+    assert (metric["n_expected"], metric["n_scored"], metric["n_failed"]) == (3, 2, 1)
+    assert metric["value"] == pytest.approx(0.5)  # mean of the scored videos, reported as partial
+    (failure,) = metric["failed"]
+    assert failure["sample_id"] == "broken" and "empty file" in failure["error"]
+    assert "reported, not diffed" in (out / "diff.txt").read_text()
+
+
+def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("memory-yaw_loop_360-pool_1", n_frames=3, height=128, width=128).rename(
+        videos / "memory-yaw_loop_360-pool_1.mp4")
+    weights = tmp_path / "raft.pth"
+    torch.save(random_raft_state(seed=5), weights)
+    sha = hashlib.sha256(weights.read_bytes()).hexdigest()
+    out = tmp_path / "run"
+    outcome = run(_cfg(out, options={"videos": str(videos), "raft_weights": str(weights),
+                                     "raft_sha256": sha, "device": "cpu"}))
+    assert outcome.exit_code == 0, outcome.message
+    card = _card(out)
+    assert set(card["metrics"]) == {"dynamic_degree"}
+    assert card["extra"]["official"] is True
+    assert card["extra"]["flow"]["weights_sha256"] == sha
+    assert card["provenance"]["inputs"]["urls/raft_things"]["state"] == "verified"
+    assert set(card["extra"]["loop_families"]) == {"yaw_loop_360"}
+
+
+def test_bad_options_fail_with_one_line(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="unknown option"):
+        run(_cfg(tmp_path, options={"video": "x"}))
+    with pytest.raises(RecipeError, match="-o videos=DIR"):
+        run(_cfg(tmp_path, options={"flow": "farneback"}))
+    with pytest.raises(RecipeError, match="videos directory not found"):
+        run(_cfg(tmp_path, options={"videos": str(tmp_path / "none"), "flow": "farneback"}))
+    with pytest.raises(RecipeError, match="expected raft or farneback"):
+        run(_cfg(tmp_path, options={"videos": str(tmp_path), "flow": "dis"}))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RecipeError, match="no videos found"):
+        run(_cfg(tmp_path, options={"videos": str(tmp_path / "empty"), "flow": "farneback"}))
+
+
+def test_missing_weights_offline_names_the_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         texture_video: Callable[..., Path]) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
+    texture_video("a")
+    with pytest.raises(RecipeError, match="pinbench fetch dynamic-degree"):
+        run(_cfg(tmp_path / "run", options={"videos": str(tmp_path)}))
+
+
+def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
+    assert sample_id(tmp_path, tmp_path / "yaw" / "memory-yaw_loop_180-memory_pool_427.mp4") == \
+        "yaw__memory-yaw_loop_180-memory_pool_427"
+    assert loop_family("yaw__memory-yaw_loop_180-memory_pool_427") == "yaw_loop_180"
+    assert loop_family("memory-palindrome_loop-memory_pool_281") == "palindrome_loop"
+    assert loop_family("clip_0001") is None
+
+
+def test_recipe_registration() -> None:
+    assert RECIPE.name == "dynamic-degree" and RECIPE.package == "dynamic_degree"
+    assert (RECIPE.dir / "pins.yaml").is_file() and (RECIPE.dir / "Dockerfile").is_file()
+    assert RECIPE.reference_path("fixture", "fixture") is not None
+    assert RECIPE.reference_path("any-model", "full") is None  # no published reference exists
+
+
+def test_python_m_runs_the_fixture(tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    env = {**os.environ, "PINBENCH_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "dynamic_degree", "run", "--fixture", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _card(out)["metrics"]["preview/dynamic_degree"]["value"] == pytest.approx(EXPECTED_SUITE_SCORE)
+
+
+def test_worker_processes_score_disjoint_shards_like_one_process(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    videos = [texture_video(f"v{i}", velocity=(i, 0), seed=i) for i in range(3)]
+    spec = EstimatorSpec("farneback")
+    tasks = video_tasks(tmp_path, videos, flow=spec.build().describe(), source=ClipSource(), recipe_version="t")
+    failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC)
+    assert failures == 0
+    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource()), tmp_path / "single",
+                validate=HasMetric(PREVIEW_METRIC), progress=False)
+    parallel, single = load_records(tmp_path / "workers"), load_records(tmp_path / "single")
+    assert parallel.keys() == single.keys() == {"v0", "v1", "v2"}
+    assert all(parallel[k].result == single[k].result for k in single)
+
+
+def test_worker_devices_only_for_raft_on_several_gpus(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, gpus=4)
+    assert worker_devices(cfg, EstimatorSpec("farneback")) == []
+    expected = [f"cuda:{i}" for i in range(min(4, torch.cuda.device_count()))] \
+        if torch.cuda.is_available() and torch.cuda.device_count() > 1 else []
+    assert worker_devices(cfg, EstimatorSpec("raft", tmp_path / "w.pth")) == expected
+    assert worker_devices(_cfg(tmp_path, gpus=4, options={"device": "cuda:1"}),
+                          EstimatorSpec("raft", tmp_path / "w.pth", device="cuda:1")) == []
+
+
+def _pins(tmp_path: Path, url: str, sha: str | None) -> Path:
+    pins = tmp_path / "pins.yaml"
+    digest = "null" if sha is None else sha
+    pins.write_text(f"recipe: dynamic-degree\nurls:\n  raft_things:\n    url: {url}\n    sha256: {digest}\n"
+                    f"    filename: raft_things.pth\n")
+    return pins
+
+
+def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from dynamic_degree.prepare import parse_options, raft_weights
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PINBENCH_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
+    source = tmp_path / "upstream.pth"
+    torch.save(random_raft_state(seed=2), source)
+    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    pins = _pins(tmp_path, source.as_uri(), sha)
+    online = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=False)
+    path, expected = raft_weights(online, parse_options(online), pins)
+    assert expected == sha and hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert path.is_relative_to(tmp_path / "cache")
+    offline = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=True)
+    assert raft_weights(offline, parse_options(offline), pins) == (path, sha)
+
+    bad = _pins(tmp_path, source.as_uri(), "ab" * 32)
+    with pytest.raises(RecipeError, match="sha256 mismatch"):
+        raft_weights(online, parse_options(online), bad)
