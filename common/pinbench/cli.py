@@ -155,7 +155,7 @@ def diff_cmd(
         if reference is None:
             _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
     result = diff(card, load_reference(reference))
-    console.print(render_diff(result), markup=False, highlight=False)
+    typer.echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
 

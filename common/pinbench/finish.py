@@ -10,16 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from pinbench.provenance import collect_provenance
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
 from pinbench.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
 from pinbench.report import write_report
 from pinbench.runner import SampleRecord, merge_samples
 from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
-
-console = Console(stderr=True)
 
 
 def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
@@ -71,7 +67,7 @@ def finish_run(
         exit_code = result.exit_code
         message = render_diff(result)
         (cfg.out_dir / "diff.txt").write_text(message + "\n")
-    console.print(message, markup=False, highlight=False)
+    print(message, flush=True)
 
     report_path = write_report(
         [card], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},
