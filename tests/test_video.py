@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import sys
 from fractions import Fraction
@@ -309,3 +310,13 @@ def test_write_then_read_roundtrip_other_pix_fmt(tmp_path, synthetic_frames):
     path = write_video(tmp_path / "hq.mkv", frames, 10, crf=0, pix_fmt="yuv444p")
     decoded = read_video(path, backend="pyav").frames
     assert np.abs(decoded.astype(int) - frames).mean() < 2.5
+
+
+def test_write_video_is_byte_deterministic(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    frames = rng.integers(0, 256, size=(12, 96, 128, 3), dtype=np.uint8)
+    digests = set()
+    for i in range(6):
+        out = write_video(tmp_path / f"v{i}.mp4", frames, fps=24)
+        digests.add(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert len(digests) == 1

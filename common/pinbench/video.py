@@ -468,8 +468,11 @@ def _encode(
                     )
                 stream = container.add_stream(codec, rate=rate)
                 stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+                # One encoder thread: libx264's frame threading made the bytes differ between runs
+                # (same frames, different file), which breaks byte-for-byte fixtures and caches.
+                stream.codec_context.thread_count = 1
                 if codec in _CRF_CODECS:
-                    stream.options = {"crf": str(int(crf))}
+                    stream.options = {"crf": str(int(crf)), "threads": "1"}
             video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
             video_frame.pts = index
             container.mux(stream.encode(video_frame))
