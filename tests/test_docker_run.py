@@ -83,3 +83,13 @@ def test_skips_and_stops_at_first_failure(containers: RecordingContainers, tmp_p
     containers.calls.clear()
     assert docker_run.run_in_docker(_recipe(), _cfg(tmp_path, skip_generation=True, offline=True)) == 0
     assert [c["stage"] for c in containers.calls] == ["score"]
+
+
+def test_networked_run_stage_is_not_forced_offline(containers: RecordingContainers, tmp_path: Path) -> None:
+    stages = (ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True),)
+    recipe = _recipe()
+    recipe.stages = stages
+    docker_run.run_in_docker(recipe, _cfg(tmp_path))
+    (call,) = containers.calls
+    assert "--offline" not in call["argv"] and call["network_disabled"] is False
+    assert call["token"] == "hf_abcdefghijklmnopqrstuvwxyz"

@@ -54,7 +54,8 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
     for key, value in options.items():
         argv += ["--option", f"{key}={value}"]
     if command == "run":
-        argv += ["--out", OUT_MOUNT, "--runtime", "local", "--gpus", str(cfg.gpus), "--offline"]
+        argv += ["--out", OUT_MOUNT, "--runtime", "local", "--gpus", str(cfg.gpus)]
+        argv += [] if stage.network else ["--offline"]
         if cfg.shard is not None:
             argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
         argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
