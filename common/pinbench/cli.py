@@ -263,12 +263,13 @@ def demo(
     """Run every recipe's fixture mode on CPU and write one report over all of them."""
     from pinbench.reference import load_reference
     from pinbench.report import write_report
+    from pinbench.runner import load_records
     from pinbench.scorecard import load_scorecard
 
     recipes = [get_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
         _fail("no recipes installed")
-    cards, references, failed = [], {}, []
+    cards, references, samples, failed = [], {}, {}, []
     for recipe in recipes:
         console.rule(f"{recipe.name} (fixture)")
         cfg = RunConfig(recipe=recipe.name, checkpoint="fixture", out_dir=out / recipe.name, fixture=True,
@@ -278,10 +279,12 @@ def demo(
             failed.append(f"{recipe.name} (exit {outcome.exit_code})")
         if outcome.scorecard_path:
             cards.append(load_scorecard(outcome.scorecard_path))
+            samples[recipe.name] = list(load_records(outcome.scorecard_path.parent).values())
         ref = recipe.reference_path("fixture", "fixture")
         if ref is not None:
             references[recipe.name] = load_reference(ref)
-    index = write_report(cards, out / "report", references=references, title="pinbench demo (fixture runs)")
+    index = write_report(cards, out / "report", references=references, samples=samples,
+                         title="pinbench demo (fixture runs)")
     console.print(f"demo report: {index}")
     if failed:
         _fail("fixture runs failed: " + ", ".join(failed), code=1)
