@@ -1,0 +1,5 @@
+"""``python -m paibench_c run --checkpoint Cosmos3-Nano``: the pinbench CLI with this recipe chosen."""
+
+from pinbench.cli import recipe_main
+
+recipe_main("paibench-c")

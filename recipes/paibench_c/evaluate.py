@@ -1,0 +1,256 @@
+"""Scoring with the pinned PAI-Bench-C evaluator (``compute_metrics.py calculate-metrics`` under torchrun).
+
+GPU step (evaluation image; see the README for the command and tests/test_evaluate.py for the GPU CI).
+
+Facts this module encodes (spec sections 1.2-1.5):
+* the evaluator must run with ``conditional_generation/`` as its working directory: weights are read
+  from ``checkpoint/<name>`` relative to the CWD and its ``decord.py`` shim must shadow the real decord;
+* ``--gt_path`` must be writable: with ``--force_recompute_gt_*`` it overwrites ``sam2_pkls/`` and
+  ``depth_npzs/`` there. So the GT side is a per-run work directory (:class:`GTCache`) whose ``videos/``
+  and ``captions/`` are links to the read-only dataset and whose seg/depth files are the evaluator's own;
+  the dataset's shipped pkl/npz files are never visible to it;
+* GT seg and depth are computed once per (dataset revision, evaluator build): the first modality runs
+  with the force flags, the files are then recorded by SHA-256, and later modalities reuse exactly those
+  files (anything unrecorded or changed is deleted first, so the evaluator recomputes it). ``gt=force``
+  recomputes in every modality, as upstream does;
+* scoring never touches the network: HF and transformers are forced offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pinbench.hub import HFPin, URLPin, locate, sha256_file, verify_sha256
+
+GT_POLICIES = ("reuse", "force")
+GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
+# Where the evaluator looks for each weight, relative to conditional_generation/ (get_checkpoint.sh).
+WEIGHT_PATHS = {
+    "sam2_hiera_large": "checkpoint/sam2/sam2_hiera_large.pt",
+    "dover": "checkpoint/DOVER/DOVER.pth",
+    "video_depth_anything_small": "checkpoint/video_depth_anything/video_depth_anything_vits.pth",
+    "grounding_dino_tiny": "checkpoint/IDEA-Research/grounding-dino-tiny",
+}
+COMMIT_STAMP = ".pinbench-evaluator-commit"   # written by the Dockerfile next to conditional_generation/
+REVISION_STAMP = ".pinbench-revision"          # written into the baked grounding-dino-tiny folder
+
+
+class EvaluationError(RuntimeError):
+    """The evaluator could not run or failed; one line naming what and where (log path)."""
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """An installed evaluator: its ``conditional_generation`` folder and the Python that runs it."""
+
+    root: Path
+    python: Path
+    commit: str
+
+    @property
+    def torchrun(self) -> Path:
+        return self.python.parent / "torchrun"
+
+    def check(self) -> None:
+        """Refuse an evaluator that is missing or at another commit than the pin."""
+        if not (self.root / "compute_metrics.py").is_file():
+            raise EvaluationError(f"{self.root}: no compute_metrics.py; set PAIBENCH_C_EVALUATOR_DIR to the "
+                                  "evaluator's conditional_generation folder")
+        found = installed_commit(self.root)
+        if found != self.commit:
+            raise EvaluationError(f"{self.root}: evaluator is at commit {found or 'unknown'}, "
+                                  f"the pin is {self.commit}")
+        if not self.torchrun.is_file():
+            raise EvaluationError(f"{self.torchrun}: torchrun not found next to the evaluator's Python")
+
+
+def installed_commit(root: Path, stamp: Path | None = None) -> str | None:
+    """The installed commit of a checkout: the image's stamp file if present, else ``git rev-parse HEAD``."""
+    stamp = stamp or root.parent / COMMIT_STAMP
+    if stamp.is_file():
+        return stamp.read_text(encoding="utf-8").strip()
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def evaluator_from_env(commit: str) -> Evaluator:
+    """PAIBENCH_C_EVALUATOR_DIR / PAIBENCH_C_EVALUATOR_PYTHON, defaulting to the evaluation image layout."""
+    root = Path(os.environ.get("PAIBENCH_C_EVALUATOR_DIR", "/opt/pai-bench-c/conditional_generation"))
+    python = Path(os.environ.get("PAIBENCH_C_EVALUATOR_PYTHON", sys.executable))
+    return Evaluator(root=root, python=python, commit=commit)
+
+
+def ensure_weights(evaluator: Evaluator, urls: Mapping[str, URLPin], grounding_dino: HFPin) -> dict[str, str]:
+    """Check the four evaluator weights (sha256 where pinned); link missing ones from the fetch cache.
+
+    Returns name -> "verified" / "unverified". The image bakes them in; a local evaluator checkout gets
+    symlinks into the pinbench cache (``pinbench fetch paibench-c`` put them there).
+    """
+    states: dict[str, str] = {}
+    for name, rel in WEIGHT_PATHS.items():
+        target = evaluator.root / rel
+        pin: URLPin | HFPin = grounding_dino if name == "grounding_dino_tiny" else urls[name]
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(locate(pin))
+        if isinstance(pin, URLPin):
+            if pin.sha256:
+                verify_sha256(target, pin.sha256)
+            states[name] = "verified" if pin.sha256 else "unverified"
+        else:
+            revision = (target / REVISION_STAMP).read_text().strip() if (target / REVISION_STAMP).is_file() \
+                else target.resolve().name
+            if revision != pin.revision:
+                raise EvaluationError(f"{target}: grounding-dino-tiny is revision {revision}, the pin is "
+                                      f"{pin.revision}")
+            if not (target / "config.json").is_file():
+                raise EvaluationError(f"{target}: no config.json (incomplete grounding-dino-tiny)")
+            states[name] = "verified"
+    return states
+
+
+# --------------------------------------------------------------------------------------------- GT
+
+
+@dataclass(frozen=True)
+class GTCache:
+    """The evaluator's writable ``--gt_path``: dataset links plus GT seg/depth it computed, by SHA-256."""
+
+    root: Path
+    key: str
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def files(self, task_ids: Sequence[str]) -> list[str]:
+        return [f"{folder}/{task}{ext}" for task in task_ids for folder, ext in GT_DIRS.values()]
+
+    def prepare(self, dataset_dir: Path) -> None:
+        """Create the folder with ``videos`` / ``captions`` links to the dataset (as the evaluator sees it)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("videos", "captions"):
+            link = self.root / sub
+            target = dataset_dir / sub
+            if link.is_symlink() and Path(os.readlink(link)) == target:
+                continue
+            if link.is_symlink() or link.is_file():
+                link.unlink()
+            elif link.exists():
+                raise EvaluationError(f"{link}: expected a link to the dataset, found a folder")
+            link.symlink_to(target, target_is_directory=True)
+        for folder, _ in GT_DIRS.values():
+            (self.root / folder).mkdir(exist_ok=True)
+
+    def _manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.is_file():
+            return {"key": self.key, "files": {}, "computed_in": []}
+        data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        if data.get("key") != self.key:
+            raise EvaluationError(f"{self.manifest_path}: GT cache for key {data.get('key')}, this run is {self.key}")
+        return data
+
+    def prune(self, task_ids: Sequence[str]) -> int:
+        """Delete GT files that are not recorded with their exact SHA-256; return how many are verified."""
+        recorded = self._manifest()["files"]
+        verified = 0
+        for rel in self.files(task_ids):
+            path = self.root / rel
+            if not path.exists():
+                continue
+            if recorded.get(rel) == sha256_file(path):
+                verified += 1
+            else:
+                path.unlink()
+        return verified
+
+    def record(self, task_ids: Sequence[str], modality: str) -> None:
+        """After a successful evaluation: remember every GT file it left, by SHA-256."""
+        manifest = self._manifest()
+        for rel in self.files(task_ids):
+            path = self.root / rel
+            if path.is_file():
+                manifest["files"][rel] = sha256_file(path)
+        manifest["computed_in"] = [*manifest["computed_in"], modality]
+        tmp = self.manifest_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.manifest_path)
+
+    def summary(self) -> dict[str, Any]:
+        manifest = self._manifest()
+        digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
+        return {"key": self.key, "n_files": len(manifest["files"]), "files_sha256": digest,
+                "computed_in": manifest["computed_in"]}
+
+
+def gt_cache_key(*, dataset_revision: str | None, evaluator_commit: str, build: str) -> str:
+    """Identity of the GT seg/depth: dataset revision x evaluator commit x evaluator build (image digest)."""
+    text = json.dumps([dataset_revision, evaluator_commit, build])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------- one modality
+
+
+def evaluator_command(evaluator: Evaluator, *, n_gpus: int, videos_parent: Path, gt_dir: Path,
+                      output: Path, force_gt: bool) -> list[str]:
+    """``torchrun ... compute_metrics.py calculate-metrics`` exactly as the upstream recipe runs it."""
+    flag = "--force_recompute_gt_{}" if force_gt else "--no_force_recompute_gt_{}"
+    return [str(evaluator.torchrun), "--standalone", "--nproc_per_node", str(n_gpus),
+            "compute_metrics.py", "calculate-metrics",
+            "--gt_path", str(gt_dir), "--videos_path", str(videos_parent), "--output_path", str(output),
+            flag.format("seg"), flag.format("depth")]
+
+
+def stamp_inputs(*, videos: Mapping[str, str], gt_key: str, gt_policy: str, evaluator_commit: str) -> dict[str, Any]:
+    """What a metrics.json depends on; a stored result is reused only if these are unchanged."""
+    return {"videos": dict(sorted(videos.items())), "gt_key": gt_key, "gt_policy": gt_policy,
+            "evaluator_commit": evaluator_commit}
+
+
+def is_current(modality_dir: Path, inputs: Mapping[str, Any]) -> bool:
+    """True when metrics.json was produced by a finished evaluation of exactly these inputs."""
+    stamp, metrics = modality_dir / "eval_stamp.json", modality_dir / "metrics.json"
+    if not (stamp.is_file() and metrics.is_file()):
+        return False
+    try:
+        data = json.loads(stamp.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    return data.get("inputs") == dict(inputs) and data.get("metrics_sha256") == sha256_file(metrics)
+
+
+def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
+                  gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any]) -> Path:
+    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp."""
+    metrics = modality_dir / "metrics.json"
+    metrics.unlink(missing_ok=True)
+    (modality_dir / "eval_stamp.json").unlink(missing_ok=True)
+    n_gpus = max(1, min(len(task_ids), len(gpu_ids)))
+    argv = evaluator_command(evaluator, n_gpus=n_gpus, videos_parent=modality_dir, gt_dir=gt.root,
+                             output=metrics, force_gt=force_gt)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
+           "TORCHELASTIC_ERROR_FILE": str(modality_dir / "metrics.err"),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log = modality_dir / "evaluator.log"
+    with open(log, "ab") as fh:
+        code = subprocess.run(argv, cwd=evaluator.root, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                              check=False).returncode
+    if code != 0 or not metrics.is_file():
+        raise EvaluationError(f"evaluator failed for {modality_dir.name} (exit {code}); see {log}")
+    stamp = {"inputs": dict(inputs), "metrics_sha256": sha256_file(metrics), "force_gt": force_gt,
+             "command": argv}
+    (modality_dir / "eval_stamp.json").write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+    return metrics

@@ -1,0 +1,78 @@
+"""Step 1 of the procedure: the pinned inputs, downloaded by ``pinbench fetch`` and located offline by ``run``.
+
+``fetch`` (network; ``HF_TOKEN`` for the gated model and dataset) puts into the cache: the task list,
+the dataset files of the selected tasks only (``--limit``), the evaluator weights (unless the evaluation
+image already bakes them) and the chosen Cosmos3 checkpoint. ``locate_inputs`` finds the same files
+without network and fails with one line saying what to fetch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
+from paibench_c.rows import Task, load_tasks, select_tasks
+from pinbench.hub import HFPin, Pins, fetch_hf, fetch_url, load_pins, locate
+from pinbench.recipe import RunConfig
+
+CHECKPOINT_PINS = {"Cosmos3-Nano": "cosmos3_nano", "Cosmos3-Super": "cosmos3_super"}
+EVALUATOR_URL_WEIGHTS = ("sam2_hiera_large", "dover", "video_depth_anything_small")
+PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where the pinned inputs of one run are, in the cache."""
+
+    tasks_json: Path
+    tasks: list[Task]
+    dataset_dir: Path
+    checkpoint_dir: Path | None
+
+
+def dataset_pin(pins: Pins, tasks: Sequence[Task] | None) -> HFPin:
+    """The dataset pin, narrowed to exactly the files the selected tasks use (None: the pinned globs)."""
+    pin = pins.huggingface["dataset"]
+    if tasks is None:
+        return pin
+    files = []
+    for task in tasks:
+        files += [task.video_path, f"captions/{task.task_id}.json", task.depth_path, task.seg_path]
+    return dataclasses.replace(pin, allow_patterns=files)
+
+
+def model_pin(pins: Pins, checkpoint: str) -> HFPin:
+    if checkpoint not in CHECKPOINT_PINS:
+        raise ValueError(f"unknown checkpoint {checkpoint!r}; known: {', '.join(CHECKPOINT_PINS)}")
+    return pins.huggingface[CHECKPOINT_PINS[checkpoint]]
+
+
+def _image_has_weights(pins: Pins) -> bool:
+    evaluator = evaluator_from_env(pins.upstream["evaluator"].commit)
+    return all((evaluator.root / rel).exists() for rel in WEIGHT_PATHS.values())
+
+
+def fetch(cfg: RunConfig) -> None:
+    """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``)."""
+    pins = load_pins(PINS_PATH)
+    tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
+    fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))
+    weights = cfg.options.get("evaluator_weights", "auto")
+    if weights == "on" or (weights == "auto" and not _image_has_weights(pins)):
+        for name in EVALUATOR_URL_WEIGHTS:
+            fetch_url(pins.urls[name])
+        fetch_hf(pins.huggingface["grounding_dino_tiny"])
+    if cfg.checkpoint in CHECKPOINT_PINS and cfg.options.get("model", "on") != "off":
+        fetch_hf(model_pin(pins, cfg.checkpoint))
+
+
+def locate_inputs(cfg: RunConfig, pins: Pins, *, need_model: bool) -> Inputs:
+    """The cached inputs of this run, verified, without network (NotFetchedError says what to fetch)."""
+    tasks_json = locate(pins.urls["tasks_json"])
+    tasks = select_tasks(load_tasks(tasks_json), cfg.limit)
+    dataset_dir = locate(dataset_pin(pins, tasks))  # every file of every selected task must be there
+    checkpoint_dir = locate(model_pin(pins, cfg.checkpoint)) if need_model else None
+    return Inputs(tasks_json=tasks_json, tasks=tasks, dataset_dir=dataset_dir, checkpoint_dir=checkpoint_dir)

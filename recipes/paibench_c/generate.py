@@ -1,0 +1,273 @@
+"""Generation with cosmos-framework, resumable by validity, and byte-exact collection of the outputs.
+
+GPU step (needs the generation image and 1+ GPUs; exercised by the GPU CI, see tests/test_generate.py).
+
+Resume rule: a task is skipped only when ``raw/<task>/vision.mp4`` decodes completely and has at least
+121 frames. Existence or size is never enough (the upstream script's 50 KB rule keeps truncated files);
+an invalid file is deleted and the task regenerated. Collection copies ``vision.mp4`` to
+``videos/<task>.mp4`` byte for byte (no re-encode: DOVER, SAM and depth read these bytes) and checks
+the copy's SHA-256 against the source.
+
+Launch layout (``launch``):
+* ``workers`` (default): one single-GPU process per GPU, tasks interleaved (GPU i gets rows i, i+N, ...),
+  exactly as the pinned upstream script ``run_paibench_c.sh`` does and, per its comments, as the internal
+  run did. Each sample then runs on one GPU.
+* ``torchrun``: one ``torchrun --nproc-per-node=GPUS`` job with ``--parallelism-preset=latency``, which
+  shards every sample across all GPUs (different numerics; upstream saw memory growth past ~200 tasks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from paibench_c.rows import NUM_FRAMES, write_jsonl
+from pinbench.video import is_valid_video
+
+MIN_FRAMES = NUM_FRAMES
+LAUNCHES = ("workers", "torchrun")
+INFERENCE_MODULE = "cosmos_framework.scripts.inference"
+# Removed from the workers' environment, as upstream does: a notebook's or the host's Python settings
+# must not leak into the framework's interpreter.
+_SCRUBBED_ENV = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "MPLBACKEND")
+
+
+class GenerationError(RuntimeError):
+    """Generation or collection failed; finished samples stay on disk for the next run."""
+
+
+class Generator(Protocol):
+    """Writes ``raw_dir/<row name>/vision.mp4`` for every row it is given."""
+
+    name: str
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def generate(self, rows: Sequence[Mapping[str, Any]], raw_dir: Path, work_dir: Path) -> None: ...
+
+
+def vision_path(raw_dir: Path, name: str) -> Path:
+    """Where cosmos-framework writes a sample: ``<output dir>/<name>/vision.mp4``."""
+    return raw_dir / name / "vision.mp4"
+
+
+class ValidityCache:
+    """Which videos already decoded completely, keyed by path, size and mtime.
+
+    Why: a resume must not decode thousands of 720p videos again just to learn they are still fine.
+    Only successes are remembered, and any change to a file (size or mtime) means it is decoded again.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._known: dict[str, list[int]] = {}
+        if path is not None and path.is_file():
+            try:
+                self._known = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                self._known = {}
+
+    def is_valid(self, video: Path, min_frames: int) -> bool:
+        try:
+            st = video.stat()
+        except FileNotFoundError:
+            return False
+        key, signature = str(video.resolve()), [st.st_size, st.st_mtime_ns, min_frames]
+        if self._known.get(key) == signature:
+            return True
+        ok = is_valid_video(video, min_frames)
+        if ok:
+            self._known[key] = signature
+        else:
+            self._known.pop(key, None)
+        return ok
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._known), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def pending_rows(rows: Sequence[Mapping[str, Any]], raw_dir: Path, min_frames: int = MIN_FRAMES,
+                 cache: ValidityCache | None = None) -> list[Mapping[str, Any]]:
+    """Rows whose output is missing or invalid; invalid outputs are deleted so they are regenerated."""
+    cache = cache or ValidityCache()
+    pending = []
+    for row in rows:
+        path = vision_path(raw_dir, row["name"])
+        if path.exists():
+            if cache.is_valid(path, min_frames):
+                continue
+            path.unlink()
+        pending.append(row)
+    return pending
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The outcome of collecting one task's video."""
+
+    task_id: str
+    sha256: str | None
+    error: str | None = None
+    copied: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        shutil.copyfile(src, tmp)
+        actual = sha256_file(tmp)
+        if actual != expected_sha:
+            raise GenerationError(f"{dst}: copy of {src} has sha256 {actual}, source {expected_sha}")
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir: Path,
+                   min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None) -> dict[str, Collected]:
+    """Copy every valid ``vision.mp4`` to ``videos/<task>.mp4`` byte for byte; report each task.
+
+    A collected video that already equals its source is kept. A valid collected video whose raw output
+    is gone is kept too (raw outputs may be pruned). Files in ``videos/`` that belong to no row make the
+    evaluator score extra samples, so they are refused.
+    """
+    videos_dir.mkdir(parents=True, exist_ok=True)
+    names = {row["name"] for row in rows}
+    strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in names)
+    if strays:
+        raise GenerationError(f"{videos_dir}: {len(strays)} video(s) not in this run's task list "
+                              f"(e.g. {strays[0]}); the evaluator would score them; use a separate --out")
+    cache = cache or ValidityCache()
+    results: dict[str, Collected] = {}
+    for row in rows:
+        name = row["name"]
+        src, dst = vision_path(raw_dir, name), videos_dir / f"{name}.mp4"
+        if not cache.is_valid(src, min_frames):
+            if cache.is_valid(dst, min_frames):
+                results[name] = Collected(name, sha256_file(dst))
+            else:
+                dst.unlink(missing_ok=True)
+                reason = "no output" if not src.exists() else f"invalid output (undecodable or < {min_frames} frames)"
+                results[name] = Collected(name, None, error=f"generation failed: {reason} at {src}")
+            continue
+        src_sha = sha256_file(src)
+        if dst.exists() and sha256_file(dst) == src_sha:
+            results[name] = Collected(name, src_sha)
+            continue
+        _copy_exact(src, dst, src_sha)
+        results[name] = Collected(name, src_sha, copied=True)
+    return results
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start: its argv, extra environment, working directory and log file."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log: Path
+    input_file: Path
+
+
+@dataclass
+class CosmosFrameworkGenerator:
+    """Runs ``python -m cosmos_framework.scripts.inference`` over the rows (see module docstring)."""
+
+    framework_dir: Path          # cosmos-framework checkout at the pinned commit (CWD of the workers)
+    python: Path                 # the framework's locked venv interpreter
+    checkpoint_dir: Path         # pinned HF snapshot of nvidia/Cosmos3-{Nano,Super}
+    gpu_ids: list[str]
+    launch: str = "workers"
+    offline: bool = False
+    extra_args: list[str] = field(default_factory=list)
+    name: str = "cosmos-framework"
+
+    def __post_init__(self) -> None:
+        if self.launch not in LAUNCHES:
+            raise ValueError(f"launch {self.launch!r} is not one of {', '.join(LAUNCHES)}")
+        if not self.gpu_ids:
+            raise ValueError("generation needs at least one GPU id")
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": self.name, "launch": self.launch, "gpus": len(self.gpu_ids),
+                "checkpoint_dir": str(self.checkpoint_dir), "extra_args": list(self.extra_args)}
+
+    def _inference_args(self, input_file: Path, raw_dir: Path) -> list[str]:
+        # --keep-going: one failing sample must not stop its shard; the validity check reports it.
+        return ["-m", INFERENCE_MODULE, "--parallelism-preset=latency", "--no-guardrails", "--keep-going",
+                "-i", str(input_file), "-o", str(raw_dir), "--checkpoint-path", str(self.checkpoint_dir),
+                *self.extra_args]
+
+    def _env(self, visible: Sequence[str]) -> dict[str, str]:
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(visible), "LD_LIBRARY_PATH": ""}
+        if self.offline:
+            env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        return env
+
+    def launches(self, shard_files: Sequence[Path], raw_dir: Path, log_dir: Path) -> list[Launch]:
+        """The processes for already-written shard files (one per GPU, or one torchrun job)."""
+        if self.launch == "torchrun":
+            torchrun = self.python.parent / "torchrun"
+            argv = [str(torchrun), "--standalone", f"--nproc-per-node={len(self.gpu_ids)}",
+                    *self._inference_args(shard_files[0], raw_dir)]
+            return [Launch(argv, self._env(self.gpu_ids), self.framework_dir, log_dir / "torchrun.log",
+                           shard_files[0])]
+        return [Launch([str(self.python), *self._inference_args(shard, raw_dir)], self._env([gpu]),
+                       self.framework_dir, log_dir / f"worker_{gpu}.log", shard)
+                for gpu, shard in zip(self.gpu_ids, shard_files, strict=True)]
+
+    def shard(self, rows: Sequence[Mapping[str, Any]], work_dir: Path) -> list[Path]:
+        """Write the input JSONL(s): interleaved per GPU for workers, one file for torchrun."""
+        if self.launch == "torchrun":
+            return [write_jsonl(rows, work_dir / "input_pending.jsonl")]
+        n = len(self.gpu_ids)
+        return [write_jsonl(rows[i::n], work_dir / f"shard_{i}.jsonl") for i in range(n)]
+
+    def generate(self, rows: Sequence[Mapping[str, Any]], raw_dir: Path, work_dir: Path) -> None:
+        if not rows:
+            return
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        log_dir = work_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        shard_files = self.shard(list(rows), work_dir)
+        base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        procs = []
+        for launch in self.launches(shard_files, raw_dir, log_dir):
+            if not launch.input_file.read_text(encoding="utf-8").strip():
+                continue  # this GPU has nothing left to do
+            with open(launch.log, "ab") as log:
+                procs.append((launch, subprocess.Popen(launch.argv, cwd=launch.cwd, env={**base_env, **launch.env},
+                                                       stdout=log, stderr=subprocess.STDOUT)))
+        codes = [(launch, proc.wait()) for launch, proc in procs]
+        failed = [f"{launch.log} (exit {code})" for launch, code in codes if code != 0]
+        if failed:
+            raise GenerationError("cosmos-framework failed: " + "; ".join(failed))

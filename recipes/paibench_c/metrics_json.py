@@ -1,0 +1,87 @@
+"""Reading the evaluator's ``metrics.json`` per task, with counts, never trusting its ``global`` block.
+
+Why: ``global`` is ``pandas.DataFrame(per_video)[METRICS].mean()``, which silently skips None/NaN, so a
+task whose metric raised is dropped from the denominator instead of failing the run. Here every
+expected task is looked up in ``per_video``; a missing task or a null / NaN / non-finite value is counted
+as not scored for that metric, and the scorecard recomputes the means from the per-task values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
+                     "depth_si_rmse", "seg_m_iou", "seg_recall")
+
+
+class MetricsFileError(ValueError):
+    """metrics.json is unreadable or malformed; one line naming the file and the problem."""
+
+
+def task_id_of(pred_name: str) -> str:
+    """The evaluator's id rule: the part before ``__`` if any (seed variants), else the stem."""
+    stem = pred_name[:-4] if pred_name.endswith(".mp4") else pred_name
+    return stem.split("__")[0] if "__" in stem else stem
+
+
+@dataclass
+class ModalityMetrics:
+    """One modality's evaluator results restricted to the expected tasks."""
+
+    path: Path
+    per_task: dict[str, dict[str, float | None]]   # expected task -> metric -> value (None: not scored)
+    missing: list[str]                               # expected tasks absent from per_video
+    unexpected: list[str]                            # per_video entries that are not expected tasks
+    evaluator_global: dict[str, float | None]        # what the evaluator reported, for the record only
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def mean(self, metric: str) -> float | None:
+        values = [v[metric] for v in self.per_task.values() if v.get(metric) is not None]
+        return math.fsum(values) / len(values) if values else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str]) -> ModalityMetrics:
+    """Parse one metrics.json against the tasks this run expects."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))  # json accepts the NaN tokens pandas writes
+    except FileNotFoundError:
+        raise MetricsFileError(f"{path}: file not found (the evaluator did not finish)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("per_video"), list):
+        raise MetricsFileError(f"{path}: no 'per_video' list")
+    found: dict[str, Mapping[str, Any]] = {}
+    unexpected = []
+    expected = set(expected_tasks)
+    for i, entry in enumerate(data["per_video"]):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("pred_video_uuid"), str):
+            raise MetricsFileError(f"{path}: per_video[{i}] has no pred_video_uuid")
+        task = task_id_of(entry["pred_video_uuid"])
+        if task not in expected:
+            unexpected.append(entry["pred_video_uuid"])
+            continue
+        if task in found:
+            raise MetricsFileError(f"{path}: {task} appears twice in per_video (seed variants are not "
+                                   "part of this recipe)")
+        found[task] = entry
+    per_task = {task: {m: _number(found[task].get(m)) for m in EVALUATOR_METRICS}
+                for task in expected_tasks if task in found}
+    raw_global = data.get("global") if isinstance(data.get("global"), Mapping) else {}
+    result = ModalityMetrics(
+        path=path, per_task=per_task, missing=[t for t in expected_tasks if t not in found],
+        unexpected=unexpected, evaluator_global={m: _number(raw_global.get(m)) for m in EVALUATOR_METRICS},
+    )
+    result.counts = {m: sum(1 for v in per_task.values() if v[m] is not None) for m in EVALUATOR_METRICS}
+    return result

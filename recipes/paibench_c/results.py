@@ -1,0 +1,78 @@
+"""Per-task results of a real run: the evaluator's values per modality, the native cross-check beside them.
+
+Scorecard metric names are ``<modality>/<evaluator field>`` (``edge/canny_f1_score``, ``depth/depth_si_rmse``)
+and ``<modality>/native/<field>`` for the CPU recomputation. Every expected task has one record; a value
+the evaluator did not produce is absent and counts as not scored, with its reason kept in ``errors``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
+from pinbench.scorecard import MetricSpec
+
+NATIVE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "seg_m_iou", "seg_recall")
+# How close the native recomputation must be to call a task's value "agreeing". Canny and the seg
+# arithmetic are exact; SSIM can move in the last digits with the blur/resize float path.
+AGREEMENT_TOLERANCE = {"canny_f1_score": 1e-6, "canny_precision": 1e-6, "canny_recall": 1e-6,
+                       "blur_ssim": 1e-4, "seg_m_iou": 1e-5, "seg_recall": 1e-9}
+
+
+def metric_specs(modalities: Sequence[str], *, native: bool) -> list[MetricSpec]:
+    specs = [MetricSpec(f"{m}/{metric}") for m in modalities for metric in EVALUATOR_METRICS]
+    if native:
+        specs += [MetricSpec(f"{m}/native/{metric}") for m in modalities for metric in NATIVE_METRICS]
+    return specs
+
+
+def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None],
+                modality_errors: Mapping[str, str], native: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One task's flat result dict for the runner / scorecard."""
+    result: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for modality, parsed in evaluator.items():
+        if parsed is None:
+            errors[modality] = modality_errors.get(modality, "not evaluated")
+            continue
+        values = parsed.per_task.get(task_id)
+        if values is None:
+            errors[modality] = modality_errors.get(f"{modality}/{task_id}") or \
+                f"not in {parsed.path.name} (no valid video, or the evaluator skipped it)"
+            continue
+        for metric, value in values.items():
+            result[f"{modality}/{metric}"] = value
+            if value is None:
+                errors[f"{modality}/{metric}"] = "null/NaN in metrics.json (the evaluator's step raised)"
+    if native is not None:
+        result.update({k: v for k, v in native.items() if k != "native_errors"})
+        errors.update({f"native/{k}": v for k, v in native.get("native_errors", {}).items()})
+    result["errors"] = errors
+    return result
+
+
+def cross_check(modalities: Sequence[str], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Evaluator vs native, per modality and metric, over the tasks where both have a value."""
+    summary: dict[str, Any] = {}
+    for modality in modalities:
+        for metric in NATIVE_METRICS:
+            pairs = []
+            for result in results.values():
+                a, b = result.get(f"{modality}/{metric}"), result.get(f"{modality}/native/{metric}")
+                if a is not None and b is not None:
+                    pairs.append((a, b))
+            if not pairs:
+                continue
+            diffs = [abs(a - b) for a, b in pairs]
+            tolerance = AGREEMENT_TOLERANCE[metric]
+            summary[f"{modality}/{metric}"] = {
+                "n_compared": len(pairs),
+                "evaluator_mean": math.fsum(a for a, _ in pairs) / len(pairs),
+                "native_mean": math.fsum(b for _, b in pairs) / len(pairs),
+                "max_abs_diff": max(diffs),
+                "n_disagree": sum(d > tolerance for d in diffs),
+                "tolerance": tolerance,
+            }
+    return summary

@@ -1,0 +1,306 @@
+"""PAI-Bench-C with Cosmos3: fetch -> input rows -> generate -> score -> scorecard -> diff -> report.
+
+``run(cfg)`` reads top to bottom as the procedure of the recipe README. Everything it reads was fetched
+before (``pinbench fetch paibench-c``); finished work (generated videos, evaluated modalities, native
+scores) is reused on a rerun only when it is valid for the same inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from paibench_c import evaluate
+from paibench_c.fetch import PINS_PATH, Inputs, locate_inputs
+from paibench_c.fixture import run_fixture
+from paibench_c.generate import (
+    LAUNCHES,
+    Collected,
+    CosmosFrameworkGenerator,
+    GenerationError,
+    ValidityCache,
+    collect_videos,
+    pending_rows,
+)
+from paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
+from paibench_c.native_metrics import native_sample
+from paibench_c.results import cross_check, metric_specs, task_result
+from paibench_c.rows import MODALITIES, build_rows, write_jsonl
+from pinbench.finish import finish_run
+from pinbench.hub import is_offline, load_pins
+from pinbench.provenance import installed_distributions
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.runner import run_samples
+
+NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
+FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
+
+
+@dataclass(frozen=True)
+class Options:
+    """Recipe options: ``-o key=value`` on the command line, else the PAIBENCH_C_* environment."""
+
+    modalities: tuple[str, ...] = MODALITIES
+    gt: str = "reuse"
+    launch: str = "workers"
+    native: bool = True
+    native_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Options:
+        known = {"modalities", "gt", "launch", "native", "native_workers", "evaluator_weights", "model"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise RecipeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+        def get(key: str, default: str) -> str:
+            return options.get(key, os.environ.get(f"PAIBENCH_C_{key.upper()}", default))
+
+        modalities = tuple(m for m in get("modalities", ",".join(MODALITIES)).replace(" ", ",").split(",") if m)
+        bad = [m for m in modalities if m not in MODALITIES]
+        if bad or not modalities:
+            raise RecipeError(f"modalities {bad or '(none)'} not in {', '.join(MODALITIES)}")
+        gt, launch, native = get("gt", "reuse"), get("launch", "workers"), get("native", "on")
+        if gt not in evaluate.GT_POLICIES:
+            raise RecipeError(f"gt={gt!r}: choose {' or '.join(evaluate.GT_POLICIES)}")
+        if launch not in LAUNCHES:
+            raise RecipeError(f"launch={launch!r}: choose {' or '.join(LAUNCHES)}")
+        if native not in ("on", "off"):
+            raise RecipeError(f"native={native!r}: choose on or off")
+        workers = get("native_workers", str(os.cpu_count() or 1))
+        if not workers.isdigit() or int(workers) < 1:
+            raise RecipeError(f"native_workers={workers!r} is not a positive integer")
+        return cls(modalities=tuple(dict.fromkeys(modalities)), gt=gt, launch=launch, native=native == "on",
+                   native_workers=int(workers))
+
+
+@contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+def gpu_ids(cfg: RunConfig) -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    ids = [g for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cfg.gpus)]
+    return ids[: cfg.gpus] if cfg.gpus else ids
+
+
+def run(cfg: RunConfig) -> RunOutcome:
+    """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
+    if cfg.fixture:
+        return run_fixture(cfg)
+    from paibench_c.recipe import RECIPE
+
+    options = Options.parse(cfg.options)
+    if cfg.shard is not None and not cfg.skip_scoring:
+        raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
+    pins = load_pins(PINS_PATH)
+    timings: dict[str, float] = {}
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+
+    # 1. Fetch: the pinned inputs must already be in the cache; nothing is downloaded here.
+    with timed(timings, "prepare"):
+        inputs = locate_inputs(cfg, pins, need_model=not cfg.skip_generation)
+        task_ids = [t.task_id for t in inputs.tasks]
+
+    # 2. Input rows, per modality, exactly as the seed's settings table says.
+    with timed(timings, "prepare"):
+        rows = {m: build_rows(inputs.tasks, m, inputs.dataset_dir) for m in options.modalities}
+        for modality, modality_rows in rows.items():
+            write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
+
+    # 3. Generate with cosmos-framework (resume by validity), collect vision.mp4 byte for byte.
+    problems: list[str] = []
+    validity = ValidityCache(cfg.out_dir / "validity_cache.json")
+    if not cfg.skip_generation:
+        with timed(timings, "generate"):
+            problems += generate_all(cfg, options, pins, inputs, rows, validity)
+        if cfg.skip_scoring:
+            validity.save()
+            message = "; ".join(problems) or "generation complete"
+            return RunOutcome(scorecard_path=None, exit_code=1 if problems else 0, message=message)
+
+    # 4. Score every modality with the pinned evaluator (GT seg/depth once, reused by later modalities).
+    with timed(timings, "score"):
+        collected = {m: collect_videos(rows[m], cfg.out_dir / m / "raw", cfg.out_dir / m / "videos",
+                                       cache=validity) for m in options.modalities}
+        validity.save()
+        evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
+        modality_errors = score_all(cfg, options, evaluator, gt, collected, task_ids)
+
+    # 5. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
+    with timed(timings, "score"):
+        parsed = parse_all(cfg, options.modalities, task_ids, modality_errors)
+    with timed(timings, "native"):
+        native = native_all(cfg, options, inputs, gt, collected, parsed) if options.native else {}
+
+    # 6. Scorecard, diff against the reference for this checkpoint and mode, report.
+    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
+               for t in task_ids}
+    summary = run_samples([{"sample_id": t, "result": results[t]} for t in task_ids],
+                          lambda task: dict(task["result"]), cfg.out_dir, stage="scorecard", progress=False)
+    extra = {
+        "cross_check": cross_check(options.modalities, results) if options.native else None,
+        "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
+        "evaluator_unexpected": {m: p.unexpected for m, p in parsed.items() if p is not None and p.unexpected},
+        "modality_errors": modality_errors,
+        "problems": problems,
+        "options": {"modalities": list(options.modalities), "gt": options.gt, "launch": options.launch,
+                    "native": options.native},
+    }
+    disagreements = [f"{name}: {c['n_disagree']}/{c['n_compared']} tasks differ from the native recomputation "
+                     f"by more than {c['tolerance']:g} (max {c['max_abs_diff']:.3g})"
+                     for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
+    provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
+                        "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir)}
+    outcome = finish_run(RECIPE, cfg, metrics=metric_specs(options.modalities, native=options.native),
+                         records=list(summary.records.values()), n_expected=len(task_ids),
+                         pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
+                         seeds={"generation": sorted({t.seed for t in inputs.tasks}),
+                                "evaluator": "DOVER and SAM2 point sampling seeded by the fork"},
+                         extra=extra, provenance_extra=provenance_extra)
+    # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
+    # decoder or library difference worth a look (README, "Native cross-check").
+    for line in disagreements:
+        print(f"cross-check: {line}", file=sys.stderr)
+    outcome.message = "\n".join([outcome.message, *(f"cross-check: {line}" for line in disagreements)])
+    return outcome
+
+
+# --------------------------------------------------------------------------------------- the steps
+
+
+def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
+                 rows: Mapping[str, list[dict[str, Any]]], validity: ValidityCache) -> list[str]:
+    """Generate what is missing or invalid for every modality; returns one line per problem."""
+    framework_dir = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
+    python = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_dir / ".venv" / "bin" / "python")))
+    expected = pins.upstream["cosmos_framework"].commit
+    found = evaluate.installed_commit(framework_dir, framework_dir / FRAMEWORK_STAMP)
+    if found != expected:
+        raise RecipeError(f"{framework_dir}: cosmos-framework is at {found or 'unknown'}, the pin is {expected} "
+                          "(set PAIBENCH_C_FRAMEWORK_DIR, or use the generation image)")
+    assert inputs.checkpoint_dir is not None
+    generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
+                                         checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
+                                         launch=options.launch, offline=is_offline())
+    problems = []
+    for modality, modality_rows in rows.items():
+        selected = cfg.shard.select(modality_rows) if cfg.shard else modality_rows
+        modality_dir = cfg.out_dir / modality
+        raw = modality_dir / "raw"
+        try:
+            generator.generate(pending_rows(selected, raw, cache=validity), raw, modality_dir)
+        except GenerationError as exc:
+            problems.append(f"{modality}: {exc}")
+        collected = collect_videos(selected, raw, modality_dir / "videos", cache=validity)
+        validity.save()
+        failed = [c.task_id for c in collected.values() if not c.ok]
+        if failed:
+            problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]})")
+    return problems
+
+
+def prepare_evaluator(cfg: RunConfig, pins: Any, inputs: Inputs) -> tuple[evaluate.Evaluator, dict[str, str],
+                                                                          evaluate.GTCache]:
+    """The pinned evaluator, its verified weights, and this run's GT work directory."""
+    evaluator = evaluate.evaluator_from_env(pins.upstream["evaluator"].commit)
+    evaluator.check()
+    weights = evaluate.ensure_weights(evaluator, pins.urls, pins.huggingface["grounding_dino_tiny"])
+    dists = hashlib.sha256("\n".join(installed_distributions()).encode()).hexdigest()
+    build = os.environ.get("PINBENCH_IMAGE_DIGEST") or f"local:{dists}"
+    key = evaluate.gt_cache_key(dataset_revision=pins.huggingface["dataset"].revision,
+                                evaluator_commit=evaluator.commit, build=build)
+    gt = evaluate.GTCache(cfg.out_dir / "gt" / key, key)
+    gt.prepare(inputs.dataset_dir)
+    return evaluator, weights, gt
+
+
+def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, gt: evaluate.GTCache,
+              collected: Mapping[str, Mapping[str, Collected]], task_ids: Sequence[str]) -> dict[str, str]:
+    """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
+    errors: dict[str, str] = {}
+    for modality in options.modalities:
+        videos = {t: c.sha256 for t, c in collected[modality].items() if c.ok and c.sha256}
+        for task, c in collected[modality].items():
+            if not c.ok:
+                errors[f"{modality}/{task}"] = c.error or "no valid video"
+        if not videos:
+            errors[modality] = "no valid generated video to score"
+            continue
+        inputs = evaluate.stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt,
+                                       evaluator_commit=evaluator.commit)
+        modality_dir = cfg.out_dir / modality
+        if evaluate.is_current(modality_dir, inputs):
+            continue
+        verified = gt.prune(task_ids)
+        force = options.gt == "force" or verified == 0
+        try:
+            evaluate.run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
+                                   gpu_ids=gpu_ids(cfg), force_gt=force, inputs=inputs)
+            gt.record(task_ids, modality)
+        except evaluate.EvaluationError as exc:
+            errors[modality] = str(exc)
+    return errors
+
+
+def parse_all(cfg: RunConfig, modalities: Sequence[str], task_ids: Sequence[str],
+              errors: dict[str, str]) -> dict[str, ModalityMetrics | None]:
+    parsed: dict[str, ModalityMetrics | None] = {}
+    for modality in modalities:
+        if modality in errors:
+            parsed[modality] = None
+            continue
+        try:
+            parsed[modality] = parse_metrics_json(cfg.out_dir / modality / "metrics.json", task_ids)
+        except MetricsFileError as exc:
+            errors[modality] = str(exc)
+            parsed[modality] = None
+    return parsed
+
+
+def _native_batch(workers: int):  # noqa: ANN202 (a closure for the runner)
+    def batch(tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            return list(pool.map(native_sample, tasks))
+    return batch
+
+
+def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GTCache,
+               collected: Mapping[str, Mapping[str, Collected]],
+               parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
+    """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
+    tasks = []
+    for task in inputs.tasks:
+        preds, seg, shas = {}, {}, {}
+        for modality in options.modalities:
+            c = collected[modality][task.task_id]
+            if not (c.ok and c.sha256):
+                continue
+            preds[modality] = str(cfg.out_dir / modality / "videos" / f"{task.task_id}.mp4")
+            shas[modality] = c.sha256
+            gt_pkl = gt.root / "sam2_pkls" / f"{task.task_id}.pkl"
+            pred_pkl = cfg.out_dir / modality / "segmentation" / f"{task.task_id}.pkl"
+            if parsed.get(modality) is not None and gt_pkl.is_file() and pred_pkl.is_file():
+                seg[modality] = [str(gt_pkl), str(pred_pkl)]
+        tasks.append({"sample_id": task.task_id, "gt_video": str(inputs.dataset_dir / task.video_path),
+                      "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,
+                      "seg_sha256": {m: [evaluate.sha256_file(Path(p)) for p in pair] for m, pair in seg.items()}})
+    workers = options.native_workers
+    summary = run_samples(tasks, native_sample, cfg.out_dir / "native", stage="native cross-check",
+                          batch_size=max(1, workers), batch_fn=_native_batch(workers) if workers > 1 else None)
+    return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

@@ -1,0 +1,151 @@
+"""Evaluator invocation, GT reuse by SHA-256, result stamps and weight checks (no GPU)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from paibench_c.evaluate import (
+    REVISION_STAMP,
+    WEIGHT_PATHS,
+    EvaluationError,
+    Evaluator,
+    GTCache,
+    ensure_weights,
+    evaluator_command,
+    gt_cache_key,
+    is_current,
+    stamp_inputs,
+)
+from pinbench.hub import ChecksumError, HFPin, URLPin
+
+COMMIT = "5864378a0e13e527336d916cc8e018afb0ef5fe3"
+
+
+def test_command_is_the_upstream_calculate_metrics_call(tmp_path: Path) -> None:
+    ev = Evaluator(root=tmp_path / "cg", python=tmp_path / "venv" / "bin" / "python", commit=COMMIT)
+    argv = evaluator_command(ev, n_gpus=4, videos_parent=Path("/runs/out/edge"), gt_dir=Path("/runs/out/gt/k"),
+                             output=Path("/runs/out/edge/metrics.json"), force_gt=True)
+    assert argv == [str(tmp_path / "venv" / "bin" / "torchrun"), "--standalone", "--nproc_per_node", "4",
+                    "compute_metrics.py", "calculate-metrics", "--gt_path", "/runs/out/gt/k",
+                    "--videos_path", "/runs/out/edge", "--output_path", "/runs/out/edge/metrics.json",
+                    "--force_recompute_gt_seg", "--force_recompute_gt_depth"]
+    reuse = evaluator_command(ev, n_gpus=1, videos_parent=Path("v"), gt_dir=Path("g"), output=Path("o"),
+                              force_gt=False)
+    assert reuse[-2:] == ["--no_force_recompute_gt_seg", "--no_force_recompute_gt_depth"]
+
+
+def test_evaluator_at_another_commit_is_refused(tmp_path: Path, fake_evaluator) -> None:
+    root, python = fake_evaluator
+    Evaluator(root, python, COMMIT).check()
+    with pytest.raises(EvaluationError, match=f"is at commit {COMMIT}, the pin is {'0' * 40}"):
+        Evaluator(root, python, "0" * 40).check()
+    with pytest.raises(EvaluationError, match="no compute_metrics.py"):
+        Evaluator(tmp_path / "elsewhere", python, COMMIT).check()
+
+
+def test_gt_dir_links_the_dataset_and_hides_its_cached_pkls(tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    for sub in ("videos", "captions", "sam2_pkls", "depth_npzs"):
+        (dataset / sub).mkdir(parents=True)
+    (dataset / "sam2_pkls" / "task_0000.pkl").write_bytes(b"stale upstream GT")
+    gt = GTCache(tmp_path / "gt" / "k", "k")
+    gt.prepare(dataset)
+    gt.prepare(dataset)   # idempotent
+    assert os.readlink(gt.root / "videos") == str(dataset / "videos")
+    assert (gt.root / "sam2_pkls").is_dir() and not (gt.root / "sam2_pkls").is_symlink()
+    assert not (gt.root / "sam2_pkls" / "task_0000.pkl").exists()
+
+
+def test_gt_files_are_reused_only_when_recorded_with_the_same_sha(tmp_path: Path) -> None:
+    gt = GTCache(tmp_path / "gt", "key1")
+    (gt.root / "sam2_pkls").mkdir(parents=True)
+    (gt.root / "depth_npzs").mkdir()
+    tasks = ["task_0000", "task_0001"]
+    assert gt.prune(tasks) == 0
+    for rel in gt.files(tasks):
+        (gt.root / rel).write_bytes(rel.encode())
+    gt.record(tasks, "edge")
+    assert gt.prune(tasks) == 4
+    (gt.root / "depth_npzs" / "task_0001.npz").write_bytes(b"half-written by a killed run")
+    (gt.root / "sam2_pkls" / "task_0002.pkl").write_bytes(b"never recorded")
+    assert gt.prune([*tasks, "task_0002"]) == 3
+    assert not (gt.root / "depth_npzs" / "task_0001.npz").exists()
+    assert not (gt.root / "sam2_pkls" / "task_0002.pkl").exists()
+    assert gt.summary()["computed_in"] == ["edge"]
+    with pytest.raises(EvaluationError, match="GT cache for key key1, this run is key2"):
+        GTCache(gt.root, "key2").prune(tasks)
+
+
+def test_gt_key_depends_on_dataset_evaluator_and_build() -> None:
+    base = gt_cache_key(dataset_revision="a" * 40, evaluator_commit=COMMIT, build="sha256:1")
+    assert base == gt_cache_key(dataset_revision="a" * 40, evaluator_commit=COMMIT, build="sha256:1")
+    assert base != gt_cache_key(dataset_revision="b" * 40, evaluator_commit=COMMIT, build="sha256:1")
+    assert base != gt_cache_key(dataset_revision="a" * 40, evaluator_commit=COMMIT, build="sha256:2")
+
+
+def test_metrics_are_current_only_for_the_same_inputs_and_bytes(tmp_path: Path) -> None:
+    inputs = stamp_inputs(videos={"task_0000": "ab"}, gt_key="k", gt_policy="reuse", evaluator_commit=COMMIT)
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text('{"per_video": []}')
+    assert not is_current(tmp_path, inputs)
+    stamp = {"inputs": inputs, "metrics_sha256": hashlib.sha256(metrics.read_bytes()).hexdigest()}
+    (tmp_path / "eval_stamp.json").write_text(json.dumps(stamp))
+    assert is_current(tmp_path, inputs)
+    other = stamp_inputs(videos={"task_0000": "cd"}, gt_key="k", gt_policy="reuse", evaluator_commit=COMMIT)
+    assert not is_current(tmp_path, other)
+    metrics.write_text('{"per_video": [1]}')
+    assert not is_current(tmp_path, inputs)
+
+
+def _weights(root: Path, dino_revision: str) -> tuple[dict[str, URLPin], HFPin]:
+    urls = {}
+    for name in ("sam2_hiera_large", "dover", "video_depth_anything_small"):
+        target = root / WEIGHT_PATHS[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(name.encode())
+        urls[name] = URLPin(f"https://example.invalid/{target.name}", hashlib.sha256(name.encode()).hexdigest(),
+                            target.name)
+    dino = root / WEIGHT_PATHS["grounding_dino_tiny"]
+    dino.mkdir(parents=True)
+    (dino / "config.json").write_text("{}")
+    (dino / REVISION_STAMP).write_text(dino_revision)
+    return urls, HFPin("IDEA-Research/grounding-dino-tiny", "c" * 40)
+
+
+def test_weights_are_verified_and_a_mismatch_stops_scoring(tmp_path: Path) -> None:
+    ev = Evaluator(tmp_path, tmp_path / "python", COMMIT)
+    urls, dino = _weights(tmp_path, "c" * 40)
+    urls["dover"] = URLPin(urls["dover"].url, None, "DOVER.pth")
+    states = ensure_weights(ev, urls, dino)
+    assert states == {"sam2_hiera_large": "verified", "dover": "unverified",
+                      "video_depth_anything_small": "verified", "grounding_dino_tiny": "verified"}
+    (tmp_path / WEIGHT_PATHS["sam2_hiera_large"]).write_bytes(b"tampered")
+    with pytest.raises(ChecksumError, match="sam2_hiera_large.pt: sha256 mismatch"):
+        ensure_weights(ev, urls, dino)
+
+
+def test_grounding_dino_at_another_revision_is_refused(tmp_path: Path) -> None:
+    urls, dino = _weights(tmp_path, "e" * 40)
+    with pytest.raises(EvaluationError, match=f"revision {'e' * 40}, the pin is {'c' * 40}"):
+        ensure_weights(Evaluator(tmp_path, tmp_path / "python", COMMIT), urls, dino)
+
+
+def test_missing_weights_are_linked_from_the_fetch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinbench.hub import url_path
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PINBENCH_CACHE", str(cache))
+    root = tmp_path / "cg"
+    urls, dino = _weights(root, "c" * 40)
+    target = root / WEIGHT_PATHS["dover"]
+    cached = url_path(urls["dover"], cache)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(target.read_bytes())
+    target.unlink()
+    ensure_weights(Evaluator(root, tmp_path / "python", COMMIT), urls, dino)
+    assert target.is_symlink() and target.resolve() == cached.resolve()

@@ -1,0 +1,103 @@
+"""metrics.json parsing with counts: a task the evaluator dropped never disappears from the denominator."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from paibench_c.metrics_json import EVALUATOR_METRICS, MetricsFileError, parse_metrics_json, task_id_of
+from paibench_c.results import metric_specs, task_result
+from pinbench.runner import SampleRecord, input_hash
+from pinbench.scorecard import build_scorecard
+
+TASKS = ["task_0000", "task_0001", "task_0002", "task_0003"]
+
+
+def entry(name: str, **values: float | None) -> dict:
+    base = {"pred_video_uuid": name, "pred_video_file": f"/out/edge/videos/{name}.mp4", "fps": 30,
+            "video_shape": [121, 480, 640], "max_frames": 121, "dover_tech_score_gt": 11.0, "blur_mse": 3.0}
+    base.update({m: 0.5 for m in EVALUATOR_METRICS})
+    base.update(values)
+    return base
+
+
+def write_metrics(path: Path, per_video: list[dict]) -> Path:
+    # What pandas' DataFrame.mean() does: skip None/NaN, i.e. silently drop the failed task.
+    global_ = {}
+    for m in EVALUATOR_METRICS:
+        vals = [e[m] for e in per_video if e.get(m) is not None and not math.isnan(e[m])]
+        global_[m] = sum(vals) / len(vals)
+    path.write_text(json.dumps({"global": global_, "per_video": per_video}, indent=4))  # NaN -> NaN token
+    return path
+
+
+@pytest.fixture
+def metrics_file(tmp_path: Path) -> Path:
+    return write_metrics(tmp_path / "metrics.json", [
+        entry("task_0000", canny_f1_score=0.40),
+        entry("task_0001", canny_f1_score=None, canny_precision=None, canny_recall=None),  # Canny raised
+        entry("task_0002", canny_f1_score=0.60, blur_ssim=float("nan")),                     # NaN SSIM
+        # task_0003 is missing entirely (no video, or skipped); a stray video was scored as well:
+        entry("task_0099", canny_f1_score=0.99),
+    ])
+
+
+def test_counts_missing_and_unexpected(metrics_file: Path) -> None:
+    parsed = parse_metrics_json(metrics_file, TASKS)
+    assert parsed.missing == ["task_0003"]
+    assert parsed.unexpected == ["task_0099"]
+    assert parsed.counts["canny_f1_score"] == 2
+    assert parsed.counts["blur_ssim"] == 2
+    assert parsed.counts["dover_tech_score"] == 3
+    assert parsed.per_task["task_0001"]["canny_f1_score"] is None
+    assert parsed.per_task["task_0002"]["blur_ssim"] is None
+
+
+def test_means_are_recomputed_from_per_task_values_not_taken_from_global(metrics_file: Path) -> None:
+    parsed = parse_metrics_json(metrics_file, TASKS)
+    assert parsed.mean("canny_f1_score") == pytest.approx(0.5)
+    # The evaluator's own mean includes the stray task and silently drops the failed one:
+    assert parsed.evaluator_global["canny_f1_score"] == pytest.approx((0.40 + 0.60 + 0.99) / 3)
+
+
+def test_a_dropped_task_makes_the_scorecard_partial(metrics_file: Path) -> None:
+    parsed = {"edge": parse_metrics_json(metrics_file, TASKS)}
+    records = []
+    for task in TASKS:
+        result = task_result(task, evaluator=parsed, modality_errors={}, native=None)
+        records.append(SampleRecord(task, "ok", result, None, input_hash({"t": task}), 0.0))
+    card = build_scorecard(recipe="paibench-c", recipe_version="1.0.0", checkpoint="Cosmos3-Nano", mode="full",
+                           metrics=metric_specs(["edge"], native=False), records=records, n_expected=4,
+                           provenance={}, config={}, timings={})
+    f1 = card["metrics"]["edge/canny_f1_score"]
+    assert (f1["n_expected"], f1["n_scored"], f1["n_failed"]) == (4, 2, 2)
+    assert f1["value"] == pytest.approx(0.5)
+    assert card["status"] == "partial"
+    assert any("edge/canny_f1_score: 2/4 scored" in r for r in card["status_reasons"])
+    failed = {f["sample_id"] for f in f1["failed"]}
+    assert failed == {"task_0001", "task_0003"}
+    missing_reason = records[3].result["errors"]["edge"]
+    assert "not in metrics.json" in missing_reason
+
+
+def test_seed_variant_names_map_to_their_task() -> None:
+    assert task_id_of("task_0599__1.mp4") == "task_0599"
+    assert task_id_of("task_0007.mp4") == "task_0007"
+    assert task_id_of("task_0007_caption2.mp4") == "task_0007_caption2"
+
+
+def test_duplicate_task_and_malformed_files_are_refused(tmp_path: Path) -> None:
+    dup = write_metrics(tmp_path / "dup.json", [entry("task_0000"), entry("task_0000__2")])
+    with pytest.raises(MetricsFileError, match="task_0000 appears twice"):
+        parse_metrics_json(dup, TASKS)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(MetricsFileError, match=r"bad.json: not valid JSON"):
+        parse_metrics_json(tmp_path / "bad.json", TASKS)
+    (tmp_path / "nopv.json").write_text(json.dumps({"global": {}}))
+    with pytest.raises(MetricsFileError, match="no 'per_video' list"):
+        parse_metrics_json(tmp_path / "nopv.json", TASKS)
+    with pytest.raises(MetricsFileError, match="did not finish"):
+        parse_metrics_json(tmp_path / "absent.json", TASKS)

@@ -1,0 +1,181 @@
+"""``run()`` top to bottom on CPU: pinned inputs in a cache, fake framework and fake evaluator (test doubles).
+
+What is real: pins loading and offline location, rows, resume by validity, collection, GT cache and its
+reuse across modalities, evaluator invocation, metrics.json parsing with counts, the native cross-check,
+scorecard, smoke/full reference rules and the diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import paibench_c.run as run_module
+from paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
+from paibench_c.tests.conftest import clip
+from pinbench.hub import HFPin, hf_snapshot_dir
+from pinbench.recipe import RecipeError, RunConfig
+from pinbench.video import write_video
+
+DATASET_REV, NANO_REV, DINO_REV = "a" * 40, "b" * 40, "c" * 40
+N_TASKS = 3
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A cache holding the pinned inputs, a pins file naming them, the fake framework and evaluator."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PINBENCH_CACHE", str(cache))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("PINBENCH_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for key in ("MODALITIES", "GT", "LAUNCH", "NATIVE", "NATIVE_WORKERS"):
+        monkeypatch.delenv(f"PAIBENCH_C_{key}", raising=False)
+    dataset = hf_snapshot_dir(HFPin("shi-labs/physical-ai-bench-conditional-generation", DATASET_REV, "dataset"),
+                              cache)
+    rows = []
+    for i in range(N_TASKS):
+        task = f"task_{i:04d}"
+        write_video(dataset / "videos" / f"{task}.mp4", clip(12, seed=i), 30, codec="mpeg4")
+        for folder in ("depth_vids", "sam2_vids"):
+            write_video(dataset / folder / f"{task}.mp4", clip(12, seed=9), 30, codec="mpeg4")
+        (dataset / "captions").mkdir(exist_ok=True)
+        (dataset / "captions" / f"{task}.json").write_text(json.dumps({task: "a yellow box"}))
+        rows.append({"task_id": task, "video_path": f"videos/{task}.mp4", "canny_path": f"canny/{task}.mp4",
+                     "blur_path": f"blur/{task}.mp4", "depth_path": f"depth_vids/{task}.mp4",
+                     "seg_path": f"sam2_vids/{task}.mp4", "prompt": "{}", "negative_prompt": "{}",
+                     "aspect_ratio": "4,3", "fps": 30, "seed": 2025})
+    tasks_src = tmp_path / "tasks.json"
+    tasks_src.write_text(json.dumps(rows))
+    tasks_sha = _sha(tasks_src)
+    (cache / "urls" / tasks_sha[:16]).mkdir(parents=True)
+    (cache / "urls" / tasks_sha[:16] / "tasks.json").write_bytes(tasks_src.read_bytes())
+    hf_snapshot_dir(HFPin("nvidia/Cosmos3-Nano", NANO_REV), cache).mkdir(parents=True)
+
+    evaluator_root, evaluator_python = fake_evaluator
+    urls = {}
+    for name in ("sam2_hiera_large", "dover", "video_depth_anything_small"):
+        target = evaluator_root / WEIGHT_PATHS[name]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(name.encode())
+        urls[name] = {"url": f"https://example.invalid/{target.name}", "sha256": _sha(target),
+                      "filename": target.name}
+    dino = evaluator_root / WEIGHT_PATHS["grounding_dino_tiny"]
+    dino.mkdir(parents=True)
+    (dino / "config.json").write_text("{}")
+    (dino / REVISION_STAMP).write_text(DINO_REV)
+    pins = {
+        "recipe": "paibench-c",
+        "upstream": {"evaluator": {"repo": "trungtpham/pai-bench-c-cosmos3",
+                                   "commit": "5864378a0e13e527336d916cc8e018afb0ef5fe3"},
+                     "cosmos_framework": {"repo": "NVIDIA/cosmos-framework",
+                                          "commit": "5eee9ed574255f017b192161bfbb5a10253d65cf"}},
+        "huggingface": {"dataset": {"repo_id": "shi-labs/physical-ai-bench-conditional-generation",
+                                    "repo_type": "dataset", "revision": DATASET_REV},
+                        "cosmos3_nano": {"repo_id": "nvidia/Cosmos3-Nano", "revision": NANO_REV},
+                        "cosmos3_super": {"repo_id": "nvidia/Cosmos3-Super", "revision": "d" * 40},
+                        "grounding_dino_tiny": {"repo_id": "IDEA-Research/grounding-dino-tiny", "revision": DINO_REV}},
+        "urls": {"tasks_json": {"url": tasks_src.as_uri(), "sha256": tasks_sha, "filename": "tasks.json"}, **urls},
+    }
+    pins_path = tmp_path / "pins.yaml"
+    pins_path.write_text(yaml.safe_dump(pins))
+    monkeypatch.setattr(run_module, "PINS_PATH", pins_path)
+
+    framework_dir, framework_python = fake_framework
+    (framework_dir / ".pinbench-commit").write_text("5eee9ed574255f017b192161bfbb5a10253d65cf\n")
+    monkeypatch.setenv("PAIBENCH_C_FRAMEWORK_DIR", str(framework_dir))
+    monkeypatch.setenv("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_python))
+    monkeypatch.setenv("PAIBENCH_C_EVALUATOR_DIR", str(evaluator_root))
+    monkeypatch.setenv("PAIBENCH_C_EVALUATOR_PYTHON", str(evaluator_python))
+    eval_log = tmp_path / "evaluator_calls.jsonl"
+    monkeypatch.setenv("FAKE_EVAL_LOG", str(eval_log))
+    return {"tmp": tmp_path, "eval_log": eval_log, "evaluator_root": evaluator_root}
+
+
+def _cfg(world: dict, name: str, *, limit: int | None = N_TASKS, **options: str) -> RunConfig:
+    return RunConfig(recipe="paibench-c", checkpoint="Cosmos3-Nano", out_dir=world["tmp"] / name, limit=limit,
+                     gpus=2, options={"native_workers": "1", **options})
+
+
+def _calls(world: dict) -> list[dict]:
+    log = world["eval_log"]
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
+    cfg = _cfg(world, "run", modalities="edge,seg", native_workers="2")   # the process-pool path
+    outcome = run_module.run(cfg)
+    assert outcome.exit_code == 0, outcome.message
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert (card["status"], card["mode"], card["samples"]["n_expected"]) == ("complete", "smoke", N_TASKS)
+    assert "reported, not diffed" in (cfg.out_dir / "diff.txt").read_text()   # smoke never meets the 600-task ref
+    assert card["metrics"]["edge/canny_f1_score"]["n_scored"] == N_TASKS
+    assert card["metrics"]["seg/native/seg_m_iou"]["n_scored"] == N_TASKS
+
+    calls = _calls(world)
+    assert [(c["videos"].rsplit("/", 1)[-1], c["force"]) for c in calls] == [("edge", True), ("seg", False)]
+    assert all(c["nproc"] == "2" and c["gpus"] == "0,1" and c["offline"] == "1" for c in calls)
+    assert all(c["cwd"] == str(world["evaluator_root"]) for c in calls)
+    gt = card["provenance"]["extra"]["gt_cache"]
+    assert gt["n_files"] == 2 * N_TASKS and gt["computed_in"] == ["edge", "seg"]
+    for name, check in card["extra"]["cross_check"].items():
+        assert check["n_disagree"] == 0 and check["n_compared"] == N_TASKS, name
+    rows = [json.loads(x) for x in (cfg.out_dir / "inputs" / "seg.jsonl").read_text().splitlines()]
+    assert [r["name"] for r in rows] == ["task_0000", "task_0001", "task_0002"]
+    assert rows[0]["seg"]["control_path"].endswith("sam2_vids/task_0000.mp4")
+
+    invocations = (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines()
+    again = run_module.run(cfg)
+    assert again.exit_code == 0
+    assert len(_calls(world)) == 2                                   # both modalities' metrics.json reused
+    assert (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
+    card2 = json.loads(again.scorecard_path.read_text())
+    assert {k: v["value"] for k, v in card2["metrics"].items()} == {k: v["value"] for k, v in card["metrics"].items()}
+
+
+def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_EVAL_DROP", "task_0001")
+    outcome = run_module.run(_cfg(world, "dropped", modalities="edge", native="off"))
+    card = json.loads(outcome.scorecard_path.read_text())
+    f1 = card["metrics"]["edge/canny_f1_score"]
+    assert (f1["n_scored"], f1["n_failed"]) == (2, 1) and card["status"] == "partial"
+    assert outcome.exit_code != 0
+
+
+def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_FAIL", "task_0002")
+    outcome = run_module.run(_cfg(world, "genfail", modalities="edge", native="off"))
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
+    assert card["status"] == "partial" and outcome.exit_code != 0
+    assert any("1 task(s) without a valid video (e.g. task_0002)" in p for p in card["extra"]["problems"])
+    record = json.loads((world["tmp"] / "genfail" / "samples" / "task_0002.json").read_text())
+    assert record["result"]["errors"]["edge"].startswith("generation failed: no output")
+
+
+def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
+    run_module.run(_cfg(world, "force", modalities="edge,blur", gt="force", native="off"))
+    assert [c["force"] for c in _calls(world)] == [True, True]
+
+
+def test_a_full_run_with_fewer_tasks_is_never_passed_against_the_600_task_reference(world: dict) -> None:
+    outcome = run_module.run(_cfg(world, "full", limit=None, modalities="edge", native="off"))
+    assert outcome.exit_code == 3                                    # reference applies to 600 samples only
+    assert "sample count mismatch" in (world["tmp"] / "full" / "diff.txt").read_text()
+
+
+def test_bad_options_are_refused_in_one_line(world: dict) -> None:
+    with pytest.raises(RecipeError, match="unknown option"):
+        run_module.run(_cfg(world, "x", colour="red"))
+    with pytest.raises(RecipeError, match=r"modalities \['wsm'\]"):
+        run_module.run(_cfg(world, "x", modalities="edge,wsm"))
+    with pytest.raises(RecipeError, match="gt='sometimes'"):
+        run_module.run(_cfg(world, "x", gt="sometimes"))
