@@ -1,0 +1,5 @@
+"""``python -m remembench run ...`` is ``pinbench run remembench ...`` (runs an exported recipe)."""
+
+from pinbench.cli import recipe_main
+
+recipe_main("remembench")

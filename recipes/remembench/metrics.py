@@ -1,0 +1,151 @@
+"""RememBench's four per-scene metrics on one decoded rollout.
+
+* CLIP: cosine of the L2-normalised embeddings of the departure and revisit frames (RGB);
+* LPIPS: AlexNet v0.1 on the two RGB frames at native resolution, scaled to [-1, 1];
+* TempSSIM: grayscale SSIM of every consecutive frame pair (11 x 11 Gaussian, sigma 1.5, constants
+  (0.01*255)^2 and (0.03*255)^2, population covariance, valid window), averaged over pairs;
+* Drift: each backbone chunk is the re-normalised mean of the normalised CLIP embeddings of four evenly
+  spaced frames; Drift is the mean of 1 - cosine between adjacent chunks. As published, the frames go
+  to CLIP as OpenCV BGR arrays; RGB would give other numbers.
+
+The paper's precision settings are kept on a GPU: cuDNN TF32 on for the pair metrics, TF32 off for
+TempSSIM/Drift (CPU runs are unaffected). TempSSIM is computed in float64 (the paper: float32 on GPU);
+README "Changes vs upstream" gives the measured difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import cv2
+import numpy as np
+import torch
+
+from pinbench.metrics.lpips import lpips_distance
+from pinbench.metrics.ssim import make_window, ssim_from_moments, window_filter
+from remembench.clip_model import ClipEmbedder
+
+TEMPSSIM_WINDOW = make_window("gaussian", sigma=1.5)
+DATA_RANGE = 255.0
+C1 = (0.01 * DATA_RANGE) ** 2
+C2 = (0.03 * DATA_RANGE) ** 2
+FRAMES_PER_CHUNK = 4
+ROW_BAND = 64  # output rows per TempSSIM work item (with its 10-row margin it stays in cache)
+
+
+@contextlib.contextmanager
+def tf32(*, cudnn: bool, matmul: bool) -> Iterator[None]:
+    """Set cuDNN and matmul TF32 for the block (the paper switched them per metric), then restore."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def to_gray(frames_rgb: np.ndarray) -> np.ndarray:
+    """(T, H, W) uint8 luma of RGB frames; equal to OpenCV's BGR2GRAY on the BGR decode."""
+    t, h, w, _ = frames_rgb.shape
+    return cv2.cvtColor(frames_rgb.reshape(t * h, w, 3), cv2.COLOR_RGB2GRAY).reshape(t, h, w)
+
+
+def _band_filter(band: np.ndarray) -> np.ndarray:
+    """Window means of a (rows, W) band, kept only where the 11 x 11 window lies inside the band.
+
+    The same ``window_filter`` as on whole frames, so the kept values equal scikit-image's cropped map.
+    """
+    pad = TEMPSSIM_WINDOW.pad
+    return window_filter(band, TEMPSSIM_WINDOW)[pad:-pad, pad:-pad]
+
+
+def _band_sums(gray: np.ndarray, top: int, bottom: int) -> np.ndarray:
+    """Per consecutive pair, the sum of the cropped SSIM map over output rows [top, bottom).
+
+    Works on one band of rows (plus the window's margin) at a time so that everything stays in
+    cache, and computes each frame's window means once for both pairs it belongs to.
+    """
+    rows = slice(top, bottom + 2 * TEMPSSIM_WINDOW.pad)
+    sums = np.zeros(len(gray) - 1)
+    prev = gray[0, rows].astype(np.float64)
+    mu_prev, sq_prev = _band_filter(prev), _band_filter(prev * prev)
+    for t in range(len(gray) - 1):
+        cur = gray[t + 1, rows].astype(np.float64)
+        mu_cur, sq_cur = _band_filter(cur), _band_filter(cur * cur)
+        cross = _band_filter(prev * cur)
+        sums[t] = ssim_from_moments(mu_prev, mu_cur, sq_prev, sq_cur, cross, c1=C1, c2=C2, cov_norm=1.0).sum()
+        prev, mu_prev, sq_prev = cur, mu_cur, sq_cur
+    return sums
+
+
+def tempssim_pairs(gray: np.ndarray, max_workers: int | None = None) -> np.ndarray:
+    """SSIM of every consecutive pair of (T, H, W) grayscale frames, shape (T - 1,), float64.
+
+    Bands of rows run in threads (scipy's filters release the GIL); band sums are added in band order,
+    so the result does not depend on the number of threads.
+    """
+    if gray.ndim != 3 or len(gray) < 2:
+        raise ValueError(f"TempSSIM needs (T >= 2, H, W) frames, got {gray.shape}")
+    size = TEMPSSIM_WINDOW.win_size
+    if min(gray.shape[1:]) < size:
+        raise ValueError(f"frames of {gray.shape[1]}x{gray.shape[2]} are smaller than the 11x11 window")
+    out_rows, out_cols = gray.shape[1] - size + 1, gray.shape[2] - size + 1
+    bands = [(top, min(out_rows, top + ROW_BAND)) for top in range(0, out_rows, ROW_BAND)]
+    workers = min(len(bands), max_workers or os.cpu_count() or 1)
+    if workers <= 1:
+        parts = [_band_sums(gray, *band) for band in bands]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(lambda band: _band_sums(gray, *band), bands))
+    return np.sum(parts, axis=0) / (out_rows * out_cols)
+
+
+def tempssim(gray: np.ndarray) -> float:
+    """Mean SSIM over consecutive pairs (the per-video TempSSIM)."""
+    return float(tempssim_pairs(gray).mean())
+
+
+def drift_frames(layout: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Frame indices (round(linspace(lo, hi, min(4, n))) per chunk) and the chunk each belongs to."""
+    indices: list[int] = []
+    owners: list[int] = []
+    for chunk, (lo, hi) in enumerate(layout):
+        picked = np.linspace(lo, hi, min(FRAMES_PER_CHUNK, hi - lo + 1)).round().astype(int)
+        indices.extend(int(i) for i in picked)
+        owners.extend([chunk] * len(picked))
+    return indices, owners
+
+
+def drift_from_embeddings(embeddings: np.ndarray, owners: Sequence[int]) -> float:
+    """Mean over adjacent chunks of 1 - cos(chunk descriptors); descriptors are re-normalised means."""
+    owners_arr = np.asarray(owners)
+    chunks = sorted(set(owners_arr.tolist()))
+    if len(chunks) < 2:
+        raise ValueError("Drift needs at least two chunks")
+    pooled = []
+    for chunk in chunks:
+        mean = embeddings[owners_arr == chunk].astype(np.float64).mean(axis=0)
+        pooled.append(mean / np.linalg.norm(mean))
+    pooled_arr = np.stack(pooled)
+    return float(np.mean(1.0 - np.sum(pooled_arr[1:] * pooled_arr[:-1], axis=1)))
+
+
+def pair_metrics(clip: ClipEmbedder, lpips_model: torch.nn.Module, frames_rgb: np.ndarray, departure: int,
+                 revisit: int) -> dict[str, float]:
+    """CLIP cosine and LPIPS between two frames of one rollout (TF32 as in the paper's pair metrics)."""
+    a, b = frames_rgb[departure], frames_rgb[revisit]
+    with tf32(cudnn=True, matmul=False):  # torch's default matmul setting, cuDNN switched on
+        embeddings = clip.embed([a, b])
+        lpips_value = float(lpips_distance(lpips_model, a[None], b[None])[0])
+    return {"clip": float(np.dot(embeddings[0], embeddings[1])), "lpips_alex": lpips_value}
+
+
+def quality_metrics(clip: ClipEmbedder, frames_rgb: np.ndarray, layout: Sequence[tuple[int, int]]) -> dict:
+    """TempSSIM and Drift of one rollout (TF32 off, as in the paper's quality pass)."""
+    indices, owners = drift_frames(layout)
+    with tf32(cudnn=False, matmul=False):
+        embeddings = clip.embed([np.ascontiguousarray(frames_rgb[i][..., ::-1]) for i in indices])  # BGR
+    return {"tempssim": tempssim(to_gray(frames_rgb)), "drift": drift_from_embeddings(embeddings, owners)}

@@ -1,0 +1,99 @@
+"""Run outputs besides the scorecard: per-scene JSONL, the paper-shaped ``scores.json``, pair figures.
+
+``scores.json`` has the shape the paper's ``score.py`` writes (``split``, ``n_scenes``, ``median``,
+``scenes`` keyed by scene id), plus what the paper's file leaves implicit: the expected scene count
+and the scenes that failed, so a partial run can never pass for a complete one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import write_text_atomic
+from remembench.prepare import METRIC_KEYS, Group
+
+SCENE_FIELDS = ("departure_frame", "revisit_frame", "turnaround_frame", "video_sha256")
+N_EXTREMES = 2  # best and worst scenes shown per group
+
+
+def scene_rows(tasks: Sequence[Mapping[str, Any]], records: Sequence[SampleRecord]) -> list[dict[str, Any]]:
+    """One flat row per task: identity, status, error, metrics and frame pair."""
+    by_id = {r.sample_id: r for r in records}
+    rows = []
+    for task in tasks:
+        record = by_id[task["sample_id"]]
+        result = record.result or {}
+        row: dict[str, Any] = {"sample_id": task["sample_id"], "scene_id": task["scene_id"],
+                               "group": task["group"], "status": record.status, "error": record.error}
+        row.update({k: result.get(k) for k in METRIC_KEYS + SCENE_FIELDS + ("pair_image",)})
+        rows.append(row)
+    return rows
+
+
+def write_jsonl(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    return write_text_atomic(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+
+
+def _scored(rows: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [r[key] for r in rows if r["status"] == "ok" and r.get(key) is not None]
+
+
+def paper_block(group: Group, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The paper's scores.json for one group (medians via numpy.median, as score.py does)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    key = "scene_id" if len({r["scene_id"] for r in rows}) == len(rows) else "sample_id"
+    return {
+        "split": group.split,
+        **({"setting": group.setting} if group.setting else {}),
+        "n_scenes": len(ok),
+        "n_expected": len(rows),
+        "failed": {r[key]: r["error"] for r in rows if r["status"] != "ok"},
+        "median": {m: (float(np.median(v)) if (v := _scored(rows, m)) else None) for m in METRIC_KEYS},
+        "scenes": {r[key]: {**{m: r[m] for m in METRIC_KEYS}, **{f: r[f] for f in SCENE_FIELDS}} for r in ok},
+    }
+
+
+def write_scores(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """``scores.json``: the paper's shape for one group, ``{"groups": {prefix: ...}}`` for several."""
+    blocks = {g.prefix: paper_block(g, [r for r in rows if r["group"] == g.prefix]) for g in groups}
+    data = next(iter(blocks.values())) if len(blocks) == 1 else {"groups": blocks}
+    return write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out_dir: Path,
+                 fig_dir: Path) -> list[tuple[str, Path, str]]:
+    """Per group, departure | revisit strips of the best and worst scenes by CLIP (report figures)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    figures = []
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    for group in groups:
+        scored = sorted((r for r in rows if r["group"] == group.prefix and r["status"] == "ok"
+                         and r.get("clip") is not None and r.get("pair_image")), key=lambda r: r["clip"])
+        if not scored:
+            continue
+        n_best = min(N_EXTREMES, (len(scored) + 1) // 2)
+        n_worst = min(N_EXTREMES, len(scored) - n_best)
+        chosen = [("best", r) for r in scored[::-1][:n_best]] + [("worst", r) for r in scored[:n_worst][::-1]]
+        fig = Figure(figsize=(7, 2.1 * len(chosen)))
+        FigureCanvasAgg(fig)
+        for i, (label, row) in enumerate(chosen):
+            ax = fig.add_subplot(len(chosen), 1, i + 1)
+            ax.imshow(np.asarray(Image.open(out_dir / row["pair_image"])))
+            ax.set_axis_off()
+            ax.set_title(f"{label}: {row['sample_id']}  frames {row['departure_frame']} | {row['revisit_frame']}  "
+                         f"CLIP {row['clip']:.3f}  LPIPS {row['lpips_alex']:.3f}", fontsize=8)
+        fig.tight_layout()
+        path = fig_dir / f"pairs-{group.prefix.replace('/', '-')}.png"
+        fig.savefig(path, dpi=80)
+        figures.append((f"Departure | revisit, best and worst by CLIP: {group.prefix}", path,
+                        "left: departure frame, right: revisit frame of the same rollout"))
+    return figures

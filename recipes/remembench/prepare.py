@@ -1,0 +1,161 @@
+"""Turn the release, the options and the user's rollouts into scoring tasks (one per scene).
+
+A task holds everything its result depends on (video SHA-256, frame pair, poses file, model labels,
+recipe version), so a stored result is reused only when none of it changed. A rollout that is missing
+still gets a task: it fails at scoring with the paths looked for, and stays in the denominator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pinbench.hub import sha256_file
+from pinbench.recipe import RecipeError
+from remembench.dataset import PAPER, DatasetError, I2VRow, PaperSettings, Row, T2VRow, read_rows, select_settings
+from remembench.release import Release
+from remembench.summary import METHODS, PAIRS_FILE, PAPER_PAIRS_WARNING, annotations_for, group_name, read_pairs
+from remembench.trajectory import load_trajectory
+
+TEST_FILES = {"t2v": "data/t2v/test.jsonl", "i2v": "data/i2v/test.jsonl"}
+REFERENCE_PAIRS_CHECKPOINT = "t2v-reference-pairs"
+METRIC_KEYS = ("clip", "lpips_alex", "tempssim", "drift")
+
+
+@dataclass
+class Group:
+    """Rows scored together and aggregated into one set of medians (a split, or an I2V setting)."""
+
+    split: str
+    setting: str | None
+    paper: PaperSettings
+    rows: list[Row]
+
+    @property
+    def prefix(self) -> str:
+        return self.split if self.setting is None else f"{self.split}/{self.setting}"
+
+
+@dataclass(frozen=True)
+class Annotations:
+    pairs: dict[str, tuple[int, int]]
+    source: str
+    warning: str | None = None
+
+
+def arm_checkpoints() -> dict[str, tuple[str, int]]:
+    """Checkpoint name -> (method, budget) of the paper's T2V arms (``t2v-mosaichunk-2chunk``)."""
+    return {f"t2v-{group_name(m, b)}": (m, b) for m in METHODS for b in (1, 2)}
+
+
+def load_groups(release: Release, split: str, settings: Sequence[str],
+                paper: Mapping[str, PaperSettings] = PAPER) -> tuple[list[Group], list[Row]]:
+    """Groups to score, and every row of the split's test file (for the cohort report)."""
+    all_rows = read_rows(release.path(TEST_FILES[split]), split, paper[split])
+    if split == "t2v":
+        return [Group("t2v", None, paper["t2v"], list(all_rows))], all_rows
+    groups = [Group("i2v", s, paper["i2v"], select_settings(all_rows, [s])) for s in settings]
+    for row in (r for g in groups for r in g.rows if isinstance(r, I2VRow)):
+        check_trajectory(release, row)
+    return [g for g in groups if g.rows], all_rows
+
+
+def check_trajectory(release: Release, row: I2VRow) -> None:
+    """An I2V row's trajectory file is in the release, checksum-verified, with the row's pose count."""
+    path = release.path(row.trajectory_path)
+    trajectory = load_trajectory(path)
+    if len(trajectory.poses) != row.pose_samples:
+        raise DatasetError(f"{path}: {len(trajectory.poses)} poses, but {TEST_FILES['i2v']}:{row.line} "
+                           f"says pose_samples={row.pose_samples}")
+
+
+def limit_groups(groups: Sequence[Group], limit: int | None) -> list[Group]:
+    """The first ``limit`` rows over all groups in order (a smoke run); groups left empty are dropped."""
+    if limit is None:
+        return list(groups)
+    kept, left = [], limit
+    for group in groups:
+        if left <= 0:
+            break
+        kept.append(Group(group.split, group.setting, group.paper, list(group.rows[:left])))
+        left -= len(kept[-1].rows)
+    return kept
+
+
+def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
+    """``{scene_id: {"departure_frame": int, "revisit_frame": int}}`` (0-based), validated."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: annotations file not found") from None
+    except json.JSONDecodeError as exc:
+        raise RecipeError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: expected an object scene_id -> {{departure_frame, revisit_frame}}")
+    pairs = {}
+    for scene, entry in data.items():
+        frames = [entry.get(k) if isinstance(entry, dict) else None for k in ("departure_frame", "revisit_frame")]
+        if any(isinstance(f, bool) or not isinstance(f, int) for f in frames) or not 0 <= frames[0] <= frames[1]:
+            raise RecipeError(f"{path}: scene {scene!r}: need integers 0 <= departure_frame <= revisit_frame, "
+                              f"got {entry!r}")
+        pairs[scene] = (frames[0], frames[1])
+    return pairs
+
+
+def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Annotations:
+    """T2V departure/revisit pairs from a file, or ``paper:<Method>:<budget>`` (the published ones)."""
+    arm = arm_checkpoints().get(checkpoint)
+    if spec is None and arm is not None:
+        spec = f"paper:{arm[0]}:{arm[1]}"
+    if spec is None:
+        raise RecipeError("T2V needs departure/revisit annotations of your rollouts: -o annotations=FILE.json "
+                          "({scene_id: {departure_frame, revisit_frame}}, 0-based)")
+    if not spec.startswith("paper:"):
+        path = Path(spec).expanduser()
+        return Annotations(read_annotation_file(path), str(path))
+    try:
+        _, method, budget = spec.split(":")
+        pairs = annotations_for(read_pairs(release.path(PAIRS_FILE)), method, int(budget))
+    except (ValueError, DatasetError) as exc:
+        raise RecipeError(f"annotations {spec!r}: expected paper:<Base|MoC|MosaiChunk>:<1|2> ({exc})") from None
+    return Annotations(pairs, f"{release.repo_id}@{release.revision}:{PAIRS_FILE} ({method}, budget {budget})",
+                       warning=PAPER_PAIRS_WARNING)
+
+
+def find_video(videos: Path | None, sample_id: str) -> tuple[Path | None, list[str]]:
+    """The rollout of one sample (``<id>.mp4`` or ``<id>/rollout.mp4``) and the paths looked at."""
+    if videos is None:
+        return None, ["(no -o videos= directory given)"]
+    candidates = [videos / f"{sample_id}.mp4", videos / sample_id / "rollout.mp4"]
+    found = next((c for c in candidates if c.is_file()), None)
+    return found, [str(c) for c in candidates]
+
+
+def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
+                poses_dir: Path | None, models: Mapping[str, str], recipe_version: str) -> list[dict[str, Any]]:
+    """One JSON-able task per row, in group order."""
+    tasks = []
+    for group in groups:
+        layout = [list(c) for c in group.paper.chunk_layout()]
+        for row in group.rows:
+            video, looked = find_video(videos, row.sample_id)
+            task: dict[str, Any] = {
+                "sample_id": row.sample_id, "scene_id": row.scene_id, "split": group.split,
+                "setting": group.setting, "group": group.prefix, "video": str(video) if video else None,
+                "looked_for": looked, "video_sha256": sha256_file(video) if video else None,
+                "num_frames": group.paper.num_frames, "layout": layout, "models": dict(models),
+                "recipe_version": recipe_version,
+            }
+            if isinstance(row, T2VRow):
+                pair = annotations.pairs.get(row.scene_id) if annotations else None
+                task.update(departure_frame=pair[0] if pair else None, revisit_frame=pair[1] if pair else None,
+                            annotation_source=annotations.source if annotations else None)
+            elif isinstance(row, I2VRow):
+                poses = poses_dir / f"{row.sample_id}.npz" if poses_dir else None
+                task.update(translation=row.translation, poses=str(poses) if poses else None,
+                            poses_sha256=sha256_file(poses) if poses and poses.is_file() else None)
+            tasks.append(task)
+    return tasks

@@ -1,0 +1,194 @@
+"""The RememBench recipe, top to bottom: prepare, generate (bring your own), score, aggregate, diff, report.
+
+``pinbench run remembench --checkpoint NAME -o videos=DIR -o annotations=FILE`` scores T2V rollouts;
+``-o split=i2v`` scores I2V rollouts (revisit frames from Pi3X on a GPU, or ``-o poses_dir=``);
+``--checkpoint t2v-reference-pairs`` is the GPU-free check that reproduces the release's published
+T2V medians; ``--fixture`` runs everything on synthetic data on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pinbench.finish import collect_records, finish_run
+from pinbench.hub import is_offline
+from pinbench.metrics.lpips import load_lpips
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.runner import run_samples
+from pinbench.scorecard import MetricSpec, write_text_atomic
+from remembench import outputs, prepare, summary, weights
+from remembench.clip_model import ClipEmbedder
+from remembench.dataset import PAPER, cohort_report
+from remembench.fixture import SETTINGS as FIXTURE_SETTINGS
+from remembench.fixture import FixtureData, build_fixture
+from remembench.options import OptionError, Options, parse_options
+from remembench.release import open_release
+from remembench.scoring import Scorer
+
+METRICS = {"clip": "median", "lpips_alex": "median", "tempssim": "median", "drift": "median"}
+
+
+def run(cfg: RunConfig) -> RunOutcome:
+    from remembench.recipe import RECIPE
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+
+    # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, tasks
+    try:
+        opts = parse_options(cfg.options)
+    except OptionError as exc:
+        raise RecipeError(str(exc)) from None
+    fixture = build_fixture(cfg.out_dir / "fixture_data") if cfg.fixture else None
+    download = not (cfg.offline or is_offline())
+    release = open_release(opts.dataset_id, opts.dataset_revision, download=download,
+                           local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
+    if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT and not fixture:
+        return _run_reference_pairs(RECIPE, cfg, opts, release, timings, started)
+    splits = ("t2v", "i2v") if fixture else (opts.split,)
+    settings = FIXTURE_SETTINGS if fixture else opts.settings
+    paper = fixture.paper if fixture else PAPER
+    all_groups, all_rows = [], {}
+    for split in splits:
+        split_groups, all_rows[split] = prepare.load_groups(release, split, settings, paper)
+        all_groups += split_groups
+    groups = prepare.limit_groups(all_groups, cfg.limit)
+    cohorts = {split: cohort_report(all_rows[split], [r for g in groups if g.split == split for r in g.rows],
+                                    paper[split]) for split in splits}
+    annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
+                                            cfg.checkpoint) if "t2v" in splits else None)
+    files, model_labels = _model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
+    tasks = prepare.build_tasks(groups, videos=fixture.videos if fixture else opts.videos,
+                                annotations=annotations, poses_dir=fixture.poses_dir if fixture else opts.poses_dir,
+                                models=model_labels, recipe_version=RECIPE.version)
+    timings["prepare"] = time.perf_counter() - started
+
+    # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
+
+    # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes
+    started = time.perf_counter()
+    if not cfg.skip_scoring:
+        run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
+                    stage="remembench", validate=lambda result: all(k in result for k in METRICS))
+    records = collect_records(cfg, tasks)
+    timings["score"] = time.perf_counter() - started
+
+    # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
+    started = time.perf_counter()
+    rows = outputs.scene_rows(tasks, records)
+    outputs.write_jsonl(rows, cfg.out_dir / "scenes.jsonl")
+    outputs.write_scores(groups, rows, cfg.out_dir / "scores.json")
+    figures = outputs.pair_figures(groups, rows, cfg.out_dir, cfg.out_dir / "figures")
+    specs = [MetricSpec(f"{g.prefix}/{name}", aggregation=agg, key=name,
+                        sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
+             for g in groups for name, agg in METRICS.items()]
+    timings["aggregate"] = time.perf_counter() - started
+
+    # 5. diff against the reference for this checkpoint and mode (if one exists), report
+    warnings = [annotations.warning] if annotations and annotations.warning else []
+    return finish_run(
+        RECIPE, cfg, metrics=specs, records=records, n_expected=len(tasks),
+        pins=_pins_for_provenance(opts, release, fixture), timings=timings,
+        seeds=_seeds(groups),
+        extra={"cohort": cohorts, "annotations": annotations.source if annotations else None,
+               "warnings": warnings, "release": release.provenance(), "models": model_labels,
+               "outputs": {"scenes": "scenes.jsonl", "scores": "scores.json"}},
+        provenance_extra={"release": release.provenance(), "models": model_labels},
+        extra_figures=figures,
+    )
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Verified evaluator files (resolved before scoring, so a missing one fails before any work)."""
+
+    clip_config: Path
+    clip_weights: Path
+    lpips_trunk: Path
+    lpips_sha256: str | None
+    pi3x: Path | None
+    real_clip: bool = True
+
+
+def _model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
+                 download: bool) -> tuple[ModelFiles, dict[str, str]]:
+    """The evaluator files and a label of each (part of every task's hash: new weights, new scores)."""
+    if fixture is not None:
+        files = ModelFiles(fixture.clip_dir / weights.CLIP_CONFIG, fixture.clip_dir / weights.CLIP_WEIGHTS,
+                           fixture.lpips_trunk, fixture.lpips_sha256, None, real_clip=False)
+        return files, {"clip": f"fixture tiny CLIP sha256:{fixture.clip_sha256}",
+                       "lpips": f"lpips 0.1.4 alex v0.1, fixture trunk sha256:{fixture.lpips_sha256}",
+                       "pi3x": "not used (constructed poses)"}
+    pins = weights.load_recipe_pins()
+    try:
+        config, clip_weights, clip_source = weights.resolve_clip(pins, opts.clip_dir, opts.weights_dir, download)
+        trunk, trunk_source = weights.resolve_alexnet(pins, opts.lpips_trunk, opts.weights_dir, download)
+        pi3x, pi3x_source = (weights.resolve_pi3x(pins, opts.pi3x_weights, opts.weights_dir, download)
+                             if need_pi3x and opts.poses_dir is None else (None, "not used"))
+    except Exception as exc:  # missing or mismatching weights: one line, before any scoring starts
+        raise RecipeError(f"{type(exc).__name__}: {exc}") from None
+    files = ModelFiles(config, clip_weights, trunk, pins.urls["alexnet"].sha256, pi3x)
+    return files, {"clip": clip_source, "lpips": f"lpips 0.1.4 alex v0.1, {trunk_source}", "pi3x": pi3x_source}
+
+
+def _scorer(files: ModelFiles, device: str, out_dir: Path) -> Scorer:
+    """Load CLIP and LPIPS once for the whole run (Pi3X is loaded by the scorer when first needed)."""
+    clip = ClipEmbedder(files.clip_config, files.clip_weights, device=device, require_vit_h14=files.real_clip)
+    lpips_model = load_lpips(files.lpips_trunk, expected_sha256=files.lpips_sha256, device=device)
+    return Scorer(clip, lpips_model, out_dir, pi3x_weights=files.pi3x, device=device)
+
+
+def _pins_for_provenance(opts: Options, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
+    """pins.yaml as recorded in provenance, with the dataset id/revision actually used."""
+    pins = yaml.safe_load(weights.PINS_PATH.read_text())
+    pins["huggingface"]["dataset"].update(repo_id=release.repo_id, revision=release.revision)
+    if fixture is not None:
+        pins["huggingface"]["dataset"]["note"] = f"fixture: synthetic release under {fixture.dataset_dir}"
+    return pins
+
+
+def _seeds(groups: Sequence[prepare.Group]) -> dict[str, str]:
+    """Each scored row's generation seed, as the exact decimal string of the release."""
+    return {row.sample_id: row.seed_text for g in groups for row in g.rows}
+
+
+def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: Any, timings: dict[str, float],
+                         started: float) -> RunOutcome:
+    """GPU-free check: medians of the published pair measurements vs the release's summary and the paper."""
+    pairs = summary.read_pairs(release.path(summary.PAIRS_FILE))
+    published = summary.read_summary(release.path(summary.SUMMARY_FILE))
+    rows, problems = summary.compare_summary(summary.medians(pairs), published)
+    write_text_atomic(cfg.out_dir / "summary_check.json",
+                      json.dumps({"rows": rows, "problems": problems, "warning": summary.PAPER_PAIRS_WARNING},
+                                 indent=2) + "\n")
+    tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
+              "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
+    timings["prepare"] = time.perf_counter() - started
+    run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
+                stage="reference pairs", progress=False)
+    records = collect_records(cfg, tasks)
+    specs = [MetricSpec(f"{group}/{metric}", aggregation="median", key=metric,
+                        sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
+             for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]
+    outcome = finish_run(
+        recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
+        pins=_pins_for_provenance(opts, release, None), timings=timings,
+        extra={"summary_check": {"problems": problems, "file": summary.SUMMARY_FILE},
+               "warnings": [summary.PAPER_PAIRS_WARNING], "release": release.provenance()},
+        provenance_extra={"release": release.provenance()},
+    )
+    if problems:
+        outcome.exit_code = max(outcome.exit_code, 1)
+        outcome.message += f"\n{summary.SUMMARY_FILE} NOT reproduced: " + "; ".join(problems)
+    else:
+        outcome.message += f"\n{summary.SUMMARY_FILE} reproduced (all 12 medians)"
+    print(outcome.message.splitlines()[-1], file=sys.stderr)
+    return outcome

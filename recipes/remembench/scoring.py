@@ -1,0 +1,98 @@
+"""Score one rollout: decode it once, find its departure/revisit pair, compute all four metrics.
+
+Why one decode: TempSSIM needs every frame, Drift 64-92 of them, the pair metrics two, and the I2V
+revisit selection reconstructs every frame; decoding the video once (OpenCV, the decoder the paper
+used for frame counting, Pi3X, I2V LPIPS, TempSSIM and Drift) and sharing the frames is the cost floor.
+The paper read the two pair frames a second time with imageio/FFmpeg; both decoders go through
+FFmpeg's swscale and give bit-identical RGB for yuv420p H.264 (tests/test_scoring.py checks this
+against PyAV), so the recipe uses the one decode for everything (README, "Changes vs upstream").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from pinbench.video import read_video
+from remembench.clip_model import ClipEmbedder
+from remembench.metrics import pair_metrics, quality_metrics
+from remembench.revisit import Pi3XReconstructor, load_poses, save_poses, select_revisit
+
+PAIR_IMAGE_WIDTH = 320  # width of each frame in the saved departure | revisit strip
+POSES_DIR = "pi3_poses"
+PAIRS_DIR = "pairs"
+
+
+class Scorer:
+    """Callable for ``run_samples``: task mapping -> result dict (models are loaded once, by the run)."""
+
+    def __init__(self, clip: ClipEmbedder, lpips_model: torch.nn.Module, out_dir: Path, *,
+                 pi3x_weights: Path | None = None, device: str = "cpu"):
+        self.clip, self.lpips, self.out_dir = clip, lpips_model, out_dir
+        self.pi3x_weights, self.device = pi3x_weights, device
+        self._pi3x: Pi3XReconstructor | None = None
+
+    def _reconstruct(self, task: Mapping[str, Any], frames: np.ndarray) -> tuple[np.ndarray, str]:
+        """I2V camera poses: a user file, a cached reconstruction of this exact video, or Pi3X now."""
+        if task.get("poses"):
+            return load_poses(Path(task["poses"]), len(frames)), "file"
+        cache = self.out_dir / POSES_DIR / f"{task['sample_id']}.{task['video_sha256'][:16]}.npz"
+        if cache.is_file():
+            return load_poses(cache, len(frames)), "pi3x (cached)"
+        if self.pi3x_weights is None:
+            raise RuntimeError("no camera poses for this I2V rollout: give -o poses_dir= or run where Pi3X "
+                               "weights and a GPU are available")
+        if self._pi3x is None:
+            self._pi3x = Pi3XReconstructor(self.pi3x_weights, device=self.device)
+        poses = self._pi3x.poses(frames)
+        save_poses(cache, poses)
+        return poses, "pi3x"
+
+    def _save_pair(self, sample_id: str, frames: np.ndarray, departure: int, revisit: int) -> str:
+        """A small departure | revisit strip for the report; returns its path relative to out_dir."""
+        height, width = frames.shape[1:3]
+        size = (PAIR_IMAGE_WIDTH, max(1, round(height * PAIR_IMAGE_WIDTH / width)))
+        strip = np.concatenate([cv2.resize(frames[i], size, interpolation=cv2.INTER_AREA)
+                                for i in (departure, revisit)], axis=1)
+        rel = Path(PAIRS_DIR) / f"{sample_id}.png"
+        (self.out_dir / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
+        tmp = self.out_dir / PAIRS_DIR / f".{sample_id}.tmp.png"
+        cv2.imwrite(str(tmp), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
+        tmp.replace(self.out_dir / rel)
+        return rel.as_posix()
+
+    def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        if not task.get("video"):
+            raise FileNotFoundError(f"rollout not found: looked for {task['looked_for']}")
+        frames = read_video(task["video"], backend="opencv").frames
+        if len(frames) != task["num_frames"]:
+            raise ValueError(f"{task['video']}: decoded {len(frames)} frames, the {task['split']} setting "
+                             f"has {task['num_frames']}")
+        turnaround = None
+        poses_source = None
+        if task["split"] == "i2v":
+            poses, poses_source = self._reconstruct(task, frames)
+            choice = select_revisit(poses, translation=bool(task["translation"]))
+            departure, revisit, turnaround = 0, choice.revisit, choice.turnaround
+        else:
+            departure, revisit = task["departure_frame"], task["revisit_frame"]
+            if departure is None:
+                raise ValueError(f"no departure/revisit annotation for scene {task['scene_id']!r} "
+                                 f"in {task['annotation_source']}")
+        if not 0 <= departure <= revisit < len(frames):
+            raise ValueError(f"invalid frame pair ({departure}, {revisit}) for a {len(frames)}-frame video")
+        result: dict[str, Any] = pair_metrics(self.clip, self.lpips, frames, departure, revisit)
+        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]]))
+        result.update(
+            departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,
+            scene_id=task["scene_id"], split=task["split"], setting=task.get("setting"),
+            video_sha256=task["video_sha256"], n_frames=int(len(frames)), height=int(frames.shape[1]),
+            width=int(frames.shape[2]), decoder="opencv", poses_source=poses_source,
+            pair_image=self._save_pair(task["sample_id"], frames, departure, revisit),
+        )
+        return result

@@ -1,0 +1,91 @@
+"""The fixture run end to end: synthetic release, rollouts and weights; scorecard, outputs, resume, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import RecipeError, RunConfig
+from remembench.fixture import build_fixture
+from remembench.run import run
+
+
+def fixture_config(out: Path, **options: str) -> RunConfig:
+    return RunConfig(recipe="remembench", checkpoint="fixture", out_dir=out, fixture=True, offline=True,
+                     options={"device": "cpu", **options})
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("fixture-run")
+    return out, run(fixture_config(out))
+
+
+def test_fixture_run_passes_its_reference(fixture_run):
+    out, outcome = fixture_run
+    assert outcome.exit_code == 0, outcome.message
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["status"] == "complete" and card["mode"] == "fixture" and card["samples"]["n_expected"] == 7
+    assert set(card["metrics"]) == {f"{g}/{m}" for g in ("t2v", "i2v/rotation_180", "i2v/translation_180")
+                                    for m in ("clip", "lpips_alex", "tempssim", "drift")}
+    assert card["metrics"]["t2v/tempssim"]["n_expected"] == 3
+    assert card["extra"]["cohort"]["t2v"]["n_rows"] == 3
+    assert card["provenance"]["seeds"]["t2v-001"] == "18446744073709551615"
+    assert (out / "report" / "index.html").is_file()
+
+
+def test_fixture_outputs(fixture_run):
+    out, _ = fixture_run
+    scenes = [json.loads(line) for line in (out / "scenes.jsonl").read_text().splitlines()]
+    assert len(scenes) == 7 and all(s["status"] == "ok" for s in scenes)
+    i2v = [s for s in scenes if s["group"] != "t2v"]
+    assert all(s["departure_frame"] == 0 and s["turnaround_frame"] < s["revisit_frame"] for s in i2v)
+    scores = json.loads((out / "scores.json").read_text())
+    t2v = scores["groups"]["t2v"]
+    assert t2v["n_scenes"] == 3 and set(t2v["median"]) == {"clip", "lpips_alex", "tempssim", "drift"}
+    assert set(t2v["scenes"]["t2v-000"]) >= {"clip", "departure_frame", "revisit_frame", "video_sha256"}
+    assert scores["groups"]["i2v/rotation_180"]["scenes"]["s01"]["turnaround_frame"] == 126
+    assert {p.name for p in (out / "figures").glob("*.png")} == {
+        "pairs-t2v.png", "pairs-i2v-rotation_180.png", "pairs-i2v-translation_180.png"}
+
+
+def test_rerun_reuses_every_sample(fixture_run):
+    out, _ = fixture_run
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    outcome = run(fixture_config(out))
+    assert outcome.exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+
+
+def test_missing_rollout_is_counted_and_named(tmp_path):
+    data = build_fixture(tmp_path / "fixture_data")
+    (data.videos / "t2v-001.mp4").unlink()
+    outcome = run(fixture_config(tmp_path))
+    assert outcome.exit_code != 0
+    card = json.loads((tmp_path / "scorecard.json").read_text())
+    assert card["status"] == "partial"
+    failed = card["metrics"]["t2v/clip"]["failed"]
+    assert failed[0]["sample_id"] == "t2v-001" and "t2v-001.mp4" in failed[0]["error"]
+    assert card["metrics"]["i2v/rotation_180/clip"]["n_scored"] == 2
+    scores = json.loads((tmp_path / "scores.json").read_text())["groups"]["t2v"]
+    assert scores["n_scenes"] == 2 and scores["n_expected"] == 3 and "t2v-001" in scores["failed"]
+
+
+def test_unknown_option_is_refused(tmp_path):
+    with pytest.raises(RecipeError, match="unknown remembench option"):
+        run(fixture_config(tmp_path, vidoes="x"))
+
+
+def test_limited_run_is_not_compared_as_complete(tmp_path):
+    """--limit 4 scores the first four rows (3 T2V, 1 I2V); the 7-sample reference does not apply."""
+    cfg = fixture_config(tmp_path)
+    cfg.limit = 4
+    outcome = run(cfg)
+    card = json.loads((tmp_path / "scorecard.json").read_text())
+    assert card["samples"]["n_expected"] == 4 and card["status"] == "complete"
+    assert set(card["metrics"]) == {f"{g}/{m}" for g in ("t2v", "i2v/rotation_180")
+                                    for m in ("clip", "lpips_alex", "tempssim", "drift")}
+    assert card["extra"]["cohort"]["i2v"]["selected_ids"] == ["s01-rot180"]
+    assert outcome.exit_code == 3  # sample count mismatch with the full fixture reference

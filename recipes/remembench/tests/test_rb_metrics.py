@@ -1,0 +1,125 @@
+"""TempSSIM against scikit-image, Drift on synthetic chunks, the BGR convention and precision switches."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from skimage.metrics import structural_similarity
+
+from remembench import metrics
+from remembench.dataset import I2V_PAPER, T2V_PAPER
+from remembench.metrics import (
+    drift_frames,
+    drift_from_embeddings,
+    quality_metrics,
+    tempssim,
+    tempssim_pairs,
+    tf32,
+    to_gray,
+)
+
+
+def skimage_tempssim(gray: np.ndarray) -> np.ndarray:
+    """The paper's settings expressed for scikit-image: Gaussian 1.5, population covariance, range 255."""
+    return np.array([structural_similarity(gray[i], gray[i + 1], data_range=255, gaussian_weights=True,
+                                           sigma=1.5, use_sample_covariance=False) for i in range(len(gray) - 1)])
+
+
+def moving_frames(n: int = 12, height: int = 40, width: int = 56) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    base = cv2.resize(rng.uniform(0, 255, (10, 14, 3)).astype(np.float32), (width + 2 * n, height))
+    frames = np.stack([base[:, 2 * t : 2 * t + width] for t in range(n)])
+    noise = rng.normal(0, 4, frames.shape)
+    return np.clip(frames + noise, 0, 255).astype(np.uint8)
+
+
+def test_tempssim_matches_skimage_on_random_and_realistic_frames(monkeypatch):
+    rng = np.random.default_rng(0)
+    noisy = rng.integers(0, 256, (9, 33, 47), dtype=np.uint8)
+    smooth = to_gray(moving_frames())
+    monkeypatch.setattr(metrics, "ROW_BAND", 5)  # several bands, their seams included
+    for gray in (noisy, smooth):
+        expected = skimage_tempssim(gray)
+        got = tempssim_pairs(gray, max_workers=2)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+        assert np.array_equal(got, tempssim_pairs(gray, max_workers=1))  # thread count changes nothing
+        assert tempssim(gray) == pytest.approx(expected.mean(), abs=1e-12)
+
+
+def test_tempssim_is_one_for_a_still_video_and_checks_shapes():
+    still = np.repeat(np.random.default_rng(1).integers(0, 256, (1, 20, 20), dtype=np.uint8), 4, axis=0)
+    assert tempssim(still) == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(ValueError, match="T >= 2"):
+        tempssim_pairs(still[:1])
+    with pytest.raises(ValueError, match="smaller than the 11x11"):
+        tempssim_pairs(still[:, :8, :8])
+
+
+def test_gray_is_opencv_bgr2gray_of_the_bgr_decode():
+    rgb = moving_frames(3)
+    bgr = rgb[..., ::-1]
+    expected = np.stack([cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_BGR2GRAY) for f in bgr])
+    np.testing.assert_array_equal(to_gray(rgb), expected)
+
+
+def test_drift_frames_follow_the_chunk_layouts():
+    t2v, owners = drift_frames(T2V_PAPER.chunk_layout())
+    assert len(t2v) == 92 and t2v[:8] == [0, 1, 3, 4, 5, 10, 16, 21] and t2v[-4:] == [362, 367, 373, 378]
+    assert owners[:8] == [0, 0, 0, 0, 1, 1, 1, 1] and owners[-1] == 22
+    i2v, owners = drift_frames(I2V_PAPER.chunk_layout())
+    assert len(i2v) == 64 and i2v[:8] == [0, 4, 8, 12, 13, 18, 23, 28] and owners[-1] == 15
+    assert drift_frames([(0, 1), (2, 2)]) == ([0, 1, 2], [0, 0, 1])  # short chunks take every frame
+
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+def test_drift_on_synthetic_chunks():
+    same = np.tile(_unit([1, 2, 3]), (12, 1))
+    assert drift_from_embeddings(same, [0] * 4 + [1] * 4 + [2] * 4) == pytest.approx(0.0, abs=1e-12)
+    orthogonal = np.array([[1, 0, 0]] * 4 + [[0, 1, 0]] * 4, dtype=float)
+    assert drift_from_embeddings(orthogonal, [0] * 4 + [1] * 4) == pytest.approx(1.0)
+    # chunk 0 mixes two directions: its descriptor is their re-normalised mean (45 degrees)
+    mixed = np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0],
+                      [0, 1, 0], [0, 1, 0], [0, 1, 0], [0, 1, 0]], dtype=float)
+    expected = np.mean([1 - np.cos(np.pi / 4), 1 - np.cos(np.pi / 2)])
+    assert drift_from_embeddings(mixed, [0] * 4 + [1] * 4 + [2] * 4) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="two chunks"):
+        drift_from_embeddings(same[:4], [0] * 4)
+
+
+class RecordingEmbedder:
+    """Test double for ClipEmbedder: records the arrays it receives, returns fixed unit vectors."""
+
+    def __init__(self):
+        self.calls: list[list[np.ndarray]] = []
+
+    def embed(self, images, batch: int = 32):
+        self.calls.append([np.array(i) for i in images])
+        return np.stack([_unit([1.0, i % 3, 0.5]) for i in range(len(images))]).astype(np.float32)
+
+
+def test_drift_feeds_bgr_frames_to_clip():
+    rgb = moving_frames(20, height=24, width=24)
+    layout = [(0, 4), (5, 9), (10, 14), (15, 19)]
+    embedder = RecordingEmbedder()
+    values = quality_metrics(embedder, rgb, layout)
+    (received,) = embedder.calls
+    indices, _ = drift_frames(layout)
+    assert len(received) == len(indices)
+    for array, index in zip(received, indices, strict=True):
+        np.testing.assert_array_equal(array, rgb[index][..., ::-1])
+    assert set(values) == {"tempssim", "drift"}
+
+
+def test_tf32_switches_are_set_and_restored():
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    with tf32(cudnn=True, matmul=False):
+        assert torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    with tf32(cudnn=False, matmul=False):
+        assert not torch.backends.cudnn.allow_tf32
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before

@@ -1,0 +1,96 @@
+"""Per-rollout scoring: one decode, decoder agreement, frame-count and frame-pair checks, options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from pinbench.video import read_video, write_video
+from remembench.fixture import T2V, t2v_frames
+from remembench.options import OptionError, parse_options
+from remembench.scoring import Scorer
+
+
+class FixedEmbedder:
+    """Test double for ClipEmbedder: unit vectors depending on the mean of each image."""
+
+    def embed(self, images, batch: int = 32):
+        vectors = np.array([[1.0, float(np.mean(i)) / 255.0, 0.3] for i in images])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory) -> Path:
+    frames = t2v_frames(np.random.default_rng(0))
+    return write_video(tmp_path_factory.mktemp("rollout") / "scene.mp4", frames, T2V.fps, crf=18)
+
+
+def test_opencv_and_pyav_decode_identical_rgb(rollout):
+    """Why one decode serves the pair metrics too: the FFmpeg-based decoders agree bit for bit."""
+    cv = read_video(rollout, backend="opencv").frames
+    with av.open(str(rollout)) as container:
+        pyav = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    assert cv.shape == pyav.shape == (379, 48, 64, 3)
+    assert np.array_equal(cv, pyav)
+
+
+def _task(video: Path | None, **changes) -> dict:
+    from remembench.dataset import T2V_PAPER
+
+    task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": None, "group": "t2v",
+            "video": str(video) if video else None, "looked_for": ["/videos/scene.mp4"], "video_sha256": "0" * 64,
+            "num_frames": 379, "layout": [list(c) for c in T2V_PAPER.chunk_layout()], "departure_frame": 40,
+            "revisit_frame": 300, "annotation_source": "test"}
+    task.update(changes)
+    return task
+
+
+@pytest.fixture
+def scorer(tmp_path):
+    from pinbench.metrics.lpips import load_lpips
+    from remembench.fixture import write_random_alexnet
+
+    digest = write_random_alexnet(tmp_path / "trunk.pth")
+    return Scorer(FixedEmbedder(), load_lpips(tmp_path / "trunk.pth", expected_sha256=digest), tmp_path)
+
+
+def test_scores_a_t2v_rollout(scorer, rollout, tmp_path):
+    result = scorer(_task(rollout))
+    assert set(result) >= {"clip", "lpips_alex", "tempssim", "drift", "departure_frame", "revisit_frame"}
+    assert 0 < result["tempssim"] <= 1 and result["drift"] >= 0 and result["decoder"] == "opencv"
+    assert (tmp_path / result["pair_image"]).is_file()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [({"num_frames": 253, "split": "t2v"}, "decoded 379 frames, the t2v setting has 253"),
+     ({"departure_frame": 300, "revisit_frame": 40}, r"invalid frame pair \(300, 40\)"),
+     ({"revisit_frame": 379}, "invalid frame pair"),
+     ({"departure_frame": None, "revisit_frame": None}, "no departure/revisit annotation for scene 'scene'")],
+)
+def test_bad_tasks_fail_with_a_clear_reason(scorer, rollout, changes, message):
+    with pytest.raises(ValueError, match=message):
+        scorer(_task(rollout, **changes))
+
+
+def test_missing_rollout_and_missing_poses(scorer, rollout):
+    with pytest.raises(FileNotFoundError, match="looked for"):
+        scorer(_task(None))
+    with pytest.raises(RuntimeError, match="no camera poses"):
+        scorer(_task(rollout, split="i2v", translation=False, poses=None))
+
+
+def test_options_from_flags_and_environment():
+    opts = parse_options({"split": "i2v", "settings": "translation_90,rotation_180"}, env={})
+    assert opts.settings == ("rotation_180", "translation_90") and opts.dataset_revision.startswith("cdeabf0")
+    env = {"REMEMBENCH_SETTINGS": "all", "REMEMBENCH_DATASET": "evanbuzzZ/RememBench@" + "1" * 40}
+    opts = parse_options({}, env=env)
+    assert len(opts.settings) == 6 and opts.dataset_id == "evanbuzzZ/RememBench" and opts.split == "t2v"
+    assert parse_options({"settings": "rotation_90"}, env=env).settings == ("rotation_90",)
+    for bad, message in [({"split": "v2v"}, "split"), ({"settings": "rotation_45"}, "settings"),
+                         ({"dataset": "mosaichunk/RememBench@main"}, "40-hex"), ({"video": "x"}, "unknown")]:
+        with pytest.raises(OptionError, match=message):
+            parse_options(bad, env={})

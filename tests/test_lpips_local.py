@@ -1,0 +1,85 @@
+"""pinbench.metrics.lpips: LPIPS-Alex built from a local trunk file, never downloading."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+from pinbench.metrics.lpips import LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def trunk_file(tmp_path_factory) -> Path:
+    """A torchvision-format AlexNet `features.*` checkpoint with seeded random weights (test double)."""
+    torch.manual_seed(0)
+    features = torchvision.models.alexnet(weights=None).features
+    path = tmp_path_factory.mktemp("lpips") / "alexnet-random.pth"
+    torch.save({f"features.{k}": v for k, v in features.state_dict().items()}, path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def no_downloads(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("LPIPS tried to download weights")
+
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", refuse)
+    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
+
+
+def _frames(seed: int, n: int = 2) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, 48, 64, 3), dtype=np.uint8)
+
+
+def test_loads_local_trunk_and_matches_lpips_with_same_weights(trunk_file):
+    import lpips
+
+    model = load_lpips(trunk_file, expected_sha256=_sha(trunk_file))
+    checkpoint = torch.load(trunk_file, weights_only=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = lpips.LPIPS(net="alex", version="0.1", pnet_rand=True, verbose=False).eval()
+    for name, param in reference.net.named_parameters():
+        index, kind = name.split(".", 2)[1:]
+        param.data.copy_(checkpoint[f"features.{index}.{kind}"])
+    a, b = _frames(1), _frames(2)
+    got = lpips_distance(model, a, b)
+    with torch.no_grad():
+        expected = reference(to_lpips_input(a), to_lpips_input(b)).flatten().double().numpy()
+    assert got.shape == (2,)
+    np.testing.assert_array_equal(got, expected)
+    assert (got > 0).all()
+    assert lpips_distance(model, a, a) == pytest.approx([0.0, 0.0], abs=1e-7)
+
+
+def test_inputs_scaled_to_minus_one_one():
+    frame = np.array([[[0, 127, 255]]], dtype=np.uint8)
+    tensor = to_lpips_input(frame)
+    assert tensor.shape == (1, 3, 1, 1)
+    np.testing.assert_allclose(tensor.flatten().numpy(), [-1.0, 127 / 127.5 - 1, 1.0], rtol=0, atol=1e-7)
+    with pytest.raises(ValueError, match="uint8"):
+        to_lpips_input(frame.astype(np.float32))
+
+
+def test_digest_mismatch_and_missing_file(trunk_file, tmp_path):
+    with pytest.raises(LPIPSLoadError, match="sha256 mismatch"):
+        load_lpips(trunk_file, expected_sha256="0" * 64)
+    with pytest.raises(LPIPSLoadError, match="not found"):
+        load_lpips(tmp_path / "absent.pth", expected_sha256=None)
+
+
+def test_wrong_checkpoint_is_refused(tmp_path):
+    bad = tmp_path / "not-alexnet.pth"
+    torch.save({"features.0.weight": torch.zeros(3, 3)}, bad)
+    with pytest.raises(LPIPSLoadError, match="no 'features.0.bias'|does not fit"):
+        load_lpips(bad, expected_sha256=None)
