@@ -18,13 +18,14 @@ for bit in isolation, and full 20-iteration flows agree up to float32 rounding o
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any, Protocol
 
 import cv2
 import numpy as np
+
+from pinbench.hub import sha256_file
 
 RAFT_ITERS = 20
 RAFT_MIN_SIZE = 128  # torchvision's RAFT refuses padded frames below 128 px (correlation pyramid)
@@ -82,14 +83,6 @@ class FarnebackPreview:
 
 
 # -------------------------------------------------------------------------------------------- RAFT
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _rename_original_key(key: str) -> str | None:

@@ -16,7 +16,8 @@ import numpy as np
 
 from dynamic_degree import clips as clipping
 from dynamic_degree import scoring
-from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator, sha256_file
+from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
+from pinbench.hub import sha256_file
 from pinbench.video import VideoInfo, probe, read_video, write_video
 
 OFFICIAL_METRIC = "dynamic_degree"

@@ -18,7 +18,6 @@ Launch layout (``launch``):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from paibench_c.rows import NUM_FRAMES, write_jsonl
+from pinbench.hub import sha256_file
 from pinbench.video import is_valid_video
 
 MIN_FRAMES = NUM_FRAMES
@@ -112,14 +112,6 @@ def pending_rows(rows: Sequence[Mapping[str, Any]], raw_dir: Path, min_frames: i
             path.unlink()
         pending.append(row)
     return pending
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ generators (not torch's initialisers) so the files are identical across torch ve
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from pinbench.hub import sha256_file
 from pinbench.video import write_video
 from remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
@@ -60,10 +60,6 @@ class FixtureData:
     lpips_trunk: Path
     lpips_sha256: str
     paper: dict[str, PaperSettings]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _triangle(n: int) -> np.ndarray:
@@ -162,7 +158,7 @@ def write_tiny_clip(folder: Path, seed: int = SEED) -> str:
     state = {k: torch.from_numpy(_fixture_weights(rng, k, tuple(v.shape)))
              for k, v in sorted(model.state_dict().items())}
     save_file(state, str(folder / "open_clip_model.safetensors"))
-    return _sha256(folder / "open_clip_model.safetensors")
+    return sha256_file(folder / "open_clip_model.safetensors")
 
 
 def write_random_alexnet(path: Path, seed: int = SEED) -> str:
@@ -176,7 +172,7 @@ def write_random_alexnet(path: Path, seed: int = SEED) -> str:
         state[f"features.{index}.bias"] = torch.from_numpy(_fixture_weights(rng, "bias", (shape[0],)))
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(state, path)
-    return _sha256(path)
+    return sha256_file(path)
 
 
 def _t2v_rows() -> list[dict]:
@@ -236,7 +232,7 @@ def build_fixture(root: Path) -> FixtureData:
         write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=0)
     files = sorted(p for p in release.rglob("*") if p.is_file() and p.name != "checksums.sha256")
     (release / "checksums.sha256").write_text(
-        "".join(f"{_sha256(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
+        "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
     clip_sha = write_tiny_clip(data.clip_dir)
     lpips_sha = write_random_alexnet(data.lpips_trunk)
     manifest.write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,

@@ -8,12 +8,11 @@ reads is checked against the release's own ``checksums.sha256`` before it is use
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.hub import HFPin, fetch_hf, locate
+from pinbench.hub import HFPin, fetch_hf, locate, sha256_file
 from remembench.dataset import DatasetError
 
 DEFAULT_DATASET_ID = "mosaichunk/RememBench"
@@ -58,7 +57,7 @@ class Release:
             if expected is None:
                 self.verified[rel] = "unlisted"
                 continue
-            actual = _sha256(target)
+            actual = sha256_file(target)
             if actual != expected:
                 raise DatasetError(f"{target}: sha256 {actual} differs from {CHECKSUMS} ({expected}); "
                                    "refusing a modified release file")
@@ -72,14 +71,6 @@ class Release:
             "files_unlisted": sorted(k for k, v in self.verified.items() if v == "unlisted"),
             "state": "verified" if states == ["verified"] else "partially verified",
         }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_checksums(path: Path) -> dict[str, str]:

@@ -10,12 +10,13 @@ with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from pinbench.hub import sha256_file
 
 __all__ = [
     "ALEXNET_FILENAME",
@@ -37,14 +38,6 @@ HEADS_SHA256 = {("alex", "0.1"): "df73285e35b22355a2df87cdb6b70b343713b667eddbda
 
 class LPIPSLoadError(RuntimeError):
     """The trunk file is missing, has the wrong digest, or does not fit the network (one line)."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _trunk_state(lpips_model: torch.nn.Module, checkpoint: dict[str, torch.Tensor],
@@ -74,12 +67,12 @@ def load_lpips(trunk_path: Path | str, *, expected_sha256: str | None, net: str 
     if not path.is_file():
         raise LPIPSLoadError(f"{path}: LPIPS trunk weights not found")
     if expected_sha256 is not None:
-        actual = _sha256(path)
+        actual = sha256_file(path)
         if actual != expected_sha256:
             raise LPIPSLoadError(f"{path}: sha256 mismatch: expected {expected_sha256}, got {actual}")
     heads = Path(lpips.__file__).resolve().parent / "weights" / f"v{version}" / f"{net}.pth"
     expected_heads = HEADS_SHA256.get((net, version))
-    if expected_heads is not None and _sha256(heads) != expected_heads:
+    if expected_heads is not None and sha256_file(heads) != expected_heads:
         raise LPIPSLoadError(f"{heads}: linear heads differ from lpips 0.1.4's ({expected_heads})")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision's `pretrained=` deprecation notice

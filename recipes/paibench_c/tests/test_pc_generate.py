@@ -19,10 +19,10 @@ from paibench_c.generate import (
     ValidityCache,
     collect_videos,
     pending_rows,
-    sha256_file,
     vision_path,
 )
 from paibench_c.tests.conftest import read_invocations, rows_for
+from pinbench.hub import sha256_file
 
 
 def test_valid_output_is_kept_truncated_and_short_ones_are_regenerated(tmp_path: Path, make_clip) -> None:
