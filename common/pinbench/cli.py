@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from pinbench.recipe import Recipe, RecipeError, RunConfig, available_recipes, get_recipe
 
@@ -71,12 +70,11 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | N
 @app.command("list")
 def list_recipes() -> None:
     """List the installed recipes, their versions, checkpoints and reference files."""
-    table = Table("recipe", "version", "checkpoints", "references", "description")
     for recipe in available_recipes().values():
         refs = sorted(p.name for p in (recipe.dir / "references").glob("*.yaml"))
-        table.add_row(recipe.name, recipe.version, ", ".join(recipe.checkpoints) or "-",
-                      ", ".join(refs) or "-", recipe.description)
-    console.print(table)
+        typer.echo(f"{recipe.name} {recipe.version}: {recipe.description}")
+        typer.echo(f"  checkpoints: {', '.join(recipe.checkpoints) or '- (scores videos you provide)'}")
+        typer.echo(f"  references:  {', '.join(refs) or '-'}")
 
 
 @app.command()

@@ -23,7 +23,7 @@ ENTRY_POINT_GROUP = "pinbench.recipes"
 MODES = ("full", "smoke", "fixture")
 
 
-class RecipeError(Exception):
+class RecipeError(RuntimeError):
     """A recipe could not be found or its inputs are unusable (one-line message)."""
 
 
