@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from pinbench.provenance import scrub
-from pinbench.scorecard import load_validator, schema_error, validate_scorecard, write_text_atomic
+from pinbench.scorecard import FileError, load_validator, schema_error, validate_scorecard, write_text_atomic
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -42,13 +42,8 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "reference.schema.js
 _VERDICT = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
 
 
-class ReferenceFileError(ValueError):
-    """A reference file is unreadable or invalid; ``str(e)`` is one line naming the file."""
-
-    def __init__(self, path: Path | str | None, reason: str):
-        self.path = Path(path) if path is not None else None
-        self.reason = reason
-        super().__init__(f"{path}: {reason}" if path is not None else reason)
+class ReferenceFileError(FileError):
+    """A reference file is unreadable or invalid."""
 
 
 @dataclass(frozen=True)

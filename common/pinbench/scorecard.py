@@ -39,13 +39,17 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "scorecard.schema.js
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
 
 
-class ScorecardError(ValueError):
-    """A scorecard file is unreadable or invalid; ``str(e)`` is one line naming the file."""
+class FileError(ValueError):
+    """A data file is unreadable or invalid; ``str(e)`` is one line naming the file and the reason."""
 
     def __init__(self, path: Path | str | None, reason: str):
         self.path = Path(path) if path is not None else None
         self.reason = reason
         super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+class ScorecardError(FileError):
+    """A scorecard file is unreadable or invalid."""
 
 
 @dataclass(frozen=True)
