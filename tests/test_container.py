@@ -29,9 +29,14 @@ class FakeImage:
 
 
 class FakeContainer:
-    def __init__(self, chunks: list[bytes], exit_code: int) -> None:
-        self.chunks, self.exit_code = chunks, exit_code
-        self.removed = self.stopped = False
+    def __init__(self, chunks: list[bytes], exit_code: int, start_error: Exception | None = None) -> None:
+        self.chunks, self.exit_code, self.start_error = chunks, exit_code, start_error
+        self.removed = self.stopped = self.started = False
+
+    def start(self):
+        if self.start_error is not None:
+            raise self.start_error
+        self.started = True
 
     def logs(self, *, stream: bool, follow: bool):
         assert stream and follow
@@ -48,13 +53,13 @@ class FakeContainer:
 
 
 class FakeDockerClient:
-    """Test double of docker.DockerClient: records images.get, containers.run and api.build calls."""
+    """Test double of docker.DockerClient: records images.get, containers.create and api.build calls."""
 
     def __init__(self, *, chunks: list[bytes] = (), exit_code: int = 0, repo_digests=(REPO_DIGEST,),
-                 build_chunks: list[dict] = ()) -> None:
+                 build_chunks: list[dict] = (), start_error: Exception | None = None) -> None:
         self.run_calls: list[dict] = []
         self.build_calls: list[dict] = []
-        self.container = FakeContainer(list(chunks), exit_code)
+        self.container = FakeContainer(list(chunks), exit_code, start_error)
         self.image = FakeImage(IMAGE_ID, list(repo_digests))
         self.build_chunks = list(build_chunks)
         self.images = self
@@ -66,7 +71,7 @@ class FakeDockerClient:
             raise docker.errors.ImageNotFound(f"No such image: {name}")
         return self.image
 
-    def run(self, image: str, **kwargs) -> FakeContainer:  # containers.run
+    def create(self, image: str, **kwargs) -> FakeContainer:  # containers.create
         self.run_calls.append({"image": image, **kwargs})
         return self.container
 
@@ -96,7 +101,7 @@ def test_scoring_runs_offline_without_token(monkeypatch, tmp_path):
     assert "HF_TOKEN" not in env and HF_TOKEN not in str(call)
     assert env["HF_HUB_OFFLINE"] == "1" and env["PINBENCH_OFFLINE"] == "1" and env["GPUS"] == "1"
     assert env["PINBENCH_IMAGE_DIGEST"] == REPO_DIGEST
-    assert call["command"] == ["pinbench", "run", "demo"] and call["detach"] is True
+    assert call["command"] == ["pinbench", "run", "demo"] and client.container.started
     assert call["volumes"] == {str(tmp_path.resolve()): {"bind": "/work", "mode": "rw"}}
     assert client.container.removed
 
@@ -228,3 +233,13 @@ def test_real_engine_runs_offline_stage(engine, tmp_path):
                             client=engine, log=lines.append)
     assert code != 0  # no network inside
     assert lines[0].startswith("[score] ") and "sha256:" in lines[0]
+
+
+def test_a_container_that_cannot_start_is_removed_and_explained():
+    client = FakeDockerClient(start_error=docker.errors.APIError(
+        'could not select device driver "" with capabilities: [[gpu]]'))
+    with pytest.raises(ContainerError, match="NVIDIA Container Toolkit") as info:
+        run_in_container("pinbench/demo:1", ["pinbench", "run", "demo"], stage="score", gpus=1, client=client,
+                         log=lambda line: None)
+    assert "\n" not in str(info.value)
+    assert client.container.removed

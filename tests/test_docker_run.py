@@ -93,3 +93,12 @@ def test_networked_run_stage_is_not_forced_offline(containers: RecordingContaine
     (call,) = containers.calls
     assert "--offline" not in call["argv"] and call["network_disabled"] is False
     assert call["token"] == "hf_abcdefghijklmnopqrstuvwxyz"
+
+
+def test_fixture_runs_once_offline_on_cpu_in_the_scoring_image(containers: RecordingContainers, tmp_path: Path) -> None:
+    cfg = RunConfig(recipe="toy-bench", checkpoint="fixture", out_dir=tmp_path / "out", fixture=True, gpus=4)
+    assert docker_run.run_in_docker(_recipe(), cfg) == 0
+    (call,) = containers.calls
+    assert call["image"] == "pinbench/toy-bench:2.0.0" and call["stage"] == "score"
+    assert call["network_disabled"] is True and call["token"] is None and call["gpus"] == 0
+    assert "--fixture" in call["argv"] and "--skip-generation" not in call["argv"]

@@ -159,15 +159,22 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
     if token:
         environment["HF_TOKEN"] = token
     options: dict[str, Any] = {
-        "command": list(argv), "detach": True, "environment": environment, "volumes": _volumes(mounts or {}),
+        "command": list(argv), "environment": environment, "volumes": _volumes(mounts or {}),
         "device_requests": _device_requests(gpus), "working_dir": workdir, "user": user, "shm_size": shm_size,
         "labels": {"org.pinbench.stage": stage},
     }
     if network_disabled:
         options["network_mode"] = "none"
-    container = client.containers.run(image, **{k: v for k, v in options.items() if v is not None})
+    # create, then start inside try/finally: a start that fails (no GPU runtime, say) leaves no container.
+    container = client.containers.create(image, **{k: v for k, v in options.items() if v is not None})
     out = _LineLog(log or _print, secrets=[token] if token else [], prefix=f"[{stage}] ")
     try:
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            hint = " (--gpus needs the NVIDIA Container Toolkit; use --gpus 0 on a machine without it)" if gpus else ""
+            raise ContainerError(redact(f"{image}: container for stage {stage!r} did not start: "
+                                        f"{' '.join(str(exc).split())}{hint}")) from None
         for chunk in container.logs(stream=True, follow=True):
             out.feed(chunk)
         out.close()

@@ -59,7 +59,16 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
         if cfg.shard is not None:
             argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
         argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
+        argv += ["--fixture"] * cfg.fixture
     return argv + list(extra)
+
+
+def stages_for(recipe: Recipe, cfg: RunConfig) -> list[ContainerStage]:
+    """The stages this run needs: a fixture run is one offline CPU run in the recipe's scoring image."""
+    if not cfg.fixture:
+        return list(recipe.stages)
+    last = [s for s in recipe.stages if s.argv[0] == "run"][-1]
+    return [ContainerStage(last.name, dockerfile=last.dockerfile, argv=("run",), network=False, gpus=False)]
 
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig) -> int:
@@ -72,7 +81,7 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig) -> int:
     mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
     env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT}
     user = f"{os.getuid()}:{os.getgid()}"
-    for stage in recipe.stages:
+    for stage in stages_for(recipe, cfg):
         if (stage.name == "generate" and cfg.skip_generation) or (stage.name == "score" and cfg.skip_scoring):
             continue
         if stage.name == "fetch" and cfg.offline:

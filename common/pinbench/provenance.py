@@ -25,6 +25,8 @@ from itertools import pairwise
 from pathlib import Path, PurePath
 from typing import Any
 
+from pinbench import __version__
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
 
@@ -243,7 +245,7 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
     torch_state = _torch_state()
     provenance = {
         "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "pinbench": {"version": _dist_version("pinbench"), **git_state()},
+        "pinbench": {"version": __version__, **git_state()},  # also right in an exported copy
         "container": container_state(),
         "python": platform.python_version(),
         "platform": platform.platform(),
