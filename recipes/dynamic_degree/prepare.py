@@ -196,18 +196,27 @@ def worker_devices(cfg: RunConfig, spec: EstimatorSpec) -> list[str]:
     return [f"cuda:{i}" for i in range(count)] if count > 1 else []
 
 
-def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Path, str | None]:
+def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Path, str]:
     """(weights file, expected sha256): the local override, else the pinned file from the cache.
 
+    The official metric never runs on unverified weights: without a full SHA-256 (in pins.yaml,
+    filled by ``pinbench fetch dynamic-degree --lock``, or ``-o raft_sha256=``) this is an error.
     Offline, a weights file that was not fetched is an error naming ``pinbench fetch``; online it
     is downloaded here and verified against its pin.
     """
     if options.raft_weights is not None:
+        if not options.raft_sha256:
+            raise RecipeError(f"{options.raft_weights}: RAFT weights need their SHA-256 (-o raft_sha256=<hex>); "
+                              "the official metric never runs on unverified weights")
         return options.raft_weights, options.raft_sha256
     try:
         pin = load_pins(pins_path).urls[WEIGHTS_PIN]
     except (PinsError, KeyError) as exc:
         raise RecipeError(f"{pins_path}: no usable urls.{WEIGHTS_PIN} pin ({exc})") from None
+    if not pin.sha256:
+        raise RecipeError(f"{pins_path}: urls.{WEIGHTS_PIN}.sha256 is not pinned yet; run `pinbench fetch "
+                          "dynamic-degree --lock` on a connected machine (or pass -o raft_weights=FILE "
+                          "-o raft_sha256=HEX); the official metric never runs on unverified weights")
     try:
         try:
             return locate(pin), pin.sha256

@@ -203,3 +203,20 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
     bad = _pins(tmp_path, source.as_uri(), "ab" * 32)
     with pytest.raises(RecipeError, match="sha256 mismatch"):
         raft_weights(online, parse_options(online), bad)
+
+
+def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from dynamic_degree.prepare import parse_options, raft_weights
+
+    monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
+    source = tmp_path / "upstream.pth"
+    torch.save(random_raft_state(seed=3), source)
+    cfg = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=True)
+    unpinned = _pins(tmp_path, source.as_uri(), None)
+    with pytest.raises(RecipeError, match="not pinned yet"):
+        raft_weights(cfg, parse_options(cfg), unpinned)
+    local = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o",
+                      options={"raft_weights": str(source)})
+    with pytest.raises(RecipeError, match="raft_sha256"):
+        raft_weights(local, parse_options(local), unpinned)
