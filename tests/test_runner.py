@@ -461,3 +461,29 @@ def test_resume_after_sigkill_recomputes_only_unfinished(tmp_path: Path) -> None
     assert comparable(resumed_merged) == comparable(clean_merged)
     assert all(r.ok for r in resumed_merged)
     assert resumed_merged[0].result["ratio"] is None  # inf stored as null
+
+
+def test_errors_and_tracebacks_are_redacted_in_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_leakyleakyleaky123456")
+
+    def boom(task: Mapping) -> dict:
+        raise RuntimeError(f"request failed with token {os.environ['HF_TOKEN']}")
+
+    summary = run_samples([{"sample_id": "a"}], boom, tmp_path, progress=False)
+    assert summary.n_failed == 1
+    merge_samples([tmp_path], [{"sample_id": "a"}], dest=tmp_path / "samples.jsonl")
+    for path in [tmp_path / "samples" / "a.json", tmp_path / "samples.jsonl"]:
+        assert "hf_leakyleakyleaky123456" not in path.read_text()
+
+
+def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pinbench.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "PLAIN_PROGRESS_SECONDS", 0.0)
+    stream = io.StringIO()
+    console = Console(file=stream, force_terminal=False, width=200)
+    tasks = [{"sample_id": f"s{i}"} for i in range(3)]
+    run_samples(tasks, lambda task: {"v": 1}, tmp_path, console=console, stage="score")
+    lines = stream.getvalue().splitlines()
+    assert any("computed (done" in line and "ETA" in line for line in lines)
+    assert lines[-1].startswith("score: 3 samples: 3 done, 0 reused, 0 failed")

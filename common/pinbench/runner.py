@@ -40,6 +40,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from pinbench.provenance import redact
+
 __all__ = [
     "MISSING_ERROR",
     "RECORD_VERSION",
@@ -55,6 +57,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+PLAIN_PROGRESS_SECONDS = 30.0
 
 T = TypeVar("T")
 Task = Mapping[str, Any]
@@ -321,7 +324,7 @@ def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
 
 def _error_line(exc: BaseException) -> str:
     """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
-    message = " ".join(str(exc).split())
+    message = " ".join(redact(str(exc)).split())
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
@@ -454,6 +457,9 @@ def run_samples(
     counts = {"done": 0, "failed": 0}
     label = stage if shard is None else f"{stage} [shard {shard}]"
     started = time.perf_counter()
+    console = console or Console(stderr=True)
+    plain = progress and not console.is_terminal  # CI and container logs: a line every 30 s instead of a bar
+    last_line = started
     with _progress_bar(progress, console) as bar:
         bar_task = bar.add_task(label, total=len(pending), done=0, reused=n_reused, failed=0)
         for chunk_start in range(0, len(pending), batch_size):
@@ -463,11 +469,17 @@ def run_samples(
                 records[record.sample_id] = record
                 counts["done" if record.ok else "failed"] += 1
                 bar.update(bar_task, advance=1, done=counts["done"], failed=counts["failed"])
+            now = time.perf_counter()
+            if plain and now - last_line >= PLAIN_PROGRESS_SECONDS:
+                last_line = now
+                console.print(_progress_line(label, counts, n_reused, len(pending), now - started),
+                              markup=False, highlight=False, soft_wrap=True)
 
-    log.info(
-        "%s: %d samples: %d done, %d reused, %d failed in %.1fs",
-        label, len(records), counts["done"], n_reused, counts["failed"], time.perf_counter() - started,
-    )
+    summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused, "
+               f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
+    if plain:
+        console.print(summary, markup=False, highlight=False, soft_wrap=True)
+    log.info(summary)
     final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
     return RunSummary(
         n_total=len(final),
@@ -509,7 +521,7 @@ def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: V
     except Exception as exc:  # failure isolation is the point; BaseException propagates
         return SampleRecord(
             sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
-            traceback.format_exc(),
+            redact(traceback.format_exc()),
         )
     return _finish(sid, task_hash, result, time.perf_counter() - started, validate)
 
@@ -526,9 +538,16 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
     return SampleRecord(sid, OK, clean, None, task_hash, seconds)
 
 
-def _progress_bar(enabled: bool, console: Console | None) -> Progress:
+def _progress_line(label: str, counts: Mapping[str, int], n_reused: int, n_pending: int, elapsed: float) -> str:
+    """One plain progress line for logs: done / reused / failed and an ETA from the rate so far."""
+    finished = counts["done"] + counts["failed"]
+    eta = elapsed / finished * (n_pending - finished) if finished else float("nan")
+    return (f"{label}: {finished}/{n_pending} computed (done {counts['done']}, reused {n_reused}, "
+            f"failed {counts['failed']}), {elapsed:.0f}s elapsed, ETA {eta:.0f}s")
+
+
+def _progress_bar(enabled: bool, console: Console) -> Progress:
     """A rich progress bar on stderr; disabled when not wanted or not on a terminal (CI, pipes)."""
-    console = console or Console(stderr=True)
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
