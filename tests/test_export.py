@@ -83,3 +83,17 @@ def test_exported_recipe_runs_its_fixture_alone(tmp_path: Path) -> None:
     card = json.loads((out / "scorecard.json").read_text())
     assert card["status"] == "complete" and card["mode"] == "fixture"
     assert card["provenance"]["pinbench"]["commit"] is None  # an export is not inside this repository's git
+
+
+def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = get_recipe("dynamic-degree")
+    dest = export_recipe(recipe, tmp_path / "export")
+    assert export_recipe(recipe, dest, force=True) == dest
+    foreign = tmp_path / "my-repo"
+    (foreign / "src").mkdir(parents=True)
+    with pytest.raises(ExportError, match="not an earlier pinbench export"):
+        export_recipe(recipe, foreign, force=True)
+    assert (foreign / "src").is_dir()
+    monkeypatch.chdir(dest)
+    with pytest.raises(ExportError, match="refusing"):
+        export_recipe(recipe, tmp_path, force=True)

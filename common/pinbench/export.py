@@ -17,9 +17,10 @@ from pinbench.recipe import Recipe
 LIBRARY = "pinbench"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 LIBRARY_DATA_DIRS = ("schemas",)
+MARKER = ".pinbench-export"
 
 
-class ExportError(Exception):
+class ExportError(ValueError):
     """The export could not be written (one-line message)."""
 
 
@@ -164,12 +165,13 @@ def _requirements(recipe_dir: Path) -> list[str]:
 def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
     """Write the self-contained recipe directory at ``dest`` and return it."""
     dest = Path(dest)
+    recipe_dir = recipe.dir
+    root = library_root()
     if dest.exists():
         if not force:
             raise ExportError(f"{dest}: already exists (use --force to replace it)")
+        _check_replaceable(dest, [recipe_dir, root, Path.cwd()])
         shutil.rmtree(dest)
-    recipe_dir = recipe.dir
-    root = library_root()
     requirements = _requirements(recipe_dir)
 
     shutil.copytree(recipe_dir, dest / recipe.package, ignore=IGNORED)
@@ -188,4 +190,15 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
             shutil.copy2(item, dest / item.name)
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements))
     (dest / "Makefile").write_text(_makefile(recipe))
+    (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
     return dest
+
+
+def _check_replaceable(dest: Path, protected: list[Path]) -> None:
+    """--force replaces only an earlier export, never a folder holding the sources or the caller."""
+    target = dest.resolve()
+    for path in protected:
+        if path.resolve() == target or target in path.resolve().parents:
+            raise ExportError(f"{dest}: contains {path}; refusing to replace it")
+    if not (dest / MARKER).is_file():
+        raise ExportError(f"{dest}: not an earlier pinbench export (no {MARKER}); refusing to replace it")
