@@ -105,3 +105,48 @@ def test_scorecard_written_by_cli_run_has_no_token(monkeypatch: pytest.MonkeyPat
     card = _complete_scorecard(tmp_path)
     assert "hf_secretsecretsecret1234" not in card.read_text()
     assert json.loads(card.read_text())["status"] == "complete"
+
+
+def test_record_reference_never_overwrites_silently_and_takes_directions(tmp_path: Path) -> None:
+    card = _complete_scorecard(tmp_path)
+    like = tmp_path / "like.yaml"
+    like.write_text(yaml.safe_dump({
+        "recipe": "toy-bench", "recipe_version": "1.0.0", "checkpoint": "Toy-Nano", "mode": "full",
+        "n_samples": 600, "tier": "cross_hw", "source": {"kind": "paper_table", "citation": "toy table"},
+        "metrics": {"f1": {"value": 0.6, "direction": "higher", "tolerance": {"abs": 0.05}, "primary": True}},
+    }))
+    out = tmp_path / "ref.yaml"
+    args = ["record-reference", str(card), "--like", str(like), "--out", str(out)]
+    result = runner.invoke(cli.app, args)  # no direction for a metric the template lacks
+    assert isinstance(result.exception, ValueError) and "err" in str(result.exception)
+    assert not out.exists()
+    result = runner.invoke(cli.app, [*args, "--direction", "err=lower", "--tolerance", "err=rel:0.1"])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(out.read_text())["metrics"]["err"]["direction"] == "lower"
+    before = out.read_text()
+    result = runner.invoke(cli.app, [*args, "--direction", "err=lower", "--tolerance", "err=rel:0.2"])
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert out.read_text() == before
+
+
+def test_a_non_numeric_gpus_variable_only_affects_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUS", "all")
+    assert runner.invoke(cli.app, ["list"]).exit_code == 0
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture"])
+    assert result.exit_code == 2 and "gpus" in result.output.lower()
+
+
+def test_report_uses_each_runs_own_reference_and_samples(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        runs.append(_complete_scorecard(run_dir))
+    # A stray record left in a run folder is not part of that run's samples.jsonl.
+    (tmp_path / "a" / "samples").mkdir()
+    (tmp_path / "a" / "samples" / "stray.json").write_text("{}")
+    (tmp_path / "a" / "samples.jsonl").write_text("")
+    result = runner.invoke(cli.app, ["report", *map(str, runs), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "stray" not in html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -112,8 +112,7 @@ def run(
     skip_generation: Annotated[bool, typer.Option("--skip-generation")] = False,
     skip_scoring: Annotated[bool, typer.Option("--skip-scoring")] = False,
     fixture: Annotated[bool, typer.Option("--fixture", help="CPU run on generated small data")] = False,
-    gpus: Annotated[int, typer.Option(help="GPUs to use (one process per GPU)")] = int(
-        os.environ.get("GPUS", "1")),
+    gpus: Annotated[int, typer.Option(envvar="GPUS", help="GPUs to use (one process per GPU)")] = 1,
     offline: Annotated[bool, typer.Option(help="fail fast on anything not fetched")] = False,
     option: Annotated[list[str], typer.Option("--option", "-o", help="recipe option KEY=VALUE")] = [],  # noqa: B006
 ) -> None:
@@ -173,7 +172,9 @@ def record_reference_cmd(
     like: Annotated[Path | None, typer.Option(help="reference to take directions/tolerances/primary from")] = None,
     tier: Annotated[str, typer.Option(help="same_hw (tight, for GPU CI) or cross_hw")] = "same_hw",
     tolerance: Annotated[list[str], typer.Option(help="METRIC=abs:X or METRIC=rel:X override")] = [],  # noqa: B006
+    direction: Annotated[list[str], typer.Option(help="METRIC=higher|lower for a metric the template lacks")] = [],  # noqa: B006
     note: Annotated[str, typer.Option(help="free text stored with the reference")] = "",
+    force: Annotated[bool, typer.Option(help="replace an existing reference file")] = False,
 ) -> None:
     """Write a reference from a trusted run, so GPU CI can assert against it."""
     from pinbench.reference import load_reference, record_reference
@@ -193,7 +194,14 @@ def record_reference_cmd(
             _fail(f"--tolerance {item!r} is not METRIC=abs:X or METRIC=rel:X")
         tolerances[name] = {kind: float(value)}
     directions = {name: m.direction for name, m in template.metrics.items()}
+    for item in direction:
+        name, _, value = item.partition("=")
+        if value not in ("higher", "lower"):
+            _fail(f"--direction {item!r} is not METRIC=higher or METRIC=lower")
+        directions[name] = value
     primary = {name for name, m in template.metrics.items() if m.primary}
+    if out.exists() and not force:
+        _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     path = record_reference(card, out, tolerances=tolerances, directions=directions, primary=primary,
                             tier=tier, note=note)
     console.print(f"wrote {path}")
@@ -205,26 +213,35 @@ def report(
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
 ) -> None:
     """Write a static HTML report (PNG plots) for one or more scorecards."""
-    from pinbench.reference import load_reference
     from pinbench.report import write_report
-    from pinbench.runner import load_records
-    from pinbench.scorecard import load_scorecard
 
     cards, references, samples = [], {}, {}
-    for path in scorecards:
-        card = load_scorecard(path)
+    for i, path in enumerate(scorecards):
+        card, references[i], samples[i] = _load_run(path)
         cards.append(card)
-        name = card["recipe"]
-        try:
-            ref = get_recipe(name).reference_path(card["checkpoint"], card["mode"])
-        except RecipeError:
-            ref = None
-        if ref is not None:
-            references[name] = load_reference(ref)
-        if (path.parent / "samples").is_dir():
-            samples[name] = list(load_records(path.parent).values())
-    index = write_report(cards, out, references=references, samples=samples)
+    index = write_report(cards, out, references=_present(references), samples=_present(samples))
     console.print(f"report: {index}")
+
+
+def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
+    """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl."""
+    from pinbench.reference import load_reference
+    from pinbench.runner import read_merged
+    from pinbench.scorecard import load_scorecard
+
+    card = load_scorecard(scorecard)
+    try:
+        ref_path = get_recipe(card["recipe"]).reference_path(card["checkpoint"], card["mode"])
+    except RecipeError:
+        ref_path = None
+    samples_name = card["samples"].get("path")
+    samples_file = scorecard.parent / samples_name if samples_name else None
+    samples = read_merged(samples_file) if samples_file and samples_file.is_file() else None
+    return card, load_reference(ref_path) if ref_path else None, samples
+
+
+def _present(by_index: dict[int, Any]) -> dict[int, Any]:
+    return {i: value for i, value in by_index.items() if value is not None}
 
 
 @app.command()
@@ -259,10 +276,7 @@ def demo(
     recipe_names: Annotated[list[str], typer.Option("--recipe", help="only these recipes")] = [],  # noqa: B006
 ) -> None:
     """Run every recipe's fixture mode on CPU and write one report over all of them."""
-    from pinbench.reference import load_reference
     from pinbench.report import write_report
-    from pinbench.runner import load_records
-    from pinbench.scorecard import load_scorecard
 
     recipes = [get_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
@@ -272,16 +286,18 @@ def demo(
         console.rule(f"{recipe.name} (fixture)")
         cfg = RunConfig(recipe=recipe.name, checkpoint="fixture", out_dir=out / recipe.name, fixture=True,
                         offline=True)
-        outcome = recipe.run(cfg)
+        try:
+            outcome = recipe.run(cfg)
+        except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
+            failed.append(f"{recipe.name} ({' '.join(str(exc).split())})")
+            continue
         if outcome.exit_code != 0:
             failed.append(f"{recipe.name} (exit {outcome.exit_code})")
         if outcome.scorecard_path:
-            cards.append(load_scorecard(outcome.scorecard_path))
-            samples[recipe.name] = list(load_records(outcome.scorecard_path.parent).values())
-        ref = recipe.reference_path("fixture", "fixture")
-        if ref is not None:
-            references[recipe.name] = load_reference(ref)
-    index = write_report(cards, out / "report", references=references, samples=samples,
+            i = len(cards)
+            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
+            cards.append(card)
+    index = write_report(cards, out / "report", references=_present(references), samples=_present(samples),
                          title="pinbench demo (fixture runs)")
     console.print(f"demo report: {index}")
     if failed:
@@ -294,9 +310,11 @@ def main(argv: list[str] | None = None) -> None:
     Errors about inputs (bad files, unfetched weights, refused references) end in one redacted line
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.
     """
+    from pinbench.video import VideoError
+
     try:
         app(args=argv, prog_name="pinbench")
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, VideoError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":
             raise
         from pinbench.provenance import redact
