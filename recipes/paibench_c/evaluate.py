@@ -220,8 +220,12 @@ def stamp_inputs(*, videos: Mapping[str, str], gt_key: str, gt_policy: str, eval
             "evaluator_commit": evaluator_commit}
 
 
-def is_current(modality_dir: Path, inputs: Mapping[str, Any]) -> bool:
-    """True when metrics.json was produced by a finished evaluation of exactly these inputs."""
+def is_current(modality_dir: Path, inputs: Mapping[str, Any], gt_files_sha256: str | None = None) -> bool:
+    """True when metrics.json was produced by a finished evaluation of exactly these inputs.
+
+    With ``gt_files_sha256`` (the reuse policy), the GT seg/depth files must also be the ones that
+    evaluation used: a later forced recomputation of GT makes earlier modalities stale.
+    """
     stamp, metrics = modality_dir / "eval_stamp.json", modality_dir / "metrics.json"
     if not (stamp.is_file() and metrics.is_file()):
         return False
@@ -229,7 +233,19 @@ def is_current(modality_dir: Path, inputs: Mapping[str, Any]) -> bool:
         data = json.loads(stamp.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return False
+    if gt_files_sha256 is not None and data.get("gt_files_sha256") != gt_files_sha256:
+        return False
     return data.get("inputs") == dict(inputs) and data.get("metrics_sha256") == sha256_file(metrics)
+
+
+def stamp_gt(modality_dir: Path, gt_files_sha256: str) -> None:
+    """Record which GT seg/depth files (by digest) a finished evaluation used, in its stamp."""
+    path = modality_dir / "eval_stamp.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["gt_files_sha256"] = gt_files_sha256
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],

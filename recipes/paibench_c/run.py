@@ -245,7 +245,8 @@ def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, g
         inputs = evaluate.stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt,
                                        evaluator_commit=evaluator.commit)
         modality_dir = cfg.out_dir / modality
-        if evaluate.is_current(modality_dir, inputs):
+        reused_gt = gt.summary()["files_sha256"] if options.gt == "reuse" else None
+        if evaluate.is_current(modality_dir, inputs, reused_gt):
             continue
         verified = gt.prune(task_ids)
         force = options.gt == "force" or verified == 0
@@ -253,6 +254,7 @@ def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, g
             evaluate.run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
                                    gpu_ids=gpu_ids(cfg), force_gt=force, inputs=inputs)
             gt.record(task_ids, modality)
+            evaluate.stamp_gt(modality_dir, gt.summary()["files_sha256"])
         except evaluate.EvaluationError as exc:
             errors[modality] = str(exc)
     return errors

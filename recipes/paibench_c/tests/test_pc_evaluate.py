@@ -19,6 +19,7 @@ from paibench_c.evaluate import (
     evaluator_command,
     gt_cache_key,
     is_current,
+    stamp_gt,
     stamp_inputs,
 )
 from pinbench.hub import ChecksumError, HFPin, URLPin
@@ -98,6 +99,9 @@ def test_metrics_are_current_only_for_the_same_inputs_and_bytes(tmp_path: Path) 
     assert is_current(tmp_path, inputs)
     other = stamp_inputs(videos={"task_0000": "cd"}, gt_key="k", gt_policy="reuse", evaluator_commit=COMMIT)
     assert not is_current(tmp_path, other)
+    stamp_gt(tmp_path, "g1")
+    assert is_current(tmp_path, inputs, "g1")
+    assert not is_current(tmp_path, inputs, "g2")  # GT recomputed since: the metrics are stale
     metrics.write_text('{"per_video": [1]}')
     assert not is_current(tmp_path, inputs)
 
