@@ -8,7 +8,7 @@ the evaluator did not produce is absent and counts as not scored, with its reaso
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
@@ -21,10 +21,14 @@ AGREEMENT_TOLERANCE = {"canny_f1_score": 1e-6, "canny_precision": 1e-6, "canny_r
                        "blur_ssim": 1e-4, "seg_m_iou": 1e-5, "seg_recall": 1e-9}
 
 
-def metric_specs(modalities: Sequence[str], *, native: bool) -> list[MetricSpec]:
+def metric_specs(modalities: Sequence[str], *, native: bool,
+                 native_seg: Collection[str] | None = None) -> list[MetricSpec]:
+    """Evaluator metrics per modality; with ``native``, the cross-check metrics (seg only for ``native_seg``)."""
     specs = [MetricSpec(f"{m}/{metric}") for m in modalities for metric in EVALUATOR_METRICS]
     if native:
-        specs += [MetricSpec(f"{m}/native/{metric}") for m in modalities for metric in NATIVE_METRICS]
+        seg = set(modalities if native_seg is None else native_seg)
+        specs += [MetricSpec(f"{m}/native/{metric}") for m in modalities for metric in NATIVE_METRICS
+                  if m in seg or not metric.startswith("seg_")]
     return specs
 
 

@@ -167,7 +167,8 @@ def run(cfg: RunConfig) -> RunOutcome:
                      for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
     provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
                         "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir)}
-    outcome = finish_run(RECIPE, cfg, metrics=metric_specs(options.modalities, native=options.native),
+    specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
+    outcome = finish_run(RECIPE, cfg, metrics=specs,
                          records=list(summary.records.values()), n_expected=len(task_ids),
                          pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                          seeds={"generation": sorted({t.seed for t in inputs.tasks}),
@@ -282,10 +283,22 @@ def _native_batch(workers: int):  # noqa: ANN202 (a closure for the runner)
     return batch
 
 
+def native_seg_modalities(options: Options, gt: evaluate.GTCache) -> list[str]:
+    """Modalities whose seg arithmetic can be cross-checked against the GT masks on disk.
+
+    Under ``gt=force`` every modality recomputed the GT masks, so only the last one's are still there:
+    the others are not cross-checked rather than compared against another modality's GT.
+    """
+    if options.gt == "reuse":
+        return list(options.modalities)
+    return [m for m in gt.summary()["computed_in"][-1:] if m in options.modalities]
+
+
 def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GTCache,
                collected: Mapping[str, Mapping[str, Collected]],
                parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
     """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
+    seg_modalities = native_seg_modalities(options, gt)
     tasks = []
     for task in inputs.tasks:
         preds, seg, shas = {}, {}, {}
@@ -297,7 +310,8 @@ def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GT
             shas[modality] = c.sha256
             gt_pkl = gt.root / "sam2_pkls" / f"{task.task_id}.pkl"
             pred_pkl = cfg.out_dir / modality / "segmentation" / f"{task.task_id}.pkl"
-            if parsed.get(modality) is not None and gt_pkl.is_file() and pred_pkl.is_file():
+            if (modality in seg_modalities and parsed.get(modality) is not None and gt_pkl.is_file()
+                    and pred_pkl.is_file()):
                 seg[modality] = [str(gt_pkl), str(pred_pkl)]
         tasks.append({"sample_id": task.task_id, "gt_video": str(inputs.dataset_dir / task.video_path),
                       "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,

@@ -179,3 +179,11 @@ def test_bad_options_are_refused_in_one_line(world: dict) -> None:
         run_module.run(_cfg(world, "x", modalities="edge,wsm"))
     with pytest.raises(RecipeError, match="gt='sometimes'"):
         run_module.run(_cfg(world, "x", gt="sometimes"))
+
+
+def test_force_policy_cross_checks_seg_only_against_the_gt_still_on_disk(world: dict) -> None:
+    outcome = run_module.run(_cfg(world, "force-native", modalities="edge,seg", gt="force"))
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert card["status"] == "complete" and outcome.exit_code == 0, outcome.message
+    seg_checks = {name: c for name, c in card["extra"]["cross_check"].items() if "seg_" in name}
+    assert seg_checks and all(name.startswith("seg/") for name in seg_checks)
