@@ -30,7 +30,14 @@ from typing import Any
 import yaml
 
 from pinbench.provenance import scrub
-from pinbench.scorecard import FileError, load_validator, schema_error, validate_scorecard, write_text_atomic
+from pinbench.scorecard import (
+    FileError,
+    load_validator,
+    read_data_file,
+    schema_error,
+    validate_scorecard,
+    write_text_atomic,
+)
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -179,12 +186,7 @@ def reference_from_dict(data: Any, path: Path | str | None = None) -> Reference:
 def load_reference(path: Path | str) -> Reference:
     """Read a reference YAML; ReferenceFileError (one line naming the file) on any problem."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ReferenceFileError(path, "file not found") from None
-    except OSError as exc:
-        raise ReferenceFileError(path, f"unreadable: {exc.strerror}") from None
+    text = read_data_file(path, ReferenceFileError)
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

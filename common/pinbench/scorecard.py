@@ -48,6 +48,16 @@ class FileError(ValueError):
         super().__init__(f"{path}: {reason}" if path is not None else reason)
 
 
+def read_data_file(path: Path, error: type[FileError]) -> str:
+    """A data file's text, or ``error(path, reason)`` (one line) when it is missing or unreadable."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise error(path, "file not found") from None
+    except OSError as exc:
+        raise error(path, f"unreadable: {exc.strerror}") from None
+
+
 class ScorecardError(FileError):
     """A scorecard file is unreadable or invalid."""
 
@@ -326,12 +336,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
 def load_scorecard(path: Path | str) -> dict[str, Any]:
     """Read and validate a scorecard; ScorecardError naming the file on any problem."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ScorecardError(path, "file not found") from None
-    except OSError as exc:
-        raise ScorecardError(path, f"unreadable: {exc.strerror}") from None
+    text = read_data_file(path, ScorecardError)
     try:
         card = json.loads(text)
     except json.JSONDecodeError as exc:
