@@ -6,15 +6,17 @@ BIN := $(VENV)/bin
 PINBENCH := $(BIN)/pinbench
 CHECKPOINT ?=
 LIMIT ?=
-GPUS ?= 4
+GPUS ?=
 RECIPE ?=
 DEST ?=
 RUN_ARGS ?=
 VIDEOS ?=
-TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint demo export
+.PHONY: help setup test lint docs demo export
 
 help: ## show this help
 	@echo "pinbench - pinned, reproducible benchmark recipes"
@@ -26,21 +28,27 @@ help: ## show this help
 
 STAMP := $(VENV)/.pinbench-installed
 
-setup: $(STAMP) ## create .venv with pinned torch and pinbench (editable) plus test tools (test/demo do it too)
+setup: $(STAMP) ## create .venv from uv.lock (every extra plus the dev tools); test/lint/demo do it too
 
-# Re-installs when pyproject.toml changes (new recipe entry points, new dependencies).
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet $(TORCH_PINS)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+# Re-syncs when the lock or pyproject.toml changes. --locked: fail instead of re-resolving a stale lock.
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	UV_LINK_MODE=copy $(UV) sync --locked --all-extras --python $(PYTHON) --quiet
 	touch $@
 
 test: $(STAMP) ## run the test suite (CPU, offline)
 	$(BIN)/python -m pytest -q
 
-lint: $(STAMP) ## ruff, hadolint on every Dockerfile, and the Dockerfile policy tests
-	$(BIN)/ruff check common recipes tests
+lint: $(STAMP) ## ruff, README tables vs recipe.yaml, hadolint on every Dockerfile, the Dockerfile policy tests
+	$(BIN)/ruff check common recipes tests tools conftest.py
+	$(PINBENCH) docs --check
 	$(BIN)/python -m pytest -q tests/test_dockerfiles.py
+
+docs: $(STAMP) ## regenerate the READMEs' option, environment and metric tables from recipe.yaml
+	$(PINBENCH) docs
 
 demo: $(STAMP) ## run every recipe's fixture mode on CPU; scorecards and a report under runs/demo
 	$(PINBENCH) demo --out runs/demo
@@ -49,7 +57,7 @@ build-%: $(STAMP) ## build a recipe's images from its exported directory (needs 
 	$(PINBENCH) build $*
 
 recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
-	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker --gpus $(GPUS) \
+	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker $(if $(GPUS),--gpus $(GPUS)) \
 		$(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
 
 diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibench-c CHECKPOINT=Cosmos3-Nano

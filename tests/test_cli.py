@@ -11,8 +11,14 @@ from typer.testing import CliRunner
 
 from pinbench import cli
 from pinbench.provenance import collect_provenance
+from pinbench.recipe import get_recipe
 from pinbench.runner import SampleRecord
 from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+
+
+def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
+    return MetricSpec(name, aggregation, *args, direction=direction, **kwargs)  # as a recipe.yaml declares it
+
 
 GOLDEN = Path(__file__).parent / "golden"
 runner = CliRunner()
@@ -23,21 +29,23 @@ def _complete_scorecard(tmp_path: Path) -> Path:
                             error=None, input_hash="0" * 64, seconds=0.1) for i in range(3)]
     card = build_scorecard(
         recipe="toy-bench", recipe_version="1.0.0", checkpoint="Toy-Nano", mode="smoke",
-        metrics=[MetricSpec("f1"), MetricSpec("err", aggregation="median")], records=records, n_expected=3,
+        metrics=[Spec("f1"), Spec("err", aggregation="median")], records=records, n_expected=3,
         provenance=collect_provenance(pins={}), config={"limit": 3}, timings={"score": 1.0},
     )
     return write_scorecard(card, tmp_path / "scorecard.json")
 
 
-def _like(tmp_path: Path) -> Path:
-    path = tmp_path / "like.yaml"
-    path.write_text(yaml.safe_dump({
-        "recipe": "toy-bench", "recipe_version": "1.0.0", "checkpoint": "Toy-Nano", "mode": "full",
-        "n_samples": 600, "tier": "cross_hw", "source": {"kind": "paper_table", "citation": "toy table"},
-        "metrics": {"f1": {"value": 0.6, "direction": "higher", "tolerance": {"abs": 0.05}, "primary": True},
-                    "err": {"value": 0.2, "direction": "lower", "tolerance": {"rel": 0.1}}},
-    }))
-    return path
+def _dynamic_degree_scorecard(tmp_path: Path, values: tuple[float, ...] = (0.5, 0.75, 1.0)) -> Path:
+    """A complete smoke scorecard of the installed dynamic-degree recipe (its declaration gives directions)."""
+    records = [SampleRecord(sample_id=f"v{i}", status="ok", result={"dynamic_degree": v}, error=None,
+                            input_hash="0" * 64, seconds=0.1) for i, v in enumerate(values)]
+    recipe = get_recipe("dynamic-degree")
+    card = build_scorecard(
+        recipe=recipe.name, recipe_version=recipe.version, checkpoint="Toy-Nano", mode="smoke",
+        metrics=[MetricSpec("dynamic_degree").with_info(recipe.metric_info("dynamic_degree"))], records=records,
+        n_expected=len(records), provenance=collect_provenance(pins={}), config={"limit": 3}, timings={"score": 1.0},
+    )
+    return write_scorecard(card, tmp_path / "scorecard.json")
 
 
 def test_diff_of_a_partial_run_exits_incomplete() -> None:
@@ -48,26 +56,45 @@ def test_diff_of_a_partial_run_exits_incomplete() -> None:
 
 
 def test_record_reference_then_diff_passes(tmp_path: Path) -> None:
-    card = _complete_scorecard(tmp_path)
+    card = _dynamic_degree_scorecard(tmp_path)
     out = tmp_path / "Toy-Nano.smoke.yaml"
-    result = runner.invoke(cli.app, ["record-reference", str(card), "--like", str(_like(tmp_path)),
-                                     "--out", str(out), "--tolerance", "f1=abs:0.001"])
+    result = runner.invoke(cli.app, ["record-reference", str(card), "--out", str(out)])
     assert result.exit_code == 0, result.output
     recorded = yaml.safe_load(out.read_text())
     assert recorded["source"]["kind"] == "trusted_run" and recorded["mode"] == "smoke"
-    assert recorded["n_samples"] == 3
-    assert recorded["metrics"]["f1"]["tolerance"] == {"abs": 0.001}
-    assert recorded["metrics"]["err"]["direction"] == "lower" and recorded["metrics"]["f1"]["primary"]
+    assert recorded["n_samples"] == 3 and recorded["tier"] == "same_hw"
+    # From the recipe's declaration (same_hw default), never from another reference such as fixture.yaml.
+    metric = recorded["metrics"]["dynamic_degree"]
+    assert metric["tolerance"] == {"abs": 0.005} and metric["direction"] == "higher" and metric["primary"]
     result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(out)])
     assert result.exit_code == 0, result.output
-    # The 600-task reference it took directions from must not accept a 3-sample smoke run.
-    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(_like(tmp_path))])
+    # A 600-video full reference does not apply to a 3-video smoke run.
+    recorded.update(mode="full", n_samples=600)
+    full = tmp_path / "full.yaml"
+    full.write_text(yaml.safe_dump(recorded))
+    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(full)])
     assert result.exit_code == 3, result.output
 
 
+@pytest.mark.parametrize(("tolerance", "message"), [
+    ("dynamic_degree=abs:nan", "finite"),
+    ("dynamic_degree=abs:inf", "finite"),
+    ("dynamic_degree=abs:-1", ">= 0"),
+    ("dynamic_degree=abs:0.5", "wider than dynamic-degree's same_hw default"),
+    ("psnr=abs:0.1", "not in the scorecard: psnr"),
+    ("dynamic_degree=0.1", "not abs:X or rel:X"),
+])
+def test_record_reference_refuses_bad_tolerances_in_one_line(tmp_path: Path, tolerance: str, message: str) -> None:
+    card = _dynamic_degree_scorecard(tmp_path)
+    out = tmp_path / "ref.yaml"
+    result = runner.invoke(cli.app, ["record-reference", str(card), "--out", str(out), "--tolerance", tolerance])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and not out.exists()
+
+
 def test_record_reference_refuses_a_partial_run(tmp_path: Path) -> None:
-    result = runner.invoke(cli.app, ["record-reference", str(GOLDEN / "scorecard.json"),
-                                     "--like", str(GOLDEN / "reference.yaml"), "--out", str(tmp_path / "r.yaml")])
+    result = runner.invoke(cli.app, ["record-reference", str(GOLDEN / "scorecard.json"), "--out",
+                                     str(tmp_path / "r.yaml")])
     assert result.exit_code != 0
     assert not (tmp_path / "r.yaml").exists()
 
@@ -107,26 +134,17 @@ def test_scorecard_written_by_cli_run_has_no_token(monkeypatch: pytest.MonkeyPat
     assert json.loads(card.read_text())["status"] == "complete"
 
 
-def test_record_reference_never_overwrites_silently_and_takes_directions(tmp_path: Path) -> None:
-    card = _complete_scorecard(tmp_path)
-    like = tmp_path / "like.yaml"
-    like.write_text(yaml.safe_dump({
-        "recipe": "toy-bench", "recipe_version": "1.0.0", "checkpoint": "Toy-Nano", "mode": "full",
-        "n_samples": 600, "tier": "cross_hw", "source": {"kind": "paper_table", "citation": "toy table"},
-        "metrics": {"f1": {"value": 0.6, "direction": "higher", "tolerance": {"abs": 0.05}, "primary": True}},
-    }))
+def test_record_reference_never_overwrites_silently(tmp_path: Path) -> None:
+    card = _dynamic_degree_scorecard(tmp_path)
     out = tmp_path / "ref.yaml"
-    args = ["record-reference", str(card), "--like", str(like), "--out", str(out)]
-    result = runner.invoke(cli.app, args)  # no direction for a metric the template lacks
-    assert isinstance(result.exception, ValueError) and "err" in str(result.exception)
-    assert not out.exists()
-    result = runner.invoke(cli.app, [*args, "--direction", "err=lower", "--tolerance", "err=rel:0.1"])
-    assert result.exit_code == 0, result.output
-    assert yaml.safe_load(out.read_text())["metrics"]["err"]["direction"] == "lower"
+    args = ["record-reference", str(card), "--out", str(out)]
+    assert runner.invoke(cli.app, args).exit_code == 0
     before = out.read_text()
-    result = runner.invoke(cli.app, [*args, "--direction", "err=lower", "--tolerance", "err=rel:0.2"])
+    result = runner.invoke(cli.app, [*args, "--tolerance", "dynamic_degree=abs:0.001"])
     assert result.exit_code == 2 and "already exists" in result.output
     assert out.read_text() == before
+    assert runner.invoke(cli.app, [*args, "--force", "--tolerance", "dynamic_degree=abs:0.001"]).exit_code == 0
+    assert yaml.safe_load(out.read_text())["metrics"]["dynamic_degree"]["tolerance"] == {"abs": 0.001}
 
 
 def test_a_non_numeric_gpus_variable_only_affects_run(monkeypatch: pytest.MonkeyPatch) -> None:

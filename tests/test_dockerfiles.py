@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dockerlint import dockerfile_context, lint_dockerfile, load_base_images, run_hadolint
 
-from pinbench.dockerlint import dockerfile_context, lint_dockerfile, load_base_images, run_hadolint
 from pinbench.export import export_recipe
 from pinbench.recipe import available_recipes
 

@@ -55,11 +55,13 @@ def test_exported_recipe_runs_its_fixture_alone(tmp_path: Path) -> None:
     dest = export_recipe(recipe, tmp_path / "export")
 
     top = {p.name for p in dest.iterdir()}
-    assert {"pinbench", recipe.package, "pyproject.toml", "Makefile", "Dockerfile", "README.md",
+    assert {"pinbench", "pinbench_recipes", "pyproject.toml", "Makefile", "Dockerfile", "README.md",
             "requirements.lock"} <= top
+    assert (dest / "pinbench_recipes" / "dynamic_degree" / "recipe.yaml").is_file()
     assert (dest / "pinbench" / "schemas" / "scorecard.schema.json").is_file()
     # Exactly what it imports: another recipe's metric code stays behind.
-    assert not (dest / "pinbench" / "metrics" / "edges.py").exists()
+    assert not (dest / "pinbench_recipes" / "paibench_c").exists()
+    assert not (dest / "pinbench" / "metrics" / "lpips.py").exists()
 
     # Nothing in the export points back into this repository.
     for path in dest.rglob("*"):
@@ -72,8 +74,8 @@ def test_exported_recipe_runs_its_fixture_alone(tmp_path: Path) -> None:
     # pinbench must not be the one that runs.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(dest)
-    probe = subprocess.run([sys.executable, "-c", "import pinbench, dynamic_degree; "
-                            "print(pinbench.__file__); print(dynamic_degree.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import pinbench, pinbench_recipes.dynamic_degree as r; "
+                            "print(pinbench.__file__); print(r.__file__)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     assert all(line.startswith(str(dest)) for line in probe.stdout.split()), probe.stdout
     out = tmp_path / "run"

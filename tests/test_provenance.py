@@ -90,13 +90,13 @@ def test_input_verification_states() -> None:
 
 def test_pins_given_as_dataclasses() -> None:
     @dataclass
-    class URLPin:  # test double of pinbench.hub.URLPin
+    class URLPin:  # test double of pinbench.pins.URLPin
         url: str
         sha256: str | None
         filename: str
 
     @dataclass
-    class Pins:  # test double of pinbench.hub.Pins
+    class Pins:  # test double of pinbench.pins.Pins
         urls: dict[str, URLPin]
 
     p = collect_provenance(pins=Pins(urls={"w": URLPin("https://x/w.pt", None, "w.pt")}))

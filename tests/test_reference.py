@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
+from toy_recipe import toy_recipe
 
+from pinbench.metricinfo import Tolerance
+from pinbench.recipe import RecipeError
 from pinbench.reference import (
     EXIT_FAIL,
     EXIT_INCOMPLETE,
@@ -25,6 +28,11 @@ from pinbench.reference import (
 from pinbench.reference import diff as diff_scorecard
 from pinbench.runner import SampleRecord
 from pinbench.scorecard import MetricSpec, build_scorecard, load_scorecard
+
+
+def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
+    return MetricSpec(name, aggregation, *args, direction=direction, **kwargs)  # as a recipe.yaml declares it
+
 
 GOLDEN = Path(__file__).parent / "golden"
 # Test double: the fixed provenance block of the committed golden scorecard.
@@ -60,7 +68,7 @@ def make_card(f1: list[float | None], rmse: list[float | None], *, n_expected: i
     for i, (a, b) in enumerate(zip(f1, rmse, strict=True)):
         records.append(failed(f"s{i}", "ValueError: bad") if a is None else ok(f"s{i}", f1=a, rmse=b))
     args: dict[str, Any] = dict(recipe="toy", recipe_version="1.0.0", checkpoint="ckpt", mode="full",
-                                metrics=[MetricSpec("f1"), MetricSpec("rmse")], records=records,
+                                metrics=[Spec("f1"), Spec("rmse", direction="lower")], records=records,
                                 n_expected=len(records) if n_expected is None else n_expected,
                                 provenance=FIXED_PROVENANCE, config={}, timings={})
     args.update(kw)
@@ -131,7 +139,7 @@ def test_failed_run_and_null_metric() -> None:
 
 
 def test_missing_metric() -> None:
-    card = make_card([0.5] * 3, [2.0] * 3, metrics=[MetricSpec("f1")])
+    card = make_card([0.5] * 3, [2.0] * 3, metrics=[Spec("f1")])
     result = diff_scorecard(card, ref())
     assert result.exit_code == EXIT_INCOMPLETE
     assert result.rows[1].status == "MISSING" and result.rows[1].measured is None
@@ -141,7 +149,7 @@ def test_missing_metric() -> None:
 def test_extra_scorecard_metric_is_a_note_not_a_failure() -> None:
     records = [ok(f"s{i}", f1=0.5, rmse=2.0, precision=0.3) for i in range(3)]
     card = make_card([], [], records=records, n_expected=3,
-                     metrics=[MetricSpec("f1"), MetricSpec("rmse"), MetricSpec("precision")])
+                     metrics=[Spec("f1"), Spec("rmse", direction="lower"), Spec("precision")])
     result = diff_scorecard(card, ref())
     assert result.exit_code == EXIT_PASS
     assert result.notes == ["precision: no reference value (reported, not checked)"]
@@ -194,21 +202,21 @@ def _broken(mutate: Any) -> dict[str, Any]:
     ("recipe: toy\nrecipe: again\n", "invalid YAML at line 2, column 1: duplicate key 'recipe'"),
     ("- just\n- a list\n", "expected a mapping at top level, got list"),
     (_broken(lambda d: d["metrics"]["rmse"].update(direction="down")),
-     "schema violation at $.metrics.rmse.direction: 'down' is not one of ['higher', 'lower']"),
+     "schema violation at $.metrics.rmse.direction: must be one of ['higher', 'lower']"),
     (_broken(lambda d: d["metrics"]["f1"].update(tolerance={"abs": 0.01, "rel": 0.1})),
      "schema violation at $.metrics.f1.tolerance"),
     (_broken(lambda d: d["metrics"]["f1"].update(tolerance={})),
      "schema violation at $.metrics.f1.tolerance"),
     (_broken(lambda d: d["metrics"]["f1"].update(tolerance={"abs": -1})),
      "schema violation at $.metrics.f1.tolerance.abs"),
-    (_broken(lambda d: d["metrics"]["f1"].pop("direction")), "'direction' is a required property"),
+    (_broken(lambda d: d["metrics"]["f1"].pop("direction")), "$.metrics.f1: must contain ['direction'] properties"),
     (_broken(lambda d: d["metrics"]["f1"].update(value=float("nan"))), "metric f1: value must be finite"),
     (_broken(lambda d: d["metrics"]["f1"].update(primary=False)), "no metric is marked primary: true"),
     (_broken(lambda d: d.update(recipe_version=1.0)), "schema violation at $.recipe_version"),
     (_broken(lambda d: d.update(mode="nightly")), "schema violation at $.mode"),
-    (_broken(lambda d: d.update(source={"kind": "trusted_run"})), "'provenance' is a required property"),
-    (_broken(lambda d: d.update(source={"kind": "upstream_readme"})), "'citation' is a required property"),
-    (_broken(lambda d: d.pop("n_samples")), "'n_samples' is a required property"),
+    (_broken(lambda d: d.update(source={"kind": "trusted_run"})), "$.source: must contain ['provenance'] properties"),
+    (_broken(lambda d: d.update(source={"kind": "upstream_readme"})), "$.source: must contain ['citation'] properties"),
+    (_broken(lambda d: d.pop("n_samples")), "$: must contain ['n_samples'] properties"),
 ])
 def test_load_errors_are_one_line_naming_the_file(tmp_path: Path, data: Any, expected: str) -> None:
     path = write_yaml(tmp_path, data)
@@ -227,51 +235,82 @@ def test_load_missing_file(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------- recording
 
-DIRECTIONS = {"f1": "higher", "rmse": "lower"}
-TOLERANCES = {"f1": {"abs": 0.01}, "rmse": {"rel": 0.05}}
+@pytest.fixture
+def toy(tmp_path: Path) -> Any:
+    return toy_recipe(tmp_path / "recipes", name="toy")
 
 
-def test_record_reference_round_trip(tmp_path: Path) -> None:
+def test_record_reference_round_trip(tmp_path: Path, toy: Any) -> None:
     card = make_card([0.1, 0.2, 0.7], [1.25, 2.5, 3.333333333333333])
-    path = record_reference(card, tmp_path / "refs" / "ckpt.yaml", tolerances=TOLERANCES,
-                            directions=DIRECTIONS, primary={"f1"}, tier="same_hw", note="H200 nightly")
-    reference = load_reference(path)
+    path = record_reference(card, tmp_path / "refs" / "ckpt.yaml", recipe=toy, tier="same_hw", note="H200 nightly")
+    reference = load_reference(path, recipe=toy)
     assert reference.source["kind"] == "trusted_run"
     assert reference.source["provenance"] == FIXED_PROVENANCE
     assert (reference.tier, reference.note) == ("same_hw", "H200 nightly")
     assert (reference.n_samples, reference.mode) == (3, "full")
     assert reference.metrics["f1"].value == card["metrics"]["f1"]["value"]  # exact float round trip
+    # Directions, primary flags and tolerances come from the declaration, not from another reference.
     assert reference.metrics["rmse"].direction == "lower" and reference.primary == ["f1"]
+    assert reference.metrics["f1"].tolerance.as_dict() == {"abs": 0.01}
+    assert reference.metrics["rmse"].tolerance.as_dict() == {"rel": 0.05}
     result = diff_scorecard(card, reference)
     assert result.exit_code == EXIT_PASS
     assert all(r.delta == 0 and r.verdict == "same" for r in result.rows)
-    assert path.read_text().startswith("# Recorded by pinbench.reference.record_reference")
+    assert path.read_text().startswith("# Recorded by pinbench record-reference")
 
 
-def test_record_reference_refuses_partial(tmp_path: Path) -> None:
+def test_record_reference_narrows_but_never_widens(tmp_path: Path, toy: Any) -> None:
+    card = make_card([0.5] * 3, [2.0] * 3)
+    path = record_reference(card, tmp_path / "a.yaml", recipe=toy, tier="cross_hw",
+                            overrides={"f1": Tolerance(abs=0.001)})
+    assert load_reference(path, recipe=toy).metrics["f1"].tolerance.as_dict() == {"abs": 0.001}
+    with pytest.raises(ValueError, match="wider than toy's cross_hw default"):
+        record_reference(card, tmp_path / "b.yaml", recipe=toy, tier="cross_hw", overrides={"f1": Tolerance(abs=0.2)})
+    with pytest.raises(ValueError, match="not in the scorecard: psnr"):
+        record_reference(card, tmp_path / "c.yaml", recipe=toy, tier="cross_hw", overrides={"psnr": Tolerance(abs=0)})
+    assert not (tmp_path / "b.yaml").exists() and not (tmp_path / "c.yaml").exists()
+
+
+def test_record_reference_refuses_partial(tmp_path: Path, toy: Any) -> None:
     card = make_card([0.5, None, 0.5], [2.0, None, 2.0])
     with pytest.raises(ValueError, match="refusing to record a reference from a partial scorecard"):
-        record_reference(card, tmp_path / "r.yaml", tolerances=TOLERANCES, directions=DIRECTIONS,
-                         primary={"f1"}, tier="same_hw")
+        record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="same_hw")
     assert not (tmp_path / "r.yaml").exists()
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"directions": {"f1": "higher"}}, "directions missing for metric"),
-    ({"directions": {"f1": "higher", "rmse": "smaller"}}, "unknown direction"),
-    ({"tolerances": {"f1": {"abs": 0.01}}}, "tolerances missing for metric"),
-    ({"tolerances": {"f1": {"abs": 0.01}, "rmse": {"abs": 0.1, "rel": 0.1}}},
-     r"\$\.metrics\.rmse\.tolerance"),
-    ({"primary": {"psnr"}}, "primary must name scorecard metrics"),
-    ({"primary": set()}, "at least one metric"),
-    ({"tier": "any_hw"}, "unknown tier"),
-])
-def test_record_reference_validates_arguments(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:
-    args: dict[str, Any] = dict(tolerances=TOLERANCES, directions=DIRECTIONS, primary={"f1"}, tier="same_hw")
-    args.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        record_reference(make_card([0.5] * 3, [2.0] * 3), tmp_path / "r.yaml", **args)
+def test_record_reference_refuses_an_undeclared_metric_and_an_unknown_tier(tmp_path: Path, toy: Any) -> None:
+    records = [ok(f"s{i}", f1=0.5, rmse=2.0, psnr=30.0) for i in range(3)]
+    card = make_card([], [], records=records, n_expected=3,
+                     metrics=[Spec("f1"), Spec("rmse", direction="lower"), Spec("psnr")])
+    with pytest.raises(RecipeError, match="metric 'psnr' is not declared"):
+        record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="same_hw")
+    with pytest.raises(ValueError, match="unknown tier"):
+        record_reference(make_card([0.5] * 3, [2.0] * 3), tmp_path / "r.yaml", recipe=toy, tier="any_hw")
     assert not (tmp_path / "r.yaml").exists()
+
+
+def test_a_reference_is_checked_against_the_declaration(tmp_path: Path, toy: Any) -> None:
+    wide = copy.deepcopy(REFERENCE)
+    wide["metrics"]["f1"]["tolerance"] = {"abs": 0.5}
+    with pytest.raises(ReferenceFileError, match="wider than toy's cross_hw default"):
+        load_reference(write_yaml(tmp_path, wide), recipe=toy)
+    flipped = copy.deepcopy(REFERENCE)
+    flipped["metrics"]["rmse"]["direction"] = "higher"
+    with pytest.raises(ReferenceFileError, match="contradicts the recipe's declared lower"):
+        load_reference(write_yaml(tmp_path, flipped), recipe=toy)
+    unknown = copy.deepcopy(REFERENCE)
+    unknown["metrics"]["psnr"] = {"value": 30.0, "direction": "higher", "tolerance": {"abs": 0.1}}
+    with pytest.raises(ReferenceFileError, match="psnr is not declared by toy"):
+        load_reference(write_yaml(tmp_path, unknown), recipe=toy)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_non_finite_values_and_tolerances_are_invalid(tmp_path: Path, value: str) -> None:
+    text = yaml.safe_dump(REFERENCE, sort_keys=False)
+    for old in ("value: 0.5", "abs: 0.01"):
+        path = write_yaml(tmp_path, text.replace(old, old.split(":")[0] + ": " + value))
+        with pytest.raises(ReferenceFileError, match="finite"):
+            load_reference(path)
 
 
 # ------------------------------------------------------------------------------------------- golden

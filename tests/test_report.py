@@ -19,14 +19,19 @@ from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is fixed)
 
+
+def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
+    return MetricSpec(name, aggregation, *args, direction=direction, **kwargs)  # as a recipe.yaml declares it
+
+
 TOKEN = "hf_abcdefghijKLMNOPQRST123456"
 EVIL_ID = "<script>alert(1)</script>"
 EVIL_ERROR = 'ValueError: frame <b>7</b> & "more"'
 METRICS = [
-    MetricSpec("edge/canny_f1"),
-    MetricSpec("edge/depth_si_rmse", aggregation="median"),
-    MetricSpec("vis/dover", key="dover_score"),
-    MetricSpec("overall"),
+    Spec("edge/canny_f1"),
+    Spec("edge/depth_si_rmse", aggregation="median", direction="lower"),
+    Spec("vis/dover", key="dover_score"),
+    Spec("overall"),
 ]
 
 
@@ -149,7 +154,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
 
 def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
     records = _records(6, failed={"s-bad": f"OSError: 401 fetching with {TOKEN}"})
-    cohort = MetricSpec("i2v/revisit", key="overall", sample_ids=["s000", "s001", "zz-never-run"])
+    cohort = Spec("i2v/revisit", key="overall", sample_ids=["s000", "s001", "zz-never-run"])
     card = _card(records, 8, metrics=[*METRICS, cohort])  # five ok, one failed, two never ran
     assert card["status"] == "partial"
     index = write_report([card], tmp_path, references={"paibench-c": _reference(card)})

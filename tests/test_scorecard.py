@@ -23,6 +23,11 @@ from pinbench.scorecard import (
     write_scorecard,
 )
 
+
+def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
+    return MetricSpec(name, aggregation, *args, direction=direction, **kwargs)  # as a recipe.yaml declares it
+
+
 # Test double: the fixed provenance block of the committed golden scorecard (collect_provenance output
 # varies with the machine and the time).
 FIXED_PROVENANCE: dict[str, Any] = json.loads(
@@ -52,7 +57,7 @@ def card_for(records: list[Any], metrics: list[MetricSpec], n_expected: int, **k
 
 def test_mean_and_median() -> None:
     records = [ok(f"s{i}", x=v) for i, v in enumerate([1.0, 2.0, 3.0, 10.0])]
-    card = card_for(records, [MetricSpec("x"), MetricSpec("x_median", "median", key="x")], 4)
+    card = card_for(records, [Spec("x"), Spec("x_median", "median", key="x")], 4)
     assert card["metrics"]["x"]["value"] == pytest.approx(4.0)
     assert card["metrics"]["x_median"]["value"] == pytest.approx(2.5)
     assert card["metrics"]["x_median"]["key"] == "x"
@@ -65,7 +70,7 @@ def test_mean_then_median_groups() -> None:
     # scene a: mean(1, 3) = 2; scene b: 10; scene c: mean(4, 6, 8) = 6 -> median(2, 10, 6) = 6
     rows = [("a", 1), ("a", 3), ("b", 10), ("c", 4), ("c", 6), ("c", 8)]
     records = [ok(f"s{i}", ssim=v, scene=g) for i, (g, v) in enumerate(rows)]
-    card = card_for(records, [MetricSpec("ssim", "mean_then_median", group_by="scene")], 6)
+    card = card_for(records, [Spec("ssim", "mean_then_median", group_by="scene")], 6)
     m = card["metrics"]["ssim"]
     assert m["value"] == pytest.approx(6.0)
     assert m["n_groups"] == 3 and m["group_by"] == "scene"
@@ -75,7 +80,7 @@ def test_mean_then_median_groups() -> None:
 
 def test_mean_then_median_missing_group_counts_as_failed() -> None:
     records = [ok("s0", v=1.0, scene="a"), ok("s1", v=2.0)]
-    m = card_for(records, [MetricSpec("v", "mean_then_median", group_by="scene")], 2)["metrics"]["v"]
+    m = card_for(records, [Spec("v", "mean_then_median", group_by="scene")], 2)["metrics"]["v"]
     assert m["n_scored"] == 1 and m["n_failed"] == 1
     assert m["failed"] == [{"sample_id": "s1", "error": "no group field 'scene' in result"}]
 
@@ -91,7 +96,7 @@ def test_null_nan_and_failures_are_counted_never_dropped() -> None:
         ok("s6", x=float("inf")),
         ok("s7", x=0.7),
     ]
-    card = card_for(records, [MetricSpec("x")], 8)
+    card = card_for(records, [Spec("x")], 8)
     m = card["metrics"]["x"]
     assert m["value"] == pytest.approx(0.6)
     assert (m["n_expected"], m["n_scored"], m["n_failed"], m["n_missing"]) == (8, 2, 6, 0)
@@ -109,7 +114,7 @@ def test_null_nan_and_failures_are_counted_never_dropped() -> None:
 
 
 def test_nothing_scored_gives_null_value_and_failed_status() -> None:
-    card = card_for([failed("s0", "ValueError: bad video")], [MetricSpec("x"), MetricSpec("y")], 3)
+    card = card_for([failed("s0", "ValueError: bad video")], [Spec("x"), Spec("y")], 3)
     assert card["metrics"]["x"]["value"] is None
     assert card["metrics"]["x"]["n_missing"] == 2
     assert card["status"] == "failed"
@@ -117,14 +122,14 @@ def test_nothing_scored_gives_null_value_and_failed_status() -> None:
 
 
 def test_one_metric_complete_another_empty_is_partial() -> None:
-    card = card_for([ok("s0", x=1.0), ok("s1", x=2.0)], [MetricSpec("x"), MetricSpec("y")], 2)
+    card = card_for([ok("s0", x=1.0), ok("s1", x=2.0)], [Spec("x"), Spec("y")], 2)
     assert card["status"] == "partial"
     assert card["metrics"]["y"]["value"] is None
 
 
 def test_shard_records_against_full_count_is_partial() -> None:
     # this process saw 2 of the 4 tasks: the denominator stays 4
-    card = card_for([ok("s0", x=1.0), ok("s2", x=3.0)], [MetricSpec("x")], 4)
+    card = card_for([ok("s0", x=1.0), ok("s2", x=3.0)], [Spec("x")], 4)
     m = card["metrics"]["x"]
     assert (m["n_scored"], m["n_missing"]) == (2, 2)
     assert card["samples"]["n_missing"] == 2
@@ -132,7 +137,7 @@ def test_shard_records_against_full_count_is_partial() -> None:
 
 
 def test_zero_expected_is_not_complete() -> None:
-    card = card_for([], [MetricSpec("x")], 0)
+    card = card_for([], [Spec("x")], 0)
     assert card["status"] == "failed"
     assert "x: n_expected is 0" in card["status_reasons"]
 
@@ -140,8 +145,8 @@ def test_zero_expected_is_not_complete() -> None:
 def test_cohort_metrics_name_missing_samples() -> None:
     t2v, i2v = ["t0", "t1"], ["i0", "i1", "i2"]
     records = [ok("t0", clip=0.8), ok("t1", clip=0.6), ok("i0", clip=0.5), failed("i1", "ValueError: x")]
-    metrics = [MetricSpec("t2v/clip", key="clip", sample_ids=t2v),
-               MetricSpec("i2v/clip", key="clip", sample_ids=i2v)]
+    metrics = [Spec("t2v/clip", key="clip", sample_ids=t2v),
+               Spec("i2v/clip", key="clip", sample_ids=i2v)]
     card = card_for(records, metrics, 5)
     assert card["metrics"]["t2v/clip"]["value"] == pytest.approx(0.7)
     assert card["metrics"]["t2v/clip"]["n_expected"] == 2
@@ -154,24 +159,24 @@ def test_cohort_metrics_name_missing_samples() -> None:
 
 def test_aggregation_none_takes_the_single_value() -> None:
     records = [ok("s0", x=1.0), ok("suite", fvd=123.5)]
-    metrics = [MetricSpec("x", sample_ids=["s0"]), MetricSpec("fvd", "none", sample_ids=["suite"])]
+    metrics = [Spec("x", sample_ids=["s0"]), Spec("fvd", "none", sample_ids=["suite"])]
     card = card_for(records, metrics, 2)
     assert card["metrics"]["fvd"]["value"] == 123.5
     assert card["status"] == "complete"
     with pytest.raises(ValueError, match="exactly one expected sample"):
-        card_for(records, [MetricSpec("fvd", "none")], 2)
+        card_for(records, [Spec("fvd", "none")], 2)
 
 
 def test_records_as_json_dicts() -> None:
     records = [ok("s0", x=1.0).to_json(), failed("s1", "OSError: gone").to_json()]
-    m = card_for(records, [MetricSpec("x")], 2)["metrics"]["x"]
+    m = card_for(records, [Spec("x")], 2)["metrics"]["x"]
     assert m["value"] == 1.0 and m["failed"] == [{"sample_id": "s1", "error": "OSError: gone"}]
 
 
 def test_aggregate_is_independent_of_record_order() -> None:
     rng = random.Random(0)
     rows = [(f"s{i}", rng.random() * 1e6 + 1e-6 * i, f"g{i % 7}") for i in range(200)]
-    metrics = [MetricSpec("v"), MetricSpec("vm", "mean_then_median", group_by="g", key="v")]
+    metrics = [Spec("v"), Spec("vm", "mean_then_median", group_by="g", key="v")]
     first = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
     rng.shuffle(rows)
     second = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
@@ -184,10 +189,10 @@ def test_aggregate_is_independent_of_record_order() -> None:
     ({"metrics": []}, "at least one metric"),
     ({"n_expected": 1}, "n_expected must be the full task count"),
     ({"records": [ok("s0", x=1.0), ok("s0", x=2.0)]}, "duplicate sample ids"),
-    ({"metrics": [MetricSpec("x"), MetricSpec("x")]}, "duplicate metric names"),
+    ({"metrics": [Spec("x"), Spec("x")]}, "duplicate metric names"),
 ])
 def test_build_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
-    base: dict[str, Any] = dict(records=[ok("s0", x=1.0), ok("s1", x=2.0)], metrics=[MetricSpec("x")],
+    base: dict[str, Any] = dict(records=[ok("s0", x=1.0), ok("s1", x=2.0)], metrics=[Spec("x")],
                                 n_expected=2)
     base.update(kwargs)
     with pytest.raises(ValueError, match=match):
@@ -196,13 +201,13 @@ def test_build_rejects_bad_arguments(kwargs: dict[str, Any], match: str) -> None
 
 def test_metric_spec_validation() -> None:
     with pytest.raises(ValueError, match="unknown aggregation"):
-        MetricSpec("x", "geomean")
+        Spec("x", "geomean")
     with pytest.raises(ValueError, match="group_by is required"):
-        MetricSpec("x", "mean_then_median")
+        Spec("x", "mean_then_median")
     with pytest.raises(ValueError, match="group_by is required"):
-        MetricSpec("x", "mean", group_by="scene")
+        Spec("x", "mean", group_by="scene")
     with pytest.raises(ValueError, match="duplicates"):
-        MetricSpec("x", sample_ids=["a", "a"])
+        Spec("x", sample_ids=["a", "a"])
 
 
 # ---------------------------------------------------------------------------------------- schema
@@ -211,7 +216,7 @@ def test_metric_spec_validation() -> None:
 @pytest.fixture
 def valid_card() -> dict[str, Any]:
     records = [ok("s0", x=1.0, y=0.1), ok("s1", x=3.0, y=0.3), failed("s2", "ValueError: truncated")]
-    return card_for(records, [MetricSpec("x"), MetricSpec("y", "median")], 3, extra={"decoder": "pyav"})
+    return card_for(records, [Spec("x"), Spec("y", "median")], 3, extra={"decoder": "pyav"})
 
 
 def test_valid_card_round_trips(valid_card: dict[str, Any], tmp_path: Path) -> None:
@@ -231,9 +236,12 @@ def _mutations() -> list[tuple[str, Any, str]]:
             c[path[-1]] = value
         return apply
 
+    def drop_metric_field(key: str) -> Any:
+        return lambda c: c["metrics"]["x"].pop(key)
+
     return [
-        ("missing status", drop("status"), "'status' is a required property"),
-        ("missing provenance", drop("provenance"), "'provenance' is a required property"),
+        ("missing status", drop("status"), "must contain ['status'] properties"),
+        ("missing provenance", drop("provenance"), "must contain ['provenance'] properties"),
         ("bad status", set_(["status"], "done"), "$.status"),
         ("bad mode", set_(["mode"], "quick"), "$.mode"),
         ("negative count", set_(["metrics", "x", "n_failed"], -1), "$.metrics.x.n_failed"),
@@ -241,11 +249,14 @@ def _mutations() -> list[tuple[str, Any, str]]:
         ("string value", set_(["metrics", "x", "value"], "2.0"), "$.metrics.x.value"),
         ("unknown aggregation", set_(["metrics", "x", "aggregation"], "sum"), "$.metrics.x.aggregation"),
         ("bad commit", set_(["provenance", "pinbench", "commit"], "main"), "$.provenance.pinbench.commit"),
-        ("unknown top-level field", set_(["score"], 1.0), "'score' was unexpected"),
+        ("unknown top-level field", set_(["score"], 1.0), "must not contain {'score'} properties"),
         ("counts do not add up", set_(["metrics", "x", "n_scored"], 3), "n_scored + n_failed + n_missing"),
         ("value when nothing scored",
-         set_(["metrics", "x"], {"value": 1.0, "aggregation": "mean", "n_expected": 3, "n_scored": 0,
+         set_(["metrics", "x"], {"value": 1.0, "aggregation": "mean", "direction": "higher", "kind": "official",
+                                 "primary": False, "n_expected": 3, "n_scored": 0,
                                  "n_failed": 0, "n_missing": 3, "failed": []}), "value must be null"),
+        ("non-finite value", set_(["metrics", "x", "value"], float("inf")), "is not finite"),
+        ("no direction", drop_metric_field("direction"), "must contain ['direction']"),
         ("failed list shorter", set_(["metrics", "x", "failed"], []), "failed entries"),
         ("status contradicts counts", set_(["status"], "complete"), "contradicts the counts"),
     ]
@@ -298,7 +309,7 @@ def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.Monkey
     provenance = collect_provenance(pins={}, seeds={"global": 0},
                                     extra={"note": f"fetched with {hf_token}"})
     card = card_for(
-        [ok("s0", x=1.0)], [MetricSpec("x")], 1, provenance=provenance,
+        [ok("s0", x=1.0)], [Spec("x")], 1, provenance=provenance,
         config={"hf_token": "anything-at-all", "cmd": f"pinbench fetch --token {hf_token}",
                 "options": {"logger": "wandb:wandb-secret-0123456789"}},
         extra={"argv": ["--hf-token", hf_token], "nested": [{"password": "pw-value-123"}]},
@@ -315,7 +326,18 @@ def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_config_values_become_plain_json(tmp_path: Path) -> None:
-    card = card_for([ok("s0", x=1.0)], [MetricSpec("x")], 1,
+    card = card_for([ok("s0", x=1.0)], [Spec("x")], 1,
                     config={"out_dir": tmp_path, "gpus": {2, 1}, "ratio": math.nan})
     assert card["config"] == {"out_dir": str(tmp_path), "gpus": [1, 2], "ratio": None}
     write_scorecard(card, tmp_path / "scorecard.json")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_scorecard_file_with_a_non_finite_number_is_invalid_input(valid_card: dict[str, Any], tmp_path: Path,
+                                                                     constant: str) -> None:
+    text = json.dumps(valid_card, indent=2)
+    value = json.dumps(valid_card["metrics"]["x"]["value"])
+    path = tmp_path / "scorecard.json"
+    path.write_text(text.replace(f'"value": {value}', f'"value": {constant}', 1))
+    with pytest.raises(ScorecardError, match=f"non-finite number {constant}"):
+        load_scorecard(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import os
 import sys
@@ -16,11 +17,13 @@ import pytest
 from pinbench import video
 from pinbench.video import (
     BACKENDS,
+    DecoderUnavailable,
     VideoError,
     VideoInfo,
     is_valid_video,
-    probe,
     read_video,
+    require_backend,
+    video_info,
     write_video,
 )
 
@@ -53,12 +56,12 @@ def _assert_one_line_error(err: VideoError, path: Path, reason_prefix: str) -> N
     assert err.reason.startswith(reason_prefix), text
 
 
-# ---------------------------------------------------------------- probe
+# ---------------------------------------------------------------- video_info
 
 
 def test_probe_reports_what_was_written(make_video):
     path = make_video(n_frames=30, fps=8.0)
-    info = probe(path)
+    info = video_info(path)
     assert info == VideoInfo(path, 30, 8.0, 64, 48, "h264", 3.75)
 
 
@@ -67,7 +70,7 @@ def test_probe_reports_what_was_written(make_video):
     [(29.97, 29.97), (30000 / 1001, 30000 / 1001), (Fraction(30000, 1001), 30000 / 1001), (12.5, 12.5)],
 )
 def test_probe_fractional_fps(make_video, fps, expected):
-    info = probe(make_video(n_frames=12, fps=fps))
+    info = video_info(make_video(n_frames=12, fps=fps))
     assert info.fps == pytest.approx(expected, abs=1e-9)
     assert info.n_frames == 12
     assert info.duration_s == pytest.approx(12 / expected, abs=1e-3)
@@ -77,8 +80,8 @@ def test_probe_counts_packets_for_containers_without_a_count(make_video):
     path = make_video("clip.mkv", n_frames=20)
     with av.open(str(path)) as container:
         assert container.streams.video[0].frames == 0  # Matroska stores no count: it must be counted
-    assert probe(path).n_frames == 20
-    assert len(read_video(path).frames) == 20
+    assert video_info(path).n_frames == 20
+    assert len(read_video(path, backend="pyav").frames) == 20
 
 
 # ---------------------------------------------------------------- decoding
@@ -114,16 +117,16 @@ def test_selected_indices_equal_all_frames_at_those_indices(make_video, backend)
 
 def test_max_frames_returns_leading_frames(make_video):
     path = make_video(n_frames=20)
-    head = read_video(path, max_frames=5)
+    head = read_video(path, max_frames=5, backend="pyav")
     assert head.indices == [0, 1, 2, 3, 4]
-    np.testing.assert_array_equal(head.frames, read_video(path).frames[:5])
-    assert len(read_video(path, max_frames=50).frames) == 20
+    np.testing.assert_array_equal(head.frames, read_video(path, backend="pyav").frames[:5])
+    assert len(read_video(path, max_frames=50, backend="pyav").frames) == 20
     with pytest.raises(ValueError, match="either indices or max_frames"):
-        read_video(path, [0], max_frames=1)
+        read_video(path, [0], max_frames=1, backend="pyav")
 
 
 def test_empty_index_list_gives_empty_array(make_video):
-    decoded = read_video(make_video(), [])
+    decoded = read_video(make_video(), [], backend="pyav")
     assert decoded.frames.shape == (0, 48, 64, 3)
 
 
@@ -138,16 +141,15 @@ def test_backends_agree_and_are_deterministic(make_video):
         np.testing.assert_array_equal(read_video(path, backend=name).frames, result.frames)
 
 
-def test_auto_prefers_decord_and_records_fallback(make_video, monkeypatch):
+def test_a_missing_backend_is_named_never_replaced(make_video, monkeypatch):
     path = make_video()
-    assert read_video(path).backend == "decord"
-    monkeypatch.setitem(sys.modules, "decord", None)  # test double: decord import fails
-    fallback = read_video(path)
-    assert fallback.backend == "pyav"
-    np.testing.assert_array_equal(fallback.frames, read_video(path, backend="pyav").frames)
-    with pytest.raises(VideoError) as err:
+    monkeypatch.setitem(sys.modules, "decord", None)  # test double: decord import fails (as on aarch64)
+    with pytest.raises(DecoderUnavailable) as err:
         read_video(path, backend="decord")
-    _assert_one_line_error(err.value, path, "undecodable: decord: decord unavailable")
+    assert "-o decoder=" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(DecoderUnavailable):
+        require_backend("decord")
+    require_backend("pyav")  # the others are still there, but nothing switched to them silently
 
 
 def test_unknown_backend_is_a_programming_error(make_video):
@@ -159,7 +161,7 @@ def test_unknown_backend_is_a_programming_error(make_video):
 def test_every_backend_reports_a_short_stream_as_truncated(make_video, name):
     """The container promised more frames than the stream holds: no silent short read."""
     path = make_video(n_frames=10)
-    info = probe(path)
+    info = video_info(path)
     overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
     with pytest.raises(video._BackendFailure) as failure:
         video._DECODERS[name](path, overstated, [0, 12])
@@ -169,7 +171,7 @@ def test_every_backend_reports_a_short_stream_as_truncated(make_video, name):
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_out_of_range_index_names_the_file(make_video, backend):
     path = make_video(n_frames=10)
     for bad in (10, -1):
@@ -180,7 +182,7 @@ def test_out_of_range_index_names_the_file(make_video, backend):
 
 def test_missing_file(tmp_path):
     path = tmp_path / "absent.mp4"
-    for call in (probe, read_video):
+    for call in (video_info, functools.partial(read_video, backend="pyav")):
         with pytest.raises(VideoError) as err:
             call(path)
         _assert_one_line_error(err.value, path, "file not found")
@@ -190,7 +192,7 @@ def test_zero_byte_file(tmp_path):
     path = tmp_path / "empty.mp4"
     path.touch()
     with pytest.raises(VideoError) as err:
-        read_video(path)
+        read_video(path, backend="pyav")
     _assert_one_line_error(err.value, path, "empty file (0 bytes)")
 
 
@@ -198,11 +200,11 @@ def test_garbage_bytes(tmp_path):
     path = tmp_path / "garbage.mp4"
     path.write_bytes(np.random.default_rng(3).bytes(4096))
     with pytest.raises(VideoError) as err:
-        read_video(path)
+        read_video(path, backend="pyav")
     _assert_one_line_error(err.value, path, "undecodable: ")
 
 
-@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fraction", [0.6, 0.9])
 def test_truncated_mp4_moov_at_end(make_video, tmp_path, backend, fraction):
     full = make_video(n_frames=30)
@@ -212,7 +214,7 @@ def test_truncated_mp4_moov_at_end(make_video, tmp_path, backend, fraction):
     _assert_one_line_error(err.value, cut, "truncated: ")
 
 
-@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_truncated_mp4_moov_first(synthetic_frames, tmp_path, backend):
     full = _write_faststart_mp4(tmp_path / "fast.mp4", synthetic_frames(30), 8)
     cut = _truncate(full, tmp_path / "cut.mp4", 0.6)
@@ -221,7 +223,7 @@ def test_truncated_mp4_moov_first(synthetic_frames, tmp_path, backend):
     _assert_one_line_error(err.value, cut, "truncated: ")
 
 
-@pytest.mark.parametrize("backend", ["auto", *BACKENDS])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fraction", [0.6, 0.9])
 def test_truncated_matroska(make_video, tmp_path, backend, fraction):
     """Every backend silently decodes a cut .mkv short; the declared duration exposes it."""
@@ -234,9 +236,9 @@ def test_truncated_matroska(make_video, tmp_path, backend, fraction):
 
 def test_too_few_frames(make_video):
     path = make_video(n_frames=10)
-    assert len(read_video(path, min_frames=10).frames) == 10
+    assert len(read_video(path, min_frames=10, backend="pyav").frames) == 10
     with pytest.raises(VideoError) as err:
-        read_video(path, min_frames=11)
+        read_video(path, min_frames=11, backend="pyav")
     _assert_one_line_error(err.value, path, "too few frames: 10 < 11")
 
 
@@ -266,7 +268,7 @@ def test_write_accepts_iterables_and_leaves_no_temp_files(tmp_path, synthetic_fr
     frames = synthetic_frames(6)
     path = write_video(tmp_path / "sub" / "gen.mp4", (f for f in frames), Fraction(24000, 1001))
     assert sorted(os.listdir(path.parent)) == ["gen.mp4"]
-    info = probe(path)
+    info = video_info(path)
     assert (info.n_frames, info.fps) == (6, pytest.approx(24000 / 1001))
 
 

@@ -89,6 +89,7 @@ def library_closure(recipe_dir: Path, root: Path | None = None) -> set[Path]:
 
 def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
     deps = "".join(f'  "{line}",\n' for line in requirements)
+    short = recipe.package.rpartition(".")[2]
     return f"""[build-system]
 requires = ["setuptools>=69"]
 build-backend = "setuptools.build_meta"
@@ -108,18 +109,22 @@ test = ["pytest>=8"]
 pinbench = "pinbench.cli:main"
 
 [project.entry-points."pinbench.recipes"]
-{recipe.package} = "{recipe.package}.recipe:RECIPE"
+{short} = "{recipe.package}"
 
 [tool.setuptools.packages.find]
 where = ["."]
-include = ["pinbench*", "{recipe.package}*"]
+include = ["pinbench*", "pinbench_recipes*"]
+exclude = ["*.tests", "*.tests.*"]
 
 [tool.setuptools.package-data]
-"*" = ["*.yaml", "*.json", "*.md", "*.lock", "*.txt", "Dockerfile*", "*.patch"]
+"*" = ["*.yaml", "*.json", "*.md", "*.lock", "*.txt", "Dockerfile*", "*.patch", "references/*.yaml",
+       "schemas/*.json", "templates/*"]
 
 [tool.pytest.ini_options]
-testpaths = ["{recipe.package}"]
-markers = ["gpu: needs a CUDA GPU and real weights (GPU CI only)", "docker: needs a Docker engine"]
+testpaths = ["pinbench_recipes"]
+addopts = "--import-mode=importlib -p no:cacheprovider"
+markers = ["gpu: needs a CUDA GPU and real weights (GPU CI only)", "docker: needs a Docker engine",
+           "slurm: needs slurm-wlm and munge installed"]
 """
 
 
@@ -137,7 +142,7 @@ help:
 setup:
 \t$(PYTHON) -m pip install -e '.[test]'
 test:
-\t$(PYTHON) -m pytest -q {recipe.package}
+\t$(PYTHON) -m pytest -q pinbench_recipes
 fixture:
 \t$(PYTHON) -m {recipe.package} run --fixture
 build:
@@ -174,7 +179,9 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
         shutil.rmtree(dest)
     requirements = _requirements(recipe_dir)
 
-    shutil.copytree(recipe_dir, dest / recipe.package, ignore=IGNORED)
+    package_dir = dest.joinpath(*recipe.package.split("."))
+    shutil.copytree(recipe_dir, package_dir, ignore=IGNORED)
+    shutil.copy2(recipe_dir.parent / "__init__.py", package_dir.parent / "__init__.py")
     for file in sorted(library_closure(recipe_dir, root)):
         target = dest / LIBRARY / file.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pinbench.files import write_atomic
 from pinbench.provenance import collect_provenance
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
 from pinbench.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
@@ -43,11 +44,12 @@ def finish_run(
     The exit code is the diff's when a reference exists for this checkpoint and mode; otherwise 0
     for a complete run and non-zero for a partial or failed one.
     """
+    described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
     provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
                                     extra=dict(provenance_extra or {}))
     card = build_scorecard(
         recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
-        metrics=metrics, records=records, n_expected=n_expected, provenance=provenance,
+        metrics=described, records=records, n_expected=n_expected, provenance=provenance,
         config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None,
     )
     scorecard_path = write_scorecard(card, cfg.out_dir / "scorecard.json")
@@ -59,14 +61,13 @@ def finish_run(
         exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
         message = (f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}: "
                    f"reported, not diffed (status {card['status']})")
-        (cfg.out_dir / "diff.txt").write_text(message + "\n")
     else:
-        reference = load_reference(ref_path)
+        reference = load_reference(ref_path, recipe=recipe)
         references = {recipe.name: reference}
         result = diff(card, reference)
         exit_code = result.exit_code
         message = render_diff(result)
-        (cfg.out_dir / "diff.txt").write_text(message + "\n")
+    write_atomic(cfg.out_dir / "diff.txt", message + "\n")
     print(message, flush=True)
 
     report_path = write_report(

@@ -1,35 +1,68 @@
-"""The contract every recipe implements, and how the CLI finds recipes.
+"""The recipe contract: a recipe is a package ``pinbench_recipes.<pkg>`` declared by its ``recipe.yaml``.
 
-A recipe is a Python package under ``recipes/<package>/`` that exposes ``RECIPE: Recipe`` in its
-``recipe.py`` and registers it under the ``pinbench.recipes`` entry-point group. Entry points (rather
-than walking up to a repository root) keep an exported recipe runnable on its own.
+The declaration (options, metrics, flags, stages, version, changelog) is data, read and schema-checked
+without importing the recipe's code, so ``pinbench list``, ``diff``, ``report`` and ``--help`` stay fast
+and work without a recipe's heavy dependencies. Only ``Recipe.run`` / ``Recipe.fetch`` import the code
+(``entry: run:run`` names the module and function).
+
+Recipes are found through the ``pinbench.recipes`` entry-point group (``<pkg> = "pinbench_recipes.<pkg>"``),
+so an exported recipe installed on its own is found the same way.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.resources
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+import importlib.util
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pinbench.files import FileError, read_yaml
+from pinbench.metricinfo import MetricInfo, match_metric
+from pinbench.options import OptionError, OptionSpec, ParsedOptions, parse_options
+from pinbench.schema import schema_error
 
 if TYPE_CHECKING:
     from pinbench.reference import DiffResult
     from pinbench.runner import Shard
 
 ENTRY_POINT_GROUP = "pinbench.recipes"
+PACKAGE_ROOT = "pinbench_recipes"
+DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
+GPU_FLAGS = ("many", "one", "none")
+# Checkpoint names become file and directory names (references/<checkpoint>.yaml, runs/<recipe>/<checkpoint>).
+CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class RecipeError(RuntimeError):
     """A recipe could not be found or its inputs are unusable (one-line message)."""
 
 
+class DeclarationError(FileError):
+    """A recipe.yaml is missing or invalid."""
+
+
+def check_checkpoint_name(name: str) -> str:
+    """A checkpoint name safe as a file name: letters, digits, ``.``, ``_``, ``-``; no leading dot, no ``..``."""
+    if not isinstance(name, str) or not CHECKPOINT_NAME.fullmatch(name) or ".." in name:
+        raise RecipeError(f"checkpoint name {name!r} is not allowed: use letters, digits, '.', '_' and '-', "
+                          "starting with a letter or digit, without '..' (it names files and folders)")
+    return name
+
+
 @dataclass
 class RunConfig:
-    """Everything a recipe run depends on; recorded verbatim in the scorecard's ``config``."""
+    """Everything a recipe run depends on; recorded in the scorecard's ``config``.
+
+    ``options`` holds the recipe's typed option values (parsed from ``-o``, the environment and defaults
+    by ``Recipe.config``); ``option_sources`` says where each came from.
+    """
 
     recipe: str
     checkpoint: str
@@ -42,7 +75,8 @@ class RunConfig:
     fixture: bool = False
     gpus: int = 1
     offline: bool = False
-    options: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    option_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def mode(self) -> str:
@@ -52,11 +86,15 @@ class RunConfig:
         return "smoke" if self.limit is not None else "full"
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["out_dir"] = str(self.out_dir)
-        data["shard"] = f"{self.shard.index}/{self.shard.count}" if self.shard else None
-        data["mode"] = self.mode
-        return data
+        from pinbench.provenance import to_jsonable
+
+        return {
+            "recipe": self.recipe, "checkpoint": self.checkpoint, "out_dir": str(self.out_dir),
+            "limit": self.limit, "shard": str(self.shard) if self.shard else None, "runtime": self.runtime,
+            "skip_generation": self.skip_generation, "skip_scoring": self.skip_scoring, "fixture": self.fixture,
+            "gpus": self.gpus, "offline": self.offline, "mode": self.mode,
+            "options": to_jsonable(self.options), "option_sources": dict(self.option_sources),
+        }
 
 
 @dataclass
@@ -74,9 +112,8 @@ class RunOutcome:
 class ContainerStage:
     """One step of a ``--runtime docker`` run: which image runs which ``pinbench`` command.
 
-    ``needs_token`` stages get ``HF_TOKEN`` passed through (fetching gated weights); every other
-    stage runs without it, and ``network=False`` stages run with ``--network none`` so that
-    everything they read must have been fetched before.
+    ``needs_token`` stages get ``HF_TOKEN`` (fetching gated weights); every other stage runs without it,
+    and ``network=False`` stages run with ``--network none``, so everything they read was fetched before.
     """
 
     name: str
@@ -93,17 +130,132 @@ DEFAULT_STAGES = (
 )
 
 
+@dataclass(frozen=True)
+class Flags:
+    """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored."""
+
+    limit: bool
+    shard: bool
+    gpus: str
+    skip_generation: bool
+    skip_scoring: bool
+
+
+@dataclass(frozen=True)
+class ChangelogEntry:
+    version: str
+    date: str
+    change: str
+
+
 @dataclass
 class Recipe:
+    """A recipe's declaration plus the two entry points that import its code on demand."""
+
     name: str
     package: str
     version: str
     description: str
-    checkpoints: list[str]
-    run: Callable[[RunConfig], RunOutcome]
-    fetch: Callable[[RunConfig], None] | None = None
-    env_vars: dict[str, str] = field(default_factory=dict)
+    entry: str
+    hardware: str
+    flags: Flags
+    metrics: dict[str, MetricInfo]
+    changelog: list[ChangelogEntry]
+    dir: Path
+    fetch_entry: str | None = None
+    checkpoints: list[str] = field(default_factory=list)
     stages: tuple[ContainerStage, ...] = DEFAULT_STAGES
+    env: dict[str, str] = field(default_factory=dict)
+    options: dict[str, OptionSpec] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------ code
+
+    def _callable(self, target: str) -> Callable[..., Any]:
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), function)
+
+    def run(self, cfg: RunConfig) -> RunOutcome:
+        return self._callable(self.entry)(cfg)
+
+    def fetch(self, cfg: RunConfig) -> None:
+        if self.fetch_entry is None:
+            raise RecipeError(f"{self.name}: nothing to fetch (it scores inputs you provide with bundled code)")
+        self._callable(self.fetch_entry)(cfg)
+
+    # ----------------------------------------------------------------------------- declaration
+
+    def metric_info(self, name: str) -> MetricInfo:
+        """The declaration of a scorecard metric name; RecipeError when none matches (never guessed)."""
+        info = match_metric(name, self.metrics)
+        if info is None:
+            raise RecipeError(f"{self.name}: metric {name!r} is not declared in {self.dir / DECLARATION}")
+        return info
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        """Every environment variable the recipe reads: option twins and ``env:``, with what each means."""
+        table = {spec.env: f"{spec.help} (same as -o {name}=)" for name, spec in self.options.items() if spec.env}
+        table.update(self.env)
+        return table
+
+    def parse_options(self, given: Mapping[str, str], *, fixture: bool = False,
+                      env: Mapping[str, str] | None = None) -> ParsedOptions:
+        try:
+            return parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
+                                 fixture=fixture)
+        except OptionError as exc:
+            raise RecipeError(str(exc)) from None
+
+    def config(self, checkpoint: str = "", *, out_dir: Path | None = None, limit: int | None = None,
+               shard: Shard | None = None, runtime: str = "local", skip_generation: bool = False,
+               skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
+               options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
+        """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused."""
+        self.check_flags(limit=limit, shard=shard, gpus=gpus, skip_generation=skip_generation,
+                         skip_scoring=skip_scoring)
+        if runtime not in ("local", "docker"):
+            raise RecipeError(f"--runtime must be local or docker, not {runtime!r}")
+        if fixture:
+            checkpoint = checkpoint or "fixture"
+        elif not checkpoint:
+            known = ", ".join(self.checkpoints) or "any name for your model"
+            raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
+        check_checkpoint_name(checkpoint)
+        parsed = self.parse_options(options or {}, fixture=fixture, env=env)
+        mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
+        offline = offline or (env if env is not None else os.environ).get("PINBENCH_OFFLINE", "") == "1"
+        return RunConfig(
+            recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
+            limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
+            fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
+            options=parsed.values, option_sources=parsed.sources,
+        )
+
+    @property
+    def default_gpus(self) -> int:
+        return 0 if self.flags.gpus == "none" else 1
+
+    def check_flags(self, *, limit: int | None, shard: Shard | None, gpus: int | None, skip_generation: bool,
+                    skip_scoring: bool) -> None:
+        """RecipeError for a generic flag this recipe does not honour (refused, never ignored)."""
+        refused = [flag for flag, used in (("--limit", limit is not None), ("--shard", shard is not None),
+                                           ("--skip-generation", skip_generation), ("--skip-scoring", skip_scoring))
+                   if used and not getattr(self.flags, flag.lstrip("-").replace("-", "_"))]
+        if refused:
+            raise RecipeError(f"{self.name} does not support {', '.join(refused)} (see `pinbench run {self.name} "
+                              "--help`)")
+        if limit is not None and limit < 1:
+            raise RecipeError("--limit must be at least 1")
+        if gpus is not None:
+            if gpus < 0:
+                raise RecipeError(f"--gpus must be >= 0, got {gpus}")
+            if self.flags.gpus == "none" and gpus > 0:
+                raise RecipeError(f"{self.name} uses no GPU; drop --gpus")
+            if self.flags.gpus == "one" and gpus > 1:
+                raise RecipeError(f"{self.name} uses one GPU per process; to use {gpus}, split the run with "
+                                  f"--shard I/{gpus} (one process per GPU) or `pinbench submit`")
+
+    # ---------------------------------------------------------------------------------- files
 
     @property
     def image(self) -> str:
@@ -115,65 +267,100 @@ class Recipe:
         return self.image if not suffix else f"pinbench/{self.name}-{suffix}:{self.version}"
 
     @property
-    def dir(self) -> Path:
-        """The package directory: pins.yaml, references/, Dockerfile and README.md live here."""
-        return Path(str(importlib.resources.files(self.package)))
-
-    @property
     def pins_path(self) -> Path:
         return self.dir / "pins.yaml"
 
     def reference_path(self, checkpoint: str, mode: str) -> Path | None:
-        """The reference file for a checkpoint and mode, or None when none was published or recorded.
-
-        Full runs use ``references/<checkpoint>.yaml``; smoke runs only ever use a recorded
-        ``references/<checkpoint>.smoke.yaml``; fixture runs use ``references/fixture.yaml``.
-        """
+        """The reference file for a checkpoint and mode, or None when none was published or recorded."""
         path = self.reference_file(checkpoint, mode)
         return path if path.is_file() else None
 
     def reference_file(self, checkpoint: str, mode: str) -> Path:
-        """Where the reference for a checkpoint and mode lives (whether or not it exists yet)."""
+        """Where the reference for a checkpoint and mode lives: ``references/<checkpoint>[.smoke].yaml``,
+        ``references/fixture.yaml`` (whether or not it exists yet)."""
         if mode not in MODES:
             raise RecipeError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode != "fixture":
+            check_checkpoint_name(checkpoint)
         name = {"full": f"{checkpoint}.yaml", "smoke": f"{checkpoint}.smoke.yaml", "fixture": "fixture.yaml"}
         return self.dir / "references" / name[mode]
 
     def default_out_dir(self, checkpoint: str, mode: str) -> Path:
         suffix = "" if mode == "full" else f"-{mode}"
-        return Path("runs") / self.name / f"{checkpoint}{suffix}"
+        return Path("runs") / self.name / f"{check_checkpoint_name(checkpoint)}{suffix}"
+
+
+# ------------------------------------------------------------------------------------ loading
+
+
+def _package_dir(package: str) -> Path:
+    """The directory of a recipe package, without executing the recipe's own ``__init__``."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise RecipeError(f"recipe package {package!r} is not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def load_declaration(path: Path, package: str) -> Recipe:
+    """Read and schema-check ``recipe.yaml``; DeclarationError (one line naming the file) on any defect."""
+    data = read_yaml(path, DeclarationError)
+    problem = schema_error("recipe", data)
+    if problem is not None:
+        raise DeclarationError(path, problem)
+    try:
+        options = {name: OptionSpec.from_dict(name, spec) for name, spec in (data.get("options") or {}).items()}
+        metrics = {name: MetricInfo.from_dict(name, spec) for name, spec in data["metrics"].items()}
+    except (OptionError, ValueError) as exc:
+        raise DeclarationError(path, str(exc)) from None
+    if not any(m.primary for m in metrics.values()):
+        raise DeclarationError(path, "no metric is declared primary: true")
+    versions = [c["version"] for c in data["changelog"]]
+    if data["version"] not in versions:
+        raise DeclarationError(path, f"version {data['version']} has no changelog entry")
+    stages = tuple(ContainerStage(**{**s, "argv": tuple(s.get("argv", ("run",)))}) for s in data["stages"]) \
+        if "stages" in data else DEFAULT_STAGES
+    return Recipe(
+        name=data["name"], package=package, version=data["version"], description=data["description"],
+        entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=Flags(**data["flags"]),
+        metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
+        checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
+        options=options,
+    )
+
+
+@cache
+def _load_package(package: str) -> Recipe:
+    return load_declaration(_package_dir(package) / DECLARATION, package)
+
+
+def _registered() -> dict[str, str]:
+    """Entry-point name -> package path of every installed recipe."""
+    return {ep.name: ep.value.partition(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def available_recipes() -> dict[str, Recipe]:
-    """All installed recipes by CLI name, found through the ``pinbench.recipes`` entry points."""
-    recipes: dict[str, Recipe] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        recipe = _checked(ep.load(), ep.value)
-        recipes[recipe.name] = recipe
-    return dict(sorted(recipes.items()))
+    """All installed recipes by CLI name, read from their declarations (no recipe code is imported)."""
+    recipes = [_load_package(package) for package in _registered().values()]
+    return {r.name: r for r in sorted(recipes, key=lambda r: r.name)}
 
 
 def get_recipe(name: str) -> Recipe:
-    """Look a recipe up by CLI name (``paibench-c``) or package name (``paibench_c``).
-
-    Only the requested recipe is imported, so one recipe never needs another's dependencies.
-    """
-    package = name.replace("-", "_")
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == package:
-            return _checked(ep.load(), ep.value)
-    # A recipe copied out of the repo and not pip-installed is still importable by package name.
-    try:
-        module = importlib.import_module(f"{package}.recipe")
-    except ModuleNotFoundError as exc:
-        if exc.name not in (package, f"{package}.recipe"):
-            raise
-        known = ", ".join(ep.name.replace("_", "-") for ep in entry_points(group=ENTRY_POINT_GROUP))
-        raise RecipeError(f"unknown recipe {name!r} (known: {known or 'none installed'})") from None
-    return _checked(getattr(module, "RECIPE", None), f"{package}.recipe:RECIPE")
-
-
-def _checked(recipe: object, where: str) -> Recipe:
-    if not isinstance(recipe, Recipe):
-        raise RecipeError(f"{where} is not a pinbench.recipe.Recipe")
-    return recipe
+    """A recipe by CLI name (``paibench-c``), package name (``paibench_c``) or package path
+    (``pinbench_recipes.paibench_c``, e.g. a recipe module's ``__package__``)."""
+    if not isinstance(name, str) or not name or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or ".." in name:
+        raise RecipeError(f"recipe name {name!r} is not allowed")
+    short = name.removeprefix(f"{PACKAGE_ROOT}.").replace("-", "_")
+    registered = _registered()
+    package = registered.get(short)
+    if package is None:
+        # A recipe copied next to the library but not installed is still importable by package path.
+        package = f"{PACKAGE_ROOT}.{short}"
+        try:
+            _package_dir(package)
+        except RecipeError:
+            known = ", ".join(sorted(n.replace("_", "-") for n in registered)) or "none installed"
+            raise RecipeError(f"unknown recipe {name!r} (known: {known})") from None
+    return _load_package(package)

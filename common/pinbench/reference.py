@@ -25,57 +25,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pinbench.files import FileError, read_yaml, write_atomic
+from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.provenance import scrub
-from pinbench.scorecard import (
-    FileError,
-    load_validator,
-    read_data_file,
-    schema_error,
-    validate_scorecard,
-    write_text_atomic,
-)
+from pinbench.schema import schema_error
+from pinbench.scorecard import validate_scorecard
+
+if TYPE_CHECKING:
+    from pinbench.recipe import Recipe
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_INCOMPLETE = 2
 EXIT_MISMATCH = 3
-DIRECTIONS = ("higher", "lower")
-TIERS = ("same_hw", "cross_hw")
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "reference.schema.json"
 _VERDICT = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+__all__ = ["DIRECTIONS", "EXIT_FAIL", "EXIT_INCOMPLETE", "EXIT_MISMATCH", "EXIT_PASS", "TIERS", "Tolerance"]
 
 
 class ReferenceFileError(FileError):
     """A reference file is unreadable or invalid."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """A two-sided bound around the reference value: absolute, or relative to |reference|."""
-
-    abs: float | None = None
-    rel: float | None = None
-
-    def __post_init__(self) -> None:
-        if (self.abs is None) == (self.rel is None):
-            raise ValueError("a tolerance has exactly one of abs / rel")
-        if (self.abs if self.abs is not None else self.rel) < 0:
-            raise ValueError("a tolerance must be >= 0")
-
-    def bound(self, reference: float) -> float:
-        return self.abs if self.abs is not None else self.rel * abs(reference)
-
-    def text(self, reference: float) -> str:
-        if self.abs is not None:
-            return f"±{self.abs:g}"
-        return f"±{self.rel * 100:g}% (±{self.bound(reference):.3g})"
-
-    def as_dict(self) -> dict[str, float]:
-        return {"abs": self.abs} if self.abs is not None else {"rel": self.rel}
 
 
 @dataclass(frozen=True)
@@ -147,54 +119,62 @@ class DiffResult:
     header: dict[str, str] = field(default_factory=dict)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (a repeated metric would silently win otherwise)."""
+def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
+    """Validate a parsed reference file and build it.
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
-                                                        key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def reference_from_dict(data: Any, path: Path | str | None = None) -> Reference:
-    """Validate a parsed reference file (schema, finite values, a primary metric) and build it."""
+    Always: the schema, finite values and tolerances, at least one primary metric. With ``recipe``: the
+    reference is for that recipe, every metric is declared there with the same direction, and no tolerance
+    is wider than the recipe's default for the reference's tier (a reference may only narrow it).
+    """
     if not isinstance(data, Mapping):
         raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
-    problem = schema_error(load_validator(SCHEMA_PATH), data)
+    problem = schema_error("reference", data)
     if problem is not None:
         raise ReferenceFileError(path, problem)
     metrics = {}
     for name, m in data["metrics"].items():
         if not math.isfinite(m["value"]):
             raise ReferenceFileError(path, f"metric {name}: value must be finite, got {m['value']}")
-        metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"],
-                                        tolerance=Tolerance(**m["tolerance"]),
+        try:
+            tolerance = Tolerance.from_dict(m["tolerance"])
+        except ValueError as exc:
+            raise ReferenceFileError(path, f"metric {name}: {exc}") from None
+        metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"], tolerance=tolerance,
                                         primary=bool(m.get("primary", False)), note=m.get("note"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
+    if recipe is not None:
+        _check_against_declaration(metrics, data, recipe, path)
     return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
                      checkpoint=data["checkpoint"], mode=data["mode"], n_samples=data["n_samples"],
                      tier=data["tier"], source=dict(data["source"]), metrics=metrics,
                      note=data.get("note"), path=Path(path) if path is not None else None)
 
 
-def load_reference(path: Path | str) -> Reference:
+def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Mapping[str, Any], recipe: Recipe,
+                               path: Path | str | None) -> None:
+    from pinbench.metricinfo import match_metric
+
+    if data["recipe"] != recipe.name:
+        raise ReferenceFileError(path, f"is for recipe {data['recipe']!r}, not {recipe.name!r}")
+    for name, m in metrics.items():
+        info = match_metric(name, recipe.metrics)
+        if info is None:
+            raise ReferenceFileError(path, f"metric {name} is not declared by {recipe.name} (recipe.yaml)")
+        if m.direction != info.direction:
+            raise ReferenceFileError(path, f"metric {name}: direction {m.direction} contradicts the recipe's "
+                                           f"declared {info.direction}")
+        default = info.tolerance[data["tier"]]
+        if not narrower_or_equal(m.tolerance, default, m.value):
+            raise ReferenceFileError(path, f"metric {name}: tolerance {m.tolerance.text(m.value)} is wider than "
+                                           f"{recipe.name}'s {data['tier']} default {default.text(m.value)}; "
+                                           "a reference may only narrow it")
+
+
+def load_reference(path: Path | str, recipe: Recipe | None = None) -> Reference:
     """Read a reference YAML; ReferenceFileError (one line naming the file) on any problem."""
     path = Path(path)
-    text = read_data_file(path, ReferenceFileError)
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ReferenceFileError(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
-    return reference_from_dict(data, path)
+    return reference_from_dict(read_yaml(path, ReferenceFileError), path, recipe)
 
 
 def _fmt(value: float | None, sign: bool = False) -> str:
@@ -257,6 +237,10 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
         elif measured is None:
             problems.append(f"{name}: no value, nothing scored ({scored})")
             code = max(code, EXIT_INCOMPLETE)
+        elif measured_entry.get("direction") != m.direction:
+            problems.append(f"{name}: the reference says {m.direction} is better, the scorecard's recipe declares "
+                            f"{measured_entry.get('direction')}")
+            code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
             row.verdict = _verdict(row.delta, m.direction)
@@ -318,35 +302,38 @@ def render_diff(result: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def record_reference(scorecard: Mapping[str, Any], path: Path | str, *,
-                     tolerances: Mapping[str, Mapping[str, float]], directions: Mapping[str, str],
-                     primary: set[str] | frozenset[str], tier: str, note: str | None = None) -> Path:
+def record_reference(scorecard: Mapping[str, Any], path: Path | str, *, recipe: Recipe, tier: str,
+                     overrides: Mapping[str, Tolerance] | None = None, note: str | None = None) -> Path:
     """Write a ``trusted_run`` reference from a COMPLETE scorecard, with its provenance.
 
-    ``directions`` ("higher" / "lower", lower for error metrics) and ``tolerances`` ({"abs": x} or
-    {"rel": x}) are required for every metric; ``primary`` names at least one of them.
+    Directions and primary flags come from the recipe's declaration; each tolerance is the declared default
+    for ``tier`` unless ``overrides`` narrows it (a wider override, or one for a metric the scorecard does
+    not have, is refused).
     """
     validate_scorecard(scorecard)
     label = f"{scorecard['recipe']} / {scorecard['checkpoint']} ({scorecard['mode']})"
+    if scorecard["recipe"] != recipe.name:
+        raise ValueError(f"scorecard is for {scorecard['recipe']!r}, not {recipe.name!r}")
     if scorecard["status"] != "complete":
         reasons = "; ".join(scorecard["status_reasons"][:3])
         raise ValueError(f"refusing to record a reference from a {scorecard['status']} scorecard "
                          f"of {label}: {reasons}")
-    names = list(scorecard["metrics"])
-    for what, given in (("directions", directions), ("tolerances", tolerances)):
-        lacking = [n for n in names if n not in given]
-        if lacking:
-            raise ValueError(f"{what} missing for metric(s): {', '.join(lacking)}")
-    bad = {n: d for n, d in directions.items() if n in names and d not in DIRECTIONS}
-    if bad:
-        raise ValueError(f"unknown direction(s) {bad}; expected 'higher' or 'lower'")
-    unknown = sorted(set(primary) - set(names))
-    if unknown or not primary:
-        raise ValueError(f"primary must name scorecard metrics, got unknown {unknown}" if unknown
-                         else "primary must name at least one metric")
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
-
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(scorecard["metrics"]))
+    if unknown:
+        raise ValueError(f"--tolerance for metric(s) not in the scorecard: {', '.join(unknown)}")
+    entries: dict[str, Any] = {}
+    for name, measured in scorecard["metrics"].items():
+        info = recipe.metric_info(name)
+        default = info.tolerance[tier]
+        tolerance = overrides.get(name, default)
+        if not narrower_or_equal(tolerance, default, measured["value"]):
+            raise ValueError(f"--tolerance {name}={tolerance.as_dict()} is wider than {recipe.name}'s {tier} "
+                             f"default {default.as_dict()}; widen the declaration in recipe.yaml instead")
+        entries[name] = {"value": measured["value"], "direction": info.direction,
+                         "tolerance": tolerance.as_dict(), "primary": info.primary}
     recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     data: dict[str, Any] = {
         "recipe": scorecard["recipe"], "recipe_version": scorecard["recipe_version"],
@@ -361,14 +348,11 @@ def record_reference(scorecard: Mapping[str, Any], path: Path | str, *,
         "recorded": recorded,
         "provenance": scrub(scorecard["provenance"]),
     }
-    data["metrics"] = {
-        name: {"value": scorecard["metrics"][name]["value"], "direction": directions[name],
-               "tolerance": dict(tolerances[name]), "primary": name in primary}
-        for name in names
-    }
+    data["metrics"] = entries
     path = Path(path)
-    reference_from_dict(data, path)  # same validation as loading
-    text = (f"# Recorded by pinbench.reference.record_reference at {recorded} from a complete\n"
-            f"# {scorecard['mode']} run; valid only for recipe version {scorecard['recipe_version']}.\n"
+    reference_from_dict(data, path, recipe)  # same validation as loading
+    text = (f"# Recorded by pinbench record-reference at {recorded} from a complete {scorecard['mode']} run;\n"
+            f"# valid only for recipe version {scorecard['recipe_version']}. Tolerances: the recipe's "
+            f"{tier} defaults unless narrowed.\n"
             + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110))
-    return write_text_atomic(path, text)
+    return write_atomic(path, text)

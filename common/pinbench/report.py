@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import pinbench
+from pinbench.files import write_atomic
 from pinbench.provenance import redact, scrub
 from pinbench.reference import (
     EXIT_FAIL,
@@ -652,8 +652,4 @@ def write_report(
         f"{''.join(bodies)}<footer class=\"muted\"><p>pinbench {_t(pinbench.__version__)}</p></footer>"
         "</body></html>\n"
     )
-    index = out_dir / "index.html"
-    tmp = index.with_name(index.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, index)
-    return index
+    return write_atomic(out_dir / "index.html", page)

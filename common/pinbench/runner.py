@@ -22,7 +22,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +39,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from pinbench.files import write_atomic
 from pinbench.provenance import redact
 
 __all__ = [
@@ -336,23 +336,9 @@ def _record_path(samples_dir: Path, sample_id: str) -> Path:
     return samples_dir / f"{sample_id}.json"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _store(samples_dir: Path, record: SampleRecord) -> None:
     text = json.dumps(record.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    _write_atomic(_record_path(samples_dir, record.sample_id), text)
+    write_atomic(_record_path(samples_dir, record.sample_id), text)
 
 
 def _read_record(path: Path, sample_id: str | None = None) -> tuple[SampleRecord | None, str]:
@@ -589,7 +575,7 @@ def merge_samples(
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(r.to_json(), ensure_ascii=False, allow_nan=False) + "\n" for r in merged]
-    _write_atomic(dest, "".join(lines))
+    write_atomic(dest, "".join(lines))
     return merged
 
 

@@ -18,44 +18,21 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import os
 import statistics
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from pinbench.files import FileError, read_data_file, write_atomic
+from pinbench.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.provenance import scrub, to_jsonable
+from pinbench.schema import schema_error
 
-SCHEMA_VERSION = "1.0"
-AGGREGATIONS = ("mean", "median", "mean_then_median", "none")
+SCHEMA_VERSION = "2.0"
 MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "scorecard.schema.json"
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
-
-
-class FileError(ValueError):
-    """A data file is unreadable or invalid; ``str(e)`` is one line naming the file and the reason."""
-
-    def __init__(self, path: Path | str | None, reason: str):
-        self.path = Path(path) if path is not None else None
-        self.reason = reason
-        super().__init__(f"{path}: {reason}" if path is not None else reason)
-
-
-def read_data_file(path: Path, error: type[FileError]) -> str:
-    """A data file's text, or ``error(path, reason)`` (one line) when it is missing or unreadable."""
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise error(path, "file not found") from None
-    except OSError as exc:
-        raise error(path, f"unreadable: {exc.strerror}") from None
 
 
 class ScorecardError(FileError):
@@ -64,26 +41,35 @@ class ScorecardError(FileError):
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """How one metric is read from per-sample results and aggregated.
+    """How one metric is read from per-sample results, aggregated and described.
 
     ``key`` is the field in each sample's result dict (default: ``name``). ``sample_ids`` restricts
     the metric to a cohort (e.g. only the I2V scenes); its length is then the metric's
-    ``n_expected``, and ids with no record are listed as missing by name.
+    ``n_expected``, and ids with no record are listed as missing by name. Aggregation, direction, kind
+    and unit come from the recipe's declaration (``with_info``); a scorecard never guesses them.
     """
 
     name: str
-    aggregation: str = "mean"
+    aggregation: str | None = None
     group_by: str | None = None
     key: str | None = None
     sample_ids: Collection[str] | None = None
+    direction: str | None = None
+    kind: str = "official"
+    primary: bool = False
+    unit: str | None = None
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
+        if self.aggregation is not None and self.aggregation not in AGGREGATIONS:
             raise ValueError(f"metric {self.name!r}: unknown aggregation {self.aggregation!r}; "
                              f"expected one of {', '.join(AGGREGATIONS)}")
-        if (self.aggregation == "mean_then_median") != (self.group_by is not None):
+        if self.aggregation is not None and (self.aggregation == "mean_then_median") != (self.group_by is not None):
             raise ValueError(f"metric {self.name!r}: group_by is required by mean_then_median "
                              f"and meaningless for {self.aggregation}")
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            raise ValueError(f"metric {self.name!r}: direction {self.direction!r} is not higher or lower")
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.sample_ids is not None:
             ids = tuple(self.sample_ids)
             if len(set(ids)) != len(ids):
@@ -93,6 +79,14 @@ class MetricSpec:
     @property
     def result_key(self) -> str:
         return self.key or self.name
+
+    def with_info(self, info: MetricInfo) -> MetricSpec:
+        """This metric described by its declaration (aggregation, group_by, direction, kind, primary, unit)."""
+        if self.aggregation is not None and self.aggregation != info.aggregation:
+            raise ValueError(f"metric {self.name!r}: aggregation {self.aggregation!r} contradicts the declared "
+                             f"{info.aggregation!r}")
+        return replace(self, aggregation=info.aggregation, group_by=info.group_by, direction=info.direction,
+                       kind=info.kind, primary=info.primary, unit=info.unit)
 
 
 def _get(record: Any, field: str) -> Any:
@@ -182,7 +176,12 @@ def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> 
     entry: dict[str, Any] = {
         "value": aggregate(values, spec.aggregation, groups if spec.group_by else None),
         "aggregation": spec.aggregation,
+        "direction": spec.direction,
+        "kind": spec.kind,
+        "primary": spec.primary,
     }
+    if spec.unit is not None:
+        entry["unit"] = spec.unit
     if spec.key is not None:
         entry["key"] = spec.key
     if spec.group_by is not None:
@@ -227,6 +226,10 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
     if n_expected < 0:
         raise ValueError(f"n_expected must be >= 0, got {n_expected}")
     names = [m.name for m in metrics]
+    undescribed = [m.name for m in metrics if m.aggregation is None or m.direction is None]
+    if undescribed:
+        raise ValueError(f"metric(s) {', '.join(undescribed)} have no declared aggregation/direction "
+                         "(declare them in the recipe's recipe.yaml)")
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate metric names in {names}")
     ids = [str(_get(r, "sample_id")) for r in records]
@@ -261,27 +264,6 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
     return card
 
 
-@lru_cache(maxsize=4)
-def load_validator(schema_path: Path) -> jsonschema.Draft202012Validator:
-    """A validator for one of the package's JSON schemas (checked once, then cached)."""
-    schema = json.loads(schema_path.read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def schema_error(validator: jsonschema.protocols.Validator, instance: Any) -> str | None:
-    """The most relevant schema violation as one line with its JSON path, or None when valid."""
-    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
-    if error is None:
-        return None
-    return f"schema violation at {error.json_path}: {_one_line(error.message)}"
-
-
 def _count_errors(card: Mapping[str, Any]) -> list[str]:
     """Arithmetic the schema cannot express: counts add up, null iff nothing scored, status fits."""
     errors = []
@@ -293,6 +275,8 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
             errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
         if len(m["failed"]) != m["n_failed"]:
             errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
+        if isinstance(m["value"], float) and not math.isfinite(m["value"]):
+            errors.append(f"metric {name}: value {m['value']} is not finite")
         if (m["value"] is None) != (m["n_scored"] == 0):
             errors.append(f"metric {name}: value must be null exactly when nothing scored")
     status, _ = derive_status(card["metrics"])
@@ -303,7 +287,7 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
 
 def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
     """Raise ScorecardError (one line) unless ``card`` matches the schema and its counts add up."""
-    problem = schema_error(load_validator(SCHEMA_PATH), card)
+    problem = schema_error("scorecard", card)
     if problem is None:
         errors = _count_errors(card)
         problem = errors[0] if errors else None
@@ -316,29 +300,19 @@ def write_scorecard(card: Mapping[str, Any], path: Path | str) -> Path:
     path = Path(path)
     clean = scrub(card)
     validate_scorecard(clean, path=path)
-    return write_text_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write via a temporary file and rename, so a crash never leaves half a file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
 
 
 def load_scorecard(path: Path | str) -> dict[str, Any]:
     """Read and validate a scorecard; ScorecardError naming the file on any problem."""
     path = Path(path)
     text = read_data_file(path, ScorecardError)
+
+    def non_finite(constant: str) -> None:
+        raise ScorecardError(path, f"holds the non-finite number {constant}; a scorecard holds finite numbers only")
+
     try:
-        card = json.loads(text)
+        card = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None

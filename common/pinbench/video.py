@@ -3,7 +3,7 @@
 Why one module: each recipe must decode a video the same way (same backend order, same frame count,
 same errors), and a bad file must stop with one line naming the file and what is wrong.
 
-Frame count policy (what ``probe`` reports and ``read_video`` enforces):
+Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
 
 * MP4/MOV (ISO BMFF) files are first checked structurally: every top-level box must fit inside the file
   and a ``moov`` box must exist. A file cut short (writer killed, partial copy) fails here as
@@ -13,8 +13,11 @@ Frame count policy (what ``probe`` reports and ``read_video`` enforces):
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
 * A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
-  count) reports ``truncated`` and ``auto`` moves on to the next backend. ``is_valid_video`` decodes
-  every frame and requires exactly that count.
+  count) reports ``truncated``. ``is_valid_video`` decodes every frame and requires exactly that count.
+
+Decoders: every caller names its backend (each recipe declares the one its upstream used as a ``decoder``
+option). There is no silent fallback to another decoder, whose pixels can differ; a backend that is not
+installed (decord has no aarch64 wheel) is a ``DecoderUnavailable`` error naming the option.
 
 Known limit: MP4 edit lists that make the decoder drop samples would make a complete file look short.
 Frames are returned as stored: rotation metadata is not applied by any backend.
@@ -22,10 +25,10 @@ Frames are returned as stored: rotation metadata is not applied by any backend.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -34,13 +37,15 @@ from pathlib import Path
 import av
 import numpy as np
 
+from pinbench.files import atomic_path
+
 BACKENDS = ("decord", "pyav", "opencv")
 _BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
 _EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
 _CRF_CODECS = {"libx264", "libx265"}
 
 
-class VideoError(Exception):
+class VideoError(ValueError):
     """A video that cannot be used; ``str(e)`` is ``"<path>: <reason>"`` on one line."""
 
     def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
@@ -73,6 +78,10 @@ class DecodedVideo:
     fps: float
     backend: str
     indices: list[int] = field(default_factory=list)
+
+
+class DecoderUnavailable(RuntimeError):
+    """The chosen video backend cannot be imported here (one line naming the ``decoder`` option)."""
 
 
 class _BackendFailure(Exception):
@@ -161,7 +170,7 @@ def _count_packets(path: Path, container: av.container.InputContainer) -> tuple[
     return count, end
 
 
-def probe(path: str | os.PathLike[str]) -> VideoInfo:
+def video_info(path: str | os.PathLike[str]) -> VideoInfo:
     """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad."""
     path = Path(path)
     size = _check_file(path)
@@ -213,11 +222,23 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
     return VideoInfo(path, n_frames, fps, width, height, codec, duration_s)
 
 
-def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+def require_backend(name: str) -> None:
+    """DecoderUnavailable unless backend ``name`` imports here; call it before any work starts."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown video backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    module = {"decord": "decord", "pyav": "av", "opencv": "cv2"}[name]
     try:
-        import decord
-    except Exception as exc:  # a broken native import must not hide the other backends
-        raise _BackendFailure("undecodable", f"decord unavailable ({type(exc).__name__}: {exc})") from exc
+        importlib.import_module(module)
+    except Exception as exc:  # a missing wheel or a broken native library
+        others = ", ".join(b for b in BACKENDS if b != name)
+        raise DecoderUnavailable(f"video decoder {name!r} is not available here ({type(exc).__name__}: {exc}); "
+                                 f"choose another with -o decoder=<{others}>") from None
+
+
+def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    require_backend("decord")
+    import decord
+
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
         if len(reader) != info.n_frames:
@@ -334,43 +355,30 @@ def read_video(
     *,
     max_frames: int | None = None,
     min_frames: int | None = None,
-    backend: str = "auto",
+    backend: str,
 ) -> DecodedVideo:
-    """Decode the frames at ``indices`` (default: all, or the first ``max_frames``) as RGB uint8.
+    """Decode the frames at ``indices`` (default: all, or the first ``max_frames``) as RGB uint8 with ``backend``.
 
-    ``backend="auto"`` tries decord, then PyAV, then OpenCV; any other value forces that backend.
     Only the requested frames are converted and kept. Raises VideoError (one line naming the file)
     for missing, empty, truncated or undecodable files, out-of-range indices, and files with fewer
-    than ``min_frames`` frames.
+    than ``min_frames`` frames; DecoderUnavailable when the backend is not installed.
     """
-    if backend != "auto" and backend not in BACKENDS:
-        raise ValueError(f"unknown video backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     path = Path(path)
-    info = probe(path)
+    info = video_info(path)
     if min_frames is not None and info.n_frames < min_frames:
         raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
     wanted = _wanted_indices(path, info.n_frames, indices, max_frames)
     unique = sorted(set(wanted))
-    order = BACKENDS if backend == "auto" else (backend,)
-    failures: list[tuple[str, _BackendFailure]] = []
-    for name in order:
-        try:
-            decoded = _DECODERS[name](path, info, unique)
-        except _BackendFailure as failure:
-            failures.append((name, failure))
-            continue
-        if wanted != unique:
-            decoded = decoded[np.searchsorted(unique, wanted)]
-        frames = np.ascontiguousarray(decoded, dtype=np.uint8)
-        return DecodedVideo(frames=frames, fps=info.fps, backend=name, indices=wanted)
-    raise VideoError(path, _failure_reason(failures))
-
-
-def _failure_reason(failures: list[tuple[str, _BackendFailure]]) -> str:
-    """One line: "truncated: ..." if any backend saw the stream end early, else "undecodable: ..."."""
-    kind = "truncated" if any(f.kind == "truncated" for _, f in failures) else "undecodable"
-    details = "; ".join(f"{name}: {f.message[:200]}" for name, f in failures)
-    return f"{kind}: {details}"
+    try:
+        decoded = _DECODERS[backend](path, info, unique)
+    except _BackendFailure as failure:
+        raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
+    if wanted != unique:
+        decoded = decoded[np.searchsorted(unique, wanted)]
+    frames = np.ascontiguousarray(decoded, dtype=np.uint8)
+    return DecodedVideo(frames=frames, fps=info.fps, backend=backend, indices=wanted)
 
 
 def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:
@@ -380,7 +388,7 @@ def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:
     decoded but not colour-converted, so this costs about one decode pass.
     """
     try:
-        info = probe(path)
+        info = video_info(path)
     except VideoError:
         return False
     if info.n_frames < min_frames:
@@ -430,16 +438,8 @@ def write_video(
     """
     path = Path(path)
     rate = _frame_rate(path, fps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(path, suffix=path.suffix) as tmp:
         _encode(path, tmp, frames, rate, crf=crf, codec=codec, pix_fmt=pix_fmt)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -1,4 +1,4 @@
-"""``python -m dynamic_degree run ...`` is ``pinbench run dynamic-degree ...`` (runs an exported recipe)."""
+"""``python -m pinbench_recipes.dynamic_degree run ...`` is ``pinbench run dynamic-degree ...`` (also in an export)."""
 
 from pinbench.cli import recipe_main
 

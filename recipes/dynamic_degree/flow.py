@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import cv2
 import numpy as np
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 
 RAFT_ITERS = 20
 RAFT_MIN_SIZE = 128  # torchvision's RAFT refuses padded frames below 128 px (correlation pyramid)

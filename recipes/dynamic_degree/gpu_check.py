@@ -15,7 +15,7 @@ metric actually scores, and fails when any clip verdict differs:
 original model, to measure implementation differences alone where the real weights are absent.
 
 Usage (GPU CI; paths as in the recipe README):
-    python -m dynamic_degree.gpu_check --videos DIR --original-src RAFT_CHECKOUT \\
+    python -m pinbench_recipes.dynamic_degree.gpu_check --videos DIR --original-src RAFT_CHECKOUT \\
         --original-weights raft-things.pth [--weights raft_large_C_T_V1-22a6c225.pth] --out check.json
 """
 
@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from dynamic_degree import scoring
-from dynamic_degree.flow import RaftThings, load_raft_weights
-from dynamic_degree.prepare import VIDEO_SUFFIXES
-from dynamic_degree.probe import ClipFrames, ClipSource, load_clips
+from pinbench_recipes.dynamic_degree import scoring
+from pinbench_recipes.dynamic_degree.flow import RaftThings, load_raft_weights
+from pinbench_recipes.dynamic_degree.motion import ClipFrames, ClipSource, load_clips
+from pinbench_recipes.dynamic_degree.prepare import VIDEO_SUFFIXES
 
 WEIGHT_TOLERANCE = 1e-6
 
@@ -135,7 +135,7 @@ def check_video(path: Path, *, original: Any, variants: dict[str, RaftThings], d
 
 
 def _weights_difference(original_state: dict[str, Any], torchvision_file: Path) -> dict[str, Any]:
-    from dynamic_degree.flow import original_to_torchvision
+    from pinbench_recipes.dynamic_degree.flow import original_to_torchvision
 
     converted = original_to_torchvision(original_state)
     port, _ = load_raft_weights(torchvision_file, None)
@@ -152,20 +152,22 @@ def _videos(root: Path, limit: int) -> list[Path]:
 
 
 def _default_weights() -> Path | None:
-    from dynamic_degree.prepare import WEIGHTS_ENV, WEIGHTS_PIN
-    from dynamic_degree.recipe import RECIPE
-    from pinbench.hub import NotFetchedError, load_pins, locate
+    from pinbench.downloads import NotFetchedError, locate
+    from pinbench.pins import load_pins
+    from pinbench.recipe import get_recipe
+    from pinbench_recipes.dynamic_degree.prepare import WEIGHTS_ENV, WEIGHTS_PIN
 
     if os.environ.get(WEIGHTS_ENV):
         return Path(os.environ[WEIGHTS_ENV])
     try:
-        return locate(load_pins(RECIPE.pins_path).urls[WEIGHTS_PIN])
+        return locate(load_pins(get_recipe("dynamic-degree").pins_path).urls[WEIGHTS_PIN])
     except NotFetchedError:
         return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dynamic_degree.gpu_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pinbench_recipes.dynamic_degree.gpu_check",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--videos", type=Path, default=os.environ.get("PINBENCH_DD_CHECK_VIDEOS"))
     parser.add_argument("--original-src", type=Path, default=os.environ.get("PINBENCH_RAFT_ORIGINAL_SRC"))
     parser.add_argument("--original-weights", type=Path,

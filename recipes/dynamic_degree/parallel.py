@@ -13,9 +13,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dynamic_degree.prepare import EstimatorSpec
-from dynamic_degree.probe import ClipSource, HasMetric, score_task
 from pinbench.runner import Shard, run_samples
+from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, score_task
+from pinbench_recipes.dynamic_degree.prepare import EstimatorSpec
 
 
 def score_in_workers(tasks: Sequence[Mapping[str, Any]], spec: EstimatorSpec, source: ClipSource,

@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dynamic_degree.flow import PREVIEW_LABEL  # noqa: E402
+from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL  # noqa: E402
 
 DYNAMIC_COLOUR = "#d8f0dc"
 STATIC_COLOUR = "#f6dada"

@@ -5,7 +5,6 @@ Kept apart from ``run.py`` so that the entry procedure reads top to bottom in a 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,27 +12,16 @@ from typing import Any
 
 import yaml
 
-from dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
-from dynamic_degree.probe import ClipSource
-from pinbench.hub import ChecksumError, FetchError, NotFetchedError, PinsError, fetch_url, is_offline, load_pins, locate
-from pinbench.recipe import RecipeError, RunConfig
+from pinbench.cache import is_offline
+from pinbench.downloads import ChecksumError, FetchError, NotFetchedError, fetch_url, locate
+from pinbench.pins import PinsError, load_pins
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
+from pinbench_recipes.dynamic_degree.motion import ClipSource
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 WEIGHTS_PIN = "raft_things"
-WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"
-OPTIONS = {
-    "videos": "directory of videos to score, searched recursively (required unless --fixture)",
-    "flow": "raft (official metric; default) or farneback (preview, not the official metric; "
-            "default with --fixture)",
-    "raft_weights": f"local RAFT-things weights file (.pth or .safetensors, original or torchvision layout) "
-                    f"instead of the pinned download; also ${WEIGHTS_ENV}",
-    "raft_sha256": "expected SHA-256 of raft_weights; without it that file is recorded as unverified",
-    "device": "auto (default: cuda when available), cpu, cuda or cuda:N",
-    "batch_size": "frame pairs per flow call (default 8 for RAFT, 16 for farneback)",
-    "clip_reencode": "1 to write every clip to MP4 and decode it again before scoring, as the "
-                     "worldarena pipeline does (default 0: score decoded frames)",
-    "reencode_crf": "libx264 CRF of that re-encode (default 23, libx264's own default)",
-}
+WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"  # the raft_weights option's environment twin (recipe.yaml)
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _LOOP_ID = re.compile(r"(?:^|__)memory-(yaw_loop_360|yaw_loop_180|dolly_loop|square_loop|palindrome_loop|"
@@ -42,7 +30,7 @@ _LOOP_ID = re.compile(r"(?:^|__)memory-(yaw_loop_360|yaw_loop_180|dolly_loop|squ
 
 @dataclass(frozen=True)
 class Options:
-    """The recipe's ``-o key=value`` options, validated."""
+    """The recipe's options (declared in recipe.yaml, parsed by the core), checked further here."""
 
     videos: Path | None
     flow: str
@@ -54,57 +42,18 @@ class Options:
 
 
 def parse_options(cfg: RunConfig) -> Options:
-    """Validate ``cfg.options``; RecipeError (one line) on an unknown key or a bad value."""
-    opts = dict(cfg.options)
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise RecipeError(f"unknown option(s) {', '.join(unknown)} for dynamic-degree; "
-                          f"known: {', '.join(OPTIONS)}")
-    flow = opts.get("flow") or ("farneback" if cfg.fixture else "raft")
-    if flow not in ("raft", "farneback"):
-        raise RecipeError(f"-o flow={flow!r}: expected raft or farneback")
-    sha = (opts.get("raft_sha256") or "").lower() or None
+    """The typed ``cfg.options`` plus the checks a declaration cannot express (RecipeError, one line)."""
+    opts = cfg.options
+    sha = (opts["raft_sha256"] or "").lower() or None
     if sha is not None and not _HEX64.fullmatch(sha):
         raise RecipeError(f"-o raft_sha256={opts['raft_sha256']!r} is not a 64-hex SHA-256")
-    device = opts.get("device") or "auto"
-    if not _DEVICE.fullmatch(device):
-        raise RecipeError(f"-o device={device!r}: expected auto, cpu, cuda or cuda:N")
-    weights = opts.get("raft_weights") or os.environ.get(WEIGHTS_ENV) or None
+    if not _DEVICE.fullmatch(opts["device"]):
+        raise RecipeError(f"-o device={opts['device']!r}: expected auto, cpu, cuda or cuda:N")
     return Options(
-        videos=Path(opts["videos"]).expanduser() if opts.get("videos") else None,
-        flow=flow,
-        raft_weights=Path(weights).expanduser() if weights else None,
-        raft_sha256=sha,
-        device=device,
-        batch_size=_positive_int(opts, "batch_size"),
-        source=ClipSource(reencode=_flag(opts, "clip_reencode"), crf=_crf(opts)),
+        videos=opts["videos"], flow=opts["flow"], raft_weights=opts["raft_weights"], raft_sha256=sha,
+        device=opts["device"], batch_size=opts["batch_size"],
+        source=ClipSource(reencode=opts["clip_reencode"], crf=opts["reencode_crf"], decoder=opts["decoder"]),
     )
-
-
-def _positive_int(opts: dict[str, str], key: str) -> int | None:
-    if not opts.get(key):
-        return None
-    try:
-        value = int(opts[key])
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise RecipeError(f"-o {key}={opts[key]!r}: expected a positive integer")
-    return value
-
-
-def _flag(opts: dict[str, str], key: str) -> bool:
-    value = (opts.get(key) or "0").strip().lower()
-    if value not in ("0", "1", "true", "false", "yes", "no"):
-        raise RecipeError(f"-o {key}={opts[key]!r}: expected 0 or 1")
-    return value in ("1", "true", "yes")
-
-
-def _crf(opts: dict[str, str]) -> int:
-    text = opts.get("reencode_crf") or "23"
-    if not text.isdigit() or not 0 <= int(text) <= 51:
-        raise RecipeError(f"-o reencode_crf={text!r}: expected an integer 0..51")
-    return int(text)
 
 
 # ------------------------------------------------------------------------------------------- videos
@@ -243,14 +192,12 @@ def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Opti
 
 def fetch(cfg: RunConfig) -> None:
     """``pinbench fetch dynamic-degree``: download the pinned RAFT-things weights into the cache."""
-    from dynamic_degree.recipe import RECIPE
-
     options = parse_options(cfg)
     if options.raft_weights is not None:
         print(f"dynamic-degree: using local weights {options.raft_weights}; nothing to fetch")
         return
     try:
-        pin = load_pins(RECIPE.pins_path).urls[WEIGHTS_PIN]
+        pin = load_pins(get_recipe(cfg.recipe).pins_path).urls[WEIGHTS_PIN]
         path = fetch_url(pin)
     except (PinsError, KeyError, FetchError, ChecksumError, NotFetchedError) as exc:
         raise RecipeError(f"fetching RAFT weights failed: {exc}") from None

@@ -13,20 +13,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dynamic_degree import fixture, prepare
-from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
-from dynamic_degree.parallel import score_in_workers
-from dynamic_degree.plots import plot_motion
-from dynamic_degree.probe import ClipSource, HasMetric, metric_name, score_task
 from pinbench.finish import collect_records, finish_run
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.recipe import RunConfig, RunOutcome, get_recipe
 from pinbench.runner import SampleRecord, run_samples
 from pinbench.scorecard import MetricSpec
+from pinbench_recipes.dynamic_degree import fixture, prepare
+from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
+from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, metric_name, score_task
+from pinbench_recipes.dynamic_degree.parallel import score_in_workers
+from pinbench_recipes.dynamic_degree.plots import plot_motion
 
 
 def run(cfg: RunConfig) -> RunOutcome:
-    from dynamic_degree.recipe import RECIPE
-
+    recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
     started = time.perf_counter()
 
@@ -35,16 +34,14 @@ def run(cfg: RunConfig) -> RunOutcome:
     if cfg.fixture:
         videos_dir = cfg.out_dir / "fixture_data"
         fixture.write_fixture(videos_dir)
-    elif options.videos is None:
-        raise RecipeError("dynamic-degree scores existing videos: pass -o videos=DIR (or --fixture)")
     else:
         videos_dir = options.videos
     videos = prepare.list_videos(videos_dir)[: cfg.limit]
-    spec = prepare.estimator_spec(cfg, options, RECIPE.pins_path)
+    spec = prepare.estimator_spec(cfg, options, recipe.pins_path)
     estimator = spec.build()
     metric = metric_name(estimator)
     tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
-                                recipe_version=RECIPE.version)
+                                recipe_version=recipe.version)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: nothing to do; this recipe scores videos that a model already generated
@@ -63,10 +60,10 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 4. aggregate (suite mean over videos), diff against the reference if one exists, report
     figures = _motion_figures(records, cfg.out_dir / "figures", metric)
     return finish_run(
-        RECIPE, cfg,
+        recipe, cfg,
         metrics=[MetricSpec(metric, aggregation="mean")],
         records=records, n_expected=len(tasks),
-        pins=prepare.pins_for_provenance(RECIPE.pins_path, estimator, options),
+        pins=prepare.pins_for_provenance(recipe.pins_path, estimator, options),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else None,
         extra=_extra(estimator, options.source, records, metric),

@@ -1,4 +1,4 @@
-"""``python -m paibench_c run --checkpoint Cosmos3-Nano``: the pinbench CLI with this recipe chosen."""
+"""``python -m pinbench_recipes.paibench_c run --checkpoint Cosmos3-Nano``: the pinbench CLI with this recipe chosen."""
 
 from pinbench.cli import recipe_main
 

@@ -1,7 +1,7 @@
 """Image build step: place the four evaluator weights where the evaluator reads them, verified.
 
-``python -m paibench_c.bake_weights /opt/pai-bench-c/conditional_generation`` downloads through the pinned
-URLs (SHA-256 checked where pinned) and the pinned grounding-dino-tiny revision, copies them under
+``python -m pinbench_recipes.paibench_c.bake_weights /opt/pai-bench-c/conditional_generation`` downloads
+through the pinned URLs (SHA-256 checked where pinned) and the pinned grounding-dino-tiny revision, copies them under
 ``checkpoint/`` and prints every file's SHA-256, so a build log shows what went into the image. The
 evaluator's own ``get_checkpoint.sh`` is not used: it pins no hash and fetches grounding-dino from ``main``.
 """
@@ -13,9 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
-from paibench_c.fetch import EVALUATOR_URL_WEIGHTS, PINS_PATH
-from pinbench.hub import fetch_hf, fetch_url, load_pins, sha256_file
+from pinbench.downloads import fetch_hf, fetch_url
+from pinbench.files import sha256_file
+from pinbench.pins import load_pins
+from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
+from pinbench_recipes.paibench_c.fetch import EVALUATOR_URL_WEIGHTS, PINS_PATH
 
 
 def bake(evaluator_root: Path) -> None:
@@ -40,5 +42,5 @@ def bake(evaluator_root: Path) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m paibench_c.bake_weights <evaluator conditional_generation folder>")
+        sys.exit("usage: python -m pinbench_recipes.paibench_c.bake_weights <evaluator conditional_generation folder>")
     bake(Path(sys.argv[1]))

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.hub import HFPin, URLPin, locate, sha256_file, verify_sha256
+from pinbench.downloads import locate, verify_sha256
+from pinbench.files import sha256_file, write_atomic
+from pinbench.pins import HFPin, URLPin
 
 GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
@@ -184,9 +186,7 @@ class GTCache:
             if path.is_file():
                 manifest["files"][rel] = sha256_file(path)
         manifest["computed_in"] = [*manifest["computed_in"], modality]
-        tmp = self.manifest_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.manifest_path)
+        write_atomic(self.manifest_path, json.dumps(manifest, indent=1, sort_keys=True))
 
     def summary(self) -> dict[str, Any]:
         manifest = self._manifest()
@@ -243,14 +243,16 @@ def stamp_gt(modality_dir: Path, gt_files_sha256: str) -> None:
     path = modality_dir / "eval_stamp.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     data["gt_files_sha256"] = gt_files_sha256
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
-                  gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any]) -> Path:
-    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp."""
+                  gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any],
+                  batch_size: int | None = None) -> Path:
+    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp.
+
+    ``batch_size`` sets the fork's PAIBENCH_C_EVAL_BATCH_SIZE (tasks per batch per rank; RAM ~1 GB each).
+    """
     metrics = modality_dir / "metrics.json"
     metrics.unlink(missing_ok=True)
     (modality_dir / "eval_stamp.json").unlink(missing_ok=True)
@@ -260,6 +262,8 @@ def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
            "TORCHELASTIC_ERROR_FILE": str(modality_dir / "metrics.err"),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if batch_size is not None:
+        env["PAIBENCH_C_EVAL_BATCH_SIZE"] = str(batch_size)
     log = modality_dir / "evaluator.log"
     with open(log, "ab") as fh:
         code = subprocess.run(argv, cwd=evaluator.root, env=env, stdout=fh, stderr=subprocess.STDOUT,

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
-from paibench_c.rows import Task, load_tasks, select_tasks
-from pinbench.hub import HFPin, Pins, fetch_hf, fetch_url, load_pins, locate
+from pinbench.downloads import fetch_hf, fetch_url, locate
+from pinbench.pins import HFPin, Pins, load_pins
 from pinbench.recipe import RunConfig
+from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
+from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
 CHECKPOINT_PINS = {"Cosmos3-Nano": "cosmos3_nano", "Cosmos3-Super": "cosmos3_super"}
 EVALUATOR_URL_WEIGHTS = ("sam2_hiera_large", "dover", "video_depth_anything_small")
@@ -60,12 +61,12 @@ def fetch(cfg: RunConfig) -> None:
     pins = load_pins(PINS_PATH)
     tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
     fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))
-    weights = cfg.options.get("evaluator_weights", "auto")
+    weights = cfg.options["evaluator_weights"]
     if weights == "on" or (weights == "auto" and not _image_has_weights(pins)):
         for name in EVALUATOR_URL_WEIGHTS:
             fetch_url(pins.urls[name])
         fetch_hf(pins.huggingface["grounding_dino_tiny"])
-    if cfg.checkpoint in CHECKPOINT_PINS and cfg.options.get("model", "on") != "off":
+    if cfg.checkpoint in CHECKPOINT_PINS and cfg.options["model"]:
         fetch_hf(model_pin(pins, cfg.checkpoint))
 
 

@@ -28,8 +28,13 @@ from typing import Any
 import cv2
 import numpy as np
 
-from paibench_c.generate import collect_videos, pending_rows, vision_path
-from paibench_c.native_metrics import (
+from pinbench.finish import finish_run
+from pinbench.recipe import RunConfig, RunOutcome, get_recipe
+from pinbench.runner import run_samples
+from pinbench.scorecard import MetricSpec
+from pinbench.video import read_video, write_video
+from pinbench_recipes.paibench_c.generate import collect_videos, pending_rows, vision_path
+from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
     MAX_FRAMES,
     SegDetection,
@@ -37,12 +42,7 @@ from paibench_c.native_metrics import (
     depth_si_rmse,
     seg_miou_recall,
 )
-from paibench_c.rows import MODALITIES, build_rows, load_tasks, write_jsonl
-from pinbench.finish import finish_run
-from pinbench.recipe import RunConfig, RunOutcome
-from pinbench.runner import run_samples
-from pinbench.scorecard import MetricSpec
-from pinbench.video import read_video, write_video
+from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, load_tasks, write_jsonl
 
 FIXTURE_VERSION = 1          # bump when the synthetic data changes (the reference must be re-recorded)
 N_TASKS = 4
@@ -93,8 +93,8 @@ def _task_row(index: int) -> dict[str, Any]:
 
 def build_fixture_dataset(root: Path) -> Path:
     """Write the synthetic dataset (real layout) and its tasks.json under ``root``; return the dataset dir."""
-    from pinbench.metrics.blur import bilateral_blur
-    from pinbench.metrics.edges import canny_edges
+    from pinbench_recipes.paibench_c.blur import bilateral_blur
+    from pinbench_recipes.paibench_c.edges import canny_edges
 
     dataset = root / "dataset"
     stamp = root / "fixture_version"
@@ -138,7 +138,7 @@ class PerturbedCopyGenerator:
             modality = next(m for m in MODALITIES if m in row)
             sigma, shift, gain = PERTURBATION[modality]
             rng = np.random.default_rng(zlib.crc32(f"{row['name']}/{modality}".encode()))
-            gt = read_video(row["vision_path"]).frames.astype(np.float64)
+            gt = read_video(row["vision_path"], backend=DECODE_BACKEND).frames.astype(np.float64)
             moved = np.roll(gt, shift, axis=2) * gain + rng.normal(0, sigma, gt.shape)
             frames = np.clip(moved, 0, 255).astype(np.uint8)
             frames = np.stack([cv2.resize(f, PRED_SIZE[::-1], interpolation=cv2.INTER_LINEAR) for f in frames])
@@ -173,8 +173,8 @@ class ColorKeySegDouble:
 
 def score_pair(gt: np.ndarray, pred_native: np.ndarray) -> dict[str, float | None]:
     """All fixture metrics of one GT / prediction pair, in the evaluator's order of operations."""
-    from pinbench.metrics.blur import bilateral_blur, blurred_ssim
-    from pinbench.metrics.edges import canny_edges, edge_scores
+    from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
+    from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
     pred = align_pred_to_gt(pred_native, gt)
     edges = edge_scores(canny_edges(pred), canny_edges(gt))
@@ -231,8 +231,6 @@ def fixture_metrics() -> list[MetricSpec]:
 
 def run_fixture(cfg: RunConfig) -> RunOutcome:
     """Build the data, generate with the test double, score natively, diff against references/fixture.yaml."""
-    from paibench_c.recipe import RECIPE
-
     timings: dict[str, float] = {}
     start = time.perf_counter()
     data_root = cfg.out_dir / "fixture_data"
@@ -266,7 +264,7 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
 
     extra = {"generator": generator.describe(),
              "sanity_gt_vs_gt": {"ok": sanity.ok, "problems": sanity.problems, "values": sanity.values}}
-    outcome = finish_run(RECIPE, cfg, metrics=fixture_metrics(), records=list(summary.records.values()),
+    outcome = finish_run(get_recipe(cfg.recipe), cfg, metrics=fixture_metrics(), records=list(summary.records.values()),
                          n_expected=len(tasks), pins=None, timings=timings, seeds={"fixture": SEED}, extra=extra,
                          provenance_extra={"fixture_version": FIXTURE_VERSION})
     if not sanity.ok:

@@ -22,15 +22,14 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from paibench_c.rows import NUM_FRAMES, write_jsonl
-from pinbench.hub import sha256_file
+from pinbench.files import atomic_path, sha256_file, write_atomic
 from pinbench.video import is_valid_video
+from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
 
 MIN_FRAMES = NUM_FRAMES
 LAUNCHES = ("workers", "torchrun")
@@ -93,10 +92,7 @@ class ValidityCache:
     def save(self) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._known), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self._known))
 
 
 def pending_rows(rows: Sequence[Mapping[str, Any]], raw_dir: Path, min_frames: int = MIN_FRAMES,
@@ -129,18 +125,11 @@ class Collected:
 
 
 def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
         actual = sha256_file(tmp)
         if actual != expected_sha:
             raise GenerationError(f"{dst}: copy of {src} has sha256 {actual}, source {expected_sha}")
-        os.replace(tmp, dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir: Path,

@@ -21,9 +21,9 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from pinbench.metrics.blur import bilateral_blur, blurred_ssim
-from pinbench.metrics.edges import canny_edges, edge_scores
 from pinbench.video import read_video
+from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
+from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
 MAX_FRAMES = 121
 DEPTH_ERROR_CAP = 10.0
@@ -248,19 +248,20 @@ def _native_key(modality: str, metric: str) -> str:
 
 
 def score_task(gt_video: Path, preds: Mapping[str, Path], *,
-               seg_pkls: Mapping[str, tuple[Path, Path]] | None = None) -> dict[str, Any]:
+               seg_pkls: Mapping[str, tuple[Path, Path]] | None = None,
+               decoder: str = DECODE_BACKEND) -> dict[str, Any]:
     """Native metrics of one task for every modality given, decoding the GT once.
 
     ``preds`` maps modality -> generated video; ``seg_pkls`` maps modality -> (GT pkl, pred pkl) written
     by the evaluator. A metric that cannot be computed is None with its reason under ``native_errors``.
     """
-    gt = read_video(gt_video, max_frames=MAX_FRAMES, backend=DECODE_BACKEND).frames
+    gt = read_video(gt_video, max_frames=MAX_FRAMES, backend=decoder).frames
     gt_edges = canny_edges(gt)
     gt_blur = bilateral_blur(gt)
     result: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for modality, pred_path in preds.items():
-        pred = align_pred_to_gt(read_video(pred_path, max_frames=MAX_FRAMES, backend=DECODE_BACKEND).frames, gt)
+        pred = align_pred_to_gt(read_video(pred_path, max_frames=MAX_FRAMES, backend=decoder).frames, gt)
         try:
             scores = edge_scores(canny_edges(pred), gt_edges)
             result.update({_native_key(modality, "canny_f1_score"): scores.f1,
@@ -290,4 +291,5 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
 def native_sample(task: Mapping[str, Any]) -> dict[str, Any]:
     """Runner fn: ``{"gt_video", "preds": {modality: path}, "seg_pkls": {modality: [gt, pred]}}``."""
     seg = {m: (Path(gt), Path(pred)) for m, (gt, pred) in (task.get("seg_pkls") or {}).items()}
-    return score_task(Path(task["gt_video"]), {m: Path(p) for m, p in task["preds"].items()}, seg_pkls=seg)
+    return score_task(Path(task["gt_video"]), {m: Path(p) for m, p in task["preds"].items()}, seg_pkls=seg,
+                      decoder=task.get("decoder", DECODE_BACKEND))

@@ -10,13 +10,13 @@ ratio, prompts) come from the pinned ``tasks.json`` exactly as the upstream reci
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from pinbench.files import write_atomic
 
 MODALITIES = ("edge", "blur", "depth", "seg")
 TASK_ID = re.compile(r"task_\d{4}")
@@ -174,15 +174,4 @@ def build_rows(tasks: Sequence[Task], modality: str, dataset_root: Path | str) -
 
 def write_jsonl(rows: Sequence[Mapping[str, Any]], path: Path | str) -> Path:
     """Write rows as JSONL atomically (temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

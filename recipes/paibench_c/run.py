@@ -20,11 +20,16 @@ from typing import Any
 
 import yaml
 
-from paibench_c import evaluate
-from paibench_c.fetch import PINS_PATH, Inputs, locate_inputs
-from paibench_c.fixture import run_fixture
-from paibench_c.generate import (
-    LAUNCHES,
+from pinbench.cache import is_offline
+from pinbench.finish import finish_run
+from pinbench.pins import load_pins
+from pinbench.provenance import installed_distributions
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
+from pinbench.runner import run_samples
+from pinbench_recipes.paibench_c import evaluate
+from pinbench_recipes.paibench_c.fetch import PINS_PATH, Inputs, locate_inputs
+from pinbench_recipes.paibench_c.fixture import run_fixture
+from pinbench_recipes.paibench_c.generate import (
     Collected,
     CosmosFrameworkGenerator,
     GenerationError,
@@ -32,15 +37,10 @@ from paibench_c.generate import (
     collect_videos,
     pending_rows,
 )
-from paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
-from paibench_c.native_metrics import native_sample
-from paibench_c.results import cross_check, metric_specs, task_result
-from paibench_c.rows import MODALITIES, build_rows, write_jsonl
-from pinbench.finish import finish_run
-from pinbench.hub import is_offline, load_pins
-from pinbench.provenance import installed_distributions
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome
-from pinbench.runner import run_samples
+from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
+from pinbench_recipes.paibench_c.native_metrics import native_sample
+from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
+from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, write_jsonl
 
 NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
@@ -48,40 +48,22 @@ FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the
 
 @dataclass(frozen=True)
 class Options:
-    """Recipe options: ``-o key=value`` on the command line, else the PAIBENCH_C_* environment."""
+    """The recipe's run options (declared in recipe.yaml, parsed and typed by the core)."""
 
     modalities: tuple[str, ...] = MODALITIES
     gt: str = "reuse"
     launch: str = "workers"
     native: bool = True
     native_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    eval_batch_size: int | None = None
+    decoder: str = "opencv"
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> Options:
-        known = {"modalities", "gt", "launch", "native", "native_workers", "evaluator_weights", "model"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise RecipeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-
-        def get(key: str, default: str) -> str:
-            return options.get(key, os.environ.get(f"PAIBENCH_C_{key.upper()}", default))
-
-        modalities = tuple(m for m in get("modalities", ",".join(MODALITIES)).replace(" ", ",").split(",") if m)
-        bad = [m for m in modalities if m not in MODALITIES]
-        if bad or not modalities:
-            raise RecipeError(f"modalities {bad or '(none)'} not in {', '.join(MODALITIES)}")
-        gt, launch, native = get("gt", "reuse"), get("launch", "workers"), get("native", "on")
-        if gt not in evaluate.GT_POLICIES:
-            raise RecipeError(f"gt={gt!r}: choose {' or '.join(evaluate.GT_POLICIES)}")
-        if launch not in LAUNCHES:
-            raise RecipeError(f"launch={launch!r}: choose {' or '.join(LAUNCHES)}")
-        if native not in ("on", "off"):
-            raise RecipeError(f"native={native!r}: choose on or off")
-        workers = get("native_workers", str(os.cpu_count() or 1))
-        if not workers.isdigit() or int(workers) < 1:
-            raise RecipeError(f"native_workers={workers!r} is not a positive integer")
-        return cls(modalities=tuple(dict.fromkeys(modalities)), gt=gt, launch=launch, native=native == "on",
-                   native_workers=int(workers))
+    def from_config(cls, cfg: RunConfig) -> Options:
+        opts = cfg.options
+        return cls(modalities=tuple(opts["modalities"]), gt=opts["gt"], launch=opts["launch"], native=opts["native"],
+                   native_workers=opts["native_workers"] or os.cpu_count() or 1,
+                   eval_batch_size=opts["eval_batch_size"], decoder=opts["decoder"])
 
 
 @contextmanager
@@ -103,9 +85,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
     if cfg.fixture:
         return run_fixture(cfg)
-    from paibench_c.recipe import RECIPE
-
-    options = Options.parse(cfg.options)
+    recipe = get_recipe(cfg.recipe)
+    options = Options.from_config(cfg)
     if cfg.shard is not None and not cfg.skip_scoring:
         raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
     pins = load_pins(PINS_PATH)
@@ -168,7 +149,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
                         "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir)}
     specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
-    outcome = finish_run(RECIPE, cfg, metrics=specs,
+    outcome = finish_run(recipe, cfg, metrics=specs,
                          records=list(summary.records.values()), n_expected=len(task_ids),
                          pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                          seeds={"generation": sorted({t.seed for t in inputs.tasks}),
@@ -253,7 +234,8 @@ def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, g
         force = options.gt == "force" or verified == 0
         try:
             evaluate.run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
-                                   gpu_ids=gpu_ids(cfg), force_gt=force, inputs=inputs)
+                                   gpu_ids=gpu_ids(cfg), force_gt=force, inputs=inputs,
+                                   batch_size=options.eval_batch_size)
             gt.record(task_ids, modality)
             evaluate.stamp_gt(modality_dir, gt.summary()["files_sha256"])
         except evaluate.EvaluationError as exc:
@@ -315,6 +297,7 @@ def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GT
                 seg[modality] = [str(gt_pkl), str(pred_pkl)]
         tasks.append({"sample_id": task.task_id, "gt_video": str(inputs.dataset_dir / task.video_path),
                       "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,
+                      "decoder": options.decoder,
                       "seg_sha256": {m: [evaluate.sha256_file(Path(p)) for p in pair] for m, pair in seg.items()}})
     workers = options.native_workers
     summary = run_samples(tasks, native_sample, cfg.out_dir / "native", stage="native cross-check",

@@ -1,4 +1,4 @@
-"""``python -m remembench run ...`` is ``pinbench run remembench ...`` (runs an exported recipe)."""
+"""``python -m pinbench_recipes.remembench run ...`` is ``pinbench run remembench ...`` (runs an exported recipe)."""
 
 from pinbench.cli import recipe_main
 

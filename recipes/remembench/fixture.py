@@ -19,9 +19,9 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 from pinbench.video import write_video
-from remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
+from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
 SEED = 20260521
 VERSION = 3  # bump when the generated data changes

@@ -8,8 +8,8 @@ resized to 832 x 480 with Lanczos; the SHA-256 of its RGB pixels (``PIL.Image.to
 image, independent of the PNG encoding) must equal ``sources/i2v_images.jsonl``. A mismatch is refused,
 never substituted. Frames already prepared and valid are skipped; ``--limit N`` prepares N scenes.
 
-    python -m remembench.i2v_images --source-dir /data/DL3DV-ALL-960P --out /data/remembench-images
-    python -m remembench.i2v_images --download --limit 1 --out /data/remembench-images
+    python -m pinbench_recipes.remembench.i2v_images --source-dir /data/DL3DV-ALL-960P --out /data/remembench-images
+    python -m pinbench_recipes.remembench.i2v_images --download --limit 1 --out /data/remembench-images
 """
 
 from __future__ import annotations
@@ -27,9 +27,15 @@ from typing import IO
 
 from PIL import Image
 
+from pinbench.files import atomic_path
 from pinbench.provenance import redact
-from remembench.dataset import DatasetError, iter_jsonl
-from remembench.release import DEFAULT_DATASET_ID, DEFAULT_DATASET_REVISION, open_release, parse_dataset_spec
+from pinbench_recipes.remembench.dataset import DatasetError, iter_jsonl
+from pinbench_recipes.remembench.release import (
+    DEFAULT_DATASET_ID,
+    DEFAULT_DATASET_REVISION,
+    open_release,
+    parse_dataset_spec,
+)
 
 SOURCES_FILE = "sources/i2v_images.jsonl"
 I2V_TEST = "data/i2v/test.jsonl"
@@ -126,10 +132,8 @@ def _remote_source(record: SourceRecord, token: str | None) -> Image.Image:  # p
 
 
 def _save_png(image: Image.Image, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp.png")
-    image.save(tmp, format="PNG")
-    tmp.replace(target)
+    with atomic_path(target, suffix=".png") as tmp:
+        image.save(tmp, format="PNG")
 
 
 def prepare_all(records: dict[str, SourceRecord], scene_ids: Sequence[str], out_dir: Path, *,
@@ -173,7 +177,7 @@ def scene_order(test_jsonl: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m remembench.i2v_images",
+    parser = argparse.ArgumentParser(prog="python -m pinbench_recipes.remembench.i2v_images",
                                      description="Prepare and verify RememBench I2V conditioning frames.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--source-dir", type=Path, help="local DL3DV-ALL-960P copy (archives or extracted folders)")

@@ -26,7 +26,7 @@ import torch
 
 from pinbench.metrics.lpips import lpips_distance
 from pinbench.metrics.ssim import make_window, ssim_from_moments, window_filter
-from remembench.clip_model import ClipEmbedder
+from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 TEMPSSIM_WINDOW = make_window("gaussian", sigma=1.5)
 DATA_RANGE = 255.0

@@ -13,12 +13,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 from pinbench.recipe import RecipeError
-from remembench.dataset import PAPER, DatasetError, I2VRow, PaperSettings, Row, T2VRow, read_rows, select_settings
-from remembench.release import Release
-from remembench.summary import METHODS, PAIRS_FILE, PAPER_PAIRS_WARNING, annotations_for, group_name, read_pairs
-from remembench.trajectory import load_trajectory
+from pinbench_recipes.remembench.dataset import (
+    PAPER,
+    DatasetError,
+    I2VRow,
+    PaperSettings,
+    Row,
+    T2VRow,
+    read_rows,
+    select_settings,
+)
+from pinbench_recipes.remembench.release import Release
+from pinbench_recipes.remembench.summary import (
+    METHODS,
+    PAIRS_FILE,
+    PAPER_PAIRS_WARNING,
+    annotations_for,
+    group_name,
+    read_pairs,
+)
+from pinbench_recipes.remembench.trajectory import load_trajectory
 
 TEST_FILES = {"t2v": "data/t2v/test.jsonl", "i2v": "data/i2v/test.jsonl"}
 REFERENCE_PAIRS_CHECKPOINT = "t2v-reference-pairs"
@@ -135,7 +151,8 @@ def find_video(videos: Path | None, sample_id: str) -> tuple[Path | None, list[s
 
 
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
-                poses_dir: Path | None, models: Mapping[str, str], recipe_version: str) -> list[dict[str, Any]]:
+                poses_dir: Path | None, models: Mapping[str, str], recipe_version: str,
+                decoder: str = "opencv") -> list[dict[str, Any]]:
     """One JSON-able task per row, in group order."""
     tasks = []
     for group in groups:
@@ -147,7 +164,7 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
                 "setting": group.setting, "group": group.prefix, "video": str(video) if video else None,
                 "looked_for": looked, "video_sha256": sha256_file(video) if video else None,
                 "num_frames": group.paper.num_frames, "layout": layout, "models": dict(models),
-                "recipe_version": recipe_version,
+                "recipe_version": recipe_version, "decoder": decoder,
             }
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None

@@ -12,8 +12,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.hub import HFPin, fetch_hf, locate, sha256_file
-from remembench.dataset import DatasetError
+from pinbench.downloads import fetch_hf, locate
+from pinbench.files import sha256_file
+from pinbench.pins import HFPin
+from pinbench_recipes.remembench.dataset import DatasetError
 
 DEFAULT_DATASET_ID = "mosaichunk/RememBench"
 DEFAULT_DATASET_REVISION = "cdeabf0fce9c075876a903a1d5234483ad677fd5"

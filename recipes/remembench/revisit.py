@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pinbench.files import atomic_path
+
 PIXEL_LIMIT = 255_000
 PATCH = 14
 
@@ -72,10 +74,8 @@ def reconstruction_input(frames: np.ndarray) -> np.ndarray:
 
 def save_poses(path: Path, poses: np.ndarray) -> None:
     """The paper's ``pi3_poses.npz`` layout (``poses``, ``idx``), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.npz")
-    np.savez_compressed(tmp, poses=np.asarray(poses, dtype=np.float64), idx=np.arange(len(poses)))
-    tmp.replace(path)
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez_compressed(tmp, poses=np.asarray(poses, dtype=np.float64), idx=np.arange(len(poses)))
 
 
 def load_poses(path: Path, n_frames: int) -> np.ndarray:

@@ -18,33 +18,33 @@ from typing import Any
 
 import yaml
 
+from pinbench.cache import is_offline
+from pinbench.files import write_atomic
 from pinbench.finish import collect_records, finish_run
-from pinbench.hub import is_offline
 from pinbench.metrics.lpips import load_lpips
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
-from pinbench.scorecard import MetricSpec, write_text_atomic
-from remembench import outputs, prepare, summary, weights
-from remembench.clip_model import ClipEmbedder
-from remembench.dataset import PAPER, cohort_report
-from remembench.fixture import SETTINGS as FIXTURE_SETTINGS
-from remembench.fixture import FixtureData, build_fixture
-from remembench.options import OptionError, Options, parse_options
-from remembench.release import open_release
-from remembench.scoring import Scorer
+from pinbench.scorecard import MetricSpec
+from pinbench_recipes.remembench import outputs, prepare, summary, weights
+from pinbench_recipes.remembench.clip_model import ClipEmbedder
+from pinbench_recipes.remembench.dataset import PAPER, cohort_report
+from pinbench_recipes.remembench.fixture import SETTINGS as FIXTURE_SETTINGS
+from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
+from pinbench_recipes.remembench.options import OptionError, Options, resolve_options
+from pinbench_recipes.remembench.release import open_release
+from pinbench_recipes.remembench.scoring import Scorer
 
-METRICS = {"clip": "median", "lpips_alex": "median", "tempssim": "median", "drift": "median"}
+METRICS = ("clip", "lpips_alex", "tempssim", "drift")
 
 
 def run(cfg: RunConfig) -> RunOutcome:
-    from remembench.recipe import RECIPE
-
+    recipe = get_recipe(cfg.recipe)
     timings: dict[str, float] = {}
     started = time.perf_counter()
 
     # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, tasks
     try:
-        opts = parse_options(cfg.options)
+        opts = resolve_options(cfg.options)
     except OptionError as exc:
         raise RecipeError(str(exc)) from None
     fixture = build_fixture(cfg.out_dir / "fixture_data") if cfg.fixture else None
@@ -52,7 +52,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     release = open_release(opts.dataset_id, opts.dataset_revision, download=download,
                            local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT and not fixture:
-        return _run_reference_pairs(RECIPE, cfg, opts, release, timings, started)
+        return _run_reference_pairs(recipe, cfg, opts, release, timings, started)
     splits = ("t2v", "i2v") if fixture else (opts.split,)
     settings = FIXTURE_SETTINGS if fixture else opts.settings
     paper = fixture.paper if fixture else PAPER
@@ -68,7 +68,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     files, model_labels = _model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
     tasks = prepare.build_tasks(groups, videos=fixture.videos if fixture else opts.videos,
                                 annotations=annotations, poses_dir=fixture.poses_dir if fixture else opts.poses_dir,
-                                models=model_labels, recipe_version=RECIPE.version)
+                                models=model_labels, recipe_version=recipe.version,
+                                decoder=opts.decoder)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
@@ -87,15 +88,15 @@ def run(cfg: RunConfig) -> RunOutcome:
     outputs.write_jsonl(rows, cfg.out_dir / "scenes.jsonl")
     outputs.write_scores(groups, rows, cfg.out_dir / "scores.json")
     figures = outputs.pair_figures(groups, rows, cfg.out_dir, cfg.out_dir / "figures")
-    specs = [MetricSpec(f"{g.prefix}/{name}", aggregation=agg, key=name,
+    specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
-             for g in groups for name, agg in METRICS.items()]
+             for g in groups for name in METRICS]
     timings["aggregate"] = time.perf_counter() - started
 
     # 5. diff against the reference for this checkpoint and mode (if one exists), report
     warnings = [annotations.warning] if annotations and annotations.warning else []
     return finish_run(
-        RECIPE, cfg, metrics=specs, records=records, n_expected=len(tasks),
+        recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
         pins=_pins_for_provenance(opts, release, fixture), timings=timings,
         seeds=_seeds(groups),
         extra={"cohort": cohorts, "annotations": annotations.source if annotations else None,
@@ -166,7 +167,7 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
     pairs = summary.read_pairs(release.path(summary.PAIRS_FILE))
     published = summary.read_summary(release.path(summary.SUMMARY_FILE))
     rows, problems = summary.compare_summary(summary.medians(pairs), published)
-    write_text_atomic(cfg.out_dir / "summary_check.json",
+    write_atomic(cfg.out_dir / "summary_check.json",
                       json.dumps({"rows": rows, "problems": problems, "warning": summary.PAPER_PAIRS_WARNING},
                                  indent=2) + "\n")
     tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
@@ -175,7 +176,7 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
     run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
                 stage="reference pairs", progress=False)
     records = collect_records(cfg, tasks)
-    specs = [MetricSpec(f"{group}/{metric}", aggregation="median", key=metric,
+    specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
              for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]
     outcome = finish_run(

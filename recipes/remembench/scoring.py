@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from pinbench.video import read_video
-from remembench.clip_model import ClipEmbedder
-from remembench.metrics import pair_metrics, quality_metrics
-from remembench.revisit import Pi3XReconstructor, load_poses, save_poses, select_revisit
+from pinbench_recipes.remembench.clip_model import ClipEmbedder
+from pinbench_recipes.remembench.metrics import pair_metrics, quality_metrics
+from pinbench_recipes.remembench.revisit import Pi3XReconstructor, load_poses, save_poses, select_revisit
 
 PAIR_IMAGE_WIDTH = 320  # width of each frame in the saved departure | revisit strip
 POSES_DIR = "pi3_poses"
@@ -69,7 +69,7 @@ class Scorer:
     def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:
         if not task.get("video"):
             raise FileNotFoundError(f"rollout not found: looked for {task['looked_for']}")
-        frames = read_video(task["video"], backend="opencv").frames
+        frames = read_video(task["video"], backend=task["decoder"]).frames
         if len(frames) != task["num_frames"]:
             raise ValueError(f"{task['video']}: decoded {len(frames)} frames, the {task['split']} setting "
                              f"has {task['num_frames']}")
@@ -92,7 +92,7 @@ class Scorer:
             departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,
             scene_id=task["scene_id"], split=task["split"], setting=task.get("setting"),
             video_sha256=task["video_sha256"], n_frames=int(len(frames)), height=int(frames.shape[1]),
-            width=int(frames.shape[2]), decoder="opencv", poses_source=poses_source,
+            width=int(frames.shape[2]), decoder=task["decoder"], poses_source=poses_source,
             pair_image=self._save_pair(task["sample_id"], frames, departure, revisit),
         )
         return result

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from remembench.dataset import DatasetError, iter_jsonl
+from pinbench_recipes.remembench.dataset import DatasetError, iter_jsonl
 
 PAIRS_FILE = "evaluation/t2v_reference_pairs.jsonl"
 SUMMARY_FILE = "evaluation/t2v_reference_summary.json"

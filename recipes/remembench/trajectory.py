@@ -7,7 +7,7 @@ consecutive poses with translation normalised by the largest step. A generator t
 path to the 253 decoded frames, or resamples differently, is conditioned on another trajectory.
 Poses are camera-to-world, OpenCV axes (x right, y down, z forward).
 
-``python -m remembench.trajectory IN.npz OUT.npz`` writes the resampled and relative poses.
+``python -m pinbench_recipes.remembench.trajectory IN.npz OUT.npz`` writes the resampled and relative poses.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from remembench.dataset import DatasetError
+from pinbench_recipes.remembench.dataset import DatasetError
 
 LATENT_POSITIONS = 64  # (253 - 1) // 4 + 1 latent frames of the paper's I2V rollouts
 
@@ -106,7 +106,8 @@ def scale_intrinsics(intrinsics: np.ndarray, source_size: tuple[int, int],
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m remembench.trajectory", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pinbench_recipes.remembench.trajectory",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("trajectory", type=Path, help="a RememBench I2V .npz (poses, intrinsics)")
     parser.add_argument("out", type=Path, help="output .npz: poses (resampled), relative, intrinsics")
     parser.add_argument("--positions", type=int, default=LATENT_POSITIONS)

@@ -5,7 +5,7 @@ Order for each asset: an explicit path (option / env var), then the image's bake
 ``--build-arg BAKE_WEIGHTS=1``, CLIP and Pi3X too), then the pinbench cache filled by
 ``pinbench fetch remembench``. Whatever the source, the file must hash to the digest in ``pins.yaml``.
 
-``python -m remembench.weights bake DIR [--all]`` fills a baked directory (used by the Dockerfile).
+``python -m pinbench_recipes.remembench.weights bake DIR [--all]`` fills a baked directory (used by the Dockerfile).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from pinbench.hub import HFPin, Pins, URLPin, fetch_hf, fetch_url, load_pins, locate, verify_sha256
+from pinbench.downloads import fetch_hf, fetch_url, locate, verify_sha256
+from pinbench.pins import HFPin, Pins, URLPin, load_pins
 from pinbench.recipe import RunConfig
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
@@ -104,10 +105,10 @@ def bake(dest: Path, include_models: bool) -> None:
 
 def fetch(cfg: RunConfig) -> None:
     """``pinbench fetch remembench``: the release (id/revision from -o dataset=) and every weights file."""
-    from remembench.options import parse_options
-    from remembench.release import dataset_pin
+    from pinbench_recipes.remembench.options import resolve_options
+    from pinbench_recipes.remembench.release import dataset_pin
 
-    opts = parse_options(cfg.options)
+    opts = resolve_options(cfg.options)
     pins = load_recipe_pins()
     for label, pin in (("release", dataset_pin(opts.dataset_id, opts.dataset_revision)),
                        ("CLIP ViT-H/14", pins.huggingface["clip"]), ("Pi3X", pins.huggingface["pi3x"])):
@@ -116,7 +117,8 @@ def fetch(cfg: RunConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m remembench.weights", description="bake pinned weights")
+    parser = argparse.ArgumentParser(prog="python -m pinbench_recipes.remembench.weights",
+                                     description="bake pinned weights")
     sub = parser.add_subparsers(dest="command", required=True)
     bake_cmd = sub.add_parser("bake", help="download, verify and copy weights into DIR")
     bake_cmd.add_argument("dest", type=Path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 
 __all__ = [
     "ALEXNET_FILENAME",

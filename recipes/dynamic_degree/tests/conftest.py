@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamic_degree.fixture import FixtureVideo, render
 from pinbench.video import write_video
+from pinbench_recipes.dynamic_degree.fixture import FixtureVideo, render
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamic_degree.clips import Clip, clip_length, sampled_frames, sampling_interval, split_clips
+from pinbench_recipes.dynamic_degree.clips import Clip, clip_length, sampled_frames, sampling_interval, split_clips
 
 # fps -> (frames per 2 s clip S, sampling interval k, sampled frames N per full clip)
 EXPECTED = {

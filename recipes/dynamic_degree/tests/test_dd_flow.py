@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from dynamic_degree.fixture import FixtureVideo, render
-from dynamic_degree.flow import (
+from pinbench_recipes.dynamic_degree.fixture import FixtureVideo, render
+from pinbench_recipes.dynamic_degree.flow import (
     FarnebackPreview,
     RaftThings,
     WeightsError,
     load_raft_weights,
     original_to_torchvision,
 )
-from dynamic_degree.scoring import pad_frames, top_mean_magnitude
-from dynamic_degree.tests.conftest import random_raft_state
+from pinbench_recipes.dynamic_degree.scoring import pad_frames, top_mean_magnitude
+from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
 
 
 def _pair(velocity: tuple[int, int], height: int = 56, width: int = 72) -> np.ndarray:

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynamic_degree import gpu_check
-from dynamic_degree.fixture import FixtureVideo, render
 from pinbench.video import write_video
+from pinbench_recipes.dynamic_degree import gpu_check
+from pinbench_recipes.dynamic_degree.fixture import FixtureVideo, render
 
 ORIGINAL_SRC = os.environ.get("PINBENCH_RAFT_ORIGINAL_SRC")
 

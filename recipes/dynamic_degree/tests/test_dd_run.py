@@ -14,20 +14,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
-from dynamic_degree.parallel import score_in_workers
-from dynamic_degree.prepare import EstimatorSpec, loop_family, sample_id, video_tasks, worker_devices
-from dynamic_degree.probe import PREVIEW_METRIC, ClipSource, HasMetric, score_task
-from dynamic_degree.recipe import RECIPE
-from dynamic_degree.run import run
-from dynamic_degree.tests.conftest import random_raft_state
-from pinbench.recipe import RecipeError, RunConfig
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
 from pinbench.runner import load_records, run_samples
+from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
+from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
+from pinbench_recipes.dynamic_degree.parallel import score_in_workers
+from pinbench_recipes.dynamic_degree.prepare import EstimatorSpec, loop_family, sample_id, video_tasks, worker_devices
+from pinbench_recipes.dynamic_degree.run import run
+from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
+
+RECIPE = get_recipe("dynamic-degree")
 
 
-def _cfg(out: Path, **kwargs) -> RunConfig:
-    kwargs.setdefault("checkpoint", "fixture" if kwargs.get("fixture") else "my-model")
-    return RunConfig(recipe="dynamic-degree", out_dir=out, offline=True, **kwargs)
+def _cfg(out: Path, *, checkpoint: str = "", options: dict | None = None, **kwargs) -> RunConfig:
+    if not kwargs.get("fixture"):
+        checkpoint = checkpoint or "my-model"
+    return RECIPE.config(checkpoint, out_dir=out, offline=True, options=options or {}, env={}, **kwargs)
 
 
 def _card(out: Path) -> dict:
@@ -104,13 +106,13 @@ def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[...
 
 def test_bad_options_fail_with_one_line(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="unknown option"):
-        run(_cfg(tmp_path, options={"video": "x"}))
-    with pytest.raises(RecipeError, match="-o videos=DIR"):
-        run(_cfg(tmp_path, options={"flow": "farneback"}))
+        _cfg(tmp_path, options={"video": "x"})
+    with pytest.raises(RecipeError, match=r"option videos is required \(-o videos=\.\.\. or \$PINBENCH_DD_VIDEOS\)"):
+        _cfg(tmp_path, options={"flow": "farneback"})
     with pytest.raises(RecipeError, match="videos directory not found"):
         run(_cfg(tmp_path, options={"videos": str(tmp_path / "none"), "flow": "farneback"}))
-    with pytest.raises(RecipeError, match="expected raft or farneback"):
-        run(_cfg(tmp_path, options={"videos": str(tmp_path), "flow": "dis"}))
+    with pytest.raises(RecipeError, match="'dis' is not one of raft, farneback"):
+        _cfg(tmp_path, options={"videos": str(tmp_path), "flow": "dis"})
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecipeError, match="no videos found"):
         run(_cfg(tmp_path, options={"videos": str(tmp_path / "empty"), "flow": "farneback"}))
@@ -134,7 +136,7 @@ def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
 
 
 def test_recipe_registration() -> None:
-    assert RECIPE.name == "dynamic-degree" and RECIPE.package == "dynamic_degree"
+    assert RECIPE.name == "dynamic-degree" and RECIPE.package == "pinbench_recipes.dynamic_degree"
     assert (RECIPE.dir / "pins.yaml").is_file() and (RECIPE.dir / "Dockerfile").is_file()
     assert RECIPE.reference_path("fixture", "fixture") is not None
     assert RECIPE.reference_path("any-model", "full") is None  # no published reference exists
@@ -143,7 +145,8 @@ def test_recipe_registration() -> None:
 def test_python_m_runs_the_fixture(tmp_path: Path) -> None:
     out = tmp_path / "cli"
     env = {**os.environ, "PINBENCH_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "dynamic_degree", "run", "--fixture", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pinbench_recipes.dynamic_degree", "run", "--fixture",
+                           "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _card(out)["metrics"]["preview/dynamic_degree"]["value"] == pytest.approx(EXPECTED_SUITE_SCORE)
@@ -164,12 +167,12 @@ def test_worker_processes_score_disjoint_shards_like_one_process(
 
 
 def test_worker_devices_only_for_raft_on_several_gpus(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path, gpus=4)
+    cfg = _cfg(tmp_path, gpus=4, options={"videos": str(tmp_path)})
     assert worker_devices(cfg, EstimatorSpec("farneback")) == []
     expected = [f"cuda:{i}" for i in range(min(4, torch.cuda.device_count()))] \
         if torch.cuda.is_available() and torch.cuda.device_count() > 1 else []
     assert worker_devices(cfg, EstimatorSpec("raft", tmp_path / "w.pth")) == expected
-    assert worker_devices(_cfg(tmp_path, gpus=4, options={"device": "cuda:1"}),
+    assert worker_devices(_cfg(tmp_path, gpus=4, options={"videos": str(tmp_path), "device": "cuda:1"}),
                           EstimatorSpec("raft", tmp_path / "w.pth", device="cuda:1")) == []
 
 
@@ -183,7 +186,7 @@ def _pins(tmp_path: Path, url: str, sha: str | None) -> Path:
 
 def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynamic_degree.prepare import parse_options, raft_weights
+    from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("PINBENCH_OFFLINE", raising=False)
@@ -193,11 +196,11 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
     torch.save(random_raft_state(seed=2), source)
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     pins = _pins(tmp_path, source.as_uri(), sha)
-    online = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=False)
+    online = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path)}, env={})
     path, expected = raft_weights(online, parse_options(online), pins)
     assert expected == sha and hashlib.sha256(path.read_bytes()).hexdigest() == sha
     assert path.is_relative_to(tmp_path / "cache")
-    offline = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=True)
+    offline = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
     assert raft_weights(offline, parse_options(offline), pins) == (path, sha)
 
     bad = _pins(tmp_path, source.as_uri(), "ab" * 32)
@@ -207,16 +210,16 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
 
 def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynamic_degree.prepare import parse_options, raft_weights
+    from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights
 
     monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
     source = tmp_path / "upstream.pth"
     torch.save(random_raft_state(seed=3), source)
-    cfg = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o", offline=True)
+    cfg = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
     unpinned = _pins(tmp_path, source.as_uri(), None)
     with pytest.raises(RecipeError, match="not pinned yet"):
         raft_weights(cfg, parse_options(cfg), unpinned)
-    local = RunConfig(recipe="dynamic-degree", checkpoint="m", out_dir=tmp_path / "o",
-                      options={"raft_weights": str(source)})
+    local = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path), "raft_weights": str(source)},
+                          env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
         raft_weights(local, parse_options(local), unpinned)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dynamic_degree.scoring import (
+from pinbench_recipes.dynamic_degree.scoring import (
     count_threshold,
     decide_clip,
     motion_threshold,

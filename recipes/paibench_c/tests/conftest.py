@@ -89,9 +89,9 @@ FAKE_COMPUTE_METRICS = textwrap.dedent('''
     import json, os, pickle, sys
     from pathlib import Path
     import numpy as np
-    from paibench_c.native_metrics import align_pred_to_gt, load_sam_detections, seg_miou_recall
-    from pinbench.metrics.blur import bilateral_blur, blurred_ssim
-    from pinbench.metrics.edges import canny_edges, edge_scores
+    from pinbench_recipes.paibench_c.native_metrics import align_pred_to_gt, load_sam_detections, seg_miou_recall
+    from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
+    from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
     from pinbench.video import read_video
 
     args = sys.argv[1:]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from paibench_c.evaluate import (
+from pinbench.downloads import ChecksumError
+from pinbench.pins import HFPin, URLPin
+from pinbench_recipes.paibench_c.evaluate import (
     REVISION_STAMP,
     WEIGHT_PATHS,
     EvaluationError,
@@ -22,7 +24,6 @@ from paibench_c.evaluate import (
     stamp_gt,
     stamp_inputs,
 )
-from pinbench.hub import ChecksumError, HFPin, URLPin
 
 COMMIT = "5864378a0e13e527336d916cc8e018afb0ef5fe3"
 
@@ -140,7 +141,7 @@ def test_grounding_dino_at_another_revision_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_weights_are_linked_from_the_fetch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.hub import url_path
+    from pinbench.cache import url_path
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PINBENCH_CACHE", str(cache))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import paibench_c.fetch as fetch_module
-from paibench_c.rows import load_tasks
-from paibench_c.tests.test_pc_rows import task_row
-from pinbench.hub import load_pins
-from pinbench.recipe import RunConfig
+import pinbench_recipes.paibench_c.fetch as fetch_module
+from pinbench.pins import load_pins
+from pinbench.recipe import RunConfig, get_recipe
+from pinbench_recipes.paibench_c.rows import load_tasks
+from pinbench_recipes.paibench_c.tests.test_pc_rows import task_row
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list:
 
 
 def _cfg(tmp_path: Path, checkpoint: str, limit: int | None, **options: str) -> RunConfig:
-    return RunConfig(recipe="paibench-c", checkpoint=checkpoint, out_dir=tmp_path, limit=limit, options=options)
+    return get_recipe("paibench-c").config(checkpoint, out_dir=tmp_path, limit=limit, options=options, env={})
 
 
 def test_smoke_fetch_narrows_the_dataset_to_the_selected_tasks(tmp_path: Path, recorded: list) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import paibench_c.fixture as fixture
-from paibench_c.run import run
-from pinbench.recipe import RunConfig
+import pinbench_recipes.paibench_c.fixture as fixture
+from pinbench.recipe import RunConfig, get_recipe
+from pinbench_recipes.paibench_c.run import run
 
 
 def _cfg(path: Path) -> RunConfig:
-    return RunConfig(recipe="paibench-c", checkpoint="fixture", out_dir=path, fixture=True)
+    return get_recipe("paibench-c").config(out_dir=path, fixture=True, env={})
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from paibench_c.generate import (
+from pinbench.files import sha256_file
+from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     CosmosFrameworkGenerator,
     GenerationError,
@@ -21,8 +22,7 @@ from paibench_c.generate import (
     pending_rows,
     vision_path,
 )
-from paibench_c.tests.conftest import read_invocations, rows_for
-from pinbench.hub import sha256_file
+from pinbench_recipes.paibench_c.tests.conftest import read_invocations, rows_for
 
 
 def test_valid_output_is_kept_truncated_and_short_ones_are_regenerated(tmp_path: Path, make_clip) -> None:
@@ -162,16 +162,17 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
     """GPU CI: one edge task through the real framework in the generation image (needs the fetched model)."""
     import torch
 
-    from paibench_c.fetch import PINS_PATH, locate_inputs
-    from paibench_c.rows import build_rows
-    from pinbench.hub import load_pins, locate
-    from pinbench.recipe import RunConfig
+    from pinbench.downloads import locate
+    from pinbench.pins import load_pins
+    from pinbench.recipe import get_recipe
+    from pinbench_recipes.paibench_c.fetch import PINS_PATH, locate_inputs
+    from pinbench_recipes.paibench_c.rows import build_rows
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     pins = load_pins(PINS_PATH)
-    cfg = RunConfig(recipe="paibench-c", checkpoint="Cosmos3-Nano", out_dir=tmp_path, limit=1)
+    cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=tmp_path, limit=1)
     inputs = locate_inputs(cfg, pins, need_model=True)
     rows = build_rows(inputs.tasks, "edge", inputs.dataset_dir)
     gen = CosmosFrameworkGenerator(framework_dir=framework, python=framework / ".venv" / "bin" / "python",

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from paibench_c.metrics_json import EVALUATOR_METRICS, MetricsFileError, parse_metrics_json, task_id_of
-from paibench_c.results import metric_specs, task_result
+from pinbench.recipe import get_recipe
 from pinbench.runner import SampleRecord, input_hash
 from pinbench.scorecard import build_scorecard
+from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, MetricsFileError, parse_metrics_json, task_id_of
+from pinbench_recipes.paibench_c.results import metric_specs, task_result
+
+RECIPE = get_recipe("paibench-c")
 
 TASKS = ["task_0000", "task_0001", "task_0002", "task_0003"]
 
@@ -70,7 +73,9 @@ def test_a_dropped_task_makes_the_scorecard_partial(metrics_file: Path) -> None:
         result = task_result(task, evaluator=parsed, modality_errors={}, native=None)
         records.append(SampleRecord(task, "ok", result, None, input_hash({"t": task}), 0.0))
     card = build_scorecard(recipe="paibench-c", recipe_version="1.0.0", checkpoint="Cosmos3-Nano", mode="full",
-                           metrics=metric_specs(["edge"], native=False), records=records, n_expected=4,
+                           metrics=[s.with_info(RECIPE.metric_info(s.name))
+                                    for s in metric_specs(["edge"], native=False)],
+                           records=records, n_expected=4,
                            provenance={}, config={}, timings={})
     f1 = card["metrics"]["edge/canny_f1_score"]
     assert (f1["n_expected"], f1["n_scored"], f1["n_failed"]) == (4, 2, 2)

@@ -10,7 +10,10 @@ import cv2
 import numpy as np
 import pytest
 
-from paibench_c.native_metrics import (
+from pinbench.video import write_video
+from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
+from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
+from pinbench_recipes.paibench_c.native_metrics import (
     SegDetection,
     SegmentationError,
     align_pred_to_gt,
@@ -23,10 +26,7 @@ from paibench_c.native_metrics import (
     score_task,
     seg_miou_recall,
 )
-from paibench_c.tests.conftest import clip
-from pinbench.metrics.blur import bilateral_blur, blurred_ssim
-from pinbench.metrics.edges import canny_edges, edge_scores
-from pinbench.video import write_video
+from pinbench_recipes.paibench_c.tests.conftest import clip
 
 # ------------------------------------------------------------------------------------------ alignment
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from paibench_c.rows import (
+from pinbench_recipes.paibench_c.rows import (
     MODALITIES,
     SAMPLING,
     TaskListError,

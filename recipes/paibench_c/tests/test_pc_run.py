@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import paibench_c.run as run_module
-from paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
-from paibench_c.tests.conftest import clip
-from pinbench.hub import HFPin, hf_snapshot_dir
-from pinbench.recipe import RecipeError, RunConfig
+import pinbench_recipes.paibench_c.run as run_module
+from pinbench.cache import hf_snapshot_dir
+from pinbench.pins import HFPin
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
 from pinbench.video import write_video
+from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
+from pinbench_recipes.paibench_c.tests.conftest import clip
 
 DATASET_REV, NANO_REV, DINO_REV = "a" * 40, "b" * 40, "c" * 40
 N_TASKS = 3
@@ -101,8 +102,8 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
 
 
 def _cfg(world: dict, name: str, *, limit: int | None = N_TASKS, **options: str) -> RunConfig:
-    return RunConfig(recipe="paibench-c", checkpoint="Cosmos3-Nano", out_dir=world["tmp"] / name, limit=limit,
-                     gpus=2, options={"native_workers": "1", **options})
+    return get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=world["tmp"] / name, limit=limit, gpus=2,
+                                           options={"native_workers": "1", **options}, env={})
 
 
 def _calls(world: dict) -> list[dict]:
@@ -174,11 +175,11 @@ def test_a_full_run_with_fewer_tasks_is_never_passed_against_the_600_task_refere
 
 def test_bad_options_are_refused_in_one_line(world: dict) -> None:
     with pytest.raises(RecipeError, match="unknown option"):
-        run_module.run(_cfg(world, "x", colour="red"))
-    with pytest.raises(RecipeError, match=r"modalities \['wsm'\]"):
-        run_module.run(_cfg(world, "x", modalities="edge,wsm"))
-    with pytest.raises(RecipeError, match="gt='sometimes'"):
-        run_module.run(_cfg(world, "x", gt="sometimes"))
+        _cfg(world, "x", colour="red")
+    with pytest.raises(RecipeError, match=r"-o modalities: 'wsm' not in edge, blur, depth, seg"):
+        _cfg(world, "x", modalities="edge,wsm")
+    with pytest.raises(RecipeError, match="-o gt: 'sometimes' is not one of reuse, force"):
+        _cfg(world, "x", gt="sometimes")
 
 
 def test_force_policy_cross_checks_seg_only_against_the_gt_still_on_disk(world: dict) -> None:

@@ -28,7 +28,7 @@ import torch
 from skimage.metrics import structural_similarity
 
 from pinbench.video import read_video, write_video
-from remembench.metrics import tempssim_pairs, to_gray
+from pinbench_recipes.remembench.metrics import tempssim_pairs, to_gray
 
 
 def synthetic_video(path: Path, n: int, width: int, height: int) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remembench.dataset import (
+from pinbench_recipes.remembench.dataset import (
     I2V_PAPER,
     PAPER,
     T2V_PAPER,
@@ -14,8 +14,8 @@ from remembench.dataset import (
     read_rows,
     select_settings,
 )
-from remembench.release import open_release, parse_dataset_spec, read_checksums
-from remembench.tests.conftest import i2v_row, t2v_row, write_jsonl
+from pinbench_recipes.remembench.release import open_release, parse_dataset_spec, read_checksums
+from pinbench_recipes.remembench.tests.conftest import i2v_row, t2v_row, write_jsonl
 
 BIG_SEEDS = ["9007199254740993", "18446744073709551615", "340282366920938463463374607431768211457"]
 
@@ -154,7 +154,7 @@ def test_checksum_file_format(tmp_path):
 def test_i2v_groups_check_each_trajectory(release_dir):
     import numpy as np
 
-    from remembench.prepare import load_groups
+    from pinbench_recipes.remembench.prepare import load_groups
 
     release = open_release("mosaichunk/RememBench", "b" * 40, local_dir=release_dir, download=False)
     with pytest.raises(DatasetError, match="trajectories/abc-rotation_180.npz: not in the RememBench release"):

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import RecipeError, RunConfig
-from remembench.fixture import build_fixture
-from remembench.run import run
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench_recipes.remembench.fixture import build_fixture
+from pinbench_recipes.remembench.run import run
 
 
 def fixture_config(out: Path, **options: str) -> RunConfig:
-    return RunConfig(recipe="remembench", checkpoint="fixture", out_dir=out, fixture=True, offline=True,
-                     options={"device": "cpu", **options})
+    return get_recipe("remembench").config(out_dir=out, fixture=True, offline=True,
+                                           options={"device": "cpu", **options}, env={})
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def test_missing_rollout_is_counted_and_named(tmp_path):
 
 
 def test_unknown_option_is_refused(tmp_path):
-    with pytest.raises(RecipeError, match="unknown remembench option"):
-        run(fixture_config(tmp_path, vidoes="x"))
+    with pytest.raises(RecipeError, match="unknown option.*vidoes for remembench"):
+        fixture_config(tmp_path, vidoes="x")
 
 
 def test_limited_run_is_not_compared_as_complete(tmp_path):

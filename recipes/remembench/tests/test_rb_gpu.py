@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.gpu,
 
 
 def test_real_clip_vit_h14_loads_strictly_and_embeds():  # pragma: no cover - GPU CI
-    from remembench.clip_model import ClipEmbedder
-    from remembench.weights import load_recipe_pins, resolve_clip
+    from pinbench_recipes.remembench.clip_model import ClipEmbedder
+    from pinbench_recipes.remembench.weights import load_recipe_pins, resolve_clip
 
     config, weights, _ = resolve_clip(load_recipe_pins(), None, None, download=False)
     embedder = ClipEmbedder(config, weights, device="cuda")
@@ -24,7 +24,7 @@ def test_real_clip_vit_h14_loads_strictly_and_embeds():  # pragma: no cover - GP
 
 def test_real_lpips_trunk_scores_identical_frames_zero():  # pragma: no cover - GPU CI
     from pinbench.metrics.lpips import load_lpips, lpips_distance
-    from remembench.weights import load_recipe_pins, resolve_alexnet
+    from pinbench_recipes.remembench.weights import load_recipe_pins, resolve_alexnet
 
     pins = load_recipe_pins()
     trunk, _ = resolve_alexnet(pins, None, None, download=False)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from remembench.i2v_images import (
+from pinbench_recipes.remembench.i2v_images import (
     first_image_member,
     main,
     prepare_all,
@@ -18,7 +18,7 @@ from remembench.i2v_images import (
     read_sources,
     rgb_sha256,
 )
-from remembench.tests.conftest import i2v_row, write_checksums, write_jsonl
+from pinbench_recipes.remembench.tests.conftest import i2v_row, write_checksums, write_jsonl
 
 
 def _png(seed: int, size=(96, 54)) -> bytes:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from remembench.options import OPTIONS
-from remembench.recipe import RECIPE
-from remembench.weights import load_recipe_pins
+from pinbench.recipe import get_recipe
+from pinbench_recipes.remembench.weights import load_recipe_pins
+
+RECIPE = get_recipe("remembench")
 
 RECIPE_DIR = Path(__file__).resolve().parents[1]
 
@@ -41,6 +42,7 @@ def test_requirements_pin_the_paper_metric_versions_and_the_lock_is_hashed():
     assert len(entries) == len(re.findall(r"^[A-Za-z0-9_.-]+==", lock, flags=re.MULTILINE))
 
 
-def test_env_var_table_covers_every_option():
-    assert {var for var, _ in OPTIONS.values()} <= set(RECIPE.env_vars)
+def test_every_option_has_an_environment_twin():
+    assert all(spec.env for spec in RECIPE.options.values())
+    assert {spec.env for spec in RECIPE.options.values()} <= set(RECIPE.env_vars)
     assert RECIPE.version == "1.0.0" and RECIPE.name == "remembench"

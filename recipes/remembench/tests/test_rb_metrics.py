@@ -8,9 +8,9 @@ import pytest
 import torch
 from skimage.metrics import structural_similarity
 
-from remembench import metrics
-from remembench.dataset import I2V_PAPER, T2V_PAPER
-from remembench.metrics import (
+from pinbench_recipes.remembench import metrics
+from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER
+from pinbench_recipes.remembench.metrics import (
     drift_frames,
     drift_from_embeddings,
     quality_metrics,

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from pinbench.metrics.lpips import load_lpips, lpips_distance
-from remembench.clip_model import (
+from pinbench_recipes.remembench.clip_model import (
     OPENAI_MEAN,
     OPENAI_STD,
     ClipEmbedder,
@@ -20,8 +20,8 @@ from remembench.clip_model import (
     preprocess,
     read_clip_config,
 )
-from remembench.fixture import TINY_CLIP, write_random_alexnet, write_tiny_clip
-from remembench.weights import WeightsError, load_recipe_pins, resolve_alexnet, resolve_clip
+from pinbench_recipes.remembench.fixture import TINY_CLIP, write_random_alexnet, write_tiny_clip
+from pinbench_recipes.remembench.weights import WeightsError, load_recipe_pins, resolve_alexnet, resolve_clip
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_preprocessing_follows_the_slow_clip_image_processor():
 
 
 def read_clip_config_from(data: dict):
-    from remembench.clip_model import ClipConfig
+    from pinbench_recipes.remembench.clip_model import ClipConfig
 
     return ClipConfig(model_cfg=data["model_cfg"], image_size=data["model_cfg"]["vision_cfg"]["image_size"],
                       mean=tuple(data["preprocess_cfg"]["mean"]), std=tuple(data["preprocess_cfg"]["std"]))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from remembench.revisit import (
+from pinbench_recipes.remembench.revisit import (
     heading_degrees,
     load_poses,
     pi3x_input_size,
@@ -91,9 +91,9 @@ def test_pose_files_round_trip_and_errors(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="Pi3X needs CUDA and its pinned weights")
 def test_pi3x_reconstruction_of_a_turn_gpu():  # pragma: no cover - GPU CI
     """Real Pi3X (cache from `pinbench fetch remembench`): a pan out and back gives a revisit near the end."""
-    from remembench.fixture import i2v_frames, i2v_poses
-    from remembench.revisit import Pi3XReconstructor
-    from remembench.weights import load_recipe_pins, resolve_pi3x
+    from pinbench_recipes.remembench.fixture import i2v_frames, i2v_poses
+    from pinbench_recipes.remembench.revisit import Pi3XReconstructor
+    from pinbench_recipes.remembench.weights import load_recipe_pins, resolve_pi3x
 
     path, _ = resolve_pi3x(load_recipe_pins(), None, None, download=False)
     rng = np.random.default_rng(0)

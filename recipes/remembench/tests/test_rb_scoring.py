@@ -8,10 +8,11 @@ import av
 import numpy as np
 import pytest
 
+from pinbench.recipe import RecipeError, get_recipe
 from pinbench.video import read_video, write_video
-from remembench.fixture import T2V, t2v_frames
-from remembench.options import OptionError, parse_options
-from remembench.scoring import Scorer
+from pinbench_recipes.remembench.fixture import T2V, t2v_frames
+from pinbench_recipes.remembench.options import OptionError, resolve_options
+from pinbench_recipes.remembench.scoring import Scorer
 
 
 class FixedEmbedder:
@@ -38,12 +39,12 @@ def test_opencv_and_pyav_decode_identical_rgb(rollout):
 
 
 def _task(video: Path | None, **changes) -> dict:
-    from remembench.dataset import T2V_PAPER
+    from pinbench_recipes.remembench.dataset import T2V_PAPER
 
     task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": None, "group": "t2v",
             "video": str(video) if video else None, "looked_for": ["/videos/scene.mp4"], "video_sha256": "0" * 64,
             "num_frames": 379, "layout": [list(c) for c in T2V_PAPER.chunk_layout()], "departure_frame": 40,
-            "revisit_frame": 300, "annotation_source": "test"}
+            "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv"}
     task.update(changes)
     return task
 
@@ -51,7 +52,7 @@ def _task(video: Path | None, **changes) -> dict:
 @pytest.fixture
 def scorer(tmp_path):
     from pinbench.metrics.lpips import load_lpips
-    from remembench.fixture import write_random_alexnet
+    from pinbench_recipes.remembench.fixture import write_random_alexnet
 
     digest = write_random_alexnet(tmp_path / "trunk.pth")
     return Scorer(FixedEmbedder(), load_lpips(tmp_path / "trunk.pth", expected_sha256=digest), tmp_path)
@@ -84,13 +85,22 @@ def test_missing_rollout_and_missing_poses(scorer, rollout):
 
 
 def test_options_from_flags_and_environment():
-    opts = parse_options({"split": "i2v", "settings": "translation_90,rotation_180"}, env={})
+    recipe = get_recipe("remembench")
+
+    def resolve(given: dict, env: dict):
+        return resolve_options(recipe.parse_options(given, env=env).values)
+
+    opts = resolve({"split": "i2v", "settings": "translation_90,rotation_180", "device": "cpu"}, env={})
     assert opts.settings == ("rotation_180", "translation_90") and opts.dataset_revision.startswith("cdeabf0")
-    env = {"REMEMBENCH_SETTINGS": "all", "REMEMBENCH_DATASET": "evanbuzzZ/RememBench@" + "1" * 40}
-    opts = parse_options({}, env=env)
+    env = {"REMEMBENCH_SETTINGS": "all", "REMEMBENCH_DATASET": "evanbuzzZ/RememBench@" + "1" * 40,
+           "REMEMBENCH_DEVICE": "cpu"}
+    opts = resolve({}, env=env)
     assert len(opts.settings) == 6 and opts.dataset_id == "evanbuzzZ/RememBench" and opts.split == "t2v"
-    assert parse_options({"settings": "rotation_90"}, env=env).settings == ("rotation_90",)
-    for bad, message in [({"split": "v2v"}, "split"), ({"settings": "rotation_45"}, "settings"),
-                         ({"dataset": "mosaichunk/RememBench@main"}, "40-hex"), ({"video": "x"}, "unknown")]:
+    assert resolve({"settings": "rotation_90"}, env=env).settings == ("rotation_90",)
+    for bad, message in [({"split": "v2v"}, "split"), ({"video": "x"}, "unknown")]:
+        with pytest.raises(RecipeError, match=message):
+            resolve(bad, env={})
+    for bad, message in [({"settings": "rotation_45"}, "settings"),
+                         ({"dataset": "mosaichunk/RememBench@main"}, "40-hex")]:
         with pytest.raises(OptionError, match=message):
-            parse_options(bad, env={})
+            resolve(bad, env={"REMEMBENCH_DEVICE": "cpu"})

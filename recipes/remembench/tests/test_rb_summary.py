@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench.recipe import RunConfig
-from remembench.dataset import DatasetError
-from remembench.run import run
-from remembench.summary import (
+from pinbench.recipe import get_recipe
+from pinbench_recipes.remembench.dataset import DatasetError
+from pinbench_recipes.remembench.run import run
+from pinbench_recipes.remembench.summary import (
     BUDGETS,
     METHODS,
     annotations_for,
@@ -20,7 +20,7 @@ from remembench.summary import (
     read_pairs,
     read_summary,
 )
-from remembench.tests.conftest import i2v_row, t2v_row, write_checksums, write_jsonl
+from pinbench_recipes.remembench.tests.conftest import i2v_row, t2v_row, write_checksums, write_jsonl
 
 TABLE = {("Base", 1): (0.755, 0.659), ("MoC", 1): (0.832, 0.594), ("MosaiChunk", 1): (0.899, 0.567),
          ("Base", 2): (0.751, 0.652), ("MoC", 2): (0.841, 0.569), ("MosaiChunk", 2): (0.936, 0.500)}
@@ -130,8 +130,8 @@ def make_release(root: Path, summary_values: dict | None = None) -> Path:
 
 def test_reference_pairs_run_passes_against_the_paper_table(tmp_path):
     release = make_release(tmp_path / "RememBench")
-    cfg = RunConfig(recipe="remembench", checkpoint="t2v-reference-pairs", out_dir=tmp_path / "run",
-                    offline=True, options={"dataset_dir": str(release)})
+    cfg = get_recipe("remembench").config("t2v-reference-pairs", out_dir=tmp_path / "run", offline=True,
+                                          options={"dataset_dir": str(release)}, env={})
     outcome = run(cfg)
     assert outcome.exit_code == 0, outcome.message
     card = json.loads((tmp_path / "run" / "scorecard.json").read_text())
@@ -146,7 +146,7 @@ def test_reference_pairs_run_fails_when_the_summary_differs(tmp_path):
     values = medians(read_pairs(write_jsonl(tmp_path / "p.jsonl", pair_rows(100))))
     values[("Base", 1, "lpips_alex")] += 0.01
     release = make_release(tmp_path / "RememBench", values)
-    cfg = RunConfig(recipe="remembench", checkpoint="t2v-reference-pairs", out_dir=tmp_path / "run",
-                    offline=True, options={"dataset_dir": str(release)})
+    cfg = get_recipe("remembench").config("t2v-reference-pairs", out_dir=tmp_path / "run", offline=True,
+                                          options={"dataset_dir": str(release)}, env={})
     outcome = run(cfg)
     assert outcome.exit_code == 1 and "base-1chunk/lpips_alex" in outcome.message

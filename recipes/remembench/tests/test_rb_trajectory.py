@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from remembench.dataset import DatasetError
-from remembench.trajectory import (
+from pinbench_recipes.remembench.dataset import DatasetError
+from pinbench_recipes.remembench.trajectory import (
     continuous_quaternions,
     load_trajectory,
     main,

@@ -1,4 +1,4 @@
-"""pinbench.hub: pinned HF/URL downloads, verification, offline mode, pins.yaml parsing and locking.
+"""pins / downloads / cache: pinned HF/URL downloads, verification, offline mode, pins.yaml parsing and locking.
 
 No network: FakeHub (a test double for huggingface_hub's download functions) serves files from a
 local fake repo laid out as <root>/<repo_id>/<revision>/..., and URL pins use file:// or a local
@@ -22,22 +22,19 @@ import pytest
 import yaml
 from huggingface_hub.file_download import repo_folder_name
 
-from pinbench import hub
-from pinbench.hub import (
+from pinbench import cache, downloads, lock
+from pinbench.downloads import (
     ChecksumError,
     FetchError,
-    HFPin,
     NotFetchedError,
     PinMismatchError,
-    PinsError,
     UnlockedPinError,
-    URLPin,
     fetch_hf,
     fetch_url,
-    load_pins,
     locate,
-    lock_pins,
 )
+from pinbench.lock import lock_pins
+from pinbench.pins import HEX40, HFPin, PinsError, URLPin, load_pins
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "fedcba9876543210fedcba9876543210fedcba98"
@@ -68,7 +65,7 @@ class FakeHub:
             path.write_bytes(data)
 
     def _source(self, repo_id: str, revision: str | None, token: object) -> Path:
-        assert isinstance(revision, str) and hub.HEX40.fullmatch(revision), f"unpinned revision {revision!r}"
+        assert isinstance(revision, str) and HEX40.fullmatch(revision), f"unpinned revision {revision!r}"
         src = self.root / repo_id / revision
         if not src.is_dir():
             raise ValueError(f"404 Client Error for {repo_id}@{revision} (Authorization: Bearer {token})")
@@ -128,8 +125,8 @@ def fake_hub(tmp_path, monkeypatch) -> FakeHub:
     fake = FakeHub(tmp_path / "fakehub")
     fake.add("org/model", REV, {"model.safetensors": WEIGHTS, "config.json": CONFIG, "README.md": b"x"})
     fake.add("org/data", REV, {"videos/a.mp4": b"a", "videos/b.mp4": b"bb", "meta.json": b"{}"})
-    monkeypatch.setattr(hub, "snapshot_download", fake.snapshot_download)
-    monkeypatch.setattr(hub, "hf_hub_download", fake.hf_hub_download)
+    monkeypatch.setattr(downloads, "snapshot_download", fake.snapshot_download)
+    monkeypatch.setattr(lock, "hf_hub_download", fake.hf_hub_download)
     return fake
 
 
@@ -147,12 +144,12 @@ def model_pin(**overrides) -> HFPin:
 
 def test_cache_root_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    assert hub.cache_root() == tmp_path / "cache"
+    assert cache.cache_root() == tmp_path / "cache"
     monkeypatch.delenv("PINBENCH_CACHE")
-    assert hub.cache_root() == tmp_path / "hf"
+    assert cache.cache_root() == tmp_path / "hf"
     monkeypatch.delenv("HF_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert hub.cache_root() == tmp_path / "home" / ".cache" / "pinbench"
+    assert cache.cache_root() == tmp_path / "home" / ".cache" / "pinbench"
 
 
 @pytest.mark.parametrize(("var", "value", "offline"), [
@@ -160,7 +157,7 @@ def test_cache_root_precedence(monkeypatch, tmp_path):
 ])
 def test_is_offline(monkeypatch, var, value, offline):
     monkeypatch.setenv(var, value)
-    assert hub.is_offline() is offline
+    assert cache.is_offline() is offline
 
 
 # ------------------------------------------------------------------------------------ HF fetching
@@ -169,7 +166,7 @@ def test_is_offline(monkeypatch, var, value, offline):
 def test_fetch_hf_passes_revision_and_verifies(fake_hub, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     path = fetch_hf(model_pin())
-    assert path == hub.hf_snapshot_dir(model_pin())
+    assert path == cache.hf_snapshot_dir(model_pin())
     assert path.is_relative_to(tmp_path / "cache" / "hub")
     assert (path / "model.safetensors").read_bytes() == WEIGHTS
     assert not (path / "README.md").exists()  # allow_patterns honoured
@@ -241,7 +238,7 @@ def test_offline_missing_cache_fails_fast_and_clearly(fake_hub, monkeypatch):
     with pytest.raises(NotFetchedError) as err:
         fetch_hf(model_pin())
     assert time.monotonic() - start < 1.0
-    expected_dir = hub.hf_snapshot_dir(model_pin())
+    expected_dir = cache.hf_snapshot_dir(model_pin())
     assert str(err.value) == (f"org/model@{REV}: not in cache {expected_dir}; "
                               "run `pinbench fetch demo-recipe` on a connected machine")
     assert fake_hub.calls == []
@@ -484,7 +481,7 @@ def test_lock_pins_fills_placeholders_and_keeps_comments(tmp_path, fake_hub, mon
     assert pins.huggingface["model"].sha256["config.json"] == sha(CONFIG)
     assert pins.urls["sam2"].sha256 == sha(WEIGHTS)
     assert fetch_url(pins.urls["sam2"]).read_bytes() == WEIGHTS  # moved into its verified place
-    assert all(c["revision"] and hub.HEX40.fullmatch(c["revision"]) for c in fake_hub.calls)
+    assert all(c["revision"] and HEX40.fullmatch(c["revision"]) for c in fake_hub.calls)
     assert TOKEN not in text
     assert lock_pins(path, api=api) == []
 

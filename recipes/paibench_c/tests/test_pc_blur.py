@@ -1,4 +1,4 @@
-"""Blur SSIM with the PAI-Bench-C fork's semantics (pinbench.metrics.blur), checked against scikit-image."""
+"""Blur SSIM with the PAI-Bench-C fork's semantics (pinbench_recipes.paibench_c.blur), checked against scikit-image."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
-from pinbench.metrics.blur import bilateral_blur, blur_ssim, blurred_ssim
+from pinbench_recipes.paibench_c.blur import bilateral_blur, blur_ssim, blurred_ssim
 
 
 def _video(seed: int, n: int = 3, h: int = 24, w: int = 32) -> np.ndarray:

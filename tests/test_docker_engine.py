@@ -1,4 +1,4 @@
-"""pinbench.container: what reaches the Docker engine for each stage, and what reaches the log.
+"""pinbench.docker_engine: what reaches the Docker engine for each stage, and what reaches the log.
 
 No engine runs here: FakeDockerClient is a test double of the docker SDK client that records every
 call. The one test that needs a real engine is marked ``docker`` and skipped without one.
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import docker
 import pytest
+from dockerlint import load_base_images
 
-from pinbench import container as ct
-from pinbench.container import ContainerError, build_image, run_in_container
-from pinbench.dockerlint import load_base_images
+from pinbench import docker_engine as ct
+from pinbench.docker_engine import ContainerError, build_image, run_in_container
 
 REPO = Path(__file__).resolve().parents[1]
 HF_TOKEN = "hf_SecretTestToken0123456789abcdefgh"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from dynamic_degree.flow import FarnebackPreview, RaftThings
-from dynamic_degree.probe import OFFICIAL_METRIC, PREVIEW_METRIC, ClipSource, score_video
-from dynamic_degree.tests.conftest import random_raft_state
 from pinbench.runner import run_samples
 from pinbench.video import VideoError
+from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, RaftThings
+from pinbench_recipes.dynamic_degree.motion import OFFICIAL_METRIC, PREVIEW_METRIC, ClipSource, score_video
+from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
 
 PREVIEW = FarnebackPreview()
 
@@ -72,8 +72,8 @@ def test_reencode_option_scores_and_is_recorded(texture_video: Callable[..., Pat
     path = texture_video("reencode", fps=8.0, n_frames=20, velocity=(3, 0))
     direct = score_video(path, PREVIEW)
     again = score_video(path, PREVIEW, ClipSource(reencode=True, crf=23))
-    assert direct["clip_source"] == "decoded frames (no re-encode)"
-    assert again["clip_source"] == "per-clip MP4 re-encode (libx264, yuv420p, crf 23)"
+    assert direct["clip_source"] == "frames decoded with pyav (no re-encode)"
+    assert again["clip_source"] == "frames decoded with pyav, per-clip MP4 re-encode (libx264, yuv420p, crf 23)"
     assert again[PREVIEW_METRIC] == 1.0
     assert [c["sampled"] for c in again["clips"]] == [c["sampled"] for c in direct["clips"]]
 

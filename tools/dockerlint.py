@@ -523,11 +523,11 @@ def run_hadolint(dockerfile: Path | str, *, ignore: Collection[str] = (), min_le
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pinbench.dockerlint [--hadolint] DOCKERFILE...``: print findings, exit 1 if any.
+    """``python tools/dockerlint.py [--hadolint] DOCKERFILE...``: print findings, exit 1 if any.
 
     Files named ``*.dockerignore`` are skipped, so a ``find -name 'Dockerfile*'`` list can be passed.
     """
-    parser = argparse.ArgumentParser(prog="python -m pinbench.dockerlint", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python tools/dockerlint.py", description=main.__doc__)
     parser.add_argument("dockerfiles", nargs="+", type=Path)
     parser.add_argument("--base-images", type=Path, default=Path("images/base-images.yaml"),
                         help="allowed base images (default: images/base-images.yaml under the current folder)")

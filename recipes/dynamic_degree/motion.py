@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from dynamic_degree import clips as clipping
-from dynamic_degree import scoring
-from dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
-from pinbench.hub import sha256_file
-from pinbench.video import VideoInfo, probe, read_video, write_video
+from pinbench.files import sha256_file
+from pinbench.video import VideoInfo, read_video, video_info, write_video
+from pinbench_recipes.dynamic_degree import clips as clipping
+from pinbench_recipes.dynamic_degree import scoring
+from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
 
 OFFICIAL_METRIC = "dynamic_degree"
 PREVIEW_METRIC = "preview/dynamic_degree"
@@ -39,11 +39,12 @@ class ClipSource:
 
     reencode: bool = False
     crf: int = 23
+    decoder: str = "pyav"
 
     def describe(self) -> str:
         if not self.reencode:
-            return "decoded frames (no re-encode)"
-        return f"per-clip MP4 re-encode (libx264, yuv420p, crf {self.crf})"
+            return f"frames decoded with {self.decoder} (no re-encode)"
+        return f"frames decoded with {self.decoder}, per-clip MP4 re-encode (libx264, yuv420p, crf {self.crf})"
 
 
 @dataclass
@@ -80,12 +81,12 @@ def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: Cli
 
 def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:
     """The video's facts, its clips' padded sampled frames, and the decoder backend used."""
-    info = probe(path)
+    info = video_info(path)
     clip_list = clipping.split_clips(info.n_frames, info.fps)
     if source.reencode:
         clip_frames, backend = _reencoded_clips(path, info, clip_list, source)
     else:
-        clip_frames, backend = _decoded_clips(path, info, clip_list)
+        clip_frames, backend = _decoded_clips(path, info, clip_list, source.decoder)
     return info, clip_frames, backend
 
 
@@ -137,11 +138,12 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
     return record
 
 
-def _decoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip]) -> tuple[list[ClipFrames], str]:
+def _decoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip],
+                   decoder: str) -> tuple[list[ClipFrames], str]:
     """Decode only the sampled frames of all clips, in one pass; overlapping clips share frames."""
     sampled = [clipping.sampled_frames(c, info.fps) for c in clip_list]
     needed = sorted({i for indices in sampled for i in indices})
-    decoded = read_video(path, indices=needed)
+    decoded = read_video(path, indices=needed, backend=decoder)
     padded = scoring.pad_frames(decoded.frames)
     position = {index: pos for pos, index in enumerate(needed)}
     out = []
@@ -155,14 +157,14 @@ def _reencoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip]
                      source: ClipSource) -> tuple[list[ClipFrames], str]:
     """Write each clip's frames to MP4 at the video's fps, decode it again, sample that (worldarena)."""
     needed = sorted({i for c in clip_list for i in range(c.start, c.stop)})
-    decoded = read_video(path, indices=needed)
+    decoded = read_video(path, indices=needed, backend=source.decoder)
     position = {index: pos for pos, index in enumerate(needed)}
     out = []
     with tempfile.TemporaryDirectory(prefix="dd-clips-") as tmp:
         for clip in clip_list:
             frames = decoded.frames[[position[i] for i in range(clip.start, clip.stop)]]
             clip_path = write_video(Path(tmp) / f"{path.stem}_{clip.name}.mp4", frames, info.fps, crf=source.crf)
-            again = read_video(clip_path)
+            again = read_video(clip_path, backend=source.decoder)
             local = list(range(0, len(again.frames), clipping.sampling_interval(again.fps)))
             sampled = [clip.start + i for i in local]
             keys: list[Hashable] = [(clip.index, j) for j in range(len(local) - 1)]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pinbench.container import build_image, run_in_container
+from pinbench.cache import cache_root
+from pinbench.docker_engine import build_image, run_in_container
 from pinbench.export import export_recipe
-from pinbench.hub import cache_root
 from pinbench.recipe import ContainerStage, Recipe, RunConfig
 
 CACHE_MOUNT = "/cache"
@@ -31,18 +31,21 @@ def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export")) 
     return tags
 
 
-def _mounted_options(options: dict[str, str]) -> tuple[dict[str, str], dict[Path, str]]:
-    """Rewrite option values that are host paths to read-only mounts under /inputs."""
-    rewritten, mounts = {}, {}
-    for key, value in options.items():
-        path = Path(value)
-        if value and path.exists():
-            target = f"{INPUTS_MOUNT}/{key}"
-            mounts[path.resolve()] = f"{target}:ro"
-            rewritten[key] = target
+def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], dict[Path, str]]:
+    """Every option not left at its default, as ``-o`` text for the container (values from the environment
+    included, so nothing set on the host is lost), with path options mounted read-only under /inputs."""
+    forwarded, mounts = {}, {}
+    for name, value in cfg.options.items():
+        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
+            continue
+        spec = recipe.options[name]
+        if spec.type == "path":
+            target = f"{INPUTS_MOUNT}/{name}"
+            mounts[Path(value).resolve()] = f"{target}:ro"
+            forwarded[name] = target
         else:
-            rewritten[key] = value
-    return rewritten, mounts
+            forwarded[name] = spec.format(value)
+    return forwarded, mounts
 
 
 def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: dict[str, str]) -> list[str]:
@@ -77,7 +80,7 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_root().resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    options, input_mounts = _mounted_options(cfg.options)
+    options, input_mounts = _forwarded_options(recipe, cfg)
     mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
     env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT}
     user = f"{os.getuid()}:{os.getgid()}"

@@ -1,4 +1,4 @@
-"""Canny edge maps and pooled edge F1 with the PAI-Bench-C fork's semantics (pinbench.metrics.edges)."""
+"""Canny edge maps and pooled edge F1 with the PAI-Bench-C fork's semantics (pinbench_recipes.paibench_c.edges)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from pinbench.metrics.edges import (
+from pinbench_recipes.paibench_c.edges import (
     CANNY_PRESETS,
     DegenerateEdgeMapError,
     canny_edges,

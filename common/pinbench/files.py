@@ -1,0 +1,114 @@
+"""File helpers every module shares: one atomic-write policy, one digest, one-line data-file errors.
+
+Atomic writes: the new content goes to a temporary file with a unique name in the target's directory
+(so two processes never share one), is flushed and fsynced, then renamed over the target. A crash or a
+kill leaves either the old file or the new one, never half of one, and never a temporary file that a
+later run could mistake for a result (temporary names start with ``.`` and end in ``.tmp``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+class FileError(ValueError):
+    """A data file is unreadable or invalid; ``str(e)`` is one line naming the file and the reason."""
+
+    def __init__(self, path: Path | str | None, reason: str):
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
+    """A data file's text, or ``error(path, reason)`` (one line) when it is missing, a folder or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(path, "file not found") from None
+    except IsADirectoryError:
+        raise error(path, "is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise error(path, "not UTF-8 text") from None
+    except OSError as exc:
+        raise error(path, f"unreadable: {exc.strerror}") from None
+
+
+@contextmanager
+def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed over ``path`` (after fsync) when the block succeeds.
+
+    ``suffix`` keeps an extension some writers need (``.mp4`` for an encoder, ``.npz`` for numpy). On any
+    error the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{suffix}")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path | str, data: str | bytes) -> Path:
+    """Write text (UTF-8) or bytes to ``path`` atomically; returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+    return path
+
+
+def sha256_file(path: Path | str) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
+    """Parse a YAML data file safely; a duplicate key, a syntax error or a missing file is ``error`` (one line)."""
+    import yaml
+
+    class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # the C parser when libyaml is there
+        """SafeLoader that rejects duplicate keys (a repeated metric or option would silently win)."""
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<: *anchor" merges are flattened by SafeLoader itself
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    text = read_data_file(path, error)
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None

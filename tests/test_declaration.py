@@ -1,0 +1,210 @@
+"""Recipes as data: recipe.yaml loading, the generic option parser, refused flags, metric declarations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from toy_recipe import DECLARATION, toy_recipe
+from typer.testing import CliRunner
+
+from pinbench import cli
+from pinbench.metricinfo import MetricInfo, Tolerance, match_metric
+from pinbench.recipe import DeclarationError, RecipeError, available_recipes, get_recipe, load_declaration
+from pinbench.runner import Shard
+
+runner = CliRunner()
+
+
+# ------------------------------------------------------------------------------------- declarations
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"version": "1.0"}, "$.version"),
+    ({"flags": {"limit": True}}, "$.flags: must contain"),
+    ({"options": {"Bad": {"type": "str", "help": "x"}}}, "$.options"),
+    ({"options": {"x": {"type": "colour", "help": "x"}}}, "$.options.x.type"),
+    ({"options": {"x": {"type": "choice", "help": "x"}}}, "option x: type choice needs choices"),
+    ({"options": {"x": {"type": "int", "default": "many", "help": "x"}}}, "'many' is not an integer"),
+    ({"metrics": {"f1": {"direction": "up", "aggregation": "mean", "kind": "official",
+                         "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}}, "$.metrics.f1.direction"),
+    ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean", "kind": "official", "primary": True,
+                         "tolerance": {"same_hw": {"abs": 0.1}}}}}, "$.metrics.f1.tolerance"),
+    ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean_then_median", "kind": "official",
+                         "primary": True, "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
+     "group_by is required"),
+    ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean", "kind": "official",
+                         "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
+     "no metric is declared primary"),
+    ({"version": "1.1.0"}, "version 1.1.0 has no changelog entry"),
+    ({"unknown_key": 1}, "must not contain {'unknown_key'}"),
+])
+def test_a_bad_declaration_is_one_line_naming_the_file(tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(DeclarationError) as info:
+        toy_recipe(tmp_path, **change)
+    text = str(info.value)
+    assert text.startswith(str(tmp_path / "toy_bench" / "recipe.yaml")) and message in text and "\n" not in text
+
+
+def test_duplicate_keys_and_missing_files_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "dup"
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text("name: a\nname: b\n")
+    with pytest.raises(DeclarationError, match="duplicate key 'name'"):
+        load_declaration(folder / "recipe.yaml", "dup")
+    with pytest.raises(DeclarationError, match="file not found"):
+        load_declaration(tmp_path / "none" / "recipe.yaml", "none")
+    (tmp_path / "dir" / "recipe.yaml").mkdir(parents=True)
+    with pytest.raises(DeclarationError, match="is a directory"):
+        load_declaration(tmp_path / "dir" / "recipe.yaml", "dir")
+
+
+def test_every_installed_recipe_declares_what_it_reports() -> None:
+    recipes = available_recipes()
+    assert {"paibench-c", "remembench", "dynamic-degree"} <= set(recipes)
+    for recipe in recipes.values():
+        assert recipe.package.startswith("pinbench_recipes."), recipe.name
+        assert recipe.changelog[0].version == recipe.version
+        for reference in sorted((recipe.dir / "references").glob("*.yaml")):
+            for name in yaml.safe_load(reference.read_text())["metrics"]:
+                assert match_metric(name, recipe.metrics), f"{reference}: {name} is not declared"
+
+
+# -------------------------------------------------------------------------------------------- options
+
+
+def test_options_come_from_the_command_line_then_the_environment_then_the_default(tmp_path: Path) -> None:
+    toy = toy_recipe(tmp_path)
+    parsed = toy.parse_options({}, env={})
+    assert parsed.values == {"mode": "fast", "videos": None, "n": None}
+    assert parsed.sources == {"mode": "default", "videos": "default", "n": "default"}
+    parsed = toy.parse_options({"n": "3"}, env={"TOY_MODE": "slow", "TOY_VIDEOS": "~/v"})
+    assert parsed.values == {"mode": "slow", "videos": Path("~/v").expanduser(), "n": 3}
+    assert parsed.sources == {"mode": "env", "videos": "env", "n": "cli"}
+    assert toy.parse_options({"mode": "fast"}, env={"TOY_MODE": "slow"}).values["mode"] == "fast"
+
+
+@pytest.mark.parametrize(("given", "env", "message"), [
+    ({"colour": "red"}, {}, "unknown option(s) colour for toy-bench; known: mode, videos, n"),
+    ({"mode": "medium"}, {}, "-o mode: 'medium' is not one of fast, slow"),
+    ({}, {"TOY_MODE": "medium"}, "$TOY_MODE (option mode): 'medium' is not one of fast, slow"),
+    ({"n": "0"}, {}, "-o n: 0 is below the minimum 1"),
+    ({"n": "two"}, {}, "-o n: 'two' is not an integer"),
+    ({"videos": " "}, {}, "-o videos: empty value"),
+])
+def test_a_bad_option_is_one_line_naming_it(tmp_path: Path, given: dict, env: dict, message: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        toy_recipe(tmp_path).parse_options(given, env=env)
+    assert str(info.value) == message
+
+
+def test_a_required_option_is_required_except_in_fixture_mode() -> None:
+    recipe = get_recipe("dynamic-degree")
+    with pytest.raises(RecipeError, match=r"option videos is required \(-o videos=\.\.\. or \$PINBENCH_DD_VIDEOS\)"):
+        recipe.parse_options({}, env={})
+    fixture = recipe.parse_options({}, env={}, fixture=True)
+    assert fixture.values["flow"] == "farneback" and fixture.sources["flow"] == "fixture_default"
+    assert recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}).values["flow"] == "raft"
+
+
+def test_list_and_bool_options_are_typed() -> None:
+    recipe = get_recipe("paibench-c")
+    values = recipe.parse_options({"modalities": "seg, edge,seg", "native": "off"}, env={}).values
+    assert values["modalities"] == ["seg", "edge"] and values["native"] is False
+    assert recipe.options["modalities"].format(values["modalities"]) == "seg,edge"
+    with pytest.raises(RecipeError, match="-o native: 'maybe' is not a boolean"):
+        recipe.parse_options({"native": "maybe"}, env={})
+
+
+# ---------------------------------------------------------------------------------------------- flags
+
+
+def test_flags_a_recipe_cannot_honour_are_refused(tmp_path: Path) -> None:
+    one_gpu = toy_recipe(tmp_path / "a", flags={**DECLARATION["flags"], "gpus": "one", "skip_generation": False})
+    with pytest.raises(RecipeError, match=r"uses one GPU per process; to use 4, split the run with --shard I/4"):
+        one_gpu.config("m", gpus=4, env={})
+    with pytest.raises(RecipeError, match="does not support --skip-generation"):
+        one_gpu.config("m", skip_generation=True, env={})
+    assert one_gpu.config("m", env={}).gpus == 1
+    no_limit = toy_recipe(tmp_path / "b", flags={**DECLARATION["flags"], "limit": False, "shard": False})
+    with pytest.raises(RecipeError, match="does not support --limit, --shard"):
+        no_limit.config("m", limit=2, shard=Shard(0, 2), env={})
+
+
+def test_remembench_refuses_several_gpus_instead_of_ignoring_them() -> None:
+    with pytest.raises(RecipeError, match="remembench uses one GPU per process"):
+        get_recipe("remembench").config("t2v-base-1chunk", gpus=4, env={})
+
+
+@pytest.mark.parametrize("name", ["", ".x", "..", "../../x", "a/b", "a\nb", "x" * 101, "-x"])
+def test_checkpoint_names_that_could_escape_a_folder_are_refused(tmp_path: Path, name: str) -> None:
+    recipe = toy_recipe(tmp_path)
+    with pytest.raises(RecipeError):
+        recipe.config(name or "..", env={})
+    with pytest.raises(RecipeError):
+        recipe.reference_file(name or "..", "full")
+
+
+@pytest.mark.parametrize("name", ["..", "../x", ".", "", "a/b"])
+def test_recipe_names_that_could_escape_are_refused(name: str) -> None:
+    with pytest.raises(RecipeError):
+        get_recipe(name)
+
+
+# -------------------------------------------------------------------------------------------- metrics
+
+
+def test_a_scorecard_metric_matches_the_longest_declared_suffix() -> None:
+    recipe = get_recipe("paibench-c")
+    assert recipe.metric_info("edge/native/canny_f1_score").kind == "cross_check"
+    assert recipe.metric_info("edge/canny_f1_score").kind == "official"
+    assert recipe.metric_info("depth/depth_si_rmse").direction == "lower"
+    with pytest.raises(RecipeError, match="metric 'edge/psnr' is not declared"):
+        recipe.metric_info("edge/psnr")
+    info = MetricInfo("clip", "higher", "median", {"same_hw": Tolerance(abs=0), "cross_hw": Tolerance(abs=0)})
+    assert match_metric("i2v/rotation_180/clip", {"clip": info}) is info
+    assert match_metric("i2v/rotation_180/xclip", {"clip": info}) is None
+
+
+def test_a_reference_may_only_narrow_a_declared_tolerance() -> None:
+    for recipe in available_recipes().values():
+        for path in sorted((recipe.dir / "references").glob("*.yaml")):
+            from pinbench.reference import load_reference
+
+            load_reference(path, recipe=recipe)  # raises when a file widens or flips a declaration
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def test_run_help_prints_the_recipes_options() -> None:
+    result = runner.invoke(cli.app, ["run", "paibench-c", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "-o modalities=<list: edge|blur|depth|seg>" in result.output and "$PAIBENCH_C_GT" in result.output
+    assert "flags honoured: --limit, --shard, --skip-generation, --skip-scoring" in result.output
+
+
+def test_list_verbose_prints_options_metrics_and_changelog() -> None:
+    result = runner.invoke(cli.app, ["list", "-v"])
+    assert result.exit_code == 0, result.output
+    assert "* dynamic_degree: higher is better, mean, official" in result.output
+    assert "1.1.0 (2026-11-30): decoder named and fixed" in result.output
+
+
+def test_light_commands_import_no_recipe_code_and_no_torch() -> None:
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            "for argv in (['list', '-v'], ['run', 'remembench', '--help'], ['--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
+            "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out, out.splitlines()[-1]
+
+
+def test_the_readmes_agree_with_the_declarations(tmp_path: Path) -> None:
+    result = runner.invoke(cli.app, ["docs", "--check", "--root", str(Path(__file__).resolve().parents[1])])
+    assert result.exit_code == 0, f"run `pinbench docs`: {result.output}"
