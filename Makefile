@@ -36,7 +36,7 @@ $(UV):
 
 # Re-syncs when the lock or pyproject.toml changes. --locked: fail instead of re-resolving a stale lock.
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	UV_LINK_MODE=copy $(UV) sync --locked --all-extras --python $(PYTHON) --quiet
+	$(UV) sync --locked --all-extras --python $(PYTHON) --quiet
 	touch $@
 
 test: $(STAMP) ## run the test suite (CPU, offline)
