@@ -1,0 +1,298 @@
+"""The CameraBench test set as t2v_metrics ships it (``camerabench/data`` at the pinned commit).
+
+Layout of a data directory::
+
+    binary_classification/<Split>.jsonl        one object per line: image, question, label (Yes/No), ...
+    vqa_and_retrieval/<skill>/<task>.jsonl     pos_video, neg_video, pos_question, neg_question, ...
+    caption_data.json                          a list of {video, question, answer}
+
+Every sample gets a stable id that names its record: ``binary__<Split>__<video stem>``,
+``vqa__<skill>__<task>__<line>`` and ``caption__<video stem>`` (video names are unique within a split
+and within the caption list; checked on load). The skill of a VQA pair is its folder name, as the
+official Script 1 uses it (the ``skill`` field inside the files can differ).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pinbench.runner import check_sample_id
+
+FAMILIES = ("binary", "vqa", "caption")
+VIDEO_SUFFIX = ".mp4"
+CAPTION_SKILL = "complex_description"
+
+# Official counts, read from the data files at the pinned t2v_metrics commit (they match the research
+# note's table): split -> (samples, positives). A run on the official data must see exactly these.
+BINARY_SPLITS: dict[str, tuple[int, int]] = {
+    "Move_Down": (430, 37), "Move_In": (549, 161), "Move_Left": (488, 56), "Move_Out": (549, 53),
+    "Move_Right": (487, 77), "Move_Up": (430, 29), "Pan_Left": (512, 79), "Pan_Right": (512, 77),
+    "Roll_Clockwise": (470, 42), "Roll_Counterclockwise": (470, 48), "Static": (966, 94),
+    "Tilt_Down": (456, 35), "Tilt_Up": (458, 58), "Zoom_In": (450, 50), "Zoom_Out": (452, 46),
+}
+# skill folder -> (task files, pairs)
+VQA_SKILLS: dict[str, tuple[int, int]] = {
+    "complex_description": (1, 1071), "confusable_motion": (10, 75), "has_motion": (24, 1011),
+    "motion_and_steadiness": (4, 296), "motion_direction": (12, 447), "motion_speed": (2, 87),
+    "only_motion": (14, 139), "scene_dynamics": (2, 87), "tracking_shot": (12, 330),
+}
+N_CAPTIONS = 1071
+N_VIDEOS = 1071  # the union of videos over all three families
+# The leaderboard's column order (leaderboard/table.html): translation, zooming, rotation, static.
+LEADERBOARD_SPLITS = ("Move_In", "Move_Out", "Move_Up", "Move_Down", "Move_Right", "Move_Left",
+                      "Zoom_In", "Zoom_Out", "Pan_Right", "Pan_Left", "Tilt_Up", "Tilt_Down",
+                      "Roll_Clockwise", "Roll_Counterclockwise", "Static")
+
+
+class DatasetError(ValueError):
+    """A data file is missing or malformed; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class BinarySample:
+    sample_id: str
+    split: str
+    index: int  # line number in <Split>.jsonl, 0-based
+    video: str
+    question: str
+    label: int  # 1 for "Yes", 0 for "No"
+
+
+@dataclass(frozen=True)
+class VqaPair:
+    """Two videos and two questions: the pos question is true of the pos video, the neg question of the neg."""
+
+    sample_id: str
+    skill: str  # folder name
+    task: str  # file stem
+    index: int
+    pos_video: str
+    neg_video: str
+    pos_question: str
+    neg_question: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """What identifies the pair in a score file row."""
+        return (self.pos_video, self.neg_video, self.pos_question, self.neg_question)
+
+
+@dataclass(frozen=True)
+class CaptionSample:
+    sample_id: str
+    index: int
+    video: str
+    question: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class CameraBenchData:
+    root: Path
+    binary: tuple[BinarySample, ...]
+    vqa: tuple[VqaPair, ...]
+    captions: tuple[CaptionSample, ...]
+
+    @property
+    def splits(self) -> list[str]:
+        return sorted({s.split for s in self.binary})
+
+    @property
+    def skills(self) -> list[str]:
+        return sorted({p.skill for p in self.vqa})
+
+    def split_samples(self, split: str) -> list[BinarySample]:
+        return [s for s in self.binary if s.split == split]
+
+    def skill_pairs(self, skill: str) -> list[VqaPair]:
+        return [p for p in self.vqa if p.skill == skill]
+
+    def video_names(self) -> list[str]:
+        """Every video any loaded sample refers to, sorted."""
+        names = {s.video for s in self.binary} | {s.video for s in self.captions}
+        for pair in self.vqa:
+            names.update((pair.pos_video, pair.neg_video))
+        return sorted(names)
+
+
+def load_dataset(root: Path | str, families: Iterable[str] = FAMILIES) -> CameraBenchData:
+    """Read the data directory (only the families asked for); DatasetError on any malformed file."""
+    root = Path(root)
+    families = tuple(families)
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise DatasetError(f"unknown families {unknown}; expected some of {list(FAMILIES)}")
+    if not root.is_dir():
+        raise DatasetError(f"{root}: data directory not found")
+    return CameraBenchData(
+        root=root,
+        binary=tuple(_load_binary(root / "binary_classification")) if "binary" in families else (),
+        vqa=tuple(_load_vqa(root / "vqa_and_retrieval")) if "vqa" in families else (),
+        captions=tuple(_load_captions(root / "caption_data.json")) if "caption" in families else (),
+    )
+
+
+def official_count_problems(data: CameraBenchData) -> list[str]:
+    """How the loaded data differs from the official counts (empty when it matches for its families)."""
+    problems = []
+    if data.binary:
+        for split, (n, pos) in BINARY_SPLITS.items():
+            samples = data.split_samples(split)
+            got = (len(samples), sum(s.label for s in samples))
+            if got != (n, pos):
+                problems.append(f"binary {split}: {got[0]} samples / {got[1]} positives, official {n} / {pos}")
+        extra = sorted(set(data.splits) - set(BINARY_SPLITS))
+        if extra:
+            problems.append(f"binary: splits not in the benchmark: {extra}")
+    if data.vqa:
+        for skill, (n_tasks, n_pairs) in VQA_SKILLS.items():
+            pairs = data.skill_pairs(skill)
+            got = (len({p.task for p in pairs}), len(pairs))
+            if got != (n_tasks, n_pairs):
+                problems.append(f"vqa {skill}: {got[0]} task files / {got[1]} pairs, "
+                                f"official {n_tasks} / {n_pairs}")
+        extra = sorted(set(data.skills) - set(VQA_SKILLS))
+        if extra:
+            problems.append(f"vqa: skills not in the benchmark: {extra}")
+    if data.captions and len(data.captions) != N_CAPTIONS:
+        problems.append(f"caption: {len(data.captions)} samples, official {N_CAPTIONS}")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def video_stem(name: str) -> str:
+    """``4uGfFYzxWEg.5.0.mp4`` -> ``4uGfFYzxWEg.5.0`` (the part of a sample id naming the video)."""
+    return name[: -len(VIDEO_SUFFIX)] if name.endswith(VIDEO_SUFFIX) else name
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: unreadable: {exc}") from None
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def _field(row: dict[str, Any], key: str, where: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value:
+        raise DatasetError(f"{where}: field {key!r} must be a non-empty string, got {value!r:.60}")
+    return value
+
+
+def _video(row: dict[str, Any], key: str, where: str) -> str:
+    name = _field(row, key, where)
+    if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(VIDEO_SUFFIX):
+        raise DatasetError(f"{where}: {key} {name!r} is not a plain .mp4 file name")
+    return name
+
+
+def _sample_id(text: str, where: str) -> str:
+    try:
+        return check_sample_id(text)
+    except ValueError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
+
+
+def _jsonl_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: folder not found")
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise DatasetError(f"{folder}: no .jsonl files")
+    for path in files:
+        if not path.is_file():
+            raise DatasetError(f"{path}: not a regular file")
+    return files
+
+
+def _load_binary(folder: Path) -> list[BinarySample]:
+    samples = []
+    for path in _jsonl_files(folder):
+        split = path.stem
+        seen: dict[str, int] = {}
+        for index, row in enumerate(_read_jsonl(path)):
+            where = f"{path}:{index + 1}"
+            video = _video(row, "image", where)
+            label_text = _field(row, "label", where)
+            if label_text not in ("Yes", "No"):
+                raise DatasetError(f"{where}: label {label_text!r} is neither 'Yes' nor 'No'")
+            if video in seen:
+                raise DatasetError(f"{where}: video {video} already at line {seen[video] + 1}; "
+                                   "sample ids need unique videos within a split")
+            seen[video] = index
+            samples.append(BinarySample(
+                sample_id=_sample_id(f"binary__{split}__{video_stem(video)}", where), split=split,
+                index=index, video=video, question=_field(row, "question", where),
+                label=1 if label_text == "Yes" else 0))
+    return samples
+
+
+def _load_vqa(folder: Path) -> list[VqaPair]:
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: folder not found")
+    skills = sorted(p for p in folder.iterdir() if p.is_dir())
+    if not skills:
+        raise DatasetError(f"{folder}: no skill folders")
+    pairs = []
+    for skill_dir in skills:
+        seen: dict[tuple[str, str, str, str], str] = {}
+        for path in _jsonl_files(skill_dir):
+            for index, row in enumerate(_read_jsonl(path)):
+                where = f"{path}:{index + 1}"
+                pair = VqaPair(
+                    sample_id=_sample_id(f"vqa__{skill_dir.name}__{path.stem}__{index:04d}", where),
+                    skill=skill_dir.name, task=path.stem, index=index,
+                    pos_video=_video(row, "pos_video", where), neg_video=_video(row, "neg_video", where),
+                    pos_question=_field(row, "pos_question", where),
+                    neg_question=_field(row, "neg_question", where))
+                if pair.key in seen:
+                    raise DatasetError(f"{where}: same videos and questions as {seen[pair.key]}; "
+                                       "score file rows could not be told apart")
+                seen[pair.key] = where
+                pairs.append(pair)
+    return pairs
+
+
+def _load_captions(path: Path) -> list[CaptionSample]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: unreadable: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a JSON list, got {type(data).__name__}")
+    samples = []
+    seen: dict[str, int] = {}
+    for index, row in enumerate(data):
+        where = f"{path}[{index}]"
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+        video = _video(row, "video", where)
+        if video in seen:
+            raise DatasetError(f"{where}: video {video} already at [{seen[video]}]")
+        seen[video] = index
+        samples.append(CaptionSample(
+            sample_id=_sample_id(f"caption__{video_stem(video)}", where), index=index, video=video,
+            question=_field(row, "question", where), reference=_field(row, "answer", where)))
+    return samples

@@ -1,0 +1,1 @@
+"""Tests of the CameraBench recipe (CPU, offline, data written by the tests)."""
