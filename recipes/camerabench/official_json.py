@@ -1,0 +1,357 @@
+"""Script 1's output files in the official shapes: read from any method, written by this recipe's own run.
+
+The method-agnostic Script 2 of t2v_metrics reads three JSON contracts from a score directory:
+
+* ``classification_scores_*.json``: one split; ``metadata.split_name`` and rows of ``video_path``,
+  ``question``, ``ground_truth_label``, ``score`` (P("Yes")), ``error``;
+* ``vqa_retrieval_scores_*.json``: one skill (``--combine_tasks``) or one task; ``metadata.skill_name``
+  (folder name with spaces), ``task_name`` for a per-task file; rows of ``pos_video``, ``neg_video``,
+  ``pos_question``, ``neg_question``, ``yes_scores`` and ``no_scores`` (four combinations each), ``error``;
+* ``caption_results_*.json``: ``captions`` rows of ``video_path``, ``reference_answer``,
+  ``generated_caption``, ``error``.
+
+``read_score_dir`` matches every row to its dataset sample by content (video names, questions), never
+by position, and checks labels and references against the pinned data. It fixes the upstream defects
+that lose data and says so in ``notes``: per-task VQA files are pooled by skill (upstream keys results
+by model and skill only, so all but the last task file of a skill are silently dropped), and every
+file is checked to come from one model (upstream pools all models found in the directory).
+Rows with an ``error`` become failed samples named by id; samples with no row are left out here and
+become missing samples downstream. Anything malformed is a ``ScoreFileError`` naming file and row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from pinbench.hub import sha256_file
+from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
+from pinbench_recipes.camerabench.vqa_metrics import COMBOS, NonFiniteScore, check_scores
+
+BINARY_GLOB = "classification_scores_*.json"
+VQA_GLOB = "vqa_retrieval_scores_*.json"
+CAPTION_GLOB = "caption_results_*.json"
+QUESTION_TEMPLATE = "{} Please only answer Yes or No."
+METHOD_TYPE = "VQAScore_LMM"
+CAPTION_METHOD_TYPE = "VLM_Caption_Generation"
+
+
+class ScoreFileError(ValueError):
+    """A score file is unusable; one line naming the file (and row) and what is wrong."""
+
+
+@dataclass
+class Script1Outputs:
+    """Per-sample Script 1 outputs by sample id: a value, or ``{"error": reason}`` for a failed sample.
+
+    binary: ``{"score": P(Yes)}``; vqa: ``{"yes_scores": {...}, "no_scores": {...}}``;
+    caption: ``{"caption": text}``. ``sources`` describes every file read (name, SHA-256, model).
+    """
+
+    binary: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vqa: dict[str, dict[str, Any]] = field(default_factory=dict)
+    caption: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------------------- reading
+
+
+def read_score_dir(score_dir: Path | str, data: CameraBenchData,
+                   families: Iterable[str] = FAMILIES) -> Script1Outputs:
+    """Read every official score file of the requested families from ``score_dir``."""
+    score_dir = Path(score_dir)
+    if not score_dir.is_dir():
+        raise ScoreFileError(f"{score_dir}: score directory not found")
+    families = tuple(families)
+    out = Script1Outputs()
+    patterns = {"binary": BINARY_GLOB, "vqa": VQA_GLOB, "caption": CAPTION_GLOB}
+    files = {family: _files(score_dir, pattern) for family, pattern in patterns.items()}
+    matched = {p for paths in files.values() for p in paths}
+    ignored = sorted(p.name for p in score_dir.glob("*.json") if p not in matched)
+    if ignored:
+        out.notes.append(f"ignored files matching no official pattern: {', '.join(ignored)}")
+    models: dict[tuple[Any, Any], str] = {}
+    for family in families:
+        if not files[family]:
+            out.notes.append(f"no {patterns[family]} files in {score_dir}")
+    for family, reader in (("binary", _read_binary), ("vqa", _read_vqa), ("caption", _read_captions)):
+        if family not in families:
+            if files[family]:
+                out.notes.append(f"{len(files[family])} {family} files not read (family not selected)")
+            continue
+        reader(files[family], data, out, models)
+    return out
+
+
+def _files(score_dir: Path, pattern: str) -> list[Path]:
+    paths = sorted(score_dir.glob(pattern))
+    for path in paths:
+        if not path.is_file():
+            raise ScoreFileError(f"{path}: not a regular file")
+    return paths
+
+
+def _load(path: Path, rows_key: str) -> tuple[dict[str, Any], list[Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScoreFileError(f"{path}: unreadable: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ScoreFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ScoreFileError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    metadata = data.get("metadata") or {}
+    rows = data.get(rows_key)
+    if not isinstance(metadata, dict):
+        raise ScoreFileError(f"{path}: 'metadata' must be an object")
+    if not isinstance(rows, list):
+        raise ScoreFileError(f"{path}: missing list {rows_key!r}")
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ScoreFileError(f"{path}: {rows_key}[{index}] is a {type(row).__name__}, expected an object")
+    return metadata, rows
+
+
+def _source(path: Path, family: str, metadata: Mapping[str, Any], n_rows: int,
+            models: dict[tuple[Any, Any], str], **extra: Any) -> dict[str, Any]:
+    """Describe a file and check it comes from the same model as every file before it."""
+    model = (metadata.get("model_name"), metadata.get("checkpoint") or None)
+    if models and model not in models:
+        other, first = next(iter(models.items()))
+        raise ScoreFileError(f"{path}: model {model[0]!r} checkpoint {model[1]!r} differs from {first} "
+                             f"({other[0]!r}, {other[1]!r}); keep one model per score directory")
+    models.setdefault(model, path.name)
+    return {"file": path.name, "sha256": sha256_file(path), "family": family, "model_name": model[0],
+            "checkpoint": model[1], "n_rows": n_rows, **extra}
+
+
+def _basename(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ScoreFileError(f"{where}: expected a video path, got {value!r:.60}")
+    # Script 1 writes the name as in the data; a custom method may write a full (even Windows) path.
+    return PureWindowsPath(PurePosixPath(value).name).name
+
+
+def _row_error(row: Mapping[str, Any]) -> str | None:
+    error = row.get("error")
+    return None if error is None else str(error)
+
+
+def _claim(seen: dict[str, str], sample_id: str, where: str) -> None:
+    if sample_id in seen:
+        raise ScoreFileError(f"{where}: sample {sample_id} already scored at {seen[sample_id]}")
+    seen[sample_id] = where
+
+
+def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
+                 models: dict[tuple[Any, Any], str]) -> None:
+    by_split: dict[str, Path] = {}
+    seen: dict[str, str] = {}
+    for path in paths:
+        metadata, rows = _load(path, "scores")
+        split = _split_of(path, metadata, data.splits)
+        if split in by_split:
+            raise ScoreFileError(f"{path}: second file for split {split} (first: {by_split[split].name}); "
+                                 "keep one model and one run per score directory")
+        by_split[split] = path
+        samples = {s.video: s for s in data.split_samples(split)}
+        for index, row in enumerate(rows):
+            where = f"{path}: scores[{index}]"
+            video = _basename(row.get("video_path"), where)
+            sample = samples.get(video)
+            if sample is None:
+                raise ScoreFileError(f"{where}: video {video} is not in split {split}")
+            _claim(seen, sample.sample_id, where)
+            label = row.get("ground_truth_label")
+            if not isinstance(label, str) or int(label.lower() == "yes") != sample.label:
+                raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
+                                     f"({'Yes' if sample.label else 'No'}) for {video}")
+            out.binary[sample.sample_id] = _binary_value(row, where, path)
+        out.sources.append(_source(path, "binary", metadata, len(rows), models, split=split))
+
+
+def _split_of(path: Path, metadata: Mapping[str, Any], splits: list[str]) -> str:
+    """metadata.split_name, else the split the file name ends with (upstream falls back to the stem)."""
+    name = metadata.get("split_name")
+    if name is not None:
+        if name not in splits:
+            raise ScoreFileError(f"{path}: split_name {name!r} is not one of the benchmark's splits")
+        return name
+    matches = [s for s in splits if path.stem.endswith("_" + s)]
+    if not matches:
+        raise ScoreFileError(f"{path}: no metadata.split_name and the file name ends with no split name")
+    return max(matches, key=len)
+
+
+def _binary_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]:
+    error = _row_error(row)
+    if error is not None:
+        return {"error": f"Script 1 error in {path.name}: {error}"}
+    score = row.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise ScoreFileError(f"{where}: score must be a number when error is null, got {score!r:.40}")
+    if not math.isfinite(score):
+        return {"error": f"non-finite score {score} in {path.name} (upstream would rank it as -1e10)"}
+    return {"score": float(score)}
+
+
+def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
+              models: dict[tuple[Any, Any], str]) -> None:
+    seen: dict[str, str] = {}
+    per_task = []
+    for path in paths:
+        metadata, rows = _load(path, "scores")
+        skill_name = metadata.get("skill_name")
+        if not isinstance(skill_name, str):
+            raise ScoreFileError(f"{path}: metadata.skill_name is missing")
+        skill = skill_name.replace(" ", "_")
+        pairs = data.skill_pairs(skill)
+        if not pairs:
+            raise ScoreFileError(f"{path}: skill_name {skill_name!r} is not one of the benchmark's skills")
+        task = metadata.get("task_name")
+        if task is not None:
+            task = str(task).replace(" ", "_")
+            pairs = [p for p in pairs if p.task == task]
+            if not pairs:
+                raise ScoreFileError(f"{path}: task_name {metadata['task_name']!r} is not a task of {skill}")
+            per_task.append(path.name)
+        by_key = {p.key: p for p in pairs}
+        for index, row in enumerate(rows):
+            where = f"{path}: scores[{index}]"
+            key = (_basename(row.get("pos_video"), where), _basename(row.get("neg_video"), where),
+                   row.get("pos_question"), row.get("neg_question"))
+            pair = by_key.get(key)
+            if pair is None:
+                scope = f"task {task}" if task else f"skill {skill}"
+                raise ScoreFileError(f"{where}: no pair of {scope} has these videos and questions")
+            _claim(seen, pair.sample_id, where)
+            out.vqa[pair.sample_id] = _vqa_value(row, where, path)
+        out.sources.append(_source(path, "vqa", metadata, len(rows), models, skill=skill, task=task))
+    if per_task:
+        out.notes.append(
+            f"{len(per_task)} per-task VQA files (Script 1 run without --combine_tasks) were pooled by skill; "
+            "upstream Script 2 keys its results by model and skill only and would keep just the last task "
+            "file of each skill, dropping the other tasks' pairs")
+
+
+def _vqa_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]:
+    error = _row_error(row)
+    if error is not None:
+        return {"error": f"Script 1 error in {path.name}: {error}"}
+    try:
+        return {"yes_scores": check_scores(row.get("yes_scores"), "yes_scores"),
+                "no_scores": check_scores(row.get("no_scores"), "no_scores")}
+    except NonFiniteScore as exc:
+        return {"error": f"{exc} in {path.name}"}
+    except ValueError as exc:
+        raise ScoreFileError(f"{where}: {exc}") from None
+
+
+def _read_captions(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
+                   models: dict[tuple[Any, Any], str]) -> None:
+    if len(paths) > 1:
+        raise ScoreFileError(f"{paths[0].parent}: {len(paths)} caption files ({', '.join(p.name for p in paths)}); "
+                             "keep exactly one (one model, one run) per score directory")
+    samples = {s.video: s for s in data.captions}
+    seen: dict[str, str] = {}
+    for path in paths:
+        metadata, rows = _load(path, "captions")
+        for index, row in enumerate(rows):
+            where = f"{path}: captions[{index}]"
+            video = _basename(row.get("video_path"), where)
+            sample = samples.get(video)
+            if sample is None:
+                raise ScoreFileError(f"{where}: video {video} is not in the caption set")
+            _claim(seen, sample.sample_id, where)
+            if row.get("reference_answer") != sample.reference:
+                raise ScoreFileError(f"{where}: reference_answer differs from the pinned caption of {video}")
+            out.caption[sample.sample_id] = _caption_value(row, where, path)
+        out.sources.append(_source(path, "caption", metadata, len(rows), models))
+
+
+def _caption_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]:
+    error = row.get("error")
+    if error:  # upstream skips any truthy error
+        return {"error": f"Script 1 error in {path.name}: {error}"}
+    caption = row.get("generated_caption")
+    if not isinstance(caption, str):
+        raise ScoreFileError(f"{where}: generated_caption must be a string, got {caption!r:.40}")
+    if not caption:
+        return {"error": f"empty generated_caption in {path.name} (upstream leaves it out of every mean)"}
+    return {"caption": caption}
+
+
+# -------------------------------------------------------------------------------------------- writing
+
+
+def _clean(name: str) -> str:
+    return name.replace("/", "_").replace("\\", "_").replace(":", "_")
+
+
+def write_score_dir(dest: Path | str, data: CameraBenchData, outputs: Script1Outputs, *, model_name: str,
+                    checkpoint: str | None, timestamp: datetime, video_dir: str,
+                    extra_metadata: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write ``outputs`` as upstream Script 1 would (file names, metadata, rows; failed rows score 0.0).
+
+    A sample with no output gets a row with an error, so every file lists every sample of its split,
+    skill or caption set. ``extra_metadata`` is added under ``metadata["pinbench"]``.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    stem = _clean(model_name) + (f"_{_clean(checkpoint)}" if checkpoint else "")
+    method = model_name + (f"_{checkpoint}" if checkpoint else "")
+    common = {"model_name": model_name, "checkpoint": checkpoint, "video_dir": video_dir,
+              "generation_timestamp": timestamp.isoformat()}
+    extra = {"pinbench": dict(extra_metadata)} if extra_metadata else {}
+    written = []
+    for split in data.splits if data.binary else []:
+        rows = []
+        for s in data.split_samples(split):
+            value = outputs.binary.get(s.sample_id, {"error": "missing: not scored in this run"})
+            rows.append({"video_path": s.video, "question": s.question,
+                         "ground_truth_label": "Yes" if s.label else "No", "method": method,
+                         "score": value.get("score", 0.0), "error": value.get("error")})
+        metadata = {**common, "split_name": split, "data_file": f"binary_classification/{split}.jsonl",
+                    "question_template": QUESTION_TEMPLATE, "answer_template": "Yes",
+                    "method_type": METHOD_TYPE, **extra}
+        written.append(_write(dest / f"classification_scores_{stem}_{split}.json", metadata, "scores", rows))
+    zeros = dict.fromkeys(COMBOS, 0.0)
+    for skill in data.skills if data.vqa else []:
+        rows = []
+        pairs = data.skill_pairs(skill)
+        for p in pairs:
+            value = outputs.vqa.get(p.sample_id, {"error": "missing: not scored in this run"})
+            rows.append({"pos_video": p.pos_video, "neg_video": p.neg_video, "pos_question": p.pos_question,
+                         "neg_question": p.neg_question, "method": method,
+                         "yes_scores": value.get("yes_scores", zeros), "no_scores": value.get("no_scores", zeros),
+                         "error": value.get("error")})
+        metadata = {**common, "skill_name": skill.replace("_", " "),
+                    "task_names": sorted({p.task.replace("_", " ") for p in pairs}), "combined_tasks": True,
+                    "question_template": QUESTION_TEMPLATE, "method_type": METHOD_TYPE, **extra}
+        written.append(_write(dest / f"vqa_retrieval_scores_{stem}_{skill}.json", metadata, "scores", rows))
+    if data.captions:
+        rows = []
+        for s in data.captions:
+            value = outputs.caption.get(s.sample_id, {"error": "missing: not generated in this run"})
+            rows.append({"sample_id": str(s.index), "video_path": s.video, "full_video_path": f"{video_dir}/{s.video}",
+                         "question": s.question, "reference_answer": s.reference, "method": model_name,
+                         "generated_caption": value.get("caption", ""), "error": value.get("error")})
+        caption_stem = _clean(model_name) + (f"_{_clean(PurePosixPath(checkpoint).name)}" if checkpoint else "")
+        name = f"caption_results_{caption_stem}_{timestamp.strftime('%Y%m%d_%H%M%S')}.json"
+        metadata = {"method_type": CAPTION_METHOD_TYPE, **common, **extra}
+        written.append(_write(dest / name, metadata, "captions", rows))
+    return written
+
+
+def _write(path: Path, metadata: Mapping[str, Any], rows_key: str, rows: list[dict[str, Any]]) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"metadata": metadata, rows_key: rows}, indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+    return path
