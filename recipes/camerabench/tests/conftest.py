@@ -12,10 +12,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from pinbench.video import write_video
+from pinbench_recipes.camerabench.fixture import bit_frames
 
 # The chat template published with Qwen2.5-VL-7B-Instruct (the test double's processor uses it).
 QWEN25_VL_CHAT_TEMPLATE = (
@@ -37,25 +37,6 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start
 _CORPUS = ["Yes", "No", "Yes No", "Please only answer Yes or No.", "Does the camera move upward?",
            "Describe the camera movement in this video.", "The camera pans left while moving forward.",
            "You are a helpful assistant.", "system user assistant"] * 20
-
-
-def bit_frames(n_frames: int, height: int = 48, width: int = 64, bits: int = 8) -> np.ndarray:
-    """Frames whose index is written as ``bits`` vertical black/white bands (survives codecs and resizing)."""
-    frames = np.zeros((n_frames, height, width, 3), np.uint8)
-    band = width // bits
-    for t in range(n_frames):
-        for b in range(bits):
-            if (t >> b) & 1:
-                frames[t, :, b * band:(b + 1) * band] = 255
-    return frames
-
-
-def read_bits(frame: np.ndarray, bits: int = 8) -> int:
-    """The index written by ``bit_frames``, from the middle of each band (any frame size)."""
-    gray = frame.mean(axis=-1) if frame.ndim == 3 else frame
-    width = gray.shape[1]
-    band = width / bits
-    return sum(1 << b for b in range(bits) if gray[:, int((b + 0.5) * band)].mean() > 127)
 
 
 @pytest.fixture
