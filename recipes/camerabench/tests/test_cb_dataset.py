@@ -1,0 +1,159 @@
+"""The test-set loader (ids, labels, malformed files) and the pinned data files (manifest, fetch, verify)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pinbench.hub import NotFetchedError, sha256_file, url_path
+from pinbench_recipes.camerabench import data_files, dataset, fixture
+from pinbench_recipes.camerabench.data_files import DataFilesError, DataManifest, load_manifest, verify_data_dir
+from pinbench_recipes.camerabench.dataset import DatasetError, load_dataset, official_count_problems
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return fixture.write_fixture(tmp_path)[0]
+
+
+def test_loads_every_family_with_stable_ids(data_dir: Path) -> None:
+    data = load_dataset(data_dir)
+    assert data.splits == ["Move_In", "Pan_Left", "Static"]
+    move_in = data.split_samples("Move_In")
+    assert [s.sample_id for s in move_in][:2] == ["binary__Move_In__a1.0.0", "binary__Move_In__a2.0.0"]
+    assert [s.label for s in move_in] == [1, 1, 0, 0, 0]
+    assert data.skills == ["complex_description", "motion_direction"]
+    pairs = data.skill_pairs("motion_direction")
+    assert [p.sample_id for p in pairs] == ["vqa__motion_direction__pan_left_vs_pan_right__0000",
+                                            "vqa__motion_direction__pan_left_vs_pan_right__0001",
+                                            "vqa__motion_direction__tilt_up_vs_tilt_down__0000"]
+    assert data.captions[1].sample_id == "caption__a2.0.0"
+    assert data.video_names() == ["a1.0.0.mp4", "a2.0.0.mp4", "a3.0.0.mp4", "a4.0.0.mp4", "a5.0.0.mp4", "b1.0.0.mp4"]
+
+
+def test_families_can_be_loaded_alone(data_dir: Path) -> None:
+    data = load_dataset(data_dir, families=["caption"])
+    assert (len(data.binary), len(data.vqa), len(data.captions)) == (0, 0, 3)
+    with pytest.raises(DatasetError, match="unknown families"):
+        load_dataset(data_dir, families=["binary", "retrieval"])
+
+
+def _rewrite(path: Path, edit) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    edit(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda rows: rows[0].update(label="yes"), "neither 'Yes' nor 'No'"),
+    (lambda rows: rows[1].update(image=rows[0]["image"]), "already at line 1"),
+    (lambda rows: rows[0].update(image="../x.mp4"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].update(image="clip.avi"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].pop("question"), "field 'question' must be a non-empty string"),
+])
+def test_malformed_binary_rows_name_file_and_line(data_dir: Path, edit, message: str) -> None:
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    _rewrite(path, edit)
+    with pytest.raises(DatasetError, match=message) as info:
+        load_dataset(data_dir)
+    assert str(path) in str(info.value)
+
+
+def test_broken_json_and_missing_parts(data_dir: Path) -> None:
+    (data_dir / "binary_classification" / "Static.jsonl").write_text('{"image": "a.mp4"\n')
+    with pytest.raises(DatasetError, match=r"Static.jsonl:1: invalid JSON"):
+        load_dataset(data_dir)
+    with pytest.raises(DatasetError, match="caption_data.json: file not found"):
+        (data_dir / "caption_data.json").unlink()
+        load_dataset(data_dir, families=["caption"])
+    with pytest.raises(DatasetError, match="data directory not found"):
+        load_dataset(data_dir / "nope")
+
+
+def test_duplicate_vqa_pair_is_refused(data_dir: Path) -> None:
+    path = data_dir / "vqa_and_retrieval" / "complex_description" / "all.jsonl"
+    _rewrite(path, lambda rows: rows.append(dict(rows[0])))
+    with pytest.raises(DatasetError, match="same videos and questions"):
+        load_dataset(data_dir)
+
+
+def test_official_count_problems_compare_with_the_benchmark(data_dir: Path) -> None:
+    problems = official_count_problems(load_dataset(data_dir))
+    assert "binary Move_In: 5 samples / 2 positives, official 549 / 161" in problems
+    assert any(p.startswith("vqa has_motion: 0 task files / 0 pairs") for p in problems)
+    assert "caption: 3 samples, official 1071" in problems
+
+
+def test_official_counts_add_up() -> None:
+    assert sum(n for n, _ in dataset.BINARY_SPLITS.values()) == 7679
+    assert sum(n for _, n in dataset.VQA_SKILLS.values()) == 3543
+    assert sorted(dataset.LEADERBOARD_SPLITS) == sorted(dataset.BINARY_SPLITS)
+
+
+# -------------------------------------------------------------------------------------- pinned files
+
+
+def test_manifest_pins_every_data_file_at_the_commit() -> None:
+    manifest = load_manifest()
+    assert manifest.commit == "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7"
+    files = manifest.data_files
+    assert len([f for f in files if f.startswith("binary_classification/")]) == 15
+    assert len([f for f in files if f.startswith("vqa_and_retrieval/")]) == sum(n for n, _ in dataset.VQA_SKILLS.values())
+    assert "caption_data.json" in files and "README.md" not in files
+    pin = manifest.url_pins()["caption_data.json"]
+    assert pin.url == ("https://raw.githubusercontent.com/linzhiqiu/t2v_metrics/"
+                       "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7/camerabench/data/caption_data.json")
+    assert len(pin.sha256) == 64
+
+
+def _manifest_for(root: Path) -> DataManifest:
+    files = {p.relative_to(root).as_posix(): (sha256_file(p), p.stat().st_size)
+             for p in sorted(root.rglob("*")) if p.is_file()}
+    return DataManifest(repo="o/r", commit="c" * 40, path="camerabench/data", files=files)
+
+
+def test_verify_data_dir(data_dir: Path) -> None:
+    manifest = _manifest_for(data_dir)
+    verify_data_dir(data_dir, manifest)
+    extra = data_dir / "binary_classification" / "Zoom_In.jsonl"
+    extra.write_text("")
+    with pytest.raises(DataFilesError, match="Zoom_In.jsonl: not in the pinned data"):
+        verify_data_dir(data_dir, manifest)
+    extra.unlink()
+    (data_dir / "caption_data.json").write_text("[]")
+    with pytest.raises(DataFilesError, match="caption_data.json: differs from o/r@c"):
+        verify_data_dir(data_dir, manifest)
+    (data_dir / "caption_data.json").unlink()
+    with pytest.raises(DataFilesError, match="caption_data.json: missing"):
+        verify_data_dir(data_dir, manifest)
+
+
+def test_fetch_assembles_a_verified_directory_from_commit_pinned_urls(data_dir: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = _manifest_for(data_dir)
+    monkeypatch.setattr(data_files, "_RAW_URL", "file://" + str(data_dir) + "/{rel}")
+    cache = tmp_path / "cache"
+    with pytest.raises(NotFetchedError):
+        data_files.locate_data(manifest, cache)
+    assembled = data_files.fetch_data(manifest, cache)
+    assert assembled == cache / "camerabench" / f"data-{'c' * 40}"
+    verify_data_dir(assembled, manifest)
+    assert [s.label for s in load_dataset(assembled).binary] == [s.label for s in load_dataset(data_dir).binary]
+    assert data_files.locate_data(manifest, cache) == assembled
+    # a tampered cached file is caught when the directory is located again
+    (assembled / "caption_data.json").write_text("[]")
+    with pytest.raises(DataFilesError, match="differs"):
+        data_files.locate_data(manifest, cache)
+
+
+def test_a_download_with_the_wrong_digest_is_refused(data_dir: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = _manifest_for(data_dir)
+    rel = "caption_data.json"
+    manifest.files[rel] = ("0" * 64, manifest.files[rel][1])
+    monkeypatch.setattr(data_files, "_RAW_URL", "file://" + str(data_dir) + "/{rel}")
+    with pytest.raises(Exception, match="sha256 mismatch"):
+        data_files.fetch_data(manifest, tmp_path / "cache")
+    assert not url_path(manifest.url_pins()[rel], tmp_path / "cache").exists()

@@ -1,0 +1,217 @@
+"""Reading the official Script 1 files (any method) and writing them (this recipe's own run)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pinbench_recipes.camerabench import fixture
+from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
+from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, read_score_dir, write_score_dir
+
+
+@pytest.fixture
+def fx(tmp_path: Path) -> tuple[CameraBenchData, Path]:
+    data_dir, scores = fixture.write_fixture(tmp_path)
+    return load_dataset(data_dir), scores
+
+
+def _edit(path: Path, edit) -> None:
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _binary_file(scores: Path, split: str) -> Path:
+    return scores / f"classification_scores_{fixture.MODEL_NAME}_{split}.json"
+
+
+def test_reads_every_sample_of_the_fixture(fx) -> None:
+    data, scores = fx
+    out = read_score_dir(scores, data)
+    assert out.binary["binary__Move_In__a5.0.0"] == {"score": 0.1}
+    assert len(out.binary) == len(data.binary) and len(out.vqa) == len(data.vqa)
+    assert out.vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"]["no_scores"]["neg_text_neg_image"] == 0.9
+    assert out.caption["caption__a3.0.0"] == {"caption": "A static shot of a city street."}
+    assert {s["family"] for s in out.sources} == {"binary", "vqa", "caption"}
+    assert all(len(s["sha256"]) == 64 for s in out.sources)
+
+
+def test_per_task_files_are_pooled_and_the_upstream_loss_is_reported(fx) -> None:
+    data, scores = fx
+    out = read_score_dir(scores, data)
+    assert len([p for p in data.vqa if p.skill == "motion_direction"]) == 3
+    assert all(p.sample_id in out.vqa for p in data.vqa)
+    assert any("would keep just the last task file of each skill" in note for note in out.notes)
+
+
+def test_rows_match_by_content_not_position(fx) -> None:
+    data, scores = fx
+    _edit(_binary_file(scores, "Move_In"), lambda d: d["scores"].reverse())
+    assert read_score_dir(scores, data).binary["binary__Move_In__a5.0.0"] == {"score": 0.1}
+
+
+def test_full_paths_in_rows_are_reduced_to_names(fx) -> None:
+    data, scores = fx
+    _edit(_binary_file(scores, "Move_In"),
+          lambda d: d["scores"][0].update(video_path="/data/videos/a1.0.0.mp4"))
+    _edit(_binary_file(scores, "Pan_Left"),
+          lambda d: d["scores"][0].update(video_path="C:\\videos\\a1.0.0.mp4"))
+    out = read_score_dir(scores, data)
+    assert out.binary["binary__Move_In__a1.0.0"] == {"score": 0.5}
+    assert out.binary["binary__Pan_Left__a1.0.0"] == {"score": 1.0}
+
+
+def test_error_rows_and_nonfinite_scores_become_failed_samples(fx) -> None:
+    data, scores = fx
+    def edit(doc):
+        doc["scores"][0].update(score=0.0, error="Video file not found: x")
+        doc["scores"][1]["score"] = float("nan")
+    _edit(_binary_file(scores, "Move_In"), edit)
+    out = read_score_dir(scores, data)
+    assert out.binary["binary__Move_In__a1.0.0"]["error"].endswith("Video file not found: x")
+    assert "non-finite score nan" in out.binary["binary__Move_In__a2.0.0"]["error"]
+
+
+def test_missing_rows_stay_missing(fx) -> None:
+    data, scores = fx
+    _edit(_binary_file(scores, "Move_In"), lambda d: d["scores"].pop())
+    out = read_score_dir(scores, data)
+    assert "binary__Move_In__a5.0.0" not in out.binary
+
+
+def test_split_from_the_file_name_when_metadata_lacks_it(fx) -> None:
+    data, scores = fx
+    _edit(_binary_file(scores, "Pan_Left"), lambda d: d["metadata"].pop("split_name"))
+    assert read_score_dir(scores, data).binary["binary__Pan_Left__a3.0.0"] == {"score": 0.9}
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["scores"][0].update(ground_truth_label="No"), "contradicts the pinned data"),
+    (lambda d: d["scores"][0].update(video_path="zz.0.0.mp4"), "video zz.0.0.mp4 is not in split Move_In"),
+    (lambda d: d["scores"].append(dict(d["scores"][0])), "already scored at"),
+    (lambda d: d["scores"][0].update(score="0.5"), "score must be a number"),
+    (lambda d: d["metadata"].update(split_name="Move_Sideways"), "not one of the benchmark's splits"),
+    (lambda d: d["metadata"].update(model_name="another-model"), "keep one model per score directory"),
+    (lambda d: d.pop("scores"), "missing list 'scores'"),
+])
+def test_malformed_binary_files_are_one_line_errors(fx, edit, message: str) -> None:
+    data, scores = fx
+    path = _binary_file(scores, "Move_In")
+    _edit(path, edit)
+    with pytest.raises(ScoreFileError, match=message) as info:
+        read_score_dir(scores, data)
+    assert "\n" not in str(info.value)
+
+
+def test_two_files_for_one_split_are_refused(fx) -> None:
+    data, scores = fx
+    src = _binary_file(scores, "Move_In")
+    (scores / "classification_scores_rerun_Move_In.json").write_text(src.read_text())
+    with pytest.raises(ScoreFileError, match="second file for split Move_In"):
+        read_score_dir(scores, data)
+
+
+def test_invalid_json_and_directories(fx, tmp_path: Path) -> None:
+    data, scores = fx
+    _binary_file(scores, "Static").write_text("{")
+    with pytest.raises(ScoreFileError, match="invalid JSON at line 1"):
+        read_score_dir(scores, data)
+    _binary_file(scores, "Static").unlink()
+    (scores / "classification_scores_dir_Static.json").mkdir()
+    with pytest.raises(ScoreFileError, match="not a regular file"):
+        read_score_dir(scores, data)
+    with pytest.raises(ScoreFileError, match="score directory not found"):
+        read_score_dir(tmp_path / "none", data)
+
+
+def test_vqa_rows_are_checked(fx) -> None:
+    data, scores = fx
+    path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
+    _edit(path, lambda d: d["scores"][0]["yes_scores"].update(pos_text_pos_image=float("inf")))
+    assert "not finite" in read_score_dir(scores, data).vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"]["error"]
+    _edit(path, lambda d: (d["scores"][0]["yes_scores"].update(pos_text_pos_image=0.6),
+                           d["scores"][0]["no_scores"].pop("pos_text_neg_image")))
+    with pytest.raises(ScoreFileError, match="no_scores.pos_text_neg_image must be a number"):
+        read_score_dir(scores, data)
+    _edit(path, lambda d: d["metadata"].update(task_name="pan left vs pan right"))
+    with pytest.raises(ScoreFileError, match="no pair of task pan_left_vs_pan_right has these"):
+        read_score_dir(scores, data)
+    _edit(path, lambda d: d["metadata"].update(skill_name="camera_speed"))
+    with pytest.raises(ScoreFileError, match="not one of the benchmark's skills"):
+        read_score_dir(scores, data)
+
+
+def test_a_combined_and_a_per_task_file_for_the_same_pairs_collide(fx) -> None:
+    data, scores = fx
+    src = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
+    doc = json.loads(src.read_text())
+    doc["metadata"].pop("task_name")
+    (scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction.json").write_text(json.dumps(doc))
+    with pytest.raises(ScoreFileError, match="already scored at"):
+        read_score_dir(scores, data)
+
+
+def test_caption_rows(fx) -> None:
+    data, scores = fx
+    path = next(scores.glob("caption_results_*.json"))
+    _edit(path, lambda d: d["captions"][0].update(generated_caption=""))
+    _edit(path, lambda d: d["captions"][1].update(error="CUDA out of memory"))
+    out = read_score_dir(scores, data)
+    assert "empty generated_caption" in out.caption["caption__a1.0.0"]["error"]
+    assert out.caption["caption__a2.0.0"]["error"].endswith("CUDA out of memory")
+    _edit(path, lambda d: d["captions"][2].update(reference_answer="The camera is still."))
+    with pytest.raises(ScoreFileError, match="reference_answer differs"):
+        read_score_dir(scores, data)
+    (scores / "caption_results_other_20260101_000000.json").write_text(path.read_text())
+    with pytest.raises(ScoreFileError, match="keep exactly one"):
+        read_score_dir(scores, data)
+
+
+def test_unselected_families_and_stray_files_are_noted(fx) -> None:
+    data, scores = fx
+    (scores / "vqa_scores_old_Move_In.json").write_text("{}")
+    out = read_score_dir(scores, data, families=["binary"])
+    assert not out.vqa and not out.caption
+    assert any("vqa_scores_old_Move_In.json" in n for n in out.notes)
+    assert any("vqa files not read" in n for n in out.notes)
+
+
+def test_written_files_read_back_identically_and_keep_upstream_names(fx, tmp_path: Path) -> None:
+    data, scores = fx
+    original = read_score_dir(scores, data)
+    original.binary["binary__Static__b1.0.0"] = {"error": "RuntimeError: decode failed"}
+    original.vqa.pop("vqa__complex_description__all__0001")
+    written = write_score_dir(tmp_path / "out", data, original, model_name="qwen2.5-vl-7b",
+                              checkpoint="chancharikm/qwen2.5-vl-7b-cam-motion",
+                              timestamp=datetime(2026, 11, 30, 12, 0, 0), video_dir="/videos",
+                              extra_metadata={"recipe": "camerabench"})
+    names = sorted(p.name for p in written)
+    assert "classification_scores_qwen2.5-vl-7b_chancharikm_qwen2.5-vl-7b-cam-motion_Move_In.json" in names
+    assert "vqa_retrieval_scores_qwen2.5-vl-7b_chancharikm_qwen2.5-vl-7b-cam-motion_motion_direction.json" in names
+    assert "caption_results_qwen2.5-vl-7b_qwen2.5-vl-7b-cam-motion_20261130_120000.json" in names
+    static = json.loads((tmp_path / "out" / names[names.index(
+        "classification_scores_qwen2.5-vl-7b_chancharikm_qwen2.5-vl-7b-cam-motion_Static.json")]).read_text())
+    assert static["scores"][2] | {} == {"video_path": "b1.0.0.mp4", "question": data.binary[-1].question,
+                                        "ground_truth_label": "No", "method":
+                                        "qwen2.5-vl-7b_chancharikm/qwen2.5-vl-7b-cam-motion", "score": 0.0,
+                                        "error": "RuntimeError: decode failed"}
+    back = read_score_dir(tmp_path / "out", data)
+    assert back.binary["binary__Static__b1.0.0"]["error"].endswith("RuntimeError: decode failed")
+    assert {k: v for k, v in back.binary.items() if "error" not in v} == \
+        {k: v for k, v in original.binary.items() if "error" not in v}
+    assert back.vqa["vqa__complex_description__all__0001"]["error"].endswith("missing: not scored in this run")
+    assert back.vqa["vqa__complex_description__all__0000"] == original.vqa["vqa__complex_description__all__0000"]
+    assert back.caption == original.caption
+    assert not any("per-task" in n for n in back.notes)  # written combined, as --combine_tasks
+
+
+def test_an_empty_outputs_object_writes_error_rows_for_everything(fx, tmp_path: Path) -> None:
+    data, _ = fx
+    write_score_dir(tmp_path / "out", data, Script1Outputs(), model_name="m", checkpoint=None,
+                    timestamp=datetime(2026, 1, 1), video_dir="v")
+    back = read_score_dir(tmp_path / "out", data)
+    assert len(back.binary) == len(data.binary) and all("error" in v for v in back.binary.values())
