@@ -100,7 +100,8 @@ def test_manifest_pins_every_data_file_at_the_commit() -> None:
     assert manifest.commit == "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7"
     files = manifest.data_files
     assert len([f for f in files if f.startswith("binary_classification/")]) == 15
-    assert len([f for f in files if f.startswith("vqa_and_retrieval/")]) == sum(n for n, _ in dataset.VQA_SKILLS.values())
+    n_task_files = sum(n for n, _ in dataset.VQA_SKILLS.values())
+    assert len([f for f in files if f.startswith("vqa_and_retrieval/")]) == n_task_files
     assert "caption_data.json" in files and "README.md" not in files
     pin = manifest.url_pins()["caption_data.json"]
     assert pin.url == ("https://raw.githubusercontent.com/linzhiqiu/t2v_metrics/"

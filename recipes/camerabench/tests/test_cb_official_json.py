@@ -132,7 +132,8 @@ def test_vqa_rows_are_checked(fx) -> None:
     data, scores = fx
     path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
     _edit(path, lambda d: d["scores"][0]["yes_scores"].update(pos_text_pos_image=float("inf")))
-    assert "not finite" in read_score_dir(scores, data).vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"]["error"]
+    pair = "vqa__motion_direction__tilt_up_vs_tilt_down__0000"
+    assert "not finite" in read_score_dir(scores, data).vqa[pair]["error"]
     _edit(path, lambda d: (d["scores"][0]["yes_scores"].update(pos_text_pos_image=0.6),
                            d["scores"][0]["no_scores"].pop("pos_text_neg_image")))
     with pytest.raises(ScoreFileError, match="no_scores.pos_text_neg_image must be a number"):
