@@ -87,8 +87,8 @@ def vision_process() -> Any:
     from qwen_vl_utils import vision_process as vp
 
     if vp.FORCE_QWENVL_VIDEO_READER != READER or vp.get_video_reader_backend() != READER:
-        raise ScorerError(f"qwen_vl_utils was imported before {READER_ENV} was set; its reader is "
-                          f"{vp.get_video_reader_backend()!r}, not {READER!r}")
+        raise ScorerError(f"qwen_vl_utils was imported before {READER_ENV} was set (it read "
+                          f"{vp.FORCE_QWENVL_VIDEO_READER!r}); import this module first")
     if vp.VIDEO_TOTAL_PIXELS != frames.VIDEO_TOTAL_PIXELS:
         raise ScorerError(f"qwen_vl_utils VIDEO_TOTAL_PIXELS is {vp.VIDEO_TOTAL_PIXELS}, expected "
                           f"{frames.VIDEO_TOTAL_PIXELS}")
