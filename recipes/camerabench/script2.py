@@ -61,6 +61,8 @@ def score_sample(task: Mapping[str, Any], judge: Judge | None = None) -> dict[st
         return {"yes_scores": yes, "no_scores": no, **pair_outcome(yes, no)}
     if family == "caption":
         caption = output["caption"]
+        if not caption:
+            raise Script1Failed("empty generated caption (upstream leaves it out of every mean)")
         result: dict[str, Any] = {"caption": caption, **lexical_metrics(task["reference"], caption)}
         if task.get("judge") is not None:
             if judge is None:
