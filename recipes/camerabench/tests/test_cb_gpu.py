@@ -17,19 +17,15 @@ import pytest
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers", minversion="4.49.0")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
 
 from pinbench_recipes.camerabench import qwen_scorer as qs  # noqa: E402
 
 QUESTION = "Does the camera move forward with respect to the initial frame?"
 
 
-def _cuda() -> None:
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-
-
 def test_test_double_on_cuda_bf16_matches_eager(tiny_qwen: tuple[Path, Path], bit_video: Callable[..., Path]) -> None:
-    _cuda()
     weights, processor = tiny_qwen
     video = bit_video("gpu", 16, 8.0)
     results = {}
@@ -43,7 +39,6 @@ def test_test_double_on_cuda_bf16_matches_eager(tiny_qwen: tuple[Path, Path], bi
 
 
 def _real() -> tuple[Path, Path, list[Path]]:
-    _cuda()
     names = ("CAMERABENCH_GPU_WEIGHTS", "CAMERABENCH_GPU_PROCESSOR", "CAMERABENCH_GPU_VIDEOS")
     if not all(os.environ.get(n) for n in names):
         pytest.skip(f"set {', '.join(names)} to run on real weights")
