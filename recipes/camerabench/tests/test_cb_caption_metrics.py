@@ -65,6 +65,12 @@ def test_rouge_l_stems_and_uses_lcs() -> None:
     assert rouge_l(REF, CAND) == pytest.approx(2 * p * r / (p + r))
 
 
+def test_rouge_l_matches_word_forms_through_the_stemmer() -> None:
+    # "pans" and "panning" both stem to "pan": LCS 3 of 4 reference and 3 candidate tokens (2 without stemming)
+    p, r = 3 / 3, 3 / 4
+    assert rouge_l("The camera pans left", "camera panning left") == pytest.approx(2 * p * r / (p + r))
+
+
 def test_identical_caption_scores_one_everywhere() -> None:
     assert lexical_metrics(REF, REF) == pytest.approx(dict.fromkeys(LEXICAL, 1.0))
 

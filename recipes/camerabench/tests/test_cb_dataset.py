@@ -123,7 +123,9 @@ def test_verify_data_dir(data_dir: Path) -> None:
     with pytest.raises(DataFilesError, match="Zoom_In.jsonl: not in the pinned data"):
         verify_data_dir(data_dir, manifest)
     extra.unlink()
-    (data_dir / "caption_data.json").write_text("[]")
+    caption = data_dir / "caption_data.json"
+    text = caption.read_text()
+    caption.write_text(text.replace("pans left", "pans lefT", 1))  # same size, other content
     with pytest.raises(DataFilesError, match="caption_data.json: differs from o/r@c"):
         verify_data_dir(data_dir, manifest)
     (data_dir / "caption_data.json").unlink()

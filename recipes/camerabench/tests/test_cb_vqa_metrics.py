@@ -44,6 +44,8 @@ def test_question_needs_both_videos_and_retrieval_uses_yes_only() -> None:
     assert (out["text"], out["image"], out["group"]) == (0, 1, 0)
     # changing P(No) never changes retrieval
     assert pair_outcome(yes, scores(0.99, 0.99, 0.99, 0.99))["image"] == 1
+    flat_no = pair_outcome(scores(0.9, 0.2, 0.1, 0.8), scores(0.5, 0.5, 0.5, 0.5))
+    assert (flat_no["text"], flat_no["image"], flat_no["group"]) == (1, 1, 1)
 
 
 def test_skill_means() -> None:
