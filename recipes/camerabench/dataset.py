@@ -136,6 +136,15 @@ def load_dataset(root: Path | str, families: Iterable[str] = FAMILIES) -> Camera
     )
 
 
+def limit_dataset(data: CameraBenchData, n: int) -> CameraBenchData:
+    """A smoke subset: the first ``n`` samples of every split, the first ``n`` pairs of every skill, ``n`` captions."""
+    if n < 1:
+        raise DatasetError(f"limit must be >= 1, got {n}")
+    binary = [s for split in data.splits for s in data.split_samples(split)[:n]]
+    vqa = [p for skill in data.skills for p in data.skill_pairs(skill)[:n]]
+    return CameraBenchData(root=data.root, binary=tuple(binary), vqa=tuple(vqa), captions=data.captions[:n])
+
+
 def official_count_problems(data: CameraBenchData) -> list[str]:
     """How the loaded data differs from the official counts (empty when it matches for its families)."""
     problems = []

@@ -79,6 +79,14 @@ def test_duplicate_vqa_pair_is_refused(data_dir: Path) -> None:
         load_dataset(data_dir)
 
 
+def test_limit_keeps_the_first_samples_of_every_group(data_dir: Path) -> None:
+    small = dataset.limit_dataset(load_dataset(data_dir), 2)
+    assert [s.sample_id for s in small.split_samples("Static")] == ["binary__Static__a1.0.0", "binary__Static__a5.0.0"]
+    assert len(small.binary) == 6 and len(small.skill_pairs("motion_direction")) == 2 and len(small.captions) == 2
+    with pytest.raises(DatasetError, match=">= 1"):
+        dataset.limit_dataset(small, 0)
+
+
 def test_official_count_problems_compare_with_the_benchmark(data_dir: Path) -> None:
     problems = official_count_problems(load_dataset(data_dir))
     assert "binary Move_In: 5 samples / 2 positives, official 549 / 161" in problems
