@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.video import write_video
 from pinbench_recipes.camerabench.fixture import bit_frames
 
 # The chat template published with Qwen2.5-VL-7B-Instruct (the test double's processor uses it).
@@ -42,6 +41,8 @@ _CORPUS = ["Yes", "No", "Yes No", "Please only answer Yes or No.", "Does the cam
 @pytest.fixture
 def bit_video(tmp_path: Path) -> Callable[..., Path]:
     """Factory: an MP4 of ``n_frames`` index-coded frames at ``fps`` (lossless enough to read back)."""
+
+    from pinbench.video import write_video
 
     def _make(name: str, n_frames: int, fps: float, height: int = 48, width: int = 64) -> Path:
         return write_video(tmp_path / f"{name}.mp4", bit_frames(n_frames, height, width), fps, crf=0)

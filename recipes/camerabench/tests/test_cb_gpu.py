@@ -9,7 +9,6 @@ CameraBench videos); they print what they measure so the CI log records it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,19 +20,35 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
 from pinbench_recipes.camerabench import qwen_scorer as qs  # noqa: E402
+from pinbench_recipes.camerabench.fixture import bit_frames  # noqa: E402
 
 QUESTION = "Does the camera move forward with respect to the initial frame?"
 
 
-def test_test_double_on_cuda_bf16_matches_eager(tiny_qwen: tuple[Path, Path], bit_video: Callable[..., Path]) -> None:
+@pytest.fixture
+def mp4v_video(tmp_path: Path) -> Path:
+    """An index-coded MP4 written with OpenCV (the GPU machine may lack PyAV)."""
+    import cv2
+
+    path = tmp_path / "gpu.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 8.0, (64, 48))
+    for frame in bit_frames(16):
+        writer.write(frame[:, :, ::-1].copy())
+    writer.release()
+    return path
+
+
+def test_test_double_on_cuda_bf16_matches_eager(tiny_qwen: tuple[Path, Path], mp4v_video: Path) -> None:
     weights, processor = tiny_qwen
-    video = bit_video("gpu", 16, 8.0)
     results = {}
     for attn in ("eager", "sdpa"):
         scorer = qs.QwenCameraScorer(qs.ScorerSettings(weights, processor, attn_implementation=attn, device="cuda"))
-        first = scorer.answer_probabilities(video, QUESTION)
-        assert scorer.answer_probabilities(video, QUESTION) == first  # deterministic run to run
+        first = scorer.answer_probabilities(mp4v_video, QUESTION)
+        assert scorer.answer_probabilities(mp4v_video, QUESTION) == first  # deterministic run to run
+        caption = scorer.caption(mp4v_video, "Describe the camera movement in this video.", seed=1)
+        assert caption == scorer.caption(mp4v_video, "Describe the camera movement in this video.", seed=1)
         results[attn] = first
+        print(attn, "on", scorer.describe()["device"], scorer.describe()["dtype"], first)
     print("tiny double bf16 p_yes eager/sdpa:", results["eager"]["p_yes"], results["sdpa"]["p_yes"])
     assert results["sdpa"]["p_yes"] == pytest.approx(results["eager"]["p_yes"], abs=0.02)
 
