@@ -20,7 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.hub import URLPin, cache_root, fetch_url, locate, sha256_file
+from pinbench.cache import cache_root
+from pinbench.downloads import fetch_url, locate
+from pinbench.files import sha256_file
+from pinbench.pins import URLPin
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data_manifest.json"
 _RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}/{rel}"

@@ -11,7 +11,7 @@ shard decodes the videos of its own samples).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,11 +51,22 @@ def script1_tasks(data: CameraBenchData, videos: VideoSet, model: Mapping[str, A
 
 
 class Script1:
-    """The per-sample function the runner calls: the scorer's outputs for one task."""
+    """The per-sample function the runner calls: the scorer's outputs for one task.
 
-    def __init__(self, scorer: Scorer, videos: VideoSet) -> None:
-        self.scorer = scorer
+    The scorer is loaded on the first task that needs computing, so a rerun that finds every sample
+    stored never loads the model.
+    """
+
+    def __init__(self, load_scorer: Callable[[], Scorer], videos: VideoSet) -> None:
+        self._load = load_scorer
+        self._scorer: Scorer | None = None
         self.videos = videos
+
+    @property
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = self._load()
+        return self._scorer
 
     def _path(self, video: Mapping[str, Any]) -> Path:
         return self.videos.paths[video["name"]]

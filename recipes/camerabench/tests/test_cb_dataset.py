@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.hub import NotFetchedError, sha256_file, url_path
+from pinbench.cache import url_path
+from pinbench.downloads import NotFetchedError
+from pinbench.files import sha256_file
 from pinbench_recipes.camerabench import data_files, dataset, fixture
 from pinbench_recipes.camerabench.data_files import DataFilesError, DataManifest, load_manifest, verify_data_dir
 from pinbench_recipes.camerabench.dataset import DatasetError, load_dataset, official_count_problems

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.hub import load_pins
+from pinbench.pins import load_pins
 from pinbench.reference import load_reference
 from pinbench_recipes.camerabench.dataset import BINARY_SPLITS, N_CAPTIONS, VQA_SKILLS
 

@@ -1,0 +1,140 @@
+"""Step 1 of the procedure: what a run reads, where it comes from, and how ``pinbench fetch`` gets it.
+
+A run is one of three kinds: the fixture (synthetic data and score files, CPU), score-only (``-o scores=``:
+Script 2 over any method's official files) or Script 1 + Script 2 for a checkpoint this recipe can run
+(``SCRIPT1_CHECKPOINTS``). The data files always come from the pinned manifest (or a local copy checked
+against it); Script 1 runs also need the model snapshots (the processor always from the base Instruct
+repo, as t2v_metrics does) and the videos the loaded samples name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
+from pinbench.pins import HFPin, Pins, PinsError, load_pins
+from pinbench.recipe import RecipeError, RunConfig
+from pinbench_recipes.camerabench import data_files
+from pinbench_recipes.camerabench.dataset import (
+    CameraBenchData,
+    DatasetError,
+    limit_dataset,
+    load_dataset,
+    official_count_problems,
+)
+from pinbench_recipes.camerabench.videos import VideoSet, VideoSetError, locate_videos
+
+PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
+PROCESSOR_PIN = "qwen2_5_vl_7b_instruct"
+VIDEOS_PIN = "videos"
+_INPUT_ERRORS = (DatasetError, data_files.DataFilesError, VideoSetError, NotFetchedError, UnlockedPinError,
+                 FetchError, PinMismatchError, PinsError)
+
+
+@dataclass(frozen=True)
+class Script1Model:
+    """A checkpoint this recipe runs Script 1 for, with the names upstream's files carry."""
+
+    weights_pin: str  # pins.yaml huggingface entry of the weights
+    model_name: str  # t2v_metrics --model
+    checkpoint: str | None  # t2v_metrics --checkpoint (None: the base weights)
+
+
+SCRIPT1_CHECKPOINTS = {
+    "qwen2.5-vl-7b": Script1Model("qwen2_5_vl_7b_instruct", "qwen2.5-vl-7b", None),
+    "qwen2.5-vl-7b-cam-motion": Script1Model("qwen2_5_vl_7b_cam_motion", "qwen2.5-vl-7b",
+                                             "chancharikm/qwen2.5-vl-7b-cam-motion"),
+}
+
+
+def input_error(exc: Exception) -> RecipeError:
+    """Any input problem as the one-line error the CLI prints (exit 2)."""
+    return RecipeError(f"camerabench: {exc}")
+
+
+def script1_model(cfg: RunConfig) -> Script1Model | None:
+    """The model Script 1 runs, or None for score-only and fixture runs; RecipeError when there is none."""
+    if cfg.fixture or cfg.options.get("scores") is not None:
+        return None
+    model = SCRIPT1_CHECKPOINTS.get(cfg.checkpoint)
+    if model is None:
+        raise RecipeError(f"camerabench runs Script 1 for {', '.join(SCRIPT1_CHECKPOINTS)} only; for "
+                          f"{cfg.checkpoint!r} pass its Script 1 output with -o scores=DIR")
+    return model
+
+
+def data_dir(cfg: RunConfig, *, download: bool) -> Path:
+    """The pinned data directory: a local copy (checked), else the cache (fetched when ``download``)."""
+    manifest = data_files.load_manifest()
+    try:
+        local = cfg.options.get("data")
+        if local is not None:
+            data_files.verify_data_dir(Path(local), manifest)
+            return Path(local)
+        return data_files.fetch_data(manifest) if download else data_files.locate_data(manifest)
+    except _INPUT_ERRORS as exc:
+        raise input_error(exc) from None
+
+
+def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
+    """The families asked for; the official counts are checked before any ``--limit`` subset is taken."""
+    try:
+        data = load_dataset(root, cfg.options["families"])
+    except DatasetError as exc:
+        raise input_error(exc) from None
+    if official:
+        problems = official_count_problems(data)
+        if problems:
+            raise RecipeError(f"camerabench: {root} is not the official test set: {'; '.join(problems[:3])}")
+    return limit_dataset(data, cfg.limit) if cfg.limit is not None else data
+
+
+def pins() -> Pins:
+    try:
+        return load_pins(PINS_PATH)
+    except PinsError as exc:
+        raise input_error(exc) from None
+
+
+def videos_pin(all_pins: Pins, data: CameraBenchData) -> HFPin:
+    """The videos pin narrowed to the names the loaded samples use (each must match a file)."""
+    return dataclasses.replace(all_pins.huggingface[VIDEOS_PIN],
+                               allow_patterns=[f"*{name}" for name in data.video_names()])
+
+
+def model_dirs(model: Script1Model, *, download: bool) -> tuple[Path, Path]:
+    """(weights, processor) snapshot folders at their pinned revisions, verified."""
+    all_pins = pins()
+    get = fetch_hf if download else locate
+    try:
+        return get(all_pins.huggingface[model.weights_pin]), get(all_pins.huggingface[PROCESSOR_PIN])
+    except _INPUT_ERRORS as exc:
+        raise input_error(exc) from None
+
+
+def video_set(cfg: RunConfig, data: CameraBenchData, *, download: bool) -> VideoSet:
+    """Every video the loaded samples need, found by name (local folder, or the pinned dataset snapshot)."""
+    try:
+        local = cfg.options.get("videos")
+        if local is not None:
+            return locate_videos(Path(local), data.video_names())
+        pin = videos_pin(pins(), data)
+        root = fetch_hf(pin) if download else locate(pin)
+        return locate_videos(root, data.video_names())
+    except _INPUT_ERRORS as exc:
+        raise input_error(exc) from None
+
+
+def pins_for_provenance(model: Script1Model | None, *, fixture: bool) -> dict[str, Any]:
+    """The pins this run used: upstream code always; the data unless a fixture; models and videos for Script 1."""
+    raw = yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")) or {}
+    if fixture:
+        return {"recipe": raw.get("recipe"), "upstream": raw.get("upstream", {})}
+    used = {VIDEOS_PIN, PROCESSOR_PIN, model.weights_pin} if model is not None else set()
+    raw["huggingface"] = {k: v for k, v in (raw.get("huggingface") or {}).items() if k in used}
+    return raw
