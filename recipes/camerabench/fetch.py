@@ -19,7 +19,7 @@ def fetch(cfg: RunConfig) -> None:
     model = inputs.script1_model(cfg)
     if model is None:
         return
-    data = inputs.load_data(cfg, root, official=True)
+    data = inputs.run_subset(cfg, inputs.load_data(cfg, root, official=True))
     weights, processor = inputs.model_dirs(model, download=True)
     videos = inputs.video_set(cfg, data, download=True)
     print(f"camerabench: weights at {weights}, processor at {processor}, "

@@ -82,7 +82,7 @@ def data_dir(cfg: RunConfig, *, download: bool) -> Path:
 
 
 def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
-    """The families asked for; the official counts are checked before any ``--limit`` subset is taken."""
+    """The families asked for, whole (checked against the official counts); ``run_subset`` applies --limit."""
     try:
         data = load_dataset(root, cfg.options["families"])
     except DatasetError as exc:
@@ -91,6 +91,11 @@ def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
         problems = official_count_problems(data)
         if problems:
             raise RecipeError(f"camerabench: {root} is not the official test set: {'; '.join(problems[:3])}")
+    return data
+
+
+def run_subset(cfg: RunConfig, data: CameraBenchData) -> CameraBenchData:
+    """The samples this run scores: all, or the first ``--limit`` of every split, skill and the captions."""
     return limit_dataset(data, cfg.limit) if cfg.limit is not None else data
 
 

@@ -40,7 +40,8 @@ def run(cfg: RunConfig) -> RunOutcome:
         data_root, score_dir = fixture.write_fixture(cfg.out_dir / "fixture_data")
     else:
         data_root, score_dir = inputs.data_dir(cfg, download=False), cfg.options.get("scores")
-    data = inputs.load_data(cfg, data_root, official=not cfg.fixture)
+    whole = inputs.load_data(cfg, data_root, official=not cfg.fixture)
+    data = inputs.run_subset(cfg, whole)
     judge = _judge(cfg, data)
     timings["prepare"] = time.perf_counter() - started
 
@@ -48,7 +49,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
     if model is None:
         try:
-            outputs = read_score_dir(score_dir, data, cfg.options["families"])
+            outputs = read_score_dir(score_dir, whole, cfg.options["families"])  # files hold every sample
         except ScoreFileError as exc:
             raise inputs.input_error(exc) from None
         script1_info: dict[str, Any] = {"source": "official score files", "folder": str(score_dir)}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.recipe import get_recipe
 from pinbench.runner import SampleRecord, input_hash, run_samples
 from pinbench.scorecard import build_scorecard
 from pinbench_recipes.camerabench import aggregate, fixture
@@ -32,6 +33,12 @@ def _records(tasks: list[dict], judge=None) -> dict[str, SampleRecord]:
             records[task["sample_id"]] = SampleRecord(task["sample_id"], "failed", None,
                                                       f"{type(exc).__name__}: {exc}", input_hash(task), 0.0)
     return records
+
+
+def _declared(data: CameraBenchData, judged: bool = False) -> list:
+    """The metric specs described by recipe.yaml (a spec whose aggregation contradicts it raises)."""
+    recipe = get_recipe("camerabench")
+    return [spec.with_info(recipe.metric_info(spec.name)) for spec in aggregate.metric_specs(data, judged=judged)]
 
 
 def _groups(data: CameraBenchData, outputs: Script1Outputs) -> dict[str, SampleRecord]:
@@ -63,13 +70,22 @@ def test_fixture_values_by_construction(fx) -> None:
     assert avg["official"] is False
 
 
+def test_every_metric_is_declared_with_its_aggregation(fx) -> None:
+    data, _ = fx
+    specs = {s.name: s for s in _declared(data, judged=True)}
+    assert specs["binary/overall_average_precision"].primary and specs["vqa/overall_question_acc"].primary
+    assert specs["binary/Move_In/average_precision"].aggregation == "none"
+    assert specs["camerabench_average"].kind == "derived"
+    assert specs["caption/word_f1"].kind == "official" and specs["caption/gen_match"].aggregation == "mean"
+
+
 def test_scorecard_metrics_from_the_records(fx) -> None:
     data, outputs = fx
     tasks = script2_tasks(data, outputs)
     samples = _records(tasks)
     records = [*samples.values(), *aggregate.group_records(data, samples)]
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
-                           metrics=aggregate.metric_specs(data), records=records, n_expected=len(records),
+                           metrics=_declared(data), records=records, n_expected=len(records),
                            provenance={}, config={}, timings={})
     m = card["metrics"]
     assert card["status"] == "complete"
@@ -101,7 +117,7 @@ def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) ->
     assert not groups["camerabench_average"].ok
     records = [*samples.values(), *groups.values()]
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
-                           metrics=aggregate.metric_specs(data), records=records, n_expected=len(records),
+                           metrics=_declared(data), records=records, n_expected=len(records),
                            provenance={}, config={}, timings={})
     overall = card["metrics"]["binary/overall_average_precision"]
     assert card["status"] == "partial"
@@ -147,7 +163,7 @@ def test_judge_scores_go_into_the_caption_family(fx) -> None:
     assert family["gen_match"] == pytest.approx(1 / 3)
     assert family["camera_caption_score"] == pytest.approx((family["lexical_mean"] + 1 / 3) / 2)
     assert len(calls) == 3
-    assert "caption/gen_match" in {s.name for s in aggregate.metric_specs(data, judged=True)}
+    assert "caption/gen_match" in {s.name for s in _declared(data, judged=True)}
 
 
 def test_runner_round_trip_resumes_and_retries_only_failures(fx, tmp_path: Path) -> None:

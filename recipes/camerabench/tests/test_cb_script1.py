@@ -63,7 +63,8 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     binary = [t for t in tasks if t["family"] == "binary"]
     assert [t["video"]["name"] for t in binary] == sorted(t["video"]["name"] for t in binary)  # video-major
     scorer = _CountingScorer()
-    summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output, progress=False)
+    summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
+                          progress=False)
     assert summary.n_failed == 0
     vqa = summary.records["vqa__motion_direction__tilt_up_vs_tilt_down__0000"].result
     # (pos question, neg video) was asked of the neg video
@@ -92,7 +93,8 @@ def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_q
                                              dtype="float32"))
     tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"})
              if t["sample_id"].startswith(("binary__Move_In", "vqa__motion_direction__tilt"))]
-    summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output, progress=False)
+    summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
+                          progress=False)
     assert summary.n_failed == 0
     record = summary.records["binary__Move_In__a1.0.0"].result
     assert 0.0 < record["score"] < 1.0 and record["second_per_grid_ts"] == [1.0]

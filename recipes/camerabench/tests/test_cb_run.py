@@ -1,0 +1,126 @@
+"""The recipe end to end through run(cfg): fixture, resume, partial runs, bad inputs, Script 1 mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.runner import load_records
+from pinbench_recipes.camerabench import data_files, fixture, inputs
+from pinbench_recipes.camerabench.run import run
+
+RECIPE = get_recipe("camerabench")
+
+
+def _cfg(out: Path, *, checkpoint: str = "", options: dict | None = None, env: dict | None = None,
+         **kwargs) -> RunConfig:
+    if not kwargs.get("fixture"):
+        checkpoint = checkpoint or "my-method"
+    return RECIPE.config(checkpoint, out_dir=out, offline=True, options=options or {}, env=env or {}, **kwargs)
+
+
+def _card(out: Path) -> dict:
+    return json.loads((out / "scorecard.json").read_text())
+
+
+def test_fixture_run_passes_against_its_reference_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "fx"
+    outcome = run(_cfg(out, fixture=True))
+    assert outcome.exit_code == 0, outcome.message
+    card = _card(out)
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 27
+    assert card["metrics"]["binary/overall_average_precision"]["value"] == pytest.approx(13 / 36)
+    assert card["metrics"]["camerabench_average"]["kind"] == "derived"
+    assert any("per-task VQA files" in note for note in card["extra"]["notes"])
+    assert card["extra"]["caption_metric_upstream_names"]["word_f1"] == "spice"
+    assert "PASS" in (out / "diff.txt").read_text()
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    assert run(_cfg(out, fixture=True)).exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+
+
+def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    write = fixture.write_fixture
+
+    def write_with_an_error_row(root: Path) -> tuple[Path, Path]:
+        data, scores = write(root)
+        path = scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+        doc = json.loads(path.read_text())
+        doc["scores"][3].update(score=0.0, error="Video file not found: a4.0.0.mp4")
+        path.write_text(json.dumps(doc))
+        return data, scores
+
+    monkeypatch.setattr(fixture, "write_fixture", write_with_an_error_row)
+    out = tmp_path / "fx"
+    outcome = run(_cfg(out, fixture=True))
+    card = _card(out)
+    assert outcome.exit_code == 2 and card["status"] == "partial"
+    failed = card["metrics"]["binary/Pan_Left/average_precision"]["failed"][0]
+    assert failed["sample_id"] == "binary_split__Pan_Left"
+    assert "binary__Pan_Left__a4.0.0" in failed["error"] and "Video file not found" in failed["error"]
+    assert not load_records(out)["binary__Pan_Left__a4.0.0"].ok
+
+
+def test_score_only_runs_refuse_data_that_is_not_the_pinned_set(tmp_path: Path) -> None:
+    data, scores = fixture.write_fixture(tmp_path / "fx")
+    with pytest.raises(RecipeError, match=r"camerabench: .*differs from linzhiqiu/t2v_metrics@7c06208|missing"):
+        run(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
+
+
+def test_score_only_runs_check_the_official_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data, scores = fixture.write_fixture(tmp_path / "fx")
+    # the fixture's files pinned in place of the official manifest: they pass the byte check, not the counts
+    manifest = data_files.DataManifest(repo="o/r", commit="c" * 40, path="camerabench/data", files={
+        p.relative_to(data).as_posix(): (data_files.sha256_file(p), p.stat().st_size)
+        for p in data.rglob("*") if p.is_file()})
+    monkeypatch.setattr(data_files, "load_manifest", lambda: manifest)
+    with pytest.raises(RecipeError, match="is not the official test set: binary Move_Down: 0 samples"):
+        run(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
+
+
+def test_script1_needs_a_known_checkpoint_or_score_files(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="runs Script 1 for qwen2.5-vl-7b, qwen2.5-vl-7b-cam-motion only"):
+        run(_cfg(tmp_path / "out", checkpoint="gpt-4o"))
+
+
+def test_script1_offline_says_what_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(RecipeError, match="pinbench fetch camerabench"):
+        run(_cfg(tmp_path / "out", checkpoint="qwen2.5-vl-7b"))
+
+
+def test_the_judge_needs_captions_and_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(RecipeError, match="needs OPENAI_API_KEY"):
+        run(_cfg(tmp_path / "a", fixture=True, options={"gpt_judge": "1"}))
+    with pytest.raises(RecipeError, match="add caption to -o families"):
+        run(_cfg(tmp_path / "b", fixture=True, options={"gpt_judge": "1", "families": "binary,vqa"}))
+
+
+def test_unknown_options_and_families_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="unknown option"):
+        _cfg(tmp_path, fixture=True, options={"family": "binary"})
+    with pytest.raises(RecipeError, match="'retrieval' not in binary, vqa, caption"):
+        _cfg(tmp_path, fixture=True, options={"families": "binary,retrieval"})
+
+
+def test_limit_takes_the_first_samples_of_every_group(tmp_path: Path) -> None:
+    out = tmp_path / "smoke"
+    outcome = run(_cfg(out, fixture=True, limit=1))
+    card = _card(out)
+    assert card["metrics"]["binary/overall_average_precision"]["n_expected"] == 3
+    # one sample per split is a single class: AP 0 by upstream's rule, scored and complete
+    assert card["metrics"]["binary/Move_In/average_precision"]["value"] == 0.0
+    assert outcome.exit_code in (0, 1, 3)  # compared (or not) with the fixture reference, never "incomplete"
+
+
+def test_script1_checkpoints_map_to_pins() -> None:
+    pins = inputs.pins()
+    for model in inputs.SCRIPT1_CHECKPOINTS.values():
+        assert model.weights_pin in pins.huggingface
+    assert inputs.SCRIPT1_CHECKPOINTS["qwen2.5-vl-7b-cam-motion"].checkpoint == "chancharikm/qwen2.5-vl-7b-cam-motion"
+    assert set(RECIPE.checkpoints) == {*inputs.SCRIPT1_CHECKPOINTS, "gpt-4o"}
