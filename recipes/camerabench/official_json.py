@@ -301,7 +301,8 @@ def write_score_dir(dest: Path | str, data: CameraBenchData, outputs: Script1Out
     """Write ``outputs`` as upstream Script 1 would (file names, metadata, rows; failed rows score 0.0).
 
     A sample with no output gets a row with an error, so every file lists every sample of its split,
-    skill or caption set. ``extra_metadata`` is added under ``metadata["pinbench"]``.
+    skill or caption set. ``extra_metadata`` is added under ``metadata["pinbench"]``. The caption file's
+    name carries the time (as upstream's); an earlier one of the same model in ``dest`` is replaced.
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -345,6 +346,8 @@ def write_score_dir(dest: Path | str, data: CameraBenchData, outputs: Script1Out
                          "generated_caption": value.get("caption", ""), "error": value.get("error")})
         caption_stem = _clean(model_name) + (f"_{_clean(PurePosixPath(checkpoint).name)}" if checkpoint else "")
         name = f"caption_results_{caption_stem}_{timestamp.strftime('%Y%m%d_%H%M%S')}.json"
+        for earlier in dest.glob(f"caption_results_{caption_stem}_*.json"):  # one caption file per folder
+            earlier.unlink()
         metadata = {"method_type": CAPTION_METHOD_TYPE, **common, **extra}
         written.append(_write(dest / name, metadata, "captions", rows))
     return written

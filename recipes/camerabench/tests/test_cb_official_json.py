@@ -210,6 +210,17 @@ def test_written_files_read_back_identically_and_keep_upstream_names(fx, tmp_pat
     assert not any("per-task" in n for n in back.notes)  # written combined, as --combine_tasks
 
 
+def test_rewriting_keeps_one_caption_file(fx, tmp_path: Path) -> None:
+    data, scores = fx
+    outputs = read_score_dir(scores, data)
+    for hour in (1, 2):
+        write_score_dir(tmp_path / "out", data, outputs, model_name="m", checkpoint=None,
+                        timestamp=datetime(2026, 1, 1, hour), video_dir="v")
+    names = [p.name for p in (tmp_path / "out").glob("caption_results_*.json")]
+    assert names == ["caption_results_m_20260101_020000.json"]
+    assert read_score_dir(tmp_path / "out", data).caption == outputs.caption
+
+
 def test_an_empty_outputs_object_writes_error_rows_for_everything(fx, tmp_path: Path) -> None:
     data, _ = fx
     write_score_dir(tmp_path / "out", data, Script1Outputs(), model_name="m", checkpoint=None,
