@@ -206,34 +206,55 @@ def diff_cmd(
 
 @app.command("record-reference")
 def record_reference_cmd(
-    scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a trusted, complete run")],
+    scorecards: Annotated[list[Path], typer.Argument(help="scorecard.json of one or several trusted, complete runs "
+                                                           "of one checkpoint (other seeds or GPUs)")],
     out: Annotated[Path | None, typer.Option(help="where to write (default: the recipe's references/)")] = None,
     tier: Annotated[str, typer.Option(help="same_hw (tight, for GPU CI) or cross_hw")] = "same_hw",
     tolerance: Annotated[list[str], typer.Option(help="METRIC=abs:X or METRIC=rel:X, narrower than the "
                                                       "recipe's default for the tier")] = [],  # noqa: B006
     note: Annotated[str, typer.Option(help="free text stored with the reference")] = "",
     force: Annotated[bool, typer.Option(help="replace an existing reference file")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the proposal and its arithmetic; write nothing")]
+    = False,
 ) -> None:
-    """Write a reference from a trusted run, so GPU CI can assert against it.
+    """Write a reference from trusted runs, so GPU CI can assert against it.
 
-    Directions, primary flags and default tolerances come from the recipe's declaration (recipe.yaml).
+    Directions, primary flags and default tolerances come from the recipe's declaration (recipe.yaml). With
+    several runs the value is their mean and each tolerance is proposed from their spread (shown with its
+    arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
     from pinbench.metricinfo import Tolerance
     from pinbench.options import OptionError, parse_pairs
-    from pinbench.reference import record_reference
+    from pinbench.proposal import propose_reference
+    from pinbench.reference import write_reference
     from pinbench.scorecard import load_scorecard
 
-    card = load_scorecard(scorecard)
-    recipe = _recipe(card["recipe"])
-    out = out or recipe.reference_file(card["checkpoint"], card["mode"])
+    resolved = [path.resolve() for path in scorecards]
+    repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
+    if repeated:
+        _fail(f"{repeated[0]}: given twice; each trusted run counts once")
+    cards = [load_scorecard(path) for path in scorecards]
+    recipe = _recipe(cards[0]["recipe"])
+    out = out or recipe.reference_file(cards[0]["checkpoint"], cards[0]["mode"])
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance).items()}
     except (OptionError, ValueError) as exc:
         _fail(f"--tolerance: {exc}")
-    if out.exists() and not force:
+    if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     try:
-        path = record_reference(card, out, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
+        proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
+    except (ValueError, RecipeError) as exc:
+        _fail(str(exc))
+    _echo(f"{len(cards)} run(s), tier {tier}: value and tolerance per metric")
+    _echo("\n".join(f"  {line}" for line in proposal.lines))
+    if proposal.refused:
+        _fail("refusing to record: " + "; ".join(proposal.refused))
+    if dry_run:
+        _echo(f"dry run: {out} not written")
+        return
+    try:
+        path = write_reference(proposal.data, out, recipe=recipe)
     except (ValueError, RecipeError) as exc:
         _fail(str(exc))
     _echo(f"wrote {path}")
