@@ -98,7 +98,7 @@ def _reference(card: dict, shift: float = 0.0) -> dict:
 
 def _row(page: str, metric: str) -> str:
     """The HTML of the scorecard table row for ``metric``."""
-    match = re.search(rf"<tr><td><code>{re.escape(metric)}</code></td>.*?</tr>", page)
+    match = re.search(rf"<tr><td><code>{re.escape(metric)}</code></td>.*?</tr>", page, re.S)
     assert match, metric
     return match.group(0)
 
@@ -127,15 +127,17 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     page = index.read_text()
     assert index == tmp_path / "r" / "index.html"
     pngs = _assert_pngs(index)
-    assert len([p for p in pngs if "-dist-" in p.name]) == 4
-    assert len([p for p in pngs if "-compare-" in p.name]) == 3  # groups: edge, vis, (no modality)
+    assert len([p for p in pngs if "-dist-" in p.name]) == 3  # groups: edge, vis, (no group)
+    assert [p.name for p in pngs if "-deviations" in p.name] == ["s01-deviations.png"]  # one plot, all metrics
     for name in complete["metrics"]:
         assert f"<code>{name}</code>" in page
     assert "COMPLETE" in page and "PARTIAL" not in page
     assert ">FAIL</span>" in _row(page, "edge/canny_f1") and "-0.05 (worse)" in _row(page, "edge/canny_f1")
     assert ">PASS</span>" in _row(page, "edge/depth_si_rmse")
     assert "↓ lower is better" in _row(page, "edge/depth_si_rmse")
-    assert "★ primary" in _row(page, "edge/canny_f1")
+    assert "★" in _row(page, "edge/canny_f1")
+    assert page.index("<code>edge/canny_f1</code>") < page.index("<code>edge/depth_si_rmse</code>")  # FAIL first
+    assert re.search(r"<td class=\"nowrap\"[^>]*>\[0\.4\d+, 0\.4\d+\]</td>", _row(page, "edge/canny_f1"))
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
     assert "1 of 2 pinned inputs verified" in page and "no sha256 (lock it)" in page
@@ -147,7 +149,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     page2 = index2.read_text()
     _assert_pngs(index2)
     assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
-    assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &quot;more&quot;" in page2
+    assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &#34;more&#34;" in page2  # Jinja2 escapes " as &#34;
     assert "all 4" in page2  # one failed record costs every metric
     assert plt.get_fignums() == []
 
@@ -195,7 +197,7 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card["metrics"].items():
-        assert f"<td><code>{name}</code></td><td>{m['value']:.6g}</td>" in page
+        assert f"<td><code>{name}</code></td><td class=\"num\">{m['value']:.6g}</td>" in page
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -255,7 +257,7 @@ def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
     assert 'Verdict: <span class="badge PASS">PASS</span>' in s1 and "Verdict" not in s2
     assert '<strong>PARTIAL</strong>' in s2 and str(path_b) in s2
     figures = {p.name for p in (tmp_path / "out" / "figures").iterdir()}
-    assert any(n.startswith("s01-compare-") for n in figures)
+    assert "s01-deviations.png" in figures
     assert any(n.startswith("s02-dist-") for n in figures)
     assert not any(n.startswith("s01-dist") for n in figures)
     _assert_pngs(index)

@@ -287,12 +287,44 @@ def report(
     """Write a static HTML report (PNG plots) for one or more scorecards."""
     from pinbench.report import write_report
 
-    cards, references, samples = [], {}, {}
+    references, samples = {}, {}
     for i, path in enumerate(scorecards):
-        card, references[i], samples[i] = _load_run(path)
-        cards.append(card)
-    index = write_report(cards, out, references=_present(references), samples=_present(samples))
+        _, references[i], samples[i] = _load_run(path)
+    index = write_report(scorecards, out, references=_present(references), samples=_present(samples))
     _echo(f"report: {index}")
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="run directory or scorecard.json of run A (the baseline)")],
+    run_b: Annotated[Path, typer.Argument(help="run directory or scorecard.json of run B")],
+    fail_on: Annotated[str, typer.Option(help="any: exit 1 when a metric differs beyond noise either way; "
+                                              "worse: only when one is worse")] = "any",
+    report_dir: Annotated[Path | None, typer.Option("--report", help="also write an HTML report here")] = None,
+) -> None:
+    """Compare two runs of one recipe version sample by sample: B - A per metric with a paired 95% interval.
+
+    Exit 0: every metric within noise; 1: a metric better or worse beyond noise (--fail-on worse: worse only);
+    2: unmatched samples, a partial run or a metric in one run only; 3: other recipe or recipe version.
+    """
+    from pinbench.compare import FAIL_ON, compare_runs, load_run, render_comparison
+
+    if fail_on not in FAIL_ON:
+        _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
+    runs = [load_run(path) for path in (run_a, run_b)]
+    result = compare_runs(*runs, fail_on=fail_on)
+    _echo(render_comparison(result))
+    if report_dir is not None:
+        from pinbench.report import write_report
+
+        cards, references, samples = [], {}, {}
+        for i, run in enumerate(runs):
+            _, references[i], samples[i] = _load_run(run.path)
+            cards.append(run.path)
+        index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
+                             comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
+        _echo(f"report: {index}")
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -359,8 +391,8 @@ def demo(
             failed.append(f"{recipe.name} (exit {outcome.exit_code})")
         if outcome.scorecard_path:
             i = len(cards)
-            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
-            cards.append(card)
+            _, references[i], samples[i] = _load_run(outcome.scorecard_path)
+            cards.append(outcome.scorecard_path)
     index = write_report(cards, out / "report", references=_present(references), samples=_present(samples),
                          title="pinbench demo (fixture runs)")
     _echo(f"demo report: {index}")
