@@ -169,6 +169,8 @@ class Row:
     ref: MetricReference | None
     checked: DiffRow | None
     status: str  # PASS | FAIL | MISSING | INCOMPLETE | "" (no reference)
+    direction: str | None = None
+    primary: bool = False
 
     @property
     def bound(self) -> float:
@@ -206,12 +208,13 @@ def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResul
                 n_expected=m["n_expected"], n_scored=m["n_scored"], n_failed=m["n_failed"],
                 n_missing=m["n_missing"], interval=m.get("interval"),
                 ref=ref.metrics.get(name) if ref else None, checked=checked.get(name),
-                status=_row_status(checked.get(name), m))
+                status=_row_status(checked.get(name), m), direction=m["direction"], primary=m["primary"])
             for name, m in metrics.items()]
     for name, row in checked.items():
         if name not in metrics and ref is not None:
             rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None, None,
-                            None, ref.metrics[name], row, row.status))
+                            None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
+                            ref.metrics[name].primary))
     return sorted(rows, key=lambda row: _STATUS_ORDER[row.status])
 
 
@@ -232,19 +235,21 @@ def _row_view(row: Row) -> dict[str, Any]:
     counts = "not in scorecard" if row.n_scored is None else f"{row.n_scored} / {row.n_expected}"
     lost = ", ".join(f"{n} {what}" for n, what in ((row.n_failed, "failed"), (row.n_missing, "missing")) if n)
     interval = "—" if row.n_scored is None else describe(row.interval)
-    view: dict[str, Any] = {"name": row.name, "measured": row.measured, "interval": interval,
+    direction = (row.ref.direction if row.ref else None) or row.direction
+    primary = row.primary or (row.ref is not None and row.ref.primary)
+    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "measured": row.measured,
+                            "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
                             "interval_note": _interval_note(row.interval), "aggregation": row.aggregation or "—",
                             "counts": counts, "lost": lost, "has_ref": row.ref is not None, "status": row.status}
     if row.ref is None or row.checked is None:
         return view
     checked = row.checked
-    delta = "—" if checked.delta is None else f"{checked.delta:+.4g}" + (f" ({checked.verdict})"
-                                                                          if checked.verdict else "")
+    delta = "—" if checked.delta is None else f"{checked.delta:+.3g}"
     z = "—" if checked.delta is None else f"{row.in_tolerances(row.measured):+.3g}"
-    noise = "—" if not checked.reading else checked.reading + (f" (±{checked.noise:.3g})"
-                                                               if checked.noise is not None else "")
-    view.update(arrow={"higher": "↑ higher is better", "lower": "↓ lower is better"}[row.ref.direction],
-                reference=row.ref.value, primary=row.ref.primary, ref_note=row.ref.note or "",
+    noise = {"within noise": "within", "outside noise": "outside", "noise unknown": "unknown"}.get(checked.reading, "—")
+    if checked.noise is not None:
+        noise += f" (±{checked.noise:.3g})"
+    view.update(reference=row.ref.value, ref_note=row.ref.note or "",
                 tolerance=checked.tolerance_text, delta=delta, z=z, noise=noise)
     return view
 

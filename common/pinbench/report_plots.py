@@ -93,6 +93,7 @@ def plot_deviations(rows: Sequence[Deviation], path: Path) -> None:
     ax.set_xlim(-limit, limit)
     ax.tick_params(axis="x", labelsize=7)
     plain_ticks(ax)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10], integer=True))
     ax.set_xlabel("(measured - reference) / tolerance   [band: tolerance; bar: run's 95% interval; "
                   "grey: reference's]", fontsize=7)
     save(fig, path)
