@@ -123,3 +123,24 @@ def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "figures" / "compare-01-differences.png").is_file()
     bad = runner.invoke(cli.app, ["compare", str(a), str(b), "--fail-on", "better"])
     assert bad.exit_code == 2 and "--fail-on 'better'" in bad.output
+
+
+def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
+    """The result commands stay light: no torch, video decoders, hub client or recipe code (scipy and
+    matplotlib are allowed: they are imported inside the command bodies)."""
+    import subprocess
+    import sys
+
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", seed=2)
+    golden = Path(__file__).parent / "golden"
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"for argv in (['diff', {str(golden / 'scorecard.json')!r}, '--reference', "
+            f"{str(golden / 'reference.yaml')!r}], ['compare', {str(a)!r}, {str(b)!r}, '--report', "
+            f"{str(tmp_path / 'r')!r}], ['report', {str(a / 'scorecard.json')!r}, '--out', {str(tmp_path / 'q')!r}]):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
+            "'huggingface_hub', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "print('HEAVY', heavy, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY [] True" in out, out.splitlines()[-1]
+    assert (tmp_path / "r" / "index.html").is_file() and (tmp_path / "q" / "index.html").is_file()
