@@ -74,6 +74,7 @@ def test_reruns_of_one_checkpoint_are_within_noise(tmp_path: Path) -> None:
     result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "A2", seed=2)))
     assert {r.verdict for r in result.metrics} == {"within noise"} and result.exit_code == 0
     same = compare_runs(result.a, result.a)
+    assert same.exit_code == 0 and "A and B are the same scorecard" in same.notes[0]
     assert all(r.difference.difference == 0 and r.difference.low == r.difference.high == 0 for r in same.metrics)
 
 

@@ -178,6 +178,8 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
             problems.append(f"{key} differs: A is {ca[key]!r}, B is {cb[key]!r}; runs of one recipe version only")
     if problems:
         return Comparison(a, b, [], problems, notes, EXIT_MISMATCH, fail_on, header)
+    if a.path.resolve() == b.path.resolve():
+        notes.append(f"A and B are the same scorecard ({a.path}): every difference is 0")
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
         if run["status"] != "complete":
