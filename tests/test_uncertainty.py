@@ -78,14 +78,16 @@ def test_mean_then_median_resamples_whole_groups() -> None:
     assert "only 8 groups" in got["note"]
 
 
-def test_the_same_scores_give_the_same_interval_in_any_order() -> None:
-    x = list(np.random.default_rng(1).normal(0, 1, 50))
-    ids = _ids(50)
-    first = aggregate_interval(x, ids, "median")
-    order = np.random.default_rng(2).permutation(50)
-    shuffled = aggregate_interval([x[i] for i in order], [ids[i] for i in order], "median")
+@pytest.mark.parametrize("aggregation", ["mean", "median"])
+def test_the_same_scores_give_the_same_interval_in_any_order(aggregation: str) -> None:
+    x = list(np.random.default_rng(1).normal(0, 1, 51))
+    ids = _ids(51)
+    first = aggregate_interval(x, ids, aggregation)
+    assert aggregate_interval(x, ids, aggregation) == first
+    order = np.random.default_rng(2).permutation(51)
+    shuffled = aggregate_interval([x[i] for i in order], [ids[i] for i in order], aggregation)
     assert shuffled == first
-    assert aggregate_interval(x, ids, "median", seed=1) != first  # the seed is what fixes it
+    assert aggregate_interval(x, ids, aggregation, seed=1) != first  # the seed is what fixes it
 
 
 def test_no_number_where_nothing_can_be_resampled() -> None:
