@@ -106,7 +106,8 @@ def test_fail_is_two_sided_and_marks_better_or_worse() -> None:
     f1, rmse = result.rows
     assert (f1.status, f1.verdict, f1.delta) == ("FAIL", "better", pytest.approx(0.1))
     assert (rmse.status, rmse.verdict) == ("FAIL", "better")
-    assert result.problems[0] == "f1: measured 0.6 vs reference 0.5 (delta +0.1, better) is outside ±0.01"
+    assert result.problems[0] == ("f1: measured 0.6 vs reference 0.5 (delta +0.1, better) is outside ±0.01, "
+                                 "and outside the noise (±0)")
     worse = diff_scorecard(make_card([0.4] * 3, [2.0] * 3), ref())
     assert worse.rows[0].verdict == "worse" and worse.exit_code == EXIT_FAIL
 

@@ -98,7 +98,7 @@ def _reference(card: dict, shift: float = 0.0) -> dict:
 
 def _row(page: str, metric: str) -> str:
     """The HTML of the scorecard table row for ``metric``."""
-    match = re.search(rf"<tr><td><code>{re.escape(metric)}</code></td>.*?</tr>", page)
+    match = re.search(rf"<tr><td class=\"nowrap\"><code>{re.escape(metric)}( ★)?</code>.*?</tr>", page, re.S)
     assert match, metric
     return match.group(0)
 
@@ -127,15 +127,18 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     page = index.read_text()
     assert index == tmp_path / "r" / "index.html"
     pngs = _assert_pngs(index)
-    assert len([p for p in pngs if "-dist-" in p.name]) == 4
-    assert len([p for p in pngs if "-compare-" in p.name]) == 3  # groups: edge, vis, (no modality)
+    assert len([p for p in pngs if "-dist-" in p.name]) == 3  # groups: edge, vis, (no group)
+    assert [p.name for p in pngs if "-deviations" in p.name] == ["s01-deviations.png"]  # one plot, all metrics
     for name in complete["metrics"]:
         assert f"<code>{name}</code>" in page
     assert "COMPLETE" in page and "PARTIAL" not in page
-    assert ">FAIL</span>" in _row(page, "edge/canny_f1") and "-0.05 (worse)" in _row(page, "edge/canny_f1")
+    assert ">FAIL</span>" in _row(page, "edge/canny_f1") and ">-0.05<" in _row(page, "edge/canny_f1")
+    assert ">-5<" in _row(page, "edge/canny_f1")  # delta / tolerance
     assert ">PASS</span>" in _row(page, "edge/depth_si_rmse")
-    assert "↓ lower is better" in _row(page, "edge/depth_si_rmse")
-    assert "★ primary" in _row(page, "edge/canny_f1")
+    assert "↓ median" in _row(page, "edge/depth_si_rmse")
+    assert "★" in _row(page, "edge/canny_f1")
+    assert page.index("<code>edge/canny_f1 ★</code>") < page.index("<code>edge/depth_si_rmse</code>")  # FAIL first
+    assert re.search(r"<td class=\"nowrap\"[^>]*>\[0\.4\d+, 0\.4\d+\]</td>", _row(page, "edge/canny_f1"))
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
     assert "1 of 2 pinned inputs verified" in page and "no sha256 (lock it)" in page
@@ -147,7 +150,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     page2 = index2.read_text()
     _assert_pngs(index2)
     assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
-    assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &quot;more&quot;" in page2
+    assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &#34;more&#34;" in page2  # Jinja2 escapes " as &#34;
     assert "all 4" in page2  # one failed record costs every metric
     assert plt.get_fignums() == []
 
@@ -195,7 +198,7 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card["metrics"].items():
-        assert f"<td><code>{name}</code></td><td>{m['value']:.6g}</td>" in page
+        assert re.search(rf"<code>{name}</code>.*?</td><td class=\"num\">{m['value']:.6g}</td>", page, re.S)
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -255,7 +258,7 @@ def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
     assert 'Verdict: <span class="badge PASS">PASS</span>' in s1 and "Verdict" not in s2
     assert '<strong>PARTIAL</strong>' in s2 and str(path_b) in s2
     figures = {p.name for p in (tmp_path / "out" / "figures").iterdir()}
-    assert any(n.startswith("s01-compare-") for n in figures)
+    assert "s01-deviations.png" in figures
     assert any(n.startswith("s02-dist-") for n in figures)
     assert not any(n.startswith("s01-dist") for n in figures)
     _assert_pngs(index)
@@ -290,3 +293,89 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
         write_report([bad_json], tmp_path)
     with pytest.raises(ReportError, match=r"reference for scorecard #0 \(paibench-c / Nano\): .*recipe"):
         write_report([card], tmp_path, references={0: {"metrics": {"overall": {"value": None}}}})
+
+
+# ------------------------------------------------------------------- issue 10, item 10: a report that reads right
+
+
+def _stats_row(page: str, metric: str) -> list[str]:
+    """The cells of the distribution stats row of ``metric`` (n, mean, median, min, max)."""
+    match = re.search(rf'<tr><td><code>{re.escape(metric)}</code></td>((?:<td class="num">[^<]*</td>\s*)+)</tr>',
+                      page)
+    assert match, metric
+    return re.findall(r'<td class="num">([^<]*)</td>', match.group(1))
+
+
+def test_distributions_use_each_metrics_own_cohort(tmp_path: Path) -> None:
+    """Seven records, two cohorts of 3 and 4: each histogram and its counts cover its own cohort only."""
+    records = [SampleRecord(f"s{i}", "ok", {"clip": float(i)}, None, "0" * 64, 0.1) for i in range(7)]
+    metrics = [Spec("t2v/clip", aggregation="median", key="clip", sample_ids=["s0", "s1", "s2"]),
+               Spec("i2v/clip", aggregation="median", key="clip", sample_ids=["s3", "s4", "s5", "s6"])]
+    card = _card(records, 7, metrics=metrics)
+    page = write_report([card], tmp_path, samples={0: records}).read_text()
+    assert _stats_row(page, "t2v/clip") == ["3", "1", "1", "0", "2"]
+    assert _stats_row(page, "i2v/clip") == ["4", "4.5", "4.5", "3", "6"]
+    assert "(n=7)" not in page
+
+
+def test_all_metrics_share_one_deviation_plot(tmp_path: Path) -> None:
+    metrics = [Spec(f"m{k}/v", key="overall") for k in range(28)]
+    card = _card(_records(4), 4, metrics=metrics)
+    ref = {"recipe": "paibench-c", "recipe_version": "1.0.0", "checkpoint": "Nano", "mode": "full", "n_samples": 4,
+           "tier": "cross_hw", "source": {"kind": "fixture"},
+           "metrics": {f"m{k}/v": {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.1}, "primary": k == 0}
+                       for k in range(28)}}
+    write_report([card], tmp_path, references={0: ref})
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["s01-deviations.png"]
+
+
+def test_tick_labels_never_use_offset_notation() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pinbench.report_plots import plain_ticks
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    ax.plot([0.7 - 1e-9, 0.7 + 1e-9], [0, 1])
+    plain_ticks(ax)
+    fig.canvas.draw()
+    assert ax.xaxis.get_major_formatter().get_offset() == ""
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all("e" not in label for label in labels), labels
+
+
+def test_per_sample_figures_failures_first_then_worst_and_best(tmp_path: Path) -> None:
+    """20 per-sample figures: the failed sample's, the 3 worst and the 3 best are shown; 13 are named."""
+    records = [SampleRecord(f"v{i:02d}", "ok", {"overall": i / 100}, None, "0" * 64, 0.1) for i in range(19)]
+    records.append(SampleRecord("v19", "failed", None, "RuntimeError: decode", "0" * 64, 0.1))
+    png = tmp_path / "one.png"
+    Image.new("RGB", (8, 8)).save(png)
+    extras = [(f"m over time: {r.sample_id}", png, "caption", r.sample_id) for r in records]
+    card = _card(records, 20, metrics=[Spec("overall")])
+    page = write_report([card], tmp_path / "r", samples={0: records}, extra_figures={0: extras}).read_text()
+    shown = re.findall(r"<figcaption><strong>([^<]*) — m over time: (v\d+)", page)
+    assert [sid for _, sid in shown] == ["v19", "v00", "v01", "v02", "v18", "v17", "v16"]
+    assert shown[0][0] == "failed" and shown[1][0] == "worst by overall: 0"
+    assert len(list((tmp_path / "r" / "figures").glob("s01-sample-*.png"))) == 7
+    assert "13 more per-sample figure(s) not shown" in page and "v03, v04" in page
+
+
+def test_the_scorecard_is_named_by_its_path_and_badges_never_wrap(tmp_path: Path) -> None:
+    card = _card(_records(3), 3)
+    path = write_scorecard(card, tmp_path / "run" / "scorecard.json")
+    page = write_report([path], tmp_path / "r").read_text()
+    assert f"<th>scorecard</th><td>{path}</td>" in page and "scorecard #0" not in page
+    assert re.search(r"\.badge\{[^}]*white-space:nowrap", page)
+    in_memory = write_report([card], tmp_path / "m").read_text()
+    assert "scorecard #0 (paibench-c / Nano), in memory (not read from a file)" in in_memory
+
+
+def test_interval_shown_with_its_method_and_seed(tmp_path: Path) -> None:
+    card = _card(_records(6), 6)
+    page = write_report([card], tmp_path).read_text()
+    interval = card["metrics"]["edge/canny_f1"]["interval"]
+    cell = f"[{interval['low']:.4g}, {interval['high']:.4g}]"
+    assert cell in _row(page, "edge/canny_f1")
+    assert "BCa over 6 samples; 9999 resamples, seed 0; scipy.stats.bootstrap" in _row(page, "edge/canny_f1")

@@ -206,34 +206,55 @@ def diff_cmd(
 
 @app.command("record-reference")
 def record_reference_cmd(
-    scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a trusted, complete run")],
+    scorecards: Annotated[list[Path], typer.Argument(help="scorecard.json of one or several trusted, complete runs "
+                                                           "of one checkpoint (other seeds or GPUs)")],
     out: Annotated[Path | None, typer.Option(help="where to write (default: the recipe's references/)")] = None,
     tier: Annotated[str, typer.Option(help="same_hw (tight, for GPU CI) or cross_hw")] = "same_hw",
     tolerance: Annotated[list[str], typer.Option(help="METRIC=abs:X or METRIC=rel:X, narrower than the "
                                                       "recipe's default for the tier")] = [],  # noqa: B006
     note: Annotated[str, typer.Option(help="free text stored with the reference")] = "",
     force: Annotated[bool, typer.Option(help="replace an existing reference file")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the proposal and its arithmetic; write nothing")]
+    = False,
 ) -> None:
-    """Write a reference from a trusted run, so GPU CI can assert against it.
+    """Write a reference from trusted runs, so GPU CI can assert against it.
 
-    Directions, primary flags and default tolerances come from the recipe's declaration (recipe.yaml).
+    Directions, primary flags and default tolerances come from the recipe's declaration (recipe.yaml). With
+    several runs the value is their mean and each tolerance is proposed from their spread (shown with its
+    arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
     from pinbench.metricinfo import Tolerance
     from pinbench.options import OptionError, parse_pairs
-    from pinbench.reference import record_reference
+    from pinbench.proposal import propose_reference
+    from pinbench.reference import write_reference
     from pinbench.scorecard import load_scorecard
 
-    card = load_scorecard(scorecard)
-    recipe = _recipe(card["recipe"])
-    out = out or recipe.reference_file(card["checkpoint"], card["mode"])
+    resolved = [path.resolve() for path in scorecards]
+    repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
+    if repeated:
+        _fail(f"{repeated[0]}: given twice; each trusted run counts once")
+    cards = [load_scorecard(path) for path in scorecards]
+    recipe = _recipe(cards[0]["recipe"])
+    out = out or recipe.reference_file(cards[0]["checkpoint"], cards[0]["mode"])
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance).items()}
     except (OptionError, ValueError) as exc:
         _fail(f"--tolerance: {exc}")
-    if out.exists() and not force:
+    if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     try:
-        path = record_reference(card, out, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
+        proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
+    except (ValueError, RecipeError) as exc:
+        _fail(str(exc))
+    _echo(f"{len(cards)} run(s), tier {tier}: value and tolerance per metric")
+    _echo("\n".join(f"  {line}" for line in proposal.lines))
+    if proposal.refused:
+        _fail("refusing to record: " + "; ".join(proposal.refused))
+    if dry_run:
+        _echo(f"dry run: {out} not written")
+        return
+    try:
+        path = write_reference(proposal.data, out, recipe=recipe)
     except (ValueError, RecipeError) as exc:
         _fail(str(exc))
     _echo(f"wrote {path}")
@@ -266,12 +287,44 @@ def report(
     """Write a static HTML report (PNG plots) for one or more scorecards."""
     from pinbench.report import write_report
 
-    cards, references, samples = [], {}, {}
+    references, samples = {}, {}
     for i, path in enumerate(scorecards):
-        card, references[i], samples[i] = _load_run(path)
-        cards.append(card)
-    index = write_report(cards, out, references=_present(references), samples=_present(samples))
+        _, references[i], samples[i] = _load_run(path)
+    index = write_report(scorecards, out, references=_present(references), samples=_present(samples))
     _echo(f"report: {index}")
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="run directory or scorecard.json of run A (the baseline)")],
+    run_b: Annotated[Path, typer.Argument(help="run directory or scorecard.json of run B")],
+    fail_on: Annotated[str, typer.Option(help="any: exit 1 when a metric differs beyond noise either way; "
+                                              "worse: only when one is worse")] = "any",
+    report_dir: Annotated[Path | None, typer.Option("--report", help="also write an HTML report here")] = None,
+) -> None:
+    """Compare two runs of one recipe version sample by sample: B - A per metric with a paired 95% interval.
+
+    Exit 0: every metric within noise; 1: a metric better or worse beyond noise (--fail-on worse: worse only);
+    2: unmatched samples, a partial run or a metric in one run only; 3: other recipe or recipe version.
+    """
+    from pinbench.compare import FAIL_ON, compare_runs, load_run, render_comparison
+
+    if fail_on not in FAIL_ON:
+        _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
+    runs = [load_run(path) for path in (run_a, run_b)]
+    result = compare_runs(*runs, fail_on=fail_on)
+    _echo(render_comparison(result))
+    if report_dir is not None:
+        from pinbench.report import write_report
+
+        cards, references, samples = [], {}, {}
+        for i, run in enumerate(runs):
+            _, references[i], samples[i] = _load_run(run.path)
+            cards.append(run.path)
+        index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
+                             comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
+        _echo(f"report: {index}")
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -338,8 +391,8 @@ def demo(
             failed.append(f"{recipe.name} (exit {outcome.exit_code})")
         if outcome.scorecard_path:
             i = len(cards)
-            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
-            cards.append(card)
+            _, references[i], samples[i] = _load_run(outcome.scorecard_path)
+            cards.append(outcome.scorecard_path)
     index = write_report(cards, out / "report", references=_present(references), samples=_present(samples),
                          title="pinbench demo (fixture runs)")
     _echo(f"demo report: {index}")

@@ -16,7 +16,7 @@ from pinbench.recipe import Recipe
 
 LIBRARY = "pinbench"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
-LIBRARY_DATA_DIRS = ("schemas",)
+LIBRARY_DATA_DIRS = ("schemas", "templates")
 MARKER = ".pinbench-export"
 
 

@@ -37,9 +37,12 @@ def finish_run(
     seeds: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     provenance_extra: Mapping[str, Any] | None = None,
-    extra_figures: Sequence[tuple[str, Path, str]] = (),
+    extra_figures: Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]] = (),
 ) -> RunOutcome:
     """Write ``scorecard.json``, diff it against the recipe's reference, write ``report/``.
+
+    ``extra_figures`` are (title, png, caption) for the run, or (title, png, caption, sample_id) for one
+    sample: the report shows failures and the worst and best few of those, and names the rest.
 
     The exit code is the diff's when a reference exists for this checkpoint and mode; otherwise 0
     for a complete run and non-zero for a partial or failed one.
@@ -71,7 +74,7 @@ def finish_run(
     print(message, flush=True)
 
     report_path = write_report(
-        [card], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},
+        [scorecard_path], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},
         extra_figures={recipe.name: list(extra_figures)} if extra_figures else None,
         title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
     )

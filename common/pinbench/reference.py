@@ -16,14 +16,20 @@ is primary. Nothing here parses stdout.
 
 When several apply, the highest code wins: a comparison that does not apply outranks an incomplete
 run, which outranks an out-of-tolerance metric.
+
+Every row also shows the run's 95% interval and the reference's (when it was recorded from a run) and
+reads the difference against them: ``outside noise`` when |measured - reference| exceeds
+sqrt(a^2 + b^2), a and b being the sides of the two intervals that face each other (the normal
+approximation for two independent estimates; without a reference interval, b = 0, i.e. the reference lies
+outside the run's interval). The tolerance alone decides PASS and FAIL; the reading tells a FAIL "outside
+the band and outside the noise" from one "outside the band but within noise".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +37,7 @@ import yaml
 
 from pinbench.files import FileError, read_yaml, write_atomic
 from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
-from pinbench.provenance import scrub
 from pinbench.schema import schema_error
-from pinbench.scorecard import validate_scorecard
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -57,6 +61,9 @@ class MetricReference:
     tolerance: Tolerance
     primary: bool = False
     note: str | None = None
+    interval: dict[str, Any] | None = None  # 95% interval of the value (a reference recorded from runs)
+    runs: tuple[float, ...] | None = None  # each trusted run's value when several were recorded
+    basis: str | None = None  # how the tolerance was chosen, with its arithmetic
 
 
 @dataclass
@@ -89,8 +96,11 @@ class Reference:
         for name, m in self.metrics.items():
             entry: dict[str, Any] = {"value": m.value, "direction": m.direction,
                                      "tolerance": m.tolerance.as_dict(), "primary": m.primary}
-            if m.note is not None:
-                entry["note"] = m.note
+            for key in ("note", "interval", "basis"):
+                if getattr(m, key) is not None:
+                    entry[key] = getattr(m, key)
+            if m.runs is not None:
+                entry["runs"] = list(m.runs)
             data["metrics"][name] = entry
         return data
 
@@ -107,6 +117,10 @@ class DiffRow:
     verdict: str = ""  # "better" | "worse" | "same" per direction; "" when nothing was measured
     scored: str = ""  # "n_scored/n_expected" of the measured metric
     primary: bool = False
+    interval: dict[str, Any] | None = None  # the run's 95% interval (scorecard)
+    ref_interval: dict[str, Any] | None = None  # the reference's, when recorded from runs
+    noise: float | None = None  # sqrt(a^2 + b^2) of the interval sides facing each other
+    reading: str = ""  # "within noise" | "outside noise" | "noise unknown" | "" (nothing measured)
 
 
 @dataclass
@@ -139,8 +153,16 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
             tolerance = Tolerance.from_dict(m["tolerance"])
         except ValueError as exc:
             raise ReferenceFileError(path, f"metric {name}: {exc}") from None
+        interval = m.get("interval")
+        numbers = [m["value"], *(m.get("runs") or []), *((interval["low"], interval["high"]) if interval else ())]
+        if not all(math.isfinite(x) for x in numbers):
+            raise ReferenceFileError(path, f"metric {name}: runs and interval must be finite")
+        if interval and not interval["low"] <= interval["high"]:
+            raise ReferenceFileError(path, f"metric {name}: interval low {interval['low']} > high {interval['high']}")
         metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"], tolerance=tolerance,
-                                        primary=bool(m.get("primary", False)), note=m.get("note"))
+                                        primary=bool(m.get("primary", False)), note=m.get("note"),
+                                        interval=dict(interval) if interval else None,
+                                        runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
     if recipe is not None:
@@ -189,6 +211,27 @@ def _verdict(delta: float, direction: str) -> str:
     return "better" if (delta > 0) == (direction == "higher") else "worse"
 
 
+def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | None, reference: float,
+                  ref_interval: Mapping[str, Any] | None) -> tuple[str, float | None]:
+    """("within noise" | "outside noise" | "noise unknown", the noise) for measured - reference = delta.
+
+    The noise is sqrt(a^2 + b^2): a is the side of the run's interval that faces the reference, b the side
+    of the reference's interval that faces the run (0 when the reference has none).
+    """
+    from pinbench.uncertainty import has_interval
+
+    if not has_interval(interval):
+        return "noise unknown", None
+    if delta >= 0:
+        a = measured - interval["low"]
+        b = ref_interval["high"] - reference if has_interval(ref_interval) else 0.0
+    else:
+        a = interval["high"] - measured
+        b = reference - ref_interval["low"] if has_interval(ref_interval) else 0.0
+    noise = math.hypot(max(a, 0.0), max(b, 0.0))
+    return ("within noise" if _within(delta, noise, reference, measured) else "outside noise"), noise
+
+
 def _within(delta: float, bound: float, reference: float, measured: float) -> bool:
     # Ignore float noise at the 1e-12 scale so that an exact-boundary or exact-match check passes.
     return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
@@ -230,7 +273,8 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
         scored = f"{measured_entry['n_scored']}/{measured_entry['n_expected']}" if measured_entry else "-"
         row = DiffRow(metric=name, reference=m.value, measured=measured, delta=None,
                       tolerance_text=m.tolerance.text(m.value), status="MISSING", direction=m.direction,
-                      scored=scored, primary=m.primary)
+                      scored=scored, primary=m.primary, interval=(measured_entry or {}).get("interval"),
+                      ref_interval=m.interval)
         if measured_entry is None:
             problems.append(f"{name}: missing from the scorecard")
             code = max(code, EXIT_INCOMPLETE)
@@ -244,18 +288,30 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
         else:
             row.delta = measured - m.value
             row.verdict = _verdict(row.delta, m.direction)
+            row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
             if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
                 row.status = "PASS"
             else:
                 row.status = "FAIL"
+                if row.reading == "noise unknown":
+                    reading = "noise unknown (no interval)"
+                else:
+                    reading = (f"and outside the noise (±{row.noise:.3g})" if row.reading == "outside noise"
+                               else f"but within noise (±{row.noise:.3g})")
                 problems.append(f"{name}: measured {_fmt(measured)} vs reference {_fmt(m.value)} "
                                 f"(delta {_fmt(row.delta, sign=True)}, {row.verdict}) is outside "
-                                f"{row.tolerance_text}")
+                                f"{row.tolerance_text}, {reading}")
                 code = max(code, EXIT_FAIL)
         rows.append(row)
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
+    for name, entry in card_metrics.items():
+        interval = entry.get("interval")
+        if interval is None:
+            notes.append(f"{name}: no interval (scorecard schema {scorecard['schema_version']})")
+        elif interval["low"] is None:
+            notes.append(f"{name}: no interval ({interval['reason']})")
 
     source = ref.source.get("kind", "?")
     if ref.source.get("citation"):
@@ -277,11 +333,17 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
 
 def render_diff(result: DiffResult) -> str:
     """A plain-text table (no colour, no box characters) that reads the same in a terminal and a log."""
+    from pinbench.uncertainty import describe
+
     lines = [f"{key:<10} {value}" for key, value in result.header.items()]
-    columns = ["metric", "reference", "measured", "delta", "vs ref", "tolerance", "scored", "status"]
+    columns = ["metric", "reference", "measured", "delta", "vs ref", "tolerance", "scored", "status",
+               "run 95% CI", "ref 95% CI", "noise"]
     table = [columns] + [
         [("* " if r.primary else "  ") + r.metric, _fmt(r.reference), _fmt(r.measured),
-         _fmt(r.delta, sign=True), r.verdict or "-", r.tolerance_text, r.scored, r.status]
+         _fmt(r.delta, sign=True), r.verdict or "-", r.tolerance_text, r.scored, r.status,
+         _ci_cell(r.interval, describe) if r.interval else "-",
+         _ci_cell(r.ref_interval, describe) if r.ref_interval else "-",
+         _noise_cell(r)]
         for r in result.rows
     ]
     table[0][0] = "  " + table[0][0]
@@ -291,7 +353,8 @@ def render_diff(result: DiffResult) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("(* primary metric; delta = measured - reference; vs ref by the metric's direction)")
+    lines.append("(* primary metric; delta = measured - reference; vs ref by the metric's direction;")
+    lines.append(" noise: |delta| vs sqrt(a^2 + b^2) of the run's and reference's interval sides facing each other)")
     lines.append("")
     lines.append("problems:" if result.problems else "problems: none")
     lines.extend(f"  - {p}" for p in result.problems)
@@ -302,57 +365,45 @@ def render_diff(result: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def record_reference(scorecard: Mapping[str, Any], path: Path | str, *, recipe: Recipe, tier: str,
-                     overrides: Mapping[str, Tolerance] | None = None, note: str | None = None) -> Path:
-    """Write a ``trusted_run`` reference from a COMPLETE scorecard, with its provenance.
+def _ci_cell(interval: Mapping[str, Any] | None, describe: Any) -> str:
+    text = describe(interval)
+    return "n/a" if text.startswith("n/a") else text
 
-    Directions and primary flags come from the recipe's declaration; each tolerance is the declared default
-    for ``tier`` unless ``overrides`` narrows it (a wider override, or one for a metric the scorecard does
-    not have, is refused).
+
+def _noise_cell(row: DiffRow) -> str:
+    if not row.reading:
+        return "-"
+    if row.noise is None:
+        return row.reading
+    return f"{row.reading} (±{row.noise:.3g})"
+
+
+def record_reference(scorecards: Mapping[str, Any] | Sequence[Mapping[str, Any]], path: Path | str, *,
+                     recipe: Recipe, tier: str, overrides: Mapping[str, Tolerance] | None = None,
+                     note: str | None = None) -> Path:
+    """Write a ``trusted_run`` reference from one or several COMPLETE scorecards of one checkpoint.
+
+    Directions and primary flags come from the recipe's declaration. One run: each tolerance is the
+    declared default for ``tier`` unless ``overrides`` narrows it. Several runs: the value is their mean and
+    the tolerance is proposed from their spread (``pinbench.proposal``); a proposal wider than the declared
+    default is refused (ValueError naming the metrics), as is a wider override.
     """
-    validate_scorecard(scorecard)
-    label = f"{scorecard['recipe']} / {scorecard['checkpoint']} ({scorecard['mode']})"
-    if scorecard["recipe"] != recipe.name:
-        raise ValueError(f"scorecard is for {scorecard['recipe']!r}, not {recipe.name!r}")
-    if scorecard["status"] != "complete":
-        reasons = "; ".join(scorecard["status_reasons"][:3])
-        raise ValueError(f"refusing to record a reference from a {scorecard['status']} scorecard "
-                         f"of {label}: {reasons}")
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
-    overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(scorecard["metrics"]))
-    if unknown:
-        raise ValueError(f"--tolerance for metric(s) not in the scorecard: {', '.join(unknown)}")
-    entries: dict[str, Any] = {}
-    for name, measured in scorecard["metrics"].items():
-        info = recipe.metric_info(name)
-        default = info.tolerance[tier]
-        tolerance = overrides.get(name, default)
-        if not narrower_or_equal(tolerance, default, measured["value"]):
-            raise ValueError(f"--tolerance {name}={tolerance.as_dict()} is wider than {recipe.name}'s {tier} "
-                             f"default {default.as_dict()}; widen the declaration in recipe.yaml instead")
-        entries[name] = {"value": measured["value"], "direction": info.direction,
-                         "tolerance": tolerance.as_dict(), "primary": info.primary}
-    recorded = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    data: dict[str, Any] = {
-        "recipe": scorecard["recipe"], "recipe_version": scorecard["recipe_version"],
-        "checkpoint": scorecard["checkpoint"], "mode": scorecard["mode"],
-        "n_samples": scorecard["samples"]["n_expected"], "tier": tier,
-    }
-    if note is not None:
-        data["note"] = note
-    data["source"] = {
-        "kind": "trusted_run",
-        "citation": f"scorecard of {label}, run at {scorecard['provenance'].get('timestamp', '?')}",
-        "recorded": recorded,
-        "provenance": scrub(scorecard["provenance"]),
-    }
-    data["metrics"] = entries
+    from pinbench.proposal import propose_reference
+
+    cards = [scorecards] if isinstance(scorecards, Mapping) else list(scorecards)
+    proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note)
+    if proposal.refused:
+        raise ValueError("refusing to record: " + "; ".join(proposal.refused))
+    return write_reference(proposal.data, path, recipe=recipe)
+
+
+def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe) -> Path:
+    """Validate a reference as loading would, then write it atomically with a header comment."""
     path = Path(path)
     reference_from_dict(data, path, recipe)  # same validation as loading
-    text = (f"# Recorded by pinbench record-reference at {recorded} from a complete {scorecard['mode']} run;\n"
-            f"# valid only for recipe version {scorecard['recipe_version']}. Tolerances: the recipe's "
-            f"{tier} defaults unless narrowed.\n"
-            + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110))
+    runs = len(data["source"]["provenance"].get("runs") or []) or 1
+    text = (f"# Recorded by pinbench record-reference at {data['source']['recorded']} from {runs} complete "
+            f"{data['mode']} run(s);\n# valid only for recipe version {data['recipe_version']}. Each metric's "
+            "basis says how its tolerance was chosen.\n"
+            + yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=110))
     return write_atomic(path, text)

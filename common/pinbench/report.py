@@ -1,26 +1,28 @@
-"""Static HTML report for one or more scorecards: the page a reviewer opens to judge a run.
+"""Static HTML report for one or more scorecards (and ``pinbench compare`` results): the page a reviewer opens.
 
 Why a static page: it must open offline, inside an air-gapped cluster or from a CI artifact, so it has
 no JavaScript and no network resources; plots are PNGs written next to ``index.html`` and linked
-relatively. A partial or failed run is marked at the top of its section, and a scorecard is only called
-PASS against a reference when the run is complete and comparable (same recipe, version, checkpoint,
-mode and sample count). Every string that comes from data is redacted and HTML-escaped.
+relatively. The page is the Jinja2 template ``templates/report.html.j2``; this module decides what it
+shows and in which order: failures first (failing metrics, failed samples, the worst per-sample figures),
+every value with its 95% interval, one plot of all metrics in units of their tolerance, distributions over
+exactly the samples each metric was computed from, and at most a few per-sample figures.
+
+A partial or failed run is marked at the top of its section, and a scorecard is only called PASS against a
+reference when the run is complete and comparable (same recipe, version, checkpoint, mode and sample
+count). Every string from data is redacted (the environment's ``finalize``) and HTML-escaped (autoescape).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 import pinbench
 from pinbench.files import write_atomic
@@ -37,15 +39,28 @@ from pinbench.reference import (
     diff,
     reference_from_dict,
 )
-from pinbench.scorecard import load_scorecard, validate_scorecard
+from pinbench.scorecard import load_scorecard, metric_samples, validate_scorecard
+from pinbench.uncertainty import describe, has_interval
 
-DPI = 80
+if TYPE_CHECKING:
+    from pinbench.compare import Comparison
+
 FIGURES_DIR = "figures"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-STATUS_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "MISSING": "#bf8700", "INCOMPLETE": "#bf8700"}
-NO_REF_COLOUR = "#57606a"
+N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best per ranking metric
+VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+_STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "PASS": 3, "": 4}
+_STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
+_VERDICT_BADGE = {"PASS": "PASS", "FAIL": "FAIL", "INCOMPLETE": "INCOMPLETE", "MISMATCH": "FAIL",
+                  "NO REFERENCE": "none"}
+_MODE_NOTES = {
+    "fixture": "FIXTURE run on synthetic data: it tests the pipeline, it is not a benchmark score.",
+    "smoke": "SMOKE run on a subset: not comparable with a full-run reference.",
+}
 
-ExtraFigure = tuple[str, Path, str]
+# (title, png, caption) for a recipe figure, or (title, png, caption, sample_id) for one sample's figure:
+# those are ranked, and only the failures, the worst and the best few are shown.
+ExtraFigure = tuple
 
 
 class ReportError(ValueError):
@@ -53,18 +68,6 @@ class ReportError(ValueError):
 
 
 # ----------------------------------------------------------------------------------------- inputs
-
-
-@dataclass(frozen=True)
-class SampleView:
-    sample_id: str
-    status: str
-    result: Mapping[str, Any]
-
-
-def _field(obj: Any, key: str) -> Any:
-    """Read ``key`` from a mapping or an attribute, so SampleRecords and their JSON dicts both work."""
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
 def _as_float(value: Any) -> float | None:
@@ -75,18 +78,8 @@ def _as_float(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _normalise_samples(records: Sequence[Any]) -> list[SampleView]:
-    out = []
-    for record in records:
-        result = _field(record, "result")
-        out.append(SampleView(sample_id=str(_field(record, "sample_id")),
-                              status=str(_field(record, "status")),
-                              result=result if isinstance(result, Mapping) else {}))
-    return out
-
-
 def _load_card(card: Path | str | Mapping[str, Any], index: int) -> tuple[dict[str, Any], str]:
-    """The validated scorecard dict and a label naming where it came from (for error messages)."""
+    """The validated scorecard dict and where it came from: its path, or what names an in-memory one."""
     if not isinstance(card, Mapping):
         return load_scorecard(card), str(card)
     origin = f"scorecard #{index} ({card.get('recipe')} / {card.get('checkpoint')})"
@@ -132,10 +125,32 @@ def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) ->
     return picked
 
 
-# ----------------------------------------------------------------------------------------- comparison
+@dataclass(frozen=True)
+class Extra:
+    title: str
+    src: Path
+    caption: str
+    sample_id: str | None
 
 
-VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[Extra]:
+    out = []
+    for entry in entries or []:
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (3, 4):
+            raise ReportError(f"{origin}: extra figure must be (title, png_path, caption[, sample_id]), "
+                              f"got {entry!r}")
+        src = Path(entry[1])
+        try:
+            head = src.read_bytes()[: len(PNG_SIGNATURE)]
+        except OSError as exc:
+            raise ReportError(f"{src}: extra figure not readable ({exc.strerror})") from None
+        if head != PNG_SIGNATURE:
+            raise ReportError(f"{src}: extra figure is not a PNG file")
+        out.append(Extra(str(entry[0]), src, str(entry[2]), str(entry[3]) if len(entry) == 4 else None))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- rows
 
 
 @dataclass(frozen=True)
@@ -150,18 +165,29 @@ class Row:
     n_scored: int | None
     n_failed: int | None
     n_missing: int | None
+    interval: Mapping[str, Any] | None
     ref: MetricReference | None
     checked: DiffRow | None
     status: str  # PASS | FAIL | MISSING | INCOMPLETE | "" (no reference)
+    direction: str | None = None
+    primary: bool = False
 
     @property
     def bound(self) -> float:
         assert self.ref is not None
         return self.ref.tolerance.bound(self.ref.value)
 
+    def in_tolerances(self, value: float) -> float:
+        """``value - reference`` in units of the tolerance (±inf off a zero tolerance)."""
+        assert self.ref is not None
+        delta = value - self.ref.value
+        if self.bound > 0:
+            return delta / self.bound
+        return 0.0 if abs(delta) <= 1e-12 * max(1.0, abs(self.ref.value)) else math.copysign(math.inf, delta)
+
 
 def _group_of(name: str) -> str:
-    return name.split("/", 1)[0] if "/" in name else ""
+    return name.rsplit("/", 1)[0] if "/" in name else ""
 
 
 def _row_status(checked: DiffRow | None, metric: Mapping[str, Any]) -> str:
@@ -175,108 +201,21 @@ def _row_status(checked: DiffRow | None, metric: Mapping[str, Any]) -> str:
 
 
 def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResult | None) -> list[Row]:
-    """Scorecard metrics in order, then reference metrics the scorecard lacks; grouped by modality."""
+    """Scorecard metrics, then reference metrics the scorecard lacks; failures first, else in card order."""
     metrics: Mapping[str, Any] = card["metrics"]
     checked = {row.metric: row for row in result.rows} if result else {}
-    rows = []
-    for name, m in metrics.items():
-        rows.append(Row(
-            name=name, group=_group_of(name), measured=_as_float(m["value"]), aggregation=m["aggregation"],
-            n_expected=m["n_expected"], n_scored=m["n_scored"], n_failed=m["n_failed"],
-            n_missing=m["n_missing"], ref=ref.metrics.get(name) if ref else None,
-            checked=checked.get(name), status=_row_status(checked.get(name), m),
-        ))
+    rows = [Row(name=name, group=_group_of(name), measured=_as_float(m["value"]), aggregation=m["aggregation"],
+                n_expected=m["n_expected"], n_scored=m["n_scored"], n_failed=m["n_failed"],
+                n_missing=m["n_missing"], interval=m.get("interval"),
+                ref=ref.metrics.get(name) if ref else None, checked=checked.get(name),
+                status=_row_status(checked.get(name), m), direction=m["direction"], primary=m["primary"])
+            for name, m in metrics.items()]
     for name, row in checked.items():
         if name not in metrics and ref is not None:
-            rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None,
-                            None, ref.metrics[name], row, row.status))
-    groups = list(dict.fromkeys(row.group for row in rows))
-    return sorted(rows, key=lambda row: groups.index(row.group))
-
-
-# ----------------------------------------------------------------------------------------- plots
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "x"
-
-
-def _save(fig: Figure, path: Path) -> None:
-    # No pyplot: the figure is never registered globally, so nothing leaks between plots.
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-
-
-def _direction_hint(ax: Any, direction: str | None) -> None:
-    if direction == "higher":
-        ax.text(0.995, 0.92, "better →", transform=ax.transAxes, ha="right", va="top", fontsize=7)
-    elif direction == "lower":
-        ax.text(0.005, 0.92, "← better", transform=ax.transAxes, ha="left", va="top", fontsize=7)
-
-
-def plot_comparison(rows: Sequence[Row], path: Path) -> None:
-    """One strip per metric on its own value axis: tolerance band, reference line, measured dot."""
-    fig = Figure(figsize=(7.0, 0.35 + 0.62 * len(rows)), layout="constrained")
-    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
-    for ax, row in zip(axes, rows, strict=True):
-        ref = row.ref
-        assert ref is not None
-        half = row.bound
-        lo, hi = ref.value - half, ref.value + half
-        colour = STATUS_COLOURS.get(row.status, NO_REF_COLOUR)
-        ax.axvspan(lo, hi, color="#0969da", alpha=0.18, lw=0)
-        ax.axvline(ref.value, color="#0969da", lw=1.2)
-        xs = [lo, hi] + ([row.measured] if row.measured is not None else [])
-        if row.measured is not None:
-            hollow = row.status == "INCOMPLETE"
-            ax.plot([row.measured], [0.45], "o", ms=8, color=colour, mfc="white" if hollow else colour)
-            ax.text(row.measured, 0.72, f"{_num(row.measured)} {row.status}", color=colour, ha="center",
-                    va="bottom", fontsize=7)
-        else:
-            ax.text(0.5, 0.45, "no measured value (MISSING)", transform=ax.transAxes, ha="center",
-                    va="center", color=colour, fontsize=8)
-        span = max(xs) - min(xs) or max(abs(ref.value) * 0.02, 1e-6)
-        ax.set_xlim(min(xs) - 0.25 * span, max(xs) + 0.25 * span)
-        ax.set_ylim(0, 1.1)
-        ax.set_yticks([])
-        ax.tick_params(axis="x", labelsize=7)
-        ax.set_ylabel(row.name + (" ★" if ref.primary else ""), rotation=0, ha="right", va="center",
-                      fontsize=8)
-        _direction_hint(ax, ref.direction)
-    _save(fig, path)
-
-
-def _values(samples: Sequence[SampleView], key: str) -> np.ndarray:
-    vals = [_as_float(s.result.get(key)) for s in samples if s.status == "ok"]
-    return np.array([v for v in vals if v is not None], dtype=np.float64)
-
-
-def plot_distribution(name: str, values: np.ndarray, row: Row | None, path: Path) -> None:
-    """Histogram with a jittered strip of the same values underneath; scorecard and reference marked."""
-    fig = Figure(figsize=(4.2, 2.6), layout="constrained")
-    hist_ax, strip_ax = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    bins = min(40, max(5, math.ceil(math.sqrt(values.size))))
-    hist_ax.hist(values, bins=bins, color="#8c959f", edgecolor="white")
-    jitter = np.random.default_rng(0).uniform(-0.3, 0.3, values.size)
-    strip_ax.plot(values, jitter, "o", ms=3, alpha=0.6, color="#24292f")
-    strip_ax.set_ylim(-0.5, 0.5)
-    strip_ax.set_yticks([])
-    for ax in (hist_ax, strip_ax):
-        if row is not None and row.ref is not None:
-            half = row.bound
-            ax.axvspan(row.ref.value - half, row.ref.value + half, color="#0969da", alpha=0.15, lw=0)
-            ax.axvline(row.ref.value, color="#0969da", lw=1.2, label="reference")
-        if row is not None and row.measured is not None:
-            ax.axvline(row.measured, color="black", ls="--", lw=1.0, label=f"scorecard ({row.aggregation})")
-    hist_ax.set_title(name, fontsize=9)
-    hist_ax.tick_params(labelsize=7)
-    strip_ax.tick_params(labelsize=7)
-    if hist_ax.get_legend_handles_labels()[0]:
-        hist_ax.legend(fontsize=6, loc="upper right")
-    _save(fig, path)
-
-
-# ----------------------------------------------------------------------------------------- html
+            rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None, None,
+                            None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
+                            ref.metrics[name].primary))
+    return sorted(rows, key=lambda row: _STATUS_ORDER[row.status])
 
 
 def _num(value: Any, spec: str = ".6g") -> str:
@@ -284,190 +223,35 @@ def _num(value: Any, spec: str = ".6g") -> str:
     return "—" if v is None else format(v, spec)
 
 
-def _t(value: Any) -> str:
-    """Every data string goes through here: redacted, then escaped."""
-    return html.escape(redact(str(value)), quote=True)
+def _interval_note(interval: Mapping[str, Any] | None) -> str:
+    if not has_interval(interval):
+        return ""
+    parts = [f"{interval['method']} over {interval['n_units']} {interval['unit']}s",
+             f"{interval['n_resamples']} resamples, seed {interval['seed']}", interval["implementation"]]
+    return "; ".join(parts + ([interval["note"]] if interval.get("note") else []))
 
 
-def _render_value(value: Any) -> str:
-    """Nested dicts and lists as nested tables / lists. Callers pass data through ``scrub`` first."""
-    if isinstance(value, Mapping):
-        if not value:
-            return "<em>empty</em>"
-        body = "".join(f"<tr><th>{_t(k)}</th><td>{_render_value(v)}</td></tr>" for k, v in value.items())
-        return f'<table class="kv">{body}</table>'
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "<em>empty</em>"
-        if all(not isinstance(v, (Mapping, list, tuple)) for v in value) and len(value) <= 8:
-            return ", ".join(_render_value(v) for v in value)
-        return "<ol>" + "".join(f"<li>{_render_value(v)}</li>" for v in value) + "</ol>"
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return _num(value)
-    return _t(value)
-
-
-def _provenance_html(prov: Mapping[str, Any]) -> str:
-    """Headline (commit, dirty flag, image digest, versions, unverified inputs), then everything."""
-    prov = scrub(dict(prov))
-    code = prov.get("pinbench") or {}
-    container = prov.get("container") or {}
-    packages = prov.get("packages") or {}
-    commit = code.get("commit")
-    items = [f"<dt>commit</dt><dd><code>{_t(commit)}</code></dd>" if commit
-             else "<dt>commit</dt><dd>none (not run from a git checkout with commits)</dd>"]
-    dirty = code.get("dirty")
-    if dirty:
-        items.append(f"<dt>working tree</dt><dd>{_badge('DIRTY', 'FAIL')} uncommitted changes</dd>")
-    elif dirty is not None:
-        items.append("<dt>working tree</dt><dd>clean</dd>")
-    image = container.get("image_digest")
-    items.append(f"<dt>image digest</dt><dd><code>{_t(image)}</code></dd>" if image else
-                 "<dt>image digest</dt><dd>none (not run in a pinbench container)</dd>")
-    versions = {"pinbench": code.get("version"), "python": prov.get("python"), "torch": packages.get("torch"),
-                "cuda": packages.get("cuda"), "gpus": prov.get("gpus"), "driver": prov.get("driver")}
-    shown = ", ".join(f"{_t(k)} {_render_value(v)}" for k, v in versions.items() if v)
-    items.append(f"<dt>versions</dt><dd>{shown or '—'}</dd>")
-    inputs = prov.get("inputs") or {}
-    unverified = [f"{_t(name)}: {_t(state.get('reason', 'unverified'))}" for name, state in inputs.items()
-                  if isinstance(state, Mapping) and state.get("state") != "verified"]
-    verified = len(inputs) - len(unverified)
-    pins = f"{verified} of {len(inputs)} pinned inputs verified"
-    if unverified:
-        pins += '<ul class="warn">' + "".join(f"<li>{u}</li>" for u in unverified) + "</ul>"
-    items.append(f"<dt>pins</dt><dd>{pins}</dd>")
-    return (f'<dl class="headline">{"".join(items)}</dl>'
-            f"<details><summary>full provenance</summary>{_render_value(prov)}</details>")
-
-
-_STATUS_LABELS = {"complete": "COMPLETE", "partial": "PARTIAL", "failed": "FAILED"}
-_MODE_NOTES = {
-    "fixture": "FIXTURE run on synthetic data: it tests the pipeline, it is not a benchmark score.",
-    "smoke": "SMOKE run on a subset: not comparable with a full-run reference.",
-}
-
-
-def _status_banner(card: Mapping[str, Any]) -> str:
-    status, samples = card["status"], card["samples"]
-    counts = (f"{samples['n_ok']} of {samples['n_expected']} samples ok, {samples['n_failed']} failed, "
-              f"{samples['n_missing']} missing")
-    note = {"partial": " — scores cover only part of the sample set", "failed": " — nothing was scored"}
-    reasons = "".join(f"<li>{_t(r)}</li>" for r in card.get("status_reasons") or [])
-    mode_note = _MODE_NOTES.get(card["mode"])
-    return (f'<div class="banner {status}"><strong>{_STATUS_LABELS[status]}</strong>{note.get(status, "")}'
-            f"<br>{counts}{'<ul>' + reasons + '</ul>' if reasons else ''}</div>"
-            + (f'<p class="modenote">{mode_note}</p>' if mode_note else ""))
-
-
-def _score_table(rows: Sequence[Row], with_ref: bool) -> str:
-    head = "<tr><th>metric</th><th>measured</th><th>aggregation</th><th>scored / expected</th>"
-    if with_ref:
-        head += "<th>direction</th><th>reference</th><th>tolerance</th><th>delta</th><th>status</th>"
-    body = []
-    group = None
-    ncols = 9 if with_ref else 4
-    for row in rows:
-        if row.group != group:
-            group = row.group
-            body.append(f'<tr class="group"><th colspan="{ncols}">{_t(group) if group else "(no modality)"}'
-                        "</th></tr>")
-        counts = "not in scorecard" if row.n_scored is None else f"{row.n_scored} / {row.n_expected}"
-        lost = [f"{n} {what}" for n, what in ((row.n_failed, "failed"), (row.n_missing, "missing")) if n]
-        if lost:
-            counts += f' <span class="warn">({", ".join(lost)})</span>'
-        cells = [f"<td><code>{_t(row.name)}</code></td>", f"<td>{_num(row.measured)}</td>",
-                 f"<td>{_t(row.aggregation or '—')}</td>", f"<td>{counts}</td>"]
-        if with_ref:
-            cells += _ref_cells(row)
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table class="scores">{head}</tr>{"".join(body)}</table>'
-
-
-def _ref_cells(row: Row) -> list[str]:
-    ref = row.ref
-    if ref is None:
-        return ["<td></td>", "<td>—</td>", "<td></td>", "<td></td>", '<td class="muted">no reference</td>']
-    arrow = {"higher": "↑ higher is better", "lower": "↓ lower is better"}.get(str(ref.direction), "—")
+def _row_view(row: Row) -> dict[str, Any]:
+    counts = "not in scorecard" if row.n_scored is None else f"{row.n_scored} / {row.n_expected}"
+    lost = ", ".join(f"{n} {what}" for n, what in ((row.n_failed, "failed"), (row.n_missing, "missing")) if n)
+    interval = "—" if row.n_scored is None else describe(row.interval)
+    direction = (row.ref.direction if row.ref else None) or row.direction
+    primary = row.primary or (row.ref is not None and row.ref.primary)
+    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "measured": row.measured,
+                            "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
+                            "interval_note": _interval_note(row.interval), "aggregation": row.aggregation or "—",
+                            "counts": counts, "lost": lost, "has_ref": row.ref is not None, "status": row.status}
+    if row.ref is None or row.checked is None:
+        return view
     checked = row.checked
-    assert checked is not None
-    delta_text = "—" if checked.delta is None else f"{checked.delta:+.4g}"
-    if checked.verdict:
-        delta_text += f" ({checked.verdict})"
-    title = f' title="{_t(ref.note)}"' if ref.note else ""
-    return [
-        f"<td>{arrow}</td>",
-        f"<td{title}>{_num(ref.value)}{' ★ primary' if ref.primary else ''}</td>",
-        f"<td>{_t(checked.tolerance_text)}</td>",
-        f"<td>{delta_text}</td>",
-        f"<td>{_badge(row.status, row.status)}</td>",
-    ]
-
-
-def _failures_html(card: Mapping[str, Any]) -> str:
-    """One row per (sample, reason) naming the metrics it cost, failed first then missing, in order."""
-    metrics: Mapping[str, Any] = card["metrics"]
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for name, m in metrics.items():
-        for failure in m["failed"]:
-            grouped.setdefault((failure["sample_id"], failure["error"]), []).append(name)
-    for name, m in metrics.items():
-        for sample_id in m.get("missing") or []:
-            grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
-    unnamed = {name: m["n_missing"] - len(m.get("missing") or []) for name, m in metrics.items()}
-    notes = [f"{_t(name)}: {n} sample(s) have no record (never run, or scored in another shard)"
-             for name, n in unnamed.items() if n > 0]
-    out = ["<ul>" + "".join(f'<li class="warn">{n}</li>' for n in notes) + "</ul>"] if notes else []
-    if not grouped:
-        return "".join(out) + ("" if notes else "<p>No failed or missing samples.</p>")
-    rows = []
-    for (sample_id, error), names in grouped.items():
-        which = f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(_t(n) for n in names)
-        rows.append(f"<tr><td><code>{_t(sample_id)}</code></td><td><pre>{_t(error)}</pre></td>"
-                    f"<td>{which}</td></tr>")
-    out.append(f'<p>{len(grouped)} failure(s).</p><table class="failures"><tr><th>sample</th><th>reason</th>'
-               f"<th>metrics affected</th></tr>{''.join(rows)}</table>")
-    return "".join(out)
-
-
-_STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
-_VERDICT_BADGE = {"PASS": "PASS", "FAIL": "FAIL", "INCOMPLETE": "INCOMPLETE", "MISMATCH": "FAIL",
-                  "NO REFERENCE": "none"}
-
-
-def _badge(text: str, cls: str) -> str:
-    """``text`` must already be escaped; ``cls`` is one of the fixed badge classes."""
-    return f'<span class="badge {cls}">{text}</span>'
-
-
-def _figure_html(src: str, title: str, caption: str) -> str:
-    return (f'<figure><img src="{html.escape(src)}" alt="{_t(title)}"><figcaption><strong>{_t(title)}'
-            f"</strong>{'<br>' + _t(caption) if caption else ''}</figcaption></figure>")
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#24292f;padding:0 1em}
-h1{margin-bottom:.2em} h2{border-bottom:2px solid #d0d7de;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0} th,td{border:1px solid #d0d7de;padding:3px 7px;
-text-align:left;vertical-align:top;font-size:14px} tr.group th{background:#f6f8fa}
-table.kv{font-size:13px} table.kv th{font-weight:600;background:#f6f8fa}
-td{word-break:break-word} pre{margin:0;white-space:pre-wrap;font-size:13px}
-.banner{font-size:20px;padding:.6em 1em;border-radius:6px;margin:.8em 0;color:#fff}
-.banner strong{font-size:28px;letter-spacing:.05em}
-.banner.complete{background:#1a7f37} .banner.partial{background:#bf8700} .banner.failed{background:#cf222e}
-.modenote{font-weight:600;color:#9a6700}
-.badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:700;font-size:13px}
-.badge.PASS{background:#1a7f37} .badge.FAIL{background:#cf222e}
-.badge.MISSING,.badge.INCOMPLETE{background:#bf8700}
-.badge.none{background:#57606a} .muted{color:#57606a} .warn{color:#cf222e;font-weight:600}
-.verdict{font-size:18px} figure{display:inline-block;margin:.5em;vertical-align:top;max-width:100%}
-figure img{max-width:100%;border:1px solid #d0d7de} figcaption{font-size:13px;max-width:560px}
-dl.headline{display:grid;grid-template-columns:max-content auto;gap:2px 1em} dl.headline dt{font-weight:600}
-dl.headline dd{margin:0}
-"""
+    delta = "—" if checked.delta is None else f"{checked.delta:+.3g}"
+    z = "—" if checked.delta is None else f"{row.in_tolerances(row.measured):+.3g}"
+    noise = {"within noise": "within", "outside noise": "outside", "noise unknown": "unknown"}.get(checked.reading, "—")
+    if checked.noise is not None:
+        noise += f" (±{checked.noise:.3g})"
+    view.update(reference=row.ref.value, ref_note=row.ref.note or "",
+                tolerance=checked.tolerance_text, delta=delta, z=z, noise=noise)
+    return view
 
 
 # ----------------------------------------------------------------------------------------- sections
@@ -479,8 +263,9 @@ class _Section:
     card: dict[str, Any]
     origin: str
     ref: Reference | None
-    samples: list[SampleView] | None
-    extras: list[ExtraFigure]
+    samples: list[Any] | None
+    extras: list[Extra]
+    from_file: bool
 
     @property
     def anchor(self) -> str:
@@ -491,108 +276,242 @@ class _Section:
         return f"{self.card['recipe']} · {self.card['checkpoint']} · {self.card['mode']}"
 
 
-def _render_section(sec: _Section, fig_dir: Path, written: set[Path]) -> tuple[str, str]:
-    """Write this scorecard's PNGs and return (section html, verdict)."""
+class _Figures:
+    """The PNGs of one report: written under ``figures/``, linked relatively, stale ones removed."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir / FIGURES_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.written: set[Path] = set()
+
+    def path(self, name: str) -> Path:
+        path = self.dir / name
+        self.written.add(path)
+        return path
+
+    def view(self, path: Path, title: str, caption: str = "") -> dict[str, str]:
+        return {"src": f"{FIGURES_DIR}/{path.name}", "title": title, "caption": caption}
+
+    def remove_stale(self) -> None:
+        for stale in self.dir.glob("*.png"):
+            if stale not in self.written:
+                stale.unlink()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "x"
+
+
+def _deviation_figure(sec: _Section, rows: Sequence[Row], figs: _Figures) -> dict[str, str] | None:
+    from pinbench.report_plots import Deviation, plot_deviations
+
+    judged = [row for row in rows if row.ref is not None]
+    if not judged:
+        return None
+    points = []
+    for row in judged:
+        ref_interval = row.ref.interval if row.ref.interval else None
+        run = ((row.in_tolerances(row.interval["low"]), row.in_tolerances(row.interval["high"]))
+               if has_interval(row.interval) else None)
+        points.append(Deviation(
+            label=row.name + (" ★" if row.ref.primary else "") + (" ↑" if row.ref.direction == "higher" else " ↓"),
+            status=row.status, z=row.in_tolerances(row.measured) if row.measured is not None else None, run=run,
+            ref=(row.in_tolerances(ref_interval["low"]), row.in_tolerances(ref_interval["high"]))
+            if ref_interval else None))
+    path = figs.path(f"{sec.anchor}-deviations.png")
+    plot_deviations(points, path)
+    failing = sum(1 for row in judged if row.status != "PASS")
+    caption = (f"{len(judged)} metrics, failures first ({failing} not PASS). Dot: (measured - reference) / "
+               "tolerance; the blue band is the tolerance; bar: the run's 95% interval; grey: the reference's; "
+               "hollow: computed on an incomplete sample set; ↑/↓: higher/lower is better.")
+    return figs.view(path, "All metrics against the reference, in units of their tolerance", caption)
+
+
+def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[list[dict[str, Any]], list[str]]:
+    """One small-multiples figure per metric group, each metric over its own samples only."""
+    from pinbench.report_plots import Distribution, plot_distributions
+
+    assert sec.samples is not None
+    by_name = {row.name: row for row in rows}
+    groups: dict[str, list[tuple[str, np.ndarray]]] = {}
+    empty = []
+    for name, m in sec.card["metrics"].items():
+        scored, _ = metric_samples(name, m, sec.samples)
+        values = np.array([v for v, _ in scored.values()], dtype=np.float64)
+        if values.size == 0:
+            empty.append(name)
+            continue
+        groups.setdefault(_group_of(name), []).append((name, values))
+    out = []
+    for g, (group, members) in enumerate(groups.items()):
+        panels, stats = [], []
+        for name, values in members:
+            row = by_name[name]
+            ref = row.ref
+            panels.append(Distribution(
+                title=f"{name.rsplit('/', 1)[-1]} (n={values.size})", values=values, aggregate=row.measured,
+                interval=(row.interval["low"], row.interval["high"]) if has_interval(row.interval) else None,
+                reference=ref.value if ref else None,
+                band=(ref.value - row.bound, ref.value + row.bound) if ref else None))
+            stats.append({"name": name, "n": values.size, "mean": float(values.mean()),
+                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max())})
+        path = figs.path(f"{sec.anchor}-dist-{g + 1:02d}-{_slug(group or 'metrics')}.png")
+        plot_distributions(panels, path)
+        caption = ("Each metric over exactly the samples it was computed from. Dashed: the scorecard value, "
+                   "grey: its 95% interval; blue: reference and tolerance band.")
+        out.append({"figure": figs.view(path, group or "(no group)", caption), "stats": stats})
+    return out, empty
+
+
+def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]], list[str]]:
+    """Failed samples' figures first, then per ranking metric the worst and the best few; the rest named."""
+    per_sample = [e for e in sec.extras if e.sample_id is not None]
+    if not per_sample:
+        return [], []
+    metrics = sorted(sec.card["metrics"].items(), key=lambda item: not item[1]["primary"])
+    scored = {name: metric_samples(name, m, sec.samples or [])[0] for name, m in metrics}
+    chosen: list[tuple[str, Extra]] = []
+    ranked: dict[str, list[tuple[float, Extra]]] = {}
+    for extra in per_sample:
+        owner = next((name for name, _ in metrics if extra.sample_id in scored[name]), None)
+        if owner is None:
+            chosen.append(("failed", extra))
+        else:
+            ranked.setdefault(owner, []).append((scored[owner][extra.sample_id][0], extra))
+    for name, entries in ranked.items():
+        higher = sec.card["metrics"][name]["direction"] == "higher"
+        entries.sort(key=lambda item: (item[0] if higher else -item[0], item[1].sample_id))  # worst first
+        n_worst = min(N_EXTREMES, len(entries))
+        n_best = min(N_EXTREMES, len(entries) - n_worst)
+        chosen += [(f"worst by {name}: {value:.4g}", e) for value, e in entries[:n_worst]]
+        chosen += [(f"best by {name}: {value:.4g}", e) for value, e in entries[len(entries) - n_best:][::-1]]
+    shown = {id(e) for _, e in chosen}
+    views = []
+    for k, (why, extra) in enumerate(chosen):
+        dest = figs.path(f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png")
+        shutil.copyfile(extra.src, dest)
+        views.append(figs.view(dest, f"{why} — {extra.title}", extra.caption))
+    return views, [e.sample_id for e in per_sample if id(e) not in shown]
+
+
+def _failures(card: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+    """One row per (sample, reason) naming the metrics it cost, failed first then missing, in order."""
+    metrics: Mapping[str, Any] = card["metrics"]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for name, m in metrics.items():
+        for failure in m["failed"]:
+            grouped.setdefault((failure["sample_id"], failure["error"]), []).append(name)
+    for name, m in metrics.items():
+        for sample_id in m.get("missing") or []:
+            grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
+    unnamed = [f"{name}: {m['n_missing'] - len(m.get('missing') or [])} sample(s) have no record "
+               "(never run, or scored in another shard)"
+               for name, m in metrics.items() if m["n_missing"] - len(m.get("missing") or []) > 0]
+    rows = [{"sample_id": sample_id, "error": error,
+             "metrics": f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(names)}
+            for (sample_id, error), names in grouped.items()]
+    return rows, unnamed
+
+
+def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
+    prov = scrub(dict(prov))
+    code, container, packages = prov.get("pinbench") or {}, prov.get("container") or {}, prov.get("packages") or {}
+    versions = {"pinbench": code.get("version"), "python": prov.get("python"), "torch": packages.get("torch"),
+                "cuda": packages.get("cuda"), "gpus": prov.get("gpus"), "driver": prov.get("driver")}
+    inputs = prov.get("inputs") or {}
+    unverified = [f"{name}: {state.get('reason', 'unverified')}" for name, state in inputs.items()
+                  if isinstance(state, Mapping) and state.get("state") != "verified"]
+    return {"commit": code.get("commit"), "dirty": code.get("dirty"), "image": container.get("image_digest"),
+            "versions": {k: v for k, v in versions.items() if v}, "verified": len(inputs) - len(unverified),
+            "n_inputs": len(inputs), "unverified": unverified, "full": prov}
+
+
+def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
     checked = diff(card, ref) if ref else None
     rows = build_rows(card, ref, checked)
-    result = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
-    parts = [f'<section id="{sec.anchor}"><h2>{_t(sec.label)}</h2>', _status_banner(card)]
-    summary = {
-        "recipe": card["recipe"], "recipe version": card["recipe_version"], "checkpoint": card["checkpoint"],
-        "mode": card["mode"], "schema version": card["schema_version"], "scorecard": sec.origin,
-        "samples file": card["samples"]["path"],
+    verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
+    samples = card["samples"]
+    failures, unnamed = _failures(card)
+    view: dict[str, Any] = {
+        "anchor": sec.anchor, "label": sec.label, "status": card["status"],
+        "status_badge": _STATUS_BADGE[card["status"]], "verdict": verdict, "verdict_badge": _VERDICT_BADGE[verdict],
+        "status_note": {"partial": " — scores cover only part of the sample set",
+                        "failed": " — nothing was scored"}.get(card["status"], ""),
+        "counts": (f"{samples['n_ok']} of {samples['n_expected']} samples ok, {samples['n_failed']} failed, "
+                   f"{samples['n_missing']} missing"),
+        "status_reasons": card.get("status_reasons") or [], "mode_note": _MODE_NOTES.get(card["mode"]),
+        "summary": {"recipe": card["recipe"], "recipe version": card["recipe_version"],
+                    "checkpoint": card["checkpoint"], "mode": card["mode"], "schema version": card["schema_version"],
+                    "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
+                    "samples file": samples["path"]},
+        "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "failures": failures, "unnamed": unnamed, "prov": _provenance(card["provenance"]),
+        "details": {key: scrub(card[key]) for key in ("config", "timings", "extra") if card.get(key)},
+        "distributions": None, "no_values": [],
     }
-    parts.append(_render_value(summary))
-
     if ref is not None and checked is not None:
-        parts.append(_comparison_html(sec.anchor, ref, checked, rows, fig_dir, written))
-    else:
-        parts.append('<h3>Scorecard</h3><p class="muted">No reference given: measured values only, '
-                     "nothing judged.</p>")
-        parts.append(_score_table(rows, with_ref=False))
-
-    parts.append("<h3>Per-sample distributions</h3>")
-    parts.append(_distributions_html(sec, rows, fig_dir, written))
-    parts.append("<h3>Failures</h3>")
-    parts.append(_failures_html(card))
-    if sec.extras:
-        parts.append("<h3>Recipe figures</h3>")
-        for k, (title, src, caption) in enumerate(sec.extras):
-            dest = fig_dir / f"{sec.anchor}-extra-{k + 1:02d}-{_slug(Path(src).stem)}.png"
-            shutil.copyfile(src, dest)
-            written.add(dest)
-            parts.append(_figure_html(f"{FIGURES_DIR}/{dest.name}", title, caption))
-    parts.append("<h3>Provenance</h3>")
-    parts.append(_provenance_html(card["provenance"]))
-    for key in ("config", "timings", "extra"):
-        if card.get(key):
-            parts.append(f"<details><summary>{key}</summary>{_render_value(scrub(card[key]))}</details>")
-    parts.append("</section>")
-    return "".join(parts), result
+        view.update(exit_code=checked.exit_code, problems=checked.problems,
+                    reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
+                                            "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
+                    deviation_figure=_deviation_figure(sec, rows, figs))
+    if sec.samples is not None:
+        view["distributions"], view["no_values"] = _distributions(sec, rows, figs)
+    view["sample_figures"], view["more_samples"] = _sample_figures(sec, figs)
+    recipe_figures = []
+    for k, extra in enumerate(e for e in sec.extras if e.sample_id is None):
+        dest = figs.path(f"{sec.anchor}-extra-{k + 1:02d}-{_slug(extra.src.stem)}.png")
+        shutil.copyfile(extra.src, dest)
+        recipe_figures.append(figs.view(dest, extra.title, extra.caption))
+    view["recipe_figures"] = recipe_figures
+    return view
 
 
-def _comparison_html(anchor: str, ref: Reference, checked: DiffResult, rows: Sequence[Row], fig_dir: Path,
-                     written: set[Path]) -> str:
-    """Verdict and problems (from ``pinbench.reference.diff``), the table, one plot per modality."""
-    result = VERDICTS[checked.exit_code]
-    parts = ["<h3>Scorecard against reference</h3>",
-             f'<p class="verdict">Verdict: {_badge(result, _VERDICT_BADGE[result])} '
-             f"(exit code {checked.exit_code})</p>"]
-    if checked.problems:
-        parts.append("<ul>" + "".join(f'<li class="warn">{_t(p)}</li>' for p in checked.problems) + "</ul>")
-    source = {"file": ref.path, "tier": ref.tier, "source": ref.source, "n_samples": ref.n_samples,
-              "note": ref.note}
-    parts.append(f"<details><summary>reference source</summary>{_render_value(scrub(source))}</details>")
-    parts.append(_score_table(rows, with_ref=True))
-    parts.append('<p class="muted">Plots: blue line = reference, shaded = tolerance band, dot = measured '
-                 "(green PASS, red FAIL, hollow orange = computed on an incomplete sample set); "
-                 "★ primary metric.</p>")
-    groups = list(dict.fromkeys(row.group for row in rows if row.ref is not None))
-    for g, group in enumerate(groups):
-        path = fig_dir / f"{anchor}-compare-{g + 1:02d}-{_slug(group or 'metrics')}.png"
-        plot_comparison([row for row in rows if row.ref is not None and row.group == group], path)
-        written.add(path)
-        parts.append(_figure_html(f"{FIGURES_DIR}/{path.name}", group or "(no modality)", ""))
-    return "".join(parts)
+def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, Any]:
+    from pinbench.compare import VERDICT_NAMES, unmatched_samples
+    from pinbench.report_plots import DifferenceRow, plot_differences
+
+    rows, plot_rows = [], []
+    for r in result.metrics:
+        d = r.difference
+        interval = (d.low, d.high) if has_interval(d.interval) else None
+        rows.append({"name": r.name, "primary": r.primary, "a": d.value_a, "b": d.value_b, "difference": d.difference,
+                     "interval": describe(d.interval), "direction": r.direction, "verdict": r.verdict,
+                     "reason": r.reason, "matched": f"{r.n_matched}/{r.n_cohort}"})
+        if math.isfinite(d.difference):
+            text = f"{d.difference:+.4g} " + (f"[{d.low:+.4g}, {d.high:+.4g}]" if interval else "(no interval)")
+            plot_rows.append(DifferenceRow(r.name + (" ★" if r.primary else ""), r.verdict, d.difference, interval,
+                                           r.direction == "higher", text))
+    figure = None
+    if plot_rows:
+        path = figs.path(f"compare-{k + 1:02d}-differences.png")
+        plot_differences(plot_rows, path)
+        figure = figs.view(path, "B - A per metric with its paired 95% interval",
+                           "Each row scaled to its own interval and turned so that right is better; green: better "
+                           "beyond noise, red: worse, grey: within noise (the interval contains 0).")
+    unmatched = [{"sample_id": sample_id, "why": why,
+                  "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
+                 for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
+    return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
+            "exit_code": result.exit_code, "fail_on": result.fail_on, "problems": result.problems,
+            "notes": result.notes, "rows": rows, "figure": figure, "unmatched": unmatched}
 
 
-def _distributions_html(sec: _Section, rows: Sequence[Row], fig_dir: Path, written: set[Path]) -> str:
-    if sec.samples is None:
-        return '<p class="muted">No per-sample records given.</p>'
-    by_name = {row.name: row for row in rows}
-    out = []
-    for j, (name, m) in enumerate(sec.card["metrics"].items()):
-        key = m.get("key", name)
-        values = _values(sec.samples, key)
-        if values.size == 0:
-            out.append(f'<p class="muted">{_t(name)}: no numeric per-sample values.</p>')
-            continue
-        path = fig_dir / f"{sec.anchor}-dist-{j + 1:02d}-{_slug(name)}.png"
-        plot_distribution(name, values, by_name.get(name), path)
-        written.add(path)
-        stats = (f"n={values.size} of {len(sec.samples)} records; mean {_num(values.mean(), '.4g')}, "
-                 f"median {_num(np.median(values), '.4g')}, min {_num(values.min(), '.4g')}, "
-                 f"max {_num(values.max(), '.4g')}")
-        out.append(_figure_html(f"{FIGURES_DIR}/{path.name}", name, stats))
-    return "".join(out)
+# ----------------------------------------------------------------------------------------- page
 
 
-def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[ExtraFigure]:
-    out = []
-    for entry in entries or []:
-        if not isinstance(entry, (tuple, list)) or len(entry) != 3:
-            raise ReportError(f"{origin}: extra figure must be (title, png_path, caption), got {entry!r}")
-        title, src, caption = entry
-        src = Path(src)
-        try:
-            head = src.read_bytes()[: len(PNG_SIGNATURE)]
-        except OSError as exc:
-            raise ReportError(f"{src}: extra figure not readable ({exc.strerror})") from None
-        if head != PNG_SIGNATURE:
-            raise ReportError(f"{src}: extra figure is not a PNG file")
-        out.append((str(title), src, str(caption)))
-    return out
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from markupsafe import Markup
+
+    def finalize(value: Any) -> Any:
+        # Every data string printed is redacted; markup built by the template's own macros is left alone.
+        return redact(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+    env = Environment(loader=PackageLoader("pinbench", "templates"), autoescape=True, finalize=finalize,
+                      undefined=StrictUndefined, keep_trailing_newline=True)
+    env.filters["num"] = _num
+    return env
 
 
 def write_report(
@@ -602,12 +521,14 @@ def write_report(
     references: Mapping[Any, Any] | None = None,
     samples: Mapping[Any, Sequence[Any]] | None = None,
     extra_figures: Mapping[Any, Sequence[ExtraFigure]] | None = None,
+    comparisons: Sequence[Comparison] = (),
     title: str = "pinbench report",
 ) -> Path:
-    """Write ``out_dir/index.html`` (one section per scorecard) and its PNGs under ``out_dir/figures``.
+    """Write ``out_dir/index.html`` (comparisons first, then one section per scorecard) and its PNGs.
 
-    ``references``, ``samples`` and ``extra_figures`` are keyed by scorecard index or recipe name.
-    All inputs are checked before anything is written; returns the path of ``index.html``.
+    ``scorecards`` are paths (named in the report) or validated dicts. ``references``, ``samples`` and
+    ``extra_figures`` are keyed by scorecard index or recipe name. All inputs are checked before anything
+    is written; returns the path of ``index.html``.
     """
     if not scorecards:
         raise ReportError("write_report: no scorecards given")
@@ -617,39 +538,18 @@ def write_report(
     recs = _per_card(samples, names, "samples")
     extras = _per_card(extra_figures, names, "extra_figures")
     sections = [
-        _Section(
-            index=i,
-            card=card,
-            origin=origin,
-            ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
-            samples=_normalise_samples(recs[i]) if recs[i] is not None else None,
-            extras=_check_extras(extras[i], f"extra_figures for {origin}"),
-        )
+        _Section(index=i, card=card, origin=origin,
+                 ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
+                 samples=list(recs[i]) if recs[i] is not None else None,
+                 extras=_check_extras(extras[i], f"extra_figures for {origin}"),
+                 from_file=not isinstance(scorecards[i], Mapping))
         for i, (card, origin) in enumerate(loaded)
     ]
-
-    out_dir = Path(out_dir)
-    fig_dir = out_dir / FIGURES_DIR
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    written: set[Path] = set()
-    bodies, toc = [], []
-    for sec in sections:
-        body, result = _render_section(sec, fig_dir, written)
-        bodies.append(body)
-        status = sec.card["status"]
-        toc.append(
-            f'<tr><td><a href="#{sec.anchor}">{_t(sec.label)}</a></td>'
-            f"<td>{_badge(_t(status.upper()), _STATUS_BADGE[status])}</td>"
-            f"<td>{_badge(result, _VERDICT_BADGE[result])}</td></tr>"
-        )
-    for stale in fig_dir.glob("*.png"):
-        if stale not in written:
-            stale.unlink()
-    page = (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_t(title)}</title>'
-        f"<style>{_CSS}</style></head><body><h1>{_t(title)}</h1>"
-        f"<table><tr><th>run</th><th>status</th><th>against reference</th></tr>{''.join(toc)}</table>"
-        f"{''.join(bodies)}<footer class=\"muted\"><p>pinbench {_t(pinbench.__version__)}</p></footer>"
-        "</body></html>\n"
+    figs = _Figures(Path(out_dir))
+    page = _environment().get_template("report.html.j2").render(
+        title=title, version=pinbench.__version__,
+        comparisons=[_comparison_view(k, c, figs) for k, c in enumerate(comparisons)],
+        sections=[_section_view(sec, figs) for sec in sections],
     )
-    return write_atomic(out_dir / "index.html", page)
+    figs.remove_stale()
+    return write_atomic(Path(out_dir) / "index.html", page)

@@ -11,6 +11,11 @@ the recipe defines), ``n_scored``, ``n_failed`` (with each failed sample id and 
 A metric value is null when nothing scored. Aggregations: ``mean``, ``median``,
 ``mean_then_median`` (mean within ``group_by`` groups, then median over the groups) and ``none``
 (the single value of a one-sample metric, e.g. a suite-level number an upstream evaluator computes).
+
+Schema 2.1 adds to every metric its 95% ``interval`` (a seeded bootstrap over the sampling unit, see
+``pinbench.uncertainty``; or null bounds and the reason there is none) and, for a metric restricted to a
+cohort, its ``sample_ids``, so a report or a comparison reads exactly the samples the value was computed
+from. Scorecards of schema 2.0 (no intervals) still load.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from pinbench.files import FileError, read_data_file, write_atomic
 from pinbench.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.provenance import scrub, to_jsonable
 from pinbench.schema import schema_error
+from pinbench.uncertainty import aggregate_interval
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
+READABLE_SCHEMA_VERSIONS = ("2.0", "2.1")
 MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
@@ -155,6 +162,7 @@ def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> 
         raise ValueError(f"metric {spec.name!r}: aggregation 'none' needs exactly one expected sample "
                          f"(pass sample_ids with one id), got n_expected={expected}")
     values: list[float] = []
+    ids: list[str] = []
     groups: list[Any] = []
     failed: list[dict[str, str]] = []
     seen: set[str] = set()
@@ -168,6 +176,7 @@ def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> 
             failed.append({"sample_id": sample_id, "error": error})
         else:
             values.append(value)
+            ids.append(sample_id)
             groups.append(group)
     n_missing = expected - len(values) - len(failed)
     if n_missing < 0:
@@ -191,7 +200,33 @@ def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> 
                  failed=failed)
     if cohort is not None:
         entry["missing"] = [i for i in spec.sample_ids if i not in seen]
+        entry["sample_ids"] = list(spec.sample_ids)
+    entry["interval"] = aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None)
     return entry
+
+
+def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any]
+                   ) -> tuple[dict[str, tuple[float, Any]], dict[str, str]]:
+    """A scorecard metric's per-sample values read back from its run's records, the way it was scored.
+
+    Returns ``({sample_id: (value, group)}, {sample_id: reason})`` for the metric's own samples only (its
+    cohort when it has one), so a report or a comparison never mixes in another cohort's samples.
+    """
+    spec = MetricSpec(name, metric["aggregation"], group_by=metric.get("group_by"), key=metric.get("key"),
+                      direction=metric["direction"])
+    cohort = set(metric["sample_ids"]) if metric.get("sample_ids") is not None else None
+    scored: dict[str, tuple[float, Any]] = {}
+    failed: dict[str, str] = {}
+    for record in records:
+        sample_id = str(_get(record, "sample_id"))
+        if cohort is not None and sample_id not in cohort:
+            continue
+        value, group, error = _metric_value(spec, record)
+        if error is not None:
+            failed[sample_id] = error
+        else:
+            scored[sample_id] = (value, group)
+    return scored, failed
 
 
 def derive_status(metrics: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
@@ -279,6 +314,13 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
             errors.append(f"metric {name}: value {m['value']} is not finite")
         if (m["value"] is None) != (m["n_scored"] == 0):
             errors.append(f"metric {name}: value must be null exactly when nothing scored")
+        interval = m.get("interval")
+        if interval and interval["low"] is not None:
+            bounds = (interval["low"], interval["high"])
+            if not all(math.isfinite(b) for b in bounds) or bounds[0] > bounds[1]:
+                errors.append(f"metric {name}: interval [{bounds[0]}, {bounds[1]}] is not finite low <= high")
+            if m["value"] is None:
+                errors.append(f"metric {name}: an interval without a value")
     status, _ = derive_status(card["metrics"])
     if status != card["status"]:
         errors.append(f"status {card['status']!r} contradicts the counts (they give {status!r})")

@@ -110,8 +110,9 @@ def _loop_family_means(records: Sequence[SampleRecord], metric: str) -> dict[str
     }
 
 
-def _motion_figures(records: Sequence[SampleRecord], out_dir: Path, metric: str) -> list[tuple[str, Path, str]]:
-    """One m-over-time PNG per scored video, for the report."""
+def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
+                    metric: str) -> list[tuple[str, Path, str, str]]:
+    """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest."""
     figures = []
     for record in records:
         if not record.ok or not record.result:
@@ -120,5 +121,5 @@ def _motion_figures(records: Sequence[SampleRecord], out_dir: Path, metric: str)
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
                    f"every {result['sampling_interval']} frame(s) sampled; {result['clip_source']}")
-        figures.append((f"m over time: {record.sample_id}", png, caption))
+        figures.append((f"m over time: {record.sample_id}", png, caption, record.sample_id))
     return figures

@@ -1,0 +1,147 @@
+"""pinbench compare: two runs matched sample by sample, paired intervals, verdicts, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pinbench import cli
+from pinbench.compare import CompareError, compare_runs, load_run, render_comparison
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+
+PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
+runner = CliRunner()
+N = 40
+DIFFICULTY = np.random.default_rng(0).normal(0.5, 0.15, N)  # shared by both runs: what pairing cancels
+METRICS = [MetricSpec("f1", "mean", direction="higher"),
+           MetricSpec("err", "median", direction="lower"),
+           MetricSpec("scene/f1", "mean_then_median", group_by="scene", key="f1", direction="higher"),
+           MetricSpec("hard/f1", "mean", key="f1", direction="higher", sample_ids=[f"t{i:02d}" for i in range(10)])]
+
+
+def write_run(root: Path, name: str, *, shift: float = 0.0, seed: int = 1, failed: dict[str, str] | None = None,
+              drop: tuple[str, ...] = (), version: str = "1.0.0") -> Path:
+    """A run directory: scorecard.json and samples.jsonl of N tasks; ``shift`` moves f1 up and err down."""
+    noise = np.random.default_rng(seed).normal(0, 0.005, N)
+    records = []
+    for i in range(N):
+        sid = f"t{i:02d}"
+        if sid in drop:
+            records.append(SampleRecord(sid, "failed", None, "missing: no result from any shard", "0" * 64, 0.0))
+        elif failed and sid in failed:
+            records.append(SampleRecord(sid, "failed", None, failed[sid], "0" * 64, 0.1))
+        else:
+            result = {"f1": DIFFICULTY[i] + shift + noise[i], "err": 1 - DIFFICULTY[i] - shift + noise[i],
+                      "scene": f"scene{i % 8}"}
+            records.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
+    card = build_scorecard(recipe="toy-bench", recipe_version=version, checkpoint=name, mode="full",
+                           metrics=METRICS, records=records, n_expected=N, provenance=PROVENANCE, config={},
+                           timings={})
+    run = root / name
+    write_scorecard(card, run / "scorecard.json")
+    (run / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    return run
+
+
+def test_a_clearly_better_checkpoint(tmp_path: Path) -> None:
+    result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", shift=0.03, seed=2)))
+    rows = {r.name: r for r in result.metrics}
+    assert {name: r.verdict for name, r in rows.items()} == {
+        "f1": "better", "err": "better", "scene/f1": "better", "hard/f1": "better"}
+    f1 = rows["f1"].difference
+    assert f1.difference == pytest.approx(0.03, abs=0.003) and 0 < f1.low < f1.difference < f1.high
+    assert rows["hard/f1"].n_matched == rows["hard/f1"].n_cohort == 10  # the cohort, not all 40 tasks
+    assert rows["scene/f1"].difference.interval["unit"] == "group"
+    assert result.exit_code == 1 and not result.problems
+    assert compare_runs(result.a, result.b, fail_on="worse").exit_code == 0  # better is not a regression
+    text = render_comparison(result)
+    assert "better is" in text and "result: DIFFERENT (exit 1; 4 better, 0 worse, 0 within noise" in text
+
+
+def test_a_worse_checkpoint_fails_either_way(tmp_path: Path) -> None:
+    a, b = load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", shift=-0.03, seed=2))
+    for fail_on in ("any", "worse"):
+        result = compare_runs(a, b, fail_on=fail_on)
+        assert result.exit_code == 1 and {r.verdict for r in result.metrics} == {"worse"}
+
+
+def test_reruns_of_one_checkpoint_are_within_noise(tmp_path: Path) -> None:
+    result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "A2", seed=2)))
+    assert {r.verdict for r in result.metrics} == {"within noise"} and result.exit_code == 0
+    same = compare_runs(result.a, result.a)
+    assert same.exit_code == 0 and "A and B are the same scorecard" in same.notes[0]
+    assert all(r.difference.difference == 0 and r.difference.low == r.difference.high == 0 for r in same.metrics)
+
+
+def test_unmatched_samples_are_named_and_the_comparison_is_incomplete(tmp_path: Path) -> None:
+    a = write_run(tmp_path, "A", failed={"t03": "OSError: decode failed"})
+    b = write_run(tmp_path, "B", shift=0.01, seed=2, failed={"t03": "OSError: also here"},
+                  drop=("t05",))
+    result = compare_runs(load_run(a), load_run(b))
+    rows = {r.name: r for r in result.metrics}
+    assert (rows["f1"].n_matched, rows["f1"].n_cohort) == (38, 40)
+    assert rows["f1"].only_a == {"t05": "B: missing: no result from any shard"}
+    assert rows["f1"].neither == {"t03": "A: OSError: decode failed; B: OSError: also here"}
+    assert result.exit_code == 2
+    assert "f1: 38 of 40 samples matched (1 scored in A only, 0 in B only, 1 in neither)" in result.problems
+    text = render_comparison(result)
+    assert "t05: scored in A only (B: missing: no result from any shard); all metrics" in text
+    assert "t03: scored in neither (A: OSError: decode failed; B: OSError: also here); all metrics" in text
+    assert "38/40" in text
+
+
+def test_other_recipe_versions_are_not_compared(tmp_path: Path) -> None:
+    result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", version="1.1.0")))
+    assert result.exit_code == 3 and result.metrics == []
+    assert "recipe_version differs: A is '1.0.0', B is '1.1.0'" in result.problems[0]
+
+
+def test_a_samples_file_that_is_not_the_scorecards_is_refused(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "A")
+    lines = (run / "samples.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["result"]["f1"] += 0.5
+    (run / "samples.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    with pytest.raises(CompareError, match="metric f1: its samples file gives 40 scored samples"):
+        load_run(run)
+    (run / "samples.jsonl").unlink()
+    with pytest.raises(CompareError, match=r"samples\.jsonl: not a file"):
+        load_run(run / "scorecard.json")
+
+
+def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
+    result = runner.invoke(cli.app, ["compare", str(a), str(b / "scorecard.json"), "--report", str(tmp_path / "r")])
+    assert result.exit_code == 1, result.output
+    assert "* f1" not in result.output and "  f1 " in result.output and "worse" in result.output
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "Comparison: B - A" in page and 'src="figures/compare-01-differences.png"' in page
+    assert (tmp_path / "r" / "figures" / "compare-01-differences.png").is_file()
+    bad = runner.invoke(cli.app, ["compare", str(a), str(b), "--fail-on", "better"])
+    assert bad.exit_code == 2 and "--fail-on 'better'" in bad.output
+
+
+def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
+    """The result commands stay light: no torch, video decoders, hub client or recipe code (scipy and
+    matplotlib are allowed: they are imported inside the command bodies)."""
+    import subprocess
+    import sys
+
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", seed=2)
+    golden = Path(__file__).parent / "golden"
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"for argv in (['diff', {str(golden / 'scorecard.json')!r}, '--reference', "
+            f"{str(golden / 'reference.yaml')!r}], ['compare', {str(a)!r}, {str(b)!r}, '--report', "
+            f"{str(tmp_path / 'r')!r}], ['report', {str(a / 'scorecard.json')!r}, '--out', {str(tmp_path / 'q')!r}]):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
+            "'huggingface_hub', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "print('HEAVY', heavy, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY [] True" in out, out.splitlines()[-1]
+    assert (tmp_path / "r" / "index.html").is_file() and (tmp_path / "q" / "index.html").is_file()

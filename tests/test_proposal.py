@@ -1,0 +1,128 @@
+"""record-reference from several trusted runs: the proposed tolerance, its arithmetic, refusals and flags."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pinbench import cli
+from pinbench.metricinfo import Tolerance
+from pinbench.proposal import propose_reference
+from pinbench.reference import diff, load_reference, record_reference
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from tests.helpers.toy_recipe import toy_recipe
+
+PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
+T_975_2 = 4.302652729911275  # Student t quantile 0.975 at 2 degrees of freedom (tables)
+runner = CliRunner()
+
+
+def run_card(f1: float, *, stamp: str, spread: float = 0.0, n: int = 30) -> dict[str, Any]:
+    """A complete toy run: f1 per sample around ``f1`` (mean exactly f1), rmse and err fixed."""
+    records = [SampleRecord(f"s{i:02d}", "ok", {"f1": f1 + spread * (i - (n - 1) / 2) / n, "rmse": 2.0,
+                                                "err": 0.5 + 0.01 * (i % 3)}, None, "0" * 64, 0.1)
+               for i in range(n)]
+    metrics = [MetricSpec("f1", "mean", direction="higher", primary=True),
+               MetricSpec("rmse", "mean", direction="lower"), MetricSpec("err", "median", direction="lower")]
+    return build_scorecard(recipe="toy-bench", recipe_version="1.0.0", checkpoint="Toy-Nano", mode="full",
+                           metrics=metrics, records=records, n_expected=n,
+                           provenance={**PROVENANCE, "timestamp": stamp}, config={}, timings={})
+
+
+@pytest.fixture()
+def toy(tmp_path: Path) -> Any:
+    return toy_recipe(tmp_path)
+
+
+def _three(spread: float = 0.0) -> list[dict[str, Any]]:
+    return [run_card(v, stamp=f"2026-01-0{i + 1}T00:00:00Z", spread=spread)
+            for i, v in enumerate((0.800, 0.802, 0.801))]
+
+
+def test_three_runs_propose_a_tolerance_with_its_arithmetic(toy: Any) -> None:
+    proposal = propose_reference(_three(), recipe=toy, tier="cross_hw")
+    f1 = proposal.data["metrics"]["f1"]
+    s = 0.001  # sample standard deviation of 0.800, 0.802, 0.801
+    expected = T_975_2 * s * math.sqrt(1 + 1 / 3)  # 0.004968
+    assert f1["value"] == pytest.approx(0.801) and f1["runs"] == [0.8, 0.802, 0.801]
+    assert f1["tolerance"]["abs"] == pytest.approx(expected, rel=1e-9)
+    assert ("3 runs 0.8, 0.802, 0.801: mean 0.801, s 0.001; t(0.975, 2) 4.303 x s x sqrt(1 + 1/3) = 0.00497"
+            in f1["basis"])
+    assert "-> ±0.00496828 (declared cross_hw default ±0.05)" in f1["basis"]
+    assert proposal.lines[0].startswith("f1: 3 runs") and not proposal.refused
+    rmse = proposal.data["metrics"]["rmse"]  # identical in every run: rel kept, bound 0
+    assert rmse["tolerance"] == {"rel": 0.0} and "s 0;" in rmse["basis"]
+    assert proposal.data["source"]["citation"].startswith("3 scorecards of toy-bench / Toy-Nano (full), run at ")
+    assert len(proposal.data["source"]["provenance"]["runs"]) == 3
+
+
+def test_a_spread_wider_than_the_declaration_is_refused(toy: Any, tmp_path: Path) -> None:
+    cards = [run_card(v, stamp=f"2026-01-0{i + 1}T00:00:00Z") for i, v in enumerate((0.80, 0.82, 0.81))]
+    proposal = propose_reference(cards, recipe=toy, tier="same_hw")  # same_hw f1 default: abs 0.01
+    assert len(proposal.refused) == 1 and proposal.refused[0].startswith(
+        "f1: the runs' spread ±0.0497 exceeds toy-bench's declared same_hw tolerance ±0.01: the declaration is wrong")
+    with pytest.raises(ValueError, match="refusing to record: f1: the runs' spread"):
+        record_reference(cards, tmp_path / "r.yaml", recipe=toy, tier="same_hw")
+    assert not (tmp_path / "r.yaml").exists()
+
+
+def test_a_tolerance_inside_the_reference_runs_own_noise_is_flagged(toy: Any, tmp_path: Path) -> None:
+    card = run_card(0.8, stamp="2026-01-01T00:00:00Z", spread=0.3)  # f1 values spread over ±0.15
+    half = (card["metrics"]["f1"]["interval"]["high"] - card["metrics"]["f1"]["interval"]["low"]) / 2
+    assert 0.01 < half < 0.05
+    path = record_reference(card, tmp_path / "one.yaml", recipe=toy, tier="same_hw")
+    f1 = yaml.safe_load(path.read_text())["metrics"]["f1"]
+    assert f1["note"].startswith("tolerance ±0.01 is narrower than the reference's own 95% interval (half-width")
+    assert f1["interval"]["low"] == card["metrics"]["f1"]["interval"]["low"] and f1["basis"] == \
+        "declared same_hw default ±0.01"
+    cross = propose_reference([card], recipe=toy, tier="cross_hw").data["metrics"]["f1"]  # ±0.05 > half: no flag
+    assert "note" not in cross
+    narrowed = propose_reference(_three(), recipe=toy, tier="cross_hw", overrides={"f1": Tolerance(abs=0.001)})
+    assert "--tolerance ±0.001 is narrower than the measured spread ±0.00497: healthy reruns would FAIL" in \
+        narrowed.data["metrics"]["f1"]["note"]
+
+
+def test_the_recorded_reference_loads_and_diffs_with_its_interval(toy: Any, tmp_path: Path) -> None:
+    cards = _three(spread=0.1)
+    path = record_reference(cards, tmp_path / "r.yaml", recipe=toy, tier="cross_hw")
+    ref = load_reference(path, recipe=toy)
+    assert ref.metrics["f1"].runs == (0.8, 0.802, 0.801)
+    lows = [c["metrics"]["f1"]["interval"]["low"] for c in cards]
+    assert ref.metrics["f1"].interval["low"] == min(lows)  # the union of the runs' intervals
+    result = diff(run_card(0.803, stamp="2026-02-01T00:00:00Z", spread=0.1), ref)
+    row = result.rows[0]
+    assert (row.status, row.reading) == ("PASS", "within noise") and row.ref_interval is not None
+
+
+def test_runs_of_other_checkpoints_or_the_same_run_twice_are_refused(toy: Any, tmp_path: Path) -> None:
+    a, b = _three()[:2]
+    other = dict(b, checkpoint="Toy-Super")
+    with pytest.raises(ValueError, match="run 2 .*checkpoint 'Toy-Super' differs from run 1's 'Toy-Nano'"):
+        propose_reference([a, other], recipe=toy, tier="same_hw")
+    with pytest.raises(ValueError, match="the same run was given twice"):
+        propose_reference([a, a], recipe=toy, tier="same_hw")
+    path = write_scorecard(a, tmp_path / "a" / "scorecard.json")
+    result = runner.invoke(cli.app, ["record-reference", str(path), str(tmp_path / "a" / ".." / "a" / "scorecard.json"),
+                                     "--out", str(tmp_path / "r.yaml")])
+    assert result.exit_code == 2 and "given twice" in result.output
+
+
+def test_cli_dry_run_shows_the_arithmetic_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toy = toy_recipe(tmp_path)
+    monkeypatch.setattr(cli, "get_recipe", lambda name: toy)
+    paths = [write_scorecard(card, tmp_path / f"run{i}" / "scorecard.json") for i, card in enumerate(_three())]
+    out = tmp_path / "ref.yaml"
+    result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw",
+                                     "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "3 run(s), tier cross_hw" in result.output and "t(0.975, 2) 4.303" in result.output
+    assert "dry run" in result.output and not out.exists()
+    result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw"])
+    assert result.exit_code == 0 and out.is_file()
