@@ -25,6 +25,7 @@ import av
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from pinbench_recipes.mind.layout import LayoutError
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinbench.video import VideoError, probe
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
     CHUNK_FRAMES,
@@ -40,8 +41,6 @@ from pinbench_recipes.mind.layout import (
     read_action_file,
     requested_tests,
 )
-
-from pinbench.video import VideoError, probe
 
 MAX_NAME_BYTES = 160          # sample ids are "<perspective>.<test type>.<name>" file names (<= 200 bytes)
 MIRROR_NAME = re.compile(r"path-\d+\.mp4")
