@@ -108,6 +108,11 @@ def _group_summary(group: Sequence[Sample], video_max_time: int | None) -> str:
 # ---------------------------------------------------------------------------------------- checks
 
 
+def _one_line(text: str) -> str:
+    """Control characters (a newline in a file name) escaped, so that every problem stays one line."""
+    return "".join(c if 0x20 <= ord(c) != 0x7F else repr(c)[1:-1] for c in text)
+
+
 def _name_problem(name: str) -> str | None:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
         return "has a control character in its name"
@@ -208,7 +213,7 @@ def _continuation_sample(key: SampleKey, gt_dir: Path, gen_dir: Path | None, met
         video = gen_dir / GENERATED_VIDEO
         frames = _video_frames(video, problems) if _regular_file(video, "generated video", problems) else None
         if frames is not None:
-            _check_continuation_frames(video, frames, actions.mark_time, actions.total_time, video_max_time, problems)
+            _check_continuation_frames(video, frames, actions.mark_time, actions.total_time, problems)
             if gt_frames is not None:
                 needed = actions.mark_time + min(continuation, frames)
                 if gt_frames < needed:
@@ -220,8 +225,7 @@ def _continuation_sample(key: SampleKey, gt_dir: Path, gen_dir: Path | None, met
                               video=video, video_frames=frames)
 
 
-def _check_continuation_frames(video: Path, frames: int, mark: int, total: int, video_max_time: int | None,
-                               problems: list[str]) -> None:
+def _check_continuation_frames(video: Path, frames: int, mark: int, total: int, problems: list[str]) -> None:
     continuation = total - mark
     if frames < continuation:
         problems.append(f"{video}: {frames} frames, fewer than the GT continuation (total_time {total} - "
@@ -229,9 +233,6 @@ def _check_continuation_frames(video: Path, frames: int, mark: int, total: int, 
     if frames <= CHUNK_FRAMES:
         problems.append(f"{video}: {frames} frames; process.py scores nothing at or below {CHUNK_FRAMES} "
                         "frames and reports no error")
-    elif video_max_time is not None and min(frames, continuation, video_max_time) <= CHUNK_FRAMES:
-        problems.append(f"{video}: only {min(frames, continuation, video_max_time)} frames would be read; "
-                        f"nothing is scored at or below {CHUNK_FRAMES}")
 
 
 def _mirror_dirs(gen_dir: Path, problems: list[str]) -> list[str]:
@@ -340,6 +341,8 @@ def run_preflight(gt_root: Path, generated_root: Path | None, *, metrics: Sequen
             if "action" in metrics and sample.video is not None and sample.gt_poses < ACTION_FRAMES:
                 pre.notes.append(f"{gt_dir / GT_POSES}: {sample.gt_poses} of {ACTION_FRAMES} poses; ViPE will "
                                  "run on the GT crop and write images.txt into the run's writable GT copy")
+    pre.problems = [_one_line(p) for p in pre.problems]
+    pre.notes = [_one_line(n) for n in pre.notes]
     if generated_root is None:
         pre.notes.append("no generated root: generated videos are not checked and mirror_test samples are "
                          "taken from the results file")

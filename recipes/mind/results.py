@@ -60,7 +60,8 @@ def load_result_file(path: Path) -> ResultFile:
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
-        cut = " (cut short? process.py rewrites it in place while it runs)" if exc.pos >= len(text.rstrip()) else ""
+        ends_early = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        cut = " (cut short? process.py rewrites it in place while it runs)" if ends_early else ""
         raise ResultFileError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{cut}") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise ResultFileError(path, "not a MIND result: expected an object with a 'data' list")
@@ -71,6 +72,13 @@ def load_result_file(path: Path) -> ResultFile:
     for index, record in enumerate(payload["data"]):
         records.append((_record_key(path, index, record), record))
     return ResultFile(path=path, video_max_time=vmt, records=records)
+
+
+def check_run_settings(result: ResultFile, video_max_time: int | None) -> None:
+    """A results file scored with another ``--video_max_time`` scores other frames: refuse it."""
+    if result.video_max_time != video_max_time:
+        raise ResultFileError(result.path, f"video_max_time is {result.video_max_time}, this run asks for "
+                                           f"{video_max_time} (set -o video_max_time to match, or rescore)")
 
 
 def _record_key(path: Path, index: int, record: Any) -> SampleKey:
