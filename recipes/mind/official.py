@@ -189,13 +189,13 @@ def gpu_mask(gpus: int, parent_mask: str | None) -> str:
     wanted = [str(i) for i in range(gpus)]
     if parent_mask is not None and parent_mask.strip():
         visible = [g.strip() for g in parent_mask.split(",") if g.strip()]
+        if len(visible) < gpus:
+            raise OfficialRunError(f"CUDA_VISIBLE_DEVICES={parent_mask} shows {len(visible)} GPU(s), {gpus} asked")
         if visible[:gpus] != wanted:
             raise OfficialRunError(
                 f"CUDA_VISIBLE_DEVICES={parent_mask}: process.py's ViPE step sets CUDA_VISIBLE_DEVICES to the "
                 "worker index, so under this mask it would run on other GPUs; expose the GPUs as 0..n-1 "
                 "(e.g. docker --gpus '\"device=4,5\"' and no mask)")
-        if len(visible) < gpus:
-            raise OfficialRunError(f"CUDA_VISIBLE_DEVICES={parent_mask} shows {len(visible)} GPU(s), {gpus} asked")
     return ",".join(wanted)
 
 
