@@ -114,6 +114,25 @@ def block_from_frames(per_frame: dict[str, list[float]]) -> dict[str, Any]:
     return block
 
 
+INFINITY = "Infinity"   # how a +inf frame is stored (the runner's JSON has no infinities; it would store null)
+
+
+def storable(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A block with +inf PSNR frames (identical frames) kept as the string "Infinity" for JSON storage."""
+    if block is None:
+        return None
+    return {k: ([INFINITY if isinstance(x, float) and math.isinf(x) else x for x in v] if isinstance(v, list)
+                else (INFINITY if isinstance(v, float) and math.isinf(v) else v)) for k, v in block.items()}
+
+
+def restored(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The inverse of :func:`storable`."""
+    if block is None:
+        return None
+    return {k: ([math.inf if x == INFINITY else x for x in v] if isinstance(v, list)
+                else (math.inf if v == INFINITY else v)) for k, v in block.items()}
+
+
 def _batches(frames: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
     batch: list[np.ndarray] = []
     for frame in frames:
