@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from pinbench.video import write_video
+from pinbench_recipes.mind.official import CACHE_WEIGHTS, COMMIT_STAMP, Runtime
 
 SIZE = (36, 64)          # 16:9, like MIND-Data
 
@@ -171,3 +173,27 @@ def write_result(tmp_path: Path) -> Callable[..., Path]:
         path.write_text(json.dumps({"data": records, "video_max_time": video_max_time}, indent=2))
         return path
     return _write
+
+
+PIN = "8f9c59c621f9c9d16f5db2fc0b7f042cf2505aa7"
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Runtime:
+    """A stand-in runtime tree: the files process.py's working directory links to (no real weights)."""
+    mind = tmp_path / "MIND"
+    (mind / "src").mkdir(parents=True)
+    (mind / "src" / "process.py").write_text("# stand-in\n")
+    (mind / "vipe" / "scripts").mkdir(parents=True)
+    (mind / "vipe" / "scripts" / "vipe_to_colmap.py").write_text("# stand-in\n")
+    (mind / COMMIT_STAMP).write_text(PIN + "\n")
+    dino = tmp_path / "dinov3"
+    dino.mkdir()
+    (dino / "config.json").write_text("{}")
+    weights = {}
+    for name in CACHE_WEIGHTS:
+        weights[name] = tmp_path / "weights" / f"{name}.bin"
+        weights[name].parent.mkdir(exist_ok=True)
+        weights[name].write_bytes(name.encode())
+    return Runtime(mind_dir=mind, python=Path(sys.executable), dino_dir=dino, weights=weights,
+                   torch_home=tmp_path / "torch", hf_home=tmp_path / "hf")

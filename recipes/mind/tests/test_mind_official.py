@@ -24,30 +24,7 @@ from pinbench_recipes.mind.official import (
     new_work_dir,
 )
 from pinbench_recipes.mind.preflight import run_preflight
-from pinbench_recipes.mind.tests.conftest import ALL_METRICS, Layout
-
-PIN = "8f9c59c621f9c9d16f5db2fc0b7f042cf2505aa7"
-
-
-@pytest.fixture
-def runtime(tmp_path: Path) -> Runtime:
-    """A stand-in runtime tree: the files process.py's working directory links to (no real weights)."""
-    mind = tmp_path / "MIND"
-    (mind / "src").mkdir(parents=True)
-    (mind / "src" / "process.py").write_text("# stand-in\n")
-    (mind / "vipe" / "scripts").mkdir(parents=True)
-    (mind / "vipe" / "scripts" / "vipe_to_colmap.py").write_text("# stand-in\n")
-    (mind / COMMIT_STAMP).write_text(PIN + "\n")
-    dino = tmp_path / "dinov3"
-    dino.mkdir()
-    (dino / "config.json").write_text("{}")
-    weights = {}
-    for name in CACHE_WEIGHTS:
-        weights[name] = tmp_path / "weights" / f"{name}.bin"
-        weights[name].parent.mkdir(exist_ok=True)
-        weights[name].write_bytes(name.encode())
-    return Runtime(mind_dir=mind, python=Path(sys.executable), dino_dir=dino, weights=weights,
-                   torch_home=tmp_path / "torch", hf_home=tmp_path / "hf")
+from pinbench_recipes.mind.tests.conftest import ALL_METRICS, PIN, Layout
 
 
 @pytest.mark.parametrize(("gpus", "parent", "expected"), [(1, None, "0"), (2, None, "0,1"), (2, "0,1,2", "0,1"),
