@@ -7,7 +7,7 @@ averaged over channels and the whole padded-to-size image, as torchmetrics 1.8 /
 v0.1 on inputs rescaled to [-1, 1] from the local, SHA-256-verified AlexNet trunk. The official code calls
 torchmetrics and lpips on the GPU in float32; ``tests/test_mind_native.py`` measures this module against
 torchmetrics on the same inputs. Everything runs on the LPIPS model's device: the CPU in the fixture, a
-GPU for the official 720x1280 canvas (about a second per frame pair on one CPU core).
+GPU for the official 720x1280 canvas (about 2 s per frame pair on one CPU core).
 
 A sample's block has the fields of the official one (``length, mse, avg_mse, psnr, avg_psnr, ssim,
 avg_ssim, lpips, avg_lpips``); identical frames give PSNR ``inf`` as upstream.
