@@ -33,7 +33,7 @@ import av
 import numpy as np
 import torch
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 from pinbench.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES

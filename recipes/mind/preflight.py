@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.video import VideoError, probe
+from pinbench.video import VideoError, video_info
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
     CHUNK_FRAMES,
@@ -153,7 +153,7 @@ def _video_frames(path: Path, problems: list[str]) -> int | None:
     """process.py's frame count of a video, after checking the file decodes as a whole (None: a problem)."""
     try:
         frames = container_frames(path)
-        probe(path)                      # structure: a cut MP4 fails here whatever it declares
+        video_info(path)                 # structure: a cut MP4 fails here whatever it declares
     except (LayoutError, VideoError) as exc:
         problems.append(str(exc))
         return None

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 import yaml
 
+from pinbench.files import sha256_file
 from pinbench.finish import collect_records, finish_run
-from pinbench.hub import sha256_file
 from pinbench.metrics.lpips import load_lpips
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
@@ -44,11 +44,10 @@ def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 def run(cfg: RunConfig) -> RunOutcome:
     """The recipe (see the module doc); a partial run exits non-zero and is never diffed as complete."""
-    from pinbench_recipes.mind.recipe import RECIPE
-
+    recipe = get_recipe(cfg.recipe)
     options = cfg.options
     metrics = tuple(options["metrics"])
-    video_max_time = options.get("video_max_time")
+    video_max_time = options["video_max_time"]
     pins = recipe_pins()
     timings: dict[str, float] = {}
     try:
@@ -59,7 +58,9 @@ def run(cfg: RunConfig) -> RunOutcome:
                     data = fixture.build_fixture(cfg.out_dir / "fixture_data")
                     gt_root, videos, results_file = data.gt_root, data.generated_root, None
                 else:
-                    gt_root, videos, results_file = options["gt"], options.get("videos"), options.get("results")
+                    gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                    if gt_root is None:
+                        raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
                     if videos is None and results_file is None:
                         raise RecipeError("pass -o videos=DIR (the model's rollouts) or -o results=FILE")
                 pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
@@ -69,7 +70,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                         print(f"preflight: {line}", file=sys.stderr)
                     raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
                 print("\n".join(pre.plan_lines()), flush=True)
-                versions = {"recipe": RECIPE.version, "mind": pins.upstream["mind"].commit,
+                versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
                             "vipe": pins.upstream["vipe"].commit}
                 if results_file is not None:
                     versions["results_sha256"] = sha256_file(Path(results_file))
@@ -142,7 +143,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     }
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
-    return finish_run(RECIPE, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
+    return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
                       records=records, n_expected=len(all_tasks),
                       pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from pinbench.hub import sha256_file
+from pinbench.files import sha256_file
 from pinbench.runner import input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas

@@ -20,19 +20,20 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from pinbench.hub import (
+from pinbench.cache import url_path
+from pinbench.downloads import (
     ChecksumError,
-    HFPin,
-    Pins,
-    URLPin,
+    FetchError,
+    NotFetchedError,
+    UnlockedPinError,
     fetch_hf,
     fetch_url,
-    load_pins,
     locate,
-    sha256_file,
-    url_path,
     verify_sha256,
 )
+from pinbench.files import sha256_file
+from pinbench.pins import HFPin, Pins, URLPin, load_pins
+from pinbench.recipe import RecipeError, RunConfig
 from pinbench_recipes.mind.official import Runtime
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
@@ -84,6 +85,22 @@ def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, P
         found[name] = stage_file(pin, staged[name]) if name in staged else fetch_url(pin)
     found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
     return found
+
+
+def fetch(cfg: RunConfig) -> None:
+    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk."""
+    pins = recipe_pins()
+    clip_file = cfg.options.get("clip_file")
+    staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
+    try:
+        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)
+    except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnlockedPinError) as exc:
+        hint = ""
+        if "clip_vit_l14" not in staged and "ViT-L-14" in str(exc):
+            hint = " (the CLIP URL is dead: pass -o clip_file=PATH to a copy with the pinned SHA-256)"
+        raise RecipeError(f"fetching MIND weights failed: {exc}{hint}") from None
+    for name, path in found.items():
+        print(f"mind: {name} at {path}")
 
 
 def runtime_from_env(pins: Pins, env: Mapping[str, str] = os.environ) -> Runtime:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.hub import HFPin, URLPin
+from pinbench.pins import HFPin, URLPin
 from pinbench_recipes.mind.weights import (
     CACHE_PINS,
     HF_LOADED_AS,
