@@ -48,7 +48,8 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     cross = card["extra"]["cross_check"]
     assert len(cross) == 24 and all(entry["disagree"] == [] for entry in cross.values()), cross
     # Infinity travelled end to end: path-2's identical first pair is an infinite PSNR frame, not a failure
-    rows = {json.loads(line)["sample_id"]: json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()}
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    rows = {row["sample_id"]: row for row in map(json.loads, lines)}
     assert rows["1st_data.mirror_test.loop-1"]["result"]["errors"] == {}
     assert (out / "official" / "run-001" / "Result.json").read_text().count("Infinity") >= 1
 
