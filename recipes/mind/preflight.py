@@ -65,7 +65,9 @@ class Preflight:
 
     @property
     def missing(self) -> list[SampleKey]:
-        """GT samples without a generated video: failed by name, never scored."""
+        """GT samples without a generated video: failed by name, never scored (unknown without a generated root)."""
+        if self.generated_root is None:
+            return []
         return [s.key for s in self.samples if isinstance(s, ContinuationSample) and s.video is None]
 
     def plan_lines(self) -> list[str]:
@@ -80,7 +82,9 @@ class Preflight:
                 group = [s for s in self.samples if s.key.perspective == perspective and s.key.test_type == test]
                 if not group:
                     continue
-                lines.append(f"  {perspective}/{test}: {_group_summary(group, self.video_max_time)}")
+                summary = (f"{len(group)} sample(s); generated videos not checked" if self.generated_root is None
+                           else _group_summary(group, self.video_max_time))
+                lines.append(f"  {perspective}/{test}: {summary}")
         if self.missing:
             shown = ", ".join(k.label for k in self.missing[:5])
             more = f" and {len(self.missing) - 5} more" if len(self.missing) > 5 else ""

@@ -18,9 +18,11 @@ from typing import Any
 import torch
 import yaml
 
+from pinbench.downloads import ChecksumError, NotFetchedError, UnlockedPinError
 from pinbench.files import sha256_file
 from pinbench.finish import collect_records, finish_run
 from pinbench.metrics.lpips import load_lpips
+from pinbench.pins import Pins
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
 from pinbench_recipes.mind import fixture, steps
@@ -71,7 +73,8 @@ def run(cfg: RunConfig) -> RunOutcome:
                     raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
                 print("\n".join(pre.plan_lines()), flush=True)
                 versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
-                            "vipe": pins.upstream["vipe"].commit}
+                            "vipe": pins.upstream["vipe"].commit,
+                            "native": steps.NATIVE_VERSION if options["native"] else "off"}
                 if results_file is not None:
                     versions["results_sha256"] = sha256_file(Path(results_file))
                 tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions)
@@ -89,16 +92,14 @@ def run(cfg: RunConfig) -> RunOutcome:
                 elif cfg.fixture:
                     official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
                                                   score=fixture_scorer(data, metrics, video_max_time))
-                else:
-                    runtime = runtime_from_env(pins)
-                    problems = runtime.problems(pins.upstream["mind"].commit)
-                    if problems and pending:
-                        raise RecipeError(f"official runtime: {problems[0]}"
-                                          + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+                elif pending:
+                    runtime = official_runtime(pins)
                     official = steps.run_official(
                         cfg.out_dir, pre, pending, runtime=runtime,
                         score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
                                                gpus=cfg.gpus, timeout_s=options["timeout_s"]))
+                else:
+                    official = steps.Official({}, [])
 
             # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
             with timed(timings, "native"):
@@ -149,6 +150,19 @@ def run(cfg: RunConfig) -> RunOutcome:
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
                       provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),
                                         "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+
+
+def official_runtime(pins: Pins) -> Runtime:
+    """The image's official runtime, every staged weight located and verified, or one RecipeError line."""
+    try:
+        runtime = runtime_from_env(pins)
+    except (NotFetchedError, ChecksumError, UnlockedPinError) as exc:
+        raise RecipeError(f"official runtime: {exc}") from None
+    problems = runtime.problems(pins.upstream["mind"].commit)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RecipeError(f"official runtime: {problems[0]}{more}")
+    return runtime
 
 
 @contextmanager

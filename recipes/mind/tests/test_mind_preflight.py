@@ -257,3 +257,10 @@ def test_every_problem_is_reported_at_once(layout: Layout) -> None:
     layout.add_mirror("3rd_data", "loop-1", "path-2.mp4", frames=7)
     (layout.generated_root / "3rd_data" / "mirror_test" / "stray.txt").write_text("x")
     assert len(check(layout).problems) == 3
+
+
+def test_gt_only_plan_does_not_call_everything_missing(layout: Layout) -> None:
+    pre = run_preflight(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
+    assert pre.ok and pre.missing == []
+    plan = "\n".join(pre.plan_lines())
+    assert "1st_data/mem_test: 1 sample(s); generated videos not checked" in plan and "counted failed" not in plan

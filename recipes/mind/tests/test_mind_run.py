@@ -123,3 +123,13 @@ def test_second_run_on_the_same_directory_is_refused(tmp_path: Path, layout: Lay
     with steps.exclusive(out):
         with pytest.raises(RecipeError, match="another mind run"):
             run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
+
+
+def test_official_run_without_its_runtime_is_one_line(tmp_path: Path, layout: Layout,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the image nothing was fetched: the run stops before laying out any work, naming the fetch."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
+    out = tmp_path / "run"
+    with pytest.raises(RecipeError, match=r"^official runtime: .*pinbench fetch mind") as info:
+        run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root), "native": "0"}))
+    assert "\n" not in str(info.value) and not (out / "official").exists()
