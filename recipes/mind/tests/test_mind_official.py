@@ -168,7 +168,14 @@ def test_earlier_runs_with_a_plan_and_a_result(tmp_path: Path) -> None:
     assert [(w.root.name, plan) for w, plan in earlier_runs(parent)] == [("run-001", {"1st_data.mem_test.a": "h1"})]
 
 
+def _in_recipe_image() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and (Path(os.environ.get("MIND_DIR", "/opt/mind")) / COMMIT_STAMP).is_file()
+
+
 @pytest.mark.gpu
+@pytest.mark.skipif(not _in_recipe_image(), reason="needs CUDA inside the mind image (MIND_DIR) and fetched weights")
 def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None:
     """GPU CI, inside the recipe image: process.py itself on the fixture layout at the official canvas.
 
@@ -185,7 +192,7 @@ def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None
     data = build_fixture(tmp_path / "fixture")
     pre = run_preflight(data.gt_root, data.generated_root, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok, pre.problems
-    runtime = runtime_from_env(recipe_pins())
+    runtime = runtime_from_env(recipe_pins())  # the cache must hold `pinbench fetch mind`
     assert runtime.problems(PIN) == []
     work = new_work_dir(tmp_path / "official")
     lay_out(work, pre.samples, metrics=ALL_METRICS, runtime=runtime,
@@ -195,8 +202,9 @@ def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None
     assert outcome.returncode == 0, work.log.read_text()[-4000:]
     report = import_results(load_result_file(work.output), [s.key for s in pre.samples])
     assert all(i.ok for i in report.samples.values()), report.summary()
+    pins = recipe_pins()
     lpips_model = load_lpips(runtime.torch_home / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth",
-                             expected_sha256=None, device="cuda")
+                             expected_sha256=pins.urls["alexnet"].sha256, device="cuda")
     for sample in pre.samples:
         if hasattr(sample, "actions"):
             block = native.continuation_block(sample.gt_dir / "video.mp4", sample.video,

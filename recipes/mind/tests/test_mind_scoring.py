@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.recipe import get_recipe
 from pinbench.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
 from pinbench.scorecard import build_scorecard
 from pinbench_recipes.mind.layout import SampleKey
@@ -44,7 +45,8 @@ def _record(sample_id: str, result: dict | None, error: str | None = None) -> di
 
 
 def _card(records: list[dict]) -> dict:
-    specs = metric_specs(KEYS[:2], ("lcm",), native=False)
+    recipe = get_recipe("mind")
+    specs = [s.with_info(recipe.metric_info(s.name)) for s in metric_specs(KEYS[:2], ("lcm",), native=False)]
     return build_scorecard(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", metrics=specs,
                            records=records, n_expected=3, provenance={}, config={}, timings={})
 
