@@ -140,7 +140,8 @@ def run(cfg: RunConfig) -> RunOutcome:
         "cross_check": cross_check_summary(results, metrics),
         "worldfoundry": next((r.result for r in records if r.sample_id == SUITE_ID and r.ok), None),
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
-        "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"]},
+        "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
+                    "decoder": options["decoder"]},
     }
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
