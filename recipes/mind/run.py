@@ -1,0 +1,202 @@
+"""MIND, top to bottom: preflight -> official scores -> native cross-check -> per-sample results -> scorecard.
+
+The recipe scores rollouts a world model already generated (``-o videos=DIR`` in MIND's generated layout)
+against MIND-Data (``-o gt=DIR``) with the official ``process.py``; ``-o results=FILE`` imports a Result.json
+produced elsewhere instead. ``--fixture`` runs the same procedure on CPU on synthetic data, with a test
+double in place of the GPU-only ``process.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from pinbench.downloads import ChecksumError, NotFetchedError, UnlockedPinError
+from pinbench.files import sha256_file
+from pinbench.finish import collect_records, finish_run
+from pinbench.metrics.lpips import load_lpips
+from pinbench.pins import Pins
+from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
+from pinbench.runner import run_samples
+from pinbench_recipes.mind import fixture, steps
+from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
+from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
+from pinbench_recipes.mind.official import OfficialRunError, Runtime
+from pinbench_recipes.mind.preflight import run_preflight
+from pinbench_recipes.mind.results import ResultFileError, load_result_file
+from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs
+from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
+
+
+@contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+def run(cfg: RunConfig) -> RunOutcome:
+    """The recipe (see the module doc); a partial run exits non-zero and is never diffed as complete."""
+    recipe = get_recipe(cfg.recipe)
+    options = cfg.options
+    metrics = tuple(options["metrics"])
+    video_max_time = options["video_max_time"]
+    pins = recipe_pins()
+    timings: dict[str, float] = {}
+    try:
+        with steps.exclusive(cfg.out_dir):
+            # 1. Preflight: the layouts, every file process.py reads, one line per problem; then the plan.
+            with timed(timings, "prepare"):
+                if cfg.fixture:
+                    data = fixture.build_fixture(cfg.out_dir / "fixture_data")
+                    gt_root, videos, results_file = data.gt_root, data.generated_root, None
+                else:
+                    gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                    if gt_root is None:
+                        raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
+                    if videos is None and results_file is None:
+                        raise RecipeError("pass -o videos=DIR (the model's rollouts) or -o results=FILE")
+                pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
+                                    video_max_time=video_max_time, limit=cfg.limit)
+                if not pre.ok:
+                    for line in pre.problems:
+                        print(f"preflight: {line}", file=sys.stderr)
+                    raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
+                print("\n".join(pre.plan_lines()), flush=True)
+                versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
+                            "vipe": pins.upstream["vipe"].commit,
+                            "native": steps.NATIVE_VERSION if options["native"] else "off"}
+                if results_file is not None:
+                    versions["results_sha256"] = sha256_file(Path(results_file))
+                tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions)
+                         for s in pre.samples]
+
+            # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
+            #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for it.
+            with timed(timings, "official"):
+                pending = steps.pending_tasks(cfg.out_dir, tasks)
+                if results_file is not None:
+                    official = steps.import_file(load_result_file(Path(results_file)), pre, pending)
+                    if pre.generated_root is None:
+                        tasks += [{"sample_id": sid, "mirror_from_results": True, "versions": versions}
+                                  for sid in official.samples if sid not in {t["sample_id"] for t in tasks}]
+                elif cfg.fixture:
+                    official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
+                                                  score=fixture_scorer(data, metrics, video_max_time))
+                elif pending:
+                    runtime = official_runtime(pins)
+                    official = steps.run_official(
+                        cfg.out_dir, pre, pending, runtime=runtime,
+                        score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
+                                               gpus=cfg.gpus, timeout_s=options["timeout_s"]))
+                else:
+                    official = steps.Official({}, [])
+
+            # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
+            with timed(timings, "native"):
+                native: dict[str, dict[str, Any]] = {}
+                if options["native"] and pre.generated_root is not None:
+                    trunk = data.lpips_trunk if cfg.fixture else lpips_trunk(pins)
+                    digest = data.lpips_sha256 if cfg.fixture else pins.urls["alexnet"].sha256
+                    device = "cuda" if torch.cuda.is_available() and not cfg.fixture else "cpu"
+                    lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
+                    canvas = fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS
+                    with one_thread_if(cfg.fixture):
+                        native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas,
+                                                                                  lpips_sha256=digest), lpips_model)
+
+            # 4. Per-sample results (failures named, never dropped), WorldFoundry's derived numbers, scorecard.
+            with timed(timings, "score"):
+                by_id = {s.key.sample_id: s for s in pre.samples}
+
+                def result_of(task: dict[str, Any]) -> dict[str, Any]:
+                    sample_id = task["sample_id"]
+                    return steps.sample_result(by_id.get(sample_id), official.samples[sample_id],
+                                               native.get(sample_id), metrics=metrics, video_max_time=video_max_time)
+
+                run_samples(tasks, result_of, cfg.out_dir, stage="results", progress=False)
+                records = collect_records(cfg, tasks)
+                results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
+                steps.derived_record(cfg.out_dir, results)
+                all_tasks = [*tasks, steps.suite_task(results)]
+                records = collect_records(cfg, all_tasks)
+    except (steps.RunLocked, LayoutError, ResultFileError, OfficialRunError) as exc:
+        raise RecipeError(str(exc)) from None
+
+    keys = [s.key for s in pre.samples]
+    keys += [key_from_sample_id(t["sample_id"]) for t in tasks if t.get("mirror_from_results")]
+    extra = {
+        "plan": pre.plan_lines(),
+        "official_sources": official.sources,
+        "cross_check": cross_check_summary(results, metrics),
+        "worldfoundry": next((r.result for r in records if r.sample_id == SUITE_ID and r.ok), None),
+        "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
+        "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
+                    "decoder": options["decoder"]},
+    }
+    if cfg.fixture:
+        extra["test_double"] = fixture.ProcessPyCpuDouble.name
+    return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
+                      records=records, n_expected=len(all_tasks),
+                      pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
+                      seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
+                      provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),
+                                        "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+
+
+def official_runtime(pins: Pins) -> Runtime:
+    """The image's official runtime, every staged weight located and verified, or one RecipeError line."""
+    try:
+        runtime = runtime_from_env(pins)
+    except (NotFetchedError, ChecksumError, UnlockedPinError) as exc:
+        raise RecipeError(f"official runtime: {exc}") from None
+    problems = runtime.problems(pins.upstream["mind"].commit)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RecipeError(f"official runtime: {problems[0]}{more}")
+    return runtime
+
+
+@contextmanager
+def one_thread_if(condition: bool) -> Iterator[None]:
+    """The fixture's 72x128 frames: one torch thread beats the per-call threading overhead."""
+    threads = torch.get_num_threads()
+    if condition:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def fixture_runtime(cfg: RunConfig, data: fixture.FixtureData) -> Runtime:
+    """Stand-in runtime files for laying out the fixture's working directory (the double reads only its views)."""
+    root = cfg.out_dir / "fixture_runtime"
+    (root / "MIND" / "vipe").mkdir(parents=True, exist_ok=True)
+    weights = {}
+    for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):
+        weights[name] = root / "weights" / f"{name}.stand-in"
+        weights[name].parent.mkdir(parents=True, exist_ok=True)
+        weights[name].write_text("fixture stand-in: the test double loads no weights\n")
+    return Runtime(mind_dir=root / "MIND", python=Path(sys.executable), dino_dir=root / "dinov3", weights=weights,
+                   torch_home=root / "torch", hf_home=root / "hf")
+
+
+def fixture_scorer(data: fixture.FixtureData, metrics: tuple[str, ...], video_max_time: int | None):  # noqa: ANN201
+    """The test double in process.py's place, on the laid-out working directory's views."""
+    def score(work: Any) -> None:
+        lpips_model = load_lpips(data.lpips_trunk, expected_sha256=data.lpips_sha256)
+        with one_thread_if(True):
+            fixture.ProcessPyCpuDouble(lpips_model).run(gt_root=work.gt_root, test_root=work.test_root,
+                                                        metrics=metrics, video_max_time=video_max_time,
+                                                        output=work.output)
+    return score

@@ -1,0 +1,261 @@
+"""One flat result per sample: the official values (WorldFoundry's extraction), the native cross-check
+beside them, and a reason for every value that is missing.
+
+Keys of a result are WorldFoundry's metric ids (``lcm_mse``, ``dino_mse``, ``action_rpe_trans_mean``,
+``gsc_psnr``, ...), the native recomputation under ``native/<id>``, and ``errors`` mapping a metric id to
+why this sample has no value for it. A sample that failed as a whole (``error`` set upstream, no record,
+a record that does not describe these inputs) raises :class:`SampleFailure`, which the runner stores as a
+failed sample with that reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, SampleKey
+from pinbench_recipes.mind.results import Imported
+from pinbench_recipes.mind.worldfoundry import block_value, mean_finite
+
+BLOCKS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
+    # official metric -> (record key, ((metric id, average key, per-frame key), ...))
+    "lcm": ("lcm", (("lcm_mse", "avg_mse", "mse"), ("lcm_psnr", "avg_psnr", "psnr"),
+                    ("lcm_ssim", "avg_ssim", "ssim"), ("lcm_lpips", "avg_lpips", "lpips"))),
+    "visual": ("visual_quality", (("imaging_quality", "avg_imaging", "imaging"),
+                                  ("aesthetic_quality", "avg_aesthetic", "aesthetic"))),
+    "dino": ("dino", (("dino_mse", "avg_dino_mse", "dino_mse"),)),
+}
+ACTION_IDS = (("action_rpe_trans_mean", "rpe_trans_mean"), ("action_rpe_rot_mean_deg", "rpe_rot_mean_deg"),
+              ("action_rpe_trans_median", "rpe_trans_median"), ("action_rpe_rot_median_deg", "rpe_rot_median_deg"))
+# Reported when present; absence is normal (no pure translation step; "rotation" never fills, see README).
+ACTION_BUCKET_IDS = (("action_translation_rpe_trans_mean", "translation", "rpe_trans_mean"),
+                     ("action_rotation_rpe_rot_mean_deg", "rotation", "rpe_rot_mean_deg"))
+GSC_IDS = (("gsc_mse", "avg_mse", "mse"), ("gsc_psnr", "avg_psnr", "psnr"), ("gsc_ssim", "avg_ssim", "ssim"),
+           ("gsc_lpips", "avg_lpips", "lpips"))
+PIXEL_FIELDS = ("mse", "psnr", "ssim", "lpips")
+# Largest per-frame |official - native| still called agreement (README, "Native cross-check"): the official
+# numbers are float32 on a GPU, the native ones float64 on the CPU, from the same decoded frames.
+AGREEMENT = {"mse": 1e-5, "psnr": 1e-2, "ssim": 1e-4, "lpips": 1e-3}
+
+
+class SampleFailure(RuntimeError):
+    """This sample has no usable official record; the message is the reason, stored with the sample."""
+
+
+def metric_ids(metrics: Sequence[str]) -> list[str]:
+    """The per-sample metric ids of the requested official metrics, in WorldFoundry's table order."""
+    ids: list[str] = []
+    for metric in metrics:
+        if metric in BLOCKS:
+            ids += [m for m, _, _ in BLOCKS[metric][1]]
+        elif metric == "action":
+            ids += [m for m, _ in ACTION_IDS]
+        elif metric == "gsc":
+            ids += [m for m, _, _ in GSC_IDS]
+    return ids
+
+
+def _base(key: SampleKey) -> dict[str, Any]:
+    return {"perspective": key.perspective, "test_type": key.test_type, "path": key.path}
+
+
+def _check_inputs(record: Mapping[str, Any], sample: ContinuationSample | None) -> None:
+    """The record must describe these inputs (same GT times, same generated frame count)."""
+    if sample is None:
+        return
+    expected = {"mark_time": sample.actions.mark_time, "total_time": sample.actions.total_time}
+    if sample.video_frames is not None:
+        expected["sample_frames"] = sample.video_frames
+    wrong = [f"{name} {record.get(name)!r} (inputs: {value})" for name, value in expected.items()
+             if record.get(name) != value]
+    if wrong:
+        raise SampleFailure("the record does not describe this run's inputs: " + ", ".join(wrong) +
+                            " (a Result.json of other data or other videos?)")
+
+
+def _frame_lists_ok(block: Mapping[str, Any], keys: Sequence[str], expected: int | None) -> str | None:
+    """Why the per-frame lists of a block do not cover the frames process.py scores, or None."""
+    for key in keys:
+        values = block.get(key)
+        if not isinstance(values, list):
+            return f"has no per-frame list {key!r}"
+        if expected is not None and len(values) != expected:
+            return (f"{key!r} holds {len(values)} frames, process.py at 8f9c59c scores {expected} here "
+                    "(a result of another process.py version?)")
+    return None
+
+
+def continuation_result(imported: Imported, sample: ContinuationSample | None, *, metrics: Sequence[str],
+                        video_max_time: int | None) -> dict[str, Any]:
+    """The result of a mem_test / action_space_test sample; SampleFailure when it failed as a whole."""
+    if not imported.ok:
+        raise SampleFailure(imported.failure)
+    record = imported.record
+    assert record is not None
+    _check_inputs(record, sample)
+    expected = sample.frames_scored(video_max_time) if sample is not None and sample.video else None
+    result = _base(imported.key)
+    errors: dict[str, str] = {}
+    for metric in metrics:
+        if metric in BLOCKS:
+            _read_frame_block(record, metric, expected, result, errors)
+        elif metric == "action":
+            _read_action(record, result, errors)
+    lcm = record.get("lcm")
+    if isinstance(lcm, dict) and isinstance(lcm.get("psnr"), list):
+        result["lcm_psnr_infinite_frames"] = sum(1 for v in lcm["psnr"] if v == math.inf)
+    result["official_frames"] = lcm.get("length") if isinstance(lcm, dict) else None
+    result["errors"] = errors
+    if imported.notes:
+        result["import_notes"] = imported.notes
+    return result
+
+
+def _read_frame_block(record: Mapping[str, Any], metric: str, expected: int | None, result: dict[str, Any],
+                      errors: dict[str, str]) -> None:
+    key, fields = BLOCKS[metric]
+    block = record.get(key)
+    problem = None
+    if block is None:
+        problem = (f"no {key!r} block although error is null: process.py writes none when it scores no frame "
+                   f"(a read of {100} frames or fewer)")
+    elif not isinstance(block, dict):
+        problem = f"{key!r} is not an object"
+    else:
+        problem = _frame_lists_ok(block, [frames for _, _, frames in fields], expected)
+        if problem is None and key == "lcm" and expected is not None and block.get("length") != expected:
+            problem = f"length {block.get('length')!r}, process.py at 8f9c59c scores {expected} frames here"
+        problem = f"{key!r} block {problem}" if problem else None
+    for metric_id, average, frames in fields:
+        value = None if problem else block_value(block, average, frames)
+        result[metric_id] = value
+        if problem:
+            errors[metric_id] = problem
+        elif value is None:
+            errors[metric_id] = f"{key!r} block has no finite {average} nor finite per-frame {frames!r}"
+
+
+def _read_action(record: Mapping[str, Any], result: dict[str, Any], errors: dict[str, str]) -> None:
+    block = record.get("action")
+    overall = block.get("__overall__") if isinstance(block, dict) else None
+    if not isinstance(overall, dict):
+        reason = ("no 'action' block although error is null: action.py returned nothing (fewer than 8 valid "
+                  "RPE steps, or no aligned steps)") if block is None else "'action' block has no '__overall__'"
+        for metric_id, _ in ACTION_IDS:
+            result[metric_id] = None
+            errors[metric_id] = reason
+        return
+    for metric_id, field in ACTION_IDS:
+        value = overall.get(field)
+        result[metric_id] = value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value) else None
+        if result[metric_id] is None:
+            errors[metric_id] = f"action.__overall__.{field} is {value!r}"
+    for metric_id, bucket, field in ACTION_BUCKET_IDS:
+        stats = block.get(bucket)
+        if isinstance(stats, dict) and isinstance(stats.get(field), (int, float)) and math.isfinite(stats[field]):
+            result[metric_id] = float(stats[field])
+    result["action_steps"] = overall.get("count")
+
+
+def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, Any]:
+    """The result of a mirror_test directory: ``gsc_*`` averaged over its rollouts, each rollout kept.
+
+    Any rollout without a gsc block (odd frame count, error) fails the directory's gsc values by name,
+    rather than being left out of its mean as WorldFoundry does.
+    """
+    if not imported.ok:
+        raise SampleFailure(imported.failure)
+    record = imported.record
+    assert record is not None
+    entries = record.get("video_results")
+    if not isinstance(entries, list):
+        raise SampleFailure("mirror record has no 'video_results' list")
+    by_name = {e.get("video_name"): e for e in entries if isinstance(e, dict)}
+    planned = {v.name: v for v in sample.videos} if sample is not None else {}
+    names = list(planned) if sample is not None else sorted(n for n in by_name if isinstance(n, str))
+    result = _base(imported.key)
+    videos: dict[str, Any] = {}
+    problems: list[str] = []
+    for name in names:
+        entry = by_name.get(name)
+        video: dict[str, Any] = {}
+        if entry is None:
+            problems.append(f"{name}: no entry in video_results")
+        elif entry.get("error") is not None:
+            problems.append(f"{name}: {entry['error']}")
+        elif not isinstance(entry.get("gsc"), dict):
+            problems.append(f"{name}: no gsc block")
+        else:
+            planned_video = planned.get(name)
+            expected = planned_video.pairs if planned_video is not None else None
+            if planned_video is not None and entry.get("sample_frames") != planned_video.frames:
+                problems.append(f"{name}: sample_frames {entry.get('sample_frames')!r}, the video has "
+                                f"{planned_video.frames}")
+            bad = _frame_lists_ok(entry["gsc"], PIXEL_FIELDS, expected)
+            if bad:
+                problems.append(f"{name}: gsc block {bad}")
+            video = {metric_id: block_value(entry["gsc"], average, frames) for metric_id, average, frames in GSC_IDS}
+        videos[name] = video
+    extra = sorted(n for n in by_name if isinstance(n, str) and n not in names)
+    errors: dict[str, str] = {}
+    for metric_id, _, _ in GSC_IDS:
+        values = [videos[n].get(metric_id) for n in names]
+        result[metric_id] = None if problems or not names else mean_finite(values)
+        if problems:
+            errors[metric_id] = "; ".join(problems)
+        elif result[metric_id] is None:
+            errors[metric_id] = "no rollout has a finite value"
+    result["videos"] = videos
+    result["errors"] = errors
+    if extra:
+        result["unplanned_rollouts"] = extra
+    return result
+
+
+# --------------------------------------------------------------------------------- native cross-check
+
+
+def _frame_diff(official: Any, native: Any) -> float:
+    """|official - native| for one frame; both infinite (identical frames) agree, one infinite does not."""
+    if not isinstance(official, (int, float)) or not isinstance(native, (int, float)):
+        return math.inf
+    if math.isinf(official) or math.isinf(native):
+        return 0.0 if official == native else math.inf
+    if math.isnan(official) or math.isnan(native):
+        return math.inf
+    return abs(official - native)
+
+
+def compare_blocks(official: Mapping[str, Any], native: Mapping[str, Any]) -> dict[str, float]:
+    """Largest per-frame difference per pixel metric between an official and a native block."""
+    out = {}
+    for name in PIXEL_FIELDS:
+        a, b = official.get(name), native.get(name)
+        if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b) or not a:
+            out[name] = math.inf
+        else:
+            out[name] = max(_frame_diff(x, y) for x, y in zip(a, b, strict=True))
+    return out
+
+
+def add_native(result: dict[str, Any], official_blocks: Mapping[str, Mapping[str, Any]],
+               native_blocks: Mapping[str, Mapping[str, Any]], prefix: str) -> None:
+    """Put ``native/<prefix>_<field>`` (sample value, same rule as the official one) and the per-frame
+    agreement into ``result``; ``official_blocks`` / ``native_blocks`` are keyed by block (``lcm``) or
+    rollout name."""
+    ids = [(f"{prefix}_{f}", f"avg_{f}", f) for f in PIXEL_FIELDS]
+    per_block = {}
+    for name, native in native_blocks.items():
+        per_block[name] = {metric_id: block_value(native, average, frames) for metric_id, average, frames in ids}
+    for metric_id, _, _ in ids:
+        values = [per_block[n][metric_id] for n in native_blocks]
+        result[f"native/{metric_id}"] = mean_finite(values) if values and None not in values else None
+    agreement: dict[str, float] = {}
+    for name, official in official_blocks.items():
+        if name in native_blocks:
+            for field, diff in compare_blocks(official, native_blocks[name]).items():
+                agreement[field] = max(agreement.get(field, 0.0), diff)
+    result["cross_check"] = {f: (None if math.isinf(d) else d) for f, d in agreement.items()}
+    result["cross_check_agrees"] = bool(agreement) and all(d <= AGREEMENT[f] for f, d in agreement.items())

@@ -1,0 +1,276 @@
+"""The steps ``run.py`` reads as the procedure: tasks, official scores, native cross-check, per-sample results.
+
+Resume: every sample's final record is stored by the runner with the hash of its inputs (generated video
+bytes, GT files, metrics, ``video_max_time``, pins, recipe version). A rerun sends to ``process.py`` only
+the samples without a valid record, first importing what an earlier, interrupted invocation already wrote
+into its Result.json for unchanged inputs (``official/run-NNN/plan.json``). A second run on the same output
+directory is refused while the first holds its lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pinbench.files import sha256_file
+from pinbench.runner import input_hash, load_records, run_samples
+from pinbench_recipes.mind import native
+from pinbench_recipes.mind.ingest import Canvas
+from pinbench_recipes.mind.layout import (
+    GT_ACTIONS,
+    GT_POSES,
+    GT_VIDEO,
+    MIRROR_TEST,
+    ContinuationSample,
+    MirrorSample,
+    Sample,
+)
+from pinbench_recipes.mind.official import (
+    DEFAULT_TIMEOUT_S,
+    Runtime,
+    command,
+    earlier_runs,
+    execute,
+    lay_out,
+    new_work_dir,
+)
+from pinbench_recipes.mind.preflight import Preflight
+from pinbench_recipes.mind.results import (
+    Imported,
+    ResultFile,
+    check_run_settings,
+    import_results,
+    load_result_file,
+    mirror_keys,
+)
+from pinbench_recipes.mind.samples import add_native, continuation_result, mirror_result
+from pinbench_recipes.mind.scoring import SUITE_ID, suite_result
+
+NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored native blocks are recomputed
+LOCK_NAME = ".mind-run.lock"
+
+
+class RunLocked(RuntimeError):
+    """Another run holds this output directory (one line)."""
+
+
+@contextlib.contextmanager
+def exclusive(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out_dir`` for the run; a second run on it stops at once."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / LOCK_NAME).open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(f"{out_dir}: another mind run is using this directory (pass another --out)") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+
+
+def _fingerprint(path: Path) -> str:
+    """Size and mtime of a large read-only input (the GT videos): cheap, and changes when the file does."""
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def sample_task(sample: Sample, *, metrics: Sequence[str], video_max_time: int | None,
+                versions: Mapping[str, str]) -> dict[str, Any]:
+    """The runner task of one sample: everything that, changed, must rescore it."""
+    key = sample.key
+    task: dict[str, Any] = {"sample_id": key.sample_id, "perspective": key.perspective,
+                            "test_type": key.test_type, "path": key.path, "metrics": list(metrics),
+                            "video_max_time": video_max_time, "versions": dict(versions)}
+    if isinstance(sample, ContinuationSample):
+        task["gt"] = {"action_sha256": sha256_file(sample.gt_dir / GT_ACTIONS),
+                      "video": _fingerprint(sample.gt_dir / GT_VIDEO),
+                      "poses_sha256": sha256_file(sample.gt_dir / GT_POSES) if sample.gt_poses else None}
+        task["video_sha256"] = sha256_file(sample.video) if sample.video else None
+    elif isinstance(sample, MirrorSample):
+        task["videos_sha256"] = {v.name: sha256_file(v.path) for v in sample.videos}
+    return task
+
+
+def pending_tasks(out_dir: Path, tasks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Tasks without a valid stored final record (same inputs, scored ok)."""
+    stored = load_records(out_dir)
+    return [t for t in tasks if not ((rec := stored.get(t["sample_id"])) is not None and rec.ok
+                                     and rec.input_hash == input_hash(t))]
+
+
+# ---------------------------------------------------------------------------------------- official
+
+
+@dataclass
+class Official:
+    """The official outcome of each pending sample, and where it came from."""
+
+    samples: dict[str, Imported]
+    sources: list[dict[str, Any]]
+
+
+def import_file(result: ResultFile, pre: Preflight, pending: Sequence[Mapping[str, Any]]) -> Official:
+    """``-o results=FILE``: a Result.json produced elsewhere, checked against this run's settings."""
+    check_run_settings(result, pre.video_max_time)
+    keys = [s.key for s in pre.samples]
+    if pre.generated_root is None and "gsc" in pre.metrics:
+        keys += mirror_keys(result)
+    wanted = {t["sample_id"] for t in pending}
+    report = import_results(result, [k for k in keys if k.sample_id in wanted])
+    return Official({k.sample_id: v for k, v in report.samples.items()}, [report.summary()])
+
+
+def _no_video(sample: Sample) -> Imported | None:
+    if isinstance(sample, ContinuationSample) and sample.video is None:
+        return Imported(sample.key, None, "no generated video: the model produced none for this GT sample")
+    return None
+
+
+ScoreFn = Callable[[Path], None]   # fills a laid-out work directory's Result.json (process.py or the double)
+
+
+def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, Any]], *, runtime: Runtime,
+                 score: ScoreFn) -> Official:
+    """Official scores of the pending samples: salvaged from earlier interrupted invocations when their inputs
+    are unchanged, else from one new invocation on exactly the samples still missing."""
+    by_id = {s.key.sample_id: s for s in pre.samples}
+    hashes = {t["sample_id"]: input_hash(t) for t in pending}
+    outcome: dict[str, Imported] = {}
+    sources: list[dict[str, Any]] = []
+    for sample_id in hashes:
+        missing = _no_video(by_id[sample_id])
+        if missing is not None:
+            outcome[sample_id] = missing
+    parent = out_dir / "official"
+    for work, plan in earlier_runs(parent):
+        reusable = [sid for sid, h in plan.items() if hashes.get(sid) == h and sid not in outcome]
+        if not reusable:
+            continue
+        try:
+            result = load_result_file(work.output)
+        except ValueError as exc:
+            print(f"warning: not reusing {exc}", file=sys.stderr)
+            continue
+        report = import_results(result, [by_id[sid].key for sid in reusable])
+        kept = {k.sample_id: i for k, i in report.samples.items() if i.ok}
+        outcome.update(kept)
+        sources.append({**report.summary(), "reused_samples": sorted(kept)})
+    todo = [by_id[sid] for sid in hashes if sid not in outcome]
+    if todo:
+        work = new_work_dir(parent)
+        lay_out(work, todo, metrics=pre.metrics, runtime=runtime, task_hashes=hashes)
+        score(work)
+        if work.output.is_file():
+            report = import_results(load_result_file(work.output), [s.key for s in todo])
+            sources.append(report.summary())
+            outcome.update({k.sample_id: v for k, v in report.samples.items()})
+        else:
+            reason = f"process.py wrote no Result.json (see {work.log})"
+            outcome.update({s.key.sample_id: Imported(s.key, None, reason) for s in todo})
+    return Official(outcome, sources)
+
+
+def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> ScoreFn:
+    """The real scorer: process.py on the GPUs (GPU CI / the recipe image only)."""
+    def score(work: Any) -> None:
+        argv, env = command(work, runtime, metrics=metrics, video_max_time=video_max_time, gpus=gpus,
+                            parent_env=dict(os.environ))
+        outcome = execute(work, argv, env, timeout_s=timeout_s)
+        state = "timed out and was killed" if outcome.timed_out else f"exited {outcome.returncode}"
+        print(f"process.py {state} after {outcome.seconds:.0f}s (log: {work.log})", file=sys.stderr)
+    return score
+
+
+# ------------------------------------------------------------------------------------------ native
+
+
+def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None) -> list[dict[str, Any]]:
+    """One native task per sample that has frames to compare (LCM needs 'lcm', GSC 'gsc')."""
+    tasks = []
+    for sample in pre.samples:
+        task: dict[str, Any] = {"sample_id": sample.key.sample_id, "canvas": [canvas.height, canvas.width],
+                                "lpips_sha256": lpips_sha256, "native_version": NATIVE_VERSION}
+        if isinstance(sample, ContinuationSample) and sample.video is not None and "lcm" in pre.metrics:
+            task.update(gt_video=str(sample.gt_dir / GT_VIDEO), video=str(sample.video),
+                        video_sha256=sha256_file(sample.video), mark_time=sample.actions.mark_time,
+                        total_time=sample.actions.total_time, frames=sample.video_frames,
+                        video_max_time=pre.video_max_time)
+        elif isinstance(sample, MirrorSample) and "gsc" in pre.metrics:
+            task["videos"] = {v.name: [str(v.path), v.frames, sha256_file(v.path)] for v in sample.videos}
+        else:
+            continue
+        tasks.append(task)
+    return tasks
+
+
+def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def score(task: Mapping[str, Any]) -> dict[str, Any]:
+        canvas = Canvas(*task["canvas"])
+        if "videos" in task:
+            return {"videos": {name: native.storable(native.mirror_block(Path(path), frames=frames,
+                                                                         lpips_model=lpips_model, canvas=canvas))
+                               for name, (path, frames, _) in task["videos"].items()}}
+        block = native.continuation_block(Path(task["gt_video"]), Path(task["video"]), mark_time=task["mark_time"],
+                                          total_time=task["total_time"], generated_frames=task["frames"],
+                                          video_max_time=task["video_max_time"], lpips_model=lpips_model,
+                                          canvas=canvas)
+        return {"lcm": native.storable(block)}
+    return score
+
+
+def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]],
+               lpips_model: torch.nn.Module) -> dict[str, dict[str, Any]]:
+    """The native blocks, resumable under ``native/`` (a failed sample is recomputed on the next run)."""
+    summary = run_samples(tasks, native_scorer(lpips_model), out_dir / "native", stage="native cross-check")
+    return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def sample_result(sample: Sample | None, imported: Imported, native_result: Mapping[str, Any] | None, *,
+                  metrics: Sequence[str], video_max_time: int | None) -> dict[str, Any]:
+    """The final result of one sample (SampleFailure when it failed as a whole); ``sample`` is None for a
+    mirror directory known only from an imported results file."""
+    if imported.key.test_type == MIRROR_TEST:
+        result = mirror_result(imported, sample if isinstance(sample, MirrorSample) else None)
+        if native_result and imported.record is not None:
+            official = {e["video_name"]: e["gsc"] for e in imported.record.get("video_results", [])
+                        if isinstance(e, dict) and isinstance(e.get("gsc"), dict)}
+            add_native(result, official, {n: native.restored(b) for n, b in native_result["videos"].items()}, "gsc")
+        return result
+    result = continuation_result(imported, sample if isinstance(sample, ContinuationSample) else None,
+                                 metrics=metrics, video_max_time=video_max_time)
+    if native_result and native_result.get("lcm") is not None and imported.record is not None:
+        official_lcm = imported.record.get("lcm")
+        add_native(result, {"lcm": official_lcm} if isinstance(official_lcm, dict) else {},
+                   {"lcm": native.restored(native_result["lcm"])}, "lcm")
+    return result
+
+
+def suite_task(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``suite`` record's task: a digest of every sample result it is derived from."""
+    digest = hashlib.sha256()
+    for sample_id in sorted(results):
+        digest.update(f"{sample_id}:{input_hash({'r': results[sample_id]})}\n".encode())
+    return {"sample_id": SUITE_ID, "results_sha256": digest.hexdigest()}
+
+
+def derived_record(out_dir: Path, results: Mapping[str, Mapping[str, Any]]) -> None:
+    """Store the ``suite`` record: WorldFoundry's table over the scored samples."""
+    run_samples([suite_task(results)], lambda _task: suite_result(results.values()), out_dir, stage="derived",
+                progress=False)

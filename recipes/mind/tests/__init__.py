@@ -1,0 +1,1 @@
+"""Tests of the MIND recipe (CPU; GPU-only ones are marked gpu)."""

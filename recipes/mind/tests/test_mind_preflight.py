@@ -1,0 +1,266 @@
+"""Preflight: one line per problem, naming the file, before any GPU work; the plan of what is scored."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, frames_scored, real_time
+from pinbench_recipes.mind.preflight import Preflight, run_preflight
+from pinbench_recipes.mind.tests.conftest import ALL_METRICS, Layout, action_json, write_clip
+
+
+def check(layout: Layout, metrics=ALL_METRICS, video_max_time=None, limit=None) -> Preflight:
+    return run_preflight(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=video_max_time,
+                         limit=limit)
+
+
+def only_problem(pre: Preflight, path: Path, *words: str) -> str:
+    """The single problem line, which must name ``path`` and contain every word."""
+    assert len(pre.problems) == 1, pre.problems
+    line = pre.problems[0]
+    assert "\n" not in line and str(path) in line, line
+    for word in words:
+        assert word in line, line
+    return line
+
+
+def test_valid_layout_has_no_problem_and_a_plan(layout: Layout) -> None:
+    pre = check(layout)
+    assert pre.ok, pre.problems
+    assert [s.key.label for s in pre.samples] == [
+        "1st_data/mem_test/data-1", "1st_data/action_space_test/data-2", "1st_data/mirror_test/loop-1",
+        "3rd_data/mem_test/data-3", "3rd_data/mirror_test/loop-1"]
+    plan = "\n".join(pre.plan_lines())
+    assert "1st_data/mem_test: 1/1 sample(s) generated; 100 of 112 frame pairs scored" in plan
+    assert "1st_data/action_space_test: 1/1 sample(s) generated; 200 of 215 frame pairs scored" in plan
+    assert "1st_data/mirror_test: 1 director(ies), 2 rollout(s), 10 mirrored frame pairs" in plan
+    # data-2 ships no images.txt: ViPE will write one into the run's GT copy
+    assert any("data-2/images.txt: 0 of 97 poses" in note for note in pre.notes)
+
+
+@pytest.mark.parametrize(("real", "scored"), [(97, 0), (100, 0), (101, 100), (200, 100), (201, 200), (240, 200),
+                                              (300, 200), (480, 400)])
+def test_frames_scored_drops_the_chunk_that_ends_the_read(real: int, scored: int) -> None:
+    assert frames_scored(real) == scored
+
+
+def test_real_time_is_capped_by_video_and_video_max_time() -> None:
+    assert real_time(10, 122, 500, None) == 112
+    assert real_time(10, 122, 105, None) == 105
+    assert real_time(10, 122, 500, 101) == 101
+
+
+def test_missing_generated_test_directory(layout: Layout) -> None:
+    shutil.rmtree(layout.generated_root / "3rd_data" / "action_space_test")
+    only_problem(check(layout), layout.generated_root / "3rd_data" / "action_space_test", "missing", "aborts")
+
+
+def test_missing_mirror_directory_only_matters_for_gsc(layout: Layout) -> None:
+    shutil.rmtree(layout.generated_root / "1st_data" / "mirror_test")
+    assert check(layout, metrics=("lcm",)).ok
+    only_problem(check(layout), layout.generated_root / "1st_data" / "mirror_test", "missing")
+
+
+def test_generated_name_not_in_gt(layout: Layout) -> None:
+    layout.add_generated("1st_data", "mem_test", "data-99", frames=112)
+    only_problem(check(layout), layout.generated("1st_data", "mem_test", "data-99"), "no GT sample")
+
+
+def test_hidden_file_in_a_continuation_directory_is_harmless(layout: Layout) -> None:
+    (layout.generated_root / "1st_data" / "mem_test" / ".DS_Store").write_text("x")
+    assert check(layout).ok
+
+
+def test_generated_video_shorter_than_the_gt_continuation(layout: Layout) -> None:
+    video = layout.add_generated("1st_data", "mem_test", "data-1", frames=111)
+    only_problem(check(layout), video, "111 frames", "fewer than the GT continuation", "112")
+
+
+def test_generated_video_of_100_frames_scores_nothing(layout: Layout) -> None:
+    layout.add_gt("1st_data", "mem_test", "data-1", mark=10, total=110)
+    video = layout.add_generated("1st_data", "mem_test", "data-1", frames=100)
+    pre = check(layout)
+    assert len(pre.problems) == 2, pre.problems   # the GT continuation (100) and the video (100)
+    assert any(str(video) in p and "scores nothing at or below 100" in p for p in pre.problems)
+    assert any("action.json" in p and "total_time - mark_time = 100 <= 100" in p for p in pre.problems)
+
+
+def test_gt_continuation_of_100_frames_or_fewer(layout: Layout) -> None:
+    folder = layout.add_gt("3rd_data", "mem_test", "data-3", mark=5, total=105)
+    only_problem(check(layout), folder / "action.json", "= 100 <= 100", "scores nothing")
+
+
+@pytest.mark.parametrize("value", [100, 50, 1])
+def test_video_max_time_must_exceed_100(layout: Layout, value: int) -> None:
+    pre = check(layout, video_max_time=value)
+    assert len(pre.problems) == 1 and f"video_max_time={value}" in pre.problems[0]
+    assert "must be above 100" in pre.problems[0]
+
+
+def test_video_max_time_101_is_accepted_and_shortens_the_plan(layout: Layout) -> None:
+    pre = check(layout, video_max_time=101)
+    assert pre.ok, pre.problems
+    sample = next(s for s in pre.samples if s.key.path == "data-2")
+    assert isinstance(sample, ContinuationSample)
+    assert sample.real_time(101) == 101 and sample.frames_scored(101) == 100
+
+
+def test_odd_mirror_rollout(layout: Layout) -> None:
+    video = layout.add_mirror("1st_data", "loop-1", "path-3.mp4", frames=11)
+    only_problem(check(layout), video, "11 frames", "odd")
+
+
+def test_stray_file_in_mirror_test(layout: Layout) -> None:
+    stray = layout.generated_root / "1st_data" / "mirror_test" / ".DS_Store"
+    stray.write_text("x")
+    only_problem(check(layout), stray, "stray file")
+
+
+def test_mirror_directory_without_rollouts(layout: Layout) -> None:
+    empty = layout.generated_root / "3rd_data" / "mirror_test" / "loop-2"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    only_problem(check(layout), empty, "no .mp4")
+
+
+def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
+    layout.add_mirror("3rd_data", "loop-1", "take-7.mp4", frames=6)
+    pre = check(layout)
+    assert pre.ok and any("take-7.mp4" in n and "every .mp4" in n for n in pre.notes)
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ("{not json", ["invalid JSON at line 1"]),
+    (json.dumps({"mark_time": 130, "total_time": 122, "data": []}), ["mark_time < total_time"]),
+    (json.dumps({"mark_time": "10", "total_time": 122, "data": []}), ["must be integers"]),
+    (json.dumps({"mark_time": 10, "total_time": 122}), ["no 'data' list"]),
+    (json.dumps(action_json(10, 122) | {"data": [{"ws": 1}] * 122}), ["data[10]", "ws/ad/ud/lr"]),
+    (json.dumps([1, 2]), ["JSON list"]),
+])
+def test_bad_gt_action_json(layout: Layout, content: str, words: list[str]) -> None:
+    path = layout.gt("1st_data", "mem_test", "data-1") / "action.json"
+    path.write_text(content)
+    only_problem(check(layout), path, *words)
+
+
+def test_too_few_actions_for_the_action_metric(layout: Layout) -> None:
+    path = layout.gt("1st_data", "mem_test", "data-1") / "action.json"
+    path.write_text(json.dumps(action_json(10, 122) | {"data": action_json(10, 15)["data"]}))
+    assert check(layout, metrics=("lcm",)).ok
+    only_problem(check(layout), path, "only 5 action entries")
+
+
+def test_truncated_generated_video(layout: Layout) -> None:
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
+    only_problem(check(layout), video)
+    assert "truncated" in check(layout).problems[0] or "undecodable" in check(layout).problems[0]
+
+
+def test_directory_posing_as_the_video(layout: Layout) -> None:
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    video.unlink()
+    video.mkdir()
+    only_problem(check(layout), video, "not a regular file")
+
+
+def test_dangling_symlink_video(layout: Layout, tmp_path: Path) -> None:
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    video.unlink()
+    video.symlink_to(tmp_path / "gone.mp4")
+    only_problem(check(layout), video, "dangling symlink")
+
+
+def test_symlinked_video_is_fine(layout: Layout, tmp_path: Path) -> None:
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    target = tmp_path / "elsewhere.mp4"
+    shutil.move(video, target)
+    video.symlink_to(target)
+    assert check(layout).ok
+
+
+def test_gt_video_too_short_for_the_compared_frames(layout: Layout) -> None:
+    gt_video = layout.gt("1st_data", "mem_test", "data-1") / "video.mp4"
+    write_clip(gt_video, 60)
+    only_problem(check(layout), gt_video, "60 frames", "122")
+
+
+def test_missing_gt_test_directory(layout: Layout) -> None:
+    shutil.rmtree(layout.gt_root / "3rd_data" / "test" / "action_space_test")
+    only_problem(check(layout), layout.gt_root / "3rd_data" / "test" / "action_space_test", "missing")
+
+
+def test_container_without_frame_count(layout: Layout) -> None:
+    """A Matroska file declares no frame count: process.py would read 0 frames."""
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    video.unlink()
+    with av.open(str(video), mode="w", format="matroska") as container:
+        stream = container.add_stream("mpeg4", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 64, 36, "yuv420p"
+        for i in range(112):
+            frame = av.VideoFrame.from_ndarray(np.full((36, 64, 3), i, np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    only_problem(check(layout), video, "no frame count")
+
+
+def test_control_character_in_a_name(layout: Layout) -> None:
+    weird = layout.generated_root / "1st_data" / "mirror_test" / "bad\nname"
+    write_clip(weird / "path-1.mp4", 4)
+    pre = check(layout)
+    assert len(pre.problems) == 1 and "\n" not in pre.problems[0], pre.problems
+    assert "mirror_test/bad\\nname: has a control character" in pre.problems[0]
+
+
+def test_missing_generated_sample_is_counted_not_refused(layout: Layout) -> None:
+    shutil.rmtree(layout.generated("1st_data", "mem_test", "data-1"))
+    pre = check(layout)
+    assert pre.ok, pre.problems
+    assert [k.label for k in pre.missing] == ["1st_data/mem_test/data-1"]
+    assert "no generated video (counted failed): 1st_data/mem_test/data-1" in "\n".join(pre.plan_lines())
+
+
+def test_limit_keeps_the_first_samples_in_plan_order(layout: Layout) -> None:
+    pre = check(layout, limit=3)
+    assert [s.key.label for s in pre.samples] == [
+        "1st_data/mem_test/data-1", "1st_data/action_space_test/data-2", "1st_data/mirror_test/loop-1"]
+    assert pre.n_available == 5 and "--limit: the first 3 of 5" in pre.plan_lines()[0]
+    assert isinstance(pre.samples[2], MirrorSample) and len(pre.samples[2].videos) == 2
+
+
+def test_metric_subset_skips_tests_it_does_not_need(layout: Layout) -> None:
+    pre = check(layout, metrics=("gsc",))
+    assert pre.ok and {s.key.test_type for s in pre.samples} == {"mirror_test"}
+
+
+def test_unknown_metric(layout: Layout) -> None:
+    pre = check(layout, metrics=("lcm", "fvd"))
+    assert len(pre.problems) == 1 and "fvd" in pre.problems[0]
+
+
+def test_roots_must_be_directories(layout: Layout, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    pre = run_preflight(missing, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
+    only_problem(pre, missing, "GT root")
+    pre = run_preflight(layout.gt_root, missing, metrics=ALL_METRICS, video_max_time=None)
+    only_problem(pre, missing, "generated root")
+
+
+def test_every_problem_is_reported_at_once(layout: Layout) -> None:
+    layout.add_generated("1st_data", "mem_test", "data-1", frames=111)
+    layout.add_mirror("3rd_data", "loop-1", "path-2.mp4", frames=7)
+    (layout.generated_root / "3rd_data" / "mirror_test" / "stray.txt").write_text("x")
+    assert len(check(layout).problems) == 3
+
+
+def test_gt_only_plan_does_not_call_everything_missing(layout: Layout) -> None:
+    pre = run_preflight(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
+    assert pre.ok and pre.missing == []
+    plan = "\n".join(pre.plan_lines())
+    assert "1st_data/mem_test: 1 sample(s); generated videos not checked" in plan and "counted failed" not in plan

@@ -1,0 +1,135 @@
+"""The recipe end to end through run(cfg): the CPU fixture against its reference, resume, partial runs,
+bad input before any work, one run per directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.reference import EXIT_INCOMPLETE
+from pinbench_recipes.mind import steps
+from pinbench_recipes.mind.run import run
+from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
+
+RECIPE = get_recipe("mind")
+
+
+def _cfg(out: Path, *, checkpoint: str = "", options: dict | None = None, **kwargs) -> RunConfig:
+    if not kwargs.get("fixture"):
+        checkpoint = checkpoint or "my-model"
+    return RECIPE.config(checkpoint, out_dir=out, offline=True, options=options or {}, env={}, **kwargs)
+
+
+def _card(out: Path) -> dict:
+    return json.loads((out / "scorecard.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("mind") / "fixture"
+    return out, run(_cfg(out, fixture=True))
+
+
+def test_fixture_passes_against_its_reference(fixture_run) -> None:
+    out, outcome = fixture_run
+    assert outcome.exit_code == 0, outcome.message
+    assert outcome.diff is not None and outcome.diff.ok
+    card = _card(out)
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 7    # 6 samples + the suite record
+    assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["n_expected"] == 1
+    assert card["metrics"]["mind_average"]["kind"] == "derived"
+    assert card["metrics"]["1st_data/mem_test/native/lcm_ssim"]["kind"] == "cross_check"
+    assert "ProcessPyCpuDouble" in card["extra"]["test_double"]
+    # the official numbers (the double's torchmetrics) and the native ones agree frame by frame everywhere
+    cross = card["extra"]["cross_check"]
+    assert len(cross) == 24 and all(entry["disagree"] == [] for entry in cross.values()), cross
+    # Infinity travelled end to end: path-2's identical first pair is an infinite PSNR frame, not a failure
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    rows = {row["sample_id"]: row for row in map(json.loads, lines)}
+    assert rows["1st_data.mirror_test.loop-1"]["result"]["errors"] == {}
+    assert (out / "official" / "run-001" / "Result.json").read_text().count("Infinity") >= 1
+
+
+def test_fixture_rerun_scores_nothing_again(fixture_run) -> None:
+    out, _ = fixture_run
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "native" / "samples").glob("*.json")}
+    assert run(_cfg(out, fixture=True)).exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "native" / "samples").glob("*.json")} == stamps
+    assert sorted(p.name for p in (out / "official").iterdir()) == ["run-001"]
+
+
+def _records(layout: Layout) -> list[dict]:
+    return [continuation_record("data-1", mark=10, total=122, frames=112, scored=100),
+            continuation_record("data-2", "1st_data", "action_space_test", mark=5, total=220, frames=215, scored=200),
+            mirror_record("loop-1", videos={"path-1.mp4": 12, "path-2.mp4": 8}),
+            mirror_record("loop-1", "3rd_data", videos={"path-1.mp4": 10})]   # 3rd_data/mem_test/data-3 missing
+
+
+def test_imported_results_with_a_missing_sample_are_partial_and_exit_non_zero(tmp_path: Path, layout: Layout,
+                                                                               write_result) -> None:
+    results = write_result(_records(layout))
+    out = tmp_path / "run"
+    outcome = run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root),
+                                     "results": str(results), "native": "0"}))
+    assert outcome.exit_code == EXIT_INCOMPLETE
+    card = _card(out)
+    assert card["status"] == "partial"
+    metric = card["metrics"]["3rd_data/mem_test/lcm_mse"]
+    assert (metric["n_expected"], metric["n_scored"], metric["n_failed"]) == (1, 0, 1)
+    assert "no record in the Result.json" in metric["failed"][0]["error"]
+    assert card["metrics"]["1st_data/mem_test/lcm_mse"]["n_scored"] == 1
+    assert card["metrics"]["mind_average"]["value"] is not None      # derived over what was scored, labelled
+
+
+def test_preflight_problems_stop_the_run_before_any_work(tmp_path: Path, layout: Layout, capsys) -> None:
+    layout.add_mirror("1st_data", "loop-1", "path-3.mp4", frames=7)
+    shutil.rmtree(layout.generated_root / "3rd_data" / "action_space_test")
+    out = tmp_path / "run"
+    with pytest.raises(RecipeError, match="preflight found 2 problem") as info:
+        run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
+    assert "\n" not in str(info.value)
+    err = capsys.readouterr().err
+    assert "path-3.mp4: 7 frames, an odd count" in err and "action_space_test: generated test directory" in err
+    assert not (out / "official").exists() and not (out / "scorecard.json").exists()
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"videos": "/x"}, "pass -o gt=DIR"),
+    ({"gt": "/x"}, "pass -o videos=DIR"),
+])
+def test_missing_inputs_are_one_line_errors(tmp_path: Path, options: dict, words: str) -> None:
+    with pytest.raises(RecipeError, match=words):
+        run(_cfg(tmp_path / "run", options=options))
+
+
+def test_video_max_time_at_or_below_100_is_refused_by_the_option(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="below the minimum 101"):
+        _cfg(tmp_path / "run", options={"video_max_time": "100"})
+
+
+def test_sharding_is_refused(tmp_path: Path) -> None:
+    from pinbench.runner import Shard
+
+    with pytest.raises(RecipeError, match="does not support --shard"):
+        _cfg(tmp_path / "run", shard=Shard(0, 2))
+
+
+def test_second_run_on_the_same_directory_is_refused(tmp_path: Path, layout: Layout) -> None:
+    out = tmp_path / "run"
+    with steps.exclusive(out):
+        with pytest.raises(RecipeError, match="another mind run"):
+            run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
+
+
+def test_official_run_without_its_runtime_is_one_line(tmp_path: Path, layout: Layout,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the image nothing was fetched: the run stops before laying out any work, naming the fetch."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
+    out = tmp_path / "run"
+    with pytest.raises(RecipeError, match=r"^official runtime: .*pinbench fetch mind") as info:
+        run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root), "native": "0"}))
+    assert "\n" not in str(info.value) and not (out / "official").exists()

@@ -1,0 +1,95 @@
+"""Scorecard metrics per split, the derived suite record, the cross-check summary and the partial-run guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import get_recipe
+from pinbench.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
+from pinbench.scorecard import build_scorecard
+from pinbench_recipes.mind.layout import SampleKey
+from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs, suite_result
+
+KEYS = [SampleKey("1st_data", "mem_test", "a"), SampleKey("1st_data", "mem_test", "b"),
+        SampleKey("3rd_data", "action_space_test", "c"), SampleKey("1st_data", "mirror_test", "loop-1")]
+
+
+def test_metric_names_per_split_with_their_cohorts() -> None:
+    specs = {s.name: s for s in metric_specs(KEYS, ("lcm", "gsc"), native=True)}
+    assert specs["1st_data/mem_test/lcm_mse"].sample_ids == ("1st_data.mem_test.a", "1st_data.mem_test.b")
+    assert specs["1st_data/mem_test/lcm_mse"].result_key == "lcm_mse"
+    assert specs["3rd_data/action_space_test/native/lcm_psnr"].result_key == "native/lcm_psnr"
+    assert specs["1st_data/mirror_test/gsc_ssim"].sample_ids == ("1st_data.mirror_test.loop-1",)
+    assert "1st_data/mirror_test/lcm_mse" not in specs and "1st_data/mem_test/gsc_mse" not in specs
+    assert "3rd_data/mem_test/lcm_mse" not in specs               # no sample of that split in the plan
+    assert specs["mind_average"].aggregation == "none" and specs["mind_average"].sample_ids == (SUITE_ID,)
+    assert "memory_consistency_score" in specs and "scene_consistency_score" in specs
+    assert "visual_quality_score" not in specs and "action_control_score" not in specs   # not requested
+    names = {s.name for s in metric_specs(KEYS, ("dino", "action"), native=True)}
+    assert "1st_data/mem_test/dino_mse" in names and "1st_data/mem_test/action_rpe_rot_mean_deg" in names
+    assert not any("native" in n for n in names)                  # the native block is LCM / GSC only
+
+
+def test_suite_record_is_worldfoundrys_table() -> None:
+    suite = suite_result([{"lcm_mse": 0.1, "lcm_ssim": 0.5}, {"lcm_mse": 0.3, "lcm_ssim": 0.7}])
+    assert suite["memory_consistency_score"] == pytest.approx(((1 - 0.2) + 0.6) / 2)
+    assert suite["mind_average"] == suite["memory_consistency_score"]
+    assert suite["visual_quality_score"] is None and "visual_quality_score" in suite["errors"]
+
+
+def _record(sample_id: str, result: dict | None, error: str | None = None) -> dict:
+    return {"sample_id": sample_id, "status": "ok" if result is not None else "failed", "result": result,
+            "error": error}
+
+
+def _card(records: list[dict]) -> dict:
+    recipe = get_recipe("mind")
+    specs = [s.with_info(recipe.metric_info(s.name)) for s in metric_specs(KEYS[:2], ("lcm",), native=False)]
+    return build_scorecard(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", metrics=specs,
+                           records=records, n_expected=3, provenance={}, config={}, timings={})
+
+
+def test_partial_run_guard(tmp_path: Path) -> None:
+    """A sample process.py never wrote and one it gave up on: partial, failures named, never diffed as complete."""
+    value = {"lcm_mse": 0.1, "lcm_psnr": 20.0, "lcm_ssim": 0.5, "lcm_lpips": 0.3}
+    suite = {**suite_result([value]), "errors": {}}
+    reference = Reference(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", n_samples=3,
+                          tier="cross_hw", source={"kind": "test"},
+                          metrics={"1st_data/mem_test/lcm_mse": MetricReference(0.1, "lower", Tolerance(abs=0.01))})
+
+    complete = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", value),
+                      _record(SUITE_ID, suite)])
+    assert complete["status"] == "complete" and diff(complete, reference).exit_code == EXIT_PASS
+
+    failed = _card([_record("1st_data.mem_test.a", value),
+                    _record("1st_data.mem_test.b", None, "SampleFailure: process.py gave up after 4 attempts: OOM"),
+                    _record(SUITE_ID, suite)])
+    metric = failed["metrics"]["1st_data/mem_test/lcm_mse"]
+    assert failed["status"] == "partial" and metric["n_scored"] == 1 and metric["n_failed"] == 1
+    assert metric["failed"] == [{"sample_id": "1st_data.mem_test.b",
+                                 "error": "SampleFailure: process.py gave up after 4 attempts: OOM"}]
+    assert diff(failed, reference).exit_code == EXIT_INCOMPLETE
+
+    missing = _card([_record("1st_data.mem_test.a", value), _record(SUITE_ID, suite)])
+    assert missing["status"] == "partial"
+    assert missing["metrics"]["1st_data/mem_test/lcm_mse"]["missing"] == ["1st_data.mem_test.b"]
+    assert diff(missing, reference).exit_code == EXIT_INCOMPLETE
+
+
+def test_cross_check_summary_names_disagreeing_samples() -> None:
+    results = {
+        "1st_data.mem_test.a": {"perspective": "1st_data", "test_type": "mem_test",
+                                "cross_check": {"mse": 1e-7, "ssim": 2e-6, "psnr": 1e-4, "lpips": 1e-5}},
+        "1st_data.mem_test.b": {"perspective": "1st_data", "test_type": "mem_test",
+                                "cross_check": {"mse": 1e-7, "ssim": 0.01, "psnr": None, "lpips": 1e-5}},
+        SUITE_ID: {"mind_average": 0.5},
+    }
+    summary = cross_check_summary(results, ("lcm",))
+    assert summary["1st_data/mem_test/ssim"]["disagree"] == ["1st_data.mem_test.b"]
+    assert summary["1st_data/mem_test/ssim"]["max_abs_frame_diff"] == pytest.approx(0.01)
+    assert summary["1st_data/mem_test/psnr"]["disagree"] == ["1st_data.mem_test.b"]
+    assert summary["1st_data/mem_test/psnr"]["max_abs_frame_diff"] is None
+    assert summary["1st_data/mem_test/mse"] == {"n_compared": 2, "max_abs_frame_diff": 1e-7, "tolerance": 1e-5,
+                                                "disagree": []}

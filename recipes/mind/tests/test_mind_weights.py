@@ -1,0 +1,68 @@
+"""Weights: pins parse, staged copies are accepted only with the pinned digest, ViPE's caches are laid out
+where an offline from_pretrained / torch.hub looks."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pinbench.pins import HFPin, URLPin
+from pinbench_recipes.mind.weights import (
+    CACHE_PINS,
+    HF_LOADED_AS,
+    TORCH_HUB_FILES,
+    WeightsError,
+    bake,
+    materialise_hf,
+    recipe_pins,
+    stage_file,
+)
+
+
+def test_pins_cover_every_weight_the_official_run_reads() -> None:
+    pins = recipe_pins()
+    assert pins.upstream["mind"].commit == "8f9c59c621f9c9d16f5db2fc0b7f042cf2505aa7"
+    assert pins.upstream["vipe"].commit == "7e66b5a75434373be2a0da3973a10a9a33b595c2"
+    assert set(CACHE_PINS) | set(TORCH_HUB_FILES) <= set(pins.urls)
+    assert set(HF_LOADED_AS) | {"dinov3_vitb16"} <= set(pins.huggingface)
+    # the CLIP digest is the one its URL names (what clip._download would check)
+    clip = pins.urls["clip_vit_l14"]
+    assert clip.sha256 is not None and clip.sha256 in clip.url
+
+
+def test_staged_copy_needs_the_pinned_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    good = tmp_path / "ViT-L-14.pt"
+    good.write_bytes(b"clip weights")
+    pin = URLPin(url="https://example.org/ViT-L-14.pt", sha256=hashlib.sha256(b"clip weights").hexdigest(),
+                 filename="ViT-L-14.pt")
+    staged = stage_file(pin, good)
+    assert staged.read_bytes() == b"clip weights" and str(tmp_path / "cache") in str(staged)
+    bad = tmp_path / "other.pt"
+    bad.write_bytes(b"something else")
+    with pytest.raises(WeightsError, match="sha256 mismatch"):
+        stage_file(pin, bad)
+    with pytest.raises(WeightsError, match="no pinned sha256"):
+        stage_file(URLPin(url=pin.url, sha256=None, filename=pin.filename), good)
+
+
+def test_hf_snapshot_is_laid_out_for_an_offline_main_lookup(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap"
+    (snapshot / "sub").mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "sub" / "vocab.txt").write_text("a\n")
+    (snapshot / ".cache" / "huggingface").mkdir(parents=True)
+    (snapshot / ".cache" / "huggingface" / "x").write_text("metadata")
+    pin = HFPin(repo_id="google-bert/bert-base-uncased", revision="86b5e0934494bd15c9632b12f734a8a67f723594")
+    dest = materialise_hf(pin, snapshot, tmp_path / "hf", "bert-base-uncased")
+    folder = tmp_path / "hf" / "hub" / "models--bert-base-uncased"
+    assert dest == folder / "snapshots" / pin.revision
+    assert (folder / "refs" / "main").read_text() == pin.revision
+    assert (dest / "sub" / "vocab.txt").read_text() == "a\n" and not (dest / ".cache").exists()
+
+
+def test_bake_needs_the_gdown_file(tmp_path: Path) -> None:
+    with pytest.raises(WeightsError, match="--aot-file"):
+        bake(tmp_path / "torch", tmp_path / "hf", recipe_pins(), {})

@@ -1,0 +1,177 @@
+"""Every weight of the official run: fetched and verified before scoring, located offline while scoring.
+
+Two homes, because the scoring stage runs with ``--network none``:
+
+* the pinbench cache (``pinbench fetch mind``): DINOv3 (gated: the token reaches this stage only), the three
+  files ``process.py`` would ``wget`` and the LPIPS AlexNet trunk. The CLIP ViT-L/14 URL is dead
+  (openai/CLIP#516): ``-o clip_file=PATH`` stages any copy, accepted only with the SHA-256 its URL names;
+* the image (``python -m pinbench_recipes.mind.weights bake``, at build time): everything ViPE's default
+  pipeline downloads on first use, placed where torch hub and the HF cache look for it, so that neither
+  ``torch.hub`` nor ``from_pretrained`` nor ``gdown`` is ever reached at scoring time.
+
+No file is loaded here: files are only checked by digest and placed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from pinbench.cache import url_path
+from pinbench.downloads import (
+    ChecksumError,
+    FetchError,
+    NotFetchedError,
+    UnlockedPinError,
+    fetch_hf,
+    fetch_url,
+    locate,
+    verify_sha256,
+)
+from pinbench.files import sha256_file
+from pinbench.pins import HFPin, Pins, URLPin, load_pins
+from pinbench.recipe import RecipeError, RunConfig
+from pinbench_recipes.mind.official import Runtime
+
+PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
+CACHE_PINS = ("musiq_spaq", "aesthetic_head", "clip_vit_l14", "alexnet")   # pinbench cache, fetch stage
+# ViPE's first-use downloads: pin name -> path under TORCH_HOME where ViPE (torch.hub / gdown) looks first.
+TORCH_HUB_FILES = {
+    "alexnet": "hub/checkpoints/alexnet-owt-7be5be79.pth",    # lpips.LPIPS(net='alex') in process.py too
+    "geocalib_pinhole": "hub/geocalib/pinhole.tar",
+    "video_depth_anything_small": "hub/checkpoints/video_depth_anything_vits.pth",
+    "groundingdino_swint_ogc": "hub/checkpoints/groundingdino_swint_ogc.pth",
+    "sam_vit_b": "hub/sam/sam_vit_b_01ec64.pth",
+    "aot_deaotl": "hub/aot/R50_DeAOTL_PRE_YTB_DAV.pth",
+}
+# HF repos ViPE loads without a revision, by the id it passes (the HF cache folder is derived from it).
+HF_LOADED_AS = {"unidepth_v2_vitl14": "lpiccinelli/unidepth-v2-vitl14", "bert_base_uncased": "bert-base-uncased"}
+
+
+class WeightsError(RuntimeError):
+    """A weight is missing or does not match its pin (one line)."""
+
+
+def recipe_pins() -> Pins:
+    return load_pins(PINS_PATH)
+
+
+def stage_file(pin: URLPin, source: Path) -> Path:
+    """Copy a file obtained elsewhere into the cache slot of ``pin``; only with the pinned digest."""
+    if pin.sha256 is None:
+        raise WeightsError(f"{pin.filename}: no pinned sha256, a staged copy cannot be verified")
+    if not source.is_file():
+        raise WeightsError(f"{source}: not a file")
+    try:
+        verify_sha256(source, pin.sha256)
+    except ChecksumError as exc:
+        raise WeightsError(str(exc)) from None
+    dest = url_path(pin)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.staging")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
+    return dest
+
+
+def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path]) -> dict[str, Path]:
+    """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache."""
+    found: dict[str, Path] = {}
+    for name in CACHE_PINS:
+        pin = pins.urls[name]
+        found[name] = stage_file(pin, staged[name]) if name in staged else fetch_url(pin)
+    found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
+    return found
+
+
+def fetch(cfg: RunConfig) -> None:
+    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk."""
+    pins = recipe_pins()
+    clip_file = cfg.options.get("clip_file")
+    staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
+    try:
+        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)
+    except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnlockedPinError) as exc:
+        hint = ""
+        if "clip_vit_l14" not in staged and "ViT-L-14" in str(exc):
+            hint = " (the CLIP URL is dead: pass -o clip_file=PATH to a copy with the pinned SHA-256)"
+        raise RecipeError(f"fetching MIND weights failed: {exc}{hint}") from None
+    for name, path in found.items():
+        print(f"mind: {name} at {path}")
+
+
+def runtime_from_env(pins: Pins, env: Mapping[str, str] = os.environ) -> Runtime:
+    """The official runtime of the recipe image (or of MIND_* variables), every cache weight located offline."""
+    mind_dir = Path(env.get("MIND_DIR", "/opt/mind"))
+    weights = {name: locate(pins.urls[name]) for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14")}
+    return Runtime(mind_dir=mind_dir, python=Path(env.get("MIND_PYTHON", "/opt/venv/bin/python")),
+                   dino_dir=locate(pins.huggingface["dinov3_vitb16"]), weights=weights,
+                   torch_home=Path(env.get("MIND_TORCH_HOME", "/opt/mind-weights/torch")),
+                   hf_home=Path(env.get("MIND_HF_HOME", "/opt/mind-weights/hf")))
+
+
+def lpips_trunk(pins: Pins) -> Path:
+    """The verified AlexNet trunk for the native LPIPS (the same file process.py's lpips loads)."""
+    return locate(pins.urls["alexnet"])
+
+
+# ---------------------------------------------------------------------------------------- image bake
+
+
+def _place(source: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+
+
+def materialise_hf(pin: HFPin, snapshot: Path, hf_home: Path, loaded_as: str) -> Path:
+    """Lay a verified snapshot out where ``from_pretrained(loaded_as)`` finds it offline (refs/main -> pin)."""
+    folder = hf_home / "hub" / ("models--" + loaded_as.replace("/", "--"))
+    dest = folder / "snapshots" / str(pin.revision)
+    for path in sorted(snapshot.rglob("*")):
+        if path.is_file() and ".cache" not in path.relative_to(snapshot).parts:
+            _place(path, dest / path.relative_to(snapshot))
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(str(pin.revision))
+    return dest
+
+
+def bake(torch_home: Path, hf_home: Path, pins: Pins, staged: Mapping[str, Path]) -> list[str]:
+    """Pre-warm ViPE's caches in the image; returns one line per file with its SHA-256 (for the build log)."""
+    lines = []
+    if "aot_deaotl" not in staged:
+        raise WeightsError("R50_DeAOTL_PRE_YTB_DAV.pth lives on Google Drive (gdown): pass --aot-file")
+    for name, relative in TORCH_HUB_FILES.items():
+        pin = pins.urls[name]
+        if name in staged:
+            source = stage_file(pin, staged[name]) if pin.sha256 else staged[name]
+        else:
+            source = fetch_url(pin)
+        _place(source, torch_home / relative)
+        digest = pin.sha256 or sha256_file(source)
+        lines.append(f"{torch_home / relative}  sha256 {digest}{'' if pin.sha256 else '  (unpinned: recorded here)'}")
+    for name, loaded_as in HF_LOADED_AS.items():
+        pin = pins.huggingface[name]
+        dest = materialise_hf(pin, fetch_hf(pin), hf_home, loaded_as)
+        lines.append(f"{dest}  {pin.label}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pinbench_recipes.mind.weights",
+                                     description="Pre-warm ViPE's first-use downloads into the image.")
+    parser.add_argument("command", choices=["bake"])
+    parser.add_argument("--torch-home", type=Path, required=True)
+    parser.add_argument("--hf-home", type=Path, required=True)
+    parser.add_argument("--aot-file", type=Path, help="R50_DeAOTL_PRE_YTB_DAV.pth fetched with gdown")
+    args = parser.parse_args(argv)
+    staged = {"aot_deaotl": args.aot_file} if args.aot_file else {}
+    for line in bake(args.torch_home, args.hf_home, recipe_pins(), staged):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
