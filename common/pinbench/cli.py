@@ -110,16 +110,32 @@ def fetch(
     recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. paibench-c")],
     checkpoint: Annotated[str, typer.Option("--checkpoint", "-c")] = "",
     limit: Annotated[int | None, typer.Option(help="fetch only the first N tasks")] = None,
-    lock: Annotated[bool, typer.Option(help="resolve unpinned revisions and SHA-256s into pins.yaml")] = False,
+    lock: Annotated[bool, typer.Option(help="maintainer: also write the resolved values into the recipe's "
+                                            "pins.yaml (review and commit it)")] = False,
     option: OptionList = [],  # noqa: B006
 ) -> None:
-    """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos)."""
-    recipe = _recipe(recipe_name)
-    if lock:
-        from pinbench.lock import lock_pins
+    """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos).
 
-        lock_pins(recipe.pins_path, token=os.environ.get("HF_TOKEN"))
-        _echo(f"locked {recipe.pins_path}")
+    Values pins.yaml leaves null are resolved once into this machine's user lock (never into pins.yaml) and
+    reused by every later run; scorecards mark them "resolved at run time, not the reference's".
+    """
+    recipe = _recipe(recipe_name)
+    if recipe.pins_path.is_file():
+        from pinbench.userlock import resolve_recipe_pins
+
+        _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+        for change in changes:
+            _echo(f"resolved at run time (user lock): {change}")
+        if lock:
+            from pinbench.lock import lock_recipe_pins
+
+            written = lock_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+            for change in written:
+                _echo(f"pins.yaml: {change}")
+            _echo(f"{recipe.pins_path}: {len(written)} value(s) written; review and commit it" if written
+                  else f"{recipe.pins_path}: nothing left to lock")
+    elif lock:
+        _fail(f"{recipe.name} has no pins.yaml to lock")
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return

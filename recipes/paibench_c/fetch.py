@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pinbench.downloads import fetch_hf, fetch_url, locate
 from pinbench.pins import HFPin, Pins, load_pins
-from pinbench.recipe import RunConfig
+from pinbench.recipe import RunConfig, get_recipe
+from pinbench.userlock import apply_lock, lock_for
 from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
 from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
@@ -56,9 +57,15 @@ def _image_has_weights(pins: Pins) -> bool:
     return all((evaluator.root / rel).exists() for rel in WEIGHT_PATHS.values())
 
 
+def effective_pins(cfg: RunConfig) -> Pins:
+    """pins.yaml with this machine's user lock applied (the dataset revision a first fetch resolved)."""
+    return apply_lock(load_pins(PINS_PATH), lock_for(get_recipe(cfg.recipe)))
+
+
 def fetch(cfg: RunConfig) -> None:
-    """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``)."""
-    pins = load_pins(PINS_PATH)
+    """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``; the CLI has
+    resolved the nulls of pins.yaml into the user lock before this runs)."""
+    pins = effective_pins(cfg)
     tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
     fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))
     weights = cfg.options["evaluator_weights"]

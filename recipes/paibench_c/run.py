@@ -18,16 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from pinbench.cache import is_offline
 from pinbench.finish import finish_run
-from pinbench.pins import load_pins
 from pinbench.provenance import installed_distributions
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
 from pinbench_recipes.paibench_c import evaluate
-from pinbench_recipes.paibench_c.fetch import PINS_PATH, Inputs, locate_inputs
+from pinbench.userlock import pins_for_provenance
+from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs
 from pinbench_recipes.paibench_c.fixture import run_fixture
 from pinbench_recipes.paibench_c.generate import (
     Collected,
@@ -89,7 +88,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     options = Options.from_config(cfg)
     if cfg.shard is not None and not cfg.skip_scoring:
         raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
-    pins = load_pins(PINS_PATH)
+    pins = effective_pins(cfg)
     timings: dict[str, float] = {}
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -151,7 +150,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
     outcome = finish_run(recipe, cfg, metrics=specs,
                          records=list(summary.records.values()), n_expected=len(task_ids),
-                         pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
+                         pins=pins_for_provenance(pins), timings=timings,
                          seeds={"generation": sorted({t.seed for t in inputs.tasks}),
                                 "evaluator": "DOVER and SAM2 point sampling seeded by the fork"},
                          extra=extra, provenance_extra=provenance_extra)
