@@ -14,9 +14,8 @@ import os
 import re
 import sys
 import urllib.request
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 
 from huggingface_hub import snapshot_download
 

@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from pinbench.cache import is_offline
 from pinbench.finish import finish_run
 from pinbench.provenance import installed_distributions
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
-from pinbench_recipes.paibench_c import evaluate
 from pinbench.userlock import pins_for_provenance
+from pinbench_recipes.paibench_c import evaluate
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs
 from pinbench_recipes.paibench_c.fixture import run_fixture
 from pinbench_recipes.paibench_c.generate import (
