@@ -18,12 +18,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 from types import SimpleNamespace
 
+import huggingface_hub
 import pytest
-import yaml
 from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.file_download import repo_folder_name
-
-import huggingface_hub
 
 from pinbench import cache, downloads
 from pinbench.downloads import (

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from pinbench.cache import is_offline
 from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.pins import Pins, PinsError, load_pins
