@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.cache import is_offline
+from pinbench.doctor import Finding
 from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.pins import Pins, PinsError, load_pins
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
@@ -225,3 +226,28 @@ def fetch(cfg: RunConfig) -> None:
     except (KeyError, FetchError, PinMismatchError, NotFetchedError) as exc:
         raise RecipeError(f"fetching RAFT weights failed: {exc}") from None
     print(f"dynamic-degree: RAFT-things weights at {path}")
+
+
+def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+    """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
+    from pinbench.doctor import ok, problem, url_finding, video_findings
+
+    options = parse_options(cfg)
+    findings: list[Finding] = []
+    if options.videos is not None:
+        try:
+            videos = list_videos(options.videos)[: cfg.limit]
+        except RecipeError as exc:
+            return [problem("inputs", str(exc))]
+        findings += video_findings({sample_id(options.videos, p): p for p in videos}, options.videos)
+    if options.flow != "raft":
+        return findings
+    if options.raft_weights is not None:
+        if not options.raft_weights.is_file():
+            return [*findings, problem("cache", f"{options.raft_weights}: RAFT weights file not found")]
+        if not options.raft_sha256:
+            return [*findings, problem("cache", f"{options.raft_weights}: needs -o raft_sha256=<hex>")]
+        return [*findings, ok("cache", f"local RAFT weights {options.raft_weights} (checked when loaded)")]
+    if pins is not None and WEIGHTS_PIN in pins.urls:
+        findings.append(url_finding(WEIGHTS_PIN, pins.urls[WEIGHTS_PIN]))
+    return findings
