@@ -212,9 +212,9 @@ def visible_gpus() -> list[tuple[str, str, float]] | None:
 
 def gpu_findings(recipe: Recipe, cfg: RunConfig, gpus: list[tuple[str, str, float]] | None) -> list[Finding]:
     need = recipe.resources
-    if recipe.flags.gpus == "none" or cfg.gpus == 0 or not need:
-        return []
-    memory = need.gpu_memory_gb(cfg.checkpoint)
+    memory = need.gpu_memory_gb(cfg.checkpoint) if need else None
+    if recipe.flags.gpus == "none" or cfg.gpus == 0 or (memory is None and cfg.gpus <= 1):
+        return []   # a recipe that declares no GPU memory runs on CPU too, unless several GPUs were asked
     if gpus is None:
         return [problem("gpu", "no GPU visible (nvidia-smi not found or failing); this run needs "
                                f"{cfg.gpus} GPU(s)" + (f" of {memory:g} GB" if memory else ""))]
@@ -224,7 +224,7 @@ def gpu_findings(recipe: Recipe, cfg: RunConfig, gpus: list[tuple[str, str, floa
     used = gpus[: cfg.gpus]
     small = [f"GPU {i} {name} {gb:.0f} GB" for i, name, gb in used if memory and gb < memory]
     if small:
-        hint = f" ({need.gpu_note})" if need.gpu_note else ""
+        hint = f" ({need.gpu_note})" if need and need.gpu_note else ""
         return [problem("gpu", f"{'; '.join(small)} < {memory:g} GB needed for {cfg.checkpoint}{hint}")]
     names = ", ".join(sorted({f"{name} {gb:.0f} GB" for _, name, gb in used}))
     return [ok("gpu", f"{len(used)} GPU(s): {names}" + (f" (need {memory:g} GB each)" if memory else ""))]
