@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from pinbench.files import atomic_path, sha256_file, write_atomic
 from pinbench.video import is_valid_video
+from pinbench.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
 
 MIN_FRAMES = NUM_FRAMES
@@ -248,7 +249,12 @@ class CosmosFrameworkGenerator:
             with open(launch.log, "ab") as log:
                 procs.append((launch, subprocess.Popen(launch.argv, cwd=launch.cwd, env={**base_env, **launch.env},
                                                        stdout=log, stderr=subprocess.STDOUT)))
-        codes = [(launch, proc.wait()) for launch, proc in procs]
+        # Progress as observed from outside: a finished sample is its vision.mp4 (written when it is done).
+        names = [row["name"] for row in rows]
+        watcher = Watcher(f"generate {work_dir.name}", lambda: sum(vision_path(raw_dir, n).is_file() for n in names),
+                          total=len(names))
+        codes = zip((launch for launch, _ in procs),
+                    wait_watched([(proc, launch.log) for launch, proc in procs], watcher), strict=True)
         failed = [f"{launch.log} (exit {code})" for launch, code in codes if code != 0]
         if failed:
             raise GenerationError("cosmos-framework failed: " + "; ".join(failed))
