@@ -14,8 +14,8 @@ Steps (each prints its own wall time when it finishes):
    cuDNN TF32 as RememBench's pair metrics set it; max |d LPIPS| over frame pairs.
 3. CLIP numerics: RememBench's ``ClipEmbedder`` (a ViT-H/14 vision tower; ``--quick``: a tiny CLIP) on
    CPU and device; max |d embedding| and the smallest cosine between the two devices' embeddings.
-4. RAFT throughput at 480x832 (padded size as the recipe feeds it): frame pairs per second on CPU and
-   on the device (batch 8, after one warm-up batch).
+4. RAFT throughput at 480x832 (``--quick``: 240x416): frame pairs per second on CPU (batch 1) and on the
+   device (batch 8, after one warm-up batch).
 5. TempSSIM throughput on a 379-frame 1376x768 rollout: frames per second of RememBench's TempSSIM,
    which is a CPU implementation (scipy filters in threads), with all cores and with one thread.
 
@@ -51,12 +51,13 @@ import numpy as np
 SEED = 20261130
 OUT_ENV = "PINBENCH_GPU_CHECK_OUT"
 FULL = {"raft_videos": 5, "raft_size": (144, 256), "raft_pairs_cpu": 2, "raft_pairs_device": 32,
+        "throughput_size": (480, 832),
         "lpips_pairs": 8, "lpips_size": (384, 672), "clip": "vit-h14", "clip_images": 4,
         "tempssim_frames": 379, "tempssim_size": (768, 1376)}
-QUICK = {"raft_videos": 2, "raft_size": (128, 136), "raft_pairs_cpu": 1, "raft_pairs_device": 8,
+QUICK = {"raft_videos": 1, "raft_size": (128, 136), "raft_pairs_cpu": 1, "raft_pairs_device": 8,
+         "throughput_size": (240, 416),
          "lpips_pairs": 2, "lpips_size": (192, 336), "clip": "tiny", "clip_images": 2,
          "tempssim_frames": 48, "tempssim_size": (192, 344)}
-THROUGHPUT_SIZE = (480, 832)   # RAFT throughput, the size the brief names
 
 
 class CheckFailed(RuntimeError):
@@ -210,14 +211,17 @@ def clip_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, A
 def raft_throughput(device: str, sizes: dict[str, Any], weights: Path) -> dict[str, Any]:
     from pinbench_recipes.dynamic_degree.flow import RaftThings
 
-    height, width = THROUGHPUT_SIZE
+    height, width = sizes["throughput_size"]
     frames = _frames(np.random.default_rng(SEED + 2), 9, height, width)
     first, second = frames[:-1], frames[1:]
     out: dict[str, Any] = {"size": f"{width}x{height}"}
     for name, dev, n_pairs, batch in (("cpu", "cpu", sizes["raft_pairs_cpu"], 1),
                                       ("device", device, sizes["raft_pairs_device"], 8)):
         estimator = RaftThings(weights, device=dev, batch_size=batch)
-        estimator.flow(first[:batch], second[:batch])              # warm-up (model load, kernels)
+        if dev == "cpu":
+            estimator.model()                                      # load only: a CPU pass is slow and steady
+        else:
+            estimator.flow(first[:batch], second[:batch])          # warm-up (model load, kernels, autotuning)
         _sync(dev)
         start, done = time.perf_counter(), 0
         while done < n_pairs:
@@ -278,7 +282,7 @@ def _rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
                   f"{get('clip numerics', 'model')}, {get('clip numerics', 'images')} images"),
                  ("CLIP min cosine CPU vs device", get("clip numerics", "min_cosine_cpu_vs_device", "{:.7f}"), "")]
     if "raft throughput" in r and "error" not in r["raft throughput"]:
-        rows.append(("RAFT pairs/s at 480x832: CPU / device",
+        rows.append((f"RAFT pairs/s at {get('raft throughput', 'size')}: CPU / device",
                      f"{get('raft throughput', 'cpu_pairs_per_s')} / {get('raft throughput', 'device_pairs_per_s')}",
                      f"x{get('raft throughput', 'speedup')} (device batch 8)"))
     if "tempssim throughput" in r and "error" not in r["tempssim throughput"]:
@@ -293,7 +297,7 @@ def _rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
 def markdown(report: dict[str, Any]) -> str:
     env = report["environment"]
     lines = [f"gpu-check {report['mode']} on {env['device_name']} (torch {env['torch']}, CUDA {env['cuda']}, "
-             f"{env['cpu_cores']} CPU cores), {report['total_s']:.0f} s", "",
+             f"{env['cpu_cores']} CPU cores, {env['torch_cpu_threads']} torch threads), {report['total_s']:.0f} s", "",
              "| check | result | note |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in _rows(report["results"])]
     lines += ["", "step times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in report["step_seconds"].items())]
@@ -306,12 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a CPU smoke of the whole script)")
     parser.add_argument("--out", type=Path, default=os.environ.get(OUT_ENV) or None,
                         help=f"folder for gpu_check.json and gpu_check.md (or ${OUT_ENV})")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (default: torch's own; 1 on a shared, oversubscribed machine)")
     parser.add_argument("--raft-weights", type=Path, default=None,
                         help="real RAFT-large weights (torchvision layout) instead of seeded random ones")
     args = parser.parse_args(argv)
 
     import torch
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"error: CUDA is not available here (torch {torch.__version__}, built for CUDA {torch.version.cuda}, "
               f"{torch.cuda.device_count()} device(s)); this check needs a GPU; `--device cpu --quick` runs the "
@@ -319,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = QUICK if args.quick else FULL
     env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-           "cpu_cores": os.cpu_count(), "device": args.device,
+           "cpu_cores": os.cpu_count(), "torch_cpu_threads": torch.get_num_threads(), "device": args.device,
            "device_name": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"}
     print(f"gpu-check ({'quick' if args.quick else 'full'}) on {env['device_name']}, torch {env['torch']}",
           flush=True)
