@@ -163,16 +163,15 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
     import torch
 
     from pinbench.downloads import locate
-    from pinbench.pins import load_pins
     from pinbench.recipe import get_recipe
-    from pinbench_recipes.paibench_c.fetch import PINS_PATH, locate_inputs
+    from pinbench_recipes.paibench_c.fetch import effective_pins, locate_inputs
     from pinbench_recipes.paibench_c.rows import build_rows
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
-    pins = load_pins(PINS_PATH)
     cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=tmp_path, limit=1)
+    pins = effective_pins(cfg)   # the dataset revision a first `pinbench fetch` resolved into the user lock
     inputs = locate_inputs(cfg, pins, need_model=True)
     rows = build_rows(inputs.tasks, "edge", inputs.dataset_dir)
     gen = CosmosFrameworkGenerator(framework_dir=framework, python=framework / ".venv" / "bin" / "python",
