@@ -75,21 +75,13 @@ def _sync(device: str) -> None:
 
 
 def _random_raft_weights(path: Path, seed: int) -> Path:
-    """torchvision raft_large with seeded random parameters (running stats kept positive), saved as tensors."""
+    """torchvision raft_large with the recipe's seeded random parameters, saved as tensors."""
     import torch
     from torchvision.models.optical_flow import raft_large
 
-    torch.manual_seed(seed)
-    model = raft_large(weights=None, progress=False)
-    generator = torch.Generator().manual_seed(seed)
-    state = {}
-    for key, value in model.state_dict().items():
-        if key.endswith("running_var"):
-            value = torch.rand(value.shape, generator=generator) + 0.5
-        elif value.dtype.is_floating_point:
-            value = torch.randn(value.shape, generator=generator) * 0.05
-        state[key] = value
-    torch.save(state, path)
+    from pinbench_recipes.dynamic_degree.flow import seeded_random_state
+
+    torch.save(seeded_random_state(raft_large(weights=None, progress=False).state_dict(), seed), path)
     return path
 
 
