@@ -183,3 +183,35 @@ def test_paibench_scoring_only_with_no_videos_stops(tmp_path: Path, monkeypatch:
     findings = fetch_module.preflight(cfg, fetch_module.effective_pins(cfg))
     lines = [f.line for f in findings if not f.ok]
     assert f"0 of 3 edge videos found under {tmp_path / 'run' / 'edge' / 'videos'}" in lines
+
+
+def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pinbench fetch` gets past a null pin (here: RAFT known by its 8-hex prefix) without touching pins.yaml;
+    `--lock` is the maintainer's copy of the same value into pins.yaml."""
+    import hashlib
+
+    from pinbench.recipe import Recipe
+
+    weights = tmp_path / "raft_large_C_T_V1.pth"
+    weights.write_bytes(b"raft weights stand-in" * 100)
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    pins = tmp_path / "pins.yaml"
+    pins.write_text(f"recipe: dynamic-degree\nurls:\n  raft_things:\n    url: {weights.as_uri()}\n"
+                    f"    sha256: null  # the full hash is not published\n    sha256_prefix: {digest[:8]}\n")
+    monkeypatch.setattr(Recipe, "pins_path", property(lambda self: pins))
+    before = pins.read_text()
+    result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "-o", f"videos={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert f"resolved at run time (user lock): urls.raft_things.sha256 = {digest}" in result.output
+    assert pins.read_text() == before
+    recipe = get_recipe("dynamic-degree")
+    assert user_lock_path(recipe.name, recipe.version).is_file()
+    findings = doctor.diagnose(recipe, recipe.config("m", options={"videos": str(tmp_path)}, offline=True, env={}))
+    assert any("resolved at run time" in f.line for f in findings)
+    assert any(f.ok and f.line.startswith(f"raft_things: raft_large_C_T_V1.pth sha256 {digest[:12]}") for f in findings)
+
+    result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "--lock", "-o", f"videos={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert f"    sha256: {digest} # the full hash is not published" in pins.read_text()   # comment kept
+    assert "review and commit it" in result.output

@@ -237,9 +237,9 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     if options.videos is not None:
         try:
             videos = list_videos(options.videos)[: cfg.limit]
-        except RecipeError as exc:
-            return [problem("inputs", str(exc))]
-        findings += video_findings({sample_id(options.videos, p): p for p in videos}, options.videos)
+            findings += video_findings({sample_id(options.videos, p): p for p in videos}, options.videos)
+        except RecipeError as exc:   # no videos at all: one line, and the weights are still checked
+            findings.append(problem("inputs", str(exc)))
     if options.flow != "raft":
         return findings
     if options.raft_weights is not None:
