@@ -53,8 +53,8 @@ def test_observations(tmp_path: Path) -> None:
     assert bytes_under(tmp_path) == 5
     (tmp_path / "log").write_text("\n".join(f"l{i}" for i in range(100)))
     assert tail(tmp_path / "log", 3) == ["l97", "l98", "l99"] and tail(tmp_path / "missing") == []
-    line = Watcher("fetch model", lambda: 2_500_000, unit="bytes", tty=False).__enter__().line()
-    assert line.startswith("fetch model: 2.5 MB bytes, ")
+    line = Watcher("fetch model", lambda: 2_500_000, unit="bytes", tty=False).line()
+    assert line.startswith("fetch model: 2.5 MB, ") and "/s, " in line
 
 
 def _card(n_failed: int) -> dict:

@@ -199,7 +199,8 @@ def cached_snapshot(pin: HFPin, cache: Path | str | None = None) -> Path | None:
     """The cached snapshot folder of a pin's revision, found through huggingface_hub's public cache API.
 
     ``snapshot_download(..., local_files_only=True)`` never touches the network; recent huggingface_hub
-    versions also refuse a snapshot their cached file listing shows incomplete. None when absent.
+    versions also refuse a snapshot their cached file listing shows incomplete (IncompleteSnapshotError,
+    a LocalEntryNotFoundError). None when absent.
     """
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -207,12 +208,8 @@ def cached_snapshot(pin: HFPin, cache: Path | str | None = None) -> Path | None:
         folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=_require_revision(pin),
                                    allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
                                    local_files_only=True)
-    except (LocalEntryNotFoundError, FileNotFoundError):
+    except LocalEntryNotFoundError:
         return None
-    except Exception as exc:  # IncompleteSnapshotError (huggingface_hub >= 1.x) and friends: not usable as is
-        if type(exc).__name__.startswith("Incomplete"):
-            return None
-        raise
     return Path(folder)
 
 

@@ -101,7 +101,7 @@ class Watcher:
         self.tty = self.stream.isatty() if tty is None else tty
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._start = 0.0
+        self._start = time.monotonic()
         self._bar: Any = None
 
     # --------------------------------------------------------------------------------------- lines
@@ -111,9 +111,11 @@ class Watcher:
         elapsed = max(time.monotonic() - self._start, 1e-9)
         text = f"{self.stage}: {_amount(done, self.unit)}"
         if self.total:
-            text += f"/{_amount(self.total, self.unit)} {self.unit} ({100 * done / self.total:.0f}%)"
-        else:
+            text += f"/{_amount(self.total, self.unit)}"
+        if self.unit != "bytes":
             text += f" {self.unit}"
+        if self.total:
+            text += f" ({100 * done / self.total:.0f}%)"
         if self.unit == "bytes":
             text += f", {_amount(done / elapsed, 'bytes')}/s"
         elif done:
