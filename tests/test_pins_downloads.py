@@ -205,7 +205,9 @@ def test_fetch_hf_passes_revision_and_verifies(fake_hub, tmp_path, monkeypatch, 
     assert not (path / "README.md").exists()  # allow_patterns honoured
     (call,) = fake_hub.calls
     assert call["revision"] == REV and call["repo_type"] == "model" and call["token"] == TOKEN
-    assert TOKEN not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert TOKEN not in err
+    assert f"fetch org/model@{REV}: {len(WEIGHTS) + len(CONFIG)} B, " in err      # downloaded bytes, observed
 
 
 def test_fetch_hf_without_token_sends_none(fake_hub):

@@ -23,6 +23,7 @@ from pinbench.cache import cache_dir, hf_snapshot_dir, is_offline, url_path
 from pinbench.files import atomic_path, sha256_file
 from pinbench.pins import HFPin, URLPin
 from pinbench.provenance import redact
+from pinbench.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _CHUNK = 1 << 20
@@ -165,10 +166,16 @@ def fetch_hf(pin: HFPin, *, token: str | None = None, cache: Path | str | None =
     revision = _require_revision(pin)
     if local_dir is not None or is_offline():
         return locate(pin, cache=cache, local_dir=local_dir)
+    # Downloaded bytes as observed in the repo's cache folder: a line a minute (huggingface_hub draws its own
+    # bars on a terminal), so a log shows a multi-GB download moving.
+    repo_folder = hf_snapshot_dir(pin, cache).parents[1]
+    before = bytes_under(repo_folder)
+    watcher = Watcher(f"fetch {pin.label}", lambda: bytes_under(repo_folder) - before, unit="bytes", tty=False)
     try:
-        folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=revision,
-                                   allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
-                                   token=_hf_token(token))
+        with watcher:
+            folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=revision,
+                                       allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
+                                       token=_hf_token(token))
     except Exception as exc:  # any hub/HTTP error: report it redacted, without the chained traceback
         raise FetchError(redact(f"{pin.label}: download failed: {type(exc).__name__}: {exc}")) from None
     root = Path(folder)
