@@ -207,7 +207,7 @@ def test_fetch_hf_passes_revision_and_verifies(fake_hub, tmp_path, monkeypatch, 
     assert call["revision"] == REV and call["repo_type"] == "model" and call["token"] == TOKEN
     err = capsys.readouterr().err
     assert TOKEN not in err
-    assert f"fetch org/model@{REV}: {len(WEIGHTS) + len(CONFIG)} B, " in err      # downloaded bytes, observed
+    assert f"fetch org/model@{REV}: {(len(WEIGHTS) + len(CONFIG)) / 1e3:.1f} kB, " in err   # bytes observed
 
 
 def test_fetch_hf_without_token_sends_none(fake_hub):
