@@ -215,3 +215,29 @@ def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins
     assert result.exit_code == 0, result.output
     assert f"    sha256: {digest} # the full hash is not published" in pins.read_text()   # comment kept
     assert "review and commit it" in result.output
+
+
+def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pinbench.docker_engine as engine
+
+    recipe = get_recipe("paibench-c")
+    built = {recipe.stage_image(s) for s in recipe.stages if s.dockerfile == "Dockerfile"}
+
+    class Images:  # test double for the docker SDK's image collection
+        def get(self, tag: str):
+            if tag not in built:
+                raise RuntimeError("404 No such image")
+            return type("Image", (), {"id": "sha256:" + "d" * 64})()
+
+    monkeypatch.setattr(engine, "docker_client", lambda: type("Client", (), {"images": Images()})())
+    findings = {f.line.split()[0]: f for f in doctor.image_findings(recipe)}
+    assert findings["pinbench/paibench-c:1.0.0"].ok and findings["pinbench/paibench-c:1.0.0"].line.endswith("d" * 64)
+    generate = findings["pinbench/paibench-c-generate:1.0.0"]
+    assert not generate.ok and "not built; run `make build-paibench-c`" in generate.line
+
+    def unreachable():
+        raise ConnectionError("no socket")
+
+    monkeypatch.setattr(engine, "docker_client", unreachable)
+    (line,) = doctor.image_findings(recipe)
+    assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line
