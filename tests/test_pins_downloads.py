@@ -687,3 +687,17 @@ def test_pins_feed_provenance_input_states(tmp_path):
     assert states["huggingface/model"]["state"] == "unverified"  # config.json has no sha256 yet
     assert states["urls/sam2"]["state"] == "unverified"
     assert TOKEN not in str(states)
+
+
+def test_a_bad_earlier_download_is_fetched_again_when_resolving(tmp_path, capsys):
+    src = tmp_path / "raft.pth"
+    src.write_bytes(WEIGHTS)
+    path = write_pins(tmp_path, f"urls:\n  raft:\n    url: {src.as_uri()}\n    sha256: null\n"
+                                f"    sha256_prefix: {sha(WEIGHTS)[:8]}\n")
+    stale = cache.url_path(load_pins(path).urls["raft"])
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"cut short")
+    lock = user_lock(tmp_path)
+    resolve(load_pins(path), lock)
+    assert lock.entries[("urls", "raft", "sha256")].value == sha(WEIGHTS)
+    assert "downloading it again" in capsys.readouterr().err and not stale.exists()

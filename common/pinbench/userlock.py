@@ -246,12 +246,17 @@ def _resolve_hf_hashes(pin: HFPin, revision: str, paths: list[str], api: Any, to
 
 def _resolve_url(pin: URLPin, cache: Path | str | None) -> tuple[str, str]:
     """Download (or reuse the unverified cached copy), check the partial pins, move it to its final place."""
-    from pinbench.downloads import download_url, verify_url_file
+    from pinbench.downloads import PinMismatchError, _warn, download_url, verify_url_file
 
     unverified = url_path(pin, cache)
+    digest = None
     if unverified.is_file():
-        digest = verify_url_file(pin, unverified)
-    else:
+        try:
+            digest = verify_url_file(pin, unverified)
+        except PinMismatchError as exc:   # a bad or cut earlier download: fetch it again
+            _warn(f"{exc}; downloading it again")
+            unverified.unlink()
+    if digest is None:
         digest = download_url(pin.url, unverified, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
     final = url_path(dataclasses.replace(pin, sha256=digest), cache)
     final.parent.mkdir(parents=True, exist_ok=True)
