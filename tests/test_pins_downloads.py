@@ -604,6 +604,10 @@ def test_a_corrupt_user_lock_is_one_line(tmp_path):
     with pytest.raises(UserLockError, match="is the lock of my-recipe 1.2.3, not other 1.2.3"):
         lock.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\n")
         UserLock.load(lock.path, "other", "1.2.3")
+    lock.path.unlink()
+    lock.path.mkdir()                                                      # a folder posing as the lock
+    with pytest.raises(UserLockError, match=r"1\.2\.3\.yaml: is a directory, not a file"):
+        UserLock.load(lock.path, "my-recipe", "1.2.3")
 
 
 def test_maintainer_lock_writes_pins_keeping_comments_and_layout(unresolved, tmp_path, monkeypatch):
