@@ -296,10 +296,9 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
         return [ok("mode", "fixture run: synthetic inputs on CPU, nothing to check")]
     offline = cfg.offline or is_offline()
     pins, findings = pin_findings(recipe, offline=offline)
-    if recipe.preflight_entry is not None:
-        cache = list(recipe.preflight(cfg, pins))
-    else:
-        cache = pins_in_cache(pins) if pins is not None else []
+    # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
+    # recipe's preflight knows; a recipe without one gets the generic checks alone.
+    cache = list(recipe.preflight(cfg, pins)) if recipe.preflight_entry is not None else []
     will_fetch = not offline and (cfg.runtime == "docker" or bool(recipe.resources and recipe.resources.fetch_on_run))
     to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
     if will_fetch:
