@@ -35,9 +35,16 @@ def _write_config(tmp_path: Path, change) -> Path:
 
 
 def test_the_shipped_configuration_is_valid(config: dict) -> None:
-    assert set(config["recipes"]) == {"paibench-c", "dynamic-degree", "remembench"}
+    assert set(config["recipes"]) == {"paibench-c", "dynamic-degree", "remembench", "camerabench"}
     assert config["recipes"]["paibench-c"] == {"checkpoint": "Cosmos3-Nano", "limit": 4, "gpus": 4, "inputs": {}}
     assert config["recipes"]["dynamic-degree"]["inputs"]["videos"]["from"] == "synthetic"
+
+
+def test_every_installed_recipe_is_configured(config: dict) -> None:
+    """A new recipe must say what the GPU CI runs for it (a recipe left out is never checked on a GPU)."""
+    from pinbench.recipe import available_recipes
+
+    assert sorted(config["recipes"]) == sorted(available_recipes())
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -59,7 +66,7 @@ def test_a_bad_configuration_is_one_line(tmp_path: Path, change, message: str) -
 
 
 def test_plan(config: dict) -> None:
-    everything = ["dynamic-degree", "paibench-c", "remembench"]
+    everything = ["camerabench", "dynamic-degree", "paibench-c", "remembench"]
     assert gpu_ci.plan(config, "schedule") == everything
     assert gpu_ci.plan(config, "push", changed=["recipes/paibench_c/run.py", "README.md"]) == ["paibench-c"]
     assert gpu_ci.plan(config, "push", changed=["common/pinbench/runner.py"]) == everything
