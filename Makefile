@@ -11,12 +11,14 @@ RECIPE ?=
 DEST ?=
 RUN_ARGS ?=
 VIDEOS ?=
+GPU_CHECK_OUT ?=
+GPU_CHECK_ARGS ?=
 UV_VERSION := 0.13.9
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint docs demo export
+.PHONY: help setup test lint docs demo export gpu-check
 
 help: ## show this help
 	@echo "pinbench - pinned, reproducible benchmark recipes"
@@ -52,6 +54,9 @@ docs: $(STAMP) ## regenerate the READMEs' option, environment and metric tables 
 
 demo: $(STAMP) ## run every recipe's fixture mode on CPU; scorecards and a report under runs/demo
 	$(PINBENCH) demo --out runs/demo
+
+gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA vs CPU, verdict flips, throughput (GPU_CHECK_OUT=DIR)
+	$(BIN)/python tools/gpu_check.py $(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) $(GPU_CHECK_ARGS)
 
 build-%: $(STAMP) ## build a recipe's images from its exported directory (needs Docker)
 	$(PINBENCH) build $*

@@ -18,23 +18,36 @@ from fnmatch import fnmatch
 from pathlib import Path
 from types import SimpleNamespace
 
+import huggingface_hub
 import pytest
-import yaml
+from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.file_download import repo_folder_name
 
-from pinbench import cache, downloads, lock
+from pinbench import cache, downloads
 from pinbench.downloads import (
     ChecksumError,
     FetchError,
     NotFetchedError,
     PinMismatchError,
+    SizeMismatchError,
     UnlockedPinError,
     fetch_hf,
     fetch_url,
+    git_blob_id,
     locate,
 )
-from pinbench.lock import lock_pins
+from pinbench.lock import lock_recipe_pins
 from pinbench.pins import HEX40, HFPin, PinsError, URLPin, load_pins
+from pinbench.userlock import (
+    RESOLVED_NOTE,
+    UserLock,
+    UserLockError,
+    apply_lock,
+    pins_for_provenance,
+    resolve,
+    stale_keys,
+    user_lock_path,
+)
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "fedcba9876543210fedcba9876543210fedcba98"
@@ -57,6 +70,7 @@ class FakeHub:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.calls: list[dict] = []
+        self.lookups: list[dict] = []
 
     def add(self, repo_id: str, revision: str, files: dict[str, bytes]) -> None:
         for rel, data in files.items():
@@ -77,11 +91,16 @@ class FakeHub:
         return Path(cache_dir) / folder / "snapshots" / revision
 
     def snapshot_download(self, repo_id, *, repo_type=None, revision=None, allow_patterns=None,
-                          cache_dir=None, token=None, **kwargs):
+                          cache_dir=None, token=None, local_files_only=False, **kwargs):
+        dest = self._snapshot(cache_dir, repo_id, repo_type, revision)
+        if local_files_only:  # huggingface_hub's offline lookup: the snapshot folder of a commit, or an error
+            self.lookups.append({"repo_id": repo_id, "revision": revision})
+            if not dest.is_dir():
+                raise LocalEntryNotFoundError(f"{repo_id}@{revision} not in the cache")
+            return str(dest)
         self.calls.append({"fn": "snapshot_download", "repo_id": repo_id, "revision": revision,
                            "repo_type": repo_type, "allow_patterns": allow_patterns, "token": token})
         src = self._source(repo_id, revision, token)
-        dest = self._snapshot(cache_dir, repo_id, repo_type, revision)
         for path in src.rglob("*"):
             rel = path.relative_to(src).as_posix()
             if path.is_file() and (allow_patterns is None or any(fnmatch(rel, p) for p in allow_patterns)):
@@ -102,15 +121,29 @@ class FakeHub:
 
 
 class FakeHfApi:
-    """Test double for HfApi: repo_info returns the head commit registered per repo."""
+    """Test double for HfApi: repo_info returns the head commit registered per repo; get_paths_info returns
+    file records whose ``lfs`` carries the SHA-256 for the paths registered as LFS files."""
 
-    def __init__(self, heads: dict[str, str]) -> None:
-        self.heads = heads
+    def __init__(self, heads: dict[str, str], lfs: dict[str, str] | None = None,
+                 plain: tuple[str, ...] = ()) -> None:
+        self.heads, self.lfs, self.plain = heads, lfs or {}, plain
         self.calls: list[tuple] = []
 
     def repo_info(self, repo_id, *, repo_type=None, token=None, **kwargs):
         self.calls.append((repo_id, repo_type, token))
         return SimpleNamespace(sha=self.heads[repo_id])
+
+    def get_paths_info(self, repo_id, paths, *, revision=None, repo_type=None, token=None, **kwargs):
+        assert HEX40.fullmatch(revision), revision
+        self.calls.append(("paths_info", repo_id, tuple(paths), revision))
+        out = []
+        for path in paths:
+            if path in self.lfs:
+                out.append(SimpleNamespace(path=path, blob_id="1" * 40, size=1,
+                                           lfs=SimpleNamespace(sha256=self.lfs[path], size=1)))
+            elif path in self.plain:
+                out.append(SimpleNamespace(path=path, blob_id="2" * 40, size=1, lfs=None))
+        return out
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +159,7 @@ def fake_hub(tmp_path, monkeypatch) -> FakeHub:
     fake.add("org/model", REV, {"model.safetensors": WEIGHTS, "config.json": CONFIG, "README.md": b"x"})
     fake.add("org/data", REV, {"videos/a.mp4": b"a", "videos/b.mp4": b"bb", "meta.json": b"{}"})
     monkeypatch.setattr(downloads, "snapshot_download", fake.snapshot_download)
-    monkeypatch.setattr(lock, "hf_hub_download", fake.hf_hub_download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake.hf_hub_download)
     return fake
 
 
@@ -172,7 +205,9 @@ def test_fetch_hf_passes_revision_and_verifies(fake_hub, tmp_path, monkeypatch, 
     assert not (path / "README.md").exists()  # allow_patterns honoured
     (call,) = fake_hub.calls
     assert call["revision"] == REV and call["repo_type"] == "model" and call["token"] == TOKEN
-    assert TOKEN not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert TOKEN not in err
+    assert f"fetch org/model@{REV}: {(len(WEIGHTS) + len(CONFIG)) / 1e3:.1f} kB, " in err   # bytes observed
 
 
 def test_fetch_hf_without_token_sends_none(fake_hub):
@@ -218,7 +253,7 @@ def test_dataset_subset_by_patterns(fake_hub):
 
 def test_unlocked_pin_is_refused(fake_hub):
     pin = model_pin(revision=None, lock_required=True)
-    with pytest.raises(UnlockedPinError, match=r"pinbench fetch demo-recipe --lock"):
+    with pytest.raises(UnlockedPinError, match=r"run `pinbench fetch demo-recipe` on a connected machine"):
         fetch_hf(pin)
     assert fake_hub.calls == []
 
@@ -295,10 +330,13 @@ def test_local_dir_mismatch_is_refused(fake_hub, tmp_path):
     assert str(root / "model.safetensors") in str(err.value) and sha(b"other weights") in str(err.value)
 
 
-def test_local_dir_from_other_revision_is_refused(tmp_path):
-    root = write_local_copy(tmp_path / "mine", commit=REV2)
-    with pytest.raises(PinMismatchError, match=f"downloaded at revision {REV2}"):
+def test_local_dir_from_other_revision_is_refused_by_content(tmp_path):
+    # huggingface_hub's private download bookkeeping naming REV2 is not read; the content decides.
+    root = write_local_copy(tmp_path / "mine", weights=b"weights of another revision", commit=REV2)
+    with pytest.raises(ChecksumError, match="model.safetensors: sha256 mismatch"):
         locate(model_pin(), local_dir=root)
+    same = write_local_copy(tmp_path / "same", commit=REV2)   # identical bytes: accepted, whatever the notes say
+    assert locate(model_pin(), local_dir=same) == same
 
 
 def test_local_dir_missing_file(tmp_path):
@@ -458,50 +496,191 @@ def test_load_pins_bad_yaml_names_line(tmp_path):
         load_pins(tmp_path / "nope.yaml")
 
 
-# ------------------------------------------------------------------------------------------- locking
+# ------------------------------------------------------------------------------ user lock and --lock
 
 
-def test_lock_pins_fills_placeholders_and_keeps_comments(tmp_path, fake_hub, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
+def recipe_of(pins_path: Path, version: str = "1.2.3") -> SimpleNamespace:
+    """What the user lock needs of a recipe (a test double for pinbench.recipe.Recipe)."""
+    return SimpleNamespace(name="my-recipe", version=version, pins_path=pins_path)
+
+
+def user_lock(tmp_path: Path, version: str = "1.2.3") -> UserLock:
+    path = user_lock_path("my-recipe", version, tmp_path / "cache")
+    return UserLock.load(path, "my-recipe", version)
+
+
+@pytest.fixture
+def unresolved(tmp_path, fake_hub) -> tuple[Path, FakeHfApi]:
+    """GOOD_PINS with a local sam2 file, and a hub whose data head is REV2 and whose config.json is not in LFS."""
     fake_hub.add("org/data", REV2, {"meta.json": b"{}"})
     weights = tmp_path / "sam2_hiera_large.pt"
     weights.write_bytes(WEIGHTS)
     path = write_pins(tmp_path, GOOD_PINS.replace("https://dl.example.com/sam2/sam2_hiera_large.pt",
                                                   weights.as_uri()))
-    api = FakeHfApi({"org/data": REV2})
-    changes = lock_pins(path, api=api)
-    assert api.calls == [("org/data", "dataset", TOKEN)]
+    return path, FakeHfApi({"org/data": REV2}, plain=("config.json",))
+
+
+def test_first_connected_fetch_resolves_into_the_user_lock_never_into_pins(unresolved, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    path, api = unresolved
+    before = path.read_text()
+    lock = user_lock(tmp_path)
+    changes = resolve(load_pins(path), lock, api=api)
+    assert [c.split(" = ")[0] for c in changes] == [
+        "huggingface.data.revision", "huggingface.model.sha256[config.json]", "urls.sam2.sha256"]
+    assert path.read_text() == before                                    # the package's pins are untouched
+    assert lock.path == tmp_path / "cache" / "locks" / "my-recipe" / "1.2.3.yaml" and lock.path.is_file()
+    assert TOKEN not in lock.path.read_text()
+    again = UserLock.load(lock.path, "my-recipe", "1.2.3")
+    pins = apply_lock(load_pins(path), again)
+    assert pins.huggingface["data"].revision == REV2
+    assert pins.huggingface["model"].sha256["config.json"] == sha(CONFIG)   # not in LFS: downloaded, hashed
+    assert pins.urls["sam2"].sha256 == sha(WEIGHTS)
+    assert fetch_url(pins.urls["sam2"]).read_bytes() == WEIGHTS          # moved into its verified place
+    entry = pins.resolved["huggingface.data.revision"]
+    assert entry.how.startswith("head of the default branch") and entry.resolved_at.endswith("Z")
+    # later runs reuse the lock: nothing is asked of the hub again
+    n_calls = len(api.calls)
+    assert resolve(load_pins(path), again, api=api) == []
+    assert len(api.calls) == n_calls
+
+
+def test_lfs_hashes_come_from_the_hub_metadata_without_downloading(tmp_path, fake_hub):
+    big = "e" * 64
+    path = write_pins(tmp_path, f"""\
+        huggingface:
+          model:
+            repo_id: org/model
+            revision: {REV}
+            sha256:
+              model.safetensors: null
+        """)
+    lock = user_lock(tmp_path)
+    resolve(load_pins(path), lock, api=FakeHfApi({}, lfs={"model.safetensors": big}))
+    assert lock.entries[("huggingface", "model", "sha256", "model.safetensors")].value == big
+    assert "get_paths_info" in lock.entries[("huggingface", "model", "sha256", "model.safetensors")].how
+    assert fake_hub.calls == []                                          # nothing downloaded to hash it
+    with pytest.raises(downloads.FetchError, match="missing.bin: not a file in the repo"):
+        bad = write_pins(tmp_path, f"huggingface:\n  m:\n    repo_id: org/model\n    revision: {REV}\n"
+                                   "    sha256:\n      missing.bin: null\n")
+        resolve(load_pins(bad), user_lock(tmp_path, "9.9.9"), api=FakeHfApi({}))
+
+
+def test_resolving_offline_fails_naming_what_is_null(unresolved, tmp_path, monkeypatch):
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    with pytest.raises(downloads.FetchError, match=r"huggingface\.data\.revision, .*still null.*needs network"):
+        resolve(load_pins(unresolved[0]), user_lock(tmp_path), api=unresolved[1])
+
+
+def test_provenance_marks_resolved_inputs(unresolved, tmp_path):
+    from pinbench.provenance import input_states
+
+    path, api = unresolved
+    lock = user_lock(tmp_path)
+    resolve(load_pins(path), lock, api=api)
+    states = input_states(pins_for_provenance(apply_lock(load_pins(path), lock)))
+    assert states["huggingface/data"]["state"] == "resolved" and RESOLVED_NOTE in states["huggingface/data"]["reason"]
+    assert states["urls/sam2"]["state"] == "resolved" and states["urls/sam2"]["sha256"] == sha(WEIGHTS)
+    assert states["upstream/evaluator"]["state"] == "verified"
+
+
+def test_a_value_pinned_later_wins_over_the_lock(unresolved, tmp_path):
+    path, api = unresolved
+    lock = user_lock(tmp_path)
+    resolve(load_pins(path), lock, api=api)
+    path.write_text(path.read_text().replace("revision: null  # resolved", f"revision: {REV}  # resolved")
+                    .replace("    lock: required\n", ""))
+    pins = apply_lock(load_pins(path), lock)
+    assert pins.huggingface["data"].revision == REV
+    assert stale_keys(load_pins(path), lock) == [("huggingface", "data", "revision")]
+
+
+def test_a_corrupt_user_lock_is_one_line(tmp_path):
+    lock = user_lock(tmp_path)
+    lock.path.parent.mkdir(parents=True)
+    lock.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\nurls: {x: {sha256: {value: main}}}\n")
+    with pytest.raises(UserLockError, match=r"1\.2\.3\.yaml: schema violation at \$\.urls\.x\.sha256"):
+        UserLock.load(lock.path, "my-recipe", "1.2.3")
+    with pytest.raises(UserLockError, match="is the lock of my-recipe 1.2.3, not other 1.2.3"):
+        lock.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\n")
+        UserLock.load(lock.path, "other", "1.2.3")
+    lock.path.unlink()
+    lock.path.mkdir()                                                      # a folder posing as the lock
+    with pytest.raises(UserLockError, match=r"1\.2\.3\.yaml: is a directory, not a file"):
+        UserLock.load(lock.path, "my-recipe", "1.2.3")
+
+
+def test_maintainer_lock_writes_pins_keeping_comments_and_layout(unresolved, tmp_path, monkeypatch):
+    path, api = unresolved
+    before = path.read_text()
+    changes = lock_recipe_pins(recipe_of(path), api=api)
     assert [c.split(" = ")[0] for c in changes] == [
         "huggingface.model.sha256[config.json]", "huggingface.data.revision", "urls.sam2.sha256"]
     text = path.read_text()
     for comment in ("# pins for a test", "# the nine fixes", "# filled by lock", "# resolved by `pinbench"):
         assert comment in text
+    assert 'allow_patterns: ["*.safetensors", config.json]' in text        # flow style and quotes kept
+    changed = [line for line in text.splitlines() if line not in before.splitlines()]
+    assert len(changed) == 3                                               # exactly the three values
     pins = load_pins(path)
-    assert pins.huggingface["data"].revision == REV2
-    assert pins.huggingface["model"].sha256["config.json"] == sha(CONFIG)
-    assert pins.urls["sam2"].sha256 == sha(WEIGHTS)
-    assert fetch_url(pins.urls["sam2"]).read_bytes() == WEIGHTS  # moved into its verified place
-    assert all(c["revision"] and HEX40.fullmatch(c["revision"]) for c in fake_hub.calls)
-    assert TOKEN not in text
-    assert lock_pins(path, api=api) == []
+    assert (pins.huggingface["data"].revision, pins.urls["sam2"].sha256) == (REV2, sha(WEIGHTS))
+    assert lock_recipe_pins(recipe_of(path), api=api) == []
 
 
-def test_lock_pins_flow_style_falls_back_to_dump(tmp_path, fake_hub, capsys):
-    path = write_pins(tmp_path, f"""\
-        huggingface: {{data: {{repo_id: org/data, repo_type: dataset, revision: null, lock: required}}}}
-        images: {{eval: {{base: "x/y:1@sha256:{'b' * 64}"}}}}
-        """)
-    lock_pins(path, api=FakeHfApi({"org/data": REV}))
-    assert yaml.safe_load(path.read_text())["huggingface"]["data"]["revision"] == REV
-    assert "comments lost" in capsys.readouterr().err
-
-
-def test_lock_pins_quotes_numeric_looking_hex(tmp_path, fake_hub):
+def test_maintainer_lock_quotes_numeric_looking_hex(tmp_path, fake_hub):
     numeric = "1234567890" * 4
     path = write_pins(tmp_path, "huggingface:\n  d:\n    repo_id: org/data\n    repo_type: dataset\n"
                                 "    revision: ~\n    lock: required\n")
-    lock_pins(path, api=FakeHfApi({"org/data": numeric}))
+    lock_recipe_pins(recipe_of(path), api=FakeHfApi({"org/data": numeric}))
     assert load_pins(path).huggingface["d"].revision == numeric
+
+
+# ---------------------------------------------------------------------------- partial content pins
+
+
+def test_sha256_prefix_pin_accepts_the_file_and_refuses_another_naming_both(tmp_path):
+    src = tmp_path / "raft_large_C_T_V1-22a6c225.pth"
+    src.write_bytes(WEIGHTS)
+    good = URLPin(src.as_uri(), None, src.name, sha256_prefix=sha(WEIGHTS)[:8])
+    assert fetch_url(good).read_bytes() == WEIGHTS
+    bad = URLPin(src.as_uri(), None, "other.pth", sha256_prefix="22a6c225")
+    with pytest.raises(ChecksumError) as err:
+        fetch_url(bad)
+    assert "22a6c225... (prefix)" in str(err.value) and sha(WEIGHTS) in str(err.value)
+    assert not (cache.url_path(bad)).exists()                              # nothing kept
+
+
+def test_git_blob_pin(tmp_path):
+    src = tmp_path / "tasks.json"
+    src.write_bytes(b"[]\n")
+    assert git_blob_id(src) == "fe51488c7066f6687ef680d6bfaa4f7768ef205c"   # `printf '[]\n' | git hash-object --stdin`
+    assert fetch_url(URLPin(src.as_uri(), None, "tasks.json", git_blob=git_blob_id(src))).is_file()
+    with pytest.raises(PinMismatchError, match=f"git blob id mismatch: expected {'3' * 40}, got fe51488"):
+        fetch_url(URLPin(src.as_uri(), None, "t2.json", git_blob="3" * 40))
+
+
+def test_size_is_checked_before_hashing(tmp_path):
+    src = tmp_path / "sam2.pt"
+    src.write_bytes(WEIGHTS)
+    with pytest.raises(SizeMismatchError, match=f"expected 897952466 bytes, got {len(WEIGHTS)}"):
+        fetch_url(URLPin(src.as_uri(), sha(WEIGHTS), "sam2.pt", size=897952466))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("sha256_prefix", "22A6", "is not 8 to 63 lowercase hex"),
+    ("git_blob", "abc", "is not a 40-hex git blob id"),
+    ("size", 0, "is not a positive number of bytes"),
+])
+def test_partial_pins_are_validated(field, value, message):
+    with pytest.raises(PinsError, match=message):
+        URLPin("https://x.invalid/a.pth", None, "a.pth", **{field: value})
+
+
+def test_schema_catches_what_the_loader_does_not_name(tmp_path):
+    path = write_pins(tmp_path, GOOD_PINS.replace("    url: https://github.com/owner/evaluator",
+                                                  "    url: ftp://github.com/owner/evaluator"))
+    with pytest.raises(PinsError, match=r"schema violation at \$\.upstream\.evaluator\.url"):
+        load_pins(path)
 
 
 def test_pins_feed_provenance_input_states(tmp_path):
@@ -512,3 +691,17 @@ def test_pins_feed_provenance_input_states(tmp_path):
     assert states["huggingface/model"]["state"] == "unverified"  # config.json has no sha256 yet
     assert states["urls/sam2"]["state"] == "unverified"
     assert TOKEN not in str(states)
+
+
+def test_a_bad_earlier_download_is_fetched_again_when_resolving(tmp_path, capsys):
+    src = tmp_path / "raft.pth"
+    src.write_bytes(WEIGHTS)
+    path = write_pins(tmp_path, f"urls:\n  raft:\n    url: {src.as_uri()}\n    sha256: null\n"
+                                f"    sha256_prefix: {sha(WEIGHTS)[:8]}\n")
+    stale = cache.url_path(load_pins(path).urls["raft"])
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"cut short")
+    lock = user_lock(tmp_path)
+    resolve(load_pins(path), lock)
+    assert lock.entries[("urls", "raft", "sha256")].value == sha(WEIGHTS)
+    assert "downloading it again" in capsys.readouterr().err and not stale.exists()

@@ -110,16 +110,32 @@ def fetch(
     recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. paibench-c")],
     checkpoint: Annotated[str, typer.Option("--checkpoint", "-c")] = "",
     limit: Annotated[int | None, typer.Option(help="fetch only the first N tasks")] = None,
-    lock: Annotated[bool, typer.Option(help="resolve unpinned revisions and SHA-256s into pins.yaml")] = False,
+    lock: Annotated[bool, typer.Option(help="maintainer: also write the resolved values into the recipe's "
+                                            "pins.yaml (review and commit it)")] = False,
     option: OptionList = [],  # noqa: B006
 ) -> None:
-    """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos)."""
-    recipe = _recipe(recipe_name)
-    if lock:
-        from pinbench.lock import lock_pins
+    """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos).
 
-        lock_pins(recipe.pins_path, token=os.environ.get("HF_TOKEN"))
-        _echo(f"locked {recipe.pins_path}")
+    Values pins.yaml leaves null are resolved once into this machine's user lock (never into pins.yaml) and
+    reused by every later run; scorecards mark them "resolved at run time, not the reference's".
+    """
+    recipe = _recipe(recipe_name)
+    if recipe.pins_path.is_file():
+        from pinbench.userlock import resolve_recipe_pins
+
+        _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+        for change in changes:
+            _echo(f"resolved at run time (user lock): {change}")
+        if lock:
+            from pinbench.lock import lock_recipe_pins
+
+            written = lock_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+            for change in written:
+                _echo(f"pins.yaml: {change}")
+            _echo(f"{recipe.pins_path}: {len(written)} value(s) written; review and commit it" if written
+                  else f"{recipe.pins_path}: nothing left to lock")
+    elif lock:
+        _fail(f"{recipe.name} has no pins.yaml to lock")
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return
@@ -143,6 +159,8 @@ def run(
     gpus: Annotated[int | None, typer.Option(envvar="GPUS", help="GPUs to use (default: the recipe's)")] = None,
     offline: Annotated[bool, typer.Option(help="fail fast on anything not fetched")] = False,
     option: OptionList = [],  # noqa: B006
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the preflight checks "
+                                                                    "(`pinbench doctor`)")] = False,
     show_help: Annotated[bool, typer.Option("--help", "-h", help="this help and the recipe's options")] = False,
 ) -> None:
     """Run a recipe: prepare, generate, score, diff against the reference, report."""
@@ -157,6 +175,12 @@ def run(
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
+    if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
+        from pinbench.doctor import diagnose, report
+
+        code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
+        if code:
+            raise typer.Exit(code)
     if cfg.runtime == "docker":
         from pinbench.docker_runtime import run_in_docker
 
@@ -170,6 +194,30 @@ def run(
     if outcome.report_path:
         _echo(f"report:    {outcome.report_path}")
     raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def doctor(
+    recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. paibench-c")],
+    checkpoint: Annotated[str, typer.Option("--checkpoint", "-c", help="model checkpoint name")] = "",
+    out: Annotated[Path | None, typer.Option("--out", help="run directory (default runs/<recipe>/<ckpt>)")] = None,
+    limit: Annotated[int | None, typer.Option(help="as the run: first N tasks")] = None,
+    runtime: Annotated[str, typer.Option(help="local or docker")] = "local",
+    skip_generation: Annotated[bool, typer.Option("--skip-generation")] = False,
+    skip_scoring: Annotated[bool, typer.Option("--skip-scoring")] = False,
+    gpus: Annotated[int | None, typer.Option(envvar="GPUS", help="GPUs the run will use")] = None,
+    offline: Annotated[bool, typer.Option(help="as the run: nothing may be downloaded")] = False,
+    option: OptionList = [],  # noqa: B006
+) -> None:
+    """Preflight in seconds, the first thing `run` does: pins, cache and hashes, images, GPUs, disk, RAM,
+    token, your inputs. One line per problem; exit 2 on any."""
+    from pinbench.doctor import diagnose, report
+
+    recipe = _recipe(recipe_name)
+    cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
+                  shard=None, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
+                  fixture=False, gpus=gpus, offline=offline, options=option)
+    raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
 # ------------------------------------------------------------------------------------ results

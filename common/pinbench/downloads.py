@@ -14,14 +14,16 @@ import os
 import re
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from huggingface_hub import snapshot_download
 
 from pinbench.cache import cache_dir, hf_snapshot_dir, is_offline, url_path
 from pinbench.files import atomic_path, sha256_file
-from pinbench.pins import HEX40, HFPin, URLPin
+from pinbench.pins import HFPin, URLPin
 from pinbench.provenance import redact
+from pinbench.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _CHUNK = 1 << 20
@@ -33,7 +35,7 @@ class NotFetchedError(RuntimeError):
 
 
 class UnlockedPinError(RuntimeError):
-    """A pin marked ``lock: required`` has no revision yet; ``pinbench fetch --lock`` resolves it."""
+    """A pin marked ``lock: required`` has no revision yet; ``pinbench fetch`` resolves it into the user lock."""
 
 
 class FetchError(RuntimeError):
@@ -50,6 +52,10 @@ class ChecksumError(PinMismatchError):
     def __init__(self, path: Path | str, expected: str, actual: str) -> None:
         self.path, self.expected, self.actual = Path(path), expected, actual
         super().__init__(f"{path}: sha256 mismatch: expected {expected}, got {actual}")
+
+
+class SizeMismatchError(PinMismatchError):
+    """A file's size differs from its pin (checked before any hashing)."""
 
 
 def _not_fetched(what: str, where: Path, recipe: str) -> NotFetchedError:
@@ -76,6 +82,41 @@ def verify_sha256(path: Path | str, expected: str) -> None:
         raise ChecksumError(path, expected, actual)
 
 
+def git_blob_id(path: Path | str) -> str:
+    """The git blob id of a file's bytes (SHA-1 of ``blob <size>\\0<content>``), as ``git hash-object`` prints it."""
+    path = Path(path)
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_url_file(pin: URLPin, path: Path | str, sha256: str | None = None) -> str:
+    """Check ``path`` against every content pin of ``pin`` and return its full SHA-256.
+
+    Size first (cheap), then the full SHA-256 when pinned, else the partial pins: the SHA-256 prefix and
+    the git blob id. Every mismatch names the file and both values. ``sha256`` skips re-hashing a file
+    whose digest was computed while downloading it.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if pin.size is not None and size != pin.size:
+        raise SizeMismatchError(f"{path}: size mismatch: expected {pin.size} bytes, got {size}")
+    actual = sha256 or sha256_file(path)
+    if pin.sha256:
+        if actual != pin.sha256:
+            raise ChecksumError(path, pin.sha256, actual)
+        return actual
+    if pin.sha256_prefix and not actual.startswith(pin.sha256_prefix):
+        raise ChecksumError(path, f"{pin.sha256_prefix}... (prefix)", actual)
+    if pin.git_blob:
+        blob = git_blob_id(path)
+        if blob != pin.git_blob:
+            raise PinMismatchError(f"{path}: git blob id mismatch: expected {pin.git_blob}, got {blob}")
+    return actual
+
+
 def _files_under(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
                   if p.is_file() and ".cache" not in p.relative_to(root).parts[:1])
@@ -99,7 +140,7 @@ def _verify_files(pin: HFPin, root: Path) -> None:
     for rel, digest in sorted(pin.sha256.items()):
         if digest is None:
             _warn(f"{pin.label}: {rel}: no sha256 pinned, unverified "
-                  f"(run `pinbench fetch {pin.recipe} --lock` to pin it)")
+                  f"(`pinbench fetch {pin.recipe}` records one in the user lock)")
         else:
             verify_sha256(root / rel, digest)
 
@@ -109,8 +150,9 @@ def _verify_files(pin: HFPin, root: Path) -> None:
 
 def _require_revision(pin: HFPin) -> str:
     if pin.revision is None:
-        raise UnlockedPinError(f"{pin.repo_id}: revision is null (`lock: required`); run "
-                               f"`pinbench fetch {pin.recipe} --lock` on a connected machine to resolve it")
+        raise UnlockedPinError(f"{pin.repo_id}: revision is null (`lock: required`) and not in this machine's "
+                               f"user lock; run `pinbench fetch {pin.recipe}` on a connected machine once "
+                               "(it resolves the revision into the user lock)")
     return pin.revision
 
 
@@ -124,10 +166,16 @@ def fetch_hf(pin: HFPin, *, token: str | None = None, cache: Path | str | None =
     revision = _require_revision(pin)
     if local_dir is not None or is_offline():
         return locate(pin, cache=cache, local_dir=local_dir)
+    # Downloaded bytes as observed in the repo's cache folder: a line a minute (huggingface_hub draws its own
+    # bars on a terminal), so a log shows a multi-GB download moving.
+    repo_folder = hf_snapshot_dir(pin, cache).parents[1]
+    before = bytes_under(repo_folder)
+    watcher = Watcher(f"fetch {pin.label}", lambda: bytes_under(repo_folder) - before, unit="bytes", tty=False)
     try:
-        folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=revision,
-                                   allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
-                                   token=_hf_token(token))
+        with watcher:
+            folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=revision,
+                                       allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
+                                       token=_hf_token(token))
     except Exception as exc:  # any hub/HTTP error: report it redacted, without the chained traceback
         raise FetchError(redact(f"{pin.label}: download failed: {type(exc).__name__}: {exc}")) from None
     root = Path(folder)
@@ -139,21 +187,37 @@ def fetch_hf(pin: HFPin, *, token: str | None = None, cache: Path | str | None =
 
 
 def _check_local_copy(pin: HFPin, root: Path) -> None:
-    """A local copy must hold the pinned files; download metadata, when present, must name the revision."""
+    """A local copy must hold the pinned files; its content is what is checked, file by file (SHA-256).
+
+    Which revision a copy was downloaded at is not read from huggingface_hub's private bookkeeping
+    under ``.cache/huggingface/``: a copy of another revision differs in content, which the pinned
+    SHA-256s catch; without any pinned SHA-256 the copy cannot be verified and a warning says so.
+    """
     if not root.is_dir():
         raise NotFetchedError(f"{pin.label}: local copy {root} is not a directory")
     missing = _missing(pin, root)
     if missing:
         raise NotFetchedError(f"{pin.label}: local copy {root} lacks {', '.join(missing)}")
-    meta_dir = root / ".cache" / "huggingface" / "download"
-    for meta in sorted(meta_dir.rglob("*.metadata")) if meta_dir.is_dir() else []:
-        commit = meta.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
-        if HEX40.fullmatch(commit) and commit != pin.revision:
-            rel = meta.relative_to(meta_dir).as_posix().removesuffix(".metadata")
-            raise PinMismatchError(f"{root / rel}: local copy was downloaded at revision {commit}, "
-                                   f"the pin is {pin.revision}; refusing it")
     if not pin.sha256:
         _warn(f"{pin.label}: local copy {root} has no pinned sha256; it cannot be verified")
+
+
+def cached_snapshot(pin: HFPin, cache: Path | str | None = None) -> Path | None:
+    """The cached snapshot folder of a pin's revision, found through huggingface_hub's public cache API.
+
+    ``snapshot_download(..., local_files_only=True)`` never touches the network; recent huggingface_hub
+    versions also refuse a snapshot their cached file listing shows incomplete (IncompleteSnapshotError,
+    a LocalEntryNotFoundError). None when absent.
+    """
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(pin.repo_id, repo_type=pin.repo_type, revision=_require_revision(pin),
+                                   allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
+                                   local_files_only=True)
+    except LocalEntryNotFoundError:
+        return None
+    return Path(folder)
 
 
 def locate(pin: HFPin | URLPin, *, cache: Path | str | None = None,
@@ -166,9 +230,10 @@ def locate(pin: HFPin | URLPin, *, cache: Path | str | None = None,
         root = Path(local_dir).expanduser()
         _check_local_copy(pin, root)
     else:
-        root = hf_snapshot_dir(pin, cache)
-        if not root.is_dir():
-            raise _not_fetched(pin.label, root, pin.recipe)
+        found = cached_snapshot(pin, cache)
+        if found is None:
+            raise _not_fetched(pin.label, hf_snapshot_dir(pin, cache), pin.recipe)
+        root = found
         missing = _missing(pin, root)
         if missing:
             raise _not_fetched(f"{pin.label} ({', '.join(missing)})", root, pin.recipe)
@@ -179,9 +244,11 @@ def locate(pin: HFPin | URLPin, *, cache: Path | str | None = None,
 # -------------------------------------------------------------------------------------------- URLs
 
 
-def download_url(url: str, dest: Path, expected_sha256: str | None = None) -> str:
+def download_url(url: str, dest: Path, expected_sha256: str | None = None,
+                 verify: Callable[[Path, str], object] | None = None) -> str:
     """Stream ``url`` into ``dest`` atomically and return its SHA-256; ChecksumError (nothing written) when
-    ``expected_sha256`` is given and differs; FetchError (redacted) when the download fails."""
+    ``expected_sha256`` is given and differs, or whatever ``verify(tmp_path, sha256)`` raises (nothing written);
+    FetchError (redacted) when the download fails."""
     digest = hashlib.sha256()
     try:
         with atomic_path(dest) as tmp:
@@ -194,6 +261,8 @@ def download_url(url: str, dest: Path, expected_sha256: str | None = None) -> st
                 raise FetchError(redact(f"{url}: download failed: {type(exc).__name__}: {exc}")) from None
             if expected_sha256 and digest.hexdigest() != expected_sha256:
                 raise ChecksumError(f"{url} ({dest.name})", expected_sha256, digest.hexdigest())
+            if verify is not None:
+                verify(tmp, digest.hexdigest())
     except ValueError as exc:  # urllib rejects a malformed URL with ValueError
         raise FetchError(redact(f"{url}: download failed: {exc}")) from None
     return digest.hexdigest()
@@ -203,10 +272,9 @@ def _locate_url(pin: URLPin, cache: Path | str | None) -> Path:
     dest = url_path(pin, cache)
     if not dest.is_file():
         raise _not_fetched(pin.url, dest, pin.recipe)
-    if pin.sha256:
-        verify_sha256(dest, pin.sha256)
-    else:
-        _warn(f"{pin.url}: no sha256 pinned, unverified (run `pinbench fetch {pin.recipe} --lock` to pin it)")
+    verify_url_file(pin, dest)
+    if not pin.verifiable:
+        _warn(f"{pin.url}: no sha256 pinned, unverified (`pinbench fetch {pin.recipe}` records one in the user lock)")
     return dest
 
 
@@ -216,15 +284,12 @@ def fetch_url(pin: URLPin, *, cache: Path | str | None = None) -> Path:
     if is_offline():
         return _locate_url(pin, cache)
     if dest.is_file():
-        if not pin.sha256:
-            return _locate_url(pin, cache)
         try:
-            verify_sha256(dest, pin.sha256)
-            return dest
-        except ChecksumError as exc:
+            return _locate_url(pin, cache)
+        except PinMismatchError as exc:
             _warn(f"{exc}; downloading it again")
-    actual = download_url(pin.url, dest, pin.sha256)
-    if not pin.sha256:
+    actual = download_url(pin.url, dest, pin.sha256, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
+    if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified (downloaded sha256 {actual}; "
-              f"run `pinbench fetch {pin.recipe} --lock` to pin it)")
+              f"`pinbench fetch {pin.recipe}` records it in the user lock)")
     return dest

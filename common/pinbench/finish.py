@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.files import write_atomic
-from pinbench.provenance import collect_provenance
+from pinbench.provenance import collect_provenance, redact
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
 from pinbench.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
 from pinbench.report import write_report
@@ -23,6 +23,35 @@ def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
                     id_key: str = "sample_id") -> list[SampleRecord]:
     """Every task's stored record from ``cfg.out_dir`` (all shards), missing ones marked failed."""
     return merge_samples([cfg.out_dir], tasks, id_key=id_key, dest=cfg.out_dir / "samples.jsonl")
+
+
+FAILURES_FILE = "failures.tsv"
+FAILURES_SHOWN = 5
+
+
+def summarize_failures(card: Mapping[str, Any], out_dir: Path) -> list[str]:
+    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``; the lines to print:
+    how many samples failed, up to five of them with their one-line reason, and where the full list is."""
+    rows: list[tuple[str, str, str]] = []
+    for name, metric in card["metrics"].items():
+        rows += [(f["sample_id"], name, f["error"]) for f in metric.get("failed", [])]
+        rows += [(sample, name, "missing: no record for this sample") for sample in metric.get("missing", [])]
+    path = out_dir / FAILURES_FILE
+    if not rows:
+        path.unlink(missing_ok=True)
+        return []
+    clean = [(sample, metric, redact(" ".join(str(reason).split()))) for sample, metric, reason in rows]
+    write_atomic(path, "sample_id\tmetric\treason\n" + "".join("\t".join(row) + "\n" for row in clean))
+    first: dict[str, tuple[str, str]] = {}
+    for sample, metric, reason in clean:
+        first.setdefault(sample, (metric, reason))
+    lines = [f"failed: {len(first)} sample(s) in {len({m for _, m, _ in clean})} metric(s); "
+             f"full list: {path}"]
+    lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
+        :FAILURES_SHOWN]]
+    if len(first) > FAILURES_SHOWN:
+        lines.append(f"  ... and {len(first) - FAILURES_SHOWN} more")
+    return lines
 
 
 def finish_run(
@@ -72,6 +101,8 @@ def finish_run(
         message = render_diff(result)
     write_atomic(cfg.out_dir / "diff.txt", message + "\n")
     print(message, flush=True)
+    for line in summarize_failures(card, cfg.out_dir):
+        print(line, flush=True)
 
     report_path = write_report(
         [scorecard_path], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},

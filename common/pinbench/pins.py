@@ -1,7 +1,13 @@
 """A recipe's pins.yaml: upstream commits, Hugging Face repos at revisions, URL files by SHA-256, base images.
 
 Why a schema and a loader: a pin that is present but malformed (a branch instead of a commit, a tag instead of
-a digest) must fail loudly, naming the file and the key, before anything is downloaded.
+a digest) must fail loudly, naming the file and the key, before anything is downloaded. The loader's own checks
+give the common defects a precise message; ``schemas/pins.schema.json`` is the complete contract and runs after
+them on every load.
+
+A value left null in pins.yaml (a dataset revision nobody has recorded publicly, the full SHA-256 of a file
+known only by a prefix or a git blob id) is resolved once per machine into the user lock
+(:mod:`pinbench.userlock`); :attr:`Pins.resolved` says which values came from there.
 """
 
 from __future__ import annotations
@@ -15,13 +21,16 @@ from typing import Any
 
 import yaml
 
+from pinbench.schema import schema_error
+
 HEX40 = re.compile(r"[0-9a-f]{40}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 REPO_TYPES = ("model", "dataset")
 PINS_SECTIONS = ("recipe", "upstream", "huggingface", "urls", "images", "python")
 _HF_KEYS = {"repo_id", "repo_type", "revision", "allow_patterns", "sha256", "lock", "note"}
-_URL_KEYS = {"url", "sha256", "filename", "note"}
+_URL_KEYS = {"url", "sha256", "sha256_prefix", "git_blob", "size", "filename", "note"}
+HEX_PREFIX = re.compile(r"[0-9a-f]{8,63}")
 
 
 class PinsError(ValueError):
@@ -83,21 +92,44 @@ class HFPin:
 
 @dataclass(frozen=True)
 class URLPin:
-    """A non-HF file (evaluator weights) by URL; ``sha256`` None means fetched but unverified."""
+    """A non-HF file (evaluator weights) by URL, pinned by content.
+
+    ``sha256`` is the full pin. Until it is known, a partial but still verifiable pin may stand in:
+    ``sha256_prefix`` (torchvision names its files by the first 8 hex digits of their SHA-256) or
+    ``git_blob`` (the git blob id a public repository records for the file). ``size`` in bytes, when
+    given, is checked first. A pin with none of the three is fetched but reported unverified.
+    """
 
     url: str
     sha256: str | None
     filename: str
     recipe: str = "<recipe>"
+    sha256_prefix: str | None = None
+    git_blob: str | None = None
+    size: int | None = None
 
     def __post_init__(self) -> None:
         scheme = urllib.parse.urlsplit(self.url).scheme if isinstance(self.url, str) else ""
         if scheme not in ("https", "http", "file"):
             raise PinsError(f"url {self.url!r} is not an http(s):// or file:// URL")
         _check_sha256(f"{self.url}: sha256", self.sha256)
+        if self.sha256_prefix is not None and (not isinstance(self.sha256_prefix, str)
+                                               or not HEX_PREFIX.fullmatch(self.sha256_prefix)):
+            raise PinsError(f"{self.url}: sha256_prefix {self.sha256_prefix!r} is not 8 to 63 lowercase hex digits")
+        if self.sha256 and self.sha256_prefix and not self.sha256.startswith(self.sha256_prefix):
+            raise PinsError(f"{self.url}: sha256 {self.sha256} does not start with sha256_prefix {self.sha256_prefix}")
+        if self.git_blob is not None and (not isinstance(self.git_blob, str) or not HEX40.fullmatch(self.git_blob)):
+            raise PinsError(f"{self.url}: git_blob {self.git_blob!r} is not a 40-hex git blob id")
+        if self.size is not None and (not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1):
+            raise PinsError(f"{self.url}: size {self.size!r} is not a positive number of bytes")
         if (not isinstance(self.filename, str) or not self.filename or "/" in self.filename
                 or "\\" in self.filename or self.filename in (".", "..")):
             raise PinsError(f"{self.url}: filename {self.filename!r} must be a plain file name")
+
+    @property
+    def verifiable(self) -> bool:
+        """True when the content is pinned, fully (sha256) or partially (prefix, git blob id)."""
+        return bool(self.sha256 or self.sha256_prefix or self.git_blob)
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,8 @@ class Pins:
     urls: dict[str, URLPin] = field(default_factory=dict)
     images: dict[str, Any] = field(default_factory=dict)
     python: dict[str, Any] = field(default_factory=dict)
+    # "<section>.<name>.<field>" -> the user-lock entry that filled a null of pins.yaml (pinbench.userlock)
+    resolved: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_sha256(where: str, digest: object) -> None:
@@ -172,7 +206,9 @@ def _parse_url(name: str, entry: Mapping, recipe: str) -> URLPin:
     url = entry.get("url")
     filename = entry.get("filename") or (PurePosixPath(urllib.parse.urlsplit(url).path).name if url else None)
     try:
-        return URLPin(url=url, sha256=entry.get("sha256"), filename=filename, recipe=recipe)
+        return URLPin(url=url, sha256=entry.get("sha256"), filename=filename, recipe=recipe,
+                      sha256_prefix=entry.get("sha256_prefix"), git_blob=entry.get("git_blob"),
+                      size=entry.get("size"))
     except PinsError as exc:
         raise PinsError(f"urls.{name}: {exc}") from None
 
@@ -212,6 +248,9 @@ def load_pins(path: Path | str) -> Pins:
         images = _mapping(data.get("images"), "images")
         _check_images(images)
         python = _mapping(data.get("python"), "python")
+        problem = schema_error("pins", data)
+        if problem is not None:
+            raise PinsError(problem)
     except PinsError as exc:
         raise PinsError(f"{path}: {exc}") from None
     return Pins(path=path, recipe=str(recipe), upstream=upstream, huggingface=hf, urls=urls,

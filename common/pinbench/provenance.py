@@ -201,9 +201,12 @@ def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Verification state of every pinned input: "verified" only when its content is pinned.
 
     upstream code: a 40-hex commit. Hugging Face: a 40-hex revision and no null file sha256.
-    URLs: a 64-hex sha256; a null one (not locked yet) is "unverified", never passed silently.
+    URLs: a 64-hex sha256; a null one (not resolved yet) is "unverified", never passed silently.
+    A value filled from this machine's user lock (``pins["resolved_at_run_time"]``, see pinbench.userlock)
+    makes its input "resolved": pinned since, but not by the recipe, so not the reference's input.
     """
     states: dict[str, dict[str, Any]] = {}
+    resolved = pins.get("resolved_at_run_time") or {}
     for name, pin in (pins.get("upstream") or {}).items():
         commit = pin.get("commit")
         ok = isinstance(commit, str) and bool(_HEX40.fullmatch(commit))
@@ -232,8 +235,15 @@ def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         states[f"urls/{name}"] = {
             "kind": "url", "url": pin.get("url"), "sha256": sha,
             "state": "verified" if ok else "unverified",
-            **({} if ok else {"reason": "no sha256 (run `pinbench fetch --lock` on a connected machine)"}),
+            **({} if ok else {"reason": "no sha256 (`pinbench fetch` on a connected machine records one)"}),
         }
+    for label, entry in resolved.items():
+        section, name = label.split(".")[:2]
+        state = states.get(f"{section}/{name}")
+        if state is not None and state["state"] == "verified":
+            state["state"] = "resolved"
+            state.setdefault("resolved_at_run_time", {})[label] = dict(entry)
+            state["reason"] = f"{entry.get('note')}: {', '.join(sorted(state['resolved_at_run_time']))}"
     return states
 
 

@@ -142,6 +142,34 @@ class Flags:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """What a default run of the recipe needs (recipe.yaml ``resources:``), checked by ``pinbench doctor``.
+
+    Disk figures are estimates per mode; GPU memory is per GPU, optionally per checkpoint; ``gated`` names
+    the pins whose download needs HF_TOKEN; ``fetch_on_run`` says the run downloads what is missing when
+    it has network (so a missing cache entry is not a problem then).
+    """
+
+    gpu_memory_gb_default: float | None = None
+    gpu_memory_gb_by_checkpoint: dict[str, float] = field(default_factory=dict)
+    gpu_note: str | None = None
+    disk_gb: dict[str, float] = field(default_factory=dict)
+    gated: tuple[str, ...] = ()
+    fetch_on_run: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Resources:
+        return cls(gpu_memory_gb_default=data.get("gpu_memory_gb"),
+                   gpu_memory_gb_by_checkpoint=dict(data.get("gpu_memory_gb_by_checkpoint") or {}),
+                   gpu_note=data.get("gpu_note"),
+                   disk_gb=dict(data.get("disk_gb") or {}), gated=tuple(data.get("gated") or ()),
+                   fetch_on_run=bool(data.get("fetch_on_run", False)))
+
+    def gpu_memory_gb(self, checkpoint: str) -> float | None:
+        return self.gpu_memory_gb_by_checkpoint.get(checkpoint, self.gpu_memory_gb_default)
+
+
+@dataclass(frozen=True)
 class ChangelogEntry:
     version: str
     date: str
@@ -167,6 +195,8 @@ class Recipe:
     stages: tuple[ContainerStage, ...] = DEFAULT_STAGES
     env: dict[str, str] = field(default_factory=dict)
     options: dict[str, OptionSpec] = field(default_factory=dict)
+    resources: Resources | None = None
+    preflight_entry: str | None = None
 
     # ------------------------------------------------------------------------------------ code
 
@@ -176,6 +206,12 @@ class Recipe:
 
     def run(self, cfg: RunConfig) -> RunOutcome:
         return self._callable(self.entry)(cfg)
+
+    def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
+        """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""
+        if self.preflight_entry is None:
+            return []
+        return list(self._callable(self.preflight_entry)(cfg, pins))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -327,7 +363,8 @@ def load_declaration(path: Path, package: str) -> Recipe:
         entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=Flags(**data["flags"]),
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
-        options=options,
+        options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
+        preflight_entry=data.get("preflight"),
     )
 
 

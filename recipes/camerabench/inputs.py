@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
 from pinbench.pins import HFPin, Pins, PinsError, load_pins
-from pinbench.recipe import RecipeError, RunConfig
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.userlock import UserLockError, apply_lock, lock_for
+from pinbench.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.camerabench import data_files
 from pinbench_recipes.camerabench.dataset import (
     CameraBenchData,
@@ -100,9 +100,10 @@ def run_subset(cfg: RunConfig, data: CameraBenchData) -> CameraBenchData:
 
 
 def pins() -> Pins:
+    """pins.yaml with this machine's user lock applied (the revisions a first `pinbench fetch` resolved)."""
     try:
-        return load_pins(PINS_PATH)
-    except PinsError as exc:
+        return apply_lock(load_pins(PINS_PATH), lock_for(get_recipe("camerabench")))
+    except (PinsError, UserLockError) as exc:
         raise input_error(exc) from None
 
 
@@ -137,9 +138,11 @@ def video_set(cfg: RunConfig, data: CameraBenchData, *, download: bool) -> Video
 
 def pins_for_provenance(model: Script1Model | None, *, fixture: bool) -> dict[str, Any]:
     """The pins this run used: upstream code always; the data unless a fixture; models and videos for Script 1."""
-    raw = yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")) or {}
+    raw = effective_pins_data(pins())
     if fixture:
         return {"recipe": raw.get("recipe"), "upstream": raw.get("upstream", {})}
     used = {VIDEOS_PIN, PROCESSOR_PIN, model.weights_pin} if model is not None else set()
     raw["huggingface"] = {k: v for k, v in (raw.get("huggingface") or {}).items() if k in used}
-    return raw
+    resolved = {label: entry for label, entry in raw.pop("resolved_at_run_time", {}).items()
+                if label.split(".")[0] != "huggingface" or label.split(".")[1] in used}
+    return {**raw, **({"resolved_at_run_time": resolved} if resolved else {})}

@@ -113,6 +113,22 @@ def _rename_original_key(key: str) -> str | None:
     return key
 
 
+def seeded_random_state(state: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A RAFT state dict of the same keys and shapes with seeded random values, for checks without the real
+    weights: parameters N(0, 0.05), BatchNorm running variances in [0.5, 1.5), integer buffers kept."""
+    import torch
+
+    generator = torch.Generator().manual_seed(int(seed))
+    out = {}
+    for key, value in state.items():
+        if key.endswith("running_var"):
+            value = torch.rand(value.shape, generator=generator) + 0.5
+        elif value.dtype.is_floating_point:
+            value = torch.randn(value.shape, generator=generator) * 0.05
+        out[key] = value.clone()
+    return out
+
+
 def original_to_torchvision(state: dict[str, Any]) -> dict[str, Any]:
     """Rename an original RAFT-large state dict (``module.`` prefixes allowed) to torchvision's layout."""
     renamed: dict[str, Any] = {}

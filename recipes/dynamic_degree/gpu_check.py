@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from pinbench_recipes.dynamic_degree import scoring
-from pinbench_recipes.dynamic_degree.flow import RaftThings, load_raft_weights
+from pinbench_recipes.dynamic_degree.flow import RaftThings, load_raft_weights, seeded_random_state
 from pinbench_recipes.dynamic_degree.motion import ClipFrames, ClipSource, load_clips
 from pinbench_recipes.dynamic_degree.prepare import VIDEO_SUFFIXES
 
@@ -52,19 +52,10 @@ def _original_raft_class(src: Path) -> Any:
 
 def _original_model(raft_class: Any, state: dict[str, Any] | None, device: str, seed: int | None) -> Any:
     """The original RAFT-large in eval mode, with ``state`` or seeded random weights."""
-    import torch
-
     args = argparse.Namespace(small=False, mixed_precision=False, alternate_corr=False)
     model = raft_class(args)
     if state is None:
-        generator = torch.Generator().manual_seed(int(seed or 0))
-        state = {}
-        for key, value in model.state_dict().items():
-            if key.endswith("running_var"):
-                value = torch.rand(value.shape, generator=generator) + 0.5
-            elif value.dtype.is_floating_point:
-                value = torch.randn(value.shape, generator=generator) * 0.05
-            state[key] = value
+        state = seeded_random_state(model.state_dict(), int(seed or 0))
     model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
     return model.to(device).eval(), state
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pinbench.cache import is_offline
-from pinbench.downloads import ChecksumError, FetchError, NotFetchedError, fetch_url, locate
-from pinbench.pins import PinsError, load_pins
+from pinbench.doctor import Finding
+from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
+from pinbench.pins import Pins, PinsError, load_pins
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.userlock import UserLockError, apply_lock, lock_for, resolve
+from pinbench.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
 from pinbench_recipes.dynamic_degree.motion import ClipSource
 
@@ -145,48 +146,70 @@ def worker_devices(cfg: RunConfig, spec: EstimatorSpec) -> list[str]:
     return [f"cuda:{i}" for i in range(count)] if count > 1 else []
 
 
+def _effective_pins(pins_path: Path, recipe_name: str) -> Pins:
+    """pins.yaml with this machine's user lock applied (the full SHA-256 a first fetch recorded)."""
+    try:
+        return apply_lock(load_pins(pins_path), lock_for(get_recipe(recipe_name)))
+    except (PinsError, UserLockError) as exc:
+        raise RecipeError(str(exc)) from None
+
+
 def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Path, str]:
     """(weights file, expected sha256): the local override, else the pinned file from the cache.
 
-    The official metric never runs on unverified weights: without a full SHA-256 (in pins.yaml,
-    filled by ``pinbench fetch dynamic-degree --lock``, or ``-o raft_sha256=``) this is an error.
-    Offline, a weights file that was not fetched is an error naming ``pinbench fetch``; online it
-    is downloaded here and verified against its pin.
+    The official metric never runs on weights without a full SHA-256. pins.yaml gives one, or only the
+    8-hex prefix torchvision puts in the file name: then the first connected run (or ``pinbench fetch``)
+    downloads the file, checks the prefix, and records the full SHA-256 in this machine's user lock, which
+    every later run verifies against (provenance marks it "resolved at run time"). ``-o raft_weights=FILE``
+    needs ``-o raft_sha256=HEX``. Offline, anything not fetched is an error naming ``pinbench fetch``.
     """
     if options.raft_weights is not None:
         if not options.raft_sha256:
             raise RecipeError(f"{options.raft_weights}: RAFT weights need their SHA-256 (-o raft_sha256=<hex>); "
                               "the official metric never runs on unverified weights")
         return options.raft_weights, options.raft_sha256
+    offline = cfg.offline or is_offline()
+    pins = _effective_pins(pins_path, cfg.recipe)
+    pin = pins.urls.get(WEIGHTS_PIN)
+    if pin is None:
+        raise RecipeError(f"{pins_path}: no urls.{WEIGHTS_PIN} pin")
     try:
-        pin = load_pins(pins_path).urls[WEIGHTS_PIN]
-    except (PinsError, KeyError) as exc:
-        raise RecipeError(f"{pins_path}: no usable urls.{WEIGHTS_PIN} pin ({exc})") from None
-    if not pin.sha256:
-        raise RecipeError(f"{pins_path}: urls.{WEIGHTS_PIN}.sha256 is not pinned yet; run `pinbench fetch "
-                          "dynamic-degree --lock` on a connected machine (or pass -o raft_weights=FILE "
-                          "-o raft_sha256=HEX); the official metric never runs on unverified weights")
-    try:
+        if not pin.sha256:
+            if not pin.verifiable:
+                raise RecipeError(f"{pins_path}: urls.{WEIGHTS_PIN} pins no content (no sha256, sha256_prefix or "
+                                  "git_blob); the official metric never runs on unverified weights")
+            if offline:
+                raise RecipeError(f"{pin.url}: its full SHA-256 is not recorded on this machine yet; run `pinbench "
+                                  "fetch dynamic-degree` once on a connected machine (it checks the pinned prefix "
+                                  "and records the full hash in the user lock), or pass -o raft_weights= "
+                                  "-o raft_sha256=")
+            resolve(load_pins(pins_path), lock_for(get_recipe(cfg.recipe)))
+            pin = _effective_pins(pins_path, cfg.recipe).urls[WEIGHTS_PIN]
         try:
-            return locate(pin), pin.sha256
+            return locate(pin), str(pin.sha256)
         except NotFetchedError:
-            if cfg.offline or is_offline():
+            if offline:
                 raise
-            return fetch_url(pin), pin.sha256
-    except (NotFetchedError, FetchError, ChecksumError) as exc:
+            return fetch_url(pin), str(pin.sha256)
+    except (NotFetchedError, FetchError, PinMismatchError) as exc:
         raise RecipeError(str(exc)) from None
 
 
-def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Options) -> dict[str, Any]:
+def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Options,
+                        recipe_name: str = "dynamic-degree") -> dict[str, Any]:
     """The pins this run actually used: no weights pin for a preview run, the local file if overridden."""
-    pins = yaml.safe_load(pins_path.read_text(encoding="utf-8")) or {}
+    pins = effective_pins_data(_effective_pins(pins_path, recipe_name))
     urls = pins.pop("urls", {}) or {}
+    resolved = pins.pop("resolved_at_run_time", {})
     if estimator.official:
         if options.raft_weights is not None:
             pins["urls"] = {WEIGHTS_PIN: {"url": options.raft_weights.resolve().as_uri(),
                                           "sha256": options.raft_sha256}}
         else:
             pins["urls"] = {WEIGHTS_PIN: urls.get(WEIGHTS_PIN)}
+            label = f"urls.{WEIGHTS_PIN}.sha256"
+            if label in resolved:
+                pins["resolved_at_run_time"] = {label: resolved[label]}
     return pins
 
 
@@ -196,9 +219,35 @@ def fetch(cfg: RunConfig) -> None:
     if options.raft_weights is not None:
         print(f"dynamic-degree: using local weights {options.raft_weights}; nothing to fetch")
         return
+    recipe = get_recipe(cfg.recipe)
     try:
-        pin = load_pins(get_recipe(cfg.recipe).pins_path).urls[WEIGHTS_PIN]
+        pin = _effective_pins(recipe.pins_path, recipe.name).urls[WEIGHTS_PIN]
         path = fetch_url(pin)
-    except (PinsError, KeyError, FetchError, ChecksumError, NotFetchedError) as exc:
+    except (KeyError, FetchError, PinMismatchError, NotFetchedError) as exc:
         raise RecipeError(f"fetching RAFT weights failed: {exc}") from None
     print(f"dynamic-degree: RAFT-things weights at {path}")
+
+
+def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+    """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
+    from pinbench.doctor import ok, problem, url_finding, video_findings
+
+    options = parse_options(cfg)
+    findings: list[Finding] = []
+    if options.videos is not None:
+        try:
+            videos = list_videos(options.videos)[: cfg.limit]
+            findings += video_findings({sample_id(options.videos, p): p for p in videos}, options.videos)
+        except RecipeError as exc:   # no videos at all: one line, and the weights are still checked
+            findings.append(problem("inputs", str(exc)))
+    if options.flow != "raft":
+        return findings
+    if options.raft_weights is not None:
+        if not options.raft_weights.is_file():
+            return [*findings, problem("cache", f"{options.raft_weights}: RAFT weights file not found")]
+        if not options.raft_sha256:
+            return [*findings, problem("cache", f"{options.raft_weights}: needs -o raft_sha256=<hex>")]
+        return [*findings, ok("cache", f"local RAFT weights {options.raft_weights} (checked when loaded)")]
+    if pins is not None and WEIGHTS_PIN in pins.urls:
+        findings.append(url_finding(WEIGHTS_PIN, pins.urls[WEIGHTS_PIN]))
+    return findings

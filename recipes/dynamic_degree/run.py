@@ -63,7 +63,7 @@ def run(cfg: RunConfig) -> RunOutcome:
         recipe, cfg,
         metrics=[MetricSpec(metric, aggregation="mean")],
         records=records, n_expected=len(tasks),
-        pins=prepare.pins_for_provenance(recipe.pins_path, estimator, options),
+        pins=prepare.pins_for_provenance(recipe.pins_path, estimator, options, recipe.name),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else None,
         extra=_extra(estimator, options.source, records, metric),

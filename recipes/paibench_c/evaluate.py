@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from pinbench.downloads import locate, verify_sha256
 from pinbench.files import sha256_file, write_atomic
 from pinbench.pins import HFPin, URLPin
+from pinbench.watch import Watcher, files_since, wait_watched
 
 GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
@@ -246,6 +248,17 @@ def stamp_gt(modality_dir: Path, gt_files_sha256: str) -> None:
     write_atomic(path, json.dumps(data, indent=1))
 
 
+# The evaluator's per-task outputs in pipeline order (spec 1.4-1.5): resize -> SAM -> depth -> Canny -> blur.
+EVALUATOR_STEPS = (("resized", "videos_orig_size", "*.mp4"), ("seg", "segmentation", "*.pkl"),
+                   ("depth", "depth", "*.mp4"), ("canny", "canny", "*.mp4"), ("blur", "blur", "*.mp4"))
+
+
+def evaluator_steps(modality_dir: Path, since: float) -> str:
+    """How many tasks each evaluator step has written since ``since`` ("resized 30, seg 30, depth 12, ...")."""
+    return ", ".join(f"{name} {files_since(modality_dir / folder, since, pattern)}"
+                     for name, folder, pattern in EVALUATOR_STEPS)
+
+
 def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
                   gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any],
                   batch_size: int | None = None) -> Path:
@@ -265,9 +278,12 @@ def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task
     if batch_size is not None:
         env["PAIBENCH_C_EVAL_BATCH_SIZE"] = str(batch_size)
     log = modality_dir / "evaluator.log"
+    started = time.time()
+    watcher = Watcher(f"evaluate {modality_dir.name}", lambda: files_since(modality_dir / "blur", started),
+                      total=len(task_ids), detail=lambda: evaluator_steps(modality_dir, started))
     with open(log, "ab") as fh:
-        code = subprocess.run(argv, cwd=evaluator.root, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                              check=False).returncode
+        proc = subprocess.Popen(argv, cwd=evaluator.root, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    (code,) = wait_watched([(proc, log)], watcher)
     if code != 0 or not metrics.is_file():
         raise EvaluationError(f"evaluator failed for {modality_dir.name} (exit {code}); see {log}")
     stamp = {"inputs": dict(inputs), "metrics_sha256": sha256_file(metrics), "force_gt": force_gt,

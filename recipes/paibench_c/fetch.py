@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.downloads import fetch_hf, fetch_url, locate
+from pinbench.doctor import Finding
+from pinbench.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
 from pinbench.pins import HFPin, Pins, load_pins
-from pinbench.recipe import RunConfig
+from pinbench.recipe import RunConfig, get_recipe
+from pinbench.userlock import apply_lock, lock_for
 from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
 from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
@@ -56,9 +58,15 @@ def _image_has_weights(pins: Pins) -> bool:
     return all((evaluator.root / rel).exists() for rel in WEIGHT_PATHS.values())
 
 
+def effective_pins(cfg: RunConfig) -> Pins:
+    """pins.yaml with this machine's user lock applied (the dataset revision a first fetch resolved)."""
+    return apply_lock(load_pins(PINS_PATH), lock_for(get_recipe(cfg.recipe)))
+
+
 def fetch(cfg: RunConfig) -> None:
-    """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``)."""
-    pins = load_pins(PINS_PATH)
+    """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``; the CLI has
+    resolved the nulls of pins.yaml into the user lock before this runs)."""
+    pins = effective_pins(cfg)
     tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
     fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))
     weights = cfg.options["evaluator_weights"]
@@ -77,3 +85,81 @@ def locate_inputs(cfg: RunConfig, pins: Pins, *, need_model: bool) -> Inputs:
     dataset_dir = locate(dataset_pin(pins, tasks))  # every file of every selected task must be there
     checkpoint_dir = locate(model_pin(pins, cfg.checkpoint)) if need_model else None
     return Inputs(tasks_json=tasks_json, tasks=tasks, dataset_dir=dataset_dir, checkpoint_dir=checkpoint_dir)
+
+
+def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+    """``pinbench doctor paibench-c``: this run's pinned inputs in the cache, the installed generator and
+    evaluator (local runtime; the images carry them otherwise), generated videos when only scoring, RAM."""
+    from pinbench.doctor import hf_finding, pins_in_cache, problem, video_findings
+
+    if pins is None:
+        return []
+    needed = ["urls/tasks_json"]
+    if not cfg.skip_generation:
+        if cfg.checkpoint not in CHECKPOINT_PINS:
+            return [problem("inputs", f"unknown checkpoint {cfg.checkpoint!r}; known: {', '.join(CHECKPOINT_PINS)}")]
+        needed.append(f"huggingface/{CHECKPOINT_PINS[cfg.checkpoint]}")
+    local = cfg.runtime == "local"
+    if not cfg.skip_scoring and local and not _image_has_weights(pins):
+        needed += [f"urls/{name}" for name in EVALUATOR_URL_WEIGHTS] + ["huggingface/grounding_dino_tiny"]
+    findings = pins_in_cache(pins, needed)
+    try:
+        tasks = select_tasks(load_tasks(locate(pins.urls["tasks_json"])), cfg.limit)
+    except (NotFetchedError, PinMismatchError):
+        tasks = None   # reported by the tasks_json finding above
+    findings.append(hf_finding("dataset", dataset_pin(pins, tasks)))   # every file of every selected task
+    if local:
+        findings += _installed(cfg, pins)
+    if cfg.skip_generation and tasks is not None:
+        for modality in cfg.options["modalities"]:
+            folder = cfg.out_dir / modality / "videos"
+            expected = {t.task_id: folder / f"{t.task_id}.mp4" for t in tasks}
+            findings += video_findings({t: p if p.is_file() else None for t, p in expected.items()}, folder,
+                                       f"{modality} videos")
+    if not cfg.skip_scoring and tasks is not None:
+        findings += _evaluator_ram(cfg, len(tasks))
+    return findings
+
+
+def _installed(cfg: RunConfig, pins: Pins) -> list[Finding]:
+    """The cosmos-framework and evaluator checkouts a local run uses, at their pinned commits."""
+    import os
+
+    from pinbench.doctor import ok, problem
+    from pinbench_recipes.paibench_c.evaluate import EvaluationError, installed_commit
+
+    findings = []
+    if not cfg.skip_generation:
+        framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
+        found = installed_commit(framework, framework / ".pinbench-commit")
+        expected = pins.upstream["cosmos_framework"].commit
+        findings.append(ok("generator", f"cosmos-framework {expected[:12]} at {framework}") if found == expected else
+                        problem("generator", f"{framework}: cosmos-framework is at {found or 'unknown'}, the pin is "
+                                             f"{expected} (set PAIBENCH_C_FRAMEWORK_DIR, or --runtime docker)"))
+    if not cfg.skip_scoring:
+        evaluator = evaluator_from_env(pins.upstream["evaluator"].commit)
+        try:
+            evaluator.check()
+            findings.append(ok("evaluator", f"{evaluator.root} at {evaluator.commit[:12]}"))
+        except EvaluationError as exc:
+            findings.append(problem("evaluator", f"{exc} (or --runtime docker)"))
+    return findings
+
+
+EVALUATOR_GB_PER_TASK = 1.0   # the fork's batching note: about 1 GB of RAM per task in flight per rank
+EVALUATOR_DEFAULT_BATCH = 30
+
+
+def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
+    import os
+
+    from pinbench.doctor import GB, ok, problem
+
+    ranks = max(1, min(cfg.gpus, n_tasks))
+    batch = cfg.options["eval_batch_size"] or EVALUATOR_DEFAULT_BATCH
+    need = ranks * min(batch, -(-n_tasks // ranks)) * EVALUATOR_GB_PER_TASK
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+    if total < need:
+        return [problem("ram", f"{total:.0f} GB of RAM; the evaluator needs about {need:.0f} GB ({ranks} rank(s) x "
+                               f"{batch} tasks x ~1 GB); lower -o eval_batch_size")]
+    return [ok("ram", f"{total:.0f} GB of RAM (evaluator about {need:.0f} GB)")]

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from pinbench.files import atomic_path, sha256_file, write_atomic
 from pinbench.video import is_valid_video
+from pinbench.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
 
 MIN_FRAMES = NUM_FRAMES
@@ -248,7 +249,73 @@ class CosmosFrameworkGenerator:
             with open(launch.log, "ab") as log:
                 procs.append((launch, subprocess.Popen(launch.argv, cwd=launch.cwd, env={**base_env, **launch.env},
                                                        stdout=log, stderr=subprocess.STDOUT)))
-        codes = [(launch, proc.wait()) for launch, proc in procs]
+        # Progress as observed from outside: a finished sample is its vision.mp4 (written when it is done).
+        names = [row["name"] for row in rows]
+        watcher = Watcher(f"generate {work_dir.name}", lambda: sum(vision_path(raw_dir, n).is_file() for n in names),
+                          total=len(names))
+        codes = zip((launch for launch, _ in procs),
+                    wait_watched([(proc, launch.log) for launch, proc in procs], watcher), strict=True)
         failed = [f"{launch.log} (exit {code})" for launch, code in codes if code != 0]
         if failed:
             raise GenerationError("cosmos-framework failed: " + "; ".join(failed))
+
+
+# ------------------------------------------------------------------------------- tokenizer record
+
+# cosmos-framework's inference.py (pinned commit) logs this when it takes the VLM processor from the
+# checkpoint folder; otherwise it downloads it from the model config's repository at revision "main".
+BUNDLED_PROCESSOR_LOG = "VLM processor: using checkpoint-bundled processor files"
+SOURCES_FILE = "generation_sources.json"
+
+
+def _log_mentions(logs: Sequence[Path], marker: str) -> bool:
+    for log in logs:
+        try:
+            with open(log, encoding="utf-8", errors="replace") as fh:
+                if any(marker in line for line in fh):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def main_revision_in_cache(repo_id: str, hub_cache: Path) -> str | None:
+    """The commit the cached ref ``main`` of ``repo_id`` points to (huggingface_hub's public scan_cache_dir)."""
+    from huggingface_hub import scan_cache_dir
+
+    try:
+        info = scan_cache_dir(hub_cache)
+    except Exception:  # CacheNotFound, unreadable cache: nothing recorded there
+        return None
+    for repo in info.repos:
+        if repo.repo_id == repo_id and repo.repo_type == "model":
+            for revision in repo.revisions:
+                if "main" in revision.refs:
+                    return revision.commit_hash
+    return None
+
+
+def processor_source(logs: Sequence[Path], repo_id: str, pinned_revision: str, hub_cache: Path) -> dict[str, Any]:
+    """Which VLM processor (text tokenizer) generation used: the pinned snapshot's bundled files, or the
+    hub repository at ``main`` and the commit that resolved to in the cache."""
+    if _log_mentions(logs, BUNDLED_PROCESSOR_LOG):
+        return {"source": "checkpoint-bundled", "repo": repo_id, "revision": pinned_revision}
+    return {"source": "hub", "repo": repo_id, "requested": "main",
+            "resolved": main_revision_in_cache(repo_id, hub_cache)}
+
+
+def _known(record: Mapping[str, Any]) -> bool:
+    return record.get("source") != "hub" or record.get("resolved") is not None
+
+
+def record_processor(out_dir: Path, record: Mapping[str, Any]) -> str | None:
+    """Store the record in ``out_dir``; a problem line when an earlier generation in this folder used another
+    (a record whose ``main`` commit could not be seen in the cache never replaces a known one)."""
+    path = out_dir / SOURCES_FILE
+    previous = json.loads(path.read_text(encoding="utf-8")).get("processor") if path.is_file() else None
+    if previous is not None and _known(previous) and _known(record) and previous != dict(record):
+        return (f"generation tokenizer changed between runs in {out_dir}: {previous} then {dict(record)}; "
+                "videos made with both are mixed (use a new --out)")
+    if previous is None or _known(record):
+        write_atomic(path, json.dumps({"processor": dict(record)}, indent=1, sort_keys=True))
+    return None

@@ -8,6 +8,7 @@ scores) is reused on a rerun only when it is valid for the same inputs.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -18,24 +19,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from huggingface_hub import constants as hf_constants
 
 from pinbench.cache import is_offline
 from pinbench.finish import finish_run
-from pinbench.pins import load_pins
 from pinbench.provenance import installed_distributions
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
+from pinbench.userlock import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate
-from pinbench_recipes.paibench_c.fetch import PINS_PATH, Inputs, locate_inputs
+from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
 from pinbench_recipes.paibench_c.fixture import run_fixture
 from pinbench_recipes.paibench_c.generate import (
+    SOURCES_FILE,
     Collected,
     CosmosFrameworkGenerator,
     GenerationError,
     ValidityCache,
     collect_videos,
     pending_rows,
+    processor_source,
+    record_processor,
 )
 from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
 from pinbench_recipes.paibench_c.native_metrics import native_sample
@@ -89,7 +93,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     options = Options.from_config(cfg)
     if cfg.shard is not None and not cfg.skip_scoring:
         raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
-    pins = load_pins(PINS_PATH)
+    pins = effective_pins(cfg)
     timings: dict[str, float] = {}
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -146,12 +150,15 @@ def run(cfg: RunConfig) -> RunOutcome:
     disagreements = [f"{name}: {c['n_disagree']}/{c['n_compared']} tasks differ from the native recomputation "
                      f"by more than {c['tolerance']:g} (max {c['max_abs_diff']:.3g})"
                      for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
+    sources = cfg.out_dir / SOURCES_FILE
     provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
-                        "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir)}
+                        "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir),
+                        "generation_processor": json.loads(sources.read_text(encoding="utf-8"))["processor"]
+                        if sources.is_file() else None}
     specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
     outcome = finish_run(recipe, cfg, metrics=specs,
                          records=list(summary.records.values()), n_expected=len(task_ids),
-                         pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
+                         pins=pins_for_provenance(pins), timings=timings,
                          seeds={"generation": sorted({t.seed for t in inputs.tasks}),
                                 "evaluator": "DOVER and SAM2 point sampling seeded by the fork"},
                          extra=extra, provenance_extra=provenance_extra)
@@ -194,7 +201,12 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
         failed = [c.task_id for c in collected.values() if not c.ok]
         if failed:
             problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]})")
-    return problems
+    # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
+    model = model_pin(pins, cfg.checkpoint)
+    logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
+    changed = record_processor(cfg.out_dir, processor_source(logs, model.repo_id, str(model.revision),
+                                                             Path(hf_constants.HF_HUB_CACHE)))
+    return problems + ([changed] if changed else [])
 
 
 def prepare_evaluator(cfg: RunConfig, pins: Any, inputs: Inputs) -> tuple[evaluate.Evaluator, dict[str, str],

@@ -27,16 +27,8 @@ def texture_video(tmp_path: Path) -> Callable[..., Path]:
 
 def random_raft_state(seed: int = 0) -> dict:
     """A seeded random torchvision raft_large state dict (weights and BatchNorm statistics)."""
-    import torch
     from torchvision.models.optical_flow import raft_large
 
-    generator = torch.Generator().manual_seed(seed)
-    state = {}
-    for key, value in raft_large(weights=None).state_dict().items():
-        if value.dtype.is_floating_point:
-            if key.endswith("running_var"):
-                value = torch.rand(value.shape, generator=generator) + 0.5
-            else:
-                value = torch.randn(value.shape, generator=generator) * 0.05
-        state[key] = value.clone()
-    return state
+    from pinbench_recipes.dynamic_degree.flow import seeded_random_state
+
+    return seeded_random_state(raft_large(weights=None).state_dict(), seed)

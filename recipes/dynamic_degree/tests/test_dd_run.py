@@ -176,11 +176,12 @@ def test_worker_devices_only_for_raft_on_several_gpus(tmp_path: Path) -> None:
                           EstimatorSpec("raft", tmp_path / "w.pth", device="cuda:1")) == []
 
 
-def _pins(tmp_path: Path, url: str, sha: str | None) -> Path:
+def _pins(tmp_path: Path, url: str, sha: str | None, prefix: str | None = None) -> Path:
     pins = tmp_path / "pins.yaml"
     digest = "null" if sha is None else sha
+    extra = f"    sha256_prefix: {prefix}\n" if prefix else ""
     pins.write_text(f"recipe: dynamic-degree\nurls:\n  raft_things:\n    url: {url}\n    sha256: {digest}\n"
-                    f"    filename: raft_things.pth\n")
+                    f"{extra}    filename: raft_things.pth\n")
     return pins
 
 
@@ -208,6 +209,38 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
         raft_weights(online, parse_options(online), bad)
 
 
+def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchvision's 8-hex file-name prefix is enough for a first connected run; the full SHA-256 is recorded
+    in the user lock and every later run (offline too) is checked against it."""
+    from pinbench.userlock import UserLock, user_lock_path
+    from pinbench_recipes.dynamic_degree.prepare import parse_options, pins_for_provenance, raft_weights
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    for var in ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE", "PINBENCH_RAFT_WEIGHTS"):
+        monkeypatch.delenv(var, raising=False)
+    source = tmp_path / "upstream.pth"
+    torch.save(random_raft_state(seed=4), source)
+    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    online = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path)}, env={})
+    wrong = _pins(tmp_path, source.as_uri(), None, prefix="22a6c225")
+    with pytest.raises(RecipeError, match=f"expected 22a6c225... \\(prefix\\), got {sha}"):
+        raft_weights(online, parse_options(online), wrong)
+    pins = _pins(tmp_path, source.as_uri(), None, prefix=sha[:8])
+    path, expected = raft_weights(online, parse_options(online), pins)
+    assert expected == sha
+    lock = UserLock.load(user_lock_path(RECIPE.name, RECIPE.version), RECIPE.name, RECIPE.version)
+    assert lock.entries[("urls", "raft_things", "sha256")].value == sha
+    offline = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
+    assert raft_weights(offline, parse_options(offline), pins) == (path, sha)
+    path.write_bytes(b"tampered")
+    with pytest.raises(RecipeError, match="sha256 mismatch"):
+        raft_weights(offline, parse_options(offline), pins)
+    official = type("Estimator", (), {"official": True})()
+    prov = pins_for_provenance(pins, official, parse_options(offline))
+    assert prov["urls"]["raft_things"]["sha256"] == sha and "urls.raft_things.sha256" in prov["resolved_at_run_time"]
+
+
 def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights
@@ -217,8 +250,11 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
     torch.save(random_raft_state(seed=3), source)
     cfg = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
     unpinned = _pins(tmp_path, source.as_uri(), None)
-    with pytest.raises(RecipeError, match="not pinned yet"):
+    with pytest.raises(RecipeError, match="pins no content"):
         raft_weights(cfg, parse_options(cfg), unpinned)
+    prefixed = _pins(tmp_path, source.as_uri(), None, prefix="22a6c225")
+    with pytest.raises(RecipeError, match="full SHA-256 is not recorded on this machine yet.*pinbench fetch"):
+        raft_weights(cfg, parse_options(cfg), prefixed)
     local = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path), "raft_weights": str(source)},
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):

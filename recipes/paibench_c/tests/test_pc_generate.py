@@ -163,19 +163,58 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
     import torch
 
     from pinbench.downloads import locate
-    from pinbench.pins import load_pins
     from pinbench.recipe import get_recipe
-    from pinbench_recipes.paibench_c.fetch import PINS_PATH, locate_inputs
+    from pinbench_recipes.paibench_c.fetch import effective_pins, locate_inputs
     from pinbench_recipes.paibench_c.rows import build_rows
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
-    pins = load_pins(PINS_PATH)
     cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=tmp_path, limit=1)
+    pins = effective_pins(cfg)   # the dataset revision a first `pinbench fetch` resolved into the user lock
     inputs = locate_inputs(cfg, pins, need_model=True)
     rows = build_rows(inputs.tasks, "edge", inputs.dataset_dir)
     gen = CosmosFrameworkGenerator(framework_dir=framework, python=framework / ".venv" / "bin" / "python",
                                    checkpoint_dir=locate(pins.huggingface["cosmos3_nano"]), gpu_ids=["0"])
     gen.generate(rows, tmp_path / "raw", tmp_path)
     assert collect_videos(rows, tmp_path / "raw", tmp_path / "videos")[rows[0]["name"]].ok
+
+
+def _hf_cache_with_main(hub: Path, repo_id: str, commit: str) -> None:
+    """huggingface_hub's cache layout (blobs, snapshots as links, refs/main), as a hub download leaves it."""
+    repo = hub / f"models--{repo_id.replace('/', '--')}"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "abc123").write_text("{}")
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "tokenizer_config.json").symlink_to(Path("../../blobs/abc123"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_the_generation_tokenizer_is_recorded(tmp_path: Path) -> None:
+    from pinbench_recipes.paibench_c.generate import (
+        BUNDLED_PROCESSOR_LOG,
+        SOURCES_FILE,
+        processor_source,
+        record_processor,
+    )
+
+    pinned, main = "1" * 40, "2" * 40
+    log = tmp_path / "edge" / "logs" / "worker_0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("loading\n")
+    hub = tmp_path / "hub"
+    _hf_cache_with_main(hub, "nvidia/Cosmos3-Nano", main)
+    record = processor_source([log], "nvidia/Cosmos3-Nano", pinned, hub)
+    assert record == {"source": "hub", "repo": "nvidia/Cosmos3-Nano", "requested": "main", "resolved": main}
+    assert record_processor(tmp_path, record) is None
+    assert json.loads((tmp_path / SOURCES_FILE).read_text())["processor"]["resolved"] == main
+
+    log.write_text(f"x\n{BUNDLED_PROCESSOR_LOG} at /cache/hub/...\n")
+    bundled = processor_source([log], "nvidia/Cosmos3-Nano", pinned, hub)
+    assert bundled == {"source": "checkpoint-bundled", "repo": "nvidia/Cosmos3-Nano", "revision": pinned}
+    problem = record_processor(tmp_path, bundled)
+    assert problem is not None and "generation tokenizer changed between runs" in problem
+    unseen = processor_source([], "nvidia/Cosmos3-Nano", pinned, tmp_path / "no-cache")
+    assert unseen["resolved"] is None and record_processor(tmp_path, unseen) is None    # never replaces a known one
+    assert json.loads((tmp_path / SOURCES_FILE).read_text())["processor"]["resolved"] == main

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+import pinbench_recipes.paibench_c.fetch as fetch_module
 import pinbench_recipes.paibench_c.run as run_module
 from pinbench.cache import hf_snapshot_dir
 from pinbench.pins import HFPin
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.userlock import RESOLVED_NOTE, UserLock, user_lock_path
 from pinbench.video import write_video
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
@@ -79,8 +81,9 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
                                    "commit": "5864378a0e13e527336d916cc8e018afb0ef5fe3"},
                      "cosmos_framework": {"repo": "NVIDIA/cosmos-framework",
                                           "commit": "5eee9ed574255f017b192161bfbb5a10253d65cf"}},
+        # The dataset revision is null in pins.yaml, as in the package: a first fetch resolved it into the user lock.
         "huggingface": {"dataset": {"repo_id": "shi-labs/physical-ai-bench-conditional-generation",
-                                    "repo_type": "dataset", "revision": DATASET_REV},
+                                    "repo_type": "dataset", "revision": None, "lock": "required"},
                         "cosmos3_nano": {"repo_id": "nvidia/Cosmos3-Nano", "revision": NANO_REV},
                         "cosmos3_super": {"repo_id": "nvidia/Cosmos3-Super", "revision": "d" * 40},
                         "grounding_dino_tiny": {"repo_id": "IDEA-Research/grounding-dino-tiny", "revision": DINO_REV}},
@@ -88,7 +91,11 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
     }
     pins_path = tmp_path / "pins.yaml"
     pins_path.write_text(yaml.safe_dump(pins))
-    monkeypatch.setattr(run_module, "PINS_PATH", pins_path)
+    monkeypatch.setattr(fetch_module, "PINS_PATH", pins_path)
+    recipe = get_recipe("paibench-c")
+    lock = UserLock(user_lock_path(recipe.name, recipe.version, cache), recipe.name, recipe.version)
+    lock.set(("huggingface", "dataset", "revision"), DATASET_REV, "test: as a first connected fetch records it")
+    lock.save()
 
     framework_dir, framework_python = fake_framework
     (framework_dir / ".pinbench-commit").write_text("5eee9ed574255f017b192161bfbb5a10253d65cf\n")
@@ -125,6 +132,10 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert [(c["videos"].rsplit("/", 1)[-1], c["force"]) for c in calls] == [("edge", True), ("seg", False)]
     assert all(c["nproc"] == "2" and c["gpus"] == "0,1" and c["offline"] == "1" for c in calls)
     assert all(c["cwd"] == str(world["evaluator_root"]) for c in calls)
+    dataset_input = card["provenance"]["inputs"]["huggingface/dataset"]
+    assert dataset_input["state"] == "resolved" and RESOLVED_NOTE in dataset_input["reason"]
+    assert dataset_input["revision"] == DATASET_REV
+    assert card["provenance"]["pins"]["resolved_at_run_time"]["huggingface.dataset.revision"]["value"] == DATASET_REV
     gt = card["provenance"]["extra"]["gt_cache"]
     assert gt["n_files"] == 2 * N_TASKS and gt["computed_in"] == ["edge", "seg"]
     for name, check in card["extra"]["cross_check"].items():

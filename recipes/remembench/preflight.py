@@ -1,0 +1,47 @@
+"""``pinbench doctor remembench``: the evaluator weights and the release are usable, and every rollout the
+selected cohort expects is under ``-o videos`` and decodes ("0 of 600 rollouts found under DIR" stops a run
+before CLIP, LPIPS or Pi3X load)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pinbench.doctor import Finding, ok, problem, video_findings
+from pinbench.recipe import RunConfig
+from pinbench_recipes.remembench import prepare, weights
+from pinbench_recipes.remembench.dataset import PAPER
+from pinbench_recipes.remembench.options import OptionError, resolve_options
+from pinbench_recipes.remembench.release import open_release
+
+
+def preflight(cfg: RunConfig, pins: Any) -> list[Finding]:
+    try:
+        opts = resolve_options(cfg.options)
+    except OptionError as exc:
+        return [problem("options", str(exc))]
+    findings = []
+    recipe_pins = weights.load_recipe_pins()
+    checks = [("clip", lambda: weights.resolve_clip(recipe_pins, opts.clip_dir, opts.weights_dir, False)),
+              ("lpips trunk", lambda: weights.resolve_alexnet(recipe_pins, opts.lpips_trunk, opts.weights_dir, False))]
+    if opts.split == "i2v" and opts.poses_dir is None:
+        checks.append(("pi3x", lambda: weights.resolve_pi3x(recipe_pins, opts.pi3x_weights, opts.weights_dir, False)))
+    for name, resolve in checks:
+        try:
+            findings.append(ok("cache", f"{name}: {resolve()[-1]}", f"weights/{name}"))
+        except Exception as exc:  # missing or mismatching weights, as the run would report them
+            findings.append(problem("cache", f"{name}: {type(exc).__name__}: {exc}", f"weights/{name}"))
+    try:
+        release = open_release(opts.dataset_id, opts.dataset_revision, local_dir=opts.dataset_dir, download=False)
+    except Exception as exc:  # not fetched, bad local copy, bad checksums
+        return [*findings, problem("cache", f"RememBench release: {type(exc).__name__}: {exc}", "huggingface/dataset")]
+    findings.append(ok("cache", f"RememBench release {release.repo_id}@{release.revision} at {release.root}",
+                       "huggingface/dataset"))
+    if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT:
+        return findings
+    try:
+        groups, _ = prepare.load_groups(release, opts.split, opts.settings, PAPER)
+    except Exception as exc:  # DatasetError: rows that do not match the paper's settings
+        return [*findings, problem("inputs", f"cannot list the expected rollouts: {exc}")]
+    rows = [row for group in prepare.limit_groups(groups, cfg.limit) for row in group.rows]
+    expected = {row.sample_id: prepare.find_video(opts.videos, row.sample_id)[0] for row in rows}
+    return findings + video_findings(expected, opts.videos or "(no -o videos= given)", "rollouts")

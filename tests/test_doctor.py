@@ -1,0 +1,243 @@
+"""``pinbench doctor`` and the preflight ``pinbench run`` does first: one line per problem, exit 2, in seconds.
+
+Real recipes and declarations; GPUs are injected as (index, name, GB) lists where nvidia-smi would be asked
+(this machine has none), and videos are written here with PyAV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pinbench import cli, doctor
+from pinbench.recipe import DeclarationError, Resources, get_recipe, load_declaration
+from pinbench.userlock import UserLock, user_lock_path
+from pinbench.video import write_video
+
+runner = CliRunner()
+H100, H200 = ("0", "NVIDIA H100 80GB HBM3", 85.0), ("1", "NVIDIA H200", 150.7)
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    for var in ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE", "HF_TOKEN", "CUDA_VISIBLE_DEVICES", "GPUS",
+                "PINBENCH_DD_VIDEOS", "PINBENCH_RAFT_WEIGHTS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _video(path: Path, frames: int = 6) -> Path:
+    rng = np.random.default_rng(len(str(path)))
+    write_video(path, (rng.random((frames, 64, 64, 3)) * 255).astype(np.uint8), 8, codec="mpeg4")
+    return path
+
+
+# ------------------------------------------------------------------------------------------- inputs
+
+
+def test_zero_inputs_is_one_line_naming_the_folder(tmp_path: Path) -> None:
+    findings = doctor.video_findings({f"scene_{i}": None for i in range(600)}, tmp_path, "rollouts")
+    assert [f.render() for f in findings] == [f"PROBLEM inputs: 0 of 600 rollouts found under {tmp_path}"]
+
+
+def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) -> None:
+    good = _video(tmp_path / "a.mp4")
+    (tmp_path / "b.mp4").write_bytes(b"\x00" * 100)
+    (tmp_path / "c.mp4").mkdir()                                      # a folder posing as a video
+    findings = doctor.video_findings({"a": good, "b": tmp_path / "b.mp4", "c": tmp_path / "c.mp4", "d": None},
+                                     tmp_path)
+    lines = [f.line for f in findings if not f.ok]
+    assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d"
+    assert lines[1].startswith("2 of 3 videos do not decode: b (") and "; c (" in lines[1]
+    assert doctor.video_findings({"a": good}, tmp_path)[0].ok
+
+
+# -------------------------------------------------------------------------------------------- GPUs
+
+
+def _paibench(**resources: object):
+    recipe = get_recipe("paibench-c")
+    return dataclasses.replace(recipe, resources=dataclasses.replace(recipe.resources, **resources))
+
+
+def test_gpu_memory_is_checked_per_checkpoint() -> None:
+    recipe = get_recipe("paibench-c")
+    nano = recipe.config("Cosmos3-Nano", gpus=1, env={})
+    super_ = recipe.config("Cosmos3-Super", gpus=1, env={})
+    assert doctor.gpu_findings(recipe, nano, [H100])[0].ok
+    (small,) = doctor.gpu_findings(recipe, super_, [H100])
+    assert not small.ok and "GPU 0 NVIDIA H100 80GB HBM3 85 GB < 141 GB needed for Cosmos3-Super" in small.line
+    assert "launch=torchrun" in small.line
+    assert doctor.gpu_findings(recipe, super_, [H200])[0].ok
+
+
+def test_too_few_or_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = get_recipe("paibench-c")
+    cfg = recipe.config("Cosmos3-Nano", gpus=4, env={})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    (line,) = doctor.gpu_findings(recipe, cfg, [H100])
+    assert not line.ok and "1 GPU(s) visible, --gpus 4 asked (CUDA_VISIBLE_DEVICES=0)" in line.line
+    assert "no GPU visible" in doctor.gpu_findings(recipe, cfg, None)[0].line
+
+
+def test_visible_gpus_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    smi = "0, GPU-aaa, NVIDIA H200, 143771\n1, GPU-bbb, NVIDIA H200, 143771\n"
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(doctor.subprocess, "run",
+                        lambda *a, **k: type("P", (), {"returncode": 0, "stdout": smi})())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbb")
+    ((index, name, gb),) = doctor.visible_gpus()
+    assert (index, name, round(gb, 1)) == ("1", "NVIDIA H200", 150.8)
+
+
+# -------------------------------------------------------------------------------------- disk, pins
+
+
+def test_disk_estimate(tmp_path: Path) -> None:
+    cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=tmp_path / "not" / "yet", limit=4, env={})
+    assert doctor.disk_findings(_paibench(disk_gb={"smoke": 1e-6}), cfg)[0].ok
+    (line,) = doctor.disk_findings(_paibench(disk_gb={"smoke": 1e9}), cfg)
+    assert not line.ok and "the recipe estimates 1e+09 GB for a smoke run" in line.line
+
+
+def test_null_pins_offline_are_a_problem_and_resolved_ones_are_named() -> None:
+    recipe = get_recipe("paibench-c")
+    _, findings = doctor.pin_findings(recipe, offline=True)
+    (bad,) = [f for f in findings if not f.ok]
+    assert "huggingface.dataset.revision, urls.tasks_json.sha256 null" in bad.line and "with network" in bad.line
+    lock = UserLock(user_lock_path(recipe.name, recipe.version), recipe.name, recipe.version)
+    lock.set(("huggingface", "dataset", "revision"), "a" * 40, "test")
+    lock.set(("urls", "tasks_json", "sha256"), "b" * 64, "test")
+    lock.set(("urls", "dover", "sha256"), "c" * 64, "test")             # pinned in pins.yaml since: stale
+    lock.save()
+    pins, findings = doctor.pin_findings(recipe, offline=True)
+    assert all(f.ok for f in findings) and pins.huggingface["dataset"].revision == "a" * 40
+    text = "\n".join(f.line for f in findings)
+    assert "resolved at run time" in text and "no longer used (pinned in pins.yaml since): urls.dover.sha256" in text
+
+
+def test_token_needed_only_for_gated_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = get_recipe("paibench-c")
+    (line,) = doctor.token_findings(recipe, ["huggingface/cosmos3_nano", "urls/dover"])
+    assert not line.ok and "HF_TOKEN not set; the gated huggingface/cosmos3_nano still" in line.line
+    assert doctor.token_findings(recipe, ["urls/dover"]) == []
+    monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnopqrstu")
+    assert doctor.token_findings(recipe, ["huggingface/cosmos3_nano"])[0].ok
+
+
+def test_resources_are_declared_data(tmp_path: Path) -> None:
+    recipe = get_recipe("paibench-c")
+    assert recipe.resources == Resources(gpu_memory_gb_default=80, gpu_memory_gb_by_checkpoint={"Cosmos3-Super": 141},
+                                         gpu_note=recipe.resources.gpu_note, disk_gb={"full": 250, "smoke": 45},
+                                         gated=("huggingface/dataset", "huggingface/cosmos3_nano",
+                                                "huggingface/cosmos3_super"))
+    bad = tmp_path / "recipe.yaml"
+    bad.write_text((recipe.dir / "recipe.yaml").read_text().replace("disk_gb: {full: 250", "disk_gb: {fulll: 250"))
+    with pytest.raises(DeclarationError, match=r"schema violation at \$\.resources\.disk_gb"):
+        load_declaration(bad, recipe.package)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
+    _video(tmp_path / "v" / "a.mp4")
+    (tmp_path / "v" / "b.mp4").write_bytes(b"junk")
+    result = runner.invoke(cli.app, ["doctor", "dynamic-degree", "--checkpoint", "m", "-o", f"videos={tmp_path / 'v'}",
+                                     "-o", "flow=farneback", "--gpus", "0"])
+    assert result.exit_code == 2, result.output
+    problems = [line for line in result.output.splitlines() if line.startswith("PROBLEM")]
+    assert problems == [problems[0]] and problems[0].startswith("PROBLEM inputs: 1 of 2 videos do not decode: b (")
+    assert result.output.rstrip().endswith("doctor: 1 problem(s); nothing was started")
+
+
+def test_run_stops_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "broken.mp4").write_bytes(b"junk")
+    out = tmp_path / "out"
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "m", "--out", str(out), "--gpus", "0",
+                                     "-o", f"videos={tmp_path / 'v'}"])
+    assert result.exit_code == 2, result.output
+    assert "PROBLEM inputs: 1 of 1 videos do not decode" in result.output
+    assert "PROBLEM cache" in result.output and "pinbench fetch dynamic-degree" in result.output   # RAFT, offline
+    assert not out.exists()                                              # nothing was started
+
+
+def test_paibench_scoring_only_with_no_videos_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--skip-generation on an empty run directory: "0 of N edge videos found under DIR" before any model."""
+    import pinbench_recipes.paibench_c.fetch as fetch_module
+    from pinbench_recipes.paibench_c.tests.test_pc_rows import task_row
+
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps([task_row(i) for i in range(3)]))
+    monkeypatch.setattr(fetch_module, "locate", lambda pin: tasks)
+    recipe = get_recipe("paibench-c")
+    cfg = recipe.config("Cosmos3-Nano", out_dir=tmp_path / "run", limit=3, skip_generation=True,
+                        options={"modalities": "edge"}, env={})
+    findings = fetch_module.preflight(cfg, fetch_module.effective_pins(cfg))
+    lines = [f.line for f in findings if not f.ok]
+    assert f"0 of 3 edge videos found under {tmp_path / 'run' / 'edge' / 'videos'}" in lines
+
+
+def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pinbench fetch` gets past a null pin (here: RAFT known by its 8-hex prefix) without touching pins.yaml;
+    `--lock` is the maintainer's copy of the same value into pins.yaml."""
+    import hashlib
+
+    from pinbench.recipe import Recipe
+
+    weights = tmp_path / "raft_large_C_T_V1.pth"
+    weights.write_bytes(b"raft weights stand-in" * 100)
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    pins = tmp_path / "pins.yaml"
+    pins.write_text(f"recipe: dynamic-degree\nurls:\n  raft_things:\n    url: {weights.as_uri()}\n"
+                    f"    sha256: null  # the full hash is not published\n    sha256_prefix: {digest[:8]}\n")
+    monkeypatch.setattr(Recipe, "pins_path", property(lambda self: pins))
+    before = pins.read_text()
+    result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "-o", f"videos={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert f"resolved at run time (user lock): urls.raft_things.sha256 = {digest}" in result.output
+    assert pins.read_text() == before
+    recipe = get_recipe("dynamic-degree")
+    assert user_lock_path(recipe.name, recipe.version).is_file()
+    findings = doctor.diagnose(recipe, recipe.config("m", options={"videos": str(tmp_path)}, offline=True, env={}))
+    assert any("resolved at run time" in f.line for f in findings)
+    assert any(f.ok and f.line.startswith(f"raft_things: raft_large_C_T_V1.pth sha256 {digest[:12]}") for f in findings)
+
+    result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "--lock", "-o", f"videos={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert f"    sha256: {digest} # the full hash is not published" in pins.read_text()   # comment kept
+    assert "review and commit it" in result.output
+
+
+def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pinbench.docker_engine as engine
+
+    recipe = get_recipe("paibench-c")
+    built = {recipe.stage_image(s) for s in recipe.stages if s.dockerfile == "Dockerfile"}
+
+    class Images:  # test double for the docker SDK's image collection
+        def get(self, tag: str):
+            if tag not in built:
+                raise RuntimeError("404 No such image")
+            return type("Image", (), {"id": "sha256:" + "d" * 64})()
+
+    monkeypatch.setattr(engine, "docker_client", lambda: type("Client", (), {"images": Images()})())
+    findings = {f.line.split()[0]: f for f in doctor.image_findings(recipe)}
+    assert findings["pinbench/paibench-c:1.0.0"].ok and findings["pinbench/paibench-c:1.0.0"].line.endswith("d" * 64)
+    generate = findings["pinbench/paibench-c-generate:1.0.0"]
+    assert not generate.ok and "not built; run `make build-paibench-c`" in generate.line
+
+    def unreachable():
+        raise ConnectionError("no socket")
+
+    monkeypatch.setattr(engine, "docker_client", unreachable)
+    (line,) = doctor.image_findings(recipe)
+    assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line

@@ -1,0 +1,152 @@
+"""The GPU workflow's decisions (tools/gpu_ci.py) and its configuration (.github/gpu-ci.yaml), on CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pinbench.provenance import collect_provenance
+from pinbench.recipe import get_recipe
+from pinbench.reference import load_reference
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("gpu_ci", REPO / "tools" / "gpu_ci.py")
+gpu_ci = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_ci)
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return gpu_ci.load_config()
+
+
+def _write_config(tmp_path: Path, change) -> Path:
+    data = yaml.safe_load(gpu_ci.CONFIG.read_text())
+    change(data)
+    path = tmp_path / "gpu-ci.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_shipped_configuration_is_valid(config: dict) -> None:
+    assert set(config["recipes"]) == {"paibench-c", "dynamic-degree", "remembench", "camerabench"}
+    assert config["recipes"]["paibench-c"] == {"checkpoint": "Cosmos3-Nano", "limit": 4, "gpus": 4, "inputs": {}}
+    assert config["recipes"]["dynamic-degree"]["inputs"]["videos"]["from"] == "synthetic"
+
+
+def test_every_installed_recipe_is_configured(config: dict) -> None:
+    """A new recipe must say what the GPU CI runs for it (a recipe left out is never checked on a GPU)."""
+    from pinbench.recipe import available_recipes
+
+    assert sorted(config["recipes"]) == sorted(available_recipes())
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["recipes"]["paibench-c"].update(limit=0), r"schema violation at \$\.recipes\.paibench-c\.limit"),
+    (lambda d: d["recipes"]["paibench-c"].update(colour="red"), "schema violation"),
+    (lambda d: d["recipes"]["dynamic-degree"]["inputs"]["videos"].update(generator="download"), "schema violation"),
+    (lambda d: d["recipes"].update({"no-such": {"checkpoint": "x", "limit": 1, "gpus": 1, "inputs": {}}}),
+     r"recipes\.no-such: unknown recipe"),
+    (lambda d: d["recipes"]["paibench-c"].update(limit=None, checkpoint="Cosmos3-Edge"),
+     "a full run needs a published reference; Cosmos3-Edge is not one of Cosmos3-Nano, Cosmos3-Super"),
+    (lambda d: d["recipes"]["dynamic-degree"]["inputs"].update(
+        device={"from": "synthetic", "generator": "dynamic-degree-textures"}), "inputs.device: not a path option"),
+    (lambda d: d["recipes"]["remembench"].update(gpus=4), "remembench uses one GPU per process"),
+])
+def test_a_bad_configuration_is_one_line(tmp_path: Path, change, message: str) -> None:
+    with pytest.raises(gpu_ci.ConfigError, match=message) as err:
+        gpu_ci.load_config(_write_config(tmp_path, change))
+    assert "\n" not in str(err.value)
+
+
+def test_plan(config: dict) -> None:
+    everything = ["camerabench", "dynamic-degree", "paibench-c", "remembench"]
+    assert gpu_ci.plan(config, "schedule") == everything
+    assert gpu_ci.plan(config, "push", changed=["recipes/paibench_c/run.py", "README.md"]) == ["paibench-c"]
+    assert gpu_ci.plan(config, "push", changed=["common/pinbench/runner.py"]) == everything
+    assert gpu_ci.plan(config, "push", changed=[".github/gpu-ci.yaml"]) == everything
+    assert gpu_ci.plan(config, "push", changed=["README.md"]) == []
+    assert gpu_ci.plan(config, "workflow_dispatch", "remembench") == ["remembench"]
+    with pytest.raises(gpu_ci.ConfigError, match="'mind' has no GPU CI configuration"):
+        gpu_ci.plan(config, "workflow_dispatch", "mind")
+
+
+def _smoke_card(root: Path, name: str, checkpoint: str, values: tuple[float, ...] = (0.5, 1.0)) -> Path:
+    recipe = get_recipe(name)
+    records = [SampleRecord(sample_id=f"v{i}", status="ok", result={"dynamic_degree": v}, error=None,
+                            input_hash="0" * 64, seconds=0.1) for i, v in enumerate(values)]
+    card = build_scorecard(
+        recipe=recipe.name, recipe_version=recipe.version, checkpoint=checkpoint, mode="smoke",
+        metrics=[MetricSpec("dynamic_degree").with_info(recipe.metric_info("dynamic_degree"))], records=records,
+        n_expected=len(records), provenance=collect_provenance(pins={}), config={"limit": 5}, timings={})
+    return write_scorecard(card, root / recipe.default_out_dir(checkpoint, "smoke") / "scorecard.json")
+
+
+def test_a_missing_smoke_reference_is_recorded_and_fails(tmp_path: Path, config: dict) -> None:
+    entry = config["recipes"]["dynamic-degree"]
+    _smoke_card(tmp_path, "dynamic-degree", entry["checkpoint"])
+    code, line = gpu_ci.verdict("dynamic-degree", entry, run_exit=0, out_root=tmp_path)
+    target = "recipes/dynamic_degree/references/ci-synthetic-textures.smoke.yaml"
+    recorded = tmp_path / "runs" / "ci-recorded" / target
+    assert code == 1 and "\n" not in line
+    assert line == (f"dynamic-degree: no smoke reference; recorded {recorded} from this run (in the job's "
+                    f"artifacts): review it and commit it as {target}")
+    reference = load_reference(recorded, recipe=get_recipe("dynamic-degree"))
+    data = yaml.safe_load(recorded.read_text())
+    assert data["tier"] == "same_hw" and data["n_samples"] == 2 and reference is not None
+    assert not (REPO / target).exists()                                   # never committed by the job itself
+
+
+def test_an_existing_reference_decides(tmp_path: Path, config: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinbench.recipe import Recipe
+    from pinbench.reference import record_reference
+
+    entry = config["recipes"]["dynamic-degree"]
+    card = _smoke_card(tmp_path, "dynamic-degree", entry["checkpoint"])
+    reference = tmp_path / "ref.smoke.yaml"
+    record_reference(json.loads(card.read_text()), reference, recipe=get_recipe("dynamic-degree"), tier="same_hw")
+    monkeypatch.setattr(Recipe, "reference_path", lambda self, checkpoint, mode: reference)
+    monkeypatch.setattr(gpu_ci, "REPO", tmp_path)
+    assert gpu_ci.verdict("dynamic-degree", entry, run_exit=0, out_root=tmp_path) == \
+        (0, "dynamic-degree: matches ref.smoke.yaml")
+    code, line = gpu_ci.verdict("dynamic-degree", entry, run_exit=3, out_root=tmp_path)
+    assert code == 3 and "the diff passes but the run exited 3" in line
+    _smoke_card(tmp_path, "dynamic-degree", entry["checkpoint"], values=(0.0, 0.0))   # scores moved
+    code, line = gpu_ci.verdict("dynamic-degree", entry, run_exit=1, out_root=tmp_path)
+    assert code != 0 and "differs from ref.smoke.yaml" in line
+
+
+def test_no_scorecard_fails(tmp_path: Path, config: dict) -> None:
+    code, line = gpu_ci.verdict("paibench-c", config["recipes"]["paibench-c"], run_exit=2, out_root=tmp_path)
+    assert code == 1 and "no scorecard at" in line and "(exit 2)" in line
+
+
+def test_synthetic_inputs_are_large_enough_for_raft(tmp_path: Path, config: dict) -> None:
+    from pinbench.video import video_info
+    from pinbench_recipes.dynamic_degree.flow import RAFT_MIN_SIZE
+
+    (option,) = gpu_ci.write_inputs("dynamic-degree", config["recipes"]["dynamic-degree"], tmp_path)
+    folder = tmp_path / "dynamic-degree" / "videos"
+    assert option == f"-o videos={folder}"
+    infos = [video_info(p) for p in sorted(folder.glob("*.mp4"))]
+    assert len(infos) == 5 and all(min(i.width, i.height) >= RAFT_MIN_SIZE for i in infos)
+
+
+def test_the_token_is_visible_to_the_fetch_step_only() -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+    text = json.dumps(workflow)
+    assert text.count("secrets.HF_TOKEN") == 1
+    for name, job in workflow["jobs"].items():
+        assert "HF_TOKEN" not in json.dumps(job.get("env", {})), name
+        for step in job["steps"]:
+            if "HF_TOKEN" in json.dumps(step):
+                assert step["name"].startswith("fetch") and "pinbench fetch" in step["run"]
+    steps = {s.get("name", ""): s for s in workflow["jobs"]["smoke"]["steps"]}
+    assert steps["run (offline, no token)"]["env"]["PINBENCH_OFFLINE"] == "1"
+    assert "tools/gpu_ci.py verdict" in steps["verdict (diff, or record a smoke reference and fail)"]["run"]

@@ -1,0 +1,77 @@
+"""The shared watcher of subprocess stages, and the failed-samples summary every run ends with."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from pinbench.finish import FAILURES_FILE, summarize_failures
+from pinbench.watch import Watcher, bytes_under, files_since, tail, wait_watched
+
+TOKEN = "hf_WatchTokenDoNotLeak0123456789"
+
+
+def test_plain_lines_report_observed_progress_and_eta(tmp_path: Path) -> None:
+    out = io.StringIO()
+    script = ("import pathlib, sys, time\n"
+              "for i in range(3):\n"
+              "    time.sleep(0.3); pathlib.Path(sys.argv[1], f'{i}.mp4').write_bytes(b'x')\n")
+    log = tmp_path / "worker.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=fh, stderr=subprocess.STDOUT)
+    watcher = Watcher("generate edge", lambda: len(list(tmp_path.glob("*.mp4"))), total=3, stream=out,
+                      log_every_s=0.25, tty=False)
+    assert wait_watched([(proc, log)], watcher, stream=out) == [0]
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.startswith("generate edge: ") for line in lines)
+    assert lines[-1].startswith("generate edge: 3/3 tasks (100%)")
+    assert any("ETA" in line for line in lines[:-1]) or len(lines) == 2   # ETA while some are left
+
+
+def test_a_failed_stage_prints_the_last_log_lines_redacted(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    out = io.StringIO()
+    log = tmp_path / "evaluator.log"
+    script = f"import sys\nfor i in range(40): print('line', i)\nprint('auth {TOKEN} refused')\nsys.exit(3)\n"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=fh, stderr=subprocess.STDOUT)
+    codes = wait_watched([(proc, log)], Watcher("evaluate edge", lambda: 0, total=5, stream=out, tty=False),
+                         stream=out)
+    text = out.getvalue()
+    assert codes == [3]
+    assert f"---- last 20 line(s) of {log} ----" in text
+    assert "line 21" in text and "line 20\n" not in text and "auth *** refused" in text and TOKEN not in text
+
+
+def test_observations(tmp_path: Path) -> None:
+    (tmp_path / "blur").mkdir()
+    (tmp_path / "blur" / "a.mp4").write_bytes(b"12345")
+    assert files_since(tmp_path / "blur", 0) == 1 and files_since(tmp_path / "blur", 4e9) == 0
+    assert files_since(tmp_path / "nothing", 0) == 0
+    assert bytes_under(tmp_path) == 5
+    (tmp_path / "log").write_text("\n".join(f"l{i}" for i in range(100)))
+    assert tail(tmp_path / "log", 3) == ["l97", "l98", "l99"] and tail(tmp_path / "missing") == []
+    line = Watcher("fetch model", lambda: 2_500_000, unit="bytes", tty=False).line()
+    assert line.startswith("fetch model: 2.5 MB, ") and "/s, " in line
+
+
+def _card(n_failed: int) -> dict:
+    failed = [{"sample_id": f"task_{i:04d}", "error": f"generation failed: no output {TOKEN}"}
+              for i in range(n_failed)]
+    return {"metrics": {"edge/canny_f1_score": {"failed": failed, "missing": ["task_0100"]},
+                        "edge/blur_ssim": {"failed": failed[:1]}}}
+
+
+def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    lines = summarize_failures(_card(7), tmp_path)
+    path = tmp_path / FAILURES_FILE
+    assert lines[0] == f"failed: 8 sample(s) in 2 metric(s); full list: {path}"
+    assert lines[1] == "  task_0000 (edge/canny_f1_score): generation failed: no output ***"
+    assert len(lines) == 1 + 5 + 1 and lines[-1] == "  ... and 3 more"
+    rows = path.read_text().splitlines()
+    assert rows[0] == "sample_id\tmetric\treason" and len(rows) == 1 + 7 + 1 + 1 and TOKEN not in path.read_text()
+    assert summarize_failures({"metrics": {"m": {"failed": [], "missing": []}}}, tmp_path) == []
+    assert not path.exists()                                            # a clean rerun removes the stale list
