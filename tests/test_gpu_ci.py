@@ -35,9 +35,17 @@ def _write_config(tmp_path: Path, change) -> Path:
 
 
 def test_the_shipped_configuration_is_valid(config: dict) -> None:
-    assert set(config["recipes"]) == {"paibench-c", "dynamic-degree", "remembench", "camerabench"}
+    assert set(config["recipes"]) == {"paibench-c", "dynamic-degree", "remembench", "camerabench", "mind"}
     assert config["recipes"]["paibench-c"] == {"checkpoint": "Cosmos3-Nano", "limit": 4, "gpus": 4, "inputs": {}}
     assert config["recipes"]["dynamic-degree"]["inputs"]["videos"]["from"] == "synthetic"
+
+
+def test_mind_ci_inputs_are_one_synthetic_layout(config: dict, tmp_path: Path) -> None:
+    options = gpu_ci.write_inputs("mind", config["recipes"]["mind"], tmp_path)
+    roots = dict(option.removeprefix("-o ").split("=", 1) for option in options)
+    assert Path(roots["gt"]).name == "MIND-Data" and Path(roots["videos"]).name == "generated"
+    assert Path(roots["gt"]).parent == Path(roots["videos"]).parent  # one layout: the videos mirror that GT
+    assert any(Path(roots["videos"]).rglob("*.mp4")) and any(Path(roots["gt"]).rglob("*.mp4"))
 
 
 def test_every_installed_recipe_is_configured(config: dict) -> None:
@@ -66,15 +74,15 @@ def test_a_bad_configuration_is_one_line(tmp_path: Path, change, message: str) -
 
 
 def test_plan(config: dict) -> None:
-    everything = ["camerabench", "dynamic-degree", "paibench-c", "remembench"]
+    everything = ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
     assert gpu_ci.plan(config, "schedule") == everything
     assert gpu_ci.plan(config, "push", changed=["recipes/paibench_c/run.py", "README.md"]) == ["paibench-c"]
     assert gpu_ci.plan(config, "push", changed=["common/pinbench/runner.py"]) == everything
     assert gpu_ci.plan(config, "push", changed=[".github/gpu-ci.yaml"]) == everything
     assert gpu_ci.plan(config, "push", changed=["README.md"]) == []
     assert gpu_ci.plan(config, "workflow_dispatch", "remembench") == ["remembench"]
-    with pytest.raises(gpu_ci.ConfigError, match="'mind' has no GPU CI configuration"):
-        gpu_ci.plan(config, "workflow_dispatch", "mind")
+    with pytest.raises(gpu_ci.ConfigError, match="'no-such-recipe' has no GPU CI configuration"):
+        gpu_ci.plan(config, "workflow_dispatch", "no-such-recipe")
 
 
 def _smoke_card(root: Path, name: str, checkpoint: str, values: tuple[float, ...] = (0.5, 1.0)) -> Path:

@@ -98,8 +98,18 @@ def write_inputs(name: str, entry: Mapping[str, Any], dest: Path) -> list[str]:
         target = dest / name / option
         if source["generator"] == "dynamic-degree-textures":
             _dynamic_degree_textures(target)
+        else:  # mind-fixture-gt / mind-fixture-videos: one synthetic MIND layout, its two roots
+            target = _mind_layout(dest / name / "layout", source["generator"].rpartition("-")[2])
         options.append(f"-o {option}={target}")
     return options
+
+
+def _mind_layout(dest: Path, part: str) -> Path:
+    """The MIND fixture's GT and generated layouts (>100-frame videos): the real process.py scores them on GPU."""
+    from pinbench_recipes.mind.fixture import build_fixture
+
+    data = build_fixture(dest)  # written once, reused for the second option
+    return data.gt_root if part == "gt" else data.generated_root
 
 
 def _dynamic_degree_textures(dest: Path) -> None:
