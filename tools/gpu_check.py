@@ -162,8 +162,8 @@ def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path)
 
 def lpips_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, Any]:
     from pinbench.metrics.lpips import load_lpips, lpips_distance
+    from pinbench.metrics.precision import tf32
     from pinbench_recipes.remembench.fixture import write_random_alexnet
-    from pinbench_recipes.remembench.metrics import tf32
 
     trunk = work / "alexnet-random.pth"
     write_random_alexnet(trunk, SEED)
@@ -181,9 +181,9 @@ def lpips_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, 
 
 
 def clip_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, Any]:
+    from pinbench.metrics.precision import tf32
     from pinbench_recipes.remembench.clip_model import ClipEmbedder
     from pinbench_recipes.remembench.fixture import write_tiny_clip
-    from pinbench_recipes.remembench.metrics import tf32
 
     if sizes["clip"] == "vit-h14":
         config, weights = _random_vit_h14(work / "clip", SEED)

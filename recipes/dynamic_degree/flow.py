@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 
 from pinbench.files import sha256_file
+from pinbench.metrics.precision import set_tf32
 
 RAFT_ITERS = 20
 RAFT_MIN_SIZE = 128  # torchvision's RAFT refuses padded frames below 128 px (correlation pyramid)
@@ -189,14 +190,7 @@ def _set_precision(torch: Any, tf32: bool) -> str:
     ``tf32=True`` (PyTorch's default for cuDNN convolutions, so what upstream runs got on Ampere and
     later) exists for gpu_check.py, to measure how far that moves m.
     """
-    mode = "tf32" if tf32 else "ieee"
-    cudnn_conv = getattr(torch.backends.cudnn, "conv", None)
-    if cudnn_conv is not None and hasattr(cudnn_conv, "fp32_precision"):
-        cudnn_conv.fp32_precision = mode
-        torch.backends.cuda.matmul.fp32_precision = mode
-    else:
-        torch.backends.cudnn.allow_tf32 = tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+    set_tf32(cudnn=tf32, matmul=tf32)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     return f"{'tf32' if tf32 else 'ieee fp32 (TF32 off)'}, cudnn deterministic"

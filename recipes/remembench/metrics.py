@@ -15,9 +15,8 @@ README "Changes vs upstream" gives the measured difference.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import cv2
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from pinbench.metrics.lpips import lpips_distance
+from pinbench.metrics.precision import tf32
 from pinbench.metrics.ssim import make_window, ssim_from_moments, window_filter
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
@@ -34,17 +34,6 @@ C1 = (0.01 * DATA_RANGE) ** 2
 C2 = (0.03 * DATA_RANGE) ** 2
 FRAMES_PER_CHUNK = 4
 ROW_BAND = 64  # output rows per TempSSIM work item (with its 10-row margin it stays in cache)
-
-
-@contextlib.contextmanager
-def tf32(*, cudnn: bool, matmul: bool) -> Iterator[None]:
-    """Set cuDNN and matmul TF32 for the block (the paper switched them per metric), then restore."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def to_gray(frames_rgb: np.ndarray) -> np.ndarray:

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pinbench.metrics.precision import tf32
 from pinbench_recipes.remembench.clip_model import OPENAI_MEAN, OPENAI_STD, ClipConfig, ClipEmbedder, preprocess
 from pinbench_recipes.remembench.fixture import TINY_CLIP, i2v_frames, i2v_poses
-from pinbench_recipes.remembench.metrics import tf32
 
 VIT_H14 = {"embed_dim": 1024, "vision_cfg": {"image_size": 224, "layers": 32, "width": 1280, "head_width": 80,
                                               "patch_size": 14},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-import torch
 from skimage.metrics import structural_similarity
 
 from pinbench_recipes.remembench import metrics
@@ -16,7 +15,6 @@ from pinbench_recipes.remembench.metrics import (
     quality_metrics,
     tempssim,
     tempssim_pairs,
-    tf32,
     to_gray,
 )
 
@@ -114,12 +112,3 @@ def test_drift_feeds_bgr_frames_to_clip():
     for array, index in zip(received, indices, strict=True):
         np.testing.assert_array_equal(array, rgb[index][..., ::-1])
     assert set(values) == {"tempssim", "drift"}
-
-
-def test_tf32_switches_are_set_and_restored():
-    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    with tf32(cudnn=True, matmul=False):
-        assert torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
-    with tf32(cudnn=False, matmul=False):
-        assert not torch.backends.cudnn.allow_tf32
-    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
