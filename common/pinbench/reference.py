@@ -37,7 +37,9 @@ import yaml
 
 from pinbench.files import FileError, read_yaml, write_atomic
 from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
+from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.schema import schema_error
+from pinbench.scorecard import validate_scorecard
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -64,6 +66,10 @@ class MetricReference:
     interval: dict[str, Any] | None = None  # 95% interval of the value (a reference recorded from runs)
     runs: tuple[float, ...] | None = None  # each trusted run's value when several were recorded
     basis: str | None = None  # how the tolerance was chosen, with its arithmetic
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+            raise ValueError(f"a reference value must be a finite number, got {self.value!r}")
 
 
 @dataclass
@@ -142,7 +148,8 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
     """
     if not isinstance(data, Mapping):
         raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
-    problem = schema_error("reference", data)
+    problem = (schema_error("reference", data) or recipe_name_problem(data["recipe"])
+               or checkpoint_name_problem(data["checkpoint"]))
     if problem is not None:
         raise ReferenceFileError(path, problem)
     metrics = {}
@@ -238,7 +245,12 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
 
 
 def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
-    """Compare a scorecard with a reference; see the module docstring for the exit codes."""
+    """Compare a scorecard with a reference; see the module docstring for the exit codes.
+
+    The scorecard is validated first (ScorecardError): a card built or edited in memory with a NaN or an
+    infinity is invalid input, never a PASS or a FAIL.
+    """
+    validate_scorecard(scorecard)
     problems: list[str] = []
     notes: list[str] = []
     code = EXIT_PASS
