@@ -204,7 +204,12 @@ class Recipe:
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)
 
     def run(self, cfg: RunConfig) -> RunOutcome:
-        return self._callable(self.entry)(cfg)
+        """Run the recipe's code in ``cfg.out_dir`` once the directory is claimed for this run (pinbench.rundir:
+        one recipe, checkpoint and mode per directory; one live process per shard)."""
+        from pinbench.rundir import claim_run_dir
+
+        with claim_run_dir(cfg):
+            return self._callable(self.entry)(cfg)
 
     def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
         """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""
