@@ -376,6 +376,16 @@ def compare(
 
 
 @app.command()
+def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
+    """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
+    from pinbench.check import check_run
+
+    result = check_run(run_dir)
+    _echo("\n".join(result.lines()))
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
 def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a README table is out of date")] = False,
          root: Annotated[Path, typer.Option(help="repository root")] = Path(".")) -> None:
     """Regenerate the option, environment and metric tables of the READMEs from the recipe declarations."""

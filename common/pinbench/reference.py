@@ -373,13 +373,18 @@ def render_diff(result: DiffResult) -> str:
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {n}" for n in result.notes)
-    lines.append(f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})")
+    lines.append(result_line(result))
     return "\n".join(lines)
 
 
 def _ci_cell(interval: Mapping[str, Any] | None, describe: Any) -> str:
     text = describe(interval)
     return "n/a" if text.startswith("n/a") else text
+
+
+def result_line(result: DiffResult) -> str:
+    """The last line of a rendered diff, ``result: PASS (exit 0)``; ``pinbench check`` compares diff.txt with it."""
+    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})"
 
 
 def _noise_cell(row: DiffRow) -> str:

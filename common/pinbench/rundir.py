@@ -159,18 +159,37 @@ def _read_lock(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _live_locks(lock_dir: Path) -> dict[str, tuple[Path, dict[str, Any] | None]]:
-    """Every lock in the directory that may still be held, by lock name; stale ones are removed on the way."""
+def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Path, dict[str, Any] | None]]:
+    """Every lock in the directory that may still be held, by lock name; stale ones are removed on the way
+    (``take_over``) or just left out."""
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
         holder = _read_lock(path)
         if holder is not None and _alive(holder) is False:
-            print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
-                  file=sys.stderr, flush=True)
-            path.unlink(missing_ok=True)
+            if take_over:
+                print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
+                      file=sys.stderr, flush=True)
+                path.unlink(missing_ok=True)
             continue
         live[path.stem] = (path, holder)
     return live
+
+
+def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """Who else may be writing in ``out_dir`` now (not this process, nor the parent whose claim it inherited),
+    one description each; changes nothing."""
+    env = os.environ if env is None else env
+    lock_dir = Path(out_dir) / LOCK_DIR
+    if not lock_dir.is_dir():
+        return []
+    found = []
+    for path, holder in _live_locks(lock_dir, take_over=False).values():
+        if holder is None:
+            found.append(f"unreadable lock {path}")
+        elif not (holder.get("token") == env.get(TOKEN_ENV)
+                  or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname())):
+            found.append(_holder_text(holder))
+    return found
 
 
 def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, Any] | None]]) -> str | None:

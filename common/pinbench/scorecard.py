@@ -174,7 +174,8 @@ def _aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] 
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too)."""
     cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
     expected = len(cohort) if cohort is not None else n_expected
     if spec.aggregation == "none" and expected != 1:
@@ -300,7 +301,7 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
         raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
                          "n_expected must be the full task count")
 
-    per_metric = {spec.name: _score_metric(spec, records, n_expected) for spec in metrics}
+    per_metric = {spec.name: score_metric(spec, records, n_expected) for spec in metrics}
     status, reasons = derive_status(per_metric)
     card: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -333,6 +334,10 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
             errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
         if len(m["failed"]) != m["n_failed"]:
             errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
+        if "missing" in m and len(m["missing"]) != m["n_missing"]:
+            errors.append(f"metric {name}: {len(m['missing'])} missing ids but n_missing={m['n_missing']}")
+        if m.get("sample_ids") is not None:
+            errors += _cohort_errors(name, m)
         if (m["value"] is None) != (m["n_scored"] == 0):
             errors.append(f"metric {name}: value must be null exactly when nothing scored")
         interval = m.get("interval")
@@ -363,6 +368,17 @@ def _non_finite(value: Any, where: str = "$") -> str | None:
             if found:
                 return found
     return None
+
+
+def _cohort_errors(name: str, m: Mapping[str, Any]) -> list[str]:
+    """A cohort metric's ids: as many as it expects, and every sample it names failed or missing among them."""
+    ids = m["sample_ids"]
+    if len(ids) != m["n_expected"]:
+        return [f"metric {name}: {len(ids)} sample_ids but n_expected={m['n_expected']}"]
+    members = set(ids)
+    outside = [f["sample_id"] for f in m["failed"] if f["sample_id"] not in members]
+    outside += [i for i in m.get("missing", []) if i not in members]
+    return [f"metric {name}: sample {outside[0]!r} is named but not in its sample_ids"] if outside else []
 
 
 def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
