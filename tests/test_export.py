@@ -115,8 +115,84 @@ def test_every_third_party_import_is_in_the_exports_lock(tmp_path: Path, name: s
     assert unlocked == [], f"imported but not in requirements.lock: {unlocked}"
 
 
+# A decoder backend a recipe may name: when it is not installed, pinbench.video says so in one line.
+OPTIONAL_BACKENDS = {"decord"}
+
+
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imports(path: Path, module: str, *, everywhere: bool) -> set[str]:
+    """Absolute names a module imports: when it is loaded (top-level statements), or ``everywhere`` (function
+    bodies too). Imports inside ``try`` (optional ones) and ``if TYPE_CHECKING`` blocks are left out."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.Try, ast.If))
+               and (isinstance(node, ast.Try) or "TYPE_CHECKING" in ast.unparse(node.test))
+               for n in ast.walk(node)}
+    for node in ast.walk(tree) if everywhere else tree.body:
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _loaded_third_party(dest: Path, entry_modules: list[str]) -> dict[str, str]:
+    """Third-party modules the export's modules loaded with ``entry_modules`` import (anywhere in their code)."""
+    todo, seen, third_party = list(entry_modules), set(), {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        base = dest.joinpath(*module.split("."))
+        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if not path.is_file():
+            continue  # an attribute imported from a module, not a module
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages load first
+        todo += [name for name in _imports(path, module, everywhere=False)
+                 if name.split(".")[0] in ("pinbench", "pinbench_recipes")]
+        for name in _imports(path, module, everywhere=True):
+            top = name.split(".")[0]
+            if top not in sys.stdlib_module_names and top not in ("__future__", "pinbench", "pinbench_recipes"):
+                third_party.setdefault(top, module)
+    return third_party
+
+
+@pytest.mark.parametrize("name", ["dynamic-degree", "remembench", "paibench-c"])
+def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: str) -> None:
+    """Each Dockerfile that installs pinbench installs, from the locks it copies, every module that loading
+    ``pinbench`` and the recipe's entry points imports (the generation image of PAI-Bench-C has its own lock)."""
+    recipe = get_recipe(name)
+    dest = export_recipe(recipe, tmp_path / "export")
+    entries = ["pinbench.cli", "pinbench.rundir", "pinbench.check", "pinbench.finish"]
+    entries += [f"{recipe.package}.{target.partition(':')[0]}" for target in (recipe.entry, recipe.fetch_entry)
+                if target]
+    needed = _loaded_third_party(dest, entries)
+    distributions = packages_distributions()
+    for dockerfile in sorted(dest.glob("Dockerfile*")):
+        text = dockerfile.read_text()
+        if "COPY pinbench/" not in text:
+            continue
+        locks = re.findall(r"^COPY (\S*requirements[^ ]*) ", text, flags=re.MULTILINE)
+        locked = {_normal(m) for lock in locks
+                  for m in re.findall(r"^([A-Za-z0-9_.\-]+)==", (dest / lock).read_text(), flags=re.MULTILINE)}
+        missing = [f"{module} (imported by {by})" for module, by in sorted(needed.items())
+                   if module not in OPTIONAL_BACKENDS
+                   and not any(_normal(d) in locked for d in distributions.get(module, []))
+                   and not re.search(rf"pip install .*\b{module}\b", text)]
+        assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"
 
 
 @pytest.mark.parametrize("name", ["dynamic-degree", "paibench-c"])
