@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from pinbench.export import ExportError, export_recipe, library_closure, library_root
-from pinbench.recipe import get_recipe
+from pinbench.recipe import available_recipes, get_recipe
 
 REPO = Path(__file__).resolve().parents[1]
+ALL_RECIPES = sorted(available_recipes())
 
 
 def test_closure_follows_imports_transitively(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Pa
             assert "common/pinbench" not in text, path
 
 
-@pytest.mark.parametrize("name", ["dynamic-degree", "remembench", "paibench-c"])
+@pytest.mark.parametrize("name", ALL_RECIPES)
 def test_each_file_is_copied_once_and_the_readme_starts_with_its_setup(tmp_path: Path, name: str) -> None:
     recipe = get_recipe(name)
     dest = export_recipe(recipe, tmp_path / "export")
@@ -90,33 +91,35 @@ def test_each_file_is_copied_once_and_the_readme_starts_with_its_setup(tmp_path:
     assert "python3." in readme[setup:] and "make fixture" in readme[setup:]
 
 
-@pytest.mark.parametrize("name", ["dynamic-degree", "remembench", "paibench-c"])
+@pytest.mark.parametrize("name", ALL_RECIPES)
 def test_every_third_party_import_is_in_the_exports_lock(tmp_path: Path, name: str) -> None:
     """What the export's code imports is installed by its lock (or by a pip install line of its Dockerfile)."""
     dest = export_recipe(get_recipe(name), tmp_path / "export")
-    imported: dict[str, Path] = {}
+    importers: dict[str, set[Path]] = {}
     for path in dest.rglob("*.py"):
         if {"tests", "benchmarks"} & set(path.relative_to(dest).parts):  # dev-only code with its own needs
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                imported.update({alias.name.split(".")[0]: path for alias in node.names})
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                imported[node.module.split(".")[0]] = path
-    third_party = {m: p for m, p in imported.items()
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+            for module in names:
+                importers.setdefault(module.split(".")[0], set()).add(path.relative_to(dest))
+    third_party = {m: p for m, p in importers.items()
                    if m not in sys.stdlib_module_names and m not in {"pinbench", "pinbench_recipes", "__future__"}}
     locked = {_normal(m) for lock in dest.glob("requirements*.lock")
               for m in re.findall(r"^([A-Za-z0-9_.\-]+)==", lock.read_text(), flags=re.MULTILINE)}
     dockerfiles = "\n".join(p.read_text() for p in dest.glob("Dockerfile*"))
     distributions = packages_distributions()
-    unlocked = [f"{module} ({path.relative_to(dest)})" for module, path in sorted(third_party.items())
-                if not any(_normal(d) in locked for d in distributions.get(module, []))
+    unlocked = [f"{module} ({', '.join(sorted(map(str, paths)))})" for module, paths in sorted(third_party.items())
+                if not (module in OPTIONAL_BACKENDS and paths == {Path("pinbench", "video.py")})
+                and not any(_normal(d) in locked for d in distributions.get(module, []))
                 and not re.search(rf"pip install .*\b{module}\b", dockerfiles)]
     assert unlocked == [], f"imported but not in requirements.lock: {unlocked}"
 
 
-# A decoder backend a recipe may name: when it is not installed, pinbench.video says so in one line.
-OPTIONAL_BACKENDS = {"decord"}
+# Decoder backends a recipe may name (-o decoder=): pinbench.video imports them only for that backend and
+# refuses a missing one in one line before any work (require_backend).
+OPTIONAL_BACKENDS = {"decord", "cv2"}
 
 
 def _normal(name: str) -> str:
@@ -170,7 +173,7 @@ def _loaded_third_party(dest: Path, entry_modules: list[str]) -> dict[str, str]:
     return third_party
 
 
-@pytest.mark.parametrize("name", ["dynamic-degree", "remembench", "paibench-c"])
+@pytest.mark.parametrize("name", ALL_RECIPES)
 def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: str) -> None:
     """Each Dockerfile that installs pinbench installs, from the locks it copies, every module that loading
     ``pinbench`` and the recipe's entry points imports (the generation image of PAI-Bench-C has its own lock)."""
@@ -189,7 +192,7 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
         locked = {_normal(m) for lock in locks
                   for m in re.findall(r"^([A-Za-z0-9_.\-]+)==", (dest / lock).read_text(), flags=re.MULTILINE)}
         missing = [f"{module} (imported by {by})" for module, by in sorted(needed.items())
-                   if module not in OPTIONAL_BACKENDS
+                   if not (module in OPTIONAL_BACKENDS and by == "pinbench.video")
                    and not any(_normal(d) in locked for d in distributions.get(module, []))
                    and not re.search(rf"pip install .*\b{module}\b", text)]
         assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"
