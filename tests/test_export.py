@@ -106,8 +106,8 @@ def test_every_third_party_import_is_in_the_exports_lock(tmp_path: Path, name: s
                 importers.setdefault(module.split(".")[0], set()).add(path.relative_to(dest))
     third_party = {m: p for m, p in importers.items()
                    if m not in sys.stdlib_module_names and m not in {"pinbench", "pinbench_recipes", "__future__"}}
-    locked = {_normal(m) for lock in dest.glob("requirements*.lock")
-              for m in re.findall(r"^([A-Za-z0-9_.\-]+)==", lock.read_text(), flags=re.MULTILINE)}
+    locked = {_normal(m) for lock in [*dest.glob("requirements*.lock"), *dest.glob("requirements*.txt")]
+              for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", lock.read_text(), flags=re.MULTILINE)}
     dockerfiles = "\n".join(p.read_text() for p in dest.glob("Dockerfile*"))
     distributions = packages_distributions()
     unlocked = [f"{module} ({', '.join(sorted(map(str, paths)))})" for module, paths in sorted(third_party.items())
@@ -190,7 +190,7 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
             continue
         locks = re.findall(r"^COPY (\S*requirements[^ ]*) ", text, flags=re.MULTILINE)
         locked = {_normal(m) for lock in locks
-                  for m in re.findall(r"^([A-Za-z0-9_.\-]+)==", (dest / lock).read_text(), flags=re.MULTILINE)}
+                  for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", (dest / lock).read_text(), flags=re.MULTILINE)}
         missing = [f"{module} (imported by {by})" for module, by in sorted(needed.items())
                    if not (module in OPTIONAL_BACKENDS and by == "pinbench.video")
                    and not any(_normal(d) in locked for d in distributions.get(module, []))
