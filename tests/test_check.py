@@ -98,8 +98,7 @@ def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
 def test_a_run_written_by_finish_run_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
     result = check_run(run_dir)
     assert result.problems == [] and result.exit_code == 0
-    assert result.notes == ["unverified input urls/trunk: no sha256 (run `pinbench fetch --lock` on a connected "
-                            "machine)"]
+    assert len(result.notes) == 1 and result.notes[0].startswith("unverified input urls/trunk: no sha256")
     assert result.lines()[-1] == f"check: {run_dir} is consistent"
     card = json.loads((run_dir / "scorecard.json").read_text())
     assert card["metrics"]["near/f1"]["sample_ids"] == ["s0", "s1"] and card["metrics"]["near/f1"]["n_expected"] == 2

@@ -39,7 +39,7 @@ from pinbench.files import FileError, read_yaml, write_atomic
 from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.schema import schema_error
-from pinbench.scorecard import validate_scorecard
+from pinbench.scorecard import ScorecardError, non_finite_problem
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -247,10 +247,12 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
 def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
     """Compare a scorecard with a reference; see the module docstring for the exit codes.
 
-    The scorecard is validated first (ScorecardError): a card built or edited in memory with a NaN or an
-    infinity is invalid input, never a PASS or a FAIL.
+    A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
+    loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
     """
-    validate_scorecard(scorecard)
+    problem = non_finite_problem(scorecard)
+    if problem:
+        raise ScorecardError(None, problem)
     problems: list[str] = []
     notes: list[str] = []
     code = EXIT_PASS

@@ -353,18 +353,18 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def _non_finite(value: Any, where: str = "$") -> str | None:
+def non_finite_problem(value: Any, where: str = "$") -> str | None:
     """Where the first NaN or infinity in a JSON-like value sits (``$.metrics.f1.value``), or None."""
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{where} is not finite ({value})"
     if isinstance(value, Mapping):
         for key, item in value.items():
-            found = _non_finite(item, f"{where}.{key}")
+            found = non_finite_problem(item, f"{where}.{key}")
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            found = _non_finite(item, f"{where}[{i}]")
+            found = non_finite_problem(item, f"{where}[{i}]")
             if found:
                 return found
     return None
@@ -386,7 +386,7 @@ def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = Non
     timings, provenance alike) and its counts add up."""
     problem = schema_error("scorecard", card)
     if problem is None:
-        problem = (_non_finite(card) or recipe_name_problem(card["recipe"])
+        problem = (non_finite_problem(card) or recipe_name_problem(card["recipe"])
                    or checkpoint_name_problem(card["checkpoint"]))
     if problem is None:
         errors = _count_errors(card)
