@@ -68,6 +68,9 @@ recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-
 diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) diff runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)/scorecard.json
 
+check-%: $(STAMP) ## check a run directory (samples, counts, report, reference): make check-paibench-c CHECKPOINT=Cosmos3-Nano
+	$(PINBENCH) check runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)
+
 export: $(STAMP) ## write a self-contained recipe: make export RECIPE=paibench-c DEST=/tmp/paibench-c
 	@test -n "$(RECIPE)" -a -n "$(DEST)" || { echo "usage: make export RECIPE=<name> DEST=<dir>"; exit 2; }
 	$(PINBENCH) export $(RECIPE) $(DEST)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 
 from pinbench.export import ExportError, export_recipe, library_closure, library_root
-from pinbench.recipe import get_recipe
+from pinbench.recipe import available_recipes, get_recipe
 
 REPO = Path(__file__).resolve().parents[1]
+ALL_RECIPES = sorted(available_recipes())
 
 
 def test_closure_follows_imports_transitively(tmp_path: Path) -> None:
@@ -50,13 +54,14 @@ def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
         export_recipe(get_recipe("dynamic-degree"), dest)
 
 
-def test_exported_recipe_runs_its_fixture_alone(tmp_path: Path) -> None:
+def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Path) -> None:
     recipe = get_recipe("dynamic-degree")
     dest = export_recipe(recipe, tmp_path / "export")
 
     top = {p.name for p in dest.iterdir()}
     assert {"pinbench", "pinbench_recipes", "pyproject.toml", "Makefile", "Dockerfile", "README.md",
             "requirements.lock"} <= top
+    assert (dest / "pinbench_recipes" / "__init__.py").is_file()
     assert (dest / "pinbench_recipes" / "dynamic_degree" / "recipe.yaml").is_file()
     assert (dest / "pinbench" / "schemas" / "scorecard.schema.json").is_file()
     # Exactly what it imports: another recipe's metric code stays behind.
@@ -70,21 +75,191 @@ def test_exported_recipe_runs_its_fixture_alone(tmp_path: Path) -> None:
             assert str(REPO) not in text, path
             assert "common/pinbench" not in text, path
 
-    # Run the fixture from the export with only the export on the import path; the installed
-    # pinbench must not be the one that runs.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(dest)
-    probe = subprocess.run([sys.executable, "-c", "import pinbench, pinbench_recipes.dynamic_degree as r; "
-                            "print(pinbench.__file__); print(r.__file__)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    assert all(line.startswith(str(dest)) for line in probe.stdout.split()), probe.stdout
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", recipe.package, "run", "--fixture", "--out", str(out)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    card = json.loads((out / "scorecard.json").read_text())
-    assert card["status"] == "complete" and card["mode"] == "fixture"
-    assert card["provenance"]["pinbench"]["commit"] is None  # an export is not inside this repository's git
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_each_file_is_copied_once_and_the_readme_starts_with_its_setup(tmp_path: Path, name: str) -> None:
+    recipe = get_recipe(name)
+    dest = export_recipe(recipe, tmp_path / "export")
+    package = dest.joinpath(*recipe.package.split("."))
+    names = [p.name for p in dest.rglob("*") if p.is_file()]
+    copied_twice = sorted({n for n in names if names.count(n) > 1 and (dest / n).is_file() and (package / n).exists()})
+    assert copied_twice == []
+    readme = (dest / "README.md").read_text()
+    setup = readme.index("## Set up")
+    assert setup < readme.index((recipe.dir / "README.md").read_text().splitlines()[0])
+    assert "--require-hashes --no-deps -r requirements.lock" in readme[setup:]
+    assert "python3." in readme[setup:] and "make fixture" in readme[setup:]
+
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_every_third_party_import_is_in_the_exports_lock(tmp_path: Path, name: str) -> None:
+    """What the export's code imports is installed by its lock (or by a pip install line of its Dockerfile)."""
+    dest = export_recipe(get_recipe(name), tmp_path / "export")
+    importers: dict[str, set[Path]] = {}
+    for path in dest.rglob("*.py"):
+        if {"tests", "benchmarks"} & set(path.relative_to(dest).parts):  # dev-only code with its own needs
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+            for module in names:
+                importers.setdefault(module.split(".")[0], set()).add(path.relative_to(dest))
+    third_party = {m: p for m, p in importers.items()
+                   if m not in sys.stdlib_module_names and m not in {"pinbench", "pinbench_recipes", "__future__"}}
+    locked = {_normal(m) for lock in [*dest.glob("requirements*.lock"), *dest.glob("requirements*.txt")]
+              for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", lock.read_text(), flags=re.MULTILINE)}
+    dockerfiles = "\n".join(p.read_text() for p in dest.glob("Dockerfile*"))
+    distributions = packages_distributions()
+    unlocked = [f"{module} ({', '.join(sorted(map(str, paths)))})" for module, paths in sorted(third_party.items())
+                if not (module in OPTIONAL_BACKENDS and paths == {Path("pinbench", "video.py")})
+                and not any(_normal(d) in locked for d in distributions.get(module, []))
+                and not re.search(rf"pip install .*\b{module}\b", dockerfiles)]
+    assert unlocked == [], f"imported but not in requirements.lock: {unlocked}"
+
+
+# Decoder backends a recipe may name (-o decoder=): pinbench.video imports them only for that backend and
+# refuses a missing one in one line before any work (require_backend).
+OPTIONAL_BACKENDS = {"decord", "cv2"}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imports(path: Path, module: str, *, everywhere: bool) -> set[str]:
+    """Absolute names a module imports: when it is loaded (top-level statements), or ``everywhere`` (function
+    bodies too). Imports inside ``try`` (optional ones) and ``if TYPE_CHECKING`` blocks are left out."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.Try, ast.If))
+               and (isinstance(node, ast.Try) or "TYPE_CHECKING" in ast.unparse(node.test))
+               for n in ast.walk(node)}
+    for node in ast.walk(tree) if everywhere else tree.body:
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _loaded_third_party(dest: Path, entry_modules: list[str]) -> dict[str, str]:
+    """Third-party modules the export's modules loaded with ``entry_modules`` import (anywhere in their code)."""
+    todo, seen, third_party = list(entry_modules), set(), {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        base = dest.joinpath(*module.split("."))
+        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if not path.is_file():
+            continue  # an attribute imported from a module, not a module
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # parent packages load first
+        todo += [name for name in _imports(path, module, everywhere=False)
+                 if name.split(".")[0] in ("pinbench", "pinbench_recipes")]
+        for name in _imports(path, module, everywhere=True):
+            top = name.split(".")[0]
+            if top not in sys.stdlib_module_names and top not in ("__future__", "pinbench", "pinbench_recipes"):
+                third_party.setdefault(top, module)
+    return third_party
+
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: str) -> None:
+    """Each Dockerfile that installs pinbench installs, from the locks it copies, every module that loading
+    ``pinbench`` and the recipe's entry points imports (the generation image of PAI-Bench-C has its own lock)."""
+    recipe = get_recipe(name)
+    dest = export_recipe(recipe, tmp_path / "export")
+    entries = ["pinbench.cli", "pinbench.rundir", "pinbench.check", "pinbench.finish"]
+    entries += [f"{recipe.package}.{target.partition(':')[0]}" for target in (recipe.entry, recipe.fetch_entry)
+                if target]
+    needed = _loaded_third_party(dest, entries)
+    distributions = packages_distributions()
+    for dockerfile in sorted(dest.glob("Dockerfile*")):
+        text = dockerfile.read_text()
+        if "COPY pinbench/" not in text:
+            continue
+        locks = re.findall(r"^COPY (\S*requirements[^ ]*) ", text, flags=re.MULTILINE)
+        locked = {_normal(m) for lock in locks
+                  for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", (dest / lock).read_text(), flags=re.MULTILINE)}
+        missing = [f"{module} (imported by {by})" for module, by in sorted(needed.items())
+                   if not (module in OPTIONAL_BACKENDS and by == "pinbench.video")
+                   and not any(_normal(d) in locked for d in distributions.get(module, []))
+                   and not re.search(rf"pip install .*\b{module}\b", text)]
+        assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"
+
+
+@pytest.mark.parametrize("name", ["dynamic-degree", "paibench-c"])
+def test_the_generated_makefile_and_pyproject(tmp_path: Path, name: str) -> None:
+    recipe = get_recipe(name)
+    dest = export_recipe(recipe, tmp_path / "export")
+    makefile = (dest / "Makefile").read_text()
+    assert "pip install --require-hashes --no-deps -r requirements.lock" in makefile
+    assert "pip install --no-deps --no-build-isolation --no-index ." in makefile
+    commands = [line.strip() for line in makefile.splitlines() if line.startswith("\t")]
+    assert not [c for c in commands if re.match(r"(@?echo )?pinbench\b", c)], "a bare pinbench is not on PATH"
+
+    def planned(*args: str) -> str:
+        out = subprocess.run(["make", "-n", "-C", str(dest), *args], capture_output=True, text=True, check=True)
+        return out.stdout
+
+    fixture_dir = recipe.default_out_dir("fixture", "fixture")
+    assert f".venv/bin/pinbench run {recipe.name} --fixture" in planned("fixture")
+    assert f".venv/bin/pinbench diff {fixture_dir}/scorecard.json" in planned("diff", "CHECKPOINT=fixture")
+    assert f".venv/bin/pinbench check {fixture_dir}" in planned("check", "CHECKPOINT=fixture")
+    smoke = recipe.default_out_dir("Model-A", "smoke")
+    assert f"pinbench diff {smoke}/scorecard.json" in planned("diff", "CHECKPOINT=Model-A", "LIMIT=4")
+    full = recipe.default_out_dir("Model-A", "full")
+    assert f"pinbench check {full}" in planned("check", "CHECKPOINT=Model-A")
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    dependencies = tomllib.loads((dest / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("decord==0.6.0") and "platform_machine == \"x86_64\"" in d for d in dependencies)
+
+
+@pytest.mark.slow
+def test_the_export_stands_alone_in_a_fresh_venv_built_from_its_lock(tmp_path: Path) -> None:
+    """As a researcher would: make setup (a new venv from the hashed lock only), fixture, diff, check.
+
+    Nothing of the development environment is visible: no PYTHONPATH, no venv on PATH. Slow (the lock
+    installs torch and its CUDA wheels), so it is marked ``slow``; CI's `make test` runs it.
+    """
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the dynamic-degree lock is compiled for Python 3.11")
+    recipe = get_recipe("dynamic-degree")
+    dest = export_recipe(recipe, tmp_path / "export")
+    dev_bin = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != dev_bin)
+    env["PYTHON"] = str(Path(sys._base_executable))  # the interpreter the dev venv was made from, not the venv
+
+    def make(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["make", "-C", str(dest), *args], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+        return proc
+
+    make("setup", timeout=1500)
+    probe = subprocess.run([str(dest / ".venv" / "bin" / "python"), "-c",
+                            "import sys, pinbench, pinbench_recipes.dynamic_degree as r; "
+                            "print(sys.prefix); print(pinbench.__file__); print(r.__file__)"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
+    prefix, *files = probe.stdout.split()
+    assert prefix == str(dest / ".venv") and all(f.startswith(prefix) for f in files), probe.stdout
+    make("fixture")
+    assert "result: PASS (exit 0)" in make("diff", "CHECKPOINT=fixture").stdout
+    assert "is consistent" in make("check", "CHECKPOINT=fixture").stdout
+    card = json.loads((dest / recipe.default_out_dir("fixture", "fixture") / "scorecard.json").read_text())
+    assert card["status"] == "complete" and card["provenance"]["pinbench"]["commit"] is None
 
 
 def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pinbench.recipe import Recipe, RecipeError, RunConfig, available_recipes, get_recipe
+from pinbench.recipe import Recipe, RecipeError, RunConfig, available_recipes, check_checkpoint_name, get_recipe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
@@ -120,6 +120,11 @@ def fetch(
     reused by every later run; scorecards mark them "resolved at run time, not the reference's".
     """
     recipe = _recipe(recipe_name)
+    if checkpoint:  # a name that would escape its folders is refused before anything is resolved or written
+        try:
+            check_checkpoint_name(checkpoint)
+        except RecipeError as exc:
+            _fail(str(exc))
     if recipe.pins_path.is_file():
         from pinbench.userlock import resolve_recipe_pins
 
@@ -372,6 +377,16 @@ def compare(
         index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                              comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
         _echo(f"report: {index}")
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
+    """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
+    from pinbench.check import check_run
+
+    result = check_run(run_dir)
+    _echo("\n".join(result.lines()))
     raise typer.Exit(result.exit_code)
 
 

@@ -14,6 +14,7 @@ from pinbench.cache import cache_root
 from pinbench.docker_engine import build_image, run_in_container
 from pinbench.export import export_recipe
 from pinbench.recipe import ContainerStage, Recipe, RunConfig
+from pinbench.rundir import TOKEN_ENV, claim_run_dir
 
 CACHE_MOUNT = "/cache"
 OUT_MOUNT = "/runs/out"
@@ -75,14 +76,23 @@ def stages_for(recipe: Recipe, cfg: RunConfig) -> list[ContainerStage]:
 
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig) -> int:
-    """Run every stage of the recipe in its image; stop at the first stage that fails."""
+    """Run every stage of the recipe in its image; stop at the first stage that fails.
+
+    This process claims the run directory (pinbench.rundir) for all stages; each container inherits the
+    claim through PINBENCH_RUN_LOCK instead of taking its own.
+    """
+    with claim_run_dir(cfg) as claim:
+        return _run_stages(recipe, cfg, claim.token)
+
+
+def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str) -> int:
     out_dir = cfg.out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_root().resolve()
     cache.mkdir(parents=True, exist_ok=True)
     options, input_mounts = _forwarded_options(recipe, cfg)
     mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
-    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT}
+    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token}
     user = f"{os.getuid()}:{os.getgid()}"
     for stage in stages_for(recipe, cfg):
         if (stage.name == "generate" and cfg.skip_generation) or (stage.name == "score" and cfg.skip_scoring):

@@ -9,13 +9,21 @@ that registers the recipe, and a small Makefile. The same directory is the Docke
 from __future__ import annotations
 
 import ast
+import fnmatch
+import json
+import re
 import shutil
 from pathlib import Path
 
 from pinbench.recipe import Recipe
 
 LIBRARY = "pinbench"
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
+_IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
+IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
+# A recipe's files that go to the top of the export (the Docker build context and the README), not the package.
+TOP_LEVEL = ("Dockerfile*", "requirements*.lock", "requirements*.in", "requirements*.txt", "README.md", ".dockerignore")
+LOCK = "requirements.lock"
+_PYTEST = "9.2.0"  # the version uv.lock pins for development
 LIBRARY_DATA_DIRS = ("schemas", "templates")
 MARKER = ".pinbench-export"
 
@@ -88,7 +96,7 @@ def library_closure(recipe_dir: Path, root: Path | None = None) -> set[Path]:
 
 
 def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
-    deps = "".join(f'  "{line}",\n' for line in requirements)
+    deps = "".join(f"  {json.dumps(line)},\n" for line in requirements)  # a TOML basic string, markers' quotes escaped
     short = recipe.package.rpartition(".")[2]
     return f"""[build-system]
 requires = ["setuptools>=69"]
@@ -128,34 +136,98 @@ markers = ["gpu: needs a CUDA GPU and real weights (GPU CI only)", "docker: need
 """
 
 
-def _makefile(recipe: Recipe) -> str:
-    return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}
-CHECKPOINT ?= {recipe.checkpoints[0] if recipe.checkpoints else "fixture"}
-PYTHON ?= python3
-LIMIT ?=
-VIDEOS ?=
-RUN_ARGS ?=
+def _lock_python(recipe_dir: Path) -> str:
+    """The Python version the recipe's lock was compiled for (``--python-version X.Y`` in its header)."""
+    header = (recipe_dir / LOCK).read_text(encoding="utf-8").split("\n", 3)[:3]
+    match = re.search(r"--python-version (\d+\.\d+)", "\n".join(header))
+    if match is None:
+        raise ExportError(f"{recipe_dir / LOCK}: its header does not say which --python-version it was compiled for")
+    return match.group(1)
 
-.PHONY: help setup test fixture build recipe-{recipe.name} diff
+
+def _makefile(recipe: Recipe, python: str) -> str:
+    """Targets that use the export's own venv (built from its hashed lock), never a pinbench on PATH."""
+    checkpoint = recipe.checkpoints[0] if recipe.checkpoints else "fixture"
+    return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}.
+# Every target uses .venv, built from requirements.lock; nothing relies on a pinbench on PATH.
+SHELL := /bin/bash
+PYTHON ?= python{python}
+VENV ?= .venv
+BIN := $(VENV)/bin
+CHECKPOINT ?= {checkpoint}
+LIMIT ?=
+RUN_ARGS ?=
+# Where `pinbench run` writes by default: runs/<recipe>/<checkpoint>[-smoke], the fixture runs/<recipe>/fixture-fixture.
+RUN_DIR ?= runs/{recipe.name}/$(CHECKPOINT)$(if $(filter fixture,$(CHECKPOINT)),-fixture,$(if $(LIMIT),-smoke))
+STAMP := $(VENV)/.installed
+SOURCES := $(shell find pinbench pinbench_recipes -type f -not -path '*/__pycache__/*')
+
+.PHONY: help setup test fixture build recipe-{recipe.name} diff check
 help:
-\t@echo "make setup | test | fixture | build | recipe-{recipe.name} CHECKPOINT=... | diff"
-setup:
-\t$(PYTHON) -m pip install -e '.[test]'
-test:
-\t$(PYTHON) -m pytest -q pinbench_recipes
-fixture:
-\t$(PYTHON) -m {recipe.package} run --fixture
+	@echo "make setup | fixture | diff | check | test | build | recipe-{recipe.name} CHECKPOINT=... [LIMIT=N]"
+	@echo "the CPU fixture: make fixture && make diff CHECKPOINT=fixture && make check CHECKPOINT=fixture"
+
+setup: $(STAMP)
+
+# Python {python} (the lock is compiled for it); every dependency from the hashed lock, then this package alone.
+$(STAMP): requirements.lock pyproject.toml $(SOURCES)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --no-deps --no-build-isolation --no-index .
+	touch $@
+
+fixture: $(STAMP)
+	$(BIN)/pinbench run {recipe.name} --fixture
+
+recipe-{recipe.name}: $(STAMP) build
+	$(BIN)/pinbench run {recipe.name} --checkpoint $(CHECKPOINT) --runtime docker \\
+		$(if $(LIMIT),--limit $(LIMIT)) $(RUN_ARGS)
+
+diff: $(STAMP)
+	$(BIN)/pinbench diff $(RUN_DIR)/scorecard.json
+
+check: $(STAMP)
+	$(BIN)/pinbench check $(RUN_DIR)
+
+# The recipe's tests need pytest, which is not part of the pinned runtime: installed here at a fixed version.
+test: $(STAMP)
+	$(BIN)/python -m pip install --quiet pytest=={_PYTEST}
+	$(BIN)/python -m pytest -q pinbench_recipes
+
 build:
-\tdocker build -t {recipe.image} -f Dockerfile .
-recipe-{recipe.name}: build
-\t$(PYTHON) -m {recipe.package} run --checkpoint $(CHECKPOINT) --runtime docker
-diff:
-\tpinbench diff runs/{recipe.name}/$(CHECKPOINT)/scorecard.json
+	docker build -t {recipe.image} -f Dockerfile .
 """
 
 
+def _readme(recipe: Recipe, recipe_readme: str, python: str) -> str:
+    """The recipe's README, after a set-up section that works in this directory alone."""
+    return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}
+
+This directory stands alone: the recipe (`pinbench_recipes/{recipe.package.rpartition(".")[2]}/`), the
+`pinbench` library modules it imports, its hashed lock and its Dockerfile(s).
+
+## Set up
+
+Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`.
+
+```bash
+make setup    # python{python} -m venv .venv; pip install --require-hashes --no-deps -r requirements.lock;
+              # pip install --no-deps --no-build-isolation --no-index .
+make fixture                     # the CPU fixture run, into runs/{recipe.name}/fixture-fixture
+make diff CHECKPOINT=fixture      # its diff against references/fixture.yaml (exit 0 = PASS)
+make check CHECKPOINT=fixture     # the run directory against its scorecard (exit 0 = consistent)
+```
+
+Then `.venv/bin/pinbench run {recipe.name} --help` lists the recipe's options. `make diff` and `make check` read
+`runs/{recipe.name}/$CHECKPOINT[-smoke]` (the default `--out` of `pinbench run`; `LIMIT=N` for a smoke run), or
+`RUN_DIR=...`. `make build` builds the image from this directory; `make recipe-{recipe.name} CHECKPOINT=...`
+runs in it. `make test` runs the recipe's tests (it adds pytest, not part of the pinned runtime, to `.venv`).
+
+{recipe_readme}"""
+
+
 def _requirements(recipe_dir: Path) -> list[str]:
-    """Top-level requirements of the recipe (its ``requirements.in``), for the generated pyproject."""
+    """Top-level requirements of the recipe (its ``requirements.in``, markers kept), for the generated pyproject."""
     source = recipe_dir / "requirements.in"
     if not source.is_file():
         raise ExportError(f"{source}: missing; every recipe lists its direct dependencies there")
@@ -178,9 +250,13 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
         _check_replaceable(dest, [recipe_dir, root, Path.cwd()])
         shutil.rmtree(dest)
     requirements = _requirements(recipe_dir)
+    if not (recipe_dir / LOCK).is_file():
+        raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
 
     package_dir = dest.joinpath(*recipe.package.split("."))
-    shutil.copytree(recipe_dir, package_dir, ignore=IGNORED)
+    # Build-context files (Dockerfiles, locks, requirements, README) live at the top, where the Dockerfiles
+    # expect them; the package holds everything else. Each file is copied once.
+    shutil.copytree(recipe_dir, package_dir, ignore=shutil.ignore_patterns(*_IGNORED_NAMES, *TOP_LEVEL))
     shutil.copy2(recipe_dir.parent / "__init__.py", package_dir.parent / "__init__.py")
     for file in sorted(library_closure(recipe_dir, root)):
         target = dest / LIBRARY / file.relative_to(root)
@@ -190,13 +266,15 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
         if (root / data_dir).is_dir() and (dest / LIBRARY).is_dir():
             shutil.copytree(root / data_dir, dest / LIBRARY / data_dir, ignore=IGNORED, dirs_exist_ok=True)
 
-    # Build-context files at the top, where the Dockerfiles expect them.
+    python = _lock_python(recipe_dir)
     for item in sorted(recipe_dir.iterdir()):
-        if item.name.startswith("Dockerfile") or item.name in ("README.md", "requirements.lock",
-                                                                "requirements.in", ".dockerignore"):
-            shutil.copy2(item, dest / item.name)
+        if item.is_file() and any(fnmatch.fnmatch(item.name, pattern) for pattern in TOP_LEVEL):
+            if item.name == "README.md":
+                (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python))
+            else:
+                shutil.copy2(item, dest / item.name)
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements))
-    (dest / "Makefile").write_text(_makefile(recipe))
+    (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
     return dest
 

@@ -9,6 +9,8 @@ later run could mistake for a result (temporary names start with ``.`` and end i
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -84,6 +86,27 @@ def sha256_file(path: Path | str) -> str:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def loads_finite_json(text: str) -> object:
+    """Parse JSON that must hold finite numbers only: ``NaN``, ``Infinity`` and overflowing literals such as
+    ``1e999`` (which Python's parser turns into inf) raise ValueError naming the number.
+
+    Why: Python's json accepts all three by default, and one of them in a scorecard or a stored result would
+    compare as a number (an Infinity that diffs as PASS) instead of being refused as invalid input.
+    """
+
+    def constant(name: str) -> None:
+        raise ValueError(f"holds the non-finite number {name}; only finite numbers are allowed")
+
+    def number(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            raise ValueError(f"holds the non-finite number {literal} (it overflows to {value}); only finite numbers "
+                             "are allowed")
+        return value
+
+    return json.loads(text, parse_constant=constant, parse_float=number)
 
 
 def read_yaml(path: Path, error: type[FileError] = FileError) -> object:

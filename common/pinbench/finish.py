@@ -1,4 +1,4 @@
-"""The last steps every recipe shares: scorecard, diff against the reference, report.
+"""The last steps every recipe shares: samples file, scorecard, diff against the reference, report, check.
 
 Kept in one place so that every recipe applies the same rules: a run without a matching reference is
 reported, not diffed; a partial run never exits 0; the diff table and report sit next to the scorecard.
@@ -6,10 +6,12 @@ reported, not diffed; a partial run never exits 0; the diff table and report sit
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pinbench.check import check_run
 from pinbench.files import write_atomic
 from pinbench.provenance import collect_provenance, redact
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
@@ -68,13 +70,15 @@ def finish_run(
     provenance_extra: Mapping[str, Any] | None = None,
     extra_figures: Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]] = (),
 ) -> RunOutcome:
-    """Write ``scorecard.json``, diff it against the recipe's reference, write ``report/``.
+    """Write ``samples.jsonl`` (exactly the records aggregated) and ``scorecard.json``, diff it against the
+    recipe's reference, write ``report/``, then ``pinbench check`` the directory (unsharded runs).
 
     ``extra_figures`` are (title, png, caption) for the run, or (title, png, caption, sample_id) for one
     sample: the report shows failures and the worst and best few of those, and names the rest.
 
     The exit code is the diff's when a reference exists for this checkpoint and mode; otherwise 0
-    for a complete run and non-zero for a partial or failed one.
+    for a complete run and non-zero for a partial or failed one. A problem the check finds is printed
+    and makes the exit code non-zero (at least 2).
     """
     described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
     provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
@@ -84,6 +88,7 @@ def finish_run(
         metrics=described, records=records, n_expected=n_expected, provenance=provenance,
         config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None,
     )
+    write_samples(records, cfg.out_dir / card["samples"]["path"])
     scorecard_path = write_scorecard(card, cfg.out_dir / "scorecard.json")
 
     ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
@@ -109,5 +114,18 @@ def finish_run(
         extra_figures={recipe.name: list(extra_figures)} if extra_figures else None,
         title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
     )
+    if cfg.shard is None:  # a shard's directory is checked by the run that merges the shards
+        checked = check_run(cfg.out_dir)
+        print("\n".join(checked.lines()), flush=True)
+        message = "\n".join([message, *checked.lines()])
+        if checked.problems:
+            exit_code = max(exit_code, checked.exit_code)
     return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
                       report_path=report_path, message=message)
+
+
+def write_samples(records: Sequence[SampleRecord | Mapping[str, Any]], path: Path) -> Path:
+    """The per-sample records a scorecard aggregates, as the JSONL file it names (one record per line)."""
+    lines = [json.dumps(r.to_json() if isinstance(r, SampleRecord) else dict(r), ensure_ascii=False,
+                        allow_nan=False) + "\n" for r in records]
+    return write_atomic(path, "".join(lines))

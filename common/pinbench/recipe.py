@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.files import FileError, read_yaml
 from pinbench.metricinfo import MetricInfo, match_metric
+from pinbench.names import checkpoint_name_problem
 from pinbench.options import OptionError, OptionSpec, ParsedOptions, parse_options
 from pinbench.schema import schema_error
 
@@ -36,8 +37,6 @@ PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
 GPU_FLAGS = ("many", "one", "none")
-# Checkpoint names become file and directory names (references/<checkpoint>.yaml, runs/<recipe>/<checkpoint>).
-CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class RecipeError(RuntimeError):
@@ -50,9 +49,9 @@ class DeclarationError(FileError):
 
 def check_checkpoint_name(name: str) -> str:
     """A checkpoint name safe as a file name: letters, digits, ``.``, ``_``, ``-``; no leading dot, no ``..``."""
-    if not isinstance(name, str) or not CHECKPOINT_NAME.fullmatch(name) or ".." in name:
-        raise RecipeError(f"checkpoint name {name!r} is not allowed: use letters, digits, '.', '_' and '-', "
-                          "starting with a letter or digit, without '..' (it names files and folders)")
+    problem = checkpoint_name_problem(name)
+    if problem:
+        raise RecipeError(problem)
     return name
 
 
@@ -205,7 +204,12 @@ class Recipe:
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)
 
     def run(self, cfg: RunConfig) -> RunOutcome:
-        return self._callable(self.entry)(cfg)
+        """Run the recipe's code in ``cfg.out_dir`` once the directory is claimed for this run (pinbench.rundir:
+        one recipe, checkpoint and mode per directory; one live process per shard)."""
+        from pinbench.rundir import claim_run_dir
+
+        with claim_run_dir(cfg):
+            return self._callable(self.entry)(cfg)
 
     def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
         """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""

@@ -37,7 +37,9 @@ import yaml
 
 from pinbench.files import FileError, read_yaml, write_atomic
 from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
+from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.schema import schema_error
+from pinbench.scorecard import ScorecardError, non_finite_problem
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -64,6 +66,10 @@ class MetricReference:
     interval: dict[str, Any] | None = None  # 95% interval of the value (a reference recorded from runs)
     runs: tuple[float, ...] | None = None  # each trusted run's value when several were recorded
     basis: str | None = None  # how the tolerance was chosen, with its arithmetic
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+            raise ValueError(f"a reference value must be a finite number, got {self.value!r}")
 
 
 @dataclass
@@ -142,7 +148,8 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
     """
     if not isinstance(data, Mapping):
         raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
-    problem = schema_error("reference", data)
+    problem = (schema_error("reference", data) or recipe_name_problem(data["recipe"])
+               or checkpoint_name_problem(data["checkpoint"]))
     if problem is not None:
         raise ReferenceFileError(path, problem)
     metrics = {}
@@ -238,7 +245,14 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
 
 
 def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
-    """Compare a scorecard with a reference; see the module docstring for the exit codes."""
+    """Compare a scorecard with a reference; see the module docstring for the exit codes.
+
+    A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
+    loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
+    """
+    problem = non_finite_problem(scorecard)
+    if problem:
+        raise ScorecardError(None, problem)
     problems: list[str] = []
     notes: list[str] = []
     code = EXIT_PASS
@@ -361,13 +375,18 @@ def render_diff(result: DiffResult) -> str:
     if result.notes:
         lines.append("notes:")
         lines.extend(f"  - {n}" for n in result.notes)
-    lines.append(f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})")
+    lines.append(result_line(result))
     return "\n".join(lines)
 
 
 def _ci_cell(interval: Mapping[str, Any] | None, describe: Any) -> str:
     text = describe(interval)
     return "n/a" if text.startswith("n/a") else text
+
+
+def result_line(result: DiffResult) -> str:
+    """The last line of a rendered diff, ``result: PASS (exit 0)``; ``pinbench check`` compares diff.txt with it."""
+    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})"
 
 
 def _noise_cell(row: DiffRow) -> str:

@@ -10,9 +10,10 @@ so nothing drops out of the denominator.
 
 Stored results are plain JSON. JSON has no NaN or infinity, so non-finite floats in a result are
 stored as ``null`` (also in memory, so a fresh record equals its reloaded copy); the scorecard counts
-a null metric as not scored. Anything that should invalidate a cached result (recipe version, model
-revision, generation seed, ...) belongs in the task mapping: its hash is stored with the record and a
-changed task is recomputed.
+a null metric as not scored. A stored file that holds ``NaN``, ``Infinity`` or an overflowing
+number (hand-edited, or written by another tool) is corrupt: it is recomputed, never reused or merged.
+Anything that should invalidate a cached result (recipe version, model revision, generation seed, ...)
+belongs in the task mapping: its hash is stored with the record and a changed task is recomputed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pinbench.files import write_atomic
+from pinbench.files import loads_finite_json, write_atomic
 from pinbench.provenance import redact
 
 __all__ = [
@@ -344,7 +345,7 @@ def _store(samples_dir: Path, record: SampleRecord) -> None:
 def _read_record(path: Path, sample_id: str | None = None) -> tuple[SampleRecord | None, str]:
     """(record, "") or (None, reason) for a missing, unreadable, corrupt or mismatched file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_finite_json(path.read_text(encoding="utf-8"))
         record = SampleRecord.from_json(data)
     except FileNotFoundError:
         return None, "no record"
@@ -611,7 +612,7 @@ def read_merged(path: Path | str) -> list[SampleRecord]:
         if not line.strip():
             continue
         try:
-            records.append(SampleRecord.from_json(json.loads(line)))
+            records.append(SampleRecord.from_json(loads_finite_json(line)))
         except ValueError as exc:
             raise ValueError(f"{path}:{lineno}: bad sample record: {exc}") from None
     return records

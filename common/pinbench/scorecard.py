@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pinbench.files import FileError, read_data_file, write_atomic
+from pinbench.files import FileError, loads_finite_json, read_data_file, write_atomic
 from pinbench.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
+from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.provenance import scrub, to_jsonable
 from pinbench.schema import schema_error
 from pinbench.uncertainty import aggregate_interval
@@ -119,10 +120,14 @@ def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str
     value = result[key]
     if value is None:
         return None, None, f"{key!r} is null (NaN or not computed)"
-    if not isinstance(value, numbers.Real):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None, None, f"{key!r} is not a number: {_short(value)}"
-    if not math.isfinite(float(value)):
-        return None, None, f"{key!r} is not finite: {value}"
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return None, None, f"{key!r} is not finite: {_short(value)}"
     group = None
     if spec.group_by is not None:
         group = result.get(spec.group_by)
@@ -130,13 +135,27 @@ def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str
             return None, None, f"no group field {spec.group_by!r} in result"
         if isinstance(group, bool) or not isinstance(group, (str, int)):
             return None, None, f"group field {spec.group_by!r} is not a string or integer: {_short(group)}"
-    return float(value), group, None
+    return number, group, None
 
 
 def aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] | None = None) -> float | None:
-    """Aggregate scored values; None when there are none. Order-independent (exact summation)."""
+    """Aggregate scored values; None when there are none. Order-independent (exact summation).
+
+    ValueError when finite values aggregate to a non-finite number (a sum or a median midpoint beyond the
+    float range): such a value is never written as a score.
+    """
     if not values:
         return None
+    try:
+        value = _aggregate(values, aggregation, groups)
+    except OverflowError:  # math.fsum of values near the float maximum
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"the {aggregation} of {len(values)} finite values overflows the float range")
+    return value
+
+
+def _aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] | None) -> float:
     if aggregation == "mean":
         return math.fsum(values) / len(values)
     if aggregation == "median":
@@ -155,7 +174,8 @@ def aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] |
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too)."""
     cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
     expected = len(cohort) if cohort is not None else n_expected
     if spec.aggregation == "none" and expected != 1:
@@ -182,8 +202,12 @@ def _score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> 
     if n_missing < 0:
         raise ValueError(f"metric {spec.name!r}: {len(values) + len(failed)} records for "
                          f"n_expected={expected}; n_expected must be the full task count")
+    try:
+        value = aggregate(values, spec.aggregation, groups if spec.group_by else None)
+    except ValueError as exc:
+        raise ValueError(f"metric {spec.name!r}: {exc}") from None
     entry: dict[str, Any] = {
-        "value": aggregate(values, spec.aggregation, groups if spec.group_by else None),
+        "value": value,
         "aggregation": spec.aggregation,
         "direction": spec.direction,
         "kind": spec.kind,
@@ -277,7 +301,7 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
         raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
                          "n_expected must be the full task count")
 
-    per_metric = {spec.name: _score_metric(spec, records, n_expected) for spec in metrics}
+    per_metric = {spec.name: score_metric(spec, records, n_expected) for spec in metrics}
     status, reasons = derive_status(per_metric)
     card: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -310,8 +334,10 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
             errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
         if len(m["failed"]) != m["n_failed"]:
             errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
-        if isinstance(m["value"], float) and not math.isfinite(m["value"]):
-            errors.append(f"metric {name}: value {m['value']} is not finite")
+        if "missing" in m and len(m["missing"]) != m["n_missing"]:
+            errors.append(f"metric {name}: {len(m['missing'])} missing ids but n_missing={m['n_missing']}")
+        if m.get("sample_ids") is not None:
+            errors += _cohort_errors(name, m)
         if (m["value"] is None) != (m["n_scored"] == 0):
             errors.append(f"metric {name}: value must be null exactly when nothing scored")
         interval = m.get("interval")
@@ -327,9 +353,41 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def non_finite_problem(value: Any, where: str = "$") -> str | None:
+    """Where the first NaN or infinity in a JSON-like value sits (``$.metrics.f1.value``), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is not finite ({value})"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = non_finite_problem(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = non_finite_problem(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _cohort_errors(name: str, m: Mapping[str, Any]) -> list[str]:
+    """A cohort metric's ids: as many as it expects, and every sample it names failed or missing among them."""
+    ids = m["sample_ids"]
+    if len(ids) != m["n_expected"]:
+        return [f"metric {name}: {len(ids)} sample_ids but n_expected={m['n_expected']}"]
+    members = set(ids)
+    outside = [f["sample_id"] for f in m["failed"] if f["sample_id"] not in members]
+    outside += [i for i in m.get("missing", []) if i not in members]
+    return [f"metric {name}: sample {outside[0]!r} is named but not in its sample_ids"] if outside else []
+
+
 def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
-    """Raise ScorecardError (one line) unless ``card`` matches the schema and its counts add up."""
+    """Raise ScorecardError (one line) unless ``card`` matches the schema, holds finite numbers only (values,
+    timings, provenance alike) and its counts add up."""
     problem = schema_error("scorecard", card)
+    if problem is None:
+        problem = (non_finite_problem(card) or recipe_name_problem(card["recipe"])
+                   or checkpoint_name_problem(card["checkpoint"]))
     if problem is None:
         errors = _count_errors(card)
         problem = errors[0] if errors else None
@@ -349,14 +407,12 @@ def load_scorecard(path: Path | str) -> dict[str, Any]:
     """Read and validate a scorecard; ScorecardError naming the file on any problem."""
     path = Path(path)
     text = read_data_file(path, ScorecardError)
-
-    def non_finite(constant: str) -> None:
-        raise ScorecardError(path, f"holds the non-finite number {constant}; a scorecard holds finite numbers only")
-
     try:
-        card = json.loads(text, parse_constant=non_finite)
+        card = loads_finite_json(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None
+    except ValueError as exc:  # NaN, Infinity, 1e999
+        raise ScorecardError(path, f"{exc} (a scorecard holds finite numbers only)") from None
     validate_scorecard(card, path=path)
     return card

@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 import torch
 
+from pinbench.files import atomic_path
 from pinbench.video import read_video
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.metrics import pair_metrics, quality_metrics
@@ -61,9 +62,9 @@ class Scorer:
                                 for i in (departure, revisit)], axis=1)
         rel = Path(PAIRS_DIR) / f"{sample_id}.png"
         (self.out_dir / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
-        tmp = self.out_dir / PAIRS_DIR / f".{sample_id}.tmp.png"
-        cv2.imwrite(str(tmp), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
-        tmp.replace(self.out_dir / rel)
+        with atomic_path(self.out_dir / rel, suffix=".png") as tmp:  # a name unique to this process
+            if not cv2.imwrite(str(tmp), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR)):
+                raise OSError(f"could not write {self.out_dir / rel}")
         return rel.as_posix()
 
     def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ RECIPE = get_recipe("paibench-c")
 
 RECIPE_DIR = Path(RECIPE.dir)
 REPO_ROOT = RECIPE_DIR.parents[1]
+# Dockerfiles and locks sit beside the recipe here, at the top of an exported recipe (pinbench export).
+BUILD_DIR = RECIPE_DIR if (RECIPE_DIR / "Dockerfile").is_file() else RECIPE_DIR.parents[1]
 DOCKERFILES = ("Dockerfile", "Dockerfile.generate")
 EVALUATOR_COMMIT = "5864378a0e13e527336d916cc8e018afb0ef5fe3"
 TASKS_COMMIT = "2c1404f7f95cb9afd309592bc1f6b83f24ae2495"
@@ -60,7 +62,7 @@ def _base_images() -> dict[str, str]:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)
 def test_base_is_a_shared_digest_pinned_image(dockerfile: str, pins) -> None:
-    text = (RECIPE_DIR / dockerfile).read_text()
+    text = (BUILD_DIR / dockerfile).read_text()
     base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M).group(1)
     assert re.search(r"@sha256:[0-9a-f]{64}$", base)
     assert base in _base_images().values()
@@ -68,7 +70,7 @@ def test_base_is_a_shared_digest_pinned_image(dockerfile: str, pins) -> None:
 
 
 def test_evaluation_image_builds_the_pinned_evaluator_sam2_and_transformers(pins) -> None:
-    text = (RECIPE_DIR / "Dockerfile").read_text()
+    text = (BUILD_DIR / "Dockerfile").read_text()
     assert f"ARG EVALUATOR_COMMIT={pins.upstream['evaluator'].commit}" in text
     assert 'checkout --detach "${EVALUATOR_COMMIT}"' in text and "rev-parse HEAD" in text
     assert "SAM2_BUILD_ALLOW_ERRORS=0" in text and "--no-build-isolation" in text
@@ -77,12 +79,12 @@ def test_evaluation_image_builds_the_pinned_evaluator_sam2_and_transformers(pins
     assert "find_spec('xformers')" in text                              # fails the build if xformers appears
     assert "python3.10" in text
     assert "bake_weights" in text
-    sam2 = (RECIPE_DIR / "requirements.sam2.txt").read_text()
+    sam2 = (BUILD_DIR / "requirements.sam2.txt").read_text()
     assert re.search(r"^sam2==1\.1\.0 --hash=sha256:[0-9a-f]{64}$", sam2, re.M)
 
 
 def test_evaluation_lock_is_hashed_and_pins_the_critical_versions() -> None:
-    lock = (RECIPE_DIR / "requirements.lock").read_text()
+    lock = (BUILD_DIR / "requirements.lock").read_text()
     pinned = dict(re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+) \\$", lock, re.M))
     assert pinned["transformers"] == "4.46.3"
     assert pinned["torch"] == "2.5.1"
@@ -94,17 +96,17 @@ def test_evaluation_lock_is_hashed_and_pins_the_critical_versions() -> None:
 
 
 def test_generation_image_installs_the_framework_from_its_own_lock(pins) -> None:
-    text = (RECIPE_DIR / "Dockerfile.generate").read_text()
+    text = (BUILD_DIR / "Dockerfile.generate").read_text()
     assert f"ARG FRAMEWORK_COMMIT={pins.upstream['cosmos_framework'].commit}" in text
     assert "uv sync --locked" in text
     assert "pinbench-commit" in text
-    lock = (RECIPE_DIR / "requirements.generate.lock").read_text()
+    lock = (BUILD_DIR / "requirements.generate.lock").read_text()
     assert re.search(r"^uv==0\.12\.2 \\$", lock, re.M)
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)
 def test_no_token_is_baked_and_the_image_runs_as_non_root(dockerfile: str) -> None:
-    text = (RECIPE_DIR / dockerfile).read_text()
+    text = (BUILD_DIR / dockerfile).read_text()
     instructions = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert not re.search(r"^(ARG|ENV)\s+\S*(TOKEN|SECRET|PASSWORD)", instructions, re.M | re.I)
     assert "HF_TOKEN" not in instructions and not re.search(r"hf_[A-Za-z0-9]{10,}", text)

@@ -11,10 +11,12 @@ from pinbench_recipes.remembench.weights import load_recipe_pins
 RECIPE = get_recipe("remembench")
 
 RECIPE_DIR = Path(__file__).resolve().parents[1]
+# Dockerfiles and locks sit beside the recipe here, at the top of an exported recipe (pinbench export).
+BUILD_DIR = RECIPE_DIR if (RECIPE_DIR / "Dockerfile").is_file() else RECIPE_DIR.parents[1]
 
 
 def _dockerfile_args() -> dict[str, str]:
-    text = (RECIPE_DIR / "Dockerfile").read_text()
+    text = (BUILD_DIR / "Dockerfile").read_text()
     return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
 
 
@@ -24,7 +26,7 @@ def test_dockerfile_pins_match_pins_yaml():
     assert args["BASE_IMAGE"] == pins.images["eval"]["base"]
     assert args["PI3_COMMIT"] == pins.upstream["pi3"].commit
     assert args["ALEXNET_URL"] == pins.urls["alexnet"].url and args["ALEXNET_SHA256"] == pins.urls["alexnet"].sha256
-    text = (RECIPE_DIR / "Dockerfile").read_text()
+    text = (BUILD_DIR / "Dockerfile").read_text()
     for name in ("clip", "pi3x"):
         pin = pins.huggingface[name]
         assert pin.revision in text and all(digest in text for digest in pin.sha256.values() if digest)
@@ -32,9 +34,9 @@ def test_dockerfile_pins_match_pins_yaml():
 
 
 def test_requirements_pin_the_paper_metric_versions_and_the_lock_is_hashed():
-    wanted = (RECIPE_DIR / "requirements.in").read_text()
+    wanted = (BUILD_DIR / "requirements.in").read_text()
     assert "lpips==0.1.4" in wanted and "scikit-image==0.26.0" in wanted
-    lock = (RECIPE_DIR / "requirements.lock").read_text()
+    lock = (BUILD_DIR / "requirements.lock").read_text()
     entries = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock,
                          flags=re.MULTILINE)
     names = {name.lower().replace("_", "-") for name, _, _ in entries}

@@ -1,0 +1,245 @@
+"""``pinbench check``: a run directory written by finish_run is consistent; each kind of tampering is named.
+
+The run directory is a real one: the toy recipe (a real recipe.yaml) through ``finish_run``, with a
+reference recorded from its own complete run. ``get_recipe`` inside pinbench.check is replaced by a test
+double that returns the toy recipe, since the toy is not an installed recipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from toy_recipe import toy_recipe
+
+from pinbench import check as check_module
+from pinbench import cli
+from pinbench.check import check_run
+from pinbench.finish import finish_run
+from pinbench.recipe import Recipe, RunConfig, load_declaration
+from pinbench.reference import record_reference
+from pinbench.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
+from pinbench.runner import SampleRecord
+from pinbench.scorecard import MetricSpec
+
+IDS = ["s0", "s1", "s2", "s3"]
+PINS = {"urls": {"trunk": {"url": "https://example.org/trunk.pth", "sha256": None}}}
+
+
+def _records(failed: tuple[str, ...] = ()) -> list[SampleRecord]:
+    return [SampleRecord(sid, "failed", None, "ValueError: bad frame", "0" * 64, 0.1) if sid in failed else
+            SampleRecord(sid, "ok", {"f1": 0.5 + 0.1 * i, "err": 0.25 * (i + 1)}, None, "0" * 64, 0.1)
+            for i, sid in enumerate(IDS)]
+
+
+SPECS = [MetricSpec("f1"), MetricSpec("err"),
+         MetricSpec("near/f1", key="f1", sample_ids=["s0", "s1"]),
+         MetricSpec("far/f1", key="f1", sample_ids=["s2", "s3"])]
+
+
+def _finish(recipe: Recipe, cfg: RunConfig, records: list[SampleRecord]) -> Any:
+    return finish_run(recipe, cfg, metrics=SPECS, records=records, n_expected=len(IDS), pins=PINS,
+                      timings={"score": 1.0})
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete smoke run of the toy with a recorded reference and a PASS diff, written once per module."""
+    root = tmp_path_factory.mktemp("template")
+    recipe = toy_recipe(root / "recipes")
+    cfg = recipe.config("Toy-Nano", out_dir=root / "run", limit=4, env={})
+    with pytest.MonkeyPatch.context() as patch, claim_run_dir(cfg, env={}):
+        patch.setattr(check_module, "get_recipe", lambda name: recipe)
+        first = _finish(recipe, cfg, _records())
+        card = json.loads(first.scorecard_path.read_text())
+        record_reference(card, recipe.reference_file("Toy-Nano", "smoke"), recipe=recipe, tier="same_hw")
+        outcome = _finish(recipe, cfg, _records())
+    assert outcome.exit_code == 0, outcome.message
+    assert "result: PASS (exit 0)" in (cfg.out_dir / "diff.txt").read_text()
+    return root
+
+
+@pytest.fixture
+def toy(tmp_path: Path, template: Path, monkeypatch: pytest.MonkeyPatch) -> Recipe:
+    """This test's own copy of the toy recipe (with the template's reference)."""
+    shutil.copytree(template / "recipes", tmp_path / "recipes")
+    recipe = load_declaration(tmp_path / "recipes" / "toy_bench" / "recipe.yaml", "toy_bench")
+    monkeypatch.setattr(check_module, "get_recipe", lambda name: recipe)  # test double: the toy is not installed
+    return recipe
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, template: Path, toy: Recipe) -> Path:
+    """This test's own copy of the template run directory."""
+    return Path(shutil.copytree(template / "run", tmp_path / "run"))
+
+
+def _edit_json(path: Path, change: Callable[[Any], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    change(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_run_written_by_finish_run_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
+    result = check_run(run_dir)
+    assert result.problems == [] and result.exit_code == 0
+    assert len(result.notes) == 1 and result.notes[0].startswith("unverified input urls/trunk: no sha256")
+    assert result.lines()[-1] == f"check: {run_dir} is consistent"
+    card = json.loads((run_dir / "scorecard.json").read_text())
+    assert card["metrics"]["near/f1"]["sample_ids"] == ["s0", "s1"] and card["metrics"]["near/f1"]["n_expected"] == 2
+    assert check_run(run_dir / "scorecard.json").problems == []  # the scorecard's path works too
+
+
+def _set_value(sid: str, key: str, value: Any) -> Callable[[list[dict]], None]:
+    def change(rows: list[dict]) -> None:
+        next(r for r in rows if r["sample_id"] == sid)["result"][key] = value
+    return change
+
+
+def _fail(sid: str) -> Callable[[list[dict]], None]:
+    def change(rows: list[dict]) -> None:
+        row = next(r for r in rows if r["sample_id"] == sid)
+        row.update(status="failed", result=None, error="RuntimeError: gone")
+    return change
+
+
+TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
+    ("samples file deleted", lambda d: (d / "samples.jsonl").unlink(), "samples.jsonl: missing"),
+    ("a record dropped", lambda d: _edit_samples(d / "samples.jsonl", lambda rows: rows.pop(1)),
+     "3 records records, the scorecard counts 4"),
+    ("a value edited", lambda d: _edit_samples(d / "samples.jsonl", _set_value("s0", "err", 9.0)),
+     "metric err: value 0.625 in the scorecard, 0.875 recomputed from the records"),
+    ("a cohort value edited", lambda d: _edit_samples(d / "samples.jsonl", _set_value("s0", "f1", 0.0)),
+     "metric f1: value"),
+    ("a scored sample now failed", lambda d: _edit_samples(d / "samples.jsonl", _fail("s2")),
+     "metric f1: the scorecard says n_scored 4 (records give 3), n_failed 0 (records give 1)"),
+    ("a corrupt line", lambda d: (d / "samples.jsonl").write_text("{\n"), "samples.jsonl:1"),
+    ("samples path outside", lambda d: _edit_json(d / "scorecard.json",
+                                                  lambda c: c["samples"].update(path="../elsewhere.jsonl")),
+     "is not a file inside the run directory"),
+    ("report deleted", lambda d: (d / "report" / "index.html").unlink(), "report/index.html: missing"),
+    ("scorecard value edited", lambda d: _edit_json(d / "scorecard.json",
+                                                    lambda c: c["metrics"]["f1"].update(value=0.7)),
+     "metric f1: value 0.7 in the scorecard, 0.65"),
+    ("cohorts swapped", lambda d: _edit_json(d / "scorecard.json",
+                                             lambda c: c["metrics"]["near/f1"].update(sample_ids=["s0", "s2"])),
+     "metric near/f1: value"),
+    ("scorecard NaN", lambda d: (d / "scorecard.json").write_text(
+        (d / "scorecard.json").read_text().replace('"score": 1.0', '"score": NaN')), "non-finite number NaN"),
+    ("identity of another run", lambda d: _edit_json(d / IDENTITY_FILE, lambda i: i.update(checkpoint="Toy-Super")),
+     "the directory belongs to checkpoint 'Toy-Super', the scorecard is for 'Toy-Nano'"),
+    ("diff.txt stale", lambda d: (d / "diff.txt").write_text("result: FAIL (exit 1)\n"),
+     "diff.txt: says 'result: FAIL (exit 1)', the diff against"),
+    ("diff.txt deleted", lambda d: (d / "diff.txt").unlink(), "diff.txt: missing"),
+]
+
+
+@pytest.mark.parametrize(("name", "tamper", "expected"), TAMPERING, ids=[t[0] for t in TAMPERING])
+def test_each_kind_of_tampering_is_one_named_problem(run_dir: Path, name: str, tamper: Callable[[Path], None],
+                                                     expected: str) -> None:
+    tamper(run_dir)
+    result = check_run(run_dir)
+    assert result.exit_code == 2 and result.problems, name
+    assert any(expected in p for p in result.problems), result.problems
+    assert all("\n" not in p for p in result.problems)
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("n_samples", 5, "the reference is for sample count 5, the run has 4"),
+    ("recipe_version", "0.9.0", "the reference is for recipe_version '0.9.0'"),
+])
+def test_a_reference_that_does_not_apply_is_a_problem(run_dir: Path, toy: Recipe, field: str, value: Any,
+                                                      expected: str) -> None:
+    path = toy.reference_file("Toy-Nano", "smoke")
+    data = yaml.safe_load(path.read_text())
+    data[field] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert any(expected in p for p in check_run(run_dir).problems)
+
+
+def test_a_partial_run_and_a_named_failure_without_record(tmp_path: Path, toy: Recipe) -> None:
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "partial", limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records(failed=("s1",)))
+    assert outcome.exit_code == 2 and "check: 1 problem(s)" in outcome.message
+    problems = check_run(cfg.out_dir).problems
+    assert len(problems) == 1 and "status partial: f1: 3/4 scored (1 failed, 0 missing)" in problems[0]
+    _edit_samples(cfg.out_dir / "samples.jsonl", lambda rows: rows.pop(1))
+    assert any("metric f1: failed sample 's1' has no record" in p for p in check_run(cfg.out_dir).problems)
+
+
+def test_finish_run_exits_non_zero_when_the_check_finds_a_problem(tmp_path: Path, toy: Recipe) -> None:
+    """Another process still writing in the directory (a live lock that is not ours) is such a problem."""
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "busy", limit=4, env={})
+    (cfg.out_dir / LOCK_DIR).mkdir(parents=True)
+    (cfg.out_dir / LOCK_DIR / "shard-0-of-2.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z", "shard": "0/2",
+         "token": "x", "argv": ["pinbench", "run"]}))
+    outcome = _finish(toy, cfg, _records())
+    assert outcome.exit_code == 2
+    assert f"a run is still writing here: pid {os.getppid()}" in outcome.message
+
+
+def test_a_shard_run_leaves_the_check_to_the_merge(tmp_path: Path, toy: Recipe) -> None:
+    from pinbench.runner import Shard
+
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "shard", limit=4, shard=Shard(0, 2), env={})
+    outcome = _finish(toy, cfg, _records()[::2])
+    assert "check:" not in outcome.message
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    assert check_run(tmp_path / "nope").problems == [f"{tmp_path / 'nope'}: not a directory"]
+    (tmp_path / "empty").mkdir()
+    assert check_run(tmp_path / "empty").problems == [f"{tmp_path / 'empty' / 'scorecard.json'}: file not found"]
+
+
+def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def pinbench_check() -> int:
+        try:
+            cli.main(["check", str(run_dir)])
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    assert pinbench_check() == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"check: {run_dir} is consistent"
+    (run_dir / "report" / "index.html").unlink()
+    assert pinbench_check() == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
+
+
+def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"try:\n    main(['check', {str(tmp_path / 'empty')!r}])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
+            "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
+
+
+def test_gpu_ci_checks_every_run_directory() -> None:
+    workflow = yaml.safe_load((Path(__file__).resolve().parents[1] / ".github" / "workflows" / "gpu.yml").read_text())
+    steps = workflow["jobs"]["smoke"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    recipe_step = next(i for i, run in enumerate(runs) if "make recipe-" in run)
+    check_step = next(i for i, run in enumerate(runs) if run.startswith(".venv/bin/pinbench check \"$RUN_DIR\""))
+    assert check_step > recipe_step and steps[check_step]["if"] == "success() || failure()"

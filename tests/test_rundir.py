@@ -1,0 +1,270 @@
+"""One run directory: one recipe/checkpoint/mode, one live process per shard, stale locks taken over.
+
+Holders run in real child processes (``_hold``), so liveness is the kernel's answer, not a stub's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinbench import cli
+from pinbench.recipe import RunConfig
+from pinbench.rundir import IDENTITY_FILE, LOCK_DIR, TOKEN_ENV, RunDirError, claim_run_dir, lock_name
+from pinbench.runner import Shard
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from pinbench.recipe import RunConfig
+    from pinbench.rundir import claim_run_dir
+    from pinbench.runner import Shard
+    out, recipe, checkpoint, shard, fixture = sys.argv[1:6]
+    cfg = RunConfig(recipe=recipe, checkpoint=checkpoint, out_dir=Path(out), limit=None if fixture == "1" else 3,
+                    shard=Shard.parse(shard) if shard != "-" else None, fixture=fixture == "1")
+    with claim_run_dir(cfg) as claim:
+        print(claim.token, flush=True)
+        time.sleep(120)
+""")
+
+TRY = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from pinbench.recipe import RunConfig
+    from pinbench.rundir import claim_run_dir
+    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])), env={}):
+        pass
+""")
+
+
+def _cfg(out: Path, shard: str | None = None, recipe: str = "toy-bench", checkpoint: str = "Toy-Nano",
+         **kw: Any) -> RunConfig:
+    return RunConfig(recipe=recipe, checkpoint=checkpoint, out_dir=out, limit=kw.pop("limit", 3),
+                     shard=Shard.parse(shard) if shard else None, **kw)
+
+
+class Holder:
+    """A child process holding a claim until killed."""
+
+    def __init__(self, out: Path, shard: str | None = None, recipe: str = "toy-bench", fixture: bool = False) -> None:
+        checkpoint = "fixture" if fixture else "Toy-Nano"
+        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out), recipe, checkpoint, shard or "-",
+                                      "1" if fixture else "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.token = self.proc.stdout.readline().strip()
+        assert self.token, self.proc.stderr.read()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def holders() -> Iterator[list[Holder]]:
+    started: list[Holder] = []
+    yield started
+    for holder in started:
+        if holder.proc.poll() is None:
+            holder.kill()
+
+
+def _refused(cfg: RunConfig, match: str) -> str:
+    with pytest.raises(RunDirError, match=match) as info:
+        with claim_run_dir(cfg, env={}):
+            pass
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_identity_is_recorded_and_another_run_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+    assert json.loads((out / IDENTITY_FILE).read_text()) == {"recipe": "toy-bench", "checkpoint": "Toy-Nano",
+                                                             "mode": "smoke"}
+    _refused(_cfg(out, recipe="other-bench"), r"holds the run of toy-bench / Toy-Nano \(smoke\).*not other-bench")
+    _refused(_cfg(out, checkpoint="Toy-Super"), "not toy-bench / Toy-Super")
+    _refused(_cfg(out, limit=None), r"not toy-bench / Toy-Nano \(full\)")
+    with claim_run_dir(_cfg(out, limit=5), env={}):  # the same run, resumed with another --limit
+        pass
+
+
+def test_a_directory_from_before_identity_files_is_judged_by_its_scorecard(tmp_path: Path) -> None:
+    out = tmp_path / "legacy"
+    out.mkdir()
+    (out / "scorecard.json").write_text(json.dumps({"recipe": "paibench-c", "checkpoint": "fixture",
+                                                    "mode": "fixture"}))
+    message = _refused(_cfg(out, recipe="dynamic-degree", checkpoint="fixture", fixture=True),
+                       "holds the run of paibench-c")
+    assert "scorecard.json" in message and not (out / IDENTITY_FILE).exists()
+
+
+@pytest.mark.parametrize("content", ["{", "[]", '{"recipe": 1}'])
+def test_an_unreadable_identity_is_never_overwritten(tmp_path: Path, content: str) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / IDENTITY_FILE).write_text(content)
+    _refused(_cfg(out), IDENTITY_FILE)
+    assert (out / IDENTITY_FILE).read_text() == content
+
+
+def test_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    _refused(_cfg(tmp_path / "file"), "not a directory")
+
+
+def test_a_live_run_refuses_a_second_one_and_names_its_holder(tmp_path: Path, holders: list[Holder]) -> None:
+    out = tmp_path / "run"
+    holders.append(Holder(out))
+    message = _refused(_cfg(out), "in use: this run is already running")
+    assert f"pid {holders[0].proc.pid} on {socket.gethostname()}" in message
+    _refused(_cfg(out, "0/2"), "an unsharded run is running in it")
+    lock = json.loads((out / LOCK_DIR / "run.lock").read_text())
+    assert lock["pid"] == holders[0].proc.pid and lock["started"].endswith("Z") and lock["shard"] is None
+
+
+def test_a_stale_lock_is_taken_over_with_a_message(tmp_path: Path, holders: list[Holder],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    holder = Holder(out)
+    holders.append(holder)
+    holder.kill()  # SIGKILL: no chance to release the lock
+    assert (out / LOCK_DIR / "run.lock").exists()
+    with claim_run_dir(_cfg(out), env={}) as claim:
+        assert json.loads(claim.lock.read_text())["pid"] == os.getpid()
+    assert f"taking over the stale lock {out / LOCK_DIR / 'run.lock'}: pid {holder.proc.pid}" in capsys.readouterr().err
+    assert not (out / LOCK_DIR / "run.lock").exists()  # released on exit
+
+
+def test_a_reused_pid_does_not_keep_a_lock_alive(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+    fake = {"pid": os.getppid(), "host": socket.gethostname(), "process_start": "1", "started": "2020-01-01T00:00:00Z",
+            "shard": None, "token": "t", "argv": ["pinbench", "run"]}
+    (out / LOCK_DIR / "run.lock").write_text(json.dumps(fake))
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+
+
+def test_a_lock_held_on_another_host_is_refused_with_what_to_delete(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+    lock = out / LOCK_DIR / "shard-1-of-2.lock"
+    lock.write_text(json.dumps({"pid": 4242, "host": "node-17", "started": "2026-01-01T00:00:00Z", "shard": "1/2",
+                                "token": "t", "argv": ["pinbench", "run"]}))
+    message = _refused(_cfg(out, "1/2"), "this shard is already running: pid 4242 on node-17")
+    assert f"if that process is gone, delete {lock}" in message
+    lock.write_text("{garbage")
+    _refused(_cfg(out), f"unreadable lock {lock}")
+
+
+def test_shards_share_a_directory_but_not_a_shard(tmp_path: Path, holders: list[Holder]) -> None:
+    out = tmp_path / "run"
+    holders.append(Holder(out, "0/2"))
+    with claim_run_dir(_cfg(out, "1/2"), env={}) as claim:  # the other shard runs beside it
+        assert claim.lock.name == "shard-1-of-2.lock" and not claim.inherited
+    _refused(_cfg(out, "0/2"), "this shard is already running")
+    _refused(_cfg(out), "shard shard-0-of-2 of a sharded run is running in it")
+    _refused(_cfg(out, "1/4"), r"shards of another split are running in it \(shard-0-of-2")
+    holders[0].kill()
+    with claim_run_dir(_cfg(out), env={}):  # the merge run, once every shard is done
+        pass
+
+
+def test_a_child_inherits_its_parents_claim_and_leaves_it_in_place(tmp_path: Path, holders: list[Holder]) -> None:
+    out = tmp_path / "run"
+    holder = Holder(out)
+    holders.append(holder)
+    with claim_run_dir(_cfg(out), env={TOKEN_ENV: holder.token}) as claim:
+        assert claim.inherited
+    assert (out / LOCK_DIR / "run.lock").exists()
+    _refused(_cfg(out), "already running")  # a token that is not the holder's inherits nothing
+    with claim_run_dir(_cfg(tmp_path / "mine"), env={}) as outer:  # re-entrant in one process
+        with claim_run_dir(_cfg(tmp_path / "mine"), env={}) as inner:
+            assert inner.inherited and inner.token == outer.token
+        assert outer.lock.exists()
+
+
+def test_lock_names() -> None:
+    assert lock_name(None) == "run" and lock_name(Shard(2, 8)) == "shard-2-of-8"
+
+
+# --------------------------------------------------------------------------------- through the CLI
+
+
+def test_a_second_recipe_in_the_same_out_is_refused_before_its_code_runs(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's case: the dynamic-degree fixture scored PAI-Bench-C's videos in a shared --out."""
+    out = tmp_path / "shared"
+    with claim_run_dir(_cfg(out, recipe="paibench-c", checkpoint="fixture", fixture=True), env={}):
+        pass
+    before = sorted(p.name for p in out.iterdir())
+    code, err = _cli(capsys, "run", "dynamic-degree", "--fixture", "--out", out)
+    assert code == 2 and "holds the run of paibench-c / fixture (fixture)" in err
+    assert "not dynamic-degree / fixture (fixture)" in err and err.count("\n") == 1
+    assert sorted(p.name for p in out.iterdir()) == before  # no fixture_data/, no samples/
+
+
+def test_a_concurrent_run_in_the_same_out_exits_2_in_one_line(tmp_path: Path, holders: list[Holder],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "busy"
+    holders.append(Holder(out, recipe="dynamic-degree", fixture=True))
+    started = time.monotonic()
+    code, err = _cli(capsys, "run", "dynamic-degree", "--fixture", "--out", out)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert f"pid {holders[0].proc.pid}" in err and time.monotonic() - started < 30
+    assert not (out / "samples").exists()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
+    try:
+        cli.main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from toy_recipe import toy_recipe
+
+    from pinbench import docker_runtime
+
+    recipe = toy_recipe(tmp_path / "recipes")
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    cfg = recipe.config("Toy-Nano", out_dir=tmp_path / "out", runtime="docker", options={"videos": str(videos)},
+                        env={})
+    seen: list[bool] = []
+
+    def container(image: str, argv: list[str], **kwargs: Any) -> int:
+        """Test double for the engine: the container's `pinbench run` claims the mounted directory."""
+        assert (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
+        other = subprocess.run([sys.executable, "-c", TRY, str(cfg.out_dir)], capture_output=True, text=True)
+        assert "this run is already running" in other.stderr  # any other process is refused meanwhile
+        with claim_run_dir(cfg, env=kwargs["env"]) as claim:
+            seen.append(claim.inherited)
+        return 0
+
+    monkeypatch.setattr(docker_runtime, "run_in_container", container)
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    assert docker_runtime.run_in_docker(recipe, cfg) == 0
+    assert seen == [True, True, True]  # fetch, generate, score
+    assert not (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
