@@ -135,10 +135,12 @@ PYTHON ?= python3
 LIMIT ?=
 VIDEOS ?=
 RUN_ARGS ?=
+# Swap a pinned base (a registry mirror): BASE_IMAGE="IMAGE" or "Dockerfile.x=IMAGE ..."; recorded in scorecards.
+BASE_IMAGE ?=
 
 .PHONY: help setup test fixture build recipe-{recipe.name} diff
 help:
-\t@echo "make setup | test | fixture | build | recipe-{recipe.name} CHECKPOINT=... | diff"
+\t@echo "make setup | test | fixture | build [BASE_IMAGE=...] | recipe-{recipe.name} CHECKPOINT=... | diff"
 setup:
 \t$(PYTHON) -m pip install -e '.[test]'
 test:
@@ -146,11 +148,12 @@ test:
 fixture:
 \t$(PYTHON) -m {recipe.package} run --fixture
 build:
-\tdocker build -t {recipe.image} -f Dockerfile .
+\t$(PYTHON) -m {recipe.package} build $(foreach b,$(BASE_IMAGE),--base-image $(b))
 recipe-{recipe.name}: build
-\t$(PYTHON) -m {recipe.package} run --checkpoint $(CHECKPOINT) --runtime docker
+\t$(PYTHON) -m {recipe.package} run --checkpoint $(CHECKPOINT) --runtime docker $(if $(LIMIT),--limit $(LIMIT)) \\
+\t\t$(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
 diff:
-\tpinbench diff runs/{recipe.name}/$(CHECKPOINT)/scorecard.json
+\tpinbench diff runs/{recipe.name}/$(CHECKPOINT)$(if $(LIMIT),-smoke)/scorecard.json
 """
 
 
