@@ -8,13 +8,17 @@ non-root user 10001:10001, no account that collides with the base's, a swappable
 
 from __future__ import annotations
 
+import ast
+import re
+import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 from dockerlint import dockerfile_context, lint_dockerfile, load_base_images, run_hadolint
 
-from pinbench.export import export_recipe
-from pinbench.recipe import available_recipes
+from pinbench.export import export_recipe, library_closure
+from pinbench.recipe import Recipe, available_recipes
 
 REPO = Path(__file__).resolve().parents[1]
 BASES = load_base_images(REPO / "images" / "base-images.yaml")
@@ -55,3 +59,46 @@ def test_image_dockerfile_policy(path: Path) -> None:
     findings = lint_dockerfile(path, dockerfile_context(path), bases=BASES)
     findings += run_hadolint(path)
     assert not findings, "\n".join(map(str, findings))
+
+
+def _imports(files: list[Path]) -> set[str]:
+    """Top-level names of every module the files import (lazy imports inside functions included)."""
+    found: set[str] = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"__future__", "pinbench", "pinbench_recipes"}
+
+
+def _locked(lock: Path, dockerfile: Path) -> set[str]:
+    """Distributions an image installs: its hashed lock plus ``"<name> @ git+...@<commit>"`` installs."""
+    text = lock.read_text(encoding="utf-8") + dockerfile.read_text(encoding="utf-8")
+    names = re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==", text, flags=re.M)
+    names += re.findall(r"[\"']([A-Za-z0-9][A-Za-z0-9_.-]*) @ git\+", text)
+    return {re.sub(r"[-_.]+", "-", name).lower() for name in names}
+
+
+def _providers(module: str) -> set[str]:
+    return {re.sub(r"[-_.]+", "-", d).lower() for d in packages_distributions().get(module, [module])}
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_the_scoring_image_installs_everything_the_code_imports(recipe: Recipe) -> None:
+    """A module missing from the image lock breaks `pinbench run` inside it (the dynamic-degree image once
+    lacked fastjsonschema, which validates every recipe.yaml). Benchmarks and tests do not run there."""
+    files = [p for p in recipe.dir.rglob("*.py") if not {"tests", "benchmarks"} & set(p.relative_to(recipe.dir).parts)]
+    files += sorted(library_closure(recipe.dir))
+    installed = _locked(recipe.dir / "requirements.lock", recipe.dir / "Dockerfile")
+    missing = sorted(m for m in _imports(files) if not _providers(m) & installed)
+    assert not missing, f"{recipe.name}: requirements.lock lacks {missing}"
+
+
+@pytest.mark.parametrize("lock", sorted(REPO.glob("recipes/*/requirements*.lock")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_image_lock_has_the_core_the_cli_needs(lock: Path) -> None:
+    """Every image runs `pinbench`, whose every command reads recipe.yaml (PyYAML, fastjsonschema) via typer."""
+    dockerfile = lock.parent / ("Dockerfile.generate" if "generate" in lock.name else "Dockerfile")
+    assert {"typer", "pyyaml", "fastjsonschema", "numpy"} <= _locked(lock, dockerfile)
