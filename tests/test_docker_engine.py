@@ -183,6 +183,7 @@ def test_interrupt_stops_and_removes_container():
 def test_build_image_streams_and_returns_id(tmp_path):
     (tmp_path / "Dockerfile.eval").write_text("FROM scratch\n")
     chunks = [{"stream": "Step 1/1 : FROM scratch\n"}, {"stream": f" token {HF_TOKEN}\n"},
+              {"stream": "\x1b[91mc\x1b[0m\x1b[91mu\x1b[0m\x1b[91mrl: (6)\x1b[0m\n"},
               {"aux": {"ID": IMAGE_ID}}, {"stream": "Successfully built cccc\n"}]
     client = FakeDockerClient(build_chunks=chunks)
     lines: list[str] = []
@@ -193,7 +194,7 @@ def test_build_image_streams_and_returns_id(tmp_path):
     (call,) = client.build_calls
     assert (call["custom_context"], call["dockerfile"], call["tag"]) == (True, "Dockerfile.eval", "pinbench/demo:1")
     assert call["buildargs"] == {"BASE_IMAGE": "x@sha256:" + "e" * 64} and call["labels"] == {"a": "b"}
-    assert lines == ["Step 1/1 : FROM scratch", " token ***", "Successfully built cccc"]
+    assert lines == ["Step 1/1 : FROM scratch", " token ***", "curl: (6)", "Successfully built cccc"]
 
 
 def test_build_sends_exactly_the_context_files(tmp_path):

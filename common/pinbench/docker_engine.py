@@ -28,6 +28,8 @@ from docker.utils.build import create_archive, exclude_paths
 from pinbench.provenance import BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, is_secret_name, redact
 
 SCORING_STAGES = frozenset({"score", "scoring"})
+# Colour codes: the classic builder wraps every character of a step's stderr in them.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 BASE_IMAGE_LABEL = "org.pinbench.base-image"
 
 Log = Callable[[str], None]
@@ -58,7 +60,7 @@ class _LineLog:
             if targets else None
 
     def _emit(self, line: str) -> None:
-        line = line.rstrip("\r")
+        line = _ANSI.sub("", line).rstrip("\r")
         if self.path_re is not None:
             line = self.path_re.sub(lambda m: self.paths[m.group(1)], line)
         self.log(self.prefix + redact(line, self.secrets))
