@@ -23,7 +23,7 @@ from typing import Any
 
 from dockerlint import load_base_images, normalize_image
 
-from pinbench.docker_engine import ContainerError, docker_client, local_digest, run_in_container
+from pinbench.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
 from pinbench.docker_runtime import build_from, pinned_base, recipe_dockerfiles, run_in_docker
 from pinbench.export import export_recipe
 from pinbench.recipe import ContainerStage, Recipe, RecipeError, available_recipes
@@ -97,7 +97,7 @@ def _build(row: Row, context: Path, dockerfile: str, tag: str, base: str, client
 
 
 def smoke_cpu_image(base: str, label: str, out: Path, client: Any) -> Row:
-    """The CPU image, run as its README says: ``runs/`` made and owned first, mounted, network off."""
+    """The CPU image, run as its README says: its own CMD, ``runs/`` made (and owned) first, mounted, network off."""
     row = Row(f"{CPU_TAG} ({CPU_DOCKERFILE})", label)
     if (why := reachable(base, client)) is not None:
         row.fixture = f"SKIPPED: {why}"
@@ -112,11 +112,13 @@ def smoke_cpu_image(base: str, label: str, out: Path, client: Any) -> Row:
     else:
         user = f"{os.getuid()}:{os.getgid()}"
     lines: list[str] = []
-    code = run_in_container(CPU_TAG, ["make", "demo"], stage="demo", mounts={runs: CPU_RUNS}, user=user,
-                            client=client, log=lines.append)
+    command = image_config(CPU_TAG, client).cmd
+    code = run_in_container(CPU_TAG, command, stage="demo", mounts={runs: CPU_RUNS}, user=user, client=client,
+                            log=lines.append)
     report = runs / "demo" / "report" / "index.html"
     row.ok = code == 0 and report.is_file()
-    row.fixture = "PASS (make demo, --network none)" if row.ok else f"FAIL (exit {code}): {lines[-1:]}"
+    row.fixture = (f"PASS ({' '.join(command)}, runs/ mounted, --network none)" if row.ok
+                   else f"FAIL (exit {code}): {lines[-1] if lines else 'no output'}")
     return row
 
 

@@ -155,17 +155,18 @@ def build_image(context_dir: Path | str, tag: str, *, dockerfile: str = "Dockerf
 
 @dataclass(frozen=True)
 class ImageConfig:
-    """What the runtime needs to know of a local image: digest, its own ENV, its USER and labels."""
+    """What the runtime needs to know of a local image: digest, its own ENV, USER, labels and CMD."""
 
     digest: str
     env: dict[str, str] = field(default_factory=dict)
     user: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    cmd: list[str] = field(default_factory=list)
 
 
 def image_config(image: str, client: Any) -> ImageConfig:
     """The image's registry digest (RepoDigests[0]) if it was pulled or pushed, else its local id;
-    plus the ENV, USER and labels of its config. ContainerError when it is not built."""
+    plus the ENV, USER, labels and CMD of its config. ContainerError when it is not built."""
     try:
         found = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -175,7 +176,7 @@ def image_config(image: str, client: Any) -> ImageConfig:
     digests = attrs.get("RepoDigests") or []
     env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
     return ImageConfig(digest=digests[0] if digests else found.id, env=env, user=config.get("User") or "",
-                       labels=dict(config.get("Labels") or {}))
+                       labels=dict(config.get("Labels") or {}), cmd=list(config.get("Cmd") or []))
 
 
 def local_digest(image: str, client: Any) -> str:
@@ -209,7 +210,7 @@ def _volumes(mounts: Mapping[Path | str, str]) -> dict[str, dict[str, str]]:
 def _device_requests(gpus: int | str | Sequence[str]) -> list[Any] | None:
     """A count (``-1`` = all), ``"all"``, or a list of device ids / UUIDs as one NVIDIA device request."""
     if isinstance(gpus, (list, tuple)):
-        if not gpus or not all(isinstance(d, str) and re.fullmatch(r"[A-Za-z0-9-]+", d) for d in gpus):
+        if not gpus or not all(isinstance(d, str) and re.fullmatch(r"[A-Za-z0-9/-]+", d) for d in gpus):
             raise ValueError(f"gpus={gpus!r}: expected device indices or UUIDs")
         return [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
     if gpus == "all":
