@@ -167,6 +167,7 @@ def test_exactly_the_declared_variables_are_forwarded(client: FakeDockerClient, 
         assert env["PINBENCH_CACHE"] == env["HF_HOME"] == "/cache"
         # the image's own layout wins over a host path, and the user is told
         assert "TOY_EVALUATOR_DIR" not in env
+    assert not any("TOY_HOME" in line for line in lines)  # forwarded: no note
     assert "[score] TOY_EVALUATOR_DIR is not forwarded: the image sets its own (TOY_EVALUATOR_DIR=/opt/evaluator)" \
         in lines
 
@@ -194,6 +195,7 @@ def test_without_visible_devices_the_count_is_requested(client: FakeDockerClient
 @pytest.mark.parametrize(("visible", "expected"), [
     ("1", None), ("", None), ("-1", None), ("0,-1,1", None), ("0,0", None), ("0;1", None),
     ("GPU-aaaa, GPU-bbbb", ["GPU-aaaa", "GPU-bbbb"]), ("3,1,0", ["3", "1"]),
+    ("MIG-GPU-aaaa/1/0,MIG-bbbb", ["MIG-GPU-aaaa/1/0", "MIG-bbbb"]),
 ])
 def test_gpu_devices(visible: str, expected: list[str] | None) -> None:
     if expected is None:

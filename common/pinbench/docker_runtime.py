@@ -167,7 +167,8 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
         if is_secret_name(name):
             continue
         if name in image_env:
-            notes.append(f"{name} is not forwarded: the image sets its own ({name}={image_env[name]})")
+            if environ[name] != image_env[name]:
+                notes.append(f"{name} is not forwarded: the image sets its own ({name}={image_env[name]})")
             continue
         env[name] = environ[name]
     return env, notes
@@ -175,14 +176,14 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
 
 def gpu_devices(count: int, visible: str | None) -> int | list[str]:
     """The GPUs a container gets: ``count`` of them, taken in order from the host's CUDA_VISIBLE_DEVICES
-    when it is set (indices or UUIDs, as CUDA reads it: up to the first negative entry)."""
+    when it is set (indices, GPU-/MIG- UUIDs, as CUDA reads it: up to the first negative entry)."""
     if count == 0 or visible is None:
         return count
     ids: list[str] = []
     for item in (part.strip() for part in visible.split(",")) if visible.strip() else ():
         if re.fullmatch(r"-\d+", item):
             break
-        if not re.fullmatch(r"[A-Za-z0-9-]+", item) or item in ids:
+        if not re.fullmatch(r"[A-Za-z0-9/-]+", item) or item in ids:
             raise RecipeError(f"CUDA_VISIBLE_DEVICES={visible!r}: entry {item!r} is not a device index or UUID "
                               "(or is repeated)")
         ids.append(item)
