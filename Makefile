@@ -71,7 +71,8 @@ recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-
 diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) diff runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)/scorecard.json
 
-docker-smoke: $(STAMP) ## build every image whose base is reachable, run each fixture in it offline (needs Docker)
+docker-smoke: $(STAMP) ## the runtime tests on a real engine, then build every image whose base is reachable and run each fixture in it (needs Docker)
+	$(BIN)/python -m pytest -q -m docker tests
 	$(BIN)/python tools/docker_smoke.py $(foreach b,$(SMOKE_BASES),--base $(b)) $(SMOKE_ARGS)
 
 export: $(STAMP) ## write a self-contained recipe: make export RECIPE=paibench-c DEST=/tmp/paibench-c

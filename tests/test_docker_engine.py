@@ -7,17 +7,14 @@ client that records every call. The one test that needs a real engine is marked 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import docker
 import pytest
-from dockerlint import load_base_images
 from fake_docker import IMAGE_ID, REPO_DIGEST, FakeDockerClient, FakeImage
 
 from pinbench import docker_engine as ct
 from pinbench.docker_engine import ContainerError, build_image, context_files, run_in_container
 
-REPO = Path(__file__).resolve().parents[1]
 HF_TOKEN = "hf_SecretTestToken0123456789abcdefgh"
 PLAIN_TOKEN = "plain-secret-value-42"
 
@@ -224,30 +221,6 @@ def test_build_failure_and_secret_buildargs(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- real engine
-
-
-@pytest.fixture
-def engine():
-    try:
-        return ct.docker_client()
-    except ContainerError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def base_image(engine) -> str:
-    """The pinned python-3.11-slim base, or PINBENCH_TEST_BASE_IMAGE (a local stand-in where no registry is
-    reachable, e.g. a debootstrap'd Debian with python3.11 made with `docker import`)."""
-    image = os.environ.get("PINBENCH_TEST_BASE_IMAGE") or \
-        load_base_images(REPO / "images" / "base-images.yaml")["python-3.11-slim"].image
-    try:
-        engine.images.get(image)
-    except docker.errors.ImageNotFound:
-        try:
-            engine.images.pull(image)
-        except docker.errors.APIError as exc:
-            pytest.skip(f"{image}: not here and not pullable ({' '.join(str(exc).split())[:200]})")
-    return image
 
 
 @pytest.mark.docker

@@ -63,7 +63,8 @@ def reachable(base: str, client: Any) -> str | None:
         client.images.get_registry_data(base)
         return None
     except Exception as exc:  # any registry/API error means: cannot be reached from here
-        return f"base not reachable ({_one_line(exc)})"
+        detail = getattr(exc, "explanation", None) or str(exc)
+        return f"base not here, registry not reachable ({' '.join(str(detail).split())[-160:]})"
 
 
 def _base_for(dockerfile: Path, swaps: dict[str, str], bases: dict[str, Any]) -> tuple[str, str]:

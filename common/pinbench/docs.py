@@ -34,6 +34,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                            "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
     "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
                             "NAME is pinned"),
+    "PINBENCH_TEST_BASE_IMAGE": ("tests", "base of the stand-in images of the real-engine tests (`-m docker`); "
+                                          "default the pinned python-3.11-slim"),
 }
 _MARKER = "<!-- pinbench:{0} -->"
 _END = "<!-- /pinbench:{0} -->"
