@@ -484,9 +484,9 @@ def writable_problem(directory: Path) -> str | None:
     if not probe.is_dir():
         return f"{directory}: {probe} is not a directory"
     uid, gid = os.getuid(), os.getgid()
-    return (f"{directory}: {probe} is owned by uid {probe.stat().st_uid} and not writable by uid {uid}. If it is a "
-            f"host directory mounted into a container (Docker creates a missing one as root), on the host run "
-            f"`sudo chown {uid}:{gid} <that directory>`, or start the container as yourself with "
+    return (f"{directory}: {probe.resolve()} is owned by uid {probe.stat().st_uid} and not writable by uid {uid}. "
+            "If it is a host directory mounted into a container (Docker creates a missing one as root), on the host "
+            f"run `sudo chown {uid}:{gid} <that directory>`, or start the container as yourself with "
             "--user \"$(id -u):$(id -g)\"")
 
 
