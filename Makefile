@@ -62,7 +62,7 @@ gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA v
 	$(BIN)/python tools/gpu_check.py $(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) $(GPU_CHECK_ARGS)
 
 build-%: $(STAMP) ## build a recipe's images (needs Docker); BASE_IMAGE="[Dockerfile.x=]IMAGE ..." swaps a base
-	$(PINBENCH) build $* $(foreach b,$(BASE_IMAGE),--base-image $(b))
+	$(PINBENCH) build $* $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 
 recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker $(if $(GPUS),--gpus $(GPUS)) \
@@ -73,7 +73,7 @@ diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibenc
 
 docker-smoke: $(STAMP) ## the runtime tests on a real engine, then build every image whose base is reachable and run each fixture in it (needs Docker)
 	$(BIN)/python -m pytest -q -m docker tests
-	$(BIN)/python tools/docker_smoke.py $(foreach b,$(SMOKE_BASES),--base $(b)) $(SMOKE_ARGS)
+	$(BIN)/python tools/docker_smoke.py $(foreach b,$(SMOKE_BASES),--base '$(b)') $(SMOKE_ARGS)
 
 export: $(STAMP) ## write a self-contained recipe: make export RECIPE=paibench-c DEST=/tmp/paibench-c
 	@test -n "$(RECIPE)" -a -n "$(DEST)" || { echo "usage: make export RECIPE=<name> DEST=<dir>"; exit 2; }

@@ -148,7 +148,7 @@ test:
 fixture:
 \t$(PYTHON) -m {recipe.package} run --fixture
 build:
-\t$(PYTHON) -m {recipe.package} build $(foreach b,$(BASE_IMAGE),--base-image $(b))
+\t$(PYTHON) -m {recipe.package} build $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 recipe-{recipe.name}: build
 \t$(PYTHON) -m {recipe.package} run --checkpoint $(CHECKPOINT) --runtime docker $(if $(LIMIT),--limit $(LIMIT)) \\
 \t\t$(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
