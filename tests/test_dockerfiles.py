@@ -85,14 +85,21 @@ def _providers(module: str) -> set[str]:
     return {re.sub(r"[-_.]+", "-", d).lower() for d in packages_distributions().get(module, [module])}
 
 
+# pinbench.video's optional decoders: needed in an image only when the recipe offers them (`-o decoder=`).
+OPTIONAL_BACKENDS = {"cv2": "opencv", "decord": "decord"}
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
 def test_the_scoring_image_installs_everything_the_code_imports(recipe: Recipe) -> None:
     """A module missing from the image lock breaks `pinbench run` inside it (the dynamic-degree image once
     lacked fastjsonschema, which validates every recipe.yaml). Benchmarks and tests do not run there."""
-    files = [p for p in recipe.dir.rglob("*.py") if not {"tests", "benchmarks"} & set(p.relative_to(recipe.dir).parts)]
-    files += sorted(library_closure(recipe.dir))
+    own = _imports([p for p in recipe.dir.rglob("*.py")
+                    if not {"tests", "benchmarks"} & set(p.relative_to(recipe.dir).parts)])
+    decoders = set(recipe.options["decoder"].choices or ()) if "decoder" in recipe.options else set()
+    library = {m for m in _imports(sorted(library_closure(recipe.dir)))
+               if m not in OPTIONAL_BACKENDS or OPTIONAL_BACKENDS[m] in decoders}
     installed = _locked(recipe.dir / "requirements.lock", recipe.dir / "Dockerfile")
-    missing = sorted(m for m in _imports(files) if not _providers(m) & installed)
+    missing = sorted(m for m in own | library if not _providers(m) & installed)
     assert not missing, f"{recipe.name}: requirements.lock lacks {missing}"
 
 
