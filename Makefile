@@ -61,7 +61,7 @@ demo: $(STAMP) ## run every recipe's fixture mode on CPU; scorecards and a repor
 gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA vs CPU, verdict flips, throughput (GPU_CHECK_OUT=DIR)
 	$(BIN)/python tools/gpu_check.py $(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) $(GPU_CHECK_ARGS)
 
-build-%: $(STAMP) ## build a recipe's images (needs Docker); BASE_IMAGE="[Dockerfile.x=]IMAGE ..." swaps a base
+build-%: $(STAMP) ## build a recipe's images (needs Docker); BASE_IMAGE="[Dockerfile.x[:ARG]=]IMAGE ..." swaps bases
 	$(PINBENCH) build $* $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 
 recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano

@@ -292,44 +292,67 @@ def test_a_missing_image_fails_before_any_stage_runs(client: FakeDockerClient, r
 # ------------------------------------------------------------------------------------------- build
 
 
+PY = f"python:3.11-slim@sha256:{'b' * 64}"
+CUDA = f"nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04@sha256:{'d' * 64}"
+
+
 def _write_dockerfiles(recipe: Recipe) -> None:
-    for name in ("Dockerfile", "Dockerfile.generate"):
-        (recipe.dir / name).write_text(f"ARG BASE_IMAGE=python:3.11-slim@sha256:{'b' * 64}\nFROM ${{BASE_IMAGE}}\n")
+    (recipe.dir / "Dockerfile").write_text(f"ARG BASE_IMAGE={PY}\nFROM ${{BASE_IMAGE}}\n")
+    (recipe.dir / "Dockerfile.generate").write_text(  # a builder stage on its own base, as the mind image has
+        f"ARG BUILD_BASE={CUDA}\nARG BASE_IMAGE={PY}\nFROM ${{BUILD_BASE}} AS build\nFROM ${{BASE_IMAGE}}\n")
 
 
 def test_base_overrides(recipe: Recipe) -> None:
     _write_dockerfiles(recipe)
-    assert docker_runtime.base_overrides(recipe, ["Dockerfile.generate=mirror.lab/py:3.11"]) == \
-        {"Dockerfile.generate": "mirror.lab/py:3.11"}
+    assert docker_runtime.base_overrides(recipe, ["Dockerfile.generate=mirror.lab/py:3.11",
+                                                  "Dockerfile.generate:BUILD_BASE=mirror.lab/cuda:12.8"]) == \
+        {"Dockerfile.generate": {"BASE_IMAGE": "mirror.lab/py:3.11", "BUILD_BASE": "mirror.lab/cuda:12.8"}}
     for given, message in ((["mirror.lab/py:3.11"], "has 2 images; name one"),
                            (["Dockerfile.nope=x"], "has no Dockerfile.nope"),
+                           (["Dockerfile:BUILD_BASE=x"], "has no base ARG BUILD_BASE"),
                            (["Dockerfile="], "expected an image reference"),
-                           (["Dockerfile=a", "Dockerfile=b"], "given twice")):
+                           (["Dockerfile=a", "Dockerfile:BASE_IMAGE=b"], "given twice")):
         with pytest.raises(RecipeError, match=message):
             docker_runtime.base_overrides(recipe, given)
 
 
-def test_build_swaps_the_base_and_labels_what_it_used(recipe: Recipe, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_swaps_the_base_and_labels_what_it_used(recipe: Recipe, tmp_path: Path) -> None:
     _write_dockerfiles(recipe)
     (recipe.dir / "requirements.in").write_text("")
     (recipe.dir.parent / "__init__.py").write_text("")
-    pinned = f"python:3.11-slim@sha256:{'b' * 64}"
-    client = FakeDockerClient(images={pinned: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"])},
+    client = FakeDockerClient(images={PY: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"]),
+                                      CUDA: FakeImage("sha256:" + "2" * 64, [f"nvidia/cuda@sha256:{'d' * 64}"])},
                               missing={"mirror.lab/py:3.11"})
     tags = docker_runtime.build_recipe_images(recipe, tmp_path / "build", client=client, log=lambda line: None,
-                                              base_images={"Dockerfile.generate": "mirror.lab/py:3.11"})
+                                              base_images={"Dockerfile.generate": {"BASE_IMAGE": "mirror.lab/py:3.11"}})
     assert tags == ["pinbench/toy-bench:2.0.0", "pinbench/toy-bench-generate:2.0.0"]
     main, generate = client.build_calls
     assert main["buildargs"] == {} and generate["buildargs"] == {"BASE_IMAGE": "mirror.lab/py:3.11"}
     assert client.pulled == ["mirror.lab/py:3.11"]  # resolved before the build, to record its digest
     label = json.loads(generate["labels"][BASE_IMAGE_LABEL])
-    assert label == {"image": "mirror.lab/py:3.11", "pinned": pinned, "digest": "mirror.lab/py@sha256:" + "e" * 64,
-                     "overridden": True, "differs_from_pinned": True}
+    assert label == {"image": "mirror.lab/py:3.11", "pinned": PY, "digest": "mirror.lab/py@sha256:" + "e" * 64,
+                     "overridden": True, "differs_from_pinned": True,
+                     "others": {"BUILD_BASE": {"image": CUDA, "pinned": CUDA, "differs_from_pinned": False,
+                                               "digest": f"nvidia/cuda@sha256:{'d' * 64}"}}}
     assert json.loads(main["labels"][BASE_IMAGE_LABEL])["differs_from_pinned"] is False
 
 
+def test_a_swapped_builder_base_marks_the_image_as_differing(recipe: Recipe, tmp_path: Path) -> None:
+    _write_dockerfiles(recipe)
+    (recipe.dir / "requirements.in").write_text("")
+    (recipe.dir.parent / "__init__.py").write_text("")
+    client = FakeDockerClient(images={PY: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"])},
+                              missing={"mirror.lab/cuda:12.8"})
+    docker_runtime.build_recipe_images(recipe, tmp_path / "build", client=client, log=lambda line: None,
+                                       base_images={"Dockerfile.generate": {"BUILD_BASE": "mirror.lab/cuda:12.8"}})
+    generate = client.build_calls[1]
+    assert generate["buildargs"] == {"BUILD_BASE": "mirror.lab/cuda:12.8"}
+    label = json.loads(generate["labels"][BASE_IMAGE_LABEL])
+    assert label["overridden"] is False and label["differs_from_pinned"] is True  # the final base is the pinned one
+    assert label["others"]["BUILD_BASE"]["differs_from_pinned"] is True
+
+
 def test_a_dockerfile_without_a_base_arg_cannot_be_built(recipe: Recipe, tmp_path: Path) -> None:
-    (recipe.dir / "Dockerfile").write_text(f"FROM python:3.11-slim@sha256:{'b' * 64}\n")
+    (recipe.dir / "Dockerfile").write_text(f"FROM {PY}\n")
     with pytest.raises(RecipeError, match="no `ARG BASE_IMAGE="):
-        docker_runtime.pinned_base(recipe.dir / "Dockerfile")
+        docker_runtime.pinned_bases(recipe.dir / "Dockerfile")

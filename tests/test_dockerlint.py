@@ -34,9 +34,10 @@ ACCOUNT = "RUN groupadd --gid 10001 pinbench && useradd --create-home --uid 1000
 HEAD = f"ARG BASE_IMAGE={PY}\nFROM ${{BASE_IMAGE}}\n"  # lines 1-2 of most snippets below
 
 GOOD = f"""\
-ARG BASE_IMAGE={CUDA}
+ARG BUILD_BASE={CUDA}
+ARG BASE_IMAGE={PY}
 ARG EVAL_COMMIT={COMMIT}
-FROM ${{BASE_IMAGE}} AS builder
+FROM ${{BUILD_BASE}} AS builder
 ARG EVAL_COMMIT
 WORKDIR /src
 COPY requirements.lock pyproject.toml ./
@@ -51,7 +52,7 @@ RUN pip install --no-cache-dir --require-hashes -r requirements.lock \\
 RUN git clone https://github.com/o/evaluator /opt/evaluator \\
     && git -C /opt/evaluator checkout --detach ${{EVAL_COMMIT}}
 RUN curl -fsSL https://raw.githubusercontent.com/o/r/{COMMIT}/install.sh | sh
-FROM {PY}
+FROM ${{BASE_IMAGE}}
 COPY --from=builder /opt/evaluator /opt/evaluator
 COPY --from=0 /src /src
 COPY --chown=10001:10001 src/app.py /app/
@@ -92,7 +93,7 @@ def test_good_dockerfile_is_clean(tmp_path):
 def test_parse_joins_continuations_and_drops_comments():
     instructions, problems = parse_dockerfile(GOOD)
     run = next(i for i in instructions if i.keyword == "RUN")
-    assert run.line == 10 and "sam2==1.1.0" in run.args and "comment" not in run.args
+    assert run.line == 11 and "sam2==1.1.0" in run.args and "comment" not in run.args
     assert [i.keyword for i in instructions][-3:] == ["RUN", "USER", "CMD"] and problems == []
 
 
@@ -115,11 +116,14 @@ def test_base_arg_without_default(tmp_path):
     assert rules(findings) == [(2, "base-digest")] and "BASE_IMAGE" in findings[0].message
 
 
-def test_base_must_be_swappable(tmp_path):
-    """The first FROM goes through ARG BASE_IMAGE: what `pinbench build --base-image` overrides."""
-    findings = lint(tmp_path, f"FROM {PY}\n{USER}\n")
-    assert rules(findings) == [(1, "base-arg")]
+def test_bases_must_be_swappable(tmp_path):
+    """Every external base goes through an ARG, the final image's through BASE_IMAGE: what
+    `pinbench build --base-image [DOCKERFILE[:ARG]=]IMAGE` overrides and the scorecard names."""
+    assert rules(lint(tmp_path, f"FROM {PY}\n{USER}\n")) == [(1, "base-arg")]
     assert rules(lint(tmp_path, f"ARG IMG={PY}\nFROM ${{IMG}}\n{USER}\n")) == [(2, "base-arg")]
+    builder = f"ARG BASE_IMAGE={PY}\nFROM {CUDA} AS build\nFROM ${{BASE_IMAGE}}\n{USER}\n"
+    assert rules(lint(tmp_path, builder)) == [(2, "base-arg")]
+    assert lint(tmp_path, builder.replace(f"FROM {CUDA}", f"ARG BUILD_BASE={CUDA}\nFROM ${{BUILD_BASE}}")) == []
 
 
 def test_base_not_in_allowed_list(tmp_path):
@@ -259,7 +263,7 @@ def test_images_carry_no_entrypoint(tmp_path, entrypoint):
 def test_an_entrypoint_of_a_parent_stage_is_inherited(tmp_path):
     text = f"ARG BASE_IMAGE={PY}\nFROM ${{BASE_IMAGE}} AS base\nENTRYPOINT [\"x\"]\nFROM base\n{USER}\n"
     assert rules(lint(tmp_path, text)) == [(3, "entrypoint")]
-    assert rules(lint(tmp_path, text.replace("FROM base", f"FROM {PY}"))) == []
+    assert rules(lint(tmp_path, text.replace("FROM base", "FROM ${BASE_IMAGE}"))) == []
 
 
 @pytest.mark.parametrize(("tail", "line"), [("", 2), ("USER root\n", 3), ("USER 0:0\n", 3), ("USER 1000\n", 3),

@@ -149,6 +149,10 @@ def test_container_state_records_the_base_image(monkeypatch: pytest.MonkeyPatch)
             "overridden": True, "differs_from_pinned": True}
     monkeypatch.setenv(prov.BASE_IMAGE_ENV, json.dumps(base))
     assert prov.container_state()["base_image"] == base
+    with_builder = {**base, "others": {"BUILD_BASE": {"image": "x", "digest": "y", "pinned": "z",
+                                                      "differs_from_pinned": True}}}
+    monkeypatch.setenv(prov.BASE_IMAGE_ENV, json.dumps(with_builder))
+    assert prov.container_state()["base_image"] == with_builder
     monkeypatch.setenv(prov.BASE_IMAGE_ENV, "not json")  # never reported as the pinned base
     assert prov.container_state()["base_image"]["differs_from_pinned"] is True
     monkeypatch.delenv(prov.BASE_IMAGE_ENV)

@@ -392,3 +392,8 @@ def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:
     card["provenance"]["container"]["base_image"].update(image=pinned, overridden=False, differs_from_pinned=False)
     page = write_report([card], tmp_path / "pinned").read_text()
     assert "SWAPPED" not in page and "the pinned base" in page
+    builder = {"image": "mirror.lab/cuda:12.8", "digest": "sha256:" + "a" * 64, "pinned": "nvidia/cuda@sha256:"
+               + "b" * 64, "differs_from_pinned": True}
+    card["provenance"]["container"]["base_image"].update(differs_from_pinned=True, others={"BUILD_BASE": builder})
+    page = write_report([card], tmp_path / "builder").read_text()
+    assert "SWAPPED" in page and "builder base BUILD_BASE <code>mirror.lab/cuda:12.8</code> differs" in page

@@ -6,8 +6,8 @@ scoring) breaks in ways no unit test sees; this builds the images for real and r
 image its documented command (``make demo`` with the host's ``runs/`` mounted). An image whose base is
 neither here nor pullable is skipped and named; a build or fixture that fails makes the exit non-zero.
 
-``--base NAME=IMAGE`` swaps the base of every image pinned to the images/base-images.yaml entry NAME
-(a mirror, or a locally made stand-in where no registry is reachable); the images record the swap.
+``--base NAME=IMAGE`` swaps every base (final or builder stage) pinned to the images/base-images.yaml entry
+NAME (a mirror, or a locally made stand-in where no registry is reachable); the images record the swap.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from dockerlint import load_base_images, normalize_image
 
 from pinbench.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
-from pinbench.docker_runtime import build_from, pinned_base, recipe_dockerfiles, run_in_docker
+from pinbench.docker_runtime import FINAL_BASE, build_from, pinned_bases, recipe_dockerfiles, run_in_docker
 from pinbench.export import export_recipe
 from pinbench.recipe import ContainerStage, Recipe, RecipeError, available_recipes
 
@@ -67,21 +67,29 @@ def reachable(base: str, client: Any) -> str | None:
         return f"base not here, registry not reachable ({' '.join(str(detail).split())[-160:]})"
 
 
-def _base_for(dockerfile: Path, swaps: dict[str, str], bases: dict[str, Any]) -> tuple[str, str]:
-    """(base to build on, short label for the table) for one Dockerfile under ``swaps``."""
-    pinned = pinned_base(dockerfile)
-    entry = next((b for b in bases.values() if normalize_image(b.image) == normalize_image(pinned)), None)
-    if entry is not None and entry.name in swaps:
-        return swaps[entry.name], f"{entry.name} -> {swaps[entry.name]}"
-    return pinned, entry.name if entry else pinned
+def _bases_for(dockerfile: Path, swaps: dict[str, str], bases: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """({base ARG: image to build on}, short label for the table) for one Dockerfile under ``swaps``."""
+    chosen, labels = {}, []
+    for arg, pinned in pinned_bases(dockerfile).items():
+        entry = next((b for b in bases.values() if normalize_image(b.image) == normalize_image(pinned)), None)
+        name = entry.name if entry else pinned
+        chosen[arg] = swaps.get(name, pinned)
+        label = f"{name} -> {swaps[name]}" if name in swaps else name
+        labels.append(label if arg == FINAL_BASE else f"{arg}: {label}")
+    return chosen, "; ".join(labels)
 
 
-def _build(row: Row, context: Path, dockerfile: str, tag: str, base: str, client: Any, logs: Path) -> bool:
+def _unreachable(chosen: dict[str, str], client: Any) -> str | None:
+    return next((why for why in (reachable(image, client) for image in chosen.values()) if why), None)
+
+
+def _build(row: Row, context: Path, dockerfile: str, tag: str, bases: dict[str, str], client: Any,
+           logs: Path) -> bool:
     """Build one image into ``row``; its full log goes to ``logs/<tag>.build.log``, its last line to the table."""
     lines: list[str] = []
     started = time.monotonic()
     try:
-        build_from(context, dockerfile, tag, base=base, client=client, log=lines.append)
+        build_from(context, dockerfile, tag, bases=bases, client=client, log=lines.append)
     except (ContainerError, RecipeError) as exc:
         logs.mkdir(parents=True, exist_ok=True)
         log = logs / f"{tag.replace('/', '_').replace(':', '_')}.build.log"
@@ -97,13 +105,13 @@ def _build(row: Row, context: Path, dockerfile: str, tag: str, base: str, client
     return True
 
 
-def smoke_cpu_image(base: str, label: str, out: Path, client: Any) -> Row:
+def smoke_cpu_image(bases: dict[str, str], label: str, out: Path, client: Any) -> Row:
     """The CPU image, run as its README says: its own CMD, ``runs/`` made (and owned) first, mounted, network off."""
     row = Row(f"{CPU_TAG} ({CPU_DOCKERFILE})", label)
-    if (why := reachable(base, client)) is not None:
+    if (why := _unreachable(bases, client)) is not None:
         row.fixture = f"SKIPPED: {why}"
         return row
-    if not _build(row, REPO, CPU_DOCKERFILE, CPU_TAG, base, client, out / "logs"):
+    if not _build(row, REPO, CPU_DOCKERFILE, CPU_TAG, bases, client, out / "logs"):
         return row
     runs = out / "cpu-runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -130,13 +138,13 @@ def smoke_recipe(recipe: Recipe, swaps: dict[str, str], bases: dict[str, Any], o
     rows, built = [], set()
     for dockerfile in recipe_dockerfiles(recipe):
         tag = recipe.stage_image(ContainerStage(name="build", dockerfile=dockerfile))
-        base, label = _base_for(context / dockerfile, swaps, bases)
+        chosen, label = _bases_for(context / dockerfile, swaps, bases)
         row = Row(f"{tag} ({recipe.dir.name}/{dockerfile})", label)
         rows.append(row)
-        if (why := reachable(base, client)) is not None:
+        if (why := _unreachable(chosen, client)) is not None:
             row.fixture = f"SKIPPED: {why}"
             continue
-        if _build(row, context, dockerfile, tag, base, client, out / "logs"):
+        if _build(row, context, dockerfile, tag, chosen, client, out / "logs"):
             built.add(dockerfile)
     if scoring in built:
         row = rows[recipe_dockerfiles(recipe).index(scoring)]
@@ -183,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     if not args.no_cpu_image:
-        base, label = _base_for(REPO / CPU_DOCKERFILE, swaps, bases)
-        rows.append(smoke_cpu_image(base, label, args.out.resolve(), client))
+        chosen, label = _bases_for(REPO / CPU_DOCKERFILE, swaps, bases)
+        rows.append(smoke_cpu_image(chosen, label, args.out.resolve(), client))
         print(render(rows[-1:]).splitlines()[-1], flush=True)
     for recipe in selected:
         recipe_rows = smoke_recipe(recipe, swaps, bases, args.out.resolve(), client)

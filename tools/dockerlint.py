@@ -8,7 +8,8 @@ own ``.dockerignore`` matcher (``pinbench.docker_engine.context_files``, the set
 so lint and build agree by construction. Generic best practice is hadolint's (``run_hadolint``, always
 run by ``main`` and ``make lint``); the rules here are the ones it does not have:
 
-- bases: digest-pinned, listed in images/base-images.yaml, swappable through ``ARG BASE_IMAGE``;
+- bases: digest-pinned, listed in images/base-images.yaml, each named through an ARG so it can be swapped,
+  the final image's through ``ARG BASE_IMAGE``;
 - the runtime contract: no ENTRYPOINT (the runtime sends ``pinbench ...``), one non-root user
   ``10001:10001`` whose uid and name collide with none of the base's known users;
 - nothing from a branch or unhashed (git clone without a 40-hex checkout, ``git+...@main``, version
@@ -54,6 +55,7 @@ _GLOB = re.compile(r"[*?\[]")
 _MOVING_URL = re.compile(r"/(?:main|master|HEAD|latest)/|refs/heads/")
 _CMD_START = r"(?:^|[\s;&|(])"
 _CONTEXT_DIRECTIVE = re.compile(r"#\s*pinbench-context:\s*(\S+)\s*$")
+_BASE_ARG_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 # Flags the Engine API's classic builder rejects ("requires BuildKit"); pinbench builds with it.
 _BUILDKIT_FLAGS = {"RUN": {"mount", "network", "security"},
                    "COPY": {"link", "chmod", "parents", "exclude"},
@@ -121,6 +123,7 @@ class _Stage:
     pending_clones: list[int] = field(default_factory=list)
     user: tuple[int, str] | None = None
     entrypoint: int | None = None
+    root: tuple[int, str] = (0, "")  # the FROM the stage's chain starts at: (line, image as written)
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -515,16 +518,17 @@ def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *
             if not words:
                 report(ins.line, [("parse", "FROM without an image")])
                 continue
-            if not stages and words[0] not in ("${BASE_IMAGE}", "$BASE_IMAGE"):
-                report(ins.line, [("base-arg", f"FROM {words[0]}: the first base must be ${{BASE_IMAGE}}, an ARG "
-                                               "with the pinned default, so `pinbench build --base-image` can "
-                                               "swap it and the scorecard can name the pinned one")])
             image, unresolved = expand(words[0], global_args)
             parent = next((s for s in stages if s.name and s.name.lower() == image.lower()), None)
             name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
             base = parent.base if parent else (allowed or {}).get(normalize_image(image))
+            if parent is None and image != "scratch" and not _BASE_ARG_REF.fullmatch(words[0]):
+                report(ins.line, [("base-arg", f"FROM {words[0]}: name an external base through an ARG with the "
+                                               "pinned default (ARG BASE_IMAGE=... / FROM ${BASE_IMAGE}), so "
+                                               "`pinbench build --base-image` can swap it")])
             stages.append(_Stage(ins.line, name, base, dict(parent.vars) if parent else {},
-                                 entrypoint=parent.entrypoint if parent else None))
+                                 entrypoint=parent.entrypoint if parent else None,
+                                 root=parent.root if parent else (ins.line, words[0])))
             if unresolved:
                 report(ins.line, [("base-digest", f"FROM {words[0]}: ARG {', '.join(sorted(unresolved))} "
                                                   "has no default")])
@@ -565,6 +569,9 @@ def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *
         return [Finding(path, 1, "parse", "no FROM instruction"), *findings]
     final = stages[-1]
     close(final)
+    if _BASE_ARG_REF.fullmatch(final.root[1]) and _BASE_ARG_REF.fullmatch(final.root[1]).group(1) != "BASE_IMAGE":
+        report(final.root[0], [("base-arg", f"FROM {final.root[1]}: the final image's base is ARG BASE_IMAGE (what "
+                                            "`pinbench build --base-image` swaps and the scorecard names as pinned)")])
     if final.entrypoint is not None:  # its own, or a parent stage's (the image config inherits it)
         report(final.entrypoint, [("entrypoint", "the image sets an ENTRYPOINT; images carry none "
                                                                "(the runtime runs `pinbench ...` as given)")])

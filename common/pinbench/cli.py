@@ -413,8 +413,8 @@ def build(
     recipe_name: Annotated[str, typer.Argument(help="recipe whose images to build")],
     build_dir: Annotated[Path, typer.Option(help="where the exported build context goes")] = Path("build/export"),
     base_image: Annotated[list[str], typer.Option(
-        "--base-image", help="[DOCKERFILE=]IMAGE: build that image on IMAGE instead of its pinned base (a "
-                             "registry mirror); recorded in its scorecards as differing from the pin")] = [],  # noqa: B006
+        "--base-image", help="[DOCKERFILE[:ARG]=]IMAGE: build on IMAGE instead of the pinned base ARG (default "
+                             "BASE_IMAGE; a registry mirror, say); recorded in its scorecards")] = [],  # noqa: B006
 ) -> None:
     """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
     from pinbench.docker_runtime import base_overrides, build_recipe_images

@@ -296,11 +296,20 @@ def _remove(container: Any, log: Log) -> None:
                    f"{' '.join(str(exc).split())}"))
 
 
-def base_image_label(*, used: str, pinned: str, digest: str) -> str:
-    """The ``org.pinbench.base-image`` label: which base an image was built on, and whether it is the
-    pinned one. ``differs_from_pinned`` is false only when the base resolved to the pinned digest."""
-    pinned_digest = pinned.rpartition("@")[2] if "@" in pinned else None
-    used_digest = digest.rpartition("@")[2] if "@" in digest else digest
-    return json.dumps({"image": used, "digest": digest, "pinned": pinned, "overridden": used != pinned,
-                       "differs_from_pinned": pinned_digest is None or used_digest != pinned_digest},
-                      sort_keys=True)
+def base_image_label(*, used: str, pinned: str, digest: str,
+                     others: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The ``org.pinbench.base-image`` label: which base an image was built on, and whether it is the pinned
+    one; ``others`` ({ARG: {image, digest, pinned}}) are builder stages' bases, which shape what the image
+    carries too. ``differs_from_pinned`` is false only when every base resolved to its pinned digest."""
+
+    def differs(image_digest: str, pinned_ref: str) -> bool:
+        pinned_digest = pinned_ref.rpartition("@")[2] if "@" in pinned_ref else None
+        return pinned_digest is None or image_digest.rpartition("@")[2] != pinned_digest
+
+    label: dict[str, Any] = {"image": used, "digest": digest, "pinned": pinned, "overridden": used != pinned,
+                             "differs_from_pinned": differs(digest, pinned)}
+    if others:
+        label["others"] = {arg: {**base, "differs_from_pinned": differs(base["digest"], base["pinned"])}
+                           for arg, base in sorted(others.items())}
+        label["differs_from_pinned"] |= any(base["differs_from_pinned"] for base in label["others"].values())
+    return json.dumps(label, sort_keys=True)

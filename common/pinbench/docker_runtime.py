@@ -39,7 +39,9 @@ OUT_MOUNT = "/runs/out"
 INPUTS_MOUNT = "/inputs"
 # Host GPU selection: mapped to the container's devices (which it sees as 0..n-1), never forwarded as is.
 GPU_SELECTION = "CUDA_VISIBLE_DEVICES"
-_BASE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
+_ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MULTILINE)
+_FROM_ARG = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", re.MULTILINE | re.IGNORECASE)
+FINAL_BASE = "BASE_IMAGE"
 _RESULTS = (("scorecard", "scorecard.json"), ("diff", "diff.txt"), ("report", "report/index.html"))
 
 Log = Callable[[str], None]
@@ -57,11 +59,12 @@ def recipe_dockerfiles(recipe: Recipe) -> list[str]:
     return sorted(p.name for p in recipe.dir.glob("Dockerfile*") if p.is_file() and p.suffix != ".dockerignore")
 
 
-def base_overrides(recipe: Recipe, given: list[str]) -> dict[str, str]:
-    """``--base-image [DOCKERFILE=]IMAGE`` values as {Dockerfile name: image}; a bare IMAGE only when the
-    recipe has one Dockerfile. RecipeError (one line) for an unknown Dockerfile or an empty image."""
+def base_overrides(recipe: Recipe, given: list[str]) -> dict[str, dict[str, str]]:
+    """``--base-image [DOCKERFILE[:ARG]=]IMAGE`` values as {Dockerfile name: {base ARG: image}}. ARG defaults to
+    BASE_IMAGE (the image's own base; a builder stage's base has its own ARG); a bare IMAGE only when the recipe
+    has one Dockerfile. RecipeError (one line) for an unknown Dockerfile or ARG, an empty image, a repeat."""
     dockerfiles = recipe_dockerfiles(recipe)
-    overrides: dict[str, str] = {}
+    overrides: dict[str, dict[str, str]] = {}
     for item in given:
         name, sep, image = item.partition("=")
         if not sep:
@@ -69,50 +72,64 @@ def base_overrides(recipe: Recipe, given: list[str]) -> dict[str, str]:
                 raise RecipeError(f"--base-image {item}: {recipe.name} has {len(dockerfiles)} images; name one as "
                                   f"DOCKERFILE=IMAGE ({', '.join(dockerfiles)})")
             name, image = dockerfiles[0], item
-        if name not in dockerfiles:
-            raise RecipeError(f"--base-image {item}: {recipe.name} has no {name} ({', '.join(dockerfiles)})")
+        dockerfile, _, arg = name.partition(":")
+        arg = arg or FINAL_BASE
+        if dockerfile not in dockerfiles:
+            raise RecipeError(f"--base-image {item}: {recipe.name} has no {dockerfile} ({', '.join(dockerfiles)})")
+        bases = pinned_bases(recipe.dir / dockerfile)
+        if arg not in bases:
+            raise RecipeError(f"--base-image {item}: {dockerfile} has no base ARG {arg} ({', '.join(bases)})")
         if not image.strip() or any(c.isspace() for c in image):
             raise RecipeError(f"--base-image {item}: expected an image reference after '='")
-        if name in overrides:
-            raise RecipeError(f"--base-image: {name} is given twice")
-        overrides[name] = image
+        if arg in overrides.get(dockerfile, {}):
+            raise RecipeError(f"--base-image: {dockerfile}:{arg} is given twice")
+        overrides.setdefault(dockerfile, {})[arg] = image
     return overrides
 
 
-def pinned_base(dockerfile: Path) -> str:
-    """The pinned default of ``ARG BASE_IMAGE=`` (dockerlint checks that every image declares one)."""
-    match = _BASE_ARG.search(dockerfile.read_text(encoding="utf-8"))
-    if match is None:
-        raise RecipeError(f"{dockerfile}: no `ARG BASE_IMAGE=<image@sha256:...>` line, so its base cannot be "
-                          "recorded or overridden")
-    return match.group(1)
+def pinned_bases(dockerfile: Path) -> dict[str, str]:
+    """{ARG: pinned default} of every base the Dockerfile names through an ARG (``FROM ${ARG}``); BASE_IMAGE is
+    the final image's (dockerlint checks that every image declares it)."""
+    text = dockerfile.read_text(encoding="utf-8")
+    defaults = dict(_ARG_DEFAULT.findall(text))
+    bases = {arg: defaults[arg] for arg in _FROM_ARG.findall(text) if arg in defaults}
+    if FINAL_BASE not in bases:
+        raise RecipeError(f"{dockerfile}: no `ARG BASE_IMAGE=<image@sha256:...>` used by a FROM, so its base cannot "
+                          "be recorded or overridden")
+    return bases
 
 
 def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), *,
-                        base_images: Mapping[str, str] | None = None, client: Any = None,
+                        base_images: Mapping[str, Mapping[str, str]] | None = None, client: Any = None,
                         log: Log = _print) -> list[str]:
     """Export the recipe (its build context) and build every Dockerfile in it; return the tags.
 
-    ``base_images`` maps a Dockerfile name to a base image used instead of its pinned ``BASE_IMAGE``
-    (an internal registry mirror, say).
+    ``base_images`` maps a Dockerfile name to {base ARG: image} used instead of the pinned bases (an internal
+    registry mirror, say).
     """
     context = export_recipe(recipe, build_dir / recipe.name, force=True)
     client = client or docker_client()
     return [build_from(context, dockerfile, recipe.stage_image(ContainerStage(name="build", dockerfile=dockerfile)),
-                       base=(base_images or {}).get(dockerfile), client=client, log=log)
+                       bases=(base_images or {}).get(dockerfile), client=client, log=log)
             for dockerfile in recipe_dockerfiles(recipe)]
 
 
-def build_from(context: Path, dockerfile: str, tag: str, *, base: str | None, client: Any, log: Log = _print) -> str:
-    """Build one image, on ``base`` instead of its pinned ``BASE_IMAGE`` when given, labelled with the base
-    it was built on, the digest that base resolved to here and the pinned one; the runtime records that
-    label in the scorecard, so a run on a swapped base says so. Returns the tag."""
-    pinned = pinned_base(context / dockerfile)
-    base = base or pinned
-    if base != pinned:
-        log(f"{tag}: base image {base} instead of the pinned {pinned} (recorded in its scorecards)")
-    label = base_image_label(used=base, pinned=pinned, digest=_base_digest(base, client))
-    build_image(context, tag, dockerfile=dockerfile, buildargs={"BASE_IMAGE": base} if base != pinned else None,
+def build_from(context: Path, dockerfile: str, tag: str, *, bases: Mapping[str, str] | None, client: Any,
+               log: Log = _print) -> str:
+    """Build one image, on ``bases`` ({ARG: image}) instead of its pinned ones where given, labelled with the bases
+    it was built on, the digests they resolved to here and the pinned ones; the runtime records that label
+    in the scorecard, so a run on a swapped base says so. Returns the tag."""
+    pinned = pinned_bases(context / dockerfile)
+    used = {arg: (bases or {}).get(arg, ref) for arg, ref in pinned.items()}
+    for arg, ref in used.items():
+        if ref != pinned[arg]:
+            log(f"{tag}: {arg} {ref} instead of the pinned {pinned[arg]} (recorded in its scorecards)")
+    digests = {arg: _base_digest(ref, client) for arg, ref in used.items()}
+    others = {arg: {"image": used[arg], "digest": digests[arg], "pinned": pinned[arg]}
+              for arg in used if arg != FINAL_BASE}
+    label = base_image_label(used=used[FINAL_BASE], pinned=pinned[FINAL_BASE], digest=digests[FINAL_BASE],
+                             others=others)
+    build_image(context, tag, dockerfile=dockerfile, buildargs={a: r for a, r in used.items() if r != pinned[a]},
                 labels={BASE_IMAGE_LABEL: label}, client=client, log=log)
     return tag
 

@@ -30,7 +30,7 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
     "LIMIT": ("make", "smoke size for `make recipe-<name>`"),
     "RUN_ARGS": ("make", "extra `pinbench run` flags for `make recipe-<name>`"),
-    "BASE_IMAGE": ("make", "`[Dockerfile.x=]IMAGE ...`: build on these bases instead of the pinned ones "
+    "BASE_IMAGE": ("make", "`[Dockerfile.x[:ARG]=]IMAGE ...`: build on these bases instead of the pinned ones "
                            "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
     "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
                             "NAME is pinned"),

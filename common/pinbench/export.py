@@ -135,7 +135,7 @@ PYTHON ?= python3
 LIMIT ?=
 VIDEOS ?=
 RUN_ARGS ?=
-# Swap a pinned base (a registry mirror): BASE_IMAGE="IMAGE" or "Dockerfile.x=IMAGE ..."; recorded in scorecards.
+# Swap pinned bases (a registry mirror): BASE_IMAGE="IMAGE" or "Dockerfile.x[:ARG]=IMAGE ..."; recorded in scorecards.
 BASE_IMAGE ?=
 
 .PHONY: help setup test fixture build recipe-{recipe.name} diff

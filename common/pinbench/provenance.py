@@ -132,7 +132,8 @@ def git_state() -> dict[str, Any]:
 def container_state() -> dict[str, Any]:
     """Whether we run in a container and, when the docker runtime set them, the image digest and the base
     image it was built on (``base_image``: the base used, its digest, the pinned one and whether it differs
-    from it, e.g. a lab's mirror swapped in with ``pinbench build --base-image``)."""
+    from it, e.g. a lab's mirror swapped in with ``pinbench build --base-image``; ``others``: builder stages'
+    bases, likewise)."""
     digest = os.environ.get(IMAGE_DIGEST_ENV) or None
     in_container = Path("/.dockerenv").exists() or os.environ.get("container") is not None
     state: dict[str, Any] = {"in_container": in_container or digest is not None, "image_digest": digest}
@@ -147,10 +148,10 @@ def _base_image(raw: str) -> dict[str, Any]:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = None
-    if not isinstance(value, dict) or set(value) != set(_BASE_IMAGE_KEYS):
+    if not isinstance(value, dict) or not set(_BASE_IMAGE_KEYS) <= set(value) <= {*_BASE_IMAGE_KEYS, "others"}:
         # Recorded as found, flagged: a base we cannot read is never reported as the pinned one.
         return {"image": raw[:500], "digest": None, "pinned": None, "overridden": None, "differs_from_pinned": True}
-    return {key: value[key] for key in _BASE_IMAGE_KEYS}
+    return {key: value[key] for key in (*_BASE_IMAGE_KEYS, "others") if key in value}
 
 
 def _dist_version(*names: str) -> str | None:
