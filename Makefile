@@ -13,12 +13,15 @@ RUN_ARGS ?=
 VIDEOS ?=
 GPU_CHECK_OUT ?=
 GPU_CHECK_ARGS ?=
+BASE_IMAGE ?=
+SMOKE_BASES ?=
+SMOKE_ARGS ?=
 UV_VERSION := 0.13.9
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint docs demo export gpu-check
+.PHONY: help setup test lint docs demo export gpu-check docker-smoke
 
 help: ## show this help
 	@echo "pinbench - pinned, reproducible benchmark recipes"
@@ -58,8 +61,8 @@ demo: $(STAMP) ## run every recipe's fixture mode on CPU; scorecards and a repor
 gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA vs CPU, verdict flips, throughput (GPU_CHECK_OUT=DIR)
 	$(BIN)/python tools/gpu_check.py $(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) $(GPU_CHECK_ARGS)
 
-build-%: $(STAMP) ## build a recipe's images from its exported directory (needs Docker)
-	$(PINBENCH) build $*
+build-%: $(STAMP) ## build a recipe's images (needs Docker); BASE_IMAGE="[Dockerfile.x[:ARG]=]IMAGE ..." swaps bases
+	$(PINBENCH) build $* $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 
 recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker $(if $(GPUS),--gpus $(GPUS)) \
@@ -70,6 +73,10 @@ diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibenc
 
 check-%: $(STAMP) ## check a run directory (samples, counts, report, reference): make check-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) check runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)
+
+docker-smoke: $(STAMP) ## the runtime tests on a real engine, then build every image whose base is reachable and run each fixture in it (needs Docker)
+	$(BIN)/python -m pytest -q -m docker tests
+	$(BIN)/python tools/docker_smoke.py $(foreach b,$(SMOKE_BASES),--base '$(b)') $(SMOKE_ARGS)
 
 export: $(STAMP) ## write a self-contained recipe: make export RECIPE=paibench-c DEST=/tmp/paibench-c
 	@test -n "$(RECIPE)" -a -n "$(DEST)" || { echo "usage: make export RECIPE=<name> DEST=<dir>"; exit 2; }

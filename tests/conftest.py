@@ -1,4 +1,4 @@
-"""Shared fixtures for library tests: small synthetic videos written on the fly."""
+"""Shared fixtures for library tests: small synthetic videos written on the fly, a real Docker engine."""
 
 from __future__ import annotations
 
@@ -54,3 +54,36 @@ def make_video(tmp_path: Path) -> Callable[..., Path]:
 def synthetic_frames() -> Callable[..., np.ndarray]:
     """The frame generator behind ``make_video``, for tests that compare decoded pixels to the source."""
     return moving_pattern
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """A docker SDK client of a real engine; the test is skipped without one."""
+    from pinbench.docker_engine import ContainerError, docker_client
+
+    try:
+        return docker_client()
+    except ContainerError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def base_image(engine) -> str:
+    """The pinned python-3.11-slim base, or PINBENCH_TEST_BASE_IMAGE (a local stand-in where no registry is
+    reachable, e.g. a debootstrap'd Debian with python3.11 made with `docker import`); skipped if neither is
+    here nor pullable."""
+    import os
+
+    import docker
+    from dockerlint import load_base_images
+
+    image = os.environ.get("PINBENCH_TEST_BASE_IMAGE") or \
+        load_base_images(Path(__file__).resolve().parents[1] / "images" / "base-images.yaml")["python-3.11-slim"].image
+    try:
+        engine.images.get(image)
+    except docker.errors.ImageNotFound:
+        try:
+            engine.images.pull(image)
+        except docker.errors.APIError as exc:
+            pytest.skip(f"{image}: not here and not pullable ({' '.join(str(exc).split())[:200]})")
+    return image

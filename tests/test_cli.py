@@ -168,3 +168,47 @@ def test_report_uses_each_runs_own_reference_and_samples(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     html = (tmp_path / "report" / "index.html").read_text()
     assert "stray" not in html
+
+
+def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not
+    replace the fixture failures."""
+    from pinbench.recipe import Recipe
+
+    def denied(self: Recipe, cfg) -> None:
+        raise PermissionError(13, "Permission denied", str(cfg.out_dir / "samples"))
+
+    monkeypatch.setattr(Recipe, "run", denied)
+    result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "demo"), "--recipe", "dynamic-degree",
+                                     "--recipe", "remembench"])
+    assert result.exit_code == 1
+    assert "no scorecards" not in result.output and "not written (no fixture run produced a scorecard)" in result.output
+    assert "fixture runs failed: dynamic-degree ([Errno 13] Permission denied:" in result.output
+    assert "remembench ([Errno 13] Permission denied:" in result.output
+
+
+def test_demo_into_an_unwritable_directory_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != tmp_path / "runs")
+    result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "runs" / "demo")])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and f"{tmp_path / 'runs'} is owned by uid" in line
+    assert "sudo chown" in line and '--user "$(id -u):$(id -g)"' in line
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["paibench-c", "--base-image", "mirror.lab/cuda:12"], "has 2 images; name one as DOCKERFILE=IMAGE"),
+    (["dynamic-degree", "--base-image", "Dockerfile.gpu=x"], "has no Dockerfile.gpu"),
+])
+def test_build_base_image_mistakes_are_one_line(args: list[str], message: str) -> None:
+    result = runner.invoke(cli.app, ["build", *args])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_docker_run_with_too_few_visible_gpus_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "x", "-o", f"videos={tmp_path}",
+                                     "--runtime", "docker", "--gpus", "2"])
+    assert result.exit_code == 2 and "--gpus 2 but CUDA_VISIBLE_DEVICES='3' makes 1 GPU(s) visible" in result.output

@@ -1,83 +1,22 @@
 """pinbench.docker_engine: what reaches the Docker engine for each stage, and what reaches the log.
 
-No engine runs here: FakeDockerClient is a test double of the docker SDK client that records every
-call. The one test that needs a real engine is marked ``docker`` and skipped without one.
+No engine runs here: FakeDockerClient (tests/helpers/fake_docker.py) is a test double of the docker SDK
+client that records every call. The one test that needs a real engine is marked ``docker`` and skipped without one.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import docker
 import pytest
-from dockerlint import load_base_images
+from fake_docker import IMAGE_ID, REPO_DIGEST, FakeDockerClient, FakeImage
 
 from pinbench import docker_engine as ct
-from pinbench.docker_engine import ContainerError, build_image, run_in_container
+from pinbench.docker_engine import ContainerError, build_image, context_files, run_in_container
 
-REPO = Path(__file__).resolve().parents[1]
 HF_TOKEN = "hf_SecretTestToken0123456789abcdefgh"
 PLAIN_TOKEN = "plain-secret-value-42"
-IMAGE_ID = "sha256:" + "c" * 64
-REPO_DIGEST = "pinbench/demo@sha256:" + "d" * 64
-
-
-class FakeImage:
-    def __init__(self, image_id: str, repo_digests: list[str]) -> None:
-        self.id = image_id
-        self.attrs = {"RepoDigests": repo_digests}
-
-
-class FakeContainer:
-    def __init__(self, chunks: list[bytes], exit_code: int, start_error: Exception | None = None) -> None:
-        self.chunks, self.exit_code, self.start_error = chunks, exit_code, start_error
-        self.removed = self.stopped = self.started = False
-
-    def start(self):
-        if self.start_error is not None:
-            raise self.start_error
-        self.started = True
-
-    def logs(self, *, stream: bool, follow: bool):
-        assert stream and follow
-        yield from self.chunks
-
-    def wait(self):
-        return {"StatusCode": self.exit_code}
-
-    def stop(self, timeout: int = 10):
-        self.stopped = True
-
-    def remove(self, force: bool = False):
-        self.removed = True
-
-
-class FakeDockerClient:
-    """Test double of docker.DockerClient: records images.get, containers.create and api.build calls."""
-
-    def __init__(self, *, chunks: list[bytes] = (), exit_code: int = 0, repo_digests=(REPO_DIGEST,),
-                 build_chunks: list[dict] = (), start_error: Exception | None = None) -> None:
-        self.run_calls: list[dict] = []
-        self.build_calls: list[dict] = []
-        self.container = FakeContainer(list(chunks), exit_code, start_error)
-        self.image = FakeImage(IMAGE_ID, list(repo_digests))
-        self.build_chunks = list(build_chunks)
-        self.images = self
-        self.containers = self
-        self.api = self
-
-    def get(self, name: str) -> FakeImage:  # images.get
-        if name.startswith("missing"):
-            raise docker.errors.ImageNotFound(f"No such image: {name}")
-        return self.image
-
-    def create(self, image: str, **kwargs) -> FakeContainer:  # containers.create
-        self.run_calls.append({"image": image, **kwargs})
-        return self.container
-
-    def build(self, **kwargs):  # api.build
-        self.build_calls.append(kwargs)
-        yield from self.build_chunks
 
 
 def run(client: FakeDockerClient, stage: str = "score", **kwargs) -> tuple[int, list[str], dict]:
@@ -100,8 +39,9 @@ def test_scoring_runs_offline_without_token(monkeypatch, tmp_path):
     env = call["environment"]
     assert "HF_TOKEN" not in env and HF_TOKEN not in str(call)
     assert env["HF_HUB_OFFLINE"] == "1" and env["PINBENCH_OFFLINE"] == "1" and env["GPUS"] == "1"
-    assert env["PINBENCH_IMAGE_DIGEST"] == REPO_DIGEST
-    assert call["command"] == ["pinbench", "run", "demo"] and client.container.started
+    assert env["PINBENCH_IMAGE_DIGEST"] == REPO_DIGEST and env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    # The runtime sets the entrypoint itself: an ENTRYPOINT in the image (or its base) cannot prefix the command.
+    assert call["entrypoint"] == ["pinbench"] and call["command"] == ["run", "demo"] and client.container.started
     assert call["volumes"] == {str(tmp_path.resolve()): {"bind": "/work", "mode": "rw"}}
     assert client.container.removed
 
@@ -144,6 +84,15 @@ def test_gpu_device_requests(gpus, count):
     (request,) = call["device_requests"]
     assert isinstance(request, docker.types.DeviceRequest)
     assert request["Count"] == count and request["Capabilities"] == [["gpu"]]
+    assert "NVIDIA_VISIBLE_DEVICES" not in call["environment"]  # the request decides, not an env var
+
+
+def test_gpu_device_ids_are_requested_by_id():
+    _, _, call = run(FakeDockerClient(), stage="generate", gpus=["2", "GPU-8a1b2c3d-0000-1111-2222-333344445555"])
+    (request,) = call["device_requests"]
+    assert request["DeviceIDs"] == ["2", "GPU-8a1b2c3d-0000-1111-2222-333344445555"] and request["Count"] == 0
+    with pytest.raises(ValueError, match="device indices or UUIDs"):
+        run_in_container("pinbench/demo:1", ["x"], stage="generate", gpus=["0;rm"], client=FakeDockerClient())
 
 
 def test_no_gpus_no_device_requests_and_bad_value():
@@ -151,6 +100,49 @@ def test_no_gpus_no_device_requests_and_bad_value():
     assert "device_requests" not in call
     with pytest.raises(ValueError, match="gpus="):
         run_in_container("pinbench/demo:1", ["x"], stage="score", gpus="two", client=FakeDockerClient())
+
+
+def test_base_image_label_reaches_the_container_as_env():
+    label = ct.base_image_label(used="mirror.lab/python:3.11@sha256:" + "a" * 64, pinned="python:3.11-slim@sha256:"
+                                + "b" * 64, digest="mirror.lab/python@sha256:" + "a" * 64)
+    client = FakeDockerClient(images={"pinbench/demo:1": FakeImage(IMAGE_ID, [], labels={ct.BASE_IMAGE_LABEL: label})})
+    _, _, call = run(client)
+    assert call["environment"]["PINBENCH_BASE_IMAGE"] == label
+
+
+@pytest.mark.parametrize(("used", "digest", "overridden", "differs"), [
+    ("python:3.11-slim@sha256:" + "b" * 64, "python@sha256:" + "b" * 64, False, False),
+    ("mirror.lab/library/python:3.11-slim@sha256:" + "b" * 64, "mirror.lab/library/python@sha256:" + "b" * 64,
+     True, False),  # a mirror of the very same digest
+    ("mirror.lab/python:3.11-slim", "mirror.lab/python@sha256:" + "a" * 64, True, True),
+    ("local/debian:bookworm", "sha256:" + "c" * 64, True, True),  # an imported image: only a local id
+])
+def test_base_image_label_says_whether_the_base_differs(used, digest, overridden, differs):
+    import json
+
+    label = json.loads(ct.base_image_label(used=used, pinned="python:3.11-slim@sha256:" + "b" * 64, digest=digest))
+    assert label["overridden"] is overridden and label["differs_from_pinned"] is differs
+    assert label["image"] == used and label["digest"] == digest
+
+
+def test_container_paths_in_the_log_are_host_paths(tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    out.mkdir()
+    cache.mkdir()
+    chunks = [b"scorecard: /runs/out/scorecard.json\n", b"report: /runs/out/report/index.html\n",
+              b"read /cache/hub/x and /opt/cache/y; /runs/outside stays\n"]
+    _, lines, _ = run(FakeDockerClient(chunks=chunks), mounts={out: "/runs/out", cache: "/cache:ro"})
+    assert lines == [f"[score] scorecard: {out.resolve()}/scorecard.json",
+                     f"[score] report: {out.resolve()}/report/index.html",
+                     f"[score] read {cache.resolve()}/hub/x and /opt/cache/y; /runs/outside stays"]
+
+
+def test_a_failing_remove_does_not_mask_the_stage_result():
+    client = FakeDockerClient(chunks=[b"done\n"], exit_code=3)
+    client.container.remove_error = docker.errors.APIError("removal of container is already in progress")
+    code, lines, _ = run(client)
+    assert code == 3
+    assert lines[-1].startswith("warning: could not remove container") and "already in progress" in lines[-1]
 
 
 def test_digest_falls_back_to_image_id_and_mount_modes(tmp_path):
@@ -188,16 +180,32 @@ def test_interrupt_stops_and_removes_container():
 def test_build_image_streams_and_returns_id(tmp_path):
     (tmp_path / "Dockerfile.eval").write_text("FROM scratch\n")
     chunks = [{"stream": "Step 1/1 : FROM scratch\n"}, {"stream": f" token {HF_TOKEN}\n"},
+              {"stream": "\x1b[91mc\x1b[0m\x1b[91mu\x1b[0m\x1b[91mrl: (6)\x1b[0m\n"},
               {"aux": {"ID": IMAGE_ID}}, {"stream": "Successfully built cccc\n"}]
     client = FakeDockerClient(build_chunks=chunks)
     lines: list[str] = []
     image_id = build_image(tmp_path, "pinbench/demo:1", dockerfile="Dockerfile.eval",
-                           buildargs={"BASE_IMAGE": "x@sha256:" + "e" * 64}, client=client, log=lines.append)
+                           buildargs={"BASE_IMAGE": "x@sha256:" + "e" * 64}, labels={"a": "b"}, client=client,
+                           log=lines.append)
     assert image_id == IMAGE_ID
     (call,) = client.build_calls
-    assert (call["path"], call["dockerfile"], call["tag"]) == (str(tmp_path), "Dockerfile.eval", "pinbench/demo:1")
-    assert call["buildargs"] == {"BASE_IMAGE": "x@sha256:" + "e" * 64}
-    assert lines == ["Step 1/1 : FROM scratch", " token ***", "Successfully built cccc"]
+    assert (call["custom_context"], call["dockerfile"], call["tag"]) == (True, "Dockerfile.eval", "pinbench/demo:1")
+    assert call["buildargs"] == {"BASE_IMAGE": "x@sha256:" + "e" * 64} and call["labels"] == {"a": "b"}
+    assert lines == ["Step 1/1 : FROM scratch", " token ***", "curl: (6)", "Successfully built cccc"]
+
+
+def test_build_sends_exactly_the_context_files(tmp_path):
+    """The archive is the SDK matcher's file set: what dockerlint checks COPY sources against."""
+    for rel in ("Dockerfile", "keep/a.py", "keep/b.pyc", "drop/c.txt", "secret.env", "keep.env"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    (tmp_path / ".dockerignore").write_text("# comment\n\ndrop\n*.env\n!keep.env\n**/*.pyc\n")
+    files = context_files(tmp_path)
+    assert {"Dockerfile", "keep", "keep/a.py", "keep.env"} <= files
+    assert not files & {"drop", "drop/c.txt", "secret.env", "keep/b.pyc"}
+    client = FakeDockerClient()
+    build_image(tmp_path, "t:1", client=client, log=lambda line: None)
+    assert client.build_calls[0]["archive_names"] == sorted(files)
 
 
 def test_build_failure_and_secret_buildargs(tmp_path):
@@ -205,8 +213,9 @@ def test_build_failure_and_secret_buildargs(tmp_path):
     client = FakeDockerClient(build_chunks=[{"error": f"COPY failed: x not found ({HF_TOKEN})\n"}])
     with pytest.raises(ContainerError, match=r"pinbench/demo:1: build failed: COPY failed: x not found \(\*\*\*\)"):
         build_image(tmp_path, "pinbench/demo:1", client=client, log=lambda line: None)
-    with pytest.raises(ValueError, match="HF_TOKEN look like secrets"):
-        build_image(tmp_path, "t", buildargs={"HF_TOKEN": HF_TOKEN}, client=client)
+    for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWD"):  # one secret-name rule with provenance
+        with pytest.raises(ValueError, match=f"{name} look like secrets"):
+            build_image(tmp_path, "t", buildargs={name: "value-of-it"}, client=client)
     with pytest.raises(ContainerError, match="Dockerfile not found"):
         build_image(tmp_path / "nowhere", "t", client=client)
 
@@ -214,25 +223,28 @@ def test_build_failure_and_secret_buildargs(tmp_path):
 # ------------------------------------------------------------------------------------- real engine
 
 
-@pytest.fixture
-def engine():
-    try:
-        return ct.docker_client()
-    except ContainerError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.docker
-def test_real_engine_runs_offline_stage(engine, tmp_path):
-    image = load_base_images(REPO / "images" / "base-images.yaml")["python-3.11-slim"]
-    engine.images.pull(image)
-    script = ("import os, socket\nprint(os.environ['PINBENCH_IMAGE_DIGEST'])\n"
+def test_real_engine_runs_offline_stage_past_an_image_entrypoint(engine, base_image, tmp_path):
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f'FROM {base_image}\nENTRYPOINT ["python3", "-m", "not_our_command"]\n')
+    build_image(context, "pinbench-test/entrypoint:1", client=engine, log=lambda line: None)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = ("import os, socket\n"
+              "print(os.environ['PINBENCH_IMAGE_DIGEST'], os.environ['NVIDIA_VISIBLE_DEVICES'], flush=True)\n"
+              "open('/runs/out/x.txt', 'w').write('x')\nprint('wrote /runs/out/x.txt', flush=True)\n"
               "socket.create_connection(('1.1.1.1', 53), timeout=3)\n")
     lines: list[str] = []
-    code = run_in_container(image, ["python", "-c", script], stage="score", mounts={tmp_path: "/out"},
-                            client=engine, log=lines.append)
+    try:
+        code = run_in_container("pinbench-test/entrypoint:1", ["python3", "-c", script], stage="score",
+                                mounts={out: "/runs/out"}, user=f"{os.getuid()}:{os.getgid()}", client=engine,
+                                log=lines.append)
+    finally:
+        engine.images.remove("pinbench-test/entrypoint:1")
     assert code != 0  # no network inside
-    assert lines[0].startswith("[score] ") and "sha256:" in lines[0]
+    assert lines[0].startswith("[score] sha256:") and lines[0].endswith(" void")  # our argv ran, not the image's
+    assert f"[score] wrote {out.resolve()}/x.txt" in lines and (out / "x.txt").read_text() == "x"
 
 
 def test_a_container_that_cannot_start_is_removed_and_explained():

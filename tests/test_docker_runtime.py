@@ -1,119 +1,387 @@
-"""``--runtime docker`` orchestration, with a recording test double in place of the Docker engine."""
+"""``--runtime docker`` orchestration, with the docker SDK mocked at its boundary (FakeDockerClient).
+
+What each stage's container gets: image, command, network, token, mounts, user, environment, devices.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_docker import IMAGE_ID, FakeDockerClient, FakeImage
 from toy_recipe import toy_recipe
 
 from pinbench import docker_runtime
-from pinbench.recipe import ContainerStage, Recipe, RunConfig
+from pinbench.docker_engine import BASE_IMAGE_LABEL, ContainerError
+from pinbench.recipe import ContainerStage, Recipe, RecipeError, RunConfig
 from pinbench.runner import Shard
 
-STAGES = (
-    ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
-    ContainerStage("generate", dockerfile="Dockerfile.generate", argv=("run", "--skip-scoring")),
-    ContainerStage("score", argv=("run", "--skip-generation")),
-)
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
+ENV = {
+    "TOY_HOME": "/host/toy", "TOY_BATCH": "3", "TOY_EVALUATOR_DIR": "/host/evaluator", "OTHER": "not declared",
+    "HF_TOKEN": TOKEN, "CUDA_VISIBLE_DEVICES": "2,3",
+}
+DECLARED_ENV = {"TOY_HOME": "where the toy lives", "TOY_BATCH": "evaluator batch size",
+                "TOY_EVALUATOR_DIR": "where the evaluator is (the image sets it)", "HF_TOKEN": "token",
+                "CUDA_VISIBLE_DEVICES": "which GPUs"}
+IMAGE_ENV = {"PATH": "/opt/venv/bin:/usr/bin", "TOY_EVALUATOR_DIR": "/opt/evaluator"}
 
 
 @pytest.fixture
 def recipe(tmp_path: Path) -> Recipe:
-    return toy_recipe(tmp_path / "recipes", version="2.0.0",
+    return toy_recipe(tmp_path / "recipes", version="2.0.0", env=DECLARED_ENV,
                       changelog=[{"version": "2.0.0", "date": "2026-11-30", "change": "toy"}])
 
 
-class RecordingContainers:
-    """Test double for pinbench.docker_engine.run_in_container: records each call, returns set codes."""
-
-    def __init__(self, codes: dict[str, int] | None = None) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.codes = codes or {}
-
-    def __call__(self, image: str, argv: list[str], **kwargs: Any) -> int:
-        self.calls.append({"image": image, "argv": argv, **kwargs})
-        return self.codes.get(kwargs["stage"], 0)
-
-
 @pytest.fixture
-def containers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> RecordingContainers:
-    double = RecordingContainers()
-    monkeypatch.setattr(docker_runtime, "run_in_container", double)
+def client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeDockerClient:
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnopqrstuvwxyz")
-    return double
+    image = FakeImage(IMAGE_ID, [], env=IMAGE_ENV, user="10001:10001")
+    return FakeDockerClient(images={"pinbench/toy-bench:2.0.0": image, "pinbench/toy-bench-generate:2.0.0": image})
 
 
 def _cfg(recipe: Recipe, tmp_path: Path, **kw: Any) -> RunConfig:
     videos = tmp_path / "videos"
     videos.mkdir(exist_ok=True)
-    return recipe.config("Toy", out_dir=tmp_path / "out", gpus=4, options={"videos": str(videos), "mode": "slow"},
+    return recipe.config("Toy", out_dir=tmp_path / "out", gpus=2, options={"videos": str(videos), "mode": "slow"},
                          env={}, **kw)
 
 
-def test_stages_get_network_and_token_only_when_they_fetch(containers: RecordingContainers, recipe: Recipe,
-        tmp_path: Path) -> None:
-    assert docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path, limit=4)) == 0
-    fetch, generate, score = containers.calls
-    assert [c["stage"] for c in containers.calls] == ["fetch", "generate", "score"]
-    assert fetch["network_disabled"] is False and fetch["token"] == "hf_abcdefghijklmnopqrstuvwxyz"
-    assert fetch["gpus"] == 0
+def _run(recipe: Recipe, cfg: RunConfig, client: FakeDockerClient, environ: dict[str, str] | None = None,
+         caller: tuple[int, int] = (1000, 1000)) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    code = docker_runtime.run_in_docker(recipe, cfg, client=client, environ=ENV if environ is None else environ,
+                                        caller=caller, log=lines.append)
+    return code, lines
+
+
+def _stages(client: FakeDockerClient) -> list[str]:
+    return [c["labels"]["org.pinbench.stage"] for c in client.run_calls]
+
+
+def _argv(call: dict[str, Any]) -> list[str]:
+    return call["entrypoint"] + call["command"]
+
+
+# ------------------------------------------------------------------------------- network and token
+
+
+def test_stages_get_network_and_token_only_when_they_fetch(client: FakeDockerClient, recipe: Recipe,
+                                                            tmp_path: Path) -> None:
+    assert _run(recipe, _cfg(recipe, tmp_path, limit=4), client)[0] == 0
+    fetch, generate, score = client.run_calls
+    assert _stages(client) == ["fetch", "generate", "score"]
+    assert "network_mode" not in fetch and fetch["environment"]["HF_TOKEN"] == TOKEN
+    assert "device_requests" not in fetch and fetch["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
     for call in (generate, score):
-        assert call["network_disabled"] is True and call["token"] is None and call["gpus"] == 4
-        assert "HF_TOKEN" not in call["env"]
+        assert call["network_mode"] == "none" and "HF_TOKEN" not in call["environment"]
+        assert TOKEN not in json.dumps(call, default=str)
     assert generate["image"] == "pinbench/toy-bench-generate:2.0.0"
     assert score["image"] == "pinbench/toy-bench:2.0.0"
-    assert score["argv"][:5] == ["pinbench", "run", "toy-bench", "--checkpoint", "Toy"]
-    assert "--skip-generation" in score["argv"] and "--offline" in score["argv"]
-    assert score["argv"][score["argv"].index("--limit") + 1] == "4"
+    argv = _argv(score)
+    assert argv[:5] == ["pinbench", "run", "toy-bench", "--checkpoint", "Toy"]
+    assert "--skip-generation" in argv and "--offline" in argv and argv[argv.index("--limit") + 1] == "4"
 
 
-def test_host_paths_are_mounted_read_only_and_rewritten(containers: RecordingContainers, recipe: Recipe,
-        tmp_path: Path) -> None:
-    docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path, shard=Shard(1, 4)))
-    score = containers.calls[-1]
-    assert "videos=/inputs/videos" in score["argv"] and "mode=slow" in score["argv"]
-    assert score["mounts"][(tmp_path / "videos").resolve()] == "/inputs/videos:ro"
-    assert score["mounts"][(tmp_path / "out").resolve()] == "/runs/out"
-    assert score["argv"][score["argv"].index("--shard") + 1] == "1/4"
+def test_host_paths_are_mounted_read_only_and_rewritten(client: FakeDockerClient, recipe: Recipe,
+                                                        tmp_path: Path) -> None:
+    _run(recipe, _cfg(recipe, tmp_path, shard=Shard(1, 4)), client)
+    score = client.run_calls[-1]
+    argv = _argv(score)
+    assert "videos=/inputs/videos" in argv and "mode=slow" in argv and argv[argv.index("--shard") + 1] == "1/4"
+    volumes = score["volumes"]
+    assert volumes[str((tmp_path / "videos").resolve())] == {"bind": "/inputs/videos", "mode": "ro"}
+    assert volumes[str((tmp_path / "out").resolve())] == {"bind": "/runs/out", "mode": "rw"}
+    assert volumes[str((tmp_path / "cache").resolve())] == {"bind": "/cache", "mode": "rw"}
 
 
-def test_skips_and_stops_at_first_failure(containers: RecordingContainers, recipe: Recipe,
-        tmp_path: Path) -> None:
-    containers.codes = {"generate": 3}
-    assert docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path)) == 3
-    assert [c["stage"] for c in containers.calls] == ["fetch", "generate"]
-    containers.calls.clear()
-    assert docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path, skip_generation=True, offline=True)) == 0
-    assert [c["stage"] for c in containers.calls] == ["score"]
+def test_skips_and_stops_at_first_failure(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    client.exit_codes = {"generate": 3}
+    code, lines = _run(recipe, _cfg(recipe, tmp_path), client)
+    assert code == 3 and _stages(client) == ["fetch", "generate"]
+    assert "stage 'generate' exited with 3" in lines
+    client.run_calls.clear()
+    client.exit_codes = {}
+    assert _run(recipe, _cfg(recipe, tmp_path, skip_generation=True, offline=True), client)[0] == 0
+    assert _stages(client) == ["score"]
 
 
-def test_networked_run_stage_is_not_forced_offline(containers: RecordingContainers, recipe: Recipe,
-        tmp_path: Path) -> None:
-    stages = (ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True),)
-    recipe.stages = stages
-    docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path))
-    (call,) = containers.calls
-    assert "--offline" not in call["argv"] and call["network_disabled"] is False
-    assert call["token"] == "hf_abcdefghijklmnopqrstuvwxyz"
+def test_networked_run_stage_is_not_forced_offline(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    recipe.stages = (ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True),)
+    _run(recipe, _cfg(recipe, tmp_path), client)
+    (call,) = client.run_calls
+    assert "--offline" not in _argv(call) and "network_mode" not in call
+    assert call["environment"]["HF_TOKEN"] == TOKEN
 
 
-def test_fixture_runs_once_offline_on_cpu_in_the_scoring_image(containers: RecordingContainers, recipe: Recipe,
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_offline_holds_in_every_stage(client: FakeDockerClient, recipe: Recipe, tmp_path: Path, how: str) -> None:
+    """--offline / PINBENCH_OFFLINE=1: no fetch stage, and a networked stage runs without network or token."""
+    recipe.stages = (ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
+                     ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True))
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=1, options={"videos": str(videos)},
+                        offline=how == "flag", env={"PINBENCH_OFFLINE": "1"} if how == "env" else {})
+    assert cfg.offline
+    _run(recipe, cfg, client)
+    (call,) = client.run_calls
+    assert _stages(client) == ["generate"]
+    assert call["network_mode"] == "none" and "--offline" in _argv(call) and "HF_TOKEN" not in call["environment"]
+    assert call["environment"]["PINBENCH_OFFLINE"] == "1" and call["environment"]["HF_HUB_OFFLINE"] == "1"
+
+
+def test_fixture_runs_once_offline_on_cpu_in_the_scoring_image(client: FakeDockerClient, recipe: Recipe,
+                                                               tmp_path: Path) -> None:
     cfg = recipe.config(out_dir=tmp_path / "out", fixture=True, gpus=4, env={})
-    assert docker_runtime.run_in_docker(recipe, cfg) == 0
-    (call,) = containers.calls
-    assert call["image"] == "pinbench/toy-bench:2.0.0" and call["stage"] == "score"
-    assert call["network_disabled"] is True and call["token"] is None and call["gpus"] == 0
-    assert "--fixture" in call["argv"] and "--skip-generation" not in call["argv"]
+    assert _run(recipe, cfg, client, environ={"CUDA_VISIBLE_DEVICES": "0"})[0] == 0  # 4 GPUs asked, none used
+    (call,) = client.run_calls
+    assert call["image"] == "pinbench/toy-bench:2.0.0" and _stages(client) == ["score"]
+    assert call["network_mode"] == "none" and "HF_TOKEN" not in call["environment"] and "device_requests" not in call
+    assert "--fixture" in _argv(call) and "--skip-generation" not in _argv(call)
 
 
-def test_options_set_in_the_environment_reach_the_container(containers: RecordingContainers, recipe: Recipe,
-                                                            tmp_path: Path) -> None:
+# ------------------------------------------------------------------------------------ environment
+
+
+def test_options_set_in_the_environment_reach_the_container_as_options(client: FakeDockerClient, recipe: Recipe,
+                                                                       tmp_path: Path) -> None:
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", env={"TOY_MODE": "slow"})
-    docker_runtime.run_in_docker(recipe, cfg)
-    score = containers.calls[-1]
-    assert "mode=slow" in score["argv"]  # from $TOY_MODE on the host, passed as -o inside
-    assert not any(arg.startswith("n=") for arg in score["argv"])  # defaults stay the image's
+    _run(recipe, cfg, client, environ={**ENV, "TOY_MODE": "slow"})
+    score = client.run_calls[-1]
+    assert "mode=slow" in _argv(score)  # from $TOY_MODE on the host, passed as -o inside
+    assert "TOY_MODE" not in score["environment"]  # one mechanism: the twin travels as -o only
+    assert not any(arg.startswith("n=") for arg in _argv(score))  # defaults stay the image's
+
+
+def test_exactly_the_declared_variables_are_forwarded(client: FakeDockerClient, recipe: Recipe,
+                                                      tmp_path: Path) -> None:
+    _, lines = _run(recipe, _cfg(recipe, tmp_path), client)
+    for call in client.run_calls:
+        env = call["environment"]
+        assert env["TOY_HOME"] == "/host/toy" and env["TOY_BATCH"] == "3"
+        assert "OTHER" not in env  # not declared by the recipe
+        assert "CUDA_VISIBLE_DEVICES" not in env  # mapped to devices instead
+        assert env["PINBENCH_CACHE"] == env["HF_HOME"] == "/cache"
+        # the image's own layout wins over a host path, and the user is told
+        assert "TOY_EVALUATOR_DIR" not in env
+    assert not any("TOY_HOME" in line for line in lines)  # forwarded: no note
+    assert "[score] TOY_EVALUATOR_DIR is not forwarded: the image sets its own (TOY_EVALUATOR_DIR=/opt/evaluator)" \
+        in lines
+
+
+# ------------------------------------------------------------------------------------------- GPUs
+
+
+def test_visible_gpus_become_the_containers_devices(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    _run(recipe, _cfg(recipe, tmp_path), client, environ={**ENV, "CUDA_VISIBLE_DEVICES": "2,3,5"})
+    fetch, generate, score = client.run_calls
+    assert "device_requests" not in fetch
+    for call in (generate, score):
+        (request,) = call["device_requests"]
+        assert request["DeviceIDs"] == ["2", "3"] and "--gpus" in _argv(call)
+        assert _argv(call)[_argv(call).index("--gpus") + 1] == "2"
+
+
+def test_without_visible_devices_the_count_is_requested(client: FakeDockerClient, recipe: Recipe,
+                                                        tmp_path: Path) -> None:
+    _run(recipe, _cfg(recipe, tmp_path), client, environ={})
+    (request,) = client.run_calls[-1]["device_requests"]
+    assert request["Count"] == 2 and not request["DeviceIDs"]
+
+
+@pytest.mark.parametrize(("visible", "expected"), [
+    ("1", None), ("", None), ("-1", None), ("0,-1,1", None), ("0,0", None), ("0;1", None),
+    ("GPU-aaaa, GPU-bbbb", ["GPU-aaaa", "GPU-bbbb"]), ("3,1,0", ["3", "1"]),
+    ("MIG-GPU-aaaa/1/0,MIG-bbbb", ["MIG-GPU-aaaa/1/0", "MIG-bbbb"]),
+])
+def test_gpu_devices(visible: str, expected: list[str] | None) -> None:
+    if expected is None:
+        with pytest.raises(RecipeError, match="CUDA_VISIBLE_DEVICES"):
+            docker_runtime.gpu_devices(2, visible)
+    else:
+        assert docker_runtime.gpu_devices(2, visible) == expected
+    assert docker_runtime.gpu_devices(0, visible) == 0
+    assert docker_runtime.gpu_devices(2, None) == 2
+
+
+def test_too_few_visible_gpus_fail_before_any_container(client: FakeDockerClient, recipe: Recipe,
+                                                        tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="--gpus 2 but CUDA_VISIBLE_DEVICES='7' makes 1 GPU"):
+        _run(recipe, _cfg(recipe, tmp_path), client, environ={"CUDA_VISIBLE_DEVICES": "7"})
+    assert client.run_calls == []
+
+
+# ------------------------------------------------------------------------------------------- users
+
+
+def test_a_normal_caller_runs_containers_as_itself(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    _run(recipe, _cfg(recipe, tmp_path), client, caller=(1234, 99))
+    assert {c["user"] for c in client.run_calls} == {"1234:99"}
+
+
+def test_a_root_caller_runs_containers_as_the_images_user(client: FakeDockerClient, recipe: Recipe, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "out" / "samples").mkdir(parents=True)
+    (tmp_path / "out" / "samples" / "a.json").write_text("{}")
+    chowned: dict[Path, tuple[int, int]] = {}
+    monkeypatch.setattr(docker_runtime.os, "chown",
+                        lambda path, uid, gid, follow_symlinks=True: chowned.__setitem__(Path(path), (uid, gid)))
+    _, lines = _run(recipe, _cfg(recipe, tmp_path), client, caller=(0, 0))
+    assert {c["user"] for c in client.run_calls} == {"10001:10001"}
+    out, cache = (tmp_path / "out").resolve(), (tmp_path / "cache").resolve()
+    assert chowned[out] == chowned[out / "samples" / "a.json"] == chowned[cache] == (10001, 10001)
+    assert sum("running as root" in line for line in lines) == 1
+
+
+@pytest.mark.parametrize("image_user", ["", "root", "0:0", "pinbench"])
+def test_a_root_caller_refuses_an_image_without_a_numeric_non_root_user(recipe: Recipe, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        image_user: str) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    image = FakeImage(IMAGE_ID, [], user=image_user)
+    client = FakeDockerClient(images={"pinbench/toy-bench:2.0.0": image, "pinbench/toy-bench-generate:2.0.0": image})
+    with pytest.raises(ContainerError, match="non-root numeric user"):
+        _run(recipe, _cfg(recipe, tmp_path), client, caller=(0, 0))
+    assert client.run_calls == []
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def test_host_paths_of_the_results_are_printed(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    out = (tmp_path / "out").resolve()
+
+    def container_writes(**kwargs: Any):  # what `pinbench run` inside writes through the /runs/out mount
+        (out / "report").mkdir(parents=True, exist_ok=True)
+        for rel in ("scorecard.json", "diff.txt", "report/index.html"):
+            (out / rel).write_text("x")
+        yield b"scorecard: /runs/out/scorecard.json\n"
+
+    client.container.logs = container_writes
+    _, lines = _run(recipe, recipe.config(out_dir=tmp_path / "out", fixture=True, env={}), client)
+    assert lines[-4] == f"[score] scorecard: {out}/scorecard.json"
+    assert lines[-3:] == [f"scorecard: {out}/scorecard.json", f"diff:      {out}/diff.txt",
+                          f"report:    {out}/report/index.html"]
+
+
+def test_results_of_an_earlier_run_are_not_shown_as_this_runs(client: FakeDockerClient, recipe: Recipe,
+                                                              tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scorecard.json").write_text("{}")
+    os.utime(out / "scorecard.json", (1, 1))
+    client.exit_codes = {"score": 2}
+    code, lines = _run(recipe, recipe.config(out_dir=out, fixture=True, env={}), client)
+    assert code == 2 and not any(line.startswith("scorecard:") for line in lines)
+
+
+def test_a_missing_image_fails_before_any_stage_runs(client: FakeDockerClient, recipe: Recipe,
+                                                     tmp_path: Path) -> None:
+    del client.known["pinbench/toy-bench-generate:2.0.0"]
+    client.missing = {"pinbench/toy-bench-generate:2.0.0"}
+    with pytest.raises(ContainerError, match="toy-bench-generate:2.0.0: image not found locally"):
+        _run(recipe, _cfg(recipe, tmp_path), client)
+    assert client.run_calls == []  # not even the fetch stage
+
+
+# ------------------------------------------------------------------------------------------- build
+
+
+PY = f"python:3.11-slim@sha256:{'b' * 64}"
+CUDA = f"nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04@sha256:{'d' * 64}"
+
+
+def _write_dockerfiles(recipe: Recipe) -> None:
+    (recipe.dir / "Dockerfile").write_text(f"ARG BASE_IMAGE={PY}\nFROM ${{BASE_IMAGE}}\n")
+    (recipe.dir / "Dockerfile.generate").write_text(  # a builder stage on its own base, as the mind image has
+        f"ARG BUILD_BASE={CUDA}\nARG BASE_IMAGE={PY}\nFROM ${{BUILD_BASE}} AS build\nFROM ${{BASE_IMAGE}}\n")
+
+
+def _write_locks(recipe: Recipe) -> None:
+    """What an export needs besides the Dockerfiles: the requirements and a hashed lock naming its Python."""
+    (recipe.dir / "requirements.in").write_text("")
+    (recipe.dir / "requirements.lock").write_text("# uv pip compile requirements.in --generate-hashes "
+                                                 "--python-version 3.11 -o requirements.lock\n")
+    (recipe.dir.parent / "__init__.py").write_text("")
+
+
+def test_base_overrides(recipe: Recipe) -> None:
+    _write_dockerfiles(recipe)
+    assert docker_runtime.base_overrides(recipe, ["Dockerfile.generate=mirror.lab/py:3.11",
+                                                  "Dockerfile.generate:BUILD_BASE=mirror.lab/cuda:12.8"]) == \
+        {"Dockerfile.generate": {"BASE_IMAGE": "mirror.lab/py:3.11", "BUILD_BASE": "mirror.lab/cuda:12.8"}}
+    for given, message in ((["mirror.lab/py:3.11"], "has 2 images; name one"),
+                           (["Dockerfile.nope=x"], "has no Dockerfile.nope"),
+                           (["Dockerfile:BUILD_BASE=x"], "has no base ARG BUILD_BASE"),
+                           (["Dockerfile="], "expected an image reference"),
+                           (["Dockerfile=a", "Dockerfile:BASE_IMAGE=b"], "given twice")):
+        with pytest.raises(RecipeError, match=message):
+            docker_runtime.base_overrides(recipe, given)
+
+
+def test_build_swaps_the_base_and_labels_what_it_used(recipe: Recipe, tmp_path: Path) -> None:
+    _write_dockerfiles(recipe)
+    _write_locks(recipe)
+    client = FakeDockerClient(images={PY: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"]),
+                                      CUDA: FakeImage("sha256:" + "2" * 64, [f"nvidia/cuda@sha256:{'d' * 64}"])},
+                              missing={"mirror.lab/py:3.11"})
+    tags = docker_runtime.build_recipe_images(recipe, tmp_path / "build", client=client, log=lambda line: None,
+                                              base_images={"Dockerfile.generate": {"BASE_IMAGE": "mirror.lab/py:3.11"}})
+    assert tags == ["pinbench/toy-bench:2.0.0", "pinbench/toy-bench-generate:2.0.0"]
+    main, generate = client.build_calls
+    assert main["buildargs"] == {} and generate["buildargs"] == {"BASE_IMAGE": "mirror.lab/py:3.11"}
+    assert client.pulled == ["mirror.lab/py:3.11"]  # resolved before the build, to record its digest
+    label = json.loads(generate["labels"][BASE_IMAGE_LABEL])
+    assert label == {"image": "mirror.lab/py:3.11", "pinned": PY, "digest": "mirror.lab/py@sha256:" + "e" * 64,
+                     "overridden": True, "differs_from_pinned": True,
+                     "others": {"BUILD_BASE": {"image": CUDA, "pinned": CUDA, "differs_from_pinned": False,
+                                               "digest": f"nvidia/cuda@sha256:{'d' * 64}"}}}
+    assert json.loads(main["labels"][BASE_IMAGE_LABEL])["differs_from_pinned"] is False
+
+
+def test_a_swapped_builder_base_marks_the_image_as_differing(recipe: Recipe, tmp_path: Path) -> None:
+    _write_dockerfiles(recipe)
+    _write_locks(recipe)
+    client = FakeDockerClient(images={PY: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"])},
+                              missing={"mirror.lab/cuda:12.8"})
+    docker_runtime.build_recipe_images(recipe, tmp_path / "build", client=client, log=lambda line: None,
+                                       base_images={"Dockerfile.generate": {"BUILD_BASE": "mirror.lab/cuda:12.8"}})
+    generate = client.build_calls[1]
+    assert generate["buildargs"] == {"BUILD_BASE": "mirror.lab/cuda:12.8"}
+    label = json.loads(generate["labels"][BASE_IMAGE_LABEL])
+    assert label["overridden"] is False and label["differs_from_pinned"] is True  # the final base is the pinned one
+    assert label["others"]["BUILD_BASE"]["differs_from_pinned"] is True
+
+
+def test_a_dockerfile_without_a_base_arg_cannot_be_built(recipe: Recipe, tmp_path: Path) -> None:
+    (recipe.dir / "Dockerfile").write_text(f"FROM {PY}\n")
+    with pytest.raises(RecipeError, match="no `ARG BASE_IMAGE="):
+        docker_runtime.pinned_bases(recipe.dir / "Dockerfile")
+
+
+def test_an_export_builds_every_image_from_its_own_folder(recipe: Recipe, tmp_path: Path) -> None:
+    """An exported recipe's ``make build`` runs ``pinbench build --context .``: its installed package has no
+    Dockerfiles, so the images come from the export's top, every one of them, with its overrides."""
+    _write_dockerfiles(recipe)
+    export = tmp_path / "export"
+    export.mkdir()
+    for name in ("Dockerfile", "Dockerfile.generate"):
+        (export / name).write_text((recipe.dir / name).read_text())
+        (recipe.dir / name).unlink()
+    assert docker_runtime.recipe_dockerfiles(recipe) == []
+    overrides = docker_runtime.base_overrides(recipe, ["Dockerfile.generate=mirror.lab/py:3.11"], export)
+    client = FakeDockerClient(images={PY: FakeImage("sha256:" + "1" * 64, [f"python@sha256:{'b' * 64}"]),
+                                      CUDA: FakeImage("sha256:" + "2" * 64, [f"nvidia/cuda@sha256:{'d' * 64}"])},
+                              missing={"mirror.lab/py:3.11"})
+    tags = docker_runtime.build_recipe_images(recipe, tmp_path / "unused", base_images=overrides, context=export,
+                                              client=client, log=lambda line: None)
+    assert tags == ["pinbench/toy-bench:2.0.0", "pinbench/toy-bench-generate:2.0.0"]
+    assert not (tmp_path / "unused").exists()  # nothing exported: the folder given is the context
+    assert client.build_calls[1]["buildargs"] == {"BASE_IMAGE": "mirror.lab/py:3.11"}
+    with pytest.raises(RecipeError, match="no Dockerfile for toy-bench"):
+        docker_runtime.build_recipe_images(recipe, context=tmp_path / "unused", client=client)

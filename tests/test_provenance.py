@@ -142,6 +142,37 @@ def test_container_state(monkeypatch: pytest.MonkeyPatch) -> None:
     assert state["in_container"] == Path("/.dockerenv").exists()
 
 
+def test_container_state_records_the_base_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    base = {"image": "mirror.lab/python:3.11", "digest": "sha256:" + HEX64, "pinned": "python:3.11@sha256:" + HEX64,
+            "overridden": True, "differs_from_pinned": True}
+    monkeypatch.setenv(prov.BASE_IMAGE_ENV, json.dumps(base))
+    assert prov.container_state()["base_image"] == base
+    with_builder = {**base, "others": {"BUILD_BASE": {"image": "x", "digest": "y", "pinned": "z",
+                                                      "differs_from_pinned": True}}}
+    monkeypatch.setenv(prov.BASE_IMAGE_ENV, json.dumps(with_builder))
+    assert prov.container_state()["base_image"] == with_builder
+    monkeypatch.setenv(prov.BASE_IMAGE_ENV, "not json")  # never reported as the pinned base
+    assert prov.container_state()["base_image"]["differs_from_pinned"] is True
+    monkeypatch.delenv(prov.BASE_IMAGE_ENV)
+    assert "base_image" not in prov.container_state()
+
+
+def test_one_secret_name_rule() -> None:
+    """The Docker path refuses exactly the names whose values provenance redacts."""
+    for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "DB_PASSWD", "API_KEY", "GCP_CREDENTIALS"):
+        assert prov.is_secret_name(name), name
+    for name in ("PAIBENCH_C_MODALITIES", "CUDA_VISIBLE_DEVICES", "HF_HOME"):
+        assert not prov.is_secret_name(name), name
+
+
+def test_redact_takes_extra_secret_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_PASSWD", "hunter2-long")
+    assert prov.redact("pw hunter2-long, tok sekrit-value, short 123", extra=["sekrit-value", "123"]) == \
+        "pw ***, tok ***, short 123"
+
+
 def test_torch_missing_is_tolerated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.setattr(prov.importlib.util, "find_spec", lambda name: None)

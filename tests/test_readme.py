@@ -29,7 +29,7 @@ def test_setup_commands_stand_at_the_top() -> None:
 
 
 @pytest.mark.parametrize("target", ["help", "setup", "test", "lint", "demo", "export", "build-%", "recipe-%",
-                                    "diff-%"])
+                                    "diff-%", "docker-smoke"])
 def test_make_targets_exist(target: str) -> None:
     makefile = (REPO / "Makefile").read_text()
     assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), target

@@ -379,3 +379,21 @@ def test_interval_shown_with_its_method_and_seed(tmp_path: Path) -> None:
     cell = f"[{interval['low']:.4g}, {interval['high']:.4g}]"
     assert cell in _row(page, "edge/canny_f1")
     assert "BCa over 6 samples; 9999 resamples, seed 0; scipy.stats.bootstrap" in _row(page, "edge/canny_f1")
+
+
+def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:
+    card = _card(_records(3), 3)
+    pinned = "python:3.11-slim-bookworm@sha256:" + "e" * 64
+    card["provenance"]["container"]["base_image"] = {
+        "image": "mirror.lab/python:3.11", "digest": "sha256:" + "f" * 64, "pinned": pinned, "overridden": True,
+        "differs_from_pinned": True}
+    page = write_report([card], tmp_path / "swapped").read_text()
+    assert "SWAPPED" in page and f"differs from the pinned <code>{pinned}</code>" in page
+    card["provenance"]["container"]["base_image"].update(image=pinned, overridden=False, differs_from_pinned=False)
+    page = write_report([card], tmp_path / "pinned").read_text()
+    assert "SWAPPED" not in page and "the pinned base" in page
+    builder = {"image": "mirror.lab/cuda:12.8", "digest": "sha256:" + "a" * 64, "pinned": "nvidia/cuda@sha256:"
+               + "b" * 64, "differs_from_pinned": True}
+    card["provenance"]["container"]["base_image"].update(differs_from_pinned=True, others={"BUILD_BASE": builder})
+    page = write_report([card], tmp_path / "builder").read_text()
+    assert "SWAPPED" in page and "builder base BUILD_BASE <code>mirror.lab/cuda:12.8</code> differs" in page

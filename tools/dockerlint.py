@@ -1,16 +1,28 @@
-"""Check Dockerfiles without building them: pinned bases, existing COPY sources, no branch installs.
+"""Check Dockerfiles without building them: pinbench's image policy, on top of hadolint.
 
 Why: a broken COPY path or a tag-only base is found today only when someone builds the image, often
 months later on another machine (anchors.md, design lesson 4: MLPerf's Wan2.2 recipe broke silently
-on a directory rename). This parser reads a Dockerfile the way the builder does (line continuations,
-heredocs, global ARG defaults in FROM, stages) and reports each problem as a Finding with its line.
-``run_hadolint`` adds hadolint's generic best-practice rules on top.
+on a directory rename). dockerfile-parse reads the Dockerfile (instructions, continuations, comments,
+the escape directive); COPY sources are checked against what the build really sends, the docker SDK's
+own ``.dockerignore`` matcher (``pinbench.docker_engine.context_files``, the set ``build_image`` tars),
+so lint and build agree by construction. Generic best practice is hadolint's (``run_hadolint``, always
+run by ``main`` and ``make lint``); the rules here are the ones it does not have:
+
+- bases: digest-pinned, listed in images/base-images.yaml, each named through an ARG so it can be swapped,
+  the final image's through ``ARG BASE_IMAGE``;
+- the runtime contract: no ENTRYPOINT (the runtime sends ``pinbench ...``), one non-root user
+  ``10001:10001`` whose uid and name collide with none of the base's known users;
+- nothing from a branch or unhashed (git clone without a 40-hex checkout, ``git+...@main``, version
+  ranges, ``-r`` without ``--require-hashes``, ``uv sync`` without ``--locked``, ``curl | sh`` of a
+  moving URL, ADD of a URL), no secret as a build ARG;
+- nothing the classic builder (docker SDK, ``pinbench build``) cannot build: heredocs, RUN --mount, ...
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import io
 import json
 import posixpath
 import re
@@ -23,6 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from dockerfile_parse import DockerfileParser
+
+from pinbench.docker_engine import context_files
+from pinbench.provenance import is_secret_name
+
+# The one non-root user of every image: uid and gid 10001. High enough to collide with no distribution's
+# system or first login user (Ubuntu 24.04 images ship `ubuntu` as 1000), numeric so that `docker run
+# --user` and the runtime agree with the image without reading its /etc/passwd.
+IMAGE_UID = 10001
+IMAGE_USER = f"{IMAGE_UID}:{IMAGE_UID}"
 
 HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -30,11 +52,14 @@ _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-+])?(?P<
                   r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 _HEREDOC = re.compile(r"<<(-?)[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
 _GLOB = re.compile(r"[*?\[]")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
 _MOVING_URL = re.compile(r"/(?:main|master|HEAD|latest)/|refs/heads/")
-_ROOT_USERS = {"root", "0"}
 _CMD_START = r"(?:^|[\s;&|(])"
 _CONTEXT_DIRECTIVE = re.compile(r"#\s*pinbench-context:\s*(\S+)\s*$")
+_BASE_ARG_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+# Flags the Engine API's classic builder rejects ("requires BuildKit"); pinbench builds with it.
+_BUILDKIT_FLAGS = {"RUN": {"mount", "network", "security"},
+                   "COPY": {"link", "chmod", "parents", "exclude"},
+                   "ADD": {"link", "chmod", "parents", "exclude", "checksum", "keep-git-dir"}}
 
 # pip options whose value is the next token (``--opt=value`` is a single token and needs no entry).
 _PIP_VALUE_OPTS = {
@@ -54,6 +79,7 @@ _PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget)\b[^|;&\n]*?(?P<url>https?://[^\s'\
                             r"\|\s*(?:sudo\s+)?(?:\S*/)?(?:ba|z|da)?sh\b")
 _SHELL_SUBST = re.compile(r"\b(?:ba|z|da)?sh\s+(?:-c\s+)?[\"']?\$\(\s*(?:curl|wget)\b[^)]*?"
                           r"(?P<url>https?://[^\s'\")]+)")
+_ACCOUNT_CMD = re.compile(_CMD_START + r"(?P<cmd>useradd|adduser|groupadd|addgroup)\b(?P<args>[^;&|\n]*)")
 
 Problem = tuple[str, str]  # (rule, message), placed at a line by lint_dockerfile
 
@@ -72,6 +98,16 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class BaseImage:
+    """An entry of images/base-images.yaml: the digest-pinned reference and the accounts it ships."""
+
+    name: str
+    image: str
+    users: dict[str, int]
+    groups: dict[str, int]
+
+
+@dataclass(frozen=True)
 class Instruction:
     line: int
     keyword: str
@@ -82,61 +118,49 @@ class Instruction:
 class _Stage:
     line: int
     name: str | None
+    base: BaseImage | None
     vars: dict[str, str | None] = field(default_factory=dict)
     pending_clones: list[int] = field(default_factory=list)
     user: tuple[int, str] | None = None
+    entrypoint: int | None = None
+    root: tuple[int, str] = (0, "")  # the FROM the stage's chain starts at: (line, image as written)
 
 
 # ------------------------------------------------------------------------------------------ parsing
 
 
-def _escape_char(lines: list[str]) -> str:
-    """The ``# escape=`` parser directive, if the file starts with one; else a backslash."""
-    for line in lines:
-        match = re.match(r"#\s*(\w+)\s*=\s*(\S+)\s*$", line.strip())
-        if not match:
-            break
-        if match.group(1).lower() == "escape":
-            return match.group(2)
-    return "\\"
+def parse_dockerfile(text: str) -> tuple[list[Instruction], list[tuple[int, Problem]]]:
+    """Instructions as dockerfile-parse reads them (continuations joined, comments dropped), 1-based lines,
+    and the problems found while parsing.
 
-
-def parse_dockerfile(text: str) -> list[Instruction]:
-    """Logical instructions: continuations joined, comment lines dropped, heredoc bodies appended."""
-    lines = text.splitlines()
-    escape = _escape_char(lines)
-    out: list[Instruction] = []
-    i = 0
-    while i < len(lines):
-        if not lines[i].strip() or lines[i].lstrip().startswith("#"):
-            i += 1
+    dockerfile-parse does not know heredocs (BuildKit only): a heredoc is reported, and its body, which
+    would otherwise read as instructions, is skipped.
+    """
+    parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))
+    lines = [line.rstrip("\n") for line in parser.lines]
+    instructions: list[Instruction] = []
+    problems: list[tuple[int, Problem]] = []
+    skip_to = -1
+    for entry in parser.structure:
+        if entry["instruction"] == "COMMENT" or entry["startline"] <= skip_to:
             continue
-        start, parts = i, []
-        while i < len(lines):
-            stripped = lines[i].rstrip()
-            i += 1
-            if not stripped.endswith(escape):
-                parts.append(stripped)
-                break
-            parts.append(stripped[:-1])
-            while i < len(lines) and lines[i].lstrip().startswith("#"):
-                i += 1
-        keyword, _, args = "".join(parts).strip().partition(" ")
-        keyword = keyword.upper()
-        if keyword in ("RUN", "COPY", "ADD"):
-            for strip_tabs, word in _HEREDOC.findall(args):
-                body = []
-                while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
-                    body.append(lines[i])
-                    i += 1
-                i += 1
-                args += "\n" + "\n".join(body)
-        out.append(Instruction(start + 1, keyword, args.strip()))
-    return out
+        keyword, args, line = entry["instruction"], entry["value"].strip(), entry["startline"] + 1
+        instructions.append(Instruction(line, keyword, args))
+        heredoc = _HEREDOC.search(args) if keyword in ("RUN", "COPY", "ADD") else None
+        if heredoc:
+            strip_tabs, word = heredoc.groups()
+            problems.append((line, ("classic-builder", f"{keyword} uses a heredoc (<<{word}), which only BuildKit "
+                                                       "builds; pinbench builds with the classic builder")))
+            skip_to = next((i for i in range(entry["endline"] + 1, len(lines))
+                            if (lines[i].lstrip("\t") if strip_tabs else lines[i]) == word), len(lines))
+    return instructions, problems
 
 
 def expand(text: str, variables: Mapping[str, str | None]) -> tuple[str, set[str]]:
-    """Substitute $X / ${X} / ${X:-d} / ${X:+a} as the builder does; also return unresolved names."""
+    """Substitute $X / ${X} / ${X:-d} / ${X:+a} as the builder does; also return unresolved names.
+
+    (dockerfile-parse substitutes only plain $X / ${X} and cannot tell an unset ARG from an empty one.)
+    """
     unresolved: set[str] = set()
 
     def sub(match: re.Match) -> str:
@@ -168,16 +192,15 @@ def _flags(args: str) -> tuple[dict[str, list[str]], str]:
 
 
 def _words(rest: str) -> list[str]:
-    """COPY/ADD operands in JSON (exec) form or whitespace form; heredoc bodies excluded."""
-    first = rest.split("\n", 1)[0]
-    if first.startswith("["):
+    """COPY/ADD operands in JSON (exec) form or whitespace form."""
+    if rest.startswith("["):
         try:
-            value = json.loads(first)
+            value = json.loads(rest)
         except json.JSONDecodeError:
             value = None
         if isinstance(value, list):
             return [str(v) for v in value]
-    return first.split()
+    return rest.split()
 
 
 def _assignments(keyword: str, args: str) -> Iterator[tuple[str, str | None]]:
@@ -207,22 +230,32 @@ def normalize_image(ref: str) -> str:
     return ref.removeprefix("library/")
 
 
-def load_base_images(path: Path | str) -> dict[str, str]:
-    """images/base-images.yaml as {name: image reference}; each must carry a @sha256 digest."""
+def _accounts(path: Path, name: str, entry: dict, key: str) -> dict[str, int]:
+    value = entry.get(key)
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+        raise ValueError(f"{path}: {name}.{key}: expected the base's known {key} as a mapping name: id "
+                         "(read its /etc/passwd and /etc/group)")
+    return dict(value)
+
+
+def load_base_images(path: Path | str) -> dict[str, BaseImage]:
+    """images/base-images.yaml by name; each entry carries a @sha256 digest and its known users and groups."""
     path = Path(path)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of name -> {{image: ..., seen_in: ...}}")
-    refs = {}
+        raise ValueError(f"{path}: expected a mapping of name -> {{image: ..., seen_in: ..., users: ..., groups: ...}}")
+    bases = {}
     for name, entry in data.items():
         ref = entry.get("image") if isinstance(entry, dict) else None
         if not isinstance(ref, str) or not DIGEST.search(ref):
             raise ValueError(f"{path}: {name}.image: {ref!r} has no @sha256:<64 hex> digest")
-        refs[str(name)] = ref
-    return refs
+        bases[str(name)] = BaseImage(str(name), ref, _accounts(path, name, entry, "users"),
+                                     _accounts(path, name, entry, "groups"))
+    return bases
 
 
-def _check_image(ref: str, what: str, allowed: set[str] | None) -> list[Problem]:
+def _check_image(ref: str, what: str, allowed: Mapping[str, BaseImage] | None) -> list[Problem]:
     if not DIGEST.search(ref):
         return [("base-digest", f"{what} {ref!r} has no @sha256:<64 hex> digest (a tag moves)")]
     if allowed is not None and normalize_image(ref) not in allowed:
@@ -233,31 +266,8 @@ def _check_image(ref: str, what: str, allowed: set[str] | None) -> list[Problem]
 # ------------------------------------------------------------------------------------- COPY / ADD
 
 
-def _dockerignore(context: Path, dockerfile: Path) -> list[tuple[bool, re.Pattern]]:
-    """(negated, regex) rules of <Dockerfile>.dockerignore, else <context>/.dockerignore."""
-    candidates = [dockerfile.with_name(dockerfile.name + ".dockerignore"), context / ".dockerignore"]
-    source = next((p for p in candidates if p.is_file()), None)
-    rules = []
-    for raw in source.read_text(encoding="utf-8").splitlines() if source else []:
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        pattern = posixpath.normpath(line.lstrip("!").strip().strip("/"))
-        regex = "".join({"**": ".*", "**/": "(?:.*/)?", "*": "[^/]*", "?": "[^/]"}.get(part, re.escape(part))
-                        for part in re.split(r"(\*\*/?|\*|\?)", pattern))
-        rules.append((line.startswith("!"), re.compile(f"{regex}(?:/.*)?")))
-    return rules
-
-
-def _ignored(rel: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
-    excluded = False
-    for negated, regex in rules:
-        if regex.fullmatch(rel):
-            excluded = not negated
-    return excluded
-
-
-def _check_sources(sources: list[str], context: Path, rules: list[tuple[bool, re.Pattern]]) -> list[Problem]:
+def _check_sources(sources: list[str], context: Path, sent: set[str]) -> list[Problem]:
+    """Each source must exist in the context and be among the paths the build sends (``sent``)."""
     problems = []
     root = context.resolve()
     for src in sources:
@@ -266,37 +276,29 @@ def _check_sources(sources: list[str], context: Path, rules: list[tuple[bool, re
             problems.append(("copy-source", f"source {src!r} is outside the build context {context}"))
             continue
         if _GLOB.search(rel):
-            matches = [Path(m) for m in sorted(glob.glob(str(root / rel)))]
+            matches = [Path(m).relative_to(root).as_posix() for m in sorted(glob.glob(str(root / rel)))]
         else:
-            matches = [root / rel] if (root / rel).exists() else []
-        kept = [m for m in matches if rel == "." or not _ignored(m.relative_to(root).as_posix(), rules)]
+            matches = [rel] if (root / rel).exists() else []
+        kept = [m for m in matches if m == "." or m in sent]
         if not kept:
             reason = "is excluded by .dockerignore" if matches else "does not exist"
             problems.append(("copy-source", f"source {src!r} {reason} in build context {context}"))
     return problems
 
 
-def _check_remote_add(src: str, flags: Mapping[str, list[str]]) -> list[Problem]:
-    if re.match(r"(git@|git://|ssh://)", src) or re.search(r"\.git(#|$)", src):
-        if not HEX40.fullmatch(src.partition("#")[2].split(":")[0]):
-            return [("unpinned-source", f"ADD {src} is a git source without a 40-hex commit ref")]
-        return []
-    if "checksum" not in flags:
-        return [("add-checksum", f"ADD {src} downloads without --checksum=sha256:...; use RUN curl plus "
-                                 "`sha256sum -c`, or ADD --checksum (BuildKit)")]
-    return []
-
-
 # ----------------------------------------------------------------------------------------------- RUN
 
 
 def _requirement_pinned(spec: str) -> bool:
-    """A named requirement with an exact == pin, a local path or wheel, or a hashed / commit URL."""
+    """Not a version range or wildcard: an exact == pin, a bare name (hadolint DL3013 flags those), a local
+    path or wheel, or a hashed / commit URL."""
     if re.match(r"[./~]", spec) or (re.search(r"\.(whl|tar\.gz|zip)$", spec) and "://" not in spec):
         return True
     if "://" in spec:
         return "#sha256=" in spec or bool(HEX40.search(spec))
     requirement = spec.split(";", 1)[0]
+    if not re.search(r"[<>=!~]", requirement):
+        return True
     return bool(re.search(r"===?\s*[^*,\s]+$", requirement)) and "," not in requirement
 
 
@@ -332,13 +334,17 @@ def _pip_operands(tokens: list[str]) -> tuple[list[str], list[str]]:
     return files, specs
 
 
+def _split(args: str) -> list[str]:
+    try:
+        return shlex.split(args)
+    except ValueError:
+        return args.split()
+
+
 def _check_installs(command: str) -> list[Problem]:
     problems: list[Problem] = []
     for match in _PIP_INSTALL.finditer(command):
-        try:
-            tokens = shlex.split(match.group("args"))
-        except ValueError:
-            tokens = match.group("args").split()
+        tokens = _split(match.group("args"))
         files, specs = _pip_operands(tokens)
         for spec in specs:
             if "$" in spec:
@@ -371,6 +377,64 @@ def _track_git(command: str, stage: _Stage, line: int) -> None:
             stage.pending_clones.pop(0)
 
 
+# Options of useradd/groupadd (shadow) and adduser/addgroup (Debian) that take a value.
+_ACCOUNT_VALUE_OPTS = {
+    "-b", "-c", "-d", "-e", "-f", "-g", "-G", "-k", "-K", "-p", "-s", "-u", "-R", "-P", "-Z",
+    "--base-dir", "--comment", "--home-dir", "--expiredate", "--inactive", "--gid", "--groups", "--skel",
+    "--key", "--password", "--shell", "--uid", "--root", "--prefix", "--selinux-user", "--home", "--ingroup",
+    "--gecos", "--firstuid", "--lastuid", "--firstgid", "--lastgid", "--conf",
+}
+
+
+def _account_args(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """({option: value}, operands) of a useradd/groupadd/adduser/addgroup command line."""
+    options: dict[str, str] = {}
+    operands: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token in _ACCOUNT_VALUE_OPTS and i + 1 < len(tokens):
+            options[token] = tokens[i + 1]
+            i += 2
+            continue
+        if token.startswith("--") and "=" in token:
+            name, _, value = token.partition("=")
+            options[name] = value
+        elif not token.startswith("-"):
+            operands.append(token)
+        i += 1
+    return options, operands
+
+
+def _check_accounts(command: str, base: BaseImage | None) -> list[Problem]:
+    """useradd/groupadd must create the one convention account, colliding with nothing the base ships."""
+    problems: list[Problem] = []
+    for match in _ACCOUNT_CMD.finditer(command):
+        cmd = match.group("cmd")
+        options, operands = _account_args(_split(match.group("args")))
+        name = operands[0] if operands else None
+        is_group = cmd in ("groupadd", "addgroup")
+        value = options.get("-g", options.get("--gid")) if is_group else options.get("-u", options.get("--uid"))
+        kind, known = ("gid", base.groups if base else {}) if is_group else ("uid", base.users if base else {})
+        if value is None:
+            problems.append(("user", f"{cmd} without --{kind}: the id then depends on the base; use "
+                                     f"--{kind} {IMAGE_UID}"))
+            continue
+        if value != str(IMAGE_UID):
+            problems.append(("user", f"{cmd} --{kind} {value}: every image uses {kind} {IMAGE_UID} (one convention)"))
+        if base is None:
+            continue
+        taken = {v: k for k, v in known.items()}
+        if value.isdigit() and int(value) in taken:
+            problems.append(("uid-collision", f"{cmd} --{kind} {value}: base {base.name} already has "
+                                              f"{'group' if is_group else 'user'} {taken[int(value)]!r} with "
+                                              f"{kind} {value} ({cmd} fails)"))
+        if name in known:
+            problems.append(("uid-collision", f"{cmd} {name}: base {base.name} already has a "
+                                              f"{'group' if is_group else 'user'} named {name!r}"))
+    return problems
+
+
 # ------------------------------------------------------------------------------------------ the lint
 
 
@@ -385,26 +449,39 @@ def dockerfile_context(dockerfile: Path | str) -> Path:
     return path.parent.resolve()
 
 
+def _index(bases: Collection[BaseImage] | Mapping[str, BaseImage] | None) -> dict[str, BaseImage] | None:
+    if bases is None:
+        return None
+    values = bases.values() if isinstance(bases, Mapping) else bases
+    return {normalize_image(b.image): b for b in values}
+
+
 def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *,
-                    allowed_bases: Collection[str] | None,
+                    bases: Collection[BaseImage] | Mapping[str, BaseImage] | None,
                     build_args: Mapping[str, str] | None = None) -> list[Finding]:
     """All findings for one Dockerfile, sorted by line.
 
-    ``context`` is the build context directory (COPY/ADD sources are checked in it; None skips that
-    check). ``allowed_bases`` are the image references of images/base-images.yaml (None skips the
-    membership check, never the digest check). ``build_args`` override ARG defaults, as --build-arg.
+    ``context`` is the build context directory (COPY/ADD sources are checked against what a build of it
+    sends; None skips that check). ``bases`` are the entries of images/base-images.yaml (None skips the
+    membership and account checks, never the digest check). ``build_args`` override ARG defaults, as
+    --build-arg.
     """
     path = Path(dockerfile)
     try:
-        instructions = parse_dockerfile(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         return [Finding(path, 0, "parse", f"cannot read: {exc.strerror or exc}")]
-    allowed = {normalize_image(ref) for ref in allowed_bases} if allowed_bases is not None else None
+    instructions, parse_problems = parse_dockerfile(text)
+    allowed = _index(bases)
     overrides = dict(build_args or {})
-    ignore_rules = _dockerignore(Path(context), path) if context is not None else []
+    sent = None
+    if context is not None:
+        relative = path.resolve().relative_to(Path(context).resolve()).as_posix() \
+            if path.resolve().is_relative_to(Path(context).resolve()) else path.name
+        sent = context_files(context, relative)
     global_args: dict[str, str | None] = {}
     stages: list[_Stage] = []
-    findings: list[Finding] = []
+    findings: list[Finding] = [Finding(path, line, rule, message) for line, (rule, message) in parse_problems]
 
     def report(line: int, problems: list[Problem]) -> None:
         findings.extend(Finding(path, line, rule, message) for rule, message in problems)
@@ -418,9 +495,15 @@ def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *
         stage = stages[-1] if stages else None
         scope = stage.vars if stage else global_args
         stage_names = {s.name.lower() for s in stages if s.name}
+        if ins.keyword in ("RUN", "COPY", "ADD"):
+            flags = _flags(ins.args)[0]
+            buildkit = sorted(set(flags) & _BUILDKIT_FLAGS[ins.keyword])
+            if buildkit:
+                report(ins.line, [("classic-builder", f"{ins.keyword} --{', --'.join(buildkit)} needs BuildKit; "
+                                                      "pinbench builds with the classic builder (docker SDK)")])
         if ins.keyword in ("ARG", "ENV"):
             for name, value in _assignments(ins.keyword, ins.args):
-                if _SECRET_NAME.search(name):
+                if is_secret_name(name):
                     report(ins.line, [("secret-in-build", f"{ins.keyword} {name}: a build-time secret stays "
                                                           "in the image history; pass it at run time")])
                 if ins.keyword == "ARG" and name in overrides:
@@ -438,14 +521,21 @@ def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *
             image, unresolved = expand(words[0], global_args)
             parent = next((s for s in stages if s.name and s.name.lower() == image.lower()), None)
             name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
-            stages.append(_Stage(ins.line, name, dict(parent.vars) if parent else {}))
+            base = parent.base if parent else (allowed or {}).get(normalize_image(image))
+            if parent is None and image != "scratch" and not _BASE_ARG_REF.fullmatch(words[0]):
+                report(ins.line, [("base-arg", f"FROM {words[0]}: name an external base through an ARG with the "
+                                               "pinned default (ARG BASE_IMAGE=... / FROM ${BASE_IMAGE}), so "
+                                               "`pinbench build --base-image` can swap it")])
+            stages.append(_Stage(ins.line, name, base, dict(parent.vars) if parent else {},
+                                 entrypoint=parent.entrypoint if parent else None,
+                                 root=parent.root if parent else (ins.line, words[0])))
             if unresolved:
                 report(ins.line, [("base-digest", f"FROM {words[0]}: ARG {', '.join(sorted(unresolved))} "
                                                   "has no default")])
             elif parent is None and image != "scratch":
                 report(ins.line, _check_image(image, "base image", allowed))
         elif stage is None:
-            report(ins.line, [("parse", f"{ins.keyword} before the first FROM")])
+            continue  # an instruction before the first FROM: hadolint DL3061
         elif ins.keyword in ("COPY", "ADD"):
             flags, rest = _flags(ins.args)
             words = [expand(w, stage.vars)[0] for w in _words(rest)]
@@ -458,27 +548,39 @@ def lint_dockerfile(dockerfile: Path | str, context: Path | str | None = None, *
                 if source_from.lower() not in stage_names and not source_from.isdigit():
                     report(ins.line, _check_image(source_from, f"{ins.keyword} --from image", allowed))
                 continue
-            remote = [s for s in sources if ins.keyword == "ADD" and re.match(r"[a-z+]+://|git@", s)]
+            remote = [s for s in sources if re.match(r"[a-z+]+://|git@", s)]
             for src in remote:
-                report(ins.line, _check_remote_add(src, flags))
-            if context is not None:
-                report(ins.line, _check_sources([s for s in sources if s not in remote], Path(context),
-                                                ignore_rules))
+                report(ins.line, [("remote-add", f"{ins.keyword} {src}: a download the classic builder cannot "
+                                                 "verify; use RUN curl ... && sha256sum -c (or git checkout "
+                                                 "<40-hex>)")])
+            if sent is not None:
+                report(ins.line, _check_sources([s for s in sources if s not in remote], Path(context), sent))
         elif ins.keyword == "RUN":
             command = expand(ins.args, stage.vars)[0]
             report(ins.line, _check_installs(command))
+            report(ins.line, _check_accounts(command, stage.base))
             _track_git(command, stage, ins.line)
         elif ins.keyword == "USER":
             stage.user = (ins.line, expand(ins.args.strip(), stage.vars)[0])
+        elif ins.keyword == "ENTRYPOINT":
+            stage.entrypoint = ins.line
 
     if not stages:
-        return [Finding(path, 1, "parse", "no FROM instruction")]
+        return [Finding(path, 1, "parse", "no FROM instruction"), *findings]
     final = stages[-1]
     close(final)
+    if _BASE_ARG_REF.fullmatch(final.root[1]) and _BASE_ARG_REF.fullmatch(final.root[1]).group(1) != "BASE_IMAGE":
+        report(final.root[0], [("base-arg", f"FROM {final.root[1]}: the final image's base is ARG BASE_IMAGE (what "
+                                            "`pinbench build --base-image` swaps and the scorecard names as pinned)")])
+    if final.entrypoint is not None:  # its own, or a parent stage's (the image config inherits it)
+        report(final.entrypoint, [("entrypoint", "the image sets an ENTRYPOINT; images carry none "
+                                                               "(the runtime runs `pinbench ...` as given)")])
     if final.user is None:
-        report(final.line, [("non-root-user", "the final stage sets no USER, so the image runs as root")])
-    elif final.user[1].split(":", 1)[0] in _ROOT_USERS:
-        report(final.user[0], [("non-root-user", f"the final USER is {final.user[1]!r}; use a non-root one")])
+        report(final.line, [("user", f"the final stage sets no USER, so the image runs as root; end with "
+                                     f"USER {IMAGE_USER}")])
+    elif final.user[1] != IMAGE_USER:
+        report(final.user[0], [("user", f"the final USER is {final.user[1]!r}; every image runs as {IMAGE_USER} "
+                                        "(numeric, non-root, one convention)")])
     return sorted(findings, key=lambda f: (f.line, f.rule))
 
 
@@ -523,7 +625,7 @@ def run_hadolint(dockerfile: Path | str, *, ignore: Collection[str] = (), min_le
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python tools/dockerlint.py [--hadolint] DOCKERFILE...``: print findings, exit 1 if any.
+    """``python tools/dockerlint.py DOCKERFILE...``: the policy plus hadolint; print findings, exit 1 if any.
 
     Files named ``*.dockerignore`` are skipped, so a ``find -name 'Dockerfile*'`` list can be passed.
     """
@@ -531,27 +633,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("dockerfiles", nargs="+", type=Path)
     parser.add_argument("--base-images", type=Path, default=Path("images/base-images.yaml"),
                         help="allowed base images (default: images/base-images.yaml under the current folder)")
-    parser.add_argument("--hadolint", action="store_true", help="also run hadolint (warnings and errors)")
     parser.add_argument("--ignore", action="append", default=[], help="hadolint rule to ignore (repeatable)")
     parser.add_argument("--context", type=Path, help="build context for every Dockerfile given (default: its "
                         "`# pinbench-context:` comment, else its folder)")
     args = parser.parse_args(argv)
     dockerfiles = [p for p in args.dockerfiles if not p.name.endswith(".dockerignore")]
     try:
-        allowed = list(load_base_images(args.base_images).values())
+        bases = load_base_images(args.base_images)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     findings: list[Finding] = []
     for dockerfile in dockerfiles:
         context = args.context or (dockerfile_context(dockerfile) if dockerfile.is_file() else None)
-        findings += lint_dockerfile(dockerfile, context, allowed_bases=allowed)
-        if args.hadolint:
-            try:
-                findings += run_hadolint(dockerfile, ignore=args.ignore)
-            except HadolintNotFound as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
+        findings += lint_dockerfile(dockerfile, context, bases=bases)
+        try:
+            findings += run_hadolint(dockerfile, ignore=args.ignore)
+        except HadolintNotFound as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     for finding in findings:
         print(finding)
     print(f"{len(dockerfiles)} Dockerfile(s), {len(findings)} finding(s)", file=sys.stderr)

@@ -189,7 +189,11 @@ def run(
     if cfg.runtime == "docker":
         from pinbench.docker_runtime import run_in_docker
 
-        raise typer.Exit(run_in_docker(recipe, cfg))
+        try:
+            code = run_in_docker(recipe, cfg)
+        except RecipeError as exc:
+            _fail(str(exc))
+        raise typer.Exit(code)
     try:
         outcome = recipe.run(cfg)
     except RecipeError as exc:
@@ -423,11 +427,22 @@ def export(
 def build(
     recipe_name: Annotated[str, typer.Argument(help="recipe whose images to build")],
     build_dir: Annotated[Path, typer.Option(help="where the exported build context goes")] = Path("build/export"),
+    context: Annotated[Path | None, typer.Option(
+        help="build from this export as it is (an exported recipe's own folder) instead of exporting")] = None,
+    base_image: Annotated[list[str], typer.Option(
+        "--base-image", help="[DOCKERFILE[:ARG]=]IMAGE: build on IMAGE instead of the pinned base ARG (default "
+                             "BASE_IMAGE; a registry mirror, say); recorded in its scorecards")] = [],  # noqa: B006
 ) -> None:
     """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
-    from pinbench.docker_runtime import build_recipe_images
+    from pinbench.docker_runtime import base_overrides, build_recipe_images
 
-    for tag in build_recipe_images(_recipe(recipe_name), build_dir):
+    recipe = _recipe(recipe_name)
+    try:
+        overrides = base_overrides(recipe, base_image, context)
+        tags = build_recipe_images(recipe, build_dir, base_images=overrides, context=context)
+    except RecipeError as exc:
+        _fail(str(exc))
+    for tag in tags:
         _echo(f"built {tag}")
 
 
@@ -442,6 +457,9 @@ def demo(
     recipes = [_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
         _fail("no recipes installed")
+    problem = writable_problem(out)
+    if problem:
+        _fail(problem)
     cards, references, samples, failed = [], {}, {}, []
     for recipe in recipes:
         _echo(f"---- {recipe.name} (fixture) ----")
@@ -456,11 +474,38 @@ def demo(
             i = len(cards)
             _, references[i], samples[i] = _load_run(outcome.scorecard_path)
             cards.append(outcome.scorecard_path)
-    index = write_report(cards, out / "report", references=_present(references), samples=_present(samples),
-                         title="pinbench demo (fixture runs)")
-    _echo(f"demo report: {index}")
+    # The report is secondary: with no scorecard there is none to write, and its own error never
+    # replaces the fixture failures above.
+    if cards:
+        try:
+            index = write_report(cards, out / "report", references=_present(references),
+                                 samples=_present(samples), title="pinbench demo (fixture runs)")
+            _echo(f"demo report: {index}")
+        except (ValueError, OSError) as exc:
+            failed.append(f"report ({' '.join(str(exc).split())})")
+    else:
+        _echo("demo report: not written (no fixture run produced a scorecard)")
     if failed:
         _fail("fixture runs failed: " + ", ".join(failed), code=1)
+
+
+def writable_problem(directory: Path) -> str | None:
+    """Why ``directory`` cannot take a run's outputs (one line, with what to run), or None.
+
+    The usual cause is a bind mount that Docker created on the host as root, while the container runs
+    as a non-root user."""
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK) and probe.is_dir():
+        return None
+    if not probe.is_dir():
+        return f"{directory}: {probe} is not a directory"
+    uid, gid = os.getuid(), os.getgid()
+    return (f"{directory}: {probe.resolve()} is owned by uid {probe.stat().st_uid} and not writable by uid {uid}. "
+            "If it is a host directory mounted into a container (Docker creates a missing one as root), on the host "
+            f"run `sudo chown {uid}:{gid} <that directory>`, or start the container as yourself with "
+            "--user \"$(id -u):$(id -g)\"")
 
 
 # ---------------------------------------------------------------------------------------- entry

@@ -23,11 +23,19 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_OFFLINE": ("all", "`1`: fail fast, naming what was not fetched, instead of downloading"),
     "HF_HUB_OFFLINE": ("all", "`1`: same as `PINBENCH_OFFLINE=1`"),
     "PINBENCH_IMAGE_DIGEST": ("all", "set by the Docker runtime; recorded as the image digest in provenance"),
+    "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
+                                   "digest, the pinned one, whether it differs; recorded in provenance"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
     "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default)"),
     "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
     "LIMIT": ("make", "smoke size for `make recipe-<name>`"),
     "RUN_ARGS": ("make", "extra `pinbench run` flags for `make recipe-<name>`"),
+    "BASE_IMAGE": ("make", "`[Dockerfile.x[:ARG]=]IMAGE ...`: build on these bases instead of the pinned ones "
+                           "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
+    "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
+                            "NAME is pinned"),
+    "PINBENCH_TEST_BASE_IMAGE": ("tests", "base of the stand-in images of the real-engine tests (`-m docker`); "
+                                          "default the pinned python-3.11-slim"),
 }
 _MARKER = "<!-- pinbench:{0} -->"
 _END = "<!-- /pinbench:{0} -->"

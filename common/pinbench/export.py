@@ -156,7 +156,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CHECKPOINT ?= {checkpoint}
 LIMIT ?=
+VIDEOS ?=
 RUN_ARGS ?=
+# Swap pinned bases (a registry mirror): BASE_IMAGE="IMAGE" or "Dockerfile.x[:ARG]=IMAGE ..."; recorded in scorecards.
+BASE_IMAGE ?=
 # Where `pinbench run` writes by default: runs/<recipe>/<checkpoint>[-smoke], the fixture runs/<recipe>/fixture-fixture.
 RUN_DIR ?= runs/{recipe.name}/$(CHECKPOINT)$(if $(filter fixture,$(CHECKPOINT)),-fixture,$(if $(LIMIT),-smoke))
 STAMP := $(VENV)/.installed
@@ -164,7 +167,8 @@ SOURCES := $(shell find pinbench pinbench_recipes -type f -not -path '*/__pycach
 
 .PHONY: help setup test fixture build recipe-{recipe.name} diff check
 help:
-	@echo "make setup | fixture | diff | check | test | build | recipe-{recipe.name} CHECKPOINT=... [LIMIT=N]"
+	@echo "make setup | fixture | diff | check | test"
+	@echo "make build [BASE_IMAGE=...] | recipe-{recipe.name} CHECKPOINT=... [LIMIT=N] [VIDEOS=DIR]"
 	@echo "the CPU fixture: make fixture && make diff CHECKPOINT=fixture && make check CHECKPOINT=fixture"
 
 setup: $(STAMP)
@@ -181,7 +185,7 @@ fixture: $(STAMP)
 
 recipe-{recipe.name}: $(STAMP) build
 	$(BIN)/pinbench run {recipe.name} --checkpoint $(CHECKPOINT) --runtime docker \\
-		$(if $(LIMIT),--limit $(LIMIT)) $(RUN_ARGS)
+		$(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
 
 diff: $(STAMP)
 	$(BIN)/pinbench diff $(RUN_DIR)/scorecard.json
@@ -194,8 +198,9 @@ test: $(STAMP)
 	$(BIN)/python -m pip install --quiet pytest=={_PYTEST}
 	$(BIN)/python -m pytest -q pinbench_recipes
 
-build:
-	docker build -t {recipe.image} -f Dockerfile .
+# Every image of the recipe (PAI-Bench-C has two), each on its pinned base unless BASE_IMAGE swaps it.
+build: $(STAMP)
+	$(BIN)/pinbench build {recipe.name} --context . $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 """
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import math
 import os
 import platform
@@ -18,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from itertools import pairwise
@@ -29,13 +30,18 @@ from pinbench import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
+# JSON set by the Docker runtime from the image's org.pinbench.base-image label (written by `pinbench build`).
+BASE_IMAGE_ENV = "PINBENCH_BASE_IMAGE"
+_BASE_IMAGE_KEYS = ("image", "digest", "pinned", "overridden", "differs_from_pinned")
 
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
-_SECRET_ENV_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
+# A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
+# value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
 _SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
@@ -43,11 +49,15 @@ _KEY_PREFIXES = {"api", "access", "private", "secret"}
 REDACTED = "***"
 
 
-def _secret_values() -> list[str]:
-    """Values of secret-named env vars, longest first (so a value containing another goes first)."""
-    values = {value for name, value in os.environ.items()
-              if _SECRET_ENV_NAME.search(name) and len(value) >= _MIN_SECRET_LEN}
-    return sorted(values, key=len, reverse=True)
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable or build-arg name looks like it holds a secret."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def _secret_values(extra: Iterable[str] = ()) -> list[str]:
+    """Values of secret-named env vars plus ``extra``, longest first (a value containing another goes first)."""
+    values = {value for name, value in os.environ.items() if is_secret_name(name)} | set(extra)
+    return sorted((v for v in values if v and len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
 
 
 def _redact(text: str, secrets: list[str]) -> str:
@@ -56,9 +66,10 @@ def _redact(text: str, secrets: list[str]) -> str:
     return _HF_TOKEN.sub(REDACTED, text)
 
 
-def redact(text: str) -> str:
-    """Replace Hugging Face tokens and values of secret-named env vars (*TOKEN*, *KEY*, ...) by ***."""
-    return _redact(text, _secret_values())
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """Replace Hugging Face tokens, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra``
+    secret values (a token handed to a container, say) by ***."""
+    return _redact(text, _secret_values(extra))
 
 
 def _is_secret_field(name: str) -> bool:
@@ -119,10 +130,28 @@ def git_state() -> dict[str, Any]:
 
 
 def container_state() -> dict[str, Any]:
-    """Whether we run in a container and, when the docker runtime set it, the image digest."""
+    """Whether we run in a container and, when the docker runtime set them, the image digest and the base
+    image it was built on (``base_image``: the base used, its digest, the pinned one and whether it differs
+    from it, e.g. a lab's mirror swapped in with ``pinbench build --base-image``; ``others``: builder stages'
+    bases, likewise)."""
     digest = os.environ.get(IMAGE_DIGEST_ENV) or None
     in_container = Path("/.dockerenv").exists() or os.environ.get("container") is not None
-    return {"in_container": in_container or digest is not None, "image_digest": digest}
+    state: dict[str, Any] = {"in_container": in_container or digest is not None, "image_digest": digest}
+    raw = os.environ.get(BASE_IMAGE_ENV)
+    if raw:
+        state["base_image"] = _base_image(raw)
+    return state
+
+
+def _base_image(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict) or not set(_BASE_IMAGE_KEYS) <= set(value) <= {*_BASE_IMAGE_KEYS, "others"}:
+        # Recorded as found, flagged: a base we cannot read is never reported as the pinned one.
+        return {"image": raw[:500], "digest": None, "pinned": None, "overridden": None, "differs_from_pinned": True}
+    return {key: value[key] for key in (*_BASE_IMAGE_KEYS, "others") if key in value}
 
 
 def _dist_version(*names: str) -> str | None:

@@ -421,7 +421,9 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
     inputs = prov.get("inputs") or {}
     unverified = [f"{name}: {state.get('reason', 'unverified')}" for name, state in inputs.items()
                   if isinstance(state, Mapping) and state.get("state") != "verified"]
+    base = container.get("base_image")
     return {"commit": code.get("commit"), "dirty": code.get("dirty"), "image": container.get("image_digest"),
+            "base": base if isinstance(base, Mapping) else None,
             "versions": {k: v for k, v in versions.items() if v}, "verified": len(inputs) - len(unverified),
             "n_inputs": len(inputs), "unverified": unverified, "full": prov}
 

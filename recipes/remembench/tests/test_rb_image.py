@@ -30,7 +30,7 @@ def test_dockerfile_pins_match_pins_yaml():
     for name in ("clip", "pi3x"):
         pin = pins.huggingface[name]
         assert pin.revision in text and all(digest in text for digest in pin.sha256.values() if digest)
-    assert "--require-hashes" in text and re.search(r"^USER 1000", text, flags=re.MULTILINE)
+    assert "--require-hashes" in text and re.search(r"^USER 10001:10001$", text, flags=re.MULTILINE)
 
 
 def test_requirements_pin_the_paper_metric_versions_and_the_lock_is_hashed():
