@@ -25,6 +25,7 @@ from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSetti
 
 SEED = 20260521
 VERSION = 3  # bump when the generated data changes
+FIXTURE_CRF = 0  # lossless H.264 (CRF 0 is QP 0 for 8-bit libx264): decoders get back the encoder's YUV planes
 WIDTH, HEIGHT = 64, 48
 T2V = PaperSettings("t2v", T2V_PAPER.num_frames, 24, WIDTH, HEIGHT, 23, 4, 5, 17, n_rows=3)
 I2V = PaperSettings("i2v", I2V_PAPER.num_frames, 16, WIDTH, HEIGHT, 16, 4, 13, 16, n_rows=4, latent_frames=64)
@@ -217,7 +218,7 @@ def build_fixture(root: Path) -> FixtureData:
     _write_jsonl(release / "data/i2v/test.jsonl", [_i2v_row(*s) for s in I2V_SAMPLES])
     annotations = {}
     for row in t2v_rows:
-        write_video(data.videos / f"{row['scene_id']}.mp4", t2v_frames(rng), T2V.fps, crf=0)
+        write_video(data.videos / f"{row['scene_id']}.mp4", t2v_frames(rng), T2V.fps, crf=FIXTURE_CRF)
         annotations[row["scene_id"]] = {"departure_frame": 40, "revisit_frame": int(rng.integers(290, 370))}
     data.annotations.write_text(json.dumps(annotations, indent=2) + "\n")
     (release / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -229,7 +230,7 @@ def build_fixture(root: Path) -> FixtureData:
         poses = i2v_poses(rng, setting, direction, I2V.num_frames)  # stands in for Pi3X's reconstruction
         np.savez(data.poses_dir / f"{sample_id}.npz", poses=poses, idx=np.arange(len(poses)))
         frames = i2v_frames(rng, poses, setting.startswith("translation"))
-        write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=0)
+        write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=FIXTURE_CRF)
     files = sorted(p for p in release.rglob("*") if p.is_file() and p.name != "checksums.sha256")
     (release / "checksums.sha256").write_text(
         "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
