@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import load_records, run_samples
+from pinbench.runner import Shard, load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
@@ -69,6 +69,33 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     assert run(_cfg(out, fixture=True)).exit_code == 0
     assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
     assert {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")} == videos
+
+
+def _per_sample(out: Path) -> dict[str, tuple]:
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
+
+
+def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(tmp_path: Path) -> None:
+    plain, sharded = tmp_path / "plain", tmp_path / "sharded"
+    assert run(_cfg(plain, fixture=True)).exit_code == 0
+    first = run(_cfg(sharded, fixture=True, shard=Shard(0, 2)))
+    assert first.exit_code == 2 and _card(sharded)["metrics"]["preview/dynamic_degree"]["n_scored"] == 3
+    run(_cfg(sharded, fixture=True, shard=Shard(1, 2)))
+    stamps = {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")}
+    assert len(stamps) == len(FIXTURE_VIDEOS)
+    assert run(_cfg(sharded, fixture=True)).exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")} == stamps
+    assert _card(sharded)["metrics"] == _card(plain)["metrics"]
+    assert _per_sample(sharded) == _per_sample(plain)
+
+
+def test_fixture_honours_limit_and_skip_scoring(tmp_path: Path) -> None:
+    limited = run(_cfg(tmp_path / "limited", fixture=True, limit=2))
+    assert _card(tmp_path / "limited")["samples"]["n_expected"] == 2
+    assert limited.exit_code == 3  # the 5-video fixture reference does not apply to 2 videos
+    skipped = run(_cfg(tmp_path / "skipped", fixture=True, skip_scoring=True))
+    assert skipped.exit_code != 0 and not list((tmp_path / "skipped" / "samples").glob("*.json"))
 
 
 def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
