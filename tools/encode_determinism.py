@@ -108,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         by_video[row["video"]]["pixels"][row["pixels"]] += 1
     print(f"{args.runs} encodes per video in {args.processes} fresh processes "
           f"(python {sys.version.split()[0]}, PyAV {_pyav_version()})")
-    print(f"{'video':36} {'identical bytes':>16} {'identical pixels':>17}")
+    print(f"{'video':40} {'identical bytes':>16} {'identical pixels':>17}")
     differing = 0
     for video, counts in by_video.items():
         top_bytes, top_pixels = counts["bytes"].most_common(1)[0][1], counts["pixels"].most_common(1)[0][1]
         differing += len(counts["bytes"]) > 1 or len(counts["pixels"]) > 1
-        print(f"{video:36} {top_bytes:>10} of {args.runs:<4} {top_pixels:>11} of {args.runs:<4}")
+        print(f"{video:40} {top_bytes:>9} of {args.runs:<4} {top_pixels:>10} of {args.runs:<4}")
     print("all identical" if not differing else f"{differing} video(s) encoded to different results")
     return 1 if differing else 0
 
