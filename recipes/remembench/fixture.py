@@ -12,6 +12,9 @@ generators (not torch's initialisers) so the files are identical across torch ve
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,18 +202,67 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``."""
-    data = FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
+def _layout(root: Path, clip_sha256: str = "", lpips_sha256: str = "") -> FixtureData:
+    return FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
                        annotations=root / "annotations.json", poses_dir=root / "poses", clip_dir=root / "clip",
-                       clip_sha256="", lpips_trunk=root / "alexnet-random.pth", lpips_sha256="",
+                       clip_sha256=clip_sha256, lpips_trunk=root / "alexnet-random.pth", lpips_sha256=lpips_sha256,
                        paper={"t2v": T2V, "i2v": I2V})
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        saved = json.loads(manifest.read_text())
-        if saved.get("version") == VERSION:
-            return FixtureData(**{**data.__dict__, "clip_sha256": saved["clip_sha256"],
-                                  "lpips_sha256": saved["lpips_sha256"]})
+
+
+def _existing(root: Path) -> FixtureData | None:
+    """The fixture under ``root`` when a complete copy of this version is there, else None."""
+    try:
+        saved = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("version") != VERSION:
+        return None
+    return _layout(root, saved["clip_sha256"], saved["lpips_sha256"])
+
+
+def build_fixture(root: Path) -> FixtureData:
+    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``.
+
+    The data is written into a private folder beside ``root`` and then renamed into place, so shards of
+    one fixture run started together (a job array) never read a half-written fixture or each other's files.
+    """
+    found = _existing(root)
+    if found is not None:
+        return found
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    try:
+        _write_fixture(tmp)
+        _publish(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    published = _existing(root)
+    if published is None:
+        raise RuntimeError(f"{root}: fixture data missing after it was written")
+    return published
+
+
+def _publish(tmp: Path, root: Path) -> None:
+    """Rename the finished ``tmp`` to ``root``; keep a complete copy another process published first."""
+    for _ in range(3):
+        try:
+            os.rename(tmp, root)
+            return
+        except OSError:  # root exists: another process won, or an older fixture version is there
+            if _existing(root) is not None:
+                return
+            old = root.with_name(f".{root.name}.old-{os.getpid()}")
+            try:
+                os.rename(root, old)
+            except FileNotFoundError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+    raise RuntimeError(f"{root}: could not put the fixture data in place")
+
+
+def _write_fixture(root: Path) -> None:
+    """Every fixture file under ``root``: release, rollouts, annotations, poses, weights, then the manifest."""
+    data = _layout(root)
     rng = np.random.default_rng(SEED)
     release = data.dataset_dir
     t2v_rows = _t2v_rows()
@@ -236,6 +288,5 @@ def build_fixture(root: Path) -> FixtureData:
         "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
     clip_sha = write_tiny_clip(data.clip_dir)
     lpips_sha = write_random_alexnet(data.lpips_trunk)
-    manifest.write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,
-                                    "lpips_sha256": lpips_sha}, indent=2) + "\n")
-    return FixtureData(**{**data.__dict__, "clip_sha256": clip_sha, "lpips_sha256": lpips_sha})
+    (root / "manifest.json").write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,
+                                                    "lpips_sha256": lpips_sha}, indent=2) + "\n")
