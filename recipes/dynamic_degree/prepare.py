@@ -120,7 +120,7 @@ def _entry_problem(path: Path) -> str | None:
         return "vanished while the folder was listed"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return "symlink loop (the link resolves to itself)"
+            return "symlink loop (following the link never reaches a file)"
         return f"cannot be read ({exc.strerror})"
     if path.is_dir():
         return "a directory, not a video file"
