@@ -170,8 +170,8 @@ def _refuse_in_fixture(recipe: str, spec: OptionSpec, given: Mapping[str, str], 
         where = f"${spec.env} (option {spec.name})"
     else:
         return
-    raise OptionError(f"{where} does not apply to {recipe} --fixture runs (the fixture makes its own data): "
-                      f"{'drop it' if spec.name in given else 'unset it'}")
+    raise OptionError(f"{where} does not apply to {recipe} --fixture runs (fixture: false in its recipe.yaml; "
+                      f"the fixture brings its own data): {'drop it' if spec.name in given else 'unset it'}")
 
 
 def parse_pairs(items: Sequence[str]) -> dict[str, str]:
