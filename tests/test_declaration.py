@@ -110,6 +110,19 @@ def test_a_required_option_is_required_except_in_fixture_mode() -> None:
     assert recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}).values["flow"] == "raft"
 
 
+def test_an_option_the_fixture_does_not_use_is_refused_there_never_ignored() -> None:
+    recipe = get_recipe("dynamic-degree")
+    assert recipe.options["videos"].fixture is False
+    with pytest.raises(RecipeError, match=r"^-o videos does not apply to dynamic-degree --fixture runs .*drop it$"):
+        recipe.parse_options({"videos": "/v"}, env={}, fixture=True)
+    with pytest.raises(RecipeError, match=r"^\$PINBENCH_DD_VIDEOS \(option videos\) does not apply .*unset it$"):
+        recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}, fixture=True)
+    # options the fixture uses are honoured there; the same option is fine outside fixture mode
+    assert recipe.parse_options({"decoder": "opencv"}, env={}, fixture=True).values["decoder"] == "opencv"
+    assert recipe.parse_options({"videos": "/v"}, env={}).values["videos"] == Path("/v")
+    assert "(not used by --fixture)" in recipe.options["videos"].describe_default()
+
+
 def test_list_and_bool_options_are_typed() -> None:
     recipe = get_recipe("paibench-c")
     values = recipe.parse_options({"modalities": "seg, edge,seg", "native": "off"}, env={}).values

@@ -314,6 +314,23 @@ def test_write_then_read_roundtrip_other_pix_fmt(tmp_path, synthetic_frames):
     assert np.abs(decoded.astype(int) - frames).mean() < 2.5
 
 
+def test_crf_0_is_lossless_the_decoder_gets_the_encoders_yuv_planes_back(tmp_path: Path) -> None:
+    """What the fixtures rely on: their decoded pixels cannot move with the encoder's decisions."""
+    frames = np.random.default_rng(5).integers(0, 256, size=(6, 52, 68, 3), dtype=np.uint8)
+
+    def planes(frame: av.VideoFrame) -> list[np.ndarray]:
+        return [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width].copy() for p in frame.planes]
+
+    given = [planes(av.VideoFrame.from_ndarray(f, format="rgb24").reformat(format="yuv420p", threads=1))
+             for f in frames]
+    path = write_video(tmp_path / "lossless.mp4", frames, 8, crf=0)
+    with av.open(str(path)) as container:
+        decoded = [planes(f) for f in container.decode(video=0)]
+    assert len(decoded) == len(given)
+    assert all(np.array_equal(a, b) for got, want in zip(decoded, given, strict=True)
+               for a, b in zip(got, want, strict=True))
+
+
 def test_write_video_is_byte_deterministic(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     frames = rng.integers(0, 256, size=(12, 96, 128, 3), dtype=np.uint8)

@@ -7,6 +7,8 @@ parser, ``pinbench run <recipe> --help``, the README tables and what ``--runtime
 
 Precedence: ``-o key=value`` on the command line, else the declared environment variable, else the
 default (``fixture_default`` in fixture mode, when declared). Every problem is one line naming the option.
+An option a ``--fixture`` run does not use (``fixture: false``: the fixture makes its own data) is refused
+there when it is set, on the command line or in the environment, never silently ignored.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     required: bool = False
     fixture_default: Any = None
+    fixture: bool = True
     minimum: float | None = None
     maximum: float | None = None
 
@@ -118,6 +121,8 @@ class OptionSpec:
         text = "required" if self.required else ("-" if self.default is None else show(self.default))
         if self.fixture_default is not None:
             text += f" (--fixture: {show(self.fixture_default)})"
+        if not self.fixture:
+            text += " (not used by --fixture)"
         return text
 
 
@@ -139,6 +144,8 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name, spec in specs.items():
+        if fixture and not spec.fixture:
+            _refuse_in_fixture(recipe, spec, given, env)
         if name in given:
             values[name], sources[name] = spec.convert(given[name], f"-o {name}"), "cli"
         elif spec.env and env.get(spec.env, "").strip():
@@ -153,6 +160,18 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
             values[name] = None if spec.default is None else spec.convert(spec.default, f"default of option {name}")
             sources[name] = "default"
     return ParsedOptions(values=values, sources=sources)
+
+
+def _refuse_in_fixture(recipe: str, spec: OptionSpec, given: Mapping[str, str], env: Mapping[str, str]) -> None:
+    """OptionError when an option the fixture does not use is set (it would be ignored, silently)."""
+    if spec.name in given:
+        where = f"-o {spec.name}"
+    elif spec.env and env.get(spec.env, "").strip():
+        where = f"${spec.env} (option {spec.name})"
+    else:
+        return
+    raise OptionError(f"{where} does not apply to {recipe} --fixture runs (fixture: false in its recipe.yaml; "
+                      f"the fixture brings its own data): {'drop it' if spec.name in given else 'unset it'}")
 
 
 def parse_pairs(items: Sequence[str]) -> dict[str, str]:

@@ -50,6 +50,7 @@ __all__ = [
     "SampleRecord",
     "Shard",
     "check_sample_id",
+    "sample_id_problem",
     "input_hash",
     "load_records",
     "merge_samples",
@@ -219,20 +220,29 @@ def check_sample_id(sample_id: Any) -> str:
         sample_id = str(sample_id)
     if not isinstance(sample_id, str):
         raise ValueError(f"sample id {sample_id!r} is a {type(sample_id).__name__}, expected a string")
-    problem = None
-    if not sample_id:
-        problem = "is empty"
-    elif "/" in sample_id or "\\" in sample_id:
-        problem = "contains a path separator"
-    elif any(ord(c) < 0x20 or ord(c) == 0x7F for c in sample_id):
-        problem = "contains a control character (NUL, newline, ...)"
-    elif sample_id.startswith("."):
-        problem = "starts with '.'"
-    elif len(sample_id.encode("utf-8")) > _MAX_ID_BYTES:
-        problem = f"is longer than {_MAX_ID_BYTES} bytes"
+    problem = sample_id_problem(sample_id)
     if problem:
         raise ValueError(f"unsafe sample id {sample_id!r}: {problem}; ids are used as file names")
     return sample_id
+
+
+def sample_id_problem(sample_id: str) -> str | None:
+    """Why a string cannot be a sample id (``"is empty"``, ``"is longer than 200 bytes"``, ...), or None."""
+    if not sample_id:
+        return "is empty"
+    if "/" in sample_id or "\\" in sample_id:
+        return "contains a path separator"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in sample_id):
+        return "contains a control character (NUL, newline, ...)"
+    if sample_id.startswith("."):
+        return "starts with '.'"
+    try:
+        size = len(sample_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (a file name with undecodable bytes)"
+    if size > _MAX_ID_BYTES:
+        return f"is longer than {_MAX_ID_BYTES} bytes"
+    return None
 
 
 def input_hash(task: Task) -> str:

@@ -432,7 +432,8 @@ def write_video(
     """Encode RGB uint8 frames with PyAV, atomically: a temp file in the same folder, then rename.
 
     ``frames`` is a (T, H, W, 3) array or an iterable of (H, W, 3) arrays. ``fps`` may be fractional
-    (29.97 -> 2997/100, 30000/1001 -> 30000/1001) or a Fraction. ``crf`` applies to libx264/libx265.
+    (29.97 -> 2997/100, 30000/1001 -> 30000/1001) or a Fraction. ``crf`` applies to libx264/libx265;
+    ``crf=0`` with libx264 is lossless (QP 0): a decoder returns exactly the YUV planes the encoder was given.
     yuv420p-style formats need even width and height: an odd size raises ValueError naming the path.
     Nothing is left behind on error, and an existing file at ``path`` is only replaced on success.
     """
@@ -468,8 +469,12 @@ def _encode(
                     )
                 stream = container.add_stream(codec, rate=rate)
                 stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-                # One encoder thread: libx264's frame threading made the bytes differ between runs
-                # (same frames, different file), which breaks byte-for-byte fixtures and caches.
+                # One thread, for the encoder and (PyAV passes this count on) the RGB->YUV conversion before
+                # it: with automatic threading libx264 was seen to write different bytes for the same frames,
+                # which breaks byte-for-byte fixtures and caches. Single-threaded, tools/encode_determinism.py
+                # measured every fixture video of every recipe at 100 identical encodes of 100 (10 fresh
+                # processes); fixtures also encode losslessly (libx264 crf 0), so their decoded pixels cannot
+                # depend on the encoder's choices.
                 stream.codec_context.thread_count = 1
                 if codec in _CRF_CODECS:
                     stream.options = {"crf": str(int(crf)), "threads": "1"}

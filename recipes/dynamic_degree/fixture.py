@@ -9,15 +9,23 @@ the moving videos shift 2.8 to 4 px per sampled transition, the static frames no
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from pinbench.files import write_atomic
 from pinbench.video import is_valid_video, write_video
 
 SEED = 20260909
+# Lossless H.264 (libx264 at CRF 0 is QP 0 for 8-bit video): a decoder gets back exactly the YUV planes the
+# encoder was given, whatever the encoder decided, so per-clip values cannot move with the encoder's choices
+# (tools/encode_determinism.py measures the bytes as well).
+FIXTURE_CRF = 0
+FIXTURE_VERSION = 2  # bump when the written videos change (2: lossless instead of CRF 12)
+STAMP = "fixture.json"
 WIDTH, HEIGHT = 68, 52  # not multiples of 8, so padding is exercised; tau = 6 * 52 / 256 = 1.22 px
 
 
@@ -78,14 +86,26 @@ def render(video: FixtureVideo, rng: np.random.Generator, height: int = HEIGHT, 
 def write_fixture(dest: Path, videos: tuple[FixtureVideo, ...] = FIXTURE_VIDEOS) -> list[Path]:
     """Write the fixture videos into ``dest`` (deterministic: one seeded generator per video).
 
-    A complete video from an earlier run is kept, so a rerun reuses its stored scores.
+    A complete video of this fixture version from an earlier run is kept, so a rerun reuses its stored
+    scores; every file is written atomically, so shards building the same folder at once cannot mix.
     """
     dest.mkdir(parents=True, exist_ok=True)
+    stamp = dest / STAMP
+    current = _stamped_version(stamp) == FIXTURE_VERSION
     paths = []
     for number, video in enumerate(videos):
         path = dest / f"{video.name}.mp4"
-        if not is_valid_video(path, video.n_frames):
+        if not (current and is_valid_video(path, video.n_frames)):
             rng = np.random.default_rng([SEED, number])
-            write_video(path, render(video, rng), video.fps, crf=12)
+            write_video(path, render(video, rng), video.fps, crf=FIXTURE_CRF)
         paths.append(path)
+    if not current:
+        write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "crf": FIXTURE_CRF}) + "\n")
     return paths
+
+
+def _stamped_version(stamp: Path) -> int | None:
+    try:
+        return json.loads(stamp.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):  # missing, unreadable or not an object: rewrite
+        return None

@@ -74,8 +74,14 @@ class HasMetric:
         return self.metric in result
 
 
+class UnusableInput(ValueError):
+    """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
+
+
 def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource) -> dict[str, Any]:
     """The runner's per-sample function: one task (``video`` path) -> its record."""
+    if task.get("problem"):
+        raise UnusableInput(f"{task['name']}: {task['problem']}")
     return score_video(Path(task["video"]), estimator, source)
 
 

@@ -28,7 +28,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from pinbench.finish import finish_run
+from pinbench.files import write_atomic
+from pinbench.finish import collect_records, finish_run
 from pinbench.recipe import RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
 from pinbench.scorecard import MetricSpec
@@ -42,7 +43,7 @@ from pinbench_recipes.paibench_c.native_metrics import (
     depth_si_rmse,
     seg_miou_recall,
 )
-from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, load_tasks, write_jsonl
+from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, load_tasks, select_tasks, write_jsonl
 
 FIXTURE_VERSION = 1          # bump when the synthetic data changes (the reference must be re-recorded)
 N_TASKS = 4
@@ -92,7 +93,11 @@ def _task_row(index: int) -> dict[str, Any]:
 
 
 def build_fixture_dataset(root: Path) -> Path:
-    """Write the synthetic dataset (real layout) and its tasks.json under ``root``; return the dataset dir."""
+    """Write the synthetic dataset (real layout) and its tasks.json under ``root``; return the dataset dir.
+
+    Every file is written atomically and the content is deterministic, so shards building it at once
+    (a job array of fixture runs on one ``--out``) write the same bytes and never read half a file.
+    """
     from pinbench_recipes.paibench_c.blur import bilateral_blur
     from pinbench_recipes.paibench_c.edges import canny_edges
 
@@ -115,10 +120,9 @@ def build_fixture_dataset(root: Path) -> Path:
             seg_vis[det.mask] = OBJECTS[det.phrase]
         write_video(dataset / row["seg_path"], seg_vis, FPS, codec=FIXTURE_CODEC)
         caption = dataset / "captions" / f"{row['task_id']}.json"
-        caption.parent.mkdir(parents=True, exist_ok=True)
-        caption.write_text(json.dumps({row["task_id"]: "a red box, a blue disk and a green bar"}))
-    (root / "tasks.json").write_text(json.dumps(rows, indent=1))
-    stamp.write_text(str(FIXTURE_VERSION))
+        write_atomic(caption, json.dumps({row["task_id"]: "a red box, a blue disk and a green bar"}))
+    write_atomic(root / "tasks.json", json.dumps(rows, indent=1))
+    write_atomic(stamp, str(FIXTURE_VERSION))
     return dataset
 
 
@@ -186,16 +190,16 @@ def score_pair(gt: np.ndarray, pred_native: np.ndarray) -> dict[str, float | Non
             "depth_si_rmse": depth_si_rmse(depth(pred_native), depth(gt)), "seg_m_iou": m_iou, "seg_recall": recall}
 
 
-def _decode(path: str) -> np.ndarray:
-    return read_video(path, max_frames=MAX_FRAMES, backend=DECODE_BACKEND).frames
+def _decode(path: str, decoder: str = DECODE_BACKEND) -> np.ndarray:
+    return read_video(path, max_frames=MAX_FRAMES, backend=decoder).frames
 
 
 def score_task(task: Mapping[str, Any]) -> dict[str, Any]:
     """Runner fn: every modality of one fixture task (the GT is decoded once)."""
-    gt = _decode(task["gt_video"])
+    gt = _decode(task["gt_video"], task["decoder"])
     result: dict[str, Any] = {}
     for modality, pred_path in task["preds"].items():
-        for metric, value in score_pair(gt, _decode(pred_path)).items():
+        for metric, value in score_pair(gt, _decode(pred_path, task["decoder"])).items():
             result[f"{modality}/{metric}"] = value
     return result
 
@@ -213,10 +217,10 @@ PERFECT = {"canny_f1_score": 1.0, "canny_precision": 1.0, "canny_recall": 1.0, "
            "depth_si_rmse": 0.0, "seg_m_iou": 1.0, "seg_recall": 1.0}
 
 
-def gt_vs_gt(gt_videos: Mapping[str, Path]) -> Sanity:
+def gt_vs_gt(gt_videos: Mapping[str, Path], decoder: str = DECODE_BACKEND) -> Sanity:
     values, problems = {}, []
     for task, path in gt_videos.items():
-        gt = _decode(str(path))
+        gt = _decode(str(path), decoder)
         values[task] = score_pair(gt, gt)
         for metric, perfect in PERFECT.items():
             got = values[task][metric]
@@ -225,46 +229,67 @@ def gt_vs_gt(gt_videos: Mapping[str, Path]) -> Sanity:
     return Sanity(ok=not problems, values=values, problems=problems)
 
 
-def fixture_metrics() -> list[MetricSpec]:
-    return [MetricSpec(f"{m}/{metric}") for m in MODALITIES for metric in FIXTURE_METRICS]
+def fixture_metrics(modalities: Sequence[str] = MODALITIES) -> list[MetricSpec]:
+    return [MetricSpec(f"{m}/{metric}") for m in modalities for metric in FIXTURE_METRICS]
 
 
 def run_fixture(cfg: RunConfig) -> RunOutcome:
-    """Build the data, generate with the test double, score natively, diff against references/fixture.yaml."""
+    """Build the data, generate with the test double, score natively, diff against references/fixture.yaml.
+
+    It honours what a real run honours: ``-o modalities`` and ``-o decoder``, ``--limit`` (the first N
+    tasks), ``--shard I/N`` (generation and scoring of every N-th task; shards share one ``--out`` and an
+    unsharded run then merges them), ``--skip-generation`` and ``--skip-scoring``. The options it does
+    not use are refused by the core (``fixture: false`` in recipe.yaml).
+    """
+    modalities, decoder = list(cfg.options["modalities"]), cfg.options["decoder"]
     timings: dict[str, float] = {}
     start = time.perf_counter()
     data_root = cfg.out_dir / "fixture_data"
     dataset = build_fixture_dataset(data_root)
-    tasks = load_tasks(data_root / "tasks.json")
+    all_tasks = load_tasks(data_root / "tasks.json")
+    tasks = select_tasks(all_tasks, cfg.limit)
+    rows = {m: build_rows(tasks, m, dataset) for m in modalities}
+    for modality, modality_rows in rows.items():
+        write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
     timings["prepare"] = time.perf_counter() - start
 
     start = time.perf_counter()
     generator = PerturbedCopyGenerator()
+    known = {t.task_id for t in all_tasks}  # videos of tasks outside --limit are not strays here
+    mine = cfg.shard.select(tasks) if cfg.shard else tasks  # this process's share of the work
     collected = {}
-    for modality in MODALITIES:
-        rows = build_rows(tasks, modality, dataset)
-        modality_dir = cfg.out_dir / modality
-        write_jsonl(rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
-        raw = modality_dir / "raw"
-        generator.generate(pending_rows(rows, raw, N_FRAMES), raw, modality_dir)
-        collected[modality] = collect_videos(rows, raw, modality_dir / "videos", N_FRAMES)
+    for modality, modality_rows in rows.items():
+        raw = cfg.out_dir / modality / "raw"
+        if not cfg.skip_generation:
+            own_rows = cfg.shard.select(modality_rows) if cfg.shard else modality_rows
+            generator.generate(pending_rows(own_rows, raw, N_FRAMES), raw, cfg.out_dir / modality)
+        collected[modality] = collect_videos(modality_rows, raw, cfg.out_dir / modality / "videos", N_FRAMES,
+                                             known=known)
     timings["generate"] = time.perf_counter() - start
+    if cfg.skip_scoring:
+        missing = [f"{m}/{t.task_id}" for m in modalities for t in mine if not collected[m][t.task_id].ok]
+        message = (f"generation: {len(missing)} video(s) missing, e.g. {missing[0]}: "
+                   f"{collected[missing[0].split('/')[0]][missing[0].split('/')[1]].error}") if missing \
+            else f"generation complete ({len(mine)} task(s) x {len(modalities)} modalities)"
+        print(message, flush=True)
+        return RunOutcome(scorecard_path=None, exit_code=1 if missing else 0, message=message)
 
     start = time.perf_counter()
     sample_tasks = []
     for task in tasks:
-        preds = {m: str(cfg.out_dir / m / "videos" / f"{task.task_id}.mp4") for m in MODALITIES
+        preds = {m: str(cfg.out_dir / m / "videos" / f"{task.task_id}.mp4") for m in modalities
                  if collected[m][task.task_id].ok}
         sample_tasks.append({"sample_id": task.task_id, "gt_video": str(dataset / task.video_path),
                              "preds": preds, "pred_sha256": {m: collected[m][task.task_id].sha256 for m in preds},
-                             "fixture_version": FIXTURE_VERSION})
-    summary = run_samples(sample_tasks, score_task, cfg.out_dir, stage="fixture score", progress=False)
-    sanity = gt_vs_gt({t.task_id: dataset / t.video_path for t in tasks})
+                             "decoder": decoder, "fixture_version": FIXTURE_VERSION})
+    run_samples(sample_tasks, score_task, cfg.out_dir, shard=cfg.shard, stage="fixture score", progress=False)
+    records = collect_records(cfg, sample_tasks)
+    sanity = gt_vs_gt({t.task_id: dataset / t.video_path for t in mine}, decoder)
     timings["score"] = time.perf_counter() - start
 
-    extra = {"generator": generator.describe(),
+    extra = {"generator": generator.describe(), "modalities": modalities, "decoder": decoder,
              "sanity_gt_vs_gt": {"ok": sanity.ok, "problems": sanity.problems, "values": sanity.values}}
-    outcome = finish_run(get_recipe(cfg.recipe), cfg, metrics=fixture_metrics(), records=list(summary.records.values()),
+    outcome = finish_run(get_recipe(cfg.recipe), cfg, metrics=fixture_metrics(modalities), records=records,
                          n_expected=len(tasks), pins=None, timings=timings, seeds={"fixture": SEED}, extra=extra,
                          provenance_extra={"fixture_version": FIXTURE_VERSION})
     if not sanity.ok:

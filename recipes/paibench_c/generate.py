@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -134,15 +134,17 @@ def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
 
 
 def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir: Path,
-                   min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None) -> dict[str, Collected]:
+                   min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
+                   known: Collection[str] | None = None) -> dict[str, Collected]:
     """Copy every valid ``vision.mp4`` to ``videos/<task>.mp4`` byte for byte; report each task.
 
     A collected video that already equals its source is kept. A valid collected video whose raw output
-    is gone is kept too (raw outputs may be pruned). Files in ``videos/`` that belong to no row make the
-    evaluator score extra samples, so they are refused.
+    is gone is kept too (raw outputs may be pruned). Files in ``videos/`` that belong to no row (nor to
+    ``known``, the other tasks of this run, e.g. another shard's) make the evaluator score extra samples,
+    so they are refused.
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
-    names = {row["name"] for row in rows}
+    names = {row["name"] for row in rows} | set(known or ())
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in names)
     if strays:
         raise GenerationError(f"{videos_dir}: {len(strays)} video(s) not in this run's task list "

@@ -22,7 +22,7 @@ from typing import Any
 from huggingface_hub import constants as hf_constants
 
 from pinbench.cache import is_offline
-from pinbench.finish import finish_run
+from pinbench.finish import collect_records, finish_run
 from pinbench.provenance import installed_distributions
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
@@ -136,8 +136,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 6. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
-    summary = run_samples([{"sample_id": t, "result": results[t]} for t in task_ids],
-                          lambda task: dict(task["result"]), cfg.out_dir, stage="scorecard", progress=False)
+    result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
+    run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir, stage="scorecard", progress=False)
+    records = collect_records(cfg, result_tasks)  # also writes samples.jsonl
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
@@ -157,7 +158,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                         if sources.is_file() else None}
     specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
     outcome = finish_run(recipe, cfg, metrics=specs,
-                         records=list(summary.records.values()), n_expected=len(task_ids),
+                         records=records, n_expected=len(task_ids),
                          pins=pins_for_provenance(pins), timings=timings,
                          seeds={"generation": sorted({t.seed for t in inputs.tasks}),
                                 "evaluator": "DOVER and SAM2 point sampling seeded by the fork"},
@@ -196,7 +197,8 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
             generator.generate(pending_rows(selected, raw, cache=validity), raw, modality_dir)
         except GenerationError as exc:
             problems.append(f"{modality}: {exc}")
-        collected = collect_videos(selected, raw, modality_dir / "videos", cache=validity)
+        collected = collect_videos(selected, raw, modality_dir / "videos", cache=validity,
+                                   known={r["name"] for r in modality_rows})
         validity.save()
         failed = [c.task_id for c in collected.values() if not c.ok]
         if failed:

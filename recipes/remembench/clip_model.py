@@ -138,3 +138,55 @@ class ClipEmbedder:
             features = self.visual(pixels).float()
             chunks.append(torch.nn.functional.normalize(features, dim=-1).cpu())
         return torch.cat(chunks).numpy()
+
+
+def transformers_vision_state(state: dict[str, torch.Tensor], layers: int) -> dict[str, torch.Tensor]:
+    """open_clip vision weights renamed (q/k/v split, projection transposed) to transformers' CLIP layout.
+
+    Why: the paper loaded ``model.safetensors`` (transformers ``CLIPModel``), the recipe loads
+    ``open_clip_model.safetensors`` of the same revision. These names let the two files be compared tensor
+    by tensor (``benchmarks/compare_clip_paths.py --paper-weights``, the GPU CI) and let the benchmark run
+    the open_clip weights through transformers. ``state`` is the vision tower's state dict.
+    """
+    dst = {"vision_model.embeddings.patch_embedding.weight": state["conv1.weight"],
+           "vision_model.embeddings.class_embedding": state["class_embedding"],
+           "vision_model.embeddings.position_embedding.weight": state["positional_embedding"],
+           "vision_model.pre_layrnorm.weight": state["ln_pre.weight"],
+           "vision_model.pre_layrnorm.bias": state["ln_pre.bias"],
+           "vision_model.post_layernorm.weight": state["ln_post.weight"],
+           "vision_model.post_layernorm.bias": state["ln_post.bias"], "visual_projection.weight": state["proj"].T}
+    for i in range(layers):
+        a, b = f"transformer.resblocks.{i}.", f"vision_model.encoder.layers.{i}."
+        for part, weight in zip(("q", "k", "v"), state[a + "attn.in_proj_weight"].chunk(3), strict=True):
+            dst[b + f"self_attn.{part}_proj.weight"] = weight
+        for part, bias in zip(("q", "k", "v"), state[a + "attn.in_proj_bias"].chunk(3), strict=True):
+            dst[b + f"self_attn.{part}_proj.bias"] = bias
+        for ours, theirs in (("attn.out_proj", "self_attn.out_proj"), ("ln_1", "layer_norm1"),
+                             ("ln_2", "layer_norm2"), ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")):
+            dst[b + theirs + ".weight"] = state[a + ours + ".weight"]
+            dst[b + theirs + ".bias"] = state[a + ours + ".bias"]
+    return {k: t.contiguous() for k, t in dst.items()}
+
+
+def compare_with_paper_weights(open_clip_state: dict[str, torch.Tensor], layers: int,
+                               paper_state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Tensor-by-tensor comparison of the open_clip vision weights with the paper's transformers file.
+
+    Returns the number of tensors compared, the names missing from the paper's file, and the largest
+    absolute difference with the tensor it occurs in (0.0 everywhere means the two files hold the same
+    vision weights, so the recipe's CLIP scores can only differ by computation, not by weights).
+    """
+    ours = transformers_vision_state(open_clip_state, layers)
+    missing = sorted(k for k in ours if k not in paper_state)
+    worst, where = 0.0, None
+    for name, tensor in ours.items():
+        if name in missing:
+            continue
+        theirs = paper_state[name]
+        if theirs.shape != tensor.shape:
+            return {"n_compared": None, "missing": missing, "max_abs_diff": float("inf"),
+                    "where": f"{name}: shape {tuple(theirs.shape)} vs {tuple(tensor.shape)}"}
+        diff = (tensor.float() - theirs.float()).abs().max().item()
+        if diff > worst or where is None:
+            worst, where = diff, name
+    return {"n_compared": len(ours) - len(missing), "missing": missing, "max_abs_diff": worst, "where": where}

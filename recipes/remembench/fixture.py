@@ -12,6 +12,9 @@ generators (not torch's initialisers) so the files are identical across torch ve
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSetti
 
 SEED = 20260521
 VERSION = 3  # bump when the generated data changes
+FIXTURE_CRF = 0  # lossless H.264 (CRF 0 is QP 0 for 8-bit libx264): decoders get back the encoder's YUV planes
 WIDTH, HEIGHT = 64, 48
 T2V = PaperSettings("t2v", T2V_PAPER.num_frames, 24, WIDTH, HEIGHT, 23, 4, 5, 17, n_rows=3)
 I2V = PaperSettings("i2v", I2V_PAPER.num_frames, 16, WIDTH, HEIGHT, 16, 4, 13, 16, n_rows=4, latent_frames=64)
@@ -198,18 +202,67 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``."""
-    data = FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
+def _layout(root: Path, clip_sha256: str = "", lpips_sha256: str = "") -> FixtureData:
+    return FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
                        annotations=root / "annotations.json", poses_dir=root / "poses", clip_dir=root / "clip",
-                       clip_sha256="", lpips_trunk=root / "alexnet-random.pth", lpips_sha256="",
+                       clip_sha256=clip_sha256, lpips_trunk=root / "alexnet-random.pth", lpips_sha256=lpips_sha256,
                        paper={"t2v": T2V, "i2v": I2V})
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        saved = json.loads(manifest.read_text())
-        if saved.get("version") == VERSION:
-            return FixtureData(**{**data.__dict__, "clip_sha256": saved["clip_sha256"],
-                                  "lpips_sha256": saved["lpips_sha256"]})
+
+
+def _existing(root: Path) -> FixtureData | None:
+    """The fixture under ``root`` when a complete copy of this version is there, else None."""
+    try:
+        saved = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("version") != VERSION:
+        return None
+    return _layout(root, saved["clip_sha256"], saved["lpips_sha256"])
+
+
+def build_fixture(root: Path) -> FixtureData:
+    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``.
+
+    The data is written into a private folder beside ``root`` and then renamed into place, so shards of
+    one fixture run started together (a job array) never read a half-written fixture or each other's files.
+    """
+    found = _existing(root)
+    if found is not None:
+        return found
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    try:
+        _write_fixture(tmp)
+        _publish(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    published = _existing(root)
+    if published is None:
+        raise RuntimeError(f"{root}: fixture data missing after it was written")
+    return published
+
+
+def _publish(tmp: Path, root: Path) -> None:
+    """Rename the finished ``tmp`` to ``root``; keep a complete copy another process published first."""
+    for _ in range(3):
+        try:
+            os.rename(tmp, root)
+            return
+        except OSError:  # root exists: another process won, or an older fixture version is there
+            if _existing(root) is not None:
+                return
+            old = root.with_name(f".{root.name}.old-{os.getpid()}")
+            try:
+                os.rename(root, old)
+            except FileNotFoundError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+    raise RuntimeError(f"{root}: could not put the fixture data in place")
+
+
+def _write_fixture(root: Path) -> None:
+    """Every fixture file under ``root``: release, rollouts, annotations, poses, weights, then the manifest."""
+    data = _layout(root)
     rng = np.random.default_rng(SEED)
     release = data.dataset_dir
     t2v_rows = _t2v_rows()
@@ -217,7 +270,7 @@ def build_fixture(root: Path) -> FixtureData:
     _write_jsonl(release / "data/i2v/test.jsonl", [_i2v_row(*s) for s in I2V_SAMPLES])
     annotations = {}
     for row in t2v_rows:
-        write_video(data.videos / f"{row['scene_id']}.mp4", t2v_frames(rng), T2V.fps, crf=0)
+        write_video(data.videos / f"{row['scene_id']}.mp4", t2v_frames(rng), T2V.fps, crf=FIXTURE_CRF)
         annotations[row["scene_id"]] = {"departure_frame": 40, "revisit_frame": int(rng.integers(290, 370))}
     data.annotations.write_text(json.dumps(annotations, indent=2) + "\n")
     (release / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -229,12 +282,11 @@ def build_fixture(root: Path) -> FixtureData:
         poses = i2v_poses(rng, setting, direction, I2V.num_frames)  # stands in for Pi3X's reconstruction
         np.savez(data.poses_dir / f"{sample_id}.npz", poses=poses, idx=np.arange(len(poses)))
         frames = i2v_frames(rng, poses, setting.startswith("translation"))
-        write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=0)
+        write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=FIXTURE_CRF)
     files = sorted(p for p in release.rglob("*") if p.is_file() and p.name != "checksums.sha256")
     (release / "checksums.sha256").write_text(
         "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
     clip_sha = write_tiny_clip(data.clip_dir)
     lpips_sha = write_random_alexnet(data.lpips_trunk)
-    manifest.write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,
-                                    "lpips_sha256": lpips_sha}, indent=2) + "\n")
-    return FixtureData(**{**data.__dict__, "clip_sha256": clip_sha, "lpips_sha256": lpips_sha})
+    (root / "manifest.json").write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,
+                                                    "lpips_sha256": lpips_sha}, indent=2) + "\n")

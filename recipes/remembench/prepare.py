@@ -163,7 +163,8 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
                 "sample_id": row.sample_id, "scene_id": row.scene_id, "split": group.split,
                 "setting": group.setting, "group": group.prefix, "video": str(video) if video else None,
                 "looked_for": looked, "video_sha256": sha256_file(video) if video else None,
-                "num_frames": group.paper.num_frames, "layout": layout, "models": dict(models),
+                "num_frames": group.paper.num_frames, "size": [group.paper.width, group.paper.height],
+                "layout": layout, "models": dict(models),
                 "recipe_version": recipe_version, "decoder": decoder,
             }
             if isinstance(row, T2VRow):

@@ -23,6 +23,13 @@ from pinbench.files import atomic_path
 
 PIXEL_LIMIT = 255_000
 PATCH = 14
+# How far a pose may be from a rigid camera-to-world matrix. Pi3X orthogonalises its rotations by SVD in
+# float32, so real reconstructions are within ~1e-6; 1e-3 only rejects what is not a camera pose at all.
+RIGID_TOLERANCE = 1e-3
+
+
+class PoseError(ValueError):
+    """Camera poses that cannot pick a revisit: not finite, not rigid, or a camera that never departs."""
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,50 @@ def heading_degrees(poses: np.ndarray) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0)))
 
 
-def select_revisit(poses: np.ndarray, translation: bool) -> RevisitChoice:
-    """Turnaround then revisit frame of a (N, 4, 4) camera-to-world sequence (first extreme wins ties)."""
+def check_poses(poses: np.ndarray) -> np.ndarray:
+    """(N, 4, 4) float64 camera-to-world poses, or PoseError saying which frame is not a rigid pose and why.
+
+    Why: NaN poses make every heading NaN, ``argmax`` then returns frame 0 for the turnaround and the
+    revisit alike, and frame 0 compared with itself scores as a perfect revisit (CLIP 1, LPIPS 0).
+    """
     poses = np.asarray(poses, dtype=np.float64)
     if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) < 2:
-        raise ValueError(f"poses must be (N >= 2, 4, 4), got {poses.shape}")
+        raise PoseError(f"poses must be (N >= 2, 4, 4), got {poses.shape}")
+    finite = np.isfinite(poses).all(axis=(1, 2))
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise PoseError(f"camera poses are not finite (NaN or infinity) in {len(bad)} of {len(poses)} frames, "
+                        f"first in frame {bad[0]}")
+    bottom = np.abs(poses[:, 3, :] - [0.0, 0.0, 0.0, 1.0]).max(axis=1)
+    rotations = poses[:, :3, :3]
+    skew = np.abs(np.swapaxes(rotations, 1, 2) @ rotations - np.eye(3)).max(axis=(1, 2))
+    det = np.linalg.det(rotations)
+    for frame in range(len(poses)):
+        if bottom[frame] > RIGID_TOLERANCE:
+            raise PoseError(f"frame {frame}'s pose is not a camera-to-world matrix: its last row is "
+                            f"{np.round(poses[frame, 3], 6).tolist()}, not [0, 0, 0, 1]")
+        if skew[frame] > RIGID_TOLERANCE or abs(det[frame] - 1.0) > RIGID_TOLERANCE:
+            raise PoseError(f"frame {frame}'s pose has no rotation: max |R^T R - I| = {skew[frame]:.3g}, "
+                            f"det R = {det[frame]:.6g} (a rotation has 0 and 1)")
+    return poses
+
+
+def select_revisit(poses: np.ndarray, translation: bool) -> RevisitChoice:
+    """Turnaround then revisit frame of a (N, 4, 4) camera-to-world sequence (first extreme wins ties).
+
+    PoseError for poses :func:`check_poses` rejects, and for a camera that never departs from frame 0
+    (every heading, or every position, equal to frame 0's): the turnaround would be frame 0, and so the
+    revisit, and frame 0 compared with itself would score as a perfect revisit.
+    """
+    poses = check_poses(poses)
     heading = heading_degrees(poses)
     departure = np.linalg.norm(poses[:, :3, 3] - poses[0, :3, 3], axis=1) if translation else heading
     turnaround = int(np.argmax(departure))
+    if turnaround == 0:
+        kind = "position" if translation else "viewing direction"
+        raise PoseError(f"degenerate revisit: the camera's {kind} never departs from frame 0's (largest "
+                        f"departure {departure.max():.3g}{'' if translation else ' degrees'}), so the turnaround "
+                        "and the revisit would both be frame 0, compared with itself")
     revisit = turnaround + int(np.argmin(heading[turnaround:]))
     return RevisitChoice(turnaround=turnaround, revisit=revisit, heading_deg=heading, departure=departure)
 

@@ -23,7 +23,7 @@ from pinbench.files import write_atomic
 from pinbench.finish import collect_records, finish_run
 from pinbench.metrics.lpips import load_lpips
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import run_samples
+from pinbench.runner import SampleRecord, run_samples
 from pinbench.scorecard import MetricSpec
 from pinbench_recipes.remembench import outputs, prepare, summary, weights
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
@@ -95,6 +95,9 @@ def run(cfg: RunConfig) -> RunOutcome:
 
     # 5. diff against the reference for this checkpoint and mode (if one exists), report
     warnings = [annotations.warning] if annotations and annotations.warning else []
+    warnings += _size_warnings(records)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     return finish_run(
         recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
         pins=_pins_for_provenance(opts, release, fixture), timings=timings,
@@ -105,6 +108,18 @@ def run(cfg: RunConfig) -> RunOutcome:
         provenance_extra={"release": release.provenance(), "models": model_labels},
         extra_figures=figures,
     )
+
+
+def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:
+    """One line when rollouts are not at their split's resolution: scored anyway, as the paper's score.py does."""
+    off = [(r.sample_id, r.result) for r in records if r.ok and r.result and r.result.get("at_paper_size") is False]
+    if not off:
+        return []
+    sample, result = off[0]
+    return [f"{len(off)} rollout(s) are not at their split's resolution (e.g. {sample}: {result['width']}x"
+            f"{result['height']}, the split has {result['paper_size'][0]}x{result['paper_size'][1]}); scored at "
+            "their own resolution as the paper's score.py does, but LPIPS and TempSSIM depend on resolution, so "
+            "these scores do not compare with runs at the split's resolution"]
 
 
 @dataclass(frozen=True)
@@ -179,17 +194,21 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
              for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]
+    unverified = f"UNVERIFIED: {summary.SUMMARY_REPRODUCTION['reason']}"
     outcome = finish_run(
         recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
         pins=_pins_for_provenance(opts, release, None), timings=timings,
-        extra={"summary_check": {"problems": problems, "file": summary.SUMMARY_FILE},
-               "warnings": [summary.PAPER_PAIRS_WARNING], "release": release.provenance()},
-        provenance_extra={"release": release.provenance()},
+        extra={"summary_check": {"problems": problems, "file": summary.SUMMARY_FILE,
+                                 "match": "exact float64 equality of numpy.median and the file's numbers"},
+               "warnings": [summary.PAPER_PAIRS_WARNING, unverified], "release": release.provenance()},
+        provenance_extra={"release": release.provenance(), "summary_reproduction": summary.SUMMARY_REPRODUCTION},
     )
     if problems:
         outcome.exit_code = max(outcome.exit_code, 1)
         outcome.message += f"\n{summary.SUMMARY_FILE} NOT reproduced: " + "; ".join(problems)
     else:
-        outcome.message += f"\n{summary.SUMMARY_FILE} reproduced (all 12 medians)"
-    print(outcome.message.splitlines()[-1], file=sys.stderr)
+        outcome.message += f"\n{summary.SUMMARY_FILE} reproduced exactly (all 12 medians, float64-equal)"
+    if summary.SUMMARY_REPRODUCTION["state"] != "verified":
+        outcome.message += f"\n{unverified}"
+    print("\n".join(outcome.message.splitlines()[-2:]), file=sys.stderr)
     return outcome

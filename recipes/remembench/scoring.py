@@ -22,7 +22,13 @@ from pinbench.files import atomic_path
 from pinbench.video import read_video
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.metrics import pair_metrics, quality_metrics
-from pinbench_recipes.remembench.revisit import Pi3XReconstructor, load_poses, save_poses, select_revisit
+from pinbench_recipes.remembench.revisit import (
+    Pi3XReconstructor,
+    PoseError,
+    load_poses,
+    save_poses,
+    select_revisit,
+)
 
 PAIR_IMAGE_WIDTH = 320  # width of each frame in the saved departure | revisit strip
 POSES_DIR = "pi3_poses"
@@ -74,12 +80,17 @@ class Scorer:
         if len(frames) != task["num_frames"]:
             raise ValueError(f"{task['video']}: decoded {len(frames)} frames, the {task['split']} setting "
                              f"has {task['num_frames']}")
-        turnaround = None
+        turnaround = revisit_heading = None
         poses_source = None
         if task["split"] == "i2v":
             poses, poses_source = self._reconstruct(task, frames)
-            choice = select_revisit(poses, translation=bool(task["translation"]))
+            try:
+                choice = select_revisit(poses, translation=bool(task["translation"]))
+            except PoseError as exc:
+                raise PoseError(f"camera poses ({poses_source}{': ' + task['poses'] if task.get('poses') else ''}): "
+                                f"{exc}") from None
             departure, revisit, turnaround = 0, choice.revisit, choice.turnaround
+            revisit_heading = float(choice.heading_deg[revisit])
         else:
             departure, revisit = task["departure_frame"], task["revisit_frame"]
             if departure is None:
@@ -89,11 +100,14 @@ class Scorer:
             raise ValueError(f"invalid frame pair ({departure}, {revisit}) for a {len(frames)}-frame video")
         result: dict[str, Any] = pair_metrics(self.clip, self.lpips, frames, departure, revisit)
         result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]]))
+        height, width = (int(n) for n in frames.shape[1:3])
         result.update(
             departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,
+            revisit_heading_deg=revisit_heading, paper_size=list(task["size"]),
+            at_paper_size=[width, height] == list(task["size"]),
             scene_id=task["scene_id"], split=task["split"], setting=task.get("setting"),
-            video_sha256=task["video_sha256"], n_frames=int(len(frames)), height=int(frames.shape[1]),
-            width=int(frames.shape[2]), decoder=task["decoder"], poses_source=poses_source,
+            video_sha256=task["video_sha256"], n_frames=int(len(frames)), height=height,
+            width=width, decoder=task["decoder"], poses_source=poses_source,
             pair_image=self._save_pair(task["sample_id"], frames, departure, revisit),
         )
         return result

@@ -15,11 +15,18 @@ import pytest
 import torch
 
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import load_records, run_samples
+from pinbench.runner import Shard, load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
-from pinbench_recipes.dynamic_degree.prepare import EstimatorSpec, loop_family, sample_id, video_tasks, worker_devices
+from pinbench_recipes.dynamic_degree.prepare import (
+    EstimatorSpec,
+    list_videos,
+    loop_family,
+    sample_id,
+    video_tasks,
+    worker_devices,
+)
 from pinbench_recipes.dynamic_degree.run import run
 from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
 
@@ -64,6 +71,33 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     assert {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")} == videos
 
 
+def _per_sample(out: Path) -> dict[str, tuple]:
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
+
+
+def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(tmp_path: Path) -> None:
+    plain, sharded = tmp_path / "plain", tmp_path / "sharded"
+    assert run(_cfg(plain, fixture=True)).exit_code == 0
+    first = run(_cfg(sharded, fixture=True, shard=Shard(0, 2)))
+    assert first.exit_code == 2 and _card(sharded)["metrics"]["preview/dynamic_degree"]["n_scored"] == 3
+    run(_cfg(sharded, fixture=True, shard=Shard(1, 2)))
+    stamps = {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")}
+    assert len(stamps) == len(FIXTURE_VIDEOS)
+    assert run(_cfg(sharded, fixture=True)).exit_code == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")} == stamps
+    assert _card(sharded)["metrics"] == _card(plain)["metrics"]
+    assert _per_sample(sharded) == _per_sample(plain)
+
+
+def test_fixture_honours_limit_and_skip_scoring(tmp_path: Path) -> None:
+    limited = run(_cfg(tmp_path / "limited", fixture=True, limit=2))
+    assert _card(tmp_path / "limited")["samples"]["n_expected"] == 2
+    assert limited.exit_code == 3  # the 5-video fixture reference does not apply to 2 videos
+    skipped = run(_cfg(tmp_path / "skipped", fixture=True, skip_scoring=True))
+    assert skipped.exit_code != 0 and not list((tmp_path / "skipped" / "samples").glob("*.json"))
+
+
 def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     videos = tmp_path / "videos"
@@ -82,6 +116,80 @@ def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
     (failure,) = metric["failed"]
     assert failure["sample_id"] == "broken" and "empty file" in failure["error"]
     assert "reported, not diffed" in (out / "diff.txt").read_text()
+
+
+def _hostile_folder(videos: Path, texture_video: Callable[..., Path]) -> dict[str, str]:
+    """A folder where every entry named like a video is a problem but one; name -> expected reason."""
+    videos.mkdir()
+    texture_video("good").rename(videos / "good.mp4")
+    (videos / "dangling.mp4").symlink_to(videos / "nowhere.mp4")
+    (videos / "loop.mp4").symlink_to(videos / "loop.mp4")
+    (videos / "folder.mp4").mkdir()
+    texture_video("x1").rename(videos / "x.mp4")
+    texture_video("x2").rename(videos / "x.mkv")
+    long_name = "l" * 201
+    texture_video("long").rename(videos / f"{long_name}.mp4")
+    texture_video("newline").rename(videos / "new\nline.mp4")
+    return {"dangling.mp4": "dangling symlink", "loop.mp4": "symlink loop",
+            "folder.mp4": "a directory, not a video file",
+            "x.mp4": "its sample id is 'x', as for 'x.mkv'", "x.mkv": "its sample id is 'x', as for 'x.mp4'",
+            f"{long_name}.mp4": "its sample id is longer than 200 bytes",
+            "new\\nline.mp4": "its sample id contains a control character"}
+
+
+def test_every_entry_named_like_a_video_is_scored_or_fails_by_name(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """Dangling symlinks, symlink loops, folders named *.mp4 and bad names are failed samples, not dropped."""
+    videos = tmp_path / "videos"
+    expected = _hostile_folder(videos, texture_video)
+    out = tmp_path / "run"
+    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    assert outcome.exit_code == 2
+    card = _card(out)
+    metric = card["metrics"]["preview/dynamic_degree"]
+    assert card["status"] == "partial"
+    assert (metric["n_expected"], metric["n_scored"], metric["n_failed"]) == (1 + len(expected), 1, len(expected))
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 + len(expected) and len({r["sample_id"] for r in rows}) == len(rows)
+    assert [r["sample_id"] for r in rows if r["status"] == "ok"] == ["good"]
+    errors = [r["error"] for r in rows if r["status"] == "failed"]
+    for name, reason in expected.items():
+        (line,) = [e for e in errors if f": {name}: " in e]
+        assert reason in line and "\n" not in line, line
+    assert {f["sample_id"] for f in metric["failed"]} == {r["sample_id"] for r in rows if r["status"] == "failed"}
+
+
+def test_a_bad_name_added_later_fails_alone_and_replaces_the_complete_scorecard(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("a").rename(videos / "a.mp4")
+    texture_video("b").rename(videos / "b.mp4")
+    out = tmp_path / "run"
+    assert run(_cfg(out, options={"videos": str(videos), "flow": "farneback"})).exit_code == 0
+    assert _card(out)["status"] == "complete"
+    texture_video("a2").rename(videos / "a.webm")  # the same sample id as a.mp4
+    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    assert outcome.exit_code == 2
+    card = _card(out)
+    assert card["status"] == "partial" and card["metrics"]["preview/dynamic_degree"]["n_failed"] == 2
+
+
+def test_an_unreadable_subfolder_is_an_error_not_a_smaller_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                texture_video: Callable[..., Path]) -> None:
+    videos = tmp_path / "videos"
+    (videos / "locked").mkdir(parents=True)
+    texture_video("a").rename(videos / "a.mp4")
+    scandir = os.scandir
+
+    def denied(path):  # what a folder without read permission does (chmod does not stop root)
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)
+    with pytest.raises(RecipeError, match="locked: cannot list the videos folder"):
+        list_videos(videos)
 
 
 def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
@@ -154,9 +262,11 @@ def test_python_m_runs_the_fixture(tmp_path: Path) -> None:
 
 def test_worker_processes_score_disjoint_shards_like_one_process(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
-    videos = [texture_video(f"v{i}", velocity=(i, 0), seed=i) for i in range(3)]
+    for i in range(3):
+        texture_video(f"v{i}", velocity=(i, 0), seed=i)
     spec = EstimatorSpec("farneback")
-    tasks = video_tasks(tmp_path, videos, flow=spec.build().describe(), source=ClipSource(), recipe_version="t")
+    tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
+                        recipe_version="t")
     failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC)
     assert failures == 0
     run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource()), tmp_path / "single",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import pinbench_recipes.paibench_c.fixture as fixture
-from pinbench.recipe import RunConfig, get_recipe
+from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.runner import Shard
 from pinbench_recipes.paibench_c.run import run
 
 
@@ -72,3 +73,55 @@ def test_a_changed_scoring_path_fails_the_diff(tmp_path: Path, monkeypatch: pyte
     outcome = run(_cfg(tmp_path / "changed"))
     assert outcome.exit_code == 1
     assert "edge/canny_f1_score" in (tmp_path / "changed" / "diff.txt").read_text()
+
+
+def _per_sample(out: Path) -> dict[str, tuple]:
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
+
+
+def test_fixture_writes_samples_jsonl(first_run) -> None:
+    out, _ = first_run
+    assert list(_per_sample(out)) == [f"task_{i:04d}" for i in range(fixture.N_TASKS)]
+    assert all(status == "ok" for status, _, _ in _per_sample(out).values())
+
+
+def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(first_run, tmp_path: Path) -> None:
+    plain, _ = first_run
+    out = tmp_path / "sharded"
+    recipe = get_recipe("paibench-c")
+    first = run(recipe.config(out_dir=out, fixture=True, shard=Shard(0, 2), env={}))
+    assert first.exit_code == 2   # half the tasks: partial
+    assert len(list((out / "edge" / "videos").glob("*.mp4"))) == fixture.N_TASKS // 2  # only its share generated
+    assert len(list((out / "samples").glob("*.json"))) == fixture.N_TASKS // 2
+    run(recipe.config(out_dir=out, fixture=True, shard=Shard(1, 2), env={}))
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    merged = run(_cfg(out))
+    assert merged.exit_code == 0, merged.message
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps  # nothing redone
+    cards = [json.loads((d / "scorecard.json").read_text()) for d in (out, plain)]
+    assert cards[0]["metrics"] == cards[1]["metrics"] and cards[0]["samples"] == cards[1]["samples"]
+    assert _per_sample(out) == _per_sample(plain)
+
+
+def test_fixture_honours_limit_skip_scoring_modalities_and_decoder(tmp_path: Path) -> None:
+    recipe = get_recipe("paibench-c")
+    skipped = run(recipe.config(out_dir=tmp_path / "gen", fixture=True, skip_scoring=True, env={}))
+    assert skipped.exit_code == 0 and skipped.scorecard_path is None
+    assert not (tmp_path / "gen" / "samples").exists()
+    assert len(list((tmp_path / "gen" / "seg" / "videos").glob("*.mp4"))) == fixture.N_TASKS
+    limited = run(recipe.config(out_dir=tmp_path / "gen", fixture=True, limit=1, env={},
+                                options={"modalities": "edge", "decoder": "pyav"}))
+    card = json.loads(limited.scorecard_path.read_text())
+    assert card["samples"]["n_expected"] == 1 and set(card["metrics"]) == {
+        f"edge/{m}" for m in fixture.FIXTURE_METRICS}
+    assert card["extra"]["decoder"] == "pyav" and limited.exit_code == 3  # the 4-task reference does not apply
+    assert list(_per_sample(tmp_path / "gen")) == ["task_0000"]
+
+
+def test_options_the_fixture_does_not_use_are_refused() -> None:
+    recipe = get_recipe("paibench-c")
+    for option in ("gt", "launch", "native", "native_workers", "eval_batch_size", "evaluator_weights", "model"):
+        value = {"gt": "force", "launch": "torchrun", "evaluator_weights": "on"}.get(option, "1")
+        with pytest.raises(RecipeError, match=f"-o {option} does not apply to paibench-c --fixture runs"):
+            recipe.config(fixture=True, options={option: value}, env={})

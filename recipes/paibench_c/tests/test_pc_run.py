@@ -19,6 +19,7 @@ import pinbench_recipes.paibench_c.run as run_module
 from pinbench.cache import hf_snapshot_dir
 from pinbench.pins import HFPin
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.runner import Shard
 from pinbench.userlock import RESOLVED_NOTE, UserLock, user_lock_path
 from pinbench.video import write_video
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
@@ -127,6 +128,9 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert "reported, not diffed" in (cfg.out_dir / "diff.txt").read_text()   # smoke never meets the 600-task ref
     assert card["metrics"]["edge/canny_f1_score"]["n_scored"] == N_TASKS
     assert card["metrics"]["seg/native/seg_m_iou"]["n_scored"] == N_TASKS
+    rows = [json.loads(x) for x in (cfg.out_dir / "samples.jsonl").read_text().splitlines()]  # named in the card
+    assert [r["sample_id"] for r in rows] == ["task_0000", "task_0001", "task_0002"]
+    assert all(r["status"] == "ok" and "edge/canny_f1_score" in r["result"] for r in rows)
 
     calls = _calls(world)
     assert [(c["videos"].rsplit("/", 1)[-1], c["force"]) for c in calls] == [("edge", True), ("seg", False)]
@@ -151,6 +155,21 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
     card2 = json.loads(again.scorecard_path.read_text())
     assert {k: v["value"] for k, v in card2["metrics"].items()} == {k: v["value"] for k, v in card["metrics"].items()}
+
+
+def test_generation_shards_share_one_out_then_one_run_scores(world: dict) -> None:
+    """Shards generate into one --out (each collecting its own videos beside the other's), then one run scores."""
+    recipe = get_recipe("paibench-c")
+    for index in range(2):
+        cfg = recipe.config("Cosmos3-Nano", out_dir=world["tmp"] / "sharded", limit=N_TASKS, gpus=1,
+                            shard=Shard(index, 2), skip_scoring=True,
+                            options={"native_workers": "1", "modalities": "edge"}, env={})
+        outcome = run_module.run(cfg)
+        assert outcome.exit_code == 0, outcome.message
+    outcome = run_module.run(_cfg(world, "sharded", modalities="edge"))
+    assert outcome.exit_code == 0, outcome.message
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert card["status"] == "complete" and card["metrics"]["edge/canny_f1_score"]["n_scored"] == N_TASKS
 
 
 def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,15 @@ import numpy as np
 import torch
 
 from pinbench.metrics.precision import tf32
-from pinbench_recipes.remembench.clip_model import OPENAI_MEAN, OPENAI_STD, ClipConfig, ClipEmbedder, preprocess
+from pinbench_recipes.remembench.clip_model import (
+    OPENAI_MEAN,
+    OPENAI_STD,
+    ClipConfig,
+    ClipEmbedder,
+    compare_with_paper_weights,
+    preprocess,
+    transformers_vision_state,
+)
 from pinbench_recipes.remembench.fixture import TINY_CLIP, i2v_frames, i2v_poses
 
 VIT_H14 = {"embed_dim": 1024, "vision_cfg": {"image_size": 224, "layers": 32, "width": 1280, "head_width": 80,
@@ -67,26 +75,9 @@ def to_transformers(visual: torch.nn.Module, model_cfg: dict) -> torch.nn.Module
                               num_hidden_layers=v["layers"], num_attention_heads=v["width"] // v["head_width"],
                               image_size=v["image_size"], patch_size=v["patch_size"],
                               projection_dim=model_cfg["embed_dim"], hidden_act="gelu", layer_norm_eps=1e-5)
-    src = visual.state_dict()
-    dst = {"vision_model.embeddings.patch_embedding.weight": src["conv1.weight"],
-           "vision_model.embeddings.class_embedding": src["class_embedding"],
-           "vision_model.embeddings.position_embedding.weight": src["positional_embedding"],
-           "vision_model.pre_layrnorm.weight": src["ln_pre.weight"],
-           "vision_model.pre_layrnorm.bias": src["ln_pre.bias"],
-           "vision_model.post_layernorm.weight": src["ln_post.weight"],
-           "vision_model.post_layernorm.bias": src["ln_post.bias"], "visual_projection.weight": src["proj"].T}
-    for i in range(v["layers"]):
-        a, b = f"transformer.resblocks.{i}.", f"vision_model.encoder.layers.{i}."
-        for part, weight in zip(("q", "k", "v"), src[a + "attn.in_proj_weight"].chunk(3), strict=True):
-            dst[b + f"self_attn.{part}_proj.weight"] = weight
-        for part, bias in zip(("q", "k", "v"), src[a + "attn.in_proj_bias"].chunk(3), strict=True):
-            dst[b + f"self_attn.{part}_proj.bias"] = bias
-        for ours, theirs in (("attn.out_proj", "self_attn.out_proj"), ("ln_1", "layer_norm1"),
-                             ("ln_2", "layer_norm2"), ("mlp.c_fc", "mlp.fc1"), ("mlp.c_proj", "mlp.fc2")):
-            dst[b + theirs + ".weight"] = src[a + ours + ".weight"]
-            dst[b + theirs + ".bias"] = src[a + ours + ".bias"]
+    dst = transformers_vision_state(visual.state_dict(), v["layers"])
     model = CLIPVisionModelWithProjection(config).eval()
-    model.load_state_dict({k: t.contiguous() for k, t in dst.items()}, strict=False)
+    model.load_state_dict(dst, strict=False)
     missing = set(model.state_dict()) - set(dst) - {"vision_model.embeddings.position_ids"}
     if missing:
         raise RuntimeError(f"conversion left weights random: {sorted(missing)[:3]}")
@@ -107,6 +98,8 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny architecture instead of ViT-H/14 (fast)")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--clip-dir", type=Path, help="folder with the real open_clip weights")
+    parser.add_argument("--paper-weights", type=Path,
+                        help="the paper's transformers model.safetensors (same revision): compare it with --clip-dir")
     parser.add_argument("--device", default="cpu", help="cuda for the GPU CI (pair metrics run with cuDNN TF32 on)")
     args = parser.parse_args()
     from transformers import CLIPImageProcessor
@@ -133,6 +126,14 @@ def main() -> None:
     if args.clip_dir is not None:
         embedder = ClipEmbedder(args.clip_dir / "open_clip_config.json", args.clip_dir / "open_clip_model.safetensors")
         visual, model_cfg = embedder.visual, embedder.cfg.model_cfg
+        if args.paper_weights is not None:
+            from safetensors.torch import load_file
+
+            found = compare_with_paper_weights(visual.state_dict(), model_cfg["vision_cfg"]["layers"],
+                                               load_file(str(args.paper_weights)))
+            print(f"open_clip_model.safetensors vs {args.paper_weights.name}: {found['n_compared']} vision tensors, "
+                  f"max |difference| {found['max_abs_diff']:.3e} (in {found['where']}), "
+                  f"missing from the paper's file: {found['missing'] or 'none'}")
     else:
         visual = random_visual(model_cfg, seed=0)
     hf = to_transformers(visual, model_cfg).to(args.device)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,20 @@ def test_missing_rollout_is_counted_and_named(tmp_path):
     assert scores["n_scenes"] == 2 and scores["n_expected"] == 3 and "t2v-001" in scores["failed"]
 
 
+def test_nan_camera_poses_fail_their_sample_by_name(tmp_path):
+    """Before: all-NaN poses scored frame 0 against itself, stored ok with CLIP 0.99999994 and LPIPS 0."""
+    import numpy as np
+
+    data = build_fixture(tmp_path / "fixture_data")
+    np.savez(data.poses_dir / "s02-rot180.npz", poses=np.full((253, 4, 4), np.nan), idx=np.arange(253))
+    outcome = run(fixture_config(tmp_path))
+    assert outcome.exit_code == 2
+    metric = json.loads((tmp_path / "scorecard.json").read_text())["metrics"]["i2v/rotation_180/clip"]
+    assert (metric["n_scored"], metric["n_failed"]) == (1, 1)
+    (failed,) = metric["failed"]
+    assert failed["sample_id"] == "s02-rot180" and "camera poses are not finite" in failed["error"]
+
+
 def test_unknown_option_is_refused(tmp_path):
     with pytest.raises(RecipeError, match="unknown option.*vidoes for remembench"):
         fixture_config(tmp_path, vidoes="x")
@@ -89,3 +106,43 @@ def test_limited_run_is_not_compared_as_complete(tmp_path):
                                     for m in ("clip", "lpips_alex", "tempssim", "drift")}
     assert card["extra"]["cohort"]["i2v"]["selected_ids"] == ["s01-rot180"]
     assert outcome.exit_code == 3  # sample count mismatch with the full fixture reference
+
+
+def _per_sample(out: Path) -> dict[str, tuple]:
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
+
+
+def test_shards_started_together_then_a_merging_run_equal_one_plain_run(fixture_run, tmp_path):
+    """A job array: fixture shards 0/2 and 1/2 at once on one --out, then an unsharded run that merges."""
+    plain, _ = fixture_run
+    out = tmp_path / "sharded"
+    env = {**os.environ, "PINBENCH_OFFLINE": "1"}
+    command = [sys.executable, "-m", "pinbench_recipes.remembench", "run", "--fixture", "--out", str(out),
+               "-o", "device=cpu"]
+    shards = [subprocess.Popen([*command, "--shard", f"{i}/2"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    logs = [shard.communicate(timeout=600)[0] for shard in shards]
+    assert all(shard.returncode in (0, 2) for shard in shards), logs  # a shard alone may be partial
+    assert len(list((out / "samples").glob("*.json"))) == 7
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+
+    outcome = run(fixture_config(out))
+    assert outcome.exit_code == 0, outcome.message
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps  # nothing redone
+    merged, single = (json.loads((d / "scorecard.json").read_text()) for d in (out, plain))
+    assert merged["metrics"] == single["metrics"] and merged["samples"] == single["samples"]
+    assert _per_sample(out) == _per_sample(plain)
+
+
+def test_skip_scoring_scores_nothing(tmp_path):
+    outcome = run(get_recipe("remembench").config(out_dir=tmp_path, fixture=True, offline=True, skip_scoring=True,
+                                                  options={"device": "cpu"}, env={}))
+    assert outcome.exit_code != 0 and not list((tmp_path / "samples").glob("*.json"))
+
+
+def test_options_the_fixture_does_not_use_are_refused(tmp_path):
+    with pytest.raises(RecipeError, match="-o videos does not apply to remembench --fixture runs"):
+        fixture_config(tmp_path, videos=str(tmp_path))
+    with pytest.raises(RecipeError, match=r"\$REMEMBENCH_SPLIT \(option split\) does not apply"):
+        get_recipe("remembench").config(out_dir=tmp_path, fixture=True, env={"REMEMBENCH_SPLIT": "i2v"})

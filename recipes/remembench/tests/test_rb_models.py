@@ -17,8 +17,10 @@ from pinbench_recipes.remembench.clip_model import (
     ClipEmbedder,
     ClipLoadError,
     check_vit_h14,
+    compare_with_paper_weights,
     preprocess,
     read_clip_config,
+    transformers_vision_state,
 )
 from pinbench_recipes.remembench.fixture import TINY_CLIP, write_random_alexnet, write_tiny_clip
 from pinbench_recipes.remembench.weights import WeightsError, load_recipe_pins, resolve_alexnet, resolve_clip
@@ -68,6 +70,22 @@ def test_clip_refuses_a_non_vit_h14_config_and_mismatched_weights(tiny_clip, tmp
              "preprocess_cfg": {"mean": list(OPENAI_MEAN), "std": list(OPENAI_STD)}}
     (tmp_path / "vit_h.json").write_text(json.dumps(vit_h))
     check_vit_h14(read_clip_config(tmp_path / "vit_h.json"), tmp_path / "vit_h.json")
+
+
+def test_the_two_clip_weight_files_are_compared_tensor_by_tensor(tiny_clip):
+    """The paper loads model.safetensors, the recipe open_clip_model.safetensors: any difference is found."""
+    embedder = ClipEmbedder(tiny_clip / "open_clip_config.json", tiny_clip / "open_clip_model.safetensors",
+                            require_vit_h14=False)
+    state, layers = embedder.visual.state_dict(), TINY_CLIP["model_cfg"]["vision_cfg"]["layers"]
+    paper = {k: t.clone() for k, t in transformers_vision_state(state, layers).items()}
+    paper["text_model.embeddings.token_embedding.weight"] = torch.zeros(3, 3)  # the text tower is not compared
+    same = compare_with_paper_weights(state, layers, paper)
+    assert same["max_abs_diff"] == 0.0 and same["missing"] == [] and same["n_compared"] == 8 + 16 * layers
+    paper["vision_model.encoder.layers.1.self_attn.v_proj.bias"][3] += 0.5
+    changed = compare_with_paper_weights(state, layers, paper)
+    assert changed["max_abs_diff"] == pytest.approx(0.5) and changed["where"].endswith("layers.1.self_attn.v_proj.bias")
+    del paper["visual_projection.weight"]
+    assert compare_with_paper_weights(state, layers, paper)["missing"] == ["visual_projection.weight"]
 
 
 def test_preprocessing_follows_the_slow_clip_image_processor():

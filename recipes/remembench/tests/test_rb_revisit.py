@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from pinbench_recipes.remembench.revisit import (
+    PoseError,
+    check_poses,
     heading_degrees,
     load_poses,
     pi3x_input_size,
@@ -17,10 +19,11 @@ from pinbench_recipes.remembench.revisit import (
 
 
 def cameras(yaw_degrees: list[float], x_positions: list[float] | None = None) -> np.ndarray:
-    """Camera-to-world poses whose +z axis turns by ``yaw`` about the camera's y axis."""
+    """Camera-to-world poses turned by ``yaw`` about the y axis: the +z axis is (sin yaw, 0, cos yaw)."""
     angles = np.radians(yaw_degrees)
     poses = np.repeat(np.eye(4)[None], len(angles), axis=0)
-    poses[:, :3, 2] = np.stack([np.sin(angles), np.zeros_like(angles), np.cos(angles)], axis=1)
+    cos, sin = np.cos(angles), np.sin(angles)
+    poses[:, 0, 0], poses[:, 0, 2], poses[:, 2, 0], poses[:, 2, 2] = cos, sin, -sin, cos
     if x_positions is not None:
         poses[:, 0, 3] = x_positions
     return poses
@@ -64,6 +67,41 @@ def test_heading_ignores_scale_and_bad_shapes():
     np.testing.assert_allclose(heading_degrees(poses), [0, 45], atol=3e-3)
     with pytest.raises(ValueError, match="poses must be"):
         select_revisit(np.eye(4)[None], translation=False)
+
+
+@pytest.mark.parametrize("translation", [False, True])
+def test_non_finite_poses_fail_instead_of_scoring_frame_0_against_itself(translation):
+    """All-NaN poses used to give turnaround = revisit = 0 (argmax of NaN), a perfect score for nothing."""
+    with pytest.raises(PoseError, match=r"not finite \(NaN or infinity\) in 5 of 5 frames, first in frame 0"):
+        select_revisit(np.full((5, 4, 4), np.nan), translation=translation)
+    poses = cameras([0, 30, 60, 30, 0])
+    poses[3, 1, 3] = np.inf
+    with pytest.raises(PoseError, match="in 1 of 5 frames, first in frame 3"):
+        select_revisit(poses, translation=translation)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [(lambda p: p[2, :3, 2].__imul__(3.0), r"frame 2's pose has no rotation: max \|R\^T R - I\| = 8"),
+     (lambda p: p[1, :3, :3].__imul__(0.0), "frame 1's pose has no rotation"),
+     (lambda p: p[4, :3, 0].__imul__(-1.0), r"frame 4's pose has no rotation: .*det R = -1"),  # a mirror
+     (lambda p: p[3, 3].__setitem__(slice(None), [0.0, 0.0, 0.0, 2.0]), "frame 3's pose is not a camera-to-world")],
+)
+def test_poses_that_are_not_rigid_camera_poses_fail(damage, message):
+    poses = cameras([0, 30, 60, 30, 0])
+    damage(poses)
+    with pytest.raises(PoseError, match=message):
+        select_revisit(poses, translation=False)
+    check_poses(cameras([0, 30, 60, 30, 0]) + 1e-7)  # float32-level noise of a real reconstruction passes
+
+
+def test_a_camera_that_never_departs_is_a_degenerate_revisit_not_a_perfect_one():
+    with pytest.raises(PoseError, match="degenerate revisit: the camera's viewing direction never departs"):
+        select_revisit(cameras([0, 0, 0, 0]), translation=False)
+    with pytest.raises(PoseError, match="degenerate revisit: the camera's position never departs"):
+        select_revisit(cameras([0, 40, 80, 0]), translation=True)  # turns but never moves
+    choice = select_revisit(cameras([0, 0, 0, 0], x_positions=[0, 1, 2, 0]), translation=True)
+    assert (choice.turnaround, choice.revisit) == (2, 2)  # moves without turning: the first frame on the way back
 
 
 def test_pi3x_input_size_matches_the_paper():

@@ -44,7 +44,7 @@ def _task(video: Path | None, **changes) -> dict:
     task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": None, "group": "t2v",
             "video": str(video) if video else None, "looked_for": ["/videos/scene.mp4"], "video_sha256": "0" * 64,
             "num_frames": 379, "layout": [list(c) for c in T2V_PAPER.chunk_layout()], "departure_frame": 40,
-            "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv"}
+            "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv", "size": [64, 48]}
     task.update(changes)
     return task
 
@@ -63,6 +63,41 @@ def test_scores_a_t2v_rollout(scorer, rollout, tmp_path):
     assert set(result) >= {"clip", "lpips_alex", "tempssim", "drift", "departure_frame", "revisit_frame"}
     assert 0 < result["tempssim"] <= 1 and result["drift"] >= 0 and result["decoder"] == "opencv"
     assert (tmp_path / result["pair_image"]).is_file()
+    assert result["at_paper_size"] is True and (result["width"], result["height"]) == (64, 48)
+
+
+def test_a_rollout_at_another_resolution_is_scored_as_upstream_and_flagged(scorer, rollout):
+    """score.py checks the frame count, not the size; the recipe scores it too and flags it for a warning."""
+    from pinbench.runner import SampleRecord
+    from pinbench_recipes.remembench.run import _size_warnings
+
+    result = scorer(_task(rollout, size=[1376, 768]))
+    assert result["at_paper_size"] is False and result["paper_size"] == [1376, 768] and result["clip"] is not None
+    records = [SampleRecord("scene", "ok", result, None, "0" * 64, 0.0),
+               SampleRecord("other", "ok", scorer(_task(rollout)), None, "0" * 64, 0.0)]
+    (warning,) = _size_warnings(records)
+    assert warning.startswith("1 rollout(s) are not at their split's resolution (e.g. scene: 64x48, the split "
+                              "has 1376x768)")
+    assert _size_warnings(records[1:]) == []
+
+
+def _i2v_task(rollout: Path, poses: Path, **changes) -> dict:
+    from pinbench_recipes.remembench.dataset import T2V_PAPER
+
+    return _task(rollout, split="i2v", setting="rotation_180", translation=False, poses=str(poses),
+                 layout=[list(c) for c in T2V_PAPER.chunk_layout()], **changes)
+
+
+@pytest.mark.parametrize("poses", [np.full((379, 4, 4), np.nan), np.tile(np.eye(4), (379, 1, 1))],
+                         ids=["all-nan", "never-moves"])
+def test_i2v_poses_that_cannot_pick_a_revisit_fail_the_sample(scorer, rollout, tmp_path, poses):
+    """Before: turnaround = revisit = frame 0, stored ok with CLIP 1 and LPIPS 0 (frame 0 against itself)."""
+    from pinbench_recipes.remembench.revisit import PoseError
+
+    path = tmp_path / "poses.npz"
+    np.savez(path, poses=poses)
+    with pytest.raises(PoseError, match=rf"camera poses \(file: {path}\): (camera poses are not finite|degenerate)"):
+        scorer(_i2v_task(rollout, path))
 
 
 @pytest.mark.parametrize(

@@ -22,23 +22,33 @@ from pinbench_recipes.remembench.summary import (
 )
 from pinbench_recipes.remembench.tests.conftest import i2v_row, t2v_row, write_checksums, write_jsonl
 
+# The paper's table: (method, budget) -> (median CLIP, median LPIPS). The "published" summary in these tests
+# is written from these literals, never from the code under test.
 TABLE = {("Base", 1): (0.755, 0.659), ("MoC", 1): (0.832, 0.594), ("MosaiChunk", 1): (0.899, 0.567),
          ("Base", 2): (0.751, 0.652), ("MoC", 2): (0.841, 0.569), ("MosaiChunk", 2): (0.936, 0.500)}
+PUBLISHED = {(m, b, metric): value for (m, b), pair in TABLE.items()
+             for metric, value in zip(("clip", "lpips_alex"), pair, strict=True)}
 
 
 def pair_rows(n_scenes: int, seed: int = 0) -> list[dict]:
-    """Pairs whose medians per arm are exactly the paper's table (values mirrored around it)."""
+    """``n_scenes`` pairs per arm whose median is exactly the table's value and whose mean is not.
+
+    The two middle values of each arm are the table's value itself (their mean is exact in float64);
+    below them the values step down by 0.002, above them up by 0.001, so the mean sits 0.012 (for 100
+    scenes) from the median: an aggregation that is not the median cannot reproduce the table.
+    """
+    assert n_scenes % 2 == 0 and n_scenes >= 2
+    half = n_scenes // 2 - 1
+    offsets = [-0.002 * (k + 1) for k in range(half)] + [0.0, 0.0] + [0.001 * (k + 1) for k in range(half)]
     rng = np.random.default_rng(seed)
     rows = []
     for (method, budget), (clip, lpips) in TABLE.items():
-        offsets = np.round(rng.uniform(0.001, 0.05, n_scenes // 2), 6)
-        spread = np.concatenate([offsets, -offsets])
         order = rng.permutation(n_scenes)
         for i in range(n_scenes):
+            offset = offsets[order[i]]
             rows.append({"scene_id": f"scene-{i:03d}", "method": method, "comparison_budget_chunks": budget,
                          "source_arm": f"{method.lower()}-{budget}", "departure_frame": 10 + i,
-                         "revisit_frame": 300 + i, "clip": clip + spread[order[i]],
-                         "lpips_alex": lpips - spread[order[i]]})
+                         "revisit_frame": 300 + i, "clip": clip + offset, "lpips_alex": lpips - offset})
     return rows
 
 
@@ -57,31 +67,45 @@ def record_summary(values: dict) -> list[dict]:
     return list(records.values())
 
 
-def test_medians_and_exact_reproduction_in_two_layouts(tmp_path):
-    pairs = read_pairs(write_jsonl(tmp_path / "pairs.jsonl", pair_rows(10)))
-    computed = medians(pairs)
-    assert len(computed) == 12
-    for (method, budget), (clip, lpips) in TABLE.items():
-        assert computed[(method, budget, "clip")] == pytest.approx(clip, abs=1e-12)
-        assert computed[(method, budget, "lpips_alex")] == pytest.approx(lpips, abs=1e-12)
-    for layout in (nested_summary(computed), record_summary(computed)):
+def _row(scene: str, method: str, budget: int, clip: float, lpips: float) -> dict:
+    return {"scene_id": scene, "method": method, "comparison_budget_chunks": budget, "departure_frame": 1,
+            "revisit_frame": 2, "clip": clip, "lpips_alex": lpips}
+
+
+def test_medians_by_hand(tmp_path):
+    """Values exact in binary, medians worked out on paper: even counts average the two middle values."""
+    rows = [_row("a", "Base", 1, 0.125, 0.75), _row("b", "Base", 1, 0.25, 0.5), _row("c", "Base", 1, 0.5, 0.0625),
+            _row("d", "Base", 1, 1.0, 0.25),
+            _row("a", "MoC", 2, 0.5, 0.25), _row("b", "MoC", 2, 0.0625, 1.0), _row("c", "MoC", 2, 0.875, 0.125)]
+    computed = medians(read_pairs(write_jsonl(tmp_path / "pairs.jsonl", rows)))
+    # Base/1: clip 0.125 0.25 | 0.5 1.0 -> 0.375 (mean 0.46875); lpips 0.0625 0.25 | 0.5 0.75 -> 0.375 (mean 0.390625)
+    # MoC/2: clip 0.0625 0.5 0.875 -> 0.5 (mean 0.479...); lpips 0.125 0.25 1.0 -> 0.25 (mean 0.458...)
+    assert computed == {("Base", 1, "clip"): 0.375, ("Base", 1, "lpips_alex"): 0.375,
+                        ("MoC", 2, "clip"): 0.5, ("MoC", 2, "lpips_alex"): 0.25}
+
+
+def test_the_table_is_reproduced_exactly_in_two_layouts(tmp_path):
+    computed = medians(read_pairs(write_jsonl(tmp_path / "pairs.jsonl", pair_rows(10))))
+    assert computed == PUBLISHED  # float64-equal, not approximately
+    for layout in (nested_summary(PUBLISHED), record_summary(PUBLISHED)):
         (tmp_path / "summary.json").write_text(json.dumps(layout))
         rows, problems = compare_summary(computed, read_summary(tmp_path / "summary.json"))
-        assert problems == [] and {r["match"] for r in rows} == {"exact"}
+        assert problems == [] and {r["match"] for r in rows} == {"exact"} and len(rows) == 12
 
 
-def test_rounded_summary_matches_at_its_precision_and_a_wrong_value_fails(tmp_path):
-    computed = medians(read_pairs(write_jsonl(tmp_path / "pairs.jsonl", pair_rows(10))))
-    rounded = {k: round(v, 3) for k, v in computed.items()}
-    (tmp_path / "summary.json").write_text(json.dumps(nested_summary(rounded)))
-    nudged = {k: v + 1e-9 for k, v in computed.items()}
-    rows, problems = compare_summary(nudged, read_summary(tmp_path / "summary.json"))
-    assert problems == [] and {r["match"] for r in rows} == {"at published precision"}
-    wrong = dict(rounded)
-    wrong[("MoC", 2, "clip")] = 0.842
-    (tmp_path / "summary.json").write_text(json.dumps(nested_summary(wrong)))
-    _, problems = compare_summary(computed, read_summary(tmp_path / "summary.json"))
-    assert problems == [f"moc-2chunk/clip: computed {computed[('MoC', 2, 'clip')]}, published 0.842"]
+def test_exact_means_exact_a_value_one_ulp_or_one_rounding_away_is_a_problem(tmp_path):
+    computed = dict(PUBLISHED)
+    computed[("MoC", 2, "clip")] = float(np.nextafter(0.841, 1.0))
+    rows, problems = compare_summary(computed, PUBLISHED)
+    assert problems == ["moc-2chunk/clip: computed 0.8410000000000001, published 0.841 "
+                        "(equal after rounding to 3 decimals: the file may store rounded medians)"]
+    assert [r["match"] for r in rows].count("DIFFERENT") == 1
+    computed[("MoC", 2, "clip")] = 0.842
+    _, problems = compare_summary(computed, PUBLISHED)
+    assert problems == ["moc-2chunk/clip: computed 0.842, published 0.841"]
+    del computed[("Base", 1, "lpips_alex")]
+    _, problems = compare_summary(computed, PUBLISHED)
+    assert "base-1chunk/lpips_alex: computed None, published 0.659" in problems
 
 
 def test_summary_with_missing_entries_is_a_clear_error(tmp_path):
@@ -115,13 +139,14 @@ def test_pair_rows_need_a_clip_field_and_no_duplicates(tmp_path):
         read_pairs(write_jsonl(tmp_path / "b.jsonl", rows + rows[:1]))
     pairs = read_pairs(write_jsonl(tmp_path / "c.jsonl", pair_rows(4)))
     assert annotations_for(pairs, "MosaiChunk", 2) == {f"scene-{i:03d}": (10 + i, 300 + i) for i in range(4)}
+    without_moc = [p for p in pairs if p.method != "MoC"]
+    with pytest.raises(DatasetError, match="has no pairs for method 'MoC' budget 1"):
+        annotations_for(without_moc, "MoC", 1)
 
 
 def make_release(root: Path, summary_values: dict | None = None) -> Path:
-    pairs = pair_rows(100)
-    write_jsonl(root / "evaluation/t2v_reference_pairs.jsonl", pairs)
-    values = summary_values or medians(read_pairs(root / "evaluation/t2v_reference_pairs.jsonl"))
-    (root / "evaluation/t2v_reference_summary.json").write_text(json.dumps(nested_summary(values)))
+    write_jsonl(root / "evaluation/t2v_reference_pairs.jsonl", pair_rows(100))
+    (root / "evaluation/t2v_reference_summary.json").write_text(json.dumps(nested_summary(summary_values or PUBLISHED)))
     write_jsonl(root / "data/t2v/test.jsonl", [t2v_row()])
     write_jsonl(root / "data/i2v/test.jsonl", [i2v_row()])
     write_checksums(root)
@@ -136,14 +161,17 @@ def test_reference_pairs_run_passes_against_the_paper_table(tmp_path):
     assert outcome.exit_code == 0, outcome.message
     card = json.loads((tmp_path / "run" / "scorecard.json").read_text())
     assert card["status"] == "complete" and card["samples"]["n_expected"] == 600
-    assert card["metrics"]["mosaichunk-2chunk/clip"]["value"] == pytest.approx(0.936, abs=1e-12)
+    assert card["metrics"]["mosaichunk-2chunk/clip"]["value"] == 0.936
     check = json.loads((tmp_path / "run" / "summary_check.json").read_text())
     assert check["problems"] == [] and len(check["rows"]) == len(METHODS) * len(BUDGETS) * 2
-    assert "reproduced" in outcome.message
+    assert "reproduced exactly" in outcome.message
+    # until it has run on the real release files, the reproduction says it is unverified, and where
+    assert card["provenance"]["extra"]["summary_reproduction"]["state"] == "unverified"
+    assert "UNVERIFIED" in outcome.message and any(w.startswith("UNVERIFIED") for w in card["extra"]["warnings"])
 
 
 def test_reference_pairs_run_fails_when_the_summary_differs(tmp_path):
-    values = medians(read_pairs(write_jsonl(tmp_path / "p.jsonl", pair_rows(100))))
+    values = dict(PUBLISHED)
     values[("Base", 1, "lpips_alex")] += 0.01
     release = make_release(tmp_path / "RememBench", values)
     cfg = get_recipe("remembench").config("t2v-reference-pairs", out_dir=tmp_path / "run", offline=True,
