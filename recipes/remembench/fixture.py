@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.files import sha256_file
+from pinbench.files import exclusive, sha256_file
 from pinbench.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
@@ -199,7 +199,15 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``."""
+    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``.
+
+    Shards of one run start together and share ``root``: the first builds it, the others wait and reuse it.
+    """
+    with exclusive(root.parent / f".{root.name}.lock"):
+        return _build_fixture(root)
+
+
+def _build_fixture(root: Path) -> FixtureData:
     data = FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
                        annotations=root / "annotations.json", poses_dir=root / "poses", clip_dir=root / "clip",
                        clip_sha256="", lpips_trunk=root / "alexnet-random.pth", lpips_sha256="",
