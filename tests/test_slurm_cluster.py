@@ -12,6 +12,7 @@ Skipped (with the reason) only where slurm-wlm or munge is not installed; .ci/ru
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -206,3 +207,45 @@ def test_a_second_submission_is_refused_while_the_first_is_live(slurm_cluster, t
     finally:
         slurm_cluster.run("scancel", array, finish)
         slurm_cluster.wait_idle_queue(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def lax_cluster(slurm_cluster):
+    """A second cluster like many real ones: EnforcePartLimits=NO, so sbatch accepts jobs it can never run."""
+    import shutil
+    import tempfile
+
+    from slurm_local import start_cluster
+
+    root = Path(tempfile.mkdtemp(prefix="pinbench-slurm-lax-"))
+    cluster = start_cluster(root, enforce_part_limits=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_where_sbatch_accepts_what_can_never_run_submit_still_refuses_it(lax_cluster, tmp_path: Path) -> None:
+    args = ["submit", "dynamic-degree", "--shards", "3", "--fixture", "--limit", "1"]
+    # more CPUs than any node has: sbatch alone would leave it pending forever; --test-only refuses it
+    proc = _pinbench(lax_cluster, *args, "--out", str(tmp_path / "a"), "--sbatch-arg=--cpus-per-task=64")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "sbatch refused" in proc.stderr and "Requested node configuration is not available" in proc.stderr
+    assert not lax_cluster.queue()
+    # over the partition's time limit: accepted, then held for PartitionTimeLimit; submit cancels both jobs
+    proc = _pinbench(lax_cluster, *args, "--out", str(tmp_path / "b"), "--time", "90")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    # (this Slurm names the array's reason PartitionConfig, the finish job's PartitionTimeLimit; neither clears)
+    assert re.search(r"would never start: Slurm holds it for Partition(TimeLimit|Config) \(cancelled what was "
+                     r"submitted: \d+, \d+\)$", proc.stderr), proc.stderr
+    lax_cluster.wait_idle_queue(timeout=60)
+    # only the finish job over the limit: it shows when the array has ended, and --wait stops there
+    out = tmp_path / "c"
+    array, finish = _submit(lax_cluster, "dynamic-degree", out, "--limit", "1", "--time", "5", "--finish-time", "90")
+    try:
+        code, text = _wait(lax_cluster, out)
+        assert code == 2 and f"job {finish} will never start (PartitionTimeLimit)" in text, text
+    finally:
+        lax_cluster.run("scancel", array, finish)
+        lax_cluster.wait_idle_queue(timeout=60)

@@ -108,7 +108,7 @@ def node_line(slurmd_c: str) -> str:
     return " ".join(["NodeName=localhost", "NodeHostname=localhost", *fields])
 
 
-def write_conf(root: Path, node: str, *, ctld_port: int, slurmd_port: int) -> Path:
+def write_conf(root: Path, node: str, *, ctld_port: int, slurmd_port: int, enforce_part_limits: bool = True) -> Path:
     """slurm.conf for a one-node cluster living entirely under ``root``."""
     user = _user_name()
     conf = root / "etc" / "slurm.conf"
@@ -134,7 +134,7 @@ def write_conf(root: Path, node: str, *, ctld_port: int, slurmd_port: int) -> Pa
         "SelectTypeParameters=CR_Core",
         "MpiDefault=none",
         "ReturnToService=2",
-        "EnforcePartLimits=ALL",
+        f"EnforcePartLimits={'ALL' if enforce_part_limits else 'NO'}",
         "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0",
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
@@ -146,8 +146,12 @@ def write_conf(root: Path, node: str, *, ctld_port: int, slurmd_port: int) -> Pa
     return conf
 
 
-def start_cluster(root: Path, *, timeout: float = 60) -> LocalSlurm:
-    """Start munged, slurmctld and slurmd under ``root`` (a new, empty directory) and wait for ``idle``."""
+def start_cluster(root: Path, *, timeout: float = 60, enforce_part_limits: bool = True) -> LocalSlurm:
+    """Start munged, slurmctld and slurmd under ``root`` (a new, empty directory) and wait for ``idle``.
+
+    ``enforce_part_limits=False`` makes a cluster like many real ones: a job over a partition limit is
+    accepted and then pends forever instead of being refused by sbatch.
+    """
     missing = missing_binaries()
     if missing:
         raise ClusterError(f"not installed: {', '.join(missing)} (apt-get install slurm-wlm munge)")
@@ -160,7 +164,8 @@ def start_cluster(root: Path, *, timeout: float = 60) -> LocalSlurm:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
     slurmd_c = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout
-    conf = write_conf(root, node_line(slurmd_c), ctld_port=free_port(), slurmd_port=free_port())
+    conf = write_conf(root, node_line(slurmd_c), ctld_port=free_port(), slurmd_port=free_port(),
+                      enforce_part_limits=enforce_part_limits)
     cluster = LocalSlurm(root=root, conf=conf)
     env = cluster.env
     try:

@@ -56,6 +56,12 @@ class RunStatus:
         """Some job of the submission is still queued or running."""
         return any(not s.ended and s.state != "UNKNOWN" for states in self.jobs.values() for s in states)
 
+    @property
+    def stuck(self) -> list[slurm.JobState]:
+        """Jobs Slurm holds for a reason that never clears: they would pend forever."""
+        return [s for states in self.jobs.values() for s in states if s.state == "PENDING"
+                and s.reason in slurm.NEVER_STARTS]
+
 
 def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     """The status of a run directory; ValueError (one line) when it is not one."""
@@ -161,6 +167,10 @@ def render(status: RunStatus) -> str:
     lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
     if status.slurm_note:
         lines.append(status.slurm_note)
+    for job in status.stuck:
+        task = "" if job.array_task is None else f"_{job.array_task}"
+        lines.append(f"job {job.job_id}{task} will never start ({job.reason}): cancel it (scancel {job.job_id}) and "
+                     "submit again with a request the partition allows")
     failures = [(sid, shard, reason) for shard in status.shards for sid, reason in shard.failed]
     if failures:
         lines += ["", "failed samples:"]
@@ -200,7 +210,8 @@ def _epoch(iso: str) -> float:
 def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) -> tuple[RunStatus, int]:
     """Poll until no job of the last submission is queued or running; (final status, exit code).
 
-    The exit code is the last phase's (the finish job's, the same codes as ``pinbench run``) when Slurm
+    A job held for a reason that never clears (over a partition limit) ends the wait with exit 2. The exit
+    code is otherwise the last phase's (the finish job's, the same codes as ``pinbench run``) when Slurm
     still knows it; otherwise 0 for a complete scorecard written after the submission, else 2.
     """
     if last_submission(Path(out_dir)) is None:
@@ -212,6 +223,8 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
             raise ValueError(f"{out_dir}: cannot wait: {status.slurm_note}")
         if not status.live:
             return status, _final_code(status)
+        if status.stuck:
+            return status, 2
         if deadline is not None and time.monotonic() > deadline:
             return status, 2
         time.sleep(poll_s)

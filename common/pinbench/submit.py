@@ -189,7 +189,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             skip_generation="--skip-generation" in phase.flags, skip_scoring="--skip-scoring" in phase.flags,
             fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
             options=parse_pairs(request.options))
-    except ValueError as exc:  # OptionError
+    except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
         raise SubmitError(str(exc)) from None
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
     if out.exists() and not out.is_dir():
