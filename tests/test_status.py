@@ -97,7 +97,7 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
                                            command="pinbench submit toy --shards 3"))
     status = run_status(tmp_path, ask_slurm=False)
     assert len(status.shards) == 3 and status.n_tasks is None  # no shard of 3 has started yet
-    assert "no shard has started yet" in render(status)
+    assert "no shard manifest yet" in render(status)
     assert last_submission(tmp_path).job_ids == ["7"]
 
 

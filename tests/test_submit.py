@@ -177,13 +177,16 @@ def test_bad_requests_are_one_line_and_write_nothing(tmp_path: Path, fields: dic
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_directory_that_is_a_file_and_mount_paths_that_break_a_mount_list_are_refused(tmp_path: Path) -> None:
+def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
     recipe = toy_recipe(tmp_path)
     (tmp_path / "afile").write_text("x")
     with pytest.raises(SubmitError, match="exists and is not a directory"):
         _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / "afile")
     with pytest.raises(SubmitError, match="may not contain ','"):
         _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / "a,b", container="docker")
+    for name in ("my run", "50%", "it's"):
+        with pytest.raises(SubmitError, match="a path in an sbatch script may not contain spaces, quotes, '%'"):
+            _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / name)
     with pytest.raises(SubmitError, match="may not contain ','"):
         _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="apptainer",
               images=["docker://r/i@" + DIGEST], options=["videos=/data/x:y"])

@@ -153,7 +153,7 @@ def render(status: RunStatus) -> str:
     lines.append(f"samples    {tasks} tasks: {counts['done']} done, {counts['failed']} failed, "
                  f"{counts['pending']} pending")
     if status.n_tasks is None:
-        lines.append("           (no shard has started yet: the task list is written when one starts)")
+        lines.append("           (no shard manifest yet: a shard writes one when its per-sample stage starts)")
     table = [["shard", "done", "failed", "pending", "process", "slurm"]]
     for shard in status.shards:
         process = "finished" if shard.finished else "started" if shard.started else "not started"

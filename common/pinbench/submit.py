@@ -151,6 +151,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in recipe.scale_out]
     out_dir = configs[0].out_dir
+    _guard(check_sbatch_path, str(out_dir), "run directory")
+    _guard(check_sbatch_path, str(cwd), "working directory")
     images = _images(request, [recipe.phase_stage(p) for p in recipe.scale_out])
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
@@ -273,6 +275,15 @@ def _check_sbatch_values(request: Request) -> None:
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
+
+
+def check_sbatch_path(path: str, what: str) -> str:
+    """A path that can stand in an ``#SBATCH`` line: no whitespace or quotes (sbatch splits there) and no ``%``
+    (sbatch expands ``%j`` and the like in file names)."""
+    if re.search(r"[\s'\"%\\]", path) or any(ord(c) < 0x20 for c in path):
+        raise ValueError(f"{what} {path!r}: a path in an sbatch script may not contain spaces, quotes, '%' or "
+                         "backslashes; choose another")
+    return path
 
 
 def _guard(check, value: str, what: str) -> None:
