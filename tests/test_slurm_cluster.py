@@ -249,3 +249,45 @@ def test_where_sbatch_accepts_what_can_never_run_submit_still_refuses_it(lax_clu
     finally:
         lax_cluster.run("scancel", array, finish)
         lax_cluster.wait_idle_queue(timeout=60)
+
+
+# The recipe's image as `make build-dynamic-degree` builds it, with this checkout's code copied over (the
+# exported recipe), so the jobs run what is tested here in the image's pinned environment.
+OVERLAY = """FROM {base}
+USER root
+RUN rm -rf {site}/pinbench {site}/pinbench_recipes/dynamic_degree
+COPY pinbench {site}/pinbench
+COPY pinbench_recipes/dynamic_degree {site}/pinbench_recipes/dynamic_degree
+USER pinbench
+"""
+
+
+@pytest.mark.docker
+def test_docker_on_the_node_runs_the_array_in_the_recipes_image(slurm_cluster, plain_runs, tmp_path: Path) -> None:
+    from pinbench.docker_engine import ContainerError, build_image, docker_client
+    from pinbench.export import export_recipe
+
+    try:
+        engine = docker_client()
+    except ContainerError as exc:
+        pytest.skip(str(exc))
+    recipe = get_recipe("dynamic-degree")
+    try:
+        engine.images.get(recipe.image)
+    except Exception:  # docker.errors.ImageNotFound
+        pytest.skip(f"{recipe.image} is not built on this engine (make build-dynamic-degree)")
+    context = export_recipe(recipe, tmp_path / "export")
+    (context / "Dockerfile.slurm-test").write_text(
+        OVERLAY.format(base=recipe.image, site="/opt/venv/lib/python3.11/site-packages"))
+    image = build_image(context, "pinbench-test/dynamic-degree-slurm:local", dockerfile="Dockerfile.slurm-test",
+                        client=engine, log=lambda line: None)
+
+    out = tmp_path / "run"
+    _submit(slurm_cluster, "dynamic-degree", out, "--container", "docker", "--image", image)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    plain = plain_runs("dynamic-degree")
+    assert _card(out) == _card(plain) and _results(out) == _results(plain)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["provenance"]["container"] == {"in_container": True, "image_digest": image}
+    assert card["config"]["out_dir"] == "/runs/out"  # the merge ran in the container too

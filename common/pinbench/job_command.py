@@ -32,6 +32,7 @@ CONTAINERS = ("none", "docker", "pyxis", "apptainer")
 SHARD_INDEX = "${SLURM_ARRAY_TASK_ID}"
 OFFLINE_ENV = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # a local Docker image by its content-addressed id
 # Docker numbers the host's GPUs; Slurm names the job's in SLURM_JOB_GPUS (CUDA_VISIBLE_DEVICES may be
 # renumbered from 0 inside a cgroup), so that one goes first.
 DOCKER_GPUS = '--gpus "\\"device=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}\\""'
@@ -132,13 +133,6 @@ def command_lines(job: PhaseJob, container: str, *, pinbench: Sequence[str], ima
         return [*lines, shell_line(job.run_argv(pinbench, out=str(job.cfg.out_dir)))]
     inner = job.run_argv(["pinbench"], out=OUT_MOUNT, inputs=job.inputs())
     return [*job.env_lines(), *in_container(job, container, image, inner, gpus=bool(job.phase.gpus and job.gpus))]
-
-
-def status_lines(job: PhaseJob, container: str, *, pinbench: Sequence[str], image: Image | None) -> list[str]:
-    """``pinbench status`` of the run, where ``pinbench`` is (in a container: without Slurm's clients)."""
-    if container == "none":
-        return [shell_line([*pinbench, "status", str(job.cfg.out_dir)])]
-    return in_container(job, container, image, ["pinbench", "status", OUT_MOUNT, "--no-slurm"], gpus=False)
 
 
 def in_container(job: PhaseJob, container: str, image: Image | None, inner: list[str], *, gpus: bool) -> list[str]:

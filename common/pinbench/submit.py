@@ -34,8 +34,18 @@ from typing import Any
 
 from pinbench import slurm
 from pinbench.cache import cache_root
+from pinbench.docker_runtime import stages_for
 from pinbench.files import sha256_file, write_atomic
-from pinbench.job_command import CONTAINERS, DIGEST, Image, PhaseJob, check_mount_path, command_lines, status_lines
+from pinbench.job_command import (
+    CONTAINERS,
+    DIGEST,
+    IMAGE_ID,
+    Image,
+    PhaseJob,
+    check_mount_path,
+    command_lines,
+    shell_line,
+)
 from pinbench.options import parse_pairs
 from pinbench.recipe import Recipe, RecipeError, RunConfig, ScaleOutPhase, scale_out_problem
 from pinbench.runner import Shard
@@ -153,12 +163,14 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     out_dir = configs[0].out_dir
     _guard(check_sbatch_path, str(out_dir), "run directory")
     _guard(check_sbatch_path, str(cwd), "working directory")
-    images = _images(request, [recipe.phase_stage(p) for p in recipe.scale_out])
+    # A fixture runs offline in the scoring image, every phase of it (as under --runtime docker).
+    stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
+              for p in recipe.scale_out]
+    images = _images(request, stages)
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
-    for number, (phase, cfg) in enumerate(zip(recipe.scale_out, configs, strict=True), start=1):
-        stage = recipe.phase_stage(phase)
+    for number, (phase, cfg, stage) in enumerate(zip(recipe.scale_out, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
@@ -166,9 +178,9 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         if request.container != "none":
             for host, _, _ in job.mounts():
                 _guard(check_mount_path, host, "mounted path")
-        image = images.get(stage.name)
-        lines = command_lines(job, request.container, pinbench=program, image=image)
-        status = status_lines(job, request.container, pinbench=program, image=image)
+        lines = command_lines(job, request.container, pinbench=program, image=images.get(stage.name))
+        # the submitting checkout's pinbench, outside any container: it reads the run directory and asks Slurm
+        status = shell_line([*program, "status", str(cfg.out_dir)])
         script = out_dir / SLURM_DIR / f"{phase.name}.sbatch"
         text = _script(request, job, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
@@ -251,8 +263,11 @@ def _pinned_image(ref: str, container: str) -> Image:
     if _PLAIN_VALUE.fullmatch(ref) is None:
         raise SubmitError(f"--image {ref!r}: not a plain image reference or path")
     path = Path(ref).expanduser()
+    if container == "docker" and IMAGE_ID.fullmatch(ref):
+        return Image(ref, ref)  # a local image by id: pinned by its content
     if path.is_file() and container == "docker":
-        raise SubmitError(f"--image {ref}: docker runs an image reference (repository@sha256:...), not a file")
+        raise SubmitError(f"--image {ref}: docker runs an image reference (repository@sha256:... or a local image id "
+                          "sha256:...), not a file")
     if path.is_file():
         return Image(str(path.resolve()), f"sha256:{sha256_file(path)}")
     if path.exists():
@@ -313,8 +328,7 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     return [f"#SBATCH {line}" for line in lines]
 
 
-def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: list[str],
-            status: list[str]) -> str:
+def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: list[str], status: str) -> str:
     recipe, cfg, phase = job.recipe, job.cfg, job.phase
     phases = recipe.scale_out
     last = number == len(phases)
@@ -338,7 +352,7 @@ def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: li
         return "\n".join([*header, *command[:-1], "exec " + command[-1], ""])
     return "\n".join([*header, *command, "code=$?",
                       "# every shard's done / failed / pending samples, naming the failures",
-                      *status[:-1], f"{status[-1]} || true", 'exit "$code"', ""])
+                      f"{status} || true", 'exit "$code"', ""])
 
 
 def write_scripts(the_plan: Plan) -> list[Path]:

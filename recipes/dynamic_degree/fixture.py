@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from pinbench.files import exclusive
 from pinbench.video import is_valid_video, write_video
 
 SEED = 20260909
@@ -78,14 +79,17 @@ def render(video: FixtureVideo, rng: np.random.Generator, height: int = HEIGHT, 
 def write_fixture(dest: Path, videos: tuple[FixtureVideo, ...] = FIXTURE_VIDEOS) -> list[Path]:
     """Write the fixture videos into ``dest`` (deterministic: one seeded generator per video).
 
-    A complete video from an earlier run is kept, so a rerun reuses its stored scores.
+    A complete video from an earlier run is kept, so a rerun reuses its stored scores. Shards of one run
+    start together and share ``dest``: the first writes the videos, the others wait and keep them (a
+    video written again would get a new mtime, part of every task's input, and orphan the stored scores).
     """
     dest.mkdir(parents=True, exist_ok=True)
     paths = []
-    for number, video in enumerate(videos):
-        path = dest / f"{video.name}.mp4"
-        if not is_valid_video(path, video.n_frames):
-            rng = np.random.default_rng([SEED, number])
-            write_video(path, render(video, rng), video.fps, crf=12)
-        paths.append(path)
+    with exclusive(dest.parent / f".{dest.name}.lock"):
+        for number, video in enumerate(videos):
+            path = dest / f"{video.name}.mp4"
+            if not is_valid_video(path, video.n_frames):
+                rng = np.random.default_rng([SEED, number])
+                write_video(path, render(video, rng), video.fps, crf=12)
+            paths.append(path)
     return paths
