@@ -25,13 +25,15 @@ def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
     return merge_samples([cfg.out_dir], tasks, id_key=id_key, dest=cfg.out_dir / "samples.jsonl")
 
 
-def finish_shard(cfg: RunConfig, summary: RunSummary) -> RunOutcome:
+def finish_shard(cfg: RunConfig, summary: RunSummary | None) -> RunOutcome:
     """The end of one shard of many: its samples are stored, and nothing shared is written.
 
     Shards of one run share its directory and may run at the same time (``pinbench submit``'s job
     array), so the scorecard, diff and report are left to the merge, an unsharded run over the same
     directory (the finish job). Exit 0 when every sample of this shard is ok, else 2 (incomplete).
+    ``summary`` is None when this shard had no per-sample work (its inputs are read by the merge).
     """
+    summary = summary or RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
     failed = summary.failed_ids
     message = (f"shard {cfg.shard} of {cfg.recipe}: {summary.n_total} samples: {summary.n_done} done, "
                f"{summary.n_reused} reused, {summary.n_failed} failed"

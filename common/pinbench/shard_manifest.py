@@ -43,6 +43,11 @@ class ShardManifest:
     slurm: dict[str, str]
     path: Path
 
+    @property
+    def samples_dir(self) -> Path:
+        """Where the records of this manifest's samples are: ``samples/`` beside its ``shards/``."""
+        return self.path.parent.parent / "samples"
+
     def owned(self, index: int | None = None) -> list[int]:
         """Positions of the tasks that shard ``index`` (default: this manifest's) owns."""
         index = self.index if index is None else index
@@ -78,9 +83,15 @@ def now() -> str:
 
 
 def read_manifests(out_dir: Path) -> list[ShardManifest]:
-    """Every readable manifest of the run, oldest start first; ValueError names a corrupt one."""
+    """Every manifest of the run, oldest start first; ValueError names a corrupt one.
+
+    Also one folder down: a stage that keeps its records in a folder of its own (CameraBench's ``script1/``)
+    writes its manifests there, next to its ``samples/``.
+    """
     manifests = []
-    for path in sorted((Path(out_dir) / SHARDS_DIR).glob("*-of-*.json")):
+    out_dir = Path(out_dir)
+    paths = [*out_dir.glob(f"{SHARDS_DIR}/*-of-*.json"), *out_dir.glob(f"*/{SHARDS_DIR}/*-of-*.json")]
+    for path in sorted(paths):
         if path.name.startswith(".") or not path.is_file():
             continue
         manifests.append(_parse(path))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench import slurm
-from pinbench.runner import SAMPLES_DIR, SampleRecord
+from pinbench.runner import SampleRecord
 from pinbench.shard_manifest import ShardManifest, read_manifests
 from pinbench.submit import Submission, last_submission
 
@@ -73,7 +73,9 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     if submission is None and not manifests and not (out_dir / "scorecard.json").is_file():
         raise ValueError(f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)")
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
-    shards, n_tasks = _shards(out_dir, [m for m in manifests if m.count == count], count)
+    layout = [m for m in manifests if m.count == count]
+    stage_dir = layout[-1].path.parent if layout else None  # the stage that ran in this layout most recently
+    shards, n_tasks = _shards([m for m in layout if m.path.parent == stage_dir], count)
     jobs, note = ({}, "")
     if ask_slurm and submission is not None:
         jobs, note = _slurm_states(submission)
@@ -86,14 +88,14 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
                      slurm_note=note, scorecard=_scorecard(out_dir))
 
 
-def _shards(out_dir: Path, manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
+def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
     """Per shard of ``count``: its samples by state, judged against its own manifest, else the newest one."""
     shards = [ShardStatus(i, count) for i in range(count)]
     if not manifests:
         return shards, None
     newest = manifests[-1]
     own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
-    samples_dir = out_dir / SAMPLES_DIR
+    samples_dir = newest.samples_dir
     for shard in shards:
         manifest = own.get(shard.index, newest)
         shard.started = shard.index in own
