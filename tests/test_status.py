@@ -173,3 +173,18 @@ def test_without_slurm_clients_status_says_so_and_submit_refuses(tmp_path: Path,
     status = run_status(tmp_path)
     assert status.slurm_note == "Slurm not reachable: scontrol not found on PATH (run this on a Slurm login node)"
     assert slurm.missing_client() == "sbatch, scontrol, scancel not found on PATH (run this on a Slurm login node)"
+
+
+def test_a_stage_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path) -> None:
+    """CameraBench's Script 1 runs into script1/: its manifests and records sit there."""
+    run_samples(TASKS, _square, tmp_path / "script1", shard=Shard(0, 2), progress=False)
+    run_samples(TASKS[:1], _square, tmp_path, progress=False)  # an unsharded stage at the top (another layout)
+    status = run_status(tmp_path, ask_slurm=False)  # no submission: the newest layout, the 0-of-1 one
+    assert len(status.shards) == 1 and status.n_tasks == 1
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=2, container="none",
+                                           jobs=[{"phase": "a", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="x"))
+    shards = run_status(tmp_path, ask_slurm=False).shards
+    assert shards[0].done == ["s0", "s2", "s6"] and shards[0].failed == [("s4", "ValueError: x=4 is unlucky")]
+    assert shards[1].pending == ["s1", "s3", "s5"]

@@ -79,7 +79,7 @@ def write_manifest(out_dir: Path, index: int, count: int, *, stage: str, sample_
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def read_manifests(out_dir: Path) -> list[ShardManifest]:
