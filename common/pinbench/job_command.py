@@ -81,10 +81,6 @@ class PhaseJob:
     cache: Path
     gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
 
-    @property
-    def shard_word(self) -> Word:
-        return Word(f'"{SHARD_INDEX}/{self.cfg.shard.count}"') if self.cfg.shard else Word("")
-
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
         cfg = self.cfg
@@ -96,8 +92,8 @@ class PhaseJob:
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
         argv += list(self.phase.flags)
-        if cfg.shard is not None:
-            argv += ["--shard", self.shard_word]
+        if cfg.shard is not None:  # the job's shell puts in the array task's index
+            argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]
         return argv
 
     def env_lines(self) -> list[str]:
