@@ -67,7 +67,7 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     """The status of a run directory; ValueError (one line) when it is not one."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
-        raise ValueError(f"{out_dir}: not a run directory (no such directory)")
+        raise ValueError(f"{out_dir}: not a run directory (no such directory, or not a directory)")
     submission = last_submission(out_dir)
     manifests = read_manifests(out_dir)
     if submission is None and not manifests and not (out_dir / "scorecard.json").is_file():
