@@ -87,3 +87,28 @@ def base_image(engine) -> str:
         except docker.errors.APIError as exc:
             pytest.skip(f"{image}: not here and not pullable ({' '.join(str(exc).split())[:200]})")
     return image
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real single-node Slurm for the session (tools/slurm_local.py), stopped by PID at the end.
+
+    Skipped only when slurm-wlm or munge is not installed; CI (.ci/run) installs both.
+    """
+    import shutil
+    import tempfile
+
+    from slurm_local import missing_binaries, start_cluster
+
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"no Slurm here ({', '.join(missing)} missing): apt-get install slurm-wlm munge "
+                    "(.ci/run installs them)")
+    # Not under pytest's tmp_path: munged wants every directory above its socket searchable by all.
+    root = Path(tempfile.mkdtemp(prefix="pinbench-slurm-"))
+    cluster = start_cluster(root)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

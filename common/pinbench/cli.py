@@ -229,6 +229,84 @@ def doctor(
     raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
+# ------------------------------------------------------------------------------------ clusters
+
+
+@app.command()
+def submit(
+    recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. dynamic-degree")],
+    shards: Annotated[int, typer.Option(help="N: a job array of N tasks, task I runs --shard I/N")],
+    engine: Annotated[str, typer.Option(help="the cluster's scheduler (slurm)")] = "slurm",
+    checkpoint: Annotated[str, typer.Option("--checkpoint", "-c", help="model checkpoint name")] = "",
+    out: Annotated[Path | None, typer.Option("--out", help="run directory (default runs/<recipe>/<ckpt>)")] = None,
+    limit: Annotated[int | None, typer.Option(help="smoke run on the first N tasks")] = None,
+    fixture: Annotated[bool, typer.Option("--fixture", help="CPU run on generated small data")] = False,
+    offline: Annotated[bool, typer.Option(help="fail fast on anything not fetched")] = False,
+    option: OptionList = [],  # noqa: B006
+    partition: Annotated[str | None, typer.Option(help="sbatch --partition")] = None,
+    gpus_per_task: Annotated[int | None, typer.Option(help="GPUs per array task (and per job of a phase that "
+                                                            "uses GPUs); also the run's --gpus")] = None,
+    time: Annotated[str | None, typer.Option("--time", help="sbatch --time of every job")] = None,
+    finish_time: Annotated[str | None, typer.Option(help="sbatch --time of the jobs that are not arrays "
+                                                         "(default: --time)")] = None,
+    account: Annotated[str | None, typer.Option(help="sbatch --account")] = None,
+    sbatch_arg: Annotated[list[str], typer.Option(help="one more sbatch option for every job, e.g. "
+                                                       "--sbatch-arg=--mem=64G")] = [],  # noqa: B006
+    container: Annotated[str, typer.Option(help="none (this checkout's .venv), docker, pyxis or apptainer")]
+    = "none",
+    image: Annotated[list[str], typer.Option(help="the image (REF, or STAGE=REF per stage): a registry reference "
+                                                  "by digest, or a squashfs/SIF file")] = [],  # noqa: B006
+    dry_run: Annotated[bool, typer.Option(help="write the sbatch scripts, submit nothing")] = False,
+) -> None:
+    """Run a recipe on a Slurm cluster: a job array of N shards, then one job that merges the records and
+    writes the scorecard, diff and report (the layout the recipe declares). Prints the job ids."""
+    from pinbench.submit import Request, SubmitError, plan, submit_plan, write_scripts
+
+    if engine != "slurm":
+        _fail(f"--engine {engine!r}: only slurm is supported")
+    request = Request(recipe=_recipe(recipe_name), shards=shards, checkpoint=checkpoint, out=out, limit=limit,
+                      fixture=fixture, offline=offline, options=option, partition=partition,
+                      gpus_per_task=gpus_per_task, time=time, finish_time=finish_time, account=account,
+                      sbatch_args=sbatch_arg, container=container, images=image)
+    try:
+        the_plan = plan(request)
+        if dry_run:
+            for script in write_scripts(the_plan):
+                _echo(f"wrote {script}")
+            return
+        record = submit_plan(the_plan)
+    except SubmitError as exc:
+        _fail(str(exc))
+    _echo(f"submitted {record.recipe} {record.recipe_version} ({record.checkpoint}, {record.mode}) to Slurm:")
+    for number, job in enumerate(record.jobs):
+        shape = f"array 0-{record.shards - 1}" if job["sharded"] else "one job"
+        after = f", after {record.jobs[number - 1]['job_id']} ends" if number else ""
+        _echo(f"  {job['phase']:<8} job {job['job_id']} ({shape}{after}): {job['script']}")
+    _echo(f"logs:   {the_plan.slurm_dir / 'logs'}")
+    _echo(f"follow: pinbench status {the_plan.out_dir} --wait")
+
+
+@app.command()
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
+    wait: Annotated[bool, typer.Option("--wait", help="until the last submission's jobs have ended; exit "
+                                                      "with the finish job's code")] = False,
+    poll: Annotated[float, typer.Option(help="seconds between looks with --wait")] = 5.0,
+    timeout: Annotated[float | None, typer.Option(help="give up waiting after this many seconds (exit 2)")]
+    = None,
+    no_slurm: Annotated[bool, typer.Option("--no-slurm", help="do not ask Slurm for job states")] = False,
+) -> None:
+    """Done / failed / pending samples per shard, the failures' reasons, and each job's Slurm state."""
+    from pinbench.status import render, run_status
+    from pinbench.status import wait as wait_for
+
+    if wait:
+        final, code = wait_for(run_dir, poll_s=poll, timeout_s=timeout)
+        _echo(render(final))
+        raise typer.Exit(code)
+    _echo(render(run_status(run_dir, ask_slurm=not no_slurm)))
+
+
 # ------------------------------------------------------------------------------------ results
 
 

@@ -79,6 +79,26 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     return path
 
 
+@contextmanager
+def exclusive(lock_file: Path | str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (created if needed) for the block.
+
+    For work that several processes of one run may start at once (the shards of a job array preparing
+    the same shared inputs): the first does it, the others wait and then find it done. The kernel drops
+    the lock when its holder dies, so a killed process never leaves a stale lock behind.
+    """
+    import fcntl
+
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def sha256_file(path: Path | str) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256()

@@ -17,7 +17,7 @@ from pinbench.provenance import collect_provenance, redact
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
 from pinbench.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
 from pinbench.report import write_report
-from pinbench.runner import SampleRecord, merge_samples
+from pinbench.runner import RunSummary, SampleRecord, merge_samples
 from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
 
 
@@ -54,6 +54,24 @@ def summarize_failures(card: Mapping[str, Any], out_dir: Path) -> list[str]:
     if len(first) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(first) - FAILURES_SHOWN} more")
     return lines
+
+
+def finish_shard(cfg: RunConfig, summary: RunSummary | None) -> RunOutcome:
+    """The end of one shard of many: its samples are stored, and nothing shared is written.
+
+    Shards of one run share its directory and may run at the same time (``pinbench submit``'s job
+    array), so the scorecard, diff and report are left to the merge, an unsharded run over the same
+    directory (the finish job). Exit 0 when every sample of this shard is ok, else 2 (incomplete).
+    ``summary`` is None when this shard had no per-sample work (its inputs are read by the merge).
+    """
+    summary = summary or RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
+    failed = summary.failed_ids
+    message = (f"shard {cfg.shard} of {cfg.recipe}: {summary.n_total} samples: {summary.n_done} done, "
+               f"{summary.n_reused} reused, {summary.n_failed} failed"
+               + (f" ({', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''})" if failed else "")
+               + "; the scorecard is written by the merge (an unsharded run over this directory)")
+    print(message, flush=True)
+    return RunOutcome(scorecard_path=None, exit_code=EXIT_INCOMPLETE if failed else 0, message=message)
 
 
 def finish_run(

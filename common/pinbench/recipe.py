@@ -130,6 +130,52 @@ DEFAULT_STAGES = (
 
 
 @dataclass(frozen=True)
+class ScaleOutPhase:
+    """One step of a cluster run (``pinbench submit``): a job array of N shards, or one job over everything.
+
+    ``flags`` are this phase's ``pinbench run`` flags; ``stage`` names the ``stages`` entry whose image,
+    network and token policy it uses in a container (None: the recipe's last ``run`` stage); ``gpus``
+    says whether it asks the cluster for ``--gpus-per-task`` GPUs.
+    """
+
+    name: str
+    sharded: bool = False
+    flags: tuple[str, ...] = ()
+    stage: str | None = None
+    gpus: bool = False
+
+
+# Each array task scores its shard; one job after the array merges the records (no scoring) and writes
+# the scorecard, diff and report.
+DEFAULT_SCALE_OUT = (
+    ScaleOutPhase("shards", sharded=True, gpus=True),
+    ScaleOutPhase("finish", flags=("--skip-scoring",)),
+)
+
+
+def scale_out_problem(phases: tuple[ScaleOutPhase, ...], flags: Flags, stages: tuple[ContainerStage, ...]) -> str:
+    """Why these phases cannot run as a cluster layout for a recipe with these flags ("" when they can)."""
+    names = [p.name for p in phases]
+    stage_names = {s.name for s in stages}
+    honoured = {"--skip-generation": flags.skip_generation, "--skip-scoring": flags.skip_scoring}
+    if len(set(names)) != len(names):
+        return f"scale_out: phase names repeat ({', '.join(names)})"
+    if not any(p.sharded for p in phases):
+        return "scale_out: no phase is sharded"
+    if phases[-1].sharded:
+        return f"scale_out: the last phase ({phases[-1].name}) must run once over everything, not sharded"
+    if not flags.shard:
+        return "it does not honour --shard (flags.shard)"
+    for phase in phases:
+        if phase.stage is not None and phase.stage not in stage_names:
+            return f"scale_out: phase {phase.name} names stage {phase.stage!r}, not one of {sorted(stage_names)}"
+        refused = [f for f in phase.flags if not honoured[f]]
+        if refused:
+            return f"scale_out: phase {phase.name} runs with {', '.join(refused)}, which the recipe does not honour"
+    return ""
+
+
+@dataclass(frozen=True)
 class Flags:
     """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored."""
 
@@ -196,6 +242,7 @@ class Recipe:
     options: dict[str, OptionSpec] = field(default_factory=dict)
     resources: Resources | None = None
     preflight_entry: str | None = None
+    scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
 
     # ------------------------------------------------------------------------------------ code
 
@@ -302,6 +349,12 @@ class Recipe:
         """Local tag of the recipe's main image (``make build-<name>`` builds it)."""
         return f"pinbench/{self.name}:{self.version}"
 
+    def phase_stage(self, phase: ScaleOutPhase) -> ContainerStage:
+        """The container stage a scale-out phase runs as: the one it names, else the last ``run`` stage."""
+        if phase.stage is not None:
+            return next(s for s in self.stages if s.name == phase.stage)
+        return [s for s in self.stages if s.argv[0] == "run"][-1]
+
     def stage_image(self, stage: ContainerStage) -> str:
         suffix = stage.dockerfile.removeprefix("Dockerfile").lstrip(".")
         return self.image if not suffix else f"pinbench/{self.name}-{suffix}:{self.version}"
@@ -362,13 +415,22 @@ def load_declaration(path: Path, package: str) -> Recipe:
         raise DeclarationError(path, f"version {data['version']} has no changelog entry")
     stages = tuple(ContainerStage(**{**s, "argv": tuple(s.get("argv", ("run",)))}) for s in data["stages"]) \
         if "stages" in data else DEFAULT_STAGES
+    flags = Flags(**data["flags"])
+    scale_out = DEFAULT_SCALE_OUT
+    if "scale_out" in data:
+        scale_out = tuple(ScaleOutPhase(name=p["name"], sharded=p.get("sharded", False),
+                                        flags=tuple(p.get("flags", ())), stage=p.get("stage"),
+                                        gpus=p.get("gpus", p.get("sharded", False))) for p in data["scale_out"])
+        problem = scale_out_problem(scale_out, flags, stages)
+        if problem:
+            raise DeclarationError(path, problem)
     return Recipe(
         name=data["name"], package=package, version=data["version"], description=data["description"],
-        entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=Flags(**data["flags"]),
+        entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=flags,
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
-        preflight_entry=data.get("preflight"),
+        preflight_entry=data.get("preflight"), scale_out=scale_out,
     )
 
 

@@ -42,6 +42,8 @@ from rich.progress import (
 
 from pinbench.files import loads_finite_json, write_atomic
 from pinbench.provenance import redact
+from pinbench.shard_manifest import now as _now
+from pinbench.shard_manifest import write_manifest
 
 __all__ = [
     "MISSING_ERROR",
@@ -435,12 +437,16 @@ def run_samples(
         positions = shard.select(positions)
     samples_dir = Path(out_dir) / SAMPLES_DIR
     samples_dir.mkdir(parents=True, exist_ok=True)
+    # The manifest names every task and this call's share of them, for `pinbench status`.
+    hashes = [_hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)]
+    manifest = {"out_dir": Path(out_dir), "index": shard.index if shard else 0, "count": shard.count if shard else 1,
+                "stage": stage, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
+    write_manifest(**manifest)
 
     records: dict[str, SampleRecord | None] = {}
     pending: list[tuple[str, Task, str]] = []
     for pos in positions:
-        sid, task = ids[pos], tasks[pos]
-        task_hash = _hash_task(sid, task)
+        sid, task, task_hash = ids[pos], tasks[pos], hashes[pos]
         stored, reason = _read_record(_record_path(samples_dir, sid), sid)
         if stored is None and reason != "no record":
             log.warning("recomputing %s", reason)
@@ -478,6 +484,8 @@ def run_samples(
         console.print(summary, markup=False, highlight=False, soft_wrap=True)
     log.info(summary)
     final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
+    write_manifest(**manifest, summary={"total": len(final), "done": counts["done"], "reused": n_reused,
+                                        "failed": counts["failed"]})
     return RunSummary(
         n_total=len(final),
         n_done=counts["done"],

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from pinbench.files import write_atomic
+
 SEED = 20261130
 MODEL_NAME = "fixture-method"
 
@@ -108,13 +110,12 @@ def write_fixture(root: Path) -> tuple[Path, Path]:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=1) + "\n")
+    # atomic: shards of one run write the same fixture at once while their siblings read it
+    write_atomic(path, json.dumps(value, indent=1) + "\n")
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def bit_frames(n_frames: int, height: int = 48, width: int = 64, bits: int = 8) -> np.ndarray:

@@ -16,9 +16,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.finish import collect_records, finish_run
+from pinbench.finish import collect_records, finish_run, finish_shard
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import merge_samples, run_samples
+from pinbench.runner import RunSummary, merge_samples, run_samples
 from pinbench_recipes.camerabench import fixture, inputs
 from pinbench_recipes.camerabench.aggregate import group_records, metric_specs
 from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES
@@ -47,6 +47,7 @@ def run(cfg: RunConfig) -> RunOutcome:
 
     # 2. Script 1: this recipe's Qwen2.5-VL run, or the official files of any method
     started = time.perf_counter()
+    script1_summary = None
     if model is None:
         try:
             outputs = read_score_dir(score_dir, whole, cfg.options["families"])  # files hold every sample
@@ -54,8 +55,10 @@ def run(cfg: RunConfig) -> RunOutcome:
             raise inputs.input_error(exc) from None
         script1_info: dict[str, Any] = {"source": "official score files", "folder": str(score_dir)}
     else:
-        outputs, script1_info = _script1(cfg, recipe.version, model, data)
+        outputs, script1_info, script1_summary = _script1(cfg, recipe.version, model, data)
     timings["script1"] = time.perf_counter() - started
+    if cfg.shard is not None:  # one Script 1 shard of many: Script 2 and the scorecard need every output (merge)
+        return finish_shard(cfg, script1_summary)
 
     # 3. Script 2: per sample, then per split / skill / family (strict), then the composite
     started = time.perf_counter()
@@ -92,8 +95,9 @@ def _judge(cfg: RunConfig, data: CameraBenchData) -> CaptionJudge | None:
 
 
 def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
-             data: CameraBenchData) -> tuple[Script1Outputs, dict[str, Any]]:
-    """Script 1 through the runner into ``script1/``; its outputs, also written as official files in ``scores/``."""
+             data: CameraBenchData) -> tuple[Script1Outputs, dict[str, Any], RunSummary | None]:
+    """Script 1 through the runner into ``script1/``; its outputs (also written as official files in ``scores/``),
+    what the scorer was, and what this process computed (None with --skip-generation)."""
     from pinbench_recipes.camerabench.qwen_scorer import QwenCameraScorer, ScorerError, ScorerSettings
 
     weights, processor = inputs.model_dirs(model, download=False)
@@ -116,8 +120,12 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
         scorer_info.update(scorer.describe())
         return scorer
 
+    summary = None
     if not cfg.skip_generation:
-        run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, validate=has_output, stage="script 1")
+        summary = run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, validate=has_output,
+                              stage="script 1")
+    if cfg.shard is not None:  # the caller stops here; gathering every shard's outputs is the merge's
+        return Script1Outputs(), {}, summary
     records = merge_samples([folder], tasks, dest=folder / "samples.jsonl", validate=has_output)
     outputs = outputs_from_records(records, data)
     if cfg.shard is None:  # one writer: the unsharded run that gathers every shard
@@ -126,7 +134,7 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
                         video_dir=str(videos.root), extra_metadata={"recipe": "camerabench", **described})
     info = {"source": "camerabench Qwen2.5-VL scorer", "model": described, "videos": videos.describe(),
             "scorer": scorer_info or "not loaded in this run (every sample was already stored)"}
-    return outputs, info
+    return outputs, info, summary
 
 
 def _extra(cfg: RunConfig, data: CameraBenchData, outputs: Script1Outputs, script1_info: dict[str, Any],

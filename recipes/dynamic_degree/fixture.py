@@ -16,7 +16,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from pinbench.files import write_atomic
+from pinbench.files import exclusive, write_atomic
 from pinbench.video import is_valid_video, write_video
 
 SEED = 20260909
@@ -87,20 +87,23 @@ def write_fixture(dest: Path, videos: tuple[FixtureVideo, ...] = FIXTURE_VIDEOS)
     """Write the fixture videos into ``dest`` (deterministic: one seeded generator per video).
 
     A complete video of this fixture version from an earlier run is kept, so a rerun reuses its stored
-    scores; every file is written atomically, so shards building the same folder at once cannot mix.
+    scores. Shards of one run start together and share ``dest``: the first writes the videos, the others
+    wait and keep them (a video written again would get a new mtime, part of every task's input, and
+    orphan the stored scores); every file is written atomically.
     """
     dest.mkdir(parents=True, exist_ok=True)
     stamp = dest / STAMP
-    current = _stamped_version(stamp) == FIXTURE_VERSION
     paths = []
-    for number, video in enumerate(videos):
-        path = dest / f"{video.name}.mp4"
-        if not (current and is_valid_video(path, video.n_frames)):
-            rng = np.random.default_rng([SEED, number])
-            write_video(path, render(video, rng), video.fps, crf=FIXTURE_CRF)
-        paths.append(path)
-    if not current:
-        write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "crf": FIXTURE_CRF}) + "\n")
+    with exclusive(dest.parent / f".{dest.name}.lock"):
+        current = _stamped_version(stamp) == FIXTURE_VERSION  # read under the lock: a shard before us wrote it
+        for number, video in enumerate(videos):
+            path = dest / f"{video.name}.mp4"
+            if not (current and is_valid_video(path, video.n_frames)):
+                rng = np.random.default_rng([SEED, number])
+                write_video(path, render(video, rng), video.fps, crf=FIXTURE_CRF)
+            paths.append(path)
+        if not current:
+            write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "crf": FIXTURE_CRF}) + "\n")
     return paths
 
 

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.finish import collect_records, finish_run
+from pinbench.finish import collect_records, finish_run, finish_shard
 from pinbench.recipe import RunConfig, RunOutcome, get_recipe
 from pinbench.runner import SampleRecord, run_samples
 from pinbench.scorecard import MetricSpec
@@ -52,8 +52,10 @@ def run(cfg: RunConfig) -> RunOutcome:
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
         score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric)
     elif not cfg.skip_scoring:
-        run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
-                    shard=cfg.shard, validate=HasMetric(metric), stage="dynamic degree")
+        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
+                              shard=cfg.shard, validate=HasMetric(metric), stage="dynamic degree")
+        if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
+            return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks)
     timings["score"] = time.perf_counter() - started
 

@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.files import sha256_file
+from pinbench.files import exclusive, sha256_file
 from pinbench.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
@@ -223,9 +223,16 @@ def _existing(root: Path) -> FixtureData | None:
 def build_fixture(root: Path) -> FixtureData:
     """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``.
 
-    The data is written into a private folder beside ``root`` and then renamed into place, so shards of
-    one fixture run started together (a job array) never read a half-written fixture or each other's files.
+    Shards of one run start together and share ``root``: the first builds it, the others wait and reuse it.
+    The data is written into a private folder beside ``root`` and then renamed into place, so no process
+    ever reads a half-written fixture, even one that does not take the lock.
     """
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(root.parent / f".{root.name}.lock"):
+        return _build_fixture(root)
+
+
+def _build_fixture(root: Path) -> FixtureData:
     found = _existing(root)
     if found is not None:
         return found

@@ -20,7 +20,7 @@ import yaml
 
 from pinbench.cache import is_offline
 from pinbench.files import write_atomic
-from pinbench.finish import collect_records, finish_run
+from pinbench.finish import collect_records, finish_run, finish_shard
 from pinbench.metrics.lpips import load_lpips
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
 from pinbench.runner import SampleRecord, run_samples
@@ -77,8 +77,10 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes
     started = time.perf_counter()
     if not cfg.skip_scoring:
-        run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
-                    stage="remembench", validate=lambda result: all(k in result for k in METRICS))
+        summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
+                              stage="remembench", validate=lambda result: all(k in result for k in METRICS))
+        if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
+            return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks)
     timings["score"] = time.perf_counter() - started
 

@@ -124,3 +124,25 @@ def test_script1_checkpoints_map_to_pins() -> None:
         assert model.weights_pin in pins.huggingface
     assert inputs.SCRIPT1_CHECKPOINTS["qwen2.5-vl-7b-cam-motion"].checkpoint == "chancharikm/qwen2.5-vl-7b-cam-motion"
     assert set(RECIPE.checkpoints) == {*inputs.SCRIPT1_CHECKPOINTS, "gpt-4o"}
+
+
+def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """pinbench submit's array task: Script 1 for its shard only; Script 2 and the scorecard are the finish job's."""
+    from pinbench.runner import RunSummary, Shard
+    from pinbench_recipes.camerabench import run as run_module
+    from pinbench_recipes.camerabench.official_json import Script1Outputs
+
+    calls = []
+
+    def script1_double(cfg, version, model, data):  # test double for the GPU scorer's stage
+        calls.append(cfg.shard)
+        return Script1Outputs(), {}, RunSummary(n_total=2, n_done=1, n_reused=1, n_failed=0)
+
+    monkeypatch.setattr(inputs, "script1_model", lambda cfg: object())
+    monkeypatch.setattr(run_module, "_script1", script1_double)
+    out = tmp_path / "shard"
+    outcome = run(_cfg(out, fixture=True, shard=Shard(1, 3), skip_scoring=True))
+    assert calls == [Shard(1, 3)] and outcome.exit_code == 0 and outcome.scorecard_path is None
+    assert "shard 1/3 of camerabench: 2 samples: 1 done, 1 reused, 0 failed" in outcome.message
+    assert not (out / "scorecard.json").exists() and not (out / "samples").exists()

@@ -369,3 +369,55 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
         raft_weights(local, parse_options(local), unpinned)
+
+
+def test_shards_store_their_samples_and_the_merge_writes_the_plain_runs_scorecard(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    assert run(_cfg(plain, fixture=True)).exit_code == 0
+    out = tmp_path / "sharded"
+    for index in (1, 0):
+        outcome = run(_cfg(out, fixture=True, shard=Shard(index, 2)))
+        assert outcome.exit_code == 0 and outcome.scorecard_path is None
+        assert "the scorecard is written by the merge" in outcome.message
+        # a shard writes nothing its siblings might write at the same time
+        assert not any((out / name).exists() for name in ("scorecard.json", "samples.jsonl", "report", "figures"))
+    assert len(list((out / "samples").glob("*.json"))) == len(FIXTURE_VIDEOS)
+    merged = run(_cfg(out, fixture=True, skip_scoring=True))  # the finish job of `pinbench submit`
+    assert merged.exit_code == 0, merged.message
+    assert _card(out)["metrics"] == _card(plain)["metrics"] and _card(out)["status"] == "complete"
+
+
+def test_a_shard_with_a_failed_sample_exits_incomplete(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name in ("a", "b"):
+        texture_video(name).rename(videos / f"{name}.mp4")
+    (videos / "c.mp4").write_bytes(b"not a video")
+    cfg = _cfg(tmp_path / "out", options={"videos": str(videos), "flow": "farneback"}, shard=Shard(0, 2))
+    outcome = run(cfg)  # shard 0 of 2 holds a.mp4 and c.mp4
+    assert outcome.exit_code == 2 and "1 failed (c)" in outcome.message and outcome.scorecard_path is None
+
+
+def test_shards_starting_together_write_the_fixture_videos_once(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from pinbench_recipes.dynamic_degree import fixture
+
+    written: list[str] = []
+    real_write = fixture.write_video
+
+    def slow_write(path, *args, **kwargs):
+        time.sleep(0.05)  # widen the window in which a second writer would see the video missing
+        written.append(Path(path).name)
+        return real_write(path, *args, **kwargs)
+
+    monkeypatch.setattr(fixture, "write_video", slow_write)
+    dest = tmp_path / "fixture_data"
+    threads = [threading.Thread(target=fixture.write_fixture, args=(dest,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(written) == sorted(f"{v.name}.mp4" for v in FIXTURE_VIDEOS)  # each once: mtimes stay put

@@ -1,0 +1,293 @@
+"""pinbench submit and status against a real single-node Slurm (munged, slurmctld, slurmd started per session).
+
+Fixture runs of two recipes go through the whole path a cluster user takes: ``pinbench submit`` writes and
+submits a 3-task array plus the finish job, ``pinbench status --wait`` follows them, and the result is
+compared with a plain single-process run of the same fixture: the same scorecard and the same per-sample
+values. Then the ways it goes wrong: a task cancelled mid-run and a resubmission, a shard that crashes,
+requests the cluster cannot satisfy, a second submission while the first is live.
+
+Skipped (with the reason) only where slurm-wlm or munge is not installed; .ci/run installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import get_recipe
+from pinbench.runner import read_merged
+from pinbench.shard_manifest import read_manifests
+
+pytestmark = pytest.mark.slurm
+PINBENCH = str(Path(sys.executable).parent / "pinbench")
+WAIT_S = 1500
+
+
+def _pinbench(cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([PINBENCH, *args], env=cluster.env, capture_output=True, text=True, timeout=timeout)
+
+
+def _submit(cluster, recipe: str, out: Path, *extra: str) -> list[str]:
+    """Submit a 3-shard fixture run; the job ids of its phases."""
+    proc = _pinbench(cluster, "submit", recipe, "--shards", "3", "--fixture", "--out", str(out), *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert f"follow: pinbench status {out} --wait" in proc.stdout
+    record = json.loads((out / "slurm" / "submissions.jsonl").read_text().splitlines()[-1])
+    ids = [job["job_id"] for job in record["jobs"]]
+    for job_id in ids:
+        assert f"job {job_id} " in proc.stdout  # the ids are printed
+    return ids
+
+
+def _wait(cluster, out: Path) -> tuple[int, str]:
+    proc = _pinbench(cluster, "status", str(out), "--wait", "--poll", "0.5", timeout=WAIT_S)
+    assert "Slurm not reachable" not in proc.stdout, proc.stdout + proc.stderr
+    return proc.returncode, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def plain_runs(tmp_path_factory) -> dict[str, Path]:
+    """Each recipe's fixture, run once in one plain process (no shards, no Slurm): the expected result."""
+    runs: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in runs:
+            recipe = get_recipe(name)
+            out = tmp_path_factory.mktemp(f"plain-{name}")
+            outcome = recipe.run(recipe.config(fixture=True, out_dir=out, offline=True))
+            assert outcome.exit_code == 0, outcome.message
+            runs[name] = out
+        return runs[name]
+
+    return get
+
+
+def _results(out: Path) -> list[tuple[str, str, dict | None]]:
+    return [(r.sample_id, r.status, r.result) for r in read_merged(out / "samples.jsonl")]
+
+
+def _card(out: Path) -> dict:
+    card = json.loads((out / "scorecard.json").read_text())
+    return {"status": card["status"], "samples": card["samples"], "metrics": card["metrics"],
+            "recipe_version": card["recipe_version"], "mode": card["mode"]}
+
+
+def _records(out: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted((out / "samples").glob("*.json"))}
+
+
+# ---------------------------------------------------------------------------------------- the happy path
+
+
+@pytest.mark.parametrize("recipe", ["dynamic-degree", "remembench"])
+def test_a_three_shard_array_gives_the_plain_runs_scorecard_and_samples(slurm_cluster, plain_runs, tmp_path: Path,
+                                                                       recipe: str) -> None:
+    plain = plain_runs(recipe)
+    out = tmp_path / "run"
+    array, finish = _submit(slurm_cluster, recipe, out)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    for i in range(3):
+        assert f"{i}/3" in text and "COMPLETED" in text.split(f"\n{i}/3", 1)[1].splitlines()[0]
+    assert "finished" in text and "finish " in text
+    assert _card(out) == _card(plain)
+    assert _results(out) == _results(plain)
+    manifests = read_manifests(out)
+    assert sorted((m.index, m.count) for m in manifests) == [(0, 3), (1, 3), (2, 3)]
+    assert all(m.finished and m.slurm["array_job_id"] == array for m in manifests)
+    assert {m.slurm["array_task_id"] for m in manifests} == {"0", "1", "2"}
+    logs = out / "slurm" / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == [f"finish-{finish}.log"] + [f"shards-{array}_{i}.log"
+                                                                               for i in range(3)]
+    assert "result: PASS (exit 0)" in (logs / f"finish-{finish}.log").read_text()
+
+
+# --------------------------------------------------------------------------------- what goes wrong
+
+
+def test_a_task_cancelled_mid_run_then_resubmitted_recomputes_only_what_is_missing(slurm_cluster, plain_runs,
+                                                                                    tmp_path: Path) -> None:
+    plain = plain_runs("remembench")
+    out = tmp_path / "run"
+    array, _ = _submit(slurm_cluster, "remembench", out)
+    owned, done = _first_record_of_shard(out, 0)
+    slurm_cluster.run("scancel", f"{array}_0")
+    code, text = _wait(slurm_cluster, out)
+    assert code == 2, text  # the finish job ran after the cancelled task and reported a partial run
+    shard0 = text.split("\n0/3", 1)[1].splitlines()[0]
+    assert "CANCELLED" in shard0
+    card = json.loads((out / "scorecard.json").read_text())
+    missing = {f["sample_id"] for m in card["metrics"].values() for f in m["failed"]
+               if f["error"].startswith("missing: no result from any shard")}
+    assert card["status"] == "partial" and missing and missing < set(owned), (missing, owned)
+    assert done <= set(owned) - missing  # what shard 0 stored before the cancel is kept
+    before = _records(out)
+
+    _submit(slurm_cluster, "remembench", out)  # the same command again
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    assert _card(out) == _card(plain) and _results(out) == _results(plain)
+    after = _records(out)
+    assert all(after[name] == before[name] for name in before)  # nothing stored was recomputed or rewritten
+    assert sorted(after) == sorted(f"{sid}.json" for sid, _, _ in _results(plain))  # none lost, none doubled
+
+
+def _first_record_of_shard(out: Path, index: int, timeout: float = WAIT_S) -> tuple[list[str], set[str]]:
+    """Wait until shard ``index`` has stored its first sample (and not all); its samples and those stored."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        manifest = next((m for m in read_manifests(out) if (m.index, m.count) == (index, 3)), None) \
+            if (out / "shards").is_dir() else None
+        if manifest is not None:
+            owned = [manifest.sample_ids[p] for p in manifest.owned()]
+            done = {sid for sid in owned if (out / "samples" / f"{sid}.json").is_file()}
+            if done:
+                assert len(done) < len(owned), "the shard finished before it could be cancelled mid-run"
+                return owned, done
+        time.sleep(0.05)
+    raise AssertionError(f"shard {index} stored nothing within {timeout}s")
+
+
+def test_a_shard_that_crashes_leaves_the_scorecard_partial_naming_the_missing_samples(slurm_cluster, plain_runs,
+                                                                                      tmp_path: Path) -> None:
+    ids = [sid for sid, _, _ in _results(plain_runs("dynamic-degree"))]
+    shard1 = ids[1::3]
+    out = tmp_path / "run"
+    # A directory where shard 1's first record must go: its process dies storing it (a real OSError).
+    (out / "samples" / f"{shard1[0]}.json").mkdir(parents=True)
+    array, finish = _submit(slurm_cluster, "dynamic-degree", out)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 2, text
+    assert "FAILED exit 2:0" in text.split("\n1/3", 1)[1].splitlines()[0]
+    assert "FAILED exit 2:0" in text.split("\nfinish", 1)[1].splitlines()[0]  # the merge's exit code
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["status"] == "partial" and card["samples"]["n_missing"] == 0  # merged as failed "missing" records
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    assert sorted(failed) == sorted(shard1) and all(e.startswith("missing: no result from any shard")
+                                                    for e in failed.values())
+    finish_log = (out / "slurm" / "logs" / f"finish-{finish}.log").read_text()
+    assert "partial" in finish_log and "(exit 2)" in finish_log
+    assert all(f"{sid} (shard 1/3)" in finish_log for sid in shard1)  # the finish job's log names them
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    (["--sbatch-arg=--cpus-per-task=64"], "More processors requested than permitted"),
+    (["--time", "90"], "Requested time limit is invalid"),
+    (["--time", "5", "--finish-time", "90"], "Requested time limit is invalid"),
+    (["--partition", "nosuch"], "invalid partition"),
+    (["--gpus-per-task", "1"], "Invalid generic resource (gres) specification"),
+])
+def test_a_request_the_cluster_cannot_satisfy_fails_at_submit_in_one_line(slurm_cluster, tmp_path: Path,
+                                                                          args: list[str], reason: str) -> None:
+    out = tmp_path / "run"
+    proc = _pinbench(slurm_cluster, "submit", "dynamic-degree", "--shards", "3", "--fixture", "--out", str(out),
+                     *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: sbatch refused")
+    assert reason.lower() in proc.stderr.lower()
+    assert not slurm_cluster.queue()  # nothing was left pending
+    assert not (out / "slurm" / "submissions.jsonl").exists()
+
+
+def test_a_second_submission_is_refused_while_the_first_is_live(slurm_cluster, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    array, finish = _submit(slurm_cluster, "dynamic-degree", out, "--sbatch-arg=--hold")
+    try:
+        proc = _pinbench(slurm_cluster, "submit", "dynamic-degree", "--shards", "3", "--fixture", "--out", str(out))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+        assert f"jobs {array}, {finish} of the submission" in proc.stderr and f"scancel {array} {finish}" in proc.stderr
+        status = _pinbench(slurm_cluster, "status", str(out))
+        assert status.returncode == 0 and "PENDING (JobHeldUser)" in status.stdout
+    finally:
+        slurm_cluster.run("scancel", array, finish)
+        slurm_cluster.wait_idle_queue(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def lax_cluster(slurm_cluster):
+    """A second cluster like many real ones: EnforcePartLimits=NO, so sbatch accepts jobs it can never run."""
+    import shutil
+    import tempfile
+
+    from slurm_local import start_cluster
+
+    root = Path(tempfile.mkdtemp(prefix="pinbench-slurm-lax-"))
+    cluster = start_cluster(root, enforce_part_limits=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_where_sbatch_accepts_what_can_never_run_submit_still_refuses_it(lax_cluster, tmp_path: Path) -> None:
+    args = ["submit", "dynamic-degree", "--shards", "3", "--fixture", "--limit", "1"]
+    # more CPUs than any node has: sbatch alone would leave it pending forever; --test-only refuses it
+    proc = _pinbench(lax_cluster, *args, "--out", str(tmp_path / "a"), "--sbatch-arg=--cpus-per-task=64")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "sbatch refused" in proc.stderr and "Requested node configuration is not available" in proc.stderr
+    assert not lax_cluster.queue()
+    # over the partition's time limit: accepted, then held for PartitionTimeLimit; submit cancels both jobs
+    proc = _pinbench(lax_cluster, *args, "--out", str(tmp_path / "b"), "--time", "90")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    # (this Slurm names the array's reason PartitionConfig, the finish job's PartitionTimeLimit; neither clears)
+    assert re.search(r"would never start: Slurm holds it for Partition(TimeLimit|Config) \(cancelled what was "
+                     r"submitted: \d+, \d+\)$", proc.stderr), proc.stderr
+    lax_cluster.wait_idle_queue(timeout=60)
+    # only the finish job over the limit: it shows when the array has ended, and --wait stops there
+    out = tmp_path / "c"
+    array, finish = _submit(lax_cluster, "dynamic-degree", out, "--limit", "1", "--time", "5", "--finish-time", "90")
+    try:
+        code, text = _wait(lax_cluster, out)
+        assert code == 2 and f"job {finish} will never start (PartitionTimeLimit)" in text, text
+    finally:
+        lax_cluster.run("scancel", array, finish)
+        lax_cluster.wait_idle_queue(timeout=60)
+
+
+# The recipe's image as `make build-dynamic-degree` builds it, with this checkout's code copied over (the
+# exported recipe), so the jobs run what is tested here in the image's pinned environment.
+OVERLAY = """FROM {base}
+USER root
+RUN rm -rf {site}/pinbench {site}/pinbench_recipes/dynamic_degree
+COPY pinbench {site}/pinbench
+COPY pinbench_recipes/dynamic_degree {site}/pinbench_recipes/dynamic_degree
+USER pinbench
+"""
+
+
+@pytest.mark.docker
+def test_docker_on_the_node_runs_the_array_in_the_recipes_image(slurm_cluster, plain_runs, tmp_path: Path) -> None:
+    from pinbench.docker_engine import ContainerError, build_image, docker_client
+    from pinbench.export import export_recipe
+
+    try:
+        engine = docker_client()
+    except ContainerError as exc:
+        pytest.skip(str(exc))
+    recipe = get_recipe("dynamic-degree")
+    try:
+        engine.images.get(recipe.image)
+    except Exception:  # docker.errors.ImageNotFound
+        pytest.skip(f"{recipe.image} is not built on this engine (make build-dynamic-degree)")
+    context = export_recipe(recipe, tmp_path / "export")
+    (context / "Dockerfile.slurm-test").write_text(
+        OVERLAY.format(base=recipe.image, site="/opt/venv/lib/python3.11/site-packages"))
+    image = build_image(context, "pinbench-test/dynamic-degree-slurm:local", dockerfile="Dockerfile.slurm-test",
+                        client=engine, log=lambda line: None)
+
+    out = tmp_path / "run"
+    _submit(slurm_cluster, "dynamic-degree", out, "--container", "docker", "--image", image)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    plain = plain_runs("dynamic-degree")
+    assert _card(out) == _card(plain) and _results(out) == _results(plain)
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["provenance"]["container"] == {"in_container": True, "image_digest": image}
+    assert card["config"]["out_dir"] == "/runs/out"  # the merge ran in the container too

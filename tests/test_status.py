@@ -1,0 +1,190 @@
+"""pinbench status without a cluster: shard manifests, done / failed / pending from the records, Slurm's answers.
+
+The Slurm answers parsed here are lines a real slurmctld (22.05, Debian 12) printed for an array job; the
+live path is covered in test_slurm_cluster.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from pinbench import slurm
+from pinbench.runner import Shard, run_samples
+from pinbench.shard_manifest import read_manifests
+from pinbench.status import render, run_status
+from pinbench.submit import Submission, append_submission, last_submission
+
+TASKS = [{"sample_id": f"s{i}", "x": i} for i in range(7)]
+
+
+def _square(task: Mapping) -> dict:
+    if task["x"] == 4:
+        raise ValueError("x=4 is unlucky")
+    return {"y": task["x"] ** 2}
+
+
+class Boom(BaseException):
+    """Stands in for a kill: escapes run_samples like SIGTERM's SystemExit would."""
+
+
+def _crash_after_first(task: Mapping) -> dict:
+    if task["x"] > 2:
+        raise Boom()
+    return {"y": task["x"] ** 2}
+
+
+def _layout(out: Path) -> None:
+    """Shard 0 of 3 complete, shard 1 complete with one failure, shard 2 killed after its first sample."""
+    run_samples(TASKS, _square, out, shard=Shard(0, 3), progress=False)
+    run_samples(TASKS, _square, out, shard=Shard(1, 3), progress=False)
+    with pytest.raises(Boom):
+        run_samples(TASKS, _crash_after_first, out, shard=Shard(2, 3), progress=False)
+
+
+def test_manifests_name_every_task_and_say_whether_the_process_finished(tmp_path: Path) -> None:
+    _layout(tmp_path)
+    manifests = {m.index: m for m in read_manifests(tmp_path)}
+    assert set(manifests) == {0, 1, 2} and all(m.count == 3 for m in manifests.values())
+    assert manifests[1].sample_ids == tuple(t["sample_id"] for t in TASKS)
+    assert manifests[1].owned() == [1, 4] and manifests[2].owned(0) == [0, 3, 6]
+    assert manifests[0].finished and manifests[0].summary == {"total": 3, "done": 3, "reused": 0, "failed": 0}
+    assert manifests[2].finished is None and manifests[2].summary is None  # killed
+
+
+def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None:
+    _layout(tmp_path)
+    status = run_status(tmp_path, ask_slurm=False)
+    by_shard = {s.index: s for s in status.shards}
+    assert by_shard[0].done == ["s0", "s3", "s6"] and not by_shard[0].failed and not by_shard[0].pending
+    assert by_shard[1].done == ["s1"] and by_shard[1].failed == [("s4", "ValueError: x=4 is unlucky")]
+    assert by_shard[2].done == ["s2"] and by_shard[2].pending == ["s5"] and not by_shard[2].finished
+    assert status.counts == {"done": 5, "failed": 1, "pending": 1} and status.n_tasks == 7
+    text = render(status)
+    assert "s4 (shard 1/3): ValueError: x=4 is unlucky" in text and "pending samples: s5 (shard 2/3)" in text
+    assert "scorecard  not written yet" in text
+
+
+def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
+    _layout(tmp_path)
+    record = tmp_path / "samples" / "s0.json"
+    data = json.loads(record.read_text())
+    data["input_hash"] = "0" * 64  # stored for an older task input
+    record.write_text(json.dumps(data))
+    (tmp_path / "samples" / "s3.json").unlink()
+    (tmp_path / "samples" / "s6.json").write_text("{broken")
+    shard0 = run_status(tmp_path, ask_slurm=False).shards[0]
+    assert shard0.done == [] and shard0.pending == ["s0", "s3", "s6"]
+
+
+def test_a_shard_that_never_started_is_judged_from_another_shards_manifest(tmp_path: Path) -> None:
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    status = run_status(tmp_path, ask_slurm=False)
+    assert [s.started for s in status.shards] == [True, False]
+    assert status.shards[1].pending == ["s1", "s3", "s5"]
+    assert "not started" in render(status)
+
+
+def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)  # an older layout
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=3, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 3"))
+    status = run_status(tmp_path, ask_slurm=False)
+    assert len(status.shards) == 3 and status.n_tasks is None  # no shard of 3 has started yet
+    assert "no shard manifest yet" in render(status)
+    assert last_submission(tmp_path).job_ids == ["7"]
+
+
+def test_not_a_run_directory_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a run directory"):
+        run_status(tmp_path / "nope", ask_slurm=False)
+    with pytest.raises(ValueError, match="no shard manifests, submissions or scorecard"):
+        run_status(tmp_path, ask_slurm=False)
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "0-of-2.json").write_text("{}")
+    with pytest.raises(ValueError, match="unreadable shard manifest"):
+        run_status(tmp_path, ask_slurm=False)
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "submissions.jsonl").write_text("[1,2]\n")
+    with pytest.raises(ValueError, match="unreadable submission record"):
+        last_submission(tmp_path)
+
+
+# ----------------------------------------------------------------------------------- Slurm's answers
+
+
+# `scontrol show job -o 3` on the local test cluster: a pending array, then the same array after it ran.
+PENDING = ("JobId=3 ArrayJobId=3 ArrayTaskId=0-2 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A "
+           "Priority=4294901757 Nice=0 Account=(null) QOS=(null) JobState=PENDING Reason=None Dependency=(null) "
+           "Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=01:00:00 "
+           "NodeList= NumNodes=1 NumCPUs=1")
+ENDED = [
+    "JobId=3 ArrayJobId=3 ArrayTaskId=2 JobName=wrap JobState=FAILED Reason=NonZeroExitCode Dependency=(null) "
+    "ExitCode=2:0 RunTime=00:00:02 NodeList=localhost BatchHost=localhost",
+    "JobId=5 ArrayJobId=3 ArrayTaskId=1 JobName=wrap JobState=CANCELLED Reason=None ExitCode=0:15 "
+    "NodeList=localhost",
+    "JobId=4 ArrayJobId=3 ArrayTaskId=0 JobName=wrap JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=localhost",
+]
+
+
+def test_scontrol_records_become_one_state_per_array_task() -> None:
+    pending = slurm.parse_scontrol("3", PENDING)
+    assert [(s.array_task, s.state) for s in pending] == [(0, "PENDING"), (1, "PENDING"), (2, "PENDING")]
+    assert not any(s.ended for s in pending) and pending[0].describe() == "PENDING"
+    ended = {s.array_task: s for line in ENDED for s in slurm.parse_scontrol("3", line)}
+    assert ended[2].exit_status == 2 and ended[2].describe() == "FAILED exit 2:0 on localhost"
+    assert ended[1].exit_status is None  # killed by a signal
+    assert ended[0].exit_status == 0 and ended[0].describe() == "COMPLETED on localhost"
+    held = slurm.parse_scontrol("9", "JobId=9 JobName=f JobState=PENDING Reason=Dependency ExitCode=0:0 NodeList=")
+    assert held[0].array_task is None and held[0].describe() == "PENDING (Dependency)"
+
+
+@pytest.mark.parametrize(("text", "indices"), [
+    ("0-2", [0, 1, 2]), ("1,3", [1, 3]), ("0-9:3", [0, 3, 6, 9]), ("0-3%2", [0, 1, 2, 3]), ("[4-5]", [4, 5]),
+    ("7", [7]), ("", []),
+])
+def test_array_index_expressions_expand(text: str, indices: list[int]) -> None:
+    assert slurm.expand_indices(text) == indices
+
+
+def test_a_refusal_is_the_last_error_line_without_the_program_prefix() -> None:
+    proc = subprocess.CompletedProcess(["sbatch"], 1, "", "sbatch: error: invalid partition specified: nope\n"
+                                       "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+    assert slurm.refusal(proc) == "Batch job submission failed: Invalid partition name specified"
+    proc = subprocess.CompletedProcess(["sbatch"], 1, "",
+                                       "allocation failure: More processors requested than permitted\n")
+    assert slurm.refusal(proc) == "allocation failure: More processors requested than permitted"
+
+
+def test_without_slurm_clients_status_says_so_and_submit_refuses(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 1), progress=False)
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=1, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="x"))
+    status = run_status(tmp_path)
+    assert status.slurm_note == "Slurm not reachable: scontrol not found on PATH (run this on a Slurm login node)"
+    assert slurm.missing_client() == "sbatch, scontrol, scancel not found on PATH (run this on a Slurm login node)"
+
+
+def test_a_stage_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path) -> None:
+    """CameraBench's Script 1 runs into script1/: its manifests and records sit there."""
+    run_samples(TASKS, _square, tmp_path / "script1", shard=Shard(0, 2), progress=False)
+    run_samples(TASKS[:1], _square, tmp_path, progress=False)  # an unsharded stage at the top (another layout)
+    status = run_status(tmp_path, ask_slurm=False)  # no submission: the newest layout, the 0-of-1 one
+    assert len(status.shards) == 1 and status.n_tasks == 1
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=2, container="none",
+                                           jobs=[{"phase": "a", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="x"))
+    shards = run_status(tmp_path, ask_slurm=False).shards
+    assert shards[0].done == ["s0", "s2", "s6"] and shards[0].failed == [("s4", "ValueError: x=4 is unlucky")]
+    assert shards[1].pending == ["s1", "s3", "s5"]

@@ -1,0 +1,371 @@
+"""pinbench submit without a cluster: the layout declaration, the sbatch scripts, refusals, container command lines.
+
+The scripts are parsed back with shlex (continuations joined) so each assertion is about the argv a job
+runs, and ``bash -n`` checks that every generated script is valid shell. Submission to a real Slurm is in
+test_slurm_cluster.py.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from toy_recipe import DECLARATION, toy_recipe
+from typer.testing import CliRunner
+
+from pinbench import cli
+from pinbench.recipe import DEFAULT_SCALE_OUT, DeclarationError, get_recipe
+from pinbench.submit import Request, SubmitError, plan, write_scripts
+
+runner = CliRunner()
+PROGRAM = ["/opt/venv/bin/pinbench"]
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _plan(recipe, tmp_path: Path, **fields):
+    fields.setdefault("out", tmp_path / "run")
+    return plan(Request(recipe=recipe, **fields), cwd=tmp_path, pinbench=PROGRAM)
+
+
+def _commands(text: str) -> list[list[str]]:
+    """Every command line of a script (comments and #SBATCH lines dropped), split as the shell would."""
+    body = text.replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in body.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _command(text: str, program: str) -> list[str]:
+    commands = [argv[1:] if argv[0] == "exec" else argv for argv in _commands(text)]
+    matches = [argv for argv in commands if program in argv[:2]]
+    assert matches, f"no {program} command in:\n{text}"
+    return matches[0]
+
+
+def _value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def _sbatch(text: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ").strip() for line in text.splitlines() if line.startswith("#SBATCH ")]
+
+
+# ------------------------------------------------------------------------------------------ the layout
+
+
+def test_the_default_layout_is_an_array_then_a_merge_without_scoring(tmp_path: Path) -> None:
+    recipe = toy_recipe(tmp_path)
+    assert recipe.scale_out == DEFAULT_SCALE_OUT
+    shards, finish = _plan(recipe, tmp_path, shards=3, checkpoint="Toy-Nano").phases
+    assert shards.phase.sharded and not finish.phase.sharded
+
+    head = _sbatch(shards.text)
+    assert "--array=0-2" in head and f"--output={tmp_path}/run/slurm/logs/shards-%A_%a.log" in head
+    argv = _command(shards.text, PROGRAM[0])
+    assert argv[:4] == [PROGRAM[0], "run", "toy-bench", "--checkpoint"]
+    assert _value(argv, "--out") == str(tmp_path / "run")
+    assert _value(argv, "--shard") == "${SLURM_ARRAY_TASK_ID}/3"  # the shell expands it per array task
+    assert '--shard "${SLURM_ARRAY_TASK_ID}/3"' in shards.text
+    assert "--skip-scoring" not in argv and f"exec {PROGRAM[0]} run" in shards.text
+
+    merge = _command(finish.text, PROGRAM[0])
+    assert "--skip-scoring" in merge and "--shard" not in merge
+    assert not any(line.startswith("--array") for line in _sbatch(finish.text))
+    assert [PROGRAM[0], "status", str(tmp_path / "run")] in [a[:3] for a in _commands(finish.text)]
+    assert finish.text.rstrip().endswith('exit "$code"')  # the merge's exit code is the job's
+
+
+def test_scripts_are_valid_shell_and_written_where_the_run_is(tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    assert bash
+    the_plan = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", partition="gpu",
+                     gpus_per_task=2, time="04:00:00", finish_time="01:00:00", account="lab",
+                     sbatch_args=["--mem=64G", "--exclusive"], options=["mode=slow", "videos=clips"])
+    scripts = write_scripts(the_plan)
+    assert scripts == [tmp_path / "run" / "slurm" / "shards.sbatch", tmp_path / "run" / "slurm" / "finish.sbatch"]
+    for script in scripts:
+        subprocess.run([bash, "-n", str(script)], check=True)
+    shards, finish = (p.read_text() for p in scripts)
+    assert {"--partition=gpu", "--time=04:00:00", "--gpus-per-task=2", "--account=lab", "--mem=64G",
+            "--exclusive", f"--chdir={tmp_path}"} <= set(_sbatch(shards))
+    assert "--time=01:00:00" in _sbatch(finish) and not any(x.startswith("--gpus") for x in _sbatch(finish))
+    argv = _command(shards, PROGRAM[0])
+    assert _value(argv, "--gpus") == "2"
+    options = [argv[i + 1] for i, word in enumerate(argv) if word == "--option"]
+    assert options == ["mode=slow", f"videos={tmp_path / 'clips'}"]  # a relative path is made absolute
+
+
+def test_options_from_the_environment_are_written_into_the_script(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOY_MODE", "slow")
+    shards, _ = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano").phases
+    assert "--option mode=slow" in shards.text.replace(" \\\n    ", " ")
+
+
+def test_a_declared_layout_runs_its_phases_with_their_flags_and_stages(tmp_path: Path) -> None:
+    layout = [{"name": "generate", "sharded": True, "flags": ["--skip-scoring"], "stage": "generate"},
+              {"name": "score", "flags": ["--skip-generation"], "stage": "score", "gpus": True}]
+    recipe = toy_recipe(tmp_path, scale_out=layout)
+    generate, score = _plan(recipe, tmp_path, shards=4, checkpoint="Toy-Nano", gpus_per_task=4).phases
+    gen, sc = _command(generate.text, PROGRAM[0]), _command(score.text, PROGRAM[0])
+    assert "--skip-scoring" in gen and _value(gen, "--shard") == "${SLURM_ARRAY_TASK_ID}/4"
+    assert "--skip-generation" in sc and "--shard" not in sc and _value(sc, "--gpus") == "4"
+    assert "--gpus-per-task=4" in _sbatch(score.text)
+
+
+def test_paibench_c_generates_in_an_array_and_scores_once() -> None:
+    recipe = get_recipe("paibench-c")
+    assert [(p.name, p.sharded, p.flags, p.stage) for p in recipe.scale_out] == [
+        ("generate", True, ("--skip-scoring",), "generate"), ("score", False, ("--skip-generation",), "score")]
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ([{"name": "a", "sharded": True}, {"name": "b", "sharded": True}], "the last phase (b) must run once"),
+    ([{"name": "a"}, {"name": "b"}], "no phase is sharded"),
+    ([{"name": "a", "sharded": True}, {"name": "a"}], "phase names repeat"),
+    ([{"name": "a", "sharded": True, "stage": "gpu"}, {"name": "b"}], "names stage 'gpu'"),
+    ([{"name": "a", "sharded": True}, {"name": "b", "flags": ["--skip-scoring", "--skip-scoring"]}],
+     "$.scale_out[1].flags"),
+    ([{"name": "a", "sharded": True}], "$.scale_out"),
+])
+def test_a_bad_layout_is_refused_when_the_recipe_loads(tmp_path: Path, layout: list, message: str) -> None:
+    with pytest.raises(DeclarationError) as info:
+        toy_recipe(tmp_path, scale_out=layout)
+    assert message in str(info.value) and str(info.value).startswith(str(tmp_path))
+
+
+def test_a_layout_using_flags_the_recipe_refuses_is_refused(tmp_path: Path) -> None:
+    flags = {**DECLARATION["flags"], "skip_scoring": False}
+    with pytest.raises(DeclarationError, match="runs with --skip-scoring, which the recipe does not honour"):
+        toy_recipe(tmp_path, flags=flags, scale_out=[{"name": "a", "sharded": True},
+                                                     {"name": "b", "flags": ["--skip-scoring"]}])
+    # without a declaration, the default layout is refused at submit time, not at load time
+    recipe = toy_recipe(tmp_path / "x", flags={**DECLARATION["flags"], "shard": False})
+    with pytest.raises(SubmitError, match="cannot be laid out on a cluster: it does not honour --shard"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano")
+
+
+# ------------------------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"shards": 0}, "--shards must be at least 1"),
+    ({"sbatch_args": ["--array=0-9"]}, "--array is set by pinbench submit itself"),
+    ({"sbatch_args": ["--dependency=afterok:1"]}, "--dependency is set by pinbench submit itself"),
+    ({"sbatch_args": ["--comment=a b"]}, "expected one long sbatch option"),
+    ({"sbatch_args": ["--mem=1G; rm -rf /"]}, "expected one long sbatch option"),
+    ({"sbatch_args": ["-p gpu"]}, "expected one long sbatch option"),
+    ({"partition": "gpu\n#SBATCH --array=1"}, "--partition"),
+    ({"time": "$(reboot)"}, "--time"),
+    ({"gpus_per_task": -1}, "--gpus-per-task must be >= 0"),
+    ({"container": "podman"}, "--container must be one of none, docker, pyxis, apptainer"),
+    ({"options": ["mode=medium"]}, "mode"),
+    ({"checkpoint": "../escape"}, "checkpoint name '../escape' is not allowed"),
+    ({"container": "pyxis"}, "--container pyxis needs --image REF for stage score"),
+    ({"container": "apptainer", "images": ["docker://repo/img:latest"]}, "not pinned"),
+    ({"container": "pyxis", "images": ["nvcr.io#repo/img"]}, "not pinned"),
+    ({"container": "docker", "images": ["repo/img:1.0"]}, "not pinned"),
+    ({"images": ["repo/img@" + DIGEST]}, "--image applies to --container docker, pyxis or apptainer"),
+])
+def test_bad_requests_are_one_line_and_write_nothing(tmp_path: Path, fields: dict, message: str) -> None:
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", **fields}
+    with pytest.raises((SubmitError, ValueError)) as info:
+        _plan(toy_recipe(tmp_path), tmp_path, **fields)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
+    recipe = toy_recipe(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SubmitError, match="exists and is not a directory"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / "afile")
+    with pytest.raises(SubmitError, match="may not contain ','"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / "a,b", container="docker")
+    for name in ("my run", "50%", "it's"):
+        with pytest.raises(SubmitError, match="a path in an sbatch script may not contain spaces, quotes, '%'"):
+            _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", out=tmp_path / name)
+    with pytest.raises(SubmitError, match="may not contain ','"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="apptainer",
+              images=["docker://r/i@" + DIGEST], options=["videos=/data/x:y"])
+
+
+def test_the_cli_refuses_in_one_line_and_the_dry_run_writes_scripts(tmp_path: Path) -> None:
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "3", "--fixture", "--engine", "pbs",
+                                     "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "only slurm is supported" in result.output
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "3", "--fixture", "--out",
+                                     str(tmp_path / "r"), "--sbatch-arg=--wrap=x"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "--wrap is set by pinbench submit" in result.output
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "3", "--fixture", "--out",
+                                     str(tmp_path / "r"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "r" / "slurm" / "shards.sbatch").read_text()
+    argv = _command(text, "run")
+    assert argv[1:4] == ["run", "dynamic-degree", "--checkpoint"] and "--fixture" in argv
+    assert Path(argv[0]).name == "pinbench" and Path(argv[0]).is_absolute()  # this checkout's environment
+    assert not (tmp_path / "r" / "slurm" / "submissions.jsonl").exists()
+
+
+def test_the_recorded_command_resubmits_the_same_request(tmp_path: Path) -> None:
+    request = Request(recipe=toy_recipe(tmp_path), shards=3, checkpoint="Toy-Nano", out=Path("runs/x"), limit=4,
+                      partition="gpu", time="1:00:00", options=["mode=slow"], sbatch_args=["--mem=8G"],
+                      container="pyxis", images=["nvcr.io#r/i@" + DIGEST])
+    assert shlex.split(request.command()) == [
+        "pinbench", "submit", "toy-bench", "--shards", "3", "--checkpoint", "Toy-Nano", "--out", "runs/x",
+        "--limit", "4", "--partition", "gpu", "--time", "1:00:00", "--option=mode=slow", "--sbatch-arg=--mem=8G",
+        "--container", "pyxis", "--image=nvcr.io#r/i@" + DIGEST]
+
+
+# ---------------------------------------------------------------------------------- container commands
+
+
+def _toy_with_stages(tmp_path: Path):
+    stages = [{"name": "fetch", "argv": ["fetch"], "network": True, "needs_token": True, "gpus": False},
+              {"name": "generate", "dockerfile": "Dockerfile.generate", "argv": ["run", "--skip-scoring"],
+               "network": True, "needs_token": True},
+              {"name": "score", "argv": ["run", "--skip-generation"]}]
+    layout = [{"name": "generate", "sharded": True, "flags": ["--skip-scoring"], "stage": "generate"},
+              {"name": "score", "flags": ["--skip-generation"], "stage": "score", "gpus": True}]
+    return toy_recipe(tmp_path, stages=stages, scale_out=layout)
+
+
+def test_docker_runs_the_stage_image_with_the_jobs_gpus_and_the_stage_policy(tmp_path: Path) -> None:
+    videos = tmp_path / "videos"
+    the_plan = _plan(_toy_with_stages(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", gpus_per_task=2,
+                     container="docker", options=[f"videos={videos}"])
+    generate, score = (p.text for p in the_plan.phases)
+    for text in (generate, score):
+        subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+    gen = _command(generate, "docker")
+    image_at = gen.index("$IMAGE")
+    docker, inner = gen[:image_at], gen[image_at + 1:]
+    assert docker[:2] == ["docker", "run"] and "--rm" in docker and _value(docker, "--pull") == "never"
+    assert "IMAGE=pinbench/toy-bench-generate:1.0.0" in generate  # the generation stage's image
+    assert "--network" not in docker  # the generation stage fetches
+    assert _value(docker, "--gpus") == '"device=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}"'
+    volumes = [docker[i + 1] for i, w in enumerate(docker) if w == "--volume"]
+    assert f"{tmp_path / 'run'}:/runs/out" in volumes and f"{videos}:/inputs/videos:ro" in volumes
+    envs = [docker[i + 1] for i, w in enumerate(docker) if w == "--env"]
+    assert "HF_TOKEN" in envs and "TOY_HOME" in envs and "PINBENCH_CACHE=/cache" in envs
+    assert "unset HF_TOKEN" not in generate
+    assert inner[:3] == ["pinbench", "run", "toy-bench"] and _value(inner, "--out") == "/runs/out"
+    assert "--option" in inner and _value(inner, "--option") == "videos=/inputs/videos"
+    assert "--offline" not in inner and _value(inner, "--shard") == "${SLURM_ARRAY_TASK_ID}/2"
+
+    sc = _command(score, "docker")
+    docker = sc[:sc.index("$IMAGE")]
+    assert "IMAGE=pinbench/toy-bench:1.0.0" in score and _value(docker, "--network") == "none"
+    envs = [docker[i + 1] for i, w in enumerate(docker) if w == "--env"]
+    assert "HF_TOKEN" not in envs and "PINBENCH_OFFLINE=1" in envs
+    assert "unset HF_TOKEN" in score and "--offline" in sc
+
+
+def test_pyxis_and_apptainer_run_a_pinned_image_with_the_same_mounts(tmp_path: Path) -> None:
+    sqsh = tmp_path / "score.sqsh"
+    sqsh.write_bytes(b"squashfs image")
+    import hashlib
+
+    file_digest = "sha256:" + hashlib.sha256(b"squashfs image").hexdigest()
+    recipe = _toy_with_stages(tmp_path)
+    ref = "nvcr.io#lab/toy-gen@" + DIGEST
+    pyxis = _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", gpus_per_task=1, container="pyxis",
+                  images=[f"generate={ref}", f"score={sqsh}"])
+    gen = _command(pyxis.phases[0].text, "srun")
+    assert gen[0] == "srun" and f"--container-image={ref}" in gen and "--no-container-mount-home" in gen
+    mounts = next(w for w in gen if w.startswith("--container-mounts=")).split("=", 1)[1].split(",")
+    assert mounts[:2] == [f"{tmp_path / 'run'}:/runs/out", f"{pyxis.phases[0].job.cache}:/cache"]
+    assert gen[gen.index("pinbench"):][:3] == ["pinbench", "run", "toy-bench"]
+    assert f"PINBENCH_IMAGE_DIGEST={DIGEST}" in pyxis.phases[0].text
+    score = pyxis.phases[1].text
+    assert f"--container-image={sqsh}" in _command(score, "srun") and f"PINBENCH_IMAGE_DIGEST={file_digest}" in score
+
+    app = _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", gpus_per_task=1, container="apptainer",
+                images=[f"generate=docker://ghcr.io/lab/gen@{DIGEST}", f"score={sqsh}"])
+    gen = _command(app.phases[0].text, "apptainer")
+    assert gen[:3] == ["apptainer", "exec", "--nv"] and "--no-home" in gen
+    binds = [gen[i + 1] for i, w in enumerate(gen) if w == "--bind"]
+    assert binds[0] == f"{tmp_path / 'run'}:/runs/out"
+    assert f"docker://ghcr.io/lab/gen@{DIGEST}" in gen
+    # a phase that asks for no GPU gets none
+    no_gpu = _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="apptainer",
+                   images=[f"generate=docker://ghcr.io/lab/gen@{DIGEST}", f"score={sqsh}"])
+    assert "--nv" not in _command(no_gpu.phases[0].text, "apptainer")
+    for the_plan in (pyxis, app):
+        for phase in the_plan.phases:
+            subprocess.run(["bash", "-n"], input=phase.text, text=True, check=True)
+
+
+def test_images_are_named_per_stage_when_the_layout_uses_two(tmp_path: Path) -> None:
+    recipe = _toy_with_stages(tmp_path)
+    with pytest.raises(SubmitError, match="give one --image STAGE=REF for each"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="pyxis", images=["r/i@" + DIGEST])
+    with pytest.raises(SubmitError, match="needs --image score=REF for stage score"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="pyxis",
+              images=["generate=r/i@" + DIGEST])
+    (tmp_path / "img.tar").write_text("x")
+    with pytest.raises(SubmitError, match="docker runs an image reference"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", container="docker",
+              images=[f"generate={tmp_path / 'img.tar'}", "score=r/i@" + DIGEST])
+
+
+# ----------------------------------------------------------------- submission, with fake Slurm clients
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from fake_slurm import install_fake_slurm
+
+    log = install_fake_slurm(tmp_path / "fakebin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setattr("pinbench.submit.CHECK_SECONDS", 0.2)
+    return log
+
+
+def _calls(log: Path, program: str) -> list[str]:
+    return [line for line in log.read_text().splitlines() if line.startswith(program + " ")]
+
+
+def test_each_phase_waits_for_the_previous_and_the_submission_is_recorded(tmp_path: Path, fake_slurm: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinbench.submit import last_submission, submit_plan
+
+    monkeypatch.setenv("FAKE_STATE", "RUNNING")
+    record = submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
+    assert record.job_ids == ["101", "102"] and last_submission(tmp_path / "run").job_ids == ["101", "102"]
+    real = [c for c in _calls(fake_slurm, "sbatch") if "--test-only" not in c]
+    tried = [c for c in _calls(fake_slurm, "sbatch") if "--test-only" in c]
+    assert len(tried) == 2  # both scripts were tried before anything was submitted
+    assert real == [f"sbatch --parsable {tmp_path}/run/slurm/shards.sbatch",
+                    f"sbatch --parsable --dependency=afterany:101 {tmp_path}/run/slurm/finish.sbatch"]
+    # the jobs are live: another submission to the same run directory is refused
+    with pytest.raises(SubmitError, match=r"jobs 101, 102 of the submission .* are still queued or running"):
+        submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
+
+
+def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinbench.submit import submit_plan
+
+    monkeypatch.setenv("FAKE_SBATCH_REFUSE_AT", "2")
+    with pytest.raises(SubmitError) as info:
+        submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
+    assert str(info.value) == (f"sbatch refused {tmp_path}/run/slurm/finish.sbatch: Batch job submission failed: "
+                               "Requested node configuration is not available (cancelled what was submitted: 101)")
+    assert _calls(fake_slurm, "scancel") == ["scancel 101"]
+    assert not (tmp_path / "run" / "slurm" / "submissions.jsonl").exists()
+
+
+def test_a_job_held_for_a_reason_that_never_clears_is_cancelled(tmp_path: Path, fake_slurm: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinbench.submit import submit_plan
+
+    monkeypatch.setenv("FAKE_REASON", "PartitionTimeLimit")
+    with pytest.raises(SubmitError, match=r"^job 101 would never start: Slurm holds it for PartitionTimeLimit "
+                                          r"\(cancelled what was submitted: 101, 102\)$"):
+        submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
+    assert _calls(fake_slurm, "scancel") == ["scancel 101 102"]
