@@ -210,5 +210,5 @@ def test_build_base_image_mistakes_are_one_line(args: list[str], message: str) -
 def test_docker_run_with_too_few_visible_gpus_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "x", "-o", f"videos={tmp_path}",
-                                     "--runtime", "docker", "--gpus", "2"])
+                                     "--runtime", "docker", "--gpus", "2", "--skip-doctor"])
     assert result.exit_code == 2 and "--gpus 2 but CUDA_VISIBLE_DEVICES='3' makes 1 GPU(s) visible" in result.output

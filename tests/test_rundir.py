@@ -263,8 +263,11 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
             seen.append(claim.inherited)
         return 0
 
+    from fake_docker import FakeDockerClient
+
     monkeypatch.setattr(docker_runtime, "run_in_container", container)
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
-    assert docker_runtime.run_in_docker(recipe, cfg) == 0
+    assert docker_runtime.run_in_docker(recipe, cfg, client=FakeDockerClient(), caller=(1000, 1000),
+                                        log=lambda line: None) == 0
     assert seen == [True, True, True]  # fetch, generate, score
     assert not (tmp_path / "out" / LOCK_DIR / "run.lock").exists()

@@ -80,8 +80,10 @@ def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(tmp_path: P
     plain, sharded = tmp_path / "plain", tmp_path / "sharded"
     assert run(_cfg(plain, fixture=True)).exit_code == 0
     first = run(_cfg(sharded, fixture=True, shard=Shard(0, 2)))
-    assert first.exit_code == 2 and _card(sharded)["metrics"]["preview/dynamic_degree"]["n_scored"] == 3
-    run(_cfg(sharded, fixture=True, shard=Shard(1, 2)))
+    # A shard stores its samples and leaves the scorecard to the merge (shards may run at the same time).
+    assert first.exit_code == 0 and first.scorecard_path is None and not (sharded / "scorecard.json").exists()
+    assert len(list((sharded / "samples").glob("*.json"))) == 3
+    assert run(_cfg(sharded, fixture=True, shard=Shard(1, 2))).exit_code == 0
     stamps = {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")}
     assert len(stamps) == len(FIXTURE_VIDEOS)
     assert run(_cfg(sharded, fixture=True)).exit_code == 0
