@@ -31,7 +31,7 @@ from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
 from pinbench_recipes.mind.preflight import run_preflight
 from pinbench_recipes.mind.results import ResultFileError, load_result_file
-from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs
+from pinbench_recipes.mind.scoring import cross_check_summary, metric_specs, suite_record
 from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
 
 
@@ -114,7 +114,8 @@ def run(cfg: RunConfig) -> RunOutcome:
                         native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas,
                                                                                   lpips_sha256=digest), lpips_model)
 
-            # 4. Per-sample results (failures named, never dropped), WorldFoundry's derived numbers, scorecard.
+            # 4. Per-sample results (failures named, never dropped), then WorldFoundry's derived numbers from all
+            #    of them (a derived record, never counted as a sample), scorecard.
             with timed(timings, "score"):
                 by_id = {s.key.sample_id: s for s in pre.samples}
 
@@ -126,9 +127,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                 run_samples(tasks, result_of, cfg.out_dir, stage="results", progress=False)
                 records = collect_records(cfg, tasks)
                 results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
-                steps.derived_record(cfg.out_dir, results)
-                all_tasks = [*tasks, steps.suite_task(results)]
-                records = collect_records(cfg, all_tasks)
+                suite = suite_record(records)
     except (steps.RunLocked, LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
 
@@ -138,7 +137,7 @@ def run(cfg: RunConfig) -> RunOutcome:
         "plan": pre.plan_lines(),
         "official_sources": official.sources,
         "cross_check": cross_check_summary(results, metrics),
-        "worldfoundry": next((r.result for r in records if r.sample_id == SUITE_ID and r.ok), None),
+        "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
         "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
                     "decoder": options["decoder"]},
@@ -146,7 +145,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
     return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
-                      records=records, n_expected=len(all_tasks),
+                      records=records, n_expected=len(tasks), derived=[suite],
                       pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
                       provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,7 +52,6 @@ from pinbench_recipes.mind.results import (
     mirror_keys,
 )
 from pinbench_recipes.mind.samples import add_native, continuation_result, mirror_result
-from pinbench_recipes.mind.scoring import SUITE_ID, suite_result
 
 NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored native blocks are recomputed
 LOCK_NAME = ".mind-run.lock"
@@ -260,17 +258,3 @@ def sample_result(sample: Sample | None, imported: Imported, native_result: Mapp
         add_native(result, {"lcm": official_lcm} if isinstance(official_lcm, dict) else {},
                    {"lcm": native.restored(native_result["lcm"])}, "lcm")
     return result
-
-
-def suite_task(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``suite`` record's task: a digest of every sample result it is derived from."""
-    digest = hashlib.sha256()
-    for sample_id in sorted(results):
-        digest.update(f"{sample_id}:{input_hash({'r': results[sample_id]})}\n".encode())
-    return {"sample_id": SUITE_ID, "results_sha256": digest.hexdigest()}
-
-
-def derived_record(out_dir: Path, results: Mapping[str, Mapping[str, Any]]) -> None:
-    """Store the ``suite`` record: WorldFoundry's table over the scored samples."""
-    run_samples([suite_task(results)], lambda _task: suite_result(results.values()), out_dir, stage="derived",
-                progress=False)

@@ -39,7 +39,9 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     assert outcome.exit_code == 0, outcome.message
     assert outcome.diff is not None and outcome.diff.ok
     card = _card(out)
-    assert card["status"] == "complete" and card["samples"]["n_expected"] == 7    # 6 samples + the suite record
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 6    # 4 continuations, 2 mirror dirs
+    assert card["derived"]["n_records"] == 1 and card["metrics"]["mind_average"]["records"] == "derived"
+    assert "suite" not in (out / "samples.jsonl").read_text() and not (out / "samples" / "suite.json").exists()
     assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["n_expected"] == 1
     assert card["metrics"]["mind_average"]["kind"] == "derived"
     assert card["metrics"]["1st_data/mem_test/native/lcm_ssim"]["kind"] == "cross_check"
