@@ -158,10 +158,32 @@ def test_check_recounts_a_derived_metric_from_its_records(run_dir: Path) -> None
     assert any("metric spread: value" in p and "recomputed from the records" in p for p in problems), problems
 
 
+def _point_derived_at(run_dir: Path, name: str) -> None:
+    card = json.loads((run_dir / "scorecard.json").read_text())
+    card["derived"]["path"] = name
+    (run_dir / "scorecard.json").write_text(json.dumps(card))
+
+
+def _nan_value(run_dir: Path) -> None:
+    path = run_dir / "derived.jsonl"
+    text = path.read_text()
+    assert text.count('"spread": ') == 1
+    path.write_text(text.replace('"spread": ', '"spread": NaN, "was": '))
+
+
+def _directory_posing_as_the_file(run_dir: Path) -> None:
+    (run_dir / "derived.jsonl").unlink()
+    (run_dir / "derived.jsonl").mkdir()
+
+
 @pytest.mark.parametrize(("tamper", "words"), [
     (lambda d: (d / "derived.jsonl").unlink(), "derived.jsonl: missing"),
+    (_directory_posing_as_the_file, "derived.jsonl: missing"),
     (lambda d: (d / "derived.jsonl").write_text("{}\n"), "bad derived record"),
+    (_nan_value, "non-finite number NaN"),
     (lambda d: _edit_jsonl(d / "derived.jsonl", lambda row: row["members"].append("s9")), "n_members"),
+    (lambda d: _point_derived_at(d, "../derived.jsonl"), "is not a file inside the run directory"),
+    (lambda d: _point_derived_at(d, "samples.jsonl"), "bad derived record"),
 ])
 def test_check_names_a_missing_or_corrupt_derived_file(run_dir: Path, tamper, words: str) -> None:
     tamper(run_dir)
