@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.derived import read_derived
 from pinbench.recipe import get_recipe
 from pinbench.runner import read_merged
 from pinbench.shard_manifest import read_manifests
@@ -75,7 +76,7 @@ def _results(out: Path) -> list[tuple[str, str, dict | None]]:
 def _card(out: Path) -> dict:
     card = json.loads((out / "scorecard.json").read_text())
     return {"status": card["status"], "samples": card["samples"], "metrics": card["metrics"],
-            "recipe_version": card["recipe_version"], "mode": card["mode"]}
+            "derived": card.get("derived"), "recipe_version": card["recipe_version"], "mode": card["mode"]}
 
 
 def _records(out: Path) -> dict[str, tuple[bytes, int]]:
@@ -85,7 +86,7 @@ def _records(out: Path) -> dict[str, tuple[bytes, int]]:
 # ---------------------------------------------------------------------------------------- the happy path
 
 
-@pytest.mark.parametrize("recipe", ["dynamic-degree", "remembench"])
+@pytest.mark.parametrize("recipe", ["dynamic-degree", "remembench", "mind"])
 def test_a_three_shard_array_gives_the_plain_runs_scorecard_and_samples(slurm_cluster, plain_runs, tmp_path: Path,
                                                                        recipe: str) -> None:
     plain = plain_runs(recipe)
@@ -98,7 +99,12 @@ def test_a_three_shard_array_gives_the_plain_runs_scorecard_and_samples(slurm_cl
     assert "finished" in text and "finish " in text
     assert _card(out) == _card(plain)
     assert _results(out) == _results(plain)
-    manifests = read_manifests(out)
+    if recipe == "mind":  # its derived WorldFoundry record, computed by the finish job from every shard's records
+        def derived(run: Path) -> list[tuple]:  # (the members' input hashes differ: each run has its own fixture)
+            return [(r.derived_id, r.status, r.result, r.members, r.n_members_ok) for r in read_derived(
+                run / "derived.jsonl")]
+        assert derived(out) == derived(plain) and len(derived(out)[0][3]) == 6
+    manifests = [m for m in read_manifests(out) if m.path.parent == out / "shards"]  # the final records' stage
     assert sorted((m.index, m.count) for m in manifests) == [(0, 3), (1, 3), (2, 3)]
     assert all(m.finished and m.slurm["array_job_id"] == array for m in manifests)
     assert {m.slurm["array_task_id"] for m in manifests} == {"0", "1", "2"}

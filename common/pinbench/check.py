@@ -8,6 +8,8 @@ checked against the files beside it:
   other process is still writing in it;
 * the samples file it names exists inside the directory, and recounting it gives every metric's
   n_expected / n_scored / n_failed / n_missing, the named failures (each with its record) and the value;
+* the derived records it names (``derived.jsonl``, ``pinbench.derived``) were computed from exactly those
+  sample records (the digest of their members' records), and recount the metrics read from them;
 * ``report/index.html`` exists;
 * the reference that applies to the run (the recipe's for this checkpoint and mode) is for the same recipe
   version, checkpoint, mode and sample count, and ``diff.txt`` gives the verdict the diff gives now.
@@ -25,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pinbench.derived import DerivedRecord, derived_problems, read_derived
 from pinbench.files import FileError
 from pinbench.recipe import Recipe, RecipeError, get_recipe
 from pinbench.reference import diff, load_reference, result_line
 from pinbench.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
 from pinbench.runner import SampleRecord, read_merged
-from pinbench.scorecard import MetricSpec, load_scorecard, score_metric
+from pinbench.scorecard import DERIVED_RECORDS, MetricSpec, load_scorecard, score_metric
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
@@ -77,8 +80,9 @@ def check_run(run_dir: Path | str) -> CheckResult:
         more = f"; +{len(reasons) - 3} more" if len(reasons) > 3 else ""
         result.problems.append(f"{run_dir / SCORECARD}: status {card['status']}: {'; '.join(reasons[:3])}{more}")
     records = _samples(run_dir, card, result)
-    if records is not None:
-        _recount(run_dir / card["samples"]["path"], card, records, result)
+    derived = _derived(run_dir, card, records, result)
+    if records is not None and derived is not None:
+        _recount(run_dir / card["samples"]["path"], card, records, derived, result)
     if not (run_dir / REPORT).is_file():
         result.problems.append(f"{run_dir / REPORT}: missing (every run writes its report)")
     _check_reference(run_dir, card, result)
@@ -110,18 +114,25 @@ def _check_identity(run_dir: Path, card: Mapping[str, Any], result: CheckResult)
         result.problems.append(f"{run_dir}: a run is still writing here: {holder}")
 
 
-def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> list[SampleRecord] | None:
-    name = card["samples"]["path"]
+def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: CheckResult) -> Path | None:
+    """The file a scorecard block names, when it is a file inside the run directory."""
     if not name:
-        result.problems.append(f"{run_dir / SCORECARD}: names no samples file (samples.path is null)")
+        result.problems.append(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
         return None
     relative = PurePosixPath(name)
     if relative.is_absolute() or ".." in relative.parts or "\\" in name:
-        result.problems.append(f"{run_dir / SCORECARD}: samples.path {name!r} is not a file inside the run directory")
+        result.problems.append(f"{run_dir / SCORECARD}: {block}.path {name!r} is not a file inside the run directory")
         return None
     path = run_dir / relative
     if not path.is_file():
-        result.problems.append(f"{path}: missing (the scorecard names it as its per-sample records)")
+        result.problems.append(f"{path}: missing (the scorecard names it as its {what} records)")
+        return None
+    return path
+
+
+def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> list[SampleRecord] | None:
+    path = _run_file(run_dir, "samples", card["samples"]["path"], "per-sample", result)
+    if path is None:
         return None
     try:
         return read_merged(path)
@@ -130,10 +141,35 @@ def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> lis
         return None
 
 
-def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord], result: CheckResult) -> None:
+def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRecord] | None,
+             result: CheckResult) -> list[DerivedRecord] | None:
+    """The derived records the scorecard names ([] when it names none), checked against the sample records."""
+    block = card.get("derived")
+    if block is None:
+        return []
+    path = _run_file(run_dir, "derived", block["path"], "derived", result)
+    if path is None:
+        return None
+    try:
+        derived = read_derived(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        result.problems.append(" ".join(str(exc).split()))
+        return None
+    n_ok = sum(r.ok for r in derived)
+    found = {"n_records": len(derived), "n_ok": n_ok, "n_failed": len(derived) - n_ok}
+    wrong = [f"{key} {block[key]} (the file gives {found[key]})" for key in found if block[key] != found[key]]
+    if wrong:
+        result.problems.append(f"{path}: the scorecard's derived block says {', '.join(wrong)}")
+    if records is not None:
+        result.problems += [f"{path}: {problem}" for problem in derived_problems(derived, records)]
+    return derived
+
+
+def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
+             result: CheckResult) -> None:
     """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard)."""
     problems = result.problems
-    ids = [r.sample_id for r in records]
+    ids = [r.sample_id for r in [*records, *derived]]
     if len(set(ids)) != len(ids):
         problems.append(f"{path}: sample {next(i for i in ids if ids.count(i) > 1)!r} has more than one record")
         return
@@ -145,7 +181,7 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
         if found[key] != claimed[key]:
             problems.append(f"{path}: {found[key]} {key.removeprefix('n_')} records, the scorecard counts "
                             f"{claimed[key]}")
-    by_id = {r.sample_id: r for r in records}
+    by_id = {r.sample_id: r for r in [*records, *derived]}
     for name, m in card["metrics"].items():
         for failure in m["failed"]:
             if failure["sample_id"] not in by_id:
@@ -154,11 +190,11 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
             result.notes.append(f"metric {name}: its cohort's sample_ids are not recorded (a scorecard from before "
                                 "they were); only its named failures were checked")
             continue
-        spec = MetricSpec(name, aggregation=m["aggregation"], group_by=m.get("group_by"), key=m.get("key"),
-                          sample_ids=m.get("sample_ids"), direction=m["direction"], kind=m["kind"],
-                          primary=m["primary"], unit=m.get("unit"))
         try:
-            again = score_metric(spec, records, s["n_expected"])
+            spec = MetricSpec(name, aggregation=m["aggregation"], group_by=m.get("group_by"), key=m.get("key"),
+                              sample_ids=m.get("sample_ids"), direction=m["direction"], kind=m["kind"],
+                              primary=m["primary"], unit=m.get("unit"), derived=m.get("records") == DERIVED_RECORDS)
+            again = score_metric(spec, [*records, *derived], s["n_expected"])
         except ValueError as exc:
             problems.append(f"{path}: metric {name}: cannot be recounted: {exc}")
             continue

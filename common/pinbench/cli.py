@@ -396,7 +396,9 @@ def record_reference_cmd(
 
 
 def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
-    """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl."""
+    """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
+    its derived records, when it has any)."""
+    from pinbench.derived import run_derived
     from pinbench.reference import load_reference
     from pinbench.runner import read_merged
     from pinbench.scorecard import load_scorecard
@@ -407,6 +409,8 @@ def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
     samples_name = card["samples"].get("path")
     samples_file = scorecard.parent / samples_name if samples_name else None
     samples = read_merged(samples_file) if samples_file and samples_file.is_file() else None
+    if samples is not None:
+        samples += run_derived(scorecard.parent, card)
     return card, load_reference(ref_path, recipe=recipe) if ref_path else None, samples
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinbench.derived import is_derived, run_derived
 from pinbench.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
 from pinbench.scorecard import aggregate, load_scorecard, metric_samples
 from pinbench.uncertainty import Difference, describe, difference_interval, has_interval
@@ -45,7 +46,7 @@ class CompareError(ValueError):
 
 @dataclass
 class Run:
-    """A scorecard and its own per-sample records."""
+    """A scorecard and its own per-sample records (and derived records, ``pinbench.derived``, when it has any)."""
 
     path: Path
     card: dict[str, Any]
@@ -69,7 +70,7 @@ def load_run(path: Path | str) -> Run:
     samples = scorecard.parent / name
     if not samples.is_file():
         raise CompareError(f"{samples}: not a file; compare needs the per-sample records the scorecard names")
-    run = Run(scorecard, card, read_merged(samples))
+    run = Run(scorecard, card, [*read_merged(samples), *run_derived(scorecard.parent, card, CompareError)])
     _check_records_agree(run)
     return run
 
@@ -141,8 +142,10 @@ def _compare_metric(name: str, ma: Mapping[str, Any], mb: Mapping[str, Any], a: 
     scored_a, failed_a = metric_samples(name, ma, a.records)
     scored_b, failed_b = metric_samples(name, mb, b.records)
     cohort = list(dict.fromkeys([*(ma.get("sample_ids") or []), *(mb.get("sample_ids") or []),
-                                 *(str(r.sample_id) for r in a.records if ma.get("sample_ids") is None),
-                                 *(str(r.sample_id) for r in b.records if mb.get("sample_ids") is None)]))
+                                 *(str(r.sample_id) for r in a.records if ma.get("sample_ids") is None
+                                   and not is_derived(r)),
+                                 *(str(r.sample_id) for r in b.records if mb.get("sample_ids") is None
+                                   and not is_derived(r))]))
     matched = [i for i in cohort if i in scored_a and i in scored_b]
     if ma.get("group_by"):
         regrouped = [i for i in matched if scored_a[i][1] != scored_b[i][1]]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.check import check_run
+from pinbench.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.files import write_atomic
 from pinbench.provenance import collect_provenance, redact
 from pinbench.recipe import Recipe, RunConfig, RunOutcome
@@ -87,9 +88,13 @@ def finish_run(
     extra: Mapping[str, Any] | None = None,
     provenance_extra: Mapping[str, Any] | None = None,
     extra_figures: Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]] = (),
+    derived: Sequence[DerivedRecord] = (),
 ) -> RunOutcome:
     """Write ``samples.jsonl`` (exactly the records aggregated) and ``scorecard.json``, diff it against the
     recipe's reference, write ``report/``, then ``pinbench check`` the directory (unsharded runs).
+
+    ``n_expected`` counts samples only. ``derived`` are the records computed from them at finish time
+    (``pinbench.derived``): written to ``derived.jsonl`` and counted apart, never as samples.
 
     ``extra_figures`` are (title, png, caption) for the run, or (title, png, caption, sample_id) for one
     sample: the report shows failures and the worst and best few of those, and names the rest.
@@ -104,9 +109,13 @@ def finish_run(
     card = build_scorecard(
         recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
         metrics=described, records=records, n_expected=n_expected, provenance=provenance,
-        config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None,
+        config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None, derived=derived,
     )
     write_samples(records, cfg.out_dir / card["samples"]["path"])
+    if "derived" in card:
+        write_derived(derived, cfg.out_dir / card["derived"]["path"])
+    else:
+        (cfg.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
     scorecard_path = write_scorecard(card, cfg.out_dir / "scorecard.json")
 
     ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
@@ -128,7 +137,8 @@ def finish_run(
         print(line, flush=True)
 
     report_path = write_report(
-        [scorecard_path], cfg.out_dir / "report", references=references, samples={recipe.name: list(records)},
+        [scorecard_path], cfg.out_dir / "report", references=references,
+        samples={recipe.name: [*records, *derived]},
         extra_figures={recipe.name: list(extra_figures)} if extra_figures else None,
         title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
     )

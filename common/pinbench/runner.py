@@ -52,6 +52,7 @@ __all__ = [
     "SampleRecord",
     "Shard",
     "check_sample_id",
+    "clean_result",
     "sample_id_problem",
     "input_hash",
     "load_records",
@@ -317,7 +318,8 @@ def _json_clean(value: Any, where: str) -> Any:
     raise TypeError(f"{where} is a {type(value).__name__}, which is not JSON-serialisable")
 
 
-def _clean_result(result: Any) -> dict:
+def clean_result(result: Any) -> dict:
+    """A result as stored: JSON-ready, non-finite floats as None; TypeError for a non-dict or unstorable value."""
     if not isinstance(result, Mapping):
         raise TypeError(f"result is a {type(result).__name__}, expected a dict")
     return _json_clean(result, "result")
@@ -534,7 +536,7 @@ def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: V
 def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Validator) -> SampleRecord:
     """An ok record for a JSON-clean, validated result, else a failed one saying why."""
     try:
-        clean = _clean_result(result)
+        clean = clean_result(result)
     except TypeError as exc:
         return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, seconds)
     accepted, reason = _passes(validate, clean)

@@ -15,7 +15,10 @@ A metric value is null when nothing scored. Aggregations: ``mean``, ``median``,
 Schema 2.1 adds to every metric its 95% ``interval`` (a seeded bootstrap over the sampling unit, see
 ``pinbench.uncertainty``; or null bounds and the reason there is none) and, for a metric restricted to a
 cohort, its ``sample_ids``, so a report or a comparison reads exactly the samples the value was computed
-from. Scorecards of schema 2.0 (no intervals) still load.
+from. Schema 2.2 adds derived records (``pinbench.derived``): values computed from many samples at finish
+time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
+read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Scorecards of schema 2.0
+(no intervals) and 2.1 still load.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pinbench.derived import DERIVED_PATH, is_derived
 from pinbench.files import FileError, loads_finite_json, read_data_file, write_atomic
 from pinbench.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.names import checkpoint_name_problem, recipe_name_problem
@@ -36,11 +40,12 @@ from pinbench.provenance import scrub, to_jsonable
 from pinbench.schema import schema_error
 from pinbench.uncertainty import aggregate_interval
 
-SCHEMA_VERSION = "2.1"
-READABLE_SCHEMA_VERSIONS = ("2.0", "2.1")
+SCHEMA_VERSION = "2.2"
+READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2")
 MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
+DERIVED_RECORDS = "derived"
 
 
 class ScorecardError(FileError):
@@ -53,8 +58,10 @@ class MetricSpec:
 
     ``key`` is the field in each sample's result dict (default: ``name``). ``sample_ids`` restricts
     the metric to a cohort (e.g. only the I2V scenes); its length is then the metric's
-    ``n_expected``, and ids with no record are listed as missing by name. Aggregation, direction, kind
-    and unit come from the recipe's declaration (``with_info``); a scorecard never guesses them.
+    ``n_expected``, and ids with no record are listed as missing by name. ``derived``: the metric reads
+    derived records (``pinbench.derived``), never samples; ``sample_ids`` then names those records.
+    Aggregation, direction, kind and unit come from the recipe's declaration (``with_info``); a scorecard
+    never guesses them.
     """
 
     name: str
@@ -66,6 +73,7 @@ class MetricSpec:
     kind: str = "official"
     primary: bool = False
     unit: str | None = None
+    derived: bool = False
 
     def __post_init__(self) -> None:
         if self.aggregation is not None and self.aggregation not in AGGREGATIONS:
@@ -78,6 +86,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: direction {self.direction!r} is not higher or lower")
         if self.kind not in KINDS:
             raise ValueError(f"metric {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.derived and self.sample_ids is None:
+            raise ValueError(f"metric {self.name!r}: a metric of derived records names them in sample_ids")
         if self.sample_ids is not None:
             ids = tuple(self.sample_ids)
             if len(set(ids)) != len(ids):
@@ -100,6 +110,16 @@ class MetricSpec:
 def _get(record: Any, field: str) -> Any:
     """Read a SampleRecord attribute, or the same key of a record loaded from JSON."""
     return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
+
+
+def record_id(record: Any) -> str:
+    """The id of a sample record, or of a derived record (``derived_id``), object or JSON alike."""
+    return str(_get(record, "derived_id" if is_derived(record) else "sample_id"))
+
+
+def reads(metric_is_derived: bool, record: Any) -> bool:
+    """Whether a metric reads this record: derived metrics read derived records only, the others samples only."""
+    return is_derived(record) == metric_is_derived
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -178,6 +198,8 @@ def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> d
     """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too)."""
     cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
     expected = len(cohort) if cohort is not None else n_expected
+    if spec.derived and cohort is None:
+        raise ValueError(f"metric {spec.name!r}: a metric of derived records names them in sample_ids")
     if spec.aggregation == "none" and expected != 1:
         raise ValueError(f"metric {spec.name!r}: aggregation 'none' needs exactly one expected sample "
                          f"(pass sample_ids with one id), got n_expected={expected}")
@@ -187,7 +209,9 @@ def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> d
     failed: list[dict[str, str]] = []
     seen: set[str] = set()
     for record in records:
-        sample_id = str(_get(record, "sample_id"))
+        if not reads(spec.derived, record):
+            continue
+        sample_id = record_id(record)
         if cohort is not None and sample_id not in cohort:
             continue
         seen.add(sample_id)
@@ -225,6 +249,8 @@ def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> d
     if cohort is not None:
         entry["missing"] = [i for i in spec.sample_ids if i not in seen]
         entry["sample_ids"] = list(spec.sample_ids)
+    if spec.derived:
+        entry["records"] = DERIVED_RECORDS
     entry["interval"] = aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None)
     return entry
 
@@ -236,13 +262,16 @@ def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any]
     Returns ``({sample_id: (value, group)}, {sample_id: reason})`` for the metric's own samples only (its
     cohort when it has one), so a report or a comparison never mixes in another cohort's samples.
     """
+    derived = metric.get("records") == DERIVED_RECORDS
     spec = MetricSpec(name, metric["aggregation"], group_by=metric.get("group_by"), key=metric.get("key"),
                       direction=metric["direction"])
     cohort = set(metric["sample_ids"]) if metric.get("sample_ids") is not None else None
     scored: dict[str, tuple[float, Any]] = {}
     failed: dict[str, str] = {}
     for record in records:
-        sample_id = str(_get(record, "sample_id"))
+        if not reads(derived, record):
+            continue
+        sample_id = record_id(record)
         if cohort is not None and sample_id not in cohort:
             continue
         value, group, error = _metric_value(spec, record)
@@ -271,12 +300,14 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
                     metrics: Sequence[MetricSpec], records: Sequence[Any], n_expected: int,
                     provenance: Mapping[str, Any], config: Mapping[str, Any],
                     timings: Mapping[str, float], extra: Mapping[str, Any] | None = None,
-                    samples_path: str | None = DEFAULT_SAMPLES_PATH) -> dict[str, Any]:
+                    samples_path: str | None = DEFAULT_SAMPLES_PATH, derived: Sequence[Any] = (),
+                    derived_path: str = DERIVED_PATH) -> dict[str, Any]:
     """Aggregate per-sample records into a scorecard dict (validate / write with write_scorecard).
 
     ``n_expected`` is the task count the recipe defines for this mode (all 600 tasks of a full run
     even when this process saw one shard), never the number of records it happened to get.
-    ``records`` are SampleRecords (or their JSON dicts) in task order.
+    ``records`` are SampleRecords (or their JSON dicts) in task order; ``derived`` the derived records
+    (``pinbench.derived``) that the ``derived`` metrics read, counted apart from the samples.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
@@ -291,17 +322,23 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
                          "(declare them in the recipe's recipe.yaml)")
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate metric names in {names}")
-    ids = [str(_get(r, "sample_id")) for r in records]
+    if any(is_derived(r) for r in records) or not all(is_derived(r) for r in derived):
+        raise ValueError("derived records go in derived=, sample records in records=")
+    ids = [record_id(r) for r in records]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate sample ids in records: {', '.join(dupes[:5])}")
+    derived_ids = [record_id(r) for r in derived]
+    clash = sorted({i for i in derived_ids if derived_ids.count(i) > 1} | (set(derived_ids) & set(ids)))
+    if clash:
+        raise ValueError(f"derived record ids repeat or name a sample: {', '.join(clash[:5])}")
     n_ok = sum(1 for r in records if _get(r, "status") == "ok")
     n_missing = n_expected - len(records)
     if n_missing < 0:
         raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
                          "n_expected must be the full task count")
 
-    per_metric = {spec.name: score_metric(spec, records, n_expected) for spec in metrics}
+    per_metric = {spec.name: score_metric(spec, [*records, *derived], n_expected) for spec in metrics}
     status, reasons = derive_status(per_metric)
     card: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -318,6 +355,10 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
         "config": to_jsonable(config),
         "timings": to_jsonable(timings),
     }
+    if derived or any(spec.derived for spec in metrics):
+        n_derived_ok = sum(1 for r in derived if _get(r, "status") == "ok")
+        card["derived"] = {"n_records": len(derived), "n_ok": n_derived_ok, "n_failed": len(derived) - n_derived_ok,
+                           "path": derived_path}
     if extra is not None:
         card["extra"] = to_jsonable(extra)
     return card
@@ -329,6 +370,9 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
     s = card["samples"]
     if s["n_ok"] + s["n_failed"] + s["n_missing"] != s["n_expected"]:
         errors.append("samples: n_ok + n_failed + n_missing != n_expected")
+    derived = card.get("derived")
+    if derived is not None and derived["n_ok"] + derived["n_failed"] != derived["n_records"]:
+        errors.append("derived: n_ok + n_failed != n_records")
     for name, m in card["metrics"].items():
         if m["n_scored"] + m["n_failed"] + m["n_missing"] != m["n_expected"]:
             errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
@@ -336,6 +380,9 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
             errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
         if "missing" in m and len(m["missing"]) != m["n_missing"]:
             errors.append(f"metric {name}: {len(m['missing'])} missing ids but n_missing={m['n_missing']}")
+        if m.get("records") == DERIVED_RECORDS and (derived is None or m.get("sample_ids") is None):
+            errors.append(f"metric {name}: reads derived records, but the scorecard "
+                          + ("has no derived block" if derived is None else "names none in its sample_ids"))
         if m.get("sample_ids") is not None:
             errors += _cohort_errors(name, m)
         if (m["value"] is None) != (m["n_scored"] == 0):

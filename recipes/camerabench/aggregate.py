@@ -7,19 +7,20 @@ group record fails, naming what failed or is missing (and what upstream, which d
 have reported, so the gap can be judged). Overall values are means over the group records, so a
 single failed split leaves the run partial with 14 of 15 splits scored, never a quietly shorter mean.
 
-Record ids: ``binary_split__<Split>``, ``vqa_skill__<skill>``, ``caption_family`` and
-``camerabench_average`` (the WorldFoundry composite, not an official CameraBench number).
+Group records are derived records (``pinbench.derived``), computed when the scorecard is written from the
+merged per-sample records, written to ``derived.jsonl`` and never counted as samples. Ids:
+``binary_split__<Split>``, ``vqa_skill__<skill>``, ``caption_family`` and ``camerabench_average`` (the
+WorldFoundry composite, not an official CameraBench number; its members are every sample of the groups).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pinbench.runner import SampleRecord
+from pinbench.derived import DerivedFailure, DerivedRecord, derive
+from pinbench.runner import MISSING_ERROR, SampleRecord
 from pinbench.scorecard import MetricSpec
 from pinbench_recipes.camerabench.binary_metrics import split_metrics
 from pinbench_recipes.camerabench.caption_metrics import LEXICAL
@@ -36,88 +37,75 @@ AVERAGE_COMPONENTS = ("camera_motion_average_precision", "camera_motion_roc_auc"
 
 
 def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *,
-                  judged: bool = False) -> list[SampleRecord]:
-    """Every group record the loaded families define, in a fixed order, and the composite last."""
-    groups = [binary_split_record(split, [records.get(s.sample_id) for s in data.split_samples(split)],
-                                  [s.sample_id for s in data.split_samples(split)])
+                  judged: bool = False) -> list[DerivedRecord]:
+    """Every group record the loaded families define, in a fixed order, and the composite last.
+
+    ``records`` are the merged per-sample records by id; a sample without one counts as missing by name."""
+    def members(ids: Sequence[str]) -> list[SampleRecord]:
+        return [records.get(sid) or SampleRecord(sid, "failed", None, MISSING_ERROR, "0" * 64, 0.0) for sid in ids]
+
+    groups = [binary_split_record(split, members([s.sample_id for s in data.split_samples(split)]))
               for split in data.splits]
-    groups += [vqa_skill_record(skill, [records.get(p.sample_id) for p in data.skill_pairs(skill)],
-                                [p.sample_id for p in data.skill_pairs(skill)])
+    groups += [vqa_skill_record(skill, members([p.sample_id for p in data.skill_pairs(skill)]))
                for skill in data.skills]
     if data.captions:
-        groups.append(caption_family_record([records.get(s.sample_id) for s in data.captions],
-                                            [s.sample_id for s in data.captions], judged=judged))
+        groups.append(caption_family_record(members([s.sample_id for s in data.captions]), judged=judged))
     if groups:
-        groups.append(average_record(groups))
+        every = list(dict.fromkeys(sid for g in groups for sid in g.members))
+        groups.append(average_record(groups, members(every)))
     return groups
 
 
-def _hash(parts: Sequence[Any]) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def _strict(compute: Callable[[list[dict[str, Any]]], dict[str, Any]],
+            upstream_view: Callable[[list[dict[str, Any]]], str] | None = None
+            ) -> Callable[[Sequence[SampleRecord]], dict[str, Any]]:
+    """``compute`` over the members' results, or DerivedFailure naming the members that did not score (and
+    what upstream, which drops them, would have reported over the rest)."""
+    def derived(members: Sequence[SampleRecord]) -> dict[str, Any]:
+        scored = [m.result for m in members if m.ok and m.result is not None]
+        unscored = [(m.sample_id, m.error or "failed") for m in members if not m.ok]
+        if not unscored:
+            return compute(scored)
+        named = "; ".join(f"{sid} ({reason[:160]})" for sid, reason in unscored[:_NAMED_FAILURES])
+        more = f"; and {len(unscored) - _NAMED_FAILURES} more" if len(unscored) > _NAMED_FAILURES else ""
+        error = f"{len(unscored)} of {len(members)} samples not scored: {named}{more}"
+        if upstream_view is not None and scored:
+            error += f". {upstream_view(scored)}"
+        raise DerivedFailure(error)
+    return derived
 
 
-def _member_hash(members: Sequence[SampleRecord | None], ids: Sequence[str]) -> str:
-    return _hash([[sid, rec.input_hash if rec else None, rec.status if rec else None]
-                  for sid, rec in zip(ids, members, strict=True)])
-
-
-def _unscored(members: Sequence[SampleRecord | None], ids: Sequence[str]) -> list[tuple[str, str]]:
-    return [(sid, "missing: no record" if rec is None else (rec.error or "failed"))
-            for sid, rec in zip(ids, members, strict=True) if rec is None or not rec.ok]
-
-
-def _failed(group_id: str, ids: Sequence[str], members: Sequence[SampleRecord | None],
-            unscored: list[tuple[str, str]], upstream_view: str | None) -> SampleRecord:
-    named = "; ".join(f"{sid} ({reason[:160]})" for sid, reason in unscored[:_NAMED_FAILURES])
-    more = f"; and {len(unscored) - _NAMED_FAILURES} more" if len(unscored) > _NAMED_FAILURES else ""
-    error = f"{len(unscored)} of {len(ids)} samples not scored: {named}{more}"
-    if upstream_view:
-        error += f". {upstream_view}"
-    return SampleRecord(group_id, "failed", None, error, _member_hash(members, ids), 0.0)
-
-
-def _ok(group_id: str, ids: Sequence[str], members: Sequence[SampleRecord | None],
-        result: dict[str, Any]) -> SampleRecord:
-    return SampleRecord(group_id, "ok", result, None, _member_hash(members, ids), 0.0)
-
-
-def binary_split_record(split: str, members: Sequence[SampleRecord | None], ids: Sequence[str]) -> SampleRecord:
+def binary_split_record(split: str, members: Sequence[SampleRecord]) -> DerivedRecord:
     """AP and ROC AUC of one split, or a failed record when any of its samples did not score."""
-    scored = [rec.result for rec in members if rec is not None and rec.ok]
-    unscored = _unscored(members, ids)
-    if unscored:
-        view = None
-        if scored:
-            m = split_metrics([r["label"] for r in scored], [r["score"] for r in scored])
-            view = (f"Upstream drops such rows and would report AP {m['average_precision']:.4f}, "
-                    f"AUC {m['roc_auc']:.4f} over the {len(scored)} that scored")
-        return _failed(SPLIT_PREFIX + split, ids, members, unscored, view)
-    metrics = split_metrics([r["label"] for r in scored], [r["score"] for r in scored])
-    return _ok(SPLIT_PREFIX + split, ids, members, {"split": split, **metrics})
+    def compute(scored: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"split": split, **split_metrics([r["label"] for r in scored], [r["score"] for r in scored])}
+
+    def upstream(scored: list[dict[str, Any]]) -> str:
+        m = split_metrics([r["label"] for r in scored], [r["score"] for r in scored])
+        return (f"Upstream drops such rows and would report AP {m['average_precision']:.4f}, "
+                f"AUC {m['roc_auc']:.4f} over the {len(scored)} that scored")
+
+    return derive(SPLIT_PREFIX + split, members, _strict(compute, upstream))
 
 
-def vqa_skill_record(skill: str, members: Sequence[SampleRecord | None], ids: Sequence[str]) -> SampleRecord:
+def vqa_skill_record(skill: str, members: Sequence[SampleRecord]) -> DerivedRecord:
     """VQA accuracies and retrieval scores of one skill (pairs pooled over its tasks)."""
-    scored = [rec.result for rec in members if rec is not None and rec.ok]
-    unscored = _unscored(members, ids)
-    if unscored:
-        view = None
-        if scored:
-            m = skill_metrics(scored)
-            view = (f"Upstream drops such rows and would report question_acc {m['question_acc']:.4f} "
-                    f"over the {len(scored)} pairs that scored")
-        return _failed(SKILL_PREFIX + skill, ids, members, unscored, view)
-    return _ok(SKILL_PREFIX + skill, ids, members,
-               {"skill": skill, "caption_based": skill == CAPTION_SKILL, **skill_metrics(scored)})
+    def compute(scored: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"skill": skill, "caption_based": skill == CAPTION_SKILL, **skill_metrics(scored)}
+
+    def upstream(scored: list[dict[str, Any]]) -> str:
+        return (f"Upstream drops such rows and would report question_acc {skill_metrics(scored)['question_acc']:.4f} "
+                f"over the {len(scored)} pairs that scored")
+
+    return derive(SKILL_PREFIX + skill, members, _strict(compute, upstream))
 
 
-def caption_family_record(members: Sequence[SampleRecord | None], ids: Sequence[str], *,
-                          judged: bool) -> SampleRecord:
+def caption_family_record(members: Sequence[SampleRecord], *, judged: bool) -> DerivedRecord:
     """Means of the caption metrics and the composite's caption component (see ``average_record``)."""
-    unscored = _unscored(members, ids)
-    if unscored:
-        return _failed(CAPTION_ID, ids, members, unscored, None)
-    rows = [rec.result for rec in members if rec is not None]
+    return derive(CAPTION_ID, members, _strict(lambda rows: _caption_means(rows, judged=judged)))
+
+
+def _caption_means(rows: list[dict[str, Any]], *, judged: bool) -> dict[str, Any]:
     result: dict[str, Any] = {name: math.fsum(r[name] for r in rows) / len(rows) for name in LEXICAL}
     result["lexical_mean"] = math.fsum(result[name] for name in LEXICAL) / len(LEXICAL)
     parts = [result["lexical_mean"]]
@@ -126,24 +114,34 @@ def caption_family_record(members: Sequence[SampleRecord | None], ids: Sequence[
         parts.append(result["gen_match"])
     result["camera_caption_score"] = math.fsum(parts) / len(parts)
     result["num_samples"] = len(rows)
-    return _ok(CAPTION_ID, ids, members, result)
+    return result
 
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def average_record(groups: Sequence[SampleRecord]) -> SampleRecord:
+def average_record(groups: Sequence[DerivedRecord], members: Sequence[SampleRecord]) -> DerivedRecord:
     """WorldFoundry's ``camerabench_average``: the mean of whichever family components this run has.
 
     Components: AP and ROC AUC (means over splits), VQA accuracy (mean of overall binary and question
     accuracy), retrieval accuracy (mean of overall text, image, group) and the caption score (the
     lexical mean, averaged with the judge's gen_match when it ran). Not an official CameraBench metric.
+    ``members`` are every sample of the groups: the value is computed from the group records, which follow
+    from them.
     """
-    ids = [g.sample_id for g in groups]
-    failed = [(g.sample_id, g.error or "failed") for g in groups if not g.ok]
-    if failed:
-        return _failed(AVERAGE_ID, ids, list(groups), failed, None)
+    def compute(_members: Sequence[SampleRecord]) -> dict[str, Any]:
+        failed = [(g.derived_id, g.error or "failed") for g in groups if not g.ok]
+        if failed:
+            named = "; ".join(f"{gid} ({reason[:160]})" for gid, reason in failed[:_NAMED_FAILURES])
+            more = f"; and {len(failed) - _NAMED_FAILURES} more" if len(failed) > _NAMED_FAILURES else ""
+            raise DerivedFailure(f"{len(failed)} of {len(groups)} groups not scored: {named}{more}")
+        return _average(groups)
+
+    return derive(AVERAGE_ID, members, compute)
+
+
+def _average(groups: Sequence[DerivedRecord]) -> dict[str, Any]:
     splits = [g.result for g in groups if g.sample_id.startswith(SPLIT_PREFIX)]
     skills = [g.result for g in groups if g.sample_id.startswith(SKILL_PREFIX)]
     captions = [g.result for g in groups if g.sample_id == CAPTION_ID]
@@ -157,15 +155,14 @@ def average_record(groups: Sequence[SampleRecord]) -> SampleRecord:
         components["camera_retrieval_accuracy"] = _mean([overall["text"], overall["image"], overall["group"]])
     if captions:
         components["camera_caption_score"] = captions[0]["camera_caption_score"]
-    result = {**components, "camerabench_average": _mean(list(components.values())), "official": False}
-    return _ok(AVERAGE_ID, ids, list(groups), result)
+    return {**components, "camerabench_average": _mean(list(components.values())), "official": False}
 
 
 # --------------------------------------------------------------------------------------------- metrics
 
 
 def metric_specs(data: CameraBenchData, *, judged: bool = False) -> list[MetricSpec]:
-    """Every scorecard metric of the loaded families, each read from its own group or sample records.
+    """Every scorecard metric of the loaded families, each read from its own group (derived) or sample records.
 
     Per split / skill: ``binary/<Split>/average_precision`` etc. (one group record each). Overall:
     ``binary/overall_average_precision`` (mean over the split records, as upstream's
@@ -175,28 +172,28 @@ def metric_specs(data: CameraBenchData, *, judged: bool = False) -> list[MetricS
     specs: list[MetricSpec] = []
     split_ids = [SPLIT_PREFIX + s for s in data.splits]
     for split, sid in zip(data.splits, split_ids, strict=True):
-        specs += [MetricSpec(f"binary/{split}/{key}", aggregation="none", key=key, sample_ids=[sid])
+        specs += [MetricSpec(f"binary/{split}/{key}", aggregation="none", key=key, sample_ids=[sid], derived=True)
                   for key in ("average_precision", "roc_auc")]
     if split_ids:
-        specs += [MetricSpec(f"binary/overall_{key}", aggregation="mean", key=key, sample_ids=split_ids)
-                  for key in ("average_precision", "roc_auc")]
+        specs += [MetricSpec(f"binary/overall_{key}", aggregation="mean", key=key, sample_ids=split_ids,
+                             derived=True) for key in ("average_precision", "roc_auc")]
     skill_ids = {s: SKILL_PREFIX + s for s in data.skills}
     for skill, sid in skill_ids.items():
-        specs += [MetricSpec(f"vqa/{skill}/{key}", aggregation="none", key=key, sample_ids=[sid])
+        specs += [MetricSpec(f"vqa/{skill}/{key}", aggregation="none", key=key, sample_ids=[sid], derived=True)
                   for key in ("binary_acc", "question_acc")]
-        specs += [MetricSpec(f"retrieval/{skill}/{key}", aggregation="none", key=key, sample_ids=[sid])
+        specs += [MetricSpec(f"retrieval/{skill}/{key}", aggregation="none", key=key, sample_ids=[sid], derived=True)
                   for key in ("text", "image", "group")]
     if skill_ids:
         all_ids = list(skill_ids.values())
         skill_based = [sid for s, sid in skill_ids.items() if s != CAPTION_SKILL]
         caption_based = [sid for s, sid in skill_ids.items() if s == CAPTION_SKILL]
-        specs += [MetricSpec(f"vqa/overall_{key}", key=key, sample_ids=all_ids)
+        specs += [MetricSpec(f"vqa/overall_{key}", key=key, sample_ids=all_ids, derived=True)
                   for key in ("binary_acc", "question_acc")]
-        specs += [MetricSpec(f"retrieval/overall_{key}", key=key, sample_ids=all_ids)
+        specs += [MetricSpec(f"retrieval/overall_{key}", key=key, sample_ids=all_ids, derived=True)
                   for key in ("text", "image", "group")]
         for name, ids in (("skill_based", skill_based), ("caption_based", caption_based)):
             if ids:
-                specs += [MetricSpec(f"retrieval/{name}_{key}", key=key, sample_ids=ids)
+                specs += [MetricSpec(f"retrieval/{name}_{key}", key=key, sample_ids=ids, derived=True)
                           for key in ("text", "image", "group")]
     if data.captions:
         caption_ids = [s.sample_id for s in data.captions]
@@ -204,5 +201,5 @@ def metric_specs(data: CameraBenchData, *, judged: bool = False) -> list[MetricS
         specs += [MetricSpec(f"caption/{name}", key=name, sample_ids=caption_ids) for name in names]
     if split_ids or skill_ids or data.captions:
         specs.append(MetricSpec("camerabench_average", aggregation="none", key="camerabench_average",
-                                sample_ids=[AVERAGE_ID]))
+                                sample_ids=[AVERAGE_ID], derived=True))
     return specs

@@ -69,12 +69,11 @@ def run(cfg: RunConfig) -> RunOutcome:
     groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None)
     timings["script2"] = time.perf_counter() - started
 
-    # 4. scorecard, diff against the leaderboard reference, report
-    records = [*samples, *groups]
+    # 4. scorecard (the group records are derived, never counted as samples), diff, report
     return finish_run(
         recipe, cfg,
         metrics=metric_specs(data, judged=judge is not None),
-        records=records, n_expected=len(records),
+        records=samples, n_expected=len(tasks), derived=groups,
         pins=inputs.pins_for_provenance(model, fixture=cfg.fixture),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else ({"caption": CAPTION_SEED} if model else None),

@@ -33,7 +33,7 @@ import av
 import numpy as np
 import torch
 
-from pinbench.files import sha256_file
+from pinbench.files import atomic_path, exclusive, sha256_file, write_atomic
 from pinbench.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES
@@ -131,9 +131,9 @@ def _write_continuation(data: FixtureData, rng: np.random.Generator, spec: tuple
     write_video(gt_dir / "video.mp4", _uint8([_view(world, _camera(t), GT_SIZE) for t in range(total)]), FPS, crf=0)
     actions = {"mark_time": mark, "total_time": total, "caption": f"synthetic {name}",
                "data": [_action_entry(t) for t in range(total)]}
-    (gt_dir / "action.json").write_text(json.dumps(actions))
+    write_atomic(gt_dir / "action.json", json.dumps(actions))
     if name in POSED:
-        (gt_dir / "images.txt").write_text(_images_txt(97))
+        write_atomic(gt_dir / "images.txt", _images_txt(97))
     generated = []
     for i, t in enumerate(range(mark, total)):   # the prediction only: frame 0 is GT frame mark_time
         frame = _view(world, _camera(t) + drift * i, gen_size)
@@ -163,20 +163,33 @@ def write_random_alexnet(path: Path, seed: int = SEED) -> str:
         fan_in = shape[1] * shape[2] * shape[3]
         state[f"features.{index}.weight"] = torch.randn(shape, generator=generator) * math.sqrt(2.0 / fan_in)
         state[f"features.{index}.bias"] = torch.randn(shape[0], generator=generator) * 0.01
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(state, path)
+    with atomic_path(path, suffix=".pth") as tmp:
+        torch.save(state, tmp)
     return sha256_file(path)
 
 
 def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when this fixture version is complete under ``root``) the synthetic data."""
+    """Write (or reuse, when this fixture version is complete under ``root``) the synthetic data.
+
+    Shards of one run start together and share ``root``: the first writes the data, the others wait and keep
+    it (a GT video written again would get a new mtime, part of every task's input, and orphan the stored
+    scores). Every file is written atomically and the stamp last, so a killed writer leaves no stamp.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with exclusive(root.parent / f".{root.name}.lock"):
+        return _build_fixture(root)
+
+
+def _build_fixture(root: Path) -> FixtureData:
     data = FixtureData(root=root, gt_root=root / "MIND-Data", generated_root=root / "generated",
                        lpips_trunk=root / "alexnet-random.pth", lpips_sha256="")
     stamp = root / "fixture.json"
-    if stamp.is_file():
+    try:
         saved = json.loads(stamp.read_text())
-        if saved.get("version") == FIXTURE_VERSION:
-            return FixtureData(**{**data.__dict__, "lpips_sha256": saved["lpips_sha256"]})
+    except (OSError, ValueError):  # absent or cut short: write everything again
+        saved = None
+    if isinstance(saved, dict) and saved.get("version") == FIXTURE_VERSION:
+        return FixtureData(**{**data.__dict__, "lpips_sha256": saved["lpips_sha256"]})
     rng = np.random.default_rng(SEED)
     for spec in CONTINUATIONS:
         _write_continuation(data, rng, spec)
@@ -188,7 +201,7 @@ def build_fixture(root: Path) -> FixtureData:
         for test in ("mem_test", "action_space_test"):
             (data.gt_root / perspective / "test" / test).mkdir(parents=True, exist_ok=True)
     sha = write_random_alexnet(data.lpips_trunk)
-    stamp.write_text(json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "lpips_sha256": sha}, indent=1) + "\n")
+    write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "lpips_sha256": sha}, indent=1) + "\n")
     return FixtureData(**{**data.__dict__, "lpips_sha256": sha})
 
 

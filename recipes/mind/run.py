@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,19 @@ import torch
 import yaml
 
 from pinbench.downloads import ChecksumError, NotFetchedError, UnlockedPinError
-from pinbench.files import sha256_file
-from pinbench.finish import collect_records, finish_run
+from pinbench.files import sha256_file, write_atomic
+from pinbench.finish import collect_records, finish_run, finish_shard
 from pinbench.metrics.lpips import load_lpips
 from pinbench.pins import Pins
 from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import run_samples
+from pinbench.runner import RunSummary, run_samples
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
-from pinbench_recipes.mind.preflight import run_preflight
-from pinbench_recipes.mind.results import ResultFileError, load_result_file
-from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs
+from pinbench_recipes.mind.preflight import Preflight, run_preflight
+from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file
+from pinbench_recipes.mind.scoring import cross_check_summary, metric_specs, suite_record
 from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
 
 
@@ -45,7 +46,12 @@ def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def run(cfg: RunConfig) -> RunOutcome:
-    """The recipe (see the module doc); a partial run exits non-zero and is never diffed as complete."""
+    """The recipe (see the module doc); a partial run exits non-zero and is never diffed as complete.
+
+    ``--shard I/N`` scores the samples at plan positions I, I+N, ... (steps 2-4) and stores them; the run that
+    writes the scorecard is an unsharded one over the same directory, which with ``--skip-scoring`` scores
+    nothing and merges what the shards stored (a sample no shard stored is failed by name).
+    """
     recipe = get_recipe(cfg.recipe)
     options = cfg.options
     metrics = tuple(options["metrics"])
@@ -53,92 +59,56 @@ def run(cfg: RunConfig) -> RunOutcome:
     pins = recipe_pins()
     timings: dict[str, float] = {}
     try:
-        with steps.exclusive(cfg.out_dir):
-            # 1. Preflight: the layouts, every file process.py reads, one line per problem; then the plan.
-            with timed(timings, "prepare"):
-                if cfg.fixture:
-                    data = fixture.build_fixture(cfg.out_dir / "fixture_data")
-                    gt_root, videos, results_file = data.gt_root, data.generated_root, None
-                else:
-                    gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
-                    if gt_root is None:
-                        raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
-                    if videos is None and results_file is None:
-                        raise RecipeError("pass -o videos=DIR (the model's rollouts) or -o results=FILE")
-                pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
-                                    video_max_time=video_max_time, limit=cfg.limit)
-                if not pre.ok:
-                    for line in pre.problems:
-                        print(f"preflight: {line}", file=sys.stderr)
-                    raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
-                print("\n".join(pre.plan_lines()), flush=True)
-                versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
-                            "vipe": pins.upstream["vipe"].commit,
-                            "native": steps.NATIVE_VERSION if options["native"] else "off"}
-                if results_file is not None:
-                    versions["results_sha256"] = sha256_file(Path(results_file))
-                tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions)
-                         for s in pre.samples]
+        # 1. Preflight: the layouts, every file process.py reads, one line per problem; then the plan.
+        with timed(timings, "prepare"):
+            if cfg.fixture:
+                data = fixture.build_fixture(cfg.out_dir / "fixture_data")
+                gt_root, videos, results_file = data.gt_root, data.generated_root, None
+            else:
+                gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                if gt_root is None:
+                    raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
+                if videos is None and results_file is None:
+                    raise RecipeError("pass -o videos=DIR (the model's rollouts) or -o results=FILE")
+            pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
+                                video_max_time=video_max_time, limit=cfg.limit)
+            if not pre.ok:
+                for line in pre.problems:
+                    print(f"preflight: {line}", file=sys.stderr)
+                raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
+            print("\n".join(pre.plan_lines()), flush=True)
+            versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
+                        "vipe": pins.upstream["vipe"].commit,
+                        "native": steps.NATIVE_VERSION if options["native"] else "off"}
+            result_file = None
+            if results_file is not None:
+                versions["results_sha256"] = sha256_file(Path(results_file))
+                result_file = load_result_file(Path(results_file))
+            tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions)
+                     for s in pre.samples]
+            if result_file is not None and pre.generated_root is None and "gsc" in metrics:
+                room = None if cfg.limit is None else max(0, cfg.limit - len(tasks))
+                tasks += steps.mirror_tasks(result_file, versions=versions)[:room]
 
-            # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
-            #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for it.
-            with timed(timings, "official"):
-                pending = steps.pending_tasks(cfg.out_dir, tasks)
-                if results_file is not None:
-                    official = steps.import_file(load_result_file(Path(results_file)), pre, pending)
-                    if pre.generated_root is None:
-                        tasks += [{"sample_id": sid, "mirror_from_results": True, "versions": versions}
-                                  for sid in official.samples if sid not in {t["sample_id"] for t in tasks}]
-                elif cfg.fixture:
-                    official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
-                                                  score=fixture_scorer(data, metrics, video_max_time))
-                elif pending:
-                    runtime = official_runtime(pins)
-                    official = steps.run_official(
-                        cfg.out_dir, pre, pending, runtime=runtime,
-                        score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
-                                               gpus=cfg.gpus, timeout_s=options["timeout_s"]))
-                else:
-                    official = steps.Official({}, [])
-
-            # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
-            with timed(timings, "native"):
-                native: dict[str, dict[str, Any]] = {}
-                if options["native"] and pre.generated_root is not None:
-                    trunk = data.lpips_trunk if cfg.fixture else lpips_trunk(pins)
-                    digest = data.lpips_sha256 if cfg.fixture else pins.urls["alexnet"].sha256
-                    device = "cuda" if torch.cuda.is_available() and not cfg.fixture else "cpu"
-                    lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
-                    canvas = fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS
-                    with one_thread_if(cfg.fixture):
-                        native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas,
-                                                                                  lpips_sha256=digest), lpips_model)
-
-            # 4. Per-sample results (failures named, never dropped), WorldFoundry's derived numbers, scorecard.
-            with timed(timings, "score"):
-                by_id = {s.key.sample_id: s for s in pre.samples}
-
-                def result_of(task: dict[str, Any]) -> dict[str, Any]:
-                    sample_id = task["sample_id"]
-                    return steps.sample_result(by_id.get(sample_id), official.samples[sample_id],
-                                               native.get(sample_id), metrics=metrics, video_max_time=video_max_time)
-
-                run_samples(tasks, result_of, cfg.out_dir, stage="results", progress=False)
-                records = collect_records(cfg, tasks)
-                results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
-                steps.derived_record(cfg.out_dir, results)
-                all_tasks = [*tasks, steps.suite_task(results)]
-                records = collect_records(cfg, all_tasks)
-    except (steps.RunLocked, LayoutError, ResultFileError, OfficialRunError) as exc:
+        summary = None
+        if not cfg.skip_scoring:
+            summary = score(cfg, pre, tasks, result_file, data if cfg.fixture else None, pins, timings)
+    except (LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
+    if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
+        return finish_shard(cfg, summary.runner if summary else None)
 
-    keys = [s.key for s in pre.samples]
-    keys += [key_from_sample_id(t["sample_id"]) for t in tasks if t.get("mirror_from_results")]
+    # 5. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
+    with timed(timings, "score"):
+        records = collect_records(cfg, tasks)
+        results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
+        suite = suite_record(records)
+    keys = [key_from_sample_id(t["sample_id"]) for t in tasks]
     extra = {
         "plan": pre.plan_lines(),
-        "official_sources": official.sources,
+        "official_sources": summary.official_sources if summary else steps.stored_sources(cfg.out_dir, results_file),
         "cross_check": cross_check_summary(results, metrics),
-        "worldfoundry": next((r.result for r in records if r.sample_id == SUITE_ID and r.ok), None),
+        "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
         "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
                     "decoder": options["decoder"]},
@@ -146,11 +116,69 @@ def run(cfg: RunConfig) -> RunOutcome:
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
     return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
-                      records=records, n_expected=len(all_tasks),
+                      records=records, n_expected=len(tasks), derived=[suite],
                       pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
                       provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),
                                         "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+
+
+@dataclass
+class Scored:
+    """What steps 2-4 did in this process: the runner's summary of the final records, and the official sources."""
+
+    runner: RunSummary
+    official_sources: list[dict[str, Any]]
+
+
+def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_file: ResultFile | None,
+          data: fixture.FixtureData | None, pins: Pins, timings: dict[str, float]) -> Scored:
+    """Steps 2-4 for the samples of ``cfg.shard`` (all when unsharded) without a valid stored record."""
+    options = cfg.options
+    metrics, video_max_time = tuple(options["metrics"]), options["video_max_time"]
+
+    # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
+    #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
+    with timed(timings, "official"):
+        pending = steps.pending_tasks(cfg.out_dir, tasks, cfg.shard)
+        if result_file is not None:
+            official = steps.import_file(result_file, pre, pending)
+        elif data is not None:
+            official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
+                                          score=fixture_scorer(data, metrics, video_max_time))
+        elif pending:
+            runtime = official_runtime(pins)
+            official = steps.run_official(
+                cfg.out_dir, pre, pending, runtime=runtime,
+                score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
+                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]))
+        else:
+            official = steps.Official({}, [])
+
+    # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
+    with timed(timings, "native"):
+        native: dict[str, dict[str, Any]] = {}
+        if options["native"] and pre.generated_root is not None:
+            trunk = data.lpips_trunk if data else lpips_trunk(pins)
+            digest = data.lpips_sha256 if data else pins.urls["alexnet"].sha256
+            device = "cuda" if torch.cuda.is_available() and not data else "cpu"
+            lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
+            canvas = fixture.CANVAS if data else OFFICIAL_CANVAS
+            with one_thread_if(data is not None):
+                native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas, lpips_sha256=digest),
+                                          lpips_model, shard=cfg.shard)
+
+    # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
+    with timed(timings, "score"):
+        by_id = {s.key.sample_id: s for s in pre.samples}
+
+        def result_of(task: dict[str, Any]) -> dict[str, Any]:
+            sample_id = task["sample_id"]
+            return steps.sample_result(by_id.get(sample_id), official.samples[sample_id], native.get(sample_id),
+                                       metrics=metrics, video_max_time=video_max_time)
+
+        summary = run_samples(tasks, result_of, cfg.out_dir, stage="results", shard=cfg.shard, progress=False)
+    return Scored(summary, official.sources)
 
 
 def official_runtime(pins: Pins) -> Runtime:
@@ -183,10 +211,9 @@ def fixture_runtime(cfg: RunConfig, data: fixture.FixtureData) -> Runtime:
     root = cfg.out_dir / "fixture_runtime"
     (root / "MIND" / "vipe").mkdir(parents=True, exist_ok=True)
     weights = {}
-    for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):
-        weights[name] = root / "weights" / f"{name}.stand-in"
-        weights[name].parent.mkdir(parents=True, exist_ok=True)
-        weights[name].write_text("fixture stand-in: the test double loads no weights\n")
+    for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):   # shards write these at once: atomically
+        weights[name] = write_atomic(root / "weights" / f"{name}.stand-in",
+                                     "fixture stand-in: the test double loads no weights\n")
     return Runtime(mind_dir=root / "MIND", python=Path(sys.executable), dino_dir=root / "dinov3", weights=weights,
                    torch_home=root / "torch", hf_home=root / "hf")
 

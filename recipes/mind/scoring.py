@@ -4,8 +4,9 @@ and WorldFoundry's derived ability groups and ``mind_average``.
 Names are ``<perspective>/<test>/<metric id>`` (``1st_data/mem_test/lcm_mse``), the cross-check
 ``<perspective>/<test>/native/<id>``, each restricted to the samples of its split (its denominator is every
 planned sample of that split, generated or not). The derived numbers are computed once over all scored
-samples, as WorldFoundry does, and stored as the single record ``suite``; they are labelled derived, never
-official: MIND publishes no composite.
+samples, as WorldFoundry does, when the scorecard is written (the merge of a sharded run), into the derived
+record ``suite`` (``pinbench.derived``): it names every planned sample as a member and never counts as one.
+They are labelled derived, never official: MIND publishes no composite.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pinbench.derived import DerivedRecord, derive
+from pinbench.runner import SampleRecord
 from pinbench.scorecard import MetricSpec
 from pinbench_recipes.mind.layout import CONTINUATION_TESTS, MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
 from pinbench_recipes.mind.samples import AGREEMENT, GSC_IDS, PIXEL_FIELDS, metric_ids
 from pinbench_recipes.mind.worldfoundry import GROUP_SCORES, PRIMARY, aggregate
 
-SUITE_ID = "suite"      # never a real sample id: those start with "1st_data." or "3rd_data."
+SUITE_ID = "suite"      # the derived record's id; never a sample id: those start with "1st_data." or "3rd_data."
 DERIVED = (PRIMARY, *GROUP_SCORES)
 GROUP_SOURCES = {"memory_consistency_score": ("lcm", "dino"), "visual_quality_score": ("visual",),
                  "action_control_score": ("action",), "scene_consistency_score": ("gsc",)}
@@ -61,8 +64,14 @@ def metric_specs(keys: Sequence[SampleKey], metrics: Sequence[str], *, native: b
         if native:
             specs += [MetricSpec(f"{cohort}/native/{m}", key=f"native/{m}", sample_ids=ids)
                       for m in native_ids(test_type, metrics)]
-    specs += [MetricSpec(name, aggregation="none", key=name, sample_ids=[SUITE_ID]) for name in derived_names(metrics)]
+    specs += [MetricSpec(name, aggregation="none", key=name, sample_ids=[SUITE_ID], derived=True)
+              for name in derived_names(metrics)]
     return specs
+
+
+def suite_record(records: Sequence[SampleRecord]) -> DerivedRecord:
+    """The derived ``suite`` record of the merged per-sample records (every planned sample is a member)."""
+    return derive(SUITE_ID, records, lambda members: suite_result(m.result for m in members if m.ok and m.result))
 
 
 def suite_result(results: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -79,7 +88,7 @@ def cross_check_summary(results: Mapping[str, Mapping[str, Any]], metrics: Seque
     samples disagree beyond the tolerance (README, "Native cross-check")."""
     summary: dict[str, Any] = {}
     for sample_id, result in results.items():
-        if sample_id == SUITE_ID or not isinstance(result.get("cross_check"), dict):
+        if not isinstance(result.get("cross_check"), dict):
             continue
         cohort = f"{result['perspective']}/{result['test_type']}"
         for field, diff in result["cross_check"].items():

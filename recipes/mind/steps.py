@@ -3,18 +3,19 @@
 Resume: every sample's final record is stored by the runner with the hash of its inputs (generated video
 bytes, GT files, metrics, ``video_max_time``, pins, recipe version). A rerun sends to ``process.py`` only
 the samples without a valid record, first importing what an earlier, interrupted invocation already wrote
-into its Result.json for unchanged inputs (``official/run-NNN/plan.json``). A second run on the same output
-directory is refused while the first holds its lock.
+into its Result.json for unchanged inputs (``official/run-NNN/plan.json``).
+
+Shards: ``--shard I/N`` owns the samples at positions I, I+N, ... of the plan; each step works on those
+only (``process.py`` on a working directory that holds exactly them, the native blocks and the final
+records of the same samples). Who may run in the directory at the same time (shards of one split, never
+two processes of one shard) is ``pinbench.rundir``'s claim, taken before the recipe runs.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 from pinbench.files import sha256_file
-from pinbench.runner import input_hash, load_records, run_samples
+from pinbench.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (
@@ -53,29 +54,8 @@ from pinbench_recipes.mind.results import (
     mirror_keys,
 )
 from pinbench_recipes.mind.samples import add_native, continuation_result, mirror_result
-from pinbench_recipes.mind.scoring import SUITE_ID, suite_result
 
 NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored native blocks are recomputed
-LOCK_NAME = ".mind-run.lock"
-
-
-class RunLocked(RuntimeError):
-    """Another run holds this output directory (one line)."""
-
-
-@contextlib.contextmanager
-def exclusive(out_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``out_dir`` for the run; a second run on it stops at once."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / LOCK_NAME).open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLocked(f"{out_dir}: another mind run is using this directory (pass another --out)") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # ------------------------------------------------------------------------------------------------ tasks
@@ -104,10 +84,18 @@ def sample_task(sample: Sample, *, metrics: Sequence[str], video_max_time: int |
     return task
 
 
-def pending_tasks(out_dir: Path, tasks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Tasks without a valid stored final record (same inputs, scored ok)."""
+def mirror_tasks(result: ResultFile, *, versions: Mapping[str, str]) -> list[dict[str, Any]]:
+    """``-o results=FILE`` without rollouts: the mirror_test directories the file holds are samples too."""
+    return [{"sample_id": key.sample_id, "mirror_from_results": True, "versions": dict(versions)}
+            for key in mirror_keys(result)]
+
+
+def pending_tasks(out_dir: Path, tasks: Sequence[Mapping[str, Any]],
+                  shard: Shard | None = None) -> list[Mapping[str, Any]]:
+    """The tasks of ``shard`` (all when None) without a valid stored final record (same inputs, scored ok)."""
     stored = load_records(out_dir)
-    return [t for t in tasks if not ((rec := stored.get(t["sample_id"])) is not None and rec.ok
+    owned = shard.select(tasks) if shard is not None else tasks
+    return [t for t in owned if not ((rec := stored.get(t["sample_id"])) is not None and rec.ok
                                      and rec.input_hash == input_hash(t))]
 
 
@@ -123,7 +111,8 @@ class Official:
 
 
 def import_file(result: ResultFile, pre: Preflight, pending: Sequence[Mapping[str, Any]]) -> Official:
-    """``-o results=FILE``: a Result.json produced elsewhere, checked against this run's settings."""
+    """``-o results=FILE``: a Result.json produced elsewhere, checked against this run's settings; the pending
+    tasks' records (mirror directories known only from the file included, see :func:`mirror_tasks`)."""
     check_run_settings(result, pre.video_max_time)
     keys = [s.key for s in pre.samples]
     if pre.generated_root is None and "gsc" in pre.metrics:
@@ -183,6 +172,15 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
     return Official(outcome, sources)
 
 
+def stored_sources(out_dir: Path, results_file: Path | None) -> list[dict[str, Any]]:
+    """Where the stored official scores came from, for a run that scored nothing itself (the merge of shards):
+    the imported results file, or every ``process.py`` working directory with the samples laid out in it."""
+    if results_file is not None:
+        return [{"results_file": str(results_file), "stored_by": "the shards' imports"}]
+    return [{"work_dir": str(work.root), "n_planned": len(plan), "stored_by": "an earlier run or a shard"}
+            for work, plan in earlier_runs(out_dir / "official")]
+
+
 def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> ScoreFn:
     """The real scorer: process.py on the GPUs (GPU CI / the recipe image only)."""
@@ -199,7 +197,9 @@ def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int 
 
 
 def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None) -> list[dict[str, Any]]:
-    """One native task per sample that has frames to compare (LCM needs 'lcm', GSC 'gsc')."""
+    """One native task per planned sample, in plan order, so that shard I/N of these tasks is shard I/N of
+    the samples; a sample without frames to compare (LCM needs 'lcm' and a rollout, GSC 'gsc') gets a task
+    that computes nothing."""
     tasks = []
     for sample in pre.samples:
         task: dict[str, Any] = {"sample_id": sample.key.sample_id, "canvas": [canvas.height, canvas.width],
@@ -212,13 +212,15 @@ def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None) ->
         elif isinstance(sample, MirrorSample) and "gsc" in pre.metrics:
             task["videos"] = {v.name: [str(v.path), v.frames, sha256_file(v.path)] for v in sample.videos}
         else:
-            continue
+            task["nothing"] = "no frames to compare natively (no rollout, or its metric not requested)"
         tasks.append(task)
     return tasks
 
 
 def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     def score(task: Mapping[str, Any]) -> dict[str, Any]:
+        if "nothing" in task:
+            return {"nothing": task["nothing"]}
         canvas = Canvas(*task["canvas"])
         if "videos" in task:
             return {"videos": {name: native.storable(native.mirror_block(Path(path), frames=frames,
@@ -232,11 +234,14 @@ def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]],
     return score
 
 
-def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]],
-               lpips_model: torch.nn.Module) -> dict[str, dict[str, Any]]:
-    """The native blocks, resumable under ``native/`` (a failed sample is recomputed on the next run)."""
-    summary = run_samples(tasks, native_scorer(lpips_model), out_dir / "native", stage="native cross-check")
-    return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}
+def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]], lpips_model: torch.nn.Module,
+               shard: Shard | None = None) -> dict[str, dict[str, Any]]:
+    """The native blocks of ``shard``'s samples, resumable under ``native/`` (a failed sample is recomputed on
+    the next run); samples with nothing to compare are left out."""
+    summary = run_samples(tasks, native_scorer(lpips_model), out_dir / "native", stage="native cross-check",
+                          shard=shard)
+    return {sid: rec.result for sid, rec in summary.records.items()
+            if rec.ok and rec.result is not None and "nothing" not in rec.result}
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -260,17 +265,3 @@ def sample_result(sample: Sample | None, imported: Imported, native_result: Mapp
         add_native(result, {"lcm": official_lcm} if isinstance(official_lcm, dict) else {},
                    {"lcm": native.restored(native_result["lcm"])}, "lcm")
     return result
-
-
-def suite_task(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``suite`` record's task: a digest of every sample result it is derived from."""
-    digest = hashlib.sha256()
-    for sample_id in sorted(results):
-        digest.update(f"{sample_id}:{input_hash({'r': results[sample_id]})}\n".encode())
-    return {"sample_id": SUITE_ID, "results_sha256": digest.hexdigest()}
-
-
-def derived_record(out_dir: Path, results: Mapping[str, Mapping[str, Any]]) -> None:
-    """Store the ``suite`` record: WorldFoundry's table over the scored samples."""
-    run_samples([suite_task(results)], lambda _task: suite_result(results.values()), out_dir, stage="derived",
-                progress=False)

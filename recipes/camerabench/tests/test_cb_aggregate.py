@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.derived import DerivedRecord
 from pinbench.recipe import get_recipe
-from pinbench.runner import SampleRecord, input_hash, run_samples
+from pinbench.runner import MISSING_ERROR, SampleRecord, input_hash, run_samples
 from pinbench.scorecard import build_scorecard
 from pinbench_recipes.camerabench import aggregate, fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
@@ -41,7 +42,7 @@ def _declared(data: CameraBenchData, judged: bool = False) -> list:
     return [spec.with_info(recipe.metric_info(spec.name)) for spec in aggregate.metric_specs(data, judged=judged)]
 
 
-def _groups(data: CameraBenchData, outputs: Script1Outputs) -> dict[str, SampleRecord]:
+def _groups(data: CameraBenchData, outputs: Script1Outputs) -> dict[str, DerivedRecord]:
     return {g.sample_id: g for g in aggregate.group_records(data, _records(script2_tasks(data, outputs)))}
 
 
@@ -83,12 +84,13 @@ def test_scorecard_metrics_from_the_records(fx) -> None:
     data, outputs = fx
     tasks = script2_tasks(data, outputs)
     samples = _records(tasks)
-    records = [*samples.values(), *aggregate.group_records(data, samples)]
+    groups = aggregate.group_records(data, samples)
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
-                           metrics=_declared(data), records=records, n_expected=len(records),
-                           provenance={}, config={}, timings={})
+                           metrics=_declared(data), records=list(samples.values()), n_expected=len(tasks),
+                           provenance={}, config={}, timings={}, derived=groups)
     m = card["metrics"]
     assert card["status"] == "complete"
+    assert card["samples"]["n_expected"] == 20 and card["derived"]["n_records"] == len(groups) == 7  # 3+2+1+1
     assert m["binary/overall_average_precision"]["value"] == pytest.approx(float(Fraction(13, 36)))
     assert m["binary/overall_average_precision"]["n_expected"] == 3
     assert m["binary/Pan_Left/roc_auc"]["value"] == pytest.approx(0.625)
@@ -99,7 +101,8 @@ def test_scorecard_metrics_from_the_records(fx) -> None:
     assert m["caption/word_f1"]["n_expected"] == 3
     assert "caption/gen_match" not in m
     assert m["camerabench_average"]["value"] == pytest.approx(
-        records[-1].result["camerabench_average"])
+        groups[-1].result["camerabench_average"])
+    assert m["binary/overall_average_precision"]["records"] == "derived" and "records" not in m["caption/word_f1"]
 
 
 def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) -> None:
@@ -115,10 +118,9 @@ def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) ->
     assert "would report AP 0.6667" in move_in.error
     assert groups["binary_split__Pan_Left"].ok
     assert not groups["camerabench_average"].ok
-    records = [*samples.values(), *groups.values()]
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
-                           metrics=_declared(data), records=records, n_expected=len(records),
-                           provenance={}, config={}, timings={})
+                           metrics=_declared(data), records=list(samples.values()), n_expected=len(samples),
+                           provenance={}, config={}, timings={}, derived=list(groups.values()))
     overall = card["metrics"]["binary/overall_average_precision"]
     assert card["status"] == "partial"
     assert (overall["n_scored"], overall["n_failed"]) == (2, 1)
@@ -136,16 +138,16 @@ def test_a_sample_without_any_output_is_missing_by_name(fx) -> None:
     # a record that never made it to disk at all
     samples.pop("caption__a1.0.0")
     caption = {g.sample_id: g for g in aggregate.group_records(data, samples)}["caption_family"]
-    assert "caption__a1.0.0 (missing: no record)" in caption.error
+    assert f"caption__a1.0.0 ({MISSING_ERROR})" in caption.error
 
 
 def test_group_hash_follows_its_members(fx) -> None:
     data, outputs = fx
-    before = _groups(data, outputs)["binary_split__Pan_Left"].input_hash
+    before = _groups(data, outputs)["binary_split__Pan_Left"].members_hash
     outputs.binary["binary__Pan_Left__a4.0.0"] = {"score": 0.25}
-    assert _groups(data, outputs)["binary_split__Pan_Left"].input_hash != before
-    assert _groups(data, outputs)["binary_split__Move_In"].input_hash == _groups(data, outputs)[
-        "binary_split__Move_In"].input_hash
+    assert _groups(data, outputs)["binary_split__Pan_Left"].members_hash != before
+    assert _groups(data, outputs)["binary_split__Move_In"].members_hash == _groups(data, outputs)[
+        "binary_split__Move_In"].members_hash
 
 
 def test_judge_scores_go_into_the_caption_family(fx) -> None:

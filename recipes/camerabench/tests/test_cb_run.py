@@ -31,7 +31,8 @@ def test_fixture_run_passes_against_its_reference_and_resumes(tmp_path: Path) ->
     outcome = run(_cfg(out, fixture=True))
     assert outcome.exit_code == 0, outcome.message
     card = _card(out)
-    assert card["status"] == "complete" and card["samples"]["n_expected"] == 27
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 20   # the 7 group records are derived
+    assert card["derived"]["n_records"] == 7 and "binary_split__" not in (out / "samples.jsonl").read_text()
     assert card["metrics"]["binary/overall_average_precision"]["value"] == pytest.approx(13 / 36)
     assert card["metrics"]["camerabench_average"]["kind"] == "derived"
     assert any("per-task VQA files" in note for note in card["extra"]["notes"])

@@ -11,7 +11,7 @@ import pytest
 
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
 from pinbench.reference import EXIT_INCOMPLETE
-from pinbench_recipes.mind import steps
+from pinbench.runner import Shard
 from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
@@ -39,7 +39,9 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     assert outcome.exit_code == 0, outcome.message
     assert outcome.diff is not None and outcome.diff.ok
     card = _card(out)
-    assert card["status"] == "complete" and card["samples"]["n_expected"] == 7    # 6 samples + the suite record
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 6    # 4 continuations, 2 mirror dirs
+    assert card["derived"]["n_records"] == 1 and card["metrics"]["mind_average"]["records"] == "derived"
+    assert "suite" not in (out / "samples.jsonl").read_text() and not (out / "samples" / "suite.json").exists()
     assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["n_expected"] == 1
     assert card["metrics"]["mind_average"]["kind"] == "derived"
     assert card["metrics"]["1st_data/mem_test/native/lcm_ssim"]["kind"] == "cross_check"
@@ -60,6 +62,39 @@ def test_fixture_rerun_scores_nothing_again(fixture_run) -> None:
     assert run(_cfg(out, fixture=True)).exit_code == 0
     assert {p.name: p.stat().st_mtime_ns for p in (out / "native" / "samples").glob("*.json")} == stamps
     assert sorted(p.name for p in (out / "official").iterdir()) == ["run-001"]
+
+
+def test_three_fixture_shards_then_the_merge_equal_the_plain_run(fixture_run, tmp_path: Path) -> None:
+    """Each shard scores only its samples (its own process.py working directory, native blocks, records) and
+    writes no scorecard; the merge scores nothing and gives the plain run's scorecard and per-sample values."""
+    plain, _ = fixture_run
+    out = tmp_path / "sharded"
+    for index in range(3):
+        outcome = run(_cfg(out, fixture=True, shard=Shard(index, 3)))
+        assert (outcome.exit_code, outcome.scorecard_path) == (0, None), outcome.message
+    assert not (out / "scorecard.json").exists()
+    plans = [set(json.loads(p.read_text())["samples"]) for p in sorted((out / "official").glob("run-*/plan.json"))]
+    ids = [row["sample_id"] for row in map(json.loads, (plain / "samples.jsonl").read_text().splitlines())]
+    assert plans == [set(ids[i::3]) for i in range(3)]               # process.py saw each shard's samples only
+    assert sorted(p.name for p in (out / "native" / "shards").iterdir()) == ["0-of-3.json", "1-of-3.json",
+                                                                           "2-of-3.json"]
+    stored = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    assert sorted(stored) == sorted(f"{sid}.json" for sid in ids)
+
+    merged = run(_cfg(out, fixture=True, skip_scoring=True))
+    assert merged.exit_code == 0, merged.message
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stored   # nothing rescored
+    assert len(list((out / "official").glob("run-*"))) == 3
+
+    def rows(path: Path) -> list[tuple]:
+        return [(r["sample_id"], r["status"], r["result"]) for r in map(json.loads, path.read_text().splitlines())]
+
+    assert rows(out / "samples.jsonl") == rows(plain / "samples.jsonl")
+    card, expected = _card(out), _card(plain)
+    assert card["samples"] == expected["samples"] and card["derived"] == expected["derived"]
+    assert card["metrics"] == expected["metrics"] and card["status"] == "complete"
+    assert [m["work_dir"].rsplit("/", 1)[-1] for m in card["extra"]["official_sources"]] == ["run-001", "run-002",
+                                                                                            "run-003"]
 
 
 def _records(layout: Layout) -> list[dict]:
@@ -109,20 +144,6 @@ def test_missing_inputs_are_one_line_errors(tmp_path: Path, options: dict, words
 def test_video_max_time_at_or_below_100_is_refused_by_the_option(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="below the minimum 101"):
         _cfg(tmp_path / "run", options={"video_max_time": "100"})
-
-
-def test_sharding_is_refused(tmp_path: Path) -> None:
-    from pinbench.runner import Shard
-
-    with pytest.raises(RecipeError, match="does not support --shard"):
-        _cfg(tmp_path / "run", shard=Shard(0, 2))
-
-
-def test_second_run_on_the_same_directory_is_refused(tmp_path: Path, layout: Layout) -> None:
-    out = tmp_path / "run"
-    with steps.exclusive(out):
-        with pytest.raises(RecipeError, match="another mind run"):
-            run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
 
 
 def test_official_run_without_its_runtime_is_one_line(tmp_path: Path, layout: Layout,

@@ -8,9 +8,10 @@ import pytest
 
 from pinbench.recipe import get_recipe
 from pinbench.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
+from pinbench.runner import SampleRecord
 from pinbench.scorecard import build_scorecard
 from pinbench_recipes.mind.layout import SampleKey
-from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs, suite_result
+from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs, suite_record, suite_result
 
 KEYS = [SampleKey("1st_data", "mem_test", "a"), SampleKey("1st_data", "mem_test", "b"),
         SampleKey("3rd_data", "action_space_test", "c"), SampleKey("1st_data", "mirror_test", "loop-1")]
@@ -25,6 +26,7 @@ def test_metric_names_per_split_with_their_cohorts() -> None:
     assert "1st_data/mirror_test/lcm_mse" not in specs and "1st_data/mem_test/gsc_mse" not in specs
     assert "3rd_data/mem_test/lcm_mse" not in specs               # no sample of that split in the plan
     assert specs["mind_average"].aggregation == "none" and specs["mind_average"].sample_ids == (SUITE_ID,)
+    assert specs["mind_average"].derived and not specs["1st_data/mem_test/lcm_mse"].derived
     assert "memory_consistency_score" in specs and "scene_consistency_score" in specs
     assert "visual_quality_score" not in specs and "action_control_score" not in specs   # not requested
     names = {s.name for s in metric_specs(KEYS, ("dino", "action"), native=True)}
@@ -39,40 +41,49 @@ def test_suite_record_is_worldfoundrys_table() -> None:
     assert suite["visual_quality_score"] is None and "visual_quality_score" in suite["errors"]
 
 
-def _record(sample_id: str, result: dict | None, error: str | None = None) -> dict:
-    return {"sample_id": sample_id, "status": "ok" if result is not None else "failed", "result": result,
-            "error": error}
+def _record(sample_id: str, result: dict | None, error: str | None = None) -> SampleRecord:
+    return SampleRecord(sample_id, "ok" if result is not None else "failed", result, error, "0" * 64, 0.0)
 
 
-def _card(records: list[dict]) -> dict:
+def _card(records: list[SampleRecord]) -> dict:
     recipe = get_recipe("mind")
     specs = [s.with_info(recipe.metric_info(s.name)) for s in metric_specs(KEYS[:2], ("lcm",), native=False)]
     return build_scorecard(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", metrics=specs,
-                           records=records, n_expected=3, provenance={}, config={}, timings={})
+                           records=records, n_expected=2, provenance={}, config={}, timings={},
+                           derived=[suite_record(records)])
+
+
+def test_the_suite_is_a_derived_record_over_every_planned_sample() -> None:
+    value = {"lcm_mse": 0.1, "lcm_psnr": 20.0, "lcm_ssim": 0.5, "lcm_lpips": 0.3}
+    card = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", {**value, "lcm_mse": 0.3})])
+    assert card["samples"]["n_expected"] == 2 and card["derived"]["n_records"] == 1   # 2 samples, not 3
+    assert card["metrics"]["1st_data/mem_test/lcm_mse"]["n_expected"] == 2
+    average = card["metrics"]["mind_average"]
+    assert average["records"] == "derived" and (average["n_expected"], average["n_scored"]) == (1, 1)
+    assert average["value"] == pytest.approx(suite_result([value, {**value, "lcm_mse": 0.3}])["mind_average"])
+    record = suite_record([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", None, "OOM")])
+    assert record.members == ("1st_data.mem_test.a", "1st_data.mem_test.b") and record.n_members_ok == 1
 
 
 def test_partial_run_guard(tmp_path: Path) -> None:
     """A sample process.py never wrote and one it gave up on: partial, failures named, never diffed as complete."""
     value = {"lcm_mse": 0.1, "lcm_psnr": 20.0, "lcm_ssim": 0.5, "lcm_lpips": 0.3}
-    suite = {**suite_result([value]), "errors": {}}
-    reference = Reference(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", n_samples=3,
+    reference = Reference(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", n_samples=2,
                           tier="cross_hw", source={"kind": "test"},
                           metrics={"1st_data/mem_test/lcm_mse": MetricReference(0.1, "lower", Tolerance(abs=0.01))})
 
-    complete = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", value),
-                      _record(SUITE_ID, suite)])
+    complete = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", value)])
     assert complete["status"] == "complete" and diff(complete, reference).exit_code == EXIT_PASS
 
     failed = _card([_record("1st_data.mem_test.a", value),
-                    _record("1st_data.mem_test.b", None, "SampleFailure: process.py gave up after 4 attempts: OOM"),
-                    _record(SUITE_ID, suite)])
+                    _record("1st_data.mem_test.b", None, "SampleFailure: process.py gave up after 4 attempts: OOM")])
     metric = failed["metrics"]["1st_data/mem_test/lcm_mse"]
     assert failed["status"] == "partial" and metric["n_scored"] == 1 and metric["n_failed"] == 1
     assert metric["failed"] == [{"sample_id": "1st_data.mem_test.b",
                                  "error": "SampleFailure: process.py gave up after 4 attempts: OOM"}]
     assert diff(failed, reference).exit_code == EXIT_INCOMPLETE
 
-    missing = _card([_record("1st_data.mem_test.a", value), _record(SUITE_ID, suite)])
+    missing = _card([_record("1st_data.mem_test.a", value)])
     assert missing["status"] == "partial"
     assert missing["metrics"]["1st_data/mem_test/lcm_mse"]["missing"] == ["1st_data.mem_test.b"]
     assert diff(missing, reference).exit_code == EXIT_INCOMPLETE
@@ -84,7 +95,6 @@ def test_cross_check_summary_names_disagreeing_samples() -> None:
                                 "cross_check": {"mse": 1e-7, "ssim": 2e-6, "psnr": 1e-4, "lpips": 1e-5}},
         "1st_data.mem_test.b": {"perspective": "1st_data", "test_type": "mem_test",
                                 "cross_check": {"mse": 1e-7, "ssim": 0.01, "psnr": None, "lpips": 1e-5}},
-        SUITE_ID: {"mind_average": 0.5},
     }
     summary = cross_check_summary(results, ("lcm",))
     assert summary["1st_data/mem_test/ssim"]["disagree"] == ["1st_data.mem_test.b"]

@@ -1,4 +1,4 @@
-"""Run steps: one run per directory, resume by input hash, salvage of an interrupted invocation, imports."""
+"""Run steps: resume by input hash, salvage of an interrupted invocation, imports, the native tasks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from pinbench.runner import run_samples
 from pinbench_recipes.mind import steps
+from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.official import WorkDir
 from pinbench_recipes.mind.preflight import run_preflight
 from pinbench_recipes.mind.results import ResultFileError, load_result_file
@@ -47,15 +48,6 @@ class FakeProcessPy:
         self.calls.append(sorted(planned))
         names = [sid.split(".", 2)[2] for sid in planned]
         work.output.write_text(json.dumps({"data": [self.records[n] for n in names], "video_max_time": None}))
-
-
-def test_a_second_run_on_the_same_directory_is_refused(tmp_path: Path) -> None:
-    with steps.exclusive(tmp_path):
-        with pytest.raises(steps.RunLocked, match="another mind run"):
-            with steps.exclusive(tmp_path):
-                pass
-    with steps.exclusive(tmp_path):   # released afterwards
-        pass
 
 
 def test_task_hash_follows_the_generated_video(layout: Layout) -> None:
@@ -135,3 +127,13 @@ def test_imported_mirror_samples_without_a_generated_root(layout: Layout, write_
     official = steps.import_file(result, pre, tasks + [{"sample_id": "3rd_data.mirror_test.loop-9"}])
     assert official.samples["3rd_data.mirror_test.loop-9"].ok
     assert official.samples["1st_data.mem_test.data-1"].failure.startswith("no record")
+
+
+def test_native_tasks_line_up_with_the_samples(layout: Layout) -> None:
+    """Shard I/N of the native tasks is shard I/N of the samples, so a shard has the native block of its own."""
+    pre, tasks = plan(layout, metrics=("visual", "gsc"))   # without lcm a rollout has nothing to compare
+    native = steps.native_tasks(pre, canvas=Canvas(72, 128), lpips_sha256=None)
+    assert [t["sample_id"] for t in native] == [t["sample_id"] for t in tasks] and len(tasks) == 5
+    assert [("nothing" in t) for t in native] == [s.key.test_type != "mirror_test" for s in pre.samples]
+    empty = next(t for t in native if "nothing" in t)
+    assert steps.native_scorer(None)(empty) == {"nothing": empty["nothing"]}   # computes nothing, loads nothing

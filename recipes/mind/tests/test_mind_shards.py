@@ -1,0 +1,140 @@
+"""--shard I/N in the official mode: each shard sends only its samples to process.py, the merge scores nothing.
+
+``process.py`` needs GPUs and the recipe image: here a clearly named test double stands in for it (and for the
+image's runtime), reading the working directory the real code lays out and writing process.py's records of
+exactly the samples laid out in it. Everything around it (preflight, tasks, the shard's pending samples, the
+working directory, the import, the per-sample results, the merge, the scorecard) is the real code.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from pinbench.recipe import RunConfig, get_recipe
+from pinbench.reference import EXIT_INCOMPLETE
+from pinbench.runner import MISSING_ERROR, Shard
+from pinbench_recipes.mind import fixture, steps
+from pinbench_recipes.mind import run as run_module
+from pinbench_recipes.mind.official import WorkDir
+from pinbench_recipes.mind.run import run
+from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
+
+RECIPE = get_recipe("mind")
+# process.py's records of the base layout (conftest): 3 continuation samples, 2 mirror directories
+RECORDS = {
+    "1st_data.mem_test.data-1": continuation_record("data-1", mark=10, total=122, frames=112, scored=100),
+    "1st_data.action_space_test.data-2": continuation_record("data-2", "1st_data", "action_space_test", mark=5,
+                                                             total=220, frames=215, scored=200),
+    "3rd_data.mem_test.data-3": continuation_record("data-3", "3rd_data", mark=0, total=105, frames=105, scored=100),
+    "1st_data.mirror_test.loop-1": mirror_record("loop-1", videos={"path-1.mp4": 12, "path-2.mp4": 8}),
+    "3rd_data.mirror_test.loop-1": mirror_record("loop-1", "3rd_data", videos={"path-1.mp4": 10}),
+}
+
+
+class ProcessPyDouble:
+    """TEST DOUBLE for process.py on GPUs: writes the records of the samples laid out in its working directory."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, work: WorkDir) -> None:
+        planned = sorted(json.loads(work.plan.read_text())["samples"])
+        self.calls.append(planned)
+        work.output.write_text(json.dumps({"data": [RECORDS[sid] for sid in planned], "video_max_time": None}))
+
+
+@pytest.fixture
+def process_py(monkeypatch: pytest.MonkeyPatch, runtime) -> ProcessPyDouble:
+    """The official mode with the test double in place of the image's runtime and of process.py."""
+    double = ProcessPyDouble()
+    monkeypatch.setattr(run_module, "official_runtime", lambda pins: runtime)
+    monkeypatch.setattr(steps, "process_py", lambda runtime, **settings: double)
+    return double
+
+
+def _cfg(out: Path, layout: Layout, **kwargs) -> RunConfig:
+    options = {"gt": str(layout.gt_root), "videos": str(layout.generated_root), "native": "0"}
+    return RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={}, **kwargs)
+
+
+def _rows(out: Path) -> list[tuple]:
+    return [(r["sample_id"], r["status"], r["result"]) for r in map(json.loads, (out / "samples.jsonl").read_text()
+                                                                    .splitlines())]
+
+
+def test_official_shards_send_only_their_samples_to_process_py(tmp_path: Path, layout: Layout,
+                                                              process_py: ProcessPyDouble) -> None:
+    plain = tmp_path / "plain"
+    assert run(_cfg(plain, layout)).exit_code == 0
+    ids = [sid for sid, _, _ in _rows(plain)]
+    assert process_py.calls == [sorted(ids)] and len(ids) == 5
+
+    out = tmp_path / "sharded"
+    for index in range(2):
+        outcome = run(_cfg(out, layout, shard=Shard(index, 2)))
+        assert (outcome.exit_code, outcome.scorecard_path) == (0, None), outcome.message
+    assert process_py.calls[1:] == [sorted(ids[0::2]), sorted(ids[1::2])]   # one invocation per shard, its own
+    assert not (out / "scorecard.json").exists()
+
+    merged = run(_cfg(out, layout, skip_scoring=True))
+    assert merged.exit_code == 0, merged.message
+    assert len(process_py.calls) == 3                                        # the merge ran nothing
+    assert _rows(out) == _rows(plain)
+    card, expected = (json.loads((d / "scorecard.json").read_text()) for d in (out, plain))
+    assert card["metrics"] == expected["metrics"] and card["samples"]["n_expected"] == 5
+
+
+def test_a_shard_that_never_ran_leaves_the_merge_partial_naming_its_samples(tmp_path: Path, layout: Layout,
+                                                                           process_py: ProcessPyDouble) -> None:
+    out = tmp_path / "run"
+    assert run(_cfg(out, layout, shard=Shard(0, 2))).exit_code == 0
+    outcome = run(_cfg(out, layout, skip_scoring=True))
+    assert outcome.exit_code == EXIT_INCOMPLETE
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["status"] == "partial" and card["samples"]["n_failed"] == 2
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    # plan order: 1st mem, 1st action, 1st mirror, 3rd mem, 3rd mirror; shard 1/2 owns positions 1 and 3
+    assert sorted(failed) == ["1st_data.action_space_test.data-2", "3rd_data.mem_test.data-3"]
+    assert all(error.startswith(MISSING_ERROR) for error in failed.values())
+    assert process_py.calls == [["1st_data.mem_test.data-1", "1st_data.mirror_test.loop-1",
+                                 "3rd_data.mirror_test.loop-1"]]
+
+
+def test_a_results_file_without_rollouts_scores_its_mirror_directories(tmp_path: Path, layout: Layout,
+                                                                     write_result) -> None:
+    """Without -o videos the mirror directories are known from the file only: they are samples, in every shard."""
+    results = write_result(list(RECORDS.values()))
+    out = tmp_path / "run"
+    options = {"gt": str(layout.gt_root), "results": str(results), "native": "0"}
+    for index in range(2):
+        cfg = RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={}, shard=Shard(index, 2))
+        assert run(cfg).exit_code == 0
+    outcome = run(RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={}, skip_scoring=True))
+    assert outcome.exit_code == 0, outcome.message
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["samples"]["n_expected"] == 5 and card["status"] == "complete"
+    gsc = card["metrics"]["1st_data/mirror_test/gsc_mse"]
+    assert (gsc["n_expected"], gsc["n_scored"], gsc["value"]) == (1, 1, pytest.approx(0.01))
+    assert card["extra"]["official_sources"] == [{"results_file": str(results), "stored_by": "the shards' imports"}]
+
+
+def test_shards_starting_together_write_the_fixture_data_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second writer would give the GT videos new mtimes (part of every task) and orphan stored scores."""
+    written: list[Path] = []
+    real = fixture.write_video
+    monkeypatch.setattr(fixture, "write_video", lambda path, *a, **k: written.append(path) or real(path, *a, **k))
+    root = tmp_path / "fixture_data"
+    built: list[fixture.FixtureData] = []
+    threads = [threading.Thread(target=lambda: built.append(fixture.build_fixture(root))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 2 and built[0] == built[1]
+    assert len(written) == len(set(written)) == 2 * len(fixture.CONTINUATIONS) + 3   # GT + rollout each, 3 mirrors
+    stamps = {p: p.stat().st_mtime_ns for p in written}
+    assert fixture.build_fixture(root) == built[0] and {p: p.stat().st_mtime_ns for p in written} == stamps
