@@ -116,15 +116,17 @@ def test_networked_run_stage_is_not_forced_offline(client: FakeDockerClient, rec
     assert call["environment"]["HF_TOKEN"] == TOKEN
 
 
-@pytest.mark.parametrize("how", ["flag", "env"])
+@pytest.mark.parametrize("how", ["--offline", "PINBENCH_OFFLINE=1", "HF_HUB_OFFLINE=1", "PINBENCH_OFFLINE=true"])
 def test_offline_holds_in_every_stage(client: FakeDockerClient, recipe: Recipe, tmp_path: Path, how: str) -> None:
-    """--offline / PINBENCH_OFFLINE=1: no fetch stage, and a networked stage runs without network or token."""
+    """--offline, or either offline variable as pinbench.cache.is_offline reads it: no fetch stage, and a
+    networked stage runs without network or token."""
     recipe.stages = (ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
                      ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True))
     videos = tmp_path / "videos"
     videos.mkdir()
+    env = dict([how.split("=")]) if "=" in how else {}
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=1, options={"videos": str(videos)},
-                        offline=how == "flag", env={"PINBENCH_OFFLINE": "1"} if how == "env" else {})
+                        offline=how == "--offline", env=env)
     assert cfg.offline
     _run(recipe, cfg, client)
     (call,) = client.run_calls

@@ -121,6 +121,31 @@ def test_null_pins_offline_are_a_problem_and_resolved_ones_are_named() -> None:
     assert "resolved at run time" in text and "no longer used (pinned in pins.yaml since): urls.dover.sha256" in text
 
 
+def test_a_cached_file_is_checked_against_its_pin(tmp_path: Path) -> None:
+    """Every pinned file in the cache with its hash: missing, verified, and a same-size tampered copy."""
+    import hashlib
+
+    from pinbench.cache import url_path
+    from pinbench.pins import URLPin
+
+    good = b"sam2 weights stand-in" * 64
+    digest = hashlib.sha256(good).hexdigest()
+    pin = URLPin("https://example.invalid/sam2_hiera_large.pt", digest, "sam2_hiera_large.pt", recipe="paibench-c",
+                 size=len(good))
+    missing = doctor.url_finding("sam2_hiera_large", pin)
+    assert not missing.ok and missing.subject == "urls/sam2_hiera_large" and "pinbench fetch" in missing.line
+    path = url_path(pin)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(good)
+    verified = doctor.url_finding("sam2_hiera_large", pin)
+    assert verified.ok and verified.line == f"sam2_hiera_large: sam2_hiera_large.pt sha256 {digest[:12]}... verified"
+    tampered = bytes([good[0] ^ 1]) + good[1:]                          # same size: only the hash can tell
+    path.write_bytes(tampered)
+    bad = doctor.url_finding("sam2_hiera_large", pin)
+    assert not bad.ok and digest in bad.line and hashlib.sha256(tampered).hexdigest() in bad.line
+    assert bad.line.endswith("delete it and run `pinbench fetch paibench-c`") and "\n" not in bad.line
+
+
 def test_token_needed_only_for_gated_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
     recipe = get_recipe("paibench-c")
     (line,) = doctor.token_findings(recipe, ["huggingface/cosmos3_nano", "urls/dover"])

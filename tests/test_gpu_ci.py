@@ -158,3 +158,41 @@ def test_the_token_is_visible_to_the_fetch_step_only() -> None:
     steps = {s.get("name", ""): s for s in workflow["jobs"]["smoke"]["steps"]}
     assert steps["run (offline, no token)"]["env"]["PINBENCH_OFFLINE"] == "1"
     assert "tools/gpu_ci.py verdict" in steps["verdict (diff, or record a smoke reference and fail)"]["run"]
+
+
+def _step_argv(run: str, recipe: str, env: dict[str, str]) -> list[str]:
+    """The words a workflow step's command passes to ``pinbench``, expanded by bash as the runner would."""
+    import subprocess
+
+    command = run.replace("${{ matrix.recipe }}", recipe).replace(".venv/bin/pinbench", "printf '%s\\n'")
+    out = subprocess.run(["bash", "-c", command], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
+                         text=True, check=True).stdout
+    return out.splitlines()
+
+
+def test_the_fetch_step_gets_the_inputs_each_recipe_needs(config: dict, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch step runs `pinbench fetch` with what the run gets (dynamic-degree's fetch refused a run
+    configuration without -o videos=, so its nightly job failed before anything): inputs come first."""
+    from typer.testing import CliRunner
+
+    import pinbench.userlock
+    from pinbench import cli
+    from pinbench.recipe import Recipe
+
+    steps = {s.get("name", ""): s for s in yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
+             ["jobs"]["smoke"]["steps"]}
+    order = list(steps)
+    fetch_step = next(name for name in order if name.startswith("fetch"))
+    assert order.index("inputs") < order.index(fetch_step)
+    fetched: list[str] = []
+    monkeypatch.setattr(pinbench.userlock, "resolve_recipe_pins", lambda recipe, token=None: (None, []))
+    monkeypatch.setattr(Recipe, "fetch", lambda self, cfg: fetched.append(self.name))
+    for name, entry in config["recipes"].items():
+        env = dict(line.split("=", 1) for line in gpu_ci.env_lines(name, entry))
+        env["RUN_ARGS"] = " ".join(gpu_ci.write_inputs(name, entry, tmp_path))
+        argv = _step_argv(steps[fetch_step]["run"], name, env)
+        assert argv[:2] == ["fetch", name]
+        result = CliRunner().invoke(cli.app, argv)
+        assert result.exit_code == 0, f"{name}: {' '.join(argv)}: {result.output}"
+    assert sorted(fetched) == sorted(config["recipes"])

@@ -30,6 +30,24 @@ def test_plain_lines_report_observed_progress_and_eta(tmp_path: Path) -> None:
     assert any("ETA" in line for line in lines[:-1]) or len(lines) == 2   # ETA while some are left
 
 
+def test_on_a_terminal_the_progress_is_a_rich_bar(tmp_path: Path, monkeypatch) -> None:
+    import pinbench.watch as watch
+
+    monkeypatch.setattr(watch, "TTY_REFRESH_S", 0.1)
+    out = io.StringIO()
+    script = ("import pathlib, sys, time\n"
+              "for i in range(3):\n"
+              "    time.sleep(0.2); pathlib.Path(sys.argv[1], f'{i}.mp4').write_bytes(b'x')\n")
+    log = tmp_path / "worker.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=fh, stderr=subprocess.STDOUT)
+    watcher = Watcher("generate edge", lambda: len(list(tmp_path.glob("*.mp4"))), total=3, stream=out, tty=True)
+    assert wait_watched([(proc, log)], watcher, stream=out) == [0]
+    text = out.getvalue()
+    assert "generate edge" in text and "3/3" in text and "\u2501" in text    # rich's bar, ending complete
+    assert "tasks (100%)" not in text                                        # no plain log lines on a terminal
+
+
 def test_a_failed_stage_prints_the_last_log_lines_redacted(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     out = io.StringIO()

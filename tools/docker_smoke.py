@@ -153,7 +153,7 @@ def smoke_recipe(recipe: Recipe, swaps: dict[str, str], bases: dict[str, Any], o
         code = run_in_docker(recipe, cfg, client=client, log=lines.append)
         card = cfg.out_dir / "scorecard.json"
         status = json.loads(card.read_text())["status"] if card.is_file() else "no scorecard"
-        row.ok = code == 0
+        row.ok = code == 0 and status == "complete"   # exit 0 without a complete scorecard is no pass
         row.fixture = f"{'PASS' if row.ok else 'FAIL'} (--fixture --runtime docker, exit {code}, {status})"
     return rows
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +26,18 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "pinbench"
 
 
+OFFLINE_VARS = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
+
+
+def offline_in(environ: Mapping[str, str]) -> bool:
+    """PINBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1 (also accepts true/yes/on) in ``environ``: the one reading of
+    both variables, for this process and for a run configured from another environment."""
+    return any(environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_VARS)
+
+
 def is_offline() -> bool:
-    """PINBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1 (also accepts true/yes/on)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE"))
+    """This process is offline (:func:`offline_in` of ``os.environ``)."""
+    return offline_in(os.environ)
 
 
 def cache_dir(cache: Path | str | None) -> Path:

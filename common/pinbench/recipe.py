@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinbench.cache import offline_in
 from pinbench.files import FileError, read_yaml
 from pinbench.metricinfo import MetricInfo, match_metric
 from pinbench.names import checkpoint_name_problem
@@ -310,7 +311,7 @@ class Recipe:
         check_checkpoint_name(checkpoint)
         parsed = self.parse_options(options or {}, fixture=fixture, env=env)
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
-        offline = offline or (env if env is not None else os.environ).get("PINBENCH_OFFLINE", "") == "1"
+        offline = offline or offline_in(os.environ if env is None else env)
         return RunConfig(
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,

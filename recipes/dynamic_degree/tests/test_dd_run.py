@@ -353,6 +353,15 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
     assert prov["urls"]["raft_things"]["sha256"] == sha and "urls.raft_things.sha256" in prov["resolved_at_run_time"]
 
 
+def test_the_shipped_raft_pin_is_torchvisions_file_name_prefix() -> None:
+    """Issue #9.4: a fresh clone runs the official metric on the file whose SHA-256 starts with 22a6c225."""
+    from pinbench.pins import load_pins
+
+    pin = load_pins(RECIPE.pins_path).urls["raft_things"]
+    assert pin.sha256_prefix == "22a6c225" and pin.filename == "raft_large_C_T_V1-22a6c225.pth"
+    assert pin.url.endswith("/" + pin.filename) and pin.verifiable
+
+
 def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights

@@ -103,7 +103,8 @@ FAKE_COMPUTE_METRICS = textwrap.dedent('''
     with open(log, "a") as fh:
         fh.write(json.dumps({"videos": str(videos), "force": force, "nproc": get("--nproc_per_node"),
                              "gpus": os.environ["CUDA_VISIBLE_DEVICES"], "cwd": os.getcwd(),
-                             "offline": os.environ.get("HF_HUB_OFFLINE")}) + "\\n")
+                             "offline": os.environ.get("HF_HUB_OFFLINE"),
+                             "batch": os.environ.get("PAIBENCH_C_EVAL_BATCH_SIZE")}) + "\\n")
     drop = set(os.environ.get("FAKE_EVAL_DROP", "").split(","))
 
     def box_rle(t, h, w):

@@ -55,6 +55,18 @@ def test_evaluator_weights_are_urls_with_sha256_or_null_until_locked(pins) -> No
         assert pin.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", pin.sha256)
 
 
+def test_the_public_content_pins_are_filled(pins) -> None:
+    """Issue #9.4: the values public records give, so a first fetch verifies them and a mismatch fails."""
+    sam2 = pins.urls["sam2_hiera_large"]
+    assert (sam2.sha256, sam2.size) == ("7442e4e9b732a508f80e141e7c2913437a3610ee0c77381a66658c3a445df87b", 897952466)
+    assert pins.urls["dover"].url.endswith("/v0.1.0/DOVER.pth")
+    assert pins.urls["dover"].sha256 == "f4a42c0bbc94c94dd7409e7f40887d44c5c30314d1d09e7edf03cc35813b4838"
+    dino = pins.huggingface["grounding_dino_tiny"].sha256
+    assert dino["model.safetensors"] == "1a2412ef99bd74bcd3c2a246fa1e48581f8889a1300c9051974741314fc042f3"
+    tasks = pins.urls["tasks_json"]
+    assert tasks.git_blob == "3316d628583d8f0537f99a8b96232f5e4c70e9ac" and tasks.verifiable
+
+
 def _base_images() -> dict[str, str]:
     data = yaml.safe_load((REPO_ROOT / "images" / "base-images.yaml").read_text())
     return {name: entry["image"] for name, entry in data.items()}

@@ -135,6 +135,7 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     calls = _calls(world)
     assert [(c["videos"].rsplit("/", 1)[-1], c["force"]) for c in calls] == [("edge", True), ("seg", False)]
     assert all(c["nproc"] == "2" and c["gpus"] == "0,1" and c["offline"] == "1" for c in calls)
+    assert all(c["batch"] is None for c in calls)                       # unset: the evaluator's own default
     assert all(c["cwd"] == str(world["evaluator_root"]) for c in calls)
     dataset_input = card["provenance"]["inputs"]["huggingface/dataset"]
     assert dataset_input["state"] == "resolved" and RESOLVED_NOTE in dataset_input["reason"]
@@ -195,6 +196,13 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
     run_module.run(_cfg(world, "force", modalities="edge,blur", gt="force", native="off"))
     assert [c["force"] for c in _calls(world)] == [True, True]
+
+
+def test_the_evaluator_batch_size_reaches_the_evaluator(world: dict) -> None:
+    """Issue #9.3: -o eval_batch_size (or PAIBENCH_C_EVAL_BATCH_SIZE, its twin) is the evaluator's RAM knob."""
+    outcome = run_module.run(_cfg(world, "batch", modalities="edge", native="off", eval_batch_size="2"))
+    assert outcome.exit_code == 0, outcome.message
+    assert [c["batch"] for c in _calls(world)] == ["2"]
 
 
 def test_a_full_run_with_fewer_tasks_is_never_passed_against_the_600_task_reference(world: dict) -> None:

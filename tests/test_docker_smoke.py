@@ -1,0 +1,97 @@
+"""``make docker-smoke`` (tools/docker_smoke.py): its decisions, with the docker SDK mocked at its boundary.
+
+An unreachable base is skipped and named; a swapped base is what the build gets; a failed build, or a fixture
+that exits 0 without a complete scorecard, fails the row and the command. (The real builds: README, Containers.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker_smoke
+import pytest
+from fake_docker import FakeDockerClient
+
+from pinbench.recipe import get_recipe
+
+PINNED_PY = "python:3.11-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1"
+STAND_IN = "pinbench-smoke/stand-in:local"
+
+
+class SmokeClient(FakeDockerClient):
+    """FakeDockerClient plus what the smoke asks of a registry and the build cache."""
+
+    def __init__(self, *, reachable: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reachable = reachable
+
+    def get_registry_data(self, name: str) -> Any:  # images.get_registry_data
+        if not self.reachable:
+            raise docker.errors.APIError("Get https://registry-1.docker.io/v2/: no such host")
+        return object()
+
+    def prune_builds(self) -> None:  # api.prune_builds
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def dd() -> Any:
+    return get_recipe("dynamic-degree")
+
+
+@pytest.fixture
+def bases() -> dict:
+    from dockerlint import load_base_images
+
+    return load_base_images(docker_smoke.REPO / "images" / "base-images.yaml")
+
+
+def test_an_unreachable_base_is_skipped_and_named(dd, bases, tmp_path: Path) -> None:
+    client = SmokeClient(reachable=False, missing={PINNED_PY})
+    (row,) = docker_smoke.smoke_recipe(dd, {}, bases, tmp_path, client)
+    assert row.ok and row.fixture.startswith("SKIPPED: base not here, registry not reachable (")
+    assert "no such host" in row.fixture and client.build_calls == [] and client.run_calls == []
+
+
+def test_a_swapped_base_is_built_on_and_a_failed_build_fails_the_row(dd, bases, tmp_path: Path) -> None:
+    error = "The command '/bin/sh -c curl -fsSL x' returned a non-zero code: 6"
+    client = SmokeClient(build_chunks=[{"stream": "Step 3/9 : RUN curl\n"}, {"stream": "curl: (6) no host\n"},
+                                       {"error": error}])
+    (row,) = docker_smoke.smoke_recipe(dd, {"python-3.11-slim": STAND_IN}, bases, tmp_path, client)
+    (build,) = client.build_calls
+    assert build["buildargs"] == {"BASE_IMAGE": STAND_IN}
+    assert json.loads(build["labels"]["org.pinbench.base-image"])["differs_from_pinned"] is True
+    assert row.base == f"python-3.11-slim -> {STAND_IN}"
+    assert not row.ok and row.fixture.startswith("BUILD FAILED (exit 6: curl: (6) no host; log ")
+    assert client.run_calls == []                                        # nothing runs in an image not built
+
+
+def test_a_fixture_that_writes_no_complete_scorecard_fails(dd, bases, tmp_path: Path) -> None:
+    """Exit 0 alone is not a pass: the fixture run in the image must leave a complete scorecard."""
+    client = SmokeClient()
+    (row,) = docker_smoke.smoke_recipe(dd, {}, bases, tmp_path, client)
+    assert len(client.run_calls) == 1                                   # one offline stage in the scoring image
+    assert "--fixture" in client.run_calls[0]["command"] and client.run_calls[0]["network_mode"] == "none"
+    assert not row.ok and row.fixture == "FAIL (--fixture --runtime docker, exit 0, no scorecard)"
+
+
+def test_the_command_fails_on_a_failed_row_and_refuses_an_unknown_base(tmp_path: Path, capsys,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    assert docker_smoke.main(["--base", "no-such-entry=x"]) == 2
+    assert "--base takes NAME=IMAGE with NAME one of" in capsys.readouterr().err
+    client = SmokeClient(build_chunks=[{"error": "The command returned a non-zero code: 1"}])
+    monkeypatch.setattr(docker_smoke, "docker_client", lambda: client)
+    code = docker_smoke.main(["--recipe", "dynamic-degree", "--no-cpu-image", "--out", str(tmp_path)])
+    assert code == 1
+    assert "docker-smoke: FAILED: pinbench/dynamic-degree" in capsys.readouterr().err
+    table = (tmp_path / "table.md").read_text()
+    assert table.startswith("| image (Dockerfile) | base | build s | size GB | fixture in the image |")
+    assert "BUILD FAILED" in table
