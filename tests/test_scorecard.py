@@ -113,6 +113,20 @@ def test_null_nan_and_failures_are_counted_never_dropped() -> None:
     validate_scorecard(card)
 
 
+def test_a_missing_value_carries_the_reason_its_recipe_recorded() -> None:
+    """A recipe that says why a value is missing (``result["errors"][key]``) gets that reason into the card."""
+    records = [ok("s0", x=0.5),
+               ok("s1", x=None, errors={"x": "no 'dino' block although error is null"}),
+               ok("s2", y=1.0, errors={"x": "the evaluator skipped it"}),
+               ok("s3", x=None, errors={"z": "another metric's reason"}),
+               ok("s4", x=None, errors="not a mapping")]
+    reasons = {f["sample_id"]: f["error"] for f in card_for(records, [Spec("x")], 5)["metrics"]["x"]["failed"]}
+    assert reasons == {"s1": "'x' is null: no 'dino' block although error is null",
+                       "s2": "no value for 'x' in result: the evaluator skipped it",
+                       "s3": "'x' is null (NaN or not computed)",
+                       "s4": "'x' is null (NaN or not computed)"}
+
+
 def test_nothing_scored_gives_null_value_and_failed_status() -> None:
     card = card_for([failed("s0", "ValueError: bad video")], [Spec("x"), Spec("y")], 3)
     assert card["metrics"]["x"]["value"] is None

@@ -114,6 +114,24 @@ def test_a_three_shard_array_gives_the_plain_runs_scorecard_and_samples(slurm_cl
     assert "result: PASS (exit 0)" in (logs / f"finish-{finish}.log").read_text()
 
 
+@pytest.mark.parametrize("recipe", ["paibench-c", "camerabench"])
+def test_a_declared_layout_gives_the_plain_runs_scorecard_and_samples(slurm_cluster, plain_runs, tmp_path: Path,
+                                                                     recipe: str) -> None:
+    """The layouts recipes declare (scale_out): PAI-Bench-C generates in the array and scores in one job over every
+    video; CameraBench runs Script 1 in the array and Script 2 in one job. Same result as the plain run."""
+    phases = [phase.name for phase in get_recipe(recipe).scale_out]
+    plain = plain_runs(recipe)
+    out = tmp_path / "run"
+    array, last = _submit(slurm_cluster, recipe, out)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    assert _card(out) == _card(plain)
+    assert _results(out) == _results(plain)
+    logs = sorted(p.name for p in (out / "slurm" / "logs").iterdir())
+    assert logs == sorted([f"{phases[0]}-{array}_{i}.log" for i in range(3)] + [f"{phases[1]}-{last}.log"])
+    assert "result: PASS (exit 0)" in (out / "slurm" / "logs" / f"{phases[1]}-{last}.log").read_text()
+
+
 # --------------------------------------------------------------------------------- what goes wrong
 
 

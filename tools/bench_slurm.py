@@ -108,7 +108,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     print(f"| plain `pinbench run` | {plain:.1f} | 1.00 | - | {plain_compute:.1f} | - | - | - |")
     for n, r in rows:
-        print(f"| {n} array task(s) + finish | {r['wall']:.1f} | {r['wall'] / plain:.2f} | {r['task_mean']:.0f} "
+        layout = f"{n} array task{'s' if n > 1 else ''} + finish"
+        print(f"| {layout} | {r['wall']:.1f} | {r['wall'] / plain:.2f} | {r['task_mean']:.0f} "
               f"| {r['compute']:.1f} | {r['overhead_mean']:.0f} | {r['finish']:.0f} | {r['gap']:.0f} |")
 
 

@@ -127,6 +127,13 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _with_reason(what: str, result: Mapping[str, Any], key: str, default: str = "") -> str:
+    """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), if any."""
+    errors = result.get("errors")
+    reason = errors.get(key) if isinstance(errors, Mapping) else None
+    return f"{what}: {reason}" if isinstance(reason, str) and reason else what + default
+
+
 def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:
     """(value, group, None) for a scored sample, or (None, None, reason) for a failed one."""
     if _get(record, "status") != "ok":
@@ -136,10 +143,10 @@ def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str
         return None, None, "sample has no result"
     key = spec.result_key
     if key not in result:
-        return None, None, f"no value for {key!r} in result"
+        return None, None, _with_reason(f"no value for {key!r} in result", result, key)
     value = result[key]
     if value is None:
-        return None, None, f"{key!r} is null (NaN or not computed)"
+        return None, None, _with_reason(f"{key!r} is null", result, key, default=" (NaN or not computed)")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None, None, f"{key!r} is not a number: {_short(value)}"
     try:

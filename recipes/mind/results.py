@@ -87,6 +87,9 @@ def _record_key(path: Path, index: int, record: Any) -> SampleKey:
     name, perspective, test = record.get("path"), record.get("perspective"), record.get("test_type")
     if not isinstance(name, str) or not name:
         raise ResultFileError(path, f"data[{index}] has no 'path' string")
+    if name in (".", "..") or any(c in name for c in "/\\") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        # process.py writes os.listdir names; anything else would become a file name here
+        raise ResultFileError(path, f"data[{index}]: path {name!r:.80} is not a directory name")
     if perspective not in PERSPECTIVES or test not in TEST_TYPES:
         raise ResultFileError(path, f"data[{index}] ({name!r}): perspective {perspective!r} / test_type {test!r} "
                                     f"not in {PERSPECTIVES} x {TEST_TYPES}")

@@ -115,7 +115,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     }
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
-    return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=bool(options["native"])),
+    # the native cross-check needs the generated videos: importing a Result.json alone has nothing to recompute
+    native_declared = bool(options["native"]) and pre.generated_root is not None
+    return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=native_declared),
                       records=records, n_expected=len(tasks), derived=[suite],
                       pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,

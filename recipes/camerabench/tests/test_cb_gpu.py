@@ -75,3 +75,22 @@ def test_real_checkpoint_flash_attention_against_sdpa() -> None:
     deltas = [abs(a["p_yes"] - b["p_yes"]) for a, b in zip(scores["flash_attention_2"], scores["sdpa"], strict=True)]
     print("flash_attention_2 vs sdpa max |dp_yes|:", max(deltas), "frames:", [s["n_frames"] for s in scores["sdpa"]])
     assert max(deltas) < 0.05
+
+
+def test_real_checkpoint_processor_fps_default_against_sampled() -> None:
+    """The drift the t2v_metrics 3.0 choice causes (processor fps not passed: 2 fps assumed) against 3.1's sampled
+    fps, on the same frames; printed for the CI log, which is where README "Changes" takes the number from."""
+    weights, processor, videos = _real()
+    scores = {}
+    for fps in ("default", "sampled"):
+        scorer = qs.QwenCameraScorer(qs.ScorerSettings(weights, processor, processor_fps=fps))
+        scores[fps] = [scorer.answer_probabilities(v, QUESTION) for v in videos]
+        del scorer
+        torch.cuda.empty_cache()
+    for default, sampled in zip(scores["default"], scores["sampled"], strict=True):
+        assert default["n_frames"] == sampled["n_frames"]                      # same frames, other positions
+        assert default["second_per_grid_ts"] == [1.0]
+        assert sampled["second_per_grid_ts"] == [pytest.approx(2 / sampled["sample_fps"])]
+    deltas = [abs(a["p_yes"] - b["p_yes"]) for a, b in zip(scores["default"], scores["sampled"], strict=True)]
+    print("processor fps default (3.0) vs sampled (3.1): max |dp_yes|", max(deltas),
+          "mean", sum(deltas) / len(deltas), "over", len(deltas), "videos")

@@ -196,6 +196,10 @@ def test_mirror_keys_come_from_the_file_without_a_generated_root(write_result) -
     ('{"data": [{"path": "a", "perspective": "2nd_data", "test_type": "mem_test"}]}', ["data[0]", "2nd_data"]),
     ('{"data": [], "video_max_time": "97"}', ["video_max_time"]),
     ('{"data": [{"path": "a", "perspective": "1st_data", "test_type": "mem_test", "error": 3}]}', ["error 3"]),
+    ('{"data": [{"path": "../../x", "perspective": "1st_data", "test_type": "mirror_test"}]}',
+     ["data[0]", "not a directory name"]),
+    ('{"data": [{"path": "..", "perspective": "3rd_data", "test_type": "mirror_test"}]}', ["data[0]", "'..'"]),
+    ('{"data": [{"path": "a\\nb", "perspective": "3rd_data", "test_type": "mirror_test"}]}', ["data[0]", "a\\nb"]),
 ])
 def test_unusable_result_file_is_one_line_naming_it(tmp_path: Path, text: str, words: list[str]) -> None:
     path = tmp_path / "Result.json"

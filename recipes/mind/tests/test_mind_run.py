@@ -120,6 +120,24 @@ def test_imported_results_with_a_missing_sample_are_partial_and_exit_non_zero(tm
     assert card["metrics"]["mind_average"]["value"] is not None      # derived over what was scored, labelled
 
 
+def test_a_complete_result_file_imported_without_videos_is_complete_with_its_mirror_directories(
+        tmp_path: Path, layout: Layout, write_result) -> None:
+    """-o results without -o videos: nothing to cross-check natively, and the file's mirror_test records are the
+    mirror samples (no other source names them): a complete file gives a complete scorecard with GSC."""
+    records = [*_records(layout), continuation_record("data-3", "3rd_data", "mem_test", mark=0, total=105,
+                                                      frames=105, scored=100)]
+    out = tmp_path / "run"
+    outcome = run(_cfg(out, options={"gt": str(layout.gt_root), "results": str(write_result(records))}))
+    card = _card(out)
+    assert card["status"] == "complete", [n for n, m in card["metrics"].items() if m["n_scored"] != m["n_expected"]]
+    assert outcome.exit_code == 0
+    assert not [name for name in card["metrics"] if "/native/" in name]
+    for perspective in ("1st_data", "3rd_data"):
+        metric = card["metrics"][f"{perspective}/mirror_test/gsc_mse"]
+        assert (metric["n_expected"], metric["n_scored"]) == (1, 1)
+    assert card["metrics"]["scene_consistency_score"]["value"] is not None
+
+
 def test_preflight_problems_stop_the_run_before_any_work(tmp_path: Path, layout: Layout, capsys) -> None:
     layout.add_mirror("1st_data", "loop-1", "path-3.mp4", frames=7)
     shutil.rmtree(layout.generated_root / "3rd_data" / "action_space_test")
