@@ -33,6 +33,9 @@ runner = CliRunner()
                          "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}}, "$.metrics.f1.direction"),
     ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean", "kind": "official", "primary": True,
                          "tolerance": {"same_hw": {"abs": 0.1}}}}}, "$.metrics.f1.tolerance"),
+    ({"metrics": {"f1": {"aggregation": "mean", "kind": "official", "primary": True,
+                         "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
+     "$.metrics.f1: must contain ['direction']"),  # a missing direction is never guessed
     ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean_then_median", "kind": "official",
                          "primary": True, "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
      "group_by is required"),
@@ -99,6 +102,17 @@ def test_a_bad_option_is_one_line_naming_it(tmp_path: Path, given: dict, env: di
     with pytest.raises(RecipeError) as info:
         toy_recipe(tmp_path).parse_options(given, env=env)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_a_non_finite_number_option_is_refused(tmp_path: Path, raw: str) -> None:
+    toy = toy_recipe(tmp_path, options={"scale": {"type": "float", "env": "TOY_SCALE", "help": "a factor"}})
+    with pytest.raises(RecipeError) as info:
+        toy.parse_options({"scale": raw}, env={})
+    assert str(info.value) == f"-o scale: {raw!r} is not finite"
+    with pytest.raises(RecipeError, match=r"^\$TOY_SCALE \(option scale\): .* is not finite$"):
+        toy.parse_options({}, env={"TOY_SCALE": raw})
+    assert toy.parse_options({"scale": "2.5"}, env={}).values["scale"] == 2.5
 
 
 def test_a_required_option_is_required_except_in_fixture_mode() -> None:
