@@ -55,6 +55,21 @@ def test_diff_of_a_partial_run_exits_incomplete() -> None:
     assert "INCOMPLETE" in result.output and "seg/miou" in result.output
 
 
+def test_diff_against_another_recipes_reference_is_a_mismatch(tmp_path: Path) -> None:
+    """Exit 3 (the reference does not apply), as before recipe declarations; the file is still checked
+    against its own recipe's declaration."""
+    card = _dynamic_degree_scorecard(tmp_path)
+    other = Path(__file__).resolve().parents[1] / "recipes" / "remembench" / "references" / "fixture.yaml"
+    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(other)])
+    assert result.exit_code == 3, result.output
+    assert f"recipe mismatch: reference ({other}) is for 'remembench', scorecard is 'dynamic-degree'" in result.output
+    widened = yaml.safe_load(other.read_text())
+    widened["metrics"]["t2v/clip"]["tolerance"] = {"abs": 0.5}
+    (tmp_path / "wide.yaml").write_text(yaml.safe_dump(widened))
+    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(tmp_path / "wide.yaml")])
+    assert "wider than remembench's same_hw default ±0.001" in str(result.exception)  # main() exits 2 on it
+
+
 def test_record_reference_then_diff_passes(tmp_path: Path) -> None:
     card = _dynamic_degree_scorecard(tmp_path)
     out = tmp_path / "Toy-Nano.smoke.yaml"

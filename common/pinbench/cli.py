@@ -334,7 +334,11 @@ def diff_cmd(
         reference = recipe.reference_path(card["checkpoint"], card["mode"])
         if reference is None:
             _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
-    result = diff(card, load_reference(reference, recipe=recipe))
+    # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
+    # recipe mismatch (exit 3: it does not apply), not as an invalid file.
+    owner = load_reference(reference).recipe
+    declared = recipe if recipe is not None and recipe.name == owner else _recipe_of_card({"recipe": owner})
+    result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
