@@ -187,6 +187,9 @@ def test_recipe_names_that_could_escape_are_refused(name: str) -> None:
 def test_a_scorecard_metric_matches_the_longest_declared_suffix() -> None:
     recipe = get_recipe("paibench-c")
     assert recipe.metric_info("edge/native/canny_f1_score").kind == "cross_check"
+    # one primary per modality, as its references mark them: edge's Canny F1, not blur's
+    assert recipe.metric_info("edge/canny_f1_score").primary and not recipe.metric_info("blur/canny_f1_score").primary
+    assert recipe.metric_info("blur/blur_ssim").primary and not recipe.metric_info("edge/blur_ssim").primary
     assert recipe.metric_info("edge/canny_f1_score").kind == "official"
     assert recipe.metric_info("depth/depth_si_rmse").direction == "lower"
     with pytest.raises(RecipeError, match="metric 'edge/psnr' is not declared"):
@@ -201,7 +204,7 @@ def test_a_reference_may_only_narrow_a_declared_tolerance() -> None:
         for path in sorted((recipe.dir / "references").glob("*.yaml")):
             from pinbench.reference import load_reference
 
-            load_reference(path, recipe=recipe)  # raises when a file widens or flips a declaration
+            load_reference(path, recipe=recipe)  # raises when a file widens a tolerance, flips a direction or a primary
 
 
 # ------------------------------------------------------------------------------------------------ CLI

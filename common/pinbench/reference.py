@@ -143,8 +143,8 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
     """Validate a parsed reference file and build it.
 
     Always: the schema, finite values and tolerances, at least one primary metric. With ``recipe``: the
-    reference is for that recipe, every metric is declared there with the same direction, and no tolerance
-    is wider than the recipe's default for the reference's tier (a reference may only narrow it).
+    reference is for that recipe, every metric is declared there with the same direction and primary flag, and
+    no tolerance is wider than the recipe's default for the reference's tier (a reference may only narrow it).
     """
     if not isinstance(data, Mapping):
         raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
@@ -193,6 +193,9 @@ def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Map
         if m.direction != info.direction:
             raise ReferenceFileError(path, f"metric {name}: direction {m.direction} contradicts the recipe's "
                                            f"declared {info.direction}")
+        if m.primary != info.primary:  # one place says which metrics are primary: the declaration
+            raise ReferenceFileError(path, f"metric {name}: primary: {str(m.primary).lower()} contradicts the "
+                                           f"recipe's declared primary: {str(info.primary).lower()}")
         default = info.tolerance[data["tier"]]
         if not narrower_or_equal(m.tolerance, default, m.value):
             raise ReferenceFileError(path, f"metric {name}: tolerance {m.tolerance.text(m.value)} is wider than "
