@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pinbench.files import write_atomic
 from pinbench.recipe import Recipe, available_recipes
 
 CORE_ENV: dict[str, tuple[str, str]] = {
@@ -128,5 +129,5 @@ def sync_readmes(root: Path, *, write: bool) -> list[Path]:
         if new != text:
             stale.append(path)
             if write:
-                path.write_text(new, encoding="utf-8")
+                write_atomic(path, new)
     return stale
