@@ -37,6 +37,10 @@ N_RESAMPLES = 9999
 SEED = 0
 FEW_UNITS = 20
 METHODS = {"mean": "BCa", "median": "percentile", "mean_then_median": "percentile"}
+# What an ``aggregation: none`` metric is (an AP over a split, a derived suite score): its samples are not in
+# the scorecard as values a bootstrap could draw.
+NONE_REASON = ("aggregation none: one suite-level value computed over the samples at once, not an aggregate of "
+               "per-sample values; nothing to resample")
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ def aggregate_interval(values: Sequence[float], ids: Sequence[str], aggregation:
                        seed: int = SEED) -> dict[str, Any]:
     """The scorecard ``interval`` entry of one metric's aggregate over its scored samples."""
     if aggregation == "none":
-        return not_resampled("aggregation none: a single suite-level value, no sampling unit to resample")
+        return not_resampled(NONE_REASON)
     if not values:
         return not_resampled("nothing scored")
     units = sampling_units(values, ids, aggregation, groups)
@@ -178,8 +182,7 @@ def difference_interval(a: Mapping[str, float], b: Mapping[str, float], aggregat
     value_b = float(reduce(ub.values)) if reduce else float(next(iter(b.values())))
     delta = value_b - value_a
     if aggregation == "none":
-        return Difference(value_a, value_b, delta, not_resampled(
-            "aggregation none: a single suite-level value, no sampling unit to resample"))
+        return Difference(value_a, value_b, delta, not_resampled(NONE_REASON))
     if paired and ua.ids != ub.ids:
         raise ValueError("paired runs must have the same units (groups differ between the runs)")
     n = min(ua.values.size, ub.values.size)
