@@ -40,6 +40,7 @@ from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.schema import schema_error
 from pinbench.scorecard import ScorecardError, non_finite_problem
+from pinbench.uncertainty import has_interval
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -228,8 +229,6 @@ def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | N
     The noise is sqrt(a^2 + b^2): a is the side of the run's interval that faces the reference, b the side
     of the reference's interval that faces the run (0 when the reference has none).
     """
-    from pinbench.uncertainty import has_interval
-
     if not has_interval(interval):
         return "noise unknown", None
     if delta >= 0:
@@ -320,6 +319,11 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
                                 f"{row.tolerance_text}, {reading}")
                 code = max(code, EXIT_FAIL)
         rows.append(row)
+    for name, m in ref.metrics.items():  # a tolerance (recorded or edited by hand) inside the reference's own noise
+        half = (m.interval["high"] - m.interval["low"]) / 2 if has_interval(m.interval) else None
+        if half is not None and m.tolerance.bound(m.value) < half:
+            notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
+                         f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
