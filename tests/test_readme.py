@@ -45,6 +45,14 @@ def test_docs_rewrites_a_readme_atomically(tmp_path: Path, monkeypatch: pytest.M
     assert sync_readmes(tmp_path, write=True) == [copy] and sync_readmes(tmp_path, write=False) == []
 
 
+def test_a_variable_several_recipes_read_differently_shows_each_meaning() -> None:
+    """CUDA_VISIBLE_DEVICES means one thing to dynamic-degree and another to mind (which refuses most masks)."""
+    row = next(line for line in README.splitlines() if line.startswith("| `CUDA_VISIBLE_DEVICES` |"))
+    assert "`dynamic-degree`: GPUs RAFT may use" in row and "`mind`: unset, or starting 0,1" in row
+    assert "`remembench`: the GPU for CLIP, LPIPS and Pi3X" in row
+    assert "| `HF_TOKEN` | fetch stages |" in README  # a core variable keeps its one meaning
+
+
 def test_setup_commands_stand_at_the_top() -> None:
     first_block = README.split("```bash", 1)[1].split("```", 1)[0]
     assert "make test" in first_block and "make demo" in first_block
