@@ -236,6 +236,22 @@ def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
     assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
 
 
+def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
+    """The whole check (reference, recount, diff) on a dynamic-degree fixture run, in a fresh process."""
+    from pinbench.recipe import get_recipe
+
+    recipe = get_recipe("dynamic-degree")
+    out = tmp_path / "dd"
+    assert recipe.run(recipe.config(fixture=True, out_dir=out, offline=True, env={})).exit_code == 0
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"try:\n    main(['check', {str(out)!r}])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
+            "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "print('HEAVY', heavy)")
+    out_text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert f"check: {out} is consistent" in out_text and "HEAVY []" in out_text, out_text
+
+
 def test_gpu_ci_checks_every_run_directory() -> None:
     workflow = yaml.safe_load((Path(__file__).resolve().parents[1] / ".github" / "workflows" / "gpu.yml").read_text())
     steps = workflow["jobs"]["smoke"]["steps"]

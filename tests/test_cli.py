@@ -55,6 +55,21 @@ def test_diff_of_a_partial_run_exits_incomplete() -> None:
     assert "INCOMPLETE" in result.output and "seg/miou" in result.output
 
 
+def test_diff_against_another_recipes_reference_is_a_mismatch(tmp_path: Path) -> None:
+    """Exit 3 (the reference does not apply), as before recipe declarations; the file is still checked
+    against its own recipe's declaration."""
+    card = _dynamic_degree_scorecard(tmp_path)
+    other = Path(__file__).resolve().parents[1] / "recipes" / "remembench" / "references" / "fixture.yaml"
+    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(other)])
+    assert result.exit_code == 3, result.output
+    assert f"recipe mismatch: reference ({other}) is for 'remembench', scorecard is 'dynamic-degree'" in result.output
+    widened = yaml.safe_load(other.read_text())
+    widened["metrics"]["t2v/clip"]["tolerance"] = {"abs": 0.5}
+    (tmp_path / "wide.yaml").write_text(yaml.safe_dump(widened))
+    result = runner.invoke(cli.app, ["diff", str(card), "--reference", str(tmp_path / "wide.yaml")])
+    assert "wider than remembench's same_hw default ±0.001" in str(result.exception)  # main() exits 2 on it
+
+
 def test_record_reference_then_diff_passes(tmp_path: Path) -> None:
     card = _dynamic_degree_scorecard(tmp_path)
     out = tmp_path / "Toy-Nano.smoke.yaml"
@@ -186,6 +201,34 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
     assert "no scorecards" not in result.output and "not written (no fixture run produced a scorecard)" in result.output
     assert "fixture runs failed: dynamic-degree ([Errno 13] Permission denied:" in result.output
     assert "remembench ([Errno 13] Permission denied:" in result.output
+
+
+def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """Issue #14: every fixture run shows intervals. Test double: Recipe.run writes a dynamic-degree fixture
+    scorecard of ``n`` samples (one sample: nothing to resample, so no interval)."""
+    from pinbench.recipe import Recipe, RunOutcome
+
+    def fixture_of(n: int):
+        def run(self: Recipe, cfg) -> RunOutcome:
+            records = [SampleRecord(f"v{i}", "ok", {"preview/dynamic_degree": 0.5 + 0.1 * i}, None, "0" * 64, 0.1)
+                       for i in range(n)]
+            metrics = [MetricSpec("preview/dynamic_degree").with_info(self.metric_info("preview/dynamic_degree"))]
+            card = build_scorecard(recipe=self.name, recipe_version=self.version, checkpoint="fixture", mode="fixture",
+                                   metrics=metrics, records=records, n_expected=n,
+                                   provenance=collect_provenance(pins={}), config={}, timings={})
+            (cfg.out_dir / "samples.jsonl").parent.mkdir(parents=True, exist_ok=True)
+            (cfg.out_dir / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+            return RunOutcome(scorecard_path=write_scorecard(card, cfg.out_dir / "scorecard.json"), exit_code=0)
+        return run
+
+    monkeypatch.setattr(Recipe, "run", fixture_of(1))
+    result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "one"), "--recipe", "dynamic-degree"])
+    assert result.exit_code == 1, result.output
+    assert "fixture runs failed: dynamic-degree (no metric of its fixture scorecard has a 95% interval" in result.output
+    monkeypatch.setattr(Recipe, "run", fixture_of(3))
+    result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "three"), "--recipe", "dynamic-degree"])
+    assert result.exit_code == 0, result.output
 
 
 def test_demo_into_an_unwritable_directory_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -25,12 +25,14 @@ METRICS = [MetricSpec("f1", "mean", direction="higher"),
 
 
 def write_run(root: Path, name: str, *, shift: float = 0.0, seed: int = 1, failed: dict[str, str] | None = None,
-              drop: tuple[str, ...] = (), version: str = "1.0.0") -> Path:
-    """A run directory: scorecard.json and samples.jsonl of N tasks; ``shift`` moves f1 up and err down."""
+              drop: tuple[str, ...] = (), version: str = "1.0.0", recipe: str = "toy-bench", prefix: str = "t",
+              metrics: list[MetricSpec] = METRICS) -> Path:
+    """A run directory: scorecard.json and samples.jsonl of N tasks; ``shift`` moves f1 up and err down;
+    ``prefix`` names the sample ids (``t00``...)."""
     noise = np.random.default_rng(seed).normal(0, 0.005, N)
     records = []
     for i in range(N):
-        sid = f"t{i:02d}"
+        sid = f"{prefix}{i:02d}"
         if sid in drop:
             records.append(SampleRecord(sid, "failed", None, "missing: no result from any shard", "0" * 64, 0.0))
         elif failed and sid in failed:
@@ -39,8 +41,8 @@ def write_run(root: Path, name: str, *, shift: float = 0.0, seed: int = 1, faile
             result = {"f1": DIFFICULTY[i] + shift + noise[i], "err": 1 - DIFFICULTY[i] - shift + noise[i],
                       "scene": f"scene{i % 8}"}
             records.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
-    card = build_scorecard(recipe="toy-bench", recipe_version=version, checkpoint=name, mode="full",
-                           metrics=METRICS, records=records, n_expected=N, provenance=PROVENANCE, config={},
+    card = build_scorecard(recipe=recipe, recipe_version=version, checkpoint=name, mode="full",
+                           metrics=metrics, records=records, n_expected=N, provenance=PROVENANCE, config={},
                            timings={})
     run = root / name
     write_scorecard(card, run / "scorecard.json")
@@ -99,6 +101,45 @@ def test_other_recipe_versions_are_not_compared(tmp_path: Path) -> None:
     result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", version="1.1.0")))
     assert result.exit_code == 3 and result.metrics == []
     assert "recipe_version differs: A is '1.0.0', B is '1.1.0'" in result.problems[0]
+
+
+def test_runs_of_other_recipes_are_not_compared(tmp_path: Path) -> None:
+    result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", recipe="other-bench")))
+    assert result.exit_code == 3 and result.metrics == []
+    assert result.problems == ["recipe differs: A is 'toy-bench', B is 'other-bench'; runs of one recipe version only"]
+    assert "result: MISMATCH (exit 3" in render_comparison(result)
+
+
+def test_runs_with_no_sample_in_common_are_not_judged_and_every_sample_is_named(tmp_path: Path) -> None:
+    """Same recipe version, disjoint sample ids: nothing is compared, nothing is called within noise."""
+    whole = METRICS[:3]  # the hard/ cohort names t-ids, which the u-run does not have
+    a = load_run(write_run(tmp_path, "A", metrics=whole))
+    b = load_run(write_run(tmp_path, "B", shift=0.05, prefix="u", metrics=whole))
+    result = compare_runs(a, b)
+    assert result.exit_code == 2
+    for row in result.metrics:
+        assert (row.n_matched, row.n_cohort, row.verdict) == (0, 2 * N, "not judged")
+        assert row.reason == "no matched samples" and row.difference.low is None
+        assert set(row.only_a) == {f"t{i:02d}" for i in range(N)} and set(row.only_b) == {f"u{i:02d}" for i in range(N)}
+    assert f"f1: 0 of {2 * N} samples matched ({N} scored in A only, {N} in B only, 0 in neither)" in result.problems
+    text = render_comparison(result)
+    assert "result: INCOMPLETE (exit 2; 0 better, 0 worse, 0 within noise" in text
+    assert "u07: scored in B only (A: no record); all metrics" in text
+
+
+def test_a_metric_in_one_run_only_or_with_another_direction_is_refused(tmp_path: Path) -> None:
+    a = load_run(write_run(tmp_path, "A"))
+    fewer = load_run(write_run(tmp_path, "B", seed=2, metrics=[m for m in METRICS if m.name != "err"]))
+    result = compare_runs(a, fewer)
+    assert result.exit_code == 2 and "err: in run A only" in result.problems
+    assert [r.name for r in result.metrics] == ["f1", "scene/f1", "hard/f1"]
+    flipped = write_run(tmp_path, "C", seed=2)
+    card = json.loads((flipped / "scorecard.json").read_text())
+    card["metrics"]["err"]["direction"] = "higher"
+    (flipped / "scorecard.json").write_text(json.dumps(card))
+    result = compare_runs(a, load_run(flipped))
+    assert result.exit_code == 3 and result.metrics == []
+    assert "err: direction differs between the scorecards; the recipe declaration changed" in result.problems
 
 
 def test_a_samples_file_that_is_not_the_scorecards_is_refused(tmp_path: Path) -> None:

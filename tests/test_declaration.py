@@ -33,6 +33,9 @@ runner = CliRunner()
                          "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}}, "$.metrics.f1.direction"),
     ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean", "kind": "official", "primary": True,
                          "tolerance": {"same_hw": {"abs": 0.1}}}}}, "$.metrics.f1.tolerance"),
+    ({"metrics": {"f1": {"aggregation": "mean", "kind": "official", "primary": True,
+                         "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
+     "$.metrics.f1: must contain ['direction']"),  # a missing direction is never guessed
     ({"metrics": {"f1": {"direction": "higher", "aggregation": "mean_then_median", "kind": "official",
                          "primary": True, "tolerance": {"same_hw": {"abs": 0}, "cross_hw": {"abs": 0}}}}},
      "group_by is required"),
@@ -99,6 +102,17 @@ def test_a_bad_option_is_one_line_naming_it(tmp_path: Path, given: dict, env: di
     with pytest.raises(RecipeError) as info:
         toy_recipe(tmp_path).parse_options(given, env=env)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_a_non_finite_number_option_is_refused(tmp_path: Path, raw: str) -> None:
+    toy = toy_recipe(tmp_path, options={"scale": {"type": "float", "env": "TOY_SCALE", "help": "a factor"}})
+    with pytest.raises(RecipeError) as info:
+        toy.parse_options({"scale": raw}, env={})
+    assert str(info.value) == f"-o scale: {raw!r} is not finite"
+    with pytest.raises(RecipeError, match=r"^\$TOY_SCALE \(option scale\): .* is not finite$"):
+        toy.parse_options({}, env={"TOY_SCALE": raw})
+    assert toy.parse_options({"scale": "2.5"}, env={}).values["scale"] == 2.5
 
 
 def test_a_required_option_is_required_except_in_fixture_mode() -> None:
@@ -173,6 +187,9 @@ def test_recipe_names_that_could_escape_are_refused(name: str) -> None:
 def test_a_scorecard_metric_matches_the_longest_declared_suffix() -> None:
     recipe = get_recipe("paibench-c")
     assert recipe.metric_info("edge/native/canny_f1_score").kind == "cross_check"
+    # one primary per modality, as its references mark them: edge's Canny F1, not blur's
+    assert recipe.metric_info("edge/canny_f1_score").primary and not recipe.metric_info("blur/canny_f1_score").primary
+    assert recipe.metric_info("blur/blur_ssim").primary and not recipe.metric_info("edge/blur_ssim").primary
     assert recipe.metric_info("edge/canny_f1_score").kind == "official"
     assert recipe.metric_info("depth/depth_si_rmse").direction == "lower"
     with pytest.raises(RecipeError, match="metric 'edge/psnr' is not declared"):
@@ -187,7 +204,7 @@ def test_a_reference_may_only_narrow_a_declared_tolerance() -> None:
         for path in sorted((recipe.dir / "references").glob("*.yaml")):
             from pinbench.reference import load_reference
 
-            load_reference(path, recipe=recipe)  # raises when a file widens or flips a declaration
+            load_reference(path, recipe=recipe)  # raises when a file widens a tolerance, flips a direction or a primary
 
 
 # ------------------------------------------------------------------------------------------------ CLI

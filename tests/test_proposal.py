@@ -84,6 +84,16 @@ def test_a_tolerance_inside_the_reference_runs_own_noise_is_flagged(toy: Any, tm
         "declared same_hw default ±0.01"
     cross = propose_reference([card], recipe=toy, tier="cross_hw").data["metrics"]["f1"]  # ±0.05 > half: no flag
     assert "note" not in cross
+    flag = "f1: tolerance ±0.01 is narrower than the reference's own 95% interval (half-width"
+    assert any(n.startswith(flag) for n in diff(card, load_reference(path, recipe=toy)).notes)  # diff shows it too
+    by_hand = yaml.safe_load(path.read_text())  # a cross_hw reference whose tolerance was narrowed by hand
+    by_hand["tier"], by_hand["metrics"]["f1"]["tolerance"] = "cross_hw", {"abs": 0.01}
+    del by_hand["metrics"]["f1"]["note"]
+    (tmp_path / "by_hand.yaml").write_text(yaml.safe_dump(by_hand))
+    assert any(n.startswith(flag) for n in diff(card, load_reference(tmp_path / "by_hand.yaml", recipe=toy)).notes)
+    by_hand["metrics"]["f1"]["tolerance"] = {"abs": 0.05}  # wider than the noise: nothing to flag
+    (tmp_path / "by_hand.yaml").write_text(yaml.safe_dump(by_hand))
+    assert not any("narrower" in n for n in diff(card, load_reference(tmp_path / "by_hand.yaml", recipe=toy)).notes)
     narrowed = propose_reference(_three(), recipe=toy, tier="cross_hw", overrides={"f1": Tolerance(abs=0.001)})
     assert "--tolerance ±0.001 is narrower than the measured spread ±0.00497: healthy reruns would FAIL" in \
         narrowed.data["metrics"]["f1"]["note"]

@@ -23,6 +23,36 @@ def test_a_stale_readme_table_is_detected(tmp_path: Path) -> None:
     assert sync_readmes(tmp_path, write=False) == [copy]
 
 
+def test_docs_rewrites_a_readme_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that dies half way (disk full) leaves the README as it was, and no temporary file."""
+    from pinbench.docs import sync_readmes
+
+    stale = README.replace("`PINBENCH_RAFT_WEIGHTS`", "`PINBENCH_RAFT_WEIGHT`")
+    copy = tmp_path / "README.md"
+    copy.write_text(stale)
+    (tmp_path / "recipes").mkdir()
+    real = Path.write_text
+
+    def disk_full(self: Path, data: str, *args, **kwargs) -> int:  # test double: the write dies half way
+        real(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        sync_readmes(tmp_path, write=True)
+    monkeypatch.undo()
+    assert copy.read_text() == stale and sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "recipes"]
+    assert sync_readmes(tmp_path, write=True) == [copy] and sync_readmes(tmp_path, write=False) == []
+
+
+def test_a_variable_several_recipes_read_differently_shows_each_meaning() -> None:
+    """CUDA_VISIBLE_DEVICES means one thing to dynamic-degree and another to mind (which refuses most masks)."""
+    row = next(line for line in README.splitlines() if line.startswith("| `CUDA_VISIBLE_DEVICES` |"))
+    assert "`dynamic-degree`: GPUs RAFT may use" in row and "`mind`: unset, or starting 0,1" in row
+    assert "`remembench`: the GPU for CLIP, LPIPS and Pi3X" in row
+    assert "| `HF_TOKEN` | fetch stages |" in README  # a core variable keeps its one meaning
+
+
 def test_setup_commands_stand_at_the_top() -> None:
     first_block = README.split("```bash", 1)[1].split("```", 1)[0]
     assert "make test" in first_block and "make demo" in first_block

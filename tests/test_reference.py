@@ -299,6 +299,10 @@ def test_a_reference_is_checked_against_the_declaration(tmp_path: Path, toy: Any
     flipped["metrics"]["rmse"]["direction"] = "higher"
     with pytest.raises(ReferenceFileError, match="contradicts the recipe's declared lower"):
         load_reference(write_yaml(tmp_path, flipped), recipe=toy)
+    promoted = copy.deepcopy(REFERENCE)  # which metrics are primary is the declaration's to say
+    promoted["metrics"]["rmse"]["primary"] = True
+    with pytest.raises(ReferenceFileError, match="rmse: primary: true contradicts the recipe.s declared primary"):
+        load_reference(write_yaml(tmp_path, promoted), recipe=toy)
     unknown = copy.deepcopy(REFERENCE)
     unknown["metrics"]["psnr"] = {"value": 30.0, "direction": "higher", "tolerance": {"abs": 0.1}}
     with pytest.raises(ReferenceFileError, match="psnr is not declared by toy"):

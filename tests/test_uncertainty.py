@@ -93,7 +93,8 @@ def test_the_same_scores_give_the_same_interval_in_any_order(aggregation: str) -
 def test_no_number_where_nothing_can_be_resampled() -> None:
     assert aggregate_interval([0.3], ["suite"], "none") == {
         "low": None, "high": None, "level": 0.95,
-        "reason": "aggregation none: a single suite-level value, no sampling unit to resample"}
+        "reason": "aggregation none: one suite-level value computed over the samples at once, not an aggregate "
+                  "of per-sample values; nothing to resample"}
     assert aggregate_interval([0.3], ["a"], "mean")["reason"] == "one sample: a bootstrap needs at least 2 units"
     assert aggregate_interval([], [], "mean")["reason"] == "nothing scored"
     two_groups_one = aggregate_interval([0.1, 0.2], ["a", "b"], "mean_then_median", ["g", "g"])

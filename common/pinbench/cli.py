@@ -334,7 +334,11 @@ def diff_cmd(
         reference = recipe.reference_path(card["checkpoint"], card["mode"])
         if reference is None:
             _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
-    result = diff(card, load_reference(reference, recipe=recipe))
+    # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
+    # recipe mismatch (exit 3: it does not apply), not as an invalid file.
+    owner = load_reference(reference).recipe
+    declared = recipe if recipe is not None and recipe.name == owner else _recipe_of_card({"recipe": owner})
+    result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
@@ -533,8 +537,11 @@ def demo(
     out: Annotated[Path, typer.Option(help="demo directory")] = Path("runs/demo"),
     recipe_names: Annotated[list[str], typer.Option("--recipe", help="only these recipes")] = [],  # noqa: B006
 ) -> None:
-    """Run every recipe's fixture mode on CPU and write one report over all of them."""
+    """Run every recipe's fixture mode on CPU and write one report over all of them.
+
+    Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
     from pinbench.report import write_report
+    from pinbench.uncertainty import has_interval
 
     recipes = [_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
@@ -554,8 +561,11 @@ def demo(
             failed.append(f"{recipe.name} (exit {outcome.exit_code})")
         if outcome.scorecard_path:
             i = len(cards)
-            _, references[i], samples[i] = _load_run(outcome.scorecard_path)
+            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
             cards.append(outcome.scorecard_path)
+            if not any(has_interval(metric.get("interval")) for metric in card["metrics"].values()):
+                failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
+                              "fixture two or more samples in a cohort)")
     # The report is secondary: with no scorecard there is none to write, and its own error never
     # replaces the fixture failures above.
     if cards:

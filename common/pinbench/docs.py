@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pinbench.files import write_atomic
 from pinbench.recipe import Recipe, available_recipes
 
 CORE_ENV: dict[str, tuple[str, str]] = {
@@ -84,15 +85,17 @@ def metrics_table(recipe: Recipe) -> str:
 
 def top_env_table(recipes: Mapping[str, Recipe]) -> str:
     rows = [[f"`{var}`", used, meaning] for var, (used, meaning) in CORE_ENV.items()]
-    by_var: dict[str, list[str]] = {}
-    meanings: dict[str, str] = {}
+    by_var: dict[str, dict[str, str]] = {}
     for recipe in recipes.values():
         for var, meaning in recipe.env_vars.items():
-            if var in CORE_ENV:
-                continue
-            by_var.setdefault(var, []).append(f"`{recipe.name}`")
-            meanings.setdefault(var, meaning)
-    rows += [[f"`{var}`", ", ".join(users), meanings[var]] for var, users in sorted(by_var.items())]
+            if var not in CORE_ENV:
+                by_var.setdefault(var, {})[recipe.name] = meaning
+    for var, meanings in sorted(by_var.items()):
+        users = ", ".join(f"`{name}`" for name in meanings)
+        if len(set(meanings.values())) == 1:  # one meaning for all, else each recipe's own
+            rows.append([f"`{var}`", users, next(iter(meanings.values()))])
+        else:
+            rows.append([f"`{var}`", users, "; ".join(f"`{name}`: {m}" for name, m in meanings.items())])
     return _table(["variable", "used by", "meaning"], rows)
 
 
@@ -128,5 +131,5 @@ def sync_readmes(root: Path, *, write: bool) -> list[Path]:
         if new != text:
             stale.append(path)
             if write:
-                path.write_text(new, encoding="utf-8")
+                write_atomic(path, new)
     return stale

@@ -40,6 +40,7 @@ from pinbench.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.schema import schema_error
 from pinbench.scorecard import ScorecardError, non_finite_problem
+from pinbench.uncertainty import has_interval
 
 if TYPE_CHECKING:
     from pinbench.recipe import Recipe
@@ -143,8 +144,8 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
     """Validate a parsed reference file and build it.
 
     Always: the schema, finite values and tolerances, at least one primary metric. With ``recipe``: the
-    reference is for that recipe, every metric is declared there with the same direction, and no tolerance
-    is wider than the recipe's default for the reference's tier (a reference may only narrow it).
+    reference is for that recipe, every metric is declared there with the same direction and primary flag, and
+    no tolerance is wider than the recipe's default for the reference's tier (a reference may only narrow it).
     """
     if not isinstance(data, Mapping):
         raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
@@ -193,6 +194,9 @@ def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Map
         if m.direction != info.direction:
             raise ReferenceFileError(path, f"metric {name}: direction {m.direction} contradicts the recipe's "
                                            f"declared {info.direction}")
+        if m.primary != info.primary:  # one place says which metrics are primary: the declaration
+            raise ReferenceFileError(path, f"metric {name}: primary: {str(m.primary).lower()} contradicts the "
+                                           f"recipe's declared primary: {str(info.primary).lower()}")
         default = info.tolerance[data["tier"]]
         if not narrower_or_equal(m.tolerance, default, m.value):
             raise ReferenceFileError(path, f"metric {name}: tolerance {m.tolerance.text(m.value)} is wider than "
@@ -225,8 +229,6 @@ def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | N
     The noise is sqrt(a^2 + b^2): a is the side of the run's interval that faces the reference, b the side
     of the reference's interval that faces the run (0 when the reference has none).
     """
-    from pinbench.uncertainty import has_interval
-
     if not has_interval(interval):
         return "noise unknown", None
     if delta >= 0:
@@ -317,6 +319,11 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
                                 f"{row.tolerance_text}, {reading}")
                 code = max(code, EXIT_FAIL)
         rows.append(row)
+    for name, m in ref.metrics.items():  # a tolerance (recorded or edited by hand) inside the reference's own noise
+        half = (m.interval["high"] - m.interval["low"]) / 2 if has_interval(m.interval) else None
+        if half is not None and m.tolerance.bound(m.value) < half:
+            notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
+                         f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")

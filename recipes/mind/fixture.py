@@ -15,7 +15,10 @@ normaliser and mean nothing. LPIPS uses a seeded random AlexNet trunk saved to a
 through the real, hash-checking loader.
 
 The canvas is 72x128 instead of 720x1280 (same 16:9 rule, same code): the official size costs about
-2 s per frame pair on one CPU core; the fixture scores 537 frame pairs.
+2 s per frame pair on one CPU core; the fixture scores 637 frame pairs.
+
+The first-person memory split (``1st_data/mem_test``, the paper's Table 2 split) holds two scenes, so the
+fixture's scorecard carries a bootstrap interval there (a one-sample split has none: nothing to resample).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from pinbench.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES
 
-FIXTURE_VERSION = 1        # bump when the synthetic data changes (references/fixture.yaml is re-recorded)
+FIXTURE_VERSION = 2        # bump when the synthetic data changes (references/fixture.yaml is re-recorded)
 SEED = 2026
 FPS = 24
 CANVAS = Canvas(72, 128)
@@ -50,12 +53,16 @@ CONTINUATIONS = (
     ("3rd_data", "mem_test", "scene-c", 10, 121, (64, 96), 0.03, 3.0),           # 2:3: scale, then crop
     ("3rd_data", "action_space_test", "scene-d", 25, 130, (80, 120), 0.12, 8.0),  # 2:3 again, stronger drift
 )
+# Version 2: a second 1st_data/mem_test scene, drawn after the mirrors so version 1's data stay as they were.
+SECOND_SCENES = (
+    ("1st_data", "mem_test", "scene-e", 15, 127, (54, 96), 0.07, 5.0),           # 16:9 below the canvas: upscale
+)
 # (perspective, directory, ((rollout, frames, noise sigma, first pair identical), ...))
 MIRRORS = (
     ("1st_data", "loop-1", (("path-1.mp4", 24, 5.0, False), ("path-2.mp4", 30, 3.0, True))),
     ("3rd_data", "loop-1", (("path-1.mp4", 20, 7.0, False),)),
 )
-POSED = {"scene-a", "scene-b"}     # these ship an images.txt of 97 poses; the others make ViPE run (upstream)
+POSED = {"scene-a", "scene-b", "scene-e"}  # these ship an images.txt of 97 poses; the others make ViPE run (upstream)
 ALEXNET_FEATURES = {0: (64, 3, 11, 11), 3: (192, 64, 5, 5), 6: (384, 192, 3, 3), 8: (256, 384, 3, 3),
                     10: (256, 256, 3, 3)}
 
@@ -195,6 +202,8 @@ def _build_fixture(root: Path) -> FixtureData:
         _write_continuation(data, rng, spec)
     for spec in MIRRORS:
         _write_mirror(data, rng, spec)
+    for spec in SECOND_SCENES:
+        _write_continuation(data, rng, spec)
     for perspective in ("1st_data", "3rd_data"):   # every test directory exists, as in MIND-Data
         for test in ("mem_test", "action_space_test", "mirror_test"):
             (data.generated_root / perspective / test).mkdir(parents=True, exist_ok=True)

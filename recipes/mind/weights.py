@@ -31,7 +31,7 @@ from pinbench.downloads import (
     locate,
     verify_sha256,
 )
-from pinbench.files import sha256_file
+from pinbench.files import atomic_path, sha256_file
 from pinbench.pins import HFPin, Pins, URLPin, load_pins
 from pinbench.recipe import RecipeError, RunConfig
 from pinbench_recipes.mind.official import Runtime
@@ -70,10 +70,8 @@ def stage_file(pin: URLPin, source: Path) -> Path:
     except ChecksumError as exc:
         raise WeightsError(str(exc)) from None
     dest = url_path(pin)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.staging")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, dest)
+    with atomic_path(dest) as tmp:  # a copy cut short leaves neither a partial file nor a stray temporary
+        shutil.copyfile(source, tmp)
     return dest
 
 

@@ -39,10 +39,15 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     assert outcome.exit_code == 0, outcome.message
     assert outcome.diff is not None and outcome.diff.ok
     card = _card(out)
-    assert card["status"] == "complete" and card["samples"]["n_expected"] == 6    # 4 continuations, 2 mirror dirs
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == 7    # 5 continuations, 2 mirror dirs
     assert card["derived"]["n_records"] == 1 and card["metrics"]["mind_average"]["records"] == "derived"
     assert "suite" not in (out / "samples.jsonl").read_text() and not (out / "samples" / "suite.json").exists()
     assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["n_expected"] == 1
+    # the fixture shows the uncertainty a run carries: two first-person memory scenes give an interval
+    interval = card["metrics"]["1st_data/mem_test/lcm_mse"]["interval"]
+    assert (interval["unit"], interval["n_units"], interval["method"]) == ("sample", 2, "BCa")
+    assert interval["low"] < card["metrics"]["1st_data/mem_test/lcm_mse"]["value"] < interval["high"]
+    assert "one sample" in card["metrics"]["3rd_data/mem_test/lcm_mse"]["interval"]["reason"]
     assert card["metrics"]["mind_average"]["kind"] == "derived"
     assert card["metrics"]["1st_data/mem_test/native/lcm_ssim"]["kind"] == "cross_check"
     assert "ProcessPyCpuDouble" in card["extra"]["test_double"]

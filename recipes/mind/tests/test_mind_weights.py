@@ -4,6 +4,7 @@ where an offline from_pretrained / torch.hub looks."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,23 @@ def test_staged_copy_needs_the_pinned_digest(tmp_path: Path, monkeypatch: pytest
         stage_file(pin, bad)
     with pytest.raises(WeightsError, match="no pinned sha256"):
         stage_file(URLPin(url=pin.url, sha256=None, filename=pin.filename), good)
+
+
+def test_a_staged_copy_cut_short_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    good = tmp_path / "ViT-L-14.pt"
+    good.write_bytes(b"clip weights")
+    pin = URLPin(url="https://example.org/ViT-L-14.pt", sha256=hashlib.sha256(b"clip weights").hexdigest(),
+                 filename="ViT-L-14.pt")
+
+    def disk_full(source: Path, dest: Path) -> None:  # test double: the copy dies half way
+        Path(dest).write_bytes(b"clip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        stage_file(pin, good)
+    assert [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()] == []
 
 
 def test_hf_snapshot_is_laid_out_for_an_offline_main_lookup(tmp_path: Path) -> None:
