@@ -243,6 +243,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
 
 def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_docker import FakeDockerClient
     from toy_recipe import toy_recipe
 
     from pinbench import docker_runtime
@@ -265,6 +266,7 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
 
     monkeypatch.setattr(docker_runtime, "run_in_container", container)
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
-    assert docker_runtime.run_in_docker(recipe, cfg) == 0
+    # The engine test double answers the image look-ups every stage needs before the first one starts.
+    assert docker_runtime.run_in_docker(recipe, cfg, client=FakeDockerClient(), caller=(1000, 1000)) == 0
     assert seen == [True, True, True]  # fetch, generate, score
     assert not (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
