@@ -43,8 +43,11 @@ TRY = textwrap.dedent("""
     from pathlib import Path
     from pinbench.recipe import RunConfig
     from pinbench.rundir import claim_run_dir
-    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])), env={}):
-        pass
+    from pinbench.rundir import TOKEN_ENV
+    token = {TOKEN_ENV: sys.argv[2]} if len(sys.argv) > 2 else {}
+    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])),
+                       env=token) as claim:
+        print("inherited" if claim.inherited else "own")
 """)
 
 
@@ -260,8 +263,10 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
         assert (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
         other = subprocess.run([sys.executable, "-c", TRY, str(cfg.out_dir)], capture_output=True, text=True)
         assert "this run is already running" in other.stderr  # any other process is refused meanwhile
-        with claim_run_dir(cfg, env=kwargs["env"]) as claim:
-            seen.append(claim.inherited)
+        # The container is another process: it gets in only with the token the stage's environment carries.
+        inside = subprocess.run([sys.executable, "-c", TRY, str(cfg.out_dir), kwargs["env"].get(TOKEN_ENV, "")],
+                                capture_output=True, text=True)
+        seen.append(inside.returncode == 0 and inside.stdout.strip() == "inherited")
         return 0
 
     monkeypatch.setattr(docker_runtime, "run_in_container", container)
