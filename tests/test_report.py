@@ -152,6 +152,8 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
     assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &#34;more&#34;" in page2  # Jinja2 escapes " as &#34;
     assert "all 4" in page2  # one failed record costs every metric
+    # Fixed column widths: a long reason no longer squeezes the sample id into one letter per line.
+    assert "table.failures{width:100%;table-layout:fixed}" in page2 and '<table class="failures"><colgroup>' in page2
     assert plt.get_fignums() == []
 
 
