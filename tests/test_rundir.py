@@ -130,6 +130,17 @@ def test_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     _refused(_cfg(tmp_path / "file"), "not a directory")
 
 
+def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) -> None:
+    """A dangling --out symlink or a file named .pinbench-locks: the message names that entry (it said
+    'cannot create the run directory (File exists)' about the run directory)."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert _refused(_cfg(tmp_path / "dangling"), "dangling symlink").startswith(f"{tmp_path / 'dangling'}: ")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_DIR).write_text("")
+    message = _refused(_cfg(tmp_path / "run"), "not a directory")
+    assert message.startswith(f"{tmp_path / 'run' / LOCK_DIR}: exists and is not a directory")
+
+
 def test_a_live_run_refuses_a_second_one_and_names_its_holder(tmp_path: Path, holders: list[Holder]) -> None:
     out = tmp_path / "run"
     holders.append(Holder(out))

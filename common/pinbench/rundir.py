@@ -247,13 +247,16 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
     """Hold ``cfg.out_dir`` for this run (see the module docstring); RunDirError (one line) when it cannot."""
     env = os.environ if env is None else env
     out_dir = Path(cfg.out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise RunDirError(f"{out_dir}: exists and is not a directory; --out names a run directory")
     lock_dir = out_dir / LOCK_DIR
+    for path in (out_dir, lock_dir):  # name the entry that is in the way, not only the run directory
+        if path.is_symlink() and not path.exists():
+            raise RunDirError(f"{path}: a dangling symlink (to {os.readlink(path)}); --out names a run directory")
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path}: exists and is not a directory; --out names a run directory")
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunDirError(f"{out_dir}: cannot create the run directory ({exc.strerror})") from None
+        raise RunDirError(f"{exc.filename or out_dir}: cannot create the run directory ({exc.strerror})") from None
     mine = lock_name(cfg.shard)
     path = lock_dir / f"{mine}.lock"
     with _mutex(lock_dir):
