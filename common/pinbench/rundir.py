@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.files import write_atomic
+from pinbench.files import creation_mode, write_atomic
 from pinbench.recipe import RecipeError
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ def _mutex(lock_dir: Path) -> Iterator[None]:
 def _create_exclusive(path: Path, text: str) -> bool:
     """Write ``path`` with ``text`` only if it does not exist (atomic: a hard link of a finished file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, creation_mode())  # another user's pinbench must be able to read who holds the lock
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
