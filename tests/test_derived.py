@@ -178,7 +178,7 @@ def _directory_posing_as_the_file(run_dir: Path) -> None:
 
 @pytest.mark.parametrize(("tamper", "words"), [
     (lambda d: (d / "derived.jsonl").unlink(), "derived.jsonl: missing"),
-    (_directory_posing_as_the_file, "derived.jsonl: missing"),
+    (_directory_posing_as_the_file, "derived.jsonl: not a file"),
     (lambda d: (d / "derived.jsonl").write_text("{}\n"), "bad derived record"),
     (_nan_value, "non-finite number NaN"),
     (lambda d: _edit_jsonl(d / "derived.jsonl", lambda row: row["members"].append("s9")), "n_members"),

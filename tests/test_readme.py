@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -68,3 +69,16 @@ def test_make_targets_exist(target: str) -> None:
 def test_make_help_is_the_default() -> None:
     out = subprocess.run(["make", "-s", "-C", str(REPO)], capture_output=True, text=True, check=True).stdout
     assert "make recipe-paibench-c CHECKPOINT=Cosmos3-Nano" in out
+
+
+RECIPE_DIRS = sorted(p.name for p in (REPO / "recipes").iterdir() if (p / "recipe.yaml").is_file())
+
+
+@pytest.mark.parametrize("recipe", RECIPE_DIRS)
+def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
+    """The exported README is the recipe's: a version it names must be recipe.yaml's (dynamic-degree said
+    1.0.0 at 1.2.0)."""
+    folder = REPO / "recipes" / recipe
+    version = yaml.safe_load((folder / "recipe.yaml").read_text())["version"]
+    stated = re.findall(r"[Rr]ecipe version \**([0-9][0-9.]*[0-9])", (folder / "README.md").read_text())
+    assert all(v == version for v in stated), (recipe, stated, version)

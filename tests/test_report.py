@@ -127,7 +127,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     page = index.read_text()
     assert index == tmp_path / "r" / "index.html"
     pngs = _assert_pngs(index)
-    assert len([p for p in pngs if "-dist-" in p.name]) == 3  # groups: edge, vis, (no group)
+    assert len([p for p in pngs if "-dist-" in p.name]) == 2  # groups edge, vis; (no group) holds a constant
     assert [p.name for p in pngs if "-deviations" in p.name] == ["s01-deviations.png"]  # one plot, all metrics
     for name in complete["metrics"]:
         assert f"<code>{name}</code>" in page
@@ -152,6 +152,8 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
     assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &#34;more&#34;" in page2  # Jinja2 escapes " as &#34;
     assert "all 4" in page2  # one failed record costs every metric
+    # Fixed column widths: a long reason no longer squeezes the sample id into one letter per line.
+    assert "table.failures{width:100%;table-layout:fixed}" in page2 and '<table class="failures"><colgroup>' in page2
     assert plt.get_fignums() == []
 
 
@@ -300,8 +302,8 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
 
 def _stats_row(page: str, metric: str) -> list[str]:
     """The cells of the distribution stats row of ``metric`` (n, mean, median, min, max)."""
-    match = re.search(rf'<tr><td><code>{re.escape(metric)}</code></td>((?:<td class="num">[^<]*</td>\s*)+)</tr>',
-                      page)
+    match = re.search(rf'<tr><td><code>{re.escape(metric)}</code>(?: <span[^>]*>[^<]*</span>)?</td>'
+                      r'((?:<td class="num">[^<]*</td>\s*)+)</tr>', page)
     assert match, metric
     return re.findall(r'<td class="num">([^<]*)</td>', match.group(1))
 
@@ -316,6 +318,33 @@ def test_distributions_use_each_metrics_own_cohort(tmp_path: Path) -> None:
     assert _stats_row(page, "t2v/clip") == ["3", "1", "1", "0", "2"]
     assert _stats_row(page, "i2v/clip") == ["4", "4.5", "4.5", "3", "6"]
     assert "(n=7)" not in page
+
+
+def test_a_single_value_or_equal_values_are_tabled_not_drawn(tmp_path: Path) -> None:
+    """A histogram of one value, or of values all equal, is one bar: such a metric is listed, not plotted."""
+    records = _records(5)
+    metrics = [*METRICS, Spec("one/f1", key="edge/canny_f1", sample_ids=["s002"])]
+    card = _card(records, 5, metrics=metrics)
+    page = write_report([card], tmp_path, samples={0: records}).read_text()
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["s01-dist-01-edge.png", "s01-dist-02-vis.png"]
+    assert _stats_row(page, "overall") == ["5", "0.5", "0.5", "0.5", "0.5"]
+    assert "<code>overall</code> <span class=\"small muted\">not plotted: all 5 equal</span>" in page
+    assert "<code>one/f1</code> <span class=\"small muted\">not plotted: one value</span>" in page
+    assert _stats_row(page, "one/f1")[0] == "1" and "<code>edge/canny_f1</code></td>" in page  # drawn: no note
+
+
+def test_a_not_applicable_interval_is_n_a_in_its_row_and_its_reason_is_said_once(tmp_path: Path) -> None:
+    """An n/a reason is a sentence: in every row it pushed the status column off the page (1724 px wide at
+    1280), so the row says n/a (the reason on hover) and each distinct reason is listed once under the table."""
+    records = _records(4)
+    card = _card(records, 4, metrics=[Spec("edge/canny_f1"), *(Spec(f"suite{k}", aggregation="none", key="overall",
+                                                                   sample_ids=["s000"]) for k in (1, 2))])
+    page = write_report([card], tmp_path).read_text()
+    reason = "aggregation none: a single suite-level value, no sampling unit to resample"
+    assert f'<td class="nowrap" title="{reason}">n/a</td>' in _row(page, "suite1")
+    assert page.count(reason) == 3  # two rows' hover text, one line under the table
+    assert f"n/a intervals: {reason} (2 metrics)." in page
+    assert re.search(r'<td class="nowrap" title="[^"]*">\[[^]]+\]</td>', _row(page, "edge/canny_f1"))
 
 
 def test_all_metrics_share_one_deviation_plot(tmp_path: Path) -> None:

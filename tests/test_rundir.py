@@ -43,8 +43,11 @@ TRY = textwrap.dedent("""
     from pathlib import Path
     from pinbench.recipe import RunConfig
     from pinbench.rundir import claim_run_dir
-    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])), env={}):
-        pass
+    from pinbench.rundir import TOKEN_ENV
+    token = {TOKEN_ENV: sys.argv[2]} if len(sys.argv) > 2 else {}
+    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])),
+                       env=token) as claim:
+        print("inherited" if claim.inherited else "own")
 """)
 
 
@@ -125,6 +128,17 @@ def test_an_unreadable_identity_is_never_overwritten(tmp_path: Path, content: st
 def test_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     _refused(_cfg(tmp_path / "file"), "not a directory")
+
+
+def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) -> None:
+    """A dangling --out symlink or a file named .pinbench-locks: the message names that entry (it said
+    'cannot create the run directory (File exists)' about the run directory)."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert _refused(_cfg(tmp_path / "dangling"), "dangling symlink").startswith(f"{tmp_path / 'dangling'}: ")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_DIR).write_text("")
+    message = _refused(_cfg(tmp_path / "run"), "not a directory")
+    assert message.startswith(f"{tmp_path / 'run' / LOCK_DIR}: exists and is not a directory")
 
 
 def test_a_live_run_refuses_a_second_one_and_names_its_holder(tmp_path: Path, holders: list[Holder]) -> None:
@@ -243,6 +257,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str]:
 
 def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_docker import FakeDockerClient
     from toy_recipe import toy_recipe
 
     from pinbench import docker_runtime
@@ -259,14 +274,15 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
         assert (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
         other = subprocess.run([sys.executable, "-c", TRY, str(cfg.out_dir)], capture_output=True, text=True)
         assert "this run is already running" in other.stderr  # any other process is refused meanwhile
-        with claim_run_dir(cfg, env=kwargs["env"]) as claim:
-            seen.append(claim.inherited)
+        # The container is another process: it gets in only with the token the stage's environment carries.
+        inside = subprocess.run([sys.executable, "-c", TRY, str(cfg.out_dir), kwargs["env"].get(TOKEN_ENV, "")],
+                                capture_output=True, text=True)
+        seen.append(inside.returncode == 0 and inside.stdout.strip() == "inherited")
         return 0
-
-    from fake_docker import FakeDockerClient
 
     monkeypatch.setattr(docker_runtime, "run_in_container", container)
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    # The engine test double answers the image look-ups every stage needs before the first one starts.
     assert docker_runtime.run_in_docker(recipe, cfg, client=FakeDockerClient(), caller=(1000, 1000),
                                         log=lambda line: None) == 0
     assert seen == [True, True, True]  # fetch, generate, score

@@ -101,6 +101,24 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
     assert last_submission(tmp_path).job_ids == ["7"]
 
 
+@pytest.mark.parametrize(("option", "value"), [("--poll", "nan"), ("--poll", "inf"), ("--poll", "0"),
+                                                ("--timeout", "nan"), ("--timeout", "-1")])
+def test_wait_refuses_a_poll_or_timeout_that_is_not_a_finite_number_of_seconds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str) -> None:
+    """Before: time.sleep(nan) failed after the first look, sleep(inf) raised a traceback, a NaN deadline never
+    came; now one line naming the option, before Slurm is asked anything."""
+    from pinbench import cli
+
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=2, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 2"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["status", str(tmp_path), "--wait", option, value])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and err.startswith(f"error: {option} ") and "\n" not in err, err
+
+
 def test_not_a_run_directory_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a run directory"):
         run_status(tmp_path / "nope", ask_slurm=False)

@@ -22,6 +22,7 @@ every unsharded run. It reads JSON and YAML only: no torch, no plotting.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -124,8 +125,13 @@ def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: Ch
         result.problems.append(f"{run_dir / SCORECARD}: {block}.path {name!r} is not a file inside the run directory")
         return None
     path = run_dir / relative
+    if path.is_symlink():  # the records must travel with the directory, not point into another run
+        result.problems.append(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
+                               "per-sample records")
+        return None
     if not path.is_file():
-        result.problems.append(f"{path}: missing (the scorecard names it as its {what} records)")
+        state = "not a file" if path.exists() else "missing"
+        result.problems.append(f"{path}: {state} (the scorecard names it as its {what} records)")
         return None
     return path
 
@@ -175,12 +181,11 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
         return
     s = card["samples"]
     n_ok = sum(r.ok for r in records)
-    found = {"records": len(records), "n_ok": n_ok, "n_failed": len(records) - n_ok}
-    claimed = {"records": s["n_expected"] - s["n_missing"], "n_ok": s["n_ok"], "n_failed": s["n_failed"]}
-    for key in found:
-        if found[key] != claimed[key]:
-            problems.append(f"{path}: {found[key]} {key.removeprefix('n_')} records, the scorecard counts "
-                            f"{claimed[key]}")
+    found = {"": len(records), "ok ": n_ok, "failed ": len(records) - n_ok}
+    claimed = {"": s["n_expected"] - s["n_missing"], "ok ": s["n_ok"], "failed ": s["n_failed"]}
+    for kind in found:
+        if found[kind] != claimed[kind]:
+            problems.append(f"{path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
     by_id = {r.sample_id: r for r in [*records, *derived]}
     for name, m in card["metrics"].items():
         for failure in m["failed"]:

@@ -43,6 +43,17 @@ def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
         raise error(path, f"unreadable: {exc.strerror}") from None
 
 
+def creation_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the umask.
+
+    Why: ``mkstemp`` creates its file 0o600, so every atomically written scorecard, report and reference
+    was readable by its owner only, hidden from a colleague (or a CI artifact server) on a shared file system.
+    """
+    mask = os.umask(0o022)  # the only portable way to read the umask is to set it; put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextmanager
 def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed over ``path`` (after fsync) when the block succeeds.
@@ -53,7 +64,10 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{suffix}")
-    os.close(fd)
+    try:
+        os.fchmod(fd, creation_mode())
+    finally:
+        os.close(fd)
     tmp = Path(name)
     try:
         yield tmp

@@ -231,15 +231,38 @@ def _interval_note(interval: Mapping[str, Any] | None) -> str:
     return "; ".join(parts + ([interval["note"]] if interval.get("note") else []))
 
 
+def _interval_cell(interval: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(cell, hover text): ``[low, high]`` with its method, or ``n/a`` with the reason.
+
+    The reason is a sentence; in the cell it would widen the table past the page (or, wrapped, make every
+    row many lines tall), so the table says ``n/a`` and lists each distinct reason once below it.
+    """
+    if has_interval(interval):
+        return describe(interval), _interval_note(interval)
+    return "n/a", describe(interval).removeprefix("n/a (").removesuffix(")")
+
+
+def _na_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each distinct reason for an n/a interval, with how many metrics it applies to, in table order."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("na_reason"):
+            counts[row["na_reason"]] = counts.get(row["na_reason"], 0) + 1
+    return [f"{reason} ({n} metric{'s' if n > 1 else ''})" for reason, n in counts.items()]
+
+
 def _row_view(row: Row) -> dict[str, Any]:
     counts = "not in scorecard" if row.n_scored is None else f"{row.n_scored} / {row.n_expected}"
     lost = ", ".join(f"{n} {what}" for n, what in ((row.n_failed, "failed"), (row.n_missing, "missing")) if n)
-    interval = "—" if row.n_scored is None else describe(row.interval)
+    interval, note, na_reason = "—", "", ""
+    if row.n_scored is not None:
+        interval, note = _interval_cell(row.interval)
+        na_reason = note if interval == "n/a" else ""
     direction = (row.ref.direction if row.ref else None) or row.direction
     primary = row.primary or (row.ref is not None and row.ref.primary)
     view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "measured": row.measured,
                             "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
-                            "interval_note": _interval_note(row.interval), "aggregation": row.aggregation or "—",
+                            "interval_note": note, "na_reason": na_reason, "aggregation": row.aggregation or "—",
                             "counts": counts, "lost": lost, "has_ref": row.ref is not None, "status": row.status}
     if row.ref is None or row.checked is None:
         return view
@@ -328,7 +351,12 @@ def _deviation_figure(sec: _Section, rows: Sequence[Row], figs: _Figures) -> dic
 
 
 def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[list[dict[str, Any]], list[str]]:
-    """One small-multiples figure per metric group, each metric over its own samples only."""
+    """One small-multiples figure per metric group, each metric over its own samples only.
+
+    A metric whose values are all one number (a single sample, or every sample equal) is listed in the
+    group's table but not drawn: its histogram would be one bar saying what the table says. A group with
+    nothing to draw gets its table alone.
+    """
     from pinbench.report_plots import Distribution, plot_distributions
 
     assert sec.samples is not None
@@ -346,6 +374,13 @@ def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[
     for g, (group, members) in enumerate(groups.items()):
         panels, stats = [], []
         for name, values in members:
+            spread = bool(values.max() > values.min())
+            stats.append({"name": name, "n": values.size, "mean": float(values.mean()),
+                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max()),
+                          "not_plotted": "" if spread else
+                          "not plotted: one value" if values.size == 1 else f"not plotted: all {values.size} equal"})
+            if not spread:
+                continue
             row = by_name[name]
             ref = row.ref
             panels.append(Distribution(
@@ -353,13 +388,14 @@ def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[
                 interval=(row.interval["low"], row.interval["high"]) if has_interval(row.interval) else None,
                 reference=ref.value if ref else None,
                 band=(ref.value - row.bound, ref.value + row.bound) if ref else None))
-            stats.append({"name": name, "n": values.size, "mean": float(values.mean()),
-                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max())})
-        path = figs.path(f"{sec.anchor}-dist-{g + 1:02d}-{_slug(group or 'metrics')}.png")
-        plot_distributions(panels, path)
-        caption = ("Each metric over exactly the samples it was computed from. Dashed: the scorecard value, "
-                   "grey: its 95% interval; blue: reference and tolerance band.")
-        out.append({"figure": figs.view(path, group or "(no group)", caption), "stats": stats})
+        figure = None
+        if panels:
+            path = figs.path(f"{sec.anchor}-dist-{g + 1:02d}-{_slug(group or 'metrics')}.png")
+            plot_distributions(panels, path)
+            caption = ("Each metric over exactly the samples it was computed from. Dashed: the scorecard value, "
+                       "grey: its 95% interval; blue: reference and tolerance band.")
+            figure = figs.view(path, group or "(no group)", caption)
+        out.append({"title": group or "(no group)", "figure": figure, "stats": stats})
     return out, empty
 
 
@@ -448,10 +484,12 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
                     "samples file": samples["path"]},
         "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "na_reasons": [],
         "failures": failures, "unnamed": unnamed, "prov": _provenance(card["provenance"]),
         "details": {key: scrub(card[key]) for key in ("config", "timings", "extra") if card.get(key)},
         "distributions": None, "no_values": [],
     }
+    view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
         view.update(exit_code=checked.exit_code, problems=checked.problems,
                     reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
@@ -477,8 +515,9 @@ def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, An
     for r in result.metrics:
         d = r.difference
         interval = (d.low, d.high) if has_interval(d.interval) else None
+        cell, note = _interval_cell(d.interval)
         rows.append({"name": r.name, "primary": r.primary, "a": d.value_a, "b": d.value_b, "difference": d.difference,
-                     "interval": describe(d.interval), "direction": r.direction, "verdict": r.verdict,
+                     "interval": cell, "interval_note": note, "direction": r.direction, "verdict": r.verdict,
                      "reason": r.reason, "matched": f"{r.n_matched}/{r.n_cohort}"})
         if math.isfinite(d.difference):
             text = f"{d.difference:+.4g} " + (f"[{d.low:+.4g}, {d.high:+.4g}]" if interval else "(no interval)")

@@ -4,7 +4,8 @@
   (measured - reference) / tolerance, so the tolerance band is always [-1, 1]; the bar is the run's 95%
   interval on the same scale, the grey band the reference's own interval. Failures are drawn first (top).
 * ``plot_distributions``: one figure per metric group, a small histogram per metric over exactly the
-  samples the metric was computed from, with the aggregate, its interval and the reference band.
+  samples the metric was computed from, with the aggregate, its interval and the reference band (only
+  metrics whose values differ: one bar would say nothing the report's table does not).
 * ``plot_differences``: one row per metric of ``pinbench compare``: B - A with its paired interval, each row
   scaled to its own interval and oriented so that right is better; the numbers are printed beside it.
 
@@ -112,19 +113,19 @@ class Distribution:
 
 
 def plot_distributions(panels: Sequence[Distribution], path: Path, columns: int = 3) -> None:
-    """Small multiples: a histogram and strip of each metric's values, aggregate and reference marked."""
+    """Small multiples: a histogram of each metric's values, aggregate and reference marked.
+
+    Every panel holds at least two distinct values (the report lists a single value in its table instead).
+    """
+    flat = [panel.title for panel in panels if not panel.values.size or panel.values.min() == panel.values.max()]
+    if flat:
+        raise ValueError(f"plot_distributions: {flat[0]!r} has no spread to draw (one value or all equal)")
     rows = math.ceil(len(panels) / columns)
     fig = Figure(figsize=(2.6 * min(columns, len(panels)), 1.9 * rows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, min(columns, len(panels)), squeeze=False).ravel())
     for ax, panel in zip(axes, panels, strict=False):
         values = panel.values
-        span = float(values.max() - values.min()) if values.size else 0.0
-        if span == 0:  # all equal: one bar of a visible width, instead of matplotlib's 1e-9 bins
-            width = max(abs(float(values[0])) * 0.01, 1e-6) if values.size else 1.0
-            ax.hist(values, bins=1, range=(float(values[0]) - width, float(values[0]) + width), color="#8c959f")
-        else:
-            ax.hist(values, bins=min(30, max(4, math.ceil(math.sqrt(values.size)))), color="#8c959f",
-                    edgecolor="white")
+        ax.hist(values, bins=min(30, max(4, math.ceil(math.sqrt(values.size)))), color="#8c959f", edgecolor="white")
         if panel.band is not None:
             ax.axvspan(*panel.band, color=BAND, alpha=0.15, lw=0)
         if panel.reference is not None:

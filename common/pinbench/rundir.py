@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.files import write_atomic
+from pinbench.files import creation_mode, write_atomic
 from pinbench.recipe import RecipeError
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ def _mutex(lock_dir: Path) -> Iterator[None]:
 def _create_exclusive(path: Path, text: str) -> bool:
     """Write ``path`` with ``text`` only if it does not exist (atomic: a hard link of a finished file)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, creation_mode())  # another user's pinbench must be able to read who holds the lock
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -247,13 +248,16 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
     """Hold ``cfg.out_dir`` for this run (see the module docstring); RunDirError (one line) when it cannot."""
     env = os.environ if env is None else env
     out_dir = Path(cfg.out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise RunDirError(f"{out_dir}: exists and is not a directory; --out names a run directory")
     lock_dir = out_dir / LOCK_DIR
+    for path in (out_dir, lock_dir):  # name the entry that is in the way, not only the run directory
+        if path.is_symlink() and not path.exists():
+            raise RunDirError(f"{path}: a dangling symlink (to {os.readlink(path)}); --out names a run directory")
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path}: exists and is not a directory; --out names a run directory")
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunDirError(f"{out_dir}: cannot create the run directory ({exc.strerror})") from None
+        raise RunDirError(f"{exc.filename or out_dir}: cannot create the run directory ({exc.strerror})") from None
     mine = lock_name(cfg.shard)
     path = lock_dir / f"{mine}.lock"
     with _mutex(lock_dir):

@@ -11,6 +11,7 @@ reachable, each array task's and each job's Slurm state is shown next to its sam
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,6 +217,11 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
     code is otherwise the last phase's (the finish job's, the same codes as ``pinbench run``) when Slurm
     still knows it; otherwise 0 for a complete scorecard written after the submission, else 2.
     """
+    if not (isinstance(poll_s, (int, float)) and math.isfinite(poll_s) and poll_s > 0):
+        raise ValueError(f"--poll {poll_s}: seconds between looks must be a finite number above 0")
+    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
+                                      and timeout_s >= 0):
+        raise ValueError(f"--timeout {timeout_s}: seconds must be a finite number, 0 or more")
     if last_submission(Path(out_dir)) is None:
         raise ValueError(f"{out_dir}: nothing submitted (no {Path(out_dir) / 'slurm' / 'submissions.jsonl'})")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pinbench.files import sha256_file
+from pinbench.files import sha256_file, write_atomic
 from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, NonFiniteScore, check_scores
 
@@ -354,7 +354,4 @@ def write_score_dir(dest: Path | str, data: CameraBenchData, outputs: Script1Out
 
 
 def _write(path: Path, metadata: Mapping[str, Any], rows_key: str, rows: list[dict[str, Any]]) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"metadata": metadata, rows_key: rows}, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps({"metadata": metadata, rows_key: rows}, indent=2, allow_nan=False) + "\n")

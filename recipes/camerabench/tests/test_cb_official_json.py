@@ -221,6 +221,17 @@ def test_rewriting_keeps_one_caption_file(fx, tmp_path: Path) -> None:
     assert read_score_dir(tmp_path / "out", data).caption == outputs.caption
 
 
+def test_files_are_written_through_unique_temporary_names(fx, tmp_path: Path) -> None:
+    """A leftover (or a folder) at the old fixed temporary name '.<name>.tmp' no longer blocks the write."""
+    data, scores = fx
+    name = "caption_results_m_20260101_000000.json"
+    (tmp_path / "out" / f".{name}.tmp").mkdir(parents=True)
+    write_score_dir(tmp_path / "out", data, read_score_dir(scores, data), model_name="m", checkpoint=None,
+                    timestamp=datetime(2026, 1, 1), video_dir="v")
+    assert (tmp_path / "out" / name).is_file()
+    assert [p.name for p in (tmp_path / "out").glob(".*")] == [f".{name}.tmp"]  # untouched, nothing else left
+
+
 def test_an_empty_outputs_object_writes_error_rows_for_everything(fx, tmp_path: Path) -> None:
     data, _ = fx
     write_score_dir(tmp_path / "out", data, Script1Outputs(), model_name="m", checkpoint=None,

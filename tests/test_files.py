@@ -1,0 +1,44 @@
+"""pinbench.files: atomic writes leave files as readable as any new file, and no temporary behind."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pinbench.files import atomic_path, write_atomic
+from pinbench.recipe import RunConfig
+from pinbench.rundir import LOCK_DIR, claim_run_dir
+
+
+@pytest.fixture
+def umask() -> Iterator[int]:
+    old = os.umask(0o022)
+    yield 0o022
+    os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_an_atomic_write_gets_the_mode_of_a_new_file_not_0600(tmp_path: Path, umask: int) -> None:
+    """mkstemp made every scorecard, report and reference 0600: unreadable by a colleague sharing the runs."""
+    written = write_atomic(tmp_path / "scorecard.json", "{}")
+    (tmp_path / "plain.json").write_text("{}")
+    assert _mode(written) == _mode(tmp_path / "plain.json") == 0o644
+    with atomic_path(tmp_path / "clip.mp4", suffix=".mp4") as tmp:
+        tmp.write_bytes(b"x")
+    assert _mode(tmp_path / "clip.mp4") == 0o644
+    os.umask(0o077)
+    assert _mode(write_atomic(tmp_path / "private.json", "{}")) == 0o600  # a stricter umask is honoured
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4", "plain.json", "private.json", "scorecard.json"]
+
+
+def test_a_run_lock_is_readable_by_other_users(tmp_path: Path, umask: int) -> None:
+    cfg = RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=tmp_path / "run", limit=3)
+    with claim_run_dir(cfg, env={}) as claim:
+        assert _mode(claim.lock) == 0o644 and claim.lock.parent.name == LOCK_DIR
