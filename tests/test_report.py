@@ -340,7 +340,7 @@ def test_a_not_applicable_interval_is_n_a_in_its_row_and_its_reason_is_said_once
     card = _card(records, 4, metrics=[Spec("edge/canny_f1"), *(Spec(f"suite{k}", aggregation="none", key="overall",
                                                                    sample_ids=["s000"]) for k in (1, 2))])
     page = write_report([card], tmp_path).read_text()
-    reason = "aggregation none: a single suite-level value, no sampling unit to resample"
+    from pinbench.uncertainty import NONE_REASON as reason
     assert f'<td class="nowrap" title="{reason}">n/a</td>' in _row(page, "suite1")
     assert page.count(reason) == 3  # two rows' hover text, one line under the table
     assert f"n/a intervals: {reason} (2 metrics)." in page
