@@ -135,6 +135,8 @@ def test_shards_starting_together_write_the_fixture_data_once(tmp_path: Path, mo
     for thread in threads:
         thread.join()
     assert len(built) == 2 and built[0] == built[1]
-    assert len(written) == len(set(written)) == 2 * len(fixture.CONTINUATIONS) + 3   # GT + rollout each, 3 mirrors
+    scenes = len(fixture.CONTINUATIONS) + len(fixture.SECOND_SCENES)
+    rollouts = sum(len(videos) for _, _, videos in fixture.MIRRORS)
+    assert len(written) == len(set(written)) == 2 * scenes + rollouts   # GT + rollout per scene, the mirrors
     stamps = {p: p.stat().st_mtime_ns for p in written}
     assert fixture.build_fixture(root) == built[0] and {p: p.stat().st_mtime_ns for p in written} == stamps
