@@ -136,6 +136,7 @@ def test_shards_starting_together_write_the_fixture_data_once(tmp_path: Path, mo
         thread.join()
     assert len(built) == 2 and built[0] == built[1]
     scenes = len(fixture.CONTINUATIONS) + len(fixture.SECOND_SCENES)
-    assert len(written) == len(set(written)) == 2 * scenes + 3   # GT + rollout each, 3 mirrors
+    rollouts = sum(len(videos) for _, _, videos in fixture.MIRRORS)
+    assert len(written) == len(set(written)) == 2 * scenes + rollouts   # GT + rollout per scene, the mirrors
     stamps = {p: p.stat().st_mtime_ns for p in written}
     assert fixture.build_fixture(root) == built[0] and {p: p.stat().st_mtime_ns for p in written} == stamps
