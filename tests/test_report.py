@@ -98,7 +98,8 @@ def _reference(card: dict, shift: float = 0.0) -> dict:
 
 def _row(page: str, metric: str) -> str:
     """The HTML of the scorecard table row for ``metric``."""
-    match = re.search(rf"<tr><td class=\"nowrap\"><code>{re.escape(metric)}( ★)?</code>.*?</tr>", page, re.S)
+    page = page.replace("<wbr>", "")  # metric names may wrap after each "/"
+    match = re.search(rf"<tr><td class=\"metric\"><code>{re.escape(metric)}( ★)?</code>.*?</tr>", page, re.S)
     assert match, metric
     return match.group(0)
 
@@ -137,7 +138,8 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert ">PASS</span>" in _row(page, "edge/depth_si_rmse")
     assert "↓ median" in _row(page, "edge/depth_si_rmse")
     assert "★" in _row(page, "edge/canny_f1")
-    assert page.index("<code>edge/canny_f1 ★</code>") < page.index("<code>edge/depth_si_rmse</code>")  # FAIL first
+    first, second = "<code>edge/<wbr>canny_f1 ★</code>", "<code>edge/<wbr>depth_si_rmse</code>"
+    assert page.index(first) < page.index(second)  # FAIL first
     assert re.search(r"<td class=\"nowrap\"[^>]*>\[0\.4\d+, 0\.4\d+\]</td>", _row(page, "edge/canny_f1"))
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
@@ -200,7 +202,8 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card["metrics"].items():
-        assert re.search(rf"<code>{name}</code>.*?</td><td class=\"num\">{m['value']:.6g}</td>", page, re.S)
+        assert re.search(rf"<code>{name}</code>.*?</td><td class=\"num\">{m['value']:.6g}</td>",
+                         page.replace("<wbr>", ""), re.S)
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -426,3 +429,12 @@ def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:
     card["provenance"]["container"]["base_image"].update(differs_from_pinned=True, others={"BUILD_BASE": builder})
     page = write_report([card], tmp_path / "builder").read_text()
     assert "SWAPPED" in page and "builder base BUILD_BASE <code>mirror.lab/cuda:12.8</code> differs" in page
+
+
+def test_a_metric_name_may_wrap_after_a_slash_only(tmp_path: Path) -> None:
+    """MIND's metric names (1st_data/action_space_test/action_rpe_rot_median_deg) pushed the table 80 px past a
+    1280 px window; a name now breaks after a '/', never inside a word, and its text is unchanged."""
+    card = _card(_records(3), 3, metrics=[Spec("1st_data/action_space_test/a<b>", key="overall")])
+    page = write_report([card], tmp_path).read_text()
+    assert "<code>1st_data/<wbr>action_space_test/<wbr>a&lt;b&gt;</code>" in page  # still escaped
+    assert "table.scores td.metric code{word-break:normal}" in page

@@ -4,12 +4,13 @@ Why: fixture runs are compared with references and cached by SHA-256, so an enco
 different bytes for the same frames moves per-sample values and defeats the caches (issue 10.8 saw
 libx264 differ in up to 33 of 150 encodes on the development machine). This script encodes every
 fixture video of every recipe with the same call the fixture uses (``pinbench.video.write_video``,
-same codec, CRF and frames), ``--runs`` times, spread over ``--processes`` fresh Python processes
+same codec, CRF and frames; MIND's are recorded from its own ``build_fixture``; CameraBench's fixture
+writes none), ``--runs`` times, spread over ``--processes`` fresh Python processes
 (a fresh process has a fresh heap, so a dependence on uninitialised memory would show), and counts
 the distinct byte digests and decoded-pixel digests per video. Exit status 1 if any video has more
 than one of either.
 
-    .venv/bin/python tools/encode_determinism.py --runs 100 --processes 10
+    .venv/bin/python tools/encode_determinism.py --runs 100 --processes 10 [--only mind/]
 """
 
 from __future__ import annotations
@@ -61,8 +62,29 @@ def _paibench_c() -> Iterator[EncodeJob]:
                lambda dest, f=frames: write_video(dest, f, fixture.FPS, codec=fixture.FIXTURE_CODEC))
 
 
+def _mind() -> Iterator[EncodeJob]:
+    """Every video mind's ``build_fixture`` writes, with the very frames it passes: recorded from one build."""
+    from unittest import mock
+
+    from pinbench.video import write_video
+    from pinbench_recipes.mind import fixture
+
+    calls = []
+
+    def record(path: Path, frames: np.ndarray, fps: float, **kwargs: object) -> Path:
+        calls.append((Path(path), np.asarray(frames), fps, kwargs))
+        return Path(path)
+
+    with tempfile.TemporaryDirectory(prefix="encode-determinism-mind-") as tmp, \
+            mock.patch.object(fixture, "write_video", record):
+        fixture.build_fixture(Path(tmp))
+        names = [path.relative_to(tmp).as_posix() for path, _, _, _ in calls]
+    for name, (_, frames, fps, kwargs) in zip(names, calls, strict=True):
+        yield f"mind/{name}", lambda dest, f=frames, r=fps, k=kwargs: write_video(dest, f, r, **k)
+
+
 def _jobs() -> list[EncodeJob]:
-    return [*_dynamic_degree(), *_remembench(), *_paibench_c()]
+    return [*_dynamic_degree(), *_remembench(), *_paibench_c(), *_mind()]
 
 
 def _pixels_digest(path: Path) -> str:
@@ -71,10 +93,10 @@ def _pixels_digest(path: Path) -> str:
     return hashlib.sha256(read_video(path, backend="pyav").frames.tobytes()).hexdigest()
 
 
-def worker(runs: int) -> list[dict[str, str]]:
-    """``runs`` encodes of every fixture video in this process: one row per encode."""
+def worker(runs: int, only: str = "") -> list[dict[str, str]]:
+    """``runs`` encodes of every fixture video (whose name starts with ``only``) in this process."""
     rows = []
-    jobs = _jobs()
+    jobs = [(name, encode) for name, encode in _jobs() if name.startswith(only)]
     with tempfile.TemporaryDirectory(prefix="encode-determinism-") as tmp:
         for run in range(runs):
             for name, encode in jobs:
@@ -89,31 +111,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=100, help="encodes of each video in total")
     parser.add_argument("--processes", type=int, default=10, help="fresh processes the runs are spread over")
+    parser.add_argument("--only", default="", help="only the videos whose name starts with this (e.g. mind/)")
     parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        json.dump(worker(args.worker), sys.stdout)
+        json.dump(worker(args.worker, args.only), sys.stdout)
         return 0
     if args.runs < 1 or not 1 <= args.processes <= args.runs:
         parser.error("need --runs >= 1 and 1 <= --processes <= --runs")
     shares = [args.runs // args.processes + (i < args.runs % args.processes) for i in range(args.processes)]
     rows: list[dict[str, str]] = []
     for share in shares:  # one after the other: the measurement is about the encoder, not about load
-        done = subprocess.run([sys.executable, __file__, "--worker", str(share)], check=True,
+        done = subprocess.run([sys.executable, __file__, "--worker", str(share), "--only", args.only], check=True,
                               capture_output=True, text=True)
         rows += json.loads(done.stdout)
     by_video: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: {"bytes": Counter(), "pixels": Counter()})
     for row in rows:
         by_video[row["video"]]["bytes"][row["bytes"]] += 1
         by_video[row["video"]]["pixels"][row["pixels"]] += 1
+    if not rows:
+        parser.error(f"no fixture video's name starts with {args.only!r}")
     print(f"{args.runs} encodes per video in {args.processes} fresh processes "
           f"(python {sys.version.split()[0]}, PyAV {_pyav_version()})")
-    print(f"{'video':40} {'identical bytes':>16} {'identical pixels':>17}")
+    print(f"{'video':64} {'identical bytes':>16} {'identical pixels':>17}")
     differing = 0
     for video, counts in by_video.items():
         top_bytes, top_pixels = counts["bytes"].most_common(1)[0][1], counts["pixels"].most_common(1)[0][1]
         differing += len(counts["bytes"]) > 1 or len(counts["pixels"]) > 1
-        print(f"{video:40} {top_bytes:>9} of {args.runs:<4} {top_pixels:>10} of {args.runs:<4}")
+        print(f"{video:64} {top_bytes:>9} of {args.runs:<4} {top_pixels:>10} of {args.runs:<4}")
     print("all identical" if not differing else f"{differing} video(s) encoded to different results")
     return 1 if differing else 0
 

@@ -541,6 +541,14 @@ def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, An
 # ----------------------------------------------------------------------------------------- page
 
 
+def _breakable(name: str) -> Any:
+    """A metric name that may wrap after each ``/`` (``<wbr>``), never inside a word: MIND's names are wide
+    enough to push the metrics table past the page otherwise. Copying the name copies no extra character."""
+    from markupsafe import Markup, escape
+
+    return Markup("/<wbr>").join(escape(part) for part in str(name).split("/"))
+
+
 def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
@@ -552,6 +560,7 @@ def _environment() -> Any:
     env = Environment(loader=PackageLoader("pinbench", "templates"), autoescape=True, finalize=finalize,
                       undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
+    env.filters["breakable"] = _breakable
     return env
 
 

@@ -472,9 +472,10 @@ def _encode(
                 # One thread, for the encoder and (PyAV passes this count on) the RGB->YUV conversion before
                 # it: with automatic threading libx264 was seen to write different bytes for the same frames,
                 # which breaks byte-for-byte fixtures and caches. Single-threaded, tools/encode_determinism.py
-                # measured every fixture video of every recipe at 100 identical encodes of 100 (10 fresh
-                # processes); fixtures also encode losslessly (libx264 crf 0), so their decoded pixels cannot
-                # depend on the encoder's choices.
+                # measured every fixture video (dynamic-degree, RememBench, PAI-Bench-C, MIND; CameraBench's
+                # fixture has none) at 100 identical encodes of 100 in 10 fresh processes. The libx264
+                # fixtures also encode losslessly (crf 0), so their decoded pixels cannot depend on the
+                # encoder's choices; PAI-Bench-C's writes MPEG-4 Part 2.
                 stream.codec_context.thread_count = 1
                 if codec in _CRF_CODECS:
                     stream.options = {"crf": str(int(crf)), "threads": "1"}
