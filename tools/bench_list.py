@@ -7,7 +7,10 @@ CPU time (user + sys, which a loaded machine inflates less than wall time):
 * ``python -c pass``: the interpreter alone, the floor;
 * ``python -c "import torch"``: what every light command paid when listing recipes imported their code.
 
-Run: ``.venv/bin/python tools/bench_list.py [N]`` (default 10).
+Run: ``.venv/bin/python tools/bench_list.py [N]`` (default 10). It says whether Python may cache bytecode: with
+``PYTHONDONTWRITEBYTECODE`` set (as on the development machine) in a uv-installed venv (uv writes no ``.pyc``)
+that has never written any, every run compiles every imported source, which added 0.08-0.14 s to
+``pinbench list`` here.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def _time(argv: list[str]) -> tuple[float, float]:
 
 
 def main(n: int) -> None:
+    caching = "off (PYTHONDONTWRITEBYTECODE): only .pyc already written are used" if sys.dont_write_bytecode else "on"
+    print(f"python {sys.version.split()[0]}, bytecode cache {caching}")
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     for _ in range(n):
         for name, argv in COMMANDS.items():
