@@ -24,6 +24,7 @@ from pinbench.derived import read_derived
 from pinbench.recipe import get_recipe
 from pinbench.runner import read_merged
 from pinbench.shard_manifest import read_manifests
+from pinbench.status import run_status
 
 pytestmark = pytest.mark.slurm
 PINBENCH = str(Path(sys.executable).parent / "pinbench")
@@ -131,6 +132,12 @@ def test_a_declared_layout_gives_the_plain_runs_scorecard_and_samples(slurm_clus
     logs = sorted(p.name for p in (out / "slurm" / "logs").iterdir())
     assert logs == sorted([f"{phases[0]}-{array}_{i}.log" for i in range(3)] + [f"{phases[1]}-{last}.log"])
     assert "result: PASS (exit 0)" in (out / "slurm" / "logs" / f"{phases[1]}-{last}.log").read_text()
+    if recipe == "paibench-c":  # status counts the generation array's videos, (modality, task) by shard
+        plain_card = json.loads((plain / "scorecard.json").read_text())
+        status = run_status(out, ask_slurm=False)
+        assert status.n_tasks == len(plain_card["extra"]["modalities"]) * plain_card["samples"]["n_expected"]
+        assert status.counts == {"done": status.n_tasks, "failed": 0, "pending": 0}
+        assert all(shard.finished and shard.done for shard in status.shards) and len(status.shards) == 3
 
 
 # --------------------------------------------------------------------------------- what goes wrong

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pinbench import slurm
-from pinbench.runner import Shard, run_samples
+from pinbench.runner import Shard, StageLog, run_samples
 from pinbench.shard_manifest import read_manifests
 from pinbench.status import render, run_status
 from pinbench.submit import Submission, append_submission, last_submission
@@ -206,3 +206,58 @@ def test_a_stage_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Pat
     shards = run_status(tmp_path, ask_slurm=False).shards
     assert shards[0].done == ["s0", "s2", "s6"] and shards[0].failed == [("s4", "ValueError: x=4 is unlucky")]
     assert shards[1].pending == ["s1", "s3", "s5"]
+
+
+# ------------------------------------------------------- a stage recorded outside run_samples (StageLog)
+
+GROUPED = [{"sample_id": f"{m}.t{j}", "m": m, "j": j} for m in ("a", "b") for j in range(3)]
+UNITS = [task["j"] for task in GROUPED]  # a task's samples of every modality belong to one shard
+
+
+def test_a_stage_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) -> None:
+    stage = StageLog(GROUPED, tmp_path / "gen", stage="generate", shard=Shard(0, 2), units=UNITS)
+    assert [t["sample_id"] for t in stage.mine] == ["a.t0", "a.t2", "b.t0", "b.t2"]
+    stage.record("a.t0", {"sha256": "0" * 64})
+    stage.record("a.t2", None, error="generation failed:\n no output")
+    status = run_status(tmp_path, ask_slurm=False)                  # running: two recorded, the rest pending
+    first, second = status.shards
+    assert (first.done, first.failed, first.pending) == (["a.t0"], [("a.t2", "generation failed: no output")],
+                                                         ["b.t0", "b.t2"])
+    assert (first.started, first.finished, second.started, second.pending) == (True, False, False,
+                                                                                ["a.t1", "b.t1"])
+    with pytest.raises(ValueError, match=r"2 sample\(s\) of this shard never recorded \(e.g. 'b.t0'\)"):
+        stage.finish()
+    stage.record("b.t0", {"sha256": "1" * 64}, reused=True)
+    stage.record("b.t2", {"sha256": "2" * 64}, seconds=3.5)
+    summary = stage.finish()
+    assert (summary.n_total, summary.n_done, summary.n_reused, summary.n_failed) == (4, 2, 1, 1)
+    manifest = read_manifests(tmp_path)[0]
+    assert manifest.finished and manifest.summary == {"total": 4, "done": 2, "reused": 1, "failed": 1}
+    assert manifest.units == tuple(UNITS) and manifest.owned(1) == [1, 4]
+
+
+def test_a_stage_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stage = StageLog(GROUPED, tmp_path, stage="generate", shard=Shard(1, 2), units=UNITS)
+    with pytest.raises(ValueError, match="'a.t0' is not one of this shard's tasks"):
+        stage.record("a.t0", {"sha256": "0" * 64})
+    with pytest.raises(ValueError, match="a result or an error, not both or neither"):
+        stage.record("a.t1", {"x": 1}, error="no")
+    with pytest.raises(ValueError, match="a result or an error, not both or neither"):
+        stage.record("a.t1", None)
+    monkeypatch.setenv("HF_TOKEN", "hf_secretsecretsecret")
+    record = stage.record("a.t1", None, error="fetch with hf_secretsecretsecret failed")
+    assert record.error == "fetch with *** failed" and "secret" not in (tmp_path / "samples" / "a.t1.json").read_text()
+    assert stage.record("b.t1", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
+    for units in ([0, 1], [0, 1, 2, 0, 1, -1], [0, 1, 2, 0, 1, True]):
+        with pytest.raises(ValueError, match="units:"):
+            StageLog(GROUPED, tmp_path / "x", stage="generate", units=units)
+
+
+def test_a_manifest_with_a_bad_unit_is_named(tmp_path: Path) -> None:
+    StageLog(GROUPED, tmp_path, stage="generate", shard=Shard(0, 2), units=UNITS)
+    path = tmp_path / "shards" / "0-of-2.json"
+    data = json.loads(path.read_text())
+    data["samples"][3]["unit"] = "3"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"0-of-2.json: unreadable shard manifest .*whole-number 'unit'"):
+        read_manifests(tmp_path)

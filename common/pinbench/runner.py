@@ -51,6 +51,7 @@ __all__ = [
     "RunSummary",
     "SampleRecord",
     "Shard",
+    "StageLog",
     "check_sample_id",
     "clean_result",
     "sample_id_problem",
@@ -495,6 +496,71 @@ def run_samples(
         n_failed=counts["failed"],
         records=final,
     )
+
+
+class StageLog:
+    """The records of a stage whose work runs outside ``run_samples``, in batches the caller launches.
+
+    Why: PAI-Bench-C generates each modality's videos in one external launch per shard, hours long, which
+    ``run_samples`` cannot drive sample by sample; ``pinbench status`` still needs its shards' done / failed /
+    pending counts. Like ``run_samples`` it writes the shard manifest when it starts (every task, with input
+    hashes) and completes it with the counts in ``finish``, and the caller stores each sample's outcome
+    with ``record`` as soon as it is known. A process that dies leaves the manifest unfinished and the
+    samples it had not recorded pending. ``units`` (one per task) makes samples of a unit belong to one
+    shard: shard I of N owns the tasks whose unit is I mod N (default: their positions).
+    """
+
+    def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, stage: str, shard: Shard | None = None,
+                 units: Sequence[int] | None = None, id_key: str = "sample_id") -> None:
+        ids = _task_ids(tasks, id_key)
+        if units is not None and (len(units) != len(tasks) or not all(
+                isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units)):
+            raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
+        self.samples_dir = Path(out_dir) / SAMPLES_DIR
+        self.samples_dir.mkdir(parents=True, exist_ok=True)
+        self._hashes = {sid: _hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)}
+        index, count = (shard.index, shard.count) if shard else (0, 1)
+        keys = units if units is not None else range(len(tasks))
+        self.mine: list[Task] = [task for task, key in zip(tasks, keys, strict=True) if key % count == index]
+        self._mine = {str(task[id_key]) for task in self.mine}
+        self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "stage": stage,
+                          "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now(),
+                          "units": None if units is None else list(units)}
+        write_manifest(**self._manifest)
+        self.records: dict[str, SampleRecord] = {}
+        self._reused: set[str] = set()
+
+    def record(self, sample_id: str, result: Mapping[str, Any] | None, *, error: str | None = None,
+               seconds: float = 0.0, reused: bool = False) -> SampleRecord:
+        """Store one of this shard's samples: ok with ``result``, or failed with ``error`` (exactly one of them)."""
+        if sample_id not in self._mine:
+            raise ValueError(f"sample {sample_id!r} is not one of this shard's tasks")
+        if (result is None) == (error is None):
+            raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
+        task_hash = self._hashes[sample_id]
+        if error is not None:
+            line = " ".join(redact(error).split()) or "failed"  # one line, as run_samples stores errors
+            line = line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
+            record = SampleRecord(sample_id, FAILED, None, line, task_hash, seconds)
+        else:
+            record = _finish(sample_id, task_hash, result, seconds, _is_dict)
+        _store(self.samples_dir, record)
+        self.records[sample_id] = record
+        (self._reused.add if reused and record.ok else self._reused.discard)(sample_id)
+        return record
+
+    def finish(self) -> RunSummary:
+        """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""
+        unrecorded = sorted(self._mine - self.records.keys())
+        if unrecorded:
+            raise ValueError(f"{len(unrecorded)} sample(s) of this shard never recorded (e.g. {unrecorded[0]!r})")
+        failed = sum(not r.ok for r in self.records.values())
+        reused = len(self._reused)
+        done = len(self.records) - failed - reused
+        write_manifest(**self._manifest, summary={"total": len(self.records), "done": done, "reused": reused,
+                                                  "failed": failed})
+        return RunSummary(n_total=len(self.records), n_done=done, n_reused=reused, n_failed=failed,
+                          records=dict(self.records))
 
 
 def _compute(

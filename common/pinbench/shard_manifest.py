@@ -6,6 +6,8 @@ done; this manifest says what was expected. ``run_samples`` writes ``shards/<I>-
 unsharded call writes ``0-of-1``) with the ordered ids and input hashes of *every* task, so one manifest
 of a layout is enough to know every shard's samples (task i belongs to shard i mod N), and who ran it
 (host, pid, Slurm job). A manifest with ``finished: null`` belongs to a process that is running or died.
+A stage whose samples come in groups that one shard owns together (PAI-Bench-C's generation: a task's video
+in every modality) gives each sample its group's ``unit``, and the sample belongs to shard unit mod N.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ShardManifest:
     pid: int
     slurm: dict[str, str]
     path: Path
+    units: tuple[int, ...] | None = None  # per sample, the number whose i mod N names its shard (None: position)
 
     @property
     def samples_dir(self) -> Path:
@@ -51,7 +54,9 @@ class ShardManifest:
     def owned(self, index: int | None = None) -> list[int]:
         """Positions of the tasks that shard ``index`` (default: this manifest's) owns."""
         index = self.index if index is None else index
-        return list(range(index, len(self.sample_ids), self.count))
+        if self.units is None:
+            return list(range(index, len(self.sample_ids), self.count))
+        return [pos for pos, unit in enumerate(self.units) if unit % self.count == index]
 
 
 def manifest_path(out_dir: Path, index: int, count: int) -> Path:
@@ -59,8 +64,13 @@ def manifest_path(out_dir: Path, index: int, count: int) -> Path:
 
 
 def write_manifest(out_dir: Path, index: int, count: int, *, stage: str, sample_ids: Sequence[str],
-                   input_hashes: Sequence[str], started: str, summary: dict[str, int] | None = None) -> Path:
+                   input_hashes: Sequence[str], started: str, summary: dict[str, int] | None = None,
+                   units: Sequence[int] | None = None) -> Path:
     """Write (or, with ``summary``, complete) the manifest of shard ``index`` of ``count``."""
+    samples = [{"sample_id": sid, "input_hash": h} for sid, h in zip(sample_ids, input_hashes, strict=True)]
+    if units is not None:
+        for sample, unit in zip(samples, units, strict=True):
+            sample["unit"] = unit
     data: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
         "shard": f"{index}/{count}",
@@ -71,7 +81,7 @@ def write_manifest(out_dir: Path, index: int, count: int, *, stage: str, sample_
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "slurm": {key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)},
-        "samples": [{"sample_id": sid, "input_hash": h} for sid, h in zip(sample_ids, input_hashes, strict=True)],
+        "samples": samples,
     }
     path = manifest_path(out_dir, index, count)
     write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
@@ -105,11 +115,23 @@ def _parse(path: Path) -> ShardManifest:
         samples = data["samples"]
         ids = tuple(str(s["sample_id"]) for s in samples)
         hashes = tuple(str(s["input_hash"]) for s in samples)
+        units = _units(samples)
         if data.get("manifest_version") != MANIFEST_VERSION or not 0 <= index < count:
             raise ValueError(f"manifest_version {data.get('manifest_version')!r}, shard {data['shard']!r}")
         return ShardManifest(index=index, count=count, stage=str(data["stage"]), sample_ids=ids,
                              input_hashes=hashes, started=str(data["started"]), finished=data.get("finished"),
                              summary=data.get("summary"), host=str(data.get("host", "?")),
-                             pid=int(data.get("pid", 0)), slurm=dict(data.get("slurm") or {}), path=path)
+                             pid=int(data.get("pid", 0)), slurm=dict(data.get("slurm") or {}), path=path,
+                             units=units)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: unreadable shard manifest ({type(exc).__name__}: {exc})") from None
+
+
+def _units(samples: list[dict[str, Any]]) -> tuple[int, ...] | None:
+    """Every sample's ``unit`` (a whole number, 0 or more), or None when no sample has one."""
+    if not any("unit" in s for s in samples):
+        return None
+    units = tuple(s.get("unit") for s in samples)
+    if not all(isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units):
+        raise ValueError("every sample needs a whole-number 'unit' of 0 or more when one has it")
+    return units  # type: ignore[return-value]

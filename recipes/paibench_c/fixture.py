@@ -34,7 +34,7 @@ from pinbench.recipe import RunConfig, RunOutcome, get_recipe
 from pinbench.runner import run_samples
 from pinbench.scorecard import MetricSpec
 from pinbench.video import read_video, write_video
-from pinbench_recipes.paibench_c.generate import collect_videos, pending_rows, vision_path
+from pinbench_recipes.paibench_c.generate import collect_videos, generate_and_record, vision_path
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
     MAX_FRAMES,
@@ -257,14 +257,10 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
     generator = PerturbedCopyGenerator()
     known = {t.task_id for t in all_tasks}  # videos of tasks outside --limit are not strays here
     mine = cfg.shard.select(tasks) if cfg.shard else tasks  # this process's share of the work
-    collected = {}
-    for modality, modality_rows in rows.items():
-        raw = cfg.out_dir / modality / "raw"
-        if not cfg.skip_generation:
-            own_rows = cfg.shard.select(modality_rows) if cfg.shard else modality_rows
-            generator.generate(pending_rows(own_rows, raw, N_FRAMES), raw, cfg.out_dir / modality)
-        collected[modality] = collect_videos(modality_rows, raw, cfg.out_dir / modality / "videos", N_FRAMES,
-                                             known=known)
+    if not cfg.skip_generation:  # this shard's videos, each recorded for `pinbench status`
+        generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, min_frames=N_FRAMES, known=known)
+    collected = {m: collect_videos(modality_rows, cfg.out_dir / m / "raw", cfg.out_dir / m / "videos", N_FRAMES,
+                                   known=known) for m, modality_rows in rows.items()}
     timings["generate"] = time.perf_counter() - start
     if cfg.skip_scoring:
         missing = [f"{m}/{t.task_id}" for m in modalities for t in mine if not collected[m][t.task_id].ok]

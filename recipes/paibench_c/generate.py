@@ -22,12 +22,14 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from pinbench.files import atomic_path, sha256_file, write_atomic
+from pinbench.runner import Shard, StageLog
 from pinbench.video import is_valid_video
 from pinbench.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -169,6 +171,53 @@ def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir:
         _copy_exact(src, dst, src_sha)
         results[name] = Collected(name, src_sha, copied=True)
     return results
+
+
+GENERATION_DIR = "generation"  # the generation stage's records and shard manifests: for `pinbench status`
+
+
+def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
+                        *, shard: Shard | None, min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
+                        known: Collection[str] = ()) -> tuple[list[str], dict[str, dict[str, Collected]]]:
+    """Generate this shard's videos of every modality, then collect and record each one.
+
+    Shard I of N owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
+    modality. Each (modality, task) is a sample ``<modality>.<task>`` of the stage in ``generation/``: ok
+    with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
+    per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
+    ``--limit``), whose videos are not strays. Returns one line per problem and the collected videos of
+    this shard, by modality and task.
+    """
+    tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": dict(row)}
+             for modality, modality_rows in rows.items() for row in modality_rows]
+    units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
+    stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units)
+    problems: list[str] = []
+    collected: dict[str, dict[str, Collected]] = {}
+    for modality, modality_rows in rows.items():
+        own = [task["row"] for task in stage.mine if task["modality"] == modality]
+        raw = out_dir / modality / "raw"
+        todo = pending_rows(own, raw, min_frames, cache=cache)
+        started = time.perf_counter()
+        try:
+            generator.generate(todo, raw, out_dir / modality)
+        except GenerationError as exc:
+            problems.append(f"{modality}: {exc}")
+        seconds = (time.perf_counter() - started) / max(len(todo), 1)
+        collected[modality] = collect_videos(own, raw, out_dir / modality / "videos", min_frames, cache=cache,
+                                             known={row["name"] for row in modality_rows} | set(known))
+        if cache is not None:
+            cache.save()
+        generated = {row["name"] for row in todo}
+        for name, got in collected[modality].items():
+            stage.record(f"{modality}.{name}", {"sha256": got.sha256} if got.ok else None, error=got.error,
+                         seconds=seconds if name in generated else 0.0, reused=name not in generated)
+        failed = [c.task_id for c in collected[modality].values() if not c.ok]
+        if failed:
+            problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
+                            f"{collected[modality][failed[0]].error})")
+    stage.finish()
+    return problems, collected
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,9 @@ from pinbench_recipes.paibench_c.generate import (
     SOURCES_FILE,
     Collected,
     CosmosFrameworkGenerator,
-    GenerationError,
     ValidityCache,
     collect_videos,
-    pending_rows,
+    generate_and_record,
     processor_source,
     record_processor,
 )
@@ -188,21 +187,7 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
     generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
-    problems = []
-    for modality, modality_rows in rows.items():
-        selected = cfg.shard.select(modality_rows) if cfg.shard else modality_rows
-        modality_dir = cfg.out_dir / modality
-        raw = modality_dir / "raw"
-        try:
-            generator.generate(pending_rows(selected, raw, cache=validity), raw, modality_dir)
-        except GenerationError as exc:
-            problems.append(f"{modality}: {exc}")
-        collected = collect_videos(selected, raw, modality_dir / "videos", cache=validity,
-                                   known={r["name"] for r in modality_rows})
-        validity.save()
-        failed = [c.task_id for c in collected.values() if not c.ok]
-        if failed:
-            problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]})")
+    problems, _ = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))

@@ -20,6 +20,7 @@ from pinbench.cache import hf_snapshot_dir
 from pinbench.pins import HFPin
 from pinbench.recipe import RecipeError, RunConfig, get_recipe
 from pinbench.runner import Shard
+from pinbench.status import render, run_status
 from pinbench.userlock import RESOLVED_NOTE, UserLock, user_lock_path
 from pinbench.video import write_video
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
@@ -173,6 +174,39 @@ def test_generation_shards_share_one_out_then_one_run_scores(world: dict) -> Non
     assert card["status"] == "complete" and card["metrics"]["edge/canny_f1_score"]["n_scored"] == N_TASKS
 
 
+def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #13: generation shards record each (modality, task) video, so status has their done/failed/pending."""
+    recipe = get_recipe("paibench-c")
+    out = world["tmp"] / "status"
+
+    def shard(index: int) -> int:
+        cfg = recipe.config("Cosmos3-Nano", out_dir=out, limit=N_TASKS, gpus=1, shard=Shard(index, 2),
+                            skip_scoring=True, options={"native_workers": "1", "modalities": "edge,blur"}, env={})
+        return run_module.run(cfg).exit_code
+
+    monkeypatch.setenv("FAKE_FAIL", "task_0002")
+    assert shard(0) == 1                                          # shard 0 owns task_0000 and task_0002
+    status = run_status(out, ask_slurm=False)
+    assert status.n_tasks == 2 * N_TASKS
+    first, second = status.shards
+    assert sorted(first.done) == ["blur.task_0000", "edge.task_0000"]
+    assert sorted(sid for sid, _ in first.failed) == ["blur.task_0002", "edge.task_0002"]
+    assert all(reason.startswith("generation failed: no output") for _, reason in first.failed)
+    assert (first.finished, second.started, sorted(second.pending)) == (True, False, ["blur.task_0001",
+                                                                                      "edge.task_0001"])
+    text = render(status)
+    assert "6 tasks: 2 done, 2 failed, 2 pending" in text and "edge.task_0002 (shard 0/2): generation failed" in text
+
+    monkeypatch.delenv("FAKE_FAIL")
+    assert shard(1) == 0 and shard(0) == 0
+    status = run_status(out, ask_slurm=False)
+    assert status.counts == {"done": 6, "failed": 0, "pending": 0}
+    summary = json.loads((out / "generation" / "shards" / "0-of-2.json").read_text())["summary"]
+    assert summary == {"total": 4, "done": 2, "reused": 2, "failed": 0}   # task_0000's videos were kept
+    record = json.loads((out / "generation" / "samples" / "edge.task_0001.json").read_text())
+    assert record["result"] == {"sha256": _sha(out / "edge" / "videos" / "task_0001.mp4")}
+
+
 def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_EVAL_DROP", "task_0001")
     outcome = run_module.run(_cfg(world, "dropped", modalities="edge", native="off"))
@@ -188,7 +222,8 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
-    assert any("1 task(s) without a valid video (e.g. task_0002)" in p for p in card["extra"]["problems"])
+    assert any("1 task(s) without a valid video (e.g. task_0002: generation failed: no output" in p
+               for p in card["extra"]["problems"])
     record = json.loads((world["tmp"] / "genfail" / "samples" / "task_0002.json").read_text())
     assert record["result"]["errors"]["edge"].startswith("generation failed: no output")
 
