@@ -340,8 +340,13 @@ def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
 
 def _error_line(exc: BaseException) -> str:
     """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
-    message = " ".join(redact(str(exc)).split())
-    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    message = str(exc)
+    return _one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
+
+
+def _one_line(text: str) -> str:
+    """``text`` with secrets redacted, whitespace runs (newlines too) as one space, cut to the stored length."""
+    text = " ".join(redact(text).split())
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
 
@@ -539,9 +544,7 @@ class StageLog:
             raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
         task_hash = self._hashes[sample_id]
         if error is not None:
-            line = " ".join(redact(error).split()) or "failed"  # one line, as run_samples stores errors
-            line = line if len(line) <= _MAX_ERROR_CHARS else line[: _MAX_ERROR_CHARS - 3] + "..."
-            record = SampleRecord(sample_id, FAILED, None, line, task_hash, seconds)
+            record = SampleRecord(sample_id, FAILED, None, _one_line(error) or "failed", task_hash, seconds)
         else:
             record = _finish(sample_id, task_hash, result, seconds, _is_dict)
         _store(self.samples_dir, record)
