@@ -19,14 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.files import loads_finite_json, write_atomic
-from pinbench.provenance import redact
-from pinbench.runner import SampleRecord, check_sample_id, clean_result, input_hash
+from pinbench.files import read_finite_jsonl, write_atomic
+from pinbench.runner import SampleRecord, check_sample_id, clean_result, input_hash, one_line
 
 DERIVED_PATH = "derived.jsonl"
 DERIVED_VERSION = 1
 OK, FAILED = "ok", "failed"
-_MAX_ERROR_CHARS = 2000
 
 
 class DerivedFailure(Exception):
@@ -115,10 +113,10 @@ def derive(derived_id: str, members: Sequence[SampleRecord],
     try:
         result = clean_result(compute(members))
     except Exception as exc:  # isolation is the point: the record fails and says why
-        message = " ".join(redact(str(exc)).split())
+        message = str(exc)
         if not isinstance(exc, DerivedFailure):
-            message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-        status, error = FAILED, message[:_MAX_ERROR_CHARS] or "failed"
+            message = f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__
+        status, error = FAILED, one_line(message) or "failed"
     return DerivedRecord(derived_id=derived_id, status=status, result=result, error=error, members=tuple(ids),
                          members_hash=members_hash(members), n_members_ok=sum(m.ok for m in members))
 
@@ -131,16 +129,7 @@ def write_derived(records: Sequence[DerivedRecord], path: Path) -> Path:
 
 def read_derived(path: Path | str) -> list[DerivedRecord]:
     """Read ``derived.jsonl``; ValueError names the file and line."""
-    path = Path(path)
-    records = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(DerivedRecord.from_json(loads_finite_json(line)))
-        except ValueError as exc:
-            raise ValueError(f"{path}:{lineno}: bad derived record: {exc}") from None
-    return records
+    return read_finite_jsonl(path, DerivedRecord.from_json, "derived record")
 
 
 def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:

@@ -13,11 +13,13 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 _CHUNK = 1 << 20
+T = TypeVar("T")
 
 
 class FileError(ValueError):
@@ -141,6 +143,21 @@ def loads_finite_json(text: str) -> object:
         return value
 
     return json.loads(text, parse_constant=constant, parse_float=number)
+
+
+def read_finite_jsonl(path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:
+    """Each non-blank line of a JSONL file, parsed with finite numbers only and then by ``parse``; ValueError
+    names the file, the line and ``what`` was bad there (``"sample record"``)."""
+    path = Path(path)
+    items = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(parse(loads_finite_json(line)))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{lineno}: bad {what}: {exc}") from None
+    return items
 
 
 def read_yaml(path: Path, error: type[FileError] = FileError) -> object:

@@ -40,7 +40,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pinbench.files import loads_finite_json, write_atomic
+from pinbench.files import loads_finite_json, read_finite_jsonl, write_atomic
 from pinbench.provenance import redact
 from pinbench.shard_manifest import now as _now
 from pinbench.shard_manifest import write_manifest
@@ -58,6 +58,7 @@ __all__ = [
     "input_hash",
     "load_records",
     "merge_samples",
+    "one_line",
     "read_merged",
     "run_samples",
 ]
@@ -341,10 +342,10 @@ def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
 def _error_line(exc: BaseException) -> str:
     """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
     message = str(exc)
-    return _one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
+    return one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with secrets redacted, whitespace runs (newlines too) as one space, cut to the stored length."""
     text = " ".join(redact(text).split())
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
@@ -544,7 +545,7 @@ class StageLog:
             raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
         task_hash = self._hashes[sample_id]
         if error is not None:
-            record = SampleRecord(sample_id, FAILED, None, _one_line(error) or "failed", task_hash, seconds)
+            record = SampleRecord(sample_id, FAILED, None, one_line(error) or "failed", task_hash, seconds)
         else:
             record = _finish(sample_id, task_hash, result, seconds, _is_dict)
         _store(self.samples_dir, record)
@@ -695,13 +696,4 @@ def _pick(sid: str, task: Task, samples_dirs: list[Path], validate: Validator) -
 
 def read_merged(path: Path | str) -> list[SampleRecord]:
     """Read a JSONL file written by ``merge_samples``; ValueError names the file and line."""
-    path = Path(path)
-    records = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(SampleRecord.from_json(loads_finite_json(line)))
-        except ValueError as exc:
-            raise ValueError(f"{path}:{lineno}: bad sample record: {exc}") from None
-    return records
+    return read_finite_jsonl(path, SampleRecord.from_json, "sample record")
