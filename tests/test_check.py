@@ -233,14 +233,19 @@ def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
 
 
-def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
+def _check_in_a_fresh_process(run_dir: Path) -> str:
+    """What ``pinbench check RUN_DIR`` prints in a new interpreter, then ``HEAVY [...]``: the heavy modules loaded."""
     code = ("import sys\nfrom pinbench.cli import main\n"
-            f"try:\n    main(['check', {str(tmp_path / 'empty')!r}])\nexcept SystemExit:\n    pass\n"
+            f"try:\n    main(['check', {str(run_dir)!r}])\nexcept SystemExit:\n    pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
             "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
             "print('HEAVY', heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+
+def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    out = _check_in_a_fresh_process(tmp_path / "empty")
     assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
 
 
@@ -251,12 +256,7 @@ def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
     recipe = get_recipe("dynamic-degree")
     out = tmp_path / "dd"
     assert recipe.run(recipe.config(fixture=True, out_dir=out, offline=True, env={})).exit_code == 0
-    code = ("import sys\nfrom pinbench.cli import main\n"
-            f"try:\n    main(['check', {str(out)!r}])\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
-            "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
-            "print('HEAVY', heavy)")
-    out_text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out_text = _check_in_a_fresh_process(out)
     assert f"check: {out} is consistent" in out_text and "HEAVY []" in out_text, out_text
 
 

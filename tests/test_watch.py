@@ -13,14 +13,20 @@ from pinbench.watch import Watcher, bytes_under, files_since, tail, wait_watched
 TOKEN = "hf_WatchTokenDoNotLeak0123456789"
 
 
-def test_plain_lines_report_observed_progress_and_eta(tmp_path: Path) -> None:
-    out = io.StringIO()
+def _three_videos_writer(folder: Path, every_s: float) -> tuple[subprocess.Popen, Path]:
+    """A worker process that writes 0.mp4, 1.mp4 and 2.mp4 into ``folder``, one each ``every_s``; its log."""
     script = ("import pathlib, sys, time\n"
               "for i in range(3):\n"
-              "    time.sleep(0.3); pathlib.Path(sys.argv[1], f'{i}.mp4').write_bytes(b'x')\n")
-    log = tmp_path / "worker.log"
+              f"    time.sleep({every_s}); pathlib.Path(sys.argv[1], f'{{i}}.mp4').write_bytes(b'x')\n")
+    log = folder / "worker.log"
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=fh, stderr=subprocess.STDOUT)
+    return proc, log
+
+
+def test_plain_lines_report_observed_progress_and_eta(tmp_path: Path) -> None:
+    out = io.StringIO()
+    proc, log = _three_videos_writer(tmp_path, 0.3)
     watcher = Watcher("generate edge", lambda: len(list(tmp_path.glob("*.mp4"))), total=3, stream=out,
                       log_every_s=0.25, tty=False)
     assert wait_watched([(proc, log)], watcher, stream=out) == [0]
@@ -35,12 +41,7 @@ def test_on_a_terminal_the_progress_is_a_rich_bar(tmp_path: Path, monkeypatch) -
 
     monkeypatch.setattr(watch, "TTY_REFRESH_S", 0.1)
     out = io.StringIO()
-    script = ("import pathlib, sys, time\n"
-              "for i in range(3):\n"
-              "    time.sleep(0.2); pathlib.Path(sys.argv[1], f'{i}.mp4').write_bytes(b'x')\n")
-    log = tmp_path / "worker.log"
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=fh, stderr=subprocess.STDOUT)
+    proc, log = _three_videos_writer(tmp_path, 0.2)
     watcher = Watcher("generate edge", lambda: len(list(tmp_path.glob("*.mp4"))), total=3, stream=out, tty=True)
     assert wait_watched([(proc, log)], watcher, stream=out) == [0]
     text = out.getvalue()

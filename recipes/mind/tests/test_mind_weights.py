@@ -33,12 +33,18 @@ def test_pins_cover_every_weight_the_official_run_reads() -> None:
     assert clip.sha256 is not None and clip.sha256 in clip.url
 
 
-def test_staged_copy_needs_the_pinned_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _clip_file_and_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, URLPin]:
+    """A local weights file and the URL pin naming its digest, with the cache under ``tmp_path``."""
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     good = tmp_path / "ViT-L-14.pt"
     good.write_bytes(b"clip weights")
     pin = URLPin(url="https://example.org/ViT-L-14.pt", sha256=hashlib.sha256(b"clip weights").hexdigest(),
                  filename="ViT-L-14.pt")
+    return good, pin
+
+
+def test_staged_copy_needs_the_pinned_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good, pin = _clip_file_and_pin(tmp_path, monkeypatch)
     staged = stage_file(pin, good)
     assert staged.read_bytes() == b"clip weights" and str(tmp_path / "cache") in str(staged)
     bad = tmp_path / "other.pt"
@@ -50,11 +56,7 @@ def test_staged_copy_needs_the_pinned_digest(tmp_path: Path, monkeypatch: pytest
 
 
 def test_a_staged_copy_cut_short_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
-    good = tmp_path / "ViT-L-14.pt"
-    good.write_bytes(b"clip weights")
-    pin = URLPin(url="https://example.org/ViT-L-14.pt", sha256=hashlib.sha256(b"clip weights").hexdigest(),
-                 filename="ViT-L-14.pt")
+    good, pin = _clip_file_and_pin(tmp_path, monkeypatch)
 
     def disk_full(source: Path, dest: Path) -> None:  # test double: the copy dies half way
         Path(dest).write_bytes(b"clip")
