@@ -178,22 +178,20 @@ GENERATION_DIR = "generation"  # the generation stage's records and shard manife
 
 def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
                         *, shard: Shard | None, min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
-                        known: Collection[str] = ()) -> tuple[list[str], dict[str, dict[str, Collected]]]:
+                        known: Collection[str] = ()) -> list[str]:
     """Generate this shard's videos of every modality, then collect and record each one.
 
     Shard I of N owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
     modality. Each (modality, task) is a sample ``<modality>.<task>`` of the stage in ``generation/``: ok
     with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
     per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
-    ``--limit``), whose videos are not strays. Returns one line per problem and the collected videos of
-    this shard, by modality and task.
+    ``--limit``), whose videos are not strays. Returns one line per problem.
     """
     tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": dict(row)}
              for modality, modality_rows in rows.items() for row in modality_rows]
     units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
     stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units)
     problems: list[str] = []
-    collected: dict[str, dict[str, Collected]] = {}
     for modality, modality_rows in rows.items():
         own = [task["row"] for task in stage.mine if task["modality"] == modality]
         raw = out_dir / modality / "raw"
@@ -204,20 +202,20 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
         except GenerationError as exc:
             problems.append(f"{modality}: {exc}")
         seconds = (time.perf_counter() - started) / max(len(todo), 1)
-        collected[modality] = collect_videos(own, raw, out_dir / modality / "videos", min_frames, cache=cache,
-                                             known={row["name"] for row in modality_rows} | set(known))
+        collected = collect_videos(own, raw, out_dir / modality / "videos", min_frames, cache=cache,
+                                   known={row["name"] for row in modality_rows} | set(known))
         if cache is not None:
             cache.save()
         generated = {row["name"] for row in todo}
-        for name, got in collected[modality].items():
+        for name, got in collected.items():
             stage.record(f"{modality}.{name}", {"sha256": got.sha256} if got.ok else None, error=got.error,
                          seconds=seconds if name in generated else 0.0, reused=name not in generated)
-        failed = [c.task_id for c in collected[modality].values() if not c.ok]
+        failed = [c.task_id for c in collected.values() if not c.ok]
         if failed:
             problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
-                            f"{collected[modality][failed[0]].error})")
+                            f"{collected[failed[0]].error})")
     stage.finish()
-    return problems, collected
+    return problems
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
     generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
-    problems, _ = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, cache=validity)
+    problems = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
