@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench.video import write_video
+from pinbench.media.video import write_video
 
 
 def moving_pattern(n_frames: int, height: int = 48, width: int = 64, seed: int = 0) -> np.ndarray:
@@ -34,7 +34,7 @@ def moving_pattern(n_frames: int, height: int = 48, width: int = 64, seed: int =
 def make_video(tmp_path: Path) -> Callable[..., Path]:
     """Factory: ``make_video(name="clip.mp4", n_frames=10, fps=8.0, height=48, width=64, seed=0)``.
 
-    Writes ``moving_pattern`` frames with pinbench.video.write_video (libx264, crf 18) under tmp_path.
+    Writes ``moving_pattern`` frames with pinbench.media.video.write_video (libx264, crf 18) under tmp_path.
     """
 
     def _make(
@@ -59,7 +59,7 @@ def synthetic_frames() -> Callable[..., np.ndarray]:
 @pytest.fixture(scope="session")
 def engine():
     """A docker SDK client of a real engine; the test is skipped without one."""
-    from pinbench.docker_engine import ContainerError, docker_client
+    from pinbench.ops.docker_engine import ContainerError, docker_client
 
     try:
         return docker_client()

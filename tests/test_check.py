@@ -1,7 +1,7 @@
 """``pinbench check``: a run directory written by finish_run is consistent; each kind of tampering is named.
 
 The run directory is a real one: the toy recipe (a real recipe.yaml) through ``finish_run``, with a
-reference recorded from its own complete run. ``get_recipe`` inside pinbench.check is replaced by a test
+reference recorded from its own complete run. ``get_recipe`` inside pinbench.core.check is replaced by a test
 double that returns the toy recipe, since the toy is not an installed recipe.
 """
 
@@ -21,15 +21,16 @@ import pytest
 import yaml
 from toy_recipe import toy_recipe
 
-from pinbench import check as check_module
 from pinbench import cli
-from pinbench.check import check_run
-from pinbench.finish import finish_run
-from pinbench.recipe import Recipe, RunConfig, load_declaration
-from pinbench.reference import record_reference
-from pinbench.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec
+from pinbench.core import check as check_module
+from pinbench.core.check import check_run
+from pinbench.core.config import RunConfig
+from pinbench.core.proposal import record_reference
+from pinbench.core.recipe import Recipe, load_declaration
+from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec
+from pinbench.results.finish import finish_run
 
 IDS = ["s0", "s1", "s2", "s3"]
 PINS = {"urls": {"trunk": {"url": "https://example.org/trunk.pth", "sha256": None}}}
@@ -204,7 +205,7 @@ def test_finish_run_exits_non_zero_when_the_check_finds_a_problem(tmp_path: Path
 
 
 def test_a_shard_run_leaves_the_check_to_the_merge(tmp_path: Path, toy: Recipe) -> None:
-    from pinbench.runner import Shard
+    from pinbench.core.runner import Shard
 
     cfg = toy.config("Toy-Nano", out_dir=tmp_path / "shard", limit=4, shard=Shard(0, 2), env={})
     outcome = _finish(toy, cfg, _records()[::2])
@@ -251,7 +252,7 @@ def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
     """The whole check (reference, recount, diff) on a dynamic-degree fixture run, in a fresh process."""
-    from pinbench.recipe import get_recipe
+    from pinbench.core.recipe import get_recipe
 
     recipe = get_recipe("dynamic-degree")
     out = tmp_path / "dd"

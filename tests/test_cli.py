@@ -10,10 +10,10 @@ import yaml
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.provenance import collect_provenance
-from pinbench.recipe import get_recipe
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.provenance import collect_provenance
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
@@ -189,7 +189,7 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not
     replace the fixture failures."""
-    from pinbench.recipe import Recipe
+    from pinbench.core.recipe import Recipe
 
     def denied(self: Recipe, cfg) -> None:
         raise PermissionError(13, "Permission denied", str(cfg.out_dir / "samples"))
@@ -207,7 +207,8 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
                                                                  tmp_path: Path) -> None:
     """Issue #14: every fixture run shows intervals. Test double: Recipe.run writes a dynamic-degree fixture
     scorecard of ``n`` samples (one sample: nothing to resample, so no interval)."""
-    from pinbench.recipe import Recipe, RunOutcome
+    from pinbench.core.config import RunOutcome
+    from pinbench.core.recipe import Recipe
 
     def fixture_of(n: int):
         def run(self: Recipe, cfg) -> RunOutcome:

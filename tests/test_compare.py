@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.compare import CompareError, compare_runs, load_run, render_comparison
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.results.compare import CompareError, compare_runs, load_run, render_comparison
 
 PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
 runner = CliRunner()

@@ -12,9 +12,10 @@ from toy_recipe import DECLARATION, toy_recipe
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.metricinfo import MetricInfo, Tolerance, match_metric
-from pinbench.recipe import DeclarationError, RecipeError, available_recipes, get_recipe, load_declaration
-from pinbench.runner import Shard
+from pinbench.core.config import RecipeError
+from pinbench.core.metricinfo import MetricInfo, Tolerance, match_metric
+from pinbench.core.recipe import DeclarationError, available_recipes, get_recipe, load_declaration
+from pinbench.core.runner import Shard
 
 runner = CliRunner()
 
@@ -202,7 +203,7 @@ def test_a_scorecard_metric_matches_the_longest_declared_suffix() -> None:
 def test_a_reference_may_only_narrow_a_declared_tolerance() -> None:
     for recipe in available_recipes().values():
         for path in sorted((recipe.dir / "references").glob("*.yaml")):
-            from pinbench.reference import load_reference
+            from pinbench.core.reference import load_reference
 
             load_reference(path, recipe=recipe)  # raises when a file widens a tolerance, flips a direction or a primary
 

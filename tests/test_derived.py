@@ -1,7 +1,7 @@
 """Derived records: computed from the samples at finish time, counted apart, checked against the samples file.
 
 The run directory is a real one: the toy recipe (a real recipe.yaml, with a derived metric added) through
-``finish_run``. ``get_recipe`` inside pinbench.check is replaced by a test double that returns the toy.
+``finish_run``. ``get_recipe`` inside pinbench.core.check is replaced by a test double that returns the toy.
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 from toy_recipe import DECLARATION, toy_recipe
 
-from pinbench import check as check_module
-from pinbench.check import check_run
-from pinbench.compare import compare_runs, load_run
-from pinbench.derived import DerivedFailure, derive, read_derived
-from pinbench.finish import finish_run
-from pinbench.recipe import Recipe, RunConfig
-from pinbench.rundir import claim_run_dir
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard
+from pinbench.core import check as check_module
+from pinbench.core.check import check_run
+from pinbench.core.config import RunConfig
+from pinbench.core.derived import DerivedFailure, derive, read_derived
+from pinbench.core.recipe import Recipe
+from pinbench.core.rundir import claim_run_dir
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard
+from pinbench.results.compare import compare_runs, load_run
+from pinbench.results.finish import finish_run
 
 IDS = ["s0", "s1", "s2", "s3"]
 METRICS = {**DECLARATION["metrics"],

@@ -1,4 +1,4 @@
-"""pinbench.docker_engine: what reaches the Docker engine for each stage, and what reaches the log.
+"""pinbench.ops.docker_engine: what reaches the Docker engine for each stage, and what reaches the log.
 
 No engine runs here: FakeDockerClient (tests/helpers/fake_docker.py) is a test double of the docker SDK
 client that records every call. The one test that needs a real engine is marked ``docker`` and skipped without one.
@@ -12,8 +12,8 @@ import docker
 import pytest
 from fake_docker import IMAGE_ID, REPO_DIGEST, FakeDockerClient, FakeImage
 
-from pinbench import docker_engine as ct
-from pinbench.docker_engine import ContainerError, build_image, context_files, run_in_container
+from pinbench.ops import docker_engine as ct
+from pinbench.ops.docker_engine import ContainerError, build_image, context_files, run_in_container
 
 HF_TOKEN = "hf_SecretTestToken0123456789abcdefgh"
 PLAIN_TOKEN = "plain-secret-value-42"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from toy_recipe import toy_recipe
 
-from pinbench import docker_runtime
-from pinbench.docker_engine import ContainerError, build_image
-from pinbench.recipe import Recipe
+from pinbench.core.recipe import Recipe
+from pinbench.ops import docker_runtime
+from pinbench.ops.docker_engine import ContainerError, build_image
 
 PRINTER = """#!/usr/bin/env python3
 import json, os, socket, sys

@@ -13,10 +13,11 @@ import pytest
 from fake_docker import IMAGE_ID, FakeDockerClient, FakeImage
 from toy_recipe import toy_recipe
 
-from pinbench import docker_runtime
-from pinbench.docker_engine import BASE_IMAGE_LABEL, ContainerError
-from pinbench.recipe import ContainerStage, Recipe, RecipeError, RunConfig
-from pinbench.runner import Shard
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import ContainerStage, Recipe
+from pinbench.core.runner import Shard
+from pinbench.ops import docker_runtime
+from pinbench.ops.docker_engine import BASE_IMAGE_LABEL, ContainerError
 
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
 ENV = {
@@ -118,7 +119,7 @@ def test_networked_run_stage_is_not_forced_offline(client: FakeDockerClient, rec
 
 @pytest.mark.parametrize("how", ["--offline", "PINBENCH_OFFLINE=1", "HF_HUB_OFFLINE=1", "PINBENCH_OFFLINE=true"])
 def test_offline_holds_in_every_stage(client: FakeDockerClient, recipe: Recipe, tmp_path: Path, how: str) -> None:
-    """--offline, or either offline variable as pinbench.cache.is_offline reads it: no fetch stage, and a
+    """--offline, or either offline variable as pinbench.core.options.is_offline reads it: no fetch stage, and a
     networked stage runs without network or token."""
     recipe.stages = (ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
                      ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from dockerlint import dockerfile_context, lint_dockerfile, load_base_images, run_hadolint
 
-from pinbench.export import export_recipe
-from pinbench.recipe import Recipe, available_recipes
+from pinbench.core.recipe import Recipe, available_recipes
+from pinbench.ops.export import export_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 BASES = load_base_images(REPO / "images" / "base-images.yaml")
@@ -92,7 +92,7 @@ def _providers(module: str) -> set[str]:
     return {_norm(d) for d in packages_distributions().get(module, [module])}
 
 
-# pinbench.video's optional decoders: needed in an image when the recipe offers them (`-o decoder=`).
+# pinbench.media.video's optional decoders: needed in an image when the recipe offers them (`-o decoder=`).
 DECODER_MODULES = {"opencv": "cv2", "decord": "decord", "pyav": "av"}
 # pinbench's own dependencies (pyproject.toml [project] dependencies, as installed; extras excluded).
 CORE = [re.split(r"[<>=!~;\[ ]", r)[0] for r in requires("pinbench") or [] if "extra ==" not in r]

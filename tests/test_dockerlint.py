@@ -13,7 +13,7 @@ import dockerlint
 import pytest
 from dockerlint import BaseImage, HadolintNotFound, lint_dockerfile, load_base_images, parse_dockerfile, run_hadolint
 
-from pinbench.docker_engine import context_files
+from pinbench.ops.docker_engine import context_files
 
 REPO = Path(__file__).resolve().parents[1]
 SHA = "1" * 64

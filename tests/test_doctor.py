@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pinbench import cli, doctor
-from pinbench.recipe import DeclarationError, Resources, get_recipe, load_declaration
-from pinbench.userlock import UserLock, user_lock_path
-from pinbench.video import write_video
+from pinbench import cli
+from pinbench.core.recipe import DeclarationError, Resources, get_recipe, load_declaration
+from pinbench.media.video import write_video
+from pinbench.ops import doctor
+from pinbench.ops.userlock import UserLock, user_lock_path
 
 runner = CliRunner()
 H100, H200 = ("0", "NVIDIA H100 80GB HBM3", 85.0), ("1", "NVIDIA H200", 150.7)
@@ -125,8 +126,8 @@ def test_a_cached_file_is_checked_against_its_pin(tmp_path: Path) -> None:
     """Every pinned file in the cache with its hash: missing, verified, and a same-size tampered copy."""
     import hashlib
 
-    from pinbench.cache import url_path
-    from pinbench.pins import URLPin
+    from pinbench.ops.cache import url_path
+    from pinbench.ops.pins import URLPin
 
     good = b"sam2 weights stand-in" * 64
     digest = hashlib.sha256(good).hexdigest()
@@ -216,7 +217,7 @@ def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins
     `--lock` is the maintainer's copy of the same value into pins.yaml."""
     import hashlib
 
-    from pinbench.recipe import Recipe
+    from pinbench.core.recipe import Recipe
 
     weights = tmp_path / "raft_large_C_T_V1.pth"
     weights.write_bytes(b"raft weights stand-in" * 100)
@@ -243,7 +244,7 @@ def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins
 
 
 def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pinbench.docker_engine as engine
+    import pinbench.ops.docker_engine as engine
 
     recipe = get_recipe("paibench-c")
     built = {recipe.stage_image(s) for s in recipe.stages if s.dockerfile == "Dockerfile"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.export import ExportError, export_recipe, library_closure, library_root
-from pinbench.recipe import available_recipes, get_recipe
+from pinbench.core.recipe import available_recipes, get_recipe
+from pinbench.ops.export import ExportError, export_recipe, library_closure, library_root
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_RECIPES = sorted(available_recipes())
@@ -24,11 +24,11 @@ def test_closure_follows_imports_transitively(tmp_path: Path) -> None:
     recipe_dir = tmp_path / "toy"
     recipe_dir.mkdir()
     (recipe_dir / "__init__.py").write_text("")
-    (recipe_dir / "score.py").write_text("from pinbench.video import read_video\n")
+    (recipe_dir / "score.py").write_text("from pinbench.media.video import read_video\n")
     root = library_root()
     files = {p.relative_to(root).as_posix() for p in library_closure(recipe_dir, root)}
-    assert {"__init__.py", "video.py"} <= files
-    assert "cli.py" not in files and "export.py" not in files
+    assert {"__init__.py", "media/__init__.py", "media/video.py"} <= files
+    assert "cli.py" not in files and "ops/export.py" not in files
 
 
 def test_closure_handles_relative_imports_inside_the_library(tmp_path: Path) -> None:
@@ -63,10 +63,10 @@ def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Pa
             "requirements.lock"} <= top
     assert (dest / "pinbench_recipes" / "__init__.py").is_file()
     assert (dest / "pinbench_recipes" / "dynamic_degree" / "recipe.yaml").is_file()
-    assert (dest / "pinbench" / "schemas" / "scorecard.schema.json").is_file()
+    assert (dest / "pinbench" / "core" / "schemas" / "scorecard.schema.json").is_file()
     # Exactly what it imports: another recipe's metric code stays behind.
     assert not (dest / "pinbench_recipes" / "paibench_c").exists()
-    assert not (dest / "pinbench" / "metrics" / "lpips.py").exists()
+    assert not (dest / "pinbench" / "media" / "lpips.py").exists()
 
     # Nothing in the export points back into this repository.
     for path in dest.rglob("*"):
@@ -111,13 +111,13 @@ def test_every_third_party_import_is_in_the_exports_lock(tmp_path: Path, name: s
     dockerfiles = "\n".join(p.read_text() for p in dest.glob("Dockerfile*"))
     distributions = packages_distributions()
     unlocked = [f"{module} ({', '.join(sorted(map(str, paths)))})" for module, paths in sorted(third_party.items())
-                if not (module in OPTIONAL_BACKENDS and paths == {Path("pinbench", "video.py")})
+                if not (module in OPTIONAL_BACKENDS and paths == {Path("pinbench", "media", "video.py")})
                 and not any(_normal(d) in locked for d in distributions.get(module, []))
                 and not re.search(rf"pip install .*\b{module}\b", dockerfiles)]
     assert unlocked == [], f"imported but not in requirements.lock: {unlocked}"
 
 
-# Decoder backends a recipe may name (-o decoder=): pinbench.video imports them only for that backend and
+# Decoder backends a recipe may name (-o decoder=): pinbench.media.video imports them only for that backend and
 # refuses a missing one in one line before any work (require_backend).
 OPTIONAL_BACKENDS = {"decord", "cv2"}
 
@@ -179,7 +179,7 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
     ``pinbench`` and the recipe's entry points imports (the generation image of PAI-Bench-C has its own lock)."""
     recipe = get_recipe(name)
     dest = export_recipe(recipe, tmp_path / "export")
-    entries = ["pinbench.cli", "pinbench.rundir", "pinbench.check", "pinbench.finish"]
+    entries = ["pinbench.cli", "pinbench.core.rundir", "pinbench.core.check", "pinbench.results.finish"]
     entries += [f"{recipe.package}.{target.partition(':')[0]}" for target in (recipe.entry, recipe.fetch_entry)
                 if target]
     needed = _loaded_third_party(dest, entries)
@@ -192,7 +192,7 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
         locked = {_normal(m) for lock in locks
                   for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", (dest / lock).read_text(), flags=re.MULTILINE)}
         missing = [f"{module} (imported by {by})" for module, by in sorted(needed.items())
-                   if not (module in OPTIONAL_BACKENDS and by == "pinbench.video")
+                   if not (module in OPTIONAL_BACKENDS and by == "pinbench.media.video")
                    and not any(_normal(d) in locked for d in distributions.get(module, []))
                    and not re.search(rf"pip install .*\b{module}\b", text)]
         assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"

@@ -1,4 +1,4 @@
-"""pinbench.files: atomic writes leave files as readable as any new file, and no temporary behind."""
+"""pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.files import atomic_path, write_atomic
-from pinbench.recipe import RunConfig
-from pinbench.rundir import LOCK_DIR, claim_run_dir
+from pinbench.core.config import RunConfig
+from pinbench.core.files import atomic_path, write_atomic
+from pinbench.core.rundir import LOCK_DIR, claim_run_dir
 
 
 @pytest.fixture

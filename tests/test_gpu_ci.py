@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pinbench.provenance import collect_provenance
-from pinbench.recipe import get_recipe
-from pinbench.reference import load_reference
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.provenance import collect_provenance
+from pinbench.core.recipe import get_recipe
+from pinbench.core.reference import load_reference
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_ci", REPO / "tools" / "gpu_ci.py")
@@ -50,7 +50,7 @@ def test_mind_ci_inputs_are_one_synthetic_layout(config: dict, tmp_path: Path) -
 
 def test_every_installed_recipe_is_configured(config: dict) -> None:
     """A new recipe must say what the GPU CI runs for it (a recipe left out is never checked on a GPU)."""
-    from pinbench.recipe import available_recipes
+    from pinbench.core.recipe import available_recipes
 
     assert sorted(config["recipes"]) == sorted(available_recipes())
 
@@ -77,7 +77,7 @@ def test_plan(config: dict) -> None:
     everything = ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
     assert gpu_ci.plan(config, "schedule") == everything
     assert gpu_ci.plan(config, "push", changed=["recipes/paibench_c/run.py", "README.md"]) == ["paibench-c"]
-    assert gpu_ci.plan(config, "push", changed=["common/pinbench/runner.py"]) == everything
+    assert gpu_ci.plan(config, "push", changed=["common/pinbench/core/runner.py"]) == everything
     assert gpu_ci.plan(config, "push", changed=[".github/gpu-ci.yaml"]) == everything
     assert gpu_ci.plan(config, "push", changed=["README.md"]) == []
     assert gpu_ci.plan(config, "workflow_dispatch", "remembench") == ["remembench"]
@@ -112,8 +112,8 @@ def test_a_missing_smoke_reference_is_recorded_and_fails(tmp_path: Path, config:
 
 
 def test_an_existing_reference_decides(tmp_path: Path, config: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.recipe import Recipe
-    from pinbench.reference import record_reference
+    from pinbench.core.proposal import record_reference
+    from pinbench.core.recipe import Recipe
 
     entry = config["recipes"]["dynamic-degree"]
     card = _smoke_card(tmp_path, "dynamic-degree", entry["checkpoint"])
@@ -136,7 +136,7 @@ def test_no_scorecard_fails(tmp_path: Path, config: dict) -> None:
 
 
 def test_synthetic_inputs_are_large_enough_for_raft(tmp_path: Path, config: dict) -> None:
-    from pinbench.video import video_info
+    from pinbench.media.video import video_info
     from pinbench_recipes.dynamic_degree.flow import RAFT_MIN_SIZE
 
     (option,) = gpu_ci.write_inputs("dynamic-degree", config["recipes"]["dynamic-degree"], tmp_path)
@@ -176,9 +176,9 @@ def test_the_fetch_step_gets_the_inputs_each_recipe_needs(config: dict, tmp_path
     configuration without -o videos=, so its nightly job failed before anything): inputs come first."""
     from typer.testing import CliRunner
 
-    import pinbench.userlock
+    import pinbench.ops.userlock
     from pinbench import cli
-    from pinbench.recipe import Recipe
+    from pinbench.core.recipe import Recipe
 
     steps = {s.get("name", ""): s for s in yaml.safe_load((REPO / ".github" / "workflows" / "gpu.yml").read_text())
              ["jobs"]["smoke"]["steps"]}
@@ -186,7 +186,7 @@ def test_the_fetch_step_gets_the_inputs_each_recipe_needs(config: dict, tmp_path
     fetch_step = next(name for name in order if name.startswith("fetch"))
     assert order.index("inputs") < order.index(fetch_step)
     fetched: list[str] = []
-    monkeypatch.setattr(pinbench.userlock, "resolve_recipe_pins", lambda recipe, token=None: (None, []))
+    monkeypatch.setattr(pinbench.ops.userlock, "resolve_recipe_pins", lambda recipe, token=None: (None, []))
     monkeypatch.setattr(Recipe, "fetch", lambda self, cfg: fetched.append(self.name))
     for name, entry in config["recipes"].items():
         env = dict(line.split("=", 1) for line in gpu_ci.env_lines(name, entry))

@@ -16,11 +16,12 @@ import pytest
 import yaml
 
 from pinbench import cli
-from pinbench.provenance import collect_provenance
-from pinbench.recipe import RecipeError, get_recipe
-from pinbench.reference import MetricReference, diff, load_reference
-from pinbench.runner import SampleRecord, load_records, merge_samples, read_merged, run_samples
-from pinbench.scorecard import MetricSpec, ScorecardError, aggregate, build_scorecard, write_scorecard
+from pinbench.core.config import RecipeError
+from pinbench.core.provenance import collect_provenance
+from pinbench.core.recipe import get_recipe
+from pinbench.core.reference import MetricReference, diff, load_reference
+from pinbench.core.runner import SampleRecord, load_records, merge_samples, read_merged, run_samples
+from pinbench.core.scorecard import MetricSpec, ScorecardError, aggregate, build_scorecard, write_scorecard
 
 
 def _card(values: tuple[float, ...] = (0.5, 0.75, 1.0), **changes: Any) -> dict[str, Any]:
@@ -266,7 +267,7 @@ def _card_file(folder: Path, **changes: Any) -> Path:
 
 
 def _reference_file(tmp_path: Path, card: dict[str, Any]) -> Path:
-    from pinbench.reference import record_reference
+    from pinbench.core.proposal import record_reference
 
     return record_reference(card, tmp_path / "ref.yaml", recipe=get_recipe("dynamic-degree"), tier="same_hw")
 

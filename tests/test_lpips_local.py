@@ -1,4 +1,4 @@
-"""pinbench.metrics.lpips: LPIPS-Alex built from a local trunk file, never downloading."""
+"""pinbench.media.lpips: LPIPS-Alex built from a local trunk file, never downloading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torchvision
 
-from pinbench.metrics.lpips import LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
+from pinbench.media.lpips import LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
 
 
 def _sha(path: Path) -> str:

@@ -23,8 +23,9 @@ import pytest
 from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.file_download import repo_folder_name
 
-from pinbench import cache, downloads
-from pinbench.downloads import (
+from pinbench.core.options import is_offline
+from pinbench.ops import cache, downloads
+from pinbench.ops.downloads import (
     ChecksumError,
     FetchError,
     NotFetchedError,
@@ -36,9 +37,9 @@ from pinbench.downloads import (
     git_blob_id,
     locate,
 )
-from pinbench.lock import lock_recipe_pins
-from pinbench.pins import HEX40, HFPin, PinsError, URLPin, load_pins
-from pinbench.userlock import (
+from pinbench.ops.lock import lock_recipe_pins
+from pinbench.ops.pins import HEX40, HFPin, PinsError, URLPin, load_pins
+from pinbench.ops.userlock import (
     RESOLVED_NOTE,
     UserLock,
     UserLockError,
@@ -190,7 +191,7 @@ def test_cache_root_precedence(monkeypatch, tmp_path):
 ])
 def test_is_offline(monkeypatch, var, value, offline):
     monkeypatch.setenv(var, value)
-    assert cache.is_offline() is offline
+    assert is_offline() is offline
 
 
 # ------------------------------------------------------------------------------------ HF fetching
@@ -500,7 +501,7 @@ def test_load_pins_bad_yaml_names_line(tmp_path):
 
 
 def recipe_of(pins_path: Path, version: str = "1.2.3") -> SimpleNamespace:
-    """What the user lock needs of a recipe (a test double for pinbench.recipe.Recipe)."""
+    """What the user lock needs of a recipe (a test double for pinbench.core.recipe.Recipe)."""
     return SimpleNamespace(name="my-recipe", version=version, pins_path=pins_path)
 
 
@@ -573,7 +574,7 @@ def test_resolving_offline_fails_naming_what_is_null(unresolved, tmp_path, monke
 
 
 def test_provenance_marks_resolved_inputs(unresolved, tmp_path):
-    from pinbench.provenance import input_states
+    from pinbench.core.provenance import input_states
 
     path, api = unresolved
     lock = user_lock(tmp_path)
@@ -684,7 +685,7 @@ def test_schema_catches_what_the_loader_does_not_name(tmp_path):
 
 
 def test_pins_feed_provenance_input_states(tmp_path):
-    from pinbench.provenance import input_states, to_jsonable
+    from pinbench.core.provenance import input_states, to_jsonable
 
     states = input_states(to_jsonable(load_pins(write_pins(tmp_path, GOOD_PINS))))
     assert states["upstream/evaluator"]["state"] == "verified"

@@ -1,10 +1,10 @@
-"""TF32 flags set one way on every PyTorch version (pinbench.metrics.precision)."""
+"""TF32 flags set one way on every PyTorch version (pinbench.media.precision)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pinbench.metrics.precision import restore, set_tf32, tf32
+from pinbench.media.precision import restore, set_tf32, tf32
 
 torch = pytest.importorskip("torch")
 NEW_API = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")

@@ -12,11 +12,11 @@ import yaml
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.metricinfo import Tolerance
-from pinbench.proposal import propose_reference
-from pinbench.reference import diff, load_reference, record_reference
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.metricinfo import Tolerance
+from pinbench.core.proposal import propose_reference, record_reference
+from pinbench.core.reference import diff, load_reference
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 from tests.helpers.toy_recipe import toy_recipe
 
 PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench import provenance as prov
-from pinbench.provenance import (
+from pinbench.core import provenance as prov
+from pinbench.core.provenance import (
     collect_provenance,
     input_states,
     installed_distributions,
@@ -90,13 +90,13 @@ def test_input_verification_states() -> None:
 
 def test_pins_given_as_dataclasses() -> None:
     @dataclass
-    class URLPin:  # test double of pinbench.pins.URLPin
+    class URLPin:  # test double of pinbench.ops.pins.URLPin
         url: str
         sha256: str | None
         filename: str
 
     @dataclass
-    class Pins:  # test double of pinbench.pins.Pins
+    class Pins:  # test double of pinbench.ops.pins.Pins
         urls: dict[str, URLPin]
 
     p = collect_provenance(pins=Pins(urls={"w": URLPin("https://x/w.pt", None, "w.pt")}))
@@ -230,7 +230,7 @@ def test_provenance_never_holds_secrets(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_to_jsonable() -> None:
     @dataclass
-    class Shard:  # test double of pinbench.runner.Shard
+    class Shard:  # test double of pinbench.core.runner.Shard
         index: int
         count: int
 

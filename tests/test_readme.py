@@ -15,7 +15,7 @@ README = (REPO / "README.md").read_text()
 
 def test_a_stale_readme_table_is_detected(tmp_path: Path) -> None:
     """pinbench docs --check fails once a README table disagrees with its recipe.yaml (this test can fail)."""
-    from pinbench.docs import sync_readmes
+    from pinbench.ops.docs import sync_readmes
 
     assert sync_readmes(REPO, write=False) == []
     copy = tmp_path / "README.md"
@@ -26,7 +26,7 @@ def test_a_stale_readme_table_is_detected(tmp_path: Path) -> None:
 
 def test_docs_rewrites_a_readme_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write that dies half way (disk full) leaves the README as it was, and no temporary file."""
-    from pinbench.docs import sync_readmes
+    from pinbench.ops.docs import sync_readmes
 
     stale = README.replace("`PINBENCH_RAFT_WEIGHTS`", "`PINBENCH_RAFT_WEIGHT`")
     copy = tmp_path / "README.md"

@@ -12,22 +12,22 @@ import pytest
 import yaml
 from toy_recipe import toy_recipe
 
-from pinbench.metricinfo import Tolerance
-from pinbench.recipe import RecipeError
-from pinbench.reference import (
+from pinbench.core.config import RecipeError
+from pinbench.core.metricinfo import Tolerance
+from pinbench.core.proposal import record_reference
+from pinbench.core.reference import (
     EXIT_FAIL,
     EXIT_INCOMPLETE,
     EXIT_MISMATCH,
     EXIT_PASS,
     ReferenceFileError,
     load_reference,
-    record_reference,
     reference_from_dict,
     render_diff,
 )
-from pinbench.reference import diff as diff_scorecard
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, load_scorecard
+from pinbench.core.reference import diff as diff_scorecard
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, load_scorecard
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802

@@ -1,4 +1,4 @@
-"""pinbench.report: the static HTML report renders every state of a run honestly and safely."""
+"""pinbench.results.report: the static HTML report renders every state of a run honestly and safely."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import yaml
 from PIL import Image
 
-from pinbench.reference import load_reference
-from pinbench.report import ReportError, write_report
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.reference import load_reference
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.results.report import ReportError, write_report
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is fixed)
@@ -221,7 +221,7 @@ def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
     assert "no reference" in _row(page, "vis/dover")
     assert "mode mismatch" in page and "n_samples=600" in page and str(ref_path) in page
     assert 'Verdict: <span class="badge FAIL">MISMATCH</span>' in page
-    with pytest.raises(ReportError, match="expected a pinbench.reference.Reference"):
+    with pytest.raises(ReportError, match="expected a pinbench.core.reference.Reference"):
         write_report([card], tmp_path / "bad", references={0: ["not", "a", "reference"]})
 
 
@@ -343,7 +343,7 @@ def test_a_not_applicable_interval_is_n_a_in_its_row_and_its_reason_is_said_once
     card = _card(records, 4, metrics=[Spec("edge/canny_f1"), *(Spec(f"suite{k}", aggregation="none", key="overall",
                                                                    sample_ids=["s000"]) for k in (1, 2))])
     page = write_report([card], tmp_path).read_text()
-    from pinbench.uncertainty import NONE_REASON as reason
+    from pinbench.core.uncertainty import NONE_REASON as reason
     assert f'<td class="nowrap" title="{reason}">n/a</td>' in _row(page, "suite1")
     assert page.count(reason) == 3  # two rows' hover text, one line under the table
     assert f"n/a intervals: {reason} (2 metrics)." in page
@@ -365,7 +365,7 @@ def test_tick_labels_never_use_offset_notation() -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from pinbench.report_plots import plain_ticks
+    from pinbench.results.report_plots import plain_ticks
 
     fig = Figure()
     FigureCanvasAgg(fig)

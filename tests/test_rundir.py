@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from pinbench import cli
-from pinbench.recipe import RunConfig
-from pinbench.rundir import IDENTITY_FILE, LOCK_DIR, TOKEN_ENV, RunDirError, claim_run_dir, lock_name
-from pinbench.runner import Shard
+from pinbench.core.config import RunConfig
+from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, TOKEN_ENV, RunDirError, claim_run_dir, lock_name
+from pinbench.core.runner import Shard
 
 HOLD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pinbench.recipe import RunConfig
-    from pinbench.rundir import claim_run_dir
-    from pinbench.runner import Shard
+    from pinbench.core.config import RunConfig
+    from pinbench.core.rundir import claim_run_dir
+    from pinbench.core.runner import Shard
     out, recipe, checkpoint, shard, fixture = sys.argv[1:6]
     cfg = RunConfig(recipe=recipe, checkpoint=checkpoint, out_dir=Path(out), limit=None if fixture == "1" else 3,
                     shard=Shard.parse(shard) if shard != "-" else None, fixture=fixture == "1")
@@ -41,9 +41,9 @@ HOLD = textwrap.dedent("""
 TRY = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from pinbench.recipe import RunConfig
-    from pinbench.rundir import claim_run_dir
-    from pinbench.rundir import TOKEN_ENV
+    from pinbench.core.config import RunConfig
+    from pinbench.core.rundir import claim_run_dir
+    from pinbench.core.rundir import TOKEN_ENV
     token = {TOKEN_ENV: sys.argv[2]} if len(sys.argv) > 2 else {}
     with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1])),
                        env=token) as claim:
@@ -260,7 +260,7 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
     from fake_docker import FakeDockerClient
     from toy_recipe import toy_recipe
 
-    from pinbench import docker_runtime
+    from pinbench.ops import docker_runtime
 
     recipe = toy_recipe(tmp_path / "recipes")
     videos = tmp_path / "videos"

@@ -1,4 +1,4 @@
-"""Tests for pinbench.runner: resume, failure isolation, sharding/merging, record safety."""
+"""Tests for pinbench.core.runner: resume, failure isolation, sharding/merging, record safety."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pinbench.runner import (
+from pinbench.core.runner import (
     MISSING_ERROR,
     SampleRecord,
     Shard,
@@ -477,7 +477,7 @@ def test_errors_and_tracebacks_are_redacted_in_records(tmp_path: Path, monkeypat
 
 
 def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pinbench.runner as runner_module
+    import pinbench.core.runner as runner_module
 
     monkeypatch.setattr(runner_module, "PLAIN_PROGRESS_SECONDS", 0.0)
     stream = io.StringIO()

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from pinbench.provenance import collect_provenance
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import (
+from pinbench.core.provenance import collect_provenance
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import (
     MetricSpec,
     ScorecardError,
     aggregate,

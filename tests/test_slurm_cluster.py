@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.derived import read_derived
-from pinbench.recipe import get_recipe
-from pinbench.runner import read_merged
-from pinbench.shard_manifest import read_manifests
-from pinbench.status import run_status
+from pinbench.core.derived import read_derived
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import read_merged
+from pinbench.core.shard_manifest import read_manifests
+from pinbench.ops.status import run_status
 
 pytestmark = pytest.mark.slurm
 PINBENCH = str(Path(sys.executable).parent / "pinbench")
@@ -296,8 +296,8 @@ USER pinbench
 
 @pytest.mark.docker
 def test_docker_on_the_node_runs_the_array_in_the_recipes_image(slurm_cluster, plain_runs, tmp_path: Path) -> None:
-    from pinbench.docker_engine import ContainerError, build_image, docker_client
-    from pinbench.export import export_recipe
+    from pinbench.ops.docker_engine import ContainerError, build_image, docker_client
+    from pinbench.ops.export import export_recipe
 
     try:
         engine = docker_client()

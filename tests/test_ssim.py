@@ -1,4 +1,4 @@
-"""pinbench.metrics.ssim against scikit-image's structural_similarity, frame by frame."""
+"""pinbench.media.ssim against scikit-image's structural_similarity, frame by frame."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
-from pinbench.metrics import ssim as ssim_mod
-from pinbench.metrics.ssim import make_window, ssim_map, ssim_mean
+from pinbench.media import ssim as ssim_mod
+from pinbench.media.ssim import make_window, ssim_map, ssim_mean
 
 TOL = 1e-10  # both sides are float64 with the same expression order; differences are rounding only
 

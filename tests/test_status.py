@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pinbench import slurm
-from pinbench.runner import Shard, StageLog, run_samples
-from pinbench.shard_manifest import read_manifests
-from pinbench.status import render, run_status
-from pinbench.submit import Submission, append_submission, last_submission
+from pinbench.core.runner import Shard, StageLog, run_samples
+from pinbench.core.shard_manifest import read_manifests
+from pinbench.ops import slurm
+from pinbench.ops.status import render, run_status
+from pinbench.ops.submit import Submission, append_submission, last_submission
 
 TASKS = [{"sample_id": f"s{i}", "x": i} for i in range(7)]
 

@@ -17,8 +17,8 @@ from toy_recipe import DECLARATION, toy_recipe
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.recipe import DEFAULT_SCALE_OUT, DeclarationError, get_recipe
-from pinbench.submit import Request, SubmitError, plan, write_scripts
+from pinbench.core.recipe import DEFAULT_SCALE_OUT, DeclarationError, get_recipe
+from pinbench.ops.submit import Request, SubmitError, plan, write_scripts
 
 runner = CliRunner()
 PROGRAM = ["/opt/venv/bin/pinbench"]
@@ -322,7 +322,7 @@ def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     log = install_fake_slurm(tmp_path / "fakebin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
-    monkeypatch.setattr("pinbench.submit.CHECK_SECONDS", 0.2)
+    monkeypatch.setattr("pinbench.ops.submit.CHECK_SECONDS", 0.2)
     return log
 
 
@@ -332,7 +332,7 @@ def _calls(log: Path, program: str) -> list[str]:
 
 def test_each_phase_waits_for_the_previous_and_the_submission_is_recorded(tmp_path: Path, fake_slurm: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.submit import last_submission, submit_plan
+    from pinbench.ops.submit import last_submission, submit_plan
 
     monkeypatch.setenv("FAKE_STATE", "RUNNING")
     record = submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
@@ -349,7 +349,7 @@ def test_each_phase_waits_for_the_previous_and_the_submission_is_recorded(tmp_pa
 
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.submit import submit_plan
+    from pinbench.ops.submit import submit_plan
 
     monkeypatch.setenv("FAKE_SBATCH_REFUSE_AT", "2")
     with pytest.raises(SubmitError) as info:
@@ -362,7 +362,7 @@ def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path
 
 def test_a_job_held_for_a_reason_that_never_clears_is_cancelled(tmp_path: Path, fake_slurm: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.submit import submit_plan
+    from pinbench.ops.submit import submit_plan
 
     monkeypatch.setenv("FAKE_REASON", "PartitionTimeLimit")
     with pytest.raises(SubmitError, match=r"^job 101 would never start: Slurm holds it for PartitionTimeLimit "

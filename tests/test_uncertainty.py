@@ -1,4 +1,4 @@
-"""pinbench.uncertainty: scorecard intervals against a closed form, their coverage, determinism, grouping."""
+"""pinbench.core.uncertainty: scorecard intervals against a closed form, their coverage, determinism, grouping."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pinbench.reference import diff, reference_from_dict
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, validate_scorecard
-from pinbench.uncertainty import aggregate_interval, difference_interval
+from pinbench.core.reference import diff, reference_from_dict
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, validate_scorecard
+from pinbench.core.uncertainty import aggregate_interval, difference_interval
 
 FAST = 1999  # resamples in the replication tests; the scorecard default is 9999
 # Test double: the fixed provenance block of the committed golden scorecard.

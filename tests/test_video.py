@@ -1,4 +1,4 @@
-"""Tests for pinbench.video: probing, decoding per backend, one-line errors, atomic writing."""
+"""Tests for pinbench.media.video: probing, decoding per backend, one-line errors, atomic writing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import av
 import numpy as np
 import pytest
 
-from pinbench import video
-from pinbench.video import (
+from pinbench.media import video
+from pinbench.media.video import (
     BACKENDS,
     DecoderUnavailable,
     VideoError,

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pinbench.finish import FAILURES_FILE, summarize_failures
-from pinbench.watch import Watcher, bytes_under, files_since, tail, wait_watched
+from pinbench.ops.watch import Watcher, bytes_under, files_since, tail, wait_watched
+from pinbench.results.finish import FAILURES_FILE, summarize_failures
 
 TOKEN = "hf_WatchTokenDoNotLeak0123456789"
 
@@ -37,7 +37,7 @@ def test_plain_lines_report_observed_progress_and_eta(tmp_path: Path) -> None:
 
 
 def test_on_a_terminal_the_progress_is_a_rich_bar(tmp_path: Path, monkeypatch) -> None:
-    import pinbench.watch as watch
+    import pinbench.ops.watch as watch
 
     monkeypatch.setattr(watch, "TTY_REFRESH_S", 0.1)
     out = io.StringIO()

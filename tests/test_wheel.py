@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pinbench.recipe import available_recipes
+from pinbench.core.recipe import available_recipes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def test_the_wheel_ships_recipes_and_their_data_but_no_tests(tmp_path: Path) -> 
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"pinbench", "pinbench_recipes"}
     assert [n for n in names if "/tests/" in n or n.rsplit("/", 1)[-1].startswith(("test_", "conftest"))] == []
-    assert {"pinbench/templates/report.html.j2", "pinbench/schemas/recipe.schema.json"} <= set(names)
+    assert {"pinbench/results/templates/report.html.j2", "pinbench/core/schemas/recipe.schema.json"} <= set(names)
     recipes = available_recipes()
     for recipe in recipes.values():
         package = "pinbench_recipes/" + recipe.package.rsplit(".", 1)[1]

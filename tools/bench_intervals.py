@@ -1,7 +1,7 @@
 """Benchmark: what the 95% intervals add to building a scorecard, per recipe-sized shape.
 
 Prints, per shape, the seconds to build a scorecard with intervals and without (the baseline in the same
-run: ``pinbench.scorecard.aggregate_interval`` replaced by one that returns no interval), and their ratio.
+run: ``pinbench.core.scorecard.aggregate_interval`` replaced by one that returns no interval), and their ratio.
 Run: ``.venv/bin/python tools/bench_intervals.py``.
 """
 
@@ -12,10 +12,10 @@ from unittest import mock
 
 import numpy as np
 
-from pinbench import scorecard
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec, build_scorecard
-from pinbench.uncertainty import not_resampled
+from pinbench.core import scorecard
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard
+from pinbench.core.uncertainty import not_resampled
 
 SHAPES = {
     # name: (samples, metrics as (name, aggregation, cohort size or None))

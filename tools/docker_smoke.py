@@ -23,10 +23,11 @@ from typing import Any
 
 from dockerlint import load_base_images, normalize_image
 
-from pinbench.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
-from pinbench.docker_runtime import FINAL_BASE, build_from, pinned_bases, recipe_dockerfiles, run_in_docker
-from pinbench.export import export_recipe
-from pinbench.recipe import ContainerStage, Recipe, RecipeError, available_recipes
+from pinbench.core.config import RecipeError
+from pinbench.core.recipe import ContainerStage, Recipe, available_recipes
+from pinbench.ops.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
+from pinbench.ops.docker_runtime import FINAL_BASE, build_from, pinned_bases, recipe_dockerfiles, run_in_docker
+from pinbench.ops.export import export_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_DOCKERFILE = "images/cpu/Dockerfile"

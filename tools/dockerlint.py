@@ -4,7 +4,7 @@ Why: a broken COPY path or a tag-only base is found today only when someone buil
 months later on another machine (anchors.md, design lesson 4: MLPerf's Wan2.2 recipe broke silently
 on a directory rename). dockerfile-parse reads the Dockerfile (instructions, continuations, comments,
 the escape directive); COPY sources are checked against what the build really sends, the docker SDK's
-own ``.dockerignore`` matcher (``pinbench.docker_engine.context_files``, the set ``build_image`` tars),
+own ``.dockerignore`` matcher (``pinbench.ops.docker_engine.context_files``, the set ``build_image`` tars),
 so lint and build agree by construction. Generic best practice is hadolint's (``run_hadolint``, always
 run by ``main`` and ``make lint``); the rules here are the ones it does not have:
 
@@ -37,8 +37,8 @@ from pathlib import Path
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from pinbench.docker_engine import context_files
-from pinbench.provenance import is_secret_name
+from pinbench.core.provenance import is_secret_name
+from pinbench.ops.docker_engine import context_files
 
 # The one non-root user of every image: uid and gid 10001. High enough to collide with no distribution's
 # system or first login user (Ubuntu 24.04 images ship `ubuntu` as 1000), numeric so that `docker run

@@ -3,7 +3,7 @@
 Why: fixture runs are compared with references and cached by SHA-256, so an encoder that writes
 different bytes for the same frames moves per-sample values and defeats the caches (issue 10.8 saw
 libx264 differ in up to 33 of 150 encodes on the development machine). This script encodes every
-fixture video of every recipe with the same call the fixture uses (``pinbench.video.write_video``,
+fixture video of every recipe with the same call the fixture uses (``pinbench.media.video.write_video``,
 same codec, CRF and frames; MIND's are recorded from its own ``build_fixture``; CameraBench's fixture
 writes none), ``--runs`` times, spread over ``--processes`` fresh Python processes
 (a fresh process has a fresh heap, so a dependence on uninitialised memory would show), and counts
@@ -31,7 +31,7 @@ EncodeJob = tuple[str, Callable[[Path], Path]]
 
 
 def _dynamic_degree() -> Iterator[EncodeJob]:
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.dynamic_degree import fixture
 
     for number, video in enumerate(fixture.FIXTURE_VIDEOS):
@@ -41,7 +41,7 @@ def _dynamic_degree() -> Iterator[EncodeJob]:
 
 
 def _remembench() -> Iterator[EncodeJob]:
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.remembench import fixture
 
     rng = np.random.default_rng(fixture.SEED)
@@ -53,7 +53,7 @@ def _remembench() -> Iterator[EncodeJob]:
 
 
 def _paibench_c() -> Iterator[EncodeJob]:
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.paibench_c import fixture
 
     for index in range(fixture.N_TASKS):
@@ -66,7 +66,7 @@ def _mind() -> Iterator[EncodeJob]:
     """Every video mind's ``build_fixture`` writes, with the very frames it passes: recorded from one build."""
     from unittest import mock
 
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.mind import fixture
 
     calls = []
@@ -88,7 +88,7 @@ def _jobs() -> list[EncodeJob]:
 
 
 def _pixels_digest(path: Path) -> str:
-    from pinbench.video import read_video
+    from pinbench.media.video import read_video
 
     return hashlib.sha256(read_video(path, backend="pyav").frames.tobytes()).hexdigest()
 

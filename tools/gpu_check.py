@@ -133,7 +133,7 @@ def _frames(rng: np.random.Generator, n: int, height: int, width: int) -> np.nda
 
 
 def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path) -> dict[str, Any]:
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.dynamic_degree.fixture import FIXTURE_VIDEOS, render
     from pinbench_recipes.dynamic_degree.fixture import SEED as FIXTURE_SEED
     from pinbench_recipes.dynamic_degree.flow import RaftThings
@@ -163,8 +163,8 @@ def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path)
 
 
 def lpips_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, Any]:
-    from pinbench.metrics.lpips import load_lpips, lpips_distance
-    from pinbench.metrics.precision import tf32
+    from pinbench.media.lpips import load_lpips, lpips_distance
+    from pinbench.media.precision import tf32
     from pinbench_recipes.remembench.fixture import write_random_alexnet
 
     trunk = work / "alexnet-random.pth"
@@ -183,7 +183,7 @@ def lpips_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, 
 
 
 def clip_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, Any]:
-    from pinbench.metrics.precision import tf32
+    from pinbench.media.precision import tf32
     from pinbench_recipes.remembench.clip_model import ClipEmbedder
     from pinbench_recipes.remembench.fixture import write_tiny_clip
 

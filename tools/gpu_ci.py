@@ -36,9 +36,10 @@ class ConfigError(ValueError):
 
 def load_config(path: Path = CONFIG) -> dict[str, Any]:
     """The validated configuration: schema, then every recipe, checkpoint name, flag and input option."""
-    from pinbench.files import FileError, read_yaml
-    from pinbench.recipe import RecipeError, check_checkpoint_name, get_recipe
-    from pinbench.schema import schema_error
+    from pinbench.core.config import RecipeError, check_checkpoint_name
+    from pinbench.core.files import FileError, read_yaml
+    from pinbench.core.recipe import get_recipe
+    from pinbench.core.schema import schema_error
 
     try:
         data = read_yaml(path)
@@ -81,7 +82,7 @@ def plan(config: Mapping[str, Any], event: str, requested: str | None = None,
 
 
 def run_dir(name: str, entry: Mapping[str, Any]) -> Path:
-    from pinbench.recipe import get_recipe
+    from pinbench.core.recipe import get_recipe
 
     return get_recipe(name).default_out_dir(entry["checkpoint"], "smoke" if entry["limit"] else "full")
 
@@ -116,7 +117,7 @@ def _dynamic_degree_textures(dest: Path) -> None:
     """The dynamic-degree fixture videos (known dynamic degree) at a size torchvision's RAFT accepts."""
     import numpy as np
 
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
     from pinbench_recipes.dynamic_degree.fixture import FIXTURE_VIDEOS, SEED, render
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -128,9 +129,10 @@ def _dynamic_degree_textures(dest: Path) -> None:
 
 def verdict(name: str, entry: Mapping[str, Any], *, run_exit: int, out_root: Path = Path(".")) -> tuple[int, str]:
     """(exit code, one line): the diff's verdict, or a recorded smoke reference and a failure."""
-    from pinbench.recipe import get_recipe
-    from pinbench.reference import diff, load_reference, record_reference, render_diff
-    from pinbench.scorecard import ScorecardError, load_scorecard
+    from pinbench.core.proposal import record_reference
+    from pinbench.core.recipe import get_recipe
+    from pinbench.core.reference import diff, load_reference, render_diff
+    from pinbench.core.scorecard import ScorecardError, load_scorecard
 
     recipe = get_recipe(name)
     mode = "smoke" if entry["limit"] else "full"

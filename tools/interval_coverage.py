@@ -1,4 +1,4 @@
-"""Measure what pinbench.uncertainty's method choices rest on: coverage of 95% bootstrap intervals.
+"""Measure what pinbench.core.uncertainty's method choices rest on: coverage of 95% bootstrap intervals.
 
 Prints, over 200 seeded replications each (seeds 10000 + k), how often the interval contains the true value:
 
@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from pinbench.uncertainty import aggregate_interval
+from pinbench.core.uncertainty import aggregate_interval
 
 REPLICATIONS = 200
 N_RESAMPLES = 9999

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pinbench.recipe import Recipe, RecipeError, RunConfig, available_recipes, check_checkpoint_name, get_recipe
+from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
+from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
@@ -25,7 +26,7 @@ def _echo(text: str = "") -> None:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    from pinbench.provenance import redact
+    from pinbench.core.provenance import redact
 
     typer.echo(f"error: {redact(' '.join(str(message).split()))}", err=True)
     raise typer.Exit(code)
@@ -42,8 +43,8 @@ def _recipe(name: str) -> Recipe:
 def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
             runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
             offline: bool, options: list[str]) -> RunConfig:
-    from pinbench.options import OptionError, parse_pairs
-    from pinbench.runner import Shard
+    from pinbench.core.options import OptionError, parse_pairs
+    from pinbench.core.runner import Shard
 
     try:
         parsed_shard = Shard.parse(shard) if shard else None
@@ -126,13 +127,13 @@ def fetch(
         except RecipeError as exc:
             _fail(str(exc))
     if recipe.pins_path.is_file():
-        from pinbench.userlock import resolve_recipe_pins
+        from pinbench.ops.userlock import resolve_recipe_pins
 
         _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
         for change in changes:
             _echo(f"resolved at run time (user lock): {change}")
         if lock:
-            from pinbench.lock import lock_recipe_pins
+            from pinbench.ops.lock import lock_recipe_pins
 
             written = lock_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
             for change in written:
@@ -181,13 +182,13 @@ def run(
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
-        from pinbench.doctor import diagnose, report
+        from pinbench.ops.doctor import diagnose, report
 
         code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
         if code:
             raise typer.Exit(code)
     if cfg.runtime == "docker":
-        from pinbench.docker_runtime import run_in_docker
+        from pinbench.ops.docker_runtime import run_in_docker
 
         try:
             code = run_in_docker(recipe, cfg)
@@ -220,7 +221,7 @@ def doctor(
 ) -> None:
     """Preflight in seconds, the first thing `run` does: pins, cache and hashes, images, GPUs, disk, RAM,
     token, your inputs. One line per problem; exit 2 on any."""
-    from pinbench.doctor import diagnose, report
+    from pinbench.ops.doctor import diagnose, report
 
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
@@ -260,7 +261,7 @@ def submit(
 ) -> None:
     """Run a recipe on a Slurm cluster: a job array of N shards, then one job that merges the records and
     writes the scorecard, diff and report (the layout the recipe declares). Prints the job ids."""
-    from pinbench.submit import Request, SubmitError, plan, submit_plan, write_scripts
+    from pinbench.ops.submit import Request, SubmitError, plan, submit_plan, write_scripts
 
     if engine != "slurm":
         _fail(f"--engine {engine!r}: only slurm is supported")
@@ -297,8 +298,8 @@ def status(
     no_slurm: Annotated[bool, typer.Option("--no-slurm", help="do not ask Slurm for job states")] = False,
 ) -> None:
     """Done / failed / pending samples per shard, the failures' reasons, and each job's Slurm state."""
-    from pinbench.status import render, run_status
-    from pinbench.status import wait as wait_for
+    from pinbench.ops.status import render, run_status
+    from pinbench.ops.status import wait as wait_for
 
     if wait:
         final, code = wait_for(run_dir, poll_s=poll, timeout_s=timeout)
@@ -323,8 +324,8 @@ def diff_cmd(
     reference: Annotated[Path | None, typer.Option(help="reference file (default: the recipe's)")] = None,
 ) -> None:
     """Compare a scorecard with its reference; non-zero exit on FAIL, partial run, missing metric or mismatch."""
-    from pinbench.reference import diff, load_reference, render_diff
-    from pinbench.scorecard import load_scorecard
+    from pinbench.core.reference import diff, load_reference, render_diff
+    from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
     recipe = _recipe_of_card(card)
@@ -362,11 +363,11 @@ def record_reference_cmd(
     several runs the value is their mean and each tolerance is proposed from their spread (shown with its
     arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
-    from pinbench.metricinfo import Tolerance
-    from pinbench.options import OptionError, parse_pairs
-    from pinbench.proposal import propose_reference
-    from pinbench.reference import write_reference
-    from pinbench.scorecard import load_scorecard
+    from pinbench.core.metricinfo import Tolerance
+    from pinbench.core.options import OptionError, parse_pairs
+    from pinbench.core.proposal import propose_reference
+    from pinbench.core.reference import write_reference
+    from pinbench.core.scorecard import load_scorecard
 
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
@@ -402,10 +403,10 @@ def record_reference_cmd(
 def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
     its derived records, when it has any)."""
-    from pinbench.derived import run_derived
-    from pinbench.reference import load_reference
-    from pinbench.runner import read_merged
-    from pinbench.scorecard import load_scorecard
+    from pinbench.core.derived import run_derived
+    from pinbench.core.reference import load_reference
+    from pinbench.core.runner import read_merged
+    from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
     recipe = _recipe_of_card(card)
@@ -428,7 +429,7 @@ def report(
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
 ) -> None:
     """Write a static HTML report (PNG plots) for one or more scorecards."""
-    from pinbench.report import write_report
+    from pinbench.results.report import write_report
 
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
@@ -450,7 +451,7 @@ def compare(
     Exit 0: every metric within noise; 1: a metric better or worse beyond noise (--fail-on worse: worse only);
     2: unmatched samples, a partial run or a metric in one run only; 3: other recipe or recipe version.
     """
-    from pinbench.compare import FAIL_ON, compare_runs, load_run, render_comparison
+    from pinbench.results.compare import FAIL_ON, compare_runs, load_run, render_comparison
 
     if fail_on not in FAIL_ON:
         _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
@@ -458,7 +459,7 @@ def compare(
     result = compare_runs(*runs, fail_on=fail_on)
     _echo(render_comparison(result))
     if report_dir is not None:
-        from pinbench.report import write_report
+        from pinbench.results.report import write_report
 
         cards, references, samples = [], {}, {}
         for i, run in enumerate(runs):
@@ -473,7 +474,7 @@ def compare(
 @app.command()
 def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
     """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
-    from pinbench.check import check_run
+    from pinbench.core.check import check_run
 
     result = check_run(run_dir)
     _echo("\n".join(result.lines()))
@@ -484,7 +485,7 @@ def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its 
 def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a README table is out of date")] = False,
          root: Annotated[Path, typer.Option(help="repository root")] = Path(".")) -> None:
     """Regenerate the option, environment and metric tables of the READMEs from the recipe declarations."""
-    from pinbench.docs import sync_readmes
+    from pinbench.ops.docs import sync_readmes
 
     stale = sync_readmes(root, write=not check)
     for path in stale:
@@ -503,7 +504,7 @@ def export(
 ) -> None:
     """Write a self-contained copy of one recipe: its code, exactly the library code it imports,
     its lock, Dockerfile(s) and README; nothing points back into this repository."""
-    from pinbench.export import export_recipe
+    from pinbench.ops.export import export_recipe
 
     path = export_recipe(_recipe(recipe_name), dest, force=force)
     _echo(f"exported {recipe_name} to {path}")
@@ -520,7 +521,7 @@ def build(
                              "BASE_IMAGE; a registry mirror, say); recorded in its scorecards")] = [],  # noqa: B006
 ) -> None:
     """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
-    from pinbench.docker_runtime import base_overrides, build_recipe_images
+    from pinbench.ops.docker_runtime import base_overrides, build_recipe_images
 
     recipe = _recipe(recipe_name)
     try:
@@ -540,8 +541,8 @@ def demo(
     """Run every recipe's fixture mode on CPU and write one report over all of them.
 
     Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
-    from pinbench.report import write_report
-    from pinbench.uncertainty import has_interval
+    from pinbench.core.uncertainty import has_interval
+    from pinbench.results.report import write_report
 
     recipes = [_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
@@ -614,7 +615,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, RuntimeError, OSError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":
             raise
-        from pinbench.provenance import redact
+        from pinbench.core.provenance import redact
 
         typer.echo(f"error: {redact(' '.join(str(exc).split()))}", err=True)
         sys.exit(2)

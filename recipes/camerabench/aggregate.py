@@ -7,7 +7,7 @@ group record fails, naming what failed or is missing (and what upstream, which d
 have reported, so the gap can be judged). Overall values are means over the group records, so a
 single failed split leaves the run partial with 14 of 15 splits scored, never a quietly shorter mean.
 
-Group records are derived records (``pinbench.derived``), computed when the scorecard is written from the
+Group records are derived records (``pinbench.core.derived``), computed when the scorecard is written from the
 merged per-sample records, written to ``derived.jsonl`` and never counted as samples. Ids:
 ``binary_split__<Split>``, ``vqa_skill__<skill>``, ``caption_family`` and ``camerabench_average`` (the
 WorldFoundry composite, not an official CameraBench number; its members are every sample of the groups).
@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pinbench.derived import DerivedFailure, DerivedRecord, derive
-from pinbench.runner import MISSING_ERROR, SampleRecord
-from pinbench.scorecard import MetricSpec
+from pinbench.core.derived import DerivedFailure, DerivedRecord, derive
+from pinbench.core.runner import MISSING_ERROR, SampleRecord
+from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.camerabench.binary_metrics import split_metrics
 from pinbench_recipes.camerabench.caption_metrics import LEXICAL
 from pinbench_recipes.camerabench.dataset import CAPTION_SKILL, CameraBenchData

@@ -20,10 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.cache import cache_root
-from pinbench.downloads import fetch_url, locate
-from pinbench.files import sha256_file
-from pinbench.pins import URLPin
+from pinbench.core.files import sha256_file
+from pinbench.ops.cache import cache_root
+from pinbench.ops.downloads import fetch_url, locate
+from pinbench.ops.pins import URLPin
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data_manifest.json"
 _RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}/{rel}"

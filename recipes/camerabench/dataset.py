@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.runner import check_sample_id
+from pinbench.core.runner import check_sample_id
 
 FAMILIES = ("binary", "vqa", "caption")
 VIDEO_SUFFIX = ".mp4"

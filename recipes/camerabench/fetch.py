@@ -7,7 +7,7 @@ stage then finds all of it without network.
 
 from __future__ import annotations
 
-from pinbench.recipe import RecipeError, RunConfig
+from pinbench.core.config import RecipeError, RunConfig
 from pinbench_recipes.camerabench import inputs
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.files import write_atomic
+from pinbench.core.files import write_atomic
 
 SEED = 20261130
 MODEL_NAME = "fixture-method"

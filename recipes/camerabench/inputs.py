@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
-from pinbench.pins import HFPin, Pins, PinsError, load_pins
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.userlock import UserLockError, apply_lock, lock_for
-from pinbench.userlock import pins_for_provenance as effective_pins_data
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
+from pinbench.ops.pins import HFPin, Pins, PinsError, load_pins
+from pinbench.ops.userlock import UserLockError, apply_lock, lock_for
+from pinbench.ops.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.camerabench import data_files
 from pinbench_recipes.camerabench.dataset import (
     CameraBenchData,

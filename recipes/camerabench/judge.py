@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pinbench.provenance import redact
+from pinbench.core.provenance import redact
 
 MODEL = "gpt-4o"
 TEMPERATURE = 0

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pinbench.files import sha256_file, write_atomic
+from pinbench.core.files import sha256_file, write_atomic
 from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, NonFiniteScore, check_scores
 

@@ -16,9 +16,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.finish import collect_records, finish_run, finish_shard
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import RunSummary, merge_samples, run_samples
+from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import RunSummary, merge_samples, run_samples
+from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.camerabench import fixture, inputs
 from pinbench_recipes.camerabench.aggregate import group_records, metric_specs
 from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES

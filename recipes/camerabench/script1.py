@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from pinbench.runner import SampleRecord
+from pinbench.core.runner import SampleRecord
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import Script1Outputs
 from pinbench_recipes.camerabench.videos import VideoSet

@@ -16,8 +16,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from pinbench.files import exclusive, write_atomic
-from pinbench.video import is_valid_video, write_video
+from pinbench.core.files import exclusive, write_atomic
+from pinbench.media.video import is_valid_video, write_video
 
 SEED = 20260909
 # Lossless H.264 (libx264 at CRF 0 is QP 0 for 8-bit video): a decoder gets back exactly the YUV planes the

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import cv2
 import numpy as np
 
-from pinbench.files import sha256_file
-from pinbench.metrics.precision import set_tf32
+from pinbench.core.files import sha256_file
+from pinbench.media.precision import set_tf32
 
 RAFT_ITERS = 20
 RAFT_MIN_SIZE = 128  # torchvision's RAFT refuses padded frames below 128 px (correlation pyramid)

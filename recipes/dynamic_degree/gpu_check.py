@@ -143,9 +143,9 @@ def _videos(root: Path, limit: int) -> list[Path]:
 
 
 def _default_weights() -> Path | None:
-    from pinbench.downloads import NotFetchedError, locate
-    from pinbench.pins import load_pins
-    from pinbench.recipe import get_recipe
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops.downloads import NotFetchedError, locate
+    from pinbench.ops.pins import load_pins
     from pinbench_recipes.dynamic_degree.prepare import WEIGHTS_ENV, WEIGHTS_PIN
 
     if os.environ.get(WEIGHTS_ENV):

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.files import sha256_file
-from pinbench.video import VideoInfo, read_video, video_info, write_video
+from pinbench.core.files import sha256_file
+from pinbench.media.video import VideoInfo, read_video, video_info, write_video
 from pinbench_recipes.dynamic_degree import clips as clipping
 from pinbench_recipes.dynamic_degree import scoring
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.runner import Shard, run_samples
+from pinbench.core.runner import Shard, run_samples
 from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.prepare import EstimatorSpec
 

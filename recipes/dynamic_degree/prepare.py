@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.cache import is_offline
-from pinbench.doctor import Finding
-from pinbench.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
-from pinbench.pins import Pins, PinsError, load_pins
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import sample_id_problem
-from pinbench.userlock import UserLockError, apply_lock, lock_for, resolve
-from pinbench.userlock import pins_for_provenance as effective_pins_data
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.options import is_offline
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import sample_id_problem
+from pinbench.ops.doctor import Finding
+from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
+from pinbench.ops.pins import Pins, PinsError, load_pins
+from pinbench.ops.userlock import UserLockError, apply_lock, lock_for, resolve
+from pinbench.ops.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
 from pinbench_recipes.dynamic_degree.motion import ClipSource
 
@@ -323,7 +324,7 @@ def fetch(cfg: RunConfig) -> None:
 
 def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
-    from pinbench.doctor import first_frame_error, ok, problem, url_finding, video_findings
+    from pinbench.ops.doctor import first_frame_error, ok, problem, url_finding, video_findings
 
     options = parse_options(cfg)
     findings: list[Finding] = []

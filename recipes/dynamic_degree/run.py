@@ -13,10 +13,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.finish import collect_records, finish_run, finish_shard
-from pinbench.recipe import RunConfig, RunOutcome, get_recipe
-from pinbench.runner import SampleRecord, run_samples
-from pinbench.scorecard import MetricSpec
+from pinbench.core.config import RunConfig, RunOutcome
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import SampleRecord, run_samples
+from pinbench.core.scorecard import MetricSpec
+from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.dynamic_degree import fixture, prepare
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
 from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, metric_name, score_task

@@ -36,8 +36,8 @@ import av
 import numpy as np
 import torch
 
-from pinbench.files import atomic_path, exclusive, sha256_file, write_atomic
-from pinbench.video import write_video
+from pinbench.core.files import atomic_path, exclusive, sha256_file, write_atomic
+from pinbench.media.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES
 

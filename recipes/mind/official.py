@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.provenance import redact
+from pinbench.core.provenance import redact
 from pinbench_recipes.mind.layout import (
     GENERATED_VIDEO,
     GT_ACTIONS,

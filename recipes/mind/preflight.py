@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.video import VideoError, video_info
+from pinbench.media.video import VideoError, video_info
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
     CHUNK_FRAMES,

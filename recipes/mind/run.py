@@ -19,13 +19,14 @@ from typing import Any
 import torch
 import yaml
 
-from pinbench.downloads import ChecksumError, NotFetchedError, UnlockedPinError
-from pinbench.files import sha256_file, write_atomic
-from pinbench.finish import collect_records, finish_run, finish_shard
-from pinbench.metrics.lpips import load_lpips
-from pinbench.pins import Pins
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import RunSummary, run_samples
+from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import RunSummary, run_samples
+from pinbench.media.lpips import load_lpips
+from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnlockedPinError
+from pinbench.ops.pins import Pins
+from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id

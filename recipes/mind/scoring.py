@@ -5,7 +5,7 @@ Names are ``<perspective>/<test>/<metric id>`` (``1st_data/mem_test/lcm_mse``), 
 ``<perspective>/<test>/native/<id>``, each restricted to the samples of its split (its denominator is every
 planned sample of that split, generated or not). The derived numbers are computed once over all scored
 samples, as WorldFoundry does, when the scorecard is written (the merge of a sharded run), into the derived
-record ``suite`` (``pinbench.derived``): it names every planned sample as a member and never counts as one.
+record ``suite`` (``pinbench.core.derived``): it names every planned sample as a member and never counts as one.
 They are labelled derived, never official: MIND publishes no composite.
 """
 
@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pinbench.derived import DerivedRecord, derive
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import MetricSpec
+from pinbench.core.derived import DerivedRecord, derive
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.mind.layout import CONTINUATION_TESTS, MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
 from pinbench_recipes.mind.samples import AGREEMENT, GSC_IDS, PIXEL_FIELDS, metric_ids
 from pinbench_recipes.mind.worldfoundry import GROUP_SCORES, PRIMARY, aggregate

@@ -8,7 +8,7 @@ into its Result.json for unchanged inputs (``official/run-NNN/plan.json``).
 Shards: ``--shard I/N`` owns the samples at positions I, I+N, ... of the plan; each step works on those
 only (``process.py`` on a working directory that holds exactly them, the native blocks and the final
 records of the same samples). Who may run in the directory at the same time (shards of one split, never
-two processes of one shard) is ``pinbench.rundir``'s claim, taken before the recipe runs.
+two processes of one shard) is ``pinbench.core.rundir``'s claim, taken before the recipe runs.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from pinbench.files import sha256_file
-from pinbench.runner import Shard, input_hash, load_records, run_samples
+from pinbench.core.files import sha256_file
+from pinbench.core.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (

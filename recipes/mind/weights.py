@@ -20,8 +20,10 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from pinbench.cache import url_path
-from pinbench.downloads import (
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.files import atomic_path, sha256_file
+from pinbench.ops.cache import url_path
+from pinbench.ops.downloads import (
     ChecksumError,
     FetchError,
     NotFetchedError,
@@ -31,9 +33,7 @@ from pinbench.downloads import (
     locate,
     verify_sha256,
 )
-from pinbench.files import atomic_path, sha256_file
-from pinbench.pins import HFPin, Pins, URLPin, load_pins
-from pinbench.recipe import RecipeError, RunConfig
+from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 from pinbench_recipes.mind.official import Runtime
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"

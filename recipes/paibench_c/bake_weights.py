@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pinbench.downloads import fetch_hf, fetch_url
-from pinbench.files import sha256_file
-from pinbench.pins import load_pins
+from pinbench.core.files import sha256_file
+from pinbench.ops.downloads import fetch_hf, fetch_url
+from pinbench.ops.pins import load_pins
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.fetch import EVALUATOR_URL_WEIGHTS, PINS_PATH
 

@@ -10,7 +10,7 @@ number is comparable with the published tables:
   length;
 * per frame, SSIM with scikit-image's defaults (7x7 uniform window, K1 0.01, K2 0.03, sample
   covariance) and ``data_range`` = max - min of *that blurred GT frame*; computed with the shared
-  kernel ``pinbench.metrics.ssim`` (equal to ``structural_similarity(..., full=True)``), batched;
+  kernel ``pinbench.media.ssim`` (equal to ``structural_similarity(..., full=True)``), batched;
 * the value is the mean of the **full SSIM map** (channels first, then frames and pixels). This is
   not skimage's scalar ``mssim``, which crops a 3-pixel border, so it differs from "standard" SSIM.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from pinbench.metrics.ssim import ssim_map
+from pinbench.media.ssim import ssim_map
 
 BILATERAL_D = 30
 BILATERAL_SIGMA_COLOR = 150.0

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.downloads import locate, verify_sha256
-from pinbench.files import sha256_file, write_atomic
-from pinbench.pins import HFPin, URLPin
-from pinbench.watch import Watcher, files_since, wait_watched
+from pinbench.core.files import sha256_file, write_atomic
+from pinbench.ops.downloads import locate, verify_sha256
+from pinbench.ops.pins import HFPin, URLPin
+from pinbench.ops.watch import Watcher, files_since, wait_watched
 
 GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}

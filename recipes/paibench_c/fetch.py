@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.doctor import Finding
-from pinbench.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
-from pinbench.pins import HFPin, Pins, load_pins
-from pinbench.recipe import RunConfig, get_recipe
-from pinbench.userlock import apply_lock, lock_for
+from pinbench.core.config import RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.ops.doctor import Finding
+from pinbench.ops.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
+from pinbench.ops.pins import HFPin, Pins, load_pins
+from pinbench.ops.userlock import apply_lock, lock_for
 from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
 from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
@@ -90,7 +91,7 @@ def locate_inputs(cfg: RunConfig, pins: Pins, *, need_model: bool) -> Inputs:
 def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor paibench-c``: this run's pinned inputs in the cache, the installed generator and
     evaluator (local runtime; the images carry them otherwise), generated videos when only scoring, RAM."""
-    from pinbench.doctor import hf_finding, pins_in_cache, problem, video_findings
+    from pinbench.ops.doctor import hf_finding, pins_in_cache, problem, video_findings
 
     if pins is None:
         return []
@@ -125,7 +126,7 @@ def _installed(cfg: RunConfig, pins: Pins) -> list[Finding]:
     """The cosmos-framework and evaluator checkouts a local run uses, at their pinned commits."""
     import os
 
-    from pinbench.doctor import ok, problem
+    from pinbench.ops.doctor import ok, problem
     from pinbench_recipes.paibench_c.evaluate import EvaluationError, installed_commit
 
     findings = []
@@ -153,7 +154,7 @@ EVALUATOR_DEFAULT_BATCH = 30
 def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
     import os
 
-    from pinbench.doctor import GB, ok, problem
+    from pinbench.ops.doctor import GB, ok, problem
 
     ranks = max(1, min(cfg.gpus, n_tasks))
     batch = cfg.options["eval_batch_size"] or EVALUATOR_DEFAULT_BATCH

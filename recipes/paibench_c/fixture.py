@@ -28,12 +28,13 @@ from typing import Any
 import cv2
 import numpy as np
 
-from pinbench.files import write_atomic
-from pinbench.finish import collect_records, finish_run
-from pinbench.recipe import RunConfig, RunOutcome, get_recipe
-from pinbench.runner import run_samples
-from pinbench.scorecard import MetricSpec
-from pinbench.video import read_video, write_video
+from pinbench.core.config import RunConfig, RunOutcome
+from pinbench.core.files import write_atomic
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import run_samples
+from pinbench.core.scorecard import MetricSpec
+from pinbench.media.video import read_video, write_video
+from pinbench.results.finish import collect_records, finish_run
 from pinbench_recipes.paibench_c.generate import collect_videos, generate_and_record, vision_path
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,

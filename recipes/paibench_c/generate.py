@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pinbench.files import atomic_path, sha256_file, write_atomic
-from pinbench.runner import Shard, StageLog
-from pinbench.video import is_valid_video
-from pinbench.watch import Watcher, wait_watched
+from pinbench.core.files import atomic_path, sha256_file, write_atomic
+from pinbench.core.runner import Shard, StageLog
+from pinbench.media.video import is_valid_video
+from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
 
 MIN_FRAMES = NUM_FRAMES

@@ -3,7 +3,7 @@
 Why: the evaluator's model-free steps (Canny F1, blur SSIM) and the arithmetic behind its model-based
 ones (depth si-RMSE from depth maps, segmentation mIoU / recall from masks) can be recomputed without a
 GPU. Every run reports them beside the evaluator's numbers as a cross-check, and the fixture mode scores
-with them end to end. Canny and blur kernels live in ``pinbench.metrics``; this module adds the
+with them end to end. Canny and blur kernels live in ``pinbench.media``; this module adds the
 evaluator's pipeline around them (decode, resize rule, frame alignment) and the recipe-only metrics.
 """
 
@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from pinbench.video import read_video
+from pinbench.media.video import read_video
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from pinbench.scorecard import MetricSpec
+from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
 
 NATIVE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "seg_m_iou", "seg_recall")

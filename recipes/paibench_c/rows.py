@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.files import write_atomic
+from pinbench.core.files import write_atomic
 
 MODALITIES = ("edge", "blur", "depth", "seg")
 TASK_ID = re.compile(r"task_\d{4}")

@@ -21,12 +21,13 @@ from typing import Any
 
 from huggingface_hub import constants as hf_constants
 
-from pinbench.cache import is_offline
-from pinbench.finish import collect_records, finish_run
-from pinbench.provenance import installed_distributions
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import run_samples
-from pinbench.userlock import pins_for_provenance
+from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.options import is_offline
+from pinbench.core.provenance import installed_distributions
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import run_samples
+from pinbench.ops.userlock import pins_for_provenance
+from pinbench.results.finish import collect_records, finish_run
 from pinbench_recipes.paibench_c import evaluate
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
 from pinbench_recipes.paibench_c.fixture import run_fixture

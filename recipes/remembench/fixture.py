@@ -22,8 +22,8 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.files import exclusive, sha256_file
-from pinbench.video import write_video
+from pinbench.core.files import exclusive, sha256_file
+from pinbench.media.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
 SEED = 20260521

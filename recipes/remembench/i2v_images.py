@@ -27,8 +27,8 @@ from typing import IO
 
 from PIL import Image
 
-from pinbench.files import atomic_path
-from pinbench.provenance import redact
+from pinbench.core.files import atomic_path
+from pinbench.core.provenance import redact
 from pinbench_recipes.remembench.dataset import DatasetError, iter_jsonl
 from pinbench_recipes.remembench.release import (
     DEFAULT_DATASET_ID,

@@ -23,9 +23,9 @@ import cv2
 import numpy as np
 import torch
 
-from pinbench.metrics.lpips import lpips_distance
-from pinbench.metrics.precision import tf32
-from pinbench.metrics.ssim import make_window, ssim_from_moments, window_filter
+from pinbench.media.lpips import lpips_distance
+from pinbench.media.precision import tf32
+from pinbench.media.ssim import make_window, ssim_from_moments, window_filter
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 TEMPSSIM_WINDOW = make_window("gaussian", sigma=1.5)

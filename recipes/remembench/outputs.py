@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.files import write_atomic
-from pinbench.runner import SampleRecord
+from pinbench.core.files import write_atomic
+from pinbench.core.runner import SampleRecord
 from pinbench_recipes.remembench.prepare import METRIC_KEYS, Group
 
 SCENE_FIELDS = ("departure_frame", "revisit_frame", "turnaround_frame", "video_sha256")

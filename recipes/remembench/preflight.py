@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pinbench.doctor import Finding, ok, problem, video_findings
-from pinbench.recipe import RunConfig
+from pinbench.core.config import RunConfig
+from pinbench.ops.doctor import Finding, ok, problem, video_findings
 from pinbench_recipes.remembench import prepare, weights
 from pinbench_recipes.remembench.dataset import PAPER
 from pinbench_recipes.remembench.options import OptionError, resolve_options

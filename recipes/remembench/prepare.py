@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.files import sha256_file
-from pinbench.recipe import RecipeError
+from pinbench.core.config import RecipeError
+from pinbench.core.files import sha256_file
 from pinbench_recipes.remembench.dataset import (
     PAPER,
     DatasetError,

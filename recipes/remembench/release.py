@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.downloads import fetch_hf, locate
-from pinbench.files import sha256_file
-from pinbench.pins import HFPin
+from pinbench.core.files import sha256_file
+from pinbench.ops.downloads import fetch_hf, locate
+from pinbench.ops.pins import HFPin
 from pinbench_recipes.remembench.dataset import DatasetError
 
 DEFAULT_DATASET_ID = "mosaichunk/RememBench"

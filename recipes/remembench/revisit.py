@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pinbench.files import atomic_path
+from pinbench.core.files import atomic_path
 
 PIXEL_LIMIT = 255_000
 PATCH = 14

@@ -18,13 +18,14 @@ from typing import Any
 
 import yaml
 
-from pinbench.cache import is_offline
-from pinbench.files import write_atomic
-from pinbench.finish import collect_records, finish_run, finish_shard
-from pinbench.metrics.lpips import load_lpips
-from pinbench.recipe import RecipeError, RunConfig, RunOutcome, get_recipe
-from pinbench.runner import SampleRecord, run_samples
-from pinbench.scorecard import MetricSpec
+from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.files import write_atomic
+from pinbench.core.options import is_offline
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import SampleRecord, run_samples
+from pinbench.core.scorecard import MetricSpec
+from pinbench.media.lpips import load_lpips
+from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.remembench import outputs, prepare, summary, weights
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.dataset import PAPER, cohort_report

@@ -18,8 +18,8 @@ import cv2
 import numpy as np
 import torch
 
-from pinbench.files import atomic_path
-from pinbench.video import read_video
+from pinbench.core.files import atomic_path
+from pinbench.media.video import read_video
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.metrics import pair_metrics, quality_metrics
 from pinbench_recipes.remembench.revisit import (

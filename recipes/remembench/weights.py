@@ -14,9 +14,9 @@ import argparse
 import shutil
 from pathlib import Path
 
-from pinbench.downloads import fetch_hf, fetch_url, locate, verify_sha256
-from pinbench.pins import HFPin, Pins, URLPin, load_pins
-from pinbench.recipe import RunConfig
+from pinbench.core.config import RunConfig
+from pinbench.ops.downloads import fetch_hf, fetch_url, locate, verify_sha256
+from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
 CLIP_CONFIG = "open_clip_config.json"

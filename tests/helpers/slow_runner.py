@@ -1,4 +1,4 @@
-"""Test helper: run pinbench.runner over N small tasks, slowly, logging each computed id.
+"""Test helper: run pinbench.core.runner over N small tasks, slowly, logging each computed id.
 
 Used by tests/test_runner.py to kill a run mid-way (SIGKILL) and resume it. Each call of the sample
 function appends its sample id to a side log, so the test can tell which samples were recomputed.
@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from pinbench.runner import run_samples
+from pinbench.core.runner import run_samples
 
 
 def make_tasks(n: int) -> list[dict]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from pinbench.recipe import Recipe, load_declaration
+from pinbench.core.recipe import Recipe, load_declaration
 
 DECLARATION: dict[str, Any] = {
     "name": "toy-bench",

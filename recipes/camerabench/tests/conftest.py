@@ -42,7 +42,7 @@ _CORPUS = ["Yes", "No", "Yes No", "Please only answer Yes or No.", "Does the cam
 def bit_video(tmp_path: Path) -> Callable[..., Path]:
     """Factory: an MP4 of ``n_frames`` index-coded frames at ``fps`` (lossless enough to read back)."""
 
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
 
     def _make(name: str, n_frames: int, fps: float, height: int = 48, width: int = 64) -> Path:
         return write_video(tmp_path / f"{name}.mp4", bit_frames(n_frames, height, width), fps, crf=0)

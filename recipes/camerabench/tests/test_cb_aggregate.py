@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.derived import DerivedRecord
-from pinbench.recipe import get_recipe
-from pinbench.runner import MISSING_ERROR, SampleRecord, input_hash, run_samples
-from pinbench.scorecard import build_scorecard
+from pinbench.core.derived import DerivedRecord
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import MISSING_ERROR, SampleRecord, input_hash, run_samples
+from pinbench.core.scorecard import build_scorecard
 from pinbench_recipes.camerabench import aggregate, fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
 from pinbench_recipes.camerabench.official_json import Script1Outputs, read_score_dir

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.cache import url_path
-from pinbench.downloads import NotFetchedError
-from pinbench.files import sha256_file
+from pinbench.core.files import sha256_file
+from pinbench.ops.cache import url_path
+from pinbench.ops.downloads import NotFetchedError
 from pinbench_recipes.camerabench import data_files, dataset, fixture
 from pinbench_recipes.camerabench.data_files import DataFilesError, DataManifest, load_manifest, verify_data_dir
 from pinbench_recipes.camerabench.dataset import DatasetError, load_dataset, official_count_problems

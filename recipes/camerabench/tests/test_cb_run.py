@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import load_records
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import load_records
 from pinbench_recipes.camerabench import data_files, fixture, inputs
 from pinbench_recipes.camerabench.run import run
 
@@ -130,7 +131,7 @@ def test_script1_checkpoints_map_to_pins() -> None:
 def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """pinbench submit's array task: Script 1 for its shard only; Script 2 and the scorecard are the finish job's."""
-    from pinbench.runner import RunSummary, Shard
+    from pinbench.core.runner import RunSummary, Shard
     from pinbench_recipes.camerabench import run as run_module
     from pinbench_recipes.camerabench.official_json import Script1Outputs
 

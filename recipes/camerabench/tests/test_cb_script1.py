@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.runner import run_samples
-from pinbench.video import write_video
+from pinbench.core.runner import run_samples
+from pinbench.media.video import write_video
 from pinbench_recipes.camerabench import fixture
 from pinbench_recipes.camerabench.dataset import load_dataset
 from pinbench_recipes.camerabench.official_json import read_score_dir, write_score_dir

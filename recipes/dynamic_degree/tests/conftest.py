@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench.video import write_video
+from pinbench.media.video import write_video
 from pinbench_recipes.dynamic_degree.fixture import FixtureVideo, render
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pinbench.runner import run_samples
-from pinbench.video import VideoError
+from pinbench.core.runner import run_samples
+from pinbench.media.video import VideoError
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, RaftThings
 from pinbench_recipes.dynamic_degree.motion import OFFICIAL_METRIC, PREVIEW_METRIC, ClipSource, score_video
 from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state

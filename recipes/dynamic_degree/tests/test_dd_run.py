@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import Shard, load_records, run_samples
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import Shard, load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
@@ -325,7 +326,7 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """torchvision's 8-hex file-name prefix is enough for a first connected run; the full SHA-256 is recorded
     in the user lock and every later run (offline too) is checked against it."""
-    from pinbench.userlock import UserLock, user_lock_path
+    from pinbench.ops.userlock import UserLock, user_lock_path
     from pinbench_recipes.dynamic_degree.prepare import parse_options, pins_for_provenance, raft_weights
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
@@ -355,7 +356,7 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
 
 def test_the_shipped_raft_pin_is_torchvisions_file_name_prefix() -> None:
     """Issue #9.4: a fresh clone runs the official metric on the file whose SHA-256 starts with 22a6c225."""
-    from pinbench.pins import load_pins
+    from pinbench.ops.pins import load_pins
 
     pin = load_pins(RECIPE.pins_path).urls["raft_things"]
     assert pin.sha256_prefix == "22a6c225" and pin.filename == "raft_large_C_T_V1-22a6c225.pth"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from pinbench.video import write_video
+from pinbench.media.video import write_video
 from pinbench_recipes.mind.official import CACHE_WEIGHTS, COMMIT_STAMP, Runtime
 
 SIZE = (36, 64)          # 16:9, like MIND-Data

@@ -13,8 +13,8 @@ from torchmetrics.image import PeakSignalNoiseRatio, StructuralSimilarityIndexMe
 from torchvision import transforms
 from torchvision.transforms import functional as tvf
 
-from pinbench.metrics.lpips import load_lpips
-from pinbench.video import read_video, write_video
+from pinbench.media.lpips import load_lpips
+from pinbench.media.video import read_video, write_video
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.fixture import ProcessPyCpuDouble, write_random_alexnet
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS, Canvas, ingest, iter_frames, resized_size

@@ -182,7 +182,7 @@ def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None
     Checks that the working directory is enough for the pinned process.py (no download, no wget), that every
     planned sample gets a record and that the native LCM block agrees with the official one frame by frame.
     """
-    from pinbench.metrics.lpips import load_lpips
+    from pinbench.media.lpips import load_lpips
     from pinbench_recipes.mind import native
     from pinbench_recipes.mind.fixture import build_fixture
     from pinbench_recipes.mind.results import import_results, load_result_file

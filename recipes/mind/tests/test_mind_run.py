@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.reference import EXIT_INCOMPLETE
-from pinbench.runner import Shard
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.reference import EXIT_INCOMPLETE
+from pinbench.core.runner import Shard
 from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 

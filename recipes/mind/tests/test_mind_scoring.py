@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import get_recipe
-from pinbench.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
-from pinbench.runner import SampleRecord
-from pinbench.scorecard import build_scorecard
+from pinbench.core.recipe import get_recipe
+from pinbench.core.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import build_scorecard
 from pinbench_recipes.mind.layout import SampleKey
 from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs, suite_record, suite_result
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import RunConfig, get_recipe
-from pinbench.reference import EXIT_INCOMPLETE
-from pinbench.runner import MISSING_ERROR, Shard
+from pinbench.core.config import RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.reference import EXIT_INCOMPLETE
+from pinbench.core.runner import MISSING_ERROR, Shard
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind.official import WorkDir

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.runner import run_samples
+from pinbench.core.runner import run_samples
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.official import WorkDir

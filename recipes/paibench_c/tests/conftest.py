@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench.video import write_video
+from pinbench.media.video import write_video
 
 
 def clip(n_frames: int, seed: int = 0, height: int = 24, width: int = 32) -> np.ndarray:
@@ -36,7 +36,7 @@ FAKE_INFERENCE = textwrap.dedent('''
     import json, os, sys
     from pathlib import Path
     import numpy as np
-    from pinbench.video import write_video
+    from pinbench.media.video import write_video
 
     args = sys.argv[1:]
     rows_file, out = Path(args[args.index("-i") + 1]), Path(args[args.index("-o") + 1])
@@ -92,7 +92,7 @@ FAKE_COMPUTE_METRICS = textwrap.dedent('''
     from pinbench_recipes.paibench_c.native_metrics import align_pred_to_gt, load_sam_detections, seg_miou_recall
     from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
     from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
-    from pinbench.video import read_video
+    from pinbench.media.video import read_video
 
     args = sys.argv[1:]
     get = lambda flag: args[args.index(flag) + 1]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.downloads import ChecksumError
-from pinbench.pins import HFPin, URLPin
+from pinbench.ops.downloads import ChecksumError
+from pinbench.ops.pins import HFPin, URLPin
 from pinbench_recipes.paibench_c.evaluate import (
     REVISION_STAMP,
     WEIGHT_PATHS,
@@ -141,7 +141,7 @@ def test_grounding_dino_at_another_revision_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_weights_are_linked_from_the_fetch_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench.cache import url_path
+    from pinbench.ops.cache import url_path
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PINBENCH_CACHE", str(cache))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import pinbench_recipes.paibench_c.fixture as fixture
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import Shard
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import Shard
 from pinbench_recipes.paibench_c.run import run
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.files import sha256_file
+from pinbench.core.files import sha256_file
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     CosmosFrameworkGenerator,
@@ -162,8 +162,8 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
     """GPU CI: one edge task through the real framework in the generation image (needs the fetched model)."""
     import torch
 
-    from pinbench.downloads import locate
-    from pinbench.recipe import get_recipe
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops.downloads import locate
     from pinbench_recipes.paibench_c.fetch import effective_pins, locate_inputs
     from pinbench_recipes.paibench_c.rows import build_rows
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import get_recipe
-from pinbench.runner import SampleRecord, input_hash
-from pinbench.scorecard import build_scorecard
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import SampleRecord, input_hash
+from pinbench.core.scorecard import build_scorecard
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, MetricsFileError, parse_metrics_json, task_id_of
 from pinbench_recipes.paibench_c.results import metric_specs, task_result
 

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from pinbench.video import write_video
+from pinbench.media.video import write_video
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 from pinbench_recipes.paibench_c.native_metrics import (
@@ -194,7 +194,7 @@ def test_score_task_decodes_once_and_matches_the_kernels(tmp_path: Path) -> None
     gt = write_video(tmp_path / "gt.mp4", gt_frames, 30, codec="mpeg4")
     pred = write_video(tmp_path / "pred.mp4", pred_frames, 30, codec="mpeg4")
     result = score_task(gt, {"edge": pred, "blur": pred})
-    from pinbench.video import read_video
+    from pinbench.media.video import read_video
 
     g = read_video(gt, backend="opencv").frames
     p = align_pred_to_gt(read_video(pred, backend="opencv").frames, g)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pinbench.pins import load_pins
-from pinbench.recipe import get_recipe
+from pinbench.core.recipe import get_recipe
+from pinbench.ops.pins import load_pins
 
 RECIPE = get_recipe("paibench-c")
 

@@ -16,13 +16,14 @@ import yaml
 
 import pinbench_recipes.paibench_c.fetch as fetch_module
 import pinbench_recipes.paibench_c.run as run_module
-from pinbench.cache import hf_snapshot_dir
-from pinbench.pins import HFPin
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
-from pinbench.runner import Shard
-from pinbench.status import render, run_status
-from pinbench.userlock import RESOLVED_NOTE, UserLock, user_lock_path
-from pinbench.video import write_video
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import Shard
+from pinbench.media.video import write_video
+from pinbench.ops.cache import hf_snapshot_dir
+from pinbench.ops.pins import HFPin
+from pinbench.ops.status import render, run_status
+from pinbench.ops.userlock import RESOLVED_NOTE, UserLock, user_lock_path
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from skimage.metrics import structural_similarity
 
-from pinbench.video import read_video, write_video
+from pinbench.media.video import read_video, write_video
 from pinbench_recipes.remembench.metrics import tempssim_pairs, to_gray
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pinbench.metrics.precision import tf32
+from pinbench.media.precision import tf32
 from pinbench_recipes.remembench.clip_model import (
     OPENAI_MEAN,
     OPENAI_STD,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.files import exclusive
+from pinbench.core.files import exclusive
 from pinbench_recipes.remembench import fixture
 
 

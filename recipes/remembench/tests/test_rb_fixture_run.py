@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.recipe import RecipeError, RunConfig, get_recipe
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
 from pinbench_recipes.remembench.run import run
 

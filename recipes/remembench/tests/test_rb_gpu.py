@@ -23,7 +23,7 @@ def test_real_clip_vit_h14_loads_strictly_and_embeds():  # pragma: no cover - GP
 
 
 def test_real_lpips_trunk_scores_identical_frames_zero():  # pragma: no cover - GPU CI
-    from pinbench.metrics.lpips import load_lpips, lpips_distance
+    from pinbench.media.lpips import load_lpips, lpips_distance
     from pinbench_recipes.remembench.weights import load_recipe_pins, resolve_alexnet
 
     pins = load_recipe_pins()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pinbench.recipe import get_recipe
+from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.weights import load_recipe_pins
 
 RECIPE = get_recipe("remembench")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pinbench.metrics.lpips import load_lpips, lpips_distance
+from pinbench.media.lpips import load_lpips, lpips_distance
 from pinbench_recipes.remembench.clip_model import (
     OPENAI_MEAN,
     OPENAI_STD,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pinbench_recipes.remembench.preflight as preflight_module
-from pinbench.recipe import get_recipe
+from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
 
 

@@ -8,8 +8,9 @@ import av
 import numpy as np
 import pytest
 
-from pinbench.recipe import RecipeError, get_recipe
-from pinbench.video import read_video, write_video
+from pinbench.core.config import RecipeError
+from pinbench.core.recipe import get_recipe
+from pinbench.media.video import read_video, write_video
 from pinbench_recipes.remembench.fixture import T2V, t2v_frames
 from pinbench_recipes.remembench.options import OptionError, resolve_options
 from pinbench_recipes.remembench.scoring import Scorer
@@ -51,7 +52,7 @@ def _task(video: Path | None, **changes) -> dict:
 
 @pytest.fixture
 def scorer(tmp_path):
-    from pinbench.metrics.lpips import load_lpips
+    from pinbench.media.lpips import load_lpips
     from pinbench_recipes.remembench.fixture import write_random_alexnet
 
     digest = write_random_alexnet(tmp_path / "trunk.pth")
@@ -68,7 +69,7 @@ def test_scores_a_t2v_rollout(scorer, rollout, tmp_path):
 
 def test_a_rollout_at_another_resolution_is_scored_as_upstream_and_flagged(scorer, rollout):
     """score.py checks the frame count, not the size; the recipe scores it too and flags it for a warning."""
-    from pinbench.runner import SampleRecord
+    from pinbench.core.runner import SampleRecord
     from pinbench_recipes.remembench.run import _size_warnings
 
     result = scorer(_task(rollout, size=[1376, 768]))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinbench.recipe import get_recipe
+from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.dataset import DatasetError
 from pinbench_recipes.remembench.run import run
 from pinbench_recipes.remembench.summary import (

@@ -1,0 +1,267 @@
+"""``pinbench check RUN_DIR``: is a run directory what its scorecard says it is?
+
+In the spirit of MLPerf's submission checker for a results directory, every claim the scorecard makes is
+checked against the files beside it:
+
+* ``scorecard.json`` validates (schema, finite numbers, counts that add up, allowed names);
+* the directory's identity (``pinbench-run.json``) is the scorecard's recipe, checkpoint and mode, and no
+  other process is still writing in it;
+* the samples file it names exists inside the directory, and recounting it gives every metric's
+  n_expected / n_scored / n_failed / n_missing, the named failures (each with its record) and the value;
+* the derived records it names (``derived.jsonl``, ``pinbench.core.derived``) were computed from exactly those
+  sample records (the digest of their members' records), and recount the metrics read from them;
+* ``report/index.html`` exists;
+* the reference that applies to the run (the recipe's for this checkpoint and mode) is for the same recipe
+  version, checkpoint, mode and sample count, and ``diff.txt`` gives the verdict the diff gives now.
+
+A partial or failed run is a problem too (it is not a result). Inputs whose pin is still unverified are
+listed as notes. One line per problem; ``CheckResult.exit_code`` is 0 when there is none, 2 otherwise, as
+``pinbench diff`` uses 2 for a run that cannot be trusted as complete. ``finish_run`` calls it at the end of
+every unsharded run. It reads JSON and YAML only: no torch, no plotting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pinbench.core.config import RecipeError
+from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
+from pinbench.core.files import FileError
+from pinbench.core.recipe import Recipe, get_recipe
+from pinbench.core.reference import diff, load_reference, result_line
+from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
+from pinbench.core.runner import SampleRecord, read_merged
+from pinbench.core.scorecard import DERIVED_RECORDS, MetricSpec, load_scorecard, score_metric
+
+SCORECARD = "scorecard.json"
+REPORT = PurePosixPath("report", "index.html")
+DIFF = "diff.txt"
+EXIT_CLEAN = 0
+EXIT_PROBLEMS = 2
+_COUNTS = ("n_expected", "n_scored", "n_failed", "n_missing")
+
+
+@dataclass
+class CheckResult:
+    run_dir: Path
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_PROBLEMS if self.problems else EXIT_CLEAN
+
+    def lines(self) -> list[str]:
+        """What ``pinbench check`` prints: problems, notes, then one summary line."""
+        summary = (f"check: {len(self.problems)} problem(s) in {self.run_dir}" if self.problems
+                   else f"check: {self.run_dir} is consistent")
+        return [f"problem: {p}" for p in self.problems] + [f"note: {n}" for n in self.notes] + [summary]
+
+
+def check_run(run_dir: Path | str) -> CheckResult:
+    """Check a run directory (or the directory of a scorecard.json given instead); never raises for bad input."""
+    run_dir = Path(run_dir)
+    if run_dir.name == SCORECARD and run_dir.is_file():
+        run_dir = run_dir.parent
+    result = CheckResult(run_dir)
+    if not run_dir.is_dir():
+        result.problems.append(f"{run_dir}: not a directory")
+        return result
+    try:
+        card = load_scorecard(run_dir / SCORECARD)
+    except FileError as exc:
+        result.problems.append(str(exc))
+        return result
+    _check_identity(run_dir, card, result)
+    if card["status"] != "complete":
+        reasons = card["status_reasons"]
+        more = f"; +{len(reasons) - 3} more" if len(reasons) > 3 else ""
+        result.problems.append(f"{run_dir / SCORECARD}: status {card['status']}: {'; '.join(reasons[:3])}{more}")
+    records = _samples(run_dir, card, result)
+    derived = _derived(run_dir, card, records, result)
+    if records is not None and derived is not None:
+        _recount(run_dir / card["samples"]["path"], card, records, derived, result)
+    if not (run_dir / REPORT).is_file():
+        result.problems.append(f"{run_dir / REPORT}: missing (every run writes its report)")
+    _check_reference(run_dir, card, result)
+    inputs = card["provenance"].get("inputs") or {}
+    for name, state in inputs.items():
+        if isinstance(state, Mapping) and state.get("state") != "verified":
+            reason = state.get("reason") or f"{state.get('kind', 'input')} without a full pin (revision or SHA-256)"
+            result.notes.append(f"unverified input {name}: {reason}")
+    return result
+
+
+# ------------------------------------------------------------------------------------------- the parts
+
+
+def _check_identity(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> None:
+    try:
+        identity, source = read_identity(run_dir)
+    except RunDirError as exc:
+        result.problems.append(str(exc))
+        return
+    if identity is None or not source.endswith(IDENTITY_FILE):
+        result.notes.append(f"{run_dir / IDENTITY_FILE}: absent (a directory from before run identities)")
+    else:
+        for key in ("recipe", "checkpoint", "mode"):
+            if identity[key] != card[key]:
+                result.problems.append(f"{source}: the directory belongs to {key} {identity[key]!r}, "
+                                       f"the scorecard is for {card[key]!r}")
+    for holder in other_live_runs(run_dir):
+        result.problems.append(f"{run_dir}: a run is still writing here: {holder}")
+
+
+def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: CheckResult) -> Path | None:
+    """The file a scorecard block names, when it is a file inside the run directory."""
+    if not name:
+        result.problems.append(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
+        return None
+    relative = PurePosixPath(name)
+    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
+        result.problems.append(f"{run_dir / SCORECARD}: {block}.path {name!r} is not a file inside the run directory")
+        return None
+    path = run_dir / relative
+    if path.is_symlink():  # the records must travel with the directory, not point into another run
+        result.problems.append(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
+                               "per-sample records")
+        return None
+    if not path.is_file():
+        state = "not a file" if path.exists() else "missing"
+        result.problems.append(f"{path}: {state} (the scorecard names it as its {what} records)")
+        return None
+    return path
+
+
+def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> list[SampleRecord] | None:
+    path = _run_file(run_dir, "samples", card["samples"]["path"], "per-sample", result)
+    if path is None:
+        return None
+    try:
+        return read_merged(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        result.problems.append(" ".join(str(exc).split()))
+        return None
+
+
+def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRecord] | None,
+             result: CheckResult) -> list[DerivedRecord] | None:
+    """The derived records the scorecard names ([] when it names none), checked against the sample records."""
+    block = card.get("derived")
+    if block is None:
+        return []
+    path = _run_file(run_dir, "derived", block["path"], "derived", result)
+    if path is None:
+        return None
+    try:
+        derived = read_derived(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        result.problems.append(" ".join(str(exc).split()))
+        return None
+    n_ok = sum(r.ok for r in derived)
+    found = {"n_records": len(derived), "n_ok": n_ok, "n_failed": len(derived) - n_ok}
+    wrong = [f"{key} {block[key]} (the file gives {found[key]})" for key in found if block[key] != found[key]]
+    if wrong:
+        result.problems.append(f"{path}: the scorecard's derived block says {', '.join(wrong)}")
+    if records is not None:
+        result.problems += [f"{path}: {problem}" for problem in derived_problems(derived, records)]
+    return derived
+
+
+def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
+             result: CheckResult) -> None:
+    """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard)."""
+    problems = result.problems
+    ids = [r.sample_id for r in [*records, *derived]]
+    if len(set(ids)) != len(ids):
+        problems.append(f"{path}: sample {next(i for i in ids if ids.count(i) > 1)!r} has more than one record")
+        return
+    s = card["samples"]
+    n_ok = sum(r.ok for r in records)
+    found = {"": len(records), "ok ": n_ok, "failed ": len(records) - n_ok}
+    claimed = {"": s["n_expected"] - s["n_missing"], "ok ": s["n_ok"], "failed ": s["n_failed"]}
+    for kind in found:
+        if found[kind] != claimed[kind]:
+            problems.append(f"{path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
+    by_id = {r.sample_id: r for r in [*records, *derived]}
+    for name, m in card["metrics"].items():
+        for failure in m["failed"]:
+            if failure["sample_id"] not in by_id:
+                problems.append(f"{path}: metric {name}: failed sample {failure['sample_id']!r} has no record")
+        if "missing" in m and m.get("sample_ids") is None:
+            result.notes.append(f"metric {name}: its cohort's sample_ids are not recorded (a scorecard from before "
+                                "they were); only its named failures were checked")
+            continue
+        try:
+            spec = MetricSpec(name, aggregation=m["aggregation"], group_by=m.get("group_by"), key=m.get("key"),
+                              sample_ids=m.get("sample_ids"), direction=m["direction"], kind=m["kind"],
+                              primary=m["primary"], unit=m.get("unit"), derived=m.get("records") == DERIVED_RECORDS)
+            again = score_metric(spec, [*records, *derived], s["n_expected"])
+        except ValueError as exc:
+            problems.append(f"{path}: metric {name}: cannot be recounted: {exc}")
+            continue
+        wrong = [f"{key} {m[key]} (records give {again[key]})" for key in _COUNTS if m[key] != again[key]]
+        if wrong:
+            problems.append(f"{path}: metric {name}: the scorecard says {', '.join(wrong)}")
+            continue
+        named = {f["sample_id"]: f["error"] for f in m["failed"]}
+        recounted = {f["sample_id"]: f["error"] for f in again["failed"]}
+        if named != recounted:
+            sid = next(i for i in sorted(set(named) | set(recounted)) if named.get(i) != recounted.get(i))
+            problems.append(f"{path}: metric {name}: sample {sid!r} is {_failure_text(named.get(sid))} in the "
+                            f"scorecard but {_failure_text(recounted.get(sid))} in its record")
+        elif m.get("missing", []) != again.get("missing", []):
+            problems.append(f"{path}: metric {name}: the missing samples named differ from the records")
+        elif m["value"] != again["value"]:
+            problems.append(f"{path}: metric {name}: value {m['value']!r} in the scorecard, {again['value']!r} "
+                            "recomputed from the records")
+
+
+def _failure_text(error: str | None) -> str:
+    return "scored" if error is None else f"failed ({error[:80]})"
+
+
+def _check_reference(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> None:
+    """The reference that applies to this run matches it, and diff.txt holds the verdict it gives now."""
+    try:
+        recipe: Recipe = get_recipe(card["recipe"])
+    except RecipeError as exc:
+        result.notes.append(f"reference not checked: {exc}")
+        return
+    ref_path = recipe.reference_path(card["checkpoint"], card["mode"])
+    diff_text = _read_text(run_dir / DIFF)
+    if ref_path is None:
+        result.notes.append(f"no {card['mode']} reference for {recipe.name} / {card['checkpoint']}: "
+                            "reported, not diffed")
+        if diff_text is not None and "\nresult: " in f"\n{diff_text}":
+            result.problems.append(f"{run_dir / DIFF}: holds a diff verdict, but no reference applies to this run")
+        return
+    try:
+        ref = load_reference(ref_path, recipe=recipe)
+    except FileError as exc:
+        result.problems.append(str(exc))
+        return
+    for key, theirs, ours in (("recipe_version", ref.recipe_version, card["recipe_version"]),
+                              ("checkpoint", ref.checkpoint, card["checkpoint"]), ("mode", ref.mode, card["mode"]),
+                              ("sample count", ref.n_samples, card["samples"]["n_expected"])):
+        if theirs != ours:
+            result.problems.append(f"{ref_path}: the reference is for {key} {theirs!r}, the run has {ours!r}")
+    expected = result_line(diff(card, ref))
+    if diff_text is None:
+        result.problems.append(f"{run_dir / DIFF}: missing (the run's diff against {ref_path})")
+        return
+    said = [line for line in diff_text.splitlines() if line.startswith("result: ")]
+    if said != [expected]:
+        result.problems.append(f"{run_dir / DIFF}: says {said[-1] if said else 'no result'!r}, the diff against "
+                               f"{ref_path} now gives {expected!r}")
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

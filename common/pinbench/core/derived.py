@@ -1,0 +1,169 @@
+"""Derived records: numbers computed from many samples at finish time, kept apart so they never count as one.
+
+Why: a split's average precision or WorldFoundry's composite is computed from the per-sample records; stored
+as a sample itself it inflated the run's sample count (MIND's 250 samples were counted as 251) and its
+denominators. A derived record is computed by the run that writes the scorecard (an unsharded run, the merge
+of a sharded one) from the merged per-sample records it aggregates, and is written beside ``samples.jsonl``
+in ``derived.jsonl``. It names its members, the samples it was computed from, with a digest of their records,
+so ``pinbench check`` can tell it describes exactly the records of ``samples.jsonl``.
+
+The scorecard counts samples in ``samples`` and derived records in ``derived``; a metric read from derived
+records says so (``"records": "derived"``) and its counts are of those records, never of samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pinbench.core.files import read_finite_jsonl, write_atomic
+from pinbench.core.runner import SampleRecord, check_sample_id, clean_result, input_hash, one_line
+
+DERIVED_PATH = "derived.jsonl"
+DERIVED_VERSION = 1
+OK, FAILED = "ok", "failed"
+
+
+class DerivedFailure(Exception):
+    """The derived value does not exist for these members (say why in one line: it is stored as the error)."""
+
+
+@dataclass(frozen=True)
+class DerivedRecord:
+    """One derived value set: its result (None exactly when failed), and the samples it was computed from."""
+
+    derived_id: str
+    status: str  # "ok" | "failed"
+    result: dict[str, Any] | None
+    error: str | None
+    members: tuple[str, ...]
+    members_hash: str
+    n_members_ok: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def sample_id(self) -> str:
+        """The id a scorecard names this record by (a metric's ``sample_ids``, its ``failed`` entries)."""
+        return self.derived_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {"derived_version": DERIVED_VERSION, "derived_id": self.derived_id, "status": self.status,
+                "result": self.result, "error": self.error, "n_members": len(self.members),
+                "n_members_ok": self.n_members_ok, "members_hash": self.members_hash, "members": list(self.members)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> DerivedRecord:
+        """Rebuild a record from its JSON form; ValueError says what is wrong with it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"derived record is a JSON {type(data).__name__}, expected an object")
+        if data.get("derived_version") != DERIVED_VERSION:
+            raise ValueError(f"derived_version {data.get('derived_version')!r} is not the supported {DERIVED_VERSION}")
+        members = data.get("members")
+        checks: list[tuple[str, Callable[[Any], bool], str]] = [
+            ("derived_id", lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+            ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
+            ("result", lambda v: v is None or isinstance(v, dict), "an object or null"),
+            ("error", lambda v: v is None or isinstance(v, str), "a string or null"),
+            ("members", lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v), "a list of ids"),
+            ("members_hash", lambda v: isinstance(v, str) and len(v) == 64, "a sha256 hex digest"),
+            ("n_members", lambda v: v == len(members or []), "the length of members"),
+            ("n_members_ok", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= len(members),
+             "a count of members"),
+        ]
+        for key, check, expected in checks:
+            if key not in data:
+                raise ValueError(f"derived record lacks {key!r}")
+            if not check(data[key]):
+                raise ValueError(f"derived record field {key!r} must be {expected}, got {data[key]!r:.80}")
+        if (data["status"] == OK) != (data["result"] is not None) or (data["status"] == FAILED) != bool(data["error"]):
+            raise ValueError(f"derived record with status {data['status']!r} has result {data['result']!r:.60} "
+                             f"and error {data['error']!r:.60}")
+        return cls(derived_id=data["derived_id"], status=data["status"], result=data["result"], error=data["error"],
+                   members=tuple(members), members_hash=data["members_hash"], n_members_ok=data["n_members_ok"])
+
+
+def is_derived(record: Any) -> bool:
+    """Whether a record (object or JSON dict) is a derived record rather than a sample's."""
+    if isinstance(record, Mapping):
+        return "derived_id" in record
+    return isinstance(record, DerivedRecord)
+
+
+def members_hash(members: Sequence[SampleRecord]) -> str:
+    """sha256 of what a derived value depends on: each member's id, status, input hash, result and error."""
+    return input_hash({"members": [[m.sample_id, m.status, m.input_hash, m.result, m.error] for m in members]})
+
+
+def derive(derived_id: str, members: Sequence[SampleRecord],
+           compute: Callable[[Sequence[SampleRecord]], Mapping[str, Any]]) -> DerivedRecord:
+    """The derived record ``derived_id`` computed by ``compute`` from ``members`` (all of them: failed ones too,
+    so the value can say what it lacks). ``compute`` raises DerivedFailure when the value does not exist; any
+    other exception fails the record too (one line), so a bad input never costs the run its scorecard."""
+    derived_id = check_sample_id(derived_id)
+    ids = [m.sample_id for m in members]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"derived record {derived_id!r}: a member is named twice")
+    status, result, error = OK, None, None
+    try:
+        result = clean_result(compute(members))
+    except Exception as exc:  # isolation is the point: the record fails and says why
+        message = str(exc)
+        if not isinstance(exc, DerivedFailure):
+            message = f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__
+        status, error = FAILED, one_line(message) or "failed"
+    return DerivedRecord(derived_id=derived_id, status=status, result=result, error=error, members=tuple(ids),
+                         members_hash=members_hash(members), n_members_ok=sum(m.ok for m in members))
+
+
+def write_derived(records: Sequence[DerivedRecord], path: Path) -> Path:
+    """The derived records a scorecard aggregates, one JSON line each."""
+    lines = [json.dumps(r.to_json(), ensure_ascii=False, allow_nan=False) + "\n" for r in records]
+    return write_atomic(path, "".join(lines))
+
+
+def read_derived(path: Path | str) -> list[DerivedRecord]:
+    """Read ``derived.jsonl``; ValueError names the file and line."""
+    return read_finite_jsonl(path, DerivedRecord.from_json, "derived record")
+
+
+def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:
+    """Why derived records were not computed from exactly these sample records (one line each; [] when they were)."""
+    by_id = {r.sample_id: r for r in samples}
+    problems = []
+    for record in derived:
+        if record.derived_id in by_id:
+            problems.append(f"derived record {record.derived_id!r} has the id of a sample")
+            continue
+        absent = [m for m in record.members if m not in by_id]
+        if absent:
+            problems.append(f"derived record {record.derived_id!r} names sample {absent[0]!r}, which has no record "
+                            f"({len(absent)} such)")
+        elif members_hash([by_id[m] for m in record.members]) != record.members_hash:
+            problems.append(f"derived record {record.derived_id!r} was computed from other records of its "
+                            f"{len(record.members)} samples than the samples file holds")
+    return problems
+
+
+def run_derived(run_dir: Path, card: Mapping[str, Any], error: type[Exception] = ValueError) -> list[DerivedRecord]:
+    """The derived records a scorecard in ``run_dir`` names ([] when it names none); ``error`` (one line) when
+    the file is not inside the run directory, absent or bad."""
+    block = card.get("derived")
+    if block is None:
+        return []
+    name = str(block["path"])
+    relative = PurePosixPath(name)
+    path = Path(run_dir) / relative
+    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
+        raise error(f"{run_dir}: the scorecard's derived.path {name!r} is not a file inside the run directory")
+    if not path.is_file():
+        raise error(f"{path}: not a file; the scorecard names it as its derived records")
+    try:
+        return read_derived(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(" ".join(str(exc).split())) from None

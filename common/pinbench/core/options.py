@@ -1,0 +1,205 @@
+"""Recipe options as data: one declaration per option in ``recipe.yaml``, one parser for every recipe.
+
+Why: each recipe used to hand-write its parsing, so a typo in ``-o`` could be ignored, a variable could go
+unforwarded to a container, and the README tables drifted from the code. Here an option is declared once
+(name, type, default, environment variable, allowed values, help) and the same declaration drives the
+parser, ``pinbench run <recipe> --help``, the README tables and what ``--runtime docker`` forwards.
+
+Precedence: ``-o key=value`` on the command line, else the declared environment variable, else the
+default (``fixture_default`` in fixture mode, when declared). Every problem is one line naming the option.
+An option a ``--fixture`` run does not use (``fixture: false``: the fixture makes its own data) is refused
+there when it is set, on the command line or in the environment, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TYPES = ("str", "int", "float", "bool", "path", "choice", "list")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class OptionError(ValueError):
+    """A bad option: unknown key, bad value, or a required option missing (one line)."""
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One recipe option as declared in ``recipe.yaml``."""
+
+    name: str
+    type: str = "str"
+    help: str = ""
+    default: Any = None
+    env: str | None = None
+    choices: tuple[str, ...] | None = None
+    required: bool = False
+    fixture_default: Any = None
+    fixture: bool = True
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPES:
+            raise OptionError(f"option {self.name}: unknown type {self.type!r}; expected one of {', '.join(TYPES)}")
+        if self.type == "choice" and not self.choices:
+            raise OptionError(f"option {self.name}: type choice needs choices")
+        if self.choices is not None:
+            object.__setattr__(self, "choices", tuple(str(c) for c in self.choices))
+        for label, value in (("default", self.default), ("fixture_default", self.fixture_default)):
+            if value is not None:
+                self.convert(value, f"{label} of option {self.name}")
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> OptionSpec:
+        return cls(name=name, **{k: (tuple(v) if k == "choices" else v) for k, v in data.items()})
+
+    def convert(self, raw: Any, where: str) -> Any:
+        """The typed value of ``raw`` (a string from the command line or environment, or a YAML value)."""
+        text = raw if isinstance(raw, str) else None
+        if self.type == "list":
+            items = ([s.strip() for s in text.split(",")] if text is not None else [str(v) for v in raw])
+            items = [s for s in items if s]
+            if not items:
+                raise OptionError(f"{where}: empty list")
+            bad = [s for s in items if self.choices and s not in self.choices]
+            if bad:
+                raise OptionError(f"{where}: {', '.join(map(repr, bad))} not in {', '.join(self.choices)}")
+            return list(dict.fromkeys(items))
+        if self.type == "bool":
+            if isinstance(raw, bool):
+                return raw
+            word = str(raw).strip().lower()
+            if word not in _TRUE + _FALSE:
+                raise OptionError(f"{where}: {raw!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+            return word in _TRUE
+        if self.type in ("int", "float"):
+            return self._number(raw, where)
+        value = str(raw).strip() if text is not None else str(raw)
+        if not value:
+            raise OptionError(f"{where}: empty value")
+        if self.choices and value not in self.choices:
+            raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}")
+        if self.type == "path":
+            return Path(value).expanduser()
+        return value
+
+    def _number(self, raw: Any, where: str) -> int | float:
+        if isinstance(raw, bool):
+            raise OptionError(f"{where}: {raw!r} is not a number")
+        try:
+            value: int | float = int(str(raw).strip()) if self.type == "int" else float(str(raw).strip())
+        except ValueError:
+            raise OptionError(f"{where}: {raw!r} is not {'an integer' if self.type == 'int' else 'a number'}") \
+                from None
+        if not math.isfinite(value):
+            raise OptionError(f"{where}: {raw!r} is not finite")
+        if self.minimum is not None and value < self.minimum:
+            raise OptionError(f"{where}: {value} is below the minimum {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise OptionError(f"{where}: {value} is above the maximum {self.maximum:g}")
+        return value
+
+    def format(self, value: Any) -> str:
+        """The command-line text that ``convert`` turns back into ``value`` (``-o name=<text>``)."""
+        if self.type == "list":
+            return ",".join(value)
+        if self.type == "bool":
+            return "1" if value else "0"
+        return str(value)
+
+    def describe_default(self) -> str:
+        def show(value: Any) -> str:
+            return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) \
+                else str(value)
+
+        text = "required" if self.required else ("-" if self.default is None else show(self.default))
+        if self.fixture_default is not None:
+            text += f" (--fixture: {show(self.fixture_default)})"
+        if not self.fixture:
+            text += " (not used by --fixture)"
+        return text
+
+
+@dataclass(frozen=True)
+class ParsedOptions:
+    """Typed option values and where each came from (``cli``, ``env``, ``default`` or ``fixture_default``)."""
+
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env: Mapping[str, str], *,
+                  recipe: str, fixture: bool = False) -> ParsedOptions:
+    """Validate ``-o`` values against the declarations; fall back to the environment, then defaults."""
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        known = ", ".join(specs) or "none"
+        raise OptionError(f"unknown option(s) {', '.join(unknown)} for {recipe}; known: {known}")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, spec in specs.items():
+        if fixture and not spec.fixture:
+            _refuse_in_fixture(recipe, spec, given, env)
+        if name in given:
+            values[name], sources[name] = spec.convert(given[name], f"-o {name}"), "cli"
+        elif spec.env and env.get(spec.env, "").strip():
+            values[name], sources[name] = spec.convert(env[spec.env], f"${spec.env} (option {name})"), "env"
+        elif fixture and spec.fixture_default is not None:
+            values[name] = spec.convert(spec.fixture_default, f"fixture_default of option {name}")
+            sources[name] = "fixture_default"
+        elif spec.required and not fixture:
+            via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
+            raise OptionError(f"{recipe}: option {name} is required ({via}): {spec.help}")
+        else:
+            values[name] = None if spec.default is None else spec.convert(spec.default, f"default of option {name}")
+            sources[name] = "default"
+    return ParsedOptions(values=values, sources=sources)
+
+
+def _refuse_in_fixture(recipe: str, spec: OptionSpec, given: Mapping[str, str], env: Mapping[str, str]) -> None:
+    """OptionError when an option the fixture does not use is set (it would be ignored, silently)."""
+    if spec.name in given:
+        where = f"-o {spec.name}"
+    elif spec.env and env.get(spec.env, "").strip():
+        where = f"${spec.env} (option {spec.name})"
+    else:
+        return
+    raise OptionError(f"{where} does not apply to {recipe} --fixture runs (fixture: false in its recipe.yaml; "
+                      f"the fixture brings its own data): {'drop it' if spec.name in given else 'unset it'}")
+
+
+def parse_pairs(items: Sequence[str]) -> dict[str, str]:
+    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; a repeated key or a missing ``=`` is an error."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise OptionError(f"option {item!r} is not KEY=VALUE")
+        if key in pairs:
+            raise OptionError(f"option {key} given twice (-o {key}={pairs[key]} and -o {item})")
+        pairs[key] = value
+    return pairs
+
+
+# ------------------------------------------------------------------------------------- offline
+
+OFFLINE_VARS = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
+
+
+def offline_in(environ: Mapping[str, str]) -> bool:
+    """PINBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1 (also accepts true/yes/on) in ``environ``: the one reading of
+    both variables, for this process and for a run configured from another environment."""
+    return any(environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_VARS)
+
+
+def is_offline() -> bool:
+    """This process is offline (:func:`offline_in` of ``os.environ``)."""
+    return offline_in(os.environ)

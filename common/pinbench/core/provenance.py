@@ -1,0 +1,307 @@
+"""Where a score came from: code, container, software, hardware, pinned inputs and seeds.
+
+Every scorecard carries this block so that two numbers can be told apart by more than their value
+(lm-eval's results provenance, WorldFoundry's scorecard). It never carries secrets: environment
+values are not recorded, and ``redact`` / ``scrub`` strip tokens from anything that is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from enum import Enum
+from itertools import pairwise
+from pathlib import Path, PurePath
+from typing import Any
+
+from pinbench import __version__
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
+# JSON set by the Docker runtime from the image's org.pinbench.base-image label (written by `pinbench build`).
+BASE_IMAGE_ENV = "PINBENCH_BASE_IMAGE"
+_BASE_IMAGE_KEYS = ("image", "digest", "pinned", "overridden", "differs_from_pinned")
+
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+# Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
+# such as hf_hub_download or hf_transfer intact.
+_HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
+# A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
+# value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
+# Shorter values (flags such as "1" or "true") would redact unrelated text.
+_MIN_SECRET_LEN = 6
+_SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
+_KEY_PREFIXES = {"api", "access", "private", "secret"}
+REDACTED = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable or build-arg name looks like it holds a secret."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def _secret_values(extra: Iterable[str] = ()) -> list[str]:
+    """Values of secret-named env vars plus ``extra``, longest first (a value containing another goes first)."""
+    values = {value for name, value in os.environ.items() if is_secret_name(name)} | set(extra)
+    return sorted((v for v in values if v and len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, REDACTED)
+    return _HF_TOKEN.sub(REDACTED, text)
+
+
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """Replace Hugging Face tokens, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra``
+    secret values (a token handed to a container, say) by ***."""
+    return _redact(text, _secret_values(extra))
+
+
+def _is_secret_field(name: str) -> bool:
+    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    if any(p in _SECRET_FIELD_PARTS for p in parts):
+        return True
+    return any(a in _KEY_PREFIXES and b == "key" for a, b in pairwise(parts))
+
+
+def scrub(obj: Any) -> Any:
+    """A copy of a JSON-like object with every string redacted and secret-named fields blanked.
+
+    A field named like ``hf_token`` / ``api_key`` / ``password`` loses its string value even when
+    the value is not a known token: config dicts are the usual way a secret leaks into a report.
+    """
+    return _scrub(obj, _secret_values())
+
+
+def _scrub(obj: Any, secrets: list[str]) -> Any:
+    if isinstance(obj, str):
+        return _redact(obj, secrets)
+    if isinstance(obj, Mapping):
+        out = {}
+        for key, value in obj.items():
+            name = _redact(str(key), secrets)
+            if isinstance(value, str) and value and _is_secret_field(str(key)):
+                out[name] = REDACTED
+            else:
+                out[name] = _scrub(value, secrets)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_scrub(v, secrets) for v in obj]
+    return obj
+
+
+def _git(*args: str) -> str | None:
+    if shutil.which("git") is None:
+        return None
+    try:
+        proc = subprocess.run(["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_state() -> dict[str, Any]:
+    """Commit and dirty flag of the checkout holding the pinbench package; None outside git.
+
+    A repository without commits yet, or an exported recipe installed from a wheel, gives None.
+    """
+    head = _git("rev-parse", "--verify", "--quiet", "HEAD")
+    commit = head.strip() if head else None
+    if commit is None or not _HEX40.fullmatch(commit):
+        return {"commit": None, "dirty": None}
+    status = _git("status", "--porcelain")
+    return {"commit": commit, "dirty": None if status is None else bool(status.strip())}
+
+
+def container_state() -> dict[str, Any]:
+    """Whether we run in a container and, when the docker runtime set them, the image digest and the base
+    image it was built on (``base_image``: the base used, its digest, the pinned one and whether it differs
+    from it, e.g. a lab's mirror swapped in with ``pinbench build --base-image``; ``others``: builder stages'
+    bases, likewise)."""
+    digest = os.environ.get(IMAGE_DIGEST_ENV) or None
+    in_container = Path("/.dockerenv").exists() or os.environ.get("container") is not None
+    state: dict[str, Any] = {"in_container": in_container or digest is not None, "image_digest": digest}
+    raw = os.environ.get(BASE_IMAGE_ENV)
+    if raw:
+        state["base_image"] = _base_image(raw)
+    return state
+
+
+def _base_image(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict) or not set(_BASE_IMAGE_KEYS) <= set(value) <= {*_BASE_IMAGE_KEYS, "others"}:
+        # Recorded as found, flagged: a base we cannot read is never reported as the pinned one.
+        return {"image": raw[:500], "digest": None, "pinned": None, "overridden": None, "differs_from_pinned": True}
+    return {key: value[key] for key in (*_BASE_IMAGE_KEYS, "others") if key in value}
+
+
+def _dist_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def installed_distributions() -> list[str]:
+    """Sorted ``name==version`` of every installed distribution (a pip-freeze equivalent)."""
+    entries = set()
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            entries.add(f"{re.sub(r'[-_.]+', '-', name).lower()}=={dist.version}")
+    return sorted(entries)
+
+
+def _torch_state() -> dict[str, Any]:
+    """torch / CUDA / cuDNN versions and GPU names; imported lazily and optional."""
+    state: dict[str, Any] = {"torch": None, "cuda": None, "cudnn": None, "gpus": []}
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        return state
+    try:
+        import torch
+    except Exception:  # a broken torch install must not stop a CPU-only recipe from reporting
+        return state
+    state["torch"] = torch.__version__
+    state["cuda"] = torch.version.cuda
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    state["cudnn"] = str(cudnn) if cudnn is not None else None
+    if torch.cuda.is_available():
+        state["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return state
+
+
+def _driver_version() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = proc.stdout.strip().splitlines() if proc.returncode == 0 else []
+    return lines[0].strip() if lines else None
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types from dataclasses, paths, sets, numpy scalars; NaN/inf become None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(to_jsonable(v) for v in obj)
+    if isinstance(obj, Enum):
+        return to_jsonable(obj.value)
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return to_jsonable(obj.tolist())
+    return str(obj)
+
+
+def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Verification state of every pinned input: "verified" only when its content is pinned.
+
+    upstream code: a 40-hex commit. Hugging Face: a 40-hex revision and no null file sha256.
+    URLs: a 64-hex sha256; a null one (not resolved yet) is "unverified", never passed silently.
+    A value filled from this machine's user lock (``pins["resolved_at_run_time"]``, see pinbench.ops.userlock)
+    makes its input "resolved": pinned since, but not by the recipe, so not the reference's input.
+    """
+    states: dict[str, dict[str, Any]] = {}
+    resolved = pins.get("resolved_at_run_time") or {}
+    for name, pin in (pins.get("upstream") or {}).items():
+        commit = pin.get("commit")
+        ok = isinstance(commit, str) and bool(_HEX40.fullmatch(commit))
+        states[f"upstream/{name}"] = {
+            "kind": "git", "repo": pin.get("repo") or pin.get("url"), "commit": commit,
+            "state": "verified" if ok else "unverified",
+            **({} if ok else {"reason": "commit is not a 40-hex SHA"}),
+        }
+    for name, pin in (pins.get("huggingface") or {}).items():
+        revision = pin.get("revision")
+        hashes = pin.get("sha256") or {}
+        unhashed = sorted(path for path, value in hashes.items() if not value)
+        reason = None
+        if not (isinstance(revision, str) and _HEX40.fullmatch(revision)):
+            reason = "revision is not a 40-hex commit"
+        elif unhashed:
+            reason = f"no sha256 for {', '.join(unhashed)}"
+        states[f"huggingface/{name}"] = {
+            "kind": "hf", "repo_id": pin.get("repo_id"), "repo_type": pin.get("repo_type", "model"),
+            "revision": revision, "state": "unverified" if reason else "verified",
+            **({"reason": reason} if reason else {}),
+        }
+    for name, pin in (pins.get("urls") or {}).items():
+        sha = pin.get("sha256")
+        ok = isinstance(sha, str) and bool(_HEX64.fullmatch(sha))
+        states[f"urls/{name}"] = {
+            "kind": "url", "url": pin.get("url"), "sha256": sha,
+            "state": "verified" if ok else "unverified",
+            **({} if ok else {"reason": "no sha256 (`pinbench fetch` on a connected machine records one)"}),
+        }
+    for label, entry in resolved.items():
+        section, name = label.split(".")[:2]
+        state = states.get(f"{section}/{name}")
+        if state is not None and state["state"] == "verified":
+            state["state"] = "resolved"
+            state.setdefault("resolved_at_run_time", {})[label] = dict(entry)
+            state["reason"] = f"{entry.get('note')}: {', '.join(sorted(state['resolved_at_run_time']))}"
+    return states
+
+
+def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | None = None,
+                       extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance block of a scorecard. No hostname, no environment values, secrets scrubbed."""
+    pins_dict = to_jsonable(pins)
+    dists = installed_distributions()
+    torch_state = _torch_state()
+    provenance = {
+        "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "pinbench": {"version": __version__, **git_state()},  # also right in an exported copy
+        "container": container_state(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": {
+            "torch": torch_state["torch"],
+            "cuda": torch_state["cuda"],
+            "cudnn": torch_state["cudnn"],
+            "numpy": _dist_version("numpy"),
+            "opencv": _dist_version("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
+            "distributions_sha256": hashlib.sha256("\n".join(dists).encode()).hexdigest(),
+            "n_distributions": len(dists),
+        },
+        "gpus": torch_state["gpus"],
+        "driver": _driver_version(),
+        "pins": pins_dict,
+        "inputs": input_states(pins_dict),
+        "seeds": to_jsonable(seeds or {}),
+        "extra": to_jsonable(extra or {}),
+    }
+    return scrub(provenance)

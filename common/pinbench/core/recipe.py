@@ -1,0 +1,403 @@
+"""The recipe contract: a recipe is a package ``pinbench_recipes.<pkg>`` declared by its ``recipe.yaml``.
+
+The declaration (options, metrics, flags, stages, version, changelog) is data, read and schema-checked
+without importing the recipe's code, so ``pinbench list``, ``diff``, ``report`` and ``--help`` stay fast
+and work without a recipe's heavy dependencies. Only ``Recipe.run`` / ``Recipe.fetch`` import the code
+(``entry: run:run`` names the module and function).
+
+Recipes are found through the ``pinbench.recipes`` entry-point group (``<pkg> = "pinbench_recipes.<pkg>"``),
+so an exported recipe installed on its own is found the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinbench.core.config import RecipeError, RunConfig, RunOutcome, check_checkpoint_name
+from pinbench.core.files import FileError, read_yaml
+from pinbench.core.metricinfo import MetricInfo, match_metric
+from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, offline_in, parse_options
+from pinbench.core.rundir import claim_run_dir
+from pinbench.core.schema import schema_error
+
+if TYPE_CHECKING:
+    from pinbench.core.runner import Shard
+
+ENTRY_POINT_GROUP = "pinbench.recipes"
+PACKAGE_ROOT = "pinbench_recipes"
+DECLARATION = "recipe.yaml"
+MODES = ("full", "smoke", "fixture")
+GPU_FLAGS = ("many", "one", "none")
+
+
+class DeclarationError(FileError):
+    """A recipe.yaml is missing or invalid."""
+
+
+@dataclass(frozen=True)
+class ContainerStage:
+    """One step of a ``--runtime docker`` run: which image runs which ``pinbench`` command.
+
+    ``needs_token`` stages get ``HF_TOKEN`` (fetching gated weights); every other stage runs without it,
+    and ``network=False`` stages run with ``--network none``, so everything they read was fetched before.
+    """
+
+    name: str
+    dockerfile: str = "Dockerfile"
+    argv: tuple[str, ...] = ("run",)
+    network: bool = False
+    needs_token: bool = False
+    gpus: bool = True
+
+
+DEFAULT_STAGES = (
+    ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
+    ContainerStage("run", argv=("run",)),
+)
+
+
+@dataclass(frozen=True)
+class ScaleOutPhase:
+    """One step of a cluster run (``pinbench submit``): a job array of N shards, or one job over everything.
+
+    ``flags`` are this phase's ``pinbench run`` flags; ``stage`` names the ``stages`` entry whose image,
+    network and token policy it uses in a container (None: the recipe's last ``run`` stage); ``gpus``
+    says whether it asks the cluster for ``--gpus-per-task`` GPUs.
+    """
+
+    name: str
+    sharded: bool = False
+    flags: tuple[str, ...] = ()
+    stage: str | None = None
+    gpus: bool = False
+
+
+# Each array task scores its shard; one job after the array merges the records (no scoring) and writes
+# the scorecard, diff and report.
+DEFAULT_SCALE_OUT = (
+    ScaleOutPhase("shards", sharded=True, gpus=True),
+    ScaleOutPhase("finish", flags=("--skip-scoring",)),
+)
+
+
+def scale_out_problem(phases: tuple[ScaleOutPhase, ...], flags: Flags, stages: tuple[ContainerStage, ...]) -> str:
+    """Why these phases cannot run as a cluster layout for a recipe with these flags ("" when they can)."""
+    names = [p.name for p in phases]
+    stage_names = {s.name for s in stages}
+    honoured = {"--skip-generation": flags.skip_generation, "--skip-scoring": flags.skip_scoring}
+    if len(set(names)) != len(names):
+        return f"scale_out: phase names repeat ({', '.join(names)})"
+    if not any(p.sharded for p in phases):
+        return "scale_out: no phase is sharded"
+    if phases[-1].sharded:
+        return f"scale_out: the last phase ({phases[-1].name}) must run once over everything, not sharded"
+    if not flags.shard:
+        return "it does not honour --shard (flags.shard)"
+    for phase in phases:
+        if phase.stage is not None and phase.stage not in stage_names:
+            return f"scale_out: phase {phase.name} names stage {phase.stage!r}, not one of {sorted(stage_names)}"
+        refused = [f for f in phase.flags if not honoured[f]]
+        if refused:
+            return f"scale_out: phase {phase.name} runs with {', '.join(refused)}, which the recipe does not honour"
+    return ""
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored."""
+
+    limit: bool
+    shard: bool
+    gpus: str
+    skip_generation: bool
+    skip_scoring: bool
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a default run of the recipe needs (recipe.yaml ``resources:``), checked by ``pinbench doctor``.
+
+    Disk figures are estimates per mode; GPU memory is per GPU, optionally per checkpoint; ``gated`` names
+    the pins whose download needs HF_TOKEN; ``fetch_on_run`` says the run downloads what is missing when
+    it has network (so a missing cache entry is not a problem then).
+    """
+
+    gpu_memory_gb_default: float | None = None
+    gpu_memory_gb_by_checkpoint: dict[str, float] = field(default_factory=dict)
+    gpu_note: str | None = None
+    disk_gb: dict[str, float] = field(default_factory=dict)
+    gated: tuple[str, ...] = ()
+    fetch_on_run: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Resources:
+        return cls(gpu_memory_gb_default=data.get("gpu_memory_gb"),
+                   gpu_memory_gb_by_checkpoint=dict(data.get("gpu_memory_gb_by_checkpoint") or {}),
+                   gpu_note=data.get("gpu_note"),
+                   disk_gb=dict(data.get("disk_gb") or {}), gated=tuple(data.get("gated") or ()),
+                   fetch_on_run=bool(data.get("fetch_on_run", False)))
+
+    def gpu_memory_gb(self, checkpoint: str) -> float | None:
+        return self.gpu_memory_gb_by_checkpoint.get(checkpoint, self.gpu_memory_gb_default)
+
+
+@dataclass(frozen=True)
+class ChangelogEntry:
+    version: str
+    date: str
+    change: str
+
+
+@dataclass
+class Recipe:
+    """A recipe's declaration plus the two entry points that import its code on demand."""
+
+    name: str
+    package: str
+    version: str
+    description: str
+    entry: str
+    hardware: str
+    flags: Flags
+    metrics: dict[str, MetricInfo]
+    changelog: list[ChangelogEntry]
+    dir: Path
+    fetch_entry: str | None = None
+    checkpoints: list[str] = field(default_factory=list)
+    stages: tuple[ContainerStage, ...] = DEFAULT_STAGES
+    env: dict[str, str] = field(default_factory=dict)
+    options: dict[str, OptionSpec] = field(default_factory=dict)
+    resources: Resources | None = None
+    preflight_entry: str | None = None
+    scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
+
+    # ------------------------------------------------------------------------------------ code
+
+    def _callable(self, target: str) -> Callable[..., Any]:
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), function)
+
+    def run(self, cfg: RunConfig) -> RunOutcome:
+        """Run the recipe's code in ``cfg.out_dir`` once the directory is claimed for this run (pinbench.core.rundir:
+        one recipe, checkpoint and mode per directory; one live process per shard)."""
+        with claim_run_dir(cfg):
+            return self._callable(self.entry)(cfg)
+
+    def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
+        """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""
+        if self.preflight_entry is None:
+            return []
+        return list(self._callable(self.preflight_entry)(cfg, pins))
+
+    def fetch(self, cfg: RunConfig) -> None:
+        if self.fetch_entry is None:
+            raise RecipeError(f"{self.name}: nothing to fetch (it scores inputs you provide with bundled code)")
+        self._callable(self.fetch_entry)(cfg)
+
+    # ----------------------------------------------------------------------------- declaration
+
+    def metric_info(self, name: str) -> MetricInfo:
+        """The declaration of a scorecard metric name; RecipeError when none matches (never guessed)."""
+        info = match_metric(name, self.metrics)
+        if info is None:
+            raise RecipeError(f"{self.name}: metric {name!r} is not declared in {self.dir / DECLARATION}")
+        return info
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        """Every environment variable the recipe reads: option twins and ``env:``, with what each means."""
+        table = {spec.env: f"{spec.help} (same as -o {name}=)" for name, spec in self.options.items() if spec.env}
+        table.update(self.env)
+        return table
+
+    def parse_options(self, given: Mapping[str, str], *, fixture: bool = False,
+                      env: Mapping[str, str] | None = None) -> ParsedOptions:
+        try:
+            return parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
+                                 fixture=fixture)
+        except OptionError as exc:
+            raise RecipeError(str(exc)) from None
+
+    def config(self, checkpoint: str = "", *, out_dir: Path | None = None, limit: int | None = None,
+               shard: Shard | None = None, runtime: str = "local", skip_generation: bool = False,
+               skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
+               options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
+        """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused."""
+        self.check_flags(limit=limit, shard=shard, gpus=gpus, skip_generation=skip_generation,
+                         skip_scoring=skip_scoring)
+        if runtime not in ("local", "docker"):
+            raise RecipeError(f"--runtime must be local or docker, not {runtime!r}")
+        if fixture:
+            checkpoint = checkpoint or "fixture"
+        elif not checkpoint:
+            known = ", ".join(self.checkpoints) or "any name for your model"
+            raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
+        check_checkpoint_name(checkpoint)
+        parsed = self.parse_options(options or {}, fixture=fixture, env=env)
+        mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
+        offline = offline or offline_in(os.environ if env is None else env)
+        return RunConfig(
+            recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
+            limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
+            fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
+            options=parsed.values, option_sources=parsed.sources,
+        )
+
+    @property
+    def default_gpus(self) -> int:
+        return 0 if self.flags.gpus == "none" else 1
+
+    def check_flags(self, *, limit: int | None, shard: Shard | None, gpus: int | None, skip_generation: bool,
+                    skip_scoring: bool) -> None:
+        """RecipeError for a generic flag this recipe does not honour (refused, never ignored)."""
+        refused = [flag for flag, used in (("--limit", limit is not None), ("--shard", shard is not None),
+                                           ("--skip-generation", skip_generation), ("--skip-scoring", skip_scoring))
+                   if used and not getattr(self.flags, flag.lstrip("-").replace("-", "_"))]
+        if refused:
+            raise RecipeError(f"{self.name} does not support {', '.join(refused)} (see `pinbench run {self.name} "
+                              "--help`)")
+        if limit is not None and limit < 1:
+            raise RecipeError("--limit must be at least 1")
+        if gpus is not None:
+            if gpus < 0:
+                raise RecipeError(f"--gpus must be >= 0, got {gpus}")
+            if self.flags.gpus == "none" and gpus > 0:
+                raise RecipeError(f"{self.name} uses no GPU; drop --gpus")
+            if self.flags.gpus == "one" and gpus > 1:
+                raise RecipeError(f"{self.name} uses one GPU per process; to use {gpus}, split the run with "
+                                  f"--shard I/{gpus} (one process per GPU) or `pinbench submit`")
+
+    # ---------------------------------------------------------------------------------- files
+
+    @property
+    def image(self) -> str:
+        """Local tag of the recipe's main image (``make build-<name>`` builds it)."""
+        return f"pinbench/{self.name}:{self.version}"
+
+    def phase_stage(self, phase: ScaleOutPhase) -> ContainerStage:
+        """The container stage a scale-out phase runs as: the one it names, else the last ``run`` stage."""
+        if phase.stage is not None:
+            return next(s for s in self.stages if s.name == phase.stage)
+        return [s for s in self.stages if s.argv[0] == "run"][-1]
+
+    def stage_image(self, stage: ContainerStage) -> str:
+        suffix = stage.dockerfile.removeprefix("Dockerfile").lstrip(".")
+        return self.image if not suffix else f"pinbench/{self.name}-{suffix}:{self.version}"
+
+    @property
+    def pins_path(self) -> Path:
+        return self.dir / "pins.yaml"
+
+    def reference_path(self, checkpoint: str, mode: str) -> Path | None:
+        """The reference file for a checkpoint and mode, or None when none was published or recorded."""
+        path = self.reference_file(checkpoint, mode)
+        return path if path.is_file() else None
+
+    def reference_file(self, checkpoint: str, mode: str) -> Path:
+        """Where the reference for a checkpoint and mode lives: ``references/<checkpoint>[.smoke].yaml``,
+        ``references/fixture.yaml`` (whether or not it exists yet)."""
+        if mode not in MODES:
+            raise RecipeError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode != "fixture":
+            check_checkpoint_name(checkpoint)
+        name = {"full": f"{checkpoint}.yaml", "smoke": f"{checkpoint}.smoke.yaml", "fixture": "fixture.yaml"}
+        return self.dir / "references" / name[mode]
+
+    def default_out_dir(self, checkpoint: str, mode: str) -> Path:
+        suffix = "" if mode == "full" else f"-{mode}"
+        return Path("runs") / self.name / f"{check_checkpoint_name(checkpoint)}{suffix}"
+
+
+# ------------------------------------------------------------------------------------ loading
+
+
+def _package_dir(package: str) -> Path:
+    """The directory of a recipe package, without executing the recipe's own ``__init__``."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except ModuleNotFoundError:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise RecipeError(f"recipe package {package!r} is not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def load_declaration(path: Path, package: str) -> Recipe:
+    """Read and schema-check ``recipe.yaml``; DeclarationError (one line naming the file) on any defect."""
+    data = read_yaml(path, DeclarationError)
+    problem = schema_error("recipe", data)
+    if problem is not None:
+        raise DeclarationError(path, problem)
+    try:
+        options = {name: OptionSpec.from_dict(name, spec) for name, spec in (data.get("options") or {}).items()}
+        metrics = {name: MetricInfo.from_dict(name, spec) for name, spec in data["metrics"].items()}
+    except (OptionError, ValueError) as exc:
+        raise DeclarationError(path, str(exc)) from None
+    if not any(m.primary for m in metrics.values()):
+        raise DeclarationError(path, "no metric is declared primary: true")
+    versions = [c["version"] for c in data["changelog"]]
+    if data["version"] not in versions:
+        raise DeclarationError(path, f"version {data['version']} has no changelog entry")
+    stages = tuple(ContainerStage(**{**s, "argv": tuple(s.get("argv", ("run",)))}) for s in data["stages"]) \
+        if "stages" in data else DEFAULT_STAGES
+    flags = Flags(**data["flags"])
+    scale_out = DEFAULT_SCALE_OUT
+    if "scale_out" in data:
+        scale_out = tuple(ScaleOutPhase(name=p["name"], sharded=p.get("sharded", False),
+                                        flags=tuple(p.get("flags", ())), stage=p.get("stage"),
+                                        gpus=p.get("gpus", p.get("sharded", False))) for p in data["scale_out"])
+        problem = scale_out_problem(scale_out, flags, stages)
+        if problem:
+            raise DeclarationError(path, problem)
+    return Recipe(
+        name=data["name"], package=package, version=data["version"], description=data["description"],
+        entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=flags,
+        metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
+        checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
+        options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
+        preflight_entry=data.get("preflight"), scale_out=scale_out,
+    )
+
+
+@cache
+def _load_package(package: str) -> Recipe:
+    return load_declaration(_package_dir(package) / DECLARATION, package)
+
+
+def _registered() -> dict[str, str]:
+    """Entry-point name -> package path of every installed recipe."""
+    return {ep.name: ep.value.partition(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_recipes() -> dict[str, Recipe]:
+    """All installed recipes by CLI name, read from their declarations (no recipe code is imported)."""
+    recipes = [_load_package(package) for package in _registered().values()]
+    return {r.name: r for r in sorted(recipes, key=lambda r: r.name)}
+
+
+def get_recipe(name: str) -> Recipe:
+    """A recipe by CLI name (``paibench-c``), package name (``paibench_c``) or package path
+    (``pinbench_recipes.paibench_c``, e.g. a recipe module's ``__package__``)."""
+    if not isinstance(name, str) or not name or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or ".." in name:
+        raise RecipeError(f"recipe name {name!r} is not allowed")
+    short = name.removeprefix(f"{PACKAGE_ROOT}.").replace("-", "_")
+    registered = _registered()
+    package = registered.get(short)
+    if package is None:
+        # A recipe copied next to the library but not installed is still importable by package path.
+        package = f"{PACKAGE_ROOT}.{short}"
+        try:
+            _package_dir(package)
+        except RecipeError:
+            known = ", ".join(sorted(n.replace("_", "-") for n in registered)) or "none installed"
+            raise RecipeError(f"unknown recipe {name!r} (known: {known})") from None
+    return _load_package(package)

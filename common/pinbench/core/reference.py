@@ -1,0 +1,416 @@
+"""Reference scores as data, and the diff of a scorecard against them.
+
+A reference file (``recipes/<pkg>/references/<checkpoint>[.<mode>].yaml``) names the recipe version,
+checkpoint, mode and sample count it is valid for, the tolerance tier it asserts, where its numbers
+come from (paper table, upstream README, a trusted run with its provenance, or a fixture), and per
+metric the value, direction, a two-sided tolerance (exactly one of ``abs`` / ``rel``) and whether it
+is primary. Nothing here parses stdout.
+
+``diff(scorecard, reference).exit_code``:
+
+* 0 (EXIT_PASS): every reference metric is within tolerance on a complete run;
+* 1 (EXIT_FAIL): at least one metric is outside its tolerance;
+* 2 (EXIT_INCOMPLETE): the run is partial or failed, or a reference metric has no measured value;
+* 3 (EXIT_MISMATCH): the reference does not apply: other recipe, recipe version, checkpoint or mode,
+  or its ``n_samples`` differs from the scorecard's ``n_expected``.
+
+When several apply, the highest code wins: a comparison that does not apply outranks an incomplete
+run, which outranks an out-of-tolerance metric.
+
+Every row also shows the run's 95% interval and the reference's (when it was recorded from a run) and
+reads the difference against them: ``outside noise`` when |measured - reference| exceeds
+sqrt(a^2 + b^2), a and b being the sides of the two intervals that face each other (the normal
+approximation for two independent estimates; without a reference interval, b = 0, i.e. the reference lies
+outside the run's interval). The tolerance alone decides PASS and FAIL; the reading tells a FAIL "outside
+the band and outside the noise" from one "outside the band but within noise".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from pinbench.core.files import FileError, read_yaml, write_atomic
+from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
+from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
+from pinbench.core.schema import schema_error
+from pinbench.core.scorecard import ScorecardError, non_finite_problem
+from pinbench.core.uncertainty import has_interval
+
+if TYPE_CHECKING:
+    from pinbench.core.recipe import Recipe
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INCOMPLETE = 2
+EXIT_MISMATCH = 3
+_VERDICT = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+__all__ = ["DIRECTIONS", "EXIT_FAIL", "EXIT_INCOMPLETE", "EXIT_MISMATCH", "EXIT_PASS", "TIERS", "Tolerance"]
+
+
+class ReferenceFileError(FileError):
+    """A reference file is unreadable or invalid."""
+
+
+@dataclass(frozen=True)
+class MetricReference:
+    value: float
+    direction: str  # "higher" | "lower": which way is better
+    tolerance: Tolerance
+    primary: bool = False
+    note: str | None = None
+    interval: dict[str, Any] | None = None  # 95% interval of the value (a reference recorded from runs)
+    runs: tuple[float, ...] | None = None  # each trusted run's value when several were recorded
+    basis: str | None = None  # how the tolerance was chosen, with its arithmetic
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or not math.isfinite(self.value):
+            raise ValueError(f"a reference value must be a finite number, got {self.value!r}")
+
+
+@dataclass
+class Reference:
+    recipe: str
+    recipe_version: str
+    checkpoint: str
+    mode: str
+    n_samples: int
+    tier: str
+    source: dict[str, Any]
+    metrics: dict[str, MetricReference]
+    note: str | None = None
+    path: Path | None = None
+
+    @property
+    def primary(self) -> list[str]:
+        return [name for name, m in self.metrics.items() if m.primary]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file representation (what ``load_reference`` reads back)."""
+        data: dict[str, Any] = {
+            "recipe": self.recipe, "recipe_version": self.recipe_version, "checkpoint": self.checkpoint,
+            "mode": self.mode, "n_samples": self.n_samples, "tier": self.tier,
+        }
+        if self.note is not None:
+            data["note"] = self.note
+        data["source"] = self.source
+        data["metrics"] = {}
+        for name, m in self.metrics.items():
+            entry: dict[str, Any] = {"value": m.value, "direction": m.direction,
+                                     "tolerance": m.tolerance.as_dict(), "primary": m.primary}
+            for key in ("note", "interval", "basis"):
+                if getattr(m, key) is not None:
+                    entry[key] = getattr(m, key)
+            if m.runs is not None:
+                entry["runs"] = list(m.runs)
+            data["metrics"][name] = entry
+        return data
+
+
+@dataclass
+class DiffRow:
+    metric: str
+    reference: float
+    measured: float | None
+    delta: float | None  # measured - reference
+    tolerance_text: str
+    status: str  # "PASS" | "FAIL" | "MISSING"
+    direction: str = "higher"
+    verdict: str = ""  # "better" | "worse" | "same" per direction; "" when nothing was measured
+    scored: str = ""  # "n_scored/n_expected" of the measured metric
+    primary: bool = False
+    interval: dict[str, Any] | None = None  # the run's 95% interval (scorecard)
+    ref_interval: dict[str, Any] | None = None  # the reference's, when recorded from runs
+    noise: float | None = None  # sqrt(a^2 + b^2) of the interval sides facing each other
+    reading: str = ""  # "within noise" | "outside noise" | "noise unknown" | "" (nothing measured)
+
+
+@dataclass
+class DiffResult:
+    rows: list[DiffRow]
+    problems: list[str]
+    ok: bool
+    exit_code: int
+    notes: list[str] = field(default_factory=list)
+    header: dict[str, str] = field(default_factory=dict)
+
+
+def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
+    """Validate a parsed reference file and build it.
+
+    Always: the schema, finite values and tolerances, at least one primary metric. With ``recipe``: the
+    reference is for that recipe, every metric is declared there with the same direction and primary flag, and
+    no tolerance is wider than the recipe's default for the reference's tier (a reference may only narrow it).
+    """
+    if not isinstance(data, Mapping):
+        raise ReferenceFileError(path, f"expected a mapping at top level, got {type(data).__name__}")
+    problem = (schema_error("reference", data) or recipe_name_problem(data["recipe"])
+               or checkpoint_name_problem(data["checkpoint"]))
+    if problem is not None:
+        raise ReferenceFileError(path, problem)
+    metrics = {}
+    for name, m in data["metrics"].items():
+        if not math.isfinite(m["value"]):
+            raise ReferenceFileError(path, f"metric {name}: value must be finite, got {m['value']}")
+        try:
+            tolerance = Tolerance.from_dict(m["tolerance"])
+        except ValueError as exc:
+            raise ReferenceFileError(path, f"metric {name}: {exc}") from None
+        interval = m.get("interval")
+        numbers = [m["value"], *(m.get("runs") or []), *((interval["low"], interval["high"]) if interval else ())]
+        if not all(math.isfinite(x) for x in numbers):
+            raise ReferenceFileError(path, f"metric {name}: runs and interval must be finite")
+        if interval and not interval["low"] <= interval["high"]:
+            raise ReferenceFileError(path, f"metric {name}: interval low {interval['low']} > high {interval['high']}")
+        metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"], tolerance=tolerance,
+                                        primary=bool(m.get("primary", False)), note=m.get("note"),
+                                        interval=dict(interval) if interval else None,
+                                        runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
+    if not any(m.primary for m in metrics.values()):
+        raise ReferenceFileError(path, "no metric is marked primary: true")
+    if recipe is not None:
+        _check_against_declaration(metrics, data, recipe, path)
+    return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
+                     checkpoint=data["checkpoint"], mode=data["mode"], n_samples=data["n_samples"],
+                     tier=data["tier"], source=dict(data["source"]), metrics=metrics,
+                     note=data.get("note"), path=Path(path) if path is not None else None)
+
+
+def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Mapping[str, Any], recipe: Recipe,
+                               path: Path | str | None) -> None:
+    from pinbench.core.metricinfo import match_metric
+
+    if data["recipe"] != recipe.name:
+        raise ReferenceFileError(path, f"is for recipe {data['recipe']!r}, not {recipe.name!r}")
+    for name, m in metrics.items():
+        info = match_metric(name, recipe.metrics)
+        if info is None:
+            raise ReferenceFileError(path, f"metric {name} is not declared by {recipe.name} (recipe.yaml)")
+        if m.direction != info.direction:
+            raise ReferenceFileError(path, f"metric {name}: direction {m.direction} contradicts the recipe's "
+                                           f"declared {info.direction}")
+        if m.primary != info.primary:  # one place says which metrics are primary: the declaration
+            raise ReferenceFileError(path, f"metric {name}: primary: {str(m.primary).lower()} contradicts the "
+                                           f"recipe's declared primary: {str(info.primary).lower()}")
+        default = info.tolerance[data["tier"]]
+        if not narrower_or_equal(m.tolerance, default, m.value):
+            raise ReferenceFileError(path, f"metric {name}: tolerance {m.tolerance.text(m.value)} is wider than "
+                                           f"{recipe.name}'s {data['tier']} default {default.text(m.value)}; "
+                                           "a reference may only narrow it")
+
+
+def load_reference(path: Path | str, recipe: Recipe | None = None) -> Reference:
+    """Read a reference YAML; ReferenceFileError (one line naming the file) on any problem."""
+    path = Path(path)
+    return reference_from_dict(read_yaml(path, ReferenceFileError), path, recipe)
+
+
+def _fmt(value: float | None, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.6g}" if sign else f"{value:.6g}"
+
+
+def _verdict(delta: float, direction: str) -> str:
+    if delta == 0:
+        return "same"
+    return "better" if (delta > 0) == (direction == "higher") else "worse"
+
+
+def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | None, reference: float,
+                  ref_interval: Mapping[str, Any] | None) -> tuple[str, float | None]:
+    """("within noise" | "outside noise" | "noise unknown", the noise) for measured - reference = delta.
+
+    The noise is sqrt(a^2 + b^2): a is the side of the run's interval that faces the reference, b the side
+    of the reference's interval that faces the run (0 when the reference has none).
+    """
+    if not has_interval(interval):
+        return "noise unknown", None
+    if delta >= 0:
+        a = measured - interval["low"]
+        b = ref_interval["high"] - reference if has_interval(ref_interval) else 0.0
+    else:
+        a = interval["high"] - measured
+        b = reference - ref_interval["low"] if has_interval(ref_interval) else 0.0
+    noise = math.hypot(max(a, 0.0), max(b, 0.0))
+    return ("within noise" if _within(delta, noise, reference, measured) else "outside noise"), noise
+
+
+def _within(delta: float, bound: float, reference: float, measured: float) -> bool:
+    # Ignore float noise at the 1e-12 scale so that an exact-boundary or exact-match check passes.
+    return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
+
+
+def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
+    """Compare a scorecard with a reference; see the module docstring for the exit codes.
+
+    A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
+    loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
+    """
+    problem = non_finite_problem(scorecard)
+    if problem:
+        raise ScorecardError(None, problem)
+    problems: list[str] = []
+    notes: list[str] = []
+    code = EXIT_PASS
+    where = f" ({ref.path})" if ref.path is not None else ""
+
+    for field_name, ref_value, card_value in (
+        ("recipe", ref.recipe, scorecard["recipe"]),
+        ("recipe_version", ref.recipe_version, scorecard["recipe_version"]),
+        ("checkpoint", ref.checkpoint, scorecard["checkpoint"]),
+        ("mode", ref.mode, scorecard["mode"]),
+    ):
+        if ref_value != card_value:
+            problems.append(f"{field_name} mismatch: reference{where} is for {ref_value!r}, "
+                            f"scorecard is {card_value!r}")
+            code = max(code, EXIT_MISMATCH)
+    n_expected = scorecard["samples"]["n_expected"]
+    if ref.n_samples != n_expected:
+        problems.append(f"sample count mismatch: reference has n_samples={ref.n_samples}, "
+                        f"scorecard n_expected={n_expected}")
+        code = max(code, EXIT_MISMATCH)
+    if scorecard["status"] != "complete":
+        reasons = scorecard.get("status_reasons") or []
+        detail = "; ".join(reasons[:3]) + (f"; +{len(reasons) - 3} more" if len(reasons) > 3 else "")
+        problems.append(f"scorecard status is {scorecard['status']}" + (f": {detail}" if detail else ""))
+        code = max(code, EXIT_INCOMPLETE)
+
+    rows = []
+    card_metrics = scorecard["metrics"]
+    for name, m in ref.metrics.items():
+        measured_entry = card_metrics.get(name)
+        measured = measured_entry["value"] if measured_entry else None
+        scored = f"{measured_entry['n_scored']}/{measured_entry['n_expected']}" if measured_entry else "-"
+        row = DiffRow(metric=name, reference=m.value, measured=measured, delta=None,
+                      tolerance_text=m.tolerance.text(m.value), status="MISSING", direction=m.direction,
+                      scored=scored, primary=m.primary, interval=(measured_entry or {}).get("interval"),
+                      ref_interval=m.interval)
+        if measured_entry is None:
+            problems.append(f"{name}: missing from the scorecard")
+            code = max(code, EXIT_INCOMPLETE)
+        elif measured is None:
+            problems.append(f"{name}: no value, nothing scored ({scored})")
+            code = max(code, EXIT_INCOMPLETE)
+        elif measured_entry.get("direction") != m.direction:
+            problems.append(f"{name}: the reference says {m.direction} is better, the scorecard's recipe declares "
+                            f"{measured_entry.get('direction')}")
+            code = max(code, EXIT_MISMATCH)
+        else:
+            row.delta = measured - m.value
+            row.verdict = _verdict(row.delta, m.direction)
+            row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
+            if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
+                row.status = "PASS"
+            else:
+                row.status = "FAIL"
+                if row.reading == "noise unknown":
+                    reading = "noise unknown (no interval)"
+                else:
+                    reading = (f"and outside the noise (±{row.noise:.3g})" if row.reading == "outside noise"
+                               else f"but within noise (±{row.noise:.3g})")
+                problems.append(f"{name}: measured {_fmt(measured)} vs reference {_fmt(m.value)} "
+                                f"(delta {_fmt(row.delta, sign=True)}, {row.verdict}) is outside "
+                                f"{row.tolerance_text}, {reading}")
+                code = max(code, EXIT_FAIL)
+        rows.append(row)
+    for name, m in ref.metrics.items():  # a tolerance (recorded or edited by hand) inside the reference's own noise
+        half = (m.interval["high"] - m.interval["low"]) / 2 if has_interval(m.interval) else None
+        if half is not None and m.tolerance.bound(m.value) < half:
+            notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
+                         f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
+    for name in card_metrics:
+        if name not in ref.metrics:
+            notes.append(f"{name}: no reference value (reported, not checked)")
+    for name, entry in card_metrics.items():
+        interval = entry.get("interval")
+        if interval is None:
+            notes.append(f"{name}: no interval (scorecard schema {scorecard['schema_version']})")
+        elif interval["low"] is None:
+            notes.append(f"{name}: no interval ({interval['reason']})")
+
+    source = ref.source.get("kind", "?")
+    if ref.source.get("citation"):
+        source += f": {ref.source['citation']}"
+    samples = scorecard["samples"]
+    header = {
+        "recipe": f"{scorecard['recipe']} {scorecard['recipe_version']}",
+        "checkpoint": scorecard["checkpoint"],
+        "mode": scorecard["mode"],
+        "reference": f"{ref.path if ref.path is not None else '(in memory)'} "
+                     f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
+        "source": source,
+        "status": f"{scorecard['status']} ({samples['n_ok']}/{samples['n_expected']} samples ok, "
+                  f"{samples['n_failed']} failed, {samples['n_missing']} missing)",
+    }
+    return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
+                      header=header)
+
+
+def render_diff(result: DiffResult) -> str:
+    """A plain-text table (no colour, no box characters) that reads the same in a terminal and a log."""
+    from pinbench.core.uncertainty import describe
+
+    lines = [f"{key:<10} {value}" for key, value in result.header.items()]
+    columns = ["metric", "reference", "measured", "delta", "vs ref", "tolerance", "scored", "status",
+               "run 95% CI", "ref 95% CI", "noise"]
+    table = [columns] + [
+        [("* " if r.primary else "  ") + r.metric, _fmt(r.reference), _fmt(r.measured),
+         _fmt(r.delta, sign=True), r.verdict or "-", r.tolerance_text, r.scored, r.status,
+         _ci_cell(r.interval, describe) if r.interval else "-",
+         _ci_cell(r.ref_interval, describe) if r.ref_interval else "-",
+         _noise_cell(r)]
+        for r in result.rows
+    ]
+    table[0][0] = "  " + table[0][0]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    lines.append("")
+    for i, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(* primary metric; delta = measured - reference; vs ref by the metric's direction;")
+    lines.append(" noise: |delta| vs sqrt(a^2 + b^2) of the run's and reference's interval sides facing each other)")
+    lines.append("")
+    lines.append("problems:" if result.problems else "problems: none")
+    lines.extend(f"  - {p}" for p in result.problems)
+    if result.notes:
+        lines.append("notes:")
+        lines.extend(f"  - {n}" for n in result.notes)
+    lines.append(result_line(result))
+    return "\n".join(lines)
+
+
+def _ci_cell(interval: Mapping[str, Any] | None, describe: Any) -> str:
+    text = describe(interval)
+    return "n/a" if text.startswith("n/a") else text
+
+
+def result_line(result: DiffResult) -> str:
+    """The last line of a rendered diff, ``result: PASS (exit 0)``; ``pinbench check`` compares diff.txt with it."""
+    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})"
+
+
+def _noise_cell(row: DiffRow) -> str:
+    if not row.reading:
+        return "-"
+    if row.noise is None:
+        return row.reading
+    return f"{row.reading} (±{row.noise:.3g})"
+
+
+def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe) -> Path:
+    """Validate a reference as loading would, then write it atomically with a header comment."""
+    path = Path(path)
+    reference_from_dict(data, path, recipe)  # same validation as loading
+    runs = len(data["source"]["provenance"].get("runs") or []) or 1
+    text = (f"# Recorded by pinbench record-reference at {data['source']['recorded']} from {runs} complete "
+            f"{data['mode']} run(s);\n# valid only for recipe version {data['recipe_version']}. Each metric's "
+            "basis says how its tolerance was chosen.\n"
+            + yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=110))
+    return write_atomic(path, text)

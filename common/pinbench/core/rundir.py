@@ -1,0 +1,292 @@
+"""A run directory belongs to one recipe, checkpoint and mode, and to one live process per shard.
+
+Why: two runs sharing an ``--out`` mixed their samples (a second recipe scored the first one's files) or
+tripped over each other's files. Every run goes through ``claim_run_dir`` (``Recipe.run`` and the docker
+runtime call it before any recipe code runs), which
+
+* records the directory's identity in ``pinbench-run.json`` (recipe, checkpoint, mode) on first use and
+  refuses, in one line, a run of anything else there (a directory from before this file existed is judged
+  by its ``scorecard.json``);
+* takes a lock per shard in ``.pinbench-locks/``: ``run.lock`` for an unsharded run, ``shard-I-of-N.lock``
+  for ``--shard I/N``. Shards of one run share the directory at the same time (one process per GPU, or
+  Slurm array tasks, then one unsharded run merges), so a second process for the same shard is refused,
+  an unsharded run is refused while any shard is live, a shard is refused while an unsharded run is live,
+  and shards that split the tasks differently (``0/2`` beside ``1/4``) are refused too.
+
+A lock names its holder (pid, host, start time, command). A lock whose process is gone (same host, pid dead
+or reused by another process) is stale: it is taken over with a message on stderr. A lock held on another
+host cannot be checked from here; the refusal says which file to delete once that process is known gone.
+A child process (the container of ``--runtime docker``) inherits its parent's lock through the
+``PINBENCH_RUN_LOCK`` variable instead of refusing itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinbench.core.config import RecipeError
+from pinbench.core.files import creation_mode, write_atomic
+
+if TYPE_CHECKING:
+    from pinbench.core.config import RunConfig
+
+IDENTITY_FILE = "pinbench-run.json"
+LOCK_DIR = ".pinbench-locks"
+TOKEN_ENV = "PINBENCH_RUN_LOCK"
+UNSHARDED = "run"
+IDENTITY_KEYS = ("recipe", "checkpoint", "mode")
+
+
+class RunDirError(RecipeError):
+    """The run directory belongs to another run, or is in use (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What ``claim_run_dir`` holds: the lock file, its token (for child processes) and whether it is ours."""
+
+    out_dir: Path
+    lock: Path
+    token: str
+    inherited: bool
+
+
+# ------------------------------------------------------------------------------------------- identity
+
+
+def run_identity(cfg: RunConfig) -> dict[str, str]:
+    return {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode}
+
+
+def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """(identity, where it came from) of a run directory; (None, "") for a fresh one.
+
+    RunDirError when the identity file is unreadable: a directory whose owner is unknown is not reused.
+    """
+    path = out_dir / IDENTITY_FILE
+    if path.exists() or path.is_symlink():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise RunDirError(f"{path}: unreadable ({type(exc).__name__}); it says which run owns {out_dir}: "
+                              "fix or delete it") from None
+        if not isinstance(data, dict) or any(not isinstance(data.get(k), str) for k in IDENTITY_KEYS):
+            raise RunDirError(f"{path}: expected an object with string fields {', '.join(IDENTITY_KEYS)}")
+        return data, str(path)
+    scorecard = out_dir / "scorecard.json"
+    try:
+        data = json.loads(scorecard.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None, ""
+    if isinstance(data, dict) and all(isinstance(data.get(k), str) for k in IDENTITY_KEYS):
+        return data, str(scorecard)
+    return None, ""
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    return f"{identity['recipe']} / {identity['checkpoint']} ({identity['mode']})"
+
+
+def _check_identity(out_dir: Path, wanted: Mapping[str, str]) -> None:
+    found, source = read_identity(out_dir)
+    if found is None:
+        write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+        return
+    if any(found[k] != wanted[k] for k in IDENTITY_KEYS):
+        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
+                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
+    if not (out_dir / IDENTITY_FILE).exists():
+        write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------- locks
+
+
+def lock_name(shard: Any) -> str:
+    """``run`` for an unsharded run, ``shard-I-of-N`` for shard I of N."""
+    return UNSHARDED if shard is None else f"shard-{shard.index}-of-{shard.count}"
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of a process (Linux /proc), to tell a live holder from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _alive(holder: Mapping[str, Any]) -> bool | None:
+    """True / False for a holder on this host; None when it runs on another host (cannot be checked)."""
+    if holder.get("host") != socket.gethostname():
+        return None
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        pass
+    recorded = holder.get("process_start")
+    return recorded is None or _process_start(pid) in (None, recorded)
+
+
+def _holder_text(holder: Mapping[str, Any]) -> str:
+    shard = holder.get("shard") or "unsharded"
+    return (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
+            f"({shard}: {' '.join(map(str, holder.get('argv') or [])) or '?'})")
+
+
+def _read_lock(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Path, dict[str, Any] | None]]:
+    """Every lock in the directory that may still be held, by lock name; stale ones are removed on the way
+    (``take_over``) or just left out."""
+    live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
+    for path in sorted(lock_dir.glob("*.lock")):
+        holder = _read_lock(path)
+        if holder is not None and _alive(holder) is False:
+            if take_over:
+                print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
+                      file=sys.stderr, flush=True)
+                path.unlink(missing_ok=True)
+            continue
+        live[path.stem] = (path, holder)
+    return live
+
+
+def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """Who else may be writing in ``out_dir`` now (not this process, nor the parent whose claim it inherited),
+    one description each; changes nothing."""
+    env = os.environ if env is None else env
+    lock_dir = Path(out_dir) / LOCK_DIR
+    if not lock_dir.is_dir():
+        return []
+    found = []
+    for path, holder in _live_locks(lock_dir, take_over=False).values():
+        if holder is None:
+            found.append(f"unreadable lock {path}")
+        elif not (holder.get("token") == env.get(TOKEN_ENV)
+                  or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname())):
+            found.append(_holder_text(holder))
+    return found
+
+
+def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, Any] | None]]) -> str | None:
+    """Why a lock ``mine`` cannot be taken beside the live ones, or None."""
+    for name, (path, holder) in live.items():
+        if holder is None:
+            who, where = f"unreadable lock {path}", f"; if no run is using the directory, delete {path}"
+        else:
+            who = _holder_text(holder)
+            where = "" if _alive(holder) else f"; if that process is gone, delete {path}"
+        if name == mine:
+            return f"this {'shard' if shard else 'run'} is already running: {who}{where}"
+        if shard is None:
+            return f"shard {name} of a sharded run is running in it: {who}{where}"
+        if name == UNSHARDED:
+            return f"an unsharded run is running in it: {who}{where}"
+        if not name.endswith(f"-of-{shard.count}"):
+            return (f"shards of another split are running in it ({name}, this is {shard.index}/{shard.count}): "
+                    f"{who}{where}")
+    return None
+
+
+@contextlib.contextmanager
+def _mutex(lock_dir: Path) -> Iterator[None]:
+    """Serialise claims of one directory (flock; where the file system has none, O_EXCL creation still holds)."""
+    fd = os.open(lock_dir / ".mutex", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _create_exclusive(path: Path, text: str) -> bool:
+    """Write ``path`` with ``text`` only if it does not exist (atomic: a hard link of a finished file)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, creation_mode())  # another user's pinbench must be able to read who holds the lock
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> Iterator[Claim]:
+    """Hold ``cfg.out_dir`` for this run (see the module docstring); RunDirError (one line) when it cannot."""
+    env = os.environ if env is None else env
+    out_dir = Path(cfg.out_dir)
+    lock_dir = out_dir / LOCK_DIR
+    for path in (out_dir, lock_dir):  # name the entry that is in the way, not only the run directory
+        if path.is_symlink() and not path.exists():
+            raise RunDirError(f"{path}: a dangling symlink (to {os.readlink(path)}); --out names a run directory")
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path}: exists and is not a directory; --out names a run directory")
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"{exc.filename or out_dir}: cannot create the run directory ({exc.strerror})") from None
+    mine = lock_name(cfg.shard)
+    path = lock_dir / f"{mine}.lock"
+    with _mutex(lock_dir):
+        _check_identity(out_dir, run_identity(cfg))
+        live = _live_locks(lock_dir)
+        held = live.get(mine, (path, None))[1]
+        if held is not None and (held.get("token") == env.get(TOKEN_ENV)
+                                 or (held.get("pid") == os.getpid() and held.get("host") == socket.gethostname())):
+            claim = Claim(out_dir, path, str(held["token"]), inherited=True)  # our parent's, or our own
+        else:
+            problem = _conflict(mine, cfg.shard, live)
+            if problem:
+                raise RunDirError(f"{out_dir}: in use: {problem}")
+            token = secrets.token_hex(16)
+            holder = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
+                      "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      "shard": None if cfg.shard is None else str(cfg.shard), "token": token,
+                      "argv": sys.argv[:12], **run_identity(cfg)}
+            if not _create_exclusive(path, json.dumps(holder, indent=2) + "\n"):
+                raise RunDirError(f"{out_dir}: in use: {path} appeared while claiming it; retry")
+            claim = Claim(out_dir, path, token, inherited=False)
+    try:
+        yield claim
+    finally:
+        if not claim.inherited:
+            _release(claim)
+
+
+def _release(claim: Claim) -> None:
+    holder = _read_lock(claim.lock)
+    if holder is not None and holder.get("token") == claim.token:
+        claim.lock.unlink(missing_ok=True)

@@ -1,0 +1,699 @@
+"""Resumable, shardable per-sample runner.
+
+A benchmark run is a list of tasks (JSON-like mappings, each with a unique sample id) and a function
+that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
+and stores each outcome as soon as it exists, atomically, in ``out_dir/samples/<sample_id>.json``.
+A killed run therefore loses at most the samples in flight, and a rerun recomputes only what is not
+validly stored. ``merge_samples`` joins the per-sample files of one or more shards into one JSONL file
+in task order, with one record per task: a task no shard produced becomes a failed "missing" record,
+so nothing drops out of the denominator.
+
+Stored results are plain JSON. JSON has no NaN or infinity, so non-finite floats in a result are
+stored as ``null`` (also in memory, so a fresh record equals its reloaded copy); the scorecard counts
+a null metric as not scored. A stored file that holds ``NaN``, ``Infinity`` or an overflowing
+number (hand-edited, or written by another tool) is corrupt: it is recomputed, never reused or merged.
+Anything that should invalidate a cached result (recipe version, model revision, generation seed, ...)
+belongs in the task mapping: its hash is stored with the record and a changed task is recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from pinbench.core.files import loads_finite_json, read_finite_jsonl, write_atomic
+from pinbench.core.provenance import redact
+from pinbench.core.shard_manifest import now as _now
+from pinbench.core.shard_manifest import write_manifest
+
+__all__ = [
+    "MISSING_ERROR",
+    "RECORD_VERSION",
+    "RunSummary",
+    "SampleRecord",
+    "Shard",
+    "StageLog",
+    "check_sample_id",
+    "clean_result",
+    "sample_id_problem",
+    "input_hash",
+    "load_records",
+    "merge_samples",
+    "one_line",
+    "read_merged",
+    "run_samples",
+]
+
+log = logging.getLogger(__name__)
+PLAIN_PROGRESS_SECONDS = 30.0
+
+T = TypeVar("T")
+Task = Mapping[str, Any]
+SampleFn = Callable[[Task], Mapping[str, Any]]
+BatchFn = Callable[[list[Task]], Sequence[Mapping[str, Any]]]
+Validator = Callable[[dict], bool]
+
+RECORD_VERSION = 1
+"""Bump when the record layout changes; records of another version are recomputed."""
+
+MISSING_ERROR = "missing: no result from any shard"
+SAMPLES_DIR = "samples"
+OK, FAILED = "ok", "failed"
+_MAX_ID_BYTES = 200  # leaves room for ".json" and the temporary-file affixes within NAME_MAX (255)
+_MAX_ERROR_CHARS = 2000
+
+
+# --------------------------------------------------------------------------------------------- shards
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One of ``count`` interleaved slices of a task list: the task at position i goes to shard i % count.
+
+    Membership depends only on the position in the full task list, never on what is already done,
+    so the shards of one list are disjoint and together cover it.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(
+                f"invalid shard {self.index}/{self.count}: need a 0-based index I < N and N >= 1"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """Parse ``"I/N"`` (0-based index I < N), e.g. ``"0/4"`` .. ``"3/4"``."""
+        parts = str(text).strip().split("/")
+        try:
+            index, count = (int(p.strip()) for p in parts)
+        except ValueError:
+            index = count = -1
+        if count < 1 or not 0 <= index < count:
+            raise ValueError(
+                f"invalid shard {text!r}: expected 'I/N' with a 0-based index I < N, e.g. '0/4'"
+            )
+        return cls(index, count)
+
+    def select(self, items: Sequence[T]) -> list[T]:
+        """The items of this shard, in their original order."""
+        return list(items[self.index :: self.count])
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+# -------------------------------------------------------------------------------------------- records
+
+
+@dataclass
+class SampleRecord:
+    """The stored outcome of one sample. ``result`` is None exactly when ``status`` is "failed"."""
+
+    sample_id: str
+    status: str  # "ok" | "failed"
+    result: dict | None
+    error: str | None  # "ExcType: message", one line
+    input_hash: str  # sha256 of the canonical JSON of the task mapping
+    seconds: float
+    traceback: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record_version": RECORD_VERSION,
+            "sample_id": self.sample_id,
+            "status": self.status,
+            "result": self.result,
+            "error": self.error,
+            "traceback": self.traceback,
+            "input_hash": self.input_hash,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SampleRecord:
+        """Rebuild a record from its JSON form; ValueError says what is wrong with it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"record is a JSON {type(data).__name__}, expected an object")
+        version = data.get("record_version")
+        if version != RECORD_VERSION:
+            raise ValueError(f"record_version {version!r} is not the supported {RECORD_VERSION}")
+        checks: list[tuple[str, Callable[[Any], bool], str]] = [
+            ("sample_id", lambda v: isinstance(v, str), "a string"),
+            ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
+            ("result", lambda v: v is None or isinstance(v, dict), "an object or null"),
+            ("error", lambda v: v is None or isinstance(v, str), "a string or null"),
+            ("traceback", lambda v: v is None or isinstance(v, str), "a string or null"),
+            ("input_hash", _is_sha256, "a sha256 hex digest"),
+            ("seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+        ]
+        for key, check, expected in checks:
+            if key not in data:
+                raise ValueError(f"record lacks {key!r}")
+            if not check(data[key]):
+                raise ValueError(f"record field {key!r} must be {expected}, got {data[key]!r:.80}")
+        if (data["status"] == OK) != (data["result"] is not None):
+            raise ValueError(f"record with status {data['status']!r} has result {data['result']!r:.80}")
+        if data["status"] == FAILED and not data["error"]:
+            raise ValueError("failed record has no error")
+        return cls(
+            sample_id=data["sample_id"],
+            status=data["status"],
+            result=data["result"],
+            error=data["error"],
+            input_hash=data["input_hash"],
+            seconds=float(data["seconds"]),
+            traceback=data["traceback"],
+        )
+
+
+@dataclass
+class RunSummary:
+    """What one ``run_samples`` call did. done + reused + failed == total (the tasks of this shard)."""
+
+    n_total: int
+    n_done: int  # computed successfully in this run
+    n_reused: int  # valid stored results, not recomputed
+    n_failed: int  # computed in this run and failed
+    records: dict[str, SampleRecord] = field(default_factory=dict)  # in task order
+
+    @property
+    def ok(self) -> bool:
+        return self.n_failed == 0
+
+    @property
+    def failed_ids(self) -> list[str]:
+        return [sid for sid, rec in self.records.items() if not rec.ok]
+
+
+# ------------------------------------------------------------------------------------- ids and hashes
+
+
+def check_sample_id(sample_id: Any) -> str:
+    """Return the sample id as a string that is safe as a file name, or raise ValueError naming it.
+
+    Ints are accepted and turned into strings; ids may not contain path separators or control
+    characters, may not start with "." (rules out "." / ".." and hidden files) and are at most
+    200 bytes of UTF-8.
+    """
+    if isinstance(sample_id, int) and not isinstance(sample_id, bool):
+        sample_id = str(sample_id)
+    if not isinstance(sample_id, str):
+        raise ValueError(f"sample id {sample_id!r} is a {type(sample_id).__name__}, expected a string")
+    problem = sample_id_problem(sample_id)
+    if problem:
+        raise ValueError(f"unsafe sample id {sample_id!r}: {problem}; ids are used as file names")
+    return sample_id
+
+
+def sample_id_problem(sample_id: str) -> str | None:
+    """Why a string cannot be a sample id (``"is empty"``, ``"is longer than 200 bytes"``, ...), or None."""
+    if not sample_id:
+        return "is empty"
+    if "/" in sample_id or "\\" in sample_id:
+        return "contains a path separator"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in sample_id):
+        return "contains a control character (NUL, newline, ...)"
+    if sample_id.startswith("."):
+        return "starts with '.'"
+    try:
+        size = len(sample_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (a file name with undecodable bytes)"
+    if size > _MAX_ID_BYTES:
+        return f"is longer than {_MAX_ID_BYTES} bytes"
+    return None
+
+
+def input_hash(task: Task) -> str:
+    """sha256 of the task's canonical JSON (sorted keys, no whitespace); paths hash as strings."""
+    try:
+        text = json.dumps(
+            task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str
+        )
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"task is not JSON-serialisable, cannot hash it: {exc}") from exc
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _hash_task(sample_id: str, task: Task) -> str:
+    try:
+        return input_hash(task)
+    except TypeError as exc:
+        raise TypeError(f"sample {sample_id!r}: {exc}") from None
+
+
+def _path_as_str(value: Any) -> str:
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _task_ids(tasks: Sequence[Task], id_key: str) -> list[str]:
+    """Validated ids of all tasks, in order; ValueError on a missing, unsafe or duplicate id."""
+    ids: list[str] = []
+    first_pos: dict[str, int] = {}
+    for pos, task in enumerate(tasks):
+        if not isinstance(task, Mapping):
+            raise TypeError(f"task at position {pos} is a {type(task).__name__}, expected a mapping")
+        if id_key not in task:
+            raise ValueError(f"task at position {pos} has no {id_key!r} key")
+        sid = check_sample_id(task[id_key])
+        if sid in first_pos:
+            raise ValueError(f"duplicate sample id {sid!r} at positions {first_pos[sid]} and {pos}")
+        first_pos[sid] = pos
+        ids.append(sid)
+    return ids
+
+
+# ------------------------------------------------------------------------------------ result handling
+
+
+def _json_clean(value: Any, where: str) -> Any:
+    """A JSON-ready copy of a result: NaN/inf -> None, tuples -> lists, numpy/torch values via tolist()."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        clean = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has a key {key!r} of type {type(key).__name__}, expected str")
+            clean[key] = _json_clean(item, f"{where}[{key!r}]")
+        return clean
+    if isinstance(value, (list, tuple)):
+        return [_json_clean(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if callable(getattr(value, "tolist", None)):  # numpy arrays and scalars, torch tensors
+        return _json_clean(value.tolist(), where)
+    raise TypeError(f"{where} is a {type(value).__name__}, which is not JSON-serialisable")
+
+
+def clean_result(result: Any) -> dict:
+    """A result as stored: JSON-ready, non-finite floats as None; TypeError for a non-dict or unstorable value."""
+    if not isinstance(result, Mapping):
+        raise TypeError(f"result is a {type(result).__name__}, expected a dict")
+    return _json_clean(result, "result")
+
+
+def _is_dict(result: dict) -> bool:
+    return isinstance(result, dict)
+
+
+def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
+    """(accepted, reason); a validator that raises rejects the result."""
+    try:
+        return bool(validate(result)), "validate() returned False"
+    except Exception as exc:  # a broken validator must not crash the run
+        return False, f"validate() raised {_error_line(exc)}"
+
+
+def _error_line(exc: BaseException) -> str:
+    """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
+    message = str(exc)
+    return one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
+
+
+def one_line(text: str) -> str:
+    """``text`` with secrets redacted, whitespace runs (newlines too) as one space, cut to the stored length."""
+    text = " ".join(redact(text).split())
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+# -------------------------------------------------------------------------------------------- storage
+
+
+def _record_path(samples_dir: Path, sample_id: str) -> Path:
+    return samples_dir / f"{sample_id}.json"
+
+
+def _store(samples_dir: Path, record: SampleRecord) -> None:
+    text = json.dumps(record.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    write_atomic(_record_path(samples_dir, record.sample_id), text)
+
+
+def _read_record(path: Path, sample_id: str | None = None) -> tuple[SampleRecord | None, str]:
+    """(record, "") or (None, reason) for a missing, unreadable, corrupt or mismatched file."""
+    try:
+        data = loads_finite_json(path.read_text(encoding="utf-8"))
+        record = SampleRecord.from_json(data)
+    except FileNotFoundError:
+        return None, "no record"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        return None, f"{path}: unreadable record: {_error_line(exc)}"
+    expected = sample_id if sample_id is not None else path.stem
+    if record.sample_id != expected:
+        return None, f"{path}: record is for sample {record.sample_id!r}, not {expected!r}"
+    return record, ""
+
+
+def _reusable(record: SampleRecord | None, task_hash: str, validate: Validator) -> bool:
+    return (
+        record is not None
+        and record.ok
+        and record.input_hash == task_hash
+        and record.result is not None
+        and _passes(validate, record.result)[0]
+    )
+
+
+def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
+    """All readable records under ``out_dir/samples``, by sample id (sorted).
+
+    Unreadable or corrupt files are skipped with a logged warning; a run treats them as not done.
+    """
+    samples_dir = Path(out_dir) / SAMPLES_DIR
+    records: dict[str, SampleRecord] = {}
+    for path in sorted(samples_dir.glob("*.json")):
+        if path.name.startswith("."):
+            continue
+        record, reason = _read_record(path)
+        if record is None:
+            log.warning("skipping %s", reason)
+            continue
+        records[record.sample_id] = record
+    return records
+
+
+# ------------------------------------------------------------------------------------------- running
+
+
+def run_samples(
+    tasks: Sequence[Task],
+    fn: SampleFn,
+    out_dir: Path | str,
+    *,
+    id_key: str = "sample_id",
+    validate: Validator | None = None,
+    shard: Shard | None = None,
+    progress: bool = True,
+    stage: str = "score",
+    batch_size: int = 1,
+    batch_fn: BatchFn | None = None,
+    console: Console | None = None,
+) -> RunSummary:
+    """Run ``fn`` over the tasks of ``shard`` (all tasks if None), resuming from ``out_dir/samples``.
+
+    A stored sample is reused only if its record is "ok", its input_hash equals the hash of the task
+    mapping and ``validate(result)`` holds (default: the result is a dict); everything else, failed
+    samples included, is computed again. An ``Exception`` from ``fn`` fails only its own sample
+    (recorded as "ExcType: message" plus traceback); KeyboardInterrupt and SystemExit propagate.
+    Samples run sequentially in task order. With ``batch_fn``, pending tasks go to it
+    ``batch_size`` at a time (it returns one result per task, in order); if a batch raises, its tasks
+    are retried one by one with ``fn`` so a bad sample stays isolated. A batch's seconds are split
+    evenly over its samples. The progress bar (on ``console``, default stderr; terminals only) is
+    labelled ``stage`` and counts done / reused / failed.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size > 1 and batch_fn is None:
+        raise ValueError("batch_size > 1 needs a batch_fn")
+    validate = validate or _is_dict
+    ids = _task_ids(tasks, id_key)
+    positions = list(range(len(tasks)))
+    if shard is not None:
+        positions = shard.select(positions)
+    samples_dir = Path(out_dir) / SAMPLES_DIR
+    samples_dir.mkdir(parents=True, exist_ok=True)
+    # The manifest names every task and this call's share of them, for `pinbench status`.
+    hashes = [_hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)]
+    manifest = {"out_dir": Path(out_dir), "index": shard.index if shard else 0, "count": shard.count if shard else 1,
+                "stage": stage, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
+    write_manifest(**manifest)
+
+    records: dict[str, SampleRecord | None] = {}
+    pending: list[tuple[str, Task, str]] = []
+    for pos in positions:
+        sid, task, task_hash = ids[pos], tasks[pos], hashes[pos]
+        stored, reason = _read_record(_record_path(samples_dir, sid), sid)
+        if stored is None and reason != "no record":
+            log.warning("recomputing %s", reason)
+        if _reusable(stored, task_hash, validate):
+            records[sid] = stored
+        else:
+            records[sid] = None  # keeps task order; filled in below
+            pending.append((sid, task, task_hash))
+
+    n_reused = len(records) - len(pending)
+    counts = {"done": 0, "failed": 0}
+    label = stage if shard is None else f"{stage} [shard {shard}]"
+    started = time.perf_counter()
+    console = console or Console(stderr=True)
+    plain = progress and not console.is_terminal  # CI and container logs: a line every 30 s instead of a bar
+    last_line = started
+    with _progress_bar(progress, console) as bar:
+        bar_task = bar.add_task(label, total=len(pending), done=0, reused=n_reused, failed=0)
+        for chunk_start in range(0, len(pending), batch_size):
+            chunk = pending[chunk_start : chunk_start + batch_size]
+            for record in _compute(chunk, fn, batch_fn, validate):
+                _store(samples_dir, record)
+                records[record.sample_id] = record
+                counts["done" if record.ok else "failed"] += 1
+                bar.update(bar_task, advance=1, done=counts["done"], failed=counts["failed"])
+            now = time.perf_counter()
+            if plain and now - last_line >= PLAIN_PROGRESS_SECONDS:
+                last_line = now
+                console.print(_progress_line(label, counts, n_reused, len(pending), now - started),
+                              markup=False, highlight=False, soft_wrap=True)
+
+    summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused, "
+               f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
+    if plain:
+        console.print(summary, markup=False, highlight=False, soft_wrap=True)
+    log.info(summary)
+    final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
+    write_manifest(**manifest, summary={"total": len(final), "done": counts["done"], "reused": n_reused,
+                                        "failed": counts["failed"]})
+    return RunSummary(
+        n_total=len(final),
+        n_done=counts["done"],
+        n_reused=n_reused,
+        n_failed=counts["failed"],
+        records=final,
+    )
+
+
+class StageLog:
+    """The records of a stage whose work runs outside ``run_samples``, in batches the caller launches.
+
+    Why: PAI-Bench-C generates each modality's videos in one external launch per shard, hours long, which
+    ``run_samples`` cannot drive sample by sample; ``pinbench status`` still needs its shards' done / failed /
+    pending counts. Like ``run_samples`` it writes the shard manifest when it starts (every task, with input
+    hashes) and completes it with the counts in ``finish``, and the caller stores each sample's outcome
+    with ``record`` as soon as it is known. A process that dies leaves the manifest unfinished and the
+    samples it had not recorded pending. ``units`` (one per task) makes samples of a unit belong to one
+    shard: shard I of N owns the tasks whose unit is I mod N (default: their positions).
+    """
+
+    def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, stage: str, shard: Shard | None = None,
+                 units: Sequence[int] | None = None, id_key: str = "sample_id") -> None:
+        ids = _task_ids(tasks, id_key)
+        if units is not None and (len(units) != len(tasks) or not all(
+                isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units)):
+            raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
+        self.samples_dir = Path(out_dir) / SAMPLES_DIR
+        self.samples_dir.mkdir(parents=True, exist_ok=True)
+        self._hashes = {sid: _hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)}
+        index, count = (shard.index, shard.count) if shard else (0, 1)
+        keys = units if units is not None else range(len(tasks))
+        self.mine: list[Task] = [task for task, key in zip(tasks, keys, strict=True) if key % count == index]
+        self._mine = {str(task[id_key]) for task in self.mine}
+        self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "stage": stage,
+                          "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now(),
+                          "units": None if units is None else list(units)}
+        write_manifest(**self._manifest)
+        self.records: dict[str, SampleRecord] = {}
+        self._reused: set[str] = set()
+
+    def record(self, sample_id: str, result: Mapping[str, Any] | None, *, error: str | None = None,
+               seconds: float = 0.0, reused: bool = False) -> SampleRecord:
+        """Store one of this shard's samples: ok with ``result``, or failed with ``error`` (exactly one of them)."""
+        if sample_id not in self._mine:
+            raise ValueError(f"sample {sample_id!r} is not one of this shard's tasks")
+        if (result is None) == (error is None):
+            raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
+        task_hash = self._hashes[sample_id]
+        if error is not None:
+            record = SampleRecord(sample_id, FAILED, None, one_line(error) or "failed", task_hash, seconds)
+        else:
+            record = _finish(sample_id, task_hash, result, seconds, _is_dict)
+        _store(self.samples_dir, record)
+        self.records[sample_id] = record
+        (self._reused.add if reused and record.ok else self._reused.discard)(sample_id)
+        return record
+
+    def finish(self) -> RunSummary:
+        """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""
+        unrecorded = sorted(self._mine - self.records.keys())
+        if unrecorded:
+            raise ValueError(f"{len(unrecorded)} sample(s) of this shard never recorded (e.g. {unrecorded[0]!r})")
+        failed = sum(not r.ok for r in self.records.values())
+        reused = len(self._reused)
+        done = len(self.records) - failed - reused
+        write_manifest(**self._manifest, summary={"total": len(self.records), "done": done, "reused": reused,
+                                                  "failed": failed})
+        return RunSummary(n_total=len(self.records), n_done=done, n_reused=reused, n_failed=failed,
+                          records=dict(self.records))
+
+
+def _compute(
+    chunk: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn | None, validate: Validator
+) -> list[SampleRecord]:
+    """Records for one chunk of pending tasks: batched if possible, else (or on failure) one by one."""
+    if batch_fn is not None:
+        started = time.perf_counter()
+        try:
+            results = list(batch_fn([task for _, task, _ in chunk]))
+            if len(results) != len(chunk):
+                raise ValueError(f"batch_fn returned {len(results)} results for {len(chunk)} tasks")
+        except Exception as exc:  # retried per sample below, so a bad sample stays isolated
+            log.warning(
+                "batch of %d samples (%s, ...) failed with %s; retrying one by one",
+                len(chunk), chunk[0][0], _error_line(exc),
+            )
+        else:
+            seconds = (time.perf_counter() - started) / len(chunk)
+            return [
+                _finish(sid, task_hash, result, seconds, validate)
+                for (sid, _, task_hash), result in zip(chunk, results, strict=True)
+            ]
+    return [_compute_one(sid, task, task_hash, fn, validate) for sid, task, task_hash in chunk]
+
+
+def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: Validator) -> SampleRecord:
+    started = time.perf_counter()
+    try:
+        result = fn(task)
+    except Exception as exc:  # failure isolation is the point; BaseException propagates
+        return SampleRecord(
+            sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
+            redact(traceback.format_exc()),
+        )
+    return _finish(sid, task_hash, result, time.perf_counter() - started, validate)
+
+
+def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Validator) -> SampleRecord:
+    """An ok record for a JSON-clean, validated result, else a failed one saying why."""
+    try:
+        clean = clean_result(result)
+    except TypeError as exc:
+        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, seconds)
+    accepted, reason = _passes(validate, clean)
+    if not accepted:
+        return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds)
+    return SampleRecord(sid, OK, clean, None, task_hash, seconds)
+
+
+def _progress_line(label: str, counts: Mapping[str, int], n_reused: int, n_pending: int, elapsed: float) -> str:
+    """One plain progress line for logs: done / reused / failed and an ETA from the rate so far."""
+    finished = counts["done"] + counts["failed"]
+    eta = elapsed / finished * (n_pending - finished) if finished else float("nan")
+    return (f"{label}: {finished}/{n_pending} computed (done {counts['done']}, reused {n_reused}, "
+            f"failed {counts['failed']}), {elapsed:.0f}s elapsed, ETA {eta:.0f}s")
+
+
+def _progress_bar(enabled: bool, console: Console) -> Progress:
+    """A rich progress bar on stderr; disabled when not wanted or not on a terminal (CI, pipes)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(
+            "done [green]{task.fields[done]}[/] reused [cyan]{task.fields[reused]}[/] "
+            "failed [red]{task.fields[failed]}[/]"
+        ),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not (enabled and console.is_terminal),
+    )
+
+
+# ------------------------------------------------------------------------------------------- merging
+
+
+def merge_samples(
+    out_dirs: Sequence[Path | str],
+    tasks: Sequence[Task],
+    *,
+    id_key: str = "sample_id",
+    dest: Path | str,
+    validate: Validator | None = None,
+) -> list[SampleRecord]:
+    """Join shard outputs into ``dest`` (JSONL, one record per task, task order) and return the records.
+
+    For each task the first directory (in the given order) holding an ok record that matches the
+    task's input_hash and passes ``validate`` wins; failing that, the first matching failed record.
+    A task with neither gets a failed record whose error starts with "missing: no result from any
+    shard", so the merged list always has exactly one record per task.
+    """
+    validate = validate or _is_dict
+    ids = _task_ids(tasks, id_key)
+    samples_dirs = [Path(d) / SAMPLES_DIR for d in out_dirs]
+    merged = [_pick(sid, task, samples_dirs, validate) for sid, task in zip(ids, tasks, strict=True)]
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r.to_json(), ensure_ascii=False, allow_nan=False) + "\n" for r in merged]
+    write_atomic(dest, "".join(lines))
+    return merged
+
+
+def _pick(sid: str, task: Task, samples_dirs: list[Path], validate: Validator) -> SampleRecord:
+    task_hash = _hash_task(sid, task)
+    failed: SampleRecord | None = None
+    reasons: list[str] = []
+    for samples_dir in samples_dirs:
+        path = _record_path(samples_dir, sid)
+        record, reason = _read_record(path, sid)
+        if record is None:
+            if reason != "no record":
+                reasons.append(reason)
+        elif record.input_hash != task_hash:
+            reasons.append(f"{path}: stale record for a different task input")
+        elif _reusable(record, task_hash, validate):
+            return record
+        elif record.ok:
+            reasons.append(f"{path}: result rejected by validate()")
+        elif failed is None:
+            failed = record
+    if failed is not None:
+        return failed
+    error = MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
+    return SampleRecord(sid, FAILED, None, error, task_hash, 0.0)
+
+
+def read_merged(path: Path | str) -> list[SampleRecord]:
+    """Read a JSONL file written by ``merge_samples``; ValueError names the file and line."""
+    return read_finite_jsonl(path, SampleRecord.from_json, "sample record")

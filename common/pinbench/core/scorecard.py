@@ -1,0 +1,472 @@
+"""Scorecards: one JSON per run with aggregates, their denominators, a status and provenance.
+
+A scorecard never shrinks the denominator. Every metric carries ``n_expected`` (the full task count
+the recipe defines), ``n_scored``, ``n_failed`` (with each failed sample id and its reason) and
+``n_missing`` (samples with no record at all, e.g. another shard's). The status follows from them:
+
+* ``complete``: every metric has ``n_expected > 0`` and ``n_scored == n_expected``;
+* ``failed``: no metric scored anything;
+* ``partial``: anything in between. A partial scorecard is never diffed as if complete.
+
+A metric value is null when nothing scored. Aggregations: ``mean``, ``median``,
+``mean_then_median`` (mean within ``group_by`` groups, then median over the groups) and ``none``
+(the single value of a one-sample metric, e.g. a suite-level number an upstream evaluator computes).
+
+Schema 2.1 adds to every metric its 95% ``interval`` (a seeded bootstrap over the sampling unit, see
+``pinbench.core.uncertainty``; or null bounds and the reason there is none) and, for a metric restricted to a
+cohort, its ``sample_ids``, so a report or a comparison reads exactly the samples the value was computed
+from. Schema 2.2 adds derived records (``pinbench.core.derived``): values computed from many samples at finish
+time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
+read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Scorecards of schema 2.0
+(no intervals) and 2.1 still load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import statistics
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.derived import DERIVED_PATH, is_derived
+from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
+from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
+from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
+from pinbench.core.provenance import scrub, to_jsonable
+from pinbench.core.schema import schema_error
+from pinbench.core.uncertainty import aggregate_interval
+
+SCHEMA_VERSION = "2.2"
+READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2")
+MODES = ("full", "smoke", "fixture")
+STATUSES = ("complete", "partial", "failed")
+DEFAULT_SAMPLES_PATH = "samples.jsonl"
+DERIVED_RECORDS = "derived"
+
+
+class ScorecardError(FileError):
+    """A scorecard file is unreadable or invalid."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one metric is read from per-sample results, aggregated and described.
+
+    ``key`` is the field in each sample's result dict (default: ``name``). ``sample_ids`` restricts
+    the metric to a cohort (e.g. only the I2V scenes); its length is then the metric's
+    ``n_expected``, and ids with no record are listed as missing by name. ``derived``: the metric reads
+    derived records (``pinbench.core.derived``), never samples; ``sample_ids`` then names those records.
+    Aggregation, direction, kind and unit come from the recipe's declaration (``with_info``); a scorecard
+    never guesses them.
+    """
+
+    name: str
+    aggregation: str | None = None
+    group_by: str | None = None
+    key: str | None = None
+    sample_ids: Collection[str] | None = None
+    direction: str | None = None
+    kind: str = "official"
+    primary: bool = False
+    unit: str | None = None
+    derived: bool = False
+
+    def __post_init__(self) -> None:
+        if self.aggregation is not None and self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"metric {self.name!r}: unknown aggregation {self.aggregation!r}; "
+                             f"expected one of {', '.join(AGGREGATIONS)}")
+        if self.aggregation is not None and (self.aggregation == "mean_then_median") != (self.group_by is not None):
+            raise ValueError(f"metric {self.name!r}: group_by is required by mean_then_median "
+                             f"and meaningless for {self.aggregation}")
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            raise ValueError(f"metric {self.name!r}: direction {self.direction!r} is not higher or lower")
+        if self.kind not in KINDS:
+            raise ValueError(f"metric {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.derived and self.sample_ids is None:
+            raise ValueError(f"metric {self.name!r}: a metric of derived records names them in sample_ids")
+        if self.sample_ids is not None:
+            ids = tuple(self.sample_ids)
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"metric {self.name!r}: sample_ids has duplicates")
+            object.__setattr__(self, "sample_ids", ids)
+
+    @property
+    def result_key(self) -> str:
+        return self.key or self.name
+
+    def with_info(self, info: MetricInfo) -> MetricSpec:
+        """This metric described by its declaration (aggregation, group_by, direction, kind, primary, unit)."""
+        if self.aggregation is not None and self.aggregation != info.aggregation:
+            raise ValueError(f"metric {self.name!r}: aggregation {self.aggregation!r} contradicts the declared "
+                             f"{info.aggregation!r}")
+        return replace(self, aggregation=info.aggregation, group_by=info.group_by, direction=info.direction,
+                       kind=info.kind, primary=info.primary, unit=info.unit)
+
+
+def _get(record: Any, field: str) -> Any:
+    """Read a SampleRecord attribute, or the same key of a record loaded from JSON."""
+    return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
+
+
+def record_id(record: Any) -> str:
+    """The id of a sample record, or of a derived record (``derived_id``), object or JSON alike."""
+    return str(_get(record, "derived_id" if is_derived(record) else "sample_id"))
+
+
+def reads(metric_is_derived: bool, record: Any) -> bool:
+    """Whether a metric reads this record: derived metrics read derived records only, the others samples only."""
+    return is_derived(record) == metric_is_derived
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _with_reason(what: str, result: Mapping[str, Any], key: str, default: str = "") -> str:
+    """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), if any."""
+    errors = result.get("errors")
+    reason = errors.get(key) if isinstance(errors, Mapping) else None
+    return f"{what}: {reason}" if isinstance(reason, str) and reason else what + default
+
+
+def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:
+    """(value, group, None) for a scored sample, or (None, None, reason) for a failed one."""
+    if _get(record, "status") != "ok":
+        return None, None, _get(record, "error") or f"sample status {_get(record, 'status')!r}"
+    result = _get(record, "result")
+    if not isinstance(result, Mapping):
+        return None, None, "sample has no result"
+    key = spec.result_key
+    if key not in result:
+        return None, None, _with_reason(f"no value for {key!r} in result", result, key)
+    value = result[key]
+    if value is None:
+        return None, None, _with_reason(f"{key!r} is null", result, key, default=" (NaN or not computed)")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None, None, f"{key!r} is not a number: {_short(value)}"
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return None, None, f"{key!r} is not finite: {_short(value)}"
+    group = None
+    if spec.group_by is not None:
+        group = result.get(spec.group_by)
+        if group is None:
+            return None, None, f"no group field {spec.group_by!r} in result"
+        if isinstance(group, bool) or not isinstance(group, (str, int)):
+            return None, None, f"group field {spec.group_by!r} is not a string or integer: {_short(group)}"
+    return number, group, None
+
+
+def aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] | None = None) -> float | None:
+    """Aggregate scored values; None when there are none. Order-independent (exact summation).
+
+    ValueError when finite values aggregate to a non-finite number (a sum or a median midpoint beyond the
+    float range): such a value is never written as a score.
+    """
+    if not values:
+        return None
+    try:
+        value = _aggregate(values, aggregation, groups)
+    except OverflowError:  # math.fsum of values near the float maximum
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"the {aggregation} of {len(values)} finite values overflows the float range")
+    return value
+
+
+def _aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] | None) -> float:
+    if aggregation == "mean":
+        return math.fsum(values) / len(values)
+    if aggregation == "median":
+        return float(statistics.median(values))
+    if aggregation == "mean_then_median":
+        if groups is None or len(groups) != len(values):
+            raise ValueError("mean_then_median needs one group per value")
+        by_group: dict[Any, list[float]] = {}
+        for group, value in zip(groups, values, strict=True):
+            by_group.setdefault(group, []).append(value)
+        return float(statistics.median(math.fsum(v) / len(v) for v in by_group.values()))
+    if aggregation == "none":
+        if len(values) != 1:
+            raise ValueError(f"aggregation 'none' takes exactly one value, got {len(values)}")
+        return values[0]
+    raise ValueError(f"unknown aggregation {aggregation!r}")
+
+
+def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
+    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too)."""
+    cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
+    expected = len(cohort) if cohort is not None else n_expected
+    if spec.derived and cohort is None:
+        raise ValueError(f"metric {spec.name!r}: a metric of derived records names them in sample_ids")
+    if spec.aggregation == "none" and expected != 1:
+        raise ValueError(f"metric {spec.name!r}: aggregation 'none' needs exactly one expected sample "
+                         f"(pass sample_ids with one id), got n_expected={expected}")
+    values: list[float] = []
+    ids: list[str] = []
+    groups: list[Any] = []
+    failed: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for record in records:
+        if not reads(spec.derived, record):
+            continue
+        sample_id = record_id(record)
+        if cohort is not None and sample_id not in cohort:
+            continue
+        seen.add(sample_id)
+        value, group, error = _metric_value(spec, record)
+        if error is not None:
+            failed.append({"sample_id": sample_id, "error": error})
+        else:
+            values.append(value)
+            ids.append(sample_id)
+            groups.append(group)
+    n_missing = expected - len(values) - len(failed)
+    if n_missing < 0:
+        raise ValueError(f"metric {spec.name!r}: {len(values) + len(failed)} records for "
+                         f"n_expected={expected}; n_expected must be the full task count")
+    try:
+        value = aggregate(values, spec.aggregation, groups if spec.group_by else None)
+    except ValueError as exc:
+        raise ValueError(f"metric {spec.name!r}: {exc}") from None
+    entry: dict[str, Any] = {
+        "value": value,
+        "aggregation": spec.aggregation,
+        "direction": spec.direction,
+        "kind": spec.kind,
+        "primary": spec.primary,
+    }
+    if spec.unit is not None:
+        entry["unit"] = spec.unit
+    if spec.key is not None:
+        entry["key"] = spec.key
+    if spec.group_by is not None:
+        entry["group_by"] = spec.group_by
+        entry["n_groups"] = len(set(groups))
+    entry.update(n_expected=expected, n_scored=len(values), n_failed=len(failed), n_missing=n_missing,
+                 failed=failed)
+    if cohort is not None:
+        entry["missing"] = [i for i in spec.sample_ids if i not in seen]
+        entry["sample_ids"] = list(spec.sample_ids)
+    if spec.derived:
+        entry["records"] = DERIVED_RECORDS
+    entry["interval"] = aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None)
+    return entry
+
+
+def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any]
+                   ) -> tuple[dict[str, tuple[float, Any]], dict[str, str]]:
+    """A scorecard metric's per-sample values read back from its run's records, the way it was scored.
+
+    Returns ``({sample_id: (value, group)}, {sample_id: reason})`` for the metric's own samples only (its
+    cohort when it has one), so a report or a comparison never mixes in another cohort's samples.
+    """
+    derived = metric.get("records") == DERIVED_RECORDS
+    spec = MetricSpec(name, metric["aggregation"], group_by=metric.get("group_by"), key=metric.get("key"),
+                      direction=metric["direction"])
+    cohort = set(metric["sample_ids"]) if metric.get("sample_ids") is not None else None
+    scored: dict[str, tuple[float, Any]] = {}
+    failed: dict[str, str] = {}
+    for record in records:
+        if not reads(derived, record):
+            continue
+        sample_id = record_id(record)
+        if cohort is not None and sample_id not in cohort:
+            continue
+        value, group, error = _metric_value(spec, record)
+        if error is not None:
+            failed[sample_id] = error
+        else:
+            scored[sample_id] = (value, group)
+    return scored, failed
+
+
+def derive_status(metrics: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """(status, reasons) from per-metric counts; the single rule every scorecard obeys."""
+    reasons = []
+    for name, m in metrics.items():
+        if m["n_expected"] == 0:
+            reasons.append(f"{name}: n_expected is 0")
+        elif m["n_scored"] != m["n_expected"]:
+            reasons.append(f"{name}: {m['n_scored']}/{m['n_expected']} scored "
+                           f"({m['n_failed']} failed, {m['n_missing']} missing)")
+    if not any(m["n_scored"] > 0 for m in metrics.values()):
+        return "failed", reasons or ["no metric scored any sample"]
+    return ("partial" if reasons else "complete"), reasons
+
+
+def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: str,
+                    metrics: Sequence[MetricSpec], records: Sequence[Any], n_expected: int,
+                    provenance: Mapping[str, Any], config: Mapping[str, Any],
+                    timings: Mapping[str, float], extra: Mapping[str, Any] | None = None,
+                    samples_path: str | None = DEFAULT_SAMPLES_PATH, derived: Sequence[Any] = (),
+                    derived_path: str = DERIVED_PATH) -> dict[str, Any]:
+    """Aggregate per-sample records into a scorecard dict (validate / write with write_scorecard).
+
+    ``n_expected`` is the task count the recipe defines for this mode (all 600 tasks of a full run
+    even when this process saw one shard), never the number of records it happened to get.
+    ``records`` are SampleRecords (or their JSON dicts) in task order; ``derived`` the derived records
+    (``pinbench.core.derived``) that the ``derived`` metrics read, counted apart from the samples.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if not metrics:
+        raise ValueError("a scorecard needs at least one metric")
+    if n_expected < 0:
+        raise ValueError(f"n_expected must be >= 0, got {n_expected}")
+    names = [m.name for m in metrics]
+    undescribed = [m.name for m in metrics if m.aggregation is None or m.direction is None]
+    if undescribed:
+        raise ValueError(f"metric(s) {', '.join(undescribed)} have no declared aggregation/direction "
+                         "(declare them in the recipe's recipe.yaml)")
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate metric names in {names}")
+    if any(is_derived(r) for r in records) or not all(is_derived(r) for r in derived):
+        raise ValueError("derived records go in derived=, sample records in records=")
+    ids = [record_id(r) for r in records]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate sample ids in records: {', '.join(dupes[:5])}")
+    derived_ids = [record_id(r) for r in derived]
+    clash = sorted({i for i in derived_ids if derived_ids.count(i) > 1} | (set(derived_ids) & set(ids)))
+    if clash:
+        raise ValueError(f"derived record ids repeat or name a sample: {', '.join(clash[:5])}")
+    n_ok = sum(1 for r in records if _get(r, "status") == "ok")
+    n_missing = n_expected - len(records)
+    if n_missing < 0:
+        raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
+                         "n_expected must be the full task count")
+
+    per_metric = {spec.name: score_metric(spec, [*records, *derived], n_expected) for spec in metrics}
+    status, reasons = derive_status(per_metric)
+    card: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "recipe": recipe,
+        "recipe_version": recipe_version,
+        "checkpoint": checkpoint,
+        "mode": mode,
+        "status": status,
+        "status_reasons": reasons,
+        "samples": {"n_expected": n_expected, "n_ok": n_ok, "n_failed": len(records) - n_ok,
+                    "n_missing": n_missing, "path": samples_path},
+        "metrics": per_metric,
+        "provenance": to_jsonable(provenance),
+        "config": to_jsonable(config),
+        "timings": to_jsonable(timings),
+    }
+    if derived or any(spec.derived for spec in metrics):
+        n_derived_ok = sum(1 for r in derived if _get(r, "status") == "ok")
+        card["derived"] = {"n_records": len(derived), "n_ok": n_derived_ok, "n_failed": len(derived) - n_derived_ok,
+                           "path": derived_path}
+    if extra is not None:
+        card["extra"] = to_jsonable(extra)
+    return card
+
+
+def _count_errors(card: Mapping[str, Any]) -> list[str]:
+    """Arithmetic the schema cannot express: counts add up, null iff nothing scored, status fits."""
+    errors = []
+    s = card["samples"]
+    if s["n_ok"] + s["n_failed"] + s["n_missing"] != s["n_expected"]:
+        errors.append("samples: n_ok + n_failed + n_missing != n_expected")
+    derived = card.get("derived")
+    if derived is not None and derived["n_ok"] + derived["n_failed"] != derived["n_records"]:
+        errors.append("derived: n_ok + n_failed != n_records")
+    for name, m in card["metrics"].items():
+        if m["n_scored"] + m["n_failed"] + m["n_missing"] != m["n_expected"]:
+            errors.append(f"metric {name}: n_scored + n_failed + n_missing != n_expected")
+        if len(m["failed"]) != m["n_failed"]:
+            errors.append(f"metric {name}: {len(m['failed'])} failed entries but n_failed={m['n_failed']}")
+        if "missing" in m and len(m["missing"]) != m["n_missing"]:
+            errors.append(f"metric {name}: {len(m['missing'])} missing ids but n_missing={m['n_missing']}")
+        if m.get("records") == DERIVED_RECORDS and (derived is None or m.get("sample_ids") is None):
+            errors.append(f"metric {name}: reads derived records, but the scorecard "
+                          + ("has no derived block" if derived is None else "names none in its sample_ids"))
+        if m.get("sample_ids") is not None:
+            errors += _cohort_errors(name, m)
+        if (m["value"] is None) != (m["n_scored"] == 0):
+            errors.append(f"metric {name}: value must be null exactly when nothing scored")
+        interval = m.get("interval")
+        if interval and interval["low"] is not None:
+            bounds = (interval["low"], interval["high"])
+            if not all(math.isfinite(b) for b in bounds) or bounds[0] > bounds[1]:
+                errors.append(f"metric {name}: interval [{bounds[0]}, {bounds[1]}] is not finite low <= high")
+            if m["value"] is None:
+                errors.append(f"metric {name}: an interval without a value")
+    status, _ = derive_status(card["metrics"])
+    if status != card["status"]:
+        errors.append(f"status {card['status']!r} contradicts the counts (they give {status!r})")
+    return errors
+
+
+def non_finite_problem(value: Any, where: str = "$") -> str | None:
+    """Where the first NaN or infinity in a JSON-like value sits (``$.metrics.f1.value``), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is not finite ({value})"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = non_finite_problem(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = non_finite_problem(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _cohort_errors(name: str, m: Mapping[str, Any]) -> list[str]:
+    """A cohort metric's ids: as many as it expects, and every sample it names failed or missing among them."""
+    ids = m["sample_ids"]
+    if len(ids) != m["n_expected"]:
+        return [f"metric {name}: {len(ids)} sample_ids but n_expected={m['n_expected']}"]
+    members = set(ids)
+    outside = [f["sample_id"] for f in m["failed"] if f["sample_id"] not in members]
+    outside += [i for i in m.get("missing", []) if i not in members]
+    return [f"metric {name}: sample {outside[0]!r} is named but not in its sample_ids"] if outside else []
+
+
+def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
+    """Raise ScorecardError (one line) unless ``card`` matches the schema, holds finite numbers only (values,
+    timings, provenance alike) and its counts add up."""
+    problem = schema_error("scorecard", card)
+    if problem is None:
+        problem = (non_finite_problem(card) or recipe_name_problem(card["recipe"])
+                   or checkpoint_name_problem(card["checkpoint"]))
+    if problem is None:
+        errors = _count_errors(card)
+        problem = errors[0] if errors else None
+    if problem is not None:
+        raise ScorecardError(path, problem)
+
+
+def write_scorecard(card: Mapping[str, Any], path: Path | str) -> Path:
+    """Scrub secrets, validate, then write atomically; returns the path."""
+    path = Path(path)
+    clean = scrub(card)
+    validate_scorecard(clean, path=path)
+    return write_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
+
+
+def load_scorecard(path: Path | str) -> dict[str, Any]:
+    """Read and validate a scorecard; ScorecardError naming the file on any problem."""
+    path = Path(path)
+    text = read_data_file(path, ScorecardError)
+    try:
+        card = loads_finite_json(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None
+    except ValueError as exc:  # NaN, Infinity, 1e999
+        raise ScorecardError(path, f"{exc} (a scorecard holds finite numbers only)") from None
+    validate_scorecard(card, path=path)
+    return card

@@ -1,0 +1,108 @@
+"""LPIPS (Zhang et al. 2018, ``lpips`` package) built entirely from local files, never downloading.
+
+Why: ``lpips.LPIPS(net="alex")`` ships its linear heads inside the wheel but asks torchvision for the
+ImageNet AlexNet trunk at construction, which downloads ``alexnet-owt-7be5be79.pth`` from the internet
+(MIND and RememBench both use LPIPS-Alex v0.1; offline machines and ``--network none`` containers
+cannot download). Here the module is built with a random trunk (``pnet_rand=True``, no download)
+and the trunk weights are then loaded from a local torchvision checkpoint, verified by SHA-256 and read
+with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pinbench.core.files import sha256_file
+
+__all__ = [
+    "ALEXNET_FILENAME",
+    "ALEXNET_SHA256",
+    "ALEXNET_URL",
+    "HEADS_SHA256",
+    "LPIPSLoadError",
+    "load_lpips",
+    "lpips_distance",
+    "to_lpips_input",
+]
+
+ALEXNET_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
+ALEXNET_FILENAME = "alexnet-owt-7be5be79.pth"
+ALEXNET_SHA256 = "7be5be791159472b1fbf3c69796f7cb30dca7ad8466c2df70058c37116cdee02"
+# The v0.1 linear heads inside the lpips 0.1.4 wheel (lpips/weights/v0.1/<net>.pth), checked at load.
+HEADS_SHA256 = {("alex", "0.1"): "df73285e35b22355a2df87cdb6b70b343713b667eddbda73e1977e0c860835c0"}
+
+
+class LPIPSLoadError(RuntimeError):
+    """The trunk file is missing, has the wrong digest, or does not fit the network (one line)."""
+
+
+def _trunk_state(lpips_model: torch.nn.Module, checkpoint: dict[str, torch.Tensor],
+                 path: Path) -> dict[str, torch.Tensor]:
+    """Map torchvision ``features.<i>.<param>`` keys onto lpips' ``net.slice<k>.<i>.<param>``."""
+    mapped = {}
+    for name in lpips_model.net.state_dict():
+        _slice, index, param = name.split(".", 2)
+        key = f"features.{index}.{param}"
+        if key not in checkpoint:
+            raise LPIPSLoadError(f"{path}: trunk checkpoint has no {key!r} (not a torchvision "
+                                 f"{type(lpips_model.net).__name__} state dict?)")
+        mapped[name] = checkpoint[key]
+    return mapped
+
+
+def load_lpips(trunk_path: Path | str, *, expected_sha256: str | None, net: str = "alex",
+               version: str = "0.1", device: str | torch.device = "cpu") -> torch.nn.Module:
+    """``lpips.LPIPS(net=net, version=version)`` in eval mode, trunk loaded from ``trunk_path``.
+
+    ``expected_sha256`` None skips the digest check (the caller must then report the trunk as
+    unverified); the shipped linear heads of the installed ``lpips`` wheel are used as upstream does.
+    """
+    import lpips
+
+    path = Path(trunk_path)
+    if not path.is_file():
+        raise LPIPSLoadError(f"{path}: LPIPS trunk weights not found")
+    if expected_sha256 is not None:
+        actual = sha256_file(path)
+        if actual != expected_sha256:
+            raise LPIPSLoadError(f"{path}: sha256 mismatch: expected {expected_sha256}, got {actual}")
+    heads = Path(lpips.__file__).resolve().parent / "weights" / f"v{version}" / f"{net}.pth"
+    expected_heads = HEADS_SHA256.get((net, version))
+    if expected_heads is not None and sha256_file(heads) != expected_heads:
+        raise LPIPSLoadError(f"{heads}: linear heads differ from lpips 0.1.4's ({expected_heads})")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchvision's `pretrained=` deprecation notice
+        model = lpips.LPIPS(net=net, version=version, pnet_rand=True, verbose=False)
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise LPIPSLoadError(f"{path}: not a loadable torch state dict: {type(exc).__name__}: {exc}") from None
+    if not isinstance(checkpoint, dict):
+        raise LPIPSLoadError(f"{path}: expected a state dict, got {type(checkpoint).__name__}")
+    try:
+        model.net.load_state_dict(_trunk_state(model, checkpoint, path), strict=True)
+    except RuntimeError as exc:
+        raise LPIPSLoadError(f"{path}: trunk does not fit lpips {net}: {' '.join(str(exc).split())[:300]}") from None
+    return model.to(device).eval()
+
+
+def to_lpips_input(frames: np.ndarray, device: str | torch.device = "cpu") -> torch.Tensor:
+    """uint8 RGB ``(H, W, 3)`` or ``(N, H, W, 3)`` -> float32 NCHW in [-1, 1] as ``x / 127.5 - 1``."""
+    array = np.asarray(frames)
+    if array.dtype != np.uint8 or array.shape[-1] != 3 or array.ndim not in (3, 4):
+        raise ValueError(f"LPIPS input must be uint8 (..., H, W, 3) RGB, got {array.dtype} {array.shape}")
+    batch = array[None] if array.ndim == 3 else array
+    tensor = torch.from_numpy(np.ascontiguousarray(batch)).permute(0, 3, 1, 2).to(device)
+    return tensor.float().div_(127.5).sub_(1.0)
+
+
+@torch.no_grad()
+def lpips_distance(model: torch.nn.Module, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LPIPS of each image pair at its native resolution (spatially averaged), float64 array (N,)."""
+    device = next(model.parameters()).device
+    out = model(to_lpips_input(a, device), to_lpips_input(b, device))
+    return out.reshape(out.shape[0]).double().cpu().numpy()

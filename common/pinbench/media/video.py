@@ -1,0 +1,487 @@
+"""Video probing, decoding and writing shared by every recipe.
+
+Why one module: each recipe must decode a video the same way (same backend order, same frame count,
+same errors), and a bad file must stop with one line naming the file and what is wrong.
+
+Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
+
+* MP4/MOV (ISO BMFF) files are first checked structurally: every top-level box must fit inside the file
+  and a ``moov`` box must exist. A file cut short (writer killed, partial copy) fails here as
+  ``truncated: ...`` whichever backend would have decoded it.
+* For a structurally complete MP4/MOV the sample count of the video track (``stream.frames``) is used.
+* For other containers, or when the header has no count, the video packets are counted by demuxing
+  (no decoding). If the header declared more frames than there are packets, or the packets end well
+  before the declared duration, the file is reported ``truncated``.
+* A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
+  count) reports ``truncated``. ``is_valid_video`` decodes every frame and requires exactly that count.
+
+Decoders: every caller names its backend (each recipe declares the one its upstream used as a ``decoder``
+option). There is no silent fallback to another decoder, whose pixels can differ; a backend that is not
+installed (decord has no aarch64 wheel) is a ``DecoderUnavailable`` error naming the option.
+
+Known limit: MP4 edit lists that make the decoder drop samples would make a complete file look short.
+Frames are returned as stored: rotation metadata is not applied by any backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from pinbench.core.files import atomic_path
+
+BACKENDS = ("decord", "pyav", "opencv")
+_BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
+_EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
+_CRF_CODECS = {"libx264", "libx265"}
+
+
+class VideoError(ValueError):
+    """A video that cannot be used; ``str(e)`` is ``"<path>: <reason>"`` on one line."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = Path(path)
+        self.reason = " ".join(str(reason).split())
+        super().__init__(self.path, self.reason)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """Container facts of a video; ``n_frames`` is the count decoding yields (see module doc)."""
+
+    path: Path
+    n_frames: int
+    fps: float
+    width: int
+    height: int
+    codec: str
+    duration_s: float
+
+
+@dataclass
+class DecodedVideo:
+    """Decoded RGB frames plus the backend that produced them (recorded for provenance)."""
+
+    frames: np.ndarray
+    fps: float
+    backend: str
+    indices: list[int] = field(default_factory=list)
+
+
+class DecoderUnavailable(RuntimeError):
+    """The chosen video backend cannot be imported here (one line naming the ``decoder`` option)."""
+
+
+class _BackendFailure(Exception):
+    """One backend could not deliver the frames; ``kind`` is "truncated" or "undecodable"."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = " ".join(message.split())
+
+
+def _check_file(path: Path) -> int:
+    """Fail on a missing, non-regular or empty file; return its size."""
+    if not path.exists():
+        raise VideoError(path, "file not found")
+    if not path.is_file():
+        raise VideoError(path, "not a regular file")
+    size = path.stat().st_size
+    if size == 0:
+        raise VideoError(path, "empty file (0 bytes)")
+    return size
+
+
+def _check_bmff_structure(path: Path, size: int) -> bool:
+    """Walk the top-level MP4/MOV boxes; return False when the file is not ISO BMFF.
+
+    Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
+    and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
+    exactly whether bytes are missing, independent of any decoder.
+    """
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
+            return False
+        offset, seen = 0, set()
+        while offset < size:
+            fh.seek(offset)
+            header = fh.read(16)
+            if len(header) < 8:
+                raise VideoError(path, f"truncated: incomplete box header at byte {offset} of {size}")
+            box_size, box_type = struct.unpack(">I4s", header[:8])
+            if box_size == 1:
+                if len(header) < 16:
+                    raise VideoError(path, f"truncated: incomplete box header at byte {offset} of {size}")
+                box_size = struct.unpack(">Q", header[8:16])[0]
+            elif box_size == 0:
+                box_size = size - offset
+            if box_size < 8:
+                raise VideoError(path, f"undecodable: corrupt MP4 box at byte {offset} (size {box_size})")
+            name = box_type.decode("latin-1")
+            if offset + box_size > size:
+                raise VideoError(
+                    path,
+                    f"truncated: '{name}' box at byte {offset} needs {box_size} bytes, "
+                    f"only {size - offset} present",
+                )
+            seen.add(box_type)
+            offset += box_size
+    if b"moov" not in seen:
+        raise VideoError(path, "truncated: MP4 has no 'moov' box (file incomplete)")
+    return True
+
+
+def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
+    for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
+        if rate and rate > 0:
+            return float(rate)
+    return None
+
+
+def _count_packets(path: Path, container: av.container.InputContainer) -> tuple[int, float | None]:
+    """Count video packets by demuxing; also return the end time (s) the packets cover."""
+    stream = container.streams.video[0]
+    start = stream.start_time or 0
+    count, end = 0, None
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0:
+                continue
+            count += 1
+            if packet.pts is not None and stream.time_base is not None:
+                packet_end = float((packet.pts - start + (packet.duration or 0)) * stream.time_base)
+                end = packet_end if end is None else max(end, packet_end)
+    except av.error.FFmpegError as exc:
+        raise VideoError(path, f"truncated: demuxing stopped after {count} packets: {exc}") from exc
+    return count, end
+
+
+def video_info(path: str | os.PathLike[str]) -> VideoInfo:
+    """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad."""
+    path = Path(path)
+    size = _check_file(path)
+    try:
+        is_bmff = _check_bmff_structure(path, size)
+    except OSError as exc:
+        raise VideoError(path, f"unreadable: {exc.strerror or exc}") from exc
+    try:
+        container = av.open(str(path))
+    except av.error.FFmpegError as exc:
+        raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
+    with container:
+        if not container.streams.video:
+            raise VideoError(path, "undecodable: no video stream")
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        width, height, codec = ctx.width, ctx.height, ctx.name
+        fps = _stream_fps(stream)
+        declared = stream.frames if stream.frames and stream.frames > 0 else None
+        if stream.duration is not None and stream.time_base is not None:
+            declared_s: float | None = float(stream.duration * stream.time_base)
+        elif container.duration is not None:
+            declared_s = container.duration / av.time_base
+        else:
+            declared_s = None
+        if is_bmff and declared is not None:
+            n_frames = declared
+        else:
+            n_frames, covered_s = _count_packets(path, container)
+            if declared is not None and n_frames < declared:
+                raise VideoError(path, f"truncated: container declares {declared} frames, holds {n_frames}")
+            if fps and declared_s and covered_s is not None:
+                missing_s = declared_s - covered_s
+                if missing_s > max(2.0 / fps, 0.02 * declared_s):
+                    raise VideoError(
+                        path,
+                        f"truncated: container declares {declared_s:.3f} s but frames end at "
+                        f"{covered_s:.3f} s ({n_frames} frames)",
+                    )
+    if n_frames == 0:
+        raise VideoError(path, "undecodable: no video frames")
+    if not width or not height:
+        raise VideoError(path, "undecodable: video stream has no frame size")
+    if fps is None:
+        if not declared_s:
+            raise VideoError(path, "undecodable: no frame rate in container")
+        fps = n_frames / declared_s
+    duration_s = declared_s if declared_s else n_frames / fps
+    return VideoInfo(path, n_frames, fps, width, height, codec, duration_s)
+
+
+def require_backend(name: str) -> None:
+    """DecoderUnavailable unless backend ``name`` imports here; call it before any work starts."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown video backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    module = {"decord": "decord", "pyav": "av", "opencv": "cv2"}[name]
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a missing wheel or a broken native library
+        others = ", ".join(b for b in BACKENDS if b != name)
+        raise DecoderUnavailable(f"video decoder {name!r} is not available here ({type(exc).__name__}: {exc}); "
+                                 f"choose another with -o decoder=<{others}>") from None
+
+
+def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    require_backend("decord")
+    import decord
+
+    try:
+        reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
+        if len(reader) != info.n_frames:
+            raise _BackendFailure(
+                "truncated", f"decord sees {len(reader)} frames, container holds {info.n_frames}"
+            )
+        if not wanted:
+            return np.empty((0, info.height, info.width, 3), np.uint8)
+        frames = reader.get_batch(wanted).asnumpy()
+    except _BackendFailure:
+        raise
+    except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
+        raise _BackendFailure("undecodable", f"decord: {type(exc).__name__}: {exc}") from exc
+    expected = (len(wanted), info.height, info.width, 3)
+    if frames.shape != expected or frames.dtype != np.uint8:
+        raise _BackendFailure(
+            "undecodable", f"decord returned {frames.dtype} {frames.shape}, expected {expected}"
+        )
+    return frames
+
+
+def _sequential(
+    info: VideoInfo, wanted: list[int], frames_iter: Iterable[Callable[[], np.ndarray]], name: str
+) -> np.ndarray:
+    """Walk decoded frames in order, converting only the wanted ones; shared by PyAV and OpenCV.
+
+    ``frames_iter`` yields, per decoded frame, a thunk that converts it to RGB, so unwanted frames
+    are never converted; it stops at the end of the stream, and stopping early means truncated.
+    """
+    out = np.empty((len(wanted), info.height, info.width, 3), np.uint8)
+    if not wanted:
+        return out
+    slot = {index: pos for pos, index in enumerate(wanted)}
+    last, decoded = wanted[-1], 0
+    for to_rgb in frames_iter:
+        if decoded in slot:
+            rgb = to_rgb()
+            if rgb.shape != out.shape[1:]:
+                raise _BackendFailure(
+                    "undecodable", f"{name}: frame {decoded} is {rgb.shape}, expected {out.shape[1:]}"
+                )
+            out[slot[decoded]] = rgb
+        decoded += 1
+        if decoded > last:
+            return out
+    raise _BackendFailure("truncated", f"{name}: stream ended after {decoded} of {info.n_frames} frames")
+
+
+def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            thunks = (
+                lambda frame=frame: frame.to_ndarray(format="rgb24") for frame in container.decode(stream)
+            )
+            return _sequential(info, wanted, thunks, "pyav")
+    except av.error.FFmpegError as exc:
+        raise _BackendFailure("undecodable", f"pyav: decoding failed: {exc}") from exc
+
+
+def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    import cv2
+
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    try:
+        if not capture.isOpened():
+            raise _BackendFailure("undecodable", "opencv: cannot open")
+        capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # match decord/PyAV: frames as stored
+
+        def frames() -> Iterable[Callable[[], np.ndarray]]:
+            while capture.grab():
+
+                def to_rgb() -> np.ndarray:
+                    ok, bgr = capture.retrieve()
+                    if not ok:
+                        raise _BackendFailure("undecodable", "opencv: retrieve failed")
+                    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+                yield to_rgb
+
+        return _sequential(info, wanted, frames(), "opencv")
+    finally:
+        capture.release()
+
+
+_DECODERS: dict[str, Callable[[Path, VideoInfo, list[int]], np.ndarray]] = {
+    "decord": _decode_decord,
+    "pyav": _decode_pyav,
+    "opencv": _decode_opencv,
+}
+
+
+def _wanted_indices(
+    path: Path, n_frames: int, indices: Sequence[int] | None, max_frames: int | None
+) -> list[int]:
+    if indices is None:
+        if max_frames is not None and max_frames < 0:
+            raise ValueError(f"read_video: max_frames must be >= 0, got {max_frames}")
+        count = n_frames if max_frames is None else min(n_frames, max_frames)
+        return list(range(count))
+    if max_frames is not None:
+        raise ValueError("read_video: pass either indices or max_frames, not both")
+    chosen = [int(i) for i in indices]
+    bad = [i for i in chosen if not 0 <= i < n_frames]
+    if bad:
+        raise VideoError(path, f"frame index {bad[0]} out of range (video has {n_frames} frames)")
+    return chosen
+
+
+def read_video(
+    path: str | os.PathLike[str],
+    indices: Sequence[int] | None = None,
+    *,
+    max_frames: int | None = None,
+    min_frames: int | None = None,
+    backend: str,
+) -> DecodedVideo:
+    """Decode the frames at ``indices`` (default: all, or the first ``max_frames``) as RGB uint8 with ``backend``.
+
+    Only the requested frames are converted and kept. Raises VideoError (one line naming the file)
+    for missing, empty, truncated or undecodable files, out-of-range indices, and files with fewer
+    than ``min_frames`` frames; DecoderUnavailable when the backend is not installed.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    path = Path(path)
+    info = video_info(path)
+    if min_frames is not None and info.n_frames < min_frames:
+        raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
+    wanted = _wanted_indices(path, info.n_frames, indices, max_frames)
+    unique = sorted(set(wanted))
+    try:
+        decoded = _DECODERS[backend](path, info, unique)
+    except _BackendFailure as failure:
+        raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
+    if wanted != unique:
+        decoded = decoded[np.searchsorted(unique, wanted)]
+    frames = np.ascontiguousarray(decoded, dtype=np.uint8)
+    return DecodedVideo(frames=frames, fps=info.fps, backend=backend, indices=wanted)
+
+
+def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:
+    """True when the file decodes completely (PyAV, every frame) and has at least ``min_frames``.
+
+    Why a full decode: resume-by-validity must not keep a file whose tail is corrupt. Frames are
+    decoded but not colour-converted, so this costs about one decode pass.
+    """
+    try:
+        info = video_info(path)
+    except VideoError:
+        return False
+    if info.n_frames < min_frames:
+        return False
+    decoded = 0
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for _ in container.decode(stream):
+                decoded += 1
+    except av.error.FFmpegError:
+        return False
+    return decoded == info.n_frames
+
+
+def _frame_rate(path: Path, fps: float | Fraction) -> Fraction:
+    if not math.isfinite(float(fps)) or fps <= 0:
+        raise ValueError(f"{path}: fps must be a positive finite number, got {fps!r}")
+    return fps if isinstance(fps, Fraction) else Fraction(float(fps)).limit_denominator(1001)
+
+
+def _check_frame(path: Path, index: int, frame: np.ndarray, size: tuple[int, int] | None) -> None:
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(
+            f"{path}: frame {index} must be uint8 (H, W, 3) RGB, got {frame.dtype} {frame.shape}"
+        )
+    if size is not None and frame.shape[:2] != size:
+        raise ValueError(f"{path}: frame {index} is {frame.shape[:2]}, first frame was {size}")
+
+
+def write_video(
+    path: str | os.PathLike[str],
+    frames: np.ndarray | Iterable[np.ndarray],
+    fps: float | Fraction,
+    *,
+    crf: int = 18,
+    codec: str = "libx264",
+    pix_fmt: str = "yuv420p",
+) -> Path:
+    """Encode RGB uint8 frames with PyAV, atomically: a temp file in the same folder, then rename.
+
+    ``frames`` is a (T, H, W, 3) array or an iterable of (H, W, 3) arrays. ``fps`` may be fractional
+    (29.97 -> 2997/100, 30000/1001 -> 30000/1001) or a Fraction. ``crf`` applies to libx264/libx265;
+    ``crf=0`` with libx264 is lossless (QP 0): a decoder returns exactly the YUV planes the encoder was given.
+    yuv420p-style formats need even width and height: an odd size raises ValueError naming the path.
+    Nothing is left behind on error, and an existing file at ``path`` is only replaced on success.
+    """
+    path = Path(path)
+    rate = _frame_rate(path, fps)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        _encode(path, tmp, frames, rate, crf=crf, codec=codec, pix_fmt=pix_fmt)
+    return path
+
+
+def _encode(
+    path: Path,
+    tmp: Path,
+    frames: np.ndarray | Iterable[np.ndarray],
+    rate: Fraction,
+    *,
+    crf: int,
+    codec: str,
+    pix_fmt: str,
+) -> None:
+    with av.open(str(tmp), mode="w") as container:
+        stream = None
+        size: tuple[int, int] | None = None
+        for index, frame in enumerate(frames):
+            frame = np.asarray(frame)
+            _check_frame(path, index, frame, size)
+            if stream is None:
+                size = frame.shape[:2]
+                height, width = size
+                if pix_fmt in _EVEN_SIZE_PIX_FMTS and (width % 2 or height % 2):
+                    raise ValueError(
+                        f"{path}: frame size {width}x{height} is odd; {pix_fmt} needs even W and H"
+                    )
+                stream = container.add_stream(codec, rate=rate)
+                stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+                # One thread, for the encoder and (PyAV passes this count on) the RGB->YUV conversion before
+                # it: with automatic threading libx264 was seen to write different bytes for the same frames,
+                # which breaks byte-for-byte fixtures and caches. Single-threaded, tools/encode_determinism.py
+                # measured every fixture video (dynamic-degree, RememBench, PAI-Bench-C, MIND; CameraBench's
+                # fixture has none) at 100 identical encodes of 100 in 10 fresh processes. The libx264
+                # fixtures also encode losslessly (crf 0), so their decoded pixels cannot depend on the
+                # encoder's choices; PAI-Bench-C's writes MPEG-4 Part 2.
+                stream.codec_context.thread_count = 1
+                if codec in _CRF_CODECS:
+                    stream.options = {"crf": str(int(crf)), "threads": "1"}
+            video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+            video_frame.pts = index
+            container.mux(stream.encode(video_frame))
+        if stream is None:
+            raise ValueError(f"{path}: no frames to write")
+        container.mux(stream.encode(None))

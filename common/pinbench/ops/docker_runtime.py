@@ -1,0 +1,339 @@
+"""``--runtime docker``: run a recipe's stages inside its pinned images.
+
+Each stage runs ``pinbench`` inside the image with the same flags the user gave, with the cache and run
+directory mounted. What the host sets reaches the container through one path each: recipe options (from
+``-o`` or their environment twins) become ``-o`` flags, with path options mounted read-only; the other
+variables the recipe declares (recipe.yaml ``env:``) are forwarded as they are, except the ones the image
+sets itself (its own layout) and secrets; CUDA_VISIBLE_DEVICES picks the host GPUs the container gets.
+Only stages that fetch get the network and ``HF_TOKEN``, and none does under ``--offline`` /
+``PINBENCH_OFFLINE=1``. Containers never run as root: as the calling user, or, for a root caller, as the
+image's own non-root user, with the run and cache directories handed to that user.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.provenance import is_secret_name
+from pinbench.core.recipe import ContainerStage, Recipe
+from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
+from pinbench.ops.cache import cache_root
+from pinbench.ops.docker_engine import (
+    BASE_IMAGE_LABEL,
+    ContainerError,
+    base_image_label,
+    build_image,
+    docker_client,
+    image_config,
+    local_digest,
+    run_in_container,
+)
+from pinbench.ops.export import export_recipe
+
+CACHE_MOUNT = "/cache"
+OUT_MOUNT = "/runs/out"
+INPUTS_MOUNT = "/inputs"
+# Host GPU selection: mapped to the container's devices (which it sees as 0..n-1), never forwarded as is.
+GPU_SELECTION = "CUDA_VISIBLE_DEVICES"
+_ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MULTILINE)
+_FROM_ARG = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", re.MULTILINE | re.IGNORECASE)
+FINAL_BASE = "BASE_IMAGE"
+_RESULTS = (("scorecard", "scorecard.json"), ("diff", "diff.txt"), ("report", "report/index.html"))
+
+Log = Callable[[str], None]
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+# ------------------------------------------------------------------------------------------ build
+
+
+def recipe_dockerfiles(recipe: Recipe, where: Path | None = None) -> list[str]:
+    """The recipe's Dockerfile names (``Dockerfile``, ``Dockerfile.generate``, ...) in its folder, or in ``where``
+    (an exported recipe, whose Dockerfiles sit at its top), sorted."""
+    folder = recipe.dir if where is None else where
+    return sorted(p.name for p in folder.glob("Dockerfile*") if p.is_file() and p.suffix != ".dockerignore")
+
+
+def base_overrides(recipe: Recipe, given: list[str], where: Path | None = None) -> dict[str, dict[str, str]]:
+    """``--base-image [DOCKERFILE[:ARG]=]IMAGE`` values as {Dockerfile name: {base ARG: image}}. ARG defaults to
+    BASE_IMAGE (the image's own base; a builder stage's base has its own ARG); a bare IMAGE only when the recipe
+    has one Dockerfile. RecipeError (one line) for an unknown Dockerfile or ARG, an empty image, a repeat."""
+    dockerfiles = recipe_dockerfiles(recipe, where)
+    overrides: dict[str, dict[str, str]] = {}
+    for item in given:
+        name, sep, image = item.partition("=")
+        if not sep:
+            if len(dockerfiles) != 1:
+                raise RecipeError(f"--base-image {item}: {recipe.name} has {len(dockerfiles)} images; name one as "
+                                  f"DOCKERFILE=IMAGE ({', '.join(dockerfiles)})")
+            name, image = dockerfiles[0], item
+        dockerfile, _, arg = name.partition(":")
+        arg = arg or FINAL_BASE
+        if dockerfile not in dockerfiles:
+            raise RecipeError(f"--base-image {item}: {recipe.name} has no {dockerfile} ({', '.join(dockerfiles)})")
+        bases = pinned_bases((recipe.dir if where is None else where) / dockerfile)
+        if arg not in bases:
+            raise RecipeError(f"--base-image {item}: {dockerfile} has no base ARG {arg} ({', '.join(bases)})")
+        if not image.strip() or any(c.isspace() for c in image):
+            raise RecipeError(f"--base-image {item}: expected an image reference after '='")
+        if arg in overrides.get(dockerfile, {}):
+            raise RecipeError(f"--base-image: {dockerfile}:{arg} is given twice")
+        overrides.setdefault(dockerfile, {})[arg] = image
+    return overrides
+
+
+def pinned_bases(dockerfile: Path) -> dict[str, str]:
+    """{ARG: pinned default} of every base the Dockerfile names through an ARG (``FROM ${ARG}``); BASE_IMAGE is
+    the final image's (dockerlint checks that every image declares it)."""
+    text = dockerfile.read_text(encoding="utf-8")
+    defaults = dict(_ARG_DEFAULT.findall(text))
+    bases = {arg: defaults[arg] for arg in _FROM_ARG.findall(text) if arg in defaults}
+    if FINAL_BASE not in bases:
+        raise RecipeError(f"{dockerfile}: no `ARG BASE_IMAGE=<image@sha256:...>` used by a FROM, so its base cannot "
+                          "be recorded or overridden")
+    return bases
+
+
+def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), *,
+                        base_images: Mapping[str, Mapping[str, str]] | None = None, context: Path | None = None,
+                        client: Any = None, log: Log = _print) -> list[str]:
+    """Export the recipe (its build context) and build every Dockerfile in it; return the tags.
+
+    ``base_images`` maps a Dockerfile name to {base ARG: image} used instead of the pinned bases (an internal
+    registry mirror, say). ``context``: an existing export to build from as it is (an exported recipe's
+    ``make build``, whose installed package has no Dockerfiles).
+    """
+    if context is None:
+        context = export_recipe(recipe, build_dir / recipe.name, force=True)
+    dockerfiles = recipe_dockerfiles(recipe, context)
+    if not dockerfiles:
+        raise RecipeError(f"{context}: no Dockerfile for {recipe.name}; is it the recipe's export?")
+    client = client or docker_client()
+    return [build_from(context, dockerfile, recipe.stage_image(ContainerStage(name="build", dockerfile=dockerfile)),
+                       bases=(base_images or {}).get(dockerfile), client=client, log=log)
+            for dockerfile in dockerfiles]
+
+
+def build_from(context: Path, dockerfile: str, tag: str, *, bases: Mapping[str, str] | None, client: Any,
+               log: Log = _print) -> str:
+    """Build one image, on ``bases`` ({ARG: image}) instead of its pinned ones where given, labelled with the bases
+    it was built on, the digests they resolved to here and the pinned ones; the runtime records that label
+    in the scorecard, so a run on a swapped base says so. Returns the tag."""
+    pinned = pinned_bases(context / dockerfile)
+    used = {arg: (bases or {}).get(arg, ref) for arg, ref in pinned.items()}
+    for arg, ref in used.items():
+        if ref != pinned[arg]:
+            log(f"{tag}: {arg} {ref} instead of the pinned {pinned[arg]} (recorded in its scorecards)")
+    digests = {arg: _base_digest(ref, client) for arg, ref in used.items()}
+    others = {arg: {"image": used[arg], "digest": digests[arg], "pinned": pinned[arg]}
+              for arg in used if arg != FINAL_BASE}
+    label = base_image_label(used=used[FINAL_BASE], pinned=pinned[FINAL_BASE], digest=digests[FINAL_BASE],
+                             others=others)
+    build_image(context, tag, dockerfile=dockerfile, buildargs={a: r for a, r in used.items() if r != pinned[a]},
+                labels={BASE_IMAGE_LABEL: label}, client=client, log=log)
+    return tag
+
+
+def _base_digest(base: str, client: Any) -> str:
+    """What the base resolves to: pulled first if it is not here (the build would pull it anyway)."""
+    try:
+        return local_digest(base, client)
+    except ContainerError:
+        try:
+            client.images.pull(base)
+        except Exception as exc:  # docker.errors.APIError and friends: one line, never a traceback
+            raise ContainerError(f"base image {base}: not available here and the pull failed: "
+                                 f"{' '.join(str(exc).split())}") from None
+        return local_digest(base, client)
+
+
+# --------------------------------------------------------------------------------------- forwarding
+
+
+def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], dict[Path, str]]:
+    """Every option not left at its default, as ``-o`` text for the container (values from the environment
+    included, so nothing set on the host is lost), with path options mounted read-only under /inputs."""
+    forwarded, mounts = {}, {}
+    for name, value in cfg.options.items():
+        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
+            continue
+        spec = recipe.options[name]
+        if spec.type == "path":
+            target = f"{INPUTS_MOUNT}/{name}"
+            mounts[Path(value).resolve()] = f"{target}:ro"
+            forwarded[name] = target
+        else:
+            forwarded[name] = spec.format(value)
+    return forwarded, mounts
+
+
+def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
+                  image_env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The recipe's declared ``env:`` variables set on the host, as the container gets them, and one note
+    per declared variable that is set but not forwarded (and why).
+
+    Not forwarded: CUDA_VISIBLE_DEVICES (it selects the container's devices instead), secrets (a token
+    goes only to fetch stages, as HF_TOKEN), and variables the image sets itself (its ENV describes
+    the image's own layout, e.g. where the evaluator lives; the host's value describes the host).
+    Option twins never come here: they travel as ``-o`` flags.
+    """
+    env, notes = {}, []
+    for name in recipe.env:
+        if name not in environ or name == GPU_SELECTION:
+            continue
+        if is_secret_name(name):
+            continue
+        if name in image_env:
+            if environ[name] != image_env[name]:
+                notes.append(f"{name} is not forwarded: the image sets its own ({name}={image_env[name]})")
+            continue
+        env[name] = environ[name]
+    return env, notes
+
+
+def gpu_devices(count: int, visible: str | None) -> int | list[str]:
+    """The GPUs a container gets: ``count`` of them, taken in order from the host's CUDA_VISIBLE_DEVICES
+    when it is set (indices, GPU-/MIG- UUIDs, as CUDA reads it: up to the first negative entry)."""
+    if count == 0 or visible is None:
+        return count
+    ids: list[str] = []
+    for item in (part.strip() for part in visible.split(",")) if visible.strip() else ():
+        if re.fullmatch(r"-\d+", item):
+            break
+        if not re.fullmatch(r"[A-Za-z0-9/-]+", item) or item in ids:
+            raise RecipeError(f"CUDA_VISIBLE_DEVICES={visible!r}: entry {item!r} is not a device index or UUID "
+                              "(or is repeated)")
+        ids.append(item)
+    if len(ids) < count:
+        raise RecipeError(f"--gpus {count} but CUDA_VISIBLE_DEVICES={visible!r} makes {len(ids)} GPU(s) visible")
+    return ids[:count]
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: dict[str, str], *,
+               network: bool) -> list[str]:
+    """The ``pinbench`` command a stage runs in its container, mirroring the user's flags."""
+    command, *extra = stage.argv
+    argv = ["pinbench", command, recipe.name, "--checkpoint", cfg.checkpoint]
+    if cfg.limit is not None:
+        argv += ["--limit", str(cfg.limit)]
+    for key, value in options.items():
+        argv += ["--option", f"{key}={value}"]
+    if command == "run":
+        argv += ["--out", OUT_MOUNT, "--runtime", "local", "--gpus", str(cfg.gpus)]
+        argv += [] if network else ["--offline"]
+        if cfg.shard is not None:
+            argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
+        argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
+        argv += ["--fixture"] * cfg.fixture
+    return argv + list(extra)
+
+
+def stages_for(recipe: Recipe, cfg: RunConfig) -> list[ContainerStage]:
+    """The stages this run needs, in order: a fixture run is one offline CPU run in the recipe's scoring
+    image; ``--skip-generation`` / ``--skip-scoring`` drop those stages, ``--offline`` the fetch stages."""
+    if cfg.fixture:
+        last = [s for s in recipe.stages if s.argv[0] == "run"][-1]
+        return [ContainerStage(last.name, dockerfile=last.dockerfile, argv=("run",), network=False, gpus=False)]
+    return [s for s in recipe.stages
+            if not (s.name == "generate" and cfg.skip_generation) and not (s.name == "score" and cfg.skip_scoring)
+            and not (s.argv[0] == "fetch" and cfg.offline)]
+
+
+def container_user(caller: tuple[int, int], image: str, image_user: str) -> str:
+    """``uid:gid`` a stage runs as: the caller's (outputs stay theirs), or for a root caller the image's own
+    user, which must be a numeric non-root ``uid[:gid]`` (dockerlint holds every image to 10001:10001)."""
+    uid, gid = caller
+    if uid != 0:
+        return f"{uid}:{gid}"
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", image_user.strip())
+    if match is None or match.group(1) == "0":
+        raise ContainerError(f"{image}: its USER is {image_user or 'unset (root)'!r}; a root caller runs "
+                             "containers as the image's non-root numeric user, and this image has none")
+    return f"{match.group(1)}:{match.group(2) or match.group(1)}"
+
+
+def hand_over(paths: list[Path], user: str) -> None:
+    """Give every file and directory under ``paths`` to ``uid:gid`` (a root caller, for its container user)."""
+    uid, gid = (int(x) for x in user.split(":"))
+    for root in paths:
+        os.chown(root, uid, gid, follow_symlinks=False)
+        for parent, dirs, files in os.walk(root):
+            for name in dirs + files:
+                os.chown(Path(parent) / name, uid, gid, follow_symlinks=False)
+
+
+def run_in_docker(recipe: Recipe, cfg: RunConfig, *, client: Any = None, environ: Mapping[str, str] | None = None,
+                  caller: tuple[int, int] | None = None, log: Log = _print) -> int:
+    """Run every stage of the recipe in its image; stop at the first stage that fails; print where the
+    scorecard, diff and report are on the host.
+
+    This process claims the run directory (pinbench.core.rundir) for all stages; each container inherits the
+    claim through PINBENCH_RUN_LOCK instead of taking its own.
+    """
+    with claim_run_dir(cfg) as claim:
+        return _run_stages(recipe, cfg, claim.token, client=client, environ=environ, caller=caller, log=log)
+
+
+def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any, environ: Mapping[str, str] | None,
+                caller: tuple[int, int] | None, log: Log) -> int:
+    environ = os.environ if environ is None else environ
+    caller = caller or (os.getuid(), os.getgid())
+    started = time.time()
+    stages = stages_for(recipe, cfg)
+    devices = gpu_devices(cfg.gpus if any(s.gpus for s in stages) else 0, environ.get(GPU_SELECTION))
+    client = client or docker_client()
+    # Every stage's image is looked up before the first one starts: a missing image fails in seconds.
+    configs = {recipe.stage_image(s): image_config(recipe.stage_image(s), client) for s in stages}
+
+    out_dir = cfg.out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache = cache_root().resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    options, input_mounts = _forwarded_options(recipe, cfg)
+    mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
+    handed: set[str] = set()
+    for stage in stages:
+        image = recipe.stage_image(stage)
+        user = container_user(caller, image, configs[image].user)
+        if caller[0] == 0 and user not in handed:
+            hand_over([out_dir, cache], user)
+            log(f"running as root: stage {stage.name!r} runs as the image's user {user}; {out_dir} and {cache} "
+                f"now belong to it")
+            handed.add(user)
+        env, notes = forwarded_env(recipe, environ, configs[image].env)
+        for note in notes:
+            log(f"[{stage.name}] {note}")
+        network = stage.network and not cfg.offline
+        code = run_in_container(
+            image, stage_argv(recipe, cfg, stage, options, network=network), stage=stage.name, mounts=mounts,
+            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env},
+            gpus=devices if stage.gpus else 0, network_disabled=not network, user=user,
+            token=environ.get("HF_TOKEN") if stage.needs_token and network else None, shm_size="16g",
+            client=client, log=log,
+        )
+        if code != 0:
+            log(f"stage {stage.name!r} exited with {code}")
+            _show_results(out_dir, started, log)
+            return code
+    _show_results(out_dir, started, log)
+    return 0
+
+
+def _show_results(out_dir: Path, started: float, log: Log) -> None:
+    """The host paths of what this run wrote (files older than the run are not its results)."""
+    for label, rel in _RESULTS:
+        path = out_dir / rel
+        if path.is_file() and path.stat().st_mtime >= started - 1:  # 1 s: coarse file-system timestamps
+            log(f"{label + ':':<10} {path}")

@@ -1,0 +1,135 @@
+"""README tables generated from the recipe declarations, so the documentation cannot drift from the code.
+
+Each table sits between ``<!-- pinbench:<table> -->`` and ``<!-- /pinbench:<table> -->`` markers:
+the top README has ``env`` (every variable any recipe reads, plus the core's); each recipe README has
+``options``, ``env`` and ``metrics``. ``pinbench docs`` rewrites them; ``pinbench docs --check`` (and a
+test) fails when a README disagrees with its recipe.yaml.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pinbench.core.files import write_atomic
+from pinbench.core.recipe import Recipe, available_recipes
+
+CORE_ENV: dict[str, tuple[str, str]] = {
+    "PINBENCH_CACHE": ("all", "cache root for every download (HF hub layout under `hub/`, URL weights under "
+                              "`urls/`); default `$HF_HOME`, else `~/.cache/pinbench`"),
+    "HF_HOME": ("all", "fallback cache root"),
+    "HF_TOKEN": ("fetch stages", "token for gated models and datasets; passed only to stages that fetch, never to "
+                                 "scoring, never logged or written"),
+    "PINBENCH_OFFLINE": ("all", "`1`: fail fast, naming what was not fetched, instead of downloading"),
+    "HF_HUB_OFFLINE": ("all", "`1`: same as `PINBENCH_OFFLINE=1`"),
+    "PINBENCH_IMAGE_DIGEST": ("all", "set by the Docker runtime; recorded as the image digest in provenance"),
+    "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
+                                   "digest, the pinned one, whether it differs; recorded in provenance"),
+    "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
+    "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default)"),
+    "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
+    "LIMIT": ("make", "smoke size for `make recipe-<name>`"),
+    "RUN_ARGS": ("make", "extra `pinbench run` flags for `make recipe-<name>`"),
+    "BASE_IMAGE": ("make", "`[Dockerfile.x[:ARG]=]IMAGE ...`: build on these bases instead of the pinned ones "
+                           "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
+    "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
+                            "NAME is pinned"),
+    "PINBENCH_TEST_BASE_IMAGE": ("tests", "base of the stand-in images of the real-engine tests (`-m docker`); "
+                                          "default the pinned python-3.11-slim"),
+}
+_MARKER = "<!-- pinbench:{0} -->"
+_END = "<!-- /pinbench:{0} -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def options_table(recipe: Recipe) -> str:
+    if not recipe.options:
+        return "This recipe has no `-o` options."
+    rows = []
+    for name, spec in recipe.options.items():
+        kind = spec.type + (f": {', '.join(spec.choices)}" if spec.choices else "")
+        rows.append([f"`{name}`", kind, f"`{spec.describe_default()}`", f"`{spec.env}`" if spec.env else "-",
+                     f"`{spec.help}`" if "<" in spec.help else spec.help])
+    return _table(["option (`-o`)", "type", "default", "environment", "meaning"], rows)
+
+
+def env_table(recipe: Recipe) -> str:
+    """The variables a recipe reads besides its options' twins (those are in the options table)."""
+    if not recipe.env:
+        return "This recipe reads no environment variables besides its options' and the core's."
+    return _table(["variable", "meaning"], ([f"`{var}`", meaning] for var, meaning in recipe.env.items()))
+
+
+def metrics_table(recipe: Recipe) -> str:
+    rows = []
+    for name, info in recipe.metrics.items():
+        tol = ", ".join(f"{tier} {t.text(1.0) if t.abs is not None else f'±{t.rel * 100:g}%'}"
+                        for tier, t in info.tolerance.items())
+        rows.append([f"`{name}`" + (" (primary)" if info.primary else ""), info.kind, info.direction,
+                     info.aggregation + (f" by `{info.group_by}`" if info.group_by else ""),
+                     f"`{info.cohort}`" if info.cohort else "-",
+                     info.unit or info.help or "-", tol])
+    return _table(["metric", "kind", "better", "aggregation", "reported per", "what", "default tolerance"], rows)
+
+
+def top_env_table(recipes: Mapping[str, Recipe]) -> str:
+    rows = [[f"`{var}`", used, meaning] for var, (used, meaning) in CORE_ENV.items()]
+    by_var: dict[str, dict[str, str]] = {}
+    for recipe in recipes.values():
+        for var, meaning in recipe.env_vars.items():
+            if var not in CORE_ENV:
+                by_var.setdefault(var, {})[recipe.name] = meaning
+    for var, meanings in sorted(by_var.items()):
+        users = ", ".join(f"`{name}`" for name in meanings)
+        if len(set(meanings.values())) == 1:  # one meaning for all, else each recipe's own
+            rows.append([f"`{var}`", users, next(iter(meanings.values()))])
+        else:
+            rows.append([f"`{var}`", users, "; ".join(f"`{name}`: {m}" for name, m in meanings.items())])
+    return _table(["variable", "used by", "meaning"], rows)
+
+
+def _replace(text: str, name: str, body: str, path: Path) -> str:
+    start, end = _MARKER.format(name), _END.format(name)
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path}: no {start} ... {end} section")
+    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
+
+
+def sync_readmes(root: Path, *, write: bool) -> list[Path]:
+    """Regenerate (``write``) or check the tables of the top README and every recipe README under ``root``.
+
+    Returns the READMEs that were (or would be) changed.
+    """
+    recipes = available_recipes()
+    targets: list[tuple[Path, dict[str, str]]] = []
+    top = root / "README.md"
+    if top.is_file() and _MARKER.format("env") in top.read_text(encoding="utf-8") and (root / "recipes").is_dir():
+        targets.append((top, {"env": top_env_table(recipes)}))
+    for recipe in recipes.values():
+        readme = recipe.dir / "README.md"
+        if readme.resolve().is_relative_to(root.resolve()):
+            targets.append((readme, {"options": options_table(recipe), "env": env_table(recipe),
+                                     "metrics": metrics_table(recipe)}))
+    stale = []
+    for path, tables in targets:
+        text = path.read_text(encoding="utf-8")
+        new = text
+        for name, body in tables.items():
+            new = _replace(new, name, body, path)
+        if new != text:
+            stale.append(path)
+            if write:
+                write_atomic(path, new)
+    return stale

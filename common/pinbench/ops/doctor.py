@@ -1,0 +1,328 @@
+"""``pinbench doctor <recipe>``: a preflight that takes seconds, so that hours of GPU time never start on a
+machine or an input that cannot finish them. ``pinbench run`` calls it first.
+
+It checks, from what can be known without loading a model: the pins (complete, or resolvable here), every
+pinned file this run needs in the cache with its hash, the user lock, the images of a docker run and their
+digests (when a Docker engine is reachable), visible GPUs and their memory against the recipe's declared
+need, free disk against its estimate, RAM, a token where a gated repo must still be downloaded, and the
+user's inputs (every expected video exists and decodes). Each problem is one line; any problem exits 2.
+
+What a recipe needs is data in its recipe.yaml (``resources:``); which pins and inputs a given run needs
+is the recipe's ``preflight:`` function, which returns :class:`Finding` lines built with the helpers here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinbench.core.config import RunConfig
+    from pinbench.core.recipe import Recipe
+    from pinbench.ops.pins import HFPin, Pins, URLPin
+
+EXIT_PROBLEMS = 2
+GB = 1e9
+_NVIDIA_SMI_TIMEOUT_S = 10
+_VIDEOS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: ``ok`` False is a problem that stops the run. ``subject`` names the pin
+    (``huggingface/<name>``, ``urls/<name>``) a cache finding is about."""
+
+    ok: bool
+    check: str
+    line: str
+    subject: str = ""
+
+    def render(self) -> str:
+        return f"{'ok     ' if self.ok else 'PROBLEM'} {self.check}: {self.line}"
+
+
+def ok(check: str, line: str, subject: str = "") -> Finding:
+    return Finding(True, check, line, subject)
+
+
+def problem(check: str, line: str, subject: str = "") -> Finding:
+    return Finding(False, check, line, subject)
+
+
+# -------------------------------------------------------------------------------------------- pins
+
+
+def pin_findings(recipe: Recipe, *, offline: bool) -> tuple[Pins | None, list[Finding]]:
+    """pins.yaml valid, user lock valid, every null resolved here or resolvable (online)."""
+    from pinbench.ops.pins import PinsError, load_pins
+    from pinbench.ops.userlock import UserLockError, apply_lock, key_label, lock_for, null_keys, stale_keys
+
+    if not recipe.pins_path.is_file():
+        return None, []
+    try:
+        pins = load_pins(recipe.pins_path)
+        lock = lock_for(recipe)
+    except (PinsError, UserLockError) as exc:
+        return None, [problem("pins", str(exc))]
+    findings = []
+    unresolved = [key_label(k) for k in null_keys(pins) if k not in lock.entries]
+    resolved = [key_label(k) for k in null_keys(pins) if k in lock.entries]
+    if unresolved and offline:
+        findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
+                                        f"this machine; run `pinbench fetch {recipe.name}` once with network"))
+    elif unresolved:
+        findings.append(ok("pins", f"{', '.join(unresolved)} null; `pinbench fetch {recipe.name}` resolves them "
+                                   f"once into {lock.path}"))
+    if resolved:
+        findings.append(ok("pins", f"{', '.join(resolved)} resolved at run time ({lock.path}), not the reference's"))
+    stale = stale_keys(pins, lock)
+    if stale:
+        findings.append(ok("pins", f"user lock entries no longer used (pinned in pins.yaml since): "
+                                   f"{', '.join(key_label(k) for k in stale)}"))
+    if not unresolved and not resolved:
+        findings.append(ok("pins", f"{recipe.pins_path.name}: every input pinned"))
+    return apply_lock(pins, lock), findings
+
+
+def url_finding(name: str, pin: URLPin) -> Finding:
+    """A URL pin in the cache, its size and hash checked (a few seconds for a GB-sized file)."""
+    from pinbench.ops.downloads import NotFetchedError, PinMismatchError, locate
+
+    subject = f"urls/{name}"
+    try:
+        path = locate(pin)
+    except NotFetchedError as exc:
+        return problem("cache", str(exc), subject)
+    except PinMismatchError as exc:
+        return problem("cache", f"{exc}; delete it and run `pinbench fetch {pin.recipe}`", subject)
+    if pin.sha256:
+        return ok("cache", f"{name}: {path.name} sha256 {pin.sha256[:12]}... verified", subject)
+    if pin.verifiable:
+        return ok("cache", f"{name}: {path.name} matches its partial pin; full sha256 not recorded yet", subject)
+    return problem("cache", f"{name}: {path} has no content pin; run `pinbench fetch {pin.recipe}` to record one",
+                   subject)
+
+
+def hf_finding(name: str, pin: HFPin) -> Finding:
+    """An HF pin's snapshot in the cache with every pinned file (hashes checked where pinned)."""
+    from pinbench.ops.downloads import NotFetchedError, PinMismatchError, UnlockedPinError, locate
+
+    subject = f"huggingface/{name}"
+    try:
+        root = locate(pin)
+    except (UnlockedPinError, NotFetchedError, PinMismatchError) as exc:
+        return problem("cache", str(exc), subject)
+    hashed = sum(1 for v in pin.sha256.values() if v)
+    return ok("cache", f"{name}: {pin.label} in {root}" + (f", {hashed} file(s) sha256 verified" if hashed else ""),
+              subject)
+
+
+def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Finding]:
+    """Findings for the named pins (``huggingface/<name>``, ``urls/<name>``; default: all of them)."""
+    wanted = list(names) if names is not None else (
+        [f"huggingface/{n}" for n in pins.huggingface] + [f"urls/{n}" for n in pins.urls])
+    findings = []
+    for label in wanted:
+        section, name = label.split("/", 1)
+        findings.append(url_finding(name, pins.urls[name]) if section == "urls"
+                        else hf_finding(name, pins.huggingface[name]))
+    return findings
+
+
+# ----------------------------------------------------------------------------------------- inputs
+
+
+def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos",
+                   check_decode: Callable[[Path], str | None] | None = None) -> list[Finding]:
+    """Every expected video exists and decodes its first frame (VBench's integrity check, in seconds).
+
+    ``expected`` maps sample id -> the file found for it (None: missing). Zero found is a problem on its
+    own line ("0 of 600 rollouts found under DIR"); otherwise missing and broken ones are counted and the
+    first few named: each would be a failed sample, and a run that cannot be complete should not start.
+    """
+    check = check_decode or first_frame_error
+    present = {sid: path for sid, path in expected.items() if path is not None}
+    missing = sorted(sid for sid, path in expected.items() if path is None)
+    if not present:
+        return [problem("inputs", f"0 of {len(expected)} {what} found under {where}")]
+    broken = []
+    for sid, path in sorted(present.items()):
+        error = check(path)
+        if error:
+            broken.append(f"{sid} ({error})")
+    findings = []
+    if missing:
+        shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
+        findings.append(problem("inputs", f"{len(missing)} of {len(expected)} {what} missing under {where}: {shown}"))
+    if broken:
+        shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
+        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} do not decode: {shown}"))
+    if not findings:
+        findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
+    return findings
+
+
+def first_frame_error(path: Path) -> str | None:
+    """None when the container is sound and its first frame decodes; else the one-line reason."""
+    from pinbench.media.video import VideoError, read_video
+
+    try:
+        read_video(path, [0], backend="pyav")
+    except VideoError as exc:
+        return exc.reason if hasattr(exc, "reason") else str(exc)
+    return None
+
+
+# --------------------------------------------------------------------------------------- hardware
+
+
+def visible_gpus() -> list[tuple[str, str, float]] | None:
+    """(index, name, memory GB) of the GPUs this process may use (CUDA_VISIBLE_DEVICES honoured), from
+    nvidia-smi without importing torch; None when nvidia-smi is absent or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                              timeout=_NVIDIA_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    gpus = []
+    for line in proc.stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4:
+            index, uuid, name, mib = parts
+            try:
+                gpus.append((index, uuid, name, float(mib) * 2**20 / GB))
+            except ValueError:
+                continue
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        wanted = [v.strip() for v in visible.split(",") if v.strip()]
+        by_key = {g[0]: g for g in gpus} | {g[1]: g for g in gpus}
+        gpus = [by_key[w] for w in wanted if w in by_key]
+    return [(index, name, gb) for index, _, name, gb in gpus]
+
+
+def gpu_findings(recipe: Recipe, cfg: RunConfig, gpus: list[tuple[str, str, float]] | None) -> list[Finding]:
+    need = recipe.resources
+    memory = need.gpu_memory_gb(cfg.checkpoint) if need else None
+    if recipe.flags.gpus == "none" or cfg.gpus == 0 or (memory is None and cfg.gpus <= 1):
+        return []   # a recipe that declares no GPU memory runs on CPU too, unless several GPUs were asked
+    if gpus is None:
+        return [problem("gpu", "no GPU visible (nvidia-smi not found or failing); this run needs "
+                               f"{cfg.gpus} GPU(s)" + (f" of {memory:g} GB" if memory else ""))]
+    if len(gpus) < cfg.gpus:
+        return [problem("gpu", f"{len(gpus)} GPU(s) visible, --gpus {cfg.gpus} asked "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")]
+    used = gpus[: cfg.gpus]
+    small = [f"GPU {i} {name} {gb:.0f} GB" for i, name, gb in used if memory and gb < memory]
+    if small:
+        hint = f" ({need.gpu_note})" if need and need.gpu_note else ""
+        return [problem("gpu", f"{'; '.join(small)} < {memory:g} GB needed for {cfg.checkpoint}{hint}")]
+    names = ", ".join(sorted({f"{name} {gb:.0f} GB" for _, name, gb in used}))
+    return [ok("gpu", f"{len(used)} GPU(s): {names}" + (f" (need {memory:g} GB each)" if memory else ""))]
+
+
+def _existing_parent(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def disk_findings(recipe: Recipe, cfg: RunConfig) -> list[Finding]:
+    need = recipe.resources.disk_gb.get(cfg.mode) if recipe.resources else None
+    if not need:
+        return []
+    where = _existing_parent(cfg.out_dir)
+    free = shutil.disk_usage(where).free / GB
+    if free < need:
+        return [problem("disk", f"{free:.0f} GB free at {where}, the recipe estimates {need:g} GB for a "
+                                f"{cfg.mode} run")]
+    return [ok("disk", f"{free:.0f} GB free at {where} (estimate {need:g} GB)")]
+
+
+def image_findings(recipe: Recipe) -> list[Finding]:
+    """Every stage image built, with its digest, when a Docker engine is reachable (else one ok line)."""
+    try:
+        from pinbench.ops.docker_engine import docker_client
+
+        client = docker_client()
+    except Exception as exc:  # no SDK, no engine: the docker runtime itself will say so
+        return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one")]
+    findings = []
+    for tag in sorted({recipe.stage_image(stage) for stage in recipe.stages}):
+        try:
+            image = client.images.get(tag)
+        except Exception:
+            findings.append(problem("images", f"{tag} not built; run `make build-{recipe.name}`"))
+            continue
+        findings.append(ok("images", f"{tag} {image.id}"))
+    return findings
+
+
+def token_findings(recipe: Recipe, to_fetch: Sequence[str]) -> list[Finding]:
+    """A token is needed only where a gated repo still has to be downloaded (``to_fetch``: pin labels)."""
+    gated = [g for g in (recipe.resources.gated if recipe.resources else ()) if g in to_fetch]
+    if not gated:
+        return []
+    if os.environ.get("HF_TOKEN"):
+        return [ok("token", f"HF_TOKEN set for the gated {', '.join(gated)}")]
+    return [problem("token", f"HF_TOKEN not set; the gated {', '.join(gated)} still have to be downloaded")]
+
+
+# ------------------------------------------------------------------------------------------- run
+
+
+def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float]] | None | bool = True
+             ) -> list[Finding]:
+    """Every finding for this recipe and run configuration (``gpus=True``: ask nvidia-smi).
+
+    Inputs missing from the cache are problems, except where this run will fetch them itself: a docker
+    run with network (its fetch stage), or a recipe whose run downloads when online
+    (``resources.fetch_on_run``); then they are reported "to be fetched" and a token is required for any
+    gated one.
+    """
+    from pinbench.core.options import is_offline
+
+    if cfg.fixture:
+        return [ok("mode", "fixture run: synthetic inputs on CPU, nothing to check")]
+    offline = cfg.offline or is_offline()
+    pins, findings = pin_findings(recipe, offline=offline)
+    # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
+    # recipe's preflight knows; a recipe without one gets the generic checks alone.
+    cache = list(recipe.preflight(cfg, pins)) if recipe.preflight_entry is not None else []
+    will_fetch = not offline and (cfg.runtime == "docker" or bool(recipe.resources and recipe.resources.fetch_on_run))
+    to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
+    if will_fetch:
+        cache = [ok(f.check, f"{f.line} (to be fetched)", f.subject) if f.subject in to_fetch else f for f in cache]
+        findings += cache + token_findings(recipe, to_fetch)
+    else:
+        findings += cache
+    if cfg.runtime == "docker":
+        findings += image_findings(recipe)
+    findings += gpu_findings(recipe, cfg, visible_gpus() if gpus is True else (gpus or None))
+    findings += disk_findings(recipe, cfg)
+    return findings
+
+
+def report(findings: Sequence[Finding], echo: Callable[[str], Any], *, verbose: bool = True) -> int:
+    """Print the findings (problems always, ok lines when ``verbose``); the exit code (0 or 2)."""
+    from pinbench.core.provenance import redact
+
+    for finding in findings:
+        if verbose or not finding.ok:
+            echo(redact(finding.render()))
+    problems = sum(1 for f in findings if not f.ok)
+    if problems:
+        echo(f"doctor: {problems} problem(s); nothing was started")
+        return EXIT_PROBLEMS
+    return 0

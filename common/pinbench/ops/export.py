@@ -1,0 +1,294 @@
+"""Export one recipe as a directory that builds and runs alone.
+
+The export holds the recipe package, exactly the ``pinbench`` modules it imports (found by following
+import statements, transitively), its own lock, Dockerfile(s) and README, a generated pyproject.toml
+that registers the recipe, and a small Makefile. The same directory is the Docker build context for
+``make build-<name>``, so what a researcher copies is what CI builds.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import re
+import shutil
+from pathlib import Path
+
+from pinbench.core.recipe import Recipe
+
+LIBRARY = "pinbench"
+_IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
+IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
+# A recipe's files that go to the top of the export (the Docker build context and the README), not the package.
+TOP_LEVEL = ("Dockerfile*", "requirements*.lock", "requirements*.in", "requirements*.txt", "README.md", ".dockerignore")
+LOCK = "requirements.lock"
+_PYTEST = "9.2.0"  # the version uv.lock pins for development
+LIBRARY_DATA_DIRS = ("core/schemas", "results/templates")
+MARKER = ".pinbench-export"
+
+
+class ExportError(ValueError):
+    """The export could not be written (one-line message)."""
+
+
+def library_root() -> Path:
+    import pinbench
+
+    return Path(pinbench.__file__).resolve().parent
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    """The file of ``pinbench.<a>.<b>`` under ``root`` (a module or a package's __init__)."""
+    parts = module.split(".")[1:]
+    base = root.joinpath(*parts) if parts else root
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _imported_modules(path: Path, module: str, is_package: bool) -> set[str]:
+    """Absolute names of every pinbench module a file imports, including relative imports."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == LIBRARY or name.startswith(LIBRARY + ".")}
+
+
+def library_closure(recipe_dir: Path, root: Path | None = None) -> set[Path]:
+    """The pinbench source files the recipe needs, following imports transitively."""
+    root = root or library_root()
+    todo: list[tuple[Path, str, bool]] = [
+        (p, "", False) for p in sorted(recipe_dir.rglob("*.py")) if "__pycache__" not in p.parts
+    ]
+    needed: set[Path] = set()
+    seen: set[str] = set()
+    while todo:
+        path, module, is_package = todo.pop()
+        for name in _imported_modules(path, module or "recipe", is_package):
+            # Every package on the way down needs its __init__.py.
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                sub = ".".join(parts[:i])
+                if sub in seen:
+                    continue
+                file = _module_file(root, sub)
+                if file is None:
+                    continue  # an attribute imported from a module, not a module itself
+                seen.add(sub)
+                needed.add(file)
+                todo.append((file, sub, file.name == "__init__.py"))
+    return needed
+
+
+def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
+    deps = "".join(f"  {json.dumps(line)},\n" for line in requirements)  # a TOML basic string, markers' quotes escaped
+    short = recipe.package.rpartition(".")[2]
+    return f"""[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "pinbench-recipe-{recipe.name}"
+version = "{recipe.version}"
+description = "{recipe.description} (exported pinbench recipe)"
+requires-python = ">=3.10"
+dependencies = [
+{deps}]
+
+[project.optional-dependencies]
+test = ["pytest>=8"]
+
+[project.scripts]
+pinbench = "pinbench.cli:main"
+
+[project.entry-points."pinbench.recipes"]
+{short} = "{recipe.package}"
+
+[tool.setuptools.packages.find]
+where = ["."]
+include = ["pinbench*", "pinbench_recipes*"]
+exclude = ["*.tests", "*.tests.*"]
+
+[tool.setuptools.package-data]
+"*" = ["*.yaml", "*.json", "*.md", "*.lock", "*.txt", "Dockerfile*", "*.patch", "references/*.yaml",
+       "schemas/*.json", "templates/*"]
+
+[tool.pytest.ini_options]
+testpaths = ["pinbench_recipes"]
+addopts = "--import-mode=importlib -p no:cacheprovider"
+markers = ["gpu: needs a CUDA GPU and real weights (GPU CI only)", "docker: needs a Docker engine",
+           "slurm: needs slurm-wlm and munge installed"]
+"""
+
+
+def _lock_python(recipe_dir: Path) -> str:
+    """The Python version the recipe's lock was compiled for (``--python-version X.Y`` in its header)."""
+    header = (recipe_dir / LOCK).read_text(encoding="utf-8").split("\n", 3)[:3]
+    match = re.search(r"--python-version (\d+\.\d+)", "\n".join(header))
+    if match is None:
+        raise ExportError(f"{recipe_dir / LOCK}: its header does not say which --python-version it was compiled for")
+    return match.group(1)
+
+
+def _makefile(recipe: Recipe, python: str) -> str:
+    """Targets that use the export's own venv (built from its hashed lock), never a pinbench on PATH."""
+    checkpoint = recipe.checkpoints[0] if recipe.checkpoints else "fixture"
+    return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}.
+# Every target uses .venv, built from requirements.lock; nothing relies on a pinbench on PATH.
+SHELL := /bin/bash
+PYTHON ?= python{python}
+VENV ?= .venv
+BIN := $(VENV)/bin
+CHECKPOINT ?= {checkpoint}
+LIMIT ?=
+VIDEOS ?=
+RUN_ARGS ?=
+# Swap pinned bases (a registry mirror): BASE_IMAGE="IMAGE" or "Dockerfile.x[:ARG]=IMAGE ..."; recorded in scorecards.
+BASE_IMAGE ?=
+# Where `pinbench run` writes by default: runs/<recipe>/<checkpoint>[-smoke], the fixture runs/<recipe>/fixture-fixture.
+RUN_DIR ?= runs/{recipe.name}/$(CHECKPOINT)$(if $(filter fixture,$(CHECKPOINT)),-fixture,$(if $(LIMIT),-smoke))
+STAMP := $(VENV)/.installed
+SOURCES := $(shell find pinbench pinbench_recipes -type f -not -path '*/__pycache__/*')
+
+.PHONY: help setup test fixture build recipe-{recipe.name} diff check
+help:
+	@echo "make setup | fixture | diff | check | test"
+	@echo "make build [BASE_IMAGE=...] | recipe-{recipe.name} CHECKPOINT=... [LIMIT=N] [VIDEOS=DIR]"
+	@echo "the CPU fixture: make fixture && make diff CHECKPOINT=fixture && make check CHECKPOINT=fixture"
+
+setup: $(STAMP)
+
+# Python {python} (the lock is compiled for it); every dependency from the hashed lock, then this package alone.
+$(STAMP): requirements.lock pyproject.toml $(SOURCES)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --no-deps --no-build-isolation --no-index .
+	touch $@
+
+fixture: $(STAMP)
+	$(BIN)/pinbench run {recipe.name} --fixture
+
+recipe-{recipe.name}: $(STAMP) build
+	$(BIN)/pinbench run {recipe.name} --checkpoint $(CHECKPOINT) --runtime docker \\
+		$(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
+
+diff: $(STAMP)
+	$(BIN)/pinbench diff $(RUN_DIR)/scorecard.json
+
+check: $(STAMP)
+	$(BIN)/pinbench check $(RUN_DIR)
+
+# The recipe's tests need pytest, which is not part of the pinned runtime: installed here at a fixed version.
+test: $(STAMP)
+	$(BIN)/python -m pip install --quiet pytest=={_PYTEST}
+	$(BIN)/python -m pytest -q pinbench_recipes
+
+# Every image of the recipe (PAI-Bench-C has two), each on its pinned base unless BASE_IMAGE swaps it.
+build: $(STAMP)
+	$(BIN)/pinbench build {recipe.name} --context . $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
+"""
+
+
+def _readme(recipe: Recipe, recipe_readme: str, python: str) -> str:
+    """The recipe's README, after a set-up section that works in this directory alone."""
+    return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}
+
+This directory stands alone: the recipe (`pinbench_recipes/{recipe.package.rpartition(".")[2]}/`), the
+`pinbench` library modules it imports, its hashed lock and its Dockerfile(s).
+
+## Set up
+
+Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`.
+
+```bash
+make setup    # python{python} -m venv .venv; pip install --require-hashes --no-deps -r requirements.lock;
+              # pip install --no-deps --no-build-isolation --no-index .
+make fixture                     # the CPU fixture run, into runs/{recipe.name}/fixture-fixture
+make diff CHECKPOINT=fixture      # its diff against references/fixture.yaml (exit 0 = PASS)
+make check CHECKPOINT=fixture     # the run directory against its scorecard (exit 0 = consistent)
+```
+
+Then `.venv/bin/pinbench run {recipe.name} --help` lists the recipe's options. `make diff` and `make check` read
+`runs/{recipe.name}/$CHECKPOINT[-smoke]` (the default `--out` of `pinbench run`; `LIMIT=N` for a smoke run), or
+`RUN_DIR=...`. `make build` builds the image from this directory; `make recipe-{recipe.name} CHECKPOINT=...`
+runs in it. `make test` runs the recipe's tests (it adds pytest, not part of the pinned runtime, to `.venv`).
+
+{recipe_readme}"""
+
+
+def _requirements(recipe_dir: Path) -> list[str]:
+    """Top-level requirements of the recipe (its ``requirements.in``, markers kept), for the generated pyproject."""
+    source = recipe_dir / "requirements.in"
+    if not source.is_file():
+        raise ExportError(f"{source}: missing; every recipe lists its direct dependencies there")
+    lines = []
+    for raw in source.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            lines.append(line)
+    return lines
+
+
+def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
+    """Write the self-contained recipe directory at ``dest`` and return it."""
+    dest = Path(dest)
+    recipe_dir = recipe.dir
+    root = library_root()
+    if dest.exists():
+        if not force:
+            raise ExportError(f"{dest}: already exists (use --force to replace it)")
+        _check_replaceable(dest, [recipe_dir, root, Path.cwd()])
+        shutil.rmtree(dest)
+    requirements = _requirements(recipe_dir)
+    if not (recipe_dir / LOCK).is_file():
+        raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
+
+    package_dir = dest.joinpath(*recipe.package.split("."))
+    # Build-context files (Dockerfiles, locks, requirements, README) live at the top, where the Dockerfiles
+    # expect them; the package holds everything else. Each file is copied once.
+    shutil.copytree(recipe_dir, package_dir, ignore=shutil.ignore_patterns(*_IGNORED_NAMES, *TOP_LEVEL))
+    shutil.copy2(recipe_dir.parent / "__init__.py", package_dir.parent / "__init__.py")
+    for file in sorted(library_closure(recipe_dir, root)):
+        target = dest / LIBRARY / file.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, target)
+    for data_dir in LIBRARY_DATA_DIRS:
+        if (root / data_dir).is_dir() and (dest / LIBRARY).is_dir():
+            shutil.copytree(root / data_dir, dest / LIBRARY / data_dir, ignore=IGNORED, dirs_exist_ok=True)
+
+    python = _lock_python(recipe_dir)
+    for item in sorted(recipe_dir.iterdir()):
+        if item.is_file() and any(fnmatch.fnmatch(item.name, pattern) for pattern in TOP_LEVEL):
+            if item.name == "README.md":
+                (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python))
+            else:
+                shutil.copy2(item, dest / item.name)
+    (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements))
+    (dest / "Makefile").write_text(_makefile(recipe, python))
+    (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
+    return dest
+
+
+def _check_replaceable(dest: Path, protected: list[Path]) -> None:
+    """--force replaces only an earlier export, never a folder holding the sources or the caller."""
+    target = dest.resolve()
+    for path in protected:
+        if path.resolve() == target or target in path.resolve().parents:
+            raise ExportError(f"{dest}: contains {path}; refusing to replace it")
+    if not (dest / MARKER).is_file():
+        raise ExportError(f"{dest}: not an earlier pinbench export (no {MARKER}); refusing to replace it")

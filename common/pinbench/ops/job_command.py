@@ -1,0 +1,180 @@
+"""The command a cluster job runs for one phase of a run, as shell lines for its sbatch script.
+
+Four ways, chosen by one option (``pinbench submit --container``):
+
+- ``none``: ``pinbench`` from this checkout's virtual environment (absolute path), on the node itself;
+- ``docker``: ``docker run`` of the recipe's image on the node (Docker installed there, the image built
+  or pulled on it), the GPUs Slurm gave the job mapped with ``--gpus "device=..."``;
+- ``pyxis``: ``srun --container-image`` (NVIDIA Pyxis with enroot), the image a squashfs file or a
+  registry reference by digest;
+- ``apptainer``: ``apptainer exec --nv`` of a SIF file or a registry reference by digest.
+
+Inside a container the run directory is mounted at the same place as under ``--runtime docker``
+(``/runs/out``, the cache at ``/cache``, path options under ``/inputs/<option>``), so the tasks hash the
+same paths and a run started one way resumes the other. Every way honours the phase's stage: a stage
+without network runs ``--offline`` (and under Docker with ``--network none``); ``HF_TOKEN`` is unset in
+every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pinbench.core.config import RunConfig
+from pinbench.core.provenance import IMAGE_DIGEST_ENV
+from pinbench.core.recipe import ContainerStage, Recipe, ScaleOutPhase
+from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT
+
+CONTAINERS = ("none", "docker", "pyxis", "apptainer")
+SHARD_INDEX = "${SLURM_ARRAY_TASK_ID}"
+OFFLINE_ENV = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # a local Docker image by its content-addressed id
+# Docker numbers the host's GPUs; Slurm names the job's in SLURM_JOB_GPUS (CUDA_VISIBLE_DEVICES may be
+# renumbered from 0 inside a cgroup), so that one goes first.
+DOCKER_GPUS = '--gpus "\\"device=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}\\""'
+DOCKER_DIGEST = "{{if .RepoDigests}}{{index .RepoDigests 0}}{{else}}{{.Id}}{{end}}"
+
+
+class Word(str):
+    """A shell word written as is (it expands a variable); every other word is quoted."""
+
+
+def shell_line(argv: Sequence[str], width: int = 100) -> str:
+    """One shell command; a long one continues over lines, one option (with its value) per line."""
+    words = [w if isinstance(w, Word) else shlex.quote(w) for w in argv]
+    if len(" ".join(words)) <= width:
+        return " ".join(words)
+    lines = [[words[0]]]
+    for word in words[1:]:
+        line = lines[-1]
+        option_line = line[0].startswith("-")
+        takes_value = option_line and len(line) == 1 and "=" not in line[0]
+        if word.startswith("-") or (option_line and not takes_value):
+            lines.append([word])
+        else:
+            line.append(word)
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+@dataclass(frozen=True)
+class Image:
+    """The image a phase runs in and the digest recorded as its provenance (None: the engine tells)."""
+
+    ref: str
+    digest: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseJob:
+    """What one phase's job runs: the recipe's config for it, its stage, and where things are on the host."""
+
+    recipe: Recipe
+    cfg: RunConfig
+    phase: ScaleOutPhase
+    stage: ContainerStage
+    options: Mapping[str, str]  # -o values as text, path options absolute on the host
+    path_options: frozenset[str]
+    cache: Path
+    gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
+
+    def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
+        """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
+        cfg = self.cfg
+        argv = [*program, "run", self.recipe.name, "--checkpoint", cfg.checkpoint, "--out", out]
+        argv += ["--limit", str(cfg.limit)] if cfg.limit is not None else []
+        argv += ["--fixture"] if cfg.fixture else []
+        argv += ["--offline"] if cfg.offline or not self.stage.network else []
+        argv += ["--gpus", str(self.gpus)] if self.gpus is not None else []
+        for name, value in self.options.items():
+            argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
+        argv += list(self.phase.flags)
+        if cfg.shard is not None:  # the job's shell puts in the array task's index
+            argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]
+        return argv
+
+    def env_lines(self) -> list[str]:
+        """What the job's shell sets before the command: no token unless the stage fetches, offline if it cannot."""
+        lines = [] if self.stage.needs_token else ["unset HF_TOKEN  # only a stage that fetches gets the token"]
+        if not self.stage.network:
+            lines.append(f"export {' '.join(f'{v}=1' for v in OFFLINE_ENV)}  # this stage reads only the cache")
+        return lines
+
+    @property
+    def forwarded_env(self) -> list[str]:
+        """The recipe's declared environment variables a container gets by name (values never in the script)."""
+        twins = {spec.env for spec in self.recipe.options.values() if spec.env}
+        skip = {"HF_TOKEN", "CUDA_VISIBLE_DEVICES", *twins}
+        names = [n for n in self.recipe.env if n not in skip]
+        return names + (["HF_TOKEN"] if self.stage.needs_token else [])
+
+    def mounts(self) -> list[tuple[str, str, bool]]:
+        """(host, container, read_only) for the run directory, the cache and every path option."""
+        found = [(str(self.cfg.out_dir), OUT_MOUNT, False), (str(self.cache), CACHE_MOUNT, False)]
+        for name in sorted(self.path_options & set(self.options)):
+            found.append((self.options[name], f"{INPUTS_MOUNT}/{name}", True))
+        return found
+
+    def inputs(self) -> dict[str, str]:
+        return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}
+
+
+def command_lines(job: PhaseJob, container: str, *, pinbench: Sequence[str], image: Image | None) -> list[str]:
+    """The shell lines that run ``job`` the chosen way (``pinbench`` is the checkout's program for ``none``)."""
+    if container == "none":
+        lines = [*job.env_lines(), f"export PINBENCH_CACHE={shlex.quote(str(job.cache))}"]
+        return [*lines, shell_line(job.run_argv(pinbench, out=str(job.cfg.out_dir)))]
+    inner = job.run_argv(["pinbench"], out=OUT_MOUNT, inputs=job.inputs())
+    return [*job.env_lines(), *in_container(job, container, image, inner, gpus=bool(job.phase.gpus and job.gpus))]
+
+
+def in_container(job: PhaseJob, container: str, image: Image | None, inner: list[str], *, gpus: bool) -> list[str]:
+    """Shell lines that run ``inner`` (a command inside the image) with the phase's mounts, GPUs and policy."""
+    if container not in CONTAINERS[1:]:
+        raise ValueError(f"container must be one of {', '.join(CONTAINERS[1:])}, not {container!r}")
+    if image is None:
+        raise ValueError(f"--container {container} needs an image")
+    if container == "docker":
+        return _docker(job, image, inner, gpus)
+    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, IMAGE_DIGEST_ENV: image.digest or image.ref}
+    if container == "pyxis":
+        mounts = ",".join(f"{host}:{target}{':ro' if ro else ''}" for host, target, ro in job.mounts())
+        argv = ["srun", "--ntasks=1", f"--container-image={image.ref}", f"--container-mounts={mounts}",
+                "--no-container-mount-home", f"--container-workdir={OUT_MOUNT}", *inner]
+        return ["export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shell_line(argv)]
+    argv = ["apptainer", "exec", *(["--nv"] if gpus else []), "--no-home", "--pwd", OUT_MOUNT]
+    for host, target, ro in job.mounts():
+        argv += ["--bind", f"{host}:{target}{':ro' if ro else ''}"]
+    for key, value in env.items():
+        argv += ["--env", f"{key}={value}"]
+    return [shell_line([*argv, image.ref, *inner])]
+
+
+def _docker(job: PhaseJob, image: Image, inner: list[str], gpus: bool) -> list[str]:
+    argv: list[str] = ["docker", "run", "--rm", "--init", "--pull", "never", Word('--user "$(id -u):$(id -g)"'),
+                       "--shm-size", "16g"]
+    argv += [] if job.stage.network else ["--network", "none"]
+    argv += [Word(DOCKER_GPUS)] if gpus else []
+    for host, target, ro in job.mounts():
+        argv += ["--volume", f"{host}:{target}{':ro' if ro else ''}"]
+    for key, value in (("PINBENCH_CACHE", CACHE_MOUNT), ("HF_HOME", CACHE_MOUNT)):
+        argv += ["--env", f"{key}={value}"]
+    argv += [Word(f'--env {IMAGE_DIGEST_ENV}="$DIGEST"')]
+    if not job.stage.network:
+        argv += [item for v in OFFLINE_ENV for item in ("--env", f"{v}=1")]
+    for name in job.forwarded_env:
+        argv += ["--env", name]
+    digest = image.digest or f"$(docker image inspect --format '{DOCKER_DIGEST}' \"$IMAGE\")"
+    return [f"IMAGE={shlex.quote(image.ref)}", f'DIGEST="{digest}"', shell_line([*argv, Word('"$IMAGE"'), *inner])]
+
+
+def check_mount_path(path: str, what: str) -> str:
+    """A host path that can be written into a mount list (no ',' or ':' separators, no control characters)."""
+    if any(c in path for c in ",:") or any(ord(c) < 0x20 for c in path):
+        raise ValueError(f"{what} {path!r}: a path mounted into a container may not contain ',', ':' or control "
+                         "characters")
+    return path

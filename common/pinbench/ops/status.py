@@ -1,0 +1,249 @@
+"""``pinbench status <run dir>``: done / failed / pending per shard, the failures' reasons, Slurm's view.
+
+Read from the run directory alone: the shard manifests (``shards/*.json``, which samples each shard
+owns, with their input hashes) and the per-sample records (``samples/*.json``). A sample is *done* when
+its record is ok for the same input, *failed* when its record failed for the same input (the reason is
+the record's one-line error), and *pending* otherwise (not started, in flight, lost with a killed task,
+or stored for an older input). With a submission on record (``slurm/submissions.jsonl``) and Slurm
+reachable, each array task's and each job's Slurm state is shown next to its samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.runner import SampleRecord
+from pinbench.core.shard_manifest import ShardManifest, read_manifests
+from pinbench.ops import slurm
+from pinbench.ops.submit import Submission, last_submission
+
+MAX_LISTED = 20
+
+
+@dataclass
+class ShardStatus:
+    index: int
+    count: int
+    done: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (sample id, reason)
+    pending: list[str] = field(default_factory=list)
+    started: bool = False
+    finished: bool = False
+    slurm: slurm.JobState | None = None
+
+
+@dataclass
+class RunStatus:
+    out_dir: Path
+    submission: Submission | None
+    shards: list[ShardStatus]
+    n_tasks: int | None
+    jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
+    slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
+    scorecard: dict[str, Any] | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"done": sum(len(s.done) for s in self.shards), "failed": sum(len(s.failed) for s in self.shards),
+                "pending": sum(len(s.pending) for s in self.shards)}
+
+    @property
+    def live(self) -> bool:
+        """Some job of the submission is still queued or running."""
+        return any(not s.ended and s.state != "UNKNOWN" for states in self.jobs.values() for s in states)
+
+    @property
+    def stuck(self) -> list[slurm.JobState]:
+        """Jobs Slurm holds for a reason that never clears: they would pend forever."""
+        return [s for states in self.jobs.values() for s in states if s.state == "PENDING"
+                and s.reason in slurm.NEVER_STARTS]
+
+
+def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
+    """The status of a run directory; ValueError (one line) when it is not one."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise ValueError(f"{out_dir}: not a run directory (no such directory, or not a directory)")
+    submission = last_submission(out_dir)
+    manifests = read_manifests(out_dir)
+    if submission is None and not manifests and not (out_dir / "scorecard.json").is_file():
+        raise ValueError(f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)")
+    count = submission.shards if submission else (manifests[-1].count if manifests else 1)
+    layout = [m for m in manifests if m.count == count]
+    stage_dir = layout[-1].path.parent if layout else None  # the stage that ran in this layout most recently
+    shards, n_tasks = _shards([m for m in layout if m.path.parent == stage_dir], count)
+    jobs, note = ({}, "")
+    if ask_slurm and submission is not None:
+        jobs, note = _slurm_states(submission)
+        for phase in submission.jobs:
+            if phase["sharded"]:
+                by_task = {s.array_task: s for s in jobs.get(phase["job_id"], [])}
+                for shard in shards:
+                    shard.slurm = by_task.get(shard.index, shard.slurm)
+    return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_tasks=n_tasks, jobs=jobs,
+                     slurm_note=note, scorecard=_scorecard(out_dir))
+
+
+def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
+    """Per shard of ``count``: its samples by state, judged against its own manifest, else the newest one."""
+    shards = [ShardStatus(i, count) for i in range(count)]
+    if not manifests:
+        return shards, None
+    newest = manifests[-1]
+    own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
+    samples_dir = newest.samples_dir
+    for shard in shards:
+        manifest = own.get(shard.index, newest)
+        shard.started = shard.index in own
+        shard.finished = shard.started and own[shard.index].finished is not None
+        for pos in manifest.owned(shard.index):
+            sid, expected = manifest.sample_ids[pos], manifest.input_hashes[pos]
+            record = _record(samples_dir / f"{sid}.json")
+            if record is None or record.input_hash != expected:
+                shard.pending.append(sid)
+            elif record.ok:
+                shard.done.append(sid)
+            else:
+                shard.failed.append((sid, record.error or "failed"))
+    return shards, len(newest.sample_ids)
+
+
+def _record(path: Path) -> SampleRecord | None:
+    try:
+        return SampleRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState]], str]:
+    problem = slurm.missing_client(["scontrol"])
+    if problem:
+        return {}, f"Slurm not reachable: {problem}"
+    try:
+        return slurm.job_states(submission.job_ids), ""
+    except slurm.SlurmError as exc:
+        return {}, f"Slurm not reachable: {exc}"
+
+
+def _scorecard(out_dir: Path) -> dict[str, Any] | None:
+    path = out_dir / "scorecard.json"
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+        return {"status": card["status"], "samples": card["samples"], "mtime": path.stat().st_mtime}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+def render(status: RunStatus) -> str:
+    """The status as plain text for a terminal or a job log."""
+    lines = [f"run        {status.out_dir}"]
+    sub = status.submission
+    if sub is not None:
+        lines.append(f"recipe     {sub.recipe} {sub.recipe_version}, checkpoint {sub.checkpoint} ({sub.mode}), "
+                     f"{sub.shards} shard(s), container {sub.container}")
+        jobs = ", ".join(f"{j['phase']} = job {j['job_id']}" for j in sub.jobs)
+        lines.append(f"submitted  {sub.submitted}: {jobs}")
+    tasks = "?" if status.n_tasks is None else str(status.n_tasks)
+    counts = status.counts
+    lines.append(f"samples    {tasks} tasks: {counts['done']} done, {counts['failed']} failed, "
+                 f"{counts['pending']} pending")
+    if status.n_tasks is None:
+        lines.append("           (no shard manifest yet: a shard writes one when its per-sample stage starts)")
+    table = [["shard", "done", "failed", "pending", "process", "slurm"]]
+    for shard in status.shards:
+        process = "finished" if shard.finished else "started" if shard.started else "not started"
+        table.append([f"{shard.index}/{shard.count}", str(len(shard.done)), str(len(shard.failed)),
+                      str(len(shard.pending)), process, shard.slurm.describe() if shard.slurm else "-"])
+    if sub is not None:
+        for job in sub.jobs:
+            if not job["sharded"] and status.jobs.get(job["job_id"]):
+                table.append([job["phase"], "", "", "", "", status.jobs[job["job_id"]][0].describe()])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
+    if status.slurm_note:
+        lines.append(status.slurm_note)
+    for job in status.stuck:
+        task = "" if job.array_task is None else f"_{job.array_task}"
+        lines.append(f"job {job.job_id}{task} will never start ({job.reason}): cancel it (scancel {job.job_id}) and "
+                     "submit again with a request the partition allows")
+    failures = [(sid, shard, reason) for shard in status.shards for sid, reason in shard.failed]
+    if failures:
+        lines += ["", "failed samples:"]
+        lines += [f"  {sid} (shard {s.index}/{s.count}): {reason}" for sid, s, reason in failures[:MAX_LISTED]]
+        lines += [f"  ... and {len(failures) - MAX_LISTED} more"] if len(failures) > MAX_LISTED else []
+    pending = [f"{sid} (shard {s.index}/{s.count})" for s in status.shards for sid in s.pending]
+    if pending:
+        shown = ", ".join(pending[:MAX_LISTED]) + (f", ... and {len(pending) - MAX_LISTED} more"
+                                                  if len(pending) > MAX_LISTED else "")
+        lines += ["", f"pending samples: {shown}"]
+    lines += ["", _scorecard_line(status)]
+    return "\n".join(lines)
+
+
+def _scorecard_line(status: RunStatus) -> str:
+    card = status.scorecard
+    if card is None:
+        return "scorecard  not written yet"
+    s = card["samples"]
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(card["mtime"]))
+    stale = ""
+    if status.submission is not None and _epoch(status.submission.submitted) > card["mtime"]:
+        stale = " (from before the last submission)"
+    return (f"scorecard  {card['status']}: {s['n_ok']}/{s['n_expected']} ok, {s['n_failed']} failed, "
+            f"{s['n_missing']} missing; written {when}{stale}")
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
+
+
+# -------------------------------------------------------------------------------------------- waiting
+
+
+def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) -> tuple[RunStatus, int]:
+    """Poll until no job of the last submission is queued or running; (final status, exit code).
+
+    A job held for a reason that never clears (over a partition limit) ends the wait with exit 2. The exit
+    code is otherwise the last phase's (the finish job's, the same codes as ``pinbench run``) when Slurm
+    still knows it; otherwise 0 for a complete scorecard written after the submission, else 2.
+    """
+    if not (isinstance(poll_s, (int, float)) and math.isfinite(poll_s) and poll_s > 0):
+        raise ValueError(f"--poll {poll_s}: seconds between looks must be a finite number above 0")
+    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
+                                      and timeout_s >= 0):
+        raise ValueError(f"--timeout {timeout_s}: seconds must be a finite number, 0 or more")
+    if last_submission(Path(out_dir)) is None:
+        raise ValueError(f"{out_dir}: nothing submitted (no {Path(out_dir) / 'slurm' / 'submissions.jsonl'})")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        status = run_status(out_dir)
+        if status.slurm_note:
+            raise ValueError(f"{out_dir}: cannot wait: {status.slurm_note}")
+        if not status.live:
+            return status, _final_code(status)
+        if status.stuck:
+            return status, 2
+        if deadline is not None and time.monotonic() > deadline:
+            return status, 2
+        time.sleep(poll_s)
+
+
+def _final_code(status: RunStatus) -> int:
+    assert status.submission is not None
+    last = status.jobs.get(status.submission.jobs[-1]["job_id"], [])
+    code = last[0].exit_status if last else None
+    if code is not None:
+        return code
+    card = status.scorecard
+    fresh = card is not None and card["mtime"] >= _epoch(status.submission.submitted)
+    return 0 if fresh and card["status"] == "complete" else 2

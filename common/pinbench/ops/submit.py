@@ -1,0 +1,459 @@
+"""``pinbench submit``: a run as Slurm jobs, laid out as the recipe declares (``scale_out`` in recipe.yaml).
+
+The default layout is a job array of N tasks, task I running ``pinbench run ... --shard I/N`` into the
+shared run directory, then one job that starts when every array task has ended, whatever its outcome
+(``afterany``), and merges the stored records into the scorecard, diff and report without scoring
+anything: a shard that failed leaves its samples missing by name and the scorecard partial (exit 2).
+A recipe may declare other phases (PAI-Bench-C: generation shards, then one scoring job, because its
+evaluator must see every video).
+
+Each phase's sbatch script is written, readable, to ``<run>/slurm/<phase>.sbatch``; logs go to
+``<run>/slurm/logs/``; every submission (job ids, scripts, the command) is appended to
+``<run>/slurm/submissions.jsonl``, which ``pinbench status`` reads. Submitting again after a killed,
+timed-out or preempted task recomputes only what has no valid record (the runner resumes by record).
+
+A request the cluster can never satisfy fails here, with Slurm's own reason on one line: each script
+is first tried with ``sbatch --test-only`` (catches sizes no node has, even where the cluster does not
+enforce partition limits at submit time), every refusal of ``sbatch`` itself is reported and what was
+already submitted is cancelled, and right after submission a first phase pending for a reason that never
+clears (``PartitionTimeLimit``, ``InvalidAccount``, ...) is cancelled with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.options import parse_pairs
+from pinbench.core.recipe import Recipe, ScaleOutPhase, scale_out_problem
+from pinbench.core.runner import Shard
+from pinbench.core.shard_manifest import now
+from pinbench.ops import slurm
+from pinbench.ops.cache import cache_root
+from pinbench.ops.docker_runtime import stages_for
+from pinbench.ops.job_command import (
+    CONTAINERS,
+    DIGEST,
+    IMAGE_ID,
+    Image,
+    PhaseJob,
+    check_mount_path,
+    command_lines,
+    shell_line,
+)
+
+SLURM_DIR = "slurm"
+SUBMISSIONS = "submissions.jsonl"
+# sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
+RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
+            "--test-only", "--ntasks")
+_SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;&|<>`$]+)?$")
+_PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
+CHECK_SECONDS = 3.0
+
+
+class SubmitError(RecipeError):
+    """The request cannot be submitted; one line."""
+
+
+@dataclass
+class Request:
+    """What the user asked for: the run (as for ``pinbench run``) and how to place it on the cluster."""
+
+    recipe: Recipe
+    shards: int
+    checkpoint: str = ""
+    out: Path | None = None
+    limit: int | None = None
+    fixture: bool = False
+    offline: bool = False
+    options: list[str] = field(default_factory=list)
+    partition: str | None = None
+    gpus_per_task: int | None = None
+    time: str | None = None
+    finish_time: str | None = None
+    account: str | None = None
+    sbatch_args: list[str] = field(default_factory=list)
+    container: str = "none"
+    images: list[str] = field(default_factory=list)
+
+
+    def command(self) -> str:
+        """The ``pinbench submit`` command line that makes this request (recorded with each submission)."""
+        argv = ["pinbench", "submit", self.recipe.name, "--shards", str(self.shards)]
+        for flag, value in (("--checkpoint", self.checkpoint), ("--out", self.out), ("--limit", self.limit),
+                            ("--partition", self.partition), ("--gpus-per-task", self.gpus_per_task),
+                            ("--time", self.time), ("--finish-time", self.finish_time), ("--account", self.account)):
+            argv += [flag, str(value)] if value not in (None, "") else []
+        argv += ["--fixture"] * self.fixture + ["--offline"] * self.offline
+        argv += [f"--option={o}" for o in self.options] + [f"--sbatch-arg={a}" for a in self.sbatch_args]
+        argv += ["--container", self.container] if self.container != "none" else []
+        argv += [f"--image={i}" for i in self.images]
+        return shlex.join(argv)
+
+
+@dataclass
+class PhasePlan:
+    phase: ScaleOutPhase
+    job: PhaseJob
+    script: Path
+    text: str
+
+
+@dataclass
+class Plan:
+    request: Request
+    out_dir: Path
+    phases: list[PhasePlan]
+
+    @property
+    def slurm_dir(self) -> Path:
+        return self.out_dir / SLURM_DIR
+
+
+@dataclass
+class Submission:
+    """One ``pinbench submit``: when, what, and the job id of each phase (in order)."""
+
+    submitted: str
+    recipe: str
+    recipe_version: str
+    checkpoint: str
+    mode: str
+    shards: int
+    container: str
+    jobs: list[dict[str, Any]]  # {"phase", "sharded", "job_id", "script"}
+    command: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [j["job_id"] for j in self.jobs]
+
+
+# ------------------------------------------------------------------------------------------- planning
+
+
+def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] | None = None) -> Plan:
+    """Validate the request and write nothing: every phase's config, command and sbatch script text."""
+    recipe = request.recipe
+    problem = scale_out_problem(recipe.scale_out, recipe.flags, recipe.stages)
+    if problem:
+        raise SubmitError(f"{recipe.name} cannot be laid out on a cluster: {problem}")
+    if request.shards < 1:
+        raise SubmitError(f"--shards must be at least 1, got {request.shards}")
+    if request.gpus_per_task is not None and request.gpus_per_task < 0:
+        raise SubmitError(f"--gpus-per-task must be >= 0, got {request.gpus_per_task}")
+    if request.container not in CONTAINERS:
+        raise SubmitError(f"--container must be one of {', '.join(CONTAINERS)}, not {request.container!r}")
+    _check_sbatch_values(request)
+    cwd = (cwd or Path.cwd()).resolve()
+    configs = [_config(request, phase, cwd) for phase in recipe.scale_out]
+    out_dir = configs[0].out_dir
+    _guard(check_sbatch_path, str(out_dir), "run directory")
+    _guard(check_sbatch_path, str(cwd), "working directory")
+    # A fixture runs offline in the scoring image, every phase of it (as under --runtime docker).
+    stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
+              for p in recipe.scale_out]
+    images = _images(request, stages)
+    program = list(pinbench or default_program())
+    cache = cache_root().expanduser().resolve()
+    phases = []
+    for number, (phase, cfg, stage) in enumerate(zip(recipe.scale_out, configs, stages, strict=True), start=1):
+        options, path_options = _options_text(recipe, cfg, cwd)
+        gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
+        job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
+                       path_options=frozenset(path_options), cache=cache, gpus=gpus)
+        if request.container != "none":
+            for host, _, _ in job.mounts():
+                _guard(check_mount_path, host, "mounted path")
+        lines = command_lines(job, request.container, pinbench=program, image=images.get(stage.name))
+        # the submitting checkout's pinbench, outside any container: it reads the run directory and asks Slurm
+        status = shell_line([*program, "status", str(cfg.out_dir)])
+        script = out_dir / SLURM_DIR / f"{phase.name}.sbatch"
+        text = _script(request, job, number, cwd, lines, status)
+        phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
+    return Plan(request=request, out_dir=out_dir, phases=phases)
+
+
+def default_program() -> list[str]:
+    """``pinbench`` of the environment running this command, by absolute path (the jobs use the same one)."""
+    bin_dir = Path(os.path.abspath(sys.executable)).parent
+    script = bin_dir / "pinbench"
+    return [str(script)] if script.is_file() else [os.path.abspath(sys.executable), "-m", "pinbench"]
+
+
+def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
+    recipe = request.recipe
+    try:
+        cfg = recipe.config(
+            request.checkpoint, out_dir=request.out, limit=request.limit,
+            shard=Shard(0, request.shards) if phase.sharded else None, runtime="local",
+            skip_generation="--skip-generation" in phase.flags, skip_scoring="--skip-scoring" in phase.flags,
+            fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
+            options=parse_pairs(request.options))
+    except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
+        raise SubmitError(str(exc)) from None
+    out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
+    if out.exists() and not out.is_dir():
+        raise SubmitError(f"{out}: the run directory exists and is not a directory")
+    cfg.out_dir = Path(os.path.normpath(out))
+    return cfg
+
+
+def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, str], list[str]]:
+    """Every option the user set (on the command line or in the environment) as ``-o`` text; paths absolute."""
+    text, paths = {}, []
+    for name, value in cfg.options.items():
+        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
+            continue
+        spec = recipe.options[name]
+        if spec.type == "path":
+            path = Path(value).expanduser()
+            text[name] = os.path.normpath(path if path.is_absolute() else cwd / path)
+            paths.append(name)
+        else:
+            text[name] = spec.format(value)
+    return text, paths
+
+
+def _images(request: Request, stages: Sequence[Any]) -> dict[str, Image]:
+    """The image of each container stage the layout uses; pinned (a digest or a hashed file) unless local Docker."""
+    needed = list(dict.fromkeys(s.name for s in stages))
+    if request.container == "none":
+        if request.images:
+            raise SubmitError("--image applies to --container docker, pyxis or apptainer")
+        return {}
+    given: dict[str, str] = {}
+    for item in request.images:
+        name, sep, ref = item.partition("=")
+        if sep and name in needed:
+            given[name] = ref
+        elif len(needed) == 1 and not (sep and re.fullmatch(r"[a-z][a-z0-9_-]*", name)):
+            given[needed[0]] = item
+        else:
+            raise SubmitError(f"--image {item!r}: this layout runs stages {', '.join(needed)}; "
+                              "give one --image STAGE=REF for each")
+    images = {}
+    for stage in stages:
+        ref = given.get(stage.name)
+        if ref is None and request.container == "docker":
+            images[stage.name] = Image(request.recipe.stage_image(stage))  # built here from the hashed lock
+        elif ref is None:
+            example = f"{stage.name}=" if len(needed) > 1 else ""
+            raise SubmitError(f"--container {request.container} needs --image {example}REF for stage {stage.name}: "
+                              "a squashfs/SIF file or a registry reference by digest (...@sha256:<64 hex>)")
+        else:
+            images[stage.name] = _pinned_image(ref, request.container)
+    return images
+
+
+def _pinned_image(ref: str, container: str) -> Image:
+    if _PLAIN_VALUE.fullmatch(ref) is None:
+        raise SubmitError(f"--image {ref!r}: not a plain image reference or path")
+    path = Path(ref).expanduser()
+    if container == "docker" and IMAGE_ID.fullmatch(ref):
+        return Image(ref, ref)  # a local image by id: pinned by its content
+    if path.is_file() and container == "docker":
+        raise SubmitError(f"--image {ref}: docker runs an image reference (repository@sha256:... or a local image id "
+                          "sha256:...), not a file")
+    if path.is_file():
+        return Image(str(path.resolve()), f"sha256:{sha256_file(path)}")
+    if path.exists():
+        raise SubmitError(f"--image {ref}: exists but is not a file")
+    if DIGEST.search(ref) is None:
+        kind = {"pyxis": " or a squashfs file", "apptainer": " or a SIF file"}.get(container, "")
+        raise SubmitError(f"--image {ref}: not pinned; give a registry reference by digest (...@sha256:<64 hex>){kind}")
+    return Image(ref, ref.rsplit("@", 1)[1])
+
+
+def _check_sbatch_values(request: Request) -> None:
+    for flag, value in (("--partition", request.partition), ("--time", request.time),
+                        ("--finish-time", request.finish_time), ("--account", request.account)):
+        if value is not None and not _PLAIN_VALUE.fullmatch(value):
+            raise SubmitError(f"{flag} {value!r}: expected one word without quotes, spaces or shell characters")
+    for arg in request.sbatch_args:
+        if not _SBATCH_ARG.fullmatch(arg):
+            raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
+                              "(no spaces, quotes or shell characters)")
+        name = arg.split("=", 1)[0]
+        if name in RESERVED:
+            raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
+
+
+def check_sbatch_path(path: str, what: str) -> str:
+    """A path that can stand in an ``#SBATCH`` line: no whitespace or quotes (sbatch splits there) and no ``%``
+    (sbatch expands ``%j`` and the like in file names)."""
+    if re.search(r"[\s'\"%\\]", path) or any(ord(c) < 0x20 for c in path):
+        raise ValueError(f"{what} {path!r}: a path in an sbatch script may not contain spaces, quotes, '%' or "
+                         "backslashes; choose another")
+    return path
+
+
+def _guard(check, value: str, what: str) -> None:
+    try:
+        check(value, what)
+    except ValueError as exc:
+        raise SubmitError(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------------------- scripts
+
+
+def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
+    phase, recipe = job.phase, job.recipe
+    name = f"pinbench-{recipe.name}-{phase.name}"
+    lines = [f"--job-name={name}", "--ntasks=1"]
+    if phase.sharded:
+        lines += [f"--array=0-{request.shards - 1}", f"--output={logs}/{phase.name}-%A_%a.log"]
+    else:
+        lines += [f"--output={logs}/{phase.name}-%j.log"]
+    time_limit = request.time if phase.sharded or request.finish_time is None else request.finish_time
+    lines += [f"--partition={request.partition}"] if request.partition else []
+    lines += [f"--account={request.account}"] if request.account else []
+    lines += [f"--time={time_limit}"] if time_limit else []
+    lines += [f"--gpus-per-task={job.gpus}"] if job.gpus else []
+    lines += list(request.sbatch_args)
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: list[str], status: str) -> str:
+    recipe, cfg, phase = job.recipe, job.cfg, job.phase
+    phases = recipe.scale_out
+    last = number == len(phases)
+    what = (f"a job array of {request.shards} task(s); task I runs shard I/{request.shards} (task i of the run "
+            f"belongs to shard i mod {request.shards})") if phase.sharded else "one job over every task"
+    after = "" if number == 1 else f"; starts when {phases[number - 2].name} has ended, whatever its outcome"
+    header = [
+        "#!/bin/bash",
+        f"# pinbench submit: {recipe.name} {recipe.version}, checkpoint {cfg.checkpoint} ({cfg.mode})",
+        f"# run directory: {cfg.out_dir}",
+        f"# phase {number} of {len(phases)}, {phase.name}: {what}{after}.",
+        f"# container: {request.container}; stage {job.stage.name}"
+        f" ({'network' if job.stage.network else 'offline'}, {'token' if job.stage.needs_token else 'no token'}).",
+        "# Submitting again recomputes only samples without a valid stored record.",
+        *_sbatch_lines(request, job, cfg.out_dir / SLURM_DIR / "logs"),
+        f"#SBATCH --chdir={cwd}",
+        "",
+        "set -uo pipefail",
+    ]
+    if not last:
+        return "\n".join([*header, *command[:-1], "exec " + command[-1], ""])
+    return "\n".join([*header, *command, "code=$?",
+                      "# every shard's done / failed / pending samples, naming the failures",
+                      f"{status} || true", 'exit "$code"', ""])
+
+
+def write_scripts(the_plan: Plan) -> list[Path]:
+    logs = the_plan.slurm_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for phase in the_plan.phases:
+        write_atomic(phase.script, phase.text)
+        phase.script.chmod(0o755)
+    return [p.script for p in the_plan.phases]
+
+
+# ----------------------------------------------------------------------------------------- submitting
+
+
+def submit_plan(the_plan: Plan) -> Submission:
+    """Write the scripts, submit the phases in order (each ``afterany`` the previous), record the submission."""
+    problem = slurm.missing_client()
+    if problem:
+        raise SubmitError(problem)
+    refuse_if_live(the_plan.out_dir)
+    write_scripts(the_plan)
+    for phase in the_plan.phases:
+        _slurm_call(lambda p=phase: slurm.sbatch(p.script, test_only=True))
+    submitted: list[str] = []
+    try:
+        for phase in the_plan.phases:
+            dependency = f"afterany:{submitted[-1]}" if submitted else None
+            submitted.append(_slurm_call(lambda p=phase, d=dependency: slurm.sbatch(p.script, dependency=d)))
+        _refuse_never_starting(submitted[0])
+    except SubmitError as exc:
+        slurm.scancel(submitted)
+        cancelled = f" (cancelled what was submitted: {', '.join(submitted)})" if submitted else ""
+        raise SubmitError(f"{exc}{cancelled}") from None
+    cfg = the_plan.phases[0].job.cfg
+    record = Submission(
+        submitted=now(), recipe=the_plan.request.recipe.name, recipe_version=the_plan.request.recipe.version,
+        checkpoint=cfg.checkpoint, mode=cfg.mode, shards=the_plan.request.shards,
+        container=the_plan.request.container, command=the_plan.request.command(),
+        jobs=[{"phase": p.phase.name, "sharded": p.phase.sharded, "job_id": job_id, "script": str(p.script)}
+              for p, job_id in zip(the_plan.phases, submitted, strict=True)])
+    append_submission(the_plan.out_dir, record)
+    return record
+
+
+def _slurm_call(call):
+    try:
+        return call()
+    except slurm.SlurmError as exc:
+        raise SubmitError(str(exc)) from None
+
+
+def _refuse_never_starting(job_id: str) -> None:
+    """Cancel-worthy: the first phase pends for a reason that never clears (checked for a few seconds)."""
+    deadline = time.monotonic() + CHECK_SECONDS
+    while True:
+        states = _slurm_call(lambda: slurm.job_states([job_id]))[job_id]
+        stuck = [s for s in states if s.state == "PENDING" and s.reason in slurm.NEVER_STARTS]
+        if stuck:
+            raise SubmitError(f"job {job_id} would never start: Slurm holds it for {stuck[0].reason}")
+        settled = all(s.state != "PENDING" or s.reason not in ("", "None") for s in states)
+        if settled or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def refuse_if_live(out_dir: Path) -> None:
+    """One submission at a time per run directory: refuse while the last one still has jobs queued or running."""
+    last = last_submission(out_dir)
+    if last is None:
+        return
+    states = _slurm_call(lambda: slurm.job_states(last.job_ids))
+    live = [job for job in last.job_ids if any(not s.ended and s.state != "UNKNOWN" for s in states[job])]
+    if live:
+        raise SubmitError(f"{out_dir}: jobs {', '.join(live)} of the submission of {last.submitted} are still queued "
+                          f"or running; follow them (pinbench status {out_dir} --wait) or cancel them "
+                          f"(scancel {' '.join(live)})")
+
+
+# ----------------------------------------------------------------------------------------- the record
+
+
+def submissions_path(out_dir: Path) -> Path:
+    return Path(out_dir) / SLURM_DIR / SUBMISSIONS
+
+
+def append_submission(out_dir: Path, record: Submission) -> None:
+    path = submissions_path(out_dir)
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    write_atomic(path, old + json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+
+
+def last_submission(out_dir: Path) -> Submission | None:
+    """The newest submission recorded for a run directory; ValueError names a corrupt record file."""
+    path = submissions_path(out_dir)
+    if not path.exists():
+        return None
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        return None
+    try:
+        return Submission(**json.loads(lines[-1]))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}:{len(lines)}: unreadable submission record ({exc})") from None

@@ -1,0 +1,605 @@
+"""Static HTML report for one or more scorecards (and ``pinbench compare`` results): the page a reviewer opens.
+
+Why a static page: it must open offline, inside an air-gapped cluster or from a CI artifact, so it has
+no JavaScript and no network resources; plots are PNGs written next to ``index.html`` and linked
+relatively. The page is the Jinja2 template ``templates/report.html.j2``; this module decides what it
+shows and in which order: failures first (failing metrics, failed samples, the worst per-sample figures),
+every value with its 95% interval, one plot of all metrics in units of their tolerance, distributions over
+exactly the samples each metric was computed from, and at most a few per-sample figures.
+
+A partial or failed run is marked at the top of its section, and a scorecard is only called PASS against a
+reference when the run is complete and comparable (same recipe, version, checkpoint, mode and sample
+count). Every string from data is redacted (the environment's ``finalize``) and HTML-escaped (autoescape).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import pinbench
+from pinbench.core.files import write_atomic
+from pinbench.core.provenance import redact, scrub
+from pinbench.core.reference import (
+    EXIT_FAIL,
+    EXIT_INCOMPLETE,
+    EXIT_MISMATCH,
+    EXIT_PASS,
+    DiffResult,
+    DiffRow,
+    MetricReference,
+    Reference,
+    diff,
+    reference_from_dict,
+)
+from pinbench.core.scorecard import load_scorecard, metric_samples, validate_scorecard
+from pinbench.core.uncertainty import describe, has_interval
+
+if TYPE_CHECKING:
+    from pinbench.results.compare import Comparison
+
+FIGURES_DIR = "figures"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best per ranking metric
+VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+_STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "PASS": 3, "": 4}
+_STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
+_VERDICT_BADGE = {"PASS": "PASS", "FAIL": "FAIL", "INCOMPLETE": "INCOMPLETE", "MISMATCH": "FAIL",
+                  "NO REFERENCE": "none"}
+_MODE_NOTES = {
+    "fixture": "FIXTURE run on synthetic data: it tests the pipeline, it is not a benchmark score.",
+    "smoke": "SMOKE run on a subset: not comparable with a full-run reference.",
+}
+
+# (title, png, caption) for a recipe figure, or (title, png, caption, sample_id) for one sample's figure:
+# those are ranked, and only the failures, the worst and the best few are shown.
+ExtraFigure = tuple
+
+
+class ReportError(ValueError):
+    """Bad input to the report: one line naming the input and what is wrong."""
+
+
+# ----------------------------------------------------------------------------------------- inputs
+
+
+def _as_float(value: Any) -> float | None:
+    """A finite float, or None for anything else (null, NaN, bools, lists)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _load_card(card: Path | str | Mapping[str, Any], index: int) -> tuple[dict[str, Any], str]:
+    """The validated scorecard dict and where it came from: its path, or what names an in-memory one."""
+    if not isinstance(card, Mapping):
+        return load_scorecard(card), str(card)
+    origin = f"scorecard #{index} ({card.get('recipe')} / {card.get('checkpoint')})"
+    try:
+        validate_scorecard(card)
+    except ValueError as exc:
+        raise ReportError(f"{origin}: {exc}") from None
+    return dict(card), origin
+
+
+def as_reference(ref: Reference | Mapping[str, Any], origin: str) -> Reference:
+    """A loaded Reference, or one built from the reference YAML as a dict (validated the same way)."""
+    if isinstance(ref, Reference):
+        return ref
+    if isinstance(ref, Mapping):
+        try:
+            return reference_from_dict(ref)
+        except ValueError as exc:
+            raise ReportError(f"{origin}: {exc}") from None
+    raise ReportError(f"{origin}: expected a pinbench.core.reference.Reference or the reference YAML as a "
+                      f"mapping, got {type(ref).__name__}")
+
+
+def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) -> list[Any]:
+    """Pick each scorecard's entry by index (int or digit string) first, then by recipe name."""
+    if not mapping:
+        return [None] * len(names)
+    picked, used = [], set()
+    for i, name in enumerate(names):
+        for key in (i, str(i), name):
+            if key in mapping:
+                picked.append(mapping[key])
+                used.add(key)
+                break
+        else:
+            picked.append(None)
+    unused = [str(k) for k in mapping if k not in used]
+    if unused:
+        raise ReportError(
+            f"{what}: key(s) {', '.join(sorted(unused))} match no scorecard "
+            f"(use a recipe name from {sorted(set(names))} or an index 0..{len(names) - 1})"
+        )
+    return picked
+
+
+@dataclass(frozen=True)
+class Extra:
+    title: str
+    src: Path
+    caption: str
+    sample_id: str | None
+
+
+def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[Extra]:
+    out = []
+    for entry in entries or []:
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (3, 4):
+            raise ReportError(f"{origin}: extra figure must be (title, png_path, caption[, sample_id]), "
+                              f"got {entry!r}")
+        src = Path(entry[1])
+        try:
+            head = src.read_bytes()[: len(PNG_SIGNATURE)]
+        except OSError as exc:
+            raise ReportError(f"{src}: extra figure not readable ({exc.strerror})") from None
+        if head != PNG_SIGNATURE:
+            raise ReportError(f"{src}: extra figure is not a PNG file")
+        out.append(Extra(str(entry[0]), src, str(entry[2]), str(entry[3]) if len(entry) == 4 else None))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class Row:
+    """One metric of a scorecard next to its reference and diff's verdict on it (if any)."""
+
+    name: str
+    group: str
+    measured: float | None
+    aggregation: str | None
+    n_expected: int
+    n_scored: int | None
+    n_failed: int | None
+    n_missing: int | None
+    interval: Mapping[str, Any] | None
+    ref: MetricReference | None
+    checked: DiffRow | None
+    status: str  # PASS | FAIL | MISSING | INCOMPLETE | "" (no reference)
+    direction: str | None = None
+    primary: bool = False
+
+    @property
+    def bound(self) -> float:
+        assert self.ref is not None
+        return self.ref.tolerance.bound(self.ref.value)
+
+    def in_tolerances(self, value: float) -> float:
+        """``value - reference`` in units of the tolerance (±inf off a zero tolerance)."""
+        assert self.ref is not None
+        delta = value - self.ref.value
+        if self.bound > 0:
+            return delta / self.bound
+        return 0.0 if abs(delta) <= 1e-12 * max(1.0, abs(self.ref.value)) else math.copysign(math.inf, delta)
+
+
+def _group_of(name: str) -> str:
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
+def _row_status(checked: DiffRow | None, metric: Mapping[str, Any]) -> str:
+    """diff's status, except that a value computed over fewer samples than expected is INCOMPLETE:
+    it is shown next to the reference but never judged as if the run were complete."""
+    if checked is None:
+        return ""
+    if checked.status in ("PASS", "FAIL") and metric["n_scored"] < metric["n_expected"]:
+        return "INCOMPLETE"
+    return checked.status
+
+
+def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResult | None) -> list[Row]:
+    """Scorecard metrics, then reference metrics the scorecard lacks; failures first, else in card order."""
+    metrics: Mapping[str, Any] = card["metrics"]
+    checked = {row.metric: row for row in result.rows} if result else {}
+    rows = [Row(name=name, group=_group_of(name), measured=_as_float(m["value"]), aggregation=m["aggregation"],
+                n_expected=m["n_expected"], n_scored=m["n_scored"], n_failed=m["n_failed"],
+                n_missing=m["n_missing"], interval=m.get("interval"),
+                ref=ref.metrics.get(name) if ref else None, checked=checked.get(name),
+                status=_row_status(checked.get(name), m), direction=m["direction"], primary=m["primary"])
+            for name, m in metrics.items()]
+    for name, row in checked.items():
+        if name not in metrics and ref is not None:
+            rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None, None,
+                            None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
+                            ref.metrics[name].primary))
+    return sorted(rows, key=lambda row: _STATUS_ORDER[row.status])
+
+
+def _num(value: Any, spec: str = ".6g") -> str:
+    v = _as_float(value)
+    return "—" if v is None else format(v, spec)
+
+
+def _interval_note(interval: Mapping[str, Any] | None) -> str:
+    if not has_interval(interval):
+        return ""
+    parts = [f"{interval['method']} over {interval['n_units']} {interval['unit']}s",
+             f"{interval['n_resamples']} resamples, seed {interval['seed']}", interval["implementation"]]
+    return "; ".join(parts + ([interval["note"]] if interval.get("note") else []))
+
+
+def _interval_cell(interval: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(cell, hover text): ``[low, high]`` with its method, or ``n/a`` with the reason.
+
+    The reason is a sentence; in the cell it would widen the table past the page (or, wrapped, make every
+    row many lines tall), so the table says ``n/a`` and lists each distinct reason once below it.
+    """
+    if has_interval(interval):
+        return describe(interval), _interval_note(interval)
+    return "n/a", describe(interval).removeprefix("n/a (").removesuffix(")")
+
+
+def _na_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each distinct reason for an n/a interval, with how many metrics it applies to, in table order."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("na_reason"):
+            counts[row["na_reason"]] = counts.get(row["na_reason"], 0) + 1
+    return [f"{reason} ({n} metric{'s' if n > 1 else ''})" for reason, n in counts.items()]
+
+
+def _row_view(row: Row) -> dict[str, Any]:
+    counts = "not in scorecard" if row.n_scored is None else f"{row.n_scored} / {row.n_expected}"
+    lost = ", ".join(f"{n} {what}" for n, what in ((row.n_failed, "failed"), (row.n_missing, "missing")) if n)
+    interval, note, na_reason = "—", "", ""
+    if row.n_scored is not None:
+        interval, note = _interval_cell(row.interval)
+        na_reason = note if interval == "n/a" else ""
+    direction = (row.ref.direction if row.ref else None) or row.direction
+    primary = row.primary or (row.ref is not None and row.ref.primary)
+    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "measured": row.measured,
+                            "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
+                            "interval_note": note, "na_reason": na_reason, "aggregation": row.aggregation or "—",
+                            "counts": counts, "lost": lost, "has_ref": row.ref is not None, "status": row.status}
+    if row.ref is None or row.checked is None:
+        return view
+    checked = row.checked
+    delta = "—" if checked.delta is None else f"{checked.delta:+.3g}"
+    z = "—" if checked.delta is None else f"{row.in_tolerances(row.measured):+.3g}"
+    noise = {"within noise": "within", "outside noise": "outside", "noise unknown": "unknown"}.get(checked.reading, "—")
+    if checked.noise is not None:
+        noise += f" (±{checked.noise:.3g})"
+    view.update(reference=row.ref.value, ref_note=row.ref.note or "",
+                tolerance=checked.tolerance_text, delta=delta, z=z, noise=noise)
+    return view
+
+
+# ----------------------------------------------------------------------------------------- sections
+
+
+@dataclass
+class _Section:
+    index: int
+    card: dict[str, Any]
+    origin: str
+    ref: Reference | None
+    samples: list[Any] | None
+    extras: list[Extra]
+    from_file: bool
+
+    @property
+    def anchor(self) -> str:
+        return f"s{self.index + 1:02d}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.card['recipe']} · {self.card['checkpoint']} · {self.card['mode']}"
+
+
+class _Figures:
+    """The PNGs of one report: written under ``figures/``, linked relatively, stale ones removed."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir / FIGURES_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.written: set[Path] = set()
+
+    def path(self, name: str) -> Path:
+        path = self.dir / name
+        self.written.add(path)
+        return path
+
+    def view(self, path: Path, title: str, caption: str = "") -> dict[str, str]:
+        return {"src": f"{FIGURES_DIR}/{path.name}", "title": title, "caption": caption}
+
+    def remove_stale(self) -> None:
+        for stale in self.dir.glob("*.png"):
+            if stale not in self.written:
+                stale.unlink()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "x"
+
+
+def _deviation_figure(sec: _Section, rows: Sequence[Row], figs: _Figures) -> dict[str, str] | None:
+    from pinbench.results.report_plots import Deviation, plot_deviations
+
+    judged = [row for row in rows if row.ref is not None]
+    if not judged:
+        return None
+    points = []
+    for row in judged:
+        ref_interval = row.ref.interval if row.ref.interval else None
+        run = ((row.in_tolerances(row.interval["low"]), row.in_tolerances(row.interval["high"]))
+               if has_interval(row.interval) else None)
+        points.append(Deviation(
+            label=row.name + (" ★" if row.ref.primary else "") + (" ↑" if row.ref.direction == "higher" else " ↓"),
+            status=row.status, z=row.in_tolerances(row.measured) if row.measured is not None else None, run=run,
+            ref=(row.in_tolerances(ref_interval["low"]), row.in_tolerances(ref_interval["high"]))
+            if ref_interval else None))
+    path = figs.path(f"{sec.anchor}-deviations.png")
+    plot_deviations(points, path)
+    failing = sum(1 for row in judged if row.status != "PASS")
+    caption = (f"{len(judged)} metrics, failures first ({failing} not PASS). Dot: (measured - reference) / "
+               "tolerance; the blue band is the tolerance; bar: the run's 95% interval; grey: the reference's; "
+               "hollow: computed on an incomplete sample set; ↑/↓: higher/lower is better.")
+    return figs.view(path, "All metrics against the reference, in units of their tolerance", caption)
+
+
+def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[list[dict[str, Any]], list[str]]:
+    """One small-multiples figure per metric group, each metric over its own samples only.
+
+    A metric whose values are all one number (a single sample, or every sample equal) is listed in the
+    group's table but not drawn: its histogram would be one bar saying what the table says. A group with
+    nothing to draw gets its table alone.
+    """
+    from pinbench.results.report_plots import Distribution, plot_distributions
+
+    assert sec.samples is not None
+    by_name = {row.name: row for row in rows}
+    groups: dict[str, list[tuple[str, np.ndarray]]] = {}
+    empty = []
+    for name, m in sec.card["metrics"].items():
+        scored, _ = metric_samples(name, m, sec.samples)
+        values = np.array([v for v, _ in scored.values()], dtype=np.float64)
+        if values.size == 0:
+            empty.append(name)
+            continue
+        groups.setdefault(_group_of(name), []).append((name, values))
+    out = []
+    for g, (group, members) in enumerate(groups.items()):
+        panels, stats = [], []
+        for name, values in members:
+            spread = bool(values.max() > values.min())
+            stats.append({"name": name, "n": values.size, "mean": float(values.mean()),
+                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max()),
+                          "not_plotted": "" if spread else
+                          "not plotted: one value" if values.size == 1 else f"not plotted: all {values.size} equal"})
+            if not spread:
+                continue
+            row = by_name[name]
+            ref = row.ref
+            panels.append(Distribution(
+                title=f"{name.rsplit('/', 1)[-1]} (n={values.size})", values=values, aggregate=row.measured,
+                interval=(row.interval["low"], row.interval["high"]) if has_interval(row.interval) else None,
+                reference=ref.value if ref else None,
+                band=(ref.value - row.bound, ref.value + row.bound) if ref else None))
+        figure = None
+        if panels:
+            path = figs.path(f"{sec.anchor}-dist-{g + 1:02d}-{_slug(group or 'metrics')}.png")
+            plot_distributions(panels, path)
+            caption = ("Each metric over exactly the samples it was computed from. Dashed: the scorecard value, "
+                       "grey: its 95% interval; blue: reference and tolerance band.")
+            figure = figs.view(path, group or "(no group)", caption)
+        out.append({"title": group or "(no group)", "figure": figure, "stats": stats})
+    return out, empty
+
+
+def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]], list[str]]:
+    """Failed samples' figures first, then per ranking metric the worst and the best few; the rest named."""
+    per_sample = [e for e in sec.extras if e.sample_id is not None]
+    if not per_sample:
+        return [], []
+    metrics = sorted(sec.card["metrics"].items(), key=lambda item: not item[1]["primary"])
+    scored = {name: metric_samples(name, m, sec.samples or [])[0] for name, m in metrics}
+    chosen: list[tuple[str, Extra]] = []
+    ranked: dict[str, list[tuple[float, Extra]]] = {}
+    for extra in per_sample:
+        owner = next((name for name, _ in metrics if extra.sample_id in scored[name]), None)
+        if owner is None:
+            chosen.append(("failed", extra))
+        else:
+            ranked.setdefault(owner, []).append((scored[owner][extra.sample_id][0], extra))
+    for name, entries in ranked.items():
+        higher = sec.card["metrics"][name]["direction"] == "higher"
+        entries.sort(key=lambda item: (item[0] if higher else -item[0], item[1].sample_id))  # worst first
+        n_worst = min(N_EXTREMES, len(entries))
+        n_best = min(N_EXTREMES, len(entries) - n_worst)
+        chosen += [(f"worst by {name}: {value:.4g}", e) for value, e in entries[:n_worst]]
+        chosen += [(f"best by {name}: {value:.4g}", e) for value, e in entries[len(entries) - n_best:][::-1]]
+    shown = {id(e) for _, e in chosen}
+    views = []
+    for k, (why, extra) in enumerate(chosen):
+        dest = figs.path(f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png")
+        shutil.copyfile(extra.src, dest)
+        views.append(figs.view(dest, f"{why} — {extra.title}", extra.caption))
+    return views, [e.sample_id for e in per_sample if id(e) not in shown]
+
+
+def _failures(card: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+    """One row per (sample, reason) naming the metrics it cost, failed first then missing, in order."""
+    metrics: Mapping[str, Any] = card["metrics"]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for name, m in metrics.items():
+        for failure in m["failed"]:
+            grouped.setdefault((failure["sample_id"], failure["error"]), []).append(name)
+    for name, m in metrics.items():
+        for sample_id in m.get("missing") or []:
+            grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
+    unnamed = [f"{name}: {m['n_missing'] - len(m.get('missing') or [])} sample(s) have no record "
+               "(never run, or scored in another shard)"
+               for name, m in metrics.items() if m["n_missing"] - len(m.get("missing") or []) > 0]
+    rows = [{"sample_id": sample_id, "error": error,
+             "metrics": f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(names)}
+            for (sample_id, error), names in grouped.items()]
+    return rows, unnamed
+
+
+def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
+    prov = scrub(dict(prov))
+    code, container, packages = prov.get("pinbench") or {}, prov.get("container") or {}, prov.get("packages") or {}
+    versions = {"pinbench": code.get("version"), "python": prov.get("python"), "torch": packages.get("torch"),
+                "cuda": packages.get("cuda"), "gpus": prov.get("gpus"), "driver": prov.get("driver")}
+    inputs = prov.get("inputs") or {}
+    unverified = [f"{name}: {state.get('reason', 'unverified')}" for name, state in inputs.items()
+                  if isinstance(state, Mapping) and state.get("state") != "verified"]
+    base = container.get("base_image")
+    return {"commit": code.get("commit"), "dirty": code.get("dirty"), "image": container.get("image_digest"),
+            "base": base if isinstance(base, Mapping) else None,
+            "versions": {k: v for k, v in versions.items() if v}, "verified": len(inputs) - len(unverified),
+            "n_inputs": len(inputs), "unverified": unverified, "full": prov}
+
+
+def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
+    card, ref = sec.card, sec.ref
+    checked = diff(card, ref) if ref else None
+    rows = build_rows(card, ref, checked)
+    verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
+    samples = card["samples"]
+    failures, unnamed = _failures(card)
+    view: dict[str, Any] = {
+        "anchor": sec.anchor, "label": sec.label, "status": card["status"],
+        "status_badge": _STATUS_BADGE[card["status"]], "verdict": verdict, "verdict_badge": _VERDICT_BADGE[verdict],
+        "status_note": {"partial": " — scores cover only part of the sample set",
+                        "failed": " — nothing was scored"}.get(card["status"], ""),
+        "counts": (f"{samples['n_ok']} of {samples['n_expected']} samples ok, {samples['n_failed']} failed, "
+                   f"{samples['n_missing']} missing"),
+        "status_reasons": card.get("status_reasons") or [], "mode_note": _MODE_NOTES.get(card["mode"]),
+        "summary": {"recipe": card["recipe"], "recipe version": card["recipe_version"],
+                    "checkpoint": card["checkpoint"], "mode": card["mode"], "schema version": card["schema_version"],
+                    "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
+                    "samples file": samples["path"]},
+        "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "na_reasons": [],
+        "failures": failures, "unnamed": unnamed, "prov": _provenance(card["provenance"]),
+        "details": {key: scrub(card[key]) for key in ("config", "timings", "extra") if card.get(key)},
+        "distributions": None, "no_values": [],
+    }
+    view["na_reasons"] = _na_reasons(view["rows"])
+    if ref is not None and checked is not None:
+        view.update(exit_code=checked.exit_code, problems=checked.problems,
+                    reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
+                                            "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
+                    deviation_figure=_deviation_figure(sec, rows, figs))
+    if sec.samples is not None:
+        view["distributions"], view["no_values"] = _distributions(sec, rows, figs)
+    view["sample_figures"], view["more_samples"] = _sample_figures(sec, figs)
+    recipe_figures = []
+    for k, extra in enumerate(e for e in sec.extras if e.sample_id is None):
+        dest = figs.path(f"{sec.anchor}-extra-{k + 1:02d}-{_slug(extra.src.stem)}.png")
+        shutil.copyfile(extra.src, dest)
+        recipe_figures.append(figs.view(dest, extra.title, extra.caption))
+    view["recipe_figures"] = recipe_figures
+    return view
+
+
+def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, Any]:
+    from pinbench.results.compare import VERDICT_NAMES, unmatched_samples
+    from pinbench.results.report_plots import DifferenceRow, plot_differences
+
+    rows, plot_rows = [], []
+    for r in result.metrics:
+        d = r.difference
+        interval = (d.low, d.high) if has_interval(d.interval) else None
+        cell, note = _interval_cell(d.interval)
+        rows.append({"name": r.name, "primary": r.primary, "a": d.value_a, "b": d.value_b, "difference": d.difference,
+                     "interval": cell, "interval_note": note, "direction": r.direction, "verdict": r.verdict,
+                     "reason": r.reason, "matched": f"{r.n_matched}/{r.n_cohort}"})
+        if math.isfinite(d.difference):
+            text = f"{d.difference:+.4g} " + (f"[{d.low:+.4g}, {d.high:+.4g}]" if interval else "(no interval)")
+            plot_rows.append(DifferenceRow(r.name + (" ★" if r.primary else ""), r.verdict, d.difference, interval,
+                                           r.direction == "higher", text))
+    figure = None
+    if plot_rows:
+        path = figs.path(f"compare-{k + 1:02d}-differences.png")
+        plot_differences(plot_rows, path)
+        figure = figs.view(path, "B - A per metric with its paired 95% interval",
+                           "Each row scaled to its own interval and turned so that right is better; green: better "
+                           "beyond noise, red: worse, grey: within noise (the interval contains 0).")
+    unmatched = [{"sample_id": sample_id, "why": why,
+                  "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
+                 for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
+    return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
+            "exit_code": result.exit_code, "fail_on": result.fail_on, "problems": result.problems,
+            "notes": result.notes, "rows": rows, "figure": figure, "unmatched": unmatched}
+
+
+# ----------------------------------------------------------------------------------------- page
+
+
+def _breakable(name: str) -> Any:
+    """A metric name that may wrap after each ``/`` (``<wbr>``), never inside a word: MIND's names are wide
+    enough to push the metrics table past the page otherwise. Copying the name copies no extra character."""
+    from markupsafe import Markup, escape
+
+    return Markup("/<wbr>").join(escape(part) for part in str(name).split("/"))
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from markupsafe import Markup
+
+    def finalize(value: Any) -> Any:
+        # Every data string printed is redacted; markup built by the template's own macros is left alone.
+        return redact(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+    env = Environment(loader=PackageLoader("pinbench.results", "templates"), autoescape=True, finalize=finalize,
+                      undefined=StrictUndefined, keep_trailing_newline=True)
+    env.filters["num"] = _num
+    env.filters["breakable"] = _breakable
+    return env
+
+
+def write_report(
+    scorecards: Sequence[Path | str | Mapping[str, Any]],
+    out_dir: Path,
+    *,
+    references: Mapping[Any, Any] | None = None,
+    samples: Mapping[Any, Sequence[Any]] | None = None,
+    extra_figures: Mapping[Any, Sequence[ExtraFigure]] | None = None,
+    comparisons: Sequence[Comparison] = (),
+    title: str = "pinbench report",
+) -> Path:
+    """Write ``out_dir/index.html`` (comparisons first, then one section per scorecard) and its PNGs.
+
+    ``scorecards`` are paths (named in the report) or validated dicts. ``references``, ``samples`` and
+    ``extra_figures`` are keyed by scorecard index or recipe name. All inputs are checked before anything
+    is written; returns the path of ``index.html``.
+    """
+    if not scorecards:
+        raise ReportError("write_report: no scorecards given")
+    loaded = [_load_card(card, i) for i, card in enumerate(scorecards)]
+    names = [card["recipe"] for card, _ in loaded]
+    refs = _per_card(references, names, "references")
+    recs = _per_card(samples, names, "samples")
+    extras = _per_card(extra_figures, names, "extra_figures")
+    sections = [
+        _Section(index=i, card=card, origin=origin,
+                 ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
+                 samples=list(recs[i]) if recs[i] is not None else None,
+                 extras=_check_extras(extras[i], f"extra_figures for {origin}"),
+                 from_file=not isinstance(scorecards[i], Mapping))
+        for i, (card, origin) in enumerate(loaded)
+    ]
+    figs = _Figures(Path(out_dir))
+    page = _environment().get_template("report.html.j2").render(
+        title=title, version=pinbench.__version__,
+        comparisons=[_comparison_view(k, c, figs) for k, c in enumerate(comparisons)],
+        sections=[_section_view(sec, figs) for sec in sections],
+    )
+    figs.remove_stale()
+    return write_atomic(Path(out_dir) / "index.html", page)

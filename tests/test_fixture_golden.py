@@ -1,0 +1,77 @@
+"""All five fixtures give the per-sample values and metric values that main 87e8f14 gave (before Core v3).
+
+The golden file was written by ``tools/fixture_golden.py`` from a ``pinbench demo`` of 87e8f14; this test runs
+the demo of the current tree and compares what a score depends on: every record's status, result and error,
+every derived record, every metric's value, and each run's status. Floats must agree to 1e-12 (relative).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinbench.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14.json"
+
+
+def _golden_tool() -> Any:
+    spec = importlib.util.spec_from_file_location("fixture_golden", REPO / "tools" / "fixture_golden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _differences(old: Any, new: Any, where: str = "$") -> list[str]:
+    if isinstance(old, float) or isinstance(new, float):
+        if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool) \
+                and math.isclose(old, new, rel_tol=1e-12, abs_tol=1e-15):
+            return []
+        return [f"{where}: {old!r} then, {new!r} now"]
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = [f"{where}.{k}: only in 87e8f14" for k in old.keys() - new.keys()]
+        found += [f"{where}.{k}: new" for k in new.keys() - old.keys()]
+        for key in sorted(old.keys() & new.keys()):
+            found += _differences(old[key], new[key], f"{where}.{key}")
+        return found
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{where}: {len(old)} items then, {len(new)} now"]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{where}[{i}]")]
+    return [] if old == new else [f"{where}: {old!r:.80} then, {new!r:.80} now"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from typer.testing import CliRunner
+
+    out = tmp_path_factory.mktemp("golden") / "demo"
+    result = CliRunner().invoke(app, ["demo", "--out", str(out)])
+    assert result.exit_code == 0, result.output[-2000:]
+    return out
+
+
+def test_every_fixture_gives_the_values_of_87e8f14(demo: Path) -> None:
+    golden = json.loads(GOLDEN.read_text())
+    now = _golden_tool().golden(demo)
+    assert sorted(now) == sorted(golden) == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+    for recipe in golden:
+        assert now[recipe]["status"] == "complete"
+        assert _differences(golden[recipe]["samples"], now[recipe]["samples"], f"{recipe}.samples") == []
+        assert _differences(golden[recipe]["derived"], now[recipe]["derived"], f"{recipe}.derived") == []
+        assert _differences(golden[recipe]["metrics"], now[recipe]["metrics"], f"{recipe}.metrics") == []
+
+
+def test_the_comparison_sees_a_changed_value() -> None:
+    golden = json.loads(GOLDEN.read_text())
+    changed = json.loads(GOLDEN.read_text())
+    name = next(iter(changed["dynamic-degree"]["metrics"]))
+    changed["dynamic-degree"]["metrics"][name] += 1e-9
+    assert _differences(golden["dynamic-degree"]["metrics"], changed["dynamic-degree"]["metrics"]) != []
+    assert _differences({"a": [1, 2]}, {"a": [1, 2, 3]}) == ["$.a: 2 items then, 3 now"]
