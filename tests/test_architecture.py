@@ -126,3 +126,39 @@ def test_the_checks_see_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> 
     assert graph["pinbench.core.b"] == {"pinbench.core.a", "pinbench.ops.c"}
     assert _upward(graph) == ["pinbench.core.b imports pinbench.ops.c"]
     assert _cycles(graph) == ["pinbench.core.a -> pinbench.core.b -> pinbench.core.a"]
+
+
+RECIPES = ROOT.parent.parent / "recipes"
+STORE_CALLS = ("run_samples", "merge_samples", "pending_tasks", "StageLog", "generate_and_record", "run_native",
+               "score_in_workers")
+
+
+def _calls_without_implementation(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            passes = any(k.arg == "implementation" for k in node.keywords)
+            if name in STORE_CALLS and not passes:
+                found.append(f"{path.relative_to(RECIPES.parent)}:{node.lineno} {name}(...)")
+    return found
+
+
+def test_every_recipe_stores_and_reuses_samples_under_its_implementation() -> None:
+    """A call that stores or reuses samples without ``implementation=`` would reuse records after a code change."""
+    missing = [call for path in sorted(RECIPES.rglob("*.py")) if "tests" not in path.parts
+               for call in _calls_without_implementation(path)]
+    assert missing == []
+
+
+def test_the_implementation_check_sees_a_call_without_it(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    bad = tmp_path / "recipes" / "run.py"
+    bad.write_text("run_samples(tasks, fn, out, shard=s)\n"
+                   "run_samples(tasks, fn, out, implementation=cfg.implementation)\n")
+    global RECIPES
+    saved, RECIPES = RECIPES, tmp_path / "recipes"
+    try:
+        assert _calls_without_implementation(bad) == ["recipes/run.py:1 run_samples(...)"]
+    finally:
+        RECIPES = saved

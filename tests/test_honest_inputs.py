@@ -22,6 +22,7 @@ from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import MetricReference, diff, load_reference
 from pinbench.core.runner import SampleRecord, load_records, merge_samples, read_merged, run_samples
 from pinbench.core.scorecard import MetricSpec, ScorecardError, aggregate, build_scorecard, write_scorecard
+from pinbench.core.store import encode_line
 
 
 def _card(values: tuple[float, ...] = (0.5, 0.75, 1.0), **changes: Any) -> dict[str, Any]:
@@ -163,17 +164,27 @@ def test_a_stored_result_holding_a_non_finite_number_is_recomputed_and_merges(tm
         return {"v": task["x"] / 2}
 
     run_samples(tasks, score, tmp_path, progress=False)
-    stored = tmp_path / "samples" / "s1.json"
-    stored.write_text(stored.read_text().replace('"v": 0.5', f'"v": {literal}'))
-    assert set(load_records(tmp_path)) == {"s0", "s2"}  # the edited file is corrupt, not a result
+    log = tmp_path / "samples" / "run.jsonl"
+
+    def store_non_finite() -> None:
+        """Rewrite s1's line as another tool might: a non-finite value, with a digest that matches it."""
+        lines = log.read_bytes().splitlines()
+        body = lines[1][len(b'{"digest":"') + 64 + len(b'","record":'):-1].replace(b'"v":0.5', literal.encode().join(
+            [b'"v":', b""]))
+        log.write_bytes(b"\n".join([lines[0], encode_line(body).rstrip(b"\n"), *lines[2:]]) + b"\n")
+
+    store_non_finite()
+    assert set(load_records(tmp_path)) == {"s0", "s2"}  # the edited record is corrupt, not a result
     calls.clear()
     run_samples(tasks, score, tmp_path, progress=False)
     assert calls == ["s1"]
-    stored.write_text(stored.read_text().replace('"v": 0.5', f'"v": {literal}'))
+    log.write_bytes(b"\n".join(log.read_bytes().splitlines()[:3]) + b"\n")  # the recomputed line dropped again
+    store_non_finite()
     merged = merge_samples([tmp_path], tasks, dest=tmp_path / "samples.jsonl")  # no crash on writing JSONL
     assert merged[1].error.startswith("missing: no result") and f"non-finite number {literal}" in merged[1].error
+    assert "record of sample 's1'" in merged[1].error
     lines = (tmp_path / "samples.jsonl").read_text().splitlines()
-    lines[0] = lines[0].replace('"v": 0.0', f'"v": {literal}')
+    lines[0] = lines[0].replace('"v":0.0', f'"v":{literal}')
     (tmp_path / "samples.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"samples\.jsonl:1: bad sample record"):
         read_merged(tmp_path / "samples.jsonl")

@@ -135,9 +135,10 @@ def test_run_writes_records_and_rerun_reuses_them(tmp_path: Path) -> None:
     rec = first.records["s03"]
     assert rec.ok and rec.result == {"square": 9, "half": 1.5} and rec.error is None
     assert rec.input_hash == input_hash(tasks[3]) and rec.seconds >= 0
-    stored = json.loads((tmp_path / "samples" / "s03.json").read_text())
-    assert stored["record_version"] == 1 and stored["status"] == "ok"
-    assert not [p for p in (tmp_path / "samples").iterdir() if p.suffix != ".json"]  # no temp files left
+    assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == ["run.jsonl"]  # one log, no temp files
+    stored = [json.loads(line)["record"] for line in (tmp_path / "samples" / "run.jsonl").read_text().splitlines()]
+    assert [r["sample_id"] for r in stored] == [t["sample_id"] for t in tasks]
+    assert stored[3]["record_version"] == 2 and stored[3]["status"] == "ok" and stored[3]["result"]["square"] == 9
 
     second = run_samples(tasks, fn, tmp_path, progress=False)
     assert (second.n_done, second.n_reused, second.n_failed) == (0, 5, 0)
@@ -203,16 +204,21 @@ def test_validator_that_raises_rejects(tmp_path: Path) -> None:
     assert summary.records["s00"].error == "ValueError: result rejected: validate() raised KeyError: 'nope'"
 
 
-def test_corrupt_or_foreign_record_files_are_recomputed(tmp_path: Path) -> None:
+def test_corrupt_or_foreign_legacy_record_files_are_recomputed(tmp_path: Path) -> None:
+    """The per-sample files of 87e8f14's layout are still read; a bad one is recomputed, never reused."""
     tasks = make_tasks(5)
-    run_samples(tasks, CountingFn(), tmp_path, progress=False)
     samples = tmp_path / "samples"
+    samples.mkdir()
+    legacy = {t["sample_id"]: {**SampleRecord(t["sample_id"], "ok", {"square": t["x"] ** 2, "half": t["x"] / 2}, None,
+                                              input_hash(t), 0.1).to_json(), "record_version": 1}
+              for t in tasks}
+    for sid, data in legacy.items():
+        del data["implementation"]
+        (samples / f"{sid}.json").write_text(json.dumps(data))
     (samples / "s00.json").write_text('{"record_version": 1, "sample_id": "s0')  # half-written
     (samples / "s01.json").write_bytes(b"\xff\xfe\x00garbage")
-    other = json.loads((samples / "s03.json").read_text())
-    (samples / "s02.json").write_text(json.dumps(other))  # a record for another sample
-    old = json.loads((samples / "s04.json").read_text())
-    (samples / "s04.json").write_text(json.dumps({**old, "record_version": 0}))
+    (samples / "s02.json").write_text(json.dumps(legacy["s03"]))  # a record for another sample
+    (samples / "s04.json").write_text(json.dumps({**legacy["s04"], "record_version": 0}))
     (samples / ".s03.json.abc.tmp").write_text("{")  # leftover temp file of a killed writer
     assert set(load_records(tmp_path)) == {"s03"}
 
@@ -235,8 +241,8 @@ def test_nonfinite_floats_stored_as_null_and_numpy_converted(tmp_path: Path) -> 
     def no_constants(name: str) -> None:
         raise AssertionError(f"non-standard JSON constant {name}")
 
-    text = (tmp_path / "samples" / "s00.json").read_text()
-    assert json.loads(text, parse_constant=no_constants)["result"] == expected
+    text = (tmp_path / "samples" / "run.jsonl").read_text()
+    assert json.loads(text, parse_constant=no_constants)["record"]["result"] == expected
 
 
 @pytest.mark.parametrize(
@@ -354,18 +360,16 @@ def test_missing_shard_gives_failed_missing_records(tmp_path: Path) -> None:
     assert [json.loads(line)["sample_id"] for line in lines] == [t["sample_id"] for t in tasks]
 
 
-def test_merge_picks_ok_over_failed_and_names_stale_or_corrupt_files(tmp_path: Path) -> None:
+def test_merge_picks_ok_over_failed_and_names_stale_records(tmp_path: Path) -> None:
     tasks = make_tasks(3)
     run_samples(tasks, CountingFn(fail_ids={"s00"}), tmp_path / "first", progress=False)
-    run_samples(tasks, CountingFn(), tmp_path / "second", progress=False)
-    (tmp_path / "second" / "samples" / "s01.json").unlink()
-    (tmp_path / "first" / "samples" / "s01.json").write_text("{broken")
-    changed = [tasks[0], tasks[1], {"sample_id": "s02", "x": 99}]
+    run_samples(tasks[:1], CountingFn(), tmp_path / "second", progress=False)
+    changed = [tasks[0], {"sample_id": "s01", "x": 99}, tasks[2]]
     merged = merge_samples([tmp_path / "first", tmp_path / "second"], changed, dest=tmp_path / "m.jsonl")
     assert merged[0].ok  # the failed record in "first" loses to the ok one in "second"
-    assert merged[1].error.startswith(MISSING_ERROR) and "unreadable record" in merged[1].error
-    assert "first/samples/s01.json" in merged[1].error
-    assert merged[2].error.startswith(MISSING_ERROR) and "stale record" in merged[2].error
+    assert merged[1].error.startswith(MISSING_ERROR) and "inputs or options changed" in merged[1].error
+    assert "first/samples" in merged[1].error
+    assert merged[2].ok
 
 
 def test_merge_keeps_failed_record_when_no_shard_succeeded(tmp_path: Path) -> None:
@@ -432,7 +436,7 @@ def test_resume_after_sigkill_recomputes_only_unfinished(tmp_path: Path) -> None
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if samples.is_dir() and len(list(samples.glob("*.json"))) >= 3:
+            if (samples / "run.jsonl").is_file() and (samples / "run.jsonl").read_bytes().count(b"\n") >= 3:
                 break
             time.sleep(0.01)
         assert proc.poll() is None, f"helper ended early: {proc.stderr.read().decode()}"
@@ -472,7 +476,7 @@ def test_errors_and_tracebacks_are_redacted_in_records(tmp_path: Path, monkeypat
     summary = run_samples([{"sample_id": "a"}], boom, tmp_path, progress=False)
     assert summary.n_failed == 1
     merge_samples([tmp_path], [{"sample_id": "a"}], dest=tmp_path / "samples.jsonl")
-    for path in [tmp_path / "samples" / "a.json", tmp_path / "samples.jsonl"]:
+    for path in [tmp_path / "samples" / "run.jsonl", tmp_path / "samples.jsonl"]:
         assert "hf_leakyleakyleaky123456" not in path.read_text()
 
 

@@ -24,6 +24,7 @@ from pinbench.core.derived import read_derived
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import read_merged
 from pinbench.core.shard_manifest import read_manifests
+from pinbench.core.store import read_store
 from pinbench.ops.status import run_status
 
 pytestmark = pytest.mark.slurm
@@ -80,8 +81,10 @@ def _card(out: Path) -> dict:
             "derived": card.get("derived"), "recipe_version": card["recipe_version"], "mode": card["mode"]}
 
 
-def _records(out: Path) -> dict[str, tuple[bytes, int]]:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted((out / "samples").glob("*.json"))}
+def _records(out: Path) -> dict[str, str]:
+    """Each sample's newest stored record, by the digest of its bytes."""
+    contents = read_store(out / "samples")
+    return {sid: contents.newest(sid).digest for sid in sorted(contents.records)}
 
 
 # ---------------------------------------------------------------------------------------- the happy path
@@ -167,7 +170,7 @@ def test_a_task_cancelled_mid_run_then_resubmitted_recomputes_only_what_is_missi
     assert _card(out) == _card(plain) and _results(out) == _results(plain)
     after = _records(out)
     assert all(after[name] == before[name] for name in before)  # nothing stored was recomputed or rewritten
-    assert sorted(after) == sorted(f"{sid}.json" for sid, _, _ in _results(plain))  # none lost, none doubled
+    assert sorted(after) == sorted(sid for sid, _, _ in _results(plain))  # none lost
 
 
 def _first_record_of_shard(out: Path, index: int, timeout: float = WAIT_S) -> tuple[list[str], set[str]]:
@@ -178,7 +181,7 @@ def _first_record_of_shard(out: Path, index: int, timeout: float = WAIT_S) -> tu
             if (out / "shards").is_dir() else None
         if manifest is not None:
             owned = [manifest.sample_ids[p] for p in manifest.owned()]
-            done = {sid for sid in owned if (out / "samples" / f"{sid}.json").is_file()}
+            done = set(owned) & set(read_store(out / "samples").records)
             if done:
                 assert len(done) < len(owned), "the shard finished before it could be cancelled mid-run"
                 return owned, done
@@ -191,8 +194,8 @@ def test_a_shard_that_crashes_leaves_the_scorecard_partial_naming_the_missing_sa
     ids = [sid for sid, _, _ in _results(plain_runs("dynamic-degree"))]
     shard1 = ids[1::3]
     out = tmp_path / "run"
-    # A directory where shard 1's first record must go: its process dies storing it (a real OSError).
-    (out / "samples" / f"{shard1[0]}.json").mkdir(parents=True)
+    # A directory where shard 1's log must go: its process dies opening it (a real OSError).
+    (out / "samples" / "shard-1-of-3.jsonl").mkdir(parents=True)
     array, finish = _submit(slurm_cluster, "dynamic-degree", out)
     code, text = _wait(slurm_cluster, out)
     assert code == 2, text

@@ -15,6 +15,7 @@ import pytest
 
 from pinbench.core.runner import Shard, StageLog, run_samples
 from pinbench.core.shard_manifest import read_manifests
+from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
 from pinbench.ops.status import render, run_status
 from pinbench.ops.submit import Submission, append_submission, last_submission
@@ -71,12 +72,11 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
 
 def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
     _layout(tmp_path)
-    record = tmp_path / "samples" / "s0.json"
-    data = json.loads(record.read_text())
-    data["input_hash"] = "0" * 64  # stored for an older task input
-    record.write_text(json.dumps(data))
-    (tmp_path / "samples" / "s3.json").unlink()
-    (tmp_path / "samples" / "s6.json").write_text("{broken")
+    log = tmp_path / "samples" / "shard-0-of-3.jsonl"
+    s0, _, s6 = (json.loads(line)["record"] for line in log.read_text().splitlines())
+    s0["input_hash"] = "0" * 64  # stored for an older task input (a sound line, with its digest)
+    broken = encode_line(record_bytes(s6)).replace(b'"y":36', b'"y":37')  # fails its digest
+    log.write_bytes(encode_line(record_bytes(s0)) + broken)  # and s3's line is gone
     shard0 = run_status(tmp_path, ask_slurm=False).shards[0]
     assert shard0.done == [] and shard0.pending == ["s0", "s3", "s6"]
 
@@ -246,7 +246,8 @@ def test_a_stage_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: 
         stage.record("a.t1", None)
     monkeypatch.setenv("HF_TOKEN", "hf_secretsecretsecret")
     record = stage.record("a.t1", None, error="fetch with hf_secretsecretsecret failed")
-    assert record.error == "fetch with *** failed" and "secret" not in (tmp_path / "samples" / "a.t1.json").read_text()
+    assert record.error == "fetch with *** failed"
+    assert "secret" not in (tmp_path / "samples" / "shard-1-of-2.jsonl").read_text()
     assert stage.record("b.t1", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
     for units in ([0, 1], [0, 1, 2, 0, 1, -1], [0, 1, 2, 0, 1, True]):
         with pytest.raises(ValueError, match="units:"):

@@ -65,7 +65,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
     tasks = script2_tasks(data, outputs, judge=judge.describe() if judge else None)
     if not cfg.skip_scoring:
-        run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard, stage="script 2")
+        run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
+                    implementation=cfg.implementation, stage="script 2")
     samples = collect_records(cfg, tasks)
     groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None)
     timings["script2"] = time.perf_counter() - started
@@ -122,11 +123,13 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
 
     summary = None
     if not cfg.skip_generation:
-        summary = run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, validate=has_output,
+        summary = run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, implementation=cfg.implementation,
+                              validate=has_output,
                               stage="script 1")
     if cfg.shard is not None:  # the caller stops here; gathering every shard's outputs is the merge's
         return Script1Outputs(), {}, summary
-    records = merge_samples([folder], tasks, dest=folder / "samples.jsonl", validate=has_output)
+    records = merge_samples([folder], tasks, dest=folder / "samples.jsonl", validate=has_output,
+                            implementation=cfg.implementation)
     outputs = outputs_from_records(records, data)
     if cfg.shard is None:  # one writer: the unsharded run that gathers every shard
         write_score_dir(cfg.out_dir / "scores", data, outputs, model_name=model.model_name,

@@ -51,10 +51,11 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
     devices = prepare.worker_devices(cfg, spec)
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
-        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric)
+        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, implementation=cfg.implementation)
     elif not cfg.skip_scoring:
         summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
-                              shard=cfg.shard, validate=HasMetric(metric), stage="dynamic degree")
+                              shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
+                              stage="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks)

@@ -22,7 +22,7 @@ import yaml
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import RunSummary, run_samples
+from pinbench.core.runner import RunSummary, pending_tasks, run_samples
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnlockedPinError
 from pinbench.ops.pins import Pins
@@ -143,7 +143,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
     # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
     #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
     with timed(timings, "official"):
-        pending = steps.pending_tasks(cfg.out_dir, tasks, cfg.shard)
+        pending = pending_tasks(cfg.out_dir, tasks, shard=cfg.shard, implementation=cfg.implementation)
         if result_file is not None:
             official = steps.import_file(result_file, pre, pending)
         elif data is not None:
@@ -169,7 +169,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             canvas = fixture.CANVAS if data else OFFICIAL_CANVAS
             with one_thread_if(data is not None):
                 native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas, lpips_sha256=digest),
-                                          lpips_model, shard=cfg.shard)
+                                          lpips_model, shard=cfg.shard, implementation=cfg.implementation)
 
     # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
     with timed(timings, "score"):
@@ -180,7 +180,8 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             return steps.sample_result(by_id.get(sample_id), official.samples[sample_id], native.get(sample_id),
                                        metrics=metrics, video_max_time=video_max_time)
 
-        summary = run_samples(tasks, result_of, cfg.out_dir, stage="results", shard=cfg.shard, progress=False)
+        summary = run_samples(tasks, result_of, cfg.out_dir, stage="results", shard=cfg.shard,
+                              implementation=cfg.implementation, progress=False)
     return Scored(summary, official.sources)
 
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
+from pinbench.core.config import Implementation
 from pinbench.core.files import sha256_file
-from pinbench.core.runner import Shard, input_hash, load_records, run_samples
+from pinbench.core.runner import Shard, input_hash, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (
@@ -88,15 +89,6 @@ def mirror_tasks(result: ResultFile, *, versions: Mapping[str, str]) -> list[dic
     """``-o results=FILE`` without rollouts: the mirror_test directories the file holds are samples too."""
     return [{"sample_id": key.sample_id, "mirror_from_results": True, "versions": dict(versions)}
             for key in mirror_keys(result)]
-
-
-def pending_tasks(out_dir: Path, tasks: Sequence[Mapping[str, Any]],
-                  shard: Shard | None = None) -> list[Mapping[str, Any]]:
-    """The tasks of ``shard`` (all when None) without a valid stored final record (same inputs, scored ok)."""
-    stored = load_records(out_dir)
-    owned = shard.select(tasks) if shard is not None else tasks
-    return [t for t in owned if not ((rec := stored.get(t["sample_id"])) is not None and rec.ok
-                                     and rec.input_hash == input_hash(t))]
 
 
 # ---------------------------------------------------------------------------------------- official
@@ -235,11 +227,11 @@ def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]],
 
 
 def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]], lpips_model: torch.nn.Module,
-               shard: Shard | None = None) -> dict[str, dict[str, Any]]:
+               shard: Shard | None = None, implementation: Implementation | None = None) -> dict[str, dict[str, Any]]:
     """The native blocks of ``shard``'s samples, resumable under ``native/`` (a failed sample is recomputed on
     the next run); samples with nothing to compare are left out."""
     summary = run_samples(tasks, native_scorer(lpips_model), out_dir / "native", stage="native cross-check",
-                          shard=shard)
+                          shard=shard, implementation=implementation)
     return {sid: rec.result for sid, rec in summary.records.items()
             if rec.ok and rec.result is not None and "nothing" not in rec.result}
 

@@ -259,7 +259,8 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
     known = {t.task_id for t in all_tasks}  # videos of tasks outside --limit are not strays here
     mine = cfg.shard.select(tasks) if cfg.shard else tasks  # this process's share of the work
     if not cfg.skip_generation:  # this shard's videos, each recorded for `pinbench status`
-        generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, min_frames=N_FRAMES, known=known)
+        generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
+                            min_frames=N_FRAMES, known=known)
     collected = {m: collect_videos(modality_rows, cfg.out_dir / m / "raw", cfg.out_dir / m / "videos", N_FRAMES,
                                    known=known) for m, modality_rows in rows.items()}
     timings["generate"] = time.perf_counter() - start
@@ -279,7 +280,8 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
         sample_tasks.append({"sample_id": task.task_id, "gt_video": str(dataset / task.video_path),
                              "preds": preds, "pred_sha256": {m: collected[m][task.task_id].sha256 for m in preds},
                              "decoder": decoder, "fixture_version": FIXTURE_VERSION})
-    run_samples(sample_tasks, score_task, cfg.out_dir, shard=cfg.shard, stage="fixture score", progress=False)
+    run_samples(sample_tasks, score_task, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
+                stage="fixture score", progress=False)
     records = collect_records(cfg, sample_tasks)
     sanity = gt_vs_gt({t.task_id: dataset / t.video_path for t in mine}, decoder)
     timings["score"] = time.perf_counter() - start

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pinbench.core.config import Implementation
 from pinbench.core.files import atomic_path, sha256_file, write_atomic
 from pinbench.core.runner import Shard, StageLog
 from pinbench.media.video import is_valid_video
@@ -177,7 +178,8 @@ GENERATION_DIR = "generation"  # the generation stage's records and shard manife
 
 
 def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
-                        *, shard: Shard | None, min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
+                        *, shard: Shard | None, implementation: Implementation | None, min_frames: int = MIN_FRAMES,
+                        cache: ValidityCache | None = None,
                         known: Collection[str] = ()) -> list[str]:
     """Generate this shard's videos of every modality, then collect and record each one.
 
@@ -190,7 +192,8 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
     tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": dict(row)}
              for modality, modality_rows in rows.items() for row in modality_rows]
     units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
-    stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units)
+    stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units,
+                     implementation=implementation)
     problems: list[str] = []
     for modality, modality_rows in rows.items():
         own = [task["row"] for task in stage.mine if task["modality"] == modality]

@@ -137,7 +137,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
     result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
-    run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir, stage="scorecard", progress=False)
+    run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir, implementation=cfg.implementation,
+                stage="scorecard", progress=False)
     records = collect_records(cfg, result_tasks)  # also writes samples.jsonl
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
@@ -188,7 +189,8 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
     generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
-    problems = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, cache=validity)
+    problems = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
+                                   cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
@@ -300,6 +302,7 @@ def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GT
                       "decoder": options.decoder,
                       "seg_sha256": {m: [evaluate.sha256_file(Path(p)) for p in pair] for m, pair in seg.items()}})
     workers = options.native_workers
-    summary = run_samples(tasks, native_sample, cfg.out_dir / "native", stage="native cross-check",
-                          batch_size=max(1, workers), batch_fn=_native_batch(workers) if workers > 1 else None)
+    summary = run_samples(tasks, native_sample, cfg.out_dir / "native", implementation=cfg.implementation,
+                          stage="native cross-check", batch_size=max(1, workers),
+                          batch_fn=_native_batch(workers) if workers > 1 else None)
     return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

@@ -79,7 +79,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
     if not cfg.skip_scoring:
         summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
-                              stage="remembench", validate=lambda result: all(k in result for k in METRICS))
+                              implementation=cfg.implementation, stage="remembench",
+                              validate=lambda result: all(k in result for k in METRICS))
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks)
@@ -192,7 +193,7 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
               "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
     timings["prepare"] = time.perf_counter() - started
     run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                stage="reference pairs", progress=False)
+                implementation=cfg.implementation, stage="reference pairs", progress=False)
     records = collect_records(cfg, tasks)
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])

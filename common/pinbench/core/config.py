@@ -29,6 +29,48 @@ def check_checkpoint_name(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class Implementation:
+    """What computes a run's samples, beside their inputs; a stored record is reused only by the same one.
+
+    ``code`` is the SHA-256 of the recipe package's Python sources and of ``pinbench.media`` (the decoders and
+    kernels recipes score with); the rest of the library shapes files, not values. ``image`` is the digest of the
+    container image the run is in, or None on the host. Options that change results are part of each task's
+    inputs (its ``input_hash``), not of the implementation.
+    """
+
+    recipe_version: str
+    code: str
+    image: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recipe_version": self.recipe_version, "code": self.code, "image": self.image}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Implementation:
+        if not (isinstance(data, dict) and isinstance(data.get("recipe_version"), str)
+                and isinstance(data.get("code"), str)
+                and (data.get("image") is None or isinstance(data["image"], str))):
+            raise ValueError(f"implementation must be an object with recipe_version, code and image, "
+                             f"got {data!r:.80}")
+        return cls(data["recipe_version"], data["code"], data["image"])
+
+    def change_from(self, other: Implementation | None) -> str | None:
+        """Why a record computed by ``other`` is not this one's (``"code changed"``, ...), or None when it is.
+
+        A record without an implementation (written before reuse keys, by 87e8f14) is judged by its input hash
+        alone, so that run directories of that layout still resume."""
+        if other is None:
+            return None
+        if other.recipe_version != self.recipe_version:
+            return "recipe version changed"
+        if other.code != self.code:
+            return "code changed"
+        if other.image != self.image:
+            return "image changed"
+        return None
+
+
 @dataclass
 class RunConfig:
     """Everything a recipe run depends on; recorded in the scorecard's ``config``.
@@ -50,6 +92,7 @@ class RunConfig:
     offline: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     option_sources: dict[str, str] = field(default_factory=dict)
+    implementation: Implementation | None = None
 
     @property
     def mode(self) -> str:
@@ -67,6 +110,7 @@ class RunConfig:
             "skip_generation": self.skip_generation, "skip_scoring": self.skip_scoring, "fixture": self.fixture,
             "gpus": self.gpus, "offline": self.offline, "mode": self.mode,
             "options": to_jsonable(self.options), "option_sources": dict(self.option_sources),
+            "implementation": self.implementation.to_json() if self.implementation else None,
         }
 
 

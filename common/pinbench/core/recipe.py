@@ -11,21 +11,23 @@ so an exported recipe installed on its own is found the same way.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.config import RecipeError, RunConfig, RunOutcome, check_checkpoint_name
+from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
 from pinbench.core.files import FileError, read_yaml
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, offline_in, parse_options
+from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.schema import schema_error
 
@@ -245,12 +247,21 @@ class Recipe:
         parsed = self.parse_options(options or {}, fixture=fixture, env=env)
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
+        environ = os.environ if env is None else env
         return RunConfig(
+            implementation=Implementation(self.version, self.code_digest(), environ.get(IMAGE_DIGEST_ENV) or None),
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
             options=parsed.values, option_sources=parsed.sources,
         )
+
+    def code_digest(self) -> str:
+        """SHA-256 of the code that computes this recipe's samples: its package's Python sources (tests left out)
+        and ``pinbench.media``'s, each named by its path in the package; part of every record's reuse key."""
+        return _code_digest(((f"{self.package}/{p.relative_to(self.dir).as_posix()}", p) for p in self.dir.rglob("*.py")
+                             if "tests" not in p.relative_to(self.dir).parts),
+                            ((f"pinbench/media/{p.name}", p) for p in MEDIA_DIR.glob("*.py")))
 
     @property
     def default_gpus(self) -> int:
@@ -318,6 +329,23 @@ class Recipe:
 
 
 # ------------------------------------------------------------------------------------ loading
+
+
+MEDIA_DIR = Path(__file__).resolve().parent.parent / "media"
+
+
+@cache
+def _sources_digest(named: tuple[tuple[str, Path, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for name, path, _, _ in named:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _code_digest(*groups: Iterable[tuple[str, Path]]) -> str:
+    """One digest of several source files by name and bytes (cached per process while their size and mtime hold)."""
+    named = sorted((name, path) for group in groups for name, path in group if "__pycache__" not in path.parts)
+    return _sources_digest(tuple((name, path, path.stat().st_size, path.stat().st_mtime_ns) for name, path in named))
 
 
 def _package_dir(package: str) -> Path:

@@ -2,22 +2,26 @@
 
 A benchmark run is a list of tasks (JSON-like mappings, each with a unique sample id) and a function
 that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
-and stores each outcome as soon as it exists, atomically, in ``out_dir/samples/<sample_id>.json``.
-A killed run therefore loses at most the samples in flight, and a rerun recomputes only what is not
-validly stored. ``merge_samples`` joins the per-sample files of one or more shards into one JSONL file
-in task order, with one record per task: a task no shard produced becomes a failed "missing" record,
-so nothing drops out of the denominator.
+and stores each outcome as soon as it exists in the stage's sample store (``pinbench.core.store``: one
+append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
+flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
+every writer into one list in task order, with one record per task: a task no shard produced becomes a
+failed "missing" record, so nothing drops out of the denominator.
+
+A stored record is reused when it is ok, its ``input_hash`` (the hash of the task mapping: the inputs'
+identity and the options that change results) is the task's, its ``implementation`` (recipe version, a digest of
+the code that scores, the container image; ``pinbench.core.config.Implementation``) is this run's, and its result
+still validates. Anything else is computed again, and the summary says why ("12 recomputed: code changed").
 
 Stored results are plain JSON. JSON has no NaN or infinity, so non-finite floats in a result are
 stored as ``null`` (also in memory, so a fresh record equals its reloaded copy); the scorecard counts
-a null metric as not scored. A stored file that holds ``NaN``, ``Infinity`` or an overflowing
-number (hand-edited, or written by another tool) is corrupt: it is recomputed, never reused or merged.
-Anything that should invalidate a cached result (recipe version, model revision, generation seed, ...)
-belongs in the task mapping: its hash is stored with the record and a changed task is recomputed.
+a null metric as not scored. A stored record that holds ``NaN``, ``Infinity`` or an overflowing
+number, or fails its digest, is corrupt: it is recomputed, never reused or merged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -40,10 +44,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pinbench.core.files import loads_finite_json, read_finite_jsonl, write_atomic
+from pinbench.core.config import Implementation
+from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
+from pinbench.core.store import SAMPLES_DIR, LogWriter, StoreContents, Stored, log_name, read_store, record_bytes
 
 __all__ = [
     "MISSING_ERROR",
@@ -58,9 +64,11 @@ __all__ = [
     "input_hash",
     "load_records",
     "merge_samples",
+    "pending_tasks",
     "one_line",
     "read_merged",
     "run_samples",
+    "write_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,11 +80,11 @@ SampleFn = Callable[[Task], Mapping[str, Any]]
 BatchFn = Callable[[list[Task]], Sequence[Mapping[str, Any]]]
 Validator = Callable[[dict], bool]
 
-RECORD_VERSION = 1
-"""Bump when the record layout changes; records of another version are recomputed."""
+RECORD_VERSION = 2
+"""Bump when the record layout changes. Version 1 (87e8f14: no ``implementation``) is still read."""
+READABLE_RECORD_VERSIONS = (1, 2)
 
 MISSING_ERROR = "missing: no result from any shard"
-SAMPLES_DIR = "samples"
 OK, FAILED = "ok", "failed"
 _MAX_ID_BYTES = 200  # leaves room for ".json" and the temporary-file affixes within NAME_MAX (255)
 _MAX_ERROR_CHARS = 2000
@@ -138,6 +146,7 @@ class SampleRecord:
     input_hash: str  # sha256 of the canonical JSON of the task mapping
     seconds: float
     traceback: str | None = None
+    implementation: Implementation | None = None  # what computed it; None for records of 87e8f14
 
     @property
     def ok(self) -> bool:
@@ -153,7 +162,12 @@ class SampleRecord:
             "traceback": self.traceback,
             "input_hash": self.input_hash,
             "seconds": self.seconds,
+            "implementation": self.implementation.to_json() if self.implementation else None,
         }
+
+    def to_bytes(self) -> bytes:
+        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers."""
+        return record_bytes(self.to_json())
 
     @classmethod
     def from_json(cls, data: Any) -> SampleRecord:
@@ -161,8 +175,9 @@ class SampleRecord:
         if not isinstance(data, dict):
             raise ValueError(f"record is a JSON {type(data).__name__}, expected an object")
         version = data.get("record_version")
-        if version != RECORD_VERSION:
-            raise ValueError(f"record_version {version!r} is not the supported {RECORD_VERSION}")
+        if version not in READABLE_RECORD_VERSIONS or isinstance(version, bool):
+            raise ValueError(f"record_version {version!r} is not one of the supported "
+                             f"{', '.join(map(str, READABLE_RECORD_VERSIONS))}")
         checks: list[tuple[str, Callable[[Any], bool], str]] = [
             ("sample_id", lambda v: isinstance(v, str), "a string"),
             ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
@@ -181,6 +196,7 @@ class SampleRecord:
             raise ValueError(f"record with status {data['status']!r} has result {data['result']!r:.80}")
         if data["status"] == FAILED and not data["error"]:
             raise ValueError("failed record has no error")
+        implementation = data.get("implementation")
         return cls(
             sample_id=data["sample_id"],
             status=data["status"],
@@ -189,6 +205,7 @@ class SampleRecord:
             input_hash=data["input_hash"],
             seconds=float(data["seconds"]),
             traceback=data["traceback"],
+            implementation=None if implementation is None else Implementation.from_json(implementation),
         )
 
 
@@ -201,6 +218,7 @@ class RunSummary:
     n_reused: int  # valid stored results, not recomputed
     n_failed: int  # computed in this run and failed
     records: dict[str, SampleRecord] = field(default_factory=dict)  # in task order
+    recomputed: dict[str, int] = field(default_factory=dict)  # why stored records were not reused, with counts
 
     @property
     def ok(self) -> bool:
@@ -354,56 +372,78 @@ def one_line(text: str) -> str:
 # -------------------------------------------------------------------------------------------- storage
 
 
-def _record_path(samples_dir: Path, sample_id: str) -> Path:
-    return samples_dir / f"{sample_id}.json"
-
-
-def _store(samples_dir: Path, record: SampleRecord) -> None:
-    text = json.dumps(record.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    write_atomic(_record_path(samples_dir, record.sample_id), text)
-
-
-def _read_record(path: Path, sample_id: str | None = None) -> tuple[SampleRecord | None, str]:
-    """(record, "") or (None, reason) for a missing, unreadable, corrupt or mismatched file."""
+def _as_record(stored: Stored) -> SampleRecord | None:
     try:
-        data = loads_finite_json(path.read_text(encoding="utf-8"))
-        record = SampleRecord.from_json(data)
-    except FileNotFoundError:
-        return None, "no record"
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        return None, f"{path}: unreadable record: {_error_line(exc)}"
-    expected = sample_id if sample_id is not None else path.stem
-    if record.sample_id != expected:
-        return None, f"{path}: record is for sample {record.sample_id!r}, not {expected!r}"
-    return record, ""
+        return SampleRecord.from_json(stored.data)
+    except ValueError:
+        return None
 
 
-def _reusable(record: SampleRecord | None, task_hash: str, validate: Validator) -> bool:
-    return (
-        record is not None
-        and record.ok
-        and record.input_hash == task_hash
-        and record.result is not None
-        and _passes(validate, record.result)[0]
-    )
+@dataclass(frozen=True)
+class _Judgement:
+    """What the store holds for one task: the record to reuse, else the newest failed one and why not reused."""
+
+    reusable: SampleRecord | None
+    failed: SampleRecord | None
+    reason: str  # "" when reusable; "new" when nothing is stored; else the newest record's reason
+
+
+def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Implementation | None,
+           validate: Validator) -> _Judgement:
+    """Walk a task's stored records, newest first: the first ok record of this input and implementation that
+    validates."""
+    reason, failed = "new", None
+    for stored in candidates:
+        record = _as_record(stored)
+        if record is None:
+            why = "unreadable record"
+        elif record.input_hash != task_hash:
+            why = "inputs or options changed"
+        elif implementation is not None and (change := implementation.change_from(record.implementation)) is not None:
+            why = change
+        elif not record.ok:
+            why = "failed before"
+            failed = failed or record
+        elif not _passes(validate, record.result)[0]:
+            why = "result rejected by validate()"
+        else:
+            return _Judgement(record, failed, "")
+        if reason == "new":
+            reason = why
+    return _Judgement(None, failed, reason)
+
+
+def _print_problems(contents: StoreContents, console: Console, label: str) -> None:
+    """Torn or edited store lines: each is recomputed, and the first few are named."""
+    for problem in contents.problems[:5]:
+        console.print(f"{label}: recomputing, {problem}", markup=False, highlight=False, soft_wrap=True)
+    if len(contents.problems) > 5:
+        console.print(f"{label}: ... and {len(contents.problems) - 5} more unreadable store lines", markup=False,
+                      highlight=False)
 
 
 def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
-    """All readable records under ``out_dir/samples``, by sample id (sorted).
-
-    Unreadable or corrupt files are skipped with a logged warning; a run treats them as not done.
-    """
-    samples_dir = Path(out_dir) / SAMPLES_DIR
-    records: dict[str, SampleRecord] = {}
-    for path in sorted(samples_dir.glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        record, reason = _read_record(path)
-        if record is None:
-            log.warning("skipping %s", reason)
-            continue
-        records[record.sample_id] = record
+    """The newest readable record of every sample in ``out_dir``'s store, by sample id (sorted)."""
+    contents = read_store(Path(out_dir) / SAMPLES_DIR)
+    records = {}
+    for sid in sorted(contents.records):
+        record = next((r for r in map(_as_record, contents.records[sid]) if r is not None), None)
+        if record is not None:
+            records[sid] = record
     return records
+
+
+def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | None = None,
+                  implementation: Implementation | None = None, validate: Validator | None = None,
+                  id_key: str = "sample_id") -> list[Task]:
+    """The tasks of ``shard`` (all when None) that ``run_samples`` would compute: no reusable stored record."""
+    ids = _task_ids(tasks, id_key)
+    contents = read_store(Path(out_dir) / SAMPLES_DIR)
+    validate = validate or _is_dict
+    owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
+    return [tasks[pos] for pos in owned
+            if _judge(contents.records.get(ids[pos], []), _hash_task(ids[pos], tasks[pos]), implementation,
+                      validate).reusable is None]
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -417,18 +457,21 @@ def run_samples(
     id_key: str = "sample_id",
     validate: Validator | None = None,
     shard: Shard | None = None,
+    implementation: Implementation | None = None,
     progress: bool = True,
     stage: str = "score",
     batch_size: int = 1,
     batch_fn: BatchFn | None = None,
     console: Console | None = None,
 ) -> RunSummary:
-    """Run ``fn`` over the tasks of ``shard`` (all tasks if None), resuming from ``out_dir/samples``.
+    """Run ``fn`` over the tasks of ``shard`` (all tasks if None), resuming from the store in ``out_dir/samples``.
 
     A stored sample is reused only if its record is "ok", its input_hash equals the hash of the task
-    mapping and ``validate(result)`` holds (default: the result is a dict); everything else, failed
-    samples included, is computed again. An ``Exception`` from ``fn`` fails only its own sample
-    (recorded as "ExcType: message" plus traceback); KeyboardInterrupt and SystemExit propagate.
+    mapping, it was computed by ``implementation`` (when given: a recipe run always gives its
+    ``cfg.implementation``) and ``validate(result)`` holds (default: the result is a dict); everything else,
+    failed samples included, is computed again, and the summary counts why. An ``Exception`` from ``fn``
+    fails only its own sample (recorded as "ExcType: message" plus traceback); KeyboardInterrupt and
+    SystemExit propagate.
     Samples run sequentially in task order. With ``batch_fn``, pending tasks go to it
     ``batch_size`` at a time (it returns one result per task, in order); if a batch raises, its tasks
     are retried one by one with ``fn`` so a bad sample stays isolated. A batch's seconds are split
@@ -445,39 +488,42 @@ def run_samples(
     if shard is not None:
         positions = shard.select(positions)
     samples_dir = Path(out_dir) / SAMPLES_DIR
-    samples_dir.mkdir(parents=True, exist_ok=True)
     # The manifest names every task and this call's share of them, for `pinbench status`.
     hashes = [_hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)]
     manifest = {"out_dir": Path(out_dir), "index": shard.index if shard else 0, "count": shard.count if shard else 1,
                 "stage": stage, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
     write_manifest(**manifest)
+    label = stage if shard is None else f"{stage} [shard {shard}]"
+    console = console or Console(stderr=True)
+    own_log = log_name(shard)
+    contents = read_store(samples_dir, own=own_log)
+    _print_problems(contents, console, label)
 
     records: dict[str, SampleRecord | None] = {}
     pending: list[tuple[str, Task, str]] = []
+    recomputed: dict[str, int] = {}
     for pos in positions:
         sid, task, task_hash = ids[pos], tasks[pos], hashes[pos]
-        stored, reason = _read_record(_record_path(samples_dir, sid), sid)
-        if stored is None and reason != "no record":
-            log.warning("recomputing %s", reason)
-        if _reusable(stored, task_hash, validate):
-            records[sid] = stored
-        else:
-            records[sid] = None  # keeps task order; filled in below
+        judged = _judge(contents.records.get(sid, []), task_hash, implementation, validate)
+        records[sid] = judged.reusable  # None keeps task order; filled in below
+        if judged.reusable is None:
             pending.append((sid, task, task_hash))
+            if judged.reason != "new":
+                recomputed[judged.reason] = recomputed.get(judged.reason, 0) + 1
 
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}
-    label = stage if shard is None else f"{stage} [shard {shard}]"
     started = time.perf_counter()
-    console = console or Console(stderr=True)
     plain = progress and not console.is_terminal  # CI and container logs: a line every 30 s instead of a bar
     last_line = started
-    with _progress_bar(progress, console) as bar:
+    # Opened only when there is something to store: a run that reuses everything writes nothing.
+    with LogWriter(samples_dir, own_log) if pending else contextlib.nullcontext() as store, \
+            _progress_bar(progress, console) as bar:
         bar_task = bar.add_task(label, total=len(pending), done=0, reused=n_reused, failed=0)
         for chunk_start in range(0, len(pending), batch_size):
             chunk = pending[chunk_start : chunk_start + batch_size]
-            for record in _compute(chunk, fn, batch_fn, validate):
-                _store(samples_dir, record)
+            for record in _compute(chunk, fn, batch_fn, validate, implementation):
+                store.append(record.to_bytes())
                 records[record.sample_id] = record
                 counts["done" if record.ok else "failed"] += 1
                 bar.update(bar_task, advance=1, done=counts["done"], failed=counts["failed"])
@@ -489,7 +535,9 @@ def run_samples(
 
     summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused, "
                f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
-    if plain:
+    if recomputed:
+        summary += f"; {recomputed_text(recomputed)}"
+    if plain or (progress and recomputed):
         console.print(summary, markup=False, highlight=False, soft_wrap=True)
     log.info(summary)
     final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
@@ -501,7 +549,13 @@ def run_samples(
         n_reused=n_reused,
         n_failed=counts["failed"],
         records=final,
+        recomputed=recomputed,
     )
+
+
+def recomputed_text(recomputed: Mapping[str, int]) -> str:
+    """``"12 recomputed: code changed; 3 recomputed: failed before"``, largest count first."""
+    return "; ".join(f"{n} recomputed: {why}" for why, n in sorted(recomputed.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 class StageLog:
@@ -517,13 +571,15 @@ class StageLog:
     """
 
     def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, stage: str, shard: Shard | None = None,
-                 units: Sequence[int] | None = None, id_key: str = "sample_id") -> None:
+                 units: Sequence[int] | None = None, id_key: str = "sample_id",
+                 implementation: Implementation | None = None) -> None:
         ids = _task_ids(tasks, id_key)
         if units is not None and (len(units) != len(tasks) or not all(
                 isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units)):
             raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
         self.samples_dir = Path(out_dir) / SAMPLES_DIR
-        self.samples_dir.mkdir(parents=True, exist_ok=True)
+        self._log = log_name(shard)
+        self._implementation = implementation
         self._hashes = {sid: _hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)}
         index, count = (shard.index, shard.count) if shard else (0, 1)
         keys = units if units is not None else range(len(tasks))
@@ -545,10 +601,12 @@ class StageLog:
             raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
         task_hash = self._hashes[sample_id]
         if error is not None:
-            record = SampleRecord(sample_id, FAILED, None, one_line(error) or "failed", task_hash, seconds)
+            record = SampleRecord(sample_id, FAILED, None, one_line(error) or "failed", task_hash, seconds,
+                                  implementation=self._implementation)
         else:
-            record = _finish(sample_id, task_hash, result, seconds, _is_dict)
-        _store(self.samples_dir, record)
+            record = _finish(sample_id, task_hash, result, seconds, _is_dict, self._implementation)
+        with LogWriter(self.samples_dir, self._log) as store:  # a handful of records per launch: one open each
+            store.append(record.to_bytes())
         self.records[sample_id] = record
         (self._reused.add if reused and record.ok else self._reused.discard)(sample_id)
         return record
@@ -567,9 +625,8 @@ class StageLog:
                           records=dict(self.records))
 
 
-def _compute(
-    chunk: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn | None, validate: Validator
-) -> list[SampleRecord]:
+def _compute(chunk: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn | None, validate: Validator,
+             implementation: Implementation | None) -> list[SampleRecord]:
     """Records for one chunk of pending tasks: batched if possible, else (or on failure) one by one."""
     if batch_fn is not None:
         started = time.perf_counter()
@@ -585,34 +642,37 @@ def _compute(
         else:
             seconds = (time.perf_counter() - started) / len(chunk)
             return [
-                _finish(sid, task_hash, result, seconds, validate)
+                _finish(sid, task_hash, result, seconds, validate, implementation)
                 for (sid, _, task_hash), result in zip(chunk, results, strict=True)
             ]
-    return [_compute_one(sid, task, task_hash, fn, validate) for sid, task, task_hash in chunk]
+    return [_compute_one(sid, task, task_hash, fn, validate, implementation) for sid, task, task_hash in chunk]
 
 
-def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: Validator) -> SampleRecord:
+def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: Validator,
+                 implementation: Implementation | None) -> SampleRecord:
     started = time.perf_counter()
     try:
         result = fn(task)
     except Exception as exc:  # failure isolation is the point; BaseException propagates
         return SampleRecord(
             sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
-            redact(traceback.format_exc()),
+            redact(traceback.format_exc()), implementation=implementation,
         )
-    return _finish(sid, task_hash, result, time.perf_counter() - started, validate)
+    return _finish(sid, task_hash, result, time.perf_counter() - started, validate, implementation)
 
 
-def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Validator) -> SampleRecord:
+def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Validator,
+            implementation: Implementation | None) -> SampleRecord:
     """An ok record for a JSON-clean, validated result, else a failed one saying why."""
     try:
         clean = clean_result(result)
     except TypeError as exc:
-        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, seconds)
+        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, seconds, implementation=implementation)
     accepted, reason = _passes(validate, clean)
     if not accepted:
-        return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds)
-    return SampleRecord(sid, OK, clean, None, task_hash, seconds)
+        return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds,
+                            implementation=implementation)
+    return SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
 
 
 def _progress_line(label: str, counts: Mapping[str, int], n_reused: int, n_pending: int, elapsed: float) -> str:
@@ -649,51 +709,53 @@ def merge_samples(
     tasks: Sequence[Task],
     *,
     id_key: str = "sample_id",
-    dest: Path | str,
+    dest: Path | str | None = None,
     validate: Validator | None = None,
+    implementation: Implementation | None = None,
 ) -> list[SampleRecord]:
-    """Join shard outputs into ``dest`` (JSONL, one record per task, task order) and return the records.
+    """Every task's record from the stores of ``out_dirs`` (all their shards' logs), in task order.
 
-    For each task the first directory (in the given order) holding an ok record that matches the
-    task's input_hash and passes ``validate`` wins; failing that, the first matching failed record.
-    A task with neither gets a failed record whose error starts with "missing: no result from any
-    shard", so the merged list always has exactly one record per task.
+    For each task the first directory (in the given order) holding a reusable record (ok, same input_hash
+    and implementation, passes ``validate``) wins; failing that, the newest failed record of the same input and
+    implementation. A task with neither gets a failed record whose error starts with "missing: no result from any
+    shard" and says what was stored instead, so the list always has exactly one record per task. With
+    ``dest``, the records are also written there as JSONL (one ``SampleRecord.to_bytes()`` per line).
     """
     validate = validate or _is_dict
     ids = _task_ids(tasks, id_key)
-    samples_dirs = [Path(d) / SAMPLES_DIR for d in out_dirs]
-    merged = [_pick(sid, task, samples_dirs, validate) for sid, task in zip(ids, tasks, strict=True)]
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(r.to_json(), ensure_ascii=False, allow_nan=False) + "\n" for r in merged]
-    write_atomic(dest, "".join(lines))
+    stores = [(Path(d) / SAMPLES_DIR, read_store(Path(d) / SAMPLES_DIR)) for d in out_dirs]
+    merged = [_pick(sid, _hash_task(sid, task), stores, validate, implementation)
+              for sid, task in zip(ids, tasks, strict=True)]
+    if dest is not None:
+        write_records(merged, Path(dest))
     return merged
 
 
-def _pick(sid: str, task: Task, samples_dirs: list[Path], validate: Validator) -> SampleRecord:
-    task_hash = _hash_task(sid, task)
+def write_records(records: Sequence[SampleRecord], path: Path) -> Path:
+    """Records as JSONL, one canonical record per line (the bytes their stored digests cover)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, b"".join(r.to_bytes() + b"\n" for r in records))
+
+
+def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]], validate: Validator,
+          implementation: Implementation | None) -> SampleRecord:
     failed: SampleRecord | None = None
     reasons: list[str] = []
-    for samples_dir in samples_dirs:
-        path = _record_path(samples_dir, sid)
-        record, reason = _read_record(path, sid)
-        if record is None:
-            if reason != "no record":
-                reasons.append(reason)
-        elif record.input_hash != task_hash:
-            reasons.append(f"{path}: stale record for a different task input")
-        elif _reusable(record, task_hash, validate):
-            return record
-        elif record.ok:
-            reasons.append(f"{path}: result rejected by validate()")
-        elif failed is None:
-            failed = record
+    for samples_dir, contents in stores:
+        candidates = contents.records.get(sid, [])
+        judged = _judge(candidates, task_hash, implementation, validate)
+        if judged.reusable is not None:
+            return judged.reusable
+        failed = failed or judged.failed
+        if judged.reason not in ("new", "failed before"):
+            reasons.append(f"{samples_dir}: stored record not used ({judged.reason})")
+        reasons += contents.problems_of.get(sid, [])
     if failed is not None:
         return failed
     error = MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
-    return SampleRecord(sid, FAILED, None, error, task_hash, 0.0)
+    return SampleRecord(sid, FAILED, None, error, task_hash, 0.0, implementation=implementation)
 
 
 def read_merged(path: Path | str) -> list[SampleRecord]:
-    """Read a JSONL file written by ``merge_samples``; ValueError names the file and line."""
+    """Read a JSONL file written by ``merge_samples`` / ``write_records``; ValueError names the file and line."""
     return read_finite_jsonl(path, SampleRecord.from_json, "sample record")

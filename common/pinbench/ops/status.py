@@ -19,6 +19,7 @@ from typing import Any
 
 from pinbench.core.runner import SampleRecord
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
+from pinbench.core.store import StoreContents, read_store
 from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission
 
@@ -96,15 +97,15 @@ def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatu
         return shards, None
     newest = manifests[-1]
     own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
-    samples_dir = newest.samples_dir
+    stored = read_store(newest.samples_dir)
     for shard in shards:
         manifest = own.get(shard.index, newest)
         shard.started = shard.index in own
         shard.finished = shard.started and own[shard.index].finished is not None
         for pos in manifest.owned(shard.index):
             sid, expected = manifest.sample_ids[pos], manifest.input_hashes[pos]
-            record = _record(samples_dir / f"{sid}.json")
-            if record is None or record.input_hash != expected:
+            record = _record(stored, sid, expected)
+            if record is None:
                 shard.pending.append(sid)
             elif record.ok:
                 shard.done.append(sid)
@@ -113,11 +114,16 @@ def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatu
     return shards, len(newest.sample_ids)
 
 
-def _record(path: Path) -> SampleRecord | None:
-    try:
-        return SampleRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+def _record(stored: StoreContents, sample_id: str, input_hash: str) -> SampleRecord | None:
+    """The newest readable record of this sample's inputs in the store, if any."""
+    for candidate in stored.records.get(sample_id, []):
+        try:
+            record = SampleRecord.from_json(candidate.data)
+        except ValueError:
+            continue
+        if record.input_hash == input_hash:
+            return record
+    return None
 
 
 def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState]], str]:

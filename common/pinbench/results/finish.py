@@ -6,7 +6,6 @@ reported, not diffed; a partial run never exits 0; the diff table and report sit
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,16 @@ from pinbench.core.files import write_atomic
 from pinbench.core.provenance import collect_provenance, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
-from pinbench.core.runner import RunSummary, SampleRecord, merge_samples
+from pinbench.core.runner import RunSummary, SampleRecord, merge_samples, write_records
 from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 from pinbench.results.report import write_report
 
 
 def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
                     id_key: str = "sample_id") -> list[SampleRecord]:
-    """Every task's stored record from ``cfg.out_dir`` (all shards), missing ones marked failed."""
-    return merge_samples([cfg.out_dir], tasks, id_key=id_key, dest=cfg.out_dir / "samples.jsonl")
+    """Every task's stored record from ``cfg.out_dir`` (all shards), missing ones marked failed; ``finish_run``
+    writes them to ``samples.jsonl``."""
+    return merge_samples([cfg.out_dir], tasks, id_key=id_key, implementation=cfg.implementation)
 
 
 FAILURES_FILE = "failures.tsv"
@@ -112,7 +112,7 @@ def finish_run(
         metrics=described, records=records, n_expected=n_expected, provenance=provenance,
         config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None, derived=derived,
     )
-    write_samples(records, cfg.out_dir / card["samples"]["path"])
+    write_records(records, cfg.out_dir / card["samples"]["path"])
     if "derived" in card:
         write_derived(derived, cfg.out_dir / card["derived"]["path"])
     else:
@@ -151,10 +151,3 @@ def finish_run(
             exit_code = max(exit_code, checked.exit_code)
     return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
                       report_path=report_path, message=message)
-
-
-def write_samples(records: Sequence[SampleRecord | Mapping[str, Any]], path: Path) -> Path:
-    """The per-sample records a scorecard aggregates, as the JSONL file it names (one record per line)."""
-    lines = [json.dumps(r.to_json() if isinstance(r, SampleRecord) else dict(r), ensure_ascii=False,
-                        allow_nan=False) + "\n" for r in records]
-    return write_atomic(path, "".join(lines))

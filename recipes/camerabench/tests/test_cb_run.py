@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from stored import store_snapshot
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
@@ -39,9 +40,9 @@ def test_fixture_run_passes_against_its_reference_and_resumes(tmp_path: Path) ->
     assert any("per-task VQA files" in note for note in card["extra"]["notes"])
     assert card["extra"]["caption_metric_upstream_names"]["word_f1"] == "spice"
     assert "PASS" in (out / "diff.txt").read_text()
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    stamps = store_snapshot(out / "samples")
     assert run(_cfg(out, fixture=True)).exit_code == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+    assert store_snapshot(out / "samples") == stamps
 
 
 def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_path: Path,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
@@ -65,10 +66,10 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     assert len(list((out / "figures").glob("*.png"))) == len(FIXTURE_VIDEOS)
 
     # a rerun reuses every stored sample and the fixture videos themselves
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    stamps = store_snapshot(out / "samples")
     videos = {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")}
     assert run(_cfg(out, fixture=True)).exit_code == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+    assert store_snapshot(out / "samples") == stamps
     assert {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")} == videos
 
 
@@ -83,12 +84,12 @@ def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(tmp_path: P
     first = run(_cfg(sharded, fixture=True, shard=Shard(0, 2)))
     # A shard stores its samples and leaves the scorecard to the merge (shards may run at the same time).
     assert first.exit_code == 0 and first.scorecard_path is None and not (sharded / "scorecard.json").exists()
-    assert len(list((sharded / "samples").glob("*.json"))) == 3
+    assert len(stored_ids(sharded / "samples")) == 3
     assert run(_cfg(sharded, fixture=True, shard=Shard(1, 2))).exit_code == 0
-    stamps = {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")}
-    assert len(stamps) == len(FIXTURE_VIDEOS)
+    stamps = store_snapshot(sharded / "samples")
+    assert len(stored_ids(sharded / "samples")) == len(FIXTURE_VIDEOS)
     assert run(_cfg(sharded, fixture=True)).exit_code == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (sharded / "samples").glob("*.json")} == stamps
+    assert store_snapshot(sharded / "samples") == stamps
     assert _card(sharded)["metrics"] == _card(plain)["metrics"]
     assert _per_sample(sharded) == _per_sample(plain)
 
@@ -98,7 +99,7 @@ def test_fixture_honours_limit_and_skip_scoring(tmp_path: Path) -> None:
     assert _card(tmp_path / "limited")["samples"]["n_expected"] == 2
     assert limited.exit_code == 3  # the 5-video fixture reference does not apply to 2 videos
     skipped = run(_cfg(tmp_path / "skipped", fixture=True, skip_scoring=True))
-    assert skipped.exit_code != 0 and not list((tmp_path / "skipped" / "samples").glob("*.json"))
+    assert skipped.exit_code != 0 and not stored_ids(tmp_path / "skipped" / "samples")
 
 
 def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
@@ -270,7 +271,8 @@ def test_worker_processes_score_disjoint_shards_like_one_process(
     spec = EstimatorSpec("farneback")
     tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
                         recipe_version="t")
-    failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC)
+    failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC,
+                                implementation=None)
     assert failures == 0
     run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource()), tmp_path / "single",
                 validate=HasMetric(PREVIEW_METRIC), progress=False)
@@ -393,7 +395,7 @@ def test_shards_store_their_samples_and_the_merge_writes_the_plain_runs_scorecar
         assert "the scorecard is written by the merge" in outcome.message
         # a shard writes nothing its siblings might write at the same time
         assert not any((out / name).exists() for name in ("scorecard.json", "samples.jsonl", "report", "figures"))
-    assert len(list((out / "samples").glob("*.json"))) == len(FIXTURE_VIDEOS)
+    assert len(stored_ids(out / "samples")) == len(FIXTURE_VIDEOS)
     merged = run(_cfg(out, fixture=True, skip_scoring=True))  # the finish job of `pinbench submit`
     assert merged.exit_code == 0, merged.message
     assert _card(out)["metrics"] == _card(plain)["metrics"] and _card(out)["status"] == "complete"

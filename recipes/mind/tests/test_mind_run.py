@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
@@ -64,9 +65,9 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
 
 def test_fixture_rerun_scores_nothing_again(fixture_run) -> None:
     out, _ = fixture_run
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "native" / "samples").glob("*.json")}
+    stamps = store_snapshot(out / "native" / "samples")
     assert run(_cfg(out, fixture=True)).exit_code == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "native" / "samples").glob("*.json")} == stamps
+    assert store_snapshot(out / "native" / "samples") == stamps
     assert sorted(p.name for p in (out / "official").iterdir()) == ["run-001"]
 
 
@@ -84,12 +85,12 @@ def test_three_fixture_shards_then_the_merge_equal_the_plain_run(fixture_run, tm
     assert plans == [set(ids[i::3]) for i in range(3)]               # process.py saw each shard's samples only
     assert sorted(p.name for p in (out / "native" / "shards").iterdir()) == ["0-of-3.json", "1-of-3.json",
                                                                            "2-of-3.json"]
-    stored = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
-    assert sorted(stored) == sorted(f"{sid}.json" for sid in ids)
+    stored = store_snapshot(out / "samples")
+    assert stored_ids(out / "samples") == set(ids)
 
     merged = run(_cfg(out, fixture=True, skip_scoring=True))
     assert merged.exit_code == 0, merged.message
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stored   # nothing rescored
+    assert store_snapshot(out / "samples") == stored   # nothing rescored
     assert len(list((out / "official").glob("run-*"))) == 3
 
     def rows(path: Path) -> list[tuple]:

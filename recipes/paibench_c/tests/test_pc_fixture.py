@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from stored import store_snapshot, stored_ids
 
 import pinbench_recipes.paibench_c.fixture as fixture
 from pinbench.core.config import RecipeError, RunConfig
@@ -53,11 +54,10 @@ def test_scores_order_by_perturbation_strength(first_run) -> None:
 def test_rerun_resumes_without_regenerating_or_rescoring(first_run) -> None:
     out, _ = first_run
     video = out / "edge" / "raw" / "task_0000" / "vision.mp4"
-    sample = out / "samples" / "task_0000.json"
-    before = (video.stat().st_mtime_ns, sample.stat().st_mtime_ns)
+    before = (video.stat().st_mtime_ns, store_snapshot(out / "samples"))
     again = run(_cfg(out))
     assert again.exit_code == 0
-    assert (video.stat().st_mtime_ns, sample.stat().st_mtime_ns) == before
+    assert (video.stat().st_mtime_ns, store_snapshot(out / "samples")) == before
 
 
 def test_gt_versus_gt_is_perfect(first_run) -> None:
@@ -94,12 +94,12 @@ def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(first_run, 
     first = run(recipe.config(out_dir=out, fixture=True, shard=Shard(0, 2), env={}))
     assert first.exit_code == 2   # half the tasks: partial
     assert len(list((out / "edge" / "videos").glob("*.mp4"))) == fixture.N_TASKS // 2  # only its share generated
-    assert len(list((out / "samples").glob("*.json"))) == fixture.N_TASKS // 2
+    assert len(stored_ids(out / "samples")) == fixture.N_TASKS // 2
     run(recipe.config(out_dir=out, fixture=True, shard=Shard(1, 2), env={}))
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    stamps = store_snapshot(out / "samples")
     merged = run(_cfg(out))
     assert merged.exit_code == 0, merged.message
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps  # nothing redone
+    assert store_snapshot(out / "samples") == stamps  # nothing redone
     cards = [json.loads((d / "scorecard.json").read_text()) for d in (out, plain)]
     assert cards[0]["metrics"] == cards[1]["metrics"] and cards[0]["samples"] == cards[1]["samples"]
     assert _per_sample(out) == _per_sample(plain)

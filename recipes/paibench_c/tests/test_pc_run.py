@@ -18,7 +18,7 @@ import pinbench_recipes.paibench_c.fetch as fetch_module
 import pinbench_recipes.paibench_c.run as run_module
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import Shard
+from pinbench.core.runner import Shard, load_records
 from pinbench.media.video import write_video
 from pinbench.ops.cache import hf_snapshot_dir
 from pinbench.ops.pins import HFPin
@@ -204,8 +204,8 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
     assert status.counts == {"done": 6, "failed": 0, "pending": 0}
     summary = json.loads((out / "generation" / "shards" / "0-of-2.json").read_text())["summary"]
     assert summary == {"total": 4, "done": 2, "reused": 2, "failed": 0}   # task_0000's videos were kept
-    record = json.loads((out / "generation" / "samples" / "edge.task_0001.json").read_text())
-    assert record["result"] == {"sha256": _sha(out / "edge" / "videos" / "task_0001.mp4")}
+    record = load_records(out / "generation")["edge.task_0001"]
+    assert record.result == {"sha256": _sha(out / "edge" / "videos" / "task_0001.mp4")}
 
 
 def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,8 +225,8 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     assert card["status"] == "partial" and outcome.exit_code != 0
     assert any("1 task(s) without a valid video (e.g. task_0002: generation failed: no output" in p
                for p in card["extra"]["problems"])
-    record = json.loads((world["tmp"] / "genfail" / "samples" / "task_0002.json").read_text())
-    assert record["result"]["errors"]["edge"].startswith("generation failed: no output")
+    record = load_records(world["tmp"] / "genfail")["task_0002"]
+    assert record.result["errors"]["edge"].startswith("generation failed: no output")
 
 
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
@@ -57,10 +58,10 @@ def test_fixture_outputs(fixture_run):
 
 def test_rerun_reuses_every_sample(fixture_run):
     out, _ = fixture_run
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    stamps = store_snapshot(out / "samples")
     outcome = run(fixture_config(out))
     assert outcome.exit_code == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps
+    assert store_snapshot(out / "samples") == stamps
 
 
 def test_missing_rollout_is_counted_and_named(tmp_path):
@@ -125,12 +126,12 @@ def test_shards_started_together_then_a_merging_run_equal_one_plain_run(fixture_
                                stderr=subprocess.STDOUT, text=True) for i in range(2)]
     logs = [shard.communicate(timeout=600)[0] for shard in shards]
     assert all(shard.returncode in (0, 2) for shard in shards), logs  # a shard alone may be partial
-    assert len(list((out / "samples").glob("*.json"))) == 7
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")}
+    assert len(stored_ids(out / "samples")) == 7
+    stamps = store_snapshot(out / "samples")
 
     outcome = run(fixture_config(out))
     assert outcome.exit_code == 0, outcome.message
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "samples").glob("*.json")} == stamps  # nothing redone
+    assert store_snapshot(out / "samples") == stamps  # nothing redone
     merged, single = (json.loads((d / "scorecard.json").read_text()) for d in (out, plain))
     assert merged["metrics"] == single["metrics"] and merged["samples"] == single["samples"]
     assert _per_sample(out) == _per_sample(plain)
@@ -139,7 +140,7 @@ def test_shards_started_together_then_a_merging_run_equal_one_plain_run(fixture_
 def test_skip_scoring_scores_nothing(tmp_path):
     outcome = run(get_recipe("remembench").config(out_dir=tmp_path, fixture=True, offline=True, skip_scoring=True,
                                                   options={"device": "cpu"}, env={}))
-    assert outcome.exit_code != 0 and not list((tmp_path / "samples").glob("*.json"))
+    assert outcome.exit_code != 0 and not stored_ids(tmp_path / "samples")
 
 
 def test_options_the_fixture_does_not_use_are_refused(tmp_path):
