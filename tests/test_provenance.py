@@ -52,9 +52,10 @@ def test_collect_provenance_fields() -> None:
     assert p["packages"]["distributions_sha256"] == hashlib.sha256("\n".join(dists).encode()).hexdigest()
     assert p["packages"]["n_distributions"] == len(dists)
     assert p["packages"]["numpy"] == np.__version__
-    import torch
+    import torch  # this run's own work imported torch: its runtime state is recorded
 
-    assert p["packages"]["torch"] == torch.__version__
+    p = collect_provenance(pins=PINS, seeds={"global": 1234}, extra={"gt_recomputed": True})
+    assert p["packages"]["torch"] == torch.__version__ and p["packages"]["torch_runtime"] == "imported by this run"
     assert p["packages"]["cuda"] == torch.version.cuda
     assert isinstance(p["gpus"], list)
     if not torch.cuda.is_available():
@@ -175,9 +176,27 @@ def test_redact_takes_extra_secret_values(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_torch_missing_is_tolerated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(prov.importlib.util, "find_spec", lambda name: None)
+    real = prov.importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "torch":
+            raise prov.importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(prov.importlib.metadata, "version", version)
     p = collect_provenance(pins={})
     assert (p["packages"]["torch"], p["packages"]["cuda"], p["gpus"]) == (None, None, [])
+
+
+def test_a_run_that_loads_no_model_imports_no_torch_for_its_provenance() -> None:
+    """Score-only runs (CameraBench -o scores=) describe torch from its metadata; they never import it."""
+    code = ("import sys, json; from pinbench.core.provenance import collect_provenance; "
+            "p = collect_provenance(pins={}); "
+            "print(json.dumps([p['packages']['torch'], p['packages']['torch_runtime'], 'torch' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    import importlib.metadata
+
+    assert json.loads(out) == [importlib.metadata.version("torch"), "not imported by this run", False]
 
 
 # ----------------------------------------------------------------------------------------- secrets

@@ -410,7 +410,7 @@ def test_interval_shown_with_its_method_and_seed(tmp_path: Path) -> None:
     interval = card["metrics"]["edge/canny_f1"]["interval"]
     cell = f"[{interval['low']:.4g}, {interval['high']:.4g}]"
     assert cell in _row(page, "edge/canny_f1")
-    assert "BCa over 6 samples; 9999 resamples, seed 0; scipy.stats.bootstrap" in _row(page, "edge/canny_f1")
+    assert "BCa over 6 samples; 9999 resamples, seed 0; pinbench batched bootstrap" in _row(page, "edge/canny_f1")
 
 
 def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def test_mean_interval_matches_the_normal_closed_form() -> None:
     assert got["low"] == pytest.approx(x.mean() - half, abs=0.05 * half)
     assert got["high"] == pytest.approx(x.mean() + half, abs=0.05 * half)
     assert (got["n_resamples"], got["seed"], got["level"]) == (9999, 0, 0.95)
-    assert got["implementation"].startswith("scipy.stats.bootstrap ")
+    assert got["implementation"].startswith("pinbench batched bootstrap")
 
 
 @pytest.mark.parametrize("aggregation", ["mean", "median"])
@@ -188,3 +188,49 @@ def test_a_non_finite_interval_bound_is_refused(tmp_path: Path) -> None:
     path.write_text(text.replace('"low": ', '"low": NaN, "was": ', 1))
     with pytest.raises(ScorecardError, match="non-finite number NaN"):
         load_scorecard(path)
+
+
+# ------------------------------------------------------------------------- batched, and equal to scipy's
+
+
+def _scipy_interval(samples, reduce, method, paired, seed):
+    import warnings
+
+    def statistic(*data, axis=-1):
+        return reduce(data[0], axis=axis) if len(data) == 1 else reduce(data[1], axis=axis) - reduce(data[0], axis=axis)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ci = stats.bootstrap(samples, statistic, n_resamples=FAST, method=method, paired=paired, vectorized=True,
+                             rng=np.random.default_rng(seed)).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+@pytest.mark.parametrize("n", [2, 5, 31, 400])
+@pytest.mark.parametrize("aggregation", ["mean", "median"])
+@pytest.mark.parametrize("shape", ["one run", "paired", "unpaired"])
+def test_the_batched_bootstrap_gives_scipys_bounds(n: int, aggregation: str, shape: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same resamples, same BCa, same quantiles as scipy.stats.bootstrap, to 1e-12, however the batches are cut."""
+    from pinbench.core import uncertainty
+
+    rng = np.random.default_rng(n)
+    a = rng.normal(0.5, 0.2, n)
+    b = a + rng.normal(0.02, 0.05, n) if shape == "paired" else rng.normal(0.55, 0.2, n + 3)
+    samples = (a,) if shape == "one run" else (a, b)
+    reduce, method = (np.mean, "BCa") if aggregation == "mean" else (np.median, "percentile")
+    for batch_values in (1, 97, uncertainty.BATCH_VALUES):  # a resample per batch, odd cuts, one batch
+        monkeypatch.setattr(uncertainty, "BATCH_VALUES", batch_values)
+        low, high, _ = uncertainty._run_bootstrap(samples, reduce, method, paired=shape == "paired",
+                                                  n_resamples=FAST, seed=4)
+        want = _scipy_interval(samples, reduce, method, shape == "paired", 4)
+        assert low == pytest.approx(want[0], rel=1e-12, abs=1e-15)
+        assert high == pytest.approx(want[1], rel=1e-12, abs=1e-15)
+
+
+def test_the_quantile_is_scipys_to_the_last_bit() -> None:
+    from pinbench.core.uncertainty import _quantile
+
+    values = np.sort(np.random.default_rng(1).random(10))
+    for level in (0.0, 0.025, 0.0312345, 0.5, 0.975, 1.0):
+        assert _quantile(values, level) == float(stats.quantile(values, level))

@@ -541,6 +541,7 @@ def demo(
     """Run every recipe's fixture mode on CPU and write one report over all of them.
 
     Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
+    from pinbench.core.check import check_run
     from pinbench.core.uncertainty import has_interval
     from pinbench.results.report import write_report
 
@@ -567,6 +568,10 @@ def demo(
             if not any(has_interval(metric.get("interval")) for metric in card["metrics"].values()):
                 failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
                               "fixture two or more samples in a cohort)")
+            checked = check_run(outcome.scorecard_path.parent)  # the demo is CI's check of every fixture directory
+            _echo(checked.lines()[-1])
+            if checked.problems:
+                failed.append(f"{recipe.name} (pinbench check: {'; '.join(checked.problems[:2])})")
     # The report is secondary: with no scorecard there is none to write, and its own error never
     # replaces the fixture failures above.
     if cards:

@@ -68,14 +68,14 @@ def run(cfg: RunConfig) -> RunOutcome:
         run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
                     implementation=cfg.implementation, stage="script 2")
     samples = collect_records(cfg, tasks)
-    groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None)
     timings["script2"] = time.perf_counter() - started
 
     # 4. scorecard (the group records are derived, never counted as samples), diff, report
     return finish_run(
         recipe, cfg,
         metrics=metric_specs(data, judged=judge is not None),
-        records=samples, n_expected=len(tasks), derived=groups,
+        records=samples, n_expected=len(tasks),
+        derived=lambda: group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None),
         pins=inputs.pins_for_provenance(model, fixture=cfg.fixture),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else ({"caption": CAPTION_SEED} if model else None),

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from pinbench.core.files import atomic_path
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL  # noqa: E402
 
 DYNAMIC_COLOUR = "#d8f0dc"
@@ -44,7 +45,7 @@ def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: s
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with atomic_path(path, suffix=".png") as tmp:  # a killed run never leaves half a figure to be reused
+        fig.savefig(tmp, format="png")
     plt.close(fig)
     return path

@@ -7,6 +7,7 @@ the fraction of 2 s clips judged dynamic) in a scorecard.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -62,7 +63,6 @@ def run(cfg: RunConfig) -> RunOutcome:
     timings["score"] = time.perf_counter() - started
 
     # 4. aggregate (suite mean over videos), diff against the reference if one exists, report
-    figures = _motion_figures(records, cfg.out_dir / "figures", metric)
     return finish_run(
         recipe, cfg,
         metrics=[MetricSpec(metric, aggregation="mean")],
@@ -73,7 +73,7 @@ def run(cfg: RunConfig) -> RunOutcome:
         extra=_extra(estimator, options.source, records, metric),
         provenance_extra={"flow": estimator.describe(), "clip_source": options.source.describe(),
                           "devices": devices or [getattr(estimator, "device", "cpu")]},
-        extra_figures=figures,
+        extra_figures=lambda: _motion_figures(records, cfg.out_dir / "figures", metric),
     )
 
 
@@ -116,14 +116,23 @@ def _loop_family_means(records: Sequence[SampleRecord], metric: str) -> dict[str
 
 def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
                     metric: str) -> list[tuple[str, Path, str, str]]:
-    """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest."""
+    """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest.
+
+    A figure is named by its video and a digest of its record, so a video whose record did not change keeps
+    its PNG and only changed ones are drawn; figures of records that are gone are removed."""
     figures = []
+    keep: set[Path] = set()
     for record in records:
         if not record.ok or not record.result:
             continue
-        png = plot_motion(record.result, record.sample_id, out_dir / f"{record.sample_id}.png", metric)
+        png = out_dir / f"{record.sample_id}.{hashlib.sha256(record.to_bytes()).hexdigest()[:16]}.png"
+        keep.add(png)
+        if not png.is_file():
+            plot_motion(record.result, record.sample_id, png, metric)
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
                    f"every {result['sampling_interval']} frame(s) sampled; {result['clip_source']}")
         figures.append((f"m over time: {record.sample_id}", png, caption, record.sample_id))
+    for stale in set(out_dir.glob("*.png")) - keep if out_dir.is_dir() else ():
+        stale.unlink()
     return figures

@@ -91,7 +91,6 @@ def run(cfg: RunConfig) -> RunOutcome:
     rows = outputs.scene_rows(tasks, records)
     outputs.write_jsonl(rows, cfg.out_dir / "scenes.jsonl")
     outputs.write_scores(groups, rows, cfg.out_dir / "scores.json")
-    figures = outputs.pair_figures(groups, rows, cfg.out_dir, cfg.out_dir / "figures")
     specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
              for g in groups for name in METRICS]
@@ -110,7 +109,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                "warnings": warnings, "release": release.provenance(), "models": model_labels,
                "outputs": {"scenes": "scenes.jsonl", "scores": "scores.json"}},
         provenance_extra={"release": release.provenance(), "models": model_labels},
-        extra_figures=figures,
+        extra_figures=lambda: outputs.pair_figures(groups, rows, cfg.out_dir, cfg.out_dir / "figures"),
     )
 
 

@@ -174,20 +174,27 @@ def installed_distributions() -> list[str]:
 
 
 def _torch_state() -> dict[str, Any]:
-    """torch / CUDA / cuDNN versions and GPU names; imported lazily and optional."""
-    state: dict[str, Any] = {"torch": None, "cuda": None, "cudnn": None, "gpus": []}
-    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+    """torch's version, and where this run imported torch for its own work its CUDA / cuDNN versions and GPUs.
+
+    Why not import it here: a run that loads no model (a score-only CameraBench run) would spend 0.7 GB and
+    seconds on torch only to describe it; its installed version comes from the package metadata instead, and
+    ``torch_runtime`` says the runtime state was not read.
+    """
+    state: dict[str, Any] = {"torch": _dist_version("torch"), "cuda": None, "cudnn": None, "gpus": [],
+                             "torch_runtime": "not imported by this run"}
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "cuda"):  # not imported, or a broken import half-way
         return state
     try:
-        import torch
-    except Exception:  # a broken torch install must not stop a CPU-only recipe from reporting
+        state["torch"] = torch.__version__
+        state["cuda"] = torch.version.cuda
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        state["cudnn"] = str(cudnn) if cudnn is not None else None
+        if torch.cuda.is_available():
+            state["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # a broken torch install must not stop a recipe from reporting
         return state
-    state["torch"] = torch.__version__
-    state["cuda"] = torch.version.cuda
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    state["cudnn"] = str(cudnn) if cudnn is not None else None
-    if torch.cuda.is_available():
-        state["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    state["torch_runtime"] = "imported by this run"
     return state
 
 
@@ -290,6 +297,7 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
         "platform": platform.platform(),
         "packages": {
             "torch": torch_state["torch"],
+            "torch_runtime": torch_state["torch_runtime"],
             "cuda": torch_state["cuda"],
             "cudnn": torch_state["cudnn"],
             "numpy": _dist_version("numpy"),

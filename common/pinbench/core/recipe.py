@@ -342,6 +342,14 @@ def _sources_digest(named: tuple[tuple[str, Path, int, int], ...]) -> str:
     return digest.hexdigest()
 
 
+def library_digest() -> str:
+    """SHA-256 of the pinbench library's own sources, templates and schemas (what a scorecard and report are
+    computed with); cached per process while the files' sizes and mtimes hold."""
+    root = MEDIA_DIR.parent
+    return _code_digest((p.relative_to(root).as_posix(), p) for p in root.rglob("*")
+                        if p.is_file() and p.suffix in (".py", ".j2", ".json"))
+
+
 def _code_digest(*groups: Iterable[tuple[str, Path]]) -> str:
     """One digest of several source files by name and bytes (cached per process while their size and mtime hold)."""
     named = sorted((name, path) for group in groups for name, path in group if "__pycache__" not in path.parts)

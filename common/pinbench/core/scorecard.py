@@ -27,6 +27,7 @@ import json
 import math
 import numbers
 import statistics
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -117,9 +118,34 @@ def record_id(record: Any) -> str:
     return str(_get(record, "derived_id" if is_derived(record) else "sample_id"))
 
 
-def reads(metric_is_derived: bool, record: Any) -> bool:
-    """Whether a metric reads this record: derived metrics read derived records only, the others samples only."""
-    return is_derived(record) == metric_is_derived
+class RecordIndex:
+    """A run's records split once into samples and derived records, each by id, with its position.
+
+    Why: a scorecard has up to hundreds of metrics (CameraBench: 178, most of them one split's derived value)
+    over up to tens of thousands of samples; scanning every record for every metric was 3 million calls.
+    A metric with a cohort reads exactly its members; one without reads its kind of records once.
+    """
+
+    def __init__(self, records: Sequence[Any]) -> None:
+        self.samples: list[Any] = []
+        self.derived: list[Any] = []
+        self.position: dict[tuple[bool, str], int] = {}
+        for position, record in enumerate(records):
+            derived = is_derived(record)
+            (self.derived if derived else self.samples).append(record)
+            self.position.setdefault((derived, record_id(record)), position)
+        self._records = list(records)
+
+    def read_by(self, derived: bool, cohort: Collection[str] | None) -> list[Any]:
+        """The records a metric reads, in record order: every sample (or derived record), or its cohort's."""
+        if cohort is None:
+            return self.derived if derived else self.samples
+        found = sorted(p for i in cohort if (p := self.position.get((derived, i))) is not None)
+        return [self._records[p] for p in found]
+
+
+def _index(records: Sequence[Any] | RecordIndex) -> RecordIndex:
+    return records if isinstance(records, RecordIndex) else RecordIndex(records)
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -201,8 +227,10 @@ def _aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] 
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> dict[str, Any]:
-    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too)."""
+def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expected: int) -> dict[str, Any]:
+    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too).
+
+    ``records`` may be a ``RecordIndex`` built once for all metrics of a scorecard."""
     cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
     expected = len(cohort) if cohort is not None else n_expected
     if spec.derived and cohort is None:
@@ -215,12 +243,8 @@ def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> d
     groups: list[Any] = []
     failed: list[dict[str, str]] = []
     seen: set[str] = set()
-    for record in records:
-        if not reads(spec.derived, record):
-            continue
+    for record in _index(records).read_by(spec.derived, cohort):
         sample_id = record_id(record)
-        if cohort is not None and sample_id not in cohort:
-            continue
         seen.add(sample_id)
         value, group, error = _metric_value(spec, record)
         if error is not None:
@@ -262,7 +286,7 @@ def score_metric(spec: MetricSpec, records: Sequence[Any], n_expected: int) -> d
     return entry
 
 
-def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any]
+def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any] | RecordIndex
                    ) -> tuple[dict[str, tuple[float, Any]], dict[str, str]]:
     """A scorecard metric's per-sample values read back from its run's records, the way it was scored.
 
@@ -275,12 +299,8 @@ def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any]
     cohort = set(metric["sample_ids"]) if metric.get("sample_ids") is not None else None
     scored: dict[str, tuple[float, Any]] = {}
     failed: dict[str, str] = {}
-    for record in records:
-        if not reads(derived, record):
-            continue
+    for record in _index(records).read_by(derived, cohort):
         sample_id = record_id(record)
-        if cohort is not None and sample_id not in cohort:
-            continue
         value, group, error = _metric_value(spec, record)
         if error is not None:
             failed[sample_id] = error
@@ -336,7 +356,7 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate sample ids in records: {', '.join(dupes[:5])}")
     derived_ids = [record_id(r) for r in derived]
-    clash = sorted({i for i in derived_ids if derived_ids.count(i) > 1} | (set(derived_ids) & set(ids)))
+    clash = sorted({i for i, n in Counter(derived_ids).items() if n > 1} | (set(derived_ids) & set(ids)))
     if clash:
         raise ValueError(f"derived record ids repeat or name a sample: {', '.join(clash[:5])}")
     n_ok = sum(1 for r in records if _get(r, "status") == "ok")
@@ -345,7 +365,8 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
         raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
                          "n_expected must be the full task count")
 
-    per_metric = {spec.name: score_metric(spec, [*records, *derived], n_expected) for spec in metrics}
+    index = RecordIndex([*records, *derived])
+    per_metric = {spec.name: score_metric(spec, index, n_expected) for spec in metrics}
     status, reasons = derive_status(per_metric)
     card: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

@@ -1,24 +1,26 @@
-"""The last steps every recipe shares: samples file, scorecard, diff against the reference, report, check.
+"""The last steps every recipe shares: samples file, scorecard, diff against the reference, report.
 
 Kept in one place so that every recipe applies the same rules: a run without a matching reference is
-reported, not diffed; a partial run never exits 0; the diff table and report sit next to the scorecard.
+reported, not diffed; a partial run never exits 0; the diff table and report sit next to the scorecard; a
+rerun that changed nothing recomputes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig, RunOutcome
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_atomic
-from pinbench.core.provenance import collect_provenance, redact
-from pinbench.core.recipe import Recipe
+from pinbench.core.provenance import collect_provenance, redact, to_jsonable
+from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
-from pinbench.core.runner import RunSummary, SampleRecord, merge_samples, write_records
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.runner import RunSummary, SampleRecord, merge_samples
+from pinbench.core.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, write_scorecard
 from pinbench.results.report import write_report
 
 
@@ -30,6 +32,8 @@ def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
 
 
 FAILURES_FILE = "failures.tsv"
+REPORT = PurePosixPath("report", "index.html")
+Figures = Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]]
 FAILURES_SHOWN = 5
 
 
@@ -88,66 +92,113 @@ def finish_run(
     seeds: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     provenance_extra: Mapping[str, Any] | None = None,
-    extra_figures: Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]] = (),
-    derived: Sequence[DerivedRecord] = (),
+    extra_figures: Figures | Callable[[], Figures] = (),
+    derived: Sequence[DerivedRecord] | Callable[[], Sequence[DerivedRecord]] = (),
 ) -> RunOutcome:
     """Write ``samples.jsonl`` (exactly the records aggregated) and ``scorecard.json``, diff it against the
-    recipe's reference, write ``report/``, then ``pinbench check`` the directory (unsharded runs).
+    recipe's reference, and write ``report/``.
 
     ``n_expected`` counts samples only. ``derived`` are the records computed from them at finish time
     (``pinbench.core.derived``): written to ``derived.jsonl`` and counted apart, never as samples.
-
     ``extra_figures`` are (title, png, caption) for the run, or (title, png, caption, sample_id) for one
-    sample: the report shows failures and the worst and best few of those, and names the rest.
+    sample: the report shows failures and the worst and best few of those, and names the rest. Both may be
+    given as functions, called only when the scorecard is computed.
+
+    A rerun whose scorecard would be computed from exactly what the existing one was (the same records,
+    configuration, declaration, reference and library: ``computed_from``) keeps that scorecard and its report
+    and computes neither again; the diff is always given afresh. The standalone ``pinbench check`` is what
+    recounts a directory from its files; the run does not re-read what it has just computed.
 
     The exit code is the diff's when a reference exists for this checkpoint and mode; otherwise 0
-    for a complete run and non-zero for a partial or failed one. A problem the check finds is printed
-    and makes the exit code non-zero (at least 2).
+    for a complete run and non-zero for a partial or failed one.
     """
     described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-    provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
-                                    extra=dict(provenance_extra or {}))
-    card = build_scorecard(
-        recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
-        metrics=described, records=records, n_expected=n_expected, provenance=provenance,
-        config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None, derived=derived,
-    )
-    write_records(records, cfg.out_dir / card["samples"]["path"])
-    if "derived" in card:
-        write_derived(derived, cfg.out_dir / card["derived"]["path"])
-    else:
-        (cfg.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
-    scorecard_path = write_scorecard(card, cfg.out_dir / "scorecard.json")
-
+    samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
     ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
-    result = None
-    references = None
-    if ref_path is None:
+    computed_from = _computed_from(recipe, cfg, samples_bytes, described, n_expected, ref_path,
+                                   {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance_extra})
+    scorecard_path = cfg.out_dir / "scorecard.json"
+    report_path = cfg.out_dir / REPORT
+    card = _unchanged(scorecard_path, report_path, computed_from)
+    kept = card is not None
+    if card is not None:
+        print(f"{recipe.name}: nothing changed since the scorecard of {card['provenance']['timestamp']}: "
+              "scorecard and report kept", flush=True)
+        samples_path = cfg.out_dir / card["samples"]["path"]
+        if not _holds(samples_path, samples_bytes):  # the file was edited or removed since: put it back
+            write_atomic(samples_path, samples_bytes)
+    else:
+        derived = list(derived() if callable(derived) else derived)
+        provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
+                                        extra=dict(provenance_extra or {}))
+        card = build_scorecard(
+            recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
+            metrics=described, records=records, n_expected=n_expected, provenance=provenance,
+            config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None, derived=derived,
+        )
+        card["computed_from"] = computed_from
+        write_atomic(cfg.out_dir / card["samples"]["path"], samples_bytes)
+        if "derived" in card:
+            write_derived(derived, cfg.out_dir / card["derived"]["path"])
+        else:
+            (cfg.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
+        write_scorecard(card, scorecard_path)
+
+    reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
+    result = diff(card, reference) if reference is not None else None
+    if result is None:
         exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
         message = (f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}: "
                    f"reported, not diffed (status {card['status']})")
     else:
-        reference = load_reference(ref_path, recipe=recipe)
-        references = {recipe.name: reference}
-        result = diff(card, reference)
         exit_code = result.exit_code
         message = render_diff(result)
-    write_atomic(cfg.out_dir / "diff.txt", message + "\n")
+    if not _holds(cfg.out_dir / "diff.txt", (message + "\n").encode()):
+        write_atomic(cfg.out_dir / "diff.txt", message + "\n")
     print(message, flush=True)
     for line in summarize_failures(card, cfg.out_dir):
         print(line, flush=True)
-
-    report_path = write_report(
-        [scorecard_path], cfg.out_dir / "report", references=references,
-        samples={recipe.name: [*records, *derived]},
-        extra_figures={recipe.name: list(extra_figures)} if extra_figures else None,
-        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
-    )
-    if cfg.shard is None:  # a shard's directory is checked by the run that merges the shards
-        checked = check_run(cfg.out_dir)
-        print("\n".join(checked.lines()), flush=True)
-        message = "\n".join([message, *checked.lines()])
-        if checked.problems:
-            exit_code = max(exit_code, checked.exit_code)
+    if not kept:
+        figures = extra_figures() if callable(extra_figures) else extra_figures
+        report_path = write_report(
+            [scorecard_path], cfg.out_dir / "report",
+            references={recipe.name: reference} if reference is not None else None,
+            samples={recipe.name: [*records, *derived]},
+            extra_figures={recipe.name: list(figures)} if figures else None,
+            title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
+        )
     return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
                       report_path=report_path, message=message)
+
+
+def _computed_from(recipe: Recipe, cfg: RunConfig, samples_bytes: bytes, metrics: Sequence[MetricSpec],
+                   n_expected: int, reference: Path | None, context: Mapping[str, Any]) -> str:
+    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records' bytes,
+    the configuration, the metrics and the declaration, the reference that applies, the recipe's code (in
+    ``cfg.implementation``) and the library's (``library_digest``), and what the recipe describes."""
+    digest = hashlib.sha256()
+    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": n_expected, "context": context,
+                                     "metrics": [spec.__dict__ for spec in metrics], "library": library_digest()}),
+                        sort_keys=True, default=str).encode(),
+             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"", samples_bytes]
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def _unchanged(scorecard: Path, report: Path, computed_from: str) -> dict[str, Any] | None:
+    """The existing scorecard when it is valid and was computed from exactly this, and its report exists."""
+    if not (scorecard.is_file() and report.is_file()):
+        return None
+    try:
+        card = load_scorecard(scorecard)
+    except ScorecardError:
+        return None
+    return card if card.get("computed_from") == computed_from else None
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
