@@ -230,6 +230,34 @@ def doctor(
     raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
+def annotate(
+    ctx: typer.Context,
+    recipe_name: Annotated[str | None, typer.Argument(help="recipe whose rollouts to annotate: remembench")] = None,
+) -> None:
+    """Annotate rollouts by hand in a local page (RememBench T2V: each rollout's departure and revisit frames).
+
+    The recipe's tool takes the rest of the line: `pinbench annotate remembench --help` lists its options."""
+    import importlib
+
+    if recipe_name is None or recipe_name in ("-h", "--help"):
+        _echo(ctx.get_help())
+        raise typer.Exit(0 if recipe_name else 2)
+    recipe = _recipe(recipe_name)
+    module = f"{recipe.package}.annotate"
+    try:
+        tool = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        _fail(f"{recipe.name} has no annotation tool (remembench has one: its T2V pairs are annotated by hand)")
+    try:
+        code = tool.main(ctx.args)
+    except RecipeError as exc:
+        _fail(str(exc))
+    raise typer.Exit(code)
+
+
 # ------------------------------------------------------------------------------------ clusters
 
 
@@ -621,7 +649,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-RECIPE_SUBCOMMANDS = ("fetch", "run", "export", "build")
+RECIPE_SUBCOMMANDS = ("fetch", "run", "export", "build", "annotate")
 
 
 def recipe_main(recipe_name: str, argv: list[str] | None = None) -> None:
