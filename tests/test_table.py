@@ -123,6 +123,16 @@ def test_metrics_primary_only_digits_and_interval_style(runs) -> None:
         table(runs, interval="sd")
 
 
+def test_an_interval_that_excludes_its_value_is_shown_as_a_range(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "Odd", 0.0, 1, metrics=ALL_METRICS[:1])
+    card = json.loads((run / "scorecard.json").read_text())
+    value = card["metrics"]["f1"]["value"]
+    card["metrics"]["f1"]["interval"].update(low=value + 0.01, high=value + 0.02)
+    (run / "scorecard.json").write_text(json.dumps(card))
+    text = render(table([run]), "markdown")
+    assert f"[{value + 0.01:.3f}, {value + 0.02:.3f}]" in text and "+-" not in text
+
+
 def test_runs_of_another_recipe_or_twice_or_without_samples(runs, tmp_path: Path) -> None:
     other = write_run(tmp_path, "Other", 0.0, 5, recipe="other-bench")
     with pytest.raises(TableError, match="recipe 'other-bench', but .* has 'toy-bench'"):

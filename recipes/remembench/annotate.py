@@ -165,6 +165,21 @@ def render_agreement(paths: Sequence[Path], a: Mapping[str, tuple[int, int]], b:
 # ------------------------------------------------------------------------------------------ command line
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535; 0 picks a free one)")
+    return int(text)
+
+
+def _annotator(given: str | None) -> str:
+    if given is not None:
+        return given
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name known to this process (a container's uid without a passwd entry)
+        raise RecipeError("--annotator NAME is required here (the user name of this process is unknown)") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Mark the departure and revisit frame of each RememBench T2V rollout in a local "
@@ -177,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--paper-backbone", action="store_true",
                         help=f"the rollouts come from the paper's backbone, {PAPER_BACKBONE}, with the dataset's "
                              "seeds: prefill each departure from the dataset (labelled, editable)")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--agreement", type=Path, nargs=2, metavar=("A", "B"),
                         help="compare two annotation files: per-scene frame differences and, with --videos, "
                              "the CLIP and LPIPS change they cause; exit 0 when they agree, 1 when not")
@@ -230,7 +245,7 @@ def _serve(args: argparse.Namespace, opts: Options, fixture: FixtureData | None)
     paper = fixture.paper if fixture else PAPER
     session = open_session(Path(videos), _release(opts, fixture), paper["t2v"], decoder=opts.decoder,
                            paper_backbone=args.paper_backbone)
-    with AnnotationStore(args.out, annotator=args.annotator or getpass.getuser(),
+    with AnnotationStore(args.out, annotator=_annotator(args.annotator),
                          rollouts={s.scene_id: s.rollout for s in session.scenes},
                          session=session.provenance()) as store, bind_loopback(args.port) as sock:
         filled = prefill_departures(session, store)

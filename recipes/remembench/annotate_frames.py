@@ -31,7 +31,11 @@ NATIVE_KEPT = 24  # native frames held (decoded RGB: 3.2 MB each at 1376x768)
 
 
 class FrameError(ValueError):
-    """A frame that cannot be served: not in the rollout, or the rollout does not decode (one line)."""
+    """A frame that cannot be served because its rollout does not decode (one line)."""
+
+
+class FrameNotFound(FrameError):
+    """No such frame: a scene without a video, or a number outside the rollout."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,11 @@ class FrameStore:
 
     def _check(self, scene_id: str, frame: int) -> tuple[Path, int]:
         if scene_id not in self.videos:
-            raise FrameError(f"scene {scene_id!r} has no video")
+            raise FrameNotFound(f"scene {scene_id!r} has no video")
         video, n_frames = self.videos[scene_id]
         if not 0 <= frame < n_frames:
-            raise FrameError(f"scene {scene_id!r}: frame {frame} is not a frame of its rollout (0 to {n_frames - 1})")
+            raise FrameNotFound(f"scene {scene_id!r}: frame {frame} is not a frame of its rollout "
+                                f"(0 to {n_frames - 1})")
         return video, n_frames
 
     def _scene(self, scene_id: str) -> _SceneImages:

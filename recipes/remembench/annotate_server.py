@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from pinbench_recipes.remembench.annotate_frames import FrameError, FrameStore, Rendition
+from pinbench_recipes.remembench.annotate_frames import FrameError, FrameNotFound, FrameStore, Rendition
 from pinbench_recipes.remembench.annotate_session import Scene, Session
 from pinbench_recipes.remembench.annotation_store import MARKS, AnnotationError, AnnotationStore, SceneMarks
 
@@ -170,8 +170,8 @@ def build_app(session: Session, store: AnnotationStore, frames: FrameStore, toke
                 return _error(f"unknown scene {scene_id!r}", 404)
             try:
                 rendition: Rendition = await run_in_threadpool(getattr(frames, kind), scene_id, frame)
-            except FrameError as exc:
-                return _error(str(exc), 404 if "not a frame" in str(exc) or "no video" in str(exc) else 422)
+            except FrameError as exc:  # 404: no such frame; 422: the rollout does not decode
+                return _error(str(exc), 404 if isinstance(exc, FrameNotFound) else 422)
             return Response(rendition.body, media_type=rendition.media_type,
                             headers={"cache-control": "private, max-age=86400"})
         return endpoint

@@ -261,7 +261,7 @@ def _spread(result: MetricResult, digits: int, style: str) -> tuple[str, str] | 
     """(kind, text): ``("pm", "0.013")``, ``("asym", "+0.013/-0.010")`` or ``("range", "[0.899, 0.925]")``."""
     if result.low is None or result.high is None or result.value is None:
         return None
-    if style == "range":
+    if style == "range" or not result.low <= result.value <= result.high:  # a bound is never shown as "+-0.1"
         return "range", f"[{_number(result.low, digits)}, {_number(result.high, digits)}]"
     above, below = _number(result.high - result.value, digits), _number(result.value - result.low, digits)
     return ("pm", above) if above == below else ("asym", f"+{above}/-{below}")

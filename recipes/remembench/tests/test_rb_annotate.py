@@ -456,3 +456,5 @@ def test_the_cli_command_hands_over_to_the_recipe_tool() -> None:
     assert other.exit_code == 2 and "mind has no annotation tool" in other.output
     missing = runner.invoke(cli.app, ["annotate", "remembench", "--videos", "/nonexistent"])
     assert missing.exit_code == 2 and "--out FILE.json is required" in missing.output
+    port = runner.invoke(cli.app, ["annotate", "remembench", "--port", "70000"])
+    assert port.exit_code == 2 and "'70000' is not a port" in port.output
