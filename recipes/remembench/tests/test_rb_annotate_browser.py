@@ -215,6 +215,8 @@ def test_a_killed_server_loses_nothing_and_the_page_resumes(built_fixture, tmp_p
 
 
 def test_native_frames_missing_videos_and_prompts_as_text(built_fixture, tmp_path: Path, browser) -> None:
+    from selenium.webdriver.common.keys import Keys
+
     root = fixture_copy(built_fixture.root, tmp_path / "fx")
     rows = t2v_rows(root)
     rows[0]["prompts"][1] = '<img src=x onerror="document.title=\'injected\'"> leaves'
@@ -229,7 +231,7 @@ def test_native_frames_missing_videos_and_prompts_as_text(built_fixture, tmp_pat
         page.keys("n")
         page.wait.until(lambda d: d.execute_script("return document.getElementById('native').naturalWidth") == 64)
         assert page.text("native-size") == "64\u00d748"
-        page.keys("\ue014")  # ArrowRight
+        page.keys(Keys.ARROW_RIGHT)
         page.at_frame(1)
         page.wait.until(lambda d: d.execute_script(
             "const img = document.getElementById('native'); return img.complete && img.src.endsWith('/native/1')"))
