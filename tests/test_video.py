@@ -21,6 +21,7 @@ from pinbench.media.video import (
     VideoError,
     VideoInfo,
     is_valid_video,
+    iter_frames,
     read_video,
     require_backend,
     video_info,
@@ -113,6 +114,35 @@ def test_selected_indices_equal_all_frames_at_those_indices(make_video, backend)
     assert selected.indices == indices
     assert selected.frames.flags["C_CONTIGUOUS"]
     np.testing.assert_array_equal(selected.frames, everything[indices])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_iterated_frames_equal_read_video(make_video, backend):
+    path = make_video(n_frames=30)
+    frames = iter_frames(path, backend=backend)
+    first = next(frames)
+    assert first.shape == (48, 64, 3) and first.dtype == np.uint8
+    np.testing.assert_array_equal(np.stack([first, *frames]), read_video(path, backend=backend).frames)
+
+
+def test_iter_frames_checks_the_file_and_backend_at_the_call(make_video, tmp_path):
+    with pytest.raises(VideoError, match="file not found"):
+        iter_frames(tmp_path / "absent.mp4", backend="pyav")
+    with pytest.raises(ValueError, match="unknown video backend"):
+        iter_frames(make_video(), backend="ffmpeg")
+
+
+@pytest.mark.parametrize("name", ["decord", "pyav", "opencv"])
+def test_every_backend_stream_reports_a_short_stream_as_truncated(make_video, name):
+    """Streaming never ends quietly short: the frame the container promised and the stream lacks is an error."""
+    path = make_video(n_frames=10)
+    info = video_info(path)
+    overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
+    stream = video._STREAMS[name](path, overstated)
+    with pytest.raises(video._BackendFailure) as failure:
+        for _ in stream:
+            pass
+    assert failure.value.kind == "truncated"
 
 
 def test_max_frames_returns_leading_frames(make_video):

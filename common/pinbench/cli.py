@@ -230,6 +230,34 @@ def doctor(
     raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
+def annotate(
+    ctx: typer.Context,
+    recipe_name: Annotated[str | None, typer.Argument(help="recipe whose rollouts to annotate: remembench")] = None,
+) -> None:
+    """Annotate rollouts by hand in a local page (RememBench T2V: each rollout's departure and revisit frames).
+
+    The recipe's tool takes the rest of the line: `pinbench annotate remembench --help` lists its options."""
+    import importlib
+
+    if recipe_name is None or recipe_name in ("-h", "--help"):
+        _echo(ctx.get_help())
+        raise typer.Exit(0 if recipe_name else 2)
+    recipe = _recipe(recipe_name)
+    module = f"{recipe.package}.annotate"
+    try:
+        tool = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        _fail(f"{recipe.name} has no annotation tool (remembench has one: its T2V pairs are annotated by hand)")
+    try:
+        code = tool.main(ctx.args)
+    except RecipeError as exc:
+        _fail(str(exc))
+    raise typer.Exit(code)
+
+
 # ------------------------------------------------------------------------------------ clusters
 
 
@@ -472,6 +500,38 @@ def compare(
 
 
 @app.command()
+def table(
+    runs: Annotated[list[Path], typer.Argument(help="run directories or scorecard.json files of one recipe version")],
+    fmt: Annotated[str, typer.Option("--format", help="markdown, latex (booktabs) or csv")] = "markdown",
+    metrics: Annotated[str | None, typer.Option(help="comma-separated metrics to show, in this order")] = None,
+    primary_only: Annotated[bool, typer.Option("--primary-only", help="only the primary metrics")] = False,
+    digits: Annotated[int | None, typer.Option(help="decimal places (default 3; csv: full precision)")] = None,
+    caption: Annotated[str | None, typer.Option(help="the table's caption")] = None,
+    interval: Annotated[str, typer.Option(help="pm: value ± the distance to the 95% interval's bounds; "
+                                               "range: value [low, high]")] = "pm",
+) -> None:
+    """Print a results table, metrics x runs: value and 95% interval, scored/expected, direction, best in bold.
+
+    A run within noise of the best (the paired test of `pinbench compare`) is marked tied; a partial run is
+    marked and never ranked; a metric a run lacks is a dash with a footnote."""
+    from pinbench.results.table import FORMATS, TableError, build_table, load_columns, render
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if caption is not None and fmt == "csv":
+        _fail("--caption: a csv table has no caption (markdown and latex have)")
+    chosen = [m.strip() for m in metrics.split(",") if m.strip()] if metrics is not None else None
+    if chosen is not None and not chosen:
+        _fail("--metrics: name at least one metric")
+    try:
+        built = build_table(load_columns(runs), metrics=chosen, primary_only=primary_only, digits=digits,
+                            caption=caption, interval=interval)
+    except TableError as exc:
+        _fail(str(exc))
+    typer.echo(render(built, fmt), nl=False)
+
+
+@app.command()
 def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
     """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
     from pinbench.core.check import check_run
@@ -626,7 +686,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-RECIPE_SUBCOMMANDS = ("fetch", "run", "export", "build")
+RECIPE_SUBCOMMANDS = ("fetch", "run", "export", "build", "annotate")
 
 
 def recipe_main(recipe_name: str, argv: list[str] | None = None) -> None:

@@ -66,7 +66,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                                     paper[split]) for split in splits}
     annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
                                             cfg.checkpoint) if "t2v" in splits else None)
-    files, model_labels = _model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
+    files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
     tasks = prepare.build_tasks(groups, videos=fixture.videos if fixture else opts.videos,
                                 annotations=annotations, poses_dir=fixture.poses_dir if fixture else opts.poses_dir,
                                 models=model_labels, recipe_version=recipe.version,
@@ -137,7 +137,7 @@ class ModelFiles:
     real_clip: bool = True
 
 
-def _model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
+def model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
                  download: bool) -> tuple[ModelFiles, dict[str, str]]:
     """The evaluator files and a label of each (part of every task's hash: new weights, new scores)."""
     if fixture is not None:
@@ -158,10 +158,15 @@ def _model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
     return files, {"clip": clip_source, "lpips": f"lpips 0.1.4 alex v0.1, {trunk_source}", "pi3x": pi3x_source}
 
 
+def load_pair_models(files: ModelFiles, device: str) -> tuple[ClipEmbedder, Any]:
+    """CLIP and LPIPS from the verified files (the run's scorer and ``annotate --agreement`` use these)."""
+    clip = ClipEmbedder(files.clip_config, files.clip_weights, device=device, require_vit_h14=files.real_clip)
+    return clip, load_lpips(files.lpips_trunk, expected_sha256=files.lpips_sha256, device=device)
+
+
 def _scorer(files: ModelFiles, device: str, out_dir: Path) -> Scorer:
     """Load CLIP and LPIPS once for the whole run (Pi3X is loaded by the scorer when first needed)."""
-    clip = ClipEmbedder(files.clip_config, files.clip_weights, device=device, require_vit_h14=files.real_clip)
-    lpips_model = load_lpips(files.lpips_trunk, expected_sha256=files.lpips_sha256, device=device)
+    clip, lpips_model = load_pair_models(files, device)
     return Scorer(clip, lpips_model, out_dir, pi3x_weights=files.pi3x, device=device)
 
 

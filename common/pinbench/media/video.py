@@ -29,7 +29,7 @@ import importlib
 import math
 import os
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -235,21 +235,22 @@ def require_backend(name: str) -> None:
                                  f"choose another with -o decoder=<{others}>") from None
 
 
-def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decord has no type stubs)
     require_backend("decord")
     import decord
 
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
-        if len(reader) != info.n_frames:
-            raise _BackendFailure(
-                "truncated", f"decord sees {len(reader)} frames, container holds {info.n_frames}"
-            )
-        if not wanted:
-            return np.empty((0, info.height, info.width, 3), np.uint8)
+    except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
+        raise _BackendFailure("undecodable", f"decord: {type(exc).__name__}: {exc}") from exc
+    if len(reader) != info.n_frames:
+        raise _BackendFailure("truncated", f"decord sees {len(reader)} frames, container holds {info.n_frames}")
+    return reader
+
+
+def _decord_batch(reader, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    try:
         frames = reader.get_batch(wanted).asnumpy()
-    except _BackendFailure:
-        raise
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
         raise _BackendFailure("undecodable", f"decord: {type(exc).__name__}: {exc}") from exc
     expected = (len(wanted), info.height, info.width, 3)
@@ -258,6 +259,13 @@ def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray
             "undecodable", f"decord returned {frames.dtype} {frames.shape}, expected {expected}"
         )
     return frames
+
+
+def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    reader = _decord_reader(path, info)
+    if not wanted:
+        return np.empty((0, info.height, info.width, 3), np.uint8)
+    return _decord_batch(reader, info, wanted)
 
 
 def _sequential(
@@ -287,48 +295,103 @@ def _sequential(
     raise _BackendFailure("truncated", f"{name}: stream ended after {decoded} of {info.n_frames} frames")
 
 
+def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]], name: str) -> Iterator[np.ndarray]:
+    """Every frame in order, converted one at a time (``_sequential`` for all frames, without holding them)."""
+    decoded = 0
+    for to_rgb in frames_iter:
+        rgb = to_rgb()
+        if rgb.shape != (info.height, info.width, 3):
+            raise _BackendFailure(
+                "undecodable", f"{name}: frame {decoded} is {rgb.shape}, expected {(info.height, info.width, 3)}"
+            )
+        yield rgb
+        decoded += 1
+        if decoded == info.n_frames:
+            return
+    raise _BackendFailure("truncated", f"{name}: stream ended after {decoded} of {info.n_frames} frames")
+
+
+def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[], np.ndarray]]:
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    return (lambda frame=frame: frame.to_ndarray(format="rgb24") for frame in container.decode(stream))
+
+
 def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     try:
         with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            thunks = (
-                lambda frame=frame: frame.to_ndarray(format="rgb24") for frame in container.decode(stream)
-            )
-            return _sequential(info, wanted, thunks, "pyav")
+            return _sequential(info, wanted, _pyav_thunks(container), "pyav")
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"pyav: decoding failed: {exc}") from exc
 
 
-def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+def _stream_pyav(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+    try:
+        with av.open(str(path)) as container:
+            yield from _streamed(info, _pyav_thunks(container), "pyav")
+    except av.error.FFmpegError as exc:
+        raise _BackendFailure("undecodable", f"pyav: decoding failed: {exc}") from exc
+
+
+def _open_capture(path: Path):  # -> cv2.VideoCapture (opened, orientation metadata ignored)
     import cv2
 
     capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    if not capture.isOpened():
+        capture.release()
+        raise _BackendFailure("undecodable", "opencv: cannot open")
+    capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # match decord/PyAV: frames as stored
+    return capture
+
+
+def _opencv_thunks(capture) -> Iterator[Callable[[], np.ndarray]]:
+    import cv2
+
+    while capture.grab():
+
+        def to_rgb() -> np.ndarray:
+            ok, bgr = capture.retrieve()
+            if not ok:
+                raise _BackendFailure("undecodable", "opencv: retrieve failed")
+            return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+        yield to_rgb
+
+
+def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+    capture = _open_capture(path)
     try:
-        if not capture.isOpened():
-            raise _BackendFailure("undecodable", "opencv: cannot open")
-        capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # match decord/PyAV: frames as stored
-
-        def frames() -> Iterable[Callable[[], np.ndarray]]:
-            while capture.grab():
-
-                def to_rgb() -> np.ndarray:
-                    ok, bgr = capture.retrieve()
-                    if not ok:
-                        raise _BackendFailure("undecodable", "opencv: retrieve failed")
-                    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-
-                yield to_rgb
-
-        return _sequential(info, wanted, frames(), "opencv")
+        return _sequential(info, wanted, _opencv_thunks(capture), "opencv")
     finally:
         capture.release()
+
+
+def _stream_opencv(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+    capture = _open_capture(path)
+    try:
+        yield from _streamed(info, _opencv_thunks(capture), "opencv")
+    finally:
+        capture.release()
+
+
+_DECORD_BATCH = 16
+
+
+def _stream_decord(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+    reader = _decord_reader(path, info)
+    for start in range(0, info.n_frames, _DECORD_BATCH):
+        yield from _decord_batch(reader, info, list(range(start, min(info.n_frames, start + _DECORD_BATCH))))
 
 
 _DECODERS: dict[str, Callable[[Path, VideoInfo, list[int]], np.ndarray]] = {
     "decord": _decode_decord,
     "pyav": _decode_pyav,
     "opencv": _decode_opencv,
+}
+_STREAMS: dict[str, Callable[[Path, VideoInfo], Iterator[np.ndarray]]] = {
+    "decord": _stream_decord,
+    "pyav": _stream_pyav,
+    "opencv": _stream_opencv,
 }
 
 
@@ -379,6 +442,30 @@ def read_video(
         decoded = decoded[np.searchsorted(unique, wanted)]
     frames = np.ascontiguousarray(decoded, dtype=np.uint8)
     return DecodedVideo(frames=frames, fps=info.fps, backend=backend, indices=wanted)
+
+
+def iter_frames(path: str | os.PathLike[str], *, backend: str) -> Iterator[np.ndarray]:
+    """Every frame of a video in order, as RGB uint8 (H, W, 3), decoded with ``backend`` one at a time.
+
+    Why: ``read_video`` of a whole 379-frame 1376x768 rollout holds 1.2 GB; a caller that needs each
+    frame once (a thumbnail of every frame) holds one. The same checks and errors as ``read_video``: a
+    missing, cut or undecodable file is a VideoError at the call, a stream that ends before the frame
+    count is a ``truncated`` VideoError while iterating.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    path = Path(path)
+    info = video_info(path)
+    if backend == "decord":
+        require_backend(backend)
+    return _iter_frames(path, info, backend)
+
+
+def _iter_frames(path: Path, info: VideoInfo, backend: str) -> Iterator[np.ndarray]:
+    try:
+        yield from _STREAMS[backend](path, info)
+    except _BackendFailure as failure:
+        raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
 
 
 def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:

@@ -49,3 +49,35 @@ def release_dir(tmp_path: Path) -> Path:
     write_jsonl(root / "data/i2v/test.jsonl", [i2v_row()])
     write_checksums(root)
     return root
+
+
+def fixture_config(out: Path, **options: str):
+    """The fixture run's configuration (CPU), with ``options`` on top."""
+    from pinbench.core.recipe import get_recipe
+
+    return get_recipe("remembench").config(out_dir=out, fixture=True, offline=True,
+                                           options={"device": "cpu", **options}, env={})
+
+
+@pytest.fixture(scope="session")
+def fixture_run(tmp_path_factory) -> tuple[Path, object]:
+    """One fixture run for every test that reads it: (run directory, outcome). Tests must not alter it."""
+    from pinbench_recipes.remembench.run import run
+
+    out = tmp_path_factory.mktemp("fixture-run")
+    return out, run(fixture_config(out))
+
+
+@pytest.fixture(scope="session")
+def built_fixture(fixture_run):
+    """The fixture's data (release, rollouts, tiny CLIP) that ``fixture_run`` scored. Tests must not alter it."""
+    from pinbench_recipes.remembench.fixture import build_fixture
+
+    return build_fixture(fixture_run[0] / "fixture_data")
+
+
+@pytest.fixture(scope="session")
+def fixture_scenes(fixture_run) -> dict[str, dict]:
+    """The fixture run's T2V scene rows (scenes.jsonl), by scene id."""
+    rows = [json.loads(line) for line in (fixture_run[0] / "scenes.jsonl").read_text().splitlines()]
+    return {r["scene_id"]: r for r in rows if r["group"] == "t2v"}

@@ -11,21 +11,11 @@ from pathlib import Path
 import pytest
 from stored import store_snapshot, stored_ids
 
-from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
 from pinbench_recipes.remembench.run import run
-
-
-def fixture_config(out: Path, **options: str) -> RunConfig:
-    return get_recipe("remembench").config(out_dir=out, fixture=True, offline=True,
-                                           options={"device": "cpu", **options}, env={})
-
-
-@pytest.fixture(scope="module")
-def fixture_run(tmp_path_factory) -> tuple[Path, object]:
-    out = tmp_path_factory.mktemp("fixture-run")
-    return out, run(fixture_config(out))
+from pinbench_recipes.remembench.tests.conftest import fixture_config
 
 
 def test_fixture_run_passes_its_reference(fixture_run):
