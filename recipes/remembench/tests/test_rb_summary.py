@@ -178,3 +178,18 @@ def test_reference_pairs_run_fails_when_the_summary_differs(tmp_path):
                                           options={"dataset_dir": str(release)}, env={})
     outcome = run(cfg)
     assert outcome.exit_code == 1 and "base-1chunk/lpips_alex" in outcome.message
+
+
+def test_the_reference_pairs_run_needs_only_the_release_files(tmp_path, monkeypatch):
+    """`pinbench run remembench --checkpoint t2v-reference-pairs --offline` on an empty cache: medians of published
+    numbers need no CLIP or AlexNet weights, so the doctor must not ask for them."""
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
+    release = make_release(tmp_path / "RememBench")
+    result = CliRunner().invoke(cli.app, ["run", "remembench", "--checkpoint", "t2v-reference-pairs", "--offline",
+                                          "--out", str(tmp_path / "run"), "-o", f"dataset_dir={release}"])
+    assert result.exit_code == 0, result.output
+    assert "PROBLEM" not in result.output and "reproduced exactly" in result.output
