@@ -67,7 +67,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     if not cfg.skip_scoring:
         run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard, stage="script 2")
     samples = collect_records(cfg, tasks)
-    groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None)
+    groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None,
+                           kept_upstream=outputs.kept_upstream)
     timings["script2"] = time.perf_counter() - started
 
     # 4. scorecard (the group records are derived, never counted as samples), diff, report
