@@ -24,7 +24,7 @@ from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.camerabench.binary_metrics import split_metrics
 from pinbench_recipes.camerabench.caption_metrics import LEXICAL
-from pinbench_recipes.camerabench.dataset import CAPTION_SKILL, CameraBenchData
+from pinbench_recipes.camerabench.dataset import CAPTION_SKILL, LEADERBOARD_SPLITS, CameraBenchData
 from pinbench_recipes.camerabench.vqa_metrics import SKILL_KEYS, pair_outcome, skill_metrics
 
 SPLIT_PREFIX = "binary_split__"
@@ -172,6 +172,30 @@ def _average(groups: Sequence[DerivedRecord]) -> dict[str, Any]:
     if captions:
         components["camera_caption_score"] = captions[0]["camera_caption_score"]
     return {**components, "camerabench_average": _mean(list(components.values())), "official": False}
+
+
+# ------------------------------------------------------------------------------------------ leaderboard
+
+
+def leaderboard_table(groups: Sequence[DerivedRecord]) -> str:
+    """The run as a row of the official leaderboard (``leaderboard/table.html``): AP x 100 of the 15 splits in its
+    column order and their mean (Avg), then Q-Acc x 100 (``leaderboard/VQA-Q-Acc.html``) when VQA was scored.
+
+    A split whose record failed shows ``failed`` and the Avg shows ``-``: never a mean over fewer splits."""
+    splits = {g.derived_id[len(SPLIT_PREFIX):]: g for g in groups if g.derived_id.startswith(SPLIT_PREFIX)}
+    skills = [g for g in groups if g.derived_id.startswith(SKILL_PREFIX)]
+    lines = []
+    if splits:
+        order = [s for s in LEADERBOARD_SPLITS if s in splits] + sorted(set(splits) - set(LEADERBOARD_SPLITS))
+        cells = [f"{100 * splits[s].result['average_precision']:.1f}" if splits[s].ok else "failed" for s in order]
+        ok = [splits[s].result["average_precision"] for s in order if splits[s].ok]
+        cells.append(f"{100 * _mean(ok):.1f}" if len(ok) == len(order) else "-")
+        lines += ["| " + " | ".join([*order, "Avg"]) + " |", "|" + "---|" * (len(order) + 1),
+                  "| " + " | ".join(cells) + " |"]
+    if skills:
+        acc = f"{100 * _mean([g.result['question_acc'] for g in skills]):.1f}" if all(g.ok for g in skills) else "-"
+        lines += ["", "| Q-Acc |", "|---|", f"| {acc} |"]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 # --------------------------------------------------------------------------------------------- metrics

@@ -17,17 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.files import write_atomic
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, merge_samples, run_samples
 from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.camerabench import fixture, inputs
-from pinbench_recipes.camerabench.aggregate import group_records, metric_specs
+from pinbench_recipes.camerabench.aggregate import group_records, leaderboard_table, metric_specs
 from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.judge import CaptionJudge, JudgeError
 from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, read_score_dir, write_score_dir
 from pinbench_recipes.camerabench.script1 import CAPTION_SEED, Script1, has_output, outputs_from_records, script1_tasks
 from pinbench_recipes.camerabench.script2 import score_sample, script2_tasks
+
+LEADERBOARD_FILE = "leaderboard.md"
 
 
 def run(cfg: RunConfig) -> RunOutcome:
@@ -70,6 +73,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     groups = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None,
                            kept_upstream=outputs.kept_upstream)
     timings["script2"] = time.perf_counter() - started
+    table = leaderboard_table(groups)
+    if table:  # the leaderboard's shape: AP x 100 per split and Avg, Q-Acc x 100
+        write_atomic(cfg.out_dir / LEADERBOARD_FILE, table)
 
     # 4. scorecard (the group records are derived, never counted as samples), diff, report
     return finish_run(
