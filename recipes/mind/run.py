@@ -32,8 +32,13 @@ from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
 from pinbench_recipes.mind.preflight import Preflight, run_preflight
-from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file
-from pinbench_recipes.mind.scoring import cross_check_summary, metric_specs, suite_record
+from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file, results_option
+from pinbench_recipes.mind.scoring import (
+    cross_check_summary,
+    metric_specs,
+    official_failed_native_scored,
+    suite_record,
+)
 from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
 
 
@@ -67,6 +72,8 @@ def run(cfg: RunConfig) -> RunOutcome:
                 gt_root, videos, results_file = data.gt_root, data.generated_root, None
             else:
                 gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                if results_file is not None:
+                    results_file = results_option(results_file)
                 if gt_root is None:
                     raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
                 if videos is None and results_file is None:
@@ -109,6 +116,9 @@ def run(cfg: RunConfig) -> RunOutcome:
         "plan": pre.plan_lines(),
         "official_sources": summary.official_sources if summary else steps.stored_sources(cfg.out_dir, results_file),
         "cross_check": cross_check_summary(results, metrics),
+        "official_failed_native_scored": official_failed_native_scored(
+            {r.sample_id: r.error or "failed" for r in records if not r.ok},
+            steps.stored_native(cfg.out_dir) if options["native"] and pre.generated_root is not None else {}),
         "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
         "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],

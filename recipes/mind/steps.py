@@ -244,6 +244,11 @@ def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]], lpips_model: t
             if rec.ok and rec.result is not None and "nothing" not in rec.result}
 
 
+def stored_native(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """The native blocks every process stored under ``native/`` (this run's, a shard's, an earlier run's)."""
+    return {sid: rec.result for sid, rec in load_records(out_dir / "native").items() if rec.ok and rec.result}
+
+
 # ------------------------------------------------------------------------------------------ results
 
 
