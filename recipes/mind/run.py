@@ -22,7 +22,7 @@ import yaml
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import RunSummary, run_samples
+from pinbench.core.runner import RunSummary, input_hash, run_samples
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnlockedPinError
 from pinbench.ops.pins import Pins
@@ -154,19 +154,26 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
     #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
     with timed(timings, "official"):
         pending = steps.pending_tasks(cfg.out_dir, tasks, cfg.shard)
+        unscored = {t["sample_id"]: input_hash(t) for t in steps.pending_tasks(cfg.out_dir, tasks)}   # every shard's
         if result_file is not None:
             official = steps.import_file(result_file, pre, pending)
         elif data is not None:
             official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
-                                          score=fixture_scorer(data, metrics, video_max_time))
+                                          score=fixture_scorer(data, metrics, video_max_time), unscored=unscored)
         elif pending:
             runtime = official_runtime(pins)
             official = steps.run_official(
                 cfg.out_dir, pre, pending, runtime=runtime,
                 score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
-                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]))
+                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]), unscored=unscored)
         else:
             official = steps.Official({}, [])
+        # the samples whose stored records this process reuses keep the sources they were scored from
+        computed = {t["sample_id"] for t in pending}
+        reused = [t["sample_id"] for t in (cfg.shard.select(tasks) if cfg.shard else tasks)
+                  if t["sample_id"] not in computed]
+        if reused and result_file is None:
+            official.sources += steps.stored_sources(cfg.out_dir, None, reused)
 
     # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
     with timed(timings, "native"):
