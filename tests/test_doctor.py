@@ -267,3 +267,24 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
     monkeypatch.setattr(engine, "docker_client", unreachable)
     (line,) = doctor.image_findings(recipe)
     assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line
+
+
+def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:
+    """A null pin stops an offline run only when the run reads it (its preflight names it), in every recipe."""
+    mind = get_recipe("mind")
+
+    def pin_problems(recipe, checkpoint: str, **options: str) -> list[str]:
+        cfg = recipe.config(checkpoint, out_dir=tmp_path / "run", offline=True, gpus=0, options=options, env={})
+        return [f.line for f in doctor.diagnose(recipe, cfg, gpus=None) if not f.ok and f.check == "pins"]
+
+    results = tmp_path / "Result.json"
+    assert pin_problems(mind, "m", gt=str(tmp_path), results=str(results)) == []    # imports: reads no weight
+    (line,) = pin_problems(mind, "m", gt=str(tmp_path), videos=str(tmp_path))          # process.py: reads them
+    assert line.startswith("huggingface.dinov3_vitb16.sha256[config.json]") and "urls.musiq_spaq.sha256" in line
+    assert "geocalib" not in line                                 # baked into the image, not read from the cache
+    dd = get_recipe("dynamic-degree")
+    (line,) = pin_problems(dd, "m", videos=str(tmp_path))
+    assert line.startswith("urls.raft_things.sha256 null")
+    weights = tmp_path / "raft.pth"
+    weights.write_bytes(b"local weights")
+    assert pin_problems(dd, "m", videos=str(tmp_path), raft_weights=str(weights), raft_sha256="0" * 64) == []

@@ -76,9 +76,14 @@ RECIPE_DIRS = sorted(p.name for p in (REPO / "recipes").iterdir() if (p / "recip
 
 @pytest.mark.parametrize("recipe", RECIPE_DIRS)
 def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
-    """The exported README is the recipe's: a version it names must be recipe.yaml's (dynamic-degree said
-    1.0.0 at 1.2.0)."""
+    """The exported README is the recipe's: its title names recipe.yaml's version, and so does every other
+    mention (dynamic-degree said 1.0.0 at 1.2.0; camerabench's title said 1.0.0 at 1.1.0)."""
     folder = REPO / "recipes" / recipe
-    version = yaml.safe_load((folder / "recipe.yaml").read_text())["version"]
-    stated = re.findall(r"[Rr]ecipe version \**([0-9][0-9.]*[0-9])", (folder / "README.md").read_text())
+    declared = yaml.safe_load((folder / "recipe.yaml").read_text())
+    name, version = declared["name"], declared["version"]
+    text = (folder / "README.md").read_text()
+    title = text.splitlines()[0]
+    assert re.search(rf"`{re.escape(name)}` {re.escape(version)}\b", title), (recipe, title, version)
+    stated = re.findall(r"[Rr]ecipe version \**([0-9][0-9.]*[0-9])", text)
+    stated += re.findall(rf"`{re.escape(name)}` v?([0-9]+\.[0-9]+\.[0-9]+)", text)
     assert all(v == version for v in stated), (recipe, stated, version)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +34,15 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+@contextmanager
+def _writing_to(option: str, path: Path) -> Iterator[None]:
+    """An OS error while writing where an option points: one line naming the option and the path."""
+    try:
+        yield
+    except OSError as exc:
+        _fail(f"{option} {path}: cannot write {exc.filename or path} ({exc.strerror or exc})")
+
+
 def _recipe(name: str) -> Recipe:
     try:
         return get_recipe(name)
@@ -47,7 +58,10 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | N
     from pinbench.core.runner import Shard
 
     try:
-        parsed_shard = Shard.parse(shard) if shard else None
+        parsed_shard = Shard.parse(shard) if shard is not None else None   # "" is a bad shard, not none
+    except ValueError as exc:
+        _fail(f"--shard: {exc}")
+    try:
         return recipe.config(checkpoint, out_dir=out, limit=limit, shard=parsed_shard, runtime=runtime,
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                              offline=offline, options=parse_pairs(options))
@@ -462,7 +476,8 @@ def report(
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
-    index = write_report(scorecards, out, references=_present(references), samples=_present(samples))
+    with _writing_to("--out", out):
+        index = write_report(scorecards, out, references=_present(references), samples=_present(samples))
     _echo(f"report: {index}")
 
 
@@ -493,8 +508,9 @@ def compare(
         for i, run in enumerate(runs):
             _, references[i], samples[i] = _load_run(run.path)
             cards.append(run.path)
-        index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
-                             comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
+        with _writing_to("--report", report_dir):
+            index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
+                                 comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
         _echo(f"report: {index}")
     raise typer.Exit(result.exit_code)
 

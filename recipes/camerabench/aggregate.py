@@ -24,8 +24,8 @@ from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.camerabench.binary_metrics import split_metrics
 from pinbench_recipes.camerabench.caption_metrics import LEXICAL
-from pinbench_recipes.camerabench.dataset import CAPTION_SKILL, CameraBenchData
-from pinbench_recipes.camerabench.vqa_metrics import SKILL_KEYS, skill_metrics
+from pinbench_recipes.camerabench.dataset import CAPTION_SKILL, LEADERBOARD_SPLITS, CameraBenchData
+from pinbench_recipes.camerabench.vqa_metrics import SKILL_KEYS, pair_outcome, skill_metrics
 
 SPLIT_PREFIX = "binary_split__"
 SKILL_PREFIX = "vqa_skill__"
@@ -36,17 +36,19 @@ AVERAGE_COMPONENTS = ("camera_motion_average_precision", "camera_motion_roc_auc"
                       "camera_retrieval_accuracy", "camera_caption_score")
 
 
-def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *,
-                  judged: bool = False) -> list[DerivedRecord]:
+def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *, judged: bool = False,
+                  kept_upstream: Mapping[str, Mapping[str, Any]] | None = None) -> list[DerivedRecord]:
     """Every group record the loaded families define, in a fixed order, and the composite last.
 
-    ``records`` are the merged per-sample records by id; a sample without one counts as missing by name."""
+    ``records`` are the merged per-sample records by id; a sample without one counts as missing by name.
+    ``kept_upstream``: rows that failed here but that upstream keeps (``Script1Outputs.kept_upstream``)."""
     def members(ids: Sequence[str]) -> list[SampleRecord]:
         return [records.get(sid) or SampleRecord(sid, "failed", None, MISSING_ERROR, "0" * 64, 0.0) for sid in ids]
 
-    groups = [binary_split_record(split, members([s.sample_id for s in data.split_samples(split)]))
+    kept = kept_upstream or {}
+    groups = [binary_split_record(split, members([s.sample_id for s in data.split_samples(split)]), kept)
               for split in data.splits]
-    groups += [vqa_skill_record(skill, members([p.sample_id for p in data.skill_pairs(skill)]))
+    groups += [vqa_skill_record(skill, members([p.sample_id for p in data.skill_pairs(skill)]), kept)
                for skill in data.skills]
     if data.captions:
         groups.append(caption_family_record(members([s.sample_id for s in data.captions]), judged=judged))
@@ -57,10 +59,11 @@ def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *,
 
 
 def _strict(compute: Callable[[list[dict[str, Any]]], dict[str, Any]],
-            upstream_view: Callable[[list[dict[str, Any]]], str] | None = None
+            upstream_view: Callable[[list[dict[str, Any]], list[dict[str, Any]]], str] | None = None,
+            kept_upstream: Mapping[str, Mapping[str, Any]] | None = None,
             ) -> Callable[[Sequence[SampleRecord]], dict[str, Any]]:
     """``compute`` over the members' results, or DerivedFailure naming the members that did not score (and
-    what upstream, which drops them, would have reported over the rest)."""
+    what upstream would have reported: it drops the rows with an error and keeps those in ``kept_upstream``)."""
     def derived(members: Sequence[SampleRecord]) -> dict[str, Any]:
         scored = [m.result for m in members if m.ok and m.result is not None]
         unscored = [(m.sample_id, m.error or "failed") for m in members if not m.ok]
@@ -69,35 +72,48 @@ def _strict(compute: Callable[[list[dict[str, Any]]], dict[str, Any]],
         named = "; ".join(f"{sid} ({reason[:160]})" for sid, reason in unscored[:_NAMED_FAILURES])
         more = f"; and {len(unscored) - _NAMED_FAILURES} more" if len(unscored) > _NAMED_FAILURES else ""
         error = f"{len(unscored)} of {len(members)} samples not scored: {named}{more}"
-        if upstream_view is not None and scored:
-            error += f". {upstream_view(scored)}"
+        kept = [dict(kept_upstream[sid]) for sid, _ in unscored if kept_upstream and sid in kept_upstream]
+        if upstream_view is not None and (scored or kept):
+            error += f". {upstream_view(scored, kept)}"
         raise DerivedFailure(error)
     return derived
 
 
-def binary_split_record(split: str, members: Sequence[SampleRecord]) -> DerivedRecord:
+def _upstream_rule(n_left_out: int, kept: str) -> str:
+    left_out = f"leaves out the {n_left_out} with an error or no row" if n_left_out else ""
+    return "Upstream " + ", ".join(part for part in (left_out, kept) if part)
+
+
+def binary_split_record(split: str, members: Sequence[SampleRecord],
+                        kept_upstream: Mapping[str, Mapping[str, Any]] | None = None) -> DerivedRecord:
     """AP and ROC AUC of one split, or a failed record when any of its samples did not score."""
     def compute(scored: list[dict[str, Any]]) -> dict[str, Any]:
         return {"split": split, **split_metrics([r["label"] for r in scored], [r["score"] for r in scored])}
 
-    def upstream(scored: list[dict[str, Any]]) -> str:
-        m = split_metrics([r["label"] for r in scored], [r["score"] for r in scored])
-        return (f"Upstream drops such rows and would report AP {m['average_precision']:.4f}, "
-                f"AUC {m['roc_auc']:.4f} over the {len(scored)} that scored")
+    def upstream(scored: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str:
+        rows = scored + kept   # split_metrics ranks a non-finite score at -1e10, as upstream does
+        m = split_metrics([r["label"] for r in rows], [r["score"] for r in rows])
+        how = f"keeps the {len(kept)} non-finite score(s) ranked at -1e10" if kept else ""
+        return (f"{_upstream_rule(len(members) - len(rows), how)} and would report "
+                f"AP {m['average_precision']:.4f}, AUC {m['roc_auc']:.4f} over {len(rows)}")
 
-    return derive(SPLIT_PREFIX + split, members, _strict(compute, upstream))
+    return derive(SPLIT_PREFIX + split, members, _strict(compute, upstream, kept_upstream))
 
 
-def vqa_skill_record(skill: str, members: Sequence[SampleRecord]) -> DerivedRecord:
+def vqa_skill_record(skill: str, members: Sequence[SampleRecord],
+                     kept_upstream: Mapping[str, Mapping[str, Any]] | None = None) -> DerivedRecord:
     """VQA accuracies and retrieval scores of one skill (pairs pooled over its tasks)."""
     def compute(scored: list[dict[str, Any]]) -> dict[str, Any]:
         return {"skill": skill, "caption_based": skill == CAPTION_SKILL, **skill_metrics(scored)}
 
-    def upstream(scored: list[dict[str, Any]]) -> str:
-        return (f"Upstream drops such rows and would report question_acc {skill_metrics(scored)['question_acc']:.4f} "
-                f"over the {len(scored)} pairs that scored")
+    def upstream(scored: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str:
+        # upstream compares the kept values as they are: NaN is never larger, infinities order as numbers
+        rows = scored + [pair_outcome(k["yes_scores"], k["no_scores"]) for k in kept]
+        how = f"keeps the {len(kept)} pair(s) with non-finite scores as they are" if kept else ""
+        return (f"{_upstream_rule(len(members) - len(rows), how)} and would report question_acc "
+                f"{skill_metrics(rows)['question_acc']:.4f} over {len(rows)} pairs")
 
-    return derive(SKILL_PREFIX + skill, members, _strict(compute, upstream))
+    return derive(SKILL_PREFIX + skill, members, _strict(compute, upstream, kept_upstream))
 
 
 def caption_family_record(members: Sequence[SampleRecord], *, judged: bool) -> DerivedRecord:
@@ -156,6 +172,30 @@ def _average(groups: Sequence[DerivedRecord]) -> dict[str, Any]:
     if captions:
         components["camera_caption_score"] = captions[0]["camera_caption_score"]
     return {**components, "camerabench_average": _mean(list(components.values())), "official": False}
+
+
+# ------------------------------------------------------------------------------------------ leaderboard
+
+
+def leaderboard_table(groups: Sequence[DerivedRecord]) -> str:
+    """The run as a row of the official leaderboard (``leaderboard/table.html``): AP x 100 of the 15 splits in its
+    column order and their mean (Avg), then Q-Acc x 100 (``leaderboard/VQA-Q-Acc.html``) when VQA was scored.
+
+    A split whose record failed shows ``failed`` and the Avg shows ``-``: never a mean over fewer splits."""
+    splits = {g.derived_id[len(SPLIT_PREFIX):]: g for g in groups if g.derived_id.startswith(SPLIT_PREFIX)}
+    skills = [g for g in groups if g.derived_id.startswith(SKILL_PREFIX)]
+    lines = []
+    if splits:
+        order = [s for s in LEADERBOARD_SPLITS if s in splits] + sorted(set(splits) - set(LEADERBOARD_SPLITS))
+        cells = [f"{100 * splits[s].result['average_precision']:.1f}" if splits[s].ok else "failed" for s in order]
+        ok = [splits[s].result["average_precision"] for s in order if splits[s].ok]
+        cells.append(f"{100 * _mean(ok):.1f}" if len(ok) == len(order) else "-")
+        lines += ["| " + " | ".join([*order, "Avg"]) + " |", "|" + "---|" * (len(order) + 1),
+                  "| " + " | ".join(cells) + " |"]
+    if skills:
+        acc = f"{100 * _mean([g.result['question_acc'] for g in skills]):.1f}" if all(g.ok for g in skills) else "-"
+        lines += ["", "| Q-Acc |", "|---|", f"| {acc} |"]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 # --------------------------------------------------------------------------------------------- metrics

@@ -4,7 +4,8 @@
 scikit-learn: ``average_precision_score`` (step-wise AP over distinct thresholds; tied scores enter
 together, no interpolation) and ``roc_auc_score`` (ties count half). Ties matter here: bf16
 probabilities saturate at exactly 1.0 for many videos. A split with one class only gets 0.0 for both
-and still counts in the mean; non-finite scores are replaced by -1e10 first. The leaderboard shows
+and still counts in the mean (upstream's CLI then crashes writing its JSON, so its record says so);
+non-finite scores are replaced by -1e10 first. The leaderboard shows
 AP x 100; the official JSON, and this recipe, keep fractions.
 """
 
@@ -39,6 +40,11 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
         s = np.where(finite, s, NONFINITE_SCORE)
         ap = float(average_precision_score(y, s))
         auc = float(roc_auc_score(y, s))
+    single_class_note = {"note": (
+        f"one class only ({n_pos} of {y.size} labels Yes): AP and ROC AUC are undefined; upstream's "
+        "compute_binary_classification_metrics returns 0.0 for both and keeps the split in the mean, then its "
+        "CLI crashes writing the results (numpy int64 is not JSON serializable); reported here as 0.0, the value "
+        "upstream computes")} if single_class else {}
     return {
         "average_precision": ap,
         "roc_auc": auc,
@@ -50,4 +56,5 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
         "n_nonfinite": int((~finite).sum()),
         # how many scores share their value with another sample (saturated probabilities tie)
         "n_tied": int(y.size - np.unique(s[finite]).size - (~finite).sum()) if finite.any() else 0,
+        **single_class_note,
     }

@@ -3,7 +3,7 @@
 The method-agnostic Script 2 of t2v_metrics reads three JSON contracts from a score directory:
 
 * ``classification_scores_*.json``: one split; ``metadata.split_name`` and rows of ``video_path``,
-  ``question``, ``ground_truth_label``, ``score`` (P("Yes")), ``error``;
+  ``question``, ``ground_truth_label``, ``score`` (P("Yes"): a finite score outside [0, 1] is refused), ``error``;
 * ``vqa_retrieval_scores_*.json``: one skill (``--combine_tasks``) or one task; ``metadata.skill_name``
   (folder name with spaces), ``task_name`` for a per-task file; rows of ``pos_video``, ``neg_video``,
   ``pos_question``, ``neg_question``, ``yes_scores`` and ``no_scores`` (four combinations each), ``error``;
@@ -51,6 +51,8 @@ class Script1Outputs:
 
     binary: ``{"score": P(Yes)}``; vqa: ``{"yes_scores": {...}, "no_scores": {...}}``;
     caption: ``{"caption": text}``. ``sources`` describes every file read (name, SHA-256, model).
+    ``kept_upstream``: the rows failed here that upstream Script 2 keeps (a non-finite score has ``error`` null),
+    by sample id, with the values as the file holds them, so that "what upstream would report" counts them too.
     """
 
     binary: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -58,6 +60,7 @@ class Script1Outputs:
     caption: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    kept_upstream: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # -------------------------------------------------------------------------------------------- reading
@@ -173,7 +176,9 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
             if not isinstance(label, str) or int(label.lower() == "yes") != sample.label:
                 raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
                                      f"({'Yes' if sample.label else 'No'}) for {video}")
-            out.binary[sample.sample_id] = _binary_value(row, where, path)
+            out.binary[sample.sample_id] = value = _binary_value(row, where, path)
+            if "error" in value and _row_error(row) is None:   # non-finite: upstream ranks it at -1e10
+                out.kept_upstream[sample.sample_id] = {"label": sample.label, "score": float(row["score"])}
         out.sources.append(_source(path, "binary", metadata, len(rows), models, split=split))
 
 
@@ -199,6 +204,8 @@ def _binary_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, A
         raise ScoreFileError(f"{where}: score must be a number when error is null, got {score!r:.40}")
     if not math.isfinite(score):
         return {"error": f"non-finite score {score} in {path.name} (upstream would rank it as -1e10)"}
+    if not 0.0 <= score <= 1.0:  # Script 1's contract: P(answer_template), a probability
+        raise ScoreFileError(f"{where}: score {score} is outside [0, 1]; Script 1 writes P(\"Yes\"), a probability")
     return {"score": float(score)}
 
 
@@ -232,7 +239,12 @@ def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                 scope = f"task {task}" if task else f"skill {skill}"
                 raise ScoreFileError(f"{where}: no pair of {scope} has these videos and questions")
             _claim(seen, pair.sample_id, where)
-            out.vqa[pair.sample_id] = _vqa_value(row, where, path)
+            out.vqa[pair.sample_id] = value = _vqa_value(row, where, path)
+            if "error" in value and _row_error(row) is None:   # non-finite: upstream compares it as it is
+                out.kept_upstream[pair.sample_id] = {"yes_scores": check_scores(row["yes_scores"], "yes_scores",
+                                                                                finite=False),
+                                                     "no_scores": check_scores(row["no_scores"], "no_scores",
+                                                                               finite=False)}
         out.sources.append(_source(path, "vqa", metadata, len(rows), models, skill=skill, task=task))
     if per_task:
         out.notes.append(
@@ -246,6 +258,8 @@ def _vqa_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]
     if error is not None:
         return {"error": f"Script 1 error in {path.name}: {error}"}
     try:
+        for what in ("yes_scores", "no_scores"):   # shape and range of both first: a bad file is refused whole
+            check_scores(row.get(what), what, finite=False)
         return {"yes_scores": check_scores(row.get("yes_scores"), "yes_scores"),
                 "no_scores": check_scores(row.get("no_scores"), "no_scores")}
     except NonFiniteScore as exc:

@@ -17,17 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.derived import DerivedRecord
+from pinbench.core.files import write_atomic
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, merge_samples, run_samples
 from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.camerabench import fixture, inputs
-from pinbench_recipes.camerabench.aggregate import group_records, metric_specs
+from pinbench_recipes.camerabench.aggregate import group_records, leaderboard_table, metric_specs
 from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.judge import CaptionJudge, JudgeError
 from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, read_score_dir, write_score_dir
 from pinbench_recipes.camerabench.script1 import CAPTION_SEED, Script1, has_output, outputs_from_records, script1_tasks
 from pinbench_recipes.camerabench.script2 import score_sample, script2_tasks
+
+LEADERBOARD_FILE = "leaderboard.md"
 
 
 def run(cfg: RunConfig) -> RunOutcome:
@@ -70,12 +74,23 @@ def run(cfg: RunConfig) -> RunOutcome:
     samples = collect_records(cfg, tasks)
     timings["script2"] = time.perf_counter() - started
 
+    def groups() -> list[DerivedRecord]:
+        """Per split, skill and family (strict), then the composite; with the leaderboard-shaped table beside them
+        (AP x 100 per split and Avg, Q-Acc x 100). Computed when the scorecard is: a rerun that changed nothing
+        keeps both."""
+        derived = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None,
+                                kept_upstream=outputs.kept_upstream)
+        table = leaderboard_table(derived)
+        if table:
+            write_atomic(cfg.out_dir / LEADERBOARD_FILE, table)
+        return derived
+
     # 4. scorecard (the group records are derived, never counted as samples), diff, report
     return finish_run(
         recipe, cfg,
         metrics=metric_specs(data, judged=judge is not None),
         records=samples, n_expected=len(tasks),
-        derived=lambda: group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None),
+        derived=groups,
         pins=inputs.pins_for_provenance(model, fixture=cfg.fixture),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else ({"caption": CAPTION_SEED} if model else None),

@@ -29,8 +29,9 @@ class NonFiniteScore(ValueError):
     """A probability is NaN or infinite: the sample failed (the file itself is well formed)."""
 
 
-def check_scores(scores: Any, what: str) -> dict[str, float]:
-    """The four probabilities of one answer as floats; ValueError naming what is missing, NonFiniteScore."""
+def check_scores(scores: Any, what: str, *, finite: bool = True) -> dict[str, float]:
+    """The four probabilities of one answer as floats; ValueError naming what is missing or outside [0, 1],
+    NonFiniteScore (unless ``finite`` is False: then NaN and infinities are returned as they are)."""
     if not isinstance(scores, Mapping):
         raise ValueError(f"{what} must be an object with {', '.join(COMBOS)}, got {type(scores).__name__}")
     out = {}
@@ -38,8 +39,11 @@ def check_scores(scores: Any, what: str) -> dict[str, float]:
         value = scores.get(combo)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{what}.{combo} must be a number, got {value!r:.40}")
-        if not math.isfinite(value):
+        if finite and not math.isfinite(value):
             raise NonFiniteScore(f"{what}.{combo} is not finite ({value})")
+        if math.isfinite(value) and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{what}.{combo} is {value}, outside [0, 1]: Script 1 writes the probability of "
+                             "the answer's first token")
         out[combo] = float(value)
     return out
 

@@ -39,7 +39,7 @@ import torch
 from pinbench.core.files import atomic_path, exclusive, sha256_file, write_atomic
 from pinbench.media.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
-from pinbench_recipes.mind.layout import CHUNK_FRAMES
+from pinbench_recipes.mind.layout import CHUNK_FRAMES, ONE_PAIR_BATCH_ERROR, mirror_fails_upstream
 
 FIXTURE_VERSION = 2        # bump when the synthetic data changes (references/fixture.yaml is re-recorded)
 SEED = 2026
@@ -357,6 +357,9 @@ class ProcessPyCpuDouble:
                                      "sample_frames": frames}
             if frames % 2 == 1:
                 entry["error"] = "frame count is not an even number!"
+            elif mirror_fails_upstream(frames):   # lcm_metric raises; after its retries the directory record errs
+                result["error"] = ONE_PAIR_BATCH_ERROR
+                break
             else:
                 reader = _StreamReaderReplica(path / video, 0, frames, self.canvas)
                 _, images = reader.read_batch(frames)

@@ -85,7 +85,10 @@ def ingest(frames: np.ndarray, canvas: Canvas = OFFICIAL_CANVAS) -> torch.Tensor
     """uint8 (N, H, W, 3) RGB -> float32 (N, 3, canvas) in [0, 1], exactly as ``transform_image`` + clamp."""
     if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"expected uint8 (N, H, W, 3) frames, got {frames.dtype} {frames.shape}")
-    images = torch.from_numpy(np.ascontiguousarray(frames)).float().permute(0, 3, 1, 2)
+    # a reversed view (the mirror test's time flip) keeps a negative stride even where numpy calls it contiguous
+    # (one frame): torch refuses those, so such a view is copied
+    frames = frames.copy() if any(stride < 0 for stride in frames.strides) else np.ascontiguousarray(frames)
+    images = torch.from_numpy(frames).float().permute(0, 3, 1, 2)
     height, width = frames.shape[1:3]
     size = resized_size(height, width, canvas)
     if size != (height, width):

@@ -8,7 +8,10 @@ arithmetic here is read from the pinned code (``src/process.py``, ``src/utils/ut
 * frames are read in chunks of ``process_batch_size * 10 = 100`` and the loop stops on the chunk that
   reaches ``real_time`` without scoring it, so ``100 * floor((real_time - 1) / 100)`` frames are scored
   (97 -> 0, 100 -> 0, 101 -> 100, 240 -> 200);
-* frame counts are the container's ``stream.frames`` (what ``get_video_length`` returns).
+* frame counts are the container's ``stream.frames`` (what ``get_video_length`` returns);
+* ``lcm_metric`` scores its frame pairs in sub-batches of ``process_batch_size = 10``; a sub-batch of one
+  pair raises ``TypeError: 'float' object is not iterable``, which only a mirror rollout can reach: its
+  ``N / 2`` pairs end in one when ``N`` is 2, 22, 42, ... (``N % 20 == 2``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ TEST_TYPES = (*CONTINUATION_TESTS, MIRROR_TEST)
 OFFICIAL_METRICS = ("lcm", "visual", "dino", "action", "gsc")   # process.py's --metrics names
 CONTINUATION_METRICS = ("lcm", "visual", "dino", "action")
 CHUNK_FRAMES = 100          # process_batch_size (10) * 10: the read and scoring unit
+PROCESS_BATCH = 10          # process_batch_size: frame pairs per lcm_metric sub-batch
+ONE_PAIR_BATCH_ERROR = "'float' object is not iterable"   # lcm_metric on a sub-batch of one pair
 ACTION_FRAMES = 97          # action.py crops both videos to 97 frames
 MIN_VALID_RPE_STEPS = 8     # action.py returns no block below this many valid steps
 GT_VIDEO = "video.mp4"
@@ -225,3 +230,8 @@ class MirrorSample:
 
 
 Sample = ContinuationSample | MirrorSample
+
+
+def mirror_fails_upstream(frames: int) -> bool:
+    """True when ``lcm_metric`` meets a one-pair sub-batch on this (even) mirror rollout: ``frames % 20 == 2``."""
+    return frames % 2 == 0 and (frames // 2) % PROCESS_BATCH == 1

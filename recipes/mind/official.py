@@ -29,12 +29,15 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinbench.core.files import write_atomic
 from pinbench.core.provenance import redact
+from pinbench.core.rundir import process_alive, this_process
 from pinbench_recipes.mind.layout import (
     GENERATED_VIDEO,
     GT_ACTIONS,
@@ -130,6 +133,47 @@ class WorkDir:
     def plan(self) -> Path:
         return self.root / "plan.json"
 
+    @property
+    def owner(self) -> Path:
+        """The invocation that made it (pid, host, start time): tells a live one from a killed one."""
+        return self.root / "owner.json"
+
+    @property
+    def finished(self) -> Path:
+        """Written when the invocation ended (or its salvaged samples were taken over): never swept."""
+        return self.root / "finished.json"
+
+
+LIVE, ELSEWHERE, KILLED, FINISHED = "live", "elsewhere", "killed", "finished"
+STAGING_PREFIX = ".run-new-"
+
+
+def invocation_state(work: WorkDir) -> str:
+    """``finished``; ``live`` (its process runs: another shard of this run); ``elsewhere`` (made on another host:
+    cannot be checked); ``killed`` (its process is gone, or it names none: made before owners were recorded)."""
+    if work.finished.is_file():
+        return FINISHED
+    try:
+        owner = json.loads(work.owner.read_text())
+    except (OSError, ValueError):
+        return KILLED
+    alive = process_alive(owner) if isinstance(owner, dict) else False
+    return LIVE if alive else ELSEWHERE if alive is None else KILLED
+
+
+def mark_finished(work: WorkDir, how: str) -> None:
+    write_atomic(work.finished, json.dumps({"how": how, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                 + "\n")
+
+
+def work_dirs(parent: Path, *, staging: bool = False) -> list[WorkDir]:
+    """Every ``run-NNN`` invocation directory under ``parent``, oldest first (``staging``: the ones not yet
+    renamed into place, which only a process killed at that instant leaves)."""
+    if not parent.is_dir():
+        return []
+    pattern = f"{STAGING_PREFIX}*" if staging else "run-[0-9][0-9][0-9]"
+    return [WorkDir(root) for root in sorted(parent.glob(pattern)) if root.is_dir()]
+
 
 def _link(target: Path, link: Path) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
@@ -137,15 +181,23 @@ def _link(target: Path, link: Path) -> None:
 
 
 def new_work_dir(parent: Path) -> WorkDir:
-    """``parent/run-NNN``, the next free number (created atomically, so two runs never share one)."""
+    """``parent/run-NNN``, the next free number, created atomically with its owner inside (a staging directory
+    renamed into place: a rename onto an existing, never empty, run-NNN fails), so two runs never share one and
+    no process ever sees one without its owner."""
     parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    os.chmod(staging, parent.stat().st_mode & 0o777)   # mkdtemp's 0700 would differ from the directory around it
+    write_atomic(WorkDir(staging).owner, json.dumps(this_process()) + "\n")
     for number in range(1, 10_000):
         root = parent / f"run-{number:03d}"
+        if root.exists():
+            continue
         try:
-            root.mkdir()
-        except FileExistsError:
+            os.rename(staging, root)
+        except OSError:      # taken meanwhile by another process (ENOTEMPTY / EEXIST)
             continue
         return WorkDir(root)
+    shutil.rmtree(staging, ignore_errors=True)
     raise OfficialRunError(f"{parent}: no free run-NNN directory")
 
 
@@ -268,8 +320,7 @@ def earlier_runs(parent: Path) -> list[tuple[WorkDir, dict[str, str]]]:
     imports from it the samples whose inputs are unchanged (same task hash) instead of scoring them again.
     """
     found = []
-    for root in sorted(parent.glob("run-[0-9][0-9][0-9]")) if parent.is_dir() else []:
-        work = WorkDir(root)
+    for work in work_dirs(parent):
         try:
             plan = json.loads(work.plan.read_text())
             samples = plan["samples"]

@@ -29,6 +29,7 @@ from pinbench_recipes.mind.layout import (
     MIN_VALID_RPE_STEPS,
     MIRROR_TEST,
     OFFICIAL_METRICS,
+    ONE_PAIR_BATCH_ERROR,
     PERSPECTIVES,
     ContinuationSample,
     LayoutError,
@@ -38,6 +39,7 @@ from pinbench_recipes.mind.layout import (
     SampleKey,
     container_frames,
     count_pose_entries,
+    mirror_fails_upstream,
     read_action_file,
     requested_tests,
 )
@@ -278,6 +280,12 @@ def _mirror_sample(key: SampleKey, path: Path, problems: list[str], notes: list[
             problems.append(f"{video}: {frames} frames; a mirror rollout needs at least 2")
         else:
             videos.append(MirrorVideo(video_name, video, frames))
+            if mirror_fails_upstream(frames):
+                notes.append(f"warning: {video}: {frames} frames, so {frames // 2} mirrored pairs end in a "
+                             f"sub-batch of one; upstream process.py fails on it ({ONE_PAIR_BATCH_ERROR!r}, "
+                             "4 attempts): the directory's record gets the error and no later rollout is scored; "
+                             "the native block scores it, and the scorecard names the sample (official: error, "
+                             "native: value)")
         if not MIRROR_NAME.fullmatch(video_name):
             notes.append(f"{video}: not named path-<n>.mp4; process.py scores every .mp4 in the directory")
     return MirrorSample(key, path, tuple(videos)) if len(problems) == n_before else None

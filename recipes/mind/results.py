@@ -21,6 +21,7 @@ What ``process.py`` (8f9c59c) writes, and what this module does about it:
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,25 @@ class ResultFile:
     path: Path
     video_max_time: int | None
     records: list[tuple[SampleKey, dict[str, Any]]]
+
+
+def results_option(value: str | Path) -> Path:
+    """``-o results=``: a regular file, checked before anything reads it (a FIFO would block the run forever);
+    ResultFileError names the option and the path."""
+    path = Path(value)
+    where = f"-o results={path}"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ResultFileError(where, "file not found") from None
+    except OSError as exc:
+        raise ResultFileError(where, f"cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise ResultFileError(where, "is a directory, expected process.py's Result.json file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise ResultFileError(where, f"is {kind}, not a regular file (reading it could block forever)")
+    return path
 
 
 def load_result_file(path: Path) -> ResultFile:

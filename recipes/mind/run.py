@@ -22,7 +22,7 @@ import yaml
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import RunSummary, pending_tasks, run_samples
+from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnlockedPinError
 from pinbench.ops.pins import Pins
@@ -32,8 +32,13 @@ from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
 from pinbench_recipes.mind.preflight import Preflight, run_preflight
-from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file
-from pinbench_recipes.mind.scoring import cross_check_summary, metric_specs, suite_record
+from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file, results_option
+from pinbench_recipes.mind.scoring import (
+    cross_check_summary,
+    metric_specs,
+    official_failed_native_scored,
+    suite_record,
+)
 from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
 
 
@@ -67,6 +72,8 @@ def run(cfg: RunConfig) -> RunOutcome:
                 gt_root, videos, results_file = data.gt_root, data.generated_root, None
             else:
                 gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                if results_file is not None:
+                    results_file = results_option(results_file)
                 if gt_root is None:
                     raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
                 if videos is None and results_file is None:
@@ -109,6 +116,9 @@ def run(cfg: RunConfig) -> RunOutcome:
         "plan": pre.plan_lines(),
         "official_sources": summary.official_sources if summary else steps.stored_sources(cfg.out_dir, results_file),
         "cross_check": cross_check_summary(results, metrics),
+        "official_failed_native_scored": official_failed_native_scored(
+            {r.sample_id: r.error or "failed" for r in records if not r.ok},
+            steps.stored_native(cfg.out_dir) if options["native"] and pre.generated_root is not None else {}),
         "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
         "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
@@ -144,19 +154,27 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
     #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
     with timed(timings, "official"):
         pending = pending_tasks(cfg.out_dir, tasks, shard=cfg.shard, implementation=cfg.implementation)
+        unscored = {t["sample_id"]: input_hash(t)   # every shard's
+                    for t in pending_tasks(cfg.out_dir, tasks, implementation=cfg.implementation)}
         if result_file is not None:
             official = steps.import_file(result_file, pre, pending)
         elif data is not None:
             official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
-                                          score=fixture_scorer(data, metrics, video_max_time))
+                                          score=fixture_scorer(data, metrics, video_max_time), unscored=unscored)
         elif pending:
             runtime = official_runtime(pins)
             official = steps.run_official(
                 cfg.out_dir, pre, pending, runtime=runtime,
                 score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
-                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]))
+                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]), unscored=unscored)
         else:
             official = steps.Official({}, [])
+        # the samples whose stored records this process reuses keep the sources they were scored from
+        computed = {t["sample_id"] for t in pending}
+        reused = [t["sample_id"] for t in (cfg.shard.select(tasks) if cfg.shard else tasks)
+                  if t["sample_id"] not in computed]
+        if reused and result_file is None:
+            official.sources += steps.stored_sources(cfg.out_dir, None, reused)
 
     # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
     with timed(timings, "native"):

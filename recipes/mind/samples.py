@@ -240,18 +240,24 @@ def compare_blocks(official: Mapping[str, Any], native: Mapping[str, Any]) -> di
     return out
 
 
+def native_values(native_blocks: Mapping[str, Mapping[str, Any]], prefix: str) -> dict[str, float | None]:
+    """``<prefix>_<field>`` of the native blocks (a sample's value: the same rule as the official one)."""
+    ids = [(f"{prefix}_{f}", f"avg_{f}", f) for f in PIXEL_FIELDS]
+    per_block = {name: {metric_id: block_value(native, average, frames) for metric_id, average, frames in ids}
+                 for name, native in native_blocks.items()}
+    values = {}
+    for metric_id, _, _ in ids:
+        found = [per_block[n][metric_id] for n in native_blocks]
+        values[metric_id] = mean_finite(found) if found and None not in found else None
+    return values
+
+
 def add_native(result: dict[str, Any], official_blocks: Mapping[str, Mapping[str, Any]],
                native_blocks: Mapping[str, Mapping[str, Any]], prefix: str) -> None:
     """Put ``native/<prefix>_<field>`` (sample value, same rule as the official one) and the per-frame
     agreement into ``result``; ``official_blocks`` / ``native_blocks`` are keyed by block (``lcm``) or
     rollout name."""
-    ids = [(f"{prefix}_{f}", f"avg_{f}", f) for f in PIXEL_FIELDS]
-    per_block = {}
-    for name, native in native_blocks.items():
-        per_block[name] = {metric_id: block_value(native, average, frames) for metric_id, average, frames in ids}
-    for metric_id, _, _ in ids:
-        values = [per_block[n][metric_id] for n in native_blocks]
-        result[f"native/{metric_id}"] = mean_finite(values) if values and None not in values else None
+    result.update({f"native/{metric_id}": value for metric_id, value in native_values(native_blocks, prefix).items()})
     agreement: dict[str, float] = {}
     for name, official in official_blocks.items():
         if name in native_blocks:

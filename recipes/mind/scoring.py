@@ -19,7 +19,8 @@ from pinbench.core.derived import DerivedRecord, derive
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.mind.layout import CONTINUATION_TESTS, MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
-from pinbench_recipes.mind.samples import AGREEMENT, GSC_IDS, PIXEL_FIELDS, metric_ids
+from pinbench_recipes.mind.native import restored
+from pinbench_recipes.mind.samples import AGREEMENT, GSC_IDS, PIXEL_FIELDS, metric_ids, native_values
 from pinbench_recipes.mind.worldfoundry import GROUP_SCORES, PRIMARY, aggregate
 
 SUITE_ID = "suite"      # the derived record's id; never a sample id: those start with "1st_data." or "3rd_data."
@@ -81,6 +82,24 @@ def suite_result(results: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     out["worldfoundry_table"] = table
     out["errors"] = {name: "no component metric has a value" for name in DERIVED if out[name] is None}
     return out
+
+
+def official_failed_native_scored(official_failed: Mapping[str, str],
+                                  native: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The samples the official run failed and the native blocks scored (``official_failed``: sample id -> error,
+    ``native``: sample id -> stored native result), each with both sides: the widest disagreement of all (an
+    upstream crash, such as the mirror rollouts of ``N % 20 == 2`` frames, README "known quirks")."""
+    named = []
+    for sample_id, error in official_failed.items():
+        stored = native.get(sample_id)
+        if not stored or "nothing" in stored:
+            continue
+        blocks, prefix = (({"lcm": stored["lcm"]}, "lcm") if stored.get("lcm") is not None
+                          else (stored.get("videos") or {}, "gsc"))
+        values = native_values({name: restored(block) for name, block in blocks.items()}, prefix)
+        if any(v is not None for v in values.values()):
+            named.append({"sample_id": sample_id, "official": f"error: {error}", "native": values})
+    return named
 
 
 def cross_check_summary(results: Mapping[str, Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:

@@ -13,9 +13,11 @@ two processes of one shard) is ``pinbench.core.rundir``'s claim, taken before th
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import torch
 
 from pinbench.core.config import Implementation
 from pinbench.core.files import sha256_file
-from pinbench.core.runner import Shard, input_hash, run_samples
+from pinbench.core.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (
@@ -38,12 +40,17 @@ from pinbench_recipes.mind.layout import (
 )
 from pinbench_recipes.mind.official import (
     DEFAULT_TIMEOUT_S,
+    KILLED,
+    LIVE,
     Runtime,
     command,
     earlier_runs,
     execute,
+    invocation_state,
     lay_out,
+    mark_finished,
     new_work_dir,
+    work_dirs,
 )
 from pinbench_recipes.mind.preflight import Preflight
 from pinbench_recipes.mind.results import (
@@ -124,9 +131,13 @@ ScoreFn = Callable[[Path], None]   # fills a laid-out work directory's Result.js
 
 
 def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, Any]], *, runtime: Runtime,
-                 score: ScoreFn) -> Official:
+                 score: ScoreFn, unscored: Mapping[str, str] | None = None) -> Official:
     """Official scores of the pending samples: salvaged from earlier interrupted invocations when their inputs
-    are unchanged, else from one new invocation on exactly the samples still missing."""
+    are unchanged, else from one new invocation on exactly the samples still missing.
+
+    A killed invocation's directory is reused (its salvaged samples keep it as their source) or removed when
+    nothing in it can be reused by any process of this run (``unscored``: sample id -> task hash of every
+    sample of the run without a valid record; default the pending ones); each is said on stderr."""
     by_id = {s.key.sample_id: s for s in pre.samples}
     hashes = {t["sample_id"]: input_hash(t) for t in pending}
     outcome: dict[str, Imported] = {}
@@ -136,9 +147,10 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
         if missing is not None:
             outcome[sample_id] = missing
     parent = out_dir / "official"
+    salvaged: dict[Path, int] = {}
     for work, plan in earlier_runs(parent):
         reusable = [sid for sid, h in plan.items() if hashes.get(sid) == h and sid not in outcome]
-        if not reusable:
+        if not reusable or invocation_state(work) == LIVE:   # a live one is another shard's, writing now
             continue
         try:
             result = load_result_file(work.output)
@@ -149,6 +161,8 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
         kept = {k.sample_id: i for k, i in report.samples.items() if i.ok}
         outcome.update(kept)
         sources.append({**report.summary(), "reused_samples": sorted(kept)})
+        salvaged[work.root] = len(kept)
+    _sweep_killed(parent, salvaged, {**hashes, **(unscored or {})})
     todo = [by_id[sid] for sid in hashes if sid not in outcome]
     if todo:
         work = new_work_dir(parent)
@@ -161,16 +175,48 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
         else:
             reason = f"process.py wrote no Result.json (see {work.log})"
             outcome.update({s.key.sample_id: Imported(s.key, None, reason) for s in todo})
+        mark_finished(work, "ended")
     return Official(outcome, sources)
 
 
-def stored_sources(out_dir: Path, results_file: Path | None) -> list[dict[str, Any]]:
-    """Where the stored official scores came from, for a run that scored nothing itself (the merge of shards):
-    the imported results file, or every ``process.py`` working directory with the samples laid out in it."""
+def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[str, str]) -> None:
+    """Reuse or remove the directories of killed invocations, and say which (stderr)."""
+    for work in work_dirs(parent, staging=True):   # killed while creating its directory: nothing in it yet
+        if invocation_state(work) == KILLED:
+            shutil.rmtree(work.root, ignore_errors=True)
+    for work in work_dirs(parent):
+        if invocation_state(work) != KILLED:
+            continue
+        if work.root in salvaged:
+            mark_finished(work, "salvaged")
+            print(f"official: reused {salvaged[work.root]} sample(s) from {work.root}, an invocation killed before it "
+                  "ended; kept as their source", file=sys.stderr)
+            continue
+        try:
+            planned = json.loads(work.plan.read_text())["samples"]
+        except (OSError, ValueError, KeyError, TypeError):
+            planned = {}
+        if work.output.is_file() and any(unscored.get(sid) == h for sid, h in dict(planned).items()):
+            print(f"official: kept {work.root}, an invocation killed before it ended: it holds scores of samples "
+                  "this run has not stored yet", file=sys.stderr)
+            continue
+        shutil.rmtree(work.root, ignore_errors=True)
+        print(f"official: removed {work.root}, an invocation killed before it ended, with nothing reusable "
+              f"({'no Result.json' if not work.output.is_file() else 'none of its samples is still to score'})",
+              file=sys.stderr)
+
+
+def stored_sources(out_dir: Path, results_file: Path | None,
+                   sample_ids: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Where the stored official scores came from (of ``sample_ids``; default all), for the samples this process
+    reused or, in a run that scored nothing itself (the merge of shards), all of them: the imported results
+    file, or every ``process.py`` working directory with the samples laid out in it."""
     if results_file is not None:
         return [{"results_file": str(results_file), "stored_by": "the shards' imports"}]
-    return [{"work_dir": str(work.root), "n_planned": len(plan), "stored_by": "an earlier run or a shard"}
-            for work, plan in earlier_runs(out_dir / "official")]
+    wanted = None if sample_ids is None else set(sample_ids)
+    return [{"work_dir": str(work.root), "n_planned": len(plan), "stored_by": "an earlier run or a shard",
+             **({"reused_samples": sorted(wanted & set(plan))} if wanted is not None else {})}
+            for work, plan in earlier_runs(out_dir / "official") if wanted is None or wanted & set(plan)]
 
 
 def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,
@@ -234,6 +280,11 @@ def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]], lpips_model: t
                           shard=shard, implementation=implementation)
     return {sid: rec.result for sid, rec in summary.records.items()
             if rec.ok and rec.result is not None and "nothing" not in rec.result}
+
+
+def stored_native(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """The native blocks every process stored under ``native/`` (this run's, a shard's, an earlier run's)."""
+    return {sid: rec.result for sid, rec in load_records(out_dir / "native").items() if rec.ok and rec.result}
 
 
 # ------------------------------------------------------------------------------------------ results

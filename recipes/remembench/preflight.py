@@ -19,24 +19,30 @@ def preflight(cfg: RunConfig, pins: Any) -> list[Finding]:
         opts = resolve_options(cfg.options)
     except OptionError as exc:
         return [problem("options", str(exc))]
-    findings = []
-    recipe_pins = weights.load_recipe_pins()
-    checks = [("clip", lambda: weights.resolve_clip(recipe_pins, opts.clip_dir, opts.weights_dir, False)),
-              ("lpips trunk", lambda: weights.resolve_alexnet(recipe_pins, opts.lpips_trunk, opts.weights_dir, False))]
-    if opts.split == "i2v" and opts.poses_dir is None:
-        checks.append(("pi3x", lambda: weights.resolve_pi3x(recipe_pins, opts.pi3x_weights, opts.weights_dir, False)))
-    for name, resolve in checks:
-        try:
-            findings.append(ok("cache", f"{name}: {resolve()[-1]}", f"weights/{name}"))
-        except Exception as exc:  # missing or mismatching weights, as the run would report them
-            findings.append(problem("cache", f"{name}: {type(exc).__name__}: {exc}", f"weights/{name}"))
     try:
         release = open_release(opts.dataset_id, opts.dataset_revision, local_dir=opts.dataset_dir, download=False)
     except Exception as exc:  # not fetched, bad local copy, bad checksums
-        return [*findings, problem("cache", f"RememBench release: {type(exc).__name__}: {exc}", "huggingface/dataset")]
-    findings.append(ok("cache", f"RememBench release {release.repo_id}@{release.revision} at {release.root}",
-                       "huggingface/dataset"))
+        release = None
+        findings = [problem("cache", f"RememBench release: {type(exc).__name__}: {exc}", "huggingface/dataset")]
+    else:
+        findings = [ok("cache", f"RememBench release {release.repo_id}@{release.revision} at {release.root}",
+                       "huggingface/dataset")]
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT:
+        return findings  # medians of the published pairs: the release files only, no evaluator weights
+    recipe_pins = weights.load_recipe_pins()
+    checks = [("clip", "huggingface/clip",
+               lambda: weights.resolve_clip(recipe_pins, opts.clip_dir, opts.weights_dir, False)),
+              ("lpips trunk", "urls/alexnet",
+               lambda: weights.resolve_alexnet(recipe_pins, opts.lpips_trunk, opts.weights_dir, False))]
+    if opts.split == "i2v" and opts.poses_dir is None:
+        checks.append(("pi3x", "huggingface/pi3x",
+                       lambda: weights.resolve_pi3x(recipe_pins, opts.pi3x_weights, opts.weights_dir, False)))
+    for name, pin, resolve in checks:
+        try:
+            findings.append(ok("cache", f"{name}: {resolve()[-1]}", pin))
+        except Exception as exc:  # missing or mismatching weights, as the run would report them
+            findings.append(problem("cache", f"{name}: {type(exc).__name__}: {exc}", pin))
+    if release is None:
         return findings
     try:
         groups, _ = prepare.load_groups(release, opts.split, opts.settings, PAPER)

@@ -128,7 +128,12 @@ def _process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _alive(holder: Mapping[str, Any]) -> bool | None:
+def this_process() -> dict[str, Any]:
+    """Who this process is, as :func:`process_alive` checks it later: pid, host, the kernel's start time."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid())}
+
+
+def process_alive(holder: Mapping[str, Any]) -> bool | None:
     """True / False for a holder on this host; None when it runs on another host (cannot be checked)."""
     if holder.get("host") != socket.gethostname():
         return None
@@ -165,7 +170,7 @@ def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Pa
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
         holder = _read_lock(path)
-        if holder is not None and _alive(holder) is False:
+        if holder is not None and process_alive(holder) is False:
             if take_over:
                 print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
                       file=sys.stderr, flush=True)
@@ -199,7 +204,7 @@ def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, An
             who, where = f"unreadable lock {path}", f"; if no run is using the directory, delete {path}"
         else:
             who = _holder_text(holder)
-            where = "" if _alive(holder) else f"; if that process is gone, delete {path}"
+            where = "" if process_alive(holder) else f"; if that process is gone, delete {path}"
         if name == mine:
             return f"this {'shard' if shard else 'run'} is already running: {who}{where}"
         if shard is None:
@@ -272,8 +277,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             if problem:
                 raise RunDirError(f"{out_dir}: in use: {problem}")
             token = secrets.token_hex(16)
-            holder = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
-                      "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            holder = {**this_process(), "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                       "shard": None if cfg.shard is None else str(cfg.shard), "token": token,
                       "argv": sys.argv[:12], **run_identity(cfg)}
             if not _create_exclusive(path, json.dumps(holder, indent=2) + "\n"):

@@ -9,6 +9,9 @@ user's inputs (every expected video exists and decodes). Each problem is one lin
 
 What a recipe needs is data in its recipe.yaml (``resources:``); which pins and inputs a given run needs
 is the recipe's ``preflight:`` function, which returns :class:`Finding` lines built with the helpers here.
+The pins a run reads are the subjects of its preflight's findings (``huggingface/<name>``, ``urls/<name>``):
+a null pin that no finding names is not read by this run, so it never stops it (a score-only run needs no
+model revision).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,8 +60,12 @@ def problem(check: str, line: str, subject: str = "") -> Finding:
 # -------------------------------------------------------------------------------------------- pins
 
 
-def pin_findings(recipe: Recipe, *, offline: bool) -> tuple[Pins | None, list[Finding]]:
-    """pins.yaml valid, user lock valid, every null resolved here or resolvable (online)."""
+def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None = None
+                 ) -> tuple[Pins | None, list[Finding]]:
+    """pins.yaml valid, user lock valid, every null that this run reads resolved here or resolvable (online).
+
+    ``reads``: the labels (``huggingface/<name>``, ``urls/<name>``) of the pins this run reads; None: all.
+    """
     from pinbench.ops.pins import PinsError, load_pins
     from pinbench.ops.userlock import UserLockError, apply_lock, key_label, lock_for, null_keys, stale_keys
 
@@ -70,8 +77,11 @@ def pin_findings(recipe: Recipe, *, offline: bool) -> tuple[Pins | None, list[Fi
     except (PinsError, UserLockError) as exc:
         return None, [problem("pins", str(exc))]
     findings = []
-    unresolved = [key_label(k) for k in null_keys(pins) if k not in lock.entries]
-    resolved = [key_label(k) for k in null_keys(pins) if k in lock.entries]
+    nulls = list(null_keys(pins))
+    unread = [key_label(k) for k in nulls if reads is not None and f"{k[0]}/{k[1]}" not in reads]
+    nulls = [k for k in nulls if reads is None or f"{k[0]}/{k[1]}" in reads]
+    unresolved = [key_label(k) for k in nulls if k not in lock.entries]
+    resolved = [key_label(k) for k in nulls if k in lock.entries]
     if unresolved and offline:
         findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
                                         f"this machine; run `pinbench fetch {recipe.name}` once with network"))
@@ -84,9 +94,17 @@ def pin_findings(recipe: Recipe, *, offline: bool) -> tuple[Pins | None, list[Fi
     if stale:
         findings.append(ok("pins", f"user lock entries no longer used (pinned in pins.yaml since): "
                                    f"{', '.join(key_label(k) for k in stale)}"))
+    if unread:
+        findings.append(ok("pins", f"{', '.join(unread)} null, not read from the cache by this run"))
     if not unresolved and not resolved:
-        findings.append(ok("pins", f"{recipe.pins_path.name}: every input pinned"))
+        findings.append(ok("pins", f"{recipe.pins_path.name}: every input {'this run reads ' if unread else ''}"
+                                   "pinned"))
     return apply_lock(pins, lock), findings
+
+
+def pins_read(findings: Iterable[Finding]) -> set[str]:
+    """The pins named by a preflight's findings (``huggingface/<name>``, ``urls/<name>``): those the run reads."""
+    return {f.subject for f in findings if f.subject.startswith(("huggingface/", "urls/"))}
 
 
 def url_finding(name: str, pin: URLPin) -> Finding:
@@ -298,8 +316,12 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
     offline = cfg.offline or is_offline()
     pins, findings = pin_findings(recipe, offline=offline)
     # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
-    # recipe's preflight knows; a recipe without one gets the generic checks alone.
-    cache = list(recipe.preflight(cfg, pins)) if recipe.preflight_entry is not None else []
+    # recipe's preflight knows; a recipe without one gets the generic checks alone (and every pin is checked).
+    if recipe.preflight_entry is not None:
+        cache = list(recipe.preflight(cfg, pins))
+        _, findings = pin_findings(recipe, offline=offline, reads=pins_read(cache))
+    else:
+        cache = []
     will_fetch = not offline and (cfg.runtime == "docker" or bool(recipe.resources and recipe.resources.fetch_on_run))
     to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
     if will_fetch:

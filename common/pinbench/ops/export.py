@@ -249,6 +249,21 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
     dest = Path(dest)
     recipe_dir = recipe.dir
     root = library_root()
+    if dest.is_symlink() and not dest.exists():
+        raise ExportError(f"export DEST {dest}: a dangling symlink (to {dest.readlink()}); name a new directory")
+    for code in (recipe_dir.parent, root):   # every recipe's package, the library: the next export would copy it
+        if dest.resolve() == code.resolve() or code.resolve() in dest.resolve().parents:
+            raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
+                              "the library")
+    try:
+        return _write_export(recipe, dest, force=force)
+    except OSError as exc:
+        raise ExportError(f"export DEST {dest}: cannot write {exc.filename or dest} ({exc.strerror or exc})") from None
+
+
+def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
+    recipe_dir = recipe.dir
+    root = library_root()
     if dest.exists():
         if not force:
             raise ExportError(f"{dest}: already exists (use --force to replace it)")

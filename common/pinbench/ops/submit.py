@@ -59,6 +59,9 @@ RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--w
             "--test-only", "--ntasks")
 _SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;&|<>`$]+)?$")
 _PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
+# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
+# "days-hours:minutes:seconds"; "INFINITE" / "UNLIMITED" (any case) for no limit
+_SLURM_TIME = re.compile(r"(?i:infinite|unlimited)|\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}")
 CHECK_SECONDS = 3.0
 
 
@@ -284,6 +287,10 @@ def _check_sbatch_values(request: Request) -> None:
                         ("--finish-time", request.finish_time), ("--account", request.account)):
         if value is not None and not _PLAIN_VALUE.fullmatch(value):
             raise SubmitError(f"{flag} {value!r}: expected one word without quotes, spaces or shell characters")
+    for flag, value in (("--time", request.time), ("--finish-time", request.finish_time)):
+        if value is not None and not _SLURM_TIME.fullmatch(value):
+            raise SubmitError(f"{flag} {value!r}: not a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+                              "D-HH:MM:SS, or UNLIMITED)")
     for arg in request.sbatch_args:
         if not _SBATCH_ARG.fullmatch(arg):
             raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
@@ -358,10 +365,14 @@ def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: li
 
 def write_scripts(the_plan: Plan) -> list[Path]:
     logs = the_plan.slurm_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    for phase in the_plan.phases:
-        write_atomic(phase.script, phase.text)
-        phase.script.chmod(0o755)
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        for phase in the_plan.phases:
+            write_atomic(phase.script, phase.text)
+            phase.script.chmod(0o755)
+    except OSError as exc:
+        raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
+                          f"{exc.filename or logs}: {exc.strerror or exc}") from None
     return [p.script for p in the_plan.phases]
 
 

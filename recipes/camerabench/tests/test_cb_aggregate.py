@@ -176,3 +176,48 @@ def test_runner_round_trip_resumes_and_retries_only_failures(fx, tmp_path: Path)
     outputs.binary["binary__Move_In__a1.0.0"] = {"score": 0.75}
     second = run_samples(script2_tasks(data, outputs), score_sample, tmp_path / "run", progress=False)
     assert (second.n_done, second.n_reused) == (1, len(tasks) - 1)
+
+
+def test_upstream_view_keeps_nonfinite_rows_as_upstream_does(tmp_path: Path) -> None:
+    """Upstream Script 2 keeps a non-finite row (its error is null): binary ranks it at -1e10, VQA compares it as
+    it is. The failed group's message must say what upstream computes with that row, not without it."""
+    import json
+
+    data_dir, scores = fixture.write_fixture(tmp_path)
+    pan_left = scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+    doc = json.loads(pan_left.read_text())
+    doc["scores"][2]["score"] = float("inf")                # a3: "Yes", 0.9 -> +inf
+    pan_left.write_text(json.dumps(doc))
+    motion = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_pan_left_vs_pan_right.json"
+    doc = json.loads(motion.read_text())
+    doc["scores"][0]["yes_scores"]["pos_text_pos_image"] = float("nan")
+    motion.write_text(json.dumps(doc))
+    data = load_dataset(data_dir)
+    outputs = read_score_dir(scores, data)
+    groups = aggregate.group_records(data, _records(script2_tasks(data, outputs)), kept_upstream=outputs.kept_upstream)
+    by_id = {g.sample_id: g for g in groups}
+    # labels 1 0 1 0, scores 1.0 1.0 -1e10 .2: AP = 1/2 * 1/2 + 1/2 * 2/4 = 0.5; AUC = (.5 + 1 + 0 + 0) / 4 = 0.375
+    # (without the row: labels 1 0 0, scores 1.0 1.0 .2 -> AUC 0.75 over 3)
+    assert by_id["binary_split__Pan_Left"].error.endswith(
+        "Upstream keeps the 1 non-finite score(s) ranked at -1e10 and would report AP 0.5000, AUC 0.3750 over 4")
+    # pair 1: NaN > 0.2 is false, so its pos question is wrong and its neg question right (1 of 2); pairs 2 and 3
+    # give 0 and 1: question_acc (1 + 0 + 1) / 6 over 3 pairs (without the pair: 1/4 over 2)
+    assert by_id["vqa_skill__motion_direction"].error.endswith(
+        "Upstream keeps the 1 pair(s) with non-finite scores as they are and would report question_acc 0.3333 "
+        "over 3 pairs")
+
+
+def test_a_single_class_split_says_so_in_its_record_and_the_readme(fx) -> None:
+    """Static is all "No": 0.0 as upstream computes it, and the record says AP and AUC are undefined there and that
+    upstream's CLI crashes (numpy int64 into json.dump, run on this split at the pinned commit)."""
+    data, outputs = fx
+    groups = _groups(data, outputs)
+    static = groups["binary_split__Static"].result
+    assert (static["average_precision"], static["roc_auc"], static["single_class"]) == (0.0, 0.0, True)
+    assert static["note"].startswith("one class only (0 of 3 labels Yes): AP and ROC AUC are undefined")
+    assert "not JSON serializable" in static["note"]
+    assert "note" not in groups["binary_split__Pan_Left"].result
+    readme = (Path(aggregate.__file__).parent / "README.md").read_text()
+    changes = readme.split("## Changes vs upstream", 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in changes.splitlines() if line.startswith("| single-class split |")]
+    assert "not JSON serializable" in row and "`note`" in row

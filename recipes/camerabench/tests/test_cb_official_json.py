@@ -94,6 +94,9 @@ def test_split_from_the_file_name_when_metadata_lacks_it(fx) -> None:
     (lambda d: d["scores"][0].update(video_path="zz.0.0.mp4"), "video zz.0.0.mp4 is not in split Move_In"),
     (lambda d: d["scores"].append(dict(d["scores"][0])), "already scored at"),
     (lambda d: d["scores"][0].update(score="0.5"), "score must be a number"),
+    # Script 1's score is P("Yes") (spec 1.2): a value outside [0, 1] is not its output
+    (lambda d: d["scores"][0].update(score=1.5), r"scores\[0\]: score 1.5 is outside \[0, 1\]"),
+    (lambda d: d["scores"][4].update(score=-0.2), r"scores\[4\]: score -0.2 is outside \[0, 1\]"),
     (lambda d: d["metadata"].update(split_name="Move_Sideways"), "not one of the benchmark's splits"),
     (lambda d: d["metadata"].update(model_name="another-model"), "keep one model per score directory"),
     (lambda d: d.pop("scores"), "missing list 'scores'"),
@@ -138,6 +141,13 @@ def test_vqa_rows_are_checked(fx) -> None:
                            d["scores"][0]["no_scores"].pop("pos_text_neg_image")))
     with pytest.raises(ScoreFileError, match="no_scores.pos_text_neg_image must be a number"):
         read_score_dir(scores, data)
+    # probabilities (spec 1.3): outside [0, 1] is refused, even beside a non-finite value in the same row
+    _edit(path, lambda d: (d["scores"][0]["no_scores"].update(pos_text_neg_image=1.25),
+                           d["scores"][0]["yes_scores"].update(neg_text_pos_image=float("nan"))))
+    with pytest.raises(ScoreFileError, match=r"scores\[0\]: no_scores.pos_text_neg_image is 1.25, outside \[0, 1\]"):
+        read_score_dir(scores, data)
+    _edit(path, lambda d: (d["scores"][0]["no_scores"].update(pos_text_neg_image=0.5),
+                           d["scores"][0]["yes_scores"].update(neg_text_pos_image=0.5)))
     _edit(path, lambda d: d["metadata"].update(task_name="pan left vs pan right"))
     with pytest.raises(ScoreFileError, match="no pair of task pan_left_vs_pan_right has these"):
         read_score_dir(scores, data)

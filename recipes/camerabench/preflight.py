@@ -1,0 +1,87 @@
+"""``pinbench doctor camerabench``: every input this run reads, checked as the run checks it, and no other.
+
+A score-only run (``-o scores=DIR``) reads the pinned data (``-o data=DIR`` checked against data_manifest.json,
+or the cache) and the score files: it needs neither model nor video pins, so their null revisions never stop
+it. A Script 1 run reads the data, the weights and processor snapshots and the videos the data names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pinbench.core.config import RecipeError, RunConfig
+from pinbench.ops.doctor import Finding, hf_finding, ok, problem
+from pinbench.ops.pins import Pins
+from pinbench_recipes.camerabench import inputs
+from pinbench_recipes.camerabench.dataset import CameraBenchData
+from pinbench_recipes.camerabench.official_json import ScoreFileError, read_score_dir
+from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
+
+DATA_SUBJECT = "data/camerabench"
+
+
+def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+    try:
+        model = inputs.script1_model(cfg)
+    except RecipeError as exc:
+        return [problem("inputs", str(exc))]
+    findings: list[Finding] = []
+    data = _data(cfg, findings)
+    if model is None:
+        if data is not None:
+            findings += _score_files(cfg, data)
+        return findings
+    if pins is None:
+        return findings
+    for name in dict.fromkeys((model.weights_pin, inputs.PROCESSOR_PIN)):  # the base model is both
+        findings.append(hf_finding(name, pins.huggingface[name]))
+    if data is not None:
+        findings.append(_videos(cfg, pins, inputs.run_subset(cfg, data)))
+    return findings
+
+
+def _data(cfg: RunConfig, findings: list[Finding]) -> CameraBenchData | None:
+    """The pinned data as the run loads it (manifest, then the official counts); None after a problem."""
+    local = cfg.options.get("data")
+    where = ("inputs", "") if local is not None else ("cache", DATA_SUBJECT)
+    try:
+        root = inputs.data_dir(cfg, download=False)
+        data = inputs.load_data(cfg, root, official=True)
+    except RecipeError as exc:
+        findings.append(problem(where[0], str(exc), where[1]))
+        return None
+    findings.append(ok(where[0], f"data {root}: the files of data_manifest.json, byte for byte, and the "
+                                 "official counts", where[1]))
+    return data
+
+
+def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
+    """The score files read as the run reads them; samples of this run without a row, or with an error, named."""
+    folder = Path(cfg.options["scores"])
+    try:
+        outputs = read_score_dir(folder, whole, cfg.options["families"])
+    except ScoreFileError as exc:
+        return [problem("inputs", str(inputs.input_error(exc)))]
+    data = inputs.run_subset(cfg, whole)
+    ids = [s.sample_id for s in data.binary] + [p.sample_id for p in data.vqa] + [s.sample_id for s in data.captions]
+    values = {**outputs.binary, **outputs.vqa, **outputs.caption}
+    missing = [sid for sid in ids if sid not in values]
+    failed = [sid for sid in ids if sid in values and "error" in values[sid]]
+    line = f"score files in {folder}: {len(ids) - len(missing) - len(failed)} of {len(ids)} samples scored"
+    if failed:
+        line += f"; {len(failed)} will fail with their Script 1 error (e.g. {failed[0]})"
+    if missing:
+        line += f"; {len(missing)} have no row and will be missing (e.g. {missing[0]})"
+    return [ok("inputs", line)]
+
+
+def _videos(cfg: RunConfig, pins: Pins, data: CameraBenchData) -> Finding:
+    """Every video the run's samples name: the local folder, or the pinned snapshot narrowed to them."""
+    local = cfg.options.get("videos")
+    if local is None:
+        return hf_finding(inputs.VIDEOS_PIN, inputs.videos_pin(pins, data))
+    try:
+        found = locate_videos(Path(local), data.video_names())
+    except VideoSetError as exc:
+        return problem("inputs", f"camerabench: {exc}")
+    return ok("inputs", f"videos {local}: all {len(found.paths)} the data names")

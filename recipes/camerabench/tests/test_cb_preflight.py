@@ -1,0 +1,64 @@
+"""``pinbench doctor camerabench``: it checks exactly the inputs the run reads (data, score files, and for Script 1
+the model and video pins), so a score-only run offline is never refused for pins it does not read."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pinbench.core.recipe import get_recipe
+from pinbench.ops import doctor
+from pinbench_recipes.camerabench import data_files, fixture, inputs
+
+RECIPE = get_recipe("camerabench")
+
+
+@pytest.fixture
+def pinned_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The fixture's data pinned in place of the official manifest, its counts accepted (test doubles)."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
+    data, scores = fixture.write_fixture(tmp_path / "fx")
+    manifest = data_files.DataManifest(repo="o/r", commit="c" * 40, path="camerabench/data", files={
+        p.relative_to(data).as_posix(): (data_files.sha256_file(p), p.stat().st_size)
+        for p in data.rglob("*") if p.is_file()})
+    monkeypatch.setattr(data_files, "load_manifest", lambda: manifest)
+    monkeypatch.setattr(inputs, "official_count_problems", lambda _data: [])
+    return data, scores
+
+
+def _diagnose(tmp_path: Path, checkpoint: str, **options: str) -> list[doctor.Finding]:
+    cfg = RECIPE.config(checkpoint, out_dir=tmp_path / "run", offline=True, options=options, env={})
+    return doctor.diagnose(RECIPE, cfg, gpus=None)
+
+
+def test_a_score_only_run_offline_is_not_refused_for_model_or_video_pins(pinned_fixture, tmp_path: Path) -> None:
+    data, scores = pinned_fixture
+    findings = _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data))
+    assert [f.render() for f in findings if not f.ok] == []
+    lines = [f.line for f in findings]
+    assert ("huggingface.qwen2_5_vl_7b_cam_motion.revision, huggingface.videos.revision null, not read from the "
+            "cache by this run") in lines
+    assert any(line.startswith(f"score files in {scores}: 17 of 17 samples scored") for line in lines)
+    # a Script 1 run reads the videos pin: its null revision stops it offline, named
+    script1 = [f for f in _diagnose(tmp_path, "qwen2.5-vl-7b", data=str(data)) if not f.ok]
+    assert any(f.check == "pins" and f.line.startswith("huggingface.videos.revision null in") for f in script1)
+    assert not any("qwen2_5_vl_7b_cam_motion" in f.line for f in script1)     # the SFT's pin is not read
+
+
+def test_doctor_checks_the_data_folder_against_the_manifest_as_the_run_does(pinned_fixture, tmp_path: Path) -> None:
+    data, scores = pinned_fixture
+    copy = shutil.copytree(data, tmp_path / "copy")
+    split = copy / "binary_classification" / "Pan_Left.jsonl"
+    split.write_bytes(split.read_bytes().replace(b"pan", b"PAN", 1))
+    problems = [f for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(copy)) if not f.ok]
+    assert [f.check for f in problems] == ["inputs"]
+    assert problems[0].line.startswith(f"camerabench: {split}: differs from o/r@{'c' * 40}")
+
+
+def test_doctor_reads_the_score_files_as_the_run_does(pinned_fixture, tmp_path: Path) -> None:
+    data, scores = pinned_fixture
+    (scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json").write_text("{not json")
+    (bad,) = [f for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data)) if not f.ok]
+    assert bad.check == "inputs" and "Pan_Left.json: invalid JSON at line 1" in bad.line

@@ -1,0 +1,96 @@
+"""Bad arguments are refused in one line, and errors of the OS name the option and the path they came from:
+``--shard ''``, ``submit --time forever``, exports into the code or onto a dangling symlink, ``compare --report`` and
+``submit --out`` where nothing can be written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pinbench import cli
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+UNWRITABLE = Path("/proc/1/pinbench-test")     # under /proc nothing can be created, whoever runs the tests
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``pinbench ARGS`` through the entry point (whose handler turns a ValueError into one line and exit 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2, captured
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_an_empty_shard_is_refused_not_run_unsharded(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--shard", "", "--out", str(out)])
+    assert _one_line_error(result).startswith("error: --shard: invalid shard ''")
+    assert not (out / "scorecard.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--time", "--finish-time"])
+def test_a_time_slurm_cannot_read_is_refused(tmp_path: Path, flag: str) -> None:
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                     "--out", str(tmp_path / "run"), flag, "forever"])
+    assert _one_line_error(result).startswith(f"error: {flag} 'forever': not a Slurm time limit")
+    assert not (tmp_path / "run").exists()
+    for good in ("90", "12:00:00", "1-00", "2-12:30:00", "UNLIMITED"):
+        ok = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                     "--out", str(tmp_path / "run"), flag, good])
+        assert ok.exit_code == 0, (good, ok.output)
+
+
+def test_submit_where_nothing_can_be_written_names_the_option() -> None:
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                     "--out", str(UNWRITABLE)])
+    assert _one_line_error(result).startswith(f"error: --out {UNWRITABLE}: cannot write the sbatch scripts there")
+
+
+@pytest.mark.parametrize("inside", ["recipes/dynamic_degree/exported", "common/pinbench/exported"])
+def test_an_export_into_the_code_is_refused(inside: str, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = REPO / inside
+    assert not dest.exists()
+    try:
+        line = _main(["export", "dynamic-degree", str(dest)], capsys)
+        assert line.startswith(f"error: export DEST {dest}: inside the code") and not dest.exists()
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)    # a broken refusal must not leave a copy in the code
+
+
+def test_an_export_onto_a_dangling_symlink_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "export"
+    dest.symlink_to(tmp_path / "gone")
+    line = _main(["export", "dynamic-degree", str(dest)], capsys)
+    assert line == f"error: export DEST {dest}: a dangling symlink (to {tmp_path / 'gone'}); name a new directory"
+
+
+def test_an_export_that_cannot_be_written_names_it(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _main(["export", "dynamic-degree", str(UNWRITABLE)], capsys)
+    assert line.startswith(f"error: export DEST {UNWRITABLE}: cannot write")
+
+
+def test_compare_report_where_nothing_can_be_written_names_the_option(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_runs_helper", Path(__file__).parent / "test_compare.py")
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    write_run = helper.write_run
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", seed=2)
+    result = runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(UNWRITABLE)])
+    assert result.exit_code == 2
+    assert result.output.rstrip().splitlines()[-1].startswith(f"error: --report {UNWRITABLE}: cannot write")
