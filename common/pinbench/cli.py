@@ -323,18 +323,17 @@ def diff_cmd(
     scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a run")],
     reference: Annotated[Path | None, typer.Option(help="reference file (default: the recipe's)")] = None,
 ) -> None:
-    """Compare a scorecard with its reference; non-zero exit on FAIL, partial run, missing metric or mismatch."""
+    """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
+    missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     from pinbench.core.reference import diff, load_reference, render_diff
     from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
     recipe = _recipe_of_card(card)
     if reference is None:
-        if recipe is None:
-            _fail(f"{scorecard}: recipe {card['recipe']!r} is not installed; pass --reference")
-        reference = recipe.reference_path(card["checkpoint"], card["mode"])
+        reference = recipe.reference_path(card["checkpoint"], card["mode"]) if recipe is not None else None
         if reference is None:
-            _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
+            _results_without_reference(card, recipe)
     # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
     # recipe mismatch (exit 3: it does not apply), not as an invalid file.
     owner = load_reference(reference).recipe
@@ -342,6 +341,17 @@ def diff_cmd(
     result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
+
+
+def _results_without_reference(card: dict[str, Any], recipe: Recipe | None) -> None:
+    """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
+    exit codes)."""
+    from pinbench.core.reference import EXIT_INCOMPLETE, render_results
+
+    why = (f"no {card['mode']} reference for {recipe.name} / {card['checkpoint']}" if recipe is not None else
+           f"recipe {card['recipe']!r} is not installed here (pass --reference FILE to diff)")
+    _echo(render_results(card, why))
+    raise typer.Exit(0 if card["status"] == "complete" else EXIT_INCOMPLETE)
 
 
 @app.command("record-reference")

@@ -17,7 +17,7 @@ from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_atomic
 from pinbench.core.provenance import collect_provenance, redact
 from pinbench.core.recipe import Recipe
-from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
+from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff, render_results
 from pinbench.core.runner import RunSummary, SampleRecord, merge_samples
 from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 from pinbench.results.report import write_report
@@ -124,8 +124,7 @@ def finish_run(
     references = None
     if ref_path is None:
         exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
-        message = (f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}: "
-                   f"reported, not diffed (status {card['status']})")
+        message = render_results(card, f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}")
     else:
         reference = load_reference(ref_path, recipe=recipe)
         references = {recipe.name: reference}
