@@ -70,3 +70,118 @@ def test_a_run_with_a_reference_shows_every_metric_beside_the_diff_columns(tmp_p
     row = _table_row(done.stdout, "preview/dynamic_degree")
     assert row[:9] == ["preview/dynamic_degree", "0.7", "[0.3,", "1]", "5/5", "higher", "0.7", "+0", "same"]
     assert "PASS" in row
+
+
+# ------------------------------------------------------------------------------ 2: network failures
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def no_network(tmp_path: Path) -> dict[str, str]:
+    """The network really failing: every HTTP(S) request goes to a local port nothing listens on (a proxy for
+    urllib and requests, and the Hub's endpoint), with an empty cache, so nothing is found locally either."""
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    return {"HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead, "http_proxy": dead, "NO_PROXY": "",
+            "no_proxy": "", "HF_ENDPOINT": dead, "PINBENCH_CACHE": str(tmp_path / "empty-cache"), "HF_TOKEN": ""}
+
+
+def _the_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "URLError" not in done.stderr, done.stderr
+    assert "LocalEntryNotFoundError" not in done.stderr and "MaxRetryError" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, done.stderr
+    assert "0 B, 0 B/s" not in done.stderr  # no progress line of a download that never started
+    return errors[0]
+
+
+@pytest.mark.parametrize(("argv", "what", "ways"), [
+    (["run", "dynamic-degree", "-c", "mine", "-o", "videos={videos}", "--skip-doctor"],
+     "https://download.pytorch.org/models/raft_large_C_T_V1-22a6c225.pth (file raft_large_C_T_V1-22a6c225.pth)",
+     ["`pinbench fetch dynamic-degree` on a connected machine", "-o raft_weights=PATH", "-o flow=farneback"]),
+    (["fetch", "dynamic-degree"],
+     "https://download.pytorch.org/models/raft_large_C_T_V1-22a6c225.pth (file raft_large_C_T_V1-22a6c225.pth)",
+     ["`pinbench fetch dynamic-degree` on a connected machine", "-o raft_weights=PATH", "-o flow=farneback"]),
+    (["run", "remembench", "-c", "t2v-moc-1chunk", "-o", "videos={videos}", "--skip-doctor"],
+     "mosaichunk/RememBench@cdeabf0fce9c075876a903a1d5234483ad677fd5 (dataset; files: all)",
+     ["`pinbench fetch remembench` on a connected machine", "-o dataset_dir=PATH"]),
+    (["fetch", "camerabench"],
+     "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record in the user lock)",
+     ["`pinbench fetch camerabench` on a connected machine", "-o scores=DIR -o data=DIR"]),
+])
+def test_every_network_failure_is_one_line_with_what_and_the_way_on(
+        tmp_path: Path, videos: Path, no_network: dict[str, str], argv: list[str], what: str, ways: list[str]) -> None:
+    done = pinbench(*(a.format(videos=videos) for a in argv), cwd=tmp_path, env=no_network)
+    line = _the_error(done)
+    assert line.startswith(f"error: {what}: could not be fetched, the network failed ("), line
+    for way in ways:
+        assert way in line, line
+
+
+# ------------------------------------------------------------------------------ 7: help and names
+
+
+RECIPES = ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_run_help_shows_checkpoints_and_examples_that_parse(name: str) -> None:
+    import shlex
+
+    from pinbench import cli
+    from pinbench.core.options import parse_pairs
+    from pinbench.core.recipe import get_recipe
+
+    recipe = get_recipe(name)
+    text = "\n".join(cli.describe_usage(recipe))
+    assert text.startswith("checkpoints: ") and all(c in text for c in recipe.checkpoints)
+    assert recipe.examples and "examples:" in text
+    for example in recipe.examples:
+        assert f"  {example.run}\n" in text + "\n"
+        argv = shlex.split(example.run)
+        assert argv[:3] == ["pinbench", "run", name], example.run
+        # every example is a command line the recipe accepts (paths need not exist to be parsed)
+        options = parse_pairs([argv[i + 1] for i, a in enumerate(argv) if a == "-o"])
+        fixture = "--fixture" in argv
+        checkpoint = argv[argv.index("--checkpoint") + 1] if "--checkpoint" in argv else ""
+        recipe.config(checkpoint, fixture=fixture, options=options, env={},
+                      limit=int(argv[argv.index("--limit") + 1]) if "--limit" in argv else None)
+
+
+def test_required_is_marked_one_way() -> None:
+    """The declaration says required (``required`` / ``required_unless``), never a help text; help shows one word."""
+    from pinbench import cli
+    from pinbench.core.recipe import get_recipe
+
+    for name in RECIPES:
+        recipe = get_recipe(name)
+        for option, spec in recipe.options.items():
+            assert "required" not in spec.help.lower(), f"{name} -o {option}: {spec.help}"
+    lines = cli.describe_options(get_recipe("mind"))
+    assert any(line.startswith("  -o gt=<path>  default required") for line in lines), lines
+    assert any(line.startswith("  -o videos=<path>  default required unless -o results is given") for line in lines)
+
+
+def test_misspelled_names_get_did_you_mean_before_any_download(tmp_path: Path, videos: Path,
+                                                                no_network: dict[str, str]) -> None:
+    recipe = pinbench("run", "dynamic-degre", "-c", "mine", cwd=tmp_path)
+    assert recipe.returncode == 2 and "unknown recipe 'dynamic-degre' (did you mean 'dynamic-degree'?)" in recipe.stderr
+    key = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"video={videos}", cwd=tmp_path)
+    assert key.returncode == 2 and "unknown option(s) video (did you mean 'videos'?)" in key.stderr
+    fetch_key = pinbench("fetch", "dynamic-degree", "-o", "flw=raft", cwd=tmp_path, env=no_network)
+    assert fetch_key.returncode == 2 and "flw (did you mean 'flow'?)" in fetch_key.stderr  # before the download
+    note = pinbench("run", "paibench-c", "-c", "Cosmos3-nano", "--offline", cwd=tmp_path)
+    assert "did you mean 'Cosmos3-Nano'?" in note.stderr
+    # RememBench: a misspelled paper arm is refused at once, before the dataset would be downloaded
+    arm = pinbench("run", "remembench", "-c", "t2v-mosaichunk-2chunks", "-o", f"videos={videos}", "--skip-doctor",
+                   cwd=tmp_path, env=no_network)
+    assert arm.returncode == 2, arm.stderr
+    assert "(did you mean 't2v-mosaichunk-2chunk'?)" in arm.stderr and "network" not in arm.stderr
+    assert not (Path(no_network["PINBENCH_CACHE"]) / "hub").exists()

@@ -42,7 +42,7 @@ def _recipe(name: str) -> Recipe:
 
 def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
             runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
-            offline: bool, options: list[str]) -> RunConfig:
+            offline: bool, options: list[str], check_required: bool = True) -> RunConfig:
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.runner import Shard
 
@@ -50,7 +50,7 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | N
         parsed_shard = Shard.parse(shard) if shard else None
         return recipe.config(checkpoint, out_dir=out, limit=limit, shard=parsed_shard, runtime=runtime,
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
-                             offline=offline, options=parse_pairs(options))
+                             offline=offline, options=parse_pairs(options), check_required=check_required)
     except (RecipeError, OptionError, ValueError) as exc:
         _fail(str(exc))
         raise
@@ -75,6 +75,33 @@ def describe_options(recipe: Recipe) -> list[str]:
         lines.append(f"  -o {name}=<{kind}>  default {spec.describe_default()}{env}")
         lines.append(f"      {spec.help}")
     return lines
+
+
+def describe_usage(recipe: Recipe) -> list[str]:
+    """The checkpoints a run accepts and the recipe's example command lines, for ``run <recipe> --help``."""
+    lines = [f"checkpoints: {', '.join(recipe.checkpoints)} (with a reference or a known model); any other name "
+             "scores your own model" if recipe.checkpoints else
+             "checkpoints: any name for your model (no published reference exists)"]
+    if recipe.no_download is not None:
+        lines.append(f"without download or GPU: {recipe.no_download.options} ({recipe.no_download.what})")
+    if recipe.examples:
+        lines.append("examples:")
+        for example in recipe.examples:
+            lines += [f"  {example.run}", f"      {example.what}"]
+    return lines
+
+
+def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
+    """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: say so (any
+    name is allowed, it scores your own model), before anything is downloaded."""
+    from pinbench.core.options import did_you_mean
+
+    if checkpoint in recipe.checkpoints:
+        return
+    hint = did_you_mean(checkpoint, recipe.checkpoints)
+    if hint:
+        typer.echo(f"note: checkpoint {checkpoint!r} is not one of {recipe.name}'s ({', '.join(recipe.checkpoints)})"
+                   f"{hint}; a new name is taken as your own model", err=True)
 
 
 @app.command("list")
@@ -126,6 +153,9 @@ def fetch(
             check_checkpoint_name(checkpoint)
         except RecipeError as exc:
             _fail(str(exc))
+    # options are checked (a misspelled -o key, a bad value) before anything is downloaded
+    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
+                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
     if recipe.pins_path.is_file():
         from pinbench.ops.userlock import resolve_recipe_pins
 
@@ -145,8 +175,6 @@ def fetch(
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return
-    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
-                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option)
     recipe.fetch(cfg)
 
 
@@ -175,12 +203,15 @@ def run(
         if recipe_name is not None:
             recipe = _recipe(recipe_name)
             _echo(f"\n{recipe.name} {recipe.version}: {recipe.description}")
+            _echo("\n".join(describe_usage(recipe)))
             _echo("\n".join(describe_options(recipe)))
         raise typer.Exit(0 if show_help else 2)
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
+    if not cfg.fixture:
+        _checkpoint_note(recipe, cfg.checkpoint)
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
         from pinbench.ops.doctor import diagnose, report
 
