@@ -185,3 +185,50 @@ def test_misspelled_names_get_did_you_mean_before_any_download(tmp_path: Path, v
     assert arm.returncode == 2, arm.stderr
     assert "(did you mean 't2v-mosaichunk-2chunk'?)" in arm.stderr and "network" not in arm.stderr
     assert not (Path(no_network["PINBENCH_CACHE"]) / "hub").exists()
+
+
+# ------------------------------------------------------------------------------ 4: doctor
+
+
+def test_doctor_probes_the_network_and_warns_of_raft_on_cpu_with_an_estimate(tmp_path: Path, videos: Path,
+                                                                             no_network: dict[str, str]) -> None:
+    done = pinbench("doctor", "dynamic-degree", "-o", f"videos={videos}", cwd=tmp_path, env=no_network)
+    assert done.returncode == 2, done.stdout
+    (network,) = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM network: ")]
+    assert "https://download.pytorch.org/ does not answer within 3 s" in network
+    assert "urls/raft_things cannot be fetched" in network and "`pinbench fetch dynamic-degree`" in network
+    (cpu,) = [line for line in done.stdout.splitlines() if line.startswith("WARNING cpu: ")]
+    assert "RAFT would run on CPU (no GPU visible): 136 frame pairs in 5 video(s)" in cpu, cpu
+    assert "0.711 pairs/s" in cpu and "tools/gpu_check.py" in cpu
+    # run starts with the same checks: it stops there, with the warning shown too, instead of failing later
+    run = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"videos={videos}", "--out", str(tmp_path / "r"),
+                   cwd=tmp_path, env=no_network)
+    assert run.returncode == 2 and "PROBLEM network: " in run.stderr and "WARNING cpu: " in run.stderr, run.stderr
+    assert "nothing was started" in run.stderr and not (tmp_path / "r" / "samples").exists()
+
+
+def test_raft_pairs_follow_the_clip_table() -> None:
+    """The README's table: at 8 fps a 2 s clip is 16 frames, all sampled (15 pairs); at 30 fps 60 frames, every
+    4th sampled (15 frames, 14 pairs); a tail clip overlaps the last full one."""
+    from pinbench_recipes.dynamic_degree.estimate import raft_pairs
+
+    assert raft_pairs(16, 8) == 15 and raft_pairs(32, 8) == 30 and raft_pairs(40, 8) == 45
+    assert raft_pairs(60, 30) == 14 and raft_pairs(10, 8) == 9
+
+
+def test_a_bad_video_names_the_way_on_and_skip_doctor_does_what_it_says(tmp_path: Path, videos: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "videos"
+    shutil.copytree(videos, folder)
+    (folder / "broken.mp4").write_bytes(b"not a video")
+    done = pinbench("doctor", "dynamic-degree", "-o", f"videos={folder}", "-o", "flow=farneback", cwd=tmp_path)
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM inputs: ")]
+    assert "1 of 6 videos do not decode: broken" in line
+    assert ("`pinbench run ... --skip-doctor`: the run scores the rest and counts each of them as a failed "
+            "sample") in line
+    run = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"videos={folder}", "-o", "flow=farneback",
+                   "--skip-doctor", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr  # partial
+    assert "* preview/dynamic_degree  0.7" in run.stdout and " 5/6 " in run.stdout
+    assert "broken (preview/dynamic_degree)" in run.stdout
