@@ -34,6 +34,8 @@ help: ## show this help
 STAMP := $(VENV)/.pinbench-installed
 
 setup: $(STAMP) ## create .venv from uv.lock (every extra plus the dev tools); test/lint/demo do it too
+	@echo "pinbench $$($(PINBENCH) --version | cut -d' ' -f2) is $(abspath $(PINBENCH)); to put it on PATH:"
+	@echo '  export PATH="$(abspath $(BIN)):$$PATH"'
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)

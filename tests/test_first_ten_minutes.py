@@ -232,3 +232,61 @@ def test_a_bad_video_names_the_way_on_and_skip_doctor_does_what_it_says(tmp_path
     assert run.returncode == 2, run.stdout + run.stderr  # partial
     assert "* preview/dynamic_degree  0.7" in run.stdout and " 5/6 " in run.stdout
     assert "broken (preview/dynamic_degree)" in run.stdout
+
+
+# ------------------------------------------------------------------------------ 5: quick start, PATH, version
+
+
+def _quick_start(readme: str) -> tuple[list[str], list[str]]:
+    """The README's Quick start: (set-up lines, the lines that score a folder), each block's commands verbatim."""
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = [block.split("```", 1)[0] for block in section.split("```bash\n")[1:]]
+    commands = [[line.split("  #")[0].strip() for line in block.splitlines() if line.strip()] for block in blocks]
+    return commands[0], commands[1]
+
+
+def test_the_readme_quick_start_works_verbatim_in_a_fresh_clone(tmp_path: Path, videos: Path) -> None:
+    import shutil
+
+    if not (REPO / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+    setup, score = _quick_start((clone / "README.md").read_text())
+    assert setup == ["make setup", 'export PATH="$PWD/.venv/bin:$PATH"'], setup
+    assert len(score) == 3 and score[0].startswith("pinbench run "), score
+    (clone / ".venv").symlink_to(REPO / ".venv")  # set-up excluded: this checkout's environment
+    shutil.copytree(videos, clone / "my_videos")  # the folder the quick start names, holding a user's videos
+    script = "set -e\n" + setup[1] + "\n" + "\n".join(score) + "\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")}
+    env["PATH"] = "/usr/bin:/bin"  # no pinbench on PATH but the one the quick start puts there
+    done = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("* preview/dynamic_degree  0.7") == 2, done.stdout  # the run's table, then diff's
+    assert (clone / "runs" / "my-report" / "index.html").is_file()
+    assert (clone / "runs" / "dynamic-degree" / "my-model" / "scorecard.json").is_file()
+
+
+def test_version_has_one_source() -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    import pinbench
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and project["dynamic"] == ["version"]
+    assert version("pinbench") == pinbench.__version__
+    done = pinbench("--version", cwd=REPO)
+    assert done.returncode == 0 and done.stdout == f"pinbench {pinbench.__version__}\n"
+
+
+def test_make_setup_says_how_to_put_pinbench_on_path() -> None:
+    import shutil
+
+    if shutil.which("make") is None or not (REPO / ".venv" / ".pinbench-installed").exists():
+        pytest.skip("no make, or no .venv made by make setup")
+    done = subprocess.run(["make", "--no-print-directory", "setup"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f'  export PATH="{REPO}/.venv/bin:$PATH"' in done.stdout.splitlines(), done.stdout

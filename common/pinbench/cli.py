@@ -21,6 +21,22 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 OptionList = Annotated[list[str], typer.Option("--option", "-o", help="recipe option KEY=VALUE (see run --help)")]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        import pinbench
+
+        typer.echo(f"pinbench {pinbench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    pass
+
+
 def _echo(text: str = "") -> None:
     typer.echo(text)
 
