@@ -290,3 +290,34 @@ def test_make_setup_says_how_to_put_pinbench_on_path() -> None:
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert f'  export PATH="{REPO}/.venv/bin:$PATH"' in done.stdout.splitlines(), done.stdout
+
+
+# ------------------------------------------------------------------------------ 10: long phases
+
+
+def test_a_phase_says_what_it_does_once_it_takes_long(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from pinbench.core.phases import ENV, phase
+
+    monkeypatch.setenv(ENV, "0.2")
+    with phase("slow: computing"):
+        time.sleep(0.6)
+    with phase("quick: nothing to say"):
+        pass
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "slow: computing ..." and lines[1].startswith("slow: computing: done in 0.")
+    assert len(lines) == 2
+
+
+def test_every_phase_after_the_samples_is_named(tmp_path: Path) -> None:
+    """With the notice delay at 0 every announced phase says itself: each phase of the end of a run has a name."""
+    done = pinbench("run", "dynamic-degree", "--fixture", "--out", str(tmp_path / "fx"), cwd=tmp_path,
+                    env={"PINBENCH_PHASE_NOTICE_S": "0"})
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.endswith(" ...")]
+    starts = ["dynamic-degree: importing its code", "samples: collecting the records of 5 task(s)", "provenance: ",
+              "scorecard: 1 metric(s) with 95% intervals over 5 record(s)", "report: ", "check: "]
+    assert [next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts] == sorted(
+        next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts), said

@@ -27,6 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from pinbench import __version__
+from pinbench.core.phases import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
@@ -276,6 +277,7 @@ def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return states
 
 
+@announced(lambda **kw: "provenance: git state, package versions (torch is imported for its CUDA facts), pins")
 def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | None = None,
                        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance block of a scorecard. No hostname, no environment values, secrets scrubbed."""

@@ -26,6 +26,7 @@ from pinbench.core.config import RecipeError, RunConfig, RunOutcome, check_check
 from pinbench.core.files import FileError, read_yaml
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
+from pinbench.core.phases import announced
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.schema import schema_error
 
@@ -201,6 +202,8 @@ class Recipe:
 
     # ------------------------------------------------------------------------------------ code
 
+    @announced(lambda self, target: f"{self.name}: importing its code ({target.partition(':')[0]}.py and its "
+                                    "libraries)")
     def _callable(self, target: str) -> Callable[..., Any]:
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)

@@ -41,6 +41,7 @@ from rich.progress import (
 )
 
 from pinbench.core.files import loads_finite_json, read_finite_jsonl, write_atomic
+from pinbench.core.phases import announced
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
@@ -644,6 +645,7 @@ def _progress_bar(enabled: bool, console: Console) -> Progress:
 # ------------------------------------------------------------------------------------------- merging
 
 
+@announced(lambda out_dirs, tasks, **kw: f"samples: collecting the records of {len(tasks)} task(s)")
 def merge_samples(
     out_dirs: Sequence[Path | str],
     tasks: Sequence[Task],

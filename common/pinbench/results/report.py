@@ -26,6 +26,7 @@ import numpy as np
 
 import pinbench
 from pinbench.core.files import write_atomic
+from pinbench.core.phases import announced
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.reference import (
     EXIT_FAIL,
@@ -564,6 +565,7 @@ def _environment() -> Any:
     return env
 
 
+@announced(lambda scorecards, out_dir, **kw: f"report: {Path(out_dir) / 'index.html'}")
 def write_report(
     scorecards: Sequence[Path | str | Mapping[str, Any]],
     out_dir: Path,
