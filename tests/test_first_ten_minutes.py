@@ -321,3 +321,26 @@ def test_every_phase_after_the_samples_is_named(tmp_path: Path) -> None:
               "scorecard: 1 metric(s) with 95% intervals over 5 record(s)", "report: ", "check: "]
     assert [next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts] == sorted(
         next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts), said
+
+
+# ------------------------------------------------------------------------------ 6: a quiet demo
+
+
+def test_demo_is_one_line_per_recipe_then_a_summary_and_details_come_with_v(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = pinbench("demo", "--out", str(out), "--recipe", "dynamic-degree", "--recipe", "paibench-c", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("dynamic-degree   fixture run ... PASS in ")
+    assert lines[1].startswith("paibench-c       fixture run ... PASS in ")
+    assert lines[2] == "" and lines[3].split() == ["recipe", "status", "verdict", "primary", "metric", "time"]
+    assert lines[5].split()[:6] == ["dynamic-degree", "complete", "PASS", "preview/dynamic_degree", "=", "0.7"]
+    assert lines[6].split()[:3] == ["paibench-c", "complete", "PASS"]
+    assert lines[7] == f"demo report: {out / 'report' / 'index.html'}" and lines[8].startswith("details: ")
+    assert len(lines) == 9 and "no interval" not in done.stdout + done.stderr
+    # the details stay in the files: each recipe's own output in its log, its table in diff.txt
+    log = (out / "logs" / "dynamic-degree.log").read_text()
+    assert "result: PASS (exit 0)" in log and "result: PASS (exit 0)" in (out / "dynamic-degree" / "diff.txt").read_text()
+    verbose = pinbench("demo", "--out", str(tmp_path / "v"), "--recipe", "dynamic-degree", "-v", cwd=tmp_path)
+    assert verbose.returncode == 0 and "result: PASS (exit 0)" in verbose.stdout
+    assert "---- dynamic-degree (fixture) ----" in verbose.stdout

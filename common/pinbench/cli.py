@@ -6,8 +6,11 @@ Startup stays light: ``list``, ``diff``, ``report``, ``docs`` and ``--help`` rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -594,10 +597,12 @@ def build(
 def demo(
     out: Annotated[Path, typer.Option(help="demo directory")] = Path("runs/demo"),
     recipe_names: Annotated[list[str], typer.Option("--recipe", help="only these recipes")] = [],  # noqa: B006
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="every recipe's own output, as it runs")] = False,
 ) -> None:
     """Run every recipe's fixture mode on CPU and write one report over all of them.
 
-    Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
+    One line per recipe while it runs (its output goes to DIR/logs/<recipe>.log; -v prints it), then a summary
+    table. Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
     from pinbench.core.uncertainty import has_interval
     from pinbench.results.report import write_report
 
@@ -607,23 +612,24 @@ def demo(
     problem = writable_problem(out)
     if problem:
         _fail(problem)
-    cards, references, samples, failed = [], {}, {}, []
+    cards, references, samples, failed, rows = [], {}, {}, [], []
     for recipe in recipes:
-        _echo(f"---- {recipe.name} (fixture) ----")
-        try:
-            outcome = recipe.run(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
-        except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
-            failed.append(f"{recipe.name} ({' '.join(str(exc).split())})")
+        result = _demo_one(recipe, out, verbose=verbose)
+        rows.append(result)
+        if result.error:
+            failed.append(f"{recipe.name} ({result.error})")
             continue
-        if outcome.exit_code != 0:
-            failed.append(f"{recipe.name} (exit {outcome.exit_code})")
-        if outcome.scorecard_path:
+        if result.exit_code != 0:
+            failed.append(f"{recipe.name} (exit {result.exit_code})")
+        if result.scorecard_path:
             i = len(cards)
-            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
-            cards.append(outcome.scorecard_path)
+            card, references[i], samples[i] = _load_run(result.scorecard_path)
+            cards.append(result.scorecard_path)
             if not any(has_interval(metric.get("interval")) for metric in card["metrics"].values()):
                 failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
                               "fixture two or more samples in a cohort)")
+    _echo("")
+    _echo("\n".join(_demo_table(rows)))
     # The report is secondary: with no scorecard there is none to write, and its own error never
     # replaces the fixture failures above.
     if cards:
@@ -635,8 +641,102 @@ def demo(
             failed.append(f"report ({' '.join(str(exc).split())})")
     else:
         _echo("demo report: not written (no fixture run produced a scorecard)")
+    if not verbose:
+        _echo(f"details: {out / DEMO_LOGS}/<recipe>.log, each run's diff.txt and scorecard.json (or pinbench demo -v)")
     if failed:
         _fail("fixture runs failed: " + ", ".join(failed), code=1)
+
+
+DEMO_LOGS = "logs"
+
+
+@dataclass
+class _DemoRun:
+    recipe: str
+    seconds: float
+    exit_code: int = 0
+    error: str = ""
+    scorecard_path: Path | None = None
+    status: str = "-"
+    verdict: str = "-"
+    primary: str = "-"
+
+
+def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
+    """One recipe's fixture run: its output into DIR/logs/<recipe>.log (fd 1 and 2 too, for subprocesses) unless
+    ``verbose``; one line on the terminal, finished when the run ends."""
+    import contextlib
+    import time
+
+    from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
+
+    log = out / DEMO_LOGS / f"{recipe.name}.log"
+    if verbose:
+        _echo(f"---- {recipe.name} (fixture) ----")
+    else:
+        typer.echo(f"{recipe.name:<16} fixture run ... ", nl=False)
+    start = time.monotonic()
+    result = _DemoRun(recipe.name, 0.0)
+    with contextlib.ExitStack() as stack:
+        if not verbose:
+            stack.enter_context(_output_to(log))
+        try:
+            outcome = recipe.run(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
+        except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
+            result.error = " ".join(str(exc).split())
+            outcome = None
+    result.seconds = time.monotonic() - start
+    if outcome is not None:
+        result.exit_code, result.scorecard_path = outcome.exit_code, outcome.scorecard_path
+        names = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+        result.verdict = names.get(outcome.diff.exit_code, "?") if outcome.diff is not None else "no reference"
+        if outcome.scorecard_path:
+            from pinbench.core.scorecard import load_scorecard
+
+            card = load_scorecard(outcome.scorecard_path)
+            result.status = card["status"]
+            primary = [(name, m) for name, m in card["metrics"].items() if m["primary"]]
+            if primary:
+                name, metric = primary[0]
+                value = "-" if metric["value"] is None else f"{metric['value']:.4g}"
+                result.primary = f"{name} = {value}" + (f" (+{len(primary) - 1} more)" if len(primary) > 1 else "")
+    shown = result.verdict if not result.error else "ERROR"
+    if verbose:
+        _echo(f"---- {recipe.name}: {shown} in {result.seconds:.1f} s ----")
+    else:
+        _echo(f"{shown} in {result.seconds:.1f} s" + (f" (log: {log})" if result.error or result.exit_code else ""))
+    return result
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Everything written to stdout and stderr, by Python or a subprocess (file descriptors 1 and 2), into ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            yield
+        finally:
+            fh.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
+    """The summary: recipe, status, verdict against its fixture reference, primary metric and value, time."""
+    table = [["recipe", "status", "verdict", "primary metric", "time"]]
+    table += [[r.recipe, "error" if r.error else r.status, "ERROR" if r.error else r.verdict, r.primary,
+               f"{r.seconds:.1f} s"] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
 
 
 def writable_problem(directory: Path) -> str | None:
