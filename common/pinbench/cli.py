@@ -488,7 +488,7 @@ def report(
     scorecards: Annotated[list[Path], typer.Argument(help="one or more scorecard.json files")],
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
 ) -> None:
-    """Write a static HTML report (PNG plots) for one or more scorecards."""
+    """Write a static HTML report (inline SVG figures, no script) for one or more scorecards."""
     from pinbench.results.report import write_report
 
     references, samples = {}, {}

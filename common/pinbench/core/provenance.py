@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from itertools import pairwise
@@ -71,6 +71,12 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace Hugging Face tokens, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra``
     secret values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` with the environment's secret values read once: for many strings in a row (a report page)."""
+    secrets = _secret_values()
+    return lambda text: _redact(text, secrets)
 
 
 def _is_secret_field(name: str) -> bool:
