@@ -420,78 +420,22 @@ def test_a_table_of_contents_links_every_part_and_every_link_lands(tmp_path: Pat
 
 
 def test_writing_a_report_imports_no_plotting_library(tmp_path: Path) -> None:
+    """With every figure drawn (a reference, the records): SVG text, no matplotlib (nor PIL) in the process."""
+    import json
     import subprocess
     import sys
 
     records = _records(6)
-    card = write_scorecard(_card(records, 6), tmp_path / "run" / "scorecard.json")
-    code = ("import sys\nfrom pathlib import Path\nfrom pinbench.results.report import write_report\n"
-            f"write_report([Path({str(card)!r})], Path({str(tmp_path / 'r')!r}))\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
-def test_per_sample_figures_failures_first_then_worst_and_best(tmp_path: Path) -> None:
-    """20 per-sample figures: the failed sample's, the 3 worst and the 3 best are shown; 13 are named."""
-    records = [SampleRecord(f"v{i:02d}", "ok", {"overall": i / 100}, None, "0" * 64, 0.1) for i in range(19)]
-    records.append(SampleRecord("v19", "failed", None, "RuntimeError: decode", "0" * 64, 0.1))
-    png = tmp_path / "one.png"
-    Image.new("RGB", (8, 8)).save(png)
-    extras = [(f"m over time: {r.sample_id}", png, "caption", r.sample_id) for r in records]
-    card = _card(records, 20, metrics=[Spec("overall")])
-    page = write_report([card], tmp_path / "r", samples={0: records}, extra_figures={0: extras}).read_text()
-    shown = re.findall(r"<figcaption><strong>([^<]*) — m over time: (v\d+)", page)
-    assert [sid for _, sid in shown] == ["v19", "v00", "v01", "v02", "v18", "v17", "v16"]
-    assert shown[0][0] == "failed" and shown[1][0] == "worst by overall: 0"
-    assert len(list((tmp_path / "r" / "figures").glob("s01-sample-*.png"))) == 7
-    assert "13 more per-sample figure(s) not shown" in page and "v03, v04" in page
-
-
-def test_the_scorecard_is_named_by_its_path_and_badges_never_wrap(tmp_path: Path) -> None:
-    card = _card(_records(3), 3)
+    card = _card(records, 6)
     path = write_scorecard(card, tmp_path / "run" / "scorecard.json")
-    page = write_report([path], tmp_path / "r").read_text()
-    assert f"<th>scorecard</th><td>{path}</td>" in page and "scorecard #0" not in page
-    assert re.search(r"\.badge\{[^}]*white-space:nowrap", page)
-    in_memory = write_report([card], tmp_path / "m").read_text()
-    assert "scorecard #0 (paibench-c / Nano), in memory (not read from a file)" in in_memory
-
-
-def test_interval_shown_with_its_method_and_seed(tmp_path: Path) -> None:
-    card = _card(_records(6), 6)
-    page = write_report([card], tmp_path).read_text()
-    interval = card["metrics"]["edge/canny_f1"]["interval"]
-    cell = f"[{interval['low']:.4g}, {interval['high']:.4g}]"
-    assert cell in _row(page, "edge/canny_f1")
-    assert "BCa over 6 samples; 9999 resamples, seed 0; scipy.stats.bootstrap" in _row(page, "edge/canny_f1")
-
-
-def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:
-    card = _card(_records(3), 3)
-    pinned = "python:3.11-slim-bookworm@sha256:" + "e" * 64
-    card["provenance"]["container"]["base_image"] = {
-        "image": "mirror.lab/python:3.11", "digest": "sha256:" + "f" * 64, "pinned": pinned, "overridden": True,
-        "differs_from_pinned": True}
-    page = write_report([card], tmp_path / "swapped").read_text()
-    assert "SWAPPED" in page and f"differs from the pinned <code>{pinned}</code>" in page
-    card["provenance"]["container"]["base_image"].update(image=pinned, overridden=False, differs_from_pinned=False)
-    page = write_report([card], tmp_path / "pinned").read_text()
-    assert "SWAPPED" not in page and "the pinned base" in page
-    builder = {"image": "mirror.lab/cuda:12.8", "digest": "sha256:" + "a" * 64, "pinned": "nvidia/cuda@sha256:"
-               + "b" * 64, "differs_from_pinned": True}
-    card["provenance"]["container"]["base_image"].update(differs_from_pinned=True, others={"BUILD_BASE": builder})
-    page = write_report([card], tmp_path / "builder").read_text()
-    assert "SWAPPED" in page and "builder base BUILD_BASE <code>mirror.lab/cuda:12.8</code> differs" in page
-
-
-def test_a_metric_name_may_wrap_after_a_slash_only(tmp_path: Path) -> None:
-    """MIND's metric names (1st_data/action_space_test/action_rpe_rot_median_deg) pushed the table 80 px past a
-    1280 px window; a name now breaks after a '/', never inside a word, and its text is unchanged."""
-    card = _card(_records(3), 3, metrics=[Spec("1st_data/action_space_test/a<b>", key="overall", primary=True)])
-    page = write_report([card], tmp_path).read_text()
-    assert "<code>1st_data/<wbr>action_space_test/<wbr>a&lt;b&gt; ★</code>" in page  # still escaped
-    assert "table.scores td.metric code{word-break:normal}" in page
-    # in the table of every metric the group heading names the prefix once; the row, the rest (full name: title)
-    assert '<code title="1st_data/action_space_test/a&lt;b&gt;">a&lt;b&gt; ★</code>' in page
-    assert '<tr class="group" id="s01-g-1st_data_action_space_test"><th colspan="4">1st_data/action_space_test ' in page
+    (tmp_path / "run" / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    code = ("import json, sys\nfrom pathlib import Path\nfrom pinbench.core.runner import read_merged\n"
+            "from pinbench.results.report import write_report\n"
+            f"records = read_merged(Path({str(tmp_path / 'run' / 'samples.jsonl')!r}))\n"
+            f"page = write_report([Path({str(path)!r})], Path({str(tmp_path / 'r')!r}), "
+            f"references={{0: json.loads({json.dumps(_reference(card))!r})}}, samples={{0: records}})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')), "
+            "page.read_text().count('<svg '))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    modules, svgs = out.strip().rsplit(" ", 1)
+    assert modules == "[]" and int(svgs) >= 6  # deviations of 3 groups, 3 histograms
