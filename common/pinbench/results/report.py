@@ -401,6 +401,15 @@ class _RecordIndex:
         return [self.by_id[i] for i in cohort if i in self.by_id]
 
 
+def _median(values: np.ndarray) -> float:
+    """The median by partition (``np.median`` imports ``numpy.ma`` on first use: 0.07 s of a 0.2 s report)."""
+    middle = values.size // 2
+    if values.size % 2:
+        return float(np.partition(values, middle)[middle])
+    low, high = np.partition(values, [middle - 1, middle])[[middle - 1, middle]]
+    return float((low + high) / 2)
+
+
 def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, Any]], list[str]]:
     """Per metric group, a histogram per metric over its own samples only.
 
@@ -428,7 +437,7 @@ def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, A
             values = values_of[row.name]
             spread = bool(values.max() > values.min())
             stats.append({"name": row.name, "n": values.size, "mean": float(values.mean()),
-                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max()),
+                          "median": _median(values), "min": float(values.min()), "max": float(values.max()),
                           "not_plotted": "" if spread else
                           "not plotted: one value" if values.size == 1 else f"not plotted: all {values.size} equal"})
             if not spread:
