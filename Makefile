@@ -12,6 +12,7 @@ DEST ?=
 RUN_ARGS ?=
 VIDEOS ?=
 GPU_CHECK_OUT ?=
+V ?=
 GPU_CHECK_ARGS ?=
 BASE_IMAGE ?=
 SMOKE_BASES ?=
@@ -34,6 +35,8 @@ help: ## show this help
 STAMP := $(VENV)/.pinbench-installed
 
 setup: $(STAMP) ## create .venv from uv.lock (every extra plus the dev tools); test/lint/demo do it too
+	@echo "pinbench $$($(PINBENCH) --version | cut -d' ' -f2) is $(abspath $(PINBENCH)); to put it on PATH:"
+	@echo '  export PATH="$(abspath $(BIN)):$$PATH"'
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -55,8 +58,8 @@ lint: $(STAMP) ## ruff, README tables vs recipe.yaml, hadolint on every Dockerfi
 docs: $(STAMP) ## regenerate the READMEs' option, environment and metric tables from recipe.yaml
 	$(PINBENCH) docs
 
-demo: $(STAMP) ## run every recipe's fixture mode on CPU; scorecards and a report under runs/demo
-	$(PINBENCH) demo --out runs/demo
+demo: $(STAMP) ## every recipe's fixture mode on CPU: one line each, a summary, a report under runs/demo (V=1: all output)
+	$(PINBENCH) demo --out runs/demo $(if $(V),-v)
 
 gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA vs CPU, verdict flips, throughput (GPU_CHECK_OUT=DIR)
 	$(BIN)/python tools/gpu_check.py $(if $(GPU_CHECK_OUT),--out $(GPU_CHECK_OUT)) $(GPU_CHECK_ARGS)

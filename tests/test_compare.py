@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -161,15 +162,17 @@ def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "* f1" not in result.output and "  f1 " in result.output and "worse" in result.output
     page = (tmp_path / "r" / "index.html").read_text()
-    assert "Comparison: B - A" in page and 'src="figures/compare-01-differences.png"' in page
-    assert (tmp_path / "r" / "figures" / "compare-01-differences.png").is_file()
+    assert "Comparison: B - A (B - A)" in page and '<svg xmlns="http://www.w3.org/2000/svg" class="plot"' in page
+    assert not list((tmp_path / "r" / "figures").iterdir())  # the report's own figures are inline SVG
+    # worse beyond noise: a red badge that says so (it read DIFFERENT, in red, for an improvement too)
+    assert 'Result: <span class="badge worse">DIFFERENT: 4 worse</span>' in page
     bad = runner.invoke(cli.app, ["compare", str(a), str(b), "--fail-on", "better"])
     assert bad.exit_code == 2 and "--fail-on 'better'" in bad.output
 
 
 def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
-    """The result commands stay light: no torch, video decoders, hub client or recipe code (scipy and
-    matplotlib are allowed: they are imported inside the command bodies)."""
+    """The result commands stay light: no torch, video decoders, hub client, plotting library or recipe code (scipy
+    is allowed: it is imported inside the command bodies; the report draws its figures as SVG text)."""
     import subprocess
     import sys
 
@@ -181,8 +184,38 @@ def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
             f"{str(tmp_path / 'r')!r}], ['report', {str(a / 'scorecard.json')!r}, '--out', {str(tmp_path / 'q')!r}]):\n"
             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
-            "'huggingface_hub', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
+            "'huggingface_hub', 'docker', 'jsonschema', 'matplotlib') or m.startswith('pinbench_recipes.'))\n"
             "print('HEAVY', heavy, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY [] True" in out, out.splitlines()[-1]
     assert (tmp_path / "r" / "index.html").is_file() and (tmp_path / "q" / "index.html").is_file()
+
+
+@pytest.mark.parametrize(("shift", "badge"), [
+    (0.03, '<span class="badge better">DIFFERENT: 4 better</span>'),
+    (-0.03, '<span class="badge worse">DIFFERENT: 4 worse</span>'),
+    (0.0, '<span class="badge within_noise">SAME: within noise</span>'),
+])
+def test_the_report_colours_a_comparison_by_direction(tmp_path: Path, shift: float, badge: str) -> None:
+    """Better beyond noise is green, worse red, within noise grey (the CSS of those classes); every metric's own
+    badge too."""
+    from pinbench.results.report import write_report
+
+    a = load_run(write_run(tmp_path, "A"))
+    b = load_run(write_run(tmp_path, "B", shift=shift, seed=2 if shift else 1))
+    result = compare_runs(a, b)
+    page = write_report([a.path, b.path], tmp_path / "r", comparisons=[result]).read_text()
+    assert f"Result: {badge}" in page
+    css = {"better": "#1a7f37", "worse": "#cf222e", "within_noise": "#57606a"}
+    assert {cls: _css_colour(page, cls) for cls in css} == css
+    verdicts = {r.verdict for r in result.metrics}
+    for verdict in verdicts:
+        assert f'<span class="badge {verdict.replace(" ", "_")}">{verdict}</span>' in page
+
+
+def _css_colour(page: str, cls: str) -> str | None:
+    """The background colour the page's CSS gives ``.badge.<cls>`` (selectors may be grouped)."""
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", page.split("<style>", 1)[1].split("</style>", 1)[0]):
+        if f".badge.{cls}" in [sel.strip() for sel in selectors.split(",")] and "background:" in body:
+            return body.split("background:", 1)[1].split(";")[0].strip()
+    return None

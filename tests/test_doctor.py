@@ -53,7 +53,7 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     findings = doctor.video_findings({"a": good, "b": tmp_path / "b.mp4", "c": tmp_path / "c.mp4", "d": None},
                                      tmp_path)
     lines = [f.line for f in findings if not f.ok]
-    assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d"
+    assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
     assert lines[1].startswith("2 of 3 videos do not decode: b (") and "; c (" in lines[1]
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
 

@@ -55,8 +55,11 @@ def test_a_variable_several_recipes_read_differently_shows_each_meaning() -> Non
 
 
 def test_setup_commands_stand_at_the_top() -> None:
+    """The Quick start opens the README: set-up and PATH first (tests/test_first_ten_minutes.py runs it)."""
     first_block = README.split("```bash", 1)[1].split("```", 1)[0]
-    assert "make test" in first_block and "make demo" in first_block
+    assert "make setup" in first_block and ".venv/bin" in first_block
+    third_block = README.split("```bash", 3)[3].split("```", 1)[0]
+    assert "make test" in third_block and "make demo" in third_block
 
 
 @pytest.mark.parametrize("target", ["help", "setup", "test", "lint", "demo", "export", "build-%", "recipe-%",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pytest
 import yaml
@@ -15,9 +14,6 @@ from pinbench.core.reference import load_reference
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 from pinbench.results.report import ReportError, write_report
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is fixed)
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
@@ -97,25 +93,39 @@ def _reference(card: dict, shift: float = 0.0) -> dict:
 
 
 def _row(page: str, metric: str) -> str:
-    """The HTML of the scorecard table row for ``metric``."""
-    page = page.replace("<wbr>", "")  # metric names may wrap after each "/"
-    match = re.search(rf"<tr><td class=\"metric\"><code>{re.escape(metric)}( ★)?</code>.*?</tr>", page, re.S)
+    """The HTML of the row for ``metric`` in the table of every metric (the primary ones are tabled above it too),
+    where a metric is named after its group's heading (the full name is its title)."""
+    page = page.split('-scores">Every metric', 1)[-1].replace("<wbr>", "")  # metric names may wrap after each "/"
+    match = re.search(rf"<tr><td class=\"metric\"><code title=\"{re.escape(metric)}\">[^<]*</code>.*?</tr>", page,
+                      re.S)
     assert match, metric
     return match.group(0)
 
 
-def _assert_pngs(index: Path) -> list[Path]:
+def _assert_page(index: Path) -> list[Path]:
+    """A self-contained page: no script, nothing fetched; its figures inline SVG whose every text is at least 11 px,
+    the PNGs it links (recipe figures) valid files next to it. Returns those PNGs."""
     page = index.read_text()
-    srcs = re.findall(r'<img src="([^"]+)"', page)
-    assert srcs
-    for src in srcs:
+    assert "<script" not in page.lower() and 'src="http' not in page
+    sizes = [float(v) for svg in re.findall(r"<svg .*?</svg>", page, re.S)
+             for v in re.findall(r'<text [^>]*font-size="([\d.]+)"', svg)]
+    assert all(size >= 11 for size in sizes), sorted(sizes)[:3]
+    pngs = []
+    for src in re.findall(r'<img src="([^"]+)"', page):
         assert not src.startswith(("/", "http:", "https:", "data:")), src
         path = index.parent / src
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(path) as im:
             im.verify()
-    assert "<script" not in page.lower() and 'src="http' not in page
-    return [index.parent / s for s in srcs]
+        pngs.append(path)
+    return pngs
+
+
+def _figures(page: str, kind: str) -> list[str]:
+    """The captions of the inline figures of one kind: ``deviations`` (one per group) or ``panel`` (a histogram)."""
+    if kind == "deviations":
+        return re.findall(r'<figure class="plotgroup"><figcaption><strong>([^<]*)</strong>', page)
+    return re.findall(r'<figure class="panel"><figcaption>([^<]*)</figcaption>', page)
 
 
 def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
@@ -127,9 +137,9 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
                          samples={0: ok_records})
     page = index.read_text()
     assert index == tmp_path / "r" / "index.html"
-    pngs = _assert_pngs(index)
-    assert len([p for p in pngs if "-dist-" in p.name]) == 2  # groups edge, vis; (no group) holds a constant
-    assert [p.name for p in pngs if "-deviations" in p.name] == ["s01-deviations.png"]  # one plot, all metrics
+    assert _assert_page(index) == []  # no PNG: the report's figures are inline SVG
+    assert _figures(page, "deviations") == ["edge", "vis", "top level"]  # one per group, the primary's first
+    assert _figures(page, "panel") == ["canny_f1", "depth_si_rmse", "dover"]  # the top level holds a constant
     for name in complete["metrics"]:
         assert f"<code>{name}</code>" in page
     assert "COMPLETE" in page and "PARTIAL" not in page
@@ -138,8 +148,10 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert ">PASS</span>" in _row(page, "edge/depth_si_rmse")
     assert "↓ median" in _row(page, "edge/depth_si_rmse")
     assert "★" in _row(page, "edge/canny_f1")
-    first, second = "<code>edge/<wbr>canny_f1 ★</code>", "<code>edge/<wbr>depth_si_rmse</code>"
-    assert page.index(first) < page.index(second)  # FAIL first
+    scores = page.split('-scores">Every metric', 1)[1]
+    first, second = '<code title="edge/canny_f1">canny_f1 ★</code>', '<code title="edge/depth_si_rmse">depth_si_rmse'
+    assert scores.index(first) < scores.index(second)  # the primary first
+    assert scores.index('<tr class="group" id="s01-g-edge">') < scores.index(first)
     assert re.search(r"<td class=\"nowrap\"[^>]*>\[0\.4\d+, 0\.4\d+\]</td>", _row(page, "edge/canny_f1"))
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
@@ -150,13 +162,12 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     card = _card(records, 12)
     index2 = write_report([card], tmp_path / "p", references={0: _reference(card)}, samples={0: records})
     page2 = index2.read_text()
-    _assert_pngs(index2)
+    _assert_page(index2)
     assert EVIL_ID not in page2 and "&lt;script&gt;alert(1)&lt;/script&gt;" in page2
     assert "frame &lt;b&gt;7&lt;/b&gt; &amp; &#34;more&#34;" in page2  # Jinja2 escapes " as &#34;
     assert "all 4" in page2  # one failed record costs every metric
     # Fixed column widths: a long reason no longer squeezes the sample id into one letter per line.
     assert "table.failures{width:100%;table-layout:fixed}" in page2 and '<table class="failures"><colgroup>' in page2
-    assert plt.get_fignums() == []
 
 
 def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
@@ -189,7 +200,7 @@ def test_failed_scorecard_renders_with_nothing_scored(tmp_path: Path) -> None:
     assert '<div class="banner failed"><strong>FAILED</strong>' in page
     assert ">MISSING</span>" in _row(page, "edge/canny_f1")
     assert "no numeric per-sample values" in page and page.count("RuntimeError: model OOM") == 3
-    _assert_pngs(index)
+    _assert_page(index)
 
 
 def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> None:
@@ -202,8 +213,7 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card["metrics"].items():
-        assert re.search(rf"<code>{name}</code>.*?</td><td class=\"num\">{m['value']:.6g}</td>",
-                         page.replace("<wbr>", ""), re.S)
+        assert f"</td><td class=\"num\">{m['value']:.6g}</td>" in _row(page, name)
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -236,7 +246,7 @@ def test_extra_figures_are_copied_and_captioned(tmp_path: Path) -> None:
     assert copied.read_bytes() == src.read_bytes()
     assert 'src="figures/s01-extra-01-m_over_time.png"' in page
     assert "m over &lt;time&gt;" in page and "caption &amp; notes" in page
-    _assert_pngs(out / "index.html")
+    assert _assert_page(out / "index.html") == [copied]
 
     not_png = tmp_path / "x.png"
     not_png.write_text("hello")
@@ -262,27 +272,28 @@ def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
     s1, s2 = page.split('<section id="s02">')
     assert 'Verdict: <span class="badge PASS">PASS</span>' in s1 and "Verdict" not in s2
     assert '<strong>PARTIAL</strong>' in s2 and str(path_b) in s2
-    figures = {p.name for p in (tmp_path / "out" / "figures").iterdir()}
-    assert "s01-deviations.png" in figures
-    assert any(n.startswith("s02-dist-") for n in figures)
-    assert not any(n.startswith("s01-dist") for n in figures)
-    _assert_pngs(index)
+    assert _figures(s1, "deviations") and not _figures(s2, "deviations")  # s02 has no reference
+    assert _figures(s2, "panel") and not _figures(s1, "panel")  # only s02 came with its records
+    _assert_page(index)
 
 
 def test_deterministic_and_stale_plots_removed(tmp_path: Path) -> None:
     records = _records(6)
     card = _card(records, 6)
     kwargs = {"references": {0: _reference(card)}, "samples": {0: records}}
+    png = tmp_path / "v.png"
+    Image.new("RGB", (8, 8)).save(png)
+    kwargs["extra_figures"] = {0: [("video", png, "caption")]}
     one = write_report([card], tmp_path / "one", **kwargs)
     two = write_report([card], tmp_path / "two", **kwargs)
     assert one.read_text() == two.read_text()
-    names = sorted(p.name for p in (tmp_path / "one" / "figures").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "two" / "figures").iterdir())
-    for name in names:
-        png_one, png_two = (tmp_path / run / "figures" / name for run in ("one", "two"))
-        assert png_one.read_bytes() == png_two.read_bytes()
-    write_report([card], tmp_path / "one")  # no samples, no reference now: their plots are dropped
+    copied = tmp_path / "one" / "figures" / "s01-extra-01-v.png"
+    stamps = (one.stat().st_mtime_ns, copied.stat().st_mtime_ns)
+    write_report([card], tmp_path / "one", **kwargs)  # nothing changed: nothing is rewritten
+    assert (one.stat().st_mtime_ns, copied.stat().st_mtime_ns) == stamps
+    write_report([card], tmp_path / "one")  # no samples, no reference, no extra figure now: all dropped
     assert list((tmp_path / "one" / "figures").iterdir()) == []
+    assert not _figures(one.read_text(), "deviations") and not _figures(one.read_text(), "panel")
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
@@ -329,7 +340,7 @@ def test_a_single_value_or_equal_values_are_tabled_not_drawn(tmp_path: Path) -> 
     metrics = [*METRICS, Spec("one/f1", key="edge/canny_f1", sample_ids=["s002"])]
     card = _card(records, 5, metrics=metrics)
     page = write_report([card], tmp_path, samples={0: records}).read_text()
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["s01-dist-01-edge.png", "s01-dist-02-vis.png"]
+    assert _figures(page, "panel") == ["canny_f1", "depth_si_rmse", "dover"]
     assert _stats_row(page, "overall") == ["5", "0.5", "0.5", "0.5", "0.5"]
     assert "<code>overall</code> <span class=\"small muted\">not plotted: all 5 equal</span>" in page
     assert "<code>one/f1</code> <span class=\"small muted\">not plotted: one value</span>" in page
@@ -350,91 +361,81 @@ def test_a_not_applicable_interval_is_n_a_in_its_row_and_its_reason_is_said_once
     assert re.search(r'<td class="nowrap" title="[^"]*">\[[^]]+\]</td>', _row(page, "edge/canny_f1"))
 
 
-def test_all_metrics_share_one_deviation_plot(tmp_path: Path) -> None:
-    metrics = [Spec(f"m{k}/v", key="overall") for k in range(28)]
+def test_deviations_are_drawn_per_group_with_short_labels(tmp_path: Path) -> None:
+    """MIND's 81 metrics made one plot 81 rows tall in one column: a group per split and perspective now."""
+    metrics = [Spec(f"{split}/{view}/m{k}", key="overall") for split in ("1st", "3rd") for view in ("mem", "act")
+               for k in range(3)]
     card = _card(_records(4), 4, metrics=metrics)
     ref = {"recipe": "paibench-c", "recipe_version": "1.0.0", "checkpoint": "Nano", "mode": "full", "n_samples": 4,
            "tier": "cross_hw", "source": {"kind": "fixture"},
-           "metrics": {f"m{k}/v": {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.1}, "primary": k == 0}
-                       for k in range(28)}}
-    write_report([card], tmp_path, references={0: ref})
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["s01-deviations.png"]
+           "metrics": {m.name: {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.1},
+                                "primary": m.name == "3rd/act/m2"} for m in metrics}}
+    page = write_report([card], tmp_path, references={0: ref}).read_text()
+    assert _figures(page, "deviations") == ["3rd/act", "1st/mem", "1st/act", "3rd/mem"]  # the primary's group first
+    first = page.split('<figure class="plotgroup">', 2)[1]
+    labels = re.findall(r'<text [^>]*text-anchor="end"[^>]*>([^<]*)</text>', first)
+    assert labels == ["m2 ★ ↑", "m0 ↑", "m1 ↑"]  # the group's name is said once, above its plot
+    assert list((tmp_path / "figures").iterdir()) == []
 
 
-def test_tick_labels_never_use_offset_notation() -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from pinbench.results.report_plots import plain_ticks
-
-    fig = Figure()
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    ax.plot([0.7 - 1e-9, 0.7 + 1e-9], [0, 1])
-    plain_ticks(ax)
-    fig.canvas.draw()
-    assert ax.xaxis.get_major_formatter().get_offset() == ""
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    assert labels and all("e" not in label for label in labels), labels
-
-
-def test_per_sample_figures_failures_first_then_worst_and_best(tmp_path: Path) -> None:
-    """20 per-sample figures: the failed sample's, the 3 worst and the 3 best are shown; 13 are named."""
-    records = [SampleRecord(f"v{i:02d}", "ok", {"overall": i / 100}, None, "0" * 64, 0.1) for i in range(19)]
-    records.append(SampleRecord("v19", "failed", None, "RuntimeError: decode", "0" * 64, 0.1))
-    png = tmp_path / "one.png"
-    Image.new("RGB", (8, 8)).save(png)
-    extras = [(f"m over time: {r.sample_id}", png, "caption", r.sample_id) for r in records]
-    card = _card(records, 20, metrics=[Spec("overall")])
-    page = write_report([card], tmp_path / "r", samples={0: records}, extra_figures={0: extras}).read_text()
-    shown = re.findall(r"<figcaption><strong>([^<]*) — m over time: (v\d+)", page)
-    assert [sid for _, sid in shown] == ["v19", "v00", "v01", "v02", "v18", "v17", "v16"]
-    assert shown[0][0] == "failed" and shown[1][0] == "worst by overall: 0"
-    assert len(list((tmp_path / "r" / "figures").glob("s01-sample-*.png"))) == 7
-    assert "13 more per-sample figure(s) not shown" in page and "v03, v04" in page
+def test_a_clipped_interval_bar_ends_in_an_arrow(tmp_path: Path) -> None:
+    """A run interval far past the axis (±10 tolerances) is drawn to the edge and ends in an arrow, on that side."""
+    rng = np.random.default_rng(1)
+    records = [SampleRecord(f"s{i}", "ok", {"wide": float(rng.normal(0.5, 5.0)), "tight": 0.5 + 1e-4 * i}, None,
+                            "0" * 64, 0.1) for i in range(30)]
+    card = _card(records, 30, metrics=[Spec("g/wide", key="wide"), Spec("g/tight", key="tight")])
+    ref = {"recipe": "paibench-c", "recipe_version": "1.0.0", "checkpoint": "Nano", "mode": "full", "n_samples": 30,
+           "tier": "cross_hw", "source": {"kind": "fixture"},
+           "metrics": {"g/wide": {"value": card["metrics"]["g/wide"]["value"], "direction": "higher",
+                                  "tolerance": {"abs": 0.01}, "primary": True},
+                       "g/tight": {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.01}}}}
+    page = write_report([card], tmp_path, references={0: ref}).read_text()
+    rows = re.findall(r'<g class="row">(.*?)</g>', page.split('<figure class="plotgroup">', 1)[1])
+    wide, tight = rows
+    assert "wide ★ ↑" in wide and wide.count('class="clipped"') == 2  # both ends run past the axis
+    assert "tight ↑" in tight and 'class="clipped"' not in tight
 
 
-def test_the_scorecard_is_named_by_its_path_and_badges_never_wrap(tmp_path: Path) -> None:
-    card = _card(_records(3), 3)
+def test_tick_labels_are_plain_numbers() -> None:
+    from pinbench.results.report_svg import ticks
+
+    labels = [label for _, label in ticks(0.7 - 1e-9, 0.7 + 1e-9)]
+    assert labels and all("e" not in label and "+" not in label for label in labels), labels
+    assert len(set(labels)) == len(labels)
+    assert [label for _, label in ticks(0.0, 1.0)] == ["0", "0.25", "0.50", "0.75", "1.00"]
+    assert [label for _, label in ticks(-2.0, 2.0)] == ["-2", "-1", "0", "1", "2"]
+
+
+def test_a_table_of_contents_links_every_part_and_every_link_lands(tmp_path: Path) -> None:
+    records = _records(6, failed={"bad": "ValueError: x"})
+    card = _card(records, 6)
+    page = write_report([card], tmp_path, references={0: _reference(card)}, samples={0: records}).read_text()
+    toc = page.split('<nav class="toc">', 1)[1].split("</nav>", 1)[0]
+    targets = re.findall(r'href="#([^"]+)"', toc)
+    for part in ("s01-primary", "s01-deviations", "s01-scores", "s01-g-edge", "s01-g-vis", "s01-failures",
+                 "s01-distributions", "s01-provenance"):
+        assert part in targets, part
+    ids = set(re.findall(r'id="([^"]+)"', page))
+    assert set(targets) <= ids, set(targets) - ids
+
+
+def test_writing_a_report_imports_no_plotting_library(tmp_path: Path) -> None:
+    """With every figure drawn (a reference, the records): SVG text, no matplotlib (nor PIL) in the process."""
+    import json
+    import subprocess
+    import sys
+
+    records = _records(6)
+    card = _card(records, 6)
     path = write_scorecard(card, tmp_path / "run" / "scorecard.json")
-    page = write_report([path], tmp_path / "r").read_text()
-    assert f"<th>scorecard</th><td>{path}</td>" in page and "scorecard #0" not in page
-    assert re.search(r"\.badge\{[^}]*white-space:nowrap", page)
-    in_memory = write_report([card], tmp_path / "m").read_text()
-    assert "scorecard #0 (paibench-c / Nano), in memory (not read from a file)" in in_memory
-
-
-def test_interval_shown_with_its_method_and_seed(tmp_path: Path) -> None:
-    card = _card(_records(6), 6)
-    page = write_report([card], tmp_path).read_text()
-    interval = card["metrics"]["edge/canny_f1"]["interval"]
-    cell = f"[{interval['low']:.4g}, {interval['high']:.4g}]"
-    assert cell in _row(page, "edge/canny_f1")
-    assert "BCa over 6 samples; 9999 resamples, seed 0; pinbench batched bootstrap" in _row(page, "edge/canny_f1")
-
-
-def test_a_swapped_base_image_is_shown_in_the_headline(tmp_path: Path) -> None:
-    card = _card(_records(3), 3)
-    pinned = "python:3.11-slim-bookworm@sha256:" + "e" * 64
-    card["provenance"]["container"]["base_image"] = {
-        "image": "mirror.lab/python:3.11", "digest": "sha256:" + "f" * 64, "pinned": pinned, "overridden": True,
-        "differs_from_pinned": True}
-    page = write_report([card], tmp_path / "swapped").read_text()
-    assert "SWAPPED" in page and f"differs from the pinned <code>{pinned}</code>" in page
-    card["provenance"]["container"]["base_image"].update(image=pinned, overridden=False, differs_from_pinned=False)
-    page = write_report([card], tmp_path / "pinned").read_text()
-    assert "SWAPPED" not in page and "the pinned base" in page
-    builder = {"image": "mirror.lab/cuda:12.8", "digest": "sha256:" + "a" * 64, "pinned": "nvidia/cuda@sha256:"
-               + "b" * 64, "differs_from_pinned": True}
-    card["provenance"]["container"]["base_image"].update(differs_from_pinned=True, others={"BUILD_BASE": builder})
-    page = write_report([card], tmp_path / "builder").read_text()
-    assert "SWAPPED" in page and "builder base BUILD_BASE <code>mirror.lab/cuda:12.8</code> differs" in page
-
-
-def test_a_metric_name_may_wrap_after_a_slash_only(tmp_path: Path) -> None:
-    """MIND's metric names (1st_data/action_space_test/action_rpe_rot_median_deg) pushed the table 80 px past a
-    1280 px window; a name now breaks after a '/', never inside a word, and its text is unchanged."""
-    card = _card(_records(3), 3, metrics=[Spec("1st_data/action_space_test/a<b>", key="overall")])
-    page = write_report([card], tmp_path).read_text()
-    assert "<code>1st_data/<wbr>action_space_test/<wbr>a&lt;b&gt;</code>" in page  # still escaped
-    assert "table.scores td.metric code{word-break:normal}" in page
+    (tmp_path / "run" / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    code = ("import json, sys\nfrom pathlib import Path\nfrom pinbench.core.runner import read_merged\n"
+            "from pinbench.results.report import write_report\n"
+            f"records = read_merged(Path({str(tmp_path / 'run' / 'samples.jsonl')!r}))\n"
+            f"page = write_report([Path({str(path)!r})], Path({str(tmp_path / 'r')!r}), "
+            f"references={{0: json.loads({json.dumps(_reference(card))!r})}}, samples={{0: records}})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')), "
+            "page.read_text().count('<svg '))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    modules, svgs = out.strip().rsplit(" ", 1)
+    assert modules == "[]" and int(svgs) >= 6  # deviations of 3 groups, 3 histograms

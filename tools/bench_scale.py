@@ -47,7 +47,8 @@ class Measured:
     rss_mb: float
 
 
-def measure(argv: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> Measured:
+def measure(argv: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None,
+            ok: tuple[int, ...] = (0,)) -> Measured:
     """One command in a fresh process under GNU time: wall, user + sys, peak RSS of the process."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as out:
         started = time.perf_counter()
@@ -189,8 +190,8 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_scale."))
     work.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
-    print(f"commit {commit.strip()}, python {sys.version.split()[0]}, bytecode cache "
-          f"{'off (PYTHONDONTWRITEBYTECODE): only .pyc already written are used' if sys.dont_write_bytecode else 'on'}, "
+    caching = "off (PYTHONDONTWRITEBYTECODE): only .pyc already written are used" if sys.dont_write_bytecode else "on"
+    print(f"commit {commit.strip()}, python {sys.version.split()[0]}, bytecode cache {caching}, "
           f"load average before {os.getloadavg()[0]:.2f}")
     print(f"{'command':<58} {'wall':>10} {'cpu':>10} {'peak RSS':>11}  {'vs baseline (wall, cpu)':>15}")
     try:
@@ -208,8 +209,8 @@ def main() -> None:
             if limit is None:
                 full_scores, full_out, fresh = scores, out, ours
         if full_out is not None:
-            print(row("  the rerun, everything reused", measure(camerabench_run(full_scores, full_out, None), ok=(0, 1)),
-                      fresh))
+            rerun = measure(camerabench_run(full_scores, full_out, None), ok=(0, 1))
+            print(row("  the rerun, everything reused", rerun, fresh))
             print(row("  pinbench check", measure([*PINBENCH, "check", str(full_out)], ok=(0, 2))))
             print(row("  pinbench diff", measure([*PINBENCH, "diff", str(full_out / "scorecard.json")], ok=(0, 1))))
             print(row("  pinbench report", measure([*PINBENCH, "report", str(full_out / "scorecard.json"), "--out",

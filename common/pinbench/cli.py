@@ -6,10 +6,12 @@ Startup stays light: ``list``, ``diff``, ``report``, ``docs`` and ``--help`` rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +23,22 @@ from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
 OptionList = Annotated[list[str], typer.Option("--option", "-o", help="recipe option KEY=VALUE (see run --help)")]
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        import pinbench
+
+        typer.echo(f"pinbench {pinbench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    pass
 
 
 def _echo(text: str = "") -> None:
@@ -53,7 +71,7 @@ def _recipe(name: str) -> Recipe:
 
 def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
             runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
-            offline: bool, options: list[str]) -> RunConfig:
+            offline: bool, options: list[str], check_required: bool = True) -> RunConfig:
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.runner import Shard
 
@@ -64,7 +82,7 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | N
     try:
         return recipe.config(checkpoint, out_dir=out, limit=limit, shard=parsed_shard, runtime=runtime,
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
-                             offline=offline, options=parse_pairs(options))
+                             offline=offline, options=parse_pairs(options), check_required=check_required)
     except (RecipeError, OptionError, ValueError) as exc:
         _fail(str(exc))
         raise
@@ -89,6 +107,33 @@ def describe_options(recipe: Recipe) -> list[str]:
         lines.append(f"  -o {name}=<{kind}>  default {spec.describe_default()}{env}")
         lines.append(f"      {spec.help}")
     return lines
+
+
+def describe_usage(recipe: Recipe) -> list[str]:
+    """The checkpoints a run accepts and the recipe's example command lines, for ``run <recipe> --help``."""
+    lines = [f"checkpoints: {', '.join(recipe.checkpoints)} (with a reference or a known model); any other name "
+             "scores your own model" if recipe.checkpoints else
+             "checkpoints: any name for your model (no published reference exists)"]
+    if recipe.no_download is not None:
+        lines.append(f"without download or GPU: {recipe.no_download.options} ({recipe.no_download.what})")
+    if recipe.examples:
+        lines.append("examples:")
+        for example in recipe.examples:
+            lines += [f"  {example.run}", f"      {example.what}"]
+    return lines
+
+
+def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
+    """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: say so (any
+    name is allowed, it scores your own model), before anything is downloaded."""
+    from pinbench.core.options import did_you_mean
+
+    if checkpoint in recipe.checkpoints:
+        return
+    hint = did_you_mean(checkpoint, recipe.checkpoints)
+    if hint:
+        typer.echo(f"note: checkpoint {checkpoint!r} is not one of {recipe.name}'s ({', '.join(recipe.checkpoints)})"
+                   f"{hint}; a new name is taken as your own model", err=True)
 
 
 @app.command("list")
@@ -140,6 +185,9 @@ def fetch(
             check_checkpoint_name(checkpoint)
         except RecipeError as exc:
             _fail(str(exc))
+    # options are checked (a misspelled -o key, a bad value) before anything is downloaded
+    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
+                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
     if recipe.pins_path.is_file():
         from pinbench.ops.userlock import resolve_recipe_pins
 
@@ -159,8 +207,6 @@ def fetch(
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return
-    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
-                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option)
     recipe.fetch(cfg)
 
 
@@ -189,12 +235,15 @@ def run(
         if recipe_name is not None:
             recipe = _recipe(recipe_name)
             _echo(f"\n{recipe.name} {recipe.version}: {recipe.description}")
+            _echo("\n".join(describe_usage(recipe)))
             _echo("\n".join(describe_options(recipe)))
         raise typer.Exit(0 if show_help else 2)
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
+    if not cfg.fixture:
+        _checkpoint_note(recipe, cfg.checkpoint)
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
         from pinbench.ops.doctor import diagnose, report
 
@@ -365,18 +414,17 @@ def diff_cmd(
     scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a run")],
     reference: Annotated[Path | None, typer.Option(help="reference file (default: the recipe's)")] = None,
 ) -> None:
-    """Compare a scorecard with its reference; non-zero exit on FAIL, partial run, missing metric or mismatch."""
+    """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
+    missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     from pinbench.core.reference import diff, load_reference, render_diff
     from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
     recipe = _recipe_of_card(card)
     if reference is None:
-        if recipe is None:
-            _fail(f"{scorecard}: recipe {card['recipe']!r} is not installed; pass --reference")
-        reference = recipe.reference_path(card["checkpoint"], card["mode"])
+        reference = recipe.reference_path(card["checkpoint"], card["mode"]) if recipe is not None else None
         if reference is None:
-            _fail(f"{scorecard}: no {card['mode']} reference for {recipe.name} / {card['checkpoint']}")
+            _results_without_reference(card, recipe)
     # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
     # recipe mismatch (exit 3: it does not apply), not as an invalid file.
     owner = load_reference(reference).recipe
@@ -384,6 +432,17 @@ def diff_cmd(
     result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
+
+
+def _results_without_reference(card: dict[str, Any], recipe: Recipe | None) -> None:
+    """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
+    exit codes)."""
+    from pinbench.core.reference import EXIT_INCOMPLETE, render_results
+
+    why = (f"no {card['mode']} reference for {recipe.name} / {card['checkpoint']}" if recipe is not None else
+           f"recipe {card['recipe']!r} is not installed here (pass --reference FILE to diff)")
+    _echo(render_results(card, why))
+    raise typer.Exit(0 if card["status"] == "complete" else EXIT_INCOMPLETE)
 
 
 @app.command("record-reference")
@@ -470,7 +529,7 @@ def report(
     scorecards: Annotated[list[Path], typer.Argument(help="one or more scorecard.json files")],
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
 ) -> None:
-    """Write a static HTML report (PNG plots) for one or more scorecards."""
+    """Write a static HTML report (inline SVG figures, no script) for one or more scorecards."""
     from pinbench.results.report import write_report
 
     references, samples = {}, {}
@@ -613,10 +672,13 @@ def build(
 def demo(
     out: Annotated[Path, typer.Option(help="demo directory")] = Path("runs/demo"),
     recipe_names: Annotated[list[str], typer.Option("--recipe", help="only these recipes")] = [],  # noqa: B006
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="every recipe's own output, as it runs")] = False,
 ) -> None:
     """Run every recipe's fixture mode on CPU and write one report over all of them.
 
-    Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails."""
+    One line per recipe while it runs (its output goes to DIR/logs/<recipe>.log; -v prints it), then a summary
+    table. Each fixture must show the uncertainty its runs carry: a scorecard with no interval on any metric fails,
+    and so does a fixture directory `pinbench check` finds a problem in (the demo is CI's check of every fixture)."""
     from pinbench.core.check import check_run
     from pinbench.core.uncertainty import has_interval
     from pinbench.results.report import write_report
@@ -627,27 +689,28 @@ def demo(
     problem = writable_problem(out)
     if problem:
         _fail(problem)
-    cards, references, samples, failed = [], {}, {}, []
+    cards, references, samples, failed, rows = [], {}, {}, [], []
     for recipe in recipes:
-        _echo(f"---- {recipe.name} (fixture) ----")
-        try:
-            outcome = recipe.run(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
-        except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
-            failed.append(f"{recipe.name} ({' '.join(str(exc).split())})")
+        result = _demo_one(recipe, out, verbose=verbose)
+        rows.append(result)
+        if result.error:
+            failed.append(f"{recipe.name} ({result.error})")
             continue
-        if outcome.exit_code != 0:
-            failed.append(f"{recipe.name} (exit {outcome.exit_code})")
-        if outcome.scorecard_path:
+        if result.exit_code != 0:
+            failed.append(f"{recipe.name} (exit {result.exit_code})")
+        if result.scorecard_path:
             i = len(cards)
-            card, references[i], samples[i] = _load_run(outcome.scorecard_path)
-            cards.append(outcome.scorecard_path)
+            card, references[i], samples[i] = _load_run(result.scorecard_path)
+            cards.append(result.scorecard_path)
             if not any(has_interval(metric.get("interval")) for metric in card["metrics"].values()):
                 failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
                               "fixture two or more samples in a cohort)")
-            checked = check_run(outcome.scorecard_path.parent)  # the demo is CI's check of every fixture directory
-            _echo(checked.lines()[-1])
+            checked = check_run(result.scorecard_path.parent)
+            result.check = "consistent" if not checked.problems else f"{len(checked.problems)} problem(s)"
             if checked.problems:
                 failed.append(f"{recipe.name} (pinbench check: {'; '.join(checked.problems[:2])})")
+    _echo("")
+    _echo("\n".join(_demo_table(rows)))
     # The report is secondary: with no scorecard there is none to write, and its own error never
     # replaces the fixture failures above.
     if cards:
@@ -659,8 +722,104 @@ def demo(
             failed.append(f"report ({' '.join(str(exc).split())})")
     else:
         _echo("demo report: not written (no fixture run produced a scorecard)")
+    if not verbose:
+        _echo(f"details: {out / DEMO_LOGS}/<recipe>.log, each run's diff.txt and scorecard.json (or pinbench demo -v)")
     if failed:
         _fail("fixture runs failed: " + ", ".join(failed), code=1)
+
+
+DEMO_LOGS = "logs"
+
+
+@dataclass
+class _DemoRun:
+    recipe: str
+    seconds: float
+    exit_code: int = 0
+    error: str = ""
+    scorecard_path: Path | None = None
+    status: str = "-"
+    verdict: str = "-"
+    primary: str = "-"
+    check: str = "-"
+
+
+def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
+    """One recipe's fixture run: its output into DIR/logs/<recipe>.log (fd 1 and 2 too, for subprocesses) unless
+    ``verbose``; one line on the terminal, finished when the run ends."""
+    import contextlib
+    import time
+
+    from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
+
+    log = out / DEMO_LOGS / f"{recipe.name}.log"
+    if verbose:
+        _echo(f"---- {recipe.name} (fixture) ----")
+    else:
+        typer.echo(f"{recipe.name:<16} fixture run ... ", nl=False)
+    start = time.monotonic()
+    result = _DemoRun(recipe.name, 0.0)
+    with contextlib.ExitStack() as stack:
+        if not verbose:
+            stack.enter_context(_output_to(log))
+        try:
+            outcome = recipe.run(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
+        except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
+            result.error = " ".join(str(exc).split())
+            outcome = None
+    result.seconds = time.monotonic() - start
+    if outcome is not None:
+        result.exit_code, result.scorecard_path = outcome.exit_code, outcome.scorecard_path
+        names = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
+        result.verdict = names.get(outcome.diff.exit_code, "?") if outcome.diff is not None else "no reference"
+        if outcome.scorecard_path:
+            from pinbench.core.scorecard import load_scorecard
+
+            card = load_scorecard(outcome.scorecard_path)
+            result.status = card["status"]
+            primary = [(name, m) for name, m in card["metrics"].items() if m["primary"]]
+            if primary:
+                name, metric = primary[0]
+                value = "-" if metric["value"] is None else f"{metric['value']:.4g}"
+                result.primary = f"{name} = {value}" + (f" (+{len(primary) - 1} more)" if len(primary) > 1 else "")
+    shown = result.verdict if not result.error else "ERROR"
+    if verbose:
+        _echo(f"---- {recipe.name}: {shown} in {result.seconds:.1f} s ----")
+    else:
+        _echo(f"{shown} in {result.seconds:.1f} s" + (f" (log: {log})" if result.error or result.exit_code else ""))
+    return result
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Everything written to stdout and stderr, by Python or a subprocess (file descriptors 1 and 2), into ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            yield
+        finally:
+            fh.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
+    """The summary: recipe, status, verdict against its fixture reference, primary metric and value, whether
+    ``pinbench check`` finds the directory consistent, time."""
+    table = [["recipe", "status", "verdict", "primary metric", "pinbench check", "time"]]
+    table += [[r.recipe, "error" if r.error else r.status, "ERROR" if r.error else r.verdict, r.primary, r.check,
+               f"{r.seconds:.1f} s"] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
 
 
 def writable_problem(directory: Path) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.options import did_you_mean
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
 from pinbench.ops.pins import HFPin, Pins, PinsError, load_pins
@@ -64,7 +65,8 @@ def script1_model(cfg: RunConfig) -> Script1Model | None:
         return None
     model = SCRIPT1_CHECKPOINTS.get(cfg.checkpoint)
     if model is None:
-        raise RecipeError(f"camerabench runs Script 1 for {', '.join(SCRIPT1_CHECKPOINTS)} only; for "
+        raise RecipeError(f"camerabench runs Script 1 for {', '.join(SCRIPT1_CHECKPOINTS)} only"
+                          f"{did_you_mean(cfg.checkpoint, list(SCRIPT1_CHECKPOINTS))}; for "
                           f"{cfg.checkpoint!r} pass its Script 1 output with -o scores=DIR")
     return model
 

@@ -325,6 +325,7 @@ def fetch(cfg: RunConfig) -> None:
 def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
     from pinbench.ops.doctor import first_frame_error, ok, problem, url_finding, video_findings
+    from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
     options = parse_options(cfg)
     findings: list[Finding] = []
@@ -338,6 +339,9 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
                     reasons[video.path] = f"{video.shown}: {name_problem or video.problem}"
             findings += video_findings(expected, options.videos,
                                        check_decode=lambda path: reasons.get(path) or first_frame_error(path))
+            slow = cpu_time_finding([p for p in expected.values() if p not in reasons], flow=options.flow,
+                                    device=options.device)
+            findings += [slow] if slow else []
         except RecipeError as exc:   # no videos at all: one line, and the weights are still checked
             findings.append(problem("inputs", str(exc)))
     if options.flow != "raft":

@@ -71,13 +71,10 @@ def run(cfg: RunConfig) -> RunOutcome:
                 data = fixture.build_fixture(cfg.out_dir / "fixture_data")
                 gt_root, videos, results_file = data.gt_root, data.generated_root, None
             else:
+                # required (gt) and required unless results (videos): recipe.yaml, checked when parsed
                 gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
                 if results_file is not None:
                     results_file = results_option(results_file)
-                if gt_root is None:
-                    raise RecipeError("pass -o gt=DIR (MIND-Data with {1st,3rd}_data/test/...)")
-                if videos is None and results_file is None:
-                    raise RecipeError("pass -o videos=DIR (the model's rollouts) or -o results=FILE")
             pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
                                 video_max_time=video_max_time, limit=cfg.limit)
             if not pre.ok:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.options import did_you_mean
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
@@ -50,7 +51,8 @@ def dataset_pin(pins: Pins, tasks: Sequence[Task] | None) -> HFPin:
 
 def model_pin(pins: Pins, checkpoint: str) -> HFPin:
     if checkpoint not in CHECKPOINT_PINS:
-        raise ValueError(f"unknown checkpoint {checkpoint!r}; known: {', '.join(CHECKPOINT_PINS)}")
+        raise ValueError(f"unknown checkpoint {checkpoint!r}{did_you_mean(checkpoint, list(CHECKPOINT_PINS))}; "
+                         f"known: {', '.join(CHECKPOINT_PINS)}")
     return pins.huggingface[CHECKPOINT_PINS[checkpoint]]
 
 
@@ -98,7 +100,9 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     needed = ["urls/tasks_json"]
     if not cfg.skip_generation:
         if cfg.checkpoint not in CHECKPOINT_PINS:
-            return [problem("inputs", f"unknown checkpoint {cfg.checkpoint!r}; known: {', '.join(CHECKPOINT_PINS)}")]
+            return [problem("inputs", f"unknown checkpoint {cfg.checkpoint!r}"
+                                      f"{did_you_mean(cfg.checkpoint, list(CHECKPOINT_PINS))}; "
+                                      f"known: {', '.join(CHECKPOINT_PINS)}")]
         needed.append(f"huggingface/{CHECKPOINT_PINS[cfg.checkpoint]}")
     local = cfg.runtime == "local"
     if not cfg.skip_scoring and local and not _image_has_weights(pins):

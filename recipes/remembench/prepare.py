@@ -15,6 +15,7 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file
+from pinbench.core.options import did_you_mean
 from pinbench_recipes.remembench.dataset import (
     PAPER,
     DatasetError,
@@ -121,14 +122,23 @@ def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
     return pairs
 
 
+def annotation_spec(spec: str | None, checkpoint: str) -> str:
+    """Where the T2V pairs come from: ``spec``, else the paper's pairs of a paper arm's checkpoint. Known from the
+    command line alone, so a run that cannot find them is refused before anything is downloaded."""
+    if spec is not None:
+        return spec
+    arm = arm_checkpoints().get(checkpoint)
+    if arm is not None:
+        return f"paper:{arm[0]}:{arm[1]}"
+    hint = did_you_mean(checkpoint, [*arm_checkpoints(), REFERENCE_PAIRS_CHECKPOINT])
+    raise RecipeError("T2V needs departure/revisit annotations of your rollouts: -o annotations=FILE.json "
+                      "({scene_id: {departure_frame, revisit_frame}}, 0-based)"
+                      + (f"; --checkpoint {checkpoint!r} is not a paper arm{hint}" if hint else ""))
+
+
 def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Annotations:
     """T2V departure/revisit pairs from a file, or ``paper:<Method>:<budget>`` (the published ones)."""
-    arm = arm_checkpoints().get(checkpoint)
-    if spec is None and arm is not None:
-        spec = f"paper:{arm[0]}:{arm[1]}"
-    if spec is None:
-        raise RecipeError("T2V needs departure/revisit annotations of your rollouts: -o annotations=FILE.json "
-                          "({scene_id: {departure_frame, revisit_frame}}, 0-based)")
+    spec = annotation_spec(spec, checkpoint)
     if not spec.startswith("paper:"):
         path = Path(spec).expanduser()
         return Annotations(read_annotation_file(path), str(path))

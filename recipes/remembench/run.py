@@ -48,6 +48,8 @@ def run(cfg: RunConfig) -> RunOutcome:
         opts = resolve_options(cfg.options)
     except OptionError as exc:
         raise RecipeError(str(exc)) from None
+    if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
+        prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
     fixture = build_fixture(cfg.out_dir / "fixture_data") if cfg.fixture else None
     download = not (cfg.offline or is_offline())
     release = open_release(opts.dataset_id, opts.dataset_revision, download=download,

@@ -31,6 +31,7 @@ from typing import Any
 from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
 from pinbench.core.files import FileError
+from pinbench.core.phases import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
@@ -62,6 +63,7 @@ class CheckResult:
         return [f"problem: {p}" for p in self.problems] + [f"note: {n}" for n in self.notes] + [summary]
 
 
+@announced(lambda run_dir: f"check: {run_dir} against its scorecard")
 def check_run(run_dir: Path | str) -> CheckResult:
     """Check a run directory (or the directory of a scorecard.json given instead); never raises for bad input."""
     run_dir = Path(run_dir)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 TYPES = ("str", "int", "float", "bool", "path", "choice", "list")
+REQUIRED = "required"  # the one word `run --help`, `list -v` and the README tables mark a required option with
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -44,6 +45,8 @@ class OptionSpec:
     fixture: bool = True
     minimum: float | None = None
     maximum: float | None = None
+    required_unless: str | None = None  # required unless this other option is given
+    instead_of: tuple[str, ...] = ()  # pins ("urls/name") whose download a local copy given here replaces
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -58,7 +61,7 @@ class OptionSpec:
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> OptionSpec:
-        return cls(name=name, **{k: (tuple(v) if k == "choices" else v) for k, v in data.items()})
+        return cls(name=name, **{k: (tuple(v) if k in ("choices", "instead_of") else v) for k, v in data.items()})
 
     def convert(self, raw: Any, where: str) -> Any:
         """The typed value of ``raw`` (a string from the command line or environment, or a YAML value)."""
@@ -119,7 +122,12 @@ class OptionSpec:
             return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) \
                 else str(value)
 
-        text = "required" if self.required else ("-" if self.default is None else show(self.default))
+        if self.required:
+            text = REQUIRED
+        elif self.required_unless:
+            text = f"{REQUIRED} unless -o {self.required_unless} is given"
+        else:
+            text = "-" if self.default is None else show(self.default)
         if self.fixture_default is not None:
             text += f" (--fixture: {show(self.fixture_default)})"
         if not self.fixture:
@@ -135,13 +143,24 @@ class ParsedOptions:
     sources: dict[str, str] = field(default_factory=dict)
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` (difflib), or ``""`` when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env: Mapping[str, str], *,
-                  recipe: str, fixture: bool = False) -> ParsedOptions:
-    """Validate ``-o`` values against the declarations; fall back to the environment, then defaults."""
+                  recipe: str, fixture: bool = False, check_required: bool = True) -> ParsedOptions:
+    """Validate ``-o`` values against the declarations; fall back to the environment, then defaults.
+
+    ``check_required=False`` (``pinbench fetch``): a run's required inputs are not needed to fetch its pins."""
     unknown = sorted(set(given) - set(specs))
     if unknown:
         known = ", ".join(specs) or "none"
-        raise OptionError(f"unknown option(s) {', '.join(unknown)} for {recipe}; known: {known}")
+        named = ", ".join(name + did_you_mean(name, list(specs)) for name in unknown)
+        raise OptionError(f"unknown option(s) {named} for {recipe}; known: {known}")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name, spec in specs.items():
@@ -154,12 +173,17 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
         elif fixture and spec.fixture_default is not None:
             values[name] = spec.convert(spec.fixture_default, f"fixture_default of option {name}")
             sources[name] = "fixture_default"
-        elif spec.required and not fixture:
+        elif spec.required and not fixture and check_required:
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
-            raise OptionError(f"{recipe}: option {name} is required ({via}): {spec.help}")
+            raise OptionError(f"{recipe}: option {name} is {REQUIRED} ({via}): {spec.help}")
         else:
             values[name] = None if spec.default is None else spec.convert(spec.default, f"default of option {name}")
             sources[name] = "default"
+    for name, spec in specs.items():
+        other = spec.required_unless
+        if other and check_required and not fixture and values[name] is None and values.get(other) is None:
+            via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
+            raise OptionError(f"{recipe}: option {name} is {REQUIRED} unless -o {other} is given ({via}): {spec.help}")
     return ParsedOptions(values=values, sources=sources)
 
 

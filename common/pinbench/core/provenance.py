@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from itertools import pairwise
@@ -27,6 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from pinbench import __version__
+from pinbench.core.phases import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
@@ -70,6 +71,12 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace Hugging Face tokens, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra``
     secret values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` with the environment's secret values read once: for many strings in a row (a report page)."""
+    secrets = _secret_values()
+    return lambda text: _redact(text, secrets)
 
 
 def _is_secret_field(name: str) -> bool:
@@ -283,6 +290,7 @@ def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return states
 
 
+@announced(lambda **kw: "provenance: git state, package versions (torch is imported for its CUDA facts), pins")
 def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | None = None,
                        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance block of a scorecard. No hostname, no environment values, secrets scrubbed."""

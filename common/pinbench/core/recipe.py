@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
 from pinbench.core.files import FileError, read_yaml
 from pinbench.core.metricinfo import MetricInfo, match_metric
-from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, offline_in, parse_options
+from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
+from pinbench.core.phases import announced
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.schema import schema_error
@@ -159,6 +160,23 @@ class ChangelogEntry:
     change: str
 
 
+@dataclass(frozen=True)
+class Example:
+    """A command line ``pinbench run <recipe> --help`` shows, and what it does."""
+
+    run: str
+    what: str
+
+
+@dataclass(frozen=True)
+class NoDownload:
+    """The options of a run that downloads nothing and needs no GPU, and what it gives up (a way on when the
+    network fails)."""
+
+    options: str
+    what: str
+
+
 @dataclass
 class Recipe:
     """A recipe's declaration plus the two entry points that import its code on demand."""
@@ -181,9 +199,13 @@ class Recipe:
     resources: Resources | None = None
     preflight_entry: str | None = None
     scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
+    examples: tuple[Example, ...] = ()
+    no_download: NoDownload | None = None
 
     # ------------------------------------------------------------------------------------ code
 
+    @announced(lambda self, target: f"{self.name}: importing its code ({target.partition(':')[0]}.py and its "
+                                    "libraries)")
     def _callable(self, target: str) -> Callable[..., Any]:
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)
@@ -222,18 +244,20 @@ class Recipe:
         return table
 
     def parse_options(self, given: Mapping[str, str], *, fixture: bool = False,
-                      env: Mapping[str, str] | None = None) -> ParsedOptions:
+                      env: Mapping[str, str] | None = None, check_required: bool = True) -> ParsedOptions:
         try:
             return parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
-                                 fixture=fixture)
+                                 fixture=fixture, check_required=check_required)
         except OptionError as exc:
             raise RecipeError(str(exc)) from None
 
     def config(self, checkpoint: str = "", *, out_dir: Path | None = None, limit: int | None = None,
                shard: Shard | None = None, runtime: str = "local", skip_generation: bool = False,
                skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
-               options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
-        """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused."""
+               options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
+               check_required: bool = True) -> RunConfig:
+        """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused
+        (``check_required=False``: not the run's required inputs, for ``pinbench fetch``)."""
         self.check_flags(limit=limit, shard=shard, gpus=gpus, skip_generation=skip_generation,
                          skip_scoring=skip_scoring)
         if runtime not in ("local", "docker"):
@@ -244,7 +268,7 @@ class Recipe:
             known = ", ".join(self.checkpoints) or "any name for your model"
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
-        parsed = self.parse_options(options or {}, fixture=fixture, env=env)
+        parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required)
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
@@ -380,6 +404,10 @@ def load_declaration(path: Path, package: str) -> Recipe:
         raise DeclarationError(path, str(exc)) from None
     if not any(m.primary for m in metrics.values()):
         raise DeclarationError(path, "no metric is declared primary: true")
+    for spec in options.values():
+        if spec.required_unless is not None and spec.required_unless not in options:
+            raise DeclarationError(path, f"option {spec.name}: required_unless names no option "
+                                         f"({spec.required_unless!r})")
     versions = [c["version"] for c in data["changelog"]]
     if data["version"] not in versions:
         raise DeclarationError(path, f"version {data['version']} has no changelog entry")
@@ -401,6 +429,8 @@ def load_declaration(path: Path, package: str) -> Recipe:
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
         preflight_entry=data.get("preflight"), scale_out=scale_out,
+        examples=tuple(Example(**e) for e in data.get("examples") or ()),
+        no_download=NoDownload(**data["no_download"]) if "no_download" in data else None,
     )
 
 
@@ -434,6 +464,7 @@ def get_recipe(name: str) -> Recipe:
         try:
             _package_dir(package)
         except RecipeError:
-            known = ", ".join(sorted(n.replace("_", "-") for n in registered)) or "none installed"
-            raise RecipeError(f"unknown recipe {name!r} (known: {known})") from None
+            names = sorted(n.replace("_", "-") for n in registered)
+            raise RecipeError(f"unknown recipe {name!r}{did_you_mean(name, names)} "
+                              f"(known: {', '.join(names) or 'none installed'})") from None
     return _load_package(package)

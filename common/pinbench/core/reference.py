@@ -28,7 +28,7 @@ the band and outside the noise" from one "outside the band but within noise".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +138,7 @@ class DiffResult:
     exit_code: int
     notes: list[str] = field(default_factory=list)
     header: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)  # the scorecard's metric entries: every row of the table
 
 
 def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
@@ -327,62 +328,134 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
-    for name, entry in card_metrics.items():
+    notes += _interval_notes(scorecard)
+
+    source = ref.source.get("kind", "?")
+    if ref.source.get("citation"):
+        source += f": {ref.source['citation']}"
+    header = _card_header(scorecard, reference=f"{ref.path if ref.path is not None else '(in memory)'} "
+                                                f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
+                          source=source)
+    return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
+                      header=header, metrics=dict(card_metrics))
+
+
+def _card_header(scorecard: Mapping[str, Any], **lines: str) -> dict[str, str]:
+    samples = scorecard["samples"]
+    return {
+        "recipe": f"{scorecard['recipe']} {scorecard['recipe_version']}",
+        "checkpoint": scorecard["checkpoint"],
+        "mode": scorecard["mode"],
+        **lines,
+        "status": f"{scorecard['status']} ({samples['n_ok']}/{samples['n_expected']} samples ok, "
+                  f"{samples['n_failed']} failed, {samples['n_missing']} missing)",
+    }
+
+
+RESULT_COLUMNS = ["metric", "value", "95% CI", "scored", "direction"]
+DIFF_COLUMNS = ["reference", "delta", "vs ref", "tolerance", "status", "ref 95% CI", "noise"]
+
+
+def _table_rows(metrics: Mapping[str, Any], checked: Sequence[DiffRow] | None) -> list[list[str]]:
+    """One row per metric of the scorecard, primary first (then in scorecard order), then each reference metric
+    the scorecard lacks; with ``checked`` (a diff's rows) the diff columns too, ``-`` where no reference value is."""
+    from pinbench.core.uncertainty import describe
+
+    by_name = {row.metric: row for row in checked or ()}
+    names = sorted(metrics, key=lambda name: not metrics[name].get("primary"))
+    names += [row.metric for row in checked or () if row.metric not in metrics]
+    rows = []
+    for name in names:
+        entry, row = metrics.get(name), by_name.get(name)
+        primary = entry.get("primary") if entry else row is not None and row.primary
+        cells = [("* " if primary else "  ") + name]
+        if entry is None:
+            cells += ["-", "-", "-", row.direction if row else "-"]
+        else:
+            cells += [_fmt(entry["value"]), _ci_cell(entry.get("interval"), describe),
+                      f"{entry['n_scored']}/{entry['n_expected']}", str(entry.get("direction", "-"))]
+        if checked is not None:
+            if row is None:
+                cells += ["-", "-", "-", "-", "not checked", "-", "-"]
+            else:
+                cells += [_fmt(row.reference), _fmt(row.delta, sign=True), row.verdict or "-", row.tolerance_text,
+                          row.status, _ci_cell(row.ref_interval, describe) if row.ref_interval else "-",
+                          _noise_cell(row)]
+        rows.append(cells)
+    return rows
+
+
+def _table(metrics: Mapping[str, Any], checked: Sequence[DiffRow] | None) -> list[str]:
+    columns = RESULT_COLUMNS + (DIFF_COLUMNS if checked is not None else [])
+    table = [["  " + columns[0], *columns[1:]], *_table_rows(metrics, checked)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    lines = []
+    for i, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(* primary metric; direction: which way is better; 95% CI: the run's bootstrap interval"
+                 + (";" if checked is not None else ")"))
+    if checked is not None:
+        lines.append(" delta = value - reference; vs ref by the metric's direction;")
+        lines.append(" noise: |delta| vs sqrt(a^2 + b^2) of the run's and reference's interval sides facing "
+                     "each other)")
+    return lines
+
+
+def _interval_notes(scorecard: Mapping[str, Any]) -> list[str]:
+    notes = []
+    for name, entry in scorecard["metrics"].items():
         interval = entry.get("interval")
         if interval is None:
             notes.append(f"{name}: no interval (scorecard schema {scorecard['schema_version']})")
         elif interval["low"] is None:
             notes.append(f"{name}: no interval ({interval['reason']})")
+    return notes
 
-    source = ref.source.get("kind", "?")
-    if ref.source.get("citation"):
-        source += f": {ref.source['citation']}"
-    samples = scorecard["samples"]
-    header = {
-        "recipe": f"{scorecard['recipe']} {scorecard['recipe_version']}",
-        "checkpoint": scorecard["checkpoint"],
-        "mode": scorecard["mode"],
-        "reference": f"{ref.path if ref.path is not None else '(in memory)'} "
-                     f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
-        "source": source,
-        "status": f"{scorecard['status']} ({samples['n_ok']}/{samples['n_expected']} samples ok, "
-                  f"{samples['n_failed']} failed, {samples['n_missing']} missing)",
-    }
-    return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
-                      header=header)
+
+def _grouped(notes: Sequence[str]) -> list[str]:
+    """Notes of the form ``metric: text`` that share their text said once, naming every metric."""
+    by_text: dict[str, list[str]] = {}
+    for note in notes:
+        name, sep, text = note.partition(": ")
+        by_text.setdefault(text if sep else note, []).append(name if sep else "")
+    out = []
+    for text, names in by_text.items():
+        named = [n for n in names if n]
+        out.append(f"{text}: {', '.join(named)}" if len(named) > 1 else
+                   (f"{named[0]}: {text}" if named else text))
+    return out
 
 
 def render_diff(result: DiffResult) -> str:
-    """A plain-text table (no colour, no box characters) that reads the same in a terminal and a log."""
-    from pinbench.core.uncertainty import describe
-
+    """The results table against a reference: every metric of the run with its value, interval, counts and
+    direction, and beside it the reference, delta, tolerance, verdict and noise reading. Plain text (no colour, no
+    box characters), so it reads the same in a terminal and a log."""
     lines = [f"{key:<10} {value}" for key, value in result.header.items()]
-    columns = ["metric", "reference", "measured", "delta", "vs ref", "tolerance", "scored", "status",
-               "run 95% CI", "ref 95% CI", "noise"]
-    table = [columns] + [
-        [("* " if r.primary else "  ") + r.metric, _fmt(r.reference), _fmt(r.measured),
-         _fmt(r.delta, sign=True), r.verdict or "-", r.tolerance_text, r.scored, r.status,
-         _ci_cell(r.interval, describe) if r.interval else "-",
-         _ci_cell(r.ref_interval, describe) if r.ref_interval else "-",
-         _noise_cell(r)]
-        for r in result.rows
-    ]
-    table[0][0] = "  " + table[0][0]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines.append("")
-    for i, row in enumerate(table):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    lines.append("(* primary metric; delta = measured - reference; vs ref by the metric's direction;")
-    lines.append(" noise: |delta| vs sqrt(a^2 + b^2) of the run's and reference's interval sides facing each other)")
-    lines.append("")
+    lines += ["", *_table(result.metrics, result.rows), ""]
     lines.append("problems:" if result.problems else "problems: none")
     lines.extend(f"  - {p}" for p in result.problems)
     if result.notes:
         lines.append("notes:")
-        lines.extend(f"  - {n}" for n in result.notes)
+        lines.extend(f"  - {n}" for n in _grouped(result.notes))
     lines.append(result_line(result))
+    return "\n".join(lines)
+
+
+def render_results(scorecard: Mapping[str, Any], why: str) -> str:
+    """The results table of a run no reference applies to (``why`` says so): every metric with its value, 95%
+    interval, counts and direction. Its last line is no diff verdict (``pinbench check`` relies on that)."""
+    lines = [f"{key:<10} {value}" for key, value in _card_header(scorecard, reference=f"none: {why}").items()]
+    lines += ["", *_table(scorecard["metrics"], None), ""]
+    reasons = scorecard.get("status_reasons") or []
+    lines.append("problems:" if reasons else "problems: none")
+    lines.extend(f"  - {reason}" for reason in reasons)
+    notes = _interval_notes(scorecard)
+    if notes:
+        lines.append("notes:")
+        lines.extend(f"  - {n}" for n in _grouped(notes))
+    lines.append(f"reported, not diffed (status {scorecard['status']})")
     return "\n".join(lines)
 
 

@@ -46,6 +46,7 @@ from rich.progress import (
 
 from pinbench.core.config import Implementation
 from pinbench.core.files import read_finite_jsonl, write_atomic
+from pinbench.core.phases import announced
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
@@ -704,6 +705,7 @@ def _progress_bar(enabled: bool, console: Console) -> Progress:
 # ------------------------------------------------------------------------------------------- merging
 
 
+@announced(lambda out_dirs, tasks, **kw: f"samples: collecting the records of {len(tasks)} task(s)")
 def merge_samples(
     out_dirs: Sequence[Path | str],
     tasks: Sequence[Task],

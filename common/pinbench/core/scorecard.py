@@ -37,6 +37,7 @@ from pinbench.core.derived import DERIVED_PATH, is_derived
 from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
+from pinbench.core.phases import announced
 from pinbench.core.provenance import scrub, to_jsonable
 from pinbench.core.schema import schema_error
 from pinbench.core.uncertainty import aggregate_interval
@@ -323,6 +324,8 @@ def derive_status(metrics: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[s
     return ("partial" if reasons else "complete"), reasons
 
 
+@announced(lambda **kw: f"scorecard: {len(kw['metrics'])} metric(s) with 95% intervals over "
+                        f"{len(kw['records'])} record(s)")
 def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: str,
                     metrics: Sequence[MetricSpec], records: Sequence[Any], n_expected: int,
                     provenance: Mapping[str, Any], config: Mapping[str, Any],

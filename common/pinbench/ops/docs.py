@@ -27,6 +27,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
                                    "digest, the pinned one, whether it differs; recorded in provenance"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
+    "PINBENCH_PHASE_NOTICE_S": ("all", "seconds a phase runs before it says what it is doing (default 2; 0: "
+                                       "every phase)"),
     "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default)"),
     "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
     "LIMIT": ("make", "smoke size for `make recipe-<name>`"),

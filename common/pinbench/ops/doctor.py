@@ -33,6 +33,8 @@ EXIT_PROBLEMS = 2
 GB = 1e9
 _NVIDIA_SMI_TIMEOUT_S = 10
 _VIDEOS_SHOWN = 3
+WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
+                    "rest and counts each of them as a failed sample (a partial run, exit 2)")
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,19 @@ class Finding:
     check: str
     line: str
     subject: str = ""
+    warning: bool = False  # ok, but said even when only problems are shown (a run that will be slow)
 
     def render(self) -> str:
-        return f"{'ok     ' if self.ok else 'PROBLEM'} {self.check}: {self.line}"
+        return f"{'PROBLEM' if not self.ok else 'WARNING' if self.warning else 'ok     '} {self.check}: {self.line}"
 
 
 def ok(check: str, line: str, subject: str = "") -> Finding:
     return Finding(True, check, line, subject)
+
+
+def warning(check: str, line: str) -> Finding:
+    """Not a problem (the run starts), but the person starting it should read it first."""
+    return Finding(True, check, line, warning=True)
 
 
 def problem(check: str, line: str, subject: str = "") -> Finding:
@@ -176,10 +184,12 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(missing)} of {len(expected)} {what} missing under {where}: {shown}"))
+        findings.append(problem("inputs", f"{len(missing)} of {len(expected)} {what} missing under {where}: {shown}; "
+                                          f"{WAY_ON_BAD_INPUT}"))
     if broken:
         shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} do not decode: {shown}"))
+        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} do not decode: {shown}; "
+                                          f"{WAY_ON_BAD_INPUT}"))
     if not findings:
         findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
     return findings
@@ -194,6 +204,47 @@ def first_frame_error(path: Path) -> str | None:
     except VideoError as exc:
         return exc.reason if hasattr(exc, "reason") else str(exc)
     return None
+
+
+# ---------------------------------------------------------------------------------------- network
+
+
+def hosts_to_fetch(pins: Pins, subjects: Sequence[str]) -> dict[str, list[str]]:
+    """The URL a probe asks for each server the pins ``subjects`` (``urls/<name>``, ``huggingface/<name>``) are
+    downloaded from, with the subjects it serves."""
+    import urllib.parse
+
+    from huggingface_hub import constants
+
+    hosts: dict[str, list[str]] = {}
+    for subject in subjects:
+        section, _, name = subject.partition("/")
+        if section == "urls" and name in pins.urls:
+            parts = urllib.parse.urlsplit(pins.urls[name].url)
+            if parts.scheme in ("http", "https"):
+                hosts.setdefault(f"{parts.scheme}://{parts.netloc}/", []).append(subject)
+        elif section == "huggingface" and name in pins.huggingface:
+            hosts.setdefault(constants.ENDPOINT.rstrip("/") + "/", []).append(subject)
+    return hosts
+
+
+def network_findings(pins: Pins | None, to_fetch: Sequence[str]) -> list[Finding]:
+    """What this run must download is only as good as the network: each server it downloads from is probed once,
+    with a short timeout; one that does not answer is a PROBLEM naming what could not be fetched and the way on."""
+    from pinbench.ops.network import PROBE_TIMEOUT_S, probe, ways_on
+
+    if pins is None or not to_fetch:
+        return []
+    findings = []
+    for url, subjects in hosts_to_fetch(pins, to_fetch).items():
+        reason = probe(url)
+        if reason is None:
+            findings.append(ok("network", f"{url} answers ({', '.join(subjects)} to be fetched)"))
+        else:
+            findings.append(problem("network", f"{url} does not answer within {PROBE_TIMEOUT_S:g} s ({reason}); "
+                                               f"{', '.join(subjects)} cannot be fetched; next: "
+                                               f"{ways_on(pins.recipe, subjects[0])}"))
+    return findings
 
 
 # --------------------------------------------------------------------------------------- hardware
@@ -326,7 +377,7 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
     to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
     if will_fetch:
         cache = [ok(f.check, f"{f.line} (to be fetched)", f.subject) if f.subject in to_fetch else f for f in cache]
-        findings += cache + token_findings(recipe, to_fetch)
+        findings += cache + token_findings(recipe, to_fetch) + network_findings(pins, to_fetch)
     else:
         findings += cache
     if cfg.runtime == "docker":
@@ -341,7 +392,7 @@ def report(findings: Sequence[Finding], echo: Callable[[str], Any], *, verbose: 
     from pinbench.core.provenance import redact
 
     for finding in findings:
-        if verbose or not finding.ok:
+        if verbose or not finding.ok or finding.warning:
             echo(redact(finding.render()))
     problems = sum(1 for f in findings if not f.ok)
     if problems:

@@ -23,7 +23,8 @@ from pinbench.core.files import atomic_path, sha256_file
 from pinbench.core.options import is_offline
 from pinbench.core.provenance import redact
 from pinbench.ops.cache import cache_dir, hf_snapshot_dir, url_path
-from pinbench.ops.pins import HFPin, URLPin
+from pinbench.ops.network import network_failure, network_reason
+from pinbench.ops.pins import HFPin, PinsError, URLPin, load_pins
 from pinbench.ops.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -41,6 +42,42 @@ class UnlockedPinError(RuntimeError):
 
 class FetchError(RuntimeError):
     """A download failed; the message is redacted (no token can appear in it)."""
+
+
+class NetworkError(FetchError):
+    """The network failed (no route, name, answer): one line saying what could not be fetched and the way on."""
+
+    def __init__(self, what: str, reason: str, recipe: str | None = None, pin_key: str | None = None) -> None:
+        self.what, self.reason = what, reason
+        text = (network_failure(what, reason, recipe, pin_key) if recipe is not None
+                else f"{what}: could not be fetched, the network failed ({reason})")
+        super().__init__(redact(text))
+
+    def for_pin(self, pin: HFPin | URLPin) -> NetworkError:
+        """The same failure with the recipe's ways on (which option takes a local copy of ``pin``)."""
+        return NetworkError(self.what, self.reason, pin.recipe, pin_key(pin))
+
+
+def pin_key(pin: HFPin | URLPin) -> str | None:
+    """``huggingface/<name>`` or ``urls/<name>`` of ``pin`` in its recipe's pins.yaml (None when not found)."""
+    from pinbench.core.config import RecipeError
+    from pinbench.core.recipe import get_recipe
+
+    try:
+        pins = load_pins(get_recipe(pin.recipe).pins_path)
+    except (RecipeError, PinsError):
+        return None
+    if isinstance(pin, URLPin):
+        return next((f"urls/{name}" for name, other in pins.urls.items() if other.url == pin.url), None)
+    return next((f"huggingface/{name}" for name, other in pins.huggingface.items() if other.repo_id == pin.repo_id),
+                None)
+
+
+def describe_hf(pin: HFPin) -> str:
+    """What an HF pin fetches, for messages: repo, revision, type and files (the first few patterns)."""
+    patterns = pin.allow_patterns or []
+    files = ", ".join(patterns[:3]) + (f", ... ({len(patterns)} patterns)" if len(patterns) > 3 else "")
+    return f"{pin.repo_id}@{pin.revision} ({pin.repo_type}; files: {files or 'all'})"
 
 
 class PinMismatchError(RuntimeError):
@@ -178,6 +215,9 @@ def fetch_hf(pin: HFPin, *, token: str | None = None, cache: Path | str | None =
                                        allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
                                        token=_hf_token(token))
     except Exception as exc:  # any hub/HTTP error: report it redacted, without the chained traceback
+        reason = network_reason(exc)
+        if reason is not None:
+            raise NetworkError(describe_hf(pin), reason).for_pin(pin) from None
         raise FetchError(redact(f"{pin.label}: download failed: {type(exc).__name__}: {exc}")) from None
     root = Path(folder)
     missing = _missing(pin, root)
@@ -259,6 +299,9 @@ def download_url(url: str, dest: Path, expected_sha256: str | None = None,
                         digest.update(chunk)
                         out.write(chunk)
             except OSError as exc:  # urllib's URLError and HTTPError are OSErrors
+                reason = network_reason(exc)
+                if reason is not None:
+                    raise NetworkError(f"{url} (file {dest.name})", reason) from None
                 raise FetchError(redact(f"{url}: download failed: {type(exc).__name__}: {exc}")) from None
             if expected_sha256 and digest.hexdigest() != expected_sha256:
                 raise ChecksumError(f"{url} ({dest.name})", expected_sha256, digest.hexdigest())
@@ -289,7 +332,10 @@ def fetch_url(pin: URLPin, *, cache: Path | str | None = None) -> Path:
             return _locate_url(pin, cache)
         except PinMismatchError as exc:
             _warn(f"{exc}; downloading it again")
-    actual = download_url(pin.url, dest, pin.sha256, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
+    try:
+        actual = download_url(pin.url, dest, pin.sha256, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
+    except NetworkError as exc:
+        raise exc.for_pin(pin) from None
     if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified (downloaded sha256 {actual}; "
               f"`pinbench fetch {pin.recipe}` records it in the user lock)")

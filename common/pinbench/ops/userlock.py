@@ -194,10 +194,16 @@ def pins_for_provenance(pins: Pins) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ resolving
 
 
-def _hub_error(what: str, exc: Exception) -> Exception:
+def _hub_error(what: str, exc: Exception, pin: HFPin, fetched: str) -> Exception:
+    """A hub call failed: the network line when the network did (``fetched``: what could not be fetched),
+    else the call's own error, redacted."""
     from pinbench.core.provenance import redact
-    from pinbench.ops.downloads import FetchError
+    from pinbench.ops.downloads import FetchError, NetworkError
+    from pinbench.ops.network import network_reason
 
+    reason = network_reason(exc)
+    if reason is not None:
+        return NetworkError(fetched, reason).for_pin(pin)
     return FetchError(redact(f"{what}: {type(exc).__name__}: {exc}"))
 
 
@@ -205,7 +211,8 @@ def _resolve_revision(pin: HFPin, api: Any, token: str | bool) -> tuple[str, str
     try:
         sha = api.repo_info(pin.repo_id, repo_type=pin.repo_type, token=token).sha
     except Exception as exc:  # any hub/HTTP error, redacted
-        raise _hub_error(f"{pin.repo_id}: cannot resolve the revision", exc) from None
+        raise _hub_error(f"{pin.repo_id}: cannot resolve the revision", exc, pin,
+                         f"{pin.repo_id} ({pin.repo_type}; its revision, to record in the user lock)") from None
     if not isinstance(sha, str) or not HEX40.fullmatch(sha):
         from pinbench.ops.downloads import FetchError
 
@@ -226,7 +233,8 @@ def _resolve_hf_hashes(pin: HFPin, revision: str, paths: list[str], api: Any, to
         infos = {info.path: info for info in api.get_paths_info(pin.repo_id, paths, revision=revision,
                                                                 repo_type=pin.repo_type, token=token)}
     except Exception as exc:
-        raise _hub_error(f"{pin.repo_id}@{revision}: cannot read file metadata", exc) from None
+        raise _hub_error(f"{pin.repo_id}@{revision}: cannot read file metadata", exc, pin,
+                         f"{pin.repo_id}@{revision} ({pin.repo_type}; the SHA-256 of {', '.join(paths)})") from None
     out: dict[str, tuple[str, str]] = {}
     for rel in paths:
         info = infos.get(rel)
@@ -240,14 +248,15 @@ def _resolve_hf_hashes(pin: HFPin, revision: str, paths: list[str], api: Any, to
             local = hf_hub_download(pin.repo_id, rel, repo_type=pin.repo_type, revision=revision,
                                     cache_dir=cache_dir(cache) / "hub", token=token)
         except Exception as exc:
-            raise _hub_error(f"{pin.repo_id}@{revision}: {rel}: download failed", exc) from None
+            raise _hub_error(f"{pin.repo_id}@{revision}: {rel}: download failed", exc, pin,
+                             f"{pin.repo_id}@{revision} ({pin.repo_type}; file {rel})") from None
         out[rel] = (sha256_file(local), f"sha256 of the file (not in LFS) downloaded at revision {revision}")
     return out
 
 
 def _resolve_url(pin: URLPin, cache: Path | str | None) -> tuple[str, str]:
     """Download (or reuse the unverified cached copy), check the partial pins, move it to its final place."""
-    from pinbench.ops.downloads import PinMismatchError, _warn, download_url, verify_url_file
+    from pinbench.ops.downloads import NetworkError, PinMismatchError, _warn, download_url, verify_url_file
 
     unverified = url_path(pin, cache)
     digest = None
@@ -258,7 +267,10 @@ def _resolve_url(pin: URLPin, cache: Path | str | None) -> tuple[str, str]:
             _warn(f"{exc}; downloading it again")
             unverified.unlink()
     if digest is None:
-        digest = download_url(pin.url, unverified, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
+        try:
+            digest = download_url(pin.url, unverified, verify=lambda tmp, sha: verify_url_file(pin, tmp, sha))
+        except NetworkError as exc:
+            raise exc.for_pin(pin) from None
     final = url_path(dataclasses.replace(pin, sha256=digest), cache)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(unverified, final)

@@ -173,7 +173,7 @@ class Watcher:
         if self._bar is not None:
             self._update_bar()
             self._bar[0].stop()
-        else:
+        elif exc[0] is None or self.count():  # a stage that failed before doing anything leaves its error alone
             print(self.line(), file=self.stream, flush=True)
 
 

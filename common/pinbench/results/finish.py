@@ -18,7 +18,7 @@ from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_atomic
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
-from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff
+from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff, render_results
 from pinbench.core.runner import RunSummary, SampleRecord, merge_samples
 from pinbench.core.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, write_scorecard
 from pinbench.results.report import write_report
@@ -148,8 +148,7 @@ def finish_run(
     result = diff(card, reference) if reference is not None else None
     if result is None:
         exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
-        message = (f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}: "
-                   f"reported, not diffed (status {card['status']})")
+        message = render_results(card, f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}")
     else:
         exit_code = result.exit_code
         message = render_diff(result)

@@ -26,7 +26,8 @@ import numpy as np
 
 import pinbench
 from pinbench.core.files import write_atomic
-from pinbench.core.provenance import redact, scrub
+from pinbench.core.phases import announced
+from pinbench.core.provenance import redactor, scrub
 from pinbench.core.reference import (
     EXIT_FAIL,
     EXIT_INCOMPLETE,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from pinbench.results.compare import Comparison
 
 FIGURES_DIR = "figures"
+TOP_LEVEL = "top level"  # the group of metrics whose name has no "/"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best per ranking metric
 VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
@@ -173,6 +175,11 @@ class Row:
     primary: bool = False
 
     @property
+    def starred(self) -> bool:
+        """Primary by the scorecard or by the reference it is judged against."""
+        return self.primary or (self.ref is not None and self.ref.primary)
+
+    @property
     def bound(self) -> float:
         assert self.ref is not None
         return self.ref.tolerance.bound(self.ref.value)
@@ -201,7 +208,7 @@ def _row_status(checked: DiffRow | None, metric: Mapping[str, Any]) -> str:
 
 
 def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResult | None) -> list[Row]:
-    """Scorecard metrics, then reference metrics the scorecard lacks; failures first, else in card order."""
+    """Scorecard metrics, then reference metrics the scorecard lacks, grouped (:func:`grouped`)."""
     metrics: Mapping[str, Any] = card["metrics"]
     checked = {row.metric: row for row in result.rows} if result else {}
     rows = [Row(name=name, group=_group_of(name), measured=_as_float(m["value"]), aggregation=m["aggregation"],
@@ -215,7 +222,18 @@ def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResul
             rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None, None,
                             None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
                             ref.metrics[name].primary))
-    return sorted(rows, key=lambda row: _STATUS_ORDER[row.status])
+    return [row for _, members in grouped(rows) for row in members]
+
+
+def grouped(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+    """Rows by group (a metric's name up to its last ``/``: a split, a perspective, a modality): groups holding a
+    primary metric first, then in the order they first appear; in a group primary metrics first, then failures,
+    else in the given order."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    order = sorted(groups, key=lambda g: not any(r.starred for r in groups[g]))
+    return [(g, sorted(groups[g], key=lambda r: (not r.starred, _STATUS_ORDER[r.status]))) for g in order]
 
 
 def _num(value: Any, spec: str = ".6g") -> str:
@@ -260,7 +278,9 @@ def _row_view(row: Row) -> dict[str, Any]:
         na_reason = note if interval == "n/a" else ""
     direction = (row.ref.direction if row.ref else None) or row.direction
     primary = row.primary or (row.ref is not None and row.ref.primary)
-    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "measured": row.measured,
+    short = row.name[len(row.group) + 1:] if row.group else row.name  # under its group's heading
+    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "short": short + (" ★" if primary else ""),
+                            "full": row.name, "measured": row.measured,
                             "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
                             "interval_note": note, "na_reason": na_reason, "aggregation": row.aggregation or "—",
                             "counts": counts, "lost": lost, "has_ref": row.ref is not None, "status": row.status}
@@ -300,20 +320,22 @@ class _Section:
 
 
 class _Figures:
-    """The PNGs of one report: written under ``figures/``, linked relatively, stale ones removed."""
+    """The recipes' PNG figures a report shows, copied under ``figures/`` (unchanged copies are not rewritten) and
+    linked relatively; stale ones removed. The report's own figures are inline SVG."""
 
     def __init__(self, out_dir: Path) -> None:
         self.dir = out_dir / FIGURES_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.written: set[Path] = set()
 
-    def path(self, name: str) -> Path:
-        path = self.dir / name
-        self.written.add(path)
-        return path
+    def copy(self, src: Path, name: str, title: str, caption: str = "") -> dict[str, str]:
+        import filecmp
 
-    def view(self, path: Path, title: str, caption: str = "") -> dict[str, str]:
-        return {"src": f"{FIGURES_DIR}/{path.name}", "title": title, "caption": caption}
+        dest = self.dir / name
+        self.written.add(dest)
+        if not (dest.is_file() and filecmp.cmp(src, dest, shallow=False)):
+            shutil.copyfile(src, dest)
+        return {"src": f"{FIGURES_DIR}/{dest.name}", "title": title, "caption": caption}
 
     def remove_stale(self) -> None:
         for stale in self.dir.glob("*.png"):
@@ -325,77 +347,110 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40] or "x"
 
 
-def _deviation_figure(sec: _Section, rows: Sequence[Row], figs: _Figures) -> dict[str, str] | None:
-    from pinbench.results.report_plots import Deviation, plot_deviations
-
-    judged = [row for row in rows if row.ref is not None]
-    if not judged:
-        return None
-    points = []
-    for row in judged:
-        ref_interval = row.ref.interval if row.ref.interval else None
-        run = ((row.in_tolerances(row.interval["low"]), row.in_tolerances(row.interval["high"]))
-               if has_interval(row.interval) else None)
-        points.append(Deviation(
-            label=row.name + (" ★" if row.ref.primary else "") + (" ↑" if row.ref.direction == "higher" else " ↓"),
-            status=row.status, z=row.in_tolerances(row.measured) if row.measured is not None else None, run=run,
-            ref=(row.in_tolerances(ref_interval["low"]), row.in_tolerances(ref_interval["high"]))
-            if ref_interval else None))
-    path = figs.path(f"{sec.anchor}-deviations.png")
-    plot_deviations(points, path)
-    failing = sum(1 for row in judged if row.status != "PASS")
-    caption = (f"{len(judged)} metrics, failures first ({failing} not PASS). Dot: (measured - reference) / "
-               "tolerance; the blue band is the tolerance; bar: the run's 95% interval; grey: the reference's; "
-               "hollow: computed on an incomplete sample set; ↑/↓: higher/lower is better.")
-    return figs.view(path, "All metrics against the reference, in units of their tolerance", caption)
+def _anchor(sec: _Section, group: str) -> str:
+    return f"{sec.anchor}-g-{_slug(group or 'metrics')}"
 
 
-def _distributions(sec: _Section, rows: Sequence[Row], figs: _Figures) -> tuple[list[dict[str, Any]], list[str]]:
-    """One small-multiples figure per metric group, each metric over its own samples only.
+def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One SVG per metric group: each judged metric against its reference, in units of its tolerance."""
+    from pinbench.results.report_svg import Deviation, deviations_svg
+
+    figures = []
+    for group, members in grouped([row for row in rows if row.ref is not None]):
+        points = []
+        for row in members:
+            ref_interval = row.ref.interval if row.ref.interval else None
+            run = ((row.in_tolerances(row.interval["low"]), row.in_tolerances(row.interval["high"]))
+                   if has_interval(row.interval) else None)
+            z = row.in_tolerances(row.measured) if row.measured is not None else None
+            short = row.name[len(group) + 1:] if group else row.name
+            points.append(Deviation(
+                label=short + (" ★" if row.ref.primary else "") + (" ↑" if row.ref.direction == "higher" else " ↓"),
+                status=row.status, z=z, run=run,
+                ref=(row.in_tolerances(ref_interval["low"]), row.in_tolerances(ref_interval["high"]))
+                if ref_interval else None,
+                hover=f"{row.name}: {row.status or 'not judged'}"
+                      + (f", (value - reference) / tolerance {z:+.3g}" if z is not None and math.isfinite(z) else "")))
+        failing = sum(1 for row in members if row.status != "PASS")
+        figures.append({"title": group or TOP_LEVEL, "anchor": _anchor(sec, group),
+                        "svg": deviations_svg(points, f"{group or 'metrics'} against the reference"),
+                        "note": f"{len(members)} metric(s), {failing} not PASS"})
+    return figures
+
+
+class _RecordIndex:
+    """A run's records split once into sample and derived records, samples also by id: each metric then reads its
+    own records only (a cohort metric its cohort's), not all of them (178 metrics x 11,222 records otherwise)."""
+
+    def __init__(self, records: Sequence[Any]) -> None:
+        from pinbench.core.derived import is_derived
+        from pinbench.core.scorecard import record_id
+
+        self.derived = [r for r in records if is_derived(r)]
+        self.samples = [r for r in records if not is_derived(r)]
+        self.by_id = {record_id(r): r for r in self.samples}
+
+    def of(self, metric: Mapping[str, Any]) -> list[Any]:
+        from pinbench.core.scorecard import DERIVED_RECORDS
+
+        if metric.get("records") == DERIVED_RECORDS:
+            return self.derived
+        cohort = metric.get("sample_ids")
+        if cohort is None:
+            return self.samples
+        return [self.by_id[i] for i in cohort if i in self.by_id]
+
+
+def _median(values: np.ndarray) -> float:
+    """The median by partition (``np.median`` imports ``numpy.ma`` on first use: 0.07 s of a 0.2 s report)."""
+    middle = values.size // 2
+    if values.size % 2:
+        return float(np.partition(values, middle)[middle])
+    low, high = np.partition(values, [middle - 1, middle])[[middle - 1, middle]]
+    return float((low + high) / 2)
+
+
+def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per metric group, a histogram per metric over its own samples only.
 
     A metric whose values are all one number (a single sample, or every sample equal) is listed in the
-    group's table but not drawn: its histogram would be one bar saying what the table says. A group with
-    nothing to draw gets its table alone.
+    group's table but not drawn: its histogram would be one bar saying what the table says.
     """
-    from pinbench.results.report_plots import Distribution, plot_distributions
+    from pinbench.results.report_svg import Distribution, histogram_svg
 
     assert sec.samples is not None
+    index = _RecordIndex(sec.samples)
     by_name = {row.name: row for row in rows}
-    groups: dict[str, list[tuple[str, np.ndarray]]] = {}
+    values_of: dict[str, np.ndarray] = {}
     empty = []
     for name, m in sec.card["metrics"].items():
-        scored, _ = metric_samples(name, m, sec.samples)
-        values = np.array([v for v, _ in scored.values()], dtype=np.float64)
+        scored, _ = metric_samples(name, m, index.of(m))
+        values = np.fromiter((v for v, _ in scored.values()), dtype=np.float64, count=len(scored))
         if values.size == 0:
             empty.append(name)
-            continue
-        groups.setdefault(_group_of(name), []).append((name, values))
+        else:
+            values_of[name] = values
     out = []
-    for g, (group, members) in enumerate(groups.items()):
+    for group, members in grouped([by_name[name] for name in values_of]):
         panels, stats = [], []
-        for name, values in members:
+        for row in members:
+            values = values_of[row.name]
             spread = bool(values.max() > values.min())
-            stats.append({"name": name, "n": values.size, "mean": float(values.mean()),
-                          "median": float(np.median(values)), "min": float(values.min()), "max": float(values.max()),
+            stats.append({"name": row.name, "n": values.size, "mean": float(values.mean()),
+                          "median": _median(values), "min": float(values.min()), "max": float(values.max()),
                           "not_plotted": "" if spread else
                           "not plotted: one value" if values.size == 1 else f"not plotted: all {values.size} equal"})
             if not spread:
                 continue
-            row = by_name[name]
             ref = row.ref
-            panels.append(Distribution(
-                title=f"{name.rsplit('/', 1)[-1]} (n={values.size})", values=values, aggregate=row.measured,
+            short = row.name[len(group) + 1:] if group else row.name
+            panels.append({"title": short, "svg": histogram_svg(Distribution(
+                values=values, aggregate=row.measured,
                 interval=(row.interval["low"], row.interval["high"]) if has_interval(row.interval) else None,
                 reference=ref.value if ref else None,
-                band=(ref.value - row.bound, ref.value + row.bound) if ref else None))
-        figure = None
-        if panels:
-            path = figs.path(f"{sec.anchor}-dist-{g + 1:02d}-{_slug(group or 'metrics')}.png")
-            plot_distributions(panels, path)
-            caption = ("Each metric over exactly the samples it was computed from. Dashed: the scorecard value, "
-                       "grey: its 95% interval; blue: reference and tolerance band.")
-            figure = figs.view(path, group or "(no group)", caption)
-        out.append({"title": group or "(no group)", "figure": figure, "stats": stats})
+                band=(ref.value - row.bound, ref.value + row.bound) if ref else None), row.name)})
+        out.append({"title": group or TOP_LEVEL, "anchor": _anchor(sec, group) + "-dist", "panels": panels,
+                    "stats": stats})
     return out, empty
 
 
@@ -424,9 +479,8 @@ def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]]
     shown = {id(e) for _, e in chosen}
     views = []
     for k, (why, extra) in enumerate(chosen):
-        dest = figs.path(f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png")
-        shutil.copyfile(extra.src, dest)
-        views.append(figs.view(dest, f"{why} — {extra.title}", extra.caption))
+        views.append(figs.copy(extra.src, f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png",
+                               f"{why} — {extra.title}", extra.caption))
     return views, [e.sample_id for e in per_sample if id(e) not in shown]
 
 
@@ -484,6 +538,9 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
                     "samples file": samples["path"]},
         "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "groups": [{"title": group or TOP_LEVEL, "anchor": _anchor(sec, group), "rows": [_row_view(r) for r in m],
+                    "failing": sum(1 for r in m if r.status not in ("PASS", ""))} for group, m in grouped(rows)],
+        "primary": [_row_view(row) for row in rows if row.starred],
         "na_reasons": [],
         "failures": failures, "unnamed": unnamed, "prov": _provenance(card["provenance"]),
         "details": {key: scrub(card[key]) for key in ("config", "timings", "extra") if card.get(key)},
@@ -494,22 +551,38 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
         view.update(exit_code=checked.exit_code, problems=checked.problems,
                     reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
                                             "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
-                    deviation_figure=_deviation_figure(sec, rows, figs))
+                    deviation_figures=_deviation_figures(sec, rows))
     if sec.samples is not None:
-        view["distributions"], view["no_values"] = _distributions(sec, rows, figs)
+        view["distributions"], view["no_values"] = _distributions(sec, rows)
     view["sample_figures"], view["more_samples"] = _sample_figures(sec, figs)
     recipe_figures = []
     for k, extra in enumerate(e for e in sec.extras if e.sample_id is None):
-        dest = figs.path(f"{sec.anchor}-extra-{k + 1:02d}-{_slug(extra.src.stem)}.png")
-        shutil.copyfile(extra.src, dest)
-        recipe_figures.append(figs.view(dest, extra.title, extra.caption))
+        recipe_figures.append(figs.copy(extra.src, f"{sec.anchor}-extra-{k + 1:02d}-{_slug(extra.src.stem)}.png",
+                                        extra.title, extra.caption))
     view["recipe_figures"] = recipe_figures
     return view
 
 
-def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, Any]:
+def comparison_badge(result: Comparison) -> tuple[str, str]:
+    """(text, colour class) of a comparison's verdict by direction: any metric worse beyond noise is red, better
+    only is green, all within noise is grey; an incomplete or mismatched comparison keeps its own colour."""
+    from pinbench.results.compare import EXIT_DIFFERENT, EXIT_SAME, VERDICT_NAMES
+
+    name = VERDICT_NAMES[result.exit_code]
+    better = sum(1 for r in result.metrics if r.verdict == "better")
+    worse = sum(1 for r in result.metrics if r.verdict == "worse")
+    if result.exit_code == EXIT_SAME:
+        return (f"{name}: {better} better, within --fail-on {result.fail_on}" if better else f"{name}: within noise",
+                "better" if better else "within_noise")
+    counts = ", ".join(f"{n} {what}" for n, what in ((better, "better"), (worse, "worse")) if n)
+    if result.exit_code == EXIT_DIFFERENT:
+        return f"{name}: {counts}", "worse" if worse else "better"
+    return name + (f": {counts}" if counts else ""), {"INCOMPLETE": "INCOMPLETE"}.get(name, "FAIL")
+
+
+def _comparison_view(k: int, result: Comparison) -> dict[str, Any]:
     from pinbench.results.compare import VERDICT_NAMES, unmatched_samples
-    from pinbench.results.report_plots import DifferenceRow, plot_differences
+    from pinbench.results.report_svg import DifferenceRow, differences_svg
 
     rows, plot_rows = [], []
     for r in result.metrics:
@@ -523,19 +596,17 @@ def _comparison_view(k: int, result: Comparison, figs: _Figures) -> dict[str, An
             text = f"{d.difference:+.4g} " + (f"[{d.low:+.4g}, {d.high:+.4g}]" if interval else "(no interval)")
             plot_rows.append(DifferenceRow(r.name + (" ★" if r.primary else ""), r.verdict, d.difference, interval,
                                            r.direction == "higher", text))
-    figure = None
-    if plot_rows:
-        path = figs.path(f"compare-{k + 1:02d}-differences.png")
-        plot_differences(plot_rows, path)
-        figure = figs.view(path, "B - A per metric with its paired 95% interval",
-                           "Each row scaled to its own interval and turned so that right is better; green: better "
-                           "beyond noise, red: worse, grey: within noise (the interval contains 0).")
     unmatched = [{"sample_id": sample_id, "why": why,
                   "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
                  for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
+    badge_text, badge_class = comparison_badge(result)
+    names = f"{result.b.card['checkpoint']} - {result.a.card['checkpoint']}"
     return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
+            "names": names,
+            "badge_text": badge_text, "badge_class": badge_class,
             "exit_code": result.exit_code, "fail_on": result.fail_on, "problems": result.problems,
-            "notes": result.notes, "rows": rows, "figure": figure, "unmatched": unmatched}
+            "notes": result.notes, "rows": rows, "unmatched": unmatched,
+            "figure": differences_svg(plot_rows, "B - A per metric") if plot_rows else None}
 
 
 # ----------------------------------------------------------------------------------------- page
@@ -553,9 +624,11 @@ def _environment() -> Any:
     from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
 
+    redact_text = redactor()  # the secrets read once for the page, not once per string
+
     def finalize(value: Any) -> Any:
         # Every data string printed is redacted; markup built by the template's own macros is left alone.
-        return redact(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+        return redact_text(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
     env = Environment(loader=PackageLoader("pinbench.results", "templates"), autoescape=True, finalize=finalize,
                       undefined=StrictUndefined, keep_trailing_newline=True)
@@ -564,6 +637,7 @@ def _environment() -> Any:
     return env
 
 
+@announced(lambda scorecards, out_dir, **kw: f"report: {Path(out_dir) / 'index.html'}")
 def write_report(
     scorecards: Sequence[Path | str | Mapping[str, Any]],
     out_dir: Path,
@@ -598,8 +672,11 @@ def write_report(
     figs = _Figures(Path(out_dir))
     page = _environment().get_template("report.html.j2").render(
         title=title, version=pinbench.__version__,
-        comparisons=[_comparison_view(k, c, figs) for k, c in enumerate(comparisons)],
+        comparisons=[_comparison_view(k, c) for k, c in enumerate(comparisons)],
         sections=[_section_view(sec, figs) for sec in sections],
     )
     figs.remove_stale()
-    return write_atomic(Path(out_dir) / "index.html", page)
+    index = Path(out_dir) / "index.html"
+    if index.is_file() and index.read_text(encoding="utf-8") == page:
+        return index  # the same page: a rerun whose inputs did not change rewrites nothing
+    return write_atomic(index, page)

@@ -158,17 +158,19 @@ def test_preflight_problems_stop_the_run_before_any_work(tmp_path: Path, layout:
 
 
 @pytest.mark.parametrize(("options", "words"), [
-    ({"videos": "/x"}, "pass -o gt=DIR"),
-    ({"gt": "/x"}, "pass -o videos=DIR"),
+    ({"videos": "/x"}, r"option gt is required \(-o gt=\.\.\. or \$MIND_GT\)"),
+    ({"gt": "/x"}, r"option videos is required unless -o results is given \(-o videos=\.\.\. or \$MIND_VIDEOS\)"),
 ])
 def test_missing_inputs_are_one_line_errors(tmp_path: Path, options: dict, words: str) -> None:
+    """Refused when the options are parsed (recipe.yaml: required, required_unless), before the run starts."""
     with pytest.raises(RecipeError, match=words):
-        run(_cfg(tmp_path / "run", options=options))
+        _cfg(tmp_path / "run", options=options)
+    _cfg(tmp_path / "run", options={"gt": "/x", "results": "/r.json"})  # results stands in for videos
 
 
 def test_video_max_time_at_or_below_100_is_refused_by_the_option(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="below the minimum 101"):
-        _cfg(tmp_path / "run", options={"video_max_time": "100"})
+        _cfg(tmp_path / "run", options={"video_max_time": "100", "gt": "/x", "videos": "/v"})
 
 
 def test_official_run_without_its_runtime_is_one_line(tmp_path: Path, layout: Layout,

@@ -1,0 +1,68 @@
+"""A phase of a run that takes long says what it is doing, so that a silent wait never looks like a hang.
+
+Why a notice after a delay instead of a line per phase: most phases take a fraction of a second, and a line for
+each would bury the results table; a phase still running after ``NOTICE_AFTER_S`` (2 s, or
+``$PINBENCH_PHASE_NOTICE_S``) prints one line on stderr saying what it is doing, and when it ends, how long it
+took. Functions are marked with :func:`announced`, so the phase is named where it is defined.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+NOTICE_AFTER_S = 2.0
+ENV = "PINBENCH_PHASE_NOTICE_S"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _notice_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV, NOTICE_AFTER_S)))
+    except ValueError:
+        return NOTICE_AFTER_S
+
+
+@contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Say ``what ...`` on stderr when the block is still running after the notice delay, then how long it took."""
+    said = threading.Event()
+
+    def say() -> None:
+        said.set()
+        print(f"{what} ...", file=sys.stderr, flush=True)
+
+    start, delay = time.monotonic(), _notice_after()
+    timer = threading.Timer(delay, say)
+    timer.daemon = True
+    if delay > 0:
+        timer.start()
+    else:  # every phase, said when it starts
+        say()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"{what}: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+def announced(describe: Callable[..., str]) -> Callable[[F], F]:
+    """Decorate a function whose call is a phase; ``describe(*args, **kwargs)`` says what it does."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with phase(describe(*args, **kwargs)):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,97 @@
+"""A failed network, said in one line: what could not be fetched, that the network failed, and the way on.
+
+Why: a machine without network used to end a run in a raw ``URLError`` or ``LocalEntryNotFoundError``, while
+the same run with ``--offline`` said what to fetch. Every download (``pinbench.ops.downloads``, the user lock)
+turns a failure of the network itself (no route, no name resolution, refused, timed out, a proxy that does not
+answer) into the same sentence; an HTTP answer (401, 404) is not a network failure and keeps its own message.
+The ways on come from the recipe's declaration: ``pinbench fetch`` on a connected machine, the option that
+takes a local copy of that input (``instead_of`` in recipe.yaml), and a run that downloads nothing
+(``no_download``).
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _is_http_answer(exc: BaseException) -> bool:
+    """The server answered (an HTTP status): not a network failure."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return True
+    response = getattr(exc, "response", None)
+    return response is not None and getattr(response, "status_code", None) is not None
+
+
+def network_reason(exc: BaseException) -> str | None:
+    """Why the network failed, in a few words, when ``exc`` (or what caused it) is a failure to reach the server;
+    None when it is anything else (the server answered with an error, a bad file, a full disk)."""
+    links = list(_chain(exc))
+    if any(_is_http_answer(link) for link in links):
+        return None
+    for link in reversed(links):  # the root cause says it best: "Name or service not known", "Connection refused"
+        if isinstance(link, socket.gaierror):
+            return f"name resolution failed: {link.strerror or link}"
+        if isinstance(link, (TimeoutError, socket.timeout)):
+            return "timed out"
+        if isinstance(link, ConnectionError):
+            return link.strerror or type(link).__name__
+        if isinstance(link, urllib.error.URLError) and isinstance(link.reason, str):
+            return link.reason
+    names = {type(link).__name__ for link in links}
+    # huggingface_hub and requests wrap the socket error; their own classes name a connection that never happened
+    if names & {"ConnectionError", "ConnectTimeout", "ProxyError", "NewConnectionError", "MaxRetryError",
+                "ConnectError", "ConnectTimeoutError", "NameResolutionError"}:
+        return "could not connect"
+    if "LocalEntryNotFoundError" in names and "check your internet connection" in str(exc):
+        return "the Hugging Face Hub could not be reached"
+    return None
+
+
+def ways_on(recipe_name: str, pin_key: str | None) -> str:
+    """The next steps when ``pin_key`` (``urls/raft_things``) of ``recipe_name`` could not be downloaded."""
+    from pinbench.core.config import RecipeError
+    from pinbench.core.recipe import get_recipe
+
+    steps = [f"run `pinbench fetch {recipe_name}` on a connected machine and use its cache here "
+             "(PINBENCH_CACHE; then run with --offline)"]
+    try:
+        recipe = get_recipe(recipe_name)
+    except RecipeError:
+        return steps[0]
+    steps += [f"give a local copy with -o {name}=PATH" for name, spec in recipe.options.items()
+              if pin_key is not None and pin_key in spec.instead_of]
+    if recipe.no_download is not None:
+        steps.append(f"run without download: {recipe.no_download.options} ({recipe.no_download.what})")
+    return "; or ".join(steps)
+
+
+def network_failure(what: str, reason: str, recipe_name: str, pin_key: str | None) -> str:
+    """The one line: ``<what>: could not be fetched, the network failed (<reason>); next: <ways on>``."""
+    return f"{what}: could not be fetched, the network failed ({reason}); next: {ways_on(recipe_name, pin_key)}"
+
+
+def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Whether ``url``'s server answers within ``timeout_s`` (any HTTP status counts as an answer): None when it
+    does, else the reason it does not. One HEAD request, no body read."""
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (OSError, ValueError) as exc:
+        return network_reason(exc) or f"{type(exc).__name__}: {exc}"

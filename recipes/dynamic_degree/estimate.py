@@ -1,0 +1,68 @@
+"""How long the official metric would take on CPU, said by ``pinbench doctor`` before the run starts.
+
+RAFT at full resolution is a GPU model: on CPU a folder of long videos takes hours. The estimate counts the frame
+pairs the run will score (the clips and sampling of ``clips.py``), scales them by pixel count to the size the rate
+was measured at, and divides by that rate.
+
+The rates were measured by ``tools/gpu_check.py`` (``make gpu-check``) on a lent H200 machine, torch 2.11.0+cu130,
+RAFT-things at 832x480, batch 8, fp32 with TF32 off: 0.711 frame pairs/s on that machine's CPU and 25.1 on the GPU
+(x35.4), as the notes of that session record (issue 12, "GPU"). A CPU of another kind runs at another rate: the
+estimate says where its rate comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pinbench.ops.doctor import Finding, visible_gpus, warning
+from pinbench_recipes.dynamic_degree.clips import sampled_frames, split_clips
+
+CPU_PAIRS_PER_S = 0.711
+GPU_PAIRS_PER_S = 25.1
+RATE_PIXELS = 832 * 480
+RATE_SOURCE = ("tools/gpu_check.py at 832x480 on a lent H200 machine's CPU (torch 2.11.0, batch 8, fp32): "
+               f"{CPU_PAIRS_PER_S} pairs/s, against {GPU_PAIRS_PER_S} on its GPU")
+
+
+def raft_pairs(n_frames: int, fps: float) -> int:
+    """Frame pairs RAFT scores in one video: consecutive sampled frames of each of its clips."""
+    return sum(max(0, len(sampled_frames(clip, fps)) - 1) for clip in split_clips(n_frames, fps))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def cpu_time_finding(videos: Iterable[Path], *, flow: str, device: str,
+                     gpus: list[tuple[str, str, float]] | None | bool = True) -> Finding | None:
+    """A WARNING when RAFT would run on CPU (``device`` cpu, or auto with no GPU visible), with the estimated time;
+    None when it runs on a GPU or is not RAFT. Videos that cannot be read are left out (doctor names them)."""
+    from pinbench.media.video import VideoError, video_info
+
+    visible = visible_gpus() if gpus is True else (gpus or None)
+    if flow != "raft" or device.startswith("cuda") or (device == "auto" and visible):
+        return None
+    pairs = work = 0.0
+    counted = 0
+    for path in videos:
+        try:
+            info = video_info(path)
+            n = raft_pairs(info.n_frames, info.fps)
+        except (VideoError, ValueError, OSError):
+            continue
+        counted += 1
+        pairs += n
+        work += n * info.width * info.height / RATE_PIXELS
+    if not counted:
+        return None
+    why = "-o device=cpu" if device == "cpu" else "no GPU visible"
+    return warning("cpu", f"RAFT would run on CPU ({why}): {pairs:.0f} frame pairs in {counted} video(s), about "
+                          f"{_duration(work / CPU_PAIRS_PER_S)} (rate: {RATE_SOURCE}; a GPU: about "
+                          f"{_duration(work / GPU_PAIRS_PER_S)}); -o flow=farneback is the CPU preview")
