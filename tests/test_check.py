@@ -28,8 +28,9 @@ from pinbench.core.config import RunConfig
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import MetricSpec
+from pinbench.core.store import LogWriter, encode_line, log_name, record_bytes
 from pinbench.results.finish import finish_run
 
 IDS = ["s0", "s1", "s2", "s3"]
@@ -48,6 +49,11 @@ SPECS = [MetricSpec("f1"), MetricSpec("err"),
 
 
 def _finish(recipe: Recipe, cfg: RunConfig, records: list[SampleRecord]) -> Any:
+    """The end of a run whose samples were stored as run_samples stores them (the store check reads them)."""
+    with LogWriter(cfg.out_dir / "samples", log_name(cfg.shard)) as store:
+        for record in records:
+            if not (record.error or "").startswith(MISSING_ERROR):
+                store.append(record.to_bytes())
     return finish_run(recipe, cfg, metrics=SPECS, records=records, n_expected=len(IDS), pins=PINS,
                       timings={"score": 1.0})
 
@@ -119,7 +125,38 @@ def _fail(sid: str) -> Callable[[list[dict]], None]:
     return change
 
 
+def _edit_store(sid: str, change: Callable[[bytes], bytes | None]) -> Callable[[Path], None]:
+    """Rewrite every stored line of one sample (``change`` returns the new line, or None to drop it)."""
+    def tamper(run_dir: Path) -> None:
+        log = run_dir / "samples" / "run.jsonl"
+        lines = []
+        for line in log.read_bytes().splitlines():
+            mine = json.loads(line)["record"]["sample_id"] == sid
+            new = change(line) if mine else line
+            if new is not None:
+                lines.append(new)
+        log.write_bytes(b"".join(line + b"\n" for line in lines))
+    return tamper
+
+
+def _resigned(line: bytes) -> bytes:
+    """The line with s1's err edited and a digest that matches the edit (what a careful forger writes)."""
+    record = json.loads(line)["record"]
+    record["result"]["err"] = 9.0
+    return encode_line(record_bytes(record)).rstrip(b"\n")
+
+
 TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
+    ("a stored record edited", _edit_store("s1", lambda line: line.replace(b'"err":0.5', b'"err":0.75')),
+     "sample store: "),
+    ("a stored record edited, its digest kept", _edit_store("s1", lambda line: line.replace(b'"err":0.5', b'"err":7')),
+     "the record of sample 's1' does not match its digest"),
+    ("a stored record deleted", _edit_store("s1", lambda line: None),
+     "sample 's1' is in samples.jsonl, but the store holds no record of it"),
+    ("a stored record re-signed", _edit_store("s1", _resigned),
+     "sample 's1' is in samples.jsonl, but the store holds other records of it"),
+    ("an interval widened", lambda d: _edit_json(d / "scorecard.json", lambda c: c["metrics"]["f1"]["interval"].update(
+        low=0.0, high=1.0)), "metric f1: interval (0.0, 1.0, 'BCa') in the scorecard, ("),
     ("samples file deleted", lambda d: (d / "samples.jsonl").unlink(), "samples.jsonl: missing"),
     ("a record dropped", lambda d: _edit_samples(d / "samples.jsonl", lambda rows: rows.pop(1)),
      "samples.jsonl: 3 records, the scorecard counts 4"),

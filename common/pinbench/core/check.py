@@ -7,7 +7,10 @@ checked against the files beside it:
 * the directory's identity (``pinbench-run.json``) is the scorecard's recipe, checkpoint and mode, and no
   other process is still writing in it;
 * the samples file it names exists inside the directory, and recounting it gives every metric's
-  n_expected / n_scored / n_failed / n_missing, the named failures (each with its record) and the value;
+  n_expected / n_scored / n_failed / n_missing, the named failures (each with its record), the value and the
+  95% interval (seeded, so recomputed exactly);
+* the sample store that reruns reuse (``samples/``, ``pinbench.core.store``) has no line that fails its digest,
+  and holds every record of the samples file byte for byte;
 * the derived records it names (``derived.jsonl``, ``pinbench.core.derived``) were computed from exactly those
   sample records (the digest of their members' records), and recount the metrics read from them;
 * ``report/index.html`` exists;
@@ -35,8 +38,9 @@ from pinbench.core.phases import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
-from pinbench.core.runner import SampleRecord, read_merged
-from pinbench.core.scorecard import DERIVED_RECORDS, MetricSpec, load_scorecard, score_metric
+from pinbench.core.runner import MISSING_ERROR, SampleRecord, read_merged
+from pinbench.core.scorecard import DERIVED_RECORDS, MetricSpec, RecordIndex, load_scorecard, score_metric
+from pinbench.core.store import SAMPLES_DIR, read_store
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
@@ -85,6 +89,8 @@ def check_run(run_dir: Path | str) -> CheckResult:
         result.problems.append(f"{run_dir / SCORECARD}: status {card['status']}: {'; '.join(reasons[:3])}{more}")
     records = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
+    if records is not None:
+        _check_store(run_dir, records, result)
     if records is not None and derived is not None:
         _recount(run_dir / card["samples"]["path"], card, records, derived, result)
     if not (run_dir / REPORT).is_file():
@@ -174,6 +180,34 @@ def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRec
     return derived
 
 
+def _check_store(run_dir: Path, records: Sequence[SampleRecord], result: CheckResult) -> None:
+    """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, every line sound.
+
+    Why: a record edited in the store (or the store's only record of a sample deleted) would pass every count of
+    the scorecard, and a rerun would reuse the edit. Each stored line carries the digest of its record; each
+    record of ``samples.jsonl`` that is not a missing one must be one the store holds, byte for byte."""
+    samples_dir = run_dir / SAMPLES_DIR
+    contents = read_store(samples_dir)
+    result.problems += [f"sample store: {problem}" for problem in contents.problems]
+    for record in records:
+        if record.error is not None and record.error.startswith(MISSING_ERROR):
+            continue
+        stored = contents.records.get(record.sample_id, [])
+        wanted = record.to_json()
+        if not any(_same_record(candidate.data, wanted) for candidate in stored):
+            state = "holds other records of it" if stored else "holds no record of it"
+            result.problems.append(f"{samples_dir}: sample {record.sample_id!r} is in samples.jsonl, but the store "
+                                   f"{state} (a rerun would not reuse what the scorecard counts)")
+
+
+def _same_record(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """A stored record (of either record version) is the one ``samples.jsonl`` holds."""
+    try:
+        return SampleRecord.from_json(dict(stored)).to_json() == wanted
+    except ValueError:
+        return False
+
+
 def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
              result: CheckResult) -> None:
     """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard)."""
@@ -190,6 +224,7 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
         if found[kind] != claimed[kind]:
             problems.append(f"{path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
     by_id = {r.sample_id: r for r in [*records, *derived]}
+    index = RecordIndex([*records, *derived])
     for name, m in card["metrics"].items():
         for failure in m["failed"]:
             if failure["sample_id"] not in by_id:
@@ -202,7 +237,7 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
             spec = MetricSpec(name, aggregation=m["aggregation"], group_by=m.get("group_by"), key=m.get("key"),
                               sample_ids=m.get("sample_ids"), direction=m["direction"], kind=m["kind"],
                               primary=m["primary"], unit=m.get("unit"), derived=m.get("records") == DERIVED_RECORDS)
-            again = score_metric(spec, [*records, *derived], s["n_expected"])
+            again = score_metric(spec, index, s["n_expected"])
         except ValueError as exc:
             problems.append(f"{path}: metric {name}: cannot be recounted: {exc}")
             continue
@@ -221,6 +256,15 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
         elif m["value"] != again["value"]:
             problems.append(f"{path}: metric {name}: value {m['value']!r} in the scorecard, {again['value']!r} "
                             "recomputed from the records")
+        elif "interval" in m and _bounds(m["interval"]) != _bounds(again["interval"]):
+            problems.append(f"{path}: metric {name}: interval {_bounds(m['interval'])} in the scorecard, "
+                            f"{_bounds(again['interval'])} recomputed from the records (seeded, so the same)")
+
+
+def _bounds(interval: Mapping[str, Any] | None) -> tuple[Any, Any, Any]:
+    """What an interval claims: its bounds and how they were computed."""
+    interval = interval or {}
+    return interval.get("low"), interval.get("high"), interval.get("method")
 
 
 def _failure_text(error: str | None) -> str:
