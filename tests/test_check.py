@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from stored import store_records
 from toy_recipe import toy_recipe
 
 from pinbench import cli
@@ -28,9 +29,9 @@ from pinbench.core.config import RunConfig
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
-from pinbench.core.runner import MISSING_ERROR, SampleRecord
+from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
-from pinbench.core.store import LogWriter, encode_line, log_name, record_bytes
+from pinbench.core.store import encode_line, record_bytes
 from pinbench.results.finish import finish_run
 
 IDS = ["s0", "s1", "s2", "s3"]
@@ -50,10 +51,7 @@ SPECS = [MetricSpec("f1"), MetricSpec("err"),
 
 def _finish(recipe: Recipe, cfg: RunConfig, records: list[SampleRecord]) -> Any:
     """The end of a run whose samples were stored as run_samples stores them (the store check reads them)."""
-    with LogWriter(cfg.out_dir / "samples", log_name(cfg.shard)) as store:
-        for record in records:
-            if not (record.error or "").startswith(MISSING_ERROR):
-                store.append(record.to_bytes())
+    store_records(cfg.out_dir, records, cfg.shard)
     return finish_run(recipe, cfg, metrics=SPECS, records=records, n_expected=len(IDS), pins=PINS,
                       timings={"score": 1.0})
 

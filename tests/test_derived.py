@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stored import store_records
 from toy_recipe import DECLARATION, toy_recipe
 
 from pinbench.core import check as check_module
@@ -56,6 +57,7 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(check_module, "get_recipe", lambda name: recipe)  # test double: the toy is not installed
     cfg = recipe.config("Toy-Nano", out_dir=tmp_path / "run", limit=4, env={})
     with claim_run_dir(cfg, env={}):
+        store_records(cfg.out_dir, _samples())
         outcome = _finish(recipe, cfg, _samples())
     assert outcome.exit_code == 0, outcome.message
     return cfg.out_dir

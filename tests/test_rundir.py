@@ -98,7 +98,7 @@ def test_identity_is_recorded_and_another_run_is_refused(tmp_path: Path) -> None
     with claim_run_dir(_cfg(out), env={}):
         pass
     assert json.loads((out / IDENTITY_FILE).read_text()) == {"recipe": "toy-bench", "checkpoint": "Toy-Nano",
-                                                             "mode": "smoke"}
+                                                             "mode": "smoke", "inputs": {}}
     _refused(_cfg(out, recipe="other-bench"), r"holds the run of toy-bench / Toy-Nano \(smoke\).*not other-bench")
     _refused(_cfg(out, checkpoint="Toy-Super"), "not toy-bench / Toy-Super")
     _refused(_cfg(out, limit=None), r"not toy-bench / Toy-Nano \(full\)")
@@ -287,3 +287,60 @@ def test_docker_stages_inherit_the_claim_of_the_calling_process(tmp_path: Path,
                                         log=lambda line: None) == 0
     assert seen == [True, True, True]  # fetch, generate, score
     assert not (tmp_path / "out" / LOCK_DIR / "run.lock").exists()
+
+
+# ------------------------------------------------------------------------------ a directory belongs to its inputs
+
+
+def _videos(folder: Path, n: int) -> Path:
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"v{i}.mp4").write_bytes(b"x" * (10 + i))
+    return folder
+
+
+def test_a_run_on_other_inputs_is_refused_and_names_what_differs(tmp_path: Path) -> None:
+    """Issue #21.3: the same --out with another videos folder, or an option that changes results, is refused in
+    one line naming the option; a move of the same files elsewhere, or an option that changes nothing, is not."""
+    from toy_recipe import toy_recipe
+
+    recipe, videos = toy_recipe(tmp_path / "recipes"), _videos(tmp_path / "videos", 3)
+    out = tmp_path / "run"
+    first = recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={})
+    with claim_run_dir(first, env={}):
+        pass
+    assert json.loads((out / IDENTITY_FILE).read_text())["inputs"]["videos"]["value"] == str(videos)
+    other = _videos(tmp_path / "other", 2)
+    message = _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(other)}, env={}),
+                       f"holds the run of other inputs \\(-o videos={videos} then, {other} now\\)")
+    assert "pass another --out, or --move-aside" in message and "\n" not in message
+    _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos), "mode": "slow"}, env={}),
+             "-o mode=fast then, slow now")
+    (videos / "v0.mp4").write_bytes(b"longer than before")  # the folder's content changed under the same name
+    _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={}),
+             "its content changed")
+    (videos / "v0.mp4").write_bytes(b"x" * 10)
+    moved = tmp_path / "mounted" / "elsewhere"
+    moved.parent.mkdir()
+    videos.rename(moved)  # the same files at another path: the same inputs
+    with claim_run_dir(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(moved)}, env={}), env={}):
+        pass
+
+
+def test_move_aside_keeps_the_earlier_run_and_frees_the_directory(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+    from pinbench.core.rundir import move_aside
+
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}):
+        (out / "scorecard.json").write_text("{}")
+    moved = move_aside(out)
+    assert moved.parent == tmp_path and moved.name.startswith("run.aside-") and (moved / "scorecard.json").is_file()
+    assert not out.exists() and move_aside(out) is None
+    result = CliRunner().invoke(app, ["run", "dynamic-degree", "--fixture", "--out", str(moved), "--move-aside"])
+    assert "moved the earlier run to" in result.output and result.exit_code == 0, result.output
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith(moved.name + ".aside-")]
+    assert (aside / "scorecard.json").read_text() == "{}"  # the earlier run, kept as it was
+    assert json.loads((moved / "scorecard.json").read_text())["recipe"] == "dynamic-degree"  # the new one

@@ -4,9 +4,10 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
 
 * CameraBench score-only runs (``-o scores=DIR -o data=DIR --offline``, through the doctor) on seeded
   official-shape score files over the pinned data folder (``../shared/data/camerabench``, a byte copy matching
-  ``data_manifest.json``), at about 10 %, 50 % and 100 % of its 11,222 samples (``--limit N`` per split and
-  skill), each beside upstream's Script 2 CLIs on the same files when ``--upstream DIR`` names a checkout of
-  linzhiqiu/t2v_metrics at the pinned commit (its ``camerabench/`` folder is run as it is);
+  ``data_manifest.json``), with files holding a seeded 10 %, 50 % and 100 % of its 11,222 samples (every split
+  keeps both labels; the run counts the rest as missing samples), each beside upstream's Script 2 CLIs on the
+  same files when ``--upstream DIR`` names a checkout of linzhiqiu/t2v_metrics at the pinned commit (its
+  ``camerabench/`` folder is run as it is);
 * at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` of two runs;
 * one 95 % interval over 11,222 units (mean, median) and a paired difference over 11,222 matched units;
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
@@ -65,37 +66,49 @@ def combined(*parts: Measured) -> Measured:
     return Measured(sum(p.wall for p in parts), sum(p.cpu for p in parts), max(p.rss_mb for p in parts))
 
 
-def camerabench_subset(limit: int | None):
-    from pinbench_recipes.camerabench.dataset import limit_dataset, load_dataset
+def camerabench_subset(fraction: float):
+    """The data of the pinned folder, or a seeded share of every split and skill that keeps both labels of each
+    split (a first-N cut would leave single-class splits, on which upstream's binary CLI crashes)."""
+    import random
+
+    from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
 
     data = load_dataset(DATA, ["binary", "vqa"])
-    return data if limit is None else limit_dataset(data, limit)
+    if fraction >= 1:
+        return data
+    rng = random.Random(0)
+
+    def share(items: list) -> list:
+        return items if len(items) < 2 else sorted(rng.sample(items, max(2, round(fraction * len(items)))),
+                                                  key=items.index)
+
+    binary = []
+    for split in data.splits:
+        samples = list(data.split_samples(split))
+        by_label = [[s for s in samples if s.label == label] for label in (0, 1)]
+        binary += sorted([s for group in by_label for s in share(group)], key=samples.index)
+    vqa = [p for skill in data.skills for p in share(list(data.skill_pairs(skill)))]
+    return CameraBenchData(root=data.root, binary=tuple(binary), vqa=tuple(vqa), captions=())
 
 
-def write_scores(limit: int | None, dest: Path) -> int:
+def write_scores(fraction: float, dest: Path) -> int:
+    """Official-shape score files for the samples of ``camerabench_subset(fraction)``; how many samples."""
     from pinbench_recipes.camerabench.official_json import write_score_dir
     from pinbench_recipes.camerabench.synthetic import MODEL_NAME, TIMESTAMP, synthetic_outputs
 
-    data = camerabench_subset(limit)
-    write_score_dir(dest, data, synthetic_outputs(data, seed=0), model_name=MODEL_NAME, checkpoint=None,
-                    timestamp=TIMESTAMP, video_dir="videos", extra_metadata={"synthetic_seed": 0})
+    whole = camerabench_subset(1.0)
+    data = camerabench_subset(fraction)
+    outputs = synthetic_outputs(whole, seed=0)  # each sample's score is the same in every subset
+    outputs.binary = {s.sample_id: outputs.binary[s.sample_id] for s in data.binary}
+    outputs.vqa = {p.sample_id: outputs.vqa[p.sample_id] for p in data.vqa}
+    write_score_dir(dest, data, outputs, model_name=MODEL_NAME, checkpoint=None, timestamp=TIMESTAMP,
+                    video_dir="videos", extra_metadata={"synthetic_seed": 0})
     return len(data.binary) + len(data.vqa)
 
 
-def limit_for(fraction: float) -> int | None:
-    """The --limit that gives the fraction of the 11,222 samples closest to ``fraction`` (None: all)."""
-    if fraction >= 1:
-        return None
-    whole = camerabench_subset(None)
-    target = fraction * (len(whole.binary) + len(whole.vqa))
-    sizes = [len(whole.split_samples(s)) for s in whole.splits] + [len(whole.skill_pairs(s)) for s in whole.skills]
-    return min(range(1, max(sizes) + 1), key=lambda n: abs(sum(min(n, s) for s in sizes) - target))
-
-
-def camerabench_run(scores: Path, out: Path, limit: int | None) -> list[str]:
-    argv = [*PINBENCH, "run", "camerabench", "--checkpoint", "gpt-4o", "-o", f"scores={scores}",
-            "-o", f"data={DATA}", "--offline", "--out", str(out)]
-    return argv + (["--limit", str(limit)] if limit is not None else [])
+def camerabench_run(scores: Path, out: Path) -> list[str]:
+    return [*PINBENCH, "run", "camerabench", "--checkpoint", "gpt-4o", "-o", f"scores={scores}", "-o", f"data={DATA}",
+            "--offline", "--out", str(out)]
 
 
 def upstream_runs(upstream: Path, scores: Path, out: Path) -> Measured:
@@ -158,14 +171,14 @@ def kill_and_resume(work: Path, scores: Path, reference: dict, times: int, fresh
     for k in range(times):
         out = work / f"killed-{k}"
         delay = rng.uniform(0.1, fresh_wall)
-        proc = subprocess.Popen(camerabench_run(scores, out, None), cwd=REPO, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(camerabench_run(scores, out), cwd=REPO, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(delay)
         finished_first = proc.poll() is not None
         if not finished_first:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        measure(camerabench_run(scores, out, None), ok=(0, 1))
+        measure(camerabench_run(scores, out), ok=(0, 1))
         same = scorecard_core(out / "scorecard.json") == reference
         lines.append(f"  kill {k}: at {delay:.2f} s{' (had finished)' if finished_first else ''}, rerun: "
                      f"{'identical scorecard' if same else 'DIFFERENT scorecard'}")
@@ -197,19 +210,18 @@ def main() -> None:
     try:
         full_scores, full_out = None, None
         for fraction in (float(f) for f in args.fractions.split(",")):
-            limit = limit_for(fraction)
             scores = work / f"scores-{fraction}"
-            n = write_scores(limit, scores)
+            n = write_scores(fraction, scores)
             out = work / f"run-{fraction}"
-            ours = measure(camerabench_run(scores, out, limit), ok=(0, 1, 3))
+            ours = measure(camerabench_run(scores, out), ok=(0, 1, 2))  # a share: partial, the rest named missing
             base = upstream_runs(args.upstream, scores, work / f"upstream-{fraction}") if args.upstream else None
             if base:
-                print(row(f"upstream Script 2 (binary + vqa CLIs), {n} samples", base))
-            print(row(f"pinbench camerabench score-only, {n} samples", ours, base))
-            if limit is None:
+                print(row(f"upstream Script 2 (binary + vqa CLIs), files of {n} samples", base))
+            print(row(f"pinbench camerabench score-only, files of {n} samples", ours, base))
+            if fraction >= 1:
                 full_scores, full_out, fresh = scores, out, ours
         if full_out is not None:
-            rerun = measure(camerabench_run(full_scores, full_out, None), ok=(0, 1))
+            rerun = measure(camerabench_run(full_scores, full_out), ok=(0, 1))
             print(row("  the rerun, everything reused", rerun, fresh))
             print(row("  pinbench check", measure([*PINBENCH, "check", str(full_out)], ok=(0, 2))))
             print(row("  pinbench diff", measure([*PINBENCH, "diff", str(full_out / "scorecard.json")], ok=(0, 1))))

@@ -227,6 +227,8 @@ def run(
     option: OptionList = [],  # noqa: B006
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the preflight checks "
                                                                     "(`pinbench doctor`)")] = False,
+    move_aside: Annotated[bool, typer.Option("--move-aside", help="first move an earlier run in --out to "
+                                                                  "<out>.aside-<time> (nothing is deleted)")] = False,
     show_help: Annotated[bool, typer.Option("--help", "-h", help="this help and the recipe's options")] = False,
 ) -> None:
     """Run a recipe: prepare, generate, score, diff against the reference, report."""
@@ -244,6 +246,14 @@ def run(
                   offline=offline, options=option)
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
+    if move_aside:
+        from pinbench.core.rundir import move_aside as move
+
+        try:
+            moved = move(cfg.out_dir)
+        except RecipeError as exc:
+            _fail(str(exc))
+        _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
         from pinbench.ops.doctor import diagnose, report
 

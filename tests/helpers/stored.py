@@ -15,3 +15,15 @@ def store_snapshot(samples_dir: Path) -> dict[str, bytes]:
 def stored_ids(samples_dir: Path) -> set[str]:
     """The ids of the samples with a readable record in the store."""
     return set(read_store(Path(samples_dir)).records)
+
+
+def store_records(out_dir: Path, records, shard=None) -> None:
+    """Store records as run_samples stores them (test double for the samples a run computed), leaving out the
+    "missing" ones a merge makes up for samples no shard stored."""
+    from pinbench.core.runner import MISSING_ERROR
+    from pinbench.core.store import LogWriter, log_name
+
+    with LogWriter(Path(out_dir) / "samples", log_name(shard)) as store:
+        for record in records:
+            if not (record.error or "").startswith(MISSING_ERROR):
+                store.append(record.to_bytes())

@@ -93,6 +93,7 @@ class RunConfig:
     options: dict[str, Any] = field(default_factory=dict)
     option_sources: dict[str, str] = field(default_factory=dict)
     implementation: Implementation | None = None
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # the run directory's input identity
 
     @property
     def mode(self) -> str:

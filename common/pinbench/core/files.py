@@ -186,3 +186,29 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise error(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
+
+
+def tree_fingerprint(path: Path | str) -> str:
+    """A cheap identity of what a path holds: SHA-256 of every file's path relative to it and its size (one
+    ``stat`` each, no reading), ``absent`` when nothing is there. The same files moved or mounted elsewhere keep
+    it; another folder does not. Per-sample input hashes still tell files of one size apart."""
+    path = Path(path)
+    if not path.exists():
+        return "absent"
+    digest = hashlib.sha256()
+    if path.is_file():
+        digest.update(f"{path.name}\0{path.stat().st_size}\n".encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
+    entries = []
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in files:
+            file = Path(folder) / name
+            try:
+                size = file.stat().st_size
+            except OSError:  # a dangling symlink: named, with no size
+                size = -1
+            entries.append(f"{file.relative_to(path).as_posix()}\0{size}\n")
+    for entry in sorted(entries):
+        digest.update(entry.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()

@@ -47,6 +47,7 @@ class OptionSpec:
     maximum: float | None = None
     required_unless: str | None = None  # required unless this other option is given
     instead_of: tuple[str, ...] = ()  # pins ("urls/name") whose download a local copy given here replaces
+    affects_results: bool = True  # false: a device, a batch size, a verified copy of a pinned file
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
-from pinbench.core.files import FileError, read_yaml
+from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
 from pinbench.core.phases import announced
@@ -274,11 +274,25 @@ class Recipe:
         environ = os.environ if env is None else env
         return RunConfig(
             implementation=Implementation(self.version, self.code_digest(), environ.get(IMAGE_DIGEST_ENV) or None),
+            inputs=self.input_identity(parsed.values),
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
             options=parsed.values, option_sources=parsed.sources,
         )
+
+    def input_identity(self, values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+        """What the options that can change a result say this run scores: per option its value as given and a
+        fingerprint of it (a path's content by ``tree_fingerprint``, so the same files elsewhere keep it); a run
+        directory belongs to one such identity (``pinbench.core.rundir``)."""
+        identity = {}
+        for name, spec in self.options.items():
+            value = values.get(name)
+            if not spec.affects_results or value is None:
+                continue
+            shown = spec.format(value)
+            identity[name] = {"value": shown, "fingerprint": tree_fingerprint(value) if spec.type == "path" else shown}
+        return identity
 
     def code_digest(self) -> str:
         """SHA-256 of the code that computes this recipe's samples: its package's Python sources (tests left out)

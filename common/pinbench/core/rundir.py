@@ -65,8 +65,9 @@ class Claim:
 # ------------------------------------------------------------------------------------------- identity
 
 
-def run_identity(cfg: RunConfig) -> dict[str, str]:
-    return {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode}
+def run_identity(cfg: RunConfig) -> dict[str, Any]:
+    """Whose directory this is: recipe, checkpoint, mode, and the inputs it scores (``Recipe.input_identity``)."""
+    return {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode, "inputs": dict(cfg.inputs)}
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
@@ -98,7 +99,7 @@ def _describe(identity: Mapping[str, Any]) -> str:
     return f"{identity['recipe']} / {identity['checkpoint']} ({identity['mode']})"
 
 
-def _check_identity(out_dir: Path, wanted: Mapping[str, str]) -> None:
+def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
     found, source = read_identity(out_dir)
     if found is None:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
@@ -106,8 +107,47 @@ def _check_identity(out_dir: Path, wanted: Mapping[str, str]) -> None:
     if any(found[k] != wanted[k] for k in IDENTITY_KEYS):
         raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
                           "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
-    if not (out_dir / IDENTITY_FILE).exists():
+    differs = input_changes(found.get("inputs"), wanted["inputs"])
+    if differs:
+        raise RunDirError(f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs "
+                          f"to one set of inputs: pass another --out, or --move-aside to move the earlier results to "
+                          f"{aside_path(out_dir).name} beside it (nothing is deleted)")
+    if not (out_dir / IDENTITY_FILE).exists() or "inputs" not in found:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+
+
+def input_changes(found: Any, wanted: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """How the inputs a directory was run on differ from this run's, one phrase per option (of options both
+    know; a directory from before input identities, without any, takes this run's)."""
+    if not isinstance(found, Mapping):
+        return []
+    changes = []
+    for name in sorted(found.keys() & wanted.keys()):
+        old, new = found[name], wanted[name]
+        if isinstance(old, Mapping) and old.get("fingerprint") != new["fingerprint"]:
+            same = old.get("value") == new["value"]
+            changes.append(f"-o {name}={old.get('value')} then, {new['value']} now"
+                           + (" (its content changed)" if same else ""))
+    return changes
+
+
+def aside_path(out_dir: Path) -> Path:
+    """Where ``--move-aside`` puts a run directory: beside it, named by the time (UTC) it was moved."""
+    return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
+
+
+def move_aside(out_dir: Path) -> Path | None:
+    """Move a run directory out of the way (never delete it); None when there is nothing there. RunDirError when
+    a run is still writing in it."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return None
+    live = other_live_runs(out_dir)
+    if live:
+        raise RunDirError(f"{out_dir}: not moved aside, a run is still writing in it: {live[0]}")
+    target = aside_path(out_dir)
+    out_dir.rename(target)
+    return target
 
 
 # ---------------------------------------------------------------------------------------------- locks
