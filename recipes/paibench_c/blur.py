@@ -49,8 +49,11 @@ def bilateral_blur(frames: np.ndarray, d: int = BILATERAL_D, sigma_color: float 
     return out
 
 
-def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray) -> float:
-    """Mean full-map SSIM of already-blurred videos, with the evaluator's frame and size alignment."""
+def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray, max_workers: int | None = None) -> float:
+    """Mean full-map SSIM of already-blurred videos, with the evaluator's frame and size alignment.
+
+    ``max_workers`` bounds the kernel's threads (default: every core).
+    """
     _check_frames(pred_blur, "pred_blur")
     _check_frames(gt_blur, "gt_blur")
     n_frames, height, width = gt_blur.shape[:3]
@@ -65,7 +68,8 @@ def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray) -> float:
     data_range = (gt_blur.max(axis=(1, 2, 3)).astype(np.int64) - gt_blur.min(axis=(1, 2, 3))).astype(np.float64)
     if not data_range.all():  # a constant GT frame: C1 = C2 = 0, and the evaluator's map divides 0 by 0
         return math.nan
-    per_frame = ssim_mean(gt_blur, pred_blur, data_range=data_range, channel_axis=3, crop=False)
+    per_frame = ssim_mean(gt_blur, pred_blur, data_range=data_range, channel_axis=3, crop=False,
+                          max_workers=max_workers)
     return float(np.mean(per_frame))
 
 
