@@ -27,9 +27,11 @@ noisy), both through libx264 and OpenCV decoding:
 * the native blur SSIM (``blur.blurred_ssim``) with every core and with one thread.
 
 Every ratio is against a baseline measured in the same run. "x decode" is the kernel's time over the
-decode time of the same video. Peak memory is the process's peak resident memory above its level when the
-row started (Linux ``VmHWM``, reset per row through ``/proc/self/clear_refs``); for a GPU row, torch's
-peak allocation. The load average before and after says what else the machine was running.
+decode time of the same video. "CPU s" is the process's CPU time over the row (every thread): the
+core-seconds a row costs, which holds better than wall time on a shared machine. Peak memory is the
+process's peak resident memory above its level when the row started (Linux ``VmHWM``, reset per row through
+``/proc/self/clear_refs``); for a GPU row, torch's peak allocation. The load average before and after says
+what else the machine was running.
 """
 
 from __future__ import annotations
@@ -58,16 +60,24 @@ BLUR_FRAMES = 121
 SEED = 20261201
 
 
-@dataclass
+@dataclass(frozen=True)
+class Cost:
+    """What one timed call took: wall seconds, CPU seconds of the process (core-seconds), peak MiB."""
+
+    seconds: float
+    cpu_seconds: float
+    peak_mib: float
+
+
+@dataclass(frozen=True)
 class Row:
     """One timed path of one kernel."""
 
     kernel: str
     path: str
     frames: int
-    seconds: float
-    peak_mib: float
-    baseline_s: float | None = None     # the baseline's time, for "x baseline"
+    cost: Cost
+    baseline_s: float | None = None     # the baseline's wall time, for "x baseline"
     decode_s: float | None = None       # this video's decode time, for "x decode"
     max_diff: float | None = None       # largest |value - baseline value|
 
@@ -93,26 +103,26 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure(fn: Callable[[], Any], device: str = "cpu") -> tuple[Any, float, float]:
-    """(fn(), seconds, peak MiB above the start): RSS on CPU, torch's peak allocation on a GPU."""
+def measure(fn: Callable[[], Any], device: str = "cpu") -> tuple[Any, Cost]:
+    """fn() and its cost: wall and CPU seconds, peak MiB above the start (RSS; on a GPU torch's allocation)."""
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         start_bytes = torch.cuda.memory_allocated()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         value = fn()
         torch.cuda.synchronize()
-        seconds = time.perf_counter() - started
-        return value, seconds, (torch.cuda.max_memory_allocated() - start_bytes) / 2**20
+        return value, Cost(time.perf_counter() - started, time.process_time() - cpu_started,
+                           (torch.cuda.max_memory_allocated() - start_bytes) / 2**20)
     reset = _reset_peak()
     start_kib = _status_kib("VmRSS") or 0
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     value = fn()
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     peak_kib = _status_kib("VmHWM") if reset else None
-    return value, seconds, float("nan") if peak_kib is None else (peak_kib - start_kib) / 1024
+    return value, Cost(seconds, cpu_seconds, float("nan") if peak_kib is None else (peak_kib - start_kib) / 1024)
 
 
 @contextlib.contextmanager
@@ -222,25 +232,25 @@ def bench_tempssim(work: Path, n: int, size: tuple[int, int], device: str | None
     height, width = size
     video = rollout(work / "rollout.mp4", n, height, width, SEED)
     name = f"RememBench TempSSIM, {n} frames {width}x{height}"
-    frames, decode_s, decode_mib = measure(lambda: read_video(video, backend="opencv").frames)
-    rows = [Row(name, "decode alone (OpenCV, once)", n, decode_s, decode_mib)]
-    baseline, base_s, base_mib = measure(lambda: skimage_tempssim(to_gray(frames)))
-    rows.append(Row(name, "baseline: scikit-image per pair", n, base_s, base_mib, base_s, decode_s))
-    native, native_s, native_mib = measure(lambda: tempssim_pairs(to_gray(frames)))
-    rows.append(Row(name, f"recipe kernel, {os.cpu_count()} threads", n, native_s, native_mib, base_s, decode_s,
-                    float(np.abs(native - baseline).max())))
+    frames, decode = measure(lambda: read_video(video, backend="opencv").frames)
+    baseline, base = measure(lambda: skimage_tempssim(to_gray(frames)))
+    native, ours = measure(lambda: tempssim_pairs(to_gray(frames)))
     with opencv_threads(1):
-        single, single_s, single_mib = measure(lambda: tempssim_pairs(to_gray(frames), max_workers=1))
-    rows.append(Row(name, "recipe kernel, 1 thread", n, single_s, single_mib, base_s, decode_s,
-                    float(np.abs(single - baseline).max())))
+        single, ours_single = measure(lambda: tempssim_pairs(to_gray(frames), max_workers=1))
+    versus = {"baseline_s": base.seconds, "decode_s": decode.seconds}
+    rows = [Row(name, "decode alone (OpenCV, once)", n, decode),
+            Row(name, "baseline: scikit-image per pair", n, base, **versus),
+            Row(name, f"recipe kernel, {os.cpu_count()} threads", n, ours, **versus,
+                max_diff=float(np.abs(native - baseline).max())),
+            Row(name, "recipe kernel, 1 thread", n, ours_single, **versus,
+                max_diff=float(np.abs(single - baseline).max()))]
     notes = [f"TempSSIM: thread count changes nothing: {np.array_equal(native, single)}; video value "
              f"{native.mean():.12f} (scikit-image {baseline.mean():.12f})"]
     if device:
-        gray = to_gray(frames)
-        tempssim_pairs(gray[:3], device=device)     # warm-up: CUDA context, kernels
-        on_device, device_s, device_mib = measure(lambda: tempssim_pairs(to_gray(frames), device=device), device)
-        rows.append(Row(name, f"torch kernel on {device} (float64)", n, device_s, device_mib, base_s, decode_s,
-                        float(np.abs(on_device - baseline).max())))
+        tempssim_pairs(to_gray(frames[:3]), device=device)     # warm-up: CUDA context, kernels
+        on_device, on_device_cost = measure(lambda: tempssim_pairs(to_gray(frames), device=device), device)
+        rows.append(Row(name, f"torch kernel on {device} (float64)", n, on_device_cost, **versus,
+                        max_diff=float(np.abs(on_device - baseline).max())))
         notes.append(f"TempSSIM on {device} vs the CPU kernel: max |diff| {np.abs(on_device - native).max():.2e}")
     paper = paper_float32_tempssim(to_gray(frames), device or "cpu")
     notes.append(f"TempSSIM in the paper's arithmetic (float32 valid 2-D convolution, on {device or 'cpu'}): video "
@@ -282,13 +292,10 @@ def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None) -> 
     pred_video = perturbed(work / "pred.mp4", gt_source, SEED + 2)
     del gt_source
     name = f"PAI-Bench-C blur SSIM, {n} frames {width}x{height}"
-    gt, decode_s, decode_mib = measure(lambda: read_video(gt_video, backend="opencv").frames)
+    gt, decode = measure(lambda: read_video(gt_video, backend="opencv").frames)
     pred = read_video(pred_video, backend="opencv").frames
-    rows = [Row(name, "decode alone (OpenCV, GT only)", n, decode_s, decode_mib)]
-    with opencv_threads(1):   # core-seconds: what a cross-check worker process spends
-        gt_blur, blur_s, blur_mib = measure(lambda: bilateral_blur(gt))
-    rows.append(Row(name, "bilateral blur, 1 thread (cv2, the same call in every path; GT only)", n, blur_s,
-                    blur_mib, decode_s=decode_s))
+    with opencv_threads(1):
+        gt_blur, blur = measure(lambda: bilateral_blur(gt))
     pred_blur = bilateral_blur(pred)
     notes = []
     if fork is not None:
@@ -299,15 +306,17 @@ def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None) -> 
     else:
         baseline_fn = lambda: spec_fork_blur_ssim(pred_blur, gt_blur)  # noqa: E731
         label = "baseline: fork's per-frame path (spec 2.2, local)"
-    baseline, base_s, base_mib = measure(baseline_fn)
-    rows.append(Row(name, label, n, base_s, base_mib, base_s, decode_s))
-    native, native_s, native_mib = measure(lambda: blurred_ssim(pred_blur, gt_blur))
-    rows.append(Row(name, f"native kernel, {os.cpu_count()} threads", n, native_s, native_mib, base_s, decode_s,
-                    abs(native - baseline)))
+    baseline, base = measure(baseline_fn)
+    native, ours = measure(lambda: blurred_ssim(pred_blur, gt_blur))
     with opencv_threads(1):
-        single, single_s, single_mib = measure(lambda: blurred_ssim(pred_blur, gt_blur, max_workers=1))
-    rows.append(Row(name, "native kernel, 1 thread", n, single_s, single_mib, base_s, decode_s,
-                    abs(single - baseline)))
+        single, ours_single = measure(lambda: blurred_ssim(pred_blur, gt_blur, max_workers=1))
+    versus = {"baseline_s": base.seconds, "decode_s": decode.seconds}
+    rows = [Row(name, "decode alone (OpenCV, GT only)", n, decode),
+            Row(name, "bilateral blur, 1 thread (cv2, the same call in every path; GT only)", n, blur,
+                decode_s=decode.seconds),
+            Row(name, label, n, base, **versus),
+            Row(name, f"native kernel, {os.cpu_count()} threads", n, ours, **versus, max_diff=abs(native - baseline)),
+            Row(name, "native kernel, 1 thread", n, ours_single, **versus, max_diff=abs(single - baseline))]
     notes.append(f"blur SSIM: native {native!r}, baseline {baseline!r}; one thread gives the same value: "
                  f"{single == native}")
     return rows, notes
@@ -317,14 +326,14 @@ def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None) -> 
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| kernel | path | frames | s | frames/s | x baseline (speed-up) | x decode (time) | peak MiB | "
-             "max abs diff vs baseline |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| kernel | path | frames | s | CPU s | frames/s | x baseline (speed-up) | x decode (time) | peak MiB | "
+             "max abs diff vs baseline |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        speedup = f"{r.baseline_s / r.seconds:.2f}" if r.baseline_s and r.path.split(":")[0] != "baseline" else "-"
-        vs_decode = f"{r.seconds / r.decode_s:.2f}" if r.decode_s else "-"
+        speedup = f"{r.baseline_s / r.cost.seconds:.2f}" if r.baseline_s and not r.path.startswith("baseline") else "-"
+        vs_decode = f"{r.cost.seconds / r.decode_s:.2f}" if r.decode_s else "-"
         diff = f"{r.max_diff:.1e}" if r.max_diff is not None else "-"
-        lines.append(f"| {r.kernel} | {r.path} | {r.frames} | {r.seconds:.2f} | {r.frames / r.seconds:.1f} | "
-                     f"{speedup} | {vs_decode} | {r.peak_mib:.0f} | {diff} |")
+        lines.append(f"| {r.kernel} | {r.path} | {r.frames} | {r.cost.seconds:.2f} | {r.cost.cpu_seconds:.2f} | "
+                     f"{r.frames / r.cost.seconds:.1f} | {speedup} | {vs_decode} | {r.cost.peak_mib:.0f} | {diff} |")
     return "\n".join(lines)
 
 
