@@ -10,7 +10,8 @@ from pathlib import Path
 import bench_kernels
 import pytest
 
-TINY = ["--repeat", "2", "--tempssim-frames", "6", "--tempssim-size", "48", "64", "--blur-frames", "3", "--blur-size", "40", "56"]
+TINY = ["--repeat", "2", "--tempssim-frames", "6", "--tempssim-size", "48", "64", "--blur-frames", "3",
+        "--blur-size", "40", "56"]
 
 FORK_METRICS = textwrap.dedent('''
     """TEST DOUBLE of the fork's metrics_canny_blur_depth.py: the blur SSIM path as spec section 2.2 gives it."""
