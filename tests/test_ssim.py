@@ -1,15 +1,23 @@
-"""pinbench.media.ssim against scikit-image's structural_similarity, frame by frame."""
+"""pinbench.media.ssim against scikit-image's structural_similarity frame by frame, and against exact arithmetic."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
 from pinbench.media import ssim as ssim_mod
-from pinbench.media.ssim import make_window, ssim_map, ssim_mean
+from pinbench.media.ssim import consecutive_ssim, consecutive_ssim_torch, make_window, ssim_map, ssim_mean
 
-TOL = 1e-10  # both sides are float64 with the same expression order; differences are rounding only
+# Means (the values the recipes report): float64 on both sides, scikit-image's expression order; OpenCV's and
+# scipy's window filters differ by rounding only.
+TOL = 1e-12
+# Single map pixels: scipy's running-sum filter accumulates rounding, which the variance's cancellation
+# magnifies in flat regions (one pixel of `realish` is 1.1e-12 from the exact value in scikit-image, 6e-14
+# here; see test_map_pixels_equal_exact_rational_arithmetic).
+PIXEL_TOL = 1e-11
 
 
 def _noisy_pair(rng: np.random.Generator, shape: tuple[int, ...],
@@ -36,7 +44,7 @@ def test_paibench_rgb_full_map_with_per_frame_range(realish):
     assert maps.shape == a.shape and maps.dtype == np.float64
     for i in range(len(a)):
         mssim, expected = structural_similarity(a[i], b[i], data_range=ranges[i], full=True, channel_axis=2)
-        np.testing.assert_allclose(maps[i], expected, rtol=0, atol=TOL)
+        np.testing.assert_allclose(maps[i], expected, rtol=0, atol=PIXEL_TOL)
         assert full_means[i] == pytest.approx(expected.mean(), abs=TOL)
         assert ssim_mean(a[i], b[i], data_range=ranges[i], channel_axis=-1) == pytest.approx(mssim, abs=TOL)
 
@@ -59,14 +67,14 @@ def test_gaussian_with_sample_covariance_and_float_input():
     got = ssim_map(af, bf, data_range=1.0, window="gaussian")
     for i in range(2):
         _, expected = structural_similarity(af[i], bf[i], data_range=1.0, gaussian_weights=True, full=True)
-        np.testing.assert_allclose(got[i], expected, rtol=0, atol=TOL)
+        np.testing.assert_allclose(got[i], expected, rtol=0, atol=PIXEL_TOL)
 
 
 def test_channels_first_and_single_image():
     rng = np.random.default_rng(2)
     a, b = _noisy_pair(rng, (3, 30, 40))  # channels first, no batch
     mssim, expected = structural_similarity(a, b, data_range=255, full=True, channel_axis=0)
-    np.testing.assert_allclose(ssim_map(a, b, data_range=255, channel_axis=0), expected, rtol=0, atol=TOL)
+    np.testing.assert_allclose(ssim_map(a, b, data_range=255, channel_axis=0), expected, rtol=0, atol=PIXEL_TOL)
     assert ssim_mean(a, b, data_range=255, channel_axis=0) == pytest.approx(mssim, abs=TOL)
     gray_a, gray_b = a[0], b[0]
     assert float(ssim_mean(gray_a, gray_b, data_range=255)) == pytest.approx(
@@ -78,7 +86,7 @@ def test_chunked_threads_give_identical_results(monkeypatch):
     a, b = _noisy_pair(rng, (7, 24, 32, 3))
     serial = ssim_map(a, b, data_range=255, channel_axis=-1, max_workers=1)
     serial_means = ssim_mean(a, b, data_range=255, channel_axis=-1, crop=False, max_workers=1)
-    monkeypatch.setattr(ssim_mod, "CHUNK_BYTES", 24 * 32 * 8 * 2)  # two images per chunk
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 5)  # several bands per image, their seams included
     threaded = ssim_map(a, b, data_range=255, channel_axis=-1, max_workers=3)
     assert np.array_equal(serial, threaded)
     chunked_means = ssim_mean(a, b, data_range=255, channel_axis=-1, crop=False, max_workers=3)
@@ -112,3 +120,103 @@ def test_shape_and_range_errors():
         ssim_map(a, a, data_range=np.ones(3))
     with pytest.raises(ValueError, match="smaller than"):
         ssim_map(a[:, :5, :5], a[:, :5, :5], data_range=255)
+
+
+def _exact_ssim(x: np.ndarray, y: np.ndarray, row: int, col: int, taps: np.ndarray, data_range: float,
+                cov_norm: Fraction) -> float:
+    """One SSIM map pixel in exact rational arithmetic: reflect padding, the float64 taps taken as exact."""
+    pad = len(taps) // 2
+    xp, yp = (np.pad(v.astype(int), pad, mode="symmetric") for v in (x, y))  # numpy's symmetric = scipy's reflect
+    wx, wy = xp[row:row + len(taps), col:col + len(taps)], yp[row:row + len(taps), col:col + len(taps)]
+    weights = [[Fraction(a) * Fraction(b) for b in taps] for a in taps]
+
+    def mean(window: np.ndarray) -> Fraction:
+        return sum((weights[i][j] * int(window[i, j]) for i in range(len(taps)) for j in range(len(taps))),
+                   Fraction(0))
+
+    ux, uy, uxx, uyy, uxy = mean(wx), mean(wy), mean(wx * wx), mean(wy * wy), mean(wx * wy)
+    c1, c2 = (Fraction(0.01) * Fraction(data_range)) ** 2, (Fraction(0.03) * Fraction(data_range)) ** 2
+    vx, vy, vxy = cov_norm * (uxx - ux * ux), cov_norm * (uyy - uy * uy), cov_norm * (uxy - ux * uy)
+    return float((2 * ux * uy + c1) * (2 * vxy + c2) / ((ux * ux + uy * uy + c1) * (vx + vy + c2)))
+
+
+def test_map_pixels_equal_exact_rational_arithmetic(realish):
+    """Border pixels (reflect padding), the flat pixel where scikit-image is 1.1e-12 off, and Gaussian weights."""
+    a, b = realish
+    x, y = a[1, ..., 0], b[1, ..., 0]
+    data_range = float(a[1].max()) - float(a[1].min())
+    uniform = ssim_map(x, y, data_range=data_range)
+    gaussian = ssim_map(x, y, data_range=data_range, window="gaussian", use_sample_covariance=False)
+    for row, col in [(0, 0), (8, 63), (47, 31), (20, 2), (30, 40)]:
+        exact = _exact_ssim(x, y, row, col, make_window().taps(), data_range, Fraction(49, 48))
+        assert abs(uniform[row, col] - exact) < 2e-13, (row, col)
+        exact = _exact_ssim(x, y, row, col, make_window("gaussian").taps(), data_range, Fraction(1))
+        assert abs(gaussian[row, col] - exact) < 2e-13, (row, col)
+
+
+def _skimage_consecutive(frames: np.ndarray, **kwargs) -> np.ndarray:
+    return np.array([structural_similarity(frames[t], frames[t + 1], **kwargs) for t in range(len(frames) - 1)])
+
+
+def test_consecutive_frames_match_scikit_image_pair_by_pair(monkeypatch, synthetic_frames):
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 5)  # several bands per frame, their seams included
+    gray = synthetic_frames(9, height=40, width=52, seed=5)[..., 1]
+    tempssim = {"data_range": 255, "window": "gaussian", "sigma": 1.5, "use_sample_covariance": False}
+    expected = _skimage_consecutive(gray, data_range=255, gaussian_weights=True, sigma=1.5,
+                                    use_sample_covariance=False)
+    serial = consecutive_ssim(gray, **tempssim, max_workers=1)
+    np.testing.assert_allclose(serial, expected, rtol=0, atol=TOL)
+    assert np.array_equal(serial, consecutive_ssim(gray, **tempssim, max_workers=3))  # bands x runs of frames
+    floats = consecutive_ssim(gray.astype(np.float64), **tempssim)
+    np.testing.assert_allclose(floats, expected, rtol=0, atol=TOL)
+
+    rgb = synthetic_frames(5, height=30, width=40, seed=6)
+    expected_rgb = _skimage_consecutive(rgb, data_range=255, channel_axis=2)
+    np.testing.assert_allclose(consecutive_ssim(rgb, data_range=255), expected_rgb, rtol=0, atol=TOL)
+    assert not np.allclose(consecutive_ssim(gray, data_range=255), expected, atol=1e-3)  # the window matters
+
+
+def test_consecutive_frames_in_torch_equal_the_cpu_kernel(synthetic_frames):
+    """The device implementation on CPU, chunked (one frame of overlap); GPU CI runs it on CUDA below."""
+    gray = synthetic_frames(11, height=40, width=52, seed=7)[..., 0]
+    settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
+    cpu = consecutive_ssim(gray, **settings)
+    for chunk_pixels in (3 * 40 * 52, 1 << 25):
+        on_torch = consecutive_ssim_torch(gray, **settings, device="cpu", chunk_pixels=chunk_pixels)
+        assert on_torch.shape == (10,) and on_torch.dtype == np.float64
+        np.testing.assert_allclose(on_torch, cpu, rtol=0, atol=TOL)
+    rgb = synthetic_frames(4, height=24, width=32, seed=8)
+    np.testing.assert_allclose(consecutive_ssim_torch(rgb, data_range=255, device="cpu"),
+                               consecutive_ssim(rgb, data_range=255), rtol=0, atol=TOL)
+
+
+@pytest.mark.gpu
+def test_consecutive_frames_on_cuda_equal_the_cpu_kernel(synthetic_frames):  # pragma: no cover - GPU CI
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    gray = synthetic_frames(33, height=768, width=1376, seed=9)[..., 0]
+    settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
+    np.testing.assert_allclose(consecutive_ssim_torch(gray, **settings, device="cuda"),
+                               consecutive_ssim(gray, **settings), rtol=0, atol=1e-6)
+
+
+def test_consecutive_frames_refuse_what_they_cannot_score():
+    frames = np.zeros((3, 16, 16), np.uint8)
+    for bad, message in [(frames[:1], "T >= 2"), (frames[0], "T >= 2"), (frames[:, :5, :5], "smaller than"),
+                         (frames.astype(complex), "real-valued")]:
+        with pytest.raises(ValueError, match=message):
+            consecutive_ssim(bad, data_range=255)
+        with pytest.raises(ValueError, match=message):
+            consecutive_ssim_torch(bad, data_range=255, device="cpu")
+
+
+@pytest.mark.parametrize("data_range", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_data_range_that_is_not_positive_and_finite_is_refused(data_range):
+    frames = np.random.default_rng(10).integers(0, 256, (3, 16, 16), dtype=np.uint8)
+    with pytest.raises(ValueError, match="data_range must be positive and finite"):
+        ssim_mean(frames[:2], frames[1:], data_range=np.array([255.0, data_range]))
+    with pytest.raises(ValueError, match="data_range must be positive and finite"):
+        consecutive_ssim(frames, data_range=data_range)
+    with pytest.raises(ValueError, match="data_range must be positive and finite"):
+        consecutive_ssim_torch(frames, data_range=data_range, device="cpu")

@@ -16,9 +16,17 @@ Steps (each prints its own wall time when it finishes):
    CPU and device; max |d embedding| and the smallest cosine between the two devices' embeddings.
 4. RAFT throughput at 480x832 (``--quick``: 240x416): frame pairs per second on CPU (batch 1) and on the
    device (batch 8, after one warm-up batch).
-5. TempSSIM throughput on a 379-frame 1376x768 rollout: frames per second of RememBench's TempSSIM,
-   which is a CPU implementation (scipy filters in threads), with all cores, and with one thread on the
-   first 48 frames (the per-pair values of both must agree exactly).
+5. RAFT settings sweep: every combination of batch size (1, 8, 16), TF32 on/off, channels_last and
+   cudnn.benchmark (``flow.settings_grid``): pairs per second at the throughput size and, on the check
+   videos of step 1, max |dm|, transitions crossing tau and clip verdicts that flip against the recipe's fp32
+   on CPU, and whether a second pass repeats m bit for bit. It names the fastest setting with no verdict
+   flip that repeats (``adopt``) beside the recipe's own (``flow.RaftSettings()``). ``--quick`` runs one
+   setting (batch 2, channels_last). Upstream (VBench) runs batch 1, fp32, no backend flag: PyTorch's
+   defaults, i.e. TF32 in cuDNN convolutions on Ampere and later, cudnn.benchmark off.
+6. TempSSIM throughput on a 379-frame 1376x768 rollout: frames per second of RememBench's TempSSIM with
+   the CPU kernel (OpenCV filters in threads) on all cores, with one thread on the first 48 frames (the
+   per-pair values of both must agree exactly), and with the torch float64 kernel on the device (its max
+   difference to the CPU kernel beside it).
 
 No network, no Hugging Face, no GitHub: weights that cannot be had offline are seeded random weights
 of the right architecture (``--raft-weights FILE`` uses real RAFT weights instead). Random weights
@@ -35,7 +43,10 @@ The default (full) sizes ran on one lent H200 with 16 cores on 2026-11-30, in th
 (torch 2.11.0+cu130, CUDA 13.0, Python 3.12.3; not this project's locked torch, which the lent machine did not
 have): 50 s in all (raft numerics 14.5 s, lpips 2.1 s, clip 11.9 s, raft throughput 4.7 s, tempssim 10.2 s),
 every step done, no verdict flip, LPIPS within 9e-07 and CLIP within 2.5e-07 of the CPU. The CPU halves
-dominate (RAFT-large and the ViT-H/14 tower forward on CPU); the device halves take seconds.
+dominate (RAFT-large and the ViT-H/14 tower forward on CPU); the device halves take seconds. Steps 5 (the
+RAFT settings sweep) and 6's device half were added later and have not run on a GPU yet (no GPU was lent
+when they were written); the sweep's budget is 24 settings x (2 passes over the check videos + 33 pairs at
+480x832).
 """
 
 from __future__ import annotations
@@ -57,11 +68,11 @@ SEED = 20261130
 OUT_ENV = "PINBENCH_GPU_CHECK_OUT"
 ONE_THREAD_FRAMES = 48
 FULL = {"raft_videos": 3, "raft_size": (144, 256), "raft_pairs_cpu": 2, "raft_pairs_device": 32,
-        "throughput_size": (480, 832),
+        "throughput_size": (480, 832), "settings_batches": (1, 8, 16), "settings_pairs": 32,
         "lpips_pairs": 8, "lpips_size": (384, 672), "clip": "vit-h14", "clip_images": 4,
         "tempssim_frames": 379, "tempssim_size": (768, 1376)}
 QUICK = {"raft_videos": 1, "raft_size": (128, 136), "raft_pairs_cpu": 1, "raft_pairs_device": 8,
-         "throughput_size": (240, 416),
+         "throughput_size": (240, 416), "settings_batches": None, "settings_pairs": 2,
          "lpips_pairs": 2, "lpips_size": (192, 336), "clip": "tiny", "clip_images": 2,
          "tempssim_frames": 48, "tempssim_size": (192, 344)}
 
@@ -132,24 +143,27 @@ def _frames(rng: np.random.Generator, n: int, height: int, width: int) -> np.nda
 # -------------------------------------------------------------------------------------------- steps
 
 
-def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path) -> dict[str, Any]:
+def _check_videos(sizes: dict[str, Any], work: Path) -> list[Path]:
+    """The dynamic-degree fixture's synthetic videos at the check size (written once per run)."""
     from pinbench.media.video import write_video
     from pinbench_recipes.dynamic_degree.fixture import FIXTURE_VIDEOS, render
     from pinbench_recipes.dynamic_degree.fixture import SEED as FIXTURE_SEED
-    from pinbench_recipes.dynamic_degree.flow import RaftThings
-    from pinbench_recipes.dynamic_degree.motion import score_video
 
     height, width = sizes["raft_size"]
     videos = []
     for number, spec in enumerate(FIXTURE_VIDEOS[: sizes["raft_videos"]]):
         path = work / f"{spec.name}.mp4"
-        write_video(path, render(spec, np.random.default_rng([FIXTURE_SEED, number]), height, width), spec.fps,
-                    crf=12)
+        if not path.is_file():
+            write_video(path, render(spec, np.random.default_rng([FIXTURE_SEED, number]), height, width), spec.fps,
+                        crf=12)
         videos.append(path)
-    runs = {name: [score_video(p, RaftThings(weights, device=dev, batch_size=4)) for p in videos]
-            for name, dev in (("cpu", "cpu"), ("device", device))}
+    return videos
+
+
+def _flip_counts(reference: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
+    """max |dm|, transitions crossing tau differently and clip verdict flips of ``other`` against ``reference``."""
     dm, crossings, flips, above, total = 0.0, 0, 0, 0, 0
-    for a, b in zip(runs["cpu"], runs["device"], strict=True):
+    for a, b in zip(reference, other, strict=True):
         for clip_a, clip_b in zip(a["clips"], b["clips"], strict=True):
             for ma, mb in zip(clip_a["m"], clip_b["m"], strict=True):
                 dm = max(dm, abs(ma - mb))
@@ -157,9 +171,69 @@ def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path)
                 above += ma > a["tau"]
                 total += 1
             flips += clip_a["dynamic"] != clip_b["dynamic"]
-    return {"videos": len(videos), "size": f"{width}x{height}", "transitions": total,
-            "max_abs_dm_px": dm, "transitions_crossing_tau": crossings, "clip_verdict_flips": flips,
-            "share_of_m_above_tau": above / total if total else None}
+    return {"transitions": total, "max_abs_dm_px": dm, "transitions_crossing_tau": crossings,
+            "clip_verdict_flips": flips, "share_of_m_above_tau": above / total if total else None}
+
+
+def raft_numerics(device: str, sizes: dict[str, Any], work: Path, weights: Path,
+                  reference: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's RAFT (fp32, TF32 off) on CPU and device; the CPU runs are kept in ``reference``."""
+    from pinbench_recipes.dynamic_degree.flow import RaftThings
+    from pinbench_recipes.dynamic_degree.motion import score_video
+
+    videos = _check_videos(sizes, work)
+    runs = {name: [score_video(p, RaftThings(weights, device=dev, batch_size=4)) for p in videos]
+            for name, dev in (("cpu", "cpu"), ("device", device))}
+    reference["cpu_runs"] = runs["cpu"]
+    height, width = sizes["raft_size"]
+    return {"videos": len(videos), "size": f"{width}x{height}", **_flip_counts(runs["cpu"], runs["device"])}
+
+
+def raft_settings(device: str, sizes: dict[str, Any], work: Path, weights: Path,
+                  reference: dict[str, Any]) -> dict[str, Any]:
+    """Every setting of the sweep: pairs/s at the throughput size, verdict flips against fp32 on CPU, repeatability.
+
+    A setting is adoptable when no clip verdict flips against the CPU and a second pass gives the same m bit
+    for bit; the fastest adoptable one is named (``adopt``). Verdict flips mean something only where some m
+    lie near tau (``share_of_m_above_tau``; real weights via ``--raft-weights``).
+    """
+    from pinbench_recipes.dynamic_degree.flow import RaftSettings, RaftThings, settings_grid
+    from pinbench_recipes.dynamic_degree.motion import score_video
+
+    if "cpu_runs" not in reference:
+        raise CheckFailed("needs the CPU runs of the raft numerics step, which failed")
+    videos = _check_videos(sizes, work)
+    height, width = sizes["throughput_size"]
+    frames = _frames(np.random.default_rng(SEED + 2), 17, height, width)
+    rows = []
+    # --quick (a CPU smoke, where TF32 and cudnn.benchmark do nothing): one setting besides the recipe's
+    grid = (settings_grid(sizes["settings_batches"]) if sizes["settings_batches"]
+            else [RaftSettings(batch_size=2, channels_last=True)])
+    for setting in grid:
+        estimator = RaftThings(weights, device=device, batch_size=setting.batch_size, tf32=setting.tf32,
+                               channels_last=setting.channels_last, cudnn_benchmark=setting.cudnn_benchmark)
+        first = [score_video(p, estimator) for p in videos]
+        second = [score_video(p, estimator) for p in videos]
+        repeatable = all(a["clips"] == b["clips"] for a, b in zip(first, second, strict=True))
+        estimator.flow(frames[:setting.batch_size], frames[1:setting.batch_size + 1])   # warm-up, autotuning
+        _sync(device)
+        pairs = max(sizes["settings_pairs"], setting.batch_size)
+        start, done = time.perf_counter(), 0
+        while done < pairs:
+            take = min(setting.batch_size, pairs - done)
+            estimator.flow(frames[:take], frames[1:take + 1])
+            done += take
+        _sync(device)
+        rows.append({"setting": setting.label, "batch_size": setting.batch_size, "tf32": setting.tf32,
+                     "channels_last": setting.channels_last, "cudnn_benchmark": setting.cudnn_benchmark,
+                     "pairs_per_s": done / (time.perf_counter() - start), "repeatable": repeatable,
+                     **_flip_counts(reference["cpu_runs"], first)})
+    adoptable = [r for r in rows if r["clip_verdict_flips"] == 0 and r["repeatable"]]
+    best = max(adoptable, key=lambda r: r["pairs_per_s"]) if adoptable else None
+    recipe = next((r for r in rows if r["setting"] == RaftSettings().label), None)
+    return {"size": f"{width}x{height}", "settings": rows, "adopt": best["setting"] if best else None,
+            "adopt_pairs_per_s": best["pairs_per_s"] if best else None,
+            "recipe_setting": RaftSettings().label, "recipe_pairs_per_s": recipe["pairs_per_s"] if recipe else None}
 
 
 def lpips_numerics(device: str, sizes: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -233,7 +307,8 @@ def raft_throughput(device: str, sizes: dict[str, Any], weights: Path) -> dict[s
     return out
 
 
-def tempssim_throughput(sizes: dict[str, Any]) -> dict[str, Any]:
+def tempssim_throughput(device: str, sizes: dict[str, Any]) -> dict[str, Any]:
+    """RememBench's TempSSIM: the CPU kernel with all cores and one thread, and the torch kernel on the device."""
     from pinbench_recipes.remembench.metrics import tempssim_pairs, to_gray
 
     height, width = sizes["tempssim_size"]
@@ -250,6 +325,13 @@ def tempssim_throughput(sizes: dict[str, Any]) -> dict[str, Any]:
     shared = len(results["one_thread"])
     out["threads_agree_exactly"] = bool(np.array_equal(results["all_cores"][:shared], results["one_thread"]))
     out["tempssim"] = float(results["all_cores"].mean())
+    tempssim_pairs(gray[:3], device=device)     # warm-up (CUDA context, kernels)
+    _sync(device)
+    start = time.perf_counter()
+    on_device = tempssim_pairs(gray, device=device)
+    _sync(device)
+    out["device_frames_per_s"] = (n - 1) / (time.perf_counter() - start)
+    out["max_abs_d_device_vs_cpu"] = float(np.abs(on_device - results["all_cores"]).max())
     return out
 
 
@@ -285,13 +367,34 @@ def _rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
         rows.append((f"RAFT pairs/s at {get('raft throughput', 'size')}: CPU / device",
                      f"{get('raft throughput', 'cpu_pairs_per_s')} / {get('raft throughput', 'device_pairs_per_s')}",
                      f"x{get('raft throughput', 'speedup')} (device batch 8)"))
+    if "raft settings" in r and "error" not in r["raft settings"]:
+        rows.append((f"RAFT fastest setting with no verdict flip vs CPU fp32, at {get('raft settings', 'size')}",
+                     get("raft settings", "adopt"),
+                     f"{get('raft settings', 'adopt_pairs_per_s')} pairs/s; the recipe's "
+                     f"({get('raft settings', 'recipe_setting')}): {get('raft settings', 'recipe_pairs_per_s')}"))
     if "tempssim throughput" in r and "error" not in r["tempssim throughput"]:
         rows.append((f"TempSSIM frames/s, {get('tempssim throughput', 'frames')} frames "
-                     f"{get('tempssim throughput', 'size')}: all cores / 1 thread",
+                     f"{get('tempssim throughput', 'size')}: all cores / 1 thread / device",
                      f"{get('tempssim throughput', 'all_cores_frames_per_s')} / "
-                     f"{get('tempssim throughput', 'one_thread_frames_per_s')}",
-                     f"CPU implementation, {get('tempssim throughput', 'cores')} cores"))
+                     f"{get('tempssim throughput', 'one_thread_frames_per_s')} / "
+                     f"{get('tempssim throughput', 'device_frames_per_s')}",
+                     f"CPU kernel on {get('tempssim throughput', 'cores')} cores; torch float64 on the device, "
+                     f"max abs diff {get('tempssim throughput', 'max_abs_d_device_vs_cpu')}"))
     return rows
+
+
+def settings_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per RAFT setting of the sweep (empty when the step did not run)."""
+    sweep = results.get("raft settings", {})
+    if "settings" not in sweep:
+        return []
+    lines = ["", f"RAFT settings at {sweep['size']} (verdicts against fp32 on CPU on the check videos):", "",
+             "| setting | pairs/s | clip verdict flips | transitions crossing tau | max abs dm (px) | repeatable |",
+             "|---|---:|---:|---:|---:|---|"]
+    lines += [f"| {row['setting']} | {row['pairs_per_s']:.3g} | {row['clip_verdict_flips']} | "
+              f"{row['transitions_crossing_tau']} | {row['max_abs_dm_px']:.3g} | {row['repeatable']} |"
+              for row in sweep["settings"]]
+    return lines
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -300,6 +403,7 @@ def markdown(report: dict[str, Any]) -> str:
              f"{env['cpu_cores']} CPU cores, {env['torch_cpu_threads']} torch threads), {report['total_s']:.0f} s", "",
              "| check | result | note |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in _rows(report["results"])]
+    lines += settings_table(report["results"])
     lines += ["", "step times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in report["step_seconds"].items())]
     return "\n".join(lines) + "\n"
 
@@ -337,12 +441,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pinbench-gpu-check-") as tmp:
         work = Path(tmp)
         weights = args.raft_weights or _random_raft_weights(work / "raft-random.pth", SEED)
+        reference: dict[str, Any] = {}   # the CPU runs of "raft numerics", the sweep's reference
         steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-            ("raft numerics", lambda: raft_numerics(args.device, sizes, work, weights)),
+            ("raft numerics", lambda: raft_numerics(args.device, sizes, work, weights, reference)),
             ("lpips numerics", lambda: lpips_numerics(args.device, sizes, work)),
             ("clip numerics", lambda: clip_numerics(args.device, sizes, work)),
             ("raft throughput", lambda: raft_throughput(args.device, sizes, weights)),
-            ("tempssim throughput", lambda: tempssim_throughput(sizes)),
+            ("raft settings", lambda: raft_settings(args.device, sizes, work, weights, reference)),
+            ("tempssim throughput", lambda: tempssim_throughput(args.device, sizes)),
         ]
         for name, step in steps:
             t0 = time.perf_counter()

@@ -19,6 +19,7 @@ for bit in isolation, and full 20-iteration flows agree up to float32 rounding o
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -184,16 +185,45 @@ def load_raft_weights(path: Path, expected_sha256: str | None) -> tuple[dict[str
     return state, info
 
 
-def _set_precision(torch: Any, tf32: bool) -> str:
+def _set_precision(torch: Any, tf32: bool, cudnn_benchmark: bool = False) -> str:
     """Full fp32 by default, so that flow does not depend on the GPU generation; returns what was set.
 
     ``tf32=True`` (PyTorch's default for cuDNN convolutions, so what upstream runs got on Ampere and
-    later) exists for gpu_check.py, to measure how far that moves m.
+    later) and ``cudnn_benchmark=True`` (cuDNN times its algorithms on the first call of each shape and
+    keeps the fastest deterministic one) exist for gpu_check.py's sweep.
     """
     set_tf32(cudnn=tf32, matmul=tf32)
     torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    return f"{'tf32' if tf32 else 'ieee fp32 (TF32 off)'}, cudnn deterministic"
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+    return (f"{'tf32' if tf32 else 'ieee fp32 (TF32 off)'}, cudnn deterministic"
+            f"{', cudnn.benchmark' if cudnn_benchmark else ''}")
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """How RAFT runs on a GPU, what gpu_check.py sweeps; the defaults are what the recipe runs.
+
+    Upstream (VBench ``dynamic_degree.py``) runs one pair at a time in fp32 and sets no backend flag, so it
+    gets PyTorch's defaults: TF32 in cuDNN convolutions (Ampere and later), TF32 off in matmuls,
+    ``cudnn.benchmark`` off, the default memory layout.
+    """
+
+    batch_size: int = 8
+    tf32: bool = False
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
+
+    @property
+    def label(self) -> str:
+        return (f"batch {self.batch_size}, {'tf32' if self.tf32 else 'fp32'}, "
+                f"{'channels_last' if self.channels_last else 'default layout'}, "
+                f"benchmark {'on' if self.cudnn_benchmark else 'off'}")
+
+
+def settings_grid(batch_sizes: tuple[int, ...] = (1, 8, 16)) -> list[RaftSettings]:
+    """Every combination of batch size, TF32, channels_last and cudnn.benchmark (the sweep's settings)."""
+    return [RaftSettings(b, tf32, channels_last, benchmark) for b in batch_sizes for tf32 in (False, True)
+            for channels_last in (False, True) for benchmark in (False, True)]
 
 
 class RaftThings:
@@ -206,7 +236,8 @@ class RaftThings:
     official = True
 
     def __init__(self, weights: Path, *, sha256: str | None = None, device: str = "auto",
-                 batch_size: int = 8, iters: int = RAFT_ITERS, tf32: bool = False) -> None:
+                 batch_size: int = 8, iters: int = RAFT_ITERS, tf32: bool = False, channels_last: bool = False,
+                 cudnn_benchmark: bool = False) -> None:
         import torch
 
         self.weights = Path(weights)
@@ -222,6 +253,8 @@ class RaftThings:
         self.batch_size = batch_size
         self.iters = iters
         self.tf32 = tf32
+        self.channels_last = channels_last
+        self.cudnn_benchmark = cudnn_benchmark
         self._model: Any = None
         self.weights_info: dict[str, Any] = {}
         self.precision = ""
@@ -230,10 +263,13 @@ class RaftThings:
         """Identity of the numbers: locking the weights' SHA-256 later does not change it (same file)."""
         import torchvision
 
-        return {"backend": self.name, "official": True,
-                "implementation": f"torchvision {torchvision.__version__} raft_large",
-                "iters": self.iters, "weights_sha256": self.weights_sha256,
-                "precision": "tf32" if self.tf32 else "fp32"}
+        described = {"backend": self.name, "official": True,
+                     "implementation": f"torchvision {torchvision.__version__} raft_large",
+                     "iters": self.iters, "weights_sha256": self.weights_sha256,
+                     "precision": "tf32" if self.tf32 else "fp32"}
+        # only when set, so that the recipe's default runs keep their cache keys
+        described.update({k: True for k in ("channels_last", "cudnn_benchmark") if getattr(self, k)})
+        return described
 
     def model(self) -> Any:
         if self._model is None:
@@ -246,7 +282,12 @@ class RaftThings:
             except RuntimeError as exc:
                 message = " ".join(str(exc).split())[:300]
                 raise WeightsError(f"{self.weights}: weights do not fit torchvision raft_large: {message}") from exc
-            self._model = model.to(self.device).eval()
+            model = model.to(self.device).eval()
+            if self.channels_last:
+                import torch
+
+                model = model.to(memory_format=torch.channels_last)
+            self._model = model
         return self._model
 
     def flow(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -261,7 +302,7 @@ class RaftThings:
                              f"which needs at least {RAFT_MIN_SIZE} px on each side")
         model = self.model()
         if self.device.startswith("cuda"):  # process-wide flags: set on every call, not once
-            self.precision = _set_precision(torch, self.tf32)
+            self.precision = _set_precision(torch, self.tf32, self.cudnn_benchmark)
         with torch.inference_mode():
             image1 = self._to_input(first)
             image2 = self._to_input(second)
@@ -274,7 +315,8 @@ class RaftThings:
 
         tensor = torch.from_numpy(np.ascontiguousarray(frames)).to(self.device)
         tensor = tensor.permute(0, 3, 1, 2).float()
-        return 2 * (tensor / 255.0) - 1.0
+        scaled = 2 * (tensor / 255.0) - 1.0
+        return scaled.contiguous(memory_format=torch.channels_last) if self.channels_last else scaled
 
 
 def _check_pairs(first: np.ndarray, second: np.ndarray) -> None:

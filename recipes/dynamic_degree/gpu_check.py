@@ -7,9 +7,13 @@ metric actually scores, and fails when any clip verdict differs:
 * weights: the original ``raft-things.pth`` renamed to torchvision's layout vs torchvision's port
   ``raft_large_C_T_V1`` (max absolute difference over all tensors);
 * flow: per transition, m from the original code (batch 1, inputs 0..255, ``iters=20, test_mode``)
-  vs m from the recipe's estimator (batched, fp32), plus the recipe's estimator with batch size 1
-  (batching effect) and with TF32 on (what upstream runs got by default on Ampere and later GPUs);
-* decisions: transitions whose m > tau flips, clip verdicts that flip, video score differences.
+  vs m from the recipe's estimator in every setting of ``flow.settings_grid`` (batch size 1/8/16, TF32
+  on/off, channels_last, cudnn.benchmark; TF32 on is what upstream runs got by default on Ampere and
+  later GPUs), each timed (pairs/s);
+* the same settings against the recipe's estimator in fp32 on CPU, on the first ``--cpu-clips`` clips of
+  each video (a CPU pass is slow);
+* decisions: transitions whose m > tau flips, clip verdicts that flip, video score differences; the
+  fastest setting with no clip verdict flip against either reference is named (``adopt``).
 
 ``--random-weights SEED`` replaces both weight files with one seeded random state dict of the
 original model, to measure implementation differences alone where the real weights are absent.
@@ -27,14 +31,22 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pinbench_recipes.dynamic_degree import scoring
-from pinbench_recipes.dynamic_degree.flow import RaftThings, load_raft_weights, seeded_random_state
+from pinbench_recipes.dynamic_degree.flow import (
+    RaftSettings,
+    RaftThings,
+    load_raft_weights,
+    seeded_random_state,
+    settings_grid,
+)
 from pinbench_recipes.dynamic_degree.motion import ClipFrames, ClipSource, load_clips
 from pinbench_recipes.dynamic_degree.prepare import VIDEO_SUFFIXES
 
@@ -72,13 +84,26 @@ def _original_m(model: Any, first: np.ndarray, second: np.ndarray, device: str) 
     return scoring.top_mean_magnitude(flow_up[0].float().cpu().numpy())
 
 
-def _ours_m(estimator: RaftThings, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+def _ours_m(estimator: RaftThings, pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[float], float]:
+    """m of every pair through the recipe's estimator, and the pairs per second (after a warm-up batch)."""
+    import torch
+
+    def sync() -> None:
+        if estimator.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    if not pairs:
+        return [], 0.0
+    estimator.flow(np.stack([pairs[0][0]]), np.stack([pairs[0][1]]))   # warm-up: model, kernels, autotuning
+    sync()
+    started = time.perf_counter()
     out: list[float] = []
     for start in range(0, len(pairs), estimator.batch_size):
         chunk = pairs[start:start + estimator.batch_size]
         flows = estimator.flow(np.stack([a for a, _ in chunk]), np.stack([b for _, b in chunk]))
         out.extend(scoring.top_mean_magnitude(f) for f in flows)
-    return out
+    sync()
+    return out, len(pairs) / (time.perf_counter() - started)
 
 
 def _pairs(clips: list[ClipFrames], max_clips: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -104,25 +129,52 @@ def _compare(name: str, reference: list[float], other: list[float], tau: float) 
 
 
 def check_video(path: Path, *, original: Any, variants: dict[str, RaftThings], device: str,
-                max_clips: int) -> dict[str, Any]:
-    """Per-video comparison of the original RAFT against each of the recipe's estimator variants."""
+                max_clips: int, cpu: RaftThings | None = None, cpu_clips: int = 1) -> dict[str, Any]:
+    """Per-video comparison of each of the recipe's estimator variants against the original RAFT and,
+    on the first ``cpu_clips`` clips, against the recipe's estimator in fp32 on CPU (``cpu``)."""
     info, clips, _ = load_clips(path, ClipSource())
     tau = scoring.motion_threshold(info.height, info.width)
     pairs = _pairs(clips, max_clips)
     pair_clip = [c for c, _, _ in pairs]
     m_original = [_original_m(original, a, b, device) for _, a, b in pairs]
     verdict_original = _clip_verdicts(clips, pair_clip, m_original, tau)
+    on_cpu = [i for i, c in enumerate(pair_clip) if c < cpu_clips] if cpu is not None else []
+    cpu_clip = [pair_clip[i] for i in on_cpu]
+    m_cpu = _ours_m(cpu, [(pairs[i][1], pairs[i][2]) for i in on_cpu])[0] if cpu is not None else []
+    verdict_cpu = _clip_verdicts(clips[:cpu_clips], cpu_clip, m_cpu, tau) if cpu is not None else []
     result: dict[str, Any] = {"video": path.name, "tau": tau, "n_transitions": len(pairs),
-                              "m_original": m_original, "variants": {}}
+                              "m_original": m_original, "n_transitions_on_cpu": len(on_cpu), "variants": {}}
     for name, estimator in variants.items():
-        m = _ours_m(estimator, [(a, b) for _, a, b in pairs])
+        m, pairs_per_s = _ours_m(estimator, [(a, b) for _, a, b in pairs])
         verdicts = _clip_verdicts(clips, pair_clip, m, tau)
         row = _compare("original", m_original, m, tau)
         row["clip_flips"] = int(sum(a != b for a, b in zip(verdict_original, verdicts, strict=True)))
         row["video_score_delta"] = abs((scoring.video_score(verdicts) or 0.0)
                                        - (scoring.video_score(verdict_original) or 0.0))
+        row["pairs_per_s"] = pairs_per_s
+        if cpu is not None:
+            m_here = [m[i] for i in on_cpu]
+            versus_cpu = _compare("cpu fp32", m_cpu, m_here, tau)
+            row["vs_cpu_max_abs_dm"] = versus_cpu["max_abs_dm"]
+            row["vs_cpu_transition_flips"] = versus_cpu["transition_flips"]
+            row["vs_cpu_clip_flips"] = int(sum(a != b for a, b in zip(
+                verdict_cpu, _clip_verdicts(clips[:cpu_clips], cpu_clip, m_here, tau), strict=True)))
         result["variants"][name] = row
     return result
+
+
+def _summary(videos: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """One variant over every video: worst |dm|, flips added up, the mean pairs/s."""
+    rows = [v["variants"][name] for v in videos]
+    out = {"max_abs_dm": max(r["max_abs_dm"] for r in rows),
+           "transition_flips": sum(r["transition_flips"] for r in rows),
+           "clip_flips": sum(r["clip_flips"] for r in rows),
+           "pairs_per_s": float(np.mean([r["pairs_per_s"] for r in rows]))}
+    if "vs_cpu_clip_flips" in rows[0]:
+        out.update(vs_cpu_max_abs_dm=max(r["vs_cpu_max_abs_dm"] for r in rows),
+                   vs_cpu_transition_flips=sum(r["vs_cpu_transition_flips"] for r in rows),
+                   vs_cpu_clip_flips=sum(r["vs_cpu_clip_flips"] for r in rows))
+    return out
 
 
 def _weights_difference(original_state: dict[str, Any], torchvision_file: Path) -> dict[str, Any]:
@@ -168,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--max-videos", type=int, default=8)
     parser.add_argument("--max-clips", type=int, default=4)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16],
+                        help="batch sizes of the settings sweep (the recipe's own setting always runs)")
+    parser.add_argument("--cpu-clips", type=int, default=1,
+                        help="clips per video also scored in fp32 on CPU, the sweep's second reference (0: none)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.videos is None or args.original_src is None:
@@ -194,29 +250,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             if ours_file is None:
                 parser.error("no torchvision weights: pass --weights or run `pinbench fetch dynamic-degree`")
             report["weights"] = {"mode": "real", **_weights_difference(state, ours_file)}
-        make: Callable[..., RaftThings] = lambda **kw: RaftThings(ours_file, device=args.device, **kw)  # noqa: E731
-        variants = {"recipe (fp32, batch 8)": make(batch_size=8),
-                    "recipe batch 1": make(batch_size=1),
-                    "recipe tf32": make(batch_size=8, tf32=True)}
+        make: Callable[..., RaftThings] = lambda **kw: RaftThings(ours_file, **kw)  # noqa: E731
+        settings = [RaftSettings(), *(s for s in settings_grid(tuple(args.batch_sizes)) if s != RaftSettings())]
+        variants = {setting.label: make(device=args.device, **asdict(setting)) for setting in settings}
+        cpu = make(device="cpu", batch_size=8) if args.cpu_clips else None
         report["videos"] = [check_video(p, original=original, variants=variants, device=args.device,
-                                        max_clips=args.max_clips) for p in _videos(args.videos, args.max_videos)]
+                                        max_clips=args.max_clips, cpu=cpu, cpu_clips=args.cpu_clips)
+                            for p in _videos(args.videos, args.max_videos)]
     if not report["videos"]:
         parser.error(f"{args.videos}: no videos")
-    summary = {name: {"max_abs_dm": max(v["variants"][name]["max_abs_dm"] for v in report["videos"]),
-                      "transition_flips": sum(v["variants"][name]["transition_flips"] for v in report["videos"]),
-                      "clip_flips": sum(v["variants"][name]["clip_flips"] for v in report["videos"])}
-               for name in variants}
+    summary = {name: _summary(report["videos"], name) for name in variants}
     report["summary"] = summary
+    clean = [name for name, row in summary.items() if row["clip_flips"] == 0 and not row.get("vs_cpu_clip_flips")]
+    report["adopt"] = max(clean, key=lambda name: summary[name]["pairs_per_s"]) if clean else None
+    report["recipe_setting"] = RaftSettings().label
     weight_diff = report["weights"].get("max_abs_difference")
-    failures = [f"{name}: {s['clip_flips']} clip verdict(s) differ from the original RAFT"
-                for name, s in summary.items() if s["clip_flips"] and "tf32" not in name]
+    failures = [f"{RaftSettings().label} (the recipe's): {summary[RaftSettings().label]['clip_flips']} clip "
+                "verdict(s) differ from the original RAFT"] if summary[RaftSettings().label]["clip_flips"] else []
     if weight_diff is not None and weight_diff > WEIGHT_TOLERANCE:
         failures.append(f"torchvision port differs from raft-things.pth by up to {weight_diff:g}")
     report["failures"] = failures
     text = json.dumps(report, indent=1)
     if args.out:
         args.out.write_text(text + "\n")
-    print(json.dumps({"summary": summary, "weights": report["weights"], "failures": failures}, indent=1))
+    print(json.dumps({"summary": summary, "adopt": report["adopt"], "recipe_setting": report["recipe_setting"],
+                      "weights": report["weights"], "failures": failures}, indent=1))
     return 1 if failures else 0
 
 

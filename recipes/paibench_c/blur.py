@@ -10,23 +10,28 @@ number is comparable with the published tables:
   length;
 * per frame, SSIM with scikit-image's defaults (7x7 uniform window, K1 0.01, K2 0.03, sample
   covariance) and ``data_range`` = max - min of *that blurred GT frame*; computed with the shared
-  kernel ``pinbench.media.ssim`` (equal to ``structural_similarity(..., full=True)``), batched;
+  kernel ``pinbench.media.ssim`` (equal to ``structural_similarity(..., full=True)`` to rounding:
+  within 1e-12 in the tests), band by band without a float64 copy of either video;
 * the value is the mean of the **full SSIM map** (channels first, then frames and pixels). This is
   not skimage's scalar ``mssim``, which crops a 3-pixel border, so it differs from "standard" SSIM.
+  Every frame has the same number of pixels, so it is the mean of the per-frame full-map means;
+* a blurred GT frame of a single value has data range 0, so C1 = C2 = 0 and scikit-image divides 0 by 0
+  wherever the prediction's window is flat too: the evaluator's value is NaN (finite only if no window
+  of the prediction is flat, and then made of rounding noise). Such a video scores NaN here.
 """
 
 from __future__ import annotations
 
+import math
+
 import cv2
 import numpy as np
 
-from pinbench.media.ssim import ssim_map
+from pinbench.media.ssim import ssim_mean
 
 BILATERAL_D = 30
 BILATERAL_SIGMA_COLOR = 150.0
 BILATERAL_SIGMA_SPACE = 100.0
-# Frames per SSIM batch: bounds the float64 working set (the full map of a 480p RGB frame is ~7 MB).
-SSIM_CHUNK_FRAMES = 8
 
 
 def _check_frames(frames: np.ndarray, name: str) -> None:
@@ -44,8 +49,11 @@ def bilateral_blur(frames: np.ndarray, d: int = BILATERAL_D, sigma_color: float 
     return out
 
 
-def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray) -> float:
-    """Mean full-map SSIM of already-blurred videos, with the evaluator's frame and size alignment."""
+def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray, max_workers: int | None = None) -> float:
+    """Mean full-map SSIM of already-blurred videos, with the evaluator's frame and size alignment.
+
+    ``max_workers`` bounds the kernel's threads (default: every core).
+    """
     _check_frames(pred_blur, "pred_blur")
     _check_frames(gt_blur, "gt_blur")
     n_frames, height, width = gt_blur.shape[:3]
@@ -58,12 +66,11 @@ def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray) -> float:
     if n_frames == 0:
         raise ValueError("blurred_ssim: no frames to compare")
     data_range = (gt_blur.max(axis=(1, 2, 3)).astype(np.int64) - gt_blur.min(axis=(1, 2, 3))).astype(np.float64)
-    per_pixel = np.empty(gt_blur.shape[:3], np.float64)   # the channel-mean map of every frame, as upstream
-    for start in range(0, n_frames, SSIM_CHUNK_FRAMES):
-        chunk = slice(start, start + SSIM_CHUNK_FRAMES)
-        full = ssim_map(gt_blur[chunk], pred_blur[chunk], data_range=data_range[chunk], channel_axis=3)
-        per_pixel[chunk] = full.mean(axis=3)
-    return float(np.mean(per_pixel))
+    if not data_range.all():  # a constant GT frame: C1 = C2 = 0, and the evaluator's map divides 0 by 0
+        return math.nan
+    per_frame = ssim_mean(gt_blur, pred_blur, data_range=data_range, channel_axis=3, crop=False,
+                          max_workers=max_workers)
+    return float(np.mean(per_frame))
 
 
 def blur_ssim(pred_frames: np.ndarray, gt_frames: np.ndarray) -> float:

@@ -39,6 +39,7 @@ from pinbench_recipes.paibench_c.generate import collect_videos, generate_and_re
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
     MAX_FRAMES,
+    GroundTruth,
     SegDetection,
     align_pred_to_gt,
     depth_si_rmse,
@@ -176,19 +177,26 @@ class ColorKeySegDouble:
 # ------------------------------------------------------------------------------------------- scoring
 
 
-def score_pair(gt: np.ndarray, pred_native: np.ndarray) -> dict[str, float | None]:
-    """All fixture metrics of one GT / prediction pair, in the evaluator's order of operations."""
+def score_pair(gt: GroundTruth, pred_native: np.ndarray, pred_blur: np.ndarray | None = None
+               ) -> dict[str, float | None]:
+    """All fixture metrics of one GT / prediction pair, in the evaluator's order of operations.
+
+    ``pred_blur`` is the aligned prediction's bilateral blur when the caller already has it (the GT-vs-GT
+    pass: the GT's own).
+    """
     from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
     from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
-    pred = align_pred_to_gt(pred_native, gt)
-    edges = edge_scores(canny_edges(pred), canny_edges(gt))
-    ssim = blurred_ssim(bilateral_blur(pred), bilateral_blur(gt))
+    pred = align_pred_to_gt(pred_native, gt.frames)
+    edges = edge_scores(canny_edges(pred), gt.edges)
+    ssim = blurred_ssim(bilateral_blur(pred) if pred_blur is None else pred_blur, gt.blur)
     depth = LumaDepthDouble()
-    m_iou, recall = seg_miou_recall(ColorKeySegDouble()(gt), ColorKeySegDouble()(pred_native), max_frames=len(gt))
+    m_iou, recall = seg_miou_recall(ColorKeySegDouble()(gt.frames), ColorKeySegDouble()(pred_native),
+                                    max_frames=len(gt.frames))
     return {"canny_f1_score": edges.f1, "canny_precision": edges.precision, "canny_recall": edges.recall,
             "blur_ssim": ssim if math.isfinite(ssim) else None,
-            "depth_si_rmse": depth_si_rmse(depth(pred_native), depth(gt)), "seg_m_iou": m_iou, "seg_recall": recall}
+            "depth_si_rmse": depth_si_rmse(depth(pred_native), depth(gt.frames)), "seg_m_iou": m_iou,
+            "seg_recall": recall}
 
 
 def _decode(path: str, decoder: str = DECODE_BACKEND) -> np.ndarray:
@@ -196,8 +204,8 @@ def _decode(path: str, decoder: str = DECODE_BACKEND) -> np.ndarray:
 
 
 def score_task(task: Mapping[str, Any]) -> dict[str, Any]:
-    """Runner fn: every modality of one fixture task (the GT is decoded once)."""
-    gt = _decode(task["gt_video"], task["decoder"])
+    """Runner fn: every modality of one fixture task (the GT is decoded, edge-mapped and blurred once)."""
+    gt = GroundTruth.from_frames(_decode(task["gt_video"], task["decoder"]))
     result: dict[str, Any] = {}
     for modality, pred_path in task["preds"].items():
         for metric, value in score_pair(gt, _decode(pred_path, task["decoder"])).items():
@@ -221,8 +229,8 @@ PERFECT = {"canny_f1_score": 1.0, "canny_precision": 1.0, "canny_recall": 1.0, "
 def gt_vs_gt(gt_videos: Mapping[str, Path], decoder: str = DECODE_BACKEND) -> Sanity:
     values, problems = {}, []
     for task, path in gt_videos.items():
-        gt = _decode(str(path), decoder)
-        values[task] = score_pair(gt, gt)
+        gt = GroundTruth.from_frames(_decode(str(path), decoder))
+        values[task] = score_pair(gt, gt.frames, pred_blur=gt.blur)  # the same frames: the same blur
         for metric, perfect in PERFECT.items():
             got = values[task][metric]
             if got is None or abs(got - perfect) > 1e-9:

@@ -37,6 +37,27 @@ class SegmentationError(ValueError):
     """Masks the evaluator cannot score (it would crash on them); the sample is failed, not invented."""
 
 
+# ------------------------------------------------------------------------------------ ground truth
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """A task's GT frames with what every modality is compared against, computed once for all of them.
+
+    The bilateral blur is the cross-check's main cost (the evaluator's d=30 filter: about 0.4 s a
+    1280x704 frame on two cores, tools/bench_kernels.py), so neither it nor the GT's Canny maps are
+    recomputed per modality.
+    """
+
+    frames: np.ndarray
+    edges: np.ndarray
+    blur: np.ndarray
+
+    @classmethod
+    def from_frames(cls, frames: np.ndarray) -> GroundTruth:
+        return cls(frames, canny_edges(frames), bilateral_blur(frames))
+
+
 # ------------------------------------------------------------------------------------ frame alignment
 
 
@@ -250,20 +271,18 @@ def _native_key(modality: str, metric: str) -> str:
 def score_task(gt_video: Path, preds: Mapping[str, Path], *,
                seg_pkls: Mapping[str, tuple[Path, Path]] | None = None,
                decoder: str = DECODE_BACKEND) -> dict[str, Any]:
-    """Native metrics of one task for every modality given, decoding the GT once.
+    """Native metrics of one task for every modality given, decoding, edge-mapping and blurring the GT once.
 
     ``preds`` maps modality -> generated video; ``seg_pkls`` maps modality -> (GT pkl, pred pkl) written
     by the evaluator. A metric that cannot be computed is None with its reason under ``native_errors``.
     """
-    gt = read_video(gt_video, max_frames=MAX_FRAMES, backend=decoder).frames
-    gt_edges = canny_edges(gt)
-    gt_blur = bilateral_blur(gt)
+    gt = GroundTruth.from_frames(read_video(gt_video, max_frames=MAX_FRAMES, backend=decoder).frames)
     result: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for modality, pred_path in preds.items():
-        pred = align_pred_to_gt(read_video(pred_path, max_frames=MAX_FRAMES, backend=decoder).frames, gt)
+        pred = align_pred_to_gt(read_video(pred_path, max_frames=MAX_FRAMES, backend=decoder).frames, gt.frames)
         try:
-            scores = edge_scores(canny_edges(pred), gt_edges)
+            scores = edge_scores(canny_edges(pred), gt.edges)
             result.update({_native_key(modality, "canny_f1_score"): scores.f1,
                            _native_key(modality, "canny_precision"): scores.precision,
                            _native_key(modality, "canny_recall"): scores.recall})
@@ -271,14 +290,14 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
             for metric in ("canny_f1_score", "canny_precision", "canny_recall"):
                 result[_native_key(modality, metric)] = None
             errors[f"{modality}/canny"] = str(exc)
-        ssim = blurred_ssim(bilateral_blur(pred), gt_blur)
+        ssim = blurred_ssim(bilateral_blur(pred), gt.blur)  # each prediction blurred once
         result[_native_key(modality, "blur_ssim")] = ssim if math.isfinite(ssim) else None
         if not math.isfinite(ssim):
             errors[f"{modality}/blur"] = "SSIM is not finite (a constant blurred GT frame has data range 0)"
     for modality, (gt_pkl, pred_pkl) in (seg_pkls or {}).items():
         try:
             m_iou, recall = seg_miou_recall(load_sam_detections(gt_pkl), load_sam_detections(pred_pkl),
-                                            max_frames=len(gt))
+                                            max_frames=len(gt.frames))
         except ValueError as exc:
             m_iou = recall = None
             errors[f"{modality}/seg"] = str(exc)

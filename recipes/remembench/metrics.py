@@ -15,9 +15,7 @@ README "Changes vs upstream" gives the measured difference.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -25,15 +23,13 @@ import torch
 
 from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
-from pinbench.media.ssim import make_window, ssim_from_moments, window_filter
+from pinbench.media.ssim import consecutive_ssim, consecutive_ssim_torch
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
-TEMPSSIM_WINDOW = make_window("gaussian", sigma=1.5)
 DATA_RANGE = 255.0
-C1 = (0.01 * DATA_RANGE) ** 2
-C2 = (0.03 * DATA_RANGE) ** 2
+# scikit-image's settings for the paper's TempSSIM: 11 x 11 Gaussian of sigma 1.5, population covariance
+TEMPSSIM = {"data_range": DATA_RANGE, "window": "gaussian", "sigma": 1.5, "use_sample_covariance": False}
 FRAMES_PER_CHUNK = 4
-ROW_BAND = 64  # output rows per TempSSIM work item (with its 10-row margin it stays in cache)
 
 
 def to_gray(frames_rgb: np.ndarray) -> np.ndarray:
@@ -42,59 +38,23 @@ def to_gray(frames_rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(frames_rgb.reshape(t * h, w, 3), cv2.COLOR_RGB2GRAY).reshape(t, h, w)
 
 
-def _band_filter(band: np.ndarray) -> np.ndarray:
-    """Window means of a (rows, W) band, kept only where the 11 x 11 window lies inside the band.
-
-    The same ``window_filter`` as on whole frames, so the kept values equal scikit-image's cropped map.
-    """
-    pad = TEMPSSIM_WINDOW.pad
-    return window_filter(band, TEMPSSIM_WINDOW)[pad:-pad, pad:-pad]
-
-
-def _band_sums(gray: np.ndarray, top: int, bottom: int) -> np.ndarray:
-    """Per consecutive pair, the sum of the cropped SSIM map over output rows [top, bottom).
-
-    Works on one band of rows (plus the window's margin) at a time so that everything stays in
-    cache, and computes each frame's window means once for both pairs it belongs to.
-    """
-    rows = slice(top, bottom + 2 * TEMPSSIM_WINDOW.pad)
-    sums = np.zeros(len(gray) - 1)
-    prev = gray[0, rows].astype(np.float64)
-    mu_prev, sq_prev = _band_filter(prev), _band_filter(prev * prev)
-    for t in range(len(gray) - 1):
-        cur = gray[t + 1, rows].astype(np.float64)
-        mu_cur, sq_cur = _band_filter(cur), _band_filter(cur * cur)
-        cross = _band_filter(prev * cur)
-        sums[t] = ssim_from_moments(mu_prev, mu_cur, sq_prev, sq_cur, cross, c1=C1, c2=C2, cov_norm=1.0).sum()
-        prev, mu_prev, sq_prev = cur, mu_cur, sq_cur
-    return sums
-
-
-def tempssim_pairs(gray: np.ndarray, max_workers: int | None = None) -> np.ndarray:
+def tempssim_pairs(gray: np.ndarray, max_workers: int | None = None, device: str = "cpu") -> np.ndarray:
     """SSIM of every consecutive pair of (T, H, W) grayscale frames, shape (T - 1,), float64.
 
-    Bands of rows run in threads (scipy's filters release the GIL); band sums are added in band order,
-    so the result does not depend on the number of threads.
+    ``device`` is the recipe's device option. On the CPU: the shared kernel (OpenCV filters in threads, each
+    frame's moments reused for both of its pairs; the result does not depend on the thread count). On any
+    other torch device (a GPU): the same arithmetic in float64 torch, equal to rounding.
     """
-    if gray.ndim != 3 or len(gray) < 2:
-        raise ValueError(f"TempSSIM needs (T >= 2, H, W) frames, got {gray.shape}")
-    size = TEMPSSIM_WINDOW.win_size
-    if min(gray.shape[1:]) < size:
-        raise ValueError(f"frames of {gray.shape[1]}x{gray.shape[2]} are smaller than the 11x11 window")
-    out_rows, out_cols = gray.shape[1] - size + 1, gray.shape[2] - size + 1
-    bands = [(top, min(out_rows, top + ROW_BAND)) for top in range(0, out_rows, ROW_BAND)]
-    workers = min(len(bands), max_workers or os.cpu_count() or 1)
-    if workers <= 1:
-        parts = [_band_sums(gray, *band) for band in bands]
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(lambda band: _band_sums(gray, *band), bands))
-    return np.sum(parts, axis=0) / (out_rows * out_cols)
+    if gray.ndim != 3:
+        raise ValueError(f"TempSSIM needs (T >= 2, H, W) grayscale frames, got {gray.shape}")
+    if torch.device(device).type == "cpu":
+        return consecutive_ssim(gray, **TEMPSSIM, max_workers=max_workers)
+    return consecutive_ssim_torch(gray, **TEMPSSIM, device=device)
 
 
-def tempssim(gray: np.ndarray) -> float:
+def tempssim(gray: np.ndarray, device: str = "cpu") -> float:
     """Mean SSIM over consecutive pairs (the per-video TempSSIM)."""
-    return float(tempssim_pairs(gray).mean())
+    return float(tempssim_pairs(gray, device=device).mean())
 
 
 def drift_frames(layout: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -132,9 +92,11 @@ def pair_metrics(clip: ClipEmbedder, lpips_model: torch.nn.Module, frames_rgb: n
     return {"clip": float(np.dot(embeddings[0], embeddings[1])), "lpips_alex": lpips_value}
 
 
-def quality_metrics(clip: ClipEmbedder, frames_rgb: np.ndarray, layout: Sequence[tuple[int, int]]) -> dict:
-    """TempSSIM and Drift of one rollout (TF32 off, as in the paper's quality pass)."""
+def quality_metrics(clip: ClipEmbedder, frames_rgb: np.ndarray, layout: Sequence[tuple[int, int]],
+                    device: str = "cpu") -> dict:
+    """TempSSIM (on ``device``) and Drift of one rollout (TF32 off, as in the paper's quality pass)."""
     indices, owners = drift_frames(layout)
     with tf32(cudnn=False, matmul=False):
         embeddings = clip.embed([np.ascontiguousarray(frames_rgb[i][..., ::-1]) for i in indices])  # BGR
-    return {"tempssim": tempssim(to_gray(frames_rgb)), "drift": drift_from_embeddings(embeddings, owners)}
+    return {"tempssim": tempssim(to_gray(frames_rgb), device=device),
+            "drift": drift_from_embeddings(embeddings, owners)}

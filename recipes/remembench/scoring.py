@@ -99,7 +99,7 @@ class Scorer:
         if not 0 <= departure <= revisit < len(frames):
             raise ValueError(f"invalid frame pair ({departure}, {revisit}) for a {len(frames)}-frame video")
         result: dict[str, Any] = pair_metrics(self.clip, self.lpips, frames, departure, revisit)
-        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]]))
+        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]], device=self.device))
         height, width = (int(n) for n in frames.shape[1:3])
         result.update(
             departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,

@@ -16,6 +16,7 @@ import pytest
 from pinbench.media.video import write_video
 from pinbench_recipes.dynamic_degree import gpu_check
 from pinbench_recipes.dynamic_degree.fixture import FixtureVideo, render
+from pinbench_recipes.dynamic_degree.flow import RaftSettings, settings_grid
 
 ORIGINAL_SRC = os.environ.get("PINBENCH_RAFT_ORIGINAL_SRC")
 
@@ -31,13 +32,17 @@ def _videos(root: Path) -> Path:
 def test_random_weight_comparison_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
     code = gpu_check.main(["--videos", str(_videos(tmp_path / "videos")), "--original-src", ORIGINAL_SRC,
-                           "--random-weights", "1", "--device", "cpu", "--max-clips", "1",
+                           "--random-weights", "1", "--device", "cpu", "--max-clips", "1", "--batch-sizes", "2",
                            "--out", str(out)])
     report = json.loads(out.read_text())
     assert code == 0, report["failures"]
     (video,) = report["videos"]
-    assert video["n_transitions"] == 2
-    assert set(video["variants"]) == {"recipe (fp32, batch 8)", "recipe batch 1", "recipe tf32"}
+    assert video["n_transitions"] == 2 and video["n_transitions_on_cpu"] == 2
+    expected = {s.label for s in settings_grid((2,))} | {RaftSettings().label}
+    assert set(video["variants"]) == expected and report["recipe_setting"] == RaftSettings().label
+    recipe = report["summary"][RaftSettings().label]
+    assert recipe["vs_cpu_clip_flips"] == 0 and recipe["vs_cpu_max_abs_dm"] == 0.0   # the same CPU computation
+    assert report["adopt"] in expected and all(row["pairs_per_s"] > 0 for row in report["summary"].values())
 
 
 @pytest.mark.gpu

@@ -203,3 +203,24 @@ def test_score_task_decodes_once_and_matches_the_kernels(tmp_path: Path) -> None
     assert result["blur/native/blur_ssim"] == blurred_ssim(bilateral_blur(p), bilateral_blur(g))
     assert result["native_errors"] == {}
     assert 0 < result["edge/native/canny_f1_score"] < 1
+
+
+def test_the_gt_is_blurred_once_for_all_modalities_and_each_prediction_once(tmp_path: Path, monkeypatch) -> None:
+    from pinbench_recipes.paibench_c import native_metrics
+
+    gt = write_video(tmp_path / "gt.mp4", clip(5, seed=2), 30, codec="mpeg4")
+    preds = {}
+    for i, modality in enumerate(("edge", "blur", "depth")):
+        frames = np.clip(clip(5, seed=2).astype(int) + 3 * (i + 1), 0, 255).astype(np.uint8)
+        preds[modality] = write_video(tmp_path / f"{modality}.mp4", frames, 30, codec="mpeg4")
+    blurred: list[np.ndarray] = []
+
+    def counting_blur(frames: np.ndarray) -> np.ndarray:
+        blurred.append(frames)
+        return bilateral_blur(frames)
+
+    monkeypatch.setattr(native_metrics, "bilateral_blur", counting_blur)
+    result = score_task(gt, preds)
+    assert len(blurred) == 4     # the GT once, then each prediction once
+    values = [result[f"{m}/native/blur_ssim"] for m in preds]
+    assert all(v < 1.0 for v in values) and len(set(values)) == 3

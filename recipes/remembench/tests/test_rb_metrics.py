@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
+from pinbench.media import ssim as ssim_mod
 from pinbench_recipes.remembench import metrics
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER
 from pinbench_recipes.remembench.metrics import (
@@ -37,7 +38,7 @@ def test_tempssim_matches_skimage_on_random_and_realistic_frames(monkeypatch):
     rng = np.random.default_rng(0)
     noisy = rng.integers(0, 256, (9, 33, 47), dtype=np.uint8)
     smooth = to_gray(moving_frames())
-    monkeypatch.setattr(metrics, "ROW_BAND", 5)  # several bands, their seams included
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 5)  # several bands, their seams included
     for gray in (noisy, smooth):
         expected = skimage_tempssim(gray)
         got = tempssim_pairs(gray, max_workers=2)
@@ -51,8 +52,28 @@ def test_tempssim_is_one_for_a_still_video_and_checks_shapes():
     assert tempssim(still) == pytest.approx(1.0, abs=1e-12)
     with pytest.raises(ValueError, match="T >= 2"):
         tempssim_pairs(still[:1])
-    with pytest.raises(ValueError, match="smaller than the 11x11"):
+    with pytest.raises(ValueError, match="smaller than the 11-pixel window"):
         tempssim_pairs(still[:, :8, :8])
+    with pytest.raises(ValueError, match="grayscale"):
+        tempssim_pairs(np.repeat(still[..., None], 3, axis=3))
+
+
+def test_the_device_option_chooses_the_torch_tempssim(monkeypatch):
+    """A GPU device runs TempSSIM in torch; here the same code on CPU, through a recording test double."""
+    calls = []
+    torch_ssim = metrics.consecutive_ssim_torch
+
+    def recording_torch_ssim(gray, *, device, **settings):
+        calls.append(device)
+        return torch_ssim(gray, device="cpu", **settings)
+
+    monkeypatch.setattr(metrics, "consecutive_ssim_torch", recording_torch_ssim)
+    gray = to_gray(moving_frames())
+    on_device = tempssim_pairs(gray, device="cuda:1")
+    assert calls == ["cuda:1"]
+    np.testing.assert_allclose(on_device, skimage_tempssim(gray), rtol=0, atol=1e-12)
+    tempssim_pairs(gray, device="cpu")
+    assert calls == ["cuda:1"]      # the CPU kernel, not torch
 
 
 def test_gray_is_opencv_bgr2gray_of_the_bgr_decode():
