@@ -23,6 +23,15 @@ GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14.json"
 ADDED_SINCE = {
     "camerabench.derived.binary_split__Static.result.note": "#20 item 4: a single-class split's record says so",
 }
+# #19 item 7: PAI-Bench-C's --fixture runs run.py's real procedure (87e8f14 ran a separate one), which records per
+# task the native cross-check beside the evaluator's values and the reasons for missing ones (``errors``).
+PAIBENCH_C_NATIVE = [f"{modality}/native/{metric}" for modality in ("edge", "blur", "depth", "seg")
+                     for metric in ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "seg_m_iou",
+                                    "seg_recall")]
+ADDED_SINCE |= {f"paibench-c.samples.task_{i:04d}.result.{key}": "#19 item 7: the real procedure's records"
+                for i in range(4) for key in [*PAIBENCH_C_NATIVE, "errors"]}
+ADDED_SINCE |= {f"paibench-c.metrics.{key}": "#19 item 7: the real procedure's cross-check"
+                for key in PAIBENCH_C_NATIVE}
 
 
 def _golden_tool() -> Any:
@@ -67,10 +76,23 @@ def test_every_fixture_gives_the_values_of_87e8f14(demo: Path) -> None:
     assert sorted(now) == sorted(golden) == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
     for recipe in golden:
         assert now[recipe]["status"] == "complete"
-        assert _differences(golden[recipe]["samples"], now[recipe]["samples"], f"{recipe}.samples") == []
-        added = [f"{where}: new" for where in ADDED_SINCE if where.startswith(f"{recipe}.derived.")]
-        assert _differences(golden[recipe]["derived"], now[recipe]["derived"], f"{recipe}.derived") == added
-        assert _differences(golden[recipe]["metrics"], now[recipe]["metrics"], f"{recipe}.metrics") == []
+        for part in ("samples", "derived", "metrics"):
+            added = sorted(f"{where}: new" for where in ADDED_SINCE if where.startswith(f"{recipe}.{part}."))
+            assert sorted(_differences(golden[recipe][part], now[recipe][part], f"{recipe}.{part}")) == added
+
+
+def test_the_keys_added_to_paibench_c_hold_the_values_of_87e8f14(demo: Path) -> None:
+    """Each native value recomputes an evaluator value of 87e8f14 (the fixture's evaluator double and the cross-check
+    share the arithmetic), so it must equal it; and no task has a reason for a missing value."""
+    golden = json.loads(GOLDEN.read_text())["paibench-c"]
+    now = _golden_tool().golden(demo)["paibench-c"]
+    for sample_id, record in now["samples"].items():
+        then = golden["samples"][sample_id]["result"]
+        assert record["result"]["errors"] == {}
+        assert _differences({k: then[k.replace("/native/", "/")] for k in PAIBENCH_C_NATIVE},
+                            {k: record["result"][k] for k in PAIBENCH_C_NATIVE}, sample_id) == []
+    assert _differences({k: golden["metrics"][k.replace("/native/", "/")] for k in PAIBENCH_C_NATIVE},
+                        {k: now["metrics"][k] for k in PAIBENCH_C_NATIVE}) == []
 
 
 def test_the_comparison_sees_a_changed_value() -> None:

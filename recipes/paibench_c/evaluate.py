@@ -27,12 +27,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.pins import HFPin, URLPin
 from pinbench.ops.watch import Watcher, files_since, wait_watched
+from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS
 
 GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
@@ -51,6 +52,22 @@ class EvaluationError(RuntimeError):
     """The evaluator could not run or failed; one line naming what and where (log path)."""
 
 
+class EvaluatorLike(Protocol):
+    """What scoring drives: the installed evaluator (:class:`Evaluator`) or the fixture's test double.
+
+    ``calculate_metrics`` is ``compute_metrics.py calculate-metrics``: it scores ``<modality_dir>/videos/*.mp4``
+    against ``gt_dir``, leaves the GT seg/depth files there (recomputed when ``force_gt``) and writes ``output``.
+    """
+
+    commit: str
+    metrics: tuple[str, ...]   # the per_video fields it reports
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
+                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class Evaluator:
     """An installed evaluator: its ``conditional_generation`` folder and the Python that runs it."""
@@ -58,10 +75,40 @@ class Evaluator:
     root: Path
     python: Path
     commit: str
+    metrics: ClassVar[tuple[str, ...]] = EVALUATOR_METRICS
 
     @property
     def torchrun(self) -> Path:
         return self.python.parent / "torchrun"
+
+    def describe(self) -> dict[str, Any]:
+        return {"evaluator": "trungtpham/pai-bench-c-cosmos3 compute_metrics.py", "dir": str(self.root),
+                "commit": self.commit}
+
+    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
+                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]:
+        """Run the evaluator under torchrun from its folder, network off; its progress watched; the command.
+
+        ``batch_size`` sets the fork's PAIBENCH_C_EVAL_BATCH_SIZE (tasks per batch per rank; RAM ~1 GB each).
+        """
+        n_gpus = max(1, min(len(task_ids), len(gpu_ids)))
+        argv = evaluator_command(self, n_gpus=n_gpus, videos_parent=modality_dir, gt_dir=gt_dir, output=output,
+                                 force_gt=force_gt)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
+               "TORCHELASTIC_ERROR_FILE": str(modality_dir / "metrics.err"),
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        if batch_size is not None:
+            env["PAIBENCH_C_EVAL_BATCH_SIZE"] = str(batch_size)
+        log = modality_dir / "evaluator.log"
+        started = time.time()
+        watcher = Watcher(f"evaluate {modality_dir.name}", lambda: files_since(modality_dir / "blur", started),
+                          total=len(task_ids), detail=lambda: evaluator_steps(modality_dir, started))
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        (code,) = wait_watched([(proc, log)], watcher)
+        if code != 0 or not output.is_file():
+            raise EvaluationError(f"evaluator failed for {modality_dir.name} (exit {code}); see {log}")
+        return argv
 
     def check(self) -> None:
         """Refuse an evaluator that is missing or at another commit than the pin."""
@@ -259,34 +306,19 @@ def evaluator_steps(modality_dir: Path, since: float) -> str:
                      for name, folder, pattern in EVALUATOR_STEPS)
 
 
-def run_evaluator(evaluator: Evaluator, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
+def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
                   gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any],
                   batch_size: int | None = None) -> Path:
-    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp.
-
-    ``batch_size`` sets the fork's PAIBENCH_C_EVAL_BATCH_SIZE (tasks per batch per rank; RAM ~1 GB each).
-    """
+    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp."""
     metrics = modality_dir / "metrics.json"
     metrics.unlink(missing_ok=True)
     (modality_dir / "eval_stamp.json").unlink(missing_ok=True)
-    n_gpus = max(1, min(len(task_ids), len(gpu_ids)))
-    argv = evaluator_command(evaluator, n_gpus=n_gpus, videos_parent=modality_dir, gt_dir=gt.root,
-                             output=metrics, force_gt=force_gt)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
-           "TORCHELASTIC_ERROR_FILE": str(modality_dir / "metrics.err"),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    if batch_size is not None:
-        env["PAIBENCH_C_EVAL_BATCH_SIZE"] = str(batch_size)
-    log = modality_dir / "evaluator.log"
-    started = time.time()
-    watcher = Watcher(f"evaluate {modality_dir.name}", lambda: files_since(modality_dir / "blur", started),
-                      total=len(task_ids), detail=lambda: evaluator_steps(modality_dir, started))
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, cwd=evaluator.root, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    (code,) = wait_watched([(proc, log)], watcher)
-    if code != 0 or not metrics.is_file():
-        raise EvaluationError(f"evaluator failed for {modality_dir.name} (exit {code}); see {log}")
+    command = evaluator.calculate_metrics(modality_dir=modality_dir, gt_dir=gt.root, output=metrics,
+                                          task_ids=task_ids, gpu_ids=gpu_ids, force_gt=force_gt,
+                                          batch_size=batch_size)
+    if not metrics.is_file():
+        raise EvaluationError(f"{metrics}: the evaluator finished without writing it")
     stamp = {"inputs": dict(inputs), "metrics_sha256": sha256_file(metrics), "force_gt": force_gt,
-             "command": argv}
+             "command": command}
     (modality_dir / "eval_stamp.json").write_text(json.dumps(stamp, indent=1), encoding="utf-8")
     return metrics

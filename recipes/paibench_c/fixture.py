@@ -1,51 +1,47 @@
-"""``--fixture``: the whole recipe on CPU, on a small synthetic dataset in the real layout.
+"""``--fixture``: the synthetic data a CPU run works on, and the test doubles run.py drives in the GPU stack's place.
 
-What is real here: the task list schema and loader, the input rows, resume-by-validity and byte-exact
-collection, frame alignment and the resize rules, Canny F1, blur SSIM, the si-RMSE and mIoU / recall
-arithmetic, the scorecard, the diff against ``references/fixture.yaml`` and the report.
+``run.py`` runs its real procedure on this data (rows, resume by validity, byte-exact collection, the GT cache,
+metrics.json parsing with counts, the native cross-check, the scorecard, the diff against
+``references/fixture.yaml``, the report). What is replaced, by clearly named test doubles (no GPU, no weights):
 
-What is replaced, by clearly named test doubles (no GPU, no weights):
 * :class:`PerturbedCopyGenerator` stands in for cosmos-framework: it writes a perturbed, upscaled copy of
   each row's GT video (``vision_path``) where the framework would write ``vision.mp4``;
-* :class:`LumaDepthDouble` stands in for Video-Depth-Anything (depth from luminance);
-* :class:`ColorKeySegDouble` stands in for GroundingDINO + SAM2 (one object per known colour).
-
-A GT-versus-GT sanity pass scores every GT video against itself and must give Canny F1 1, SSIM 1,
-si-RMSE 0, mIoU 1 and recall 1; otherwise the run fails.
+* :class:`EvaluatorDouble` stands in for the evaluator's ``compute_metrics.py calculate-metrics``, with the
+  evaluator's inputs and outputs; inside it
+* :class:`LumaDepthDouble` stands in for Video-Depth-Anything (depth from luminance) and
+* :class:`ColorKeySegDouble` for GroundingDINO + SAM2 (one object per known colour).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import time
+import pickle
+import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-from pinbench.core.config import RunConfig, RunOutcome
 from pinbench.core.files import write_atomic
-from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import run_samples
-from pinbench.core.scorecard import MetricSpec
 from pinbench.media.video import read_video, write_video
-from pinbench.results.finish import collect_records, finish_run
-from pinbench_recipes.paibench_c.generate import collect_videos, generate_and_record, vision_path
+from pinbench_recipes.paibench_c.fetch import Inputs
+from pinbench_recipes.paibench_c.generate import vision_path
+from pinbench_recipes.paibench_c.metrics_json import task_id_of
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
     MAX_FRAMES,
-    GroundTruth,
     SegDetection,
     align_pred_to_gt,
     depth_si_rmse,
+    load_sam_detections,
     seg_miou_recall,
 )
-from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, load_tasks, select_tasks, write_jsonl
+from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks, select_tasks
 
 FIXTURE_VERSION = 1          # bump when the synthetic data changes (the reference must be re-recorded)
 N_TASKS = 4
@@ -57,6 +53,7 @@ SEED = 2025
 # libx264 through PyAV with automatic threading was seen to give different bytes for the same frames
 # (about one run in three); the fixture must be bit-reproducible, so it writes MPEG-4 Part 2.
 FIXTURE_CODEC = "mpeg4"
+# What the evaluator double reports: the evaluator's metrics but DOVER (no stand-in for it).
 FIXTURE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "depth_si_rmse",
                    "seg_m_iou", "seg_recall")
 # Saturated colours the segmentation double keys on; the background never reaches them.
@@ -128,6 +125,14 @@ def build_fixture_dataset(root: Path) -> Path:
     return dataset
 
 
+def fixture_inputs(root: Path, limit: int | None) -> Inputs:
+    """The fixture's counterpart of ``fetch.locate_inputs``: its dataset and task list, written if missing."""
+    dataset = build_fixture_dataset(root)
+    tasks_json = root / "tasks.json"
+    return Inputs(tasks_json=tasks_json, tasks=select_tasks(load_tasks(tasks_json), limit), dataset_dir=dataset,
+                  checkpoint_dir=None)
+
+
 # ------------------------------------------------------------------------------------- test doubles
 
 
@@ -174,132 +179,92 @@ class ColorKeySegDouble:
         return detections
 
 
-# ------------------------------------------------------------------------------------------- scoring
+class EvaluatorDouble:
+    """TEST DOUBLE for the evaluator's ``compute_metrics.py calculate-metrics`` (GPU models), on CPU.
 
-
-def score_pair(gt: GroundTruth, pred_native: np.ndarray, pred_blur: np.ndarray | None = None
-               ) -> dict[str, float | None]:
-    """All fixture metrics of one GT / prediction pair, in the evaluator's order of operations.
-
-    ``pred_blur`` is the aligned prediction's bilateral blur when the caller already has it (the GT-vs-GT
-    pass: the GT's own).
+    It keeps the evaluator's contract (spec sections 1.2-1.5), so run.py scores with it as with the real one:
+    every ``<modality_dir>/videos/*.mp4`` against ``<gt_dir>/videos/<id>.mp4``, both decoded with OpenCV; the
+    GT seg (``sam2_pkls/``) and depth (``depth_npzs/``) computed into ``gt_dir`` when forced or missing and read
+    from there otherwise; each prediction's masks written to ``<modality_dir>/segmentation/<name>.pkl``; and
+    ``metrics.json`` with ``global`` and ``per_video``. Canny and blur SSIM are the recipe's own code, depth
+    comes from :class:`LumaDepthDouble`, masks from :class:`ColorKeySegDouble`. It has no DOVER: it reports
+    :data:`FIXTURE_METRICS`.
     """
+
+    name = "evaluator test double (native Canny and blur SSIM, LumaDepthDouble, ColorKeySegDouble; no DOVER)"
+    commit = f"fixture-evaluator-{FIXTURE_VERSION}"
+    metrics = FIXTURE_METRICS
+
+    def describe(self) -> dict[str, Any]:
+        return {"evaluator": self.name, "commit": self.commit}
+
+    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
+                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]:
+        per_video = []
+        for video in sorted((modality_dir / "videos").glob("*.mp4")):
+            task = task_id_of(video.name)
+            if not (gt_dir / "videos" / f"{task}.mp4").is_file():
+                continue  # the evaluator logs a prediction without GT and skips it
+            gt = _decode(gt_dir / "videos" / f"{task}.mp4")
+            seg_file, depth_file = gt_dir / "sam2_pkls" / f"{task}.pkl", gt_dir / "depth_npzs" / f"{task}.npz"
+            if force_gt or not seg_file.is_file():
+                write_detections(seg_file, ColorKeySegDouble()(gt))
+            if force_gt or not depth_file.is_file():
+                _write_npz(depth_file, LumaDepthDouble()(gt))
+            pred = _decode(video)
+            pred_seg = ColorKeySegDouble()(pred)
+            write_detections(modality_dir / "segmentation" / f"{video.stem}.pkl", pred_seg)
+            with np.load(depth_file) as depth:
+                values = video_metrics(gt, pred, gt_depth=depth["data"], gt_seg=load_sam_detections(seg_file),
+                                       pred_seg=pred_seg)
+            per_video.append({"pred_video_uuid": video.stem, **values})
+        means: dict[str, float | None] = {}
+        for metric in self.metrics:   # as the evaluator's global (a pandas mean): None skipped
+            found = [v[metric] for v in per_video if v[metric] is not None]
+            means[metric] = math.fsum(found) / len(found) if found else None
+        output.write_text(json.dumps({"global": means, "per_video": per_video}, indent=4), encoding="utf-8")
+        return [type(self).__name__, "--videos_path", str(modality_dir), "--gt_path", str(gt_dir),
+                "--output_path", str(output), f"--{'' if force_gt else 'no_'}force_recompute_gt"]
+
+
+def video_metrics(gt: np.ndarray, pred_native: np.ndarray, *, gt_depth: np.ndarray,
+                  gt_seg: Sequence[SegDetection], pred_seg: Sequence[SegDetection]) -> dict[str, float | None]:
+    """The fixture metrics of one GT / prediction pair, in the evaluator's order of operations."""
     from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
     from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
-    pred = align_pred_to_gt(pred_native, gt.frames)
-    edges = edge_scores(canny_edges(pred), gt.edges)
-    ssim = blurred_ssim(bilateral_blur(pred) if pred_blur is None else pred_blur, gt.blur)
-    depth = LumaDepthDouble()
-    m_iou, recall = seg_miou_recall(ColorKeySegDouble()(gt.frames), ColorKeySegDouble()(pred_native),
-                                    max_frames=len(gt.frames))
-    return {"canny_f1_score": edges.f1, "canny_precision": edges.precision, "canny_recall": edges.recall,
-            "blur_ssim": ssim if math.isfinite(ssim) else None,
-            "depth_si_rmse": depth_si_rmse(depth(pred_native), depth(gt.frames)), "seg_m_iou": m_iou,
-            "seg_recall": recall}
+    pred = align_pred_to_gt(pred_native, gt)
+    edges = edge_scores(canny_edges(pred), canny_edges(gt))
+    ssim = blurred_ssim(bilateral_blur(pred), bilateral_blur(gt))
+    m_iou, recall = seg_miou_recall(gt_seg, pred_seg, max_frames=len(gt))
+    values = {"canny_f1_score": edges.f1, "canny_precision": edges.precision, "canny_recall": edges.recall,
+              "blur_ssim": ssim if math.isfinite(ssim) else None,
+              "depth_si_rmse": depth_si_rmse(LumaDepthDouble()(pred_native), gt_depth), "seg_m_iou": m_iou,
+              "seg_recall": recall}
+    return {k: None if v is None else float(v) for k, v in values.items()}
 
 
-def _decode(path: str, decoder: str = DECODE_BACKEND) -> np.ndarray:
-    return read_video(path, max_frames=MAX_FRAMES, backend=decoder).frames
+def _decode(path: Path) -> np.ndarray:
+    return read_video(path, max_frames=MAX_FRAMES, backend=DECODE_BACKEND).frames
 
 
-def score_task(task: Mapping[str, Any]) -> dict[str, Any]:
-    """Runner fn: every modality of one fixture task (the GT is decoded, edge-mapped and blurred once)."""
-    gt = GroundTruth.from_frames(_decode(task["gt_video"], task["decoder"]))
-    result: dict[str, Any] = {}
-    for modality, pred_path in task["preds"].items():
-        for metric, value in score_pair(gt, _decode(pred_path, task["decoder"])).items():
-            result[f"{modality}/{metric}"] = value
-    return result
+def write_detections(path: Path, detections: Sequence[SegDetection]) -> None:
+    """Masks in the evaluator's pickle layout: a list of phrase + RLE of the (T, H, W) mask (plain data only)."""
+    items = []
+    for det in detections:
+        flat = det.mask.reshape(-1)
+        bounds = np.concatenate([[0], np.flatnonzero(flat[1:] != flat[:-1]) + 1, [flat.size]])
+        runs = ([0] if flat[0] else []) + np.diff(bounds).tolist()   # runs alternate, background first
+        items.append({"phrase": det.phrase, "segmentation_mask_rle": {
+            "data": {"size": [flat.size, 1], "counts": runs}, "mask_shape": list(det.mask.shape)}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(items))
 
 
-@dataclass(frozen=True)
-class Sanity:
-    """GT-versus-GT check: every metric at its perfect value."""
-
-    ok: bool
-    values: dict[str, dict[str, float | None]]
-    problems: list[str]
-
-
-PERFECT = {"canny_f1_score": 1.0, "canny_precision": 1.0, "canny_recall": 1.0, "blur_ssim": 1.0,
-           "depth_si_rmse": 0.0, "seg_m_iou": 1.0, "seg_recall": 1.0}
-
-
-def gt_vs_gt(gt_videos: Mapping[str, Path], decoder: str = DECODE_BACKEND) -> Sanity:
-    values, problems = {}, []
-    for task, path in gt_videos.items():
-        gt = GroundTruth.from_frames(_decode(str(path), decoder))
-        values[task] = score_pair(gt, gt.frames, pred_blur=gt.blur)  # the same frames: the same blur
-        for metric, perfect in PERFECT.items():
-            got = values[task][metric]
-            if got is None or abs(got - perfect) > 1e-9:
-                problems.append(f"{task} {metric}: {got} (expected {perfect})")
-    return Sanity(ok=not problems, values=values, problems=problems)
-
-
-def fixture_metrics(modalities: Sequence[str] = MODALITIES) -> list[MetricSpec]:
-    return [MetricSpec(f"{m}/{metric}") for m in modalities for metric in FIXTURE_METRICS]
-
-
-def run_fixture(cfg: RunConfig) -> RunOutcome:
-    """Build the data, generate with the test double, score natively, diff against references/fixture.yaml.
-
-    It honours what a real run honours: ``-o modalities`` and ``-o decoder``, ``--limit`` (the first N
-    tasks), ``--shard I/N`` (generation and scoring of every N-th task; shards share one ``--out`` and an
-    unsharded run then merges them), ``--skip-generation`` and ``--skip-scoring``. The options it does
-    not use are refused by the core (``fixture: false`` in recipe.yaml).
-    """
-    modalities, decoder = list(cfg.options["modalities"]), cfg.options["decoder"]
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-    data_root = cfg.out_dir / "fixture_data"
-    dataset = build_fixture_dataset(data_root)
-    all_tasks = load_tasks(data_root / "tasks.json")
-    tasks = select_tasks(all_tasks, cfg.limit)
-    rows = {m: build_rows(tasks, m, dataset) for m in modalities}
-    for modality, modality_rows in rows.items():
-        write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
-    timings["prepare"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    generator = PerturbedCopyGenerator()
-    known = {t.task_id for t in all_tasks}  # videos of tasks outside --limit are not strays here
-    mine = cfg.shard.select(tasks) if cfg.shard else tasks  # this process's share of the work
-    if not cfg.skip_generation:  # this shard's videos, each recorded for `pinbench status`
-        generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
-                            min_frames=N_FRAMES, known=known)
-    collected = {m: collect_videos(modality_rows, cfg.out_dir / m / "raw", cfg.out_dir / m / "videos", N_FRAMES,
-                                   known=known) for m, modality_rows in rows.items()}
-    timings["generate"] = time.perf_counter() - start
-    if cfg.skip_scoring:
-        missing = [f"{m}/{t.task_id}" for m in modalities for t in mine if not collected[m][t.task_id].ok]
-        message = (f"generation: {len(missing)} video(s) missing, e.g. {missing[0]}: "
-                   f"{collected[missing[0].split('/')[0]][missing[0].split('/')[1]].error}") if missing \
-            else f"generation complete ({len(mine)} task(s) x {len(modalities)} modalities)"
-        print(message, flush=True)
-        return RunOutcome(scorecard_path=None, exit_code=1 if missing else 0, message=message)
-
-    start = time.perf_counter()
-    sample_tasks = []
-    for task in tasks:
-        preds = {m: str(cfg.out_dir / m / "videos" / f"{task.task_id}.mp4") for m in modalities
-                 if collected[m][task.task_id].ok}
-        sample_tasks.append({"sample_id": task.task_id, "gt_video": str(dataset / task.video_path),
-                             "preds": preds, "pred_sha256": {m: collected[m][task.task_id].sha256 for m in preds},
-                             "decoder": decoder, "fixture_version": FIXTURE_VERSION})
-    run_samples(sample_tasks, score_task, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
-                stage="fixture score", progress=False)
-    records = collect_records(cfg, sample_tasks)
-    sanity = gt_vs_gt({t.task_id: dataset / t.video_path for t in mine}, decoder)
-    timings["score"] = time.perf_counter() - start
-
-    extra = {"generator": generator.describe(), "modalities": modalities, "decoder": decoder,
-             "sanity_gt_vs_gt": {"ok": sanity.ok, "problems": sanity.problems, "values": sanity.values}}
-    outcome = finish_run(get_recipe(cfg.recipe), cfg, metrics=fixture_metrics(modalities), records=records,
-                         n_expected=len(tasks), pins=None, timings=timings, seeds={"fixture": SEED}, extra=extra,
-                         provenance_extra={"fixture_version": FIXTURE_VERSION})
-    if not sanity.ok:
-        outcome.exit_code = max(outcome.exit_code, 1)
-        outcome.message += "\nGT-vs-GT sanity failed: " + "; ".join(sanity.problems)
-    return outcome
+def _write_npz(path: Path, data: np.ndarray) -> None:
+    """``np.savez`` with key ``data`` (the evaluator's layout), but with a fixed zip date: the same bytes each run."""
+    buffer = io.BytesIO()
+    np.save(buffer, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("data.npy"), buffer.getvalue())

@@ -51,8 +51,9 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str]) -> ModalityMetrics:
-    """Parse one metrics.json against the tasks this run expects."""
+def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
+                       metrics: Sequence[str] = EVALUATOR_METRICS) -> ModalityMetrics:
+    """Parse one metrics.json against the tasks this run expects and the metrics its evaluator reports."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))  # json accepts the NaN tokens pandas writes
@@ -76,12 +77,12 @@ def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str]) -> Modal
             raise MetricsFileError(f"{path}: {task} appears twice in per_video (seed variants are not "
                                    "part of this recipe)")
         found[task] = entry
-    per_task = {task: {m: _number(found[task].get(m)) for m in EVALUATOR_METRICS}
+    per_task = {task: {m: _number(found[task].get(m)) for m in metrics}
                 for task in expected_tasks if task in found}
     raw_global = data.get("global") if isinstance(data.get("global"), Mapping) else {}
     result = ModalityMetrics(
         path=path, per_task=per_task, missing=[t for t in expected_tasks if t not in found],
-        unexpected=unexpected, evaluator_global={m: _number(raw_global.get(m)) for m in EVALUATOR_METRICS},
+        unexpected=unexpected, evaluator_global={m: _number(raw_global.get(m)) for m in metrics},
     )
-    result.counts = {m: sum(1 for v in per_task.values() if v[m] is not None) for m in EVALUATOR_METRICS}
+    result.counts = {m: sum(1 for v in per_task.values() if v[m] is not None) for m in metrics}
     return result

@@ -21,10 +21,11 @@ AGREEMENT_TOLERANCE = {"canny_f1_score": 1e-6, "canny_precision": 1e-6, "canny_r
                        "blur_ssim": 1e-4, "seg_m_iou": 1e-5, "seg_recall": 1e-9}
 
 
-def metric_specs(modalities: Sequence[str], *, native: bool,
-                 native_seg: Collection[str] | None = None) -> list[MetricSpec]:
-    """Evaluator metrics per modality; with ``native``, the cross-check metrics (seg only for ``native_seg``)."""
-    specs = [MetricSpec(f"{m}/{metric}") for m in modalities for metric in EVALUATOR_METRICS]
+def metric_specs(modalities: Sequence[str], *, native: bool, native_seg: Collection[str] | None = None,
+                 evaluated: Sequence[str] = EVALUATOR_METRICS) -> list[MetricSpec]:
+    """The ``evaluated`` metrics (those the evaluator reports) per modality; with ``native``, the cross-check
+    metrics (seg only for ``native_seg``)."""
+    specs = [MetricSpec(f"{m}/{metric}") for m in modalities for metric in evaluated]
     if native:
         seg = set(modalities if native_seg is None else native_seg)
         specs += [MetricSpec(f"{m}/native/{metric}") for m in modalities for metric in NATIVE_METRICS

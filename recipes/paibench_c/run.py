@@ -2,7 +2,9 @@
 
 ``run(cfg)`` reads top to bottom as the procedure of the recipe README. Everything it reads was fetched
 before (``pinbench fetch paibench-c``); finished work (generated videos, evaluated modalities, native
-scores) is reused on a rerun only when it is valid for the same inputs.
+scores) is reused on a rerun only when it is valid for the same inputs. ``--fixture`` runs the same
+procedure on CPU on the synthetic data of ``fixture.py``, with its test doubles in place of cosmos-framework
+and the evaluator.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from pinbench.core.options import is_offline
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import run_samples
+from pinbench.ops.pins import Pins
 from pinbench.ops.userlock import pins_for_provenance
 from pinbench.results.finish import collect_records, finish_run
-from pinbench_recipes.paibench_c import evaluate
+from pinbench_recipes.paibench_c import evaluate, fixture
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
-from pinbench_recipes.paibench_c.fixture import run_fixture
 from pinbench_recipes.paibench_c.generate import (
+    MIN_FRAMES,
     SOURCES_FILE,
     Collected,
     CosmosFrameworkGenerator,
@@ -87,19 +90,22 @@ def gpu_ids(cfg: RunConfig) -> list[str]:
 
 def run(cfg: RunConfig) -> RunOutcome:
     """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
-    if cfg.fixture:
-        return run_fixture(cfg)
     recipe = get_recipe(cfg.recipe)
     options = Options.from_config(cfg)
     if cfg.shard is not None and not cfg.skip_scoring:
         raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
-    pins = effective_pins(cfg)
+    pins = None if cfg.fixture else effective_pins(cfg)   # None: --fixture, which has no pinned inputs
+    min_frames = fixture.N_FRAMES if cfg.fixture else MIN_FRAMES   # a valid video has at least this many frames
     timings: dict[str, float] = {}
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
 
-    # 1. Fetch: the pinned inputs must already be in the cache; nothing is downloaded here.
+    # 1. Fetch: the pinned inputs must already be in the cache; nothing is downloaded here. The fixture
+    #    writes its synthetic dataset, in the real layout, instead.
     with timed(timings, "prepare"):
-        inputs = locate_inputs(cfg, pins, need_model=not cfg.skip_generation)
+        if pins is None:
+            inputs = fixture.fixture_inputs(cfg.out_dir / "fixture_data", cfg.limit)
+        else:
+            inputs = locate_inputs(cfg, pins, need_model=not cfg.skip_generation)
         task_ids = [t.task_id for t in inputs.tasks]
 
     # 2. Input rows, per modality, exactly as the seed's settings table says.
@@ -108,28 +114,30 @@ def run(cfg: RunConfig) -> RunOutcome:
         for modality, modality_rows in rows.items():
             write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
 
-    # 3. Generate with cosmos-framework (resume by validity), collect vision.mp4 byte for byte.
+    # 3. Generate with cosmos-framework (the fixture: its test double), resume by validity, collect vision.mp4
+    #    byte for byte.
     problems: list[str] = []
     validity = ValidityCache(cfg.out_dir / "validity_cache.json")
     if not cfg.skip_generation:
         with timed(timings, "generate"):
-            problems += generate_all(cfg, options, pins, inputs, rows, validity)
+            problems += generate_all(cfg, options, pins, inputs, rows, validity, min_frames)
         if cfg.skip_scoring:
             validity.save()
             message = "; ".join(problems) or "generation complete"
             return RunOutcome(scorecard_path=None, exit_code=1 if problems else 0, message=message)
 
-    # 4. Score every modality with the pinned evaluator (GT seg/depth once, reused by later modalities).
+    # 4. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
+    #    once and reused by later modalities.
     with timed(timings, "score"):
         collected = {m: collect_videos(rows[m], cfg.out_dir / m / "raw", cfg.out_dir / m / "videos",
-                                       cache=validity) for m in options.modalities}
+                                       min_frames, cache=validity) for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
         modality_errors = score_all(cfg, options, evaluator, gt, collected, task_ids)
 
     # 5. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with timed(timings, "score"):
-        parsed = parse_all(cfg, options.modalities, task_ids, modality_errors)
+        parsed = parse_all(cfg, options.modalities, task_ids, modality_errors, evaluator.metrics)
     with timed(timings, "native"):
         native = native_all(cfg, options, inputs, gt, collected, parsed) if options.native else {}
 
@@ -146,24 +154,32 @@ def run(cfg: RunConfig) -> RunOutcome:
         "evaluator_unexpected": {m: p.unexpected for m, p in parsed.items() if p is not None and p.unexpected},
         "modality_errors": modality_errors,
         "problems": problems,
-        "options": {"modalities": list(options.modalities), "gt": options.gt, "launch": options.launch,
-                    "native": options.native},
+        "modalities": list(options.modalities),
+        "options": {"gt": options.gt, "launch": options.launch, "native": options.native,
+                    "decoder": options.decoder},
     }
+    if pins is None:
+        extra["test_doubles"] = {"generator": fixture.PerturbedCopyGenerator().describe(),
+                                 "evaluator": evaluator.describe()}
     disagreements = [f"{name}: {c['n_disagree']}/{c['n_compared']} tasks differ from the native recomputation "
                      f"by more than {c['tolerance']:g} (max {c['max_abs_diff']:.3g})"
                      for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
     sources = cfg.out_dir / SOURCES_FILE
     provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
-                        "evaluator_dir": str(evaluator.root), "dataset_dir": str(inputs.dataset_dir),
+                        "evaluator": evaluator.describe(), "dataset_dir": str(inputs.dataset_dir),
                         "generation_processor": json.loads(sources.read_text(encoding="utf-8"))["processor"]
                         if sources.is_file() else None}
-    specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt))
+    if pins is None:
+        provenance_extra["fixture_version"] = fixture.FIXTURE_VERSION
+    specs = metric_specs(options.modalities, native=options.native, native_seg=native_seg_modalities(options, gt),
+                         evaluated=evaluator.metrics)
+    seeds = {"fixture": fixture.SEED} if pins is None else {
+        "generation": sorted({t.seed for t in inputs.tasks}),
+        "evaluator": "DOVER and SAM2 point sampling seeded by the fork"}
     outcome = finish_run(recipe, cfg, metrics=specs,
                          records=records, n_expected=len(task_ids),
-                         pins=pins_for_provenance(pins), timings=timings,
-                         seeds={"generation": sorted({t.seed for t in inputs.tasks}),
-                                "evaluator": "DOVER and SAM2 point sampling seeded by the fork"},
-                         extra=extra, provenance_extra=provenance_extra)
+                         pins=None if pins is None else pins_for_provenance(pins), timings=timings,
+                         seeds=seeds, extra=extra, provenance_extra=provenance_extra)
     # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
     # decoder or library difference worth a look (README, "Native cross-check").
     for line in disagreements:
@@ -175,9 +191,15 @@ def run(cfg: RunConfig) -> RunOutcome:
 # --------------------------------------------------------------------------------------- the steps
 
 
-def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
-                 rows: Mapping[str, list[dict[str, Any]]], validity: ValidityCache) -> list[str]:
-    """Generate what is missing or invalid for every modality; returns one line per problem."""
+def generate_all(cfg: RunConfig, options: Options, pins: Pins | None, inputs: Inputs,
+                 rows: Mapping[str, list[dict[str, Any]]], validity: ValidityCache, min_frames: int) -> list[str]:
+    """Generate what is missing or invalid for every modality; returns one line per problem.
+
+    ``pins`` None (``--fixture``): the fixture's test double generates, and there is no tokenizer to record.
+    """
+    if pins is None:
+        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, cfg.out_dir, shard=cfg.shard,
+                                   implementation=cfg.implementation, min_frames=min_frames, cache=validity)
     framework_dir = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     python = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_dir / ".venv" / "bin" / "python")))
     expected = pins.upstream["cosmos_framework"].commit
@@ -190,7 +212,7 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
     problems = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
-                                   cache=validity)
+                                   min_frames=min_frames, cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
@@ -199,22 +221,27 @@ def generate_all(cfg: RunConfig, options: Options, pins: Any, inputs: Inputs,
     return problems + ([changed] if changed else [])
 
 
-def prepare_evaluator(cfg: RunConfig, pins: Any, inputs: Inputs) -> tuple[evaluate.Evaluator, dict[str, str],
-                                                                          evaluate.GTCache]:
-    """The pinned evaluator, its verified weights, and this run's GT work directory."""
-    evaluator = evaluate.evaluator_from_env(pins.upstream["evaluator"].commit)
-    evaluator.check()
-    weights = evaluate.ensure_weights(evaluator, pins.urls, pins.huggingface["grounding_dino_tiny"])
+def prepare_evaluator(cfg: RunConfig, pins: Pins | None, inputs: Inputs) -> tuple[evaluate.EvaluatorLike,
+                                                                                  dict[str, str], evaluate.GTCache]:
+    """The pinned evaluator and its verified weights (``pins`` None: the fixture's test double, no weights),
+    and this run's GT work directory."""
+    evaluator: evaluate.EvaluatorLike
+    if pins is None:
+        evaluator, weights, dataset_revision = fixture.EvaluatorDouble(), {}, f"fixture-{fixture.FIXTURE_VERSION}"
+    else:
+        installed = evaluate.evaluator_from_env(pins.upstream["evaluator"].commit)
+        installed.check()
+        weights = evaluate.ensure_weights(installed, pins.urls, pins.huggingface["grounding_dino_tiny"])
+        evaluator, dataset_revision = installed, pins.huggingface["dataset"].revision
     dists = hashlib.sha256("\n".join(installed_distributions()).encode()).hexdigest()
     build = os.environ.get("PINBENCH_IMAGE_DIGEST") or f"local:{dists}"
-    key = evaluate.gt_cache_key(dataset_revision=pins.huggingface["dataset"].revision,
-                                evaluator_commit=evaluator.commit, build=build)
+    key = evaluate.gt_cache_key(dataset_revision=dataset_revision, evaluator_commit=evaluator.commit, build=build)
     gt = evaluate.GTCache(cfg.out_dir / "gt" / key, key)
     gt.prepare(inputs.dataset_dir)
     return evaluator, weights, gt
 
 
-def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, gt: evaluate.GTCache,
+def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.EvaluatorLike, gt: evaluate.GTCache,
               collected: Mapping[str, Mapping[str, Collected]], task_ids: Sequence[str]) -> dict[str, str]:
     """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
     errors: dict[str, str] = {}
@@ -245,15 +272,15 @@ def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.Evaluator, g
     return errors
 
 
-def parse_all(cfg: RunConfig, modalities: Sequence[str], task_ids: Sequence[str],
-              errors: dict[str, str]) -> dict[str, ModalityMetrics | None]:
+def parse_all(cfg: RunConfig, modalities: Sequence[str], task_ids: Sequence[str], errors: dict[str, str],
+              metrics: Sequence[str]) -> dict[str, ModalityMetrics | None]:
     parsed: dict[str, ModalityMetrics | None] = {}
     for modality in modalities:
         if modality in errors:
             parsed[modality] = None
             continue
         try:
-            parsed[modality] = parse_metrics_json(cfg.out_dir / modality / "metrics.json", task_ids)
+            parsed[modality] = parse_metrics_json(cfg.out_dir / modality / "metrics.json", task_ids, metrics)
         except MetricsFileError as exc:
             errors[modality] = str(exc)
             parsed[modality] = None

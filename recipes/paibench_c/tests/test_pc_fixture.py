@@ -1,4 +1,5 @@
-"""The fixture mode end to end: synthetic data -> test-double generation -> native scoring -> diff -> report."""
+"""``--fixture``: run.py's real procedure on the synthetic data, with the fixture's test doubles for cosmos-framework
+and the evaluator (generation, GT cache, metrics.json, native cross-check, scorecard, diff, report)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,17 @@ import pinbench_recipes.paibench_c.fixture as fixture
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import Shard
+from pinbench_recipes.paibench_c.evaluate import GTCache
+from pinbench_recipes.paibench_c.metrics_json import parse_metrics_json
+from pinbench_recipes.paibench_c.results import NATIVE_METRICS
+from pinbench_recipes.paibench_c.rows import MODALITIES
 from pinbench_recipes.paibench_c.run import run
 
+TASKS = [f"task_{i:04d}" for i in range(fixture.N_TASKS)]
 
-def _cfg(path: Path) -> RunConfig:
-    return get_recipe("paibench-c").config(out_dir=path, fixture=True, env={})
+
+def _cfg(path: Path, **kwargs) -> RunConfig:
+    return get_recipe("paibench-c").config(out_dir=path, fixture=True, env={}, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +37,12 @@ def test_fixture_passes_its_reference_and_writes_the_report(first_run) -> None:
     assert outcome.exit_code == 0, outcome.message
     card = json.loads((out / "scorecard.json").read_text())
     assert card["status"] == "complete" and card["mode"] == "fixture"
-    assert len(card["metrics"]) == 4 * len(fixture.FIXTURE_METRICS)
+    assert len(card["metrics"]) == 4 * (len(fixture.FIXTURE_METRICS) + len(NATIVE_METRICS))
     assert "result: PASS" in (out / "diff.txt").read_text()
     assert (out / "report" / "index.html").is_file()
-    sanity = card["extra"]["sanity_gt_vs_gt"]
-    assert sanity["ok"] and not sanity["problems"]
+    assert set(card["extra"]["test_doubles"]) == {"generator", "evaluator"}
+    checks = card["extra"]["cross_check"]   # the native recomputation equals the double's values, bit for bit
+    assert len(checks) == 4 * len(NATIVE_METRICS) and all(c["max_abs_diff"] == 0 for c in checks.values())
     # the layout of the real dataset and of a real run
     for folder in ("videos", "canny", "blur", "depth_vids", "sam2_vids", "captions"):
         assert len(list((out / "fixture_data" / "dataset" / folder).iterdir())) == fixture.N_TASKS
@@ -53,20 +61,39 @@ def test_scores_order_by_perturbation_strength(first_run) -> None:
 
 def test_rerun_resumes_without_regenerating_or_rescoring(first_run) -> None:
     out, _ = first_run
-    video = out / "edge" / "raw" / "task_0000" / "vision.mp4"
-    before = (video.stat().st_mtime_ns, store_snapshot(out / "samples"))
+
+    def state() -> tuple:
+        videos = [out / m / "raw" / t / "vision.mp4" for m in MODALITIES for t in TASKS]
+        evaluated = [out / m / "metrics.json" for m in MODALITIES]
+        return ([p.stat().st_mtime_ns for p in videos + evaluated], store_snapshot(out / "samples"),
+                store_snapshot(out / "native" / "samples"))
+
+    before = state()
+    assert before[1] and before[2]
     again = run(_cfg(out))
     assert again.exit_code == 0
-    assert (video.stat().st_mtime_ns, store_snapshot(out / "samples")) == before
+    assert state() == before
 
 
-def test_gt_versus_gt_is_perfect(first_run) -> None:
+def test_the_evaluator_double_scores_gt_against_itself_perfectly(first_run, tmp_path: Path) -> None:
+    """GT-versus-GT through the double's contract (videos/, GT pickles and npz, metrics.json): every metric at its
+    perfect value, so the masks and depth it stores and reads back are exactly the ones it computed."""
     out, _ = first_run
     dataset = out / "fixture_data" / "dataset"
-    sanity = fixture.gt_vs_gt({f"task_{i:04d}": dataset / "videos" / f"task_{i:04d}.mp4" for i in range(2)})
-    assert sanity.ok
-    assert all(v["canny_f1_score"] == 1.0 and v["blur_ssim"] == 1.0 and v["depth_si_rmse"] == 0.0
-               and v["seg_m_iou"] == 1.0 for v in sanity.values.values())
+    gt = GTCache(tmp_path / "gt", "k")
+    gt.prepare(dataset)
+    (tmp_path / "gt_as_pred").mkdir()
+    (tmp_path / "gt_as_pred" / "videos").symlink_to(dataset / "videos", target_is_directory=True)
+    for force in (True, False):   # GT computed, then read back
+        output = tmp_path / f"metrics_{force}.json"
+        fixture.EvaluatorDouble().calculate_metrics(modality_dir=tmp_path / "gt_as_pred", gt_dir=gt.root, output=output,
+                                                    task_ids=TASKS, gpu_ids=[], force_gt=force, batch_size=None)
+        values = parse_metrics_json(output, TASKS, fixture.FIXTURE_METRICS).per_task
+        perfect = {"canny_f1_score": 1.0, "canny_precision": 1.0, "canny_recall": 1.0, "blur_ssim": 1.0,
+                   "depth_si_rmse": 0.0, "seg_m_iou": 1.0, "seg_recall": 1.0}
+        assert values == {task: perfect for task in TASKS}
+    assert len(list((gt.root / "sam2_pkls").glob("*.pkl"))) == len(list((gt.root / "depth_npzs").glob("*.npz"))) \
+        == fixture.N_TASKS
 
 
 def test_a_changed_scoring_path_fails_the_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,48 +108,63 @@ def _per_sample(out: Path) -> dict[str, tuple]:
     return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
 
 
-def test_fixture_writes_samples_jsonl(first_run) -> None:
-    out, _ = first_run
-    assert list(_per_sample(out)) == [f"task_{i:04d}" for i in range(fixture.N_TASKS)]
-    assert all(status == "ok" for status, _, _ in _per_sample(out).values())
-
-
-def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(first_run, tmp_path: Path) -> None:
+def test_generation_shards_then_one_scoring_run_equal_one_plain_run(first_run, tmp_path: Path) -> None:
+    """As a real run: shards generate (``--skip-scoring``) into one ``--out``, then one run scores every task."""
     plain, _ = first_run
     out = tmp_path / "sharded"
-    recipe = get_recipe("paibench-c")
-    first = run(recipe.config(out_dir=out, fixture=True, shard=Shard(0, 2), env={}))
-    assert first.exit_code == 2   # half the tasks: partial
+    with pytest.raises(RecipeError, match="--shard applies to generation only"):
+        run(_cfg(out, shard=Shard(0, 2)))
+    first = run(_cfg(out, shard=Shard(0, 2), skip_scoring=True))
+    assert first.exit_code == 0, first.message
     assert len(list((out / "edge" / "videos").glob("*.mp4"))) == fixture.N_TASKS // 2  # only its share generated
-    assert len(stored_ids(out / "samples")) == fixture.N_TASKS // 2
-    run(recipe.config(out_dir=out, fixture=True, shard=Shard(1, 2), env={}))
-    stamps = store_snapshot(out / "samples")
+    assert len(stored_ids(out / "generation" / "samples")) == len(MODALITIES) * fixture.N_TASKS // 2
+    assert run(_cfg(out, shard=Shard(1, 2), skip_scoring=True)).exit_code == 0
+    videos = {p: p.stat().st_mtime_ns for p in out.glob("*/raw/*/vision.mp4")}
     merged = run(_cfg(out))
     assert merged.exit_code == 0, merged.message
-    assert store_snapshot(out / "samples") == stamps  # nothing redone
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/raw/*/vision.mp4")} == videos  # nothing regenerated
     cards = [json.loads((d / "scorecard.json").read_text()) for d in (out, plain)]
     assert cards[0]["metrics"] == cards[1]["metrics"] and cards[0]["samples"] == cards[1]["samples"]
     assert _per_sample(out) == _per_sample(plain)
 
 
 def test_fixture_honours_limit_skip_scoring_modalities_and_decoder(tmp_path: Path) -> None:
-    recipe = get_recipe("paibench-c")
-    skipped = run(recipe.config(out_dir=tmp_path / "gen", fixture=True, skip_scoring=True, env={}))
+    skipped = run(_cfg(tmp_path / "gen", skip_scoring=True))
     assert skipped.exit_code == 0 and skipped.scorecard_path is None
     assert not (tmp_path / "gen" / "samples").exists()
     assert len(list((tmp_path / "gen" / "seg" / "videos").glob("*.mp4"))) == fixture.N_TASKS
-    limited = run(recipe.config(out_dir=tmp_path / "gen", fixture=True, limit=1, env={},
-                                options={"modalities": "edge", "decoder": "pyav"}))
+    limited = run(_cfg(tmp_path / "one", limit=1, options={"modalities": "edge", "decoder": "pyav"}))
     card = json.loads(limited.scorecard_path.read_text())
     assert card["samples"]["n_expected"] == 1 and set(card["metrics"]) == {
-        f"edge/{m}" for m in fixture.FIXTURE_METRICS}
-    assert card["extra"]["decoder"] == "pyav" and limited.exit_code == 3  # the 4-task reference does not apply
-    assert list(_per_sample(tmp_path / "gen")) == ["task_0000"]
+        f"edge/{m}" for m in fixture.FIXTURE_METRICS} | {f"edge/native/{m}" for m in NATIVE_METRICS}
+    assert card["extra"]["options"]["decoder"] == "pyav" and limited.exit_code == 3  # the 4-task reference: n/a
+    assert list(_per_sample(tmp_path / "one")) == ["task_0000"]
+    # The decoder is the cross-check's (the evaluator decodes with OpenCV): another one recomputes that alone.
+    def scored() -> tuple[bytes, dict[str, bytes]]:
+        return (tmp_path / "one" / "edge" / "metrics.json").read_bytes(), store_snapshot(tmp_path / "one" / "native"
+                                                                                          / "samples")
+
+    before = scored()
+    run(_cfg(tmp_path / "one", limit=1, options={"modalities": "edge", "decoder": "opencv"}))
+    after = scored()
+    assert after[0] == before[0] and before[1] and after[1] != before[1]
+
+
+def test_the_gt_policy_and_the_cross_check_switch_apply_to_the_fixture(first_run, tmp_path: Path) -> None:
+    plain, _ = first_run
+    out = tmp_path / "force"
+    outcome = run(_cfg(out, options={"gt": "force", "native": "off"}))
+    assert outcome.exit_code == 0, outcome.message
+    assert all(json.loads((out / m / "eval_stamp.json").read_text())["force_gt"] for m in MODALITIES)
+    assert not (out / "native").exists()
+    evaluated = {sid: (status, {k: v for k, v in result.items() if "/native/" not in k}, error)
+                 for sid, (status, result, error) in _per_sample(plain).items()}
+    assert _per_sample(out) == evaluated   # the GT the double recomputes in every modality is the same GT
 
 
 def test_options_the_fixture_does_not_use_are_refused() -> None:
     recipe = get_recipe("paibench-c")
-    for option in ("gt", "launch", "native", "native_workers", "eval_batch_size", "evaluator_weights", "model"):
-        value = {"gt": "force", "launch": "torchrun", "evaluator_weights": "on"}.get(option, "1")
+    for option in ("launch", "eval_batch_size", "evaluator_weights", "model"):
+        value = {"launch": "torchrun", "evaluator_weights": "on"}.get(option, "1")
         with pytest.raises(RecipeError, match=f"-o {option} does not apply to paibench-c --fixture runs"):
             recipe.config(fixture=True, options={option: value}, env={})

@@ -160,21 +160,6 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert {k: v["value"] for k, v in card2["metrics"].items()} == {k: v["value"] for k, v in card["metrics"].items()}
 
 
-def test_generation_shards_share_one_out_then_one_run_scores(world: dict) -> None:
-    """Shards generate into one --out (each collecting its own videos beside the other's), then one run scores."""
-    recipe = get_recipe("paibench-c")
-    for index in range(2):
-        cfg = recipe.config("Cosmos3-Nano", out_dir=world["tmp"] / "sharded", limit=N_TASKS, gpus=1,
-                            shard=Shard(index, 2), skip_scoring=True,
-                            options={"native_workers": "1", "modalities": "edge"}, env={})
-        outcome = run_module.run(cfg)
-        assert outcome.exit_code == 0, outcome.message
-    outcome = run_module.run(_cfg(world, "sharded", modalities="edge"))
-    assert outcome.exit_code == 0, outcome.message
-    card = json.loads(outcome.scorecard_path.read_text())
-    assert card["status"] == "complete" and card["metrics"]["edge/canny_f1_score"]["n_scored"] == N_TASKS
-
-
 def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #13: generation shards record each (modality, task) video, so status has their done/failed/pending."""
     recipe = get_recipe("paibench-c")
