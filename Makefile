@@ -43,8 +43,12 @@ $(UV):
 	$(TOOLS)/bin/python -m pip install --quiet uv==$(UV_VERSION)
 
 # Re-syncs when the lock or pyproject.toml changes. --locked: fail instead of re-resolving a stale lock.
+# --compile-bytecode, and compileall for this checkout's own sources: where PYTHONDONTWRITEBYTECODE is set (as on
+# the development machine and in CI) nothing is ever cached, and every command compiled every module it imported
+# (2.2 s of a 7 s CameraBench run). Measured: 40 s once, here. A source edited later is compiled again in memory.
 $(STAMP): pyproject.toml uv.lock | $(UV)
-	$(UV) sync --locked --all-extras --python $(PYTHON) --quiet
+	$(UV) sync --locked --all-extras --python $(PYTHON) --quiet --compile-bytecode
+	$(BIN)/python -m compileall -q common recipes tools > /dev/null
 	touch $@
 
 test: $(STAMP) ## run the test suite (CPU, offline)

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import average_precision_score, roc_auc_score
 
 NONFINITE_SCORE = -1e10
 
@@ -37,6 +36,8 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
     if single_class:
         ap = auc = 0.0  # upstream returns 0.0 for both and keeps the split in the mean
     else:
+        from sklearn.metrics import average_precision_score, roc_auc_score  # 1 s to import: only where computed
+
         s = np.where(finite, s, NONFINITE_SCORE)
         ap = float(average_precision_score(y, s))
         auc = float(roc_auc_score(y, s))

@@ -10,11 +10,14 @@ repo, as t2v_metrics does) and the videos the loaded samples name.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.files import tree_fingerprint
 from pinbench.core.options import did_you_mean
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
@@ -29,6 +32,7 @@ from pinbench_recipes.camerabench.dataset import (
     load_dataset,
     official_count_problems,
 )
+from pinbench_recipes.camerabench.official_json import Script1Outputs, read_score_dir
 from pinbench_recipes.camerabench.videos import VideoSet, VideoSetError, locate_videos
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
@@ -84,10 +88,17 @@ def data_dir(cfg: RunConfig, *, download: bool) -> Path:
         raise input_error(exc) from None
 
 
+@functools.cache
+def _dataset(root: str, families: tuple[str, ...], files: str) -> CameraBenchData:
+    return load_dataset(root, families)
+
+
 def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
-    """The families asked for, whole (checked against the official counts); ``run_subset`` applies --limit."""
+    """The families asked for, whole (checked against the official counts); ``run_subset`` applies --limit.
+
+    Read once per process while the files stay as they are (``pinbench run`` reads it in its doctor, then runs)."""
     try:
-        data = load_dataset(root, cfg.options["families"])
+        data = _dataset(str(root), tuple(cfg.options["families"]), tree_fingerprint(root, mtimes=True))
     except DatasetError as exc:
         raise input_error(exc) from None
     if official:
@@ -95,6 +106,17 @@ def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
         if problems:
             raise RecipeError(f"camerabench: {root} is not the official test set: {'; '.join(problems[:3])}")
     return data
+
+
+def score_outputs(folder: Path, data: CameraBenchData, families: Iterable[str]) -> Script1Outputs:
+    """The official score files of ``folder`` read against ``data``, once per process while neither changes (the
+    doctor and the run read the same files); ScoreFileError as ``read_score_dir`` raises it."""
+    return _score_outputs(str(folder), data, tuple(families), tree_fingerprint(folder, mtimes=True))
+
+
+@functools.cache
+def _score_outputs(folder: str, data: CameraBenchData, families: tuple[str, ...], files: str) -> Script1Outputs:
+    return read_score_dir(folder, data, families)
 
 
 def run_subset(cfg: RunConfig, data: CameraBenchData) -> CameraBenchData:

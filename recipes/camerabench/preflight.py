@@ -14,7 +14,7 @@ from pinbench.ops.doctor import Finding, hf_finding, ok, problem
 from pinbench.ops.pins import Pins
 from pinbench_recipes.camerabench import inputs
 from pinbench_recipes.camerabench.dataset import CameraBenchData
-from pinbench_recipes.camerabench.official_json import ScoreFileError, read_score_dir
+from pinbench_recipes.camerabench.official_json import ScoreFileError
 from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
 
 DATA_SUBJECT = "data/camerabench"
@@ -59,7 +59,7 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
     """The score files read as the run reads them; samples of this run without a row, or with an error, named."""
     folder = Path(cfg.options["scores"])
     try:
-        outputs = read_score_dir(folder, whole, cfg.options["families"])
+        outputs = inputs.score_outputs(folder, whole, cfg.options["families"])
     except ScoreFileError as exc:
         return [problem("inputs", str(inputs.input_error(exc)))]
     data = inputs.run_subset(cfg, whole)

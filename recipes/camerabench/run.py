@@ -27,7 +27,7 @@ from pinbench_recipes.camerabench.aggregate import group_records, leaderboard_ta
 from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.judge import CaptionJudge, JudgeError
-from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, read_score_dir, write_score_dir
+from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, write_score_dir
 from pinbench_recipes.camerabench.script1 import CAPTION_SEED, Script1, has_output, outputs_from_records, script1_tasks
 from pinbench_recipes.camerabench.script2 import score_sample, script2_tasks
 
@@ -55,7 +55,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     script1_summary = None
     if model is None:
         try:
-            outputs = read_score_dir(score_dir, whole, cfg.options["families"])  # files hold every sample
+            outputs = inputs.score_outputs(score_dir, whole, cfg.options["families"])  # files hold every sample
         except ScoreFileError as exc:
             raise inputs.input_error(exc) from None
         script1_info: dict[str, Any] = {"source": "official score files", "folder": str(score_dir)}

@@ -25,6 +25,7 @@ every unsharded run. It reads JSON and YAML only: no torch, no plotting.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
 from pinbench.core.runner import MISSING_ERROR, SampleRecord, read_merged
 from pinbench.core.scorecard import DERIVED_RECORDS, MetricSpec, RecordIndex, load_scorecard, score_metric
-from pinbench.core.store import SAMPLES_DIR, read_store
+from pinbench.core.store import SAMPLES_DIR, digest_of, legacy_files, read_store, stored_digests
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
@@ -90,7 +91,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
     records = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None:
-        _check_store(run_dir, records, result)
+        _check_store(run_dir, run_dir / card["samples"]["path"], records, result)
     if records is not None and derived is not None:
         _recount(run_dir / card["samples"]["path"], card, records, derived, result)
     if not (run_dir / REPORT).is_file():
@@ -180,24 +181,33 @@ def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRec
     return derived
 
 
-def _check_store(run_dir: Path, records: Sequence[SampleRecord], result: CheckResult) -> None:
+def _check_store(run_dir: Path, samples_file: Path, records: Sequence[SampleRecord], result: CheckResult) -> None:
     """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, every line sound.
 
     Why: a record edited in the store (or the store's only record of a sample deleted) would pass every count of
     the scorecard, and a rerun would reuse the edit. Each stored line carries the digest of its record; each
-    record of ``samples.jsonl`` that is not a missing one must be one the store holds, byte for byte."""
+    record of ``samples.jsonl`` that is not a missing one must be one the store holds, byte for byte (compared
+    by digest; a store of the layout before the logs, by content)."""
     samples_dir = run_dir / SAMPLES_DIR
-    contents = read_store(samples_dir)
-    result.problems += [f"sample store: {problem}" for problem in contents.problems]
+    if legacy_files(samples_dir):
+        contents = read_store(samples_dir)
+        result.problems += [f"sample store: {problem}" for problem in contents.problems]
+        held = {r.sample_id: any(_same_record(c.data, r.to_json()) for c in contents.records.get(r.sample_id, []))
+                for r in records}
+        stored = set(contents.records)
+    else:
+        digests, problems = stored_digests(samples_dir)
+        result.problems += [f"sample store: {problem}" for problem in problems]
+        lines = samples_file.read_bytes().splitlines()
+        held = {r.sample_id: digest_of(line) in digests for r, line in zip(records, (x for x in lines if x.strip()),
+                                                                           strict=True)}
+        stored = set(read_store(samples_dir).records) if not all(held.values()) else set(held)
     for record in records:
-        if record.error is not None and record.error.startswith(MISSING_ERROR):
+        if held[record.sample_id] or (record.error or "").startswith(MISSING_ERROR):
             continue
-        stored = contents.records.get(record.sample_id, [])
-        wanted = record.to_json()
-        if not any(_same_record(candidate.data, wanted) for candidate in stored):
-            state = "holds other records of it" if stored else "holds no record of it"
-            result.problems.append(f"{samples_dir}: sample {record.sample_id!r} is in samples.jsonl, but the store "
-                                   f"{state} (a rerun would not reuse what the scorecard counts)")
+        state = "holds other records of it" if record.sample_id in stored else "holds no record of it"
+        result.problems.append(f"{samples_dir}: sample {record.sample_id!r} is in samples.jsonl, but the store "
+                               f"{state} (a rerun would not reuse what the scorecard counts)")
 
 
 def _same_record(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -256,7 +266,7 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
         elif m["value"] != again["value"]:
             problems.append(f"{path}: metric {name}: value {m['value']!r} in the scorecard, {again['value']!r} "
                             "recomputed from the records")
-        elif "interval" in m and _bounds(m["interval"]) != _bounds(again["interval"]):
+        elif "interval" in m and not _same_bounds(m["interval"], again["interval"]):
             problems.append(f"{path}: metric {name}: interval {_bounds(m['interval'])} in the scorecard, "
                             f"{_bounds(again['interval'])} recomputed from the records (seeded, so the same)")
 
@@ -265,6 +275,15 @@ def _bounds(interval: Mapping[str, Any] | None) -> tuple[Any, Any, Any]:
     """What an interval claims: its bounds and how they were computed."""
     interval = interval or {}
     return interval.get("low"), interval.get("high"), interval.get("method")
+
+
+def _same_bounds(claimed: Mapping[str, Any] | None, again: Mapping[str, Any] | None) -> bool:
+    """The same method and bounds to 1e-9 (relative): the same seeded resamples give them; the last digits may
+    differ between versions of the arithmetic (a quantile, the normal CDF), an edit does not look like that."""
+    (low, high, method), (low2, high2, method2) = _bounds(claimed), _bounds(again)
+    if method != method2 or (low is None) != (low2 is None) or (high is None) != (high2 is None):
+        return False
+    return all(a is None or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in ((low, low2), (high, high2)))
 
 
 def _failure_text(error: str | None) -> str:

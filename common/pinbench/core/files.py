@@ -188,16 +188,18 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
         raise error(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
 
 
-def tree_fingerprint(path: Path | str) -> str:
+def tree_fingerprint(path: Path | str, *, mtimes: bool = False) -> str:
     """A cheap identity of what a path holds: SHA-256 of every file's path relative to it and its size (one
     ``stat`` each, no reading), ``absent`` when nothing is there. The same files moved or mounted elsewhere keep
-    it; another folder does not. Per-sample input hashes still tell files of one size apart."""
+    it; another folder does not. Per-sample input hashes still tell files of one size apart. With ``mtimes`` it
+    also changes when a file is rewritten: a key for what was read from the files in this process."""
     path = Path(path)
     if not path.exists():
         return "absent"
     digest = hashlib.sha256()
     if path.is_file():
-        digest.update(f"{path.name}\0{path.stat().st_size}\n".encode("utf-8", "surrogateescape"))
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}{_mtime(stat, mtimes)}\n".encode("utf-8", "surrogateescape"))
         return digest.hexdigest()
     entries = []
     for folder, dirs, files in os.walk(path):
@@ -205,10 +207,15 @@ def tree_fingerprint(path: Path | str) -> str:
         for name in files:
             file = Path(folder) / name
             try:
-                size = file.stat().st_size
+                stat = file.stat()
+                size, mtime = stat.st_size, _mtime(stat, mtimes)
             except OSError:  # a dangling symlink: named, with no size
-                size = -1
-            entries.append(f"{file.relative_to(path).as_posix()}\0{size}\n")
+                size, mtime = -1, ""
+            entries.append(f"{file.relative_to(path).as_posix()}\0{size}{mtime}\n")
     for entry in sorted(entries):
         digest.update(entry.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _mtime(stat: os.stat_result, wanted: bool) -> str:
+    return f"\0{stat.st_mtime_ns}" if wanted else ""

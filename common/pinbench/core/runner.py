@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -179,16 +180,7 @@ class SampleRecord:
         if version not in READABLE_RECORD_VERSIONS or isinstance(version, bool):
             raise ValueError(f"record_version {version!r} is not one of the supported "
                              f"{', '.join(map(str, READABLE_RECORD_VERSIONS))}")
-        checks: list[tuple[str, Callable[[Any], bool], str]] = [
-            ("sample_id", lambda v: isinstance(v, str), "a string"),
-            ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
-            ("result", lambda v: v is None or isinstance(v, dict), "an object or null"),
-            ("error", lambda v: v is None or isinstance(v, str), "a string or null"),
-            ("traceback", lambda v: v is None or isinstance(v, str), "a string or null"),
-            ("input_hash", _is_sha256, "a sha256 hex digest"),
-            ("seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
-        ]
-        for key, check, expected in checks:
+        for key, check, expected in _RECORD_FIELDS:
             if key not in data:
                 raise ValueError(f"record lacks {key!r}")
             if not check(data[key]):
@@ -208,6 +200,17 @@ class SampleRecord:
             traceback=data["traceback"],
             implementation=None if implementation is None else Implementation.from_json(implementation),
         )
+
+
+_RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("sample_id", lambda v: isinstance(v, str), "a string"),
+    ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
+    ("result", lambda v: v is None or isinstance(v, dict), "an object or null"),
+    ("error", lambda v: v is None or isinstance(v, str), "a string or null"),
+    ("traceback", lambda v: v is None or isinstance(v, str), "a string or null"),
+    ("input_hash", lambda v: _is_sha256(v), "a sha256 hex digest"),
+    ("seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+)
 
 
 @dataclass
@@ -250,13 +253,16 @@ def check_sample_id(sample_id: Any) -> str:
     return sample_id
 
 
+_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
 def sample_id_problem(sample_id: str) -> str | None:
     """Why a string cannot be a sample id (``"is empty"``, ``"is longer than 200 bytes"``, ...), or None."""
     if not sample_id:
         return "is empty"
-    if "/" in sample_id or "\\" in sample_id:
-        return "contains a path separator"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in sample_id):
+    if _UNSAFE.search(sample_id):
+        if "/" in sample_id or "\\" in sample_id:
+            return "contains a path separator"
         return "contains a control character (NUL, newline, ...)"
     if sample_id.startswith("."):
         return "starts with '.'"
@@ -293,8 +299,11 @@ def _path_as_str(value: Any) -> str:
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def _is_sha256(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return isinstance(value, str) and _SHA256.fullmatch(value) is not None
 
 
 def _task_ids(tasks: Sequence[Task], id_key: str) -> list[str]:

@@ -47,6 +47,7 @@ SAMPLES_DIR = "samples"
 LOG_SUFFIX = ".jsonl"
 UNSHARDED_LOG = "run"
 FSYNC_SECONDS = 1.0
+SETTLED_S = 2.0
 _PREFIX = b'{"digest":"'
 _MIDDLE = b'","record":'
 _BODY_START = len(_PREFIX) + 64 + len(_MIDDLE)
@@ -107,17 +108,21 @@ def decode_line(line: bytes, where: str) -> tuple[Stored | None, str, str | None
         return None, f"{where}: not a store line (torn or edited)", None
     body = line[_BODY_START:-1]
     claimed = line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii", errors="replace")
-    named = _named_sample(body)
-    of = f" of sample {named!r}" if named is not None else ""
     if digest_of(body) != claimed:
-        return None, f"{where}: the record{of} does not match its digest (changed after it was written)", named
+        named = _named_sample(body)
+        return None, f"{where}: the record{_of(named)} does not match its digest (changed after it was written)", named
     try:
         data = loads_finite_json(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        return None, f"{where}: unreadable record{of} ({' '.join(str(exc).split())})", named
+        named = _named_sample(body)
+        return None, f"{where}: unreadable record{_of(named)} ({' '.join(str(exc).split())})", named
     if not isinstance(data, dict) or not isinstance(data.get("sample_id"), str):
         return None, f"{where}: the record names no sample", None
     return Stored(data, claimed, where), "", data["sample_id"]
+
+
+def _of(sample_id: str | None) -> str:
+    return f" of sample {sample_id!r}" if sample_id is not None else ""
 
 
 def _named_sample(body: bytes) -> str | None:
@@ -144,6 +149,44 @@ def logs(samples_dir: Path) -> list[Path]:
     return sorted(p for p in samples_dir.glob(f"*{LOG_SUFFIX}") if not p.name.startswith(".") and p.is_file())
 
 
+@dataclass(frozen=True)
+class _ParsedLog:
+    records: list[Stored]
+    problems: list[tuple[str, str | None]]  # (reason, the sample it seems to name)
+    torn: str | None  # the torn last line, when there is one
+
+
+_PARSED: dict[Path, tuple[tuple[int, int, int], _ParsedLog]] = {}
+
+
+def _parsed_log(path: Path) -> _ParsedLog:
+    """One log's lines, parsed and checked once per process while its size, mtime and inode hold (a run reads
+    its store when it starts and again when it merges). Only a log untouched for ``SETTLED_S`` is kept: an edit
+    after that changes its mtime even on a file system with coarse timestamps."""
+    stat = path.stat()
+    key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    cached = _PARSED.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    records: list[Stored] = []
+    problems: list[tuple[str, str | None]] = []
+    torn = None
+    for number, line, complete in _log_lines(path):
+        where = f"{path}:{number}"
+        if not complete:
+            torn = f"{where}: a torn last record (the writer stopped mid-line)"
+            continue
+        stored, reason, named = decode_line(line, where)
+        if stored is None:
+            problems.append((reason, named))
+        else:
+            records.append(stored)
+    parsed = _ParsedLog(records, problems, torn)
+    if time.time_ns() - stat.st_mtime_ns > SETTLED_S * 1e9:
+        _PARSED[path] = (key, parsed)
+    return parsed
+
+
 def read_store(samples_dir: Path | str, *, own: str | None = None) -> StoreContents:
     """Every record of a samples folder, per sample newest first (see the module docstring for the order).
 
@@ -158,27 +201,43 @@ def read_store(samples_dir: Path | str, *, own: str | None = None) -> StoreConte
     if own is not None:
         ordered = [p for p in ordered if p.name == own] + [p for p in ordered if p.name != own]
     for path in ordered:
-        found: list[Stored] = []
         try:
-            lines = list(_log_lines(path))
+            parsed = _parsed_log(path)
         except OSError as exc:
             contents._problem(f"{path}: unreadable ({exc.strerror})", None)
             continue
-        for number, line, complete in lines:
-            where = f"{path}:{number}"
-            if not complete:
-                if path.name == own:
-                    contents._problem(f"{where}: a torn last record (the writer stopped mid-line)", None)
-                continue
-            stored, reason, named = decode_line(line, where)
-            if stored is None:
-                contents._problem(reason, named)
-            else:
-                found.append(stored)
-        for stored in reversed(found):  # later lines of one log are newer
+        if parsed.torn is not None and path.name == own:
+            contents._problem(parsed.torn, None)
+        for reason, named in parsed.problems:
+            contents._problem(reason, named)
+        for stored in reversed(parsed.records):  # later lines of one log are newer
             contents.records.setdefault(stored.data["sample_id"], []).append(stored)
     _read_legacy(samples_dir, contents)
     return contents
+
+
+def stored_digests(samples_dir: Path | str) -> tuple[set[str], list[str]]:
+    """The digests of every sound line of every log (each checked against its record's bytes, none parsed), and
+    the lines that fail: what ``pinbench check`` needs to tell whether the store holds a record byte for byte."""
+    digests: set[str] = set()
+    problems: list[str] = []
+    for path in logs(Path(samples_dir)):
+        for number, line, complete in _log_lines(path):
+            if not complete:
+                continue  # a torn tail: the writer that reopens the log cuts it; a run recomputes that sample
+            claimed = line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii", errors="replace")
+            sound = (line.startswith(_PREFIX) and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE
+                     and line.endswith(b"}") and digest_of(line[_BODY_START:-1]) == claimed)
+            if sound:
+                digests.add(claimed)
+            else:
+                problems.append(decode_line(line, f"{path}:{number}")[1] or f"{path}:{number}: unreadable")
+    return digests, problems
+
+
+def legacy_files(samples_dir: Path | str) -> bool:
+    """Whether a samples folder holds per-sample files of the layout before the logs."""
+    return any(not p.name.startswith(".") for p in Path(samples_dir).glob("*.json"))
 
 
 def _read_legacy(samples_dir: Path, contents: StoreContents) -> None:
