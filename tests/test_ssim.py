@@ -9,7 +9,8 @@ import pytest
 from skimage.metrics import structural_similarity
 
 from pinbench.media import ssim as ssim_mod
-from pinbench.media.ssim import consecutive_ssim, consecutive_ssim_torch, make_window, ssim_map, ssim_mean
+from pinbench.media.ssim import consecutive_ssim, make_window, ssim_map, ssim_mean
+from pinbench.media.ssim_torch import consecutive_ssim_torch
 
 # Means (the values the recipes report): float64 on both sides, scikit-image's expression order; OpenCV's and
 # scipy's window filters differ by rounding only.

@@ -23,7 +23,8 @@ import torch
 
 from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
-from pinbench.media.ssim import consecutive_ssim, consecutive_ssim_torch
+from pinbench.media.ssim import consecutive_ssim
+from pinbench.media.ssim_torch import consecutive_ssim_torch
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 DATA_RANGE = 255.0

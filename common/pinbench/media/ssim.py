@@ -30,8 +30,8 @@ Conventions (all as scikit-image 0.26):
   crops ``(win_size - 1) // 2`` pixels from every border, where the map depends on that padding;
   ``crop=False`` averages the full map instead (what PAI-Bench-C's blur metric does with ``full=True``).
 
-:func:`consecutive_ssim_torch` is the same consecutive-frame SSIM in torch (float64, valid convolutions),
-for a GPU; it equals :func:`consecutive_ssim` to rounding.
+:func:`pinbench.media.ssim_torch.consecutive_ssim_torch` is the same consecutive-frame SSIM in torch, for a
+GPU, in a module of its own so that this one never imports torch.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ import numpy as np
 __all__ = [
     "SSIMWindow",
     "consecutive_ssim",
-    "consecutive_ssim_torch",
     "make_window",
     "ssim_map",
     "ssim_mean",
@@ -58,7 +57,6 @@ __all__ = [
 
 TRUNCATE = 3.5  # scikit-image's Gaussian truncation, in units of sigma
 BAND_ROWS = 64  # output rows per work item (of 16, 32, 64 and 128, 64 was the fastest at 1376x768 here)
-TORCH_CHUNK_PIXELS = 1 << 25  # pixels of one torch chunk of frames (float64 temporaries of ~0.3 GB each)
 
 
 @dataclass(frozen=True)
@@ -446,54 +444,3 @@ def consecutive_ssim(frames: np.ndarray, *, data_range: float, window: str = "un
     _run(items, work, max_workers)
     count = sum(int(np.prod(kernel.out_shape(band))) for band in bands)
     return sums.sum(axis=0) / count
-
-
-def consecutive_ssim_torch(frames: np.ndarray, *, data_range: float, device: str, window: str = "uniform",
-                           win_size: int | None = None, sigma: float = 1.5, K1: float = 0.01,  # noqa: N803
-                           K2: float = 0.03, use_sample_covariance: bool = True,  # noqa: N803
-                           chunk_pixels: int = TORCH_CHUNK_PIXELS) -> np.ndarray:
-    """:func:`consecutive_ssim` in torch on ``device`` (float64 valid convolutions), shape (T - 1,).
-
-    For a GPU: the frames go to the device as uint8 in chunks of about ``chunk_pixels`` pixels (one frame
-    of overlap between chunks) and only the per-pair sums come back. float64, so it equals the CPU kernel
-    to rounding; TF32 does not apply to float64.
-    """
-    import torch
-
-    frames = _check_frames(frames)
-    win = make_window(window, win_size, sigma)
-    height, width = frames.shape[1:3]
-    if min(height, width) < win.win_size:
-        raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
-    cov_norm = win.n_points / (win.n_points - 1) if use_sample_covariance else 1.0
-    data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
-    c1, c2 = (K1 * data) ** 2, (K2 * data) ** 2
-    taps = torch.from_numpy(win.taps()).to(device)
-    vertical, horizontal = taps.view(1, 1, -1, 1), taps.view(1, 1, 1, -1)
-
-    def means(x: Any) -> Any:  # (N, H, W) float64 -> (N, H - 2 pad, W - 2 pad): axis 0 then axis 1, valid
-        x = torch.nn.functional.conv2d(x[:, None], vertical)
-        return torch.nn.functional.conv2d(x, horizontal)[:, 0]
-
-    def planes(chunk: np.ndarray) -> Any:  # (N, H, W[, C]) -> (N * C, H, W) float64 on the device
-        tensor = torch.from_numpy(np.ascontiguousarray(chunk)).to(device)
-        if tensor.ndim == 4:
-            tensor = tensor.permute(0, 3, 1, 2).reshape(-1, height, width)
-        return tensor.to(torch.float64)
-
-    channels = frames.shape[3] if frames.ndim == 4 else 1
-    per_chunk = max(2, chunk_pixels // (height * width * channels))
-    out = []
-    with torch.inference_mode():
-        for start in range(0, len(frames) - 1, per_chunk - 1):
-            x = planes(frames[start:start + per_chunk])
-            ux, uxx = means(x), means(x * x)
-            step = channels  # planes of frame t + 1 follow those of frame t
-            uxy = means(x[:-step] * x[step:])
-            mx, my = ux[:-step], ux[step:]
-            vx = cov_norm * (uxx[:-step] - mx * mx)
-            vy = cov_norm * (uxx[step:] - my * my)
-            vxy = cov_norm * (uxy - mx * my)
-            s = ((2 * mx * my + c1) * (2 * vxy + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
-            out.append(s.reshape(-1, channels, *s.shape[1:]).mean(dim=(1, 2, 3)).cpu())
-    return torch.cat(out).numpy()
