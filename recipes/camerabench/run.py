@@ -68,10 +68,11 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 3. Script 2: per sample, then per split / skill / family (strict), then the composite
     started = time.perf_counter()
     tasks = script2_tasks(data, outputs, judge=judge.describe() if judge else None)
+    summary = None
     if not cfg.skip_scoring:
-        run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
-                    implementation=cfg.implementation, stage="script 2")
-    samples = collect_records(cfg, tasks)
+        summary = run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
+                              implementation=cfg.implementation, stage="script 2")
+    samples = collect_records(cfg, tasks, summary)
     timings["script2"] = time.perf_counter() - started
 
     def groups() -> list[DerivedRecord]:

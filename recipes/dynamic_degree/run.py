@@ -51,6 +51,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 3. score: one record per video, stored as soon as it exists; a rerun resumes
     started = time.perf_counter()
     devices = prepare.worker_devices(cfg, spec)
+    summary = None
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
         score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, implementation=cfg.implementation)
     elif not cfg.skip_scoring:
@@ -59,7 +60,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                               stage="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks)
+    records = collect_records(cfg, tasks, summary)
     timings["score"] = time.perf_counter() - started
 
     # 4. aggregate (suite mean over videos), diff against the reference if one exists, report

@@ -105,7 +105,7 @@ def run(cfg: RunConfig) -> RunOutcome:
 
     # 5. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
     with timed(timings, "score"):
-        records = collect_records(cfg, tasks)
+        records = collect_records(cfg, tasks, summary.runner if summary else None)
         results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
         suite = suite_record(records)
     keys = [key_from_sample_id(t["sample_id"]) for t in tasks]

@@ -145,9 +145,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
     result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
-    run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir, implementation=cfg.implementation,
-                stage="scorecard", progress=False)
-    records = collect_records(cfg, result_tasks)  # also writes samples.jsonl
+    stored = run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir,
+                         implementation=cfg.implementation, stage="scorecard", progress=False)
+    records = collect_records(cfg, result_tasks, stored)
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},

@@ -79,13 +79,14 @@ def run(cfg: RunConfig) -> RunOutcome:
 
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes
     started = time.perf_counter()
+    summary = None
     if not cfg.skip_scoring:
         summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
                               implementation=cfg.implementation, stage="remembench",
                               validate=lambda result: all(k in result for k in METRICS))
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks)
+    records = collect_records(cfg, tasks, summary)
     timings["score"] = time.perf_counter() - started
 
     # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
@@ -198,9 +199,9 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
     tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
               "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
     timings["prepare"] = time.perf_counter() - started
-    run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                implementation=cfg.implementation, stage="reference pairs", progress=False)
-    records = collect_records(cfg, tasks)
+    stored = run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
+                         implementation=cfg.implementation, stage="reference pairs", progress=False)
+    records = collect_records(cfg, tasks, stored)
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
              for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]

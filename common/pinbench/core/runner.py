@@ -168,8 +168,14 @@ class SampleRecord:
         }
 
     def to_bytes(self) -> bytes:
-        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers."""
-        return record_bytes(self.to_json())
+        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers.
+
+        Computed once: a record is not changed after it is made (the store, ``samples.jsonl`` and the scorecard's
+        ``computed_from`` all need these bytes)."""
+        cached = self.__dict__.get("_bytes")
+        if cached is None:
+            cached = self.__dict__["_bytes"] = record_bytes(self.to_json())
+        return cached
 
     @classmethod
     def from_json(cls, data: Any) -> SampleRecord:
@@ -227,6 +233,11 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return self.n_failed == 0
+
+    def covers(self, tasks: Sequence[Task], id_key: str = "sample_id") -> bool:
+        """Whether this summary holds a record of every task, in task order (an unsharded run over them)."""
+        return len(self.records) == len(tasks) and all(
+            str(task[id_key]) == sid for task, sid in zip(tasks, self.records, strict=True))
 
     @property
     def failed_ids(self) -> list[str]:
