@@ -8,6 +8,7 @@ the fraction of 2 s clips judged dynamic) in a scorecard.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -23,7 +24,6 @@ from pinbench_recipes.dynamic_degree import fixture, prepare
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
 from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, metric_name, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
-from pinbench_recipes.dynamic_degree.plots import plot_motion
 
 
 def run(cfg: RunConfig) -> RunOutcome:
@@ -119,16 +119,20 @@ def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
                     metric: str) -> list[tuple[str, Path, str, str]]:
     """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest.
 
-    A figure is named by its video and a digest of its record, so a video whose record did not change keeps
-    its PNG and only changed ones are drawn; figures of records that are gone are removed."""
+    A figure is named by its video and a digest of the result it draws, so a video whose result did not change
+    keeps its PNG (also when it was computed again) and only changed ones are drawn; figures of results that are
+    gone are removed."""
     figures = []
     keep: set[Path] = set()
     for record in records:
         if not record.ok or not record.result:
             continue
-        png = out_dir / f"{record.sample_id}.{hashlib.sha256(record.to_bytes()).hexdigest()[:16]}.png"
+        drawn_from = json.dumps(record.result, sort_keys=True, separators=(",", ":")).encode()  # not its timing
+        png = out_dir / f"{record.sample_id}.{hashlib.sha256(drawn_from).hexdigest()[:16]}.png"
         keep.add(png)
         if not png.is_file():
+            from pinbench_recipes.dynamic_degree.plots import plot_motion  # matplotlib: only when one is drawn
+
             plot_motion(record.result, record.sample_id, png, metric)
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
