@@ -82,7 +82,7 @@ def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: Cli
     """The runner's per-sample function: one task (``video`` path) -> its record."""
     if task.get("problem"):
         raise UnusableInput(f"{task['name']}: {task['problem']}")
-    return score_video(Path(task["video"]), estimator, source)
+    return score_video(Path(task["path"]), estimator, source)
 
 
 def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:
