@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,17 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
         taken.add(fallback)
         out.append((fallback, f"bad file name: its sample id {problem}"))
     return out
+
+
+class UnusableInput(ValueError):
+    """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
+
+
+def input_path(task: Mapping[str, Any]) -> Path:
+    """The file a task of :func:`input_tasks` scores; UnusableInput (its sample fails by name) when it has a problem."""
+    if task.get("problem"):
+        raise UnusableInput(f"{task['name']}: {task['problem']}")
+    return Path(task["path"])
 
 
 def input_tasks(root: Path, inputs: list[InputFile], **fields: Any) -> list[dict[str, Any]]:
