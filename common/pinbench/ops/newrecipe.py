@@ -15,6 +15,8 @@ import datetime
 import importlib
 import importlib.util
 import keyword
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,7 +63,7 @@ class NewRecipe:
     reference: Path
 
 
-def new_recipe(name: str, recipes_dir: Path | None = None, *, today: datetime.date | None = None) -> NewRecipe:
+def new_recipe(name: str, recipes_dir: Path | None = None) -> NewRecipe:
     """Write recipe ``name`` into ``recipes_dir`` (default: where ``pinbench_recipes`` is imported from, this
     checkout's recipes/), run its fixture and record ``references/fixture.yaml`` from it.
 
@@ -73,9 +75,12 @@ def new_recipe(name: str, recipes_dir: Path | None = None, *, today: datetime.da
     target = recipes_dir / package
     if target.exists() or target.is_symlink():
         raise RecipeError(f"{target}: already exists; choose another name or remove it")
-    values = {"name": name, "package": package, "date": (today or datetime.date.today()).isoformat(),
+    values = {"name": name, "package": package, "date": datetime.date.today().isoformat(),
               "base_image": _base_image(root)}
-    staging = Path(tempfile.mkdtemp(prefix=f".{package}.", dir=recipes_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{package}.", dir=recipes_dir))  # hidden: never taken for a recipe
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
     try:
         for template, relative in FILES.items():
             path = staging / relative.format(package=package)
@@ -122,10 +127,12 @@ def _recipes_dir(given: Path | None) -> Path:
 
 
 def _render(text: str, values: dict[str, str]) -> str:
+    """The template with each ``{{key}}`` replaced; a placeholder with no value is an error, never left in."""
     for key, value in values.items():
         text = text.replace("{{" + key + "}}", value)
-    if "{{" in text:
-        raise RecipeError(f"recipe template: unknown placeholder {text[text.index('{{'):].split('}}')[0]}}}}}")
+    left = re.search(r"\{\{.*?\}\}", text)
+    if left:
+        raise RecipeError(f"recipe template: no value for {left.group()}")
     return text
 
 
