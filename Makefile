@@ -46,7 +46,7 @@ $(UV):
 # --compile-bytecode, and compileall for this checkout's own sources: where PYTHONDONTWRITEBYTECODE is set (as on
 # the development machine and in CI) nothing is ever cached, and every command compiled every module it imported
 # (2.2 s of a 7 s CameraBench run). Measured: 40 s once, here. A source edited later is compiled again in memory.
-$(STAMP): pyproject.toml uv.lock | $(UV)
+$(STAMP): pyproject.toml setup.py uv.lock | $(UV)
 	$(UV) sync --locked --all-extras --python $(PYTHON) --quiet --compile-bytecode
 	$(BIN)/python -m compileall -q common recipes tools > /dev/null
 	touch $@

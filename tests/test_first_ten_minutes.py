@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.recipe import available_recipes
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -128,7 +130,7 @@ def test_every_network_failure_is_one_line_with_what_and_the_way_on(
 # ------------------------------------------------------------------------------ 7: help and names
 
 
-RECIPES = ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+RECIPES = sorted(available_recipes())
 
 
 @pytest.mark.parametrize("name", RECIPES)

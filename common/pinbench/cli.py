@@ -638,6 +638,23 @@ def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a REA
     raise typer.Exit(1 if check and stale else 0)
 
 
+@app.command("new-recipe")
+def new_recipe(
+    name: Annotated[str, typer.Argument(help="the new recipe's name: lowercase words joined by '-'")],
+    dest: Annotated[Path | None, typer.Option(help="the recipes folder (default: this checkout's recipes/)")] = None,
+) -> None:
+    """Write a working score-only recipe from the template: recipe.yaml, run.py, fixture, test, README, Dockerfile
+    and lock; run its fixture and record references/fixture.yaml from it."""
+    from pinbench.ops.newrecipe import new_recipe as write
+    from pinbench.ops.newrecipe import summary
+
+    try:
+        made = write(name, dest)
+    except RecipeError as exc:
+        _fail(str(exc))
+    _echo("\n".join(summary(made, made.dir.parent.parent)))
+
+
 # ------------------------------------------------------------------------------- export, build, demo
 
 

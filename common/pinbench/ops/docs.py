@@ -109,6 +109,18 @@ def _replace(text: str, name: str, body: str, path: Path) -> str:
     return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
 
 
+def recipe_tables(recipe: Recipe) -> dict[str, str]:
+    """The generated tables of a recipe's README, by marker name."""
+    return {"options": options_table(recipe), "env": env_table(recipe), "metrics": metrics_table(recipe)}
+
+
+def fill_tables(text: str, tables: Mapping[str, str], path: Path) -> str:
+    """``text`` with each table between its markers rewritten; ValueError naming ``path`` when a marker is missing."""
+    for name, body in tables.items():
+        text = _replace(text, name, body, path)
+    return text
+
+
 def sync_readmes(root: Path, *, write: bool) -> list[Path]:
     """Regenerate (``write``) or check the tables of the top README and every recipe README under ``root``.
 
@@ -122,14 +134,11 @@ def sync_readmes(root: Path, *, write: bool) -> list[Path]:
     for recipe in recipes.values():
         readme = recipe.dir / "README.md"
         if readme.resolve().is_relative_to(root.resolve()):
-            targets.append((readme, {"options": options_table(recipe), "env": env_table(recipe),
-                                     "metrics": metrics_table(recipe)}))
+            targets.append((readme, recipe_tables(recipe)))
     stale = []
     for path, tables in targets:
         text = path.read_text(encoding="utf-8")
-        new = text
-        for name, body in tables.items():
-            new = _replace(new, name, body, path)
+        new = fill_tables(text, tables, path)
         if new != text:
             stale.append(path)
             if write:

@@ -97,7 +97,6 @@ def library_closure(recipe_dir: Path, root: Path | None = None) -> set[Path]:
 
 def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
     deps = "".join(f"  {json.dumps(line)},\n" for line in requirements)  # a TOML basic string, markers' quotes escaped
-    short = recipe.package.rpartition(".")[2]
     return f"""[build-system]
 requires = ["setuptools>=69"]
 build-backend = "setuptools.build_meta"
@@ -115,9 +114,6 @@ test = ["pytest>=8"]
 
 [project.scripts]
 pinbench = "pinbench.cli:main"
-
-[project.entry-points."pinbench.recipes"]
-{short} = "{recipe.package}"
 
 [tool.setuptools.packages.find]
 where = ["."]
