@@ -224,6 +224,8 @@ def run(
     fixture: Annotated[bool, typer.Option("--fixture", help="CPU run on generated small data")] = False,
     gpus: Annotated[int | None, typer.Option(envvar="GPUS", help="GPUs to use (default: the recipe's)")] = None,
     offline: Annotated[bool, typer.Option(help="fail fast on anything not fetched")] = False,
+    verify_inputs: Annotated[bool, typer.Option("--verify-inputs", help="hash every input file again instead of "
+                                                "trusting the run directory's digest cache")] = False,
     option: OptionList = [],  # noqa: B006
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the preflight checks "
                                                                     "(`pinbench doctor`)")] = False,
@@ -242,6 +244,7 @@ def run(
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
+    cfg.verify_inputs = verify_inputs
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
