@@ -159,6 +159,48 @@ def smoke_recipe(recipe: Recipe, swaps: dict[str, str], bases: dict[str, Any], o
     return rows
 
 
+# How long a sample took: the one field of a stored record two runs of the same inputs and code may differ in.
+TIMING_FIELDS = frozenset({"seconds"})
+
+
+def stored_records(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every record a run directory holds, by file: each store log (``samples/*.jsonl``) and merged
+    ``samples.jsonl``, at any depth (a recipe's stages keep their own stores), keyed by the path under run_dir."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(run_dir.rglob("*.jsonl")):
+        rel = path.relative_to(run_dir).as_posix()
+        if path.name == "samples.jsonl":
+            found[rel] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        elif path.parent.name == "samples":
+            found[rel] = [json.loads(line)["record"] for line in path.read_text().splitlines() if line.strip()]
+    return found
+
+
+def run_differences(a: Path, b: Path) -> list[str]:
+    """What differs between two run directories of the same recipe: any field of any stored record but its
+    timing (so ``input_hash``, the reuse key, and ``implementation`` count), and any metric of the scorecard."""
+    problems: list[str] = []
+    records_a, records_b = stored_records(a), stored_records(b)
+    for rel in sorted(records_a.keys() | records_b.keys()):
+        if rel not in records_a or rel not in records_b:
+            problems.append(f"{rel}: only in {a if rel in records_a else b}")
+            continue
+        if len(records_a[rel]) != len(records_b[rel]):
+            problems.append(f"{rel}: {len(records_a[rel])} records in {a}, {len(records_b[rel])} in {b}")
+        for x, y in zip(records_a[rel], records_b[rel], strict=False):
+            fields = sorted({k for k in x.keys() | y.keys() if k not in TIMING_FIELDS and x.get(k) != y.get(k)})
+            if fields:
+                problems.append(f"{rel}: sample {x.get('sample_id')!r}: {', '.join(fields)} differ")
+    cards = [p / "scorecard.json" for p in (a, b)]
+    if not all(card.is_file() for card in cards):
+        problems.append(f"no scorecard in {' and '.join(str(c.parent) for c in cards if not c.is_file())}")
+    else:
+        metrics_a, metrics_b = (json.loads(card.read_text())["metrics"] for card in cards)
+        problems += [f"scorecard metric {name}: differs" for name in sorted(metrics_a.keys() | metrics_b.keys())
+                     if metrics_a.get(name) != metrics_b.get(name)]
+    return problems
+
+
 def render(rows: list[Row]) -> str:
     header = ["image (Dockerfile)", "base", "build s", "size GB", "fixture in the image"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

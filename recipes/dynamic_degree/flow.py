@@ -233,7 +233,8 @@ class RaftThings:
         return {"backend": self.name, "official": True,
                 "implementation": f"torchvision {torchvision.__version__} raft_large",
                 "iters": self.iters, "weights_sha256": self.weights_sha256,
-                "precision": "tf32" if self.tf32 else "fp32"}
+                "precision": "tf32" if self.tf32 else "fp32",
+                "device": self.device.partition(":")[0]}  # CPU and CUDA kernels differ in the last bits
 
     def model(self) -> Any:
         if self._model is None:

@@ -78,11 +78,16 @@ class UnusableInput(ValueError):
     """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
 
 
-def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource) -> dict[str, Any]:
-    """The runner's per-sample function: one task (``video`` path) -> its record."""
+def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource,
+               root: Path) -> dict[str, Any]:
+    """The runner's per-sample function: one task (its ``video`` under ``root``) -> its record."""
     if task.get("problem"):
         raise UnusableInput(f"{task['name']}: {task['problem']}")
-    return score_video(Path(task["video"]), estimator, source)
+    record = score_video(Path(root) / task["video"]["path"], estimator, source)
+    if record["video_sha256"] != task["video"]["sha256"]:
+        raise ValueError(f"{task['name']}: changed since the run read it (SHA-256 {task['video']['sha256'][:12]}... "
+                         f"then, {record['video_sha256'][:12]}... now); run again")
+    return record
 
 
 def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.options import is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import sample_id_problem
@@ -174,11 +175,13 @@ def sample_ids(root: Path, videos: list[VideoInput]) -> list[tuple[str, str | No
 
 
 def video_tasks(root: Path, videos: list[VideoInput], *, flow: dict[str, Any], source: ClipSource,
-                recipe_version: str) -> list[dict[str, Any]]:
-    """One task per video. Size and mtime make an edited video recompute; so does any flow change.
+                recipe_version: str, digests: InputDigests) -> list[dict[str, Any]]:
+    """One task per video, keyed by what the video is: its path under ``root``, its size and its SHA-256
+    (``pinbench.core.inputs``), so an edited video recomputes and the same videos under another root do not;
+    so does any flow change.
 
     A video that cannot be scored (its entry or its name has a problem) gets a task holding the
-    problem instead of a path: scoring it fails with that reason, by name.
+    problem instead of a file: scoring it fails with that reason, by name.
     """
     tasks = []
     for video, (sid, name_problem) in zip(videos, sample_ids(root, videos), strict=True):
@@ -187,10 +190,9 @@ def video_tasks(root: Path, videos: list[VideoInput], *, flow: dict[str, Any], s
         problem = name_problem or video.problem
         if problem is None:
             try:
-                stat = video.path.stat()
-                task.update(video=str(video.path.resolve()), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-            except OSError as exc:
-                problem = f"cannot be read ({exc.strerror})"
+                task["video"] = digests.key(video.path, root)
+            except (OSError, InputFileError) as exc:
+                problem = f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
         if problem is not None:
             task["problem"] = problem
         tasks.append(task)

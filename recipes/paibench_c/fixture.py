@@ -22,6 +22,7 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import numpy as np
 
 from pinbench.core.config import RunConfig, RunOutcome
 from pinbench.core.files import write_atomic
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import run_samples
 from pinbench.core.scorecard import MetricSpec
@@ -195,12 +197,13 @@ def _decode(path: str, decoder: str = DECODE_BACKEND) -> np.ndarray:
     return read_video(path, max_frames=MAX_FRAMES, backend=decoder).frames
 
 
-def score_task(task: Mapping[str, Any]) -> dict[str, Any]:
-    """Runner fn: every modality of one fixture task (the GT is decoded once)."""
-    gt = _decode(task["gt_video"], task["decoder"])
+def score_task(task: Mapping[str, Any], *, dataset: Path, run_dir: Path) -> dict[str, Any]:
+    """Runner fn: every modality of one fixture task (the GT is decoded once); the task's paths are relative to
+    the dataset (GT) and the run directory (predictions)."""
+    gt = _decode(str(dataset / task["gt_video"]["path"]), task["decoder"])
     result: dict[str, Any] = {}
     for modality, pred_path in task["preds"].items():
-        for metric, value in score_pair(gt, _decode(pred_path, task["decoder"])).items():
+        for metric, value in score_pair(gt, _decode(str(run_dir / pred_path), task["decoder"])).items():
             result[f"{modality}/{metric}"] = value
     return result
 
@@ -259,8 +262,8 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
     known = {t.task_id for t in all_tasks}  # videos of tasks outside --limit are not strays here
     mine = cfg.shard.select(tasks) if cfg.shard else tasks  # this process's share of the work
     if not cfg.skip_generation:  # this shard's videos, each recorded for `pinbench status`
-        generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
-                            min_frames=N_FRAMES, known=known)
+        generate_and_record(generator, rows, cfg.out_dir, dataset_root=dataset, shard=cfg.shard,
+                            implementation=cfg.implementation, min_frames=N_FRAMES, known=known)
     collected = {m: collect_videos(modality_rows, cfg.out_dir / m / "raw", cfg.out_dir / m / "videos", N_FRAMES,
                                    known=known) for m, modality_rows in rows.items()}
     timings["generate"] = time.perf_counter() - start
@@ -274,13 +277,14 @@ def run_fixture(cfg: RunConfig) -> RunOutcome:
 
     start = time.perf_counter()
     sample_tasks = []
-    for task in tasks:
-        preds = {m: str(cfg.out_dir / m / "videos" / f"{task.task_id}.mp4") for m in modalities
-                 if collected[m][task.task_id].ok}
-        sample_tasks.append({"sample_id": task.task_id, "gt_video": str(dataset / task.video_path),
-                             "preds": preds, "pred_sha256": {m: collected[m][task.task_id].sha256 for m in preds},
-                             "decoder": decoder, "fixture_version": FIXTURE_VERSION})
-    run_samples(sample_tasks, score_task, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        for task in tasks:
+            preds = {m: f"{m}/videos/{task.task_id}.mp4" for m in modalities if collected[m][task.task_id].ok}
+            sample_tasks.append({"sample_id": task.task_id, "gt_video": digests.key(dataset / task.video_path, dataset),
+                                 "preds": preds, "pred_sha256": {m: collected[m][task.task_id].sha256 for m in preds},
+                                 "decoder": decoder, "fixture_version": FIXTURE_VERSION})
+    run_samples(sample_tasks, partial(score_task, dataset=dataset, run_dir=cfg.out_dir), cfg.out_dir,
+                shard=cfg.shard, implementation=cfg.implementation,
                 stage="fixture score", progress=False)
     records = collect_records(cfg, sample_tasks)
     sanity = gt_vs_gt({t.task_id: dataset / t.video_path for t in mine}, decoder)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import run_samples
 from pinbench.media.video import write_video
 from pinbench_recipes.camerabench import fixture
@@ -58,7 +59,7 @@ class _CountingScorer:
 def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     data = load_dataset(fixture.write_fixture(tmp_path)[0])
     videos = locate_videos(_videos(tmp_path / "videos", data.video_names()), data.video_names())
-    tasks = script1_tasks(data, videos, {"checkpoint": "test"})
+    tasks = script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path))
     assert len(tasks) == len(data.binary) + len(data.vqa) + len(data.captions)
     binary = [t for t in tasks if t["family"] == "binary"]
     assert [t["video"]["name"] for t in binary] == sorted(t["video"]["name"] for t in binary)  # video-major
@@ -75,8 +76,8 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     assert outputs.caption["caption__a2.0.0"] == {"caption": "caption of a2.0.0.mp4"}
     # a rerun with one changed video recomputes only that video's samples
     write_video(videos.paths["b1.0.0.mp4"], fixture.bit_frames(30), 8.0, crf=0)
-    again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}), Script1(lambda: scorer, videos),
-                        tmp_path / "script1", validate=has_output, progress=False)
+    again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path)),
+                        Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output, progress=False)
     uses_b1 = [t for t in tasks if "b1.0.0.mp4" in (t.get("video", {}).get("name"),
                                                      t.get("pos_video", {}).get("name"),
                                                      t.get("neg_video", {}).get("name"))]
@@ -91,7 +92,7 @@ def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_q
     weights, processor = tiny_qwen
     scorer = QwenCameraScorer(ScorerSettings(weights, processor, attn_implementation="eager", device="cpu",
                                              dtype="float32"))
-    tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"})
+    tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"}, InputDigests(tmp_path))
              if t["sample_id"].startswith(("binary__Move_In", "vqa__motion_direction__tilt"))]
     summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
                           progress=False)
