@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -82,6 +83,25 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
                                                      t.get("pos_video", {}).get("name"),
                                                      t.get("neg_video", {}).get("name"))]
     assert again.n_done == len(uses_b1) and again.n_reused == len(tasks) - len(uses_b1)
+
+
+def test_the_same_videos_in_another_folder_give_the_same_tasks(tmp_path: Path) -> None:
+    """A task keys its videos by name, place under the folder, size and SHA-256: a copy elsewhere (new paths,
+    mtimes and inodes) has the same input hashes, so its stored records are reused; an edited video does not."""
+    from pinbench.core.runner import input_hash
+
+    data = load_dataset(fixture.write_fixture(tmp_path)[0])
+    here = _videos(tmp_path / "here" / "videos", data.video_names())
+    there = tmp_path / "there" / "mnt" / "videos"
+    shutil.copytree(here, there, copy_function=shutil.copyfile)
+
+    def hashes(root: Path) -> list[str]:
+        videos = locate_videos(root, data.video_names())
+        return [input_hash(t) for t in script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path))]
+
+    assert hashes(here) == hashes(there)
+    write_video(there / "nested" / "b1.0.0.mp4", fixture.bit_frames(30), 8.0, crf=0)
+    assert hashes(here) != hashes(there)
 
 
 def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_qwen: tuple[Path, Path]) -> None:
