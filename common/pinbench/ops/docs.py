@@ -26,6 +26,10 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_IMAGE_DIGEST": ("all", "set by the Docker runtime; recorded as the image digest in provenance"),
     "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
                                    "digest, the pinned one, whether it differs; recorded in provenance"),
+    "PINBENCH_IMAGE_BASE_IMAGE": ("images", "set by every image (ENV from its build ARG, with `..._PINNED` the "
+                                            "pinned default; a builder stage's base likewise, e.g. "
+                                            "`PINBENCH_IMAGE_BUILD_BASE`): the base it was built on, recorded in "
+                                            "provenance by a plain `docker run`"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
     "PINBENCH_PHASE_NOTICE_S": ("all", "seconds a phase runs before it says what it is doing (default 2; 0: "
                                        "every phase)"),
