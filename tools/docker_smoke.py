@@ -26,7 +26,14 @@ from dockerlint import load_base_images, normalize_image
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import ContainerStage, Recipe, available_recipes
 from pinbench.ops.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
-from pinbench.ops.docker_runtime import FINAL_BASE, build_from, pinned_bases, recipe_dockerfiles, run_in_docker
+from pinbench.ops.docker_runtime import (
+    FINAL_BASE,
+    build_from,
+    hand_over,
+    pinned_bases,
+    recipe_dockerfiles,
+    run_in_docker,
+)
 from pinbench.ops.export import export_recipe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,8 +124,8 @@ def smoke_cpu_image(bases: dict[str, str], label: str, out: Path, client: Any) -
     runs = out / "cpu-runs"
     runs.mkdir(parents=True, exist_ok=True)
     user = None
-    if os.getuid() == 0:  # the README's root variant: hand runs/ to the image's user
-        os.chown(runs, 10001, 10001)
+    if os.getuid() == 0:  # the README's root variant: hand runs/ and all in it to the image's user (chown -R)
+        hand_over([runs], "10001:10001")
     else:
         user = f"{os.getuid()}:{os.getgid()}"
     lines: list[str] = []
