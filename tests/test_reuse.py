@@ -69,14 +69,32 @@ def test_a_scoring_constant_edited_in_a_copy_of_the_recipe_recomputes_every_samp
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_a_fixture_scores_the_same_in_any_run_directory(recipe: str, tmp_path: Path) -> None:
-    """The host writes a fixture under runs/, an image under /runs/out: the records must not know."""
+def test_an_exported_copy_has_the_code_digest_of_the_repository(recipe: str, tmp_path: Path) -> None:
+    """A recipe image runs the export (the recipe package and only the library modules it imports): its records
+    must carry the digest the host's do, or host and image results differ in their reuse key."""
     found = get_recipe(recipe)
-    here, there = tmp_path / "a", tmp_path / "b" / "mounted" / "elsewhere"
-    for out in (here, there):
-        outcome = found.run(found.config(fixture=True, out_dir=out, offline=True))
-        assert outcome.exit_code == 0, outcome.message
-    assert run_differences(here, there) == []
+    copy = export_recipe(found, tmp_path / "copy")
+    code = f"from pinbench.core.recipe import get_recipe; print(get_recipe({recipe!r}).code_digest())"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(copy)},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == found.code_digest()
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_a_fixture_scores_the_same_in_any_run_directory(recipe: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host writes a fixture under /work/.../runs, the CPU image under runs/demo relative to /opt/pinbench: the
+    records must not know where (paibench-c's generation records kept a relative path as it was)."""
+    found = get_recipe(recipe)
+    here = tmp_path / "a"
+    outcome = found.run(found.config(fixture=True, out_dir=here, offline=True))
+    assert outcome.exit_code == 0, outcome.message
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "b")
+    outcome = found.run(found.config(fixture=True, out_dir=Path("mounted/elsewhere"), offline=True))
+    assert outcome.exit_code == 0, outcome.message
+    assert run_differences(here, tmp_path / "b" / "mounted" / "elsewhere") == []
 
 
 def _videos(root: Path) -> Path:

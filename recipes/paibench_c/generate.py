@@ -175,16 +175,14 @@ def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir:
 
 
 def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
-    """A cosmos-framework row (which needs absolute paths) with every path under ``dataset_root`` made relative."""
+    """A cosmos-framework row with every path under ``dataset_root`` (as the row names it: absolute, or relative to
+    the working directory when the run directory is) made relative to it."""
+    prefix = f"{Path(dataset_root).as_posix()}/"
+
     def relative(value: Any) -> Any:
         if isinstance(value, Mapping):
             return {key: relative(item) for key, item in value.items()}
-        if isinstance(value, str) and os.path.isabs(value):
-            try:
-                return Path(value).relative_to(dataset_root).as_posix()
-            except ValueError:
-                return value
-        return value
+        return value.removeprefix(prefix) if isinstance(value, str) else value
     return relative(row)
 
 

@@ -33,10 +33,10 @@ def check_checkpoint_name(name: str) -> str:
 class Implementation:
     """What computes a run's samples, beside their inputs; a stored record is reused only by the same one.
 
-    ``code`` is the SHA-256 of the recipe package's Python sources and of ``pinbench.media`` (the decoders and
-    kernels recipes score with); the rest of the library shapes files, not values. ``image`` is the digest of the
-    container image the run is in, or None on the host. Options that change results are part of each task's
-    inputs (its ``input_hash``), not of the implementation.
+    ``code`` is the SHA-256 of the recipe package's Python sources and of the ``pinbench.media`` modules they
+    import (the decoders and kernels recipes score with); the rest of the library shapes files, not values.
+    ``image`` is the digest of the container image the run is in, or None on the host. Options that change
+    results are part of each task's inputs (its ``input_hash``), not of the implementation.
     """
 
     recipe_version: str

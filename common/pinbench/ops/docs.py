@@ -40,9 +40,10 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "BASE_IMAGE": ("make", "`[Dockerfile.x[:ARG]=]IMAGE ...`: build on these bases instead of the pinned ones "
                            "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
     "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
-                            "NAME is pinned"),
+                            "NAME is pinned; IMAGE of `python-3.11-slim` is the real-engine tests' base too"),
     "PINBENCH_TEST_BASE_IMAGE": ("tests", "base of the stand-in images of the real-engine tests (`-m docker`); "
-                                          "default the pinned python-3.11-slim"),
+                                          "default the pinned python-3.11-slim; `make docker-smoke` sets it from "
+                                          "`SMOKE_BASES`"),
 }
 _MARKER = "<!-- pinbench:{0} -->"
 _END = "<!-- /pinbench:{0} -->"
