@@ -19,6 +19,7 @@ from typing import Any
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.derived import DerivedRecord
 from pinbench.core.files import write_atomic
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, merge_samples, run_samples
 from pinbench.results.finish import collect_records, finish_run, finish_shard
@@ -125,7 +126,8 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
     described = {"weights": pins[model.weights_pin].label, "processor": pins[inputs.PROCESSOR_PIN].label,
                  "attn_implementation": settings.attn_implementation, "dtype": settings.dtype,
                  "processor_fps": settings.processor_fps, "recipe_version": version}
-    tasks = script1_tasks(data, videos, described)
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        tasks = script1_tasks(data, videos, described, digests)
     folder = cfg.out_dir / "script1"
     scorer_info: dict[str, Any] = {}
 

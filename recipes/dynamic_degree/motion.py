@@ -75,9 +75,15 @@ class HasMetric:
         return self.metric in result
 
 
-def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource) -> dict[str, Any]:
-    """The runner's per-sample function: one task (``pinbench.core.inputs.input_tasks``) -> its record."""
-    return score_video(input_path(task), estimator, source)
+def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource,
+               root: Path) -> dict[str, Any]:
+    """The runner's per-sample function: one task (``pinbench.core.inputs.input_tasks``, under ``root``) -> its
+    record; a video whose bytes changed since its task was keyed fails (its record would not be the key's)."""
+    record = score_video(input_path(task, root), estimator, source)
+    if record["video_sha256"] != task["input"]["sha256"]:
+        raise ValueError(f"{task['name']}: changed since the run read it (SHA-256 {task['input']['sha256'][:12]}... "
+                         f"then, {record['video_sha256'][:12]}... now); run again")
+    return record
 
 
 def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:

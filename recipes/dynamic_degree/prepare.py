@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
-from pinbench.core.inputs import VIDEO_SUFFIXES, InputFile, input_tasks, list_inputs, sample_ids
+from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_tasks, list_inputs, sample_ids
 from pinbench.core.options import is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.doctor import Finding
@@ -73,10 +73,11 @@ def loop_family(sample: str) -> str | None:
 
 
 def video_tasks(root: Path, videos: list[InputFile], *, flow: dict[str, Any], source: ClipSource,
-                recipe_version: str) -> list[dict[str, Any]]:
-    """One task per video (``input_tasks``: its size and mtime make an edited video recompute); so does any flow
-    change."""
-    return input_tasks(root, videos, flow=flow, clip_source=source.describe(), recipe_version=recipe_version)
+                recipe_version: str, digests: InputDigests) -> list[dict[str, Any]]:
+    """One task per video (``input_tasks``: its path under ``root``, size and SHA-256, so an edited video
+    recomputes and the same videos under another root do not); so does any flow change."""
+    return input_tasks(root, videos, digests=digests, flow=flow, clip_source=source.describe(),
+                       recipe_version=recipe_version)
 
 
 # ---------------------------------------------------------------------------------------- estimator

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RunConfig, RunOutcome
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import SampleRecord, run_samples
 from pinbench.core.scorecard import MetricSpec
@@ -42,8 +43,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     spec = prepare.estimator_spec(cfg, options, recipe.pins_path)
     estimator = spec.build()
     metric = metric_name(estimator)
-    tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
-                                recipe_version=recipe.version)
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
+                                    recipe_version=recipe.version, digests=digests)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: nothing to do; this recipe scores videos that a model already generated
@@ -53,9 +55,11 @@ def run(cfg: RunConfig) -> RunOutcome:
     devices = prepare.worker_devices(cfg, spec)
     summary = None
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
-        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, implementation=cfg.implementation)
+        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, root=videos_dir,
+                         implementation=cfg.implementation)
     elif not cfg.skip_scoring:
-        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
+        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source, root=videos_dir),
+                              cfg.out_dir,
                               shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
                               stage="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
+from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
 from pinbench.core.phases import announced
@@ -295,10 +296,12 @@ class Recipe:
 
     def code_digest(self) -> str:
         """SHA-256 of the code that computes this recipe's samples: its package's Python sources (tests left out)
-        and ``pinbench.media``'s, each named by its path in the package; part of every record's reuse key."""
-        return _code_digest(((f"{self.package}/{p.relative_to(self.dir).as_posix()}", p) for p in self.dir.rglob("*.py")
-                             if "tests" not in p.relative_to(self.dir).parts),
-                            ((f"pinbench/media/{p.name}", p) for p in MEDIA_DIR.glob("*.py")))
+        and the ``pinbench.media`` modules they import (transitively: what an export of the recipe holds), each
+        named by its path in the package; part of every record's reuse key."""
+        sources = [p for p in self.dir.rglob("*.py") if "tests" not in p.relative_to(self.dir).parts]
+        media = [p for p in library_closure(self.dir, sources=sources) if p.parent == MEDIA_DIR]
+        return _code_digest(((f"{self.package}/{p.relative_to(self.dir).as_posix()}", p) for p in sources),
+                            ((f"pinbench/media/{p.name}", p) for p in media))
 
     @property
     def default_gpus(self) -> int:

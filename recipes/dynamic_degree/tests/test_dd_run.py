@@ -16,7 +16,7 @@ import torch
 from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
-from pinbench.core.inputs import sample_id
+from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import Shard, load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
@@ -270,11 +270,12 @@ def test_worker_processes_score_disjoint_shards_like_one_process(
         texture_video(f"v{i}", velocity=(i, 0), seed=i)
     spec = EstimatorSpec("farneback")
     tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
-                        recipe_version="t")
+                        recipe_version="t", digests=InputDigests(tmp_path / "digests"))
     failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC,
-                                implementation=None)
+                                root=tmp_path, implementation=None)
     assert failures == 0
-    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource()), tmp_path / "single",
+    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource(), root=tmp_path),
+                tmp_path / "single",
                 validate=HasMetric(PREVIEW_METRIC), progress=False)
     parallel, single = load_records(tmp_path / "workers"), load_records(tmp_path / "single")
     assert parallel.keys() == single.keys() == {"v0", "v1", "v2"}
