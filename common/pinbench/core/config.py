@@ -105,7 +105,6 @@ class RunConfig:
         return "smoke" if self.limit is not None else "full"
 
     def to_json(self) -> dict[str, Any]:
-        from pinbench.core.provenance import to_jsonable
 
         return {
             "recipe": self.recipe, "checkpoint": self.checkpoint, "out_dir": str(self.out_dir),

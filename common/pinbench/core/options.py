@@ -151,9 +151,18 @@ class OptionSpec:
             return "1" if value else "0"
         return str(value)
 
+    def describe_type(self, sep: str = ", ", quote: str = "") -> str:
+        """The type as ``run --help`` and the README tables show it, with its choices (and ``all`` when it is an
+        alias) or the pattern it must match (between ``quote``s)."""
+        if self.choices:
+            return f"{self.type}: {sep.join([*self.choices, *([ALL] if self.all_alias else [])])}"
+        if self.pattern is not None:
+            return f"{self.type} matching {quote}{self.pattern}{quote}"
+        return self.type
+
     def describe_default(self) -> str:
         def show(value: Any) -> str:
-            return ",".join(value) if isinstance(value, (list, tuple)) else str(value).lower() if isinstance(value, bool) \
+            return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) \
                 else str(value)
 
         if self.required:
@@ -191,9 +200,6 @@ class OptionValues:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"option values are read-only (set -o {name}=... instead)")
-
-    def __reduce__(self) -> tuple[type[OptionValues], tuple[dict[str, Any]]]:
-        return OptionValues, (self._values,)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
