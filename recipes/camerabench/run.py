@@ -72,7 +72,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     summary = None
     if not cfg.skip_scoring:
         summary = run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
-                              implementation=cfg.implementation, stage="script 2")
+                              implementation=cfg.implementation, step="script 2")
     samples = collect_records(cfg, tasks, summary)
     timings["script2"] = time.perf_counter() - started
 
@@ -143,7 +143,7 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
     if not cfg.skip_generation:
         summary = run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, implementation=cfg.implementation,
                               validate=has_output,
-                              stage="script 1")
+                              step="script 1")
     if cfg.shard is not None:  # the caller stops here; gathering every shard's outputs is the merge's
         return Script1Outputs(), {}, summary
     records = merge_samples([folder], tasks, dest=folder / "samples.jsonl", validate=has_output,

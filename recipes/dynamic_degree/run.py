@@ -61,7 +61,7 @@ def run(cfg: RunConfig) -> RunOutcome:
         summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source, root=videos_dir),
                               cfg.out_dir,
                               shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
-                              stage="dynamic degree")
+                              step="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks, summary)

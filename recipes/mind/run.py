@@ -199,7 +199,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             return steps.sample_result(by_id.get(sample_id), official.samples[sample_id], native.get(sample_id),
                                        metrics=metrics, video_max_time=video_max_time)
 
-        summary = run_samples(tasks, result_of, cfg.out_dir, stage="results", shard=cfg.shard,
+        summary = run_samples(tasks, result_of, cfg.out_dir, step="results", shard=cfg.shard,
                               implementation=cfg.implementation, progress=False)
     return Scored(summary, official.sources)
 

@@ -55,12 +55,12 @@ FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the
 
 
 @contextmanager
-def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+def timed(timings: dict[str, float], step: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
         yield
     finally:
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+        timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
 
 
 def gpu_ids(cfg: RunConfig) -> list[str]:
@@ -127,7 +127,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                for t in task_ids}
     result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
     stored = run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir,
-                         implementation=cfg.implementation, stage="scorecard", progress=False)
+                         implementation=cfg.implementation, step="scorecard", progress=False)
     records = collect_records(cfg, result_tasks, stored)
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
@@ -320,6 +320,6 @@ def native_all(cfg: RunConfig, inputs: Inputs, gt: evaluate.GTCache,
     workers = options.native_workers
     sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir)
     summary = run_samples(tasks, sample, cfg.out_dir / "native", implementation=cfg.implementation,
-                          stage="native cross-check", batch_size=max(1, workers),
+                          step="native cross-check", batch_size=max(1, workers),
                           batch_fn=_native_batch(workers, sample) if workers > 1 else None)
     return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

@@ -84,7 +84,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     if not cfg.skip_scoring:
         summary = run_samples(tasks, _scorer(files, device, cfg.out_dir, videos, poses_dir), cfg.out_dir,
                               shard=cfg.shard,
-                              implementation=cfg.implementation, stage="remembench",
+                              implementation=cfg.implementation, step="remembench",
                               validate=lambda result: all(k in result for k in METRICS))
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
@@ -203,7 +203,7 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: OptionValues, releas
               "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
     timings["prepare"] = time.perf_counter() - started
     stored = run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                         implementation=cfg.implementation, stage="reference pairs", progress=False)
+                         implementation=cfg.implementation, step="reference pairs", progress=False)
     records = collect_records(cfg, tasks, stored)
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
