@@ -168,6 +168,7 @@ def test_option_values_are_read_only_attributes_named_by_the_declaration(tmp_pat
 def test_a_pattern_option_must_match_as_a_whole(tmp_path: Path, value: str, message: str) -> None:
     toy = toy_recipe(tmp_path, options={"sha": {"type": "str", "pattern": "[0-9a-f]{64}", "help": "a SHA-256"}})
     assert toy.parse_options({"sha": "a" * 64}, env={}).values.sha == "a" * 64
+    assert toy.options["sha"].describe_type(quote="`") == "str matching `[0-9a-f]{64}`"  # the README tables
     with pytest.raises(RecipeError) as info:
         toy.parse_options({"sha": value}, env={})
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
@@ -177,6 +178,7 @@ def test_a_list_with_an_all_alias_chooses_every_choice_in_their_order(tmp_path: 
     toy = toy_recipe(tmp_path, options={"parts": {"type": "list", "choices": ["a", "b", "c"], "all_alias": True,
                                                   "default": ["b"], "env": "TOY_PARTS", "help": "parts"}})
     assert toy.parse_options({}, env={}).values.parts == ("b",)
+    assert toy.options["parts"].describe_type("|") == "list: a|b|c|all"  # run --help
     assert toy.parse_options({}, env={"TOY_PARTS": "all"}).values.parts == ("a", "b", "c")
     assert toy.parse_options({"parts": "c,a"}, env={}).values.parts == ("c", "a")
     with pytest.raises(RecipeError) as info:
@@ -203,6 +205,8 @@ def test_cpu_count_is_the_default_rule_of_an_int_option(tmp_path: Path, monkeypa
     ({"type": "list", "all_alias": True}, "option x: all_alias applies to a list with choices"),
     ({"type": "str", "default": "cpu_count"}, "option x: default cpu_count applies to type int, not str"),
     ({"type": "str", "pattern": "[a-z]+", "default": "X1"}, "default of option x: 'X1' does not match [a-z]+"),
+    ({"type": "list", "choices": ["a"], "all_alias": "yes"}, "$.options.x.all_alias"),  # the schema's types
+    ({"type": "str", "pattern": ""}, "$.options.x.pattern"),
 ])
 def test_a_bad_new_declaration_field_is_refused(tmp_path: Path, spec: dict, message: str) -> None:
     with pytest.raises(DeclarationError, match=re.escape(message)):
