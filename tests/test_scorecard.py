@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import math
 import random
@@ -14,7 +14,10 @@ import pytest
 from pinbench.core.provenance import collect_provenance
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
+    Failure,
     MetricSpec,
+    SampleCounts,
+    Scorecard,
     ScorecardError,
     aggregate,
     build_scorecard,
@@ -44,7 +47,7 @@ def failed(sample_id: str, error: str) -> SampleRecord:
                         input_hash="0" * 64, seconds=0.1)
 
 
-def card_for(records: list[Any], metrics: list[MetricSpec], n_expected: int, **kw: Any) -> dict[str, Any]:
+def card_for(records: list[Any], metrics: list[MetricSpec], n_expected: int, **kw: Any) -> Scorecard:
     args: dict[str, Any] = dict(recipe="toy", recipe_version="1.0.0", checkpoint="ckpt", mode="fixture",
                                 metrics=metrics, records=records, n_expected=n_expected,
                                 provenance=FIXED_PROVENANCE, config={"limit": None}, timings={"score": 1.5})
@@ -58,12 +61,12 @@ def card_for(records: list[Any], metrics: list[MetricSpec], n_expected: int, **k
 def test_mean_and_median() -> None:
     records = [ok(f"s{i}", x=v) for i, v in enumerate([1.0, 2.0, 3.0, 10.0])]
     card = card_for(records, [Spec("x"), Spec("x_median", "median", key="x")], 4)
-    assert card["metrics"]["x"]["value"] == pytest.approx(4.0)
-    assert card["metrics"]["x_median"]["value"] == pytest.approx(2.5)
-    assert card["metrics"]["x_median"]["key"] == "x"
-    assert card["status"] == "complete"
-    assert card["status_reasons"] == []
-    validate_scorecard(card)
+    assert card.metrics["x"].value == pytest.approx(4.0)
+    assert card.metrics["x_median"].value == pytest.approx(2.5)
+    assert card.metrics["x_median"].key == "x"
+    assert card.status == "complete"
+    assert card.status_reasons == ()
+    validate_scorecard(card.to_json())
 
 
 def test_mean_then_median_groups() -> None:
@@ -71,18 +74,18 @@ def test_mean_then_median_groups() -> None:
     rows = [("a", 1), ("a", 3), ("b", 10), ("c", 4), ("c", 6), ("c", 8)]
     records = [ok(f"s{i}", ssim=v, scene=g) for i, (g, v) in enumerate(rows)]
     card = card_for(records, [Spec("ssim", "mean_then_median", group_by="scene")], 6)
-    m = card["metrics"]["ssim"]
-    assert m["value"] == pytest.approx(6.0)
-    assert m["n_groups"] == 3 and m["group_by"] == "scene"
+    m = card.metrics["ssim"]
+    assert m.value == pytest.approx(6.0)
+    assert m.n_groups == 3 and m.group_by == "scene"
     # a plain median over samples would differ (median of 1,3,4,6,8,10 = 5)
     assert aggregate([1, 3, 10, 4, 6, 8], "median") == pytest.approx(5.0)
 
 
 def test_mean_then_median_missing_group_counts_as_failed() -> None:
     records = [ok("s0", v=1.0, scene="a"), ok("s1", v=2.0)]
-    m = card_for(records, [Spec("v", "mean_then_median", group_by="scene")], 2)["metrics"]["v"]
-    assert m["n_scored"] == 1 and m["n_failed"] == 1
-    assert m["failed"] == [{"sample_id": "s1", "error": "no group field 'scene' in result"}]
+    m = card_for(records, [Spec("v", "mean_then_median", group_by="scene")], 2).metrics["v"]
+    assert m.n_scored == 1 and m.n_failed == 1
+    assert m.failed == (Failure("s1", "no group field 'scene' in result"),)
 
 
 def test_null_nan_and_failures_are_counted_never_dropped() -> None:
@@ -97,20 +100,19 @@ def test_null_nan_and_failures_are_counted_never_dropped() -> None:
         ok("s7", x=0.7),
     ]
     card = card_for(records, [Spec("x")], 8)
-    m = card["metrics"]["x"]
-    assert m["value"] == pytest.approx(0.6)
-    assert (m["n_expected"], m["n_scored"], m["n_failed"], m["n_missing"]) == (8, 2, 6, 0)
-    reasons = {f["sample_id"]: f["error"] for f in m["failed"]}
+    m = card.metrics["x"]
+    assert m.value == pytest.approx(0.6)
+    assert (m.n_expected, m.n_scored, m.n_failed, m.n_missing) == (8, 2, 6, 0)
+    reasons = {f.sample_id: f.error for f in m.failed}
     assert reasons["s1"] == "'x' is null (NaN or not computed)"
     assert reasons["s2"].startswith("'x' is not finite")
     assert reasons["s3"] == "no value for 'x' in result"
     assert reasons["s4"] == "RuntimeError: CUDA out of memory"
     assert reasons["s5"].startswith("'x' is not a number")
-    assert card["status"] == "partial"
-    assert card["status_reasons"] == ["x: 2/8 scored (6 failed, 0 missing)"]
-    assert card["samples"] == {"n_expected": 8, "n_ok": 7, "n_failed": 1, "n_missing": 0,
-                               "path": "samples.jsonl"}
-    validate_scorecard(card)
+    assert card.status == "partial"
+    assert card.status_reasons == ("x: 2/8 scored (6 failed, 0 missing)",)
+    assert card.samples == SampleCounts(n_expected=8, n_ok=7, n_failed=1, n_missing=0, path="samples.jsonl")
+    validate_scorecard(card.to_json())
 
 
 def test_a_missing_value_carries_the_reason_its_recipe_recorded() -> None:
@@ -120,7 +122,7 @@ def test_a_missing_value_carries_the_reason_its_recipe_recorded() -> None:
                ok("s2", y=1.0, errors={"x": "the evaluator skipped it"}),
                ok("s3", x=None, errors={"z": "another metric's reason"}),
                ok("s4", x=None, errors="not a mapping")]
-    reasons = {f["sample_id"]: f["error"] for f in card_for(records, [Spec("x")], 5)["metrics"]["x"]["failed"]}
+    reasons = {f.sample_id: f.error for f in card_for(records, [Spec("x")], 5).metrics["x"].failed}
     assert reasons == {"s1": "'x' is null: no 'dino' block although error is null",
                        "s2": "no value for 'x' in result: the evaluator skipped it",
                        "s3": "'x' is null (NaN or not computed)",
@@ -129,31 +131,31 @@ def test_a_missing_value_carries_the_reason_its_recipe_recorded() -> None:
 
 def test_nothing_scored_gives_null_value_and_failed_status() -> None:
     card = card_for([failed("s0", "ValueError: bad video")], [Spec("x"), Spec("y")], 3)
-    assert card["metrics"]["x"]["value"] is None
-    assert card["metrics"]["x"]["n_missing"] == 2
-    assert card["status"] == "failed"
-    validate_scorecard(card)
+    assert card.metrics["x"].value is None
+    assert card.metrics["x"].n_missing == 2
+    assert card.status == "failed"
+    validate_scorecard(card.to_json())
 
 
 def test_one_metric_complete_another_empty_is_partial() -> None:
     card = card_for([ok("s0", x=1.0), ok("s1", x=2.0)], [Spec("x"), Spec("y")], 2)
-    assert card["status"] == "partial"
-    assert card["metrics"]["y"]["value"] is None
+    assert card.status == "partial"
+    assert card.metrics["y"].value is None
 
 
 def test_shard_records_against_full_count_is_partial() -> None:
     # this process saw 2 of the 4 tasks: the denominator stays 4
     card = card_for([ok("s0", x=1.0), ok("s2", x=3.0)], [Spec("x")], 4)
-    m = card["metrics"]["x"]
-    assert (m["n_scored"], m["n_missing"]) == (2, 2)
-    assert card["samples"]["n_missing"] == 2
-    assert card["status"] == "partial"
+    m = card.metrics["x"]
+    assert (m.n_scored, m.n_missing) == (2, 2)
+    assert card.samples.n_missing == 2
+    assert card.status == "partial"
 
 
 def test_zero_expected_is_not_complete() -> None:
     card = card_for([], [Spec("x")], 0)
-    assert card["status"] == "failed"
-    assert "x: n_expected is 0" in card["status_reasons"]
+    assert card.status == "failed"
+    assert "x: n_expected is 0" in card.status_reasons
 
 
 def test_cohort_metrics_name_missing_samples() -> None:
@@ -162,40 +164,40 @@ def test_cohort_metrics_name_missing_samples() -> None:
     metrics = [Spec("t2v/clip", key="clip", sample_ids=t2v),
                Spec("i2v/clip", key="clip", sample_ids=i2v)]
     card = card_for(records, metrics, 5)
-    assert card["metrics"]["t2v/clip"]["value"] == pytest.approx(0.7)
-    assert card["metrics"]["t2v/clip"]["n_expected"] == 2
-    i = card["metrics"]["i2v/clip"]
-    assert (i["n_expected"], i["n_scored"], i["n_failed"], i["n_missing"]) == (3, 1, 1, 1)
-    assert i["missing"] == ["i2"]
-    assert card["status"] == "partial"
-    validate_scorecard(card)
+    assert card.metrics["t2v/clip"].value == pytest.approx(0.7)
+    assert card.metrics["t2v/clip"].n_expected == 2
+    i = card.metrics["i2v/clip"]
+    assert (i.n_expected, i.n_scored, i.n_failed, i.n_missing) == (3, 1, 1, 1)
+    assert i.missing == ("i2",)
+    assert card.status == "partial"
+    validate_scorecard(card.to_json())
 
 
 def test_aggregation_none_takes_the_single_value() -> None:
     records = [ok("s0", x=1.0), ok("suite", fvd=123.5)]
     metrics = [Spec("x", sample_ids=["s0"]), Spec("fvd", "none", sample_ids=["suite"])]
     card = card_for(records, metrics, 2)
-    assert card["metrics"]["fvd"]["value"] == 123.5
-    assert card["status"] == "complete"
+    assert card.metrics["fvd"].value == 123.5
+    assert card.status == "complete"
     with pytest.raises(ValueError, match="exactly one expected sample"):
         card_for(records, [Spec("fvd", "none")], 2)
 
 
 def test_records_as_json_dicts() -> None:
     records = [ok("s0", x=1.0).to_json(), failed("s1", "OSError: gone").to_json()]
-    m = card_for(records, [Spec("x")], 2)["metrics"]["x"]
-    assert m["value"] == 1.0 and m["failed"] == [{"sample_id": "s1", "error": "OSError: gone"}]
+    m = card_for(records, [Spec("x")], 2).metrics["x"]
+    assert m.value == 1.0 and m.failed == (Failure("s1", "OSError: gone"),)
 
 
 def test_aggregate_is_independent_of_record_order() -> None:
     rng = random.Random(0)
     rows = [(f"s{i}", rng.random() * 1e6 + 1e-6 * i, f"g{i % 7}") for i in range(200)]
     metrics = [Spec("v"), Spec("vm", "mean_then_median", group_by="g", key="v")]
-    first = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
+    first = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200).metrics
     rng.shuffle(rows)
-    second = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200)["metrics"]
-    assert first["v"]["value"] == second["v"]["value"]
-    assert first["vm"]["value"] == second["vm"]["value"]
+    second = card_for([ok(s, v=v, g=g) for s, v, g in rows], metrics, 200).metrics
+    assert first["v"].value == second["v"].value
+    assert first["vm"].value == second["vm"].value
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -228,12 +230,12 @@ def test_metric_spec_validation() -> None:
 
 
 @pytest.fixture
-def valid_card() -> dict[str, Any]:
+def valid_card() -> Scorecard:
     records = [ok("s0", x=1.0, y=0.1), ok("s1", x=3.0, y=0.3), failed("s2", "ValueError: truncated")]
     return card_for(records, [Spec("x"), Spec("y", "median")], 3, extra={"decoder": "pyav"})
 
 
-def test_valid_card_round_trips(valid_card: dict[str, Any], tmp_path: Path) -> None:
+def test_valid_card_round_trips(valid_card: Scorecard, tmp_path: Path) -> None:
     path = write_scorecard(valid_card, tmp_path / "run" / "scorecard.json")
     assert load_scorecard(path) == valid_card
     assert [p.name for p in path.parent.iterdir()] == ["scorecard.json"]  # no temp file left
@@ -283,9 +285,9 @@ def _mutations() -> list[tuple[str, Any, str]]:
 
 
 @pytest.mark.parametrize("name, mutate, expected", _mutations(), ids=[m[0] for m in _mutations()])
-def test_invalid_cards_are_rejected(valid_card: dict[str, Any], name: str, mutate: Any,
+def test_invalid_cards_are_rejected(valid_card: Scorecard, name: str, mutate: Any,
                                     expected: str) -> None:
-    card = copy.deepcopy(valid_card)
+    card = valid_card.to_json()
     mutate(card)
     with pytest.raises(ScorecardError) as info:
         validate_scorecard(card)
@@ -293,18 +295,17 @@ def test_invalid_cards_are_rejected(valid_card: dict[str, Any], name: str, mutat
     assert "\n" not in str(info.value)
 
 
-def test_write_refuses_invalid_and_keeps_previous_file(valid_card: dict[str, Any], tmp_path: Path) -> None:
+def test_write_refuses_invalid_and_keeps_previous_file(valid_card: Scorecard, tmp_path: Path) -> None:
     path = write_scorecard(valid_card, tmp_path / "scorecard.json")
     before = path.read_text()
-    bad = copy.deepcopy(valid_card)
-    bad["status"] = "complete"
+    bad = dataclasses.replace(valid_card, status="complete")
     with pytest.raises(ScorecardError, match="scorecard.json: status"):
         write_scorecard(bad, path)
     assert path.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scorecard.json"]
 
 
-def test_load_errors_name_the_file(valid_card: dict[str, Any], tmp_path: Path) -> None:
+def test_load_errors_name_the_file(valid_card: Scorecard, tmp_path: Path) -> None:
     with pytest.raises(ScorecardError, match=r"nope\.json: file not found"):
         load_scorecard(tmp_path / "nope.json")
     broken = tmp_path / "broken.json"
@@ -312,7 +313,7 @@ def test_load_errors_name_the_file(valid_card: dict[str, Any], tmp_path: Path) -
     with pytest.raises(ScorecardError, match=r"broken\.json: invalid JSON at line 2, column 13"):
         load_scorecard(broken)
     invalid = tmp_path / "invalid.json"
-    card = copy.deepcopy(valid_card)
+    card = valid_card.to_json()
     card["samples"]["n_expected"] = -3
     invalid.write_text(json.dumps(card))
     with pytest.raises(ScorecardError) as info:
@@ -342,21 +343,21 @@ def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.Monkey
     assert written["config"]["cmd"] == "pinbench fetch --token ***"
     assert written["config"]["hf_token"] == "***"
     assert written["extra"]["argv"] == ["--hf-token", "***"]
-    assert card["config"]["hf_token"] == "anything-at-all"  # the caller's dict is not modified
+    assert card.config["hf_token"] == "anything-at-all"  # the caller's dict is not modified
 
 
 def test_config_values_become_plain_json(tmp_path: Path) -> None:
     card = card_for([ok("s0", x=1.0)], [Spec("x")], 1,
                     config={"out_dir": tmp_path, "gpus": {2, 1}, "ratio": math.nan})
-    assert card["config"] == {"out_dir": str(tmp_path), "gpus": [1, 2], "ratio": None}
+    assert card.config == {"out_dir": str(tmp_path), "gpus": [1, 2], "ratio": None}
     write_scorecard(card, tmp_path / "scorecard.json")
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_a_scorecard_file_with_a_non_finite_number_is_invalid_input(valid_card: dict[str, Any], tmp_path: Path,
+def test_a_scorecard_file_with_a_non_finite_number_is_invalid_input(valid_card: Scorecard, tmp_path: Path,
                                                                      constant: str) -> None:
-    text = json.dumps(valid_card, indent=2)
-    value = json.dumps(valid_card["metrics"]["x"]["value"])
+    text = json.dumps(valid_card.to_json(), indent=2)
+    value = json.dumps(valid_card.metrics["x"].value)
     path = tmp_path / "scorecard.json"
     path.write_text(text.replace(f'"value": {value}', f'"value": {constant}', 1))
     with pytest.raises(ScorecardError, match=f"non-finite number {constant}"):
