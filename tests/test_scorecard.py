@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 
+from pinbench.core.derived import derive
 from pinbench.core.provenance import collect_provenance
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
+    DerivedCounts,
     Failure,
+    MetricResult,
     MetricSpec,
     SampleCounts,
     Scorecard,
@@ -25,6 +28,7 @@ from pinbench.core.scorecard import (
     validate_scorecard,
     write_scorecard,
 )
+from pinbench.core.uncertainty import Interval, difference_interval
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
@@ -362,3 +366,142 @@ def test_a_scorecard_file_with_a_non_finite_number_is_invalid_input(valid_card: 
     path.write_text(text.replace(f'"value": {value}', f'"value": {constant}', 1))
     with pytest.raises(ScorecardError, match=f"non-finite number {constant}"):
         load_scorecard(path)
+
+
+# ------------------------------------------------------------------------------- the typed scorecard and its JSON
+
+
+GOLDEN_SCORECARD = Path(__file__).parent / "golden" / "scorecard.json"
+
+
+def _every_shape(tmp_path: Path) -> Scorecard:
+    """A scorecard with every optional key a metric or the card can carry: unit, key, group_by and n_groups, a
+    cohort's missing and sample_ids, derived records, an interval with a note and one with a reason, failures,
+    extra and computed_from (finish_run's)."""
+    records = [ok(f"s{i}", x=float(i), scene=f"g{i % 3}") for i in range(6)] + [failed("s6", "OSError: gone")]
+    suite = derive("suite", records[:3], lambda members: {"spread": 0.5})
+    metrics = [Spec("x", unit="px"), Spec("x_by_scene", "mean_then_median", group_by="scene", key="x", unit="px"),
+               Spec("near/x", key="x", sample_ids=["s0", "s1", "never-run"]),
+               Spec("suite/spread", "none", key="spread", sample_ids=["suite"], derived=True),
+               Spec("one", key="x", sample_ids=["s2"])]
+    card = card_for(records, metrics, 8, derived=[suite], extra={"decoder": "pyav", "paths": [str(tmp_path)]})
+    return dataclasses.replace(card, computed_from="ab" * 32)
+
+
+def test_every_shape_round_trips_through_its_json_key_order_included(tmp_path: Path) -> None:
+    card = _every_shape(tmp_path)
+    data = card.to_json()
+    assert list(data["metrics"]["x"]) == ["value", "aggregation", "direction", "kind", "primary", "unit",
+                                          "n_expected", "n_scored", "n_failed", "n_missing", "failed", "interval"]
+    assert list(data["metrics"]["x_by_scene"])[5:9] == ["unit", "key", "group_by", "n_groups"]
+    assert list(data["metrics"]["near/x"])[-4:] == ["failed", "missing", "sample_ids", "interval"]
+    assert list(data["metrics"]["suite/spread"])[-3:] == ["sample_ids", "records", "interval"]
+    assert list(data)[-3:] == ["derived", "extra", "computed_from"]
+    assert data["metrics"]["one"]["interval"] == {"low": None, "high": None, "level": 0.95,
+                                                  "reason": "one sample: a bootstrap needs at least 2 units"}
+    assert "note" in data["metrics"]["x"]["interval"]  # 6 samples: the few-units note
+    path = write_scorecard(card, tmp_path / "scorecard.json")
+    assert path.read_text() == json.dumps(data, indent=2) + "\n"
+    loaded = load_scorecard(path)
+    assert loaded == card
+    assert json.dumps(loaded.to_json()) == json.dumps(data)
+    assert json.dumps(Scorecard.from_json(json.loads(path.read_text())).to_json()) == json.dumps(data)
+
+
+def test_an_optional_key_is_absent_where_it_was_never_set() -> None:
+    data = card_for([ok("s0", x=1.0), ok("s1", x=2.0)], [Spec("x")], 2).to_json()
+    assert list(data) == ["schema_version", "recipe", "recipe_version", "checkpoint", "mode", "status",
+                          "status_reasons", "samples", "metrics", "provenance", "config", "timings"]
+    assert list(data["metrics"]["x"]) == ["value", "aggregation", "direction", "kind", "primary", "n_expected",
+                                          "n_scored", "n_failed", "n_missing", "failed", "interval"]
+    assert list(data["metrics"]["x"]["interval"]) == ["low", "high", "level", "method", "unit", "n_units",
+                                                      "n_resamples", "seed", "implementation", "note"]
+
+
+def test_the_golden_scorecard_round_trips_byte_for_byte() -> None:
+    text = GOLDEN_SCORECARD.read_text()
+    card = load_scorecard(GOLDEN_SCORECARD)
+    assert json.dumps(card.to_json(), indent=2) + "\n" == text
+    assert card.schema_version == "2.1" and card.derived is None and card.computed_from is None
+    assert Scorecard.from_json(json.loads(text)) == card
+
+
+def test_a_schema_2_0_metric_without_an_interval_round_trips(valid_card: Scorecard) -> None:
+    data = valid_card.to_json()
+    data["schema_version"] = "2.0"
+    del data["metrics"]["x"]["interval"]
+    validate_scorecard(data)
+    card = Scorecard.from_json(data)
+    assert card.metrics["x"].interval is None and card.to_json() == data
+
+
+def test_a_difference_interval_round_trips_with_paired() -> None:
+    a = {f"t{i}": float(i % 5) for i in range(30)}
+    b = {k: v + (0.1 if k < "t2" else -0.05) for k, v in a.items()}
+    interval = difference_interval(a, b, "mean").interval
+    assert interval.paired is True and list(interval.to_json())[-1] == "paired"
+    assert Interval.from_json(interval.to_json()) == interval
+    assert json.dumps(Interval.from_json(interval.to_json()).to_json()) == json.dumps(interval.to_json())
+
+
+def _set(path: list[str | int], value: Any) -> Any:
+    def apply(data: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            data = data[key]
+        data[path[-1]] = value
+    return apply
+
+
+def _drop(path: list[str | int]) -> Any:
+    def apply(data: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            data = data[key]
+        del data[path[-1]]
+    return apply
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (_set(["metrics", "x", "value"], "2.0"), "$.metrics.x.value must be a number or null, got '2.0'"),
+    (_set(["metrics", "x", "n_scored"], -1), "$.metrics.x.n_scored must be a count (an integer >= 0), got -1"),
+    (_set(["metrics", "x", "primary"], 1), "$.metrics.x.primary must be true or false, got 1"),
+    (_set(["metrics", "x", "aggregation"], "sum"), "$.metrics.x.aggregation must be one of 'mean', "),
+    (_set(["metrics", "x", "score"], 1.0), "$.metrics.x: unknown field 'score'"),
+    (_drop(["metrics", "x", "n_missing"]), "$.metrics.x: lacks 'n_missing'"),
+    (_set(["metrics", "x", "unit"], None), "$.metrics.x.unit must be a non-empty string, got None"),
+    (_drop(["metrics", "x", "failed", 0, "error"]), "$.metrics.x.failed[0]: lacks 'error'"),
+    (_set(["metrics", "x", "failed"], {"s2": "x"}), "$.metrics.x.failed must be a list, got {'s2': 'x'}"),
+    (_set(["metrics", "x", "interval", "low"], "low"), "$.metrics.x.interval.low must be a number or null"),
+    (_set(["metrics", "x", "interval", "note"], None), "$.metrics.x.interval.note must be a string, got None"),
+    (_set(["metrics", "x", "interval", "unit"], "task"), "$.metrics.x.interval.unit must be one of 'sample', 'group'"),
+    (_set(["metrics", "x", "interval"], [0.1, 0.2]), "$.metrics.x.interval must be an object, got [0.1, 0.2]"),
+    (_set(["metrics", "x", "sample_ids"], ["s0", 1]), "$.metrics.x.sample_ids must be a list of strings"),
+    (_set(["samples"], []), "$.samples must be an object, got []"),
+    (_set(["samples", "path"], 3), "$.samples.path must be a string or null, got 3"),
+    (_set(["derived"], {"n_records": 1, "n_ok": 1, "n_failed": 0}), "$.derived: lacks 'path'"),
+    (_set(["status"], "done"), "$.status must be one of 'complete', 'partial', 'failed', got 'done'"),
+    (_set(["status_reasons"], "none"), "$.status_reasons must be a list of strings, got 'none'"),
+    (_drop(["provenance"]), "$: lacks 'provenance'"),
+    (_set(["score"], 1.0), "$: unknown field 'score'"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_from_json_refuses_a_bad_block_in_one_line_naming_it(valid_card: Scorecard, mutate: Any, message: str) -> None:
+    data = valid_card.to_json()
+    data["metrics"]["x"] = dict(data["metrics"]["x"], unit="px")
+    mutate(data)
+    with pytest.raises(ValueError) as info:
+        Scorecard.from_json(data)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind, data, message", [
+    (Scorecard, [1], "$: a JSON array, expected an object"),
+    (MetricResult, None, "metric: a JSON null, expected an object"),
+    (Interval, {"low": None, "high": None}, "interval: lacks 'level'"),
+    (Interval, {"low": 0.1, "high": 0.2, "level": 0.95, "paired": "yes"}, "interval.paired must be true or false"),
+    (Failure, {"sample_id": "s0"}, "failed: lacks 'error'"),
+    (SampleCounts, {"n_expected": 1, "n_ok": 1, "n_failed": 0, "n_missing": 0}, "samples: lacks 'path'"),
+    (DerivedCounts, {"n_records": 1, "n_ok": True, "n_failed": 0, "path": "d.jsonl"}, "derived.n_ok must be a count"),
+])
+def test_each_block_refuses_what_it_cannot_hold(kind: Any, data: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        kind.from_json(data)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
