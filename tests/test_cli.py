@@ -238,13 +238,15 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
 
 
 def test_demo_into_an_unwritable_directory_says_what_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pinbench.ops import writable
+
     (tmp_path / "runs").mkdir()
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != tmp_path / "runs")
+    monkeypatch.setattr(writable.os, "access", lambda path, mode: Path(path) != tmp_path / "runs")  # a test double
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "runs" / "demo")])
     assert result.exit_code == 2
-    line = result.output.strip()
-    assert "\n" not in line and f"{tmp_path / 'runs'} is owned by uid" in line
-    assert "sudo chown" in line and '--user "$(id -u):$(id -g)"' in line
+    cause, fix = result.output.strip().splitlines()
+    assert cause.startswith(f"error: {tmp_path / 'runs' / 'demo'}: 1 folder owned by uid ")
+    assert fix.startswith("error: fix: `sudo chown -R ") and f"{tmp_path / 'runs'} && chmod -R u+rwX" in fix
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -46,6 +46,36 @@ def test_every_stage_image_has_a_dockerfile() -> None:
         assert {s.dockerfile for s in recipe.stages} <= {name for r, name in _recipe_dockerfiles() if r == recipe.name}
 
 
+def _final_stage_records(path: Path) -> tuple[set[str], dict[str, str | None]]:
+    """(ARGs declared, ENV values as written) in the final stage of a Dockerfile."""
+    from dockerlint import _assignments, parse_dockerfile
+
+    instructions, _ = parse_dockerfile(path.read_text(encoding="utf-8"))
+    last = max(i for i, ins in enumerate(instructions) if ins.keyword == "FROM")
+    args, env = set(), {}
+    for ins in instructions[last + 1:]:
+        for name, value in _assignments(ins.keyword, ins.args) if ins.keyword in ("ARG", "ENV") else ():
+            (args.add(name) if ins.keyword == "ARG" else env.__setitem__(name, value))
+    return args, env
+
+
+ALL_DOCKERFILES = IMAGE_DOCKERFILES + [r.dir / name for r in RECIPES for rn, name in _recipe_dockerfiles()
+                                       if rn == r.name]
+
+
+@pytest.mark.parametrize("path", ALL_DOCKERFILES, ids=lambda p: str(p.resolve().relative_to(REPO)))
+def test_every_image_records_its_bases_in_its_env(path: Path) -> None:
+    """What `docker build --build-arg BASE_IMAGE=...` was given must be readable by a run inside the image without
+    the engine (no label reaches a plain `docker run`): ENV PINBENCH_IMAGE_<ARG>=${ARG} and the pinned default."""
+    from pinbench.ops.docker_runtime import pinned_bases
+
+    args, env = _final_stage_records(path)
+    for arg, pinned in pinned_bases(path).items():
+        assert arg in args, f"{path}: the final stage does not declare ARG {arg}"
+        assert env.get(f"PINBENCH_IMAGE_{arg}") == f"${{{arg}}}", f"{path}: no ENV PINBENCH_IMAGE_{arg}=${{{arg}}}"
+        assert env.get(f"PINBENCH_IMAGE_{arg}_PINNED") == pinned, f"{path}: PINBENCH_IMAGE_{arg}_PINNED is not {pinned}"
+
+
 @pytest.mark.parametrize(("recipe", "dockerfile"), _recipe_dockerfiles())
 def test_recipe_dockerfile_policy(exports: dict[str, Path], recipe: str, dockerfile: str) -> None:
     path = exports[recipe] / dockerfile

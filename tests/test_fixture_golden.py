@@ -73,7 +73,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_fixture_gives_the_values_of_87e8f14(demo: Path) -> None:
     golden = json.loads(GOLDEN.read_text())
     now = _golden_tool().golden(demo)
-    assert sorted(now) == sorted(golden) == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+    assert sorted(golden) == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+    assert set(golden) <= set(now)  # a recipe added since has no value of 87e8f14 (the demo checks its fixture)
     for recipe in golden:
         assert now[recipe]["status"] == "complete"
         for part in ("samples", "derived", "metrics"):

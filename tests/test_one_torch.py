@@ -27,13 +27,15 @@ def _requirements_versions(path: Path, name: str) -> set[str]:
 
 
 def _cpu_recipe_locks() -> list[Path]:
-    """requirements.lock of every recipe whose image starts from a base that is not a CUDA image."""
+    """requirements.lock of every recipe whose image starts from a base that is not a CUDA image and installs
+    torch (a recipe without torch, as `pinbench new-recipe` writes, has no torch to agree on)."""
     locks = []
     for dockerfile in sorted(REPO.glob("recipes/*/Dockerfile")):
         base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile.read_text(), flags=re.M)
         assert base, dockerfile
-        if not base.group(1).startswith("nvidia/cuda:"):
-            locks.append(dockerfile.parent / "requirements.lock")
+        lock = dockerfile.parent / "requirements.lock"
+        if not base.group(1).startswith("nvidia/cuda:") and _requirements_versions(lock, "torch"):
+            locks.append(lock)
     return locks
 
 

@@ -160,6 +160,40 @@ def test_container_state_records_the_base_image(monkeypatch: pytest.MonkeyPatch)
     assert "base_image" not in prov.container_state()
 
 
+PINNED_PY = "python:3.11-slim-bookworm@sha256:" + HEX64
+
+
+@pytest.mark.parametrize(("given", "digest", "differs"), [
+    (PINNED_PY, HEX64, False),                                              # built as pinned
+    ("mirror.lab/library/python:3.11-slim-bookworm@sha256:" + HEX64, HEX64, False),  # a mirror of the same digest
+    ("pinbench-smoke/debian-bookworm-python3.11:local", None, True),        # a stand-in, by tag
+])
+def test_a_plain_docker_run_reads_the_bases_the_image_recorded_in_its_env(monkeypatch: pytest.MonkeyPatch,
+                                                                          given: str, digest: str | None,
+                                                                          differs: bool) -> None:
+    """`docker run <image>` by hand has no runtime to pass the label: the image's own ENV (set from its build ARGs)
+    still puts container.base_image in every scorecard, and a base it cannot verify is never called the pinned."""
+    import json
+
+    monkeypatch.delenv(prov.BASE_IMAGE_ENV, raising=False)
+    monkeypatch.setenv("PINBENCH_IMAGE_BASE_IMAGE", given)
+    monkeypatch.setenv("PINBENCH_IMAGE_BASE_IMAGE_PINNED", PINNED_PY)
+    assert prov.container_state()["base_image"] == {"image": given, "digest": digest and "sha256:" + digest,
+                                                    "pinned": PINNED_PY, "overridden": given != PINNED_PY,
+                                                    "differs_from_pinned": differs}
+    monkeypatch.setenv("PINBENCH_IMAGE_BUILD_BASE", "builder:local")
+    monkeypatch.setenv("PINBENCH_IMAGE_BUILD_BASE_PINNED", "nvidia/cuda:12.8@sha256:" + "e" * 64)
+    state = prov.container_state()["base_image"]
+    assert state["others"] == {"BUILD_BASE": {"image": "builder:local", "digest": None,
+                                              "pinned": "nvidia/cuda:12.8@sha256:" + "e" * 64,
+                                              "differs_from_pinned": True}}
+    assert state["differs_from_pinned"] is True
+    label = {"image": "x", "digest": "sha256:" + HEX64, "pinned": PINNED_PY, "overridden": True,
+             "differs_from_pinned": False}
+    monkeypatch.setenv(prov.BASE_IMAGE_ENV, json.dumps(label))   # the runtime's label wins
+    assert prov.container_state()["base_image"] == label
+
+
 def test_one_secret_name_rule() -> None:
     """The Docker path refuses exactly the names whose values provenance redacts."""
     for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "DB_PASSWD", "API_KEY", "GCP_CREDENTIALS"):

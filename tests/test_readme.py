@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -90,3 +91,27 @@ def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
     stated = re.findall(r"[Rr]ecipe version \**([0-9][0-9.]*[0-9])", text)
     stated += re.findall(rf"`{re.escape(name)}` v?([0-9]+\.[0-9]+\.[0-9]+)", text)
     assert all(v == version for v in stated), (recipe, stated, version)
+
+
+def test_the_stand_in_base_is_made_by_the_script_the_readme_runs() -> None:
+    """The measured docker-smoke ran on a stand-in the README described but gave no commands for (#24 item 6)."""
+    script = REPO / "tools" / "standin_base.sh"
+    assert os.access(script, os.X_OK)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    for needed in ("debootstrap --variant=minbase", "bookworm", "python3.11,python3.11-venv", "python-is-python3",
+                   "/etc/ssl/certs/ca-certificates.crt", "docker import"):
+        assert needed in text, needed
+    tag = re.search(r'TAG="\$\{1:-([^}]+)\}"', text).group(1)
+    containers = README.split("## Containers", 1)[1].split("\n## ", 1)[0]
+    assert "tools/standin_base.sh" in containers
+    assert f"SMOKE_BASES=python-3.11-slim={tag}" in containers
+
+
+def test_the_readme_names_each_recipe_image_at_its_version() -> None:
+    """The measured table named camerabench and mind 1.0.0 when they were 1.1.0 (#24 item 7)."""
+    versions = {yaml.safe_load((REPO / "recipes" / d / "recipe.yaml").read_text())["name"]:
+                yaml.safe_load((REPO / "recipes" / d / "recipe.yaml").read_text())["version"] for d in RECIPE_DIRS}
+    named = re.findall(r"pinbench/([a-z0-9-]+?)(?:-generate)?:(\d+\.\d+\.\d+)", README)
+    assert {name for name, _ in named} >= set(versions)
+    assert [(name, v) for name, v in named if versions.get(name) != v] == []

@@ -316,13 +316,18 @@ def test_docker_on_the_node_runs_the_array_in_the_recipes_image(slurm_cluster, p
         OVERLAY.format(base=recipe.image, site="/opt/venv/lib/python3.11/site-packages"))
     image = build_image(context, "pinbench-test/dynamic-degree-slurm:local", dockerfile="Dockerfile.slurm-test",
                         client=engine, log=lambda line: None)
-
-    out = tmp_path / "run"
-    _submit(slurm_cluster, "dynamic-degree", out, "--container", "docker", "--image", image)
-    code, text = _wait(slurm_cluster, out)
-    assert code == 0, text
-    plain = plain_runs("dynamic-degree")
-    assert _card(out) == _card(plain) and _results(out) == _results(plain)
-    card = json.loads((out / "scorecard.json").read_text())
-    assert card["provenance"]["container"] == {"in_container": True, "image_digest": image}
-    assert card["config"]["out_dir"] == "/runs/out"  # the merge ran in the container too
+    try:   # the test's own image goes with it (it was left behind; make docker-smoke fails on one)
+        out = tmp_path / "run"
+        _submit(slurm_cluster, "dynamic-degree", out, "--container", "docker", "--image", image)
+        code, text = _wait(slurm_cluster, out)
+        assert code == 0, text
+        plain = plain_runs("dynamic-degree")
+        assert _card(out) == _card(plain) and _results(out) == _results(plain)
+        card = json.loads((out / "scorecard.json").read_text())
+        container = card["provenance"]["container"]
+        assert container["in_container"] is True and container["image_digest"] == image
+        built_on = engine.images.get(recipe.image).attrs["Config"]["Env"]
+        assert f"PINBENCH_IMAGE_BASE_IMAGE={container['base_image']['image']}" in built_on  # from the image's ENV
+        assert card["config"]["out_dir"] == "/runs/out"  # the merge ran in the container too
+    finally:
+        engine.images.remove(image, force=True)

@@ -94,3 +94,24 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     assert rows[0] == "sample_id\tmetric\treason" and len(rows) == 1 + 7 + 1 + 1 and TOKEN not in path.read_text()
     assert summarize_failures({"metrics": {"m": {"failed": [], "missing": []}}}, tmp_path) == []
     assert not path.exists()                                            # a clean rerun removes the stale list
+
+
+def test_one_progress_display_for_samples_and_watched_stages() -> None:
+    """The runner and the watcher draw through one Progress: the same line, counters and ETA either way."""
+    from pinbench.core.progress import Progress
+
+    out = io.StringIO()
+    shown = Progress("score", 4, unit="computed", counters=("done", "failed"), stream=out, every_s=0.0, tty=False)
+    with shown:
+        shown.update(1, done=1, failed=0)
+        shown.update(2, done=1, failed=1)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("score: 1/4 computed (25%) (done 1, failed 0), ") and "ETA " in lines[0]
+    assert lines[1].startswith("score: 2/4 computed (50%) (done 1, failed 1), ")
+    assert lines[-1].startswith("score: 2/4 computed (50%)") and len(lines) == 3
+    quiet = io.StringIO()
+    with Progress("score", 4, stream=quiet, every_s=0.0, tty=False, enabled=False) as shown:
+        shown.update(4)
+    assert quiet.getvalue() == ""
+    watched = Watcher("fetch model", lambda: 2_500_000, unit="bytes", tty=False).line()
+    assert watched.startswith("fetch model: 2.5 MB, ") and watched.endswith(" elapsed")

@@ -170,7 +170,7 @@ def kill_and_resume(work: Path, scores: Path, reference: dict, times: int, fresh
     lines = []
     for k in range(times):
         out = work / f"killed-{k}"
-        delay = rng.uniform(0.1, fresh_wall)
+        delay = rng.uniform(0.1, 0.8 * fresh_wall)  # before the fresh run would have ended
         proc = subprocess.Popen(camerabench_run(scores, out), cwd=REPO, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(delay)

@@ -227,6 +227,8 @@ def run(
     fixture: Annotated[bool, typer.Option("--fixture", help="CPU run on generated small data")] = False,
     gpus: Annotated[int | None, typer.Option(envvar="GPUS", help="GPUs to use (default: the recipe's)")] = None,
     offline: Annotated[bool, typer.Option(help="fail fast on anything not fetched")] = False,
+    verify_inputs: Annotated[bool, typer.Option("--verify-inputs", help="hash every input file again instead of "
+                                                "trusting the run directory's digest cache")] = False,
     option: OptionList = [],  # noqa: B006
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the preflight checks "
                                                                     "(`pinbench doctor`)")] = False,
@@ -247,6 +249,7 @@ def run(
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                   offline=offline, options=option)
+    cfg.verify_inputs = verify_inputs
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
     if move_aside:
@@ -641,6 +644,23 @@ def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a REA
     raise typer.Exit(1 if check and stale else 0)
 
 
+@app.command("new-recipe")
+def new_recipe(
+    name: Annotated[str, typer.Argument(help="the new recipe's name: lowercase words joined by '-'")],
+    dest: Annotated[Path | None, typer.Option(help="the recipes folder (default: this checkout's recipes/)")] = None,
+) -> None:
+    """Write a working score-only recipe from the template: recipe.yaml, run.py, fixture, test, README, Dockerfile
+    and lock; run its fixture and record references/fixture.yaml from it."""
+    from pinbench.ops.newrecipe import new_recipe as write
+    from pinbench.ops.newrecipe import summary
+
+    try:
+        made = write(name, dest)
+    except RecipeError as exc:
+        _fail(str(exc))
+    _echo("\n".join(summary(made, made.dir.parent.parent)))
+
+
 # ------------------------------------------------------------------------------- export, build, demo
 
 
@@ -699,9 +719,7 @@ def demo(
     recipes = [_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
         _fail("no recipes installed")
-    problem = writable_problem(out)
-    if problem:
-        _fail(problem)
+    _refuse_unwritable(out)
     cards, references, samples, failed, rows = [], {}, {}, [], []
     for recipe in recipes:
         result = _demo_one(recipe, out, verbose=verbose)
@@ -835,23 +853,16 @@ def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
     return lines
 
 
-def writable_problem(directory: Path) -> str | None:
-    """Why ``directory`` cannot take a run's outputs (one line, with what to run), or None.
+def _refuse_unwritable(out: Path) -> None:
+    """Exit 2 before anything runs when the demo cannot write all of ``out``: a line per cause, then the fix."""
+    from pinbench.core.provenance import container_state
+    from pinbench.ops.writable import writable_problems
 
-    The usual cause is a bind mount that Docker created on the host as root, while the container runs
-    as a non-root user."""
-    probe = directory
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    if os.access(probe, os.W_OK | os.X_OK) and probe.is_dir():
-        return None
-    if not probe.is_dir():
-        return f"{directory}: {probe} is not a directory"
-    uid, gid = os.getuid(), os.getgid()
-    return (f"{directory}: {probe.resolve()} is owned by uid {probe.stat().st_uid} and not writable by uid {uid}. "
-            "If it is a host directory mounted into a container (Docker creates a missing one as root), on the host "
-            f"run `sudo chown {uid}:{gid} <that directory>`, or start the container as yourself with "
-            "--user \"$(id -u):$(id -g)\"")
+    problems = writable_problems(out, in_container=container_state()["in_container"])
+    for line in problems:
+        typer.echo(f"error: {line}", err=True)
+    if problems:
+        raise typer.Exit(2)
 
 
 # ---------------------------------------------------------------------------------------- entry

@@ -81,11 +81,21 @@ def data_dir(cfg: RunConfig, *, download: bool) -> Path:
     try:
         local = cfg.options.get("data")
         if local is not None:
-            data_files.verify_data_dir(Path(local), manifest)
+            _verified(str(local), manifest.commit, tree_fingerprint(Path(local), mtimes=True))
             return Path(local)
         return data_files.fetch_data(manifest) if download else data_files.locate_data(manifest)
     except _INPUT_ERRORS as exc:
         raise input_error(exc) from None
+
+
+@functools.cache
+def _verified(root: str, commit: str, files: str) -> None:
+    """A local data folder checked against data_manifest.json once per process while its files stay as they are
+    (``pinbench run`` checks it in its doctor, then runs)."""
+    manifest = data_files.load_manifest()
+    if manifest.commit != commit:
+        raise data_files.DataFilesError(f"data_manifest.json changed during the run (commit {manifest.commit})")
+    data_files.verify_data_dir(Path(root), manifest)
 
 
 @functools.cache

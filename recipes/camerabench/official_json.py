@@ -139,6 +139,8 @@ def _basename(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ScoreFileError(f"{where}: expected a video path, got {value!r:.60}")
     # Script 1 writes the name as in the data; a custom method may write a full (even Windows) path.
+    if not any(c in value for c in "/\\:"):
+        return value  # a plain name (every row of the official files): what the paths below give, 10x faster
     return PureWindowsPath(PurePosixPath(value).name).name
 
 

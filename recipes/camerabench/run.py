@@ -19,6 +19,7 @@ from typing import Any
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.derived import DerivedRecord
 from pinbench.core.files import write_atomic
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, merge_samples, run_samples
 from pinbench.results.finish import collect_records, finish_run, finish_shard
@@ -68,10 +69,11 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 3. Script 2: per sample, then per split / skill / family (strict), then the composite
     started = time.perf_counter()
     tasks = script2_tasks(data, outputs, judge=judge.describe() if judge else None)
+    summary = None
     if not cfg.skip_scoring:
-        run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
-                    implementation=cfg.implementation, stage="script 2")
-    samples = collect_records(cfg, tasks)
+        summary = run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
+                              implementation=cfg.implementation, stage="script 2")
+    samples = collect_records(cfg, tasks, summary)
     timings["script2"] = time.perf_counter() - started
 
     def groups() -> list[DerivedRecord]:
@@ -124,7 +126,8 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
     described = {"weights": pins[model.weights_pin].label, "processor": pins[inputs.PROCESSOR_PIN].label,
                  "attn_implementation": settings.attn_implementation, "dtype": settings.dtype,
                  "processor_fps": settings.processor_fps, "recipe_version": version}
-    tasks = script1_tasks(data, videos, described)
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        tasks = script1_tasks(data, videos, described, digests)
     folder = cfg.out_dir / "script1"
     scorer_info: dict[str, Any] = {}
 

@@ -2,7 +2,8 @@
 
 7,679 binary tasks (one generate step each), 3,543 VQA tasks (four (question, video) combinations each;
 upstream runs eight passes, P(Yes) and P(No) come from one softmax here) and 1,071 captions. A task
-holds what its output depends on: the sample, the video file's size and mtime, and the model settings
+holds what its output depends on: the sample, the video file's name, its path under the video folder, size and
+SHA-256 (``pinbench.core.inputs``: the same videos in another folder reuse every record), and the model settings
 (checkpoint and processor revisions, attention, dtype, processor fps), so changing any of them
 recomputes exactly the affected samples. Binary tasks are ordered video by video so a video's questions
 follow one another and it is decoded once (within one shard: ``--shard`` interleaves samples, so each
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import SampleRecord
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import Script1Outputs
@@ -28,24 +30,24 @@ class Scorer(Protocol):
     def caption(self, path: Path | str, question: str, seed: int) -> dict[str, Any]: ...
 
 
-def _file(videos: VideoSet, name: str) -> dict[str, Any]:
-    stat = videos.paths[name].stat()
-    return {"name": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def script1_tasks(data: CameraBenchData, videos: VideoSet, model: Mapping[str, Any]) -> list[dict[str, Any]]:
+def script1_tasks(data: CameraBenchData, videos: VideoSet, model: Mapping[str, Any],
+                  digests: InputDigests) -> list[dict[str, Any]]:
     """Every Script 1 task of the loaded families; ``model`` describes the settings that move numbers."""
     model = dict(model)
+
+    def video(name: str) -> dict[str, Any]:
+        return {"name": name, **digests.key(videos.paths[name], videos.root)}
+
     tasks: list[dict[str, Any]] = []
     for sample in sorted(data.binary, key=lambda s: (s.video, s.split)):
-        tasks.append({"sample_id": sample.sample_id, "family": "binary", "video": _file(videos, sample.video),
+        tasks.append({"sample_id": sample.sample_id, "family": "binary", "video": video(sample.video),
                       "question": sample.question, "model": model})
     for pair in data.vqa:
-        tasks.append({"sample_id": pair.sample_id, "family": "vqa", "pos_video": _file(videos, pair.pos_video),
-                      "neg_video": _file(videos, pair.neg_video), "pos_question": pair.pos_question,
+        tasks.append({"sample_id": pair.sample_id, "family": "vqa", "pos_video": video(pair.pos_video),
+                      "neg_video": video(pair.neg_video), "pos_question": pair.pos_question,
                       "neg_question": pair.neg_question, "model": model})
     for sample in data.captions:
-        tasks.append({"sample_id": sample.sample_id, "family": "caption", "video": _file(videos, sample.video),
+        tasks.append({"sample_id": sample.sample_id, "family": "caption", "video": video(sample.video),
                       "question": sample.question, "seed": CAPTION_SEED + sample.index, "model": model})
     return tasks
 

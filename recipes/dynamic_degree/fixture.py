@@ -88,8 +88,8 @@ def write_fixture(dest: Path, videos: tuple[FixtureVideo, ...] = FIXTURE_VIDEOS)
 
     A complete video of this fixture version from an earlier run is kept, so a rerun reuses its stored
     scores. Shards of one run start together and share ``dest``: the first writes the videos, the others
-    wait and keep them (a video written again would get a new mtime, part of every task's input, and
-    orphan the stored scores); every file is written atomically.
+    wait and keep them (writing them again would repeat the work and replace files another shard is
+    reading); every file is written atomically.
     """
     dest.mkdir(parents=True, exist_ok=True)
     stamp = dest / STAMP

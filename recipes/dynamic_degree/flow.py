@@ -266,7 +266,8 @@ class RaftThings:
         described = {"backend": self.name, "official": True,
                      "implementation": f"torchvision {torchvision.__version__} raft_large",
                      "iters": self.iters, "weights_sha256": self.weights_sha256,
-                     "precision": "tf32" if self.tf32 else "fp32"}
+                     "precision": "tf32" if self.tf32 else "fp32",
+                     "device": self.device.partition(":")[0]}  # CPU and CUDA kernels differ in the last bits
         # only when set, so that the recipe's default runs keep their cache keys
         described.update({k: True for k in ("channels_last", "cudnn_benchmark") if getattr(self, k)})
         return described

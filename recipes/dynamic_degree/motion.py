@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.files import sha256_file
+from pinbench.core.inputs import input_path
 from pinbench.media.video import VideoInfo, read_video, video_info, write_video
 from pinbench_recipes.dynamic_degree import clips as clipping
 from pinbench_recipes.dynamic_degree import scoring
@@ -74,15 +75,15 @@ class HasMetric:
         return self.metric in result
 
 
-class UnusableInput(ValueError):
-    """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
-
-
-def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource) -> dict[str, Any]:
-    """The runner's per-sample function: one task (``video`` path) -> its record."""
-    if task.get("problem"):
-        raise UnusableInput(f"{task['name']}: {task['problem']}")
-    return score_video(Path(task["video"]), estimator, source)
+def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource,
+               root: Path) -> dict[str, Any]:
+    """The runner's per-sample function: one task (``pinbench.core.inputs.input_tasks``, under ``root``) -> its
+    record; a video whose bytes changed since its task was keyed fails (its record would not be the key's)."""
+    record = score_video(input_path(task, root), estimator, source)
+    if record["video_sha256"] != task["input"]["sha256"]:
+        raise ValueError(f"{task['name']}: changed since the run read it (SHA-256 {task['input']['sha256'][:12]}... "
+                         f"then, {record['video_sha256'][:12]}... now); run again")
+    return record
 
 
 def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:

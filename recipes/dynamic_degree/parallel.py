@@ -20,19 +20,19 @@ from pinbench_recipes.dynamic_degree.prepare import EstimatorSpec
 
 
 def score_in_workers(tasks: Sequence[Mapping[str, Any]], spec: EstimatorSpec, source: ClipSource,
-                     out_dir: Path, devices: Sequence[str], metric: str, *,
+                     out_dir: Path, devices: Sequence[str], metric: str, *, root: Path,
                      implementation: Implementation | None) -> int:
     """Run shard i of ``len(devices)`` on ``devices[i]`` in its own (spawned) process; return failures."""
-    jobs = [(list(tasks), spec, source, out_dir, Shard(i, len(devices)), device, metric, implementation)
+    jobs = [(list(tasks), spec, source, root, out_dir, Shard(i, len(devices)), device, metric, implementation)
             for i, device in enumerate(devices)]
     with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
         return sum(pool.map(_score_shard, jobs))
 
 
 def _score_shard(job: tuple) -> int:
-    tasks, spec, source, out_dir, shard, device, metric, implementation = job
+    tasks, spec, source, root, out_dir, shard, device, metric, implementation = job
     estimator = spec.build(device)
-    summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source), out_dir,
+    summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source, root=root), out_dir,
                           shard=shard, implementation=implementation, validate=HasMetric(metric),
                           progress=shard.index == 0, stage=f"dynamic degree [{device}]")
     return summary.n_failed

@@ -5,18 +5,15 @@ Kept apart from ``run.py`` so that the entry procedure reads top to bottom in a 
 
 from __future__ import annotations
 
-import errno
-import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_tasks, list_inputs, sample_ids
 from pinbench.core.options import is_offline
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import sample_id_problem
 from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.ops.pins import Pins, PinsError, load_pins
@@ -25,7 +22,6 @@ from pinbench.ops.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
 from pinbench_recipes.dynamic_degree.motion import ClipSource
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 WEIGHTS_PIN = "raft_things"
 WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"  # the raft_weights option's environment twin (recipe.yaml)
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
@@ -65,74 +61,9 @@ def parse_options(cfg: RunConfig) -> Options:
 # ------------------------------------------------------------------------------------------- videos
 
 
-@dataclass(frozen=True)
-class VideoInput:
-    """One entry under the videos folder whose name ends in a video suffix.
-
-    ``problem`` says why it cannot be scored (a dangling symlink, a symlink loop, a directory or other
-    non-file, a vanished file); such an entry is still a sample and fails by name, never dropped.
-    """
-
-    relative: str  # the path under the videos folder, "/"-separated (may hold any byte the name held)
-    path: Path
-    problem: str | None = None
-
-    @property
-    def shown(self) -> str:
-        """The relative path for messages: one line, undecodable bytes and control characters escaped."""
-        text = os.fsencode(self.relative).decode("utf-8", "backslashreplace")
-        return repr(text)[1:-1] if not text.isprintable() else text
-
-
-def list_videos(root: Path) -> list[VideoInput]:
-    """Every entry under ``root`` named like a video (recursively, hidden ones skipped), by relative path.
-
-    Not only the files that decode: an empty or broken file, a dangling symlink, a symlink loop or a
-    directory named ``*.mp4`` is listed with its problem, fails as its own sample and stays in the
-    denominator. Symlinked directories are not followed. A folder that cannot be read is an error
-    (RecipeError): the videos in it could not be counted.
-    """
-    if not root.is_dir():
-        raise RecipeError(f"{root}: videos directory not found")
-
-    def unreadable(exc: OSError) -> None:
-        raise RecipeError(f"{exc.filename}: cannot list the videos folder ({exc.strerror})")
-
-    found = []
-    for folder, dirs, files in os.walk(root, onerror=unreadable):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in (*dirs, *files):
-            if name.startswith(".") or Path(name).suffix.lower() not in VIDEO_SUFFIXES:
-                continue
-            path = Path(folder) / name
-            found.append(VideoInput(path.relative_to(root).as_posix(), path, _entry_problem(path)))
-    if not found:
-        raise RecipeError(f"{root}: no videos found (looked for {', '.join(VIDEO_SUFFIXES)})")
-    return sorted(found, key=lambda v: v.relative)
-
-
-def _entry_problem(path: Path) -> str | None:
-    """Why a listed entry is not a video file that can be opened, or None."""
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        if path.is_symlink():
-            return f"dangling symlink (its target {os.readlink(path)!r} does not exist)"
-        return "vanished while the folder was listed"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "symlink loop (following the link never reaches a file)"
-        return f"cannot be read ({exc.strerror})"
-    if path.is_dir():
-        return "a directory, not a video file"
-    if not path.is_file():
-        return "not a regular file (a FIFO, socket or device)"
-    return None
-
-
-def sample_id(root: Path, path: Path) -> str:
-    """The relative path without its suffix, folders joined by ``__`` (ids are file names)."""
-    return path.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+def list_videos(root: Path) -> list[InputFile]:
+    """Every entry under ``root`` named like a video (``pinbench.core.inputs``: each one a sample, problems too)."""
+    return list_inputs(root, VIDEO_SUFFIXES, what="videos")
 
 
 def loop_family(sample: str) -> str | None:
@@ -141,60 +72,12 @@ def loop_family(sample: str) -> str | None:
     return match.group(1) if match else None
 
 
-def sample_ids(root: Path, videos: list[VideoInput]) -> list[tuple[str, str | None]]:
-    """(sample id, name problem) per video, in order; every id unique and safe as a file name.
-
-    The id is :func:`sample_id` unless the name cannot give one: an id that is not valid UTF-8, longer
-    than the runner allows, holds a control character or a backslash, or that two videos share
-    (``x.mp4`` beside ``x.mkv``). Such a video fails alone with the reason, under the id
-    ``bad-name-<hash of its relative path>``; the rest of the run is not affected.
-    """
-    natural = [sample_id(root, v.path) for v in videos]
-    owners: dict[str, list[str]] = {}
-    for sid, video in zip(natural, videos, strict=True):
-        owners.setdefault(sid, []).append(video.shown)
-    taken = set(natural)
-    out = []
-    for sid, video in zip(natural, videos, strict=True):
-        problem = sample_id_problem(sid)
-        if problem is None and len(owners[sid]) > 1:
-            others = ", ".join(repr(o) for o in owners[sid] if o != video.shown)
-            problem = f"is {sid!r}, as for {others}: rename one so each video has its own id"
-        if problem is None:
-            out.append((sid, None))
-            continue
-        digest = hashlib.sha256(os.fsencode(video.relative)).hexdigest()
-        width = 16
-        while f"bad-name-{digest[:width]}" in taken:
-            width += 8
-        fallback = f"bad-name-{digest[:width]}"
-        taken.add(fallback)
-        out.append((fallback, f"bad file name: its sample id {problem}"))
-    return out
-
-
-def video_tasks(root: Path, videos: list[VideoInput], *, flow: dict[str, Any], source: ClipSource,
-                recipe_version: str) -> list[dict[str, Any]]:
-    """One task per video. Size and mtime make an edited video recompute; so does any flow change.
-
-    A video that cannot be scored (its entry or its name has a problem) gets a task holding the
-    problem instead of a path: scoring it fails with that reason, by name.
-    """
-    tasks = []
-    for video, (sid, name_problem) in zip(videos, sample_ids(root, videos), strict=True):
-        task: dict[str, Any] = {"sample_id": sid, "name": video.shown, "flow": flow,
-                                "clip_source": source.describe(), "recipe_version": recipe_version}
-        problem = name_problem or video.problem
-        if problem is None:
-            try:
-                stat = video.path.stat()
-                task.update(video=str(video.path.resolve()), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
-            except OSError as exc:
-                problem = f"cannot be read ({exc.strerror})"
-        if problem is not None:
-            task["problem"] = problem
-        tasks.append(task)
-    return tasks
+def video_tasks(root: Path, videos: list[InputFile], *, flow: dict[str, Any], source: ClipSource,
+                recipe_version: str, digests: InputDigests) -> list[dict[str, Any]]:
+    """One task per video (``input_tasks``: its path under ``root``, size and SHA-256, so an edited video
+    recomputes and the same videos under another root do not); so does any flow change."""
+    return input_tasks(root, videos, digests=digests, flow=flow, clip_source=source.describe(),
+                       recipe_version=recipe_version)
 
 
 # ---------------------------------------------------------------------------------------- estimator

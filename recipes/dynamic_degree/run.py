@@ -8,6 +8,7 @@ the fraction of 2 s clips judged dynamic) in a scorecard.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RunConfig, RunOutcome
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import SampleRecord, run_samples
 from pinbench.core.scorecard import MetricSpec
@@ -23,7 +25,6 @@ from pinbench_recipes.dynamic_degree import fixture, prepare
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
 from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, metric_name, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
-from pinbench_recipes.dynamic_degree.plots import plot_motion
 
 
 def run(cfg: RunConfig) -> RunOutcome:
@@ -42,8 +43,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     spec = prepare.estimator_spec(cfg, options, recipe.pins_path)
     estimator = spec.build()
     metric = metric_name(estimator)
-    tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
-                                recipe_version=recipe.version)
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
+                                    recipe_version=recipe.version, digests=digests)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: nothing to do; this recipe scores videos that a model already generated
@@ -51,15 +53,18 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 3. score: one record per video, stored as soon as it exists; a rerun resumes
     started = time.perf_counter()
     devices = prepare.worker_devices(cfg, spec)
+    summary = None
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
-        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, implementation=cfg.implementation)
+        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, root=videos_dir,
+                         implementation=cfg.implementation)
     elif not cfg.skip_scoring:
-        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source), cfg.out_dir,
+        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source, root=videos_dir),
+                              cfg.out_dir,
                               shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
                               stage="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks)
+    records = collect_records(cfg, tasks, summary)
     timings["score"] = time.perf_counter() - started
 
     # 4. aggregate (suite mean over videos), diff against the reference if one exists, report
@@ -118,16 +123,20 @@ def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
                     metric: str) -> list[tuple[str, Path, str, str]]:
     """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest.
 
-    A figure is named by its video and a digest of its record, so a video whose record did not change keeps
-    its PNG and only changed ones are drawn; figures of records that are gone are removed."""
+    A figure is named by its video and a digest of the result it draws, so a video whose result did not change
+    keeps its PNG (also when it was computed again) and only changed ones are drawn; figures of results that are
+    gone are removed."""
     figures = []
     keep: set[Path] = set()
     for record in records:
         if not record.ok or not record.result:
             continue
-        png = out_dir / f"{record.sample_id}.{hashlib.sha256(record.to_bytes()).hexdigest()[:16]}.png"
+        drawn_from = json.dumps(record.result, sort_keys=True, separators=(",", ":")).encode()  # not its timing
+        png = out_dir / f"{record.sample_id}.{hashlib.sha256(drawn_from).hexdigest()[:16]}.png"
         keep.add(png)
         if not png.is_file():
+            from pinbench_recipes.dynamic_degree.plots import plot_motion  # matplotlib: only when one is drawn
+
             plot_motion(record.result, record.sample_id, png, metric)
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "

@@ -23,6 +23,7 @@ fixture's scorecard carries a bootstrap interval there (a one-sample split has n
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -36,7 +37,7 @@ import av
 import numpy as np
 import torch
 
-from pinbench.core.files import atomic_path, exclusive, sha256_file, write_atomic
+from pinbench.core.files import exclusive, sha256_file, write_atomic
 from pinbench.media.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES, ONE_PAIR_BATCH_ERROR, mirror_fails_upstream
@@ -170,8 +171,9 @@ def write_random_alexnet(path: Path, seed: int = SEED) -> str:
         fan_in = shape[1] * shape[2] * shape[3]
         state[f"features.{index}.weight"] = torch.randn(shape, generator=generator) * math.sqrt(2.0 / fan_in)
         state[f"features.{index}.bias"] = torch.randn(shape[0], generator=generator) * 0.01
-    with atomic_path(path, suffix=".pth") as tmp:
-        torch.save(state, tmp)
+    buffer = io.BytesIO()   # not the temporary file: torch.save names its archive after the file it writes to
+    torch.save(state, buffer)
+    write_atomic(path, buffer.getvalue())
     return sha256_file(path)
 
 
@@ -179,8 +181,8 @@ def build_fixture(root: Path) -> FixtureData:
     """Write (or reuse, when this fixture version is complete under ``root``) the synthetic data.
 
     Shards of one run start together and share ``root``: the first writes the data, the others wait and keep
-    it (a GT video written again would get a new mtime, part of every task's input, and orphan the stored
-    scores). Every file is written atomically and the stamp last, so a killed writer leaves no stamp.
+    it (writing it again would repeat the work and replace files another shard is reading). Every file is
+    written atomically and the stamp last, so a killed writer leaves no stamp.
     """
     root.mkdir(parents=True, exist_ok=True)
     with exclusive(root.parent / f".{root.name}.lock"):

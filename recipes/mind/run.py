@@ -21,6 +21,7 @@ import yaml
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
 from pinbench.media.lpips import load_lpips
@@ -89,8 +90,9 @@ def run(cfg: RunConfig) -> RunOutcome:
             if results_file is not None:
                 versions["results_sha256"] = sha256_file(Path(results_file))
                 result_file = load_result_file(Path(results_file))
-            tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions)
-                     for s in pre.samples]
+            with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+                tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions,
+                                           digests=digests) for s in pre.samples]
             if result_file is not None and pre.generated_root is None and "gsc" in metrics:
                 room = None if cfg.limit is None else max(0, cfg.limit - len(tasks))
                 tasks += steps.mirror_tasks(result_file, versions=versions)[:room]
@@ -105,7 +107,7 @@ def run(cfg: RunConfig) -> RunOutcome:
 
     # 5. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
     with timed(timings, "score"):
-        records = collect_records(cfg, tasks)
+        records = collect_records(cfg, tasks, summary.runner if summary else None)
         results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
         suite = suite_record(records)
     keys = [key_from_sample_id(t["sample_id"]) for t in tasks]
@@ -182,9 +184,11 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             device = "cuda" if torch.cuda.is_available() and not data else "cpu"
             lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
             canvas = fixture.CANVAS if data else OFFICIAL_CANVAS
+            with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+                native_tasks = steps.native_tasks(pre, canvas=canvas, lpips_sha256=digest, digests=digests)
             with one_thread_if(data is not None):
-                native = steps.run_native(cfg.out_dir, steps.native_tasks(pre, canvas=canvas, lpips_sha256=digest),
-                                          lpips_model, shard=cfg.shard, implementation=cfg.implementation)
+                native = steps.run_native(cfg.out_dir, pre, native_tasks, lpips_model, shard=cfg.shard,
+                                          implementation=cfg.implementation)
 
     # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
     with timed(timings, "score"):

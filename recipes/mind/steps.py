@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import sha256_file
+from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
@@ -69,26 +69,21 @@ NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored na
 # ------------------------------------------------------------------------------------------------ tasks
 
 
-def _fingerprint(path: Path) -> str:
-    """Size and mtime of a large read-only input (the GT videos): cheap, and changes when the file does."""
-    stat = path.stat()
-    return f"{stat.st_size}:{stat.st_mtime_ns}"
-
-
 def sample_task(sample: Sample, *, metrics: Sequence[str], video_max_time: int | None,
-                versions: Mapping[str, str]) -> dict[str, Any]:
-    """The runner task of one sample: everything that, changed, must rescore it."""
+                versions: Mapping[str, str], digests: InputDigests) -> dict[str, Any]:
+    """The runner task of one sample: everything that, changed, must rescore it. Files are keyed by their
+    place in the layout (perspective, test type, directory) and their SHA-256, never by where the roots are."""
     key = sample.key
     task: dict[str, Any] = {"sample_id": key.sample_id, "perspective": key.perspective,
                             "test_type": key.test_type, "path": key.path, "metrics": list(metrics),
                             "video_max_time": video_max_time, "versions": dict(versions)}
     if isinstance(sample, ContinuationSample):
-        task["gt"] = {"action_sha256": sha256_file(sample.gt_dir / GT_ACTIONS),
-                      "video": _fingerprint(sample.gt_dir / GT_VIDEO),
-                      "poses_sha256": sha256_file(sample.gt_dir / GT_POSES) if sample.gt_poses else None}
-        task["video_sha256"] = sha256_file(sample.video) if sample.video else None
+        task["gt"] = {"action_sha256": digests.sha256(sample.gt_dir / GT_ACTIONS),
+                      "video_sha256": digests.sha256(sample.gt_dir / GT_VIDEO),
+                      "poses_sha256": digests.sha256(sample.gt_dir / GT_POSES) if sample.gt_poses else None}
+        task["video_sha256"] = digests.sha256(sample.video) if sample.video else None
     elif isinstance(sample, MirrorSample):
-        task["videos_sha256"] = {v.name: sha256_file(v.path) for v in sample.videos}
+        task["videos_sha256"] = {v.name: digests.sha256(v.path) for v in sample.videos}
     return task
 
 
@@ -234,37 +229,45 @@ def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int 
 # ------------------------------------------------------------------------------------------ native
 
 
-def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None) -> list[dict[str, Any]]:
+def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None,
+                 digests: InputDigests) -> list[dict[str, Any]]:
     """One native task per planned sample, in plan order, so that shard I/N of these tasks is shard I/N of
     the samples; a sample without frames to compare (LCM needs 'lcm' and a rollout, GSC 'gsc') gets a task
-    that computes nothing."""
+    that computes nothing. Its files: the GT video under the GT root, rollouts under the generated root (both
+    relative, with their SHA-256; ``native_scorer`` joins them to the roots)."""
     tasks = []
     for sample in pre.samples:
         task: dict[str, Any] = {"sample_id": sample.key.sample_id, "canvas": [canvas.height, canvas.width],
                                 "lpips_sha256": lpips_sha256, "native_version": NATIVE_VERSION}
         if isinstance(sample, ContinuationSample) and sample.video is not None and "lcm" in pre.metrics:
-            task.update(gt_video=str(sample.gt_dir / GT_VIDEO), video=str(sample.video),
-                        video_sha256=sha256_file(sample.video), mark_time=sample.actions.mark_time,
+            assert pre.generated_root is not None  # a sample has a video only when there is a generated root
+            task.update(gt_video=digests.key(sample.gt_dir / GT_VIDEO, pre.gt_root),
+                        video=digests.key(sample.video, pre.generated_root), mark_time=sample.actions.mark_time,
                         total_time=sample.actions.total_time, frames=sample.video_frames,
                         video_max_time=pre.video_max_time)
         elif isinstance(sample, MirrorSample) and "gsc" in pre.metrics:
-            task["videos"] = {v.name: [str(v.path), v.frames, sha256_file(v.path)] for v in sample.videos}
+            assert pre.generated_root is not None
+            task["videos"] = {v.name: [digests.key(v.path, pre.generated_root), v.frames] for v in sample.videos}
         else:
             task["nothing"] = "no frames to compare natively (no rollout, or its metric not requested)"
         tasks.append(task)
     return tasks
 
 
-def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+def native_scorer(lpips_model: torch.nn.Module, gt_root: Path,
+                  generated_root: Path | None) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     def score(task: Mapping[str, Any]) -> dict[str, Any]:
         if "nothing" in task:
             return {"nothing": task["nothing"]}
         canvas = Canvas(*task["canvas"])
+        assert generated_root is not None  # only "nothing" tasks exist without one
         if "videos" in task:
-            return {"videos": {name: native.storable(native.mirror_block(Path(path), frames=frames,
-                                                                         lpips_model=lpips_model, canvas=canvas))
-                               for name, (path, frames, _) in task["videos"].items()}}
-        block = native.continuation_block(Path(task["gt_video"]), Path(task["video"]), mark_time=task["mark_time"],
+            return {"videos": {name: native.storable(native.mirror_block(generated_root / video["path"],
+                                                                         frames=frames, lpips_model=lpips_model,
+                                                                         canvas=canvas))
+                               for name, (video, frames) in task["videos"].items()}}
+        block = native.continuation_block(gt_root / task["gt_video"]["path"], generated_root / task["video"]["path"],
+                                          mark_time=task["mark_time"],
                                           total_time=task["total_time"], generated_frames=task["frames"],
                                           video_max_time=task["video_max_time"], lpips_model=lpips_model,
                                           canvas=canvas)
@@ -272,11 +275,12 @@ def native_scorer(lpips_model: torch.nn.Module) -> Callable[[Mapping[str, Any]],
     return score
 
 
-def run_native(out_dir: Path, tasks: Sequence[Mapping[str, Any]], lpips_model: torch.nn.Module,
+def run_native(out_dir: Path, pre: Preflight, tasks: Sequence[Mapping[str, Any]], lpips_model: torch.nn.Module,
                shard: Shard | None = None, implementation: Implementation | None = None) -> dict[str, dict[str, Any]]:
     """The native blocks of ``shard``'s samples, resumable under ``native/`` (a failed sample is recomputed on
     the next run); samples with nothing to compare are left out."""
-    summary = run_samples(tasks, native_scorer(lpips_model), out_dir / "native", stage="native cross-check",
+    summary = run_samples(tasks, native_scorer(lpips_model, pre.gt_root, pre.generated_root), out_dir / "native",
+                          stage="native cross-check",
                           shard=shard, implementation=implementation)
     return {sid: rec.result for sid, rec in summary.records.items()
             if rec.ok and rec.result is not None and "nothing" not in rec.result}

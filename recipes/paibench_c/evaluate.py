@@ -155,7 +155,7 @@ def ensure_weights(evaluator: Evaluator, urls: Mapping[str, URLPin], grounding_d
         pin: URLPin | HFPin = grounding_dino if name == "grounding_dino_tiny" else urls[name]
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(locate(pin))
+            target.symlink_to(locate(pin).absolute())
         if isinstance(pin, URLPin):
             if pin.sha256:
                 verify_sha256(target, pin.sha256)
@@ -194,7 +194,7 @@ class GTCache:
         self.root.mkdir(parents=True, exist_ok=True)
         for sub in ("videos", "captions"):
             link = self.root / sub
-            target = dataset_dir / sub
+            target = dataset_dir.absolute() / sub   # a relative target would resolve against the link's folder
             if link.is_symlink() and Path(os.readlink(link)) == target:
                 continue
             if link.is_symlink() or link.is_file():

@@ -174,12 +174,24 @@ def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir:
     return results
 
 
+def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
+    """A cosmos-framework row with every path under ``dataset_root`` (as the row names it: absolute, or relative to
+    the working directory when the run directory is) made relative to it."""
+    prefix = f"{Path(dataset_root).as_posix()}/"
+
+    def relative(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: relative(item) for key, item in value.items()}
+        return value.removeprefix(prefix) if isinstance(value, str) else value
+    return relative(row)
+
+
 GENERATION_DIR = "generation"  # the generation stage's records and shard manifests: for `pinbench status`
 
 
 def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
-                        *, shard: Shard | None, implementation: Implementation | None, min_frames: int = MIN_FRAMES,
-                        cache: ValidityCache | None = None,
+                        *, dataset_root: Path, shard: Shard | None, implementation: Implementation | None,
+                        min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
                         known: Collection[str] = ()) -> list[str]:
     """Generate this shard's videos of every modality, then collect and record each one.
 
@@ -187,16 +199,18 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
     modality. Each (modality, task) is a sample ``<modality>.<task>`` of the stage in ``generation/``: ok
     with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
     per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
-    ``--limit``), whose videos are not strays. Returns one line per problem.
+    ``--limit``), whose videos are not strays. A sample's key holds its row with the dataset's paths relative to
+    ``dataset_root``, so the same dataset elsewhere keys the same samples. Returns one line per problem.
     """
-    tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": dict(row)}
+    tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": _row_key(row, dataset_root)}
              for modality, modality_rows in rows.items() for row in modality_rows]
+    rows_by_id = {f"{modality}.{row['name']}": row for modality, modality_rows in rows.items() for row in modality_rows}
     units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
     stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units,
                      implementation=implementation)
     problems: list[str] = []
     for modality, modality_rows in rows.items():
-        own = [task["row"] for task in stage.mine if task["modality"] == modality]
+        own = [rows_by_id[task["sample_id"]] for task in stage.mine if task["modality"] == modality]
         raw = out_dir / modality / "raw"
         todo = pending_rows(own, raw, min_frames, cache=cache)
         started = time.perf_counter()

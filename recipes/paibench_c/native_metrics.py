@@ -307,8 +307,9 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
     return result
 
 
-def native_sample(task: Mapping[str, Any]) -> dict[str, Any]:
-    """Runner fn: ``{"gt_video", "preds": {modality: path}, "seg_pkls": {modality: [gt, pred]}}``."""
-    seg = {m: (Path(gt), Path(pred)) for m, (gt, pred) in (task.get("seg_pkls") or {}).items()}
-    return score_task(Path(task["gt_video"]), {m: Path(p) for m, p in task["preds"].items()}, seg_pkls=seg,
-                      decoder=task.get("decoder", DECODE_BACKEND))
+def native_sample(task: Mapping[str, Any], *, dataset_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """Runner fn: ``{"gt_video": {"path": under dataset_dir, ...}, "preds": {modality: path under run_dir},
+    "seg_pkls": {modality: [gt, pred] under run_dir}}`` (paths relative, so the task names no location)."""
+    seg = {m: (run_dir / gt, run_dir / pred) for m, (gt, pred) in (task.get("seg_pkls") or {}).items()}
+    return score_task(dataset_dir / task["gt_video"]["path"], {m: run_dir / p for m, p in task["preds"].items()},
+                      seg_pkls=seg, decoder=task.get("decoder", DECODE_BACKEND))

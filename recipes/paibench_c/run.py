@@ -14,16 +14,18 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.inputs import input_digests
 from pinbench.core.options import is_offline
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.recipe import get_recipe
@@ -145,9 +147,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
     result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
-    run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir, implementation=cfg.implementation,
-                stage="scorecard", progress=False)
-    records = collect_records(cfg, result_tasks)  # also writes samples.jsonl
+    stored = run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir,
+                         implementation=cfg.implementation, stage="scorecard", progress=False)
+    records = collect_records(cfg, result_tasks, stored)
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
@@ -198,8 +200,9 @@ def generate_all(cfg: RunConfig, options: Options, pins: Pins | None, inputs: In
     ``pins`` None (``--fixture``): the fixture's test double generates, and there is no tokenizer to record.
     """
     if pins is None:
-        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, cfg.out_dir, shard=cfg.shard,
-                                   implementation=cfg.implementation, min_frames=min_frames, cache=validity)
+        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, cfg.out_dir, dataset_root=inputs.dataset_dir,
+                                   shard=cfg.shard, implementation=cfg.implementation, min_frames=min_frames,
+                                   cache=validity)
     framework_dir = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     python = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_dir / ".venv" / "bin" / "python")))
     expected = pins.upstream["cosmos_framework"].commit
@@ -211,8 +214,8 @@ def generate_all(cfg: RunConfig, options: Options, pins: Pins | None, inputs: In
     generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
-    problems = generate_and_record(generator, rows, cfg.out_dir, shard=cfg.shard, implementation=cfg.implementation,
-                                   min_frames=min_frames, cache=validity)
+    problems = generate_and_record(generator, rows, cfg.out_dir, dataset_root=inputs.dataset_dir, shard=cfg.shard,
+                                   implementation=cfg.implementation, min_frames=min_frames, cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
@@ -287,10 +290,10 @@ def parse_all(cfg: RunConfig, modalities: Sequence[str], task_ids: Sequence[str]
     return parsed
 
 
-def _native_batch(workers: int):  # noqa: ANN202 (a closure for the runner)
+def _native_batch(workers: int, sample: Callable[[Mapping[str, Any]], dict[str, Any]]):  # noqa: ANN202 (a closure)
     def batch(tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            return list(pool.map(native_sample, tasks))
+            return list(pool.map(sample, tasks))
     return batch
 
 
@@ -310,26 +313,31 @@ def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GT
                parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
     """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
     seg_modalities = native_seg_modalities(options, gt)
+    run_dir = cfg.out_dir
     tasks = []
-    for task in inputs.tasks:
-        preds, seg, shas = {}, {}, {}
-        for modality in options.modalities:
-            c = collected[modality][task.task_id]
-            if not (c.ok and c.sha256):
-                continue
-            preds[modality] = str(cfg.out_dir / modality / "videos" / f"{task.task_id}.mp4")
-            shas[modality] = c.sha256
-            gt_pkl = gt.root / "sam2_pkls" / f"{task.task_id}.pkl"
-            pred_pkl = cfg.out_dir / modality / "segmentation" / f"{task.task_id}.pkl"
-            if (modality in seg_modalities and parsed.get(modality) is not None and gt_pkl.is_file()
-                    and pred_pkl.is_file()):
-                seg[modality] = [str(gt_pkl), str(pred_pkl)]
-        tasks.append({"sample_id": task.task_id, "gt_video": str(inputs.dataset_dir / task.video_path),
-                      "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,
-                      "decoder": options.decoder,
-                      "seg_sha256": {m: [evaluate.sha256_file(Path(p)) for p in pair] for m, pair in seg.items()}})
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        for task in inputs.tasks:
+            preds, seg, shas = {}, {}, {}
+            for modality in options.modalities:
+                c = collected[modality][task.task_id]
+                if not (c.ok and c.sha256):
+                    continue
+                preds[modality] = f"{modality}/videos/{task.task_id}.mp4"   # under the run directory
+                shas[modality] = c.sha256
+                gt_pkl = gt.root / "sam2_pkls" / f"{task.task_id}.pkl"
+                pred_pkl = run_dir / modality / "segmentation" / f"{task.task_id}.pkl"
+                if (modality in seg_modalities and parsed.get(modality) is not None and gt_pkl.is_file()
+                        and pred_pkl.is_file()):
+                    seg[modality] = [gt_pkl.relative_to(run_dir).as_posix(), pred_pkl.relative_to(run_dir).as_posix()]
+            tasks.append({"sample_id": task.task_id,
+                          "gt_video": digests.key(inputs.dataset_dir / task.video_path, inputs.dataset_dir),
+                          "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,
+                          "decoder": options.decoder,
+                          "seg_sha256": {m: [evaluate.sha256_file(run_dir / p) for p in pair]
+                                         for m, pair in seg.items()}})
     workers = options.native_workers
-    summary = run_samples(tasks, native_sample, cfg.out_dir / "native", implementation=cfg.implementation,
+    sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir)
+    summary = run_samples(tasks, sample, cfg.out_dir / "native", implementation=cfg.implementation,
                           stage="native cross-check", batch_size=max(1, workers),
-                          batch_fn=_native_batch(workers) if workers > 1 else None)
+                          batch_fn=_native_batch(workers, sample) if workers > 1 else None)
     return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

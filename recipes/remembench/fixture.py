@@ -11,10 +11,12 @@ generators (not torch's initialisers) so the files are identical across torch ve
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +167,20 @@ def write_tiny_clip(folder: Path, seed: int = SEED) -> str:
     return sha256_file(folder / "open_clip_model.safetensors")
 
 
+def _savez(path: Path, **arrays: np.ndarray) -> None:
+    """``np.savez`` that gives the same bytes for the same arrays under every Python: the poses are an input, keyed
+    by their SHA-256.
+
+    Why: ``np.savez`` streams each member with ``force_zip64``, and the header that writes changed between Python
+    releases: 3.11.7 (a host) wrote zip64 fields (version 45) where 3.11.2 (Debian's, in an image) wrote version 20,
+    so the host and the image keyed the same poses differently. ``writestr`` of a small member writes no zip64."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            np.save(member, array, allow_pickle=False)
+            archive.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), member.getvalue())
+
+
 def write_random_alexnet(path: Path, seed: int = SEED) -> str:
     """A torchvision-format AlexNet ``features.*`` state dict with seeded weights; returns its SHA-256."""
     import torch
@@ -284,10 +300,10 @@ def _write_fixture(root: Path) -> None:
     data.poses_dir.mkdir(parents=True, exist_ok=True)
     for sample_id, _scene, _type, setting, direction in I2V_SAMPLES:
         source = i2v_poses(rng, setting, direction, 257)  # the input trajectory a generator would follow
-        np.savez(release / "trajectories" / f"{sample_id}.npz", poses=source.astype(np.float32),
-                 intrinsics=np.array([[60.0, 60.0, 32.0, 24.0]], np.float32))
+        _savez(release / "trajectories" / f"{sample_id}.npz", poses=source.astype(np.float32),
+               intrinsics=np.array([[60.0, 60.0, 32.0, 24.0]], np.float32))
         poses = i2v_poses(rng, setting, direction, I2V.num_frames)  # stands in for Pi3X's reconstruction
-        np.savez(data.poses_dir / f"{sample_id}.npz", poses=poses, idx=np.arange(len(poses)))
+        _savez(data.poses_dir / f"{sample_id}.npz", poses=poses, idx=np.arange(len(poses)))
         frames = i2v_frames(rng, poses, setting.startswith("translation"))
         write_video(data.videos / f"{sample_id}.mp4", frames, I2V.fps, crf=FIXTURE_CRF)
     files = sorted(p for p in release.rglob("*") if p.is_file() and p.name != "checksums.sha256")

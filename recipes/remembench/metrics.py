@@ -15,6 +15,7 @@ README "Changes vs upstream" gives the measured difference.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import cv2
@@ -75,12 +76,16 @@ def drift_from_embeddings(embeddings: np.ndarray, owners: Sequence[int]) -> floa
     chunks = sorted(set(owners_arr.tolist()))
     if len(chunks) < 2:
         raise ValueError("Drift needs at least two chunks")
+    # Sums with math.fsum (exactly rounded), not numpy's BLAS dot (np.linalg.norm): OpenBLAS picks its kernel by
+    # CPU (Haswell, SkylakeX, ...), and two kernels round differently, so the host and an image, or two nodes of a
+    # cluster, disagreed in the last bit.
     pooled = []
     for chunk in chunks:
-        mean = embeddings[owners_arr == chunk].astype(np.float64).mean(axis=0)
-        pooled.append(mean / np.linalg.norm(mean))
-    pooled_arr = np.stack(pooled)
-    return float(np.mean(1.0 - np.sum(pooled_arr[1:] * pooled_arr[:-1], axis=1)))
+        rows = embeddings[owners_arr == chunk].astype(np.float64)
+        mean = np.array([math.fsum(column) / len(rows) for column in rows.T])
+        pooled.append(mean / math.sqrt(math.fsum(mean * mean)))
+    cosines = [math.fsum(a * b) for a, b in zip(pooled[1:], pooled[:-1], strict=True)]
+    return math.fsum(1.0 - c for c in cosines) / len(cosines)
 
 
 def pair_metrics(clip: ClipEmbedder, lpips_model: torch.nn.Module, frames_rgb: np.ndarray, departure: int,

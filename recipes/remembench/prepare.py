@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import sha256_file
+from pinbench.core.inputs import InputDigests
 from pinbench.core.options import did_you_mean
 from pinbench_recipes.remembench.dataset import (
     PAPER,
@@ -59,8 +59,13 @@ class Group:
 @dataclass(frozen=True)
 class Annotations:
     pairs: dict[str, tuple[int, int]]
-    source: str
+    source: str  # where they came from, for the scorecard (a file's path as given)
     warning: str | None = None
+    label: str | None = None  # the same without where it lies (a file's name), for tasks; default: source
+
+    @property
+    def task_label(self) -> str:
+        return self.label or self.source
 
 
 def arm_checkpoints() -> dict[str, tuple[str, int]]:
@@ -141,7 +146,7 @@ def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Ann
     spec = annotation_spec(spec, checkpoint)
     if not spec.startswith("paper:"):
         path = Path(spec).expanduser()
-        return Annotations(read_annotation_file(path), str(path))
+        return Annotations(read_annotation_file(path), str(path), label=path.name)
     try:
         _, method, budget = spec.split(":")
         pairs = annotations_for(read_pairs(release.path(PAIRS_FILE)), method, int(budget))
@@ -152,18 +157,20 @@ def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Ann
 
 
 def find_video(videos: Path | None, sample_id: str) -> tuple[Path | None, list[str]]:
-    """The rollout of one sample (``<id>.mp4`` or ``<id>/rollout.mp4``) and the paths looked at."""
+    """The rollout of one sample (``<id>.mp4`` or ``<id>/rollout.mp4``) and the names looked for under ``videos``."""
+    names = [f"{sample_id}.mp4", f"{sample_id}/rollout.mp4"]
     if videos is None:
-        return None, ["(no -o videos= directory given)"]
-    candidates = [videos / f"{sample_id}.mp4", videos / sample_id / "rollout.mp4"]
-    found = next((c for c in candidates if c.is_file()), None)
-    return found, [str(c) for c in candidates]
+        return None, names
+    found = next((videos / name for name in names if (videos / name).is_file()), None)
+    return found, names
 
 
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
-                poses_dir: Path | None, models: Mapping[str, str], recipe_version: str,
-                decoder: str = "opencv") -> list[dict[str, Any]]:
-    """One JSON-able task per row, in group order."""
+                poses_dir: Path | None, models: Mapping[str, str], recipe_version: str, digests: InputDigests,
+                device: str, decoder: str = "opencv") -> list[dict[str, Any]]:
+    """One JSON-able task per row, in group order. Input files are keyed by what they are: their path under
+    ``videos`` / ``poses_dir``, size and SHA-256 (``pinbench.core.inputs``), never by where those folders are; the
+    device's kind is part of the key (CLIP, LPIPS and Pi3X on CPU and on CUDA differ in the last bits)."""
     tasks = []
     for group in groups:
         layout = [list(c) for c in group.paper.chunk_layout()]
@@ -171,19 +178,20 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
             video, looked = find_video(videos, row.sample_id)
             task: dict[str, Any] = {
                 "sample_id": row.sample_id, "scene_id": row.scene_id, "split": group.split,
-                "setting": group.setting, "group": group.prefix, "video": str(video) if video else None,
-                "looked_for": looked, "video_sha256": sha256_file(video) if video else None,
+                "setting": group.setting, "group": group.prefix,
+                "video": digests.key(video, videos) if video and videos else None, "looked_for": looked,
                 "num_frames": group.paper.num_frames, "size": [group.paper.width, group.paper.height],
                 "layout": layout, "models": dict(models),
-                "recipe_version": recipe_version, "decoder": decoder,
+                "recipe_version": recipe_version, "decoder": decoder, "device": device.partition(":")[0],
             }
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None
                 task.update(departure_frame=pair[0] if pair else None, revisit_frame=pair[1] if pair else None,
-                            annotation_source=annotations.source if annotations else None)
+                            annotation_source=annotations.task_label if annotations else None)
             elif isinstance(row, I2VRow):
                 poses = poses_dir / f"{row.sample_id}.npz" if poses_dir else None
-                task.update(translation=row.translation, poses=str(poses) if poses else None,
-                            poses_sha256=sha256_file(poses) if poses and poses.is_file() else None)
+                task.update(translation=row.translation,
+                            poses=(digests.key(poses, poses_dir) if poses.is_file() else {"path": poses.name})
+                            if poses and poses_dir else None)
             tasks.append(task)
     return tasks

@@ -43,7 +43,10 @@ class RevisitChoice:
 def heading_degrees(poses: np.ndarray) -> np.ndarray:
     """Unsigned angle (degrees, 0..180) between each camera's +z axis in world and frame 0's."""
     forward = np.asarray(poses, dtype=np.float64)[:, :3, 2]
-    cosine = (forward @ forward[0]) / (np.linalg.norm(forward, axis=1) * np.linalg.norm(forward[0]) + 1e-9)
+    # Elementwise sums, not BLAS (``@``, ``np.linalg.norm`` of a vector): OpenBLAS rounds by the kernel it picks
+    # for the CPU, and the headings land in every I2V result.
+    lengths = np.sqrt(np.sum(forward * forward, axis=1))
+    cosine = np.sum(forward * forward[0], axis=1) / (lengths * lengths[0] + 1e-9)
     return np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0)))
 
 

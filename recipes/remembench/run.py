@@ -20,6 +20,7 @@ import yaml
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import write_atomic
+from pinbench.core.inputs import input_digests
 from pinbench.core.options import is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import SampleRecord, run_samples
@@ -69,23 +70,27 @@ def run(cfg: RunConfig) -> RunOutcome:
     annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
                                             cfg.checkpoint) if "t2v" in splits else None)
     files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
-    tasks = prepare.build_tasks(groups, videos=fixture.videos if fixture else opts.videos,
-                                annotations=annotations, poses_dir=fixture.poses_dir if fixture else opts.poses_dir,
-                                models=model_labels, recipe_version=recipe.version,
-                                decoder=opts.decoder)
+    videos = fixture.videos if fixture else opts.videos
+    poses_dir = fixture.poses_dir if fixture else opts.poses_dir
+    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+        tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
+                                    models=model_labels, recipe_version=recipe.version, digests=digests,
+                                    device=opts.device, decoder=opts.decoder)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
 
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes
     started = time.perf_counter()
+    summary = None
     if not cfg.skip_scoring:
-        summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir), cfg.out_dir, shard=cfg.shard,
+        summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir, videos, poses_dir), cfg.out_dir,
+                              shard=cfg.shard,
                               implementation=cfg.implementation, stage="remembench",
                               validate=lambda result: all(k in result for k in METRICS))
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks)
+    records = collect_records(cfg, tasks, summary)
     timings["score"] = time.perf_counter() - started
 
     # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
@@ -166,10 +171,11 @@ def load_pair_models(files: ModelFiles, device: str) -> tuple[ClipEmbedder, Any]
     return clip, load_lpips(files.lpips_trunk, expected_sha256=files.lpips_sha256, device=device)
 
 
-def _scorer(files: ModelFiles, device: str, out_dir: Path) -> Scorer:
+def _scorer(files: ModelFiles, device: str, out_dir: Path, videos: Path | None, poses_dir: Path | None) -> Scorer:
     """Load CLIP and LPIPS once for the whole run (Pi3X is loaded by the scorer when first needed)."""
     clip, lpips_model = load_pair_models(files, device)
-    return Scorer(clip, lpips_model, out_dir, pi3x_weights=files.pi3x, device=device)
+    return Scorer(clip, lpips_model, out_dir, videos=videos, poses_dir=poses_dir, pi3x_weights=files.pi3x,
+                  device=device)
 
 
 def _pins_for_provenance(opts: Options, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
@@ -198,9 +204,9 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
     tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
               "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
     timings["prepare"] = time.perf_counter() - started
-    run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                implementation=cfg.implementation, stage="reference pairs", progress=False)
-    records = collect_records(cfg, tasks)
+    stored = run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
+                         implementation=cfg.implementation, stage="reference pairs", progress=False)
+    records = collect_records(cfg, tasks, stored)
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
              for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]

@@ -39,16 +39,18 @@ class Scorer:
     """Callable for ``run_samples``: task mapping -> result dict (models are loaded once, by the run)."""
 
     def __init__(self, clip: ClipEmbedder, lpips_model: torch.nn.Module, out_dir: Path, *,
-                 pi3x_weights: Path | None = None, device: str = "cpu"):
+                 videos: Path | None = None, poses_dir: Path | None = None, pi3x_weights: Path | None = None,
+                 device: str = "cpu"):
         self.clip, self.lpips, self.out_dir = clip, lpips_model, out_dir
+        self.videos, self.poses_dir = videos, poses_dir  # the roots the tasks' relative paths are under
         self.pi3x_weights, self.device = pi3x_weights, device
         self._pi3x: Pi3XReconstructor | None = None
 
     def _reconstruct(self, task: Mapping[str, Any], frames: np.ndarray) -> tuple[np.ndarray, str]:
         """I2V camera poses: a user file, a cached reconstruction of this exact video, or Pi3X now."""
         if task.get("poses"):
-            return load_poses(Path(task["poses"]), len(frames)), "file"
-        cache = self.out_dir / POSES_DIR / f"{task['sample_id']}.{task['video_sha256'][:16]}.npz"
+            return load_poses(self._under(self.poses_dir, task["poses"]["path"], "poses_dir"), len(frames)), "file"
+        cache = self.out_dir / POSES_DIR / f"{task['sample_id']}.{task['video']['sha256'][:16]}.npz"
         if cache.is_file():
             return load_poses(cache, len(frames)), "pi3x (cached)"
         if self.pi3x_weights is None:
@@ -73,12 +75,20 @@ class Scorer:
                 raise OSError(f"could not write {self.out_dir / rel}")
         return rel.as_posix()
 
+    @staticmethod
+    def _under(root: Path | None, relative: str, option: str) -> Path:
+        if root is None:
+            raise ValueError(f"the task names {relative!r} under -o {option}, and this run has none")
+        return root / relative
+
     def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:
         if not task.get("video"):
-            raise FileNotFoundError(f"rollout not found: looked for {task['looked_for']}")
-        frames = read_video(task["video"], backend=task["decoder"]).frames
+            raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task['looked_for'])} under "
+                                    "-o videos")
+        name = task["video"]["path"]
+        frames = read_video(self._under(self.videos, name, "videos"), backend=task["decoder"]).frames
         if len(frames) != task["num_frames"]:
-            raise ValueError(f"{task['video']}: decoded {len(frames)} frames, the {task['split']} setting "
+            raise ValueError(f"{name}: decoded {len(frames)} frames, the {task['split']} setting "
                              f"has {task['num_frames']}")
         turnaround = revisit_heading = None
         poses_source = None
@@ -87,8 +97,8 @@ class Scorer:
             try:
                 choice = select_revisit(poses, translation=bool(task["translation"]))
             except PoseError as exc:
-                raise PoseError(f"camera poses ({poses_source}{': ' + task['poses'] if task.get('poses') else ''}): "
-                                f"{exc}") from None
+                named = f": {task['poses']['path']}" if task.get("poses") else ""
+                raise PoseError(f"camera poses ({poses_source}{named}): {exc}") from None
             departure, revisit, turnaround = 0, choice.revisit, choice.turnaround
             revisit_heading = float(choice.heading_deg[revisit])
         else:
@@ -106,7 +116,7 @@ class Scorer:
             revisit_heading_deg=revisit_heading, paper_size=list(task["size"]),
             at_paper_size=[width, height] == list(task["size"]),
             scene_id=task["scene_id"], split=task["split"], setting=task.get("setting"),
-            video_sha256=task["video_sha256"], n_frames=int(len(frames)), height=height,
+            video_sha256=task["video"]["sha256"], n_frames=int(len(frames)), height=height,
             width=width, decoder=task["decoder"], poses_source=poses_source,
             pair_image=self._save_pair(task["sample_id"], frames, departure, revisit),
         )

@@ -54,12 +54,13 @@ def _first(*candidates: Path | None) -> Path | None:
 
 def resolve_clip(pins: Pins, clip_dir: Path | None, baked: Path | None,
                  download: bool) -> tuple[Path, Path, str]:
-    """(config, weights, source) of the pinned LAION ViT-H/14."""
+    """(config, weights, source) of the pinned LAION ViT-H/14. A source names what the file is, never where it is:
+    it is part of every task's key, and a verified local copy scores as the pinned file does wherever it lies."""
     pin = pins.huggingface["clip"]
     digest = pin.sha256.get(CLIP_WEIGHTS)
     folder = _first(clip_dir, baked / "clip" if baked else None)
     if folder is not None:
-        source = f"{folder} (checked against {pin.label})"
+        source = f"a local copy of {pin.label} (checked)"  # where it lies: the options in the scorecard's config
         return (_verified(folder / CLIP_CONFIG, None, "CLIP config"),
                 _verified(folder / CLIP_WEIGHTS, digest, "CLIP weights"), source)
     if clip_dir is not None:
@@ -72,7 +73,7 @@ def resolve_alexnet(pins: Pins, trunk: Path | None, baked: Path | None, download
     pin: URLPin = pins.urls["alexnet"]
     found = _first(trunk, baked / pin.filename if baked else None)
     if found is not None:
-        return _verified(found, pin.sha256, "LPIPS AlexNet trunk"), f"{found} (sha256 {pin.sha256})"
+        return _verified(found, pin.sha256, "LPIPS AlexNet trunk"), f"a local copy of {pin.url} (sha256 {pin.sha256})"
     if trunk is not None:
         raise WeightsError(f"{trunk}: LPIPS AlexNet trunk not found")
     return (fetch_url(pin) if download else locate(pin)), pin.url
@@ -82,7 +83,7 @@ def resolve_pi3x(pins: Pins, weights: Path | None, baked: Path | None, download:
     pin = pins.huggingface["pi3x"]
     found = _first(weights, baked / "pi3x" / PI3X_WEIGHTS if baked else None)
     if found is not None:
-        return _verified(found, pin.sha256.get(PI3X_WEIGHTS), "Pi3X weights"), f"{found} (checked against {pin.label})"
+        return _verified(found, pin.sha256.get(PI3X_WEIGHTS), "Pi3X weights"), f"a local copy of {pin.label} (checked)"
     if weights is not None:
         raise WeightsError(f"{weights}: Pi3X weights not found")
     return _hf_file(pin, PI3X_WEIGHTS, download), pin.label

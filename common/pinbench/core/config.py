@@ -33,10 +33,10 @@ def check_checkpoint_name(name: str) -> str:
 class Implementation:
     """What computes a run's samples, beside their inputs; a stored record is reused only by the same one.
 
-    ``code`` is the SHA-256 of the recipe package's Python sources and of ``pinbench.media`` (the decoders and
-    kernels recipes score with); the rest of the library shapes files, not values. ``image`` is the digest of the
-    container image the run is in, or None on the host. Options that change results are part of each task's
-    inputs (its ``input_hash``), not of the implementation.
+    ``code`` is the SHA-256 of the recipe package's Python sources and of the ``pinbench.media`` modules they
+    import (the decoders and kernels recipes score with); the rest of the library shapes files, not values.
+    ``image`` is the digest of the container image the run is in, or None on the host. Options that change
+    results are part of each task's inputs (its ``input_hash``), not of the implementation.
     """
 
     recipe_version: str
@@ -90,6 +90,7 @@ class RunConfig:
     fixture: bool = False
     gpus: int = 1
     offline: bool = False
+    verify_inputs: bool = False  # hash every input file again instead of trusting the run's digest cache
     options: dict[str, Any] = field(default_factory=dict)
     option_sources: dict[str, str] = field(default_factory=dict)
     implementation: Implementation | None = None
@@ -109,7 +110,7 @@ class RunConfig:
             "recipe": self.recipe, "checkpoint": self.checkpoint, "out_dir": str(self.out_dir),
             "limit": self.limit, "shard": str(self.shard) if self.shard else None, "runtime": self.runtime,
             "skip_generation": self.skip_generation, "skip_scoring": self.skip_scoring, "fixture": self.fixture,
-            "gpus": self.gpus, "offline": self.offline, "mode": self.mode,
+            "gpus": self.gpus, "offline": self.offline, "verify_inputs": self.verify_inputs, "mode": self.mode,
             "options": to_jsonable(self.options), "option_sources": dict(self.option_sources),
             "implementation": self.implementation.to_json() if self.implementation else None,
         }

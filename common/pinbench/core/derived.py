@@ -93,9 +93,9 @@ class DerivedRecord:
 
 def is_derived(record: Any) -> bool:
     """Whether a record (object or JSON dict) is a derived record rather than a sample's."""
-    if isinstance(record, Mapping):
-        return "derived_id" in record
-    return isinstance(record, DerivedRecord)
+    if isinstance(record, (DerivedRecord, SampleRecord)):  # the common cases first: a Mapping check is slow
+        return isinstance(record, DerivedRecord)
+    return isinstance(record, Mapping) and "derived_id" in record
 
 
 def members_hash(members: Sequence[SampleRecord]) -> str:

@@ -5,8 +5,9 @@ without importing the recipe's code, so ``pinbench list``, ``diff``, ``report`` 
 and work without a recipe's heavy dependencies. Only ``Recipe.run`` / ``Recipe.fetch`` import the code
 (``entry: run:run`` names the module and function).
 
-Recipes are found through the ``pinbench.recipes`` entry-point group (``<pkg> = "pinbench_recipes.<pkg>"``),
-so an exported recipe installed on its own is found the same way.
+A recipe is registered by being there: every folder of the ``pinbench_recipes`` package that holds a
+recipe.yaml is one (``recipes/<pkg>/`` in a checkout, ``site-packages/pinbench_recipes/<pkg>/`` for a wheel or
+an installed export), so adding a recipe edits no list anywhere.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
+from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
 from pinbench.core.phases import announced
@@ -35,7 +36,6 @@ from pinbench.core.schema import schema_error
 if TYPE_CHECKING:
     from pinbench.core.runner import Shard
 
-ENTRY_POINT_GROUP = "pinbench.recipes"
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
@@ -296,10 +296,12 @@ class Recipe:
 
     def code_digest(self) -> str:
         """SHA-256 of the code that computes this recipe's samples: its package's Python sources (tests left out)
-        and ``pinbench.media``'s, each named by its path in the package; part of every record's reuse key."""
-        return _code_digest(((f"{self.package}/{p.relative_to(self.dir).as_posix()}", p) for p in self.dir.rglob("*.py")
-                             if "tests" not in p.relative_to(self.dir).parts),
-                            ((f"pinbench/media/{p.name}", p) for p in MEDIA_DIR.glob("*.py")))
+        and the ``pinbench.media`` modules they import (transitively: what an export of the recipe holds), each
+        named by its path in the package; part of every record's reuse key."""
+        sources = [p for p in self.dir.rglob("*.py") if "tests" not in p.relative_to(self.dir).parts]
+        media = [p for p in library_closure(self.dir, sources=sources) if p.parent == MEDIA_DIR]
+        return _code_digest(((f"{self.package}/{p.relative_to(self.dir).as_posix()}", p) for p in sources),
+                            ((f"pinbench/media/{p.name}", p) for p in media))
 
     @property
     def default_gpus(self) -> int:
@@ -454,8 +456,14 @@ def _load_package(package: str) -> Recipe:
 
 
 def _registered() -> dict[str, str]:
-    """Entry-point name -> package path of every installed recipe."""
-    return {ep.name: ep.value.partition(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """Package name -> package path of every recipe: each folder of ``pinbench_recipes`` with a recipe.yaml."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE_ROOT)
+    except ModuleNotFoundError:
+        spec = None
+    roots = [Path(p) for p in spec.submodule_search_locations or ()] if spec is not None else []
+    return {d.name: f"{PACKAGE_ROOT}.{d.name}" for root in roots for d in sorted(root.iterdir())
+            if d.name.isidentifier() and (d / DECLARATION).is_file()}
 
 
 def available_recipes() -> dict[str, Recipe]:
@@ -473,12 +481,7 @@ def get_recipe(name: str) -> Recipe:
     registered = _registered()
     package = registered.get(short)
     if package is None:
-        # A recipe copied next to the library but not installed is still importable by package path.
-        package = f"{PACKAGE_ROOT}.{short}"
-        try:
-            _package_dir(package)
-        except RecipeError:
-            names = sorted(n.replace("_", "-") for n in registered)
-            raise RecipeError(f"unknown recipe {name!r}{did_you_mean(name, names)} "
-                              f"(known: {', '.join(names) or 'none installed'})") from None
+        names = sorted(n.replace("_", "-") for n in registered)
+        raise RecipeError(f"unknown recipe {name!r}{did_you_mean(name, names)} "
+                          f"(known: {', '.join(names) or 'none installed'})")
     return _load_package(package)

@@ -36,18 +36,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from pinbench.core.config import Implementation
 from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.phases import announced
+from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
@@ -168,8 +161,14 @@ class SampleRecord:
         }
 
     def to_bytes(self) -> bytes:
-        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers."""
-        return record_bytes(self.to_json())
+        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers.
+
+        Computed once: a record is not changed after it is made (the store, ``samples.jsonl`` and the scorecard's
+        ``computed_from`` all need these bytes)."""
+        cached = self.__dict__.get("_bytes")
+        if cached is None:
+            cached = self.__dict__["_bytes"] = record_bytes(self.to_json())
+        return cached
 
     @classmethod
     def from_json(cls, data: Any) -> SampleRecord:
@@ -227,6 +226,11 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return self.n_failed == 0
+
+    def covers(self, tasks: Sequence[Task], id_key: str = "sample_id") -> bool:
+        """Whether this summary holds a record of every task, in task order (an unsharded run over them)."""
+        return len(self.records) == len(tasks) and all(
+            str(task[id_key]) == sid for task, sid in zip(tasks, self.records, strict=True))
 
     @property
     def failed_ids(self) -> list[str]:
@@ -525,23 +529,18 @@ def run_samples(
     counts = {"done": 0, "failed": 0}
     started = time.perf_counter()
     plain = progress and not console.is_terminal  # CI and container logs: a line every 30 s instead of a bar
-    last_line = started
+    shown = Progress(label, len(pending), unit="computed", counters=("done", "reused", "failed"), console=console,
+                     every_s=PLAIN_PROGRESS_SECONDS, enabled=progress, final_line=False)
+    shown.counters["reused"] = n_reused
     # Opened only when there is something to store: a run that reuses everything writes nothing.
-    with LogWriter(samples_dir, own_log) if pending else contextlib.nullcontext() as store, \
-            _progress_bar(progress, console) as bar:
-        bar_task = bar.add_task(label, total=len(pending), done=0, reused=n_reused, failed=0)
+    with LogWriter(samples_dir, own_log) if pending else contextlib.nullcontext() as store, shown:
         for chunk_start in range(0, len(pending), batch_size):
             chunk = pending[chunk_start : chunk_start + batch_size]
             for record in _compute(chunk, fn, batch_fn, validate, implementation):
                 store.append(record.to_bytes())
                 records[record.sample_id] = record
                 counts["done" if record.ok else "failed"] += 1
-                bar.update(bar_task, advance=1, done=counts["done"], failed=counts["failed"])
-            now = time.perf_counter()
-            if plain and now - last_line >= PLAIN_PROGRESS_SECONDS:
-                last_line = now
-                console.print(_progress_line(label, counts, n_reused, len(pending), now - started),
-                              markup=False, highlight=False, soft_wrap=True)
+            shown.update(counts["done"] + counts["failed"], **counts)
 
     summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused, "
                f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
@@ -683,32 +682,6 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
         return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds,
                             implementation=implementation)
     return SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
-
-
-def _progress_line(label: str, counts: Mapping[str, int], n_reused: int, n_pending: int, elapsed: float) -> str:
-    """One plain progress line for logs: done / reused / failed and an ETA from the rate so far."""
-    finished = counts["done"] + counts["failed"]
-    eta = elapsed / finished * (n_pending - finished) if finished else float("nan")
-    return (f"{label}: {finished}/{n_pending} computed (done {counts['done']}, reused {n_reused}, "
-            f"failed {counts['failed']}), {elapsed:.0f}s elapsed, ETA {eta:.0f}s")
-
-
-def _progress_bar(enabled: bool, console: Console) -> Progress:
-    """A rich progress bar on stderr; disabled when not wanted or not on a terminal (CI, pipes)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "done [green]{task.fields[done]}[/] reused [cyan]{task.fields[reused]}[/] "
-            "failed [red]{task.fields[failed]}[/]"
-        ),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not (enabled and console.is_terminal),
-    )
 
 
 # ------------------------------------------------------------------------------------------- merging

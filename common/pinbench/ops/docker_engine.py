@@ -25,7 +25,7 @@ from typing import Any
 import docker
 from docker.utils.build import create_archive, exclude_paths
 
-from pinbench.core.provenance import BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, is_secret_name, redact
+from pinbench.core.provenance import BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, base_image_record, is_secret_name, redact
 
 SCORING_STAGES = frozenset({"score", "scoring"})
 # Colour codes: the classic builder wraps every character of a step's stderr in them.
@@ -298,18 +298,6 @@ def _remove(container: Any, log: Log) -> None:
 
 def base_image_label(*, used: str, pinned: str, digest: str,
                      others: Mapping[str, Mapping[str, str]] | None = None) -> str:
-    """The ``org.pinbench.base-image`` label: which base an image was built on, and whether it is the pinned
-    one; ``others`` ({ARG: {image, digest, pinned}}) are builder stages' bases, which shape what the image
-    carries too. ``differs_from_pinned`` is false only when every base resolved to its pinned digest."""
-
-    def differs(image_digest: str, pinned_ref: str) -> bool:
-        pinned_digest = pinned_ref.rpartition("@")[2] if "@" in pinned_ref else None
-        return pinned_digest is None or image_digest.rpartition("@")[2] != pinned_digest
-
-    label: dict[str, Any] = {"image": used, "digest": digest, "pinned": pinned, "overridden": used != pinned,
-                             "differs_from_pinned": differs(digest, pinned)}
-    if others:
-        label["others"] = {arg: {**base, "differs_from_pinned": differs(base["digest"], base["pinned"])}
-                           for arg, base in sorted(others.items())}
-        label["differs_from_pinned"] |= any(base["differs_from_pinned"] for base in label["others"].values())
-    return json.dumps(label, sort_keys=True)
+    """The ``org.pinbench.base-image`` label: which base an image was built on, the digest it resolved to here, and
+    whether it is the pinned one (``pinbench.core.provenance.base_image_record``)."""
+    return json.dumps(base_image_record(used=used, pinned=pinned, digest=digest, others=others), sort_keys=True)

@@ -236,7 +236,7 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
         if cfg.shard is not None:
             argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
         argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
-        argv += ["--fixture"] * cfg.fixture
+        argv += ["--fixture"] * cfg.fixture + ["--verify-inputs"] * cfg.verify_inputs
     return argv + list(extra)
 
 

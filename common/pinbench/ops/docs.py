@@ -26,6 +26,10 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_IMAGE_DIGEST": ("all", "set by the Docker runtime; recorded as the image digest in provenance"),
     "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
                                    "digest, the pinned one, whether it differs; recorded in provenance"),
+    "PINBENCH_IMAGE_BASE_IMAGE": ("images", "set by every image (ENV from its build ARG, with `..._PINNED` the "
+                                            "pinned default; a builder stage's base likewise, e.g. "
+                                            "`PINBENCH_IMAGE_BUILD_BASE`): the base it was built on, recorded in "
+                                            "provenance by a plain `docker run`"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
     "PINBENCH_PHASE_NOTICE_S": ("all", "seconds a phase runs before it says what it is doing (default 2; 0: "
                                        "every phase)"),
@@ -36,9 +40,10 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "BASE_IMAGE": ("make", "`[Dockerfile.x[:ARG]=]IMAGE ...`: build on these bases instead of the pinned ones "
                            "(`make build-<name>`, `recipe-<name>`; recorded in the scorecard)"),
     "SMOKE_BASES": ("make", "`NAME=IMAGE ...`: `make docker-smoke` builds on IMAGE wherever base-images.yaml entry "
-                            "NAME is pinned"),
+                            "NAME is pinned; IMAGE of `python-3.11-slim` is the real-engine tests' base too"),
     "PINBENCH_TEST_BASE_IMAGE": ("tests", "base of the stand-in images of the real-engine tests (`-m docker`); "
-                                          "default the pinned python-3.11-slim"),
+                                          "default the pinned python-3.11-slim; `make docker-smoke` sets it from "
+                                          "`SMOKE_BASES`"),
 }
 _MARKER = "<!-- pinbench:{0} -->"
 _END = "<!-- /pinbench:{0} -->"
@@ -109,6 +114,18 @@ def _replace(text: str, name: str, body: str, path: Path) -> str:
     return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
 
 
+def recipe_tables(recipe: Recipe) -> dict[str, str]:
+    """The generated tables of a recipe's README, by marker name."""
+    return {"options": options_table(recipe), "env": env_table(recipe), "metrics": metrics_table(recipe)}
+
+
+def fill_tables(text: str, tables: Mapping[str, str], path: Path) -> str:
+    """``text`` with each table between its markers rewritten; ValueError naming ``path`` when a marker is missing."""
+    for name, body in tables.items():
+        text = _replace(text, name, body, path)
+    return text
+
+
 def sync_readmes(root: Path, *, write: bool) -> list[Path]:
     """Regenerate (``write``) or check the tables of the top README and every recipe README under ``root``.
 
@@ -122,14 +139,11 @@ def sync_readmes(root: Path, *, write: bool) -> list[Path]:
     for recipe in recipes.values():
         readme = recipe.dir / "README.md"
         if readme.resolve().is_relative_to(root.resolve()):
-            targets.append((readme, {"options": options_table(recipe), "env": env_table(recipe),
-                                     "metrics": metrics_table(recipe)}))
+            targets.append((readme, recipe_tables(recipe)))
     stale = []
     for path, tables in targets:
         text = path.read_text(encoding="utf-8")
-        new = text
-        for name, body in tables.items():
-            new = _replace(new, name, body, path)
+        new = fill_tables(text, tables, path)
         if new != text:
             stale.append(path)
             if write:

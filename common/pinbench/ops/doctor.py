@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,11 +177,10 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     missing = sorted(sid for sid, path in expected.items() if path is None)
     if not present:
         return [problem("inputs", f"0 of {len(expected)} {what} found under {where}")]
-    broken = []
-    for sid, path in sorted(present.items()):
-        error = check(path)
-        if error:
-            broken.append(f"{sid} ({error})")
+    ordered = sorted(present.items())
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # the decoders release the GIL
+        errors = list(pool.map(check, (path for _, path in ordered)))
+    broken = [f"{sid} ({error})" for (sid, _), error in zip(ordered, errors, strict=True) if error]
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")

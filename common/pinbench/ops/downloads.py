@@ -16,8 +16,7 @@ import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-
-from huggingface_hub import snapshot_download
+from typing import Any
 
 from pinbench.core.files import atomic_path, sha256_file
 from pinbench.core.options import is_offline
@@ -57,6 +56,14 @@ class NetworkError(FetchError):
         """The same failure with the recipe's ways on (which option takes a local copy of ``pin``)."""
         return NetworkError(self.what, self.reason, pin.recipe, pin_key(pin))
 
+
+
+def snapshot_download(*args: Any, **kwargs: Any) -> str:
+    """huggingface_hub's ``snapshot_download``, imported when a run first needs the hub (0.2 s of imports that a
+    run which downloads nothing, a score-only CameraBench run, never pays)."""
+    from huggingface_hub import snapshot_download as download
+
+    return download(*args, **kwargs)
 
 def pin_key(pin: HFPin | URLPin) -> str | None:
     """``huggingface/<name>`` or ``urls/<name>`` of ``pin`` in its recipe's pins.yaml (None when not found)."""

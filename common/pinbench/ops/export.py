@@ -8,16 +8,15 @@ that registers the recipe, and a small Makefile. The same directory is the Docke
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import json
 import re
 import shutil
 from pathlib import Path
 
+from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
-LIBRARY = "pinbench"
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
 # A recipe's files that go to the top of the export (the Docker build context and the README), not the package.
@@ -38,66 +37,8 @@ def library_root() -> Path:
     return Path(pinbench.__file__).resolve().parent
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    """The file of ``pinbench.<a>.<b>`` under ``root`` (a module or a package's __init__)."""
-    parts = module.split(".")[1:]
-    base = root.joinpath(*parts) if parts else root
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    return None
-
-
-def _imported_modules(path: Path, module: str, is_package: bool) -> set[str]:
-    """Absolute names of every pinbench module a file imports, including relative imports."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = module if is_package else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {name for name in found if name == LIBRARY or name.startswith(LIBRARY + ".")}
-
-
-def library_closure(recipe_dir: Path, root: Path | None = None) -> set[Path]:
-    """The pinbench source files the recipe needs, following imports transitively."""
-    root = root or library_root()
-    todo: list[tuple[Path, str, bool]] = [
-        (p, "", False) for p in sorted(recipe_dir.rglob("*.py")) if "__pycache__" not in p.parts
-    ]
-    needed: set[Path] = set()
-    seen: set[str] = set()
-    while todo:
-        path, module, is_package = todo.pop()
-        for name in _imported_modules(path, module or "recipe", is_package):
-            # Every package on the way down needs its __init__.py.
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                sub = ".".join(parts[:i])
-                if sub in seen:
-                    continue
-                file = _module_file(root, sub)
-                if file is None:
-                    continue  # an attribute imported from a module, not a module itself
-                seen.add(sub)
-                needed.add(file)
-                todo.append((file, sub, file.name == "__init__.py"))
-    return needed
-
-
 def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
     deps = "".join(f"  {json.dumps(line)},\n" for line in requirements)  # a TOML basic string, markers' quotes escaped
-    short = recipe.package.rpartition(".")[2]
     return f"""[build-system]
 requires = ["setuptools>=69"]
 build-backend = "setuptools.build_meta"
@@ -115,9 +56,6 @@ test = ["pytest>=8"]
 
 [project.scripts]
 pinbench = "pinbench.cli:main"
-
-[project.entry-points."pinbench.recipes"]
-{short} = "{recipe.package}"
 
 [tool.setuptools.packages.find]
 where = ["."]

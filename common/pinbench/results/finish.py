@@ -32,10 +32,14 @@ from pinbench.core.scorecard import (
 from pinbench.results.report import write_report
 
 
-def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], *,
+def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], summary: RunSummary | None = None, *,
                     id_key: str = "sample_id") -> list[SampleRecord]:
-    """Every task's stored record from ``cfg.out_dir`` (all shards), missing ones marked failed; ``finish_run``
-    writes them to ``samples.jsonl``."""
+    """Every task's record, in task order, missing ones marked failed; ``finish_run`` writes them to
+    ``samples.jsonl``. ``summary``: what an unsharded ``run_samples`` over these very tasks just ended with (it
+    judged every stored record already, so the store is not read again); otherwise the records of every shard are
+    read from ``cfg.out_dir``'s store."""
+    if summary is not None and summary.covers(tasks, id_key):
+        return list(summary.records.values())
     return merge_samples([cfg.out_dir], tasks, id_key=id_key, implementation=cfg.implementation)
 
 

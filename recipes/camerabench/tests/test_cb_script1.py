@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import run_samples
 from pinbench.media.video import write_video
 from pinbench_recipes.camerabench import fixture
@@ -58,7 +60,7 @@ class _CountingScorer:
 def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     data = load_dataset(fixture.write_fixture(tmp_path)[0])
     videos = locate_videos(_videos(tmp_path / "videos", data.video_names()), data.video_names())
-    tasks = script1_tasks(data, videos, {"checkpoint": "test"})
+    tasks = script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path))
     assert len(tasks) == len(data.binary) + len(data.vqa) + len(data.captions)
     binary = [t for t in tasks if t["family"] == "binary"]
     assert [t["video"]["name"] for t in binary] == sorted(t["video"]["name"] for t in binary)  # video-major
@@ -75,12 +77,31 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     assert outputs.caption["caption__a2.0.0"] == {"caption": "caption of a2.0.0.mp4"}
     # a rerun with one changed video recomputes only that video's samples
     write_video(videos.paths["b1.0.0.mp4"], fixture.bit_frames(30), 8.0, crf=0)
-    again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}), Script1(lambda: scorer, videos),
-                        tmp_path / "script1", validate=has_output, progress=False)
+    again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path)),
+                        Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output, progress=False)
     uses_b1 = [t for t in tasks if "b1.0.0.mp4" in (t.get("video", {}).get("name"),
                                                      t.get("pos_video", {}).get("name"),
                                                      t.get("neg_video", {}).get("name"))]
     assert again.n_done == len(uses_b1) and again.n_reused == len(tasks) - len(uses_b1)
+
+
+def test_the_same_videos_in_another_folder_give_the_same_tasks(tmp_path: Path) -> None:
+    """A task keys its videos by name, place under the folder, size and SHA-256: a copy elsewhere (new paths,
+    mtimes and inodes) has the same input hashes, so its stored records are reused; an edited video does not."""
+    from pinbench.core.runner import input_hash
+
+    data = load_dataset(fixture.write_fixture(tmp_path)[0])
+    here = _videos(tmp_path / "here" / "videos", data.video_names())
+    there = tmp_path / "there" / "mnt" / "videos"
+    shutil.copytree(here, there, copy_function=shutil.copyfile)
+
+    def hashes(root: Path) -> list[str]:
+        videos = locate_videos(root, data.video_names())
+        return [input_hash(t) for t in script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path))]
+
+    assert hashes(here) == hashes(there)
+    write_video(there / "nested" / "b1.0.0.mp4", fixture.bit_frames(30), 8.0, crf=0)
+    assert hashes(here) != hashes(there)
 
 
 def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_qwen: tuple[Path, Path]) -> None:
@@ -91,7 +112,7 @@ def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_q
     weights, processor = tiny_qwen
     scorer = QwenCameraScorer(ScorerSettings(weights, processor, attn_implementation="eager", device="cpu",
                                              dtype="float32"))
-    tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"})
+    tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"}, InputDigests(tmp_path))
              if t["sample_id"].startswith(("binary__Move_In", "vqa__motion_direction__tilt"))]
     summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
                           progress=False)

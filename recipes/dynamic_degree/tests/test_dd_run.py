@@ -16,6 +16,7 @@ import torch
 from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import Shard, load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
@@ -25,7 +26,6 @@ from pinbench_recipes.dynamic_degree.prepare import (
     EstimatorSpec,
     list_videos,
     loop_family,
-    sample_id,
     video_tasks,
     worker_devices,
 )
@@ -135,7 +135,7 @@ def _hostile_folder(videos: Path, texture_video: Callable[..., Path]) -> dict[st
     texture_video("long").rename(videos / f"{long_name}.mp4")
     texture_video("newline").rename(videos / "new\nline.mp4")
     return {"dangling.mp4": "dangling symlink", "loop.mp4": "symlink loop",
-            "folder.mp4": "a directory, not a video file",
+            "folder.mp4": "a directory, not a file",
             "x.mp4": "its sample id is 'x', as for 'x.mkv'", "x.mkv": "its sample id is 'x', as for 'x.mp4'",
             f"{long_name}.mp4": "its sample id is longer than 200 bytes",
             "new\\nline.mp4": "its sample id contains a control character"}
@@ -270,11 +270,12 @@ def test_worker_processes_score_disjoint_shards_like_one_process(
         texture_video(f"v{i}", velocity=(i, 0), seed=i)
     spec = EstimatorSpec("farneback")
     tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
-                        recipe_version="t")
+                        recipe_version="t", digests=InputDigests(tmp_path / "digests"))
     failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC,
-                                implementation=None)
+                                root=tmp_path, implementation=None)
     assert failures == 0
-    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource()), tmp_path / "single",
+    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource(), root=tmp_path),
+                tmp_path / "single",
                 validate=HasMetric(PREVIEW_METRIC), progress=False)
     parallel, single = load_records(tmp_path / "workers"), load_records(tmp_path / "single")
     assert parallel.keys() == single.keys() == {"v0", "v1", "v2"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import pending_tasks, run_samples
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.ingest import Canvas
@@ -22,7 +23,9 @@ VERSIONS = {"recipe": "1.0.0", "mind": "8f9c59c621f9c9d16f5db2fc0b7f042cf2505aa7
 def plan(layout: Layout, metrics=("lcm",)):
     pre = run_preflight(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=None)
     assert pre.ok, pre.problems
-    return pre, [steps.sample_task(s, metrics=metrics, video_max_time=None, versions=VERSIONS) for s in pre.samples]
+    digests = InputDigests(layout.gt_root.parent)
+    return pre, [steps.sample_task(s, metrics=metrics, video_max_time=None, versions=VERSIONS, digests=digests)
+                 for s in pre.samples]
 
 
 def records_for(pre) -> list[dict]:
@@ -122,7 +125,9 @@ def test_imported_file_must_match_video_max_time(tmp_path: Path, layout: Layout,
 def test_imported_mirror_samples_without_a_generated_root(layout: Layout, write_result) -> None:
     pre = run_preflight(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok and not any(s.key.test_type == "mirror_test" for s in pre.samples)
-    tasks = [steps.sample_task(s, metrics=ALL_METRICS, video_max_time=None, versions=VERSIONS) for s in pre.samples]
+    digests = InputDigests(layout.gt_root.parent)
+    tasks = [steps.sample_task(s, metrics=ALL_METRICS, video_max_time=None, versions=VERSIONS, digests=digests)
+             for s in pre.samples]
     result = load_result_file(write_result([mirror_record("loop-9", "3rd_data")]))
     official = steps.import_file(result, pre, tasks + [{"sample_id": "3rd_data.mirror_test.loop-9"}])
     assert official.samples["3rd_data.mirror_test.loop-9"].ok
@@ -132,8 +137,10 @@ def test_imported_mirror_samples_without_a_generated_root(layout: Layout, write_
 def test_native_tasks_line_up_with_the_samples(layout: Layout) -> None:
     """Shard I/N of the native tasks is shard I/N of the samples, so a shard has the native block of its own."""
     pre, tasks = plan(layout, metrics=("visual", "gsc"))   # without lcm a rollout has nothing to compare
-    native = steps.native_tasks(pre, canvas=Canvas(72, 128), lpips_sha256=None)
+    native = steps.native_tasks(pre, canvas=Canvas(72, 128), lpips_sha256=None,
+                                digests=InputDigests(layout.gt_root.parent))
     assert [t["sample_id"] for t in native] == [t["sample_id"] for t in tasks] and len(tasks) == 5
     assert [("nothing" in t) for t in native] == [s.key.test_type != "mirror_test" for s in pre.samples]
     empty = next(t for t in native if "nothing" in t)
-    assert steps.native_scorer(None)(empty) == {"nothing": empty["nothing"]}   # computes nothing, loads nothing
+    score = steps.native_scorer(None, pre.gt_root, pre.generated_root)
+    assert score(empty) == {"nothing": empty["nothing"]}   # computes nothing, loads nothing

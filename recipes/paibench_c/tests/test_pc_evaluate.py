@@ -63,6 +63,16 @@ def test_gt_dir_links_the_dataset_and_hides_its_cached_pkls(tmp_path: Path) -> N
     assert not (gt.root / "sam2_pkls" / "task_0000.pkl").exists()
 
 
+def test_gt_dir_links_a_dataset_given_by_a_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "run" / "dataset" / "videos").mkdir(parents=True)
+    (tmp_path / "run" / "dataset" / "videos" / "task_0000.mp4").write_bytes(b"video")
+    (tmp_path / "run" / "dataset" / "captions").mkdir()
+    monkeypatch.chdir(tmp_path)   # as `pinbench demo --out runs/demo` from the repository root
+    gt = GTCache(Path("run") / "gt" / "k", "k")
+    gt.prepare(Path("run") / "dataset")
+    assert (gt.root / "videos" / "task_0000.mp4").read_bytes() == b"video"
+
+
 def test_gt_files_are_reused_only_when_recorded_with_the_same_sha(tmp_path: Path) -> None:
     gt = GTCache(tmp_path / "gt", "key1")
     (gt.root / "sam2_pkls").mkdir(parents=True)

@@ -131,4 +131,4 @@ def test_recipe_declares_its_container_stages() -> None:
     assert stages["score"].network is False and stages["score"].needs_token is False
     assert stages["score"].dockerfile == "Dockerfile" and stages["generate"].dockerfile == "Dockerfile.generate"
     assert stages["fetch"].needs_token and stages["fetch"].network and not stages["fetch"].gpus
-    assert RECIPE.version == "1.0.0" and RECIPE.checkpoints == ["Cosmos3-Nano", "Cosmos3-Super"]
+    assert RECIPE.version == "1.0.1" and RECIPE.checkpoints == ["Cosmos3-Nano", "Cosmos3-Super"]

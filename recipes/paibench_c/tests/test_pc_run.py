@@ -247,3 +247,34 @@ def test_force_policy_cross_checks_seg_only_against_the_gt_still_on_disk(world: 
     assert card["status"] == "complete" and outcome.exit_code == 0, outcome.message
     seg_checks = {name: c for name, c in card["extra"]["cross_check"].items() if "seg_" in name}
     assert seg_checks and all(name.startswith("seg/") for name in seg_checks)
+
+
+def test_the_native_cross_check_keys_its_videos_by_place_under_their_roots(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """native_all (the GPU run's CPU cross-check) on the fixture's videos in two run directories: the same tasks
+    and results, so a run directory moved to another node, or mounted in an image, reuses them."""
+    from pinbench.core.files import sha256_file
+    from pinbench.core.runner import load_records
+    from pinbench_recipes.paibench_c.evaluate import GTCache
+    from pinbench_recipes.paibench_c.fetch import Inputs
+    from pinbench_recipes.paibench_c.generate import Collected
+    from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks
+    from pinbench_recipes.paibench_c.run import Options, native_all
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    recipe = get_recipe("paibench-c")
+    stored = []
+    for out in (tmp_path / "a", tmp_path / "b" / "elsewhere"):
+        cfg = recipe.config(fixture=True, out_dir=out, offline=True)
+        assert recipe.run(cfg).exit_code == 0
+        tasks = load_tasks(out / "fixture_data" / "tasks.json")
+        collected = {m: {t.task_id: Collected(t.task_id, sha256_file(out / m / "videos" / f"{t.task_id}.mp4"))
+                         for t in tasks} for m in MODALITIES}
+        inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
+        results = native_all(cfg, Options(native_workers=1), inputs, GTCache(out / "gt" / "k", "k"), collected,
+                             dict.fromkeys(MODALITIES))  # no evaluator ran: no seg arithmetic
+        assert sorted(results) == sorted(t.task_id for t in tasks)
+        stored.append(load_records(out / "native"))
+    here, there = stored
+    assert {k: (r.input_hash, r.result) for k, r in here.items()} == {k: (r.input_hash, r.result)
+                                                                       for k, r in there.items()}

@@ -138,3 +138,21 @@ def test_options_the_fixture_does_not_use_are_refused(tmp_path):
         fixture_config(tmp_path, videos=str(tmp_path))
     with pytest.raises(RecipeError, match=r"\$REMEMBENCH_SPLIT \(option split\) does not apply"):
         get_recipe("remembench").config(out_dir=tmp_path, fixture=True, env={"REMEMBENCH_SPLIT": "i2v"})
+
+
+def test_the_fixture_poses_have_the_same_bytes_under_every_python(tmp_path):
+    """np.savez's zip64 header differs between Python releases (3.11.7 wrote version 45, 3.11.2 version 20), and
+    the poses are keyed by their SHA-256: the host and the CPU image keyed the same poses differently."""
+    import zipfile
+
+    import numpy as np
+
+    data = build_fixture(tmp_path / "fixture")
+    files = sorted(data.poses_dir.glob("*.npz"))
+    assert files
+    for path in files:
+        with zipfile.ZipFile(path) as archive:
+            assert [(m.extract_version, m.date_time, m.extra) for m in archive.infolist()] == \
+                [(20, (1980, 1, 1, 0, 0, 0), b"")] * 2, path
+        with np.load(path, allow_pickle=False) as poses:
+            assert poses["poses"].shape[1:] == (4, 4) and poses["idx"].tolist() == list(range(len(poses["poses"])))

@@ -47,4 +47,4 @@ def test_requirements_pin_the_paper_metric_versions_and_the_lock_is_hashed():
 def test_every_option_has_an_environment_twin():
     assert all(spec.env for spec in RECIPE.options.values())
     assert {spec.env for spec in RECIPE.options.values()} <= set(RECIPE.env_vars)
-    assert RECIPE.version == "1.1.0" and RECIPE.name == "remembench"
+    assert RECIPE.version == "1.1.1" and RECIPE.name == "remembench"

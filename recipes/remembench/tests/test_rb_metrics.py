@@ -133,3 +133,29 @@ def test_drift_feeds_bgr_frames_to_clip():
     for array, index in zip(received, indices, strict=True):
         np.testing.assert_array_equal(array, rgb[index][..., ::-1])
     assert set(values) == {"tempssim", "drift"}
+
+
+def _avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return "avx512f" in cpuinfo.read().split()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _avx512(), reason="needs a CPU on which OpenBLAS can run both its Haswell and SkylakeX kernels")
+def test_drift_is_the_same_whichever_blas_kernel_the_cpu_gets() -> None:
+    """OpenBLAS picks its kernel by CPU; with numpy's BLAS norm, Haswell and SkylakeX rounded seed 13's drift apart
+    (as a host with OPENBLAS_CORETYPE=Haswell and an image without it did). Exactly rounded sums agree."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom pinbench_recipes.remembench.metrics import drift_from_embeddings\n"
+            "e = np.random.default_rng(13).normal(size=(92, 16)).astype(np.float32)\n"
+            "e /= np.linalg.norm(e, axis=1, keepdims=True)\n"
+            "print(drift_from_embeddings(e, [i // 4 for i in range(92)]).hex())")
+    values = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "OPENBLAS_CORETYPE": core},
+                             capture_output=True, text=True, check=True).stdout.strip()
+              for core in ("Haswell", "SkylakeX")}
+    assert len(values) == 1, values

@@ -43,7 +43,8 @@ def _task(video: Path | None, **changes) -> dict:
     from pinbench_recipes.remembench.dataset import T2V_PAPER
 
     task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": None, "group": "t2v",
-            "video": str(video) if video else None, "looked_for": ["/videos/scene.mp4"], "video_sha256": "0" * 64,
+            "video": {"path": video.name, "size": 0, "sha256": "0" * 64} if video else None,
+            "looked_for": ["scene.mp4", "scene/rollout.mp4"],
             "num_frames": 379, "layout": [list(c) for c in T2V_PAPER.chunk_layout()], "departure_frame": 40,
             "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv", "size": [64, 48]}
     task.update(changes)
@@ -51,12 +52,13 @@ def _task(video: Path | None, **changes) -> dict:
 
 
 @pytest.fixture
-def scorer(tmp_path):
+def scorer(tmp_path, rollout):
     from pinbench.media.lpips import load_lpips
     from pinbench_recipes.remembench.fixture import write_random_alexnet
 
     digest = write_random_alexnet(tmp_path / "trunk.pth")
-    return Scorer(FixedEmbedder(), load_lpips(tmp_path / "trunk.pth", expected_sha256=digest), tmp_path)
+    return Scorer(FixedEmbedder(), load_lpips(tmp_path / "trunk.pth", expected_sha256=digest), tmp_path,
+                  videos=rollout.parent, poses_dir=tmp_path)
 
 
 def test_scores_a_t2v_rollout(scorer, rollout, tmp_path):
@@ -85,7 +87,7 @@ def test_a_rollout_at_another_resolution_is_scored_as_upstream_and_flagged(score
 def _i2v_task(rollout: Path, poses: Path, **changes) -> dict:
     from pinbench_recipes.remembench.dataset import T2V_PAPER
 
-    return _task(rollout, split="i2v", setting="rotation_180", translation=False, poses=str(poses),
+    return _task(rollout, split="i2v", setting="rotation_180", translation=False, poses={"path": poses.name},
                  layout=[list(c) for c in T2V_PAPER.chunk_layout()], **changes)
 
 
@@ -97,7 +99,7 @@ def test_i2v_poses_that_cannot_pick_a_revisit_fail_the_sample(scorer, rollout, t
 
     path = tmp_path / "poses.npz"
     np.savez(path, poses=poses)
-    with pytest.raises(PoseError, match=rf"camera poses \(file: {path}\): (camera poses are not finite|degenerate)"):
+    with pytest.raises(PoseError, match=r"camera poses \(file: poses.npz\): (camera poses are not finite|degenerate)"):
         scorer(_i2v_task(rollout, path))
 
 

@@ -1,0 +1,270 @@
+"""Inputs a recipe scores: a folder's entries as samples, and each input file keyed by what it is.
+
+A folder of inputs never shrinks its denominator: an empty or broken file, a dangling symlink, a symlink loop,
+a directory or FIFO named ``*.mp4``, a name that cannot be a sample id, two files with one id: each is listed
+with its problem and fails as its own sample, by name. Only a folder that cannot be read at all is an error
+(the inputs in it could not be counted).
+
+A task names an input by its path under the input root, its size and the SHA-256 of its bytes, not by its
+absolute path and mtime (the key before #24): the same videos mounted elsewhere (another node of a cluster,
+``/inputs/videos`` in an image, the fixture written into another run directory) recomputed every sample, while a
+key that names a path still said nothing of the file. The path relative to the root keeps two equal files apart.
+
+A full SHA-256, not a sampled fingerprint: reading a file once costs far less than decoding and scoring it. Each
+file is hashed once per run directory: its digest is cached in ``.pinbench-input-digests.json`` there, keyed by
+the file's absolute path, size, mtime_ns and inode, so a rerun reads no input again unless one of those changed
+(an edit in place that keeps size and mtime is not seen: ``pinbench run --verify-inputs`` ignores the cache and
+hashes every input). Shards of one run build their tasks under one lock: the first hashes, the others read.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.config import RecipeError
+from pinbench.core.files import exclusive, sha256_file, write_atomic
+from pinbench.core.runner import sample_id_problem
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
+DIGESTS_FILE = ".pinbench-input-digests.json"
+_LOCK = Path(".pinbench-locks") / ".input-digests"
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One entry under the inputs folder whose name ends in one of the suffixes looked for.
+
+    ``problem`` says why it cannot be scored (a dangling symlink, a symlink loop, a directory or other
+    non-file, a vanished file); such an entry is still a sample and fails by name, never dropped.
+    """
+
+    relative: str  # the path under the folder, "/"-separated (may hold any byte the name held)
+    path: Path
+    problem: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The relative path for messages: one line, undecodable bytes and control characters escaped."""
+        text = os.fsencode(self.relative).decode("utf-8", "backslashreplace")
+        return repr(text)[1:-1] if not text.isprintable() else text
+
+
+def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
+    """Every entry under ``root`` named like an input (recursively, hidden ones skipped), by relative path.
+
+    Symlinked directories are not followed. RecipeError (one line) when ``root`` is not a directory, a folder
+    under it cannot be read, or nothing is named like an input; ``what`` names the inputs in those messages.
+    """
+    if not root.is_dir():
+        raise RecipeError(f"{root}: {what} directory not found")
+
+    def unreadable(exc: OSError) -> None:
+        raise RecipeError(f"{exc.filename}: cannot list the {what} folder ({exc.strerror})")
+
+    found = []
+    for folder, dirs, files in os.walk(root, onerror=unreadable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in (*dirs, *files):
+            if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
+                continue
+            path = Path(folder) / name
+            found.append(InputFile(path.relative_to(root).as_posix(), path, _entry_problem(path)))
+    if not found:
+        raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
+    return sorted(found, key=lambda v: v.relative)
+
+
+def _entry_problem(path: Path) -> str | None:
+    """Why a listed entry is not a file that can be opened, or None."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"dangling symlink (its target {os.readlink(path)!r} does not exist)"
+        return "vanished while the folder was listed"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop (following the link never reaches a file)"
+        return f"cannot be read ({exc.strerror})"
+    if path.is_dir():
+        return "a directory, not a file"
+    if not path.is_file():
+        return "not a regular file (a FIFO, socket or device)"
+    return None
+
+
+def sample_id(root: Path, path: Path) -> str:
+    """The relative path without its suffix, folders joined by ``__`` (ids are file names)."""
+    return path.relative_to(root).with_suffix("").as_posix().replace("/", "__")
+
+
+def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | None]]:
+    """(sample id, name problem) per input, in order; every id unique and safe as a file name.
+
+    The id is :func:`sample_id` unless the name cannot give one: an id that is not valid UTF-8, longer
+    than the runner allows, holds a control character or a backslash, or that two inputs share
+    (``x.mp4`` beside ``x.mkv``). Such an input fails alone with the reason, under the id
+    ``bad-name-<hash of its relative path>``; the rest of the run is not affected.
+    """
+    natural = [sample_id(root, v.path) for v in inputs]
+    owners: dict[str, list[str]] = {}
+    for sid, entry in zip(natural, inputs, strict=True):
+        owners.setdefault(sid, []).append(entry.shown)
+    taken = set(natural)
+    out = []
+    for sid, entry in zip(natural, inputs, strict=True):
+        problem = sample_id_problem(sid)
+        if problem is None and len(owners[sid]) > 1:
+            others = ", ".join(repr(o) for o in owners[sid] if o != entry.shown)
+            problem = f"is {sid!r}, as for {others}: rename one so each input has its own id"
+        if problem is None:
+            out.append((sid, None))
+            continue
+        digest = hashlib.sha256(os.fsencode(entry.relative)).hexdigest()
+        width = 16
+        while f"bad-name-{digest[:width]}" in taken:
+            width += 8
+        fallback = f"bad-name-{digest[:width]}"
+        taken.add(fallback)
+        out.append((fallback, f"bad file name: its sample id {problem}"))
+    return out
+
+
+class UnusableInput(ValueError):
+    """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
+
+
+def input_path(task: Mapping[str, Any], root: Path) -> Path:
+    """The file a task of :func:`input_tasks` scores, under its ``root``; UnusableInput (its sample fails by
+    name) when it has a problem."""
+    if task.get("problem"):
+        raise UnusableInput(f"{task['name']}: {task['problem']}")
+    return Path(root) / task["input"]["path"]
+
+
+def input_tasks(root: Path, inputs: list[InputFile], *, digests: InputDigests, **fields: Any) -> list[dict[str, Any]]:
+    """One task per input: its id, name and ``input`` key (:meth:`InputDigests.key`: an edited file is scored
+    again, the same files under another root are not), plus ``fields`` (what else changes results). An input
+    that cannot be scored (its entry or its name has a problem) gets a task holding the ``problem`` instead of
+    a key: scoring it fails with that reason."""
+    tasks = []
+    for entry, (sid, name_problem) in zip(inputs, sample_ids(root, inputs), strict=True):
+        task: dict[str, Any] = {"sample_id": sid, "name": entry.shown, **fields}
+        problem = name_problem or entry.problem
+        if problem is None:
+            try:
+                task["input"] = digests.key(entry.path, root)
+            except InputFileError as exc:
+                problem = exc.reason
+        if problem is not None:
+            task["problem"] = problem
+        tasks.append(task)
+    return tasks
+
+
+class InputFileError(ValueError):
+    """An input is not a regular file under its root (one line naming it); ``reason`` is the line without it."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the cache keys a digest by, beside the absolute path: a change to any of them hashes again."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> _Seen:
+        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+class InputDigests:
+    """SHA-256 of input files, each computed once per run directory (see the module docstring)."""
+
+    def __init__(self, run_dir: Path | str, *, verify: bool = False) -> None:
+        self.path = Path(run_dir) / DIGESTS_FILE
+        self.verify = verify
+        self.hashed = 0   # files read in full by this process
+        self._cache: dict[str, tuple[_Seen, str]] = {} if verify else _load(self.path)
+        self._changed = False
+
+    def sha256(self, path: Path | str) -> str:
+        """The hex SHA-256 of a regular file's bytes (a symlink counts as its target); InputFileError otherwise."""
+        where = os.path.abspath(path)
+        before = _regular_stat(path)
+        cached = self._cache.get(where)
+        if cached is not None and cached[0] == _Seen.of(before):
+            return cached[1]
+        digest = sha256_file(path)
+        self.hashed += 1
+        if _Seen.of(os.stat(path)) == _Seen.of(before):   # not being written while it was read
+            self._cache[where] = (_Seen.of(before), digest)
+            self._changed = True
+        return digest
+
+    def key(self, path: Path | str, root: Path | str) -> dict[str, Any]:
+        """``{"path": <relative to root, "/"-separated>, "size": bytes, "sha256": hex}``: what a task holds."""
+        path, root = Path(path), Path(root)
+        try:
+            relative = path.relative_to(root).as_posix()
+        except ValueError:
+            raise InputFileError(path, f"not under its input root {root}") from None
+        digest = self.sha256(path)
+        return {"path": relative, "size": os.stat(path).st_size, "sha256": digest}
+
+    def save(self) -> None:
+        """Write the cache when this process added to it (atomically; the caller holds the run's digest lock)."""
+        if not self._changed:
+            return
+        merged = _load(self.path)   # entries another process wrote since this one read the file
+        merged.update(self._cache)
+        entries = {where: {"size": seen.size, "mtime_ns": seen.mtime_ns, "inode": seen.inode, "sha256": digest}
+                   for where, (seen, digest) in sorted(merged.items())}
+        write_atomic(self.path, json.dumps({"format": _FORMAT, "files": entries}, indent=0) + "\n")
+        self._changed = False
+
+
+@contextmanager
+def input_digests(run_dir: Path | str, *, verify: bool = False) -> Iterator[InputDigests]:
+    """An ``InputDigests`` for the run directory, held under its lock and saved at the end of the block."""
+    run_dir = Path(run_dir)
+    with exclusive(run_dir / _LOCK):
+        digests = InputDigests(run_dir, verify=verify)
+        yield digests
+        digests.save()
+
+
+def _regular_stat(path: Path | str) -> os.stat_result:
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read ({exc.strerror})") from None
+    if not os.path.isfile(path):
+        raise InputFileError(path, "not a regular file")
+    return stat
+
+
+def _load(path: Path) -> dict[str, tuple[_Seen, str]]:
+    """The cache as stored; an unreadable or foreign file is an empty cache (it only saves time)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["files"] if data.get("format") == _FORMAT else {}
+        return {where: (_Seen(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
+                for where, e in files.items()
+                if isinstance(e, dict) and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}

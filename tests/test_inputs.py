@@ -1,0 +1,151 @@
+"""pinbench.core.inputs: every entry of an inputs folder named like an input is a sample, problems included; an
+input is keyed by its path under its root, its size and the SHA-256 of its bytes, and each file is read once per
+run directory (the digest cache), except under ``--verify-inputs``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pinbench.core.config import RecipeError
+from pinbench.core.inputs import (
+    DIGESTS_FILE,
+    InputDigests,
+    InputFileError,
+    UnusableInput,
+    input_digests,
+    input_path,
+    input_tasks,
+    list_inputs,
+)
+
+
+def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_problem(tmp_path: Path) -> None:
+    (tmp_path / "good.mp4").write_bytes(b"x")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.MOV").write_bytes(b"y")
+    (tmp_path / "gone.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    (tmp_path / "loop.mp4").symlink_to(tmp_path / "loop.mp4")
+    (tmp_path / "folder.mp4").mkdir()
+    os.mkfifo(tmp_path / "pipe.mp4")
+    (tmp_path / "twin.mp4").write_bytes(b"1")
+    (tmp_path / "twin.mkv").write_bytes(b"2")
+    (tmp_path / "notes.txt").write_text("not an input")
+    (tmp_path / ".hidden.mp4").write_bytes(b"z")
+    digests = InputDigests(tmp_path / ".run")
+    tasks = {t["name"]: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=digests, decoder="pyav")}
+    assert sorted(tasks) == ["folder.mp4", "gone.mp4", "good.mp4", "loop.mp4", "pipe.mp4", "sub/deep.MOV",
+                             "twin.mkv", "twin.mp4"]
+    good = tasks["good.mp4"]
+    assert (good["sample_id"], good["input"], good["decoder"]) == (
+        "good", {"path": "good.mp4", "size": 1, "sha256": hashlib.sha256(b"x").hexdigest()}, "pyav")
+    assert tasks["sub/deep.MOV"]["sample_id"] == "sub__deep"
+    assert input_path(tasks["sub/deep.MOV"], tmp_path) == tmp_path / "sub" / "deep.MOV"
+    problems = {name: task.get("problem") for name, task in tasks.items()}
+    assert problems["gone.mp4"].startswith("dangling symlink") and problems["loop.mp4"].startswith("symlink loop")
+    assert problems["folder.mp4"] == "a directory, not a file"
+    assert problems["pipe.mp4"] == "not a regular file (a FIFO, socket or device)"
+    assert "its sample id is 'twin', as for 'twin.mp4'" in problems["twin.mkv"]
+    assert tasks["twin.mkv"]["sample_id"].startswith("bad-name-") and "input" not in tasks["twin.mkv"]
+    with pytest.raises(UnusableInput, match=r"^pipe\.mp4: not a regular file"):
+        input_path(tasks["pipe.mp4"], tmp_path)
+
+
+def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match=r"none: clips directory not found$"):
+        list_inputs(tmp_path / "none", what="clips")
+    (tmp_path / "a.txt").write_text("")
+    with pytest.raises(RecipeError, match=r": no videos found \(looked for \.mp4, \.mkv, \.webm, \.avi, \.mov\)$"):
+        list_inputs(tmp_path)
+
+
+def _file(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_key_names_the_file_by_its_place_under_the_root_its_size_and_its_bytes(tmp_path: Path) -> None:
+    video = _file(tmp_path / "videos" / "a" / "clip.mp4", b"frames" * 1000)
+    key = InputDigests(tmp_path / "run").key(video, tmp_path / "videos")
+    assert key == {"path": "a/clip.mp4", "size": 6000, "sha256": hashlib.sha256(b"frames" * 1000).hexdigest()}
+
+
+def test_a_digest_is_computed_once_per_run_directory(tmp_path: Path) -> None:
+    video = _file(tmp_path / "v.mp4", b"x" * 10)
+    with input_digests(tmp_path / "run") as first:
+        digest = first.sha256(video)
+        assert first.sha256(video) == digest and first.hashed == 1
+    assert (tmp_path / "run" / DIGESTS_FILE).is_file()
+    with input_digests(tmp_path / "run") as again:
+        assert again.sha256(video) == digest and again.hashed == 0   # from the cache: the file is not read
+
+
+@pytest.mark.parametrize("change", ["content and size", "mtime", "replaced by another file"])
+def test_a_changed_file_is_hashed_again(tmp_path: Path, change: str) -> None:
+    video = _file(tmp_path / "v.mp4", b"x" * 10)
+    with input_digests(tmp_path / "run") as digests:
+        before = digests.sha256(video)
+    if change == "content and size":
+        video.write_bytes(b"y" * 11)
+    elif change == "mtime":
+        stat = video.stat()
+        os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    else:
+        _file(tmp_path / "other.mp4", b"x" * 10).replace(video)   # same bytes, same size, another inode
+    with input_digests(tmp_path / "run") as digests:
+        after = digests.sha256(video)
+        assert digests.hashed == 1
+    assert (after == before) == (change != "content and size")
+
+
+def test_verify_ignores_the_cache_and_stores_what_it_found(tmp_path: Path) -> None:
+    """An edit in place that keeps size and mtime is what the cache cannot see; --verify-inputs reads every byte."""
+    video = _file(tmp_path / "v.mp4", b"a" * 10)
+    with input_digests(tmp_path / "run") as digests:
+        old = digests.sha256(video)
+    stat = video.stat()
+    with open(video, "r+b") as fh:
+        fh.write(b"b")
+    os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with input_digests(tmp_path / "run") as trusting:
+        assert trusting.sha256(video) == old and trusting.hashed == 0
+    with input_digests(tmp_path / "run", verify=True) as verifying:
+        new = verifying.sha256(video)
+        assert new == hashlib.sha256(b"b" + b"a" * 9).hexdigest() and verifying.hashed == 1
+    with input_digests(tmp_path / "run") as later:
+        assert later.sha256(video) == new and later.hashed == 0
+
+
+def test_what_is_not_a_regular_file_under_its_root_is_refused_in_one_line(tmp_path: Path) -> None:
+    digests = InputDigests(tmp_path / "run")
+    os.mkfifo(tmp_path / "fifo.mp4")
+    (tmp_path / "dir.mp4").mkdir()
+    for path, reason in ((tmp_path / "fifo.mp4", "not a regular file"), (tmp_path / "dir.mp4", "not a regular file"),
+                         (tmp_path / "gone.mp4", "cannot be read")):
+        with pytest.raises(InputFileError, match=reason) as info:   # a FIFO is never opened (it would block)
+            digests.sha256(path)
+        assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
+    with pytest.raises(InputFileError, match="not under its input root"):
+        digests.key(_file(tmp_path / "elsewhere" / "v.mp4", b"x"), tmp_path / "videos")
+
+
+def test_an_unreadable_cache_is_an_empty_one_and_saves_merge(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / DIGESTS_FILE).write_text("{not json")
+    a, b = _file(tmp_path / "a.mp4", b"a"), _file(tmp_path / "b.mp4", b"b")
+    first, second = InputDigests(run), InputDigests(run)    # two shards that read the cache at the same time
+    first.sha256(a)
+    second.sha256(b)
+    first.save()
+    second.save()
+    stored = json.loads((run / DIGESTS_FILE).read_text())["files"]
+    assert set(stored) == {str(a), str(b)}
+    with input_digests(run) as digests:
+        digests.sha256(a), digests.sha256(b)
+        assert digests.hashed == 0
