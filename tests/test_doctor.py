@@ -257,8 +257,9 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
 
     monkeypatch.setattr(engine, "docker_client", lambda: type("Client", (), {"images": Images()})())
     findings = {f.line.split()[0]: f for f in doctor.image_findings(recipe)}
-    assert findings["pinbench/paibench-c:1.0.0"].ok and findings["pinbench/paibench-c:1.0.0"].line.endswith("d" * 64)
-    generate = findings["pinbench/paibench-c-generate:1.0.0"]
+    score = findings[f"pinbench/paibench-c:{recipe.version}"]
+    assert score.ok and score.line.endswith("d" * 64)
+    generate = findings[f"pinbench/paibench-c-generate:{recipe.version}"]
     assert not generate.ok and "not built; run `make build-paibench-c`" in generate.line
 
     def unreachable():
