@@ -30,7 +30,7 @@ from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec
+from pinbench.core.scorecard import MetricSpec, load_scorecard
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.results.finish import finish_run
 
@@ -65,7 +65,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch, claim_run_dir(cfg, env={}):
         patch.setattr(check_module, "get_recipe", lambda name: recipe)
         first = _finish(recipe, cfg, _records())
-        card = json.loads(first.scorecard_path.read_text())
+        card = load_scorecard(first.scorecard_path)
         record_reference(card, recipe.reference_file("Toy-Nano", "smoke"), recipe=recipe, tier="same_hw")
         outcome = _finish(recipe, cfg, _records())
     assert outcome.exit_code == 0, outcome.message

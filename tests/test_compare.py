@@ -59,7 +59,7 @@ def test_a_clearly_better_checkpoint(tmp_path: Path) -> None:
     f1 = rows["f1"].difference
     assert f1.difference == pytest.approx(0.03, abs=0.003) and 0 < f1.low < f1.difference < f1.high
     assert rows["hard/f1"].n_matched == rows["hard/f1"].n_cohort == 10  # the cohort, not all 40 tasks
-    assert rows["scene/f1"].difference.interval["unit"] == "group"
+    assert rows["scene/f1"].difference.interval.unit == "group"
     assert result.exit_code == 1 and not result.problems
     assert compare_runs(result.a, result.b, fail_on="worse").exit_code == 0  # better is not a regression
     text = render_comparison(result)

@@ -22,7 +22,7 @@ from pinbench.core.derived import DerivedFailure, derive, read_derived
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard
+from pinbench.core.scorecard import DerivedCounts, MetricSpec, SampleCounts, build_scorecard
 from pinbench.results.compare import compare_runs, load_run
 from pinbench.results.finish import finish_run
 
@@ -105,14 +105,14 @@ def test_derived_records_never_count_as_samples() -> None:
                                                direction="lower", derived=True)],
                            records=samples, n_expected=4, provenance={}, config={}, timings={},
                            derived=[derive("spread", samples, _spread)])
-    assert card["samples"] == {"n_expected": 4, "n_ok": 3, "n_failed": 1, "n_missing": 0, "path": "samples.jsonl"}
-    assert card["derived"] == {"n_records": 1, "n_ok": 1, "n_failed": 0, "path": "derived.jsonl"}
-    f1, spread = card["metrics"]["f1"], card["metrics"]["spread"]
-    assert (f1["n_expected"], f1["n_scored"], f1["n_failed"]) == (4, 3, 1)  # the derived record is not a sample
-    assert [f["sample_id"] for f in f1["failed"]] == ["s3"]
-    assert (spread["records"], spread["n_expected"], spread["n_scored"], spread["value"]) == (
+    assert card.samples == SampleCounts(n_expected=4, n_ok=3, n_failed=1, n_missing=0, path="samples.jsonl")
+    assert card.derived == DerivedCounts(n_records=1, n_ok=1, n_failed=0, path="derived.jsonl")
+    f1, spread = card.metrics["f1"], card.metrics["spread"]
+    assert (f1.n_expected, f1.n_scored, f1.n_failed) == (4, 3, 1)  # the derived record is not a sample
+    assert [f.sample_id for f in f1.failed] == ["s3"]
+    assert (spread.records, spread.n_expected, spread.n_scored, spread.value) == (
         "derived", 1, 1, pytest.approx(0.2))
-    assert "records" not in f1
+    assert f1.records is None and "records" not in f1.to_json()
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

@@ -94,8 +94,9 @@ def test_anything_the_scorecard_is_computed_from_recomputes_it(toy: Recipe, tmp_
         reference = toy.reference_file("Toy-Nano", "smoke")
         reference.parent.mkdir(parents=True, exist_ok=True)
         from pinbench.core.proposal import record_reference
+        from pinbench.core.scorecard import load_scorecard
 
-        record_reference(before, reference, recipe=toy, tier="same_hw")
+        record_reference(load_scorecard(out / "scorecard.json"), reference, recipe=toy, tier="same_hw")
     elif change == "the report is gone":
         (out / "report" / "index.html").unlink()
     else:

@@ -96,6 +96,20 @@ def test_the_keys_added_to_paibench_c_hold_the_values_of_87e8f14(demo: Path) -> 
                         {k: now["metrics"][k] for k in PAIBENCH_C_NATIVE}) == []
 
 
+def test_every_fixture_scorecard_round_trips_through_the_typed_scorecard(demo: Path) -> None:
+    """#19 item 6: the typed scorecard holds a real scorecard of each fixture exactly: its JSON form is the file's,
+    byte for byte, key order included (derived blocks, cohorts, groups and every kind of interval among them)."""
+    from pinbench.core.scorecard import Scorecard, load_scorecard
+
+    paths = sorted(demo.glob("*/scorecard.json"))
+    assert [p.parent.name for p in paths] == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
+    for path in paths:
+        text = path.read_text()
+        card = load_scorecard(path)
+        assert json.dumps(card.to_json(), indent=2) + "\n" == text, path
+        assert Scorecard.from_json(json.loads(text)) == card, path
+
+
 def test_the_comparison_sees_a_changed_value() -> None:
     golden = json.loads(GOLDEN.read_text())
     changed = json.loads(GOLDEN.read_text())

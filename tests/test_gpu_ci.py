@@ -13,7 +13,7 @@ from pinbench.core.provenance import collect_provenance
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import load_reference
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec, build_scorecard, load_scorecard, write_scorecard
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_ci", REPO / "tools" / "gpu_ci.py")
@@ -120,7 +120,7 @@ def test_an_existing_reference_decides(tmp_path: Path, config: dict, monkeypatch
     entry = config["recipes"]["dynamic-degree"]
     card = _smoke_card(tmp_path, "dynamic-degree", entry["checkpoint"])
     reference = tmp_path / "ref.smoke.yaml"
-    record_reference(json.loads(card.read_text()), reference, recipe=get_recipe("dynamic-degree"), tier="same_hw")
+    record_reference(load_scorecard(card), reference, recipe=get_recipe("dynamic-degree"), tier="same_hw")
     monkeypatch.setattr(Recipe, "reference_path", lambda self, checkpoint, mode: reference)
     monkeypatch.setattr(gpu_ci, "REPO", tmp_path)
     assert gpu_ci.verdict("dynamic-degree", entry, run_exit=0, out_root=tmp_path) == \

@@ -6,6 +6,7 @@ Each case goes through ``pinbench.cli.main`` (what the console script runs), so 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -21,11 +22,11 @@ from pinbench.core.provenance import collect_provenance
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import MetricReference, diff, load_reference
 from pinbench.core.runner import SampleRecord, load_records, merge_samples, read_merged, run_samples
-from pinbench.core.scorecard import MetricSpec, ScorecardError, aggregate, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec, Scorecard, ScorecardError, aggregate, build_scorecard, write_scorecard
 from pinbench.core.store import encode_line
 
 
-def _card(values: tuple[float, ...] = (0.5, 0.75, 1.0), **changes: Any) -> dict[str, Any]:
+def _card(values: tuple[float, ...] = (0.5, 0.75, 1.0), **changes: Any) -> Scorecard:
     """A complete smoke scorecard of the installed dynamic-degree recipe."""
     recipe = get_recipe("dynamic-degree")
     records = [SampleRecord(f"v{i}", "ok", {"dynamic_degree": v}, None, "0" * 64, 0.1) for i, v in enumerate(values)]
@@ -34,8 +35,7 @@ def _card(values: tuple[float, ...] = (0.5, 0.75, 1.0), **changes: Any) -> dict[
         metrics=[MetricSpec("dynamic_degree").with_info(recipe.metric_info("dynamic_degree"))], records=records,
         n_expected=len(records), provenance=collect_provenance(pins={}), config={"limit": 3}, timings={"score": 1.0},
     )
-    card.update(changes)
-    return card
+    return dataclasses.replace(card, **changes)
 
 
 def _pinbench(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -58,8 +58,8 @@ def _one_error_line(err: str) -> str:
 def _with_literal(tmp_path: Path, literal: str, where: str = "value") -> Path:
     """A valid scorecard file whose metric value (or score timing) is replaced by a raw JSON literal."""
     card = _card()
-    text = json.dumps(card, indent=2)
-    old = f'"value": {json.dumps(card["metrics"]["dynamic_degree"]["value"])}' if where == "value" \
+    text = json.dumps(card.to_json(), indent=2)
+    old = f'"value": {json.dumps(card.metrics["dynamic_degree"].value)}' if where == "value" \
         else '"score": 1.0'
     assert old in text
     path = tmp_path / "scorecard.json"
@@ -126,8 +126,8 @@ def test_diff_against_a_non_finite_reference_is_invalid_input(tmp_path: Path, ca
 def test_in_memory_scorecards_and_references_are_checked_too(tmp_path: Path) -> None:
     good = _card()
     reference = load_reference(_reference_file(tmp_path, good))
-    bad = json.loads(json.dumps(good))
-    bad["metrics"]["dynamic_degree"]["value"] = math.inf
+    bad = dataclasses.replace(good, metrics={
+        "dynamic_degree": dataclasses.replace(good.metrics["dynamic_degree"], value=math.inf)})
     with pytest.raises(ScorecardError, match=r"\$\.metrics\.dynamic_degree\.value is not finite"):
         diff(bad, reference)
     with pytest.raises(ScorecardError, match=r"\$\.timings\.score is not finite"):
@@ -148,9 +148,9 @@ def test_aggregates_that_overflow_are_refused_not_written() -> None:
 
 def test_a_boolean_or_huge_integer_result_is_a_failed_sample_not_a_score() -> None:
     card = _card(values=(True, 10**400, 0.5))  # type: ignore[arg-type]
-    metric = card["metrics"]["dynamic_degree"]
-    assert metric["n_scored"] == 1 and metric["value"] == 0.5
-    reasons = {f["sample_id"]: f["error"] for f in metric["failed"]}
+    metric = card.metrics["dynamic_degree"]
+    assert metric.n_scored == 1 and metric.value == 0.5
+    reasons = {f.sample_id: f.error for f in metric.failed}
     assert "not a number" in reasons["v0"] and "not finite" in reasons["v1"]
 
 
@@ -271,13 +271,13 @@ def test_reference_and_out_paths_of_the_recipe_stay_inside_its_folders() -> None
 def _card_file(folder: Path, **changes: Any) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "scorecard.json"
-    card = _card()
+    card = _card().to_json()
     card.update(changes)
     path.write_text(json.dumps(card))  # as a hand-edited file: written without validation
     return path
 
 
-def _reference_file(tmp_path: Path, card: dict[str, Any]) -> Path:
+def _reference_file(tmp_path: Path, card: Scorecard) -> Path:
     from pinbench.core.proposal import record_reference
 
     return record_reference(card, tmp_path / "ref.yaml", recipe=get_recipe("dynamic-degree"), tier="same_hw")

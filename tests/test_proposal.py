@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -16,7 +17,7 @@ from pinbench.core.metricinfo import Tolerance
 from pinbench.core.proposal import propose_reference, record_reference
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec, Scorecard, build_scorecard, write_scorecard
 from tests.helpers.toy_recipe import toy_recipe
 
 PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
@@ -24,7 +25,7 @@ T_975_2 = 4.302652729911275  # Student t quantile 0.975 at 2 degrees of freedom 
 runner = CliRunner()
 
 
-def run_card(f1: float, *, stamp: str, spread: float = 0.0, n: int = 30) -> dict[str, Any]:
+def run_card(f1: float, *, stamp: str, spread: float = 0.0, n: int = 30) -> Scorecard:
     """A complete toy run: f1 per sample around ``f1`` (mean exactly f1), rmse and err fixed."""
     records = [SampleRecord(f"s{i:02d}", "ok", {"f1": f1 + spread * (i - (n - 1) / 2) / n, "rmse": 2.0,
                                                 "err": 0.5 + 0.01 * (i % 3)}, None, "0" * 64, 0.1)
@@ -41,7 +42,7 @@ def toy(tmp_path: Path) -> Any:
     return toy_recipe(tmp_path)
 
 
-def _three(spread: float = 0.0) -> list[dict[str, Any]]:
+def _three(spread: float = 0.0) -> list[Scorecard]:
     return [run_card(v, stamp=f"2026-01-0{i + 1}T00:00:00Z", spread=spread)
             for i, v in enumerate((0.800, 0.802, 0.801))]
 
@@ -75,12 +76,12 @@ def test_a_spread_wider_than_the_declaration_is_refused(toy: Any, tmp_path: Path
 
 def test_a_tolerance_inside_the_reference_runs_own_noise_is_flagged(toy: Any, tmp_path: Path) -> None:
     card = run_card(0.8, stamp="2026-01-01T00:00:00Z", spread=0.3)  # f1 values spread over ±0.15
-    half = (card["metrics"]["f1"]["interval"]["high"] - card["metrics"]["f1"]["interval"]["low"]) / 2
+    half = (card.metrics["f1"].interval.high - card.metrics["f1"].interval.low) / 2
     assert 0.01 < half < 0.05
     path = record_reference(card, tmp_path / "one.yaml", recipe=toy, tier="same_hw")
     f1 = yaml.safe_load(path.read_text())["metrics"]["f1"]
     assert f1["note"].startswith("tolerance ±0.01 is narrower than the reference's own 95% interval (half-width")
-    assert f1["interval"]["low"] == card["metrics"]["f1"]["interval"]["low"] and f1["basis"] == \
+    assert f1["interval"]["low"] == card.metrics["f1"].interval.low and f1["basis"] == \
         "declared same_hw default ±0.01"
     cross = propose_reference([card], recipe=toy, tier="cross_hw").data["metrics"]["f1"]  # ±0.05 > half: no flag
     assert "note" not in cross
@@ -104,8 +105,8 @@ def test_the_recorded_reference_loads_and_diffs_with_its_interval(toy: Any, tmp_
     path = record_reference(cards, tmp_path / "r.yaml", recipe=toy, tier="cross_hw")
     ref = load_reference(path, recipe=toy)
     assert ref.metrics["f1"].runs == (0.8, 0.802, 0.801)
-    lows = [c["metrics"]["f1"]["interval"]["low"] for c in cards]
-    assert ref.metrics["f1"].interval["low"] == min(lows)  # the union of the runs' intervals
+    lows = [c.metrics["f1"].interval.low for c in cards]
+    assert ref.metrics["f1"].interval.low == min(lows)  # the union of the runs' intervals
     result = diff(run_card(0.803, stamp="2026-02-01T00:00:00Z", spread=0.1), ref)
     row = result.rows[0]
     assert (row.status, row.reading) == ("PASS", "within noise") and row.ref_interval is not None
@@ -113,7 +114,7 @@ def test_the_recorded_reference_loads_and_diffs_with_its_interval(toy: Any, tmp_
 
 def test_runs_of_other_checkpoints_or_the_same_run_twice_are_refused(toy: Any, tmp_path: Path) -> None:
     a, b = _three()[:2]
-    other = dict(b, checkpoint="Toy-Super")
+    other = dataclasses.replace(b, checkpoint="Toy-Super")
     with pytest.raises(ValueError, match="run 2 .*checkpoint 'Toy-Super' differs from run 1's 'Toy-Nano'"):
         propose_reference([a, other], recipe=toy, tier="same_hw")
     with pytest.raises(ValueError, match="the same run was given twice"):

@@ -27,7 +27,7 @@ from pinbench.core.reference import (
 )
 from pinbench.core.reference import diff as diff_scorecard
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, load_scorecard
+from pinbench.core.scorecard import MetricSpec, Scorecard, build_scorecard, load_scorecard
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
@@ -62,7 +62,7 @@ def failed(sample_id: str, error: str) -> SampleRecord:
 
 
 def make_card(f1: list[float | None], rmse: list[float | None], *, n_expected: int | None = None,
-              **kw: Any) -> dict[str, Any]:
+              **kw: Any) -> Scorecard:
     """A scorecard from per-sample values; a None sample is a failed record."""
     records: list[Any] = []
     for i, (a, b) in enumerate(zip(f1, rmse, strict=True)):
@@ -249,7 +249,7 @@ def test_record_reference_round_trip(tmp_path: Path, toy: Any) -> None:
     assert reference.source["provenance"] == FIXED_PROVENANCE
     assert (reference.tier, reference.note) == ("same_hw", "H200 nightly")
     assert (reference.n_samples, reference.mode) == (3, "full")
-    assert reference.metrics["f1"].value == card["metrics"]["f1"]["value"]  # exact float round trip
+    assert reference.metrics["f1"].value == card.metrics["f1"].value  # exact float round trip
     # Directions, primary flags and tolerances come from the declaration, not from another reference.
     assert reference.metrics["rmse"].direction == "lower" and reference.primary == ["f1"]
     assert reference.metrics["f1"].tolerance.as_dict() == {"abs": 0.01}

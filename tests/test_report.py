@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from PIL import Image
 
 from pinbench.core.reference import load_reference
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec, Scorecard, build_scorecard, write_scorecard
 from pinbench.results.report import ReportError, write_report
 
 
@@ -64,7 +65,7 @@ def _records(n: int, failed: dict[str, str] | None = None) -> list[SampleRecord]
     return out
 
 
-def _card(records: list[SampleRecord], n_expected: int, **kw) -> dict:
+def _card(records: list[SampleRecord], n_expected: int, **kw) -> Scorecard:
     return build_scorecard(
         recipe=kw.get("recipe", "paibench-c"), recipe_version="1.0.0", checkpoint="Nano",
         mode=kw.get("mode", "full"), metrics=kw.get("metrics", METRICS), records=records,
@@ -74,12 +75,12 @@ def _card(records: list[SampleRecord], n_expected: int, **kw) -> dict:
     )
 
 
-def _reference(card: dict, shift: float = 0.0) -> dict:
+def _reference(card: Scorecard, shift: float = 0.0) -> dict:
     """Reference YAML dict matching ``card``; ``shift`` moves canny_f1 outside its tolerance."""
-    values = {name: m["value"] for name, m in card["metrics"].items()}
+    values = {name: m.value for name, m in card.metrics.items()}
     return {
-        "recipe": card["recipe"], "recipe_version": card["recipe_version"], "checkpoint": card["checkpoint"],
-        "mode": card["mode"], "n_samples": card["samples"]["n_expected"], "tier": "cross_hw",
+        "recipe": card.recipe, "recipe_version": card.recipe_version, "checkpoint": card.checkpoint,
+        "mode": card.mode, "n_samples": card.samples.n_expected, "tier": "cross_hw",
         "source": {"kind": "trusted_run", "provenance": {"note": f"token {TOKEN}"}},
         "metrics": {
             "edge/canny_f1": {"value": values["edge/canny_f1"] + shift, "direction": "higher",
@@ -132,7 +133,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     records = _records(12, failed={EVIL_ID: EVIL_ERROR})
     ok_records = [r for r in records if r.status == "ok"]
     complete = _card(ok_records, len(ok_records))
-    assert complete["status"] == "complete"
+    assert complete.status == "complete"
     index = write_report([complete], tmp_path / "r", references={"paibench-c": _reference(complete, 0.05)},
                          samples={0: ok_records})
     page = index.read_text()
@@ -140,7 +141,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert _assert_page(index) == []  # no PNG: the report's figures are inline SVG
     assert _figures(page, "deviations") == ["edge", "vis", "top level"]  # one per group, the primary's first
     assert _figures(page, "panel") == ["canny_f1", "depth_si_rmse", "dover"]  # the top level holds a constant
-    for name in complete["metrics"]:
+    for name in complete.metrics:
         assert f"<code>{name}</code>" in page
     assert "COMPLETE" in page and "PARTIAL" not in page
     assert ">FAIL</span>" in _row(page, "edge/canny_f1") and ">-0.05<" in _row(page, "edge/canny_f1")
@@ -174,7 +175,7 @@ def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
     records = _records(6, failed={"s-bad": f"OSError: 401 fetching with {TOKEN}"})
     cohort = Spec("i2v/revisit", key="overall", sample_ids=["s000", "s001", "zz-never-run"])
     card = _card(records, 8, metrics=[*METRICS, cohort])  # five ok, one failed, two never ran
-    assert card["status"] == "partial"
+    assert card.status == "partial"
     index = write_report([card], tmp_path, references={"paibench-c": _reference(card)})
     page = index.read_text()
     assert '<div class="banner partial"><strong>PARTIAL</strong>' in page
@@ -194,7 +195,7 @@ def test_failed_scorecard_renders_with_nothing_scored(tmp_path: Path) -> None:
     good = _card(_records(3), 3)
     records = _records(3, failed={f"f{i}": "RuntimeError: model OOM" for i in range(3)})
     card = _card(records, 3)
-    assert card["status"] == "failed"
+    assert card.status == "failed"
     index = write_report([card], tmp_path, references={0: _reference(good)}, samples={0: records})
     page = index.read_text()
     assert '<div class="banner failed"><strong>FAILED</strong>' in page
@@ -212,8 +213,8 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     assert ">PASS</span>" not in page.split("</table>", 1)[1]  # only the TOC status badge is green
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
-    for name, m in card["metrics"].items():
-        assert f"</td><td class=\"num\">{m['value']:.6g}</td>" in _row(page, name)
+    for name, m in card.metrics.items():
+        assert f"</td><td class=\"num\">{m.value:.6g}</td>" in _row(page, name)
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -300,7 +301,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path) -> None:
     card = _card(_records(2), 2)
     with pytest.raises(ReportError, match=r"references: key\(s\) nosuch match no scorecard"):
         write_report([card], tmp_path, references={"nosuch": _reference(card)})
-    broken = dict(card, status="complete", samples=dict(card["samples"], n_ok=1))
+    broken = dataclasses.replace(card, status="complete", samples=dataclasses.replace(card.samples, n_ok=1))
     with pytest.raises(ReportError, match=r"scorecard #0 \(paibench-c / Nano\): "):
         write_report([broken], tmp_path)
     bad_json = tmp_path / "scorecard.json"
@@ -386,7 +387,7 @@ def test_a_clipped_interval_bar_ends_in_an_arrow(tmp_path: Path) -> None:
     card = _card(records, 30, metrics=[Spec("g/wide", key="wide"), Spec("g/tight", key="tight")])
     ref = {"recipe": "paibench-c", "recipe_version": "1.0.0", "checkpoint": "Nano", "mode": "full", "n_samples": 30,
            "tier": "cross_hw", "source": {"kind": "fixture"},
-           "metrics": {"g/wide": {"value": card["metrics"]["g/wide"]["value"], "direction": "higher",
+           "metrics": {"g/wide": {"value": card.metrics["g/wide"].value, "direction": "higher",
                                   "tolerance": {"abs": 0.01}, "primary": True},
                        "g/tight": {"value": 0.5, "direction": "higher", "tolerance": {"abs": 0.01}}}}
     page = write_report([card], tmp_path, references={0: ref}).read_text()

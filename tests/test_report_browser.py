@@ -18,7 +18,7 @@ from headless_chromium import chromium, measure, screenshot
 from PIL import Image
 
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec, Scorecard, build_scorecard, write_scorecard
 from pinbench.results.compare import compare_runs, load_run
 from pinbench.results.report import write_report
 
@@ -55,15 +55,15 @@ def _mind_like_run(root: Path, name: str, shift: float = 0.0, n: int = 24, *, on
     return run, card, records
 
 
-def _reference(card: dict) -> dict:
+def _reference(card: Scorecard) -> dict:
     """A reference of the card's values, with tight tolerances on a few metrics: their bars run past the axis."""
     metrics = {}
-    for k, (name, m) in enumerate(card["metrics"].items()):
-        value = m["value"] + (0.02 if k % 7 == 3 else 0.0)
-        metrics[name] = {"value": value, "direction": m["direction"], "primary": m["primary"],
+    for k, (name, m) in enumerate(card.metrics.items()):
+        value = m.value + (0.02 if k % 7 == 3 else 0.0)
+        metrics[name] = {"value": value, "direction": m.direction, "primary": m.primary,
                          "tolerance": {"abs": 0.001 if k % 5 == 1 else 0.05}}
-    return {"recipe": card["recipe"], "recipe_version": card["recipe_version"], "checkpoint": card["checkpoint"],
-            "mode": card["mode"], "n_samples": card["samples"]["n_expected"], "tier": "cross_hw",
+    return {"recipe": card.recipe, "recipe_version": card.recipe_version, "checkpoint": card.checkpoint,
+            "mode": card.mode, "n_samples": card.samples.n_expected, "tier": "cross_hw",
             "source": {"kind": "fixture"}, "metrics": metrics}
 
 
@@ -83,7 +83,7 @@ def test_a_run_report_reads_at_100_percent(tmp_path: Path) -> None:
     Image.new("RGB", (320, 120), (240, 240, 240)).save(png)
     index = write_report([run / "scorecard.json"], tmp_path / "report", references={0: _reference(card)},
                          samples={0: records}, extra_figures={0: [("m over time", png, "a recipe figure")]})
-    page = _readable(index, min_svg_texts=len(card["metrics"]) * 2)
+    page = _readable(index, min_svg_texts=len(card.metrics) * 2)
     assert page["svgs"] >= 4 + 4  # a deviation plot and a set of histograms per group
     shots = _artifacts(tmp_path)
     for fragment, name in (("", "run-top"), ("s01-deviations", "run-deviations"), ("s01-scores", "run-scores"),

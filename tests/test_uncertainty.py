@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
@@ -13,7 +12,14 @@ from scipy import stats
 
 from pinbench.core.reference import diff, reference_from_dict
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, validate_scorecard
+from pinbench.core.scorecard import (
+    MetricSpec,
+    Scorecard,
+    ScorecardError,
+    build_scorecard,
+    load_scorecard,
+    validate_scorecard,
+)
 from pinbench.core.uncertainty import aggregate_interval, difference_interval
 
 FAST = 1999  # resamples in the replication tests; the scorecard default is 9999
@@ -30,11 +36,11 @@ def test_mean_interval_matches_the_normal_closed_form() -> None:
     x = np.random.default_rng(7).normal(0.6, 0.1, 400)
     got = aggregate_interval(list(x), _ids(400), "mean")
     half = 1.959963984540054 * x.std(ddof=1) / math.sqrt(x.size)  # z(0.975), written out
-    assert got["method"] == "BCa" and got["unit"] == "sample" and got["n_units"] == 400
-    assert got["low"] == pytest.approx(x.mean() - half, abs=0.05 * half)
-    assert got["high"] == pytest.approx(x.mean() + half, abs=0.05 * half)
-    assert (got["n_resamples"], got["seed"], got["level"]) == (9999, 0, 0.95)
-    assert got["implementation"].startswith("pinbench batched bootstrap")
+    assert got.method == "BCa" and got.unit == "sample" and got.n_units == 400
+    assert got.low == pytest.approx(x.mean() - half, abs=0.05 * half)
+    assert got.high == pytest.approx(x.mean() + half, abs=0.05 * half)
+    assert (got.n_resamples, got.seed, got.level) == (9999, 0, 0.95)
+    assert got.implementation.startswith("pinbench batched bootstrap")
 
 
 @pytest.mark.parametrize("aggregation", ["mean", "median"])
@@ -44,7 +50,7 @@ def test_coverage_on_200_seeded_replications(aggregation: str) -> None:
     for k in range(200):
         x = np.random.default_rng(10_000 + k).normal(0.5, 0.1, 60)
         got = aggregate_interval(list(x), _ids(60), aggregation, n_resamples=FAST, seed=k)
-        hits += got["low"] <= 0.5 <= got["high"]
+        hits += got.low <= 0.5 <= got.high
     assert 0.91 <= hits / 200 <= 0.99, hits  # binomial sd at p=0.95 over 200 runs: 0.015
 
 
@@ -57,7 +63,7 @@ def test_mean_then_median_coverage_resamples_groups() -> None:
         values = np.repeat(effects, 5) + rng.normal(0, 0.02, 200)
         groups = np.repeat([f"scene{g}" for g in range(40)], 5)
         got = aggregate_interval(list(values), _ids(200), "mean_then_median", list(groups), n_resamples=FAST, seed=k)
-        hits += got["low"] <= 0.5 <= got["high"]
+        hits += got.low <= 0.5 <= got.high
     assert 0.91 <= hits / 200 <= 0.99, hits
 
 
@@ -68,14 +74,14 @@ def test_mean_then_median_resamples_whole_groups() -> None:
     values = np.repeat(effects, 50) + rng.normal(0, 0.01, 400)
     groups = [f"g{g}" for g in np.repeat(np.arange(8), 50)]
     got = aggregate_interval(list(values), _ids(400), "mean_then_median", groups)
-    assert (got["unit"], got["n_units"], got["method"]) == ("group", 8, "percentile")
+    assert (got.unit, got.n_units, got.method) == ("group", 8, "percentile")
     means = np.array([values[50 * g: 50 * (g + 1)].mean() for g in range(8)])
     by_hand = stats.bootstrap((means,), np.median, n_resamples=9999, method="percentile",
                               rng=np.random.default_rng(0)).confidence_interval
-    assert (got["low"], got["high"]) == pytest.approx((by_hand.low, by_hand.high), rel=1e-12)
+    assert (got.low, got.high) == pytest.approx((by_hand.low, by_hand.high), rel=1e-12)
     per_sample = aggregate_interval(list(values), _ids(400), "median")  # what ignoring the grouping gives
-    assert got["high"] - got["low"] > 3 * (per_sample["high"] - per_sample["low"])
-    assert "only 8 groups" in got["note"]
+    assert got.high - got.low > 3 * (per_sample.high - per_sample.low)
+    assert "only 8 groups" in got.note
 
 
 @pytest.mark.parametrize("aggregation", ["mean", "median"])
@@ -91,23 +97,23 @@ def test_the_same_scores_give_the_same_interval_in_any_order(aggregation: str) -
 
 
 def test_no_number_where_nothing_can_be_resampled() -> None:
-    assert aggregate_interval([0.3], ["suite"], "none") == {
+    assert aggregate_interval([0.3], ["suite"], "none").to_json() == {
         "low": None, "high": None, "level": 0.95,
         "reason": "aggregation none: one suite-level value computed over the samples at once, not an aggregate "
                   "of per-sample values; nothing to resample"}
-    assert aggregate_interval([0.3], ["a"], "mean")["reason"] == "one sample: a bootstrap needs at least 2 units"
-    assert aggregate_interval([], [], "mean")["reason"] == "nothing scored"
+    assert aggregate_interval([0.3], ["a"], "mean").reason == "one sample: a bootstrap needs at least 2 units"
+    assert aggregate_interval([], [], "mean").reason == "nothing scored"
     two_groups_one = aggregate_interval([0.1, 0.2], ["a", "b"], "mean_then_median", ["g", "g"])
-    assert two_groups_one["reason"] == "one group: a bootstrap needs at least 2 units"
+    assert two_groups_one.reason == "one group: a bootstrap needs at least 2 units"
     constant = aggregate_interval([0.25] * 4, _ids(4), "median")
-    assert (constant["low"], constant["high"], constant["method"]) == (0.25, 0.25, "constant")
+    assert (constant.low, constant.high, constant.method) == (0.25, 0.25, "constant")
 
 
 def test_median_of_tied_values_gets_a_finite_interval() -> None:
     """BCa gives NaN for the median of tied values (measured); the percentile method does not."""
     x = list(np.random.default_rng(5).binomial(4, 0.5, 31) / 4)
     got = aggregate_interval(x, _ids(31), "median")
-    assert got["method"] == "percentile" and math.isfinite(got["low"]) and got["low"] <= 0.5 <= got["high"]
+    assert got.method == "percentile" and math.isfinite(got.low) and got.low <= 0.5 <= got.high
 
 
 def test_paired_is_narrower_than_unpaired_on_correlated_runs() -> None:
@@ -122,7 +128,7 @@ def test_paired_is_narrower_than_unpaired_on_correlated_runs() -> None:
     assert 0 < paired.low < paired.high  # paired: B is better beyond noise
     assert unpaired.low < 0 < unpaired.high  # unpaired: the same data look like noise
     assert (paired.high - paired.low) * 5 < unpaired.high - unpaired.low
-    assert paired.interval["paired"] is True and unpaired.interval["paired"] is False
+    assert paired.interval.paired is True and unpaired.interval.paired is False
 
 
 def test_paired_difference_uses_matched_samples_only() -> None:
@@ -130,13 +136,13 @@ def test_paired_difference_uses_matched_samples_only() -> None:
     b = {"x": 1.5, "y": 2.5, "z": 3.5, "only_b": -100.0}
     d = difference_interval(a, b, "mean")
     assert (d.value_a, d.value_b, d.difference) == (2.0, 2.5, 0.5)
-    assert (d.low, d.high, d.interval["method"]) == (0.5, 0.5, "constant")  # every task moved by 0.5
+    assert (d.low, d.high, d.interval.method) == (0.5, 0.5, "constant")  # every task moved by 0.5
 
 
 # ------------------------------------------------------------------------------------ scorecards
 
 
-def _card(values: list[float], **kw) -> dict:
+def _card(values: list[float], **kw) -> Scorecard:
     records = [SampleRecord(f"s{i:02d}", "ok", {"v": v, "scene": f"g{i % 3}"}, None, "0" * 64, 0.1)
                for i, v in enumerate(values)]
     metrics = kw.pop("metrics", [MetricSpec("v", "mean", direction="higher")])
@@ -151,19 +157,19 @@ def test_every_scorecard_metric_carries_its_interval_and_cohort() -> None:
         MetricSpec("g/v", "mean_then_median", group_by="scene", key="v", direction="higher"),
         MetricSpec("c/v", "median", key="v", direction="lower", sample_ids=["s00", "s01", "s02"]),
         MetricSpec("suite", "none", key="v", direction="higher", sample_ids=["s05"])])
-    m = card["metrics"]
-    assert card["schema_version"] == "2.2"
-    assert m["v"]["interval"]["unit"] == "sample" and m["v"]["interval"]["n_units"] == 6
-    assert m["g/v"]["interval"]["unit"] == "group" and m["g/v"]["interval"]["n_units"] == 3
-    assert m["c/v"]["sample_ids"] == ["s00", "s01", "s02"] and m["c/v"]["interval"]["n_units"] == 3
-    assert m["suite"]["interval"]["low"] is None and "suite-level" in m["suite"]["interval"]["reason"]
-    assert "sample_ids" not in m["v"]
-    validate_scorecard(card)
+    m = card.metrics
+    assert card.schema_version == "2.2"
+    assert m["v"].interval.unit == "sample" and m["v"].interval.n_units == 6
+    assert m["g/v"].interval.unit == "group" and m["g/v"].interval.n_units == 3
+    assert m["c/v"].sample_ids == ("s00", "s01", "s02") and m["c/v"].interval.n_units == 3
+    assert m["suite"].interval.low is None and "suite-level" in m["suite"].interval.reason
+    assert m["v"].sample_ids is None and "sample_ids" not in m["v"].to_json()
+    validate_scorecard(card.to_json())
 
 
 def test_a_schema_2_0_scorecard_still_loads_and_diffs(tmp_path: Path) -> None:
     card = _card([0.5, 0.6, 0.7])
-    legacy = copy.deepcopy(card)
+    legacy = card.to_json()
     legacy["schema_version"] = "2.0"
     del legacy["metrics"]["v"]["interval"]
     path = tmp_path / "scorecard.json"
@@ -184,7 +190,7 @@ def test_a_schema_2_0_scorecard_still_loads_and_diffs(tmp_path: Path) -> None:
 
 def test_a_non_finite_interval_bound_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "scorecard.json"
-    text = json.dumps(_card([0.5, 0.6, 0.7]))
+    text = json.dumps(_card([0.5, 0.6, 0.7]).to_json())
     path.write_text(text.replace('"low": ', '"low": NaN, "was": ', 1))
     with pytest.raises(ScorecardError, match="non-finite number NaN"):
         load_scorecard(path)

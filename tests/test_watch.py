@@ -6,7 +6,9 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+from pinbench.core.scorecard import Failure
 from pinbench.ops.watch import Watcher, bytes_under, files_since, tail, wait_watched
 from pinbench.results.finish import FAILURES_FILE, summarize_failures
 
@@ -76,11 +78,12 @@ def test_observations(tmp_path: Path) -> None:
     assert line.startswith("fetch model: 2.5 MB, ") and "/s, " in line
 
 
-def _card(n_failed: int) -> dict:
-    failed = [{"sample_id": f"task_{i:04d}", "error": f"generation failed: no output {TOKEN}"}
-              for i in range(n_failed)]
-    return {"metrics": {"edge/canny_f1_score": {"failed": failed, "missing": ["task_0100"]},
-                        "edge/blur_ssim": {"failed": failed[:1]}}}
+def _card(n_failed: int) -> SimpleNamespace:
+    """TEST DOUBLE for a Scorecard: only the metrics' failed and missing samples, which summarize_failures reads."""
+    failed = [Failure(f"task_{i:04d}", f"generation failed: no output {TOKEN}") for i in range(n_failed)]
+    return SimpleNamespace(metrics={
+        "edge/canny_f1_score": SimpleNamespace(failed=failed, missing=("task_0100",)),
+        "edge/blur_ssim": SimpleNamespace(failed=failed[:1], missing=None)})
 
 
 def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypatch) -> None:
@@ -92,7 +95,7 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     assert len(lines) == 1 + 5 + 1 and lines[-1] == "  ... and 3 more"
     rows = path.read_text().splitlines()
     assert rows[0] == "sample_id\tmetric\treason" and len(rows) == 1 + 7 + 1 + 1 and TOKEN not in path.read_text()
-    assert summarize_failures({"metrics": {"m": {"failed": [], "missing": []}}}, tmp_path) == []
+    assert summarize_failures(SimpleNamespace(metrics={"m": SimpleNamespace(failed=[], missing=())}), tmp_path) == []
     assert not path.exists()                                            # a clean rerun removes the stale list
 
 

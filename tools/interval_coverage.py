@@ -39,14 +39,14 @@ def main() -> None:
         for k in range(REPLICATIONS):
             x = np.random.default_rng(10_000 + k).normal(0.5, 0.1, n)
             got = aggregate_interval(list(x), [f"t{i:03d}" for i in range(n)], "mean", seed=k)
-            hits += got["low"] <= 0.5 <= got["high"]
-        print(f"normal mean, n={n}, pinbench ({got['method']}): {hits}/{REPLICATIONS} cover the true mean")
+            hits += got.low <= 0.5 <= got.high
+        print(f"normal mean, n={n}, pinbench ({got.method}): {hits}/{REPLICATIONS} cover the true mean")
     hits = 0
     for k in range(REPLICATIONS):
         x = np.random.default_rng(10_000 + k).normal(0.5, 0.1, 60)
         got = aggregate_interval(list(x), [f"t{i:03d}" for i in range(60)], "median", seed=k)
-        hits += got["low"] <= 0.5 <= got["high"]
-    print(f"normal median, n=60, pinbench ({got['method']}): {hits}/{REPLICATIONS} cover the true median")
+        hits += got.low <= 0.5 <= got.high
+    print(f"normal median, n=60, pinbench ({got.method}): {hits}/{REPLICATIONS} cover the true median")
     for method in ("BCa", "percentile"):
         hits = 0
         for k in range(REPLICATIONS):

@@ -13,12 +13,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
+
+if TYPE_CHECKING:
+    from pinbench.core.scorecard import Scorecard
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
@@ -415,9 +418,9 @@ def status(
 # ------------------------------------------------------------------------------------ results
 
 
-def _recipe_of_card(card: dict[str, Any]) -> Recipe | None:
+def _installed_recipe(name: str) -> Recipe | None:
     try:
-        return get_recipe(card["recipe"])
+        return get_recipe(name)
     except RecipeError:
         return None
 
@@ -433,29 +436,29 @@ def diff_cmd(
     from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
-    recipe = _recipe_of_card(card)
+    recipe = _installed_recipe(card.recipe)
     if reference is None:
-        reference = recipe.reference_path(card["checkpoint"], card["mode"]) if recipe is not None else None
+        reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
         if reference is None:
             _results_without_reference(card, recipe)
     # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
     # recipe mismatch (exit 3: it does not apply), not as an invalid file.
     owner = load_reference(reference).recipe
-    declared = recipe if recipe is not None and recipe.name == owner else _recipe_of_card({"recipe": owner})
+    declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
     result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
 
-def _results_without_reference(card: dict[str, Any], recipe: Recipe | None) -> None:
+def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
     """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
     exit codes)."""
     from pinbench.core.reference import EXIT_INCOMPLETE, render_results
 
-    why = (f"no {card['mode']} reference for {recipe.name} / {card['checkpoint']}" if recipe is not None else
-           f"recipe {card['recipe']!r} is not installed here (pass --reference FILE to diff)")
+    why = (f"no {card.mode} reference for {recipe.name} / {card.checkpoint}" if recipe is not None else
+           f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
     _echo(render_results(card, why))
-    raise typer.Exit(0 if card["status"] == "complete" else EXIT_INCOMPLETE)
+    raise typer.Exit(0 if card.status == "complete" else EXIT_INCOMPLETE)
 
 
 @app.command("record-reference")
@@ -488,8 +491,8 @@ def record_reference_cmd(
     if repeated:
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
     cards = [load_scorecard(path) for path in scorecards]
-    recipe = _recipe(cards[0]["recipe"])
-    out = out or recipe.reference_file(cards[0]["checkpoint"], cards[0]["mode"])
+    recipe = _recipe(cards[0].recipe)
+    out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance).items()}
     except (OptionError, ValueError) as exc:
@@ -514,7 +517,7 @@ def record_reference_cmd(
     _echo(f"wrote {path}")
 
 
-def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
+def _load_run(scorecard: Path) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
     its derived records, when it has any)."""
     from pinbench.core.derived import run_derived
@@ -523,9 +526,9 @@ def _load_run(scorecard: Path) -> tuple[dict, Any, list | None]:
     from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
-    recipe = _recipe_of_card(card)
-    ref_path = recipe.reference_path(card["checkpoint"], card["mode"]) if recipe else None
-    samples_name = card["samples"].get("path")
+    recipe = _installed_recipe(card.recipe)
+    ref_path = recipe.reference_path(card.checkpoint, card.mode) if recipe else None
+    samples_name = card.samples.path
     samples_file = scorecard.parent / samples_name if samples_name else None
     samples = read_merged(samples_file) if samples_file and samples_file.is_file() else None
     if samples is not None:
@@ -730,7 +733,7 @@ def demo(
             i = len(cards)
             card, references[i], samples[i] = _load_run(result.scorecard_path)
             cards.append(result.scorecard_path)
-            if not any(has_interval(metric.get("interval")) for metric in card["metrics"].values()):
+            if not any(has_interval(metric.interval) for metric in card.metrics.values()):
                 failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
                               "fixture two or more samples in a cohort)")
             checked = check_run(result.scorecard_path.parent)
@@ -804,11 +807,11 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
             from pinbench.core.scorecard import load_scorecard
 
             card = load_scorecard(outcome.scorecard_path)
-            result.status = card["status"]
-            primary = [(name, m) for name, m in card["metrics"].items() if m["primary"]]
+            result.status = card.status
+            primary = [(name, m) for name, m in card.metrics.items() if m.primary]
             if primary:
                 name, metric = primary[0]
-                value = "-" if metric["value"] is None else f"{metric['value']:.4g}"
+                value = "-" if metric.value is None else f"{metric.value:.4g}"
                 result.primary = f"{name} = {value}" + (f" (+{len(primary) - 1} more)" if len(primary) > 1 else "")
     shown = result.verdict if not result.error else "ERROR"
     if verbose:

@@ -40,8 +40,9 @@ from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
 from pinbench.core.runner import MISSING_ERROR, SampleRecord, read_merged
-from pinbench.core.scorecard import DERIVED_RECORDS, MetricSpec, RecordIndex, load_scorecard, score_metric
+from pinbench.core.scorecard import MetricSpec, RecordIndex, Scorecard, load_scorecard, score_metric
 from pinbench.core.store import SAMPLES_DIR, digest_of, legacy_files, read_store, stored_digests
+from pinbench.core.uncertainty import Interval
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
@@ -84,20 +85,20 @@ def check_run(run_dir: Path | str) -> CheckResult:
         result.problems.append(str(exc))
         return result
     _check_identity(run_dir, card, result)
-    if card["status"] != "complete":
-        reasons = card["status_reasons"]
+    if card.status != "complete":
+        reasons = card.status_reasons
         more = f"; +{len(reasons) - 3} more" if len(reasons) > 3 else ""
-        result.problems.append(f"{run_dir / SCORECARD}: status {card['status']}: {'; '.join(reasons[:3])}{more}")
+        result.problems.append(f"{run_dir / SCORECARD}: status {card.status}: {'; '.join(reasons[:3])}{more}")
     records = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None:
-        _check_store(run_dir, run_dir / card["samples"]["path"], records, result)
+        _check_store(run_dir, run_dir / card.samples.path, records, result)
     if records is not None and derived is not None:
-        _recount(run_dir / card["samples"]["path"], card, records, derived, result)
+        _recount(run_dir / card.samples.path, card, records, derived, result)
     if not (run_dir / REPORT).is_file():
         result.problems.append(f"{run_dir / REPORT}: missing (every run writes its report)")
     _check_reference(run_dir, card, result)
-    inputs = card["provenance"].get("inputs") or {}
+    inputs = card.provenance.get("inputs") or {}
     for name, state in inputs.items():
         if isinstance(state, Mapping) and state.get("state") != "verified":
             reason = state.get("reason") or f"{state.get('kind', 'input')} without a full pin (revision or SHA-256)"
@@ -108,7 +109,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
 # ------------------------------------------------------------------------------------------- the parts
 
 
-def _check_identity(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> None:
+def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None:
     try:
         identity, source = read_identity(run_dir)
     except RunDirError as exc:
@@ -118,9 +119,9 @@ def _check_identity(run_dir: Path, card: Mapping[str, Any], result: CheckResult)
         result.notes.append(f"{run_dir / IDENTITY_FILE}: absent (a directory from before run identities)")
     else:
         for key in ("recipe", "checkpoint", "mode"):
-            if identity[key] != card[key]:
+            if identity[key] != getattr(card, key):
                 result.problems.append(f"{source}: the directory belongs to {key} {identity[key]!r}, "
-                                       f"the scorecard is for {card[key]!r}")
+                                       f"the scorecard is for {getattr(card, key)!r}")
     for holder in other_live_runs(run_dir):
         result.problems.append(f"{run_dir}: a run is still writing here: {holder}")
 
@@ -146,8 +147,8 @@ def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: Ch
     return path
 
 
-def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> list[SampleRecord] | None:
-    path = _run_file(run_dir, "samples", card["samples"]["path"], "per-sample", result)
+def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> list[SampleRecord] | None:
+    path = _run_file(run_dir, "samples", card.samples.path, "per-sample", result)
     if path is None:
         return None
     try:
@@ -157,13 +158,13 @@ def _samples(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> lis
         return None
 
 
-def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRecord] | None,
+def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | None,
              result: CheckResult) -> list[DerivedRecord] | None:
     """The derived records the scorecard names ([] when it names none), checked against the sample records."""
-    block = card.get("derived")
+    block = card.derived
     if block is None:
         return []
-    path = _run_file(run_dir, "derived", block["path"], "derived", result)
+    path = _run_file(run_dir, "derived", block.path, "derived", result)
     if path is None:
         return None
     try:
@@ -173,7 +174,8 @@ def _derived(run_dir: Path, card: Mapping[str, Any], records: Sequence[SampleRec
         return None
     n_ok = sum(r.ok for r in derived)
     found = {"n_records": len(derived), "n_ok": n_ok, "n_failed": len(derived) - n_ok}
-    wrong = [f"{key} {block[key]} (the file gives {found[key]})" for key in found if block[key] != found[key]]
+    wrong = [f"{key} {getattr(block, key)} (the file gives {found[key]})" for key in found
+             if getattr(block, key) != found[key]]
     if wrong:
         result.problems.append(f"{path}: the scorecard's derived block says {', '.join(wrong)}")
     if records is not None:
@@ -218,7 +220,7 @@ def _same_record(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         return False
 
 
-def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
+def _recount(path: Path, card: Scorecard, records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
              result: CheckResult) -> None:
     """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard)."""
     problems = result.problems
@@ -226,58 +228,58 @@ def _recount(path: Path, card: Mapping[str, Any], records: Sequence[SampleRecord
     if len(set(ids)) != len(ids):
         problems.append(f"{path}: sample {next(i for i in ids if ids.count(i) > 1)!r} has more than one record")
         return
-    s = card["samples"]
+    s = card.samples
     n_ok = sum(r.ok for r in records)
     found = {"": len(records), "ok ": n_ok, "failed ": len(records) - n_ok}
-    claimed = {"": s["n_expected"] - s["n_missing"], "ok ": s["n_ok"], "failed ": s["n_failed"]}
+    claimed = {"": s.n_expected - s.n_missing, "ok ": s.n_ok, "failed ": s.n_failed}
     for kind in found:
         if found[kind] != claimed[kind]:
             problems.append(f"{path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
     by_id = {r.sample_id: r for r in [*records, *derived]}
     index = RecordIndex([*records, *derived])
-    for name, m in card["metrics"].items():
-        for failure in m["failed"]:
-            if failure["sample_id"] not in by_id:
-                problems.append(f"{path}: metric {name}: failed sample {failure['sample_id']!r} has no record")
-        if "missing" in m and m.get("sample_ids") is None:
+    for name, m in card.metrics.items():
+        for failure in m.failed:
+            if failure.sample_id not in by_id:
+                problems.append(f"{path}: metric {name}: failed sample {failure.sample_id!r} has no record")
+        if m.missing is not None and m.sample_ids is None:
             result.notes.append(f"metric {name}: its cohort's sample_ids are not recorded (a scorecard from before "
                                 "they were); only its named failures were checked")
             continue
         try:
-            spec = MetricSpec(name, aggregation=m["aggregation"], group_by=m.get("group_by"), key=m.get("key"),
-                              sample_ids=m.get("sample_ids"), direction=m["direction"], kind=m["kind"],
-                              primary=m["primary"], unit=m.get("unit"), derived=m.get("records") == DERIVED_RECORDS)
-            again = score_metric(spec, index, s["n_expected"])
+            spec = MetricSpec(name, aggregation=m.aggregation, group_by=m.group_by, key=m.key,
+                              sample_ids=m.sample_ids, direction=m.direction, kind=m.kind,
+                              primary=m.primary, unit=m.unit, derived=m.reads_derived)
+            again = score_metric(spec, index, s.n_expected)
         except ValueError as exc:
             problems.append(f"{path}: metric {name}: cannot be recounted: {exc}")
             continue
-        wrong = [f"{key} {m[key]} (records give {again[key]})" for key in _COUNTS if m[key] != again[key]]
+        wrong = [f"{key} {getattr(m, key)} (records give {getattr(again, key)})" for key in _COUNTS
+                 if getattr(m, key) != getattr(again, key)]
         if wrong:
             problems.append(f"{path}: metric {name}: the scorecard says {', '.join(wrong)}")
             continue
-        named = {f["sample_id"]: f["error"] for f in m["failed"]}
-        recounted = {f["sample_id"]: f["error"] for f in again["failed"]}
+        named = {f.sample_id: f.error for f in m.failed}
+        recounted = {f.sample_id: f.error for f in again.failed}
         if named != recounted:
             sid = next(i for i in sorted(set(named) | set(recounted)) if named.get(i) != recounted.get(i))
             problems.append(f"{path}: metric {name}: sample {sid!r} is {_failure_text(named.get(sid))} in the "
                             f"scorecard but {_failure_text(recounted.get(sid))} in its record")
-        elif m.get("missing", []) != again.get("missing", []):
+        elif (m.missing or ()) != (again.missing or ()):
             problems.append(f"{path}: metric {name}: the missing samples named differ from the records")
-        elif m["value"] != again["value"]:
-            problems.append(f"{path}: metric {name}: value {m['value']!r} in the scorecard, {again['value']!r} "
+        elif m.value != again.value:
+            problems.append(f"{path}: metric {name}: value {m.value!r} in the scorecard, {again.value!r} "
                             "recomputed from the records")
-        elif "interval" in m and not _same_bounds(m["interval"], again["interval"]):
-            problems.append(f"{path}: metric {name}: interval {_bounds(m['interval'])} in the scorecard, "
-                            f"{_bounds(again['interval'])} recomputed from the records (seeded, so the same)")
+        elif m.interval is not None and not _same_bounds(m.interval, again.interval):
+            problems.append(f"{path}: metric {name}: interval {_bounds(m.interval)} in the scorecard, "
+                            f"{_bounds(again.interval)} recomputed from the records (seeded, so the same)")
 
 
-def _bounds(interval: Mapping[str, Any] | None) -> tuple[Any, Any, Any]:
+def _bounds(interval: Interval | None) -> tuple[Any, Any, Any]:
     """What an interval claims: its bounds and how they were computed."""
-    interval = interval or {}
-    return interval.get("low"), interval.get("high"), interval.get("method")
+    return (interval.low, interval.high, interval.method) if interval is not None else (None, None, None)
 
 
-def _same_bounds(claimed: Mapping[str, Any] | None, again: Mapping[str, Any] | None) -> bool:
+def _same_bounds(claimed: Interval | None, again: Interval | None) -> bool:
     """The same method and bounds to 1e-9 (relative): the same seeded resamples give them; the last digits may
     differ between versions of the arithmetic (a quantile, the normal CDF), an edit does not look like that."""
     (low, high, method), (low2, high2, method2) = _bounds(claimed), _bounds(again)
@@ -290,17 +292,17 @@ def _failure_text(error: str | None) -> str:
     return "scored" if error is None else f"failed ({error[:80]})"
 
 
-def _check_reference(run_dir: Path, card: Mapping[str, Any], result: CheckResult) -> None:
+def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> None:
     """The reference that applies to this run matches it, and diff.txt holds the verdict it gives now."""
     try:
-        recipe: Recipe = get_recipe(card["recipe"])
+        recipe: Recipe = get_recipe(card.recipe)
     except RecipeError as exc:
         result.notes.append(f"reference not checked: {exc}")
         return
-    ref_path = recipe.reference_path(card["checkpoint"], card["mode"])
+    ref_path = recipe.reference_path(card.checkpoint, card.mode)
     diff_text = _read_text(run_dir / DIFF)
     if ref_path is None:
-        result.notes.append(f"no {card['mode']} reference for {recipe.name} / {card['checkpoint']}: "
+        result.notes.append(f"no {card.mode} reference for {recipe.name} / {card.checkpoint}: "
                             "reported, not diffed")
         if diff_text is not None and "\nresult: " in f"\n{diff_text}":
             result.problems.append(f"{run_dir / DIFF}: holds a diff verdict, but no reference applies to this run")
@@ -310,9 +312,9 @@ def _check_reference(run_dir: Path, card: Mapping[str, Any], result: CheckResult
     except FileError as exc:
         result.problems.append(str(exc))
         return
-    for key, theirs, ours in (("recipe_version", ref.recipe_version, card["recipe_version"]),
-                              ("checkpoint", ref.checkpoint, card["checkpoint"]), ("mode", ref.mode, card["mode"]),
-                              ("sample count", ref.n_samples, card["samples"]["n_expected"])):
+    for key, theirs, ours in (("recipe_version", ref.recipe_version, card.recipe_version),
+                              ("checkpoint", ref.checkpoint, card.checkpoint), ("mode", ref.mode, card.mode),
+                              ("sample count", ref.n_samples, card.samples.n_expected)):
         if theirs != ours:
             result.problems.append(f"{ref_path}: the reference is for {key} {theirs!r}, the run has {ours!r}")
     expected = result_line(diff(card, ref))

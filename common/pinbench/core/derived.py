@@ -17,10 +17,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.runner import SampleRecord, check_sample_id, clean_result, input_hash, one_line
+
+if TYPE_CHECKING:
+    from pinbench.core.scorecard import Scorecard
 
 DERIVED_PATH = "derived.jsonl"
 DERIVED_VERSION = 1
@@ -150,13 +153,12 @@ def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleR
     return problems
 
 
-def run_derived(run_dir: Path, card: Mapping[str, Any], error: type[Exception] = ValueError) -> list[DerivedRecord]:
+def run_derived(run_dir: Path, card: Scorecard, error: type[Exception] = ValueError) -> list[DerivedRecord]:
     """The derived records a scorecard in ``run_dir`` names ([] when it names none); ``error`` (one line) when
     the file is not inside the run directory, absent or bad."""
-    block = card.get("derived")
-    if block is None:
+    if card.derived is None:
         return []
-    name = str(block["path"])
+    name = str(card.derived.path)
     relative = PurePosixPath(name)
     path = Path(run_dir) / relative
     if relative.is_absolute() or ".." in relative.parts or "\\" in name:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from pinbench.core.metricinfo import TIERS, Tolerance, narrower_or_equal
 from pinbench.core.provenance import scrub
 from pinbench.core.reference import write_reference
-from pinbench.core.scorecard import validate_scorecard
-from pinbench.core.uncertainty import has_interval
+from pinbench.core.scorecard import Scorecard, validate_scorecard
+from pinbench.core.uncertainty import Interval, has_interval
 
 if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe
@@ -57,47 +57,48 @@ def _in_kind(bound: float, like: Tolerance, value: float) -> Tolerance:
     return Tolerance(abs=bound)
 
 
-def _check_runs(cards: Sequence[Mapping[str, Any]], recipe: Recipe, tier: str) -> None:
+def _check_runs(cards: Sequence[Scorecard], recipe: Recipe, tier: str) -> None:
     if not cards:
         raise ValueError("no scorecard given")
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
     first = cards[0]
     for i, card in enumerate(cards):
-        validate_scorecard(card)
-        label = f"run {i + 1} ({card['recipe']} / {card['checkpoint']}, {card['mode']})"
-        if card["recipe"] != recipe.name:
-            raise ValueError(f"{label}: scorecard is for {card['recipe']!r}, not {recipe.name!r}")
-        if card["status"] != "complete":
-            reasons = "; ".join(card["status_reasons"][:3])
-            raise ValueError(f"refusing to record a reference from a {card['status']} scorecard of {label}: {reasons}")
+        validate_scorecard(card.to_json())
+        label = f"run {i + 1} ({card.recipe} / {card.checkpoint}, {card.mode})"
+        if card.recipe != recipe.name:
+            raise ValueError(f"{label}: scorecard is for {card.recipe!r}, not {recipe.name!r}")
+        if card.status != "complete":
+            reasons = "; ".join(card.status_reasons[:3])
+            raise ValueError(f"refusing to record a reference from a {card.status} scorecard of {label}: {reasons}")
         for key in ("recipe_version", "checkpoint", "mode"):
-            if card[key] != first[key]:
-                raise ValueError(f"{label}: {key} {card[key]!r} differs from run 1's {first[key]!r}; "
+            if getattr(card, key) != getattr(first, key):
+                raise ValueError(f"{label}: {key} {getattr(card, key)!r} differs from run 1's {getattr(first, key)!r}; "
                                  "a reference is recorded from runs of one recipe version, checkpoint and mode")
-        if card["samples"]["n_expected"] != first["samples"]["n_expected"]:
-            raise ValueError(f"{label}: {card['samples']['n_expected']} samples, run 1 has "
-                             f"{first['samples']['n_expected']}")
-        if set(card["metrics"]) != set(first["metrics"]):
+        if card.samples.n_expected != first.samples.n_expected:
+            raise ValueError(f"{label}: {card.samples.n_expected} samples, run 1 has {first.samples.n_expected}")
+        if set(card.metrics) != set(first.metrics):
             raise ValueError(f"{label}: its metrics differ from run 1's")
-    stamps = [card["provenance"].get("timestamp") for card in cards]
+    stamps = [card.provenance.get("timestamp") for card in cards]
     if len(cards) > 1 and len(set(stamps)) != len(stamps):
         raise ValueError("the same run was given twice (two scorecards with one provenance timestamp)")
 
 
-def _half_width(interval: Mapping[str, Any] | None) -> float | None:
-    return (interval["high"] - interval["low"]) / 2 if has_interval(interval) else None
+def _half_width(interval: Interval | None) -> float | None:
+    return (interval.high - interval.low) / 2 if has_interval(interval) else None
 
 
-def _reference_interval(intervals: list[Mapping[str, Any] | None]) -> dict[str, Any] | None:
-    """One run's interval as recorded; for several, the union of theirs (None unless all have one)."""
+def _reference_interval(intervals: list[Interval | None]) -> Interval | None:
+    """One run's interval as recorded (not how it was computed); for several, the union of theirs (None unless all
+    have one)."""
     if not intervals or not all(has_interval(i) for i in intervals):
         return None
     if len(intervals) == 1:
         one = intervals[0]
-        return {k: one[k] for k in ("low", "high", "level", "method", "unit", "n_units", "n_resamples", "seed")}
-    return {"low": min(i["low"] for i in intervals), "high": max(i["high"] for i in intervals),
-            "level": intervals[0]["level"], "method": f"union of {len(intervals)} runs' intervals"}
+        return Interval(one.low, one.high, one.level, method=one.method, unit=one.unit, n_units=one.n_units,
+                        n_resamples=one.n_resamples, seed=one.seed)
+    return Interval(min(i.low for i in intervals), max(i.high for i in intervals), intervals[0].level,
+                    method=f"union of {len(intervals)} runs' intervals")
 
 
 def _spread(values: list[float]) -> tuple[float, str]:
@@ -117,23 +118,23 @@ def _spread(values: list[float]) -> tuple[float, str]:
     return bound, text
 
 
-def propose_reference(cards: Sequence[Mapping[str, Any]], *, recipe: Recipe, tier: str,
+def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
                       overrides: Mapping[str, Tolerance] | None = None, note: str | None = None) -> Proposal:
     """The ``trusted_run`` reference of one or several complete runs; see the module docstring."""
     _check_runs(cards, recipe, tier)
     first = cards[0]
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(first["metrics"]))
+    unknown = sorted(set(overrides) - set(first.metrics))
     if unknown:
         raise ValueError(f"--tolerance for metric(s) not in the scorecard: {', '.join(unknown)}")
     proposal = Proposal(data={})
     entries: dict[str, Any] = {}
-    for name in first["metrics"]:
+    for name in first.metrics:
         info = recipe.metric_info(name)
         default = info.tolerance[tier]
-        values = [float(card["metrics"][name]["value"]) for card in cards]
+        values = [float(card.metrics[name].value) for card in cards]
         value = math.fsum(values) / len(values)
-        interval = _reference_interval([card["metrics"][name].get("interval") for card in cards])
+        interval = _reference_interval([card.metrics[name].interval for card in cards])
         entry: dict[str, Any] = {"value": value, "direction": info.direction}
         flags: list[str] = []
         if len(cards) > 1:
@@ -168,7 +169,7 @@ def propose_reference(cards: Sequence[Mapping[str, Any]], *, recipe: Recipe, tie
                          f"(half-width {half:.3g}): a difference inside the sampling noise would FAIL")
         entry.update(tolerance=tolerance.as_dict(), primary=info.primary, basis=basis)
         if interval is not None:
-            entry["interval"] = interval
+            entry["interval"] = interval.to_json()
         if flags:
             entry["note"] = "; ".join(flags)
         entries[name] = entry
@@ -178,23 +179,23 @@ def propose_reference(cards: Sequence[Mapping[str, Any]], *, recipe: Recipe, tie
     return proposal
 
 
-def _reference_data(cards: Sequence[Mapping[str, Any]], tier: str, entries: dict[str, Any],
+def _reference_data(cards: Sequence[Scorecard], tier: str, entries: dict[str, Any],
                     note: str | None) -> dict[str, Any]:
     first = cards[0]
-    label = f"{first['recipe']} / {first['checkpoint']} ({first['mode']})"
-    stamps = ", ".join(str(card["provenance"].get("timestamp", "?")) for card in cards)
+    label = f"{first.recipe} / {first.checkpoint} ({first.mode})"
+    stamps = ", ".join(str(card.provenance.get("timestamp", "?")) for card in cards)
     data: dict[str, Any] = {
-        "recipe": first["recipe"], "recipe_version": first["recipe_version"], "checkpoint": first["checkpoint"],
-        "mode": first["mode"], "n_samples": first["samples"]["n_expected"], "tier": tier,
+        "recipe": first.recipe, "recipe_version": first.recipe_version, "checkpoint": first.checkpoint,
+        "mode": first.mode, "n_samples": first.samples.n_expected, "tier": tier,
     }
     if note is not None:
         data["note"] = note
-    provenance = scrub(first["provenance"])
+    provenance = scrub(first.provenance)
     if len(cards) > 1:
-        provenance["runs"] = [scrub({"timestamp": c["provenance"].get("timestamp"), "gpus": c["provenance"].get("gpus"),
-                                     "driver": c["provenance"].get("driver"),
-                                     "commit": (c["provenance"].get("pinbench") or {}).get("commit"),
-                                     "image_digest": (c["provenance"].get("container") or {}).get("image_digest")})
+        provenance["runs"] = [scrub({"timestamp": c.provenance.get("timestamp"), "gpus": c.provenance.get("gpus"),
+                                     "driver": c.provenance.get("driver"),
+                                     "commit": (c.provenance.get("pinbench") or {}).get("commit"),
+                                     "image_digest": (c.provenance.get("container") or {}).get("image_digest")})
                               for c in cards]
     data["source"] = {
         "kind": "trusted_run",
@@ -207,7 +208,7 @@ def _reference_data(cards: Sequence[Mapping[str, Any]], tier: str, entries: dict
     return data
 
 
-def record_reference(scorecards: Mapping[str, Any] | Sequence[Mapping[str, Any]], path: Path | str, *,
+def record_reference(scorecards: Scorecard | Sequence[Scorecard], path: Path | str, *,
                      recipe: Recipe, tier: str, overrides: Mapping[str, Tolerance] | None = None,
                      note: str | None = None) -> Path:
     """Write a ``trusted_run`` reference from one or several COMPLETE scorecards of one checkpoint.
@@ -217,7 +218,7 @@ def record_reference(scorecards: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     the tolerance is proposed from their spread (``propose_reference``); a proposal wider than the declared
     default is refused (ValueError naming the metrics), as is a wider override.
     """
-    cards = [scorecards] if isinstance(scorecards, Mapping) else list(scorecards)
+    cards = [scorecards] if isinstance(scorecards, Scorecard) else list(scorecards)
     proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note)
     if proposal.refused:
         raise ValueError("refusing to record: " + "; ".join(proposal.refused))

@@ -39,8 +39,8 @@ from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
-from pinbench.core.scorecard import ScorecardError, non_finite_problem
-from pinbench.core.uncertainty import has_interval
+from pinbench.core.scorecard import MetricResult, Scorecard, ScorecardError, non_finite_problem
+from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe
@@ -64,7 +64,7 @@ class MetricReference:
     tolerance: Tolerance
     primary: bool = False
     note: str | None = None
-    interval: dict[str, Any] | None = None  # 95% interval of the value (a reference recorded from runs)
+    interval: Interval | None = None  # 95% interval of the value (a reference recorded from runs)
     runs: tuple[float, ...] | None = None  # each trusted run's value when several were recorded
     basis: str | None = None  # how the tolerance was chosen, with its arithmetic
 
@@ -104,8 +104,9 @@ class Reference:
             entry: dict[str, Any] = {"value": m.value, "direction": m.direction,
                                      "tolerance": m.tolerance.as_dict(), "primary": m.primary}
             for key in ("note", "interval", "basis"):
-                if getattr(m, key) is not None:
-                    entry[key] = getattr(m, key)
+                value = getattr(m, key)
+                if value is not None:
+                    entry[key] = value.to_json() if isinstance(value, Interval) else value
             if m.runs is not None:
                 entry["runs"] = list(m.runs)
             data["metrics"][name] = entry
@@ -124,8 +125,8 @@ class DiffRow:
     verdict: str = ""  # "better" | "worse" | "same" per direction; "" when nothing was measured
     scored: str = ""  # "n_scored/n_expected" of the measured metric
     primary: bool = False
-    interval: dict[str, Any] | None = None  # the run's 95% interval (scorecard)
-    ref_interval: dict[str, Any] | None = None  # the reference's, when recorded from runs
+    interval: Interval | None = None  # the run's 95% interval (scorecard)
+    ref_interval: Interval | None = None  # the reference's, when recorded from runs
     noise: float | None = None  # sqrt(a^2 + b^2) of the interval sides facing each other
     reading: str = ""  # "within noise" | "outside noise" | "noise unknown" | "" (nothing measured)
 
@@ -138,7 +139,7 @@ class DiffResult:
     exit_code: int
     notes: list[str] = field(default_factory=list)
     header: dict[str, str] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)  # the scorecard's metric entries: every row of the table
+    metrics: dict[str, MetricResult] = field(default_factory=dict)  # the scorecard's metrics: every row of the table
 
 
 def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
@@ -168,9 +169,12 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
             raise ReferenceFileError(path, f"metric {name}: runs and interval must be finite")
         if interval and not interval["low"] <= interval["high"]:
             raise ReferenceFileError(path, f"metric {name}: interval low {interval['low']} > high {interval['high']}")
+        try:
+            typed = Interval.from_json(interval, f"metric {name}: interval") if interval else None
+        except ValueError as exc:
+            raise ReferenceFileError(path, str(exc)) from None
         metrics[name] = MetricReference(value=float(m["value"]), direction=m["direction"], tolerance=tolerance,
-                                        primary=bool(m.get("primary", False)), note=m.get("note"),
-                                        interval=dict(interval) if interval else None,
+                                        primary=bool(m.get("primary", False)), note=m.get("note"), interval=typed,
                                         runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
@@ -223,8 +227,8 @@ def _verdict(delta: float, direction: str) -> str:
     return "better" if (delta > 0) == (direction == "higher") else "worse"
 
 
-def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | None, reference: float,
-                  ref_interval: Mapping[str, Any] | None) -> tuple[str, float | None]:
+def noise_reading(delta: float, measured: float, interval: Interval | None, reference: float,
+                  ref_interval: Interval | None) -> tuple[str, float | None]:
     """("within noise" | "outside noise" | "noise unknown", the noise) for measured - reference = delta.
 
     The noise is sqrt(a^2 + b^2): a is the side of the run's interval that faces the reference, b the side
@@ -233,11 +237,11 @@ def noise_reading(delta: float, measured: float, interval: Mapping[str, Any] | N
     if not has_interval(interval):
         return "noise unknown", None
     if delta >= 0:
-        a = measured - interval["low"]
-        b = ref_interval["high"] - reference if has_interval(ref_interval) else 0.0
+        a = measured - interval.low
+        b = ref_interval.high - reference if has_interval(ref_interval) else 0.0
     else:
-        a = interval["high"] - measured
-        b = reference - ref_interval["low"] if has_interval(ref_interval) else 0.0
+        a = interval.high - measured
+        b = reference - ref_interval.low if has_interval(ref_interval) else 0.0
     noise = math.hypot(max(a, 0.0), max(b, 0.0))
     return ("within noise" if _within(delta, noise, reference, measured) else "outside noise"), noise
 
@@ -247,13 +251,13 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
     return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
 
 
-def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
+def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
     """Compare a scorecard with a reference; see the module docstring for the exit codes.
 
     A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
     loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
     """
-    problem = non_finite_problem(scorecard)
+    problem = non_finite_problem(scorecard.to_json())
     if problem:
         raise ScorecardError(None, problem)
     problems: list[str] = []
@@ -262,35 +266,35 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
     where = f" ({ref.path})" if ref.path is not None else ""
 
     for field_name, ref_value, card_value in (
-        ("recipe", ref.recipe, scorecard["recipe"]),
-        ("recipe_version", ref.recipe_version, scorecard["recipe_version"]),
-        ("checkpoint", ref.checkpoint, scorecard["checkpoint"]),
-        ("mode", ref.mode, scorecard["mode"]),
+        ("recipe", ref.recipe, scorecard.recipe),
+        ("recipe_version", ref.recipe_version, scorecard.recipe_version),
+        ("checkpoint", ref.checkpoint, scorecard.checkpoint),
+        ("mode", ref.mode, scorecard.mode),
     ):
         if ref_value != card_value:
             problems.append(f"{field_name} mismatch: reference{where} is for {ref_value!r}, "
                             f"scorecard is {card_value!r}")
             code = max(code, EXIT_MISMATCH)
-    n_expected = scorecard["samples"]["n_expected"]
+    n_expected = scorecard.samples.n_expected
     if ref.n_samples != n_expected:
         problems.append(f"sample count mismatch: reference has n_samples={ref.n_samples}, "
                         f"scorecard n_expected={n_expected}")
         code = max(code, EXIT_MISMATCH)
-    if scorecard["status"] != "complete":
-        reasons = scorecard.get("status_reasons") or []
+    if scorecard.status != "complete":
+        reasons = scorecard.status_reasons
         detail = "; ".join(reasons[:3]) + (f"; +{len(reasons) - 3} more" if len(reasons) > 3 else "")
-        problems.append(f"scorecard status is {scorecard['status']}" + (f": {detail}" if detail else ""))
+        problems.append(f"scorecard status is {scorecard.status}" + (f": {detail}" if detail else ""))
         code = max(code, EXIT_INCOMPLETE)
 
     rows = []
-    card_metrics = scorecard["metrics"]
+    card_metrics = scorecard.metrics
     for name, m in ref.metrics.items():
         measured_entry = card_metrics.get(name)
-        measured = measured_entry["value"] if measured_entry else None
-        scored = f"{measured_entry['n_scored']}/{measured_entry['n_expected']}" if measured_entry else "-"
+        measured = measured_entry.value if measured_entry else None
+        scored = f"{measured_entry.n_scored}/{measured_entry.n_expected}" if measured_entry else "-"
         row = DiffRow(metric=name, reference=m.value, measured=measured, delta=None,
                       tolerance_text=m.tolerance.text(m.value), status="MISSING", direction=m.direction,
-                      scored=scored, primary=m.primary, interval=(measured_entry or {}).get("interval"),
+                      scored=scored, primary=m.primary, interval=measured_entry.interval if measured_entry else None,
                       ref_interval=m.interval)
         if measured_entry is None:
             problems.append(f"{name}: missing from the scorecard")
@@ -298,9 +302,9 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
         elif measured is None:
             problems.append(f"{name}: no value, nothing scored ({scored})")
             code = max(code, EXIT_INCOMPLETE)
-        elif measured_entry.get("direction") != m.direction:
+        elif measured_entry.direction != m.direction:
             problems.append(f"{name}: the reference says {m.direction} is better, the scorecard's recipe declares "
-                            f"{measured_entry.get('direction')}")
+                            f"{measured_entry.direction}")
             code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
@@ -321,7 +325,7 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
                 code = max(code, EXIT_FAIL)
         rows.append(row)
     for name, m in ref.metrics.items():  # a tolerance (recorded or edited by hand) inside the reference's own noise
-        half = (m.interval["high"] - m.interval["low"]) / 2 if has_interval(m.interval) else None
+        half = (m.interval.high - m.interval.low) / 2 if has_interval(m.interval) else None
         if half is not None and m.tolerance.bound(m.value) < half:
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
@@ -340,15 +344,15 @@ def diff(scorecard: Mapping[str, Any], ref: Reference) -> DiffResult:
                       header=header, metrics=dict(card_metrics))
 
 
-def _card_header(scorecard: Mapping[str, Any], **lines: str) -> dict[str, str]:
-    samples = scorecard["samples"]
+def _card_header(scorecard: Scorecard, **lines: str) -> dict[str, str]:
+    samples = scorecard.samples
     return {
-        "recipe": f"{scorecard['recipe']} {scorecard['recipe_version']}",
-        "checkpoint": scorecard["checkpoint"],
-        "mode": scorecard["mode"],
+        "recipe": f"{scorecard.recipe} {scorecard.recipe_version}",
+        "checkpoint": scorecard.checkpoint,
+        "mode": scorecard.mode,
         **lines,
-        "status": f"{scorecard['status']} ({samples['n_ok']}/{samples['n_expected']} samples ok, "
-                  f"{samples['n_failed']} failed, {samples['n_missing']} missing)",
+        "status": f"{scorecard.status} ({samples.n_ok}/{samples.n_expected} samples ok, "
+                  f"{samples.n_failed} failed, {samples.n_missing} missing)",
     }
 
 
@@ -356,36 +360,34 @@ RESULT_COLUMNS = ["metric", "value", "95% CI", "scored", "direction"]
 DIFF_COLUMNS = ["reference", "delta", "vs ref", "tolerance", "status", "ref 95% CI", "noise"]
 
 
-def _table_rows(metrics: Mapping[str, Any], checked: Sequence[DiffRow] | None) -> list[list[str]]:
+def _table_rows(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] | None) -> list[list[str]]:
     """One row per metric of the scorecard, primary first (then in scorecard order), then each reference metric
     the scorecard lacks; with ``checked`` (a diff's rows) the diff columns too, ``-`` where no reference value is."""
-    from pinbench.core.uncertainty import describe
-
     by_name = {row.metric: row for row in checked or ()}
-    names = sorted(metrics, key=lambda name: not metrics[name].get("primary"))
+    names = sorted(metrics, key=lambda name: not metrics[name].primary)
     names += [row.metric for row in checked or () if row.metric not in metrics]
     rows = []
     for name in names:
         entry, row = metrics.get(name), by_name.get(name)
-        primary = entry.get("primary") if entry else row is not None and row.primary
+        primary = entry.primary if entry else row is not None and row.primary
         cells = [("* " if primary else "  ") + name]
         if entry is None:
             cells += ["-", "-", "-", row.direction if row else "-"]
         else:
-            cells += [_fmt(entry["value"]), _ci_cell(entry.get("interval"), describe),
-                      f"{entry['n_scored']}/{entry['n_expected']}", str(entry.get("direction", "-"))]
+            cells += [_fmt(entry.value), _ci_cell(entry.interval), f"{entry.n_scored}/{entry.n_expected}",
+                      entry.direction]
         if checked is not None:
             if row is None:
                 cells += ["-", "-", "-", "-", "not checked", "-", "-"]
             else:
                 cells += [_fmt(row.reference), _fmt(row.delta, sign=True), row.verdict or "-", row.tolerance_text,
-                          row.status, _ci_cell(row.ref_interval, describe) if row.ref_interval else "-",
+                          row.status, _ci_cell(row.ref_interval) if row.ref_interval else "-",
                           _noise_cell(row)]
         rows.append(cells)
     return rows
 
 
-def _table(metrics: Mapping[str, Any], checked: Sequence[DiffRow] | None) -> list[str]:
+def _table(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] | None) -> list[str]:
     columns = RESULT_COLUMNS + (DIFF_COLUMNS if checked is not None else [])
     table = [["  " + columns[0], *columns[1:]], *_table_rows(metrics, checked)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
@@ -403,14 +405,14 @@ def _table(metrics: Mapping[str, Any], checked: Sequence[DiffRow] | None) -> lis
     return lines
 
 
-def _interval_notes(scorecard: Mapping[str, Any]) -> list[str]:
+def _interval_notes(scorecard: Scorecard) -> list[str]:
     notes = []
-    for name, entry in scorecard["metrics"].items():
-        interval = entry.get("interval")
+    for name, entry in scorecard.metrics.items():
+        interval = entry.interval
         if interval is None:
-            notes.append(f"{name}: no interval (scorecard schema {scorecard['schema_version']})")
-        elif interval["low"] is None:
-            notes.append(f"{name}: no interval ({interval['reason']})")
+            notes.append(f"{name}: no interval (scorecard schema {scorecard.schema_version})")
+        elif interval.low is None:
+            notes.append(f"{name}: no interval ({interval.reason})")
     return notes
 
 
@@ -443,23 +445,23 @@ def render_diff(result: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def render_results(scorecard: Mapping[str, Any], why: str) -> str:
+def render_results(scorecard: Scorecard, why: str) -> str:
     """The results table of a run no reference applies to (``why`` says so): every metric with its value, 95%
     interval, counts and direction. Its last line is no diff verdict (``pinbench check`` relies on that)."""
     lines = [f"{key:<10} {value}" for key, value in _card_header(scorecard, reference=f"none: {why}").items()]
-    lines += ["", *_table(scorecard["metrics"], None), ""]
-    reasons = scorecard.get("status_reasons") or []
+    lines += ["", *_table(scorecard.metrics, None), ""]
+    reasons = scorecard.status_reasons
     lines.append("problems:" if reasons else "problems: none")
     lines.extend(f"  - {reason}" for reason in reasons)
     notes = _interval_notes(scorecard)
     if notes:
         lines.append("notes:")
         lines.extend(f"  - {n}" for n in _grouped(notes))
-    lines.append(f"reported, not diffed (status {scorecard['status']})")
+    lines.append(f"reported, not diffed (status {scorecard.status})")
     return "\n".join(lines)
 
 
-def _ci_cell(interval: Mapping[str, Any] | None, describe: Any) -> str:
+def _ci_cell(interval: Interval | None) -> str:
     text = describe(interval)
     return "n/a" if text.startswith("n/a") else text
 

@@ -19,6 +19,11 @@ from. Schema 2.2 adds derived records (``pinbench.core.derived``): values comput
 time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
 read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Scorecards of schema 2.0
 (no intervals) and 2.1 still load.
+
+In memory a scorecard is a ``Scorecard`` (its metrics ``MetricResult``, their intervals
+``pinbench.core.uncertainty.Interval``); ``to_json()`` is its JSON form (what ``write_scorecard`` writes once
+secrets are scrubbed), and ``from_json`` reads one back: ``to_json(from_json(x)) == x``, key order included.
+Provenance, config, timings and extra are free-form blocks and stay plain JSON mappings.
 """
 
 from __future__ import annotations
@@ -35,12 +40,25 @@ from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, is_derived
 from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
+from pinbench.core.jsonfields import (
+    BOOLEAN,
+    COUNT,
+    LIST,
+    NUMBER,
+    OBJECT,
+    STRING,
+    STRINGS,
+    TEXT,
+    checked_fields,
+    nullable,
+    one_of,
+)
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.phases import announced
 from pinbench.core.provenance import scrub, to_jsonable
 from pinbench.core.schema import schema_error
-from pinbench.core.uncertainty import aggregate_interval
+from pinbench.core.uncertainty import Interval, aggregate_interval
 
 SCHEMA_VERSION = "2.2"
 READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2")
@@ -52,6 +70,206 @@ DERIVED_RECORDS = "derived"
 
 class ScorecardError(FileError):
     """A scorecard file is unreadable or invalid."""
+
+
+# ------------------------------------------------------------------------------------------ the scorecard
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A sample (or derived record) a metric could not score, and why."""
+
+    sample_id: str
+    error: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sample_id": self.sample_id, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "failed") -> Failure:
+        fields = checked_fields(data, where, {"sample_id": STRING, "error": STRING})
+        return cls(fields["sample_id"], fields["error"])
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric of a scorecard: its value, how it was aggregated and described, and its denominators.
+
+    ``missing`` and ``sample_ids`` are set for a metric restricted to a cohort; ``records`` is ``"derived"`` for one
+    read from derived records; ``interval`` is None only in a scorecard of schema 2.0. Optional fields are absent
+    from the JSON form when unset.
+    """
+
+    value: float | None
+    aggregation: str
+    direction: str
+    kind: str
+    primary: bool
+    n_expected: int
+    n_scored: int
+    n_failed: int
+    n_missing: int
+    failed: tuple[Failure, ...] = ()
+    unit: str | None = None
+    key: str | None = None
+    group_by: str | None = None
+    n_groups: int | None = None
+    missing: tuple[str, ...] | None = None
+    sample_ids: tuple[str, ...] | None = None
+    records: str | None = None
+    interval: Interval | None = None
+
+    @property
+    def reads_derived(self) -> bool:
+        return self.records == DERIVED_RECORDS
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"value": self.value, "aggregation": self.aggregation, "direction": self.direction,
+                                "kind": self.kind, "primary": self.primary}
+        for key in ("unit", "key", "group_by", "n_groups"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        data.update(n_expected=self.n_expected, n_scored=self.n_scored, n_failed=self.n_failed,
+                    n_missing=self.n_missing, failed=[f.to_json() for f in self.failed])
+        for key in ("missing", "sample_ids"):
+            if getattr(self, key) is not None:
+                data[key] = list(getattr(self, key))
+        if self.records is not None:
+            data["records"] = self.records
+        if self.interval is not None:
+            data["interval"] = self.interval.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "metric") -> MetricResult:
+        """The metric of its JSON form; ValueError (one line naming ``where``) when it is not one."""
+        fields = checked_fields(data, where, _METRIC_FIELDS, optional=_METRIC_OPTIONAL)
+        interval = fields.get("interval")
+        return cls(
+            value=fields["value"], aggregation=fields["aggregation"], direction=fields["direction"],
+            kind=fields["kind"], primary=fields["primary"], n_expected=fields["n_expected"],
+            n_scored=fields["n_scored"], n_failed=fields["n_failed"], n_missing=fields["n_missing"],
+            failed=tuple(Failure.from_json(f, f"{where}.failed[{i}]") for i, f in enumerate(fields["failed"])),
+            unit=fields.get("unit"), key=fields.get("key"), group_by=fields.get("group_by"),
+            n_groups=fields.get("n_groups"),
+            missing=tuple(fields["missing"]) if "missing" in fields else None,
+            sample_ids=tuple(fields["sample_ids"]) if "sample_ids" in fields else None,
+            records=fields.get("records"),
+            interval=Interval.from_json(interval, f"{where}.interval") if interval is not None else None,
+        )
+
+
+_METRIC_FIELDS = {
+    "value": nullable(NUMBER), "aggregation": one_of(*AGGREGATIONS), "direction": one_of(*DIRECTIONS),
+    "kind": one_of(*KINDS), "primary": BOOLEAN, "unit": TEXT, "key": TEXT, "group_by": TEXT, "n_groups": COUNT,
+    "n_expected": COUNT, "n_scored": COUNT, "n_failed": COUNT, "n_missing": COUNT, "failed": LIST,
+    "missing": STRINGS, "sample_ids": STRINGS, "records": one_of(DERIVED_RECORDS), "interval": OBJECT,
+}
+_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval")
+
+
+@dataclass(frozen=True)
+class SampleCounts:
+    """A scorecard's ``samples`` block: how many samples the run defines, how many have an ok or failed record, how
+    many have none, and the file of their records (None: not written)."""
+
+    n_expected: int
+    n_ok: int
+    n_failed: int
+    n_missing: int
+    path: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_expected": self.n_expected, "n_ok": self.n_ok, "n_failed": self.n_failed,
+                "n_missing": self.n_missing, "path": self.path}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "samples") -> SampleCounts:
+        fields = checked_fields(data, where, {"n_expected": COUNT, "n_ok": COUNT, "n_failed": COUNT,
+                                              "n_missing": COUNT, "path": nullable(STRING)})
+        return cls(fields["n_expected"], fields["n_ok"], fields["n_failed"], fields["n_missing"], fields["path"])
+
+
+@dataclass(frozen=True)
+class DerivedCounts:
+    """A scorecard's ``derived`` block: its derived records (``pinbench.core.derived``), counted apart from samples."""
+
+    n_records: int
+    n_ok: int
+    n_failed: int
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n_records": self.n_records, "n_ok": self.n_ok, "n_failed": self.n_failed, "path": self.path}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "derived") -> DerivedCounts:
+        fields = checked_fields(data, where, {"n_records": COUNT, "n_ok": COUNT, "n_failed": COUNT, "path": TEXT})
+        return cls(fields["n_records"], fields["n_ok"], fields["n_failed"], fields["path"])
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """One run of one recipe on one checkpoint (see the module docstring). ``derived``, ``extra`` and
+    ``computed_from`` (what ``finish_run`` computed it from) are None when absent."""
+
+    schema_version: str
+    recipe: str
+    recipe_version: str
+    checkpoint: str
+    mode: str
+    status: str
+    status_reasons: tuple[str, ...]
+    samples: SampleCounts
+    metrics: Mapping[str, MetricResult]
+    provenance: Mapping[str, Any]
+    config: Mapping[str, Any]
+    timings: Mapping[str, Any]
+    derived: DerivedCounts | None = None
+    extra: Mapping[str, Any] | None = None
+    computed_from: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "schema_version": self.schema_version, "recipe": self.recipe, "recipe_version": self.recipe_version,
+            "checkpoint": self.checkpoint, "mode": self.mode, "status": self.status,
+            "status_reasons": list(self.status_reasons), "samples": self.samples.to_json(),
+            "metrics": {name: m.to_json() for name, m in self.metrics.items()},
+            "provenance": self.provenance, "config": self.config, "timings": self.timings,
+        }
+        if self.derived is not None:
+            data["derived"] = self.derived.to_json()
+        if self.extra is not None:
+            data["extra"] = self.extra
+        if self.computed_from is not None:
+            data["computed_from"] = self.computed_from
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "$") -> Scorecard:
+        """The scorecard of its JSON form (types only: ``validate_scorecard`` checks the schema and the counts);
+        ValueError (one line naming the block) when it is not one."""
+        fields = checked_fields(data, where, _SCORECARD_FIELDS, optional=("derived", "extra", "computed_from"))
+        derived = fields.get("derived")
+        return cls(
+            schema_version=fields["schema_version"], recipe=fields["recipe"], recipe_version=fields["recipe_version"],
+            checkpoint=fields["checkpoint"], mode=fields["mode"], status=fields["status"],
+            status_reasons=tuple(fields["status_reasons"]),
+            samples=SampleCounts.from_json(fields["samples"], f"{where}.samples"),
+            metrics={name: MetricResult.from_json(m, f"{where}.metrics.{name}")
+                     for name, m in fields["metrics"].items()},
+            provenance=fields["provenance"], config=fields["config"], timings=fields["timings"],
+            derived=DerivedCounts.from_json(derived, f"{where}.derived") if derived is not None else None,
+            extra=fields.get("extra"), computed_from=fields.get("computed_from"),
+        )
+
+
+_SCORECARD_FIELDS = {
+    "schema_version": one_of(*READABLE_SCHEMA_VERSIONS), "recipe": TEXT, "recipe_version": TEXT, "checkpoint": TEXT,
+    "mode": one_of(*MODES), "status": one_of(*STATUSES),
+    "status_reasons": STRINGS, "samples": OBJECT, "metrics": OBJECT, "provenance": OBJECT, "config": OBJECT,
+    "timings": OBJECT, "derived": OBJECT, "extra": OBJECT, "computed_from": STRING,
+}
 
 
 @dataclass(frozen=True)
@@ -228,8 +446,8 @@ def _aggregate(values: Sequence[float], aggregation: str, groups: Sequence[Any] 
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 
-def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expected: int) -> dict[str, Any]:
-    """One metric's scorecard entry from per-sample records (``pinbench check`` recounts with it too).
+def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expected: int) -> MetricResult:
+    """One metric of a scorecard from per-sample records (``pinbench check`` recounts with it too).
 
     ``records`` may be a ``RecordIndex`` built once for all metrics of a scorecard."""
     cohort = set(spec.sample_ids) if spec.sample_ids is not None else None
@@ -242,14 +460,14 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
     values: list[float] = []
     ids: list[str] = []
     groups: list[Any] = []
-    failed: list[dict[str, str]] = []
+    failed: list[Failure] = []
     seen: set[str] = set()
     for record in _index(records).read_by(spec.derived, cohort):
         sample_id = record_id(record)
         seen.add(sample_id)
         value, group, error = _metric_value(spec, record)
         if error is not None:
-            failed.append({"sample_id": sample_id, "error": error})
+            failed.append(Failure(sample_id, error))
         else:
             values.append(value)
             ids.append(sample_id)
@@ -262,45 +480,30 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
         value = aggregate(values, spec.aggregation, groups if spec.group_by else None)
     except ValueError as exc:
         raise ValueError(f"metric {spec.name!r}: {exc}") from None
-    entry: dict[str, Any] = {
-        "value": value,
-        "aggregation": spec.aggregation,
-        "direction": spec.direction,
-        "kind": spec.kind,
-        "primary": spec.primary,
-    }
-    if spec.unit is not None:
-        entry["unit"] = spec.unit
-    if spec.key is not None:
-        entry["key"] = spec.key
-    if spec.group_by is not None:
-        entry["group_by"] = spec.group_by
-        entry["n_groups"] = len(set(groups))
-    entry.update(n_expected=expected, n_scored=len(values), n_failed=len(failed), n_missing=n_missing,
-                 failed=failed)
-    if cohort is not None:
-        entry["missing"] = [i for i in spec.sample_ids if i not in seen]
-        entry["sample_ids"] = list(spec.sample_ids)
-    if spec.derived:
-        entry["records"] = DERIVED_RECORDS
-    entry["interval"] = aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None)
-    return entry
+    return MetricResult(
+        value=value, aggregation=spec.aggregation, direction=spec.direction, kind=spec.kind, primary=spec.primary,
+        n_expected=expected, n_scored=len(values), n_failed=len(failed), n_missing=n_missing, failed=tuple(failed),
+        unit=spec.unit, key=spec.key, group_by=spec.group_by,
+        n_groups=len(set(groups)) if spec.group_by is not None else None,
+        missing=tuple(i for i in spec.sample_ids if i not in seen) if cohort is not None else None,
+        sample_ids=tuple(spec.sample_ids) if cohort is not None else None,
+        records=DERIVED_RECORDS if spec.derived else None,
+        interval=aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None),
+    )
 
 
-def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any] | RecordIndex
+def metric_samples(name: str, metric: MetricResult, records: Sequence[Any] | RecordIndex
                    ) -> tuple[dict[str, tuple[float, Any]], dict[str, str]]:
     """A scorecard metric's per-sample values read back from its run's records, the way it was scored.
 
     Returns ``({sample_id: (value, group)}, {sample_id: reason})`` for the metric's own samples only (its
     cohort when it has one), so a report or a comparison never mixes in another cohort's samples.
     """
-    derived = metric.get("records") == DERIVED_RECORDS
-    spec = MetricSpec(name, metric["aggregation"], group_by=metric.get("group_by"), key=metric.get("key"),
-                      direction=metric["direction"])
-    cohort = set(metric["sample_ids"]) if metric.get("sample_ids") is not None else None
+    spec = MetricSpec(name, metric.aggregation, group_by=metric.group_by, key=metric.key, direction=metric.direction)
+    cohort = set(metric.sample_ids) if metric.sample_ids is not None else None
     scored: dict[str, tuple[float, Any]] = {}
     failed: dict[str, str] = {}
-    for record in _index(records).read_by(derived, cohort):
+    for record in _index(records).read_by(metric.reads_derived, cohort):
         sample_id = record_id(record)
         value, group, error = _metric_value(spec, record)
         if error is not None:
@@ -310,16 +513,20 @@ def metric_samples(name: str, metric: Mapping[str, Any], records: Sequence[Any] 
     return scored, failed
 
 
-def derive_status(metrics: Mapping[str, Mapping[str, Any]]) -> tuple[str, list[str]]:
+def derive_status(metrics: Mapping[str, MetricResult]) -> tuple[str, list[str]]:
     """(status, reasons) from per-metric counts; the single rule every scorecard obeys."""
+    return _status({name: (m.n_expected, m.n_scored, m.n_failed, m.n_missing) for name, m in metrics.items()})
+
+
+def _status(counts: Mapping[str, tuple[int, int, int, int]]) -> tuple[str, list[str]]:
+    """``derive_status`` of (n_expected, n_scored, n_failed, n_missing) per metric, as a file's or a built card's."""
     reasons = []
-    for name, m in metrics.items():
-        if m["n_expected"] == 0:
+    for name, (n_expected, n_scored, n_failed, n_missing) in counts.items():
+        if n_expected == 0:
             reasons.append(f"{name}: n_expected is 0")
-        elif m["n_scored"] != m["n_expected"]:
-            reasons.append(f"{name}: {m['n_scored']}/{m['n_expected']} scored "
-                           f"({m['n_failed']} failed, {m['n_missing']} missing)")
-    if not any(m["n_scored"] > 0 for m in metrics.values()):
+        elif n_scored != n_expected:
+            reasons.append(f"{name}: {n_scored}/{n_expected} scored ({n_failed} failed, {n_missing} missing)")
+    if not any(n_scored > 0 for _, n_scored, _, _ in counts.values()):
         return "failed", reasons or ["no metric scored any sample"]
     return ("partial" if reasons else "complete"), reasons
 
@@ -331,8 +538,8 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
                     provenance: Mapping[str, Any], config: Mapping[str, Any],
                     timings: Mapping[str, float], extra: Mapping[str, Any] | None = None,
                     samples_path: str | None = DEFAULT_SAMPLES_PATH, derived: Sequence[Any] = (),
-                    derived_path: str = DERIVED_PATH) -> dict[str, Any]:
-    """Aggregate per-sample records into a scorecard dict (validate / write with write_scorecard).
+                    derived_path: str = DERIVED_PATH) -> Scorecard:
+    """Aggregate per-sample records into a scorecard (validate / write with write_scorecard).
 
     ``n_expected`` is the task count the recipe defines for this mode (all 600 tasks of a full run
     even when this process saw one shard), never the number of records it happened to get.
@@ -371,28 +578,20 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
     index = RecordIndex([*records, *derived])
     per_metric = {spec.name: score_metric(spec, index, n_expected) for spec in metrics}
     status, reasons = derive_status(per_metric)
-    card: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "recipe": recipe,
-        "recipe_version": recipe_version,
-        "checkpoint": checkpoint,
-        "mode": mode,
-        "status": status,
-        "status_reasons": reasons,
-        "samples": {"n_expected": n_expected, "n_ok": n_ok, "n_failed": len(records) - n_ok,
-                    "n_missing": n_missing, "path": samples_path},
-        "metrics": per_metric,
-        "provenance": to_jsonable(provenance),
-        "config": to_jsonable(config),
-        "timings": to_jsonable(timings),
-    }
+    derived_counts = None
     if derived or any(spec.derived for spec in metrics):
         n_derived_ok = sum(1 for r in derived if _get(r, "status") == "ok")
-        card["derived"] = {"n_records": len(derived), "n_ok": n_derived_ok, "n_failed": len(derived) - n_derived_ok,
-                           "path": derived_path}
-    if extra is not None:
-        card["extra"] = to_jsonable(extra)
-    return card
+        derived_counts = DerivedCounts(n_records=len(derived), n_ok=n_derived_ok, n_failed=len(derived) - n_derived_ok,
+                                       path=derived_path)
+    return Scorecard(
+        schema_version=SCHEMA_VERSION, recipe=recipe, recipe_version=recipe_version, checkpoint=checkpoint, mode=mode,
+        status=status, status_reasons=tuple(reasons),
+        samples=SampleCounts(n_expected=n_expected, n_ok=n_ok, n_failed=len(records) - n_ok, n_missing=n_missing,
+                             path=samples_path),
+        metrics=per_metric, provenance=to_jsonable(provenance), config=to_jsonable(config),
+        timings=to_jsonable(timings), derived=derived_counts,
+        extra=to_jsonable(extra) if extra is not None else None,
+    )
 
 
 def _count_errors(card: Mapping[str, Any]) -> list[str]:
@@ -425,7 +624,8 @@ def _count_errors(card: Mapping[str, Any]) -> list[str]:
                 errors.append(f"metric {name}: interval [{bounds[0]}, {bounds[1]}] is not finite low <= high")
             if m["value"] is None:
                 errors.append(f"metric {name}: an interval without a value")
-    status, _ = derive_status(card["metrics"])
+    status, _ = _status({name: (m["n_expected"], m["n_scored"], m["n_failed"], m["n_missing"])
+                         for name, m in card["metrics"].items()})
     if status != card["status"]:
         errors.append(f"status {card['status']!r} contradicts the counts (they give {status!r})")
     return errors
@@ -473,16 +673,17 @@ def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = Non
         raise ScorecardError(path, problem)
 
 
-def write_scorecard(card: Mapping[str, Any], path: Path | str) -> Path:
+def write_scorecard(card: Scorecard, path: Path | str) -> Path:
     """Scrub secrets, validate, then write atomically; returns the path."""
     path = Path(path)
-    clean = scrub(card)
+    clean = scrub(card.to_json())
     validate_scorecard(clean, path=path)
     return write_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
 
 
-def load_scorecard(path: Path | str) -> dict[str, Any]:
-    """Read and validate a scorecard; ScorecardError naming the file on any problem."""
+def load_scorecard(path: Path | str) -> Scorecard:
+    """Read and validate a scorecard (schema and counts, on its JSON); ScorecardError naming the file on any
+    problem."""
     path = Path(path)
     text = read_data_file(path, ScorecardError)
     try:
@@ -493,4 +694,7 @@ def load_scorecard(path: Path | str) -> dict[str, Any]:
     except ValueError as exc:  # NaN, Infinity, 1e999
         raise ScorecardError(path, f"{exc} (a scorecard holds finite numbers only)") from None
     validate_scorecard(card, path=path)
-    return card
+    try:
+        return Scorecard.from_json(card)
+    except ValueError as exc:  # the schema admits it but the types do not: a bug here, said in one line
+        raise ScorecardError(path, str(exc)) from None

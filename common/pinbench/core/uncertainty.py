@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from pinbench.core.jsonfields import BOOLEAN, COUNT, NUMBER, STRING, TEXT, checked_fields, nullable, one_of
+
 LEVEL = 0.95
 N_RESAMPLES = 9999
 SEED = 0
@@ -46,6 +48,50 @@ METHODS = {"mean": "BCa", "median": "percentile", "mean_then_median": "percentil
 # the scorecard as values a bootstrap could draw.
 NONE_REASON = ("aggregation none: one suite-level value computed over the samples at once, not an aggregate of "
                "per-sample values; nothing to resample")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A 95% interval of a value: its bounds and how they were computed, or null bounds and the ``reason`` there
+    are none. Every field but the bounds and the level is optional and, in its JSON form, present only when set:
+    the bootstrap's (``method`` ... ``implementation``, ``note``), ``reason``, and ``paired`` (a difference's)."""
+
+    low: float | None
+    high: float | None
+    level: float
+    method: str | None = None  # BCa | percentile | constant (a reference's: also "union of k runs' intervals")
+    unit: str | None = None  # sample | group
+    n_units: int | None = None
+    n_resamples: int | None = None
+    seed: int | None = None
+    implementation: str | None = None
+    note: str | None = None
+    reason: str | None = None  # why there is no interval
+    paired: bool | None = None  # a difference of two runs: resampled paired or each run on its own
+
+    @property
+    def bounded(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"low": self.low, "high": self.high, "level": self.level}
+        for key in _INTERVAL_OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "interval") -> Interval:
+        """The interval of its JSON form; ValueError (one line naming ``where``) when it is not one."""
+        fields = checked_fields(data, where, _INTERVAL_FIELDS, optional=_INTERVAL_OPTIONAL)
+        return cls(**{key: fields.get(key) for key in _INTERVAL_FIELDS})
+
+
+_INTERVAL_FIELDS = {"low": nullable(NUMBER), "high": nullable(NUMBER), "level": NUMBER, "method": STRING,
+                    "unit": one_of("sample", "group"), "n_units": COUNT, "n_resamples": COUNT, "seed": COUNT,
+                    "implementation": TEXT, "note": STRING, "reason": TEXT, "paired": BOOLEAN}
+_INTERVAL_OPTIONAL = tuple(_INTERVAL_FIELDS)[3:]
 
 
 @dataclass(frozen=True)
@@ -79,9 +125,9 @@ def sampling_units(values: Sequence[float], ids: Sequence[str], aggregation: str
     return Units(tuple(str(ids[i]) for i in order), np.array([float(values[i]) for i in order]), "sample")
 
 
-def not_resampled(reason: str) -> dict[str, Any]:
-    """The interval entry of a metric that has no interval, with the reason in words."""
-    return {"low": None, "high": None, "level": LEVEL, "reason": reason}
+def not_resampled(reason: str) -> Interval:
+    """The interval of a metric that has none, with the reason in words."""
+    return Interval(None, None, LEVEL, reason=reason)
 
 
 IMPLEMENTATION = "pinbench batched bootstrap (scipy.stats.bootstrap's resamples, BCa and quantiles)"
@@ -225,13 +271,9 @@ def _run_bootstrap(samples: tuple[np.ndarray, ...], reduce: Callable[..., Any], 
 
 
 def _entry(low: float, high: float, method: str, unit: str, n_units: int, n_resamples: int, seed: int,
-           notes: list[str]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"low": low, "high": high, "level": LEVEL, "method": method, "unit": unit,
-                             "n_units": n_units, "n_resamples": n_resamples, "seed": seed,
-                             "implementation": IMPLEMENTATION}
-    if notes:
-        entry["note"] = "; ".join(notes)
-    return entry
+           notes: list[str], paired: bool | None = None) -> Interval:
+    return Interval(low, high, LEVEL, method=method, unit=unit, n_units=n_units, n_resamples=n_resamples, seed=seed,
+                    implementation=IMPLEMENTATION, note="; ".join(notes) if notes else None, paired=paired)
 
 
 def _few_units_note(n: int, kind: str) -> list[str]:
@@ -240,8 +282,8 @@ def _few_units_note(n: int, kind: str) -> list[str]:
 
 def aggregate_interval(values: Sequence[float], ids: Sequence[str], aggregation: str,
                        groups: Sequence[Any] | None = None, *, n_resamples: int = N_RESAMPLES,
-                       seed: int = SEED) -> dict[str, Any]:
-    """The scorecard ``interval`` entry of one metric's aggregate over its scored samples."""
+                       seed: int = SEED) -> Interval:
+    """The scorecard ``interval`` of one metric's aggregate over its scored samples."""
     if aggregation == "none":
         return not_resampled(NONE_REASON)
     if not values:
@@ -265,20 +307,20 @@ def aggregate_interval(values: Sequence[float], ids: Sequence[str], aggregation:
 
 @dataclass(frozen=True)
 class Difference:
-    """B minus A for one metric over matched units, with its interval entry (same shape as a scorecard's)."""
+    """B minus A for one metric over matched units, with its interval (a scorecard's, and whether it is paired)."""
 
     value_a: float
     value_b: float
     difference: float
-    interval: dict[str, Any]
+    interval: Interval
 
     @property
     def low(self) -> float | None:
-        return self.interval["low"]
+        return self.interval.low
 
     @property
     def high(self) -> float | None:
-        return self.interval["high"]
+        return self.interval.high
 
 
 def difference_interval(a: Mapping[str, float], b: Mapping[str, float], aggregation: str,
@@ -329,19 +371,18 @@ def difference_interval(a: Mapping[str, float], b: Mapping[str, float], aggregat
         return Difference(value_a, value_b, delta, not_resampled(
             f"the {method} bootstrap gave a non-finite bound ({warning or 'no warning'})"))
     notes = _few_units_note(n, ua.kind) + ([warning] if warning else [])
-    entry = _entry(low, high, method, ua.kind, n, n_resamples, seed, notes)
-    entry["paired"] = paired
-    return Difference(value_a, value_b, delta, entry)
+    return Difference(value_a, value_b, delta, _entry(low, high, method, ua.kind, n, n_resamples, seed, notes,
+                                                      paired=paired))
 
 
-def has_interval(entry: Mapping[str, Any] | None) -> bool:
-    return bool(entry) and entry.get("low") is not None and entry.get("high") is not None
+def has_interval(interval: Interval | None) -> bool:
+    return interval is not None and interval.bounded
 
 
-def describe(entry: Mapping[str, Any] | None, spec: str = ".4g") -> str:
+def describe(interval: Interval | None, spec: str = ".4g") -> str:
     """``[low, high]`` or ``n/a (reason)``, for tables."""
-    if entry is None:
+    if interval is None:
         return "n/a (no interval recorded)"
-    if not has_interval(entry):
-        return f"n/a ({entry.get('reason', 'no interval')})"
-    return f"[{format(entry['low'], spec)}, {format(entry['high'], spec)}]"
+    if not interval.bounded:
+        return f"n/a ({interval.reason or 'no interval'})"
+    return f"[{format(interval.low, spec)}, {format(interval.high, spec)}]"

@@ -182,7 +182,7 @@ def _record_fixture_reference(name: str, target: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"{name}-fixture-") as out:
         outcome = recipe.run(recipe.config(fixture=True, out_dir=Path(out) / "run"))
         card = load_scorecard(outcome.scorecard_path) if outcome.scorecard_path else None
-        if outcome.exit_code != 0 or card is None or card["status"] != "complete":
+        if outcome.exit_code != 0 or card is None or card.status != "complete":
             raise RecipeError(f"{name}: its first fixture run failed (exit {outcome.exit_code}: {outcome.message}); "
                               f"the recipe is in {target}, references/fixture.yaml is not recorded")
         return record_reference(card, recipe.reference_file("fixture", "fixture"), recipe=recipe, tier="same_hw",

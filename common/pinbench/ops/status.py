@@ -15,9 +15,9 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import Scorecard
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import StoreContents, read_store
 from pinbench.ops import slurm
@@ -46,7 +46,7 @@ class RunStatus:
     n_tasks: int | None
     jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
     slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
-    scorecard: dict[str, Any] | None
+    scorecard: WrittenScorecard | None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -136,12 +136,21 @@ def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState
         return {}, f"Slurm not reachable: {exc}"
 
 
-def _scorecard(out_dir: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class WrittenScorecard:
+    """The run directory's scorecard and when it was written."""
+
+    card: Scorecard
+    mtime: float
+
+
+def _scorecard(out_dir: Path) -> WrittenScorecard | None:
+    """The scorecard as its file stands, read leniently (its types, not the schema's or the counts' rules: a view,
+    not a check), or None when there is none or it is not a scorecard."""
     path = out_dir / "scorecard.json"
     try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-        return {"status": card["status"], "samples": card["samples"], "mtime": path.stat().st_mtime}
-    except (OSError, ValueError, KeyError, TypeError):
+        return WrittenScorecard(Scorecard.from_json(json.loads(path.read_text(encoding="utf-8"))), path.stat().st_mtime)
+    except (OSError, ValueError):
         return None
 
 
@@ -195,16 +204,16 @@ def render(status: RunStatus) -> str:
 
 
 def _scorecard_line(status: RunStatus) -> str:
-    card = status.scorecard
-    if card is None:
+    written = status.scorecard
+    if written is None:
         return "scorecard  not written yet"
-    s = card["samples"]
-    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(card["mtime"]))
+    s = written.card.samples
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written.mtime))
     stale = ""
-    if status.submission is not None and _epoch(status.submission.submitted) > card["mtime"]:
+    if status.submission is not None and _epoch(status.submission.submitted) > written.mtime:
         stale = " (from before the last submission)"
-    return (f"scorecard  {card['status']}: {s['n_ok']}/{s['n_expected']} ok, {s['n_failed']} failed, "
-            f"{s['n_missing']} missing; written {when}{stale}")
+    return (f"scorecard  {written.card.status}: {s.n_ok}/{s.n_expected} ok, {s.n_failed} failed, "
+            f"{s.n_missing} missing; written {when}{stale}")
 
 
 def _epoch(iso: str) -> float:
@@ -250,6 +259,6 @@ def _final_code(status: RunStatus) -> int:
     code = last[0].exit_status if last else None
     if code is not None:
         return code
-    card = status.scorecard
-    fresh = card is not None and card["mtime"] >= _epoch(status.submission.submitted)
-    return 0 if fresh and card["status"] == "complete" else 2
+    written = status.scorecard
+    fresh = written is not None and written.mtime >= _epoch(status.submission.submitted)
+    return 0 if fresh and written.card.status == "complete" else 2

@@ -30,7 +30,7 @@ from typing import Any
 
 from pinbench.core.derived import is_derived, run_derived
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
-from pinbench.core.scorecard import aggregate, load_scorecard, metric_samples
+from pinbench.core.scorecard import MetricResult, Scorecard, aggregate, load_scorecard, metric_samples
 from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
 
 EXIT_SAME, EXIT_DIFFERENT = EXIT_PASS, EXIT_FAIL
@@ -49,12 +49,12 @@ class Run:
     """A scorecard and its own per-sample records (and derived records, ``pinbench.core.derived``, when it has any)."""
 
     path: Path
-    card: dict[str, Any]
+    card: Scorecard
     records: list[Any]
 
     @property
     def label(self) -> str:
-        return f"{self.card['checkpoint']} ({self.card['mode']}) {self.path}"
+        return f"{self.card.checkpoint} ({self.card.mode}) {self.path}"
 
 
 def load_run(path: Path | str) -> Run:
@@ -64,7 +64,7 @@ def load_run(path: Path | str) -> Run:
     path = Path(path)
     scorecard = path / "scorecard.json" if path.is_dir() else path
     card = load_scorecard(scorecard)
-    name = card["samples"].get("path")
+    name = card.samples.path
     if not name:
         raise CompareError(f"{scorecard}: names no samples file; compare needs per-sample records")
     samples = scorecard.parent / name
@@ -77,17 +77,17 @@ def load_run(path: Path | str) -> Run:
 
 def _check_records_agree(run: Run) -> None:
     """The records must be the ones the scorecard was computed from (not a newer or older samples.jsonl)."""
-    for name, metric in run.card["metrics"].items():
+    for name, metric in run.card.metrics.items():
         scored, _ = metric_samples(name, metric, run.records)
         values = [v for v, _ in scored.values()]
-        groups = [g for _, g in scored.values()] if metric.get("group_by") else None
-        again = aggregate(values, metric["aggregation"], groups)
-        same = (again is None and metric["value"] is None) or (
-            again is not None and metric["value"] is not None
-            and math.isclose(again, metric["value"], rel_tol=1e-9, abs_tol=1e-12))
-        if len(scored) != metric["n_scored"] or not same:
+        groups = [g for _, g in scored.values()] if metric.group_by else None
+        again = aggregate(values, metric.aggregation, groups)
+        same = (again is None and metric.value is None) or (
+            again is not None and metric.value is not None
+            and math.isclose(again, metric.value, rel_tol=1e-9, abs_tol=1e-12))
+        if len(scored) != metric.n_scored or not same:
             raise CompareError(f"{run.path}: metric {name}: its samples file gives {len(scored)} scored samples "
-                               f"and value {again}, the scorecard {metric['n_scored']} and {metric['value']}; "
+                               f"and value {again}, the scorecard {metric.n_scored} and {metric.value}; "
                                "the samples file is not the one this scorecard was computed from")
 
 
@@ -130,27 +130,27 @@ def _why_missing(sample_id: str, failed: Mapping[str, str], run: str) -> str:
 
 def _verdict(diff: Difference, direction: str) -> tuple[str, str]:
     if not has_interval(diff.interval):
-        return "not judged", diff.interval.get("reason", "no interval")
+        return "not judged", diff.interval.reason or "no interval"
     if diff.low <= 0 <= diff.high:
         return "within noise", ""
     b_higher = diff.low > 0
     return ("better" if b_higher == (direction == "higher") else "worse"), ""
 
 
-def _compare_metric(name: str, ma: Mapping[str, Any], mb: Mapping[str, Any], a: Run, b: Run,
+def _compare_metric(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Run,
                     problems: list[str]) -> MetricComparison:
     scored_a, failed_a = metric_samples(name, ma, a.records)
     scored_b, failed_b = metric_samples(name, mb, b.records)
-    cohort = list(dict.fromkeys([*(ma.get("sample_ids") or []), *(mb.get("sample_ids") or []),
-                                 *(str(r.sample_id) for r in a.records if ma.get("sample_ids") is None
+    cohort = list(dict.fromkeys([*(ma.sample_ids or ()), *(mb.sample_ids or ()),
+                                 *(str(r.sample_id) for r in a.records if ma.sample_ids is None
                                    and not is_derived(r)),
-                                 *(str(r.sample_id) for r in b.records if mb.get("sample_ids") is None
+                                 *(str(r.sample_id) for r in b.records if mb.sample_ids is None
                                    and not is_derived(r))]))
     matched = [i for i in cohort if i in scored_a and i in scored_b]
-    if ma.get("group_by"):
+    if ma.group_by:
         regrouped = [i for i in matched if scored_a[i][1] != scored_b[i][1]]
         if regrouped:
-            problems.append(f"{name}: {len(regrouped)} sample(s) are in different {ma['group_by']} groups in the "
+            problems.append(f"{name}: {len(regrouped)} sample(s) are in different {ma.group_by} groups in the "
                             f"two runs (e.g. {regrouped[0]}); they are left out")
             matched = [i for i in matched if i not in set(regrouped)]
     matched_set = set(matched)
@@ -158,12 +158,12 @@ def _compare_metric(name: str, ma: Mapping[str, Any], mb: Mapping[str, Any], a: 
     only_b = {i: _why_missing(i, failed_a, "A") for i in cohort if i in scored_b and i not in matched_set}
     neither = {i: "; ".join((_why_missing(i, failed_a, "A"), _why_missing(i, failed_b, "B")))
                for i in cohort if i not in scored_a and i not in scored_b}
-    groups = {i: scored_a[i][1] for i in matched} if ma.get("group_by") else None
+    groups = {i: scored_a[i][1] for i in matched} if ma.group_by else None
     diff = difference_interval({i: scored_a[i][0] for i in matched}, {i: scored_b[i][0] for i in matched},
-                               ma["aggregation"], groups)
-    verdict, reason = _verdict(diff, ma["direction"])
-    return MetricComparison(name=name, direction=ma["direction"], aggregation=ma["aggregation"], kind=ma["kind"],
-                            primary=ma["primary"], n_matched=len(matched), n_cohort=len(cohort), only_a=only_a,
+                               ma.aggregation, groups)
+    verdict, reason = _verdict(diff, ma.direction)
+    return MetricComparison(name=name, direction=ma.direction, aggregation=ma.aggregation, kind=ma.kind,
+                            primary=ma.primary, n_matched=len(matched), n_cohort=len(cohort), only_a=only_a,
                             only_b=only_b, neither=neither, difference=diff, verdict=verdict, reason=reason)
 
 
@@ -174,35 +174,36 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     ca, cb = a.card, b.card
     problems: list[str] = []
     notes: list[str] = []
-    header = {"A": f"{ca['recipe']} {ca['recipe_version']}, {a.label}, {ca['status']}",
-              "B": f"{cb['recipe']} {cb['recipe_version']}, {b.label}, {cb['status']}"}
+    header = {"A": f"{ca.recipe} {ca.recipe_version}, {a.label}, {ca.status}",
+              "B": f"{cb.recipe} {cb.recipe_version}, {b.label}, {cb.status}"}
     for key in ("recipe", "recipe_version"):
-        if ca[key] != cb[key]:
-            problems.append(f"{key} differs: A is {ca[key]!r}, B is {cb[key]!r}; runs of one recipe version only")
+        if getattr(ca, key) != getattr(cb, key):
+            problems.append(f"{key} differs: A is {getattr(ca, key)!r}, B is {getattr(cb, key)!r}; runs of one "
+                            "recipe version only")
     if problems:
         return Comparison(a, b, [], problems, notes, EXIT_MISMATCH, fail_on, header)
     if a.path.resolve() == b.path.resolve():
         notes.append(f"A and B are the same scorecard ({a.path}): every difference is 0")
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
-        if run["status"] != "complete":
-            problems.append(f"run {label} is {run['status']}: verdicts cover the matched samples only")
+        if run.status != "complete":
+            problems.append(f"run {label} is {run.status}: verdicts cover the matched samples only")
             code = EXIT_INCOMPLETE
-    for name in ca["metrics"]:
-        if name not in cb["metrics"]:
+    for name in ca.metrics:
+        if name not in cb.metrics:
             problems.append(f"{name}: in run A only")
             code = EXIT_INCOMPLETE
-    for name in cb["metrics"]:
-        if name not in ca["metrics"]:
+    for name in cb.metrics:
+        if name not in ca.metrics:
             problems.append(f"{name}: in run B only")
             code = EXIT_INCOMPLETE
-        if name in ca["metrics"] and ca["metrics"][name]["direction"] != cb["metrics"][name]["direction"]:
+        if name in ca.metrics and ca.metrics[name].direction != cb.metrics[name].direction:
             problems.append(f"{name}: direction differs between the scorecards; the recipe declaration changed")
             code = EXIT_MISMATCH
     if code == EXIT_MISMATCH:
         return Comparison(a, b, [], problems, notes, code, fail_on, header)
-    rows = [_compare_metric(name, ca["metrics"][name], cb["metrics"][name], a, b, problems)
-            for name in ca["metrics"] if name in cb["metrics"]]
+    rows = [_compare_metric(name, ca.metrics[name], cb.metrics[name], a, b, problems)
+            for name in ca.metrics if name in cb.metrics]
     for row in rows:
         if row.unmatched:
             problems.append(f"{row.name}: {row.n_matched} of {row.n_cohort} samples matched "

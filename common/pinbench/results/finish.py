@@ -7,6 +7,7 @@ rerun that changed nothing recomputes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,14 @@ from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff, render_results
 from pinbench.core.runner import RunSummary, SampleRecord, merge_samples
-from pinbench.core.scorecard import MetricSpec, ScorecardError, build_scorecard, load_scorecard, write_scorecard
+from pinbench.core.scorecard import (
+    MetricSpec,
+    Scorecard,
+    ScorecardError,
+    build_scorecard,
+    load_scorecard,
+    write_scorecard,
+)
 from pinbench.results.report import write_report
 
 
@@ -41,13 +49,13 @@ Figures = Sequence[tuple[str, Path, str] | tuple[str, Path, str, str]]
 FAILURES_SHOWN = 5
 
 
-def summarize_failures(card: Mapping[str, Any], out_dir: Path) -> list[str]:
+def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
     """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``; the lines to print:
     how many samples failed, up to five of them with their one-line reason, and where the full list is."""
     rows: list[tuple[str, str, str]] = []
-    for name, metric in card["metrics"].items():
-        rows += [(f["sample_id"], name, f["error"]) for f in metric.get("failed", [])]
-        rows += [(sample, name, "missing: no record for this sample") for sample in metric.get("missing", [])]
+    for name, metric in card.metrics.items():
+        rows += [(f.sample_id, name, f.error) for f in metric.failed]
+        rows += [(sample, name, "missing: no record for this sample") for sample in metric.missing or ()]
     path = out_dir / FAILURES_FILE
     if not rows:
         path.unlink(missing_ok=True)
@@ -126,9 +134,9 @@ def finish_run(
     card = _unchanged(scorecard_path, report_path, computed_from)
     kept = card is not None
     if card is not None:
-        print(f"{recipe.name}: nothing changed since the scorecard of {card['provenance']['timestamp']}: "
+        print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
               "scorecard and report kept", flush=True)
-        samples_path = cfg.out_dir / card["samples"]["path"]
+        samples_path = cfg.out_dir / card.samples.path
         if not _holds(samples_path, samples_bytes):  # the file was edited or removed since: put it back
             write_atomic(samples_path, samples_bytes)
     else:
@@ -140,10 +148,10 @@ def finish_run(
             metrics=described, records=records, n_expected=n_expected, provenance=provenance,
             config=cfg.to_json(), timings=dict(timings), extra=dict(extra) if extra else None, derived=derived,
         )
-        card["computed_from"] = computed_from
-        write_atomic(cfg.out_dir / card["samples"]["path"], samples_bytes)
-        if "derived" in card:
-            write_derived(derived, cfg.out_dir / card["derived"]["path"])
+        card = dataclasses.replace(card, computed_from=computed_from)
+        write_atomic(cfg.out_dir / card.samples.path, samples_bytes)
+        if card.derived is not None:
+            write_derived(derived, cfg.out_dir / card.derived.path)
         else:
             (cfg.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
         write_scorecard(card, scorecard_path)
@@ -151,7 +159,7 @@ def finish_run(
     reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
     result = diff(card, reference) if reference is not None else None
     if result is None:
-        exit_code = 0 if card["status"] == "complete" else EXIT_INCOMPLETE
+        exit_code = 0 if card.status == "complete" else EXIT_INCOMPLETE
         message = render_results(card, f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}")
     else:
         exit_code = result.exit_code
@@ -189,7 +197,7 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, samples_bytes: bytes, metrics
     return digest.hexdigest()
 
 
-def _unchanged(scorecard: Path, report: Path, computed_from: str) -> dict[str, Any] | None:
+def _unchanged(scorecard: Path, report: Path, computed_from: str) -> Scorecard | None:
     """The existing scorecard when it is valid and was computed from exactly this, and its report exists."""
     if not (scorecard.is_file() and report.is_file()):
         return None
@@ -197,7 +205,7 @@ def _unchanged(scorecard: Path, report: Path, computed_from: str) -> dict[str, A
         card = load_scorecard(scorecard)
     except ScorecardError:
         return None
-    return card if card.get("computed_from") == computed_from else None
+    return card if card.computed_from == computed_from else None
 
 
 def _holds(path: Path, data: bytes) -> bool:

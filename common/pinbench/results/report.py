@@ -40,8 +40,8 @@ from pinbench.core.reference import (
     diff,
     reference_from_dict,
 )
-from pinbench.core.scorecard import load_scorecard, metric_samples, validate_scorecard
-from pinbench.core.uncertainty import describe, has_interval
+from pinbench.core.scorecard import MetricResult, Scorecard, load_scorecard, metric_samples, validate_scorecard
+from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
     from pinbench.results.compare import Comparison
@@ -80,16 +80,16 @@ def _as_float(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _load_card(card: Path | str | Mapping[str, Any], index: int) -> tuple[dict[str, Any], str]:
-    """The validated scorecard dict and where it came from: its path, or what names an in-memory one."""
-    if not isinstance(card, Mapping):
+def _load_card(card: Path | str | Scorecard, index: int) -> tuple[Scorecard, str]:
+    """The validated scorecard and where it came from: its path, or what names an in-memory one."""
+    if not isinstance(card, Scorecard):
         return load_scorecard(card), str(card)
-    origin = f"scorecard #{index} ({card.get('recipe')} / {card.get('checkpoint')})"
+    origin = f"scorecard #{index} ({card.recipe} / {card.checkpoint})"
     try:
-        validate_scorecard(card)
+        validate_scorecard(card.to_json())
     except ValueError as exc:
         raise ReportError(f"{origin}: {exc}") from None
-    return dict(card), origin
+    return card, origin
 
 
 def as_reference(ref: Reference | Mapping[str, Any], origin: str) -> Reference:
@@ -167,7 +167,7 @@ class Row:
     n_scored: int | None
     n_failed: int | None
     n_missing: int | None
-    interval: Mapping[str, Any] | None
+    interval: Interval | None
     ref: MetricReference | None
     checked: DiffRow | None
     status: str  # PASS | FAIL | MISSING | INCOMPLETE | "" (no reference)
@@ -197,29 +197,29 @@ def _group_of(name: str) -> str:
     return name.rsplit("/", 1)[0] if "/" in name else ""
 
 
-def _row_status(checked: DiffRow | None, metric: Mapping[str, Any]) -> str:
+def _row_status(checked: DiffRow | None, metric: MetricResult) -> str:
     """diff's status, except that a value computed over fewer samples than expected is INCOMPLETE:
     it is shown next to the reference but never judged as if the run were complete."""
     if checked is None:
         return ""
-    if checked.status in ("PASS", "FAIL") and metric["n_scored"] < metric["n_expected"]:
+    if checked.status in ("PASS", "FAIL") and metric.n_scored < metric.n_expected:
         return "INCOMPLETE"
     return checked.status
 
 
-def build_rows(card: Mapping[str, Any], ref: Reference | None, result: DiffResult | None) -> list[Row]:
+def build_rows(card: Scorecard, ref: Reference | None, result: DiffResult | None) -> list[Row]:
     """Scorecard metrics, then reference metrics the scorecard lacks, grouped (:func:`grouped`)."""
-    metrics: Mapping[str, Any] = card["metrics"]
+    metrics = card.metrics
     checked = {row.metric: row for row in result.rows} if result else {}
-    rows = [Row(name=name, group=_group_of(name), measured=_as_float(m["value"]), aggregation=m["aggregation"],
-                n_expected=m["n_expected"], n_scored=m["n_scored"], n_failed=m["n_failed"],
-                n_missing=m["n_missing"], interval=m.get("interval"),
+    rows = [Row(name=name, group=_group_of(name), measured=_as_float(m.value), aggregation=m.aggregation,
+                n_expected=m.n_expected, n_scored=m.n_scored, n_failed=m.n_failed,
+                n_missing=m.n_missing, interval=m.interval,
                 ref=ref.metrics.get(name) if ref else None, checked=checked.get(name),
-                status=_row_status(checked.get(name), m), direction=m["direction"], primary=m["primary"])
+                status=_row_status(checked.get(name), m), direction=m.direction, primary=m.primary)
             for name, m in metrics.items()]
     for name, row in checked.items():
         if name not in metrics and ref is not None:
-            rows.append(Row(name, _group_of(name), None, None, card["samples"]["n_expected"], None, None, None,
+            rows.append(Row(name, _group_of(name), None, None, card.samples.n_expected, None, None, None,
                             None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
                             ref.metrics[name].primary))
     return [row for _, members in grouped(rows) for row in members]
@@ -241,15 +241,15 @@ def _num(value: Any, spec: str = ".6g") -> str:
     return "—" if v is None else format(v, spec)
 
 
-def _interval_note(interval: Mapping[str, Any] | None) -> str:
+def _interval_note(interval: Interval | None) -> str:
     if not has_interval(interval):
         return ""
-    parts = [f"{interval['method']} over {interval['n_units']} {interval['unit']}s",
-             f"{interval['n_resamples']} resamples, seed {interval['seed']}", interval["implementation"]]
-    return "; ".join(parts + ([interval["note"]] if interval.get("note") else []))
+    parts = [f"{interval.method} over {interval.n_units} {interval.unit}s",
+             f"{interval.n_resamples} resamples, seed {interval.seed}", interval.implementation]
+    return "; ".join(parts + ([interval.note] if interval.note else []))
 
 
-def _interval_cell(interval: Mapping[str, Any] | None) -> tuple[str, str]:
+def _interval_cell(interval: Interval | None) -> tuple[str, str]:
     """(cell, hover text): ``[low, high]`` with its method, or ``n/a`` with the reason.
 
     The reason is a sentence; in the cell it would widen the table past the page (or, wrapped, make every
@@ -303,7 +303,7 @@ def _row_view(row: Row) -> dict[str, Any]:
 @dataclass
 class _Section:
     index: int
-    card: dict[str, Any]
+    card: Scorecard
     origin: str
     ref: Reference | None
     samples: list[Any] | None
@@ -316,7 +316,7 @@ class _Section:
 
     @property
     def label(self) -> str:
-        return f"{self.card['recipe']} · {self.card['checkpoint']} · {self.card['mode']}"
+        return f"{self.card.recipe} · {self.card.checkpoint} · {self.card.mode}"
 
 
 class _Figures:
@@ -359,15 +359,15 @@ def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any
     for group, members in grouped([row for row in rows if row.ref is not None]):
         points = []
         for row in members:
-            ref_interval = row.ref.interval if row.ref.interval else None
-            run = ((row.in_tolerances(row.interval["low"]), row.in_tolerances(row.interval["high"]))
+            ref_interval = row.ref.interval
+            run = ((row.in_tolerances(row.interval.low), row.in_tolerances(row.interval.high))
                    if has_interval(row.interval) else None)
             z = row.in_tolerances(row.measured) if row.measured is not None else None
             short = row.name[len(group) + 1:] if group else row.name
             points.append(Deviation(
                 label=short + (" ★" if row.ref.primary else "") + (" ↑" if row.ref.direction == "higher" else " ↓"),
                 status=row.status, z=z, run=run,
-                ref=(row.in_tolerances(ref_interval["low"]), row.in_tolerances(ref_interval["high"]))
+                ref=(row.in_tolerances(ref_interval.low), row.in_tolerances(ref_interval.high))
                 if ref_interval else None,
                 hover=f"{row.name}: {row.status or 'not judged'}"
                       + (f", (value - reference) / tolerance {z:+.3g}" if z is not None and math.isfinite(z) else "")))
@@ -390,12 +390,10 @@ class _RecordIndex:
         self.samples = [r for r in records if not is_derived(r)]
         self.by_id = {record_id(r): r for r in self.samples}
 
-    def of(self, metric: Mapping[str, Any]) -> list[Any]:
-        from pinbench.core.scorecard import DERIVED_RECORDS
-
-        if metric.get("records") == DERIVED_RECORDS:
+    def of(self, metric: MetricResult) -> list[Any]:
+        if metric.reads_derived:
             return self.derived
-        cohort = metric.get("sample_ids")
+        cohort = metric.sample_ids
         if cohort is None:
             return self.samples
         return [self.by_id[i] for i in cohort if i in self.by_id]
@@ -423,7 +421,7 @@ def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, A
     by_name = {row.name: row for row in rows}
     values_of: dict[str, np.ndarray] = {}
     empty = []
-    for name, m in sec.card["metrics"].items():
+    for name, m in sec.card.metrics.items():
         scored, _ = metric_samples(name, m, index.of(m))
         values = np.fromiter((v for v, _ in scored.values()), dtype=np.float64, count=len(scored))
         if values.size == 0:
@@ -446,7 +444,7 @@ def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, A
             short = row.name[len(group) + 1:] if group else row.name
             panels.append({"title": short, "svg": histogram_svg(Distribution(
                 values=values, aggregate=row.measured,
-                interval=(row.interval["low"], row.interval["high"]) if has_interval(row.interval) else None,
+                interval=(row.interval.low, row.interval.high) if has_interval(row.interval) else None,
                 reference=ref.value if ref else None,
                 band=(ref.value - row.bound, ref.value + row.bound) if ref else None), row.name)})
         out.append({"title": group or TOP_LEVEL, "anchor": _anchor(sec, group) + "-dist", "panels": panels,
@@ -459,7 +457,7 @@ def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]]
     per_sample = [e for e in sec.extras if e.sample_id is not None]
     if not per_sample:
         return [], []
-    metrics = sorted(sec.card["metrics"].items(), key=lambda item: not item[1]["primary"])
+    metrics = sorted(sec.card.metrics.items(), key=lambda item: not item[1].primary)
     scored = {name: metric_samples(name, m, sec.samples or [])[0] for name, m in metrics}
     chosen: list[tuple[str, Extra]] = []
     ranked: dict[str, list[tuple[float, Extra]]] = {}
@@ -470,7 +468,7 @@ def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]]
         else:
             ranked.setdefault(owner, []).append((scored[owner][extra.sample_id][0], extra))
     for name, entries in ranked.items():
-        higher = sec.card["metrics"][name]["direction"] == "higher"
+        higher = sec.card.metrics[name].direction == "higher"
         entries.sort(key=lambda item: (item[0] if higher else -item[0], item[1].sample_id))  # worst first
         n_worst = min(N_EXTREMES, len(entries))
         n_best = min(N_EXTREMES, len(entries) - n_worst)
@@ -484,19 +482,19 @@ def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]]
     return views, [e.sample_id for e in per_sample if id(e) not in shown]
 
 
-def _failures(card: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+def _failures(card: Scorecard) -> tuple[list[dict[str, str]], list[str]]:
     """One row per (sample, reason) naming the metrics it cost, failed first then missing, in order."""
-    metrics: Mapping[str, Any] = card["metrics"]
+    metrics = card.metrics
     grouped: dict[tuple[str, str], list[str]] = {}
     for name, m in metrics.items():
-        for failure in m["failed"]:
-            grouped.setdefault((failure["sample_id"], failure["error"]), []).append(name)
+        for failure in m.failed:
+            grouped.setdefault((failure.sample_id, failure.error), []).append(name)
     for name, m in metrics.items():
-        for sample_id in m.get("missing") or []:
+        for sample_id in m.missing or ():
             grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
-    unnamed = [f"{name}: {m['n_missing'] - len(m.get('missing') or [])} sample(s) have no record "
+    unnamed = [f"{name}: {m.n_missing - len(m.missing or ())} sample(s) have no record "
                "(never run, or scored in another shard)"
-               for name, m in metrics.items() if m["n_missing"] - len(m.get("missing") or []) > 0]
+               for name, m in metrics.items() if m.n_missing - len(m.missing or ()) > 0]
     rows = [{"sample_id": sample_id, "error": error,
              "metrics": f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(names)}
             for (sample_id, error), names in grouped.items()]
@@ -523,27 +521,27 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     checked = diff(card, ref) if ref else None
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
-    samples = card["samples"]
+    samples = card.samples
     failures, unnamed = _failures(card)
     view: dict[str, Any] = {
-        "anchor": sec.anchor, "label": sec.label, "status": card["status"],
-        "status_badge": _STATUS_BADGE[card["status"]], "verdict": verdict, "verdict_badge": _VERDICT_BADGE[verdict],
+        "anchor": sec.anchor, "label": sec.label, "status": card.status,
+        "status_badge": _STATUS_BADGE[card.status], "verdict": verdict, "verdict_badge": _VERDICT_BADGE[verdict],
         "status_note": {"partial": " — scores cover only part of the sample set",
-                        "failed": " — nothing was scored"}.get(card["status"], ""),
-        "counts": (f"{samples['n_ok']} of {samples['n_expected']} samples ok, {samples['n_failed']} failed, "
-                   f"{samples['n_missing']} missing"),
-        "status_reasons": card.get("status_reasons") or [], "mode_note": _MODE_NOTES.get(card["mode"]),
-        "summary": {"recipe": card["recipe"], "recipe version": card["recipe_version"],
-                    "checkpoint": card["checkpoint"], "mode": card["mode"], "schema version": card["schema_version"],
+                        "failed": " — nothing was scored"}.get(card.status, ""),
+        "counts": (f"{samples.n_ok} of {samples.n_expected} samples ok, {samples.n_failed} failed, "
+                   f"{samples.n_missing} missing"),
+        "status_reasons": list(card.status_reasons), "mode_note": _MODE_NOTES.get(card.mode),
+        "summary": {"recipe": card.recipe, "recipe version": card.recipe_version,
+                    "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
-                    "samples file": samples["path"]},
+                    "samples file": samples.path},
         "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
         "groups": [{"title": group or TOP_LEVEL, "anchor": _anchor(sec, group), "rows": [_row_view(r) for r in m],
                     "failing": sum(1 for r in m if r.status not in ("PASS", ""))} for group, m in grouped(rows)],
         "primary": [_row_view(row) for row in rows if row.starred],
         "na_reasons": [],
-        "failures": failures, "unnamed": unnamed, "prov": _provenance(card["provenance"]),
-        "details": {key: scrub(card[key]) for key in ("config", "timings", "extra") if card.get(key)},
+        "failures": failures, "unnamed": unnamed, "prov": _provenance(card.provenance),
+        "details": {key: scrub(getattr(card, key)) for key in ("config", "timings", "extra") if getattr(card, key)},
         "distributions": None, "no_values": [],
     }
     view["na_reasons"] = _na_reasons(view["rows"])
@@ -600,7 +598,7 @@ def _comparison_view(k: int, result: Comparison) -> dict[str, Any]:
                   "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
                  for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
     badge_text, badge_class = comparison_badge(result)
-    names = f"{result.b.card['checkpoint']} - {result.a.card['checkpoint']}"
+    names = f"{result.b.card.checkpoint} - {result.a.card.checkpoint}"
     return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
             "names": names,
             "badge_text": badge_text, "badge_class": badge_class,
@@ -639,7 +637,7 @@ def _environment() -> Any:
 
 @announced(lambda scorecards, out_dir, **kw: f"report: {Path(out_dir) / 'index.html'}")
 def write_report(
-    scorecards: Sequence[Path | str | Mapping[str, Any]],
+    scorecards: Sequence[Path | str | Scorecard],
     out_dir: Path,
     *,
     references: Mapping[Any, Any] | None = None,
@@ -650,14 +648,14 @@ def write_report(
 ) -> Path:
     """Write ``out_dir/index.html`` (comparisons first, then one section per scorecard) and its PNGs.
 
-    ``scorecards`` are paths (named in the report) or validated dicts. ``references``, ``samples`` and
+    ``scorecards`` are paths (named in the report) or Scorecards (validated here). ``references``, ``samples`` and
     ``extra_figures`` are keyed by scorecard index or recipe name. All inputs are checked before anything
     is written; returns the path of ``index.html``.
     """
     if not scorecards:
         raise ReportError("write_report: no scorecards given")
     loaded = [_load_card(card, i) for i, card in enumerate(scorecards)]
-    names = [card["recipe"] for card, _ in loaded]
+    names = [card.recipe for card, _ in loaded]
     refs = _per_card(references, names, "references")
     recs = _per_card(samples, names, "samples")
     extras = _per_card(extra_figures, names, "extra_figures")
@@ -666,7 +664,7 @@ def write_report(
                  ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
                  samples=list(recs[i]) if recs[i] is not None else None,
                  extras=_check_extras(extras[i], f"extra_figures for {origin}"),
-                 from_file=not isinstance(scorecards[i], Mapping))
+                 from_file=not isinstance(scorecards[i], Scorecard))
         for i, (card, origin) in enumerate(loaded)
     ]
     figs = _Figures(Path(out_dir))

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.scorecard import load_scorecard
+from pinbench.core.scorecard import MetricResult, load_scorecard
 from pinbench.results.compare import CompareError, Run, compare_runs, load_run
 
 FORMATS = ("markdown", "latex", "csv")
@@ -41,7 +41,7 @@ class TableError(ValueError):
 
 
 @dataclass(frozen=True)
-class MetricResult:
+class RunMetric:
     """What the table shows of one metric of one run."""
 
     value: float | None
@@ -70,28 +70,28 @@ class Column:
     mode: str
     status: str
     status_reasons: list[str]
-    metrics: dict[str, MetricResult]
+    metrics: dict[str, RunMetric]
     paired: Run | None = None
     paired_problem: str | None = None
     label: str = ""
 
 
-def _read_metric(entry: Mapping[str, Any]) -> MetricResult:
-    interval = entry.get("interval") or {}
-    low, high = interval.get("low"), interval.get("high")
-    return MetricResult(value=entry["value"], low=low, high=high,
-                        no_interval=None if low is not None else interval.get("reason", "no interval recorded"),
-                        n_scored=entry["n_scored"], n_expected=entry["n_expected"], n_failed=entry["n_failed"],
-                        direction=entry["direction"], primary=bool(entry["primary"]))
+def _read_metric(entry: MetricResult) -> RunMetric:
+    interval = entry.interval
+    low, high = (interval.low, interval.high) if interval is not None else (None, None)
+    no_interval = "no interval recorded" if interval is None else interval.reason or "no interval recorded"
+    return RunMetric(value=entry.value, low=low, high=high, no_interval=None if low is not None else no_interval,
+                     n_scored=entry.n_scored, n_expected=entry.n_expected, n_failed=entry.n_failed,
+                     direction=entry.direction, primary=entry.primary)
 
 
 def _read_column(path: Path) -> Column:
     scorecard = path / "scorecard.json" if path.is_dir() else path
     card = load_scorecard(scorecard)
-    column = Column(path=scorecard, recipe=card["recipe"], recipe_version=card["recipe_version"],
-                    checkpoint=card["checkpoint"], mode=card["mode"], status=card["status"],
-                    status_reasons=list(card["status_reasons"]),
-                    metrics={name: _read_metric(entry) for name, entry in card["metrics"].items()})
+    column = Column(path=scorecard, recipe=card.recipe, recipe_version=card.recipe_version,
+                    checkpoint=card.checkpoint, mode=card.mode, status=card.status,
+                    status_reasons=list(card.status_reasons),
+                    metrics={name: _read_metric(entry) for name, entry in card.metrics.items()})
     try:
         column.paired = load_run(scorecard)
     except CompareError as exc:
@@ -133,7 +133,7 @@ def load_columns(paths: Sequence[Path | str]) -> list[Column]:
 
 @dataclass
 class Cell:
-    result: MetricResult | None
+    result: RunMetric | None
     best: bool = False
     tied: bool = False
     notes: list[int] = field(default_factory=list)  # footnote numbers
@@ -257,7 +257,7 @@ def _number(value: float, digits: int) -> str:
     return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text  # no "-0.000"
 
 
-def _spread(result: MetricResult, digits: int, style: str) -> tuple[str, str] | None:
+def _spread(result: RunMetric, digits: int, style: str) -> tuple[str, str] | None:
     """(kind, text): ``("pm", "0.013")``, ``("asym", "+0.013/-0.010")`` or ``("range", "[0.899, 0.925]")``."""
     if result.low is None or result.high is None or result.value is None:
         return None

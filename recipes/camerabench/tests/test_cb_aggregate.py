@@ -88,21 +88,21 @@ def test_scorecard_metrics_from_the_records(fx) -> None:
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
                            metrics=_declared(data), records=list(samples.values()), n_expected=len(tasks),
                            provenance={}, config={}, timings={}, derived=groups)
-    m = card["metrics"]
-    assert card["status"] == "complete"
-    assert card["samples"]["n_expected"] == 20 and card["derived"]["n_records"] == len(groups) == 7  # 3+2+1+1
-    assert m["binary/overall_average_precision"]["value"] == pytest.approx(float(Fraction(13, 36)))
-    assert m["binary/overall_average_precision"]["n_expected"] == 3
-    assert m["binary/Pan_Left/roc_auc"]["value"] == pytest.approx(0.625)
-    assert m["vqa/overall_question_acc"]["value"] == pytest.approx(5 / 8)
-    assert m["retrieval/overall_image"]["value"] == pytest.approx(7 / 12)
-    assert m["retrieval/skill_based_text"]["value"] == pytest.approx(1 / 3)
-    assert m["retrieval/caption_based_group"]["value"] == pytest.approx(1 / 2)
-    assert m["caption/word_f1"]["n_expected"] == 3
+    m = card.metrics
+    assert card.status == "complete"
+    assert card.samples.n_expected == 20 and card.derived.n_records == len(groups) == 7  # 3+2+1+1
+    assert m["binary/overall_average_precision"].value == pytest.approx(float(Fraction(13, 36)))
+    assert m["binary/overall_average_precision"].n_expected == 3
+    assert m["binary/Pan_Left/roc_auc"].value == pytest.approx(0.625)
+    assert m["vqa/overall_question_acc"].value == pytest.approx(5 / 8)
+    assert m["retrieval/overall_image"].value == pytest.approx(7 / 12)
+    assert m["retrieval/skill_based_text"].value == pytest.approx(1 / 3)
+    assert m["retrieval/caption_based_group"].value == pytest.approx(1 / 2)
+    assert m["caption/word_f1"].n_expected == 3
     assert "caption/gen_match" not in m
-    assert m["camerabench_average"]["value"] == pytest.approx(
+    assert m["camerabench_average"].value == pytest.approx(
         groups[-1].result["camerabench_average"])
-    assert m["binary/overall_average_precision"]["records"] == "derived" and "records" not in m["caption/word_f1"]
+    assert m["binary/overall_average_precision"].records == "derived" and m["caption/word_f1"].records is None
 
 
 def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) -> None:
@@ -121,10 +121,10 @@ def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) ->
     card = build_scorecard(recipe="camerabench", recipe_version="0", checkpoint="fixture", mode="fixture",
                            metrics=_declared(data), records=list(samples.values()), n_expected=len(samples),
                            provenance={}, config={}, timings={}, derived=list(groups.values()))
-    overall = card["metrics"]["binary/overall_average_precision"]
-    assert card["status"] == "partial"
-    assert (overall["n_scored"], overall["n_failed"]) == (2, 1)
-    assert overall["failed"][0]["sample_id"] == "binary_split__Move_In"
+    overall = card.metrics["binary/overall_average_precision"]
+    assert card.status == "partial"
+    assert (overall.n_scored, overall.n_failed) == (2, 1)
+    assert overall.failed[0].sample_id == "binary_split__Move_In"
 
 
 def test_a_sample_without_any_output_is_missing_by_name(fx) -> None:

@@ -1,4 +1,5 @@
-"""Split AP and ROC AUC: hand-computed cases (ties, single class, non-finite) and an independent reference."""
+"""Split AP and ROC AUC: hand-computed cases (ties, single class, non-finite), an independent reference, and
+scikit-learn's own functions (what upstream calls), equal to the bit."""
 
 from __future__ import annotations
 
@@ -67,6 +68,27 @@ def test_matches_written_out_formulas_on_tie_heavy_data(seed: int) -> None:
     assert m["average_precision"] == pytest.approx(_reference_ap(labels, scores), abs=1e-12)
     assert m["roc_auc"] == pytest.approx(_reference_auc(labels, scores), abs=1e-12)
     assert (m["num_samples"], m["num_positive"]) == (300, int(labels.sum()))
+
+
+@pytest.mark.parametrize("case", ["ties", "saturated", "distinct", "two", "one positive", "extreme"])
+@pytest.mark.parametrize("seed", range(20))
+def test_equals_scikit_learn_to_the_bit(case: str, seed: int) -> None:
+    """The recipe computes AP and AUC itself (scikit-learn's import costs more than the run); the value must be the
+    float upstream's scikit-learn call returns, not one close to it."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    n = {"two": 2, "extreme": 2000}.get(case, int(rng.integers(3, 1500)))
+    labels = rng.integers(0, 2, n)
+    labels[:2] = (0, 1)
+    if case == "one positive":
+        labels[:] = 0
+        labels[rng.integers(n)] = 1
+    scores = {"ties": np.round(rng.random(n), 2), "saturated": np.minimum(1.0, rng.random(n) * 1.5),
+              "extreme": np.where(rng.random(n) < 0.3, -1e10, rng.random(n) * 1e-300)}.get(case, rng.random(n))
+    m = split_metrics(labels.tolist(), scores.tolist())
+    assert m["average_precision"] == average_precision_score(labels, scores)
+    assert m["roc_auc"] == roc_auc_score(labels, scores)
 
 
 def test_bad_input_is_refused() -> None:

@@ -9,7 +9,7 @@ import pytest
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE, EXIT_PASS, MetricReference, Reference, Tolerance, diff
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import build_scorecard
+from pinbench.core.scorecard import Failure, Scorecard, build_scorecard
 from pinbench_recipes.mind.layout import SampleKey
 from pinbench_recipes.mind.scoring import SUITE_ID, cross_check_summary, metric_specs, suite_record, suite_result
 
@@ -45,7 +45,7 @@ def _record(sample_id: str, result: dict | None, error: str | None = None) -> Sa
     return SampleRecord(sample_id, "ok" if result is not None else "failed", result, error, "0" * 64, 0.0)
 
 
-def _card(records: list[SampleRecord]) -> dict:
+def _card(records: list[SampleRecord]) -> Scorecard:
     recipe = get_recipe("mind")
     specs = [s.with_info(recipe.metric_info(s.name)) for s in metric_specs(KEYS[:2], ("lcm",), native=False)]
     return build_scorecard(recipe="mind", recipe_version="1.0.0", checkpoint="model", mode="full", metrics=specs,
@@ -56,11 +56,11 @@ def _card(records: list[SampleRecord]) -> dict:
 def test_the_suite_is_a_derived_record_over_every_planned_sample() -> None:
     value = {"lcm_mse": 0.1, "lcm_psnr": 20.0, "lcm_ssim": 0.5, "lcm_lpips": 0.3}
     card = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", {**value, "lcm_mse": 0.3})])
-    assert card["samples"]["n_expected"] == 2 and card["derived"]["n_records"] == 1   # 2 samples, not 3
-    assert card["metrics"]["1st_data/mem_test/lcm_mse"]["n_expected"] == 2
-    average = card["metrics"]["mind_average"]
-    assert average["records"] == "derived" and (average["n_expected"], average["n_scored"]) == (1, 1)
-    assert average["value"] == pytest.approx(suite_result([value, {**value, "lcm_mse": 0.3}])["mind_average"])
+    assert card.samples.n_expected == 2 and card.derived.n_records == 1   # 2 samples, not 3
+    assert card.metrics["1st_data/mem_test/lcm_mse"].n_expected == 2
+    average = card.metrics["mind_average"]
+    assert average.records == "derived" and (average.n_expected, average.n_scored) == (1, 1)
+    assert average.value == pytest.approx(suite_result([value, {**value, "lcm_mse": 0.3}])["mind_average"])
     record = suite_record([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", None, "OOM")])
     assert record.members == ("1st_data.mem_test.a", "1st_data.mem_test.b") and record.n_members_ok == 1
 
@@ -73,19 +73,18 @@ def test_partial_run_guard(tmp_path: Path) -> None:
                           metrics={"1st_data/mem_test/lcm_mse": MetricReference(0.1, "lower", Tolerance(abs=0.01))})
 
     complete = _card([_record("1st_data.mem_test.a", value), _record("1st_data.mem_test.b", value)])
-    assert complete["status"] == "complete" and diff(complete, reference).exit_code == EXIT_PASS
+    assert complete.status == "complete" and diff(complete, reference).exit_code == EXIT_PASS
 
     failed = _card([_record("1st_data.mem_test.a", value),
                     _record("1st_data.mem_test.b", None, "SampleFailure: process.py gave up after 4 attempts: OOM")])
-    metric = failed["metrics"]["1st_data/mem_test/lcm_mse"]
-    assert failed["status"] == "partial" and metric["n_scored"] == 1 and metric["n_failed"] == 1
-    assert metric["failed"] == [{"sample_id": "1st_data.mem_test.b",
-                                 "error": "SampleFailure: process.py gave up after 4 attempts: OOM"}]
+    metric = failed.metrics["1st_data/mem_test/lcm_mse"]
+    assert failed.status == "partial" and metric.n_scored == 1 and metric.n_failed == 1
+    assert metric.failed == (Failure("1st_data.mem_test.b", "SampleFailure: process.py gave up after 4 attempts: OOM"),)
     assert diff(failed, reference).exit_code == EXIT_INCOMPLETE
 
     missing = _card([_record("1st_data.mem_test.a", value)])
-    assert missing["status"] == "partial"
-    assert missing["metrics"]["1st_data/mem_test/lcm_mse"]["missing"] == ["1st_data.mem_test.b"]
+    assert missing.status == "partial"
+    assert missing.metrics["1st_data/mem_test/lcm_mse"].missing == ("1st_data.mem_test.b",)
     assert diff(missing, reference).exit_code == EXIT_INCOMPLETE
 
 

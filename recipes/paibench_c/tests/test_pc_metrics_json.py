@@ -77,12 +77,12 @@ def test_a_dropped_task_makes_the_scorecard_partial(metrics_file: Path) -> None:
                                     for s in metric_specs(["edge"], native=False)],
                            records=records, n_expected=4,
                            provenance={}, config={}, timings={})
-    f1 = card["metrics"]["edge/canny_f1_score"]
-    assert (f1["n_expected"], f1["n_scored"], f1["n_failed"]) == (4, 2, 2)
-    assert f1["value"] == pytest.approx(0.5)
-    assert card["status"] == "partial"
-    assert any("edge/canny_f1_score: 2/4 scored" in r for r in card["status_reasons"])
-    failed = {f["sample_id"] for f in f1["failed"]}
+    f1 = card.metrics["edge/canny_f1_score"]
+    assert (f1.n_expected, f1.n_scored, f1.n_failed) == (4, 2, 2)
+    assert f1.value == pytest.approx(0.5)
+    assert card.status == "partial"
+    assert any("edge/canny_f1_score: 2/4 scored" in r for r in card.status_reasons)
+    failed = {f.sample_id for f in f1.failed}
     assert failed == {"task_0001", "task_0003"}
     missing_reason = records[3].result["errors"]["edge"]
     assert "not in metrics.json" in missing_reason
