@@ -129,7 +129,7 @@ def test_the_checks_see_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> 
 
 
 RECIPES = ROOT.parent.parent / "recipes"
-STORE_CALLS = ("run_samples", "merge_samples", "pending_tasks", "StageLog", "generate_and_record", "run_native",
+STORE_CALLS = ("run_samples", "merge_samples", "pending_tasks", "StepLog", "generate_and_record", "run_native",
                "score_in_workers")
 
 

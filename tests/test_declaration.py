@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.core.config import RecipeError
 from pinbench.core.metricinfo import MetricInfo, Tolerance, match_metric
+from pinbench.core.options import OptionValues
 from pinbench.core.recipe import DeclarationError, available_recipes, get_recipe, load_declaration
 from pinbench.core.runner import Shard
 
@@ -83,12 +86,13 @@ def test_every_installed_recipe_declares_what_it_reports() -> None:
 def test_options_come_from_the_command_line_then_the_environment_then_the_default(tmp_path: Path) -> None:
     toy = toy_recipe(tmp_path)
     parsed = toy.parse_options({}, env={})
-    assert parsed.values == {"mode": "fast", "videos": None, "n": None}
+    assert parsed.values == OptionValues({"mode": "fast", "videos": None, "n": None})
     assert parsed.sources == {"mode": "default", "videos": "default", "n": "default"}
     parsed = toy.parse_options({"n": "3"}, env={"TOY_MODE": "slow", "TOY_VIDEOS": "~/v"})
-    assert parsed.values == {"mode": "slow", "videos": Path("~/v").expanduser(), "n": 3}
+    assert parsed.values == OptionValues({"mode": "slow", "videos": Path("~/v").expanduser(), "n": 3})
+    assert (parsed.values.mode, parsed.values.videos, parsed.values.n) == ("slow", Path("~/v").expanduser(), 3)
     assert parsed.sources == {"mode": "env", "videos": "env", "n": "cli"}
-    assert toy.parse_options({"mode": "fast"}, env={"TOY_MODE": "slow"}).values["mode"] == "fast"
+    assert toy.parse_options({"mode": "fast"}, env={"TOY_MODE": "slow"}).values.mode == "fast"
 
 
 @pytest.mark.parametrize(("given", "env", "message"), [
@@ -113,7 +117,7 @@ def test_a_non_finite_number_option_is_refused(tmp_path: Path, raw: str) -> None
     assert str(info.value) == f"-o scale: {raw!r} is not finite"
     with pytest.raises(RecipeError, match=r"^\$TOY_SCALE \(option scale\): .* is not finite$"):
         toy.parse_options({}, env={"TOY_SCALE": raw})
-    assert toy.parse_options({"scale": "2.5"}, env={}).values["scale"] == 2.5
+    assert toy.parse_options({"scale": "2.5"}, env={}).values.scale == 2.5
 
 
 def test_a_required_option_is_required_except_in_fixture_mode() -> None:
@@ -121,8 +125,8 @@ def test_a_required_option_is_required_except_in_fixture_mode() -> None:
     with pytest.raises(RecipeError, match=r"option videos is required \(-o videos=\.\.\. or \$PINBENCH_DD_VIDEOS\)"):
         recipe.parse_options({}, env={})
     fixture = recipe.parse_options({}, env={}, fixture=True)
-    assert fixture.values["flow"] == "farneback" and fixture.sources["flow"] == "fixture_default"
-    assert recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}).values["flow"] == "raft"
+    assert fixture.values.flow == "farneback" and fixture.sources["flow"] == "fixture_default"
+    assert recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}).values.flow == "raft"
 
 
 def test_an_option_the_fixture_does_not_use_is_refused_there_never_ignored() -> None:
@@ -133,18 +137,80 @@ def test_an_option_the_fixture_does_not_use_is_refused_there_never_ignored() -> 
     with pytest.raises(RecipeError, match=r"^\$PINBENCH_DD_VIDEOS \(option videos\) does not apply .*unset it$"):
         recipe.parse_options({}, env={"PINBENCH_DD_VIDEOS": "/v"}, fixture=True)
     # options the fixture uses are honoured there; the same option is fine outside fixture mode
-    assert recipe.parse_options({"decoder": "opencv"}, env={}, fixture=True).values["decoder"] == "opencv"
-    assert recipe.parse_options({"videos": "/v"}, env={}).values["videos"] == Path("/v")
+    assert recipe.parse_options({"decoder": "opencv"}, env={}, fixture=True).values.decoder == "opencv"
+    assert recipe.parse_options({"videos": "/v"}, env={}).values.videos == Path("/v")
     assert "(not used by --fixture)" in recipe.options["videos"].describe_default()
 
 
 def test_list_and_bool_options_are_typed() -> None:
     recipe = get_recipe("paibench-c")
     values = recipe.parse_options({"modalities": "seg, edge,seg", "native": "off"}, env={}).values
-    assert values["modalities"] == ["seg", "edge"] and values["native"] is False
-    assert recipe.options["modalities"].format(values["modalities"]) == "seg,edge"
+    assert values.modalities == ("seg", "edge") and values.native is False
+    assert recipe.options["modalities"].format(values.modalities) == "seg,edge"
     with pytest.raises(RecipeError, match="-o native: 'maybe' is not a boolean"):
         recipe.parse_options({"native": "maybe"}, env={})
+
+
+def test_option_values_are_read_only_attributes_named_by_the_declaration(tmp_path: Path) -> None:
+    values = toy_recipe(tmp_path).parse_options({"n": "2"}, env={}).values
+    with pytest.raises(AttributeError, match="option values are read-only"):
+        values.n = 3
+    with pytest.raises(AttributeError, match=r"no option 'count' is declared \(declared: mode, videos, n\)"):
+        _ = values.count
+    assert values.to_json() == {"mode": "fast", "videos": None, "n": 2}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("abc", "-o sha: 'abc' does not match [0-9a-f]{64} (a SHA-256)"),
+    ("A" * 64, "-o sha: 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' does not match"),
+    ("a" * 64 + "0", "-o sha: '" + "a" * 64 + "0' does not match"),  # the whole value, not a prefix
+])
+def test_a_pattern_option_must_match_as_a_whole(tmp_path: Path, value: str, message: str) -> None:
+    toy = toy_recipe(tmp_path, options={"sha": {"type": "str", "pattern": "[0-9a-f]{64}", "help": "a SHA-256"}})
+    assert toy.parse_options({"sha": "a" * 64}, env={}).values.sha == "a" * 64
+    assert toy.options["sha"].describe_type(quote="`") == "str matching `[0-9a-f]{64}`"  # the README tables
+    with pytest.raises(RecipeError) as info:
+        toy.parse_options({"sha": value}, env={})
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_a_list_with_an_all_alias_chooses_every_choice_in_their_order(tmp_path: Path) -> None:
+    toy = toy_recipe(tmp_path, options={"parts": {"type": "list", "choices": ["a", "b", "c"], "all_alias": True,
+                                                  "default": ["b"], "env": "TOY_PARTS", "help": "parts"}})
+    assert toy.parse_options({}, env={}).values.parts == ("b",)
+    assert toy.options["parts"].describe_type("|") == "list: a|b|c|all"  # run --help
+    assert toy.parse_options({}, env={"TOY_PARTS": "all"}).values.parts == ("a", "b", "c")
+    assert toy.parse_options({"parts": "c,a"}, env={}).values.parts == ("c", "a")
+    with pytest.raises(RecipeError) as info:
+        toy.parse_options({"parts": "d"}, env={})
+    assert str(info.value) == "-o parts: 'd' not in a, b, c or 'all'"
+    with pytest.raises(RecipeError, match="'all' not in a, b, c or 'all'"):  # all is the whole value, or nothing
+        toy.parse_options({"parts": "a,all"}, env={})
+
+
+def test_cpu_count_is_the_default_rule_of_an_int_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toy = toy_recipe(tmp_path, options={"workers": {"type": "int", "default": "cpu_count", "minimum": 1,
+                                                    "help": "processes"}})
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    assert toy.parse_options({}, env={}).values.workers == 7
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one
+    assert toy.parse_options({}, env={}).values.workers == 1
+    assert toy.parse_options({"workers": "3"}, env={}).values.workers == 3
+    assert toy.options["workers"].describe_default() == "cpu_count"
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"type": "int", "pattern": "[0-9]+"}, "option x: pattern applies to type str, not int"),
+    ({"type": "str", "pattern": "(unclosed"}, "option x: pattern '(unclosed' is not a regular expression"),
+    ({"type": "list", "all_alias": True}, "option x: all_alias applies to a list with choices"),
+    ({"type": "str", "default": "cpu_count"}, "option x: default cpu_count applies to type int, not str"),
+    ({"type": "str", "pattern": "[a-z]+", "default": "X1"}, "default of option x: 'X1' does not match [a-z]+"),
+    ({"type": "list", "choices": ["a"], "all_alias": "yes"}, "$.options.x.all_alias"),  # the schema's types
+    ({"type": "str", "pattern": ""}, "$.options.x.pattern"),
+])
+def test_a_bad_new_declaration_field_is_refused(tmp_path: Path, spec: dict, message: str) -> None:
+    with pytest.raises(DeclarationError, match=re.escape(message)):
+        toy_recipe(tmp_path, options={"x": {**spec, "help": "x"}})
 
 
 # ---------------------------------------------------------------------------------------------- flags

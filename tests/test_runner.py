@@ -408,7 +408,7 @@ def test_progress_bar_shows_counts_on_a_terminal(tmp_path: Path) -> None:
     tasks = make_tasks(4)
     run_samples(tasks[:2], CountingFn(), tmp_path, progress=False)
     console = Console(file=io.StringIO(), force_terminal=True, width=160, record=True)
-    run_samples(tasks, CountingFn(fail_ids={"s03"}), tmp_path, stage="generate", console=console)
+    run_samples(tasks, CountingFn(fail_ids={"s03"}), tmp_path, step="generate", console=console)
     text = console.export_text()
     assert "generate" in text and "ETA" in text
     assert "generate (done 1, reused 2, failed 1)" in text and "2/2" in text  # computed samples; reused apart
@@ -487,7 +487,7 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, monkeypatch: p
     stream = io.StringIO()
     console = Console(file=stream, force_terminal=False, width=200)
     tasks = [{"sample_id": f"s{i}"} for i in range(3)]
-    run_samples(tasks, lambda task: {"v": 1}, tmp_path, console=console, stage="score")
+    run_samples(tasks, lambda task: {"v": 1}, tmp_path, console=console, step="score")
     lines = stream.getvalue().splitlines()
     assert any("computed (" in line and "(done " in line and "elapsed" in line for line in lines)
     assert lines[-1].startswith("score: 3 samples: 3 done, 0 reused, 0 failed")

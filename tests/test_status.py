@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.core.runner import Shard, StageLog, run_samples
+from pinbench.core.runner import Shard, StepLog, run_samples
 from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
@@ -193,10 +193,10 @@ def test_without_slurm_clients_status_says_so_and_submit_refuses(tmp_path: Path,
     assert slurm.missing_client() == "sbatch, scontrol, scancel not found on PATH (run this on a Slurm login node)"
 
 
-def test_a_stage_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path) -> None:
+def test_a_step_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path) -> None:
     """CameraBench's Script 1 runs into script1/: its manifests and records sit there."""
     run_samples(TASKS, _square, tmp_path / "script1", shard=Shard(0, 2), progress=False)
-    run_samples(TASKS[:1], _square, tmp_path, progress=False)  # an unsharded stage at the top (another layout)
+    run_samples(TASKS[:1], _square, tmp_path, progress=False)  # an unsharded step at the top (another layout)
     status = run_status(tmp_path, ask_slurm=False)  # no submission: the newest layout, the 0-of-1 one
     assert len(status.shards) == 1 and status.n_tasks == 1
     append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
@@ -208,17 +208,17 @@ def test_a_stage_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Pat
     assert shards[1].pending == ["s1", "s3", "s5"]
 
 
-# ------------------------------------------------------- a stage recorded outside run_samples (StageLog)
+# ------------------------------------------------------- a step recorded outside run_samples (StepLog)
 
 GROUPED = [{"sample_id": f"{m}.t{j}", "m": m, "j": j} for m in ("a", "b") for j in range(3)]
 UNITS = [task["j"] for task in GROUPED]  # a task's samples of every modality belong to one shard
 
 
-def test_a_stage_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) -> None:
-    stage = StageLog(GROUPED, tmp_path / "gen", stage="generate", shard=Shard(0, 2), units=UNITS)
-    assert [t["sample_id"] for t in stage.mine] == ["a.t0", "a.t2", "b.t0", "b.t2"]
-    stage.record("a.t0", {"sha256": "0" * 64})
-    stage.record("a.t2", None, error="generation failed:\n no output")
+def test_a_step_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) -> None:
+    log = StepLog(GROUPED, tmp_path / "gen", step="generate", shard=Shard(0, 2), units=UNITS)
+    assert [t["sample_id"] for t in log.mine] == ["a.t0", "a.t2", "b.t0", "b.t2"]
+    log.record("a.t0", {"sha256": "0" * 64})
+    log.record("a.t2", None, error="generation failed:\n no output")
     status = run_status(tmp_path, ask_slurm=False)                  # running: two recorded, the rest pending
     first, second = status.shards
     assert (first.done, first.failed, first.pending) == (["a.t0"], [("a.t2", "generation failed: no output")],
@@ -226,36 +226,36 @@ def test_a_stage_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) 
     assert (first.started, first.finished, second.started, second.pending) == (True, False, False,
                                                                                 ["a.t1", "b.t1"])
     with pytest.raises(ValueError, match=r"2 sample\(s\) of this shard never recorded \(e.g. 'b.t0'\)"):
-        stage.finish()
-    stage.record("b.t0", {"sha256": "1" * 64}, reused=True)
-    stage.record("b.t2", {"sha256": "2" * 64}, seconds=3.5)
-    summary = stage.finish()
+        log.finish()
+    log.record("b.t0", {"sha256": "1" * 64}, reused=True)
+    log.record("b.t2", {"sha256": "2" * 64}, seconds=3.5)
+    summary = log.finish()
     assert (summary.n_total, summary.n_done, summary.n_reused, summary.n_failed) == (4, 2, 1, 1)
     manifest = read_manifests(tmp_path)[0]
     assert manifest.finished and manifest.summary == {"total": 4, "done": 2, "reused": 1, "failed": 1}
     assert manifest.units == tuple(UNITS) and manifest.owned(1) == [1, 4]
 
 
-def test_a_stage_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    stage = StageLog(GROUPED, tmp_path, stage="generate", shard=Shard(1, 2), units=UNITS)
+def test_a_step_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = StepLog(GROUPED, tmp_path, step="generate", shard=Shard(1, 2), units=UNITS)
     with pytest.raises(ValueError, match="'a.t0' is not one of this shard's tasks"):
-        stage.record("a.t0", {"sha256": "0" * 64})
+        log.record("a.t0", {"sha256": "0" * 64})
     with pytest.raises(ValueError, match="a result or an error, not both or neither"):
-        stage.record("a.t1", {"x": 1}, error="no")
+        log.record("a.t1", {"x": 1}, error="no")
     with pytest.raises(ValueError, match="a result or an error, not both or neither"):
-        stage.record("a.t1", None)
+        log.record("a.t1", None)
     monkeypatch.setenv("HF_TOKEN", "hf_secretsecretsecret")
-    record = stage.record("a.t1", None, error="fetch with hf_secretsecretsecret failed")
+    record = log.record("a.t1", None, error="fetch with hf_secretsecretsecret failed")
     assert record.error == "fetch with *** failed"
     assert "secret" not in (tmp_path / "samples" / "shard-1-of-2.jsonl").read_text()
-    assert stage.record("b.t1", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
+    assert log.record("b.t1", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
     for units in ([0, 1], [0, 1, 2, 0, 1, -1], [0, 1, 2, 0, 1, True]):
         with pytest.raises(ValueError, match="units:"):
-            StageLog(GROUPED, tmp_path / "x", stage="generate", units=units)
+            StepLog(GROUPED, tmp_path / "x", step="generate", units=units)
 
 
 def test_a_manifest_with_a_bad_unit_is_named(tmp_path: Path) -> None:
-    StageLog(GROUPED, tmp_path, stage="generate", shard=Shard(0, 2), units=UNITS)
+    StepLog(GROUPED, tmp_path, step="generate", shard=Shard(0, 2), units=UNITS)
     path = tmp_path / "shards" / "0-of-2.json"
     data = json.loads(path.read_text())
     data["samples"][3]["unit"] = "3"

@@ -1,4 +1,4 @@
-"""The shared watcher of subprocess stages, and the failed-samples summary every run ends with."""
+"""The shared watcher of subprocess steps, and the failed-samples summary every run ends with."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_on_a_terminal_the_progress_is_a_rich_bar(tmp_path: Path, monkeypatch) -
     assert "tasks (100%)" not in text                                        # no plain log lines on a terminal
 
 
-def test_a_failed_stage_prints_the_last_log_lines_redacted(tmp_path: Path, monkeypatch) -> None:
+def test_a_failed_step_prints_the_last_log_lines_redacted(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     out = io.StringIO()
     log = tmp_path / "evaluator.log"
@@ -99,7 +99,7 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     assert not path.exists()                                            # a clean rerun removes the stale list
 
 
-def test_one_progress_display_for_samples_and_watched_stages() -> None:
+def test_one_progress_display_for_samples_and_watched_steps() -> None:
     """The runner and the watcher draw through one Progress: the same line, counters and ETA either way."""
     from pinbench.core.progress import Progress
 

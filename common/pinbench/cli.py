@@ -105,7 +105,7 @@ def describe_options(recipe: Recipe) -> list[str]:
     if not recipe.options:
         lines.append("options: none")
     for name, spec in recipe.options.items():
-        kind = spec.type if not spec.choices else f"{spec.type}: {'|'.join(spec.choices)}"
+        kind = spec.describe_type("|")
         env = f" [${spec.env}]" if spec.env else ""
         lines.append(f"  -o {name}=<{kind}>  default {spec.describe_default()}{env}")
         lines.append(f"      {spec.help}")

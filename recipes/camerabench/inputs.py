@@ -65,7 +65,7 @@ def input_error(exc: Exception) -> RecipeError:
 
 def script1_model(cfg: RunConfig) -> Script1Model | None:
     """The model Script 1 runs, or None for score-only and fixture runs; RecipeError when there is none."""
-    if cfg.fixture or cfg.options.get("scores") is not None:
+    if cfg.fixture or cfg.options.scores is not None:
         return None
     model = SCRIPT1_CHECKPOINTS.get(cfg.checkpoint)
     if model is None:
@@ -79,7 +79,7 @@ def data_dir(cfg: RunConfig, *, download: bool) -> Path:
     """The pinned data directory: a local copy (checked), else the cache (fetched when ``download``)."""
     manifest = data_files.load_manifest()
     try:
-        local = cfg.options.get("data")
+        local = cfg.options.data
         if local is not None:
             _verified(str(local), manifest.commit, tree_fingerprint(Path(local), mtimes=True))
             return Path(local)
@@ -108,7 +108,7 @@ def load_data(cfg: RunConfig, root: Path, *, official: bool) -> CameraBenchData:
 
     Read once per process while the files stay as they are (``pinbench run`` reads it in its doctor, then runs)."""
     try:
-        data = _dataset(str(root), tuple(cfg.options["families"]), tree_fingerprint(root, mtimes=True))
+        data = _dataset(str(root), cfg.options.families, tree_fingerprint(root, mtimes=True))
     except DatasetError as exc:
         raise input_error(exc) from None
     if official:
@@ -161,7 +161,7 @@ def model_dirs(model: Script1Model, *, download: bool) -> tuple[Path, Path]:
 def video_set(cfg: RunConfig, data: CameraBenchData, *, download: bool) -> VideoSet:
     """Every video the loaded samples need, found by name (local folder, or the pinned dataset snapshot)."""
     try:
-        local = cfg.options.get("videos")
+        local = cfg.options.videos
         if local is not None:
             return locate_videos(Path(local), data.video_names())
         pin = videos_pin(pins(), data)

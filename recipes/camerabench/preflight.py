@@ -42,7 +42,7 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
 
 def _data(cfg: RunConfig, findings: list[Finding]) -> CameraBenchData | None:
     """The pinned data as the run loads it (manifest, then the official counts); None after a problem."""
-    local = cfg.options.get("data")
+    local = cfg.options.data
     where = ("inputs", "") if local is not None else ("cache", DATA_SUBJECT)
     try:
         root = inputs.data_dir(cfg, download=False)
@@ -57,9 +57,9 @@ def _data(cfg: RunConfig, findings: list[Finding]) -> CameraBenchData | None:
 
 def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
     """The score files read as the run reads them; samples of this run without a row, or with an error, named."""
-    folder = Path(cfg.options["scores"])
+    folder = Path(cfg.options.scores)
     try:
-        outputs = inputs.score_outputs(folder, whole, cfg.options["families"])
+        outputs = inputs.score_outputs(folder, whole, cfg.options.families)
     except ScoreFileError as exc:
         return [problem("inputs", str(inputs.input_error(exc)))]
     data = inputs.run_subset(cfg, whole)
@@ -77,7 +77,7 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
 
 def _videos(cfg: RunConfig, pins: Pins, data: CameraBenchData) -> Finding:
     """Every video the run's samples name: the local folder, or the pinned snapshot narrowed to them."""
-    local = cfg.options.get("videos")
+    local = cfg.options.videos
     if local is None:
         return hf_finding(inputs.VIDEOS_PIN, inputs.videos_pin(pins, data))
     try:

@@ -45,7 +45,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     if cfg.fixture:
         data_root, score_dir = fixture.write_fixture(cfg.out_dir / "fixture_data")
     else:
-        data_root, score_dir = inputs.data_dir(cfg, download=False), cfg.options.get("scores")
+        data_root, score_dir = inputs.data_dir(cfg, download=False), cfg.options.scores
     whole = inputs.load_data(cfg, data_root, official=not cfg.fixture)
     data = inputs.run_subset(cfg, whole)
     judge = _judge(cfg, data)
@@ -56,7 +56,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     script1_summary = None
     if model is None:
         try:
-            outputs = inputs.score_outputs(score_dir, whole, cfg.options["families"])  # files hold every sample
+            outputs = inputs.score_outputs(score_dir, whole, cfg.options.families)  # files hold every sample
         except ScoreFileError as exc:
             raise inputs.input_error(exc) from None
         script1_info: dict[str, Any] = {"source": "official score files", "folder": str(score_dir)}
@@ -72,7 +72,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     summary = None
     if not cfg.skip_scoring:
         summary = run_samples(tasks, partial(score_sample, judge=judge), cfg.out_dir, shard=cfg.shard,
-                              implementation=cfg.implementation, stage="script 2")
+                              implementation=cfg.implementation, step="script 2")
     samples = collect_records(cfg, tasks, summary)
     timings["script2"] = time.perf_counter() - started
 
@@ -102,7 +102,7 @@ def run(cfg: RunConfig) -> RunOutcome:
 
 
 def _judge(cfg: RunConfig, data: CameraBenchData) -> CaptionJudge | None:
-    if not cfg.options["gpt_judge"]:
+    if not cfg.options.gpt_judge:
         return None
     if not data.captions:
         raise RecipeError("camerabench: -o gpt_judge=1 judges captions; add caption to -o families")
@@ -121,8 +121,8 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
     weights, processor = inputs.model_dirs(model, download=False)
     videos = inputs.video_set(cfg, data, download=False)
     pins = inputs.pins().huggingface
-    settings = ScorerSettings(weights, processor, attn_implementation=cfg.options["attn"],
-                              processor_fps=cfg.options["processor_fps"])
+    settings = ScorerSettings(weights, processor, attn_implementation=cfg.options.attn,
+                              processor_fps=cfg.options.processor_fps)
     described = {"weights": pins[model.weights_pin].label, "processor": pins[inputs.PROCESSOR_PIN].label,
                  "attn_implementation": settings.attn_implementation, "dtype": settings.dtype,
                  "processor_fps": settings.processor_fps, "recipe_version": version}
@@ -143,7 +143,7 @@ def _script1(cfg: RunConfig, version: str, model: inputs.Script1Model,
     if not cfg.skip_generation:
         summary = run_samples(tasks, Script1(load, videos), folder, shard=cfg.shard, implementation=cfg.implementation,
                               validate=has_output,
-                              stage="script 1")
+                              step="script 1")
     if cfg.shard is not None:  # the caller stops here; gathering every shard's outputs is the merge's
         return Script1Outputs(), {}, summary
     records = merge_samples([folder], tasks, dest=folder / "samples.jsonl", validate=has_output,
@@ -162,7 +162,7 @@ def _extra(cfg: RunConfig, data: CameraBenchData, outputs: Script1Outputs, scrip
            judge: CaptionJudge | None) -> dict[str, Any]:
     """What the scorecard says beyond the numbers: inputs, upstream defects fixed, names, the composite's status."""
     extra: dict[str, Any] = {
-        "families": cfg.options["families"],
+        "families": list(cfg.options.families),
         "script1": script1_info.get("source"),
         "score_files": outputs.sources,
         "notes": outputs.notes,

@@ -34,5 +34,5 @@ def _score_shard(job: tuple) -> int:
     estimator = spec.build(device)
     summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source, root=root), out_dir,
                           shard=shard, implementation=implementation, validate=HasMetric(metric),
-                          progress=shard.index == 0, stage=f"dynamic degree [{device}]")
+                          progress=shard.index == 0, step=f"dynamic degree [{device}]")
     return summary.n_failed

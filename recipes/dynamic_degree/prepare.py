@@ -12,7 +12,7 @@ from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_tasks, list_inputs, sample_ids
-from pinbench.core.options import is_offline
+from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
@@ -24,38 +24,18 @@ from pinbench_recipes.dynamic_degree.motion import ClipSource
 
 WEIGHTS_PIN = "raft_things"
 WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"  # the raft_weights option's environment twin (recipe.yaml)
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _LOOP_ID = re.compile(r"(?:^|__)memory-(yaw_loop_360|yaw_loop_180|dolly_loop|square_loop|palindrome_loop|"
                       r"double_yaw_loop)-")
 
 
-@dataclass(frozen=True)
-class Options:
-    """The recipe's options (declared in recipe.yaml, parsed by the core), checked further here."""
-
-    videos: Path | None
-    flow: str
-    raft_weights: Path | None
-    raft_sha256: str | None
-    device: str
-    batch_size: int | None
-    source: ClipSource
+def clip_source(options: OptionValues) -> ClipSource:
+    """How each clip is decoded before scoring (the re-encode round trip, its CRF, the decoder)."""
+    return ClipSource(reencode=options.clip_reencode, crf=options.reencode_crf, decoder=options.decoder)
 
 
-def parse_options(cfg: RunConfig) -> Options:
-    """The typed ``cfg.options`` plus the checks a declaration cannot express (RecipeError, one line)."""
-    opts = cfg.options
-    sha = (opts["raft_sha256"] or "").lower() or None
-    if sha is not None and not _HEX64.fullmatch(sha):
-        raise RecipeError(f"-o raft_sha256={opts['raft_sha256']!r} is not a 64-hex SHA-256")
-    if not _DEVICE.fullmatch(opts["device"]):
-        raise RecipeError(f"-o device={opts['device']!r}: expected auto, cpu, cuda or cuda:N")
-    return Options(
-        videos=opts["videos"], flow=opts["flow"], raft_weights=opts["raft_weights"], raft_sha256=sha,
-        device=opts["device"], batch_size=opts["batch_size"],
-        source=ClipSource(reencode=opts["clip_reencode"], crf=opts["reencode_crf"], decoder=opts["decoder"]),
-    )
+def local_sha256(options: OptionValues) -> str | None:
+    """``-o raft_sha256`` in lowercase, as digests are compared (its declared pattern admits either case)."""
+    return options.raft_sha256.lower() if options.raft_sha256 else None
 
 
 # ------------------------------------------------------------------------------------------- videos
@@ -105,11 +85,12 @@ class EstimatorSpec:
             raise RecipeError(str(exc)) from None
 
 
-def estimator_spec(cfg: RunConfig, options: Options, pins_path: Path) -> EstimatorSpec:
+def estimator_spec(cfg: RunConfig, pins_path: Path) -> EstimatorSpec:
     """The preview estimator, or RAFT with its weights located (RecipeError when they are not there)."""
+    options = cfg.options
     if options.flow == "farneback":
         return EstimatorSpec("farneback", batch_size=options.batch_size)
-    weights, sha256 = raft_weights(cfg, options, pins_path)
+    weights, sha256 = raft_weights(cfg, pins_path)
     return EstimatorSpec("raft", weights, sha256, options.device, options.batch_size)
 
 
@@ -131,7 +112,7 @@ def _effective_pins(pins_path: Path, recipe_name: str) -> Pins:
         raise RecipeError(str(exc)) from None
 
 
-def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Path, str]:
+def raft_weights(cfg: RunConfig, pins_path: Path) -> tuple[Path, str]:
     """(weights file, expected sha256): the local override, else the pinned file from the cache.
 
     The official metric never runs on weights without a full SHA-256. pins.yaml gives one, or only the
@@ -140,11 +121,13 @@ def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Pat
     every later run verifies against (provenance marks it "resolved at run time"). ``-o raft_weights=FILE``
     needs ``-o raft_sha256=HEX``. Offline, anything not fetched is an error naming ``pinbench fetch``.
     """
+    options = cfg.options
     if options.raft_weights is not None:
-        if not options.raft_sha256:
+        sha256 = local_sha256(options)
+        if sha256 is None:
             raise RecipeError(f"{options.raft_weights}: RAFT weights need their SHA-256 (-o raft_sha256=<hex>); "
                               "the official metric never runs on unverified weights")
-        return options.raft_weights, options.raft_sha256
+        return options.raft_weights, sha256
     offline = cfg.offline or is_offline()
     pins = _effective_pins(pins_path, cfg.recipe)
     pin = pins.urls.get(WEIGHTS_PIN)
@@ -172,7 +155,7 @@ def raft_weights(cfg: RunConfig, options: Options, pins_path: Path) -> tuple[Pat
         raise RecipeError(str(exc)) from None
 
 
-def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Options,
+def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: OptionValues,
                         recipe_name: str = "dynamic-degree") -> dict[str, Any]:
     """The pins this run actually used: no weights pin for a preview run, the local file if overridden."""
     pins = effective_pins_data(_effective_pins(pins_path, recipe_name))
@@ -181,7 +164,7 @@ def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Opti
     if estimator.official:
         if options.raft_weights is not None:
             pins["urls"] = {WEIGHTS_PIN: {"url": options.raft_weights.resolve().as_uri(),
-                                          "sha256": options.raft_sha256}}
+                                          "sha256": local_sha256(options)}}
         else:
             pins["urls"] = {WEIGHTS_PIN: urls.get(WEIGHTS_PIN)}
             label = f"urls.{WEIGHTS_PIN}.sha256"
@@ -192,7 +175,7 @@ def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Opti
 
 def fetch(cfg: RunConfig) -> None:
     """``pinbench fetch dynamic-degree``: download the pinned RAFT-things weights into the cache."""
-    options = parse_options(cfg)
+    options = cfg.options
     if options.raft_weights is not None:
         print(f"dynamic-degree: using local weights {options.raft_weights}; nothing to fetch")
         return
@@ -210,7 +193,7 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     from pinbench.ops.doctor import first_frame_error, ok, problem, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
-    options = parse_options(cfg)
+    options = cfg.options
     findings: list[Finding] = []
     if options.videos is not None:
         try:

@@ -33,18 +33,18 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
 
     # 1. prepare: options, the videos, the flow estimator, one task per video
-    options = prepare.parse_options(cfg)
+    options, source = cfg.options, prepare.clip_source(cfg.options)
     if cfg.fixture:
         videos_dir = cfg.out_dir / "fixture_data"
         fixture.write_fixture(videos_dir)
     else:
         videos_dir = options.videos
     videos = prepare.list_videos(videos_dir)[: cfg.limit]
-    spec = prepare.estimator_spec(cfg, options, recipe.pins_path)
+    spec = prepare.estimator_spec(cfg, recipe.pins_path)
     estimator = spec.build()
     metric = metric_name(estimator)
     with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
-        tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=options.source,
+        tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=source,
                                     recipe_version=recipe.version, digests=digests)
     timings["prepare"] = time.perf_counter() - started
 
@@ -55,13 +55,13 @@ def run(cfg: RunConfig) -> RunOutcome:
     devices = prepare.worker_devices(cfg, spec)
     summary = None
     if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
-        score_in_workers(tasks, spec, options.source, cfg.out_dir, devices, metric, root=videos_dir,
+        score_in_workers(tasks, spec, source, cfg.out_dir, devices, metric, root=videos_dir,
                          implementation=cfg.implementation)
     elif not cfg.skip_scoring:
-        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=options.source, root=videos_dir),
+        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source, root=videos_dir),
                               cfg.out_dir,
                               shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
-                              stage="dynamic degree")
+                              step="dynamic degree")
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
     records = collect_records(cfg, tasks, summary)
@@ -75,8 +75,8 @@ def run(cfg: RunConfig) -> RunOutcome:
         pins=prepare.pins_for_provenance(recipe.pins_path, estimator, options, recipe.name),
         timings=timings,
         seeds={"fixture": fixture.SEED} if cfg.fixture else None,
-        extra=_extra(estimator, options.source, records, metric),
-        provenance_extra={"flow": estimator.describe(), "clip_source": options.source.describe(),
+        extra=_extra(estimator, source, records, metric),
+        provenance_extra={"flow": estimator.describe(), "clip_source": source.describe(),
                           "devices": devices or [getattr(estimator, "device", "cpu")]},
         extra_figures=lambda: _motion_figures(records, cfg.out_dir / "figures", metric),
     )

@@ -23,9 +23,9 @@ def pins_read(cfg: RunConfig) -> list[str]:
         return []
     options = cfg.options
     labels = []
-    if options.get("results") is None:
+    if options.results is None:
         labels += [f"urls/{name}" for name in CACHE_WEIGHTS] + [f"huggingface/{DINO_PIN}"]
-    if options.get("native") and options.get("videos") is not None:
+    if options.native and options.videos is not None:
         labels.append(f"urls/{LPIPS_PIN}")
     return labels
 

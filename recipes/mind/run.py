@@ -61,8 +61,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     """
     recipe = get_recipe(cfg.recipe)
     options = cfg.options
-    metrics = tuple(options["metrics"])
-    video_max_time = options["video_max_time"]
+    metrics = options.metrics
+    video_max_time = options.video_max_time
     pins = recipe_pins()
     timings: dict[str, float] = {}
     try:
@@ -73,7 +73,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                 gt_root, videos, results_file = data.gt_root, data.generated_root, None
             else:
                 # required (gt) and required unless results (videos): recipe.yaml, checked when parsed
-                gt_root, videos, results_file = options["gt"], options["videos"], options["results"]
+                gt_root, videos, results_file = options.gt, options.videos, options.results
                 if results_file is not None:
                     results_file = results_option(results_file)
             pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
@@ -85,7 +85,7 @@ def run(cfg: RunConfig) -> RunOutcome:
             print("\n".join(pre.plan_lines()), flush=True)
             versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
                         "vipe": pins.upstream["vipe"].commit,
-                        "native": steps.NATIVE_VERSION if options["native"] else "off"}
+                        "native": steps.NATIVE_VERSION if options.native else "off"}
             result_file = None
             if results_file is not None:
                 versions["results_sha256"] = sha256_file(Path(results_file))
@@ -117,16 +117,16 @@ def run(cfg: RunConfig) -> RunOutcome:
         "cross_check": cross_check_summary(results, metrics),
         "official_failed_native_scored": official_failed_native_scored(
             {r.sample_id: r.error or "failed" for r in records if not r.ok},
-            steps.stored_native(cfg.out_dir) if options["native"] and pre.generated_root is not None else {}),
+            steps.stored_native(cfg.out_dir) if options.native and pre.generated_root is not None else {}),
         "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
-        "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options["native"],
-                    "decoder": options["decoder"]},
+        "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options.native,
+                    "decoder": options.decoder},
     }
     if cfg.fixture:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
     # the native cross-check needs the generated videos: importing a Result.json alone has nothing to recompute
-    native_declared = bool(options["native"]) and pre.generated_root is not None
+    native_declared = bool(options.native) and pre.generated_root is not None
     return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=native_declared),
                       records=records, n_expected=len(tasks), derived=[suite],
                       pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
@@ -147,7 +147,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
           data: fixture.FixtureData | None, pins: Pins, timings: dict[str, float]) -> Scored:
     """Steps 2-4 for the samples of ``cfg.shard`` (all when unsharded) without a valid stored record."""
     options = cfg.options
-    metrics, video_max_time = tuple(options["metrics"]), options["video_max_time"]
+    metrics, video_max_time = options.metrics, options.video_max_time
 
     # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
     #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
@@ -165,7 +165,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             official = steps.run_official(
                 cfg.out_dir, pre, pending, runtime=runtime,
                 score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
-                                       gpus=cfg.gpus, timeout_s=options["timeout_s"]), unscored=unscored)
+                                       gpus=cfg.gpus, timeout_s=options.timeout_s), unscored=unscored)
         else:
             official = steps.Official({}, [])
         # the samples whose stored records this process reuses keep the sources they were scored from
@@ -178,7 +178,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
     # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
     with timed(timings, "native"):
         native: dict[str, dict[str, Any]] = {}
-        if options["native"] and pre.generated_root is not None:
+        if options.native and pre.generated_root is not None:
             trunk = data.lpips_trunk if data else lpips_trunk(pins)
             digest = data.lpips_sha256 if data else pins.urls["alexnet"].sha256
             device = "cuda" if torch.cuda.is_available() and not data else "cpu"
@@ -199,7 +199,7 @@ def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_fi
             return steps.sample_result(by_id.get(sample_id), official.samples[sample_id], native.get(sample_id),
                                        metrics=metrics, video_max_time=video_max_time)
 
-        summary = run_samples(tasks, result_of, cfg.out_dir, stage="results", shard=cfg.shard,
+        summary = run_samples(tasks, result_of, cfg.out_dir, step="results", shard=cfg.shard,
                               implementation=cfg.implementation, progress=False)
     return Scored(summary, official.sources)
 

@@ -280,7 +280,7 @@ def run_native(out_dir: Path, pre: Preflight, tasks: Sequence[Mapping[str, Any]]
     """The native blocks of ``shard``'s samples, resumable under ``native/`` (a failed sample is recomputed on
     the next run); samples with nothing to compare are left out."""
     summary = run_samples(tasks, native_scorer(lpips_model, pre.gt_root, pre.generated_root), out_dir / "native",
-                          stage="native cross-check",
+                          step="native cross-check",
                           shard=shard, implementation=implementation)
     return {sid: rec.result for sid, rec in summary.records.items()
             if rec.ok and rec.result is not None and "nothing" not in rec.result}

@@ -88,7 +88,7 @@ def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, P
 def fetch(cfg: RunConfig) -> None:
     """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk."""
     pins = recipe_pins()
-    clip_file = cfg.options.get("clip_file")
+    clip_file = cfg.options.clip_file
     staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
     try:
         found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)

@@ -72,12 +72,12 @@ def fetch(cfg: RunConfig) -> None:
     pins = effective_pins(cfg)
     tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
     fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))
-    weights = cfg.options["evaluator_weights"]
+    weights = cfg.options.evaluator_weights
     if weights == "on" or (weights == "auto" and not _image_has_weights(pins)):
         for name in EVALUATOR_URL_WEIGHTS:
             fetch_url(pins.urls[name])
         fetch_hf(pins.huggingface["grounding_dino_tiny"])
-    if cfg.checkpoint in CHECKPOINT_PINS and cfg.options["model"]:
+    if cfg.checkpoint in CHECKPOINT_PINS and cfg.options.model:
         fetch_hf(model_pin(pins, cfg.checkpoint))
 
 
@@ -116,7 +116,7 @@ def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     if local:
         findings += _installed(cfg, pins)
     if cfg.skip_generation and tasks is not None:
-        for modality in cfg.options["modalities"]:
+        for modality in cfg.options.modalities:
             folder = cfg.out_dir / modality / "videos"
             expected = {t.task_id: folder / f"{t.task_id}.mp4" for t in tasks}
             findings += video_findings({t: p if p.is_file() else None for t, p in expected.items()}, folder,
@@ -161,7 +161,7 @@ def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
     from pinbench.ops.doctor import GB, ok, problem
 
     ranks = max(1, min(cfg.gpus, n_tasks))
-    batch = cfg.options["eval_batch_size"] or EVALUATOR_DEFAULT_BATCH
+    batch = cfg.options.eval_batch_size or EVALUATOR_DEFAULT_BATCH
     need = ranks * min(batch, -(-n_tasks // ranks)) * EVALUATOR_GB_PER_TASK
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
     if total < need:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from pinbench.core.config import Implementation
 from pinbench.core.files import atomic_path, sha256_file, write_atomic
-from pinbench.core.runner import Shard, StageLog
+from pinbench.core.runner import Shard, StepLog
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -186,7 +186,7 @@ def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
     return relative(row)
 
 
-GENERATION_DIR = "generation"  # the generation stage's records and shard manifests: for `pinbench status`
+GENERATION_DIR = "generation"  # the generation step's records and shard manifests: for `pinbench status`
 
 
 def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
@@ -196,7 +196,7 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
     """Generate this shard's videos of every modality, then collect and record each one.
 
     Shard I of N owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
-    modality. Each (modality, task) is a sample ``<modality>.<task>`` of the stage in ``generation/``: ok
+    modality. Each (modality, task) is a sample ``<modality>.<task>`` of the step in ``generation/``: ok
     with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
     per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
     ``--limit``), whose videos are not strays. A sample's key holds its row with the dataset's paths relative to
@@ -206,11 +206,11 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
              for modality, modality_rows in rows.items() for row in modality_rows]
     rows_by_id = {f"{modality}.{row['name']}": row for modality, modality_rows in rows.items() for row in modality_rows}
     units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
-    stage = StageLog(tasks, out_dir / GENERATION_DIR, stage="generate", shard=shard, units=units,
+    log = StepLog(tasks, out_dir / GENERATION_DIR, step="generate", shard=shard, units=units,
                      implementation=implementation)
     problems: list[str] = []
     for modality, modality_rows in rows.items():
-        own = [rows_by_id[task["sample_id"]] for task in stage.mine if task["modality"] == modality]
+        own = [rows_by_id[task["sample_id"]] for task in log.mine if task["modality"] == modality]
         raw = out_dir / modality / "raw"
         todo = pending_rows(own, raw, min_frames, cache=cache)
         started = time.perf_counter()
@@ -225,13 +225,13 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
             cache.save()
         generated = {row["name"] for row in todo}
         for name, got in collected.items():
-            stage.record(f"{modality}.{name}", {"sha256": got.sha256} if got.ok else None, error=got.error,
+            log.record(f"{modality}.{name}", {"sha256": got.sha256} if got.ok else None, error=got.error,
                          seconds=seconds if name in generated else 0.0, reused=name not in generated)
         failed = [c.task_id for c in collected.values() if not c.ok]
         if failed:
             problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
                             f"{collected[failed[0]].error})")
-    stage.finish()
+    log.finish()
     return problems
 
 

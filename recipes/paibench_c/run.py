@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.inputs import input_digests
-from pinbench.core.options import is_offline
+from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import run_samples
@@ -49,39 +48,19 @@ from pinbench_recipes.paibench_c.generate import (
 from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
 from pinbench_recipes.paibench_c.native_metrics import native_sample
 from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
-from pinbench_recipes.paibench_c.rows import MODALITIES, build_rows, write_jsonl
+from pinbench_recipes.paibench_c.rows import build_rows, write_jsonl
 
 NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
 
 
-@dataclass(frozen=True)
-class Options:
-    """The recipe's run options (declared in recipe.yaml, parsed and typed by the core)."""
-
-    modalities: tuple[str, ...] = MODALITIES
-    gt: str = "reuse"
-    launch: str = "workers"
-    native: bool = True
-    native_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    eval_batch_size: int | None = None
-    decoder: str = "opencv"
-
-    @classmethod
-    def from_config(cls, cfg: RunConfig) -> Options:
-        opts = cfg.options
-        return cls(modalities=tuple(opts["modalities"]), gt=opts["gt"], launch=opts["launch"], native=opts["native"],
-                   native_workers=opts["native_workers"] or os.cpu_count() or 1,
-                   eval_batch_size=opts["eval_batch_size"], decoder=opts["decoder"])
-
-
 @contextmanager
-def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+def timed(timings: dict[str, float], step: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
         yield
     finally:
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+        timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
 
 
 def gpu_ids(cfg: RunConfig) -> list[str]:
@@ -93,7 +72,7 @@ def gpu_ids(cfg: RunConfig) -> list[str]:
 def run(cfg: RunConfig) -> RunOutcome:
     """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
     recipe = get_recipe(cfg.recipe)
-    options = Options.from_config(cfg)
+    options = cfg.options
     if cfg.shard is not None and not cfg.skip_scoring:
         raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
     pins = None if cfg.fixture else effective_pins(cfg)   # None: --fixture, which has no pinned inputs
@@ -122,7 +101,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     validity = ValidityCache(cfg.out_dir / "validity_cache.json")
     if not cfg.skip_generation:
         with timed(timings, "generate"):
-            problems += generate_all(cfg, options, pins, inputs, rows, validity, min_frames)
+            problems += generate_all(cfg, pins, inputs, rows, validity, min_frames)
         if cfg.skip_scoring:
             validity.save()
             message = "; ".join(problems) or "generation complete"
@@ -135,20 +114,20 @@ def run(cfg: RunConfig) -> RunOutcome:
                                        min_frames, cache=validity) for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
-        modality_errors = score_all(cfg, options, evaluator, gt, collected, task_ids)
+        modality_errors = score_all(cfg, evaluator, gt, collected, task_ids)
 
     # 5. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with timed(timings, "score"):
         parsed = parse_all(cfg, options.modalities, task_ids, modality_errors, evaluator.metrics)
     with timed(timings, "native"):
-        native = native_all(cfg, options, inputs, gt, collected, parsed) if options.native else {}
+        native = native_all(cfg, inputs, gt, collected, parsed) if options.native else {}
 
     # 6. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
     result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
     stored = run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir,
-                         implementation=cfg.implementation, stage="scorecard", progress=False)
+                         implementation=cfg.implementation, step="scorecard", progress=False)
     records = collect_records(cfg, result_tasks, stored)
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
@@ -193,12 +172,13 @@ def run(cfg: RunConfig) -> RunOutcome:
 # --------------------------------------------------------------------------------------- the steps
 
 
-def generate_all(cfg: RunConfig, options: Options, pins: Pins | None, inputs: Inputs,
+def generate_all(cfg: RunConfig, pins: Pins | None, inputs: Inputs,
                  rows: Mapping[str, list[dict[str, Any]]], validity: ValidityCache, min_frames: int) -> list[str]:
     """Generate what is missing or invalid for every modality; returns one line per problem.
 
     ``pins`` None (``--fixture``): the fixture's test double generates, and there is no tokenizer to record.
     """
+    options = cfg.options
     if pins is None:
         return generate_and_record(fixture.PerturbedCopyGenerator(), rows, cfg.out_dir, dataset_root=inputs.dataset_dir,
                                    shard=cfg.shard, implementation=cfg.implementation, min_frames=min_frames,
@@ -244,9 +224,10 @@ def prepare_evaluator(cfg: RunConfig, pins: Pins | None, inputs: Inputs) -> tupl
     return evaluator, weights, gt
 
 
-def score_all(cfg: RunConfig, options: Options, evaluator: evaluate.EvaluatorLike, gt: evaluate.GTCache,
+def score_all(cfg: RunConfig, evaluator: evaluate.EvaluatorLike, gt: evaluate.GTCache,
               collected: Mapping[str, Mapping[str, Collected]], task_ids: Sequence[str]) -> dict[str, str]:
     """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
+    options = cfg.options
     errors: dict[str, str] = {}
     for modality in options.modalities:
         videos = {t: c.sha256 for t, c in collected[modality].items() if c.ok and c.sha256}
@@ -297,7 +278,7 @@ def _native_batch(workers: int, sample: Callable[[Mapping[str, Any]], dict[str, 
     return batch
 
 
-def native_seg_modalities(options: Options, gt: evaluate.GTCache) -> list[str]:
+def native_seg_modalities(options: OptionValues, gt: evaluate.GTCache) -> list[str]:
     """Modalities whose seg arithmetic can be cross-checked against the GT masks on disk.
 
     Under ``gt=force`` every modality recomputed the GT masks, so only the last one's are still there:
@@ -308,10 +289,11 @@ def native_seg_modalities(options: Options, gt: evaluate.GTCache) -> list[str]:
     return [m for m in gt.summary()["computed_in"][-1:] if m in options.modalities]
 
 
-def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GTCache,
+def native_all(cfg: RunConfig, inputs: Inputs, gt: evaluate.GTCache,
                collected: Mapping[str, Mapping[str, Collected]],
                parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
     """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
+    options = cfg.options
     seg_modalities = native_seg_modalities(options, gt)
     run_dir = cfg.out_dir
     tasks = []
@@ -338,6 +320,6 @@ def native_all(cfg: RunConfig, options: Options, inputs: Inputs, gt: evaluate.GT
     workers = options.native_workers
     sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir)
     summary = run_samples(tasks, sample, cfg.out_dir / "native", implementation=cfg.implementation,
-                          stage="native cross-check", batch_size=max(1, workers),
+                          step="native cross-check", batch_size=max(1, workers),
                           batch_fn=_native_batch(workers, sample) if workers > 1 else None)
     return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

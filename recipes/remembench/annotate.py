@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.options import OptionError, is_offline, parse_pairs
+from pinbench.core.options import OptionError, OptionValues, is_offline, parse_pairs
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import VideoError
 from pinbench_recipes.remembench.annotate_session import (
@@ -36,9 +36,9 @@ from pinbench_recipes.remembench.annotate_session import (
 from pinbench_recipes.remembench.annotation_store import AnnotationError, AnnotationStore
 from pinbench_recipes.remembench.dataset import PAPER, DatasetError
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
-from pinbench_recipes.remembench.options import Options, resolve_options
 from pinbench_recipes.remembench.prepare import read_annotation_file
-from pinbench_recipes.remembench.release import Release, open_release
+from pinbench_recipes.remembench.release import Release, dataset_option, open_release
+from pinbench_recipes.remembench.weights import torch_device
 
 PROG = "pinbench annotate remembench"
 FIXTURE_REFUSED = ("videos", "dataset", "dataset_dir", "clip_dir", "lpips_trunk", "weights_dir")
@@ -205,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(args: argparse.Namespace, agreement_mode: bool) -> Options:
+def _options(args: argparse.Namespace) -> OptionValues:
     try:
         given = parse_pairs(args.option)
     except OptionError as exc:
@@ -218,14 +218,11 @@ def _options(args: argparse.Namespace, agreement_mode: bool) -> Options:
         if "videos" in given:
             raise RecipeError("give --videos or -o videos=, not both")
         given["videos"] = str(args.videos)
-    values = get_recipe("remembench").parse_options(given).values
-    if not agreement_mode and values["device"] is None:
-        values["device"] = "cpu"  # the page runs no model; spares importing torch to pick one
-    return resolve_options(values)
+    return get_recipe("remembench").parse_options(given).values
 
 
-def _release(opts: Options, fixture: FixtureData | None) -> Release:
-    return open_release(opts.dataset_id, opts.dataset_revision, download=not is_offline(),
+def _release(opts: OptionValues, fixture: FixtureData | None) -> Release:
+    return open_release(*dataset_option(opts), download=not is_offline(),
                         local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
 
 
@@ -234,7 +231,7 @@ def _listed(names: Sequence[str]) -> str:
     return ", ".join(names[:LISTED]) + more
 
 
-def _serve(args: argparse.Namespace, opts: Options, fixture: FixtureData | None) -> int:
+def _serve(args: argparse.Namespace, opts: OptionValues, fixture: FixtureData | None) -> int:
     from pinbench_recipes.remembench.annotate_server import bind_loopback, new_token, serve
 
     if args.out is None:
@@ -270,7 +267,7 @@ def _serve(args: argparse.Namespace, opts: Options, fixture: FixtureData | None)
     return 0
 
 
-def _agreement(args: argparse.Namespace, opts: Options, fixture: FixtureData | None) -> int:
+def _agreement(args: argparse.Namespace, opts: OptionValues, fixture: FixtureData | None) -> int:
     a, b = (read_annotation_file(path) for path in args.agreement)
     videos = fixture.videos if fixture else opts.videos
     scored = None
@@ -282,7 +279,7 @@ def _agreement(args: argparse.Namespace, opts: Options, fixture: FixtureData | N
                                paper_backbone=False)
         files, _ = model_files(opts, fixture, need_pi3x=False, download=not is_offline())
         pairs = {s: [a[s], b[s]] for s in a if s in b}
-        scored = score_pairs(pairs, session.by_id, load_pair_models(files, opts.device), opts.decoder)
+        scored = score_pairs(pairs, session.by_id, load_pair_models(files, torch_device(opts.device)), opts.decoder)
     rows = agreement(a, b, scored)
     print("\n".join(render_agreement(args.agreement, a, b, rows, scored is not None)))
     same = set(a) == set(b) and all(r.a == r.b for r in rows)
@@ -293,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command; errors about inputs raise RecipeError (one line; the pinbench CLI prints it, exit 2)."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        opts = _options(args, args.agreement is not None)
+        opts = _options(args)
         fixture = build_fixture(args.fixture) if args.fixture is not None else None
         return _agreement(args, opts, fixture) if args.agreement else _serve(args, opts, fixture)
     except (AnnotationError, DatasetError, OSError) as exc:

@@ -18,7 +18,6 @@ from typing import Any
 SPLITS = ("t2v", "i2v")
 I2V_SETTINGS = ("rotation_90", "rotation_180", "rotation_360", "translation_90", "translation_180",
                 "translation_360")
-DEFAULT_I2V_SETTING = "rotation_180"  # what the paper's scorer selects when none is given
 T2V_PROMPT_STARTS = (0.0, 3.6, 6.2, 11.2)
 _SEED = re.compile(r"[0-9]+")
 _SETTING = re.compile(r"(rotation|translation)_(90|180|360)")

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pinbench.core.config import RunConfig
+from pinbench.core.config import RecipeError, RunConfig
 from pinbench.ops.doctor import Finding, ok, problem, video_findings
 from pinbench_recipes.remembench import prepare, weights
 from pinbench_recipes.remembench.dataset import PAPER
-from pinbench_recipes.remembench.options import OptionError, resolve_options
-from pinbench_recipes.remembench.release import open_release
+from pinbench_recipes.remembench.release import dataset_option, open_release
 
 
 def preflight(cfg: RunConfig, pins: Any) -> list[Finding]:
+    opts = cfg.options
     try:
-        opts = resolve_options(cfg.options)
-    except OptionError as exc:
+        dataset = dataset_option(opts)
+    except RecipeError as exc:
         return [problem("options", str(exc))]
     try:
-        release = open_release(opts.dataset_id, opts.dataset_revision, local_dir=opts.dataset_dir, download=False)
+        release = open_release(*dataset, local_dir=opts.dataset_dir, download=False)
     except Exception as exc:  # not fetched, bad local copy, bad checksums
         release = None
         findings = [problem("cache", f"RememBench release: {type(exc).__name__}: {exc}", "huggingface/dataset")]
@@ -29,14 +29,14 @@ def preflight(cfg: RunConfig, pins: Any) -> list[Finding]:
                        "huggingface/dataset")]
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT:
         return findings  # medians of the published pairs: the release files only, no evaluator weights
-    recipe_pins = weights.load_recipe_pins()
+    recipe_pins, baked = weights.load_recipe_pins(), weights.baked_dir(opts.weights_dir)
     checks = [("clip", "huggingface/clip",
-               lambda: weights.resolve_clip(recipe_pins, opts.clip_dir, opts.weights_dir, False)),
+               lambda: weights.resolve_clip(recipe_pins, opts.clip_dir, baked, False)),
               ("lpips trunk", "urls/alexnet",
-               lambda: weights.resolve_alexnet(recipe_pins, opts.lpips_trunk, opts.weights_dir, False))]
+               lambda: weights.resolve_alexnet(recipe_pins, opts.lpips_trunk, baked, False))]
     if opts.split == "i2v" and opts.poses_dir is None:
         checks.append(("pi3x", "huggingface/pi3x",
-                       lambda: weights.resolve_pi3x(recipe_pins, opts.pi3x_weights, opts.weights_dir, False)))
+                       lambda: weights.resolve_pi3x(recipe_pins, opts.pi3x_weights, baked, False)))
     for name, pin, resolve in checks:
         try:
             findings.append(ok("cache", f"{name}: {resolve()[-1]}", pin))

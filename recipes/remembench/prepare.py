@@ -17,6 +17,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.inputs import InputDigests
 from pinbench.core.options import did_you_mean
 from pinbench_recipes.remembench.dataset import (
+    I2V_SETTINGS,
     PAPER,
     DatasetError,
     I2VRow,
@@ -75,11 +76,13 @@ def arm_checkpoints() -> dict[str, tuple[str, int]]:
 
 def load_groups(release: Release, split: str, settings: Sequence[str],
                 paper: Mapping[str, PaperSettings] = PAPER) -> tuple[list[Group], list[Row]]:
-    """Groups to score, and every row of the split's test file (for the cohort report)."""
+    """Groups to score (I2V: in the order of ``I2V_SETTINGS``, whatever the order given), and every row of the
+    split's test file (for the cohort report)."""
     all_rows = read_rows(release.path(TEST_FILES[split]), split, paper[split])
     if split == "t2v":
         return [Group("t2v", None, paper["t2v"], list(all_rows))], all_rows
-    groups = [Group("i2v", s, paper["i2v"], select_settings(all_rows, [s])) for s in settings]
+    ordered = sorted(settings, key=lambda s: I2V_SETTINGS.index(s) if s in I2V_SETTINGS else len(I2V_SETTINGS))
+    groups = [Group("i2v", s, paper["i2v"], select_settings(all_rows, [s])) for s in ordered]
     for row in (r for g in groups for r in g.rows if isinstance(r, I2VRow)):
         check_trajectory(release, row)
     return [g for g in groups if g.rows], all_rows

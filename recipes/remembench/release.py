@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file
+from pinbench.core.options import OptionValues
 from pinbench.ops.downloads import fetch_hf, locate
 from pinbench.ops.pins import HFPin
 from pinbench_recipes.remembench.dataset import DatasetError
@@ -30,6 +32,14 @@ def parse_dataset_spec(spec: str) -> tuple[str, str]:
     if not sep or repo_id.count("/") != 1 or not _HEX40.fullmatch(revision):
         raise DatasetError(f"dataset {spec!r} must be owner/name@<40-hex commit> (branches and tags move)")
     return repo_id, revision
+
+
+def dataset_option(options: OptionValues) -> tuple[str, str]:
+    """(repo id, revision) of ``-o dataset``; RecipeError naming the option when it is not pinned."""
+    try:
+        return parse_dataset_spec(options.dataset)
+    except DatasetError as exc:
+        raise RecipeError(f"dataset: {exc}") from None
 
 
 @dataclass

@@ -21,7 +21,7 @@ import yaml
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import write_atomic
 from pinbench.core.inputs import input_digests
-from pinbench.core.options import is_offline
+from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import SampleRecord, run_samples
 from pinbench.core.scorecard import MetricSpec
@@ -32,8 +32,7 @@ from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.dataset import PAPER, cohort_report
 from pinbench_recipes.remembench.fixture import SETTINGS as FIXTURE_SETTINGS
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
-from pinbench_recipes.remembench.options import OptionError, Options, resolve_options
-from pinbench_recipes.remembench.release import open_release
+from pinbench_recipes.remembench.release import dataset_option, open_release
 from pinbench_recipes.remembench.scoring import Scorer
 
 METRICS = ("clip", "lpips_alex", "tempssim", "drift")
@@ -45,15 +44,13 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
 
     # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, tasks
-    try:
-        opts = resolve_options(cfg.options)
-    except OptionError as exc:
-        raise RecipeError(str(exc)) from None
+    opts = cfg.options
+    dataset = dataset_option(opts)
     if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
         prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
     fixture = build_fixture(cfg.out_dir / "fixture_data") if cfg.fixture else None
     download = not (cfg.offline or is_offline())
-    release = open_release(opts.dataset_id, opts.dataset_revision, download=download,
+    release = open_release(*dataset, download=download,
                            local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT and not fixture:
         return _run_reference_pairs(recipe, cfg, opts, release, timings, started)
@@ -70,12 +67,13 @@ def run(cfg: RunConfig) -> RunOutcome:
     annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
                                             cfg.checkpoint) if "t2v" in splits else None)
     files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
+    device = weights.torch_device(opts.device)
     videos = fixture.videos if fixture else opts.videos
     poses_dir = fixture.poses_dir if fixture else opts.poses_dir
     with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
         tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
                                     models=model_labels, recipe_version=recipe.version, digests=digests,
-                                    device=opts.device, decoder=opts.decoder)
+                                    device=device, decoder=opts.decoder)
     timings["prepare"] = time.perf_counter() - started
 
     # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
@@ -84,9 +82,9 @@ def run(cfg: RunConfig) -> RunOutcome:
     started = time.perf_counter()
     summary = None
     if not cfg.skip_scoring:
-        summary = run_samples(tasks, _scorer(files, opts.device, cfg.out_dir, videos, poses_dir), cfg.out_dir,
+        summary = run_samples(tasks, _scorer(files, device, cfg.out_dir, videos, poses_dir), cfg.out_dir,
                               shard=cfg.shard,
-                              implementation=cfg.implementation, stage="remembench",
+                              implementation=cfg.implementation, step="remembench",
                               validate=lambda result: all(k in result for k in METRICS))
         if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
             return finish_shard(cfg, summary)
@@ -144,7 +142,7 @@ class ModelFiles:
     real_clip: bool = True
 
 
-def model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
+def model_files(opts: OptionValues, fixture: FixtureData | None, *, need_pi3x: bool,
                  download: bool) -> tuple[ModelFiles, dict[str, str]]:
     """The evaluator files and a label of each (part of every task's hash: new weights, new scores)."""
     if fixture is not None:
@@ -153,11 +151,11 @@ def model_files(opts: Options, fixture: FixtureData | None, *, need_pi3x: bool,
         return files, {"clip": f"fixture tiny CLIP sha256:{fixture.clip_sha256}",
                        "lpips": f"lpips 0.1.4 alex v0.1, fixture trunk sha256:{fixture.lpips_sha256}",
                        "pi3x": "not used (constructed poses)"}
-    pins = weights.load_recipe_pins()
+    pins, baked = weights.load_recipe_pins(), weights.baked_dir(opts.weights_dir)
     try:
-        config, clip_weights, clip_source = weights.resolve_clip(pins, opts.clip_dir, opts.weights_dir, download)
-        trunk, trunk_source = weights.resolve_alexnet(pins, opts.lpips_trunk, opts.weights_dir, download)
-        pi3x, pi3x_source = (weights.resolve_pi3x(pins, opts.pi3x_weights, opts.weights_dir, download)
+        config, clip_weights, clip_source = weights.resolve_clip(pins, opts.clip_dir, baked, download)
+        trunk, trunk_source = weights.resolve_alexnet(pins, opts.lpips_trunk, baked, download)
+        pi3x, pi3x_source = (weights.resolve_pi3x(pins, opts.pi3x_weights, baked, download)
                              if need_pi3x and opts.poses_dir is None else (None, "not used"))
     except Exception as exc:  # missing or mismatching weights: one line, before any scoring starts
         raise RecipeError(f"{type(exc).__name__}: {exc}") from None
@@ -178,7 +176,7 @@ def _scorer(files: ModelFiles, device: str, out_dir: Path, videos: Path | None, 
                   device=device)
 
 
-def _pins_for_provenance(opts: Options, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
+def _pins_for_provenance(opts: OptionValues, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
     """pins.yaml as recorded in provenance, with the dataset id/revision actually used."""
     pins = yaml.safe_load(weights.PINS_PATH.read_text())
     pins["huggingface"]["dataset"].update(repo_id=release.repo_id, revision=release.revision)
@@ -192,7 +190,7 @@ def _seeds(groups: Sequence[prepare.Group]) -> dict[str, str]:
     return {row.sample_id: row.seed_text for g in groups for row in g.rows}
 
 
-def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: Any, timings: dict[str, float],
+def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: OptionValues, release: Any, timings: dict[str, float],
                          started: float) -> RunOutcome:
     """GPU-free check: medians of the published pair measurements vs the release's summary and the paper."""
     pairs = summary.read_pairs(release.path(summary.PAIRS_FILE))
@@ -205,7 +203,7 @@ def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: Options, release: An
               "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
     timings["prepare"] = time.perf_counter() - started
     stored = run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                         implementation=cfg.implementation, stage="reference pairs", progress=False)
+                         implementation=cfg.implementation, step="reference pairs", progress=False)
     records = collect_records(cfg, tasks, stored)
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])

@@ -19,6 +19,7 @@ from pinbench.ops.downloads import fetch_hf, fetch_url, locate, verify_sha256
 from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
+BAKED_DIR = Path("/opt/remembench-weights")  # where the Dockerfile bakes weights
 CLIP_CONFIG = "open_clip_config.json"
 CLIP_WEIGHTS = "open_clip_model.safetensors"
 PI3X_WEIGHTS = "model.safetensors"
@@ -30,6 +31,20 @@ class WeightsError(RuntimeError):
 
 def load_recipe_pins() -> Pins:
     return load_pins(PINS_PATH)
+
+
+def baked_dir(given: Path | None) -> Path | None:
+    """``-o weights_dir``, else the image's baked directory when it exists (on the host, none)."""
+    return given or (BAKED_DIR if BAKED_DIR.is_dir() else None)
+
+
+def torch_device(given: str | None) -> str:
+    """``-o device``, else cuda when torch sees a GPU, else cpu."""
+    if given:
+        return given
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _verified(path: Path, digest: str | None, what: str) -> Path:
@@ -106,12 +121,10 @@ def bake(dest: Path, include_models: bool) -> None:
 
 def fetch(cfg: RunConfig) -> None:
     """``pinbench fetch remembench``: the release (id/revision from -o dataset=) and every weights file."""
-    from pinbench_recipes.remembench.options import resolve_options
-    from pinbench_recipes.remembench.release import dataset_pin
+    from pinbench_recipes.remembench.release import dataset_option, dataset_pin
 
-    opts = resolve_options(cfg.options)
     pins = load_recipe_pins()
-    for label, pin in (("release", dataset_pin(opts.dataset_id, opts.dataset_revision)),
+    for label, pin in (("release", dataset_pin(*dataset_option(cfg.options))),
                        ("CLIP ViT-H/14", pins.huggingface["clip"]), ("Pi3X", pins.huggingface["pi3x"])):
         print(f"{label}: {fetch_hf(pin)} ({pin.label})")
     print(f"LPIPS AlexNet trunk: {fetch_url(pins.urls['alexnet'])}")

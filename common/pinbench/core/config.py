@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.names import checkpoint_name_problem
+from pinbench.core.options import OptionValues
 
 if TYPE_CHECKING:
     from pinbench.core.reference import DiffResult
@@ -75,8 +76,8 @@ class Implementation:
 class RunConfig:
     """Everything a recipe run depends on; recorded in the scorecard's ``config``.
 
-    ``options`` holds the recipe's typed option values (parsed from ``-o``, the environment and defaults
-    by ``Recipe.config``); ``option_sources`` says where each came from.
+    ``options`` holds the recipe's typed option values, one attribute per declared option (parsed from
+    ``-o``, the environment and defaults by ``Recipe.config``); ``option_sources`` says where each came from.
     """
 
     recipe: str
@@ -91,7 +92,7 @@ class RunConfig:
     gpus: int = 1
     offline: bool = False
     verify_inputs: bool = False  # hash every input file again instead of trusting the run's digest cache
-    options: dict[str, Any] = field(default_factory=dict)
+    options: OptionValues = field(default_factory=OptionValues)
     option_sources: dict[str, str] = field(default_factory=dict)
     implementation: Implementation | None = None
     inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # the run directory's input identity
@@ -104,14 +105,13 @@ class RunConfig:
         return "smoke" if self.limit is not None else "full"
 
     def to_json(self) -> dict[str, Any]:
-        from pinbench.core.provenance import to_jsonable
 
         return {
             "recipe": self.recipe, "checkpoint": self.checkpoint, "out_dir": str(self.out_dir),
             "limit": self.limit, "shard": str(self.shard) if self.shard else None, "runtime": self.runtime,
             "skip_generation": self.skip_generation, "skip_scoring": self.skip_scoring, "fixture": self.fixture,
             "gpus": self.gpus, "offline": self.offline, "verify_inputs": self.verify_inputs, "mode": self.mode,
-            "options": to_jsonable(self.options), "option_sources": dict(self.option_sources),
+            "options": self.options.to_json(), "option_sources": dict(self.option_sources),
             "implementation": self.implementation.to_json() if self.implementation else None,
         }
 

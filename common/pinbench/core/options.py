@@ -7,6 +7,9 @@ parser, ``pinbench run <recipe> --help``, the README tables and what ``--runtime
 
 Precedence: ``-o key=value`` on the command line, else the declared environment variable, else the
 default (``fixture_default`` in fixture mode, when declared). Every problem is one line naming the option.
+Recipes read the typed values as attributes (``cfg.options.decoder``, :class:`OptionValues`); what a value must
+look like beyond its type (a ``pattern``, an ``all`` alias, bounds, choices) is declared too, so no recipe
+checks its options a second time.
 An option a ``--fixture`` run does not use (``fixture: false``: the fixture makes its own data) is refused
 there when it is set, on the command line or in the environment, never silently ignored.
 """
@@ -15,13 +18,16 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 TYPES = ("str", "int", "float", "bool", "path", "choice", "list")
 REQUIRED = "required"  # the one word `run --help`, `list -v` and the README tables mark a required option with
+CPU_COUNT = "cpu_count"  # the default of an int option that is the number of CPUs of the machine that runs it
+ALL = "all"  # with ``all_alias: true``, the one word a list option's value may be to choose every choice
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -48,6 +54,8 @@ class OptionSpec:
     required_unless: str | None = None  # required unless this other option is given
     instead_of: tuple[str, ...] = ()  # pins ("urls/name") whose download a local copy given here replaces
     affects_results: bool = True  # false: a device, a batch size, a verified copy of a pinned file
+    pattern: str | None = None  # a str option's value must match this regular expression as a whole
+    all_alias: bool = False  # a list option with choices: the value ``all`` chooses every choice, in their order
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -56,13 +64,33 @@ class OptionSpec:
             raise OptionError(f"option {self.name}: type choice needs choices")
         if self.choices is not None:
             object.__setattr__(self, "choices", tuple(str(c) for c in self.choices))
-        for label, value in (("default", self.default), ("fixture_default", self.fixture_default)):
-            if value is not None:
-                self.convert(value, f"{label} of option {self.name}")
+        if self.pattern is not None:
+            if self.type != "str":
+                raise OptionError(f"option {self.name}: pattern applies to type str, not {self.type}")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise OptionError(f"option {self.name}: pattern {self.pattern!r} is not a regular expression: "
+                                  f"{exc}") from None
+        if self.all_alias and not (self.type == "list" and self.choices):
+            raise OptionError(f"option {self.name}: all_alias applies to a list with choices")
+        if self.default == CPU_COUNT and self.type != "int":
+            raise OptionError(f"option {self.name}: default {CPU_COUNT} applies to type int, not {self.type}")
+        if self.default is not None and self.default != CPU_COUNT:
+            self.convert(self.default, f"default of option {self.name}")
+        if self.fixture_default is not None:
+            self.convert(self.fixture_default, f"fixture_default of option {self.name}")
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> OptionSpec:
         return cls(name=name, **{k: (tuple(v) if k in ("choices", "instead_of") else v) for k, v in data.items()})
+
+    def default_value(self) -> Any:
+        """The typed default (``cpu_count``: ``os.cpu_count()`` of this machine), or None when there is none."""
+        if self.default is None:
+            return None
+        return self.convert(os.cpu_count() or 1 if self.default == CPU_COUNT else self.default,
+                            f"default of option {self.name}")
 
     def convert(self, raw: Any, where: str) -> Any:
         """The typed value of ``raw`` (a string from the command line or environment, or a YAML value)."""
@@ -72,10 +100,13 @@ class OptionSpec:
             items = [s for s in items if s]
             if not items:
                 raise OptionError(f"{where}: empty list")
+            if self.all_alias and items == [ALL]:
+                return self.choices
             bad = [s for s in items if self.choices and s not in self.choices]
             if bad:
-                raise OptionError(f"{where}: {', '.join(map(repr, bad))} not in {', '.join(self.choices)}")
-            return list(dict.fromkeys(items))
+                alias = f" or {ALL!r}" if self.all_alias else ""
+                raise OptionError(f"{where}: {', '.join(map(repr, bad))} not in {', '.join(self.choices)}{alias}")
+            return tuple(dict.fromkeys(items))
         if self.type == "bool":
             if isinstance(raw, bool):
                 return raw
@@ -90,6 +121,8 @@ class OptionSpec:
             raise OptionError(f"{where}: empty value")
         if self.choices and value not in self.choices:
             raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}")
+        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+            raise OptionError(f"{where}: {value!r} does not match {self.pattern} ({self.help})")
         if self.type == "path":
             return Path(value).expanduser()
         return value
@@ -118,6 +151,15 @@ class OptionSpec:
             return "1" if value else "0"
         return str(value)
 
+    def describe_type(self, sep: str = ", ", quote: str = "") -> str:
+        """The type as ``run --help`` and the README tables show it, with its choices (and ``all`` when it is an
+        alias) or the pattern it must match (between ``quote``s)."""
+        if self.choices:
+            return f"{self.type}: {sep.join([*self.choices, *([ALL] if self.all_alias else [])])}"
+        if self.pattern is not None:
+            return f"{self.type} matching {quote}{self.pattern}{quote}"
+        return self.type
+
     def describe_default(self) -> str:
         def show(value: Any) -> str:
             return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) \
@@ -136,11 +178,54 @@ class OptionSpec:
         return text
 
 
+class OptionValues:
+    """One run's typed option values, one read-only attribute per declared option (``cfg.options.decoder``).
+
+    Each value has its declaration's type: ``Path`` (path), ``int``, ``float``, ``bool``, ``str`` (str,
+    choice), a tuple of ``str`` (list), or None for an option without a value. Recipes read these attributes;
+    the core's generic code (forwarding to a container or a job, the scorecard) walks :meth:`items`.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "_values", dict(values or {}))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            declared = ", ".join(self._values) or "none"
+            raise AttributeError(f"no option {name!r} is declared (declared: {declared})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"option values are read-only (set -o {name}=... instead)")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OptionValues) and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OptionValues({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._values.items()
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON: paths as text, tuples as lists (the scorecard's ``config.options``)."""
+        return {name: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for name, v in self._values.items()}
+
+
 @dataclass(frozen=True)
 class ParsedOptions:
     """Typed option values and where each came from (``cli``, ``env``, ``default`` or ``fixture_default``)."""
 
-    values: dict[str, Any]
+    values: OptionValues
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -178,14 +263,13 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
             raise OptionError(f"{recipe}: option {name} is {REQUIRED} ({via}): {spec.help}")
         else:
-            values[name] = None if spec.default is None else spec.convert(spec.default, f"default of option {name}")
-            sources[name] = "default"
+            values[name], sources[name] = spec.default_value(), "default"
     for name, spec in specs.items():
         other = spec.required_unless
         if other and check_required and not fixture and values[name] is None and values.get(other) is None:
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
             raise OptionError(f"{recipe}: option {name} is {REQUIRED} unless -o {other} is given ({via}): {spec.help}")
-    return ParsedOptions(values=values, sources=sources)
+    return ParsedOptions(values=OptionValues(values), sources=sources)
 
 
 def _refuse_in_fixture(recipe: str, spec: OptionSpec, given: Mapping[str, str], env: Mapping[str, str]) -> None:

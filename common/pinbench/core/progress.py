@@ -1,10 +1,10 @@
-"""Progress of a stage, shown one way everywhere: a rich bar on a terminal, plain lines in a log.
+"""Progress of a step, shown one way everywhere: a rich bar on a terminal, plain lines in a log.
 
-Why one implementation: the runner (samples pushed as they finish) and the watcher of subprocess stages
+Why one implementation: the runner (samples pushed as they finish) and the watcher of subprocess steps
 (cosmos-framework generation, the evaluator, downloads: units observed by polling) used to draw their own bars
-and write their own lines. Here a stage has a label, a count of units done out of a total when known, and named
+and write their own lines. Here a step has a label, a count of units done out of a total when known, and named
 counters beside it (done / reused / failed). On a terminal it is a rich bar, refreshed as it changes; elsewhere
-(CI, container and Slurm logs) a line every ``every_s`` seconds and one when the stage ends::
+(CI, container and Slurm logs) a line every ``every_s`` seconds and one when the step ends::
 
     generate edge: 12/600 tasks (2%), 3.1/min, ETA 3h10m, 3m52s elapsed [step 2 of 4]
     script 2: 5120/11222 samples (46%) (done 5100, reused 0, failed 20), 41202.0/min, ETA 9s, 7s elapsed
@@ -36,10 +36,10 @@ def amount(value: float, unit: str) -> str:
 
 
 class Progress:
-    """One stage's progress (see the module docstring); use as a context manager around the work.
+    """One step's progress (see the module docstring); use as a context manager around the work.
 
     ``update(completed, **counters)`` sets the units completed (and any counters); ``detail`` adds a short
-    breakdown to every line. ``enabled=False`` shows nothing (a stage that should stay quiet); ``final_line=False``
+    breakdown to every line. ``enabled=False`` shows nothing (a step that should stay quiet); ``final_line=False``
     leaves the line at the end to the caller (the runner ends with its own summary). ``console``: a rich console
     to draw the bar on (default: one on ``stream``).
     """

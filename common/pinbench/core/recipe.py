@@ -27,7 +27,15 @@ from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutc
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
-from pinbench.core.options import OptionError, OptionSpec, ParsedOptions, did_you_mean, offline_in, parse_options
+from pinbench.core.options import (
+    OptionError,
+    OptionSpec,
+    OptionValues,
+    ParsedOptions,
+    did_you_mean,
+    offline_in,
+    parse_options,
+)
 from pinbench.core.phases import announced
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.rundir import claim_run_dir
@@ -281,13 +289,14 @@ class Recipe:
             options=parsed.values, option_sources=parsed.sources,
         )
 
-    def input_identity(self, values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    def input_identity(self, values: OptionValues) -> dict[str, dict[str, str]]:
         """What the options that can change a result say this run scores: per option its value as given and a
         fingerprint of it (a path's content by ``tree_fingerprint``, so the same files elsewhere keep it); a run
         directory belongs to one such identity (``pinbench.core.rundir``)."""
         identity = {}
+        given = dict(values.items())
         for name, spec in self.options.items():
-            value = values.get(name)
+            value = given.get(name)
             if not spec.affects_results or value is None:
                 continue
             shown = spec.format(value)

@@ -2,7 +2,7 @@
 
 A benchmark run is a list of tasks (JSON-like mappings, each with a unique sample id) and a function
 that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
-and stores each outcome as soon as it exists in the stage's sample store (``pinbench.core.store``: one
+and stores each outcome as soon as it exists in the step's sample store (``pinbench.core.store``: one
 append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
 flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
 every writer into one list in task order, with one record per task: a task no shard produced becomes a
@@ -52,7 +52,7 @@ __all__ = [
     "RunSummary",
     "SampleRecord",
     "Shard",
-    "StageLog",
+    "StepLog",
     "check_sample_id",
     "clean_result",
     "sample_id_problem",
@@ -473,7 +473,7 @@ def run_samples(
     shard: Shard | None = None,
     implementation: Implementation | None = None,
     progress: bool = True,
-    stage: str = "score",
+    step: str = "score",
     batch_size: int = 1,
     batch_fn: BatchFn | None = None,
     console: Console | None = None,
@@ -490,7 +490,7 @@ def run_samples(
     ``batch_size`` at a time (it returns one result per task, in order); if a batch raises, its tasks
     are retried one by one with ``fn`` so a bad sample stays isolated. A batch's seconds are split
     evenly over its samples. The progress bar (on ``console``, default stderr; terminals only) is
-    labelled ``stage`` and counts done / reused / failed.
+    labelled ``step`` and counts done / reused / failed.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -505,9 +505,9 @@ def run_samples(
     # The manifest names every task and this call's share of them, for `pinbench status`.
     hashes = [_hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)]
     manifest = {"out_dir": Path(out_dir), "index": shard.index if shard else 0, "count": shard.count if shard else 1,
-                "stage": stage, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
+                "step": step, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
     write_manifest(**manifest)
-    label = stage if shard is None else f"{stage} [shard {shard}]"
+    label = step if shard is None else f"{step} [shard {shard}]"
     console = console or Console(stderr=True)
     own_log = log_name(shard)
     contents = read_store(samples_dir, own=own_log)
@@ -567,8 +567,8 @@ def recomputed_text(recomputed: Mapping[str, int]) -> str:
     return "; ".join(f"{n} recomputed: {why}" for why, n in sorted(recomputed.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-class StageLog:
-    """The records of a stage whose work runs outside ``run_samples``, in batches the caller launches.
+class StepLog:
+    """The records of a step whose work runs outside ``run_samples``, in batches the caller launches.
 
     Why: PAI-Bench-C generates each modality's videos in one external launch per shard, hours long, which
     ``run_samples`` cannot drive sample by sample; ``pinbench status`` still needs its shards' done / failed /
@@ -579,7 +579,7 @@ class StageLog:
     shard: shard I of N owns the tasks whose unit is I mod N (default: their positions).
     """
 
-    def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, stage: str, shard: Shard | None = None,
+    def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, step: str, shard: Shard | None = None,
                  units: Sequence[int] | None = None, id_key: str = "sample_id",
                  implementation: Implementation | None = None) -> None:
         ids = _task_ids(tasks, id_key)
@@ -594,7 +594,7 @@ class StageLog:
         keys = units if units is not None else range(len(tasks))
         self.mine: list[Task] = [task for task, key in zip(tasks, keys, strict=True) if key % count == index]
         self._mine = {str(task[id_key]) for task in self.mine}
-        self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "stage": stage,
+        self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "step": step,
                           "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now(),
                           "units": None if units is None else list(units)}
         write_manifest(**self._manifest)

@@ -6,7 +6,7 @@ done; this manifest says what was expected. ``run_samples`` writes ``shards/<I>-
 unsharded call writes ``0-of-1``) with the ordered ids and input hashes of *every* task, so one manifest
 of a layout is enough to know every shard's samples (task i belongs to shard i mod N), and who ran it
 (host, pid, Slurm job). A manifest with ``finished: null`` belongs to a process that is running or died.
-A stage whose samples come in groups that one shard owns together (PAI-Bench-C's generation: a task's video
+A step whose samples come in groups that one shard owns together (PAI-Bench-C's generation: a task's video
 in every modality) gives each sample its group's ``unit``, and the sample belongs to shard unit mod N.
 """
 
@@ -34,7 +34,7 @@ class ShardManifest:
 
     index: int
     count: int
-    stage: str
+    step: str  # the per-sample step ("score", "generate"); "stage" in the file, as written since 87e8f14
     sample_ids: tuple[str, ...]
     input_hashes: tuple[str, ...]
     started: str
@@ -63,7 +63,7 @@ def manifest_path(out_dir: Path, index: int, count: int) -> Path:
     return Path(out_dir) / SHARDS_DIR / f"{index}-of-{count}.json"
 
 
-def write_manifest(out_dir: Path, index: int, count: int, *, stage: str, sample_ids: Sequence[str],
+def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_ids: Sequence[str],
                    input_hashes: Sequence[str], started: str, summary: dict[str, int] | None = None,
                    units: Sequence[int] | None = None) -> Path:
     """Write (or, with ``summary``, complete) the manifest of shard ``index`` of ``count``."""
@@ -74,7 +74,7 @@ def write_manifest(out_dir: Path, index: int, count: int, *, stage: str, sample_
     data: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
         "shard": f"{index}/{count}",
-        "stage": stage,
+        "stage": step,
         "started": started,
         "finished": now() if summary is not None else None,
         "summary": summary,
@@ -95,7 +95,7 @@ def now() -> str:
 def read_manifests(out_dir: Path) -> list[ShardManifest]:
     """Every manifest of the run, oldest start first; ValueError names a corrupt one.
 
-    Also one folder down: a stage that keeps its records in a folder of its own (CameraBench's ``script1/``)
+    Also one folder down: a step that keeps its records in a folder of its own (CameraBench's ``script1/``)
     writes its manifests there, next to its ``samples/``.
     """
     manifests = []
@@ -118,7 +118,7 @@ def _parse(path: Path) -> ShardManifest:
         units = _units(samples)
         if data.get("manifest_version") != MANIFEST_VERSION or not 0 <= index < count:
             raise ValueError(f"manifest_version {data.get('manifest_version')!r}, shard {data['shard']!r}")
-        return ShardManifest(index=index, count=count, stage=str(data["stage"]), sample_ids=ids,
+        return ShardManifest(index=index, count=count, step=str(data["stage"]), sample_ids=ids,
                              input_hashes=hashes, started=str(data["started"]), finished=data.get("finished"),
                              summary=data.get("summary"), host=str(data.get("host", "?")),
                              pid=int(data.get("pid", 0)), slurm=dict(data.get("slurm") or {}), path=path,

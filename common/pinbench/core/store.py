@@ -1,4 +1,4 @@
-"""The sample store: one append-only JSONL log per writer in a stage's ``samples/`` folder.
+"""The sample store: one append-only JSONL log per writer in a step's ``samples/`` folder.
 
 Each process that computes samples (an unsharded run, or shard I of N) appends to its own log,
 ``samples/run.jsonl`` or ``samples/shard-I-of-N.jsonl``, one line per finished sample::
@@ -84,7 +84,7 @@ class Stored:
 
 @dataclass
 class StoreContents:
-    """Everything a stage's store holds: per sample id, its records newest first; and what could not be read."""
+    """Everything a step's store holds: per sample id, its records newest first; and what could not be read."""
 
     records: dict[str, list[Stored]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)

@@ -65,7 +65,7 @@ def options_table(recipe: Recipe) -> str:
         return "This recipe has no `-o` options."
     rows = []
     for name, spec in recipe.options.items():
-        kind = spec.type + (f": {', '.join(spec.choices)}" if spec.choices else "")
+        kind = spec.describe_type(quote="`")
         rows.append([f"`{name}`", kind, f"`{spec.describe_default()}`", f"`{spec.env}`" if spec.env else "-",
                      f"`{spec.help}`" if "<" in spec.help else spec.help])
     return _table(["option (`-o`)", "type", "default", "environment", "meaning"], rows)

@@ -76,8 +76,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
         raise ValueError(f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)")
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
     layout = [m for m in manifests if m.count == count]
-    stage_dir = layout[-1].path.parent if layout else None  # the stage that ran in this layout most recently
-    shards, n_tasks = _shards([m for m in layout if m.path.parent == stage_dir], count)
+    step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently
+    shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count)
     jobs, note = ({}, "")
     if ask_slurm and submission is not None:
         jobs, note = _slurm_states(submission)
@@ -171,7 +171,7 @@ def render(status: RunStatus) -> str:
     lines.append(f"samples    {tasks} tasks: {counts['done']} done, {counts['failed']} failed, "
                  f"{counts['pending']} pending")
     if status.n_tasks is None:
-        lines.append("           (no shard manifest yet: a shard writes one when its per-sample stage starts)")
+        lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
     table = [["shard", "done", "failed", "pending", "process", "slurm"]]
     for shard in status.shards:
         process = "finished" if shard.finished else "started" if shard.started else "not started"

@@ -1,9 +1,9 @@
-"""Progress of stages that run as subprocesses and write only to log files: one watcher for all of them.
+"""Progress of steps that run as subprocesses and write only to log files: one watcher for all of them.
 
 Why: cosmos-framework generation and the PAI-Bench-C evaluator run for hours as child processes; the parent
 only waits. The watcher shows what can be observed from outside (finished videos, the evaluator's per-task
 outputs, downloaded bytes): a rich progress bar on a terminal, a plain line every minute in a log, and, when a
-stage fails, the last lines of its logs, so the reason is on screen and not only in a file.
+step fails, the last lines of its logs, so the reason is on screen and not only in a file.
 """
 
 from __future__ import annotations
@@ -69,17 +69,17 @@ def bytes_under(folder: Path) -> int:
 
 
 class Watcher:
-    """Observe ``count()`` (units done, out of ``total`` when known) while a stage runs: a thread polls it into
+    """Observe ``count()`` (units done, out of ``total`` when known) while a step runs: a thread polls it into
     the shared progress display (``pinbench.core.progress``), every ``TTY_REFRESH_S`` on a terminal and every
-    ``log_every_s`` in a log (``<stage>: 12/600 tasks (2%), 3.1/min, ETA 3h10m``), with one line at the end.
+    ``log_every_s`` in a log (``<label>: 12/600 tasks (2%), 3.1/min, ETA 3h10m``), with one line at the end.
     ``detail()`` may add a short breakdown (e.g. per evaluator step). Use as a context manager around the wait.
     """
 
-    def __init__(self, stage: str, count: Callable[[], int], total: int | None = None, *, unit: str = "tasks",
+    def __init__(self, label: str, count: Callable[[], int], total: int | None = None, *, unit: str = "tasks",
                  detail: Callable[[], str] | None = None, stream: IO[str] | None = None,
                  log_every_s: float = LOG_EVERY_S, tty: bool | None = None) -> None:
         self.count = count
-        self.progress = Progress(stage, total, unit=unit, detail=detail, stream=stream, every_s=log_every_s, tty=tty)
+        self.progress = Progress(label, total, unit=unit, detail=detail, stream=stream, every_s=log_every_s, tty=tty)
         self._interval = TTY_REFRESH_S if self.progress.tty else log_every_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

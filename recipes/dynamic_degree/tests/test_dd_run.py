@@ -206,7 +206,7 @@ def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[...
     sha = hashlib.sha256(weights.read_bytes()).hexdigest()
     out = tmp_path / "run"
     outcome = run(_cfg(out, options={"videos": str(videos), "raft_weights": str(weights),
-                                     "raft_sha256": sha, "device": "cpu"}))
+                                     "raft_sha256": sha.upper(), "device": "cpu"}))  # either case
     assert outcome.exit_code == 0, outcome.message
     card = _card(out)
     assert set(card["metrics"]) == {"dynamic_degree"}
@@ -225,6 +225,12 @@ def test_bad_options_fail_with_one_line(tmp_path: Path) -> None:
         run(_cfg(tmp_path, options={"videos": str(tmp_path / "none"), "flow": "farneback"}))
     with pytest.raises(RecipeError, match="'dis' is not one of raft, farneback"):
         _cfg(tmp_path, options={"videos": str(tmp_path), "flow": "dis"})
+    with pytest.raises(RecipeError, match=r"^-o raft_sha256: .abc. does not match \[0-9a-fA-F\]\{64\} \(expected"):
+        _cfg(tmp_path, options={"videos": str(tmp_path), "raft_sha256": "abc"})
+    for device in ("gpu", "cuda:", "cuda:x", "cpu0"):
+        with pytest.raises(RecipeError, match=rf"^-o device: '{device}' does not match .*cpu, cuda or cuda:N\)$"):
+            _cfg(tmp_path, options={"videos": str(tmp_path), "device": device})
+    assert _cfg(tmp_path, options={"videos": str(tmp_path), "device": "cuda:1"}).options.device == "cuda:1"
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecipeError, match="no videos found"):
         run(_cfg(tmp_path, options={"videos": str(tmp_path / "empty"), "flow": "farneback"}))
@@ -303,7 +309,7 @@ def _pins(tmp_path: Path, url: str, sha: str | None, prefix: str | None = None) 
 
 def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights
+    from pinbench_recipes.dynamic_degree.prepare import raft_weights
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("PINBENCH_OFFLINE", raising=False)
@@ -314,15 +320,15 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     pins = _pins(tmp_path, source.as_uri(), sha)
     online = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path)}, env={})
-    path, expected = raft_weights(online, parse_options(online), pins)
+    path, expected = raft_weights(online, pins)
     assert expected == sha and hashlib.sha256(path.read_bytes()).hexdigest() == sha
     assert path.is_relative_to(tmp_path / "cache")
     offline = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
-    assert raft_weights(offline, parse_options(offline), pins) == (path, sha)
+    assert raft_weights(offline, pins) == (path, sha)
 
     bad = _pins(tmp_path, source.as_uri(), "ab" * 32)
     with pytest.raises(RecipeError, match="sha256 mismatch"):
-        raft_weights(online, parse_options(online), bad)
+        raft_weights(online, bad)
 
 
 def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_path: Path,
@@ -330,7 +336,7 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
     """torchvision's 8-hex file-name prefix is enough for a first connected run; the full SHA-256 is recorded
     in the user lock and every later run (offline too) is checked against it."""
     from pinbench.ops.userlock import UserLock, user_lock_path
-    from pinbench_recipes.dynamic_degree.prepare import parse_options, pins_for_provenance, raft_weights
+    from pinbench_recipes.dynamic_degree.prepare import pins_for_provenance, raft_weights
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     for var in ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE", "PINBENCH_RAFT_WEIGHTS"):
@@ -341,19 +347,19 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
     online = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path)}, env={})
     wrong = _pins(tmp_path, source.as_uri(), None, prefix="22a6c225")
     with pytest.raises(RecipeError, match=f"expected 22a6c225... \\(prefix\\), got {sha}"):
-        raft_weights(online, parse_options(online), wrong)
+        raft_weights(online, wrong)
     pins = _pins(tmp_path, source.as_uri(), None, prefix=sha[:8])
-    path, expected = raft_weights(online, parse_options(online), pins)
+    path, expected = raft_weights(online, pins)
     assert expected == sha
     lock = UserLock.load(user_lock_path(RECIPE.name, RECIPE.version), RECIPE.name, RECIPE.version)
     assert lock.entries[("urls", "raft_things", "sha256")].value == sha
     offline = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
-    assert raft_weights(offline, parse_options(offline), pins) == (path, sha)
+    assert raft_weights(offline, pins) == (path, sha)
     path.write_bytes(b"tampered")
     with pytest.raises(RecipeError, match="sha256 mismatch"):
-        raft_weights(offline, parse_options(offline), pins)
+        raft_weights(offline, pins)
     official = type("Estimator", (), {"official": True})()
-    prov = pins_for_provenance(pins, official, parse_options(offline))
+    prov = pins_for_provenance(pins, official, offline.options)
     assert prov["urls"]["raft_things"]["sha256"] == sha and "urls.raft_things.sha256" in prov["resolved_at_run_time"]
 
 
@@ -368,7 +374,7 @@ def test_the_shipped_raft_pin_is_torchvisions_file_name_prefix() -> None:
 
 def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinbench_recipes.dynamic_degree.prepare import parse_options, raft_weights
+    from pinbench_recipes.dynamic_degree.prepare import raft_weights
 
     monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
     source = tmp_path / "upstream.pth"
@@ -376,14 +382,14 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
     cfg = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
     unpinned = _pins(tmp_path, source.as_uri(), None)
     with pytest.raises(RecipeError, match="pins no content"):
-        raft_weights(cfg, parse_options(cfg), unpinned)
+        raft_weights(cfg, unpinned)
     prefixed = _pins(tmp_path, source.as_uri(), None, prefix="22a6c225")
     with pytest.raises(RecipeError, match="full SHA-256 is not recorded on this machine yet.*pinbench fetch"):
-        raft_weights(cfg, parse_options(cfg), prefixed)
+        raft_weights(cfg, prefixed)
     local = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path), "raft_weights": str(source)},
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
-        raft_weights(local, parse_options(local), unpinned)
+        raft_weights(local, unpinned)
 
 
 def test_shards_store_their_samples_and_the_merge_writes_the_plain_runs_scorecard(tmp_path: Path) -> None:

@@ -259,19 +259,19 @@ def test_the_native_cross_check_keys_its_videos_by_place_under_their_roots(tmp_p
     from pinbench_recipes.paibench_c.fetch import Inputs
     from pinbench_recipes.paibench_c.generate import Collected
     from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks
-    from pinbench_recipes.paibench_c.run import Options, native_all
+    from pinbench_recipes.paibench_c.run import native_all
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     recipe = get_recipe("paibench-c")
     stored = []
     for out in (tmp_path / "a", tmp_path / "b" / "elsewhere"):
-        cfg = recipe.config(fixture=True, out_dir=out, offline=True)
+        cfg = recipe.config(fixture=True, out_dir=out, offline=True, options={"native_workers": "1"})
         assert recipe.run(cfg).exit_code == 0
         tasks = load_tasks(out / "fixture_data" / "tasks.json")
         collected = {m: {t.task_id: Collected(t.task_id, sha256_file(out / m / "videos" / f"{t.task_id}.mp4"))
                          for t in tasks} for m in MODALITIES}
         inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
-        results = native_all(cfg, Options(native_workers=1), inputs, GTCache(out / "gt" / "k", "k"), collected,
+        results = native_all(cfg, inputs, GTCache(out / "gt" / "k", "k"), collected,
                              dict.fromkeys(MODALITIES))  # no evaluator ran: no seg arithmetic
         assert sorted(results) == sorted(t.task_id for t in tasks)
         stored.append(load_records(out / "native"))

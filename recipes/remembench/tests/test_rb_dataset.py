@@ -167,3 +167,14 @@ def test_i2v_groups_check_each_trajectory(release_dir):
         load_groups(release, "i2v", ["rotation_180"])
     groups, rows = load_groups(release, "i2v", ["translation_90"])
     assert groups == [] and len(rows) == 1
+
+
+def test_i2v_groups_follow_the_settings_order_whatever_the_order_given(built_fixture):
+    """The order of groups decides which rows a --limit run scores: it must not depend on how -o settings is
+    written."""
+    from pinbench_recipes.remembench.prepare import load_groups
+
+    release = open_release("mosaichunk/RememBench", "c" * 40, local_dir=built_fixture.dataset_dir, download=False)
+    for given in (["translation_180", "rotation_180"], ["rotation_180", "translation_180"]):
+        groups, _ = load_groups(release, "i2v", given, built_fixture.paper)
+        assert [g.setting for g in groups] == ["rotation_180", "translation_180"]

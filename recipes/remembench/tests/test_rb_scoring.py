@@ -11,8 +11,9 @@ import pytest
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import read_video, write_video
+from pinbench_recipes.remembench.dataset import I2V_SETTINGS
 from pinbench_recipes.remembench.fixture import T2V, t2v_frames
-from pinbench_recipes.remembench.options import OptionError, resolve_options
+from pinbench_recipes.remembench.release import dataset_option
 from pinbench_recipes.remembench.scoring import Scorer
 
 
@@ -125,20 +126,21 @@ def test_missing_rollout_and_missing_poses(scorer, rollout):
 def test_options_from_flags_and_environment():
     recipe = get_recipe("remembench")
 
-    def resolve(given: dict, env: dict):
-        return resolve_options(recipe.parse_options(given, env=env).values)
+    def parse(given: dict, env: dict):
+        return recipe.parse_options(given, env=env).values
 
-    opts = resolve({"split": "i2v", "settings": "translation_90,rotation_180", "device": "cpu"}, env={})
-    assert opts.settings == ("rotation_180", "translation_90") and opts.dataset_revision.startswith("cdeabf0")
+    opts = parse({"split": "i2v", "settings": "translation_90,rotation_180", "device": "cpu"}, env={})
+    assert opts.settings == ("translation_90", "rotation_180") and dataset_option(opts)[1].startswith("cdeabf0")
     env = {"REMEMBENCH_SETTINGS": "all", "REMEMBENCH_DATASET": "evanbuzzZ/RememBench@" + "1" * 40,
            "REMEMBENCH_DEVICE": "cpu"}
-    opts = resolve({}, env=env)
-    assert len(opts.settings) == 6 and opts.dataset_id == "evanbuzzZ/RememBench" and opts.split == "t2v"
-    assert resolve({"settings": "rotation_90"}, env=env).settings == ("rotation_90",)
-    for bad, message in [({"split": "v2v"}, "split"), ({"video": "x"}, "unknown")]:
+    opts = parse({}, env=env)
+    assert opts.settings == I2V_SETTINGS and dataset_option(opts)[0] == "evanbuzzZ/RememBench" and opts.split == "t2v"
+    assert parse({"settings": "rotation_90"}, env=env).settings == ("rotation_90",)
+    assert parse({}, env={}).settings == ("rotation_180",)  # the paper scorer's default setting
+    assert recipe.options["settings"].choices == I2V_SETTINGS  # the declaration names the release's settings
+    for bad, message in [({"split": "v2v"}, "split"), ({"video": "x"}, "unknown"),
+                         ({"settings": "rotation_45"}, r"^-o settings: .rotation_45. not in .* or .all.$")]:
         with pytest.raises(RecipeError, match=message):
-            resolve(bad, env={})
-    for bad, message in [({"settings": "rotation_45"}, "settings"),
-                         ({"dataset": "mosaichunk/RememBench@main"}, "40-hex")]:
-        with pytest.raises(OptionError, match=message):
-            resolve(bad, env={"REMEMBENCH_DEVICE": "cpu"})
+            parse(bad, env={})
+    with pytest.raises(RecipeError, match=r"^dataset: .*40-hex"):
+        dataset_option(parse({"dataset": "mosaichunk/RememBench@main"}, env={}))
