@@ -18,7 +18,7 @@ from pinbench import cli
 from pinbench.core.recipe import DeclarationError, Resources, get_recipe, load_declaration
 from pinbench.media.video import write_video
 from pinbench.ops import doctor
-from pinbench.ops.userlock import UserLock, user_lock_path
+from pinbench.ops.machine_pins import MachinePins, machine_pins_path
 
 runner = CliRunner()
 H100, H200 = ("0", "NVIDIA H100 80GB HBM3", 85.0), ("1", "NVIDIA H200", 150.7)
@@ -111,11 +111,11 @@ def test_null_pins_offline_are_a_problem_and_resolved_ones_are_named() -> None:
     _, findings = doctor.pin_findings(recipe, offline=True)
     (bad,) = [f for f in findings if not f.ok]
     assert "huggingface.dataset.revision, urls.tasks_json.sha256 null" in bad.line and "with network" in bad.line
-    lock = UserLock(user_lock_path(recipe.name, recipe.version), recipe.name, recipe.version)
-    lock.set(("huggingface", "dataset", "revision"), "a" * 40, "test")
-    lock.set(("urls", "tasks_json", "sha256"), "b" * 64, "test")
-    lock.set(("urls", "dover", "sha256"), "c" * 64, "test")             # pinned in pins.yaml since: stale
-    lock.save()
+    machine = MachinePins(machine_pins_path(recipe.name, recipe.version), recipe.name, recipe.version)
+    machine.set(("huggingface", "dataset", "revision"), "a" * 40, "test")
+    machine.set(("urls", "tasks_json", "sha256"), "b" * 64, "test")
+    machine.set(("urls", "dover", "sha256"), "c" * 64, "test")          # pinned in pins.yaml since: stale
+    machine.save()
     pins, findings = doctor.pin_findings(recipe, offline=True)
     assert all(f.ok for f in findings) and pins.huggingface["dataset"].revision == "a" * 40
     text = "\n".join(f.line for f in findings)
@@ -211,10 +211,10 @@ def test_paibench_scoring_only_with_no_videos_stops(tmp_path: Path, monkeypatch:
     assert f"0 of 3 edge videos found under {tmp_path / 'run' / 'edge' / 'videos'}" in lines
 
 
-def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins(
+def test_fetch_on_a_fresh_clone_resolves_into_machine_pins_and_write_pins_writes_pins_yaml(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`pinbench fetch` gets past a null pin (here: RAFT known by its 8-hex prefix) without touching pins.yaml;
-    `--lock` is the maintainer's copy of the same value into pins.yaml."""
+    `--write-pins` is the maintainer's copy of the same value into pins.yaml."""
     import hashlib
 
     from pinbench.core.recipe import Recipe
@@ -229,15 +229,18 @@ def test_fetch_on_a_fresh_clone_resolves_into_the_user_lock_and_lock_writes_pins
     before = pins.read_text()
     result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "-o", f"videos={tmp_path}"])
     assert result.exit_code == 0, result.output
-    assert f"resolved at run time (user lock): urls.raft_things.sha256 = {digest}" in result.output
+    assert f"resolved at run time (this machine's resolved pins): urls.raft_things.sha256 = {digest}" in result.output
     assert pins.read_text() == before
     recipe = get_recipe("dynamic-degree")
-    assert user_lock_path(recipe.name, recipe.version).is_file()
+    assert machine_pins_path(recipe.name, recipe.version).is_file()
     findings = doctor.diagnose(recipe, recipe.config("m", options={"videos": str(tmp_path)}, offline=True, env={}))
     assert any("resolved at run time" in f.line for f in findings)
     assert any(f.ok and f.line.startswith(f"raft_things: raft_large_C_T_V1.pth sha256 {digest[:12]}") for f in findings)
 
     result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "--lock", "-o", f"videos={tmp_path}"])
+    assert result.exit_code == 2 and "error: --lock is now --write-pins" in result.output   # the flag's old name
+    assert pins.read_text() == before
+    result = runner.invoke(cli.app, ["fetch", "dynamic-degree", "--write-pins", "-o", f"videos={tmp_path}"])
     assert result.exit_code == 0, result.output
     assert f"    sha256: {digest} # the full hash is not published" in pins.read_text()   # comment kept
     assert "review and commit it" in result.output

@@ -115,7 +115,7 @@ def _the_error(done: subprocess.CompletedProcess[str]) -> str:
      "mosaichunk/RememBench@cdeabf0fce9c075876a903a1d5234483ad677fd5 (dataset; files: all)",
      ["`pinbench fetch remembench` on a connected machine", "-o dataset_dir=PATH"]),
     (["fetch", "camerabench"],
-     "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record in the user lock)",
+     "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record for this machine)",
      ["`pinbench fetch camerabench` on a connected machine", "-o scores=DIR -o data=DIR"]),
 ])
 def test_every_network_failure_is_one_line_with_what_and_the_way_on(

@@ -1,4 +1,4 @@
-"""pins / downloads / cache: pinned HF/URL downloads, verification, offline mode, pins.yaml parsing and locking.
+"""pins / downloads / cache: pinned HF/URL downloads, verification, offline mode, pins.yaml parsing and resolving.
 
 No network: FakeHub (a test double for huggingface_hub's download functions) serves files from a
 local fake repo laid out as <root>/<repo_id>/<revision>/..., and URL pins use file:// or a local
@@ -31,24 +31,26 @@ from pinbench.ops.downloads import (
     NotFetchedError,
     PinMismatchError,
     SizeMismatchError,
-    UnlockedPinError,
+    UnresolvedPinError,
     fetch_hf,
     fetch_url,
     git_blob_id,
     locate,
 )
-from pinbench.ops.lock import lock_recipe_pins
-from pinbench.ops.pins import HEX40, HFPin, PinsError, URLPin, load_pins
-from pinbench.ops.userlock import (
+from pinbench.ops.machine_pins import (
     RESOLVED_NOTE,
-    UserLock,
-    UserLockError,
-    apply_lock,
+    MachinePins,
+    MachinePinsError,
+    apply_machine_pins,
+    legacy_machine_pins_path,
+    machine_pins_for,
+    machine_pins_path,
     pins_for_provenance,
     resolve,
     stale_keys,
-    user_lock_path,
 )
+from pinbench.ops.pin_writer import write_recipe_pins
+from pinbench.ops.pins import HEX40, HFPin, PinsError, URLPin, load_pins
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "fedcba9876543210fedcba9876543210fedcba98"
@@ -252,9 +254,9 @@ def test_dataset_subset_by_patterns(fake_hub):
     assert sorted(p.name for p in path.rglob("*") if p.is_file()) == ["a.mp4", "meta.json"]
 
 
-def test_unlocked_pin_is_refused(fake_hub):
-    pin = model_pin(revision=None, lock_required=True)
-    with pytest.raises(UnlockedPinError, match=r"run `pinbench fetch demo-recipe` on a connected machine"):
+def test_an_unresolved_pin_is_refused(fake_hub):
+    pin = model_pin(revision=None, resolve_required=True)
+    with pytest.raises(UnresolvedPinError, match=r"run `pinbench fetch demo-recipe` on a connected machine"):
         fetch_hf(pin)
     assert fake_hub.calls == []
 
@@ -433,12 +435,12 @@ huggingface:
     allow_patterns: ["*.safetensors", config.json]
     sha256:
       model.safetensors: {sha(WEIGHTS)}
-      config.json: null   # filled by lock
+      config.json: null   # filled by --write-pins
   data:
     repo_id: org/data
     repo_type: dataset
-    revision: null  # resolved by `pinbench fetch --lock`
-    lock: required
+    revision: null  # resolved by `pinbench fetch --write-pins`
+    resolve: required
 urls:
   sam2:
     url: https://dl.example.com/sam2/sam2_hiera_large.pt
@@ -463,23 +465,32 @@ def test_load_pins_valid(tmp_path):
     assert pins.recipe == "my-recipe"
     assert pins.upstream["evaluator"].commit == REV
     assert pins.huggingface["model"].sha256["config.json"] is None
-    assert pins.huggingface["data"].revision is None and pins.huggingface["data"].lock_required
+    assert pins.huggingface["data"].revision is None and pins.huggingface["data"].resolve_required
     assert pins.urls["sam2"].filename == "sam2_hiera_large.pt"
     assert pins.images["eval"]["base"].endswith("a" * 64)
     assert pins.huggingface["model"].recipe == "my-recipe"
+
+
+def test_load_pins_reads_the_older_lock_key(tmp_path):
+    """A pins.yaml of an earlier pinbench (or an export of one) says `lock: required` for `resolve: required`."""
+    pins = load_pins(write_pins(tmp_path, GOOD_PINS.replace("    resolve: required", "    lock: required")))
+    assert pins.huggingface["data"].revision is None and pins.huggingface["data"].resolve_required
+    assert not pins.huggingface["model"].resolve_required
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     (f"commit: {REV}", "commit: main", r"upstream\.evaluator\.commit: 'main' is not a 40-hex commit"),
     (f"commit: {REV}", "commit: 0123456", r"upstream\.evaluator\.commit: .* is not a 40-hex commit"),
     (f"revision: {REV}", "revision: main", r"huggingface\.model: .*'main' is not a 40-hex commit"),
-    ("    lock: required\n", "", r"huggingface\.data: .*revision is null"),
+    ("    resolve: required\n", "", r"huggingface\.data: .*revision is null"),
     (f"base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04@sha256:{'a' * 64}",
      "base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04", r"images\.eval\.base: .* has no @sha256"),
     (f"model.safetensors: {sha(WEIGHTS)}", "model.safetensors: abc123",
      r"sha256\[model\.safetensors\]: 'abc123' is not a 64-hex"),
     ("urls:", "url_pins:", r"unknown section\(s\) url_pins"),
-    ("    lock: required", "    lock: later", r"huggingface\.data\.lock: 'later'"),
+    ("    resolve: required", "    resolve: later", r"huggingface\.data\.resolve: 'later'"),
+    ("    resolve: required", "    lock: later", r"huggingface\.data\.lock: 'later'"),       # its older name
+    ("    resolve: required", "    resolve: required\n    lock: required", r"both `resolve` and `lock`"),
 ])
 def test_load_pins_rejects(tmp_path, old, new, message):
     assert old in GOOD_PINS
@@ -497,17 +508,17 @@ def test_load_pins_bad_yaml_names_line(tmp_path):
         load_pins(tmp_path / "nope.yaml")
 
 
-# ------------------------------------------------------------------------------ user lock and --lock
+# ------------------------------------------------- this machine's resolved pins and --write-pins
 
 
 def recipe_of(pins_path: Path, version: str = "1.2.3") -> SimpleNamespace:
-    """What the user lock needs of a recipe (a test double for pinbench.core.recipe.Recipe)."""
+    """What machine_pins_for and write_recipe_pins need of a recipe (a test double for pinbench.core.recipe.Recipe)."""
     return SimpleNamespace(name="my-recipe", version=version, pins_path=pins_path)
 
 
-def user_lock(tmp_path: Path, version: str = "1.2.3") -> UserLock:
-    path = user_lock_path("my-recipe", version, tmp_path / "cache")
-    return UserLock.load(path, "my-recipe", version)
+def machine_record(tmp_path: Path, version: str = "1.2.3") -> MachinePins:
+    path = machine_pins_path("my-recipe", version, tmp_path / "cache")
+    return MachinePins.load(path, "my-recipe", version)
 
 
 @pytest.fixture
@@ -521,26 +532,26 @@ def unresolved(tmp_path, fake_hub) -> tuple[Path, FakeHfApi]:
     return path, FakeHfApi({"org/data": REV2}, plain=("config.json",))
 
 
-def test_first_connected_fetch_resolves_into_the_user_lock_never_into_pins(unresolved, tmp_path, monkeypatch):
+def test_first_connected_fetch_resolves_into_machine_pins_never_into_pins(unresolved, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     path, api = unresolved
     before = path.read_text()
-    lock = user_lock(tmp_path)
-    changes = resolve(load_pins(path), lock, api=api)
+    machine = machine_record(tmp_path)
+    changes = resolve(load_pins(path), machine, api=api)
     assert [c.split(" = ")[0] for c in changes] == [
         "huggingface.data.revision", "huggingface.model.sha256[config.json]", "urls.sam2.sha256"]
     assert path.read_text() == before                                    # the package's pins are untouched
-    assert lock.path == tmp_path / "cache" / "locks" / "my-recipe" / "1.2.3.yaml" and lock.path.is_file()
-    assert TOKEN not in lock.path.read_text()
-    again = UserLock.load(lock.path, "my-recipe", "1.2.3")
-    pins = apply_lock(load_pins(path), again)
+    assert machine.path == tmp_path / "cache" / "machine-pins" / "my-recipe" / "1.2.3.yaml" and machine.path.is_file()
+    assert TOKEN not in machine.path.read_text()
+    again = MachinePins.load(machine.path, "my-recipe", "1.2.3")
+    pins = apply_machine_pins(load_pins(path), again)
     assert pins.huggingface["data"].revision == REV2
     assert pins.huggingface["model"].sha256["config.json"] == sha(CONFIG)   # not in LFS: downloaded, hashed
     assert pins.urls["sam2"].sha256 == sha(WEIGHTS)
     assert fetch_url(pins.urls["sam2"]).read_bytes() == WEIGHTS          # moved into its verified place
     entry = pins.resolved["huggingface.data.revision"]
     assert entry.how.startswith("head of the default branch") and entry.resolved_at.endswith("Z")
-    # later runs reuse the lock: nothing is asked of the hub again
+    # later runs reuse the recorded values: nothing is asked of the hub again
     n_calls = len(api.calls)
     assert resolve(load_pins(path), again, api=api) == []
     assert len(api.calls) == n_calls
@@ -556,83 +567,110 @@ def test_lfs_hashes_come_from_the_hub_metadata_without_downloading(tmp_path, fak
             sha256:
               model.safetensors: null
         """)
-    lock = user_lock(tmp_path)
-    resolve(load_pins(path), lock, api=FakeHfApi({}, lfs={"model.safetensors": big}))
-    assert lock.entries[("huggingface", "model", "sha256", "model.safetensors")].value == big
-    assert "get_paths_info" in lock.entries[("huggingface", "model", "sha256", "model.safetensors")].how
+    machine = machine_record(tmp_path)
+    resolve(load_pins(path), machine, api=FakeHfApi({}, lfs={"model.safetensors": big}))
+    assert machine.entries[("huggingface", "model", "sha256", "model.safetensors")].value == big
+    assert "get_paths_info" in machine.entries[("huggingface", "model", "sha256", "model.safetensors")].how
     assert fake_hub.calls == []                                          # nothing downloaded to hash it
     with pytest.raises(downloads.FetchError, match="missing.bin: not a file in the repo"):
         bad = write_pins(tmp_path, f"huggingface:\n  m:\n    repo_id: org/model\n    revision: {REV}\n"
                                    "    sha256:\n      missing.bin: null\n")
-        resolve(load_pins(bad), user_lock(tmp_path, "9.9.9"), api=FakeHfApi({}))
+        resolve(load_pins(bad), machine_record(tmp_path, "9.9.9"), api=FakeHfApi({}))
 
 
 def test_resolving_offline_fails_naming_what_is_null(unresolved, tmp_path, monkeypatch):
     monkeypatch.setenv("PINBENCH_OFFLINE", "1")
     with pytest.raises(downloads.FetchError, match=r"huggingface\.data\.revision, .*still null.*needs network"):
-        resolve(load_pins(unresolved[0]), user_lock(tmp_path), api=unresolved[1])
+        resolve(load_pins(unresolved[0]), machine_record(tmp_path), api=unresolved[1])
 
 
 def test_provenance_marks_resolved_inputs(unresolved, tmp_path):
     from pinbench.core.provenance import input_states
 
     path, api = unresolved
-    lock = user_lock(tmp_path)
-    resolve(load_pins(path), lock, api=api)
-    states = input_states(pins_for_provenance(apply_lock(load_pins(path), lock)))
+    machine = machine_record(tmp_path)
+    resolve(load_pins(path), machine, api=api)
+    states = input_states(pins_for_provenance(apply_machine_pins(load_pins(path), machine)))
     assert states["huggingface/data"]["state"] == "resolved" and RESOLVED_NOTE in states["huggingface/data"]["reason"]
     assert states["urls/sam2"]["state"] == "resolved" and states["urls/sam2"]["sha256"] == sha(WEIGHTS)
     assert states["upstream/evaluator"]["state"] == "verified"
 
 
-def test_a_value_pinned_later_wins_over_the_lock(unresolved, tmp_path):
+def test_a_value_pinned_later_wins_over_machine_pins(unresolved, tmp_path):
     path, api = unresolved
-    lock = user_lock(tmp_path)
-    resolve(load_pins(path), lock, api=api)
+    machine = machine_record(tmp_path)
+    resolve(load_pins(path), machine, api=api)
     path.write_text(path.read_text().replace("revision: null  # resolved", f"revision: {REV}  # resolved")
-                    .replace("    lock: required\n", ""))
-    pins = apply_lock(load_pins(path), lock)
+                    .replace("    resolve: required\n", ""))
+    pins = apply_machine_pins(load_pins(path), machine)
     assert pins.huggingface["data"].revision == REV
-    assert stale_keys(load_pins(path), lock) == [("huggingface", "data", "revision")]
+    assert stale_keys(load_pins(path), machine) == [("huggingface", "data", "revision")]
 
 
-def test_a_corrupt_user_lock_is_one_line(tmp_path):
-    lock = user_lock(tmp_path)
-    lock.path.parent.mkdir(parents=True)
-    lock.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\nurls: {x: {sha256: {value: main}}}\n")
-    with pytest.raises(UserLockError, match=r"1\.2\.3\.yaml: schema violation at \$\.urls\.x\.sha256"):
-        UserLock.load(lock.path, "my-recipe", "1.2.3")
-    with pytest.raises(UserLockError, match="is the lock of my-recipe 1.2.3, not other 1.2.3"):
-        lock.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\n")
-        UserLock.load(lock.path, "other", "1.2.3")
-    lock.path.unlink()
-    lock.path.mkdir()                                                      # a folder posing as the lock
-    with pytest.raises(UserLockError, match=r"1\.2\.3\.yaml: is a directory, not a file"):
-        UserLock.load(lock.path, "my-recipe", "1.2.3")
+def test_corrupt_machine_pins_are_one_line(tmp_path):
+    machine = machine_record(tmp_path)
+    machine.path.parent.mkdir(parents=True)
+    machine.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\nurls: {x: {sha256: {value: main}}}\n")
+    with pytest.raises(MachinePinsError, match=r"1\.2\.3\.yaml: schema violation at \$\.urls\.x\.sha256"):
+        MachinePins.load(machine.path, "my-recipe", "1.2.3")
+    with pytest.raises(MachinePinsError, match="holds the resolved pins of my-recipe 1.2.3, not other 1.2.3"):
+        machine.path.write_text("recipe: my-recipe\nrecipe_version: 1.2.3\n")
+        MachinePins.load(machine.path, "other", "1.2.3")
+    machine.path.unlink()
+    machine.path.mkdir()                                                      # a folder posing as the file
+    with pytest.raises(MachinePinsError, match=r"1\.2\.3\.yaml: is a directory, not a file"):
+        MachinePins.load(machine.path, "my-recipe", "1.2.3")
 
 
-def test_maintainer_lock_writes_pins_keeping_comments_and_layout(unresolved, tmp_path, monkeypatch):
+def test_machine_pins_of_the_older_locks_folder_are_read_then_moved(unresolved, tmp_path):
+    """<cache>/locks/<recipe>/<version>.yaml (earlier pinbench versions) is still read; the next save writes
+    <cache>/machine-pins/... and removes the old file, so one file holds the values."""
+    path, api = unresolved
+    cache = tmp_path / "cache"
+    old = legacy_machine_pins_path("my-recipe", "1.2.3", cache)
+    assert old == cache / "locks" / "my-recipe" / "1.2.3.yaml"
+    earlier = MachinePins(old, "my-recipe", "1.2.3")
+    earlier.set(("huggingface", "data", "revision"), REV2, "test: as an earlier pinbench recorded it")
+    earlier.save()
+    machine = machine_pins_for(recipe_of(path), cache)
+    assert machine.source == old and not machine.path.exists()
+    assert apply_machine_pins(load_pins(path), machine).huggingface["data"].revision == REV2
+    n_calls = len(api.calls)
+    changes = resolve(load_pins(path), machine, api=api)        # the two values still null are resolved
+    assert [c.split(" = ")[0] for c in changes] == ["huggingface.model.sha256[config.json]", "urls.sam2.sha256"]
+    assert [c for c in api.calls[n_calls:] if c[0] == "org/data"] == []   # the old revision is reused, not asked
+    assert not old.exists() and machine.source == machine.path == cache / "machine-pins" / "my-recipe" / "1.2.3.yaml"
+    again = machine_pins_for(recipe_of(path), cache)
+    assert again.entries[("huggingface", "data", "revision")].value == REV2 and len(again.entries) == 3
+    # where both exist (an older pinbench wrote one again), the new file wins
+    stale = MachinePins(old, "my-recipe", "1.2.3")
+    stale.set(("huggingface", "data", "revision"), REV, "test")
+    stale.save()
+    assert machine_pins_for(recipe_of(path), cache).entries[("huggingface", "data", "revision")].value == REV2
+
+
+def test_write_pins_keeps_comments_and_layout(unresolved, tmp_path, monkeypatch):
     path, api = unresolved
     before = path.read_text()
-    changes = lock_recipe_pins(recipe_of(path), api=api)
+    changes = write_recipe_pins(recipe_of(path), api=api)
     assert [c.split(" = ")[0] for c in changes] == [
         "huggingface.model.sha256[config.json]", "huggingface.data.revision", "urls.sam2.sha256"]
     text = path.read_text()
-    for comment in ("# pins for a test", "# the nine fixes", "# filled by lock", "# resolved by `pinbench"):
+    for comment in ("# pins for a test", "# the nine fixes", "# filled by --write-pins", "# resolved by `pinbench"):
         assert comment in text
     assert 'allow_patterns: ["*.safetensors", config.json]' in text        # flow style and quotes kept
     changed = [line for line in text.splitlines() if line not in before.splitlines()]
     assert len(changed) == 3                                               # exactly the three values
     pins = load_pins(path)
     assert (pins.huggingface["data"].revision, pins.urls["sam2"].sha256) == (REV2, sha(WEIGHTS))
-    assert lock_recipe_pins(recipe_of(path), api=api) == []
+    assert write_recipe_pins(recipe_of(path), api=api) == []
 
 
-def test_maintainer_lock_quotes_numeric_looking_hex(tmp_path, fake_hub):
+def test_write_pins_quotes_numeric_looking_hex(tmp_path, fake_hub):
     numeric = "1234567890" * 4
     path = write_pins(tmp_path, "huggingface:\n  d:\n    repo_id: org/data\n    repo_type: dataset\n"
-                                "    revision: ~\n    lock: required\n")
-    lock_recipe_pins(recipe_of(path), api=FakeHfApi({"org/data": numeric}))
+                                "    revision: ~\n    resolve: required\n")
+    write_recipe_pins(recipe_of(path), api=FakeHfApi({"org/data": numeric}))
     assert load_pins(path).huggingface["d"].revision == numeric
 
 
@@ -702,7 +740,7 @@ def test_a_bad_earlier_download_is_fetched_again_when_resolving(tmp_path, capsys
     stale = cache.url_path(load_pins(path).urls["raft"])
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"cut short")
-    lock = user_lock(tmp_path)
-    resolve(load_pins(path), lock)
-    assert lock.entries[("urls", "raft", "sha256")].value == sha(WEIGHTS)
+    machine = machine_record(tmp_path)
+    resolve(load_pins(path), machine)
+    assert machine.entries[("urls", "raft", "sha256")].value == sha(WEIGHTS)
     assert "downloading it again" in capsys.readouterr().err and not stale.exists()

@@ -43,7 +43,7 @@ def _provenance(dirty: bool = True) -> dict:
         "pins": {"upstream": {"evaluator": {"repo": "owner/name", "commit": "d" * 40}}},
         "inputs": {
             "upstream/evaluator": {"kind": "git", "state": "verified"},
-            "urls/sam2": {"kind": "url", "state": "unverified", "reason": "no sha256 (lock it)"},
+            "urls/sam2": {"kind": "url", "state": "unverified", "reason": "no sha256 (resolve it)"},
         },
         "seeds": {"global": 0},
     }
@@ -156,7 +156,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert re.search(r"<td class=\"nowrap\"[^>]*>\[0\.4\d+, 0\.4\d+\]</td>", _row(page, "edge/canny_f1"))
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
-    assert "1 of 2 pinned inputs verified" in page and "no sha256 (lock it)" in page
+    assert "1 of 2 pinned inputs verified" in page and "no sha256 (resolve it)" in page
     assert TOKEN not in page and "***" in page
 
     # With the failed record the denominator stays 12 (partial); its id and error are shown escaped.

@@ -173,15 +173,18 @@ def fetch(
     recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. paibench-c")],
     checkpoint: Annotated[str, typer.Option("--checkpoint", "-c")] = "",
     limit: Annotated[int | None, typer.Option(help="fetch only the first N tasks")] = None,
-    lock: Annotated[bool, typer.Option(help="maintainer: also write the resolved values into the recipe's "
-                                            "pins.yaml (review and commit it)")] = False,
+    write_pins: Annotated[bool, typer.Option(help="maintainer: also write the resolved values into the recipe's "
+                                                  "pins.yaml (review and commit it)")] = False,
+    old_lock_flag: Annotated[bool, typer.Option("--lock", hidden=True)] = False,
     option: OptionList = [],  # noqa: B006
 ) -> None:
     """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos).
 
-    Values pins.yaml leaves null are resolved once into this machine's user lock (never into pins.yaml) and
+    Values pins.yaml leaves null are resolved once into this machine's resolved pins (never into pins.yaml) and
     reused by every later run; scorecards mark them "resolved at run time, not the reference's".
     """
+    if old_lock_flag:
+        _fail("--lock is now --write-pins (writes the resolved values into the recipe's pins.yaml)")
     recipe = _recipe(recipe_name)
     if checkpoint:  # a name that would escape its folders is refused before anything is resolved or written
         try:
@@ -192,21 +195,21 @@ def fetch(
     cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
                   skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
     if recipe.pins_path.is_file():
-        from pinbench.ops.userlock import resolve_recipe_pins
+        from pinbench.ops.machine_pins import resolve_recipe_pins
 
         _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
         for change in changes:
-            _echo(f"resolved at run time (user lock): {change}")
-        if lock:
-            from pinbench.ops.lock import lock_recipe_pins
+            _echo(f"resolved at run time (this machine's resolved pins): {change}")
+        if write_pins:
+            from pinbench.ops.pin_writer import write_recipe_pins
 
-            written = lock_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+            written = write_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
             for change in written:
                 _echo(f"pins.yaml: {change}")
             _echo(f"{recipe.pins_path}: {len(written)} value(s) written; review and commit it" if written
-                  else f"{recipe.pins_path}: nothing left to lock")
-    elif lock:
-        _fail(f"{recipe.name} has no pins.yaml to lock")
+                  else f"{recipe.pins_path}: nothing left to write")
+    elif write_pins:
+        _fail(f"{recipe.name} has no pins.yaml to write resolved values into")
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return

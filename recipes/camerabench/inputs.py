@@ -20,10 +20,10 @@ from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import tree_fingerprint
 from pinbench.core.options import did_you_mean
 from pinbench.core.recipe import get_recipe
-from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnlockedPinError, fetch_hf, locate
+from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnresolvedPinError, fetch_hf, locate
+from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for
+from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
 from pinbench.ops.pins import HFPin, Pins, PinsError, load_pins
-from pinbench.ops.userlock import UserLockError, apply_lock, lock_for
-from pinbench.ops.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.camerabench import data_files
 from pinbench_recipes.camerabench.dataset import (
     CameraBenchData,
@@ -38,7 +38,7 @@ from pinbench_recipes.camerabench.videos import VideoSet, VideoSetError, locate_
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
 PROCESSOR_PIN = "qwen2_5_vl_7b_instruct"
 VIDEOS_PIN = "videos"
-_INPUT_ERRORS = (DatasetError, data_files.DataFilesError, VideoSetError, NotFetchedError, UnlockedPinError,
+_INPUT_ERRORS = (DatasetError, data_files.DataFilesError, VideoSetError, NotFetchedError, UnresolvedPinError,
                  FetchError, PinMismatchError, PinsError)
 
 
@@ -135,10 +135,10 @@ def run_subset(cfg: RunConfig, data: CameraBenchData) -> CameraBenchData:
 
 
 def pins() -> Pins:
-    """pins.yaml with this machine's user lock applied (the revisions a first `pinbench fetch` resolved)."""
+    """pins.yaml with this machine's resolved pins applied (the revisions a first `pinbench fetch` resolved)."""
     try:
-        return apply_lock(load_pins(PINS_PATH), lock_for(get_recipe("camerabench")))
-    except (PinsError, UserLockError) as exc:
+        return apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe("camerabench")))
+    except (PinsError, MachinePinsError) as exc:
         raise input_error(exc) from None
 
 

@@ -260,7 +260,7 @@ class RaftThings:
         self.precision = ""
 
     def describe(self) -> dict[str, Any]:
-        """Identity of the numbers: locking the weights' SHA-256 later does not change it (same file)."""
+        """Identity of the numbers: pinning the weights' full SHA-256 later does not change it (same file)."""
         import torchvision
 
         described = {"backend": self.name, "official": True,

@@ -16,9 +16,9 @@ from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
+from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
+from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
 from pinbench.ops.pins import Pins, PinsError, load_pins
-from pinbench.ops.userlock import UserLockError, apply_lock, lock_for, resolve
-from pinbench.ops.userlock import pins_for_provenance as effective_pins_data
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
 from pinbench_recipes.dynamic_degree.motion import ClipSource
 
@@ -105,10 +105,10 @@ def worker_devices(cfg: RunConfig, spec: EstimatorSpec) -> list[str]:
 
 
 def _effective_pins(pins_path: Path, recipe_name: str) -> Pins:
-    """pins.yaml with this machine's user lock applied (the full SHA-256 a first fetch recorded)."""
+    """pins.yaml with this machine's resolved pins applied (the full SHA-256 a first fetch recorded)."""
     try:
-        return apply_lock(load_pins(pins_path), lock_for(get_recipe(recipe_name)))
-    except (PinsError, UserLockError) as exc:
+        return apply_machine_pins(load_pins(pins_path), machine_pins_for(get_recipe(recipe_name)))
+    except (PinsError, MachinePinsError) as exc:
         raise RecipeError(str(exc)) from None
 
 
@@ -117,7 +117,7 @@ def raft_weights(cfg: RunConfig, pins_path: Path) -> tuple[Path, str]:
 
     The official metric never runs on weights without a full SHA-256. pins.yaml gives one, or only the
     8-hex prefix torchvision puts in the file name: then the first connected run (or ``pinbench fetch``)
-    downloads the file, checks the prefix, and records the full SHA-256 in this machine's user lock, which
+    downloads the file, checks the prefix, and records the full SHA-256 in this machine's resolved pins, which
     every later run verifies against (provenance marks it "resolved at run time"). ``-o raft_weights=FILE``
     needs ``-o raft_sha256=HEX``. Offline, anything not fetched is an error naming ``pinbench fetch``.
     """
@@ -141,9 +141,9 @@ def raft_weights(cfg: RunConfig, pins_path: Path) -> tuple[Path, str]:
             if offline:
                 raise RecipeError(f"{pin.url}: its full SHA-256 is not recorded on this machine yet; run `pinbench "
                                   "fetch dynamic-degree` once on a connected machine (it checks the pinned prefix "
-                                  "and records the full hash in the user lock), or pass -o raft_weights= "
+                                  "and records the full hash for this machine), or pass -o raft_weights= "
                                   "-o raft_sha256=")
-            resolve(load_pins(pins_path), lock_for(get_recipe(cfg.recipe)))
+            resolve(load_pins(pins_path), machine_pins_for(get_recipe(cfg.recipe)))
             pin = _effective_pins(pins_path, cfg.recipe).urls[WEIGHTS_PIN]
         try:
             return locate(pin), str(pin.sha256)

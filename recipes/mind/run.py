@@ -25,7 +25,7 @@ from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
 from pinbench.media.lpips import load_lpips
-from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnlockedPinError
+from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.pins import Pins
 from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.mind import fixture, steps
@@ -208,7 +208,7 @@ def official_runtime(pins: Pins) -> Runtime:
     """The image's official runtime, every staged weight located and verified, or one RecipeError line."""
     try:
         runtime = runtime_from_env(pins)
-    except (NotFetchedError, ChecksumError, UnlockedPinError) as exc:
+    except (NotFetchedError, ChecksumError, UnresolvedPinError) as exc:
         raise RecipeError(f"official runtime: {exc}") from None
     problems = runtime.problems(pins.upstream["mind"].commit)
     if problems:

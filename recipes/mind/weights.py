@@ -27,7 +27,7 @@ from pinbench.ops.downloads import (
     ChecksumError,
     FetchError,
     NotFetchedError,
-    UnlockedPinError,
+    UnresolvedPinError,
     fetch_hf,
     fetch_url,
     locate,
@@ -92,7 +92,7 @@ def fetch(cfg: RunConfig) -> None:
     staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
     try:
         found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)
-    except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnlockedPinError) as exc:
+    except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnresolvedPinError) as exc:
         hint = ""
         if "clip_vit_l14" not in staged and "ViT-L-14" in str(exc):
             hint = " (the CLIP URL is dead: pass -o clip_file=PATH to a copy with the pinned SHA-256)"

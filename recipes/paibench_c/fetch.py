@@ -18,8 +18,8 @@ from pinbench.core.options import did_you_mean
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
+from pinbench.ops.machine_pins import apply_machine_pins, machine_pins_for
 from pinbench.ops.pins import HFPin, Pins, load_pins
-from pinbench.ops.userlock import apply_lock, lock_for
 from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
 from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
@@ -62,13 +62,13 @@ def _image_has_weights(pins: Pins) -> bool:
 
 
 def effective_pins(cfg: RunConfig) -> Pins:
-    """pins.yaml with this machine's user lock applied (the dataset revision a first fetch resolved)."""
-    return apply_lock(load_pins(PINS_PATH), lock_for(get_recipe(cfg.recipe)))
+    """pins.yaml with this machine's resolved pins applied (the dataset revision a first fetch resolved)."""
+    return apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe(cfg.recipe)))
 
 
 def fetch(cfg: RunConfig) -> None:
     """Download every pinned input of this run into the cache (``pinbench fetch paibench-c``; the CLI has
-    resolved the nulls of pins.yaml into the user lock before this runs)."""
+    resolved the nulls of pins.yaml on this machine before this runs)."""
     pins = effective_pins(cfg)
     tasks = select_tasks(load_tasks(fetch_url(pins.urls["tasks_json"])), cfg.limit)
     fetch_hf(dataset_pin(pins, tasks if cfg.limit is not None else None))

@@ -29,8 +29,8 @@ from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import run_samples
+from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench.ops.pins import Pins
-from pinbench.ops.userlock import pins_for_provenance
 from pinbench.results.finish import collect_records, finish_run
 from pinbench_recipes.paibench_c import evaluate, fixture
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin

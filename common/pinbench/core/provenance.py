@@ -298,7 +298,7 @@ def input_states(pins: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
     upstream code: a 40-hex commit. Hugging Face: a 40-hex revision and no null file sha256.
     URLs: a 64-hex sha256; a null one (not resolved yet) is "unverified", never passed silently.
-    A value filled from this machine's user lock (``pins["resolved_at_run_time"]``, see pinbench.ops.userlock)
+    A value filled from this machine's resolved pins (``pins["resolved_at_run_time"]``, see pinbench.ops.machine_pins)
     makes its input "resolved": pinned since, but not by the recipe, so not the reference's input.
     """
     states: dict[str, dict[str, Any]] = {}

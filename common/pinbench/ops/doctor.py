@@ -2,9 +2,9 @@
 machine or an input that cannot finish them. ``pinbench run`` calls it first.
 
 It checks, from what can be known without loading a model: the pins (complete, or resolvable here), every
-pinned file this run needs in the cache with its hash, the user lock, the images of a docker run and their
-digests (when a Docker engine is reachable), visible GPUs and their memory against the recipe's declared
-need, free disk against its estimate, RAM, a token where a gated repo must still be downloaded, and the
+pinned file this run needs in the cache with its hash, this machine's resolved pins, the images of a docker
+run and their digests (when a Docker engine is reachable), visible GPUs and their memory against the recipe's
+declared need, free disk against its estimate, RAM, a token where a gated repo must still be downloaded, and the
 user's inputs (every expected video exists and decodes). Each problem is one line; any problem exits 2.
 
 What a recipe needs is data in its recipe.yaml (``resources:``); which pins and inputs a given run needs
@@ -71,44 +71,53 @@ def problem(check: str, line: str, subject: str = "") -> Finding:
 
 def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None = None
                  ) -> tuple[Pins | None, list[Finding]]:
-    """pins.yaml valid, user lock valid, every null that this run reads resolved here or resolvable (online).
+    """pins.yaml and this machine's resolved pins valid, every null that this run reads resolved here or
+    resolvable (online).
 
     ``reads``: the labels (``huggingface/<name>``, ``urls/<name>``) of the pins this run reads; None: all.
     """
+    from pinbench.ops.machine_pins import (
+        MachinePinsError,
+        apply_machine_pins,
+        key_label,
+        machine_pins_for,
+        null_keys,
+        stale_keys,
+    )
     from pinbench.ops.pins import PinsError, load_pins
-    from pinbench.ops.userlock import UserLockError, apply_lock, key_label, lock_for, null_keys, stale_keys
 
     if not recipe.pins_path.is_file():
         return None, []
     try:
         pins = load_pins(recipe.pins_path)
-        lock = lock_for(recipe)
-    except (PinsError, UserLockError) as exc:
+        machine = machine_pins_for(recipe)
+    except (PinsError, MachinePinsError) as exc:
         return None, [problem("pins", str(exc))]
     findings = []
     nulls = list(null_keys(pins))
     unread = [key_label(k) for k in nulls if reads is not None and f"{k[0]}/{k[1]}" not in reads]
     nulls = [k for k in nulls if reads is None or f"{k[0]}/{k[1]}" in reads]
-    unresolved = [key_label(k) for k in nulls if k not in lock.entries]
-    resolved = [key_label(k) for k in nulls if k in lock.entries]
+    unresolved = [key_label(k) for k in nulls if k not in machine.entries]
+    resolved = [key_label(k) for k in nulls if k in machine.entries]
     if unresolved and offline:
         findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
                                         f"this machine; run `pinbench fetch {recipe.name}` once with network"))
     elif unresolved:
         findings.append(ok("pins", f"{', '.join(unresolved)} null; `pinbench fetch {recipe.name}` resolves them "
-                                   f"once into {lock.path}"))
+                                   f"once into {machine.path}"))
     if resolved:
-        findings.append(ok("pins", f"{', '.join(resolved)} resolved at run time ({lock.path}), not the reference's"))
-    stale = stale_keys(pins, lock)
+        findings.append(ok("pins", f"{', '.join(resolved)} resolved at run time ({machine.source}), "
+                                   "not the reference's"))
+    stale = stale_keys(pins, machine)
     if stale:
-        findings.append(ok("pins", f"user lock entries no longer used (pinned in pins.yaml since): "
+        findings.append(ok("pins", f"resolved pins of this machine no longer used (pinned in pins.yaml since): "
                                    f"{', '.join(key_label(k) for k in stale)}"))
     if unread:
         findings.append(ok("pins", f"{', '.join(unread)} null, not read from the cache by this run"))
     if not unresolved and not resolved:
         findings.append(ok("pins", f"{recipe.pins_path.name}: every input {'this run reads ' if unread else ''}"
                                    "pinned"))
-    return apply_lock(pins, lock), findings
+    return apply_machine_pins(pins, machine), findings
 
 
 def pins_read(findings: Iterable[Finding]) -> set[str]:
@@ -137,12 +146,12 @@ def url_finding(name: str, pin: URLPin) -> Finding:
 
 def hf_finding(name: str, pin: HFPin) -> Finding:
     """An HF pin's snapshot in the cache with every pinned file (hashes checked where pinned)."""
-    from pinbench.ops.downloads import NotFetchedError, PinMismatchError, UnlockedPinError, locate
+    from pinbench.ops.downloads import NotFetchedError, PinMismatchError, UnresolvedPinError, locate
 
     subject = f"huggingface/{name}"
     try:
         root = locate(pin)
-    except (UnlockedPinError, NotFetchedError, PinMismatchError) as exc:
+    except (UnresolvedPinError, NotFetchedError, PinMismatchError) as exc:
         return problem("cache", str(exc), subject)
     hashed = sum(1 for v in pin.sha256.values() if v)
     return ok("cache", f"{name}: {pin.label} in {root}" + (f", {hashed} file(s) sha256 verified" if hashed else ""),

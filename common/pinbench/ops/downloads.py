@@ -35,8 +35,8 @@ class NotFetchedError(RuntimeError):
     """Offline and the input is not in the cache (or a local copy lacks a file)."""
 
 
-class UnlockedPinError(RuntimeError):
-    """A pin marked ``lock: required`` has no revision yet; ``pinbench fetch`` resolves it into the user lock."""
+class UnresolvedPinError(RuntimeError):
+    """A pin marked ``resolve: required`` has no revision yet; ``pinbench fetch`` resolves it on this machine."""
 
 
 class FetchError(RuntimeError):
@@ -185,7 +185,7 @@ def _verify_files(pin: HFPin, root: Path) -> None:
     for rel, digest in sorted(pin.sha256.items()):
         if digest is None:
             _warn(f"{pin.label}: {rel}: no sha256 pinned, unverified "
-                  f"(`pinbench fetch {pin.recipe}` records one in the user lock)")
+                  f"(`pinbench fetch {pin.recipe}` records one in this machine's resolved pins)")
         else:
             verify_sha256(root / rel, digest)
 
@@ -195,9 +195,9 @@ def _verify_files(pin: HFPin, root: Path) -> None:
 
 def _require_revision(pin: HFPin) -> str:
     if pin.revision is None:
-        raise UnlockedPinError(f"{pin.repo_id}: revision is null (`lock: required`) and not in this machine's "
-                               f"user lock; run `pinbench fetch {pin.recipe}` on a connected machine once "
-                               "(it resolves the revision into the user lock)")
+        raise UnresolvedPinError(f"{pin.repo_id}: revision is null (`resolve: required`) and not in this machine's "
+                                 f"resolved pins; run `pinbench fetch {pin.recipe}` on a connected machine once "
+                                 "(it resolves the revision and records it for this machine)")
     return pin.revision
 
 
@@ -325,7 +325,8 @@ def _locate_url(pin: URLPin, cache: Path | str | None) -> Path:
         raise _not_fetched(pin.url, dest, pin.recipe)
     verify_url_file(pin, dest)
     if not pin.verifiable:
-        _warn(f"{pin.url}: no sha256 pinned, unverified (`pinbench fetch {pin.recipe}` records one in the user lock)")
+        _warn(f"{pin.url}: no sha256 pinned, unverified "
+              f"(`pinbench fetch {pin.recipe}` records one in this machine's resolved pins)")
     return dest
 
 
@@ -345,5 +346,5 @@ def fetch_url(pin: URLPin, *, cache: Path | str | None = None) -> Path:
         raise exc.for_pin(pin) from None
     if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified (downloaded sha256 {actual}; "
-              f"`pinbench fetch {pin.recipe}` records it in the user lock)")
+              f"`pinbench fetch {pin.recipe}` records it in this machine's resolved pins)")
     return dest

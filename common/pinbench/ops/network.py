@@ -1,9 +1,10 @@
 """A failed network, said in one line: what could not be fetched, that the network failed, and the way on.
 
 Why: a machine without network used to end a run in a raw ``URLError`` or ``LocalEntryNotFoundError``, while
-the same run with ``--offline`` said what to fetch. Every download (``pinbench.ops.downloads``, the user lock)
-turns a failure of the network itself (no route, no name resolution, refused, timed out, a proxy that does not
-answer) into the same sentence; an HTTP answer (401, 404) is not a network failure and keeps its own message.
+the same run with ``--offline`` said what to fetch. Every download (``pinbench.ops.downloads``,
+``pinbench.ops.machine_pins``) turns a failure of the network itself (no route, no name resolution, refused,
+timed out, a proxy that does not answer) into the same sentence; an HTTP answer (401, 404) is not a network
+failure and keeps its own message.
 The ways on come from the recipe's declaration: ``pinbench fetch`` on a connected machine, the option that
 takes a local copy of that input (``instead_of`` in recipe.yaml), and a run that downloads nothing
 (``no_download``).

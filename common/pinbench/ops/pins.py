@@ -6,8 +6,8 @@ give the common defects a precise message; ``schemas/pins.schema.json`` is the c
 them on every load.
 
 A value left null in pins.yaml (a dataset revision nobody has recorded publicly, the full SHA-256 of a file
-known only by a prefix or a git blob id) is resolved once per machine into the user lock
-(:mod:`pinbench.ops.userlock`); :attr:`Pins.resolved` says which values came from there.
+known only by a prefix or a git blob id) is resolved once on each machine and recorded
+there (:mod:`pinbench.ops.machine_pins`); :attr:`Pins.resolved` says which values came from there.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 REPO_TYPES = ("model", "dataset")
 PINS_SECTIONS = ("recipe", "upstream", "huggingface", "urls", "images", "python")
-_HF_KEYS = {"repo_id", "repo_type", "revision", "allow_patterns", "sha256", "lock", "note"}
+_HF_KEYS = {"repo_id", "repo_type", "revision", "allow_patterns", "sha256", "resolve", "note"}
+# `lock: required` is what pins.yaml files of earlier pinbench versions (and exports of them) say for `resolve:`.
+_LEGACY_RESOLVE_KEY = "lock"
 _URL_KEYS = {"url", "sha256", "sha256_prefix", "git_blob", "size", "filename", "note"}
 HEX_PREFIX = re.compile(r"[0-9a-f]{8,63}")
 
@@ -51,8 +53,8 @@ class GitPin:
 class HFPin:
     """A Hugging Face model or dataset at a 40-hex revision, optionally a subset of its files.
 
-    ``revision`` may be None only with ``lock_required=True``; fetching then refuses until
-    ``lock_pins`` wrote the resolved commit. ``sha256`` maps repo-relative paths to hex digests;
+    ``revision`` may be None only with ``resolve_required=True``; fetching then refuses until
+    ``pinbench fetch`` resolved the commit on this machine. ``sha256`` maps repo-relative paths to hex digests;
     a None digest is fetched but reported unverified.
     """
 
@@ -61,7 +63,7 @@ class HFPin:
     repo_type: str = "model"
     allow_patterns: list[str] | None = None
     sha256: dict[str, str | None] = field(default_factory=dict)
-    lock_required: bool = False
+    resolve_required: bool = False
     recipe: str = "<recipe>"
 
     def __post_init__(self) -> None:
@@ -71,9 +73,9 @@ class HFPin:
             raise PinsError(f"{self.repo_id}: repo_type {self.repo_type!r} is not one of "
                             f"{', '.join(REPO_TYPES)}")
         if self.revision is None:
-            if not self.lock_required:
+            if not self.resolve_required:
                 raise PinsError(f"{self.repo_id}: revision is null; pin a 40-hex commit "
-                                "(or mark the entry `lock: required` and run `pinbench fetch --lock`)")
+                                "(or mark the entry `resolve: required` and run `pinbench fetch`)")
         elif not isinstance(self.revision, str) or not HEX40.fullmatch(self.revision):
             raise PinsError(f"{self.repo_id}: revision {self.revision!r} is not a 40-hex commit "
                             "(branch and tag names move)")
@@ -143,7 +145,7 @@ class Pins:
     urls: dict[str, URLPin] = field(default_factory=dict)
     images: dict[str, Any] = field(default_factory=dict)
     python: dict[str, Any] = field(default_factory=dict)
-    # "<section>.<name>.<field>" -> the user-lock entry that filled a null of pins.yaml (pinbench.ops.userlock)
+    # "<section>.<name>.<field>" -> the value this machine resolved for a null of pins.yaml (pinbench.ops.machine_pins)
     resolved: dict[str, Any] = field(default_factory=dict)
 
 
@@ -180,20 +182,23 @@ def _parse_git(name: str, entry: Mapping) -> GitPin:
 
 
 def _parse_hf(name: str, entry: Mapping, recipe: str) -> HFPin:
-    unknown = sorted(set(entry) - _HF_KEYS)
+    unknown = sorted(set(entry) - _HF_KEYS - {_LEGACY_RESOLVE_KEY})
     if unknown:
         raise PinsError(f"huggingface.{name}: unknown key(s) {', '.join(unknown)}; "
                         f"allowed: {', '.join(sorted(_HF_KEYS))}")
-    lock = entry.get("lock")
-    if lock not in (None, "required"):
-        raise PinsError(f"huggingface.{name}.lock: {lock!r}; the only value is `required`")
+    key = _LEGACY_RESOLVE_KEY if _LEGACY_RESOLVE_KEY in entry else "resolve"
+    if key != "resolve" and "resolve" in entry:
+        raise PinsError(f"huggingface.{name}: both `resolve` and `{key}` (its older name); keep `resolve`")
+    resolve = entry.get(key)
+    if resolve not in (None, "required"):
+        raise PinsError(f"huggingface.{name}.{key}: {resolve!r}; the only value is `required`")
     patterns = entry.get("allow_patterns")
     try:
         return HFPin(repo_id=entry.get("repo_id"), revision=entry.get("revision"),
                      repo_type=entry.get("repo_type", "model"),
                      allow_patterns=[patterns] if isinstance(patterns, str) else patterns,
                      sha256=dict(_mapping(entry.get("sha256"), f"huggingface.{name}.sha256")),
-                     lock_required=lock == "required", recipe=recipe)
+                     resolve_required=resolve == "required", recipe=recipe)
     except PinsError as exc:
         raise PinsError(f"huggingface.{name}: {exc}") from None
 

@@ -44,5 +44,5 @@ def test_pins_load_and_pin_what_they_should() -> None:
     assert pins.upstream["t2v_metrics"].commit == "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7"
     base = pins.huggingface["qwen2_5_vl_7b_instruct"]
     assert base.revision == "cc594898137f460bfe9f0759e9844b3ce807cfb5" and len(base.sha256) == 5
-    assert pins.huggingface["qwen2_5_vl_7b_cam_motion"].lock_required
+    assert pins.huggingface["qwen2_5_vl_7b_cam_motion"].resolve_required
     assert pins.huggingface["videos"].repo_type == "dataset"

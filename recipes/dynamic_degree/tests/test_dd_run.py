@@ -334,8 +334,8 @@ def test_pinned_weights_are_fetched_verified_then_found_offline(tmp_path: Path,
 def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """torchvision's 8-hex file-name prefix is enough for a first connected run; the full SHA-256 is recorded
-    in the user lock and every later run (offline too) is checked against it."""
-    from pinbench.ops.userlock import UserLock, user_lock_path
+    in this machine's resolved pins and every later run (offline too) is checked against it."""
+    from pinbench.ops.machine_pins import MachinePins, machine_pins_path
     from pinbench_recipes.dynamic_degree.prepare import pins_for_provenance, raft_weights
 
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
@@ -351,8 +351,8 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
     pins = _pins(tmp_path, source.as_uri(), None, prefix=sha[:8])
     path, expected = raft_weights(online, pins)
     assert expected == sha
-    lock = UserLock.load(user_lock_path(RECIPE.name, RECIPE.version), RECIPE.name, RECIPE.version)
-    assert lock.entries[("urls", "raft_things", "sha256")].value == sha
+    machine = MachinePins.load(machine_pins_path(RECIPE.name, RECIPE.version), RECIPE.name, RECIPE.version)
+    assert machine.entries[("urls", "raft_things", "sha256")].value == sha
     offline = RECIPE.config("m", out_dir=tmp_path / "o", offline=True, options={"videos": str(tmp_path)}, env={})
     assert raft_weights(offline, pins) == (path, sha)
     path.write_bytes(b"tampered")

@@ -171,7 +171,7 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
         pytest.skip("needs a CUDA GPU")
     framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=tmp_path, limit=1)
-    pins = effective_pins(cfg)   # the dataset revision a first `pinbench fetch` resolved into the user lock
+    pins = effective_pins(cfg)   # the dataset revision a first `pinbench fetch` resolved on this machine
     inputs = locate_inputs(cfg, pins, need_model=True)
     rows = build_rows(inputs.tasks, "edge", inputs.dataset_dir)
     gen = CosmosFrameworkGenerator(framework_dir=framework, python=framework / ".venv" / "bin" / "python",

@@ -38,17 +38,17 @@ def test_upstream_commits(pins) -> None:
     assert framework.repo == "NVIDIA/cosmos-framework" and HEX40.fullmatch(framework.commit)
 
 
-def test_hf_inputs_are_pinned_or_marked_for_locking(pins) -> None:
+def test_hf_inputs_are_pinned_or_marked_to_resolve(pins) -> None:
     expected = {"dataset": "shi-labs/physical-ai-bench-conditional-generation", "cosmos3_nano": "nvidia/Cosmos3-Nano",
                 "cosmos3_super": "nvidia/Cosmos3-Super", "grounding_dino_tiny": "IDEA-Research/grounding-dino-tiny"}
     for name, repo in expected.items():
         pin = pins.huggingface[name]
         assert pin.repo_id == repo
-        assert (pin.revision is not None and HEX40.fullmatch(pin.revision)) or pin.lock_required, name
+        assert (pin.revision is not None and HEX40.fullmatch(pin.revision)) or pin.resolve_required, name
     assert pins.huggingface["dataset"].repo_type == "dataset"
 
 
-def test_evaluator_weights_are_urls_with_sha256_or_null_until_locked(pins) -> None:
+def test_evaluator_weights_are_urls_with_sha256_or_null_until_resolved(pins) -> None:
     assert set(pins.urls) >= {"sam2_hiera_large", "dover", "video_depth_anything_small", "tasks_json"}
     assert pins.urls["sam2_hiera_large"].url.endswith("/072824/sam2_hiera_large.pt")   # SAM 2.0, not 2.1
     for pin in pins.urls.values():

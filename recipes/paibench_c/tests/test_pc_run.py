@@ -21,9 +21,9 @@ from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import Shard, load_records
 from pinbench.media.video import write_video
 from pinbench.ops.cache import hf_snapshot_dir
+from pinbench.ops.machine_pins import RESOLVED_NOTE, MachinePins, machine_pins_path
 from pinbench.ops.pins import HFPin
 from pinbench.ops.status import render, run_status
-from pinbench.ops.userlock import RESOLVED_NOTE, UserLock, user_lock_path
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
 
@@ -84,9 +84,9 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
                                    "commit": "5864378a0e13e527336d916cc8e018afb0ef5fe3"},
                      "cosmos_framework": {"repo": "NVIDIA/cosmos-framework",
                                           "commit": "5eee9ed574255f017b192161bfbb5a10253d65cf"}},
-        # The dataset revision is null in pins.yaml, as in the package: a first fetch resolved it into the user lock.
+        # The dataset revision is null in pins.yaml, as in the package: a first fetch resolved it on this machine.
         "huggingface": {"dataset": {"repo_id": "shi-labs/physical-ai-bench-conditional-generation",
-                                    "repo_type": "dataset", "revision": None, "lock": "required"},
+                                    "repo_type": "dataset", "revision": None, "resolve": "required"},
                         "cosmos3_nano": {"repo_id": "nvidia/Cosmos3-Nano", "revision": NANO_REV},
                         "cosmos3_super": {"repo_id": "nvidia/Cosmos3-Super", "revision": "d" * 40},
                         "grounding_dino_tiny": {"repo_id": "IDEA-Research/grounding-dino-tiny", "revision": DINO_REV}},
@@ -96,9 +96,9 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
     pins_path.write_text(yaml.safe_dump(pins))
     monkeypatch.setattr(fetch_module, "PINS_PATH", pins_path)
     recipe = get_recipe("paibench-c")
-    lock = UserLock(user_lock_path(recipe.name, recipe.version, cache), recipe.name, recipe.version)
-    lock.set(("huggingface", "dataset", "revision"), DATASET_REV, "test: as a first connected fetch records it")
-    lock.save()
+    machine = MachinePins(machine_pins_path(recipe.name, recipe.version, cache), recipe.name, recipe.version)
+    machine.set(("huggingface", "dataset", "revision"), DATASET_REV, "test: as a first connected fetch records it")
+    machine.save()
 
     framework_dir, framework_python = fake_framework
     (framework_dir / ".pinbench-commit").write_text("5eee9ed574255f017b192161bfbb5a10253d65cf\n")

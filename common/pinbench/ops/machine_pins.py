@@ -1,13 +1,14 @@
-"""The user lock: pins that pins.yaml leaves null, resolved once on this machine and reused by every later run.
+"""This machine's resolved pins: values pins.yaml leaves null, resolved once here and reused by every later run.
 
 Why: a fresh clone must get past ``fetch`` even where no public record of a value exists yet (a dataset
 revision, the full SHA-256 of a file known only by a prefix or a git blob id). The first connected
 ``pinbench fetch`` resolves each such value once and writes it, with the date and how it was obtained, to
-``<cache root>/locks/<recipe>/<recipe version>.yaml``. The package's pins.yaml is never rewritten by a run
-(that is the maintainer's ``pinbench fetch --lock``). Every scorecard marks these inputs "resolved at run
+``<cache root>/machine-pins/<recipe>/<recipe version>.yaml`` (read from the older ``<cache root>/locks/...``
+while only that exists, and moved on the next save). The package's pins.yaml is never rewritten by a run
+(that is the maintainer's ``pinbench fetch --write-pins``). Every scorecard marks these inputs "resolved at run
 time, not the reference's", so a number produced on them is never mistaken for one on the reference's inputs.
 
-A value pinned in pins.yaml always wins: a lock entry for it is stale and ignored (``pinbench doctor`` says
+A value pinned in pins.yaml always wins: a recorded value for it is stale and ignored (``pinbench doctor`` says
 so). Deleting the file makes the next connected fetch resolve again.
 """
 
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe
 
 RESOLVED_NOTE = "resolved at run time, not the reference's"
-_HEADER = ("# pinbench user lock: values pins.yaml leaves null, resolved on this machine at the date given.\n"
+MACHINE_PINS_DIR = "machine-pins"
+LEGACY_MACHINE_PINS_DIR = "locks"
+_HEADER = ("# pinbench: this machine's resolved pins, values pins.yaml leaves null, resolved at the date given.\n"
            f"# Scorecards mark inputs using them \"{RESOLVED_NOTE}\". Delete this file to resolve again;\n"
-           "# a maintainer copies them into pins.yaml with `pinbench fetch <recipe> --lock`.\n")
+           "# a maintainer copies them into pins.yaml with `pinbench fetch <recipe> --write-pins`.\n")
 
 
-class UserLockError(FileError):
-    """The user lock file is unreadable or invalid (one line naming it)."""
+class MachinePinsError(FileError):
+    """The file of this machine's resolved pins is unreadable or invalid (one line naming it)."""
 
 
 @dataclass(frozen=True)
@@ -62,44 +65,65 @@ def key_label(key: Key) -> str:
     return ".".join(key[:3]) + (f"[{key[3]}]" if len(key) == 4 else "")
 
 
-def user_lock_path(recipe: str, version: str, cache: Path | str | None = None) -> Path:
-    """<cache root>/locks/<recipe>/<version>.yaml (a new recipe version resolves its nulls afresh)."""
+def machine_pins_path(recipe: str, version: str, cache: Path | str | None = None) -> Path:
+    """<cache root>/machine-pins/<recipe>/<version>.yaml (a new recipe version resolves its nulls afresh)."""
+    return _record_path(MACHINE_PINS_DIR, recipe, version, cache)
+
+
+def legacy_machine_pins_path(recipe: str, version: str, cache: Path | str | None = None) -> Path:
+    """<cache root>/locks/<recipe>/<version>.yaml: where earlier pinbench versions kept these values (still read)."""
+    return _record_path(LEGACY_MACHINE_PINS_DIR, recipe, version, cache)
+
+
+def _record_path(folder: str, recipe: str, version: str, cache: Path | str | None) -> Path:
     for part in (recipe, version):
         if not part or "/" in part or "\\" in part or part.startswith("."):
-            raise ValueError(f"user lock: {part!r} cannot name a folder or file")
-    return cache_dir(cache) / "locks" / recipe / f"{version}.yaml"
+            raise ValueError(f"this machine's resolved pins: {part!r} cannot name a folder or file")
+    return cache_dir(cache) / folder / recipe / f"{version}.yaml"
 
 
 @dataclass
-class UserLock:
-    """The resolved values of one recipe version on this machine (see the module docstring)."""
+class MachinePins:
+    """The resolved values of one recipe version on this machine (see the module docstring).
+
+    ``legacy`` is the older file the entries were read from while ``path`` did not exist yet; ``save`` writes
+    ``path`` and then removes it, so one file holds them and deleting it resolves again."""
 
     path: Path
     recipe: str
     version: str
     entries: dict[Key, Resolved] = field(default_factory=dict)
+    legacy: Path | None = None
+
+    @property
+    def source(self) -> Path:
+        """The file these values are read from (the one to delete to resolve them again)."""
+        return self.legacy or self.path
 
     @classmethod
-    def load(cls, path: Path, recipe: str, version: str) -> UserLock:
-        """The lock at ``path``, or an empty one; UserLockError when it exists but is not a valid lock."""
-        lock = cls(path=path, recipe=recipe, version=version)
-        if not path.exists():
-            return lock
-        data = read_yaml(path, UserLockError)
-        problem = schema_error("userlock", data)
+    def load(cls, path: Path, recipe: str, version: str, legacy: Path | None = None) -> MachinePins:
+        """The values at ``path`` (else at ``legacy``), or none; MachinePinsError when the file read is invalid."""
+        record = cls(path=path, recipe=recipe, version=version)
+        if not path.exists() and legacy is not None and legacy.exists():
+            record.legacy = legacy
+        source = record.source
+        if not source.exists():
+            return record
+        data = read_yaml(source, MachinePinsError)
+        problem = schema_error("machine_pins", data)
         if problem is not None:
-            raise UserLockError(path, problem)
+            raise MachinePinsError(source, problem)
         if (data["recipe"], data["recipe_version"]) != (recipe, version):
-            raise UserLockError(path, f"is the lock of {data['recipe']} {data['recipe_version']}, "
-                                      f"not {recipe} {version}")
+            raise MachinePinsError(source, f"holds the resolved pins of {data['recipe']} {data['recipe_version']}, "
+                                           f"not {recipe} {version}")
         for name, entry in (data.get("huggingface") or {}).items():
             if "revision" in entry:
-                lock.entries[("huggingface", name, "revision")] = Resolved(**entry["revision"])
+                record.entries[("huggingface", name, "revision")] = Resolved(**entry["revision"])
             for rel, item in (entry.get("sha256") or {}).items():
-                lock.entries[("huggingface", name, "sha256", rel)] = Resolved(**item)
+                record.entries[("huggingface", name, "sha256", rel)] = Resolved(**item)
         for name, entry in (data.get("urls") or {}).items():
-            lock.entries[("urls", name, "sha256")] = Resolved(**entry["sha256"])
-        return lock
+            record.entries[("urls", name, "sha256")] = Resolved(**entry["sha256"])
+        return record
 
     def set(self, key: Key, value: str, how: str) -> Resolved:
         resolved = Resolved(value=value, resolved_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -122,17 +146,21 @@ class UserLock:
         import yaml
 
         data = self.to_data()
-        problem = schema_error("userlock", data)
-        if problem is not None:  # a bug here, never a user's input: refuse to write a lock we could not read
-            raise UserLockError(self.path, problem)
-        return write_atomic(self.path, _HEADER + yaml.safe_dump(data, sort_keys=False))
+        problem = schema_error("machine_pins", data)
+        if problem is not None:  # a bug here, never a user's input: refuse to write a file we could not read
+            raise MachinePinsError(self.path, problem)
+        written = write_atomic(self.path, _HEADER + yaml.safe_dump(data, sort_keys=False))
+        if self.legacy is not None:   # its entries are all in the new file now
+            self.legacy.unlink(missing_ok=True)
+            self.legacy = None
+        return written
 
 
 # ------------------------------------------------------------------------------------------- applying
 
 
 def null_keys(pins: Pins) -> Iterator[Key]:
-    """Every value pins.yaml leaves null: HF revisions (``lock: required``), HF file and URL SHA-256s."""
+    """Every value pins.yaml leaves null: HF revisions (``resolve: required``), HF file and URL SHA-256s."""
     for name, pin in pins.huggingface.items():
         if pin.revision is None:
             yield ("huggingface", name, "revision")
@@ -144,19 +172,19 @@ def null_keys(pins: Pins) -> Iterator[Key]:
             yield ("urls", name, "sha256")
 
 
-def stale_keys(pins: Pins, lock: UserLock) -> list[Key]:
-    """Lock entries that no longer fill a null of pins.yaml (pinned since, or the entry is gone)."""
+def stale_keys(pins: Pins, machine: MachinePins) -> list[Key]:
+    """Recorded values that no longer fill a null of pins.yaml (pinned since, or the entry is gone)."""
     nulls = set(null_keys(pins))
-    return sorted(key for key in lock.entries if key not in nulls)
+    return sorted(key for key in machine.entries if key not in nulls)
 
 
-def apply_lock(pins: Pins, lock: UserLock) -> Pins:
-    """``pins`` with every null that the lock resolved filled in; ``Pins.resolved`` names those values."""
+def apply_machine_pins(pins: Pins, machine: MachinePins) -> Pins:
+    """``pins`` with every null that this machine resolved filled in; ``Pins.resolved`` names those values."""
     huggingface = dict(pins.huggingface)
     urls = dict(pins.urls)
     resolved: dict[str, Resolved] = {}
     for key in null_keys(pins):
-        entry = lock.entries.get(key)
+        entry = machine.entries.get(key)
         if entry is None:
             continue
         resolved[key_label(key)] = entry
@@ -171,17 +199,18 @@ def apply_lock(pins: Pins, lock: UserLock) -> Pins:
     return dataclasses.replace(pins, huggingface=huggingface, urls=urls, resolved=resolved)
 
 
-def lock_for(recipe: Recipe, cache: Path | str | None = None) -> UserLock:
-    return UserLock.load(user_lock_path(recipe.name, recipe.version, cache), recipe.name, recipe.version)
+def machine_pins_for(recipe: Recipe, cache: Path | str | None = None) -> MachinePins:
+    return MachinePins.load(machine_pins_path(recipe.name, recipe.version, cache), recipe.name, recipe.version,
+                            legacy=legacy_machine_pins_path(recipe.name, recipe.version, cache))
 
 
 def recipe_pins(recipe: Recipe, *, cache: Path | str | None = None) -> Pins:
-    """The recipe's pins.yaml with this machine's user lock applied (no network)."""
-    return apply_lock(load_pins(recipe.pins_path), lock_for(recipe, cache))
+    """The recipe's pins.yaml with this machine's resolved pins applied (no network)."""
+    return apply_machine_pins(load_pins(recipe.pins_path), machine_pins_for(recipe, cache))
 
 
 def pins_for_provenance(pins: Pins) -> dict[str, Any]:
-    """The effective pins as plain data for a scorecard, with ``resolved_at_run_time`` for the lock's values."""
+    """The effective pins as plain data for a scorecard, with ``resolved_at_run_time`` for this machine's values."""
     from pinbench.core.provenance import to_jsonable
 
     data = to_jsonable({"recipe": pins.recipe, "upstream": pins.upstream, "huggingface": pins.huggingface,
@@ -212,7 +241,7 @@ def _resolve_revision(pin: HFPin, api: Any, token: str | bool) -> tuple[str, str
         sha = api.repo_info(pin.repo_id, repo_type=pin.repo_type, token=token).sha
     except Exception as exc:  # any hub/HTTP error, redacted
         raise _hub_error(f"{pin.repo_id}: cannot resolve the revision", exc, pin,
-                         f"{pin.repo_id} ({pin.repo_type}; its revision, to record in the user lock)") from None
+                         f"{pin.repo_id} ({pin.repo_type}; its revision, to record for this machine)") from None
     if not isinstance(sha, str) or not HEX40.fullmatch(sha):
         from pinbench.ops.downloads import FetchError
 
@@ -283,21 +312,22 @@ def _resolve_url(pin: URLPin, cache: Path | str | None) -> tuple[str, str]:
     return digest, how
 
 
-def resolve(pins: Pins, lock: UserLock, *, token: str | None = None, api: Any = None,
+def resolve(pins: Pins, machine: MachinePins, *, token: str | None = None, api: Any = None,
             cache: Path | str | None = None) -> list[str]:
-    """Resolve every null of ``pins`` that ``lock`` lacks, save the lock, and list what was resolved.
+    """Resolve every null of ``pins`` that ``machine`` lacks, save it, and list what was resolved.
 
-    Needs network (FetchError when offline and something is still null). Values already in the lock are
+    Needs network (FetchError when offline and something is still null). Values already recorded are
     reused, never resolved again: later runs see the same inputs as the first.
     """
     from pinbench.ops.downloads import FetchError, _hf_token
 
-    missing = [key for key in null_keys(pins) if key not in lock.entries]
+    missing = [key for key in null_keys(pins) if key not in machine.entries]
     if not missing:
         return []
     if is_offline():
-        raise FetchError(f"{pins.path}: {', '.join(key_label(k) for k in missing)} still null and not in the user "
-                         f"lock {lock.path}; resolving needs network (unset PINBENCH_OFFLINE / HF_HUB_OFFLINE)")
+        raise FetchError(f"{pins.path}: {', '.join(key_label(k) for k in missing)} still null and not in this "
+                         f"machine's resolved pins {machine.source}; resolving needs network "
+                         "(unset PINBENCH_OFFLINE / HF_HUB_OFFLINE)")
     auth = _hf_token(token)
     if api is None and any(k[0] == "huggingface" for k in missing):
         from huggingface_hub import HfApi
@@ -308,26 +338,27 @@ def resolve(pins: Pins, lock: UserLock, *, token: str | None = None, api: Any = 
         if key[0] != "huggingface" or key[2] != "revision":
             continue
         value, how = _resolve_revision(pins.huggingface[key[1]], api, auth)
-        changes.append(f"{key_label(key)} = {lock.set(key, value, how).value}")
-    effective = apply_lock(pins, lock)
+        changes.append(f"{key_label(key)} = {machine.set(key, value, how).value}")
+    effective = apply_machine_pins(pins, machine)
     for name, pin in effective.huggingface.items():
         paths = [k[3] for k in missing if k[:2] == ("huggingface", name) and len(k) == 4]
         if paths:
             for rel, (value, how) in _resolve_hf_hashes(pin, str(pin.revision), paths, api, auth, cache).items():
                 key = ("huggingface", name, "sha256", rel)
-                changes.append(f"{key_label(key)} = {lock.set(key, value, how).value}")
+                changes.append(f"{key_label(key)} = {machine.set(key, value, how).value}")
     for key in missing:
         if key[0] == "urls":
             value, how = _resolve_url(pins.urls[key[1]], cache)
-            changes.append(f"{key_label(key)} = {lock.set(key, value, how).value}")
-    lock.save()
+            changes.append(f"{key_label(key)} = {machine.set(key, value, how).value}")
+    machine.save()
     return changes
 
 
 def resolve_recipe_pins(recipe: Recipe, *, token: str | None = None, api: Any = None,
                         cache: Path | str | None = None) -> tuple[Pins, list[str]]:
-    """On a connected machine: resolve the recipe's nulls into its user lock; the effective pins and changes."""
-    lock = lock_for(recipe, cache)
+    """On a connected machine: resolve the recipe's nulls into this machine's resolved pins; the effective pins
+    and changes."""
+    machine = machine_pins_for(recipe, cache)
     pins = load_pins(recipe.pins_path)
-    changes = resolve(pins, lock, token=token, api=api, cache=cache)
-    return apply_lock(pins, lock), changes
+    changes = resolve(pins, machine, token=token, api=api, cache=cache)
+    return apply_machine_pins(pins, machine), changes

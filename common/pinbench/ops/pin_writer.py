@@ -1,9 +1,10 @@
-"""``pinbench fetch <recipe> --lock``: the maintainer's tool that writes resolved values into pins.yaml.
+"""``pinbench fetch <recipe> --write-pins``: the maintainer's tool that writes resolved values into pins.yaml.
 
-A run never edits the package: it resolves a null pin once into the user lock (:mod:`pinbench.ops.userlock`).
+A run never edits the package: it resolves a null pin once into this machine's resolved pins
+(:mod:`pinbench.ops.machine_pins`).
 A maintainer who wants those values to become the recipe's pins (so that every clone verifies against
-them, and scorecards stop marking them "resolved at run time") runs ``--lock``: the nulls are resolved
-exactly as a run resolves them (reusing this machine's user lock, so pins.yaml gets the values the cache
+them, and scorecards stop marking them "resolved at run time") runs ``--write-pins``: the nulls are resolved
+exactly as a run resolves them (reusing this machine's resolved pins, so pins.yaml gets the values the cache
 holds), then written into pins.yaml with a ruamel.yaml round trip that keeps comments, quoting, order and
 layout. The change is then reviewed and committed like any other.
 """
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import read_data_file, write_atomic
+from pinbench.ops.machine_pins import Key, key_label, machine_pins_for, null_keys, resolve
 from pinbench.ops.pins import PinsError, load_pins
-from pinbench.ops.userlock import Key, key_label, lock_for, null_keys, resolve
 
 if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe
@@ -36,8 +37,8 @@ def _round_trip_yaml() -> Any:
 
 
 def write_pins_values(path: Path | str, values: Mapping[Key, str]) -> None:
-    """Set ``values`` (keys as in the user lock) in pins.yaml, keeping everything else byte for byte where
-    ruamel.yaml can; the result must load as valid pins or nothing is written."""
+    """Set ``values`` (keys as in :mod:`pinbench.ops.machine_pins`) in pins.yaml, keeping everything else byte
+    for byte where ruamel.yaml can; the result must load as valid pins or nothing is written."""
     path = Path(path)
     yaml = _round_trip_yaml()
     data = yaml.load(read_data_file(path, PinsError))
@@ -49,7 +50,7 @@ def write_pins_values(path: Path | str, values: Mapping[Key, str]) -> None:
             node[key[2]] = value
     out = StringIO()
     yaml.dump(data, out)
-    tmp = path.with_name(f".{path.name}.locking")
+    tmp = path.with_name(f".{path.name}.writing")
     try:
         tmp.write_text(out.getvalue(), encoding="utf-8")
         load_pins(tmp)  # never leave the package with a pins.yaml that does not load
@@ -58,13 +59,14 @@ def write_pins_values(path: Path | str, values: Mapping[Key, str]) -> None:
     write_atomic(path, out.getvalue())
 
 
-def lock_recipe_pins(recipe: Recipe, token: str | None = None, *, api: Any = None,
-                     cache: Path | str | None = None) -> list[str]:
-    """Resolve the recipe's nulls (through the user lock) and write them into its pins.yaml; list what changed."""
+def write_recipe_pins(recipe: Recipe, token: str | None = None, *, api: Any = None,
+                      cache: Path | str | None = None) -> list[str]:
+    """Resolve the recipe's nulls (through this machine's resolved pins) and write them into its pins.yaml; list
+    what changed."""
     pins = load_pins(recipe.pins_path)
-    lock = lock_for(recipe, cache)
-    resolve(pins, lock, token=token, api=api, cache=cache)
-    values = {key: lock.entries[key].value for key in null_keys(pins) if key in lock.entries}
+    machine = machine_pins_for(recipe, cache)
+    resolve(pins, machine, token=token, api=api, cache=cache)
+    values = {key: machine.entries[key].value for key in null_keys(pins) if key in machine.entries}
     if values:
         write_pins_values(recipe.pins_path, values)
     return [f"{key_label(key)} = {value}" for key, value in values.items()]
