@@ -18,6 +18,8 @@ BASE_IMAGE ?=
 SMOKE_BASES ?=
 SMOKE_ARGS ?=
 UV_VERSION := 0.13.9
+# pytest-xdist workers of `make test`; each test file runs whole in one of them (its module fixtures once)
+TEST_WORKERS ?= auto
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 
@@ -51,8 +53,8 @@ $(STAMP): pyproject.toml setup.py uv.lock | $(UV)
 	$(BIN)/python -m compileall -q common recipes tools > /dev/null
 	touch $@
 
-test: $(STAMP) ## run the test suite (CPU, offline)
-	$(BIN)/python -m pytest -q
+test: $(STAMP) ## run the test suite (CPU, offline), one worker per core (TEST_WORKERS=1 for one process)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP) ## ruff, README tables vs recipe.yaml, hadolint on every Dockerfile, the Dockerfile policy tests
 	$(BIN)/ruff check common recipes tests tools conftest.py

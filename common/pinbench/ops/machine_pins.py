@@ -204,11 +204,6 @@ def machine_pins_for(recipe: Recipe, cache: Path | str | None = None) -> Machine
                             legacy=legacy_machine_pins_path(recipe.name, recipe.version, cache))
 
 
-def recipe_pins(recipe: Recipe, *, cache: Path | str | None = None) -> Pins:
-    """The recipe's pins.yaml with this machine's resolved pins applied (no network)."""
-    return apply_machine_pins(load_pins(recipe.pins_path), machine_pins_for(recipe, cache))
-
-
 def pins_for_provenance(pins: Pins) -> dict[str, Any]:
     """The effective pins as plain data for a scorecard, with ``resolved_at_run_time`` for this machine's values."""
     from pinbench.core.provenance import to_jsonable
