@@ -245,7 +245,9 @@ def test_the_export_stands_alone_in_a_fresh_venv_built_from_its_lock(tmp_path: P
     def make(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         proc = subprocess.run(["make", "-C", str(dest), *args], env=env, capture_output=True, text=True,
                               timeout=timeout)
-        assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+        if proc.returncode != 0:   # pytest.fail: an assertion message would be cut to a few lines
+            pytest.fail(f"make {' '.join(args)}: exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"
+                        f"--- stderr\n{proc.stderr[-3000:]}", pytrace=False)
         return proc
 
     make("setup", timeout=1500)
