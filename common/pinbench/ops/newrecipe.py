@@ -93,11 +93,12 @@ def new_recipe(name: str, recipes_dir: Path | None = None) -> NewRecipe:
         recipe = load_declaration(staging / DECLARATION, f"{PACKAGE_ROOT}.{package}")
         readme.write_text(fill_tables(readme.read_text(encoding="utf-8"), recipe_tables(recipe), readme),
                           encoding="utf-8")
+        written = sorted(target / p.relative_to(staging) for p in staging.rglob("*") if p.is_file())
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    reference = _record_fixture_reference(name, target)
-    return NewRecipe(name, target, sorted(p for p in target.rglob("*") if p.is_file()), reference)
+    reference = _record_fixture_reference(name, target)  # its import may leave __pycache__/: not written by us
+    return NewRecipe(name, target, [*written, reference], reference)
 
 
 def _check_name(name: str) -> str:
