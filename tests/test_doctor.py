@@ -58,6 +58,22 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
 
 
+def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    good, other = _video(tmp_path / "a.mp4"), _video(tmp_path / "b.mp4")
+    (tmp_path / "broken.mp4").write_bytes(b"\x00" * 100)
+    decoded = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")
+    assert [decoded.error(p) for p in (good, other)] == [None, None] and decoded.decoded == 2
+    assert decoded.error(tmp_path / "broken.mp4") is not None
+    decoded.save()
+    again = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")   # a later run
+    assert again.error(good) is None and again.decoded == 0
+    assert again.error(tmp_path / "broken.mp4") is not None and again.decoded == 1   # a failure is never kept
+    (tmp_path / "broken.mp4").replace(other)   # b.mp4 is now the broken file: another inode and size
+    assert again.error(other) is not None and again.decoded == 2
+    assert not doctor.video_findings({"b": other}, tmp_path)[0].ok   # the doctor itself reads the cache
+
+
 # -------------------------------------------------------------------------------------------- GPUs
 
 

@@ -47,6 +47,37 @@ def test_closure_handles_relative_imports_inside_the_library(tmp_path: Path) -> 
     assert files == {"__init__.py", "metrics/__init__.py", "metrics/a.py", "metrics/b.py", "util.py"}
 
 
+def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_path: Path, monkeypatch) -> None:
+    """The closure's parse results are kept in <cache>/imports.json by the bytes of each file: a later process parses
+    nothing, an edit that keeps the size and mtime is still parsed again, and a corrupt cache is only an empty one."""
+    import pinbench.core.imports as imports
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "pinbench"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    for name in ("a", "b"):
+        (root / f"{name}.py").write_text("")
+    recipe_dir = tmp_path / "toy"
+    recipe_dir.mkdir()
+    run = recipe_dir / "run.py"
+    run.write_text("import pinbench.a\n")
+
+    def closure() -> tuple[set[str], int]:
+        monkeypatch.setattr(imports, "_CACHE", None)   # a new process
+        files = {p.name for p in imports.library_closure(recipe_dir, root)}
+        return files, imports.import_cache().parsed
+
+    assert closure() == ({"__init__.py", "a.py"}, 3)
+    assert closure() == ({"__init__.py", "a.py"}, 0)
+    stat = run.stat()
+    run.write_text("import pinbench.b\n")   # same size
+    os.utime(run, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert closure() == ({"__init__.py", "b.py"}, 2)
+    (tmp_path / "cache" / "imports.json").write_text("{not json")
+    assert closure() == ({"__init__.py", "b.py"}, 3)
+
+
 def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
     dest = tmp_path / "out"
     dest.mkdir()

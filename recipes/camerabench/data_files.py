@@ -20,8 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.core.files import sha256_file
-from pinbench.ops.cache import cache_root
+from pinbench.core.files import cache_root, sha256_file
 from pinbench.ops.downloads import fetch_url, locate
 from pinbench.ops.pins import URLPin
 

@@ -31,6 +31,15 @@ class FileError(ValueError):
         super().__init__(f"{path}: {reason}" if path is not None else reason)
 
 
+def cache_root() -> Path:
+    """PINBENCH_CACHE, else HF_HOME, else ~/.cache/pinbench (HF repos live under <root>/hub)."""
+    for var in ("PINBENCH_CACHE", "HF_HOME"):
+        value = os.environ.get(var)
+        if value:
+            return Path(value).expanduser()
+    return Path.home() / ".cache" / "pinbench"
+
+
 def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
     """A data file's text, or ``error(path, reason)`` (one line) when it is missing, a folder or unreadable."""
     try:

@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import cache_root
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
@@ -52,8 +54,7 @@ def validator(name: str) -> Callable[[Any], Any]:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("PINBENCH_CACHE") or os.environ.get("HF_HOME")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "pinbench") / "schemas"
+    return cache_root() / "schemas"
 
 
 def _one_line(text: str, limit: int = 200) -> str:

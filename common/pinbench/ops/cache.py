@@ -8,21 +8,13 @@ lookup local.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinbench.core.files import cache_root
+
 if TYPE_CHECKING:
     from pinbench.ops.pins import HFPin, URLPin
-
-
-def cache_root() -> Path:
-    """PINBENCH_CACHE, else HF_HOME, else ~/.cache/pinbench (HF repos live under <root>/hub)."""
-    for var in ("PINBENCH_CACHE", "HF_HOME"):
-        value = os.environ.get(var)
-        if value:
-            return Path(value).expanduser()
-    return Path.home() / ".cache" / "pinbench"
 
 
 def cache_dir(cache: Path | str | None) -> Path:
