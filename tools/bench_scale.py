@@ -11,6 +11,8 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
 * at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` of two runs;
 * one 95 % interval over 11,222 units (mean, median) and a paired difference over 11,222 matched units;
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
+* with ``--upstream``, at 100 %: every number upstream's JSON files hold against the scorecard (the largest
+  difference is printed);
 * with ``--kill K``: K runs of the full CameraBench set killed (SIGKILL) at seeded random moments, each then
   rerun to the end; the scorecards must equal the uninterrupted run's (values, counts, intervals, failures).
 
@@ -120,6 +122,37 @@ def upstream_runs(upstream: Path, scores: Path, out: Path) -> Measured:
     return combined(binary, vqa)
 
 
+def upstream_values(out: Path) -> dict[str, float]:
+    """The numbers upstream's Script 2 JSON files hold, under the scorecard's metric names."""
+    from pinbench_recipes.camerabench.synthetic import MODEL_NAME
+
+    (binary,) = out.glob("binary_classification_evaluation_*.json")
+    (vqa,) = out.glob("vqa_retrieval_evaluation_*.json")
+    b, v = json.loads(binary.read_text()), json.loads(vqa.read_text())
+    values = {f"binary/overall_{k}": b[f"overall_{k}"] for k in ("average_precision", "roc_auc")}
+    for split, r in b["results_by_split"].items():
+        values.update({f"binary/{split.removeprefix(MODEL_NAME + '_')}/{k}": r[k] for k in ("average_precision",
+                                                                                             "roc_auc")})
+    values.update({f"vqa/overall_{k}": v[f"overall_{k}"] for k in ("binary_acc", "question_acc")})
+    values.update({f"retrieval/overall_{k}": v[f"overall_retrieval_{k}"] for k in ("text", "image", "group")})
+    for r in v["results_by_split"].values():
+        skill = r["skill_name"].replace(" ", "_")
+        values.update({f"vqa/{skill}/{k}": r["vqa"][k] for k in ("binary_acc", "question_acc")})
+        values.update({f"retrieval/{skill}/{k}": r["retrieval"][k] for k in ("text", "image", "group")})
+    return values
+
+
+def value_check(upstream_out: Path, scorecard: Path) -> str:
+    """Every number upstream printed against the run's scorecard: how many, and the largest difference."""
+    theirs = upstream_values(upstream_out)
+    ours = {name: m["value"] for name, m in json.loads(scorecard.read_text())["metrics"].items()}
+    absent = sorted(set(theirs) - set(ours))
+    if absent:
+        return f"  values: {len(absent)} of upstream's {len(theirs)} numbers not in the scorecard, e.g. {absent[0]}"
+    worst = max(abs(ours[k] - theirs[k]) for k in theirs)
+    return f"  values: upstream's {len(theirs)} numbers and the scorecard's, max abs difference {worst:.2g}"
+
+
 def interval_costs() -> dict[str, Measured]:
     code = """
 import resource, sys, time
@@ -218,6 +251,8 @@ def main() -> None:
             if base:
                 print(row(f"upstream Script 2 (binary + vqa CLIs), files of {n} samples", base))
             print(row(f"pinbench camerabench score-only, files of {n} samples", ours, base))
+            if base and fraction >= 1:   # at a share, upstream averages the splits it has, we count the rest missing
+                print(value_check(work / f"upstream-{fraction}", out / "scorecard.json"))
             if fraction >= 1:
                 full_scores, full_out, fresh = scores, out, ours
         if full_out is not None:
