@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from pinbench.core.files import sha256_file
 from pinbench.media.video import read_video
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
@@ -307,9 +308,21 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
     return result
 
 
-def native_sample(task: Mapping[str, Any], *, dataset_dir: Path, run_dir: Path) -> dict[str, Any]:
+def seg_pkls(task_id: str, modality: str, *, gt_dir: Path, run_dir: Path) -> tuple[Path, Path]:
+    """Where the evaluator leaves one task's GT masks (in its ``--gt_path``) and a modality's predicted masks."""
+    return gt_dir / "sam2_pkls" / f"{task_id}.pkl", run_dir / modality / "segmentation" / f"{task_id}.pkl"
+
+
+def native_sample(task: Mapping[str, Any], *, dataset_dir: Path, run_dir: Path, gt_dir: Path) -> dict[str, Any]:
     """Runner fn: ``{"gt_video": {"path": under dataset_dir, ...}, "preds": {modality: path under run_dir},
-    "seg_pkls": {modality: [gt, pred] under run_dir}}`` (paths relative, so the task names no location)."""
-    seg = {m: (run_dir / gt, run_dir / pred) for m, (gt, pred) in (task.get("seg_pkls") or {}).items()}
+    "seg_sha256": {modality: [GT pkl, predicted pkl]}}`` (no absolute path, so the task names no location); the
+    masks are read from :func:`seg_pkls` and must still have the bytes the task was keyed by."""
+    seg = {}
+    for modality, digests in (task.get("seg_sha256") or {}).items():
+        pkls = seg_pkls(task["sample_id"], modality, gt_dir=gt_dir, run_dir=run_dir)
+        for pkl, digest in zip(pkls, digests, strict=True):
+            if sha256_file(pkl) != digest:
+                raise ValueError(f"{pkl}: changed since the run read it (SHA-256 {digest[:12]}... then); run again")
+        seg[modality] = pkls
     return score_task(dataset_dir / task["gt_video"]["path"], {m: run_dir / p for m, p in task["preds"].items()},
                       seg_pkls=seg, decoder=task.get("decoder", DECODE_BACKEND))

@@ -46,7 +46,7 @@ from pinbench_recipes.paibench_c.generate import (
     record_processor,
 )
 from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
-from pinbench_recipes.paibench_c.native_metrics import native_sample
+from pinbench_recipes.paibench_c.native_metrics import native_sample, seg_pkls
 from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
 from pinbench_recipes.paibench_c.rows import build_rows, write_jsonl
 
@@ -306,19 +306,17 @@ def native_all(cfg: RunConfig, inputs: Inputs, gt: evaluate.GTCache,
                     continue
                 preds[modality] = f"{modality}/videos/{task.task_id}.mp4"   # under the run directory
                 shas[modality] = c.sha256
-                gt_pkl = gt.root / "sam2_pkls" / f"{task.task_id}.pkl"
-                pred_pkl = run_dir / modality / "segmentation" / f"{task.task_id}.pkl"
-                if (modality in seg_modalities and parsed.get(modality) is not None and gt_pkl.is_file()
-                        and pred_pkl.is_file()):
-                    seg[modality] = [gt_pkl.relative_to(run_dir).as_posix(), pred_pkl.relative_to(run_dir).as_posix()]
+                pkls = seg_pkls(task.task_id, modality, gt_dir=gt.root, run_dir=run_dir)
+                if modality in seg_modalities and parsed.get(modality) is not None and all(p.is_file() for p in pkls):
+                    seg[modality] = [evaluate.sha256_file(p) for p in pkls]
+            # The GT masks by their bytes, not their folder: its name is the evaluator build's key, which differs
+            # between the host and an image running the same code on the same data.
             tasks.append({"sample_id": task.task_id,
                           "gt_video": digests.key(inputs.dataset_dir / task.video_path, inputs.dataset_dir),
-                          "preds": preds, "seg_pkls": seg, "pred_sha256": shas, "native_version": NATIVE_VERSION,
-                          "decoder": options.decoder,
-                          "seg_sha256": {m: [evaluate.sha256_file(run_dir / p) for p in pair]
-                                         for m, pair in seg.items()}})
+                          "preds": preds, "pred_sha256": shas, "native_version": NATIVE_VERSION,
+                          "decoder": options.decoder, "seg_sha256": seg})
     workers = options.native_workers
-    sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir)
+    sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir, gt_dir=gt.root)
     summary = run_samples(tasks, sample, cfg.out_dir / "native", implementation=cfg.implementation,
                           step="native cross-check", batch_size=max(1, workers),
                           batch_fn=_native_batch(workers, sample) if workers > 1 else None)

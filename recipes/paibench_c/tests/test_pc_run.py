@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,46 @@ def test_the_native_cross_check_keys_its_videos_by_place_under_their_roots(tmp_p
     here, there = stored
     assert {k: (r.input_hash, r.result) for k, r in here.items()} == {k: (r.input_hash, r.result)
                                                                        for k, r in there.items()}
+
+
+def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GT folder is named by the evaluator build's key, which differs between the host and an image running the
+    same code on the same data: the seg cross-check's tasks must not change with it, and a mask file edited after
+    its task was keyed fails its sample by name."""
+    from pinbench.core.files import sha256_file
+    from pinbench.core.runner import load_records
+    from pinbench_recipes.paibench_c.evaluate import GTCache
+    from pinbench_recipes.paibench_c.fetch import Inputs
+    from pinbench_recipes.paibench_c.generate import Collected
+    from pinbench_recipes.paibench_c.native_metrics import native_sample
+    from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks
+    from pinbench_recipes.paibench_c.run import native_all
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    recipe = get_recipe("paibench-c")
+    stored, gts = [], []
+    for out, renamed in ((tmp_path / "a", None), (tmp_path / "b", "another-build")):
+        cfg = recipe.config(fixture=True, out_dir=out, offline=True, options={"native_workers": "1"})
+        assert recipe.run(cfg).exit_code == 0
+        (gt_root,) = (out / "gt").iterdir()
+        if renamed:
+            gt_root = gt_root.rename(gt_root.with_name(renamed))
+        tasks = load_tasks(out / "fixture_data" / "tasks.json")
+        collected = {m: {t.task_id: Collected(t.task_id, sha256_file(out / m / "videos" / f"{t.task_id}.mp4"))
+                         for t in tasks} for m in MODALITIES}
+        inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
+        shutil.rmtree(out / "native")
+        results = native_all(cfg, inputs, GTCache(gt_root, gt_root.name), collected,
+                             dict.fromkeys(MODALITIES, "parsed"))   # as if the evaluator's metrics were read
+        assert all(f"{m}/native/seg_m_iou" in results[t.task_id] for t in tasks for m in MODALITIES)
+        stored.append(load_records(out / "native"))
+        gts.append(gt_root)
+    here, there = stored
+    assert {k: (r.input_hash, r.result) for k, r in here.items()} == {k: (r.input_hash, r.result)
+                                                                       for k, r in there.items()}
+    sample = {"sample_id": "task_0000", "gt_video": {"path": "videos/task_0000.mp4"}, "preds": {},
+              "seg_sha256": {"edge": ["0" * 64, "0" * 64]}}
+    with pytest.raises(ValueError, match=r"sam2_pkls/task_0000\.pkl: changed since the run read it"):
+        native_sample(sample, dataset_dir=tmp_path / "a" / "fixture_data" / "dataset", run_dir=tmp_path / "a",
+                      gt_dir=gts[0])
