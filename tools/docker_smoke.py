@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -203,6 +204,8 @@ def smoke_recipe(recipe: Recipe, swaps: dict[str, str], bases: dict[str, Any], o
 # How long a sample took: the one field of a stored record two runs of the same inputs and code may differ in,
 # beside where it ran (the implementation's ``image``: the image's digest, None on the host).
 TIMING_FIELDS = frozenset({"seconds"})
+# The run directories a smoke writes under --out: in the images, and the same fixtures on the host.
+RUN_FOLDERS = ("cpu-runs", "host-demo", "runs", "host-runs")
 
 
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
@@ -371,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    for folder in RUN_FOLDERS:   # a smoke compares the runs it makes: an earlier smoke's stores would be reused
+        shutil.rmtree(args.out / folder, ignore_errors=True)
     rows: list[Row] = []
     if not args.no_cpu_image:
         chosen, label = _bases_for(REPO / CPU_DOCKERFILE, swaps, bases)
