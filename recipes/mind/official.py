@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import exclusive, write_atomic
 from pinbench.core.provenance import redact
 from pinbench.core.rundir import process_alive, this_process
 from pinbench_recipes.mind.layout import (
@@ -185,20 +185,28 @@ def new_work_dir(parent: Path) -> WorkDir:
     renamed into place: a rename onto an existing, never empty, run-NNN fails), so two runs never share one and
     no process ever sees one without its owner."""
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
-    os.chmod(staging, parent.stat().st_mode & 0o777)   # mkdtemp's 0700 would differ from the directory around it
-    write_atomic(WorkDir(staging).owner, json.dumps(this_process()) + "\n")
-    for number in range(1, 10_000):
-        root = parent / f"run-{number:03d}"
-        if root.exists():
-            continue
-        try:
-            os.rename(staging, root)
-        except OSError:      # taken meanwhile by another process (ENOTEMPTY / EEXIST)
-            continue
-        return WorkDir(root)
-    shutil.rmtree(staging, ignore_errors=True)
+    with creating_work_dirs(parent):   # a shard sweeping killed staging directories must not take this one
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+        os.chmod(staging, parent.stat().st_mode & 0o777)   # mkdtemp's 0700 would differ from the folder around it
+        write_atomic(WorkDir(staging).owner, json.dumps(this_process()) + "\n")
+        for number in range(1, 10_000):
+            root = parent / f"run-{number:03d}"
+            if root.exists():
+                continue
+            try:
+                os.rename(staging, root)
+            except OSError:      # taken meanwhile by another process (ENOTEMPTY / EEXIST)
+                continue
+            return WorkDir(root)
+        shutil.rmtree(staging, ignore_errors=True)
     raise OfficialRunError(f"{parent}: no free run-NNN directory")
+
+
+def creating_work_dirs(parent: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock held while a work directory is staged and renamed into place, and while staging directories are
+    swept: shards of one run share ``parent``, and a staging directory has no owner until its creator writes one
+    (a sweep in that instant took a live shard's directory from under it: seen on Slurm)."""
+    return exclusive(parent.parent / f".{parent.name}.lock")   # beside it: its listing stays the work directories
 
 
 def lay_out(work: WorkDir, samples: Sequence[Sample], *, metrics: Sequence[str], runtime: Runtime,

@@ -44,6 +44,7 @@ from pinbench_recipes.mind.official import (
     LIVE,
     Runtime,
     command,
+    creating_work_dirs,
     earlier_runs,
     execute,
     invocation_state,
@@ -176,9 +177,10 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
 
 def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[str, str]) -> None:
     """Reuse or remove the directories of killed invocations, and say which (stderr)."""
-    for work in work_dirs(parent, staging=True):   # killed while creating its directory: nothing in it yet
-        if invocation_state(work) == KILLED:
-            shutil.rmtree(work.root, ignore_errors=True)
+    with creating_work_dirs(parent):   # no staging directory is half made while this looks
+        for work in work_dirs(parent, staging=True):   # killed while creating its directory: nothing in it yet
+            if invocation_state(work) == KILLED:
+                shutil.rmtree(work.root, ignore_errors=True)
     for work in work_dirs(parent):
         if invocation_state(work) != KILLED:
             continue

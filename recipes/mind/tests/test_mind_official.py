@@ -110,6 +110,31 @@ def test_every_invocation_gets_its_own_directory_and_cache(tmp_path: Path) -> No
     assert (first.root.name, second.root.name) == ("run-001", "run-002") and first.cache != second.cache
 
 
+def test_a_sweep_of_killed_staging_directories_waits_for_one_being_made(tmp_path: Path) -> None:
+    """Shards share official/: a staging directory has no owner until its creator writes one, and a shard sweeping
+    killed ones in that instant took it (seen on Slurm: the creator's owner.json had nowhere to go)."""
+    import threading
+
+    from pinbench.core.files import write_atomic
+    from pinbench.core.rundir import this_process
+    from pinbench_recipes.mind.official import STAGING_PREFIX, WorkDir, creating_work_dirs
+    from pinbench_recipes.mind.steps import _sweep_killed
+
+    parent = tmp_path / "official"
+    parent.mkdir()
+    staging = parent / f"{STAGING_PREFIX}being-made"
+    with creating_work_dirs(parent):
+        staging.mkdir()   # what new_work_dir has made before it writes the owner
+        sweeper = threading.Thread(target=_sweep_killed, args=(parent, {}, {}))
+        sweeper.start()
+        sweeper.join(0.5)
+        assert sweeper.is_alive() and staging.is_dir()   # it waits for the lock
+        write_atomic(WorkDir(staging).owner, json.dumps(this_process()) + "\n")
+        staging.rename(parent / "run-001")
+    sweeper.join(10)
+    assert not sweeper.is_alive() and (parent / "run-001" / "owner.json").is_file()
+
+
 def test_runtime_problems_name_each_missing_piece(runtime: Runtime) -> None:
     assert [p for p in runtime.problems(PIN) if "ffmpeg" not in p] == []
     (runtime.mind_dir / COMMIT_STAMP).write_text("0" * 40)
