@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from shared_data import shared_data
 from sklearn.metrics import average_precision_score
 from typer.testing import CliRunner
 
@@ -26,22 +26,6 @@ from pinbench_recipes.camerabench.official_json import read_score_dir
 from pinbench_recipes.camerabench.script2 import script2_tasks
 from pinbench_recipes.camerabench.synthetic import MODEL_NAME, write_synthetic_scores
 from pinbench_recipes.camerabench.tests.test_cb_aggregate import _records
-
-
-def shared_data(name: str) -> Path | None:
-    """``../shared/data/<name>`` from the repository root (shared/data/README.md), or from the main checkout's
-    root when this is a git worktree; None where neither has it (a user's clone, an exported recipe)."""
-    repo = Path(__file__).resolve().parents[3]
-    roots = [repo]
-    try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=repo,
-                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        roots.append(Path(common).parent)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return next((root.parent / "shared" / "data" / name for root in roots
-                 if (root.parent / "shared" / "data" / name).is_dir()), None)
-
 
 DATA = shared_data("camerabench")
 pytestmark = pytest.mark.skipif(DATA is None, reason="../shared/data/camerabench (the pinned data folder, see "

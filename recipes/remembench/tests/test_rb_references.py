@@ -9,10 +9,9 @@ never from the reference files under test; the test skips where that folder is a
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
+from shared_data import shared_data
 
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import load_reference
@@ -26,20 +25,7 @@ ARMS = {"Base": "base", "MoC": "moc", "Ours": "mosaichunk", "MosaiChunk": "mosai
 PREFIX = {"t2v": "t2v", "rotation": "i2v/rotation_180", "translation": "i2v/translation_180"}
 
 
-def _shared(name: str) -> Path | None:
-    repo = Path(__file__).resolve().parents[3]
-    roots = [repo]
-    try:
-        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=repo,
-                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        roots.append(Path(common).parent)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return next((r.parent / "shared" / "data" / name for r in roots if (r.parent / "shared" / "data" / name).is_dir()),
-                None)
-
-
-EXTRACT = _shared("remembench")
+EXTRACT = shared_data("remembench")
 pytestmark = pytest.mark.skipif(EXTRACT is None, reason="../shared/data/remembench (the project page's numbers, see "
                                                         "shared/data/README.md) is not beside this checkout")
 
