@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +30,20 @@ class FileError(ValueError):
         self.path = Path(path) if path is not None else None
         self.reason = reason
         super().__init__(f"{path}: {reason}" if path is not None else reason)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """A file as a stat-keyed cache sees it, beside its absolute path: size, mtime_ns, inode. A change to any of
+    them is taken as a new file (an edit in place that keeps all three is not seen)."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> FileState:
+        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 def cache_root() -> Path:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import exclusive, sha256_file, write_atomic
+from pinbench.core.files import FileState, exclusive, sha256_file, write_atomic
 from pinbench.core.runner import sample_id_problem
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
@@ -179,19 +179,6 @@ class InputFileError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """What the cache keys a digest by, beside the absolute path: a change to any of them hashes again."""
-
-    size: int
-    mtime_ns: int
-    inode: int
-
-    @classmethod
-    def of(cls, stat: os.stat_result) -> _Seen:
-        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
 class InputDigests:
     """SHA-256 of input files, each computed once per run directory (see the module docstring)."""
 
@@ -199,7 +186,7 @@ class InputDigests:
         self.path = Path(run_dir) / DIGESTS_FILE
         self.verify = verify
         self.hashed = 0   # files read in full by this process
-        self._cache: dict[str, tuple[_Seen, str]] = {} if verify else _load(self.path)
+        self._cache: dict[str, tuple[FileState, str]] = {} if verify else _load(self.path)
         self._changed = False
 
     def sha256(self, path: Path | str) -> str:
@@ -207,12 +194,12 @@ class InputDigests:
         where = os.path.abspath(path)
         before = _regular_stat(path)
         cached = self._cache.get(where)
-        if cached is not None and cached[0] == _Seen.of(before):
+        if cached is not None and cached[0] == FileState.of(before):
             return cached[1]
         digest = sha256_file(path)
         self.hashed += 1
-        if _Seen.of(os.stat(path)) == _Seen.of(before):   # not being written while it was read
-            self._cache[where] = (_Seen.of(before), digest)
+        if FileState.of(os.stat(path)) == FileState.of(before):   # not being written while it was read
+            self._cache[where] = (FileState.of(before), digest)
             self._changed = True
         return digest
 
@@ -258,12 +245,12 @@ def _regular_stat(path: Path | str) -> os.stat_result:
     return stat
 
 
-def _load(path: Path) -> dict[str, tuple[_Seen, str]]:
+def _load(path: Path) -> dict[str, tuple[FileState, str]]:
     """The cache as stored; an unreadable or foreign file is an empty cache (it only saves time)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = data["files"] if data.get("format") == _FORMAT else {}
-        return {where: (_Seen(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
+        return {where: (FileState(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
                 for where, e in files.items()
                 if isinstance(e, dict) and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

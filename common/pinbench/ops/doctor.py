@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import cache_root, write_atomic
+from pinbench.core.files import FileState, cache_root, write_atomic
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -212,7 +212,7 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
 
 
 class DecodedFiles:
-    """Files whose first frame decoded, by absolute path, size, mtime_ns and inode (``<cache>/first-frames.json``).
+    """Files whose first frame decoded, by absolute path and FileState (``<cache>/first-frames.json``).
 
     A rerun's doctor would decode the same 200 first frames again (0.4 s of a 1.4 s rerun); a file that still has
     the size, mtime and inode it had when it decoded is taken as decoding. Only successes are kept: a broken file
@@ -223,16 +223,16 @@ class DecodedFiles:
         self.path = path
         self.decoded = 0   # first frames this process decoded
         self._known = _load_decoded(path)
-        self._new: dict[str, list[int]] = {}
+        self._new: dict[str, FileState] = {}
         self._lock = threading.Lock()   # error() runs in the doctor's decode threads
 
     def error(self, path: Path) -> str | None:
         """``first_frame_error``, skipped for a file seen decoding in this very state."""
         try:
-            stat = os.stat(path)
+            seen = FileState.of(os.stat(path))
         except OSError:
             return first_frame_error(path)
-        where, seen = os.path.abspath(path), [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        where = os.path.abspath(path)
         if self._known.get(where) == seen:
             return None
         error = first_frame_error(path)
@@ -246,18 +246,19 @@ class DecodedFiles:
         if not self._new:
             return
         merged = {**_load_decoded(self.path), **self._new}
+        files = {where: [state.size, state.mtime_ns, state.inode] for where, state in merged.items()}
         try:
-            write_atomic(self.path, json.dumps({"format": 1, "files": merged}, sort_keys=True) + "\n")
+            write_atomic(self.path, json.dumps({"format": 1, "files": files}, sort_keys=True) + "\n")
         except OSError:
             pass
         self._new = {}
 
 
-def _load_decoded(path: Path) -> dict[str, list[int]]:
+def _load_decoded(path: Path) -> dict[str, FileState]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = data["files"] if data.get("format") == 1 else {}
-        return {k: v for k, v in files.items() if isinstance(v, list) and len(v) == 3
+        return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == 3
                 and all(isinstance(n, int) for n in v)}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}
