@@ -9,6 +9,8 @@ can run); as another user, on a tree whose modes deny that user.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import shutil
@@ -45,13 +47,26 @@ def _problems(directory: Path, *, in_container: bool = False) -> list[str]:
     python = shutil.which("python3", path="/usr/bin:/bin")
     if python is None:
         pytest.skip("no system python3 that uid 10001 can run")
-    code = (f"import json, sys; sys.path.insert(0, {str(COMMON)!r}); from pinbench.ops.writable import "
+    code = (f"import json, sys; sys.path.insert(0, {str(_library_for_uid())!r}); from pinbench.ops.writable import "
             f"writable_problems; print(json.dumps(writable_problems(__import__('pathlib').Path({str(directory)!r}), "
             f"in_container={in_container})))")
     proc = subprocess.run([python, "-c", code], user=RUN_AS, group=RUN_AS, extra_groups=[], capture_output=True,
                           text=True, cwd="/", timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
+
+
+@functools.cache
+def _library_for_uid() -> Path:
+    """A copy of the library that uid 10001 can read: the checkout itself may sit in a private folder (a clone into
+    ``mktemp -d`` is 0700), which the real check would then report instead of the folders under test."""
+    root = Path(tempfile.mkdtemp(prefix="pinbench-library-", dir="/tmp"))
+    root.chmod(0o755)
+    shutil.copytree(COMMON / "pinbench", root / "pinbench", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 @pytest.fixture
