@@ -1,8 +1,13 @@
 """All five fixtures give the per-sample values and metric values that main 87e8f14 gave (before Core v3).
 
-The golden file was written by ``tools/fixture_golden.py`` from a ``pinbench demo`` of 87e8f14; this test runs
-the demo of the current tree and compares what a score depends on: every record's status, result and error,
-every derived record, every metric's value, and each run's status. Floats must agree to 1e-12 (relative).
+The records in ``tests/golden/fixtures_87e8f14/`` were written by ``tools/fixture_golden.py`` from a ``pinbench
+demo`` of 87e8f14, one per CPU kind it ran on; this test runs the demo of the current tree and compares what a
+score depends on: every record's status, result and error, every derived record, every metric's value, and each
+run's status. On a CPU kind with a record, floats must agree with it to 1e-12 (relative). One record per kind,
+because MIND's and RememBench's fixtures compute LPIPS, PSNR and CLIP with float32 torch kernels whose results
+depend on the CPU: 87e8f14 itself gave values up to 3.3e-7 (relative) apart on the two kinds recorded, and the same
+values with 1 or 2 threads on one. On a kind without a record, those two recipes are held to 1e-6 of a record
+(float32 has 24 bits: 6e-8), the others still to 1e-12.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import pytest
 from pinbench.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14.json"
+GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14"
+FLOAT32_KERNELS = {"mind", "remembench"}   # their values come from float32 torch kernels (see the docstring)
+EXACT, FLOAT32 = 1e-12, 1e-6
 # Keys added since 87e8f14 on purpose (no value changed): where, and why.
 ADDED_SINCE = {
     "camerabench.derived.binary_split__Static.result.note": "#20 item 4: a single-class split's record says so",
@@ -41,23 +48,43 @@ def _golden_tool() -> Any:
     return module
 
 
-def _differences(old: Any, new: Any, where: str = "$") -> list[str]:
+def _differences(old: Any, new: Any, where: str = "$", rel: float = EXACT) -> list[str]:
     if isinstance(old, float) or isinstance(new, float):
         if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool) \
-                and math.isclose(old, new, rel_tol=1e-12, abs_tol=1e-15):
+                and math.isclose(old, new, rel_tol=rel, abs_tol=1e-15):
             return []
         return [f"{where}: {old!r} then, {new!r} now"]
     if isinstance(old, dict) and isinstance(new, dict):
         found = [f"{where}.{k}: only in 87e8f14" for k in old.keys() - new.keys()]
         found += [f"{where}.{k}: new" for k in new.keys() - old.keys()]
         for key in sorted(old.keys() & new.keys()):
-            found += _differences(old[key], new[key], f"{where}.{key}")
+            found += _differences(old[key], new[key], f"{where}.{key}", rel)
         return found
     if isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
             return [f"{where}: {len(old)} items then, {len(new)} now"]
-        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in _differences(a, b, f"{where}[{i}]")]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
+                for d in _differences(a, b, f"{where}[{i}]", rel)]
     return [] if old == new else [f"{where}: {old!r:.80} then, {new!r:.80} now"]
+
+
+def _records() -> dict[str, dict[str, Any]]:
+    """Every record of 87e8f14 by file name: {"machine": ..., "fixtures": {recipe: ...}}."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(GOLDEN.glob("*.json"))}
+
+
+def _unexplained(golden: dict[str, Any], now: dict[str, Any], *, this_machine: bool) -> list[str]:
+    """What differs from one record, less the keys added since on purpose."""
+    found = []
+    for recipe in golden:
+        if now[recipe]["status"] != "complete":
+            found.append(f"{recipe}: {now[recipe]['status']}")
+        rel = EXACT if this_machine or recipe not in FLOAT32_KERNELS else FLOAT32
+        for part in ("samples", "derived", "metrics"):
+            added = {f"{where}: new" for where in ADDED_SINCE if where.startswith(f"{recipe}.{part}.")}
+            differences = set(_differences(golden[recipe][part], now[recipe][part], f"{recipe}.{part}", rel))
+            found += sorted(differences - added) + sorted(f"{where}: missing now" for where in added - differences)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -71,21 +98,32 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_fixture_gives_the_values_of_87e8f14(demo: Path) -> None:
-    golden = json.loads(GOLDEN.read_text())
-    now = _golden_tool().golden(demo)
-    assert sorted(golden) == ["camerabench", "dynamic-degree", "mind", "paibench-c", "remembench"]
-    assert set(golden) <= set(now)  # a recipe added since has no value of 87e8f14 (the demo checks its fixture)
-    for recipe in golden:
-        assert now[recipe]["status"] == "complete"
-        for part in ("samples", "derived", "metrics"):
-            added = sorted(f"{where}: new" for where in ADDED_SINCE if where.startswith(f"{recipe}.{part}."))
-            assert sorted(_differences(golden[recipe][part], now[recipe][part], f"{recipe}.{part}")) == added
+    """Equal to 87e8f14's record of this CPU kind to 1e-12 where there is one, else to one of the records."""
+    tool, now = _golden_tool(), _golden_tool().golden(demo)
+    records = _records()
+    assert len(records) >= 2 and all(sorted(r["fixtures"]) == ["camerabench", "dynamic-degree", "mind", "paibench-c",
+                                                              "remembench"] for r in records.values())
+    assert all(set(r["fixtures"]) <= set(now) for r in records.values())  # a recipe added since has no record
+    mine = [name for name, record in records.items() if record["machine"] == tool.machine()]
+    if mine:
+        assert _unexplained(records[mine[0]]["fixtures"], now, this_machine=True) == [], mine[0]
+        return
+    found = {name: _unexplained(record["fixtures"], now, this_machine=False) for name, record in records.items()}
+    assert any(not problems for problems in found.values()), {name: p[:5] for name, p in found.items()}
+
+
+def test_the_records_of_two_cpu_kinds_differ_only_in_the_float32_recipes() -> None:
+    """Why this test keeps one record per CPU kind, and why the other recipes are held to 1e-12 anywhere."""
+    earlier, avx512 = (_records()[name]["fixtures"] for name in ("earlier-machine", "xeon-avx512-amx"))
+    differing = {where.split(".")[1] for where in _differences(earlier, avx512)}
+    assert differing == FLOAT32_KERNELS
+    assert _differences(earlier, avx512, rel=FLOAT32) == []
 
 
 def test_the_keys_added_to_paibench_c_hold_the_values_of_87e8f14(demo: Path) -> None:
     """Each native value recomputes an evaluator value of 87e8f14 (the fixture's evaluator double and the cross-check
     share the arithmetic), so it must equal it; and no task has a reason for a missing value."""
-    golden = json.loads(GOLDEN.read_text())["paibench-c"]
+    golden = _records()["earlier-machine"]["fixtures"]["paibench-c"]   # equal in every record (test above)
     now = _golden_tool().golden(demo)["paibench-c"]
     for sample_id, record in now["samples"].items():
         then = golden["samples"][sample_id]["result"]
@@ -111,9 +149,20 @@ def test_every_fixture_scorecard_round_trips_through_the_typed_scorecard(demo: P
 
 
 def test_the_comparison_sees_a_changed_value() -> None:
-    golden = json.loads(GOLDEN.read_text())
-    changed = json.loads(GOLDEN.read_text())
+    golden = _records()["earlier-machine"]["fixtures"]
+    changed = _records()["earlier-machine"]["fixtures"]
     name = next(iter(changed["dynamic-degree"]["metrics"]))
     changed["dynamic-degree"]["metrics"][name] += 1e-9
     assert _differences(golden["dynamic-degree"]["metrics"], changed["dynamic-degree"]["metrics"]) != []
+    def unexplained(this_machine: bool) -> list[str]:   # the record itself lacks the keys added since
+        return [line for line in _unexplained(golden, changed, this_machine=this_machine)
+                if not line.endswith(": missing now")]
+
+    assert unexplained(this_machine=False) == [f"dynamic-degree.metrics.{name}: "
+                                                                f"{golden['dynamic-degree']['metrics'][name]!r} then, "
+                                                                f"{changed['dynamic-degree']['metrics'][name]!r} now"]
+    lpips = "1st_data/mem_test/lcm_lpips"
+    changed["mind"]["metrics"][lpips] *= 1 + 1e-7     # inside float32's noise: only a record of this kind sees it
+    assert len(unexplained(this_machine=True)) == 2
+    assert len(unexplained(this_machine=False)) == 1
     assert _differences({"a": [1, 2]}, {"a": [1, 2, 3]}) == ["$.a: 2 items then, 3 now"]

@@ -1,19 +1,41 @@
 """Print the per-sample results and metric values of a `pinbench demo` directory as one JSON document.
 
 Why: the fixtures' per-sample values must survive refactors of the core unchanged. This was run on the demo of
-main 87e8f14 (before Core v3) to write ``tests/golden/fixtures_87e8f14.json``; ``tests/test_fixture_golden.py``
-compares every later demo with it. Only what a score depends on is kept: each record's status, result and
-error (not its timing, traceback or storage fields), each derived record's result, each metric's value.
+main 87e8f14 (before Core v3) to write the records in ``tests/golden/fixtures_87e8f14/``;
+``tests/test_fixture_golden.py`` compares every later demo with them. Only what a score depends on is kept: each
+record's status, result and error (not its timing, traceback or storage fields), each derived record's result,
+each metric's value; and the machine it ran on, since the float32 torch kernels of some fixtures (LPIPS, PSNR,
+CLIP) give values that differ in the 8th digit between CPU kinds (one record per kind).
 
-    python tools/fixture_golden.py runs/demo > tests/golden/fixtures_87e8f14.json
+    git worktree add /tmp/base 87e8f14 && (cd /tmp/base && make setup && .venv/bin/pinbench demo --out runs/demo)
+    python tools/fixture_golden.py /tmp/base/runs/demo > tests/golden/fixtures_87e8f14/<name>.json
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import sys
 from pathlib import Path
 from typing import Any
+
+# The instruction-set extensions that decide which float32 kernels torch and oneDNN run (and so the values).
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_tile")
+
+
+def machine() -> dict[str, Any]:
+    """This CPU as the records name it: its model and the ISA extensions in ISA_FLAGS it has."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    return {"cpu_model": model, "isa": [flag for flag in ISA_FLAGS if flag in flags]}
 
 
 def golden(demo: Path) -> dict[str, Any]:
@@ -37,5 +59,5 @@ def golden(demo: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    json.dump(golden(Path(sys.argv[1])), sys.stdout, indent=1, sort_keys=True)
+    json.dump({"machine": machine(), "fixtures": golden(Path(sys.argv[1]))}, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
