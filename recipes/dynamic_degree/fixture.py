@@ -9,15 +9,14 @@ the moving videos shift 2.8 to 4 px per sampled transition, the static frames no
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from pinbench.core.files import exclusive, write_atomic
-from pinbench.media.video import is_valid_video, write_video
+from pinbench.core.fixture_data import build_once
+from pinbench.media.video import write_video
 
 SEED = 20260909
 # Lossless H.264 (libx264 at CRF 0 is QP 0 for 8-bit video): a decoder gets back exactly the YUV planes the
@@ -25,7 +24,6 @@ SEED = 20260909
 # (tools/encode_determinism.py measures the bytes as well).
 FIXTURE_CRF = 0
 FIXTURE_VERSION = 2  # bump when the written videos change (2: lossless instead of CRF 12)
-STAMP = "fixture.json"
 WIDTH, HEIGHT = 68, 52  # not multiples of 8, so padding is exercised; tau = 6 * 52 / 256 = 1.22 px
 
 
@@ -83,32 +81,16 @@ def render(video: FixtureVideo, rng: np.random.Generator, height: int = HEIGHT, 
     return frames
 
 
-def write_fixture(dest: Path, videos: tuple[FixtureVideo, ...] = FIXTURE_VIDEOS) -> list[Path]:
-    """Write the fixture videos into ``dest`` (deterministic: one seeded generator per video).
-
-    A complete video of this fixture version from an earlier run is kept, so a rerun reuses its stored
-    scores. Shards of one run start together and share ``dest``: the first writes the videos, the others
-    wait and keep them (writing them again would repeat the work and replace files another shard is
-    reading); every file is written atomically.
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    stamp = dest / STAMP
-    paths = []
-    with exclusive(dest.parent / f".{dest.name}.lock"):
-        current = _stamped_version(stamp) == FIXTURE_VERSION  # read under the lock: a shard before us wrote it
-        for number, video in enumerate(videos):
-            path = dest / f"{video.name}.mp4"
-            if not (current and is_valid_video(path, video.n_frames)):
-                rng = np.random.default_rng([SEED, number])
-                write_video(path, render(video, rng), video.fps, crf=FIXTURE_CRF)
-            paths.append(path)
-        if not current:
-            write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "crf": FIXTURE_CRF}) + "\n")
-    return paths
+def write_fixture(dest: Path) -> list[Path]:
+    """The fixture videos in ``dest``, written once per fixture version (``build_once``): shards that start
+    together write them once, and a rerun finds the very videos it scored before."""
+    build_once(dest, FIXTURE_VERSION, write_videos)
+    return [dest / f"{video.name}.mp4" for video in FIXTURE_VIDEOS]
 
 
-def _stamped_version(stamp: Path) -> int | None:
-    try:
-        return json.loads(stamp.read_text(encoding="utf-8")).get("version")
-    except (OSError, ValueError, AttributeError):  # missing, unreadable or not an object: rewrite
-        return None
+def write_videos(folder: Path) -> dict[str, int]:
+    """Write the fixture videos into ``folder`` (deterministic: one seeded generator per video)."""
+    for number, video in enumerate(FIXTURE_VIDEOS):
+        rng = np.random.default_rng([SEED, number])
+        write_video(folder / f"{video.name}.mp4", render(video, rng), video.fps, crf=FIXTURE_CRF)
+    return {"seed": SEED, "crf": FIXTURE_CRF}

@@ -418,27 +418,3 @@ def test_a_shard_with_a_failed_sample_exits_incomplete(tmp_path: Path, texture_v
     outcome = run(cfg)  # shard 0 of 2 holds a.mp4 and c.mp4
     assert outcome.exit_code == 2 and "1 failed (c)" in outcome.message and outcome.scorecard_path is None
 
-
-def test_shards_starting_together_write_the_fixture_videos_once(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-    import time
-
-    from pinbench_recipes.dynamic_degree import fixture
-
-    written: list[str] = []
-    real_write = fixture.write_video
-
-    def slow_write(path, *args, **kwargs):
-        time.sleep(0.05)  # widen the window in which a second writer would see the video missing
-        written.append(Path(path).name)
-        return real_write(path, *args, **kwargs)
-
-    monkeypatch.setattr(fixture, "write_video", slow_write)
-    dest = tmp_path / "fixture_data"
-    threads = [threading.Thread(target=fixture.write_fixture, args=(dest,)) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(written) == sorted(f"{v.name}.mp4" for v in FIXTURE_VIDEOS)  # each once: mtimes stay put
