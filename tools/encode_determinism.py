@@ -4,7 +4,7 @@ Why: fixture runs are compared with references and cached by SHA-256, so an enco
 different bytes for the same frames moves per-sample values and defeats the caches (issue 10.8 saw
 libx264 differ in up to 33 of 150 encodes on the development machine). This script encodes every
 fixture video of every recipe with the same call the fixture uses (``pinbench.media.video.write_video``,
-same codec, CRF and frames; MIND's are recorded from its own ``build_fixture``; CameraBench's fixture
+same codec, CRF and frames; MIND's are recorded from its own fixture writer; CameraBench's fixture
 writes none), ``--runs`` times, spread over ``--processes`` fresh Python processes
 (a fresh process has a fresh heap, so a dependence on uninitialised memory would show), and counts
 the distinct byte digests and decoded-pixel digests per video. Exit status 1 if any video has more
@@ -63,7 +63,7 @@ def _paibench_c() -> Iterator[EncodeJob]:
 
 
 def _mind() -> Iterator[EncodeJob]:
-    """Every video mind's ``build_fixture`` writes, with the very frames it passes: recorded from one build."""
+    """Every video mind's fixture writes, with the very frames it passes: recorded from one run of its writer."""
     from unittest import mock
 
     from pinbench.media.video import write_video
@@ -77,7 +77,7 @@ def _mind() -> Iterator[EncodeJob]:
 
     with tempfile.TemporaryDirectory(prefix="encode-determinism-mind-") as tmp, \
             mock.patch.object(fixture, "write_video", record):
-        fixture.build_fixture(Path(tmp))
+        fixture._write_fixture(Path(tmp))  # what build_fixture runs, in the folder it then renames into place
         names = [path.relative_to(tmp).as_posix() for path, _, _, _ in calls]
     for name, (_, frames, fps, kwargs) in zip(names, calls, strict=True):
         yield f"mind/{name}", lambda dest, f=frames, r=fps, k=kwargs: write_video(dest, f, r, **k)

@@ -37,7 +37,8 @@ import av
 import numpy as np
 import torch
 
-from pinbench.core.files import exclusive, sha256_file, write_atomic
+from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.fixture_data import build_once
 from pinbench.media.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES, ONE_PAIR_BATCH_ERROR, mirror_fails_upstream
@@ -178,27 +179,20 @@ def write_random_alexnet(path: Path, seed: int = SEED) -> str:
 
 
 def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when this fixture version is complete under ``root``) the synthetic data.
-
-    Shards of one run start together and share ``root``: the first writes the data, the others wait and keep
-    it (writing it again would repeat the work and replace files another shard is reading). Every file is
-    written atomically and the stamp last, so a killed writer leaves no stamp.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    with exclusive(root.parent / f".{root.name}.lock"):
-        return _build_fixture(root)
+    """The synthetic data under ``root``, written once per fixture version (``build_once``): shards that start
+    together write it once, and a rerun finds the very files it scored before."""
+    saved = build_once(root, FIXTURE_VERSION, _write_fixture)
+    return _layout(root, saved["lpips_sha256"])
 
 
-def _build_fixture(root: Path) -> FixtureData:
-    data = FixtureData(root=root, gt_root=root / "MIND-Data", generated_root=root / "generated",
-                       lpips_trunk=root / "alexnet-random.pth", lpips_sha256="")
-    stamp = root / "fixture.json"
-    try:
-        saved = json.loads(stamp.read_text())
-    except (OSError, ValueError):  # absent or cut short: write everything again
-        saved = None
-    if isinstance(saved, dict) and saved.get("version") == FIXTURE_VERSION:
-        return FixtureData(**{**data.__dict__, "lpips_sha256": saved["lpips_sha256"]})
+def _layout(root: Path, lpips_sha256: str = "") -> FixtureData:
+    return FixtureData(root=root, gt_root=root / "MIND-Data", generated_root=root / "generated",
+                       lpips_trunk=root / "alexnet-random.pth", lpips_sha256=lpips_sha256)
+
+
+def _write_fixture(folder: Path) -> dict[str, Any]:
+    """Every fixture file under ``folder``; returns what the stamp keeps (the LPIPS trunk's SHA-256)."""
+    data = _layout(folder)
     rng = np.random.default_rng(SEED)
     for spec in CONTINUATIONS:
         _write_continuation(data, rng, spec)
@@ -211,9 +205,7 @@ def _build_fixture(root: Path) -> FixtureData:
             (data.generated_root / perspective / test).mkdir(parents=True, exist_ok=True)
         for test in ("mem_test", "action_space_test"):
             (data.gt_root / perspective / "test" / test).mkdir(parents=True, exist_ok=True)
-    sha = write_random_alexnet(data.lpips_trunk)
-    write_atomic(stamp, json.dumps({"version": FIXTURE_VERSION, "seed": SEED, "lpips_sha256": sha}, indent=1) + "\n")
-    return FixtureData(**{**data.__dict__, "lpips_sha256": sha})
+    return {"seed": SEED, "lpips_sha256": write_random_alexnet(data.lpips_trunk)}
 
 
 # --------------------------------------------------------------------------------------- test double

@@ -9,7 +9,6 @@ working directory, the import, the per-sample results, the merge, the scorecard)
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,8 @@ from pinbench.core.config import RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE
 from pinbench.core.runner import MISSING_ERROR, Shard
-from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind import run as run_module
+from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import WorkDir
 from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
@@ -122,22 +121,3 @@ def test_a_results_file_without_rollouts_scores_its_mirror_directories(tmp_path:
     assert (gsc["n_expected"], gsc["n_scored"], gsc["value"]) == (1, 1, pytest.approx(0.01))
     assert card["extra"]["official_sources"] == [{"results_file": str(results), "stored_by": "the shards' imports"}]
 
-
-def test_shards_starting_together_write_the_fixture_data_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A second writer would give the GT videos new mtimes (part of every task) and orphan stored scores."""
-    written: list[Path] = []
-    real = fixture.write_video
-    monkeypatch.setattr(fixture, "write_video", lambda path, *a, **k: written.append(path) or real(path, *a, **k))
-    root = tmp_path / "fixture_data"
-    built: list[fixture.FixtureData] = []
-    threads = [threading.Thread(target=lambda: built.append(fixture.build_fixture(root))) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(built) == 2 and built[0] == built[1]
-    scenes = len(fixture.CONTINUATIONS) + len(fixture.SECOND_SCENES)
-    rollouts = sum(len(videos) for _, _, videos in fixture.MIRRORS)
-    assert len(written) == len(set(written)) == 2 * scenes + rollouts   # GT + rollout per scene, the mirrors
-    stamps = {p: p.stat().st_mtime_ns for p in written}
-    assert fixture.build_fixture(root) == built[0] and {p: p.stat().st_mtime_ns for p in written} == stamps
