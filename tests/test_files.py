@@ -1,7 +1,9 @@
-"""pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind."""
+"""pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind; the
+exclusive lock holds."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pinbench.core.config import RunConfig
-from pinbench.core.files import atomic_path, write_atomic
+from pinbench.core.files import atomic_path, exclusive, write_atomic
 from pinbench.core.rundir import LOCK_DIR, claim_run_dir
 
 
@@ -42,3 +44,12 @@ def test_a_run_lock_is_readable_by_other_users(tmp_path: Path, umask: int) -> No
     cfg = RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=tmp_path / "run", limit=3)
     with claim_run_dir(cfg, env={}) as claim:
         assert _mode(claim.lock) == 0o644 and claim.lock.parent.name == LOCK_DIR
+
+
+def test_exclusive_holds_an_flock_that_others_cannot_take(tmp_path: Path) -> None:
+    lock = tmp_path / "x.lock"
+    with exclusive(lock), open(lock, "a+b") as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(lock, "a+b") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the block ends

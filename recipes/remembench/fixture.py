@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +21,8 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.core.files import exclusive, sha256_file
+from pinbench.core.files import sha256_file
+from pinbench.core.fixture_data import build_once
 from pinbench.media.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
@@ -225,66 +223,16 @@ def _layout(root: Path, clip_sha256: str = "", lpips_sha256: str = "") -> Fixtur
                        paper={"t2v": T2V, "i2v": I2V})
 
 
-def _existing(root: Path) -> FixtureData | None:
-    """The fixture under ``root`` when a complete copy of this version is there, else None."""
-    try:
-        saved = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(saved, dict) or saved.get("version") != VERSION:
-        return None
+def build_fixture(root: Path) -> FixtureData:
+    """The fixture under ``root``, written once per fixture version (``build_once``): shards that start together
+    write it once, a rerun finds the very files it scored before, and no process reads a half-written one."""
+    saved = build_once(root, VERSION, _write_fixture, stamp="manifest.json")
     return _layout(root, saved["clip_sha256"], saved["lpips_sha256"])
 
 
-def build_fixture(root: Path) -> FixtureData:
-    """Write (or reuse, when a complete copy of this fixture version exists) the fixture under ``root``.
-
-    Shards of one run start together and share ``root``: the first builds it, the others wait and reuse it.
-    The data is written into a private folder beside ``root`` and then renamed into place, so no process
-    ever reads a half-written fixture, even one that does not take the lock.
-    """
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(root.parent / f".{root.name}.lock"):
-        return _build_fixture(root)
-
-
-def _build_fixture(root: Path) -> FixtureData:
-    found = _existing(root)
-    if found is not None:
-        return found
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
-    try:
-        _write_fixture(tmp)
-        _publish(tmp, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    published = _existing(root)
-    if published is None:
-        raise RuntimeError(f"{root}: fixture data missing after it was written")
-    return published
-
-
-def _publish(tmp: Path, root: Path) -> None:
-    """Rename the finished ``tmp`` to ``root``; keep a complete copy another process published first."""
-    for _ in range(3):
-        try:
-            os.rename(tmp, root)
-            return
-        except OSError:  # root exists: another process won, or an older fixture version is there
-            if _existing(root) is not None:
-                return
-            old = root.with_name(f".{root.name}.old-{os.getpid()}")
-            try:
-                os.rename(root, old)
-            except FileNotFoundError:
-                continue
-            shutil.rmtree(old, ignore_errors=True)
-    raise RuntimeError(f"{root}: could not put the fixture data in place")
-
-
-def _write_fixture(root: Path) -> None:
-    """Every fixture file under ``root``: release, rollouts, annotations, poses, weights, then the manifest."""
+def _write_fixture(root: Path) -> dict[str, object]:
+    """Every fixture file under ``root``: release, rollouts, annotations, poses, weights; returns what the
+    manifest (the stamp) keeps."""
     data = _layout(root)
     rng = np.random.default_rng(SEED)
     release = data.dataset_dir
@@ -311,5 +259,4 @@ def _write_fixture(root: Path) -> None:
         "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
     clip_sha = write_tiny_clip(data.clip_dir)
     lpips_sha = write_random_alexnet(data.lpips_trunk)
-    (root / "manifest.json").write_text(json.dumps({"version": VERSION, "seed": SEED, "clip_sha256": clip_sha,
-                                                    "lpips_sha256": lpips_sha}, indent=2) + "\n")
+    return {"seed": SEED, "clip_sha256": clip_sha, "lpips_sha256": lpips_sha}
