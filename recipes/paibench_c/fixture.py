@@ -28,6 +28,7 @@ import cv2
 import numpy as np
 
 from pinbench.core.files import write_atomic
+from pinbench.core.fixture_data import build_once
 from pinbench.media.video import read_video, write_video
 from pinbench_recipes.paibench_c.fetch import Inputs
 from pinbench_recipes.paibench_c.generate import vision_path
@@ -92,18 +93,18 @@ def _task_row(index: int) -> dict[str, Any]:
 
 
 def build_fixture_dataset(root: Path) -> Path:
-    """Write the synthetic dataset (real layout) and its tasks.json under ``root``; return the dataset dir.
+    """The synthetic dataset (real layout) and its tasks.json under ``root``, written once per fixture version
+    (``build_once``: the shards of a job array of fixture runs on one ``--out`` write it once); the dataset dir."""
+    build_once(root, FIXTURE_VERSION, _write_dataset)
+    return root / "dataset"
 
-    Every file is written atomically and the content is deterministic, so shards building it at once
-    (a job array of fixture runs on one ``--out``) write the same bytes and never read half a file.
-    """
+
+def _write_dataset(root: Path) -> dict[str, int]:
+    """Every file of the synthetic dataset and tasks.json under ``root`` (deterministic)."""
     from pinbench_recipes.paibench_c.blur import bilateral_blur
     from pinbench_recipes.paibench_c.edges import canny_edges
 
     dataset = root / "dataset"
-    stamp = root / "fixture_version"
-    if stamp.is_file() and stamp.read_text().strip() == str(FIXTURE_VERSION):
-        return dataset
     rows = [_task_row(i) for i in range(N_TASKS)]
     for i, row in enumerate(rows):
         frames = _gt_frames(i)
@@ -121,8 +122,7 @@ def build_fixture_dataset(root: Path) -> Path:
         caption = dataset / "captions" / f"{row['task_id']}.json"
         write_atomic(caption, json.dumps({row["task_id"]: "a red box, a blue disk and a green bar"}))
     write_atomic(root / "tasks.json", json.dumps(rows, indent=1))
-    write_atomic(stamp, str(FIXTURE_VERSION))
-    return dataset
+    return {"seed": SEED}
 
 
 def fixture_inputs(root: Path, limit: int | None) -> Inputs:
