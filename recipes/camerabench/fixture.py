@@ -2,9 +2,9 @@
 
 ``write_fixture`` lays out a data directory in the official layout and a score directory in the official
 Script 1 shapes, written here as plain JSON (independently of this recipe's writer), the way a user's
-upstream run would leave them. The VQA scores come as per-task files of one skill (Script 1 without
-``--combine_tasks``), so the fixture also exercises the pooling that upstream gets wrong. Every value
-below is chosen so the official formulas can be done by hand:
+upstream run would leave them (``build_fixture``: once per ``FIXTURE_VERSION`` for a run). The VQA scores
+come as per-task files of one skill (Script 1 without ``--combine_tasks``), so the fixture also exercises the
+pooling that upstream gets wrong. Every value below is chosen so the official formulas can be done by hand:
 
 * Move_In, labels 1 1 0 0 0, scores .5 .5 .5 .5 .1: four tied at the top. AP = 2/4 = 0.5 (the tie
   enters at once: precision 2/4 at recall 1); AUC = (.5 + .5 + 1) * 2 / 6 = 2/3.
@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.files import write_atomic
+from pinbench.core.fixture_data import build_once
 
 SEED = 20261130
+FIXTURE_VERSION = 1  # bump when the written files change: a run directory's fixture_data is reused otherwise
 MODEL_NAME = "fixture-method"
 
 # split -> rows of (video, label, score)
@@ -74,6 +76,17 @@ _CAPTIONS = [
 CAPTION_QUESTION = "Describe the camera movement in this video."
 
 
+def build_fixture(root: Path) -> tuple[Path, Path]:
+    """``write_fixture``'s two folders under ``root``, written once per fixture version (``build_once``): shards
+    that start together write them once, and a rerun reads the very files it scored before."""
+    build_once(root, FIXTURE_VERSION, _write)
+    return root / "data", root / "scores"
+
+
+def _write(folder: Path) -> None:
+    write_fixture(folder)  # looked up when called: a test replaces write_fixture
+
+
 def write_fixture(root: Path) -> tuple[Path, Path]:
     """Write ``root/data`` (official layout) and ``root/scores`` (official Script 1 shapes); return both."""
     data, scores = root / "data", root / "scores"
@@ -110,7 +123,6 @@ def write_fixture(root: Path) -> tuple[Path, Path]:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    # atomic: shards of one run write the same fixture at once while their siblings read it
     write_atomic(path, json.dumps(value, indent=1) + "\n")
 
 

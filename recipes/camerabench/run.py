@@ -43,7 +43,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     # 1. prepare: data (pinned, or the fixture's synthetic set), families, the optional judge
     model = inputs.script1_model(cfg)
     if cfg.fixture:
-        data_root, score_dir = fixture.write_fixture(cfg.out_dir / "fixture_data")
+        data_root, score_dir = fixture.build_fixture(cfg.out_dir / "fixture_data")
     else:
         data_root, score_dir = inputs.data_dir(cfg, download=False), cfg.options.scores
     whole = inputs.load_data(cfg, data_root, official=not cfg.fixture)
