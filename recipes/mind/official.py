@@ -143,6 +143,12 @@ class WorkDir:
         """Written when the invocation ended (or its salvaged samples were taken over): never swept."""
         return self.root / "finished.json"
 
+    @property
+    def imported(self) -> Path:
+        """What importing its Result.json found (source, counts, failures, stale copies, unexpected records), as
+        the scorecard names it: written once, so a later run that reuses these scores names them the same."""
+        return self.root / "imported.json"
+
 
 LIVE, ELSEWHERE, KILLED, FINISHED = "live", "elsewhere", "killed", "finished"
 STAGING_PREFIX = ".run-new-"

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from pinbench.core.config import Implementation
+from pinbench.core.files import write_atomic
 from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
@@ -43,6 +44,7 @@ from pinbench_recipes.mind.official import (
     KILLED,
     LIVE,
     Runtime,
+    WorkDir,
     command,
     creating_work_dirs,
     earlier_runs,
@@ -166,7 +168,9 @@ def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, A
         score(work)
         if work.output.is_file():
             report = import_results(load_result_file(work.output), [s.key for s in todo])
-            sources.append(report.summary())
+            source = {"work_dir": str(work.root), **report.summary()}
+            write_atomic(work.imported, json.dumps(source, indent=1) + "\n")
+            sources.append(source)
             outcome.update({k.sample_id: v for k, v in report.samples.items()})
         else:
             reason = f"process.py wrote no Result.json (see {work.log})"
@@ -211,9 +215,19 @@ def stored_sources(out_dir: Path, results_file: Path | None,
     if results_file is not None:
         return [{"results_file": str(results_file), "stored_by": "the shards' imports"}]
     wanted = None if sample_ids is None else set(sample_ids)
-    return [{"work_dir": str(work.root), "n_planned": len(plan), "stored_by": "an earlier run or a shard",
-             **({"reused_samples": sorted(wanted & set(plan))} if wanted is not None else {})}
+    return [_imported(work) or {"work_dir": str(work.root), "n_planned": len(plan),
+                                "stored_by": "an earlier run or a shard",
+                                **({"reused_samples": sorted(wanted & set(plan))} if wanted is not None else {})}
             for work, plan in earlier_runs(out_dir / "official") if wanted is None or wanted & set(plan)]
+
+
+def _imported(work: WorkDir) -> dict[str, Any] | None:
+    """The import summary the invocation that scored in ``work`` wrote (None for a salvaged or older one)."""
+    try:
+        source = json.loads(work.imported.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return source if isinstance(source, dict) and source.get("work_dir") == str(work.root) else None
 
 
 def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,

@@ -34,15 +34,19 @@ def _dead_owner(work: WorkDir) -> None:
     work.finished.unlink(missing_ok=True)
 
 
-def test_a_fixture_rerun_keeps_the_official_sources_of_the_records_it_reuses(tmp_path: Path) -> None:
+def test_a_fixture_rerun_names_the_official_sources_of_the_first_run_and_keeps_its_scorecard(tmp_path: Path) -> None:
+    """The sources are what importing each Result.json found, read back from the work directory by a rerun: the
+    same words as the run that scored, so a rerun computes the same scorecard and keeps it and its report."""
     out = tmp_path / "fx"
     cfg = RECIPE.config("fixture", out_dir=out, offline=True, fixture=True, env={})
     assert run(cfg).exit_code == 0
     first = _card(out)["extra"]["official_sources"]
-    assert [s["source"].rsplit("/", 2)[-2:] for s in first] == [["run-001", "Result.json"]]
+    assert [(s["work_dir"], s["source"], s["n_expected"], s["n_failed"]) for s in first] == [
+        (str(out / "official" / "run-001"), str(out / "official" / "run-001" / "Result.json"), 7, 0)]
+    scorecard = (out / "scorecard.json").stat().st_mtime_ns
     assert run(cfg).exit_code == 0
-    (again,) = _card(out)["extra"]["official_sources"]
-    assert again["work_dir"] == str(out / "official" / "run-001") and len(again["reused_samples"]) == 7
+    assert _card(out)["extra"]["official_sources"] == first
+    assert (out / "scorecard.json").stat().st_mtime_ns == scorecard
 
 
 def test_a_killed_invocation_with_nothing_reusable_is_removed_and_said(tmp_path: Path, layout, runtime,
