@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
-from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.files import sha256_file, write_if_changed
 from pinbench.core.inputs import input_digests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
@@ -235,8 +235,8 @@ def fixture_runtime(cfg: RunConfig, data: fixture.FixtureData) -> Runtime:
     (root / "MIND" / "vipe").mkdir(parents=True, exist_ok=True)
     weights = {}
     for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):   # shards write these at once: atomically
-        weights[name] = write_atomic(root / "weights" / f"{name}.stand-in",
-                                     "fixture stand-in: the test double loads no weights\n")
+        weights[name] = write_if_changed(root / "weights" / f"{name}.stand-in",
+                                         "fixture stand-in: the test double loads no weights\n")
     return Runtime(mind_dir=root / "MIND", python=Path(sys.executable), dino_dir=root / "dinov3", weights=weights,
                    torch_home=root / "torch", hf_home=root / "hf")
 

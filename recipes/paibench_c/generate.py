@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, sha256_file, write_atomic
+from pinbench.core.files import atomic_path, sha256_file, write_atomic, write_if_changed
 from pinbench.core.runner import Shard, StepLog
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
@@ -96,7 +96,7 @@ class ValidityCache:
     def save(self) -> None:
         if self.path is None:
             return
-        write_atomic(self.path, json.dumps(self._known))
+        write_if_changed(self.path, json.dumps(self._known))
 
 
 def pending_rows(rows: Sequence[Mapping[str, Any]], raw_dir: Path, min_frames: int = MIN_FRAMES,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import write_if_changed
 
 MODALITIES = ("edge", "blur", "depth", "seg")
 TASK_ID = re.compile(r"task_\d{4}")
@@ -173,5 +173,5 @@ def build_rows(tasks: Sequence[Task], modality: str, dataset_root: Path | str) -
 
 
 def write_jsonl(rows: Sequence[Mapping[str, Any]], path: Path | str) -> Path:
-    """Write rows as JSONL atomically (temp file, then rename)."""
-    return write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    """Write rows as JSONL atomically (temp file, then rename), unless the file holds them already."""
+    return write_if_changed(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import write_if_changed
 from pinbench.core.runner import SampleRecord
 from pinbench_recipes.remembench.prepare import METRIC_KEYS, Group
 
@@ -37,7 +37,7 @@ def scene_rows(tasks: Sequence[Mapping[str, Any]], records: Sequence[SampleRecor
 
 
 def write_jsonl(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    return write_atomic(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
+    return write_if_changed(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
 
 
 def _scored(rows: Sequence[Mapping[str, Any]], key: str) -> list[float]:
@@ -63,7 +63,7 @@ def write_scores(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], pat
     """``scores.json``: the paper's shape for one group, ``{"groups": {prefix: ...}}`` for several."""
     blocks = {g.prefix: paper_block(g, [r for r in rows if r["group"] == g.prefix]) for g in groups}
     data = next(iter(blocks.values())) if len(blocks) == 1 else {"groups": blocks}
-    return write_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return write_if_changed(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out_dir: Path,

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -117,6 +118,19 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
         else:
             tmp.write_text(data, encoding="utf-8")
     return path
+
+
+def write_if_changed(path: Path | str, data: str | bytes) -> Path:
+    """``write_atomic``, unless ``path`` is a regular file that already holds exactly these bytes: a rerun that
+    changed nothing leaves its outputs (and their mtimes) as they were."""
+    path = Path(path)
+    wanted = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        if stat.S_ISREG(path.lstat().st_mode) and path.stat().st_size == len(wanted) and path.read_bytes() == wanted:
+            return path
+    except OSError:
+        pass
+    return write_atomic(path, wanted)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 
 from pinbench.core.config import RunConfig, RunOutcome
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
-from pinbench.core.files import write_atomic
+from pinbench.core.files import write_atomic, write_if_changed
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import EXIT_INCOMPLETE, diff, load_reference, render_diff, render_results
@@ -61,7 +61,7 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
         path.unlink(missing_ok=True)
         return []
     clean = [(sample, metric, redact(" ".join(str(reason).split()))) for sample, metric, reason in rows]
-    write_atomic(path, "sample_id\tmetric\treason\n" + "".join("\t".join(row) + "\n" for row in clean))
+    write_if_changed(path, "sample_id\tmetric\treason\n" + "".join("\t".join(row) + "\n" for row in clean))
     first: dict[str, tuple[str, str]] = {}
     for sample, metric, reason in clean:
         first.setdefault(sample, (metric, reason))
@@ -136,9 +136,7 @@ def finish_run(
     if card is not None:
         print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
               "scorecard and report kept", flush=True)
-        samples_path = cfg.out_dir / card.samples.path
-        if not _holds(samples_path, samples_bytes):  # the file was edited or removed since: put it back
-            write_atomic(samples_path, samples_bytes)
+        write_if_changed(cfg.out_dir / card.samples.path, samples_bytes)  # edited or removed since: put back
     else:
         derived = list(derived() if callable(derived) else derived)
         provenance = collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
@@ -164,8 +162,7 @@ def finish_run(
     else:
         exit_code = result.exit_code
         message = render_diff(result)
-    if not _holds(cfg.out_dir / "diff.txt", (message + "\n").encode()):
-        write_atomic(cfg.out_dir / "diff.txt", message + "\n")
+    write_if_changed(cfg.out_dir / "diff.txt", message + "\n")
     print(message, flush=True)
     for line in summarize_failures(card, cfg.out_dir):
         print(line, flush=True)
@@ -207,9 +204,3 @@ def _unchanged(scorecard: Path, report: Path, computed_from: str) -> Scorecard |
         return None
     return card if card.computed_from == computed_from else None
 
-
-def _holds(path: Path, data: bytes) -> bool:
-    try:
-        return path.read_bytes() == data
-    except OSError:
-        return False
