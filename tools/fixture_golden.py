@@ -2,7 +2,7 @@
 
 Why: the fixtures' per-sample values must survive refactors of the core unchanged. This was run on the demo of
 main 87e8f14 (before Core v3) to write the records in ``tests/golden/fixtures_87e8f14/``;
-``tests/test_fixture_golden.py`` compares every later demo with them. Only what a score depends on is kept: each
+``tests/test_fixtures.py`` compares every later demo with them. Only what a score depends on is kept: each
 record's status, result and error (not its timing, traceback or storage fields), each derived record's result,
 each metric's value; and the machine it ran on, since the float32 torch kernels of some fixtures (LPIPS, PSNR,
 CLIP) give values that differ in the 8th digit between CPU kinds (one record per kind).

@@ -1,4 +1,11 @@
-"""All five fixtures give the per-sample values and metric values that main 87e8f14 gave (before Core v3).
+"""Each recipe's smoke test, on its fixture; the properties themselves are proven once, on the library.
+
+The library's tests prove resume, shard merge, kill safety, store integrity and the partial guard
+(``test_runner``, ``test_store``, ``test_finish``, ``test_scorecard``, ``test_fixture_data``). Here, one demo of
+every fixture (as ``make demo`` runs it) shows that each recipe uses them: a rerun recomputes and rewrites nothing,
+and the layout ``pinbench submit`` would run (its ``scale_out``, two shards) in another, relative directory gives
+the plain run's records and metrics. And all five fixtures give the per-sample values and metric values that
+main 87e8f14 gave (before Core v3).
 
 The records in ``tests/golden/fixtures_87e8f14/`` were written by ``tools/fixture_golden.py`` from a ``pinbench
 demo`` of 87e8f14, one per CPU kind it ran on; this test runs the demo of the current tree and compares what a
@@ -21,6 +28,10 @@ from typing import Any
 import pytest
 
 from pinbench.cli import app
+from pinbench.core.check import check_run
+from pinbench.core.recipe import available_recipes, get_recipe
+from pinbench.core.runner import Shard
+from pinbench.core.store import SAMPLES_DIR, read_store
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14"
@@ -166,3 +177,67 @@ def test_the_comparison_sees_a_changed_value() -> None:
     assert len(unexplained(this_machine=True)) == 2
     assert len(unexplained(this_machine=False)) == 1
     assert _differences({"a": [1, 2]}, {"a": [1, 2, 3]}) == ["$.a: 2 items then, 3 now"]
+
+
+RECIPE_NAMES = sorted(available_recipes())
+# What a run writes whatever it did: the manifest of its invocation (``shards/<i>-of-<n>.json`` of each step).
+MANIFESTS = "shards"
+# What a shard leaves to the run that merges (shards may run at the same time, into one directory).
+MERGE_ONLY = ("scorecard.json", "samples.jsonl", "derived.jsonl", "diff.txt", "report", "figures")
+
+
+def _files(run: Path) -> dict[str, tuple[int, int]]:
+    return {path.relative_to(run).as_posix(): (path.stat().st_mtime_ns, path.stat().st_size)
+            for path in run.rglob("*") if path.is_file() and not path.is_symlink()}
+
+
+@pytest.mark.parametrize("name", RECIPE_NAMES)
+def test_a_rerun_recomputes_and_rewrites_nothing(demo: Path, name: str) -> None:
+    """#19 item 4 for every recipe: the second run of a finished fixture writes no file but its own manifest."""
+    recipe, run_dir = get_recipe(name), demo / name
+    before = _files(run_dir)
+    outcome = recipe.run(recipe.config(fixture=True, out_dir=run_dir, offline=True))
+    assert outcome.exit_code == 0, outcome.message
+    after = _files(run_dir)
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    assert [path for path in changed if Path(path).parent.name != MANIFESTS] == []
+    assert changed   # the invocation itself is recorded
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "seconds"}   # how long it took may differ
+
+
+def _outcomes(run: Path) -> dict[str, Any]:
+    """What a run computed: the newest record of each sample in each step's store, the merged and derived
+    records, and the scorecard's metrics and counts."""
+    stores = {folder.relative_to(run).as_posix(): {sid: _comparable(found[0].data) for sid, found in
+                                                   read_store(folder).records.items()}
+              for folder in sorted(run.rglob(SAMPLES_DIR)) if folder.is_dir()}
+    lines = {name: [_comparable(json.loads(line)) for line in (run / name).read_text().splitlines()]
+             for name in ("samples.jsonl", "derived.jsonl") if (run / name).is_file()}
+    card = json.loads((run / "scorecard.json").read_text())
+    return {"stores": stores, "lines": lines, "metrics": card["metrics"], "status": card["status"],
+            "samples": card["samples"], "derived": card.get("derived")}
+
+
+@pytest.mark.parametrize("name", RECIPE_NAMES)
+def test_the_submitted_layout_elsewhere_gives_the_plain_runs_records_and_metrics(
+        demo: Path, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phases ``pinbench submit`` would run (the recipe's ``scale_out``), with two shards, into a relative
+    directory elsewhere: each shard stores only its records and leaves the scorecard to the merge, and the merge
+    gives the plain run's records (input hashes and code digests included: records do not know where they were
+    computed, so a copy of a run directory reuses them) and metrics."""
+    recipe = get_recipe(name)
+    monkeypatch.chdir(tmp_path)
+    out = Path("mounted") / "elsewhere"
+    for phase in recipe.scale_out:
+        flags = {"skip_scoring": "--skip-scoring" in phase.flags, "skip_generation": "--skip-generation" in phase.flags}
+        for shard in ((Shard(0, 2), Shard(1, 2)) if phase.sharded else (None,)):
+            outcome = recipe.run(recipe.config(fixture=True, out_dir=out, offline=True, shard=shard, **flags))
+            assert outcome.exit_code == 0, f"{phase.name} {shard}: {outcome.message}"
+            if shard is not None:
+                assert outcome.scorecard_path is None
+                assert [f for f in MERGE_ONLY if (out / f).exists()] == [], f"{phase.name} {shard}"
+    assert _outcomes(tmp_path / out) == _outcomes(demo / name)
+    assert check_run(tmp_path / out).problems == []
