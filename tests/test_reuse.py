@@ -80,23 +80,6 @@ def test_an_exported_copy_has_the_code_digest_of_the_repository(recipe: str, tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == found.code_digest()
 
-
-@pytest.mark.parametrize("recipe", RECIPES)
-def test_a_fixture_scores_the_same_in_any_run_directory(recipe: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The host writes a fixture under /work/.../runs, the CPU image under runs/demo relative to /opt/pinbench: the
-    records must not know where (paibench-c's generation records kept a relative path as it was)."""
-    found = get_recipe(recipe)
-    here = tmp_path / "a"
-    outcome = found.run(found.config(fixture=True, out_dir=here, offline=True))
-    assert outcome.exit_code == 0, outcome.message
-    (tmp_path / "b").mkdir()
-    monkeypatch.chdir(tmp_path / "b")
-    outcome = found.run(found.config(fixture=True, out_dir=Path("mounted/elsewhere"), offline=True))
-    assert outcome.exit_code == 0, outcome.message
-    assert run_differences(here, tmp_path / "b" / "mounted" / "elsewhere") == []
-
-
 def _videos(root: Path) -> Path:
     from pinbench_recipes.dynamic_degree import fixture
 

@@ -77,23 +77,6 @@ def _per_sample(out: Path) -> dict[str, tuple]:
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
 
-
-def test_sharded_fixture_runs_then_a_merging_run_equal_one_plain_run(tmp_path: Path) -> None:
-    plain, sharded = tmp_path / "plain", tmp_path / "sharded"
-    assert run(_cfg(plain, fixture=True)).exit_code == 0
-    first = run(_cfg(sharded, fixture=True, shard=Shard(0, 2)))
-    # A shard stores its samples and leaves the scorecard to the merge (shards may run at the same time).
-    assert first.exit_code == 0 and first.scorecard_path is None and not (sharded / "scorecard.json").exists()
-    assert len(stored_ids(sharded / "samples")) == 3
-    assert run(_cfg(sharded, fixture=True, shard=Shard(1, 2))).exit_code == 0
-    stamps = store_snapshot(sharded / "samples")
-    assert len(stored_ids(sharded / "samples")) == len(FIXTURE_VIDEOS)
-    assert run(_cfg(sharded, fixture=True)).exit_code == 0
-    assert store_snapshot(sharded / "samples") == stamps
-    assert _card(sharded)["metrics"] == _card(plain)["metrics"]
-    assert _per_sample(sharded) == _per_sample(plain)
-
-
 def test_fixture_honours_limit_and_skip_scoring(tmp_path: Path) -> None:
     limited = run(_cfg(tmp_path / "limited", fixture=True, limit=2))
     assert _card(tmp_path / "limited")["samples"]["n_expected"] == 2
@@ -390,23 +373,6 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
         raft_weights(local, unpinned)
-
-
-def test_shards_store_their_samples_and_the_merge_writes_the_plain_runs_scorecard(tmp_path: Path) -> None:
-    plain = tmp_path / "plain"
-    assert run(_cfg(plain, fixture=True)).exit_code == 0
-    out = tmp_path / "sharded"
-    for index in (1, 0):
-        outcome = run(_cfg(out, fixture=True, shard=Shard(index, 2)))
-        assert outcome.exit_code == 0 and outcome.scorecard_path is None
-        assert "the scorecard is written by the merge" in outcome.message
-        # a shard writes nothing its siblings might write at the same time
-        assert not any((out / name).exists() for name in ("scorecard.json", "samples.jsonl", "report", "figures"))
-    assert len(stored_ids(out / "samples")) == len(FIXTURE_VIDEOS)
-    merged = run(_cfg(out, fixture=True, skip_scoring=True))  # the finish job of `pinbench submit`
-    assert merged.exit_code == 0, merged.message
-    assert _card(out)["metrics"] == _card(plain)["metrics"] and _card(out)["status"] == "complete"
-
 
 def test_a_shard_with_a_failed_sample_exits_incomplete(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     videos = tmp_path / "videos"

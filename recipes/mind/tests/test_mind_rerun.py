@@ -14,7 +14,6 @@ import pytest
 from pinbench.core.recipe import get_recipe
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import KILLED, WorkDir, invocation_state, new_work_dir
-from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.test_mind_steps import FakeProcessPy, plan
 
 RECIPE = get_recipe("mind")
@@ -32,22 +31,6 @@ def _dead_owner(work: WorkDir) -> None:
     owner.update(pid=int(proc.stdout), process_start=None)
     work.owner.write_text(json.dumps(owner))
     work.finished.unlink(missing_ok=True)
-
-
-def test_a_fixture_rerun_names_the_official_sources_of_the_first_run_and_keeps_its_scorecard(tmp_path: Path) -> None:
-    """The sources are what importing each Result.json found, read back from the work directory by a rerun: the
-    same words as the run that scored, so a rerun computes the same scorecard and keeps it and its report."""
-    out = tmp_path / "fx"
-    cfg = RECIPE.config("fixture", out_dir=out, offline=True, fixture=True, env={})
-    assert run(cfg).exit_code == 0
-    first = _card(out)["extra"]["official_sources"]
-    assert [(s["work_dir"], s["source"], s["n_expected"], s["n_failed"]) for s in first] == [
-        (str(out / "official" / "run-001"), str(out / "official" / "run-001" / "Result.json"), 7, 0)]
-    scorecard = (out / "scorecard.json").stat().st_mtime_ns
-    assert run(cfg).exit_code == 0
-    assert _card(out)["extra"]["official_sources"] == first
-    assert (out / "scorecard.json").stat().st_mtime_ns == scorecard
-
 
 def test_a_killed_invocation_with_nothing_reusable_is_removed_and_said(tmp_path: Path, layout, runtime,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:

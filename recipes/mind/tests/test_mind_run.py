@@ -8,12 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from stored import store_snapshot, stored_ids
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE
-from pinbench.core.runner import Shard
 from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
@@ -61,48 +59,6 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     rows = {row["sample_id"]: row for row in map(json.loads, lines)}
     assert rows["1st_data.mirror_test.loop-1"]["result"]["errors"] == {}
     assert (out / "official" / "run-001" / "Result.json").read_text().count("Infinity") >= 1
-
-
-def test_fixture_rerun_scores_nothing_again(fixture_run) -> None:
-    out, _ = fixture_run
-    stamps = store_snapshot(out / "native" / "samples")
-    assert run(_cfg(out, fixture=True)).exit_code == 0
-    assert store_snapshot(out / "native" / "samples") == stamps
-    assert sorted(p.name for p in (out / "official").iterdir()) == ["run-001"]
-
-
-def test_three_fixture_shards_then_the_merge_equal_the_plain_run(fixture_run, tmp_path: Path) -> None:
-    """Each shard scores only its samples (its own process.py working directory, native blocks, records) and
-    writes no scorecard; the merge scores nothing and gives the plain run's scorecard and per-sample values."""
-    plain, _ = fixture_run
-    out = tmp_path / "sharded"
-    for index in range(3):
-        outcome = run(_cfg(out, fixture=True, shard=Shard(index, 3)))
-        assert (outcome.exit_code, outcome.scorecard_path) == (0, None), outcome.message
-    assert not (out / "scorecard.json").exists()
-    plans = [set(json.loads(p.read_text())["samples"]) for p in sorted((out / "official").glob("run-*/plan.json"))]
-    ids = [row["sample_id"] for row in map(json.loads, (plain / "samples.jsonl").read_text().splitlines())]
-    assert plans == [set(ids[i::3]) for i in range(3)]               # process.py saw each shard's samples only
-    assert sorted(p.name for p in (out / "native" / "shards").iterdir()) == ["0-of-3.json", "1-of-3.json",
-                                                                           "2-of-3.json"]
-    stored = store_snapshot(out / "samples")
-    assert stored_ids(out / "samples") == set(ids)
-
-    merged = run(_cfg(out, fixture=True, skip_scoring=True))
-    assert merged.exit_code == 0, merged.message
-    assert store_snapshot(out / "samples") == stored   # nothing rescored
-    assert len(list((out / "official").glob("run-*"))) == 3
-
-    def rows(path: Path) -> list[tuple]:
-        return [(r["sample_id"], r["status"], r["result"]) for r in map(json.loads, path.read_text().splitlines())]
-
-    assert rows(out / "samples.jsonl") == rows(plain / "samples.jsonl")
-    card, expected = _card(out), _card(plain)
-    assert card["samples"] == expected["samples"] and card["derived"] == expected["derived"]
-    assert card["metrics"] == expected["metrics"] and card["status"] == "complete"
-    assert [m["work_dir"].rsplit("/", 1)[-1] for m in card["extra"]["official_sources"]] == ["run-001", "run-002",
-                                                                                            "run-003"]
-
 
 def _records(layout: Layout) -> list[dict]:
     return [continuation_record("data-1", mark=10, total=122, frames=112, scored=100),

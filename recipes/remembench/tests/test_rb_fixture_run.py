@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from stored import store_snapshot, stored_ids
+from stored import stored_ids
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
@@ -44,15 +41,6 @@ def test_fixture_outputs(fixture_run):
     assert scores["groups"]["i2v/rotation_180"]["scenes"]["s01"]["turnaround_frame"] == 126
     assert {p.name for p in (out / "figures").glob("*.png")} == {
         "pairs-t2v.png", "pairs-i2v-rotation_180.png", "pairs-i2v-translation_180.png"}
-
-
-def test_rerun_reuses_every_sample(fixture_run):
-    out, _ = fixture_run
-    stamps = store_snapshot(out / "samples")
-    outcome = run(fixture_config(out))
-    assert outcome.exit_code == 0
-    assert store_snapshot(out / "samples") == stamps
-
 
 def test_missing_rollout_is_counted_and_named(tmp_path):
     data = build_fixture(tmp_path / "fixture_data")
@@ -103,29 +91,6 @@ def test_limited_run_is_not_compared_as_complete(tmp_path):
 def _per_sample(out: Path) -> dict[str, tuple]:
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
-
-
-def test_shards_started_together_then_a_merging_run_equal_one_plain_run(fixture_run, tmp_path):
-    """A job array: fixture shards 0/2 and 1/2 at once on one --out, then an unsharded run that merges."""
-    plain, _ = fixture_run
-    out = tmp_path / "sharded"
-    env = {**os.environ, "PINBENCH_OFFLINE": "1"}
-    command = [sys.executable, "-m", "pinbench_recipes.remembench", "run", "--fixture", "--out", str(out),
-               "-o", "device=cpu"]
-    shards = [subprocess.Popen([*command, "--shard", f"{i}/2"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True) for i in range(2)]
-    logs = [shard.communicate(timeout=600)[0] for shard in shards]
-    assert all(shard.returncode in (0, 2) for shard in shards), logs  # a shard alone may be partial
-    assert len(stored_ids(out / "samples")) == 7
-    stamps = store_snapshot(out / "samples")
-
-    outcome = run(fixture_config(out))
-    assert outcome.exit_code == 0, outcome.message
-    assert store_snapshot(out / "samples") == stamps  # nothing redone
-    merged, single = (json.loads((d / "scorecard.json").read_text()) for d in (out, plain))
-    assert merged["metrics"] == single["metrics"] and merged["samples"] == single["samples"]
-    assert _per_sample(out) == _per_sample(plain)
-
 
 def test_skip_scoring_scores_nothing(tmp_path):
     outcome = run(get_recipe("remembench").config(out_dir=tmp_path, fixture=True, offline=True, skip_scoring=True,
