@@ -53,3 +53,21 @@ def test_exclusive_holds_an_flock_that_others_cannot_take(tmp_path: Path) -> Non
             fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     with open(lock, "a+b") as other:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the block ends
+
+
+def test_write_if_changed_leaves_a_file_holding_the_bytes_alone(tmp_path: Path) -> None:
+    from pinbench.core.files import write_if_changed
+
+    path = tmp_path / "out.json"
+    write_if_changed(path, "a\n")
+    os.utime(path, ns=(1, 1))
+    write_if_changed(path, b"a\n")
+    assert path.stat().st_mtime_ns == 1                  # the same bytes: not written again
+    write_if_changed(path, "b\n")
+    assert path.read_text() == "b\n" and path.stat().st_mtime_ns != 1
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("b\n")
+    path.unlink()
+    path.symlink_to(elsewhere)                           # a link holding the bytes is replaced by a file
+    write_if_changed(path, "b\n")
+    assert not path.is_symlink() and path.read_text() == "b\n" and elsewhere.read_text() == "b\n"
