@@ -53,6 +53,7 @@ __all__ = [
     "SampleRecord",
     "Shard",
     "StepLog",
+    "canonical_json",
     "check_sample_id",
     "clean_result",
     "sample_id_problem",
@@ -311,13 +312,16 @@ def sample_id_problem(sample_id: str) -> str | None:
 
 def input_hash(task: Task) -> str:
     """sha256 of the task's canonical JSON (sorted keys, no whitespace); paths hash as strings."""
+    return hashlib.sha256(canonical_json(task).encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON text ``input_hash`` hashes: sorted keys, no whitespace, paths as strings; TypeError when ``value``
+    is not JSON-serialisable."""
     try:
-        text = json.dumps(
-            task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str
-        )
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"task is not JSON-serialisable, cannot hash it: {exc}") from exc
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _hash_task(sample_id: str, task: Task) -> str:
@@ -333,6 +337,7 @@ def _path_as_str(value: Any) -> str:
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
