@@ -110,6 +110,13 @@ def test_a_run_written_by_finish_run_is_clean_and_lists_unverified_inputs(run_di
     assert check_run(run_dir / "scorecard.json").problems == []  # the scorecard's path works too
 
 
+def test_a_samples_file_with_crlf_line_ends_holds_the_same_records(run_dir: Path) -> None:
+    """Read as text (universal newlines) for the records and as bytes for the store, line by line alike."""
+    path = run_dir / "samples.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert check_run(run_dir).problems == []
+
+
 def _set_value(sid: str, key: str, value: Any) -> Callable[[list[dict]], None]:
     def change(rows: list[dict]) -> None:
         next(r for r in rows if r["sample_id"] == sid)["result"][key] = value
@@ -135,6 +142,14 @@ def _edit_store(sid: str, change: Callable[[bytes], bytes | None]) -> Callable[[
                 lines.append(new)
         log.write_bytes(b"".join(line + b"\n" for line in lines))
     return tamper
+
+
+def _respace(path: Path, sid: str) -> None:
+    """One record of the samples file written with spaces: the same JSON, other bytes than the store holds."""
+    lines = path.read_bytes().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["sample_id"] == sid)
+    lines[index] = json.dumps(json.loads(lines[index])).encode()
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
 
 
 def _resigned(line: bytes) -> bytes:
@@ -173,6 +188,11 @@ TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
     ("a scored sample now failed", lambda d: _edit_samples(d / "samples.jsonl", _fail("s2")),
      "metric f1: the scorecard says n_scored 4 (records give 3), n_failed 0 (records give 1)"),
     ("a corrupt line", lambda d: (d / "samples.jsonl").write_text("{\n"), "samples.jsonl:1"),
+    ("a samples line re-spaced", lambda d: _respace(d / "samples.jsonl", "s1"),
+     "sample 's1' is in samples.jsonl, but the store holds other records of it"),
+    ("samples file not UTF-8", lambda d: (d / "samples.jsonl").write_bytes(
+        (d / "samples.jsonl").read_bytes().replace(b'"error":null', b'"error":"\xff"', 1)),
+     "'utf-8' codec can't decode byte 0xff in position"),
     ("samples path outside", lambda d: _edit_json(d / "scorecard.json",
                                                   lambda c: c["samples"].update(path="../elsewhere.jsonl")),
      "is not a file inside the run directory"),

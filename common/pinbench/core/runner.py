@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import read_finite_jsonl, write_atomic
+from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
 from pinbench.core.phases import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
@@ -62,6 +62,7 @@ __all__ = [
     "merge_samples",
     "pending_tasks",
     "one_line",
+    "parse_merged",
     "read_merged",
     "run_samples",
     "write_records",
@@ -778,3 +779,8 @@ def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]]
 def read_merged(path: Path | str) -> list[SampleRecord]:
     """Read a JSONL file written by ``merge_samples`` / ``write_records``; ValueError names the file and line."""
     return read_finite_jsonl(path, SampleRecord.from_json, "sample record")
+
+
+def parse_merged(text: str, path: Path | str) -> list[SampleRecord]:
+    """``read_merged`` of the text already read from ``path`` (the file's bytes, decoded as UTF-8)."""
+    return parse_finite_jsonl(text, Path(path), SampleRecord.from_json, "sample record")
