@@ -1,7 +1,9 @@
-"""pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind."""
+"""pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind; JSON with
+finite numbers only parses as json.loads with its hooks."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -9,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core import files
 from pinbench.core.config import RunConfig
-from pinbench.core.files import atomic_path, write_atomic
+from pinbench.core.files import atomic_path, loads_finite_json, write_atomic
 from pinbench.core.rundir import LOCK_DIR, claim_run_dir
 
 
@@ -42,3 +45,21 @@ def test_a_run_lock_is_readable_by_other_users(tmp_path: Path, umask: int) -> No
     cfg = RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=tmp_path / "run", limit=3)
     with claim_run_dir(cfg, env={}) as claim:
         assert _mode(claim.lock) == 0o644 and claim.lock.parent.name == LOCK_DIR
+
+
+@pytest.mark.parametrize("text", ['{"a": 1.5, "b": [1, -2e-7, "x"]}', '  [1.0] ', "\ufeff{}", '{"a": NaN}',
+                                  '{"a": -Infinity}', "[1e999]", "[-1e999, 2]", '{"a": 1', "", "{} []",
+                                  b'{"a": 0.5}', b"\xef\xbb\xbf[1.0]", '"\u2028"'])
+def test_loads_finite_json_is_json_loads_with_its_hooks(text: str | bytes) -> None:
+    """One decoder serves every call (json.loads with hooks built one per call): the same values and the same
+    errors as json.loads with the finite-number hooks, a byte-order mark and bytes included."""
+    def outcome(parse):
+        try:
+            value = parse(text)
+        except ValueError as exc:
+            return type(exc), str(exc)
+        return value, [type(v) for v in (value if isinstance(value, list) else [value])]
+
+    expected = outcome(lambda t: json.loads(t, parse_constant=files._non_finite_constant,
+                                            parse_float=files._finite_number))
+    assert outcome(loads_finite_json) == expected
