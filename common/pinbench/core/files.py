@@ -13,11 +13,12 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from stat import S_ISREG
+from typing import Any, TypeVar
 
 _CHUNK = 1 << 20
 T = TypeVar("T")
@@ -44,6 +45,46 @@ class FileState:
     @classmethod
     def of(cls, stat: os.stat_result) -> FileState:
         return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def read_regular_text(path: Path | str) -> str | None:
+    """A regular file's text (UTF-8, a symlink counts as its target), or None when there is none to read: absent,
+    unreadable, not UTF-8, or not a regular file.
+
+    Why: ``read_text`` of a FIFO blocks until some process writes to it, of ``/dev/zero`` never ends, of a folder
+    raises; a cache file that is one of those must cost a cache miss, never a hung command. The file is opened
+    without blocking (``O_NONBLOCK``: a FIFO opens at once) and read only when ``fstat`` says it is a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_json_cache(path: Path | str, fmt: int, entries: Callable[[Mapping[str, Any]], dict[str, T]]
+                    ) -> dict[str, T]:
+    """A tolerant JSON cache file ``{"format": fmt, "files": {key: entry}}`` as ``entries`` reads its files: {} when
+    it is absent, not a regular file (``read_regular_text``), not JSON, of another format, or ``entries`` fails on it
+    (ValueError, TypeError, KeyError, AttributeError). A cache only saves time; a bad one is an empty one."""
+    text = read_regular_text(path)
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+        return entries(data["files"] if data.get("format") == fmt else {})
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 def cache_root() -> Path:
