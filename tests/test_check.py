@@ -282,20 +282,24 @@ def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
 
 
-def _check_in_a_fresh_process(run_dir: Path) -> str:
+def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None) -> str:
     """What ``pinbench check RUN_DIR`` prints in a new interpreter, then ``HEAVY [...]``: the heavy modules loaded,
     ``UNUSED [...]``: the modules it never needs that other commands load, and ``BLAS [...]``: the thread counts of
-    the OpenBLAS numpy loaded (threadpoolctl's view; ``BLAS ?`` without threadpoolctl)."""
+    the OpenBLAS numpy loaded (threadpoolctl's view; ``BLAS ?`` without threadpoolctl), ``ENV``: the
+    OPENBLAS_NUM_THREADS the process has afterwards."""
     code = ("import sys\nfrom pinbench.cli import main\n"
             f"try:\n    main(['check', {str(run_dir)!r}])\nexcept SystemExit:\n    pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
             "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
             "print('HEAVY', heavy)\n"
             "print('UNUSED', sorted(m for m in ('rich.console', 'importlib.metadata') if m in sys.modules))\n"
+            "import os\nprint('ENV', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
             "try:\n    import threadpoolctl\nexcept ImportError:\n    print('BLAS ?')\nelse:\n"
             "    print('BLAS', sorted({i['num_threads'] for i in threadpoolctl.threadpool_info() "
             "if i['internal_api'] == 'openblas'}))")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
 
 
@@ -308,11 +312,14 @@ def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
 def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(tmp_path: Path) -> None:
     """OpenBLAS starts a thread per core that spins a while: a quarter of the CPU time of checking a full
     CameraBench run on two cores, for a check that does no linear algebra. Rich's console and the package
-    metadata are 25 ms of imports that only a run needs."""
+    metadata are 25 ms of imports that only a run needs. The environment is left as it was: a process that goes on
+    (or its children) keeps its own BLAS threads."""
     pytest.importorskip("threadpoolctl")
     (tmp_path / "empty").mkdir()
     out = _check_in_a_fresh_process(tmp_path / "empty")
-    assert "UNUSED []" in out and "BLAS [1]" in out, out
+    assert "UNUSED []" in out and "BLAS [1]" in out and "ENV None" in out, out
+    chosen = _check_in_a_fresh_process(tmp_path / "empty", blas_threads="2")  # the user's choice is kept
+    assert "ENV 2" in chosen and ("BLAS [2]" in chosen or (os.cpu_count() or 1) < 2), chosen
 
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
