@@ -110,6 +110,13 @@ def test_a_run_written_by_finish_run_is_clean_and_lists_unverified_inputs(run_di
     assert check_run(run_dir / "scorecard.json").problems == []  # the scorecard's path works too
 
 
+def test_a_samples_file_with_crlf_line_ends_holds_the_same_records(run_dir: Path) -> None:
+    """Read as text (universal newlines) for the records and as bytes for the store, line by line alike."""
+    path = run_dir / "samples.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert check_run(run_dir).problems == []
+
+
 def _set_value(sid: str, key: str, value: Any) -> Callable[[list[dict]], None]:
     def change(rows: list[dict]) -> None:
         next(r for r in rows if r["sample_id"] == sid)["result"][key] = value
@@ -135,6 +142,14 @@ def _edit_store(sid: str, change: Callable[[bytes], bytes | None]) -> Callable[[
                 lines.append(new)
         log.write_bytes(b"".join(line + b"\n" for line in lines))
     return tamper
+
+
+def _respace(path: Path, sid: str) -> None:
+    """One record of the samples file written with spaces: the same JSON, other bytes than the store holds."""
+    lines = path.read_bytes().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["sample_id"] == sid)
+    lines[index] = json.dumps(json.loads(lines[index])).encode()
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
 
 
 def _resigned(line: bytes) -> bytes:
@@ -173,6 +188,11 @@ TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
     ("a scored sample now failed", lambda d: _edit_samples(d / "samples.jsonl", _fail("s2")),
      "metric f1: the scorecard says n_scored 4 (records give 3), n_failed 0 (records give 1)"),
     ("a corrupt line", lambda d: (d / "samples.jsonl").write_text("{\n"), "samples.jsonl:1"),
+    ("a samples line re-spaced", lambda d: _respace(d / "samples.jsonl", "s1"),
+     "sample 's1' is in samples.jsonl, but the store holds other records of it"),
+    ("samples file not UTF-8", lambda d: (d / "samples.jsonl").write_bytes(
+        (d / "samples.jsonl").read_bytes().replace(b'"error":null', b'"error":"\xff"', 1)),
+     "'utf-8' codec can't decode byte 0xff in position"),
     ("samples path outside", lambda d: _edit_json(d / "scorecard.json",
                                                   lambda c: c["samples"].update(path="../elsewhere.jsonl")),
      "is not a file inside the run directory"),
@@ -262,20 +282,44 @@ def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
 
 
-def _check_in_a_fresh_process(run_dir: Path) -> str:
-    """What ``pinbench check RUN_DIR`` prints in a new interpreter, then ``HEAVY [...]``: the heavy modules loaded."""
+def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None) -> str:
+    """What ``pinbench check RUN_DIR`` prints in a new interpreter, then ``HEAVY [...]``: the heavy modules loaded,
+    ``UNUSED [...]``: the modules it never needs that other commands load, and ``BLAS [...]``: the thread counts of
+    the OpenBLAS numpy loaded (threadpoolctl's view; ``BLAS ?`` without threadpoolctl), ``ENV``: the
+    OPENBLAS_NUM_THREADS the process has afterwards."""
     code = ("import sys\nfrom pinbench.cli import main\n"
             f"try:\n    main(['check', {str(run_dir)!r}])\nexcept SystemExit:\n    pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
             "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
-            "print('HEAVY', heavy)")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            "print('HEAVY', heavy)\n"
+            "print('UNUSED', sorted(m for m in ('rich.console', 'importlib.metadata') if m in sys.modules))\n"
+            "import os\nprint('ENV', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+            "try:\n    import threadpoolctl\nexcept ImportError:\n    print('BLAS ?')\nelse:\n"
+            "    print('BLAS', sorted({i['num_threads'] for i in threadpoolctl.threadpool_info() "
+            "if i['internal_api'] == 'openblas'}))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
 
 
 def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     out = _check_in_a_fresh_process(tmp_path / "empty")
     assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
+
+
+def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(tmp_path: Path) -> None:
+    """OpenBLAS starts a thread per core that spins a while: a quarter of the CPU time of checking a full
+    CameraBench run on two cores, for a check that does no linear algebra. Rich's console and the package
+    metadata are 25 ms of imports that only a run needs. The environment is left as it was: a process that goes on
+    (or its children) keeps its own BLAS threads."""
+    pytest.importorskip("threadpoolctl")
+    (tmp_path / "empty").mkdir()
+    out = _check_in_a_fresh_process(tmp_path / "empty")
+    assert "UNUSED []" in out and "BLAS [1]" in out and "ENV None" in out, out
+    chosen = _check_in_a_fresh_process(tmp_path / "empty", blas_threads="2")  # the user's choice is kept
+    assert "ENV 2" in chosen and ("BLAS [2]" in chosen or (os.cpu_count() or 1) < 2), chosen
 
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:

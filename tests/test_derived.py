@@ -6,6 +6,7 @@ The run directory is a real one: the toy recipe (a real recipe.yaml, with a deri
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -18,10 +19,10 @@ from toy_recipe import DECLARATION, toy_recipe
 from pinbench.core import check as check_module
 from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig
-from pinbench.core.derived import DerivedFailure, derive, read_derived
+from pinbench.core.derived import DerivedFailure, derive, derived_problems, members_hash, read_derived
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import claim_run_dir
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import SampleRecord, input_hash
 from pinbench.core.scorecard import DerivedCounts, MetricSpec, SampleCounts, build_scorecard
 from pinbench.results.compare import compare_runs, load_run
 from pinbench.results.finish import finish_run
@@ -78,6 +79,28 @@ def test_a_derived_record_names_its_members_and_their_state() -> None:
     assert record.ok and record.members == tuple(IDS) and record.n_members_ok == 3
     assert record.result == {"spread": pytest.approx(0.3)}
     assert derive("spread", _samples(), _spread).members_hash != record.members_hash  # a member's state is hashed
+
+
+def test_the_members_hash_is_the_input_hash_of_the_members_list() -> None:
+    """members_hash writes each member's part on its own (a sample two derived records name is written once); the
+    hash must stay input_hash of the whole list, as derived.jsonl files written before hold it."""
+    members = [SampleRecord("s0", "ok", {"z": 1.0, "a": {"y": [1, 2.5e-07], "b": None}, "t": "é\u2028\"]"}, None,
+                            "0" * 64, 0.1),
+               SampleRecord("s1", "failed", None, "ValueError: bad, [frame]", "1" * 64, 0.1),
+               SampleRecord("s2", "ok", {"path": Path("/data/v.mp4"), "n": 10 ** 20}, None, "2" * 64, 0.1)]
+    for chosen in ([], members[:1], members):
+        whole = {"members": [[m.sample_id, m.status, m.input_hash, m.result, m.error] for m in chosen]}
+        text = json.dumps(whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        assert members_hash(chosen) == input_hash(whole) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_check_names_every_derived_record_of_a_changed_member() -> None:
+    """A sample two derived records name is written once for both; a change to it is seen by both."""
+    samples = _samples()
+    both = [derive("spread", samples, _spread), derive("pair", samples[:2], _spread)]
+    assert derived_problems(both, samples) == []
+    changed = [SampleRecord("s0", "ok", {"f1": 0.9}, None, "0" * 64, 0.1), *samples[1:]]
+    assert [p.split("'")[1] for p in derived_problems(both, changed)] == ["spread", "pair"]
 
 
 def test_a_value_that_does_not_exist_fails_the_record_with_its_reason() -> None:

@@ -1,18 +1,23 @@
 """pinbench.core.files: atomic writes leave files as readable as any new file, and no temporary behind; the
-exclusive lock holds."""
+exclusive lock holds; JSON with finite numbers only parses as json.loads with its hooks."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
-from collections.abc import Iterator
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from pinbench.core import files
 from pinbench.core.config import RunConfig
-from pinbench.core.files import atomic_path, exclusive, write_atomic
+from pinbench.core.files import atomic_path, exclusive, loads_finite_json, write_atomic
 from pinbench.core.rundir import LOCK_DIR, claim_run_dir
 
 
@@ -71,3 +76,88 @@ def test_write_if_changed_leaves_a_file_holding_the_bytes_alone(tmp_path: Path) 
     path.symlink_to(elsewhere)                           # a link holding the bytes is replaced by a file
     write_if_changed(path, "b\n")
     assert not path.is_symlink() and path.read_text() == "b\n" and elsewhere.read_text() == "b\n"
+
+
+@pytest.mark.parametrize("text", ['{"a": 1.5, "b": [1, -2e-7, "x"]}', '  [1.0] ', "\ufeff{}", '{"a": NaN}',
+                                  '{"a": -Infinity}', "[1e999]", "[-1e999, 2]", '{"a": 1', "", "{} []",
+                                  b'{"a": 0.5}', b"\xef\xbb\xbf[1.0]", '"\u2028"'])
+def test_loads_finite_json_is_json_loads_with_its_hooks(text: str | bytes) -> None:
+    """One decoder serves every call (json.loads with hooks built one per call): the same values and the same
+    errors as json.loads with the finite-number hooks, a byte-order mark and bytes included."""
+    def outcome(parse):
+        try:
+            value = parse(text)
+        except ValueError as exc:
+            return type(exc), str(exc)
+        return value, [type(v) for v in (value if isinstance(value, list) else [value])]
+
+    expected = outcome(lambda t: json.loads(t, parse_constant=files._non_finite_constant,
+                                            parse_float=files._finite_number))
+    assert outcome(loads_finite_json) == expected
+
+
+# ------------------------------------------------------------------------------------ tolerant JSON caches
+
+def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:
+    """The three stat- or content-keyed caches: (name, the path of its file, what it holds once loaded)."""
+    from pinbench.core.imports import ImportCache
+    from pinbench.core.inputs import DIGESTS_FILE, InputDigests
+    from pinbench.ops.doctor import DecodedFiles
+
+    run, imports, frames = tmp_path / "run", tmp_path / "imports.json", tmp_path / "first-frames.json"
+    run.mkdir()
+    return [("input digests", run / DIGESTS_FILE, lambda: InputDigests(run)._cache),
+            ("import cache", imports, lambda: ImportCache(imports)._load()),
+            ("first frames", frames, lambda: DecodedFiles(frames)._known)]
+
+
+_SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "sha256": "a" * 64}},
+          "import cache": {"k": ["pinbench.core.files"]},
+          "first frames": {"/v.mp4": [1, 2, 3]}}
+
+
+def _load_within(load: Callable[[], dict], fifo: Path | None, seconds: float = 10.0) -> dict:
+    """``load()`` in a thread; fails the test when it is still running after ``seconds`` (blocked on ``fifo``, which
+    is then opened for writing so that the thread ends)."""
+    found: list[dict] = []
+    thread = threading.Thread(target=lambda: found.append(load()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the blocked open returns, reads end of file
+        thread.join(seconds)
+        pytest.fail(f"loading the cache was still blocked after {seconds} s")
+    return found[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "regular"])
+def test_a_cache_file_that_is_a_fifo_or_a_folder_is_an_empty_cache_at_once(tmp_path: Path, kind: str) -> None:
+    """read_text of a FIFO waited for a writer that never comes: the command hung. Each cache reads its file with
+    read_json_cache, which opens without blocking and reads regular files only (a sound one, all of it)."""
+    for name, path, load in _caches(tmp_path):
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "folder":
+            path.mkdir()
+        else:
+            path.write_text(json.dumps({"format": 1, "files": _SOUND[name]}))
+        held = _load_within(load, path if kind == "fifo" else None)
+        assert (len(held) == 1) if kind == "regular" else (held == {}), (name, held)
+
+
+def test_a_cache_file_that_is_a_symlink_to_dev_zero_is_an_empty_cache(tmp_path: Path) -> None:
+    """/dev/zero never ends: read in full, it takes all memory. Each cache loads its file, a symlink to it, in a
+    child process with 2 GiB of address space and a time limit."""
+    paths = []
+    for _, path, _ in _caches(tmp_path):
+        path.symlink_to("/dev/zero")
+        paths.append(str(path))
+    code = ("import resource, sys\nfrom pathlib import Path\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "from pinbench.core.imports import ImportCache\nfrom pinbench.core.inputs import InputDigests\n"
+            "from pinbench.ops.doctor import DecodedFiles\n"
+            "digests, imports, frames = map(Path, sys.argv[1:])\n"
+            "print(InputDigests(digests.parent)._cache, ImportCache(imports)._load(), DecodedFiles(frames)._known)\n")
+    out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["{}", "{}", "{}"], out.stderr[-2000:]

@@ -209,15 +209,17 @@ def test_redact_takes_extra_secret_values(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_torch_missing_is_tolerated(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata  # provenance imports it where it reads versions
+
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    real = prov.importlib.metadata.version
+    real = importlib.metadata.version
 
     def version(name: str) -> str:
         if name == "torch":
-            raise prov.importlib.metadata.PackageNotFoundError(name)
+            raise importlib.metadata.PackageNotFoundError(name)
         return real(name)
 
-    monkeypatch.setattr(prov.importlib.metadata, "version", version)
+    monkeypatch.setattr(importlib.metadata, "version", version)
     p = collect_provenance(pins={})
     assert (p["packages"]["torch"], p["packages"]["cuda"], p["gpus"]) == (None, None, [])
 

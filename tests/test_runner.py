@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from pinbench.core.config import Implementation
 from pinbench.core.runner import (
     MISSING_ERROR,
     SampleRecord,
@@ -399,6 +400,47 @@ def test_record_from_json_rejects_inconsistent_records() -> None:
     ]:
         with pytest.raises(ValueError, match=message):
             SampleRecord.from_json(bad)
+
+
+def _record_variants() -> list[object]:
+    """Sound records of both versions and statuses, and each of them broken one field at a time."""
+    impl = {"recipe_version": "1.0", "code": "c" * 64, "image": None}
+    sound = [SampleRecord("a", "ok", {"v": 1.5, "s": "x"}, None, "a" * 64, 0.25, implementation=Implementation(
+        "1.0", "c" * 64)).to_json(),
+             SampleRecord("b", "failed", None, "E: x", "b" * 64, 0, traceback="Traceback").to_json(),
+             {**SampleRecord("c", "ok", {}, None, "c" * 64, 1).to_json(), "record_version": 1, "extra": 1}]
+    swaps: dict[str, list[object]] = {
+        "record_version": [None, True, 1.0, 3, "2"],
+        "sample_id": [None, 1, ""],
+        "status": [None, "done", "OK", 1],
+        "result": [None, [], "x", {"v": None}],
+        "error": [None, "", 1, "E: y"],
+        "traceback": [None, 1, "t"],
+        "input_hash": [None, "xyz", "A" * 64, "a" * 63, "a" * 65, 64],
+        "seconds": [None, True, "1", 2, 1e300, 10 ** 20],
+        "implementation": [None, [], {}, impl, {**impl, "image": 1}, {**impl, "code": None}, {**impl, "x": 1}],
+    }
+    variants: list[object] = [[sound[0]], None, "x", {}]
+    for good in sound:
+        variants.append(good)
+        for key, values in swaps.items():
+            variants.append({k: v for k, v in good.items() if k != key})
+            variants += [{**good, key: value} for value in values]
+    return variants
+
+
+@pytest.mark.parametrize("data", _record_variants())
+def test_record_from_json_fast_path_gives_what_the_field_checks_give(data: object) -> None:
+    """from_json first tries one test for a sound record; it must build the record, or raise the message, that the
+    field-by-field checks give for every record (sound, or broken in any one field)."""
+    def outcome(read):
+        try:
+            record = read(data)
+        except ValueError as exc:
+            return ("error", str(exc))
+        return ("record", record, type(record.seconds), record.to_json())
+
+    assert outcome(SampleRecord.from_json) == outcome(SampleRecord._from_json_checked)
 
 
 # --------------------------------------------------------------------------------------------- progress

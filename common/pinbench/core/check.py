@@ -39,9 +39,9 @@ from pinbench.core.phases import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
-from pinbench.core.runner import MISSING_ERROR, SampleRecord, read_merged
+from pinbench.core.runner import MISSING_ERROR, SampleRecord, parse_merged
 from pinbench.core.scorecard import MetricSpec, RecordIndex, Scorecard, load_scorecard, score_metric
-from pinbench.core.store import SAMPLES_DIR, digest_of, legacy_files, read_store, stored_digests
+from pinbench.core.store import SAMPLES_DIR, legacy_files, read_store, stored_bodies
 from pinbench.core.uncertainty import Interval
 
 SCORECARD = "scorecard.json"
@@ -89,10 +89,10 @@ def check_run(run_dir: Path | str) -> CheckResult:
         reasons = card.status_reasons
         more = f"; +{len(reasons) - 3} more" if len(reasons) > 3 else ""
         result.problems.append(f"{run_dir / SCORECARD}: status {card.status}: {'; '.join(reasons[:3])}{more}")
-    records = _samples(run_dir, card, result)
+    records, samples_bytes = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None:
-        _check_store(run_dir, run_dir / card.samples.path, records, result)
+        _check_store(run_dir, samples_bytes, records, result)
     if records is not None and derived is not None:
         _recount(run_dir / card.samples.path, card, records, derived, result)
     if not (run_dir / REPORT).is_file():
@@ -147,15 +147,18 @@ def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: Ch
     return path
 
 
-def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> list[SampleRecord] | None:
+def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[SampleRecord] | None, bytes]:
+    """The records of the samples file, and its bytes (read once: the store check compares them line by line)."""
     path = _run_file(run_dir, "samples", card.samples.path, "per-sample", result)
     if path is None:
-        return None
+        return None, b""
     try:
-        return read_merged(path)
+        data = path.read_bytes()
+        # read_merged's lines: splitlines() splits at \r\n and \r as read_text's newline translation does
+        return parse_merged(data.decode("utf-8"), path), data
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         result.problems.append(" ".join(str(exc).split()))
-        return None
+        return None, b""
 
 
 def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | None,
@@ -183,13 +186,13 @@ def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | N
     return derived
 
 
-def _check_store(run_dir: Path, samples_file: Path, records: Sequence[SampleRecord], result: CheckResult) -> None:
+def _check_store(run_dir: Path, samples_bytes: bytes, records: Sequence[SampleRecord], result: CheckResult) -> None:
     """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, every line sound.
 
     Why: a record edited in the store (or the store's only record of a sample deleted) would pass every count of
     the scorecard, and a rerun would reuse the edit. Each stored line carries the digest of its record; each
     record of ``samples.jsonl`` that is not a missing one must be one the store holds, byte for byte (compared
-    by digest; a store of the layout before the logs, by content)."""
+    with the bytes of the lines whose digest holds; a store of the layout before the logs, by content)."""
     samples_dir = run_dir / SAMPLES_DIR
     if legacy_files(samples_dir):
         contents = read_store(samples_dir)
@@ -198,11 +201,10 @@ def _check_store(run_dir: Path, samples_file: Path, records: Sequence[SampleReco
                 for r in records}
         stored = set(contents.records)
     else:
-        digests, problems = stored_digests(samples_dir)
+        bodies, problems = stored_bodies(samples_dir)
         result.problems += [f"sample store: {problem}" for problem in problems]
-        lines = samples_file.read_bytes().splitlines()
-        held = {r.sample_id: digest_of(line) in digests for r, line in zip(records, (x for x in lines if x.strip()),
-                                                                           strict=True)}
+        lines = samples_bytes.splitlines()
+        held = {r.sample_id: line in bodies for r, line in zip(records, (x for x in lines if x.strip()), strict=True)}
         stored = set(read_store(samples_dir).records) if not all(held.values()) else set(held)
     for record in records:
         if held[record.sample_id] or (record.error or "").startswith(MISSING_ERROR):

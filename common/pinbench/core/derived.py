@@ -13,14 +13,15 @@ records says so (``"records": "derived"``) and its counts are of those records, 
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import read_finite_jsonl, write_atomic
-from pinbench.core.runner import SampleRecord, check_sample_id, clean_result, input_hash, one_line
+from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
 
 if TYPE_CHECKING:
     from pinbench.core.scorecard import Scorecard
@@ -99,8 +100,21 @@ def is_derived(record: Any) -> bool:
 
 
 def members_hash(members: Sequence[SampleRecord]) -> str:
-    """sha256 of what a derived value depends on: each member's id, status, input hash, result and error."""
-    return input_hash({"members": [[m.sample_id, m.status, m.input_hash, m.result, m.error] for m in members]})
+    """sha256 of what a derived value depends on: each member's id, status, input hash, result and error.
+
+    It is ``input_hash({"members": [[id, status, input hash, result, error], ...]})``, written from each member's
+    part (``_member_json``) so that a sample that several derived records name is written once."""
+    return _hash_of_parts(_member_json(m) for m in members)
+
+
+def _member_json(member: SampleRecord) -> str:
+    """One member's entry in the list ``members_hash`` hashes, as the canonical JSON writes it there."""
+    return canonical_json([member.sample_id, member.status, member.input_hash, member.result, member.error])
+
+
+def _hash_of_parts(parts: Iterable[str]) -> str:
+    # The canonical JSON of {"members": [a, b, ...]}: one key, and a list's items joined by "," (no whitespace).
+    return hashlib.sha256(('{"members":[' + ",".join(parts) + "]}").encode("utf-8")).hexdigest()
 
 
 def derive(derived_id: str, members: Sequence[SampleRecord],
@@ -138,6 +152,14 @@ def read_derived(path: Path | str) -> list[DerivedRecord]:
 def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:
     """Why derived records were not computed from exactly these sample records (one line each; [] when they were)."""
     by_id = {r.sample_id: r for r in samples}
+    parts: dict[str, str] = {}  # a sample's part of a members hash, written once however many records name it
+
+    def part(sample_id: str) -> str:
+        text = parts.get(sample_id)
+        if text is None:
+            text = parts[sample_id] = _member_json(by_id[sample_id])
+        return text
+
     problems = []
     for record in derived:
         if record.derived_id in by_id:
@@ -147,7 +169,7 @@ def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleR
         if absent:
             problems.append(f"derived record {record.derived_id!r} names sample {absent[0]!r}, which has no record "
                             f"({len(absent)} such)")
-        elif members_hash([by_id[m] for m in record.members]) != record.members_hash:
+        elif _hash_of_parts(part(m) for m in record.members) != record.members_hash:
             problems.append(f"derived record {record.derived_id!r} was computed from other records of its "
                             f"{len(record.members)} samples than the samples file holds")
     return problems

@@ -14,10 +14,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-from pinbench.core.files import cache_root, write_atomic
+from pinbench.core.files import cache_root, read_json_cache, write_atomic
 
 LIBRARY = "pinbench"
 LIBRARY_ROOT = Path(__file__).resolve().parent.parent
@@ -66,14 +67,12 @@ class ImportCache:
 
     def _load(self) -> dict[str, list[str]]:
         if self._entries is None:
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                files = data["files"] if data.get("format") == 1 else {}
-                self._entries = {k: v for k, v in files.items()
-                                 if isinstance(v, list) and all(isinstance(n, str) for n in v)}
-            except (OSError, ValueError, TypeError, KeyError, AttributeError):
-                self._entries = {}
+            self._entries = read_json_cache(self.path, 1, _import_entries)
         return self._entries
+
+
+def _import_entries(files: Mapping[str, Any]) -> dict[str, list[str]]:
+    return {k: v for k, v in files.items() if isinstance(v, list) and all(isinstance(n, str) for n in v)}
 
 
 _CACHE: ImportCache | None = None

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileState, exclusive, sha256_file, write_atomic
+from pinbench.core.files import FileState, exclusive, read_json_cache, sha256_file, write_atomic
 from pinbench.core.runner import sample_id_problem
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
@@ -247,11 +247,10 @@ def _regular_stat(path: Path | str) -> os.stat_result:
 
 def _load(path: Path) -> dict[str, tuple[FileState, str]]:
     """The cache as stored; an unreadable or foreign file is an empty cache (it only saves time)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        files = data["files"] if data.get("format") == _FORMAT else {}
-        return {where: (FileState(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
-                for where, e in files.items()
-                if isinstance(e, dict) and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+    return read_json_cache(path, _FORMAT, _digest_entries)
+
+
+def _digest_entries(files: Mapping[str, Any]) -> dict[str, tuple[FileState, str]]:
+    return {where: (FileState(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
+            for where, e in files.items()
+            if isinstance(e, dict) and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64}

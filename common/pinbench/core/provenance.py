@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import math
 import os
@@ -208,6 +206,8 @@ def _base_image(raw: str) -> dict[str, Any]:
 
 
 def _dist_version(*names: str) -> str | None:
+    import importlib.metadata  # 10 ms of imports (email, zipfile) that a command reading a scorecard never needs
+
     for name in names:
         try:
             return importlib.metadata.version(name)
@@ -224,6 +224,8 @@ def installed_distributions() -> list[str]:
 
     A wheel's ``<name>-<version>.dist-info`` folder name carries both (the wheel format says so), read without
     parsing its METADATA: 244 parses cost 0.3 s of every scorecard; other layouts are read from their metadata."""
+    import importlib.metadata
+
     entries = set()
     for dist in importlib.metadata.distributions():
         folder = _DIST_INFO.fullmatch(getattr(dist, "_path", Path()).name)

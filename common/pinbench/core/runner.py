@@ -33,18 +33,19 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import read_finite_jsonl, write_atomic
+from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
 from pinbench.core.phases import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
 from pinbench.core.store import SAMPLES_DIR, LogWriter, StoreContents, Stored, log_name, read_store, record_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "MISSING_ERROR",
@@ -53,6 +54,7 @@ __all__ = [
     "SampleRecord",
     "Shard",
     "StepLog",
+    "canonical_json",
     "check_sample_id",
     "clean_result",
     "sample_id_problem",
@@ -61,6 +63,7 @@ __all__ = [
     "merge_samples",
     "pending_tasks",
     "one_line",
+    "parse_merged",
     "read_merged",
     "run_samples",
     "write_records",
@@ -173,6 +176,36 @@ class SampleRecord:
     @classmethod
     def from_json(cls, data: Any) -> SampleRecord:
         """Rebuild a record from its JSON form; ValueError says what is wrong with it."""
+        record = cls._from_sound_json(data)
+        return record if record is not None else cls._from_json_checked(data)
+
+    @classmethod
+    def _from_sound_json(cls, data: Any) -> SampleRecord | None:
+        """The record, when ``data`` passes every check of ``_from_json_checked`` in one test; None otherwise.
+
+        Why: ``pinbench check`` and every merge rebuild tens of thousands of records, and the field-by-field
+        checks (built to name what is wrong) cost more than parsing the line. Anything this test does not accept
+        goes through them, so a bad record gets the same message."""
+        if type(data) is not dict:
+            return None
+        get = data.get
+        version, sample_id, status, result = get("record_version"), get("sample_id"), get("status"), get("result")
+        error, trace, digest, seconds = get("error"), get("traceback"), get("input_hash"), get("seconds")
+        implementation = get("implementation")
+        sound = (type(version) is int and version in READABLE_RECORD_VERSIONS and type(sample_id) is str
+                 and ((status == OK and type(result) is dict) or (status == FAILED and result is None
+                                                                  and type(error) is str and error != ""))
+                 and (error is None or type(error) is str) and (trace is None or type(trace) is str)
+                 and "result" in data and "error" in data and "traceback" in data and type(digest) is str
+                 and _SHA256.fullmatch(digest) is not None and type(seconds) in (int, float))
+        if not sound:
+            return None
+        return cls(sample_id=sample_id, status=status, result=result, error=error, input_hash=digest,
+                   seconds=float(seconds), traceback=trace,
+                   implementation=None if implementation is None else Implementation.from_json(implementation))
+
+    @classmethod
+    def _from_json_checked(cls, data: Any) -> SampleRecord:
         if not isinstance(data, dict):
             raise ValueError(f"record is a JSON {type(data).__name__}, expected an object")
         version = data.get("record_version")
@@ -281,13 +314,16 @@ def sample_id_problem(sample_id: str) -> str | None:
 
 def input_hash(task: Task) -> str:
     """sha256 of the task's canonical JSON (sorted keys, no whitespace); paths hash as strings."""
+    return hashlib.sha256(canonical_json(task).encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON text ``input_hash`` hashes: sorted keys, no whitespace, paths as strings; TypeError when ``value``
+    is not JSON-serialisable."""
     try:
-        text = json.dumps(
-            task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str
-        )
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"task is not JSON-serialisable, cannot hash it: {exc}") from exc
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _hash_task(sample_id: str, task: Task) -> str:
@@ -303,6 +339,7 @@ def _path_as_str(value: Any) -> str:
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -508,7 +545,10 @@ def run_samples(
                 "step": step, "sample_ids": ids, "input_hashes": hashes, "started": _now()}
     write_manifest(**manifest)
     label = step if shard is None else f"{step} [shard {shard}]"
-    console = console or Console(stderr=True)
+    if console is None:
+        from rich.console import Console  # 14 ms of imports that reading records (pinbench check) never needs
+
+        console = Console(stderr=True)
     own_log = log_name(shard)
     contents = read_store(samples_dir, own=own_log)
     _print_problems(contents, console, label)
@@ -765,3 +805,8 @@ def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]]
 def read_merged(path: Path | str) -> list[SampleRecord]:
     """Read a JSONL file written by ``merge_samples`` / ``write_records``; ValueError names the file and line."""
     return read_finite_jsonl(path, SampleRecord.from_json, "sample record")
+
+
+def parse_merged(text: str, path: Path | str) -> list[SampleRecord]:
+    """``read_merged`` of the text already read from ``path`` (the file's bytes, decoded as UTF-8)."""
+    return parse_finite_jsonl(text, Path(path), SampleRecord.from_json, "sample record")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.derived import DERIVED_PATH, is_derived
+from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived
 from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
 from pinbench.core.jsonfields import (
     BOOLEAN,
@@ -57,6 +57,7 @@ from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.phases import announced
 from pinbench.core.provenance import scrub, to_jsonable
+from pinbench.core.runner import SampleRecord
 from pinbench.core.schema import schema_error
 from pinbench.core.uncertainty import Interval, aggregate_interval
 
@@ -329,6 +330,8 @@ class MetricSpec:
 
 def _get(record: Any, field: str) -> Any:
     """Read a SampleRecord attribute, or the same key of a record loaded from JSON."""
+    if isinstance(record, (SampleRecord, DerivedRecord)):  # the common cases first: a Mapping check is slow
+        return getattr(record, field)
     return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
 
 

@@ -216,23 +216,24 @@ def read_store(samples_dir: Path | str, *, own: str | None = None) -> StoreConte
     return contents
 
 
-def stored_digests(samples_dir: Path | str) -> tuple[set[str], list[str]]:
-    """The digests of every sound line of every log (each checked against its record's bytes, none parsed), and
-    the lines that fail: what ``pinbench check`` needs to tell whether the store holds a record byte for byte."""
-    digests: set[str] = set()
+def stored_bodies(samples_dir: Path | str) -> tuple[set[bytes], list[str]]:
+    """The record bytes of every sound line of every log (each checked against its digest, none parsed), and the
+    lines that fail: what ``pinbench check`` needs to tell whether the store holds a record byte for byte."""
+    bodies: set[bytes] = set()
     problems: list[str] = []
     for path in logs(Path(samples_dir)):
         for number, line, complete in _log_lines(path):
             if not complete:
                 continue  # a torn tail: the writer that reopens the log cuts it; a run recomputes that sample
             claimed = line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii", errors="replace")
+            body = line[_BODY_START:-1]
             sound = (line.startswith(_PREFIX) and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE
-                     and line.endswith(b"}") and digest_of(line[_BODY_START:-1]) == claimed)
+                     and line.endswith(b"}") and digest_of(body) == claimed)
             if sound:
-                digests.add(claimed)
+                bodies.add(body)
             else:
                 problems.append(decode_line(line, f"{path}:{number}")[1] or f"{path}:{number}: unreadable")
-    return digests, problems
+    return bodies, problems
 
 
 def legacy_files(samples_dir: Path | str) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, write_atomic
+from pinbench.core.files import FileState, cache_root, read_json_cache, write_atomic
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -255,13 +255,12 @@ class DecodedFiles:
 
 
 def _load_decoded(path: Path) -> dict[str, FileState]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        files = data["files"] if data.get("format") == 1 else {}
-        return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == 3
-                and all(isinstance(n, int) for n in v)}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+    return read_json_cache(path, 1, _decoded_entries)
+
+
+def _decoded_entries(files: Mapping[str, Any]) -> dict[str, FileState]:
+    return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == 3
+            and all(isinstance(n, int) for n in v)}
 
 
 def first_frame_error(path: Path) -> str | None:
