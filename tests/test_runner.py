@@ -533,3 +533,26 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, monkeypatch: p
     lines = stream.getvalue().splitlines()
     assert any("computed (" in line and "(done " in line and "elapsed" in line for line in lines)
     assert lines[-1].startswith("score: 3 samples: 3 done, 0 reused, 0 failed")
+
+
+def test_a_result_string_holding_a_unicode_line_separator_reads_back(tmp_path: Path) -> None:
+    """Records are written with ensure_ascii=False, which leaves U+2028 and its kin raw inside strings (a VLM's
+    caption may hold one): the samples file still reads as one record per line, and a blank line is ASCII."""
+    from pinbench.core.runner import read_merged
+
+    text = "a\u2028b\u2029c\x85d\x1ce"
+    record = SampleRecord("s1", "ok", {"caption": text}, None, "0" * 64, 0.5)
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(record.to_bytes() + b"\n\r\n" + record.to_bytes().replace(b"s1", b"s2") + b"\n")
+    assert [(r.sample_id, r.result) for r in read_merged(path)] == [("s1", {"caption": text}),
+                                                                     ("s2", {"caption": text})]
+    path.write_bytes(record.to_bytes() + "\n\u00a0\n".encode())          # a line of a no-break space is no record
+    with pytest.raises(ValueError, match=r"samples.jsonl:2: bad"):
+        read_merged(path)
+
+
+def test_a_seconds_integer_beyond_any_float_is_a_bad_record_not_a_crash() -> None:
+    data = SampleRecord("s1", "ok", {"x": 1.0}, None, "0" * 64, 0.5).to_json()
+    with pytest.raises(ValueError, match="'seconds' must be a finite number"):
+        SampleRecord.from_json({**data, "seconds": 10 ** 400})
+    assert SampleRecord.from_json({**data, "seconds": 10 ** 300}).seconds == 1e300

@@ -232,11 +232,18 @@ def loads_finite_json(text: str) -> object:
     return json.loads(text, parse_constant=_non_finite_constant, parse_float=_finite_number)
 
 
+_ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
+
+
 def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:
-    """Each non-blank line of a JSONL file's text (read from ``path``), parsed as ``read_finite_jsonl`` does."""
+    """Each non-blank line of a JSONL file's text (read from ``path``), parsed as ``read_finite_jsonl`` does.
+
+    Lines end at \\n, \\r\\n or \\r only, as the bytes are split: ``str.splitlines`` would also split at U+2028
+    and the other Unicode separators, which ``json.dumps(ensure_ascii=False)`` leaves raw inside strings; and a
+    blank line is one of ASCII whitespace, as ``bytes.strip`` sees it."""
     items = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for lineno, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+        if not line.strip(_ASCII_WHITESPACE):
             continue
         try:
             items.append(parse(loads_finite_json(line)))

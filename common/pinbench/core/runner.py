@@ -197,7 +197,8 @@ class SampleRecord:
                                                                   and type(error) is str and error != ""))
                  and (error is None or type(error) is str) and (trace is None or type(trace) is str)
                  and "result" in data and "error" in data and "traceback" in data and type(digest) is str
-                 and _SHA256.fullmatch(digest) is not None and type(seconds) in (int, float))
+                 and _SHA256.fullmatch(digest) is not None and type(seconds) in (int, float)
+                 and (type(seconds) is float or -_MAX_INT_SECONDS < seconds < _MAX_INT_SECONDS))
         if not sound:
             return None
         return cls(sample_id=sample_id, status=status, result=result, error=error, input_hash=digest,
@@ -221,6 +222,10 @@ class SampleRecord:
             raise ValueError(f"record with status {data['status']!r} has result {data['result']!r:.80}")
         if data["status"] == FAILED and not data["error"]:
             raise ValueError("failed record has no error")
+        try:
+            seconds = float(data["seconds"])
+        except OverflowError:   # an integer beyond any float
+            raise ValueError(f"record field 'seconds' must be a finite number, got {data['seconds']!r:.80}") from None
         implementation = data.get("implementation")
         return cls(
             sample_id=data["sample_id"],
@@ -228,12 +233,13 @@ class SampleRecord:
             result=data["result"],
             error=data["error"],
             input_hash=data["input_hash"],
-            seconds=float(data["seconds"]),
+            seconds=seconds,
             traceback=data["traceback"],
             implementation=None if implementation is None else Implementation.from_json(implementation),
         )
 
 
+_MAX_INT_SECONDS = 2 ** 1023   # an int below it converts to a finite float
 _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("sample_id", lambda v: isinstance(v, str), "a string"),
     ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
