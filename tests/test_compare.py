@@ -5,50 +5,25 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
+from toy_runs import N, write_toy_run
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec
 from pinbench.results.compare import CompareError, compare_runs, load_run, render_comparison
 
-PROVENANCE = json.loads((Path(__file__).parent / "golden" / "scorecard.json").read_text())["provenance"]
 runner = CliRunner()
-N = 40
-DIFFICULTY = np.random.default_rng(0).normal(0.5, 0.15, N)  # shared by both runs: what pairing cancels
 METRICS = [MetricSpec("f1", "mean", direction="higher"),
            MetricSpec("err", "median", direction="lower"),
            MetricSpec("scene/f1", "mean_then_median", group_by="scene", key="f1", direction="higher"),
            MetricSpec("hard/f1", "mean", key="f1", direction="higher", sample_ids=[f"t{i:02d}" for i in range(10)])]
 
 
-def write_run(root: Path, name: str, *, shift: float = 0.0, seed: int = 1, failed: dict[str, str] | None = None,
-              drop: tuple[str, ...] = (), version: str = "1.0.0", recipe: str = "toy-bench", prefix: str = "t",
-              metrics: list[MetricSpec] = METRICS) -> Path:
-    """A run directory: scorecard.json and samples.jsonl of N tasks; ``shift`` moves f1 up and err down;
-    ``prefix`` names the sample ids (``t00``...)."""
-    noise = np.random.default_rng(seed).normal(0, 0.005, N)
-    records = []
-    for i in range(N):
-        sid = f"{prefix}{i:02d}"
-        if sid in drop:
-            records.append(SampleRecord(sid, "failed", None, "missing: no result from any shard", "0" * 64, 0.0))
-        elif failed and sid in failed:
-            records.append(SampleRecord(sid, "failed", None, failed[sid], "0" * 64, 0.1))
-        else:
-            result = {"f1": DIFFICULTY[i] + shift + noise[i], "err": 1 - DIFFICULTY[i] - shift + noise[i],
-                      "scene": f"scene{i % 8}"}
-            records.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
-    card = build_scorecard(recipe=recipe, recipe_version=version, checkpoint=name, mode="full",
-                           metrics=metrics, records=records, n_expected=N, provenance=PROVENANCE, config={},
-                           timings={})
-    run = root / name
-    write_scorecard(card, run / "scorecard.json")
-    (run / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
-    return run
+def write_run(root: Path, name: str, *, metrics: list[MetricSpec] = METRICS, **options: Any) -> Path:
+    return write_toy_run(root, name, metrics, **options)
 
 
 def test_a_clearly_better_checkpoint(tmp_path: Path) -> None:

@@ -10,21 +10,18 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
+from toy_runs import write_toy_run
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
+from pinbench.core.scorecard import MetricSpec
 from pinbench.results.compare import compare_runs, load_run
 from pinbench.results.table import TableError, build_table, latex_text, load_columns, render
 
 GOLDEN = Path(__file__).parent / "golden"
-PROVENANCE = json.loads((GOLDEN / "scorecard.json").read_text())["provenance"]
-N = 40
-DIFFICULTY = np.random.default_rng(0).normal(0.5, 0.15, N)  # shared by all runs: what pairing cancels
 HARD = [f"t{i:02d}" for i in range(10)]
 ALL_METRICS = [MetricSpec("f1", "mean", direction="higher", primary=True),
                MetricSpec("err", "median", direction="lower"),
@@ -34,24 +31,10 @@ runner = CliRunner()
 
 
 def write_run(root: Path, name: str, shift: float, seed: int, *, failed: tuple[str, ...] = (),
-              metrics: list[MetricSpec] = ALL_METRICS, recipe: str = "toy-bench", samples: bool = True) -> Path:
-    """A run directory of N tasks; ``shift`` moves f1 up and err down; ``failed`` samples fail."""
-    noise = np.random.default_rng(seed).normal(0, 0.005, N)
-    records = []
-    for i in range(N):
-        sid = f"t{i:02d}"
-        if sid in failed:
-            records.append(SampleRecord(sid, "failed", None, "decode error", "0" * 64, 0.1))
-        else:
-            result = {"f1": DIFFICULTY[i] + shift + noise[i], "err": 1 - DIFFICULTY[i] - shift + noise[i]}
-            records.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
-    card = build_scorecard(recipe=recipe, recipe_version="1.0.0", checkpoint=name, mode="full", metrics=metrics,
-                           records=records, n_expected=N, provenance=PROVENANCE, config={}, timings={})
-    run = root / name
-    write_scorecard(card, run / "scorecard.json")
-    if samples:
-        (run / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
-    return run
+              metrics: list[MetricSpec] = ALL_METRICS, **options: Any) -> Path:
+    """A toy run (``tests/helpers/toy_runs.py``) whose ``failed`` samples fail with a decode error."""
+    return write_toy_run(root, name, metrics, shift=shift, seed=seed, failed=dict.fromkeys(failed, "decode error"),
+                         **options)
 
 
 @pytest.fixture(scope="module")
