@@ -109,3 +109,22 @@ def test_anything_the_scorecard_is_computed_from_recomputes_it(toy: Recipe, tmp_
     assert (out / "report" / "index.html").is_file()
     if change == "a record":
         assert after["metrics"]["f1"]["value"] != before["metrics"]["f1"]["value"]
+
+
+def test_a_shard_leaves_everything_shared_to_the_merge_and_exits_incomplete_with_a_failure(
+        toy: Recipe, tmp_path: Path) -> None:
+    from pinbench.core.reference import EXIT_INCOMPLETE
+    from pinbench.core.runner import RunSummary, Shard
+    from pinbench.results.finish import finish_shard
+
+    out = tmp_path / "run"
+    cfg = toy.config("Toy-Nano", out_dir=out, limit=4, shard=Shard(1, 2), env={})
+    records = {r.sample_id: r for r in _records()[1::2]}
+    done = finish_shard(cfg, RunSummary(n_total=2, n_done=1, n_reused=1, n_failed=0, records=records))
+    assert (done.exit_code, done.scorecard_path) == (0, None)
+    assert "2 samples: 1 done, 1 reused, 0 failed; the scorecard is written by the merge" in done.message
+    records["s3"] = SampleRecord("s3", "failed", None, "DecodeError: truncated", "0" * 64, 0.1)
+    failed = finish_shard(cfg, RunSummary(n_total=2, n_done=1, n_reused=0, n_failed=1, records=records))
+    assert (failed.exit_code, failed.scorecard_path) == (EXIT_INCOMPLETE, None) and "1 failed (s3)" in failed.message
+    assert finish_shard(cfg, None).exit_code == 0            # a shard with no per-sample work of its own
+    assert not out.exists() or list(out.iterdir()) == []     # nothing its siblings might write at the same time

@@ -18,7 +18,7 @@ from stored import store_snapshot, stored_ids
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import Shard, load_records, run_samples
+from pinbench.core.runner import load_records, run_samples
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.parallel import score_in_workers
@@ -373,14 +373,4 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
         raft_weights(local, unpinned)
-
-def test_a_shard_with_a_failed_sample_exits_incomplete(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    for name in ("a", "b"):
-        texture_video(name).rename(videos / f"{name}.mp4")
-    (videos / "c.mp4").write_bytes(b"not a video")
-    cfg = _cfg(tmp_path / "out", options={"videos": str(videos), "flow": "farneback"}, shard=Shard(0, 2))
-    outcome = run(cfg)  # shard 0 of 2 holds a.mp4 and c.mp4
-    assert outcome.exit_code == 2 and "1 failed (c)" in outcome.message and outcome.scorecard_path is None
 

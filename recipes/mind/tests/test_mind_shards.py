@@ -15,8 +15,7 @@ import pytest
 
 from pinbench.core.config import RunConfig
 from pinbench.core.recipe import get_recipe
-from pinbench.core.reference import EXIT_INCOMPLETE
-from pinbench.core.runner import MISSING_ERROR, Shard
+from pinbench.core.runner import Shard
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import WorkDir
@@ -86,23 +85,6 @@ def test_official_shards_send_only_their_samples_to_process_py(tmp_path: Path, l
     assert _rows(out) == _rows(plain)
     card, expected = (json.loads((d / "scorecard.json").read_text()) for d in (out, plain))
     assert card["metrics"] == expected["metrics"] and card["samples"]["n_expected"] == 5
-
-
-def test_a_shard_that_never_ran_leaves_the_merge_partial_naming_its_samples(tmp_path: Path, layout: Layout,
-                                                                           process_py: ProcessPyDouble) -> None:
-    out = tmp_path / "run"
-    assert run(_cfg(out, layout, shard=Shard(0, 2))).exit_code == 0
-    outcome = run(_cfg(out, layout, skip_scoring=True))
-    assert outcome.exit_code == EXIT_INCOMPLETE
-    card = json.loads((out / "scorecard.json").read_text())
-    assert card["status"] == "partial" and card["samples"]["n_failed"] == 2
-    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
-    # plan order: 1st mem, 1st action, 1st mirror, 3rd mem, 3rd mirror; shard 1/2 owns positions 1 and 3
-    assert sorted(failed) == ["1st_data.action_space_test.data-2", "3rd_data.mem_test.data-3"]
-    assert all(error.startswith(MISSING_ERROR) for error in failed.values())
-    assert process_py.calls == [["1st_data.mem_test.data-1", "1st_data.mirror_test.loop-1",
-                                 "3rd_data.mirror_test.loop-1"]]
-
 
 def test_a_results_file_without_rollouts_scores_its_mirror_directories(tmp_path: Path, layout: Layout,
                                                                      write_result) -> None:
