@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from pinbench.core.config import RecipeError, RunConfig, RunOutcome
 from pinbench.core.files import sha256_file, write_if_changed
@@ -26,6 +25,7 @@ from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
+from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench.ops.pins import Pins
 from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.mind import fixture, steps
@@ -40,7 +40,7 @@ from pinbench_recipes.mind.scoring import (
     official_failed_native_scored,
     suite_record,
 )
-from pinbench_recipes.mind.weights import PINS_PATH, lpips_trunk, recipe_pins, runtime_from_env
+from pinbench_recipes.mind.weights import lpips_trunk, recipe_pins, runtime_from_env
 
 
 @contextmanager
@@ -129,7 +129,7 @@ def run(cfg: RunConfig) -> RunOutcome:
     native_declared = bool(options.native) and pre.generated_root is not None
     return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=native_declared),
                       records=records, n_expected=len(tasks), derived=[suite],
-                      pins=yaml.safe_load(PINS_PATH.read_text(encoding="utf-8")), timings=timings,
+                      pins=pins_for_provenance(pins), timings=timings,
                       seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
                       provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),
                                         "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import atomic_path, sha256_file
+from pinbench.core.recipe import get_recipe
 from pinbench.ops.cache import url_path
 from pinbench.ops.downloads import (
     ChecksumError,
@@ -33,6 +34,7 @@ from pinbench.ops.downloads import (
     locate,
     verify_sha256,
 )
+from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for
 from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 from pinbench_recipes.mind.official import Runtime
 
@@ -56,7 +58,13 @@ class WeightsError(RuntimeError):
 
 
 def recipe_pins() -> Pins:
-    return load_pins(PINS_PATH)
+    """pins.yaml with this machine's resolved pins applied: the digests it leaves null (MUSIQ, the LAION head,
+    ViPE's first-use files) are the ones ``pinbench fetch mind`` recorded on this machine, and every later fetch
+    and run verifies the files against them; scorecards mark them "resolved at run time"."""
+    try:
+        return apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe("mind")))
+    except MachinePinsError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def stage_file(pin: URLPin, source: Path) -> Path:

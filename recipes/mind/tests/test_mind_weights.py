@@ -86,3 +86,22 @@ def test_hf_snapshot_is_laid_out_for_an_offline_main_lookup(tmp_path: Path) -> N
 def test_bake_needs_the_gdown_file(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match="--aot-file"):
         bake(tmp_path / "torch", tmp_path / "hf", recipe_pins(), {})
+
+
+def test_the_digests_pins_yaml_leaves_null_are_this_machines_resolved_ones(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pinbench fetch mind` records the digest of MUSIQ-SPAQ (null in pins.yaml) in this machine's resolved pins:
+    the recipe's pins carry it from then on (runs verify the file against it; the scorecard says so)."""
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops.machine_pins import machine_pins_for, pins_for_provenance
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    assert recipe_pins().urls["musiq_spaq"].sha256 is None
+    machine = machine_pins_for(get_recipe("mind"))
+    digest = hashlib.sha256(b"musiq weights").hexdigest()
+    machine.set(("urls", "musiq_spaq", "sha256"), digest, "downloaded and hashed (test)")
+    machine.save()
+    pins = recipe_pins()
+    assert pins.urls["musiq_spaq"].sha256 == digest
+    assert pins_for_provenance(pins)["resolved_at_run_time"]["urls.musiq_spaq.sha256"]["value"] == digest
+    assert pins.urls["clip_vit_l14"].sha256 == recipe_pins().urls["clip_vit_l14"].sha256   # pinned ones stay
