@@ -121,7 +121,7 @@ def test_another_version_replaces_the_folder_which_readers_see_whole_until_then(
     assert len(calls) == 2  # version 2 is reused
 
 
-@pytest.mark.parametrize("stamp", [b"{", b'{"version": 1', b"\xff\xfe", b"[1]", b'"1"', b"", "directory"])
+@pytest.mark.parametrize("stamp", [b"{", b'{"version": 1', b"\xff\xfe", b"[1]", b'"1"', b"", "directory", "fifo"])
 def test_a_stamp_that_is_not_a_json_object_of_this_version_rebuilds(tmp_path: Path, stamp: bytes | str) -> None:
     root, calls = tmp_path / "fixture_data", []
     root.mkdir()
@@ -129,9 +129,15 @@ def test_a_stamp_that_is_not_a_json_object_of_this_version_rebuilds(tmp_path: Pa
     if stamp == "directory":
         (root / "fixture.json").mkdir()
         (root / "fixture.json" / "version").write_text("1")
+    elif stamp == "fifo":   # read_text would wait for a writer that never comes
+        os.mkfifo(root / "fixture.json")
     else:
         (root / "fixture.json").write_bytes(stamp)
-    assert build_once(root, 1, _writer(calls)) == {} and len(calls) == 1
+    built: list[dict] = []
+    thread = threading.Thread(target=lambda: built.append(build_once(root, 1, _writer(calls))), daemon=True)
+    thread.start()
+    thread.join(timeout=20)   # a read that blocks (the FIFO) fails here, never hangs the suite
+    assert built == [{}] and len(calls) == 1
     assert _listing(root) == ["fixture.json", "sub"]
     assert json.loads((root / "fixture.json").read_text()) == {"version": 1}
 

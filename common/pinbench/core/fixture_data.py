@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import exclusive, write_atomic
+from pinbench.core.files import exclusive, read_regular_text, write_atomic
 
 STAMP = "fixture.json"
 
@@ -61,9 +61,10 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
 
 def _stamped(path: Path, version: int | str) -> dict[str, Any] | None:
     """The stamp's metadata when it names ``version``; None when it is absent, unreadable or another version."""
+    text = read_regular_text(path)   # missing, a directory, a FIFO, not UTF-8: rebuilt, never a hang
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing, a directory, cut short, not UTF-8, not JSON
+        saved = json.loads(text) if text is not None else None
+    except ValueError:  # cut short, not JSON
         return None
     if not isinstance(saved, dict) or saved.get("version") != version:
         return None
