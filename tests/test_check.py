@@ -340,3 +340,14 @@ def test_gpu_ci_checks_every_run_directory() -> None:
     recipe_step = next(i for i, run in enumerate(runs) if "make recipe-" in run)
     check_step = next(i for i, run in enumerate(runs) if run.startswith(".venv/bin/pinbench check \"$RUN_DIR\""))
     assert check_step > recipe_step and steps[check_step]["if"] == "success() || failure()"
+
+
+def test_a_result_string_holding_a_unicode_line_separator_checks_clean(tmp_path: Path, toy: Recipe) -> None:
+    """Records keep U+2028 raw (ensure_ascii=False); the samples file and the store still agree line by line."""
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "caption", limit=4, env={})
+    records = [SampleRecord(r.sample_id, r.status, {**r.result, "caption": "pans\u2028left\x85"}, None, "0" * 64,
+                            0.1) for r in _records()]
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, records).exit_code == 0
+    assert "\u2028".encode() in (cfg.out_dir / "samples.jsonl").read_bytes()
+    assert check_run(cfg.out_dir).problems == []

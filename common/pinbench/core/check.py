@@ -154,7 +154,7 @@ def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[
         return None, b""
     try:
         data = path.read_bytes()
-        # read_merged's lines: splitlines() splits at \r\n and \r as read_text's newline translation does
+        # parse_merged ends lines at \n, \r\n and \r only, as bytes.splitlines() does in _check_store
         return parse_merged(data.decode("utf-8"), path), data
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         result.problems.append(" ".join(str(exc).split()))
