@@ -11,10 +11,10 @@ The records in ``tests/golden/fixtures_87e8f14/`` were written by ``tools/fixtur
 demo`` of 87e8f14, one per CPU kind it ran on; this test runs the demo of the current tree and compares what a
 score depends on: every record's status, result and error, every derived record, every metric's value, and each
 run's status. On a CPU kind with a record, floats must agree with it to 1e-12 (relative). One record per kind,
-because MIND's and RememBench's fixtures compute LPIPS, PSNR and CLIP with float32 torch kernels whose results
-depend on the CPU: 87e8f14 itself gave values up to 3.1e-7 (relative) apart on the two kinds recorded, and the same
-values with 1 or 2 threads on one. On a kind without a record, those two recipes are held to 1e-6 of a record
-(float32 has 24 bits: 6e-8), the others still to 1e-12.
+because MIND's and RememBench's fixtures compute LPIPS, PSNR and CLIP (and RememBench's Drift from the CLIP
+embeddings) with float32 torch kernels whose results depend on the CPU: 87e8f14 itself gave values up to 3.1e-7
+(relative) apart on the two kinds recorded, and the same values with 1 or 2 threads on one. On a kind without a
+record, those two recipes are held to 1e-6 of a record (float32 has 24 bits: 6e-8), the others still to 1e-12.
 """
 
 from __future__ import annotations
