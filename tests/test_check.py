@@ -282,13 +282,13 @@ def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
 
 
-def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None) -> str:
-    """What ``pinbench check RUN_DIR`` prints in a new interpreter, then ``HEAVY [...]``: the heavy modules loaded,
-    ``UNUSED [...]``: the modules it never needs that other commands load, and ``BLAS [...]``: the thread counts of
-    the OpenBLAS numpy loaded (threadpoolctl's view; ``BLAS ?`` without threadpoolctl), ``ENV``: the
-    OPENBLAS_NUM_THREADS the process has afterwards."""
+def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None, command: str = "check") -> str:
+    """What ``pinbench check RUN_DIR`` (or another ``command`` of one path) prints in a new interpreter, then
+    ``HEAVY [...]``: the heavy modules loaded, ``UNUSED [...]``: the modules it never needs that other commands
+    load, and ``BLAS [...]``: the thread counts of the OpenBLAS numpy loaded (threadpoolctl's view; ``BLAS ?``
+    without threadpoolctl), ``ENV``: the OPENBLAS_NUM_THREADS the process has afterwards."""
     code = ("import sys\nfrom pinbench.cli import main\n"
-            f"try:\n    main(['check', {str(run_dir)!r}])\nexcept SystemExit:\n    pass\n"
+            f"try:\n    main([{command!r}, {str(run_dir)!r}])\nexcept SystemExit:\n    pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'cv2', 'av', 'decord', "
             "'huggingface_hub', 'matplotlib', 'docker', 'jsonschema') or m.startswith('pinbench_recipes.'))\n"
             "print('HEAVY', heavy)\n"
@@ -320,6 +320,16 @@ def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(tmp
     assert "UNUSED []" in out and "BLAS [1]" in out and "ENV None" in out, out
     chosen = _check_in_a_fresh_process(tmp_path / "empty", blas_threads="2")  # the user's choice is kept
     assert "ENV 2" in chosen and ("BLAS [2]" in chosen or (os.cpu_count() or 1) < 2), chosen
+
+
+@pytest.mark.parametrize("command", ["diff", "report"])
+def test_diff_and_report_load_numpy_with_one_blas_thread_and_leave_the_environment(tmp_path: Path,
+                                                                                  command: str) -> None:
+    """They read scorecards and draw tables: a third of their CPU time on a full CameraBench run went to OpenBLAS's
+    spinning threads."""
+    pytest.importorskip("threadpoolctl")
+    out = _check_in_a_fresh_process(tmp_path / "absent" / "scorecard.json", command=command)
+    assert "BLAS [1]" in out and "ENV None" in out, out
 
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:

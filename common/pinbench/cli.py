@@ -435,8 +435,9 @@ def diff_cmd(
 ) -> None:
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
-    from pinbench.core.reference import diff, load_reference, render_diff
-    from pinbench.core.scorecard import load_scorecard
+    with _one_blas_thread():  # reading and comparing numbers: no linear algebra
+        from pinbench.core.reference import diff, load_reference, render_diff
+        from pinbench.core.scorecard import load_scorecard
 
     card = load_scorecard(scorecard)
     recipe = _installed_recipe(card.recipe)
@@ -549,7 +550,8 @@ def report(
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
 ) -> None:
     """Write a static HTML report (inline SVG figures, no script) for one or more scorecards."""
-    from pinbench.results.report import write_report
+    with _one_blas_thread():  # tables and SVG from the scorecards: no linear algebra
+        from pinbench.results.report import write_report
 
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
@@ -630,8 +632,8 @@ def _one_blas_thread() -> Iterator[None]:
     """numpy loaded in the block starts OpenBLAS with one thread, unless numpy is already loaded or the user set
     OPENBLAS_NUM_THREADS; the environment is as it was afterwards (no child process inherits the setting).
 
-    Why: OpenBLAS starts a thread per core that spins for a while, a quarter of the CPU time of checking a full
-    CameraBench run on two cores, in a command that does no linear algebra."""
+    Why: OpenBLAS starts a thread per core that spins for a while, in commands that do no linear algebra: on two
+    cores, a quarter of the CPU time of checking a full CameraBench run, and a third of its diff's and report's."""
     if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
         yield
         return
