@@ -12,7 +12,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -167,7 +166,8 @@ def write_if_changed(path: Path | str, data: str | bytes) -> Path:
     path = Path(path)
     wanted = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        if stat.S_ISREG(path.lstat().st_mode) and path.stat().st_size == len(wanted) and path.read_bytes() == wanted:
+        held = path.lstat()   # a symlink is not the file it names: it is replaced, never followed
+        if S_ISREG(held.st_mode) and held.st_size == len(wanted) and path.read_bytes() == wanted:
             return path
     except OSError:
         pass

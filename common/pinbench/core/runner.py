@@ -676,10 +676,7 @@ class StepLog:
         if self._store is None:
             self._store = read_store(self.samples_dir)
         stored = self._store.newest(sample_id)
-        try:
-            return SampleRecord.from_json(stored.data) if stored is not None else None
-        except (TypeError, ValueError, KeyError):
-            return None
+        return _as_record(stored) if stored is not None else None
 
     def finish(self) -> RunSummary:
         """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""
