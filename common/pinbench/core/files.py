@@ -87,6 +87,12 @@ def read_json_cache(path: Path | str, fmt: int, entries: Callable[[Mapping[str, 
         return {}
 
 
+def write_json_cache(path: Path | str, fmt: int, files: Mapping[str, Any]) -> None:
+    """Write what ``read_json_cache`` reads, ``{"format": fmt, "files": files}``, atomically (sorted keys, one
+    entry a line); OSError when it cannot be written, which a cache that only saves time may ignore."""
+    write_atomic(path, json.dumps({"format": fmt, "files": files}, indent=0, sort_keys=True) + "\n")
+
+
 def cache_root() -> Path:
     """PINBENCH_CACHE, else HF_HOME, else ~/.cache/pinbench (HF repos live under <root>/hub)."""
     for var in ("PINBENCH_CACHE", "HF_HOME"):

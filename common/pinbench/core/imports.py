@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import cache_root, read_json_cache, write_atomic
+from pinbench.core.files import cache_root, read_json_cache, write_json_cache
 
 LIBRARY = "pinbench"
 LIBRARY_ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +59,7 @@ class ImportCache:
         if not self._changed or self._entries is None:
             return
         try:
-            write_atomic(self.path, json.dumps({"format": 1, "files": self._entries}, sort_keys=True) + "\n")
+            write_json_cache(self.path, 1, self._entries)
             self._changed = False
         except OSError:
             pass

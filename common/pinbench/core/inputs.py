@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileState, exclusive, read_json_cache, sha256_file, write_atomic
+from pinbench.core.files import FileState, exclusive, read_json_cache, sha256_file, write_json_cache
 from pinbench.core.runner import sample_id_problem
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
@@ -220,8 +219,8 @@ class InputDigests:
         merged = _load(self.path)   # entries another process wrote since this one read the file
         merged.update(self._cache)
         entries = {where: {"size": seen.size, "mtime_ns": seen.mtime_ns, "inode": seen.inode, "sha256": digest}
-                   for where, (seen, digest) in sorted(merged.items())}
-        write_atomic(self.path, json.dumps({"format": _FORMAT, "files": entries}, indent=0) + "\n")
+                   for where, (seen, digest) in merged.items()}
+        write_json_cache(self.path, _FORMAT, entries)
         self._changed = False
 
 

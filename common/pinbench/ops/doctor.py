@@ -16,7 +16,6 @@ model revision).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, read_json_cache, write_atomic
+from pinbench.core.files import FileState, cache_root, read_json_cache, write_json_cache
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -248,7 +247,7 @@ class DecodedFiles:
         merged = {**_load_decoded(self.path), **self._new}
         files = {where: [state.size, state.mtime_ns, state.inode] for where, state in merged.items()}
         try:
-            write_atomic(self.path, json.dumps({"format": 1, "files": files}, sort_keys=True) + "\n")
+            write_json_cache(self.path, 1, files)
         except OSError:
             pass
         self._new = {}
