@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import write_atomic
+from pinbench.core.files import read_regular_text, write_atomic
 from pinbench.core.inputs import InputDigests
 from pinbench.core.runner import Shard, input_hash, load_records, run_samples
 from pinbench_recipes.mind import native
@@ -223,9 +223,10 @@ def stored_sources(out_dir: Path, results_file: Path | None,
 
 def _imported(work: WorkDir) -> dict[str, Any] | None:
     """The import summary the invocation that scored in ``work`` wrote (None for a salvaged or older one)."""
+    text = read_regular_text(work.imported)   # absent, a folder or a FIFO: the older description
     try:
-        source = json.loads(work.imported.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        source = json.loads(text) if text is not None else None
+    except ValueError:
         return None
     return source if isinstance(source, dict) and source.get("work_dir") == str(work.root) else None
 

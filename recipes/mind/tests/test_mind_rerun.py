@@ -72,3 +72,24 @@ def test_a_live_invocations_directory_is_left_alone(tmp_path: Path, layout, runt
     steps.run_official(tmp_path, pre, tasks, runtime=runtime, score=FakeProcessPy(pre))
     assert other.root.exists() and not other.finished.exists()
     shutil.rmtree(other.root)
+
+
+def test_the_import_summary_is_read_only_from_a_regular_file_of_its_own_directory(tmp_path: Path) -> None:
+    """What a rerun names as a work directory's source: its imported.json when that is a JSON object written for
+    this very directory; anything else (a FIFO, which read_text would wait on; another directory's) is None."""
+    import os
+    import threading
+
+    work = WorkDir(tmp_path / "run-001")
+    work.root.mkdir()
+    work.imported.write_text(json.dumps({"work_dir": str(work.root), "n_expected": 7}))
+    assert steps._imported(work) == {"work_dir": str(work.root), "n_expected": 7}
+    work.imported.write_text(json.dumps({"work_dir": str(tmp_path / "elsewhere"), "n_expected": 7}))
+    assert steps._imported(work) is None
+    work.imported.unlink()
+    os.mkfifo(work.imported)
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(steps._imported(work)), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert found == [None]
