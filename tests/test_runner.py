@@ -556,3 +556,31 @@ def test_a_seconds_integer_beyond_any_float_is_a_bad_record_not_a_crash() -> Non
     with pytest.raises(ValueError, match="'seconds' must be a finite number"):
         SampleRecord.from_json({**data, "seconds": 10 ** 400})
     assert SampleRecord.from_json({**data, "seconds": 10 ** 300}).seconds == 1e300
+
+
+def test_a_step_log_keeps_a_reused_record_and_stores_one_whose_outcome_or_inputs_changed(tmp_path: Path) -> None:
+    """StepLog (work launched outside run_samples): a rerun that reuses an output appends nothing, so the stored
+    record keeps its own timing; a reused output with another result, or a task with other inputs, is stored."""
+    from stored import store_snapshot
+
+    from pinbench.core.runner import StepLog
+    from pinbench.core.store import read_store
+
+    tasks = [{"sample_id": "a", "row": 1}, {"sample_id": "b", "row": 2}]
+    first = StepLog(tasks, tmp_path, step="generate")
+    first.record("a", {"sha256": "1" * 64}, seconds=3.0)
+    first.record("b", {"sha256": "2" * 64}, seconds=4.0)
+    first.finish()
+    stored = store_snapshot(tmp_path / "samples")
+
+    again = StepLog(tasks, tmp_path, step="generate")
+    kept = again.record("a", {"sha256": "1" * 64}, reused=True)
+    again.record("b", {"sha256": "2" * 64}, reused=True)
+    assert kept.seconds == 3.0 and again.finish().n_reused == 2
+    assert store_snapshot(tmp_path / "samples") == stored          # nothing appended
+
+    changed = StepLog([tasks[0], {"sample_id": "b", "row": 3}], tmp_path, step="generate")
+    assert changed.record("a", {"sha256": "9" * 64}, reused=True).result == {"sha256": "9" * 64}
+    assert changed.record("b", {"sha256": "2" * 64}, reused=True).seconds == 0.0   # other inputs: a new record
+    newest = read_store(tmp_path / "samples").records
+    assert newest["a"][0].data["result"] == {"sha256": "9" * 64} and newest["b"][0].data["seconds"] == 0.0
