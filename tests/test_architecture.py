@@ -36,10 +36,12 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return nodes
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The pinbench modules a file imports (``from pinbench.core import files`` names pinbench.core.files)."""
+def _imports(path: Path, modules: set[str], *, type_only: bool = False) -> set[str]:
+    """The pinbench modules a file imports (``from pinbench.core import files`` names pinbench.core.files); those
+    under ``if TYPE_CHECKING:`` too when ``type_only``."""
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree) if type_only else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -48,10 +50,10 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     return {name for name in found if name in modules}
 
 
-def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+def _graph(root: Path = ROOT, *, type_only: bool = False) -> dict[str, set[str]]:
     files = sorted(root.rglob("*.py"))
     modules = {_module_name(p, root) for p in files}
-    return {_module_name(p, root): _imports(p, modules) - {_module_name(p, root)} for p in files}
+    return {_module_name(p, root): _imports(p, modules, type_only=type_only) - {_module_name(p, root)} for p in files}
 
 
 def _upward(graph: dict[str, set[str]]) -> list[str]:
@@ -107,6 +109,13 @@ def test_there_is_no_import_cycle() -> None:
     assert _cycles(_graph()) == []
 
 
+def test_the_core_has_no_cycle_even_of_type_only_imports() -> None:
+    """#28: the core reads as layers too; an import kept only for annotations is still a dependency of its meaning."""
+    core = {module: {dep for dep in deps if dep.startswith("pinbench.core")}
+            for module, deps in _graph(type_only=True).items() if module.startswith("pinbench.core")}
+    assert _cycles(core) == []
+
+
 def test_the_checks_see_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> None:
     """The checks above can fail: a core -> ops import (inside a function) and a two-module cycle are found,
     and an import under TYPE_CHECKING is not counted."""
@@ -124,41 +133,41 @@ def test_the_checks_see_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> 
     (fake / "results" / "d.py").write_text("")
     graph = _graph(fake)
     assert graph["pinbench.core.b"] == {"pinbench.core.a", "pinbench.ops.c"}
+    assert _graph(fake, type_only=True)["pinbench.core.b"] == {"pinbench.core.a", "pinbench.ops.c",
+                                                               "pinbench.results.d"}
     assert _upward(graph) == ["pinbench.core.b imports pinbench.ops.c"]
     assert _cycles(graph) == ["pinbench.core.a -> pinbench.core.b -> pinbench.core.a"]
 
 
 RECIPES = ROOT.parent.parent / "recipes"
-STORE_CALLS = ("run_samples", "merge_samples", "pending_tasks", "StepLog", "generate_and_record", "run_native",
-               "score_in_workers")
+# The protocol is the Run's (pinbench.core.run): resume, shards, reuse keys and the finish. A recipe that called the
+# runner's own loops could store without its implementation (reusing records after a code change) or write the
+# scorecard from one shard of many.
+PROTOCOL = ("run_samples", "merge_samples", "pending_tasks", "StepLog", "collect_records", "finish_shard",
+            "finish_run")
 
 
-def _calls_without_implementation(path: Path) -> list[str]:
+def _protocol_uses(path: Path, root: Path) -> list[str]:
+    """Where a recipe file calls the runner's loops or branches on the shard (reads ``.shard``) itself."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            passes = any(k.arg == "implementation" for k in node.keywords)
-            if name in STORE_CALLS and not passes:
-                found.append(f"{path.relative_to(RECIPES.parent)}:{node.lineno} {name}(...)")
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+        if name in PROTOCOL or (isinstance(node, ast.Attribute) and name == "shard"):
+            found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {name}")
     return found
 
 
-def test_every_recipe_stores_and_reuses_samples_under_its_implementation() -> None:
-    """A call that stores or reuses samples without ``implementation=`` would reuse records after a code change."""
-    missing = [call for path in sorted(RECIPES.rglob("*.py")) if "tests" not in path.parts
-               for call in _calls_without_implementation(path)]
-    assert missing == []
+def test_every_recipe_runs_through_the_run() -> None:
+    """#28: every recipe found (its tests aside) leaves the protocol to the Run."""
+    recipes = [d for d in sorted(RECIPES.iterdir()) if (d / "recipe.yaml").is_file()]
+    assert len(recipes) >= 5
+    found = [use for folder in recipes for path in sorted(folder.rglob("*.py")) if "tests" not in path.parts
+             for use in _protocol_uses(path, RECIPES)]
+    assert found == []
 
 
-def test_the_implementation_check_sees_a_call_without_it(tmp_path: Path) -> None:
-    (tmp_path / "recipes").mkdir()
-    bad = tmp_path / "recipes" / "run.py"
-    bad.write_text("run_samples(tasks, fn, out, shard=s)\n"
-                   "run_samples(tasks, fn, out, implementation=cfg.implementation)\n")
-    global RECIPES
-    saved, RECIPES = RECIPES, tmp_path / "recipes"
-    try:
-        assert _calls_without_implementation(bad) == ["recipes/run.py:1 run_samples(...)"]
-    finally:
-        RECIPES = saved
+def test_the_protocol_check_sees_a_recipe_that_owns_it(tmp_path: Path) -> None:
+    bad = tmp_path / "run.py"
+    bad.write_text("if cfg.shard is not None:\n    return finish_shard(cfg, summary)\n"
+                   "records = run.score(tasks, fn)\nrun_samples(tasks, fn, out)\n")
+    assert sorted(_protocol_uses(bad, tmp_path)) == ["run.py:1 shard", "run.py:2 finish_shard", "run.py:4 run_samples"]

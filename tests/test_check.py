@@ -1,6 +1,6 @@
-"""``pinbench check``: a run directory written by finish_run is consistent; each kind of tampering is named.
+"""``pinbench check``: a run directory written by Run.finish is consistent; each kind of tampering is named.
 
-The run directory is a real one: the toy recipe (a real recipe.yaml) through ``finish_run``, with a
+The run directory is a real one: the toy recipe (a real recipe.yaml) through ``Run.finish``, with a
 reference recorded from its own complete run. ``get_recipe`` inside pinbench.core.check is replaced by a test
 double that returns the toy recipe, since the toy is not an installed recipe.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -28,11 +29,12 @@ from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
+from pinbench.core.run import Run
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, load_scorecard
 from pinbench.core.store import encode_line, record_bytes
-from pinbench.results.finish import finish_run
+from pinbench.results.finish import run_recipe, write_run_report
 
 IDS = ["s0", "s1", "s2", "s3"]
 PINS = {"urls": {"trunk": {"url": "https://example.org/trunk.pth", "sha256": None}}}
@@ -52,8 +54,7 @@ SPECS = [MetricSpec("f1"), MetricSpec("err"),
 def _finish(recipe: Recipe, cfg: RunConfig, records: list[SampleRecord]) -> Any:
     """The end of a run whose samples were stored as run_samples stores them (the store check reads them)."""
     store_records(cfg.out_dir, records, cfg.shard)
-    return finish_run(recipe, cfg, metrics=SPECS, records=records, n_expected=len(IDS), pins=PINS,
-                      timings={"score": 1.0})
+    return Run(recipe, cfg, report=write_run_report).finish(SPECS, records, pins=PINS)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_a_run_written_by_finish_run_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
+def test_a_run_written_by_the_finish_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
     result = check_run(run_dir)
     assert result.problems == [] and result.exit_code == 0
     assert len(result.notes) == 1 and result.notes[0].startswith("unverified input urls/trunk: no sha256")
@@ -204,7 +205,8 @@ TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
                                              lambda c: c["metrics"]["near/f1"].update(sample_ids=["s0", "s2"])),
      "metric near/f1: value"),
     ("scorecard NaN", lambda d: (d / "scorecard.json").write_text(
-        (d / "scorecard.json").read_text().replace('"score": 1.0', '"score": NaN')), "non-finite number NaN"),
+        re.sub(r'"value": [0-9.]+', '"value": NaN', (d / "scorecard.json").read_text(), count=1)),
+     "non-finite number NaN"),
     ("identity of another run", lambda d: _edit_json(d / IDENTITY_FILE, lambda i: i.update(checkpoint="Toy-Super")),
      "the directory belongs to checkpoint 'Toy-Super', the scorecard is for 'Toy-Nano'"),
     ("diff.txt stale", lambda d: (d / "diff.txt").write_text("result: FAIL (exit 1)\n"),
@@ -338,7 +340,7 @@ def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
 
     recipe = get_recipe("dynamic-degree")
     out = tmp_path / "dd"
-    assert recipe.run(recipe.config(fixture=True, out_dir=out, offline=True, env={})).exit_code == 0
+    assert run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, env={})).exit_code == 0
     out_text = _check_in_a_fresh_process(out)
     assert f"check: {out} is consistent" in out_text and "HEAVY []" in out_text, out_text
 

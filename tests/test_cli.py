@@ -189,12 +189,12 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not
     replace the fixture failures."""
-    from pinbench.core.recipe import Recipe
+    from pinbench.results import finish
 
-    def denied(self: Recipe, cfg) -> None:
+    def denied(cfg) -> None:
         raise PermissionError(13, "Permission denied", str(cfg.out_dir / "samples"))
 
-    monkeypatch.setattr(Recipe, "run", denied)
+    monkeypatch.setattr(finish, "run_recipe", denied)
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "demo"), "--recipe", "dynamic-degree",
                                      "--recipe", "remembench"])
     assert result.exit_code == 1
@@ -205,17 +205,20 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
 
 def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
-    """Issue #14: every fixture run shows intervals. Test double: Recipe.run writes a dynamic-degree fixture
+    """Issue #14: every fixture run shows intervals. Test double: run_recipe writes a dynamic-degree fixture
     scorecard of ``n`` samples (one sample: nothing to resample, so no interval)."""
-    from pinbench.core.config import RunOutcome
-    from pinbench.core.recipe import Recipe
+    from pinbench.core.recipe import get_recipe
+    from pinbench.core.run import RunOutcome
+    from pinbench.results import finish
 
     def fixture_of(n: int):
-        def run(self: Recipe, cfg) -> RunOutcome:
+        def run(cfg) -> RunOutcome:
+            recipe = get_recipe(cfg.recipe)
             records = [SampleRecord(f"v{i}", "ok", {"preview/dynamic_degree": 0.5 + 0.1 * i}, None, "0" * 64, 0.1)
                        for i in range(n)]
-            metrics = [MetricSpec("preview/dynamic_degree").with_info(self.metric_info("preview/dynamic_degree"))]
-            card = build_scorecard(recipe=self.name, recipe_version=self.version, checkpoint="fixture", mode="fixture",
+            metrics = [MetricSpec("preview/dynamic_degree").with_info(recipe.metric_info("preview/dynamic_degree"))]
+            card = build_scorecard(recipe=recipe.name, recipe_version=recipe.version, checkpoint="fixture",
+                                   mode="fixture",
                                    metrics=metrics, records=records, n_expected=n,
                                    provenance=collect_provenance(pins={}), config={}, timings={})
             (cfg.out_dir / "samples.jsonl").parent.mkdir(parents=True, exist_ok=True)
@@ -228,11 +231,11 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
     # The test double writes a scorecard alone (no report; 3 samples where the fixture reference has 5): the
     # demo's own pinbench check of it is left out here, it is not what this test is about.
     monkeypatch.setattr(check, "check_run", lambda run_dir: check.CheckResult(Path(run_dir)))
-    monkeypatch.setattr(Recipe, "run", fixture_of(1))
+    monkeypatch.setattr(finish, "run_recipe", fixture_of(1))
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "one"), "--recipe", "dynamic-degree"])
     assert result.exit_code == 1, result.output
     assert "fixture runs failed: dynamic-degree (no metric of its fixture scorecard has a 95% interval" in result.output
-    monkeypatch.setattr(Recipe, "run", fixture_of(3))
+    monkeypatch.setattr(finish, "run_recipe", fixture_of(3))
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "three"), "--recipe", "dynamic-degree"])
     assert result.exit_code == 0, result.output
 

@@ -14,11 +14,10 @@ from toy_recipe import DECLARATION, toy_recipe
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.core.config import RecipeError
+from pinbench.core.config import RecipeError, Shard
 from pinbench.core.metricinfo import MetricInfo, Tolerance, match_metric
 from pinbench.core.options import OptionValues
 from pinbench.core.recipe import DeclarationError, available_recipes, get_recipe, load_declaration
-from pinbench.core.runner import Shard
 
 runner = CliRunner()
 

@@ -1,7 +1,7 @@
 """Derived records: computed from the samples at finish time, counted apart, checked against the samples file.
 
 The run directory is a real one: the toy recipe (a real recipe.yaml, with a derived metric added) through
-``finish_run``. ``get_recipe`` inside pinbench.core.check is replaced by a test double that returns the toy.
+``Run.finish``. ``get_recipe`` inside pinbench.core.check is replaced by a test double that returns the toy.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig
 from pinbench.core.derived import DerivedFailure, derive, derived_problems, members_hash, read_derived
 from pinbench.core.recipe import Recipe
+from pinbench.core.run import Run
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord, input_hash
 from pinbench.core.scorecard import DerivedCounts, MetricSpec, SampleCounts, build_scorecard
 from pinbench.results.compare import compare_runs, load_run
-from pinbench.results.finish import finish_run
+from pinbench.results.finish import write_run_report
 
 IDS = ["s0", "s1", "s2", "s3"]
 METRICS = {**DECLARATION["metrics"],
@@ -48,8 +49,7 @@ def _spread(members: list[SampleRecord]) -> dict[str, Any]:
 
 def _finish(recipe: Recipe, cfg: RunConfig, samples: list[SampleRecord]) -> Any:
     derived = [derive("spread", samples, _spread)]
-    return finish_run(recipe, cfg, metrics=SPECS, records=samples, n_expected=len(IDS), pins={},
-                      timings={"score": 1.0}, derived=derived)
+    return Run(recipe, cfg, report=write_run_report).finish(SPECS, samples, pins={}, derived=derived)
 
 
 @pytest.fixture

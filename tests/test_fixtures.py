@@ -29,9 +29,10 @@ import pytest
 
 from pinbench.cli import app
 from pinbench.core.check import check_run
+from pinbench.core.config import Shard
 from pinbench.core.recipe import available_recipes, get_recipe
-from pinbench.core.runner import Shard
 from pinbench.core.store import SAMPLES_DIR, read_store
+from pinbench.results.finish import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14"
@@ -196,7 +197,7 @@ def test_a_rerun_recomputes_and_rewrites_nothing(demo: Path, name: str) -> None:
     """#19 item 4 for every recipe: the second run of a finished fixture writes no file but its own manifest."""
     recipe, run_dir = get_recipe(name), demo / name
     before = _files(run_dir)
-    outcome = recipe.run(recipe.config(fixture=True, out_dir=run_dir, offline=True))
+    outcome = run_recipe(recipe.config(fixture=True, out_dir=run_dir, offline=True))
     assert outcome.exit_code == 0, outcome.message
     after = _files(run_dir)
     changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
@@ -234,7 +235,7 @@ def test_the_submitted_layout_elsewhere_gives_the_plain_runs_records_and_metrics
     for phase in recipe.scale_out:
         flags = {"skip_scoring": "--skip-scoring" in phase.flags, "skip_generation": "--skip-generation" in phase.flags}
         for shard in ((Shard(0, 2), Shard(1, 2)) if phase.sharded else (None,)):
-            outcome = recipe.run(recipe.config(fixture=True, out_dir=out, offline=True, shard=shard, **flags))
+            outcome = run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, shard=shard, **flags))
             assert outcome.exit_code == 0, f"{phase.name} {shard}: {outcome.message}"
             if shard is not None:
                 assert outcome.scorecard_path is None

@@ -21,7 +21,7 @@ from pinbench.core.config import RecipeError
 from pinbench.ops.newrecipe import REFERENCE_NOTE, new_recipe
 
 REPO = Path(__file__).resolve().parents[1]
-NAME, PACKAGE = "frame-change", "frame_change"
+NAME, PACKAGE = "temporal-flickering", "temporal_flickering"   # 19 characters: long names lint too
 COPIED = ["common", "recipes", "tests", "tools", "images", "pyproject.toml", "setup.py", "uv.lock", "README.md",
           "conftest.py", "LICENSE", "Makefile"]
 # The fixture's three videos score 0, 255/7 and 255 by construction (flat black and white frames, lossless).
@@ -75,7 +75,7 @@ def test_the_folder_is_the_registration_and_the_reference_is_recorded_from_its_f
     assert reference["source"]["kind"] == "trusted_run" and reference["note"] == REFERENCE_NOTE
     assert reference["source"]["citation"].startswith(f"scorecard of {NAME} / fixture (fixture), run at ")
     assert reference["n_samples"] == 3
-    assert reference["metrics"]["temporal_change"]["value"] == pytest.approx(FIXTURE_MEAN, abs=1e-12)
+    assert reference["metrics"]["flicker"]["value"] == pytest.approx(FIXTURE_MEAN, abs=1e-12)
     assert not [p for p in (checkout.root / "recipes").iterdir() if p.name.startswith(".")]  # no staging left
 
 
@@ -101,6 +101,29 @@ def test_the_dockerfile_export_and_readme_tests_pass_on_it(checkout: Checkout) -
                         "-k", f"{NAME} or {PACKAGE}", "tests/test_dockerfiles.py", "tests/test_export.py",
                         "tests/test_readme.py", timeout=600)
     assert done.returncode == 0 and "\n8 passed," in done.stdout, done.stdout[-3000:]
+
+
+def test_a_renamed_metric_is_recorded_again_in_one_step(checkout: Checkout, tmp_path: Path) -> None:
+    """After the metric is renamed, `pinbench record-reference --fixture` runs the fixture and records the
+    reference again, and the fixture passes against it (the recipe is renamed back afterwards)."""
+    folder = checkout.root / "recipes" / PACKAGE
+    files = [folder / "recipe.yaml", folder / "run.py"]
+    texts = [path.read_text() for path in files]
+    try:
+        for path, text in zip(files, texts, strict=True):
+            path.write_text(text.replace("flicker:", "frame_difference:").replace('METRIC = "flicker"',
+                                                                                  'METRIC = "frame_difference"'))
+        assert checkout.pinbench("record-reference", "--fixture", NAME).returncode == 2   # it exists: --force
+        done = checkout.pinbench("record-reference", "--fixture", NAME, "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        reference = yaml.safe_load((folder / "references" / "fixture.yaml").read_text())
+        assert list(reference["metrics"]) == ["frame_difference"]
+        again = checkout.pinbench("run", NAME, "--fixture", "--out", str(tmp_path / "renamed"))
+        assert again.returncode == 0 and "result: PASS (exit 0)" in again.stdout, again.stdout[-2000:]
+    finally:
+        for path, text in zip(files, texts, strict=True):
+            path.write_text(text)
+        assert checkout.pinbench("record-reference", "--fixture", NAME, "--force").returncode == 0
 
 
 def test_its_lock_is_what_the_command_in_its_header_makes(checkout: Checkout) -> None:

@@ -20,16 +20,15 @@ from typing import Any
 import pytest
 
 from pinbench import cli
-from pinbench.core.config import RunConfig
+from pinbench.core.config import RunConfig, Shard
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, TOKEN_ENV, RunDirError, claim_run_dir, lock_name
-from pinbench.core.runner import Shard
 
 HOLD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from pinbench.core.config import RunConfig
     from pinbench.core.rundir import claim_run_dir
-    from pinbench.core.runner import Shard
+    from pinbench.core.config import Shard
     out, recipe, checkpoint, shard, fixture = sys.argv[1:6]
     cfg = RunConfig(recipe=recipe, checkpoint=checkpoint, out_dir=Path(out), limit=None if fixture == "1" else 3,
                     shard=Shard.parse(shard) if shard != "-" else None, fixture=fixture == "1")

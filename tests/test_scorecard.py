@@ -377,7 +377,7 @@ GOLDEN_SCORECARD = Path(__file__).parent / "golden" / "scorecard.json"
 def _every_shape(tmp_path: Path) -> Scorecard:
     """A scorecard with every optional key a metric or the card can carry: unit, key, group_by and n_groups, a
     cohort's missing and sample_ids, derived records, an interval with a note and one with a reason, failures,
-    extra and computed_from (finish_run's)."""
+    extra and computed_from (Run.finish's)."""
     records = [ok(f"s{i}", x=float(i), scene=f"g{i % 3}") for i in range(6)] + [failed("s6", "OSError: gone")]
     suite = derive("suite", records[:3], lambda members: {"spread": 0.5})
     metrics = [Spec("x", unit="px"), Spec("x_by_scene", "mean_then_median", group_by="scene", key="x", unit="px"),

@@ -26,6 +26,7 @@ from pinbench.core.runner import read_merged
 from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import read_store
 from pinbench.ops.status import run_status
+from pinbench.results.finish import run_recipe
 
 pytestmark = pytest.mark.slurm
 PINBENCH = str(Path(sys.executable).parent / "pinbench")
@@ -63,7 +64,7 @@ def plain_runs(tmp_path_factory) -> dict[str, Path]:
         if name not in runs:
             recipe = get_recipe(name)
             out = tmp_path_factory.mktemp(f"plain-{name}")
-            outcome = recipe.run(recipe.config(fixture=True, out_dir=out, offline=True))
+            outcome = run_recipe(recipe.config(fixture=True, out_dir=out, offline=True))
             assert outcome.exit_code == 0, outcome.message
             runs[name] = out
         return runs[name]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.core.runner import Shard, StepLog, run_samples
+from pinbench.core.config import Shard
+from pinbench.core.runner import StepLog, run_samples
 from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm

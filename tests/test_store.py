@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 from pinbench.core import store
-from pinbench.core.config import Implementation
-from pinbench.core.runner import SampleRecord, Shard, input_hash, load_records, merge_samples, run_samples
+from pinbench.core.config import Implementation, Shard
+from pinbench.core.runner import SampleRecord, input_hash, load_records, merge_samples, run_samples
 from pinbench.core.store import LogWriter, log_name, read_store, record_bytes
 
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from pinbench.core.run import FAILURES_FILE, summarize_failures
 from pinbench.core.scorecard import Failure
 from pinbench.ops.watch import Watcher, bytes_under, files_since, tail, wait_watched
-from pinbench.results.finish import FAILURES_FILE, summarize_failures
 
 TOKEN = "hf_WatchTokenDoNotLeak0123456789"
 

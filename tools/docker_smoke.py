@@ -43,6 +43,7 @@ from pinbench.ops.docker_runtime import (
     run_in_docker,
 )
 from pinbench.ops.export import export_recipe
+from pinbench.results.finish import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_DOCKERFILE = "images/cpu/Dockerfile"
@@ -274,7 +275,7 @@ def host_fixture(recipe: Recipe, out: Path) -> Path:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     with open(out / "logs" / f"{recipe.name}.host.log", "w") as log, contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
-        recipe.run(cfg)
+        run_recipe(cfg)
     return cfg.out_dir
 
 

@@ -75,8 +75,8 @@ def _recipe(name: str) -> Recipe:
 def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
             runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
             offline: bool, options: list[str], check_required: bool = True) -> RunConfig:
+    from pinbench.core.config import Shard
     from pinbench.core.options import OptionError, parse_pairs
-    from pinbench.core.runner import Shard
 
     try:
         parsed_shard = Shard.parse(shard) if shard is not None else None   # "" is a bad shard, not none
@@ -277,8 +277,10 @@ def run(
         except RecipeError as exc:
             _fail(str(exc))
         raise typer.Exit(code)
+    from pinbench.results.finish import run_recipe
+
     try:
-        outcome = recipe.run(cfg)
+        outcome = run_recipe(cfg)
     except RecipeError as exc:
         _fail(str(exc))
     if outcome.scorecard_path:
@@ -467,8 +469,10 @@ def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
 
 @app.command("record-reference")
 def record_reference_cmd(
-    scorecards: Annotated[list[Path], typer.Argument(help="scorecard.json of one or several trusted, complete runs "
-                                                           "of one checkpoint (other seeds or GPUs)")],
+    scorecards: Annotated[list[Path] | None, typer.Argument(
+        help="scorecard.json of one or several trusted, complete runs of one checkpoint (other seeds or GPUs)")] = None,
+    fixture: Annotated[str | None, typer.Option("--fixture", metavar="RECIPE", help="run RECIPE's fixture and record "
+                                                "its references/fixture.yaml from that run")] = None,
     out: Annotated[Path | None, typer.Option(help="where to write (default: the recipe's references/)")] = None,
     tier: Annotated[str, typer.Option(help="same_hw (tight, for GPU CI) or cross_hw")] = "same_hw",
     tolerance: Annotated[list[str], typer.Option(help="METRIC=abs:X or METRIC=rel:X, narrower than the "
@@ -490,6 +494,19 @@ def record_reference_cmd(
     from pinbench.core.reference import write_reference
     from pinbench.core.scorecard import load_scorecard
 
+    if fixture is not None:
+        if scorecards or out or tolerance or note or dry_run or tier != "same_hw":
+            _fail("--fixture records the recipe's fixture reference from a fresh fixture run: give no scorecard, "
+                  "--out, --tier, --tolerance, --note or --dry-run with it")
+        from pinbench.ops.newrecipe import record_fixture_reference
+
+        try:
+            _echo(f"wrote {record_fixture_reference(_recipe(fixture).name, replace=force)}")
+        except (ValueError, RecipeError) as exc:
+            _fail(str(exc))
+        return
+    if not scorecards:
+        _fail("give one or more scorecard.json files, or --fixture RECIPE")
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
     if repeated:
@@ -524,10 +541,9 @@ def record_reference_cmd(
 def _load_run(scorecard: Path) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
     its derived records, when it has any)."""
-    from pinbench.core.derived import run_derived
     from pinbench.core.reference import load_reference
     from pinbench.core.runner import read_merged
-    from pinbench.core.scorecard import load_scorecard
+    from pinbench.core.scorecard import load_scorecard, run_derived
 
     card = load_scorecard(scorecard)
     recipe = _installed_recipe(card.recipe)
@@ -805,6 +821,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     import time
 
     from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
+    from pinbench.results.finish import run_recipe
 
     log = out / DEMO_LOGS / f"{recipe.name}.log"
     if verbose:
@@ -817,7 +834,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
         if not verbose:
             stack.enter_context(_output_to(log))
         try:
-            outcome = recipe.run(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
+            outcome = run_recipe(recipe.config(fixture=True, out_dir=out / recipe.name, offline=True))
         except (ValueError, RuntimeError, OSError) as exc:  # one recipe's error never hides the others
             result.error = " ".join(str(exc).split())
             outcome = None

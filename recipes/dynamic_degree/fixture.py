@@ -81,11 +81,11 @@ def render(video: FixtureVideo, rng: np.random.Generator, height: int = HEIGHT, 
     return frames
 
 
-def write_fixture(dest: Path) -> list[Path]:
-    """The fixture videos in ``dest``, written once per fixture version (``build_once``): shards that start
+def write_fixture(dest: Path) -> Path:
+    """The folder of fixture videos, ``dest``, written once per fixture version (``build_once``): shards that start
     together write them once, and a rerun finds the very videos it scored before."""
     build_once(dest, FIXTURE_VERSION, write_videos)
-    return [dest / f"{video.name}.mp4" for video in FIXTURE_VIDEOS]
+    return dest
 
 
 def write_videos(folder: Path) -> dict[str, int]:

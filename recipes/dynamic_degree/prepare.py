@@ -95,8 +95,9 @@ def estimator_spec(cfg: RunConfig, pins_path: Path) -> EstimatorSpec:
 
 
 def worker_devices(cfg: RunConfig, spec: EstimatorSpec) -> list[str]:
-    """One CUDA device per worker when RAFT may use several GPUs (``--gpus N``, no explicit shard)."""
-    if spec.flow != "raft" or cfg.shard is not None or cfg.gpus <= 1 or spec.device not in ("auto", "cuda"):
+    """One CUDA device per worker when RAFT may use several GPUs (``--gpus N``; in a shard, each worker takes a part
+    of it)."""
+    if spec.flow != "raft" or cfg.gpus <= 1 or spec.device not in ("auto", "cuda"):
         return []
     import torch
 

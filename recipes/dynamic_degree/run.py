@@ -9,77 +9,56 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RunConfig, RunOutcome
-from pinbench.core.inputs import input_digests
-from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import SampleRecord, run_samples
+from pinbench.core.run import Figure, Run, RunOutcome
+from pinbench.core.runner import SampleFn, SampleRecord
 from pinbench.core.scorecard import MetricSpec
-from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.dynamic_degree import fixture, prepare
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
 from pinbench_recipes.dynamic_degree.motion import ClipSource, HasMetric, metric_name, score_task
-from pinbench_recipes.dynamic_degree.parallel import score_in_workers
 
 
-def run(cfg: RunConfig) -> RunOutcome:
-    recipe = get_recipe(cfg.recipe)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
-
+def run(run: Run) -> RunOutcome:
     # 1. prepare: options, the videos, the flow estimator, one task per video
-    options, source = cfg.options, prepare.clip_source(cfg.options)
-    if cfg.fixture:
-        videos_dir = cfg.out_dir / "fixture_data"
-        fixture.write_fixture(videos_dir)
-    else:
-        videos_dir = options.videos
-    videos = prepare.list_videos(videos_dir)[: cfg.limit]
-    spec = prepare.estimator_spec(cfg, recipe.pins_path)
-    estimator = spec.build()
-    metric = metric_name(estimator)
-    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
-        tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=source,
-                                    recipe_version=recipe.version, digests=digests)
-    timings["prepare"] = time.perf_counter() - started
+    with run.step("prepare"):
+        options, source = run.options, prepare.clip_source(run.options)
+        videos_dir = run.fixture(fixture.write_fixture) or options.videos
+        videos = prepare.list_videos(videos_dir)[: run.cfg.limit]
+        spec = prepare.estimator_spec(run.cfg, run.recipe.pins_path)
+        estimator = spec.build()
+        metric = metric_name(estimator)
+        with run.digests() as digests:
+            tasks = prepare.video_tasks(videos_dir, videos, flow=estimator.describe(), source=source,
+                                        recipe_version=run.recipe.version, digests=digests)
 
     # 2. generate: nothing to do; this recipe scores videos that a model already generated
 
-    # 3. score: one record per video, stored as soon as it exists; a rerun resumes
-    started = time.perf_counter()
-    devices = prepare.worker_devices(cfg, spec)
-    summary = None
-    if devices and not cfg.skip_scoring:  # --gpus N: one worker process per GPU, interleaved shards
-        score_in_workers(tasks, spec, source, cfg.out_dir, devices, metric, root=videos_dir,
-                         implementation=cfg.implementation)
-    elif not cfg.skip_scoring:
-        summary = run_samples(tasks, partial(score_task, estimator=estimator, source=source, root=videos_dir),
-                              cfg.out_dir,
-                              shard=cfg.shard, implementation=cfg.implementation, validate=HasMetric(metric),
-                              step="dynamic degree")
-        if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
-            return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks, summary)
-    timings["score"] = time.perf_counter() - started
+    # 3. score: one record per video, stored as soon as it exists; --gpus N: one worker process per GPU
+    with run.step("score"):
+        devices = prepare.worker_devices(run.cfg, spec)
+        scorer = partial(_scorer, spec=spec, source=source, root=videos_dir) if devices else \
+            partial(score_task, estimator=estimator, source=source, root=videos_dir)
+        records = run.score(tasks, scorer, devices=devices, validate=HasMetric(metric), label="dynamic degree")
 
     # 4. aggregate (suite mean over videos), diff against the reference if one exists, report
-    return finish_run(
-        recipe, cfg,
-        metrics=[MetricSpec(metric, aggregation="mean")],
-        records=records, n_expected=len(tasks),
-        pins=prepare.pins_for_provenance(recipe.pins_path, estimator, options, recipe.name),
-        timings=timings,
-        seeds={"fixture": fixture.SEED} if cfg.fixture else None,
+    return run.finish(
+        [MetricSpec(metric, aggregation="mean")], records,
+        pins=prepare.pins_for_provenance(run.recipe.pins_path, estimator, options, run.recipe.name),
+        seeds={"fixture": fixture.SEED} if run.cfg.fixture else None,
         extra=_extra(estimator, source, records, metric),
-        provenance_extra={"flow": estimator.describe(), "clip_source": source.describe(),
-                          "devices": devices or [getattr(estimator, "device", "cpu")]},
-        extra_figures=lambda: _motion_figures(records, cfg.out_dir / "figures", metric),
+        provenance={"flow": estimator.describe(), "clip_source": source.describe(),
+                    "devices": devices or [getattr(estimator, "device", "cpu")]},
+        figures=lambda: _motion_figures(records, run.out_dir / "figures", metric),
     )
+
+
+def _scorer(device: str, *, spec: prepare.EstimatorSpec, source: ClipSource, root: Path) -> SampleFn:
+    """The per-video function of a worker on ``device`` (built in the worker: RAFT keeps one GPU busy each)."""
+    return partial(score_task, estimator=spec.build(device), source=source, root=root)
 
 
 def _extra(estimator: FlowEstimator, source: ClipSource, records: Sequence[SampleRecord],
@@ -119,8 +98,7 @@ def _loop_family_means(records: Sequence[SampleRecord], metric: str) -> dict[str
     }
 
 
-def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
-                    metric: str) -> list[tuple[str, Path, str, str]]:
+def _motion_figures(records: Sequence[SampleRecord], out_dir: Path, metric: str) -> list[Figure]:
     """One m-over-time PNG per scored video; the report shows the worst and best few and names the rest.
 
     A figure is named by its video and a digest of the result it draws, so a video whose result did not change
@@ -141,7 +119,7 @@ def _motion_figures(records: Sequence[SampleRecord], out_dir: Path,
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
                    f"every {result['sampling_interval']} frame(s) sampled; {result['clip_source']}")
-        figures.append((f"m over time: {record.sample_id}", png, caption, record.sample_id))
+        figures.append(Figure(f"m over time: {record.sample_id}", png, caption, record.sample_id))
     for stale in set(out_dir.glob("*.png")) - keep if out_dir.is_dir() else ():
         stale.unlink()
     return figures

@@ -9,25 +9,20 @@ double in place of the GPU-only ``process.py``.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file, write_if_changed
-from pinbench.core.inputs import input_digests
-from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import RunSummary, input_hash, pending_tasks, run_samples
+from pinbench.core.run import Run, RunOutcome
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench.ops.pins import Pins
-from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
@@ -43,39 +38,24 @@ from pinbench_recipes.mind.scoring import (
 from pinbench_recipes.mind.weights import lpips_trunk, recipe_pins, runtime_from_env
 
 
-@contextmanager
-def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
-
-
-def run(cfg: RunConfig) -> RunOutcome:
+def run(run: Run) -> RunOutcome:
     """The recipe (see the module doc); a partial run exits non-zero and is never diffed as complete.
 
     ``--shard I/N`` scores the samples at plan positions I, I+N, ... (steps 2-4) and stores them; the run that
     writes the scorecard is an unsharded one over the same directory, which with ``--skip-scoring`` scores
     nothing and merges what the shards stored (a sample no shard stored is failed by name).
     """
-    recipe = get_recipe(cfg.recipe)
-    options = cfg.options
-    metrics = options.metrics
-    video_max_time = options.video_max_time
+    options, cfg = run.options, run.cfg
+    metrics, video_max_time = options.metrics, options.video_max_time
     pins = recipe_pins()
-    timings: dict[str, float] = {}
     try:
         # 1. Preflight: the layouts, every file process.py reads, one line per problem; then the plan.
-        with timed(timings, "prepare"):
-            if cfg.fixture:
-                data = fixture.build_fixture(cfg.out_dir / "fixture_data")
-                gt_root, videos, results_file = data.gt_root, data.generated_root, None
-            else:
-                # required (gt) and required unless results (videos): recipe.yaml, checked when parsed
-                gt_root, videos, results_file = options.gt, options.videos, options.results
-                if results_file is not None:
-                    results_file = results_option(results_file)
+        with run.step("prepare"):
+            data = run.fixture(fixture.build_fixture)
+            # required (gt) and required unless results (videos): recipe.yaml, checked when parsed
+            gt_root, videos, results_file = ((data.gt_root, data.generated_root, None) if data else
+                                             (options.gt, options.videos, options.results and
+                                              results_option(options.results)))
             pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
                                 video_max_time=video_max_time, limit=cfg.limit)
             if not pre.ok:
@@ -83,125 +63,114 @@ def run(cfg: RunConfig) -> RunOutcome:
                     print(f"preflight: {line}", file=sys.stderr)
                 raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
             print("\n".join(pre.plan_lines()), flush=True)
-            versions = {"recipe": recipe.version, "mind": pins.upstream["mind"].commit,
+            versions = {"recipe": run.recipe.version, "mind": pins.upstream["mind"].commit,
                         "vipe": pins.upstream["vipe"].commit,
                         "native": steps.NATIVE_VERSION if options.native else "off"}
             result_file = None
             if results_file is not None:
                 versions["results_sha256"] = sha256_file(Path(results_file))
                 result_file = load_result_file(Path(results_file))
-            with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+            with run.digests() as digests:
                 tasks = [steps.sample_task(s, metrics=metrics, video_max_time=video_max_time, versions=versions,
                                            digests=digests) for s in pre.samples]
             if result_file is not None and pre.generated_root is None and "gsc" in metrics:
                 room = None if cfg.limit is None else max(0, cfg.limit - len(tasks))
                 tasks += steps.mirror_tasks(result_file, versions=versions)[:room]
 
-        summary = None
-        if not cfg.skip_scoring:
-            summary = score(cfg, pre, tasks, result_file, data if cfg.fixture else None, pins, timings)
+        # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
+        #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
+        with run.step("official"):
+            official = _official(run, pre, tasks, result_file, results_file, data, pins)
+
+        # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
+        with run.step("native"):
+            native = _native(run, pre, data, pins) if options.native and pre.generated_root is not None else {}
+
+        # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
+        with run.step("score"):
+            by_id = {s.key.sample_id: s for s in pre.samples}
+
+            def result_of(task: dict[str, Any]) -> dict[str, Any]:
+                sample_id = task["sample_id"]
+                return steps.sample_result(by_id.get(sample_id), official.samples[sample_id],
+                                           native.get(sample_id), metrics=metrics, video_max_time=video_max_time)
+
+            records = run.score(tasks, result_of, label="results", progress=False)
     except (LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
-    if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
-        return finish_shard(cfg, summary.runner if summary else None)
 
     # 5. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
-    with timed(timings, "score"):
-        records = collect_records(cfg, tasks, summary.runner if summary else None)
+    with run.step("score"):
         results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
         suite = suite_record(records)
     keys = [key_from_sample_id(t["sample_id"]) for t in tasks]
     extra = {
         "plan": pre.plan_lines(),
-        "official_sources": summary.official_sources if summary else steps.stored_sources(cfg.out_dir, results_file),
+        "official_sources": official.sources,
         "cross_check": cross_check_summary(results, metrics),
         "official_failed_native_scored": official_failed_native_scored(
             {r.sample_id: r.error or "failed" for r in records if not r.ok},
-            steps.stored_native(cfg.out_dir) if options.native and pre.generated_root is not None else {}),
+            steps.stored_native(run.out_dir) if options.native and pre.generated_root is not None else {}),
         "worldfoundry": suite.result,
         "derived_note": "group scores and mind_average follow WorldFoundry's normaliser; MIND publishes no composite",
         "options": {"metrics": list(metrics), "video_max_time": video_max_time, "native": options.native,
                     "decoder": options.decoder},
     }
-    if cfg.fixture:
+    if data:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
     # the native cross-check needs the generated videos: importing a Result.json alone has nothing to recompute
     native_declared = bool(options.native) and pre.generated_root is not None
-    return finish_run(recipe, cfg, metrics=metric_specs(keys, metrics, native=native_declared),
-                      records=records, n_expected=len(tasks), derived=[suite],
-                      pins=pins_for_provenance(pins), timings=timings,
-                      seeds={"fixture": fixture.SEED} if cfg.fixture else None, extra=extra,
-                      provenance_extra={"canvas": str(fixture.CANVAS if cfg.fixture else OFFICIAL_CANVAS),
-                                        "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+    return run.finish(metric_specs(keys, metrics, native=native_declared), records, derived=[suite],
+                      pins=pins_for_provenance(pins), seeds={"fixture": fixture.SEED} if data else None, extra=extra,
+                      provenance={"canvas": str(fixture.CANVAS if data else OFFICIAL_CANVAS),
+                                  "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
 
 
-@dataclass
-class Scored:
-    """What steps 2-4 did in this process: the runner's summary of the final records, and the official sources."""
+def _official(run: Run, pre: Preflight, tasks: list[dict[str, Any]], result_file: ResultFile | None,
+              results_file: Path | None, data: fixture.FixtureData | None, pins: Pins) -> steps.Official:
+    """The official outcome of every sample of this shard without a stored record, and where every sample's
+    came from; the merge (``--skip-scoring``) scores nothing and names the sources the shards stored."""
+    options = run.options
+    if run.skips("scoring"):
+        return steps.Official({}, steps.stored_sources(run.out_dir, results_file))
+    pending = run.pending(tasks)
+    if result_file is not None:
+        official = steps.import_file(result_file, pre, pending.mine)
+    elif data is not None:
+        official = steps.run_official(run.out_dir, pre, pending.mine, runtime=fixture_runtime(run.out_dir),
+                                      score=fixture_scorer(data, options.metrics, options.video_max_time),
+                                      unscored=pending.unscored)
+    elif pending.mine:
+        runtime = official_runtime(pins)
+        official = steps.run_official(
+            run.out_dir, pre, pending.mine, runtime=runtime,
+            score=steps.process_py(runtime, metrics=options.metrics, video_max_time=options.video_max_time,
+                                   gpus=run.cfg.gpus, timeout_s=options.timeout_s), unscored=pending.unscored)
+    else:
+        official = steps.Official({}, [])
+    # the samples whose stored records this process reuses keep the sources they were scored from
+    if pending.stored and result_file is None:
+        official.sources += steps.stored_sources(run.out_dir, None, [t["sample_id"] for t in pending.stored])
+    return official
 
-    runner: RunSummary
-    official_sources: list[dict[str, Any]]
 
-
-def score(cfg: RunConfig, pre: Preflight, tasks: list[dict[str, Any]], result_file: ResultFile | None,
-          data: fixture.FixtureData | None, pins: Pins, timings: dict[str, float]) -> Scored:
-    """Steps 2-4 for the samples of ``cfg.shard`` (all when unsharded) without a valid stored record."""
-    options = cfg.options
-    metrics, video_max_time = options.metrics, options.video_max_time
-
-    # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
-    #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
-    with timed(timings, "official"):
-        pending = pending_tasks(cfg.out_dir, tasks, shard=cfg.shard, implementation=cfg.implementation)
-        unscored = {t["sample_id"]: input_hash(t)   # every shard's
-                    for t in pending_tasks(cfg.out_dir, tasks, implementation=cfg.implementation)}
-        if result_file is not None:
-            official = steps.import_file(result_file, pre, pending)
-        elif data is not None:
-            official = steps.run_official(cfg.out_dir, pre, pending, runtime=fixture_runtime(cfg, data),
-                                          score=fixture_scorer(data, metrics, video_max_time), unscored=unscored)
-        elif pending:
-            runtime = official_runtime(pins)
-            official = steps.run_official(
-                cfg.out_dir, pre, pending, runtime=runtime,
-                score=steps.process_py(runtime, metrics=metrics, video_max_time=video_max_time,
-                                       gpus=cfg.gpus, timeout_s=options.timeout_s), unscored=unscored)
-        else:
-            official = steps.Official({}, [])
-        # the samples whose stored records this process reuses keep the sources they were scored from
-        computed = {t["sample_id"] for t in pending}
-        reused = [t["sample_id"] for t in (cfg.shard.select(tasks) if cfg.shard else tasks)
-                  if t["sample_id"] not in computed]
-        if reused and result_file is None:
-            official.sources += steps.stored_sources(cfg.out_dir, None, reused)
-
-    # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
-    with timed(timings, "native"):
-        native: dict[str, dict[str, Any]] = {}
-        if options.native and pre.generated_root is not None:
-            trunk = data.lpips_trunk if data else lpips_trunk(pins)
-            digest = data.lpips_sha256 if data else pins.urls["alexnet"].sha256
-            device = "cuda" if torch.cuda.is_available() and not data else "cpu"
-            lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
-            canvas = fixture.CANVAS if data else OFFICIAL_CANVAS
-            with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
-                native_tasks = steps.native_tasks(pre, canvas=canvas, lpips_sha256=digest, digests=digests)
-            with one_thread_if(data is not None):
-                native = steps.run_native(cfg.out_dir, pre, native_tasks, lpips_model, shard=cfg.shard,
-                                          implementation=cfg.implementation)
-
-    # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
-    with timed(timings, "score"):
-        by_id = {s.key.sample_id: s for s in pre.samples}
-
-        def result_of(task: dict[str, Any]) -> dict[str, Any]:
-            sample_id = task["sample_id"]
-            return steps.sample_result(by_id.get(sample_id), official.samples[sample_id], native.get(sample_id),
-                                       metrics=metrics, video_max_time=video_max_time)
-
-        summary = run_samples(tasks, result_of, cfg.out_dir, step="results", shard=cfg.shard,
-                              implementation=cfg.implementation, progress=False)
-    return Scored(summary, official.sources)
+def _native(run: Run, pre: Preflight, data: fixture.FixtureData | None, pins: Pins) -> dict[str, dict[str, Any]]:
+    """The native LCM and GSC blocks of this shard's samples, resumable under ``native/`` (the merge computes none
+    and loads no model)."""
+    if run.skips("scoring"):
+        return {}
+    trunk = data.lpips_trunk if data else lpips_trunk(pins)
+    digest = data.lpips_sha256 if data else pins.urls["alexnet"].sha256
+    device = "cuda" if torch.cuda.is_available() and not data else "cpu"
+    lpips_model = load_lpips(trunk, expected_sha256=digest, device=device)
+    with run.digests() as digests:
+        native_tasks = steps.native_tasks(pre, canvas=fixture.CANVAS if data else OFFICIAL_CANVAS,
+                                          lpips_sha256=digest, digests=digests)
+    with one_thread_if(data is not None):
+        summary = run.compute(native_tasks, steps.native_scorer(lpips_model, pre.gt_root, pre.generated_root),
+                              folder="native", label="native cross-check")
+    return {sid: rec.result for sid, rec in summary.records.items()
+            if rec.ok and rec.result is not None and "nothing" not in rec.result}
 
 
 def official_runtime(pins: Pins) -> Runtime:
@@ -229,9 +198,9 @@ def one_thread_if(condition: bool) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def fixture_runtime(cfg: RunConfig, data: fixture.FixtureData) -> Runtime:
+def fixture_runtime(out_dir: Path) -> Runtime:
     """Stand-in runtime files for laying out the fixture's working directory (the double reads only its views)."""
-    root = cfg.out_dir / "fixture_runtime"
+    root = out_dir / "fixture_runtime"
     (root / "MIND" / "vipe").mkdir(parents=True, exist_ok=True)
     weights = {}
     for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):   # shards write these at once: atomically

@@ -24,10 +24,9 @@ from typing import Any
 
 import torch
 
-from pinbench.core.config import Implementation
 from pinbench.core.files import read_regular_text, write_atomic
 from pinbench.core.inputs import InputDigests
-from pinbench.core.runner import Shard, input_hash, load_records, run_samples
+from pinbench.core.runner import input_hash, load_records
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (
@@ -290,17 +289,6 @@ def native_scorer(lpips_model: torch.nn.Module, gt_root: Path,
                                           canvas=canvas)
         return {"lcm": native.storable(block)}
     return score
-
-
-def run_native(out_dir: Path, pre: Preflight, tasks: Sequence[Mapping[str, Any]], lpips_model: torch.nn.Module,
-               shard: Shard | None = None, implementation: Implementation | None = None) -> dict[str, dict[str, Any]]:
-    """The native blocks of ``shard``'s samples, resumable under ``native/`` (a failed sample is recomputed on
-    the next run); samples with nothing to compare are left out."""
-    summary = run_samples(tasks, native_scorer(lpips_model, pre.gt_root, pre.generated_root), out_dir / "native",
-                          step="native cross-check",
-                          shard=shard, implementation=implementation)
-    return {sid: rec.result for sid, rec in summary.records.items()
-            if rec.ok and rec.result is not None and "nothing" not in rec.result}
 
 
 def stored_native(out_dir: Path) -> dict[str, dict[str, Any]]:

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pinbench.core.config import Implementation
 from pinbench.core.files import atomic_path, sha256_file, write_atomic, write_if_changed
-from pinbench.core.runner import Shard, StepLog
+from pinbench.core.run import Run
+from pinbench.core.runner import RunSummary
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -189,25 +189,25 @@ def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
 GENERATION_DIR = "generation"  # the generation step's records and shard manifests: for `pinbench status`
 
 
-def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], out_dir: Path,
-                        *, dataset_root: Path, shard: Shard | None, implementation: Implementation | None,
-                        min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
-                        known: Collection[str] = ()) -> list[str]:
+def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], run: Run,
+                        *, dataset_root: Path, min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
+                        known: Collection[str] = ()) -> tuple[RunSummary, list[str]]:
     """Generate this shard's videos of every modality, then collect and record each one.
 
-    Shard I of N owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
+    Shard I of N of the run owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
     modality. Each (modality, task) is a sample ``<modality>.<task>`` of the step in ``generation/``: ok
     with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
     per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
     ``--limit``), whose videos are not strays. A sample's key holds its row with the dataset's paths relative to
-    ``dataset_root``, so the same dataset elsewhere keys the same samples. Returns one line per problem.
+    ``dataset_root``, so the same dataset elsewhere keys the same samples. Returns what was recorded and one line
+    per problem.
     """
     tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": _row_key(row, dataset_root)}
              for modality, modality_rows in rows.items() for row in modality_rows]
     rows_by_id = {f"{modality}.{row['name']}": row for modality, modality_rows in rows.items() for row in modality_rows}
     units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
-    log = StepLog(tasks, out_dir / GENERATION_DIR, step="generate", shard=shard, units=units,
-                     implementation=implementation)
+    log = run.log(tasks, folder=GENERATION_DIR, label="generate", units=units)
+    out_dir = run.out_dir
     problems: list[str] = []
     for modality, modality_rows in rows.items():
         own = [rows_by_id[task["sample_id"]] for task in log.mine if task["modality"] == modality]
@@ -231,8 +231,7 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
         if failed:
             problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
                             f"{collected[failed[0]].error})")
-    log.finish()
-    return problems
+    return log.finish(), problems
 
 
 @dataclass(frozen=True)
@@ -293,7 +292,7 @@ class CosmosFrameworkGenerator:
                        self.framework_dir, log_dir / f"worker_{gpu}.log", shard)
                 for gpu, shard in zip(self.gpu_ids, shard_files, strict=True)]
 
-    def shard(self, rows: Sequence[Mapping[str, Any]], work_dir: Path) -> list[Path]:
+    def split(self, rows: Sequence[Mapping[str, Any]], work_dir: Path) -> list[Path]:
         """Write the input JSONL(s): interleaved per GPU for workers, one file for torchrun."""
         if self.launch == "torchrun":
             return [write_jsonl(rows, work_dir / "input_pending.jsonl")]
@@ -306,7 +305,7 @@ class CosmosFrameworkGenerator:
         raw_dir.mkdir(parents=True, exist_ok=True)
         log_dir = work_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        shard_files = self.shard(list(rows), work_dir)
+        shard_files = self.split(list(rows), work_dir)
         base_env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         procs = []
         for launch in self.launches(shard_files, raw_dir, log_dir):

@@ -13,25 +13,21 @@ import hashlib
 import json
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import constants as hf_constants
 
-from pinbench.core.config import RecipeError, RunConfig, RunOutcome
-from pinbench.core.inputs import input_digests
+from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.provenance import installed_distributions
-from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import run_samples
+from pinbench.core.run import Run, RunOutcome
+from pinbench.core.runner import RunSummary
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench.ops.pins import Pins
-from pinbench.results.finish import collect_records, finish_run
 from pinbench_recipes.paibench_c import evaluate, fixture
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
 from pinbench_recipes.paibench_c.generate import (
@@ -54,62 +50,45 @@ NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored nativ
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
 
 
-@contextmanager
-def timed(timings: dict[str, float], step: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
-
-
 def gpu_ids(cfg: RunConfig) -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     ids = [g for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cfg.gpus)]
     return ids[: cfg.gpus] if cfg.gpus else ids
 
 
-def run(cfg: RunConfig) -> RunOutcome:
+def run(run: Run) -> RunOutcome:
     """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
-    recipe = get_recipe(cfg.recipe)
-    options = cfg.options
-    if cfg.shard is not None and not cfg.skip_scoring:
-        raise RecipeError("--shard applies to generation only: run shards with --skip-scoring, then score once")
+    cfg, options = run.cfg, run.options
     pins = None if cfg.fixture else effective_pins(cfg)   # None: --fixture, which has no pinned inputs
     min_frames = fixture.N_FRAMES if cfg.fixture else MIN_FRAMES   # a valid video has at least this many frames
-    timings: dict[str, float] = {}
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
 
     # 1. Fetch: the pinned inputs must already be in the cache; nothing is downloaded here. The fixture
     #    writes its synthetic dataset, in the real layout, instead.
-    with timed(timings, "prepare"):
-        if pins is None:
-            inputs = fixture.fixture_inputs(cfg.out_dir / "fixture_data", cfg.limit)
-        else:
-            inputs = locate_inputs(cfg, pins, need_model=not cfg.skip_generation)
+    with run.step("prepare"):
+        inputs = (run.fixture(partial(fixture.fixture_inputs, limit=cfg.limit))
+                  or locate_inputs(cfg, pins, need_model=not cfg.skip_generation))
         task_ids = [t.task_id for t in inputs.tasks]
 
     # 2. Input rows, per modality, exactly as the seed's settings table says.
-    with timed(timings, "prepare"):
+    with run.step("prepare"):
         rows = {m: build_rows(inputs.tasks, m, inputs.dataset_dir) for m in options.modalities}
         for modality, modality_rows in rows.items():
             write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
 
     # 3. Generate with cosmos-framework (the fixture: its test double), resume by validity, collect vision.mp4
-    #    byte for byte.
+    #    byte for byte. A generation shard, or a --skip-scoring run, ends here.
     problems: list[str] = []
     validity = ValidityCache(cfg.out_dir / "validity_cache.json")
     if not cfg.skip_generation:
-        with timed(timings, "generate"):
-            problems += generate_all(cfg, pins, inputs, rows, validity, min_frames)
-        if cfg.skip_scoring:
+        with run.step("generate"):
+            generated, problems = generate_all(run, pins, inputs, rows, validity, min_frames)
             validity.save()
-            message = "; ".join(problems) or "generation complete"
-            return RunOutcome(scorecard_path=None, exit_code=1 if problems else 0, message=message)
+        run.stop_after_generation(generated, problems)
 
     # 4. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.
-    with timed(timings, "score"):
+    with run.step("score"):
         collected = {m: collect_videos(rows[m], cfg.out_dir / m / "raw", cfg.out_dir / m / "videos",
                                        min_frames, cache=validity) for m in options.modalities}
         validity.save()
@@ -117,18 +96,16 @@ def run(cfg: RunConfig) -> RunOutcome:
         modality_errors = score_all(cfg, evaluator, gt, collected, task_ids)
 
     # 5. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
-    with timed(timings, "score"):
+    with run.step("score"):
         parsed = parse_all(cfg, options.modalities, task_ids, modality_errors, evaluator.metrics)
-    with timed(timings, "native"):
-        native = native_all(cfg, inputs, gt, collected, parsed) if options.native else {}
+    with run.step("native"):
+        native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
 
     # 6. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
-    result_tasks = [{"sample_id": t, "result": results[t]} for t in task_ids]
-    stored = run_samples(result_tasks, lambda task: dict(task["result"]), cfg.out_dir,
-                         implementation=cfg.implementation, step="scorecard", progress=False)
-    records = collect_records(cfg, result_tasks, stored)
+    records = run.store([{"sample_id": t, "videos": {m: collected[m][t].sha256 for m in options.modalities}}
+                         for t in task_ids], results, label="scorecard")
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
@@ -146,7 +123,7 @@ def run(cfg: RunConfig) -> RunOutcome:
                      f"by more than {c['tolerance']:g} (max {c['max_abs_diff']:.3g})"
                      for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
     sources = cfg.out_dir / SOURCES_FILE
-    provenance_extra = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
+    provenance_extra: dict[str, Any] = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
                         "evaluator": evaluator.describe(), "dataset_dir": str(inputs.dataset_dir),
                         "generation_processor": json.loads(sources.read_text(encoding="utf-8"))["processor"]
                         if sources.is_file() else None}
@@ -157,10 +134,8 @@ def run(cfg: RunConfig) -> RunOutcome:
     seeds = {"fixture": fixture.SEED} if pins is None else {
         "generation": sorted({t.seed for t in inputs.tasks}),
         "evaluator": "DOVER and SAM2 point sampling seeded by the fork"}
-    outcome = finish_run(recipe, cfg, metrics=specs,
-                         records=records, n_expected=len(task_ids),
-                         pins=None if pins is None else pins_for_provenance(pins), timings=timings,
-                         seeds=seeds, extra=extra, provenance_extra=provenance_extra)
+    outcome = run.finish(specs, records, pins=None if pins is None else pins_for_provenance(pins), seeds=seeds,
+                         extra=extra, provenance=provenance_extra)
     # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
     # decoder or library difference worth a look (README, "Native cross-check").
     for line in disagreements:
@@ -172,17 +147,16 @@ def run(cfg: RunConfig) -> RunOutcome:
 # --------------------------------------------------------------------------------------- the steps
 
 
-def generate_all(cfg: RunConfig, pins: Pins | None, inputs: Inputs,
-                 rows: Mapping[str, list[dict[str, Any]]], validity: ValidityCache, min_frames: int) -> list[str]:
-    """Generate what is missing or invalid for every modality; returns one line per problem.
+def generate_all(run: Run, pins: Pins | None, inputs: Inputs, rows: Mapping[str, list[dict[str, Any]]],
+                 validity: ValidityCache, min_frames: int) -> tuple[RunSummary, list[str]]:
+    """Generate what is missing or invalid for every modality; returns what was recorded and one line per problem.
 
     ``pins`` None (``--fixture``): the fixture's test double generates, and there is no tokenizer to record.
     """
-    options = cfg.options
+    cfg, options = run.cfg, run.options
     if pins is None:
-        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, cfg.out_dir, dataset_root=inputs.dataset_dir,
-                                   shard=cfg.shard, implementation=cfg.implementation, min_frames=min_frames,
-                                   cache=validity)
+        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, run, dataset_root=inputs.dataset_dir,
+                                   min_frames=min_frames, cache=validity)
     framework_dir = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     python = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_dir / ".venv" / "bin" / "python")))
     expected = pins.upstream["cosmos_framework"].commit
@@ -194,14 +168,14 @@ def generate_all(cfg: RunConfig, pins: Pins | None, inputs: Inputs,
     generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                          checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
                                          launch=options.launch, offline=is_offline())
-    problems = generate_and_record(generator, rows, cfg.out_dir, dataset_root=inputs.dataset_dir, shard=cfg.shard,
-                                   implementation=cfg.implementation, min_frames=min_frames, cache=validity)
+    summary, problems = generate_and_record(generator, rows, run, dataset_root=inputs.dataset_dir,
+                                            min_frames=min_frames, cache=validity)
     # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
     model = model_pin(pins, cfg.checkpoint)
     logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
     changed = record_processor(cfg.out_dir, processor_source(logs, model.repo_id, str(model.revision),
                                                              Path(hf_constants.HF_HUB_CACHE)))
-    return problems + ([changed] if changed else [])
+    return summary, problems + ([changed] if changed else [])
 
 
 def prepare_evaluator(cfg: RunConfig, pins: Pins | None, inputs: Inputs) -> tuple[evaluate.EvaluatorLike,
@@ -289,15 +263,15 @@ def native_seg_modalities(options: OptionValues, gt: evaluate.GTCache) -> list[s
     return [m for m in gt.summary()["computed_in"][-1:] if m in options.modalities]
 
 
-def native_all(cfg: RunConfig, inputs: Inputs, gt: evaluate.GTCache,
+def native_all(run: Run, inputs: Inputs, gt: evaluate.GTCache,
                collected: Mapping[str, Mapping[str, Collected]],
                parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
     """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
-    options = cfg.options
+    options = run.options
     seg_modalities = native_seg_modalities(options, gt)
-    run_dir = cfg.out_dir
+    run_dir = run.out_dir
     tasks = []
-    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
+    with run.digests() as digests:
         for task in inputs.tasks:
             preds, seg, shas = {}, {}, {}
             for modality in options.modalities:
@@ -317,7 +291,6 @@ def native_all(cfg: RunConfig, inputs: Inputs, gt: evaluate.GTCache,
                           "decoder": options.decoder, "seg_sha256": seg})
     workers = options.native_workers
     sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir, gt_dir=gt.root)
-    summary = run_samples(tasks, sample, cfg.out_dir / "native", implementation=cfg.implementation,
-                          step="native cross-check", batch_size=max(1, workers),
+    summary = run.compute(tasks, sample, folder="native", label="native cross-check", batch_size=max(1, workers),
                           batch_fn=_native_batch(workers, sample) if workers > 1 else None)
     return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.files import write_if_changed
+from pinbench.core.run import Figure
 from pinbench.core.runner import SampleRecord
 from pinbench_recipes.remembench.prepare import METRIC_KEYS, Group
 
@@ -67,10 +68,10 @@ def write_scores(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], pat
 
 
 def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out_dir: Path,
-                 fig_dir: Path) -> list[tuple[str, Path, str]]:
+                 fig_dir: Path) -> list[Figure]:
     """Per group, departure | revisit strips of the best and worst scenes by CLIP (report figures)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure as Plot
     from PIL import Image
 
     figures = []
@@ -83,7 +84,7 @@ def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out
         n_best = min(N_EXTREMES, (len(scored) + 1) // 2)
         n_worst = min(N_EXTREMES, len(scored) - n_best)
         chosen = [("best", r) for r in scored[::-1][:n_best]] + [("worst", r) for r in scored[:n_worst][::-1]]
-        fig = Figure(figsize=(7, 2.1 * len(chosen)))
+        fig = Plot(figsize=(7, 2.1 * len(chosen)))
         FigureCanvasAgg(fig)
         for i, (label, row) in enumerate(chosen):
             ax = fig.add_subplot(len(chosen), 1, i + 1)
@@ -94,6 +95,6 @@ def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out
         fig.tight_layout()
         path = fig_dir / f"pairs-{group.prefix.replace('/', '-')}.png"
         fig.savefig(path, dpi=80)
-        figures.append((f"Departure | revisit, best and worst by CLIP: {group.prefix}", path,
-                        "left: departure frame, right: revisit frame of the same rollout"))
+        figures.append(Figure(f"Departure | revisit, best and worst by CLIP: {group.prefix}", path,
+                              "left: departure frame, right: revisit frame of the same rollout"))
     return figures

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +17,13 @@ from typing import Any
 
 import yaml
 
-from pinbench.core.config import RecipeError, RunConfig, RunOutcome
+from pinbench.core.config import RecipeError
 from pinbench.core.files import write_atomic
-from pinbench.core.inputs import input_digests
 from pinbench.core.options import OptionValues, is_offline
-from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import SampleRecord, run_samples
+from pinbench.core.run import Run, RunOutcome
+from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench.media.lpips import load_lpips
-from pinbench.results.finish import collect_records, finish_run, finish_shard
 from pinbench_recipes.remembench import outputs, prepare, summary, weights
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.dataset import PAPER, cohort_report
@@ -38,83 +35,70 @@ from pinbench_recipes.remembench.scoring import Scorer
 METRICS = ("clip", "lpips_alex", "tempssim", "drift")
 
 
-def run(cfg: RunConfig) -> RunOutcome:
-    recipe = get_recipe(cfg.recipe)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
-
+def run(run: Run) -> RunOutcome:
     # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, tasks
-    opts = cfg.options
-    dataset = dataset_option(opts)
-    if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
-        prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
-    fixture = build_fixture(cfg.out_dir / "fixture_data") if cfg.fixture else None
-    download = not (cfg.offline or is_offline())
-    release = open_release(*dataset, download=download,
-                           local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
+    opts, cfg = run.options, run.cfg
+    with run.step("prepare"):
+        dataset = dataset_option(opts)
+        if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
+            prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
+        fixture = run.fixture(build_fixture)
+        download = not (cfg.offline or is_offline())
+        release = open_release(*dataset, download=download,
+                               local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT and not fixture:
-        return _run_reference_pairs(recipe, cfg, opts, release, timings, started)
-    splits = ("t2v", "i2v") if fixture else (opts.split,)
-    settings = FIXTURE_SETTINGS if fixture else opts.settings
-    paper = fixture.paper if fixture else PAPER
-    all_groups, all_rows = [], {}
-    for split in splits:
-        split_groups, all_rows[split] = prepare.load_groups(release, split, settings, paper)
-        all_groups += split_groups
-    groups = prepare.limit_groups(all_groups, cfg.limit)
-    cohorts = {split: cohort_report(all_rows[split], [r for g in groups if g.split == split for r in g.rows],
-                                    paper[split]) for split in splits}
-    annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
-                                            cfg.checkpoint) if "t2v" in splits else None)
-    files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
-    device = weights.torch_device(opts.device)
-    videos = fixture.videos if fixture else opts.videos
-    poses_dir = fixture.poses_dir if fixture else opts.poses_dir
-    with input_digests(cfg.out_dir, verify=cfg.verify_inputs) as digests:
-        tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
-                                    models=model_labels, recipe_version=recipe.version, digests=digests,
-                                    device=device, decoder=opts.decoder)
-    timings["prepare"] = time.perf_counter() - started
+        return _run_reference_pairs(run, release)
+    with run.step("prepare"):
+        splits = ("t2v", "i2v") if fixture else (opts.split,)
+        settings = FIXTURE_SETTINGS if fixture else opts.settings
+        paper = fixture.paper if fixture else PAPER
+        all_groups, all_rows = [], {}
+        for split in splits:
+            split_groups, all_rows[split] = prepare.load_groups(release, split, settings, paper)
+            all_groups += split_groups
+        groups = prepare.limit_groups(all_groups, cfg.limit)
+        cohorts = {split: cohort_report(all_rows[split], [r for g in groups if g.split == split for r in g.rows],
+                                        paper[split]) for split in splits}
+        annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
+                                                cfg.checkpoint) if "t2v" in splits else None)
+        files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
+        device = weights.torch_device(opts.device)
+        videos = fixture.videos if fixture else opts.videos
+        poses_dir = fixture.poses_dir if fixture else opts.poses_dir
+        with run.digests() as digests:
+            tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
+                                        models=model_labels, recipe_version=run.recipe.version, digests=digests,
+                                        device=device, decoder=opts.decoder)
 
     # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
 
-    # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes
-    started = time.perf_counter()
-    summary = None
-    if not cfg.skip_scoring:
-        summary = run_samples(tasks, _scorer(files, device, cfg.out_dir, videos, poses_dir), cfg.out_dir,
-                              shard=cfg.shard,
-                              implementation=cfg.implementation, step="remembench",
-                              validate=lambda result: all(k in result for k in METRICS))
-        if cfg.shard is not None:  # one shard of many: the merge (an unsharded run) writes the scorecard
-            return finish_shard(cfg, summary)
-    records = collect_records(cfg, tasks, summary)
-    timings["score"] = time.perf_counter() - started
+    # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes. Not shared through
+    #    the sample cache: a result names its departure | revisit strip, a file of this run directory.
+    with run.step("score"):
+        records = run.score(tasks, _scorer(files, device, run.out_dir, videos, poses_dir), label="remembench",
+                            validate=lambda result: all(k in result for k in METRICS), cache=False)
 
     # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
-    started = time.perf_counter()
-    rows = outputs.scene_rows(tasks, records)
-    outputs.write_jsonl(rows, cfg.out_dir / "scenes.jsonl")
-    outputs.write_scores(groups, rows, cfg.out_dir / "scores.json")
-    specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
-                        sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
-             for g in groups for name in METRICS]
-    timings["aggregate"] = time.perf_counter() - started
+    with run.step("aggregate"):
+        rows = outputs.scene_rows(tasks, records)
+        outputs.write_jsonl(rows, run.out_dir / "scenes.jsonl")
+        outputs.write_scores(groups, rows, run.out_dir / "scores.json")
+        specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
+                            sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
+                 for g in groups for name in METRICS]
 
     # 5. diff against the reference for this checkpoint and mode (if one exists), report
     warnings = [annotations.warning] if annotations and annotations.warning else []
     warnings += _size_warnings(records)
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    return finish_run(
-        recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
-        pins=_pins_for_provenance(opts, release, fixture), timings=timings,
-        seeds=_seeds(groups),
+    return run.finish(
+        specs, records, pins=_pins_for_provenance(opts, release, fixture), seeds=_seeds(groups),
         extra={"cohort": cohorts, "annotations": annotations.source if annotations else None,
                "warnings": warnings, "release": release.provenance(), "models": model_labels,
                "outputs": {"scenes": "scenes.jsonl", "scores": "scores.json"}},
-        provenance_extra={"release": release.provenance(), "models": model_labels},
-        extra_figures=lambda: outputs.pair_figures(groups, rows, cfg.out_dir, cfg.out_dir / "figures"),
+        provenance={"release": release.provenance(), "models": model_labels},
+        figures=lambda: outputs.pair_figures(groups, rows, run.out_dir, run.out_dir / "figures"),
     )
 
 
@@ -190,32 +174,29 @@ def _seeds(groups: Sequence[prepare.Group]) -> dict[str, str]:
     return {row.sample_id: row.seed_text for g in groups for row in g.rows}
 
 
-def _run_reference_pairs(recipe: Any, cfg: RunConfig, opts: OptionValues, release: Any, timings: dict[str, float],
-                         started: float) -> RunOutcome:
+def _run_reference_pairs(run: Run, release: Any) -> RunOutcome:
     """GPU-free check: medians of the published pair measurements vs the release's summary and the paper."""
-    pairs = summary.read_pairs(release.path(summary.PAIRS_FILE))
-    published = summary.read_summary(release.path(summary.SUMMARY_FILE))
-    rows, problems = summary.compare_summary(summary.medians(pairs), published)
-    write_atomic(cfg.out_dir / "summary_check.json",
-                      json.dumps({"rows": rows, "problems": problems, "warning": summary.PAPER_PAIRS_WARNING},
-                                 indent=2) + "\n")
-    tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
-              "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: cfg.limit]
-    timings["prepare"] = time.perf_counter() - started
-    stored = run_samples(tasks, lambda t: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]}, cfg.out_dir,
-                         implementation=cfg.implementation, step="reference pairs", progress=False)
-    records = collect_records(cfg, tasks, stored)
+    with run.step("prepare"):
+        pairs = summary.read_pairs(release.path(summary.PAIRS_FILE))
+        published = summary.read_summary(release.path(summary.SUMMARY_FILE))
+        rows, problems = summary.compare_summary(summary.medians(pairs), published)
+        write_atomic(run.out_dir / "summary_check.json",
+                     json.dumps({"rows": rows, "problems": problems, "warning": summary.PAPER_PAIRS_WARNING},
+                                indent=2) + "\n")
+        tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
+                  "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: run.cfg.limit]
+    records = run.store(tasks, {t["sample_id"]: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]} for t in tasks},
+                        label="reference pairs")
     specs = [MetricSpec(f"{group}/{metric}", key=metric,
                         sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
              for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]
     unverified = f"UNVERIFIED: {summary.SUMMARY_REPRODUCTION['reason']}"
-    outcome = finish_run(
-        recipe, cfg, metrics=specs, records=records, n_expected=len(tasks),
-        pins=_pins_for_provenance(opts, release, None), timings=timings,
+    outcome = run.finish(
+        specs, records, pins=_pins_for_provenance(run.options, release, None),
         extra={"summary_check": {"problems": problems, "file": summary.SUMMARY_FILE,
                                  "match": "exact float64 equality of numpy.median and the file's numbers"},
                "warnings": [summary.PAPER_PAIRS_WARNING, unverified], "release": release.provenance()},
-        provenance_extra={"release": release.provenance(), "summary_reproduction": summary.SUMMARY_REPRODUCTION},
+        provenance={"release": release.provenance(), "summary_reproduction": summary.SUMMARY_REPRODUCTION},
     )
     if problems:
         outcome.exit_code = max(outcome.exit_code, 1)

@@ -19,7 +19,7 @@ checked against the files beside it:
 
 A partial or failed run is a problem too (it is not a result). Inputs whose pin is still unverified are
 listed as notes. One line per problem; ``CheckResult.exit_code`` is 0 when there is none, 2 otherwise, as
-``pinbench diff`` uses 2 for a run that cannot be trusted as complete. ``finish_run`` calls it at the end of
+``pinbench diff`` uses 2 for a run that cannot be trusted as complete. ``Run.finish`` calls it at the end of
 every unsharded run. It reads JSON and YAML only: no torch, no plotting.
 """
 

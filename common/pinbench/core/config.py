@@ -1,22 +1,21 @@
-"""What one run is: its configuration (recorded in the scorecard), its outcome, and the error a bad one raises.
+"""What one run is: its configuration (recorded in the scorecard), its shard, and the error a bad one raises.
 
 Kept apart from the declaration model (``pinbench.core.recipe``) so that the run directory's owner
-(``pinbench.core.rundir``) and the recipe contract can both use it without importing each other.
+(``pinbench.core.rundir``), the runner and the recipe contract can all use it without importing each other.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from pinbench.core.names import checkpoint_name_problem
 from pinbench.core.options import OptionValues
 
-if TYPE_CHECKING:
-    from pinbench.core.reference import DiffResult
-    from pinbench.core.runner import Shard
+T = TypeVar("T")
 
 
 class RecipeError(RuntimeError):
@@ -29,6 +28,52 @@ def check_checkpoint_name(name: str) -> str:
     if problem:
         raise RecipeError(problem)
     return name
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One of ``count`` interleaved slices of a task list: the task at position i goes to shard i % count.
+
+    Membership depends only on the position in the full task list, never on what is already done,
+    so the shards of one list are disjoint and together cover it.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ValueError(
+                f"invalid shard {self.index}/{self.count}: need a 0-based index I < N and N >= 1"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """Parse ``"I/N"`` (0-based index I < N), e.g. ``"0/4"`` .. ``"3/4"``."""
+        parts = str(text).strip().split("/")
+        try:
+            index, count = (int(p.strip()) for p in parts)
+        except ValueError:
+            index = count = -1
+        if count < 1 or not 0 <= index < count:
+            raise ValueError(
+                f"invalid shard {text!r}: expected 'I/N' with a 0-based index I < N, e.g. '0/4'"
+            )
+        return cls(index, count)
+
+    def select(self, items: Sequence[T]) -> list[T]:
+        """The items of this shard, in their original order."""
+        return list(items[self.index :: self.count])
+
+    def part(self, k: int, parts: int) -> Shard:
+        """Part ``k`` of ``parts`` of this shard's items, as a shard of the whole list: the positions p with
+        p % count == index and (p // count) % parts == k (worker k of a shard that runs on several devices)."""
+        if not 0 <= k < parts:
+            raise ValueError(f"part {k} of {parts}: need 0 <= k < parts")
+        return Shard(self.index + self.count * k, self.count * parts)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True)
@@ -124,14 +169,3 @@ class RunConfig:
             "options": self.options.to_json(), "option_sources": dict(self.option_sources),
             "implementation": self.implementation.to_json() if self.implementation else None,
         }
-
-
-@dataclass
-class RunOutcome:
-    """What a run produced; ``exit_code`` is non-zero for failures, partial runs and diff FAILs."""
-
-    scorecard_path: Path | None
-    exit_code: int
-    diff: DiffResult | None = None
-    report_path: Path | None = None
-    message: str = ""

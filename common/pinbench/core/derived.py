@@ -17,14 +17,11 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
-
-if TYPE_CHECKING:
-    from pinbench.core.scorecard import Scorecard
 
 DERIVED_PATH = "derived.jsonl"
 DERIVED_VERSION = 1
@@ -173,21 +170,3 @@ def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleR
             problems.append(f"derived record {record.derived_id!r} was computed from other records of its "
                             f"{len(record.members)} samples than the samples file holds")
     return problems
-
-
-def run_derived(run_dir: Path, card: Scorecard, error: type[Exception] = ValueError) -> list[DerivedRecord]:
-    """The derived records a scorecard in ``run_dir`` names ([] when it names none); ``error`` (one line) when
-    the file is not inside the run directory, absent or bad."""
-    if card.derived is None:
-        return []
-    name = str(card.derived.path)
-    relative = PurePosixPath(name)
-    path = Path(run_dir) / relative
-    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
-        raise error(f"{run_dir}: the scorecard's derived.path {name!r} is not a file inside the run directory")
-    if not path.is_file():
-        raise error(f"{path}: not a file; the scorecard names it as its derived records")
-    try:
-        return read_derived(path)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise error(" ".join(str(exc).split())) from None

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pinbench.core.config import Implementation, RecipeError, RunConfig, RunOutcome, check_checkpoint_name
+from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, check_checkpoint_name
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
@@ -38,11 +38,7 @@ from pinbench.core.options import (
 )
 from pinbench.core.phases import announced
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
-from pinbench.core.rundir import claim_run_dir
 from pinbench.core.schema import schema_error
-
-if TYPE_CHECKING:
-    from pinbench.core.runner import Shard
 
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
@@ -124,10 +120,13 @@ def scale_out_problem(phases: tuple[ScaleOutPhase, ...], flags: Flags, stages: t
 
 @dataclass(frozen=True)
 class Flags:
-    """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored."""
+    """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored.
+
+    ``shard`` is True, False or ``"generation"``: shards generate only (with ``--skip-scoring``), and one run scores
+    every task (an evaluator that needs them all at once)."""
 
     limit: bool
-    shard: bool
+    shard: bool | str
     gpus: str
     skip_generation: bool
     skip_scoring: bool
@@ -214,26 +213,21 @@ class Recipe:
 
     @announced(lambda self, target: f"{self.name}: importing its code ({target.partition(':')[0]}.py and its "
                                     "libraries)")
-    def _callable(self, target: str) -> Callable[..., Any]:
+    def load(self, target: str) -> Callable[..., Any]:
+        """The function ``module:function`` of the recipe's package (``entry``: its procedure, ``run(run)``)."""
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)
-
-    def run(self, cfg: RunConfig) -> RunOutcome:
-        """Run the recipe's code in ``cfg.out_dir`` once the directory is claimed for this run (pinbench.core.rundir:
-        one recipe, checkpoint and mode per directory; one live process per shard)."""
-        with claim_run_dir(cfg):
-            return self._callable(self.entry)(cfg)
 
     def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
         """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""
         if self.preflight_entry is None:
             return []
-        return list(self._callable(self.preflight_entry)(cfg, pins))
+        return list(self.load(self.preflight_entry)(cfg, pins))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
             raise RecipeError(f"{self.name}: nothing to fetch (it scores inputs you provide with bundled code)")
-        self._callable(self.fetch_entry)(cfg)
+        self.load(self.fetch_entry)(cfg)
 
     # ----------------------------------------------------------------------------- declaration
 
@@ -325,6 +319,9 @@ class Recipe:
         if refused:
             raise RecipeError(f"{self.name} does not support {', '.join(refused)} (see `pinbench run {self.name} "
                               "--help`)")
+        if shard is not None and self.flags.shard == "generation" and not skip_scoring:
+            raise RecipeError(f"{self.name}: --shard applies to generation only: run shards with --skip-scoring, "
+                              "then score once")
         if limit is not None and limit < 1:
             raise RecipeError("--limit must be at least 1")
         if gpus is not None:

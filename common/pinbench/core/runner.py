@@ -33,13 +33,14 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pinbench.core.config import Implementation
+from pinbench.core.config import Implementation, Shard
 from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
 from pinbench.core.phases import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
+from pinbench.core.sample_cache import MIN_SECONDS, SampleCache
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
 from pinbench.core.store import SAMPLES_DIR, LogWriter, StoreContents, Stored, log_name, read_store, record_bytes
@@ -52,7 +53,6 @@ __all__ = [
     "RECORD_VERSION",
     "RunSummary",
     "SampleRecord",
-    "Shard",
     "StepLog",
     "canonical_json",
     "check_sample_id",
@@ -61,6 +61,7 @@ __all__ = [
     "input_hash",
     "load_records",
     "merge_samples",
+    "Pending",
     "pending_tasks",
     "one_line",
     "parse_merged",
@@ -72,7 +73,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 PLAIN_PROGRESS_SECONDS = 30.0
 
-T = TypeVar("T")
 Task = Mapping[str, Any]
 SampleFn = Callable[[Task], Mapping[str, Any]]
 BatchFn = Callable[[list[Task]], Sequence[Mapping[str, Any]]]
@@ -86,48 +86,6 @@ MISSING_ERROR = "missing: no result from any shard"
 OK, FAILED = "ok", "failed"
 _MAX_ID_BYTES = 200  # leaves room for ".json" and the temporary-file affixes within NAME_MAX (255)
 _MAX_ERROR_CHARS = 2000
-
-
-# --------------------------------------------------------------------------------------------- shards
-
-
-@dataclass(frozen=True)
-class Shard:
-    """One of ``count`` interleaved slices of a task list: the task at position i goes to shard i % count.
-
-    Membership depends only on the position in the full task list, never on what is already done,
-    so the shards of one list are disjoint and together cover it.
-    """
-
-    index: int
-    count: int
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or not 0 <= self.index < self.count:
-            raise ValueError(
-                f"invalid shard {self.index}/{self.count}: need a 0-based index I < N and N >= 1"
-            )
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """Parse ``"I/N"`` (0-based index I < N), e.g. ``"0/4"`` .. ``"3/4"``."""
-        parts = str(text).strip().split("/")
-        try:
-            index, count = (int(p.strip()) for p in parts)
-        except ValueError:
-            index = count = -1
-        if count < 1 or not 0 <= index < count:
-            raise ValueError(
-                f"invalid shard {text!r}: expected 'I/N' with a 0-based index I < N, e.g. '0/4'"
-            )
-        return cls(index, count)
-
-    def select(self, items: Sequence[T]) -> list[T]:
-        """The items of this shard, in their original order."""
-        return list(items[self.index :: self.count])
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 # -------------------------------------------------------------------------------------------- records
@@ -261,6 +219,7 @@ class RunSummary:
     n_failed: int  # computed in this run and failed
     records: dict[str, SampleRecord] = field(default_factory=dict)  # in task order
     recomputed: dict[str, int] = field(default_factory=dict)  # why stored records were not reused, with counts
+    n_cached: int = 0  # of the reused, how many came from the sample cache (another run directory's)
 
     @property
     def ok(self) -> bool:
@@ -490,17 +449,32 @@ def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
     return records
 
 
+@dataclass(frozen=True)
+class Pending:
+    """What is still to compute: ``mine``, the tasks of this shard without a reusable stored record (what
+    ``run_samples`` would compute); ``stored``, this shard's other tasks; ``unscored``, the input hash of every
+    task of any shard without one, by id."""
+
+    mine: list[Task]
+    stored: list[Task]
+    unscored: dict[str, str]
+
+
 def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | None = None,
                   implementation: Implementation | None = None, validate: Validator | None = None,
-                  id_key: str = "sample_id") -> list[Task]:
-    """The tasks of ``shard`` (all when None) that ``run_samples`` would compute: no reusable stored record."""
+                  id_key: str = "sample_id") -> Pending:
+    """The tasks without a reusable stored record, this shard's and every shard's (one read of the store)."""
     ids = _task_ids(tasks, id_key)
     contents = read_store(Path(out_dir) / SAMPLES_DIR)
     validate = validate or _is_dict
+    unscored = {}
+    for sid, task in zip(ids, tasks, strict=True):
+        task_hash = _hash_task(sid, task)
+        if _judge(contents.records.get(sid, []), task_hash, implementation, validate).reusable is None:
+            unscored[sid] = task_hash
     owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
-    return [tasks[pos] for pos in owned
-            if _judge(contents.records.get(ids[pos], []), _hash_task(ids[pos], tasks[pos]), implementation,
-                      validate).reusable is None]
+    return Pending([tasks[pos] for pos in owned if ids[pos] in unscored],
+                   [tasks[pos] for pos in owned if ids[pos] not in unscored], unscored)
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -520,6 +494,7 @@ def run_samples(
     batch_size: int = 1,
     batch_fn: BatchFn | None = None,
     console: Console | None = None,
+    cache: SampleCache | None = None,
 ) -> RunSummary:
     """Run ``fn`` over the tasks of ``shard`` (all tasks if None), resuming from the store in ``out_dir/samples``.
 
@@ -533,7 +508,9 @@ def run_samples(
     ``batch_size`` at a time (it returns one result per task, in order); if a batch raises, its tasks
     are retried one by one with ``fn`` so a bad sample stays isolated. A batch's seconds are split
     evenly over its samples. The progress bar (on ``console``, default stderr; terminals only) is
-    labelled ``step`` and counts done / reused / failed.
+    labelled ``step`` and counts done / reused / failed. With ``cache`` (``pinbench.core.sample_cache``), a task
+    without a reusable record here takes the one another run directory computed from the same inputs and code
+    (stored here too, counted as reused), and what this call computes is offered to the cache.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -562,10 +539,17 @@ def run_samples(
     records: dict[str, SampleRecord | None] = {}
     pending: list[tuple[str, Task, str]] = []
     recomputed: dict[str, int] = {}
+    cached: list[SampleRecord] = []
     for pos in positions:
         sid, task, task_hash = ids[pos], tasks[pos], hashes[pos]
         judged = _judge(contents.records.get(sid, []), task_hash, implementation, validate)
         records[sid] = judged.reusable  # None keeps task order; filled in below
+        if judged.reusable is None and cache is not None:
+            found = cache.get(task_hash)
+            if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
+                records[sid] = _as_record(found)
+                cached.append(records[sid])
+                continue
         if judged.reusable is None:
             pending.append((sid, task, task_hash))
             if judged.reason != "new":
@@ -578,21 +562,27 @@ def run_samples(
     shown = Progress(label, len(pending), unit="computed", counters=("done", "reused", "failed"), console=console,
                      every_s=PLAIN_PROGRESS_SECONDS, enabled=progress, final_line=False)
     shown.counters["reused"] = n_reused
-    # Opened only when there is something to store: a run that reuses everything writes nothing.
-    with LogWriter(samples_dir, own_log) if pending else contextlib.nullcontext() as store, shown:
+    # Opened only when there is something to store: a run that reuses everything it holds writes nothing.
+    with LogWriter(samples_dir, own_log) if pending or cached else contextlib.nullcontext() as store, shown:
+        for record in cached:   # kept here too: the run directory holds every record it is computed from
+            store.append(record.to_bytes())
         for chunk_start in range(0, len(pending), batch_size):
             chunk = pending[chunk_start : chunk_start + batch_size]
-            for record in _compute(chunk, fn, batch_fn, validate, implementation):
+            for record, (_, _, task_hash) in zip(_compute(chunk, fn, batch_fn, validate, implementation), chunk,
+                                                 strict=True):
                 store.append(record.to_bytes())
+                if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
+                    cache.put(task_hash, record.to_bytes())
                 records[record.sample_id] = record
                 counts["done" if record.ok else "failed"] += 1
             shown.update(counts["done"] + counts["failed"], **counts)
 
-    summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused, "
+    from_cache = f" ({len(cached)} from the sample cache)" if cached else ""
+    summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused{from_cache}, "
                f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
     if recomputed:
         summary += f"; {recomputed_text(recomputed)}"
-    if plain or (progress and recomputed):
+    if plain or (progress and (recomputed or cached)):
         console.print(summary, markup=False, highlight=False, soft_wrap=True)
     log.info(summary)
     final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
@@ -605,6 +595,7 @@ def run_samples(
         n_failed=counts["failed"],
         records=final,
         recomputed=recomputed,
+        n_cached=len(cached),
     )
 
 

@@ -35,10 +35,10 @@ import statistics
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived
+from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
 from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
 from pinbench.core.jsonfields import (
     BOOLEAN,
@@ -212,7 +212,7 @@ class DerivedCounts:
 @dataclass(frozen=True)
 class Scorecard:
     """One run of one recipe on one checkpoint (see the module docstring). ``derived``, ``extra`` and
-    ``computed_from`` (what ``finish_run`` computed it from) are None when absent."""
+    ``computed_from`` (what ``Run.finish`` computed it from) are None when absent."""
 
     schema_version: str
     recipe: str
@@ -701,3 +701,21 @@ def load_scorecard(path: Path | str) -> Scorecard:
         return Scorecard.from_json(card)
     except ValueError as exc:  # the schema admits it but the types do not: a bug here, said in one line
         raise ScorecardError(path, str(exc)) from None
+
+
+def run_derived(run_dir: Path, card: Scorecard, error: type[Exception] = ValueError) -> list[DerivedRecord]:
+    """The derived records a scorecard in ``run_dir`` names ([] when it names none); ``error`` (one line) when
+    the file is not inside the run directory, absent or bad."""
+    if card.derived is None:
+        return []
+    name = str(card.derived.path)
+    relative = PurePosixPath(name)
+    path = Path(run_dir) / relative
+    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
+        raise error(f"{run_dir}: the scorecard's derived.path {name!r} is not a file inside the run directory")
+    if not path.is_file():
+        raise error(f"{path}: not a file; the scorecard names it as its derived records")
+    try:
+        return read_derived(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(" ".join(str(exc).split())) from None

@@ -31,6 +31,7 @@ from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import DECLARATION, PACKAGE_ROOT, available_recipes, get_recipe, load_declaration
 from pinbench.core.scorecard import load_scorecard
 from pinbench.ops.docs import fill_tables, recipe_tables
+from pinbench.results.finish import run_recipe
 
 TEMPLATE = Path(__file__).resolve().parent / "recipe_template"
 # template file -> where it goes in the recipe ({package} is the recipe's package name)
@@ -50,7 +51,7 @@ LOCK_HEADER = f"""# Generated from uv.lock (what CI tests with) for the image's 
 #    (head -n 3 requirements.lock; {" ".join(UV_EXPORT)}) > new.lock && mv new.lock requirements.lock
 # in this folder. Run it again after `uv lock` changed uv.lock; requirements.in names the direct dependencies.
 """
-REFERENCE_NOTE = "recorded by `pinbench new-recipe` from the recipe's first fixture run"
+REFERENCE_NOTE = "recorded from a fixture run by `pinbench new-recipe` or `pinbench record-reference --fixture`"
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,10 @@ def new_recipe(name: str, recipes_dir: Path | None = None) -> NewRecipe:
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    reference = _record_fixture_reference(name, target)  # its import may leave __pycache__/: not written by us
+    try:
+        reference = record_fixture_reference(name)  # its import may leave __pycache__/: not written by us
+    except RecipeError as exc:
+        raise RecipeError(f"{exc} (the recipe is in {target})") from None
     return NewRecipe(name, target, [*written, reference], reference)
 
 
@@ -176,18 +180,32 @@ def _export_lock(root: Path) -> str:
     return done.stdout
 
 
-def _record_fixture_reference(name: str, target: Path) -> Path:
-    """Run the new recipe's fixture (here, in a temporary folder) and record its reference from that run."""
-    importlib.invalidate_caches()  # the package folder is new to the import system
+def record_fixture_reference(name: str, *, replace: bool = False) -> Path:
+    """Run a recipe's fixture (here, in a temporary folder) and record ``references/fixture.yaml`` from that run:
+    after a new recipe is written, or, with ``replace``, after its metric or fixture changed. The run does not diff
+    against the reference it replaces (set aside meanwhile, and put back when the run fails)."""
+    importlib.invalidate_caches()  # a package folder may be new to the import system
     recipe = get_recipe(name)
-    with tempfile.TemporaryDirectory(prefix=f"{name}-fixture-") as out:
-        outcome = recipe.run(recipe.config(fixture=True, out_dir=Path(out) / "run"))
-        card = load_scorecard(outcome.scorecard_path) if outcome.scorecard_path else None
-        if outcome.exit_code != 0 or card is None or card.status != "complete":
-            raise RecipeError(f"{name}: its first fixture run failed (exit {outcome.exit_code}: {outcome.message}); "
-                              f"the recipe is in {target}, references/fixture.yaml is not recorded")
-        return record_reference(card, recipe.reference_file("fixture", "fixture"), recipe=recipe, tier="same_hw",
-                                note=REFERENCE_NOTE)
+    target = recipe.reference_file("fixture", "fixture")
+    if target.exists() and not replace:
+        raise RecipeError(f"{target}: already exists; pass --force to record it again from a fixture run")
+    aside = target.with_name(f".{target.name}.replaced")
+    if target.exists():
+        target.rename(aside)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"{name}-fixture-") as out:
+            outcome = run_recipe(recipe.config(fixture=True, out_dir=Path(out) / "run"))
+            card = load_scorecard(outcome.scorecard_path) if outcome.scorecard_path else None
+            if card is None or card.status != "complete":
+                raise RecipeError(f"{name}: its fixture run did not complete (exit {outcome.exit_code}: "
+                                  f"{outcome.message}); {target} is not recorded")
+            recorded = record_reference(card, target, recipe=recipe, tier="same_hw", note=REFERENCE_NOTE)
+    except BaseException:
+        if aside.exists():
+            aside.replace(target)
+        raise
+    aside.unlink(missing_ok=True)
+    return recorded
 
 
 def summary(made: NewRecipe, root: Path) -> list[str]:

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.derived import is_derived, run_derived
+from pinbench.core.derived import is_derived
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
-from pinbench.core.scorecard import MetricResult, Scorecard, aggregate, load_scorecard, metric_samples
+from pinbench.core.scorecard import MetricResult, Scorecard, aggregate, load_scorecard, metric_samples, run_derived
 from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
 
 EXIT_SAME, EXIT_DIFFERENT = EXIT_PASS, EXIT_FAIL

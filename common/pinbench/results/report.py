@@ -148,7 +148,8 @@ def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[Extra]:
             raise ReportError(f"{src}: extra figure not readable ({exc.strerror})") from None
         if head != PNG_SIGNATURE:
             raise ReportError(f"{src}: extra figure is not a PNG file")
-        out.append(Extra(str(entry[0]), src, str(entry[2]), str(entry[3]) if len(entry) == 4 else None))
+        sample = entry[3] if len(entry) == 4 else None   # a core.run.Figure has four fields, the last may be None
+        out.append(Extra(str(entry[0]), src, str(entry[2]), None if sample is None else str(sample)))
     return out
 
 

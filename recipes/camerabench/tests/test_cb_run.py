@@ -1,4 +1,4 @@
-"""The recipe end to end through run(cfg): fixture, resume, partial runs, bad inputs, Script 1 mode."""
+"""The recipe end to end through run_recipe(cfg): fixture, resume, partial runs, bad inputs, Script 1 mode."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import load_records
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.camerabench import data_files, fixture, inputs
-from pinbench_recipes.camerabench.run import run
 
 RECIPE = get_recipe("camerabench")
 
@@ -29,7 +29,7 @@ def _card(out: Path) -> dict:
 
 def test_fixture_run_passes_against_its_reference(tmp_path: Path) -> None:
     out = tmp_path / "fx"
-    outcome = run(_cfg(out, fixture=True))
+    outcome = run_recipe(_cfg(out, fixture=True))
     assert outcome.exit_code == 0, outcome.message
     card = _card(out)
     assert card["status"] == "complete" and card["samples"]["n_expected"] == 20   # the 7 group records are derived
@@ -55,7 +55,7 @@ def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_pat
 
     monkeypatch.setattr(fixture, "write_fixture", write_with_an_error_row)
     out = tmp_path / "fx"
-    outcome = run(_cfg(out, fixture=True))
+    outcome = run_recipe(_cfg(out, fixture=True))
     card = _card(out)
     assert outcome.exit_code == 2 and card["status"] == "partial"
     failed = card["metrics"]["binary/Pan_Left/average_precision"]["failed"][0]
@@ -67,7 +67,7 @@ def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_pat
 def test_score_only_runs_refuse_data_that_is_not_the_pinned_set(tmp_path: Path) -> None:
     data, scores = fixture.write_fixture(tmp_path / "fx")
     with pytest.raises(RecipeError, match=r"camerabench: .*differs from linzhiqiu/t2v_metrics@7c06208|missing"):
-        run(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
+        run_recipe(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
 
 
 def test_score_only_runs_check_the_official_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,26 +78,26 @@ def test_score_only_runs_check_the_official_counts(tmp_path: Path, monkeypatch: 
         for p in data.rglob("*") if p.is_file()})
     monkeypatch.setattr(data_files, "load_manifest", lambda: manifest)
     with pytest.raises(RecipeError, match="is not the official test set: binary Move_Down: 0 samples"):
-        run(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
+        run_recipe(_cfg(tmp_path / "out", options={"scores": str(scores), "data": str(data)}))
 
 
 def test_script1_needs_a_known_checkpoint_or_score_files(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match="runs Script 1 for qwen2.5-vl-7b, qwen2.5-vl-7b-cam-motion only"):
-        run(_cfg(tmp_path / "out", checkpoint="gpt-4o"))
+        run_recipe(_cfg(tmp_path / "out", checkpoint="gpt-4o"))
 
 
 def test_script1_offline_says_what_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
     with pytest.raises(RecipeError, match="pinbench fetch camerabench"):
-        run(_cfg(tmp_path / "out", checkpoint="qwen2.5-vl-7b"))
+        run_recipe(_cfg(tmp_path / "out", checkpoint="qwen2.5-vl-7b"))
 
 
 def test_the_judge_needs_captions_and_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(RecipeError, match="needs OPENAI_API_KEY"):
-        run(_cfg(tmp_path / "a", fixture=True, options={"gpt_judge": "1"}))
+        run_recipe(_cfg(tmp_path / "a", fixture=True, options={"gpt_judge": "1"}))
     with pytest.raises(RecipeError, match="add caption to -o families"):
-        run(_cfg(tmp_path / "b", fixture=True, options={"gpt_judge": "1", "families": "binary,vqa"}))
+        run_recipe(_cfg(tmp_path / "b", fixture=True, options={"gpt_judge": "1", "families": "binary,vqa"}))
 
 
 def test_unknown_options_and_families_are_refused(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_unknown_options_and_families_are_refused(tmp_path: Path) -> None:
 
 def test_limit_takes_the_first_samples_of_every_group(tmp_path: Path) -> None:
     out = tmp_path / "smoke"
-    outcome = run(_cfg(out, fixture=True, limit=1))
+    outcome = run_recipe(_cfg(out, fixture=True, limit=1))
     card = _card(out)
     assert card["metrics"]["binary/overall_average_precision"]["n_expected"] == 3
     # one sample per split is a single class: AP 0 by upstream's rule, scored and complete
@@ -128,20 +128,21 @@ def test_script1_checkpoints_map_to_pins() -> None:
 def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """pinbench submit's array task: Script 1 for its shard only; Script 2 and the scorecard are the finish job's."""
-    from pinbench.core.runner import RunSummary, Shard
+    from pinbench.core.config import Shard
     from pinbench_recipes.camerabench import run as run_module
-    from pinbench_recipes.camerabench.official_json import Script1Outputs
 
     calls = []
 
-    def script1_double(cfg, version, model, data):  # test double for the GPU scorer's stage
-        calls.append(cfg.shard)
-        return Script1Outputs(), {}, RunSummary(n_total=2, n_done=1, n_reused=1, n_failed=0)
+    def script1_double(run, model, data):  # test double for the GPU scorer's step: four samples through the run
+        calls.append(run.shard)
+        tasks = [{"sample_id": name} for name in "abcd"]
+        return run.score(tasks, lambda task: {"score": 0.5}, folder="script1", part="generation"), {}
 
     monkeypatch.setattr(inputs, "script1_model", lambda cfg: object())
     monkeypatch.setattr(run_module, "_script1", script1_double)
     out = tmp_path / "shard"
-    outcome = run(_cfg(out, fixture=True, shard=Shard(1, 3), skip_scoring=True))
+    outcome = run_recipe(_cfg(out, fixture=True, shard=Shard(1, 3), skip_scoring=True))
     assert calls == [Shard(1, 3)] and outcome.exit_code == 0 and outcome.scorecard_path is None
-    assert "shard 1/3 of camerabench: 2 samples: 1 done, 1 reused, 0 failed" in outcome.message
+    assert "shard 1/3 of camerabench: 1 samples: 1 done, 0 reused, 0 failed" in outcome.message
+    assert (out / "script1" / "samples" / "shard-1-of-3.jsonl").is_file()
     assert not (out / "scorecard.json").exists() and not (out / "samples").exists()

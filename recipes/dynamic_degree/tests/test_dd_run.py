@@ -1,4 +1,4 @@
-"""The recipe end to end through run(cfg): fixture, resume, partial runs, options, the CLI module."""
+"""The recipe end to end through run_recipe(cfg): fixture, resume, partial runs, options, the CLI module."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from stored import store_snapshot, stored_ids
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
+from pinbench.core.run import Run
 from pinbench.core.runner import load_records, run_samples
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
-from pinbench_recipes.dynamic_degree.parallel import score_in_workers
 from pinbench_recipes.dynamic_degree.prepare import (
     EstimatorSpec,
     list_videos,
@@ -29,7 +30,7 @@ from pinbench_recipes.dynamic_degree.prepare import (
     video_tasks,
     worker_devices,
 )
-from pinbench_recipes.dynamic_degree.run import run
+from pinbench_recipes.dynamic_degree.run import _scorer
 from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
 
 RECIPE = get_recipe("dynamic-degree")
@@ -47,7 +48,7 @@ def _card(out: Path) -> dict:
 
 def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "fixture"
-    outcome = run(_cfg(out, fixture=True))
+    outcome = run_recipe(_cfg(out, fixture=True))
     assert outcome.exit_code == 0, outcome.message
     card = _card(out)
     metric = card["metrics"]["preview/dynamic_degree"]
@@ -68,7 +69,7 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     # a rerun reuses every stored sample and the fixture videos themselves
     stamps = store_snapshot(out / "samples")
     videos = {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")}
-    assert run(_cfg(out, fixture=True)).exit_code == 0
+    assert run_recipe(_cfg(out, fixture=True)).exit_code == 0
     assert store_snapshot(out / "samples") == stamps
     assert {p.name: p.stat().st_mtime_ns for p in (out / "fixture_data").glob("*.mp4")} == videos
 
@@ -78,10 +79,10 @@ def _per_sample(out: Path) -> dict[str, tuple]:
     return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
 
 def test_fixture_honours_limit_and_skip_scoring(tmp_path: Path) -> None:
-    limited = run(_cfg(tmp_path / "limited", fixture=True, limit=2))
+    limited = run_recipe(_cfg(tmp_path / "limited", fixture=True, limit=2))
     assert _card(tmp_path / "limited")["samples"]["n_expected"] == 2
     assert limited.exit_code == 3  # the 5-video fixture reference does not apply to 2 videos
-    skipped = run(_cfg(tmp_path / "skipped", fixture=True, skip_scoring=True))
+    skipped = run_recipe(_cfg(tmp_path / "skipped", fixture=True, skip_scoring=True))
     assert skipped.exit_code != 0 and not stored_ids(tmp_path / "skipped" / "samples")
 
 
@@ -93,7 +94,7 @@ def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
     texture_video("b", velocity=(0, 0)).rename(videos / "b.mp4")
     (videos / "broken.mp4").write_bytes(b"")
     out = tmp_path / "run"
-    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    outcome = run_recipe(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
     assert outcome.exit_code != 0
     card = _card(out)
     metric = card["metrics"]["preview/dynamic_degree"]
@@ -130,7 +131,7 @@ def test_every_entry_named_like_a_video_is_scored_or_fails_by_name(
     videos = tmp_path / "videos"
     expected = _hostile_folder(videos, texture_video)
     out = tmp_path / "run"
-    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    outcome = run_recipe(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
     assert outcome.exit_code == 2
     card = _card(out)
     metric = card["metrics"]["preview/dynamic_degree"]
@@ -146,19 +147,21 @@ def test_every_entry_named_like_a_video_is_scored_or_fails_by_name(
     assert {f["sample_id"] for f in metric["failed"]} == {r["sample_id"] for r in rows if r["status"] == "failed"}
 
 
-def test_a_bad_name_added_later_fails_alone_and_replaces_the_complete_scorecard(
+def test_a_bad_name_added_later_fails_alone_and_the_run_is_partial(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     videos = tmp_path / "videos"
     videos.mkdir()
     texture_video("a").rename(videos / "a.mp4")
     texture_video("b").rename(videos / "b.mp4")
     out = tmp_path / "run"
-    assert run(_cfg(out, options={"videos": str(videos), "flow": "farneback"})).exit_code == 0
+    assert run_recipe(_cfg(out, options={"videos": str(videos), "flow": "farneback"})).exit_code == 0
     assert _card(out)["status"] == "complete"
     texture_video("a2").rename(videos / "a.webm")  # the same sample id as a.mp4
-    outcome = run(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    with pytest.raises(RecipeError, match="holds the run of other inputs"):   # the directory is the first set's
+        run_recipe(_cfg(out, options={"videos": str(videos), "flow": "farneback"}))
+    outcome = run_recipe(_cfg(tmp_path / "again", options={"videos": str(videos), "flow": "farneback"}))
     assert outcome.exit_code == 2
-    card = _card(out)
+    card = _card(tmp_path / "again")
     assert card["status"] == "partial" and card["metrics"]["preview/dynamic_degree"]["n_failed"] == 2
 
 
@@ -188,7 +191,7 @@ def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[...
     torch.save(random_raft_state(seed=5), weights)
     sha = hashlib.sha256(weights.read_bytes()).hexdigest()
     out = tmp_path / "run"
-    outcome = run(_cfg(out, options={"videos": str(videos), "raft_weights": str(weights),
+    outcome = run_recipe(_cfg(out, options={"videos": str(videos), "raft_weights": str(weights),
                                      "raft_sha256": sha.upper(), "device": "cpu"}))  # either case
     assert outcome.exit_code == 0, outcome.message
     card = _card(out)
@@ -205,7 +208,7 @@ def test_bad_options_fail_with_one_line(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"option videos is required \(-o videos=\.\.\. or \$PINBENCH_DD_VIDEOS\)"):
         _cfg(tmp_path, options={"flow": "farneback"})
     with pytest.raises(RecipeError, match="videos directory not found"):
-        run(_cfg(tmp_path, options={"videos": str(tmp_path / "none"), "flow": "farneback"}))
+        run_recipe(_cfg(tmp_path / "run-none", options={"videos": str(tmp_path / "none"), "flow": "farneback"}))
     with pytest.raises(RecipeError, match="'dis' is not one of raft, farneback"):
         _cfg(tmp_path, options={"videos": str(tmp_path), "flow": "dis"})
     with pytest.raises(RecipeError, match=r"^-o raft_sha256: .abc. does not match \[0-9a-fA-F\]\{64\} \(expected"):
@@ -216,7 +219,7 @@ def test_bad_options_fail_with_one_line(tmp_path: Path) -> None:
     assert _cfg(tmp_path, options={"videos": str(tmp_path), "device": "cuda:1"}).options.device == "cuda:1"
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecipeError, match="no videos found"):
-        run(_cfg(tmp_path, options={"videos": str(tmp_path / "empty"), "flow": "farneback"}))
+        run_recipe(_cfg(tmp_path / "run-empty", options={"videos": str(tmp_path / "empty"), "flow": "farneback"}))
 
 
 def test_missing_weights_offline_names_the_fetch_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -225,7 +228,7 @@ def test_missing_weights_offline_names_the_fetch_command(tmp_path: Path, monkeyp
     monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
     texture_video("a")
     with pytest.raises(RecipeError, match="pinbench fetch dynamic-degree"):
-        run(_cfg(tmp_path / "run", options={"videos": str(tmp_path)}))
+        run_recipe(_cfg(tmp_path / "run", options={"videos": str(tmp_path)}))
 
 
 def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
@@ -253,22 +256,25 @@ def test_python_m_runs_the_fixture(tmp_path: Path) -> None:
     assert _card(out)["metrics"]["preview/dynamic_degree"]["value"] == pytest.approx(EXPECTED_SUITE_SCORE)
 
 
-def test_worker_processes_score_disjoint_shards_like_one_process(
+def test_worker_processes_score_disjoint_parts_like_one_process(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """--gpus N: the recipe's per-device scorer, built in each worker (spawned: it must pickle), gives the records
+    one process gives."""
     for i in range(3):
         texture_video(f"v{i}", velocity=(i, 0), seed=i)
     spec = EstimatorSpec("farneback")
     tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
                         recipe_version="t", digests=InputDigests(tmp_path / "digests"))
-    failures = score_in_workers(tasks, spec, ClipSource(), tmp_path / "workers", ["cpu", "cpu"], PREVIEW_METRIC,
-                                root=tmp_path, implementation=None)
-    assert failures == 0
-    run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource(), root=tmp_path),
-                tmp_path / "single",
-                validate=HasMetric(PREVIEW_METRIC), progress=False)
-    parallel, single = load_records(tmp_path / "workers"), load_records(tmp_path / "single")
-    assert parallel.keys() == single.keys() == {"v0", "v1", "v2"}
-    assert all(parallel[k].result == single[k].result for k in single)
+    run = Run(RECIPE, _cfg(tmp_path / "workers", options={"videos": str(tmp_path), "flow": "farneback"}))
+    workers = run.compute(tasks, partial(_scorer, spec=spec, source=ClipSource(), root=tmp_path),
+                          devices=["cpu", "cpu"], validate=HasMetric(PREVIEW_METRIC))
+    assert (workers.n_done, workers.n_failed) == (3, 0)
+    assert sorted(p.name for p in (tmp_path / "workers" / "samples").iterdir()) == ["shard-0-of-2.jsonl",
+                                                                                      "shard-1-of-2.jsonl"]
+    single = run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource(), root=tmp_path),
+                         tmp_path / "single", validate=HasMetric(PREVIEW_METRIC), progress=False)
+    assert {k: r.result for k, r in load_records(tmp_path / "workers").items()} == \
+        {k: r.result for k, r in single.records.items()}
 
 
 def test_worker_devices_only_for_raft_on_several_gpus(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import pytest
 
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import write_video
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.mind import fixture, native
 from pinbench_recipes.mind.ingest import Canvas, ingest
 from pinbench_recipes.mind.layout import mirror_fails_upstream
-from pinbench_recipes.mind.run import run
 
 RECIPE = get_recipe("mind")
 
@@ -49,7 +49,7 @@ def test_the_scorecard_names_the_sample_official_error_native_value(tmp_path: Pa
     extra = ("3rd_data", "loop-2", (("path-1.mp4", 22, 4.0, False),))
     monkeypatch.setattr(fixture, "MIRRORS", (*fixture.MIRRORS, extra))
     out = tmp_path / "fx"
-    outcome = run(RECIPE.config("fixture", out_dir=out, offline=True, fixture=True, env={}))
+    outcome = run_recipe(RECIPE.config("fixture", out_dir=out, offline=True, fixture=True, env={}))
     assert outcome.exit_code == 3    # partial, and 8 samples where the fixture reference has 7: it does not apply
     plan = capsys.readouterr().out
     assert "note: warning: " in plan and "loop-2/path-1.mp4: 22 frames, so 11 mirrored pairs" in plan

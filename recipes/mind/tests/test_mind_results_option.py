@@ -11,7 +11,7 @@ import pytest
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
-from pinbench_recipes.mind.run import run
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.mind.tests.conftest import Layout
 
 RECIPE = get_recipe("mind")
@@ -30,7 +30,7 @@ def alarm():
 
 
 def _run(tmp_path: Path, layout: Layout, results: Path) -> None:
-    run(RECIPE.config("my-model", out_dir=tmp_path / "run", offline=True, env={},
+    run_recipe(RECIPE.config("my-model", out_dir=tmp_path / "run", offline=True, env={},
                       options={"gt": str(layout.gt_root), "results": str(results), "native": "0"}))
 
 

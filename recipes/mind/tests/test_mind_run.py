@@ -1,4 +1,4 @@
-"""The recipe end to end through run(cfg): the CPU fixture against its reference, resume, partial runs,
+"""The recipe end to end through run_recipe(cfg): the CPU fixture against its reference, resume, partial runs,
 bad input before any work, one run per directory."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE
-from pinbench_recipes.mind.run import run
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
 RECIPE = get_recipe("mind")
@@ -31,7 +31,7 @@ def _card(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def fixture_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("mind") / "fixture"
-    return out, run(_cfg(out, fixture=True))
+    return out, run_recipe(_cfg(out, fixture=True))
 
 
 def test_fixture_passes_against_its_reference(fixture_run) -> None:
@@ -71,7 +71,7 @@ def test_imported_results_with_a_missing_sample_are_partial_and_exit_non_zero(tm
                                                                                write_result) -> None:
     results = write_result(_records(layout))
     out = tmp_path / "run"
-    outcome = run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root),
+    outcome = run_recipe(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root),
                                      "results": str(results), "native": "0"}))
     assert outcome.exit_code == EXIT_INCOMPLETE
     card = _card(out)
@@ -90,7 +90,7 @@ def test_a_complete_result_file_imported_without_videos_is_complete_with_its_mir
     records = [*_records(layout), continuation_record("data-3", "3rd_data", "mem_test", mark=0, total=105,
                                                       frames=105, scored=100)]
     out = tmp_path / "run"
-    outcome = run(_cfg(out, options={"gt": str(layout.gt_root), "results": str(write_result(records))}))
+    outcome = run_recipe(_cfg(out, options={"gt": str(layout.gt_root), "results": str(write_result(records))}))
     card = _card(out)
     assert card["status"] == "complete", [n for n, m in card["metrics"].items() if m["n_scored"] != m["n_expected"]]
     assert outcome.exit_code == 0
@@ -106,7 +106,7 @@ def test_preflight_problems_stop_the_run_before_any_work(tmp_path: Path, layout:
     shutil.rmtree(layout.generated_root / "3rd_data" / "action_space_test")
     out = tmp_path / "run"
     with pytest.raises(RecipeError, match="preflight found 2 problem") as info:
-        run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
+        run_recipe(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
     assert "\n" not in str(info.value)
     err = capsys.readouterr().err
     assert "path-3.mp4: 7 frames, an odd count" in err and "action_space_test: generated test directory" in err
@@ -135,5 +135,5 @@ def test_official_run_without_its_runtime_is_one_line(tmp_path: Path, layout: La
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "empty-cache"))
     out = tmp_path / "run"
     with pytest.raises(RecipeError, match=r"^official runtime: .*pinbench fetch mind") as info:
-        run(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root), "native": "0"}))
+        run_recipe(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root), "native": "0"}))
     assert "\n" not in str(info.value) and not (out / "official").exists()

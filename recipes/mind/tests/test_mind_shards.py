@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.core.config import RunConfig
+from pinbench.core.config import RunConfig, Shard
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import Shard
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import WorkDir
-from pinbench_recipes.mind.run import run
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
 RECIPE = get_recipe("mind")
@@ -68,18 +67,18 @@ def _rows(out: Path) -> list[tuple]:
 def test_official_shards_send_only_their_samples_to_process_py(tmp_path: Path, layout: Layout,
                                                               process_py: ProcessPyDouble) -> None:
     plain = tmp_path / "plain"
-    assert run(_cfg(plain, layout)).exit_code == 0
+    assert run_recipe(_cfg(plain, layout)).exit_code == 0
     ids = [sid for sid, _, _ in _rows(plain)]
     assert process_py.calls == [sorted(ids)] and len(ids) == 5
 
     out = tmp_path / "sharded"
     for index in range(2):
-        outcome = run(_cfg(out, layout, shard=Shard(index, 2)))
+        outcome = run_recipe(_cfg(out, layout, shard=Shard(index, 2)))
         assert (outcome.exit_code, outcome.scorecard_path) == (0, None), outcome.message
     assert process_py.calls[1:] == [sorted(ids[0::2]), sorted(ids[1::2])]   # one invocation per shard, its own
     assert not (out / "scorecard.json").exists()
 
-    merged = run(_cfg(out, layout, skip_scoring=True))
+    merged = run_recipe(_cfg(out, layout, skip_scoring=True))
     assert merged.exit_code == 0, merged.message
     assert len(process_py.calls) == 3                                        # the merge ran nothing
     assert _rows(out) == _rows(plain)
@@ -94,8 +93,9 @@ def test_a_results_file_without_rollouts_scores_its_mirror_directories(tmp_path:
     options = {"gt": str(layout.gt_root), "results": str(results), "native": "0"}
     for index in range(2):
         cfg = RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={}, shard=Shard(index, 2))
-        assert run(cfg).exit_code == 0
-    outcome = run(RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={}, skip_scoring=True))
+        assert run_recipe(cfg).exit_code == 0
+    outcome = run_recipe(RECIPE.config("my-model", out_dir=out, offline=True, options=options, env={},
+                                       skip_scoring=True))
     assert outcome.exit_code == 0, outcome.message
     card = json.loads((out / "scorecard.json").read_text())
     assert card["samples"]["n_expected"] == 5 and card["status"] == "complete"

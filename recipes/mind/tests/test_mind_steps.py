@@ -64,15 +64,15 @@ def test_task_hash_follows_the_generated_video(layout: Layout) -> None:
 def test_official_scores_then_resume_without_rescoring(tmp_path: Path, layout: Layout, runtime) -> None:
     pre, tasks = plan(layout)
     fake = FakeProcessPy(pre)
-    official = steps.run_official(tmp_path, pre, pending_tasks(tmp_path, tasks), runtime=runtime, score=fake)
+    official = steps.run_official(tmp_path, pre, pending_tasks(tmp_path, tasks).mine, runtime=runtime, score=fake)
     assert all(i.ok for i in official.samples.values()) and len(fake.calls) == 1
     run_samples(tasks, lambda t: {"ok": True}, tmp_path, progress=False)     # the final records
-    assert pending_tasks(tmp_path, tasks) == []
+    assert pending_tasks(tmp_path, tasks).mine == []
 
     # a regenerated video: only that sample goes to process.py again, in a new invocation
     layout.add_generated("1st_data", "mem_test", "data-1", frames=112, seed=9)
     pre, tasks = plan(layout)
-    pending = pending_tasks(tmp_path, tasks)
+    pending = pending_tasks(tmp_path, tasks).mine
     assert [t["sample_id"] for t in pending] == ["1st_data.mem_test.data-1"]
     steps.run_official(tmp_path, pre, pending, runtime=runtime, score=FakeProcessPy(pre))
     assert sorted(p.name for p in (tmp_path / "official").iterdir()) == ["run-001", "run-002"]

@@ -97,7 +97,7 @@ def _generator(fake_framework: tuple[Path, Path], gpus: list[str], **kw) -> Cosm
 def test_worker_launches_one_single_gpu_process_per_gpu_interleaved(tmp_path: Path, fake_framework) -> None:
     gen = _generator(fake_framework, ["0", "1"], offline=True)
     rows = rows_for([f"task_{i:04d}" for i in range(5)], tmp_path / "gt.mp4")
-    shards = gen.shard(rows, tmp_path / "work")
+    shards = gen.split(rows, tmp_path / "work")
     assert [[json.loads(x)["name"] for x in s.read_text().splitlines()] for s in shards] == [
         ["task_0000", "task_0002", "task_0004"], ["task_0001", "task_0003"]]
     launches = gen.launches(shards, tmp_path / "raw", tmp_path / "logs")
@@ -116,7 +116,7 @@ def test_worker_launches_one_single_gpu_process_per_gpu_interleaved(tmp_path: Pa
 def test_torchrun_launch_is_one_job_over_all_gpus(tmp_path: Path, fake_framework) -> None:
     gen = _generator(fake_framework, ["0", "1", "2", "3"], launch="torchrun")
     rows = rows_for(["task_0000", "task_0001"], tmp_path / "gt.mp4")
-    [launch] = gen.launches(gen.shard(rows, tmp_path / "work"), tmp_path / "raw", tmp_path / "logs")
+    [launch] = gen.launches(gen.split(rows, tmp_path / "work"), tmp_path / "raw", tmp_path / "logs")
     assert launch.argv[:3] == [str(fake_framework[1].parent / "torchrun"), "--standalone", "--nproc-per-node=4"]
     assert launch.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
     with pytest.raises(ValueError, match="launch 'mpi'"):

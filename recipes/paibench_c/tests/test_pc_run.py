@@ -16,15 +16,16 @@ import pytest
 import yaml
 
 import pinbench_recipes.paibench_c.fetch as fetch_module
-import pinbench_recipes.paibench_c.run as run_module
-from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import Shard, load_records
+from pinbench.core.run import Run
+from pinbench.core.runner import load_records
 from pinbench.media.video import write_video
 from pinbench.ops.cache import hf_snapshot_dir
 from pinbench.ops.machine_pins import RESOLVED_NOTE, MachinePins, machine_pins_path
 from pinbench.ops.pins import HFPin
 from pinbench.ops.status import render, run_status
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
 
@@ -124,7 +125,7 @@ def _calls(world: dict) -> list[dict]:
 
 def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     cfg = _cfg(world, "run", modalities="edge,seg", native_workers="2")   # the process-pool path
-    outcome = run_module.run(cfg)
+    outcome = run_recipe(cfg)
     assert outcome.exit_code == 0, outcome.message
     card = json.loads(outcome.scorecard_path.read_text())
     assert (card["status"], card["mode"], card["samples"]["n_expected"]) == ("complete", "smoke", N_TASKS)
@@ -153,7 +154,7 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert rows[0]["seg"]["control_path"].endswith("sam2_vids/task_0000.mp4")
 
     invocations = (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines()
-    again = run_module.run(cfg)
+    again = run_recipe(cfg)
     assert again.exit_code == 0
     assert len(_calls(world)) == 2                                   # both modalities' metrics.json reused
     assert (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
@@ -169,10 +170,10 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
     def shard(index: int) -> int:
         cfg = recipe.config("Cosmos3-Nano", out_dir=out, limit=N_TASKS, gpus=1, shard=Shard(index, 2),
                             skip_scoring=True, options={"native_workers": "1", "modalities": "edge,blur"}, env={})
-        return run_module.run(cfg).exit_code
+        return run_recipe(cfg).exit_code
 
     monkeypatch.setenv("FAKE_FAIL", "task_0002")
-    assert shard(0) == 1                                          # shard 0 owns task_0000 and task_0002
+    assert shard(0) == 2                                          # shard 0 owns task_0000 and task_0002
     status = run_status(out, ask_slurm=False)
     assert status.n_tasks == 2 * N_TASKS
     first, second = status.shards
@@ -196,7 +197,7 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
 
 def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_EVAL_DROP", "task_0001")
-    outcome = run_module.run(_cfg(world, "dropped", modalities="edge", native="off"))
+    outcome = run_recipe(_cfg(world, "dropped", modalities="edge", native="off"))
     card = json.loads(outcome.scorecard_path.read_text())
     f1 = card["metrics"]["edge/canny_f1_score"]
     assert (f1["n_scored"], f1["n_failed"]) == (2, 1) and card["status"] == "partial"
@@ -205,7 +206,7 @@ def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypat
 
 def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FAIL", "task_0002")
-    outcome = run_module.run(_cfg(world, "genfail", modalities="edge", native="off"))
+    outcome = run_recipe(_cfg(world, "genfail", modalities="edge", native="off"))
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
@@ -216,19 +217,19 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
 
 
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
-    run_module.run(_cfg(world, "force", modalities="edge,blur", gt="force", native="off"))
+    run_recipe(_cfg(world, "force", modalities="edge,blur", gt="force", native="off"))
     assert [c["force"] for c in _calls(world)] == [True, True]
 
 
 def test_the_evaluator_batch_size_reaches_the_evaluator(world: dict) -> None:
     """Issue #9.3: -o eval_batch_size (or PAIBENCH_C_EVAL_BATCH_SIZE, its twin) is the evaluator's RAM knob."""
-    outcome = run_module.run(_cfg(world, "batch", modalities="edge", native="off", eval_batch_size="2"))
+    outcome = run_recipe(_cfg(world, "batch", modalities="edge", native="off", eval_batch_size="2"))
     assert outcome.exit_code == 0, outcome.message
     assert [c["batch"] for c in _calls(world)] == ["2"]
 
 
 def test_a_full_run_with_fewer_tasks_is_never_passed_against_the_600_task_reference(world: dict) -> None:
-    outcome = run_module.run(_cfg(world, "full", limit=None, modalities="edge", native="off"))
+    outcome = run_recipe(_cfg(world, "full", limit=None, modalities="edge", native="off"))
     assert outcome.exit_code == 3                                    # reference applies to 600 samples only
     assert "sample count mismatch" in (world["tmp"] / "full" / "diff.txt").read_text()
 
@@ -243,7 +244,7 @@ def test_bad_options_are_refused_in_one_line(world: dict) -> None:
 
 
 def test_force_policy_cross_checks_seg_only_against_the_gt_still_on_disk(world: dict) -> None:
-    outcome = run_module.run(_cfg(world, "force-native", modalities="edge,seg", gt="force"))
+    outcome = run_recipe(_cfg(world, "force-native", modalities="edge,seg", gt="force"))
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["status"] == "complete" and outcome.exit_code == 0, outcome.message
     seg_checks = {name: c for name, c in card["extra"]["cross_check"].items() if "seg_" in name}
@@ -267,12 +268,12 @@ def test_the_native_cross_check_keys_its_videos_by_place_under_their_roots(tmp_p
     stored = []
     for out in (tmp_path / "a", tmp_path / "b" / "elsewhere"):
         cfg = recipe.config(fixture=True, out_dir=out, offline=True, options={"native_workers": "1"})
-        assert recipe.run(cfg).exit_code == 0
+        assert run_recipe(cfg).exit_code == 0
         tasks = load_tasks(out / "fixture_data" / "tasks.json")
         collected = {m: {t.task_id: Collected(t.task_id, sha256_file(out / m / "videos" / f"{t.task_id}.mp4"))
                          for t in tasks} for m in MODALITIES}
         inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
-        results = native_all(cfg, inputs, GTCache(out / "gt" / "k", "k"), collected,
+        results = native_all(Run(recipe, cfg), inputs, GTCache(out / "gt" / "k", "k"), collected,
                              dict.fromkeys(MODALITIES))  # no evaluator ran: no seg arithmetic
         assert sorted(results) == sorted(t.task_id for t in tasks)
         stored.append(load_records(out / "native"))
@@ -300,7 +301,7 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
     stored, gts = [], []
     for out, renamed in ((tmp_path / "a", None), (tmp_path / "b", "another-build")):
         cfg = recipe.config(fixture=True, out_dir=out, offline=True, options={"native_workers": "1"})
-        assert recipe.run(cfg).exit_code == 0
+        assert run_recipe(cfg).exit_code == 0
         (gt_root,) = (out / "gt").iterdir()
         if renamed:
             gt_root = gt_root.rename(gt_root.with_name(renamed))
@@ -309,7 +310,7 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
                          for t in tasks} for m in MODALITIES}
         inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
         shutil.rmtree(out / "native")
-        results = native_all(cfg, inputs, GTCache(gt_root, gt_root.name), collected,
+        results = native_all(Run(recipe, cfg), inputs, GTCache(gt_root, gt_root.name), collected,
                              dict.fromkeys(MODALITIES, "parsed"))   # as if the evaluator's metrics were read
         assert all(f"{m}/native/seg_m_iou" in results[t.task_id] for t in tasks for m in MODALITIES)
         stored.append(load_records(out / "native"))

@@ -62,10 +62,10 @@ def fixture_config(out: Path, **options: str):
 @pytest.fixture(scope="session")
 def fixture_run(tmp_path_factory) -> tuple[Path, object]:
     """One fixture run for every test that reads it: (run directory, outcome). Tests must not alter it."""
-    from pinbench_recipes.remembench.run import run
+    from pinbench.results.finish import run_recipe
 
     out = tmp_path_factory.mktemp("fixture-run")
-    return out, run(fixture_config(out))
+    return out, run_recipe(fixture_config(out))
 
 
 @pytest.fixture(scope="session")

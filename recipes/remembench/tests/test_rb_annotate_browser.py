@@ -263,7 +263,7 @@ def test_the_fixture_annotated_through_the_page_scores_as_its_own_annotations(
     """The annotator's judgement is the fixture's own file; the page is the only way the marks reach disk."""
     from selenium.webdriver.common.keys import Keys
 
-    from pinbench_recipes.remembench.run import run
+    from pinbench.results.finish import run_recipe
 
     own = read_annotation_file(built_fixture.annotations)
     out = tmp_path / "pairs.json"
@@ -286,7 +286,7 @@ def test_the_fixture_annotated_through_the_page_scores_as_its_own_annotations(
     run_dir = tmp_path / "run"
     shutil.copytree(built_fixture.root, run_dir / "fixture_data")
     shutil.copyfile(out, run_dir / "fixture_data" / "annotations.json")
-    outcome = run(fixture_config(run_dir))
+    outcome = run_recipe(fixture_config(run_dir))
     assert outcome.exit_code == 0, outcome.message  # and so within the fixture reference
     rows = [json.loads(line) for line in (run_dir / "scenes.jsonl").read_text().splitlines()]
     scored = {r["scene_id"]: r for r in rows if r["group"] == "t2v"}

@@ -10,8 +10,8 @@ from stored import stored_ids
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
-from pinbench_recipes.remembench.run import run
 from pinbench_recipes.remembench.tests.conftest import fixture_config
 
 
@@ -45,7 +45,7 @@ def test_fixture_outputs(fixture_run):
 def test_missing_rollout_is_counted_and_named(tmp_path):
     data = build_fixture(tmp_path / "fixture_data")
     (data.videos / "t2v-001.mp4").unlink()
-    outcome = run(fixture_config(tmp_path))
+    outcome = run_recipe(fixture_config(tmp_path))
     assert outcome.exit_code != 0
     card = json.loads((tmp_path / "scorecard.json").read_text())
     assert card["status"] == "partial"
@@ -62,7 +62,7 @@ def test_nan_camera_poses_fail_their_sample_by_name(tmp_path):
 
     data = build_fixture(tmp_path / "fixture_data")
     np.savez(data.poses_dir / "s02-rot180.npz", poses=np.full((253, 4, 4), np.nan), idx=np.arange(253))
-    outcome = run(fixture_config(tmp_path))
+    outcome = run_recipe(fixture_config(tmp_path))
     assert outcome.exit_code == 2
     metric = json.loads((tmp_path / "scorecard.json").read_text())["metrics"]["i2v/rotation_180/clip"]
     assert (metric["n_scored"], metric["n_failed"]) == (1, 1)
@@ -79,7 +79,7 @@ def test_limited_run_is_not_compared_as_complete(tmp_path):
     """--limit 4 scores the first four rows (3 T2V, 1 I2V); the 7-sample reference does not apply."""
     cfg = fixture_config(tmp_path)
     cfg.limit = 4
-    outcome = run(cfg)
+    outcome = run_recipe(cfg)
     card = json.loads((tmp_path / "scorecard.json").read_text())
     assert card["samples"]["n_expected"] == 4 and card["status"] == "complete"
     assert set(card["metrics"]) == {f"{g}/{m}" for g in ("t2v", "i2v/rotation_180")
@@ -93,8 +93,8 @@ def _per_sample(out: Path) -> dict[str, tuple]:
     return {r["sample_id"]: (r["status"], r["result"], r["error"]) for r in rows}
 
 def test_skip_scoring_scores_nothing(tmp_path):
-    outcome = run(get_recipe("remembench").config(out_dir=tmp_path, fixture=True, offline=True, skip_scoring=True,
-                                                  options={"device": "cpu"}, env={}))
+    outcome = run_recipe(get_recipe("remembench").config(out_dir=tmp_path, fixture=True, offline=True,
+                                                         skip_scoring=True, options={"device": "cpu"}, env={}))
     assert outcome.exit_code != 0 and not stored_ids(tmp_path / "samples")
 
 

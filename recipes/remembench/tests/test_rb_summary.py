@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pinbench.core.recipe import get_recipe
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.remembench.dataset import DatasetError
-from pinbench_recipes.remembench.run import run
 from pinbench_recipes.remembench.summary import (
     BUDGETS,
     METHODS,
@@ -159,7 +159,7 @@ def test_reference_pairs_run_passes_against_the_paper_table(tmp_path):
     release = make_release(tmp_path / "RememBench")
     cfg = get_recipe("remembench").config("t2v-reference-pairs", out_dir=tmp_path / "run", offline=True,
                                           options={"dataset_dir": str(release)}, env={})
-    outcome = run(cfg)
+    outcome = run_recipe(cfg)
     assert outcome.exit_code == 0, outcome.message
     card = json.loads((tmp_path / "run" / "scorecard.json").read_text())
     assert card["status"] == "complete" and card["samples"]["n_expected"] == 600
@@ -178,7 +178,7 @@ def test_reference_pairs_run_fails_when_the_summary_differs(tmp_path):
     release = make_release(tmp_path / "RememBench", values)
     cfg = get_recipe("remembench").config("t2v-reference-pairs", out_dir=tmp_path / "run", offline=True,
                                           options={"dataset_dir": str(release)}, env={})
-    outcome = run(cfg)
+    outcome = run_recipe(cfg)
     assert outcome.exit_code == 1 and "base-1chunk/lpips_alex" in outcome.message
 
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pinbench import cli
+from pinbench.results.finish import run_recipe
 from pinbench_recipes.remembench.prepare import read_annotation_file
-from pinbench_recipes.remembench.run import run
 from pinbench_recipes.remembench.tests.conftest import fixture_config
 
 runner = CliRunner()
@@ -30,7 +30,8 @@ def two_runs(fixture_run, built_fixture, tmp_path_factory) -> tuple[Path, Path]:
     pairs = read_annotation_file(built_fixture.annotations)
     (other / "fixture_data" / "annotations.json").write_text(json.dumps(
         {s: {"departure_frame": d, "revisit_frame": r - 120} for s, (d, r) in pairs.items()}))
-    assert run(fixture_config(other)).exit_code == 1  # other pairs, other T2V scores: the fixture reference fails
+    # other pairs, other T2V scores: the fixture reference fails
+    assert run_recipe(fixture_config(other)).exit_code == 1
     return fixture_run[0], other
 
 

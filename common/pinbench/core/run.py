@@ -1,0 +1,405 @@
+"""One run of a recipe, from its configuration to its scorecard: the protocol every recipe shares.
+
+A recipe's ``run(run)`` reads as its benchmark's procedure (prepare, generate, score, finish); the ``Run`` it is
+handed owns everything around those steps:
+
+* resume: a per-sample step (``score``, ``compute``) stores each outcome as soon as it exists
+  (``pinbench.core.runner``) and computes only what is not validly stored, in this run directory or, computed
+  from the same inputs and code in another one, the sample cache (``pinbench.core.sample_cache``);
+* shards: with ``--shard I/N`` a step computes shard I's samples; the first call that needs every task's record
+  (``score``, ``gather``, ``store``) ends such a run right there, its samples stored and counted, and the merge
+  (an unsharded run over the same directory) writes the scorecard;
+* ``--skip-scoring`` / ``--skip-generation``: the steps of that part compute nothing and read what is stored;
+* ``--fixture``: the recipe's small data, built once in the run directory (``fixture``);
+* timings (``with run.step("score"):``) and the end: ``finish`` writes ``samples.jsonl`` (exactly the records
+  aggregated), the scorecard, its diff against the recipe's reference, the failures and the report.
+
+A finish whose scorecard would be computed from exactly what the existing one was (records, configuration,
+declaration, reference, code: ``computed_from``) keeps that scorecard and its report; the diff is always given
+afresh. The exit code is the diff's when a reference exists for the checkpoint and mode, else 0 for a complete
+run and 2 for a partial or failed one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from pinbench.core.config import Implementation, RunConfig, Shard
+from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
+from pinbench.core.files import write_atomic, write_if_changed
+from pinbench.core.inputs import InputDigests, input_digests
+from pinbench.core.provenance import collect_provenance, redact, to_jsonable
+from pinbench.core.recipe import Recipe, library_digest
+from pinbench.core.reference import (
+    EXIT_INCOMPLETE,
+    DiffResult,
+    Reference,
+    diff,
+    load_reference,
+    render_diff,
+    render_results,
+)
+from pinbench.core.runner import (
+    BatchFn,
+    Pending,
+    RunSummary,
+    SampleFn,
+    SampleRecord,
+    StepLog,
+    Task,
+    Validator,
+    merge_samples,
+    pending_tasks,
+    run_samples,
+)
+from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
+from pinbench.core.scorecard import (
+    MetricSpec,
+    Scorecard,
+    ScorecardError,
+    build_scorecard,
+    load_scorecard,
+    write_scorecard,
+)
+
+T = TypeVar("T")
+FIXTURE_DIR = "fixture_data"
+FAILURES_FILE = "failures.tsv"
+REPORT = PurePosixPath("report", "index.html")
+FAILURES_SHOWN = 5
+PARTS = ("generation", "scoring")
+
+
+class Figure(NamedTuple):
+    """A PNG for the report: for the run, or for one sample (the report shows failures, the worst and best few)."""
+
+    title: str
+    png: Path
+    caption: str
+    sample_id: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced; ``exit_code`` is non-zero for failures, partial runs and diff FAILs."""
+
+    scorecard_path: Path | None
+    exit_code: int
+    diff: DiffResult | None = None
+    report_path: Path | None = None
+    message: str = ""
+
+
+class Reporter(Protocol):
+    """Writes a run's report (``pinbench.results``, above the core, provides it)."""
+
+    def __call__(self, scorecard: Path, out_dir: Path, *, reference: Reference | None,
+                 samples: Sequence[SampleRecord | DerivedRecord], figures: Sequence[Figure], title: str) -> Path: ...
+
+
+class RunStops(BaseException):
+    """The run ends before its finish: one shard of many has stored its samples, or generation alone was asked for.
+
+    A BaseException, so that a recipe's ``except Exception`` never swallows it."""
+
+    def __init__(self, summary: RunSummary | None, why: str) -> None:
+        super().__init__(why)
+        self.summary, self.why = summary, why
+
+
+class Run:
+    """One run: its recipe, configuration and timings, and the steps every recipe shares (module docstring)."""
+
+    def __init__(self, recipe: Recipe, cfg: RunConfig, *, report: Reporter | None = None) -> None:
+        self.recipe, self.cfg = recipe, cfg
+        self.timings: dict[str, float] = {}
+        self._report = report
+
+    @property
+    def out_dir(self) -> Path:
+        return self.cfg.out_dir
+
+    @property
+    def options(self) -> Any:
+        """The recipe's typed option values (``-o``, environment, defaults): one attribute per declared option."""
+        return self.cfg.options
+
+    @property
+    def shard(self) -> Shard | None:
+        return self.cfg.shard
+
+    # ------------------------------------------------------------------------------------- preparing
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time a block as part of step ``name`` (the scorecard's ``timings``; repeated blocks add up)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+    def fixture(self, build: Callable[[Path], T]) -> T | None:
+        """With ``--fixture``, the recipe's small data, built by ``build`` into the run directory (the builder
+        writes it once: ``pinbench.core.fixture_data``); None for a run on real inputs."""
+        return build(self.out_dir / FIXTURE_DIR) if self.cfg.fixture else None
+
+    def digests(self) -> AbstractContextManager[InputDigests]:
+        """The run directory's input digests (each input file hashed once per directory; ``--verify-inputs``
+        hashes every one again)."""
+        return input_digests(self.out_dir, verify=self.cfg.verify_inputs)
+
+    # ------------------------------------------------------------------------------------- per-sample steps
+
+    def skips(self, part: str) -> bool:
+        """Whether this run computes nothing of ``part`` ("generation" or "scoring": its ``--skip-*`` flag)."""
+        if part not in PARTS:
+            raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+        return self.cfg.skip_generation if part == "generation" else self.cfg.skip_scoring
+
+    def compute(self, tasks: Sequence[Task], fn: SampleFn, *, label: str = "score", folder: str = "",
+                part: str = "scoring", validate: Validator | None = None, batch_size: int = 1,
+                batch_fn: BatchFn | None = None, devices: Sequence[str] = (), progress: bool = True,
+                cache: bool = True) -> RunSummary:
+        """This shard's records of a per-sample step (every task's when unsharded), stored under ``folder``:
+        each pending task computed by ``fn`` (``validate`` accepts its result), the rest reused. With the
+        ``--skip-*`` flag of ``part`` nothing is computed (an empty summary: ``gather`` reads what is stored).
+
+        ``devices``: one worker process per device, each a part of this shard; ``fn`` is then called with the
+        device, in its worker, to build the per-sample function (so it must be picklable). ``cache=False`` for a
+        step whose results name files of this run directory, which another directory would not have."""
+        if self.skips(part):
+            return RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
+        out = self.out_dir / folder
+        samples = self._sample_cache(folder) if cache else None
+        if devices:
+            summary = _in_workers(tasks, fn, out, self.shard, list(devices), label=label, validate=validate,
+                                  implementation=self.cfg.implementation, cache=samples)
+        else:
+            summary = run_samples(tasks, fn, out, shard=self.shard, implementation=self.cfg.implementation,
+                                  validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
+                                  progress=progress, cache=samples)
+        if samples is not None and samples.stored:
+            prune(samples.root, size_bound())
+        return summary
+
+    def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",
+               validate: Validator | None = None) -> list[SampleRecord]:
+        """Every task's record in task order, a task no process stored failed as missing (never dropped): from
+        ``summary`` when it covers them, else from every shard's store under ``folder``. In one shard of many the
+        run ends here: what follows needs the other shards' records (the merge's)."""
+        if self.shard is not None:
+            raise RunStops(summary, "the scorecard is written by the merge (an unsharded run over this directory)")
+        if summary is not None and summary.covers(tasks):
+            return list(summary.records.values())
+        return merge_samples([self.out_dir / folder], tasks, implementation=self.cfg.implementation,
+                             validate=validate)
+
+    def score(self, tasks: Sequence[Task], fn: SampleFn, **step: Any) -> list[SampleRecord]:
+        """``compute`` then ``gather``: every task's record (``step``: ``compute``'s keywords)."""
+        return self.gather(tasks, self.compute(tasks, fn, **step), folder=step.get("folder", ""),
+                           validate=step.get("validate"))
+
+    def pending(self, tasks: Sequence[Task], *, folder: str = "", part: str = "scoring") -> Pending:
+        """What an external tool must still compute for this shard (and for any shard): the tasks without a
+        reusable record under ``folder``; nothing with the ``--skip-*`` flag of ``part``."""
+        if self.skips(part):
+            return Pending([], [], {})
+        return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.cfg.implementation)
+
+    def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
+              folder: str = "", label: str = "results") -> list[SampleRecord]:
+        """Store results an external tool computed (ok, or an exception saying why the sample failed) for this
+        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record."""
+        log = self.log(tasks, folder=folder, label=label)
+        for task in log.mine:
+            sid = str(task["sample_id"])
+            result = results.get(sid, KeyError(f"{sid}: no result"))
+            if isinstance(result, BaseException):
+                log.record(sid, None, error=f"{type(result).__name__}: {result}")
+            else:
+                log.record(sid, result, reused=True)
+        return self.gather(tasks, log.finish(), folder=folder)
+
+    def log(self, tasks: Sequence[Task], *, folder: str, label: str, units: Sequence[int] | None = None) -> StepLog:
+        """The record of a step whose work runs outside the run's own loop, in batches an external tool launches
+        (``pinbench.core.runner.StepLog``): this shard's tasks, stored under ``folder`` by this run's
+        implementation."""
+        return StepLog(tasks, self.out_dir / folder, step=label, shard=self.shard, units=units,
+                       implementation=self.cfg.implementation)
+
+    def stop_after_generation(self, summary: RunSummary | None, problems: Sequence[str] = ()) -> None:
+        """End a shard or a ``--skip-scoring`` run once its generation is stored (a shard's generation is never
+        scored on its own: the scoring sees every task)."""
+        if self.shard is not None or self.cfg.skip_scoring:
+            raise RunStops(summary, "; ".join(problems) or "generation stored; scoring is a later run's")
+
+    def _sample_cache(self, folder: str) -> SampleCache | None:
+        root = cache_dir()
+        if root is None or self.cfg.implementation is None:
+            return None
+        return SampleCache(root, f"{self.recipe.name}/{folder}", self.cfg.implementation)
+
+    # ------------------------------------------------------------------------------------- the end
+
+    def execute(self, entry: Callable[[Run], RunOutcome]) -> RunOutcome:
+        """``entry(self)``, the recipe's procedure; a run that stops early (``RunStops``) says so and exits 0 when
+        every sample it stored is ok, else 2."""
+        try:
+            return entry(self)
+        except RunStops as stop:
+            summary = stop.summary or RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
+            failed = summary.failed_ids
+            who = f"shard {self.shard} of {self.recipe.name}" if self.shard is not None else self.recipe.name
+            message = (f"{who}: {summary.n_total} samples: {summary.n_done} done, {summary.n_reused} reused, "
+                       f"{summary.n_failed} failed"
+                       + (f" ({', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''})" if failed else "")
+                       + f"; {stop.why}")
+            print(message, flush=True)
+            return RunOutcome(scorecard_path=None, exit_code=EXIT_INCOMPLETE if failed else 0, message=message)
+
+    def finish(self, metrics: Sequence[MetricSpec], records: Sequence[SampleRecord], *,
+               derived: Sequence[DerivedRecord] | Callable[[], Sequence[DerivedRecord]] = (),
+               figures: Sequence[Figure] | Callable[[], Sequence[Figure]] = (),
+               pins: Mapping[str, Any] | None = None, seeds: Mapping[str, Any] | None = None,
+               extra: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None) -> RunOutcome:
+        """Write ``samples.jsonl``, the scorecard over ``records`` (one per task: ``gather``'s), its diff and report.
+
+        ``derived``: records computed from many samples (``pinbench.core.derived``), counted apart, never as
+        samples. ``figures``: PNGs for the report. Both may be functions, called only when the scorecard is
+        computed. ``extra`` is what the scorecard says beyond its numbers, ``provenance`` where the inputs came
+        from (beside ``pins`` and ``seeds``)."""
+        recipe, cfg = self.recipe, self.cfg
+        described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
+        samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
+        ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
+        computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
+                                       {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance})
+        scorecard_path = self.out_dir / "scorecard.json"
+        report_path = self.out_dir / REPORT
+        card = _unchanged(scorecard_path, report_path, computed_from)
+        kept = card is not None
+        if card is not None:
+            print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
+                  "scorecard and report kept", flush=True)
+            write_if_changed(self.out_dir / card.samples.path, samples_bytes)  # edited or removed since: put back
+        else:
+            derived = list(derived() if callable(derived) else derived)
+            card = build_scorecard(
+                recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
+                metrics=described, records=records, n_expected=len(records),
+                provenance=collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
+                                              extra=dict(provenance or {})),
+                config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
+                derived=derived)
+            card = dataclasses.replace(card, computed_from=computed_from)
+            write_atomic(self.out_dir / card.samples.path, samples_bytes)
+            if card.derived is not None:
+                write_derived(derived, self.out_dir / card.derived.path)
+            else:
+                (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
+            write_scorecard(card, scorecard_path)
+
+        reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
+        result = diff(card, reference) if reference is not None else None
+        if result is None:
+            exit_code = 0 if card.status == "complete" else EXIT_INCOMPLETE
+            message = render_results(card, f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}")
+        else:
+            exit_code, message = result.exit_code, render_diff(result)
+        write_if_changed(self.out_dir / "diff.txt", message + "\n")
+        print(message, flush=True)
+        for line in summarize_failures(card, self.out_dir):
+            print(line, flush=True)
+        if not kept and self._report is not None:
+            report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
+                                       samples=[*records, *derived],
+                                       figures=list(figures() if callable(figures) else figures),
+                                       title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
+        return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
+                          report_path=report_path if report_path.is_file() else None, message=message)
+
+
+def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
+    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``; the lines to print:
+    how many samples failed, up to five of them with their one-line reason, and where the full list is."""
+    rows: list[tuple[str, str, str]] = []
+    for name, metric in card.metrics.items():
+        rows += [(f.sample_id, name, f.error) for f in metric.failed]
+        rows += [(sample, name, "missing: no record for this sample") for sample in metric.missing or ()]
+    path = out_dir / FAILURES_FILE
+    if not rows:
+        path.unlink(missing_ok=True)
+        return []
+    clean = [(sample, metric, redact(" ".join(str(reason).split()))) for sample, metric, reason in rows]
+    write_if_changed(path, "sample_id\tmetric\treason\n" + "".join("\t".join(row) + "\n" for row in clean))
+    first: dict[str, tuple[str, str]] = {}
+    for sample, metric, reason in clean:
+        first.setdefault(sample, (metric, reason))
+    lines = [f"failed: {len(first)} sample(s) in {len({m for _, m, _ in clean})} metric(s); full list: {path}"]
+    lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
+        :FAILURES_SHOWN]]
+    if len(first) > FAILURES_SHOWN:
+        lines.append(f"  ... and {len(first) - FAILURES_SHOWN} more")
+    return lines
+
+
+def _computed_from(recipe: Recipe, cfg: RunConfig, samples_bytes: bytes, metrics: Sequence[MetricSpec],
+                   n_expected: int, reference: Path | None, context: Mapping[str, Any]) -> str:
+    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records' bytes,
+    the configuration, the metrics and the declaration, the reference that applies, the recipe's code (in
+    ``cfg.implementation``) and the library's (``library_digest``), and what the recipe describes."""
+    digest = hashlib.sha256()
+    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": n_expected, "context": context,
+                                     "metrics": [spec.__dict__ for spec in metrics], "library": library_digest()}),
+                        sort_keys=True, default=str).encode(),
+             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"", samples_bytes]
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def _unchanged(scorecard: Path, report: Path, computed_from: str) -> Scorecard | None:
+    """The existing scorecard when it is valid and was computed from exactly this, and its report exists."""
+    if not (scorecard.is_file() and report.is_file()):
+        return None
+    try:
+        card = load_scorecard(scorecard)
+    except ScorecardError:
+        return None
+    return card if card.computed_from == computed_from else None
+
+
+# ------------------------------------------------------------------------------------------- workers
+
+
+def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir: Path, shard: Shard | None,
+                devices: list[str], *, label: str, validate: Validator | None, implementation: Implementation | None,
+                cache: SampleCache | None) -> RunSummary:
+    """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged."""
+    import multiprocessing
+
+    whole = shard or Shard(0, 1)
+    jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
+             implementation, cache, k == 0) for k, device in enumerate(devices)]
+    with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
+        parts = pool.map(_worker, jobs)
+    records = {sid: record for part in parts for sid, record in part.records.items()}
+    mine = whole.select([str(task["sample_id"]) for task in tasks])
+    return RunSummary(n_total=len(mine), n_done=sum(p.n_done for p in parts), n_reused=sum(p.n_reused for p in parts),
+                      n_failed=sum(p.n_failed for p in parts), records={sid: records[sid] for sid in mine},
+                      n_cached=sum(p.n_cached for p in parts))
+
+
+def _worker(job: tuple) -> RunSummary:
+    tasks, build, out_dir, part, device, label, validate, implementation, cache, progress = job
+    return run_samples(tasks, build(device), out_dir, shard=part, implementation=implementation, validate=validate,
+                       progress=progress, step=label, cache=cache)

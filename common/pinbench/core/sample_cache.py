@@ -1,0 +1,134 @@
+"""Finished samples shared by every run directory of a machine: a record is found by what it was computed from.
+
+Why: a run directory belongs to one set of inputs (``pinbench.core.rundir``), so after fixing a folder of videos,
+moving a run aside or choosing another ``--out``, every unchanged sample was computed again (hours with RAFT).
+A record here is keyed by its step, the hash of its task (the inputs' content and the options that change results,
+``pinbench.core.runner.input_hash``) and its implementation (recipe version, code digest, image), so any run that
+meets the same key reuses the record instead of computing it; an edited scoring constant changes the code digest,
+and so the key.
+
+Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
+SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
+whole file. A torn or edited entry, or one whose record is not the task's, is ignored and replaced. Only ok records
+that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read back.
+A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (default 2048), least
+recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
+``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
+or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pinbench.core.config import Implementation
+from pinbench.core.files import atomic_path, cache_root, read_regular_text
+from pinbench.core.store import Stored, decode_line, encode_line
+
+ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
+DEFAULT_MB = 2048
+MIN_SECONDS = 0.01
+SUFFIX = ".jsonl"
+
+
+def cache_dir() -> Path | None:
+    """The sample cache's folder, or None when ``PINBENCH_SAMPLE_CACHE=off``."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() == "off":
+        return None
+    return Path(value).expanduser() if value else cache_root() / "samples"
+
+
+def size_bound() -> int:
+    """The cache's bound in bytes (``PINBENCH_SAMPLE_CACHE_MB``; an unusable value is the default)."""
+    try:
+        megabytes = float(os.environ.get(SIZE_ENV, DEFAULT_MB))
+    except ValueError:
+        megabytes = DEFAULT_MB
+    return int(max(megabytes, 0.0) * 1024 * 1024)
+
+
+class SampleCache:
+    """The records of one step (``scope``: recipe and step folder) computed by one implementation."""
+
+    def __init__(self, root: Path, scope: str, implementation: Implementation) -> None:
+        self.root = root
+        self.stored = 0   # entries this object wrote
+        self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def key(self, task_hash: str) -> str:
+        return hashlib.sha256((self._prefix + task_hash).encode()).hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / (key + SUFFIX)
+
+    def get(self, task_hash: str) -> Stored | None:
+        """The stored record of a task (its digest checked), or None. Each subfolder is listed once, so a run that finds
+        nothing does not try to open a file per sample."""
+        key = self.key(task_hash)
+        bucket = key[:2]
+        if bucket not in self._listed:
+            try:
+                self._listed[bucket] = frozenset(os.listdir(self.root / bucket))
+            except OSError:
+                self._listed[bucket] = frozenset()
+        if key + SUFFIX not in self._listed[bucket]:
+            return None
+        path = self._path(key)
+        text = read_regular_text(path)   # a FIFO or a folder there is a miss, never a hang
+        stored = decode_line(text.rstrip("\n").encode("utf-8"), str(path))[0] if text else None
+        if stored is not None:
+            try:
+                os.utime(path)   # used now: the last to be pruned
+            except OSError:
+                pass
+        return stored
+
+    def put(self, task_hash: str, body: bytes) -> None:
+        """Keep a record's bytes under its task's key (a cache that cannot be written only costs time)."""
+        path = self._path(self.key(task_hash))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(encode_line(body))
+        except OSError:
+            return
+        self.stored += 1
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune`` did: entries and bytes removed and kept."""
+
+    removed: int
+    removed_bytes: int
+    kept: int
+    kept_bytes: int
+
+
+def prune(root: Path, bound: int) -> Pruned:
+    """Remove the least recently used entries until the cache holds at most ``bound`` bytes."""
+    entries = []
+    for bucket in sorted(root.iterdir()) if root.is_dir() else ():
+        if not bucket.is_dir() or bucket.is_symlink():
+            continue
+        for entry in os.scandir(bucket):
+            if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
+                stat = entry.stat(follow_symlinks=False)
+                entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
+    total = sum(size for _, size, _ in entries)
+    removed = removed_bytes = 0
+    for _, size, path in sorted(entries):
+        if total <= bound:
+            break
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        total -= size
+        removed, removed_bytes = removed + 1, removed_bytes + size
+    return Pruned(removed, removed_bytes, len(entries) - removed, total)

@@ -1,0 +1,205 @@
+"""The Run (pinbench.core.run): its steps own resume, shards, the --skip-* flags and the sample cache; its finish
+recomputes nothing a rerun did not change.
+
+What a scorecard is computed from (``computed_from``): the records' bytes, the configuration, the metrics and the
+declaration, the reference that applies, the code. Each of them changed once here recomputes; nothing changed
+recomputes nothing: no derived record, no figure, no report, no new scorecard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from toy_recipe import toy_recipe
+
+from pinbench.core.derived import derive
+from pinbench.core.recipe import Recipe
+from pinbench.core.run import Run
+from pinbench.core.rundir import claim_run_dir
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec
+from pinbench.results.finish import write_run_report
+
+IDS = ["s0", "s1", "s2", "s3"]
+
+
+def _records(bump: float = 0.0) -> list[SampleRecord]:
+    return [SampleRecord(sid, "ok", {"f1": 0.5 + 0.1 * i + (bump if i == 2 else 0.0), "err": 0.25 * (i + 1)}, None,
+                         "0" * 64, 0.1) for i, sid in enumerate(IDS)]
+
+
+class Counted:
+    """Test double: a lazily computed input of Run.finish that counts its calls."""
+
+    def __init__(self, value) -> None:
+        self.value, self.calls = value, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.value(self.records) if callable(self.value) else self.value
+
+
+def _finish(recipe: Recipe, out: Path, records: list[SampleRecord], derived: Counted, figures: Counted):
+    cfg = recipe.config("Toy-Nano", out_dir=out, limit=4, env={})
+    derived.records = records
+    with claim_run_dir(cfg, env={}):
+        return Run(recipe, cfg, report=write_run_report).finish([MetricSpec("f1"), MetricSpec("err")], records,
+                                                                pins={}, derived=derived, figures=figures)
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Recipe:
+    return toy_recipe(tmp_path / "recipes")
+
+
+def _state(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in ("scorecard.json", "report/index.html", "samples.jsonl",
+                                                         "derived.jsonl")}
+
+
+def test_a_rerun_that_changed_nothing_recomputes_nothing(toy: Recipe, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    derived = Counted(lambda records: [derive("suite", records, lambda m: {"n": len(m)})])
+    figures = Counted([])
+    first = _finish(toy, out, _records(), derived, figures)
+    before = _state(out)
+    assert (derived.calls, figures.calls) == (1, 1)
+    card = json.loads(before["scorecard.json"])
+    assert len(card["computed_from"]) == 64 and card["derived"]["n_records"] == 1
+    capsys.readouterr()
+
+    again = _finish(toy, out, _records(), derived, figures)
+    assert (derived.calls, figures.calls) == (1, 1)  # neither computed again
+    assert _state(out) == before
+    assert again.exit_code == first.exit_code and again.scorecard_path == first.scorecard_path
+    assert "toy-bench: nothing changed since the scorecard of" in capsys.readouterr().out
+
+    (out / "samples.jsonl").write_text("edited\n")  # a hand edit of the samples file is put back
+    _finish(toy, out, _records(), derived, figures)
+    assert _state(out) == before and derived.calls == 1
+
+
+@pytest.mark.parametrize("change", ["a record", "the reference", "the report is gone", "the declaration"])
+def test_anything_the_scorecard_is_computed_from_recomputes_it(toy: Recipe, tmp_path: Path, change: str) -> None:
+    out = tmp_path / "run"
+    derived = Counted(lambda records: [derive("suite", records, lambda m: {"n": len(m)})])
+    figures = Counted([])
+    _finish(toy, out, _records(), derived, figures)
+    before = json.loads((out / "scorecard.json").read_text())
+    records = _records()
+    if change == "a record":
+        records = _records(bump=0.05)
+    elif change == "the reference":
+        reference = toy.reference_file("Toy-Nano", "smoke")
+        reference.parent.mkdir(parents=True, exist_ok=True)
+        from pinbench.core.proposal import record_reference
+        from pinbench.core.scorecard import load_scorecard
+
+        record_reference(load_scorecard(out / "scorecard.json"), reference, recipe=toy, tier="same_hw")
+    elif change == "the report is gone":
+        (out / "report" / "index.html").unlink()
+    else:
+        declaration = toy.dir / "recipe.yaml"
+        declaration.write_text(declaration.read_text().replace("a toy recipe for library tests", "a toy recipe"))
+    _finish(toy, out, records, derived, figures)
+    after = json.loads((out / "scorecard.json").read_text())
+    assert (derived.calls, figures.calls) == (2, 2)
+    assert after["computed_from"] != before["computed_from"] or change == "the report is gone"
+    assert (out / "report" / "index.html").is_file()
+    if change == "a record":
+        assert after["metrics"]["f1"]["value"] != before["metrics"]["f1"]["value"]
+
+
+TASKS = [{"sample_id": sid, "x": i} for i, sid in enumerate(IDS)]
+
+
+def _procedure(calls: list[str], fail: str | None = None):
+    """Test double for a recipe's ``run(run)``: one per-sample step, then the finish."""
+    def score(task: dict) -> dict:
+        calls.append(task["sample_id"])
+        if task["sample_id"] == fail:
+            raise ValueError("truncated video")
+        return {"f1": 0.5 + 0.1 * task["x"], "err": 0.25}
+
+    def procedure(run: Run):
+        records = run.score(TASKS, score)
+        return run.finish([MetricSpec("f1"), MetricSpec("err")], records, pins={})
+    return procedure
+
+
+def _run(recipe: Recipe, out: Path, procedure, **flags):
+    cfg = recipe.config("Toy-Nano", out_dir=out, limit=4, env={}, **flags)
+    with claim_run_dir(cfg, env={}):
+        return Run(recipe, cfg, report=write_run_report).execute(procedure)
+
+
+def test_a_shard_stores_its_samples_and_stops_before_anything_shared(toy: Recipe, tmp_path: Path) -> None:
+    """Shards of one run share its directory and may run at once: each stores its own samples and stops at the first
+    step that needs every task's record (exit 0, or 2 naming a failed sample); the merge writes the scorecard."""
+    from pinbench.core.config import Shard
+    from pinbench.core.reference import EXIT_INCOMPLETE
+
+    out, calls = tmp_path / "run", []
+    done = _run(toy, out, _procedure(calls), shard=Shard(1, 2))
+    assert (done.exit_code, done.scorecard_path, calls) == (0, None, ["s1", "s3"])
+    assert "shard 1/2 of toy-bench: 2 samples: 2 done, 0 reused, 0 failed; the scorecard is written by the merge" \
+        in done.message
+    assert sorted(p.name for p in out.iterdir()) == [".pinbench-locks", "pinbench-run.json", "samples", "shards"]
+    failed = _run(toy, out, _procedure(calls, fail="s0"), shard=Shard(0, 2))
+    assert (failed.exit_code, failed.scorecard_path) == (EXIT_INCOMPLETE, None) and "1 failed (s0)" in failed.message
+    merged = _run(toy, out, _procedure(calls), skip_scoring=True)   # the merge computes nothing
+    assert calls == ["s1", "s3", "s0", "s2"] and merged.scorecard_path is not None
+    card = json.loads(merged.scorecard_path.read_text())
+    assert card["status"] == "partial" and card["metrics"]["f1"]["failed"] == [
+        {"sample_id": "s0", "error": "ValueError: truncated video"}]
+
+
+def test_a_rerun_computes_only_what_is_not_stored(toy: Recipe, tmp_path: Path) -> None:
+    out, calls = tmp_path / "run", []
+    assert _run(toy, out, _procedure(calls, fail="s2")).exit_code != 0
+    assert _run(toy, out, _procedure(calls)).exit_code == 0
+    assert calls == [*IDS, "s2"]
+
+
+def test_store_keeps_a_record_that_says_the_same_and_names_a_failure(toy: Recipe, tmp_path: Path) -> None:
+    """Results an external tool computed (PAI-Bench-C's evaluator): stored once; the same results again append
+    nothing; a changed one is stored; an exception is the sample's failure, by name."""
+    from pinbench.core.store import SAMPLES_DIR
+
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "run", limit=4, env={})
+    results = {sid: {"f1": 0.5} for sid in IDS}
+    log = tmp_path / "run" / SAMPLES_DIR / "run.jsonl"
+    Run(toy, cfg).store(TASKS, results)
+    lines = log.read_bytes().count(b"\n")
+    assert lines == 4
+    Run(toy, cfg).store(TASKS, results)
+    assert log.read_bytes().count(b"\n") == 4
+    records = Run(toy, cfg).store(TASKS, {**results, "s1": {"f1": 0.7}, "s2": RuntimeError("no metrics.json")})
+    assert log.read_bytes().count(b"\n") == 6
+    assert [(r.sample_id, r.status, r.result, r.error) for r in records] == [
+        ("s0", "ok", {"f1": 0.5}, None), ("s1", "ok", {"f1": 0.7}, None),
+        ("s2", "failed", None, "RuntimeError: no metrics.json"), ("s3", "ok", {"f1": 0.5}, None)]
+
+
+def test_pending_names_this_shards_tasks_and_every_shards(toy: Recipe, tmp_path: Path) -> None:
+    from pinbench.core.config import Shard
+    from pinbench.core.runner import input_hash, run_samples
+
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "run", limit=4, shard=Shard(0, 2), env={})
+    run_samples(TASKS[:1], lambda task: {"f1": 1.0}, cfg.out_dir, implementation=cfg.implementation, progress=False)
+    pending = Run(toy, cfg).pending(TASKS)
+    assert [t["sample_id"] for t in pending.mine] == ["s2"]                     # s0 is stored; s1, s3: shard 1's
+    assert pending.unscored == {t["sample_id"]: input_hash(t) for t in TASKS[1:]}
+    skipping = toy.config("Toy-Nano", out_dir=tmp_path / "run", limit=4, skip_scoring=True, env={})
+    assert Run(toy, skipping).pending(TASKS).mine == []
+
+
+def test_fixture_data_is_built_only_for_a_fixture_run(toy: Recipe, tmp_path: Path) -> None:
+    built = []
+    real = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "a", env={}))
+    assert real.fixture(built.append) is None and built == []
+    fixture = Run(toy, toy.config(fixture=True, out_dir=tmp_path / "b", env={}))
+    fixture.fixture(built.append)
+    assert built == [tmp_path / "b" / "fixture_data"]
