@@ -2,7 +2,7 @@
 inputs, and the same inputs are the same wherever they lie.
 
 * Edit a scoring constant in a copy of a recipe (``pinbench export``), rerun into the same directory: every sample
-  is computed again ("5 recomputed: code changed") and the score moves.
+  is computed again ("5 recomputed: code changed"), none is taken from the sample cache, and the score moves.
 * Every fixture gives the same stored records (reuse keys included) and metrics in two run directories, as a run
   on the host and one in an image (``/runs/out``) must.
 * Videos moved or copied elsewhere reuse every stored result; ``--verify-inputs`` hashes them all again.
@@ -46,7 +46,9 @@ def _counts(out: Path) -> dict[str, int]:
 def test_a_scoring_constant_edited_in_a_copy_of_the_recipe_recomputes_every_sample(tmp_path: Path) -> None:
     copy = export_recipe(get_recipe("dynamic-degree"), tmp_path / "copy")
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(copy), "PINBENCH_CACHE": str(tmp_path / "cache")}
+    # the sample cache on: the records of the unedited code are there, and must not be found by the edited code
+    env = {**os.environ, "PYTHONPATH": str(copy), "PINBENCH_CACHE": str(tmp_path / "cache"),
+           "PINBENCH_SAMPLE_CACHE": str(tmp_path / "sample-cache")}
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pinbench", "run", "dynamic-degree", "--fixture", "--out",

@@ -110,7 +110,7 @@ class Pruned:
     kept_bytes: int
 
 
-def prune(root: Path, bound: int) -> Pruned:
+def prune(root: Path, bound: float) -> Pruned:
     """Remove the least recently used entries until the cache holds at most ``bound`` bytes."""
     entries = []
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():

@@ -380,3 +380,37 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
     with pytest.raises(RecipeError, match="raft_sha256"):
         raft_weights(local, unpinned)
 
+
+
+def test_a_fixed_folder_in_a_new_out_reuses_every_unchanged_video(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  texture_video: Callable[..., Path]) -> None:
+    """#28, as a new user meets it: 10 videos, 3 broken; after removing the 3 the folder is another set of inputs,
+    so the run goes to a new --out, where the 7 unchanged videos come from the sample cache: none is computed."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "sample-cache"))
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i in range(7):
+        texture_video(f"v{i}", velocity=(i % 3, 1), seed=i, n_frames=32, height=96, width=128).rename(
+            videos / f"v{i}.mp4")
+    (videos / "empty.mp4").write_bytes(b"")
+    (videos / "text.mp4").write_text("not a video\n")
+    (videos / "truncated.mp4").write_bytes((videos / "v0.mp4").read_bytes()[:300])
+    runner = CliRunner()
+
+    def run(out: str, *flags: str) -> str:
+        result = runner.invoke(app, ["run", "dynamic-degree", "--checkpoint", "mine", "-o", f"videos={videos}",
+                                     "-o", "flow=farneback", "--out", str(tmp_path / out), "--offline", *flags])
+        return result.output
+    assert "3 of 10 videos do not decode" in run("first")   # the doctor stops the run before anything is scored
+    first = run("first", "--skip-doctor")                   # as its message says: score the rest
+    assert "10 samples: 7 done, 0 reused, 3 failed" in first
+    for name in ("empty", "text", "truncated"):
+        (videos / f"{name}.mp4").unlink()
+    again = run("fixed")
+    assert "7 samples: 0 done, 7 reused (7 from the sample cache), 0 failed" in again
+    card = _card(tmp_path / "fixed")
+    assert card["status"] == "complete" and card["metrics"]["preview/dynamic_degree"]["n_scored"] == 7

@@ -1,0 +1,139 @@
+"""The sample cache (pinbench.core.sample_cache): a record computed in one run directory is found by another run of
+the same inputs and code, never by other inputs or other code, never from a damaged or planted entry, and the cache
+stays within its bound, least recently used first."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from toy_recipe import toy_recipe
+
+from pinbench.core.config import Implementation
+from pinbench.core.recipe import Recipe
+from pinbench.core.run import Run
+from pinbench.core.runner import input_hash, run_samples
+from pinbench.core.sample_cache import SUFFIX, SampleCache, cache_dir, prune
+from pinbench.core.store import encode_line
+
+TASKS = [{"sample_id": f"s{i}", "x": i} for i in range(4)]
+CODE = Implementation("1.0.0", "a" * 64)
+
+
+def slow_score(task: dict) -> dict:
+    time.sleep(0.012)   # longer than MIN_SECONDS: worth keeping
+    return {"f1": 0.5 + 0.1 * task["x"]}
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "sample-cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Recipe:
+    return toy_recipe(tmp_path / "recipes")
+
+
+def _compute(recipe: Recipe, out: Path, fn=slow_score, **flags):
+    return Run(recipe, recipe.config("Toy-Nano", out_dir=out, limit=4, env={}, **flags)).compute(TASKS, fn)
+
+
+def test_another_run_directory_reuses_what_one_computed(toy: Recipe, tmp_path: Path, cache: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    first = _compute(toy, tmp_path / "a")
+    assert (first.n_done, first.n_cached) == (4, 0) and len(list(cache.rglob(f"*{SUFFIX}"))) == 4
+    calls = []
+    second = _compute(toy, tmp_path / "b", fn=lambda task: calls.append(task) or {"f1": -1.0})
+    assert (second.n_done, second.n_reused, second.n_cached, calls) == (0, 4, 4, [])
+    assert "4 samples: 0 done, 4 reused (4 from the sample cache), 0 failed" in capsys.readouterr().err
+    assert [r.to_bytes() for r in second.records.values()] == [r.to_bytes() for r in first.records.values()]
+    third = _compute(toy, tmp_path / "b", fn=lambda task: calls.append(task) or {"f1": -1.0})
+    assert (third.n_reused, third.n_cached, calls) == (4, 0, [])   # the directory holds them now
+
+
+def test_other_code_or_other_inputs_never_find_a_record(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+    _compute(toy, tmp_path / "a")
+    other = SampleCache(cache, "toy-bench/", Implementation("1.0.0", "b" * 64))
+    same = SampleCache(cache, "toy-bench/", toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation)
+    assert same.get(input_hash(TASKS[0])) is not None
+    assert other.get(input_hash(TASKS[0])) is None                      # an edited scoring constant
+    assert same.get(input_hash({**TASKS[0], "x": 9})) is None           # an edited input
+
+
+def test_fast_results_and_failures_are_not_kept(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+    def mixed(task: dict) -> dict:
+        if task["x"] == 0:
+            raise ValueError("bad frame")
+        return slow_score(task) if task["x"] == 1 else {"f1": 0.0}
+    _compute(toy, tmp_path / "a", fn=mixed)
+    assert len(list(cache.rglob(f"*{SUFFIX}"))) == 1
+
+
+def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entries = [samples._path(samples.key(input_hash(task))) for task in TASKS]
+    entries[0].write_bytes(entries[0].read_bytes().replace(b"0.5", b"0.9"))     # edited: its digest fails
+    entries[1].write_bytes(entries[1].read_bytes()[:40])                        # torn
+    planted = entries[3].read_bytes()                                          # a sound record of s3 at s2's key
+    entries[2].write_bytes(planted)
+    entries[3].unlink()
+    os.mkfifo(entries[3])                                                      # a FIFO: a miss, not a hang
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(_compute(toy, tmp_path / "b")), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert done, "the run hung on the FIFO in the cache"
+    assert (done[0].n_done, done[0].n_cached) == (4, 0)
+    assert [r.result["f1"] for r in done[0].records.values()] == [0.5, 0.6, 0.7, 0.8]
+
+
+def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path) -> None:
+    samples = SampleCache(tmp_path / "c", "r/", CODE)
+    for i in range(5):
+        samples.put(f"{i:064x}", b'{"sample_id":"s%d"}' % i)
+        path = samples._path(samples.key(f"{i:064x}"))
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    size = len(encode_line(b'{"sample_id":"s0"}'))
+    assert samples.get(f"{0:064x}") is not None      # used now: the newest
+    pruned = prune(tmp_path / "c", 3 * size)
+    assert (pruned.removed, pruned.kept, pruned.kept_bytes) == (2, 3, 3 * size)
+    fresh = SampleCache(tmp_path / "c", "r/", CODE)
+    assert [fresh.get(f"{i:064x}") is not None for i in range(5)] == [True, False, False, True, True]
+
+
+def test_off_means_no_cache_and_the_default_is_under_the_cache_root(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    assert cache_dir() is None
+    monkeypatch.delenv("PINBENCH_SAMPLE_CACHE")
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path))
+    assert cache_dir() == tmp_path / "samples"
+
+
+def test_the_runner_alone_uses_no_cache(tmp_path: Path, cache: Path) -> None:
+    """Only a Run shares records between directories; the runner's own loop keeps to its directory."""
+    run_samples(TASKS, slow_score, tmp_path / "a", implementation=CODE, progress=False)
+    assert not cache.exists()
+
+
+def test_the_command_shows_and_prunes_the_cache(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    _compute(toy, tmp_path / "a")
+    runner = CliRunner()
+    shown = runner.invoke(app, ["cache", "show"])
+    assert shown.exit_code == 0 and f"{cache}: 4 record(s)" in shown.output
+    assert runner.invoke(app, ["cache", "prune", "--max-mb", "nan"]).exit_code == 2
+    pruned = runner.invoke(app, ["cache", "prune", "--max-mb", "0"])
+    assert pruned.exit_code == 0 and "removed 4 record(s)" in pruned.output and ": 0 record(s)" in pruned.output
+    assert list(cache.rglob(f"*{SUFFIX}")) == []
