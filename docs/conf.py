@@ -8,6 +8,10 @@ browser and in the site. Only these Markdown files are pages; every other folder
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_FOLDERS = ("docs", "images", "recipes")  # with README.md, the only entries of the root read at all
@@ -28,3 +32,15 @@ myst_heading_anchors = 3  # `page.md#a-heading` links, with the anchors a reposi
 html_theme = "furo"
 html_title = "pinbench"
 html_static_path: list[str] = []
+
+
+def _home(app: Sphinx, exception: Exception | None) -> None:
+    """``site/index.html``: the site's root sends a browser to the first page (docs/index)."""
+    if exception is None and app.builder.format == "html":
+        (Path(app.outdir) / "index.html").write_text(
+            '<!doctype html>\n<meta charset="utf-8">\n<meta http-equiv="refresh" content="0; url=docs/index.html">\n'
+            '<a href="docs/index.html">pinbench documentation</a>\n', encoding="utf-8")
+
+
+def setup(app: Sphinx) -> None:
+    app.connect("build-finished", _home)
