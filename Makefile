@@ -24,7 +24,7 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint docs demo export gpu-check docker-smoke
+.PHONY: help setup test lint docs docs-site demo export gpu-check docker-smoke
 
 help: ## show this help
 	@echo "pinbench - pinned, reproducible benchmark recipes"
@@ -56,13 +56,19 @@ $(STAMP): pyproject.toml setup.py uv.lock | $(UV)
 test: $(STAMP) ## run the test suite (CPU, offline), one worker per core (TEST_WORKERS=1 for one process)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-lint: $(STAMP) ## ruff, README tables vs recipe.yaml, hadolint on every Dockerfile, the Dockerfile policy tests
-	$(BIN)/ruff check common recipes tests tools conftest.py
+lint: $(STAMP) ## ruff, generated tables vs recipe.yaml, the documentation site, hadolint and the Dockerfile policy
+	$(BIN)/ruff check common recipes tests tools conftest.py docs/conf.py
 	$(PINBENCH) docs --check
+	$(MAKE) --no-print-directory docs-site
 	$(BIN)/python -m pytest -q tests/test_dockerfiles.py
 
-docs: $(STAMP) ## regenerate the READMEs' option, environment and metric tables from recipe.yaml
+docs: $(STAMP) ## regenerate the documentation's tables (recipe READMEs, docs/environment.md) from recipe.yaml
 	$(PINBENCH) docs
+
+# -W --keep-going: every warning (a broken link or anchor, a page in no table of contents) is named, then fails it.
+# -E: read every page again, so a warning of an unchanged page is not hidden by the last build's cache.
+docs-site: $(STAMP) ## build the documentation site into site/ (Sphinx, warnings are errors); open site/index.html
+	$(BIN)/sphinx-build -W --keep-going -E -q -b html -c docs . site
 
 demo: $(STAMP) ## every recipe's fixture mode on CPU: one line each, a summary, a report under runs/demo (V=1: all output)
 	$(PINBENCH) demo --out runs/demo $(if $(V),-v)

@@ -1,5 +1,5 @@
 """tools/bench_kernels.py end to end on tiny frames: every row, the --fork option (with a test double of the
-fork's package) and its one-line refusal. The real-size figures are the README's; no timing is asserted."""
+fork's package) and its one-line refusal. The real-size figures are on docs/performance.md; no timing is asserted."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """``make docker-smoke`` (tools/docker_smoke.py): its decisions, with the docker SDK mocked at its boundary.
 
 An unreachable base is skipped and named; a swapped base is what the build gets; a failed build, or a fixture
-that exits 0 without a complete scorecard, fails the row and the command. (The real builds: README, Containers.)
+that exits 0 without a complete scorecard, fails the row and the command. (The real builds: docs/performance.md,
+"The images".)
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from pinbench.ops.newrecipe import REFERENCE_NOTE, new_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 NAME, PACKAGE = "temporal-flickering", "temporal_flickering"   # 19 characters: long names lint too
-COPIED = ["common", "recipes", "tests", "tools", "images", "pyproject.toml", "setup.py", "uv.lock", "README.md",
-          "conftest.py", "LICENSE", "Makefile"]
+COPIED = ["common", "recipes", "tests", "tools", "images", "docs", "pyproject.toml", "setup.py", "uv.lock",
+          "README.md", "conftest.py", "LICENSE", "Makefile"]
 # The fixture's three videos score 0, 255/7 and 255 by construction (flat black and white frames, lossless).
 FIXTURE_MEAN = (0 + 255 / 7 + 255) / 3
 

@@ -1,4 +1,5 @@
-"""The README stays true: its env-var table covers every recipe's variables, its commands exist."""
+"""The README and the documentation pages stay true: the generated tables agree with every recipe's declaration,
+the README opens with the Quick start, the commands they give exist."""
 
 from __future__ import annotations
 
@@ -12,27 +13,50 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
+ENVIRONMENT = REPO / "docs" / "environment.md"  # the page with the generated table of every recipe's variables
 
 
-def test_a_stale_readme_table_is_detected(tmp_path: Path) -> None:
-    """pinbench docs --check fails once a README table disagrees with its recipe.yaml (this test can fail)."""
-    from pinbench.ops.docs import sync_readmes
+def _stale_environment_page(root: Path) -> Path:
+    """A copy of the environment page under ``root/docs`` with one variable misspelled in its generated table."""
+    (root / "docs").mkdir()
+    copy = root / "docs" / ENVIRONMENT.name
+    text = ENVIRONMENT.read_text()
+    assert "| `PINBENCH_RAFT_WEIGHTS` |" in text
+    copy.write_text(text.replace("`PINBENCH_RAFT_WEIGHTS`", "`PINBENCH_RAFT_WEIGHT`"))
+    return copy
 
-    assert sync_readmes(REPO, write=False) == []
-    copy = tmp_path / "README.md"
-    copy.write_text(README.replace("`PINBENCH_RAFT_WEIGHTS`", "`PINBENCH_RAFT_WEIGHT`"))
-    (tmp_path / "recipes").mkdir()
-    assert sync_readmes(tmp_path, write=False) == [copy]
+
+def test_a_stale_table_is_detected(tmp_path: Path) -> None:
+    """pinbench docs --check fails once a table of a docs/ page disagrees with the recipe.yaml files."""
+    from pinbench.ops.docs import sync_tables
+
+    assert sync_tables(REPO, write=False) == []
+    copy = _stale_environment_page(tmp_path)
+    assert sync_tables(tmp_path, write=False) == [copy]
 
 
-def test_docs_rewrites_a_readme_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A write that dies half way (disk full) leaves the README as it was, and no temporary file."""
-    from pinbench.ops.docs import sync_readmes
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda text: text.replace("<!-- pinbench:env -->\n", "<!-- pinbench:metrics -->\n"),
+     "environment.md: <!-- pinbench:metrics --> is no table of the documentation pages"),
+    (lambda text: text.replace("<!-- pinbench:env -->\n", ""),
+     "docs: no page holds <!-- pinbench:env -->"),
+], ids=["a recipe table on a page", "the table on no page"])
+def test_a_table_the_pages_cannot_hold_or_lost_is_named(tmp_path: Path, edit, message: str) -> None:
+    """A recipe's table on a docs/ page, or the table of every variable on no page, is refused naming the file."""
+    from pinbench.ops.docs import sync_tables
 
-    stale = README.replace("`PINBENCH_RAFT_WEIGHTS`", "`PINBENCH_RAFT_WEIGHT`")
-    copy = tmp_path / "README.md"
-    copy.write_text(stale)
-    (tmp_path / "recipes").mkdir()
+    copy = _stale_environment_page(tmp_path)
+    copy.write_text(edit(ENVIRONMENT.read_text()))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sync_tables(tmp_path, write=False)
+
+
+def test_docs_rewrites_a_page_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that dies half way (disk full) leaves the page as it was, and no temporary file."""
+    from pinbench.ops.docs import sync_tables
+
+    copy = _stale_environment_page(tmp_path)
+    stale = copy.read_text()
     real = Path.write_text
 
     def disk_full(self: Path, data: str, *args, **kwargs) -> int:  # test double: the write dies half way
@@ -41,18 +65,19 @@ def test_docs_rewrites_a_readme_atomically(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(Path, "write_text", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        sync_readmes(tmp_path, write=True)
+        sync_tables(tmp_path, write=True)
     monkeypatch.undo()
-    assert copy.read_text() == stale and sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "recipes"]
-    assert sync_readmes(tmp_path, write=True) == [copy] and sync_readmes(tmp_path, write=False) == []
+    assert copy.read_text() == stale and [p.name for p in tmp_path.rglob("*")] == ["docs", ENVIRONMENT.name]
+    assert sync_tables(tmp_path, write=True) == [copy] and sync_tables(tmp_path, write=False) == []
 
 
 def test_a_variable_several_recipes_read_differently_shows_each_meaning() -> None:
     """CUDA_VISIBLE_DEVICES means one thing to dynamic-degree and another to mind (which refuses most masks)."""
-    row = next(line for line in README.splitlines() if line.startswith("| `CUDA_VISIBLE_DEVICES` |"))
+    page = ENVIRONMENT.read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `CUDA_VISIBLE_DEVICES` |"))
     assert "`dynamic-degree`: GPUs RAFT may use" in row and "`mind`: unset, or starting 0,1" in row
     assert "`remembench`: the GPU for CLIP, LPIPS and Pi3X" in row
-    assert "| `HF_TOKEN` | fetch stages |" in README  # a core variable keeps its one meaning
+    assert "| `HF_TOKEN` | fetch stages |" in page  # a core variable keeps its one meaning
 
 
 def test_setup_commands_stand_at_the_top() -> None:
@@ -63,8 +88,15 @@ def test_setup_commands_stand_at_the_top() -> None:
     assert "make test" in third_block and "make demo" in third_block
 
 
-@pytest.mark.parametrize("target", ["help", "setup", "test", "lint", "demo", "export", "build-%", "recipe-%",
-                                    "diff-%", "docker-smoke"])
+def test_the_readme_is_the_overview_and_the_manual_is_in_docs() -> None:
+    """At most 200 lines: what pinbench is, the Quick start, the recipes, where to read on (#30 item 17); the rest
+    is on the pages of docs/."""
+    assert len(README.splitlines()) <= 200
+    assert re.findall(r"^## (.+)$", README, flags=re.M) == ["Quick start", "Recipes", "Where to read on", "License"]
+
+
+@pytest.mark.parametrize("target", ["help", "setup", "test", "lint", "docs", "docs-site", "demo", "export", "build-%",
+                                    "recipe-%", "diff-%", "docker-smoke"])
 def test_make_targets_exist(target: str) -> None:
     makefile = (REPO / "Makefile").read_text()
     assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), target
@@ -93,8 +125,8 @@ def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
     assert all(v == version for v in stated), (recipe, stated, version)
 
 
-def test_the_stand_in_base_is_made_by_the_script_the_readme_runs() -> None:
-    """The measured docker-smoke ran on a stand-in the README described but gave no commands for (#24 item 6)."""
+def test_the_stand_in_base_is_made_by_the_script_the_docs_run() -> None:
+    """The measured docker-smoke ran on a stand-in the docs described but gave no commands for (#24 item 6)."""
     script = REPO / "tools" / "standin_base.sh"
     assert os.access(script, os.X_OK)
     subprocess.run(["bash", "-n", str(script)], check=True)
@@ -103,15 +135,6 @@ def test_the_stand_in_base_is_made_by_the_script_the_readme_runs() -> None:
                    "/etc/ssl/certs/ca-certificates.crt", "docker import"):
         assert needed in text, needed
     tag = re.search(r'TAG="\$\{1:-([^}]+)\}"', text).group(1)
-    containers = README.split("## Containers", 1)[1].split("\n## ", 1)[0]
-    assert "tools/standin_base.sh" in containers
-    assert f"SMOKE_BASES=python-3.11-slim={tag}" in containers
-
-
-def test_the_readme_names_each_recipe_image_at_its_version() -> None:
-    """The measured table named camerabench and mind 1.0.0 when they were 1.1.0 (#24 item 7)."""
-    versions = {yaml.safe_load((REPO / "recipes" / d / "recipe.yaml").read_text())["name"]:
-                yaml.safe_load((REPO / "recipes" / d / "recipe.yaml").read_text())["version"] for d in RECIPE_DIRS}
-    named = re.findall(r"pinbench/([a-z0-9-]+?)(?:-generate)?:(\d+\.\d+\.\d+)", README)
-    assert {name for name, _ in named} >= set(versions)
-    assert [(name, v) for name, v in named if versions.get(name) != v] == []
+    smoke = (REPO / "docs" / "containers.md").read_text().split("## make docker-smoke", 1)[1].split("\n## ", 1)[0]
+    assert "tools/standin_base.sh" in smoke
+    assert f"SMOKE_BASES=python-3.11-slim={tag}" in smoke

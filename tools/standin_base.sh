@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the local stand-in for the pinned python:3.11-slim-bookworm base, for a machine that reaches Debian's
-# archive but no container registry (what README.md, Containers, measured `make docker-smoke` on):
+# archive but no container registry (what docs/performance.md, "The images", measured `make docker-smoke` on):
 #
 #   tools/standin_base.sh [TAG]       default TAG: pinbench-smoke/debian-bookworm-python3.11:local
 #   make docker-smoke SMOKE_BASES=python-3.11-slim=pinbench-smoke/debian-bookworm-python3.11:local

@@ -698,12 +698,13 @@ def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its 
 
 
 @app.command()
-def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a README table is out of date")] = False,
+def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a table is out of date")] = False,
          root: Annotated[Path, typer.Option(help="repository root")] = Path(".")) -> None:
-    """Regenerate the option, environment and metric tables of the READMEs from the recipe declarations."""
-    from pinbench.ops.docs import sync_readmes
+    """Regenerate the documentation's tables (recipe READMEs' options, environment and metrics; the environment
+    variables of every recipe in docs/) from the recipe declarations."""
+    from pinbench.ops.docs import sync_tables
 
-    stale = sync_readmes(root, write=not check)
+    stale = sync_tables(root, write=not check)
     for path in stale:
         _echo(f"{'out of date' if check else 'updated'}: {path}")
     raise typer.Exit(1 if check and stale else 0)

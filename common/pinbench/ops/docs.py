@@ -1,9 +1,10 @@
-"""README tables generated from the recipe declarations, so the documentation cannot drift from the code.
+"""The documentation's tables, generated from the recipe declarations so that they cannot drift from the code.
 
-Each table sits between ``<!-- pinbench:<table> -->`` and ``<!-- /pinbench:<table> -->`` markers:
-the top README has ``env`` (every variable any recipe reads, plus the core's); each recipe README has
-``options``, ``env`` and ``metrics``. ``pinbench docs`` rewrites them; ``pinbench docs --check`` (and a
-test) fails when a README disagrees with its recipe.yaml.
+Each table sits between ``<!-- pinbench:<table> -->`` and ``<!-- /pinbench:<table> -->`` markers, wherever a
+page puts it: each recipe README (in its folder, exported with it) has ``options``, ``env`` and ``metrics``;
+the pages of ``docs/`` may hold the tables about every recipe, ``env`` (every variable any recipe reads, plus
+the core's), and one of them must. ``pinbench docs`` rewrites them; ``pinbench docs --check`` (``make lint``)
+fails when a page disagrees with the recipe.yaml files.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
 }
 _MARKER = "<!-- pinbench:{0} -->"
 _END = "<!-- /pinbench:{0} -->"
+_ANY_MARKER = re.compile(r"^<!-- pinbench:(\S+) -->$", re.M)  # a marker stands on its own line
+DOCS = "docs"  # the folder of the documentation pages, under the repository root
 
 
 def _cell(text: str) -> str:
@@ -108,9 +111,9 @@ def top_env_table(recipes: Mapping[str, Recipe]) -> str:
 
 def _replace(text: str, name: str, body: str, path: Path) -> str:
     start, end = _MARKER.format(name), _END.format(name)
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    pattern = re.compile("^" + re.escape(start) + r"$.*?^" + re.escape(end) + "$", re.S | re.M)
     if not pattern.search(text):
-        raise ValueError(f"{path}: no {start} ... {end} section")
+        raise ValueError(f"{path}: no {start} ... {end} section (each marker on a line of its own)")
     return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
 
 
@@ -126,16 +129,42 @@ def fill_tables(text: str, tables: Mapping[str, str], path: Path) -> str:
     return text
 
 
-def sync_readmes(root: Path, *, write: bool) -> list[Path]:
-    """Regenerate (``write``) or check the tables of the top README and every recipe README under ``root``.
+def docs_tables(recipes: Mapping[str, Recipe]) -> dict[str, str]:
+    """The tables about every recipe that the pages of ``docs/`` hold, by marker name."""
+    return {"env": top_env_table(recipes)}
 
-    Returns the READMEs that were (or would be) changed.
-    """
+
+def _docs_targets(root: Path, recipes: Mapping[str, Recipe]) -> list[tuple[Path, dict[str, str]]]:
+    """Each page of ``root/docs`` that holds a generated table, with the tables it holds; ValueError naming the page
+    for a marker no page of ``docs/`` can hold, and naming the folder when a table is on no page at all."""
+    folder = root / DOCS
+    if not folder.is_dir():
+        return []
+    tables = docs_tables(recipes)
+    targets, placed = [], set()
+    for page in sorted(folder.rglob("*.md")):
+        names = set(_ANY_MARKER.findall(page.read_text(encoding="utf-8")))
+        unknown = sorted(names - tables.keys())
+        if unknown:
+            raise ValueError(f"{page}: {', '.join(_MARKER.format(n) for n in unknown)} is no table of the "
+                             f"documentation pages (they hold {', '.join(_MARKER.format(n) for n in tables)}; "
+                             "a recipe's tables are in its README)")
+        if names:
+            targets.append((page, {name: tables[name] for name in sorted(names)}))
+            placed |= names
+    missing = sorted(tables.keys() - placed)
+    if missing:
+        raise ValueError(f"{folder}: no page holds {', '.join(_MARKER.format(n) for n in missing)} (put the "
+                         "markers, each on its own line with its end marker, where the table belongs; pinbench docs "
+                         "fills them)")
+    return targets
+
+
+def sync_tables(root: Path, *, write: bool) -> list[Path]:
+    """Regenerate (``write``) or check the tables of the pages of ``root/docs`` and of every recipe README under
+    ``root``. Returns the files that were (or would be) changed."""
     recipes = available_recipes()
-    targets: list[tuple[Path, dict[str, str]]] = []
-    top = root / "README.md"
-    if top.is_file() and _MARKER.format("env") in top.read_text(encoding="utf-8") and (root / "recipes").is_dir():
-        targets.append((top, {"env": top_env_table(recipes)}))
+    targets = _docs_targets(root, recipes)
     for recipe in recipes.values():
         readme = recipe.dir / "README.md"
         if readme.resolve().is_relative_to(root.resolve()):

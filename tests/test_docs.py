@@ -1,0 +1,75 @@
+"""The documentation's links: every relative link of a Markdown page leads to a file, a recipe's README never leads
+out of its folder (an export copies the folder alone), and ``make docs-site`` (which ``make lint`` runs) fails on a
+broken link, a broken anchor and a page left out of the site."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE_DIRS = sorted(p.parent for p in (REPO / "recipes").glob("*/recipe.yaml"))
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), REPO / "images" / "README.md",
+         *(folder / "README.md" for folder in RECIPE_DIRS)]
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def relative_links(page: Path) -> list[str]:
+    """The targets of the page's inline links that are paths (no scheme, not an anchor of the page itself), with
+    code blocks and code spans left out."""
+    text = _CODE.sub("", _FENCE.sub("", page.read_text(encoding="utf-8")))
+    return [target for target in _LINK.findall(text)
+            if not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target) and not target.startswith("#")]
+
+
+def test_the_link_finder_sees_links_and_only_links(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text('[a](a.md) [b](../b/README.md#part "title") [web](https://x.org) [here](#top)\n'
+                    "`[code](c.md)`\n```\n[block](d.md)\n```\n")
+    assert relative_links(page) == ["a.md", "../b/README.md#part"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_relative_link_leads_to_a_file(page: Path) -> None:
+    missing = [t for t in relative_links(page) if not (page.parent / t.split("#", 1)[0]).exists()]
+    assert missing == [], f"{page.relative_to(REPO)}: links to nothing: {missing}"
+
+
+@pytest.mark.parametrize("folder", RECIPE_DIRS, ids=lambda p: p.name)
+def test_a_recipe_readme_links_only_inside_its_folder(folder: Path) -> None:
+    readme = folder / "README.md"
+    outside = [t for t in relative_links(readme)
+               if not (readme.parent / t.split("#", 1)[0]).resolve().is_relative_to(folder.resolve())]
+    assert outside == [], f"{readme.relative_to(REPO)} links out of its folder (dead in its export): {outside}"
+
+
+def test_the_site_build_fails_on_a_broken_link_anchor_or_page(tmp_path: Path) -> None:
+    """``make docs-site`` on a copy of the site's sources with three faults: each is named and the build fails."""
+    site = tmp_path / "src"
+    shutil.copytree(REPO / "docs", site / "docs")
+    for page in PAGES:
+        if not (site / page.relative_to(REPO)).exists():
+            (site / page.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(page, site / page.relative_to(REPO))
+    for folder in RECIPE_DIRS:  # what makes a folder a recipe, for the site's configuration
+        shutil.copy2(folder / "recipe.yaml", site / "recipes" / folder.name / "recipe.yaml")
+    running = site / "docs" / "running.md"
+    text = running.read_text(encoding="utf-8")
+    assert "(results.md#comparing-two-runs)" in text and "(run-directory.md)" in text
+    running.write_text(text.replace("(results.md#comparing-two-runs)", "(results.md#comparing-two-run)")
+                       .replace("(run-directory.md)", "(run-directories.md)", 1), encoding="utf-8")
+    (site / "docs" / "orphan.md").write_text("# A page no table of contents lists\n", encoding="utf-8")
+    done = subprocess.run(["make", "--no-print-directory", "-f", str(REPO / "Makefile"), "-C", str(site), "docs-site",
+                           f"VENV={Path(sys.executable).parent.parent}", "STAMP="],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "docs/running.md" in done.stderr and "'run-directories.md'" in done.stderr, done.stderr
+    assert "local id not found in doc 'docs/results': 'comparing-two-run'" in done.stderr, done.stderr
+    assert "docs/orphan.md: WARNING: document isn't included in any toctree" in done.stderr, done.stderr
