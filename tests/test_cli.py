@@ -189,12 +189,12 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not
     replace the fixture failures."""
-    from pinbench.results import finish
+    from pinbench.results import launch
 
     def denied(cfg) -> None:
         raise PermissionError(13, "Permission denied", str(cfg.out_dir / "samples"))
 
-    monkeypatch.setattr(finish, "run_recipe", denied)
+    monkeypatch.setattr(launch, "run_recipe", denied)
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "demo"), "--recipe", "dynamic-degree",
                                      "--recipe", "remembench"])
     assert result.exit_code == 1
@@ -209,7 +209,7 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
     scorecard of ``n`` samples (one sample: nothing to resample, so no interval)."""
     from pinbench.core.recipe import get_recipe
     from pinbench.core.run import RunOutcome
-    from pinbench.results import finish
+    from pinbench.results import launch
 
     def fixture_of(n: int):
         def run(cfg) -> RunOutcome:
@@ -231,11 +231,11 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
     # The test double writes a scorecard alone (no report; 3 samples where the fixture reference has 5): the
     # demo's own pinbench check of it is left out here, it is not what this test is about.
     monkeypatch.setattr(check, "check_run", lambda run_dir: check.CheckResult(Path(run_dir)))
-    monkeypatch.setattr(finish, "run_recipe", fixture_of(1))
+    monkeypatch.setattr(launch, "run_recipe", fixture_of(1))
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "one"), "--recipe", "dynamic-degree"])
     assert result.exit_code == 1, result.output
     assert "fixture runs failed: dynamic-degree (no metric of its fixture scorecard has a 95% interval" in result.output
-    monkeypatch.setattr(finish, "run_recipe", fixture_of(3))
+    monkeypatch.setattr(launch, "run_recipe", fixture_of(3))
     result = runner.invoke(cli.app, ["demo", "--out", str(tmp_path / "three"), "--recipe", "dynamic-degree"])
     assert result.exit_code == 0, result.output
 

@@ -14,7 +14,8 @@ from fake_docker import IMAGE_ID, FakeDockerClient, FakeImage
 from toy_recipe import toy_recipe
 
 from pinbench.core.config import RecipeError, RunConfig, Shard
-from pinbench.core.recipe import ContainerStage, Recipe
+from pinbench.core.deploy import ContainerStage
+from pinbench.core.recipe import Recipe
 from pinbench.ops import docker_runtime
 from pinbench.ops.docker_engine import BASE_IMAGE_LABEL, ContainerError
 

@@ -1,4 +1,4 @@
-"""``pinbench doctor`` and the preflight ``pinbench run`` does first: one line per problem, exit 2, in seconds.
+"""``pinbench doctor``, which ``pinbench run`` runs first: one line per problem, exit 2, in seconds.
 
 Real recipes and declarations; GPUs are injected as (index, name, GB) lists where nvidia-smi would be asked
 (this machine has none), and videos are written here with PyAV.
@@ -142,8 +142,8 @@ def test_a_cached_file_is_checked_against_its_pin(tmp_path: Path) -> None:
     """Every pinned file in the cache with its hash: missing, verified, and a same-size tampered copy."""
     import hashlib
 
+    from pinbench.core.pins import URLPin
     from pinbench.ops.cache import url_path
-    from pinbench.ops.pins import URLPin
 
     good = b"sam2 weights stand-in" * 64
     digest = hashlib.sha256(good).hexdigest()
@@ -222,7 +222,7 @@ def test_paibench_scoring_only_with_no_videos_stops(tmp_path: Path, monkeypatch:
     recipe = get_recipe("paibench-c")
     cfg = recipe.config("Cosmos3-Nano", out_dir=tmp_path / "run", limit=3, skip_generation=True,
                         options={"modalities": "edge"}, env={})
-    findings = fetch_module.preflight(cfg, fetch_module.effective_pins(cfg))
+    findings = fetch_module.doctor(cfg, fetch_module.effective_pins(cfg))
     lines = [f.line for f in findings if not f.ok]
     assert f"0 of 3 edge videos found under {tmp_path / 'run' / 'edge' / 'videos'}" in lines
 
@@ -290,7 +290,7 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
 
 
 def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:
-    """A null pin stops an offline run only when the run reads it (its preflight names it), in every recipe."""
+    """A null pin stops an offline run only when the run reads it (its doctor names it), in every recipe."""
     mind = get_recipe("mind")
 
     def pin_problems(recipe, checkpoint: str, **options: str) -> list[str]:

@@ -294,31 +294,31 @@ def test_make_setup_says_how_to_put_pinbench_on_path() -> None:
     assert f'  export PATH="{REPO}/.venv/bin:$PATH"' in done.stdout.splitlines(), done.stdout
 
 
-# ------------------------------------------------------------------------------ 10: long phases
+# ------------------------------------------------------------------------------ 10: long work says so
 
 
-def test_a_phase_says_what_it_does_once_it_takes_long(monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_long_work_says_what_it_does(monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from pinbench.core.phases import ENV, phase
+    from pinbench.core.notices import ENV, notice
 
     monkeypatch.setenv(ENV, "0.2")
-    with phase("slow: computing"):
+    with notice("slow: computing"):
         time.sleep(0.6)
-    with phase("quick: nothing to say"):
+    with notice("quick: nothing to say"):
         pass
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "slow: computing ..." and lines[1].startswith("slow: computing: done in 0.")
     assert len(lines) == 2
 
 
-def test_every_phase_after_the_samples_is_named(tmp_path: Path) -> None:
-    """With the notice delay at 0 every announced phase says itself: each phase of the end of a run has a name.
+def test_everything_after_the_samples_is_named(tmp_path: Path) -> None:
+    """With the notice delay at 0 all announced work says itself: each piece of the end of a run has a name.
     (The run ends with its report; ``pinbench check`` is the standalone checker and does not run in it; an
     unsharded run takes its records from the runner and does not collect them from the store again.)"""
     done = pinbench("run", "dynamic-degree", "--fixture", "--out", str(tmp_path / "fx"), cwd=tmp_path,
-                    env={"PINBENCH_PHASE_NOTICE_S": "0"})
+                    env={"PINBENCH_NOTICE_S": "0"})
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if line.endswith(" ...")]
     starts = ["dynamic-degree: importing its code", "provenance: ",

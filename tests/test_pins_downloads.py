@@ -24,6 +24,7 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from huggingface_hub.file_download import repo_folder_name
 
 from pinbench.core.options import is_offline
+from pinbench.core.pins import HEX40, HFPin, PinsError, URLPin, load_pins
 from pinbench.ops import cache, downloads
 from pinbench.ops.downloads import (
     ChecksumError,
@@ -50,7 +51,6 @@ from pinbench.ops.machine_pins import (
     stale_keys,
 )
 from pinbench.ops.pin_writer import write_recipe_pins
-from pinbench.ops.pins import HEX40, HFPin, PinsError, URLPin, load_pins
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "fedcba9876543210fedcba9876543210fedcba98"

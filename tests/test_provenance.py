@@ -91,13 +91,13 @@ def test_input_verification_states() -> None:
 
 def test_pins_given_as_dataclasses() -> None:
     @dataclass
-    class URLPin:  # test double of pinbench.ops.pins.URLPin
+    class URLPin:  # test double of pinbench.core.pins.URLPin
         url: str
         sha256: str | None
         filename: str
 
     @dataclass
-    class Pins:  # test double of pinbench.ops.pins.Pins
+    class Pins:  # test double of pinbench.core.pins.Pins
         urls: dict[str, URLPin]
 
     p = collect_provenance(pins=Pins(urls={"w": URLPin("https://x/w.pt", None, "w.pt")}))

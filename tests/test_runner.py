@@ -570,13 +570,13 @@ def test_a_step_log_keeps_a_reused_record_and_stores_one_whose_outcome_or_inputs
     first = StepLog(tasks, tmp_path, step="generate")
     first.record("a", {"sha256": "1" * 64}, seconds=3.0)
     first.record("b", {"sha256": "2" * 64}, seconds=4.0)
-    first.finish()
+    first.close()
     stored = store_snapshot(tmp_path / "samples")
 
     again = StepLog(tasks, tmp_path, step="generate")
     kept = again.record("a", {"sha256": "1" * 64}, reused=True)
     again.record("b", {"sha256": "2" * 64}, reused=True)
-    assert kept.seconds == 3.0 and again.finish().n_reused == 2
+    assert kept.seconds == 3.0 and again.close().n_reused == 2
     assert store_snapshot(tmp_path / "samples") == stored          # nothing appended
 
     changed = StepLog([tasks[0], {"sample_id": "b", "row": 3}], tmp_path, step="generate")

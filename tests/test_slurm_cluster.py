@@ -26,7 +26,7 @@ from pinbench.core.runner import read_merged
 from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import read_store
 from pinbench.ops.status import run_status
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 
 pytestmark = pytest.mark.slurm
 PINBENCH = str(Path(sys.executable).parent / "pinbench")

@@ -17,7 +17,8 @@ from toy_recipe import DECLARATION, toy_recipe
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.core.recipe import DEFAULT_SCALE_OUT, DeclarationError, get_recipe
+from pinbench.core.deploy import DEFAULT_SCALE_OUT
+from pinbench.core.recipe import DeclarationError, get_recipe
 from pinbench.ops.submit import Request, SubmitError, plan, write_scripts
 
 runner = CliRunner()

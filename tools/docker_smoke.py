@@ -32,7 +32,8 @@ from typing import Any
 from dockerlint import load_base_images, normalize_image
 
 from pinbench.core.config import RecipeError
-from pinbench.core.recipe import ContainerStage, Recipe, available_recipes
+from pinbench.core.deploy import ContainerStage
+from pinbench.core.recipe import Recipe, available_recipes
 from pinbench.ops.docker_engine import ContainerError, docker_client, image_config, local_digest, run_in_container
 from pinbench.ops.docker_runtime import (
     FINAL_BASE,
@@ -43,7 +44,7 @@ from pinbench.ops.docker_runtime import (
     run_in_docker,
 )
 from pinbench.ops.export import export_recipe
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_DOCKERFILE = "images/cpu/Dockerfile"

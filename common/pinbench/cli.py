@@ -234,7 +234,7 @@ def run(
     verify_inputs: Annotated[bool, typer.Option("--verify-inputs", help="hash every input file again instead of "
                                                 "trusting the run directory's digest cache")] = False,
     option: OptionList = [],  # noqa: B006
-    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the preflight checks "
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the doctor's checks "
                                                                     "(`pinbench doctor`)")] = False,
     move_aside: Annotated[bool, typer.Option("--move-aside", help="first move an earlier run in --out to "
                                                                   "<out>.aside-<time> (nothing is deleted)")] = False,
@@ -278,7 +278,7 @@ def run(
         except RecipeError as exc:
             _fail(str(exc))
         raise typer.Exit(code)
-    from pinbench.results.finish import run_recipe
+    from pinbench.results.launch import run_recipe
 
     try:
         outcome = run_recipe(cfg)
@@ -848,7 +848,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     import time
 
     from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
-    from pinbench.results.finish import run_recipe
+    from pinbench.results.launch import run_recipe
 
     log = out / DEMO_LOGS / f"{recipe.name}.log"
     if verbose:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.files import cache_root, sha256_file
+from pinbench.core.pins import URLPin
 from pinbench.ops.downloads import fetch_url, locate
-from pinbench.ops.pins import URLPin
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data_manifest.json"
 _RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}/{rel}"

@@ -19,11 +19,11 @@ from typing import Any
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import tree_fingerprint
 from pinbench.core.options import did_you_mean
+from pinbench.core.pins import HFPin, Pins, PinsError, load_pins
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, UnresolvedPinError, fetch_hf, locate
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
-from pinbench.ops.pins import HFPin, Pins, PinsError, load_pins
 from pinbench_recipes.camerabench import data_files
 from pinbench_recipes.camerabench.dataset import (
     CameraBenchData,

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pinbench.ops.doctor import Finding, visible_gpus, warning
+from pinbench.core.findings import Finding, warning
+from pinbench.ops.doctor import visible_gpus
 from pinbench_recipes.dynamic_degree.clips import sampled_frames, split_clips
 
 CPU_PAIRS_PER_S = 0.711

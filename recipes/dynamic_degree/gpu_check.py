@@ -195,9 +195,9 @@ def _videos(root: Path, limit: int) -> list[Path]:
 
 
 def _default_weights() -> Path | None:
+    from pinbench.core.pins import load_pins
     from pinbench.core.recipe import get_recipe
     from pinbench.ops.downloads import NotFetchedError, locate
-    from pinbench.ops.pins import load_pins
     from pinbench_recipes.dynamic_degree.prepare import WEIGHTS_ENV, WEIGHTS_PIN
 
     if os.environ.get(WEIGHTS_ENV):

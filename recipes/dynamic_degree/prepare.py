@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.findings import Finding
 from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_tasks, list_inputs, sample_ids
 from pinbench.core.options import OptionValues, is_offline
+from pinbench.core.pins import Pins, PinsError, load_pins
 from pinbench.core.recipe import get_recipe
-from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
-from pinbench.ops.pins import Pins, PinsError, load_pins
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
 from pinbench_recipes.dynamic_degree.motion import ClipSource
 
@@ -189,9 +189,10 @@ def fetch(cfg: RunConfig) -> None:
     print(f"dynamic-degree: RAFT-things weights at {path}")
 
 
-def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
-    from pinbench.ops.doctor import first_frame_error, ok, problem, url_finding, video_findings
+    from pinbench.core.findings import ok, problem
+    from pinbench.ops.doctor import first_frame_error, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
     options = cfg.options

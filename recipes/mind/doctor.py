@@ -9,8 +9,9 @@ into the image at build time (``weights.bake``), where their digests are checked
 from __future__ import annotations
 
 from pinbench.core.config import RunConfig
-from pinbench.ops.doctor import Finding, pins_in_cache
-from pinbench.ops.pins import Pins
+from pinbench.core.findings import Finding
+from pinbench.core.pins import Pins
+from pinbench.ops.doctor import pins_in_cache
 from pinbench_recipes.mind.official import CACHE_WEIGHTS
 
 DINO_PIN = "dinov3_vitb16"
@@ -30,5 +31,5 @@ def pins_read(cfg: RunConfig) -> list[str]:
     return labels
 
 
-def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     return pins_in_cache(pins, pins_read(cfg)) if pins is not None else []

@@ -1,7 +1,7 @@
 """``--fixture``: the MIND recipe end to end on CPU, on a tiny synthetic MIND-Data and model output.
 
 What is real: the GT and generated layouts (action.json, images.txt, MP4 videos of more than 100 frames
-where they are scored), the preflight, the official run's working directory (views, fresh cache, CWD),
+where they are scored), the plan, the official run's working directory (views, fresh cache, CWD),
 the Result.json import, the native cross-check (``ingest`` + ``native``), WorldFoundry's normaliser, the
 scorecard, the diff against ``references/fixture.yaml`` and the report.
 

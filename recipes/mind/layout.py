@@ -1,6 +1,6 @@
 """MIND's directory layouts, sample keys and the frame arithmetic of ``process.py`` at 8f9c59c.
 
-Why one module: the preflight, the official run's working directory, the Result.json import and the
+Why one module: the plan, the official run's working directory, the Result.json import and the
 native cross-check must agree on what a sample is and on how many frames ``process.py`` scores. The
 arithmetic here is read from the pinned code (``src/process.py``, ``src/utils/utils.py``):
 

@@ -1,4 +1,4 @@
-"""MIND, top to bottom: preflight -> official scores -> native cross-check -> per-sample results -> scorecard.
+"""MIND, top to bottom: the plan -> official scores -> native cross-check -> per-sample results -> scorecard.
 
 The recipe scores rollouts a world model already generated (``-o videos=DIR`` in MIND's generated layout)
 against MIND-Data (``-o gt=DIR``) with the official ``process.py``; ``-o results=FILE`` imports a Result.json
@@ -18,16 +18,16 @@ import torch
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file, write_if_changed
+from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.machine_pins import pins_for_provenance
-from pinbench.ops.pins import Pins
 from pinbench_recipes.mind import fixture, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
-from pinbench_recipes.mind.preflight import Preflight, run_preflight
+from pinbench_recipes.mind.plan import Plan, make_plan
 from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file, results_option
 from pinbench_recipes.mind.scoring import (
     cross_check_summary,
@@ -49,19 +49,19 @@ def run(run: Run) -> RunOutcome:
     metrics, video_max_time = options.metrics, options.video_max_time
     pins = recipe_pins()
     try:
-        # 1. Preflight: the layouts, every file process.py reads, one line per problem; then the plan.
+        # 1. The plan: the layouts, every file process.py reads, one line per problem; then what is scored.
         with run.step("prepare"):
             data = run.fixture(fixture.build_fixture)
             # required (gt) and required unless results (videos): recipe.yaml, checked when parsed
             gt_root, videos, results_file = ((data.gt_root, data.generated_root, None) if data else
                                              (options.gt, options.videos, options.results and
                                               results_option(options.results)))
-            pre = run_preflight(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
+            pre = make_plan(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
                                 video_max_time=video_max_time, limit=cfg.limit)
             if not pre.ok:
                 for line in pre.problems:
-                    print(f"preflight: {line}", file=sys.stderr)
-                raise RecipeError(f"preflight found {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
+                    print(f"layout: {line}", file=sys.stderr)
+                raise RecipeError(f"the layouts have {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
             print("\n".join(pre.plan_lines()), flush=True)
             versions = {"recipe": run.recipe.version, "mind": pins.upstream["mind"].commit,
                         "vipe": pins.upstream["vipe"].commit,
@@ -126,7 +126,7 @@ def run(run: Run) -> RunOutcome:
                                   "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
 
 
-def _official(run: Run, pre: Preflight, tasks: list[dict[str, Any]], result_file: ResultFile | None,
+def _official(run: Run, pre: Plan, tasks: list[dict[str, Any]], result_file: ResultFile | None,
               results_file: Path | None, data: fixture.FixtureData | None, pins: Pins) -> steps.Official:
     """The official outcome of every sample of this shard without a stored record, and where every sample's
     came from; the merge (``--skip-scoring``) scores nothing and names the sources the shards stored."""
@@ -154,7 +154,7 @@ def _official(run: Run, pre: Preflight, tasks: list[dict[str, Any]], result_file
     return official
 
 
-def _native(run: Run, pre: Preflight, data: fixture.FixtureData | None, pins: Pins) -> dict[str, dict[str, Any]]:
+def _native(run: Run, pre: Plan, data: fixture.FixtureData | None, pins: Pins) -> dict[str, dict[str, Any]]:
     """The native LCM and GSC blocks of this shard's samples, resumable under ``native/`` (the merge computes none
     and loads no model)."""
     if run.skips("scoring"):

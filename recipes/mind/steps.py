@@ -54,7 +54,7 @@ from pinbench_recipes.mind.official import (
     new_work_dir,
     work_dirs,
 )
-from pinbench_recipes.mind.preflight import Preflight
+from pinbench_recipes.mind.plan import Plan
 from pinbench_recipes.mind.results import (
     Imported,
     ResultFile,
@@ -106,7 +106,7 @@ class Official:
     sources: list[dict[str, Any]]
 
 
-def import_file(result: ResultFile, pre: Preflight, pending: Sequence[Mapping[str, Any]]) -> Official:
+def import_file(result: ResultFile, pre: Plan, pending: Sequence[Mapping[str, Any]]) -> Official:
     """``-o results=FILE``: a Result.json produced elsewhere, checked against this run's settings; the pending
     tasks' records (mirror directories known only from the file included, see :func:`mirror_tasks`)."""
     check_run_settings(result, pre.video_max_time)
@@ -127,7 +127,7 @@ def _no_video(sample: Sample) -> Imported | None:
 ScoreFn = Callable[[Path], None]   # fills a laid-out work directory's Result.json (process.py or the double)
 
 
-def run_official(out_dir: Path, pre: Preflight, pending: Sequence[Mapping[str, Any]], *, runtime: Runtime,
+def run_official(out_dir: Path, pre: Plan, pending: Sequence[Mapping[str, Any]], *, runtime: Runtime,
                  score: ScoreFn, unscored: Mapping[str, str] | None = None) -> Official:
     """Official scores of the pending samples: salvaged from earlier interrupted invocations when their inputs
     are unchanged, else from one new invocation on exactly the samples still missing.
@@ -245,7 +245,7 @@ def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int 
 # ------------------------------------------------------------------------------------------ native
 
 
-def native_tasks(pre: Preflight, *, canvas: Canvas, lpips_sha256: str | None,
+def native_tasks(pre: Plan, *, canvas: Canvas, lpips_sha256: str | None,
                  digests: InputDigests) -> list[dict[str, Any]]:
     """One native task per planned sample, in plan order, so that shard I/N of these tasks is shard I/N of
     the samples; a sample without frames to compare (LCM needs 'lcm' and a rollout, GSC 'gsc') gets a task

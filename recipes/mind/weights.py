@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import atomic_path, sha256_file
+from pinbench.core.pins import HFPin, Pins, URLPin, load_pins
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.cache import url_path
 from pinbench.ops.downloads import (
@@ -35,7 +36,6 @@ from pinbench.ops.downloads import (
     verify_sha256,
 )
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for
-from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 from pinbench_recipes.mind.official import Runtime
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"

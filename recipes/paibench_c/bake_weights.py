@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 from pinbench.core.files import sha256_file
+from pinbench.core.pins import load_pins
 from pinbench.ops.downloads import fetch_hf, fetch_url
-from pinbench.ops.pins import load_pins
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.fetch import EVALUATOR_URL_WEIGHTS, PINS_PATH
 

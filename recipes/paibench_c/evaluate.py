@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.pins import HFPin, URLPin
 from pinbench.ops.downloads import locate, verify_sha256
-from pinbench.ops.pins import HFPin, URLPin
 from pinbench.ops.watch import Watcher, files_since, wait_watched
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.findings import Finding
 from pinbench.core.options import did_you_mean
+from pinbench.core.pins import HFPin, Pins, load_pins
 from pinbench.core.recipe import get_recipe
-from pinbench.ops.doctor import Finding
 from pinbench.ops.downloads import NotFetchedError, PinMismatchError, fetch_hf, fetch_url, locate
 from pinbench.ops.machine_pins import apply_machine_pins, machine_pins_for
-from pinbench.ops.pins import HFPin, Pins, load_pins
 from pinbench_recipes.paibench_c.evaluate import WEIGHT_PATHS, evaluator_from_env
 from pinbench_recipes.paibench_c.rows import Task, load_tasks, select_tasks
 
@@ -90,10 +90,11 @@ def locate_inputs(cfg: RunConfig, pins: Pins, *, need_model: bool) -> Inputs:
     return Inputs(tasks_json=tasks_json, tasks=tasks, dataset_dir=dataset_dir, checkpoint_dir=checkpoint_dir)
 
 
-def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor paibench-c``: this run's pinned inputs in the cache, the installed generator and
     evaluator (local runtime; the images carry them otherwise), generated videos when only scoring, RAM."""
-    from pinbench.ops.doctor import hf_finding, pins_in_cache, problem, video_findings
+    from pinbench.core.findings import problem
+    from pinbench.ops.doctor import hf_finding, pins_in_cache, video_findings
 
     if pins is None:
         return []
@@ -130,7 +131,7 @@ def _installed(cfg: RunConfig, pins: Pins) -> list[Finding]:
     """The cosmos-framework and evaluator checkouts a local run uses, at their pinned commits."""
     import os
 
-    from pinbench.ops.doctor import ok, problem
+    from pinbench.core.findings import ok, problem
     from pinbench_recipes.paibench_c.evaluate import EvaluationError, installed_commit
 
     findings = []
@@ -158,7 +159,8 @@ EVALUATOR_DEFAULT_BATCH = 30
 def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
     import os
 
-    from pinbench.ops.doctor import GB, ok, problem
+    from pinbench.core.findings import ok, problem
+    from pinbench.ops.doctor import GB
 
     ranks = max(1, min(cfg.gpus, n_tasks))
     batch = cfg.options.eval_batch_size or EVALUATOR_DEFAULT_BATCH

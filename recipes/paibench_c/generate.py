@@ -231,7 +231,7 @@ def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mappin
         if failed:
             problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
                             f"{collected[failed[0]].error})")
-    return log.finish(), problems
+    return log.close(), problems
 
 
 @dataclass(frozen=True)

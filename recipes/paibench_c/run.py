@@ -23,11 +23,11 @@ from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.options import OptionValues, is_offline
+from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import RunSummary
 from pinbench.ops.machine_pins import pins_for_provenance
-from pinbench.ops.pins import Pins
 from pinbench_recipes.paibench_c import evaluate, fixture
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
 from pinbench_recipes.paibench_c.generate import (

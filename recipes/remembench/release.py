@@ -15,8 +15,8 @@ from pathlib import Path
 from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file
 from pinbench.core.options import OptionValues
+from pinbench.core.pins import HFPin
 from pinbench.ops.downloads import fetch_hf, locate
-from pinbench.ops.pins import HFPin
 from pinbench_recipes.remembench.dataset import DatasetError
 
 DEFAULT_DATASET_ID = "mosaichunk/RememBench"

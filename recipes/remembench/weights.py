@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.pins import HFPin, Pins, URLPin, load_pins
 from pinbench.ops.downloads import fetch_hf, fetch_url, locate, verify_sha256
-from pinbench.ops.pins import HFPin, Pins, URLPin, load_pins
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
 BAKED_DIR = Path("/opt/remembench-weights")  # where the Dockerfile bakes weights

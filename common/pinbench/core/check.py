@@ -35,7 +35,7 @@ from typing import Any
 from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
 from pinbench.core.files import FileError
-from pinbench.core.phases import announced
+from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity

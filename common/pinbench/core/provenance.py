@@ -25,7 +25,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from pinbench import __version__
-from pinbench.core.phases import announced
+from pinbench.core.notices import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"

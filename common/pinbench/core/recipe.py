@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, check_checkpoint_name
+from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
+from pinbench.core.findings import Finding
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
+from pinbench.core.notices import announced
 from pinbench.core.options import (
     OptionError,
     OptionSpec,
@@ -36,7 +39,7 @@ from pinbench.core.options import (
     offline_in,
     parse_options,
 )
-from pinbench.core.phases import announced
+from pinbench.core.pins import Pins
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.schema import schema_error
 
@@ -48,52 +51,6 @@ GPU_FLAGS = ("many", "one", "none")
 
 class DeclarationError(FileError):
     """A recipe.yaml is missing or invalid."""
-
-
-@dataclass(frozen=True)
-class ContainerStage:
-    """One step of a ``--runtime docker`` run: which image runs which ``pinbench`` command.
-
-    ``needs_token`` stages get ``HF_TOKEN`` (fetching gated weights); every other stage runs without it,
-    and ``network=False`` stages run with ``--network none``, so everything they read was fetched before.
-    """
-
-    name: str
-    dockerfile: str = "Dockerfile"
-    argv: tuple[str, ...] = ("run",)
-    network: bool = False
-    needs_token: bool = False
-    gpus: bool = True
-
-
-DEFAULT_STAGES = (
-    ContainerStage("fetch", argv=("fetch",), network=True, needs_token=True, gpus=False),
-    ContainerStage("run", argv=("run",)),
-)
-
-
-@dataclass(frozen=True)
-class ScaleOutPhase:
-    """One step of a cluster run (``pinbench submit``): a job array of N shards, or one job over everything.
-
-    ``flags`` are this phase's ``pinbench run`` flags; ``stage`` names the ``stages`` entry whose image,
-    network and token policy it uses in a container (None: the recipe's last ``run`` stage); ``gpus``
-    says whether it asks the cluster for ``--gpus-per-task`` GPUs.
-    """
-
-    name: str
-    sharded: bool = False
-    flags: tuple[str, ...] = ()
-    stage: str | None = None
-    gpus: bool = False
-
-
-# Each array task scores its shard; one job after the array merges the records (no scoring) and writes
-# the scorecard, diff and report.
-DEFAULT_SCALE_OUT = (
-    ScaleOutPhase("shards", sharded=True, gpus=True),
-    ScaleOutPhase("finish", flags=("--skip-scoring",)),
-)
 
 
 def scale_out_problem(phases: tuple[ScaleOutPhase, ...], flags: Flags, stages: tuple[ContainerStage, ...]) -> str:
@@ -204,7 +161,7 @@ class Recipe:
     env: dict[str, str] = field(default_factory=dict)
     options: dict[str, OptionSpec] = field(default_factory=dict)
     resources: Resources | None = None
-    preflight_entry: str | None = None
+    doctor_entry: str | None = None
     scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
     examples: tuple[Example, ...] = ()
     no_download: NoDownload | None = None
@@ -218,11 +175,12 @@ class Recipe:
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), function)
 
-    def preflight(self, cfg: RunConfig, pins: Any) -> list[Any]:
-        """The recipe's own doctor findings (which pins this run needs in the cache, the user's inputs)."""
-        if self.preflight_entry is None:
+    def doctor(self, cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+        """The recipe's own doctor findings: which pins this run needs in the cache, the user's inputs (``pins``
+        None: a fixture run, which reads none)."""
+        if self.doctor_entry is None:
             return []
-        return list(self.load(self.preflight_entry)(cfg, pins))
+        return list(self.load(self.doctor_entry)(cfg, pins))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -450,7 +408,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
-        preflight_entry=data.get("preflight"), scale_out=scale_out,
+        doctor_entry=data.get("doctor"), scale_out=scale_out,
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
         no_download=NoDownload(**data["no_download"]) if "no_download" in data else None,
     )

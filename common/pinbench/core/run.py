@@ -227,7 +227,7 @@ class Run:
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
             else:
                 log.record(sid, result, reused=True)
-        return self.gather(tasks, log.finish(), folder=folder)
+        return self.gather(tasks, log.close(), folder=folder)
 
     def log(self, tasks: Sequence[Task], *, folder: str, label: str, units: Sequence[int] | None = None) -> StepLog:
         """The record of a step whose work runs outside the run's own loop, in batches an external tool launches

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, Shard
 from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
-from pinbench.core.phases import announced
+from pinbench.core.notices import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
 from pinbench.core.sample_cache import MIN_SECONDS, SampleCache
@@ -610,7 +610,7 @@ class StepLog:
     Why: PAI-Bench-C generates each modality's videos in one external launch per shard, hours long, which
     ``run_samples`` cannot drive sample by sample; ``pinbench status`` still needs its shards' done / failed /
     pending counts. Like ``run_samples`` it writes the shard manifest when it starts (every task, with input
-    hashes) and completes it with the counts in ``finish``, and the caller stores each sample's outcome
+    hashes) and completes it with the counts in ``close``, and the caller stores each sample's outcome
     with ``record`` as soon as it is known. A process that dies leaves the manifest unfinished and the
     samples it had not recorded pending. ``units`` (one per task) makes samples of a unit belong to one
     shard: shard I of N owns the tasks whose unit is I mod N (default: their positions).
@@ -669,7 +669,7 @@ class StepLog:
         stored = self._store.newest(sample_id)
         return _as_record(stored) if stored is not None else None
 
-    def finish(self) -> RunSummary:
+    def close(self) -> RunSummary:
         """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""
         unrecorded = sorted(self._mine - self.records.keys())
         if unrecorded:

@@ -55,7 +55,7 @@ from pinbench.core.jsonfields import (
 )
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
-from pinbench.core.phases import announced
+from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
 from pinbench.core.runner import SampleRecord
 from pinbench.core.schema import schema_error

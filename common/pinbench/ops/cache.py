@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pinbench.core.files import cache_root
 
 if TYPE_CHECKING:
-    from pinbench.ops.pins import HFPin, URLPin
+    from pinbench.core.pins import HFPin, URLPin
 
 
 def cache_dir(cache: Path | str | None) -> Path:

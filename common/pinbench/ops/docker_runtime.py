@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.provenance import is_secret_name
-from pinbench.core.recipe import ContainerStage, Recipe
+from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
     BASE_IMAGE_LABEL,

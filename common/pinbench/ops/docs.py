@@ -32,8 +32,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                             "`PINBENCH_IMAGE_BUILD_BASE`): the base it was built on, recorded in "
                                             "provenance by a plain `docker run`"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
-    "PINBENCH_PHASE_NOTICE_S": ("all", "seconds a phase runs before it says what it is doing (default 2; 0: "
-                                       "every phase)"),
+    "PINBENCH_NOTICE_S": ("all", "seconds work runs before it says what it is doing (default 2; 0: say all of "
+                                 "it)"),
     "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default)"),
     "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
     "LIMIT": ("make", "smoke size for `make recipe-<name>`"),

@@ -1,4 +1,4 @@
-"""``pinbench doctor <recipe>``: a preflight that takes seconds, so that hours of GPU time never start on a
+"""``pinbench doctor <recipe>``: checks that take seconds, so that hours of GPU time never start on a
 machine or an input that cannot finish them. ``pinbench run`` calls it first.
 
 It checks, from what can be known without loading a model: the pins (complete, or resolvable here), every
@@ -8,8 +8,8 @@ declared need, free disk against its estimate, RAM, a token where a gated repo m
 user's inputs (every expected video exists and decodes). Each problem is one line; any problem exits 2.
 
 What a recipe needs is data in its recipe.yaml (``resources:``); which pins and inputs a given run needs
-is the recipe's ``preflight:`` function, which returns :class:`Finding` lines built with the helpers here.
-The pins a run reads are the subjects of its preflight's findings (``huggingface/<name>``, ``urls/<name>``):
+is the recipe's ``doctor:`` function, which returns ``pinbench.core.findings.Finding`` lines (built with the helpers
+there and here). The pins a run reads are the subjects of its findings (``huggingface/<name>``, ``urls/<name>``):
 a null pin that no finding names is not read by this run, so it never stops it (a score-only run needs no
 model revision).
 """
@@ -22,16 +22,16 @@ import subprocess
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import FileState, cache_root, read_json_cache, write_json_cache
+from pinbench.core.findings import Finding, ok, problem
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
+    from pinbench.core.pins import HFPin, Pins, URLPin
     from pinbench.core.recipe import Recipe
-    from pinbench.ops.pins import HFPin, Pins, URLPin
 
 EXIT_PROBLEMS = 2
 GB = 1e9
@@ -39,34 +39,6 @@ _NVIDIA_SMI_TIMEOUT_S = 10
 _VIDEOS_SHOWN = 3
 WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
                     "rest and counts each of them as a failed sample (a partial run, exit 2)")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the report: ``ok`` False is a problem that stops the run. ``subject`` names the pin
-    (``huggingface/<name>``, ``urls/<name>``) a cache finding is about."""
-
-    ok: bool
-    check: str
-    line: str
-    subject: str = ""
-    warning: bool = False  # ok, but said even when only problems are shown (a run that will be slow)
-
-    def render(self) -> str:
-        return f"{'PROBLEM' if not self.ok else 'WARNING' if self.warning else 'ok     '} {self.check}: {self.line}"
-
-
-def ok(check: str, line: str, subject: str = "") -> Finding:
-    return Finding(True, check, line, subject)
-
-
-def warning(check: str, line: str) -> Finding:
-    """Not a problem (the run starts), but the person starting it should read it first."""
-    return Finding(True, check, line, warning=True)
-
-
-def problem(check: str, line: str, subject: str = "") -> Finding:
-    return Finding(False, check, line, subject)
 
 
 # -------------------------------------------------------------------------------------------- pins
@@ -79,6 +51,7 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
 
     ``reads``: the labels (``huggingface/<name>``, ``urls/<name>``) of the pins this run reads; None: all.
     """
+    from pinbench.core.pins import PinsError, load_pins
     from pinbench.ops.machine_pins import (
         MachinePinsError,
         apply_machine_pins,
@@ -87,7 +60,6 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
         null_keys,
         stale_keys,
     )
-    from pinbench.ops.pins import PinsError, load_pins
 
     if not recipe.pins_path.is_file():
         return None, []
@@ -124,7 +96,7 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
 
 
 def pins_read(findings: Iterable[Finding]) -> set[str]:
-    """The pins named by a preflight's findings (``huggingface/<name>``, ``urls/<name>``): those the run reads."""
+    """The pins named by a recipe doctor's findings (``huggingface/<name>``, ``urls/<name>``): those the run reads."""
     return {f.subject for f in findings if f.subject.startswith(("huggingface/", "urls/"))}
 
 
@@ -434,9 +406,9 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
     offline = cfg.offline or is_offline()
     pins, findings = pin_findings(recipe, offline=offline)
     # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
-    # recipe's preflight knows; a recipe without one gets the generic checks alone (and every pin is checked).
-    if recipe.preflight_entry is not None:
-        cache = list(recipe.preflight(cfg, pins))
+    # recipe's doctor knows; a recipe without one gets the generic checks alone (and every pin is checked).
+    if recipe.doctor_entry is not None:
+        cache = list(recipe.doctor(cfg, pins))
         _, findings = pin_findings(recipe, offline=offline, reads=pins_read(cache))
     else:
         cache = []

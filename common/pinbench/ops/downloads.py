@@ -20,10 +20,10 @@ from typing import Any
 
 from pinbench.core.files import atomic_path, sha256_file
 from pinbench.core.options import is_offline
+from pinbench.core.pins import HFPin, PinsError, URLPin, load_pins
 from pinbench.core.provenance import redact
 from pinbench.ops.cache import cache_dir, hf_snapshot_dir, url_path
 from pinbench.ops.network import network_failure, network_reason
-from pinbench.ops.pins import HFPin, PinsError, URLPin, load_pins
 from pinbench.ops.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

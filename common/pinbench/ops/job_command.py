@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
-from pinbench.core.recipe import ContainerStage, Recipe, ScaleOutPhase
+from pinbench.core.recipe import Recipe
 from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT
 
 CONTAINERS = ("none", "docker", "pyxis", "apptainer")

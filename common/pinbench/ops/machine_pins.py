@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.options import is_offline
+from pinbench.core.pins import HEX40, HFPin, Pins, URLPin, load_pins
 from pinbench.core.schema import schema_error
 from pinbench.ops.cache import cache_dir, url_path
-from pinbench.ops.pins import HEX40, HFPin, Pins, URLPin, load_pins
 
 if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe

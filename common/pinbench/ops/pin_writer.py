@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import read_data_file, write_atomic
+from pinbench.core.pins import PinsError, load_pins
 from pinbench.ops.machine_pins import Key, key_label, machine_pins_for, null_keys, resolve
-from pinbench.ops.pins import PinsError, load_pins
 
 if TYPE_CHECKING:
     from pinbench.core.recipe import Recipe

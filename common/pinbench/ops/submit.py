@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, Shard
+from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
-from pinbench.core.recipe import Recipe, ScaleOutPhase, scale_out_problem
+from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import stages_for

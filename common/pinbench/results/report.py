@@ -26,7 +26,7 @@ import numpy as np
 
 import pinbench
 from pinbench.core.files import write_atomic
-from pinbench.core.phases import announced
+from pinbench.core.notices import announced
 from pinbench.core.provenance import redactor, scrub
 from pinbench.core.reference import (
     EXIT_FAIL,

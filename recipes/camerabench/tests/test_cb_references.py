@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.pins import load_pins
 from pinbench.core.reference import load_reference
-from pinbench.ops.pins import load_pins
 from pinbench_recipes.camerabench.dataset import BINARY_SPLITS, N_CAPTIONS, VQA_SKILLS
 
 REFERENCES = Path(__file__).resolve().parents[1] / "references"

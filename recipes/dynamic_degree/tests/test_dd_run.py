@@ -20,7 +20,7 @@ from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
 from pinbench.core.runner import load_records, run_samples
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.prepare import (
@@ -354,7 +354,7 @@ def test_a_prefix_pin_runs_the_official_metric_and_records_the_full_hash(tmp_pat
 
 def test_the_shipped_raft_pin_is_torchvisions_file_name_prefix() -> None:
     """Issue #9.4: a fresh clone runs the official metric on the file whose SHA-256 starts with 22a6c225."""
-    from pinbench.ops.pins import load_pins
+    from pinbench.core.pins import load_pins
 
     pin = load_pins(RECIPE.pins_path).urls["raft_things"]
     assert pin.sha256_prefix == "22a6c225" and pin.filename == "raft_large_C_T_V1-22a6c225.pth"

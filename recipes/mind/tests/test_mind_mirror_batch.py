@@ -1,6 +1,6 @@
 """Mirror rollouts of N = 2, 22, 42, ... frames (N % 20 == 2): upstream's lcm_metric meets a sub-batch of one pair and
 fails ('float' object is not iterable); the directory's record carries the error. The native block must score such
-a rollout, preflight must say so before the GPU run, and the scorecard must name the sample with both sides."""
+a rollout, the plan must say so before the GPU run, and the scorecard must name the sample with both sides."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import write_video
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 from pinbench_recipes.mind import fixture, native
 from pinbench_recipes.mind.ingest import Canvas, ingest
 from pinbench_recipes.mind.layout import mirror_fails_upstream
@@ -45,7 +45,7 @@ def test_native_mirror_block_scores_a_rollout_upstream_fails_on(tmp_path: Path) 
 def test_the_scorecard_names_the_sample_official_error_native_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The fixture with one more mirror directory holding a 22-frame rollout (the test double fails on it as
-    process.py does): preflight warns, the sample fails with upstream's error, the native value is named beside it."""
+    process.py does): the plan warns, the sample fails with upstream's error, the native value is named beside it."""
     extra = ("3rd_data", "loop-2", (("path-1.mp4", 22, 4.0, False),))
     monkeypatch.setattr(fixture, "MIRRORS", (*fixture.MIRRORS, extra))
     out = tmp_path / "fx"

@@ -23,7 +23,7 @@ from pinbench_recipes.mind.official import (
     lay_out,
     new_work_dir,
 )
-from pinbench_recipes.mind.preflight import run_preflight
+from pinbench_recipes.mind.plan import make_plan
 from pinbench_recipes.mind.tests.conftest import ALL_METRICS, PIN, Layout
 
 
@@ -59,7 +59,7 @@ def test_command_and_environment(tmp_path: Path, runtime: Runtime) -> None:
 
 
 def test_work_directory_layout(tmp_path: Path, layout: Layout, runtime: Runtime) -> None:
-    pre = run_preflight(layout.gt_root, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(layout.gt_root, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
     hashes = {s.key.sample_id: f"hash-{i}" for i, s in enumerate(pre.samples)}
     work = new_work_dir(tmp_path / "official")
     lay_out(work, pre.samples, metrics=ALL_METRICS, runtime=runtime, task_hashes=hashes)
@@ -97,7 +97,7 @@ def test_samples_without_a_generated_video_are_left_out(tmp_path: Path, layout: 
     import shutil
 
     shutil.rmtree(layout.generated("1st_data", "mem_test", "data-1"))
-    pre = run_preflight(layout.gt_root, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(layout.gt_root, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
     work = new_work_dir(tmp_path / "official")
     lay_out(work, pre.samples, metrics=ALL_METRICS, runtime=runtime,
             task_hashes={s.key.sample_id: "h" for s in pre.samples})
@@ -215,7 +215,7 @@ def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None
     from pinbench_recipes.mind.weights import recipe_pins, runtime_from_env
 
     data = build_fixture(tmp_path / "fixture")
-    pre = run_preflight(data.gt_root, data.generated_root, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(data.gt_root, data.generated_root, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok, pre.problems
     runtime = runtime_from_env(recipe_pins())  # the cache must hold `pinbench fetch mind`
     assert runtime.problems(PIN) == []

@@ -12,7 +12,7 @@ import pytest
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
 RECIPE = get_recipe("mind")
@@ -101,11 +101,11 @@ def test_a_complete_result_file_imported_without_videos_is_complete_with_its_mir
     assert card["metrics"]["scene_consistency_score"]["value"] is not None
 
 
-def test_preflight_problems_stop_the_run_before_any_work(tmp_path: Path, layout: Layout, capsys) -> None:
+def test_layout_problems_stop_the_run_before_any_work(tmp_path: Path, layout: Layout, capsys) -> None:
     layout.add_mirror("1st_data", "loop-1", "path-3.mp4", frames=7)
     shutil.rmtree(layout.generated_root / "3rd_data" / "action_space_test")
     out = tmp_path / "run"
-    with pytest.raises(RecipeError, match="preflight found 2 problem") as info:
+    with pytest.raises(RecipeError, match="the layouts have 2 problem") as info:
         run_recipe(_cfg(out, options={"gt": str(layout.gt_root), "videos": str(layout.generated_root)}))
     assert "\n" not in str(info.value)
     err = capsys.readouterr().err

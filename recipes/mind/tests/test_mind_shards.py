@@ -2,7 +2,7 @@
 
 ``process.py`` needs GPUs and the recipe image: here a clearly named test double stands in for it (and for the
 image's runtime), reading the working directory the real code lays out and writing process.py's records of
-exactly the samples laid out in it. Everything around it (preflight, tasks, the shard's pending samples, the
+exactly the samples laid out in it. Everything around it (the plan, tasks, the shard's pending samples, the
 working directory, the import, the per-sample results, the merge, the scorecard) is the real code.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 from pinbench.core.config import RunConfig, Shard
 from pinbench.core.recipe import get_recipe
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import WorkDir

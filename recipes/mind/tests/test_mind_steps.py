@@ -13,7 +13,7 @@ from pinbench.core.runner import pending_tasks, run_samples
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.official import WorkDir
-from pinbench_recipes.mind.preflight import run_preflight
+from pinbench_recipes.mind.plan import make_plan
 from pinbench_recipes.mind.results import ResultFileError, load_result_file
 from pinbench_recipes.mind.tests.conftest import ALL_METRICS, Layout, continuation_record, mirror_record
 
@@ -21,7 +21,7 @@ VERSIONS = {"recipe": "1.0.0", "mind": "8f9c59c621f9c9d16f5db2fc0b7f042cf2505aa7
 
 
 def plan(layout: Layout, metrics=("lcm",)):
-    pre = run_preflight(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=None)
+    pre = make_plan(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=None)
     assert pre.ok, pre.problems
     digests = InputDigests(layout.gt_root.parent)
     return pre, [steps.sample_task(s, metrics=metrics, video_max_time=None, versions=VERSIONS, digests=digests)
@@ -123,7 +123,7 @@ def test_imported_file_must_match_video_max_time(tmp_path: Path, layout: Layout,
 
 
 def test_imported_mirror_samples_without_a_generated_root(layout: Layout, write_result) -> None:
-    pre = run_preflight(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok and not any(s.key.test_type == "mirror_test" for s in pre.samples)
     digests = InputDigests(layout.gt_root.parent)
     tasks = [steps.sample_task(s, metrics=ALL_METRICS, video_max_time=None, versions=VERSIONS, digests=digests)

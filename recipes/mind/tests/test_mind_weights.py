@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.ops.pins import HFPin, URLPin
+from pinbench.core.pins import HFPin, URLPin
 from pinbench_recipes.mind.weights import (
     CACHE_PINS,
     HF_LOADED_AS,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.pins import HFPin, URLPin
 from pinbench.ops.downloads import ChecksumError
-from pinbench.ops.pins import HFPin, URLPin
 from pinbench_recipes.paibench_c.evaluate import (
     REVISION_STAMP,
     WEIGHT_PATHS,

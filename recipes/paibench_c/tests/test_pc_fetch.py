@@ -9,8 +9,8 @@ import pytest
 
 import pinbench_recipes.paibench_c.fetch as fetch_module
 from pinbench.core.config import RunConfig
+from pinbench.core.pins import load_pins
 from pinbench.core.recipe import get_recipe
-from pinbench.ops.pins import load_pins
 from pinbench_recipes.paibench_c.rows import load_tasks
 from pinbench_recipes.paibench_c.tests.test_pc_rows import task_row
 

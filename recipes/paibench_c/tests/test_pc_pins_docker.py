@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pinbench.core.pins import load_pins
 from pinbench.core.recipe import get_recipe
-from pinbench.ops.pins import load_pins
 
 RECIPE = get_recipe("paibench-c")
 

@@ -17,15 +17,15 @@ import yaml
 
 import pinbench_recipes.paibench_c.fetch as fetch_module
 from pinbench.core.config import RecipeError, RunConfig, Shard
+from pinbench.core.pins import HFPin
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
 from pinbench.core.runner import load_records
 from pinbench.media.video import write_video
 from pinbench.ops.cache import hf_snapshot_dir
 from pinbench.ops.machine_pins import RESOLVED_NOTE, MachinePins, machine_pins_path
-from pinbench.ops.pins import HFPin
 from pinbench.ops.status import render, run_status
-from pinbench.results.finish import run_recipe
+from pinbench.results.launch import run_recipe
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
 

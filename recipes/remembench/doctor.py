@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
-from pinbench.ops.doctor import Finding, ok, problem, video_findings
+from pinbench.core.findings import Finding, ok, problem
+from pinbench.ops.doctor import video_findings
 from pinbench_recipes.remembench import prepare, weights
 from pinbench_recipes.remembench.dataset import PAPER
 from pinbench_recipes.remembench.release import dataset_option, open_release
 
 
-def preflight(cfg: RunConfig, pins: Any) -> list[Finding]:
+def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
     opts = cfg.options
     try:
         dataset = dataset_option(opts)

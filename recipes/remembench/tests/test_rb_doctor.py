@@ -8,30 +8,30 @@ from pathlib import Path
 
 import pytest
 
-import pinbench_recipes.remembench.preflight as preflight_module
+import pinbench_recipes.remembench.doctor as doctor_module
 from pinbench.core.recipe import get_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
 
 
 def test_no_rollouts_stop_the_run_and_a_broken_one_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fx = build_fixture(tmp_path / "fx")
-    monkeypatch.setattr(preflight_module, "PAPER", fx.paper)   # the fixture's small paper settings
+    monkeypatch.setattr(doctor_module, "PAPER", fx.paper)   # the fixture's small paper settings
     videos = tmp_path / "rollouts"
     videos.mkdir()
     options = {"videos": str(videos), "dataset_dir": str(fx.dataset_dir), "clip_dir": str(fx.clip_dir),
                "lpips_trunk": str(fx.lpips_trunk), "split": "t2v"}
     cfg = get_recipe("remembench").config("t2v-base-1chunk", options=options, env={})
-    inputs = [f.line for f in preflight_module.preflight(cfg, None) if f.check == "inputs"]
+    inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
     match = re.fullmatch(rf"0 of (\d+) rollouts found under {re.escape(str(videos))}", inputs[0])
     assert len(inputs) == 1 and match, inputs
     n = int(match.group(1))
 
     for video in fx.videos.glob("*.mp4"):      # every rollout present, every one cut short
         (videos / video.name).write_bytes(video.read_bytes()[:200])
-    inputs = [f for f in preflight_module.preflight(cfg, None) if f.check == "inputs"]
+    inputs = [f for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
     assert len(inputs) == 1 and not inputs[0].ok
     assert inputs[0].line.startswith(f"{n} of {n} rollouts do not decode: ")
     for video in fx.videos.glob("*.mp4"):
         shutil.copy(video, videos / video.name)
-    inputs = [f for f in preflight_module.preflight(cfg, None) if f.check == "inputs"]
+    inputs = [f for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
     assert inputs[0].ok and inputs[0].line == f"{n} of {n} rollouts found under {videos}, all decode"

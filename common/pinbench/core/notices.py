@@ -1,9 +1,9 @@
-"""A phase of a run that takes long says what it is doing, so that a silent wait never looks like a hang.
+"""Work that takes long says what it is doing, so that a silent wait never looks like a hang.
 
-Why a notice after a delay instead of a line per phase: most phases take a fraction of a second, and a line for
-each would bury the results table; a phase still running after ``NOTICE_AFTER_S`` (2 s, or
-``$PINBENCH_PHASE_NOTICE_S``) prints one line on stderr saying what it is doing, and when it ends, how long it
-took. Functions are marked with :func:`announced`, so the phase is named where it is defined.
+Why a notice after a delay instead of a line per piece of work: most take a fraction of a second, and a line for
+each would bury the results table; work still running after ``NOTICE_AFTER_S`` (2 s, or ``$PINBENCH_NOTICE_S``)
+prints one line on stderr saying what it is doing, and when it ends, how long it took. Functions are marked with
+:func:`announced`, so the work is named where it is defined.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 NOTICE_AFTER_S = 2.0
-ENV = "PINBENCH_PHASE_NOTICE_S"
+ENV = "PINBENCH_NOTICE_S"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,7 +31,7 @@ def _notice_after() -> float:
 
 
 @contextmanager
-def phase(what: str) -> Iterator[None]:
+def notice(what: str) -> Iterator[None]:
     """Say ``what ...`` on stderr when the block is still running after the notice delay, then how long it took."""
     said = threading.Event()
 
@@ -55,12 +55,12 @@ def phase(what: str) -> Iterator[None]:
 
 
 def announced(describe: Callable[..., str]) -> Callable[[F], F]:
-    """Decorate a function whose call is a phase; ``describe(*args, **kwargs)`` says what it does."""
+    """Decorate a function whose call may take long; ``describe(*args, **kwargs)`` says what it does."""
 
     def decorate(func: F) -> F:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with phase(describe(*args, **kwargs)):
+            with notice(describe(*args, **kwargs)):
                 return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

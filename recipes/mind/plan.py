@@ -1,4 +1,4 @@
-"""Preflight: check the GT and generated layouts before any GPU work, and say what will be scored.
+"""The plan: the GT and generated layouts checked before any GPU work, and what will be scored.
 
 ``process.py`` fails late, silently or both on bad input: a missing test directory aborts the whole run
 after the models loaded, a video of 100 frames or fewer gets no metrics and no error, an odd mirror video
@@ -49,7 +49,7 @@ MIRROR_NAME = re.compile(r"path-\d+\.mp4")
 
 
 @dataclass
-class Preflight:
+class Plan:
     """The outcome: every expected sample in order, the problems that stop the run, and notes."""
 
     gt_root: Path
@@ -291,15 +291,15 @@ def _mirror_sample(key: SampleKey, path: Path, problems: list[str], notes: list[
     return MirrorSample(key, path, tuple(videos)) if len(problems) == n_before else None
 
 
-def run_preflight(gt_root: Path, generated_root: Path | None, *, metrics: Sequence[str],
-                  video_max_time: int | None, limit: int | None = None) -> Preflight:
+def make_plan(gt_root: Path, generated_root: Path | None, *, metrics: Sequence[str],
+                  video_max_time: int | None, limit: int | None = None) -> Plan:
     """Check everything process.py will read; ``generated_root`` None checks GT only (importing a Result.json).
 
     ``limit`` keeps the first N expected samples (perspective, then test, then name order); file checks
     run only on those, layout checks (directories, stray or unknown names) always.
     """
     metrics = tuple(dict.fromkeys(metrics))
-    pre = Preflight(gt_root=gt_root, generated_root=generated_root, metrics=metrics, video_max_time=video_max_time)
+    pre = Plan(gt_root=gt_root, generated_root=generated_root, metrics=metrics, video_max_time=video_max_time)
     unknown = [m for m in metrics if m not in OFFICIAL_METRICS]
     if unknown or not metrics:
         pre.problems.append(f"metrics {unknown or '(none)'}: choose from {', '.join(OFFICIAL_METRICS)}")

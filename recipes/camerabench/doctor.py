@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinbench.core.config import RecipeError, RunConfig
-from pinbench.ops.doctor import Finding, hf_finding, ok, problem
-from pinbench.ops.pins import Pins
+from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.pins import Pins
+from pinbench.ops.doctor import hf_finding
 from pinbench_recipes.camerabench import inputs
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import ScoreFileError
@@ -20,7 +21,7 @@ from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
 DATA_SUBJECT = "data/camerabench"
 
 
-def preflight(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
+def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     try:
         model = inputs.script1_model(cfg)
     except RecipeError as exc:

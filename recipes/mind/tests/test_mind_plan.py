@@ -1,4 +1,4 @@
-"""Preflight: one line per problem, naming the file, before any GPU work; the plan of what is scored."""
+"""Plan: one line per problem, naming the file, before any GPU work; the plan of what is scored."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, frames_scored, real_time
-from pinbench_recipes.mind.preflight import Preflight, run_preflight
+from pinbench_recipes.mind.plan import Plan, make_plan
 from pinbench_recipes.mind.tests.conftest import ALL_METRICS, Layout, action_json, write_clip
 
 
-def check(layout: Layout, metrics=ALL_METRICS, video_max_time=None, limit=None) -> Preflight:
-    return run_preflight(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=video_max_time,
+def check(layout: Layout, metrics=ALL_METRICS, video_max_time=None, limit=None) -> Plan:
+    return make_plan(layout.gt_root, layout.generated_root, metrics=metrics, video_max_time=video_max_time,
                          limit=limit)
 
 
-def only_problem(pre: Preflight, path: Path, *words: str) -> str:
+def only_problem(pre: Plan, path: Path, *words: str) -> str:
     """The single problem line, which must name ``path`` and contain every word."""
     assert len(pre.problems) == 1, pre.problems
     line = pre.problems[0]
@@ -246,9 +246,9 @@ def test_unknown_metric(layout: Layout) -> None:
 
 def test_roots_must_be_directories(layout: Layout, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
-    pre = run_preflight(missing, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(missing, layout.generated_root, metrics=ALL_METRICS, video_max_time=None)
     only_problem(pre, missing, "GT root")
-    pre = run_preflight(layout.gt_root, missing, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(layout.gt_root, missing, metrics=ALL_METRICS, video_max_time=None)
     only_problem(pre, missing, "generated root")
 
 
@@ -260,7 +260,7 @@ def test_every_problem_is_reported_at_once(layout: Layout) -> None:
 
 
 def test_gt_only_plan_does_not_call_everything_missing(layout: Layout) -> None:
-    pre = run_preflight(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
+    pre = make_plan(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok and pre.missing == []
     plan = "\n".join(pre.plan_lines())
     assert "1st_data/mem_test: 1 sample(s); generated videos not checked" in plan and "counted failed" not in plan
