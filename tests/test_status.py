@@ -227,10 +227,10 @@ def test_a_step_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) -
     assert (first.started, first.finished, second.started, second.pending) == (True, False, False,
                                                                                 ["a.t1", "b.t1"])
     with pytest.raises(ValueError, match=r"2 sample\(s\) of this shard never recorded \(e.g. 'b.t0'\)"):
-        log.finish()
+        log.close()
     log.record("b.t0", {"sha256": "1" * 64}, reused=True)
     log.record("b.t2", {"sha256": "2" * 64}, seconds=3.5)
-    summary = log.finish()
+    summary = log.close()
     assert (summary.n_total, summary.n_done, summary.n_reused, summary.n_failed) == (4, 2, 1, 1)
     manifest = read_manifests(tmp_path)[0]
     assert manifest.finished and manifest.summary == {"total": 4, "done": 2, "reused": 1, "failed": 1}
