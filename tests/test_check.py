@@ -34,7 +34,7 @@ from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, claim_run_dir
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, load_scorecard
 from pinbench.core.store import encode_line, record_bytes
-from pinbench.results.launch import run_recipe, write_run_report
+from pinbench.ops.launch import run_recipe, write_run_report
 
 IDS = ["s0", "s1", "s2", "s3"]
 PINS = {"urls": {"trunk": {"url": "https://example.org/trunk.pth", "sha256": None}}}

@@ -189,7 +189,7 @@ def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not
     replace the fixture failures."""
-    from pinbench.results import launch
+    from pinbench.ops import launch
 
     def denied(cfg) -> None:
         raise PermissionError(13, "Permission denied", str(cfg.out_dir / "samples"))
@@ -209,7 +209,7 @@ def test_demo_fails_a_fixture_whose_scorecard_shows_no_interval(monkeypatch: pyt
     scorecard of ``n`` samples (one sample: nothing to resample, so no interval)."""
     from pinbench.core.recipe import get_recipe
     from pinbench.core.run import RunOutcome
-    from pinbench.results import launch
+    from pinbench.ops import launch
 
     def fixture_of(n: int):
         def run(cfg) -> RunOutcome:

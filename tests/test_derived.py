@@ -25,8 +25,8 @@ from pinbench.core.run import Run
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord, input_hash
 from pinbench.core.scorecard import DerivedCounts, MetricSpec, SampleCounts, build_scorecard
+from pinbench.ops.launch import write_run_report
 from pinbench.results.compare import compare_runs, load_run
-from pinbench.results.launch import write_run_report
 
 IDS = ["s0", "s1", "s2", "s3"]
 METRICS = {**DECLARATION["metrics"],

@@ -17,7 +17,7 @@ import pytest
 from fake_docker import FakeDockerClient
 
 from pinbench.core.recipe import get_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 
 PINNED_PY = "python:3.11-slim-bookworm@sha256:86adf8dbadc3d6e82ee5dd2c74bec2e1c2467cdad47886280501df722372d2e1"
 STAND_IN = "pinbench-smoke/stand-in:local"

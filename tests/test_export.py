@@ -210,7 +210,7 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
     ``pinbench`` and the recipe's entry points imports (the generation image of PAI-Bench-C has its own lock)."""
     recipe = get_recipe(name)
     dest = export_recipe(recipe, tmp_path / "export")
-    entries = ["pinbench.cli", "pinbench.core.rundir", "pinbench.core.check", "pinbench.results.launch"]
+    entries = ["pinbench.cli", "pinbench.core.rundir", "pinbench.core.check", "pinbench.ops.launch"]
     entries += [f"{recipe.package}.{target.partition(':')[0]}" for target in (recipe.entry, recipe.fetch_entry)
                 if target]
     needed = _loaded_third_party(dest, entries)

@@ -32,7 +32,7 @@ from pinbench.core.check import check_run
 from pinbench.core.config import Shard
 from pinbench.core.recipe import available_recipes, get_recipe
 from pinbench.core.store import SAMPLES_DIR, read_store
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "fixtures_87e8f14"

@@ -20,7 +20,7 @@ from pinbench.core.run import Run
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
-from pinbench.results.launch import write_run_report
+from pinbench.ops.launch import write_run_report
 
 IDS = ["s0", "s1", "s2", "s3"]
 

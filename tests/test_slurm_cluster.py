@@ -25,8 +25,8 @@ from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import read_merged
 from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import read_store
+from pinbench.ops.launch import run_recipe
 from pinbench.ops.status import run_status
-from pinbench.results.launch import run_recipe
 
 pytestmark = pytest.mark.slurm
 PINBENCH = str(Path(sys.executable).parent / "pinbench")

@@ -44,7 +44,7 @@ from pinbench.ops.docker_runtime import (
     run_in_docker,
 )
 from pinbench.ops.export import export_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_DOCKERFILE = "images/cpu/Dockerfile"

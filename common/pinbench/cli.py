@@ -75,7 +75,8 @@ def _recipe(name: str) -> Recipe:
 
 def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
             runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
-            offline: bool, options: list[str], check_required: bool = True) -> RunConfig:
+            offline: bool, options: list[str], check_required: bool = True, generator: str | None = None,
+            generator_options: Sequence[str] = (), generation_timeout: float | None = None) -> RunConfig:
     from pinbench.core.config import Shard
     from pinbench.core.options import OptionError, parse_pairs
 
@@ -86,7 +87,9 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | N
     try:
         return recipe.config(checkpoint, out_dir=out, limit=limit, shard=parsed_shard, runtime=runtime,
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
-                             offline=offline, options=parse_pairs(options), check_required=check_required)
+                             offline=offline, options=parse_pairs(options), check_required=check_required,
+                             generator=generator, generator_options=parse_pairs(list(generator_options)),
+                             generation_timeout_s=generation_timeout)
     except (RecipeError, OptionError, ValueError) as exc:
         _fail(str(exc))
         raise
@@ -234,6 +237,13 @@ def run(
     verify_inputs: Annotated[bool, typer.Option("--verify-inputs", help="hash every input file again instead of "
                                                 "trusting the run directory's digest cache")] = False,
     option: OptionList = [],  # noqa: B006
+    generator: Annotated[str | None, typer.Option(
+        "--generator", help="make the rollouts with this generator: NAME, python:MODULE:FACTORY or "
+                            "'command:ARGV' with {request} and {out} (docs: Bring your model)")] = None,
+    generator_option: Annotated[list[str], typer.Option(
+        "--generator-option", "-g", help="KEY=VALUE for the generator (repeatable)")] = [],  # noqa: B006
+    generation_timeout: Annotated[float | None, typer.Option(
+        help="seconds one rollout may take before its generator is stopped and the sample fails")] = None,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the doctor's checks "
                                                                     "(`pinbench doctor`)")] = False,
     move_aside: Annotated[bool, typer.Option("--move-aside", help="first move an earlier run in --out to "
@@ -252,7 +262,8 @@ def run(
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
-                  offline=offline, options=option)
+                  offline=offline, options=option, generator=generator, generator_options=generator_option,
+                  generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
@@ -278,7 +289,7 @@ def run(
         except RecipeError as exc:
             _fail(str(exc))
         raise typer.Exit(code)
-    from pinbench.results.launch import run_recipe
+    from pinbench.ops.launch import run_recipe
 
     try:
         outcome = run_recipe(cfg)
@@ -289,6 +300,80 @@ def run(
     if outcome.report_path:
         _echo(f"report:    {outcome.report_path}")
     raise typer.Exit(outcome.exit_code)
+
+
+@app.command("requests")
+def requests_cmd(
+    recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. remembench")],
+    out: Annotated[Path, typer.Option("--out", help="a folder: requests.jsonl and the files they name (inputs/) "
+                                                   "go there, and it travels whole to where your model runs")],
+    checkpoint: Annotated[str, typer.Option("--checkpoint", "-c", help="model checkpoint name")] = "requests",
+    fixture: Annotated[bool, typer.Option("--fixture", help="the fixture's requests (its small data)")] = False,
+    limit: Annotated[int | None, typer.Option(help="the first N, as a --limit run")] = None,
+    option: OptionList = [],  # noqa: B006
+) -> None:
+    """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
+    from pinbench.core.files import write_if_changed
+    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, requests_text
+    from pinbench.core.run import Run
+
+    recipe = _recipe(recipe_name)
+    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, shard=None, runtime="local",
+                  skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None, offline=False,
+                  options=option, check_required=False)
+    with _writing_to("--out", out):
+        try:
+            asked = recipe.requests(Run(recipe, cfg), out)
+        except (RecipeError, RequestError) as exc:
+            _fail(str(exc))
+        path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
+    kinds = sorted({r.kind for r in asked})
+    _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}")
+
+
+rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pinbench, checked against their requests.")
+app.add_typer(rollouts_app, name="rollouts")
+
+
+@rollouts_app.command("check")
+def rollouts_check(
+    recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. mind")],
+    folder: Annotated[Path, typer.Argument(help="the rollouts, in the layout the requests name (their output)")],
+    requests_file: Annotated[Path | None, typer.Option("--requests", help="requests.jsonl (default: the recipe's, "
+                                                                          "made as `pinbench requests` makes them)")]
+    = None,
+    fixture: Annotated[bool, typer.Option("--fixture", help="against the fixture's requests")] = False,
+    limit: Annotated[int | None, typer.Option(help="the first N requests, as a --limit run")] = None,
+    option: OptionList = [],  # noqa: B006
+) -> None:
+    """One line per rollout that is not what its request asks for (missing, undecodable, frames, rate, size)."""
+    import tempfile
+
+    from pinbench.core.generation import RequestError, read_requests
+    from pinbench.core.run import Run
+    from pinbench.ops.generation import check_rollout
+
+    recipe = _recipe(recipe_name)
+    if not folder.is_dir():
+        _fail(f"{folder}: not a folder of rollouts")
+    try:
+        if requests_file is not None:
+            asked = read_requests(requests_file)[:limit]
+        else:
+            with tempfile.TemporaryDirectory(prefix="pinbench-requests-") as scratch:
+                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, shard=None,
+                              runtime="local", skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None,
+                              offline=False, options=option, check_required=False)
+                asked = recipe.requests(Run(recipe, cfg), Path(scratch))
+    except (RecipeError, RequestError) as exc:
+        _fail(str(exc))
+    problems = [line for request in asked for line in check_rollout(request, folder / request.output)]
+    for line in problems:
+        _echo(line)
+    bad = len({line.split(":", 1)[0] for line in problems})
+    _echo(f"{len(asked) - bad} of {len(asked)} rollout(s) are what their requests ask for")
+    if problems:
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -848,7 +933,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     import time
 
     from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
-    from pinbench.results.launch import run_recipe
+    from pinbench.ops.launch import run_recipe
 
     log = out / DEMO_LOGS / f"{recipe.name}.log"
     if verbose:

@@ -27,7 +27,7 @@ from pinbench.media.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
 
 SEED = 20260521
-VERSION = 3  # bump when the generated data changes
+VERSION = 4  # bump when the generated data changes
 FIXTURE_CRF = 0  # lossless H.264 (CRF 0 is QP 0 for 8-bit libx264): decoders get back the encoder's YUV planes
 WIDTH, HEIGHT = 64, 48
 T2V = PaperSettings("t2v", T2V_PAPER.num_frames, 24, WIDTH, HEIGHT, 23, 4, 5, 17, n_rows=3)
@@ -64,6 +64,7 @@ class FixtureData:
     lpips_trunk: Path
     lpips_sha256: str
     paper: dict[str, PaperSettings]
+    images: Path   # the I2V initial frames, prepared as i2v_images.py prepares DL3DV's (<image_path> under it)
 
 
 def _triangle(n: int) -> np.ndarray:
@@ -220,7 +221,7 @@ def _layout(root: Path, clip_sha256: str = "", lpips_sha256: str = "") -> Fixtur
     return FixtureData(root=root, dataset_dir=root / "RememBench", videos=root / "rollouts",
                        annotations=root / "annotations.json", poses_dir=root / "poses", clip_dir=root / "clip",
                        clip_sha256=clip_sha256, lpips_trunk=root / "alexnet-random.pth", lpips_sha256=lpips_sha256,
-                       paper={"t2v": T2V, "i2v": I2V})
+                       paper={"t2v": T2V, "i2v": I2V}, images=root / "i2v-images")
 
 
 def build_fixture(root: Path) -> FixtureData:
@@ -259,4 +260,15 @@ def _write_fixture(root: Path) -> dict[str, object]:
         "".join(f"{sha256_file(p)}  {p.relative_to(release).as_posix()}\n" for p in files))
     clip_sha = write_tiny_clip(data.clip_dir)
     lpips_sha = write_random_alexnet(data.lpips_trunk)
+    _write_initial_frames(data.images)
     return {"seed": SEED, "clip_sha256": clip_sha, "lpips_sha256": lpips_sha}
+
+
+def _write_initial_frames(folder: Path) -> None:
+    """One prepared initial frame per I2V scene (its own generator: the rollouts above keep their bytes)."""
+    from PIL import Image
+
+    rng = np.random.default_rng([SEED, 4])
+    for scene in sorted({scene for _, scene, *_ in I2V_SAMPLES}):
+        (folder / "images").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(_smooth_field(rng, HEIGHT, WIDTH)).save(folder / "images" / f"{scene}.png")

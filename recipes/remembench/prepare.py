@@ -15,7 +15,7 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.inputs import InputDigests
-from pinbench.core.options import did_you_mean
+from pinbench.core.options import OptionValues, did_you_mean
 from pinbench_recipes.remembench.dataset import (
     I2V_SETTINGS,
     PAPER,
@@ -24,9 +24,12 @@ from pinbench_recipes.remembench.dataset import (
     PaperSettings,
     Row,
     T2VRow,
+    cohort_report,
     read_rows,
     select_settings,
 )
+from pinbench_recipes.remembench.fixture import SETTINGS as FIXTURE_SETTINGS
+from pinbench_recipes.remembench.fixture import FixtureData
 from pinbench_recipes.remembench.release import Release
 from pinbench_recipes.remembench.summary import (
     METHODS,
@@ -86,6 +89,22 @@ def load_groups(release: Release, split: str, settings: Sequence[str],
     for row in (r for g in groups for r in g.rows if isinstance(r, I2VRow)):
         check_trajectory(release, row)
     return [g for g in groups if g.rows], all_rows
+
+
+def cohort(release: Release, fixture: FixtureData | None, options: OptionValues,
+           limit: int | None) -> tuple[list[Group], dict[str, dict[str, Any]]]:
+    """The groups a run scores (the fixture: both splits; ``--limit``: the first rows) and, per split, the cohort
+    report (which rows of the test set, and how they compare with the paper's)."""
+    splits = ("t2v", "i2v") if fixture else (options.split,)
+    settings = FIXTURE_SETTINGS if fixture else options.settings
+    paper = fixture.paper if fixture else PAPER
+    all_groups, all_rows = [], {}
+    for split in splits:
+        split_groups, all_rows[split] = load_groups(release, split, settings, paper)
+        all_groups += split_groups
+    groups = limit_groups(all_groups, limit)
+    return groups, {split: cohort_report(all_rows[split], [r for g in groups if g.split == split for r in g.rows],
+                                         paper[split]) for split in splits}
 
 
 def check_trajectory(release: Release, row: I2VRow) -> None:

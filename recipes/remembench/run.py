@@ -19,58 +19,50 @@ import yaml
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import write_atomic
+from pinbench.core.generation import Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench.media.lpips import load_lpips
-from pinbench_recipes.remembench import outputs, prepare, summary, weights
+from pinbench_recipes.remembench import outputs, prepare, requests, summary, weights
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
-from pinbench_recipes.remembench.dataset import PAPER, cohort_report
-from pinbench_recipes.remembench.fixture import SETTINGS as FIXTURE_SETTINGS
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
-from pinbench_recipes.remembench.release import dataset_option, open_release
+from pinbench_recipes.remembench.release import Release, dataset_option, open_release
 from pinbench_recipes.remembench.scoring import Scorer
 
 METRICS = ("clip", "lpips_alex", "tempssim", "drift")
 
 
 def run(run: Run) -> RunOutcome:
-    # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, tasks
+    # 1. prepare: options, the release (checksum-verified), rows and cohort, annotations, models
     opts, cfg = run.options, run.cfg
     with run.step("prepare"):
-        dataset = dataset_option(opts)
-        if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
-            prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
-        fixture = run.fixture(build_fixture)
-        download = not (cfg.offline or is_offline())
-        release = open_release(*dataset, download=download,
-                               local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
+        fixture, release = open_run_release(run)
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT and not fixture:
         return _run_reference_pairs(run, release)
     with run.step("prepare"):
-        splits = ("t2v", "i2v") if fixture else (opts.split,)
-        settings = FIXTURE_SETTINGS if fixture else opts.settings
-        paper = fixture.paper if fixture else PAPER
-        all_groups, all_rows = [], {}
-        for split in splits:
-            split_groups, all_rows[split] = prepare.load_groups(release, split, settings, paper)
-            all_groups += split_groups
-        groups = prepare.limit_groups(all_groups, cfg.limit)
-        cohorts = {split: cohort_report(all_rows[split], [r for g in groups if g.split == split for r in g.rows],
-                                        paper[split]) for split in splits}
+        groups, cohorts = prepare.cohort(release, fixture, opts, cfg.limit)
+        splits = list(cohorts)
         annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
                                                 cfg.checkpoint) if "t2v" in splits else None)
-        files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits, download=download)
+        files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits,
+                                          download=not (cfg.offline or is_offline()))
         device = weights.torch_device(opts.device)
-        videos = fixture.videos if fixture else opts.videos
         poses_dir = fixture.poses_dir if fixture else opts.poses_dir
+
+    # 2. generate: the cohort's rollouts with --generator, else yours (-o videos=DIR); a missing one fails its sample
+    with run.step("generate"):
+        videos = fixture.videos if fixture else opts.videos
+        if run.generates:
+            with run.digests() as digests:
+                asked = requests.build(groups, release=release, images=fixture.images if fixture else opts.images,
+                                       root=run.requests_root, digests=digests)
+            videos = run.generate(asked)
         with run.digests() as digests:
             tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
                                         models=model_labels, recipe_version=run.recipe.version, digests=digests,
                                         device=device, decoder=opts.decoder)
-
-    # 2. generate: bring your own rollouts (-o videos=DIR); a missing rollout fails its own sample
 
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes. Not shared through
     #    the sample cache: a result names its departure | revisit strip, a file of this run directory.
@@ -100,6 +92,27 @@ def run(run: Run) -> RunOutcome:
         provenance={"release": release.provenance(), "models": model_labels},
         figures=lambda: outputs.pair_figures(groups, rows, run.out_dir, run.out_dir / "figures"),
     )
+
+
+def open_run_release(run: Run) -> tuple[FixtureData | None, Release]:
+    """The fixture (``--fixture``) and the release a run reads (checksum-verified, downloaded when allowed)."""
+    opts, cfg = run.options, run.cfg
+    dataset = dataset_option(opts)
+    if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
+        prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
+    fixture = run.fixture(build_fixture)
+    release = open_release(*dataset, download=not (cfg.offline or is_offline()),
+                           local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)
+    return fixture, release
+
+
+def run_requests(run: Run, root: Path) -> list[Request]:
+    """The generation requests of a run (``pinbench requests``): its cohort's, their files under ``root``."""
+    fixture, release = open_run_release(run)
+    groups, _ = prepare.cohort(release, fixture, run.options, run.cfg.limit)
+    with run.digests() as digests:
+        return requests.build(groups, release=release, images=fixture.images if fixture else run.options.images,
+                              root=root, digests=digests)
 
 
 def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:

@@ -151,6 +151,9 @@ class RunConfig:
     option_sources: dict[str, str] = field(default_factory=dict)
     implementation: Implementation | None = None
     inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # the run directory's input identity
+    generator: str | None = None   # --generator: what makes the rollouts (None: they are given, -o videos=)
+    generator_options: dict[str, str] = field(default_factory=dict)   # -g KEY=VALUE
+    generation_timeout_s: float | None = None   # per request (None: pinbench.ops.generation's default)
 
     @property
     def mode(self) -> str:
@@ -168,4 +171,6 @@ class RunConfig:
             "gpus": self.gpus, "offline": self.offline, "verify_inputs": self.verify_inputs, "mode": self.mode,
             "options": self.options.to_json(), "option_sources": dict(self.option_sources),
             "implementation": self.implementation.to_json() if self.implementation else None,
+            "generator": self.generator, "generator_options": dict(self.generator_options),
+            "generation_timeout_s": self.generation_timeout_s,
         }

@@ -27,6 +27,7 @@ from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, 
 from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.findings import Finding
+from pinbench.core.generation import Request
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.notices import announced
@@ -162,6 +163,8 @@ class Recipe:
     options: dict[str, OptionSpec] = field(default_factory=dict)
     resources: Resources | None = None
     doctor_entry: str | None = None
+    requests_entry: str | None = None
+    generators: dict[str, str] = field(default_factory=dict)
     scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
     examples: tuple[Example, ...] = ()
     no_download: NoDownload | None = None
@@ -181,6 +184,13 @@ class Recipe:
         if self.doctor_entry is None:
             return []
         return list(self.load(self.doctor_entry)(cfg, pins))
+
+    def requests(self, run: Any, root: Path) -> list[Request]:
+        """The generation requests of a run (``run``: a ``pinbench.core.run.Run``), the files they name under
+        ``root``; RecipeError for a recipe that makes no rollouts."""
+        if self.requests_entry is None:
+            raise RecipeError(f"{self.name} generates no rollouts: it scores what it is given (see its README)")
+        return list(self.load(self.requests_entry)(run, root))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -215,9 +225,20 @@ class Recipe:
                shard: Shard | None = None, runtime: str = "local", skip_generation: bool = False,
                skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
                options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
-               check_required: bool = True) -> RunConfig:
+               check_required: bool = True, generator: str | None = None,
+               generator_options: Mapping[str, str] | None = None,
+               generation_timeout_s: float | None = None) -> RunConfig:
         """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused
         (``check_required=False``: not the run's required inputs, for ``pinbench fetch``)."""
+        if generator is not None and self.requests_entry is None:
+            raise RecipeError(f"{self.name} generates no rollouts (it scores what it is given): drop --generator")
+        if generator is None and (generator_options or generation_timeout_s is not None):
+            raise RecipeError("-g and --generation-timeout apply to a --generator")
+        if generation_timeout_s is not None and not 0 < generation_timeout_s < float("inf"):
+            raise RecipeError(f"--generation-timeout must be a positive number of seconds, got {generation_timeout_s}")
+        for key in generator_options or {}:
+            if not key.isidentifier():
+                raise RecipeError(f"-g {key}=...: a generator option's name must be an identifier")
         self.check_flags(limit=limit, shard=shard, gpus=gpus, skip_generation=skip_generation,
                          skip_scoring=skip_scoring)
         if runtime not in ("local", "docker"):
@@ -238,7 +259,8 @@ class Recipe:
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
-            options=parsed.values, option_sources=parsed.sources,
+            options=parsed.values, option_sources=parsed.sources, generator=generator,
+            generator_options=dict(generator_options or {}), generation_timeout_s=generation_timeout_s,
         )
 
     def input_identity(self, values: OptionValues) -> dict[str, dict[str, str]]:
@@ -408,7 +430,8 @@ def load_declaration(path: Path, package: str) -> Recipe:
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
-        doctor_entry=data.get("doctor"), scale_out=scale_out,
+        doctor_entry=data.get("doctor"), requests_entry=data.get("requests"),
+        generators=dict(data.get("generators") or {}), scale_out=scale_out,
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
         no_download=NoDownload(**data["no_download"]) if "no_download" in data else None,
     )

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from pinbench.core.config import Implementation, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_atomic, write_if_changed
+from pinbench.core.generation import Generation, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
@@ -72,6 +73,8 @@ from pinbench.core.scorecard import (
 
 T = TypeVar("T")
 FIXTURE_DIR = "fixture_data"
+ROLLOUTS = "rollouts"       # a generating run's rollouts, in the layout its recipe scores
+GENERATION = "generation"   # its requests, the files they name, and the generation step's records
 FAILURES_FILE = "failures.tsv"
 REPORT = PurePosixPath("report", "index.html")
 FAILURES_SHOWN = 5
@@ -118,10 +121,13 @@ class RunStops(BaseException):
 class Run:
     """One run: its recipe, configuration and timings, and the steps every recipe shares (module docstring)."""
 
-    def __init__(self, recipe: Recipe, cfg: RunConfig, *, report: Reporter | None = None) -> None:
+    def __init__(self, recipe: Recipe, cfg: RunConfig, *, report: Reporter | None = None,
+                 generation: Generation | None = None) -> None:
         self.recipe, self.cfg = recipe, cfg
         self.timings: dict[str, float] = {}
-        self._report = report
+        self.generation: dict[str, Any] | None = None   # what generated the rollouts (set by the generation step)
+        self.generation_failures: dict[str, str] = {}    # sample -> why its rollout was not made
+        self._report, self._generation = report, generation
 
     @property
     def out_dir(self) -> Path:
@@ -135,6 +141,16 @@ class Run:
     @property
     def shard(self) -> Shard | None:
         return self.cfg.shard
+
+    @property
+    def generates(self) -> bool:
+        """Whether the run makes its rollouts (``--generator``), rather than scoring the ones it is given."""
+        return self._generation is not None
+
+    @property
+    def requests_root(self) -> Path:
+        """Where the run's generation requests and the files they name go (``pinbench.core.generation.staged``)."""
+        return self.out_dir / GENERATION
 
     # ------------------------------------------------------------------------------------- preparing
 
@@ -178,6 +194,8 @@ class Run:
         step whose results name files of this run directory, which another directory would not have."""
         if self.skips(part):
             return RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
+        if part == "scoring" and self.generation_failures and not devices:
+            fn = _NotGenerated(fn, self.generation_failures)
         out = self.out_dir / folder
         samples = self._sample_cache(folder) if cache else None
         if devices:
@@ -228,6 +246,16 @@ class Run:
             else:
                 log.record(sid, result, reused=True)
         return self.gather(tasks, log.close(), folder=folder)
+
+    def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS) -> Path | None:
+        """The rollouts of ``requests`` under ``folder`` of the run directory, made by the run's ``--generator``
+        (``pinbench.core.generation``; each stored as soon as it is checked, reused for the same request and
+        generator) or, with ``--skip-generation``, as an earlier run stored them; None when the run has no
+        generator (its rollouts are given: ``-o videos=``). A shard generates its own; with ``--skip-scoring`` the
+        run ends once they are stored."""
+        if self._generation is None:
+            return None
+        return self._generation.generate(self, requests, folder)
 
     def log(self, tasks: Sequence[Task], *, folder: str, label: str, units: Sequence[int] | None = None) -> StepLog:
         """The record of a step whose work runs outside the run's own loop, in batches an external tool launches
@@ -280,9 +308,11 @@ class Run:
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
         samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
-        ref_path = recipe.reference_path(cfg.checkpoint, cfg.mode)
+        # a fixture's reference scores the fixture's own rollouts, not ones a generator made from its requests
+        ref_path = None if self.generation and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
         computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
-                                       {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance})
+                                       {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
+                                        "generation": self.generation})
         scorecard_path = self.out_dir / "scorecard.json"
         report_path = self.out_dir / REPORT
         card = _unchanged(scorecard_path, report_path, computed_from)
@@ -297,7 +327,8 @@ class Run:
                 recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
                 metrics=described, records=records, n_expected=len(records),
                 provenance=collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
-                                              extra=dict(provenance or {})),
+                                              extra={**(provenance or {}),
+                                                     **({"generation": self.generation} if self.generation else {})}),
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from)
@@ -326,6 +357,23 @@ class Run:
                                        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
         return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
                           report_path=report_path if report_path.is_file() else None, message=message)
+
+
+class NotGenerated(RuntimeError):
+    """A sample whose rollout its generator did not make: the generation's reason, not a missing file's."""
+
+
+class _NotGenerated:
+    """A scoring function that fails the samples whose rollouts were not generated, with why."""
+
+    def __init__(self, fn: SampleFn, failures: Mapping[str, str]) -> None:
+        self.fn, self.failures = fn, failures
+
+    def __call__(self, task: Task) -> Mapping[str, Any]:
+        why = self.failures.get(str(task["sample_id"]))
+        if why is not None:
+            raise NotGenerated(f"no rollout: {why}")
+        return self.fn(task)
 
 
 def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:

@@ -62,6 +62,7 @@ __all__ = [
     "load_records",
     "merge_samples",
     "Pending",
+    "Stale",
     "pending_tasks",
     "one_line",
     "parse_merged",
@@ -365,10 +366,16 @@ def _is_dict(result: dict) -> bool:
     return isinstance(result, dict)
 
 
+class Stale(ValueError):
+    """Raised by a validator: this stored result may not be reused, for the reason given (the summary says it)."""
+
+
 def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
     """(accepted, reason); a validator that raises rejects the result."""
     try:
         return bool(validate(result)), "validate() returned False"
+    except Stale as exc:
+        return False, str(exc)
     except Exception as exc:  # a broken validator must not crash the run
         return False, f"validate() raised {_error_line(exc)}"
 
@@ -420,8 +427,8 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
         elif not record.ok:
             why = "failed before"
             failed = failed or record
-        elif not _passes(validate, record.result)[0]:
-            why = "result rejected by validate()"
+        elif not (passed := _passes(validate, record.result))[0]:
+            why = passed[1]
         else:
             return _Judgement(record, failed, "")
         if reason == "new":

@@ -31,7 +31,7 @@ from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import DECLARATION, PACKAGE_ROOT, available_recipes, get_recipe, load_declaration
 from pinbench.core.scorecard import load_scorecard
 from pinbench.ops.docs import fill_tables, recipe_tables
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 
 TEMPLATE = Path(__file__).resolve().parent / "recipe_template"
 # template file -> where it goes in the recipe ({package} is the recipe's package name)

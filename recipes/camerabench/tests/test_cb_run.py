@@ -10,7 +10,7 @@ import pytest
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import load_records
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.camerabench import data_files, fixture, inputs
 
 RECIPE = get_recipe("camerabench")

@@ -20,7 +20,7 @@ from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
 from pinbench.core.runner import load_records, run_samples
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.prepare import (

@@ -12,7 +12,7 @@ import pytest
 
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import write_video
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind import fixture, native
 from pinbench_recipes.mind.ingest import Canvas, ingest
 from pinbench_recipes.mind.layout import mirror_fails_upstream

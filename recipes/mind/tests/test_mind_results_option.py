@@ -11,7 +11,7 @@ import pytest
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind.tests.conftest import Layout
 
 RECIPE = get_recipe("mind")

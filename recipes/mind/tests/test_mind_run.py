@@ -12,7 +12,7 @@ import pytest
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import EXIT_INCOMPLETE
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind.tests.conftest import Layout, continuation_record, mirror_record
 
 RECIPE = get_recipe("mind")

@@ -15,7 +15,7 @@ import pytest
 
 from pinbench.core.config import RunConfig, Shard
 from pinbench.core.recipe import get_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import WorkDir

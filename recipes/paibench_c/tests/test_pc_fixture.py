@@ -13,7 +13,7 @@ import pinbench_recipes.paibench_c.fixture as fixture
 from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.paibench_c.evaluate import GTCache
 from pinbench_recipes.paibench_c.metrics_json import parse_metrics_json
 from pinbench_recipes.paibench_c.results import NATIVE_METRICS

@@ -23,9 +23,9 @@ from pinbench.core.run import Run
 from pinbench.core.runner import load_records
 from pinbench.media.video import write_video
 from pinbench.ops.cache import hf_snapshot_dir
+from pinbench.ops.launch import run_recipe
 from pinbench.ops.machine_pins import RESOLVED_NOTE, MachinePins, machine_pins_path
 from pinbench.ops.status import render, run_status
-from pinbench.results.launch import run_recipe
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
 from pinbench_recipes.paibench_c.tests.conftest import clip
 

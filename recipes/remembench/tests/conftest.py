@@ -62,7 +62,7 @@ def fixture_config(out: Path, **options: str):
 @pytest.fixture(scope="session")
 def fixture_run(tmp_path_factory) -> tuple[Path, object]:
     """One fixture run for every test that reads it: (run directory, outcome). Tests must not alter it."""
-    from pinbench.results.launch import run_recipe
+    from pinbench.ops.launch import run_recipe
 
     out = tmp_path_factory.mktemp("fixture-run")
     return out, run_recipe(fixture_config(out))

@@ -263,7 +263,7 @@ def test_the_fixture_annotated_through_the_page_scores_as_its_own_annotations(
     """The annotator's judgement is the fixture's own file; the page is the only way the marks reach disk."""
     from selenium.webdriver.common.keys import Keys
 
-    from pinbench.results.launch import run_recipe
+    from pinbench.ops.launch import run_recipe
 
     own = read_annotation_file(built_fixture.annotations)
     out = tmp_path / "pairs.json"

@@ -10,7 +10,7 @@ from stored import stored_ids
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
 from pinbench_recipes.remembench.tests.conftest import fixture_config
 

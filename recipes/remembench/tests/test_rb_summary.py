@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pinbench.core.recipe import get_recipe
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.remembench.dataset import DatasetError
 from pinbench_recipes.remembench.summary import (
     BUDGETS,

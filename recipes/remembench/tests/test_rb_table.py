@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pinbench import cli
-from pinbench.results.launch import run_recipe
+from pinbench.ops.launch import run_recipe
 from pinbench_recipes.remembench.prepare import read_annotation_file
 from pinbench_recipes.remembench.tests.conftest import fixture_config
 

@@ -1,8 +1,8 @@
-"""Running a recipe: its directory claimed, its procedure handed a ``Run``, its report written at the finish.
+"""Running a recipe: its directory claimed, its procedure handed a ``Run``, its generator and its report plugged in.
 
-The protocol is the core's (``pinbench.core.run``); the report is this layer's, which the core may not import,
-so the ``Run`` is built here with the report writer plugged in. Every caller (``pinbench run`` and ``demo``, a
-container, the tests) runs a recipe through ``run_recipe``.
+The protocol is the core's (``pinbench.core.run``); the generator (``pinbench.ops.generation``) and the report
+(``pinbench.results.report``) are layers the core may not import, so the ``Run`` is built here with both. Every
+caller (``pinbench run`` and ``demo``, a container, the tests) runs a recipe through ``run_recipe``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pinbench.core.reference import Reference
 from pinbench.core.run import Figure, Run, RunOutcome
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord
+from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
 from pinbench.results.report import write_report
 
 
@@ -24,8 +25,12 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     """Run the procedure of ``cfg.recipe`` in ``cfg.out_dir`` once the directory is claimed for this run
     (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard)."""
     recipe = get_recipe(cfg.recipe)
+    generation = None
+    if cfg.generator is not None:
+        timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
+        generation = Generating(GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
     with claim_run_dir(cfg):
-        return Run(recipe, cfg, report=write_run_report).execute(recipe.load(recipe.entry))
+        return Run(recipe, cfg, report=write_run_report, generation=generation).execute(recipe.load(recipe.entry))
 
 
 def write_run_report(scorecard: Path, out_dir: Path, *, reference: Reference | None,

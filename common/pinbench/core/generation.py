@@ -1,0 +1,293 @@
+"""Generation requests and the generator contract: what each rollout must be, and what may make it.
+
+Why the benchmark's side writes the requests: where reproducibility breaks is the generation (seeds that must never
+pass through a float, a prompt schedule, the pinned initial frame, a camera trajectory, GT context frames and
+per-frame actions), and where the cost is. A ``Request`` states everything a generator needs and nothing it must
+guess: one per rollout, typed, versioned, its ``id`` the sample it will be scored as, its files named with the
+SHA-256 of their bytes (or, for a prepared image, of its pixels). Its ``digest`` keys the stored rollout together
+with the generator's ``Signature``: a changed request or generator regenerates, the same ones reuse.
+
+A generator is any object with ``capabilities``, ``signature()`` and ``generate(request, out)``, plugged in by
+``pinbench run --generator`` (a Python factory, a registered name, or a command for any language:
+``pinbench.ops.generation``). It declares what it can honour; a request it cannot is refused before the first
+rollout is generated, in one line naming the request kind and what is missing. ``signature()`` must not need the
+model loaded: a rerun that reuses every rollout never loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol, runtime_checkable
+
+from pinbench.core.files import atomic_path, parse_finite_jsonl, read_data_file
+
+REQUEST_VERSION = 1
+REQUESTS_FILE = "requests.jsonl"
+# kind -> what it asks for (the docs have a page per kind, with a complete adapter)
+KINDS = {
+    "prompt-schedule": "a video from timed text prompts (one prompt: plain text to video)",
+    "image-camera": "a video from an initial frame along a camera trajectory",
+    "context-actions": "the continuation of a ground-truth clip under per-frame actions",
+    "control-video": "a video from a control video (edges, blur, depth or segmentation) and a caption",
+}
+# conditioning roles a request may carry
+ROLES = ("initial_frame", "trajectory", "context", "actions", "control")
+
+
+class RequestError(ValueError):
+    """A request or requests file is not usable: one line naming the file (and line) and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a schedule and the second of the rollout it starts at."""
+
+    text: str
+    start_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """A file a request conditions on. ``path`` is relative to the request's ``root`` (in a requests file: the
+    file's folder, so a folder of requests travels whole to the machine that generates); ``sha256`` is of its bytes;
+    ``frames`` is the ``[start, stop)`` range of a video the generator may read (MIND's context: GT frames before
+    ``mark_time``, never after)."""
+
+    role: str
+    path: str
+    sha256: str
+    frames: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One rollout to generate, as the benchmark defines it (see the module docstring).
+
+    ``output`` is where the rollout goes, relative to the run's rollouts folder: the layout the recipe scores.
+    ``settings`` holds what is particular to the kind (a chunk layout, the alignment rule, sampling settings);
+    ``seed`` is the exact decimal string (63-bit seeds do not survive a float)."""
+
+    id: str
+    kind: str
+    recipe: str
+    output: str
+    frames: int
+    fps: float
+    width: int
+    height: int
+    seed: str | None = None
+    prompts: tuple[Prompt, ...] = ()
+    negative_prompt: str | None = None
+    conditioning: tuple[Conditioning, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    root: Path | None = field(default=None, compare=False)   # where the conditioning paths start; not hashed
+
+    def __post_init__(self) -> None:
+        problem = _problem(self)
+        if problem:
+            raise RequestError(f"request {self.id!r}: {problem}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": REQUEST_VERSION, "id": self.id, "kind": self.kind, "recipe": self.recipe,
+                "output": self.output, "frames": self.frames, "fps": self.fps, "width": self.width,
+                "height": self.height, "seed": self.seed,
+                "prompts": [{"text": p.text, "start_seconds": p.start_seconds} for p in self.prompts],
+                "negative_prompt": self.negative_prompt,
+                "conditioning": [{"role": c.role, "path": c.path, "sha256": c.sha256,
+                                  "frames": list(c.frames) if c.frames else None} for c in self.conditioning],
+                "settings": dict(self.settings)}
+
+    def message(self) -> dict[str, Any]:
+        """What a generator is handed: the request with the folder its files are in (``root``)."""
+        return {**self.to_json(), "root": str(self.root) if self.root is not None else None}
+
+    def path(self, role: str) -> Path | None:
+        """The file of a conditioning role (under ``root``), or None when the request has none."""
+        found = self.file(role)
+        return None if found is None else (self.root or Path()) / found.path
+
+    @classmethod
+    def from_json(cls, data: Any, root: Path | None = None) -> Request:
+        """The request a ``to_json`` (or ``message``) wrote, its files under ``root`` (or the message's own);
+        RequestError saying what is wrong."""
+        try:
+            if not isinstance(data, dict) or data.get("version") != REQUEST_VERSION:
+                raise RequestError(f"not a version-{REQUEST_VERSION} request")
+            return cls(id=data["id"], kind=data["kind"], recipe=data["recipe"], output=data["output"],
+                       frames=data["frames"], fps=data["fps"], width=data["width"], height=data["height"],
+                       seed=data["seed"], prompts=tuple(Prompt(p["text"], p["start_seconds"]) for p in data["prompts"]),
+                       negative_prompt=data["negative_prompt"],
+                       conditioning=tuple(Conditioning(c["role"], c["path"], c["sha256"],
+                                                       tuple(c["frames"]) if c["frames"] else None)
+                                          for c in data["conditioning"]),
+                       settings=data["settings"],
+                       root=root if root is not None else Path(data["root"]) if data.get("root") else None)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RequestError(f"malformed request ({type(exc).__name__}: {exc})") from None
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON: with the generator's signature, the key of its stored rollout."""
+        return _digest(self.to_json())
+
+    def file(self, role: str) -> Conditioning | None:
+        return next((c for c in self.conditioning if c.role == role), None)
+
+
+def staged(role: str, path: Path, root: Path, sha256: str, frames: tuple[int, int] | None = None) -> Conditioning:
+    """A conditioning file put under ``root/inputs/<sha256[:16]>/<name>`` (a hard link, else a copy, made once and
+    renamed into place), so the folder of the requests holds every file they name and travels whole."""
+    relative = PurePosixPath("inputs", sha256[:16], path.name)
+    target = root / relative
+    if not (target.is_file() and not target.is_symlink() and target.stat().st_size == path.stat().st_size):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target, suffix=target.suffix) as tmp:
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(path, tmp)
+            except OSError:   # another file system, or links not allowed: a copy
+                shutil.copyfile(path, tmp)
+    return Conditioning(role, relative.as_posix(), sha256, frames)
+
+
+def _problem(request: Request) -> str:
+    """Why a request is not one (empty when it is): every field typed and in range, paths that stay inside."""
+    if request.kind not in KINDS:
+        return f"unknown kind {request.kind!r} (known: {', '.join(KINDS)})"
+    for name in ("frames", "width", "height"):
+        value = getattr(request, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f"{name} must be a whole number of 1 or more, got {value!r}"
+    if not isinstance(request.fps, (int, float)) or isinstance(request.fps, bool) or not 0 < request.fps < 1e4:
+        return f"fps must be a positive number, got {request.fps!r}"
+    if request.seed is not None and not (isinstance(request.seed, str) and request.seed.isdigit()):
+        return f"seed must be a decimal string, got {request.seed!r}"
+    for path in (request.output, *(c.path for c in request.conditioning)):
+        parts = PurePosixPath(path).parts if isinstance(path, str) else ()
+        if not parts or PurePosixPath(path).is_absolute() or ".." in parts or "\\" in path:
+            return f"path {path!r} must be relative, inside its folder"
+    for c in request.conditioning:
+        if c.role not in ROLES:
+            return f"conditioning role {c.role!r} is not one of {', '.join(ROLES)}"
+        if not (isinstance(c.sha256, str) and len(c.sha256) == 64):
+            return f"conditioning {c.role}: sha256 must be 64 hex digits"
+    if request.kind == "prompt-schedule" and not request.prompts:
+        return "a prompt-schedule request needs a prompt"
+    if not isinstance(request.settings, Mapping):
+        return "settings must be a mapping"
+    return ""
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                     allow_nan=False).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- generators
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a generator can honour: request kinds, a schedule of several prompts, the longest rollout it makes,
+    and the conditioning roles it reads (every conditioning file of a request must be read, or it is refused)."""
+
+    kinds: frozenset[str]
+    prompt_schedule: bool = False
+    max_frames: int | None = None
+    conditioning: frozenset[str] = frozenset()
+
+    def refusal(self, request: Request) -> str:
+        """Why this generator cannot honour ``request`` ("" when it can)."""
+        if request.kind not in self.kinds:
+            return f"it does not generate {request.kind} requests (it declares {', '.join(sorted(self.kinds))})"
+        if len(request.prompts) > 1 and not self.prompt_schedule:
+            return f"it cannot follow a {len(request.prompts)}-prompt schedule (capability prompt_schedule)"
+        if self.max_frames is not None and request.frames > self.max_frames:
+            return f"it makes at most {self.max_frames} frames, the request asks {request.frames} (max_frames)"
+        missing = sorted({c.role for c in request.conditioning} - self.conditioning)
+        if missing:
+            return f"it cannot condition on {', '.join(missing)} (capability conditioning)"
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kinds": sorted(self.kinds), "prompt_schedule": self.prompt_schedule,
+                "max_frames": self.max_frames, "conditioning": sorted(self.conditioning)}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What makes a generator's rollouts what they are: the model, its weights (a digest or pinned revision) and
+    the sampler settings. Rollouts are reused only under the same signature."""
+
+    model: str
+    weights: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "weights": self.weights, "settings": dict(self.settings)}
+
+    @property
+    def digest(self) -> str:
+        return _digest(self.to_json())
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """The contract a generator meets, whatever plugs it in."""
+
+    capabilities: Capabilities
+
+    def signature(self) -> Signature: ...
+
+    def generate(self, request: Request, out: Path) -> None: ...
+
+
+class Generation(Protocol):
+    """What a run generates with (``pinbench.ops.generation`` provides it when ``--generator`` is given)."""
+
+    def generate(self, run: Any, requests: Sequence[Request], folder: str) -> Path: ...
+
+
+def refuse(capabilities: Capabilities, requests: Iterable[Request], generator: str) -> None:
+    """RequestError (one line) for the first request kind the generator cannot honour, before anything runs."""
+    for request in requests:
+        why = capabilities.refusal(request)
+        if why:
+            raise RequestError(f"generator {generator} cannot honour {request.kind} requests (e.g. {request.id}): "
+                               f"{why}")
+
+
+# ---------------------------------------------------------------------------------------- requests files
+
+
+def requests_text(requests: Sequence[Request]) -> str:
+    """A requests file's text: JSONL, one request per line."""
+    return "".join(json.dumps(r.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n" for r in requests)
+
+
+def read_requests(path: Path) -> list[Request]:
+    """A requests file; RequestError naming the file and line of the first bad request or a repeated id."""
+    if path.exists() and not path.is_file():
+        raise RequestError(f"{path}: not a regular file (a folder, FIFO or device)")
+    try:
+        requests = parse_finite_jsonl(read_data_file(path), path, lambda data: Request.from_json(data, path.parent),
+                                      "request")
+    except ValueError as exc:   # a FileError too: missing, a folder, not UTF-8
+        raise RequestError(str(exc)) from None
+    seen: set[str] = set()
+    for request in requests:
+        if request.id in seen:
+            raise RequestError(f"{path}: request id {request.id!r} appears twice")
+        seen.add(request.id)
+    return requests
+
+
+def requests_digest(requests: Sequence[Request]) -> str:
+    """One digest of a set of requests (order included): two runs with the same one asked for the same rollouts."""
+    return _digest([r.digest for r in requests])

@@ -1,0 +1,418 @@
+"""A run's generation step: the requests' rollouts made by the generator given on the command line, each one stored
+as soon as it is checked, reused only by the same request and the same generator.
+
+``--generator`` takes three forms, one protocol (``pinbench.core.generation``):
+
+* ``python:pkg.module:factory``: ``factory(**options)`` returns the generator (``-g KEY=VALUE`` are the options);
+* ``NAME``: a shipped generator (``static``, ``diffusers``), one the recipe declares (recipe.yaml ``generators:``,
+  e.g. PAI-Bench-C's ``cosmos3``, MIND's ``replay``) or one a package registers under the entry-point group
+  ``pinbench.generators``, so a lab's own package adds one without editing pinbench;
+* ``command:ARGV``: any program, run once per request as an argv (``shlex``-split, never through a shell) in which
+  ``{request}`` is a file holding the request's JSON and ``{out}`` the path to write; its capabilities and signature
+  are its options (``-g kinds=... -g model=... -g weights=...``), and the files its argv names are hashed into it.
+
+Why a worker process: a Python generator holds its model across requests, but one that hangs must be stopped
+without stopping the run. It runs in a child (``python -m pinbench.ops.generation``) that builds it once and answers
+one request at a time; past ``--generation-timeout`` seconds the child is killed, the request fails by name, and the
+next request starts a fresh child. A generator prints where it likes: its output goes to the run's log, never into
+the protocol.
+
+Every rollout is checked against its request before it is kept (``check_rollout``): a regular file (not a symlink),
+that decodes, with the frame count, frame rate and size asked for. A generator that writes nothing, a truncated or
+wrong file, a symlink, exits non-zero or hangs fails that sample by name; the run goes on and the denominator keeps
+it. A kept rollout is renamed into place only after the check, so a kill at any point leaves either a checked,
+recorded rollout or nothing that is reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.config import RecipeError
+from pinbench.core.files import read_regular_text, sha256_file, write_if_changed
+from pinbench.core.generation import (
+    KINDS,
+    REQUESTS_FILE,
+    ROLES,
+    Capabilities,
+    Generator,
+    Request,
+    Signature,
+    refuse,
+    requests_digest,
+    requests_text,
+)
+from pinbench.core.recipe import Recipe
+from pinbench.core.run import GENERATION
+from pinbench.core.runner import Stale, load_records
+
+ENTRY_POINTS = "pinbench.generators"
+SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers"}
+DEFAULT_TIMEOUT_S = 3 * 3600.0
+GENERATOR_FILE = "generator.json"   # in the run's GENERATION folder: who made its stored rollouts
+FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 written as 23.976)
+
+
+class GeneratorError(RuntimeError):
+    """A generator failed one request (said in one line; the sample fails by name, the run goes on)."""
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """``--generator`` as given, its ``-g`` options and the per-request time limit."""
+
+    spec: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @property
+    def command(self) -> list[str] | None:
+        return shlex.split(self.spec.removeprefix("command:")) if self.spec.startswith("command:") else None
+
+
+def factory_path(spec: str, recipe: Recipe | None) -> str:
+    """``module:function`` of a Python or named generator; RecipeError (one line) for one that is not known."""
+    if spec.startswith("python:"):
+        target = spec.removeprefix("python:")
+        if target.count(":") != 1 or not all(target.split(":")):
+            raise RecipeError(f"--generator {spec}: expected python:package.module:factory")
+        return target
+    declared = dict(recipe.generators) if recipe is not None else {}
+    if spec in declared:
+        return f"{recipe.package}.{declared[spec]}"
+    if spec in SHIPPED:
+        return SHIPPED[spec]
+    registered = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS)}
+    if spec in registered:
+        return registered[spec]
+    known = sorted({*declared, *SHIPPED, *registered})
+    raise RecipeError(f"--generator {spec}: not a known generator (known: {', '.join(known)}; or "
+                      "python:MODULE:FACTORY, or command:ARGV)")
+
+
+def build(target: str, options: Mapping[str, str]) -> Generator:
+    """The generator a factory makes; RecipeError naming the factory when it cannot be made or is not one."""
+    module, _, name = target.partition(":")
+    try:
+        made = getattr(importlib.import_module(module), name)(**options)
+    except Exception as exc:   # the user's code: any failure is theirs, said in one line
+        raise RecipeError(f"generator {target}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
+        raise RecipeError(f"generator {target}: made a {type(made).__name__}, which lacks capabilities, "
+                          "signature() or generate(request, out)")
+    return made
+
+
+# ------------------------------------------------------------------------------------------- the command form
+
+
+def command_capabilities(options: Mapping[str, str]) -> Capabilities:
+    """A command's declared capabilities (``-g kinds=`` ``conditioning=`` ``prompt_schedule=`` ``max_frames=``;
+    by default every kind and role)."""
+    def listed(key: str, known: Sequence[str]) -> frozenset[str]:
+        values = frozenset(v.strip() for v in options.get(key, ",".join(known)).split(",") if v.strip())
+        unknown = sorted(values - set(known))
+        if unknown:
+            raise RecipeError(f"-g {key}: {', '.join(unknown)} not one of {', '.join(known)}")
+        return values
+    try:
+        max_frames = int(options["max_frames"]) if "max_frames" in options else None
+    except ValueError:
+        raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number") from None
+    return Capabilities(kinds=listed("kinds", tuple(KINDS)), conditioning=listed("conditioning", ROLES),
+                        prompt_schedule=options.get("prompt_schedule", "1") not in ("0", "false", "no"),
+                        max_frames=max_frames)
+
+
+def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signature:
+    """The command's model and weights as its options name them, with its argv and the SHA-256 of every file the
+    argv names (a script edited is another generator)."""
+    files = {arg: sha256_file(arg) for arg in argv if "{" not in arg and os.path.isfile(arg)}
+    return Signature(model=options.get("model", argv[0] if argv else ""), weights=options.get("weights", "unstated"),
+                     settings={"argv": list(argv), "files": files,
+                               **{k: v for k, v in sorted(options.items()) if k not in ("model", "weights")}})
+
+
+def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path) -> None:
+    """One request through the command; RuntimeError naming what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="pinbench-request-") as folder:
+        request_file = Path(folder) / "request.json"
+        request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
+        filled = [arg.replace("{request}", str(request_file)).replace("{out}", str(out)) for arg in argv]
+        with open(log, "ab") as sink:
+            proc = subprocess.Popen(filled, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                raise TimeoutError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
+    if code != 0:
+        raise GeneratorError(f"the generator exited {code} (log: {log})")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+# ------------------------------------------------------------------------------------------- the worker
+
+
+class Worker:
+    """A Python generator in a child process, one request at a time, stopped and replaced past the time limit."""
+
+    def __init__(self, target: str, options: Mapping[str, str], log: Path, env: Mapping[str, str] | None = None):
+        self.target, self.options, self.log, self.env = target, dict(options), log, dict(env or {})
+        self._proc: subprocess.Popen | None = None
+        self._reply: Any = None
+
+    def start(self) -> dict[str, Any]:
+        """Start the child; what it says of its generator (signature and capabilities), or RecipeError."""
+        read, write = os.pipe()
+        with open(self.log, "ab") as sink:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write)],
+                stdin=subprocess.PIPE, stdout=sink, stderr=sink, pass_fds=(write,), start_new_session=True,
+                env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
+        os.close(write)
+        self._reply = os.fdopen(read, "r", encoding="utf-8")
+        described = self._answer(timeout_s=600.0, what="starting")
+        if "error" in described:
+            self.stop()
+            raise RecipeError(described["error"])
+        return described
+
+    def generate(self, request: Request, out: Path, timeout_s: float) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write((json.dumps({"request": request.message(), "out": str(out)}) + "\n").encode())
+        self._proc.stdin.flush()
+        answer = self._answer(timeout_s=timeout_s, what="generating")
+        if "error" in answer:
+            raise GeneratorError(answer["error"])
+
+    def _answer(self, *, timeout_s: float, what: str) -> dict[str, Any]:
+        assert self._reply is not None
+        ready, _, _ = select.select([self._reply], [], [], timeout_s)
+        line = self._reply.readline() if ready else None
+        if line is None:
+            self.stop()
+            raise TimeoutError(f"the generator did not finish {what} within {timeout_s:g} s; it was stopped")
+        if not line:
+            self.stop()
+            raise GeneratorError(f"the generator's process ended while {what} (log: {self.log})")
+        return json.loads(line)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            _kill(self._proc)
+            if self._proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.stdin.close()
+            self._proc = None
+        if self._reply is not None:
+            self._reply.close()
+            self._reply = None
+
+
+def serve(target: str, reply_fd: int) -> None:
+    """The child's side: build the generator, say what it is, then generate each request read from stdin."""
+    reply = os.fdopen(reply_fd, "w", encoding="utf-8")
+
+    def say(message: Mapping[str, Any]) -> None:
+        reply.write(json.dumps(message) + "\n")
+        reply.flush()
+    try:
+        generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")))
+        say({"signature": generator.signature().to_json(), "capabilities": generator.capabilities.to_json()})
+    except Exception as exc:   # the user's code: said in one line, then this child ends
+        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc)})
+        return
+    for line in sys.stdin:
+        message = json.loads(line)
+        try:
+            generator.generate(Request.from_json(message["request"]), Path(message["out"]))
+        except Exception as exc:   # one request's failure, said; the next request is served
+            say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
+        else:
+            say({"ok": True})
+
+
+# ------------------------------------------------------------------------------------------- the check
+
+
+def check_rollout(request: Request, path: Path) -> list[str]:
+    """What is wrong with a rollout for its request, one line each ([] when it is what was asked for)."""
+    from pinbench.media.video import VideoError, is_valid_video, video_info
+
+    if path.is_symlink():
+        return [f"{path}: a symlink (to {os.readlink(path)}), not a file the generator wrote"]
+    if not path.exists():
+        return [f"{path}: no rollout (the generator wrote nothing there)"]
+    if not path.is_file():
+        return [f"{path}: not a regular file"]
+    try:
+        info = video_info(path)
+    except VideoError as exc:
+        return [str(exc)]
+    problems = []
+    if (info.width, info.height) != (request.width, request.height):
+        problems.append(f"{path}: {info.width}x{info.height}, the request asks {request.width}x{request.height}")
+    if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
+        problems.append(f"{path}: {info.fps:g} fps, the request asks {request.fps:g}")
+    if info.n_frames != request.frames:
+        problems.append(f"{path}: {info.n_frames} frames, the request asks {request.frames}")
+    elif not is_valid_video(path, request.frames):
+        problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------- the step
+
+
+class Generating:
+    """The run's generation step with one generator (``pinbench.core.generation.Generation``)."""
+
+    def __init__(self, spec: GeneratorSpec, recipe: Recipe) -> None:
+        self.spec, self.recipe = spec, recipe
+
+    def generate(self, run: Any, requests: Sequence[Request], folder: str) -> Path:
+        rollouts, store = run.out_dir / folder, run.out_dir / GENERATION
+        rollouts.mkdir(parents=True, exist_ok=True)
+        store.mkdir(parents=True, exist_ok=True)
+        write_if_changed(store / REQUESTS_FILE, requests_text(requests))
+        if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
+            made = read_regular_text(store / GENERATOR_FILE)
+            records = load_records(store)
+            run.generation = _provenance(json.loads(made) if made else {"generator": self.spec.spec},
+                                         requests, records)
+            return rollouts
+        requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
+        with self._generator(store / "generator.log") as (signature, capabilities, make):
+            refuse(capabilities, requests, self.spec.spec)
+            by_id = {r.id: r for r in requests}
+            tasks = [{"sample_id": r.id, "request": r.digest, "generator": signature.digest} for r in requests]
+
+            def one(task: Mapping[str, Any]) -> dict[str, Any]:
+                return _generate_one(make, by_id[task["sample_id"]], rollouts, signature)
+
+            made = {"generator": self.spec.spec, "signature": signature.to_json()}
+            write_if_changed(store / GENERATOR_FILE, json.dumps(made, indent=1, sort_keys=True) + "\n")
+            summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate", cache=False,
+                                  validate=_Kept(rollouts, signature))
+        run.generation = _provenance(made, requests, summary.records)
+        run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
+        run.stop_after_generation(summary)
+        return rollouts
+
+    @contextlib.contextmanager
+    def _generator(self, log: Path) -> Iterator[tuple[Signature, Capabilities, Any]]:
+        """(signature, capabilities, generate(request, out)) of the generator, its worker stopped at the end."""
+        argv = self.spec.command
+        if argv is not None:
+            if not argv:
+                raise RecipeError("--generator command: needs a program to run")
+            timeout = self.spec.timeout_s
+            yield (command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
+                   lambda request, out: _run_command(argv, request, out, timeout, log))
+            return
+        worker = Worker(factory_path(self.spec.spec, self.recipe), self.spec.options, log)
+        described = worker.start()
+        try:
+            signature = Signature(**described["signature"])
+            caps = described["capabilities"]
+            capabilities = Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
+                                        max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"]))
+            timeout = self.spec.timeout_s
+            yield signature, capabilities, lambda request, out: worker.generate(request, out, timeout)
+        finally:
+            worker.stop()
+
+
+def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
+                records: Mapping[str, Any]) -> dict[str, Any]:
+    """What the scorecard records of the generation: the generator and its signature, the requests' digest, the
+    seed of every request and how long each stored rollout took."""
+    return {**made, "requests": requests_digest(requests), "n_requests": len(requests),
+            "seeds": {r.id: r.seed for r in requests if r.seed is not None},
+            "seconds": {r.id: records[r.id].result.get("seconds") for r in requests
+                        if r.id in records and records[r.id].ok and records[r.id].result}}
+
+
+def _generate_one(make: Any, request: Request, rollouts: Path, signature: Signature) -> dict[str, Any]:
+    """One rollout: generated beside its place, checked, then renamed into place; its record's result."""
+    target = rollouts / request.output
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
+    partial.unlink(missing_ok=True)
+    started = time.perf_counter()
+    try:
+        make(request, partial)
+        problems = check_rollout(request, partial)
+        if problems:
+            raise ValueError(f"invalid rollout: {problems[0].replace(str(partial), request.output)}")
+        os.replace(partial, target)
+    finally:
+        if partial.is_symlink() or partial.exists():
+            partial.unlink()
+    return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
+            "generator": signature.digest, "seed": request.seed, "seconds": round(time.perf_counter() - started, 3)}
+
+
+class _Kept:
+    """A stored rollout is reused when its file is still the one generated (same SHA-256) and it was made by this
+    generator for this request (the task's key says both; this names why not, for the summary)."""
+
+    def __init__(self, rollouts: Path, signature: Signature) -> None:
+        self.rollouts, self.signature = rollouts, signature
+
+    def __call__(self, result: Mapping[str, Any]) -> bool:
+        if result.get("generator") != self.signature.digest:
+            raise Stale("generator changed")
+        path = self.rollouts / str(result.get("output", ""))
+        if path.is_symlink() or not path.is_file() or _sha256(path) != result.get("sha256"):
+            raise Stale("the rollout file changed or is gone")
+        return True
+
+
+@cache
+def _sha256_cached(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return sha256_file(path)
+
+
+def _sha256(path: Path) -> str:
+    """The SHA-256 of a rollout, hashed once per process while its size, mtime and inode hold."""
+    st = path.stat()
+    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def main(argv: Sequence[str]) -> None:
+    if len(argv) != 2:
+        raise SystemExit("usage: python -m pinbench.ops.generation MODULE:FACTORY REPLY_FD")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # what the generator prints goes to the log
+    serve(argv[0], int(argv[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+

@@ -1,0 +1,94 @@
+"""Test double: a generator that renders each rollout from its request, in both forms pinbench takes.
+
+Python form: ``--generator python:render_generator:render`` (this folder is on the tests' path); command form:
+``--generator 'command:python tests/helpers/render_generator.py --request {request} --out {out}'``. Each frame is a
+colour ramp whose colours come from the request's digest and the frame's index, encoded losslessly at the request's
+size and rate, so a rollout is a function of its request alone. ``mode`` turns it hostile, one way per value:
+``nothing`` (writes no file), ``truncated`` (cuts the file), ``frames`` (one frame too many), ``symlink`` (a link
+to a file outside the run), ``hang`` (sleeps), ``exit`` (fails). ``calls`` names a file that gets one line per
+request generated (a test counts generations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signature
+from pinbench.media.video import write_video
+
+MODES = ("render", "nothing", "truncated", "frames", "symlink", "hang", "exit")
+
+
+def frames_of(request: Request, count: int | None = None) -> np.ndarray:
+    """The frames rendered for a request: (frames, height, width, 3) uint8."""
+    seed = int(hashlib.sha256(request.digest.encode()).hexdigest()[:8], 16)
+    ramp = np.linspace(0, 1, request.width, dtype=np.float64)[None, :, None]
+    base = np.array([(seed >> 0) & 255, (seed >> 8) & 255, (seed >> 16) & 255], np.float64)
+    out = []
+    for t in range(count or request.frames):
+        frame = (base + 96 * ramp + 7 * t) % 256
+        out.append(np.broadcast_to(frame, (request.height, request.width, 3)).astype(np.uint8))
+    return np.stack(out)
+
+
+class Render:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def __init__(self, mode: str = "render", calls: str = "", version: str = "1") -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        self.mode, self.calls, self.version = mode, calls, version
+
+    def signature(self) -> Signature:
+        return Signature(model="test render generator", weights=f"v{self.version}", settings={"mode": self.mode})
+
+    def generate(self, request: Request, out: Path) -> None:
+        if self.calls:
+            with open(self.calls, "a", encoding="utf-8") as log:
+                log.write(request.id + "\n")
+        if self.mode == "hang":
+            time.sleep(3600)
+        if self.mode == "exit":
+            raise RuntimeError("the model ran out of memory")
+        if self.mode == "nothing":
+            return
+        if self.mode == "symlink":
+            outside = out.parent.parent.parent / "outside.mp4"
+            write_video(outside, frames_of(request), request.fps, crf=0)
+            os.symlink(outside, out)
+            return
+        count = request.frames + 1 if self.mode == "frames" else None
+        write_video(out, frames_of(request, count), request.fps, crf=0, pix_fmt="yuv444p")
+        if self.mode == "truncated":
+            out.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
+
+
+def render(**options: str) -> Render:
+    return Render(**options)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--request", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--mode", default="render", choices=MODES)
+    args = parser.parse_args()
+    message = json.loads(Path(args.request).read_text(encoding="utf-8"))
+    try:
+        Render(args.mode).generate(Request.from_json(message), Path(args.out))
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
