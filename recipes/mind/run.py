@@ -18,12 +18,13 @@ import torch
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import sha256_file, write_if_changed
+from pinbench.core.generation import Request
 from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.machine_pins import pins_for_provenance
-from pinbench_recipes.mind import fixture, steps
+from pinbench_recipes.mind import fixture, requests, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
 from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
@@ -56,12 +57,13 @@ def run(run: Run) -> RunOutcome:
             gt_root, videos, results_file = ((data.gt_root, data.generated_root, None) if data else
                                              (options.gt, options.videos, options.results and
                                               results_option(options.results)))
-            pre = make_plan(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
-                                video_max_time=video_max_time, limit=cfg.limit)
-            if not pre.ok:
-                for line in pre.problems:
-                    print(f"layout: {line}", file=sys.stderr)
-                raise RecipeError(f"the layouts have {len(pre.problems)} problem(s), the first: {pre.problems[0]}")
+        # 2. Generate, with --generator: the continuations of the GT samples (its rollouts replace -o videos).
+        if run.generates:
+            with run.step("generate"):
+                videos = run.generate(plan_requests(run, Path(gt_root), run.requests_root))
+        with run.step("prepare"):
+            pre = checked(make_plan(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
+                                    video_max_time=video_max_time, limit=cfg.limit))
             print("\n".join(pre.plan_lines()), flush=True)
             versions = {"recipe": run.recipe.version, "mind": pins.upstream["mind"].commit,
                         "vipe": pins.upstream["vipe"].commit,
@@ -77,16 +79,16 @@ def run(run: Run) -> RunOutcome:
                 room = None if cfg.limit is None else max(0, cfg.limit - len(tasks))
                 tasks += steps.mirror_tasks(result_file, versions=versions)[:room]
 
-        # 2. Official scores of every sample not already scored: an imported Result.json, else process.py
+        # 3. Official scores of every sample not already scored: an imported Result.json, else process.py
         #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
         with run.step("official"):
             official = _official(run, pre, tasks, result_file, results_file, data, pins)
 
-        # 3. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
+        # 4. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
         with run.step("native"):
             native = _native(run, pre, data, pins) if options.native and pre.generated_root is not None else {}
 
-        # 4. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
+        # 5. Per-sample results: the official values, the native ones beside them, failures named, never dropped.
         with run.step("score"):
             by_id = {s.key.sample_id: s for s in pre.samples}
 
@@ -99,7 +101,7 @@ def run(run: Run) -> RunOutcome:
     except (LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
 
-    # 5. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
+    # 6. WorldFoundry's derived numbers from every sample's record (a derived record, never a sample), scorecard.
     with run.step("score"):
         results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
         suite = suite_record(records)
@@ -124,6 +126,32 @@ def run(run: Run) -> RunOutcome:
                       pins=pins_for_provenance(pins), seeds={"fixture": fixture.SEED} if data else None, extra=extra,
                       provenance={"canvas": str(fixture.CANVAS if data else OFFICIAL_CANVAS),
                                   "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+
+
+def checked(plan: Plan) -> Plan:
+    """The plan, or its problems on stderr, one line each, and RecipeError naming the first."""
+    if not plan.ok:
+        for line in plan.problems:
+            print(f"layout: {line}", file=sys.stderr)
+        raise RecipeError(f"the layouts have {len(plan.problems)} problem(s), the first: {plan.problems[0]}")
+    return plan
+
+
+def plan_requests(run: Run, gt_root: Path, root: Path) -> list[Request]:
+    """The generation requests of the GT samples a run plans (its files under ``root``)."""
+    try:
+        plan = checked(make_plan(gt_root, None, metrics=run.options.metrics,
+                                 video_max_time=run.options.video_max_time, limit=run.cfg.limit))
+    except LayoutError as exc:
+        raise RecipeError(str(exc)) from None
+    with run.digests() as digests:
+        return requests.build(plan, root=root, digests=digests)
+
+
+def run_requests(run: Run, root: Path) -> list[Request]:
+    """``pinbench requests mind``: the fixture's GT or ``-o gt=``."""
+    data = run.fixture(fixture.build_fixture)
+    return plan_requests(run, Path(data.gt_root if data else run.options.gt), root)
 
 
 def _official(run: Run, pre: Plan, tasks: list[dict[str, Any]], result_file: ResultFile | None,

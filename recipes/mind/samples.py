@@ -132,8 +132,15 @@ def _read_frame_block(record: Mapping[str, Any], metric: str, expected: int | No
         result[metric_id] = value
         if problem:
             errors[metric_id] = problem
+        elif value is None and _all_infinite(block.get(frames)):
+            errors[metric_id] = (f"+inf: every frame is identical to the GT's ({key!r} {average} is Infinity, as "
+                                 "process.py writes it); a scorecard holds finite numbers, so it is not averaged")
         elif value is None:
             errors[metric_id] = f"{key!r} block has no finite {average} nor finite per-frame {frames!r}"
+
+
+def _all_infinite(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(v == math.inf for v in values)
 
 
 def _read_action(record: Mapping[str, Any], result: dict[str, Any], errors: dict[str, str]) -> None:

@@ -56,6 +56,7 @@ class OptionSpec:
     affects_results: bool = True  # false: a device, a batch size, a verified copy of a pinned file
     pattern: str | None = None  # a str option's value must match this regular expression as a whole
     all_alias: bool = False  # a list option with choices: the value ``all`` chooses every choice, in their order
+    rollouts: bool = False  # the folder of rollouts to score: a generating run (--generator) makes them instead
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -238,10 +239,15 @@ def did_you_mean(name: str, known: Sequence[str]) -> str:
 
 
 def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env: Mapping[str, str], *,
-                  recipe: str, fixture: bool = False, check_required: bool = True) -> ParsedOptions:
+                  recipe: str, fixture: bool = False, check_required: bool = True,
+                  generating: bool = False) -> ParsedOptions:
     """Validate ``-o`` values against the declarations; fall back to the environment, then defaults.
 
-    ``check_required=False`` (``pinbench fetch``): a run's required inputs are not needed to fetch its pins."""
+    ``check_required=False`` (``pinbench fetch``): a run's required inputs are not needed to fetch its pins.
+    ``generating``: the run makes its rollouts, so the option naming them is neither needed nor allowed."""
+    for name, spec in specs.items():
+        if generating and spec.rollouts and name in given:
+            raise OptionError(f"-o {name}: --generator makes the rollouts of this run; drop one of them")
     unknown = sorted(set(given) - set(specs))
     if unknown:
         known = ", ".join(specs) or "none"
@@ -259,14 +265,15 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
         elif fixture and spec.fixture_default is not None:
             values[name] = spec.convert(spec.fixture_default, f"fixture_default of option {name}")
             sources[name] = "fixture_default"
-        elif spec.required and not fixture and check_required:
+        elif spec.required and not fixture and check_required and not (generating and spec.rollouts):
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
             raise OptionError(f"{recipe}: option {name} is {REQUIRED} ({via}): {spec.help}")
         else:
             values[name], sources[name] = spec.default_value(), "default"
     for name, spec in specs.items():
         other = spec.required_unless
-        if other and check_required and not fixture and values[name] is None and values.get(other) is None:
+        if other and check_required and not fixture and values[name] is None and values.get(other) is None \
+                and not (generating and spec.rollouts):
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
             raise OptionError(f"{recipe}: option {name} is {REQUIRED} unless -o {other} is given ({via}): {spec.help}")
     return ParsedOptions(values=OptionValues(values), sources=sources)

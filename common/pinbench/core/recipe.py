@@ -214,10 +214,11 @@ class Recipe:
         return table
 
     def parse_options(self, given: Mapping[str, str], *, fixture: bool = False,
-                      env: Mapping[str, str] | None = None, check_required: bool = True) -> ParsedOptions:
+                      env: Mapping[str, str] | None = None, check_required: bool = True,
+                      generating: bool = False) -> ParsedOptions:
         try:
             return parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
-                                 fixture=fixture, check_required=check_required)
+                                 fixture=fixture, check_required=check_required, generating=generating)
         except OptionError as exc:
             raise RecipeError(str(exc)) from None
 
@@ -249,7 +250,8 @@ class Recipe:
             known = ", ".join(self.checkpoints) or "any name for your model"
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
-        parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required)
+        parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
+                                    generating=generator is not None)
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env

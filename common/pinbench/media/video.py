@@ -42,7 +42,7 @@ from pinbench.core.files import atomic_path
 BACKENDS = ("decord", "pyav", "opencv")
 _BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
 _EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
-_CRF_CODECS = {"libx264", "libx265"}
+_CRF_CODECS = {"libx264", "libx264rgb", "libx265"}
 
 
 class VideoError(ValueError):

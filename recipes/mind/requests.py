@@ -1,0 +1,82 @@
+"""MIND's generation requests, and its ``replay`` oracle.
+
+One ``context-actions`` request per ``mem_test`` / ``action_space_test`` sample: the GT clip as context, of which a
+generator may read frames ``[0, mark_time)`` only; the GT ``action.json``, whose entries from ``mark_time`` on are
+the per-frame actions to follow (also in ``settings["actions"]``: each frame's ``ws``, ``ad``, ``ud`` and ``lr``
+codes); the perspective; and the continuation to make: ``total_time - mark_time`` frames (at most
+``-o video_max_time``) at the GT clip's rate and size. The alignment is process.py's: frame 0 of the rollout is
+compared with GT frame ``mark_time``, so the rollout holds the continuation alone, no context frame. It goes to
+``<perspective>/<test>/<name>/video.mp4``, MIND's generated layout.
+
+Mirror-test requests cannot be made: MIND publishes no mirror-test actions (its closed-loop protocol is not in the
+repository; the authors say it is still to be released), so a generating run refuses ``gsc`` in one line.
+
+``replay`` is the oracle: it writes the GT continuation itself, frames ``[mark_time, mark_time + frames)`` of the
+context clip (past the range a generator may read), losslessly (RGB H.264, QP 0), so every decoder returns the GT's
+own pixels: LCM's MSE is 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pinbench.core.config import RecipeError
+from pinbench.core.generation import Capabilities, Request, Signature, staged
+from pinbench.core.inputs import InputDigests
+from pinbench.media.video import read_video, video_info, write_video
+from pinbench_recipes.mind.layout import ACTION_KEYS, GENERATED_VIDEO, GT_ACTIONS, GT_VIDEO, ContinuationSample
+from pinbench_recipes.mind.plan import Plan
+
+MIRROR_REFUSAL = ("mind: a generating run cannot score gsc: MIND publishes no mirror-test actions (its closed-loop "
+                  "protocol is not released), so no mirror request can be made; drop gsc from -o metrics")
+
+
+def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
+    """The requests of the plan's continuation samples (a plan made from the GT alone)."""
+    if "gsc" in plan.metrics:
+        raise RecipeError(MIRROR_REFUSAL)
+    requests = []
+    for sample in plan.samples:
+        if not isinstance(sample, ContinuationSample):
+            continue
+        key, actions = sample.key, sample.actions
+        video, action_file = sample.gt_dir / GT_VIDEO, sample.gt_dir / GT_ACTIONS
+        info = video_info(video)
+        frames = actions.total_time - actions.mark_time
+        if plan.video_max_time is not None:
+            frames = min(frames, plan.video_max_time)
+        entries = json.loads(action_file.read_text(encoding="utf-8"))["data"][actions.mark_time:
+                                                                            actions.mark_time + frames]
+        requests.append(Request(
+            id=key.sample_id, kind="context-actions", recipe="mind",
+            output=f"{key.perspective}/{key.test_type}/{key.path}/{GENERATED_VIDEO}", frames=frames, fps=info.fps,
+            width=info.width, height=info.height,
+            conditioning=(staged("context", video, root, digests.sha256(video), (0, actions.mark_time)),
+                          staged("actions", action_file, root, digests.sha256(action_file))),
+            settings={"perspective": key.perspective, "test_type": key.test_type, "mark_time": actions.mark_time,
+                      "total_time": actions.total_time,
+                      "alignment": "frame 0 of the rollout is compared with GT frame mark_time: the rollout holds "
+                                   "the continuation only, no context frame",
+                      "actions": [{k: entry[k] for k in ACTION_KEYS} for entry in entries]}))
+    return requests
+
+
+class Replay:
+    """The oracle (module docstring)."""
+
+    capabilities = Capabilities(kinds=frozenset({"context-actions"}), conditioning=frozenset({"context", "actions"}))
+
+    def signature(self) -> Signature:
+        return Signature(model="mind replay oracle: the GT continuation", weights="none",
+                         settings={"codec": "libx264rgb crf 0 (lossless RGB)"})
+
+    def generate(self, request: Request, out: Path) -> None:
+        start = request.settings["mark_time"]
+        clip = read_video(request.path("context"), list(range(start, start + request.frames)), backend="pyav")
+        write_video(out, clip.frames, request.fps, crf=0, codec="libx264rgb", pix_fmt="rgb24")
+
+
+def replay() -> Replay:
+    return Replay()
+
