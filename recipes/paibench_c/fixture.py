@@ -20,7 +20,7 @@ import math
 import pickle
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,9 @@ import numpy as np
 
 from pinbench.core.files import write_atomic
 from pinbench.core.fixture_data import build_once
+from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.media.video import read_video, write_video
 from pinbench_recipes.paibench_c.fetch import Inputs
-from pinbench_recipes.paibench_c.generate import vision_path
 from pinbench_recipes.paibench_c.metrics_json import task_id_of
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
@@ -42,7 +42,7 @@ from pinbench_recipes.paibench_c.native_metrics import (
     load_sam_detections,
     seg_miou_recall,
 )
-from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks, select_tasks
+from pinbench_recipes.paibench_c.rows import load_tasks, select_tasks
 
 FIXTURE_VERSION = 1          # bump when the synthetic data changes (the reference must be re-recorded)
 N_TASKS = 4
@@ -137,23 +137,26 @@ def fixture_inputs(root: Path, limit: int | None) -> Inputs:
 
 
 class PerturbedCopyGenerator:
-    """TEST DOUBLE for cosmos-framework: a noisy, shifted, upscaled copy of the row's GT video."""
+    """TEST DOUBLE for Cosmos3: a noisy, shifted, upscaled copy of the request's GT video (its context)."""
 
     name = "perturbed-copy test double"
+    capabilities = Capabilities(kinds=frozenset({"control-video"}), conditioning=frozenset({"context", "control"}))
 
     def describe(self) -> dict[str, Any]:
         return {"generator": self.name, "perturbation": PERTURBATION, "size": PRED_SIZE}
 
-    def generate(self, rows: Sequence[Mapping[str, Any]], raw_dir: Path, work_dir: Path) -> None:
-        for row in rows:
-            modality = next(m for m in MODALITIES if m in row)
-            sigma, shift, gain = PERTURBATION[modality]
-            rng = np.random.default_rng(zlib.crc32(f"{row['name']}/{modality}".encode()))
-            gt = read_video(row["vision_path"], backend=DECODE_BACKEND).frames.astype(np.float64)
-            moved = np.roll(gt, shift, axis=2) * gain + rng.normal(0, sigma, gt.shape)
-            frames = np.clip(moved, 0, 255).astype(np.uint8)
-            frames = np.stack([cv2.resize(f, PRED_SIZE[::-1], interpolation=cv2.INTER_LINEAR) for f in frames])
-            write_video(vision_path(raw_dir, row["name"]), frames, row["fps"], codec=FIXTURE_CODEC)
+    def signature(self) -> Signature:
+        return Signature(model=self.name, weights="none", settings=self.describe())
+
+    def generate(self, request: Request, out: Path) -> None:
+        modality, task = request.settings["modality"], request.settings["row"]["name"]
+        sigma, shift, gain = PERTURBATION[modality]
+        rng = np.random.default_rng(zlib.crc32(f"{task}/{modality}".encode()))
+        gt = read_video(request.path("context"), backend=DECODE_BACKEND).frames.astype(np.float64)
+        moved = np.roll(gt, shift, axis=2) * gain + rng.normal(0, sigma, gt.shape)
+        frames = np.clip(moved, 0, 255).astype(np.uint8)
+        frames = np.stack([cv2.resize(f, PRED_SIZE[::-1], interpolation=cv2.INTER_LINEAR) for f in frames])
+        write_video(out, frames, request.fps, codec=FIXTURE_CODEC)
 
 
 class LumaDepthDouble:

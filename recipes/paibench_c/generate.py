@@ -1,12 +1,13 @@
-"""Generation with cosmos-framework, resumable by validity, and byte-exact collection of the outputs.
+"""Generation with cosmos-framework behind pinbench's generator protocol (``cosmos3``), and byte-exact collection of
+the rollouts for the evaluator.
 
-GPU step (needs the generation image and 1+ GPUs; exercised by the GPU CI, see tests/test_generate.py).
+GPU step (needs the generation image and 1+ GPUs; exercised by the GPU CI, see tests/test_pc_generate.py).
 
-Resume rule: a task is skipped only when ``raw/<task>/vision.mp4`` decodes completely and has at least
-121 frames. Existence or size is never enough (the upstream script's 50 KB rule keeps truncated files);
-an invalid file is deleted and the task regenerated. Collection copies ``vision.mp4`` to
-``videos/<task>.mp4`` byte for byte (no re-encode: DOVER, SAM and depth read these bytes) and checks
-the copy's SHA-256 against the source.
+``Cosmos3`` makes every rollout a run still needs in one launch per modality (``generate_batch``): each request's
+row (``requests.py``) with its files where the run staged them, then ``raw/<task>/vision.mp4`` renamed, byte for
+byte, to the place the run checks it (121 frames, the 720-tier size, decoding to its last frame) and keeps it.
+Collection copies each kept rollout to ``<modality>/videos/<task>.mp4`` byte for byte (no re-encode: DOVER, SAM and
+depth read these bytes) and checks the copy's SHA-256 against the source.
 
 Launch layout (``launch``):
 * ``workers`` (default): one single-GPU process per GPU, tasks interleaved (GPU i gets rows i, i+N, ...),
@@ -22,15 +23,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pinbench.core.files import atomic_path, sha256_file, write_atomic, write_if_changed
-from pinbench.core.run import Run
-from pinbench.core.runner import RunSummary
+from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -45,16 +44,6 @@ _SCRUBBED_ENV = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "MPLBACKEND")
 
 class GenerationError(RuntimeError):
     """Generation or collection failed; finished samples stay on disk for the next run."""
-
-
-class Generator(Protocol):
-    """Writes ``raw_dir/<row name>/vision.mp4`` for every row it is given."""
-
-    name: str
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def generate(self, rows: Sequence[Mapping[str, Any]], raw_dir: Path, work_dir: Path) -> None: ...
 
 
 def vision_path(raw_dir: Path, name: str) -> Path:
@@ -99,21 +88,6 @@ class ValidityCache:
         write_if_changed(self.path, json.dumps(self._known))
 
 
-def pending_rows(rows: Sequence[Mapping[str, Any]], raw_dir: Path, min_frames: int = MIN_FRAMES,
-                 cache: ValidityCache | None = None) -> list[Mapping[str, Any]]:
-    """Rows whose output is missing or invalid; invalid outputs are deleted so they are regenerated."""
-    cache = cache or ValidityCache()
-    pending = []
-    for row in rows:
-        path = vision_path(raw_dir, row["name"])
-        if path.exists():
-            if cache.is_valid(path, min_frames):
-                continue
-            path.unlink()
-        pending.append(row)
-    return pending
-
-
 @dataclass(frozen=True)
 class Collected:
     """The outcome of collecting one task's video."""
@@ -136,34 +110,29 @@ def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
             raise GenerationError(f"{dst}: copy of {src} has sha256 {actual}, source {expected_sha}")
 
 
-def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir: Path,
-                   min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
-                   known: Collection[str] | None = None) -> dict[str, Collected]:
-    """Copy every valid ``vision.mp4`` to ``videos/<task>.mp4`` byte for byte; report each task.
+def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_frames: int = MIN_FRAMES,
+                   cache: ValidityCache | None = None, known: Collection[str] | None = None,
+                   failures: Mapping[str, str] | None = None) -> dict[str, Collected]:
+    """Copy every valid rollout ``<name>.mp4`` of ``rollouts`` to ``videos/<name>.mp4`` byte for byte; report each.
 
-    A collected video that already equals its source is kept. A valid collected video whose raw output
-    is gone is kept too (raw outputs may be pruned). Files in ``videos/`` that belong to no row (nor to
-    ``known``, the other tasks of this run, e.g. another shard's) make the evaluator score extra samples,
-    so they are refused.
+    A collected video that already equals its rollout is kept. Files in ``videos/`` that belong to no name (nor to
+    ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra samples, so they are
+    refused. ``failures``: why a rollout was not generated, said for its task.
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
-    names = {row["name"] for row in rows} | set(known or ())
-    strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in names)
+    strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
     if strays:
         raise GenerationError(f"{videos_dir}: {len(strays)} video(s) not in this run's task list "
                               f"(e.g. {strays[0]}); the evaluator would score them; use a separate --out")
     cache = cache or ValidityCache()
     results: dict[str, Collected] = {}
-    for row in rows:
-        name = row["name"]
-        src, dst = vision_path(raw_dir, name), videos_dir / f"{name}.mp4"
+    for name in names:
+        src, dst = rollouts / f"{name}.mp4", videos_dir / f"{name}.mp4"
         if not cache.is_valid(src, min_frames):
-            if cache.is_valid(dst, min_frames):
-                results[name] = Collected(name, sha256_file(dst))
-            else:
-                dst.unlink(missing_ok=True)
-                reason = "no output" if not src.exists() else f"invalid output (undecodable or < {min_frames} frames)"
-                results[name] = Collected(name, None, error=f"generation failed: {reason} at {src}")
+            dst.unlink(missing_ok=True)
+            why = (failures or {}).get(name) or ("no rollout" if not src.exists() else
+                                                 f"invalid rollout (undecodable or < {min_frames} frames)")
+            results[name] = Collected(name, None, error=f"generation failed: {why} ({src})")
             continue
         src_sha = sha256_file(src)
         if dst.exists() and sha256_file(dst) == src_sha:
@@ -174,7 +143,7 @@ def collect_videos(rows: Sequence[Mapping[str, Any]], raw_dir: Path, videos_dir:
     return results
 
 
-def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
+def row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
     """A cosmos-framework row with every path under ``dataset_root`` (as the row names it: absolute, or relative to
     the working directory when the run directory is) made relative to it."""
     prefix = f"{Path(dataset_root).as_posix()}/"
@@ -184,54 +153,6 @@ def _row_key(row: Mapping[str, Any], dataset_root: Path) -> dict[str, Any]:
             return {key: relative(item) for key, item in value.items()}
         return value.removeprefix(prefix) if isinstance(value, str) else value
     return relative(row)
-
-
-GENERATION_DIR = "generation"  # the generation step's records and shard manifests: for `pinbench status`
-
-
-def generate_and_record(generator: Generator, rows: Mapping[str, Sequence[Mapping[str, Any]]], run: Run,
-                        *, dataset_root: Path, min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
-                        known: Collection[str] = ()) -> tuple[RunSummary, list[str]]:
-    """Generate this shard's videos of every modality, then collect and record each one.
-
-    Shard I of N of the run owns the tasks at positions I, I+N, ... (rows are one per task, in task order), in every
-    modality. Each (modality, task) is a sample ``<modality>.<task>`` of the step in ``generation/``: ok
-    with its video's SHA-256, or failed with why, recorded when its modality's launch has ended (one launch
-    per modality, so counts move modality by modality). ``known`` names the run's other tasks (outside
-    ``--limit``), whose videos are not strays. A sample's key holds its row with the dataset's paths relative to
-    ``dataset_root``, so the same dataset elsewhere keys the same samples. Returns what was recorded and one line
-    per problem.
-    """
-    tasks = [{"sample_id": f"{modality}.{row['name']}", "modality": modality, "row": _row_key(row, dataset_root)}
-             for modality, modality_rows in rows.items() for row in modality_rows]
-    rows_by_id = {f"{modality}.{row['name']}": row for modality, modality_rows in rows.items() for row in modality_rows}
-    units = [pos for modality_rows in rows.values() for pos in range(len(modality_rows))]
-    log = run.log(tasks, folder=GENERATION_DIR, label="generate", units=units)
-    out_dir = run.out_dir
-    problems: list[str] = []
-    for modality, modality_rows in rows.items():
-        own = [rows_by_id[task["sample_id"]] for task in log.mine if task["modality"] == modality]
-        raw = out_dir / modality / "raw"
-        todo = pending_rows(own, raw, min_frames, cache=cache)
-        started = time.perf_counter()
-        try:
-            generator.generate(todo, raw, out_dir / modality)
-        except GenerationError as exc:
-            problems.append(f"{modality}: {exc}")
-        seconds = (time.perf_counter() - started) / max(len(todo), 1)
-        collected = collect_videos(own, raw, out_dir / modality / "videos", min_frames, cache=cache,
-                                   known={row["name"] for row in modality_rows} | set(known))
-        if cache is not None:
-            cache.save()
-        generated = {row["name"] for row in todo}
-        for name, got in collected.items():
-            log.record(f"{modality}.{name}", {"sha256": got.sha256} if got.ok else None, error=got.error,
-                         seconds=seconds if name in generated else 0.0, reused=name not in generated)
-        failed = [c.task_id for c in collected.values() if not c.ok]
-        if failed:
-            problems.append(f"{modality}: {len(failed)} task(s) without a valid video (e.g. {failed[0]}: "
-                            f"{collected[failed[0]].error})")
-    return log.close(), problems
 
 
 @dataclass(frozen=True)
@@ -331,6 +252,57 @@ class CosmosFrameworkGenerator:
 # checkpoint folder; otherwise it downloads it from the model config's repository at revision "main".
 BUNDLED_PROCESSOR_LOG = "VLM processor: using checkpoint-bundled processor files"
 SOURCES_FILE = "generation_sources.json"
+
+
+class Cosmos3:
+    """``cosmos3``: Cosmos3 through cosmos-framework behind the generator protocol (module docstring)."""
+
+    capabilities = Capabilities(kinds=frozenset({"control-video"}), conditioning=frozenset({"context", "control"}))
+
+    def __init__(self, framework: CosmosFrameworkGenerator, model: str, weights: str) -> None:
+        self.framework, self.model, self.weights = framework, model, weights
+
+    def signature(self) -> Signature:
+        return Signature(model=self.model, weights=self.weights,
+                         settings={"launch": self.framework.launch, "extra_args": list(self.framework.extra_args),
+                                   "sampling": "each request's row (the seed's Sampling Settings)"})
+
+    def generate(self, request: Request, out: Path) -> None:
+        self.generate_batch([(request, out)])
+
+    def generate_batch(self, pairs: Sequence[tuple[Request, Path]]) -> None:
+        """One launch per modality over every request of it; each rollout renamed to its ``out``."""
+        for modality in dict.fromkeys(request.settings["modality"] for request, _ in pairs):
+            batch = [(request, out) for request, out in pairs if request.settings["modality"] == modality]
+            work = batch[0][1].parent
+            rows = [cosmos_row(request) for request, _ in batch]
+            self.framework.generate(rows, work / "raw", work)
+            for (_, out), row in zip(batch, rows, strict=True):
+                made = vision_path(work / "raw", row["name"])
+                if made.is_file():
+                    os.replace(made, out)
+
+
+def cosmos3(checkpoint_dir: str, revision: str, framework_dir: str = "/opt/cosmos-framework", python: str = "",
+            launch: str = "workers", gpus: str = "0") -> Cosmos3:
+    """``--generator cosmos3 -g checkpoint_dir=DIR -g revision=REV [-g gpus=0,1 -g launch=torchrun]``: the same
+    generator a PAI-Bench-C run uses by default, named outside it (``revision``: the snapshot's pinned commit)."""
+    framework = Path(framework_dir)
+    return Cosmos3(CosmosFrameworkGenerator(framework_dir=framework,
+                                            python=Path(python) if python else framework / ".venv" / "bin" / "python",
+                                            checkpoint_dir=Path(checkpoint_dir), gpu_ids=gpus.split(","),
+                                            launch=launch), model=f"Cosmos3 {checkpoint_dir} through cosmos-framework",
+                   weights=revision)
+
+
+def cosmos_row(request: Request) -> dict[str, Any]:
+    """cosmos-framework's input row of a request: its row, with the files where the run staged them."""
+    row = json.loads(json.dumps(request.settings["row"]))
+    row["vision_path"] = str(request.path("context"))
+    control = request.path("control")
+    if control is not None:
+        row[request.settings["modality"]]["control_path"] = str(control)
+    return row
 
 
 def _log_mentions(logs: Sequence[Path], marker: str) -> bool:

@@ -22,29 +22,28 @@ from typing import Any
 from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.generation import Generator, Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import Run, RunOutcome
-from pinbench.core.runner import RunSummary
 from pinbench.ops.machine_pins import pins_for_provenance
-from pinbench_recipes.paibench_c import evaluate, fixture
+from pinbench_recipes.paibench_c import evaluate, fixture, requests
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     SOURCES_FILE,
     Collected,
+    Cosmos3,
     CosmosFrameworkGenerator,
     ValidityCache,
     collect_videos,
-    generate_and_record,
     processor_source,
     record_processor,
 )
 from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
 from pinbench_recipes.paibench_c.native_metrics import native_sample, seg_pkls
 from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
-from pinbench_recipes.paibench_c.rows import build_rows, write_jsonl
 
 NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
@@ -70,38 +69,36 @@ def run(run: Run) -> RunOutcome:
                   or locate_inputs(cfg, pins, need_model=not cfg.skip_generation))
         task_ids = [t.task_id for t in inputs.tasks]
 
-    # 2. Input rows, per modality, exactly as the seed's settings table says.
-    with run.step("prepare"):
-        rows = {m: build_rows(inputs.tasks, m, inputs.dataset_dir) for m in options.modalities}
-        for modality, modality_rows in rows.items():
-            write_jsonl(modality_rows, cfg.out_dir / "inputs" / f"{modality}.jsonl")
+    # 2. Generate, one request per task and modality (the seed's settings, as cosmos-framework rows): with
+    #    --generator, else Cosmos3 through cosmos-framework (the fixture: its test double); each rollout checked
+    #    against its request. A generation shard, or a --skip-scoring run, ends here.
+    with run.step("generate"):
+        with run.digests() as digests:
+            asked = requests.build(inputs.tasks, options.modalities, inputs.dataset_dir, root=run.requests_root,
+                                   digests=digests, frames=min_frames,
+                                   size=fixture.PRED_SIZE[::-1] if cfg.fixture else None)
+        rollouts = run.generate(asked, default=partial(own_generator, run, pins, inputs))
+        problems = [] if pins is None or run.generates else record_tokenizer(run, pins, rollouts)
 
-    # 3. Generate with cosmos-framework (the fixture: its test double), resume by validity, collect vision.mp4
-    #    byte for byte. A generation shard, or a --skip-scoring run, ends here.
-    problems: list[str] = []
-    validity = ValidityCache(cfg.out_dir / "validity_cache.json")
-    if not cfg.skip_generation:
-        with run.step("generate"):
-            generated, problems = generate_all(run, pins, inputs, rows, validity, min_frames)
-            validity.save()
-        run.stop_after_generation(generated, problems)
-
-    # 4. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
+    # 3. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.
     with run.step("score"):
-        collected = {m: collect_videos(rows[m], cfg.out_dir / m / "raw", cfg.out_dir / m / "videos",
-                                       min_frames, cache=validity) for m in options.modalities}
+        validity = ValidityCache(cfg.out_dir / "validity_cache.json")
+        collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", min_frames, cache=validity,
+                                       failures={r.id.partition(".")[2]: why for r in asked if r.id.startswith(f"{m}.")
+                                                 for why in [run.generation_failures.get(r.id)] if why})
+                     for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
         modality_errors = score_all(cfg, evaluator, gt, collected, task_ids)
 
-    # 5. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
+    # 4. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with run.step("score"):
         parsed = parse_all(cfg, options.modalities, task_ids, modality_errors, evaluator.metrics)
     with run.step("native"):
         native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
 
-    # 6. Scorecard, diff against the reference for this checkpoint and mode, report.
+    # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
     records = run.store([{"sample_id": t, "videos": {m: collected[m][t].sha256 for m in options.modalities}}
@@ -147,16 +144,23 @@ def run(run: Run) -> RunOutcome:
 # --------------------------------------------------------------------------------------- the steps
 
 
-def generate_all(run: Run, pins: Pins | None, inputs: Inputs, rows: Mapping[str, list[dict[str, Any]]],
-                 validity: ValidityCache, min_frames: int) -> tuple[RunSummary, list[str]]:
-    """Generate what is missing or invalid for every modality; returns what was recorded and one line per problem.
+def run_requests(run: Run, root: Path) -> list[Request]:
+    """``pinbench requests paibench-c``: every task's request in every modality, the files they name under ``root``."""
+    cfg = run.cfg
+    pins = None if cfg.fixture else effective_pins(cfg)
+    inputs = run.fixture(partial(fixture.fixture_inputs, limit=cfg.limit)) or locate_inputs(cfg, pins,
+                                                                                             need_model=False)
+    with run.digests() as digests:
+        return requests.build(inputs.tasks, run.options.modalities, inputs.dataset_dir, root=root, digests=digests,
+                              frames=fixture.N_FRAMES if cfg.fixture else MIN_FRAMES,
+                              size=fixture.PRED_SIZE[::-1] if cfg.fixture else None)
 
-    ``pins`` None (``--fixture``): the fixture's test double generates, and there is no tokenizer to record.
-    """
-    cfg, options = run.cfg, run.options
+
+def own_generator(run: Run, pins: Pins | None, inputs: Inputs) -> Generator:
+    """The recipe's own generator: Cosmos3 through the pinned cosmos-framework on this run's GPUs (``pins`` None,
+    ``--fixture``: the fixture's test double)."""
     if pins is None:
-        return generate_and_record(fixture.PerturbedCopyGenerator(), rows, run, dataset_root=inputs.dataset_dir,
-                                   min_frames=min_frames, cache=validity)
+        return fixture.PerturbedCopyGenerator()
     framework_dir = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
     python = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_PYTHON", str(framework_dir / ".venv" / "bin" / "python")))
     expected = pins.upstream["cosmos_framework"].commit
@@ -165,17 +169,21 @@ def generate_all(run: Run, pins: Pins | None, inputs: Inputs, rows: Mapping[str,
         raise RecipeError(f"{framework_dir}: cosmos-framework is at {found or 'unknown'}, the pin is {expected} "
                           "(set PAIBENCH_C_FRAMEWORK_DIR, or use the generation image)")
     assert inputs.checkpoint_dir is not None
-    generator = CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
-                                         checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(cfg),
-                                         launch=options.launch, offline=is_offline())
-    summary, problems = generate_and_record(generator, rows, run, dataset_root=inputs.dataset_dir,
-                                            min_frames=min_frames, cache=validity)
-    # The VLM tokenizer cosmos-framework used (pinned snapshot's own files, or `main` of the hub repo).
-    model = model_pin(pins, cfg.checkpoint)
-    logs = sorted(cfg.out_dir.glob("*/logs/*.log"))
-    changed = record_processor(cfg.out_dir, processor_source(logs, model.repo_id, str(model.revision),
+    model = model_pin(pins, run.cfg.checkpoint)
+    return Cosmos3(CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
+                                            checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(run.cfg),
+                                            launch=run.options.launch, offline=is_offline()),
+                   model=f"{model.repo_id} through cosmos-framework {expected}", weights=str(model.revision))
+
+
+def record_tokenizer(run: Run, pins: Pins, rollouts: Path) -> list[str]:
+    """Which VLM tokenizer cosmos-framework used (the pinned snapshot's own files, or ``main`` of the hub repo),
+    kept beside the run; a line when an earlier generation in this folder used another."""
+    model = model_pin(pins, run.cfg.checkpoint)
+    logs = sorted(rollouts.glob("*/logs/*.log"))
+    changed = record_processor(run.out_dir, processor_source(logs, model.repo_id, str(model.revision),
                                                              Path(hf_constants.HF_HUB_CACHE)))
-    return summary, problems + ([changed] if changed else [])
+    return [changed] if changed else []
 
 
 def prepare_evaluator(cfg: RunConfig, pins: Pins | None, inputs: Inputs) -> tuple[evaluate.EvaluatorLike,

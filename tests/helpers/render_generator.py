@@ -28,13 +28,16 @@ MODES = ("render", "nothing", "truncated", "frames", "symlink", "hang", "exit")
 
 
 def frames_of(request: Request, count: int | None = None) -> np.ndarray:
-    """The frames rendered for a request: (frames, height, width, 3) uint8."""
+    """The frames rendered for a request: (frames, height, width, 3) uint8: a colour ramp and a checkerboard (edges
+    for the scorers that look for them) moving one pixel a frame."""
     seed = int(hashlib.sha256(request.digest.encode()).hexdigest()[:8], 16)
     ramp = np.linspace(0, 1, request.width, dtype=np.float64)[None, :, None]
     base = np.array([(seed >> 0) & 255, (seed >> 8) & 255, (seed >> 16) & 255], np.float64)
+    y, x = np.mgrid[: request.height, : request.width]
     out = []
     for t in range(count or request.frames):
-        frame = (base + 96 * ramp + 7 * t) % 256
+        checker = (((x + t) // 8 + y // 8) % 2)[..., None] * 80.0
+        frame = (base + 96 * ramp + checker) % 256
         out.append(np.broadcast_to(frame, (request.height, request.width, 3)).astype(np.uint8))
     return np.stack(out)
 

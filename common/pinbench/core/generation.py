@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
@@ -247,11 +247,15 @@ class Generator(Protocol):
 
     def generate(self, request: Request, out: Path) -> None: ...
 
+    # Optional: ``generate_batch(pairs)`` makes many rollouts in one call (a model that is launched, not loaded:
+    # cosmos-framework), each (request, out) as ``generate`` would; the run then calls it once per shard.
+
 
 class Generation(Protocol):
-    """What a run generates with (``pinbench.ops.generation`` provides it when ``--generator`` is given)."""
+    """The generation step a run is given (``pinbench.ops.generation``)."""
 
-    def generate(self, run: Any, requests: Sequence[Request], folder: str) -> Path: ...
+    def generate(self, run: Any, requests: Sequence[Request], folder: str,
+                 default: Callable[[], Generator] | None) -> Path: ...
 
 
 def refuse(capabilities: Capabilities, requests: Iterable[Request], generator: str) -> None:

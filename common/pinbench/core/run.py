@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from pinbench.core.config import Implementation, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_atomic, write_if_changed
-from pinbench.core.generation import Generation, Request
+from pinbench.core.generation import Generation, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
@@ -144,8 +144,8 @@ class Run:
 
     @property
     def generates(self) -> bool:
-        """Whether the run makes its rollouts (``--generator``), rather than scoring the ones it is given."""
-        return self._generation is not None
+        """Whether the run makes its rollouts with a ``--generator``, rather than scoring the ones it is given."""
+        return self.cfg.generator is not None
 
     @property
     def requests_root(self) -> Path:
@@ -226,12 +226,14 @@ class Run:
         return self.gather(tasks, self.compute(tasks, fn, **step), folder=step.get("folder", ""),
                            validate=step.get("validate"))
 
-    def pending(self, tasks: Sequence[Task], *, folder: str = "", part: str = "scoring") -> Pending:
+    def pending(self, tasks: Sequence[Task], *, folder: str = "", part: str = "scoring",
+                validate: Validator | None = None) -> Pending:
         """What an external tool must still compute for this shard (and for any shard): the tasks without a
         reusable record under ``folder``; nothing with the ``--skip-*`` flag of ``part``."""
         if self.skips(part):
             return Pending([], [], {})
-        return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.cfg.implementation)
+        return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.cfg.implementation,
+                             validate=validate)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
               folder: str = "", label: str = "results") -> list[SampleRecord]:
@@ -247,15 +249,17 @@ class Run:
                 log.record(sid, result, reused=True)
         return self.gather(tasks, log.close(), folder=folder)
 
-    def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS) -> Path | None:
-        """The rollouts of ``requests`` under ``folder`` of the run directory, made by the run's ``--generator``
-        (``pinbench.core.generation``; each stored as soon as it is checked, reused for the same request and
-        generator) or, with ``--skip-generation``, as an earlier run stored them; None when the run has no
-        generator (its rollouts are given: ``-o videos=``). A shard generates its own; with ``--skip-scoring`` the
-        run ends once they are stored."""
-        if self._generation is None:
+    def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS,
+                 default: Callable[[], Generator] | None = None) -> Path | None:
+        """The rollouts of ``requests`` under ``folder`` of the run directory, made by the run's ``--generator``, else
+        by the generator ``default`` makes (the recipe's own; made only when there is something to generate), each
+        stored as soon as it is checked and reused for the same request and generator
+        (``pinbench.core.generation``); with ``--skip-generation``, as an earlier run stored them. None when there
+        is nothing to generate with (the rollouts are given: ``-o videos=``). A shard generates its own; with
+        ``--skip-scoring`` the run ends once they are stored."""
+        if self._generation is None or not (self.generates or default is not None):
             return None
-        return self._generation.generate(self, requests, folder)
+        return self._generation.generate(self, requests, folder, default)
 
     def log(self, tasks: Sequence[Task], *, folder: str, label: str, units: Sequence[int] | None = None) -> StepLog:
         """The record of a step whose work runs outside the run's own loop, in batches an external tool launches
@@ -308,8 +312,8 @@ class Run:
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
         samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
-        # a fixture's reference scores the fixture's own rollouts, not ones a generator made from its requests
-        ref_path = None if self.generation and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
+        # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests
+        ref_path = None if self.generates and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
         computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
                                        {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
                                         "generation": self.generation})

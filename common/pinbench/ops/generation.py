@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib.metadata import entry_points
@@ -210,6 +210,18 @@ class Worker:
         if "error" in answer:
             raise GeneratorError(answer["error"])
 
+    def generate_batch(self, pairs: Sequence[tuple[Request, Path]], timeout_s: float) -> None:
+        """Every request of ``pairs`` in one call of the generator's ``generate_batch``."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        batch = [{"request": request.message(), "out": str(out)} for request, out in pairs]
+        self._proc.stdin.write((json.dumps({"batch": batch}) + "\n").encode())
+        self._proc.stdin.flush()
+        answer = self._answer(timeout_s=timeout_s, what="generating a batch")
+        if "error" in answer:
+            raise GeneratorError(answer["error"])
+
     def _answer(self, *, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._reply is not None
         ready, _, _ = select.select([self._reply], [], [], timeout_s)
@@ -243,14 +255,18 @@ def serve(target: str, reply_fd: int) -> None:
         reply.flush()
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")))
-        say({"signature": generator.signature().to_json(), "capabilities": generator.capabilities.to_json()})
+        say({"signature": generator.signature().to_json(),
+             "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
     except Exception as exc:   # the user's code: said in one line, then this child ends
         say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc)})
         return
     for line in sys.stdin:
         message = json.loads(line)
         try:
-            generator.generate(Request.from_json(message["request"]), Path(message["out"]))
+            if "batch" in message:
+                generator.generate_batch([(Request.from_json(m["request"]), Path(m["out"])) for m in message["batch"]])
+            else:
+                generator.generate(Request.from_json(message["request"]), Path(message["out"]))
         except Exception as exc:   # one request's failure, said; the next request is served
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
         else:
@@ -290,62 +306,118 @@ def check_rollout(request: Request, path: Path) -> list[str]:
 
 
 class Generating:
-    """The run's generation step with one generator (``pinbench.core.generation.Generation``)."""
+    """The run's generation step (``pinbench.core.generation.Generation``): with ``--generator`` (``spec``), else
+    with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
-    def __init__(self, spec: GeneratorSpec, recipe: Recipe) -> None:
+    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
         self.spec, self.recipe = spec, recipe
 
-    def generate(self, run: Any, requests: Sequence[Request], folder: str) -> Path:
+    def generate(self, run: Any, requests: Sequence[Request], folder: str,
+                 default: Callable[[], Generator] | None = None) -> Path:
         rollouts, store = run.out_dir / folder, run.out_dir / GENERATION
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
+        named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
             made = read_regular_text(store / GENERATOR_FILE)
-            records = load_records(store)
-            run.generation = _provenance(json.loads(made) if made else {"generator": self.spec.spec},
-                                         requests, records)
+            run.generation = _provenance(json.loads(made) if made else {"generator": named}, requests,
+                                         load_records(store))
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
-        with self._generator(store / "generator.log") as (signature, capabilities, make):
-            refuse(capabilities, requests, self.spec.spec)
-            by_id = {r.id: r for r in requests}
+        by_id = {r.id: r for r in requests}
+        with self._maker(default, store / "generator.log") as maker:
+            refuse(maker.capabilities, requests, named)
+            signature = maker.signature
             tasks = [{"sample_id": r.id, "request": r.digest, "generator": signature.digest} for r in requests]
+            kept = _Kept(rollouts, signature)
+            batch_error: list[str] = []
+            if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
+                pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
+                try:
+                    maker.many([(by_id[t["sample_id"]], _partial(rollouts, by_id[t["sample_id"]])) for t in pending])
+                except Exception as exc:   # each rollout of the batch fails with it, by name
+                    batch_error.append(f"{type(exc).__name__}: {exc}")
 
             def one(task: Mapping[str, Any]) -> dict[str, Any]:
-                return _generate_one(make, by_id[task["sample_id"]], rollouts, signature)
+                request = by_id[task["sample_id"]]
+                if batch_error:
+                    raise GeneratorError(batch_error[0])
+                return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
 
-            made = {"generator": self.spec.spec, "signature": signature.to_json()}
+            made = {"generator": named, "signature": signature.to_json()}
             write_if_changed(store / GENERATOR_FILE, json.dumps(made, indent=1, sort_keys=True) + "\n")
             summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate", cache=False,
-                                  validate=_Kept(rollouts, signature))
+                                  validate=kept)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
         run.stop_after_generation(summary)
         return rollouts
 
     @contextlib.contextmanager
-    def _generator(self, log: Path) -> Iterator[tuple[Signature, Capabilities, Any]]:
-        """(signature, capabilities, generate(request, out)) of the generator, its worker stopped at the end."""
-        argv = self.spec.command
+    def _maker(self, default: Callable[[], Generator] | None, log: Path) -> Iterator[_Maker]:
+        """How this run makes rollouts, its worker (if any) stopped at the end."""
+        if self.spec is None:
+            if default is None:
+                raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
+            own = default()
+            yield _Maker(own.signature(), own.capabilities, own.generate, getattr(own, "generate_batch", None))
+            return
+        argv, timeout = self.spec.command, self.spec.timeout_s
         if argv is not None:
             if not argv:
                 raise RecipeError("--generator command: needs a program to run")
-            timeout = self.spec.timeout_s
-            yield (command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
-                   lambda request, out: _run_command(argv, request, out, timeout, log))
+            yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
+                         lambda request, out: _run_command(argv, request, out, timeout, log))
             return
         worker = Worker(factory_path(self.spec.spec, self.recipe), self.spec.options, log)
         described = worker.start()
         try:
-            signature = Signature(**described["signature"])
             caps = described["capabilities"]
-            capabilities = Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
-                                        max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"]))
-            timeout = self.spec.timeout_s
-            yield signature, capabilities, lambda request, out: worker.generate(request, out, timeout)
+            yield _Maker(Signature(**described["signature"]),
+                         Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
+                                      max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
+                         lambda request, out: worker.generate(request, out, timeout),
+                         (lambda pairs: worker.generate_batch(pairs, timeout * len(pairs))) if caps["batch"] else None)
         finally:
             worker.stop()
+
+
+@dataclass(frozen=True)
+class _Maker:
+    """A generator as the step uses it: what it is, what it can do, and how it makes one rollout (or many at once)."""
+
+    signature: Signature
+    capabilities: Capabilities
+    one: Any
+    many: Any = None
+
+
+def _partial(rollouts: Path, request: Request) -> Path:
+    """Where a rollout is made before it is checked: beside its place, hidden, never taken for a rollout."""
+    target = rollouts / request.output
+    return target.with_name(f".{target.stem}.partial{target.suffix}")
+
+
+def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> dict[str, Any]:
+    """One rollout: made (by ``make``, else already by a batch) beside its place, checked, then renamed into place;
+    its record's result."""
+    target, partial = rollouts / request.output, _partial(rollouts, request)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        if make is not None:
+            partial.unlink(missing_ok=True)
+            make(request, partial)
+        problems = check_rollout(request, partial)
+        if problems:
+            raise ValueError(f"invalid rollout: {problems[0].replace(str(partial), request.output)}")
+        os.replace(partial, target)
+    finally:
+        if partial.is_symlink() or partial.exists():
+            partial.unlink()
+    return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
+            "generator": signature.digest, "seed": request.seed, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
@@ -356,26 +428,6 @@ def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
             "seeds": {r.id: r.seed for r in requests if r.seed is not None},
             "seconds": {r.id: records[r.id].result.get("seconds") for r in requests
                         if r.id in records and records[r.id].ok and records[r.id].result}}
-
-
-def _generate_one(make: Any, request: Request, rollouts: Path, signature: Signature) -> dict[str, Any]:
-    """One rollout: generated beside its place, checked, then renamed into place; its record's result."""
-    target = rollouts / request.output
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
-    partial.unlink(missing_ok=True)
-    started = time.perf_counter()
-    try:
-        make(request, partial)
-        problems = check_rollout(request, partial)
-        if problems:
-            raise ValueError(f"invalid rollout: {problems[0].replace(str(partial), request.output)}")
-        os.replace(partial, target)
-    finally:
-        if partial.is_symlink() or partial.exists():
-            partial.unlink()
-    return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
-            "generator": signature.digest, "seed": request.seed, "seconds": round(time.perf_counter() - started, 3)}
 
 
 class _Kept:

@@ -25,10 +25,9 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     """Run the procedure of ``cfg.recipe`` in ``cfg.out_dir`` once the directory is claimed for this run
     (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard)."""
     recipe = get_recipe(cfg.recipe)
-    generation = None
-    if cfg.generator is not None:
-        timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
-        generation = Generating(GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
+    timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
+    generation = Generating(None if cfg.generator is None else
+                            GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
     with claim_run_dir(cfg):
         return Run(recipe, cfg, report=write_run_report, generation=generation).execute(recipe.load(recipe.entry))
 
