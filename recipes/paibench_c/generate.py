@@ -271,16 +271,23 @@ class Cosmos3:
         self.generate_batch([(request, out)])
 
     def generate_batch(self, pairs: Sequence[tuple[Request, Path]]) -> None:
-        """One launch per modality over every request of it; each rollout renamed to its ``out``."""
+        """One launch per modality over every request of it; each rollout made renamed to its ``out``. A failed
+        launch does not stop the next modality's; GenerationError names every one that failed."""
+        failed = []
         for modality in dict.fromkeys(request.settings["modality"] for request, _ in pairs):
             batch = [(request, out) for request, out in pairs if request.settings["modality"] == modality]
             work = batch[0][1].parent
             rows = [cosmos_row(request) for request, _ in batch]
-            self.framework.generate(rows, work / "raw", work)
+            try:
+                self.framework.generate(rows, work / "raw", work)
+            except GenerationError as exc:
+                failed.append(f"{modality}: {exc}")
             for (_, out), row in zip(batch, rows, strict=True):
                 made = vision_path(work / "raw", row["name"])
                 if made.is_file():
                     os.replace(made, out)
+        if failed:
+            raise GenerationError("; ".join(failed))
 
 
 def cosmos3(checkpoint_dir: str, revision: str, framework_dir: str = "/opt/cosmos-framework", python: str = "",

@@ -79,6 +79,9 @@ def run(run: Run) -> RunOutcome:
                                    size=fixture.PRED_SIZE[::-1] if cfg.fixture else None)
         rollouts = run.generate(asked, default=partial(own_generator, run, pins, inputs))
         problems = [] if pins is None or run.generates else record_tokenizer(run, pins, rollouts)
+        if run.generation_failures:
+            sid, why = next(iter(run.generation_failures.items()))
+            problems.append(f"{len(run.generation_failures)} rollout(s) not generated (e.g. {sid}: {why})")
 
     # 3. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.

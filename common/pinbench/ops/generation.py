@@ -331,18 +331,18 @@ class Generating:
             signature = maker.signature
             tasks = [{"sample_id": r.id, "request": r.digest, "generator": signature.digest} for r in requests]
             kept = _Kept(rollouts, signature)
-            batch_error: list[str] = []
+            batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
                 try:
                     maker.many([(by_id[t["sample_id"]], _partial(rollouts, by_id[t["sample_id"]])) for t in pending])
-                except Exception as exc:   # each rollout of the batch fails with it, by name
-                    batch_error.append(f"{type(exc).__name__}: {exc}")
+                except Exception as exc:   # what the batch made is kept; a rollout it did not make fails with this
+                    batch_error.append(exc)
 
             def one(task: Mapping[str, Any]) -> dict[str, Any]:
                 request = by_id[task["sample_id"]]
-                if batch_error:
-                    raise GeneratorError(batch_error[0])
+                if batch_error and not _partial(rollouts, request).exists():
+                    raise batch_error[0]
                 return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
 
             made = {"generator": named, "signature": signature.to_json()}

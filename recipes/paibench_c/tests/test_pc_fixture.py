@@ -13,6 +13,7 @@ import pinbench_recipes.paibench_c.fixture as fixture
 from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
+from pinbench.ops.generation import Generating
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.paibench_c.evaluate import GTCache
 from pinbench_recipes.paibench_c.metrics_json import parse_metrics_json
@@ -47,8 +48,9 @@ def test_fixture_passes_its_reference_and_writes_the_report(first_run) -> None:
     for folder in ("videos", "canny", "blur", "depth_vids", "sam2_vids", "captions"):
         assert len(list((out / "fixture_data" / "dataset" / folder).iterdir())) == fixture.N_TASKS
     assert len(list((out / "edge" / "videos").glob("task_*.mp4"))) == fixture.N_TASKS
-    rows = [json.loads(x) for x in (out / "inputs" / "depth.jsonl").read_text().splitlines()]
-    assert rows[0]["depth"]["control_path"].endswith("depth_vids/task_0000.mp4")
+    requests = [json.loads(x) for x in (out / "generation" / "requests.jsonl").read_text().splitlines()]
+    depth = next(r for r in requests if r["id"] == "depth.task_0000")
+    assert depth["settings"]["row"]["depth"]["control_path"].endswith("depth_vids/task_0000.mp4")
 
 
 def test_scores_order_by_perturbation_strength(first_run) -> None:
@@ -102,7 +104,7 @@ def test_fixture_honours_limit_skip_scoring_modalities_and_decoder(tmp_path: Pat
     skipped = run_recipe(_cfg(tmp_path / "gen", skip_scoring=True))
     assert skipped.exit_code == 0 and skipped.scorecard_path is None
     assert not (tmp_path / "gen" / "samples").exists()
-    assert len(list((tmp_path / "gen" / "seg" / "videos").glob("*.mp4"))) == fixture.N_TASKS
+    assert len(list((tmp_path / "gen" / "rollouts" / "seg").glob("*.mp4"))) == fixture.N_TASKS
     limited = run_recipe(_cfg(tmp_path / "one", limit=1, options={"modalities": "edge", "decoder": "pyav"}))
     card = json.loads(limited.scorecard_path.read_text())
     assert card["samples"]["n_expected"] == 1 and set(card["metrics"]) == {
@@ -118,8 +120,8 @@ def test_fixture_honours_limit_skip_scoring_modalities_and_decoder(tmp_path: Pat
 
     before = scored()
     recipe = get_recipe("paibench-c")
-    Run(recipe, _cfg(tmp_path / "one", limit=1, options={"modalities": "edge", "decoder": "opencv"})).execute(
-        recipe.load(recipe.entry))
+    Run(recipe, _cfg(tmp_path / "one", limit=1, options={"modalities": "edge", "decoder": "opencv"}),
+        generation=Generating(None, recipe)).execute(recipe.load(recipe.entry))
     after = scored()
     assert after[0] == before[0] and before[1] and after[1] != before[1]
 

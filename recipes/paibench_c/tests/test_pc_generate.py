@@ -1,7 +1,8 @@
-"""Generation: resume by validity (never by existence), byte-exact collection, launch commands.
+"""Generation: Cosmos3 behind the generator protocol, launch commands, byte-exact collection for the evaluator.
 
 The real cosmos-framework is replaced by a fake ``cosmos_framework.scripts.inference`` module (a test
-double run by the same launch code); the real one is exercised by the GPU test at the end.
+double run by the same launch code); the real one is exercised by the GPU test at the end. Resume by validity
+(never by existence) is the generation step's own (tests/test_generation.py).
 """
 
 from __future__ import annotations
@@ -13,30 +14,16 @@ from pathlib import Path
 import pytest
 
 from pinbench.core.files import sha256_file
+from pinbench.media.video import is_valid_video
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     CosmosFrameworkGenerator,
     GenerationError,
     ValidityCache,
     collect_videos,
-    pending_rows,
     vision_path,
 )
 from pinbench_recipes.paibench_c.tests.conftest import read_invocations, rows_for
-
-
-def test_valid_output_is_kept_truncated_and_short_ones_are_regenerated(tmp_path: Path, make_clip) -> None:
-    raw = tmp_path / "raw"
-    make_clip(vision_path(raw, "task_0000"))
-    truncated = make_clip(vision_path(raw, "task_0001"))
-    data = truncated.read_bytes()
-    truncated.write_bytes(data[: len(data) * 2 // 3])           # a killed writer: exists, non-empty, invalid
-    make_clip(vision_path(raw, "task_0002"), n_frames=MIN_FRAMES - 1)   # decodes, but too few frames
-    rows = rows_for(["task_0000", "task_0001", "task_0002", "task_0003"], tmp_path / "gt.mp4")
-    pending = pending_rows(rows, raw)
-    assert [r["name"] for r in pending] == ["task_0001", "task_0002", "task_0003"]
-    assert vision_path(raw, "task_0000").exists()
-    assert not vision_path(raw, "task_0001").exists() and not vision_path(raw, "task_0002").exists()
 
 
 def test_validity_cache_remembers_successes_and_notices_changes(tmp_path: Path, make_clip) -> None:
@@ -52,39 +39,39 @@ def test_validity_cache_remembers_successes_and_notices_changes(tmp_path: Path, 
 
 
 def test_collection_copies_byte_for_byte_and_reuses_equal_copies(tmp_path: Path, make_clip) -> None:
-    raw, videos = tmp_path / "raw", tmp_path / "videos"
+    rollouts, videos = tmp_path / "rollouts", tmp_path / "videos"
     for i in range(2):
-        make_clip(vision_path(raw, f"task_000{i}"), seed=i)
-    rows = rows_for(["task_0000", "task_0001", "task_0002"], tmp_path / "gt.mp4")
-    first = collect_videos(rows, raw, videos)
+        make_clip(rollouts / f"task_000{i}.mp4", seed=i)
+    names = ["task_0000", "task_0001", "task_0002"]
+    first = collect_videos(names, rollouts, videos, failures={"task_0002": "GeneratorError: out of memory"})
     for name in ("task_0000", "task_0001"):
-        assert (videos / f"{name}.mp4").read_bytes() == vision_path(raw, name).read_bytes()
+        assert (videos / f"{name}.mp4").read_bytes() == (rollouts / f"{name}.mp4").read_bytes()
         assert first[name].ok and first[name].copied and first[name].sha256 == sha256_file(videos / f"{name}.mp4")
-    assert not first["task_0002"].ok and "no output" in first["task_0002"].error
-    second = collect_videos(rows, raw, videos)
+    assert not first["task_0002"].ok and "generation failed: GeneratorError: out of memory" in first["task_0002"].error
+    second = collect_videos(names, rollouts, videos)
     assert not second["task_0000"].copied and second["task_0000"].sha256 == first["task_0000"].sha256
-    # A stale, different copy is replaced by the source bytes.
+    assert "no rollout" in second["task_0002"].error
+    # A stale, different copy is replaced by the rollout's bytes.
     (videos / "task_0001.mp4").write_bytes(b"not the generated video")
-    third = collect_videos(rows, raw, videos)
+    third = collect_videos(names, rollouts, videos)
     assert third["task_0001"].copied
-    assert (videos / "task_0001.mp4").read_bytes() == vision_path(raw, "task_0001").read_bytes()
+    assert (videos / "task_0001.mp4").read_bytes() == (rollouts / "task_0001.mp4").read_bytes()
 
 
-def test_collection_keeps_a_valid_copy_when_raw_outputs_were_pruned(tmp_path: Path, make_clip) -> None:
-    raw, videos = tmp_path / "raw", tmp_path / "videos"
-    make_clip(vision_path(raw, "task_0000"))
-    rows = rows_for(["task_0000"], tmp_path / "gt.mp4")
-    sha = collect_videos(rows, raw, videos)["task_0000"].sha256
-    vision_path(raw, "task_0000").unlink()
-    again = collect_videos(rows, raw, videos)["task_0000"]
-    assert again.ok and again.sha256 == sha and not again.copied
+def test_a_rollout_gone_or_too_short_is_not_collected(tmp_path: Path, make_clip) -> None:
+    rollouts, videos = tmp_path / "rollouts", tmp_path / "videos"
+    make_clip(rollouts / "task_0000.mp4")
+    assert collect_videos(["task_0000"], rollouts, videos)["task_0000"].ok
+    make_clip(rollouts / "task_0000.mp4", n_frames=MIN_FRAMES - 1)
+    again = collect_videos(["task_0000"], rollouts, videos)["task_0000"]
+    assert not again.ok and "invalid rollout" in again.error and not (videos / "task_0000.mp4").exists()
 
 
 def test_collection_refuses_videos_of_other_tasks(tmp_path: Path, make_clip) -> None:
     videos = tmp_path / "videos"
     make_clip(videos / "task_0099.mp4")
     with pytest.raises(GenerationError, match=r"task_0099.mp4.*use a separate --out"):
-        collect_videos(rows_for(["task_0000"], tmp_path / "gt.mp4"), tmp_path / "raw", videos)
+        collect_videos(["task_0000"], tmp_path / "rollouts", videos)
 
 
 def _generator(fake_framework: tuple[Path, Path], gpus: list[str], **kw) -> CosmosFrameworkGenerator:
@@ -123,26 +110,30 @@ def test_torchrun_launch_is_one_job_over_all_gpus(tmp_path: Path, fake_framework
         _generator(fake_framework, ["0"], launch="mpi")
 
 
-def test_generate_then_resume_regenerates_only_the_invalid_output(tmp_path: Path, fake_framework) -> None:
-    gen = _generator(fake_framework, ["0", "1"])
-    raw, work = tmp_path / "raw", tmp_path / "work"
-    rows = rows_for([f"task_{i:04d}" for i in range(4)], tmp_path / "gt.mp4")
-    gen.generate(pending_rows(rows, raw), raw, work)
-    first = read_invocations(raw)
-    assert sorted(i["gpus"] for i in first) == ["0", "1"]
-    assert all(collect_videos(rows, raw, tmp_path / "videos")[r["name"]].ok for r in rows)
-    before = {r["name"]: vision_path(raw, r["name"]).stat().st_mtime_ns for r in rows}
-    broken = vision_path(raw, "task_0002")
-    broken.write_bytes(broken.read_bytes()[:300])
-    pending = pending_rows(rows, raw)
-    assert [r["name"] for r in pending] == ["task_0002"]
-    gen.generate(pending, raw, work)
-    second = read_invocations(raw)[len(first):]
-    assert len(second) == 1 and second[0]["gpus"] == "0"            # only GPU 0 had work left
-    for name, mtime in before.items():
-        if name != "task_0002":
-            assert vision_path(raw, name).stat().st_mtime_ns == mtime  # valid outputs untouched
-    assert collect_videos(rows, raw, tmp_path / "videos")["task_0002"].ok
+def test_cosmos3_makes_a_batch_in_one_launch_per_modality_and_renames_each_rollout(tmp_path: Path,
+                                                                                     fake_framework) -> None:
+    """The protocol's batch: every edge request in one launch of the framework (both GPUs), each vision.mp4 renamed,
+    byte for byte, to the place the run checks it; the rows hold the files where the run staged them."""
+    from pinbench.core.generation import Conditioning, Request
+    from pinbench_recipes.paibench_c.generate import Cosmos3
+
+    gt = tmp_path / "staged" / "gt.mp4"
+    gt.parent.mkdir()
+    gt.write_bytes(b"the GT video")
+    requests = [Request(id=f"edge.task_000{i}", kind="control-video", recipe="paibench-c",
+                        output=f"edge/task_000{i}.mp4", frames=121, fps=30, width=96, height=72, seed="1",
+                        conditioning=(Conditioning("context", "gt.mp4", "0" * 64),), root=gt.parent,
+                        settings={"modality": "edge", "row": rows_for([f"task_000{i}"], Path("x"))[0]})
+                for i in range(3)]
+    outs = [tmp_path / "rollouts" / "edge" / f".task_000{i}.partial.mp4" for i in range(3)]
+    Cosmos3(_generator(fake_framework, ["0", "1"]), model="m", weights="w").generate_batch(
+        list(zip(requests, outs, strict=True)))
+    invocations = read_invocations(tmp_path / "rollouts" / "edge" / "raw")
+    assert sorted(i["gpus"] for i in invocations) == ["0", "1"]
+    assert all(out.is_file() for out in outs)
+    rows = [json.loads(line) for shard in sorted((tmp_path / "rollouts" / "edge").glob("shard_*.jsonl"))
+            for line in shard.read_text().splitlines()]
+    assert {row["vision_path"] for row in rows} == {str(gt)}
 
 
 def test_a_failing_worker_is_reported_and_finished_samples_survive(tmp_path: Path, fake_framework,
@@ -153,8 +144,7 @@ def test_a_failing_worker_is_reported_and_finished_samples_survive(tmp_path: Pat
     rows = rows_for(["task_0000", "task_0001", "task_0002"], tmp_path / "gt.mp4")
     with pytest.raises(GenerationError, match=r"worker_1.log \(exit 3\)"):
         gen.generate(rows, raw, tmp_path / "work")
-    collected = collect_videos(rows, raw, tmp_path / "videos")
-    assert collected["task_0000"].ok and collected["task_0002"].ok and not collected["task_0001"].ok
+    assert [vision_path(raw, r["name"]).is_file() for r in rows] == [True, False, True]
 
 
 @pytest.mark.gpu
@@ -177,7 +167,7 @@ def test_real_cosmos_framework_generates_one_valid_edge_sample(tmp_path: Path) -
     gen = CosmosFrameworkGenerator(framework_dir=framework, python=framework / ".venv" / "bin" / "python",
                                    checkpoint_dir=locate(pins.huggingface["cosmos3_nano"]), gpu_ids=["0"])
     gen.generate(rows, tmp_path / "raw", tmp_path)
-    assert collect_videos(rows, tmp_path / "raw", tmp_path / "videos")[rows[0]["name"]].ok
+    assert is_valid_video(vision_path(tmp_path / "raw", rows[0]["name"]), MIN_FRAMES)
 
 
 def _hf_cache_with_main(hub: Path, repo_id: str, commit: str) -> None:

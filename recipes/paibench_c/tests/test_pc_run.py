@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import pinbench_recipes.paibench_c.fetch as fetch_module
+import pinbench_recipes.paibench_c.requests as requests_module
 from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.pins import HFPin
 from pinbench.core.recipe import get_recipe
@@ -102,6 +103,9 @@ def world(tmp_path: Path, fake_framework, fake_evaluator, monkeypatch: pytest.Mo
     machine.set(("huggingface", "dataset", "revision"), DATASET_REV, "test: as a first connected fetch records it")
     machine.save()
 
+    # Test double for the 720 tier's sizes: the fake framework writes 32x24 (1104x832 videos made every test
+    # here minutes long); the run still checks each rollout against the size its request asks.
+    monkeypatch.setattr(requests_module, "SIZE_720", {"4,3": (32, 24), "16,9": (32, 24)})
     framework_dir, framework_python = fake_framework
     (framework_dir / ".pinbench-commit").write_text("5eee9ed574255f017b192161bfbb5a10253d65cf\n")
     monkeypatch.setenv("PAIBENCH_C_FRAMEWORK_DIR", str(framework_dir))
@@ -149,15 +153,18 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert gt["n_files"] == 2 * N_TASKS and gt["computed_in"] == ["edge", "seg"]
     for name, check in card["extra"]["cross_check"].items():
         assert check["n_disagree"] == 0 and check["n_compared"] == N_TASKS, name
-    rows = [json.loads(x) for x in (cfg.out_dir / "inputs" / "seg.jsonl").read_text().splitlines()]
-    assert [r["name"] for r in rows] == ["task_0000", "task_0001", "task_0002"]
-    assert rows[0]["seg"]["control_path"].endswith("sam2_vids/task_0000.mp4")
+    requests = [json.loads(x) for x in (cfg.out_dir / "generation" / "requests.jsonl").read_text().splitlines()]
+    seg = [r for r in requests if r["id"].startswith("seg.")]
+    assert [r["settings"]["row"]["name"] for r in seg] == ["task_0000", "task_0001", "task_0002"]
+    assert seg[0]["settings"]["row"]["seg"]["control_path"].endswith("sam2_vids/task_0000.mp4")
+    assert [c["role"] for c in seg[0]["conditioning"]] == ["context", "control"]
+    assert (seg[0]["width"], seg[0]["height"], seg[0]["frames"]) == (32, 24, 121)   # the test double's 4:3 size
 
-    invocations = (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines()
+    invocations = (cfg.out_dir / "rollouts" / "edge" / "raw" / "invocations.jsonl").read_text().splitlines()
     again = run_recipe(cfg)
     assert again.exit_code == 0
     assert len(_calls(world)) == 2                                   # both modalities' metrics.json reused
-    assert (cfg.out_dir / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
+    assert (cfg.out_dir / "rollouts" / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
     card2 = json.loads(again.scorecard_path.read_text())
     assert {k: v["value"] for k, v in card2["metrics"].items()} == {k: v["value"] for k, v in card["metrics"].items()}
 
@@ -173,26 +180,27 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
         return run_recipe(cfg).exit_code
 
     monkeypatch.setenv("FAKE_FAIL", "task_0002")
-    assert shard(0) == 2                                          # shard 0 owns task_0000 and task_0002
+    assert shard(0) == 2        # shard 0 owns the requests at positions 0, 2, 4: edge of task 0 and 2, blur of task 1
     status = run_status(out, ask_slurm=False)
     assert status.n_tasks == 2 * N_TASKS
     first, second = status.shards
-    assert sorted(first.done) == ["blur.task_0000", "edge.task_0000"]
-    assert sorted(sid for sid, _ in first.failed) == ["blur.task_0002", "edge.task_0002"]
-    assert all(reason.startswith("generation failed: no output") for _, reason in first.failed)
-    assert (first.finished, second.started, sorted(second.pending)) == (True, False, ["blur.task_0001",
+    assert sorted(first.done) == ["blur.task_0001", "edge.task_0000"]
+    assert [sid for sid, _ in first.failed] == ["edge.task_0002"]
+    assert first.failed[0][1].startswith("GenerationError: edge: cosmos-framework failed")
+    assert (first.finished, second.started, sorted(second.pending)) == (True, False, ["blur.task_0000",
+                                                                                      "blur.task_0002",
                                                                                       "edge.task_0001"])
     text = render(status)
-    assert "6 tasks: 2 done, 2 failed, 2 pending" in text and "edge.task_0002 (shard 0/2): generation failed" in text
+    assert "6 tasks: 2 done, 1 failed, 3 pending" in text and "edge.task_0002 (shard 0/2): GenerationError" in text
 
     monkeypatch.delenv("FAKE_FAIL")
     assert shard(1) == 0 and shard(0) == 0
     status = run_status(out, ask_slurm=False)
     assert status.counts == {"done": 6, "failed": 0, "pending": 0}
     summary = json.loads((out / "generation" / "shards" / "0-of-2.json").read_text())["summary"]
-    assert summary == {"total": 4, "done": 2, "reused": 2, "failed": 0}   # task_0000's videos were kept
+    assert summary == {"total": 3, "done": 1, "reused": 2, "failed": 0}   # the rollouts made before were kept
     record = load_records(out / "generation")["edge.task_0001"]
-    assert record.result == {"sha256": _sha(out / "edge" / "videos" / "task_0001.mp4")}
+    assert record.result["sha256"] == _sha(out / "rollouts" / "edge" / "task_0001.mp4")
 
 
 def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,10 +218,10 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
-    assert any("1 task(s) without a valid video (e.g. task_0002: generation failed: no output" in p
+    assert any(p.startswith("1 rollout(s) not generated (e.g. edge.task_0002: GenerationError: edge: cosmos-framework")
                for p in card["extra"]["problems"])
     record = load_records(world["tmp"] / "genfail")["task_0002"]
-    assert record.result["errors"]["edge"].startswith("generation failed: no output")
+    assert record.result["errors"]["edge"].startswith("generation failed: GenerationError: edge: cosmos-framework")
 
 
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
