@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from deadline import within
 from stored import store_records
 from toy_recipe import toy_recipe
 
@@ -27,6 +28,7 @@ from pinbench import cli
 from pinbench.core import check as check_module
 from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig
+from pinbench.core.fixture_data import build_once
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
 from pinbench.core.run import Run
@@ -177,7 +179,7 @@ TAMPERING: list[tuple[str, Callable[[Path], None], str]] = [
     ("a record dropped, its sample ok", lambda d: _edit_samples(d / "samples.jsonl", lambda rows: rows.pop(1)),
      "samples.jsonl: 3 ok records, the scorecard counts 4"),
     ("samples file a folder", lambda d: ((d / "samples.jsonl").unlink(), (d / "samples.jsonl").mkdir()),
-     "samples.jsonl: not a file"),
+     "samples.jsonl: is a directory, not a file"),
     ("samples file a symlink", lambda d: ((d.parent / "other.jsonl").write_bytes((d / "samples.jsonl").read_bytes()),
                                           (d / "samples.jsonl").unlink(),
                                           (d / "samples.jsonl").symlink_to(d.parent / "other.jsonl")),
@@ -363,3 +365,150 @@ def test_a_result_string_holding_a_unicode_line_separator_checks_clean(tmp_path:
         assert _finish(toy, cfg, records).exit_code == 0
     assert "\u2028".encode() in (cfg.out_dir / "samples.jsonl").read_bytes()
     assert check_run(cfg.out_dir).problems == []
+
+
+# ------------------------------------------------------------------ the store as the finish pinned it (#30 A1, A2)
+
+
+def _log(run_dir: Path) -> Path:
+    return run_dir / "samples" / "run.jsonl"
+
+
+def _append(path: Path, line: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as fh:
+        fh.write(line + b"\n")
+
+
+def _stored_line(run_dir: Path, sid: str) -> bytes:
+    lines = _log(run_dir).read_bytes().splitlines()
+    return next(line for line in lines if json.loads(line)["record"]["sample_id"] == sid)
+
+
+def _cut_last_line(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 1])
+
+
+AFTER_THE_FINISH: list[tuple[str, Callable[[Path], None], list[str]]] = [
+    ("a second record, re-signed", lambda d: _append(_log(d), _resigned(_stored_line(d, "s1"))),
+     ["samples/run.jsonl:9: appended after the finish (a record of sample 's1')",
+      "samples/run.jsonl:9: a second record of sample 's1', of the same inputs and code as the one the scorecard "
+      "counts, that says otherwise"]),
+    ("a record appended again", lambda d: _append(_log(d), _stored_line(d, "s2")),
+     ["samples/run.jsonl:9: appended after the finish (a record of sample 's2')"]),
+    ("a log of a shard", lambda d: _append(d / "samples" / "shard-0-of-2.jsonl", _stored_line(d, "s0")),
+     ["samples/shard-0-of-2.jsonl: a log the finish did not pin (written after it; 1 line(s))"]),
+    ("a file no writer keeps", lambda d: _append(d / "samples" / "a.jsonl", _resigned(_stored_line(d, "s1"))),
+     ["samples/a.jsonl: not a log any writer keeps (run.jsonl, shard-I-of-N.jsonl), never read"]),
+    ("a store of a step", lambda d: _append(d / "native" / "samples" / "run.jsonl", _stored_line(d, "s0")),
+     ["native/samples: a sample store the finish did not pin (written after it)"]),
+    ("a record re-signed in place", _edit_store("s1", _resigned),
+     ["samples/run.jsonl: changed after the finish within its first 8 line(s)",
+      "the store holds other records of it (", "samples/run.jsonl:2"]),
+    ("the last line cut", lambda d: _cut_last_line(_log(d)),
+     ["samples/run.jsonl: ", " bytes shorter than the finish left it (8 lines): cut or edited after it"]),
+    ("the log deleted", lambda d: _log(d).unlink(),
+     ["samples/run.jsonl: pinned by the finish (8 line(s)), now absent"]),
+]
+
+
+@pytest.mark.parametrize(("name", "tamper", "expected"), AFTER_THE_FINISH, ids=[t[0] for t in AFTER_THE_FINISH])
+def test_any_change_to_the_store_after_the_finish_is_named_with_its_file_and_line(
+        run_dir: Path, name: str, tamper: Callable[[Path], None], expected: list[str]) -> None:
+    """#30 A1: an appended record with a recomputed digest was "sound", and check said consistent."""
+    assert len(_log(run_dir).read_bytes().splitlines()) == 8  # the template's two finishes stored each record twice
+    tamper(run_dir)
+    result = check_run(run_dir)
+    said = "\n".join(result.problems)
+    assert result.exit_code == 2 and all(text in said for text in expected), result.problems
+    assert all("\n" not in p for p in result.problems)
+
+
+def test_the_finish_after_a_damaged_line_leaves_a_store_check_accepts(run_dir: Path, toy: Recipe, capsys) -> None:
+    """#30 A2: after a damaged line, the rerun passed but check exited 2 from then on. The finish (a merge's too)
+    moves what no run reads into samples/quarantine/, and check names that as a note."""
+    _edit_store("s1", lambda line: line.replace(b'"err":0.5', b'"err":7'))(run_dir)
+    _append(run_dir / "samples" / "a.jsonl", _resigned(_stored_line(run_dir, "s2")))
+    assert any("does not match its digest" in p for p in check_run(run_dir).problems)
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, _records()).exit_code == 0  # the rerun stores s1 again, then finishes
+    said = capsys.readouterr().out
+    assert "does not match its digest (changed after it was written): moved to " in said
+    assert "a.jsonl: not a log any writer keeps" in said
+    result = check_run(run_dir)
+    assert result.problems == [] and any(n.startswith(f"{run_dir / 'samples' / 'quarantine'}: what runs moved out")
+                                         for n in result.notes), result.notes
+
+
+def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) -> None:
+    """Scorecards of schema 2.2 and before pin no store: checked as before, with a note."""
+    _edit_json(run_dir / "scorecard.json", lambda card: (card.pop("store"), card.update(schema_version="2.2")))
+    result = check_run(run_dir)
+    assert result.problems == [] and any("schema 2.2 pins no sample store" in n for n in result.notes)
+    _append(_log(run_dir), _resigned(_stored_line(run_dir, "s1")))  # still seen: it contradicts a counted record
+    assert any("run.jsonl:9: a second record of sample 's1'" in p for p in check_run(run_dir).problems)
+
+
+# ----------------------------------------------------------------------- FIFOs in the run directory (#30 B4, B5)
+
+TASKS = [{"sample_id": sid, "x": i} for i, sid in enumerate(IDS)]
+
+
+def _toy_procedure(run: Run) -> Any:
+    """The toy's procedure through the Run: fixture data, input digests, a per-sample step, the finish; so a run
+    opens every file of its directory a recipe's run does."""
+    run.fixture(lambda root: build_once(root, 1, lambda folder: (folder / "data.txt").write_text("toy") and None))
+    with run.digests():
+        pass
+    records = run.score(TASKS, lambda task: {"f1": 0.5 + 0.1 * task["x"], "err": 0.25 * (task["x"] + 1)})
+    return run.finish(SPECS, records, pins=PINS)
+
+
+def _run_toy(recipe: Recipe, out: Path) -> Any:
+    cfg = recipe.config("Toy-Nano", out_dir=out, fixture=True, env={})
+    with claim_run_dir(cfg, env={}):
+        return Run(recipe, cfg, report=write_run_report).execute(_toy_procedure)
+
+
+@pytest.fixture(scope="module")
+def fixture_run(template: Path) -> Path:
+    """A complete --fixture run of the toy through its procedure, written once per module."""
+    recipe = load_declaration(template / "recipes" / "toy_bench" / "recipe.yaml", "toy_bench")
+    out = template / "fixture-run"
+    assert _run_toy(recipe, out).exit_code == 0
+    return out
+
+
+# (the path, whether check reads it, whether the run refuses it); a run replaces the others (write, then rename)
+RUN_DIR_FILES = [
+    ("samples/run.jsonl", True, True), ("samples", True, True), (IDENTITY_FILE, True, True),
+    (f"{LOCK_DIR}/run.lock", True, True), (f"{LOCK_DIR}/.mutex", False, True),
+    (f"{LOCK_DIR}/.input-digests", False, True), (".fixture_data.lock", False, True), ("scorecard.json", True, False),
+    ("samples.jsonl", True, False),
+    ("diff.txt", True, False), ("report/index.html", True, False), ("failures.tsv", False, False),
+    (".pinbench-input-digests.json", False, False), ("fixture_data/fixture.json", False, False),
+    ("shards/0-of-1.json", False, False),
+]
+
+
+@pytest.mark.parametrize(("name", "checked", "refused"), RUN_DIR_FILES, ids=[f[0] for f in RUN_DIR_FILES])
+def test_a_fifo_anywhere_in_the_run_directory_is_named_never_waited_on(
+        fixture_run: Path, toy: Recipe, tmp_path: Path, name: str, checked: bool, refused: bool) -> None:
+    """#30 B4: a FIFO at samples/run.jsonl, pinbench-run.json or .pinbench-locks/run.lock hung run and check; at
+    .fixture_data.lock the refusal named no file ("not seekable"). Each path, check then the run, in time."""
+    out = Path(shutil.copytree(fixture_run, tmp_path / "run"))
+    fifo = out / name
+    shutil.rmtree(fifo) if fifo.is_dir() else fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    result = within(10, lambda: check_run(out), fifo=fifo)
+    assert all("\n" not in p for p in result.problems)
+    assert any(str(fifo) in p for p in result.problems) == checked, result.problems
+    try:
+        within(20, lambda: _run_toy(toy, out), fifo=fifo)
+    except (ValueError, RuntimeError, OSError) as exc:  # what the command line says in one line
+        assert refused and str(fifo) in str(exc) and "not a" in str(exc) and "\n" not in str(exc), exc
+    else:
+        assert not refused
+        assert check_run(out).problems == []

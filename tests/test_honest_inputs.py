@@ -165,6 +165,7 @@ def test_a_stored_result_holding_a_non_finite_number_is_recomputed_and_merges(tm
 
     run_samples(tasks, score, tmp_path, progress=False)
     log = tmp_path / "samples" / "run.jsonl"
+    first = log.read_bytes()
 
     def store_non_finite() -> None:
         """Rewrite s1's line as another tool might: a non-finite value, with a digest that matches it."""
@@ -178,7 +179,8 @@ def test_a_stored_result_holding_a_non_finite_number_is_recomputed_and_merges(tm
     calls.clear()
     run_samples(tasks, score, tmp_path, progress=False)
     assert calls == ["s1"]
-    log.write_bytes(b"\n".join(log.read_bytes().splitlines()[:3]) + b"\n")  # the recomputed line dropped again
+    assert f"non-finite number {literal}" in (tmp_path / "samples" / "quarantine" / "run.jsonl").read_text()
+    log.write_bytes(first)  # the recomputed line dropped again, the corrupt one back
     store_non_finite()
     merged = merge_samples([tmp_path], tasks, dest=tmp_path / "samples.jsonl")  # no crash on writing JSONL
     assert merged[1].error.startswith("missing: no result") and f"non-finite number {literal}" in merged[1].error

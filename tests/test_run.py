@@ -165,7 +165,7 @@ def test_a_rerun_computes_only_what_is_not_stored(toy: Recipe, tmp_path: Path) -
 
 def test_store_keeps_a_record_that_says_the_same_and_names_a_failure(toy: Recipe, tmp_path: Path) -> None:
     """Results an external tool computed (PAI-Bench-C's evaluator): stored once; the same results again append
-    nothing; a changed one is stored; an exception is the sample's failure, by name."""
+    nothing; a changed one replaces the stored one; an exception is the sample's failure, by name."""
     from pinbench.core.store import SAMPLES_DIR
 
     cfg = toy.config("Toy-Nano", out_dir=tmp_path / "run", limit=4, env={})
@@ -177,7 +177,9 @@ def test_store_keeps_a_record_that_says_the_same_and_names_a_failure(toy: Recipe
     Run(toy, cfg).store(TASKS, results)
     assert log.read_bytes().count(b"\n") == 4
     records = Run(toy, cfg).store(TASKS, {**results, "s1": {"f1": 0.7}, "s2": RuntimeError("no metrics.json")})
-    assert log.read_bytes().count(b"\n") == 6
+    assert log.read_bytes().count(b"\n") == 5  # s1's new record replaced its old one (moved aside), s2's failure added
+    (moved,) = [json.loads(line) for line in (log.parent / "quarantine" / "run.jsonl").read_text().splitlines()]
+    assert moved["line"] == "run.jsonl:2" and '"sample_id":"s1"' in moved["text"] and '"f1":0.5' in moved["text"]
     assert [(r.sample_id, r.status, r.result, r.error) for r in records] == [
         ("s0", "ok", {"f1": 0.5}, None), ("s1", "ok", {"f1": 0.7}, None),
         ("s2", "failed", None, "RuntimeError: no metrics.json"), ("s3", "ok", {"f1": 0.5}, None)]

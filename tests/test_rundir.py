@@ -343,3 +343,54 @@ def test_move_aside_keeps_the_earlier_run_and_frees_the_directory(tmp_path: Path
     (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith(moved.name + ".aside-")]
     assert (aside / "scorecard.json").read_text() == "{}"  # the earlier run, kept as it was
     assert json.loads((moved / "scorecard.json").read_text())["recipe"] == "dynamic-degree"  # the new one
+
+
+KILLED_CLAIM = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from pinbench.core.config import RunConfig
+    from pinbench.core.rundir import claim_run_dir
+    os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)  # killed between the write and the rename
+    with claim_run_dir(RunConfig(recipe="toy-bench", checkpoint="Toy-Nano", out_dir=Path(sys.argv[1]), limit=3)):
+        pass
+""")
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_claim_killed_while_writing_the_identity_leaves_no_temporary_file_after_the_next_claim(
+        tmp_path: Path) -> None:
+    """#30 B6: one .pinbench-run.json.*.tmp was left in 10 kills of MIND runs."""
+    out = tmp_path / "run"
+    killed = subprocess.run([sys.executable, "-c", KILLED_CLAIM, str(out)], capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = _temporaries(out)
+    assert left.startswith(f".{IDENTITY_FILE}.")
+    with claim_run_dir(_cfg(out, "1/2")):  # any claim: the identity is written under the claims' mutex only
+        assert _temporaries(out) == []
+
+
+def _left_by_a_killed_writer(path: Path) -> Path:
+    """What ``atomic_path`` leaves when its process is killed before the rename (test double of that process)."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    return Path(name)
+
+
+def test_an_unsharded_claim_removes_what_killed_writers_left_and_a_shard_claim_only_its_own(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out)):
+        pass
+    theirs = [_left_by_a_killed_writer(out / name) for name in ("scorecard.json", "report/index.html",
+                                                                "shards/1-of-2.json", "samples/run.jsonl",
+                                                                "samples/shard-1-of-2.jsonl")]
+    mine = [_left_by_a_killed_writer(out / name) for name in ("shards/0-of-2.json", "samples/shard-0-of-2.jsonl")]
+    with claim_run_dir(_cfg(out, "0/2")):  # shard 1 may be live: only shard 0's own files are certain to be dead
+        assert [p.exists() for p in theirs + mine] == [True] * len(theirs) + [False] * len(mine)
+    with claim_run_dir(_cfg(out)):  # no shard runs beside an unsharded run
+        assert not any(p.exists() for p in theirs)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from deadline import within
 from rich.console import Console
 
 from pinbench.core import store
 from pinbench.core.config import Implementation, Shard
-from pinbench.core.runner import SampleRecord, input_hash, load_records, merge_samples, run_samples
+from pinbench.core.runner import UNREAD, SampleRecord, input_hash, load_records, merge_samples, run_samples
 from pinbench.core.store import LogWriter, log_name, read_store, record_bytes
 
 
@@ -67,20 +69,32 @@ def test_a_line_carries_the_digest_of_the_record_bytes_it_holds(tmp_path: Path) 
     assert SampleRecord.from_json(data["record"]).to_bytes() == body  # what samples.jsonl holds, byte for byte
 
 
-def test_an_edited_record_fails_its_digest_and_is_recomputed_with_a_message(tmp_path: Path) -> None:
+def test_an_edited_record_is_recomputed_once_and_moved_out_of_the_store(tmp_path: Path) -> None:
+    """#30 A2: the rerun that recomputes a damaged line also moves it into samples/quarantine/, so the store is sound
+    again (``pinbench check`` accepts it) and later reruns neither compute nor say anything."""
     run_samples(tasks(3), Square(), tmp_path, progress=False)
     log = tmp_path / "samples" / "run.jsonl"
     log.write_text(log.read_text().replace('"square":1}', '"square":7}'))  # a hand edit of s01's score
-    assert read_store(tmp_path / "samples").problems == [
-        f"{log}:2: the record of sample 's01' does not match its digest (changed after it was written)"]
+    damaged = f"{log}:2: the record of sample 's01' does not match its digest (changed after it was written)"
+    assert read_store(tmp_path / "samples").problems == [damaged]
     console = _quiet()
     again = Square()
     summary = run_samples(tasks(3), again, tmp_path, console=console)
     assert again.calls == ["s01"] and summary.records["s01"].result == {"square": 1}
-    assert "recomputing, " in console.file.getvalue() and "does not match its digest" in console.file.getvalue()
+    quarantine = tmp_path / "samples" / "quarantine" / "run.jsonl"
+    assert f"score: {damaged}: moved to {quarantine}" in console.file.getvalue()
+    assert summary.recomputed == {UNREAD: 1}
+    assert read_store(tmp_path / "samples").problems == []
+    (moved,) = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert moved["line"] == "run.jsonl:2" and moved["why"] == damaged and '"square":7}' in moved["text"]
+    console = _quiet()
+    third = Square()
+    assert run_samples(tasks(3), third, tmp_path, console=console).n_reused == 3
+    said = console.file.getvalue()
+    assert third.calls == [] and "3 reused" in said and not any(w in said for w in ("recomput", "not read", "moved"))
 
 
-def test_a_torn_last_line_is_cut_recomputed_and_the_log_stays_sound(tmp_path: Path, capfd) -> None:
+def test_a_torn_last_line_is_moved_aside_recomputed_and_the_log_stays_sound(tmp_path: Path) -> None:
     run_samples(tasks(3), Square(), tmp_path, progress=False)
     log = tmp_path / "samples" / "run.jsonl"
     whole = log.read_bytes()
@@ -90,11 +104,22 @@ def test_a_torn_last_line_is_cut_recomputed_and_the_log_stays_sound(tmp_path: Pa
     assert set(contents.records) == {"s00", "s01"}
     assert read_store(tmp_path / "samples").problems == []  # another writer may still be mid-line: not a problem
     again = Square()
-    run_samples(tasks(3), again, tmp_path, progress=False)
+    console = _quiet()
+    run_samples(tasks(3), again, tmp_path, console=console)
     assert again.calls == ["s02"]
-    assert "cutting a torn last record" in capfd.readouterr().err
+    assert f"{log}:3: a torn last record (the writer stopped mid-line): moved to" in console.file.getvalue()
     assert read_store(tmp_path / "samples").problems == []
     assert len(log.read_text().splitlines()) == 3  # the torn bytes are gone, the new record has its own line
+
+
+def test_a_writer_still_cuts_a_torn_tail_it_opens_on(tmp_path: Path, capfd) -> None:
+    """The last guard: a log torn after the run read it (another process' crash) is cut when a writer opens it."""
+    log = tmp_path / "run.jsonl"
+    log.write_bytes(store.encode_line(record_bytes({"sample_id": "a"})) + b'{"digest":"ab')
+    with LogWriter(tmp_path, "run.jsonl") as writer:
+        writer.append(record_bytes({"sample_id": "b"}))
+    assert "cutting a torn last record (13 bytes" in capfd.readouterr().err
+    assert [json.loads(line)["record"]["sample_id"] for line in log.read_text().splitlines()] == ["a", "b"]
 
 
 def test_the_writer_fsyncs_at_most_once_a_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,3 +193,163 @@ def test_a_record_for_another_sample_or_a_broken_line_never_counts(tmp_path: Pat
     assert set(contents.records) == {"s00"}
     assert contents.problems == [f"{samples / 'run.jsonl'}:2: not a store line (torn or edited)",
                                  f"{samples / 'run.jsonl'}:3: not a store line (torn or edited)"]
+
+
+def _forged(log: Path, sample_id: str, result: dict) -> bytes:
+    """A record of ``sample_id`` as the log holds it, with another result and the digest made to fit (anyone who can
+    write the folder can do this: the digest is not a signature)."""
+    for line in log.read_bytes().splitlines():
+        record = json.loads(line)["record"]
+        if record["sample_id"] == sample_id:
+            return store.encode_line(record_bytes({**record, "result": result}))
+    raise AssertionError(f"no record of {sample_id} in {log}")
+
+
+def test_a_second_record_that_says_otherwise_is_never_reused_the_rerun_recomputes_and_moves_both(
+        tmp_path: Path) -> None:
+    """#30 A1: a record appended with a recomputed digest, of the same inputs and code, is sound; the store cannot
+    tell it from the true one, so neither is read: the rerun says so, computes the sample again and moves both
+    lines aside, and the next rerun reuses the new record without a word."""
+    run_samples(tasks(3), Square(), tmp_path, implementation=IMPL, progress=False)
+    log = tmp_path / "samples" / "run.jsonl"
+    with log.open("ab") as fh:
+        fh.write(_forged(log, "s01", {"square": 87}))
+    contents = read_store(tmp_path / "samples")
+    assert "s01" not in contents.records and contents.problems == [
+        f"{log}:2: a record of sample 's01' that another record of the same inputs and code contradicts ({log}:4): "
+        "neither is read",
+        f"{log}:4: a record of sample 's01' that another record of the same inputs and code contradicts ({log}:2): "
+        "neither is read"]
+    console = _quiet()
+    again = Square()
+    summary = run_samples(tasks(3), again, tmp_path, implementation=IMPL, console=console)
+    assert again.calls == ["s01"] and summary.records["s01"].result == {"square": 1}
+    assert summary.recomputed == {UNREAD: 1} and "1 recomputed: " + UNREAD in console.file.getvalue()
+    assert console.file.getvalue().count("contradicts") == 2
+    assert len((tmp_path / "samples" / "quarantine" / "run.jsonl").read_text().splitlines()) == 2
+    assert read_store(tmp_path / "samples").problems == []
+    third = Square()
+    assert run_samples(tasks(3), third, tmp_path, implementation=IMPL, progress=False).n_reused == 3
+    assert third.calls == []
+
+
+def test_records_that_say_the_same_or_that_a_run_would_not_reuse_do_not_contradict(tmp_path: Path) -> None:
+    """Only records a run would take for one another and whose results differ are left unread: the same record twice,
+    a failed one beside an ok one, and records of other inputs or code all stand."""
+    samples = tmp_path / "samples"
+    task = input_hash(tasks(1)[0])
+    older = Implementation("0.9.0", "a" * 64)
+    lines = [SampleRecord("s00", "ok", {"square": 0}, None, task, 0.1, implementation=IMPL).to_bytes(),
+             SampleRecord("s00", "ok", {"square": 0}, None, task, 0.7, implementation=IMPL).to_bytes(),
+             SampleRecord("s00", "failed", None, "ValueError: x", task, 0.1, implementation=IMPL).to_bytes(),
+             SampleRecord("s00", "ok", {"square": 5}, None, "f" * 64, 0.1, implementation=IMPL).to_bytes(),
+             SampleRecord("s00", "ok", {"square": 6}, None, task, 0.1, implementation=older).to_bytes()]
+    samples.mkdir()
+    (samples / "run.jsonl").write_bytes(b"".join(store.encode_line(line) for line in lines))
+    contents = read_store(samples)
+    assert contents.problems == [] and len(contents.records["s00"]) == 5
+
+
+def test_a_merge_that_meets_two_records_that_contradict_takes_neither_and_says_where_they_are(tmp_path: Path) -> None:
+    for i in range(2):
+        run_samples(tasks(4), Square(), tmp_path, shard=Shard(i, 2), implementation=IMPL, progress=False)
+    samples = tmp_path / "samples"
+    with (samples / "shard-1-of-2.jsonl").open("ab") as fh:  # s00 is shard 0's sample
+        fh.write(_forged(samples / "shard-0-of-2.jsonl", "s00", {"square": 60}))
+    merged = merge_samples([tmp_path], tasks(4), implementation=IMPL)
+    assert [r.ok for r in merged] == [False, True, True, True]
+    assert merged[0].error.startswith("missing: no result from any shard (")
+    assert f"{samples / 'shard-0-of-2.jsonl'}:1" in merged[0].error and \
+        f"{samples / 'shard-1-of-2.jsonl'}:3" in merged[0].error
+    fn = Square()   # shard 1 may not rewrite shard 0's log, nor move its own line alone (shard 0's would be read)
+    run_samples(tasks(4), fn, tmp_path, shard=Shard(1, 2), implementation=IMPL, progress=False)
+    assert fn.calls == [] and not (samples / "quarantine").exists()
+    assert not merge_samples([tmp_path], tasks(4), implementation=IMPL)[0].ok
+    fn = Square()   # the unsharded run (the merge of a Slurm run that computes) moves both and computes s00
+    run_samples(tasks(4), fn, tmp_path, implementation=IMPL, progress=False)
+    assert fn.calls == ["s00"] and read_store(samples).problems == []
+
+
+def test_a_jsonl_file_no_writer_keeps_is_never_read_and_the_unsharded_run_moves_it(tmp_path: Path) -> None:
+    """#30 A1: a stray samples/a.jsonl changed what a merge produced (it sorted before the writers' logs)."""
+    run_samples(tasks(3), Square(), tmp_path, implementation=IMPL, progress=False)
+    samples = tmp_path / "samples"
+    (samples / "a.jsonl").write_bytes(_forged(samples / "run.jsonl", "s01", {"square": 60}))
+    (samples / "shard-2-of-2.jsonl").write_bytes(_forged(samples / "run.jsonl", "s02", {"square": 60}))  # I >= N
+    contents = read_store(samples)
+    assert contents.problems == [] and contents.strays == [samples / "a.jsonl", samples / "shard-2-of-2.jsonl"]
+    merged = merge_samples([tmp_path], tasks(3), implementation=IMPL)
+    assert [r.result for r in merged] == [{"square": 0}, {"square": 1}, {"square": 4}]
+    run_samples(tasks(3), Square(), tmp_path, shard=Shard(0, 2), implementation=IMPL, progress=False)
+    assert (samples / "a.jsonl").exists()   # a shard leaves the folder's other files to the unsharded run
+    console = _quiet()
+    run_samples(tasks(3), Square(), tmp_path, implementation=IMPL, console=console)
+    assert sorted(p.name for p in samples.iterdir()) == ["quarantine", "run.jsonl"]
+    assert (samples / "quarantine" / "a.jsonl").exists() and "a.jsonl: not a log any writer keeps" in \
+        console.file.getvalue()
+
+
+@pytest.mark.parametrize("where", ["samples", "samples/run.jsonl"])
+@pytest.mark.parametrize("target", ["another run", "/dev/null"])
+def test_a_store_or_log_that_is_a_symlink_is_refused_in_one_line_and_never_written(tmp_path: Path, where: str,
+                                                                                    target: str) -> None:
+    """#30 A3, B5: a store linked elsewhere was followed (a rerun appended into the other run's store; /dev/null gave
+    "[Errno 22] Invalid argument")."""
+    other = tmp_path / "other"
+    run_samples(tasks(2), Square(), other, progress=False)
+    before = (other / "samples" / "run.jsonl").read_bytes()
+    mine = tmp_path / "mine"
+    (mine / "samples").mkdir(parents=True)
+    link = mine / where
+    if where == "samples":
+        link.rmdir()
+    link.symlink_to(other / where if target == "another run" else Path(target))
+    refusal = f"{link}: a symlink (to {other / where if target == 'another run' else target}); a run directory " \
+        "holds its own sample store, never another's"
+    with pytest.raises(store.StoreError) as err:
+        run_samples(tasks(3), Square(), mine, progress=False)
+    assert str(err.value) == refusal
+    if where == "samples":   # no reader takes a folder of another run's records for this run's
+        with pytest.raises(store.StoreError, match=re.escape(refusal)):
+            merge_samples([mine], tasks(3))
+    else:   # a log that is another writer's is not read, and the merge says so
+        assert read_store(mine / "samples").problems == [f"{refusal}: not read"]
+        assert [r.ok for r in merge_samples([mine], tasks(3))] == [False] * 3
+    assert (other / "samples" / "run.jsonl").read_bytes() == before
+
+
+def test_a_fifo_in_place_of_a_log_is_refused_by_its_writer_and_not_read_by_the_others(tmp_path: Path) -> None:
+    """#30 B4: a FIFO at samples/run.jsonl hung the run (opening it for writing waits for a reader). Its writer
+    refuses it in one line; another writer, and a merge, read the other logs and say this one is not read."""
+    (tmp_path / "samples").mkdir()
+    fifo = tmp_path / "samples" / "shard-0-of-2.jsonl"
+    os.mkfifo(fifo)
+    refusal = f"{fifo}: a FIFO (named pipe), not a regular file; a sample store's log is a file of lines"
+    for step in (lambda: LogWriter(tmp_path / "samples", fifo.name),
+                 lambda: run_samples(tasks(3), Square(), tmp_path, shard=Shard(0, 2), progress=False)):
+        with pytest.raises(store.StoreError) as err:
+            within(5, step, fifo=fifo)
+        assert str(err.value) == refusal
+    console = _quiet()
+    fn = Square()
+    within(5, lambda: run_samples(tasks(3), fn, tmp_path, shard=Shard(1, 2), console=console), fifo=fifo)
+    assert fn.calls == ["s01"] and f"{refusal}: not read" in console.file.getvalue()
+    assert within(5, lambda: read_store(tmp_path / "samples"), fifo=fifo).problems == [f"{refusal}: not read"]
+
+
+def test_a_step_log_that_replaces_a_record_moves_the_old_one_aside(tmp_path: Path) -> None:
+    """A video generated again (the same task and code, another result) replaces the stored record instead of
+    contradicting it: the old line goes to the quarantine, and the store reads the new one."""
+    from pinbench.core.runner import StepLog
+
+    steps = [{"sample_id": "a", "row": 1}]
+    first = StepLog(steps, tmp_path, step="generate", implementation=IMPL)
+    first.record("a", {"sha256": "1" * 64})
+    first.close()
+    again = StepLog(steps, tmp_path, step="generate", implementation=IMPL)
+    again.record("a", {"sha256": "9" * 64})
+    again.close()
+    contents = read_store(tmp_path / "samples")
+    assert contents.problems == [] and [s.data["result"] for s in contents.records["a"]] == [{"sha256": "9" * 64}]
+    (moved,) = (tmp_path / "samples" / "quarantine" / "run.jsonl").read_text().splitlines()
+    assert "replaced by a new record of sample 'a'" in json.loads(moved)["why"]

@@ -10,7 +10,8 @@ Every change is written at once, atomically: the sidecar first, then the pairs. 
 leaves a sidecar one change ahead; the next session sees that the pairs file is the one the sidecar's
 previous state wrote (``previous_pairs_sha256``) and writes the current one. A pairs file that matches
 neither was edited by something else and is refused, never overwritten. One session at a time holds a
-file (an flock beside it); the marks of a rollout are refused for another rollout (the video's SHA-256).
+file (an flock beside it); the marks of a rollout are refused for another rollout (the video's SHA-256). A save
+killed between writing its temporary file and renaming it leaves that file; the next session removes it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import loads_finite_json, read_data_file, write_atomic
+from pinbench.core.files import (
+    FileError,
+    loads_finite_json,
+    open_regular,
+    read_data_file,
+    sweep_temporaries,
+    write_atomic,
+)
 
 KIND = "pinbench remembench revisit annotations"
 SCHEMA = 1
@@ -268,6 +276,8 @@ class AnnotationStore:
             _regular_or_absent(path, what)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._lock = self._acquire()
+        for path in (self.out, self.sidecar):  # a save killed between its temporary file and the rename: no writer now
+            sweep_temporaries(path.parent, path.name)
         try:
             self.data = self._load(rollouts)
             self.data.sessions.append({"started": self.clock(), "annotator": self.annotator, **session})
@@ -280,7 +290,10 @@ class AnnotationStore:
 
     def _acquire(self) -> int:
         lock = self.out.with_name(f".{self.out.name}.lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = open_regular(lock, os.O_RDWR | os.O_CREAT, mode=0o644)
+        except FileError as exc:  # a FIFO or a device in its place: named, never waited on
+            raise AnnotationError(f"{exc}; sessions of {self.out.name} take turns on it: delete it") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -10,7 +10,11 @@ checked against the files beside it:
   n_expected / n_scored / n_failed / n_missing, the named failures (each with its record), the value and the
   95% interval (seeded, so recomputed exactly);
 * the sample store that reruns reuse (``samples/``, ``pinbench.core.store``) has no line that fails its digest,
-  and holds every record of the samples file byte for byte;
+  holds every record of the samples file byte for byte, and no other record a rerun would take for one of them
+  (a second record of the same inputs and code that says otherwise);
+* every sample store (``samples/`` and each step's ``<step>/samples/``) is as the finish pinned it in the
+  scorecard: no log, line or store added, cut or changed since (each named, with its line), no file in it that
+  is no writer's log; what a run moved into a store's ``quarantine/`` is listed as a note;
 * the derived records it names (``derived.jsonl``, ``pinbench.core.derived``) were computed from exactly those
   sample records (the digest of their members' records), and recount the metrics read from them;
 * ``report/index.html`` exists;
@@ -34,14 +38,28 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
-from pinbench.core.files import FileError
+from pinbench.core.files import FileError, loads_finite_json, not_regular, read_regular_bytes, read_regular_text
 from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
 from pinbench.core.runner import MISSING_ERROR, SampleRecord, parse_merged
 from pinbench.core.scorecard import MetricSpec, RecordIndex, Scorecard, load_scorecard, score_metric
-from pinbench.core.store import SAMPLES_DIR, legacy_files, read_store, stored_bodies
+from pinbench.core.store import (
+    QUARANTINE_DIR,
+    SAMPLES_DIR,
+    LogPin,
+    StoreError,
+    decode_line,
+    legacy_files,
+    log_lines,
+    pin_problems,
+    read_log,
+    read_store,
+    sound_body,
+    store_files,
+    store_folders,
+)
 from pinbench.core.uncertainty import Interval
 
 SCORECARD = "scorecard.json"
@@ -92,11 +110,11 @@ def check_run(run_dir: Path | str) -> CheckResult:
     records, samples_bytes = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None:
-        _check_store(run_dir, samples_bytes, records, result)
+        _check_stores(run_dir, card, samples_bytes, records, result)
     if records is not None and derived is not None:
         _recount(run_dir / card.samples.path, card, records, derived, result)
     if not (run_dir / REPORT).is_file():
-        result.problems.append(f"{run_dir / REPORT}: missing (every run writes its report)")
+        result.problems.append(f"{run_dir / REPORT}: {_state(run_dir / REPORT)} (every run writes its report)")
     _check_reference(run_dir, card, result)
     inputs = card.provenance.get("inputs") or {}
     for name, state in inputs.items():
@@ -141,10 +159,20 @@ def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: Ch
                                "per-sample records")
         return None
     if not path.is_file():
-        state = "not a file" if path.exists() else "missing"
-        result.problems.append(f"{path}: {state} (the scorecard names it as its {what} records)")
+        result.problems.append(f"{path}: {_state(path)} (the scorecard names it as its {what} records)")
         return None
     return path
+
+
+def _state(path: Path) -> str:
+    """Why a path that should be a regular file is not one: ``missing``, ``a FIFO (named pipe), not a regular file``."""
+    try:
+        kind = not_regular(path.stat().st_mode)
+    except OSError:
+        return "missing"
+    if kind == "is a directory":
+        return "is a directory, not a file"
+    return f"{kind}, not a regular file" if kind is not None else "unreadable"
 
 
 def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[SampleRecord] | None, bytes]:
@@ -153,10 +181,10 @@ def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[
     if path is None:
         return None, b""
     try:
-        data = path.read_bytes()
-        # parse_merged ends lines at \n, \r\n and \r only, as bytes.splitlines() does in _check_store
+        data = read_regular_bytes(path, follow_symlinks=False)
+        # parse_merged ends lines at \n, \r\n and \r only, as bytes.splitlines() does in _check_records
         return parse_merged(data.decode("utf-8"), path), data
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # FileError (a FIFO since the look) is a ValueError
         result.problems.append(" ".join(str(exc).split()))
         return None, b""
 
@@ -186,32 +214,135 @@ def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | N
     return derived
 
 
-def _check_store(run_dir: Path, samples_bytes: bytes, records: Sequence[SampleRecord], result: CheckResult) -> None:
-    """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, every line sound.
+def _check_stores(run_dir: Path, card: Scorecard, samples_bytes: bytes, records: Sequence[SampleRecord],
+                  result: CheckResult) -> None:
+    """Every sample store of the run directory as the finish pinned it, every line sound and read; the ``samples``
+    store holding exactly the records of ``samples.jsonl`` (``_check_records``)."""
+    try:
+        folders = store_folders(run_dir)
+    except StoreError as exc:
+        result.problems.append(str(exc))
+        return
+    pins = card.store
+    if pins is None:
+        result.notes.append(f"{run_dir / SCORECARD}: schema {card.schema_version} pins no sample store (2.3 does): "
+                            "a line added after the finish is seen only when it contradicts a record it counts")
+    else:
+        result.problems += [f"{folders[name]}: a sample store the finish did not pin (written after it)"
+                            for name in sorted(folders.keys() - pins.keys())]
+        result.problems += [f"{run_dir / name}: a sample store the finish pinned ({len(logs)} log(s)), now absent"
+                            for name, logs in sorted(pins.items()) if name not in folders and logs]
+    for name, folder in folders.items():
+        pinned = None if pins is None else {log.log: log for log in pins.get(name, ())}
+        if name == SAMPLES_DIR:
+            bodies = _store_lines(folder, pinned, result, damage=not legacy_files(folder))
+            if bodies is not None:
+                _check_records(folder, bodies, samples_bytes, records, result)
+        elif _store_lines(folder, pinned, result, damage=False) is not None:
+            try:
+                result.problems += [f"sample store: {problem}" for problem in read_store(folder).problems]
+            except StoreError as exc:  # changed since the look
+                result.problems.append(str(exc))
+    if SAMPLES_DIR not in folders:
+        _check_records(run_dir / SAMPLES_DIR, {}, samples_bytes, records, result)
+
+
+def _store_lines(folder: Path, pinned: Mapping[str, LogPin] | None, result: CheckResult, *, damage: bool
+                 ) -> dict[bytes, str] | None:
+    """The record bytes of every sound line of a store's logs (not parsed), each with where it first is; on the way
+    its lines that fail their digest (``damage``), its stray files and what differs from the pins are problems, its
+    quarantine a note. None when the store cannot be read."""
+    try:
+        files = store_files(folder)
+    except StoreError as exc:
+        result.problems.append(str(exc))
+        return None
+    result.problems += [f"{stray}: not a log any writer keeps (run.jsonl, shard-I-of-N.jsonl), never read (a run "
+                        f"moves it into {folder / QUARANTINE_DIR})" for stray in files.strays]
+    result.problems += [str(refusal) for refusal in files.refused.values()]
+    quarantine = folder / QUARANTINE_DIR
+    if quarantine.is_dir() and not quarantine.is_symlink():
+        moved = sorted(p.name for p in quarantine.iterdir())
+        result.notes.append(f"{quarantine}: what runs moved out of the store, never read ({', '.join(moved[:5])}"
+                            f"{', ...' if len(moved) > 5 else ''}): damaged or contradicting lines, stray files")
+    bodies: dict[bytes, str] = {}
+    for path in files.logs:
+        try:
+            data = read_log(path)[0]
+        except StoreError as exc:
+            result.problems.append(str(exc))
+            continue
+        if pinned is not None:
+            result.problems += pin_problems(folder, path.name, data, pinned.get(path.name))
+        for number, line, complete in log_lines(data):
+            if not complete:
+                continue  # a torn tail: the writer that reopens the log cuts it; a run recomputes that sample
+            body = sound_body(line)
+            if body is not None:
+                bodies.setdefault(body, f"{path}:{number}")
+            elif damage:
+                result.problems.append(f"sample store: {decode_line(line, f'{path}:{number}')[1]}")
+    present = {path.name for path in [*files.logs, *files.refused]}
+    result.problems += [f"{folder / name}: pinned by the finish ({log.lines} line(s)), now absent"
+                        for name, log in sorted((pinned or {}).items()) if name not in present]
+    return bodies
+
+
+def _check_records(samples_dir: Path, bodies: Mapping[bytes, str], samples_bytes: bytes,
+                   records: Sequence[SampleRecord], result: CheckResult) -> None:
+    """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, and no other a rerun would
+    take for one of them.
 
     Why: a record edited in the store (or the store's only record of a sample deleted) would pass every count of
-    the scorecard, and a rerun would reuse the edit. Each stored line carries the digest of its record; each
-    record of ``samples.jsonl`` that is not a missing one must be one the store holds, byte for byte (compared
-    with the bytes of the lines whose digest holds; a store of the layout before the logs, by content)."""
-    samples_dir = run_dir / SAMPLES_DIR
+    the scorecard, and a rerun would reuse the edit; a second record of the same inputs and code that says
+    otherwise makes the store contradict itself. Each record of ``samples.jsonl`` that is not a missing one must
+    be one the store holds, byte for byte (compared with the bytes of the lines whose digest holds; a store of
+    the layout before the logs, by content); each other sound line is read, only to see whether it is such a
+    second record."""
     if legacy_files(samples_dir):
-        contents = read_store(samples_dir)
+        try:
+            contents = read_store(samples_dir)
+        except StoreError as exc:
+            result.problems.append(str(exc))
+            return
         result.problems += [f"sample store: {problem}" for problem in contents.problems]
         held = {r.sample_id: any(_same_record(c.data, r.to_json()) for c in contents.records.get(r.sample_id, []))
                 for r in records}
-        stored = set(contents.records)
     else:
-        bodies, problems = stored_bodies(samples_dir)
-        result.problems += [f"sample store: {problem}" for problem in problems]
-        lines = samples_bytes.splitlines()
-        held = {r.sample_id: line in bodies for r, line in zip(records, (x for x in lines if x.strip()), strict=True)}
-        stored = set(read_store(samples_dir).records) if not all(held.values()) else set(held)
-    for record in records:
-        if held[record.sample_id] or (record.error or "").startswith(MISSING_ERROR):
-            continue
-        state = "holds other records of it" if record.sample_id in stored else "holds no record of it"
+        lines = [x for x in samples_bytes.splitlines() if x.strip()]
+        held = {r.sample_id: line in bodies for r, line in zip(records, lines, strict=True)}
+        counted = {r.sample_id: r for r in records if r.ok}
+        used = set(lines)
+        for body, where in bodies.items():
+            if body not in used and (second := _second_record(body, counted)) is not None:
+                result.problems.append(f"{where}: a second record of sample {second!r}, of the same inputs and code "
+                                       "as the one the scorecard counts, that says otherwise (a rerun would compute "
+                                       "the sample again)")
+    missing = [r for r in records if not held[r.sample_id] and not (r.error or "").startswith(MISSING_ERROR)]
+    try:
+        stored = read_store(samples_dir).records if missing else {}
+    except StoreError:  # said where the store was read
+        stored = {}
+    for record in missing:
+        others = [s.where for s in stored.get(record.sample_id, [])]
+        state = f"holds other records of it ({', '.join(others[:3])})" if others else "holds no record of it"
         result.problems.append(f"{samples_dir}: sample {record.sample_id!r} is in samples.jsonl, but the store "
                                f"{state} (a rerun would not reuse what the scorecard counts)")
+
+
+def _second_record(body: bytes, counted: Mapping[str, SampleRecord]) -> str | None:
+    """The sample id when a stored record's bytes are an ok record of a counted sample with the same input hash and
+    implementation but another result, else None."""
+    try:
+        data = loads_finite_json(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    record = counted.get(data.get("sample_id")) if isinstance(data, dict) else None
+    if record is None or data.get("status") != "ok":
+        return None
+    implementation = record.implementation.to_json() if record.implementation is not None else None
+    same_task = data.get("input_hash") == record.input_hash and data.get("implementation") == implementation
+    return record.sample_id if same_task and data.get("result") != record.result else None
 
 
 def _same_record(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -302,7 +433,9 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
         result.notes.append(f"reference not checked: {exc}")
         return
     ref_path = recipe.reference_path(card.checkpoint, card.mode)
-    diff_text = _read_text(run_dir / DIFF)
+    diff_text = read_regular_text(run_dir / DIFF)  # a FIFO there: no text, never a hang
+    if diff_text is None and os.path.lexists(run_dir / DIFF) and ref_path is None:
+        result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's results table)")
     if ref_path is None:
         result.notes.append(f"no {card.mode} reference for {recipe.name} / {card.checkpoint}: "
                             "reported, not diffed")
@@ -321,16 +454,9 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
             result.problems.append(f"{ref_path}: the reference is for {key} {theirs!r}, the run has {ours!r}")
     expected = result_line(diff(card, ref))
     if diff_text is None:
-        result.problems.append(f"{run_dir / DIFF}: missing (the run's diff against {ref_path})")
+        result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's diff against {ref_path})")
         return
     said = [line for line in diff_text.splitlines() if line.startswith("result: ")]
     if said != [expected]:
         result.problems.append(f"{run_dir / DIFF}: says {said[-1] if said else 'no result'!r}, the diff against "
                                f"{ref_path} now gives {expected!r}")
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None

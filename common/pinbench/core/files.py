@@ -8,16 +8,18 @@ later run could mistake for a result (temporary names start with ``.`` and end i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any, TypeVar
 
 _CHUNK = 1 << 20
@@ -47,29 +49,70 @@ class FileState:
         return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
-def read_regular_text(path: Path | str) -> str | None:
-    """A regular file's text (UTF-8, a symlink counts as its target), or None when there is none to read: absent,
-    unreadable, not UTF-8, or not a regular file.
+_NOT_REGULAR = ((S_ISDIR, "is a directory"), (S_ISFIFO, "a FIFO (named pipe)"), (S_ISCHR, "a character device"),
+                (S_ISBLK, "a block device"), (S_ISSOCK, "a socket"))
 
-    Why: ``read_text`` of a FIFO blocks until some process writes to it, of ``/dev/zero`` never ends, of a folder
-    raises; a cache file that is one of those must cost a cache miss, never a hung command. The file is opened
-    without blocking (``O_NONBLOCK``: a FIFO opens at once) and read only when ``fstat`` says it is a regular file.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+
+def not_regular(mode: int) -> str | None:
+    """What a file of this mode is when it is not a regular file (``"a FIFO (named pipe)"``), else None."""
+    if S_ISREG(mode):
         return None
+    return next((kind for test, kind in _NOT_REGULAR if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks: bool = True,
+                 mode: int = 0o666) -> int:
+    """A descriptor of the regular file ``path`` (``flags``: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...), or
+    FileError naming it: absent, a symlink (``follow_symlinks=False``), a folder, a FIFO, a device, unreadable.
+
+    Why: ``open`` of a FIFO blocks until another process opens its other end, ``read`` of ``/dev/zero`` never
+    ends, a seek on a FIFO fails with a message that names no file. The file is opened without blocking
+    (``O_NONBLOCK``: a FIFO opens at once, or fails at once for writing) and kept only when ``fstat`` says it is
+    a regular file; on a regular file ``O_NONBLOCK`` changes nothing.
+    """
+    flags |= os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        if not S_ISREG(os.fstat(fd).st_mode):
-            return None
+        fd = os.open(path, flags, mode)
+    except FileNotFoundError:
+        raise FileError(path, "file not found") from None
+    except IsADirectoryError:
+        raise FileError(path, "is a directory, not a file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(path):
+            raise FileError(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise FileError(path, "a FIFO (named pipe), not a regular file") from None
+        raise FileError(path, f"unreadable: {exc.strerror}") from None
+    kind = not_regular(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise FileError(path, "is a directory, not a file" if kind == "is a directory" else
+                        f"{kind}, not a regular file")
+    return fd
+
+
+def read_regular_bytes(path: Path | str, *, follow_symlinks: bool = True) -> bytes:
+    """A regular file's bytes (``open_regular``); FileError, one line naming the file, when it has none to give."""
+    fd = open_regular(path, follow_symlinks=follow_symlinks)
+    try:
         chunks = []
         while chunk := os.read(fd, _CHUNK):
             chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+        return b"".join(chunks)
+    except OSError as exc:
+        raise FileError(path, f"unreadable: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def read_regular_text(path: Path | str) -> str | None:
+    """A regular file's text (UTF-8, a symlink counts as its target), or None when there is none to read: absent,
+    unreadable, not UTF-8, or not a regular file (``read_regular_bytes``). For a cache file, whose problem must
+    cost a cache miss, never a hung command."""
+    try:
+        return read_regular_bytes(path).decode("utf-8")
+    except (FileError, UnicodeDecodeError):
+        return None
 
 
 def read_json_cache(path: Path | str, fmt: int, entries: Callable[[Mapping[str, Any]], dict[str, T]]
@@ -103,17 +146,14 @@ def cache_root() -> Path:
 
 
 def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
-    """A data file's text, or ``error(path, reason)`` (one line) when it is missing, a folder or unreadable."""
+    """A data file's text, or ``error(path, reason)`` (one line) when it is missing, not a regular file (a folder, a
+    FIFO: never a hang), unreadable or not UTF-8."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(path, "file not found") from None
-    except IsADirectoryError:
-        raise error(path, "is a directory, not a file") from None
+        return read_regular_bytes(path).decode("utf-8")
+    except FileError as exc:
+        raise error(path, exc.reason) from None
     except UnicodeDecodeError:
         raise error(path, "not UTF-8 text") from None
-    except OSError as exc:
-        raise error(path, f"unreadable: {exc.strerror}") from None
 
 
 def creation_mode() -> int:
@@ -186,18 +226,43 @@ def exclusive(lock_file: Path | str) -> Iterator[None]:
 
     For work that several processes of one run may start at once (the shards of a job array preparing
     the same shared inputs): the first does it, the others wait and then find it done. The kernel drops
-    the lock when its holder dies, so a killed process never leaves a stale lock behind.
+    the lock when its holder dies, so a killed process never leaves a stale lock behind. A lock file that is
+    not a regular file (a FIFO, a link to ``/dev/null``'s kind) is FileError naming it, never a hang.
     """
     import fcntl
 
     lock_file = Path(lock_file)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    fd = open_regular(lock_file, os.O_RDWR | os.O_CREAT, mode=creation_mode())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def sweep_temporaries(folder: Path | str, name: str | None = None) -> list[Path]:
+    """Remove the temporary files ``atomic_path`` made in ``folder`` (for the file ``name`` only, or for any) that
+    are still there: a writer killed between creating one and renaming it. Returns the paths removed.
+
+    Only for a caller that holds what keeps every other writer of those files away (the lock they take): a live
+    writer's temporary file looks the same.
+    """
+    stem = re.escape(name) if name is not None else r"[^/]+"
+    pattern = re.compile(rf"\.{stem}\.[a-z0-9_]{{8}}\.tmp[^/]*")
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if pattern.fullmatch(entry.name) and not entry.is_dir(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(Path(entry.path))
+    return removed
 
 
 def sha256_file(path: Path | str) -> str:

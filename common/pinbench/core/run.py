@@ -70,6 +70,7 @@ from pinbench.core.scorecard import (
     load_scorecard,
     write_scorecard,
 )
+from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 
 T = TypeVar("T")
 FIXTURE_DIR = "fixture_data"
@@ -198,6 +199,9 @@ class Run:
             fn = _NotGenerated(fn, self.generation_failures)
         out = self.out_dir / folder
         samples = self._sample_cache(folder) if cache else None
+        if devices and self.shard is None:  # its workers are parts of it, each settling only its own log
+            for line in settle(out / SAMPLES_DIR, read_store(out / SAMPLES_DIR), own=log_name(None), every_log=True):
+                print(f"{label}: {line}", flush=True)
         if devices:
             summary = _in_workers(tasks, fn, out, self.shard, list(devices), label=label, validate=validate,
                                   implementation=self.cfg.implementation, cache=samples)
@@ -312,6 +316,9 @@ class Run:
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
         samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
+        stores, moved = seal(self.out_dir, {record.to_bytes(): record.sample_id for record in records})
+        for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
+            print(f"{recipe.name}: {line}", flush=True)
         # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests
         ref_path = None if self.generates and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
         computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
@@ -325,6 +332,9 @@ class Run:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
             write_if_changed(self.out_dir / card.samples.path, samples_bytes)  # edited or removed since: put back
+            if card.store != stores:  # lines moved aside since, or the scorecard of a version that pinned none
+                card = dataclasses.replace(card, store=stores)
+                write_scorecard(card, scorecard_path)
         else:
             derived = list(derived() if callable(derived) else derived)
             card = build_scorecard(
@@ -335,7 +345,7 @@ class Run:
                                                      **({"generation": self.generation} if self.generation else {})}),
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
-            card = dataclasses.replace(card, computed_from=computed_from)
+            card = dataclasses.replace(card, computed_from=computed_from, store=stores)
             write_atomic(self.out_dir / card.samples.path, samples_bytes)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)

@@ -36,7 +36,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import creation_mode, write_atomic
+from pinbench.core.files import (
+    FileError,
+    creation_mode,
+    not_regular,
+    open_regular,
+    read_regular_bytes,
+    read_regular_text,
+    sweep_temporaries,
+    write_atomic,
+)
+from pinbench.core.shard_manifest import manifest_path
+from pinbench.core.store import SAMPLES_DIR, log_name
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -78,17 +89,20 @@ def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
     path = out_dir / IDENTITY_FILE
     if path.exists() or path.is_symlink():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = json.loads(read_regular_bytes(path))
+        except FileError as exc:  # a FIFO, a device, a folder: named, never waited on
+            raise RunDirError(f"{path}: {exc.reason}; it says which run owns {out_dir}: fix or delete it") from None
+        except (UnicodeDecodeError, ValueError) as exc:
             raise RunDirError(f"{path}: unreadable ({type(exc).__name__}); it says which run owns {out_dir}: "
                               "fix or delete it") from None
         if not isinstance(data, dict) or any(not isinstance(data.get(k), str) for k in IDENTITY_KEYS):
             raise RunDirError(f"{path}: expected an object with string fields {', '.join(IDENTITY_KEYS)}")
         return data, str(path)
     scorecard = out_dir / "scorecard.json"
+    text = read_regular_text(scorecard)
     try:
-        data = json.loads(scorecard.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = json.loads(text) if text is not None else None
+    except ValueError:
         return None, ""
     if isinstance(data, dict) and all(isinstance(data.get(k), str) for k in IDENTITY_KEYS):
         return data, str(scorecard)
@@ -197,11 +211,22 @@ def _holder_text(holder: Mapping[str, Any]) -> str:
 
 
 def _read_lock(path: Path) -> dict[str, Any] | None:
+    """Who holds a lock; None when its file says nothing readable (a FIFO or a device in its place included)."""
+    text = read_regular_text(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = json.loads(text) if text is not None else None
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def _unreadable(lock: Path) -> str:
+    """A lock that names no holder, and why when it is not a file at all (a FIFO, a device)."""
+    try:
+        kind = not_regular(lock.stat().st_mode)
+    except OSError:
+        kind = None
+    return f"unreadable lock {lock}" + (f" ({kind}, not a regular file)" if kind else "")
 
 
 def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Path, dict[str, Any] | None]]:
@@ -230,7 +255,7 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
     found = []
     for path, holder in _live_locks(lock_dir, take_over=False).values():
         if holder is None:
-            found.append(f"unreadable lock {path}")
+            found.append(_unreadable(path))
         elif not (holder.get("token") == env.get(TOKEN_ENV)
                   or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname())):
             found.append(_holder_text(holder))
@@ -241,7 +266,7 @@ def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, An
     """Why a lock ``mine`` cannot be taken beside the live ones, or None."""
     for name, (path, holder) in live.items():
         if holder is None:
-            who, where = f"unreadable lock {path}", f"; if no run is using the directory, delete {path}"
+            who, where = _unreadable(path), f"; if no run is using the directory, delete {path}"
         else:
             who = _holder_text(holder)
             where = "" if process_alive(holder) else f"; if that process is gone, delete {path}"
@@ -260,7 +285,10 @@ def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, An
 @contextlib.contextmanager
 def _mutex(lock_dir: Path) -> Iterator[None]:
     """Serialise claims of one directory (flock; where the file system has none, O_EXCL creation still holds)."""
-    fd = os.open(lock_dir / ".mutex", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = open_regular(lock_dir / ".mutex", os.O_RDWR | os.O_CREAT, mode=0o644)
+    except FileError as exc:  # a FIFO or a device in its place: named, never waited on
+        raise RunDirError(f"{exc}; claims of this run directory take turns on it: delete it") from None
     try:
         try:
             import fcntl
@@ -306,6 +334,8 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
     mine = lock_name(cfg.shard)
     path = lock_dir / f"{mine}.lock"
     with _mutex(lock_dir):
+        for name in (IDENTITY_FILE, path.name):  # written only under this mutex: any temporary left is a dead writer's
+            sweep_temporaries(lock_dir if name == path.name else out_dir, name)
         _check_identity(out_dir, run_identity(cfg))
         live = _live_locks(lock_dir)
         held = live.get(mine, (path, None))[1]
@@ -323,11 +353,35 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             if not _create_exclusive(path, json.dumps(holder, indent=2) + "\n"):
                 raise RunDirError(f"{out_dir}: in use: {path} appeared while claiming it; retry")
             claim = Claim(out_dir, path, token, inherited=False)
+            _sweep(out_dir, cfg.shard)
     try:
         yield claim
     finally:
         if not claim.inherited:
             _release(claim)
+
+
+def _sweep(out_dir: Path, shard: Any) -> None:
+    """Remove the temporary files that writers killed in this run directory left (``sweep_temporaries``): with
+    an unsharded claim no other run writes here, so every one in the directory and two folders down; with a
+    shard's, those of the files only that shard writes (its manifest, its logs)."""
+    if shard is None:
+        children = _folders(out_dir)
+        for folder in [out_dir, *children, *(grandchild for child in children for grandchild in _folders(child))]:
+            sweep_temporaries(folder)
+        return
+    manifest = manifest_path(out_dir, shard.index, shard.count)
+    sweep_temporaries(manifest.parent, manifest.name)
+    for store in [out_dir / SAMPLES_DIR, *out_dir.glob(f"*/{SAMPLES_DIR}")]:
+        sweep_temporaries(store, log_name(shard))
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in a folder (not through a symlink)."""
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _release(claim: Claim) -> None:

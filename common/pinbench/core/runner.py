@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +44,19 @@ from pinbench.core.provenance import redact
 from pinbench.core.sample_cache import MIN_SECONDS, SampleCache
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
-from pinbench.core.store import SAMPLES_DIR, LogWriter, StoreContents, Stored, log_name, read_store, record_bytes
+from pinbench.core.store import (
+    SAMPLES_DIR,
+    SUPERSEDED,
+    LogWriter,
+    StoreContents,
+    Stored,
+    Unread,
+    log_name,
+    move_aside,
+    read_store,
+    record_bytes,
+    settle,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -436,13 +449,25 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
     return _Judgement(None, failed, reason)
 
 
-def _print_problems(contents: StoreContents, console: Console, label: str) -> None:
-    """Torn or edited store lines: each is recomputed, and the first few are named."""
-    for problem in contents.problems[:5]:
-        console.print(f"{label}: recomputing, {problem}", markup=False, highlight=False, soft_wrap=True)
-    if len(contents.problems) > 5:
-        console.print(f"{label}: ... and {len(contents.problems) - 5} more unreadable store lines", markup=False,
-                      highlight=False)
+UNREAD = "its stored record was damaged or contradicted"
+
+
+def _settled(samples_dir: Path, own: str, every_log: bool, console: Console, label: str
+             ) -> tuple[StoreContents, set[str]]:
+    """The store as a writer finds it once it has moved aside what no run reads (``pinbench.core.store.settle``:
+    from its own log; from every log when ``every_log``), each move and each line it had to leave (another
+    writer's) said on ``console``; and the samples whose records were not read."""
+    contents = read_store(samples_dir, own=own)
+    unread = {u.sample_id for u in contents.unread if u.sample_id is not None and (not u.torn or u.log.name == own)}
+    said = [f"{label}: {line}" for line in settle(samples_dir, contents, own=own, every_log=every_log)]
+    if said:
+        contents = read_store(samples_dir, own=own)
+    said += [f"{label}: not read: {problem}" for problem in contents.problems]
+    for line in said[:5]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if len(said) > 5:
+        console.print(f"{label}: ... and {len(said) - 5} more store lines not read", markup=False, highlight=False)
+    return contents, unread
 
 
 def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
@@ -517,7 +542,10 @@ def run_samples(
     evenly over its samples. The progress bar (on ``console``, default stderr; terminals only) is
     labelled ``step`` and counts done / reused / failed. With ``cache`` (``pinbench.core.sample_cache``), a task
     without a reusable record here takes the one another run directory computed from the same inputs and code
-    (stored here too, counted as reused), and what this call computes is offered to the cache.
+    (stored here too, counted as reused), and what this call computes is offered to the cache. Before anything
+    is computed, what no run reads is moved out of the store (``pinbench.core.store.settle``): from this writer's
+    own log, and, unsharded, from every log, so an unsharded call must be the folder's only writer (a run's claim
+    of its directory, ``pinbench.core.rundir``, makes it so).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -540,8 +568,7 @@ def run_samples(
 
         console = Console(stderr=True)
     own_log = log_name(shard)
-    contents = read_store(samples_dir, own=own_log)
-    _print_problems(contents, console, label)
+    contents, unread = _settled(samples_dir, own_log, shard is None, console, label)
 
     records: dict[str, SampleRecord | None] = {}
     pending: list[tuple[str, Task, str]] = []
@@ -559,8 +586,9 @@ def run_samples(
                 continue
         if judged.reusable is None:
             pending.append((sid, task, task_hash))
-            if judged.reason != "new":
-                recomputed[judged.reason] = recomputed.get(judged.reason, 0) + 1
+            reason = UNREAD if judged.reason == "new" and sid in unread else judged.reason
+            if reason != "new":
+                recomputed[reason] = recomputed.get(reason, 0) + 1
 
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}
@@ -632,6 +660,8 @@ class StepLog:
             raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
         self.samples_dir = Path(out_dir) / SAMPLES_DIR
         self._log = log_name(shard)
+        self._label = step if shard is None else f"{step} [shard {shard}]"
+        self._unsharded = shard is None
         self._implementation = implementation
         self._hashes = {sid: _hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)}
         index, count = (shard.index, shard.count) if shard else (0, 1)
@@ -654,27 +684,47 @@ class StepLog:
         if (result is None) == (error is None):
             raise ValueError(f"sample {sample_id!r}: give a result or an error, not both or neither")
         task_hash = self._hashes[sample_id]
+        contents = self._contents()  # settled before the first record is appended
         if error is not None:
             record = SampleRecord(sample_id, FAILED, None, one_line(error) or "failed", task_hash, seconds,
                                   implementation=self._implementation)
         else:
             record = _finish(sample_id, task_hash, result, seconds, _is_dict, self._implementation)
-        kept = self._stored(sample_id) if reused and record.ok else None
+        stored = contents.newest(sample_id) if reused and record.ok else None
+        kept = _as_record(stored) if stored is not None else None
         if kept is not None and _same_outcome(kept, record):
             record = kept   # the stored record stands (with its own timing): a rerun appends nothing
         else:
+            self._supersede(record, contents)
             with LogWriter(self.samples_dir, self._log) as store:  # a handful of records per launch: one open each
                 store.append(record.to_bytes())
         self.records[sample_id] = record
         (self._reused.add if reused and record.ok else self._reused.discard)(sample_id)
         return record
 
-    def _stored(self, sample_id: str) -> SampleRecord | None:
-        """The newest readable record the store holds for ``sample_id`` (the store is read once, when needed)."""
+    def _supersede(self, record: SampleRecord, contents: StoreContents) -> None:
+        """Move aside the stored records a new ok one replaces (the same inputs and code, another result: a video
+        generated again), so the store never holds two records that contradict each other (``read_store`` would
+        read neither)."""
+        implementation = record.implementation.to_json() if record.implementation is not None else None
+        replaced = [Unread(s.log, s.line, f"{s.where}: replaced by a new record of sample {record.sample_id!r} of the "
+                                          "same inputs and code", record.sample_id, SUPERSEDED)
+                    for s in contents.records.get(record.sample_id, [])
+                    if record.ok and s.log is not None and s.data.get("status") == OK
+                    and s.data.get("input_hash") == record.input_hash and s.data.get("implementation") == implementation
+                    and s.data.get("result") != record.result]
+        if replaced:
+            for line in move_aside(self.samples_dir, contents, replaced, own=self._log, every_log=self._unsharded):
+                print(f"{self._label}: {line}", file=sys.stderr, flush=True)
+            self._store = None  # the logs were rewritten: read again when next needed
+
+    def _contents(self) -> StoreContents:
+        """The store, read once (and settled: ``_settled``) before this log first reads or writes it."""
         if self._store is None:
-            self._store = read_store(self.samples_dir)
-        stored = self._store.newest(sample_id)
-        return _as_record(stored) if stored is not None else None
+            from rich.console import Console
+
+            self._store = _settled(self.samples_dir, self._log, self._unsharded, Console(stderr=True), self._label)[0]
+        return self._store
 
     def close(self) -> RunSummary:
         """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""

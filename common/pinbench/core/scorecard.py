@@ -17,8 +17,10 @@ Schema 2.1 adds to every metric its 95% ``interval`` (a seeded bootstrap over th
 cohort, its ``sample_ids``, so a report or a comparison reads exactly the samples the value was computed
 from. Schema 2.2 adds derived records (``pinbench.core.derived``): values computed from many samples at finish
 time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
-read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Scorecards of schema 2.0
-(no intervals) and 2.1 still load.
+read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Schema 2.3 adds ``store``: the
+sample stores' logs as the finish left them (``pinbench.core.store.seal``: lines, bytes, SHA-256 of each), so
+``pinbench check`` names any line added or changed after it. Scorecards of schema 2.0 (no intervals), 2.1 and
+2.2 still load.
 
 In memory a scorecard is a ``Scorecard`` (its metrics ``MetricResult``, their intervals
 ``pinbench.core.uncertainty.Interval``); ``to_json()`` is its JSON form (what ``write_scorecard`` writes once
@@ -59,10 +61,11 @@ from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
 from pinbench.core.runner import SampleRecord
 from pinbench.core.schema import schema_error
+from pinbench.core.store import LogPin, StorePins
 from pinbench.core.uncertainty import Interval, aggregate_interval
 
-SCHEMA_VERSION = "2.2"
-READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2")
+SCHEMA_VERSION = "2.3"
+READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2", "2.3")
 MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
@@ -211,8 +214,9 @@ class DerivedCounts:
 
 @dataclass(frozen=True)
 class Scorecard:
-    """One run of one recipe on one checkpoint (see the module docstring). ``derived``, ``extra`` and
-    ``computed_from`` (what ``Run.finish`` computed it from) are None when absent."""
+    """One run of one recipe on one checkpoint (see the module docstring). ``derived``, ``extra``,
+    ``computed_from`` (what ``Run.finish`` computed it from) and ``store`` (the sample stores it pinned) are None
+    when absent."""
 
     schema_version: str
     recipe: str
@@ -229,6 +233,7 @@ class Scorecard:
     derived: DerivedCounts | None = None
     extra: Mapping[str, Any] | None = None
     computed_from: str | None = None
+    store: StorePins | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -244,14 +249,18 @@ class Scorecard:
             data["extra"] = self.extra
         if self.computed_from is not None:
             data["computed_from"] = self.computed_from
+        if self.store is not None:
+            data["store"] = {name: [log.to_json() for log in logs] for name, logs in self.store.items()}
         return data
 
     @classmethod
     def from_json(cls, data: Any, where: str = "$") -> Scorecard:
         """The scorecard of its JSON form (types only: ``validate_scorecard`` checks the schema and the counts);
         ValueError (one line naming the block) when it is not one."""
-        fields = checked_fields(data, where, _SCORECARD_FIELDS, optional=("derived", "extra", "computed_from"))
+        fields = checked_fields(data, where, _SCORECARD_FIELDS,
+                                optional=("derived", "extra", "computed_from", "store"))
         derived = fields.get("derived")
+        store = fields.get("store")
         return cls(
             schema_version=fields["schema_version"], recipe=fields["recipe"], recipe_version=fields["recipe_version"],
             checkpoint=fields["checkpoint"], mode=fields["mode"], status=fields["status"],
@@ -262,14 +271,24 @@ class Scorecard:
             provenance=fields["provenance"], config=fields["config"], timings=fields["timings"],
             derived=DerivedCounts.from_json(derived, f"{where}.derived") if derived is not None else None,
             extra=fields.get("extra"), computed_from=fields.get("computed_from"),
+            store=None if store is None else _store_pins(store, f"{where}.store"),
         )
+
+
+def _store_pins(data: Mapping[str, Any], where: str) -> StorePins:
+    pins: StorePins = {}
+    for name, logs in data.items():
+        if not isinstance(logs, list):
+            raise ValueError(f"{where}.{name}: a JSON {type(logs).__name__}, expected a list of logs")
+        pins[name] = tuple(LogPin.from_json(log, f"{where}.{name}[{i}]") for i, log in enumerate(logs))
+    return pins
 
 
 _SCORECARD_FIELDS = {
     "schema_version": one_of(*READABLE_SCHEMA_VERSIONS), "recipe": TEXT, "recipe_version": TEXT, "checkpoint": TEXT,
     "mode": one_of(*MODES), "status": one_of(*STATUSES),
     "status_reasons": STRINGS, "samples": OBJECT, "metrics": OBJECT, "provenance": OBJECT, "config": OBJECT,
-    "timings": OBJECT, "derived": OBJECT, "extra": OBJECT, "computed_from": STRING,
+    "timings": OBJECT, "derived": OBJECT, "extra": OBJECT, "computed_from": STRING, "store": OBJECT,
 }
 
 

@@ -19,14 +19,27 @@ Guarantees:
 * a record is handed to the kernel with one ``write`` as soon as it exists, so kill -9 of the process loses
   nothing already stored; a crash of the machine loses at most the last ``FSYNC_SECONDS``;
 * a torn last line (a machine crash mid-write) or any line whose digest does not match its bytes (an edit)
-  is never read as a record: the sample is recomputed and the reason is printed; a writer reopening its
-  log cuts a torn tail first, so the next record starts on a line of its own;
-* shards on a shared file system each write only their own file; readers read every log;
-* ``samples/<id>.json`` files of the previous layout (87e8f14) are still read, below every log.
+  is never read as a record: the sample is recomputed and the reason is printed; a writer opening its log
+  cuts a torn tail first, so the next record starts on a line of its own;
+* shards on a shared file system each write only their own file; readers read every log, and only the logs:
+  a ``*.jsonl`` file of any other name is no writer's and is never read;
+* ``samples/<id>.json`` files of the previous layout (87e8f14) are still read, below every log;
+* the digest is a checksum, not a signature: anyone who can write the folder can add a line whose digest fits.
+  So two records of one sample that a run would both reuse (ok, the same input hash and implementation) but
+  whose results differ are both left unread (``contradictions``): the store cannot say which is true, and the
+  sample is computed again. A writer that replaces a record on purpose (a video generated again) moves the old
+  one aside first (``move_aside``);
+* what is not read (a damaged line, contradicting records, a file that is no writer's log) does not stay in the
+  store: a writer moves it into ``samples/quarantine/`` (``settle``), from its own log, and from every log when it
+  is an unsharded run (the run directory's lock keeps every shard away then); a run's finish settles every store
+  and pins its logs in the scorecard (``seal``: lines, bytes, SHA-256), so ``pinbench check`` names any line
+  added or changed after it;
+* the store and its logs are the run directory's own: a symlink, a FIFO or a device in their place is refused in
+  one line naming it (``StoreError``), never followed, read or written.
 
 When one sample has several records (a failed one retried, a rerun after a code change), the caller decides
 which it may reuse (``pinbench.core.runner``); this module only says, per sample, what is stored, newest
-first: the writer's own log, then the other logs by name, then the previous layout.
+first: the writer's own log, then the other logs by name, then the previous layout; and what it does not read.
 """
 
 from __future__ import annotations
@@ -34,18 +47,32 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import creation_mode, loads_finite_json
+from pinbench.core.files import (
+    FileError,
+    FileState,
+    creation_mode,
+    loads_finite_json,
+    not_regular,
+    open_regular,
+    read_regular_bytes,
+    write_atomic,
+)
+from pinbench.core.jsonfields import COUNT, TEXT, checked_fields
 
 SAMPLES_DIR = "samples"
+QUARANTINE_DIR = "quarantine"
 LOG_SUFFIX = ".jsonl"
 UNSHARDED_LOG = "run"
+_WRITER_LOG = re.compile(r"run\.jsonl|shard-(0|[1-9][0-9]*)-of-([1-9][0-9]*)\.jsonl")
 FSYNC_SECONDS = 1.0
 SETTLED_S = 2.0
 _PREFIX = b'{"digest":"'
@@ -53,10 +80,20 @@ _MIDDLE = b'","record":'
 _BODY_START = len(_PREFIX) + 64 + len(_MIDDLE)
 
 
+class StoreError(FileError):
+    """A sample store, or a log in it, that is not the run directory's own regular file or folder (one line)."""
+
+
 def log_name(shard: Any) -> str:
     """``run.jsonl`` for an unsharded writer, ``shard-I-of-N.jsonl`` for shard I of N."""
     stem = UNSHARDED_LOG if shard is None else f"shard-{shard.index}-of-{shard.count}"
     return stem + LOG_SUFFIX
+
+
+def is_writer_log(name: str) -> bool:
+    """Whether a file name is one a writer's log has: ``run.jsonl``, or ``shard-I-of-N.jsonl`` with I < N."""
+    match = _WRITER_LOG.fullmatch(name)
+    return match is not None and (match.group(1) is None or int(match.group(1)) < int(match.group(2)))
 
 
 def record_bytes(data: dict[str, Any]) -> bytes:
@@ -75,11 +112,35 @@ def encode_line(body: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class Stored:
-    """One record as stored: its JSON, the digest of its bytes, and where it is (``samples/run.jsonl:12``)."""
+    """One record as stored: its JSON, the digest of its bytes, and where it is (``samples/run.jsonl:12``: the
+    log and the line number, for a record of a log)."""
 
     data: dict[str, Any]
     digest: str
     where: str
+    log: Path | None = None
+    line: int = 0
+
+
+TORN, DAMAGED, CONTRADICTING, SUPERSEDED = "torn", "damaged", "contradicting", "superseded"
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A line of a log that no run reads as a record, and why. ``kind``: ``TORN``, the log's last line without its
+    newline (perhaps still being written, unless the log is the reader's own or no other writer can be running);
+    ``DAMAGED``, edited or unreadable; ``CONTRADICTING``, a record another record of its sample contradicts;
+    ``SUPERSEDED``, a record its writer replaced by a new one of the same inputs and code (``move_aside``)."""
+
+    log: Path
+    line: int
+    reason: str
+    sample_id: str | None
+    kind: str = DAMAGED
+
+    @property
+    def torn(self) -> bool:
+        return self.kind == TORN
 
 
 @dataclass
@@ -90,6 +151,10 @@ class StoreContents:
     problems: list[str] = field(default_factory=list)
     problems_of: dict[str, list[str]] = field(default_factory=dict)  # those that name their sample, by its id
     legacy: int = 0  # records read from samples/<id>.json files (the layout before the logs)
+    unread: list[Unread] = field(default_factory=list)  # every log line not read as a record, torn tails included
+    strays: list[Path] = field(default_factory=list)  # ``*.jsonl`` files that are no writer's log: never read
+    refused: list[Path] = field(default_factory=list)  # logs that are not regular files (``StoreFiles``): never read
+    states: dict[Path, FileState] = field(default_factory=dict)  # each log as it was read
 
     def _problem(self, reason: str, sample_id: str | None) -> None:
         self.problems.append(reason)
@@ -101,7 +166,8 @@ class StoreContents:
         return found[0] if found else None
 
 
-def decode_line(line: bytes, where: str) -> tuple[Stored | None, str, str | None]:
+def decode_line(line: bytes, where: str, log: Path | None = None, number: int = 0
+                ) -> tuple[Stored | None, str, str | None]:
     """(record, "", its id) for a sound log line, else (None, the reason in words, the id it seems to name)."""
     if not (line.startswith(_PREFIX) and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE
             and line.endswith(b"}")):
@@ -118,7 +184,16 @@ def decode_line(line: bytes, where: str) -> tuple[Stored | None, str, str | None
         return None, f"{where}: unreadable record{_of(named)} ({' '.join(str(exc).split())})", named
     if not isinstance(data, dict) or not isinstance(data.get("sample_id"), str):
         return None, f"{where}: the record names no sample", None
-    return Stored(data, claimed, where), "", data["sample_id"]
+    return Stored(data, claimed, where, log, number), "", data["sample_id"]
+
+
+def sound_body(line: bytes) -> bytes | None:
+    """The record bytes of a log line whose digest holds (not parsed), else None."""
+    body = line[_BODY_START:-1]
+    if (line.startswith(_PREFIX) and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE
+            and line.endswith(b"}") and digest_of(body).encode("ascii") == line[len(_PREFIX):len(_PREFIX) + 64]):
+        return body
+    return None
 
 
 def _of(sample_id: str | None) -> str:
@@ -134,9 +209,8 @@ def _named_sample(body: bytes) -> str | None:
     return data.get("sample_id") if isinstance(data, dict) and isinstance(data.get("sample_id"), str) else None
 
 
-def _log_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, bytes without the newline, whether the line was complete) of a log."""
-    data = path.read_bytes()
+def log_lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, whether the line was complete) of a log's bytes."""
     lines = data.split(b"\n")
     for number, line in enumerate(lines, start=1):
         complete = number < len(lines)
@@ -144,46 +218,124 @@ def _log_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             yield number, line, complete
 
 
-def logs(samples_dir: Path) -> list[Path]:
-    """Every writer's log in a samples folder, by name."""
-    return sorted(p for p in samples_dir.glob(f"*{LOG_SUFFIX}") if not p.name.startswith(".") and p.is_file())
+# ------------------------------------------------------------------------------------ what is in the folder
+
+
+def _store_dir(samples_dir: Path) -> bool:
+    """Whether the store folder exists; StoreError when something else is in its place."""
+    try:
+        mode = os.lstat(samples_dir).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(samples_dir, f"unreadable: {exc.strerror}") from None
+    if os.path.islink(samples_dir):
+        raise StoreError(samples_dir, f"a symlink (to {os.readlink(samples_dir)}); a run directory holds its own "
+                                      "sample store, never another's")
+    kind = not_regular(mode)
+    if kind != "is a directory":
+        raise StoreError(samples_dir, f"{kind or 'a file'}, not a folder; the sample store is a folder of logs")
+    return True
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """What a store folder holds: the writers' logs; entries named as one that are not the folder's own regular file
+    (a symlink, a FIFO, a folder), each with why; and the ``*.jsonl`` files that are no writer's. Only the logs are
+    ever read."""
+
+    logs: list[Path]
+    refused: dict[Path, StoreError]
+    strays: list[Path]
+
+
+def store_files(samples_dir: Path | str) -> StoreFiles:
+    """What a store folder holds (``StoreFiles``), by name; StoreError when the folder is not one (a symlink: another
+    run's store, a FIFO, a file)."""
+    samples_dir = Path(samples_dir)
+    if not _store_dir(samples_dir):
+        return StoreFiles([], {}, [])
+    found: list[Path] = []
+    refused: dict[Path, StoreError] = {}
+    strays: list[Path] = []
+    for entry in sorted(os.scandir(samples_dir), key=lambda e: e.name):
+        path = Path(entry.path)
+        if entry.name.startswith(".") or not entry.name.endswith(LOG_SUFFIX):
+            continue
+        if not is_writer_log(entry.name):
+            strays.append(path)
+        elif entry.is_symlink():
+            refused[path] = StoreError(path, f"a symlink (to {os.readlink(path)}); a run directory holds its own "
+                                             "sample store, never another's")
+        elif (kind := not_regular(entry.stat(follow_symlinks=False).st_mode)) is not None:
+            refused[path] = StoreError(path, f"{'is a directory' if kind == 'is a directory' else kind}, not a "
+                                             "regular file; a sample store's log is a file of lines")
+        else:
+            found.append(path)
+    return StoreFiles(found, refused, strays)
+
+
+def logs(samples_dir: Path | str) -> list[Path]:
+    """Every writer's log in a samples folder that is a regular file, by name (``store_files``)."""
+    return store_files(samples_dir).logs
+
+
+def read_log(path: Path) -> tuple[bytes, FileState]:
+    """A log's bytes and its state as read (never following a symlink: a FIFO or a device is StoreError)."""
+    try:
+        fd = open_regular(path, follow_symlinks=False)
+    except FileError as exc:
+        raise StoreError(path, exc.reason) from None
+    try:
+        state = FileState.of(os.fstat(fd))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks), state
+    except OSError as exc:
+        raise StoreError(path, f"unreadable: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
 class _ParsedLog:
     records: list[Stored]
-    problems: list[tuple[str, str | None]]  # (reason, the sample it seems to name)
-    torn: str | None  # the torn last line, when there is one
+    unread: list[Unread]  # damaged lines, the torn last line included
+    state: FileState
 
 
-_PARSED: dict[Path, tuple[tuple[int, int, int], _ParsedLog]] = {}
+_PARSED: dict[Path, _ParsedLog] = {}
 
 
 def _parsed_log(path: Path) -> _ParsedLog:
     """One log's lines, parsed and checked once per process while its size, mtime and inode hold (a run reads
     its store when it starts and again when it merges). Only a log untouched for ``SETTLED_S`` is kept: an edit
     after that changes its mtime even on a file system with coarse timestamps."""
-    stat = path.stat()
-    key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
     cached = _PARSED.get(path)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    if cached is not None:
+        try:
+            if FileState.of(os.stat(path, follow_symlinks=False)) == cached.state:
+                return cached
+        except OSError:
+            pass
+    data, state = read_log(path)
     records: list[Stored] = []
-    problems: list[tuple[str, str | None]] = []
-    torn = None
-    for number, line, complete in _log_lines(path):
+    unread: list[Unread] = []
+    for number, line, complete in log_lines(data):
         where = f"{path}:{number}"
         if not complete:
-            torn = f"{where}: a torn last record (the writer stopped mid-line)"
+            unread.append(Unread(path, number, f"{where}: a torn last record (the writer stopped mid-line)",
+                                 _named_sample(line[_BODY_START:]), TORN))
             continue
-        stored, reason, named = decode_line(line, where)
+        stored, reason, named = decode_line(line, where, path, number)
         if stored is None:
-            problems.append((reason, named))
+            unread.append(Unread(path, number, reason, named))
         else:
             records.append(stored)
-    parsed = _ParsedLog(records, problems, torn)
-    if time.time_ns() - stat.st_mtime_ns > SETTLED_S * 1e9:
-        _PARSED[path] = (key, parsed)
+    parsed = _ParsedLog(records, unread, state)
+    if time.time_ns() - state.mtime_ns > SETTLED_S * 1e9:
+        _PARSED[path] = parsed
     return parsed
 
 
@@ -191,49 +343,271 @@ def read_store(samples_dir: Path | str, *, own: str | None = None) -> StoreConte
     """Every record of a samples folder, per sample newest first (see the module docstring for the order).
 
     A line that is torn or fails its digest is left out and named in ``problems``, except a torn last line of a
-    log some other process may still be writing (only the own log's torn tail is certain to be one).
+    log some other process may still be writing (only the own log's torn tail is certain to be one); so are
+    records that contradict each other (``contradictions``) and a log that is not a regular file (``refused``).
+    Every line left out is in ``unread``, every file that is no writer's log in ``strays``. StoreError when the
+    folder, or the writer's own log ``own``, is not the run directory's own regular file or folder.
     """
     samples_dir = Path(samples_dir)
     contents = StoreContents()
-    if not samples_dir.is_dir():
-        return contents
-    ordered = logs(samples_dir)
+    found = store_files(samples_dir)
+    contents.strays = found.strays
+    for path, refusal in found.refused.items():
+        if path.name == own:  # what this writer would append to
+            raise refusal
+        contents.refused.append(path)
+        contents._problem(f"{refusal}: not read", None)
+    ordered = found.logs
     if own is not None:
         ordered = [p for p in ordered if p.name == own] + [p for p in ordered if p.name != own]
     for path in ordered:
-        try:
-            parsed = _parsed_log(path)
-        except OSError as exc:
-            contents._problem(f"{path}: unreadable ({exc.strerror})", None)
-            continue
-        if parsed.torn is not None and path.name == own:
-            contents._problem(parsed.torn, None)
-        for reason, named in parsed.problems:
-            contents._problem(reason, named)
+        parsed = _parsed_log(path)
+        contents.states[path] = parsed.state
+        for unread in parsed.unread:
+            contents.unread.append(unread)
+            if not unread.torn or path.name == own:
+                contents._problem(unread.reason, unread.sample_id)
         for stored in reversed(parsed.records):  # later lines of one log are newer
             contents.records.setdefault(stored.data["sample_id"], []).append(stored)
+    for unread in contradictions(contents.records):
+        contents.unread.append(unread)
+        contents._problem(unread.reason, unread.sample_id)
     _read_legacy(samples_dir, contents)
     return contents
 
 
-def stored_bodies(samples_dir: Path | str) -> tuple[set[bytes], list[str]]:
-    """The record bytes of every sound line of every log (each checked against its digest, none parsed), and the
-    lines that fail: what ``pinbench check`` needs to tell whether the store holds a record byte for byte."""
-    bodies: set[bytes] = set()
-    problems: list[str] = []
-    for path in logs(Path(samples_dir)):
-        for number, line, complete in _log_lines(path):
+def contradictions(records: dict[str, list[Stored]]) -> list[Unread]:
+    """The records that a run would reuse in place of one another (ok, the same input hash and implementation)
+    but whose results differ: taken out of ``records`` (neither can be trusted over the other) and returned, one
+    ``Unread`` per line. Records that say the same thing (a timing apart) stand."""
+    found: list[Unread] = []
+    for sample_id in [sid for sid, stored in records.items() if len(stored) > 1]:
+        ok = [s for s in records[sample_id] if s.data.get("status") == "ok"]
+        clashing = {id(s): s for a in ok for s in ok if s is not a and _same_task(a, s)
+                    and a.data.get("result") != s.data.get("result")}
+        if not clashing:
+            continue
+        records[sample_id] = [s for s in records[sample_id] if id(s) not in clashing]
+        if not records[sample_id]:
+            del records[sample_id]
+        clashed = sorted(clashing.values(), key=lambda s: (str(s.log), s.line))
+        wheres = [s.where for s in clashed]
+        for stored in clashed:
+            others = ", ".join(w for w in wheres if w != stored.where)
+            found.append(Unread(stored.log or Path(stored.where), stored.line,
+                                f"{stored.where}: a record of sample {sample_id!r} that another record of the same "
+                                f"inputs and code contradicts ({others}): neither is read", sample_id,
+                                CONTRADICTING))
+    return found
+
+
+def _same_task(a: Stored, b: Stored) -> bool:
+    return a.data.get("input_hash") == b.data.get("input_hash") and \
+        a.data.get("implementation") == b.data.get("implementation")
+
+
+# ------------------------------------------------------------------------------------ moving aside, pinning
+
+
+def settle(samples_dir: Path | str, contents: StoreContents, *, own: str, every_log: bool,
+           keep: Collection[bytes] = ()) -> list[str]:
+    """Move what no run reads out of the store into ``samples/quarantine/``: the unread lines (damaged, torn,
+    contradicting: ``contents.unread``) of the writer's own log ``own`` (records that contradict one in another log
+    stay with it); with ``every_log``, of every log, and the files that are no writer's log or not a regular file
+    too. A line holding one of the records ``keep`` stays. Returns one line per move, to print.
+
+    Only a writer that no other writer of the folder runs beside may pass ``every_log`` (an unsharded run, which
+    holds its run directory): a log is rewritten without the lines it loses, which would lose what another
+    writer appended meanwhile.
+    """
+    samples_dir = Path(samples_dir)
+    lines = contents.unread
+    if not every_log:  # records that contradict each other go together: the one left behind would be read again
+        elsewhere = {u.sample_id for u in lines if u.kind == CONTRADICTING and u.log.name != own}
+        lines = [u for u in lines if u.kind != CONTRADICTING or u.sample_id not in elsewhere]
+    messages = move_aside(samples_dir, contents, lines, own=own, every_log=every_log, keep=keep)
+    moved = [(path, "not a log any writer keeps (run.jsonl, shard-I-of-N.jsonl), never read")
+             for path in contents.strays] + [(path, "not a regular file, never read") for path in contents.refused]
+    for path, why in moved if every_log else ():
+        target = _quarantine(samples_dir) / path.name
+        number = 1
+        while os.path.lexists(target):
+            number += 1
+            target = target.with_name(f"{path.name}.{number}")
+        os.rename(path, target)  # a symlink or a FIFO moves as itself: nothing it points to is touched
+        messages.append(f"{path}: {why}: moved to {target}")
+    return messages
+
+
+def move_aside(samples_dir: Path | str, contents: StoreContents, lines: Collection[Unread], *, own: str,
+               every_log: bool, keep: Collection[bytes] = ()) -> list[str]:
+    """Move ``lines`` of the store's logs (as ``contents`` read them) into ``samples/quarantine/<own>``, a JSON line
+    each (where it was, when and why it was moved, its text), then rewrite each log without them (atomically):
+    those of the writer's own log ``own``, of every log with ``every_log`` (see ``settle``). A line holding one of
+    the records ``keep`` stays. Returns one line per move, to print."""
+    by_log: dict[Path, list[Unread]] = {}
+    for unread in lines:
+        if every_log or unread.log.name == own:
+            by_log.setdefault(unread.log, []).append(unread)
+    messages = []
+    for log, unread in by_log.items():
+        messages += _move_lines(log, unread, contents.states.get(log), Path(samples_dir), own, set(keep))
+    return messages
+
+
+def _quarantine(samples_dir: Path) -> Path:
+    folder = samples_dir / QUARANTINE_DIR
+    if not _store_dir(folder):
+        folder.mkdir()
+    return folder
+
+
+def _move_lines(log: Path, unread: list[Unread], state: FileState | None, samples_dir: Path, own: str,
+                keep: set[bytes]) -> list[str]:
+    data, now = read_log(log)
+    if state is not None and now != state:
+        return [f"{log}: changed since it was read; its unread lines stay there for the next run to move"]
+    lines = data.split(b"\n")  # the last item is b"" after a final newline, else the torn last line
+    moving = {u.line: u for u in unread}
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    target = samples_dir / QUARANTINE_DIR / own
+    kept, entries, messages = [], [], []
+    for number, line in enumerate(lines, start=1):
+        why = moving.get(number)
+        if why is None or (not why.torn and sound_body(line) in keep):
+            kept.append(line if number == len(lines) else line + b"\n")
+            continue
+        entries.append(json.dumps({"line": f"{log.name}:{number}", "moved": stamp, "why": why.reason,
+                                   "text": line.decode("utf-8", errors="backslashreplace")}, ensure_ascii=False))
+        messages.append(f"{why.reason}: moved to {target}")
+    if not entries:
+        return []
+    _quarantine(samples_dir)
+    try:
+        fd = open_regular(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, follow_symlinks=False, mode=creation_mode())
+    except FileError as exc:
+        raise StoreError(target, exc.reason) from None
+    try:
+        _write_all(fd, "".join(entry + "\n" for entry in entries).encode("utf-8"))
+        os.fsync(fd)  # kept there before it leaves the log
+    finally:
+        os.close(fd)
+    write_atomic(log, b"".join(kept))
+    return messages
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    while written < len(data):  # a short write on a full disk or a signal: finish the line or fail
+        written += os.write(fd, data[written:])
+
+
+def store_folders(run_dir: Path | str) -> dict[str, Path]:
+    """The sample stores of a run directory, by their path in it: ``samples`` when anything is there, and each
+    step's ``<step>/samples`` that holds a ``*.jsonl`` file or is a symlink (``store_files`` refuses it). StoreError
+    for a step folder that is a symlink to a store (another run's)."""
+    run_dir = Path(run_dir)
+    root = run_dir / SAMPLES_DIR
+    found = {SAMPLES_DIR: root} if os.path.lexists(root) else {}
+    for folder in sorted(run_dir.glob(f"*/{SAMPLES_DIR}")):
+        if folder.parent.is_symlink():
+            raise StoreError(folder.parent, f"a symlink (to {os.readlink(folder.parent)}) to a sample store; a run "
+                                            "directory holds its own sample stores, never another's")
+        if folder.is_symlink() or (folder.is_dir() and any(folder.glob(f"*{LOG_SUFFIX}"))):
+            found[folder.relative_to(run_dir).as_posix()] = folder
+    return found
+
+
+@dataclass(frozen=True)
+class LogPin:
+    """A log as a run's finish left it: its complete lines, its size and the SHA-256 of its bytes."""
+
+    log: str
+    lines: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"log": self.log, "lines": self.lines, "bytes": self.bytes, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "store") -> LogPin:
+        fields = checked_fields(data, where, {"log": TEXT, "lines": COUNT, "bytes": COUNT, "sha256": TEXT})
+        return cls(fields["log"], fields["lines"], fields["bytes"], fields["sha256"])
+
+
+StorePins = dict[str, tuple[LogPin, ...]]
+
+
+def pin_log(data: bytes, name: str) -> LogPin:
+    """The pin of a log's bytes."""
+    return LogPin(name, data.count(b"\n"), len(data), hashlib.sha256(data).hexdigest())
+
+
+def seal(run_dir: Path | str, counted: Mapping[bytes, str]) -> tuple[StorePins, list[str]]:
+    """A finish's last word on the sample stores of ``run_dir``, which it holds (no other writer runs): ``settle``
+    each with ``every_log`` (``counted``: the records the scorecard counts, their bytes by sample id, of the
+    ``samples`` store: kept, and not parsed again), then pin every log. Returns the pins and the moves to print."""
+    pins: StorePins = {}
+    messages: list[str] = []
+    for name, folder in store_folders(run_dir).items():
+        known = counted if name == SAMPLES_DIR else {}
+        messages += settle(folder, _unread(folder, known), own=log_name(None), every_log=True, keep=known)
+        pins[name] = tuple(pin_log(read_log(path)[0], path.name) for path in logs(folder))
+    return pins, messages
+
+
+def _unread(samples_dir: Path, known: Mapping[bytes, str]) -> StoreContents:
+    """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
+    ``read_store`` finds them; a line holding one of the ``known`` records (by sample id) is not parsed again, only
+    the others and those of a sample with more than one line (``contradictions``)."""
+    contents = StoreContents()
+    found = store_files(samples_dir)
+    contents.strays, contents.refused = found.strays, list(found.refused)
+    lines_of: dict[str, list[tuple[Path, int, bytes]]] = {}
+    for path in found.logs:
+        data, contents.states[path] = read_log(path)
+        for number, line, complete in log_lines(data):
             if not complete:
-                continue  # a torn tail: the writer that reopens the log cuts it; a run recomputes that sample
-            claimed = line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii", errors="replace")
-            body = line[_BODY_START:-1]
-            sound = (line.startswith(_PREFIX) and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE
-                     and line.endswith(b"}") and digest_of(body) == claimed)
-            if sound:
-                bodies.add(body)
-            else:
-                problems.append(decode_line(line, f"{path}:{number}")[1] or f"{path}:{number}: unreadable")
-    return bodies, problems
+                contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the writer stopped "
+                                                            "mid-line)", _named_sample(line[_BODY_START:]), TORN))
+                continue
+            sample_id = known.get(line[_BODY_START:-1]) if line.startswith(_PREFIX) and sound_body(line) else None
+            if sample_id is None:
+                stored, reason, sample_id = decode_line(line, f"{path}:{number}", path, number)
+                if stored is None:
+                    contents.unread.append(Unread(path, number, reason, sample_id))
+                    continue
+            lines_of.setdefault(sample_id, []).append((path, number, line))
+    several = {sample_id: [decode_line(line, f"{path}:{number}", path, number)[0] for path, number, line in lines]
+               for sample_id, lines in lines_of.items() if len(lines) > 1}
+    contents.unread += contradictions(several)
+    return contents
+
+
+def pin_problems(folder: Path, log: str, data: bytes, pinned: LogPin | None) -> list[str]:
+    """How a log's bytes differ from what the finish pinned: appended lines (each named, a few), cut or changed
+    bytes, a log it never saw."""
+    path = folder / log
+    if pinned is None:
+        lines = data.count(b"\n")
+        return [f"{path}: a log the finish did not pin (written after it; {lines} line(s))"]
+    problems = []
+    if len(data) < pinned.bytes:
+        problems.append(f"{path}: {pinned.bytes - len(data)} bytes shorter than the finish left it ({pinned.lines} "
+                        "lines): cut or edited after it")
+    elif hashlib.sha256(data[:pinned.bytes]).hexdigest() != pinned.sha256:
+        problems.append(f"{path}: changed after the finish within its first {pinned.lines} line(s) (their SHA-256 "
+                        "is not the one the scorecard pins)")
+    if len(data) > pinned.bytes:
+        after = [(n, line) for n, line, _ in log_lines(data)][pinned.lines:]
+        for number, line in after[:3]:
+            named = _named_sample(line[_BODY_START:-1])
+            problems.append(f"{path}:{number}: appended after the finish"
+                            + (f" (a record of sample {named!r})" if named is not None else ""))
+        if len(after) > 3:
+            problems.append(f"{path}: ... and {len(after) - 3} more line(s) appended after the finish")
+    return problems
 
 
 def legacy_files(samples_dir: Path | str) -> bool:
@@ -244,11 +618,11 @@ def legacy_files(samples_dir: Path | str) -> bool:
 def _read_legacy(samples_dir: Path, contents: StoreContents) -> None:
     """The per-sample files of the layout before the logs (``samples/<id>.json``), oldest of all."""
     for path in sorted(samples_dir.glob("*.json")):
-        if path.name.startswith(".") or not path.is_file():
+        if path.name.startswith(".") or not path.is_file() or path.is_symlink():
             continue
         try:
-            data = loads_finite_json(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = loads_finite_json(read_regular_bytes(path, follow_symlinks=False).decode("utf-8"))
+        except (FileError, UnicodeDecodeError, ValueError) as exc:
             contents._problem(f"{path}: unreadable record ({' '.join(str(exc).split())})", path.stem)
             continue
         if not isinstance(data, dict) or data.get("sample_id") != path.stem:
@@ -267,41 +641,37 @@ class LogWriter:
 
     def __init__(self, samples_dir: Path | str, name: str) -> None:
         self.path = Path(samples_dir) / name
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not _store_dir(self.path.parent):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # never through a symlink, never a FIFO or a device: the run directory's own file or nothing
+            self._fd = open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, follow_symlinks=False,
+                                    mode=creation_mode())
+        except FileError as exc:
+            raise StoreError(self.path, f"{exc.reason}; a sample store's log is a file of lines") from None
         self._cut_torn_tail()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, creation_mode())
         self._synced = time.monotonic()
         self._dirty = False
 
     def _cut_torn_tail(self) -> None:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
+        size = os.fstat(self._fd).st_size
+        if size == 0 or os.pread(self._fd, 1, size - 1) == b"\n":
             return
-        if size == 0:
-            return
-        with open(self.path, "rb+") as fh:
-            fh.seek(size - 1)
-            if fh.read(1) == b"\n":
-                return
-            keep = 0
-            for start in range(size - 1, -1, -(1 << 20)):  # back to the last complete line
-                fh.seek(max(0, start - (1 << 20)))
-                block = fh.read(start - max(0, start - (1 << 20)))
-                if b"\n" in block:
-                    keep = max(0, start - (1 << 20)) + block.rfind(b"\n") + 1
-                    break
-            print(f"pinbench: {self.path}: cutting a torn last record ({size - keep} bytes; that sample is "
-                  "computed again)", file=sys.stderr, flush=True)
-            fh.truncate(keep)
-            os.fsync(fh.fileno())
+        keep = 0
+        for end in range(size - 1, 0, -(1 << 20)):  # back to the last complete line
+            start = max(0, end - (1 << 20))
+            block = os.pread(self._fd, end - start, start)
+            if b"\n" in block:
+                keep = start + block.rfind(b"\n") + 1
+                break
+        print(f"pinbench: {self.path}: cutting a torn last record ({size - keep} bytes; that sample is "
+              "computed again)", file=sys.stderr, flush=True)
+        os.ftruncate(self._fd, keep)
+        os.fsync(self._fd)
 
     def append(self, body: bytes) -> str:
         """Store one record's bytes; returns their digest."""
         line = encode_line(body)
-        written = os.write(self._fd, line)
-        while written < len(line):  # a short write on a full disk or a signal: finish the line or fail
-            written += os.write(self._fd, line[written:])
+        _write_all(self._fd, line)
         self._dirty = True
         if time.monotonic() - self._synced >= FSYNC_SECONDS:
             self.sync()

@@ -259,18 +259,22 @@ def test_python_m_runs_the_fixture(tmp_path: Path) -> None:
 def test_worker_processes_score_disjoint_parts_like_one_process(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     """--gpus N: the recipe's per-device scorer, built in each worker (spawned: it must pickle), gives the records
-    one process gives."""
+    one process gives. The workers are parts of one unsharded run, each keeping its own log: what no run reads in
+    another log (a damaged line of an earlier run's) is moved aside before they start."""
     for i in range(3):
         texture_video(f"v{i}", velocity=(i, 0), seed=i)
     spec = EstimatorSpec("farneback")
     tasks = video_tasks(tmp_path, list_videos(tmp_path), flow=spec.build().describe(), source=ClipSource(),
                         recipe_version="t", digests=InputDigests(tmp_path / "digests"))
     run = Run(RECIPE, _cfg(tmp_path / "workers", options={"videos": str(tmp_path), "flow": "farneback"}))
+    (tmp_path / "workers" / "samples").mkdir(parents=True)
+    (tmp_path / "workers" / "samples" / "run.jsonl").write_text('{"digest":"0","record":{}}\n')  # a damaged line
     workers = run.compute(tasks, partial(_scorer, spec=spec, source=ClipSource(), root=tmp_path),
                           devices=["cpu", "cpu"], validate=HasMetric(PREVIEW_METRIC))
     assert (workers.n_done, workers.n_failed) == (3, 0)
-    assert sorted(p.name for p in (tmp_path / "workers" / "samples").iterdir()) == ["shard-0-of-2.jsonl",
-                                                                                      "shard-1-of-2.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "workers" / "samples").iterdir()) == [
+        "quarantine", "run.jsonl", "shard-0-of-2.jsonl", "shard-1-of-2.jsonl"]
+    assert (tmp_path / "workers" / "samples" / "run.jsonl").read_bytes() == b""
     single = run_samples(tasks, partial(score_task, estimator=spec.build(), source=ClipSource(), root=tmp_path),
                          tmp_path / "single", validate=HasMetric(PREVIEW_METRIC), progress=False)
     assert {k: r.result for k, r in load_records(tmp_path / "workers").items()} == \

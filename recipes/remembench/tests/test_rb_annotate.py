@@ -133,6 +133,35 @@ def test_a_kill_between_the_two_writes_loses_nothing(tmp_path: Path) -> None:
         assert read_annotation_file(out) == {"s1": (1, 6)}
 
 
+KILLED_SAVE = """
+import os, signal, sys
+from pathlib import Path
+from pinbench_recipes.remembench.annotation_store import AnnotationStore, Rollout
+s = AnnotationStore(Path(sys.argv[1]), annotator="alice", rollouts={"s1": Rollout("s1.mp4", "a" * 64, 100)},
+                    session={})
+os.replace = lambda src, dst: os.kill(os.getpid(), signal.SIGKILL)  # killed between the write and the rename
+s.set_mark("s1", "departure", int(sys.argv[2]))
+"""
+
+
+def test_a_save_killed_before_its_rename_leaves_no_temporary_file_once_the_next_session_starts(
+        tmp_path: Path) -> None:
+    """#30 B6: kill -9 during saves left .tmp files beside the annotations (5 after 6 kills)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "pairs.json"
+    for frame in (3, 4):  # each killed session finds the one before it left one, and removes it when it starts
+        run = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(out), str(frame)], capture_output=True)
+        assert run.returncode == -9, run.stderr
+        left = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        assert len(left) == 1 and left[0].startswith(".pairs.provenance.json."), left
+    with store(out, rollouts={"s1": ROLLOUTS["s1"]}) as session:
+        session.set_mark("s1", "departure", 5)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert json.loads(sidecar_path(out).read_text())["scenes"]["s1"]["departure"]["frame"] == 5
+
+
 def test_a_pairs_file_edited_elsewhere_is_refused_not_overwritten(tmp_path: Path) -> None:
     out = tmp_path / "pairs.json"
     with store(out) as s:
