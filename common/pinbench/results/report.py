@@ -50,6 +50,11 @@ FIGURES_DIR = "figures"
 TOP_LEVEL = "top level"  # the group of metrics whose name has no "/"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best per ranking metric
+# The page's text beside a figure (templates/report.html.j2: tables and captions 13-14 px). A recipe's PNG is shown
+# at its own pixel size (up to the page's 1118 px of content), so its text matches the page when drawn at
+# ``figure_points(px, dpi)``; a smaller font reads as a thumbnail's.
+PAGE_TEXT_PX = 13
+PAGE_WIDTH_PX = 1118
 VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
 _STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "PASS": 3, "": 4}
 _STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
@@ -63,6 +68,11 @@ _MODE_NOTES = {
 # (title, png, caption) for a recipe figure, or (title, png, caption, sample_id) for one sample's figure:
 # those are ranked, and only the failures, the worst and the best few are shown.
 ExtraFigure = tuple
+
+
+def figure_points(px: float, dpi: float) -> float:
+    """The font size, in points, of text ``px`` pixels tall in a figure saved at ``dpi`` (a point is 1/72 inch)."""
+    return px * 72 / dpi
 
 
 class ReportError(ValueError):

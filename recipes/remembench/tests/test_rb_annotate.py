@@ -223,7 +223,13 @@ def test_scenes_list_their_prompts_segment_starts_and_missing_videos(built_fixtu
     assert first.starts[3].prompt == "block 0 returns" and first.rollout.n_frames == 379
     assert second.rollout is None and second.problem.startswith("no video: looked for ")
     assert "t2v-001.mp4" in second.problem and "t2v-001/rollout.mp4" in second.problem
-    assert session.unmatched_videos == ["s01-rot180.mp4", "s02-rot180.mp4", "s02-tr180.mp4", "s03-tr180.mp4"]
+    # the fixture's folder holds its I2V rollouts too: rollouts of the dataset, never "no scene of the dataset"
+    assert session.unmatched_videos == []
+    assert session.i2v_videos == ["s01-rot180.mp4", "s02-rot180.mp4", "s02-tr180.mp4", "s03-tr180.mp4"]
+    (root / "rollouts/not-a-scene.mp4").write_bytes((root / "rollouts/t2v-000.mp4").read_bytes())
+    (root / "rollouts/stray").mkdir()
+    (root / "rollouts/stray/rollout.mp4").write_bytes(b"")
+    assert _session(root).unmatched_videos == ["not-a-scene.mp4", "stray/rollout.mp4"]
 
 
 def test_a_scene_id_that_could_leave_the_videos_folder_is_not_offered(built_fixture, tmp_path: Path) -> None:
