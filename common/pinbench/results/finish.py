@@ -29,7 +29,7 @@ from pinbench.core.scorecard import (
     load_scorecard,
     write_scorecard,
 )
-from pinbench.results.report import write_report
+from pinbench.results.report import record_figures, write_report
 
 
 def collect_records(cfg: RunConfig, tasks: Sequence[Mapping[str, Any]], summary: RunSummary | None = None, *,
@@ -166,14 +166,12 @@ def finish_run(
     print(message, flush=True)
     for line in summarize_failures(card, cfg.out_dir):
         print(line, flush=True)
-    if not kept:
-        figures = extra_figures() if callable(extra_figures) else extra_figures
+    if not kept:  # the figures are recorded beside the scorecard: `pinbench report` of the run shows them too
+        record_figures(cfg.out_dir, extra_figures() if callable(extra_figures) else extra_figures)
         report_path = write_report(
             [scorecard_path], cfg.out_dir / "report",
             references={recipe.name: reference} if reference is not None else None,
             samples={recipe.name: [*records, *derived]},
-            extra_figures={recipe.name: list(figures)} if figures else None,
-            title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})",
         )
     return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
                       report_path=report_path, message=message)

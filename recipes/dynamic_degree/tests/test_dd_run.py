@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from stored import store_snapshot, stored_ids
+from typer.testing import CliRunner
 
+from pinbench import cli
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
@@ -64,6 +66,13 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     report = (out / "report" / "index.html").read_text()
     assert "m over time: stop_and_go_16fps" in report
     assert len(list((out / "figures").glob("*.png"))) == len(FIXTURE_VIDEOS)
+    # the Quick start's `pinbench report` of the run is the run's own report: the same page, the same figures
+    mine = CliRunner().invoke(cli.app, ["report", str(out / "scorecard.json"), "--out", str(tmp_path / "mine")])
+    assert mine.exit_code == 0, mine.output
+    assert (tmp_path / "mine" / "index.html").read_text() == report
+    figures = {p.name: p.read_bytes() for p in (out / "report" / "figures").iterdir()}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "mine" / "figures").iterdir()} == figures
+    assert len(figures) == len(FIXTURE_VIDEOS)  # failures, the worst and the best per-sample figures
 
     # a rerun reuses every stored sample and the fixture videos themselves
     stamps = store_snapshot(out / "samples")
