@@ -158,7 +158,7 @@ def test_every_scorecard_metric_carries_its_interval_and_cohort() -> None:
         MetricSpec("c/v", "median", key="v", direction="lower", sample_ids=["s00", "s01", "s02"]),
         MetricSpec("suite", "none", key="v", direction="higher", sample_ids=["s05"])])
     m = card.metrics
-    assert card.schema_version == "2.2"
+    assert card.schema_version == "2.3"
     assert m["v"].interval.unit == "sample" and m["v"].interval.n_units == 6
     assert m["g/v"].interval.unit == "group" and m["g/v"].interval.n_units == 3
     assert m["c/v"].sample_ids == ("s00", "s01", "s02") and m["c/v"].interval.n_units == 3
@@ -182,7 +182,7 @@ def test_a_schema_2_0_scorecard_still_loads_and_diffs(tmp_path: Path) -> None:
     result = diff(loaded, ref)
     assert result.exit_code == 0 and "v: no interval (scorecard schema 2.0)" in result.notes
     assert result.rows[0].reading == "noise unknown"
-    for claimed in ("2.1", "2.2"):  # the same card claiming 2.1 or later must carry its intervals
+    for claimed in ("2.1", "2.2", "2.3"):  # the same card claiming 2.1 or later must carry its intervals
         legacy["schema_version"] = claimed
         with pytest.raises(ScorecardError, match=r"must contain \['interval'\]"):
             validate_scorecard(legacy)

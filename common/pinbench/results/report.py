@@ -44,7 +44,14 @@ from pinbench.core.reference import (
     diff,
     reference_from_dict,
 )
-from pinbench.core.scorecard import MetricResult, Scorecard, load_scorecard, metric_samples, validate_scorecard
+from pinbench.core.scorecard import (
+    MetricResult,
+    Scorecard,
+    degenerate_notes,
+    load_scorecard,
+    metric_samples,
+    validate_scorecard,
+)
 from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
@@ -617,7 +624,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                         "failed": " — nothing was scored"}.get(card.status, ""),
         "counts": (f"{samples.n_ok} of {samples.n_expected} samples ok, {samples.n_failed} failed, "
                    f"{samples.n_missing} missing"),
-        "status_reasons": list(card.status_reasons), "mode_note": _MODE_NOTES.get(card.mode),
+        "status_reasons": list(card.status_reasons), "degenerate": degenerate_notes(card),
+        "mode_note": _MODE_NOTES.get(card.mode),
         "summary": {"recipe": card.recipe, "recipe version": card.recipe_version,
                     "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
