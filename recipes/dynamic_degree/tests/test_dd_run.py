@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from recipe_files import build_context
 from stored import store_snapshot, stored_ids
 from typer.testing import CliRunner
 
@@ -247,7 +248,7 @@ def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
 
 def test_recipe_registration() -> None:
     assert RECIPE.name == "dynamic-degree" and RECIPE.package == "pinbench_recipes.dynamic_degree"
-    assert (RECIPE.dir / "pins.yaml").is_file() and (RECIPE.dir / "Dockerfile").is_file()
+    assert (RECIPE.dir / "pins.yaml").is_file() and (build_context(RECIPE.dir) / "Dockerfile").is_file()
     assert RECIPE.reference_path("fixture", "fixture") is not None
     assert RECIPE.reference_path("any-model", "full") is None  # no published reference exists
 
