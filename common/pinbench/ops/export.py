@@ -192,8 +192,8 @@ def _requirements(recipe_dir: Path) -> list[str]:
 
 
 def helpers_dir(root: Path) -> Path | None:
-    """The shared test helpers beside the library at ``root``: ``tests/helpers`` of the repository (the library in
-    ``common/pinbench``) or of an export (the library in ``pinbench``); None in an installed wheel."""
+    """The shared test helpers of the checkout the library at ``root`` is in: ``tests/helpers`` two levels up in the
+    repository (the library sits in its ``common/`` folder), one level up in an export; None in an installed wheel."""
     return next((base / HELPERS for base in (root.parent.parent, root.parent) if (base / HELPERS).is_dir()), None)
 
 
