@@ -12,6 +12,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
+from fresh_venv import clean_env, make
 
 from pinbench.core.recipe import available_recipes, get_recipe
 from pinbench.ops.export import ExportError, export_recipe, library_closure, library_root
@@ -257,9 +258,33 @@ def test_the_generated_makefile_and_pyproject(tmp_path: Path, name: str) -> None
     assert any(d.startswith("decord==0.6.0") and "platform_machine == \"x86_64\"" in d for d in dependencies)
 
 
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_the_exports_own_tests_are_collected_there_with_its_own_code(tmp_path: Path, name: str) -> None:
+    """Every test file of the recipe is collected from its export folder, the export first on the path (this
+    venv's packages behind it): the helpers the tests import came along, and what they import is the export's
+    pinbench and recipe, never this repository's. (tests/test_new_recipe.py does the same for a new recipe; the
+    slow tests below run the tests of dynamic-degree and of a new recipe in a fresh venv from their locks.)"""
+    recipe = get_recipe(name)
+    dest = export_recipe(recipe, tmp_path / "export")
+    env = {**os.environ, "PYTHONPATH": str(dest)}
+    probe = subprocess.run([sys.executable, "-c", f"import pinbench, {recipe.package} as r; "
+                            "print(pinbench.__file__); print(r.__file__)"],
+                           cwd=dest, env=env, capture_output=True, text=True, check=True)
+    assert all(Path(f).is_relative_to(dest) for f in probe.stdout.split()), probe.stdout
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:randomly",
+                           "pinbench_recipes"], cwd=dest, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    collected = {line.split("::")[0] for line in done.stdout.splitlines() if "::" in line}
+    collected |= set(re.findall(r"^SKIPPED \[\d+\] ([^:]+):\d+: ", done.stdout, flags=re.MULTILINE))  # a GPU module
+    tests = dest.joinpath(*recipe.package.split(".")) / "tests"
+    assert collected == {p.relative_to(dest).as_posix() for p in tests.glob("test_*.py")}, done.stdout[-2000:]
+    assert not [line for line in done.stdout.splitlines() if str(REPO) in line]
+
+
 @pytest.mark.slow
 def test_the_export_stands_alone_in_a_fresh_venv_built_from_its_lock(tmp_path: Path) -> None:
-    """As a researcher would: make setup (a new venv from the hashed lock only), fixture, diff, check.
+    """As a researcher would: make setup (a new venv from the hashed lock only), fixture, diff, check, and the
+    recipe's own tests (make test).
 
     Nothing of the development environment is visible: no PYTHONPATH, no venv on PATH. Slow (the lock
     installs torch and its CUDA wheels), so it is marked ``slow``; CI's `make test` runs it.
@@ -268,31 +293,21 @@ def test_the_export_stands_alone_in_a_fresh_venv_built_from_its_lock(tmp_path: P
         pytest.skip("the dynamic-degree lock is compiled for Python 3.11")
     recipe = get_recipe("dynamic-degree")
     dest = export_recipe(recipe, tmp_path / "export")
-    dev_bin = str(Path(sys.executable).parent)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != dev_bin)
-    env["PYTHON"] = str(Path(sys._base_executable))  # the interpreter the dev venv was made from, not the venv
-
-    def make(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["make", "-C", str(dest), *args], env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        if proc.returncode != 0:   # pytest.fail: an assertion message would be cut to a few lines
-            pytest.fail(f"make {' '.join(args)}: exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"
-                        f"--- stderr\n{proc.stderr[-3000:]}", pytrace=False)
-        return proc
-
-    make("setup", timeout=1500)
+    env = clean_env()
+    make(dest, "setup", env=env, timeout=1500)
     probe = subprocess.run([str(dest / ".venv" / "bin" / "python"), "-c",
                             "import sys, pinbench, pinbench_recipes.dynamic_degree as r; "
                             "print(sys.prefix); print(pinbench.__file__); print(r.__file__)"],
                            env=env, cwd=tmp_path, capture_output=True, text=True, check=True)
     prefix, *files = probe.stdout.split()
     assert prefix == str(dest / ".venv") and all(f.startswith(prefix) for f in files), probe.stdout
-    make("fixture")
-    assert "result: PASS (exit 0)" in make("diff", "CHECKPOINT=fixture").stdout
-    assert "is consistent" in make("check", "CHECKPOINT=fixture").stdout
+    make(dest, "fixture", env=env)
+    assert "result: PASS (exit 0)" in make(dest, "diff", "CHECKPOINT=fixture", env=env).stdout
+    assert "is consistent" in make(dest, "check", "CHECKPOINT=fixture", env=env).stdout
     card = json.loads((dest / recipe.default_out_dir("fixture", "fixture") / "scorecard.json").read_text())
     assert card["status"] == "complete" and card["provenance"]["pinbench"]["commit"] is None
+    tested = make(dest, "test", env=env, timeout=1200).stdout
+    assert re.search(r"\n\d+ passed", tested) and " failed" not in tested and " error" not in tested, tested[-2000:]
 
 
 def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -209,6 +209,20 @@ def test_doctor_probes_the_network_and_warns_of_raft_on_cpu_with_an_estimate(tmp
     assert "nothing was started" in run.stderr and not (tmp_path / "r" / "samples").exists()
 
 
+def test_the_cpu_rate_names_the_torch_it_was_measured_with_and_this_environment_s(monkeypatch) -> None:
+    """The rate is a measurement at torch 2.11.0; the environment's torch is read from its installed distribution
+    (the lock's, 2.15.0 here), never written into the message."""
+    from importlib.metadata import version
+
+    from pinbench_recipes.dynamic_degree import estimate
+
+    source = estimate.rate_source()
+    assert "(torch 2.11.0+cu130, batch 8, fp32): 0.711 pairs/s" in source
+    assert source.endswith(f"; this environment has torch {version('torch')}, at a rate not measured")
+    monkeypatch.setattr(estimate, "version", lambda name: "2.11.0+cpu")  # the measured torch, another build
+    assert "this environment" not in estimate.rate_source()
+
+
 def test_raft_pairs_follow_the_clip_table() -> None:
     """The README's table: at 8 fps a 2 s clip is 16 frames, all sampled (15 pairs); at 30 fps 60 frames, every
     4th sampled (15 frames, 14 pairs); a tail clip overlaps the last full one."""

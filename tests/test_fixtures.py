@@ -42,6 +42,7 @@ EXACT, FLOAT32 = 1e-12, 1e-6
 # Keys added since 87e8f14 on purpose (no value changed): where, and why.
 ADDED_SINCE = {
     "camerabench.derived.binary_split__Static.result.note": "#20 item 4: a single-class split's record says so",
+    "camerabench.derived.binary_split__Static.result.degenerate": "#30 item 15: and marks its AP and AUC degenerate",
 }
 # #19 item 7: PAI-Bench-C's --fixture runs run.py's real procedure (87e8f14 ran a separate one), which records per
 # task the native cross-check beside the evaluator's values and the reasons for missing ones (``errors``).

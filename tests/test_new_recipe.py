@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fresh_venv import clean_env, make
 
 from pinbench.core.config import RecipeError
 from pinbench.ops.newrecipe import REFERENCE_NOTE, new_recipe
@@ -96,11 +97,12 @@ def test_its_tests_ruff_and_docs_check_pass(checkout: Checkout) -> None:
 
 def test_the_dockerfile_export_and_readme_tests_pass_on_it(checkout: Checkout) -> None:
     """tests/test_dockerfiles.py (image policy, hadolint, what the image installs), tests/test_export.py (the export
-    stands alone, installs what it imports) and tests/test_readme.py (its README states its version), on it alone."""
+    stands alone, installs what it imports, its own tests are collected there) and tests/test_readme.py (its
+    README states its version), on it alone."""
     done = checkout.run(sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-m", "not slow",
                         "-k", f"{NAME} or {PACKAGE}", "tests/test_dockerfiles.py", "tests/test_export.py",
                         "tests/test_readme.py", timeout=600)
-    assert done.returncode == 0 and "\n8 passed," in done.stdout, done.stdout[-3000:]
+    assert done.returncode == 0 and "\n9 passed," in done.stdout, done.stdout[-3000:]
 
 
 def test_a_renamed_metric_is_recorded_again_in_one_step(checkout: Checkout, tmp_path: Path) -> None:
@@ -134,6 +136,25 @@ def test_its_lock_is_what_the_command_in_its_header_makes(checkout: Checkout) ->
     assert done.returncode == 0, done.stderr
     assert (folder / "requirements.lock").read_text() == lock
     assert "torch" not in lock and "\nav==" in lock and "\ndocker==" in lock
+    assert "\nsetuptools==" in lock  # what `make setup` of its export builds the package with, offline
+
+
+@pytest.mark.slow
+def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: Checkout, tmp_path: Path) -> None:
+    """README "Adding a recipe", step 5: the export's `make setup` builds a fresh venv from the generated lock only
+    (pip --no-build-isolation --no-index: setuptools must be in it, or `invalid command 'bdist_wheel'`), then
+    its own tests pass there and its fixture passes against the reference new-recipe recorded. Slow: the lock is
+    installed from the package index."""
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the generated lock is for Python 3.11")
+    dest = tmp_path / "export"
+    done = checkout.pinbench("export", NAME, str(dest))
+    assert done.returncode == 0, done.stderr
+    env = clean_env()
+    make(dest, "setup", env=env, timeout=1500)
+    assert "\n2 passed" in make(dest, "test", env=env).stdout
+    make(dest, "fixture", env=env)
+    assert "result: PASS (exit 0)" in make(dest, "diff", "CHECKPOINT=fixture", env=env).stdout
 
 
 @pytest.mark.parametrize(("name", "message"), [

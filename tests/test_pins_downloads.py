@@ -277,8 +277,8 @@ def test_offline_missing_cache_fails_fast_and_clearly(fake_hub, monkeypatch):
         fetch_hf(model_pin())
     assert time.monotonic() - start < 1.0
     expected_dir = cache.hf_snapshot_dir(model_pin())
-    assert str(err.value) == (f"org/model@{REV}: not in cache {expected_dir}; "
-                              "run `pinbench fetch demo-recipe` on a connected machine")
+    assert str(err.value) == (f"org/model@{REV}: not in cache {expected_dir}; next: run `pinbench fetch demo-recipe` "
+                              "on a connected machine and use its cache here (PINBENCH_CACHE; then run with --offline)")
     assert fake_hub.calls == []
 
 

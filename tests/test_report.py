@@ -14,7 +14,7 @@ from PIL import Image
 from pinbench.core.reference import load_reference
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, Scorecard, build_scorecard, write_scorecard
-from pinbench.results.report import ReportError, write_report
+from pinbench.results.report import FIGURES_INDEX, ReportError, record_figures, run_figures, write_report
 
 
 def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher", **kwargs) -> MetricSpec:  # noqa: N802
@@ -256,6 +256,62 @@ def test_extra_figures_are_copied_and_captioned(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"missing\.png: extra figure not readable"):
         write_report([card], tmp_path / "bad", extra_figures={0: [("x", tmp_path / "missing.png", "")]})
     assert not (tmp_path / "bad").exists()  # inputs are checked before anything is written
+
+
+def test_the_figures_a_run_recorded_are_in_every_report_of_it_and_a_bad_index_is_one_line(tmp_path: Path) -> None:
+    """record_figures writes figures.json beside the scorecard; a report of that scorecard file shows them without
+    being told. An index naming a file outside the run, a FIFO, a folder or no PNG is refused, naming the index."""
+    import json
+    import os
+
+    run = tmp_path / "run"
+    card = _card(_records(3), 3)
+    write_scorecard(card, run / "scorecard.json")
+    (run / "figures").mkdir()
+    png = run / "figures" / "s-0.png"
+    Image.new("RGB", (32, 16), (200, 30, 30)).save(png)
+    Image.new("RGB", (32, 16), (30, 30, 200)).save(run / "figures" / "all.png")
+    record_figures(run, [("of s-0", png, "one sample", "s-0"), ("the run", run / "figures" / "all.png", "")])
+    index = json.loads((run / FIGURES_INDEX).read_text())
+    assert [f["png"] for f in index["figures"]] == ["figures/s-0.png", "figures/all.png"]
+    assert [(e.title, e.src, e.sample_id) for e in run_figures(run / "scorecard.json")] == [
+        ("of s-0", png, "s-0"), ("the run", run / "figures" / "all.png", None)]
+    page = write_report([run / "scorecard.json"], tmp_path / "report").read_text()
+    assert "of s-0" in page and "the run" in page and len(list((tmp_path / "report" / "figures").iterdir())) == 2
+    assert "<title>paibench-c 1.0.0: Nano (full)</title>" in page  # the run's title, as its own report has
+    with pytest.raises(ReportError, match="must be inside it"):
+        record_figures(run, [("elsewhere", _png(tmp_path / "elsewhere.png"), "")])
+    record_figures(run, [])
+    assert not (run / FIGURES_INDEX).exists() and run_figures(run / "scorecard.json") == []
+
+    outside = _png(tmp_path / "outside.png")
+    (run / "figures" / "link.png").symlink_to(outside)
+    os.mkfifo(run / "figures" / "fifo.png")
+    (run / "figures" / "dir.png").mkdir()
+    (run / "figures" / "text.png").write_text("hello")
+    for png_path, problem in (("../outside.png", "is not a file inside"), ("/etc/passwd", "is not a file inside"),
+                              ("figures/link.png", "is not a file inside"), ("figures/fifo.png", "not a regular file"),
+                              ("figures/dir.png", "not a regular file"), ("figures/text.png", "not a PNG file"),
+                              ("figures/none.png", "not readable")):
+        (run / FIGURES_INDEX).write_text(json.dumps({"format": 1, "figures": [
+            {"title": "t", "png": png_path, "caption": ""}]}))
+        with pytest.raises(ReportError, match=f"^{run / FIGURES_INDEX}: .*{problem}"):
+            write_report([run / "scorecard.json"], tmp_path / "bad")
+    for text, problem in (("{not json", "invalid|Expecting"), ('{"format": 2, "figures": []}', "format"),
+                          ('{"format": 1, "figures": [{"png": "figures/s-0.png"}]}', "lacks 'title'")):
+        (run / FIGURES_INDEX).write_text(text)
+        with pytest.raises(ReportError, match=f"^{run / FIGURES_INDEX}: .*({problem})"):
+            run_figures(run / "scorecard.json")
+    (run / FIGURES_INDEX).unlink()
+    os.mkfifo(run / FIGURES_INDEX)
+    with pytest.raises(ReportError, match="not a readable UTF-8 regular file"):
+        run_figures(run / "scorecard.json")
+    assert not (tmp_path / "bad").exists()
+
+
+def _png(path: Path) -> Path:
+    Image.new("RGB", (8, 8), (0, 0, 0)).save(path)
+    return path
 
 
 def test_multiple_scorecards_one_index(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pinbench.core.scorecard import (
     ScorecardError,
     aggregate,
     build_scorecard,
+    degenerate_notes,
     load_scorecard,
     validate_scorecard,
     write_scorecard,
@@ -416,6 +417,28 @@ def test_an_optional_key_is_absent_where_it_was_never_set() -> None:
                                           "n_scored", "n_failed", "n_missing", "failed", "interval"]
     assert list(data["metrics"]["x"]["interval"]) == ["low", "high", "level", "method", "unit", "n_units",
                                                       "n_resamples", "seed", "implementation", "note"]
+
+
+def test_a_value_a_rule_defines_is_named_degenerate_and_said(tmp_path: Path) -> None:
+    """A record says ``result["degenerate"][key]``: the metrics reading that key name it with its reason (absent
+    when none does), the JSON round-trips and validates, and the notes the console and report print count them."""
+    rule = "one class only: 0 by the rule"
+    records = [ok("s0", x=0.0, y=1.0, degenerate={"x": rule}), ok("s1", x=0.0, degenerate={"x": f" {rule}\n"}),
+               ok("s2", x=0.5, y=2.0), ok("s3", x=0.0, y=3.0, degenerate={"x": ""})]   # blank: no reason, none
+    metrics = [Spec("x"), Spec("y"), Spec("x0", "none", key="x", sample_ids=["s0"])]
+    card = card_for(records, metrics, 4)
+    assert [(d.sample_id, d.reason) for d in card.metrics["x"].degenerate] == [("s0", rule), ("s1", rule)]
+    assert card.metrics["y"].degenerate == () and "degenerate" not in card.to_json()["metrics"]["y"]
+    data = card.to_json()
+    assert data["schema_version"] == "2.3" and data["metrics"]["x"]["degenerate"][1] == {"sample_id": "s1",
+                                                                                         "reason": rule}
+    loaded = load_scorecard(write_scorecard(card, tmp_path / "scorecard.json"))
+    assert loaded == card
+    assert degenerate_notes(card) == [f"x: 2 of its 4 values are degenerate ({rule})",
+                                      f"1 single-value metric(s) are degenerate ({rule}): x0"]
+    data["metrics"]["x"]["degenerate"] = []
+    with pytest.raises(ValueError, match="degenerate must be a non-empty list"):
+        Scorecard.from_json(data)
 
 
 def test_the_golden_scorecard_round_trips_byte_for_byte() -> None:

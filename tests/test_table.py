@@ -80,6 +80,20 @@ def test_ties_are_the_paired_test_of_compare(runs) -> None:
     assert rows["err"].cells[1].tied and rows["hard/f1_x"].cells[2].tied
 
 
+def test_a_partial_run_is_never_best_even_on_a_metric_it_scored_fully(runs, tmp_path: Path) -> None:
+    """Its failure (t20) is outside the hard/f1_x cohort (t00-t09): that metric has every sample, the run does not."""
+    partial = write_run(tmp_path, "Model-P", 0.2, 4, failed=("t20",))
+    card = cards([partial])[0]
+    assert card["status"] == "partial" and card["metrics"]["hard/f1_x"]["n_scored"] == 10
+    assert card["metrics"]["hard/f1_x"]["value"] > cards([runs[1]])[0]["metrics"]["hard/f1_x"]["value"]
+    built = table([runs[1], partial])
+    hard = next(r for r in built.rows if r.metric == "hard/f1_x")
+    assert [(c.best, c.tied) for c in hard.cells] == [(True, False), (False, False)]
+    assert not any(row.cells[1].best or row.cells[1].tied for row in built.rows)
+    row = next(line for line in render(built, "markdown").splitlines() if line.startswith("| hard/f1\\_x"))
+    assert _markdown_cells(row)[1].startswith("**") and not _markdown_cells(row)[2].startswith("**")
+
+
 def test_partial_runs_and_missing_metrics_are_footnoted(runs) -> None:
     built = table(runs)
     partial = built.footnotes[built.column_notes[3][0] - 1]
@@ -208,17 +222,7 @@ def test_the_latex_checker_finds_what_it_looks_for() -> None:
 
 def test_the_golden_latex_compiles(tmp_path: Path) -> None:
     """With Debian's texlive (.ci/run installs texlive-latex-base and -recommended, which has booktabs)."""
-    if shutil.which("pdflatex") is None:
-        pytest.skip("needs pdflatex: apt-get install texlive-latex-base texlive-latex-recommended (.ci/run does)")
-    shutil.copyfile(GOLDEN / "table.tex", tmp_path / "table.tex")
-    (tmp_path / "paper.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-                                        "\\input{table.tex}\n\\end{document}\n")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
-                           "paper.tex"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:]
-    log = (tmp_path / "paper.log").read_text(errors="replace")
-    assert "Missing character" not in log and "Undefined control sequence" not in log
-    assert (tmp_path / "paper.pdf").stat().st_size > 1000
+    _compile((GOLDEN / "table.tex").read_text(), tmp_path)
 
 
 def test_csv_holds_full_precision_values_and_notes(runs) -> None:
@@ -233,6 +237,70 @@ def test_csv_holds_full_precision_values_and_notes(runs) -> None:
     assert rows[2]["Base_A value"] == "" and rows[2]["Base_A note"] == "not in this run's scorecard"
     rounded = list(csv.DictReader(io.StringIO(render(table(runs, digits=2), "csv"))))
     assert rounded[0]["Model-B value"] == "0.54"
+
+
+# ------------------------------------------------------------------------------ text from scorecards and folders
+
+FORMULAS = ["=cmd|' /C calc'!A0", "+1+cmd", "-2+3", "@SUM(A1)"]
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> list[Path]:
+    """Two runs of one checkpoint (so their folders label them): one folder's name holds a newline and a form
+    feed, the other starts with '='; their metric names are spreadsheet formulas."""
+    root = tmp_path_factory.mktemp("table-hostile")
+    metrics = [MetricSpec(name, "mean", key="f1", direction="higher", primary=i == 0) for i, name in
+               enumerate(FORMULAS)]
+    return [write_run(root / "line\nbreak\fhere", "Same", 0.0, 1, metrics=metrics),
+            write_run(root / "=HYPERLINK(1)", "Same", 0.05, 2, metrics=metrics)]
+
+
+def test_csv_cells_that_would_be_formulas_are_neutralised(hostile) -> None:
+    """OWASP's rule: a text cell starting with = + - @ gets a leading ' ; the numbers stay numbers."""
+    text = render(table(hostile), "csv")
+    cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+    formulas = [cell for cell in cells if cell.startswith(("=", "+", "@")) or
+                (cell.startswith("-") and not re.fullmatch(r"-?[0-9.e+-]+", cell))]
+    assert formulas == []
+    rows = list(csv.reader(io.StringIO(text)))
+    assert [row[0] for row in rows[1:]] == ["'" + name for name in FORMULAS]
+    values = [row[3] for row in rows[1:]]
+    assert all(float(v) > 0 for v in values)  # numeric cells, untouched
+
+
+def test_a_newline_in_a_folder_name_never_reaches_a_markdown_row(hostile) -> None:
+    text = render(table(hostile, caption="two\nlines\n\nand a paragraph"), "markdown")
+    lines = text.splitlines()
+    rows = [line for line in lines if line.startswith("|")]
+    assert len(rows) == 2 + len(FORMULAS) and {len(_markdown_cells(r)) for r in rows} == {3}
+    assert lines[0] == "Table: two lines  and a paragraph"
+    header = _markdown_cells(rows[0])
+    assert header[1:] == [r"Same \[line break here/Same\]", r"Same \[=HYPERLINK(1)/Same\]"]
+    assert not any("\f" in line or "\x0b" in line for line in lines)
+
+
+def test_a_caption_or_label_with_a_blank_line_forms_no_latex_paragraph(hostile, tmp_path: Path) -> None:
+    """A blank line (or a form feed, LaTeX's \\par) inside \\caption{...} or a cell stops pdflatex."""
+    text = render(table(hostile, caption="first paragraph\n\nsecond paragraph\fthird"), "latex")
+    assert _latex_problems(text) == []
+    assert r"\caption{first paragraph  second paragraph third}" in text
+    assert "\n\n" not in text and "\f" not in text
+    _compile(text, tmp_path)
+
+
+def _compile(table_tex: str, where: Path) -> None:
+    """pdflatex on a document holding ``table_tex``; fails the test with the end of its log when it stops."""
+    if shutil.which("pdflatex") is None:
+        pytest.skip("needs pdflatex: apt-get install texlive-latex-base texlive-latex-recommended (.ci/run does)")
+    (where / "table.tex").write_text(table_tex)
+    (where / "paper.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                                     "\\input{table.tex}\n\\end{document}\n")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
+                           "paper.tex"], cwd=where, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]
+    log = (where / "paper.log").read_text(errors="replace")
+    assert "Missing character" not in log and "Undefined control sequence" not in log
+    assert (where / "paper.pdf").stat().st_size > 1000
 
 
 def test_the_command(runs) -> None:

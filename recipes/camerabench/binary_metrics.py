@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 NONFINITE_SCORE = -1e10
+SINGLE_CLASS = "a split with one class only: AP and ROC AUC are 0.0 by upstream's rule, and count in the means"
 
 
 def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, Any]:
@@ -45,6 +46,8 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
         "compute_binary_classification_metrics returns 0.0 for both and keeps the split in the mean, then its "
         "CLI crashes writing the results (numpy int64 is not JSON serializable); reported here as 0.0, the value "
         "upstream computes")} if single_class else {}
+    # the same reason for every such split, so that the scorecard, the console and the report count them
+    degenerate = {"degenerate": dict.fromkeys(("average_precision", "roc_auc"), SINGLE_CLASS)} if single_class else {}
     return {
         "average_precision": ap,
         "roc_auc": auc,
@@ -57,6 +60,7 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
         # how many scores share their value with another sample (saturated probabilities tie)
         "n_tied": int(y.size - np.unique(s[finite]).size - (~finite).sum()) if finite.any() else 0,
         **single_class_note,
+        **degenerate,
     }
 
 

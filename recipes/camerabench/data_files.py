@@ -22,10 +22,13 @@ from pathlib import Path
 
 from pinbench.core.files import cache_root, sha256_file
 from pinbench.core.pins import URLPin
-from pinbench.ops.downloads import fetch_url, locate
+from pinbench.ops.cache import url_path
+from pinbench.ops.downloads import fetch_url, locate, not_fetched
 
 MANIFEST_PATH = Path(__file__).resolve().parent / "data_manifest.json"
 _RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}/{rel}"
+# The pins.yaml entry the data files come from (their manifest); `-o data=DIR` is the local copy instead of it.
+DATA_PIN = "upstream/t2v_metrics"
 # Files under the data folder that are not data (the README) are listed but not required to run.
 _DATA_PARTS = ("binary_classification/", "vqa_and_retrieval/", "caption_data.json")
 
@@ -94,12 +97,19 @@ def fetch_data(manifest: DataManifest, cache: Path | None = None) -> Path:
 
 
 def locate_data(manifest: DataManifest, cache: Path | None = None) -> Path:
-    """The assembled data directory without network; NotFetchedError names what is missing."""
+    """The assembled data directory without network; NotFetchedError says how many files are missing and every
+    way forward (fetch, -o data=DIR, a run that downloads nothing)."""
     dest = cached_data_dir(manifest, cache)
     if dest.is_dir():
         verify_data_dir(dest, manifest)
         return dest
-    sources = {rel: locate(pin, cache=cache) for rel, pin in manifest.url_pins().items()}
+    pins = manifest.url_pins()
+    missing = [rel for rel, pin in pins.items() if not url_path(pin, cache).is_file()]
+    if missing:
+        raise not_fetched(f"the CameraBench data folder ({len(missing)} of its {len(pins)} files of "
+                          f"{manifest.repo}@{manifest.commit[:12]}:{manifest.path}, e.g. {missing[0]})", dest,
+                          "camerabench", DATA_PIN)
+    sources = {rel: locate(pin, cache=cache) for rel, pin in pins.items()}
     return _assemble(manifest, sources, dest)
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinbench.core.config import RecipeError, RunConfig
-from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.findings import Finding, ok, problem, warning
 from pinbench.core.pins import Pins
+from pinbench.ops import doctor as ops_doctor
 from pinbench.ops.doctor import hf_finding
 from pinbench_recipes.camerabench import inputs
+from pinbench_recipes.camerabench.data_files import DATA_PIN
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import ScoreFileError
 from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
-
-DATA_SUBJECT = "data/camerabench"
 
 
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
@@ -32,6 +32,8 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
         if data is not None:
             findings += _score_files(cfg, data)
         return findings
+    if not cfg.skip_generation:
+        findings.append(_gpu(cfg))
     if pins is None:
         return findings
     for name in dict.fromkeys((model.weights_pin, inputs.PROCESSOR_PIN)):  # the base model is both
@@ -41,10 +43,25 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     return findings
 
 
+def _gpu(cfg: RunConfig) -> Finding:
+    """Script 1 is Qwen2.5-VL-7B in bf16 on one CUDA GPU. Without one, flash_attention_2 (the default, as upstream)
+    cannot load at all, and another kernel runs a GPU model on CPU: either way it is said now."""
+    gpus = ops_doctor.visible_gpus()
+    if gpus:
+        index, name, gb = gpus[0]
+        return ok("gpu", f"Script 1 on GPU {index} {name} {gb:.0f} GB (Qwen2.5-VL-7B in bf16, ~17 GB of weights)")
+    way = "-o scores=DIR runs Script 2 alone on CPU over Script 1 files made elsewhere"
+    if cfg.options.attn == "flash_attention_2":
+        return problem("gpu", "no GPU visible (nvidia-smi not found or failing): Script 1 runs Qwen2.5-VL-7B with "
+                              f"flash_attention_2, which needs a CUDA GPU; run it on a GPU machine, or {way}")
+    return warning("gpu", f"no GPU visible (nvidia-smi not found or failing): Script 1 would run Qwen2.5-VL-7B "
+                          f"({cfg.options.attn}) on CPU, very slowly (a GPU model); {way}")
+
+
 def _data(cfg: RunConfig, findings: list[Finding]) -> CameraBenchData | None:
     """The pinned data as the run loads it (manifest, then the official counts); None after a problem."""
     local = cfg.options.data
-    where = ("inputs", "") if local is not None else ("cache", DATA_SUBJECT)
+    where = ("inputs", "") if local is not None else ("cache", DATA_PIN)
     try:
         root = inputs.data_dir(cfg, download=False)
         data = inputs.load_data(cfg, root, official=True)

@@ -6,13 +6,15 @@ was measured at, and divides by that rate.
 
 The rates were measured by ``tools/gpu_check.py`` (``make gpu-check``) on a lent H200 machine, torch 2.11.0+cu130,
 RAFT-things at 832x480, batch 8, fp32 with TF32 off: 0.711 frame pairs/s on that machine's CPU and 25.1 on the GPU
-(x35.4), as the notes of that session record (issue 12, "GPU"). A CPU of another kind runs at another rate: the
-estimate says where its rate comes from.
+(x35.4), as the notes of that session record (issue 12, "GPU"). A CPU of another kind, or another torch, runs at
+another rate: the estimate says where its rate comes from, and the torch this environment has when it is not the
+one the rate was measured with (read from the installed distribution, so it follows the lock).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pinbench.core.findings import Finding, warning
@@ -22,8 +24,20 @@ from pinbench_recipes.dynamic_degree.clips import sampled_frames, split_clips
 CPU_PAIRS_PER_S = 0.711
 GPU_PAIRS_PER_S = 25.1
 RATE_PIXELS = 832 * 480
-RATE_SOURCE = ("tools/gpu_check.py at 832x480 on a lent H200 machine's CPU (torch 2.11.0, batch 8, fp32): "
-               f"{CPU_PAIRS_PER_S} pairs/s, against {GPU_PAIRS_PER_S} on its GPU")
+RATE_TORCH = "2.11.0+cu130"  # the torch the rates were measured with (a fact of that measurement)
+
+
+def rate_source() -> str:
+    """Where the rates come from, and this environment's torch when it is another (its local build tag aside)."""
+    try:
+        here: str | None = version("torch")
+    except PackageNotFoundError:
+        here = None
+    source = (f"tools/gpu_check.py at 832x480 on a lent H200 machine's CPU (torch {RATE_TORCH}, batch 8, fp32): "
+              f"{CPU_PAIRS_PER_S} pairs/s, against {GPU_PAIRS_PER_S} on its GPU")
+    if here is None or here.partition("+")[0] != RATE_TORCH.partition("+")[0]:
+        source += f"; this environment has torch {here or '(none)'}, at a rate not measured"
+    return source
 
 
 def raft_pairs(n_frames: int, fps: float) -> int:
@@ -65,5 +79,5 @@ def cpu_time_finding(videos: Iterable[Path], *, flow: str, device: str,
         return None
     why = "-o device=cpu" if device == "cpu" else "no GPU visible"
     return warning("cpu", f"RAFT would run on CPU ({why}): {pairs:.0f} frame pairs in {counted} video(s), about "
-                          f"{_duration(work / CPU_PAIRS_PER_S)} (rate: {RATE_SOURCE}; a GPU: about "
+                          f"{_duration(work / CPU_PAIRS_PER_S)} (rate: {rate_source()}; a GPU: about "
                           f"{_duration(work / GPU_PAIRS_PER_S)}); -o flow=farneback is the CPU preview")

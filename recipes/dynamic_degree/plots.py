@@ -15,17 +15,22 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from pinbench.core.files import atomic_path
+from pinbench.results.report import PAGE_TEXT_PX, figure_points
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL  # noqa: E402
 
 DYNAMIC_COLOUR = "#d8f0dc"
 STATIC_COLOUR = "#f6dada"
+DPI = 100  # 7.5 x 3 inches: 750 x 300 px, shown at that size in the report
+TEXT = figure_points(PAGE_TEXT_PX, DPI)          # axis labels: the page's caption text
+TITLE = figure_points(PAGE_TEXT_PX + 1, DPI)
+SMALL = figure_points(PAGE_TEXT_PX - 1, DPI)     # ticks and legend
 
 
 def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: str) -> Path:
     """Write a PNG of one video's per-transition m (time = midpoint of the two frames) and tau."""
     fps = float(result["fps"])
     tau = float(result["tau"])
-    fig, ax = plt.subplots(figsize=(7.5, 2.4), dpi=80)
+    fig, ax = plt.subplots(figsize=(7.5, 3.0), dpi=DPI)
     for clip in result["clips"]:
         colour = {1: DYNAMIC_COLOUR, 0: STATIC_COLOUR}.get(clip["dynamic"], "#eeeeee")
         ax.axvspan(clip["start"] / fps, clip["stop"] / fps, color=colour, alpha=0.5, lw=0)
@@ -38,12 +43,12 @@ def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: s
     title = f"{sample_id}: score {score:.3f} ({result['n_clips']} clips)" if score is not None else sample_id
     if not result.get("official", False):
         title += f" [{PREVIEW_LABEL}]"
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("time (s); green clip = dynamic, red = static", fontsize=8)
-    ax.set_ylabel("m (px)", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.set_title(title, fontsize=TITLE)
+    ax.set_xlabel("time (s); green clip = dynamic, red = static", fontsize=TEXT)
+    ax.set_ylabel("m (px)", fontsize=TEXT)
+    ax.tick_params(labelsize=SMALL)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=SMALL, loc="upper right")
     fig.tight_layout()
     with atomic_path(path, suffix=".png") as tmp:  # a killed run never leaves half a figure to be reused
         fig.savefig(tmp, format="png")

@@ -251,8 +251,11 @@ def _serve(args: argparse.Namespace, opts: OptionValues, fixture: FixtureData | 
         if missing:
             print(f"without a usable video ({len(missing)}): {_listed(missing)}")
         if session.unmatched_videos:
-            print(f"videos that are no T2V scene of the dataset ({len(session.unmatched_videos)}): "
+            print(f"videos that are no scene of the dataset ({len(session.unmatched_videos)}): "
                   f"{_listed(session.unmatched_videos)}")
+        if session.i2v_videos:
+            print(f"I2V rollouts of the dataset, not annotated here (Pi3X's camera poses pick their revisit frames): "
+                  f"{len(session.i2v_videos)}")
         if filled:
             print(f"prefilled {filled} departure frame(s) from the dataset (paper backbone); the page labels them")
         token = new_token()

@@ -18,7 +18,7 @@ from pinbench.core.files import sha256_file
 from pinbench.core.names import CHECKPOINT_NAME
 from pinbench.media.video import VideoError, VideoInfo, video_info
 from pinbench_recipes.remembench.annotation_store import AnnotationError, AnnotationStore, Rollout
-from pinbench_recipes.remembench.dataset import PaperSettings, T2VRow, read_rows
+from pinbench_recipes.remembench.dataset import DatasetError, PaperSettings, T2VRow, iter_jsonl, read_rows
 from pinbench_recipes.remembench.prepare import TEST_FILES, find_video
 from pinbench_recipes.remembench.release import Release
 from pinbench_recipes.remembench.summary import PAIRS_FILE, read_pairs
@@ -72,6 +72,7 @@ class Session:
     scenes: list[Scene]
     videos: Path
     unmatched_videos: list[str]  # files in the videos folder that are no scene of the dataset
+    i2v_videos: list[str]  # rollouts of the dataset's I2V samples: Pi3X's camera poses pick their revisits
     decoder: str
     release: Release
     prefill_source: str | None
@@ -110,10 +111,21 @@ def _rollout(videos: Path, video: Path, info: VideoInfo) -> Rollout:
     return Rollout(video.relative_to(videos).as_posix(), sha256_file(video), info.n_frames)
 
 
-def _unmatched_videos(videos: Path, scene_ids: set[str]) -> list[str]:
-    found = [p.name for p in videos.glob("*.mp4") if p.stem not in scene_ids]
-    found += [f"{p.parent.name}/rollout.mp4" for p in videos.glob("*/rollout.mp4") if p.parent.name not in scene_ids]
+def _rollouts_of_none(videos: Path, ids: set[str]) -> list[str]:
+    """The rollouts (``<id>.mp4``, ``<id>/rollout.mp4``) in ``videos`` whose id is none of ``ids``."""
+    found = [p.name for p in videos.glob("*.mp4") if p.stem not in ids]
+    found += [f"{p.parent.name}/rollout.mp4" for p in videos.glob("*/rollout.mp4") if p.parent.name not in ids]
     return sorted(found)
+
+
+def _i2v_ids(release: Release) -> set[str]:
+    """The sample ids of the dataset's I2V rows, read only to tell their rollouts from strangers in a folder that
+    holds both splits (the fixture's does); an I2V file that cannot be read tells nothing (annotation is T2V's)."""
+    try:
+        rows = iter_jsonl(release.path(TEST_FILES["i2v"]))
+        return {data["sample_id"] for _, data in rows if isinstance(data.get("sample_id"), str)}
+    except DatasetError:
+        return set()
 
 
 def open_session(videos: Path, release: Release, paper: PaperSettings, *, decoder: str,
@@ -140,7 +152,10 @@ def open_session(videos: Path, release: Release, paper: PaperSettings, *, decode
                             departures.get(row.scene_id), notes.get(row.scene_id)))
     source = (f"{release.repo_id}@{release.revision}:{PAIRS_FILE} (the paper's departure frames, shared across "
               f"methods; valid for rollouts of the paper's backbone, {PAPER_BACKBONE})") if paper_backbone else None
-    return Session(scenes, videos, _unmatched_videos(videos, {r.scene_id for r in rows}), decoder, release, source)
+    t2v = {r.scene_id for r in rows}
+    strangers = _rollouts_of_none(videos, t2v | _i2v_ids(release))
+    i2v_videos = [v for v in _rollouts_of_none(videos, t2v) if v not in strangers]
+    return Session(scenes, videos, strangers, i2v_videos, decoder, release, source)
 
 
 def prefill_departures(session: Session, store: AnnotationStore) -> int:

@@ -17,10 +17,12 @@ import numpy as np
 from pinbench.core.files import write_if_changed
 from pinbench.core.run import Figure
 from pinbench.core.runner import SampleRecord
+from pinbench.results.report import PAGE_TEXT_PX, figure_points
 from pinbench_recipes.remembench.prepare import METRIC_KEYS, Group
 
 SCENE_FIELDS = ("departure_frame", "revisit_frame", "turnaround_frame", "video_sha256")
 N_EXTREMES = 2  # best and worst scenes shown per group
+PAIRS_DPI = 80  # 7 inches wide: 560 px, shown at that size in the report
 
 
 def scene_rows(tasks: Sequence[Mapping[str, Any]], records: Sequence[SampleRecord]) -> list[dict[str, Any]]:
@@ -91,10 +93,11 @@ def pair_figures(groups: Sequence[Group], rows: Sequence[Mapping[str, Any]], out
             ax.imshow(np.asarray(Image.open(out_dir / row["pair_image"])))
             ax.set_axis_off()
             ax.set_title(f"{label}: {row['sample_id']}  frames {row['departure_frame']} | {row['revisit_frame']}  "
-                         f"CLIP {row['clip']:.3f}  LPIPS {row['lpips_alex']:.3f}", fontsize=8)
+                         f"CLIP {row['clip']:.3f}  LPIPS {row['lpips_alex']:.3f}",
+                         fontsize=figure_points(PAGE_TEXT_PX, PAIRS_DPI))
         fig.tight_layout()
         path = fig_dir / f"pairs-{group.prefix.replace('/', '-')}.png"
-        fig.savefig(path, dpi=80)
+        fig.savefig(path, dpi=PAIRS_DPI)
         figures.append(Figure(f"Departure | revisit, best and worst by CLIP: {group.prefix}", path,
                               "left: departure frame, right: revisit frame of the same rollout"))
     return figures

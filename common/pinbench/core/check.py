@@ -402,6 +402,9 @@ def _recount(path: Path, card: Scorecard, records: Sequence[SampleRecord], deriv
         elif m.value != again.value:
             problems.append(f"{path}: metric {name}: value {m.value!r} in the scorecard, {again.value!r} "
                             "recomputed from the records")
+        elif m.degenerate != again.degenerate and card.schema_version not in ("2.0", "2.1", "2.2"):
+            problems.append(f"{path}: metric {name}: {len(m.degenerate)} degenerate value(s) in the scorecard, "
+                            f"{len(again.degenerate)} in the records")
         elif m.interval is not None and not _same_bounds(m.interval, again.interval):
             problems.append(f"{path}: metric {name}: interval {_bounds(m.interval)} in the scorecard, "
                             f"{_bounds(again.interval)} recomputed from the records (seeded, so the same)")

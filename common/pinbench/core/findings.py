@@ -16,9 +16,11 @@ class Finding:
     line: str
     subject: str = ""
     warning: bool = False  # ok, but said even when only problems are shown (a run that will be slow)
+    to_fetch: bool = False  # not here, and not a problem: this run downloads it first
 
     def render(self) -> str:
-        return f"{'PROBLEM' if not self.ok else 'WARNING' if self.warning else 'ok     '} {self.check}: {self.line}"
+        label = "PROBLEM" if not self.ok else "WARNING" if self.warning else "FETCH  " if self.to_fetch else "ok     "
+        return f"{label} {self.check}: {self.line}"
 
 
 def ok(check: str, line: str, subject: str = "") -> Finding:

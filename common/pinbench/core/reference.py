@@ -39,7 +39,7 @@ from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
-from pinbench.core.scorecard import MetricResult, Scorecard, ScorecardError, non_finite_problem
+from pinbench.core.scorecard import MetricResult, Scorecard, ScorecardError, degenerate_notes, non_finite_problem
 from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
@@ -329,6 +329,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
         if half is not None and m.tolerance.bound(m.value) < half and ref.mode != "fixture":   # see proposal.py
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
+    notes[:0] = degenerate_notes(scorecard)
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
@@ -453,7 +454,7 @@ def render_results(scorecard: Scorecard, why: str) -> str:
     reasons = scorecard.status_reasons
     lines.append("problems:" if reasons else "problems: none")
     lines.extend(f"  - {reason}" for reason in reasons)
-    notes = _interval_notes(scorecard)
+    notes = degenerate_notes(scorecard) + _interval_notes(scorecard)
     if notes:
         lines.append("notes:")
         lines.extend(f"  - {n}" for n in _grouped(notes))

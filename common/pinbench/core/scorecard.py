@@ -19,8 +19,10 @@ from. Schema 2.2 adds derived records (``pinbench.core.derived``): values comput
 time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
 read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Schema 2.3 adds ``store``: the
 sample stores' logs as the finish left them (``pinbench.core.store.seal``: lines, bytes, SHA-256 of each), so
-``pinbench check`` names any line added or changed after it. Scorecards of schema 2.0 (no intervals), 2.1 and
-2.2 still load.
+``pinbench check`` names any line added or changed after it; and a metric's ``degenerate`` values: scored records
+whose value a rule defines rather than a measurement (a split with one class has AP 0 by upstream's rule), which a
+record declares in ``result["degenerate"][key]`` with its reason, so a run whose mean is made of them says so
+instead of ending "complete" on it. Scorecards of schema 2.0 (no intervals), 2.1 and 2.2 still load.
 
 In memory a scorecard is a ``Scorecard`` (its metrics ``MetricResult``, their intervals
 ``pinbench.core.uncertainty.Interval``); ``to_json()`` is its JSON form (what ``write_scorecard`` writes once
@@ -70,6 +72,8 @@ MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
 DERIVED_RECORDS = "derived"
+DEGENERATE = "degenerate"  # result["degenerate"][key]: why a record's value of key is defined by a rule
+_SHOWN = 4
 
 
 class ScorecardError(FileError):
@@ -96,12 +100,28 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Degenerate:
+    """A scored record whose value is defined by a rule, not measured, and the reason its record gives."""
+
+    sample_id: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sample_id": self.sample_id, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "degenerate") -> Degenerate:
+        fields = checked_fields(data, where, {"sample_id": STRING, "reason": TEXT})
+        return cls(fields["sample_id"], fields["reason"])
+
+
+@dataclass(frozen=True)
 class MetricResult:
     """One metric of a scorecard: its value, how it was aggregated and described, and its denominators.
 
     ``missing`` and ``sample_ids`` are set for a metric restricted to a cohort; ``records`` is ``"derived"`` for one
-    read from derived records; ``interval`` is None only in a scorecard of schema 2.0. Optional fields are absent
-    from the JSON form when unset.
+    read from derived records; ``interval`` is None only in a scorecard of schema 2.0; ``degenerate`` names the
+    scored values a rule defined. Optional fields are absent from the JSON form when unset (or empty).
     """
 
     value: float | None
@@ -122,6 +142,7 @@ class MetricResult:
     sample_ids: tuple[str, ...] | None = None
     records: str | None = None
     interval: Interval | None = None
+    degenerate: tuple[Degenerate, ...] = ()
 
     @property
     def reads_derived(self) -> bool:
@@ -142,6 +163,8 @@ class MetricResult:
             data["records"] = self.records
         if self.interval is not None:
             data["interval"] = self.interval.to_json()
+        if self.degenerate:
+            data["degenerate"] = [d.to_json() for d in self.degenerate]
         return data
 
     @classmethod
@@ -160,6 +183,8 @@ class MetricResult:
             sample_ids=tuple(fields["sample_ids"]) if "sample_ids" in fields else None,
             records=fields.get("records"),
             interval=Interval.from_json(interval, f"{where}.interval") if interval is not None else None,
+            degenerate=tuple(Degenerate.from_json(d, f"{where}.degenerate[{i}]")
+                             for i, d in enumerate(fields.get("degenerate", ()))),
         )
 
 
@@ -168,8 +193,10 @@ _METRIC_FIELDS = {
     "kind": one_of(*KINDS), "primary": BOOLEAN, "unit": TEXT, "key": TEXT, "group_by": TEXT, "n_groups": COUNT,
     "n_expected": COUNT, "n_scored": COUNT, "n_failed": COUNT, "n_missing": COUNT, "failed": LIST,
     "missing": STRINGS, "sample_ids": STRINGS, "records": one_of(DERIVED_RECORDS), "interval": OBJECT,
+    "degenerate": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"),
 }
-_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval")
+_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval",
+                    "degenerate")
 
 
 @dataclass(frozen=True)
@@ -483,6 +510,7 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
     ids: list[str] = []
     groups: list[Any] = []
     failed: list[Failure] = []
+    degenerate: list[Degenerate] = []
     seen: set[str] = set()
     for record in _index(records).read_by(spec.derived, cohort):
         sample_id = record_id(record)
@@ -494,6 +522,9 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
             values.append(value)
             ids.append(sample_id)
             groups.append(group)
+            reason = _degenerate_reason(_get(record, "result"), spec.result_key)
+            if reason is not None:
+                degenerate.append(Degenerate(sample_id, reason))
     n_missing = expected - len(values) - len(failed)
     if n_missing < 0:
         raise ValueError(f"metric {spec.name!r}: {len(values) + len(failed)} records for "
@@ -511,7 +542,37 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
         sample_ids=tuple(spec.sample_ids) if cohort is not None else None,
         records=DERIVED_RECORDS if spec.derived else None,
         interval=aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None),
+        degenerate=tuple(degenerate),
     )
+
+
+def _degenerate_reason(result: Mapping[str, Any], key: str) -> str | None:
+    """The reason a scored record gives for its ``key`` being defined by a rule (``result["degenerate"][key]``)."""
+    marked = result.get(DEGENERATE)
+    reason = marked.get(key) if isinstance(marked, Mapping) else None
+    return " ".join(reason.split()) if isinstance(reason, str) and reason.strip() else None
+
+
+def degenerate_notes(card: Scorecard) -> list[str]:
+    """One line per metric with degenerate values, an aggregate's counted (``14 of its 15 values``), and one line per
+    reason for the single-value metrics (a split's own AP): what the console, the diff and the report say."""
+    notes: list[str] = []
+    single: dict[str, list[str]] = {}
+    for name, metric in card.metrics.items():
+        reasons = list(dict.fromkeys(d.reason for d in metric.degenerate))
+        if not reasons:
+            continue
+        if metric.n_scored > 1:
+            count = len(metric.degenerate)
+            notes.append(f"{name}: {count} of its {metric.n_scored} values {'is' if count == 1 else 'are'} "
+                         f"degenerate ({'; '.join(reasons)})")
+        else:
+            for reason in reasons:
+                single.setdefault(reason, []).append(name)
+    for reason, names in single.items():
+        shown = ", ".join(names[:_SHOWN]) + (f", ... {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+        notes.append(f"{len(names)} single-value metric(s) are degenerate ({reason}): {shown}")
+    return notes
 
 
 def metric_samples(name: str, metric: MetricResult, records: Sequence[Any] | RecordIndex

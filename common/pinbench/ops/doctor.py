@@ -75,8 +75,11 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
     unresolved = [key_label(k) for k in nulls if k not in machine.entries]
     resolved = [key_label(k) for k in nulls if k in machine.entries]
     if unresolved and offline:
+        from pinbench.ops.network import ways_on
+
         findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
-                                        f"this machine; run `pinbench fetch {recipe.name}` once with network"))
+                                        f"this machine (`pinbench fetch {recipe.name}` resolves them); next: "
+                                        f"{ways_on(recipe.name, [f'{k[0]}/{k[1]}' for k in nulls])}"))
     elif unresolved:
         findings.append(ok("pins", f"{', '.join(unresolved)} null; `pinbench fetch {recipe.name}` resolves them "
                                    f"once into {machine.path}"))
@@ -282,7 +285,7 @@ def network_findings(pins: Pins | None, to_fetch: Sequence[str]) -> list[Finding
         else:
             findings.append(problem("network", f"{url} does not answer within {PROBE_TIMEOUT_S:g} s ({reason}); "
                                                f"{', '.join(subjects)} cannot be fetched; next: "
-                                               f"{ways_on(pins.recipe, subjects[0])}"))
+                                               f"{ways_on(pins.recipe, subjects)}"))
     return findings
 
 
@@ -396,10 +399,11 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
 
     Inputs missing from the cache are problems, except where this run will fetch them itself: a docker
     run with network (its fetch stage), or a recipe whose run downloads when online
-    (``resources.fetch_on_run``); then they are reported "to be fetched" and a token is required for any
-    gated one.
+    (``resources.fetch_on_run``); then they are labelled FETCH (never ok: they are not here), and a token is
+    required for any gated one.
     """
     from pinbench.core.options import is_offline
+    from pinbench.ops.network import NEXT
 
     if cfg.fixture:
         return [ok("mode", "fixture run: synthetic inputs on CPU, nothing to check")]
@@ -414,8 +418,9 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
         cache = []
     will_fetch = not offline and (cfg.runtime == "docker" or bool(recipe.resources and recipe.resources.fetch_on_run))
     to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
-    if will_fetch:
-        cache = [ok(f.check, f"{f.line} (to be fetched)", f.subject) if f.subject in to_fetch else f for f in cache]
+    if will_fetch:  # not in the cache is then no problem, nor ok: the line says what this run downloads first
+        cache = [Finding(True, f.check, f"{f.line.partition(NEXT)[0]}; this run downloads it", f.subject,
+                         to_fetch=True) if f.subject in to_fetch else f for f in cache]
         findings += cache + token_findings(recipe, to_fetch) + network_findings(pins, to_fetch)
     else:
         findings += cache

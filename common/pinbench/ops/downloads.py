@@ -23,7 +23,7 @@ from pinbench.core.options import is_offline
 from pinbench.core.pins import HFPin, PinsError, URLPin, load_pins
 from pinbench.core.provenance import redact
 from pinbench.ops.cache import cache_dir, hf_snapshot_dir, url_path
-from pinbench.ops.network import network_failure, network_reason
+from pinbench.ops.network import NEXT, network_failure, network_reason, ways_on
 from pinbench.ops.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -103,9 +103,10 @@ class SizeMismatchError(PinMismatchError):
     """A file's size differs from its pin (checked before any hashing)."""
 
 
-def _not_fetched(what: str, where: Path, recipe: str) -> NotFetchedError:
-    return NotFetchedError(f"{what}: not in cache {where}; "
-                           f"run `pinbench fetch {recipe}` on a connected machine")
+def not_fetched(what: str, where: Path, recipe: str, pin_keys: str | list[str] | None) -> NotFetchedError:
+    """Offline and ``what`` is not in the cache at ``where``: the error names every way forward (fetch it on a
+    connected machine, the option that takes a local copy of ``pin_keys``, a run that downloads nothing)."""
+    return NotFetchedError(f"{what}: not in cache {where}{NEXT}{ways_on(recipe, pin_keys)}")
 
 
 def _warn(message: str) -> None:
@@ -196,8 +197,8 @@ def _verify_files(pin: HFPin, root: Path) -> None:
 def _require_revision(pin: HFPin) -> str:
     if pin.revision is None:
         raise UnresolvedPinError(f"{pin.repo_id}: revision is null (`resolve: required`) and not in this machine's "
-                                 f"resolved pins; run `pinbench fetch {pin.recipe}` on a connected machine once "
-                                 "(it resolves the revision and records it for this machine)")
+                                 f"resolved pins (`pinbench fetch {pin.recipe}` resolves it and records it for this "
+                                 f"machine){NEXT}{ways_on(pin.recipe, pin_key(pin))}")
     return pin.revision
 
 
@@ -280,11 +281,11 @@ def locate(pin: HFPin | URLPin, *, cache: Path | str | None = None,
     else:
         found = cached_snapshot(pin, cache)
         if found is None:
-            raise _not_fetched(pin.label, hf_snapshot_dir(pin, cache), pin.recipe)
+            raise not_fetched(pin.label, hf_snapshot_dir(pin, cache), pin.recipe, pin_key(pin))
         root = found
         missing = _missing(pin, root)
         if missing:
-            raise _not_fetched(f"{pin.label} ({', '.join(missing)})", root, pin.recipe)
+            raise not_fetched(f"{pin.label} ({', '.join(missing)})", root, pin.recipe, pin_key(pin))
     _verify_files(pin, root)
     return root
 
@@ -322,7 +323,7 @@ def download_url(url: str, dest: Path, expected_sha256: str | None = None,
 def _locate_url(pin: URLPin, cache: Path | str | None) -> Path:
     dest = url_path(pin, cache)
     if not dest.is_file():
-        raise _not_fetched(pin.url, dest, pin.recipe)
+        raise not_fetched(pin.url, dest, pin.recipe, pin_key(pin))
     verify_url_file(pin, dest)
     if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified "

@@ -4,15 +4,20 @@ The export holds the recipe package, exactly the ``pinbench`` modules it imports
 import statements, transitively), its own lock, Dockerfile(s) and README, a generated pyproject.toml
 that registers the recipe, and a small Makefile. The same directory is the Docker build context for
 ``make build-<name>``, so what a researcher copies is what CI builds.
+
+The recipe's tests come with it and run there (``make test``): the shared test helpers they import
+(``tests/helpers/stored.py``: ``from stored import ...``) are copied to the same place in the export, which its
+pytest configuration puts on the path, as the repository's conftest.py does.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
@@ -25,6 +30,9 @@ LOCK = "requirements.lock"
 _PYTEST = "9.2.0"  # the version uv.lock pins for development
 LIBRARY_DATA_DIRS = ("core/schemas", "results/templates")
 MARKER = ".pinbench-export"
+# The shared test helpers, importable by their module name in the tests (the repository's conftest.py puts this
+# folder on sys.path; an export's pytest configuration does).
+HELPERS = PurePosixPath("tests", "helpers")
 
 
 class ExportError(ValueError):
@@ -37,8 +45,9 @@ def library_root() -> Path:
     return Path(pinbench.__file__).resolve().parent
 
 
-def _pyproject(recipe: Recipe, requirements: list[str]) -> str:
+def _pyproject(recipe: Recipe, requirements: list[str], helpers: bool) -> str:
     deps = "".join(f"  {json.dumps(line)},\n" for line in requirements)  # a TOML basic string, markers' quotes escaped
+    pythonpath = f'pythonpath = ["{HELPERS}"]\n' if helpers else ""
     return f"""[build-system]
 requires = ["setuptools>=69"]
 build-backend = "setuptools.build_meta"
@@ -68,9 +77,9 @@ exclude = ["*.tests", "*.tests.*"]
 
 [tool.pytest.ini_options]
 testpaths = ["pinbench_recipes"]
-addopts = "--import-mode=importlib -p no:cacheprovider"
+{pythonpath}addopts = "--import-mode=importlib -p no:cacheprovider"
 markers = ["gpu: needs a CUDA GPU and real weights (GPU CI only)", "docker: needs a Docker engine",
-           "slurm: needs slurm-wlm and munge installed"]
+           "slurm: needs slurm-wlm and munge installed", "slow: minutes, not seconds"]
 """
 
 
@@ -182,6 +191,31 @@ def _requirements(recipe_dir: Path) -> list[str]:
     return lines
 
 
+def helpers_dir(root: Path) -> Path | None:
+    """The shared test helpers of the checkout the library at ``root`` is in: ``tests/helpers`` two levels up in the
+    repository (the library sits in its ``common/`` folder), one level up in an export; None in an installed wheel."""
+    return next((base / HELPERS for base in (root.parent.parent, root.parent) if (base / HELPERS).is_dir()), None)
+
+
+def helpers_imported(recipe_dir: Path, helpers: Path | None) -> list[Path]:
+    """The helper modules the recipe's tests import (``from stored import ...``), and those they import in turn."""
+    if helpers is None:
+        return []
+    available = {p.stem: p for p in helpers.glob("*.py")}
+    todo = sorted(p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts)
+    found: dict[str, Path] = {}
+    while todo:
+        path = todo.pop()
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+            for name in (n.partition(".")[0] for n in names):
+                if name in available and name not in found:
+                    found[name] = available[name]
+                    todo.append(available[name])
+    return sorted(found.values())
+
+
 def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
     """Write the self-contained recipe directory at ``dest`` and return it."""
     dest = Path(dest)
@@ -216,7 +250,12 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     # expect them; the package holds everything else. Each file is copied once.
     shutil.copytree(recipe_dir, package_dir, ignore=shutil.ignore_patterns(*_IGNORED_NAMES, *TOP_LEVEL))
     shutil.copy2(recipe_dir.parent / "__init__.py", package_dir.parent / "__init__.py")
-    for file in sorted(library_closure(recipe_dir, root)):
+    helpers = helpers_imported(recipe_dir, helpers_dir(root))
+    for helper in helpers:
+        (dest / HELPERS).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(helper, dest / HELPERS / helper.name)
+    sources = [p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts] + helpers
+    for file in sorted(library_closure(recipe_dir, root, sources=sources)):
         target = dest / LIBRARY / file.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, target)
@@ -231,7 +270,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
                 (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python))
             else:
                 shutil.copy2(item, dest / item.name)
-    (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements))
+    (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
     return dest

@@ -18,7 +18,7 @@ from pinbench.core.run import Figure, Run, RunOutcome
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord
 from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
-from pinbench.results.report import write_report
+from pinbench.results.report import record_figures, write_report
 
 
 def run_recipe(cfg: RunConfig) -> RunOutcome:
@@ -34,6 +34,9 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
 
 def write_run_report(scorecard: Path, out_dir: Path, *, reference: Reference | None,
                      samples: Sequence[SampleRecord | DerivedRecord], figures: Sequence[Figure], title: str) -> Path:
-    """A run's own report (``pinbench.core.run.Reporter``): its scorecard, reference, records and figures."""
+    """A run's own report (``pinbench.core.run.Reporter``): its scorecard, reference, records and figures. The
+    figures are recorded beside the scorecard (``figures.json``), so ``pinbench report`` of the run writes this
+    very page; its title is the run's, from the scorecard."""
+    record_figures(scorecard.parent, figures)
     return write_report([scorecard], out_dir, references={0: reference} if reference is not None else None,
-                        samples={0: list(samples)}, extra_figures={0: list(figures)} if figures else None, title=title)
+                        samples={0: list(samples)})

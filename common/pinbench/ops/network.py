@@ -7,7 +7,7 @@ timed out, a proxy that does not answer) into the same sentence; an HTTP answer 
 failure and keeps its own message.
 The ways on come from the recipe's declaration: ``pinbench fetch`` on a connected machine, the option that
 takes a local copy of that input (``instead_of`` in recipe.yaml), and a run that downloads nothing
-(``no_download``).
+(``no_download``). An input missing from the cache offline names the same ways (``pinbench.ops.downloads``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from __future__ import annotations
 import socket
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 PROBE_TIMEOUT_S = 3.0
+NEXT = "; next: "  # what a message says before the ways on (a line that needs none cuts it there)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -62,11 +63,14 @@ def network_reason(exc: BaseException) -> str | None:
     return None
 
 
-def ways_on(recipe_name: str, pin_key: str | None) -> str:
-    """The next steps when ``pin_key`` (``urls/raft_things``) of ``recipe_name`` could not be downloaded."""
+def ways_on(recipe_name: str, pin_keys: str | Iterable[str] | None) -> str:
+    """Every way forward when the pins ``pin_keys`` (``urls/raft_things``, ``huggingface/clip``, ...) of
+    ``recipe_name`` cannot be read here, online or offline: fetch them on a connected machine, give a local copy
+    of each (every option whose ``instead_of`` names one of them), or run without download (``no_download``)."""
     from pinbench.core.config import RecipeError
     from pinbench.core.recipe import get_recipe
 
+    keys = {pin_keys} if isinstance(pin_keys, str) else set(pin_keys or ())
     steps = [f"run `pinbench fetch {recipe_name}` on a connected machine and use its cache here "
              "(PINBENCH_CACHE; then run with --offline)"]
     try:
@@ -74,15 +78,15 @@ def ways_on(recipe_name: str, pin_key: str | None) -> str:
     except RecipeError:
         return steps[0]
     steps += [f"give a local copy with -o {name}=PATH" for name, spec in recipe.options.items()
-              if pin_key is not None and pin_key in spec.instead_of]
+              if keys & set(spec.instead_of)]
     if recipe.no_download is not None:
         steps.append(f"run without download: {recipe.no_download.options} ({recipe.no_download.what})")
     return "; or ".join(steps)
 
 
-def network_failure(what: str, reason: str, recipe_name: str, pin_key: str | None) -> str:
+def network_failure(what: str, reason: str, recipe_name: str, pin_key: str | Iterable[str] | None) -> str:
     """The one line: ``<what>: could not be fetched, the network failed (<reason>); next: <ways on>``."""
-    return f"{what}: could not be fetched, the network failed ({reason}); next: {ways_on(recipe_name, pin_key)}"
+    return f"{what}: could not be fetched, the network failed ({reason}){NEXT}{ways_on(recipe_name, pin_key)}"
 
 
 def probe(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:

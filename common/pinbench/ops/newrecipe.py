@@ -45,8 +45,10 @@ BASE = "python-3.11-slim"  # the images/base-images.yaml entry the image starts 
 # The pyproject extras the image needs beside pinbench's own dependencies: the decoders the template offers, and
 # the docker SDK, which the export's pinbench CLI (`pinbench build`) imports.
 EXTRAS = ("video", "docker")
-UV_EXPORT = ("uv", "export", "--frozen", "--no-dev", *(f"--extra={extra}" for extra in EXTRAS), "--no-emit-project",
-             "--format=requirements-txt", "--no-header")
+# --group=image: setuptools, the build backend an export installs pinbench and the recipe with (`make setup` runs pip
+# with --no-build-isolation --no-index: without it in the lock, `invalid command 'bdist_wheel'`).
+UV_EXPORT = ("uv", "export", "--frozen", "--no-dev", "--group=image", *(f"--extra={extra}" for extra in EXTRAS),
+             "--no-emit-project", "--format=requirements-txt", "--no-header")
 LOCK_HEADER = f"""# Generated from uv.lock (what CI tests with) for the image's Python (--python-version 3.11) by
 #    (head -n 3 requirements.lock; {" ".join(UV_EXPORT)}) > new.lock && mv new.lock requirements.lock
 # in this folder. Run it again after `uv lock` changed uv.lock; requirements.in names the direct dependencies.

@@ -14,18 +14,22 @@ count). Every string from data is redacted (the environment's ``finalize``) and 
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import pinbench
-from pinbench.core.files import write_atomic
+from pinbench.core.files import loads_finite_json, read_regular_text, write_atomic, write_if_changed
+from pinbench.core.jsonfields import LIST, STRING, TEXT, checked_fields
 from pinbench.core.notices import announced
 from pinbench.core.provenance import redactor, scrub
 from pinbench.core.reference import (
@@ -40,16 +44,32 @@ from pinbench.core.reference import (
     diff,
     reference_from_dict,
 )
-from pinbench.core.scorecard import MetricResult, Scorecard, load_scorecard, metric_samples, validate_scorecard
+from pinbench.core.scorecard import (
+    MetricResult,
+    Scorecard,
+    degenerate_notes,
+    load_scorecard,
+    metric_samples,
+    validate_scorecard,
+)
 from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
     from pinbench.results.compare import Comparison
 
 FIGURES_DIR = "figures"
+# Beside scorecard.json: the figures the recipe drew for the run, so that every report of it shows them, the run's
+# own report/ and `pinbench report`'s alike (one report, whichever way it is written).
+FIGURES_INDEX = "figures.json"
+_FIGURES_FORMAT = 1
 TOP_LEVEL = "top level"  # the group of metrics whose name has no "/"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best per ranking metric
+# The page's text beside a figure (templates/report.html.j2: tables and captions 13-14 px). A recipe's PNG is shown
+# at its own pixel size (up to the page's 1118 px of content), so its text matches the page when drawn at
+# ``figure_points(px, dpi)``; a smaller font reads as a thumbnail's.
+PAGE_TEXT_PX = 13
+PAGE_WIDTH_PX = 1118
 VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
 _STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "PASS": 3, "": 4}
 _STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
@@ -63,6 +83,11 @@ _MODE_NOTES = {
 # (title, png, caption) for a recipe figure, or (title, png, caption, sample_id) for one sample's figure:
 # those are ranked, and only the failures, the worst and the best few are shown.
 ExtraFigure = tuple
+
+
+def figure_points(px: float, dpi: float) -> float:
+    """The font size, in points, of text ``px`` pixels tall in a figure saved at ``dpi`` (a point is 1/72 inch)."""
+    return px * 72 / dpi
 
 
 class ReportError(ValueError):
@@ -129,10 +154,29 @@ def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) ->
 
 @dataclass(frozen=True)
 class Extra:
+    """A recipe's figure: of the run (``sample_id`` None), or of one sample (ranked: failures, worst, best)."""
+
     title: str
     src: Path
     caption: str
     sample_id: str | None
+
+
+def _png_problem(path: Path) -> str | None:
+    """Why ``path`` is not a PNG file to show (unreadable, not a regular file, another format), or None. Opened
+    without blocking and checked with fstat first: a FIFO or a device posing as a figure is refused at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"not readable ({exc.strerror})"
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return "is not a regular file"
+        return None if os.read(fd, len(PNG_SIGNATURE)) == PNG_SIGNATURE else "is not a PNG file"
+    except OSError as exc:
+        return f"not readable ({exc.strerror})"
+    finally:
+        os.close(fd)
 
 
 def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[Extra]:
@@ -142,15 +186,65 @@ def _check_extras(entries: Sequence[Any] | None, origin: str) -> list[Extra]:
             raise ReportError(f"{origin}: extra figure must be (title, png_path, caption[, sample_id]), "
                               f"got {entry!r}")
         src = Path(entry[1])
-        try:
-            head = src.read_bytes()[: len(PNG_SIGNATURE)]
-        except OSError as exc:
-            raise ReportError(f"{src}: extra figure not readable ({exc.strerror})") from None
-        if head != PNG_SIGNATURE:
-            raise ReportError(f"{src}: extra figure is not a PNG file")
+        problem = _png_problem(src)
+        if problem:
+            raise ReportError(f"{src}: extra figure {problem}")
         sample = entry[3] if len(entry) == 4 else None   # a core.run.Figure has four fields, the last may be None
         out.append(Extra(str(entry[0]), src, str(entry[2]), None if sample is None else str(sample)))
     return out
+
+
+def record_figures(run_dir: Path, figures: Sequence[ExtraFigure]) -> None:
+    """Write ``run_dir/figures.json``, the figures a recipe drew for this run (PNGs inside ``run_dir``), for every
+    report of the run to show; with none, an earlier index is removed."""
+    index = Path(run_dir) / FIGURES_INDEX
+    extras = _check_extras(figures, f"figures of {run_dir}")
+    if not extras:
+        index.unlink(missing_ok=True)
+        return
+    root = Path(run_dir).resolve()
+    entries = []
+    for extra in extras:
+        src = extra.src.resolve()
+        if root not in src.parents:
+            raise ReportError(f"{extra.src}: a figure of the run in {run_dir} must be inside it")
+        entries.append({"title": extra.title, "png": src.relative_to(root).as_posix(), "caption": extra.caption,
+                        **({"sample_id": extra.sample_id} if extra.sample_id is not None else {})})
+    write_if_changed(index, json.dumps({"format": _FIGURES_FORMAT, "figures": entries}, indent=1) + "\n")
+
+
+_FIGURE_FIELDS = {"title": STRING, "png": TEXT, "caption": STRING, "sample_id": STRING}
+
+
+def run_figures(scorecard: Path) -> list[Extra]:
+    """The figures ``figures.json`` beside ``scorecard`` names ([] when there is none). ReportError, one line naming
+    the file, for an index that is not one, or a figure outside the run directory, not a regular file or no PNG."""
+    run_dir = Path(scorecard).parent
+    index = run_dir / FIGURES_INDEX
+    if not index.exists() and not index.is_symlink():
+        return []
+    text = read_regular_text(index)
+    if text is None:
+        raise ReportError(f"{index}: not a readable UTF-8 regular file")
+    try:
+        data = checked_fields(loads_finite_json(text), "$", {"format": (lambda v: v == _FIGURES_FORMAT,
+                                                                        f"{_FIGURES_FORMAT}"), "figures": LIST})
+        entries = [checked_fields(entry, f"$.figures[{i}]", _FIGURE_FIELDS, optional=("sample_id",))
+                   for i, entry in enumerate(data["figures"])]
+    except ValueError as exc:
+        raise ReportError(f"{index}: {exc}") from None
+    root = run_dir.resolve()
+    extras = []
+    for entry in entries:
+        png = PurePosixPath(entry["png"])
+        src = run_dir / png
+        if png.is_absolute() or ".." in png.parts or "\\" in entry["png"] or root not in src.resolve().parents:
+            raise ReportError(f"{index}: figure {entry['png']!r} is not a file inside {run_dir}")
+        problem = _png_problem(src)
+        if problem:
+            raise ReportError(f"{index}: figure {src} {problem}")
+        extras.append(Extra(entry["title"], src, entry["caption"], entry.get("sample_id")))
+    return extras
 
 
 # ----------------------------------------------------------------------------------------- rows
@@ -531,7 +625,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                         "failed": " — nothing was scored"}.get(card.status, ""),
         "counts": (f"{samples.n_ok} of {samples.n_expected} samples ok, {samples.n_failed} failed, "
                    f"{samples.n_missing} missing"),
-        "status_reasons": list(card.status_reasons), "mode_note": _MODE_NOTES.get(card.mode),
+        "status_reasons": list(card.status_reasons), "degenerate": degenerate_notes(card),
+        "mode_note": _MODE_NOTES.get(card.mode),
         "summary": {"recipe": card.recipe, "recipe version": card.recipe_version,
                     "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
@@ -645,13 +740,15 @@ def write_report(
     samples: Mapping[Any, Sequence[Any]] | None = None,
     extra_figures: Mapping[Any, Sequence[ExtraFigure]] | None = None,
     comparisons: Sequence[Comparison] = (),
-    title: str = "pinbench report",
+    title: str | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` (comparisons first, then one section per scorecard) and its PNGs.
 
     ``scorecards`` are paths (named in the report) or Scorecards (validated here). ``references``, ``samples`` and
-    ``extra_figures`` are keyed by scorecard index or recipe name. All inputs are checked before anything
-    is written; returns the path of ``index.html``.
+    ``extra_figures`` are keyed by scorecard index or recipe name; a scorecard file given no ``extra_figures`` shows
+    the figures its run recorded (``figures.json``, ``record_figures``). The title defaults to the run's (recipe,
+    version, checkpoint, mode) for one scorecard. All inputs are checked before anything is written; returns the
+    path of ``index.html``.
     """
     if not scorecards:
         raise ReportError("write_report: no scorecards given")
@@ -664,10 +761,15 @@ def write_report(
         _Section(index=i, card=card, origin=origin,
                  ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
                  samples=list(recs[i]) if recs[i] is not None else None,
-                 extras=_check_extras(extras[i], f"extra_figures for {origin}"),
+                 extras=_check_extras(extras[i], f"extra_figures for {origin}") if extras[i] is not None
+                 else [] if isinstance(scorecards[i], Scorecard) else run_figures(Path(scorecards[i])),
                  from_file=not isinstance(scorecards[i], Scorecard))
         for i, (card, origin) in enumerate(loaded)
     ]
+    if title is None:
+        card = loaded[0][0]
+        title = (f"{card.recipe} {card.recipe_version}: {card.checkpoint} ({card.mode})" if len(loaded) == 1
+                 else "pinbench report")
     figs = _Figures(Path(out_dir))
     page = _environment().get_template("report.html.j2").render(
         title=title, version=pinbench.__version__,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
 _MARKDOWN_SPECIAL = "\\`*_[]<>|$~"  # emphasis, code, links, HTML, cells, GitHub's math and strikethrough
+# OWASP's rule for CSV injection: a text cell starting with one of these is a formula to a spreadsheet
+_CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 class TableError(ValueError):
@@ -233,7 +236,10 @@ def build_table(columns: Sequence[Column], *, metrics: Sequence[str] | None = No
             elif result.no_interval is not None:
                 cell.notes.append(notes.add(f"no 95% interval: {result.no_interval}"))
             cells.append(cell)
-        ranked = [i for i, c in enumerate(cells) if c.result is not None and c.result.complete]
+        # a run is ranked on a metric only when the run is complete: a partial run's metric that happens to have
+        # every sample still comes from a run that did not finish, and its footnote says it is never ranked
+        ranked = [i for i, c in enumerate(cells)
+                  if columns[i].status == "complete" and c.result is not None and c.result.complete]
         if ranked:
             pick = max if declared.direction == "higher" else min
             best_value = pick(cells[i].result.value for i in ranked)
@@ -267,13 +273,27 @@ def _spread(result: RunMetric, digits: int, style: str) -> tuple[str, str] | Non
     return ("pm", above) if above == below else ("asym", f"+{above}/-{below}")
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every line or paragraph break and control character (a scorecard's metric name, a run
+    folder's name, a caption) as a space: a newline would end a Markdown table row, a blank line or a form feed
+    (``\\par`` to LaTeX) would end the paragraph a ``\\caption`` or a cell must stay in."""
+    return "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
+
+
 def _markdown_text(text: str) -> str:
-    return "".join(f"\\{ch}" if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+    return "".join(f"\\{ch}" if ch in _MARKDOWN_SPECIAL else ch for ch in _one_line(text))
 
 
 def latex_text(text: str) -> str:
-    """``text`` as LaTeX text: the ten specials, and < > | (not in OT1 text fonts), escaped."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    """``text`` as LaTeX text on one line: the ten specials, and < > | (not in OT1 text fonts), escaped."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in _one_line(text))
+
+
+def csv_text(text: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting with = + - @ (or a tab, a carriage return) gets a
+    leading ``'`` (OWASP's rule), so a metric or folder name like ``=cmd|' /C calc'!A0`` is never a formula.
+    The numbers the table writes are numeric cells and are not touched."""
+    return "'" + text if text.startswith(_CSV_FORMULA_START) else text
 
 
 def _markdown_cell(cell: Cell, digits: int, style: str) -> str:
@@ -386,7 +406,7 @@ def render_csv(table: Table) -> str:
     header = ["metric", "direction", "primary"]
     for column in table.columns:
         header += [f"{column.label} {part}" for part in ("value", "low", "high", "scored", "expected", "note")]
-    writer.writerow(header)
+    writer.writerow([csv_text(cell) for cell in header])
 
     def number(value: float | None) -> str:
         if value is None:
@@ -394,16 +414,17 @@ def render_csv(table: Table) -> str:
         return repr(value) if table.digits is None else _number(value, table.digits)
 
     for row in table.rows:
-        line: list[Any] = [row.metric, row.direction, "yes" if row.primary else "no"]
+        line: list[Any] = [csv_text(row.metric), row.direction, "yes" if row.primary else "no"]
         for i, cell in enumerate(row.cells):
             result = cell.result
             notes = (["best"] if cell.best else []) + (["tied with the best"] if cell.tied else [])
             notes += [table.footnotes[n - 1] for n in [*table.column_notes.get(i, []), *cell.notes]]
+            note = csv_text("; ".join(notes))
             if result is None:
-                line += ["", "", "", "", "", "; ".join(notes)]
+                line += ["", "", "", "", "", note]
             else:
                 line += [number(result.value), number(result.low), number(result.high), result.n_scored,
-                         result.n_expected, "; ".join(notes)]
+                         result.n_expected, note]
         writer.writerow(line)
     return out.getvalue()
 

@@ -6,6 +6,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from recipe_files import build_context
 
 from pinbench.core.derived import DerivedRecord
 from pinbench.core.recipe import get_recipe
@@ -217,7 +218,7 @@ def test_a_single_class_split_says_so_in_its_record_and_the_readme(fx) -> None:
     assert static["note"].startswith("one class only (0 of 3 labels Yes): AP and ROC AUC are undefined")
     assert "not JSON serializable" in static["note"]
     assert "note" not in groups["binary_split__Pan_Left"].result
-    readme = (Path(aggregate.__file__).parent / "README.md").read_text()
+    readme = (build_context(Path(aggregate.__file__).parent) / "README.md").read_text()
     changes = readme.split("## Changes vs upstream", 1)[1].split("\n## ", 1)[0]
     (row,) = [line for line in changes.splitlines() if line.startswith("| single-class split |")]
     assert "not JSON serializable" in row and "`note`" in row

@@ -62,3 +62,24 @@ def test_doctor_reads_the_score_files_as_the_run_does(pinned_fixture, tmp_path: 
     (scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json").write_text("{not json")
     (bad,) = [f for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data)) if not f.ok]
     assert bad.check == "inputs" and "Pan_Left.json: invalid JSON at line 1" in bad.line
+
+
+def test_script1_without_a_gpu_is_said_and_a_score_only_run_needs_none(pinned_fixture, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi absent (this machine): Script 1's default flash_attention_2 cannot load, a PROBLEM; another kernel
+    would run on CPU, a WARNING; with a GPU (its nvidia-smi answer injected) an ok line names it."""
+    data, scores = pinned_fixture
+
+    def gpu_lines(checkpoint: str, **options: str) -> list[str]:
+        return [f.render() for f in _diagnose(tmp_path, checkpoint, data=str(data), **options) if f.check == "gpu"]
+
+    monkeypatch.setattr(doctor, "visible_gpus", lambda: None)
+    (line,) = gpu_lines("qwen2.5-vl-7b")
+    assert line.startswith("PROBLEM gpu: no GPU visible") and "flash_attention_2, which needs a CUDA GPU" in line
+    assert "-o scores=DIR" in line
+    (line,) = gpu_lines("qwen2.5-vl-7b-cam-motion", attn="sdpa")
+    assert line.startswith("WARNING gpu: no GPU visible") and "(sdpa) on CPU" in line
+    assert gpu_lines("my-method", scores=str(scores)) == []
+    monkeypatch.setattr(doctor, "visible_gpus", lambda: [("0", "NVIDIA H200", 150.7)])
+    assert gpu_lines("qwen2.5-vl-7b") == ["ok      gpu: Script 1 on GPU 0 NVIDIA H200 151 GB (Qwen2.5-VL-7B in bf16, "
+                                          "~17 GB of weights)"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.check import check_run
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import load_records
@@ -39,6 +40,8 @@ def test_fixture_run_passes_against_its_reference(tmp_path: Path) -> None:
     assert any("per-task VQA files" in note for note in card["extra"]["notes"])
     assert card["extra"]["caption_metric_upstream_names"]["word_f1"] == "spice"
     assert "PASS" in (out / "diff.txt").read_text()
+    # the fixture's Static split has one class: the full run says so too, counted
+    assert "1 of its 3 values is degenerate" in outcome.message
 
 
 def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_path: Path,
@@ -115,6 +118,21 @@ def test_limit_takes_the_first_samples_of_every_group(tmp_path: Path) -> None:
     # one sample per split is a single class: AP 0 by upstream's rule, scored and complete
     assert card["metrics"]["binary/Move_In/average_precision"]["value"] == 0.0
     assert outcome.exit_code in (0, 1, 3)  # compared (or not) with the fixture reference, never "incomplete"
+    # ... and said: in the scorecard (which splits), on the console and in diff.txt (how many), in the report
+    overall = card["metrics"]["binary/overall_average_precision"]
+    assert [d["sample_id"] for d in overall["degenerate"]] == [f"binary_split__{s}" for s in
+                                                               ("Move_In", "Pan_Left", "Static")]
+    assert {d["reason"] for d in overall["degenerate"]} == {
+        "a split with one class only: AP and ROC AUC are 0.0 by upstream's rule, and count in the means"}
+    said = "3 of its 3 values are degenerate (a split with one class only"
+    assert said in outcome.message and said in (out / "diff.txt").read_text()
+    report = (out / "report" / "index.html").read_text()
+    assert "binary/overall_average_precision: 3 of its 3 values are degenerate" in report
+    assert not any("degenerate" in p for p in check_run(out).problems)  # (a fixture run of 6 of its 20 samples)
+    overall.pop("degenerate")  # a scorecard that no longer says so is not what its records give
+    (out / "scorecard.json").write_text(json.dumps(card))
+    assert any("binary/overall_average_precision: 0 degenerate value(s) in the scorecard, 3 in the records" in p
+               for p in check_run(out).problems)
 
 
 def test_script1_checkpoints_map_to_pins() -> None:

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from recipe_files import build_context
 from stored import store_snapshot, stored_ids
+from typer.testing import CliRunner
 
+from pinbench import cli
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
@@ -65,6 +68,13 @@ def test_fixture_run_end_to_end(tmp_path: Path) -> None:
     report = (out / "report" / "index.html").read_text()
     assert "m over time: stop_and_go_16fps" in report
     assert len(list((out / "figures").glob("*.png"))) == len(FIXTURE_VIDEOS)
+    # the Quick start's `pinbench report` of the run is the run's own report: the same page, the same figures
+    mine = CliRunner().invoke(cli.app, ["report", str(out / "scorecard.json"), "--out", str(tmp_path / "mine")])
+    assert mine.exit_code == 0, mine.output
+    assert (tmp_path / "mine" / "index.html").read_text() == report
+    figures = {p.name: p.read_bytes() for p in (out / "report" / "figures").iterdir()}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "mine" / "figures").iterdir()} == figures
+    assert len(figures) == len(FIXTURE_VIDEOS)  # failures, the worst and the best per-sample figures
 
     # a rerun reuses every stored sample and the fixture videos themselves
     stamps = store_snapshot(out / "samples")
@@ -241,7 +251,7 @@ def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
 
 def test_recipe_registration() -> None:
     assert RECIPE.name == "dynamic-degree" and RECIPE.package == "pinbench_recipes.dynamic_degree"
-    assert (RECIPE.dir / "pins.yaml").is_file() and (RECIPE.dir / "Dockerfile").is_file()
+    assert (RECIPE.dir / "pins.yaml").is_file() and (build_context(RECIPE.dir) / "Dockerfile").is_file()
     assert RECIPE.reference_path("fixture", "fixture") is not None
     assert RECIPE.reference_path("any-model", "full") is None  # no published reference exists
 

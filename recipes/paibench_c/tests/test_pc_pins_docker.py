@@ -73,12 +73,19 @@ def _base_images() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES)
-def test_base_is_a_shared_digest_pinned_image(dockerfile: str, pins) -> None:
+def test_base_is_a_digest_pinned_image_of_its_pins(dockerfile: str, pins) -> None:
     text = (BUILD_DIR / dockerfile).read_text()
     base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M).group(1)
     assert re.search(r"@sha256:[0-9a-f]{64}$", base)
-    assert base in _base_images().values()
     assert base in {pins.images["eval"]["base"], pins.images["generate"]["base"]}
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "images" / "base-images.yaml").is_file(),
+                    reason="the repository's shared list of bases (images/base-images.yaml) is not in an export")
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_base_is_a_shared_image(dockerfile: str) -> None:
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", (BUILD_DIR / dockerfile).read_text(), re.M).group(1)
+    assert base in _base_images().values()
 
 
 def test_evaluation_image_builds_the_pinned_evaluator_sam2_and_transformers(pins) -> None:

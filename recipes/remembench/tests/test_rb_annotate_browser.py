@@ -222,12 +222,13 @@ def test_native_frames_missing_videos_and_prompts_as_text(built_fixture, tmp_pat
     rows[0]["prompts"][1] = '<img src=x onerror="document.title=\'injected\'"> leaves'
     rewrite_release(root, t2v_rows=rows)
     (root / "rollouts/t2v-002.mp4").unlink()
+    (root / "rollouts/not-a-scene.mp4").write_bytes((root / "rollouts/t2v-000.mp4").read_bytes())
     with annotation_page(root, tmp_path / "pairs.json") as server:
         page = PageDriver(browser, server.url)
         assert "<img src=x" in page.text("prompts") and browser.title != "injected"
         assert "t2v-002: no video: looked for" in page.text("missing-list")
         assert browser.find_element("css selector", 'button[data-scene="t2v-002"]').get_attribute("disabled")
-        assert "s01-rot180.mp4" in page.text("unmatched-list")
+        assert page.text("unmatched-list") == "not-a-scene.mp4"  # the fixture's I2V rollouts are the dataset's
         page.keys("n")
         page.wait.until(lambda d: d.execute_script("return document.getElementById('native').naturalWidth") == 64)
         assert page.text("native-size") == "64\u00d748"
