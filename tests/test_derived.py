@@ -161,7 +161,7 @@ def test_a_derived_metric_names_its_records() -> None:
 
 def test_finish_writes_the_derived_records_and_check_agrees(run_dir: Path) -> None:
     card = json.loads((run_dir / "scorecard.json").read_text())
-    assert card["schema_version"] == "2.2" and card["samples"]["n_expected"] == 4
+    assert card["schema_version"] == "2.3" and card["samples"]["n_expected"] == 4
     [record] = read_derived(run_dir / "derived.jsonl")
     assert record.derived_id == "spread" and record.members == tuple(IDS)
     assert len((run_dir / "samples.jsonl").read_text().splitlines()) == 4

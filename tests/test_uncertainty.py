@@ -158,7 +158,7 @@ def test_every_scorecard_metric_carries_its_interval_and_cohort() -> None:
         MetricSpec("c/v", "median", key="v", direction="lower", sample_ids=["s00", "s01", "s02"]),
         MetricSpec("suite", "none", key="v", direction="higher", sample_ids=["s05"])])
     m = card.metrics
-    assert card.schema_version == "2.2"
+    assert card.schema_version == "2.3"
     assert m["v"].interval.unit == "sample" and m["v"].interval.n_units == 6
     assert m["g/v"].interval.unit == "group" and m["g/v"].interval.n_units == 3
     assert m["c/v"].sample_ids == ("s00", "s01", "s02") and m["c/v"].interval.n_units == 3

@@ -17,8 +17,10 @@ Schema 2.1 adds to every metric its 95% ``interval`` (a seeded bootstrap over th
 cohort, its ``sample_ids``, so a report or a comparison reads exactly the samples the value was computed
 from. Schema 2.2 adds derived records (``pinbench.core.derived``): values computed from many samples at finish
 time (a split's AP, a composite), counted in their own ``derived`` block and never as samples; a metric
-read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Scorecards of schema 2.0
-(no intervals) and 2.1 still load.
+read from them says ``"records": "derived"`` and its ``sample_ids`` are their ids. Schema 2.3 adds to a derived
+metric the recipe's ``from_members`` declaration (``pinbench.core.metricinfo.MemberStatistic``): how its value
+follows from its members' results, which ``pinbench compare`` resamples. Scorecards of schema 2.0 (no intervals),
+2.1 and 2.2 still load.
 
 In memory a scorecard is a ``Scorecard`` (its metrics ``MetricResult``, their intervals
 ``pinbench.core.uncertainty.Interval``); ``to_json()`` is its JSON form (what ``write_scorecard`` writes once
@@ -53,7 +55,7 @@ from pinbench.core.jsonfields import (
     nullable,
     one_of,
 )
-from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
+from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.phases import announced
 from pinbench.core.provenance import scrub, to_jsonable
@@ -61,8 +63,8 @@ from pinbench.core.runner import SampleRecord
 from pinbench.core.schema import schema_error
 from pinbench.core.uncertainty import Interval, aggregate_interval
 
-SCHEMA_VERSION = "2.2"
-READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2")
+SCHEMA_VERSION = "2.3"
+READABLE_SCHEMA_VERSIONS = ("2.0", "2.1", "2.2", "2.3")
 MODES = ("full", "smoke", "fixture")
 STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
@@ -119,6 +121,7 @@ class MetricResult:
     sample_ids: tuple[str, ...] | None = None
     records: str | None = None
     interval: Interval | None = None
+    from_members: MemberStatistic | None = None
 
     @property
     def reads_derived(self) -> bool:
@@ -139,6 +142,8 @@ class MetricResult:
             data["records"] = self.records
         if self.interval is not None:
             data["interval"] = self.interval.to_json()
+        if self.from_members is not None:
+            data["from_members"] = self.from_members.to_json()
         return data
 
     @classmethod
@@ -146,6 +151,7 @@ class MetricResult:
         """The metric of its JSON form; ValueError (one line naming ``where``) when it is not one."""
         fields = checked_fields(data, where, _METRIC_FIELDS, optional=_METRIC_OPTIONAL)
         interval = fields.get("interval")
+        members = fields.get("from_members")
         return cls(
             value=fields["value"], aggregation=fields["aggregation"], direction=fields["direction"],
             kind=fields["kind"], primary=fields["primary"], n_expected=fields["n_expected"],
@@ -157,6 +163,7 @@ class MetricResult:
             sample_ids=tuple(fields["sample_ids"]) if "sample_ids" in fields else None,
             records=fields.get("records"),
             interval=Interval.from_json(interval, f"{where}.interval") if interval is not None else None,
+            from_members=MemberStatistic.from_json(members, f"{where}.from_members") if members is not None else None,
         )
 
 
@@ -165,8 +172,10 @@ _METRIC_FIELDS = {
     "kind": one_of(*KINDS), "primary": BOOLEAN, "unit": TEXT, "key": TEXT, "group_by": TEXT, "n_groups": COUNT,
     "n_expected": COUNT, "n_scored": COUNT, "n_failed": COUNT, "n_missing": COUNT, "failed": LIST,
     "missing": STRINGS, "sample_ids": STRINGS, "records": one_of(DERIVED_RECORDS), "interval": OBJECT,
+    "from_members": OBJECT,
 }
-_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval")
+_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval",
+                    "from_members")
 
 
 @dataclass(frozen=True)
@@ -295,6 +304,7 @@ class MetricSpec:
     primary: bool = False
     unit: str | None = None
     derived: bool = False
+    from_members: MemberStatistic | None = None
 
     def __post_init__(self) -> None:
         if self.aggregation is not None and self.aggregation not in AGGREGATIONS:
@@ -309,6 +319,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.derived and self.sample_ids is None:
             raise ValueError(f"metric {self.name!r}: a metric of derived records names them in sample_ids")
+        if self.from_members is not None and not (self.derived and self.aggregation in (None, "none")):
+            raise ValueError(f"metric {self.name!r}: from_members describes one derived value (aggregation none)")
         if self.sample_ids is not None:
             ids = tuple(self.sample_ids)
             if len(set(ids)) != len(ids):
@@ -325,7 +337,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: aggregation {self.aggregation!r} contradicts the declared "
                              f"{info.aggregation!r}")
         return replace(self, aggregation=info.aggregation, group_by=info.group_by, direction=info.direction,
-                       kind=info.kind, primary=info.primary, unit=info.unit)
+                       kind=info.kind, primary=info.primary, unit=info.unit,
+                       from_members=info.from_members if self.derived else None)
 
 
 def _get(record: Any, field: str) -> Any:
@@ -492,6 +505,7 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
         sample_ids=tuple(spec.sample_ids) if cohort is not None else None,
         records=DERIVED_RECORDS if spec.derived else None,
         interval=aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None),
+        from_members=spec.from_members,
     )
 
 
