@@ -177,6 +177,38 @@ def test_consecutive_frames_match_scikit_image_pair_by_pair(monkeypatch, synthet
     assert not np.allclose(consecutive_ssim(gray, data_range=255), expected, atol=1e-3)  # the window matters
 
 
+@pytest.mark.parametrize("n_frames", [2, 3, 4, 7, 8])
+def test_frames_given_one_at_a_time_give_the_same_bits_at_every_run_boundary(monkeypatch, synthetic_frames,
+                                                                           n_frames):
+    """ConsecutiveSSIM takes frames in runs of CHUNK_FRAMES (3 here): a video of 2 frames, one run, a run and a
+    frame, ... gives each pair the bits of the whole-video computation (runs of frames per band), with any
+    thread count; scikit-image agrees to TOL."""
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 7)
+    gray = synthetic_frames(n_frames, height=40, width=52, seed=11)[..., 2]
+    settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
+    whole = consecutive_ssim(gray, **settings, max_workers=3)
+    monkeypatch.setattr(ssim_mod, "CHUNK_FRAMES", 3)
+    for workers in (1, 2):
+        with ssim_mod.ConsecutiveSSIM(gray.shape[1:], gray.dtype, **settings, max_workers=workers) as stream:
+            for frame in gray:
+                stream.add(frame)
+            assert np.array_equal(stream.result(), whole)
+    expected = _skimage_consecutive(gray, data_range=255, gaussian_weights=True, sigma=1.5,
+                                    use_sample_covariance=False)
+    np.testing.assert_allclose(whole, expected, rtol=0, atol=TOL)
+
+
+def test_a_stream_refuses_a_frame_unlike_the_first_and_a_result_before_two():
+    with ssim_mod.ConsecutiveSSIM((16, 16), np.uint8, data_range=255) as stream:
+        stream.add(np.zeros((16, 16), np.uint8))
+        with pytest.raises(ValueError, match="at least 2 frames, got 1"):
+            stream.result()
+        with pytest.raises(ValueError, match=r"frame 1: uint8 \(16, 17\), expected uint8 \(16, 16\) like the first"):
+            stream.add(np.zeros((16, 17), np.uint8))
+        with pytest.raises(ValueError, match="float64"):
+            stream.add(np.zeros((16, 16)))
+
+
 def test_consecutive_frames_in_torch_equal_the_cpu_kernel(synthetic_frames):
     """The device implementation on CPU, chunked (one frame of overlap); GPU CI runs it on CUDA below."""
     gray = synthetic_frames(11, height=40, width=52, seed=7)[..., 0]
