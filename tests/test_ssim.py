@@ -253,3 +253,13 @@ def test_a_data_range_that_is_not_positive_and_finite_is_refused(data_range):
         consecutive_ssim(frames, data_range=data_range)
     with pytest.raises(ValueError, match="data_range must be positive and finite"):
         consecutive_ssim_torch(frames, data_range=data_range, device="cpu")
+
+
+def test_the_default_thread_count_is_the_cores_this_process_may_use(monkeypatch):
+    """Pinned to one core (taskset), the kernels run one thread: extra threads there only take turns."""
+    monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert ssim_mod.available_cpus() == 1
+    with ssim_mod.ConsecutiveSSIM((32, 32), np.uint8, data_range=255) as stream:
+        assert stream._pool is None
+    monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {0, 1, 5}, raising=False)
+    assert ssim_mod.available_cpus() == 3

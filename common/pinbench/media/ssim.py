@@ -117,6 +117,14 @@ def window_filter(image: np.ndarray, win: SSIMWindow, out: np.ndarray | None = N
     return cv2.sepFilter2D(image, cv2.CV_64F, taps, taps, dst=out, borderType=cv2.BORDER_REFLECT)
 
 
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity: ``taskset``, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:   # no affinity call on this platform
+        return os.cpu_count() or 1
+
+
 # ------------------------------------------------------------------------------------------ the kernel
 
 
@@ -245,7 +253,7 @@ def _pair_map(x: _Moments, y: _Moments, c1: float, c2: float, buffers: _Buffers,
 
 def _run(items: Sequence[Any], work: Callable[[Any, _Buffers], None], max_workers: int | None) -> None:
     """``work(item, buffers)`` for every item, in threads with one set of buffers per thread."""
-    workers = min(len(items), max_workers or os.cpu_count() or 1)
+    workers = min(len(items), max_workers or available_cpus())
     if workers <= 1:
         buffers = _Buffers()
         for item in items:
@@ -464,7 +472,7 @@ class ConsecutiveSSIM:
         self._sums: list[np.ndarray] = []   # (bands, pairs) of each run of frames
         self._pending: list[np.ndarray] = []
         self._frames = 0
-        workers = min(len(self.bands), max_workers or os.cpu_count() or 1)
+        workers = min(len(self.bands), max_workers or available_cpus())
         self._pool = ThreadPoolExecutor(workers) if workers > 1 else None
         self._local = threading.local()
 
