@@ -263,3 +263,52 @@ def test_the_default_thread_count_is_the_cores_this_process_may_use(monkeypatch)
         assert stream._pool is None
     monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {0, 1, 5}, raising=False)
     assert ssim_mod.available_cpus() == 3
+
+
+EPS = 2.0 ** -53
+
+
+def _rounding_unit(a: np.ndarray, b: np.ndarray, data_range: float) -> float:
+    """m^2 * 2^-53 / C2: a variance's rounding over the map's smallest denominator (pinbench.media.ssim)."""
+    m = float(max(int(a.max()), int(b.max()), 1))
+    return m * m * EPS / (0.03 * data_range) ** 2
+
+
+def test_near_flat_bright_frames_stay_within_the_stated_bound_not_within_1e_12():
+    """RGB frames of values 200-202 scored with their own data range (2), as PAI-Bench-C's blur metric scores a
+    near-flat frame: the mean differs from scikit-image's by more than 1e-12 (what this module claimed before)
+    and within 4 units of m^2 * 2^-53 / C2, every map pixel within 64 (what its docstring states)."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(200, 203, (176, 320, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-1, 2, a.shape), 0, 255).astype(np.uint8)
+    data_range = float(int(a.max()) - int(a.min()))
+    _, full = structural_similarity(a, b, full=True, data_range=data_range, channel_axis=2)
+    unit = _rounding_unit(a, b, data_range)
+    mean = abs(float(ssim_mean(a, b, data_range=data_range, channel_axis=2, crop=False)) - float(full.mean()))
+    assert 1e-12 < mean <= 4 * unit
+    assert float(np.abs(ssim_map(a, b, data_range=data_range, channel_axis=2) - full).max()) <= 64 * unit
+
+
+def test_the_stated_bound_holds_over_seeded_near_flat_and_random_pairs():
+    """The sweep behind the module docstring's numbers, smaller: gray and RGB, uniform and Gaussian windows, data
+    ranges 1 to 255; every map pixel within 64 and every mean (cropped and full) within 4 rounding units."""
+    rng = np.random.default_rng(3)
+    for trial in range(120):
+        flat = trial % 2 == 0
+        low, span = (int(rng.integers(150, 256)), int(rng.integers(0, 4))) if flat else (0, 255)
+        channel = trial % 4 < 2
+        shape = (int(rng.integers(16, 48)), int(rng.integers(16, 56))) + ((3,) if channel else ())
+        a = rng.integers(low, min(255, low + span) + 1, shape, dtype=np.uint8)
+        b = np.clip(a.astype(int) + rng.integers(-2, 3, a.shape), 0, 255).astype(np.uint8)
+        data_range = float(rng.choice([1, 2, 3, 10, 255])) if flat else 255.0
+        gaussian = trial % 3 == 0
+        ours = {"data_range": data_range, "channel_axis": 2 if channel else None}
+        theirs = {"data_range": data_range, "channel_axis": 2 if channel else None}
+        if gaussian:
+            ours.update(window="gaussian", use_sample_covariance=False)
+            theirs.update(gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
+        mssim, full = structural_similarity(a, b, full=True, **theirs)
+        unit = _rounding_unit(a, b, data_range)
+        assert float(np.abs(ssim_map(a, b, **ours) - full).max()) <= 64 * unit, trial
+        assert abs(float(ssim_mean(a, b, **ours)) - mssim) <= 4 * unit, trial
+        assert abs(float(ssim_mean(a, b, crop=False, **ours)) - float(full.mean())) <= 4 * unit, trial
