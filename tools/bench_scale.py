@@ -8,7 +8,8 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
   keeps both labels; the run counts the rest as missing samples), each beside upstream's Script 2 CLIs on the
   same files when ``--upstream DIR`` names a checkout of linzhiqiu/t2v_metrics at the pinned commit (its
   ``camerabench/`` folder is run as it is);
-* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` of two runs;
+* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` against a run
+  of other score files (seed 1: every metric compared, the derived ones by resampling their members);
 * one 95 % interval over 11,222 units (mean, median) and a paired difference over 11,222 matched units;
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
 * with ``--upstream``, at 100 %: every number upstream's JSON files hold against the scorecard (the largest
@@ -121,7 +122,7 @@ def camerabench_subset(fraction: float):
     return CameraBenchData(root=data.root, binary=tuple(binary), vqa=tuple(vqa), captions=())
 
 
-def write_scores(fraction: float, dest: Path, *, captions: bool = False) -> int:
+def write_scores(fraction: float, dest: Path, *, captions: bool = False, seed: int = 0) -> int:
     """Official-shape score files for the samples of ``camerabench_subset(fraction)`` (and, with ``captions``, a
     seeded caption file of the 1,071 captions); how many samples."""
     import dataclasses
@@ -134,11 +135,11 @@ def write_scores(fraction: float, dest: Path, *, captions: bool = False) -> int:
     data = camerabench_subset(fraction)
     if captions:
         whole = data = dataclasses.replace(data, captions=load_dataset(DATA, ["caption"]).captions)
-    outputs = synthetic_outputs(whole, seed=0)  # each sample's score is the same in every subset
+    outputs = synthetic_outputs(whole, seed=seed)  # each sample's score is the same in every subset
     outputs.binary = {s.sample_id: outputs.binary[s.sample_id] for s in data.binary}
     outputs.vqa = {p.sample_id: outputs.vqa[p.sample_id] for p in data.vqa}
     write_score_dir(dest, data, outputs, model_name=MODEL_NAME, checkpoint=None, timestamp=TIMESTAMP,
-                    video_dir="videos", extra_metadata={"synthetic_seed": 0})
+                    video_dir="videos", extra_metadata={"synthetic_seed": seed})
     return len(data.binary) + len(data.vqa) + len(data.captions)
 
 
@@ -457,9 +458,10 @@ def scale_section(args: argparse.Namespace, work: Path) -> None:
     print(row("  pinbench diff", repeated([*PINBENCH, "diff", str(full_out / "scorecard.json")], (0, 1))))
     print(row("  pinbench report", repeated([*PINBENCH, "report", str(full_out / "scorecard.json"), "--out",
                                              str(work / "report")])))
-    other = work / "run-other"
-    shutil.copytree(full_out, other)
-    print(row("  pinbench compare (two runs, paired intervals)",
+    other_scores, other = work / "scores-other", work / "run-other"   # another method's files: seed 1
+    write_scores(1.0, other_scores, seed=1)
+    measure(camerabench_run(other_scores, other), ok=(0, 1, 2))
+    print(row("  pinbench compare (another run, paired intervals)",
               repeated([*PINBENCH, "compare", str(full_out), str(other), "--report", str(work / "compare")], (0, 1))))
     shutil.rmtree(other)
     if args.kill:
