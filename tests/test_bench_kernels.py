@@ -11,7 +11,7 @@ import bench_kernels
 import pytest
 
 TINY = ["--repeat", "2", "--tempssim-frames", "6", "--tempssim-size", "48", "64", "--blur-frames", "3",
-        "--blur-size", "40", "56"]
+        "--blur-size", "40", "56", "--blur-pipeline-frames", "2"]
 
 FORK_METRICS = textwrap.dedent('''
     """TEST DOUBLE of the fork's metrics_canny_blur_depth.py: the blur SSIM path as spec section 2.2 gives it."""
@@ -61,6 +61,13 @@ def test_every_row_is_printed_with_its_ratios(capsys: pytest.CaptureFixture) -> 
                 "| baseline: fork's per-frame path (spec 2.2, local) |", "| native kernel, 1 thread |"):
         assert row in out
     assert "load average (1/5/15 min) before" in out and "thread count changes nothing: True" in out
+    # decode and compute in processes pinned to 1 and 2 cores; the overlapped values are decode-then-score's
+    for kind, what in (("TempSSIM", "TempSSIM"), ("blur SSIM", "blur + SSIM")):
+        first = bench_kernels.cpus()[:2]
+        for cores in [f"{n} core{'s' if n > 1 else ''} (taskset -c {','.join(map(str, first[:n]))})"
+                      for n in range(1, len(first) + 1)]:
+            assert f"| decode and {what} overlapped (reader thread), {cores} |" in out
+            assert f"* {kind} on {cores}: the overlapped value equals decode-then-score's: True" in out
     kernel_rows = [line for line in out.splitlines() if "kernel, 1 thread |" in line]
     for line in kernel_rows:
         cells = [c.strip() for c in line.strip("|").split("|")]

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from toy_runs import N, write_toy_run
 from typer.testing import CliRunner
@@ -194,3 +195,122 @@ def _css_colour(page: str, cls: str) -> str | None:
         if f".badge.{cls}" in [sel.strip() for sel in selectors.split(",")] and "background:" in body:
             return body.split("background:", 1)[1].split(";")[0].strip()
     return None
+
+
+# ----------------------------------------------------------------------- derived values judged over their members
+
+def _split_run(root: Path, name: str, *, lift: float, seed: int, fail: tuple[str, ...] = (),
+               from_members: bool = True) -> Path:
+    """A run of 80 samples (label, score, correct 0-2) and derived records: split__x (AP, ROC AUC, acc = mean of
+    correct / 2, spread) over every sample, and split__y (spread) over the first ten; ``lift`` raises the
+    positives' scores; ``fail`` samples failed (their split's record then fails, as a recipe's strict one does)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+    from toy_runs import PROVENANCE
+
+    from pinbench.core.derived import derive, write_derived
+    from pinbench.core.metricinfo import MemberStatistic
+    from pinbench.core.runner import SampleRecord
+    from pinbench.core.scorecard import build_scorecard, write_scorecard
+
+    shared = np.random.default_rng(0)
+    labels, base = (shared.random(80) < 0.3).astype(int), shared.random(80)
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(80):
+        sid = f"s{i:02d}"
+        if sid in fail:
+            records.append(SampleRecord(sid, "failed", None, "OSError: unreadable", "0" * 64, 0.0))
+            continue
+        score = round(float(np.clip(base[i] + lift * labels[i] + rng.normal(0, 0.05), 0, 1.5)), 2)
+        records.append(SampleRecord(sid, "ok", {"label": int(labels[i]), "score": score,
+                                                "correct": int(rng.integers(0, 3))}, None, "0" * 64, 0.0))
+
+    def split(members: list) -> dict:
+        if any(not m.ok for m in members):
+            raise ValueError("a member did not score")
+        y, s = [m.result["label"] for m in members], [m.result["score"] for m in members]
+        return {"average_precision": average_precision_score(y, s), "roc_auc": roc_auc_score(y, s),
+                "acc": sum(m.result["correct"] for m in members) / (2 * len(members)), "spread": float(np.std(s))}
+
+    derived = [derive("split__x", records, split), derive("split__y", records[:10], split)]
+    declared = {"average_precision": MemberStatistic("average_precision", "score", "label"),
+                "roc_auc": MemberStatistic("roc_auc", "score", "label"),
+                "acc": MemberStatistic("mean", "correct", scale=0.5)}
+    metrics = [MetricSpec(f"{split}/{key}", "none", key=key, sample_ids=[f"split__{split}"], derived=True,
+                          direction="higher", from_members=declared.get(key) if from_members else None)
+               for split, keys in (("x", ("average_precision", "roc_auc", "acc", "spread")), ("y", ("spread",)))
+               for key in keys]
+    card = build_scorecard(recipe="toy-bench", recipe_version="1.0.0", checkpoint=name, mode="full", metrics=metrics,
+                           records=records, n_expected=80, provenance=PROVENANCE, config={}, timings={},
+                           derived=derived)
+    run = root / name
+    write_scorecard(card, run / "scorecard.json")
+    (run / "samples.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    write_derived(derived, run / "derived.jsonl")
+    return run
+
+
+def test_a_derived_value_declared_from_members_is_judged_by_resampling_its_members(tmp_path: Path) -> None:
+    """A split's AP and ROC AUC and a mean accuracy: over the matched members, with the paired bootstrap of
+    members_bootstrap (the same interval as calling it directly); a derived value without the declaration is
+    not judged, and that reason is said once for every metric it applies to."""
+    from pinbench.core.members_bootstrap import MemberSeries, member_differences
+
+    a, b = load_run(_split_run(tmp_path, "A", lift=0.1, seed=1)), load_run(_split_run(tmp_path, "B", lift=0.6, seed=2))
+    result = compare_runs(a, b)
+    rows = {r.name: r for r in result.metrics}
+    for key in ("average_precision", "roc_auc", "acc"):
+        row = rows[f"x/{key}"]
+        assert (row.n_matched, row.n_cohort) == (80, 80) and row.difference.interval.paired
+        assert row.difference.value_a == pytest.approx(a.card.metrics[f"x/{key}"].value, abs=1e-15)
+        assert row.difference.value_b == pytest.approx(b.card.metrics[f"x/{key}"].value, abs=1e-15)
+    ap = rows["x/average_precision"]
+    assert ap.verdict == "better" and 0 < ap.difference.low < ap.difference.difference < ap.difference.high
+    assert rows["x/roc_auc"].verdict == "better" and rows["x/acc"].verdict == "within noise"
+    ids = tuple(f"s{i:02d}" for i in range(80))
+
+    def column(run, key):
+        return np.array([run.samples[i].result[key] for i in ids])
+
+    (direct,) = member_differences([MemberSeries(a.card.metrics["x/average_precision"].from_members, ids,
+                                                 column(a, "score"), column(b, "score"), column(a, "label"),
+                                                 column(b, "label"))])
+    assert (ap.difference.low, ap.difference.high) == (direct.low, direct.high)
+    assert [n for n in result.notes if "not judged" in n] == [
+        "not judged, 2 metric(s) (aggregation none: one suite-level value computed over the samples at once, not an "
+        "aggregate of per-sample values; nothing to resample): x/spread, y/spread"]
+    assert render_comparison(result).count("nothing to resample") == 1
+
+
+def test_unmatched_members_are_named_and_an_older_scorecard_is_compared_as_one_value(tmp_path: Path) -> None:
+    """A member that failed in B leaves the derived record failed there, yet the split is compared over the 79
+    members both scored, the one left out named with B's reason. Without the declaration (a scorecard from
+    before it), the value is one number: not judged."""
+    a = load_run(_split_run(tmp_path, "A", lift=0.1, seed=1))
+    b = load_run(_split_run(tmp_path, "B", lift=0.1, seed=2, fail=("s07",)))
+    result = compare_runs(a, b)
+    ap = {r.name: r for r in result.metrics}["x/average_precision"]
+    assert (ap.n_matched, ap.n_cohort) == (79, 80) and ap.only_a == {"s07": "B: OSError: unreadable"}
+    assert ap.difference.interval.n_units == 79 and ap.verdict in ("better", "worse", "within noise")
+    assert "x/average_precision: 79 of 80 samples matched (1 scored in A only, 0 in B only, 0 in neither)" in \
+        result.problems and result.exit_code == 2
+    old = compare_runs(a, load_run(_split_run(tmp_path, "C", lift=0.6, seed=2, from_members=False)))
+    assert {r.name: r.verdict for r in old.metrics}["x/average_precision"] == "not judged"
+
+
+def test_the_difference_plot_is_to_scale() -> None:
+    """Two metrics without an interval, B - A = -0.0009 and -0.116, sit at their own distances from 0 (a row scaled
+    to itself drew both at the same place), a lower-is-better metric turned so that right is better, all on one
+    ticked axis."""
+    from pinbench.results.report_svg import DifferenceRow, differences_svg
+
+    rows = [DifferenceRow("small", "not judged", -0.0009, None, True, "-0.0009"),
+            DifferenceRow("large", "not judged", -0.116, None, True, "-0.116"),
+            DifferenceRow("err", "better", -0.05, (-0.08, -0.02), False, "-0.05 [-0.08, -0.02]")]
+    svg = str(differences_svg(rows, "B - A"))
+    zero = float(re.search(r'<line x1="([\d.]+)" y1="[\d.]+" x2="\1"', svg).group(1))
+    dots = [float(x) - zero for x in re.findall(r'<circle cx="([-\d.]+)"', svg)]
+    per_unit = -dots[1] / 0.116   # pixels per unit of B - A, from the large one
+    assert dots[0] == pytest.approx(-0.0009 * per_unit, abs=0.1) and dots[0] < 0   # coordinates have 0.1 px
+    assert dots[2] == pytest.approx(0.05 * per_unit, abs=0.1)
+    assert ">0.1<" in svg and ">-0.1<" in svg and "to scale" in svg

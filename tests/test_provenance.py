@@ -253,6 +253,20 @@ def test_redact_secret_env_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert redact(text) == "use *** and *** and *** on gpu 1 from /data/ckpt"
 
 
+def test_redact_follows_the_environment_between_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secret values are kept between calls (a run redacts every failed sample's message), but a variable
+    set, changed or removed after a call is seen by the next one."""
+    monkeypatch.delenv("LATE_SERVICE_TOKEN", raising=False)
+    text = "first tok-aaaaaaa then tok-bbbbbbb"
+    assert redact(text) == text
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "tok-aaaaaaa")
+    assert redact(text) == "first *** then tok-bbbbbbb"
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "tok-bbbbbbb")
+    assert redact(text) == "first tok-aaaaaaa then ***"
+    monkeypatch.delenv("LATE_SERVICE_TOKEN")
+    assert redact(text) == text
+
+
 def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     obj = {

@@ -177,6 +177,38 @@ def test_consecutive_frames_match_scikit_image_pair_by_pair(monkeypatch, synthet
     assert not np.allclose(consecutive_ssim(gray, data_range=255), expected, atol=1e-3)  # the window matters
 
 
+@pytest.mark.parametrize("n_frames", [2, 3, 4, 7, 8])
+def test_frames_given_one_at_a_time_give_the_same_bits_at_every_run_boundary(monkeypatch, synthetic_frames,
+                                                                           n_frames):
+    """ConsecutiveSSIM takes frames in runs of CHUNK_FRAMES (3 here): a video of 2 frames, one run, a run and a
+    frame, ... gives each pair the bits of the whole-video computation (runs of frames per band), with any
+    thread count; scikit-image agrees to TOL."""
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 7)
+    gray = synthetic_frames(n_frames, height=40, width=52, seed=11)[..., 2]
+    settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
+    whole = consecutive_ssim(gray, **settings, max_workers=3)
+    monkeypatch.setattr(ssim_mod, "CHUNK_FRAMES", 3)
+    for workers in (1, 2):
+        with ssim_mod.ConsecutiveSSIM(gray.shape[1:], gray.dtype, **settings, max_workers=workers) as stream:
+            for frame in gray:
+                stream.add(frame)
+            assert np.array_equal(stream.result(), whole)
+    expected = _skimage_consecutive(gray, data_range=255, gaussian_weights=True, sigma=1.5,
+                                    use_sample_covariance=False)
+    np.testing.assert_allclose(whole, expected, rtol=0, atol=TOL)
+
+
+def test_a_stream_refuses_a_frame_unlike_the_first_and_a_result_before_two():
+    with ssim_mod.ConsecutiveSSIM((16, 16), np.uint8, data_range=255) as stream:
+        stream.add(np.zeros((16, 16), np.uint8))
+        with pytest.raises(ValueError, match="at least 2 frames, got 1"):
+            stream.result()
+        with pytest.raises(ValueError, match=r"frame 1: uint8 \(16, 17\), expected uint8 \(16, 16\) like the first"):
+            stream.add(np.zeros((16, 17), np.uint8))
+        with pytest.raises(ValueError, match="float64"):
+            stream.add(np.zeros((16, 16)))
+
+
 def test_consecutive_frames_in_torch_equal_the_cpu_kernel(synthetic_frames):
     """The device implementation on CPU, chunked (one frame of overlap); GPU CI runs it on CUDA below."""
     gray = synthetic_frames(11, height=40, width=52, seed=7)[..., 0]
@@ -221,3 +253,62 @@ def test_a_data_range_that_is_not_positive_and_finite_is_refused(data_range):
         consecutive_ssim(frames, data_range=data_range)
     with pytest.raises(ValueError, match="data_range must be positive and finite"):
         consecutive_ssim_torch(frames, data_range=data_range, device="cpu")
+
+
+def test_the_default_thread_count_is_the_cores_this_process_may_use(monkeypatch):
+    """Pinned to one core (taskset), the kernels run one thread: extra threads there only take turns."""
+    monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert ssim_mod.available_cpus() == 1
+    with ssim_mod.ConsecutiveSSIM((32, 32), np.uint8, data_range=255) as stream:
+        assert stream._pool is None
+    monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {0, 1, 5}, raising=False)
+    assert ssim_mod.available_cpus() == 3
+
+
+EPS = 2.0 ** -53
+
+
+def _rounding_unit(a: np.ndarray, b: np.ndarray, data_range: float) -> float:
+    """m^2 * 2^-53 / C2: a variance's rounding over the map's smallest denominator (pinbench.media.ssim)."""
+    m = float(max(int(a.max()), int(b.max()), 1))
+    return m * m * EPS / (0.03 * data_range) ** 2
+
+
+def test_near_flat_bright_frames_stay_within_the_stated_bound_not_within_1e_12():
+    """RGB frames of values 200-202 scored with their own data range (2), as PAI-Bench-C's blur metric scores a
+    near-flat frame: the mean differs from scikit-image's by more than 1e-12 (what this module claimed before)
+    and within 4 units of m^2 * 2^-53 / C2, every map pixel within 64 (what its docstring states)."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(200, 203, (176, 320, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-1, 2, a.shape), 0, 255).astype(np.uint8)
+    data_range = float(int(a.max()) - int(a.min()))
+    _, full = structural_similarity(a, b, full=True, data_range=data_range, channel_axis=2)
+    unit = _rounding_unit(a, b, data_range)
+    mean = abs(float(ssim_mean(a, b, data_range=data_range, channel_axis=2, crop=False)) - float(full.mean()))
+    assert 1e-12 < mean <= 4 * unit
+    assert float(np.abs(ssim_map(a, b, data_range=data_range, channel_axis=2) - full).max()) <= 64 * unit
+
+
+def test_the_stated_bound_holds_over_seeded_near_flat_and_random_pairs():
+    """The sweep behind the module docstring's numbers, smaller: gray and RGB, uniform and Gaussian windows, data
+    ranges 1 to 255; every map pixel within 64 and every mean (cropped and full) within 4 rounding units."""
+    rng = np.random.default_rng(3)
+    for trial in range(120):
+        flat = trial % 2 == 0
+        low, span = (int(rng.integers(150, 256)), int(rng.integers(0, 4))) if flat else (0, 255)
+        channel = trial % 4 < 2
+        shape = (int(rng.integers(16, 48)), int(rng.integers(16, 56))) + ((3,) if channel else ())
+        a = rng.integers(low, min(255, low + span) + 1, shape, dtype=np.uint8)
+        b = np.clip(a.astype(int) + rng.integers(-2, 3, a.shape), 0, 255).astype(np.uint8)
+        data_range = float(rng.choice([1, 2, 3, 10, 255])) if flat else 255.0
+        gaussian = trial % 3 == 0
+        ours = {"data_range": data_range, "channel_axis": 2 if channel else None}
+        theirs = {"data_range": data_range, "channel_axis": 2 if channel else None}
+        if gaussian:
+            ours.update(window="gaussian", use_sample_covariance=False)
+            theirs.update(gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
+        mssim, full = structural_similarity(a, b, full=True, **theirs)
+        unit = _rounding_unit(a, b, data_range)
+        assert float(np.abs(ssim_map(a, b, **ours) - full).max()) <= 64 * unit, trial
+        assert abs(float(ssim_mean(a, b, **ours)) - mssim) <= 4 * unit, trial
+        assert abs(float(ssim_mean(a, b, crop=False, **ours)) - float(full.mean())) <= 4 * unit, trial

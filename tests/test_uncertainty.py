@@ -225,7 +225,7 @@ def test_the_batched_bootstrap_gives_scipys_bounds(n: int, aggregation: str, sha
     b = a + rng.normal(0.02, 0.05, n) if shape == "paired" else rng.normal(0.55, 0.2, n + 3)
     samples = (a,) if shape == "one run" else (a, b)
     reduce, method = (np.mean, "BCa") if aggregation == "mean" else (np.median, "percentile")
-    for batch_values in (1, 97, uncertainty.BATCH_VALUES):  # a resample per batch, odd cuts, one batch
+    for batch_values in (1, 97, uncertainty.BATCH_VALUES, 1 << 30):  # a resample per batch, odd cuts, ..., one batch
         monkeypatch.setattr(uncertainty, "BATCH_VALUES", batch_values)
         low, high, _ = uncertainty._run_bootstrap(samples, reduce, method, paired=shape == "paired",
                                                   n_resamples=FAST, seed=4)

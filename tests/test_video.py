@@ -132,6 +132,43 @@ def test_iter_frames_checks_the_file_and_backend_at_the_call(make_video, tmp_pat
         iter_frames(make_video(), backend="ffmpeg")
 
 
+def test_read_ahead_yields_the_frames_in_order_and_raises_where_the_stream_broke(make_video):
+    """The reader thread's frames are the decoder's, in order; a stream that ends short raises at that frame."""
+    path = make_video(n_frames=10)
+    np.testing.assert_array_equal(np.stack(list(video.read_ahead(iter_frames(path, backend="opencv"), depth=2))),
+                                  read_video(path, backend="opencv").frames)
+    info = video_info(path)
+    overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
+    seen = 0
+    with pytest.raises(video._BackendFailure) as failure:
+        for _ in video.read_ahead(video._STREAMS["opencv"](path, overstated), depth=3):
+            seen += 1
+    assert failure.value.kind == "truncated" and seen == 10
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        next(video.read_ahead([], depth=0))
+
+
+def test_a_consumer_that_stops_early_stops_the_reader_and_closes_the_decoder():
+    import threading
+
+    produced, closed = [], threading.Event()
+
+    def frames():
+        try:
+            for i in range(1000):
+                produced.append(i)
+                yield i
+        finally:
+            closed.set()
+
+    decoder = frames()   # held here, so only an explicit close can end it
+    stream = video.read_ahead(decoder, depth=2)
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    assert closed.is_set() and len(produced) <= 3 + 2 + 1   # taken, queued, one in the reader's hand
+    assert not any(t.name == "pinbench-read-ahead" for t in threading.enumerate())
+
+
 @pytest.mark.parametrize("name", ["decord", "pyav", "opencv"])
 def test_every_backend_stream_reports_a_short_stream_as_truncated(make_video, name):
     """Streaming never ends quietly short: the frame the container promised and the stream lacks is an error."""

@@ -11,7 +11,11 @@ texture with a moving disc and sensor noise, libx264 crf 18), decoded once with 
 * the baseline: scikit-image's ``structural_similarity`` per consecutive pair with the paper's settings;
 * the recipe's TempSSIM (``metrics.tempssim_pairs``, gray conversion included) with every core, and with one
   thread (OpenCV's own threads set to 1 too);
-* with ``--device``: the same through the torch kernel on that device.
+* with ``--device``: the same through the torch kernel on that device;
+* decode and TempSSIM together, in a fresh process pinned to 1 and to 2 cores (``taskset``; "free cores": what a
+  loaded machine leaves): decode alone there, decode then TempSSIM (the recipe before), and the recipe's
+  ``decode_with_tempssim`` (a reader thread decodes while each frame is scored), each "x decode" against the
+  decode alone on the same cores.
 
 PAI-Bench-C blur SSIM, on a synthetic 121-frame 1280x704 GT and a perturbed prediction (shifted, brighter,
 noisy), both through libx264 and OpenCV decoding:
@@ -24,7 +28,10 @@ noisy), both through libx264 and OpenCV decoding:
   mean over frames and pixels). With ``--fork DIR`` (a checkout of trungtpham/pai-bench-c-cosmos3, or its
   ``conditional_generation`` folder) it is the fork's own ``compute_blur_error_blur_video``, imported from
   there, and the fork's ``apply_bilateral_filter`` is checked against the recipe's blur;
-* the native blur SSIM (``blur.blurred_ssim``) with every core and with one thread.
+* the native blur SSIM (``blur.blurred_ssim``) with every core and with one thread;
+* a prediction decoded, blurred and scored against the blurred GT, in a process pinned to 1 and to 2 cores, on
+  its first ``--blur-pipeline-frames`` frames: decode alone, decode then blur then SSIM, and the recipe's
+  ``blurred_ssim_of_frames`` fed by a reader thread (each frame blurred and scored as it decodes).
 
 Every ratio is against a baseline measured in the same run; each compared row (decode, baselines, kernels)
 is the fastest of ``--repeat`` runs (default 3), the usual way to time on a shared machine; the bilateral
@@ -59,6 +66,7 @@ TEMPSSIM_SIZE = (768, 1376)   # (H, W) of RememBench's T2V rollouts
 TEMPSSIM_FRAMES = 379
 BLUR_SIZE = (704, 1280)       # (H, W) of PAI-Bench-C's generated videos
 BLUR_FRAMES = 121
+BLUR_PIPELINE_FRAMES = 24
 SEED = 20261201
 
 
@@ -264,6 +272,10 @@ def bench_tempssim(work: Path, n: int, size: tuple[int, int], device: str | None
         rows.append(Row(name, f"torch kernel on {device} (float64)", n, on_device_cost, **versus,
                         max_diff=float(np.abs(on_device - baseline).max())))
         notes.append(f"TempSSIM on {device} vs the CPU kernel: max |diff| {np.abs(on_device - native).max():.2e}")
+    pinned, pinned_notes = pinned_rows(name, "TempSSIM", n, pinned_children("tempssim", cpus(), [
+        "--video", str(video), "--repeat", str(repeat)]), "TempSSIM")
+    rows += pinned
+    notes += pinned_notes
     paper = paper_float32_tempssim(to_gray(frames), device or "cpu")
     notes.append(f"TempSSIM in the paper's arithmetic (float32 valid 2-D convolution, on {device or 'cpu'}): video "
                  f"value differs by {abs(paper.mean() - native.mean()):.2e}, per pair by up to "
@@ -294,8 +306,8 @@ def paper_float32_tempssim(gray: np.ndarray, device: str, batch: int = 16) -> np
     return torch.cat(out).numpy()
 
 
-def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None,
-               repeat: int) -> tuple[list[Row], list[str]]:
+def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None, repeat: int,
+               pipeline_frames: int) -> tuple[list[Row], list[str]]:
     from pinbench.media.video import read_video
     from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
 
@@ -332,6 +344,87 @@ def bench_blur(work: Path, n: int, size: tuple[int, int], fork: Fork | None,
             Row(name, "native kernel, 1 thread", n, ours_single, **versus, max_diff=abs(single - baseline))]
     notes.append(f"blur SSIM: native {native!r}, baseline {baseline!r}; one thread gives the same value: "
                  f"{single == native}")
+    if pipeline_frames:
+        frames = min(pipeline_frames, n)
+        np.save(work / "gt_blur.npy", gt_blur[:frames])
+        pinned, pinned_notes = pinned_rows(
+            f"PAI-Bench-C blur SSIM of a prediction, its first {frames} frames", "blur SSIM", frames,
+            pinned_children("blur", cpus(), ["--video", str(pred_video), "--gt-blur", str(work / "gt_blur.npy"),
+                                             "--frames", str(frames), "--repeat", str(repeat)]),
+            "blur + SSIM")
+        rows += pinned
+        notes += pinned_notes
+    return rows, notes
+
+
+# ----------------------------------------------------------------------------- decode and compute, pinned
+
+
+def pinned_children(kind: str, cpus: list[int], args: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """``--child kind ARGS`` in fresh processes pinned to the first 1 and 2 of ``cpus`` (taskset): their costs."""
+    import json
+    import subprocess
+
+    out = []
+    for n in (1, 2):
+        if n > len(cpus):
+            continue
+        chosen = ",".join(str(c) for c in cpus[:n])
+        proc = subprocess.run(["taskset", "-c", chosen, sys.executable, __file__, "--child", kind, *args],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pinned child ({kind}, cores {chosen}) failed: {proc.stderr.strip()[-500:]}")
+        out.append((f"{n} core{'s' if n > 1 else ''} (taskset -c {chosen})", json.loads(proc.stdout.splitlines()[-1])))
+    return out
+
+
+def child_tempssim(video: Path, repeat: int) -> dict[str, Any]:
+    """In a pinned process: decode alone, decode then TempSSIM, and decode_with_tempssim (overlapped)."""
+    from pinbench.media.video import read_video
+    from pinbench_recipes.remembench.metrics import decode_with_tempssim, tempssim, to_gray
+
+    _, decode = best_of(repeat, lambda: read_video(video, backend="opencv").frames)
+    before, sequential = best_of(repeat, lambda: tempssim(to_gray(read_video(video, backend="opencv").frames)))
+    (_, overlapped_value), overlapped = best_of(repeat, lambda: decode_with_tempssim(video, "opencv"))
+    return {"decode": decode.__dict__, "sequential": sequential.__dict__, "overlapped": overlapped.__dict__,
+            "same": overlapped_value == before}
+
+
+def child_blur(pred: Path, gt_blur_path: Path, frames: int, repeat: int) -> dict[str, Any]:
+    """In a pinned process, on the first ``frames`` frames: decode alone, decode then blur then SSIM, and
+    blurred_ssim_of_frames fed by a reader thread."""
+    from pinbench.media.video import iter_frames, read_ahead, read_video
+    from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim, blurred_ssim_of_frames
+
+    gt_blur = np.load(gt_blur_path)[:frames]
+
+    def first(n: int) -> Iterator[np.ndarray]:
+        stream = iter_frames(pred, backend="opencv")
+        try:
+            for _, frame in zip(range(n), stream, strict=False):
+                yield frame
+        finally:
+            stream.close()
+
+    _, decode = best_of(repeat, lambda: read_video(pred, max_frames=frames, backend="opencv").frames)
+    before, sequential = best_of(repeat, lambda: blurred_ssim(
+        bilateral_blur(read_video(pred, max_frames=frames, backend="opencv").frames), gt_blur))
+    value, overlapped = best_of(repeat, lambda: blurred_ssim_of_frames(read_ahead(first(frames)), gt_blur))
+    return {"decode": decode.__dict__, "sequential": sequential.__dict__, "overlapped": overlapped.__dict__,
+            "same": value == before}
+
+
+def pinned_rows(name: str, kind: str, frames: int, results: list[tuple[str, dict[str, Any]]],
+                what: str) -> tuple[list[Row], list[str]]:
+    rows, notes = [], []
+    for cores, found in results:
+        decode = Cost(**found["decode"])
+        rows += [Row(name, f"decode alone, {cores}", frames, decode),
+                 Row(name, f"decode, then {what}, {cores}", frames, Cost(**found["sequential"]),
+                     decode_s=decode.seconds),
+                 Row(name, f"decode and {what} overlapped (reader thread), {cores}", frames,
+                     Cost(**found["overlapped"]), decode_s=decode.seconds)]
+        notes.append(f"{kind} on {cores}: the overlapped value equals decode-then-score's: {found['same']}")
     return rows, notes
 
 
@@ -350,12 +443,27 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def cpus() -> list[int]:
+    """The cores this process may use, in order (the pinned rows take the first 1 and 2)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _environment() -> str:
     import scipy
     import skimage
     import torch
 
-    return (f"{platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
+    return (f"{_cpu_model()} ({platform.machine()}), {os.cpu_count()} cores; Python {platform.python_version()}, "
             f"numpy {np.__version__}, scipy {scipy.__version__}, OpenCV {cv2.__version__}, scikit-image "
             f"{skimage.__version__}, torch {torch.__version__}")
 
@@ -372,7 +480,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tempssim-size", type=int, nargs=2, default=TEMPSSIM_SIZE, metavar=("H", "W"))
     parser.add_argument("--blur-frames", type=int, default=BLUR_FRAMES)
     parser.add_argument("--blur-size", type=int, nargs=2, default=BLUR_SIZE, metavar=("H", "W"))
+    parser.add_argument("--blur-pipeline-frames", type=int, default=BLUR_PIPELINE_FRAMES,
+                        help="frames of the pinned decode + blur + SSIM rows (0: none; the blur takes ~0.4 s a frame)")
+    parser.add_argument("--child", choices=["tempssim", "blur"], help=argparse.SUPPRESS)
+    parser.add_argument("--video", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--gt-blur", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--frames", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:   # one pinned measurement (pinned_children), printed as JSON
+        import json
+
+        found = (child_tempssim(args.video, args.repeat) if args.child == "tempssim"
+                 else child_blur(args.video, args.gt_blur, args.frames, args.repeat))
+        print(json.dumps(found))
+        return 0
     try:
         fork = load_fork(args.fork) if args.fork else None
     except ForkError as exc:
@@ -395,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += more_rows
             notes += more_notes
         if args.only in (None, "blur"):
-            more_rows, more_notes = bench_blur(Path(tmp), args.blur_frames, tuple(args.blur_size), fork, args.repeat)
+            more_rows, more_notes = bench_blur(Path(tmp), args.blur_frames, tuple(args.blur_size), fork, args.repeat,
+                                               args.blur_pipeline_frames)
             rows += more_rows
             notes += more_notes
     load_after = os.getloadavg()

@@ -8,18 +8,29 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
   keeps both labels; the run counts the rest as missing samples), each beside upstream's Script 2 CLIs on the
   same files when ``--upstream DIR`` names a checkout of linzhiqiu/t2v_metrics at the pinned commit (its
   ``camerabench/`` folder is run as it is);
-* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` of two runs;
+* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` against a run
+  of other score files (seed 1: every metric compared, the derived ones by resampling their members);
 * one 95 % interval over 11,222 units (mean, median) and a paired difference over 11,222 matched units;
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
 * with ``--upstream``, at 100 %: every number upstream's JSON files hold against the scorecard (the largest
   difference is printed);
 * with ``--kill K``: K runs of the full CameraBench set killed (SIGKILL) at seeded random moments, each then
-  rerun to the end; the scorecards must equal the uninterrupted run's (values, counts, intervals, failures).
+  rerun to the end; the scorecards must equal the uninterrupted run's (values, counts, intervals, failures);
+* with ``--peer DIR`` (a source tree of iChubai/WorldFoundry, run by ``--peer-python``, a Python with its
+  dependencies): WorldFoundry's CameraBench score-dir aggregation (``zoo benchmark-run --score-dir``, which runs
+  its in-tree Script 2 port in a subprocess) on the full set's files, without and with a seeded caption file
+  (``synthetic.synthetic_captions``), beside the recipe's score-only run on the same files; then every number
+  both compute, the values that differ named one by one; and once more with the binary scores rounded to bf16
+  (ties across labels, as a bf16 model's probabilities have them), for the values only.
+
+The upstream and peer pairs run ``--repeat`` times, interleaved (ours, theirs, ours, ...), and their rows are the
+medians: CPU seconds are the steadier figure on a shared machine.
 
 Also printed: the commit, whether Python caches bytecode (``PYTHONDONTWRITEBYTECODE``), and the load average
 before and after, since other work on the machine inflates wall time.
 
     .venv/bin/python tools/bench_scale.py --upstream /path/to/t2v_metrics [--kill 10] [--work DIR]
+        [--peer /path/to/WorldFoundry --peer-python /path/to/its/venv/bin/python] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -30,10 +41,12 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +81,22 @@ def combined(*parts: Measured) -> Measured:
     return Measured(sum(p.wall for p in parts), sum(p.cpu for p in parts), max(p.rss_mb for p in parts))
 
 
+def median(runs: list[Measured]) -> Measured:
+    return Measured(*(statistics.median(getattr(r, key) for r in runs) for key in ("wall", "cpu", "rss_mb")))
+
+
+def interleaved(ours: Callable[[], Measured], theirs: Callable[[], Measured] | None,
+                repeat: int) -> tuple[Measured, Measured | None]:
+    """Medians of ``repeat`` runs of each, alternated so that a load change on the machine hits both."""
+    mine: list[Measured] = []
+    base: list[Measured] = []
+    for _ in range(repeat):
+        mine.append(ours())
+        if theirs is not None:
+            base.append(theirs())
+    return median(mine), (median(base) if base else None)
+
+
 def camerabench_subset(fraction: float):
     """The data of the pinned folder, or a seeded share of every split and skill that keeps both labels of each
     split (a first-N cut would leave single-class splits, on which upstream's binary CLI crashes)."""
@@ -93,24 +122,145 @@ def camerabench_subset(fraction: float):
     return CameraBenchData(root=data.root, binary=tuple(binary), vqa=tuple(vqa), captions=())
 
 
-def write_scores(fraction: float, dest: Path) -> int:
-    """Official-shape score files for the samples of ``camerabench_subset(fraction)``; how many samples."""
+def write_scores(fraction: float, dest: Path, *, captions: bool = False, seed: int = 0) -> int:
+    """Official-shape score files for the samples of ``camerabench_subset(fraction)`` (and, with ``captions``, a
+    seeded caption file of the 1,071 captions); how many samples."""
+    import dataclasses
+
+    from pinbench_recipes.camerabench.dataset import load_dataset
     from pinbench_recipes.camerabench.official_json import write_score_dir
     from pinbench_recipes.camerabench.synthetic import MODEL_NAME, TIMESTAMP, synthetic_outputs
 
     whole = camerabench_subset(1.0)
     data = camerabench_subset(fraction)
-    outputs = synthetic_outputs(whole, seed=0)  # each sample's score is the same in every subset
+    if captions:
+        whole = data = dataclasses.replace(data, captions=load_dataset(DATA, ["caption"]).captions)
+    outputs = synthetic_outputs(whole, seed=seed)  # each sample's score is the same in every subset
     outputs.binary = {s.sample_id: outputs.binary[s.sample_id] for s in data.binary}
     outputs.vqa = {p.sample_id: outputs.vqa[p.sample_id] for p in data.vqa}
     write_score_dir(dest, data, outputs, model_name=MODEL_NAME, checkpoint=None, timestamp=TIMESTAMP,
-                    video_dir="videos", extra_metadata={"synthetic_seed": 0})
-    return len(data.binary) + len(data.vqa)
+                    video_dir="videos", extra_metadata={"synthetic_seed": seed})
+    return len(data.binary) + len(data.vqa) + len(data.captions)
 
 
-def camerabench_run(scores: Path, out: Path) -> list[str]:
+def camerabench_run(scores: Path, out: Path, *, captions: bool = False) -> list[str]:
+    families = ["-o", "families=binary,vqa,caption"] if captions else []
     return [*PINBENCH, "run", "camerabench", "--checkpoint", "gpt-4o", "-o", f"scores={scores}", "-o", f"data={DATA}",
-            "--offline", "--out", str(out)]
+            *families, "--offline", "--out", str(out)]
+
+
+def fresh(argv: list[str], out: Path, ok: tuple[int, ...]) -> Callable[[], Measured]:
+    """A run into ``out`` from nothing (the folder removed first), measured."""
+    def once() -> Measured:
+        shutil.rmtree(out, ignore_errors=True)
+        return measure(argv, ok=ok)
+    return once
+
+
+# ----------------------------------------------------------------------------------------- the peer: WorldFoundry
+
+def peer_run(peer: Path, python: Path, scores: Path, out: Path) -> Callable[[], Measured]:
+    """WorldFoundry's CameraBench score-dir aggregation, as its docs run it (``zoo benchmark-run --score-dir``)."""
+    argv = [str(python), "-m", "worldfoundry.cli", "zoo", "benchmark-run", "--benchmark-id", "camerabench", "--mode",
+            "official-validation", "--score-dir", str(scores), "--output-dir", str(out), "--json"]
+    env = {**os.environ, "PYTHONPATH": str(peer)}
+
+    def once() -> Measured:
+        shutil.rmtree(out, ignore_errors=True)
+        found = measure(argv, cwd=peer, env=env, ok=(0, 1))   # 1: "not a full official suite" (no data root)
+        if not (out / "upstream" / "camerabench_all_results.json").is_file():
+            raise SystemExit(f"{peer}: WorldFoundry wrote no upstream/camerabench_all_results.json in {out}")
+        return found
+    return once
+
+
+def peer_values(out: Path) -> dict[str, float]:
+    """WorldFoundry's numbers under the scorecard's metric names (composites under ``composite/``)."""
+    from pinbench_recipes.camerabench.caption_metrics import UPSTREAM_NAMES
+
+    raw = json.loads((out / "upstream" / "camerabench_all_results.json").read_text())
+    values: dict[str, float] = {}
+    for key, result in raw.get("results_by_split", {}).items():
+        task, _, _ = key.partition(":")
+        meta = result.get("metadata") or {}
+        if task == "binary":
+            split = meta["split_name"]
+            values.update({f"binary/{split}/{k}": result[k] for k in ("average_precision", "roc_auc")})
+        elif task == "vqa_retrieval":
+            skill = meta["skill_name"].replace(" ", "_")
+            values.update({f"vqa/{skill}/{k}": result["vqa"][k] for k in ("binary_acc", "question_acc")})
+            values.update({f"retrieval/{skill}/{k}": result["retrieval"][k] for k in ("text", "image", "group")})
+    for key in ("average_precision", "roc_auc", "binary_acc", "question_acc"):
+        if raw.get(f"overall_{key}") is not None:
+            values[f"{'binary' if key in ('average_precision', 'roc_auc') else 'vqa'}/overall_{key}"] = \
+                raw[f"overall_{key}"]
+    for key in ("text", "image", "group"):
+        if raw.get(f"overall_retrieval_{key}") is not None:
+            values[f"retrieval/overall_{key}"] = raw[f"overall_retrieval_{key}"]
+    for row in raw.get("results", []):
+        values.update({f"caption/{ours}": row[theirs] for ours, theirs in UPSTREAM_NAMES.items()
+                       if ours != "gen_match" and row.get(theirs) is not None})
+    leaderboard = json.loads((out / "scorecard.json").read_text())["metrics"]["leaderboard"]
+    values.update({f"composite/{k}": v for k, v in leaderboard.items()})
+    return values
+
+
+def our_values(run: Path) -> dict[str, float]:
+    """The scorecard's values, and the composite's components (``composite/``) from its derived record."""
+    values = {name: m["value"] for name, m in json.loads((run / "scorecard.json").read_text())["metrics"].items()
+              if m["value"] is not None}
+    for line in (run / "derived.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["derived_id"] == "camerabench_average" and record["result"]:
+            values.update({f"composite/{k}": v for k, v in record["result"].items() if isinstance(v, float)})
+    return values
+
+
+def value_diff(ours: dict[str, float], theirs: dict[str, float], *, shown: int = 20) -> list[str]:
+    """How many numbers both have, how many are equal (to 1e-12), and each that is not."""
+    common = sorted(set(ours) & set(theirs))
+    differ = [(k, ours[k], theirs[k]) for k in common if abs(ours[k] - theirs[k]) > 1e-12]
+    same = [k for k in common if k not in {d[0] for d in differ}]
+    worst = max((abs(ours[k] - theirs[k]) for k in same), default=0.0)
+    lines = [f"  values: {len(common)} numbers in both, {len(same)} equal (max abs difference {worst:.2g}), "
+             f"{len(differ)} differ" + (":" if differ else "")]
+    lines += [f"    {k}: ours {a:.10g}, WorldFoundry {b:.10g} (difference {a - b:+.4g})" for k, a, b in differ[:shown]]
+    if len(differ) > shown:
+        lines.append(f"    ... {len(differ) - shown} more")
+    return lines
+
+
+def round_to_bf16(scores: Path) -> None:
+    """Every binary score of the folder rounded to bfloat16 (8 significant bits), as a bf16 model's probabilities
+    are: many tie, across labels too, which is where AP implementations differ."""
+    import numpy as np
+
+    for path in scores.glob("classification_scores_*.json"):
+        doc = json.loads(path.read_text())
+        bits = np.array([r["score"] for r in doc["scores"]], dtype=np.float32).view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+        for r, value in zip(doc["scores"], rounded.tolist(), strict=True):
+            r["score"] = value
+        path.write_text(json.dumps(doc))
+
+
+def peer_section(peer: Path, python: Path, work: Path, repeat: int) -> None:
+    """The peer and the recipe on the same files: without and with the caption file (timed), then with bf16 ties."""
+    for captions, bf16 in ((False, False), (True, False), (False, True)):
+        scores = work / f"peer-scores{'-captions' if captions else ''}{'-bf16' if bf16 else ''}"
+        n = write_scores(1.0, scores, captions=captions)
+        if bf16:
+            round_to_bf16(scores)
+        ours_out, peer_out = work / "peer-ours", work / "peer-theirs"
+        ours, theirs = interleaved(fresh(camerabench_run(scores, ours_out, captions=captions), ours_out, (0, 1, 2, 3)),
+                                   peer_run(peer, python, scores, peer_out), 1 if bf16 else repeat)
+        what = f"{len(list(scores.glob('*.json')))} files, {n} samples{', captions' if captions else ''}"
+        if bf16:
+            print("the same files with every binary score rounded to bf16 (ties across labels), once each:")
+        else:
+            print(row(f"WorldFoundry zoo benchmark-run --score-dir, {what}", theirs))
+            print(row(f"pinbench camerabench score-only, {what}", ours, theirs))
+        print("\n".join(value_diff(our_values(ours_out), peer_values(peer_out))))
 
 
 def upstream_runs(upstream: Path, scores: Path, out: Path) -> Measured:
@@ -220,72 +370,104 @@ def kill_and_resume(work: Path, scores: Path, reference: dict, times: int, fresh
 
 
 def row(label: str, m: Measured, base: Measured | None = None) -> str:
-    ratio = f"{m.wall / base.wall:6.2f}x {m.cpu / base.cpu:6.2f}x" if base else " " * 15
-    return f"{label:<58} {m.wall:8.2f} s {m.cpu:8.2f} s {m.rss_mb:8.0f} MB  {ratio}"
+    ratio = f"{m.wall / base.wall:6.2f}x {m.cpu / base.cpu:6.2f}x {m.rss_mb / base.rss_mb:6.2f}x" if base else ""
+    return f"{label:<66} {m.wall:8.2f} s {m.cpu:8.2f} s {m.rss_mb:8.0f} MB  {ratio}"
+
+
+SECTIONS = ("scale", "intervals", "dd", "peer")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", type=Path, help="a checkout of linzhiqiu/t2v_metrics at the pinned commit")
+    parser.add_argument("--peer", type=Path, help="a source tree of iChubai/WorldFoundry")
+    parser.add_argument("--peer-python", type=Path, default=Path(sys.executable),
+                        help="the Python that runs --peer (its own venv: msgpack, packaging, pyyaml, tqdm, websockets, "
+                             "numpy, nltk, rouge-score)")
     parser.add_argument("--fractions", default="0.1,0.5,1.0")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved runs per row (the rows are medians)")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"which parts to run, of {', '.join(SECTIONS)} (peer needs --peer)")
     parser.add_argument("--kill", type=int, default=0, help="runs to kill at random moments, then resume")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
     if not DATA.is_dir():
         raise SystemExit(f"{DATA}: not found (the pinned CameraBench data folder)")
+    if sections - set(SECTIONS) or args.repeat < 1:
+        raise SystemExit(f"--sections: one or more of {', '.join(SECTIONS)}; --repeat: at least 1")
+    if "peer" in sections and args.peer is not None and not (args.peer / "worldfoundry" / "cli").is_dir():
+        raise SystemExit(f"{args.peer}: not a WorldFoundry source tree (no worldfoundry/cli)")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_scale."))
     work.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
     caching = "off (PYTHONDONTWRITEBYTECODE): only .pyc already written are used" if sys.dont_write_bytecode else "on"
-    print(f"commit {commit.strip()}, python {sys.version.split()[0]}, bytecode cache {caching}, "
-          f"load average before {os.getloadavg()[0]:.2f}")
-    print(f"{'command':<58} {'wall':>10} {'cpu':>10} {'peak RSS':>11}  {'vs baseline (wall, cpu)':>15}")
+    print(f"commit {commit.strip()}, python {sys.version.split()[0]}, bytecode cache {caching}, {os.cpu_count()} CPUs, "
+          f"load average before {os.getloadavg()[0]:.2f}; paired rows: medians of {args.repeat} interleaved runs")
+    print(f"{'command':<66} {'wall':>10} {'cpu':>10} {'peak RSS':>11}  vs baseline (wall, cpu, RSS)")
     try:
-        full_scores, full_out = None, None
-        for fraction in (float(f) for f in args.fractions.split(",")):
-            scores = work / f"scores-{fraction}"
-            n = write_scores(fraction, scores)
-            out = work / f"run-{fraction}"
-            ours = measure(camerabench_run(scores, out), ok=(0, 1, 2))  # a share: partial, the rest named missing
-            base = upstream_runs(args.upstream, scores, work / f"upstream-{fraction}") if args.upstream else None
-            if base:
-                print(row(f"upstream Script 2 (binary + vqa CLIs), files of {n} samples", base))
-            print(row(f"pinbench camerabench score-only, files of {n} samples", ours, base))
-            if base and fraction >= 1:   # at a share, upstream averages the splits it has, we count the rest missing
-                print(value_check(work / f"upstream-{fraction}", out / "scorecard.json"))
-            if fraction >= 1:
-                full_scores, full_out, fresh = scores, out, ours
-        if full_out is not None:
-            rerun = measure(camerabench_run(full_scores, full_out), ok=(0, 1))
-            print(row("  the rerun, everything reused", rerun, fresh))
-            print(row("  pinbench check", measure([*PINBENCH, "check", str(full_out)], ok=(0, 2))))
-            print(row("  pinbench diff", measure([*PINBENCH, "diff", str(full_out / "scorecard.json")], ok=(0, 1))))
-            print(row("  pinbench report", measure([*PINBENCH, "report", str(full_out / "scorecard.json"), "--out",
-                                                    str(work / "report")])))
-            other = work / "run-other"
-            shutil.copytree(full_out, other)
-            print(row("  pinbench compare (two runs, paired intervals)",
-                      measure([*PINBENCH, "compare", str(full_out), str(other), "--report", str(work / "compare")],
-                              ok=(0, 1))))
-            shutil.rmtree(other)
-        for kind, m in interval_costs().items():
-            label = "paired difference (compare)" if kind == "paired" else f"{kind}"
-            print(row(f"one 95% interval, 11,222 units: {label} (in process)", m))
-        videos = work / "videos"
-        write_videos(videos, 200)
-        dd = [*PINBENCH, "run", "dynamic-degree", "--checkpoint", "bench", "-o", f"videos={videos}", "-o",
-              "flow=farneback", "--offline", "--out", str(work / "dd")]
-        fresh_dd = measure(dd)
-        print(row("dynamic-degree, 200 videos (Farneback), fresh", fresh_dd))
-        print(row("  the rerun, everything reused", measure(dd), fresh_dd))
-        if args.kill and full_out is not None:
-            reference = scorecard_core(full_out / "scorecard.json")
-            print(f"kill -9 at {args.kill} random points of the full CameraBench run, then a rerun:")
-            print("\n".join(kill_and_resume(work, full_scores, reference, args.kill, fresh.wall)))
+        if "scale" in sections:
+            scale_section(args, work)
+        if "intervals" in sections:
+            for kind, m in interval_costs().items():
+                label = "paired difference (compare)" if kind == "paired" else f"{kind}"
+                print(row(f"one 95% interval, 11,222 units: {label} (in process)", m))
+        if "dd" in sections:
+            videos = work / "videos"
+            write_videos(videos, 200)
+            dd = [*PINBENCH, "run", "dynamic-degree", "--checkpoint", "bench", "-o", f"videos={videos}", "-o",
+                  "flow=farneback", "--offline", "--out", str(work / "dd")]
+            fresh_dd = measure(dd)
+            print(row("dynamic-degree, 200 videos (Farneback), fresh", fresh_dd))
+            print(row("  the rerun, everything reused", measure(dd), fresh_dd))
+        if "peer" in sections and args.peer is not None:
+            peer_section(args.peer, args.peer_python, work, args.repeat)
     finally:
         print(f"load average after {os.getloadavg()[0]:.2f}")
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def scale_section(args: argparse.Namespace, work: Path) -> None:
+    full_scores, full_out, fresh_run = None, None, None
+    for fraction in (float(f) for f in args.fractions.split(",") if f):
+        scores = work / f"scores-{fraction}"
+        n = write_scores(fraction, scores)
+        out = work / f"run-{fraction}"
+        upstream = None
+        if args.upstream:
+            def upstream(scores: Path = scores, fraction: float = fraction) -> Measured:
+                return upstream_runs(args.upstream, scores, work / f"upstream-{fraction}")
+        # a share: partial, the rest named missing
+        ours, base = interleaved(fresh(camerabench_run(scores, out), out, (0, 1, 2)), upstream, args.repeat)
+        if base:
+            print(row(f"upstream Script 2 (binary + vqa CLIs), files of {n} samples", base))
+        print(row(f"pinbench camerabench score-only, files of {n} samples", ours, base))
+        if base and fraction >= 1:   # at a share, upstream averages the splits it has, we count the rest missing
+            print(value_check(work / f"upstream-{fraction}", out / "scorecard.json"))
+        if fraction >= 1:
+            full_scores, full_out, fresh_run = scores, out, ours
+    if full_out is None or full_scores is None or fresh_run is None:
+        return
+
+    def repeated(argv: list[str], ok: tuple[int, ...] = (0,)) -> Measured:
+        return median([measure(argv, ok=ok) for _ in range(args.repeat)])
+
+    print(row("  the rerun, everything reused", repeated(camerabench_run(full_scores, full_out), (0, 1)), fresh_run))
+    print(row("  pinbench check", repeated([*PINBENCH, "check", str(full_out)], (0, 2))))
+    print(row("  pinbench diff", repeated([*PINBENCH, "diff", str(full_out / "scorecard.json")], (0, 1))))
+    print(row("  pinbench report", repeated([*PINBENCH, "report", str(full_out / "scorecard.json"), "--out",
+                                             str(work / "report")])))
+    other_scores, other = work / "scores-other", work / "run-other"   # another method's files: seed 1
+    write_scores(1.0, other_scores, seed=1)
+    measure(camerabench_run(other_scores, other), ok=(0, 1, 2))
+    print(row("  pinbench compare (another run, paired intervals)",
+              repeated([*PINBENCH, "compare", str(full_out), str(other), "--report", str(work / "compare")], (0, 1))))
+    shutil.rmtree(other)
+    if args.kill:
+        reference = scorecard_core(full_out / "scorecard.json")
+        print(f"kill -9 at {args.kill} random points of the full CameraBench run, then a rerun:")
+        print("\n".join(kill_and_resume(work, full_scores, reference, args.kill, fresh_run.wall)))
 
 
 if __name__ == "__main__":

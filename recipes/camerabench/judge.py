@@ -16,7 +16,6 @@ import math
 import os
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +70,8 @@ def score_reply(response: Mapping[str, Any]) -> float:
 
 def http_transport(url: str, body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """POST the body as JSON with the bearer key; the parsed JSON reply."""
+    import urllib.request  # http.client, ssl and email: 12 ms that every run without the judge would import
+
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Authorization": f"Bearer {key}",
                                               "Content-Type": "application/json"})

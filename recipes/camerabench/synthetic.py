@@ -6,7 +6,7 @@ scores are seeded draws that lean towards the right answer, so the aggregates ar
 they mean nothing about any model. The files are written by ``official_json.write_score_dir``, the writer this
 recipe's own Script 1 uses, so they have exactly the shapes upstream's Script 2 reads.
 
-    python -m pinbench_recipes.camerabench.synthetic DATA_DIR SCORES_DIR [--seed N] [--families binary,vqa]
+    python -m pinbench_recipes.camerabench.synthetic DATA_DIR SCORES_DIR [--seed N] [--families binary,vqa,caption]
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ TIMESTAMP = datetime(2026, 1, 1)
 
 
 def synthetic_outputs(data: CameraBenchData, seed: int = 0) -> Script1Outputs:
-    """One seeded output per binary sample (P(Yes)) and per VQA pair (yes/no scores of the four combinations)."""
+    """One seeded output per binary sample (P(Yes)), per VQA pair (yes/no scores of the four combinations) and per
+caption (``synthetic_captions``)."""
     rng = np.random.default_rng(seed)
     outputs = Script1Outputs()
     for sample in data.binary:
@@ -36,7 +37,30 @@ def synthetic_outputs(data: CameraBenchData, seed: int = 0) -> Script1Outputs:
         yes = {combo: float(rng.random()) for combo in COMBOS}
         yes["pos_text_pos_image"] = min(1.0, yes["pos_text_pos_image"] + 0.2)
         outputs.vqa[pair.sample_id] = {"yes_scores": yes, "no_scores": {c: 1.0 - v for c, v in yes.items()}}
+    outputs.caption = synthetic_captions(data, seed)
     return outputs
+
+
+def synthetic_captions(data: CameraBenchData, seed: int = 0) -> dict[str, dict[str, str]]:
+    """A seeded caption per caption sample: its reference with words dropped (30 %), replaced by a word of
+    another reference (20 %) or, once in ten, swapped with the next; never empty. Its own generator, so the
+    binary and VQA draws are the same with or without captions."""
+    rng = np.random.default_rng([seed, 1])
+    vocabulary = [w for s in data.captions for w in s.reference.split()]
+    captions = {}
+    for sample in data.captions:
+        words = sample.reference.split()
+        out = []
+        for word in words:
+            draw = rng.random()
+            if draw < 0.3:
+                continue
+            out.append(vocabulary[rng.integers(len(vocabulary))] if draw < 0.5 else word)
+        for i in range(len(out) - 1):
+            if rng.random() < 0.1:
+                out[i], out[i + 1] = out[i + 1], out[i]
+        captions[sample.sample_id] = {"caption": " ".join(out or words[:1])}
+    return captions
 
 
 def write_synthetic_scores(data_dir: Path, dest: Path, *, seed: int = 0,

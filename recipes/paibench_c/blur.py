@@ -10,8 +10,9 @@ number is comparable with the published tables:
   length;
 * per frame, SSIM with scikit-image's defaults (7x7 uniform window, K1 0.01, K2 0.03, sample
   covariance) and ``data_range`` = max - min of *that blurred GT frame*; computed with the shared
-  kernel ``pinbench.media.ssim`` (equal to ``structural_similarity(..., full=True)`` to rounding:
-  within 1e-12 in the tests), band by band without a float64 copy of either video;
+  kernel ``pinbench.media.ssim`` (equal to ``structural_similarity(..., full=True)`` to rounding, which the
+  small per-frame data range of a near-flat frame amplifies: up to 3.3e-12 on frames of values 200-202, see
+  that module), band by band without a float64 copy of either video;
 * the value is the mean of the **full SSIM map** (channels first, then frames and pixels). This is
   not skimage's scalar ``mssim``, which crops a 3-pixel border, so it differs from "standard" SSIM.
   Every frame has the same number of pixels, so it is the mean of the per-frame full-map means;
@@ -23,6 +24,7 @@ number is comparable with the published tables:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import cv2
 import numpy as np
@@ -71,6 +73,31 @@ def blurred_ssim(pred_blur: np.ndarray, gt_blur: np.ndarray, max_workers: int | 
     per_frame = ssim_mean(gt_blur, pred_blur, data_range=data_range, channel_axis=3, crop=False,
                           max_workers=max_workers)
     return float(np.mean(per_frame))
+
+
+def blurred_ssim_of_frames(pred_frames: Iterable[np.ndarray], gt_blur: np.ndarray,
+                           max_workers: int | None = None) -> float:
+    """:func:`blurred_ssim` of ``bilateral_blur(pred)`` for prediction frames given one at a time, each blurred and
+    compared with its blurred GT frame as it arrives: fed by a decoder's reader thread
+    (``pinbench.media.video.read_ahead``), the next frames decode meanwhile. The frames must already have the
+    GT's size (the evaluator's resize is the caller's); frames beyond the GT's count are not read, a shorter
+    prediction is compared with the GT's first frames. The same bits as :func:`blurred_ssim`: every frame is the
+    same one-frame SSIM, and the frames' values are averaged in order."""
+    _check_frames(gt_blur, "gt_blur")
+    values: list[float] = []
+    for t, frame in zip(range(len(gt_blur)), pred_frames, strict=False):   # never asks for a frame past the GT's
+        if frame.shape != gt_blur.shape[1:] or frame.dtype != np.uint8:
+            raise ValueError(f"prediction frame {t} is {frame.dtype} {frame.shape}, expected uint8 "
+                             f"{gt_blur.shape[1:]} (the blurred GT's size)")
+        data_range = float(int(gt_blur[t].max()) - int(gt_blur[t].min()))
+        if data_range == 0:  # as blurred_ssim: a constant GT frame makes the video's value NaN
+            values.append(math.nan)
+            continue
+        values.append(float(ssim_mean(gt_blur[t], bilateral_blur(frame[None])[0], data_range=data_range,
+                                      channel_axis=2, crop=False, max_workers=max_workers)))
+    if not values:
+        raise ValueError("blurred_ssim_of_frames: no frames to compare")
+    return float(np.mean(values)) if all(math.isfinite(v) for v in values) else math.nan
 
 
 def blur_ssim(pred_frames: np.ndarray, gt_frames: np.ndarray) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from pinbench.core.files import sha256_file
-from pinbench.media.video import read_video
-from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
+from pinbench.media.video import iter_frames, read_ahead, read_video, video_info
+from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim_of_frames
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
 MAX_FRAMES = 121
@@ -76,6 +76,28 @@ def align_pred_to_gt(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
     height, width = gt.shape[1], gt.shape[2]
     interpolation = cv2.INTER_LINEAR if height > pred.shape[1] else cv2.INTER_AREA
     return np.stack([cv2.resize(f, (width, height), interpolation=interpolation) for f in pred])
+
+
+def _aligned_frames(path: Path, gt_shape: tuple[int, ...], decoder: str) -> Iterator[np.ndarray]:
+    """``align_pred_to_gt(read_video(path, max_frames=MAX_FRAMES).frames, gt)`` one frame at a time."""
+    info = video_info(path)
+    n = min(info.n_frames, MAX_FRAMES, gt_shape[0])
+    height, width = gt_shape[1], gt_shape[2]
+    same = (n, info.height, info.width) == tuple(gt_shape[:3])
+    interpolation = cv2.INTER_LINEAR if height > info.height else cv2.INTER_AREA
+    frames = iter_frames(path, backend=decoder)
+    try:
+        for _, frame in zip(range(n), frames, strict=False):
+            yield frame if same else cv2.resize(frame, (width, height), interpolation=interpolation)
+    finally:
+        frames.close()
+
+
+def _kept(frames: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:
+    """``frames``, each also appended to ``kept`` (the prediction's Canny maps need them all)."""
+    for frame in frames:
+        kept.append(frame)
+        yield frame
 
 
 # ----------------------------------------------------------------------------------------- depth
@@ -281,7 +303,10 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
     result: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for modality, pred_path in preds.items():
-        pred = align_pred_to_gt(read_video(pred_path, max_frames=MAX_FRAMES, backend=decoder).frames, gt.frames)
+        aligned: list[np.ndarray] = []
+        ssim = blurred_ssim_of_frames(_kept(read_ahead(_aligned_frames(pred_path, gt.frames.shape, decoder)),
+                                            aligned), gt.blur)  # each frame blurred and scored as it decodes
+        pred = np.stack(aligned)
         try:
             scores = edge_scores(canny_edges(pred), gt.edges)
             result.update({_native_key(modality, "canny_f1_score"): scores.f1,
@@ -291,7 +316,6 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
             for metric in ("canny_f1_score", "canny_precision", "canny_recall"):
                 result[_native_key(modality, metric)] = None
             errors[f"{modality}/canny"] = str(exc)
-        ssim = blurred_ssim(bilateral_blur(pred), gt.blur)  # each prediction blurred once
         result[_native_key(modality, "blur_ssim")] = ssim if math.isfinite(ssim) else None
         if not math.isfinite(ssim):
             errors[f"{modality}/blur"] = "SSIM is not finite (a constant blurred GT frame has data range 0)"

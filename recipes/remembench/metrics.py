@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -24,8 +25,9 @@ import torch
 
 from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
-from pinbench.media.ssim import consecutive_ssim
+from pinbench.media.ssim import ConsecutiveSSIM, consecutive_ssim
 from pinbench.media.ssim_torch import consecutive_ssim_torch
+from pinbench.media.video import iter_frames, read_ahead, video_info
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 DATA_RANGE = 255.0
@@ -52,6 +54,34 @@ def tempssim_pairs(gray: np.ndarray, max_workers: int | None = None, device: str
     if torch.device(device).type == "cpu":
         return consecutive_ssim(gray, **TEMPSSIM, max_workers=max_workers)
     return consecutive_ssim_torch(gray, **TEMPSSIM, device=device)
+
+
+def decode_with_tempssim(path: Path, backend: str, device: str = "cpu",
+                         max_workers: int | None = None) -> tuple[np.ndarray, float | None]:
+    """Every RGB frame of a rollout, decoded once, and its TempSSIM when ``device`` is the CPU (else None: the
+    device computes it from the frames).
+
+    Why: decoding then scoring costs their sum; here a reader thread decodes (``read_ahead``) while each frame's
+    gray moments and the pair it ends are computed (``ConsecutiveSSIM``), so on two free cores the whole costs
+    about the larger of the two (tools/bench_kernels.py). The value is :func:`tempssim`'s of the same frames."""
+    frames: np.ndarray | None = None
+    stream: ConsecutiveSSIM | None = None
+    n = video_info(path).n_frames   # the stream stops there, or raises VideoError (truncated)
+    try:
+        for index, frame in enumerate(read_ahead(iter_frames(path, backend=backend))):
+            if frames is None:
+                frames = np.empty((n, *frame.shape), np.uint8)
+                if torch.device(device).type == "cpu":
+                    stream = ConsecutiveSSIM(frame.shape[:2], np.uint8, **TEMPSSIM, max_workers=max_workers)
+            frames[index] = frame
+            if stream is not None:
+                stream.add(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY))
+        if frames is None:
+            raise ValueError(f"{path}: no frame decoded")
+        return frames, float(stream.result().mean()) if stream is not None else None
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 def tempssim(gray: np.ndarray, device: str = "cpu") -> float:
@@ -99,10 +129,11 @@ def pair_metrics(clip: ClipEmbedder, lpips_model: torch.nn.Module, frames_rgb: n
 
 
 def quality_metrics(clip: ClipEmbedder, frames_rgb: np.ndarray, layout: Sequence[tuple[int, int]],
-                    device: str = "cpu") -> dict:
-    """TempSSIM (on ``device``) and Drift of one rollout (TF32 off, as in the paper's quality pass)."""
+                    device: str = "cpu", computed_tempssim: float | None = None) -> dict:
+    """TempSSIM (on ``device``, unless ``computed_tempssim`` is already known: ``decode_with_tempssim``) and
+    Drift of one rollout (TF32 off, as in the paper's quality pass)."""
     indices, owners = drift_frames(layout)
     with tf32(cudnn=False, matmul=False):
         embeddings = clip.embed([np.ascontiguousarray(frames_rgb[i][..., ::-1]) for i in indices])  # BGR
-    return {"tempssim": tempssim(to_gray(frames_rgb), device=device),
-            "drift": drift_from_embeddings(embeddings, owners)}
+    value = computed_tempssim if computed_tempssim is not None else tempssim(to_gray(frames_rgb), device=device)
+    return {"tempssim": value, "drift": drift_from_embeddings(embeddings, owners)}

@@ -3,6 +3,7 @@
 Why one decode: TempSSIM needs every frame, Drift 64-92 of them, the pair metrics two, and the I2V
 revisit selection reconstructs every frame; decoding the video once (OpenCV, the decoder the paper
 used for frame counting, Pi3X, I2V LPIPS, TempSSIM and Drift) and sharing the frames is the cost floor.
+On the CPU TempSSIM is computed while the video decodes (``metrics.decode_with_tempssim``).
 The paper read the two pair frames a second time with imageio/FFmpeg; both decoders go through
 FFmpeg's swscale and give bit-identical RGB for yuv420p H.264 (tests/test_scoring.py checks this
 against PyAV), so the recipe uses the one decode for everything (README, "Changes vs upstream").
@@ -19,9 +20,8 @@ import numpy as np
 import torch
 
 from pinbench.core.files import atomic_path
-from pinbench.media.video import read_video
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
-from pinbench_recipes.remembench.metrics import pair_metrics, quality_metrics
+from pinbench_recipes.remembench.metrics import decode_with_tempssim, pair_metrics, quality_metrics
 from pinbench_recipes.remembench.revisit import (
     Pi3XReconstructor,
     PoseError,
@@ -86,7 +86,8 @@ class Scorer:
             raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task['looked_for'])} under "
                                     "-o videos")
         name = task["video"]["path"]
-        frames = read_video(self._under(self.videos, name, "videos"), backend=task["decoder"]).frames
+        frames, computed_tempssim = decode_with_tempssim(self._under(self.videos, name, "videos"), task["decoder"],
+                                                         device=self.device)
         if len(frames) != task["num_frames"]:
             raise ValueError(f"{name}: decoded {len(frames)} frames, the {task['split']} setting "
                              f"has {task['num_frames']}")
@@ -109,7 +110,8 @@ class Scorer:
         if not 0 <= departure <= revisit < len(frames):
             raise ValueError(f"invalid frame pair ({departure}, {revisit}) for a {len(frames)}-frame video")
         result: dict[str, Any] = pair_metrics(self.clip, self.lpips, frames, departure, revisit)
-        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]], device=self.device))
+        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]], device=self.device,
+                                      computed_tempssim=computed_tempssim))
         height, width = (int(n) for n in frames.shape[1:3])
         result.update(
             departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,

@@ -17,10 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pinbench.core.jsonfields import NUMBER, TEXT, checked_fields, one_of
+
 DIRECTIONS = ("higher", "lower")
 TIERS = ("same_hw", "cross_hw")
 KINDS = ("official", "derived", "cross_check", "preview")
 AGGREGATIONS = ("mean", "median", "mean_then_median", "none")
+MEMBER_STATISTICS = ("mean", "average_precision", "roc_auc")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,51 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class MemberStatistic:
+    """How a derived value follows from its members' results (``from_members:`` of a metric declaration), so that
+    ``pinbench compare`` can recompute it on resamples of the members and judge it like a per-sample metric.
+
+    ``mean``: the mean of the members' ``field``, times ``scale`` (a skill's binary_acc is the mean of each pair's
+    correct decisions x 1/4). ``average_precision`` and ``roc_auc``: of the members' ``field`` (the score) against
+    their ``label`` (0 or 1), as scikit-learn defines them (tied scores enter together)."""
+
+    statistic: str
+    field: str
+    label: str | None = None
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.statistic not in MEMBER_STATISTICS:
+            raise ValueError(f"statistic {self.statistic!r} is not one of {', '.join(MEMBER_STATISTICS)}")
+        if (self.label is not None) != (self.statistic != "mean"):
+            raise ValueError(f"a label field is {'meaningless for' if self.label else 'required by'} "
+                             f"statistic {self.statistic}")
+        if not (isinstance(self.scale, (int, float)) and not isinstance(self.scale, bool)
+                and math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"scale must be a finite number > 0, got {self.scale!r}")
+        if self.scale != 1.0 and self.statistic != "mean":
+            raise ValueError(f"scale is meaningful for statistic mean only, not {self.statistic}")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"statistic": self.statistic, "field": self.field}
+        if self.label is not None:
+            data["label"] = self.label
+        if self.scale != 1.0:
+            data["scale"] = self.scale
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "from_members") -> MemberStatistic:
+        """The declaration of its JSON (or YAML) form; ValueError (one line naming ``where``) when it is not one."""
+        fields = checked_fields(data, where, {"statistic": one_of(*MEMBER_STATISTICS), "field": TEXT, "label": TEXT,
+                                              "scale": NUMBER}, optional=("label", "scale"))
+        try:
+            return cls(fields["statistic"], fields["field"], fields.get("label"), fields.get("scale", 1.0))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
 class MetricInfo:
     """One declared metric of a recipe (``metrics:`` in recipe.yaml)."""
 
@@ -84,6 +132,7 @@ class MetricInfo:
     cohort: str | None = None
     unit: str | None = None
     help: str | None = None
+    from_members: MemberStatistic | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -96,6 +145,8 @@ class MetricInfo:
             raise ValueError(f"{where}: group_by is required by mean_then_median and meaningless otherwise")
         if self.kind not in KINDS:
             raise ValueError(f"{where}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.from_members is not None and self.aggregation != "none":
+            raise ValueError(f"{where}: from_members describes a derived value (aggregation none), not an aggregate")
         missing = [tier for tier in TIERS if tier not in self.tolerance]
         if missing:
             raise ValueError(f"{where}: no default tolerance for tier(s) {', '.join(missing)}")
@@ -103,8 +154,13 @@ class MetricInfo:
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> MetricInfo:
         tolerance = {tier: Tolerance.from_dict(t) for tier, t in (data.get("tolerance") or {}).items()}
-        known = {"direction", "aggregation", "tolerance", "primary", "kind", "group_by", "cohort", "unit", "help"}
-        return cls(name=name, tolerance=tolerance, **{k: v for k, v in data.items() if k in known - {"tolerance"}},
+        members = data.get("from_members")
+        known = {"direction", "aggregation", "tolerance", "primary", "kind", "group_by", "cohort", "unit", "help",
+                 "from_members"}
+        return cls(name=name, tolerance=tolerance,
+                   from_members=MemberStatistic.from_json(members, f"metric {name}: from_members")
+                   if members is not None else None,
+                   **{k: v for k, v in data.items() if k in known - {"tolerance", "from_members"}},
                    extra={k: v for k, v in data.items() if k not in known})
 
     def summary(self) -> dict[str, Any]:

@@ -22,7 +22,9 @@ sample stores' logs as the finish left them (``pinbench.core.store.seal``: lines
 ``pinbench check`` names any line added or changed after it; and a metric's ``degenerate`` values: scored records
 whose value a rule defines rather than a measurement (a split with one class has AP 0 by upstream's rule), which a
 record declares in ``result["degenerate"][key]`` with its reason, so a run whose mean is made of them says so
-instead of ending "complete" on it. Scorecards of schema 2.0 (no intervals), 2.1 and 2.2 still load.
+instead of ending "complete" on it; and to a derived metric the recipe's ``from_members`` declaration
+(``pinbench.core.metricinfo.MemberStatistic``): how its value follows from its members' results, which ``pinbench
+compare`` resamples. Scorecards of schema 2.0 (no intervals), 2.1 and 2.2 still load.
 
 In memory a scorecard is a ``Scorecard`` (its metrics ``MetricResult``, their intervals
 ``pinbench.core.uncertainty.Interval``); ``to_json()`` is its JSON form (what ``write_scorecard`` writes once
@@ -57,7 +59,7 @@ from pinbench.core.jsonfields import (
     nullable,
     one_of,
 )
-from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MetricInfo
+from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
@@ -143,6 +145,7 @@ class MetricResult:
     records: str | None = None
     interval: Interval | None = None
     degenerate: tuple[Degenerate, ...] = ()
+    from_members: MemberStatistic | None = None
 
     @property
     def reads_derived(self) -> bool:
@@ -165,6 +168,8 @@ class MetricResult:
             data["interval"] = self.interval.to_json()
         if self.degenerate:
             data["degenerate"] = [d.to_json() for d in self.degenerate]
+        if self.from_members is not None:
+            data["from_members"] = self.from_members.to_json()
         return data
 
     @classmethod
@@ -172,6 +177,7 @@ class MetricResult:
         """The metric of its JSON form; ValueError (one line naming ``where``) when it is not one."""
         fields = checked_fields(data, where, _METRIC_FIELDS, optional=_METRIC_OPTIONAL)
         interval = fields.get("interval")
+        members = fields.get("from_members")
         return cls(
             value=fields["value"], aggregation=fields["aggregation"], direction=fields["direction"],
             kind=fields["kind"], primary=fields["primary"], n_expected=fields["n_expected"],
@@ -185,6 +191,7 @@ class MetricResult:
             interval=Interval.from_json(interval, f"{where}.interval") if interval is not None else None,
             degenerate=tuple(Degenerate.from_json(d, f"{where}.degenerate[{i}]")
                              for i, d in enumerate(fields.get("degenerate", ()))),
+            from_members=MemberStatistic.from_json(members, f"{where}.from_members") if members is not None else None,
         )
 
 
@@ -193,10 +200,10 @@ _METRIC_FIELDS = {
     "kind": one_of(*KINDS), "primary": BOOLEAN, "unit": TEXT, "key": TEXT, "group_by": TEXT, "n_groups": COUNT,
     "n_expected": COUNT, "n_scored": COUNT, "n_failed": COUNT, "n_missing": COUNT, "failed": LIST,
     "missing": STRINGS, "sample_ids": STRINGS, "records": one_of(DERIVED_RECORDS), "interval": OBJECT,
-    "degenerate": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"),
+    "degenerate": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"), "from_members": OBJECT,
 }
 _METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval",
-                    "degenerate")
+                    "degenerate", "from_members")
 
 
 @dataclass(frozen=True)
@@ -341,6 +348,7 @@ class MetricSpec:
     primary: bool = False
     unit: str | None = None
     derived: bool = False
+    from_members: MemberStatistic | None = None
 
     def __post_init__(self) -> None:
         if self.aggregation is not None and self.aggregation not in AGGREGATIONS:
@@ -355,6 +363,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.derived and self.sample_ids is None:
             raise ValueError(f"metric {self.name!r}: a metric of derived records names them in sample_ids")
+        if self.from_members is not None and not (self.derived and self.aggregation in (None, "none")):
+            raise ValueError(f"metric {self.name!r}: from_members describes one derived value (aggregation none)")
         if self.sample_ids is not None:
             ids = tuple(self.sample_ids)
             if len(set(ids)) != len(ids):
@@ -371,7 +381,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: aggregation {self.aggregation!r} contradicts the declared "
                              f"{info.aggregation!r}")
         return replace(self, aggregation=info.aggregation, group_by=info.group_by, direction=info.direction,
-                       kind=info.kind, primary=info.primary, unit=info.unit)
+                       kind=info.kind, primary=info.primary, unit=info.unit,
+                       from_members=info.from_members if self.derived else None)
 
 
 def _get(record: Any, field: str) -> Any:
@@ -543,6 +554,7 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
         records=DERIVED_RECORDS if spec.derived else None,
         interval=aggregate_interval(values, ids, spec.aggregation, groups if spec.group_by else None),
         degenerate=tuple(degenerate),
+        from_members=spec.from_members,
     )
 
 

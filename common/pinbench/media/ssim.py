@@ -15,8 +15,14 @@ the same quantities with three changes that do not change the arithmetic beyond 
   frames (:func:`consecutive_ssim`) needs three filters per frame instead of five per pair.
 
 The map itself follows scikit-image's expressions (the order of two positive sums aside). OpenCV's window
-means differ from scipy's by rounding only (about 1e-16 relative); the tests hold every result within 1e-12
-of scikit-image and single map pixels within 2e-13 of exact rational arithmetic.
+means differ from scipy's by rounding only (about 1e-16 relative), but a variance E[x^2] - mu^2 cancels: its
+rounding is of the order of m^2 * 2^-53 (m the largest pixel value) and the map divides it by about C2 =
+(K2 * data_range)^2. Measured against scikit-image (tests/test_ssim.py, 400 seeded pairs of 8-bit images,
+near-flat bright ones and random ones, data ranges 1 to 255): a map pixel within 32 and a mean within 1.8 of
+m^2 * 2^-53 / C2; the tests hold 64 and 4 of them. At data range 255 that is 8e-12 a pixel and 5e-13 a mean
+(TempSSIM's 379 pairs: 3.4e-15); near-flat bright frames (values 200-202) with their own range of 2, as
+PAI-Bench-C's per-frame data range makes them, differ by up to 3.3e-12 a mean and 2.3e-10 a pixel. Single map
+pixels are within 2e-13 of exact rational arithmetic on the tests' frames.
 
 Conventions (all as scikit-image 0.26):
 
@@ -47,6 +53,7 @@ import cv2
 import numpy as np
 
 __all__ = [
+    "ConsecutiveSSIM",
     "SSIMWindow",
     "consecutive_ssim",
     "make_window",
@@ -57,6 +64,7 @@ __all__ = [
 
 TRUNCATE = 3.5  # scikit-image's Gaussian truncation, in units of sigma
 BAND_ROWS = 64  # output rows per work item (of 16, 32, 64 and 128, 64 was the fastest at 1376x768 here)
+CHUNK_FRAMES = 16  # frames ConsecutiveSSIM takes at a time (8 cost 5 % more CPU than the whole video at once)
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,14 @@ def window_filter(image: np.ndarray, win: SSIMWindow, out: np.ndarray | None = N
         return cv2.boxFilter(image, cv2.CV_64F, size, dst=out, normalize=True, borderType=cv2.BORDER_REFLECT)
     taps = win.taps()
     return cv2.sepFilter2D(image, cv2.CV_64F, taps, taps, dst=out, borderType=cv2.BORDER_REFLECT)
+
+
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity: ``taskset``, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:   # no affinity call on this platform
+        return os.cpu_count() or 1
 
 
 # ------------------------------------------------------------------------------------------ the kernel
@@ -243,7 +259,7 @@ def _pair_map(x: _Moments, y: _Moments, c1: float, c2: float, buffers: _Buffers,
 
 def _run(items: Sequence[Any], work: Callable[[Any, _Buffers], None], max_workers: int | None) -> None:
     """``work(item, buffers)`` for every item, in threads with one set of buffers per thread."""
-    workers = min(len(items), max_workers or os.cpu_count() or 1)
+    workers = min(len(items), max_workers or available_cpus())
     if workers <= 1:
         buffers = _Buffers()
         for item in items:
@@ -413,34 +429,115 @@ def consecutive_ssim(frames: np.ndarray, *, data_range: float, window: str = "un
     """Mean SSIM (scikit-image's cropped mssim) of every consecutive pair of frames, shape (T - 1,).
 
     ``frames`` is (T, H, W) or (T, H, W, C) with channels last. Equal to
-    ``structural_similarity(frames[t], frames[t + 1], ...)`` for every t. Each frame's moments are computed
-    once for both pairs it belongs to; work items are (row band, run of frames), summed in band order.
+    ``structural_similarity(frames[t], frames[t + 1], ...)`` for every t: :class:`ConsecutiveSSIM` fed the frames
+    in order (each frame's moments computed once for both pairs it belongs to).
     """
     frames = _check_frames(frames)
-    win = make_window(window, win_size, sigma)
-    kernel = _kernel(win, use_sample_covariance, frames.shape[1:], frames.dtype, True)
-    data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
-    c1, c2 = (K1 * data) ** 2, (K2 * data) ** 2
-    bands = _bands(kernel.height, win.pad, True)
-    n_pairs = len(frames) - 1
-    workers = max_workers or os.cpu_count() or 1
-    runs = min(n_pairs, -(-2 * workers // len(bands)))  # enough items to keep every thread busy
-    edges = np.linspace(0, n_pairs, runs + 1).round().astype(int)
-    sums = np.empty((len(bands), n_pairs))
+    stream = ConsecutiveSSIM(frames.shape[1:], frames.dtype, data_range=data_range, window=window,
+                             win_size=win_size, sigma=sigma, K1=K1, K2=K2,
+                             use_sample_covariance=use_sample_covariance, max_workers=max_workers)
+    with stream:
+        for frame in frames:
+            stream.add(frame)
+    return stream.result()
 
-    def work(item: tuple[int, int, int], buffers: _Buffers) -> None:
-        b, start, stop = item
-        band = bands[b]
-        rows = slice(band.first, band.last)
-        moments = [_Moments(kernel, band, buffers, "even"), _Moments(kernel, band, buffers, "odd")]
-        moments[start % 2].update(frames[start, rows])
-        for t in range(start, stop):
-            previous, current = moments[t % 2], moments[(t + 1) % 2]
-            current.update(frames[t + 1, rows])
-            sums[b, t] = _pair_map(previous, current, c1, c2, buffers).sum()
 
-    items = [(b, int(lo), int(hi)) for b in range(len(bands)) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
-             if hi > lo]
-    _run(items, work, max_workers)
-    count = sum(int(np.prod(kernel.out_shape(band))) for band in bands)
-    return sums.sum(axis=0) / count
+class ConsecutiveSSIM:
+    """:func:`consecutive_ssim` of frames given one at a time, as a decoder yields them.
+
+    Why: decoding a rollout and computing its TempSSIM one after the other costs their sum; fed from a reader
+    thread (``pinbench.media.video.read_ahead``) the next frames decode while these are filtered, so on two free
+    cores the whole costs about the larger of the two. Frames are taken in runs of ``CHUNK_FRAMES``, each row band
+    of a run in one thread item (``max_workers``, default every core), so a band's moments stay in cache from one
+    frame to the next; between runs each band keeps its last frame's moments, never the video. Every pair's
+    per-band sums are added in band order at the end, so the values are the same for any thread count, and the
+    same as :func:`consecutive_ssim` of the stacked frames.
+
+    Use it as a context manager (or call ``close``): it owns a thread pool.
+    """
+
+    def __init__(self, shape: Sequence[int], dtype: Any, *, data_range: float, window: str = "uniform",
+                 win_size: int | None = None, sigma: float = 1.5, K1: float = 0.01,  # noqa: N803
+                 K2: float = 0.03, use_sample_covariance: bool = True,  # noqa: N803
+                 max_workers: int | None = None) -> None:
+        win = make_window(window, win_size, sigma)
+        dtype = np.dtype(dtype)
+        _check_real(np.empty(0, dtype))
+        self.shape = tuple(int(n) for n in shape)
+        if len(self.shape) not in (2, 3):
+            raise ValueError(f"SSIM of consecutive frames needs (H, W[, C]) frames, got frame shape {self.shape}")
+        self.kernel = _kernel(win, use_sample_covariance, self.shape, dtype, True)
+        self.dtype = dtype
+        data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
+        self.c1, self.c2 = (K1 * data) ** 2, (K2 * data) ** 2
+        self.bands = _bands(self.kernel.height, win.pad, True)
+        self.count = sum(int(np.prod(self.kernel.out_shape(band))) for band in self.bands)
+        band_buffers = [_Buffers() for _ in self.bands]   # a band's moments live until its next frame
+        self._moments = [(_Moments(self.kernel, band, buffers, "even"), _Moments(self.kernel, band, buffers, "odd"))
+                         for band, buffers in zip(self.bands, band_buffers, strict=True)]
+        self._sums: list[np.ndarray] = []   # (bands, pairs) of each run of frames
+        self._pending: list[np.ndarray] = []
+        self._frames = 0
+        workers = min(len(self.bands), max_workers or available_cpus())
+        self._pool = ThreadPoolExecutor(workers) if workers > 1 else None
+        self._local = threading.local()
+
+    def __enter__(self) -> ConsecutiveSSIM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _buffers(self) -> _Buffers:
+        if not hasattr(self._local, "buffers"):
+            self._local.buffers = _Buffers()
+        return self._local.buffers
+
+    def add(self, frame: np.ndarray) -> None:
+        """The next frame (computed with the run of frames it belongs to)."""
+        frame = np.asarray(frame)
+        if frame.shape != self.shape or frame.dtype != self.dtype:
+            raise ValueError(f"frame {self._frames + len(self._pending)}: {frame.dtype} {frame.shape}, expected "
+                             f"{self.dtype} {self.shape} like the first")
+        self._pending.append(frame)
+        if len(self._pending) == CHUNK_FRAMES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Moments of the pending frames and the SSIM of every pair they end, band by band."""
+        frames, first = self._pending, self._frames
+        self._pending = []
+        pairs = len(frames) - (1 if first == 0 else 0)
+        sums = np.empty((len(self.bands), pairs))
+
+        def work(b: int) -> None:
+            band = self.bands[b]
+            for i, frame in enumerate(frames):
+                t = first + i
+                previous, current = self._moments[b][(t + 1) % 2], self._moments[b][t % 2]
+                current.update(frame[band.first:band.last])
+                if t > 0:   # the pair (t - 1, t); the first run has one pair fewer than frames
+                    sums[b, i - (first == 0)] = _pair_map(previous, current, self.c1, self.c2, self._buffers()).sum()
+
+        if self._pool is None:
+            for b in range(len(self.bands)):
+                work(b)
+        else:
+            for future in [self._pool.submit(work, b) for b in range(len(self.bands))]:
+                future.result()
+        if pairs:
+            self._sums.append(sums)
+        self._frames += len(frames)
+
+    def result(self) -> np.ndarray:
+        """Mean SSIM of every consecutive pair so far, shape (frames - 1,); ValueError before two frames."""
+        if self._pending:
+            self._flush()
+        if self._frames < 2:
+            raise ValueError(f"SSIM of consecutive frames needs at least 2 frames, got {self._frames}")
+        return np.concatenate(self._sums, axis=1).sum(axis=0) / self.count

@@ -29,16 +29,20 @@ import importlib
 import math
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from queue import Full, Queue
+from typing import Any, TypeVar
 
 import av
 import numpy as np
 
 from pinbench.core.files import atomic_path
 
+T = TypeVar("T")
 BACKENDS = ("decord", "pyav", "opencv")
 _BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
 _EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
@@ -459,6 +463,60 @@ def iter_frames(path: str | os.PathLike[str], *, backend: str) -> Iterator[np.nd
     if backend == "decord":
         require_backend(backend)
     return _iter_frames(path, info, backend)
+
+
+READ_AHEAD_FRAMES = 8
+
+
+def read_ahead(frames: Iterable[T], depth: int = READ_AHEAD_FRAMES) -> Iterator[T]:
+    """The items of ``frames`` (a decoder's), produced by a reader thread up to ``depth`` ahead of the consumer.
+
+    Why: OpenCV and PyAV decode without holding the GIL, so a metric computed frame by frame (TempSSIM, the blur
+    SSIM) runs while the next frames decode; on two free cores decode and compute then cost about the larger of the
+    two instead of their sum. The reader's exception (a truncated file's VideoError) is raised here, at the item
+    where it happened; a consumer that stops early stops the reader and closes the decoder.
+    """
+    if depth < 1:
+        raise ValueError(f"read-ahead depth must be >= 1, got {depth}")
+    queue: Queue[tuple[str, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def reader() -> None:
+        iterator = iter(frames)
+        try:
+            for frame in iterator:
+                if not put(("frame", frame)):
+                    return
+            put(("end", None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(("error", exc))
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=reader, name="pinbench-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = queue.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _iter_frames(path: Path, info: VideoInfo, backend: str) -> Iterator[np.ndarray]:

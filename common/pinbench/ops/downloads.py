@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import sys
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -298,6 +297,8 @@ def download_url(url: str, dest: Path, expected_sha256: str | None = None,
     """Stream ``url`` into ``dest`` atomically and return its SHA-256; ChecksumError (nothing written) when
     ``expected_sha256`` is given and differs, or whatever ``verify(tmp_path, sha256)`` raises (nothing written);
     FetchError (redacted) when the download fails."""
+    import urllib.request  # http.client, ssl and email: 12 ms that a run from local files never needs
+
     digest = hashlib.sha256()
     try:
         with atomic_path(dest) as tmp:

@@ -7,7 +7,12 @@ scored in only one of them, or in neither, is named. Per metric: the value of ea
 samples, B - A with its 95% paired bootstrap interval (``pinbench.core.uncertainty``), the direction the
 scorecard copied from the recipe's declaration, and a verdict: ``better`` or ``worse`` when the interval
 excludes 0, ``within noise`` when it contains 0, ``not judged`` when there is no interval (one suite-level
-value, or fewer than two matched units).
+value, or fewer than two matched units); each reason a metric is not judged is said once, naming its metrics.
+
+A derived value the recipe declares ``from_members`` (CameraBench's per-split AP and ROC AUC, per-skill
+accuracies) is recomputed over its members matched in both runs and judged by resampling those members, with the
+same paired bootstrap (``pinbench.core.members_bootstrap``); its unmatched members are named like samples.
+Each run's records are indexed once (``RecordIndex``) and every metric reads its own through that index.
 
 Exit codes, in the spirit of ``diff``:
 
@@ -28,9 +33,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.derived import is_derived
+import numpy as np
+
+from pinbench.core.derived import DerivedRecord
+from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
-from pinbench.core.scorecard import MetricResult, Scorecard, aggregate, load_scorecard, metric_samples, run_derived
+from pinbench.core.scorecard import (
+    MetricResult,
+    RecordIndex,
+    Scorecard,
+    aggregate,
+    load_scorecard,
+    metric_samples,
+    record_id,
+    run_derived,
+)
 from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
 
 EXIT_SAME, EXIT_DIFFERENT = EXIT_PASS, EXIT_FAIL
@@ -46,15 +63,38 @@ class CompareError(ValueError):
 
 @dataclass
 class Run:
-    """A scorecard and its own per-sample records (and derived records, ``pinbench.core.derived``, when it has any)."""
+    """A scorecard and its own per-sample records (and derived records, ``pinbench.core.derived``, when it has any),
+    indexed once: by kind and id (``index``), every sample record by id, every derived record by id."""
 
     path: Path
     card: Scorecard
     records: list[Any]
+    index: RecordIndex = field(init=False)
+    samples: dict[str, Any] = field(init=False)
+    derived: dict[str, DerivedRecord] = field(init=False)
+    _member_values: dict[tuple[str, str, str | None], dict[str, tuple[float, int] | str]] = field(
+        init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = RecordIndex(self.records)
+        self.samples, self.derived = {}, {}
+        for record in self.index.samples:  # the first record of an id, as the index reads it
+            self.samples.setdefault(record_id(record), record)
+        for record in self.index.derived:
+            self.derived.setdefault(record_id(record), record)
 
     @property
     def label(self) -> str:
         return f"{self.card.checkpoint} ({self.card.mode}) {self.path}"
+
+    def member_values(self, derived_id: str, field_name: str, label: str | None) -> dict[str, tuple[float, int] | str]:
+        """What each member of a derived record contributes to a statistic of ``field_name`` (and ``label``): its
+        (value, label), or why nothing; read once per record and field (a skill's five accuracies share them)."""
+        key = (derived_id, field_name, label)
+        if key not in self._member_values:
+            self._member_values[key] = {i: _member_value(self.samples.get(i), field_name, label)
+                                        for i in self.derived[derived_id].members}
+        return self._member_values[key]
 
 
 def load_run(path: Path | str) -> Run:
@@ -78,7 +118,7 @@ def load_run(path: Path | str) -> Run:
 def _check_records_agree(run: Run) -> None:
     """The records must be the ones the scorecard was computed from (not a newer or older samples.jsonl)."""
     for name, metric in run.card.metrics.items():
-        scored, _ = metric_samples(name, metric, run.records)
+        scored, _ = metric_samples(name, metric, run.index)
         values = [v for v, _ in scored.values()]
         groups = [g for _, g in scored.values()] if metric.group_by else None
         again = aggregate(values, metric.aggregation, groups)
@@ -139,20 +179,18 @@ def _verdict(diff: Difference, direction: str) -> tuple[str, str]:
 
 def _compare_metric(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Run,
                     problems: list[str]) -> MetricComparison:
-    scored_a, failed_a = metric_samples(name, ma, a.records)
-    scored_b, failed_b = metric_samples(name, mb, b.records)
-    cohort = list(dict.fromkeys([*(ma.sample_ids or ()), *(mb.sample_ids or ()),
-                                 *(str(r.sample_id) for r in a.records if ma.sample_ids is None
-                                   and not is_derived(r)),
-                                 *(str(r.sample_id) for r in b.records if mb.sample_ids is None
-                                   and not is_derived(r))]))
+    scored_a, failed_a = metric_samples(name, ma, a.index)
+    scored_b, failed_b = metric_samples(name, mb, b.index)
+    cohort = list(dict.fromkeys([*(ma.sample_ids if ma.sample_ids is not None else a.samples),
+                                 *(mb.sample_ids if mb.sample_ids is not None else b.samples)]))
     matched = [i for i in cohort if i in scored_a and i in scored_b]
     if ma.group_by:
         regrouped = [i for i in matched if scored_a[i][1] != scored_b[i][1]]
         if regrouped:
             problems.append(f"{name}: {len(regrouped)} sample(s) are in different {ma.group_by} groups in the "
                             f"two runs (e.g. {regrouped[0]}); they are left out")
-            matched = [i for i in matched if i not in set(regrouped)]
+            left_out = set(regrouped)
+            matched = [i for i in matched if i not in left_out]
     matched_set = set(matched)
     only_a = {i: _why_missing(i, failed_b, "B") for i in cohort if i in scored_a and i not in matched_set}
     only_b = {i: _why_missing(i, failed_a, "A") for i in cohort if i in scored_b and i not in matched_set}
@@ -165,6 +203,78 @@ def _compare_metric(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Ru
     return MetricComparison(name=name, direction=ma.direction, aggregation=ma.aggregation, kind=ma.kind,
                             primary=ma.primary, n_matched=len(matched), n_cohort=len(cohort), only_a=only_a,
                             only_b=only_b, neither=neither, difference=diff, verdict=verdict, reason=reason)
+
+
+@dataclass
+class _FromMembers:
+    """A derived metric compared over its members: who matched, who did not and why, and what is resampled."""
+
+    name: str
+    metric: MetricResult
+    cohort: list[str]
+    only_a: dict[str, str]
+    only_b: dict[str, str]
+    neither: dict[str, str]
+    series: MemberSeries
+
+    def compared(self, diff: Difference) -> MetricComparison:
+        verdict, reason = _verdict(diff, self.metric.direction)
+        m = self.metric
+        return MetricComparison(name=self.name, direction=m.direction, aggregation=m.aggregation, kind=m.kind,
+                                primary=m.primary, n_matched=len(self.series.members), n_cohort=len(self.cohort),
+                                only_a=self.only_a, only_b=self.only_b, neither=self.neither, difference=diff,
+                                verdict=verdict, reason=reason)
+
+
+def _member_value(record: Any, field_name: str, label: str | None) -> tuple[float, int] | str:
+    """(value, label) a member contributes, or why it contributes none."""
+    if record is None:
+        return "no record"
+    if record.status != "ok":
+        return record.error or f"sample status {record.status!r}"
+    result = record.result if isinstance(record.result, Mapping) else {}
+    value = result.get(field_name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{field_name!r} is not a finite number: {value!r:.40}"
+    if label is None:
+        return float(value), 0
+    tag = result.get(label)
+    if isinstance(tag, bool) or tag not in (0, 1):
+        return f"label {label!r} is not 0 or 1: {tag!r:.40}"
+    return float(value), int(tag)
+
+
+def _from_members(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Run) -> _FromMembers | None:
+    """A derived metric both scorecards declare ``from_members`` for, over the members of its derived record in
+    each run; None when it cannot be (an older scorecard, no derived record): it is then compared as one value."""
+    statistic = ma.from_members
+    ids = ma.sample_ids
+    if (statistic is None or statistic != mb.from_members or not (ma.reads_derived and mb.reads_derived)
+            or ids is None or len(ids) != 1 or ids != mb.sample_ids):
+        return None
+    record_a, record_b = a.derived.get(ids[0]), b.derived.get(ids[0])
+    if record_a is None or record_b is None:
+        return None
+    cohort = list(dict.fromkeys([*record_a.members, *record_b.members]))
+    runs = []
+    for run in (a, b):
+        values = run.member_values(ids[0], statistic.field, statistic.label)
+        read = {i: values.get(i, f"not a member of its {ids[0]}") for i in cohort}
+        runs.append(({i: v for i, v in read.items() if isinstance(v, tuple)},
+                     {i: v for i, v in read.items() if isinstance(v, str)}))
+    (scored_a, failed_a), (scored_b, failed_b) = runs
+    matched = sorted(i for i in cohort if i in scored_a and i in scored_b)
+    only_a = {i: f"B: {failed_b[i]}" for i in cohort if i in scored_a and i in failed_b}
+    only_b = {i: f"A: {failed_a[i]}" for i in cohort if i in scored_b and i in failed_a}
+    neither = {i: f"A: {failed_a[i]}; B: {failed_b[i]}" for i in cohort if i in failed_a and i in failed_b}
+    ranked = statistic.statistic in RANKED
+
+    def column(scored: Mapping[str, tuple[float, int]], part: int) -> np.ndarray:
+        return np.array([scored[i][part] for i in matched], dtype=np.float64 if part == 0 else np.int64)
+
+    series = MemberSeries(statistic, tuple(matched), column(scored_a, 0), column(scored_b, 0),
+                          column(scored_a, 1) if ranked else None, column(scored_b, 1) if ranked else None)
+    return _FromMembers(name, ma, cohort, only_a, only_b, neither, series)
 
 
 def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
@@ -202,8 +312,16 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
             code = EXIT_MISMATCH
     if code == EXIT_MISMATCH:
         return Comparison(a, b, [], problems, notes, code, fail_on, header)
-    rows = [_compare_metric(name, ca.metrics[name], cb.metrics[name], a, b, problems)
-            for name in ca.metrics if name in cb.metrics]
+    found: list[MetricComparison | _FromMembers] = []
+    for name in ca.metrics:
+        if name in cb.metrics:
+            ma, mb = ca.metrics[name], cb.metrics[name]
+            found.append(_from_members(name, ma, mb, a, b) or _compare_metric(name, ma, mb, a, b, problems))
+    pending = [row for row in found if isinstance(row, _FromMembers)]
+    resampled = dict(zip((id(row) for row in pending), member_differences([row.series for row in pending]),
+                         strict=True))
+    rows = [row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row for row in found]
+    not_judged: dict[str, list[str]] = {}
     for row in rows:
         if row.unmatched:
             problems.append(f"{row.name}: {row.n_matched} of {row.n_cohort} samples matched "
@@ -211,9 +329,11 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
                             f"{len(row.neither)} in neither)")
             code = max(code, EXIT_INCOMPLETE)
         if row.verdict == "not judged":
-            notes.append(f"{row.name}: not judged ({row.reason})")
+            not_judged.setdefault(row.reason, []).append(row.name)
         elif row.verdict == "worse" or (row.verdict == "better" and fail_on == "any"):
             code = max(code, EXIT_DIFFERENT)
+    notes += [f"not judged, {len(names)} metric(s) ({reason}): {', '.join(names)}" for reason, names in
+              not_judged.items()]
     return Comparison(a, b, rows, problems, notes, code, fail_on, header)
 
 

@@ -8,8 +8,9 @@ fraction of a second, and a rerun draws the same bytes).
   or carries its value (a dot).
 * :func:`histogram_svg`: one metric's values over exactly the samples it was computed from, with the aggregate, its
   interval and the reference band.
-* :func:`differences_svg`: ``pinbench compare``'s B - A per metric with its paired interval, each row scaled to its
-  own interval and turned so that right is better, the numbers beside it.
+* :func:`differences_svg`: ``pinbench compare``'s B - A per metric with its paired interval on one axis, to scale
+  (in the metrics' own units, ticked), turned so that right is better, the numbers beside it. A metric without an
+  interval is a dot at its true distance from 0: a row scaled to itself put every such dot at the same place.
 
 Every text is at least ``TICK_PX`` (11 px) and tick labels are plain numbers (no offset or scientific notation).
 """
@@ -245,35 +246,40 @@ class DifferenceRow:
 
 
 def differences_svg(rows: Sequence[DifferenceRow], title: str) -> Markup:
-    """B - A per metric, each row scaled to its own interval, right = better; see the module docstring."""
+    """B - A per metric on one axis in the metrics' units, right = better; see the module docstring."""
     label_w = 12 + CHAR_PX * max(len(r.label) for r in rows)
     plot_w, top, bottom = 240.0, 10.0, 40.0
     text_w = 12 + 6.6 * max(len(r.text) for r in rows)
     width, height = label_w + plot_w + text_w, top + ROW_PX * len(rows) + bottom
+    extent = max((abs(v) for r in rows for v in (r.difference, *(r.interval or ())) if math.isfinite(v)),
+                 default=0.0) or 1.0
+    step = nice_step(2 * extent)
+    limit = math.ceil(extent / step - 1e-9) * step
 
-    def x(v: float) -> float:  # v in [-1.1, 1.1]: the row's own scale
-        return label_w + (v + 1.1) / 2.2 * plot_w
+    def x(v: float) -> float:  # v in [-limit, limit]: B - A turned so that right is better
+        return label_w + (v + limit) / (2 * limit) * plot_w
 
     body = [f'<line x1="{_n(x(0))}" y1="{_n(top)}" x2="{_n(x(0))}" y2="{_n(top + ROW_PX * len(rows))}" '
             f'stroke="{GREY}"/>']
     for i, row in enumerate(rows):
         y = top + ROW_PX * (i + 0.5)
         sign = 1.0 if row.higher_is_better else -1.0
-        scale = max(abs(v) for v in [row.difference, *(row.interval or ())]) or 1.0
         colour = COLOURS.get(row.verdict, GREY)
         parts = [f"<title>{escape(row.label)}: {escape(row.verdict)}</title>",
                  _text(label_w - 8, y + 4, row.label, anchor="end")]
         if row.interval is not None:
-            lo, hi = sorted(sign * v / scale for v in row.interval)
+            lo, hi = sorted(sign * v for v in row.interval)
             parts.append(f'<line x1="{_n(x(lo))}" y1="{_n(y)}" x2="{_n(x(hi))}" y2="{_n(y)}" stroke="{colour}" '
                          'stroke-width="2.5"/>')
-        parts.append(f'<circle cx="{_n(x(sign * row.difference / scale))}" cy="{_n(y)}" r="5" fill="{colour}"/>')
+        parts.append(f'<circle cx="{_n(x(sign * row.difference))}" cy="{_n(y)}" r="5" fill="{colour}"/>')
         parts.append(_text(label_w + plot_w + 10, y + 4, row.text, size=TICK_PX, fill=colour))
         body.append(f'<g class="row">{"".join(parts)}</g>')
     axis_y = top + ROW_PX * len(rows)
-    body.append(f'<line x1="{_n(x(-1.1))}" y1="{_n(axis_y)}" x2="{_n(x(1.1))}" y2="{_n(axis_y)}" stroke="{GREY}"/>')
-    for v, label, anchor in ((-1, "worse", "middle"), (0, "0", "middle"), (1, "better", "middle")):
-        body.append(_text(x(v), axis_y + 16, label, size=TICK_PX, anchor=anchor, fill=GREY))
-    body.append(_text(x(0), axis_y + 32, "B - A, each row scaled to its own 95% interval", size=TICK_PX,
+    body.append(f'<line x1="{_n(x(-limit))}" y1="{_n(axis_y)}" x2="{_n(x(limit))}" y2="{_n(axis_y)}" '
+                f'stroke="{GREY}"/>')
+    for v, label in ticks(-limit, limit):
+        body.append(f'<line x1="{_n(x(v))}" y1="{_n(axis_y)}" x2="{_n(x(v))}" y2="{_n(axis_y + 4)}" stroke="{GREY}"/>')
+        body.append(_text(x(v), axis_y + 16, label, size=TICK_PX, anchor="middle", fill=GREY))
+    body.append(_text(x(0), axis_y + 32, "B - A in each metric's unit, to scale; right = better", size=TICK_PX,
                       anchor="middle", fill=GREY))
     return _svg(width, height, body, title)

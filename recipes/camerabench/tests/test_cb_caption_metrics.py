@@ -83,3 +83,93 @@ def test_empty_texts_are_not_scored() -> None:
 def test_upstream_names_cover_every_metric() -> None:
     assert set(UPSTREAM_NAMES) == {*LEXICAL, "gen_match"}
     assert UPSTREAM_NAMES["word_f1"] == "spice" and UPSTREAM_NAMES["bow_cosine"] == "cider"
+
+
+# ----------------------------------------------------------------------------- parity with NLTK and rouge-score
+
+EDGE_PAIRS = [
+    (REF, CAND), (REF, REF), (REF, "left camera"), ("pans", "pans pans pans pans"), ("a b a b a b", "a b a b"),
+    ("The camera pans", "The camera pans right, then pans left, then tilts up slowly."),
+    ("Zoom in 2x, then 3-D roll.", "zoom in 2x then 3 d roll"), ("Café crème: über-rapid dolly!", "cafe creme dolly"),
+    ("İstanbul skyline; the camera tilts", "istanbul skyline the camera tilted"),
+    ("flies dying lying skies news innings", "fly die lie sky news inning"),
+    ("relational conditional hopefulness", "relate condition hopeful"), ("x", "y"), ("word", "word"),
+    ("... !!!", "camera"), ("camera", "--- ???"), ("tracking tracked tracks tracker", "track"),
+    ("yyyy yyyyy syzygy", "yyyy syzygy"), ("Ｆｕｌｌ-width ＣＡＭＥＲＡ", "full width camera"),
+]
+
+
+def _caption_pairs() -> list[tuple[str, str]]:
+    """The edge cases, and every reference of the pinned caption data with its seed-0 synthetic caption."""
+    from shared_data import shared_data
+
+    from pinbench_recipes.camerabench.dataset import load_dataset
+    from pinbench_recipes.camerabench.synthetic import synthetic_captions
+
+    data_dir = shared_data("camerabench")
+    if data_dir is None:
+        return EDGE_PAIRS
+    data = load_dataset(data_dir, ["caption"])
+    captions = synthetic_captions(data, seed=0)
+    return EDGE_PAIRS + [(s.reference, captions[s.sample_id]["caption"]) for s in data.captions]
+
+
+def test_bleu2_and_rouge_l_equal_nltk_and_rouge_score() -> None:
+    """The values upstream's caption_evaluation.py computes with NLTK and rouge-score, to the bit."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    pairs = _caption_pairs()
+    for reference, candidate in pairs:
+        ref, cand = tokens(reference), tokens(candidate)
+        theirs = (float(sentence_bleu([ref], cand, weights=(0.5, 0.5), smoothing_function=SmoothingFunction().method1))
+                  if ref and cand else 0.0)
+        assert bleu2(reference, candidate) == theirs, (reference, candidate)
+        assert rouge_l(reference, candidate) == scorer.score(reference, candidate)["rougeL"].fmeasure, (reference,
+                                                                                                        candidate)
+    assert len({bleu2(r, c) for r, c in pairs}) > len(pairs) // 2  # the pairs are not all alike
+
+
+def test_porter_stem_equals_nltk() -> None:
+    """Every word of the caption data, and generated words that reach each step's rules and conditions."""
+    import random
+    import re
+
+    from nltk.stem.porter import PorterStemmer
+
+    from pinbench_recipes.camerabench.porter import stem
+
+    words = {w for pair in _caption_pairs() for text in pair for w in re.findall(r"[a-z0-9]+", text.lower())}
+    stems = ["happ", "relat", "condit", "valen", "hesit", "digit", "conform", "radic", "differ", "vil", "analog",
+             "vietnam", "predic", "oper", "feud", "decis", "hope", "call", "form", "sensit", "sensib", "geo", "theo",
+             "archaeo", "trip", "electr", "good", "reviv", "allow", "infer", "airlin", "gyroscop", "adjust", "defens",
+             "irrit", "replac", "depend", "adopt", "homolog", "commun", "activ", "angular", "effect", "bowdler",
+             "prob", "rat", "ceas", "control", "roll", "fli", "di", "ti", "spi", "plaster", "bl", "mot", "sing",
+             "conflat", "troubl", "siz", "hopp", "tann", "fall", "hiss", "fizz", "fail", "fil", "fe", "agr", "cares",
+             "pon", "cat", "toy", "syzyg", "yyy", "ay", "an", "o", "y", "eye", "play", "cry"]
+    suffixes = ["", "s", "ies", "sses", "ss", "ed", "ied", "eed", "ing", "y", "ly", "ational", "tional", "enci",
+                "anci", "izer", "bli", "alli", "entli", "eli", "ousli", "ization", "ation", "ator", "alism", "iveness",
+                "fulness", "ousness", "aliti", "iviti", "biliti", "fulli", "logi", "icate", "ative", "alize", "iciti",
+                "ical", "ful", "ness", "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent",
+                "sion", "tion", "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize", "e", "ll", "lled", "at", "bl",
+                "iz", "ying", "yed"]
+    words |= {a + b + c for a in stems for b in suffixes for c in ("", "s", "ed", "ing", "ness")}
+    rng = random.Random(0)
+    words |= {"".join(rng.choice("aeiouybcdlnrstz") for _ in range(rng.randint(1, 12))) for _ in range(20000)}
+    words |= {"skies", "dying", "news", "innings", "exceed", "Skies", "CAT", "Happy", "I"}
+    nltk_stemmer = PorterStemmer()
+    differ = [(w, stem(w), nltk_stemmer.stem(w)) for w in sorted(words) if stem(w) != nltk_stemmer.stem(w)]
+    assert not differ, f"{len(differ)} of {len(words)} words differ, e.g. {differ[:5]}"
+
+
+def test_caption_metrics_do_not_import_nltk() -> None:
+    """The point of computing them here: no NLTK (and so no scikit-learn or SciPy) in a caption run."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pinbench_recipes.camerabench.caption_metrics import lexical_metrics; "
+            "lexical_metrics('The camera pans left', 'camera panning left'); "
+            "print(sorted(m for m in ('nltk', 'rouge_score', 'sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

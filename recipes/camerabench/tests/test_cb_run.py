@@ -164,3 +164,20 @@ def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_
     assert "shard 1/3 of camerabench: 1 samples: 1 done, 0 reused, 0 failed" in outcome.message
     assert (out / "script1" / "samples" / "shard-1-of-3.jsonl").is_file()
     assert not (out / "scorecard.json").exists() and not (out / "samples").exists()
+
+
+def test_a_score_only_run_imports_no_network_stack_nltk_or_scikit_learn(tmp_path: Path) -> None:
+    """The fixture run (binary, VQA and captions from score files), in a fresh interpreter: what it must not import
+    (each was on this path once: the caption metrics' NLTK with scikit-learn and SciPy, 1.3 s; urllib.request
+    with http.client, ssl and email, 12 ms; numpy.ma through np.unique, 8 ms)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"try:\n    main(['run', 'camerabench', '--fixture', '--out', {str(tmp_path / 'run')!r}])\n"
+            "except SystemExit as exc:\n    print('EXIT', exc.code)\n"
+            "print('LOADED', sorted(m for m in ('nltk', 'rouge_score', 'sklearn', 'scipy', 'urllib.request', "
+            "'numpy.ma', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "EXIT 0" in out and "LOADED []" in out, out[-2000:]
+    assert _card(tmp_path / "run")["metrics"]["caption/rouge_l"]["n_scored"] > 0

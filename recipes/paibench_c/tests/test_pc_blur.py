@@ -95,3 +95,28 @@ def test_constant_ground_truth_frame_gives_nan_like_the_evaluator() -> None:
 def test_frames_are_batched_without_changing_a_bit() -> None:
     gt, pred = _video(13, n=19), _video(14, n=19)      # more frames than one SSIM batch
     assert blurred_ssim(pred, gt) == pytest.approx(_reference(pred, gt), abs=TOL)
+
+
+def test_frames_given_one_at_a_time_give_the_bits_of_the_whole_video() -> None:
+    """blurred_ssim_of_frames (each prediction frame blurred and scored as a decoder yields it) against
+    blurred_ssim of the blurred videos: the same bits, a shorter prediction against the GT's first frames, frames
+    beyond the GT unread, a constant GT frame NaN, a frame of another size refused."""
+    from pinbench_recipes.paibench_c.blur import blurred_ssim_of_frames
+
+    gt, pred = _video(15, n=6), _video(16, n=6)
+    gt_blur = bilateral_blur(gt)
+    whole = blurred_ssim(bilateral_blur(pred), gt_blur)
+    assert blurred_ssim_of_frames(iter(pred), gt_blur) == whole
+    assert blurred_ssim_of_frames(iter(pred[:4]), gt_blur) == blurred_ssim(bilateral_blur(pred[:4]), gt_blur)
+
+    def more_than_the_gt():
+        yield from pred[:5]
+        raise AssertionError("a frame beyond the GT's count was asked for")
+
+    assert blurred_ssim_of_frames(more_than_the_gt(), gt_blur[:5]) == blurred_ssim(bilateral_blur(pred[:5]),
+                                                                                    gt_blur[:5])
+    flat = gt_blur.copy()
+    flat[2] = 90
+    assert np.isnan(blurred_ssim_of_frames(iter(pred), flat))
+    with pytest.raises(ValueError, match=r"prediction frame 0 is uint8 \(24, 30, 3\), expected uint8 \(24, 32, 3\)"):
+        blurred_ssim_of_frames(iter(pred[:, :, :30]), gt_blur)

@@ -213,6 +213,8 @@ def test_the_gt_is_blurred_once_for_all_modalities_and_each_prediction_once(tmp_
     for i, modality in enumerate(("edge", "blur", "depth")):
         frames = np.clip(clip(5, seed=2).astype(int) + 3 * (i + 1), 0, 255).astype(np.uint8)
         preds[modality] = write_video(tmp_path / f"{modality}.mp4", frames, 30, codec="mpeg4")
+    from pinbench_recipes.paibench_c import blur as blur_module
+
     blurred: list[np.ndarray] = []
 
     def counting_blur(frames: np.ndarray) -> np.ndarray:
@@ -220,7 +222,8 @@ def test_the_gt_is_blurred_once_for_all_modalities_and_each_prediction_once(tmp_
         return bilateral_blur(frames)
 
     monkeypatch.setattr(native_metrics, "bilateral_blur", counting_blur)
+    monkeypatch.setattr(blur_module, "bilateral_blur", counting_blur)   # a prediction's frames, as they decode
     result = score_task(gt, preds)
-    assert len(blurred) == 4     # the GT once, then each prediction once
+    assert [len(f) for f in blurred] == [5] + [1] * 15   # the GT once, then each prediction frame once
     values = [result[f"{m}/native/blur_ssim"] for m in preds]
     assert all(v < 1.0 for v in values) and len(set(values)) == 3

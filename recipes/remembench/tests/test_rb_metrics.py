@@ -159,3 +159,17 @@ def test_drift_is_the_same_whichever_blas_kernel_the_cpu_gets() -> None:
                              capture_output=True, text=True, check=True).stdout.strip()
               for core in ("Haswell", "SkylakeX")}
     assert len(values) == 1, values
+
+
+def test_decoding_with_tempssim_gives_the_frames_and_the_value_of_decode_then_score(tmp_path, monkeypatch):
+    """The reader-thread path returns what read_video returns and tempssim's value of those frames, to the bit;
+    on another device it leaves TempSSIM to that device."""
+    from pinbench.media.video import read_video, write_video
+
+    monkeypatch.setattr(ssim_mod, "CHUNK_FRAMES", 4)  # runs of frames that do not divide the video
+    path = write_video(tmp_path / "rollout.mp4", moving_frames(11), 8, crf=0)
+    frames, value = metrics.decode_with_tempssim(path, "opencv")
+    decoded = read_video(path, backend="opencv").frames
+    assert np.array_equal(frames, decoded)
+    assert value == tempssim(to_gray(decoded))
+    assert metrics.decode_with_tempssim(path, "opencv", device="meta")[1] is None
