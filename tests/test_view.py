@@ -68,9 +68,11 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     _pinbench("run", "dynamic-degree", "--fixture", "--out", str(dd))
     shutil.copytree(a, b)
     rollouts = b / "fixture_data" / "rollouts"
-    video = read_video(rollouts / "t2v-001.mp4", backend="pyav")
-    noise = np.random.default_rng(1).integers(-40, 40, video.frames.shape)
-    write_video(rollouts / "t2v-001.mp4", np.clip(video.frames + noise, 0, 255).astype(np.uint8), video.fps, crf=0)
+    for name, amplitude in (("t2v-001", 40), ("t2v-002", 12)):  # two differences of the same sign, unequal
+        video = read_video(rollouts / f"{name}.mp4", backend="pyav")
+        noise = np.random.default_rng(1).integers(-amplitude, amplitude, video.frames.shape)
+        write_video(rollouts / f"{name}.mp4", np.clip(video.frames + noise, 0, 255).astype(np.uint8), video.fps,
+                    crf=0)
     with open(rollouts / "s02-tr180.mp4", "r+b") as cut:
         cut.truncate(3000)
     _pinbench("run", "remembench", "--fixture", "--out", str(b), ok=(1, 2))  # B fails the fixture reference
@@ -354,7 +356,7 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
     rollouts = [p.resolve() for run in (runs["a"], runs["b"]) for p in (run / "fixture_data/rollouts").glob("*.mp4")]
     broken = (runs["b"] / "fixture_data/rollouts/s02-tr180.mp4").resolve()
     digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
-    assert {entry["source_sha256"] for entry in listing.values()} == digests and len(digests) == 8
+    assert {entry["source_sha256"] for entry in listing.values()} == digests and len(digests) == 9
     for name, entry in listing.items():
         assert Path(entry["source"]) in rollouts and entry["preview"], name
         assert entry["source_sha256"] == sha256_file(entry["source"]) == name.removesuffix(".mp4"), name
@@ -450,10 +452,14 @@ def test_two_runs_sorted_by_difference_play_in_sync(server, runs, browser) -> No
     Select(browser.find_element("id", "sort")).select_by_value("diff")
     wait.until(lambda d: "sort=diff" in d.current_url)
     a, b = _records(runs["a"]), _records(runs["b"])
-    gaps = {s: abs(b[s]["result"]["clip"] - a[s]["result"]["clip"]) for s in a if b[s]["result"]}
-    expected = sorted(gaps, key=lambda s: -gaps[s])
-    shown = [row.get_attribute("data-id") for row in browser.find_elements("css selector", "#sample-table tbody tr")]
-    assert shown[:len(expected)] == expected and shown[-1] == "s02-tr180"  # no difference where B failed: last
+    for key in ("lpips_alex", "clip"):  # B's noise raises LPIPS and lowers CLIP: the largest difference either way
+        Select(browser.find_element("id", "value")).select_by_value(key)
+        wait.until(lambda d, key=key: f"value={key}" in d.current_url and "sort=diff" in d.current_url)
+        gaps = {s: abs(b[s]["result"][key] - a[s]["result"][key]) for s in a if b[s]["result"]}
+        expected = sorted(gaps, key=lambda s, gaps=gaps: -gaps[s])  # ties in task order
+        assert sorted(gaps.values())[-2] > 0  # two samples differ, by unequal amounts
+        rows = browser.find_elements("css selector", "#sample-table tbody tr")  # s02-tr180 failed in B: last
+        assert [row.get_attribute("data-id") for row in rows] == [*expected, "s02-tr180"], key
     browser.find_element("css selector", f"#sample-table tr[data-id='{expected[0]}'] a").click()
     wait.until(lambda d: d.find_element("id", "status").get_attribute("data-state") == "ready"
                and d.find_element("id", "status").text == expected[0])

@@ -6,7 +6,11 @@ samples link to):
 * the server: from start to its address printed, then ``api/summary`` and ``api/table`` (the page's two requests
   before it draws the sample table) with their sizes, and the server's CPU time and peak RSS once the page is drawn;
 * with chromium and chromedriver: the time the page reports its sample table drawn (``performance.now()`` at the
-  first draw of the table, from navigation start), and from ``driver.get`` to that.
+  first draw of the table, from navigation start), and from ``driver.get`` to that;
+* 750 rollouts (dynamic-degree's Farneback preview over 750 small lossless videos, the size of RememBench's I2V
+  set): the server's table, the first sample opened (its video hashed and probed) and its video fetched twice (the
+  web preview made, then from the cache); and the preview of one rollout at RememBench I2V's real size (832x480,
+  253 frames at 16 fps, lossless H.264 as the fixtures write it): hashing it, making its preview.
 
     .venv/bin/python tools/bench_view.py [--work DIR]
 """
@@ -23,7 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_scale import DATA, PINBENCH, Measured, camerabench_run, measure, row, write_scores
+from bench_scale import DATA, PINBENCH, Measured, camerabench_run, measure, row, write_scores, write_videos
 
 
 def folder_mb(path: Path) -> float:
@@ -77,6 +81,49 @@ def browser_table_ms(url: str) -> tuple[int, float] | None:
         driver.quit()
 
 
+def rollouts(work: Path) -> None:
+    import json
+
+    import numpy as np
+
+    from pinbench.core.files import sha256_file
+    from pinbench.media.preview import make_preview
+    from pinbench.media.video import write_video
+
+    write_videos(work / "videos", 750)
+    run = work / "dd"
+    measure([*PINBENCH, "run", "dynamic-degree", "--checkpoint", "bench", "-o", f"videos={work / 'videos'}", "-o",
+             "flow=farneback", "--offline", "--out", str(run)])
+    os.environ["PINBENCH_CACHE"] = str(work / "cache")  # previews made here, not in the user's cache
+    url, process, to_address = served(run)
+    try:
+        table_s, table_bytes = get(url + "api/table")
+        sample_s, _ = get(url + "api/sample/0")
+        with urllib.request.urlopen(url + "api/sample/0") as response:
+            media = json.loads(response.read())["runs"][0]["rollouts"][0]["url"]
+        first_s, size = get(url + media)
+        again_s, _ = get(url + media)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    print(f"750 rollouts (dynamic-degree): server up {to_address:.2f} s; api/table {table_s * 1000:.0f} ms "
+          f"({table_bytes / 1e3:.0f} kB); a sample opened {sample_s * 1000:.0f} ms; its video {first_s * 1000:.0f} ms "
+          f"(preview made, {size / 1e3:.0f} kB), again {again_s * 1000:.0f} ms (cached)")
+    import cv2
+
+    coarse = np.random.default_rng(0).uniform(0, 255, (30, 52, 3)).astype(np.float32)  # a smooth field, moving
+    base = np.clip(cv2.resize(coarse, (832, 480), interpolation=cv2.INTER_CUBIC), 0, 255).astype(np.uint8)
+    big = write_video(work / "i2v.mp4", (np.roll(base, 3 * t, axis=1) for t in range(253)), 16, crf=0)
+    started = time.perf_counter()
+    digest = sha256_file(big)
+    hashed = time.perf_counter() - started
+    started = time.perf_counter()
+    preview = make_preview(big, digest, work / "previews")
+    made = time.perf_counter() - started
+    print(f"one 832x480x253 rollout ({big.stat().st_size / 1e6:.1f} MB, lossless H.264): sha256 {hashed * 1000:.0f} ms,"
+          f" its web preview {made:.2f} s ({preview.path.stat().st_size / 1e6:.1f} MB)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
@@ -115,6 +162,7 @@ def main() -> None:
         else:
             print(f"  in Chromium: sample table drawn {shown[0]} ms after navigation start; {shown[1]:.2f} s from "
                   "driver.get to drawn")
+        rollouts(work)
     finally:
         print(f"load average after {os.getloadavg()[0]:.2f}")
         if args.work is None:
