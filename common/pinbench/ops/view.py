@@ -109,11 +109,9 @@ class MediaStore:
             served = self.files.get(name)
         if served is None:
             return None
-        if served.preview:
-            return make_preview(served.path, served.sha256, self.previews).path
         if FileState.of(served.path.stat()) != served.state and sha256_file(served.path) != served.sha256:
             return None  # the file changed since the page was told its digest
-        return served.path
+        return make_preview(served.path, served.sha256, self.previews).path if served.preview else served.path
 
 
 def page_html(mode: str) -> str:
@@ -180,8 +178,8 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
     return localweb.Guard(app, token, port, CSP)
 
 
-def serve(view: View, sock: socket.socket, token: str, media: MediaStore | None = None) -> None:
-    localweb.serve(build_app(view, media or MediaStore(), token, sock.getsockname()[1]), sock)
+def serve(view: View, sock: socket.socket, token: str) -> None:
+    localweb.serve(build_app(view, MediaStore(), token, sock.getsockname()[1]), sock)
 
 
 # ---------------------------------------------------------------------------------------------------- bundle
@@ -193,14 +191,14 @@ def _script(name: str, data: Any) -> str:
     return f"pinbenchData({json.dumps(name)},{text});\n"
 
 
-def write_bundle(view: View, dest: Path, *, copy_media: bool = True, media: MediaStore | None = None,
+def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
     the samples show under ``media/`` (a web preview where a browser cannot play the original), listed in
     ``media.json`` with the source and the SHA-256 of the bytes each was made from. ``copy_media=False`` (a report's
     folder) links the originals that play as they are where they lie instead of copying them. Returns
     ``dest/index.html``."""
-    media = media or MediaStore()
+    media = MediaStore()
     dest.mkdir(parents=True, exist_ok=True)
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)

@@ -31,7 +31,7 @@ from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, metric_samples
 from pinbench.core.uncertainty import has_interval
-from pinbench.results.compare import CompareError, Run, load_run
+from pinbench.results.compare import Run, load_run
 from pinbench.results.report import VERDICTS, build_rows
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
@@ -163,7 +163,8 @@ class RunInputs:
 
 @dataclass
 class ViewRun:
-    index: int
+    """A run as the page names it (its label), with its verdict against its reference and its metric rows."""
+
     run: Run
     label: str
     verdict: str
@@ -203,7 +204,7 @@ def load_runs(paths: Sequence[Path | str]) -> list[ViewRun]:
     for path in paths:
         try:
             runs.append(load_run(path))
-        except (CompareError, FileError) as exc:
+        except (ValueError, OSError) as exc:  # CompareError, ScorecardError, a bad samples.jsonl line: one line each
             raise ViewError(str(exc)) from None
     recipes = {r.card.recipe for r in runs}
     if len(recipes) > 1:
@@ -214,9 +215,9 @@ def load_runs(paths: Sequence[Path | str]) -> list[ViewRun]:
     if len(set(labels)) < len(labels):
         labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
     out = []
-    for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+    for run, label in zip(runs, labels, strict=True):
         verdict, rows, note = _reference_rows(run.card)
-        out.append(ViewRun(i, run, label, verdict, rows, note))
+        out.append(ViewRun(run, label, verdict, rows, note))
     return out
 
 
@@ -237,6 +238,9 @@ def view_module(recipe: str) -> ModuleType | None:
 
 @dataclass(frozen=True)
 class Column:
+    """A per-sample value of the sample table: a result key, its direction (None: the metrics disagree, or none
+    says), whether a primary metric reads it."""
+
     key: str
     direction: str | None
     primary: bool
