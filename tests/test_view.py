@@ -268,6 +268,18 @@ def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: P
     assert not (tmp_path / f"{'0' * 64}.mp4").exists()
 
 
+def test_a_video_too_large_for_browsers_is_previewed_smaller(tmp_path: Path, monkeypatch) -> None:
+    from pinbench.media import preview
+
+    monkeypatch.setattr(preview, "MAX_SIDE", 60)  # 64x48 counts as too large; the long side is brought to <= 24
+    monkeypatch.setattr(preview, "PREVIEW_SIDE", 24)
+    frames = np.random.default_rng(0).integers(0, 256, (5, 48, 64, 3), dtype=np.uint8)
+    source = write_video(tmp_path / "big.mp4", frames, 8, crf=23)
+    assert probe(source).web_problem(".mp4") == "64x48 is larger than 60 pixels on a side"
+    made = probe(make_preview(source, sha256_file(source), tmp_path / "cache").path)
+    assert (made.width, made.height, made.n_frames) == (22, 16, 5)  # a factor of 3: 21x16, padded to even
+
+
 def test_browser_playable_videos_need_no_preview(tmp_path: Path) -> None:
     frames = np.zeros((4, 48, 64, 3), np.uint8)
     assert probe(write_video(tmp_path / "a.mp4", frames, 24, crf=23)).web_problem(".mp4") is None

@@ -1,14 +1,16 @@
 """Web previews: a copy every browser plays of a video that some browsers cannot (a codec, a profile, a size).
 
-What plays everywhere without a preview: H.264 Baseline/Main/High in 4:2:0 in an MP4, or VP8/VP9/AV1 in 4:2:0 in
-WebM or MP4, at most 4096 pixels on a side. Lossless H.264 (High 4:4:4 Predictive, what every fixture writes) plays
-in Chromium but not in Firefox or Safari, and MPEG-4 Part 2 (PAI-Bench-C's fixture) nowhere, so those get one.
+Played as it is: H.264 Baseline/Main/High in 4:2:0 in an MP4, or VP8/VP9/AV1 in 4:2:0 in WebM or MP4, at most 4096
+pixels on a side (the profiles browsers document). Anything else gets a preview: lossless H.264 (High 4:4:4
+Predictive, what the fixtures write; Debian's Chromium plays it, a browser need not) and MPEG-4 Part 2 (PAI-Bench-C's
+fixture; Chromium does not play it) among them.
 
 A preview is H.264 High, 4:2:0, CRF 23, one frame per source frame at the source's frame rate (frame N of the preview
-is frame N of the rollout: a marked frame is the same frame in both), padded to an even size, scaled to 1920 on its
-long side when larger than 4096. It is made once per source content: cached as ``<cache>/<source sha256>.mp4`` with a
-record of that digest and of the preview's own, and never handed out for other bytes: the source is hashed again once
-the preview is written, and a cached preview whose own digest no longer matches its record is made again.
+is frame N of the rollout: a marked frame is the same frame in both), padded to an even size, and shrunk by the whole
+factor that brings its long side to at most 1920 when that side is over 4096. It is made once per source content:
+cached as ``<cache>/<source sha256>.mp4`` with a record of that digest and of the preview's own, and never handed out
+for other bytes: the source is hashed before and again once the preview is written, and a cached preview whose own
+digest no longer matches its record is made again.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class VideoProbe:
             return f"{self.codec} in {self.pix_fmt}: browsers play 4:2:0 video"
         if self.codec == "h264" and suffix in _MP4:
             return None if self.profile in _H264_PROFILES else \
-                f"H.264 {self.profile}: only Chromium plays it (browsers play Baseline, Main and High)"
+                f"H.264 {self.profile}: browsers document Baseline, Main and High"
         if self.codec in ("vp8", "vp9", "av1") and suffix in (*_MP4, ".webm"):
             return None
         return f"{self.codec} in a {suffix or 'suffix-less'} file: browsers play H.264 in MP4 and VP8/VP9/AV1"
@@ -123,14 +125,15 @@ def make_preview(source: Path, source_sha256: str, cache: Path) -> Preview:
 
 
 def _web_frames(source: Path, facts: VideoProbe):  # -> Iterator[np.ndarray]
-    """The source's frames, scaled down when too large and padded to an even size (4:2:0 needs one)."""
-    import cv2
-
-    scale = PREVIEW_SIDE / max(facts.width, facts.height) if max(facts.width, facts.height) > MAX_SIDE else 1.0
+    """The source's frames, shrunk by the whole factor that brings a side over 4096 to at most 1920 (a mean over
+    each k x k block) and padded to an even size (4:2:0 needs one)."""
+    side = max(facts.width, facts.height)
+    k = -(-side // PREVIEW_SIDE) if side > MAX_SIDE else 1
     for frame in iter_frames(source, backend="pyav"):
-        if scale != 1.0:
-            frame = cv2.resize(frame, (round(facts.width * scale), round(facts.height * scale)),
-                               interpolation=cv2.INTER_AREA)
+        if k > 1:
+            height, width = frame.shape[0] // k * k, frame.shape[1] // k * k
+            blocks = frame[:height, :width].reshape(height // k, k, width // k, k, 3)
+            frame = blocks.mean(axis=(1, 3)).round().astype(np.uint8)
         height, width = frame.shape[:2]
         if height % 2 or width % 2:
             frame = np.pad(frame, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")

@@ -42,8 +42,8 @@ FILES = {
 }
 BASE = "python-3.11-slim"  # the images/base-images.yaml entry the image starts from
 # The pyproject extras the image needs beside pinbench's own dependencies: the decoders the template offers, and
-# the docker SDK, which the export's pinbench CLI (`pinbench build`) imports.
-EXTRAS = ("video", "docker")
+# what the export's pinbench CLI imports: the docker SDK (`pinbench build`), starlette and uvicorn (`pinbench view`).
+EXTRAS = ("video", "docker", "annotate")
 UV_EXPORT = ("uv", "export", "--frozen", "--no-dev", *(f"--extra={extra}" for extra in EXTRAS), "--no-emit-project",
              "--format=requirements-txt", "--no-header")
 LOCK_HEADER = f"""# Generated from uv.lock (what CI tests with) for the image's Python (--python-version 3.11) by
