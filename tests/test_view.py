@@ -239,6 +239,10 @@ def test_media_come_only_from_inside_their_folder_and_as_the_run_scored_them(run
     name = good["url"].removeprefix("media/")
     assert media.file(name) == cached_preview(tmp_path / "previews", good["sha256"]).path
     assert media.file("f" * 64 + ".mp4") is None
+    shutil.copyfile(root / "t2v-000.mp4", link_folder / "mine.mp4")
+    mine = media.describe(0, Video("rollout", MediaFile(link_folder, "mine.mp4")))["url"].removeprefix("media/")
+    shutil.copyfile(root / "t2v-001.mp4", link_folder / "mine.mp4")  # other bytes now
+    assert media.file(mine) is None  # never the preview of the bytes listed, for these
 
 
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
