@@ -684,8 +684,24 @@ def report(
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
-        index = write_report(scorecards, out, references=_present(references), samples=_present(samples))
+        view = _view_folder(scorecards, out)
+        index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")
+
+
+def _view_folder(runs: Sequence[Path], out: Path) -> str | None:
+    """``pinbench view --bundle`` of a report's runs in ``out/view`` (originals linked, not copied), which the report
+    links every sample it names to; None, said in one line, when the runs cannot be viewed together."""
+    from pinbench.ops.view import write_bundle
+    from pinbench.results.view import View, ViewError, load_runs, view_module
+
+    try:
+        loaded = load_runs(runs)
+    except ViewError as exc:
+        _echo(f"view: no sample pages ({exc})")
+        return None
+    write_bundle(View(loaded, view_module(loaded[0].card.recipe)), out / "view", copy_media=False)
+    return "view/index.html"
 
 
 @app.command()
@@ -716,10 +732,50 @@ def compare(
             _, references[i], samples[i] = _load_run(run.path)
             cards.append(run.path)
         with _writing_to("--report", report_dir):
+            view = _view_folder(cards, report_dir)
             index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
-                                 comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}")
+                                 comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
+                                 view=view)
         _echo(f"report: {index}")
     raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def view(
+    runs: Annotated[list[Path], typer.Argument(help="run directories (or their scorecard.json) of one recipe")],
+    bundle: Annotated[Path | None, typer.Option("--bundle", help="write the pages as a static folder here "
+                                                                 "(previews included; opens from file://)")] = None,
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
+) -> None:
+    """See the videos behind the numbers: a local page of the runs' metrics, every sample's values side by side,
+    and each sample's rollouts playing in sync (docs/view.md)."""
+    from pinbench.results.view import View, ViewError, load_runs, view_module
+
+    try:
+        loaded = load_runs(runs)
+        page = View(loaded, view_module(loaded[0].card.recipe))
+    except ViewError as exc:
+        _fail(str(exc))
+    if bundle is not None:
+        from pinbench.ops.view import write_bundle
+
+        with _writing_to("--bundle", bundle):
+            index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
+        _echo(f"view: {index} (a static folder: open it in a browser, or copy it anywhere)")
+        return
+    from pinbench.ops.localweb import bind_loopback, new_token
+    from pinbench.ops.view import serve
+
+    try:
+        sock = bind_loopback(port)
+    except OSError as exc:
+        _fail(str(exc))
+    with sock:
+        token = new_token()
+        _echo(f"{len(page.ids)} samples of {len(loaded)} run(s) of {page.recipe}")
+        _echo(f"view page: http://127.0.0.1:{sock.getsockname()[1]}/{token}/")
+        _echo("(the token in this address is the key to the page: only this address opens it; Ctrl-C stops)")
+        serve(page, sock, token)
 
 
 @app.command()

@@ -232,7 +232,8 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _serve(args: argparse.Namespace, opts: OptionValues, fixture: FixtureData | None) -> int:
-    from pinbench_recipes.remembench.annotate_server import bind_loopback, new_token, serve
+    from pinbench.ops.localweb import bind_loopback, new_token
+    from pinbench_recipes.remembench.annotate_server import serve
 
     if args.out is None:
         raise RecipeError("--out FILE.json is required (the annotations file to write)")

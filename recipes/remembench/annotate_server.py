@@ -1,21 +1,17 @@
-"""The annotation page's web server: Starlette on uvicorn, bound to 127.0.0.1 only, behind a session token.
+"""The annotation page's web server: Starlette on uvicorn, by the rules of every local page of pinbench
+(``pinbench.ops.localweb``: 127.0.0.1 only, a session token, this server's own Host and Origin only).
 
-Who can use it: every route lives under ``/<token>/``, a 256-bit random token made per session and printed
-only to the terminal that started it; any other path, and any request whose Host is not this loopback
-address (a DNS-rebinding page), gets 403. The token is compared in constant time, never logged (uvicorn's
-access log is off) and never written to the annotation files. Nothing in a request names a file: scenes
-are looked up by id among the dataset's scenes, frames by number within the rollout's frame count, so no
-request can read anything outside the videos folder.
+The token is never written to the annotation files. Nothing in a request names a file: scenes are looked up by id
+among the dataset's scenes, frames by number within the rollout's frame count, so no request can read anything
+outside the videos folder; a request whose ids are not strings or numbers is a 400 with one line.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-import signal
 import socket
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,75 +21,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from pinbench.ops import localweb
 from pinbench_recipes.remembench.annotate_frames import FrameError, FrameNotFound, FrameStore, Rendition
 from pinbench_recipes.remembench.annotate_session import Scene, Session
 from pinbench_recipes.remembench.annotation_store import MARKS, AnnotationError, AnnotationStore, SceneMarks
 
-HOST = "127.0.0.1"
 PAGE_DIR = Path(__file__).resolve().parent / "templates"
 ASSETS = {"annotate.js": "text/javascript; charset=utf-8", "annotate.css": "text/css; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 MAX_BODY = 4096
-SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                 b"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-]
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
-
-
-def bind_loopback(port: int = 0) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1 only (``port`` 0: a free one)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((HOST, port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
-    sock.listen(64)
-    return sock
-
-
-class Guard:
-    """ASGI middleware: 403 unless the path starts with the session token and Host is this loopback address;
-    security headers on every response."""
-
-    def __init__(self, app: ASGIApp, token: str, port: int):
-        self.app, self.token = app, token.encode()
-        self.hosts = {f"{HOST}:{port}".encode(), f"localhost:{port}".encode()}
-
-    def _allowed(self, scope: Scope) -> bool:
-        first = scope.get("path", "").lstrip("/").split("/", 1)[0].encode()
-        host = dict(scope.get("headers") or []).get(b"host", b"")
-        return secrets.compare_digest(first, self.token) and host in self.hosts
-
-    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] != "http":  # no websockets here
-            await send({"type": "websocket.close", "code": 1008})
-            return
-
-        async def with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
-            await send(message)
-
-        if not self._allowed(scope):
-            response = PlainTextResponse("forbidden: open the page with the address its session printed\n", 403)
-            await response(scope, receive, with_headers)
-            return
-        await self.app(scope, receive, with_headers)
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 
 
 def _mark_json(marks: SceneMarks, name: str) -> dict[str, Any] | None:
@@ -133,7 +71,8 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def build_app(session: Session, store: AnnotationStore, frames: FrameStore, token: str, port: int) -> Guard:
+def build_app(session: Session, store: AnnotationStore, frames: FrameStore, token: str,
+              port: int) -> localweb.Guard:
     """The page, its assets, its JSON API and the frame images, under ``/<token>/``."""
     scenes = session.by_id
     store_lock = threading.Lock()  # endpoints run in a thread pool; one change at a time reaches the files
@@ -197,6 +136,8 @@ def build_app(session: Session, store: AnnotationStore, frames: FrameStore, toke
         try:
             body = await _json_body(request)
             scene_id, frame = body.get("scene_id"), body.get("frame")
+            if not isinstance(scene_id, str):
+                raise AnnotationError(f"scene_id must be a string, not {type(scene_id).__name__}")
             if scene_id not in scenes:
                 return _error(f"unknown scene {scene_id!r}", 404)
 
@@ -219,24 +160,11 @@ def build_app(session: Session, store: AnnotationStore, frames: FrameStore, toke
         Route("/api/position", position, methods=["POST"]),
     ]
     app = Starlette(routes=[Route(f"/{token}", page), Mount(f"/{token}", routes=routes)])
-    return Guard(app, token, port)
+    return localweb.Guard(app, token, port, CSP)
 
 
 def serve(session: Session, store: AnnotationStore, token: str, sock: socket.socket) -> None:
     """Serve until Ctrl-C or SIGTERM (every mark is on disk already)."""
-    import uvicorn
-
     frames = FrameStore({s.scene_id: (s.video, s.rollout.n_frames) for s in session.scenes
                          if s.video is not None and s.rollout is not None}, session.decoder)
-    app = build_app(session, store, frames, token, sock.getsockname()[1])
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            proxy_headers=False)
-    # uvicorn stops on SIGINT or SIGTERM and then raises that signal again; both end here as KeyboardInterrupt,
-    # so the caller can say what was saved (SIGTERM's default action would end the process at once).
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    localweb.serve(build_app(session, store, frames, token, sock.getsockname()[1]), sock)

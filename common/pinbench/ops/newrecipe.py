@@ -43,8 +43,8 @@ FILES = {
 }
 BASE = "python-3.11-slim"  # the images/base-images.yaml entry the image starts from
 # The pyproject extras the image needs beside pinbench's own dependencies: the decoders the template offers, and
-# the docker SDK, which the export's pinbench CLI (`pinbench build`) imports.
-EXTRAS = ("video", "docker")
+# the docker SDK (`pinbench build`), starlette and uvicorn (`pinbench view`): what the export's pinbench CLI imports.
+EXTRAS = ("video", "docker", "annotate")
 # --group=image: setuptools, the build backend an export installs pinbench and the recipe with (`make setup` runs pip
 # with --no-build-isolation --no-index: without it in the lock, `invalid command 'bdist_wheel'`).
 UV_EXPORT = ("uv", "export", "--frozen", "--no-dev", "--group=image", *(f"--extra={extra}" for extra in EXTRAS),

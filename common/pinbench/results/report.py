@@ -572,8 +572,8 @@ def _sample_figures(sec: _Section, figs: _Figures) -> tuple[list[dict[str, str]]
     shown = {id(e) for _, e in chosen}
     views = []
     for k, (why, extra) in enumerate(chosen):
-        views.append(figs.copy(extra.src, f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png",
-                               f"{why} — {extra.title}", extra.caption))
+        views.append({**figs.copy(extra.src, f"{sec.anchor}-sample-{k + 1:02d}-{_slug(extra.sample_id or '')}.png",
+                                  f"{why} — {extra.title}", extra.caption), "sample_id": extra.sample_id})
     return views, [e.sample_id for e in per_sample if id(e) not in shown]
 
 
@@ -741,14 +741,16 @@ def write_report(
     extra_figures: Mapping[Any, Sequence[ExtraFigure]] | None = None,
     comparisons: Sequence[Comparison] = (),
     title: str | None = None,
+    view: str | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` (comparisons first, then one section per scorecard) and its PNGs.
 
     ``scorecards`` are paths (named in the report) or Scorecards (validated here). ``references``, ``samples`` and
     ``extra_figures`` are keyed by scorecard index or recipe name; a scorecard file given no ``extra_figures`` shows
     the figures its run recorded (``figures.json``, ``record_figures``). The title defaults to the run's (recipe,
-    version, checkpoint, mode) for one scorecard. All inputs are checked before anything is written; returns the
-    path of ``index.html``.
+    version, checkpoint, mode) for one scorecard. ``view``: the page of ``pinbench view --bundle`` of these runs,
+    relative to ``out_dir``; every sample the report names links to its page there. All inputs are checked before
+    anything is written; returns the path of ``index.html``.
     """
     if not scorecards:
         raise ReportError("write_report: no scorecards given")
@@ -772,7 +774,7 @@ def write_report(
                  else "pinbench report")
     figs = _Figures(Path(out_dir))
     page = _environment().get_template("report.html.j2").render(
-        title=title, version=pinbench.__version__,
+        title=title, version=pinbench.__version__, view=view,
         comparisons=[_comparison_view(k, c) for k, c in enumerate(comparisons)],
         sections=[_section_view(sec, figs) for sec in sections],
     )

@@ -323,14 +323,15 @@ def _get(page, path: str, host: str | None = None) -> tuple[int, bytes, dict]:
     return response.status, body, dict(response.getheaders())
 
 
-def _post(page, path: str, body: object) -> tuple[int, dict]:
-    request = urllib.request.Request(page.url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"content-type": "application/json"})
+def _post(page, path: str, body: object, origin: str | None = None) -> tuple[int, dict | str]:
+    headers = {"content-type": "application/json", **({"origin": origin} if origin else {})}
+    request = urllib.request.Request(page.url + path, data=json.dumps(body).encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        text = exc.read().decode()
+        return exc.code, json.loads(text) if exc.headers.get_content_type() == "application/json" else text
 
 
 def _listening_addresses(port: int) -> list[str]:
@@ -408,6 +409,17 @@ def test_frames_are_served_native_and_lossless_and_marks_are_validated(built_fix
         assert status == 404
         status, data = _post(page, "api/position", {"scene_id": "t2v-001", "frame": 379})
         assert status == 400
+        for bad in (["t2v-001"], {"t2v-001": 1}, 7, None):  # a 500 with a traceback before (issue #30, item 9)
+            status, data = _post(page, "api/position", {"scene_id": bad, "frame": 3})
+            assert status == 400 and data["error"].startswith("scene_id must be a string"), bad
+        for origin in ("http://attacker.example", "null", f"http://127.0.0.1:{page.port + 1}"):
+            status, data = _post(page, "api/scenes/t2v-001/marks", {"mark": "revisit", "frame": 5}, origin=origin)
+            assert status == 403 and data.startswith("forbidden"), origin  # cross-site, carrying the token
+        status, data = _post(page, "api/position", {"scene_id": "t2v-001", "frame": 4},
+                             origin=f"http://127.0.0.1:{page.port}")
+        assert status == 200  # the page's own origin
+        rest = page.stop()
+    assert "Traceback" not in page.stderr.read_text() + rest
     assert json.loads(sidecar_path(out).read_text())["scenes"]["t2v-001"]["revisit"]["frame"] == 378
 
 

@@ -1,0 +1,130 @@
+"""The rules every local web page of pinbench is served by (``pinbench view``, the annotation page).
+
+Who can use such a page: the person at the terminal that started it. So the server listens on 127.0.0.1 only; every
+route lives under ``/<token>/``, a 256-bit random token made per session and printed only to that terminal (compared
+in constant time, never logged: uvicorn's access log is off); a request whose Host is not this loopback address (a
+DNS-rebinding page reaching 127.0.0.1 under its own name) or whose Origin is another site's (a cross-site form or
+fetch that somehow carries the token) gets 403. A file is served only from inside a folder the server was given,
+after every symlink is followed (``resolve_inside``); requests name no files.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import stat
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+HOST = "127.0.0.1"
+FORBIDDEN = "forbidden: open the page with the address its session printed\n"
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class PathRefused(ValueError):
+    """A path that does not name a regular file inside its folder; ``str(e)`` is one line naming both."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def bind_loopback(port: int = 0) -> socket.socket:
+    """A listening TCP socket on 127.0.0.1 only (``port`` 0: a free one)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
+    sock.listen(64)
+    return sock
+
+
+def security_headers(csp: str) -> list[tuple[bytes, bytes]]:
+    return [(b"content-security-policy", csp.encode()), (b"referrer-policy", b"no-referrer"),
+            (b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY")]
+
+
+class Guard:
+    """ASGI middleware: 403 unless the path starts with the session token, Host is this loopback address and an
+    Origin, when the browser sends one, is this page's own; security headers on every response."""
+
+    def __init__(self, app: ASGIApp, token: str, port: int, csp: str):
+        self.app, self.token = app, token.encode()
+        self.hosts = {f"{HOST}:{port}".encode(), f"localhost:{port}".encode()}
+        self.origins = {b"http://" + host for host in self.hosts}
+        self.headers = security_headers(csp)
+
+    def allowed(self, scope: Scope) -> bool:
+        first = scope.get("path", "").lstrip("/").split("/", 1)[0].encode()
+        headers = dict(scope.get("headers") or [])
+        origin = headers.get(b"origin")
+        return (secrets.compare_digest(first, self.token) and headers.get(b"host", b"") in self.hosts
+                and (origin is None or origin in self.origins))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no websockets here
+            await send({"type": "websocket.close", "code": 1008})
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        if not self.allowed(scope):
+            await with_headers({"type": "http.response.start", "status": 403,
+                                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            await with_headers({"type": "http.response.body", "body": FORBIDDEN.encode()})
+            return
+        await self.app(scope, receive, with_headers)
+
+
+def resolve_inside(root: Path | str, relative: str) -> Path:
+    """``root/relative`` as a real path, when it is a regular file inside ``root`` once every symlink (of the folder
+    too) is followed; PathRefused otherwise: an absolute path, a ``..`` part, a symlink leading out, a FIFO, a
+    folder, nothing there."""
+    text = str(relative)
+    parts = PurePosixPath(text).parts
+    if not text or "\x00" in text or PurePosixPath(text).is_absolute() or ".." in parts or "\\" in text:
+        raise PathRefused(f"{text!r}: not a plain relative path under {root}")
+    try:
+        base = Path(root).resolve(strict=True)
+        target = (base / text).resolve(strict=True)
+        mode = os.stat(target).st_mode
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop on Python < 3.13
+        raise PathRefused(f"{Path(root) / text}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not target.is_relative_to(base):
+        raise PathRefused(f"{Path(root) / text}: leads out of {base} (to {target})")
+    if not stat.S_ISREG(mode):
+        raise PathRefused(f"{Path(root) / text}: not a regular file")
+    return target
+
+
+def serve(app: ASGIApp, sock: socket.socket) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM (both end here as KeyboardInterrupt, handled: the caller
+    says what it saved)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+                            proxy_headers=False)
+    # uvicorn stops on SIGINT or SIGTERM and then raises that signal again; SIGTERM's default action would end the
+    # process at once, so it is mapped to KeyboardInterrupt for the time of the serve.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)

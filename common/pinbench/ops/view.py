@@ -1,0 +1,241 @@
+"""``pinbench view``: the page of ``pinbench.results.view`` served on 127.0.0.1, or written as a static folder.
+
+Both load the same page (``results/templates/view.*``) and the same data: the server answers ``api/...`` with JSON,
+the folder holds it as scripts (``data/*.js``: a page opened from ``file://`` may not fetch files). Media are named
+by the SHA-256 of the bytes they show (``media/<sha256>.<ext>``), so a URL never names a path and a preview is
+looked up by the content it was made from (``pinbench.media.preview``); a file is found only through a sample's
+media, inside the folder the recipe named it in (``localweb.resolve_inside``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pinbench.core.files import FileState, cache_root, sha256_file, write_atomic, write_if_changed
+from pinbench.ops import localweb
+from pinbench.results.view import Image, Video, View
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "results" / "templates"
+ASSETS = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
+MEDIA_TYPES = {".mp4": "video/mp4", ".m4v": "video/mp4", ".webm": "video/webm", ".png": "image/png",
+               ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+MEDIA_NAME = re.compile(r"[0-9a-f]{64}\.(mp4|m4v|webm|png|jpg|jpeg)")
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; media-src 'self'; "
+       "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+CHUNK = 256  # samples per data file of a bundle
+PREVIEW_DIR = "view-previews"
+
+
+@dataclass(frozen=True)
+class Served:
+    """A file the page may load: the real path, the digest of its bytes when registered, and whether the page gets
+    a preview made from it instead."""
+
+    path: Path
+    sha256: str
+    state: FileState
+    preview: bool
+
+
+class MediaStore:
+    """The files of the samples listed so far, by the name the page loads them by."""
+
+    def __init__(self, previews: Path | None = None):
+        self.previews = previews or cache_root() / PREVIEW_DIR
+        self.files: dict[str, Served] = {}
+        self.digests: dict[tuple[Path, FileState], str] = {}
+        self.lock = threading.Lock()
+
+    def _digest(self, path: Path) -> tuple[str, FileState]:
+        state = FileState.of(path.stat())
+        with self.lock:
+            known = self.digests.get((path, state))
+        if known is None:
+            known = sha256_file(path)
+            with self.lock:
+                self.digests[(path, state)] = known
+        return known, state
+
+    def describe(self, run: int, item: Video | Image) -> dict[str, Any]:
+        """What the page needs of one video or image (its URL, frame rate, where a preview stands in and why), or
+        why it cannot be shown."""
+        from pinbench.media.preview import probe
+        from pinbench.media.video import VideoError
+
+        kind = "image" if isinstance(item, Image) else "video"
+        entry: dict[str, Any] = {"kind": kind, "label": item.label, "run": run, "url": None, "problem": None}
+        if isinstance(item, Video):
+            entry.update(offset_frames=item.offset_frames, expected_sha256=item.expected_sha256)
+            if item.file is None:
+                return {**entry, "problem": item.problem or "no file"}
+        try:
+            path = localweb.resolve_inside(item.file.root, item.file.relative)
+            suffix = path.suffix.lower()
+            if suffix not in MEDIA_TYPES or (kind == "image") != MEDIA_TYPES[suffix].startswith("image/"):
+                return {**entry, "problem": f"{path}: not a {kind} file this page shows"}
+            sha, state = self._digest(path)
+            preview = None
+            if kind == "video":
+                facts = probe(path)
+                preview = facts.web_problem(suffix)
+                entry.update(fps=facts.fps, n_frames=facts.n_frames, width=facts.width, height=facts.height,
+                             codec=facts.codec, preview=preview)
+                if item.expected_sha256 and item.expected_sha256 != sha:
+                    entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
+                                         f"({item.expected_sha256[:12]}...)")
+        except (localweb.PathRefused, VideoError, OSError) as exc:
+            return {**entry, "problem": str(exc)}
+        name = f"{sha}{'.mp4' if preview else suffix}"
+        with self.lock:
+            self.files[name] = Served(path, sha, state, preview is not None)
+        return {**entry, "url": f"media/{name}", "sha256": sha, "source": str(path)}
+
+    def file(self, name: str) -> Path | None:
+        """The bytes behind a media name: the registered file while it still holds them, or its preview."""
+        from pinbench.media.preview import make_preview
+
+        with self.lock:
+            served = self.files.get(name)
+        if served is None:
+            return None
+        if FileState.of(served.path.stat()) != served.state and sha256_file(served.path) != served.sha256:
+            return None  # the file changed since the page was told its digest
+        return make_preview(served.path, served.sha256, self.previews).path if served.preview else served.path
+
+
+def page_html(mode: str) -> str:
+    return (TEMPLATES / "view.html").read_text(encoding="utf-8").replace("__MODE__", mode)
+
+
+# ---------------------------------------------------------------------------------------------------- server
+
+
+def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.Guard:
+    """The page, its assets, its JSON and its media, under ``/<token>/``."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+    from starlette.routing import Mount, Route
+
+    no_store = {"cache-control": "no-store"}
+    cached: dict[str, Any] = {}
+
+    def once(name: str, make: Callable[[], Any]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if name not in cached:
+                cached[name] = await run_in_threadpool(make)
+            return JSONResponse(cached[name], headers=no_store)
+        return endpoint
+
+    async def page(request: Request) -> Response:
+        if not request.url.path.endswith("/"):
+            return RedirectResponse(request.url.path + "/", status_code=307)
+        return Response(page_html("server"), media_type="text/html; charset=utf-8", headers=no_store)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ASSETS:
+            return PlainTextResponse("not found\n", 404)
+        return Response((TEMPLATES / name).read_bytes(), media_type=ASSETS[name], headers=no_store)
+
+    async def sample(request: Request) -> Response:
+        index = request.path_params["index"]
+        if not 0 <= index < len(view.ids):
+            return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
+        data = await run_in_threadpool(view.sample, index, media.describe)
+        return JSONResponse(data, headers=no_store)
+
+    async def media_file(request: Request) -> Response:
+        from pinbench.media.video import VideoError
+
+        name = request.path_params["name"]
+        if not MEDIA_NAME.fullmatch(name):
+            return PlainTextResponse("not found\n", 404)
+        try:
+            path = await run_in_threadpool(media.file, name)
+        except (VideoError, OSError) as exc:
+            return PlainTextResponse(f"{exc}\n", 422)
+        if path is None:
+            return PlainTextResponse("not found: open its sample first, or the file changed\n", 404)
+        return FileResponse(path, media_type=MEDIA_TYPES[Path(name).suffix], headers={"cache-control": "private"})
+
+    routes = [Route("/", page), Route("/{name:str}", asset),
+              Route("/api/summary", once("summary", view.summary)), Route("/api/table", once("table", view.table)),
+              Route("/api/sample/{index:int}", sample), Route("/media/{name:str}", media_file)]
+    app = Starlette(routes=[Route(f"/{token}", page), Mount(f"/{token}", routes=routes)])
+    return localweb.Guard(app, token, port, CSP)
+
+
+def serve(view: View, sock: socket.socket, token: str) -> None:
+    localweb.serve(build_app(view, MediaStore(), token, sock.getsockname()[1]), sock)
+
+
+# ---------------------------------------------------------------------------------------------------- bundle
+
+
+def _script(name: str, data: Any) -> str:
+    """``data`` as a script that hands it to the page (``</`` escaped: it cannot end the script early)."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f"pinbenchData({json.dumps(name)},{text});\n"
+
+
+def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
+    the samples show under ``media/`` (a web preview where a browser cannot play the original), listed in
+    ``media.json`` with the source and the SHA-256 of the bytes each was made from. ``copy_media=False`` (a report's
+    folder) links the originals that play as they are where they lie instead of copying them. Returns
+    ``dest/index.html``."""
+    media = MediaStore()
+    dest.mkdir(parents=True, exist_ok=True)
+    for folder in ("data", "media"):
+        (dest / folder).mkdir(exist_ok=True)
+
+    def describe(run: int, item: Video | Image) -> dict[str, Any]:
+        entry = media.describe(run, item)
+        if not copy_media and entry.get("url") and not entry.get("preview"):
+            entry["url"] = quote(Path(os.path.relpath(entry["source"], dest.resolve())).as_posix())
+        return entry
+
+    write_if_changed(dest / "index.html", page_html("bundle"))
+    for name in ASSETS:
+        write_if_changed(dest / name, (TEMPLATES / name).read_bytes())
+    write_if_changed(dest / "data" / "summary.js", _script("summary", {**view.summary(), "chunk": CHUNK}))
+    write_if_changed(dest / "data" / "table.js", _script("table", view.table()))
+    for start in range(0, len(view.ids), CHUNK):
+        stop = min(start + CHUNK, len(view.ids))
+        samples = {str(i): view.sample(i, describe) for i in range(start, stop)}
+        write_if_changed(dest / "data" / f"samples-{start // CHUNK}.js", _script(f"samples-{start // CHUNK}", samples))
+        if progress:
+            progress(f"{stop} of {len(view.ids)} samples")
+    listing = {}
+    for name, served in sorted(media.files.items()):
+        entry = {"source": str(served.path), "source_sha256": served.sha256, "preview": served.preview}
+        if not copy_media and not served.preview:
+            listing[name] = {**entry, "linked": True}
+            continue
+        made = media.file(name)
+        if made is None:
+            continue
+        digest = served.sha256 if not served.preview else sha256_file(made)
+        target = dest / "media" / name
+        if not (target.is_file() and sha256_file(target) == digest):
+            shutil.copyfile(made, target)
+        listing[name] = {**entry, "sha256": digest}
+    for stale in (dest / "media").iterdir():
+        if stale.name not in listing:
+            stale.unlink()
+    write_atomic(dest / "media.json", json.dumps(listing, indent=1, sort_keys=True) + "\n")
+    return dest / "index.html"

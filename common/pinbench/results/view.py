@@ -1,0 +1,465 @@
+"""What ``pinbench view`` shows of one or more runs of one recipe: the numbers, every sample, and what each sample
+is made of (its rollouts, the task's inputs), as JSON for the page (``templates/view``).
+
+The numbers come from the runs' scorecards and ``samples.jsonl`` (``compare.load_run``: records the scorecard was
+computed from, checked); the metric table is the report's (``build_rows``: value, interval, the reference's verdict).
+The sample table has one column per per-sample value a metric reads (its result key, merged over the cohorts that read
+it), with each run's value and the paired difference on the page.
+
+What a sample is made of is recipe knowledge: a recipe says it in a module ``pinbench_recipes.<pkg>.view`` (as
+``annotate``), with ``sample_media(run: RunInputs, sample_id, result) -> SampleMedia`` and optionally
+``facets(sample_id, result) -> dict[str, str]`` and ``VALUES`` ({result key: direction or None}: per-sample values of
+a recipe whose metrics all read derived records). Files are named as (folder, path inside it), never opened here: the
+server and the bundle (``pinbench.ops.view``) resolve them inside that folder (``pinbench.ops.localweb``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pinbench.core.config import RecipeError
+from pinbench.core.files import FileError
+from pinbench.core.provenance import scrubber
+from pinbench.core.reference import diff, load_reference
+from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, metric_samples
+from pinbench.core.uncertainty import has_interval
+from pinbench.results.compare import Run, load_run
+from pinbench.results.report import VERDICTS, build_rows
+
+STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
+
+
+class ViewError(ValueError):
+    """Runs that cannot be viewed together; one line naming the file and what is wrong."""
+
+
+# ------------------------------------------------------------------------------ what a recipe's view module returns
+
+
+@dataclass(frozen=True)
+class MediaFile:
+    """A file named by where it must stay: ``relative`` inside ``root`` (resolved with ``resolve_inside``)."""
+
+    root: Path
+    relative: str
+
+
+@dataclass(frozen=True)
+class Video:
+    """A video of a sample. ``offset_frames``: this video's frame ``offset_frames + f`` shows the moment of the
+    rollout's frame ``f`` (MIND's GT continues the context from ``mark_time``); ``expected_sha256``: the bytes the
+    run scored, when its record says (the page warns when the file on disk is another)."""
+
+    label: str
+    file: MediaFile | None
+    expected_sha256: str | None = None
+    offset_frames: int = 0
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Image:
+    label: str
+    file: MediaFile
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A frame of the rollout worth jumping to (a departure, a revisit, a prompt's start)."""
+
+    label: str
+    frame: int
+
+
+@dataclass(frozen=True)
+class Span:
+    """Frames ``[start, stop)`` of the rollout with a meaning (a prompt's segment, a scored clip)."""
+
+    label: str
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class Series:
+    """A number per frame of the rollout (dynamic degree: flow magnitude per transition), with its threshold."""
+
+    label: str
+    frames: tuple[int, ...]
+    values: tuple[float, ...]
+    threshold: float | None = None
+    threshold_label: str = ""
+
+
+@dataclass(frozen=True)
+class Text:
+    label: str
+    text: str
+
+
+@dataclass
+class SampleMedia:
+    """One run's view of one sample: its rollouts, the task's inputs, and marks on the rollout's timeline.
+    ``problems``: what could not be shown and why (no rollout found, a release that is not there)."""
+
+    rollouts: list[Video] = field(default_factory=list)
+    inputs: list[Video] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
+    texts: list[Text] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a recipe's view module reads about a run: its folder and the configuration it recorded."""
+
+    dir: Path
+    card: Scorecard
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        options = self.card.config.get("options")
+        return options if isinstance(options, Mapping) else {}
+
+    @property
+    def fixture(self) -> bool:
+        return self.card.mode == "fixture"
+
+    @property
+    def fixture_dir(self) -> Path:
+        return self.dir / "fixture_data"
+
+    @cached_property
+    def started_in(self) -> Path:
+        """The folder the run was started from: the run directory's path less the relative ``out_dir`` it recorded
+        (else the current folder)."""
+        out_dir = self.card.config.get("out_dir")
+        parts = Path(out_dir).parts if isinstance(out_dir, str) and not Path(out_dir).is_absolute() else ()
+        here = self.dir.resolve()
+        return Path(*here.parts[:-len(parts)]) if parts and here.parts[-len(parts):] == parts else Path.cwd()
+
+    def option_path(self, name: str) -> Path | None:
+        """A path option as the run read it: a relative one against the folder the run was started from."""
+        value = self.options.get(name)
+        if not isinstance(value, str) or not value:
+            return None
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.started_in / path
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+@dataclass
+class ViewRun:
+    """A run as the page names it (its label), with its verdict against its reference and its metric rows."""
+
+    run: Run
+    label: str
+    verdict: str
+    rows: list[Any]  # report.Row per metric: value, interval, the reference's verdict
+    reference_note: str = ""
+
+    @property
+    def card(self) -> Scorecard:
+        return self.run.card
+
+    @cached_property
+    def inputs(self) -> RunInputs:
+        return RunInputs(self.run.path.parent, self.run.card)
+
+
+def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str]:
+    """(verdict, metric rows, note): the run judged against the recipe's reference for its checkpoint and mode."""
+    from pinbench.core.recipe import get_recipe
+
+    try:
+        recipe = get_recipe(card.recipe)
+        path = recipe.reference_path(card.checkpoint, card.mode)
+        ref = load_reference(path, recipe=recipe) if path else None
+    except (RecipeError, FileError, ValueError) as exc:
+        return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}"
+    if ref is None:
+        return "NO REFERENCE", build_rows(card, None, None), ""
+    result = diff(card, ref)
+    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}"
+
+
+def load_runs(paths: Sequence[Path | str]) -> list[ViewRun]:
+    """The runs (folders or their scorecard.json), of one recipe; ViewError in one line otherwise."""
+    if not paths:
+        raise ViewError("no run given")
+    runs = []
+    for path in paths:
+        try:
+            runs.append(load_run(path))
+        except (ValueError, OSError) as exc:  # CompareError, ScorecardError, a bad samples.jsonl line: one line each
+            raise ViewError(str(exc)) from None
+    recipes = {r.card.recipe for r in runs}
+    if len(recipes) > 1:
+        raise ViewError(f"runs of one recipe are viewed together, these are of {', '.join(sorted(recipes))}")
+    labels = [f"{r.card.checkpoint}" + ("" if r.card.mode == "full" else f" ({r.card.mode})") for r in runs]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} {r.path.parent.name}" for label, r in zip(labels, runs, strict=True)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+    out = []
+    for run, label in zip(runs, labels, strict=True):
+        verdict, rows, note = _reference_rows(run.card)
+        out.append(ViewRun(run, label, verdict, rows, note))
+    return out
+
+
+def view_module(recipe: str) -> ModuleType | None:
+    """The recipe's ``view`` module, or None when it has none (the view then shows numbers only)."""
+    from pinbench.core.recipe import get_recipe
+
+    try:
+        package = get_recipe(recipe).package
+    except RecipeError:
+        return None
+    name = f"{package}.view"
+    return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None
+
+
+# ------------------------------------------------------------------------------------------------ the view
+
+
+@dataclass(frozen=True)
+class Column:
+    """A per-sample value of the sample table: a result key, its direction (None: the metrics disagree, or none
+    says), whether a primary metric reads it."""
+
+    key: str
+    direction: str | None
+    primary: bool
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _group(name: str) -> str:
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
+class RunSamples:
+    """One run's records by sample: each sample metric's values (and failures), cohorts, derived memberships."""
+
+    def __init__(self, run: ViewRun):
+        card = run.card
+        index = RecordIndex(run.run.records)
+        self.records = {r.sample_id: r for r in index.samples}
+        self.derived = {r.derived_id: r for r in index.derived}
+        self.metrics: dict[str, tuple[dict[str, tuple[float, Any]], dict[str, str]]] = {}
+        self.missing: dict[str, None] = {}
+        self.cohort: dict[str, str] = {}
+        for name, metric in card.metrics.items():
+            self.metrics[name] = metric_samples(name, metric, index)
+            if metric.reads_derived:
+                continue
+            self.missing.update(dict.fromkeys(metric.missing or ()))
+            group = _group(name)  # a sample's cohort: the shortest group of the metrics that name it
+            for sample_id in metric.sample_ids or ():
+                if sample_id not in self.cohort or len(group) < len(self.cohort[sample_id]):
+                    self.cohort[sample_id] = group
+        # by sample: each metric's value or why it has none; by derived record: each metric's value
+        self.values: dict[str, list[dict[str, Any]]] = {}
+        self.derived_values: dict[str, dict[str, float]] = {}
+        for name, (scored, failed) in self.metrics.items():
+            if card.metrics[name].reads_derived:
+                for derived_id, (value, _) in scored.items():
+                    self.derived_values.setdefault(derived_id, {})[name] = value
+                continue
+            for sample_id, (value, _) in scored.items():
+                self.values.setdefault(sample_id, []).append({"name": name, "value": value})
+            for sample_id, reason in failed.items():
+                self.values.setdefault(sample_id, []).append({"name": name, "value": None, "reason": reason})
+        self.member_of: dict[str, list[str]] = {}
+        for record in index.derived:
+            for member in record.members:
+                self.member_of.setdefault(member, []).append(record.derived_id)
+
+    def status(self, sample_id: str) -> tuple[str, str | None]:
+        record = self.records.get(sample_id)
+        if record is not None:
+            return record.status, record.error
+        if sample_id in self.missing:
+            return "missing", "no record: never run, or its shard did not finish"
+        return "absent", None
+
+
+class View:
+    """The page data of some runs of one recipe (``load_runs``)."""
+
+    def __init__(self, runs: list[ViewRun], module: ModuleType | None = None):
+        self.runs = runs
+        self.recipe = runs[0].card.recipe
+        self.module = module
+        self.by_run = [RunSamples(run) for run in runs]
+        self.scrub = scrubber()  # every string the page shows is redacted (the environment's secrets read once)
+        ids: dict[str, None] = {}
+        for samples in self.by_run:
+            ids.update(dict.fromkeys(samples.records))
+            ids.update(dict.fromkeys(samples.missing))
+        self.ids = list(ids)
+        self.position = {sample_id: i for i, sample_id in enumerate(self.ids)}
+        self.columns = self._columns()
+
+    # -- columns and facets
+
+    def _columns(self) -> list[Column]:
+        found: dict[str, list[MetricResult]] = {}
+        for run in self.runs:
+            for name, metric in run.card.metrics.items():
+                if not metric.reads_derived and metric.aggregation != "none":
+                    found.setdefault(metric.key or name, []).append(metric)
+        columns = []
+        for key, metrics in found.items():
+            directions = {m.direction for m in metrics}
+            columns.append(Column(key, directions.pop() if len(directions) == 1 else None,
+                                  any(m.primary for m in metrics)))
+        for key, direction in (getattr(self.module, "VALUES", None) or {}).items():
+            if key not in found:
+                columns.append(Column(key, direction, False))
+        return sorted(columns, key=lambda c: not c.primary)
+
+    def _values(self, run: int, column: Column) -> list[float | None]:
+        """The column's value for every sample in one run (None where it has none), read the way the scorecard
+        read it (a recipe's ``VALUES`` column: the result's number)."""
+        samples = self.by_run[run]
+        values: list[float | None] = [None] * len(self.ids)
+        readers = [name for name, m in self.runs[run].card.metrics.items()
+                   if (m.key or name) == column.key and not m.reads_derived]
+        for name in readers:
+            for sample_id, (value, _) in samples.metrics[name][0].items():
+                values[self.position[sample_id]] = value
+        if not readers:
+            for sample_id, record in samples.records.items():
+                if record.result is not None:
+                    values[self.position[sample_id]] = _number(record.result.get(column.key))
+        return values
+
+    def _facets(self) -> list[tuple[str, list[str | None]]]:
+        named: dict[str, list[str | None]] = {}
+        cohorts = [next((s.cohort[i] for s in self.by_run if i in s.cohort), None) for i in self.ids]
+        if any(cohorts):
+            named["cohort"] = cohorts
+        facets = getattr(self.module, "facets", None)
+        if facets is not None:
+            for k, sample_id in enumerate(self.ids):
+                record = next((s.records[sample_id] for s in self.by_run if sample_id in s.records), None)
+                for name, value in facets(sample_id, record.result if record else None).items():
+                    named.setdefault(name, [None] * len(self.ids))[k] = str(value)
+        return list(named.items())
+
+    # -- the page's data
+
+    def summary(self) -> dict[str, Any]:
+        """The runs, their metric table, and what the sample table can be sorted and filtered by."""
+        names: dict[str, None] = {}
+        for run in self.runs:
+            names.update(dict.fromkeys(row.name for row in run.rows))
+        metrics = []
+        for name in names:
+            rows = [next((row for row in run.rows if row.name == name), None) for run in self.runs]
+            first = next(row for row in rows if row is not None)
+            metrics.append({"name": name, "primary": any(r.starred for r in rows if r), "direction": first.direction,
+                            "cells": [_cell(row) for row in rows]})
+        return self.scrub({
+            "recipe": self.recipe, "n_samples": len(self.ids),
+            "runs": [{"label": run.label, "dir": str(run.run.path.parent), "checkpoint": run.card.checkpoint,
+                      "mode": run.card.mode, "recipe_version": run.card.recipe_version, "status": run.card.status,
+                      "status_reasons": list(run.card.status_reasons), "verdict": run.verdict,
+                      "reference_note": run.reference_note, "n_expected": run.card.samples.n_expected,
+                      "n_ok": run.card.samples.n_ok, "n_failed": run.card.samples.n_failed,
+                      "n_missing": run.card.samples.n_missing} for run in self.runs],
+            "metrics": metrics,
+            "columns": [{"key": c.key, "direction": c.direction, "primary": c.primary} for c in self.columns],
+        })
+
+    def table(self) -> dict[str, Any]:
+        """Every sample: its facets, its status in each run and each column's value in each run (column-major)."""
+        facets = self._facets()
+        facet_json = []
+        for name, values in facets:
+            levels = sorted({v for v in values if v is not None})
+            where = {v: i for i, v in enumerate(levels)}
+            facet_json.append({"name": name, "levels": levels,
+                               "of": [where[v] if v is not None else -1 for v in values]})
+        status, errors, values = [], [], []
+        for r, samples in enumerate(self.by_run):
+            codes, reasons = [], {}
+            for k, sample_id in enumerate(self.ids):
+                state, error = samples.status(sample_id)
+                codes.append(STATUS_CODES[state])
+                if error:
+                    reasons[str(k)] = error
+            status.append(codes)
+            errors.append(reasons)
+            values.append([self._values(r, column) for column in self.columns])
+        return {"ids": self.scrub(self.ids), "facets": self.scrub(facet_json), "status": status,
+                "errors": self.scrub(errors), "values": values}
+
+    def sample(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> dict[str, Any]:
+        """One sample in every run: status, every metric's value (or why none), the derived records it is a member
+        of, the record, and its media (``media(run, video_or_image)`` turns a file into what the page loads)."""
+        sample_id = self.ids[index]
+        runs, inputs, seen = [], [], set()
+        for r, (run, samples) in enumerate(zip(self.runs, self.by_run, strict=True)):
+            state, error = samples.status(sample_id)
+            record = samples.records.get(sample_id)
+            derived = [{"id": i, "n_members": len(samples.derived[i].members),
+                        "metrics": samples.derived_values.get(i, {})} for i in samples.member_of.get(sample_id, [])]
+            entry: dict[str, Any] = {"status": state, "error": error, "metrics": samples.values.get(sample_id, []),
+                                     "derived": derived,
+                                     "record": record.to_json() if record is not None else None}
+            found = self._media(run, sample_id, record.result if record else None) if state != "absent" else None
+            if found is not None:
+                entry.update(rollouts=[media(r, v) for v in found.rollouts],
+                             markers=[vars(m) for m in found.markers], spans=[vars(s) for s in found.spans],
+                             series=[{**vars(s), "frames": list(s.frames), "values": list(s.values)}
+                                     for s in found.series], problems=list(found.problems))
+                for item in (*found.inputs, *found.images, *found.texts):
+                    key = (type(item).__name__, item.label, getattr(item, "file", None), getattr(item, "text", None))
+                    if key not in seen:
+                        seen.add(key)
+                        inputs.append({"kind": "text", "label": item.label, "text": item.text}
+                                      if isinstance(item, Text) else media(r, item))
+            runs.append(entry)
+        return self.scrub({"id": sample_id, "index": index, "runs": runs, "inputs": inputs})
+
+    def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
+        hook = getattr(self.module, "sample_media", None)
+        if hook is None:
+            return None
+        try:
+            return hook(run.inputs, sample_id, result)
+        except (RecipeError, FileError, ValueError, OSError) as exc:
+            return SampleMedia(problems=[f"{self.recipe} view: {exc}"])
+
+
+def _cell(row: Any) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    interval = row.interval
+    cell = {"value": row.measured, "n_scored": row.n_scored, "n_expected": row.n_expected, "status": row.status,
+            "low": interval.low if has_interval(interval) else None,
+            "high": interval.high if has_interval(interval) else None}
+    if row.ref is not None:
+        cell["reference"] = row.ref.value
+    return cell

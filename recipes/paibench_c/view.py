@@ -1,0 +1,81 @@
+"""What ``pinbench view`` shows of a PAI-Bench-C task (``pinbench.results.view``): the generated video of every
+modality (``<run>/<modality>/videos/<task>.mp4``, checked against the digest the evaluator's stamp recorded), and the
+task's inputs from the rows the run wrote (``<run>/inputs/<modality>.jsonl``): the input video every modality is
+given, the depth and seg control videos, the prompt. The edge and blur controls are computed inside cosmos-framework
+from the input video; the run keeps no copy of them. Inputs are served from the dataset folder only (the fixture's,
+or the pinned snapshot in the cache)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pinbench.core.files import read_regular_text
+from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video
+from pinbench_recipes.paibench_c.rows import MODALITIES
+
+
+def _dataset_root(run: RunInputs) -> Path:
+    if run.fixture:
+        return run.fixture_dir / "dataset"
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops.cache import hf_snapshot_dir
+    from pinbench.ops.machine_pins import apply_machine_pins, machine_pins_for
+    from pinbench.ops.pins import load_pins
+    from pinbench_recipes.paibench_c.fetch import PINS_PATH
+
+    pins = apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe(run.card.recipe)))
+    return hf_snapshot_dir(pins.huggingface["dataset"])
+
+
+@cache
+def _json_lines(path: Path) -> dict[str, dict[str, Any]]:
+    """The rows of ``inputs/<modality>.jsonl`` by task (empty when the file is not a readable regular file)."""
+    text = read_regular_text(path) or ""
+    rows = (json.loads(line) for line in text.splitlines() if line.strip())
+    return {row["name"]: row for row in rows if isinstance(row, dict) and isinstance(row.get("name"), str)}
+
+
+@cache
+def _scored_digests(stamp: Path) -> dict[str, str]:
+    """Task -> SHA-256 of the generated video the evaluator scored (``eval_stamp.json``)."""
+    text = read_regular_text(stamp)
+    videos = (json.loads(text).get("inputs") or {}).get("videos") if text else None
+    return videos if isinstance(videos, dict) else {}
+
+
+def _input(root: Path, label: str, recorded: Any) -> Video:
+    if not isinstance(recorded, str):
+        return Video(label, None, problem="not recorded in the run's input rows")
+    try:
+        return Video(label, MediaFile(root, Path(recorded).relative_to(root).as_posix()))
+    except ValueError:
+        return Video(label, None, problem=f"{recorded} is outside the dataset folder {root}")
+
+
+def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:
+    media = SampleMedia()
+    root = _dataset_root(run)
+    modalities = [m for m in run.options.get("modalities") or MODALITIES if m in MODALITIES]
+    prompt = None
+    for modality in modalities:
+        expected = _scored_digests(run.dir / modality / "eval_stamp.json").get(sample_id)
+        media.rollouts.append(Video(modality, MediaFile(run.dir, f"{modality}/videos/{sample_id}.mp4"), expected))
+        row = _json_lines(run.dir / "inputs" / f"{modality}.jsonl").get(sample_id)
+        if row is None:
+            media.problems.append(f"{modality}: task {sample_id} is not in {run.dir / 'inputs' / modality}.jsonl")
+            continue
+        media.inputs.append(_input(root, "input video (vision_path of every modality)", row.get("vision_path")))
+        control = (row.get(modality) or {}).get("control_path")
+        if control is not None:
+            media.inputs.append(_input(root, f"{modality} control video", control))
+        else:
+            media.texts.append(Text(f"{modality} control", "computed by cosmos-framework from the input video "
+                                    f"({json.dumps(row.get(modality) or {})}); the run keeps no copy"))
+        prompt = prompt or row.get("prompt")
+    if isinstance(prompt, str):
+        media.texts.append(Text("prompt", prompt))
+    return media

@@ -1,0 +1,565 @@
+"""``pinbench view`` end to end: two fixture runs of RememBench (B's rollout t2v-001 noised, s02-tr180 cut short, then
+rerun) and one of dynamic-degree, made by the real command; the page data against the runs' own files, each recipe's
+inputs, previews and their digests, the server's refusals, the static folder, the report's links; then the page in a
+real headless Chromium (Debian's chromium and chromedriver, as recipes/remembench/tests/test_rb_annotate_browser.py):
+sorting, two rollouts playing in sync, a frame step by key, the numbers shown against the scorecards, the folder from
+file://, and the 11,222-sample CameraBench view's time to show its table (printed, not asserted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+from headless_chromium import chromium
+from shared_data import shared_data
+from sockets import listening_addresses
+
+from pinbench.core.files import sha256_file
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import MetricSpec, build_scorecard
+from pinbench.media.preview import cached_preview, make_preview, probe
+from pinbench.media.video import VideoError, read_video, video_info, write_video
+from pinbench.ops.view import MediaStore
+from pinbench.results.view import MediaFile, RunInputs, Video, View, load_runs, view_module
+
+PINBENCH = [sys.executable, "-m", "pinbench"]
+CHROMEDRIVER = shutil.which("chromedriver")
+needs_browser = pytest.mark.skipif(chromium() is None or CHROMEDRIVER is None,
+                                   reason="needs chromium and chromedriver (.ci/run installs Debian's)")
+WAIT = 60
+
+
+def _pinbench(*args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*PINBENCH, *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PINBENCH_OFFLINE": "1"})
+    assert done.returncode in ok, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory) -> Iterator[None]:
+    """Previews go to a cache of this module's own, in this process and in every command it starts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PINBENCH_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    a, b, dd = root / "rb-a", root / "rb-b", root / "dd"
+    _pinbench("run", "remembench", "--fixture", "--out", str(a))
+    _pinbench("run", "dynamic-degree", "--fixture", "--out", str(dd))
+    shutil.copytree(a, b)
+    rollouts = b / "fixture_data" / "rollouts"
+    for name, amplitude in (("t2v-001", 40), ("t2v-002", 12)):  # two differences of the same sign, unequal
+        video = read_video(rollouts / f"{name}.mp4", backend="pyav")
+        noise = np.random.default_rng(1).integers(-amplitude, amplitude, video.frames.shape)
+        write_video(rollouts / f"{name}.mp4", np.clip(video.frames + noise, 0, 255).astype(np.uint8), video.fps,
+                    crf=0)
+    with open(rollouts / "s02-tr180.mp4", "r+b") as cut:
+        cut.truncate(3000)
+    _pinbench("run", "remembench", "--fixture", "--out", str(b), ok=(1, 2))  # B fails the fixture reference
+    return {"a": a, "b": b, "dd": dd}
+
+
+def _records(run: Path) -> dict[str, dict]:
+    return {r["sample_id"]: r for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())}
+
+
+def _card(run: Path) -> dict:
+    return json.loads((run / "scorecard.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------- the page's data
+
+
+def test_the_numbers_are_the_scorecards_and_every_sample_is_listed(runs) -> None:
+    view = View(load_runs([runs["a"], runs["b"]]), view_module("remembench"))
+    summary, table = view.summary(), view.table()
+    cards = [_card(runs["a"]), _card(runs["b"])]
+    assert [r["status"] for r in summary["runs"]] == ["complete", "partial"]
+    assert [r["verdict"] for r in summary["runs"]] == ["PASS", "INCOMPLETE"]
+    for metric in summary["metrics"]:
+        for card, cell in zip(cards, metric["cells"], strict=True):
+            written = card["metrics"][metric["name"]]
+            assert cell["value"] == written["value"] and cell["n_scored"] == written["n_scored"], metric["name"]
+            assert (cell["low"], cell["high"]) == (written["interval"]["low"], written["interval"]["high"])
+    assert {m["name"] for m in summary["metrics"]} == set(cards[0]["metrics"])
+    records = [_records(runs["a"]), _records(runs["b"])]
+    assert table["ids"] == list(records[0])
+    keys = [c["key"] for c in summary["columns"]]
+    assert keys == ["clip", "lpips_alex", "tempssim", "drift"]  # the primary metric's key first
+    for r, by_id in enumerate(records):
+        for k, sample_id in enumerate(table["ids"]):
+            record = by_id[sample_id]
+            assert table["status"][r][k] == (0 if record["status"] == "ok" else 1)
+            for c, key in enumerate(keys):
+                assert table["values"][r][c][k] == (record["result"][key] if record["result"] else None)
+    broken = table["ids"].index("s02-tr180")
+    assert table["errors"][1] == {str(broken): records[1]["s02-tr180"]["error"]} and table["errors"][0] == {}
+    cohorts = table["facets"][0]
+    assert cohorts["name"] == "cohort" and cohorts["levels"][cohorts["of"][0]] == "t2v"
+    assert cohorts["levels"][cohorts["of"][broken]] == "i2v/translation_180"
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    return {r.get("sample_id") or r["scene_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_remembench_and_dynamic_degree_name_the_tasks_inputs(runs) -> None:
+    media = MediaStore()
+    view = View(load_runs([runs["a"]]), view_module("remembench"))
+    release = runs["a"] / "fixture_data" / "RememBench"
+    row = _rows(release / "data/t2v/test.jsonl")["t2v-000"]
+    record = _records(runs["a"])["t2v-000"]["result"]
+    sample = view.sample(view.ids.index("t2v-000"), media.describe)["runs"][0]
+    starts = [math.floor(s * row["fps"] + 1e-9) for s in row["prompt_start_seconds"]]
+    assert [(s["start"], s["stop"]) for s in sample["spans"]] == list(zip(starts, [*starts[1:], 379], strict=True))
+    assert [s["label"].split(": ", 1)[1] for s in sample["spans"]] == row["prompts"]
+    assert {m["label"]: m["frame"] for m in sample["markers"]} == {"departure": record["departure_frame"],
+                                                                  "revisit": record["revisit_frame"]}
+    rollout = sample["rollouts"][0]
+    assert rollout["sha256"] == record["video_sha256"] == sha256_file(runs["a"] / "fixture_data/rollouts/t2v-000.mp4")
+    assert "mismatch" not in rollout and rollout["preview"].startswith("H.264 High 4:4:4")
+    i2v = _rows(release / "data/i2v/test.jsonl")["s01-rot180"]
+    inputs = view.sample(view.ids.index("s01-rot180"), media.describe)["inputs"]
+    assert {"kind": "text", "label": "prompt", "text": i2v["prompt"]} in inputs
+    image = next(i for i in inputs if i["kind"] == "image")
+    assert image["problem"].startswith(str(release / i2v["image_path"]))  # the fixture release has no images
+
+    view = View(load_runs([runs["dd"]]), view_module("dynamic-degree"))
+    for k, sample_id in enumerate(view.ids):
+        result = _records(runs["dd"])[sample_id]["result"]
+        got = view.sample(k, media.describe)["runs"][0]
+        clips = [c for c in result["clips"] if c["m"]]
+        assert [s["values"] for s in got["series"]] == [c["m"] for c in clips]
+        assert [s["frames"] for s in got["series"]] == [c["sampled"][:-1] for c in clips]
+        assert {s["threshold"] for s in got["series"]} <= {result["tau"]}
+        assert [(s["start"], s["stop"]) for s in got["spans"]] == [(c["start"], c["stop"]) for c in result["clips"]]
+        assert got["rollouts"][0]["source"] == str((runs["dd"] / "fixture_data" / result["video"]).resolve())
+
+
+def _bare_run(root: Path, recipe: str) -> RunInputs:
+    """A fixture run folder holding only what a view module reads (its own files are written by each test)."""
+    card = build_scorecard(recipe=recipe, recipe_version="0", checkpoint="fixture", mode="fixture",
+                           metrics=[MetricSpec("x", "mean", direction="higher", primary=True)],
+                           records=[SampleRecord("s", "ok", {"x": 1.0}, None, "0" * 64, 0.1)], n_expected=1,
+                           provenance={}, config={"options": {}}, timings={})
+    return RunInputs(root, card)
+
+
+def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(tmp_path: Path) -> None:
+    from pinbench_recipes.mind.view import sample_media as mind_media
+    from pinbench_recipes.paibench_c.view import sample_media as pai_media
+
+    run = _bare_run(tmp_path / "mind", "mind")
+    gt = run.fixture_dir / "MIND-Data/1st_data/test/mem_test/scene-a"
+    gt.mkdir(parents=True)
+    (gt / "action.json").write_text(json.dumps({"mark_time": 37, "total_time": 140, "data": []}))
+    media = mind_media(run, "1st_data.mem_test.scene-a", {"official_frames": 100})
+    assert media.rollouts[0].file == MediaFile(run.fixture_dir / "generated", "1st_data/mem_test/scene-a/video.mp4")
+    assert media.inputs[0].offset_frames == 37
+    assert media.inputs[0].file == MediaFile(run.fixture_dir / "MIND-Data", "1st_data/test/mem_test/scene-a/video.mp4")
+    assert [(s.start, s.stop) for s in media.spans] == [(0, 100)]
+
+    run = _bare_run(tmp_path / "pai", "paibench-c")
+    dataset = run.fixture_dir / "dataset"
+    (run.dir / "inputs").mkdir(parents=True)
+    row = {"name": "task_0001", "prompt": "a red box", "vision_path": str(dataset / "videos/task_0001.mp4"),
+           "depth": {"control_path": str(dataset / "depth_vids/task_0001.mp4")}}
+    (run.dir / "inputs/depth.jsonl").write_text(json.dumps(row) + "\n")
+    elsewhere = {**row, "vision_path": "/etc/passwd", "edge": {"preset_edge_threshold": "medium"}}
+    (run.dir / "inputs/edge.jsonl").write_text(json.dumps(elsewhere) + "\n")
+    media = pai_media(run, "task_0001", None)
+    assert [(v.label, v.file) for v in media.rollouts if v.label in ("depth", "edge")] == [
+        (m, MediaFile(run.dir, f"{m}/videos/task_0001.mp4")) for m in ("edge", "depth")]
+    named = {v.label: v for v in media.inputs}
+    assert named["depth control video"].file == MediaFile(dataset, "depth_vids/task_0001.mp4")
+    assert [(v.file, v.problem) for v in media.inputs if v.label.startswith("input video")] == [
+        (None, f"/etc/passwd is outside the dataset folder {dataset}"),  # the edge row names a path outside
+        (MediaFile(dataset, "videos/task_0001.mp4"), None)]
+    assert [t.text for t in media.texts if t.label == "prompt"] == ["a red box"]
+
+
+def test_a_relative_input_folder_is_read_from_where_the_run_was_started(tmp_path: Path) -> None:
+    run = _bare_run(tmp_path / "lab" / "runs" / "remembench" / "mine", "remembench")
+    run.dir.mkdir(parents=True)
+    card = dataclasses.replace(run.card, config={"out_dir": "runs/remembench/mine",
+                                                 "options": {"videos": "my_videos", "gt": "/data/gt"}})
+    run = RunInputs(run.dir, card)
+    assert run.option_path("videos") == (tmp_path / "lab" / "my_videos").resolve()
+    assert run.option_path("gt") == Path("/data/gt") and run.option_path("absent") is None
+    elsewhere = RunInputs(tmp_path / "moved", card)  # not under the out_dir it recorded: the current folder
+    assert elsewhere.option_path("videos") == Path.cwd() / "my_videos"
+
+
+def test_camerabench_samples_are_filtered_by_family_split_and_skill() -> None:
+    from pinbench_recipes.camerabench.view import facets
+
+    assert facets("binary__Move_Down__u35WIs62R2M.1.4", None) == {"family": "binary", "split": "Move_Down"}
+    assert facets("vqa__complex_description__all__0003", None) == {"family": "vqa", "skill": "complex_description"}
+    assert facets("caption__abc", None) == {"family": "caption"}
+
+
+# ---------------------------------------------------------------------------------------------- media and previews
+
+
+def test_media_come_only_from_inside_their_folder_and_as_the_run_scored_them(runs, tmp_path: Path) -> None:
+    root = runs["a"] / "fixture_data" / "rollouts"
+    secret = tmp_path / "secret.mp4"
+    shutil.copyfile(root / "t2v-000.mp4", secret)
+    link_folder = tmp_path / "videos"
+    link_folder.mkdir()
+    (link_folder / "out.mp4").symlink_to(secret)
+    media = MediaStore(tmp_path / "previews")
+    for file in (MediaFile(root, "../../scorecard.json"), MediaFile(root, "%2e%2e/secret.mp4"),
+                 MediaFile(link_folder, "out.mp4"), MediaFile(root, str(secret))):
+        entry = media.describe(0, Video("rollout", file))
+        assert entry["url"] is None and entry["problem"], file
+    assert media.files == {}
+    good = media.describe(0, Video("rollout", MediaFile(root, "t2v-002.mp4"), expected_sha256="0" * 64))
+    assert good["mismatch"].startswith(f"{(root / 't2v-002.mp4').resolve()} holds other bytes")
+    name = good["url"].removeprefix("media/")
+    assert media.file(name) == cached_preview(tmp_path / "previews", good["sha256"]).path
+    assert media.file("f" * 64 + ".mp4") is None
+    shutil.copyfile(root / "t2v-000.mp4", link_folder / "mine.mp4")
+    mine = media.describe(0, Video("rollout", MediaFile(link_folder, "mine.mp4")))["url"].removeprefix("media/")
+    shutil.copyfile(root / "t2v-001.mp4", link_folder / "mine.mp4")  # other bytes now
+    assert media.file(mine) is None  # never the preview of the bytes listed, for these
+
+
+def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
+    source = runs["a"] / "fixture_data" / "rollouts" / "s01-rot180.mp4"
+    facts = probe(source)
+    assert facts.web_problem(".mp4").startswith("H.264 High 4:4:4 Predictive")
+    digest = sha256_file(source)
+    preview = make_preview(source, digest, tmp_path)
+    made = probe(preview.path)
+    assert made.web_problem(".mp4") is None and (made.codec, made.profile, made.pix_fmt) == ("h264", "High", "yuv420p")
+    assert (made.n_frames, made.rate, made.width, made.height) == (facts.n_frames, facts.rate, facts.width,
+                                                                   facts.height)
+    assert len(read_video(preview.path, backend="pyav").frames) == facts.n_frames
+    record = json.loads((tmp_path / f"{digest}.json").read_text())
+    assert record["source_sha256"] == digest and record["sha256"] == sha256_file(preview.path)
+    stamp = preview.path.stat().st_mtime_ns
+    assert make_preview(source, digest, tmp_path).path.stat().st_mtime_ns == stamp  # made once
+    with open(preview.path, "ab") as edit:
+        edit.write(b"x")
+    tampered = sha256_file(preview.path)
+    assert cached_preview(tmp_path, digest) is None  # a cached preview that is not the one recorded is made again
+    again = make_preview(source, digest, tmp_path)
+    assert again.sha256 == sha256_file(again.path) != tampered
+    assert json.loads((tmp_path / f"{digest}.json").read_text())["sha256"] == again.sha256
+    with pytest.raises(VideoError, match="bytes changed since it was hashed"):
+        make_preview(source, "0" * 64, tmp_path)
+    assert not (tmp_path / f"{'0' * 64}.mp4").exists()
+
+
+def test_a_video_too_large_for_browsers_is_previewed_smaller(tmp_path: Path, monkeypatch) -> None:
+    from pinbench.media import preview
+
+    monkeypatch.setattr(preview, "MAX_SIDE", 60)  # 64x48 counts as too large; the long side is brought to <= 24
+    monkeypatch.setattr(preview, "PREVIEW_SIDE", 24)
+    frames = np.random.default_rng(0).integers(0, 256, (5, 48, 64, 3), dtype=np.uint8)
+    source = write_video(tmp_path / "big.mp4", frames, 8, crf=23)
+    assert probe(source).web_problem(".mp4") == "64x48 is larger than 60 pixels on a side"
+    made = probe(make_preview(source, sha256_file(source), tmp_path / "cache").path)
+    assert (made.width, made.height, made.n_frames) == (22, 16, 5)  # a factor of 3: 21x16, padded to even
+
+
+def test_browser_playable_videos_need_no_preview(tmp_path: Path) -> None:
+    frames = np.zeros((4, 48, 64, 3), np.uint8)
+    assert probe(write_video(tmp_path / "a.mp4", frames, 24, crf=23)).web_problem(".mp4") is None
+    assert probe(write_video(tmp_path / "b.webm", frames, 24, codec="libvpx-vp9")).web_problem(".webm") is None
+    mpeg4 = probe(write_video(tmp_path / "c.mp4", frames, 24, codec="mpeg4"))
+    assert mpeg4.web_problem(".mp4").startswith("mpeg4 in a .mp4 file")
+    assert probe(tmp_path / "a.mp4").web_problem(".mkv").startswith("h264 in a .mkv file")
+
+
+# ---------------------------------------------------------------------------------------------- the server
+
+
+@contextmanager
+def served(*runs: Path) -> Iterator[str]:
+    process = subprocess.Popen([*PINBENCH, "view", *map(str, runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    watchdog = threading.Timer(120, process.kill)
+    watchdog.start()
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("view page: "):
+            line = process.stdout.readline()
+            assert line, f"pinbench view exited ({process.wait()}): {''.join(lines)} {process.stderr.read()}"
+            lines.append(line)
+        watchdog.cancel()
+        yield lines[-1].split(": ", 1)[1].strip()
+    finally:
+        watchdog.cancel()
+        process.terminate()
+        _, err = process.communicate(timeout=30)
+        assert "Traceback" not in err, err
+
+
+def _get(url: str, path: str, **headers: str) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    connection.request("GET", path, headers=headers)  # the path as written: no '..' or %2F normalised away
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, body
+
+
+@pytest.fixture(scope="module")
+def server(runs) -> Iterator[str]:
+    with served(runs["a"], runs["b"]) as url:
+        yield url
+
+
+def test_the_server_opens_only_for_its_token_host_and_origin(server) -> None:
+    token, port = urlsplit(server).path.strip("/"), urlsplit(server).port
+    assert _get(server, f"/{token}/api/summary")[0] == 200
+    for path in ("/", "/api/summary", f"/{token[:-1]}/api/summary"):
+        assert _get(server, path)[0] == 403, path
+    assert _get(server, f"/{token}/api/summary", Host=f"attacker.example:{port}")[0] == 403
+    assert _get(server, f"/{token}/api/summary", Origin="http://attacker.example")[0] == 403
+    assert listening_addresses(port) == ["0100007F"]
+
+
+def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
+    token = urlsplit(server).path.strip("/")
+    secret = runs["a"] / "scorecard.json"
+    probes = [f"/{token}/../scorecard.json", f"/{token}/..%2fscorecard.json", f"/{token}/%2e%2e/%2e%2e/etc/passwd",
+              f"/{token}/media/..%2F..%2Fscorecard.json", f"/{token}/media/%2e%2e%2fscorecard.json",
+              f"/{token}/media/{secret}", f"/{token}/media/{'0' * 64}.mp4", f"/{token}/view.py",
+              f"/{token}/api/sample/99", f"/{token}/api/sample/-1", f"/{token}/api/sample/..%2f0"]
+    for path in probes:
+        status, body = _get(server, path)
+        assert status in (404, 405), (path, status)
+        assert b"recipe_version" not in body and b"root:" not in body, path
+
+
+# ---------------------------------------------------------------------------------------------- folder, report, CLI
+
+
+@pytest.fixture(scope="module")
+def bundle(runs, tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("bundle") / "view"
+    done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))
+    assert done.stdout.startswith(f"view: {dest / 'index.html'}")
+    return dest
+
+
+def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(bundle, runs) -> None:
+    listing = json.loads((bundle / "media.json").read_text())
+    rollouts = [p.resolve() for run in (runs["a"], runs["b"]) for p in (run / "fixture_data/rollouts").glob("*.mp4")]
+    broken = (runs["b"] / "fixture_data/rollouts/s02-tr180.mp4").resolve()
+    digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
+    assert {entry["source_sha256"] for entry in listing.values()} == digests and len(digests) == 9
+    for name, entry in listing.items():
+        assert Path(entry["source"]) in rollouts and entry["preview"], name
+        assert entry["source_sha256"] == sha256_file(entry["source"]) == name.removesuffix(".mp4"), name
+        file = bundle / "media" / name
+        assert sha256_file(file) == entry["sha256"]
+        assert video_info(file).n_frames == video_info(entry["source"]).n_frames
+        assert len(read_video(file, backend="pyav").frames) == video_info(entry["source"]).n_frames
+    assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(listing)
+
+
+def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out))
+    page = (out / "index.html").read_text()
+    assert '<a href="view/index.html#/sample/s02-tr180"><code>s02-tr180</code></a>' in page
+    table = (out / "view" / "data" / "table.js").read_text()
+    assert '"s02-tr180"' in table
+    linked = json.loads((out / "view" / "media.json").read_text())
+    assert linked and all(entry["preview"] for entry in linked.values())  # every fixture rollout needs one
+    _pinbench("compare", str(runs["a"]), str(runs["b"]), "--report", str(tmp_path / "compare"), ok=(1, 2))
+    assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
+
+
+def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:
+    done = _pinbench("view", str(runs["a"]), str(runs["dd"]), ok=(2,))
+    assert done.stderr == "error: runs of one recipe are viewed together, these are of dynamic-degree, remembench\n"
+    done = _pinbench("view", str(tmp_path / "nothing"), ok=(2,))
+    assert done.stderr.count("\n") == 1 and str(tmp_path / "nothing") in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------- in a browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,1000", "--autoplay-policy=no-user-gesture-required",
+                 "--allow-file-access-from-files", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _ready(driver, url: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element("id", "status").get_attribute("data-state") in ("ready", "error"))
+    assert driver.find_element("id", "status").get_attribute("data-state") == "ready", \
+        driver.find_element("id", "status").text
+
+
+def _times(driver) -> list[float]:
+    return driver.execute_script("return Array.from(document.querySelectorAll('video[data-role=rollout]'))"
+                                 ".map(v => v.currentTime)")
+
+
+def _shown_metrics(driver, cards: list[dict]) -> None:
+    """Every metric value on the page is its scorecard's, bit for bit."""
+    cells = driver.execute_script("return Array.from(document.querySelectorAll('#metric-table td.metric-value'))"
+                                  ".map(td => [td.closest('tr').dataset.metric, +td.dataset.run, td.dataset.value])")
+    assert len(cells) == sum(len(card["metrics"]) for card in cards)
+    for name, run, value in cells:
+        assert float(value) == cards[run]["metrics"][name]["value"], (name, run)
+
+
+def _sync(driver, fps: float, what: str) -> None:
+    times = _times(driver)
+    assert len(times) == 2 and abs(times[0] - times[1]) < 1 / fps, (what, times)
+
+
+@needs_browser
+def test_two_runs_sorted_by_difference_play_in_sync(server, runs, browser) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    _ready(browser, server)
+    _shown_metrics(browser, [_card(runs["a"]), _card(runs["b"])])
+    Select(browser.find_element("id", "sort")).select_by_value("diff")
+    wait.until(lambda d: "sort=diff" in d.current_url)
+    a, b = _records(runs["a"]), _records(runs["b"])
+    for key in ("lpips_alex", "clip"):  # B's noise raises LPIPS and lowers CLIP: the largest difference either way
+        Select(browser.find_element("id", "value")).select_by_value(key)
+        wait.until(lambda d, key=key: f"value={key}" in d.current_url and "sort=diff" in d.current_url)
+        gaps = {s: abs(b[s]["result"][key] - a[s]["result"][key]) for s in a if b[s]["result"]}
+        expected = sorted(gaps, key=lambda s, gaps=gaps: -gaps[s])  # ties in task order
+        assert sorted(gaps.values())[-2] > 0  # two samples differ, by unequal amounts
+        rows = browser.find_elements("css selector", "#sample-table tbody tr")  # s02-tr180 failed in B: last
+        assert [row.get_attribute("data-id") for row in rows] == [*expected, "s02-tr180"], key
+    browser.find_element("css selector", f"#sample-table tr[data-id='{expected[0]}'] a").click()
+    wait.until(lambda d: d.find_element("id", "status").get_attribute("data-state") == "ready"
+               and d.find_element("id", "status").text == expected[0])
+    shown = browser.execute_script("return Array.from(document.querySelectorAll('#sample-metrics td[data-run]'))"
+                                   ".map(td => [td.closest('tr').dataset.metric, +td.dataset.run, td.dataset.value])")
+    for name, run, value in shown:
+        assert float(value) == (a, b)[run][expected[0]]["result"][name.split("/")[-1]], (name, run)
+    fps = float(browser.find_element("css selector", "video[data-role=rollout]").get_attribute("data-fps"))
+    browser.find_element("id", "play").click()
+    wait.until(lambda d: min(_times(d)) > 0.5)
+    _sync(browser, fps, "playing")
+    browser.find_element("id", "play").click()
+    wait.until(lambda d: d.find_element("id", "play").text.endswith("play"))
+    _sync(browser, fps, "paused")
+    browser.execute_script("const s = document.getElementById('scrub'); s.value = 200; "
+                           "s.dispatchEvent(new Event('input'));")
+    wait.until(lambda d: d.find_element("id", "frame-number").text == "200")
+    _sync(browser, fps, "scrubbed")
+    assert all(abs(t - 200.5 / fps) < 0.5 / fps for t in _times(browser))
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()
+    wait.until(lambda d: d.find_element("id", "frame-number").text == "201")
+    assert all(abs(t - 201.5 / fps) < 0.5 / fps for t in _times(browser))
+    ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ARROW_LEFT).key_up(Keys.SHIFT).perform()
+    wait.until(lambda d: d.find_element("id", "frame-number").text == "191")
+    _sync(browser, fps, "stepped")
+
+
+@needs_browser
+def test_a_dynamic_degree_sample_shows_its_flow_against_tau(runs, browser) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    result = _records(runs["dd"])["stop_and_go_16fps"]["result"]
+    with served(runs["dd"]) as url:
+        _ready(browser, url)
+        _shown_metrics(browser, [_card(runs["dd"])])
+        _ready(browser, url + "#/sample/stop_and_go_16fps")
+        lines = browser.find_elements("css selector", "svg.series polyline")
+        assert len(lines) == len([c for c in result["clips"] if c["m"]]) == 2
+        assert len(lines[0].get_attribute("points").split()) == len(result["clips"][0]["m"])
+        assert f"tau = {result['tau']:.6g}" in browser.find_element("css selector", "svg.series").text
+        browser.find_element("id", "play").click()
+        WebDriverWait(browser, WAIT).until(lambda d: _times(d)[0] > 0.3)
+
+
+@needs_browser
+def test_the_folder_opens_from_file_and_plays_its_previews(bundle, browser) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _ready(browser, (bundle / "index.html").as_uri() + "#/sample/t2v-001")
+    sources = browser.execute_script("return Array.from(document.querySelectorAll('video[data-role=rollout]'))"
+                                     ".map(v => [v.currentSrc, v.readyState, v.videoWidth])")
+    listing = json.loads((bundle / "media.json").read_text())
+    for src, ready, width in sources:
+        assert src.startswith((bundle / "media").as_uri()) and listing[src.rsplit("/", 1)[1]]["preview"]
+        assert ready >= 2 and width == 64
+    fps = float(browser.find_element("css selector", "video[data-role=rollout]").get_attribute("data-fps"))
+    browser.find_element("id", "play").click()
+    WebDriverWait(browser, WAIT).until(lambda d: min(_times(d)) > 0.5)
+    _sync(browser, fps, "playing from file://")
+
+
+@needs_browser
+def test_the_camerabench_view_of_11222_samples_opens_quickly(browser, tmp_path: Path, capsys,
+                                                              record_property) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    data = shared_data("camerabench")
+    if data is None:
+        pytest.skip("needs ../shared/data/camerabench (the pinned data folder tools/bench_scale.py scores)")
+    from bench_scale import write_scores
+
+    assert write_scores(1.0, tmp_path / "scores") == 11222
+    run = tmp_path / "run"
+    _pinbench("run", "camerabench", "--checkpoint", "gpt-4o", "-o", f"scores={tmp_path / 'scores'}", "-o",
+              f"data={data}", "--offline", "--out", str(run), ok=(0, 1))
+    with served(run) as url:
+        started = time.perf_counter()
+        browser.get(url)
+        WebDriverWait(browser, WAIT).until(lambda d: d.execute_script("return document.body.dataset.tableShownMs"))
+        wall = time.perf_counter() - started
+        shown = int(browser.execute_script("return document.body.dataset.tableShownMs"))
+        rows = browser.find_elements("css selector", "#sample-table tbody tr")
+        assert len(rows) == 100 and "of 11222 (11222 in all)" in browser.find_element("id", "page-info").text
+    record_property("camerabench_table_shown_ms", shown)
+    with capsys.disabled():
+        print(f"\nCameraBench view, 11222 samples: sample table shown {shown} ms after navigation start "
+              f"(browser clock), {wall:.2f} s from driver.get to shown")
