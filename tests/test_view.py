@@ -385,7 +385,7 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
 
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out))
+    _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")
     page = (out / "index.html").read_text()
     assert '<a href="view/index.html#/sample/s02-tr180"><code>s02-tr180</code></a>' in page
     table = (out / "view" / "data" / "table.js").read_text()

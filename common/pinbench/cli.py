@@ -456,6 +456,12 @@ def submit(
     image: Annotated[list[str], typer.Option(help="the image (REF, or STAGE=REF per stage): a registry reference "
                                                   "by digest, or a squashfs/SIF file")] = [],  # noqa: B006
     dry_run: Annotated[bool, typer.Option(help="write the sbatch scripts, submit nothing")] = False,
+    generator: Annotated[str | None, typer.Option("--generator", help="every job makes the rollouts it scores "
+                                                                      "with this generator (as run --generator)")]
+    = None,
+    generator_option: Annotated[list[str], typer.Option("--generator-option", "-g",
+                                                        help="KEY=VALUE for the generator")] = [],  # noqa: B006
+    generation_timeout: Annotated[float | None, typer.Option(help="seconds one rollout may take")] = None,
 ) -> None:
     """Run a recipe on a Slurm cluster: a job array of N shards, then one job that merges the records and
     writes the scorecard, diff and report (the layout the recipe declares). Prints the job ids."""
@@ -466,7 +472,8 @@ def submit(
     request = Request(recipe=_recipe(recipe_name), shards=shards, checkpoint=checkpoint, out=out, limit=limit,
                       fixture=fixture, offline=offline, options=option, partition=partition,
                       gpus_per_task=gpus_per_task, time=time, finish_time=finish_time, account=account,
-                      sbatch_args=sbatch_arg, container=container, images=image)
+                      sbatch_args=sbatch_arg, container=container, images=image, generator=generator,
+                      generator_options=generator_option, generation_timeout=generation_timeout)
     try:
         the_plan = plan(request)
         if dry_run:
@@ -675,8 +682,11 @@ def _present(by_index: dict[int, Any]) -> dict[int, Any]:
 def report(
     scorecards: Annotated[list[Path], typer.Argument(help="one or more scorecard.json files")],
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
+    with_view: Annotated[bool, typer.Option("--view", help="also write the runs' view folder (DIR/view) and link "
+                                                          "every sample the report names to its page")] = False,
 ) -> None:
-    """Write a static HTML report (inline SVG figures, no script) for one or more scorecards."""
+    """Write a static HTML report (inline SVG figures, no script) for one or more scorecards; without --view it is
+    the very page of a run's own report/."""
     with _one_blas_thread():  # tables and SVG from the scorecards: no linear algebra
         from pinbench.results.report import write_report
 
@@ -684,7 +694,7 @@ def report(
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
-        view = _view_folder(scorecards, out)
+        view = _view_folder(scorecards, out) if with_view else None
         index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signat
 from pinbench.media.video import write_video
 
 MODES = ("render", "nothing", "truncated", "frames", "symlink", "hang", "exit")
+EACH = "each"   # every request its own mode, by the first hex digit of its digest: all of them in one run
 
 
 def frames_of(request: Request, count: int | None = None) -> np.ndarray:
@@ -45,32 +47,37 @@ def frames_of(request: Request, count: int | None = None) -> np.ndarray:
 class Render:
     capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
 
-    def __init__(self, mode: str = "render", calls: str = "", version: str = "1") -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}")
-        self.mode, self.calls, self.version = mode, calls, version
+    def __init__(self, mode: str = "render", calls: str = "", version: str = "1", delay: str = "0") -> None:
+        if mode not in (*MODES, EACH):
+            raise ValueError(f"mode must be one of {', '.join(MODES)} or {EACH}")
+        self.mode, self.calls, self.version, self.delay = mode, calls, version, float(delay)
 
     def signature(self) -> Signature:
         return Signature(model="test render generator", weights=f"v{self.version}", settings={"mode": self.mode})
 
+    def mode_of(self, request: Request) -> str:
+        return MODES[int(request.digest[0], 16) % len(MODES)] if self.mode == EACH else self.mode
+
     def generate(self, request: Request, out: Path) -> None:
+        mode = self.mode_of(request)
+        time.sleep(self.delay)
         if self.calls:
             with open(self.calls, "a", encoding="utf-8") as log:
                 log.write(request.id + "\n")
-        if self.mode == "hang":
+        if mode == "hang":
             time.sleep(3600)
-        if self.mode == "exit":
+        if mode == "exit":
             raise RuntimeError("the model ran out of memory")
-        if self.mode == "nothing":
+        if mode == "nothing":
             return
-        if self.mode == "symlink":
-            outside = out.parent.parent.parent / "outside.mp4"
+        if mode == "symlink":
+            outside = Path(tempfile.mkdtemp(prefix="outside-the-run-")) / "rollout.mp4"
             write_video(outside, frames_of(request), request.fps, crf=0)
             os.symlink(outside, out)
             return
-        count = request.frames + 1 if self.mode == "frames" else None
+        count = request.frames + 1 if mode == "frames" else None
         write_video(out, frames_of(request, count), request.fps, crf=0, pix_fmt="yuv444p")
-        if self.mode == "truncated":
+        if mode == "truncated":
             out.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
 
 
@@ -83,10 +90,11 @@ def main() -> int:
     parser.add_argument("--request", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", default="render", choices=MODES)
+    parser.add_argument("--calls", default="")
     args = parser.parse_args()
     message = json.loads(Path(args.request).read_text(encoding="utf-8"))
     try:
-        Render(args.mode).generate(Request.from_json(message), Path(args.out))
+        Render(args.mode, calls=args.calls).generate(Request.from_json(message), Path(args.out))
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 3

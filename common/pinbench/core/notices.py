@@ -50,6 +50,8 @@ def notice(what: str) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+        if timer.is_alive():
+            timer.join()   # cancelled: it ends at once; no thread of a phase outlives it
         if said.is_set():
             print(f"{what}: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
 

@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -156,8 +157,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [arg.replace("{request}", str(request_file)).replace("{out}", str(out)) for arg in argv]
         with open(log, "ab") as sink:
-            proc = subprocess.Popen(filled, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
-                                    start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
+                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -329,7 +330,9 @@ class Generating:
         with self._maker(default, store / "generator.log") as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
-            tasks = [{"sample_id": r.id, "request": r.digest, "generator": signature.digest} for r in requests]
+            # a task is its request; the generator is judged by the stored record's signature, so that the summary
+            # says "generator changed" rather than "inputs or options changed"
+            tasks = [{"sample_id": r.id, "request": r.digest} for r in requests]
             kept = _Kept(rollouts, signature)
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
@@ -404,7 +407,6 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
     its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     target.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
     try:
         if make is not None:
             partial.unlink(missing_ok=True)
@@ -417,7 +419,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         if partial.is_symlink() or partial.exists():
             partial.unlink()
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
-            "generator": signature.digest, "seed": request.seed, "seconds": round(time.perf_counter() - started, 3)}
+            "generator": signature.digest, "seed": request.seed}
 
 
 def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
@@ -426,13 +428,13 @@ def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
     seed of every request and how long each stored rollout took."""
     return {**made, "requests": requests_digest(requests), "n_requests": len(requests),
             "seeds": {r.id: r.seed for r in requests if r.seed is not None},
-            "seconds": {r.id: records[r.id].result.get("seconds") for r in requests
-                        if r.id in records and records[r.id].ok and records[r.id].result}}
+            "seconds": {r.id: round(records[r.id].seconds, 3) for r in requests
+                        if r.id in records and records[r.id].ok}}
 
 
 class _Kept:
-    """A stored rollout is reused when its file is still the one generated (same SHA-256) and it was made by this
-    generator for this request (the task's key says both; this names why not, for the summary)."""
+    """A stored rollout is reused when it was made by this generator (its record's signature) and its file is still
+    the one generated (same SHA-256); the task's key says it was made for this request."""
 
     def __init__(self, rollouts: Path, signature: Signature) -> None:
         self.rollouts, self.signature = rollouts, signature
@@ -457,9 +459,27 @@ def _sha256(path: Path) -> str:
     return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+def _die_with_parent() -> None:
+    """A generator child (and all it started: its process group) is killed when the run that started it dies, a
+    kill -9 included: nothing keeps a GPU busy for a run that is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os.killpg(0, signal.SIGKILL)
+    threading.Thread(target=watch, daemon=True, name="pinbench-orphan-guard").start()
+
+
 def main(argv: Sequence[str]) -> None:
+    _die_with_parent()
+    if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
+        try:
+            raise SystemExit(subprocess.run(argv[1:], check=False).returncode)
+        except OSError as exc:
+            raise SystemExit(f"cannot run {argv[1]!r}: {exc.strerror or exc}") from None
     if len(argv) != 2:
-        raise SystemExit("usage: python -m pinbench.ops.generation MODULE:FACTORY REPLY_FD")
+        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD | --guard COMMAND...)")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # what the generator prints goes to the log
     serve(argv[0], int(argv[1]))

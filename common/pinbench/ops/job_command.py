@@ -93,6 +93,11 @@ class PhaseJob:
         argv += ["--gpus", str(self.gpus)] if self.gpus is not None else []
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
+        if cfg.generator is not None:   # the same generator in every job: its rollouts are reused by signature
+            argv += ["--generator", cfg.generator]
+            argv += [item for key, value in cfg.generator_options.items() for item in ("-g", f"{key}={value}")]
+            if cfg.generation_timeout_s is not None:
+                argv += ["--generation-timeout", f"{cfg.generation_timeout_s:g}"]
         argv += list(self.phase.flags)
         if cfg.shard is not None:  # the job's shell puts in the array task's index
             argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]

@@ -88,6 +88,9 @@ class Request:
     sbatch_args: list[str] = field(default_factory=list)
     container: str = "none"
     images: list[str] = field(default_factory=list)
+    generator: str | None = None   # --generator of every job, with its -g options and time limit
+    generator_options: list[str] = field(default_factory=list)
+    generation_timeout: float | None = None
 
 
     def command(self) -> str:
@@ -101,6 +104,9 @@ class Request:
         argv += [f"--option={o}" for o in self.options] + [f"--sbatch-arg={a}" for a in self.sbatch_args]
         argv += ["--container", self.container] if self.container != "none" else []
         argv += [f"--image={i}" for i in self.images]
+        argv += [f"--generator={self.generator}"] if self.generator is not None else []
+        argv += [f"--generator-option={o}" for o in self.generator_options]
+        argv += [f"--generation-timeout={self.generation_timeout:g}"] if self.generation_timeout is not None else []
         return shlex.join(argv)
 
 
@@ -205,7 +211,9 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             shard=Shard(0, request.shards) if phase.sharded else None, runtime="local",
             skip_generation="--skip-generation" in phase.flags, skip_scoring="--skip-scoring" in phase.flags,
             fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
-            options=parse_pairs(request.options))
+            options=parse_pairs(request.options), generator=request.generator,
+            generator_options=parse_pairs(request.generator_options),
+            generation_timeout_s=request.generation_timeout)
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
         raise SubmitError(str(exc)) from None
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir

@@ -49,7 +49,7 @@ def test_all_frames_infinite_gives_no_value_with_a_reason(write_result) -> None:
     lcm = lcm_block(100, psnr=math.inf)
     report = imported(write_result, [continuation_record("data-1", lcm=lcm)], expected=(A,))
     result = continuation_result(report.samples[A], None, metrics=("lcm",), video_max_time=None)
-    assert result["lcm_psnr"] is None and "no finite avg_psnr" in result["errors"]["lcm_psnr"]
+    assert result["lcm_psnr"] is None and "+inf: every frame is identical to the GT" in result["errors"]["lcm_psnr"]
     assert result["lcm_mse"] == pytest.approx(0.01)
 
 

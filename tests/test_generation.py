@@ -1,0 +1,290 @@
+"""Generation (#29): typed requests, a generator plugged in three ways, reuse by request and signature, hostile
+generators failing their samples by name, kill -9 safety, and the refusal of what a generator cannot honour.
+
+The run is PAI-Bench-C's fixture (the smallest generating recipe: 4 tasks, 9-frame rollouts) with the test double
+``render_generator`` (tests/helpers), which renders each rollout from its request; other recipes' generation is in
+their own tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from render_generator import MODES, Render
+
+from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
+from pinbench.core.recipe import get_recipe
+from pinbench.core.runner import load_records
+from pinbench.ops.launch import run_recipe
+
+HELPERS = Path(__file__).resolve().parent / "helpers"
+RENDER = "python:render_generator:render"
+
+
+def _request(**changes) -> Request:
+    fields = dict(id="t2v-000", kind="prompt-schedule", recipe="remembench", output="t2v-000.mp4", frames=379,
+                  fps=24.0, width=64, height=48, seed="18446744073709551615",
+                  prompts=(Prompt("a block appears"), Prompt("it returns", 11.2)),
+                  conditioning=(Conditioning("initial_frame", "inputs/ab/s01.png", "a" * 64),))
+    return Request(**{**fields, **changes})
+
+
+def test_a_request_round_trips_and_its_digest_is_its_content() -> None:
+    request = _request(root=Path("/somewhere"))
+    again = Request.from_json(json.loads(json.dumps(request.to_json())))
+    assert again == request and again.digest == request.digest
+    assert _request(root=Path("/elsewhere")).digest == request.digest      # where its files are is not what it asks
+    assert _request(seed="18446744073709551614").digest != request.digest   # a 64-bit seed, never through a float
+    assert request.message()["root"] == "/somewhere" and "root" not in request.to_json()
+    assert request.path("initial_frame") == Path("/somewhere/inputs/ab/s01.png") and request.path("control") is None
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"kind": "text-to-image"}, "unknown kind 'text-to-image'"),
+    ({"seed": "1.5e3"}, "seed must be a decimal string"),
+    ({"frames": 0}, "frames must be a whole number of 1 or more"),
+    ({"fps": float("nan")}, "fps must be a positive number"),
+    ({"output": "../escape.mp4"}, "path '../escape.mp4' must be relative, inside its folder"),
+    ({"conditioning": (Conditioning("initial_frame", "/etc/passwd", "a" * 64),)}, "path '/etc/passwd' must be"),
+    ({"conditioning": (Conditioning("depth", "d.mp4", "a" * 64),)}, "conditioning role 'depth' is not one of"),
+    ({"prompts": ()}, "a prompt-schedule request needs a prompt"),
+])
+def test_a_bad_request_is_refused_in_one_line(change: dict, message: str) -> None:
+    with pytest.raises(RequestError, match=f"^request 't2v-000': {message}") as info:
+        _request(**change)
+    assert "\n" not in str(info.value)
+
+
+def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Path) -> None:
+    good = json.dumps(_request().to_json())
+    path = tmp_path / "requests.jsonl"
+    path.write_text(good + "\n" + good.replace('"frames": 379', '"frames": -1') + "\n")
+    with pytest.raises(RequestError, match=rf"^{path}:2: bad request: request 't2v-000': frames must be"):
+        read_requests(path)
+    path.write_text(good + "\n" + good + "\n")
+    with pytest.raises(RequestError, match="request id 't2v-000' appears twice"):
+        read_requests(path)
+    path.write_text(good + "\n")
+    assert read_requests(path)[0].root == tmp_path   # its files are under the file's folder
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(RequestError, match="not a regular file"):
+        read_requests(fifo)
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+
+@pytest.fixture(autouse=True)
+def _helpers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator worker is a child process: it imports the test double from the tests' helpers folder."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HELPERS), os.environ.get("PYTHONPATH")])))
+
+
+def _run(out: Path, generator: str, *, modalities: str = "edge", **options: str):
+    recipe = get_recipe("paibench-c")
+    return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": modalities},
+                                    generator=generator, generator_options=options, env={}))
+
+
+def _calls(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def test_the_same_generator_regenerates_nothing_and_another_regenerates_every_rollout(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    first = _run(out, RENDER, calls=str(calls), version="1")
+    assert first.exit_code == 0, first.message
+    assert sorted(_calls(calls)) == [f"edge.task_000{i}" for i in range(4)]
+    card = json.loads(first.scorecard_path.read_text())
+    generation = card["provenance"]["extra"]["generation"]
+    assert generation["generator"] == RENDER and generation["signature"]["weights"] == "v1"
+    assert generation["n_requests"] == 4 and set(generation["seconds"]) == set(_calls(calls))
+    assert generation["seeds"] == {f"edge.task_000{i}": "2025" for i in range(4)}
+    requests = read_requests(out / "generation" / "requests.jsonl")
+    assert [r.id for r in requests] == [f"edge.task_000{i}" for i in range(4)]
+
+    again = _run(out, RENDER, calls=str(calls), version="1")
+    assert again.exit_code == 0 and len(_calls(calls)) == 4              # the same generator: nothing again
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err
+
+    changed = _run(out, RENDER, calls=str(calls), version="2")
+    assert changed.exit_code == 0 and len(_calls(calls)) == 8            # another signature: every rollout again
+    assert "4 recomputed: generator changed" in capfd.readouterr().err
+
+
+def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates(tmp_path: Path) -> None:
+    from pinbench.core.generation import RequestError
+
+    calls = tmp_path / "calls"
+    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    with pytest.raises(RequestError, match=r"^generator command:.* cannot honour control-video requests \(e\.g\. "
+                                          r"edge\.task_0000\): it does not generate control-video requests"):
+        _run(tmp_path / "run", command, kinds="prompt-schedule")
+    with pytest.raises(RequestError, match="cannot honour control-video requests .*: it cannot condition on "
+                                          r"context \(capability conditioning\)"):
+        _run(tmp_path / "run2", command, conditioning="initial_frame")
+    assert not calls.exists() and not list((tmp_path / "run").glob("rollouts/**/*.mp4"))
+
+
+def test_the_command_form_renders_each_rollout_from_its_request(tmp_path: Path) -> None:
+    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    outcome = _run(tmp_path / "run", command)
+    assert outcome.exit_code == 0, outcome.message
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert card["status"] == "complete"
+    assert card["provenance"]["extra"]["generation"]["signature"]["settings"]["files"] == {
+        sys.executable: _sha(Path(sys.executable)),
+        str(HELPERS / "render_generator.py"): _sha(HELPERS / "render_generator.py")}
+
+
+def _sha(path: Path) -> str:
+    from pinbench.core.files import sha256_file
+
+    return sha256_file(path)
+
+
+def test_hostile_generators_fail_their_own_samples_by_name_and_the_run_finishes(tmp_path: Path) -> None:
+    """Every request its own hostility (nothing written, a truncated file, a frame too many, a symlink out of the
+    run, a hang past the time limit, an exit): each a failed sample naming why; the rendered ones score."""
+    recipe = get_recipe("paibench-c")
+    cfg = recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, generator=RENDER,
+                        generator_options={"mode": "each"}, generation_timeout_s=3, env={})
+    outcome = run_recipe(cfg)
+    assert outcome.exit_code == 2 and outcome.scorecard_path is not None   # partial, and finished
+    records = load_records(tmp_path / "run" / "generation")
+    requests = {r.id: r for r in read_requests(tmp_path / "run" / "generation" / "requests.jsonl")}
+    modes = {sid: Render("each").mode_of(requests[sid]) for sid in records}
+    assert set(modes.values()) >= {"render", "nothing", "truncated", "frames", "symlink", "hang", "exit"} - {""}
+    expected = {"nothing": "no rollout (the generator wrote nothing there)", "truncated": "truncated",
+                "frames": "10 frames, the request asks 9", "symlink": "a symlink (to ",
+                "hang": "did not finish generating within 3 s; it was stopped", "exit": "the model ran out of memory"}
+    for sid, mode in modes.items():
+        record = records[sid]
+        if mode == "render":
+            assert record.ok, (sid, record.error)
+        else:
+            assert not record.ok and expected[mode] in record.error, (sid, mode, record.error)
+    assert not [p for p in (tmp_path / "run" / "rollouts").rglob("*") if p.is_symlink()]
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"] for m in card["metrics"].values() for f in m["failed"]}
+    lost = {sid.partition(".")[2] for sid, mode in modes.items() if mode != "render"}
+    assert lost and lost <= failed                                       # never dropped from the cohort
+    assert set(modes.values()) - {"render"}, MODES
+
+
+def test_kill_9_during_generation_never_generates_a_stored_rollout_again(tmp_path: Path) -> None:
+    """kill -9 at five random points of a generation, then a run to the end: no rollout stored before a kill is
+    generated again, and the scorecard equals an unkilled run's."""
+    calls = tmp_path / "calls"
+    argv = [sys.executable, "-m", "pinbench", "run", "paibench-c", "--fixture", "--offline", "--out",
+            str(tmp_path / "run"), "--generator", RENDER, "-g", f"calls={calls}", "-g", "delay=0.25"]
+    env = {**os.environ, "PINBENCH_SAMPLE_CACHE": "off"}
+    rng = random.Random(20261203)
+    stored_before: set[str] = set()
+    for attempt in range(5):
+        seen = len(_calls(calls))
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        deadline = time.monotonic() + 120
+        while len(_calls(calls)) < seen + 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)   # generation has started in this attempt
+        time.sleep(rng.uniform(0.0, 1.5))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        again = [sid for sid in _calls(calls)[seen:] if sid in stored_before]
+        assert again == [], f"attempt {attempt}: generated again after they were stored: {again}"
+        stored_before = {sid for sid, r in load_records(tmp_path / "run" / "generation").items() if r.ok}
+    seen = len(_calls(calls))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not [sid for sid in _calls(calls)[seen:] if sid in stored_before]
+    assert 0 < len(stored_before) < 16
+    plain = _run(tmp_path / "plain", RENDER, modalities="edge,blur,depth,seg")
+    assert _outcome(tmp_path / "run") == _outcome(tmp_path / "plain"), plain.message
+
+
+def _outcome(run: Path) -> dict:
+    card = json.loads((run / "scorecard.json").read_text())
+    records = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    return {"metrics": {k: v["value"] for k, v in card["metrics"].items()}, "status": card["status"],
+            "results": [(r["sample_id"], r["status"], r["result"]) for r in records]}
+
+
+def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    texts = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "wrote 16 request(s)" in result.output and "control-video" in result.output
+        requests = read_requests(out / "requests.jsonl")
+        for request in requests:
+            for file in request.conditioning:
+                assert _sha(request.root / file.path) == file.sha256
+        texts.append((out / "requests.jsonl").read_text())
+    assert texts[0] == texts[1]   # ids and hashes do not depend on where the requests were written
+
+
+def _marked(marker: str) -> list[int]:
+    """The processes whose environment carries ``marker`` (what a run and everything it started inherit)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_generator_never_outlives_the_run(tmp_path: Path) -> None:
+    """The worker process is stopped at the end of the step: no thread or process of it is left running."""
+    before = threading.active_count()
+    marker = f"PINBENCH_TEST_MARKER={os.getpid()}-{time.time_ns()}"
+    os.environ["PINBENCH_TEST_MARKER"] = marker.split("=", 1)[1]
+    try:
+        assert _run(tmp_path / "run", RENDER).exit_code == 0
+    finally:
+        del os.environ["PINBENCH_TEST_MARKER"]
+    assert threading.active_count() == before, [t.name for t in threading.enumerate()]
+    left = [pid for pid in _marked(marker) if pid != os.getpid()]
+    assert left == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left]
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path) -> None:
+    """kill -9 of the run while its generator hangs: the generator and all it started are gone within seconds
+    (they would otherwise hold a GPU for a run that no longer exists)."""
+    calls, marker = tmp_path / "calls", f"PINBENCH_TEST_MARKER={tmp_path.name}-{time.time_ns()}"
+    generator = (["--generator", RENDER, "-g", "mode=hang", "-g", f"calls={calls}"] if form == "python" else
+                 ["--generator", f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
+                                 f"--out {{out}} --mode hang --calls {calls}"])
+    proc = subprocess.Popen([sys.executable, "-m", "pinbench", "run", "paibench-c", "--fixture", "--offline", "--out",
+                             str(tmp_path / "run"), *generator], env={**os.environ, marker.split("=")[0]:
+                                                                      marker.split("=", 1)[1]},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not calls.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls.exists(), "the generator never started"
+    assert len(_marked(marker)) >= 2          # the run and its generator
+    os.kill(proc.pid, signal.SIGKILL)         # the run only, not its process group
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _marked(marker) == []
