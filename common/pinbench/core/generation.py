@@ -205,11 +205,11 @@ class Capabilities:
     def refusal(self, request: Request) -> str:
         """Why this generator cannot honour ``request`` ("" when it can)."""
         if request.kind not in self.kinds:
-            return f"it does not generate {request.kind} requests (it declares {', '.join(sorted(self.kinds))})"
+            return f"it does not generate {request.kind} requests (capability kinds: {', '.join(sorted(self.kinds))})"
         if len(request.prompts) > 1 and not self.prompt_schedule:
             return f"it cannot follow a {len(request.prompts)}-prompt schedule (capability prompt_schedule)"
         if self.max_frames is not None and request.frames > self.max_frames:
-            return f"it makes at most {self.max_frames} frames, the request asks {request.frames} (max_frames)"
+            return f"it makes at most {self.max_frames} frames, the request asks {request.frames} (capability max_frames)"
         missing = sorted({c.role for c in request.conditioning} - self.conditioning)
         if missing:
             return f"it cannot condition on {', '.join(missing)} (capability conditioning)"
