@@ -288,3 +288,45 @@ def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path)
     while _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _marked(marker) == []
+
+
+def _provenance(generator: str, model: str, requests: str, **settings: str) -> dict:
+    return {"extra": {"generation": {"generator": generator, "requests": requests,
+                                     "signature": {"model": model, "weights": "w", "settings": settings}}}}
+
+
+def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:
+    """compare and table say when two runs answered other requests or used another generator or settings
+    (item 5); alike runs, and runs that generated nothing, get no line."""
+    from pinbench.core.generation import Generated, generation_differences
+
+    def lines(*provenances: dict) -> list[str]:
+        return generation_differences([(chr(65 + i), Generated.of(p)) for i, p in enumerate(provenances)])
+
+    same = _provenance("static", "baseline", "r" * 64, frame="initial")
+    assert lines(same, same) == [] and lines({}, {"extra": {}}) == []
+    assert lines(same, _provenance("static", "baseline", "s" * 64, frame="initial")) == [
+        f"different requests (prompts, seeds, sizes or conditioning): A {'r' * 12}; B {'s' * 12}"]
+    assert lines(same, _provenance("static", "baseline", "r" * 64, frame="last")) == [
+        "different generators: A static (baseline, weights w); B static (baseline, weights w); "
+        "settings that differ: frame"]
+    assert lines(same, {}) == ["B scored rollouts made outside pinbench (no generation recorded), A generated "
+                               "theirs: the requests they answered may differ"]
+
+
+def test_compare_and_table_name_the_generators_of_two_runs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+
+    for name, generator in (("a", "static"), ("b", RENDER), ("c", "static")):
+        assert _run(tmp_path / name, generator).exit_code == 0
+    runner = CliRunner()
+    differ = runner.invoke(cli.app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert ("generation: different generators: A static (pinbench static baseline, weights none); B "
+            f"{RENDER} (test render generator, weights v1)") in differ.output
+    alike = runner.invoke(cli.app, ["compare", str(tmp_path / "a"), str(tmp_path / "c")])
+    assert alike.exit_code == 0 and "generation:" not in alike.output
+    table = runner.invoke(cli.app, ["table", *(str(tmp_path / n) for n in "abc"), "--format", "csv"])
+    assert table.exit_code == 0, table.output
+    assert table.output.count("rollouts made differently: different generators") >= 3   # every column's note

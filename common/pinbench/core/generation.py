@@ -209,7 +209,8 @@ class Capabilities:
         if len(request.prompts) > 1 and not self.prompt_schedule:
             return f"it cannot follow a {len(request.prompts)}-prompt schedule (capability prompt_schedule)"
         if self.max_frames is not None and request.frames > self.max_frames:
-            return f"it makes at most {self.max_frames} frames, the request asks {request.frames} (capability max_frames)"
+            return (f"it makes at most {self.max_frames} frames, the request asks {request.frames} "
+                    "(capability max_frames)")
         missing = sorted({c.role for c in request.conditioning} - self.conditioning)
         if missing:
             return f"it cannot condition on {', '.join(missing)} (capability conditioning)"
@@ -235,6 +236,54 @@ class Signature:
     @property
     def digest(self) -> str:
         return _digest(self.to_json())
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What a scorecard says of its run's generation (``provenance.extra.generation``): which generator, under
+    which signature, for which requests. A run that scored rollouts it was given has none."""
+
+    generator: str
+    signature: Signature
+    requests: str
+
+    @classmethod
+    def of(cls, provenance: Mapping[str, Any]) -> Generated | None:
+        extra = provenance.get("extra")
+        made = extra.get("generation") if isinstance(extra, Mapping) else None
+        if not isinstance(made, Mapping) or not isinstance(made.get("signature"), Mapping):
+            return None
+        sig = made["signature"]
+        return cls(str(made.get("generator", "?")), Signature(str(sig.get("model", "?")), str(sig.get("weights", "?")),
+                                                              dict(sig.get("settings") or {})),
+                   str(made.get("requests", "?")))
+
+    def describe(self) -> str:
+        return f"{self.generator} ({self.signature.model}, weights {self.signature.weights})"
+
+
+def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list[str]:
+    """One line per way the runs' rollouts were made differently (``made``: each run's label and generation): a
+    score difference between them may be the generation's, not the model's. [] when all were made alike."""
+    generated = [(label, g) for label, g in made if g is not None]
+    if not generated:
+        return []
+    lines = []
+    given = [label for label, g in made if g is None]
+    if given:
+        lines.append(f"{', '.join(given)} scored rollouts made outside pinbench (no generation recorded), "
+                     f"{', '.join(label for label, _ in generated)} generated theirs: the requests they answered "
+                     "may differ")
+    if len({g.requests for _, g in generated}) > 1:
+        lines.append("different requests (prompts, seeds, sizes or conditioning): " + "; ".join(
+            f"{label} {g.requests[:12]}" for label, g in generated))
+    if len({g.signature.digest for _, g in generated}) > 1:
+        settings = {key for _, g in generated for key in g.signature.settings}
+        changed = sorted(k for k in settings if len({json.dumps(g.signature.settings.get(k), sort_keys=True)
+                                                     for _, g in generated}) > 1)
+        lines.append("different generators: " + "; ".join(f"{label} {g.describe()}" for label, g in generated)
+                     + (f"; settings that differ: {', '.join(changed)}" if changed else ""))
+    return lines
 
 
 @runtime_checkable

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord
+from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
 from pinbench.core.scorecard import (
@@ -294,6 +295,8 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
         return Comparison(a, b, [], problems, notes, EXIT_MISMATCH, fail_on, header)
     if a.path.resolve() == b.path.resolve():
         notes.append(f"A and B are the same scorecard ({a.path}): every difference is 0")
+    notes += [f"generation: {line}" for line in
+              generation_differences([("A", Generated.of(ca.provenance)), ("B", Generated.of(cb.provenance))])]
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
         if run.status != "complete":

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.scorecard import MetricResult, load_scorecard
 from pinbench.results.compare import CompareError, Run, compare_runs, load_run
 
@@ -74,6 +75,7 @@ class Column:
     status: str
     status_reasons: list[str]
     metrics: dict[str, RunMetric]
+    generated: Generated | None = None
     paired: Run | None = None
     paired_problem: str | None = None
     label: str = ""
@@ -94,7 +96,8 @@ def _read_column(path: Path) -> Column:
     column = Column(path=scorecard, recipe=card.recipe, recipe_version=card.recipe_version,
                     checkpoint=card.checkpoint, mode=card.mode, status=card.status,
                     status_reasons=list(card.status_reasons),
-                    metrics={name: _read_metric(entry) for name, entry in card.metrics.items()})
+                    metrics={name: _read_metric(entry) for name, entry in card.metrics.items()},
+                    generated=Generated.of(card.provenance))
     try:
         column.paired = load_run(scorecard)
     except CompareError as exc:
@@ -222,6 +225,10 @@ def build_table(columns: Sequence[Column], *, metrics: Sequence[str] | None = No
         raise TableError(f"--digits {digits}: expected 0 to 12")
     notes, paired = _Footnotes(), _PairedTests()
     column_notes = {i: [notes.add(_partial_note(c))] for i, c in enumerate(columns) if c.status != "complete"}
+    for line in generation_differences([(c.label, c.generated) for c in columns]):   # every column's header
+        number = notes.add(f"rollouts made differently: {line}")
+        for i in range(len(columns)):
+            column_notes.setdefault(i, []).append(number)
     rows = []
     for name in _metric_names(columns, metrics, primary_only):
         declared = next(c.metrics[name] for c in columns if name in c.metrics)
