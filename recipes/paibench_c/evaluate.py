@@ -29,11 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from pinbench.core.config import RunConfig
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench.core.pins import HFPin, URLPin
 from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.watch import Watcher, files_since, wait_watched
-from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS
+from pinbench_recipes.paibench_c.generate import Collected
+from pinbench_recipes.paibench_c.metrics_json import (
+    EVALUATOR_METRICS,
+    MetricsFileError,
+    ModalityMetrics,
+    parse_metrics_json,
+)
 
 GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
@@ -322,3 +329,54 @@ def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, 
              "command": command}
     (modality_dir / "eval_stamp.json").write_text(json.dumps(stamp, indent=1), encoding="utf-8")
     return metrics
+
+
+# ------------------------------------------------------------------------------------ a run's evaluation
+
+
+def score_all(cfg: RunConfig, evaluator: EvaluatorLike, gt: GTCache, collected: Mapping[str, Mapping[str, Collected]],
+              task_ids: Sequence[str], gpu_ids: Sequence[str]) -> dict[str, str]:
+    """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
+    options = cfg.options
+    errors: dict[str, str] = {}
+    for modality in options.modalities:
+        videos = {t: c.sha256 for t, c in collected[modality].items() if c.ok and c.sha256}
+        for task, c in collected[modality].items():
+            if not c.ok:
+                errors[f"{modality}/{task}"] = c.error or "no valid video"
+        if not videos:
+            errors[modality] = "no valid generated video to score"
+            continue
+        inputs = stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt,
+                                       evaluator_commit=evaluator.commit)
+        modality_dir = cfg.out_dir / modality
+        reused_gt = gt.summary()["files_sha256"] if options.gt == "reuse" else None
+        if is_current(modality_dir, inputs, reused_gt):
+            continue
+        verified = gt.prune(task_ids)
+        force = options.gt == "force" or verified == 0
+        try:
+            run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
+                                   gpu_ids=list(gpu_ids), force_gt=force, inputs=inputs,
+                                   batch_size=options.eval_batch_size)
+            gt.record(task_ids, modality)
+            stamp_gt(modality_dir, gt.summary()["files_sha256"])
+        except EvaluationError as exc:
+            errors[modality] = str(exc)
+    return errors
+
+
+def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str], errors: dict[str, str],
+              metrics: Sequence[str]) -> dict[str, ModalityMetrics | None]:
+    """Each modality's metrics.json read per task (None, with its error, when it has none or a bad one)."""
+    parsed: dict[str, ModalityMetrics | None] = {}
+    for modality in modalities:
+        if modality in errors:
+            parsed[modality] = None
+            continue
+        try:
+            parsed[modality] = parse_metrics_json(run_dir / modality / "metrics.json", task_ids, metrics)
+        except MetricsFileError as exc:
+            errors[modality] = str(exc)
+            parsed[modality] = None
+    return parsed

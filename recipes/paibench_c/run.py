@@ -41,7 +41,7 @@ from pinbench_recipes.paibench_c.generate import (
     processor_source,
     record_processor,
 )
-from pinbench_recipes.paibench_c.metrics_json import MetricsFileError, ModalityMetrics, parse_metrics_json
+from pinbench_recipes.paibench_c.metrics_json import ModalityMetrics
 from pinbench_recipes.paibench_c.native_metrics import native_sample, seg_pkls
 from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
 
@@ -93,11 +93,11 @@ def run(run: Run) -> RunOutcome:
                      for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
-        modality_errors = score_all(cfg, evaluator, gt, collected, task_ids)
+        modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg))
 
     # 4. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with run.step("score"):
-        parsed = parse_all(cfg, options.modalities, task_ids, modality_errors, evaluator.metrics)
+        parsed = evaluate.parse_all(cfg.out_dir, options.modalities, task_ids, modality_errors, evaluator.metrics)
     with run.step("native"):
         native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
 
@@ -207,53 +207,6 @@ def prepare_evaluator(cfg: RunConfig, pins: Pins | None, inputs: Inputs) -> tupl
     gt = evaluate.GTCache(cfg.out_dir / "gt" / key, key)
     gt.prepare(inputs.dataset_dir)
     return evaluator, weights, gt
-
-
-def score_all(cfg: RunConfig, evaluator: evaluate.EvaluatorLike, gt: evaluate.GTCache,
-              collected: Mapping[str, Mapping[str, Collected]], task_ids: Sequence[str]) -> dict[str, str]:
-    """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
-    options = cfg.options
-    errors: dict[str, str] = {}
-    for modality in options.modalities:
-        videos = {t: c.sha256 for t, c in collected[modality].items() if c.ok and c.sha256}
-        for task, c in collected[modality].items():
-            if not c.ok:
-                errors[f"{modality}/{task}"] = c.error or "no valid video"
-        if not videos:
-            errors[modality] = "no valid generated video to score"
-            continue
-        inputs = evaluate.stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt,
-                                       evaluator_commit=evaluator.commit)
-        modality_dir = cfg.out_dir / modality
-        reused_gt = gt.summary()["files_sha256"] if options.gt == "reuse" else None
-        if evaluate.is_current(modality_dir, inputs, reused_gt):
-            continue
-        verified = gt.prune(task_ids)
-        force = options.gt == "force" or verified == 0
-        try:
-            evaluate.run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
-                                   gpu_ids=gpu_ids(cfg), force_gt=force, inputs=inputs,
-                                   batch_size=options.eval_batch_size)
-            gt.record(task_ids, modality)
-            evaluate.stamp_gt(modality_dir, gt.summary()["files_sha256"])
-        except evaluate.EvaluationError as exc:
-            errors[modality] = str(exc)
-    return errors
-
-
-def parse_all(cfg: RunConfig, modalities: Sequence[str], task_ids: Sequence[str], errors: dict[str, str],
-              metrics: Sequence[str]) -> dict[str, ModalityMetrics | None]:
-    parsed: dict[str, ModalityMetrics | None] = {}
-    for modality in modalities:
-        if modality in errors:
-            parsed[modality] = None
-            continue
-        try:
-            parsed[modality] = parse_metrics_json(cfg.out_dir / modality / "metrics.json", task_ids, metrics)
-        except MetricsFileError as exc:
-            errors[modality] = str(exc)
-            parsed[modality] = None
-    return parsed
 
 
 def _native_batch(workers: int, sample: Callable[[Mapping[str, Any]], dict[str, Any]]):  # noqa: ANN202 (a closure)

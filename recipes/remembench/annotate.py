@@ -276,7 +276,7 @@ def _agreement(args: argparse.Namespace, opts: OptionValues, fixture: FixtureDat
     videos = fixture.videos if fixture else opts.videos
     scored = None
     if videos is not None:
-        from pinbench_recipes.remembench.run import load_pair_models, model_files
+        from pinbench_recipes.remembench.models import load_pair_models, model_files
 
         paper = fixture.paper if fixture else PAPER
         session = open_session(Path(videos), _release(opts, fixture), paper["t2v"], decoder=opts.decoder,

@@ -11,25 +11,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pinbench.core.config import RecipeError
 from pinbench.core.files import write_atomic
 from pinbench.core.generation import Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
-from pinbench.media.lpips import load_lpips
-from pinbench_recipes.remembench import outputs, prepare, requests, summary, weights
-from pinbench_recipes.remembench.clip_model import ClipEmbedder
+from pinbench_recipes.remembench import models, outputs, prepare, requests, summary, weights
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
 from pinbench_recipes.remembench.release import Release, dataset_option, open_release
-from pinbench_recipes.remembench.scoring import Scorer
 
 METRICS = ("clip", "lpips_alex", "tempssim", "drift")
 
@@ -46,7 +41,7 @@ def run(run: Run) -> RunOutcome:
         splits = list(cohorts)
         annotations = (prepare.load_annotations(str(fixture.annotations) if fixture else opts.annotations, release,
                                                 cfg.checkpoint) if "t2v" in splits else None)
-        files, model_labels = model_files(opts, fixture, need_pi3x="i2v" in splits,
+        files, model_labels = models.model_files(opts, fixture, need_pi3x="i2v" in splits,
                                           download=not (cfg.offline or is_offline()))
         device = weights.torch_device(opts.device)
         poses_dir = fixture.poses_dir if fixture else opts.poses_dir
@@ -67,7 +62,7 @@ def run(run: Run) -> RunOutcome:
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes. Not shared through
     #    the sample cache: a result names its departure | revisit strip, a file of this run directory.
     with run.step("score"):
-        records = run.score(tasks, _scorer(files, device, run.out_dir, videos, poses_dir), label="remembench",
+        records = run.score(tasks, models.scorer(files, device, run.out_dir, videos, poses_dir), label="remembench",
                             validate=lambda result: all(k in result for k in METRICS), cache=False)
 
     # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
@@ -125,52 +120,6 @@ def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:
             f"{result['height']}, the split has {result['paper_size'][0]}x{result['paper_size'][1]}); scored at "
             "their own resolution as the paper's score.py does, but LPIPS and TempSSIM depend on resolution, so "
             "these scores do not compare with runs at the split's resolution"]
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    """Verified evaluator files (resolved before scoring, so a missing one fails before any work)."""
-
-    clip_config: Path
-    clip_weights: Path
-    lpips_trunk: Path
-    lpips_sha256: str | None
-    pi3x: Path | None
-    real_clip: bool = True
-
-
-def model_files(opts: OptionValues, fixture: FixtureData | None, *, need_pi3x: bool,
-                 download: bool) -> tuple[ModelFiles, dict[str, str]]:
-    """The evaluator files and a label of each (part of every task's hash: new weights, new scores)."""
-    if fixture is not None:
-        files = ModelFiles(fixture.clip_dir / weights.CLIP_CONFIG, fixture.clip_dir / weights.CLIP_WEIGHTS,
-                           fixture.lpips_trunk, fixture.lpips_sha256, None, real_clip=False)
-        return files, {"clip": f"fixture tiny CLIP sha256:{fixture.clip_sha256}",
-                       "lpips": f"lpips 0.1.4 alex v0.1, fixture trunk sha256:{fixture.lpips_sha256}",
-                       "pi3x": "not used (constructed poses)"}
-    pins, baked = weights.load_recipe_pins(), weights.baked_dir(opts.weights_dir)
-    try:
-        config, clip_weights, clip_source = weights.resolve_clip(pins, opts.clip_dir, baked, download)
-        trunk, trunk_source = weights.resolve_alexnet(pins, opts.lpips_trunk, baked, download)
-        pi3x, pi3x_source = (weights.resolve_pi3x(pins, opts.pi3x_weights, baked, download)
-                             if need_pi3x and opts.poses_dir is None else (None, "not used"))
-    except Exception as exc:  # missing or mismatching weights: one line, before any scoring starts
-        raise RecipeError(f"{type(exc).__name__}: {exc}") from None
-    files = ModelFiles(config, clip_weights, trunk, pins.urls["alexnet"].sha256, pi3x)
-    return files, {"clip": clip_source, "lpips": f"lpips 0.1.4 alex v0.1, {trunk_source}", "pi3x": pi3x_source}
-
-
-def load_pair_models(files: ModelFiles, device: str) -> tuple[ClipEmbedder, Any]:
-    """CLIP and LPIPS from the verified files (the run's scorer and ``annotate --agreement`` use these)."""
-    clip = ClipEmbedder(files.clip_config, files.clip_weights, device=device, require_vit_h14=files.real_clip)
-    return clip, load_lpips(files.lpips_trunk, expected_sha256=files.lpips_sha256, device=device)
-
-
-def _scorer(files: ModelFiles, device: str, out_dir: Path, videos: Path | None, poses_dir: Path | None) -> Scorer:
-    """Load CLIP and LPIPS once for the whole run (Pi3X is loaded by the scorer when first needed)."""
-    clip, lpips_model = load_pair_models(files, device)
-    return Scorer(clip, lpips_model, out_dir, videos=videos, poses_dir=poses_dir, pi3x_weights=files.pi3x,
-                  device=device)
 
 
 def _pins_for_provenance(opts: OptionValues, release: Any, fixture: FixtureData | None) -> dict[str, Any]:

@@ -468,7 +468,7 @@ def test_agreement_scores_each_pair_as_the_scorer_does(built_fixture, fixture_sc
                                                        capsys) -> None:
     """A's values are the fixture run's own per-scene scores; B's changed pair is scored from the full decode."""
     from pinbench_recipes.remembench.metrics import pair_metrics
-    from pinbench_recipes.remembench.run import ModelFiles, load_pair_models
+    from pinbench_recipes.remembench.models import ModelFiles, load_pair_models
     from pinbench_recipes.remembench.weights import CLIP_CONFIG, CLIP_WEIGHTS
 
     own = read_annotation_file(built_fixture.annotations)
