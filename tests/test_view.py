@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from headless_chromium import chromium
+from headless_chromium import CHROMEDRIVER, chromium, driven
 from shared_data import shared_data
 from sockets import listening_addresses
 
@@ -39,7 +38,6 @@ from pinbench.ops.view import MediaStore
 from pinbench.results.view import MediaFile, RunInputs, Video, View, load_runs, view_module
 
 PINBENCH = [sys.executable, "-m", "pinbench"]
-CHROMEDRIVER = shutil.which("chromedriver")
 needs_browser = pytest.mark.skipif(chromium() is None or CHROMEDRIVER is None,
                                    reason="needs chromium and chromedriver (.ci/run installs Debian's)")
 WAIT = 60
@@ -408,23 +406,9 @@ def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: P
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000", "--autoplay-policy=no-user-gesture-required",
-                 "--allow-file-access-from-files", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with driven("--window-size=1400,1000", "--autoplay-policy=no-user-gesture-required",
+                "--allow-file-access-from-files") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _ready(driver, url: str) -> None:

@@ -12,6 +12,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +54,30 @@ MEASURE = r"""
 
 
 def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    """Debian's chromium (.ci/run installs it), else a Chrome already on the machine (GitHub's Ubuntu runners)."""
+    return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+
+
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@contextmanager
+def driven(*flags: str) -> Iterator[Any]:
+    """A selenium driver of this Chromium (chromedriver on PATH), with a fresh profile and no network; quit after."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium()
+    for flag in (*FLAGS, *flags, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _run(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from headless_chromium import CHROMEDRIVER, chromium, driven
 
 from pinbench_recipes.remembench.annotation_store import sidecar_path
 from pinbench_recipes.remembench.prepare import read_annotation_file
@@ -27,41 +27,22 @@ from pinbench_recipes.remembench.tests.serving import (
     t2v_rows,
 )
 
-# Debian's chromium (.ci/run installs it), else a Chrome already on the machine (GitHub's Ubuntu runners).
-CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
-CHROMEDRIVER = shutil.which("chromedriver")
 # An exported recipe's venv holds its runtime lock only; selenium is a development tool of the repository.
 EXPORTED = (Path(__file__).resolve().parents[3] / ".pinbench-export").is_file()
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+    pytest.mark.skipif(chromium() is None or CHROMEDRIVER is None,
                        reason="needs a headless Chromium and its driver: apt-get install chromium chromium-driver "
                               "(.ci/run installs both)"),
     pytest.mark.skipif(EXPORTED and importlib.util.find_spec("selenium") is None,
                        reason="an exported recipe has no selenium (a development dependency of pinbench)"),
 ]
 WAIT = 30
-# Headless and offline: without the background-networking flags Chromium tries services this network refuses.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1400,1000")
 
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with driven("--window-size=1400,1000") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 class PageDriver:
