@@ -1,9 +1,9 @@
 """The library's shape: subpackages in layers, no import cycles, and a core that imports nothing above it.
 
 Layers, lowest first: ``core`` (the recipe contract and the run's data), ``media`` (video and metric kernels),
-``results`` (finish, report, compare, tables), ``ops`` (pins, cache, doctor, containers, clusters, export);
-``pinbench.cli`` sits on top. A module may import its own subpackage and the ones below it, never one above.
-Every import counts, also one inside a function: a lazy import is still a dependency. Imports under
+``results`` (report, compare, tables, view), ``ops`` (machine pins, cache, doctor, launch, generation, containers,
+clusters, export); ``pinbench.cli`` sits on top. A module may import its own subpackage and the ones below it,
+never one above. Every import counts, also one inside a function: a lazy import is still a dependency. Imports under
 ``if TYPE_CHECKING:`` (annotations only, never executed) do not.
 """
 

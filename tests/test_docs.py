@@ -73,3 +73,76 @@ def test_the_site_build_fails_on_a_broken_link_anchor_or_page(tmp_path: Path) ->
     assert "docs/running.md" in done.stderr and "'run-directories.md'" in done.stderr, done.stderr
     assert "local id not found in doc 'docs/results': 'comparing-two-run'" in done.stderr, done.stderr
     assert "docs/orphan.md: WARNING: document isn't included in any toctree" in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------------- the module map of contributing.md
+
+CONTRIBUTING = REPO / "docs" / "contributing.md"
+LIBRARY = REPO / "common" / "pinbench"
+_NAMES = re.compile(r"^( *)([^\s,]+(?:, [^\s,]+)*)")  # a line's names: the first word, or words joined by ", "
+
+
+def module_map(page: Path) -> tuple[list[str], list[str]]:
+    """The entries of the page's Layout block: those under ``common/pinbench/`` as paths inside it (a package or a
+    data folder ends in ``/``), and the other paths it names (``tools/x.py``). A module is a line of its own,
+    indented 2 under ``common/pinbench/`` or 4 under its package; deeper lines continue a description."""
+    text = page.read_text(encoding="utf-8")
+    block = text[text.index("## Layout"):].split("```", 2)[1]
+    library: list[str] = []
+    other: list[str] = []
+    package, inside = "", False
+    for line in block.splitlines()[1:]:
+        match = _NAMES.match(line)
+        if match is None:
+            continue
+        indent, names = len(match.group(1)), match.group(2)
+        if indent == 0:
+            inside = names == "common/pinbench/"
+            other += [] if inside else [n for n in names.split(", ") if "<" not in n]
+        elif inside and indent == 2:
+            package = names if names.endswith("/") else ""
+            library.append(names)
+        elif inside and indent == 4:
+            library.append(package + names)
+    return library, other
+
+
+def module_map_problems(page: Path, library_root: Path, repo: Path) -> list[str]:
+    """What the map of ``page`` gets wrong: a module of the library it leaves out, an entry that names nothing, an
+    entry listed twice."""
+    library, other = module_map(page)
+    modules = set()
+    for path in library_root.rglob("*.py"):
+        if "__pycache__" in path.parts or path == library_root / "__init__.py":  # the common/pinbench/ line itself
+            continue
+        relative = path.relative_to(library_root)
+        modules.add(f"{relative.parent.as_posix()}/" if path.name == "__init__.py" else relative.as_posix())
+    problems = [f"{page.name}: common/pinbench/{name} is missing from the module map" for name in sorted(modules - set(
+        library))]
+    problems += [f"{page.name}: the module map names common/pinbench/{name}, which does not exist" for name in library
+                 if not ((library_root / name).is_dir() if name.endswith("/") else (library_root / name).is_file())]
+    problems += [f"{page.name}: the map names {name}, which does not exist" for name in other
+                 if not (repo / name).exists()]
+    problems += [f"{page.name}: the module map lists common/pinbench/{name} twice" for name in sorted(set(library))
+                 if library.count(name) > 1]
+    return problems
+
+
+def test_the_module_map_names_every_module_of_the_library_and_nothing_else() -> None:
+    library, _ = module_map(CONTRIBUTING)
+    assert "core/run.py" in library and "ops/launch.py" in library  # the parser reads the block it is meant to
+    assert module_map_problems(CONTRIBUTING, LIBRARY, REPO) == []
+
+
+def test_the_module_map_check_names_a_module_left_out_and_one_that_is_gone(tmp_path: Path) -> None:
+    page = tmp_path / "contributing.md"
+    text = CONTRIBUTING.read_text(encoding="utf-8")
+    store_line = next(line for line in text.splitlines() if line.startswith("    store.py "))
+    page.write_text(text.replace(store_line + "\n", "").replace(
+        "  ops/ ", "    finish.py            the finish, as it was\n  ops/ ", 1).replace(
+        "tools/gpu_ci.py ", "tools/gone.py ", 1), encoding="utf-8")
+    assert module_map_problems(page, LIBRARY, REPO) == [
+        "contributing.md: common/pinbench/core/store.py is missing from the module map",
+        "contributing.md: the module map names common/pinbench/results/finish.py, which does not exist",
+        "contributing.md: the map names tools/gone.py, which does not exist",
+    ]

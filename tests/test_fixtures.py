@@ -1,7 +1,7 @@
 """Each recipe's smoke test, on its fixture; the properties themselves are proven once, on the library.
 
 The library's tests prove resume, shard merge, kill safety, store integrity and the partial guard
-(``test_runner``, ``test_store``, ``test_finish``, ``test_scorecard``, ``test_fixture_data``). Here, one demo of
+(``test_runner``, ``test_store``, ``test_run``, ``test_scorecard``, ``test_fixture_data``). Here, one demo of
 every fixture (as ``make demo`` runs it) shows that each recipe uses them: a rerun recomputes and rewrites nothing,
 and the layout ``pinbench submit`` would run (its ``scale_out``, two shards) in another, relative directory gives
 the plain run's records and metrics. And all five fixtures give the per-sample values and metric values that

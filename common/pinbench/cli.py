@@ -389,7 +389,7 @@ def doctor(
     offline: Annotated[bool, typer.Option(help="as the run: nothing may be downloaded")] = False,
     option: OptionList = [],  # noqa: B006
 ) -> None:
-    """Preflight in seconds, the first thing `run` does: pins, cache and hashes, images, GPUs, disk, RAM,
+    """Checks in seconds, the first thing `run` does: pins, cache and hashes, images, GPUs, disk, RAM,
     token, your inputs. One line per problem; exit 2 on any."""
     from pinbench.ops.doctor import diagnose, report
 

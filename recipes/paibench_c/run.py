@@ -1,6 +1,6 @@
 """PAI-Bench-C with Cosmos3: fetch -> input rows -> generate -> score -> scorecard -> diff -> report.
 
-``run(cfg)`` reads top to bottom as the procedure of the recipe README. Everything it reads was fetched
+``run(run)`` reads top to bottom as the procedure of the recipe README. Everything it reads was fetched
 before (``pinbench fetch paibench-c``); finished work (generated videos, evaluated modalities, native
 scores) is reused on a rerun only when it is valid for the same inputs. ``--fixture`` runs the same
 procedure on CPU on the synthetic data of ``fixture.py``, with its test doubles in place of cosmos-framework

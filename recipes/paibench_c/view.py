@@ -21,10 +21,10 @@ from pinbench_recipes.paibench_c.rows import MODALITIES
 def _dataset_root(run: RunInputs) -> Path:
     if run.fixture:
         return run.fixture_dir / "dataset"
+    from pinbench.core.pins import load_pins
     from pinbench.core.recipe import get_recipe
     from pinbench.ops.cache import hf_snapshot_dir
     from pinbench.ops.machine_pins import apply_machine_pins, machine_pins_for
-    from pinbench.ops.pins import load_pins
     from pinbench_recipes.paibench_c.fetch import PINS_PATH
 
     pins = apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe(run.card.recipe)))

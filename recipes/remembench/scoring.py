@@ -36,7 +36,7 @@ PAIRS_DIR = "pairs"
 
 
 class Scorer:
-    """Callable for ``run_samples``: task mapping -> result dict (models are loaded once, by the run)."""
+    """Callable for ``Run.score``: task mapping -> result dict (models are loaded once, by the run)."""
 
     def __init__(self, clip: ClipEmbedder, lpips_model: torch.nn.Module, out_dir: Path, *,
                  videos: Path | None = None, poses_dir: Path | None = None, pi3x_weights: Path | None = None,

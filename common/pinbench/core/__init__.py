@@ -1,2 +1,2 @@
-"""The recipe contract and the run's data: declarations, options, runner and store, scorecard, reference,
-check. Imports nothing outside ``pinbench.core``."""
+"""The recipe contract and the run's data: declarations, options, the run (``Run``), runner and store, scorecard,
+reference, check. Imports nothing outside ``pinbench.core``."""

@@ -2,8 +2,8 @@
 
 The declaration (options, metrics, flags, stages, version, changelog) is data, read and schema-checked
 without importing the recipe's code, so ``pinbench list``, ``diff``, ``report`` and ``--help`` stay fast
-and work without a recipe's heavy dependencies. Only ``Recipe.run`` / ``Recipe.fetch`` import the code
-(``entry: run:run`` names the module and function).
+and work without a recipe's heavy dependencies. Only ``Recipe.load`` imports the code, of the entry point in use
+(``entry: run:run`` names the module and function; ``fetch``, ``doctor`` and ``requests`` name theirs).
 
 A recipe is registered by being there: every folder of the ``pinbench_recipes`` package that holds a
 recipe.yaml is one (``recipes/<pkg>/`` in a checkout, ``site-packages/pinbench_recipes/<pkg>/`` for a wheel or
@@ -144,7 +144,7 @@ class NoDownload:
 
 @dataclass
 class Recipe:
-    """A recipe's declaration plus the two entry points that import its code on demand."""
+    """A recipe's declaration plus its entry points (procedure, fetch, doctor, requests), their code imported on use."""
 
     name: str
     package: str

@@ -1,8 +1,8 @@
 """A run directory belongs to one recipe, checkpoint and mode, and to one live process per shard.
 
 Why: two runs sharing an ``--out`` mixed their samples (a second recipe scored the first one's files) or
-tripped over each other's files. Every run goes through ``claim_run_dir`` (``Recipe.run`` and the docker
-runtime call it before any recipe code runs), which
+tripped over each other's files. Every run goes through ``claim_run_dir`` (``pinbench.ops.launch.run_recipe`` and
+the docker runtime call it before any recipe code runs), which
 
 * records the directory's identity in ``pinbench-run.json`` (recipe, checkpoint, mode) on first use and
   refuses, in one line, a run of anything else there (a directory from before this file existed is judged

@@ -1,4 +1,4 @@
-"""Resumable, shardable per-sample runner.
+"""Resumable, shardable per-sample runner: what the per-sample steps of ``pinbench.core.run.Run`` run on.
 
 A benchmark run is a list of tasks (JSON-like mappings, each with a unique sample id) and a function
 that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
@@ -642,13 +642,14 @@ def recomputed_text(recomputed: Mapping[str, int]) -> str:
 class StepLog:
     """The records of a step whose work runs outside ``run_samples``, in batches the caller launches.
 
-    Why: PAI-Bench-C generates each modality's videos in one external launch per shard, hours long, which
-    ``run_samples`` cannot drive sample by sample; ``pinbench status`` still needs its shards' done / failed /
-    pending counts. Like ``run_samples`` it writes the shard manifest when it starts (every task, with input
-    hashes) and completes it with the counts in ``close``, and the caller stores each sample's outcome
-    with ``record`` as soon as it is known. A process that dies leaves the manifest unfinished and the
-    samples it had not recorded pending. ``units`` (one per task) makes samples of a unit belong to one
-    shard: shard I of N owns the tasks whose unit is I mod N (default: their positions).
+    Why: some results come from a tool that ``run_samples`` cannot drive sample by sample (PAI-Bench-C's pinned
+    evaluator, run once per modality over every video; ``pinbench.core.run.Run.store`` records such results through
+    here); ``pinbench status`` still needs its shards' done / failed / pending counts. Like ``run_samples`` it
+    writes the shard manifest when it starts (every task, with input hashes) and completes it with the counts in
+    ``close``, and the caller stores each sample's outcome with ``record`` as soon as it is known. A process that
+    dies leaves the manifest unfinished and the samples it had not recorded pending. ``units`` (one per task) makes
+    samples of a unit belong to one shard: shard I of N owns the tasks whose unit is I mod N (default: their
+    positions).
     """
 
     def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, step: str, shard: Shard | None = None,

@@ -2,12 +2,12 @@
 
 Why: ``pinbench status`` must say done / failed / pending per shard while shards are still running, after
 one was killed, or before one has started, from the run directory alone. Per-sample records say what is
-done; this manifest says what was expected. ``run_samples`` writes ``shards/<I>-of-<N>.json`` (an
-unsharded call writes ``0-of-1``) with the ordered ids and input hashes of *every* task, so one manifest
-of a layout is enough to know every shard's samples (task i belongs to shard i mod N), and who ran it
-(host, pid, Slurm job). A manifest with ``finished: null`` belongs to a process that is running or died.
-A step whose samples come in groups that one shard owns together (PAI-Bench-C's generation: a task's video
-in every modality) gives each sample its group's ``unit``, and the sample belongs to shard unit mod N.
+done; this manifest says what was expected. The runner (``run_samples``, ``StepLog``) writes
+``shards/<I>-of-<N>.json`` (an unsharded call writes ``0-of-1``) with the ordered ids and input hashes of *every*
+task, so one manifest of a layout is enough to know every shard's samples (task i belongs to shard i mod N), and
+who ran it (host, pid, Slurm job). A manifest with ``finished: null`` belongs to a process that is running or died.
+A step whose samples come in groups that one shard owns together gives each sample its group's ``unit``
+(``StepLog``'s ``units``), and the sample belongs to shard unit mod N.
 """
 
 from __future__ import annotations

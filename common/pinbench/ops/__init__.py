@@ -1,3 +1,4 @@
-"""Operations beside the core: pins, cache and downloads, the doctor, containers, clusters, status, export.
+"""Operations beside the core: machine pins, caches and downloads, the doctor, the run's launch and generation,
+containers, clusters, status, local pages, export.
 
 May import every other subpackage; nothing in them imports ``pinbench.ops``."""

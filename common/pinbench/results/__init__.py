@@ -1,3 +1,3 @@
-"""What a run leaves for people: the finish (samples, scorecard, diff, report), comparisons, tables.
+"""What a run leaves for people: the report, comparisons, tables, and what ``pinbench view`` shows.
 
 Imports ``pinbench.core`` and ``pinbench.media`` only."""
