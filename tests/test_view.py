@@ -154,12 +154,12 @@ def test_remembench_and_dynamic_degree_name_the_tasks_inputs(runs) -> None:
         assert got["rollouts"][0]["source"] == str((runs["dd"] / "fixture_data" / result["video"]).resolve())
 
 
-def _bare_run(root: Path, recipe: str) -> RunInputs:
-    """A fixture run folder holding only what a view module reads (its own files are written by each test)."""
-    card = build_scorecard(recipe=recipe, recipe_version="0", checkpoint="fixture", mode="fixture",
+def _bare_run(root: Path, recipe: str, mode: str = "fixture", provenance: dict | None = None) -> RunInputs:
+    """A run folder holding only what a view module reads (its own files are written by each test)."""
+    card = build_scorecard(recipe=recipe, recipe_version="0", checkpoint="fixture", mode=mode,
                            metrics=[MetricSpec("x", "mean", direction="higher", primary=True)],
                            records=[SampleRecord("s", "ok", {"x": 1.0}, None, "0" * 64, 0.1)], n_expected=1,
-                           provenance={}, config={"options": {}}, timings={})
+                           provenance=provenance or {}, config={"options": {}}, timings={})
     return RunInputs(root, card)
 
 
@@ -194,6 +194,22 @@ def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(t
         (None, f"/etc/passwd is outside the dataset folder {dataset}"),  # the edge row names a path outside
         (MediaFile(dataset, "videos/task_0001.mp4"), None)]
     assert [t.text for t in media.texts if t.label == "prompt"] == ["a red box"]
+
+
+def test_a_full_paibench_run_serves_its_inputs_from_the_dataset_folder_it_read(tmp_path: Path) -> None:
+    from pinbench_recipes.paibench_c.view import sample_media
+
+    dataset = tmp_path / "hub" / "datasets--nvidia--PAI-Bench-C" / "snapshots" / ("a" * 40)
+    row = {"name": "task_0001", "prompt": "a red box", "vision_path": str(dataset / "videos/task_0001.mp4")}
+    for provenance, expected in (({"extra": {"dataset_dir": str(dataset)}}, (MediaFile(dataset, "videos/task_0001.mp4"),
+                                                                              None)),
+                                 ({}, (None, "the run's scorecard records no dataset folder (provenance "
+                                             "dataset_dir)"))):
+        run = _bare_run(tmp_path / f"run{len(provenance)}", "paibench-c", mode="full", provenance=provenance)
+        (run.dir / "inputs").mkdir(parents=True)
+        (run.dir / "inputs/depth.jsonl").write_text(json.dumps(row) + "\n")
+        video = next(v for v in sample_media(run, "task_0001", None).inputs if v.label.startswith("input video"))
+        assert (video.file, video.problem) == expected
 
 
 def test_a_relative_input_folder_is_read_from_where_the_run_was_started(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ modality (``<run>/<modality>/videos/<task>.mp4``, checked against the digest the
 task's inputs from the rows the run wrote (``<run>/inputs/<modality>.jsonl``): the input video every modality is
 given, the depth and seg control videos, the prompt. The edge and blur controls are computed inside cosmos-framework
 from the input video; the run keeps no copy of them. Inputs are served from the dataset folder only (the fixture's,
-or the pinned snapshot in the cache)."""
+or the one the run's provenance names: the pinned snapshot it read)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,13 @@ from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video
 from pinbench_recipes.paibench_c.rows import MODALITIES
 
 
-def _dataset_root(run: RunInputs) -> Path:
+def _dataset_root(run: RunInputs) -> Path | None:
+    """The dataset folder the run read (its provenance says; the fixture's lies in the run directory)."""
     if run.fixture:
         return run.fixture_dir / "dataset"
-    from pinbench.core.pins import load_pins
-    from pinbench.core.recipe import get_recipe
-    from pinbench.ops.cache import hf_snapshot_dir
-    from pinbench.ops.machine_pins import apply_machine_pins, machine_pins_for
-    from pinbench_recipes.paibench_c.fetch import PINS_PATH
-
-    pins = apply_machine_pins(load_pins(PINS_PATH), machine_pins_for(get_recipe(run.card.recipe)))
-    return hf_snapshot_dir(pins.huggingface["dataset"])
+    extra = run.card.provenance.get("extra")
+    recorded = extra.get("dataset_dir") if isinstance(extra, Mapping) else None
+    return Path(recorded) if isinstance(recorded, str) and recorded else None
 
 
 @cache
@@ -47,9 +43,11 @@ def _scored_digests(stamp: Path) -> dict[str, str]:
     return videos if isinstance(videos, dict) else {}
 
 
-def _input(root: Path, label: str, recorded: Any) -> Video:
+def _input(root: Path | None, label: str, recorded: Any) -> Video:
     if not isinstance(recorded, str):
         return Video(label, None, problem="not recorded in the run's input rows")
+    if root is None:
+        return Video(label, None, problem="the run's scorecard records no dataset folder (provenance dataset_dir)")
     try:
         return Video(label, MediaFile(root, Path(recorded).relative_to(root).as_posix()))
     except ValueError:
