@@ -113,13 +113,15 @@ def encode_line(body: bytes) -> bytes:
 @dataclass(frozen=True)
 class Stored:
     """One record as stored: its JSON, the digest of its bytes, and where it is (``samples/run.jsonl:12``: the
-    log and the line number, for a record of a log)."""
+    log and the line number, for a record of a log); ``body``, the bytes the digest covers (empty for a record of
+    the layout before the logs), so a record reused is never encoded again."""
 
     data: dict[str, Any]
     digest: str
     where: str
     log: Path | None = None
     line: int = 0
+    body: bytes = b""
 
 
 TORN, DAMAGED, CONTRADICTING, SUPERSEDED = "torn", "damaged", "contradicting", "superseded"
@@ -184,7 +186,7 @@ def decode_line(line: bytes, where: str, log: Path | None = None, number: int = 
         return None, f"{where}: unreadable record{_of(named)} ({' '.join(str(exc).split())})", named
     if not isinstance(data, dict) or not isinstance(data.get("sample_id"), str):
         return None, f"{where}: the record names no sample", None
-    return Stored(data, claimed, where, log, number), "", data["sample_id"]
+    return Stored(data, claimed, where, log, number, body), "", data["sample_id"]
 
 
 def sound_body(line: bytes) -> bytes | None:
