@@ -23,6 +23,8 @@ from typing import Any
 from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
 
+_TEXT = json.encoder.encode_basestring  # a JSON string as canonical_json writes it (ensure_ascii=False)
+
 DERIVED_PATH = "derived.jsonl"
 DERIVED_VERSION = 1
 OK, FAILED = "ok", "failed"
@@ -99,19 +101,37 @@ def is_derived(record: Any) -> bool:
 def members_hash(members: Sequence[SampleRecord]) -> str:
     """sha256 of what a derived value depends on: each member's id, status, input hash, result and error.
 
-    It is ``input_hash({"members": [[id, status, input hash, result, error], ...]})``, written from each member's
-    part (``_member_json``) so that a sample that several derived records name is written once."""
-    return _hash_of_parts(_member_json(m) for m in members)
+    It is ``input_hash({"members": [[id, status, input hash, result, error], ...]})``, written a member at a time
+    (``_member_part``): a result ``run_samples`` computed is sliced from its record's bytes, never encoded again."""
+    return _hash_of_parts(_member_part(m) for m in members)
 
 
-def _member_json(member: SampleRecord) -> str:
-    """One member's entry in the list ``members_hash`` hashes, as the canonical JSON writes it there."""
-    return canonical_json([member.sample_id, member.status, member.input_hash, member.result, member.error])
+def _member_part(member: SampleRecord, *, sliced: bool = True) -> bytes:
+    """One member's entry in the list ``members_hash`` hashes: its result sliced from its record's bytes when they
+    hold its canonical JSON (``SampleRecord.canonical_result``; with ``sliced``), else encoded."""
+    result = member.canonical_result() if sliced else None
+    if result is None:
+        result = b"null" if member.result is None else canonical_json(member.result).encode("utf-8")
+    error = b"null" if member.error is None else _TEXT(member.error).encode("utf-8")
+    return b"".join((b"[", _TEXT(member.sample_id).encode("utf-8"), b",", _TEXT(member.status).encode("utf-8"), b",",
+                     _TEXT(member.input_hash).encode("utf-8"), b",", result, b",", error, b"]"))
 
 
-def _hash_of_parts(parts: Iterable[str]) -> str:
-    # The canonical JSON of {"members": [a, b, ...]}: one key, and a list's items joined by "," (no whitespace).
-    return hashlib.sha256(('{"members":[' + ",".join(parts) + "]}").encode("utf-8")).hexdigest()
+def _hash_of_parts(parts: Iterable[bytes]) -> str:
+    # The canonical JSON of {"members": [a, b, ...]}: one key, and a list's items joined by "," (no whitespace),
+    # hashed a few thousand parts at a time (a composite names every sample: no joined copy of them all).
+    digest = hashlib.sha256(b'{"members":[')
+    batch: list[bytes] = []
+    separator = b""
+    for part in parts:
+        batch.append(part)
+        if len(batch) == 4096:
+            digest.update(separator + b",".join(batch))
+            batch, separator = [], b","
+    if batch:
+        digest.update(separator + b",".join(batch))
+    digest.update(b"]}")
+    return digest.hexdigest()
 
 
 def derive(derived_id: str, members: Sequence[SampleRecord],
@@ -149,13 +169,13 @@ def read_derived(path: Path | str) -> list[DerivedRecord]:
 def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:
     """Why derived records were not computed from exactly these sample records (one line each; [] when they were)."""
     by_id = {r.sample_id: r for r in samples}
-    parts: dict[str, str] = {}  # a sample's part of a members hash, written once however many records name it
+    parts: dict[str, bytes] = {}  # a sample's part of a members hash, written once however many records name it
 
-    def part(sample_id: str) -> str:
-        text = parts.get(sample_id)
-        if text is None:
-            text = parts[sample_id] = _member_json(by_id[sample_id])
-        return text
+    def part(sample_id: str) -> bytes:
+        found = parts.get(sample_id)
+        if found is None:
+            found = parts[sample_id] = _member_part(by_id[sample_id])
+        return found
 
     problems = []
     for record in derived:

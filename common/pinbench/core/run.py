@@ -34,7 +34,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pinbench.core.config import Implementation, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
-from pinbench.core.files import write_atomic, write_if_changed
+from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generation, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
@@ -57,9 +57,11 @@ from pinbench.core.runner import (
     StepLog,
     Task,
     Validator,
+    holds_records,
     merge_samples,
     pending_tasks,
     run_samples,
+    write_records,
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
@@ -315,13 +317,13 @@ class Run:
         from (beside ``pins`` and ``seeds``)."""
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-        samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
-        stores, moved = seal(self.out_dir, {record.to_bytes(): record.sample_id for record in records})
+        stores, moved = seal(self.out_dir, {record.digest(): (record.to_bytes(), record.sample_id)
+                                            for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests
         ref_path = None if self.generates and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
-        computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
+        computed_from = _computed_from(recipe, cfg, records, described, ref_path,
                                        {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
                                         "generation": self.generation})
         scorecard_path = self.out_dir / "scorecard.json"
@@ -331,7 +333,8 @@ class Run:
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
-            write_if_changed(self.out_dir / card.samples.path, samples_bytes)  # edited or removed since: put back
+            if not holds_records(self.out_dir / card.samples.path, records):  # edited or removed since: put back
+                write_records(records, self.out_dir / card.samples.path)
             if card.store != stores:  # lines moved aside since, or the scorecard of a version that pinned none
                 card = dataclasses.replace(card, store=stores)
                 write_scorecard(card, scorecard_path)
@@ -346,7 +349,7 @@ class Run:
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)
-            write_atomic(self.out_dir / card.samples.path, samples_bytes)
+            write_records(records, self.out_dir / card.samples.path)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)
             else:
@@ -414,16 +417,18 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
     return lines
 
 
-def _computed_from(recipe: Recipe, cfg: RunConfig, samples_bytes: bytes, metrics: Sequence[MetricSpec],
-                   n_expected: int, reference: Path | None, context: Mapping[str, Any]) -> str:
-    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records' bytes,
-    the configuration, the metrics and the declaration, the reference that applies, the recipe's code (in
-    ``cfg.implementation``) and the library's (``library_digest``), and what the recipe describes."""
+def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecord], metrics: Sequence[MetricSpec],
+                   reference: Path | None, context: Mapping[str, Any]) -> str:
+    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records (by their
+    digests: each record's bytes are hashed once), the configuration, the metrics and the declaration, the reference
+    that applies, the recipe's code (in ``cfg.implementation``) and the library's (``library_digest``), and what the
+    recipe describes."""
     digest = hashlib.sha256()
-    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": n_expected, "context": context,
+    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": len(records), "context": context,
                                      "metrics": [spec.__dict__ for spec in metrics], "library": library_digest()}),
                         sort_keys=True, default=str).encode(),
-             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"", samples_bytes]
+             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"",
+             "".join(record.digest() for record in records).encode("ascii")]
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()

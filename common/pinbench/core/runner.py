@@ -34,10 +34,11 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, Shard
-from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
+from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
 from pinbench.core.notices import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
@@ -121,6 +122,17 @@ class SampleRecord:
     # its bytes and their SHA-256, each computed once (``to_bytes``, ``digest``); a record is not changed once made
     _bytes: bytes | None = field(default=None, init=False, repr=False, compare=False)
     _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+    _canonical: bool = field(default=False, init=False, repr=False, compare=False)  # its result is clean_result's:
+    # sorted keys, plain JSON, so its bytes hold the result's canonical JSON (``pinbench.core.derived`` slices it)
+
+    def canonical_result(self) -> bytes | None:
+        """The canonical JSON of an ok record's result (``canonical_json``) when its bytes hold it (a record
+        ``run_samples`` computed: its result is ``clean_result``'s), sliced from them; None otherwise."""
+        if not self._canonical or self.result is None:
+            return None
+        body = self.to_bytes()
+        start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
+        return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
     @property
     def ok(self) -> bool:
@@ -244,6 +256,9 @@ _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 )
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as record_bytes writes it (ensure_ascii=False)
+_OK_RESULT = b',"status":"ok","result":'
+_RESULT_END = b',"error":null,"traceback":'  # its last occurrence is an ok record's own: a result's keys come before
+                                              # it, and no string in a record holds an unescaped quote
 _VALUE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _IMPLEMENTATIONS: dict[Implementation, str] = {}
 
@@ -902,7 +917,9 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
     if not accepted:
         return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds,
                             implementation=implementation)
-    return SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
+    record = SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
+    record._canonical = True
+    return record
 
 
 # ------------------------------------------------------------------------------------------- merging
@@ -937,9 +954,29 @@ def merge_samples(
 
 
 def write_records(records: Sequence[SampleRecord], path: Path) -> Path:
-    """Records as JSONL, one canonical record per line (the bytes their stored digests cover)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, b"".join(r.to_bytes() + b"\n" for r in records))
+    """Records as JSONL, one record's bytes per line (the bytes their stored digests cover), written atomically
+    as they come (no joined copy of them all)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        for record in records:
+            out.write(record.to_bytes())
+            out.write(b"\n")
+    return path
+
+
+def holds_records(path: Path, records: Sequence[SampleRecord]) -> bool:
+    """Whether ``path`` is a regular file holding exactly what ``write_records`` would write there (compared a
+    record at a time: no copy of them all)."""
+    try:
+        if not S_ISREG(path.lstat().st_mode):
+            return False
+        with open(path, "rb") as held:
+            for record in records:
+                body = record.to_bytes()
+                if held.read(len(body)) != body or held.read(1) != b"\n":
+                    return False
+            return held.read(1) == b""
+    except OSError:
+        return False
 
 
 def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]], validate: Validator,
