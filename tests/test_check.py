@@ -442,6 +442,18 @@ def test_the_finish_after_a_damaged_line_leaves_a_store_check_accepts(run_dir: P
                                          for n in result.notes), result.notes
 
 
+def test_the_finish_never_takes_a_line_with_a_counted_records_digest_on_other_bytes(run_dir: Path, toy: Recipe,
+                                                                                   capsys) -> None:
+    """#32: the finish finds the records it counts by their digests, then compares the bytes: a line edited in place
+    to the same length, its digest kept, is damaged and moved aside, never taken for the record it names."""
+    _edit_store("s1", lambda line: line.replace(b'"f1":0.6', b'"f1":0.9'))(run_dir)
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, _records()).exit_code == 0
+    assert capsys.readouterr().out.count("does not match its digest (changed after it was written): moved to ") == 2
+    assert check_run(run_dir).problems == []
+
+
 def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) -> None:
     """Scorecards of schema 2.2 and before pin no store: checked as before, with a note."""
     _edit_json(run_dir / "scorecard.json", lambda card: (card.pop("store"), card.update(schema_version="2.2")))

@@ -78,6 +78,7 @@ SETTLED_S = 2.0
 _PREFIX = b'{"digest":"'
 _MIDDLE = b'","record":'
 _BODY_START = len(_PREFIX) + 64 + len(_MIDDLE)
+_CLOSE = ord("}")
 
 
 class StoreError(FileError):
@@ -571,40 +572,46 @@ def seal(run_dir: Path | str, counted: Mapping[str, tuple[bytes, str]]) -> tuple
 def _unread(samples_dir: Path, known: Mapping[str, tuple[bytes, str]]) -> tuple[StoreContents, dict[Path, bytes]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
     ``read_store`` finds them, and each log's bytes; a line holding one of the ``known`` records (its digest, then
-    its bytes) is not parsed or hashed again, only the others and those of a sample with more than one line
-    (``contradictions``)."""
+    its bytes) is neither copied, parsed nor hashed again, only the others and those of a sample with more than one
+    line (``contradictions``)."""
     contents = StoreContents()
     found = store_files(samples_dir)
     contents.strays, contents.refused = found.strays, list(found.refused)
-    lines_of: dict[str, list[tuple[Path, int, bytes]]] = {}
+    first: dict[str, tuple[Path, int, int, int]] = {}   # sample id -> its first line: log, number, start, end
+    several: dict[str, list[tuple[Path, int, int, int]]] = {}
     read: dict[Path, bytes] = {}
     for path in found.logs:
         data, contents.states[path] = read_log(path)
         read[path] = data
-        for number, line, complete in log_lines(data):
-            if not complete:
+        start, number, find, startswith = 0, 0, data.find, data.startswith
+        while start < len(data):
+            end, number = find(b"\n", start), number + 1
+            if end < 0:
+                named = _named_sample(data[start + _BODY_START:])
                 contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the writer stopped "
-                                                            "mid-line)", _named_sample(line[_BODY_START:]), TORN))
-                continue
-            entry = known.get(line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii", "replace"))
-            sample_id = entry[1] if entry is not None and _holds(line, entry[0]) else None
-            if sample_id is None:
-                stored, reason, sample_id = decode_line(line, f"{path}:{number}", path, number)
+                                                            "mid-line)", named, TORN))
+                break
+            entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64].decode("latin-1"))
+            if (entry is not None and end - start == _BODY_START + len(entry[0]) + 1 and startswith(_PREFIX, start)
+                    and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
+                    and startswith(entry[0], start + _BODY_START) and data[end - 1] == _CLOSE):
+                sample_id = entry[1]
+            else:
+                stored, reason, sample_id = decode_line(data[start:end], f"{path}:{number}", path, number)
                 if stored is None:
                     contents.unread.append(Unread(path, number, reason, sample_id))
+                    start = end + 1
                     continue
-            lines_of.setdefault(sample_id, []).append((path, number, line))
-    several = {sample_id: [decode_line(line, f"{path}:{number}", path, number)[0] for path, number, line in lines]
-               for sample_id, lines in lines_of.items() if len(lines) > 1}
-    contents.unread += contradictions(several)
+            where = (path, number, start, end)
+            if sample_id in first:
+                several.setdefault(sample_id, [first[sample_id]]).append(where)
+            else:
+                first[sample_id] = where
+            start = end + 1
+    contents.unread += contradictions({
+        sample_id: [decode_line(read[path][start:end], f"{path}:{number}", path, number)[0]
+                    for path, number, start, end in lines] for sample_id, lines in several.items()})
     return contents, read
-
-
-def _holds(line: bytes, body: bytes) -> bool:
-    """Whether a log line (its digest already matched) is exactly the line of these record bytes."""
-    return (len(line) == _BODY_START + len(body) + 1 and line.startswith(_PREFIX)
-            and line[_BODY_START - len(_MIDDLE):_BODY_START] == _MIDDLE and line.endswith(b"}")
-            and line[_BODY_START:-1] == body)
 
 
 def pin_problems(folder: Path, log: str, data: bytes, pinned: LogPin | None) -> list[str]:
