@@ -22,6 +22,7 @@ from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
+    from pinbench.core.run import RunOutcome
     from pinbench.core.scorecard import Scorecard
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -275,6 +276,13 @@ def run(
         except RecipeError as exc:
             _fail(str(exc))
         _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
+    if cfg.runtime == "local":   # a finished run that would compute nothing answers first: no doctor, no recipe code
+        from pinbench.core.run import answer_unchanged
+
+        try:
+            _outcome(answer_unchanged(recipe, cfg))
+        except RecipeError as exc:
+            _fail(str(exc))
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
         from pinbench.ops.doctor import diagnose, report
 
@@ -292,9 +300,15 @@ def run(
     from pinbench.ops.launch import run_recipe
 
     try:
-        outcome = run_recipe(cfg)
+        _outcome(run_recipe(cfg))
     except RecipeError as exc:
         _fail(str(exc))
+
+
+def _outcome(outcome: RunOutcome | None) -> None:
+    """Where a run's scorecard and report are, then exit with its code (nothing for None: it did not run)."""
+    if outcome is None:
+        return
     if outcome.scorecard_path:
         _echo(f"scorecard: {outcome.scorecard_path}")
     if outcome.report_path:

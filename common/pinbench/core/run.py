@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from pinbench.core import rerun
 from pinbench.core.config import Implementation, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
@@ -72,6 +73,7 @@ from pinbench.core.scorecard import (
     load_scorecard,
     write_scorecard,
 )
+from pinbench.core.shard_manifest import renew_manifest
 from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 
 T = TypeVar("T")
@@ -131,6 +133,7 @@ class Run:
         self.generation: dict[str, Any] | None = None   # what generated the rollouts (set by the generation step)
         self.generation_failures: dict[str, str] = {}    # sample -> why its rollout was not made
         self._report, self._generation = report, generation
+        self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
 
     @property
     def out_dir(self) -> Path:
@@ -291,6 +294,11 @@ class Run:
     def execute(self, entry: Callable[[Run], RunOutcome]) -> RunOutcome:
         """``entry(self)``, the recipe's procedure; a run that stops early (``RunStops``) says so and exits 0 when
         every sample it stored is ok, else 2."""
+        answered = self._answer_unchanged()
+        if answered is not None:
+            return answered
+        # what the path options name, as the run finds it before reading it (the finish records it: rerun)
+        self._inputs = rerun.fingerprints(rerun.input_paths(self.recipe, self.cfg)) if rerun.applies(self.cfg) else None
         try:
             return entry(self)
         except RunStops as stop:
@@ -356,6 +364,21 @@ class Run:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
 
+        reference, outcome = self._verdict(card, ref_path)
+        if not kept and self._report is not None:
+            report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
+                                       samples=[*records, *derived],
+                                       figures=list(figures() if callable(figures) else figures),
+                                       title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
+        complete = card.status == "complete" and card.samples.n_failed == card.samples.n_missing == 0
+        rerun.write(self.out_dir, rerun.manifest_of(recipe, cfg, self._inputs)
+                    if complete and self._inputs is not None else None)  # last: it holds the state of every file
+        return dataclasses.replace(outcome, report_path=report_path if report_path.is_file() else None)
+
+    def _verdict(self, card: Scorecard, ref_path: Path | None) -> tuple[Reference | None, RunOutcome]:
+        """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
+        to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
+        recipe, cfg = self.recipe, self.cfg
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
         result = diff(card, reference) if reference is not None else None
         if result is None:
@@ -367,13 +390,36 @@ class Run:
         print(message, flush=True)
         for line in summarize_failures(card, self.out_dir):
             print(line, flush=True)
-        if not kept and self._report is not None:
-            report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
-                                       samples=[*records, *derived],
-                                       figures=list(figures() if callable(figures) else figures),
-                                       title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
-        return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
-                          report_path=report_path if report_path.is_file() else None, message=message)
+        return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
+                                     diff=result, message=message)
+
+    def _answer_unchanged(self) -> RunOutcome | None:
+        """A finished run directory whose inputs, code and options are as its finish recorded them
+        (``pinbench.core.rerun``): its scorecard and diff, the invocation recorded, nothing computed or read again."""
+        manifest = rerun.unchanged(self.recipe, self.cfg)
+        card = _unchanged(self.out_dir / "scorecard.json", self.out_dir / REPORT, None) if manifest else None
+        if manifest is None or card is None:
+            return None
+        print(f"{self.recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']} (inputs, "
+              f"code and options as {rerun.RERUN_FILE} records them): scorecard and report kept", flush=True)
+        for relative in manifest.manifests:
+            renew_manifest(self.out_dir / relative)
+        ref_path = None if self.generates and self.cfg.fixture else self.recipe.reference_path(self.cfg.checkpoint,
+                                                                                               self.cfg.mode)
+        outcome = self._verdict(card, ref_path)[1]
+        return dataclasses.replace(outcome, report_path=self.out_dir / REPORT)
+
+
+def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
+    """A run of ``cfg`` answered from its finished run directory's manifest (``pinbench.core.rerun``), in the
+    directory claimed for it: its scorecard and diff, before anything (the doctor, the recipe's code) is loaded;
+    None when the run would compute or write anything."""
+    from pinbench.core.rundir import claim_run_dir
+
+    if rerun.unchanged(recipe, cfg) is None:   # looked at first without the claim: a fresh directory is not made
+        return None
+    with claim_run_dir(cfg):
+        return Run(recipe, cfg)._answer_unchanged()
 
 
 class NotGenerated(RuntimeError):
@@ -434,15 +480,16 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecor
     return digest.hexdigest()
 
 
-def _unchanged(scorecard: Path, report: Path, computed_from: str) -> Scorecard | None:
-    """The existing scorecard when it is valid and was computed from exactly this, and its report exists."""
+def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scorecard | None:
+    """The existing scorecard when it is valid and was computed from exactly this (any, for None), and its report
+    exists."""
     if not (scorecard.is_file() and report.is_file()):
         return None
     try:
         card = load_scorecard(scorecard)
     except ScorecardError:
         return None
-    return card if card.computed_from == computed_from else None
+    return card if computed_from is None or card.computed_from == computed_from else None
 
 
 # ------------------------------------------------------------------------------------------- workers

@@ -84,6 +84,26 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
     return path
 
 
+def renew_manifest(path: Path) -> None:
+    """Record another invocation in a finished manifest: its start and end, host, pid and Slurm job, every sample
+    reused (a rerun answered from its run directory's manifest, ``pinbench.core.rerun``); the samples list is kept
+    as it is written. A manifest that cannot be read is left as it is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        cut = text.find(',"samples":[')
+        head = json.loads(text[:cut] + "}") if cut > 0 else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    total = (head.get("summary") or {}).get("total") if isinstance(head, dict) else None
+    if not isinstance(total, int):
+        return
+    started = now()
+    head.update(started=started, finished=started, summary={"total": total, "done": 0, "reused": total, "failed": 0},
+                host=socket.gethostname(), pid=os.getpid(),
+                slurm={key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)})
+    write_atomic(path, json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + text[cut:])
+
+
 _last_samples: tuple[Sequence[str], Sequence[str], Sequence[int] | None, str] | None = None
 
 
