@@ -313,27 +313,28 @@ def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
     assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
 
 
-def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(tmp_path: Path) -> None:
+def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(run_dir: Path) -> None:
     """OpenBLAS starts a thread per core that spins a while: a quarter of the CPU time of checking a full
     CameraBench run on two cores, for a check that does no linear algebra. Rich's console and the package
     metadata are 25 ms of imports that only a run needs. The environment is left as it was: a process that goes on
-    (or its children) keeps its own BLAS threads."""
+    (or its children) keeps its own BLAS threads. A run directory: numpy is loaded where an interval is recounted."""
     pytest.importorskip("threadpoolctl")
-    (tmp_path / "empty").mkdir()
-    out = _check_in_a_fresh_process(tmp_path / "empty")
+    out = _check_in_a_fresh_process(run_dir)
     assert "UNUSED []" in out and "BLAS [1]" in out and "ENV None" in out, out
-    chosen = _check_in_a_fresh_process(tmp_path / "empty", blas_threads="2")  # the user's choice is kept
+    chosen = _check_in_a_fresh_process(run_dir, blas_threads="2")  # the user's choice is kept
     assert "ENV 2" in chosen and ("BLAS [2]" in chosen or (os.cpu_count() or 1) < 2), chosen
 
 
 @pytest.mark.parametrize("command", ["diff", "report"])
-def test_diff_and_report_load_numpy_with_one_blas_thread_and_leave_the_environment(tmp_path: Path,
+def test_diff_and_report_load_numpy_with_one_blas_thread_and_leave_the_environment(tmp_path: Path, run_dir: Path,
                                                                                   command: str) -> None:
     """They read scorecards and draw tables: a third of their CPU time on a full CameraBench run went to OpenBLAS's
-    spinning threads."""
+    spinning threads. The diff of a run's scorecard loads no numpy at all (#32: it is loaded where an interval is
+    computed); the report's module loads it (of an absent scorecard: no folder written)."""
     pytest.importorskip("threadpoolctl")
-    out = _check_in_a_fresh_process(tmp_path / "absent" / "scorecard.json", command=command)
-    assert "BLAS [1]" in out and "ENV None" in out, out
+    scorecard = run_dir / "scorecard.json" if command == "diff" else tmp_path / "absent" / "scorecard.json"
+    out = _check_in_a_fresh_process(scorecard, command=command)
+    assert f"BLAS {'[]' if command == 'diff' else '[1]'}" in out and "ENV None" in out, out
 
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:

@@ -562,21 +562,21 @@ def diff_cmd(
 ) -> None:
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
-    with _one_blas_thread():  # reading and comparing numbers: no linear algebra
+    with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
         from pinbench.core.reference import diff, load_reference, render_diff
         from pinbench.core.scorecard import load_scorecard
 
-    card = load_scorecard(scorecard)
-    recipe = _installed_recipe(card.recipe)
-    if reference is None:
-        reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
+        card = load_scorecard(scorecard)
+        recipe = _installed_recipe(card.recipe)
         if reference is None:
-            _results_without_reference(card, recipe)
-    # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
-    # recipe mismatch (exit 3: it does not apply), not as an invalid file.
-    owner = load_reference(reference).recipe
-    declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
-    result = diff(card, load_reference(reference, recipe=declared))
+            reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
+            if reference is None:
+                _results_without_reference(card, recipe)
+        # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
+        # recipe mismatch (exit 3: it does not apply), not as an invalid file.
+        owner = load_reference(reference).recipe
+        declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
+        result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
@@ -844,10 +844,10 @@ def _one_blas_thread() -> Iterator[None]:
 @app.command()
 def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
     """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
-    with _one_blas_thread():  # the check does no linear algebra
+    with _one_blas_thread():  # the check does no linear algebra (numpy is loaded where it recounts an interval)
         from pinbench.core.check import check_run
 
-    result = check_run(run_dir)
+        result = check_run(run_dir)
     _echo("\n".join(result.lines()))
     raise typer.Exit(result.exit_code)
 

@@ -106,10 +106,10 @@ def members_hash(members: Sequence[SampleRecord]) -> str:
     return _hash_of_parts(_member_part(m) for m in members)
 
 
-def _member_part(member: SampleRecord, *, sliced: bool = True) -> bytes:
+def _member_part(member: SampleRecord, *, as_stored: bool = False) -> bytes:
     """One member's entry in the list ``members_hash`` hashes: its result sliced from its record's bytes when they
-    hold its canonical JSON (``SampleRecord.canonical_result``; with ``sliced``), else encoded."""
-    result = member.canonical_result() if sliced else None
+    hold its canonical JSON (``SampleRecord.canonical_result``), or as they hold it (``as_stored``), else encoded."""
+    result = member.stored_result() if as_stored else member.canonical_result()
     if result is None:
         result = b"null" if member.result is None else canonical_json(member.result).encode("utf-8")
     error = b"null" if member.error is None else _TEXT(member.error).encode("utf-8")
@@ -167,14 +167,18 @@ def read_derived(path: Path | str) -> list[DerivedRecord]:
 
 
 def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:
-    """Why derived records were not computed from exactly these sample records (one line each; [] when they were)."""
+    """Why derived records were not computed from exactly these sample records (one line each; [] when they were).
+
+    Each member's result is hashed as its record's bytes hold it (``samples.jsonl``'s lines, read with them), and
+    encoded canonically only when that does not give the hash: the results of a version that did not store them in
+    canonical order."""
     by_id = {r.sample_id: r for r in samples}
     parts: dict[str, bytes] = {}  # a sample's part of a members hash, written once however many records name it
 
     def part(sample_id: str) -> bytes:
         found = parts.get(sample_id)
         if found is None:
-            found = parts[sample_id] = _member_part(by_id[sample_id])
+            found = parts[sample_id] = _member_part(by_id[sample_id], as_stored=True)
         return found
 
     problems = []
@@ -186,7 +190,9 @@ def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleR
         if absent:
             problems.append(f"derived record {record.derived_id!r} names sample {absent[0]!r}, which has no record "
                             f"({len(absent)} such)")
-        elif _hash_of_parts(part(m) for m in record.members) != record.members_hash:
+        elif (_hash_of_parts(part(m) for m in record.members) != record.members_hash   # as the samples file holds
+              and _hash_of_parts(_member_part(by_id[m]) for m in record.members) != record.members_hash):
+            # (the results of a run before they were stored in canonical order were hashed in it)
             problems.append(f"derived record {record.derived_id!r} was computed from other records of its "
                             f"{len(record.members)} samples than the samples file holds")
     return problems

@@ -129,7 +129,12 @@ class SampleRecord:
     def canonical_result(self) -> bytes | None:
         """The canonical JSON of an ok record's result (``canonical_json``) when its bytes hold it (a record
         ``run_samples`` computed: its result is ``clean_result``'s), sliced from them; None otherwise."""
-        if not self._canonical or self.result is None:
+        return self.stored_result() if self._canonical else None
+
+    def stored_result(self) -> bytes | None:
+        """An ok record's result as its bytes hold it (the canonical JSON for every record ``run_samples`` wrote),
+        sliced from them; None for a failed record or bytes of another layout."""
+        if self.result is None:
             return None
         body = self.to_bytes()
         start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
@@ -175,7 +180,7 @@ class SampleRecord:
         """The record of a store line, with the line's bytes and digest (checked when it was read) kept, so that
         it is never encoded or hashed again; ValueError as ``from_json``."""
         record = cls.from_json(stored.data)
-        if stored.body and stored.data.get("record_version") == RECORD_VERSION:
+        if stored.body.startswith(_LAYOUT):
             record._bytes, record._digest = stored.body, stored.digest
         return record
 
@@ -257,6 +262,7 @@ _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 )
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as record_bytes writes it (ensure_ascii=False)
+_LAYOUT = b'{"record_version":%d,"sample_id":' % RECORD_VERSION   # how the bytes of this version begin
 _OK_RESULT = b',"status":"ok","result":'
 _RESULT_END = b',"error":null,"traceback":'  # its last occurrence is an ok record's own: a result's keys come before
                                               # it, and no string in a record holds an unescaped quote
@@ -1037,6 +1043,13 @@ def read_merged(path: Path | str) -> list[SampleRecord]:
     return read_finite_jsonl(path, SampleRecord.from_json, "sample record")
 
 
-def parse_merged(text: str, path: Path | str) -> list[SampleRecord]:
-    """``read_merged`` of the text already read from ``path`` (the file's bytes, decoded as UTF-8)."""
-    return parse_finite_jsonl(text, Path(path), SampleRecord.from_json, "sample record")
+def parse_merged(data: bytes, path: Path | str) -> list[SampleRecord]:
+    """``read_merged`` of the bytes already read from ``path``; each record keeps the bytes of its line as its own
+    (``to_bytes``: never encoded again) when they are of this record version. UnicodeDecodeError for bytes that are
+    not UTF-8."""
+    records = parse_finite_jsonl(data.decode("utf-8"), Path(path), SampleRecord.from_json, "sample record")
+    # parse_finite_jsonl ends lines at \n, \r\n and \r only, as bytes.splitlines() does, and skips blank ones
+    for record, line in zip(records, [line for line in data.splitlines() if line.strip()], strict=True):
+        if line.startswith(_LAYOUT):
+            record._bytes = line
+    return records
