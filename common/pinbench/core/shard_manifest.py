@@ -81,6 +81,9 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
     head = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # 11k ids: compact
     path = manifest_path(out_dir, index, count)
     write_atomic(path, f'{head[:-1]},"samples":[{_samples_text(sample_ids, input_hashes, units)}]}}\n')
+    if summary is not None:   # the call's last manifest: its samples list is not kept
+        global _last_samples
+        _last_samples = None
     return path
 
 
@@ -109,7 +112,7 @@ _last_samples: tuple[Sequence[str], Sequence[str], Sequence[int] | None, str] | 
 
 def _samples_text(sample_ids: Sequence[str], input_hashes: Sequence[str], units: Sequence[int] | None) -> str:
     """The manifest's ``samples`` list as JSON (without its brackets), written once for the two manifests of one
-    call (when it starts and when it ends: the same lists)."""
+    call (when it starts and when it ends: the same lists; kept until the second)."""
     global _last_samples
     last = _last_samples
     if last is not None and last[0] is sample_ids and last[1] is input_hashes and last[2] is units:
