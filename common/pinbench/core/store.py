@@ -557,8 +557,9 @@ def seal(run_dir: Path | str, counted: Mapping[str, tuple[bytes, str]]) -> tuple
     pins and the moves to print."""
     pins: StorePins = {}
     messages: list[str] = []
+    by_digest = {digest.encode("ascii"): entry for digest, entry in counted.items()}   # as a line holds it
     for name, folder in store_folders(run_dir).items():
-        known = counted if name == SAMPLES_DIR else {}
+        known = by_digest if name == SAMPLES_DIR else {}
         contents, read = _unread(folder, known)
         moved = settle(folder, contents, own=log_name(None), every_log=True,
                        keep=[body for body, _ in known.values()])
@@ -569,11 +570,11 @@ def seal(run_dir: Path | str, counted: Mapping[str, tuple[bytes, str]]) -> tuple
     return pins, messages
 
 
-def _unread(samples_dir: Path, known: Mapping[str, tuple[bytes, str]]) -> tuple[StoreContents, dict[Path, bytes]]:
+def _unread(samples_dir: Path, known: Mapping[bytes, tuple[bytes, str]]) -> tuple[StoreContents, dict[Path, bytes]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
-    ``read_store`` finds them, and each log's bytes; a line holding one of the ``known`` records (its digest, then
-    its bytes) is neither copied, parsed nor hashed again, only the others and those of a sample with more than one
-    line (``contradictions``)."""
+    ``read_store`` finds them, and each log's bytes; a line holding one of the ``known`` records (by its digest's
+    ASCII, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a sample with
+    more than one line (``contradictions``)."""
     contents = StoreContents()
     found = store_files(samples_dir)
     contents.strays, contents.refused = found.strays, list(found.refused)
@@ -591,7 +592,7 @@ def _unread(samples_dir: Path, known: Mapping[str, tuple[bytes, str]]) -> tuple[
                 contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the writer stopped "
                                                             "mid-line)", named, TORN))
                 break
-            entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64].decode("latin-1"))
+            entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64])
             if (entry is not None and end - start == _BODY_START + len(entry[0]) + 1 and startswith(_PREFIX, start)
                     and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
                     and startswith(entry[0], start + _BODY_START) and data[end - 1] == _CLOSE):
@@ -603,10 +604,8 @@ def _unread(samples_dir: Path, known: Mapping[str, tuple[bytes, str]]) -> tuple[
                     start = end + 1
                     continue
             where = (path, number, start, end)
-            if sample_id in first:
-                several.setdefault(sample_id, [first[sample_id]]).append(where)
-            else:
-                first[sample_id] = where
+            if (earlier := first.setdefault(sample_id, where)) is not where:
+                several.setdefault(sample_id, [earlier]).append(where)
             start = end + 1
     contents.unread += contradictions({
         sample_id: [decode_line(read[path][start:end], f"{path}:{number}", path, number)[0]
