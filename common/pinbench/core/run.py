@@ -16,8 +16,9 @@ handed owns everything around those steps:
 
 A finish whose scorecard would be computed from exactly what the existing one was (records, configuration,
 declaration, reference, code: ``computed_from``) keeps that scorecard and its report; the diff is always given
-afresh. The exit code is the diff's when a reference exists for the checkpoint and mode, else 0 for a complete
-run and 2 for a partial or failed one.
+afresh. A rerun of a finished directory whose inputs, code and options are those its finish recorded answers before
+the recipe's code runs (``execute``; ``pinbench.core.rerun``). The exit code is the diff's when a reference exists
+for the checkpoint and mode, else 0 for a complete run and 2 for a partial or failed one.
 """
 
 from __future__ import annotations

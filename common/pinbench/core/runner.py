@@ -129,14 +129,18 @@ class SampleRecord:
     def canonical_result(self) -> bytes | None:
         """The canonical JSON of an ok record's result (``canonical_json``) when its bytes hold it (a record
         ``run_samples`` computed: its result is ``clean_result``'s), sliced from them; None otherwise."""
-        return self.stored_result() if self._canonical else None
+        if not self._canonical:
+            return None
+        self.to_bytes()
+        return self.stored_result()
 
     def stored_result(self) -> bytes | None:
-        """An ok record's result as its bytes hold it (the canonical JSON for every record ``run_samples`` wrote),
-        sliced from them; None for a failed record or bytes of another layout."""
-        if self.result is None:
+        """An ok record's result as the bytes it was stored or read with hold it (the canonical JSON for every record
+        ``run_samples`` wrote), sliced from them; None for a failed record, one without such bytes, or bytes of
+        another layout."""
+        body = self._bytes
+        if body is None or self.result is None:
             return None
-        body = self.to_bytes()
         start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
         return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
