@@ -419,7 +419,7 @@ def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
 
     if rerun.unchanged(recipe, cfg) is None:   # looked at first without the claim: a fresh directory is not made
         return None
-    with claim_run_dir(cfg):
+    with claim_run_dir(cfg):   # then again, once no other run can change it
         return Run(recipe, cfg)._answer_unchanged()
 
 
