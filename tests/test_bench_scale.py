@@ -4,10 +4,14 @@ every value that differs named; the bf16 rounding that makes ties. No timing is 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import bench_scale
 import numpy as np
+import pytest
+from shared_data import shared_data
 
 
 def _peer_output(out: Path, ap: float) -> Path:
@@ -64,3 +68,39 @@ def test_bf16_rounding_keeps_8_significant_bits_and_makes_ties(tmp_path: Path) -
     for value, was in zip(rounded, scores, strict=True):
         mantissa, _ = np.frexp(value)
         assert float(mantissa * 256) == round(mantissa * 256) and abs(value - was) <= abs(was) * 2**-8
+
+
+DATA = shared_data("camerabench")
+
+
+@pytest.mark.skipif(DATA is None, reason="../shared/data/camerabench (the pinned data) is not beside this checkout")
+def test_a_replica_holds_every_row_k_times_under_new_ids_and_its_run_checks_it_as_the_pinned_set(
+        tmp_path: Path) -> None:
+    """#32's 10x rows: the data folder and the score files replicated (replica r of a row names its videos
+    ``<stem>.r<r>.mp4``), every score kept; the pinbench process of those rows (``--replica``) checks the replica as
+    it checks the pinned set: its manifest byte for byte, the official counts times k."""
+    from pinbench_recipes.camerabench.data_files import load_manifest, verify_data_dir
+    from pinbench_recipes.camerabench.dataset import load_dataset
+    from pinbench_recipes.camerabench.official_json import read_score_dir
+
+    scores = tmp_path / "scores"
+    n = bench_scale.write_scores(1.0, scores)
+    data, copies = tmp_path / "replica" / "data", tmp_path / "copies"
+    assert bench_scale.replicate(2, scores, data, copies) == 2 * n
+    verify_data_dir(data, load_manifest(data.parent / bench_scale.REPLICA_MANIFEST))
+    whole, pinned = load_dataset(data, ["binary", "vqa"]), load_dataset(DATA, ["binary", "vqa"])
+    ids = [s.sample_id for s in whole.binary] + [p.sample_id for p in whole.vqa]
+    assert len(ids) == len(set(ids)) == 2 * n
+    assert len(whole.video_names()) == 2 * len(pinned.video_names())   # every video of a replica is its own
+    assert [sum(getattr(p, side).endswith(".r1.mp4") for p in whole.vqa) for side in ("pos_video", "neg_video")] \
+        == [len(pinned.vqa)] * 2
+    outputs = read_score_dir(copies, whole, ["binary", "vqa"])
+    original = pinned.binary[0]
+    copy = next(s for s in whole.binary if s.video == bench_scale.replica_name(original.video, 1))
+    assert outputs.binary[copy.sample_id] == outputs.binary[original.sample_id]
+    assert len(outputs.binary) + len(outputs.vqa) == 2 * n
+    doctor = subprocess.run([sys.executable, str(Path(bench_scale.__file__)), "--replica", str(data), "2", "--",
+                             "doctor", "camerabench", "--checkpoint", "m", "-o", f"scores={copies}", "-o",
+                             f"data={data}"], capture_output=True, text=True)
+    assert doctor.returncode == 0 and f"{2 * n} of {2 * n} samples scored" in doctor.stdout + doctor.stderr, \
+        doctor.stdout + doctor.stderr

@@ -313,27 +313,28 @@ def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
     assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
 
 
-def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(tmp_path: Path) -> None:
+def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(run_dir: Path) -> None:
     """OpenBLAS starts a thread per core that spins a while: a quarter of the CPU time of checking a full
     CameraBench run on two cores, for a check that does no linear algebra. Rich's console and the package
     metadata are 25 ms of imports that only a run needs. The environment is left as it was: a process that goes on
-    (or its children) keeps its own BLAS threads."""
+    (or its children) keeps its own BLAS threads. A run directory: numpy is loaded where an interval is recounted."""
     pytest.importorskip("threadpoolctl")
-    (tmp_path / "empty").mkdir()
-    out = _check_in_a_fresh_process(tmp_path / "empty")
+    out = _check_in_a_fresh_process(run_dir)
     assert "UNUSED []" in out and "BLAS [1]" in out and "ENV None" in out, out
-    chosen = _check_in_a_fresh_process(tmp_path / "empty", blas_threads="2")  # the user's choice is kept
+    chosen = _check_in_a_fresh_process(run_dir, blas_threads="2")  # the user's choice is kept
     assert "ENV 2" in chosen and ("BLAS [2]" in chosen or (os.cpu_count() or 1) < 2), chosen
 
 
 @pytest.mark.parametrize("command", ["diff", "report"])
-def test_diff_and_report_load_numpy_with_one_blas_thread_and_leave_the_environment(tmp_path: Path,
+def test_diff_and_report_load_numpy_with_one_blas_thread_and_leave_the_environment(tmp_path: Path, run_dir: Path,
                                                                                   command: str) -> None:
     """They read scorecards and draw tables: a third of their CPU time on a full CameraBench run went to OpenBLAS's
-    spinning threads."""
+    spinning threads. The diff of a run's scorecard loads no numpy at all (#32: it is loaded where an interval is
+    computed); the report's module loads it (of an absent scorecard: no folder written)."""
     pytest.importorskip("threadpoolctl")
-    out = _check_in_a_fresh_process(tmp_path / "absent" / "scorecard.json", command=command)
-    assert "BLAS [1]" in out and "ENV None" in out, out
+    scorecard = run_dir / "scorecard.json" if command == "diff" else tmp_path / "absent" / "scorecard.json"
+    out = _check_in_a_fresh_process(scorecard, command=command)
+    assert f"BLAS {'[]' if command == 'diff' else '[1]'}" in out and "ENV None" in out, out
 
 
 def test_check_of_a_real_run_directory_imports_no_torch(tmp_path: Path) -> None:
@@ -440,6 +441,18 @@ def test_the_finish_after_a_damaged_line_leaves_a_store_check_accepts(run_dir: P
     result = check_run(run_dir)
     assert result.problems == [] and any(n.startswith(f"{run_dir / 'samples' / 'quarantine'}: what runs moved out")
                                          for n in result.notes), result.notes
+
+
+def test_the_finish_never_takes_a_line_with_a_counted_records_digest_on_other_bytes(run_dir: Path, toy: Recipe,
+                                                                                   capsys) -> None:
+    """#32: the finish finds the records it counts by their digests, then compares the bytes: a line edited in place
+    to the same length, its digest kept, is damaged and moved aside, never taken for the record it names."""
+    _edit_store("s1", lambda line: line.replace(b'"f1":0.6', b'"f1":0.9'))(run_dir)
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, _records()).exit_code == 0
+    assert capsys.readouterr().out.count("does not match its digest (changed after it was written): moved to ") == 2
+    assert check_run(run_dir).problems == []
 
 
 def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) -> None:

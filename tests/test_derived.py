@@ -23,7 +23,7 @@ from pinbench.core.derived import DerivedFailure, derive, derived_problems, memb
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
 from pinbench.core.rundir import claim_run_dir
-from pinbench.core.runner import SampleRecord, input_hash
+from pinbench.core.runner import SampleRecord, input_hash, run_samples
 from pinbench.core.scorecard import DerivedCounts, MetricSpec, SampleCounts, build_scorecard
 from pinbench.ops.launch import write_run_report
 from pinbench.results.compare import compare_runs, load_run
@@ -231,3 +231,22 @@ def test_compare_reads_the_derived_records(run_dir: Path) -> None:
     by_name = {m.name: m for m in result.metrics}
     assert by_name["f1"].n_cohort == 4  # the derived record is not one of f1's samples
     assert by_name["spread"].n_matched == 1
+
+
+def test_the_members_hash_of_computed_records_slices_their_bytes_and_is_still_the_input_hash(tmp_path: Path) -> None:
+    """Records run_samples computed give their result's canonical JSON from their bytes (no second encoding); the
+    hash is the same input_hash of the members list, a result with keys named like the record's own included."""
+    results = {"s0": {"z": 1.0, "a": {"y": [1, 2.5e-07], "b": None}, "t": "é\\u2028\"]"},
+               "s1": {"a": 1, "error": None, "traceback": 1, "x": {"status": "ok", "result": 2}},
+               "s2": {}}
+    tasks = [{"sample_id": sid} for sid in (*results, "s3")]
+
+    def fn(task: dict) -> dict:
+        if task["sample_id"] == "s3":
+            raise ValueError("no frames")
+        return results[task["sample_id"]]
+
+    members = list(run_samples(tasks, fn, tmp_path, progress=False).records.values())
+    assert [m.canonical_result() is not None for m in members] == [True, True, True, False]
+    whole = {"members": [[m.sample_id, m.status, m.input_hash, m.result, m.error] for m in members]}
+    assert members_hash(members) == input_hash(whole)

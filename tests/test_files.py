@@ -96,6 +96,27 @@ def test_loads_finite_json_is_json_loads_with_its_hooks(text: str | bytes) -> No
     assert outcome(loads_finite_json) == expected
 
 
+@pytest.mark.parametrize("line", ["[1E+0309]", "[1e400]", "{\"a\": 1e400}", "[" + "9" * 310 + ".0]",
+                                  "[" + "9" * 200 + ".5e108]", "[" + "9" * 199 + ".5e99]", "[" + "1" * 400 + "]",
+                                  "[1.5e-999, 2e50]", '["E+0999 in a string", 1.25]', "[-Infinity]",
+                                  '{"code": "a3e412e0000f", "x": 0.25}'])
+def test_a_jsonl_file_is_parsed_as_each_of_its_lines_alone(tmp_path: Path, line: str) -> None:
+    """#32: a file in which no number can overflow is parsed without the float hook; the values, their types and the
+    refusals are those of each line parsed with the finite-number hooks (a digest's hex digits are no exponent)."""
+    text = '{"code": "3e412ab", "n": 1.5}\n' + line + "\n"
+
+    def outcome(parse):
+        try:
+            values = parse()
+        except ValueError as exc:
+            return "refused", "non-finite" in str(exc)
+        return values, [type(v) for value in values for v in (value if isinstance(value, list) else [value])]
+
+    expected = outcome(lambda: [json.loads(piece, parse_constant=files._non_finite_constant,
+                                           parse_float=files._finite_number) for piece in text.splitlines()])
+    assert outcome(lambda: files.parse_finite_jsonl(text, tmp_path / "x.jsonl", lambda value: value, "row")) == expected
+
+
 # ------------------------------------------------------------------------------------ tolerant JSON caches
 
 def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -20,15 +21,18 @@ from rich.console import Console
 from pinbench.core.config import Implementation
 from pinbench.core.runner import (
     MISSING_ERROR,
+    SampleFailed,
     SampleRecord,
     Shard,
     check_sample_id,
+    clean_result,
     input_hash,
     load_records,
     merge_samples,
     read_merged,
     run_samples,
 )
+from pinbench.core.store import encode_line, record_bytes
 
 HELPER = Path(__file__).parent / "helpers" / "slow_runner.py"
 
@@ -584,3 +588,70 @@ def test_a_step_log_keeps_a_reused_record_and_stores_one_whose_outcome_or_inputs
     assert changed.record("b", {"sha256": "2" * 64}, reused=True).seconds == 0.0   # other inputs: a new record
     newest = read_store(tmp_path / "samples").records
     assert newest["a"][0].data["result"] == {"sha256": "9" * 64} and newest["b"][0].data["seconds"] == 0.0
+
+
+def test_a_sample_failed_on_purpose_keeps_its_message_and_no_traceback(tmp_path: Path) -> None:
+    """#32: a failure whose message says it all (SampleFailed: a sample without Script 1 output) stores no
+    traceback; any other exception keeps one."""
+
+    class NoOutput(SampleFailed):
+        pass
+
+    def fn(task: Mapping) -> dict:
+        if task["x"] == 1:
+            raise NoOutput("missing: no output for this sample")
+        if task["x"] == 2:
+            raise KeyError("frames")
+        return {"x": task["x"]}
+
+    records = run_samples(make_tasks(3), fn, tmp_path, progress=False).records
+    assert (records["s01"].error, records["s01"].traceback) == ("NoOutput: missing: no output for this sample", None)
+    assert records["s02"].error == "KeyError: 'frames'" and "Traceback" in records["s02"].traceback
+    assert load_records(tmp_path)["s01"].traceback is None
+
+
+RECORDS = [
+    SampleRecord("s1", "ok", {"b": 1.5, "a": [1, None, "x"], "n": {"z": True, "y": None}}, None, "0" * 64, 0.25),
+    SampleRecord("ü \"quoted\" \u2028", "failed", None, "ValueError: ü \\ \"q\"", "f" * 64, 3,
+                 traceback="Traceback\n  line \"1\"\n", implementation=Implementation("1.0", "c" * 64, "sha256:i")),
+    SampleRecord("s3", "ok", {}, None, "a" * 64, 1e-7, implementation=Implementation("2", "d" * 64)),
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=["ok", "failed", "empty"])
+def test_a_record_is_encoded_as_its_json_says(record: SampleRecord) -> None:
+    """The bytes assembled from a record's parts are ``record_bytes(record.to_json())`` exactly, and its digest is
+    theirs."""
+    assert record.to_bytes() == record_bytes(record.to_json())
+    assert record.digest() == hashlib.sha256(record.to_bytes()).hexdigest()
+    assert SampleRecord.from_json(json.loads(record.to_bytes())) == record
+
+
+@pytest.mark.parametrize("result", [
+    {"b": 2, "a": {"d": [1.5, math.inf, {"y": 1, "x": -math.nan}], "c": None}, "e": "t", "f": True},
+    {"k": (1, 2), "n": np.float64(0.5), "m": {"z": np.int64(3), "a": 1}},
+    {"only": math.inf},
+])
+def test_a_clean_result_is_the_slow_paths_value_with_sorted_keys(result: dict) -> None:
+    """The fast path of ``clean_result`` (plain types) gives what ``_json_clean`` gives, keys sorted at every
+    level, so a result's JSON is its canonical JSON."""
+    from pinbench.core.runner import _json_clean
+
+    clean = clean_result(result)
+    assert clean == _json_clean(result, "result")
+    assert json.dumps(clean, separators=(",", ":")) == json.dumps(clean, sort_keys=True, separators=(",", ":"))
+
+
+def test_a_record_reused_from_the_store_keeps_the_stored_bytes(tmp_path: Path) -> None:
+    """A reused record is the stored line's bytes and digest: never encoded again (a line another encoder wrote in
+    this version's layout gives the same line in samples.jsonl)."""
+    run_samples(make_tasks(2), CountingFn(), tmp_path, progress=False)
+    log = tmp_path / "samples" / "run.jsonl"
+    lines = log.read_bytes().splitlines()
+    data = json.loads(lines[0])["record"]
+    body = json.dumps({**data, "seconds": 1}, separators=(",", ":")).encode()   # re-encoded, it would say 1.0
+    log.write_bytes(encode_line(body) + b"\n" + lines[1] + b"\n")
+    summary = run_samples(make_tasks(2), CountingFn(), tmp_path, progress=False)
+    assert summary.n_reused == 2
+    assert summary.records["s00"].to_bytes() == body
+    assert summary.records["s00"].digest() == hashlib.sha256(body).hexdigest()

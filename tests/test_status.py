@@ -15,7 +15,7 @@ import pytest
 
 from pinbench.core.config import Shard
 from pinbench.core.runner import StepLog, run_samples
-from pinbench.core.shard_manifest import read_manifests
+from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
 from pinbench.ops.status import render, run_status
@@ -263,3 +263,22 @@ def test_a_manifest_with_a_bad_unit_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"0-of-2.json: unreadable shard manifest .*whole-number 'unit'"):
         read_manifests(tmp_path)
+
+
+@pytest.mark.parametrize("units", [None, [3, 1, 0]])
+def test_a_manifest_is_the_compact_json_of_its_fields_and_each_call_writes_its_own_samples(
+        tmp_path: Path, units: list[int] | None) -> None:
+    """#32: the samples list is written once for the two manifests of one call (their lists are the same objects);
+    the file stays exactly json.dumps of its fields, and another call's lists are never taken for them."""
+    ids, hashes = ["s0", "é \"1\"", "s2"], ["a" * 64, "b" * 64, "c" * 64]
+    for summary in (None, {"total": 3}):
+        path = write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t",
+                              summary=summary, units=units)
+        text = path.read_text()
+        data = json.loads(text)
+        assert text == json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+        assert data["summary"] == summary and data["samples"] == [
+            {"sample_id": sid, "input_hash": h, **({"unit": units[i]} if units else {})}
+            for i, (sid, h) in enumerate(zip(ids, hashes, strict=True))]
+    other = write_manifest(tmp_path, 0, 1, step="score", sample_ids=["t0"], input_hashes=["d" * 64], started="t")
+    assert [s["sample_id"] for s in json.loads(other.read_text())["samples"]] == ["t0"]

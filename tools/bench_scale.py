@@ -14,6 +14,13 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
 * with ``--upstream``, at 100 %: every number upstream's JSON files hold against the scorecard (the largest
   difference is printed);
+* ``x10``: 10x CameraBench's size, 112,220 samples: the full set's score files replicated under new ids (replica r
+  of a row names its videos ``<stem>.r<r>.mp4``; the copy keeps every score, so every value is the full set's),
+  with the data folder replicated alike; the recipe's score-only run over them beside upstream's Script 2 CLIs
+  (interleaved, ``--repeat`` times), then upstream's numbers against the scorecard. The recipe scores the pinned
+  test set only (``data_manifest.json``, byte for byte, and the official counts), so this run goes through
+  ``--replica`` below: the same CLI in a process whose manifest is the replica's and whose official counts are
+  10x, every check still made on them;
 * with ``--kill K``: K runs of the full CameraBench set killed (SIGKILL) at seeded random moments, each then
   rerun to the end; the scorecards must equal the uninterrupted run's (values, counts, intervals, failures);
 * with ``--peer DIR`` (a source tree of iChubai/WorldFoundry, run by ``--peer-python``, a Python with its
@@ -31,6 +38,10 @@ before and after, since other work on the machine inflates wall time.
 
     .venv/bin/python tools/bench_scale.py --upstream /path/to/t2v_metrics [--kill 10] [--work DIR]
         [--peer /path/to/WorldFoundry --peer-python /path/to/its/venv/bin/python] [--repeat 5]
+
+``python tools/bench_scale.py --replica DATA K -- ARGS...`` is ``pinbench ARGS...`` with the replica's manifest
+(``DATA/../replica-manifest.json``, written by this script) in place of ``data_manifest.json`` and the official
+counts of CameraBench times K: a benchmark's harness, never a way to score other data.
 """
 
 from __future__ import annotations
@@ -141,6 +152,61 @@ def write_scores(fraction: float, dest: Path, *, captions: bool = False, seed: i
     write_score_dir(dest, data, outputs, model_name=MODEL_NAME, checkpoint=None, timestamp=TIMESTAMP,
                     video_dir="videos", extra_metadata={"synthetic_seed": seed})
     return len(data.binary) + len(data.vqa) + len(data.captions)
+
+
+REPLICA_MANIFEST = "replica-manifest.json"
+
+
+def replica_name(video: str, replica: int) -> str:
+    """The video a row of replica ``replica`` names (replica 0 is the original)."""
+    return video if replica == 0 else f"{video.removesuffix('.mp4')}.r{replica}.mp4"
+
+
+def replicate(k: int, scores: Path, data_dest: Path, scores_dest: Path) -> int:
+    """``k`` copies of the pinned data folder's rows and of the score files' rows, replica r under new video names
+    (so new sample ids); the replica's manifest beside the data folder. How many samples."""
+    from pinbench_recipes.camerabench.data_files import write_manifest
+
+    shutil.rmtree(data_dest, ignore_errors=True)
+    shutil.copytree(DATA, data_dest)
+    for path in sorted(data_dest.rglob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        path.write_text("".join(json.dumps(_renamed(row, r)) + "\n" for r in range(k) for row in rows))
+    write_manifest(data_dest, "replica", f"x{k}", "camerabench/data", out=data_dest.parent / REPLICA_MANIFEST)
+    shutil.rmtree(scores_dest, ignore_errors=True)
+    scores_dest.mkdir(parents=True)
+    n = 0
+    for path in sorted(scores.glob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["scores"] = [_renamed(row, r) for r in range(k) for row in doc["scores"]]
+        n += len(doc["scores"])
+        (scores_dest / path.name).write_text(json.dumps(doc))
+    return n
+
+
+def _renamed(row: dict, replica: int) -> dict:
+    row = dict(row)
+    for key in ("image", "video_path", "pos_video", "neg_video"):   # what the recipe reads a row's videos from
+        if key in row:
+            row[key] = replica_name(row[key], replica)
+    return row
+
+
+def replica_main(data: Path, k: int, argv: list[str]) -> None:
+    """``pinbench ARGV`` over a replica of the data (``replicate``): its manifest in place of the pinned one, the
+    official counts times ``k``."""
+    import functools
+
+    from pinbench_recipes.camerabench import data_files, dataset
+
+    data_files.load_manifest = functools.partial(data_files.load_manifest, data.parent / REPLICA_MANIFEST)
+    for split, (n, positives) in list(dataset.BINARY_SPLITS.items()):
+        dataset.BINARY_SPLITS[split] = (n * k, positives * k)
+    for skill, (tasks, pairs) in list(dataset.VQA_SKILLS.items()):
+        dataset.VQA_SKILLS[skill] = (tasks, pairs * k)
+    from pinbench.cli import main as pinbench_main
+
+    pinbench_main(argv)
 
 
 def camerabench_run(scores: Path, out: Path, *, captions: bool = False) -> list[str]:
@@ -374,10 +440,16 @@ def row(label: str, m: Measured, base: Measured | None = None) -> str:
     return f"{label:<66} {m.wall:8.2f} s {m.cpu:8.2f} s {m.rss_mb:8.0f} MB  {ratio}"
 
 
-SECTIONS = ("scale", "intervals", "dd", "peer")
+SECTIONS = ("scale", "x10", "intervals", "dd", "peer")
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--replica"]:   # the pinbench process of the x10 rows (module docstring)
+        data, k, dashes, *argv = sys.argv[2:]
+        if dashes != "--":
+            raise SystemExit("usage: bench_scale.py --replica DATA K -- PINBENCH-ARGS...")
+        replica_main(Path(data), int(k), argv)
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", type=Path, help="a checkout of linzhiqiu/t2v_metrics at the pinned commit")
     parser.add_argument("--peer", type=Path, help="a source tree of iChubai/WorldFoundry")
@@ -408,6 +480,8 @@ def main() -> None:
     try:
         if "scale" in sections:
             scale_section(args, work)
+        if "x10" in sections:
+            x10_section(args, work)
         if "intervals" in sections:
             for kind, m in interval_costs().items():
                 label = "paired difference (compare)" if kind == "paired" else f"{kind}"
@@ -426,6 +500,27 @@ def main() -> None:
         print(f"load average after {os.getloadavg()[0]:.2f}")
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def x10_section(args: argparse.Namespace, work: Path) -> None:
+    """112,220 samples: the full set replicated 10x (``replicate``), the recipe beside upstream's Script 2."""
+    k = 10
+    scores, data, out = work / "scores-x10", work / "replica" / "data", work / "run-x10"
+    write_scores(1.0, work / "scores-x1")
+    n = replicate(k, work / "scores-x1", data, scores)
+    argv = [sys.executable, str(Path(__file__).resolve()), "--replica", str(data), str(k), "--",
+            *camerabench_run(scores, out)[len(PINBENCH):]]
+    argv[argv.index(f"data={DATA}")] = f"data={data}"
+    upstream = None
+    if args.upstream:
+        def upstream() -> Measured:
+            return upstream_runs(args.upstream, scores, work / "upstream-x10")
+    ours, base = interleaved(fresh(argv, out, (0, 1, 2, 3)), upstream, args.repeat)  # 3: a 10x count is no reference's
+    if base:
+        print(row(f"upstream Script 2 (binary + vqa CLIs), files of {n} samples (10x)", base))
+    print(row(f"pinbench camerabench score-only, files of {n} samples (10x)", ours, base))
+    if base:
+        print(value_check(work / "upstream-x10", out / "scorecard.json"))
 
 
 def scale_section(args: argparse.Namespace, work: Path) -> None:

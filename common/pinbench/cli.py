@@ -22,6 +22,7 @@ from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
+    from pinbench.core.run import RunOutcome
     from pinbench.core.scorecard import Scorecard
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -275,6 +276,13 @@ def run(
         except RecipeError as exc:
             _fail(str(exc))
         _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
+    if cfg.runtime == "local":   # a finished run that would compute nothing answers first: no doctor, no recipe code
+        from pinbench.core.run import answer_unchanged
+
+        try:
+            _outcome(answer_unchanged(recipe, cfg))
+        except RecipeError as exc:
+            _fail(str(exc))
     if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
         from pinbench.ops.doctor import diagnose, report
 
@@ -292,9 +300,15 @@ def run(
     from pinbench.ops.launch import run_recipe
 
     try:
-        outcome = run_recipe(cfg)
+        _outcome(run_recipe(cfg))
     except RecipeError as exc:
         _fail(str(exc))
+
+
+def _outcome(outcome: RunOutcome | None) -> None:
+    """Where a run's scorecard and report are, then exit with its code (nothing for None: it did not run)."""
+    if outcome is None:
+        return
     if outcome.scorecard_path:
         _echo(f"scorecard: {outcome.scorecard_path}")
     if outcome.report_path:
@@ -555,21 +569,21 @@ def diff_cmd(
 ) -> None:
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
-    with _one_blas_thread():  # reading and comparing numbers: no linear algebra
+    with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
         from pinbench.core.reference import diff, load_reference, render_diff
         from pinbench.core.scorecard import load_scorecard
 
-    card = load_scorecard(scorecard)
-    recipe = _installed_recipe(card.recipe)
-    if reference is None:
-        reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
+        card = load_scorecard(scorecard)
+        recipe = _installed_recipe(card.recipe)
         if reference is None:
-            _results_without_reference(card, recipe)
-    # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
-    # recipe mismatch (exit 3: it does not apply), not as an invalid file.
-    owner = load_reference(reference).recipe
-    declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
-    result = diff(card, load_reference(reference, recipe=declared))
+            reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
+            if reference is None:
+                _results_without_reference(card, recipe)
+        # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
+        # recipe mismatch (exit 3: it does not apply), not as an invalid file.
+        owner = load_reference(reference).recipe
+        declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
+        result = diff(card, load_reference(reference, recipe=declared))
     _echo(render_diff(result))
     raise typer.Exit(result.exit_code)
 
@@ -840,10 +854,10 @@ def _one_blas_thread() -> Iterator[None]:
 @app.command()
 def check(run_dir: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")]) -> None:
     """Check a run directory against its scorecard: samples, counts, report, reference; exit 2 on a problem."""
-    with _one_blas_thread():  # the check does no linear algebra
+    with _one_blas_thread():  # the check does no linear algebra (numpy is loaded where it recounts an interval)
         from pinbench.core.check import check_run
 
-    result = check_run(run_dir)
+        result = check_run(run_dir)
     _echo("\n".join(result.lines()))
     raise typer.Exit(result.exit_code)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pinbench.core.runner import SampleFailed
 from pinbench_recipes.camerabench.caption_metrics import lexical_metrics
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import Script1Outputs
@@ -22,8 +23,8 @@ NO_OUTPUT = "missing: no Script 1 output for this sample"
 Judge = Callable[[str, str], Mapping[str, Any]]
 
 
-class Script1Failed(RuntimeError):
-    """The sample's Script 1 output is an error (or absent); the message says which."""
+class Script1Failed(SampleFailed):
+    """The sample's Script 1 output is an error (or absent); the message says which (no traceback is stored)."""
 
 
 def script2_tasks(data: CameraBenchData, outputs: Script1Outputs, *,

@@ -176,14 +176,14 @@ def _state(path: Path) -> str:
 
 
 def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[SampleRecord] | None, bytes]:
-    """The records of the samples file, and its bytes (read once: the store check compares them line by line)."""
+    """The records of the samples file, and its bytes (read once: the store check compares them line by line; each
+    record holds the bytes of its line, which the derived check hashes)."""
     path = _run_file(run_dir, "samples", card.samples.path, "per-sample", result)
     if path is None:
         return None, b""
     try:
         data = read_regular_bytes(path, follow_symlinks=False)
-        # parse_merged ends lines at \n, \r\n and \r only, as bytes.splitlines() does in _check_records
-        return parse_merged(data.decode("utf-8"), path), data
+        return parse_merged(data, path), data
     except (UnicodeDecodeError, ValueError) as exc:  # FileError (a FIFO since the look) is a ValueError
         result.problems.append(" ".join(str(exc).split()))
         return None, b""

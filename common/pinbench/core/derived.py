@@ -23,6 +23,8 @@ from typing import Any
 from pinbench.core.files import read_finite_jsonl, write_atomic
 from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
 
+_TEXT = json.encoder.encode_basestring  # a JSON string as canonical_json writes it (ensure_ascii=False)
+
 DERIVED_PATH = "derived.jsonl"
 DERIVED_VERSION = 1
 OK, FAILED = "ok", "failed"
@@ -99,19 +101,37 @@ def is_derived(record: Any) -> bool:
 def members_hash(members: Sequence[SampleRecord]) -> str:
     """sha256 of what a derived value depends on: each member's id, status, input hash, result and error.
 
-    It is ``input_hash({"members": [[id, status, input hash, result, error], ...]})``, written from each member's
-    part (``_member_json``) so that a sample that several derived records name is written once."""
-    return _hash_of_parts(_member_json(m) for m in members)
+    It is ``input_hash({"members": [[id, status, input hash, result, error], ...]})``, written a member at a time
+    (``_member_part``): a result ``run_samples`` computed is sliced from its record's bytes, never encoded again."""
+    return _hash_of_parts(_member_part(m) for m in members)
 
 
-def _member_json(member: SampleRecord) -> str:
-    """One member's entry in the list ``members_hash`` hashes, as the canonical JSON writes it there."""
-    return canonical_json([member.sample_id, member.status, member.input_hash, member.result, member.error])
+def _member_part(member: SampleRecord, *, as_stored: bool = False) -> bytes:
+    """One member's entry in the list ``members_hash`` hashes: its result sliced from its record's bytes when they
+    hold its canonical JSON (``SampleRecord.canonical_result``), or as they hold it (``as_stored``), else encoded."""
+    result = member.stored_result() if as_stored else member.canonical_result()
+    if result is None:
+        result = b"null" if member.result is None else canonical_json(member.result).encode("utf-8")
+    error = b"null" if member.error is None else _TEXT(member.error).encode("utf-8")
+    return b"".join((b"[", _TEXT(member.sample_id).encode("utf-8"), b",", _TEXT(member.status).encode("utf-8"), b",",
+                     _TEXT(member.input_hash).encode("utf-8"), b",", result, b",", error, b"]"))
 
 
-def _hash_of_parts(parts: Iterable[str]) -> str:
-    # The canonical JSON of {"members": [a, b, ...]}: one key, and a list's items joined by "," (no whitespace).
-    return hashlib.sha256(('{"members":[' + ",".join(parts) + "]}").encode("utf-8")).hexdigest()
+def _hash_of_parts(parts: Iterable[bytes]) -> str:
+    # The canonical JSON of {"members": [a, b, ...]}: one key, and a list's items joined by "," (no whitespace),
+    # hashed a few thousand parts at a time (a composite names every sample: no joined copy of them all).
+    digest = hashlib.sha256(b'{"members":[')
+    batch: list[bytes] = []
+    separator = b""
+    for part in parts:
+        batch.append(part)
+        if len(batch) == 4096:
+            digest.update(separator + b",".join(batch))
+            batch, separator = [], b","
+    if batch:
+        digest.update(separator + b",".join(batch))
+    digest.update(b"]}")
+    return digest.hexdigest()
 
 
 def derive(derived_id: str, members: Sequence[SampleRecord],
@@ -147,15 +167,19 @@ def read_derived(path: Path | str) -> list[DerivedRecord]:
 
 
 def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleRecord]) -> list[str]:
-    """Why derived records were not computed from exactly these sample records (one line each; [] when they were)."""
-    by_id = {r.sample_id: r for r in samples}
-    parts: dict[str, str] = {}  # a sample's part of a members hash, written once however many records name it
+    """Why derived records were not computed from exactly these sample records (one line each; [] when they were).
 
-    def part(sample_id: str) -> str:
-        text = parts.get(sample_id)
-        if text is None:
-            text = parts[sample_id] = _member_json(by_id[sample_id])
-        return text
+    Each member's result is hashed as its record's bytes hold it (``samples.jsonl``'s lines, read with them), and
+    encoded canonically only when that does not give the hash: the results of a version that did not store them in
+    canonical order."""
+    by_id = {r.sample_id: r for r in samples}
+    parts: dict[str, bytes] = {}  # a sample's part of a members hash, written once however many records name it
+
+    def part(sample_id: str) -> bytes:
+        found = parts.get(sample_id)
+        if found is None:
+            found = parts[sample_id] = _member_part(by_id[sample_id], as_stored=True)
+        return found
 
     problems = []
     for record in derived:
@@ -166,7 +190,9 @@ def derived_problems(derived: Sequence[DerivedRecord], samples: Sequence[SampleR
         if absent:
             problems.append(f"derived record {record.derived_id!r} names sample {absent[0]!r}, which has no record "
                             f"({len(absent)} such)")
-        elif _hash_of_parts(part(m) for m in record.members) != record.members_hash:
+        elif (_hash_of_parts(part(m) for m in record.members) != record.members_hash   # as the samples file holds
+              and _hash_of_parts(_member_part(by_id[m]) for m in record.members) != record.members_hash):
+            # (the results of a run before they were stored in canonical order were hashed in it)
             problems.append(f"derived record {record.derived_id!r} was computed from other records of its "
                             f"{len(record.members)} samples than the samples file holds")
     return problems

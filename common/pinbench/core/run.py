@@ -16,8 +16,9 @@ handed owns everything around those steps:
 
 A finish whose scorecard would be computed from exactly what the existing one was (records, configuration,
 declaration, reference, code: ``computed_from``) keeps that scorecard and its report; the diff is always given
-afresh. The exit code is the diff's when a reference exists for the checkpoint and mode, else 0 for a complete
-run and 2 for a partial or failed one.
+afresh. A rerun of a finished directory whose inputs, code and options are those its finish recorded answers before
+the recipe's code runs (``execute``; ``pinbench.core.rerun``). The exit code is the diff's when a reference exists
+for the checkpoint and mode, else 0 for a complete run and 2 for a partial or failed one.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from pinbench.core import rerun
 from pinbench.core.config import Implementation, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
-from pinbench.core.files import write_atomic, write_if_changed
+from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generation, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
@@ -57,9 +59,11 @@ from pinbench.core.runner import (
     StepLog,
     Task,
     Validator,
+    holds_records,
     merge_samples,
     pending_tasks,
     run_samples,
+    write_records,
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
@@ -70,6 +74,7 @@ from pinbench.core.scorecard import (
     load_scorecard,
     write_scorecard,
 )
+from pinbench.core.shard_manifest import renew_manifest
 from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 
 T = TypeVar("T")
@@ -129,6 +134,7 @@ class Run:
         self.generation: dict[str, Any] | None = None   # what generated the rollouts (set by the generation step)
         self.generation_failures: dict[str, str] = {}    # sample -> why its rollout was not made
         self._report, self._generation = report, generation
+        self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
 
     @property
     def out_dir(self) -> Path:
@@ -289,6 +295,11 @@ class Run:
     def execute(self, entry: Callable[[Run], RunOutcome]) -> RunOutcome:
         """``entry(self)``, the recipe's procedure; a run that stops early (``RunStops``) says so and exits 0 when
         every sample it stored is ok, else 2."""
+        answered = self._answer_unchanged()
+        if answered is not None:
+            return answered
+        # what the path options name, as the run finds it before reading it (the finish records it: rerun)
+        self._inputs = rerun.fingerprints(rerun.input_paths(self.recipe, self.cfg)) if rerun.applies(self.cfg) else None
         try:
             return entry(self)
         except RunStops as stop:
@@ -315,13 +326,13 @@ class Run:
         from (beside ``pins`` and ``seeds``)."""
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-        samples_bytes = b"".join(record.to_bytes() + b"\n" for record in records)
-        stores, moved = seal(self.out_dir, {record.to_bytes(): record.sample_id for record in records})
+        stores, moved = seal(self.out_dir, {record.digest(): (record.to_bytes(), record.sample_id)
+                                            for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests
         ref_path = None if self.generates and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
-        computed_from = _computed_from(recipe, cfg, samples_bytes, described, len(records), ref_path,
+        computed_from = _computed_from(recipe, cfg, records, described, ref_path,
                                        {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
                                         "generation": self.generation})
         scorecard_path = self.out_dir / "scorecard.json"
@@ -331,7 +342,8 @@ class Run:
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
-            write_if_changed(self.out_dir / card.samples.path, samples_bytes)  # edited or removed since: put back
+            if not holds_records(self.out_dir / card.samples.path, records):  # edited or removed since: put back
+                write_records(records, self.out_dir / card.samples.path)
             if card.store != stores:  # lines moved aside since, or the scorecard of a version that pinned none
                 card = dataclasses.replace(card, store=stores)
                 write_scorecard(card, scorecard_path)
@@ -346,13 +358,28 @@ class Run:
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)
-            write_atomic(self.out_dir / card.samples.path, samples_bytes)
+            write_records(records, self.out_dir / card.samples.path)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)
             else:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
 
+        reference, outcome = self._verdict(card, ref_path)
+        if not kept and self._report is not None:
+            report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
+                                       samples=[*records, *derived],
+                                       figures=list(figures() if callable(figures) else figures),
+                                       title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
+        complete = card.status == "complete" and card.samples.n_failed == card.samples.n_missing == 0
+        rerun.write(self.out_dir, rerun.manifest_of(recipe, cfg, self._inputs)
+                    if complete and self._inputs is not None else None)  # last: it holds the state of every file
+        return dataclasses.replace(outcome, report_path=report_path if report_path.is_file() else None)
+
+    def _verdict(self, card: Scorecard, ref_path: Path | None) -> tuple[Reference | None, RunOutcome]:
+        """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
+        to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
+        recipe, cfg = self.recipe, self.cfg
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
         result = diff(card, reference) if reference is not None else None
         if result is None:
@@ -364,13 +391,36 @@ class Run:
         print(message, flush=True)
         for line in summarize_failures(card, self.out_dir):
             print(line, flush=True)
-        if not kept and self._report is not None:
-            report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
-                                       samples=[*records, *derived],
-                                       figures=list(figures() if callable(figures) else figures),
-                                       title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
-        return RunOutcome(scorecard_path=scorecard_path, exit_code=exit_code, diff=result,
-                          report_path=report_path if report_path.is_file() else None, message=message)
+        return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
+                                     diff=result, message=message)
+
+    def _answer_unchanged(self) -> RunOutcome | None:
+        """A finished run directory whose inputs, code and options are as its finish recorded them
+        (``pinbench.core.rerun``): its scorecard and diff, the invocation recorded, nothing computed or read again."""
+        manifest = rerun.unchanged(self.recipe, self.cfg)
+        card = _unchanged(self.out_dir / "scorecard.json", self.out_dir / REPORT, None) if manifest else None
+        if manifest is None or card is None:
+            return None
+        print(f"{self.recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']} (inputs, "
+              f"code and options as {rerun.RERUN_FILE} records them): scorecard and report kept", flush=True)
+        for relative in manifest.manifests:
+            renew_manifest(self.out_dir / relative)
+        ref_path = None if self.generates and self.cfg.fixture else self.recipe.reference_path(self.cfg.checkpoint,
+                                                                                               self.cfg.mode)
+        outcome = self._verdict(card, ref_path)[1]
+        return dataclasses.replace(outcome, report_path=self.out_dir / REPORT)
+
+
+def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
+    """A run of ``cfg`` answered from its finished run directory's manifest (``pinbench.core.rerun``), in the
+    directory claimed for it: its scorecard and diff, before anything (the doctor, the recipe's code) is loaded;
+    None when the run would compute or write anything."""
+    from pinbench.core.rundir import claim_run_dir
+
+    if rerun.unchanged(recipe, cfg) is None:   # looked at first without the claim: a fresh directory is not made
+        return None
+    with claim_run_dir(cfg):   # then again, once no other run can change it
+        return Run(recipe, cfg)._answer_unchanged()
 
 
 class NotGenerated(RuntimeError):
@@ -414,30 +464,33 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
     return lines
 
 
-def _computed_from(recipe: Recipe, cfg: RunConfig, samples_bytes: bytes, metrics: Sequence[MetricSpec],
-                   n_expected: int, reference: Path | None, context: Mapping[str, Any]) -> str:
-    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records' bytes,
-    the configuration, the metrics and the declaration, the reference that applies, the recipe's code (in
-    ``cfg.implementation``) and the library's (``library_digest``), and what the recipe describes."""
+def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecord], metrics: Sequence[MetricSpec],
+                   reference: Path | None, context: Mapping[str, Any]) -> str:
+    """SHA-256 of everything a scorecard and its report are computed from, but the clock: the records (by their
+    digests: each record's bytes are hashed once), the configuration, the metrics and the declaration, the reference
+    that applies, the recipe's code (in ``cfg.implementation``) and the library's (``library_digest``), and what the
+    recipe describes."""
     digest = hashlib.sha256()
-    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": n_expected, "context": context,
+    parts = [json.dumps(to_jsonable({"config": cfg.to_json(), "n_expected": len(records), "context": context,
                                      "metrics": [spec.__dict__ for spec in metrics], "library": library_digest()}),
                         sort_keys=True, default=str).encode(),
-             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"", samples_bytes]
+             (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"",
+             "".join(record.digest() for record in records).encode("ascii")]
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()
 
 
-def _unchanged(scorecard: Path, report: Path, computed_from: str) -> Scorecard | None:
-    """The existing scorecard when it is valid and was computed from exactly this, and its report exists."""
+def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scorecard | None:
+    """The existing scorecard when it is valid and was computed from exactly this (any, for None), and its report
+    exists."""
     if not (scorecard.is_file() and report.is_file()):
         return None
     try:
         card = load_scorecard(scorecard)
     except ScorecardError:
         return None
-    return card if card.computed_from == computed_from else None
+    return card if computed_from is None or card.computed_from == computed_from else None
 
 
 # ------------------------------------------------------------------------------------------- workers

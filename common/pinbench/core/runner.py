@@ -31,13 +31,14 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, Shard
-from pinbench.core.files import parse_finite_jsonl, read_finite_jsonl, write_atomic
+from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
 from pinbench.core.notices import announced
 from pinbench.core.progress import Progress
 from pinbench.core.provenance import redact
@@ -51,10 +52,10 @@ from pinbench.core.store import (
     StoreContents,
     Stored,
     Unread,
+    digest_of,
     log_name,
     move_aside,
     read_store,
-    record_bytes,
     settle,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "MISSING_ERROR",
     "RECORD_VERSION",
     "RunSummary",
+    "SampleFailed",
     "SampleRecord",
     "StepLog",
     "canonical_json",
@@ -86,6 +88,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 PLAIN_PROGRESS_SECONDS = 30.0
+_SHOWN_S = 0.05
 
 Task = Mapping[str, Any]
 SampleFn = Callable[[Task], Mapping[str, Any]]
@@ -105,7 +108,7 @@ _MAX_ERROR_CHARS = 2000
 # -------------------------------------------------------------------------------------------- records
 
 
-@dataclass
+@dataclass(slots=True)
 class SampleRecord:
     """The stored outcome of one sample. ``result`` is None exactly when ``status`` is "failed"."""
 
@@ -117,6 +120,29 @@ class SampleRecord:
     seconds: float
     traceback: str | None = None
     implementation: Implementation | None = None  # what computed it; None for records of 87e8f14
+    # its bytes and their SHA-256, each computed once (``to_bytes``, ``digest``); a record is not changed once made
+    _bytes: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+    _canonical: bool = field(default=False, init=False, repr=False, compare=False)  # its result is clean_result's:
+    # sorted keys, plain JSON, so its bytes hold the result's canonical JSON (``pinbench.core.derived`` slices it)
+
+    def canonical_result(self) -> bytes | None:
+        """The canonical JSON of an ok record's result (``canonical_json``) when its bytes hold it (a record
+        ``run_samples`` computed: its result is ``clean_result``'s), sliced from them; None otherwise."""
+        if not self._canonical:
+            return None
+        self.to_bytes()
+        return self.stored_result()
+
+    def stored_result(self) -> bytes | None:
+        """An ok record's result as the bytes it was stored or read with hold it (the canonical JSON for every record
+        ``run_samples`` wrote), sliced from them; None for a failed record, one without such bytes, or bytes of
+        another layout."""
+        body = self._bytes
+        if body is None or self.result is None:
+            return None
+        start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
+        return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
     @property
     def ok(self) -> bool:
@@ -136,14 +162,31 @@ class SampleRecord:
         }
 
     def to_bytes(self) -> bytes:
-        """The record's canonical JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers.
+        """The record's JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers.
 
-        Computed once: a record is not changed after it is made (the store, ``samples.jsonl`` and the scorecard's
-        ``computed_from`` all need these bytes)."""
-        cached = self.__dict__.get("_bytes")
+        Encoded once (the store, ``samples.jsonl``, the scorecard's ``computed_from`` and the derived records'
+        member hashes all use these bytes): ``record_bytes(self.to_json())``, assembled from its parts; a record
+        read from a store keeps the bytes stored (``from_stored``)."""
+        cached = self._bytes
         if cached is None:
-            cached = self.__dict__["_bytes"] = record_bytes(self.to_json())
+            cached = self._bytes = _encode_record(self)
         return cached
+
+    def digest(self) -> str:
+        """SHA-256 of ``to_bytes()``: the digest its store line carries, computed once."""
+        cached = self._digest
+        if cached is None:
+            cached = self._digest = digest_of(self.to_bytes())
+        return cached
+
+    @classmethod
+    def from_stored(cls, stored: Stored) -> SampleRecord:
+        """The record of a store line, with the line's bytes and digest (checked when it was read) kept, so that
+        it is never encoded or hashed again; ValueError as ``from_json``."""
+        record = cls.from_json(stored.data)
+        if stored.body.startswith(_LAYOUT):
+            record._bytes, record._digest = stored.body, stored.digest
+        return record
 
     @classmethod
     def from_json(cls, data: Any) -> SampleRecord:
@@ -222,6 +265,49 @@ _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
 )
 
+_TEXT = json.encoder.encode_basestring  # a JSON string as record_bytes writes it (ensure_ascii=False)
+_LAYOUT = b'{"record_version":%d,"sample_id":' % RECORD_VERSION   # how the bytes of this version begin
+_OK_RESULT = b',"status":"ok","result":'
+_RESULT_END = b',"error":null,"traceback":'  # its last occurrence is an ok record's own: a result's keys come before
+                                              # it, and no string in a record holds an unescaped quote
+
+
+def _encoder(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` with its C encoder made once rather than on every call (``JSONEncoder.iterencode`` makes
+    one per call: a quarter of the time of encoding a record), and without the check for circular references (a
+    cycle is a RecursionError)."""
+    make = json.encoder.c_make_encoder
+    if make is None or encoder.indent is not None:
+        return encoder.encode
+    encode = make(None, encoder.default, json.encoder.encode_basestring_ascii if encoder.ensure_ascii else _TEXT,
+                  None, encoder.key_separator, encoder.item_separator, encoder.sort_keys, encoder.skipkeys,
+                  encoder.allow_nan)
+    return lambda value: "".join(encode(value, 0))
+
+
+_VALUE = _encoder(json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+_IMPLEMENTATIONS: dict[Implementation, str] = {}
+
+
+def _encode_record(record: SampleRecord) -> bytes:
+    """``record_bytes(record.to_json())``, assembled from its parts: one C call encodes the result, the rest is
+    joined (every record of a run names the same implementation, encoded once)."""
+    implementation = record.implementation
+    if implementation is None:
+        named = "null"
+    elif (named := _IMPLEMENTATIONS.get(implementation)) is None:
+        named = _IMPLEMENTATIONS[implementation] = _VALUE(implementation.to_json())
+    seconds = record.seconds
+    return "".join((
+        '{"record_version":', str(RECORD_VERSION), ',"sample_id":', _TEXT(record.sample_id),
+        ',"status":', _TEXT(record.status),
+        ',"result":', "null" if record.result is None else _VALUE(record.result),
+        ',"error":', "null" if record.error is None else _TEXT(record.error),
+        ',"traceback":', "null" if record.traceback is None else _TEXT(record.traceback),
+        ',"input_hash":', _TEXT(record.input_hash),
+        ',"seconds":', float.__repr__(seconds) if type(seconds) is float else _VALUE(seconds),
+        ',"implementation":', named, "}")).encode("utf-8")
+
 
 @dataclass
 class RunSummary:
@@ -259,6 +345,8 @@ def check_sample_id(sample_id: Any) -> str:
     characters, may not start with "." (rules out "." / ".." and hidden files) and are at most
     200 bytes of UTF-8.
     """
+    if type(sample_id) is str and sample_id.isascii() and _SAFE_ASCII_ID.fullmatch(sample_id) is not None:
+        return sample_id   # the usual id, in one test (an ASCII id has as many bytes as characters)
     if isinstance(sample_id, int) and not isinstance(sample_id, bool):
         sample_id = str(sample_id)
     if not isinstance(sample_id, str):
@@ -270,6 +358,7 @@ def check_sample_id(sample_id: Any) -> str:
 
 
 _UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+_SAFE_ASCII_ID = re.compile(rf"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{{0,{_MAX_ID_BYTES - 1}}}")
 
 
 def sample_id_problem(sample_id: str) -> str | None:
@@ -300,8 +389,8 @@ def canonical_json(value: Any) -> str:
     """The JSON text ``input_hash`` hashes: sorted keys, no whitespace, paths as strings; TypeError when ``value``
     is not JSON-serialisable."""
     try:
-        return _CANONICAL.encode(value)
-    except (TypeError, ValueError) as exc:
+        return _CANONICAL(value)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"task is not JSON-serialisable, cannot hash it: {exc}") from exc
 
 
@@ -318,7 +407,8 @@ def _path_as_str(value: Any) -> str:
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_path_as_str)
+_CANONICAL = _encoder(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                      default=_path_as_str))
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -353,12 +443,10 @@ def _json_clean(value: Any, where: str) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        clean = {}
-        for key, item in value.items():
+        for key in value:
             if not isinstance(key, str):
                 raise TypeError(f"{where} has a key {key!r} of type {type(key).__name__}, expected str")
-            clean[key] = _json_clean(item, f"{where}[{key!r}]")
-        return clean
+        return {key: _json_clean(value[key], f"{where}[{key!r}]") for key in sorted(value)}
     if isinstance(value, (list, tuple)):
         return [_json_clean(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, os.PathLike):
@@ -369,14 +457,76 @@ def _json_clean(value: Any, where: str) -> Any:
 
 
 def clean_result(result: Any) -> dict:
-    """A result as stored: JSON-ready, non-finite floats as None; TypeError for a non-dict or unstorable value."""
+    """A result as stored: JSON-ready, non-finite floats as None, every object's keys in sorted order (so that its
+    JSON is the canonical one: ``pinbench.core.derived`` hashes it as it is stored); TypeError for a non-dict or
+    unstorable value."""
+    if type(result) is dict:
+        try:
+            return _plain_dict(result)
+        except _NotPlain:
+            pass
     if not isinstance(result, Mapping):
         raise TypeError(f"result is a {type(result).__name__}, expected a dict")
     return _json_clean(result, "result")
 
 
+class _NotPlain(Exception):
+    """A value ``_plain_dict`` leaves to ``_json_clean``: not a dict, list, str, int, float, bool or None."""
+
+
+def _plain_dict(value: dict) -> dict:
+    """``_json_clean`` of a dict of plain JSON types (the usual result), by exact type and without the path it
+    builds for its messages: 4x faster. _NotPlain for anything else (a tuple, a numpy value, a key not a str)."""
+    clean = {}
+    try:
+        keys = sorted(value) if len(value) > 1 else value
+    except TypeError:   # keys of several types: _json_clean names the one that is not a str
+        raise _NotPlain from None
+    for key in keys:
+        if type(key) is not str:
+            raise _NotPlain
+        item = value[key]
+        kind = type(item)
+        if kind is float:
+            clean[key] = item if item - item == 0.0 else None   # inf - inf and nan - nan are nan
+        elif kind is str or kind is int or kind is bool or item is None:
+            clean[key] = item
+        elif kind is dict:
+            clean[key] = _plain_dict(item)
+        elif kind is list:
+            clean[key] = _plain_list(item)
+        else:
+            raise _NotPlain
+    return clean
+
+
+def _plain_list(value: list) -> list:
+    clean = []
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            clean.append(item if item - item == 0.0 else None)
+        elif kind is str or kind is int or kind is bool or item is None:
+            clean.append(item)
+        elif kind is dict:
+            clean.append(_plain_dict(item))
+        elif kind is list:
+            clean.append(_plain_list(item))
+        else:
+            raise _NotPlain
+    return clean
+
+
 def _is_dict(result: dict) -> bool:
     return isinstance(result, dict)
+
+
+class SampleFailed(Exception):
+    """Raised by a per-sample function for a failure its message says all of (the sample has no Script 1 output, its
+    input is absent): the record keeps "ExcType: message" and no traceback.
+
+    Why: formatting a traceback costs about 0.3 ms, more than scoring a sample, and a partial score set fails most
+    of its samples this way (10,096 of a 10 % CameraBench run); any other exception keeps its traceback."""
 
 
 class Stale(ValueError):
@@ -410,7 +560,7 @@ def one_line(text: str) -> str:
 
 def _as_record(stored: Stored) -> SampleRecord | None:
     try:
-        return SampleRecord.from_json(stored.data)
+        return SampleRecord.from_stored(stored)
     except ValueError:
         return None
 
@@ -601,16 +751,17 @@ def run_samples(
     with LogWriter(samples_dir, own_log) if pending or cached else contextlib.nullcontext() as store, shown:
         for record in cached:   # kept here too: the run directory holds every record it is computed from
             store.append(record.to_bytes())
-        for chunk_start in range(0, len(pending), batch_size):
-            chunk = pending[chunk_start : chunk_start + batch_size]
-            for record, (_, _, task_hash) in zip(_compute(chunk, fn, batch_fn, validate, implementation), chunk,
-                                                 strict=True):
-                store.append(record.to_bytes())
-                if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
-                    cache.put(task_hash, record.to_bytes())
-                records[record.sample_id] = record
-                counts["done" if record.ok else "failed"] += 1
-            shown.update(counts["done"] + counts["failed"], **counts)
+        shown_at = time.monotonic()
+        for record, task_hash in _computed(pending, fn, batch_fn, batch_size, validate, implementation):
+            record._digest = store.append(record.to_bytes())
+            if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
+                cache.put(task_hash, record.to_bytes())
+            records[record.sample_id] = record
+            counts["done" if record.ok else "failed"] += 1
+            if time.monotonic() - shown_at >= _SHOWN_S:   # the bar moves 20 times a second at most
+                shown.update(counts["done"] + counts["failed"], **counts)
+                shown_at = time.monotonic()
+        shown.update(counts["done"] + counts["failed"], **counts)
 
     from_cache = f" ({len(cached)} from the sample cache)" if cached else ""
     summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused{from_cache}, "
@@ -748,6 +899,19 @@ def _same_outcome(stored: SampleRecord, new: SampleRecord) -> bool:
                                        new.implementation)
 
 
+def _computed(pending: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn | None, batch_size: int,
+              validate: Validator, implementation: Implementation | None) -> Iterator[tuple[SampleRecord, str]]:
+    """Each pending task's record as it is computed, with the task's input hash: one by one, or ``batch_size`` at
+    a time through ``batch_fn``."""
+    if batch_fn is None:
+        for sid, task, task_hash in pending:
+            yield _compute_one(sid, task, task_hash, fn, validate, implementation), task_hash
+        return
+    for start in range(0, len(pending), batch_size):
+        chunk = pending[start:start + batch_size]
+        yield from zip(_compute(chunk, fn, batch_fn, validate, implementation), [h for _, _, h in chunk], strict=True)
+
+
 def _compute(chunk: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn | None, validate: Validator,
              implementation: Implementation | None) -> list[SampleRecord]:
     """Records for one chunk of pending tasks: batched if possible, else (or on failure) one by one."""
@@ -776,6 +940,9 @@ def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: V
     started = time.perf_counter()
     try:
         result = fn(task)
+    except SampleFailed as exc:  # its message says it all: no traceback
+        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
+                            implementation=implementation)
     except Exception as exc:  # failure isolation is the point; BaseException propagates
         return SampleRecord(
             sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
@@ -795,7 +962,9 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
     if not accepted:
         return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds,
                             implementation=implementation)
-    return SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
+    record = SampleRecord(sid, OK, clean, None, task_hash, seconds, implementation=implementation)
+    record._canonical = True
+    return record
 
 
 # ------------------------------------------------------------------------------------------- merging
@@ -830,9 +999,29 @@ def merge_samples(
 
 
 def write_records(records: Sequence[SampleRecord], path: Path) -> Path:
-    """Records as JSONL, one canonical record per line (the bytes their stored digests cover)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, b"".join(r.to_bytes() + b"\n" for r in records))
+    """Records as JSONL, one record's bytes per line (the bytes their stored digests cover), written atomically
+    as they come (no joined copy of them all)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        for record in records:
+            out.write(record.to_bytes())
+            out.write(b"\n")
+    return path
+
+
+def holds_records(path: Path, records: Sequence[SampleRecord]) -> bool:
+    """Whether ``path`` is a regular file holding exactly what ``write_records`` would write there (compared a
+    record at a time: no copy of them all)."""
+    try:
+        if not S_ISREG(path.lstat().st_mode):
+            return False
+        with open(path, "rb") as held:
+            for record in records:
+                body = record.to_bytes()
+                if held.read(len(body)) != body or held.read(1) != b"\n":
+                    return False
+            return held.read(1) == b""
+    except OSError:
+        return False
 
 
 def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]], validate: Validator,
@@ -859,6 +1048,13 @@ def read_merged(path: Path | str) -> list[SampleRecord]:
     return read_finite_jsonl(path, SampleRecord.from_json, "sample record")
 
 
-def parse_merged(text: str, path: Path | str) -> list[SampleRecord]:
-    """``read_merged`` of the text already read from ``path`` (the file's bytes, decoded as UTF-8)."""
-    return parse_finite_jsonl(text, Path(path), SampleRecord.from_json, "sample record")
+def parse_merged(data: bytes, path: Path | str) -> list[SampleRecord]:
+    """``read_merged`` of the bytes already read from ``path``; each record keeps the bytes of its line as its own
+    (``to_bytes``: never encoded again) when they are of this record version. UnicodeDecodeError for bytes that are
+    not UTF-8."""
+    records = parse_finite_jsonl(data.decode("utf-8"), Path(path), SampleRecord.from_json, "sample record")
+    # parse_finite_jsonl ends lines at \n, \r\n and \r only, as bytes.splitlines() does, and skips blank ones
+    for record, line in zip(records, [line for line in data.splitlines() if line.strip()], strict=True):
+        if line.startswith(_LAYOUT):
+            record._bytes = line
+    return records

@@ -67,10 +67,6 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
                    input_hashes: Sequence[str], started: str, summary: dict[str, int] | None = None,
                    units: Sequence[int] | None = None) -> Path:
     """Write (or, with ``summary``, complete) the manifest of shard ``index`` of ``count``."""
-    samples = [{"sample_id": sid, "input_hash": h} for sid, h in zip(sample_ids, input_hashes, strict=True)]
-    if units is not None:
-        for sample, unit in zip(samples, units, strict=True):
-            sample["unit"] = unit
     data: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
         "shard": f"{index}/{count}",
@@ -81,11 +77,58 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "slurm": {key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)},
-        "samples": samples,
     }
+    head = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # 11k ids: compact
     path = manifest_path(out_dir, index, count)
-    write_atomic(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")  # 11k ids: compact
+    write_atomic(path, f'{head[:-1]},"samples":[{_samples_text(sample_ids, input_hashes, units)}]}}\n')
+    if summary is not None:   # the call's last manifest: its samples list is not kept
+        global _last_samples
+        _last_samples = None
     return path
+
+
+def renew_manifest(path: Path) -> None:
+    """Record another invocation in a finished manifest: its start and end, host, pid and Slurm job, every sample
+    reused (a rerun answered from its run directory's manifest, ``pinbench.core.rerun``); the samples list is kept
+    as it is written. A manifest that cannot be read is left as it is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        cut = text.find(',"samples":[')
+        head = json.loads(text[:cut] + "}") if cut > 0 else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    total = (head.get("summary") or {}).get("total") if isinstance(head, dict) else None
+    if not isinstance(total, int):
+        return
+    started = now()
+    head.update(started=started, finished=started, summary={"total": total, "done": 0, "reused": total, "failed": 0},
+                host=socket.gethostname(), pid=os.getpid(),
+                slurm={key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)})
+    write_atomic(path, json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + text[cut:])
+
+
+_last_samples: tuple[Sequence[str], Sequence[str], Sequence[int] | None, str] | None = None
+
+
+def _samples_text(sample_ids: Sequence[str], input_hashes: Sequence[str], units: Sequence[int] | None) -> str:
+    """The manifest's ``samples`` list as JSON (without its brackets), written once for the two manifests of one
+    call (when it starts and when it ends: the same lists; kept until the second)."""
+    global _last_samples
+    last = _last_samples
+    if last is not None and last[0] is sample_ids and last[1] is input_hashes and last[2] is units:
+        return last[3]
+    text = _TEXT
+    if units is None:
+        entries = [f'{{"sample_id":{text(sid)},"input_hash":{text(h)}}}'
+                   for sid, h in zip(sample_ids, input_hashes, strict=True)]
+    else:
+        entries = [f'{{"sample_id":{text(sid)},"input_hash":{text(h)},"unit":{int(unit)}}}'
+                   for sid, h, unit in zip(sample_ids, input_hashes, units, strict=True)]
+    _last_samples = (sample_ids, input_hashes, units, ",".join(entries))
+    return _last_samples[3]
+
+
+_TEXT = json.encoder.encode_basestring   # a JSON string as json.dumps(ensure_ascii=False) writes it
 
 
 def now() -> str:

@@ -33,11 +33,12 @@ import math
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from pinbench.core.jsonfields import BOOLEAN, COUNT, NUMBER, STRING, TEXT, checked_fields, nullable, one_of
+
+if TYPE_CHECKING:   # numpy is imported by the functions that compute: reading a scorecard needs none of it
+    import numpy as np
 
 LEVEL = 0.95
 N_RESAMPLES = 9999
@@ -104,6 +105,7 @@ class Units:
 
 
 def _reducer(aggregation: str) -> Callable[..., Any]:
+    import numpy as np
     # mean_then_median: the group means are the units, so the statistic over units is their median.
     return np.mean if aggregation == "mean" else np.median
 
@@ -111,6 +113,7 @@ def _reducer(aggregation: str) -> Callable[..., Any]:
 def sampling_units(values: Sequence[float], ids: Sequence[str], aggregation: str,
                    groups: Sequence[Any] | None = None) -> Units:
     """Per-sample values as the units the aggregation's interval resamples."""
+    import numpy as np
     if len(values) != len(ids):
         raise ValueError("one id per value")
     if aggregation == "mean_then_median":
@@ -156,6 +159,7 @@ class _Resampled:
     for an even size), about 4x faster at 11,222 units."""
 
     def __init__(self, values: np.ndarray, reduce: Callable[..., Any]) -> None:
+        import numpy as np
         self.values, self.median = values, reduce is np.median
         if self.median:
             order = np.argsort(values, kind="stable")
@@ -181,9 +185,11 @@ class _Resampled:
 def _distribution(samples: tuple[np.ndarray, ...], reduce: Callable[..., Any], *, paired: bool, n_resamples: int,
                   seed: int) -> np.ndarray:
     """The bootstrap distribution of the statistic, drawn as scipy draws it."""
+    import numpy as np
     rng = np.random.default_rng(seed)
 
     def resampled(values: np.ndarray) -> np.ndarray:
+        import numpy as np
         statistic = _Resampled(values, reduce)
         return np.concatenate([statistic(idx) for idx in _batches(rng, values.size, n_resamples)])
 
@@ -199,12 +205,14 @@ def _distribution(samples: tuple[np.ndarray, ...], reduce: Callable[..., Any], *
 
 def _jackknife_means(values: np.ndarray) -> np.ndarray:
     """The mean of ``values`` without each one, in closed form (scipy averages n - 1 values n times)."""
+    import numpy as np
     return (np.sum(values) - values) / (values.size - 1)
 
 
 def _bca_levels(samples: tuple[np.ndarray, ...], theta_b: np.ndarray, *, paired: bool,
                 alpha: float) -> tuple[float, float]:
     """BCa's two quantile levels for a mean (Efron and Tibshirani 14.3, 15.4; scipy's formulas)."""
+    import numpy as np
     theta_hat = _statistic(samples, np.mean)
     z0 = ndtri((np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2 * theta_b.size))
     if len(samples) == 1:
@@ -241,6 +249,7 @@ def ndtri(p: float) -> float:
 
 def _quantile(sorted_values: np.ndarray, level: float) -> float:
     """The linear (Hyndman and Fan type 7) quantile, computed as ``scipy.stats.quantile`` computes it."""
+    import numpy as np
     if not math.isfinite(level):
         return math.nan
     n = sorted_values.size
@@ -256,6 +265,7 @@ def _quantile(sorted_values: np.ndarray, level: float) -> float:
 def _run_bootstrap(samples: tuple[np.ndarray, ...], reduce: Callable[..., Any], method: str, *, paired: bool,
                    n_resamples: int, seed: int) -> tuple[float, float, str | None]:
     """(low, high, a warning or None) of the 95% interval of the statistic (see the module docstring)."""
+    import numpy as np
     theta_b = _distribution(samples, reduce, paired=paired, n_resamples=n_resamples, seed=seed)
     alpha = (1 - LEVEL) / 2
     if method == "BCa":
@@ -286,6 +296,7 @@ def aggregate_interval(values: Sequence[float], ids: Sequence[str], aggregation:
                        groups: Sequence[Any] | None = None, *, n_resamples: int = N_RESAMPLES,
                        seed: int = SEED) -> Interval:
     """The scorecard ``interval`` of one metric's aggregate over its scored samples."""
+    import numpy as np
     if aggregation == "none":
         return not_resampled(NONE_REASON)
     if not values:
@@ -335,6 +346,7 @@ def difference_interval(a: Mapping[str, float], b: Mapping[str, float], aggregat
     (easy and hard tasks) cancels. Unpaired resamples each run on its own; it is wider on correlated runs.
     ``groups`` maps sample id to its group for ``mean_then_median`` (the units are then groups).
     """
+    import numpy as np
     if paired:
         a = {k: a[k] for k in a if k in b}
         b = {k: b[k] for k in a}

@@ -18,7 +18,6 @@ from pinbench.core.run import Figure, Run, RunOutcome
 from pinbench.core.rundir import claim_run_dir
 from pinbench.core.runner import SampleRecord
 from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
-from pinbench.results.report import record_figures, write_report
 
 
 def run_recipe(cfg: RunConfig) -> RunOutcome:
@@ -28,8 +27,9 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
                             GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
-    with claim_run_dir(cfg):
-        return Run(recipe, cfg, report=write_run_report, generation=generation).execute(recipe.load(recipe.entry))
+    with claim_run_dir(cfg):   # the recipe's code imported when it runs: a rerun may answer without it
+        return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
+            lambda run: recipe.load(recipe.entry)(run))
 
 
 def write_run_report(scorecard: Path, out_dir: Path, *, reference: Reference | None,
@@ -37,6 +37,8 @@ def write_run_report(scorecard: Path, out_dir: Path, *, reference: Reference | N
     """A run's own report (``pinbench.core.run.Reporter``): its scorecard, reference, records and figures. The
     figures are recorded beside the scorecard (``figures.json``), so ``pinbench report`` of the run writes this
     very page; its title is the run's, from the scorecard."""
+    from pinbench.results.report import record_figures, write_report  # numpy, jinja2: not for a rerun's answer
+
     record_figures(scorecard.parent, figures)
     return write_report([scorecard], out_dir, references={0: reference} if reference is not None else None,
                         samples={0: list(samples)})

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.options import is_offline
 from pinbench.core.pins import HEX40, HFPin, Pins, URLPin, load_pins
+from pinbench.core.rerun import depends_on
 from pinbench.core.schema import schema_error
 from pinbench.ops.cache import cache_dir, url_path
 
@@ -104,6 +105,8 @@ class MachinePins:
     def load(cls, path: Path, recipe: str, version: str, legacy: Path | None = None) -> MachinePins:
         """The values at ``path`` (else at ``legacy``), or none; MachinePinsError when the file read is invalid."""
         record = cls(path=path, recipe=recipe, version=version)
+        for read in (path, legacy) if legacy is not None else (path,):   # a run that read them depends on them
+            depends_on(read)
         if not path.exists() and legacy is not None and legacy.exists():
             record.legacy = legacy
         source = record.source
