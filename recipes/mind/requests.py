@@ -3,10 +3,12 @@
 One ``context-actions`` request per ``mem_test`` / ``action_space_test`` sample: the GT clip as context, of which a
 generator may read frames ``[0, mark_time)`` only; the GT ``action.json``, whose entries from ``mark_time`` on are
 the per-frame actions to follow (also in ``settings["actions"]``: each frame's ``ws``, ``ad``, ``ud`` and ``lr``
-codes); the perspective; and the continuation to make: ``total_time - mark_time`` frames (at most
-``-o video_max_time``) at the GT clip's rate and size. The alignment is process.py's: frame 0 of the rollout is
-compared with GT frame ``mark_time``, so the rollout holds the continuation alone, no context frame. It goes to
-``<perspective>/<test>/<name>/video.mp4``, MIND's generated layout.
+codes); the perspective; and the continuation to make: ``total_time - mark_time`` frames at the GT clip's rate
+and size, the whole of it whatever ``-o video_max_time`` says (that option caps the frames process.py reads, not
+the rollout: the plan refuses a rollout shorter than its continuation, and one rollout serves every cap). The
+alignment is process.py's: frame 0 of the rollout is compared with GT frame ``mark_time``, so the rollout holds the
+continuation alone, no context frame. It goes to ``<perspective>/<test>/<name>/video.mp4``, MIND's generated
+layout.
 
 Mirror-test requests cannot be made: MIND publishes no mirror-test actions (its closed-loop protocol is not in the
 repository; the authors say it is still to be released), so a generating run refuses ``gsc`` in one line.
@@ -44,8 +46,6 @@ def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
         video, action_file = sample.gt_dir / GT_VIDEO, sample.gt_dir / GT_ACTIONS
         info = video_info(video)
         frames = actions.total_time - actions.mark_time
-        if plan.video_max_time is not None:
-            frames = min(frames, plan.video_max_time)
         entries = json.loads(action_file.read_text(encoding="utf-8"))["data"][actions.mark_time:
                                                                             actions.mark_time + frames]
         requests.append(Request(

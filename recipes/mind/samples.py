@@ -34,6 +34,7 @@ ACTION_BUCKET_IDS = (("action_translation_rpe_trans_mean", "translation", "rpe_t
 GSC_IDS = (("gsc_mse", "avg_mse", "mse"), ("gsc_psnr", "avg_psnr", "psnr"), ("gsc_ssim", "avg_ssim", "ssim"),
            ("gsc_lpips", "avg_lpips", "lpips"))
 PIXEL_FIELDS = ("mse", "psnr", "ssim", "lpips")
+IDENTICAL = {"lcm": "every frame is identical to the GT's", "gsc": "every mirrored frame pair is identical"}
 # Largest per-frame |official - native| still called agreement (README, "Native cross-check"): the official
 # numbers are float32 on a GPU, the native ones float64 on the CPU, from the same decoded frames.
 AGREEMENT = {"mse": 1e-5, "psnr": 1e-2, "ssim": 1e-4, "lpips": 1e-3}
@@ -263,8 +264,19 @@ def add_native(result: dict[str, Any], official_blocks: Mapping[str, Mapping[str
                native_blocks: Mapping[str, Mapping[str, Any]], prefix: str) -> None:
     """Put ``native/<prefix>_<field>`` (sample value, same rule as the official one) and the per-frame
     agreement into ``result``; ``official_blocks`` / ``native_blocks`` are keyed by block (``lcm``) or
-    rollout name."""
-    result.update({f"native/{metric_id}": value for metric_id, value in native_values(native_blocks, prefix).items()})
+    rollout name. A native value that is None is given its reason as the official one is: +inf when every frame of
+    every block is identical (PSNR), else no finite value."""
+    values = native_values(native_blocks, prefix)
+    result.update({f"native/{metric_id}": value for metric_id, value in values.items()})
+    errors = result.setdefault("errors", {})
+    for metric_id, value in values.items():
+        field = metric_id.removeprefix(f"{prefix}_")
+        if value is None and native_blocks and all(_all_infinite(b.get(field)) for b in native_blocks.values()):
+            errors[f"native/{metric_id}"] = (f"+inf: {IDENTICAL[prefix]} (the native {field} is inf for each, as "
+                                             "upstream computes it); a scorecard holds finite numbers, so it is not "
+                                             "averaged")
+        elif value is None:
+            errors[f"native/{metric_id}"] = f"no native {prefix} block has a finite {field}"
     agreement: dict[str, float] = {}
     for name, official in official_blocks.items():
         if name in native_blocks:

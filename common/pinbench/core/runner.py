@@ -740,6 +740,8 @@ def run_samples(
             if reason != "new":
                 recomputed[reason] = recomputed.get(reason, 0) + 1
 
+    _replace_refused(samples_dir, contents, pending, implementation, own=own_log, every_log=shard is None,
+                     label=label)
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}
     started = time.perf_counter()
@@ -858,13 +860,10 @@ class StepLog:
         """Move aside the stored records a new ok one replaces (the same inputs and code, another result: a video
         generated again), so the store never holds two records that contradict each other (``read_store`` would
         read neither)."""
-        implementation = record.implementation.to_json() if record.implementation is not None else None
         replaced = [Unread(s.log, s.line, f"{s.where}: replaced by a new record of sample {record.sample_id!r} of the "
                                           "same inputs and code", record.sample_id, SUPERSEDED)
-                    for s in contents.records.get(record.sample_id, [])
-                    if record.ok and s.log is not None and s.data.get("status") == OK
-                    and s.data.get("input_hash") == record.input_hash and s.data.get("implementation") == implementation
-                    and s.data.get("result") != record.result]
+                    for s in _same_task(contents, record.sample_id, record.input_hash, record.implementation)
+                    if record.ok and s.data.get("result") != record.result]
         if replaced:
             for line in move_aside(self.samples_dir, contents, replaced, own=self._log, every_log=self._unsharded):
                 print(f"{self._label}: {line}", file=sys.stderr, flush=True)
@@ -890,6 +889,31 @@ class StepLog:
                                                   "failed": failed})
         return RunSummary(n_total=len(self.records), n_done=done, n_reused=reused, n_failed=failed,
                           records=dict(self.records))
+
+
+def _same_task(contents: StoreContents, sample_id: str, input_hash: str,
+               implementation: Implementation | None) -> list[Stored]:
+    """The ok records of a sample stored in a log for these inputs and this code: the ones a new record of them
+    would contradict unless its result is theirs."""
+    code = implementation.to_json() if implementation is not None else None
+    return [s for s in contents.records.get(sample_id, []) if s.log is not None and s.data.get("status") == OK
+            and s.data.get("input_hash") == input_hash and s.data.get("implementation") == code]
+
+
+def _replace_refused(samples_dir: Path, contents: StoreContents, pending: Sequence[tuple[str, Task, str]],
+                     implementation: Implementation | None, *, own: str, every_log: bool, label: str) -> None:
+    """Move aside, before a pending task is computed again, the ok records of its inputs and code that were not
+    reused (the validator refused them: a generator changed, a rollout file changed), said on stderr: the new
+    record replaces them on purpose, and beside them it would be a contradiction that leaves both unread
+    (``pinbench.core.store.contradictions``). Unsharded, from every log; a shard, from its own."""
+    refused = [Unread(s.log, s.line, f"{s.where}: not reused, replaced by a new record of sample {sid!r} of the same "
+                                     "inputs and code", sid, SUPERSEDED)
+               for sid, _, task_hash in pending for s in _same_task(contents, sid, task_hash, implementation)]
+    said = [f"{label}: {line}" for line in move_aside(samples_dir, contents, refused, own=own, every_log=every_log)]
+    for line in said[:5]:
+        print(line, file=sys.stderr, flush=True)
+    if len(said) > 5:
+        print(f"{label}: ... and {len(said) - 5} more replaced records moved aside", file=sys.stderr, flush=True)
 
 
 def _same_outcome(stored: SampleRecord, new: SampleRecord) -> bool:

@@ -1,0 +1,197 @@
+"""PAI-Bench-C generation (#29): a fixture run goes requests -> generation -> rollout check -> scores through the
+recipe's own run.py with the ``static`` baseline and with the render test double in its command form (the python
+form, hostile generators, reuse and kill -9 are in tests/test_generation.py); and the 720 tier's sizes.
+
+What a request states is checked against the fixture's tasks.json (read as raw JSON), its dataset files and the
+sampling table and resolution table of ``../shared/specs/paibench_c.md`` §5.3, never against the request builder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pinbench.cli import app
+from pinbench.core.config import RecipeError
+from pinbench.core.generation import read_requests
+from pinbench.core.inputs import input_digests
+from pinbench.core.recipe import get_recipe
+from pinbench.core.run import FIXTURE_DIR
+from pinbench.core.runner import load_records
+from pinbench.media.video import read_video
+from pinbench.ops.launch import run_recipe
+from pinbench_recipes.paibench_c import requests
+from pinbench_recipes.paibench_c.rows import Task
+
+HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
+COMMAND = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+MODALITIES = ("edge", "blur", "depth", "seg")
+# The spec's §5.3 sampling settings (the same for every modality but control guidance) and resolution table
+SAMPLING = {"num_frames": 121, "fps": 30, "resolution": "720", "num_steps": 50, "guidance": 3.0, "shift": 10.0,
+            "num_video_frames_per_chunk": 121, "num_conditional_frames": 1, "num_first_chunk_conditional_frames": 0,
+            "model_mode": "video2video", "share_vision_temporal_positions": True}
+CONTROL_GUIDANCE = {"edge": 1.5, "blur": 1.5, "depth": 1.5, "seg": 2.0}
+CONTROL_FILE = {"depth": "depth_path", "seg": "seg_path"}   # edge and blur: computed from the GT video
+SIZE_720 = {"4,3": (1104, 832), "16,9": (1280, 720)}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _task(task_id: str, aspect_ratio: str) -> Task:
+    return Task(task_id=task_id, video_path=f"videos/{task_id}.mp4", canny_path=f"canny/{task_id}.mp4",
+                blur_path=f"blur/{task_id}.mp4", depth_path=f"depth_vids/{task_id}.mp4",
+                seg_path=f"sam2_vids/{task_id}.mp4", prompt="a caption", negative_prompt="a negative prompt",
+                aspect_ratio=aspect_ratio, fps=30, seed=2025)
+
+
+def test_the_720_tier_sizes_are_the_resolution_tables(tmp_path: Path) -> None:
+    """4:3 -> 1104x832 and 16:9 -> 1280x720 (the spec's reading of cosmos-framework's docs/inference.md), 121 frames
+    at the task's rate; an aspect ratio cosmos-framework takes but whose 720 size the spec does not give (1:1, 3:4,
+    9:16; tasks.json uses none) is refused in one line naming the task, never guessed."""
+    dataset = tmp_path / "dataset"
+    tasks = [_task("task_0000", "4,3"), _task("task_0001", "16,9")]
+    for task in [*tasks, _task("task_0002", "1,1")]:
+        for field in ("video_path", "depth_path", "seg_path"):
+            (dataset / getattr(task, field)).parent.mkdir(parents=True, exist_ok=True)
+            (dataset / getattr(task, field)).write_bytes(f"{task.task_id} {field}".encode())
+    with input_digests(tmp_path) as digests:
+        asked = requests.build(tasks, MODALITIES, dataset, root=tmp_path / "requests", digests=digests)
+        assert {r.id: (r.width, r.height, r.frames, r.fps) for r in asked} == {
+            f"{m}.{t.task_id}": (*SIZE_720[t.aspect_ratio], SAMPLING["num_frames"], SAMPLING["fps"])
+            for m in MODALITIES for t in tasks}
+        for aspect in ("1,1", "3,4", "9,16"):
+            with pytest.raises(RecipeError, match=rf"^task_0002: aspect ratio {aspect}: its 720-tier size is not "
+                                                  r"known here \(known: 4,3, 16,9\)$"):
+                requests.build([_task("task_0002", aspect)], ("edge",), dataset, root=tmp_path / "requests",
+                               digests=digests)
+
+
+@pytest.fixture(scope="module")
+def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``pinbench requests paibench-c --fixture``: the folder of its requests and of the fixture it read."""
+    out = tmp_path_factory.mktemp("pc-requests")
+    result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _run(out: Path, generator: str, asked: Path, modalities: tuple[str, ...] = MODALITIES, **options: str):
+    if not (out / FIXTURE_DIR).exists():
+        shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    recipe = get_recipe("paibench-c")
+    return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True,
+                                    options={"modalities": ",".join(modalities)}, generator=generator,
+                                    generator_options=options, env={}))
+
+
+def test_requests_state_each_task_and_modality_as_tasks_json_and_the_spec_do(asked: Path) -> None:
+    fixture = asked / FIXTURE_DIR
+    tasks = json.loads((fixture / "tasks.json").read_text())
+    by_id = {r.id: r for r in read_requests(asked / "requests.jsonl")}
+    assert sorted(by_id) == sorted(f"{m}.{t['task_id']}" for m in MODALITIES for t in tasks)
+    for modality in MODALITIES:
+        for task in tasks:
+            request = by_id[f"{modality}.{task['task_id']}"]
+            assert request.kind == "control-video" and request.output == f"{modality}/{task['task_id']}.mp4"
+            assert [p.text for p in request.prompts] == [task["prompt"]]
+            assert request.negative_prompt == task["negative_prompt"]
+            assert (request.fps, request.seed) == (task["fps"], str(task["seed"]))
+            assert request.settings["aspect_ratio"] == task["aspect_ratio"]
+            assert request.file("context").sha256 == _sha256(fixture / "dataset" / task["video_path"])
+            control = request.file("control")
+            if modality in CONTROL_FILE:
+                assert control.sha256 == _sha256(fixture / "dataset" / task[CONTROL_FILE[modality]])
+            else:
+                assert control is None
+            row = request.settings["row"]
+            assert {k: row[k] for k in SAMPLING if k != "fps"} == {k: v for k, v in SAMPLING.items() if k != "fps"}
+            assert row["control_guidance"] == CONTROL_GUIDANCE[modality]
+            assert (row["seed"], row["fps"], row["aspect_ratio"]) == (task["seed"], task["fps"], task["aspect_ratio"])
+            assert row["vision_path"] == task["video_path"]   # relative to the dataset: the same on every machine
+
+
+def _complete_for_every_request(out: Path, modalities: tuple[str, ...] = MODALITIES) -> dict:
+    """The scorecard of a complete run: every modality's every metric scored on each of its requests."""
+    card = json.loads((out / "scorecard.json").read_text())
+    requests = read_requests(out / "generation" / "requests.jsonl")
+    assert card["status"] == "complete" and len(requests) == 4 * len(modalities)
+    assert {name.partition("/")[0] for name in card["metrics"]} == set(modalities)
+    assert card["samples"]["n_expected"] == card["samples"]["n_ok"] == 4
+    for name, metric in card["metrics"].items():
+        modality = name.partition("/")[0]
+        asked = sorted(r.id.partition(".")[2] for r in requests if r.settings["modality"] == modality)
+        assert metric["n_expected"] == metric["n_scored"] == len(asked) == 4 and not metric["failed"], name
+    assert sorted(load_records(out)) == sorted({r.id.partition(".")[2] for r in requests})   # the samples scored
+    generation = card["provenance"]["extra"]["generation"]
+    assert generation["n_requests"] == len(requests) and generation["seeds"] == {r.id: "2025" for r in requests}
+    assert set(generation["seconds"]) == {r.id for r in requests}
+    return card
+
+
+def test_the_static_baseline_is_the_context_frame_whatever_the_control(asked: Path, tmp_path: Path) -> None:
+    """A static rollout repeats the first frame of the task's GT video and ignores the control, so a task's four
+    rollouts are the same bytes and every metric is the same in every modality."""
+    out = tmp_path / "run"
+    outcome = _run(out, "static", asked)
+    assert outcome.exit_code == 0, outcome.message
+    card = _complete_for_every_request(out)
+    assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
+    by_task: dict[str, set[str]] = {}
+    for request in read_requests(out / "generation" / "requests.jsonl"):
+        by_task.setdefault(request.id.partition(".")[2], set()).add(_sha256(out / "rollouts" / request.output))
+    assert all(len(shas) == 1 for shas in by_task.values()) and len(by_task) == 4
+    request = read_requests(out / "generation" / "requests.jsonl")[0]
+    frames = read_video(out / "rollouts" / request.output, [0, request.frames - 1], backend="pyav").frames
+    first = read_video(request.path("context"), [0], backend="pyav").frames[0]
+    assert np.array_equal(frames[0], frames[1]) and frames.shape[1:3] == (request.height, request.width)
+    assert first.shape[:2] != frames.shape[1:3]   # the GT is smaller than the rollout: resized, not cropped
+    values = {name.partition("/")[2]: {} for name in card["metrics"]}
+    for name, metric in card["metrics"].items():
+        modality, _, key = name.partition("/")
+        values[key][modality] = metric["value"]
+    for key, per_modality in values.items():
+        assert len(set(per_modality.values())) == 1, (key, per_modality)
+
+
+def test_the_python_then_the_command_form_make_the_same_rollouts_and_scores(asked: Path, tmp_path: Path) -> None:
+    """Every task in edge (a control computed from the GT video) and seg (the dataset's control video, its own
+    control guidance), rendered by the python form, then by the command form in the same run directory: another
+    generator, so all 8 are made again, each by its own process from its request file, and byte for byte the same;
+    the scorecard is the same."""
+    out, modalities = tmp_path / "run", ("edge", "seg")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(HELPERS))
+        outcome = _run(out, "python:render_generator:render", asked, modalities)
+    assert outcome.exit_code == 0, outcome.message
+    card = _complete_for_every_request(out, modalities)
+    text = (out / "generation" / "requests.jsonl").read_text()
+    assert set(text.splitlines()) <= set((asked / "requests.jsonl").read_text().splitlines())  # `pinbench requests`'
+    requests = read_requests(out / "generation" / "requests.jsonl")
+    rollouts = {r.id: _sha256(out / "rollouts" / r.output) for r in requests}
+    assert len(set(rollouts.values())) == 8   # each its own request
+
+    calls = tmp_path / "calls"
+    again = _run(out, f"{COMMAND} --calls {calls}", asked, modalities)
+    assert again.exit_code == 0, again.message
+    assert sorted(calls.read_text().split()) == sorted(rollouts)
+    assert {r.id: _sha256(out / "rollouts" / r.output) for r in requests} == rollouts
+    command = _complete_for_every_request(out, modalities)
+    assert {k: m["value"] for k, m in command["metrics"].items()} == {k: m["value"] for k, m in
+                                                                      card["metrics"].items()}
+    generation = command["provenance"]["extra"]["generation"]
+    assert generation["generator"] == f"{COMMAND} --calls {calls}"
+    assert {sid: r.result["generator"] for sid, r in load_records(out / "generation").items()} == dict.fromkeys(
+        rollouts, hashlib.sha256(json.dumps(generation["signature"], sort_keys=True, separators=(",", ":"))
+                                 .encode()).hexdigest())
+    checked = CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(out / "rollouts"), "--requests",
+                                       str(out / "generation" / "requests.jsonl")])
+    assert checked.exit_code == 0 and "8 of 8 rollout(s) are what their requests ask for" in checked.output

@@ -1,0 +1,227 @@
+"""RememBench generation (#29): a fixture run goes requests -> generation -> rollout check -> scores through the
+recipe's own run.py, with the render test double (``tests/helpers/render_generator.py``, python and command forms)
+and with the ``static`` baseline.
+
+What a request states is checked against the fixture's release rows and prepared images (read here as raw JSON and
+pixels) and against the numbers of RememBench's usage guide (``../shared/seeds/000_*.txt``) and
+``../shared/specs/remembench.md``, never against the request builder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from render_generator import Render
+from typer.testing import CliRunner
+
+from pinbench.cli import app
+from pinbench.core.generation import read_requests
+from pinbench.core.recipe import get_recipe
+from pinbench.core.run import FIXTURE_DIR
+from pinbench.core.runner import load_records
+from pinbench.media.video import read_video
+from pinbench.ops.launch import run_recipe
+
+HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
+RENDER = "python:render_generator:render"
+COMMAND = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+# The usage guide's T2V and I2V inputs: the paper settings a generator must not guess
+PROMPT_STARTS = [0.0, 3.6, 6.2, 11.2]
+T2V_FRAMES, T2V_FPS = 379, 24
+I2V_FRAMES, I2V_FPS, I2V_SEED = 253, 16, "0"
+LATENT_POSITIONS = 64   # "64 equally spaced positions over the full pose sequence"
+# The decoded chunk layouts (specs §1): T2V frames 0-4, then 22 chunks of 17; I2V 0-12, then 15 chunks of 16
+T2V_CHUNKS = [[0, 4]] + [[5 + 17 * k, 21 + 17 * k] for k in range(22)]
+I2V_CHUNKS = [[0, 12]] + [[13 + 16 * k, 28 + 16 * k] for k in range(15)]
+GROUPS = ("t2v", "i2v/rotation_180", "i2v/translation_180")
+METRICS = ("clip", "lpips_alex", "tempssim", "drift")
+
+
+@pytest.fixture(autouse=True)
+def _helpers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator worker is a child process: it imports the test double from the tests' helpers folder."""
+    monkeypatch.setenv("PYTHONPATH", str(HELPERS))
+
+
+def _run(out: Path, generator: str, asked: Path, limit: int | None = None, **options: str):
+    """A generating fixture run in ``out``, on a copy of the fixture data ``pinbench requests`` built (built once
+    per module: it is most of a run's time)."""
+    if not (out / FIXTURE_DIR).exists():
+        shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    recipe = get_recipe("remembench")
+    return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=limit, generator=generator,
+                                    generator_options=options, env={}))
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _canonical_sha256(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                          .encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``pinbench requests remembench --fixture``: the folder of its requests (and of the fixture it read)."""
+    out = tmp_path_factory.mktemp("rb-requests")
+    result = CliRunner().invoke(app, ["requests", "remembench", "--fixture", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "wrote 7 request(s)" in result.output
+    return out
+
+
+def test_requests_state_what_the_release_and_the_guide_fix(asked: Path) -> None:
+    release, images = asked / FIXTURE_DIR / "RememBench", asked / FIXTURE_DIR / "i2v-images"
+    requests = {r.id: r for r in read_requests(asked / "requests.jsonl")}
+    t2v, i2v = _rows(release / "data" / "t2v" / "test.jsonl"), _rows(release / "data" / "i2v" / "test.jsonl")
+    assert sorted(requests) == sorted([r["scene_id"] for r in t2v] + [r["sample_id"] for r in i2v])
+    assert any(int(row["seed"]) >= 2**63 for row in t2v)   # the fixture holds a seed no float carries
+    lines = {json.loads(line)["id"]: line for line in (asked / "requests.jsonl").read_text().splitlines()}
+    for row in t2v:
+        request = requests[row["scene_id"]]
+        assert request.kind == "prompt-schedule" and request.output == f"{row['scene_id']}.mp4"
+        assert [(p.text, p.start_seconds) for p in request.prompts] == list(zip(row["prompts"], PROMPT_STARTS,
+                                                                               strict=True))
+        assert request.seed == row["seed"] and f'"seed":"{row["seed"]}"' in lines[request.id]   # a JSON string
+        assert (request.frames, request.fps) == (T2V_FRAMES, T2V_FPS) == (row["num_frames"], row["fps"])
+        assert (request.width, request.height) == (row["width"], row["height"])
+        assert request.settings["chunk_layout"] == T2V_CHUNKS and request.conditioning == ()
+    for row in i2v:
+        request = requests[row["sample_id"]]
+        assert request.kind == "image-camera" and [p.text for p in request.prompts] == [row["prompt"]]
+        assert (request.frames, request.fps, request.seed) == (I2V_FRAMES, I2V_FPS, I2V_SEED)
+        assert (request.frames, request.fps, request.seed) == (row["num_frames"], row["fps"], row["seed"])
+        assert (request.width, request.height) == (row["width"], row["height"])
+        assert request.settings["chunk_layout"] == I2V_CHUNKS
+        assert request.settings["latent_positions"] == LATENT_POSITIONS
+        image, trajectory = images / row["image_path"], release / row["trajectory_path"]
+        with Image.open(image) as picture:
+            pixels = hashlib.sha256(picture.convert("RGB").tobytes()).hexdigest()
+        assert request.settings["initial_frame_rgb_sha256"] == pixels
+        assert request.file("initial_frame").sha256 == _sha256(image) == _sha256(request.path("initial_frame"))
+        assert request.file("trajectory").sha256 == _sha256(trajectory) == _sha256(request.path("trajectory"))
+        assert request.path("trajectory").read_bytes() == trajectory.read_bytes()
+        assert request.path("trajectory").name == Path(row["trajectory_path"]).name
+
+
+def _calls(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _card(out: Path) -> dict:
+    return json.loads((out / "scorecard.json").read_text())
+
+
+def _complete_for_every_request(out: Path, n_requests: int) -> dict:
+    """The scorecard of a complete run whose denominators are its requests, every metric of every group."""
+    card = _card(out)
+    requests = read_requests(out / "generation" / "requests.jsonl")
+    assert len(requests) == n_requests
+    assert card["status"] == "complete" and card["samples"]["n_expected"] == card["samples"]["n_ok"] == n_requests
+    for name, metric in card["metrics"].items():
+        group = name.rpartition("/")[0]
+        asked = sorted(r.id for r in requests if (r.settings["split"] if r.kind == "prompt-schedule" else
+                                                  f"i2v/{r.settings['setting']}") == group)
+        assert metric["n_expected"] == metric["n_scored"] == len(asked) > 0 and not metric["failed"], name
+        assert sorted(metric["sample_ids"]) == asked, name
+    return card
+
+
+def test_the_python_then_the_command_form_render_every_request_and_each_is_scored(asked: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The render double in its python form over the whole fixture (3 T2V scenes, 4 I2V samples), then in its
+    command form in the same run directory: another generator, so every rollout is made again, each by a separate
+    program from the request file it was handed, and byte for byte the same (the render is a function of the
+    request's digest: the command got every byte of its request, the 20-digit seed included); so every score is
+    the stored one and the scorecard is the same."""
+    out = tmp_path / "run"
+    outcome = _run(out, RENDER, asked)
+    assert outcome.exit_code == 0, outcome.message
+    card = _complete_for_every_request(out, 7)
+    assert set(card["metrics"]) == {f"{g}/{m}" for g in GROUPS for m in METRICS}
+    generation = card["provenance"]["extra"]["generation"]
+    assert generation["generator"] == RENDER
+    assert generation["signature"] == {"model": "test render generator", "weights": "v1",
+                                       "settings": {"mode": "render"}}
+    # the requests digest: SHA-256 of the canonical JSON list of each request's canonical-JSON SHA-256
+    lines = [json.loads(line) for line in (asked / "requests.jsonl").read_text().splitlines()]
+    assert generation["requests"] == _canonical_sha256([_canonical_sha256(line) for line in lines])
+    assert generation["n_requests"] == 7
+    release = asked / FIXTURE_DIR / "RememBench" / "data"
+    seeds = {row.get("sample_id", row.get("scene_id")): row["seed"]
+             for split in ("t2v", "i2v") for row in _rows(release / split / "test.jsonl")}
+    assert generation["seeds"] == seeds and generation["seeds"]["t2v-001"] == "18446744073709551615"
+    assert set(generation["seconds"]) == set(seeds)
+    # the requests the run generated are the ones `pinbench requests` writes, byte for byte
+    assert (out / "generation" / "requests.jsonl").read_bytes() == (asked / "requests.jsonl").read_bytes()
+    requests = read_requests(out / "generation" / "requests.jsonl")
+    records = load_records(out / "generation")
+    rollouts = {r.id: _sha256(out / "rollouts" / r.output) for r in requests}
+    for request in requests:
+        result = records[request.id].result
+        assert records[request.id].ok and result["sha256"] == rollouts[request.id]
+        assert result["seed"] == seeds[request.id] and result["request"] == request.digest
+    checked = CliRunner().invoke(app, ["rollouts", "check", "remembench", str(out / "rollouts"), "--requests",
+                                       str(asked / "requests.jsonl")])
+    assert checked.exit_code == 0 and "7 of 7 rollout(s) are what their requests ask for" in checked.output
+    scored = load_records(out)
+
+    calls = tmp_path / "calls"
+    again = _run(out, f"{COMMAND} --calls {calls}", asked)
+    assert again.exit_code == 0, again.message
+    assert {r.id: _sha256(out / "rollouts" / r.output) for r in requests} == rollouts
+    assert sorted(_calls(calls)) == sorted(rollouts)   # every one made again, once
+    command = _complete_for_every_request(out, 7)
+    generation = command["provenance"]["extra"]["generation"]
+    made = {sid: r.result["generator"] for sid, r in load_records(out / "generation").items()}
+    assert made == dict.fromkeys(rollouts, _canonical_sha256(generation["signature"]))   # stored as the command's
+    assert {k: m["value"] for k, m in command["metrics"].items()} == {k: m["value"] for k, m in
+                                                                      card["metrics"].items()}
+    assert {sid: r.result for sid, r in load_records(out).items()} == {sid: r.result for sid, r in scored.items()}
+    assert generation["generator"] == f"{COMMAND} --calls {calls}" and generation["seeds"] == seeds
+    assert generation["signature"]["settings"]["files"][str(HELPERS / "render_generator.py")] == _sha256(
+        HELPERS / "render_generator.py")
+
+
+def test_the_static_baseline_scores_perfect_revisit_memory_and_no_motion(asked: Path, tmp_path: Path) -> None:
+    """Every frame of a static rollout is its first (grey for T2V, the initial frame for I2V): the revisit is the
+    departure (CLIP 1, LPIPS 0), consecutive frames are equal (TempSSIM 1) and chunks do not drift (Drift 0)."""
+    out = tmp_path / "run"
+    outcome = _run(out, "static", asked)
+    assert outcome.exit_code == 0, outcome.message
+    card = _complete_for_every_request(out, 7)
+    assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
+    for group in GROUPS:
+        value = {m: card["metrics"][f"{group}/{m}"]["value"] for m in METRICS}
+        assert value["lpips_alex"] == 0.0, group
+        assert value["clip"] == pytest.approx(1.0, abs=1e-6) and value["tempssim"] == pytest.approx(1.0, abs=1e-6)
+        assert value["drift"] == pytest.approx(0.0, abs=1e-6), (group, value)
+    requests = {r.id: r for r in read_requests(out / "generation" / "requests.jsonl")}
+    grey = read_video(out / "rollouts" / "t2v-000.mp4", [0, T2V_FRAMES - 1], backend="pyav").frames
+    assert np.abs(grey.astype(int) - 128).max() <= 1
+    first = read_video(out / "rollouts" / "s02-tr180.mp4", [0], backend="pyav").frames[0]
+    with Image.open(requests["s02-tr180"].path("initial_frame")) as picture:
+        initial = np.asarray(picture.convert("RGB"))
+    assert np.abs(first.astype(int) - initial.astype(int)).max() <= 2   # yuv444p round trip
+
+
+def test_the_render_double_is_a_function_of_its_request(asked: Path, tmp_path: Path) -> None:
+    """What the command-form test leans on: two renders of one request are the same bytes, another request's
+    are not."""
+    first, second = read_requests(asked / "requests.jsonl")[:2]
+    for name, request in (("a", first), ("b", first), ("c", second)):
+        Render().generate(request, tmp_path / f"{name}.mp4")
+    assert _sha256(tmp_path / "a.mp4") == _sha256(tmp_path / "b.mp4") != _sha256(tmp_path / "c.mp4")
