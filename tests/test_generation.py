@@ -122,6 +122,11 @@ def test_the_same_generator_regenerates_nothing_and_another_regenerates_every_ro
     assert changed.exit_code == 0 and len(_calls(calls)) == 8            # another signature: every rollout again
     assert "4 recomputed: generator changed" in capfd.readouterr().err
 
+    kept = _run(out, RENDER, calls=str(calls), version="2")
+    err = capfd.readouterr().err
+    assert kept.exit_code == 0 and len(_calls(calls)) == 8               # the replaced records left the store
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in err and "contradicts" not in err
+
 
 def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates(tmp_path: Path) -> None:
     from pinbench.core.generation import RequestError
