@@ -285,6 +285,23 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
     }
 
 
+def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scrubber's JSON fast path must fall back wherever the text could hide a secret: a token after a newline
+    (escaped, its lookbehind sees 'n'), a secret holding a quote (escaped in the JSON text), a secret-named key
+    behind an escape, a value that is no JSON. Expected values are written out, not computed by scrub."""
+    from pinbench.core.provenance import scrubber
+
+    monkeypatch.setenv("SERVICE_KEY", 'se"cret-value')
+    scrub_many = scrubber()
+    token = "hf_" + "B" * 20
+    assert scrub_many({"b": 'the se"cret-value here'}) == {"b": "the *** here"}
+    assert scrub_many({"line": f"line\n{token}"}) == {"line": "line\n***"}
+    assert scrub_many({"é\napi_key": "k", "caf\u00e9": "ok"}) == {"é\napi_key": "***", "caf\u00e9": "ok"}
+    assert scrub_many({"path": Path("/x"), "t": (1, 2.5, None)}) == {"path": Path("/x"), "t": [1, 2.5, None]}
+    plain = {"id": "binary__Pan_Left__0001", "values": [0.5, float("inf")], "nested": {"k": [1, 2]}}
+    assert scrub_many(plain) == plain and scrub_many(plain) is not plain
+
+
 def test_provenance_never_holds_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_notarealtoken0000")

@@ -24,6 +24,7 @@ from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 if TYPE_CHECKING:
     from pinbench.core.run import RunOutcome
     from pinbench.core.scorecard import Scorecard
+    from pinbench.results.compare import Run
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Pinned, reproducible recipes for video-generation and world-model benchmarks.")
@@ -673,19 +674,25 @@ def record_reference_cmd(
 def _load_run(scorecard: Path) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
     its derived records, when it has any)."""
-    from pinbench.core.reference import load_reference
     from pinbench.core.runner import read_merged
     from pinbench.core.scorecard import load_scorecard, run_derived
 
     card = load_scorecard(scorecard)
-    recipe = _installed_recipe(card.recipe)
-    ref_path = recipe.reference_path(card.checkpoint, card.mode) if recipe else None
     samples_name = card.samples.path
     samples_file = scorecard.parent / samples_name if samples_name else None
     samples = read_merged(samples_file) if samples_file and samples_file.is_file() else None
     if samples is not None:
         samples += run_derived(scorecard.parent, card)
-    return card, load_reference(ref_path, recipe=recipe) if ref_path else None, samples
+    return card, _reference_of(card), samples
+
+
+def _reference_of(card: Scorecard) -> Any:
+    """The installed recipe's reference for the run's checkpoint and mode, or None."""
+    from pinbench.core.reference import load_reference
+
+    recipe = _installed_recipe(card.recipe)
+    ref_path = recipe.reference_path(card.checkpoint, card.mode) if recipe else None
+    return load_reference(ref_path, recipe=recipe) if ref_path else None
 
 
 def _present(by_index: dict[int, Any]) -> dict[int, Any]:
@@ -713,7 +720,7 @@ def report(
     _echo(f"report: {index}")
 
 
-def _view_folder(runs: Sequence[Path], out: Path) -> str | None:
+def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
     """``pinbench view --bundle`` of a report's runs in ``out/view`` (originals linked, not copied), which the report
     links every sample it names to; None, said in one line, when the runs cannot be viewed together."""
     from pinbench.ops.view import write_bundle
@@ -751,12 +758,11 @@ def compare(
     if report_dir is not None:
         from pinbench.results.report import write_report
 
-        cards, references, samples = [], {}, {}
-        for i, run in enumerate(runs):
-            _, references[i], samples[i] = _load_run(run.path)
-            cards.append(run.path)
+        cards = [run.path for run in runs]
+        references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
+        samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
         with _writing_to("--report", report_dir):
-            view = _view_folder(cards, report_dir)
+            view = _view_folder(runs, report_dir)
             index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                                  comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
                                  view=view)

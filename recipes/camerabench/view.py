@@ -27,10 +27,14 @@ def facets(sample_id: str, result: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 @cache
-def _samples(root: Path) -> dict[str, Any]:
-    from pinbench_recipes.camerabench.dataset import load_dataset
+def _samples(root: Path) -> dict[str, Any] | str:
+    """The data folder's samples by id, or why it cannot be read: said once, not parsed again for every sample."""
+    from pinbench_recipes.camerabench.dataset import DatasetError, load_dataset
 
-    data = load_dataset(root, ["binary", "vqa"])
+    try:
+        data = load_dataset(root, ["binary", "vqa"])
+    except (DatasetError, OSError) as exc:
+        return f"camerabench view: {exc}"
     return {s.sample_id: s for s in (*data.binary, *data.vqa)}
 
 
@@ -50,7 +54,11 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
         media.problems.append("the questions are not shown: the run read the pinned data from the cache (-o data "
                               "names a local copy)")
         return media
-    sample = _samples(root).get(sample_id)
+    samples = _samples(root)
+    if isinstance(samples, str):
+        media.problems.append(samples)
+        return media
+    sample = samples.get(sample_id)
     videos = run.option_path("videos")
     if hasattr(sample, "label"):
         media.rollouts.append(_video(videos, sample.video, "video"))

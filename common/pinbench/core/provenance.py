@@ -112,7 +112,7 @@ def redactor() -> Callable[[str], str]:
 def scrubber() -> Callable[[Any], Any]:
     """``scrub`` with the environment's secret values read once: for many objects in a row (a view's samples)."""
     secrets = _secret_values()
-    return lambda obj: _scrub(obj, secrets)
+    return lambda obj: _scrubbed(obj, secrets)
 
 
 @lru_cache(maxsize=4096)  # a page scrubs the same few field names thousands of times
@@ -129,7 +129,33 @@ def scrub(obj: Any) -> Any:
     A field named like ``hf_token`` / ``api_key`` / ``password`` loses its string value even when
     the value is not a known token: config dicts are the usual way a secret leaks into a report.
     """
-    return _scrub(obj, _secret_values())
+    return _scrubbed(obj, _secret_values())
+
+
+class _SecretField(Exception):
+    """A secret-named key met while the JSON fast path decodes an object."""
+
+
+def _plain_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if any(_is_secret_field(key) for key, _ in pairs):
+        raise _SecretField
+    return dict(pairs)
+
+
+def _scrubbed(obj: Any, secrets: list[str]) -> Any:
+    """``_scrub``, by way of the object's JSON text when nothing in it could be a secret: no secret value (as
+    written or JSON-escaped), no ``hf_`` anywhere, no secret-named key. A view's 11,222 sample pages then cost
+    one ``json`` round trip each, not a walk of every string in Python; anything else takes the walk."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return _scrub(obj, secrets)
+    if "hf_" in text or any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets):
+        return _scrub(obj, secrets)
+    try:
+        return json.loads(text, object_pairs_hook=_plain_object)
+    except _SecretField:
+        return _scrub(obj, secrets)
 
 
 def _scrub(obj: Any, secrets: list[str]) -> Any:

@@ -196,14 +196,15 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str]:
     return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}"
 
 
-def load_runs(paths: Sequence[Path | str]) -> list[ViewRun]:
-    """The runs (folders or their scorecard.json), of one recipe; ViewError in one line otherwise."""
+def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
+    """The runs (folders or their scorecard.json, or runs ``compare`` loaded already), of one recipe; ViewError in
+    one line otherwise."""
     if not paths:
         raise ViewError("no run given")
     runs = []
     for path in paths:
         try:
-            runs.append(load_run(path))
+            runs.append(path if isinstance(path, Run) else load_run(path))
         except (ValueError, OSError) as exc:  # CompareError, ScorecardError, a bad samples.jsonl line: one line each
             raise ViewError(str(exc)) from None
     recipes = {r.card.recipe for r in runs}
