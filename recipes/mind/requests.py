@@ -27,7 +27,16 @@ from pinbench.core.config import RecipeError
 from pinbench.core.generation import Capabilities, Request, Signature, staged
 from pinbench.core.inputs import InputDigests
 from pinbench.media.video import read_video, video_info, write_video
-from pinbench_recipes.mind.layout import ACTION_KEYS, GENERATED_VIDEO, GT_ACTIONS, GT_VIDEO, ContinuationSample
+from pinbench_recipes.mind.layout import (
+    ACTION_KEYS,
+    GENERATED_VIDEO,
+    GT_ACTIONS,
+    GT_VIDEO,
+    MIRROR_TEST,
+    PERSPECTIVES,
+    ContinuationSample,
+    requested_tests,
+)
 from pinbench_recipes.mind.plan import Plan
 
 MIRROR_REFUSAL = ("mind: a generating run cannot score gsc: MIND publishes no mirror-test actions (its closed-loop "
@@ -80,3 +89,24 @@ class Replay:
 def replay() -> Replay:
     return Replay()
 
+
+def generated_layout(videos: Path, asked: list[Request], metrics: tuple[str, ...]) -> None:
+    """The rollouts folder in MIND's generated layout wherever generation made nothing: every test directory
+    process.py lists (a missing one aborts the plan: after --limit, or when every request of a test failed), and
+    no sample directory without its video (one aborts the plan; a sample without a directory fails by name). A
+    request's directory lacks its video when the generator failed, its rollout failed the check, or a kill came
+    first (then it may hold the step's hidden partial file, which goes too)."""
+    for perspective in PERSPECTIVES:
+        for test in requested_tests(metrics):
+            if test != MIRROR_TEST:
+                (videos / perspective / test).mkdir(parents=True, exist_ok=True)
+    for request in asked:
+        rollout = videos / request.output
+        folder = rollout.parent
+        if rollout.exists() or rollout.is_symlink() or folder.is_symlink() or not folder.is_dir():
+            continue
+        leftovers = list(folder.iterdir())
+        if all(p.name.startswith(".") and (p.is_file() or p.is_symlink()) for p in leftovers):
+            for path in leftovers:
+                path.unlink()
+            folder.rmdir()

@@ -26,13 +26,7 @@ from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPin
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.mind import fixture, requests, steps
 from pinbench_recipes.mind.ingest import OFFICIAL_CANVAS
-from pinbench_recipes.mind.layout import (
-    MIRROR_TEST,
-    PERSPECTIVES,
-    LayoutError,
-    key_from_sample_id,
-    requested_tests,
-)
+from pinbench_recipes.mind.layout import LayoutError, key_from_sample_id
 from pinbench_recipes.mind.official import OfficialRunError, Runtime
 from pinbench_recipes.mind.plan import Plan, make_plan
 from pinbench_recipes.mind.results import ResultFile, ResultFileError, load_result_file, results_option
@@ -68,7 +62,7 @@ def run(run: Run) -> RunOutcome:
             with run.step("generate"):
                 asked = plan_requests(run, Path(gt_root), run.requests_root)
                 videos = run.generate(asked)
-                generated_layout(videos, asked, metrics)
+                requests.generated_layout(videos, asked, metrics)
         with run.step("prepare"):
             pre = checked(make_plan(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
                                     video_max_time=video_max_time, limit=cfg.limit))
@@ -154,28 +148,6 @@ def plan_requests(run: Run, gt_root: Path, root: Path) -> list[Request]:
         raise RecipeError(str(exc)) from None
     with run.digests() as digests:
         return requests.build(plan, root=root, digests=digests)
-
-
-def generated_layout(videos: Path, asked: list[Request], metrics: tuple[str, ...]) -> None:
-    """The rollouts folder in MIND's generated layout wherever generation made nothing: every test directory
-    process.py lists (a missing one aborts the plan: after --limit, or when every request of a test failed), and
-    no sample directory without its video (one aborts the plan; a sample without a directory fails by name). A
-    request's directory lacks its video when the generator failed, its rollout failed the check, or a kill came
-    first (then it may hold the step's hidden partial file, which goes too)."""
-    for perspective in PERSPECTIVES:
-        for test in requested_tests(metrics):
-            if test != MIRROR_TEST:
-                (videos / perspective / test).mkdir(parents=True, exist_ok=True)
-    for request in asked:
-        rollout = videos / request.output
-        folder = rollout.parent
-        if rollout.exists() or rollout.is_symlink() or folder.is_symlink() or not folder.is_dir():
-            continue
-        leftovers = list(folder.iterdir())
-        if all(p.name.startswith(".") and (p.is_file() or p.is_symlink()) for p in leftovers):
-            for path in leftovers:
-                path.unlink()
-            folder.rmdir()
 
 
 def run_requests(run: Run, root: Path) -> list[Request]:
