@@ -26,7 +26,7 @@ from pinbench.core.generation import Generator, Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
-from pinbench.core.run import Run, RunOutcome
+from pinbench.core.run import NotGenerated, Run, RunOutcome
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate, fixture, requests
 from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
@@ -104,8 +104,10 @@ def run(run: Run) -> RunOutcome:
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
+    not_made = {t: NotGenerated(f"no rollout: {why[0]}") for t in task_ids   # none of its rollouts: failed, why
+                for why in [[run.generation_failures.get(f"{m}.{t}") for m in options.modalities]] if all(why)}
     records = run.store([{"sample_id": t, "videos": {m: collected[m][t].sha256 for m in options.modalities}}
-                         for t in task_ids], results, label="scorecard")
+                         for t in task_ids], {**results, **not_made}, label="scorecard")
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},

@@ -433,10 +433,17 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def _with_reason(what: str, result: Mapping[str, Any], key: str, default: str = "") -> str:
-    """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), if any."""
+    """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), else for
+    the group it belongs to (``edge`` of ``edge/canny_f1_score``: a modality that was not evaluated), if any."""
     errors = result.get("errors")
-    reason = errors.get(key) if isinstance(errors, Mapping) else None
-    return f"{what}: {reason}" if isinstance(reason, str) and reason else what + default
+    if not isinstance(errors, Mapping):
+        return what + default
+    parts = key.split("/")
+    for n in range(len(parts), 0, -1):
+        reason = errors.get("/".join(parts[:n]))
+        if isinstance(reason, str) and reason:
+            return f"{what}: {reason}"
+    return what + default
 
 
 def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:

@@ -195,3 +195,50 @@ def test_the_python_then_the_command_form_make_the_same_rollouts_and_scores(aske
     checked = CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(out / "rollouts"), "--requests",
                                        str(out / "generation" / "requests.jsonl")])
     assert checked.exit_code == 0 and "8 of 8 rollout(s) are what their requests ask for" in checked.output
+
+
+HALF = '''
+from render_generator import Render
+
+
+class Half(Render):
+    """Test double: no edge rollout for task_0000 and task_0001, no seg rollout for task_0000."""
+
+    def generate(self, request, out):
+        modality, _, task = request.id.partition(".")
+        if (modality, task) in {("edge", "task_0000"), ("edge", "task_0001"), ("seg", "task_0000")}:
+            raise RuntimeError(f"no {modality} model here")
+        super().generate(request, out)
+
+
+def make(**options):
+    return Half(**options)
+'''
+
+
+def test_a_rollout_not_generated_is_named_with_why_and_a_task_with_none_fails(asked: Path, tmp_path: Path) -> None:
+    """task_0000 has no rollout at all: a failed sample (NotGenerated, the generator's reason), not an ok one with
+    no values. task_0001 lacks its edge rollout: its seg metrics are scored and each edge metric fails with the
+    generation's reason. The denominator stays 4 tasks."""
+    (tmp_path / "half.py").write_text(HALF)
+    out = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", f"{tmp_path}:{HELPERS}")
+        outcome = _run(out, "python:half:make", asked, ("edge", "seg"))
+    assert outcome.exit_code != 0
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["status"] == "partial"
+    assert (card["samples"]["n_expected"], card["samples"]["n_ok"], card["samples"]["n_failed"]) == (4, 3, 1)
+    records = load_records(out)
+    assert records["task_0000"].status == "failed"
+    assert records["task_0000"].error == "NotGenerated: no rollout: GeneratorError: RuntimeError: no edge model here"
+    rows = [line.split("\t") for line in (out / "failures.tsv").read_text().splitlines()[1:]]
+    by_sample: dict[str, dict[str, str]] = {}
+    for sample, metric, reason in rows:
+        by_sample.setdefault(sample, {})[metric] = reason
+    assert sorted(by_sample) == ["task_0000", "task_0001"]
+    assert {m.partition("/")[0] for m in by_sample["task_0001"]} == {"edge"}   # seg scored
+    assert all("no edge model here" in reason for reason in by_sample["task_0001"].values()), by_sample["task_0001"]
+    for name, metric in card["metrics"].items():
+        assert metric["n_expected"] == 4
+        assert metric["n_scored"] == (2 if name.startswith("edge/") else 3), name
