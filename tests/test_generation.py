@@ -90,10 +90,10 @@ def _helpers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HELPERS), os.environ.get("PYTHONPATH")])))
 
 
-def _run(out: Path, generator: str, *, modalities: str = "edge", **options: str):
+def _run(out: Path, generator: str, *, modalities: str = "edge", gpus: int = 1, **options: str):
     recipe = get_recipe("paibench-c")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": modalities},
-                                    generator=generator, generator_options=options, env={}))
+                                    generator=generator, generator_options=options, env={}, gpus=gpus))
 
 
 def _calls(path: Path) -> list[str]:
@@ -270,14 +270,16 @@ def test_a_generator_never_outlives_the_run(tmp_path: Path) -> None:
     assert left == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left]
 
 
-@pytest.mark.parametrize("form", ["python", "command"])
+@pytest.mark.parametrize("form", ["python", "command", "python, --gpus 2"])
 def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path) -> None:
-    """kill -9 of the run while its generator hangs: the generator and all it started are gone within seconds
-    (they would otherwise hold a GPU for a run that no longer exists)."""
+    """kill -9 of the run while its generator hangs: the generator and all it started (with --gpus 2, the run's
+    worker process per GPU too) are gone within seconds (they would otherwise hold a GPU, or write to the run
+    directory, for a run that no longer exists)."""
     calls, marker = tmp_path / "calls", f"PINBENCH_TEST_MARKER={tmp_path.name}-{time.time_ns()}"
-    generator = (["--generator", RENDER, "-g", "mode=hang", "-g", f"calls={calls}"] if form == "python" else
+    generator = (["--generator", RENDER, "-g", "mode=hang", "-g", f"calls={calls}"] if form.startswith("python") else
                  ["--generator", f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
                                  f"--out {{out}} --mode hang --calls {calls}"])
+    generator += ["--gpus", "2"] if form.endswith("--gpus 2") else []
     proc = subprocess.Popen([sys.executable, "-m", "pinbench", "run", "paibench-c", "--fixture", "--offline", "--out",
                              str(tmp_path / "run"), *generator], env={**os.environ, marker.split("=")[0]:
                                                                       marker.split("=", 1)[1]},
@@ -335,3 +337,42 @@ def test_compare_and_table_name_the_generators_of_two_runs(tmp_path: Path) -> No
     table = runner.invoke(cli.app, ["table", *(str(tmp_path / n) for n in "abc"), "--format", "csv"])
     assert table.exit_code == 0, table.output
     assert table.output.count("rollouts made differently: different generators") >= 3   # every column's note
+
+
+def _seen(path: Path) -> dict[str, tuple[str, str]]:
+    """request id -> (CUDA_VISIBLE_DEVICES, process id) it was generated with, one generation each."""
+    lines = [line.split() for line in path.read_text().splitlines()]
+    assert len({line[0] for line in lines}) == len(lines), lines
+    return {sid: (device, pid) for sid, device, pid in lines}
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_gpus_2_spreads_generation_over_one_generator_per_gpu(tmp_path: Path, form: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpus 2 with CUDA_VISIBLE_DEVICES=5,3: each rollout made once, by a generator that sees one of the two GPUs
+    (the python form: one process per GPU, its model loaded once there), both GPUs used; the rollouts, records and
+    scorecard are those of a one-GPU run."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,3")
+    seen = tmp_path / "seen"
+    spec = RENDER if form == "python" else (
+        f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}} --seen {seen}")
+    options = {"seen": str(seen)} if form == "python" else {}
+    spread = _run(tmp_path / "spread", spec, modalities="edge,depth", gpus=2, **options)
+    assert spread.exit_code == 0, spread.message
+    made = _seen(seen)
+    assert sorted(made) == sorted(f"{m}.task_000{i}" for m in ("edge", "depth") for i in range(4))
+    assert {device for device, _ in made.values()} == {"5", "3"}
+    if form == "python":
+        assert all(len({pid for d, pid in made.values() if d == device}) == 1 for device in ("5", "3"))
+    seen.unlink()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    plain = _run(tmp_path / "plain", spec, modalities="edge,depth", **options)
+    assert {device for device, _ in _seen(seen).values()} == {"-"}   # one GPU: the run's own environment
+    for name in ("spread", "plain"):
+        assert not list((tmp_path / name / "generation").glob("samples/quarantine/*"))
+
+    def made_by(run: Path) -> dict:
+        card = json.loads((run / "scorecard.json").read_text())
+        return {"rollouts": {sid: r.result["sha256"] for sid, r in load_records(run / "generation").items()},
+                "metrics": {k: m["value"] for k, m in card["metrics"].items()}, "status": card["status"]}
+    assert made_by(tmp_path / "spread") == made_by(tmp_path / "plain") and plain.exit_code == 0

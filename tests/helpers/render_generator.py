@@ -6,7 +6,8 @@ colour ramp whose colours come from the request's digest and the frame's index, 
 size and rate, so a rollout is a function of its request alone. ``mode`` turns it hostile, one way per value:
 ``nothing`` (writes no file), ``truncated`` (cuts the file), ``frames`` (one frame too many), ``symlink`` (a link
 to a file outside the run), ``hang`` (sleeps), ``exit`` (fails). ``calls`` names a file that gets one line per
-request generated (a test counts generations).
+request generated (a test counts generations); ``seen`` one line per request with the ``CUDA_VISIBLE_DEVICES``
+and process id it was generated with (a test sees which GPU made what, and in how many processes).
 """
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ def frames_of(request: Request, count: int | None = None) -> np.ndarray:
 class Render:
     capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
 
-    def __init__(self, mode: str = "render", calls: str = "", version: str = "1", delay: str = "0") -> None:
+    def __init__(self, mode: str = "render", calls: str = "", version: str = "1", delay: str = "0",
+                 seen: str = "") -> None:
         if mode not in (*MODES, EACH):
             raise ValueError(f"mode must be one of {', '.join(MODES)} or {EACH}")
-        self.mode, self.calls, self.version, self.delay = mode, calls, version, float(delay)
+        self.mode, self.calls, self.version, self.delay, self.seen = mode, calls, version, float(delay), seen
 
     def signature(self) -> Signature:
         return Signature(model="test render generator", weights=f"v{self.version}", settings={"mode": self.mode})
@@ -64,6 +66,9 @@ class Render:
         if self.calls:
             with open(self.calls, "a", encoding="utf-8") as log:
                 log.write(request.id + "\n")
+        if self.seen:
+            with open(self.seen, "a", encoding="utf-8") as log:
+                log.write(f"{request.id} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {os.getpid()}\n")
         if mode == "hang":
             time.sleep(3600)
         if mode == "exit":
@@ -91,10 +96,11 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", default="render", choices=MODES)
     parser.add_argument("--calls", default="")
+    parser.add_argument("--seen", default="")
     args = parser.parse_args()
     message = json.loads(Path(args.request).read_text(encoding="utf-8"))
     try:
-        Render(args.mode, calls=args.calls).generate(Request.from_json(message), Path(args.out))
+        Render(args.mode, calls=args.calls, seen=args.seen).generate(Request.from_json(message), Path(args.out))
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 3

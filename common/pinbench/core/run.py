@@ -26,6 +26,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -505,13 +508,28 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     whole = shard or Shard(0, 1)
     jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
              implementation, cache, k == 0) for k, device in enumerate(devices)]
-    with multiprocessing.get_context("spawn").Pool(len(devices)) as pool:
+    with multiprocessing.get_context("spawn").Pool(len(devices), initializer=die_with_parent) as pool:
         parts = pool.map(_worker, jobs)
     records = {sid: record for part in parts for sid, record in part.records.items()}
     mine = whole.select([str(task["sample_id"]) for task in tasks])
     return RunSummary(n_total=len(mine), n_done=sum(p.n_done for p in parts), n_reused=sum(p.n_reused for p in parts),
                       n_failed=sum(p.n_failed for p in parts), records={sid: records[sid] for sid in mine},
                       n_cached=sum(p.n_cached for p in parts))
+
+
+def die_with_parent(*, group: bool = False) -> None:
+    """This process (with ``group``, its whole process group) is killed when the process that started it dies, a
+    kill -9 included: a device worker of a killed run must not go on computing, nor a generator keep a GPU busy,
+    for a run that is gone (a rerun could otherwise claim the directory while they still write to it)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        if group:
+            os.killpg(0, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=watch, daemon=True, name="pinbench-orphan-guard").start()
 
 
 def _worker(job: tuple) -> RunSummary:

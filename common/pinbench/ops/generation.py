@@ -15,7 +15,10 @@ Why a worker process: a Python generator holds its model across requests, but on
 without stopping the run. It runs in a child (``python -m pinbench.ops.generation``) that builds it once and answers
 one request at a time; past ``--generation-timeout`` seconds the child is killed, the request fails by name, and the
 next request starts a fresh child. A generator prints where it likes: its output goes to the run's log, never into
-the protocol.
+the protocol. With ``--gpus N`` (N > 1) the step spreads over N processes of the run, one per GPU, each with
+its own generator process (or its commands) confined to that GPU by ``CUDA_VISIBLE_DEVICES``, taken in order from
+the run's own ``CUDA_VISIBLE_DEVICES`` when it is set; a generator that makes every rollout in one call
+(``generate_batch``: cosmos3) places its own GPUs.
 
 Every rollout is checked against its request before it is kept (``check_rollout``): a regular file (not a symlink),
 that decodes, with the frame count, frame rate and size asked for. A generator that writes nothing, a truncated or
@@ -36,8 +39,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -60,7 +61,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.recipe import Recipe
-from pinbench.core.run import GENERATION
+from pinbench.core.run import GENERATION, die_with_parent
 from pinbench.core.runner import Stale, load_records
 
 ENTRY_POINTS = "pinbench.generators"
@@ -150,15 +151,18 @@ def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signat
                                **{k: v for k, v in sorted(options.items()) if k not in ("model", "weights")}})
 
 
-def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path) -> None:
-    """One request through the command; RuntimeError naming what went wrong."""
+def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
+                 env: Mapping[str, str] | None = None) -> None:
+    """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
+    wrong."""
     with tempfile.TemporaryDirectory(prefix="pinbench-request-") as folder:
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [arg.replace("{request}", str(request_file)).replace("{out}", str(out)) for arg in argv]
         with open(log, "ab") as sink:
             proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
-                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True,
+                                    env={**os.environ, **env} if env else None)
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -350,8 +354,19 @@ class Generating:
 
             made = {"generator": named, "signature": signature.to_json()}
             write_if_changed(store / GENERATOR_FILE, json.dumps(made, indent=1, sort_keys=True) + "\n")
-            summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate", cache=False,
-                                  validate=kept)
+            devices = gpu_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
+            if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
+                maker.release()
+                argv = self.spec.command
+                target = None if argv is not None else factory_path(self.spec.spec, self.recipe)
+                on_device = _OnDevice(target, tuple(argv or ()), dict(self.spec.options), self.spec.timeout_s, store,
+                                      rollouts, signature, by_id)
+                summary = run.compute(tasks, on_device,
+                                      folder=GENERATION, part="generation", label="generate", cache=False,
+                                      validate=kept, devices=devices)
+            else:
+                summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate",
+                                      cache=False, validate=kept)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
         run.stop_after_generation(summary)
@@ -381,7 +396,8 @@ class Generating:
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
                          lambda request, out: worker.generate(request, out, timeout),
-                         (lambda pairs: worker.generate_batch(pairs, timeout * len(pairs))) if caps["batch"] else None)
+                         (lambda pairs: worker.generate_batch(pairs, timeout * len(pairs))) if caps["batch"] else None,
+                         worker.stop)
         finally:
             worker.stop()
 
@@ -394,6 +410,42 @@ class _Maker:
     capabilities: Capabilities
     one: Any
     many: Any = None
+    release: Callable[[], None] = lambda: None   # frees what it holds (a worker's model) before devices take over
+
+
+def gpu_devices(gpus: int) -> list[str]:
+    """The GPUs generation spreads over with ``--gpus N``: the first N of ``CUDA_VISIBLE_DEVICES`` when it is set,
+    else 0..N-1; none for one GPU (the step then runs in the run's own process)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(gpus)]
+    return ids[:gpus] if len(ids[:gpus]) > 1 else []
+
+
+@dataclass(frozen=True)
+class _OnDevice:
+    """Builds, in the run's process for one GPU, the step's per-rollout function: its own generator process (python
+    form: started at its first request, its model loaded there) or each command, seeing only that GPU."""
+
+    target: str | None   # the python form's factory; None: the command form
+    argv: tuple[str, ...]
+    options: Mapping[str, str]
+    timeout_s: float
+    store: Path
+    rollouts: Path
+    signature: Signature
+    by_id: Mapping[str, Request]
+
+    def __call__(self, device: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+        env, log = {"CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
+        if self.target is None:
+            def make(request: Request, out: Path) -> None:
+                _run_command(self.argv, request, out, self.timeout_s, log, env)
+        else:
+            worker = Worker(self.target, self.options, log, env)
+
+            def make(request: Request, out: Path) -> None:
+                worker.generate(request, out, self.timeout_s)
+        return lambda task: _keep(self.by_id[task["sample_id"]], self.rollouts, self.signature, make)
 
 
 def _partial(rollouts: Path, request: Request) -> Path:
@@ -459,20 +511,8 @@ def _sha256(path: Path) -> str:
     return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _die_with_parent() -> None:
-    """A generator child (and all it started: its process group) is killed when the run that started it dies, a
-    kill -9 included: nothing keeps a GPU busy for a run that is gone."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        os.killpg(0, signal.SIGKILL)
-    threading.Thread(target=watch, daemon=True, name="pinbench-orphan-guard").start()
-
-
 def main(argv: Sequence[str]) -> None:
-    _die_with_parent()
+    die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
         try:
             raise SystemExit(subprocess.run(argv[1:], check=False).returncode)
