@@ -82,8 +82,8 @@ def _card(n_failed: int) -> SimpleNamespace:
     """TEST DOUBLE for a Scorecard: only the metrics' failed and missing samples, which summarize_failures reads."""
     failed = [Failure(f"task_{i:04d}", f"generation failed: no output {TOKEN}") for i in range(n_failed)]
     return SimpleNamespace(metrics={
-        "edge/canny_f1_score": SimpleNamespace(failed=failed, missing=("task_0100",)),
-        "edge/blur_ssim": SimpleNamespace(failed=failed[:1], missing=None)})
+        "edge/canny_f1_score": SimpleNamespace(failed=failed, missing=("task_0100",), records=None),
+        "edge/blur_ssim": SimpleNamespace(failed=failed[:1], missing=None, records=None)})
 
 
 def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypatch) -> None:
@@ -95,8 +95,19 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     assert len(lines) == 1 + 5 + 1 and lines[-1] == "  ... and 3 more"
     rows = path.read_text().splitlines()
     assert rows[0] == "sample_id\tmetric\treason" and len(rows) == 1 + 7 + 1 + 1 and TOKEN not in path.read_text()
-    assert summarize_failures(SimpleNamespace(metrics={"m": SimpleNamespace(failed=[], missing=())}), tmp_path) == []
+    assert summarize_failures(SimpleNamespace(metrics={"m": SimpleNamespace(failed=[], missing=(), records=None)}),
+                              tmp_path) == []
     assert not path.exists()                                            # a clean rerun removes the stale list
+
+
+def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Path) -> None:
+    """MIND's suite scores are one derived record: 5 failed samples and the suite are not "6 sample(s)"."""
+    card = _card(5)
+    card.metrics["suite/memory"] = SimpleNamespace(failed=[Failure("suite", "no value: a component failed")],
+                                                   missing=None, records="derived")
+    lines = summarize_failures(card, tmp_path)
+    path = tmp_path / FAILURES_FILE
+    assert lines[0] == f"failed: 6 sample(s) and 1 derived record(s) in 3 metric(s); full list: {path}"
 
 
 def test_one_progress_display_for_samples_and_watched_steps() -> None:

@@ -447,9 +447,12 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
     """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``; the lines to print:
     how many samples failed, up to five of them with their one-line reason, and where the full list is."""
     rows: list[tuple[str, str, str]] = []
+    derived: set[str] = set()   # ids of derived records (a suite's scores), counted apart from the samples
     for name, metric in card.metrics.items():
         rows += [(f.sample_id, name, f.error) for f in metric.failed]
         rows += [(sample, name, "missing: no record for this sample") for sample in metric.missing or ()]
+        if metric.records == "derived":
+            derived.update(f.sample_id for f in metric.failed)
     path = out_dir / FAILURES_FILE
     if not rows:
         path.unlink(missing_ok=True)
@@ -459,7 +462,9 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
     first: dict[str, tuple[str, str]] = {}
     for sample, metric, reason in clean:
         first.setdefault(sample, (metric, reason))
-    lines = [f"failed: {len(first)} sample(s) in {len({m for _, m, _ in clean})} metric(s); full list: {path}"]
+    n_derived = len(derived & first.keys())
+    counted = f"{len(first) - n_derived} sample(s)" + (f" and {n_derived} derived record(s)" if n_derived else "")
+    lines = [f"failed: {counted} in {len({m for _, m, _ in clean})} metric(s); full list: {path}"]
     lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:
