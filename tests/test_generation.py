@@ -348,7 +348,8 @@ def _seen(path: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("form", ["python", "command"])
 def test_gpus_2_spreads_generation_over_one_generator_per_gpu(tmp_path: Path, form: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capfd: pytest.CaptureFixture[str]) -> None:
     """--gpus 2 with CUDA_VISIBLE_DEVICES=5,3: each rollout made once, by a generator that sees one of the two GPUs
     (the python form: one process per GPU, its model loaded once there), both GPUs used; the rollouts, records and
     scorecard are those of a one-GPU run."""
@@ -359,6 +360,7 @@ def test_gpus_2_spreads_generation_over_one_generator_per_gpu(tmp_path: Path, fo
     options = {"seen": str(seen)} if form == "python" else {}
     spread = _run(tmp_path / "spread", spec, modalities="edge,depth", gpus=2, **options)
     assert spread.exit_code == 0, spread.message
+    assert "generate: 8 samples on 2 devices: 8 done, 0 reused, 0 failed" in capfd.readouterr().err   # the step's
     made = _seen(seen)
     assert sorted(made) == sorted(f"{m}.task_000{i}" for m in ("edge", "depth") for i in range(4))
     assert {device for device, _ in made.values()} == {"5", "3"}

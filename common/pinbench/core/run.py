@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -65,6 +66,7 @@ from pinbench.core.runner import (
     holds_records,
     merge_samples,
     pending_tasks,
+    recomputed_text,
     run_samples,
     write_records,
 )
@@ -510,16 +512,26 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged."""
     import multiprocessing
 
-    whole = shard or Shard(0, 1)
+    whole, started = shard or Shard(0, 1), time.perf_counter()
     jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
              implementation, cache, k == 0) for k, device in enumerate(devices)]
     with multiprocessing.get_context("spawn").Pool(len(devices), initializer=die_with_parent) as pool:
         parts = pool.map(_worker, jobs)
     records = {sid: record for part in parts for sid, record in part.records.items()}
     mine = whole.select([str(task["sample_id"]) for task in tasks])
-    return RunSummary(n_total=len(mine), n_done=sum(p.n_done for p in parts), n_reused=sum(p.n_reused for p in parts),
-                      n_failed=sum(p.n_failed for p in parts), records={sid: records[sid] for sid in mine},
-                      n_cached=sum(p.n_cached for p in parts))
+    recomputed: dict[str, int] = {}
+    for part in parts:
+        for reason, count in part.recomputed.items():
+            recomputed[reason] = recomputed.get(reason, 0) + count
+    summary = RunSummary(n_total=len(mine), n_done=sum(p.n_done for p in parts),
+                         n_reused=sum(p.n_reused for p in parts), n_failed=sum(p.n_failed for p in parts),
+                         records={sid: records[sid] for sid in mine}, recomputed=recomputed,
+                         n_cached=sum(p.n_cached for p in parts))
+    # each part says its own counts (the first with its progress); the step's are these, of every device
+    said = (f"{label}: {summary.n_total} samples on {len(devices)} devices: {summary.n_done} done, "
+            f"{summary.n_reused} reused, {summary.n_failed} failed in {time.perf_counter() - started:.1f}s")
+    print(said + (f"; {recomputed_text(recomputed)}" if recomputed else ""), file=sys.stderr, flush=True)
+    return summary
 
 
 def die_with_parent(*, group: bool = False) -> None:
