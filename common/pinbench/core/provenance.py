@@ -152,6 +152,11 @@ def _scrubbed(obj: Any, secrets: list[str]) -> Any:
         return _scrub(obj, secrets)
     if "hf_" in text or any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets):
         return _scrub(obj, secrets)
+    lowered = text.lower()
+    if "key" not in lowered and not any(part in lowered for part in _SECRET_FIELD_PARTS):
+        # no key can be secret-named (each part of a name is a run of [a-z0-9], never escaped in the text): the
+        # plain C decoder, not a Python hook per object (257,314 objects in a view's 11,222 sample pages)
+        return json.loads(text)
     try:
         return json.loads(text, object_pairs_hook=_plain_object)
     except _SecretField:

@@ -150,12 +150,17 @@ class RunInputs:
         return Path(*here.parts[:-len(parts)]) if parts and here.parts[-len(parts):] == parts else Path.cwd()
 
     def option_path(self, name: str) -> Path | None:
-        """A path option as the run read it: a relative one against the folder the run was started from."""
-        value = self.options.get(name)
-        if not isinstance(value, str) or not value:
-            return None
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else self.started_in / path
+        """A path option as the run read it: a relative one against the folder the run was started from (worked out
+        once per run and name: a recipe's view asks for each of its samples)."""
+        if name not in self._option_paths:
+            value = self.options.get(name)
+            path = Path(value).expanduser() if isinstance(value, str) and value else None
+            self._option_paths[name] = path if path is None or path.is_absolute() else self.started_in / path
+        return self._option_paths[name]
+
+    @cached_property
+    def _option_paths(self) -> dict[str, Path | None]:
+        return {}
 
 
 # ------------------------------------------------------------------------------------------------ runs
