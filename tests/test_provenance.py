@@ -305,6 +305,32 @@ def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monk
     assert scrub_many(plain) == plain and scrub_many(plain) is not plain
 
 
+def test_a_scrubbers_json_text_is_the_scrubbed_object_encoded_compactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: a bundle's page is encoded once when nothing in it could be a secret, and by way of the scrubbed object
+    when anything could: a secret value (JSON-escaped), an hf_ token behind an escape, a secret-named key in any
+    case or behind a character that lowers to ASCII (K, the Kelvin sign). Expected texts are written out."""
+    from pinbench.core.provenance import Scrubber, scrubber
+
+    monkeypatch.setenv("SERVICE_KEY", 'se"cret-value')
+    scrub_many = scrubber()
+    token = "hf_" + "B" * 20
+    assert scrub_many.json({"b": 'the se"cret-value here'}) == '{"b":"the *** here"}'
+    assert scrub_many.json({"line": f"line\n{token}"}) == '{"line":"line\\n***"}'
+    assert scrub_many.json({"API_\u212aEY": "v", "x": 1}) == '{"API_\\u212aEY":"***","x":1}'
+    assert scrub_many.json({"n": [{"Token_Id": "abc", "Tokens": "t"}]}) == '{"n":[{"Token_Id":"***","Tokens":"t"}]}'
+    windows = {"path": "C:\\users", "v": (0.5, None, True)}  # \u in the text: by way of the object, the same
+    assert scrub_many.json(windows) == '{"path":"C:\\\\users","v":[0.5,null,true]}'
+    with pytest.raises(ValueError):
+        scrub_many.json({"v": float("nan")})
+
+    def walked(self: Scrubber, obj: object) -> object:
+        raise AssertionError("a page with nothing secret-like in it was decoded again")
+
+    monkeypatch.setattr(Scrubber, "__call__", walked)
+    page = {"id": "a</b", "n": [1, 2.5, -0.0], "e": "café"[:3]}
+    assert scrub_many.json(page) == '{"id":"a</b","n":[1,2.5,-0.0],"e":"caf"}'
+
+
 def test_provenance_never_holds_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_notarealtoken0000")

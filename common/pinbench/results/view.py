@@ -424,6 +424,13 @@ class View:
     def sample(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> dict[str, Any]:
         """One sample in every run: status, every metric's value (or why none), the derived records it is a member
         of, the record, and its media (``media(run, video_or_image)`` turns a file into what the page loads)."""
+        return self.scrub(self._sample(index, media))
+
+    def sample_json(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> str:
+        """``sample`` as compact JSON text (``COMPACT_JSON``): a bundle's data, encoded once."""
+        return self.scrub.json(self._sample(index, media))
+
+    def _sample(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> dict[str, Any]:
         sample_id = self.ids[index]
         runs, inputs, seen = [], [], set()
         for r, (run, samples) in enumerate(zip(self.runs, self.by_run, strict=True)):
@@ -447,7 +454,7 @@ class View:
                         inputs.append({"kind": "text", "label": item.label, "text": item.text}
                                       if isinstance(item, Text) else media(r, item))
             runs.append(entry)
-        return self.scrub({"id": sample_id, "index": index, "runs": runs, "inputs": inputs})
+        return {"id": sample_id, "index": index, "runs": runs, "inputs": inputs}
 
     def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
         hook = getattr(self.module, "sample_media", None)
