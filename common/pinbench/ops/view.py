@@ -71,15 +71,15 @@ class MediaStore:
     def describe(self, run: int, item: Video | Image) -> dict[str, Any]:
         """What the page needs of one video or image (its URL, frame rate, where a preview stands in and why), or
         why it cannot be shown."""
-        from pinbench.media.preview import probe
-        from pinbench.media.video import VideoError
-
         kind = "image" if isinstance(item, Image) else "video"
         entry: dict[str, Any] = {"kind": kind, "label": item.label, "run": run, "url": None, "problem": None}
         if isinstance(item, Video):
             entry.update(offset_frames=item.offset_frames, expected_sha256=item.expected_sha256)
             if item.file is None:
                 return {**entry, "problem": item.problem or "no file"}
+        from pinbench.media.preview import probe  # av and numpy: not for a page that names no file (CameraBench's)
+        from pinbench.media.video import VideoError
+
         try:
             path = localweb.resolve_inside(item.file.root, item.file.relative)
             suffix = path.suffix.lower()

@@ -362,13 +362,18 @@ class View:
 
     def _facets(self) -> list[tuple[str, list[str | None]]]:
         named: dict[str, list[str | None]] = {}
-        cohorts = [next((s.cohort[i] for s in self.by_run if i in s.cohort), None) for i in self.ids]
+        cohort: dict[str, str] = {}
+        records: dict[str, Any] = {}
+        for samples in reversed(self.by_run):  # the first run that has a sample says
+            cohort.update(samples.cohort)
+            records.update(samples.records)
+        cohorts = [cohort.get(i) for i in self.ids]
         if any(cohorts):
             named["cohort"] = cohorts
         facets = getattr(self.module, "facets", None)
         if facets is not None:
             for k, sample_id in enumerate(self.ids):
-                record = next((s.records[sample_id] for s in self.by_run if sample_id in s.records), None)
+                record = records.get(sample_id)
                 for name, value in facets(sample_id, record.result if record else None).items():
                     named.setdefault(name, [None] * len(self.ids))[k] = str(value)
         return list(named.items())
