@@ -51,6 +51,8 @@ _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGN
 _MIN_SECRET_LEN = 6
 _SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
 _KEY_PREFIXES = {"api", "access", "private", "secret"}
+# What a secret-named key's lowered name holds, one of these at least (each part above, or "key"), fewest needles
+_SECRET_FIELD_NEEDLES = ("key", "token", "secret", "passw", "credential")
 REDACTED = "***"
 
 
@@ -136,7 +138,7 @@ class Scrubber:
         if text is None or "\\u" in text or "hf_" in text or any(v in text for v in self.escaped):
             return json.dumps(self(obj), **COMPACT_JSON)
         lowered = text.lower()
-        if "key" in lowered or any(part in lowered for part in _SECRET_FIELD_PARTS):
+        if any(needle in lowered for needle in _SECRET_FIELD_NEEDLES):
             return json.dumps(self(obj), **COMPACT_JSON)
         return text
 

@@ -375,7 +375,9 @@ class View:
             for k, sample_id in enumerate(self.ids):
                 record = records.get(sample_id)
                 for name, value in facets(sample_id, record.result if record else None).items():
-                    named.setdefault(name, [None] * len(self.ids))[k] = str(value)
+                    if name not in named:  # not setdefault: its default, a list of every sample, is built each call
+                        named[name] = [None] * len(self.ids)
+                    named[name][k] = str(value)
         return list(named.items())
 
     # -- the page's data
