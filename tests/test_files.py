@@ -99,7 +99,7 @@ def test_loads_finite_json_is_json_loads_with_its_hooks(text: str | bytes) -> No
 @pytest.mark.parametrize("line", ["[1E+0309]", "[1e400]", "{\"a\": 1e400}", "[" + "9" * 310 + ".0]",
                                   "[" + "9" * 200 + ".5e108]", "[" + "9" * 199 + ".5e99]", "[" + "1" * 400 + "]",
                                   "[1.5e-999, 2e50]", '["E+0999 in a string", 1.25]', "[-Infinity]",
-                                  '{"code": "a3e412e0000f", "x": 0.25}'])
+                                  '{"code": "a3e412e0000f", "x": 0.25}', "[1e+400 ]", "[2E400\t, 1]"])
 def test_a_jsonl_file_is_parsed_as_each_of_its_lines_alone(tmp_path: Path, line: str) -> None:
     """#32: a file in which no number can overflow is parsed without the float hook; the values, their types and the
     refusals are those of each line parsed with the finite-number hooks (a digest's hex digits are no exponent)."""

@@ -298,8 +298,37 @@ def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monk
     assert scrub_many({"line": f"line\n{token}"}) == {"line": "line\n***"}
     assert scrub_many({"é\napi_key": "k", "caf\u00e9": "ok"}) == {"é\napi_key": "***", "caf\u00e9": "ok"}
     assert scrub_many({"path": Path("/x"), "t": (1, 2.5, None)}) == {"path": Path("/x"), "t": [1, 2.5, None]}
+    # a secret-named key only in another case (the plain decoder's gate reads the lowered text): K is the Kelvin sign
+    assert scrub_many({"n": [{"Token_Id": "abc", "Tokens": "t"}], "API_\u212aEY": "v"}) == {
+        "n": [{"Token_Id": "***", "Tokens": "t"}], "API_\u212aEY": "***"}
     plain = {"id": "binary__Pan_Left__0001", "values": [0.5, float("inf")], "nested": {"k": [1, 2]}}
     assert scrub_many(plain) == plain and scrub_many(plain) is not plain
+
+
+def test_a_scrubbers_json_text_is_the_scrubbed_object_encoded_compactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: a bundle's page is encoded once when nothing in it could be a secret, and by way of the scrubbed object
+    when anything could: a secret value (JSON-escaped), an hf_ token behind an escape, a secret-named key in any
+    case or behind a character that lowers to ASCII (K, the Kelvin sign). Expected texts are written out."""
+    from pinbench.core.provenance import Scrubber, scrubber
+
+    monkeypatch.setenv("SERVICE_KEY", 'se"cret-value')
+    scrub_many = scrubber()
+    token = "hf_" + "B" * 20
+    assert scrub_many.json({"b": 'the se"cret-value here'}) == '{"b":"the *** here"}'
+    assert scrub_many.json({"line": f"line\n{token}"}) == '{"line":"line\\n***"}'
+    assert scrub_many.json({"API_\u212aEY": "v", "x": 1}) == '{"API_\\u212aEY":"***","x":1}'
+    assert scrub_many.json({"n": [{"Token_Id": "abc", "Tokens": "t"}]}) == '{"n":[{"Token_Id":"***","Tokens":"t"}]}'
+    windows = {"path": "C:\\users", "v": (0.5, None, True)}  # \u in the text: by way of the object, the same
+    assert scrub_many.json(windows) == '{"path":"C:\\\\users","v":[0.5,null,true]}'
+    with pytest.raises(ValueError):
+        scrub_many.json({"v": float("nan")})
+
+    def walked(self: Scrubber, obj: object) -> object:
+        raise AssertionError("a page with nothing secret-like in it was decoded again")
+
+    monkeypatch.setattr(Scrubber, "__call__", walked)
+    page = {"id": "a</b", "n": [1, 2.5, -0.0], "e": "café"[:3]}
+    assert scrub_many.json(page) == '{"id":"a</b","n":[1,2.5,-0.0],"e":"caf"}'
 
 
 def test_provenance_never_holds_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

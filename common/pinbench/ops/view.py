@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pinbench.core.files import FileState, cache_root, sha256_file, write_atomic, write_if_changed
+from pinbench.core.provenance import COMPACT_JSON
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
 
@@ -70,15 +71,15 @@ class MediaStore:
     def describe(self, run: int, item: Video | Image) -> dict[str, Any]:
         """What the page needs of one video or image (its URL, frame rate, where a preview stands in and why), or
         why it cannot be shown."""
-        from pinbench.media.preview import probe
-        from pinbench.media.video import VideoError
-
         kind = "image" if isinstance(item, Image) else "video"
         entry: dict[str, Any] = {"kind": kind, "label": item.label, "run": run, "url": None, "problem": None}
         if isinstance(item, Video):
             entry.update(offset_frames=item.offset_frames, expected_sha256=item.expected_sha256)
             if item.file is None:
                 return {**entry, "problem": item.problem or "no file"}
+        from pinbench.media.preview import probe  # av and numpy: not for a page that names no file (CameraBench's)
+        from pinbench.media.video import VideoError
+
         try:
             path = localweb.resolve_inside(item.file.root, item.file.relative)
             suffix = path.suffix.lower()
@@ -187,7 +188,12 @@ def serve(view: View, sock: socket.socket, token: str) -> None:
 
 def _script(name: str, data: Any) -> str:
     """``data`` as a script that hands it to the page (``</`` escaped: it cannot end the script early)."""
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return _script_of(name, json.dumps(data, **COMPACT_JSON))
+
+
+def _script_of(name: str, text: str) -> str:
+    """``_script`` of data already encoded as ``COMPACT_JSON`` text."""
+    text = text.replace("</", "<\\/")
     return f"pinbenchData({json.dumps(name)},{text});\n"
 
 
@@ -216,8 +222,10 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     write_if_changed(dest / "data" / "table.js", _script("table", view.table()))
     for start in range(0, len(view.ids), CHUNK):
         stop = min(start + CHUNK, len(view.ids))
-        samples = {str(i): view.sample(i, describe) for i in range(start, stop)}
-        write_if_changed(dest / "data" / f"samples-{start // CHUNK}.js", _script(f"samples-{start // CHUNK}", samples))
+        # the object {"<i>": page, ...} as json.dumps writes it with COMPACT_JSON, each page encoded once
+        samples = ",".join(f'"{i}":{view.sample_json(i, describe)}' for i in range(start, stop))
+        write_if_changed(dest / "data" / f"samples-{start // CHUNK}.js",
+                         _script_of(f"samples-{start // CHUNK}", "{" + samples + "}"))
         if progress:
             progress(f"{stop} of {len(view.ids)} samples")
     listing = {}

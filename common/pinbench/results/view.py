@@ -150,12 +150,17 @@ class RunInputs:
         return Path(*here.parts[:-len(parts)]) if parts and here.parts[-len(parts):] == parts else Path.cwd()
 
     def option_path(self, name: str) -> Path | None:
-        """A path option as the run read it: a relative one against the folder the run was started from."""
-        value = self.options.get(name)
-        if not isinstance(value, str) or not value:
-            return None
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else self.started_in / path
+        """A path option as the run read it: a relative one against the folder the run was started from (worked out
+        once per run and name: a recipe's view asks for each of its samples)."""
+        if name not in self._option_paths:
+            value = self.options.get(name)
+            path = Path(value).expanduser() if isinstance(value, str) and value else None
+            self._option_paths[name] = path if path is None or path.is_absolute() else self.started_in / path
+        return self._option_paths[name]
+
+    @cached_property
+    def _option_paths(self) -> dict[str, Path | None]:
+        return {}
 
 
 # ------------------------------------------------------------------------------------------------ runs
@@ -357,15 +362,22 @@ class View:
 
     def _facets(self) -> list[tuple[str, list[str | None]]]:
         named: dict[str, list[str | None]] = {}
-        cohorts = [next((s.cohort[i] for s in self.by_run if i in s.cohort), None) for i in self.ids]
+        cohort: dict[str, str] = {}
+        records: dict[str, Any] = {}
+        for samples in reversed(self.by_run):  # the first run that has a sample says
+            cohort.update(samples.cohort)
+            records.update(samples.records)
+        cohorts = [cohort.get(i) for i in self.ids]
         if any(cohorts):
             named["cohort"] = cohorts
         facets = getattr(self.module, "facets", None)
         if facets is not None:
             for k, sample_id in enumerate(self.ids):
-                record = next((s.records[sample_id] for s in self.by_run if sample_id in s.records), None)
+                record = records.get(sample_id)
                 for name, value in facets(sample_id, record.result if record else None).items():
-                    named.setdefault(name, [None] * len(self.ids))[k] = str(value)
+                    if name not in named:  # not setdefault: its default, a list of every sample, is built each call
+                        named[name] = [None] * len(self.ids)
+                    named[name][k] = str(value)
         return list(named.items())
 
     # -- the page's data
@@ -419,6 +431,13 @@ class View:
     def sample(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> dict[str, Any]:
         """One sample in every run: status, every metric's value (or why none), the derived records it is a member
         of, the record, and its media (``media(run, video_or_image)`` turns a file into what the page loads)."""
+        return self.scrub(self._sample(index, media))
+
+    def sample_json(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> str:
+        """``sample`` as compact JSON text (``COMPACT_JSON``): a bundle's data, encoded once."""
+        return self.scrub.json(self._sample(index, media))
+
+    def _sample(self, index: int, media: Callable[[int, Video | Image], dict[str, Any]]) -> dict[str, Any]:
         sample_id = self.ids[index]
         runs, inputs, seen = [], [], set()
         for r, (run, samples) in enumerate(zip(self.runs, self.by_run, strict=True)):
@@ -442,7 +461,7 @@ class View:
                         inputs.append({"kind": "text", "label": item.label, "text": item.text}
                                       if isinstance(item, Text) else media(r, item))
             runs.append(entry)
-        return self.scrub({"id": sample_id, "index": index, "runs": runs, "inputs": inputs})
+        return {"id": sample_id, "index": index, "runs": runs, "inputs": inputs}
 
     def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
         hook = getattr(self.module, "sample_media", None)
