@@ -54,7 +54,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pinbench.core.files import (
     FileError,
@@ -554,18 +554,26 @@ def pin_log(data: bytes, name: str) -> LogPin:
     return LogPin(name, data.count(b"\n"), len(data), hashlib.sha256(data).hexdigest())
 
 
-def seal(run_dir: Path | str, counted: Mapping[bytes, tuple[bytes, str]]) -> tuple[StorePins, list[str]]:
+class Counted(Protocol):
+    """A record a scorecard counts, as ``seal`` finds it in a log (``pinbench.core.runner.SampleRecord``)."""
+
+    sample_id: str
+
+    def to_bytes(self) -> bytes: ...
+
+
+def seal(run_dir: Path | str, counted: Mapping[str, Counted]) -> tuple[StorePins, list[str]]:
     """A finish's last word on the sample stores of ``run_dir``, which it holds (no other writer runs): ``settle``
-    each with ``every_log`` (``counted``: the records the scorecard counts, their bytes and sample id by their
-    digest's ASCII, as a store line holds it, of the ``samples`` store: kept, and neither parsed nor hashed again),
-    then pin every log. Returns the pins and the moves to print."""
+    each with ``every_log`` (``counted``: the records the scorecard counts by their digest, of the ``samples``
+    store: kept, and neither parsed nor hashed again), then pin every log. Returns the pins and the moves to
+    print."""
     pins: StorePins = {}
     messages: list[str] = []
     for name, folder in store_folders(run_dir).items():
         known = counted if name == SAMPLES_DIR else {}
         contents, read = _unread(folder, known)
         moved = settle(folder, contents, own=log_name(None), every_log=True,
-                       keep=[body for body, _ in known.values()])
+                       keep=[record.to_bytes() for record in known.values()])
         messages += moved
         # each log as read, unless something was moved (the logs rewritten)
         pins[name] = tuple(read[path] if not moved and path in read else pin_log(read_log(path)[0], path.name)
@@ -576,10 +584,10 @@ def seal(run_dir: Path | str, counted: Mapping[bytes, tuple[bytes, str]]) -> tup
 _BLOCK = 1 << 20   # how much of a log ``_unread`` holds at a time
 
 
-def _unread(samples_dir: Path, known: Mapping[bytes, tuple[bytes, str]]) -> tuple[StoreContents, dict[Path, LogPin]]:
+def _unread(samples_dir: Path, known: Mapping[str, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
     ``read_store`` finds them, and each log's pin as read; a line holding one of the ``known`` records (by its
-    digest's ASCII, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a
+    digest, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a
     sample with more than one line (``contradictions``). A log is read a block at a time (a 10x CameraBench log is
     69 MB); the lines of a sample with several are read again, from a log that must still hash to its pin."""
     contents = StoreContents()
@@ -613,11 +621,13 @@ def _unread(samples_dir: Path, known: Mapping[bytes, tuple[bytes, str]]) -> tupl
                         contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the "
                                                                     "writer stopped mid-line)", named, TORN))
                         break
-                    entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64])
-                    if (entry is not None and end - start == _BODY_START + len(entry[0]) + 1
+                    # latin-1: any bytes decode, and only a digest's own ASCII names a known record
+                    entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64].decode("latin-1"))
+                    body = entry.to_bytes() if entry is not None else b""
+                    if (entry is not None and end - start == _BODY_START + len(body) + 1
                             and startswith(_PREFIX, start) and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
-                            and startswith(entry[0], start + _BODY_START) and data[end - 1] == _CLOSE):
-                        sample_id = entry[1]
+                            and startswith(body, start + _BODY_START) and data[end - 1] == _CLOSE):
+                        sample_id = entry.sample_id
                     else:
                         stored, reason, sample_id = decode_line(data[start:end], f"{path}:{number}", path, number)
                         if stored is None:
