@@ -592,6 +592,8 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
            validate: Validator) -> _Judgement:
     """Walk a task's stored records, newest first: the first ok record of this input and implementation that
     validates."""
+    if not candidates:
+        return _NEW
     reason, failed = "new", None
     for stored in candidates:
         record = _as_record(stored)
@@ -613,6 +615,7 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
     return _Judgement(None, failed, reason)
 
 
+_NEW = _Judgement(None, None, "new")   # a task nothing is stored for (every task of a fresh run)
 UNREAD = "its stored record was damaged or contradicted"
 
 
