@@ -525,3 +525,19 @@ def test_a_fifo_anywhere_in_the_run_directory_is_named_never_waited_on(
     else:
         assert not refused
         assert check_run(out).problems == []
+
+
+def test_the_finish_names_a_counted_sample_that_a_second_record_contradicts(run_dir: Path, toy: Recipe,
+                                                                            capsys) -> None:
+    """#32: the finish reads each log a block at a time and a sample's lines again only when it has several: a
+    second, re-signed record of a counted sample still contradicts it there, and both lines are named."""
+    _append(_log(run_dir), _resigned(_stored_line(run_dir, "s1")))
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records())
+    log = _log(run_dir)
+    assert outcome.exit_code == 0
+    assert (f"{log}:9: a record of sample 's1' that another record of the same inputs and code contradicts ({log}:2, "
+            f"{log}:6, {log}:11): neither is read: moved to {log.parent / 'quarantine' / 'run.jsonl'}"
+            in capsys.readouterr().out)
+    assert check_run(run_dir).problems == []

@@ -7,6 +7,7 @@ live path is covered in test_slurm_cluster.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -282,3 +283,17 @@ def test_a_manifest_is_the_compact_json_of_its_fields_and_each_call_writes_its_o
             for i, (sid, h) in enumerate(zip(ids, hashes, strict=True))]
     other = write_manifest(tmp_path, 0, 1, step="score", sample_ids=["t0"], input_hashes=["d" * 64], started="t")
     assert [s["sample_id"] for s in json.loads(other.read_text())["samples"]] == ["t0"]
+
+
+def test_the_last_manifest_of_a_call_never_copies_a_samples_list_edited_after_the_first(tmp_path: Path) -> None:
+    """#32: a call's last manifest copies the samples list from its first one only while that file is as written
+    (size, mtime, inode); an edit in between, even one that keeps the size, is not copied: the list is written
+    again from the call's own lists."""
+    ids, hashes = ["s0", "s1"], ["a" * 64, "b" * 64]
+    path = write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t")
+    mtime = path.stat().st_mtime_ns
+    path.write_text(path.read_text().replace('"s1"', '"s9"'))
+    os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
+    write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t",
+                   summary={"total": 2})
+    assert [s["sample_id"] for s in json.loads(path.read_text())["samples"]] == ["s0", "s1"]

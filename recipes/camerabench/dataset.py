@@ -15,6 +15,7 @@ official Script 1 uses it (the ``skill`` field inside the files can differ).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,11 @@ def _field(row: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _text(row: dict[str, Any], key: str, where: str) -> str:
+    """A question: one object per distinct text (15 binary questions for 7,679 samples; 873 VQA ones for 7,086)."""
+    return sys.intern(_field(row, key, where))
+
+
 def _video(row: dict[str, Any], key: str, where: str) -> str:
     name = _field(row, key, where)
     if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(VIDEO_SUFFIX):
@@ -249,7 +255,7 @@ def _load_binary(folder: Path) -> list[BinarySample]:
             seen[video] = index
             samples.append(BinarySample(
                 sample_id=_sample_id(f"binary__{split}__{video_stem(video)}", where), split=split,
-                index=index, video=video, question=_field(row, "question", where),
+                index=index, video=video, question=_text(row, "question", where),
                 label=1 if label_text == "Yes" else 0))
     return samples
 
@@ -270,8 +276,8 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
                     sample_id=_sample_id(f"vqa__{skill_dir.name}__{path.stem}__{index:04d}", where),
                     skill=skill_dir.name, task=path.stem, index=index,
                     pos_video=_video(row, "pos_video", where), neg_video=_video(row, "neg_video", where),
-                    pos_question=_field(row, "pos_question", where),
-                    neg_question=_field(row, "neg_question", where))
+                    pos_question=_text(row, "pos_question", where),
+                    neg_question=_text(row, "neg_question", where))
                 if pair.key in seen:
                     raise DatasetError(f"{where}: same videos and questions as {seen[pair.key]}; "
                                        "score file rows could not be told apart")

@@ -31,7 +31,7 @@ from typing import Any
 
 from pinbench.core.files import sha256_file, write_atomic
 from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
-from pinbench_recipes.camerabench.vqa_metrics import COMBOS, NonFiniteScore, check_scores
+from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
 
 BINARY_GLOB = "classification_scores_*.json"
 VQA_GLOB = "vqa_retrieval_scores_*.json"
@@ -259,15 +259,15 @@ def _vqa_value(row: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]
     error = _row_error(row)
     if error is not None:
         return {"error": f"Script 1 error in {path.name}: {error}"}
-    try:
-        for what in ("yes_scores", "no_scores"):   # shape and range of both first: a bad file is refused whole
-            check_scores(row.get(what), what, finite=False)
-        return {"yes_scores": check_scores(row.get("yes_scores"), "yes_scores"),
-                "no_scores": check_scores(row.get("no_scores"), "no_scores")}
-    except NonFiniteScore as exc:
-        return {"error": f"{exc} in {path.name}"}
+    try:   # shape and range of both first: a bad file is refused whole
+        value = {what: check_scores(row.get(what), what, finite=False) for what in ("yes_scores", "no_scores")}
     except ValueError as exc:
         raise ScoreFileError(f"{where}: {exc}") from None
+    for what, scores in value.items():   # then the first non-finite probability fails the sample
+        for combo, score in scores.items():
+            if not math.isfinite(score):
+                return {"error": f"{what}.{combo} is not finite ({score}) in {path.name}"}   # NonFiniteScore's
+    return value
 
 
 def _read_captions(paths: list[Path], data: CameraBenchData, out: Script1Outputs,

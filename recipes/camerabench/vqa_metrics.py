@@ -37,6 +37,9 @@ def check_scores(scores: Any, what: str, *, finite: bool = True) -> dict[str, fl
     out = {}
     for combo in COMBOS:
         value = scores.get(combo)
+        if type(value) is float and 0.0 <= value <= 1.0:  # the common case, all checks passed (NaN fails them)
+            out[combo] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{what}.{combo} must be a number, got {value!r:.40}")
         if finite and not math.isfinite(value):

@@ -109,6 +109,8 @@ def members_hash(members: Sequence[SampleRecord]) -> str:
 def _member_part(member: SampleRecord, *, as_stored: bool = False) -> bytes:
     """One member's entry in the list ``members_hash`` hashes: its result sliced from its record's bytes when they
     hold its canonical JSON (``SampleRecord.canonical_result``), or as they hold it (``as_stored``), else encoded."""
+    if not as_stored and (entry := member.canonical_member()) is not None:
+        return entry
     result = member.stored_result() if as_stored else member.canonical_result()
     if result is None:
         result = b"null" if member.result is None else canonical_json(member.result).encode("utf-8")

@@ -331,8 +331,7 @@ class Run:
         from (beside ``pins`` and ``seeds``)."""
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-        stores, moved = seal(self.out_dir, {record.digest(): (record.to_bytes(), record.sample_id)
-                                            for record in records})
+        stores, moved = seal(self.out_dir, {record.digest(): record for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests

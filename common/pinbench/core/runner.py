@@ -134,6 +134,19 @@ class SampleRecord:
         self.to_bytes()
         return self.stored_result()
 
+    def canonical_member(self) -> bytes | None:
+        """``[id, status, input hash, result, error]`` in canonical JSON (a member's entry in
+        ``pinbench.core.derived.members_hash``) for an ok record ``run_samples`` computed, its id and result sliced
+        from its bytes; None for any other."""
+        if not self._canonical or self.status != OK or self.error is not None:
+            return None
+        body = self.to_bytes()
+        start, end = body.find(_OK_RESULT, len(_RECORD_HEAD)), body.rfind(_RESULT_END)
+        if not (body.startswith(_RECORD_HEAD) and 0 < start < end):
+            return None
+        return b"".join((b"[", body[len(_RECORD_HEAD):start], b',"ok",', _TEXT(self.input_hash).encode("utf-8"), b",",
+                         body[start + len(_OK_RESULT):end], b",null]"))
+
     def stored_result(self) -> bytes | None:
         """An ok record's result as the bytes it was stored or read with hold it (the canonical JSON for every record
         ``run_samples`` wrote), sliced from them; None for a failed record, one without such bytes, or bytes of
@@ -267,6 +280,7 @@ _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as record_bytes writes it (ensure_ascii=False)
 _LAYOUT = b'{"record_version":%d,"sample_id":' % RECORD_VERSION   # how the bytes of this version begin
+_RECORD_HEAD = f'{{"record_version":{RECORD_VERSION},"sample_id":'.encode("ascii")   # how _encode_record starts
 _OK_RESULT = b',"status":"ok","result":'
 _RESULT_END = b',"error":null,"traceback":'  # its last occurrence is an ok record's own: a result's keys come before
                                               # it, and no string in a record holds an unescaped quote
@@ -578,6 +592,8 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
            validate: Validator) -> _Judgement:
     """Walk a task's stored records, newest first: the first ok record of this input and implementation that
     validates."""
+    if not candidates:
+        return _NEW
     reason, failed = "new", None
     for stored in candidates:
         record = _as_record(stored)
@@ -599,6 +615,7 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
     return _Judgement(None, failed, reason)
 
 
+_NEW = _Judgement(None, None, "new")   # a task nothing is stored for (every task of a fresh run)
 UNREAD = "its stored record was damaged or contradicted"
 
 

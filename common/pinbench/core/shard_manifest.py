@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import FileState, atomic_path, write_atomic
 
 SHARDS_DIR = "shards"
 MANIFEST_VERSION = 1
@@ -80,10 +80,20 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
     }
     head = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # 11k ids: compact
     path = manifest_path(out_dir, index, count)
-    write_atomic(path, f'{head[:-1]},"samples":[{_samples_text(sample_ids, input_hashes, units)}]}}\n')
-    if summary is not None:   # the call's last manifest: its samples list is not kept
-        global _last_samples
-        _last_samples = None
+    prefix = f'{head[:-1]},"samples":['.encode()
+    global _last_samples
+    last, _last_samples = _last_samples, None
+    with atomic_path(path) as tmp, tmp.open("wb") as out:
+        out.write(prefix)
+        length = _copy_samples(last, sample_ids, input_hashes, units, out)
+        if length is None:
+            samples = _samples_bytes(sample_ids, input_hashes, units)
+            out.write(samples)
+            length = len(samples)
+        out.write(b"]}\n")
+    if summary is None:   # the call's first manifest: its samples list is copied from it into the last
+        _last_samples = _Written(sample_ids, input_hashes, units, path, len(prefix), length,
+                                 FileState.of(os.stat(path)))
     return path
 
 
@@ -107,16 +117,49 @@ def renew_manifest(path: Path) -> None:
     write_atomic(path, json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + text[cut:])
 
 
-_last_samples: tuple[Sequence[str], Sequence[str], Sequence[int] | None, str] | None = None
+@dataclass(frozen=True)
+class _Written:
+    """Where the ``samples`` list of a call's first manifest lies, to be copied into its last one (the same lists):
+    never encoded twice, never held while the call runs (1.5 MB for CameraBench, 15 MB at 10x)."""
+
+    sample_ids: Sequence[str]
+    input_hashes: Sequence[str]
+    units: Sequence[int] | None
+    path: Path
+    start: int
+    length: int
+    state: FileState
 
 
-def _samples_text(sample_ids: Sequence[str], input_hashes: Sequence[str], units: Sequence[int] | None) -> str:
-    """The manifest's ``samples`` list as JSON (without its brackets), written once for the two manifests of one
-    call (when it starts and when it ends: the same lists; kept until the second)."""
-    global _last_samples
-    last = _last_samples
-    if last is not None and last[0] is sample_ids and last[1] is input_hashes and last[2] is units:
-        return last[3]
+_last_samples: _Written | None = None
+
+
+def _copy_samples(last: _Written | None, sample_ids: Sequence[str], input_hashes: Sequence[str],
+                  units: Sequence[int] | None, out: BinaryIO) -> int | None:
+    """Copy the samples list of the first manifest when it is of these lists and its file is as written; its
+    length, or None when it is not."""
+    if (last is None or last.sample_ids is not sample_ids or last.input_hashes is not input_hashes
+            or last.units is not units):
+        return None
+    try:
+        held = last.path.open("rb")
+    except OSError:
+        return None
+    with held:
+        if FileState.of(os.fstat(held.fileno())) != last.state:
+            return None
+        held.seek(last.start)
+        left = last.length
+        while left and (chunk := held.read(min(left, 1 << 20))):
+            out.write(chunk)
+            left -= len(chunk)
+    if left:   # what was written out is not a manifest: the write fails, the manifest left as it was
+        raise OSError(f"{last.path}: shorter than when written")
+    return last.length
+
+
+def _samples_bytes(sample_ids: Sequence[str], input_hashes: Sequence[str], units: Sequence[int] | None) -> bytes:
+    """The manifest's ``samples`` list as JSON (without its brackets)."""
     text = _TEXT
     if units is None:
         entries = [f'{{"sample_id":{text(sid)},"input_hash":{text(h)}}}'
@@ -124,8 +167,7 @@ def _samples_text(sample_ids: Sequence[str], input_hashes: Sequence[str], units:
     else:
         entries = [f'{{"sample_id":{text(sid)},"input_hash":{text(h)},"unit":{int(unit)}}}'
                    for sid, h, unit in zip(sample_ids, input_hashes, units, strict=True)]
-    _last_samples = (sample_ids, input_hashes, units, ",".join(entries))
-    return _last_samples[3]
+    return ",".join(entries).encode("utf-8")
 
 
 _TEXT = json.encoder.encode_basestring   # a JSON string as json.dumps(ensure_ascii=False) writes it

@@ -54,7 +54,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pinbench.core.files import (
     FileError,
@@ -293,11 +293,15 @@ def read_log(path: Path) -> tuple[bytes, FileState]:
     except FileError as exc:
         raise StoreError(path, exc.reason) from None
     try:
-        state = FileState.of(os.fstat(fd))
-        chunks = []
+        stat = os.fstat(fd)
+        state = FileState.of(stat)
+        # one read of the size it has (one buffer, not chunks and their joined copy: a 10x CameraBench log is 69 MB),
+        # then whatever a writer appended since, in chunks
+        data = os.read(fd, stat.st_size + 1) if stat.st_size else b""
+        chunks = [data]
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        return b"".join(chunks), state
+        return data if len(chunks) == 1 else b"".join(chunks), state
     except OSError as exc:
         raise StoreError(path, f"unreadable: {exc.strerror}") from None
     finally:
@@ -550,67 +554,124 @@ def pin_log(data: bytes, name: str) -> LogPin:
     return LogPin(name, data.count(b"\n"), len(data), hashlib.sha256(data).hexdigest())
 
 
-def seal(run_dir: Path | str, counted: Mapping[str, tuple[bytes, str]]) -> tuple[StorePins, list[str]]:
+class Counted(Protocol):
+    """A record a scorecard counts, as ``seal`` finds it in a log (``pinbench.core.runner.SampleRecord``)."""
+
+    sample_id: str
+
+    def to_bytes(self) -> bytes: ...
+
+
+def seal(run_dir: Path | str, counted: Mapping[str, Counted]) -> tuple[StorePins, list[str]]:
     """A finish's last word on the sample stores of ``run_dir``, which it holds (no other writer runs): ``settle``
-    each with ``every_log`` (``counted``: the records the scorecard counts, their bytes and sample id by their
-    digest, of the ``samples`` store: kept, and neither parsed nor hashed again), then pin every log. Returns the
-    pins and the moves to print."""
+    each with ``every_log`` (``counted``: the records the scorecard counts by their digest, of the ``samples``
+    store: kept, and neither parsed nor hashed again), then pin every log. Returns the pins and the moves to
+    print."""
     pins: StorePins = {}
     messages: list[str] = []
-    by_digest = {digest.encode("ascii"): entry for digest, entry in counted.items()}   # as a line holds it
     for name, folder in store_folders(run_dir).items():
-        known = by_digest if name == SAMPLES_DIR else {}
+        known = counted if name == SAMPLES_DIR else {}
         contents, read = _unread(folder, known)
         moved = settle(folder, contents, own=log_name(None), every_log=True,
-                       keep=[body for body, _ in known.values()])
+                       keep=[record.to_bytes() for record in known.values()])
         messages += moved
         # each log as read, unless something was moved (the logs rewritten)
-        pins[name] = tuple(pin_log(read[path] if not moved and path in read else read_log(path)[0], path.name)
+        pins[name] = tuple(read[path] if not moved and path in read else pin_log(read_log(path)[0], path.name)
                            for path in logs(folder))
     return pins, messages
 
 
-def _unread(samples_dir: Path, known: Mapping[bytes, tuple[bytes, str]]) -> tuple[StoreContents, dict[Path, bytes]]:
+_BLOCK = 1 << 20   # how much of a log ``_unread`` holds at a time
+
+
+def _unread(samples_dir: Path, known: Mapping[str, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
-    ``read_store`` finds them, and each log's bytes; a line holding one of the ``known`` records (by its digest's
-    ASCII, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a sample with
-    more than one line (``contradictions``)."""
+    ``read_store`` finds them, and each log's pin as read; a line holding one of the ``known`` records (by its
+    digest, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a
+    sample with more than one line (``contradictions``). A log is read a block at a time (a 10x CameraBench log is
+    69 MB); the lines of a sample with several are read again, from a log that must still hash to its pin."""
     contents = StoreContents()
     found = store_files(samples_dir)
     contents.strays, contents.refused = found.strays, list(found.refused)
-    first: dict[str, tuple[Path, int, int, int]] = {}   # sample id -> its first line: log, number, start, end
-    several: dict[str, list[tuple[Path, int, int, int]]] = {}
-    read: dict[Path, bytes] = {}
-    for path in found.logs:
-        data, contents.states[path] = read_log(path)
-        read[path] = data
-        start, number, find, startswith = 0, 0, data.find, data.startswith
-        while start < len(data):
-            end, number = find(b"\n", start), number + 1
-            if end < 0:
-                named = _named_sample(data[start + _BODY_START:])
-                contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the writer stopped "
-                                                            "mid-line)", named, TORN))
-                break
-            entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64])
-            if (entry is not None and end - start == _BODY_START + len(entry[0]) + 1 and startswith(_PREFIX, start)
-                    and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
-                    and startswith(entry[0], start + _BODY_START) and data[end - 1] == _CLOSE):
-                sample_id = entry[1]
-            else:
-                stored, reason, sample_id = decode_line(data[start:end], f"{path}:{number}", path, number)
-                if stored is None:
-                    contents.unread.append(Unread(path, number, reason, sample_id))
+    first: dict[str, int] = {}   # sample id -> its first line, as _line_at packs it (one int: 112k of them at 10x)
+    several: dict[str, list[int]] = {}
+    pins: dict[Path, LogPin] = {}
+    for log_index, path in enumerate(found.logs):
+        try:
+            fd = open_regular(path, follow_symlinks=False)
+        except FileError as exc:
+            raise StoreError(path, exc.reason) from None
+        try:
+            contents.states[path] = FileState.of(os.fstat(fd))
+            digest, size, lines, number, data, base = hashlib.sha256(), 0, 0, 0, b"", 0   # data: from byte base on
+            while True:
+                try:
+                    block = os.read(fd, _BLOCK)
+                except OSError as exc:
+                    raise StoreError(path, f"unreadable: {exc.strerror}") from None
+                digest.update(block)
+                size, lines = size + len(block), lines + block.count(b"\n")
+                data = data + block if data else block
+                last = len(data) if not block else data.rfind(b"\n") + 1   # up to the last whole line (all at EOF)
+                start, find, startswith = 0, data.find, data.startswith
+                while start < last:
+                    end, number = find(b"\n", start, last), number + 1
+                    if end < 0:
+                        named = _named_sample(data[start + _BODY_START:])
+                        contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the "
+                                                                    "writer stopped mid-line)", named, TORN))
+                        break
+                    # latin-1: any bytes decode, and only a digest's own ASCII names a known record
+                    entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64].decode("latin-1"))
+                    body = entry.to_bytes() if entry is not None else b""
+                    if (entry is not None and end - start == _BODY_START + len(body) + 1
+                            and startswith(_PREFIX, start) and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
+                            and startswith(body, start + _BODY_START) and data[end - 1] == _CLOSE):
+                        sample_id = entry.sample_id
+                    else:
+                        stored, reason, sample_id = decode_line(data[start:end], f"{path}:{number}", path, number)
+                        if stored is None:
+                            contents.unread.append(Unread(path, number, reason, sample_id))
+                            start = end + 1
+                            continue
+                    where = _line_at(log_index, number)
+                    if (earlier := first.setdefault(sample_id, where)) != where:
+                        several.setdefault(sample_id, [earlier]).append(where)
                     start = end + 1
-                    continue
-            where = (path, number, start, end)
-            if (earlier := first.setdefault(sample_id, where)) is not where:
-                several.setdefault(sample_id, [earlier]).append(where)
-            start = end + 1
-    contents.unread += contradictions({
-        sample_id: [decode_line(read[path][start:end], f"{path}:{number}", path, number)[0]
-                    for path, number, start, end in lines] for sample_id, lines in several.items()})
-    return contents, read
+                if not block:
+                    break
+                data, base = data[last:], base + last
+        finally:
+            os.close(fd)
+        pins[path] = LogPin(path.name, lines, size, digest.hexdigest())   # pin_log's
+    contents.unread += contradictions(_lines_of(several, found.logs, pins))
+    return contents, pins
+
+
+_LINES = 1 << 40   # more lines than a log holds
+
+
+def _line_at(log_index: int, number: int) -> int:
+    return log_index * _LINES + number
+
+
+def _lines_of(several: Mapping[str, list[int]], paths: list[Path],
+              pins: Mapping[Path, LogPin]) -> dict[str, list[Stored]]:
+    """The records of each sample's lines (``_unread``), from their logs read again and checked against their pins."""
+    lines_of: dict[int, list[bytes]] = {}
+    for log_index in sorted({where // _LINES for lines in several.values() for where in lines}):
+        path = paths[log_index]
+        data = read_log(path)[0]
+        if pin_log(data, path.name) != pins[path]:
+            raise StoreError(path, "changed while the finish read it; a finish holds its run directory")
+        lines_of[log_index] = data.split(b"\n")
+    found: dict[str, list[Stored]] = {}
+    for sample_id, lines in several.items():
+        for where in lines:
+            (log_index, number), path = divmod(where, _LINES), paths[where // _LINES]
+            stored = decode_line(lines_of[log_index][number - 1], f"{path}:{number}", path, number)[0]
+            found.setdefault(sample_id, []).append(stored)
+    return found
 
 
 def pin_problems(folder: Path, log: str, data: bytes, pinned: LogPin | None) -> list[str]:
