@@ -104,8 +104,11 @@ def run(run: Run) -> RunOutcome:
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
     results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
                for t in task_ids}
-    not_made = {t: NotGenerated(f"no rollout: {why[0]}") for t in task_ids   # none of its rollouts: failed, why
-                for why in [[run.generation_failures.get(f"{m}.{t}") for m in options.modalities]] if all(why)}
+    not_made: dict[str, NotGenerated] = {}
+    for t in task_ids:   # a task none of whose rollouts was generated fails, with the generation's reason
+        why = [run.generation_failures.get(f"{m}.{t}") for m in options.modalities]
+        if all(why):
+            not_made[t] = NotGenerated(f"no rollout: {why[0]}")
     records = run.store([{"sample_id": t, "videos": {m: collected[m][t].sha256 for m in options.modalities}}
                          for t in task_ids], {**results, **not_made}, label="scorecard")
     extra = {

@@ -7,6 +7,7 @@ Kept apart from the declaration model (``pinbench.core.recipe``) so that the run
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,24 @@ T = TypeVar("T")
 
 class RecipeError(RuntimeError):
     """A recipe could not be found or its inputs are unusable (one-line message)."""
+
+
+def gpu_devices(count: int, visible: str | None) -> int | list[str]:
+    """The GPUs ``--gpus count`` means: ``count`` of them, taken in order from CUDA_VISIBLE_DEVICES when it is
+    set (indices, GPU-/MIG- UUIDs, as CUDA reads it: up to the first negative entry)."""
+    if count == 0 or visible is None:
+        return count
+    ids: list[str] = []
+    for item in (part.strip() for part in visible.split(",")) if visible.strip() else ():
+        if re.fullmatch(r"-\d+", item):
+            break
+        if not re.fullmatch(r"[A-Za-z0-9/-]+", item) or item in ids:
+            raise RecipeError(f"CUDA_VISIBLE_DEVICES={visible!r}: entry {item!r} is not a device index or UUID "
+                              "(or is repeated)")
+        ids.append(item)
+    if len(ids) < count:
+        raise RecipeError(f"--gpus {count} but CUDA_VISIBLE_DEVICES={visible!r} makes {len(ids)} GPU(s) visible")
+    return ids[:count]
 
 
 def check_checkpoint_name(name: str) -> str:

@@ -137,8 +137,7 @@ class Scrubber:
             text = None
         if text is None or "\\u" in text or "hf_" in text or any(v in text for v in self.escaped):
             return json.dumps(self(obj), **COMPACT_JSON)
-        lowered = text.lower()
-        if any(needle in lowered for needle in _SECRET_FIELD_NEEDLES):
+        if _may_name_a_secret(text.lower()):
             return json.dumps(self(obj), **COMPACT_JSON)
         return text
 
@@ -165,6 +164,12 @@ def scrub(obj: Any) -> Any:
     return _scrubbed(obj, _secret_values())
 
 
+def _may_name_a_secret(lowered: str) -> bool:
+    """Whether a lowered JSON text could hold a secret-named key (``_is_secret_field``): one of its parts, or
+    ``key``, appears in it."""
+    return any(needle in lowered for needle in _SECRET_FIELD_NEEDLES)
+
+
 class _SecretField(Exception):
     """A secret-named key met while the JSON fast path decodes an object."""
 
@@ -185,8 +190,7 @@ def _scrubbed(obj: Any, secrets: list[str]) -> Any:
         return _scrub(obj, secrets)
     if "hf_" in text or any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets):
         return _scrub(obj, secrets)
-    lowered = text.lower()
-    if "key" not in lowered and not any(part in lowered for part in _SECRET_FIELD_PARTS):
+    if not _may_name_a_secret(text.lower()):
         # no key can be secret-named (each part of a name is a run of [a-z0-9], never escaped in the text): the
         # plain C decoder, not a Python hook per object (257,314 objects in a view's 11,222 sample pages)
         return json.loads(text)

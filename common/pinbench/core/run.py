@@ -334,8 +334,7 @@ class Run:
         stores, moved = seal(self.out_dir, {record.digest(): record for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
-        # a fixture's reference scores the fixture's own rollouts, not ones a --generator made from its requests
-        ref_path = None if self.generates and cfg.fixture else recipe.reference_path(cfg.checkpoint, cfg.mode)
+        ref_path = self._reference_path()
         computed_from = _computed_from(recipe, cfg, records, described, ref_path,
                                        {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
                                         "generation": self.generation})
@@ -380,6 +379,13 @@ class Run:
                     if complete and self._inputs is not None else None)  # last: it holds the state of every file
         return dataclasses.replace(outcome, report_path=report_path if report_path.is_file() else None)
 
+    def _reference_path(self) -> Path | None:
+        """The reference this run is judged against: none for a fixture run with --generator (a fixture's reference
+        scores the fixture's own rollouts, not ones a generator made from its requests)."""
+        if self.generates and self.cfg.fixture:
+            return None
+        return self.recipe.reference_path(self.cfg.checkpoint, self.cfg.mode)
+
     def _verdict(self, card: Scorecard, ref_path: Path | None) -> tuple[Reference | None, RunOutcome]:
         """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
         to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
@@ -409,9 +415,7 @@ class Run:
               f"code and options as {rerun.RERUN_FILE} records them): scorecard and report kept", flush=True)
         for relative in manifest.manifests:
             renew_manifest(self.out_dir / relative)
-        ref_path = None if self.generates and self.cfg.fixture else self.recipe.reference_path(self.cfg.checkpoint,
-                                                                                               self.cfg.mode)
-        outcome = self._verdict(card, ref_path)[1]
+        outcome = self._verdict(card, self._reference_path())[1]
         return dataclasses.replace(outcome, report_path=self.out_dir / REPORT)
 
 

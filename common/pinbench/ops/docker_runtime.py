@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.provenance import is_secret_name
@@ -199,24 +199,6 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
             continue
         env[name] = environ[name]
     return env, notes
-
-
-def gpu_devices(count: int, visible: str | None) -> int | list[str]:
-    """The GPUs a container gets: ``count`` of them, taken in order from the host's CUDA_VISIBLE_DEVICES
-    when it is set (indices, GPU-/MIG- UUIDs, as CUDA reads it: up to the first negative entry)."""
-    if count == 0 or visible is None:
-        return count
-    ids: list[str] = []
-    for item in (part.strip() for part in visible.split(",")) if visible.strip() else ():
-        if re.fullmatch(r"-\d+", item):
-            break
-        if not re.fullmatch(r"[A-Za-z0-9/-]+", item) or item in ids:
-            raise RecipeError(f"CUDA_VISIBLE_DEVICES={visible!r}: entry {item!r} is not a device index or UUID "
-                              "(or is repeated)")
-        ids.append(item)
-    if len(ids) < count:
-        raise RecipeError(f"--gpus {count} but CUDA_VISIBLE_DEVICES={visible!r} makes {len(ids)} GPU(s) visible")
-    return ids[:count]
 
 
 # ------------------------------------------------------------------------------------------ running

@@ -46,7 +46,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RecipeError
+from pinbench.core.config import RecipeError, gpu_devices
 from pinbench.core.files import read_regular_text, sha256_file, write_if_changed
 from pinbench.core.generation import (
     KINDS,
@@ -354,7 +354,7 @@ class Generating:
 
             made = {"generator": named, "signature": signature.to_json()}
             write_if_changed(store / GENERATOR_FILE, json.dumps(made, indent=1, sort_keys=True) + "\n")
-            devices = gpu_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
+            devices = _generation_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
             if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
                 maker.release()
                 argv = self.spec.command
@@ -413,12 +413,12 @@ class _Maker:
     release: Callable[[], None] = lambda: None   # frees what it holds (a worker's model) before devices take over
 
 
-def gpu_devices(gpus: int) -> list[str]:
-    """The GPUs generation spreads over with ``--gpus N``: the first N of ``CUDA_VISIBLE_DEVICES`` when it is set,
-    else 0..N-1; none for one GPU (the step then runs in the run's own process)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    ids = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(gpus)]
-    return ids[:gpus] if len(ids[:gpus]) > 1 else []
+def _generation_devices(gpus: int) -> list[str]:
+    """The GPUs generation spreads over with ``--gpus N`` (``gpu_devices``: the first N of CUDA_VISIBLE_DEVICES when
+    it is set, else 0..N-1); none for one GPU (the step then runs in the run's own process)."""
+    chosen = gpu_devices(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    ids = [str(i) for i in range(chosen)] if isinstance(chosen, int) else chosen
+    return ids if len(ids) > 1 else []
 
 
 @dataclass(frozen=True)
