@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from deadline import within
+from loose_task import LooseTask
 from stored import store_records
 from toy_recipe import toy_recipe
 
@@ -466,7 +467,7 @@ def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) 
 
 # ----------------------------------------------------------------------- FIFOs in the run directory (#30 B4, B5)
 
-TASKS = [{"sample_id": sid, "x": i} for i, sid in enumerate(IDS)]
+TASKS = [LooseTask(sid, x=i) for i, sid in enumerate(IDS)]
 
 
 def _toy_procedure(run: Run) -> Any:

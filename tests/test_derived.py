@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loose_task import LooseTask
 from stored import store_records
 from toy_recipe import DECLARATION, toy_recipe
 
@@ -239,7 +240,7 @@ def test_the_members_hash_of_computed_records_slices_their_bytes_and_is_still_th
     results = {"s0": {"z": 1.0, "a": {"y": [1, 2.5e-07], "b": None}, "t": "é\\u2028\"]"},
                "s1": {"a": 1, "error": None, "traceback": 1, "x": {"status": "ok", "result": 2}},
                "s2": {}}
-    tasks = [{"sample_id": sid} for sid in (*results, "s3")]
+    tasks = [LooseTask(sid) for sid in (*results, "s3")]
 
     def fn(task: dict) -> dict:
         if task["sample_id"] == "s3":

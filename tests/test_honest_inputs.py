@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from loose_task import LooseTask
 
 from pinbench import cli
 from pinbench.core.config import RecipeError
@@ -156,7 +157,7 @@ def test_a_boolean_or_huge_integer_result_is_a_failed_sample_not_a_score() -> No
 
 @pytest.mark.parametrize("literal", ["Infinity", "NaN", "1e999"])
 def test_a_stored_result_holding_a_non_finite_number_is_recomputed_and_merges(tmp_path: Path, literal: str) -> None:
-    tasks = [{"sample_id": f"s{i}", "x": i} for i in range(3)]
+    tasks = [LooseTask(f"s{i}", x=i) for i in range(3)]
     calls: list[str] = []
 
     def score(task: dict) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,19 @@ from pinbench.core.inputs import (
     DIGESTS_FILE,
     InputDigests,
     InputFileError,
+    InputKey,
+    InputTask,
     UnusableInput,
     input_digests,
-    input_path,
     input_tasks,
     list_inputs,
 )
+from pinbench.core.runner import canonical_json
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodedTask(InputTask):
+    decoder: str
 
 
 def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_problem(tmp_path: Path) -> None:
@@ -37,22 +45,25 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
     (tmp_path / "notes.txt").write_text("not an input")
     (tmp_path / ".hidden.mp4").write_bytes(b"z")
     digests = InputDigests(tmp_path / ".run")
-    tasks = {t["name"]: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=digests, decoder="pyav")}
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=digests, make=DecodedTask,
+                                            decoder="pyav")}
     assert sorted(tasks) == ["folder.mp4", "gone.mp4", "good.mp4", "loop.mp4", "pipe.mp4", "sub/deep.MOV",
                              "twin.mkv", "twin.mp4"]
     good = tasks["good.mp4"]
-    assert (good["sample_id"], good["input"], good["decoder"]) == (
-        "good", {"path": "good.mp4", "size": 1, "sha256": hashlib.sha256(b"x").hexdigest()}, "pyav")
-    assert tasks["sub/deep.MOV"]["sample_id"] == "sub__deep"
-    assert input_path(tasks["sub/deep.MOV"], tmp_path) == tmp_path / "sub" / "deep.MOV"
-    problems = {name: task.get("problem") for name, task in tasks.items()}
+    assert (good.sample_id, good.input, good.decoder) == (
+        "good", InputKey("good.mp4", 1, hashlib.sha256(b"x").hexdigest()), "pyav")
+    assert json.loads(canonical_json(good))["input"] == {"path": "good.mp4", "size": 1,
+                                                         "sha256": hashlib.sha256(b"x").hexdigest()}
+    assert tasks["sub/deep.MOV"].sample_id == "sub__deep"
+    assert tasks["sub/deep.MOV"].path(tmp_path) == tmp_path / "sub" / "deep.MOV"
+    problems = {name: task.problem for name, task in tasks.items()}
     assert problems["gone.mp4"].startswith("dangling symlink") and problems["loop.mp4"].startswith("symlink loop")
     assert problems["folder.mp4"] == "a directory, not a file"
     assert problems["pipe.mp4"] == "not a regular file (a FIFO, socket or device)"
     assert "its sample id is 'twin', as for 'twin.mp4'" in problems["twin.mkv"]
-    assert tasks["twin.mkv"]["sample_id"].startswith("bad-name-") and "input" not in tasks["twin.mkv"]
+    assert tasks["twin.mkv"].sample_id.startswith("bad-name-") and "input" not in tasks["twin.mkv"].to_json()
     with pytest.raises(UnusableInput, match=r"^pipe\.mp4: not a regular file"):
-        input_path(tasks["pipe.mp4"], tmp_path)
+        tasks["pipe.mp4"].path(tmp_path)
 
 
 def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> None:
@@ -72,7 +83,7 @@ def _file(path: Path, data: bytes) -> Path:
 def test_a_key_names_the_file_by_its_place_under_the_root_its_size_and_its_bytes(tmp_path: Path) -> None:
     video = _file(tmp_path / "videos" / "a" / "clip.mp4", b"frames" * 1000)
     key = InputDigests(tmp_path / "run").key(video, tmp_path / "videos")
-    assert key == {"path": "a/clip.mp4", "size": 6000, "sha256": hashlib.sha256(b"frames" * 1000).hexdigest()}
+    assert key == InputKey("a/clip.mp4", 6000, hashlib.sha256(b"frames" * 1000).hexdigest())
 
 
 def test_a_digest_is_computed_once_per_run_directory(tmp_path: Path) -> None:

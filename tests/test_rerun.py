@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from loose_task import LooseTask
 from toy_recipe import toy_recipe
 
 from pinbench.core import rerun
@@ -36,7 +37,7 @@ class Procedure:
     def __call__(self, run: Run):
         self.calls += 1
         folder = Path(run.options.videos)
-        tasks = [{"sample_id": sid, "frames": (folder / f"{sid}.mp4").read_text()} for sid in IDS]
+        tasks = [LooseTask(sid, frames=(folder / f"{sid}.mp4").read_text()) for sid in IDS]
 
         def score(task: dict) -> dict:
             if task["sample_id"] == self.fail:

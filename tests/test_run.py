@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from loose_task import LooseTask
 from toy_recipe import toy_recipe
 
 from pinbench.core.derived import derive
@@ -112,7 +113,7 @@ def test_anything_the_scorecard_is_computed_from_recomputes_it(toy: Recipe, tmp_
         assert after["metrics"]["f1"]["value"] != before["metrics"]["f1"]["value"]
 
 
-TASKS = [{"sample_id": sid, "x": i} for i, sid in enumerate(IDS)]
+TASKS = [LooseTask(sid, x=i) for i, sid in enumerate(IDS)]
 
 
 def _procedure(calls: list[str], fail: str | None = None):

@@ -12,13 +12,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import FrozenInstanceError, dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loose_task import LooseTask
 from rich.console import Console
 
 from pinbench.core.config import Implementation
+from pinbench.core.inputs import InputKey
 from pinbench.core.runner import (
     MISSING_ERROR,
     SampleFailed,
@@ -33,12 +36,13 @@ from pinbench.core.runner import (
     run_samples,
 )
 from pinbench.core.store import encode_line, record_bytes
+from pinbench.core.task import Task
 
 HELPER = Path(__file__).parent / "helpers" / "slow_runner.py"
 
 
 def make_tasks(n: int) -> list[dict]:
-    return [{"sample_id": f"s{i:02d}", "x": i} for i in range(n)]
+    return [LooseTask(f"s{i:02d}", x=i) for i in range(n)]
 
 
 class CountingFn:
@@ -97,7 +101,7 @@ def test_shard_constructor_validates() -> None:
 @pytest.mark.parametrize("bad", ["a/b", "..", "../x", ".", "a\x00b", "", ".hidden", "a\\b", "line\nbreak",
                                  "x" * 201])
 def test_unsafe_sample_ids_rejected_before_any_work(tmp_path: Path, bad: str) -> None:
-    tasks = [*make_tasks(2), {"sample_id": bad, "x": 9}]
+    tasks = [*make_tasks(2), LooseTask(bad, x=9)]
     fn = CountingFn()
     with pytest.raises(ValueError, match="unsafe sample id") as info:
         run_samples(tasks, fn, tmp_path / "out", progress=False)
@@ -112,20 +116,13 @@ def test_sample_id_type_and_int_ids() -> None:
         check_sample_id(None)
 
 
-def test_duplicate_and_missing_ids(tmp_path: Path) -> None:
+def test_duplicate_ids_and_untyped_tasks(tmp_path: Path) -> None:
     fn = CountingFn()
     with pytest.raises(ValueError, match=r"duplicate sample id 's01' at positions 1 and 3"):
-        run_samples([*make_tasks(3), {"sample_id": "s01", "x": 5}], fn, tmp_path, progress=False)
-    with pytest.raises(ValueError, match=r"task at position 1 has no 'sample_id' key"):
-        run_samples([{"sample_id": "a"}, {"id": "b"}], fn, tmp_path, progress=False)
+        run_samples([*make_tasks(3), LooseTask("s01", x=5)], fn, tmp_path, progress=False)
+    with pytest.raises(TypeError, match=r"task at position 1 is a dict, expected a pinbench.core.task.Task"):
+        run_samples([LooseTask("a"), {"sample_id": "b"}], fn, tmp_path, progress=False)
     assert fn.calls == []
-
-
-def test_custom_id_key(tmp_path: Path) -> None:
-    summary = run_samples([{"clip": "c1", "x": 2}], CountingFn(), tmp_path, id_key="clip", progress=False)
-    # CountingFn reads "sample_id" -> KeyError, isolated; the id itself comes from "clip"
-    assert list(summary.records) == ["c1"]
-    assert summary.records["c1"].error == "KeyError: 'sample_id'"
 
 
 # -------------------------------------------------------------------------------------- run and resume
@@ -178,7 +175,7 @@ def test_failed_samples_are_retried_on_rerun(tmp_path: Path) -> None:
 def test_changed_task_payload_is_recomputed(tmp_path: Path) -> None:
     tasks = make_tasks(3)
     run_samples(tasks, CountingFn(), tmp_path, progress=False)
-    tasks[1] = {"sample_id": "s01", "x": 10}
+    tasks[1] = LooseTask("s01", x=10)
     fn = CountingFn()
     summary = run_samples(tasks, fn, tmp_path, progress=False)
     assert fn.calls == ["s01"] and summary.records["s01"].result["square"] == 100
@@ -191,6 +188,29 @@ def test_input_hash_is_canonical() -> None:
     assert input_hash({"p": Path("/x/y.mp4")}) == input_hash({"p": "/x/y.mp4"})
     with pytest.raises(TypeError, match="not JSON-serialisable"):
         input_hash({"a": object()})
+
+
+@dataclass(frozen=True, slots=True)
+class _Clip(Task):
+    """A recipe's task as recipes declare them (tests only)."""
+
+    video: InputKey
+    fps: float
+    note: str | None = None
+
+
+def test_a_task_hashes_its_fields_by_name_and_a_none_field_as_absent() -> None:
+    key = InputKey("a/clip.mp4", 10, "0" * 64)
+    clip = _Clip("c1", key, 8.0)
+    # the hash is the canonical JSON of the fields, typed ones (a key) as their own fields; None is not hashed
+    text = '{"fps":8.0,"sample_id":"c1","video":{"path":"a/clip.mp4","sha256":"' + "0" * 64 + '","size":10}}'
+    assert input_hash(clip) == hashlib.sha256(text.encode()).hexdigest()
+    assert input_hash(_Clip("c1", key, 8.0, note=None)) == input_hash(clip)
+    assert input_hash(_Clip("c1", key, 8.0, note="x")) != input_hash(clip)
+    assert input_hash(_Clip("c1", key, 8.5)) != input_hash(clip)
+    assert input_hash(_Clip("c1", InputKey("a/clip.mp4", 10, "1" * 64), 8.0)) != input_hash(clip)
+    with pytest.raises(FrozenInstanceError):
+        clip.fps = 9.0   # type: ignore[misc]
 
 
 def test_stored_result_rejected_by_validate_is_recomputed(tmp_path: Path) -> None:
@@ -389,7 +409,7 @@ def test_merge_picks_ok_over_failed_and_names_stale_records(tmp_path: Path) -> N
     tasks = make_tasks(3)
     run_samples(tasks, CountingFn(fail_ids={"s00"}), tmp_path / "first", progress=False)
     run_samples(tasks[:1], CountingFn(), tmp_path / "second", progress=False)
-    changed = [tasks[0], {"sample_id": "s01", "x": 99}, tasks[2]]
+    changed = [tasks[0], LooseTask("s01", x=99), tasks[2]]
     merged = merge_samples([tmp_path / "first", tmp_path / "second"], changed, dest=tmp_path / "m.jsonl")
     assert merged[0].ok  # the failed record in "first" loses to the ok one in "second"
     assert merged[1].error.startswith(MISSING_ERROR) and "inputs or options changed" in merged[1].error
@@ -539,9 +559,9 @@ def test_errors_and_tracebacks_are_redacted_in_records(tmp_path: Path, monkeypat
     def boom(task: Mapping) -> dict:
         raise RuntimeError(f"request failed with token {os.environ['HF_TOKEN']}")
 
-    summary = run_samples([{"sample_id": "a"}], boom, tmp_path, progress=False)
+    summary = run_samples([LooseTask("a")], boom, tmp_path, progress=False)
     assert summary.n_failed == 1
-    merge_samples([tmp_path], [{"sample_id": "a"}], dest=tmp_path / "samples.jsonl")
+    merge_samples([tmp_path], [LooseTask("a")], dest=tmp_path / "samples.jsonl")
     for path in [tmp_path / "samples" / "run.jsonl", tmp_path / "samples.jsonl"]:
         assert "hf_leakyleakyleaky123456" not in path.read_text()
 
@@ -552,7 +572,7 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(runner_module, "PLAIN_PROGRESS_SECONDS", 0.0)
     stream = io.StringIO()
     console = Console(file=stream, force_terminal=False, width=200)
-    tasks = [{"sample_id": f"s{i}"} for i in range(3)]
+    tasks = [LooseTask(f"s{i}") for i in range(3)]
     run_samples(tasks, lambda task: {"v": 1}, tmp_path, console=console, step="score")
     lines = stream.getvalue().splitlines()
     assert any("computed (" in line and "(done " in line and "elapsed" in line for line in lines)
@@ -590,7 +610,7 @@ def test_a_step_log_keeps_a_reused_record_and_stores_one_whose_outcome_or_inputs
     from pinbench.core.runner import StepLog
     from pinbench.core.store import read_store
 
-    tasks = [{"sample_id": "a", "row": 1}, {"sample_id": "b", "row": 2}]
+    tasks = [LooseTask("a", row=1), LooseTask("b", row=2)]
     first = StepLog(tasks, tmp_path, step="generate")
     first.record("a", {"sha256": "1" * 64}, seconds=3.0)
     first.record("b", {"sha256": "2" * 64}, seconds=4.0)
@@ -603,7 +623,7 @@ def test_a_step_log_keeps_a_reused_record_and_stores_one_whose_outcome_or_inputs
     assert kept.seconds == 3.0 and again.close().n_reused == 2
     assert store_snapshot(tmp_path / "samples") == stored          # nothing appended
 
-    changed = StepLog([tasks[0], {"sample_id": "b", "row": 3}], tmp_path, step="generate")
+    changed = StepLog([tasks[0], LooseTask("b", row=3)], tmp_path, step="generate")
     assert changed.record("a", {"sha256": "9" * 64}, reused=True).result == {"sha256": "9" * 64}
     assert changed.record("b", {"sha256": "2" * 64}, reused=True).seconds == 0.0   # other inputs: a new record
     newest = read_store(tmp_path / "samples").records

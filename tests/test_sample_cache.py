@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from loose_task import LooseTask
 from toy_recipe import toy_recipe
 
 from pinbench.core.config import Implementation
@@ -19,7 +20,7 @@ from pinbench.core.runner import input_hash, run_samples
 from pinbench.core.sample_cache import SUFFIX, SampleCache, cache_dir, prune
 from pinbench.core.store import encode_line
 
-TASKS = [{"sample_id": f"s{i}", "x": i} for i in range(4)]
+TASKS = [LooseTask(f"s{i}", x=i) for i in range(4)]
 CODE = Implementation("1.0.0", "a" * 64)
 
 
@@ -63,7 +64,7 @@ def test_other_code_or_other_inputs_never_find_a_record(toy: Recipe, tmp_path: P
     same = SampleCache(cache, "toy-bench/", toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation)
     assert same.get(input_hash(TASKS[0])) is not None
     assert other.get(input_hash(TASKS[0])) is None                      # an edited scoring constant
-    assert same.get(input_hash({**TASKS[0], "x": 9})) is None           # an edited input
+    assert same.get(input_hash(LooseTask("s0", x=9))) is None           # an edited input
 
 
 def test_fast_results_and_failures_are_not_kept(toy: Recipe, tmp_path: Path, cache: Path) -> None:

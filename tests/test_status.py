@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from loose_task import LooseTask
 
 from pinbench.core.config import Shard
 from pinbench.core.runner import StepLog, run_samples
@@ -22,7 +23,7 @@ from pinbench.ops import slurm
 from pinbench.ops.status import render, run_status
 from pinbench.ops.submit import Submission, append_submission, last_submission
 
-TASKS = [{"sample_id": f"s{i}", "x": i} for i in range(7)]
+TASKS = [LooseTask(f"s{i}", x=i) for i in range(7)]
 
 
 def _square(task: Mapping) -> dict:
@@ -212,7 +213,7 @@ def test_a_step_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path
 
 # ------------------------------------------------------- a step recorded outside run_samples (StepLog)
 
-GROUPED = [{"sample_id": f"{m}.t{j}", "m": m, "j": j} for m in ("a", "b") for j in range(3)]
+GROUPED = [LooseTask(f"{m}.t{j}", m=m, j=j) for m in ("a", "b") for j in range(3)]
 UNITS = [task["j"] for task in GROUPED]  # a task's samples of every modality belong to one shard
 
 

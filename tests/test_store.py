@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from deadline import within
+from loose_task import LooseTask
 from rich.console import Console
 
 from pinbench.core import store
@@ -25,7 +26,7 @@ from pinbench.core.store import LogWriter, log_name, read_store, record_bytes
 
 
 def tasks(n: int) -> list[dict]:
-    return [{"sample_id": f"s{i:02d}", "x": i} for i in range(n)]
+    return [LooseTask(f"s{i:02d}", x=i) for i in range(n)]
 
 
 class Square:
@@ -178,7 +179,7 @@ def test_a_record_is_reused_only_by_the_same_implementation(tmp_path: Path, chan
 def test_the_reasons_are_counted_apart(tmp_path: Path) -> None:
     run_samples(tasks(4), lambda t: {"v": 1} if t["x"] != 3 else 1 / 0, tmp_path, progress=False)
     changed = tasks(4)
-    changed[0] = {"sample_id": "s00", "x": 100}
+    changed[0] = LooseTask("s00", x=100)
     summary = run_samples(changed, Square(), tmp_path, progress=False)
     assert summary.recomputed == {"inputs or options changed": 1, "failed before": 1}
     assert summary.n_reused == 2
@@ -342,7 +343,7 @@ def test_a_step_log_that_replaces_a_record_moves_the_old_one_aside(tmp_path: Pat
     contradicting it: the old line goes to the quarantine, and the store reads the new one."""
     from pinbench.core.runner import StepLog
 
-    steps = [{"sample_id": "a", "row": 1}]
+    steps = [LooseTask("a", row=1)]
     first = StepLog(steps, tmp_path, step="generate", implementation=IMPL)
     first.record("a", {"sha256": "1" * 64})
     first.close()

@@ -57,7 +57,7 @@ def run(run: Run) -> RunOutcome:
     with run.step("script2"):
         tasks = script2_tasks(data, outputs, judge=judge.describe() if judge else None)
         samples = run.score(tasks, partial(score_sample, judge=judge), label="script 2")
-        del tasks   # 112k dicts at 10x the test set: not held through the finish
+        del tasks   # 112k tasks at 10x the test set: not held through the finish
 
     def groups() -> list[DerivedRecord]:
         """Per split, skill and family (strict), then the composite; with the leaderboard-shaped table beside them

@@ -13,11 +13,13 @@ shard decodes the videos of its own samples).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pinbench.core.inputs import InputDigests
+from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.runner import SampleRecord
+from pinbench.core.task import Task
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import Script1Outputs
 from pinbench_recipes.camerabench.videos import VideoSet
@@ -30,25 +32,62 @@ class Scorer(Protocol):
     def caption(self, path: Path | str, question: str, seed: int) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class VideoKey(InputKey):
+    """A dataset video as a task holds it: its key (``pinbench.core.inputs``) and its name in the dataset."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BinaryQuestion(Task):
+    video: VideoKey
+    question: str
+    model: dict[str, Any]    # the settings that move numbers
+    family: str = "binary"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VqaQuestions(Task):
+    """Four (question, video) combinations: P(Yes) and P(No) of each."""
+
+    pos_video: VideoKey
+    neg_video: VideoKey
+    pos_question: str
+    neg_question: str
+    model: dict[str, Any]
+    family: str = "vqa"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptionRequest(Task):
+    video: VideoKey
+    question: str
+    seed: int
+    model: dict[str, Any]
+    family: str = "caption"
+
+
+Script1Task = BinaryQuestion | VqaQuestions | CaptionRequest
+
+
 def script1_tasks(data: CameraBenchData, videos: VideoSet, model: Mapping[str, Any],
-                  digests: InputDigests) -> list[dict[str, Any]]:
+                  digests: InputDigests) -> list[Script1Task]:
     """Every Script 1 task of the loaded families; ``model`` describes the settings that move numbers."""
     model = dict(model)
 
-    def video(name: str) -> dict[str, Any]:
-        return {"name": name, **digests.key(videos.paths[name], videos.root)}
+    def video(name: str) -> VideoKey:
+        key = digests.key(videos.paths[name], videos.root)
+        return VideoKey(key.path, key.size, key.sha256, name)
 
-    tasks: list[dict[str, Any]] = []
-    for sample in sorted(data.binary, key=lambda s: (s.video, s.split)):
-        tasks.append({"sample_id": sample.sample_id, "family": "binary", "video": video(sample.video),
-                      "question": sample.question, "model": model})
-    for pair in data.vqa:
-        tasks.append({"sample_id": pair.sample_id, "family": "vqa", "pos_video": video(pair.pos_video),
-                      "neg_video": video(pair.neg_video), "pos_question": pair.pos_question,
-                      "neg_question": pair.neg_question, "model": model})
-    for sample in data.captions:
-        tasks.append({"sample_id": sample.sample_id, "family": "caption", "video": video(sample.video),
-                      "question": sample.question, "seed": CAPTION_SEED + sample.index, "model": model})
+    tasks: list[Script1Task] = []
+    tasks += [BinaryQuestion(sample_id=sample.sample_id, video=video(sample.video), question=sample.question,
+                             model=model) for sample in sorted(data.binary, key=lambda s: (s.video, s.split))]
+    tasks += [VqaQuestions(sample_id=pair.sample_id, pos_video=video(pair.pos_video),
+                           neg_video=video(pair.neg_video), pos_question=pair.pos_question,
+                           neg_question=pair.neg_question, model=model) for pair in data.vqa]
+    tasks += [CaptionRequest(sample_id=sample.sample_id, video=video(sample.video), question=sample.question,
+                             seed=CAPTION_SEED + sample.index, model=model) for sample in data.captions]
     return tasks
 
 
@@ -70,27 +109,23 @@ class Script1:
             self._scorer = self._load()
         return self._scorer
 
-    def _path(self, video: Mapping[str, Any]) -> Path:
-        return self.videos.paths[video["name"]]
+    def _path(self, video: VideoKey) -> Path:
+        return self.videos.paths[video.name]
 
-    def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:
-        family = task["family"]
-        if family == "binary":
-            out = self.scorer.answer_probabilities(self._path(task["video"]), task["question"])
+    def __call__(self, task: Script1Task) -> dict[str, Any]:
+        if isinstance(task, BinaryQuestion):
+            out = self.scorer.answer_probabilities(self._path(task.video), task.question)
             return {"score": out.pop("p_yes"), **out}
-        if family == "vqa":
+        if isinstance(task, VqaQuestions):
             yes, no, sampling = {}, {}, {}
-            for text in ("pos", "neg"):
-                for image in ("pos", "neg"):
-                    out = self.scorer.answer_probabilities(self._path(task[f"{image}_video"]),
-                                                           task[f"{text}_question"])
+            for text, question in (("pos", task.pos_question), ("neg", task.neg_question)):
+                for image, video in (("pos", task.pos_video), ("neg", task.neg_video)):
+                    out = self.scorer.answer_probabilities(self._path(video), question)
                     combo = f"{text}_text_{image}_image"
                     yes[combo], no[combo] = out.pop("p_yes"), out.pop("p_no")
                     sampling[f"{image}_video"] = out
             return {"yes_scores": yes, "no_scores": no, "sampling": sampling}
-        if family == "caption":
-            return self.scorer.caption(self._path(task["video"]), task["question"], seed=task["seed"])
-        raise ValueError(f"unknown family {family!r}")
+        return self.scorer.caption(self._path(task.video), task.question, seed=task.seed)
 
 
 def has_output(result: Mapping[str, Any]) -> bool:

@@ -11,9 +11,11 @@ it stays in the denominator, named.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pinbench.core.runner import SampleFailed
+from pinbench.core.task import Task
 from pinbench_recipes.camerabench.caption_metrics import lexical_metrics
 from pinbench_recipes.camerabench.dataset import CameraBenchData
 from pinbench_recipes.camerabench.official_json import Script1Outputs
@@ -27,22 +29,44 @@ class Script1Failed(SampleFailed):
     """The sample's Script 1 output is an error (or absent); the message says which (no traceback is stored)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BinaryTask(Task):
+    label: int
+    output: dict[str, Any] | None      # the Script 1 output; None: there is none
+    family: str = "binary"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VqaTask(Task):
+    output: dict[str, Any] | None
+    family: str = "vqa"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptionTask(Task):
+    reference: str
+    output: dict[str, Any] | None
+    judge: dict[str, Any] | None = None   # the GPT judge's settings, when it scores this caption
+    family: str = "caption"
+
+
+Script2Task = BinaryTask | VqaTask | CaptionTask
+
+
 def script2_tasks(data: CameraBenchData, outputs: Script1Outputs, *,
-                  judge: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                  judge: Mapping[str, Any] | None = None) -> list[Script2Task]:
     """One task per sample of every loaded family, in dataset order (binary, vqa, caption)."""
-    tasks: list[dict[str, Any]] = []
-    tasks += [{"sample_id": s.sample_id, "family": "binary", "label": s.label,
-               "output": outputs.binary.get(s.sample_id)} for s in data.binary]
-    tasks += [{"sample_id": p.sample_id, "family": "vqa", "output": outputs.vqa.get(p.sample_id)}
-              for p in data.vqa]
-    tasks += [{"sample_id": s.sample_id, "family": "caption", "reference": s.reference,
-               "output": outputs.caption.get(s.sample_id), "judge": dict(judge) if judge else None}
-              for s in data.captions]
+    tasks: list[Script2Task] = []
+    tasks += [BinaryTask(sample_id=s.sample_id, label=s.label, output=outputs.binary.get(s.sample_id))
+              for s in data.binary]
+    tasks += [VqaTask(sample_id=p.sample_id, output=outputs.vqa.get(p.sample_id)) for p in data.vqa]
+    tasks += [CaptionTask(sample_id=s.sample_id, reference=s.reference, output=outputs.caption.get(s.sample_id),
+                          judge=dict(judge) if judge else None) for s in data.captions]
     return tasks
 
 
-def _output(task: Mapping[str, Any]) -> Mapping[str, Any]:
-    output = task.get("output")
+def _output(task: Script2Task) -> Mapping[str, Any]:
+    output = task.output
     if output is None:
         raise Script1Failed(NO_OUTPUT)
     if "error" in output:
@@ -50,24 +74,21 @@ def _output(task: Mapping[str, Any]) -> Mapping[str, Any]:
     return output
 
 
-def score_sample(task: Mapping[str, Any], judge: Judge | None = None) -> dict[str, Any]:
+def score_sample(task: Script2Task, judge: Judge | None = None) -> dict[str, Any]:
     """The per-sample Script 2 result of one task (see ``script2_tasks``)."""
     output = _output(task)
-    family = task["family"]
-    if family == "binary":
-        return {"score": float(output["score"]), "label": int(task["label"])}
-    if family == "vqa":
+    if isinstance(task, BinaryTask):
+        return {"score": float(output["score"]), "label": int(task.label)}
+    if isinstance(task, VqaTask):
         yes = check_scores(output["yes_scores"], "yes_scores")
         no = check_scores(output["no_scores"], "no_scores")
         return {"yes_scores": yes, "no_scores": no, **pair_outcome(yes, no)}
-    if family == "caption":
-        caption = output["caption"]
-        if not caption:
-            raise Script1Failed("empty generated caption (upstream leaves it out of every mean)")
-        result: dict[str, Any] = {"caption": caption, **lexical_metrics(task["reference"], caption)}
-        if task.get("judge") is not None:
-            if judge is None:
-                raise RuntimeError("the task asks for the GPT judge but none was configured")
-            result.update(judge(task["reference"], caption))  # JudgeError fails the sample; a rerun retries it
-        return result
-    raise ValueError(f"unknown family {family!r}")
+    caption = output["caption"]
+    if not caption:
+        raise Script1Failed("empty generated caption (upstream leaves it out of every mean)")
+    result: dict[str, Any] = {"caption": caption, **lexical_metrics(task.reference, caption)}
+    if task.judge is not None:
+        if judge is None:
+            raise RuntimeError("the task asks for the GPT judge but none was configured")
+        result.update(judge(task.reference, caption))  # JudgeError fails the sample; a rerun retries it
+    return result

@@ -7,7 +7,7 @@ transition, tau, n, active count), so a score of 0 can be explained from the JSO
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.files import sha256_file
-from pinbench.core.inputs import input_path
+from pinbench.core.inputs import InputTask
 from pinbench.media.video import VideoInfo, read_video, video_info, write_video
 from pinbench_recipes.dynamic_degree import clips as clipping
 from pinbench_recipes.dynamic_degree import scoring
@@ -75,13 +75,23 @@ class HasMetric:
         return self.metric in result
 
 
-def score_task(task: Mapping[str, Any], *, estimator: FlowEstimator, source: ClipSource,
-               root: Path) -> dict[str, Any]:
-    """The runner's per-sample function: one task (``pinbench.core.inputs.input_tasks``, under ``root``) -> its
-    record; a video whose bytes changed since its task was keyed fails (its record would not be the key's)."""
-    record = score_video(input_path(task, root), estimator, source)
-    if record["video_sha256"] != task["input"]["sha256"]:
-        raise ValueError(f"{task['name']}: changed since the run read it (SHA-256 {task['input']['sha256'][:12]}... "
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VideoTask(InputTask):
+    """One video to score, and what changes its score besides its bytes: the flow estimator, how clips are read,
+    the recipe's version."""
+
+    flow: dict[str, Any]
+    clip_source: str
+    recipe_version: str
+
+
+def score_task(task: VideoTask, *, estimator: FlowEstimator, source: ClipSource, root: Path) -> dict[str, Any]:
+    """The runner's per-sample function: one task (under ``root``) -> its record; a video whose bytes changed
+    since its task was keyed fails (its record would not be the key's)."""
+    record = score_video(task.path(root), estimator, source)
+    keyed = task.input.sha256 if task.input else ""
+    if record["video_sha256"] != keyed:
+        raise ValueError(f"{task.name}: changed since the run read it (SHA-256 {keyed[:12]}... "
                          f"then, {record['video_sha256'][:12]}... now); run again")
     return record
 

@@ -21,7 +21,7 @@ from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, mach
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
 from pinbench.ops.network import NEXT, ways_on
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
-from pinbench_recipes.dynamic_degree.motion import ClipSource
+from pinbench_recipes.dynamic_degree.motion import ClipSource, VideoTask
 
 WEIGHTS_PIN = "raft_things"
 WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"  # the raft_weights option's environment twin (recipe.yaml)
@@ -54,10 +54,10 @@ def loop_family(sample: str) -> str | None:
 
 
 def video_tasks(root: Path, videos: list[InputFile], *, flow: dict[str, Any], source: ClipSource,
-                recipe_version: str, digests: InputDigests) -> list[dict[str, Any]]:
+                recipe_version: str, digests: InputDigests) -> list[VideoTask]:
     """One task per video (``input_tasks``: its path under ``root``, size and SHA-256, so an edited video
     recomputes and the same videos under another root do not); so does any flow change."""
-    return input_tasks(root, videos, digests=digests, flow=flow, clip_source=source.describe(),
+    return input_tasks(root, videos, digests=digests, make=VideoTask, flow=flow, clip_source=source.describe(),
                        recipe_version=recipe_version)
 
 

@@ -94,8 +94,8 @@ def run(run: Run) -> RunOutcome:
         with run.step("score"):
             by_id = {s.key.sample_id: s for s in pre.samples}
 
-            def result_of(task: dict[str, Any]) -> dict[str, Any]:
-                sample_id = task["sample_id"]
+            def result_of(task: steps.SampleTask) -> dict[str, Any]:
+                sample_id = task.sample_id
                 return steps.sample_result(by_id.get(sample_id), official.samples[sample_id],
                                            native.get(sample_id), metrics=metrics, video_max_time=video_max_time)
 
@@ -107,7 +107,7 @@ def run(run: Run) -> RunOutcome:
     with run.step("score"):
         results = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
         suite = suite_record(records)
-    keys = [key_from_sample_id(t["sample_id"]) for t in tasks]
+    keys = [key_from_sample_id(t.sample_id) for t in tasks]
     extra = {
         "plan": pre.plan_lines(),
         "official_sources": official.sources,
@@ -156,7 +156,7 @@ def run_requests(run: Run, root: Path) -> list[Request]:
     return plan_requests(run, Path(data.gt_root if data else run.options.gt), root)
 
 
-def _official(run: Run, pre: Plan, tasks: list[dict[str, Any]], result_file: ResultFile | None,
+def _official(run: Run, pre: Plan, tasks: list[steps.SampleTask], result_file: ResultFile | None,
               results_file: Path | None, data: fixture.FixtureData | None, pins: Pins) -> steps.Official:
     """The official outcome of every sample of this shard without a stored record, and where every sample's
     came from; the merge (``--skip-scoring``) scores nothing and names the sources the shards stored."""
@@ -180,7 +180,7 @@ def _official(run: Run, pre: Plan, tasks: list[dict[str, Any]], result_file: Res
         official = steps.Official({}, [])
     # the samples whose stored records this process reuses keep the sources they were scored from
     if pending.stored and result_file is None:
-        official.sources += steps.stored_sources(run.out_dir, None, [t["sample_id"] for t in pending.stored])
+        official.sources += steps.stored_sources(run.out_dir, None, [t.sample_id for t in pending.stored])
     return official
 
 

@@ -25,8 +25,9 @@ from typing import Any
 import torch
 
 from pinbench.core.files import read_regular_text, write_atomic
-from pinbench.core.inputs import InputDigests
+from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.runner import input_hash, load_records
+from pinbench.core.task import Task
 from pinbench_recipes.mind import native
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import (
@@ -71,27 +72,42 @@ NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored na
 # ------------------------------------------------------------------------------------------------ tasks
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleTask(Task):
+    """One sample: everything that, changed, must rescore it. Files are keyed by their place in the layout
+    (perspective, test type, directory) and their SHA-256, never by where the roots are."""
+
+    versions: dict[str, str]
+    perspective: str | None = None
+    test_type: str | None = None
+    path: str | None = None
+    metrics: list[str] | None = None
+    video_max_time: int | None = None
+    gt: dict[str, str | None] | None = None          # a continuation: its GT files' SHA-256
+    video_sha256: str | None = None                   # and its rollout's
+    videos_sha256: dict[str, str] | None = None       # a mirror test: its rollouts'
+    mirror_from_results: bool | None = None           # a mirror test only a results file holds
+
+
 def sample_task(sample: Sample, *, metrics: Sequence[str], video_max_time: int | None,
-                versions: Mapping[str, str], digests: InputDigests) -> dict[str, Any]:
-    """The runner task of one sample: everything that, changed, must rescore it. Files are keyed by their
-    place in the layout (perspective, test type, directory) and their SHA-256, never by where the roots are."""
+                versions: Mapping[str, str], digests: InputDigests) -> SampleTask:
+    """The task of one sample."""
     key = sample.key
-    task: dict[str, Any] = {"sample_id": key.sample_id, "perspective": key.perspective,
-                            "test_type": key.test_type, "path": key.path, "metrics": list(metrics),
-                            "video_max_time": video_max_time, "versions": dict(versions)}
+    files: dict[str, Any] = {}
     if isinstance(sample, ContinuationSample):
-        task["gt"] = {"action_sha256": digests.sha256(sample.gt_dir / GT_ACTIONS),
-                      "video_sha256": digests.sha256(sample.gt_dir / GT_VIDEO),
-                      "poses_sha256": digests.sha256(sample.gt_dir / GT_POSES) if sample.gt_poses else None}
-        task["video_sha256"] = digests.sha256(sample.video) if sample.video else None
+        files["gt"] = {"action_sha256": digests.sha256(sample.gt_dir / GT_ACTIONS),
+                       "video_sha256": digests.sha256(sample.gt_dir / GT_VIDEO),
+                       "poses_sha256": digests.sha256(sample.gt_dir / GT_POSES) if sample.gt_poses else None}
+        files["video_sha256"] = digests.sha256(sample.video) if sample.video else None
     elif isinstance(sample, MirrorSample):
-        task["videos_sha256"] = {v.name: digests.sha256(v.path) for v in sample.videos}
-    return task
+        files["videos_sha256"] = {v.name: digests.sha256(v.path) for v in sample.videos}
+    return SampleTask(sample_id=key.sample_id, perspective=key.perspective, test_type=key.test_type, path=key.path,
+                      metrics=list(metrics), video_max_time=video_max_time, versions=dict(versions), **files)
 
 
-def mirror_tasks(result: ResultFile, *, versions: Mapping[str, str]) -> list[dict[str, Any]]:
+def mirror_tasks(result: ResultFile, *, versions: Mapping[str, str]) -> list[SampleTask]:
     """``-o results=FILE`` without rollouts: the mirror_test directories the file holds are samples too."""
-    return [{"sample_id": key.sample_id, "mirror_from_results": True, "versions": dict(versions)}
+    return [SampleTask(sample_id=key.sample_id, mirror_from_results=True, versions=dict(versions))
             for key in mirror_keys(result)]
 
 
@@ -106,14 +122,14 @@ class Official:
     sources: list[dict[str, Any]]
 
 
-def import_file(result: ResultFile, pre: Plan, pending: Sequence[Mapping[str, Any]]) -> Official:
+def import_file(result: ResultFile, pre: Plan, pending: Sequence[SampleTask]) -> Official:
     """``-o results=FILE``: a Result.json produced elsewhere, checked against this run's settings; the pending
     tasks' records (mirror directories known only from the file included, see :func:`mirror_tasks`)."""
     check_run_settings(result, pre.video_max_time)
     keys = [s.key for s in pre.samples]
     if pre.generated_root is None and "gsc" in pre.metrics:
         keys += mirror_keys(result)
-    wanted = {t["sample_id"] for t in pending}
+    wanted = {t.sample_id for t in pending}
     report = import_results(result, [k for k in keys if k.sample_id in wanted])
     return Official({k.sample_id: v for k, v in report.samples.items()}, [report.summary()])
 
@@ -127,7 +143,7 @@ def _no_video(sample: Sample) -> Imported | None:
 ScoreFn = Callable[[Path], None]   # fills a laid-out work directory's Result.json (process.py or the double)
 
 
-def run_official(out_dir: Path, pre: Plan, pending: Sequence[Mapping[str, Any]], *, runtime: Runtime,
+def run_official(out_dir: Path, pre: Plan, pending: Sequence[SampleTask], *, runtime: Runtime,
                  score: ScoreFn, unscored: Mapping[str, str] | None = None) -> Official:
     """Official scores of the pending samples: salvaged from earlier interrupted invocations when their inputs
     are unchanged, else from one new invocation on exactly the samples still missing.
@@ -136,7 +152,7 @@ def run_official(out_dir: Path, pre: Plan, pending: Sequence[Mapping[str, Any]],
     nothing in it can be reused by any process of this run (``unscored``: sample id -> task hash of every
     sample of the run without a valid record; default the pending ones); each is said on stderr."""
     by_id = {s.key.sample_id: s for s in pre.samples}
-    hashes = {t["sample_id"]: input_hash(t) for t in pending}
+    hashes = {t.sample_id: input_hash(t) for t in pending}
     outcome: dict[str, Imported] = {}
     sources: list[dict[str, Any]] = []
     for sample_id in hashes:
@@ -245,48 +261,67 @@ def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int 
 # ------------------------------------------------------------------------------------------ native
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeTask(Task):
+    """One sample's native cross-check: its files (relative to the GT and generated roots, with their SHA-256),
+    or why there is nothing to compare."""
+
+    canvas: list[int]                  # [height, width]
+    lpips_sha256: str | None
+    native_version: int
+    gt_video: InputKey | None = None   # a continuation with 'lcm': its GT and generated videos
+    video: InputKey | None = None
+    mark_time: int | None = None
+    total_time: int | None = None
+    frames: int | None = None
+    video_max_time: int | None = None
+    videos: dict[str, tuple[InputKey, int]] | None = None   # a mirror test with 'gsc': name -> (key, frames)
+    nothing: str | None = None
+
+
 def native_tasks(pre: Plan, *, canvas: Canvas, lpips_sha256: str | None,
-                 digests: InputDigests) -> list[dict[str, Any]]:
+                 digests: InputDigests) -> list[NativeTask]:
     """One native task per planned sample, in plan order, so that shard I/N of these tasks is shard I/N of
     the samples; a sample without frames to compare (LCM needs 'lcm' and a rollout, GSC 'gsc') gets a task
     that computes nothing. Its files: the GT video under the GT root, rollouts under the generated root (both
     relative, with their SHA-256; ``native_scorer`` joins them to the roots)."""
     tasks = []
     for sample in pre.samples:
-        task: dict[str, Any] = {"sample_id": sample.key.sample_id, "canvas": [canvas.height, canvas.width],
-                                "lpips_sha256": lpips_sha256, "native_version": NATIVE_VERSION}
+        files: dict[str, Any] = {}
         if isinstance(sample, ContinuationSample) and sample.video is not None and "lcm" in pre.metrics:
             assert pre.generated_root is not None  # a sample has a video only when there is a generated root
-            task.update(gt_video=digests.key(sample.gt_dir / GT_VIDEO, pre.gt_root),
-                        video=digests.key(sample.video, pre.generated_root), mark_time=sample.actions.mark_time,
-                        total_time=sample.actions.total_time, frames=sample.video_frames,
-                        video_max_time=pre.video_max_time)
+            files = {"gt_video": digests.key(sample.gt_dir / GT_VIDEO, pre.gt_root),
+                     "video": digests.key(sample.video, pre.generated_root), "mark_time": sample.actions.mark_time,
+                     "total_time": sample.actions.total_time, "frames": sample.video_frames,
+                     "video_max_time": pre.video_max_time}
         elif isinstance(sample, MirrorSample) and "gsc" in pre.metrics:
             assert pre.generated_root is not None
-            task["videos"] = {v.name: [digests.key(v.path, pre.generated_root), v.frames] for v in sample.videos}
+            files = {"videos": {v.name: (digests.key(v.path, pre.generated_root), v.frames) for v in sample.videos}}
         else:
-            task["nothing"] = "no frames to compare natively (no rollout, or its metric not requested)"
-        tasks.append(task)
+            files = {"nothing": "no frames to compare natively (no rollout, or its metric not requested)"}
+        tasks.append(NativeTask(sample_id=sample.key.sample_id, canvas=[canvas.height, canvas.width],
+                                lpips_sha256=lpips_sha256, native_version=NATIVE_VERSION, **files))
     return tasks
 
 
 def native_scorer(lpips_model: torch.nn.Module, gt_root: Path,
-                  generated_root: Path | None) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    def score(task: Mapping[str, Any]) -> dict[str, Any]:
-        if "nothing" in task:
-            return {"nothing": task["nothing"]}
-        canvas = Canvas(*task["canvas"])
+                  generated_root: Path | None) -> Callable[[NativeTask], dict[str, Any]]:
+    def score(task: NativeTask) -> dict[str, Any]:
+        if task.nothing is not None:
+            return {"nothing": task.nothing}
+        canvas = Canvas(*task.canvas)
         assert generated_root is not None  # only "nothing" tasks exist without one
-        if "videos" in task:
-            return {"videos": {name: native.storable(native.mirror_block(generated_root / video["path"],
+        if task.videos is not None:
+            return {"videos": {name: native.storable(native.mirror_block(generated_root / video.path,
                                                                          frames=frames, lpips_model=lpips_model,
                                                                          canvas=canvas))
-                               for name, (video, frames) in task["videos"].items()}}
-        block = native.continuation_block(gt_root / task["gt_video"]["path"], generated_root / task["video"]["path"],
-                                          mark_time=task["mark_time"],
-                                          total_time=task["total_time"], generated_frames=task["frames"],
-                                          video_max_time=task["video_max_time"], lpips_model=lpips_model,
-                                          canvas=canvas)
+                               for name, (video, frames) in task.videos.items()}}
+        assert task.gt_video and task.video and task.mark_time is not None and task.total_time is not None \
+            and task.frames is not None   # a continuation's task holds them all
+        block = native.continuation_block(gt_root / task.gt_video.path, generated_root / task.video.path,
+                                          mark_time=task.mark_time, total_time=task.total_time,
+                                          generated_frames=task.frames, video_max_time=task.video_max_time,
+                                          lpips_model=lpips_model, canvas=canvas)
         return {"lcm": native.storable(block)}
     return score
 

@@ -22,6 +22,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from pinbench.core.files import sha256_file
+from pinbench.core.inputs import InputKey
+from pinbench.core.task import Task
 from pinbench.media.video import iter_frames, read_ahead, read_video, video_info
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim_of_frames
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
@@ -337,16 +339,30 @@ def seg_pkls(task_id: str, modality: str, *, gt_dir: Path, run_dir: Path) -> tup
     return gt_dir / "sam2_pkls" / f"{task_id}.pkl", run_dir / modality / "segmentation" / f"{task_id}.pkl"
 
 
-def native_sample(task: Mapping[str, Any], *, dataset_dir: Path, run_dir: Path, gt_dir: Path) -> dict[str, Any]:
-    """Runner fn: ``{"gt_video": {"path": under dataset_dir, ...}, "preds": {modality: path under run_dir},
-    "seg_sha256": {modality: [GT pkl, predicted pkl]}}`` (no absolute path, so the task names no location); the
-    masks are read from :func:`seg_pkls` and must still have the bytes the task was keyed by."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeTask(Task):
+    """One task's native cross-check. Files are relative (the GT video under the dataset folder, predictions under
+    the run directory), so the task names no location, and keyed by their bytes; the GT masks by their bytes, not
+    their folder: its name is the evaluator build's key, which differs between the host and an image running the
+    same code on the same data."""
+
+    gt_video: InputKey
+    preds: dict[str, str]              # modality -> generated video under the run directory
+    pred_sha256: dict[str, str]
+    native_version: int
+    decoder: str = DECODE_BACKEND
+    seg_sha256: dict[str, list[str]]   # modality -> SHA-256 of [GT pkl, predicted pkl]
+
+
+def native_sample(task: NativeTask, *, dataset_dir: Path, run_dir: Path, gt_dir: Path) -> dict[str, Any]:
+    """Runner fn: the task's native values; the masks are read from :func:`seg_pkls` and must still have the bytes
+    the task was keyed by."""
     seg = {}
-    for modality, digests in (task.get("seg_sha256") or {}).items():
-        pkls = seg_pkls(task["sample_id"], modality, gt_dir=gt_dir, run_dir=run_dir)
+    for modality, digests in task.seg_sha256.items():
+        pkls = seg_pkls(task.sample_id, modality, gt_dir=gt_dir, run_dir=run_dir)
         for pkl, digest in zip(pkls, digests, strict=True):
             if sha256_file(pkl) != digest:
                 raise ValueError(f"{pkl}: changed since the run read it (SHA-256 {digest[:12]}... then); run again")
         seg[modality] = pkls
-    return score_task(dataset_dir / task["gt_video"]["path"], {m: run_dir / p for m, p in task["preds"].items()},
-                      seg_pkls=seg, decoder=task.get("decoder", DECODE_BACKEND))
+    return score_task(dataset_dir / task.gt_video.path, {m: run_dir / p for m, p in task.preds.items()},
+                      seg_pkls=seg, decoder=task.decoder)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pinbench.core.scorecard import MetricSpec
+from pinbench.core.task import Task
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
 
 NATIVE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "seg_m_iou", "seg_recall")
@@ -19,6 +21,13 @@ NATIVE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssi
 # arithmetic are exact; SSIM can move in the last digits with the blur/resize float path.
 AGREEMENT_TOLERANCE = {"canny_f1_score": 1e-6, "canny_precision": 1e-6, "canny_recall": 1e-6,
                        "blur_ssim": 1e-4, "seg_m_iou": 1e-5, "seg_recall": 1e-9}
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredTask(Task):
+    """A task as the evaluator scored it: the SHA-256 of its generated video per modality."""
+
+    videos: dict[str, str | None]
 
 
 def metric_specs(modalities: Sequence[str], *, native: bool, native_seg: Collection[str] | None = None,

@@ -42,8 +42,8 @@ from pinbench_recipes.paibench_c.generate import (
     record_processor,
 )
 from pinbench_recipes.paibench_c.metrics_json import ModalityMetrics
-from pinbench_recipes.paibench_c.native_metrics import native_sample, seg_pkls
-from pinbench_recipes.paibench_c.results import cross_check, metric_specs, task_result
+from pinbench_recipes.paibench_c.native_metrics import NativeTask, native_sample, seg_pkls
+from pinbench_recipes.paibench_c.results import ScoredTask, cross_check, metric_specs, task_result
 
 NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
@@ -109,8 +109,8 @@ def run(run: Run) -> RunOutcome:
         why = [run.generation_failures.get(f"{m}.{t}") for m in options.modalities]
         if all(why):
             not_made[t] = NotGenerated(f"no rollout: {why[0]}")
-    records = run.store([{"sample_id": t, "videos": {m: collected[m][t].sha256 for m in options.modalities}}
-                         for t in task_ids], {**results, **not_made}, label="scorecard")
+    records = run.store([ScoredTask(t, {m: collected[m][t].sha256 for m in options.modalities}) for t in task_ids],
+                        {**results, **not_made}, label="scorecard")
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
@@ -252,12 +252,9 @@ def native_all(run: Run, inputs: Inputs, gt: evaluate.GTCache,
                 pkls = seg_pkls(task.task_id, modality, gt_dir=gt.root, run_dir=run_dir)
                 if modality in seg_modalities and parsed.get(modality) is not None and all(p.is_file() for p in pkls):
                     seg[modality] = [evaluate.sha256_file(p) for p in pkls]
-            # The GT masks by their bytes, not their folder: its name is the evaluator build's key, which differs
-            # between the host and an image running the same code on the same data.
-            tasks.append({"sample_id": task.task_id,
-                          "gt_video": digests.key(inputs.dataset_dir / task.video_path, inputs.dataset_dir),
-                          "preds": preds, "pred_sha256": shas, "native_version": NATIVE_VERSION,
-                          "decoder": options.decoder, "seg_sha256": seg})
+            tasks.append(NativeTask(
+                sample_id=task.task_id, gt_video=digests.key(inputs.dataset_dir / task.video_path, inputs.dataset_dir),
+                preds=preds, pred_sha256=shas, native_version=NATIVE_VERSION, decoder=options.decoder, seg_sha256=seg))
     workers = options.native_workers
     sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir, gt_dir=gt.root)
     summary = run.compute(tasks, sample, folder="native", label="native cross-check", batch_size=max(1, workers),

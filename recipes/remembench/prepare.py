@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.inputs import InputDigests
+from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
+from pinbench.core.task import Task
 from pinbench_recipes.remembench.dataset import (
     I2V_SETTINGS,
     PAPER,
@@ -187,33 +188,55 @@ def find_video(videos: Path | None, sample_id: str) -> tuple[Path | None, list[s
     return found, names
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowTask(Task):
+    """One release row to score, with everything its record depends on. Input files are keyed by what they are
+    (``pinbench.core.inputs.InputKey``), never by where their folders are; the device's kind is part of the key
+    (CLIP, LPIPS and Pi3X on CPU and on CUDA differ in the last bits)."""
+
+    scene_id: str
+    split: str                      # "t2v" | "i2v"
+    setting: str
+    group: str
+    video: InputKey | None          # None: not found under -o videos (``looked_for`` names what was tried)
+    looked_for: list[str]
+    num_frames: int
+    size: list[int]                 # [width, height] of the paper's rollouts
+    layout: list[list[int]]         # the paper's chunk layout
+    models: dict[str, str]
+    recipe_version: str
+    decoder: str
+    device: str
+    departure_frame: int | None = None   # T2V: the annotated pair
+    revisit_frame: int | None = None
+    annotation_source: str | None = None
+    translation: bool | None = None      # I2V: the row's trajectory kind
+    poses: InputKey | str | None = None  # I2V: the poses file's key, or its name when -o poses_dir lacks it
+
+
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
                 poses_dir: Path | None, models: Mapping[str, str], recipe_version: str, digests: InputDigests,
-                device: str, decoder: str = "opencv") -> list[dict[str, Any]]:
-    """One JSON-able task per row, in group order. Input files are keyed by what they are: their path under
-    ``videos`` / ``poses_dir``, size and SHA-256 (``pinbench.core.inputs``), never by where those folders are; the
-    device's kind is part of the key (CLIP, LPIPS and Pi3X on CPU and on CUDA differ in the last bits)."""
+                device: str, decoder: str = "opencv") -> list[RowTask]:
+    """One task per row, in group order."""
     tasks = []
     for group in groups:
         layout = [list(c) for c in group.paper.chunk_layout()]
         for row in group.rows:
             video, looked = find_video(videos, row.sample_id)
-            task: dict[str, Any] = {
-                "sample_id": row.sample_id, "scene_id": row.scene_id, "split": group.split,
-                "setting": group.setting, "group": group.prefix,
-                "video": digests.key(video, videos) if video and videos else None, "looked_for": looked,
-                "num_frames": group.paper.num_frames, "size": [group.paper.width, group.paper.height],
-                "layout": layout, "models": dict(models),
-                "recipe_version": recipe_version, "decoder": decoder, "device": device.partition(":")[0],
-            }
+            split: dict[str, Any] = {}
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None
-                task.update(departure_frame=pair[0] if pair else None, revisit_frame=pair[1] if pair else None,
-                            annotation_source=annotations.task_label if annotations else None)
+                split = {"departure_frame": pair[0] if pair else None, "revisit_frame": pair[1] if pair else None,
+                         "annotation_source": annotations.task_label if annotations else None}
             elif isinstance(row, I2VRow):
                 poses = poses_dir / f"{row.sample_id}.npz" if poses_dir else None
-                task.update(translation=row.translation,
-                            poses=(digests.key(poses, poses_dir) if poses.is_file() else {"path": poses.name})
-                            if poses and poses_dir else None)
-            tasks.append(task)
+                split = {"translation": row.translation,
+                         "poses": (digests.key(poses, poses_dir) if poses.is_file() else poses.name)
+                         if poses and poses_dir else None}
+            tasks.append(RowTask(
+                sample_id=row.sample_id, scene_id=row.scene_id, split=group.split, setting=group.setting,
+                group=group.prefix, video=digests.key(video, videos) if video and videos else None,
+                looked_for=looked, num_frames=group.paper.num_frames, size=[group.paper.width, group.paper.height],
+                layout=layout, models=dict(models), recipe_version=recipe_version, decoder=decoder,
+                device=device.partition(":")[0], **split))
     return tasks

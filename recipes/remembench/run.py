@@ -71,7 +71,7 @@ def run(run: Run) -> RunOutcome:
         outputs.write_jsonl(rows, run.out_dir / "scenes.jsonl")
         outputs.write_scores(groups, rows, run.out_dir / "scores.json")
         specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
-                            sample_ids=[t["sample_id"] for t in tasks if t["group"] == g.prefix])
+                            sample_ids=[t.sample_id for t in tasks if t.group == g.prefix])
                  for g in groups for name in METRICS]
 
     # 5. diff against the reference for this checkpoint and mode (if one exists), report
@@ -145,13 +145,12 @@ def _run_reference_pairs(run: Run, release: Any) -> RunOutcome:
         write_atomic(run.out_dir / "summary_check.json",
                      json.dumps({"rows": rows, "problems": problems, "warning": summary.PAPER_PAIRS_WARNING},
                                 indent=2) + "\n")
-        tasks = [{"sample_id": p.sample_id, "group": summary.group_name(p.method, p.budget), "clip": p.clip,
-                  "lpips_alex": p.lpips_alex, "line": p.line} for p in pairs][: run.cfg.limit]
-    records = run.store(tasks, {t["sample_id"]: {"clip": t["clip"], "lpips_alex": t["lpips_alex"]} for t in tasks},
+        tasks = [summary.PairTask(p.sample_id, summary.group_name(p.method, p.budget), p.clip, p.lpips_alex, p.line)
+                 for p in pairs][: run.cfg.limit]
+    records = run.store(tasks, {t.sample_id: {"clip": t.clip, "lpips_alex": t.lpips_alex} for t in tasks},
                         label="reference pairs")
-    specs = [MetricSpec(f"{group}/{metric}", key=metric,
-                        sample_ids=[t["sample_id"] for t in tasks if t["group"] == group])
-             for group in dict.fromkeys(t["group"] for t in tasks) for metric in summary.METRICS]
+    specs = [MetricSpec(f"{group}/{metric}", key=metric, sample_ids=[t.sample_id for t in tasks if t.group == group])
+             for group in dict.fromkeys(t.group for t in tasks) for metric in summary.METRICS]
     unverified = f"UNVERIFIED: {summary.SUMMARY_REPRODUCTION['reason']}"
     outcome = run.finish(
         specs, records, pins=_pins_for_provenance(run.options, release, None),

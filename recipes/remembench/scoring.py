@@ -11,7 +11,6 @@ against PyAV), so the recipe uses the one decode for everything (README, "Change
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,10 @@ import numpy as np
 import torch
 
 from pinbench.core.files import atomic_path
+from pinbench.core.inputs import InputKey
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 from pinbench_recipes.remembench.metrics import decode_with_tempssim, pair_metrics, quality_metrics
+from pinbench_recipes.remembench.prepare import RowTask
 from pinbench_recipes.remembench.revisit import (
     Pi3XReconstructor,
     PoseError,
@@ -36,7 +37,7 @@ PAIRS_DIR = "pairs"
 
 
 class Scorer:
-    """Callable for ``Run.score``: task mapping -> result dict (models are loaded once, by the run)."""
+    """Callable for ``Run.score``: task -> result dict (models are loaded once, by the run)."""
 
     def __init__(self, clip: ClipEmbedder, lpips_model: torch.nn.Module, out_dir: Path, *,
                  videos: Path | None = None, poses_dir: Path | None = None, pi3x_weights: Path | None = None,
@@ -46,11 +47,11 @@ class Scorer:
         self.pi3x_weights, self.device = pi3x_weights, device
         self._pi3x: Pi3XReconstructor | None = None
 
-    def _reconstruct(self, task: Mapping[str, Any], frames: np.ndarray) -> tuple[np.ndarray, str]:
+    def _reconstruct(self, task: RowTask, video: InputKey, frames: np.ndarray) -> tuple[np.ndarray, str]:
         """I2V camera poses: a user file, a cached reconstruction of this exact video, or Pi3X now."""
-        if task.get("poses"):
-            return load_poses(self._under(self.poses_dir, task["poses"]["path"], "poses_dir"), len(frames)), "file"
-        cache = self.out_dir / POSES_DIR / f"{task['sample_id']}.{task['video']['sha256'][:16]}.npz"
+        if task.poses is not None:
+            return load_poses(self._under(self.poses_dir, _name(task.poses), "poses_dir"), len(frames)), "file"
+        cache = self.out_dir / POSES_DIR / f"{task.sample_id}.{video.sha256[:16]}.npz"
         if cache.is_file():
             return load_poses(cache, len(frames)), "pi3x (cached)"
         if self.pi3x_weights is None:
@@ -81,45 +82,50 @@ class Scorer:
             raise ValueError(f"the task names {relative!r} under -o {option}, and this run has none")
         return root / relative
 
-    def __call__(self, task: Mapping[str, Any]) -> dict[str, Any]:
-        if not task.get("video"):
-            raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task['looked_for'])} under "
+    def __call__(self, task: RowTask) -> dict[str, Any]:
+        video = task.video
+        if video is None:
+            raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task.looked_for)} under "
                                     "-o videos")
-        name = task["video"]["path"]
-        frames, computed_tempssim = decode_with_tempssim(self._under(self.videos, name, "videos"), task["decoder"],
+        name = video.path
+        frames, computed_tempssim = decode_with_tempssim(self._under(self.videos, name, "videos"), task.decoder,
                                                          device=self.device)
-        if len(frames) != task["num_frames"]:
-            raise ValueError(f"{name}: decoded {len(frames)} frames, the {task['split']} setting "
-                             f"has {task['num_frames']}")
+        if len(frames) != task.num_frames:
+            raise ValueError(f"{name}: decoded {len(frames)} frames, the {task.split} setting "
+                             f"has {task.num_frames}")
         turnaround = revisit_heading = None
         poses_source = None
-        if task["split"] == "i2v":
-            poses, poses_source = self._reconstruct(task, frames)
+        if task.split == "i2v":
+            poses, poses_source = self._reconstruct(task, video, frames)
             try:
-                choice = select_revisit(poses, translation=bool(task["translation"]))
+                choice = select_revisit(poses, translation=bool(task.translation))
             except PoseError as exc:
-                named = f": {task['poses']['path']}" if task.get("poses") else ""
+                named = f": {_name(task.poses)}" if task.poses is not None else ""
                 raise PoseError(f"camera poses ({poses_source}{named}): {exc}") from None
             departure, revisit, turnaround = 0, choice.revisit, choice.turnaround
             revisit_heading = float(choice.heading_deg[revisit])
         else:
-            departure, revisit = task["departure_frame"], task["revisit_frame"]
-            if departure is None:
-                raise ValueError(f"no departure/revisit annotation for scene {task['scene_id']!r} "
-                                 f"in {task['annotation_source']}")
+            departure, revisit = task.departure_frame, task.revisit_frame
+            if departure is None or revisit is None:
+                raise ValueError(f"no departure/revisit annotation for scene {task.scene_id!r} "
+                                 f"in {task.annotation_source}")
         if not 0 <= departure <= revisit < len(frames):
             raise ValueError(f"invalid frame pair ({departure}, {revisit}) for a {len(frames)}-frame video")
         result: dict[str, Any] = pair_metrics(self.clip, self.lpips, frames, departure, revisit)
-        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task["layout"]], device=self.device,
+        result.update(quality_metrics(self.clip, frames, [tuple(c) for c in task.layout], device=self.device,
                                       computed_tempssim=computed_tempssim))
         height, width = (int(n) for n in frames.shape[1:3])
         result.update(
             departure_frame=int(departure), revisit_frame=int(revisit), turnaround_frame=turnaround,
-            revisit_heading_deg=revisit_heading, paper_size=list(task["size"]),
-            at_paper_size=[width, height] == list(task["size"]),
-            scene_id=task["scene_id"], split=task["split"], setting=task.get("setting"),
-            video_sha256=task["video"]["sha256"], n_frames=int(len(frames)), height=height,
-            width=width, decoder=task["decoder"], poses_source=poses_source,
-            pair_image=self._save_pair(task["sample_id"], frames, departure, revisit),
+            revisit_heading_deg=revisit_heading, paper_size=list(task.size),
+            at_paper_size=[width, height] == list(task.size),
+            scene_id=task.scene_id, split=task.split, setting=task.setting,
+            video_sha256=video.sha256, n_frames=int(len(frames)), height=height,
+            width=width, decoder=task.decoder, poses_source=poses_source,
+            pair_image=self._save_pair(task.sample_id, frames, departure, revisit),
         )
         return result
+
+
+def _name(poses: InputKey | str) -> str:
+    return poses.path if isinstance(poses, InputKey) else poses

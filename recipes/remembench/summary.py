@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pinbench.core.task import Task
 from pinbench_recipes.remembench.dataset import DatasetError, iter_jsonl
 
 PAIRS_FILE = "evaluation/t2v_reference_pairs.jsonl"
@@ -85,6 +86,16 @@ def _measure(data: Mapping[str, Any], metric: str, where: str) -> float:
             return float(value)
     raise DatasetError(f"{where}: no {metric} value (looked for {', '.join(_METRIC_FIELDS[metric])}; "
                        f"fields are {', '.join(sorted(data))})")
+
+
+@dataclass(frozen=True, slots=True)
+class PairTask(Task):
+    """A published pair measurement stored as the sample's result (the GPU-free check), with its file line."""
+
+    group: str
+    clip: float
+    lpips_alex: float
+    line: int
 
 
 def read_pairs(path: Path | str) -> list[PairRow]:

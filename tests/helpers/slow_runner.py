@@ -16,11 +16,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from loose_task import LooseTask
+
 from pinbench.core.runner import run_samples
 
 
 def make_tasks(n: int) -> list[dict]:
-    return [{"sample_id": f"s{i:02d}", "x": i} for i in range(n)]
+    return [LooseTask(f"s{i:02d}", x=i) for i in range(n)]
 
 
 def main(out_dir: str, side_log: str, n_tasks: str, sleep_s: str) -> None:

@@ -26,11 +26,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileState, exclusive, read_json_cache, sha256_file, write_json_cache
 from pinbench.core.runner import sample_id_problem
+from pinbench.core.task import Task
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 DIGESTS_FILE = ".pinbench-input-digests.json"
@@ -142,31 +143,50 @@ class UnusableInput(ValueError):
     """An input that cannot be scored at all (bad name, dangling symlink, directory, ...), named with why."""
 
 
-def input_path(task: Mapping[str, Any], root: Path) -> Path:
-    """The file a task of :func:`input_tasks` scores, under its ``root``; UnusableInput (its sample fails by
-    name) when it has a problem."""
-    if task.get("problem"):
-        raise UnusableInput(f"{task['name']}: {task['problem']}")
-    return Path(root) / task["input"]["path"]
+@dataclass(frozen=True, slots=True)
+class InputKey:
+    """What a task holds of its input file: the path under its root ("/"-separated), its size and SHA-256."""
+
+    path: str
+    size: int
+    sha256: str
 
 
-def input_tasks(root: Path, inputs: list[InputFile], *, digests: InputDigests, **fields: Any) -> list[dict[str, Any]]:
-    """One task per input: its id, name and ``input`` key (:meth:`InputDigests.key`: an edited file is scored
-    again, the same files under another root are not), plus ``fields`` (what else changes results). An input
-    that cannot be scored (its entry or its name has a problem) gets a task holding the ``problem`` instead of
-    a key: scoring it fails with that reason."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputTask(Task):
+    """A task that scores one input file (:func:`input_tasks`): its shown name and key, or the problem that makes
+    it unscorable instead of a key. A recipe subclasses it with what else changes its results."""
+
+    name: str
+    input: InputKey | None = None
+    problem: str | None = None
+
+    def path(self, root: Path) -> Path:
+        """The file this task scores, under its ``root``; UnusableInput (its sample fails by name) when it has a
+        problem."""
+        if self.input is None:
+            raise UnusableInput(f"{self.name}: {self.problem}")
+        return Path(root) / self.input.path
+
+
+_T = TypeVar("_T", bound=InputTask)
+
+
+def input_tasks(root: Path, inputs: list[InputFile], *, digests: InputDigests, make: type[_T],
+                **fields: Any) -> list[_T]:
+    """One ``make`` task per input: its id, name and ``input`` key (:meth:`InputDigests.key`: an edited file is
+    scored again, the same files under another root are not), plus ``fields`` (what else changes results). An
+    input that cannot be scored (its entry or its name has a problem) gets a task holding the ``problem`` instead
+    of a key: scoring it fails with that reason."""
     tasks = []
     for entry, (sid, name_problem) in zip(inputs, sample_ids(root, inputs), strict=True):
-        task: dict[str, Any] = {"sample_id": sid, "name": entry.shown, **fields}
-        problem = name_problem or entry.problem
+        key, problem = None, name_problem or entry.problem
         if problem is None:
             try:
-                task["input"] = digests.key(entry.path, root)
+                key = digests.key(entry.path, root)
             except InputFileError as exc:
                 problem = exc.reason
-        if problem is not None:
-            task["problem"] = problem
-        tasks.append(task)
+        tasks.append(make(sample_id=sid, name=entry.shown, input=key, problem=problem, **fields))
     return tasks
 
 
@@ -202,15 +222,15 @@ class InputDigests:
             self._changed = True
         return digest
 
-    def key(self, path: Path | str, root: Path | str) -> dict[str, Any]:
-        """``{"path": <relative to root, "/"-separated>, "size": bytes, "sha256": hex}``: what a task holds."""
+    def key(self, path: Path | str, root: Path | str) -> InputKey:
+        """What a task holds of the file at ``path`` under ``root``."""
         path, root = Path(path), Path(root)
         try:
             relative = path.relative_to(root).as_posix()
         except ValueError:
             raise InputFileError(path, f"not under its input root {root}") from None
         digest = self.sha256(path)
-        return {"path": relative, "size": os.stat(path).st_size, "sha256": digest}
+        return InputKey(relative, os.stat(path).st_size, digest)
 
     def save(self) -> None:
         """Write the cache when this process added to it (atomically; the caller holds the run's digest lock)."""

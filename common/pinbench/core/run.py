@@ -61,7 +61,6 @@ from pinbench.core.runner import (
     SampleFn,
     SampleRecord,
     StepLog,
-    Task,
     Validator,
     holds_records,
     merge_samples,
@@ -81,6 +80,7 @@ from pinbench.core.scorecard import (
 )
 from pinbench.core.shard_manifest import renew_manifest
 from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
+from pinbench.core.task import Task
 
 T = TypeVar("T")
 FIXTURE_DIR = "fixture_data"
@@ -256,7 +256,7 @@ class Run:
         shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record."""
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
-            sid = str(task["sample_id"])
+            sid = task.sample_id
             result = results.get(sid, KeyError(f"{sid}: no result"))
             if isinstance(result, BaseException):
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
@@ -442,7 +442,7 @@ class _NotGenerated:
         self.fn, self.failures = fn, failures
 
     def __call__(self, task: Task) -> Mapping[str, Any]:
-        why = self.failures.get(str(task["sample_id"]))
+        why = self.failures.get(task.sample_id)
         if why is not None:
             raise NotGenerated(f"no rollout: {why}")
         return self.fn(task)
@@ -521,7 +521,7 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     with multiprocessing.get_context("spawn").Pool(len(devices), initializer=die_with_parent) as pool:
         parts = pool.map(_worker, jobs)
     records = {sid: record for part in parts for sid, record in part.records.items()}
-    mine = whole.select([str(task["sample_id"]) for task in tasks])
+    mine = whole.select([task.sample_id for task in tasks])
     recomputed: dict[str, int] = {}
     for part in parts:
         for reason, count in part.recomputed.items():

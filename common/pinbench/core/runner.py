@@ -1,14 +1,14 @@
 """Resumable, shardable per-sample runner: what the per-sample steps of ``pinbench.core.run.Run`` run on.
 
-A benchmark run is a list of tasks (JSON-like mappings, each with a unique sample id) and a function
-that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
+A benchmark run is a list of tasks (``pinbench.core.task.Task``: typed per recipe, each with a unique sample id)
+and a function that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
 and stores each outcome as soon as it exists in the step's sample store (``pinbench.core.store``: one
 append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
 flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
 every writer into one list in task order, with one record per task: a task no shard produced becomes a
 failed "missing" record, so nothing drops out of the denominator.
 
-A stored record is reused when it is ok, its ``input_hash`` (the hash of the task mapping: the inputs'
+A stored record is reused when it is ok, its ``input_hash`` (the hash of the task's fields: the inputs'
 identity and the options that change results) is the task's, its ``implementation`` (recipe version, a digest of
 the code that scores, the container image; ``pinbench.core.config.Implementation``) is this run's, and its result
 still validates. Anything else is computed again, and the summary says why ("12 recomputed: code changed").
@@ -32,7 +32,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,7 @@ from pinbench.core.store import (
     read_store,
     settle,
 )
+from pinbench.core.task import Task
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -90,7 +91,6 @@ log = logging.getLogger(__name__)
 PLAIN_PROGRESS_SECONDS = 30.0
 _SHOWN_S = 0.05
 
-Task = Mapping[str, Any]
 SampleFn = Callable[[Task], Mapping[str, Any]]
 BatchFn = Callable[[list[Task]], Sequence[Mapping[str, Any]]]
 Validator = Callable[[dict], bool]
@@ -116,7 +116,7 @@ class SampleRecord:
     status: str  # "ok" | "failed"
     result: dict | None
     error: str | None  # "ExcType: message", one line
-    input_hash: str  # sha256 of the canonical JSON of the task mapping
+    input_hash: str  # sha256 of the canonical JSON of the task's fields
     seconds: float
     traceback: str | None = None
     implementation: Implementation | None = None  # what computed it; None for records of 87e8f14
@@ -339,10 +339,10 @@ class RunSummary:
     def ok(self) -> bool:
         return self.n_failed == 0
 
-    def covers(self, tasks: Sequence[Task], id_key: str = "sample_id") -> bool:
+    def covers(self, tasks: Sequence[Task]) -> bool:
         """Whether this summary holds a record of every task, in task order (an unsharded run over them)."""
         return len(self.records) == len(tasks) and all(
-            str(task[id_key]) == sid for task, sid in zip(tasks, self.records, strict=True))
+            task.sample_id == sid for task, sid in zip(tasks, self.records, strict=True))
 
     @property
     def failed_ids(self) -> list[str]:
@@ -394,9 +394,10 @@ def sample_id_problem(sample_id: str) -> str | None:
     return None
 
 
-def input_hash(task: Task) -> str:
-    """sha256 of the task's canonical JSON (sorted keys, no whitespace); paths hash as strings."""
-    return hashlib.sha256(canonical_json(task).encode("utf-8")).hexdigest()
+def input_hash(value: Task | Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a task's fields (``Task.to_json``), or of a mapping: sorted keys, no
+    whitespace, paths as strings."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def canonical_json(value: Any) -> str:
@@ -415,14 +416,19 @@ def _hash_task(sample_id: str, task: Task) -> str:
         raise TypeError(f"sample {sample_id!r}: {exc}") from None
 
 
-def _path_as_str(value: Any) -> str:
+def _plain(value: Any) -> Any:
+    """A path as its string, a task as its ``to_json``, another dataclass (a task's typed field) as its fields."""
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, Task):
+        return value.to_json()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
 
 
 _CANONICAL = _encoder(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                      default=_path_as_str))
+                                      default=_plain))
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -430,16 +436,14 @@ def _is_sha256(value: Any) -> bool:
     return isinstance(value, str) and _SHA256.fullmatch(value) is not None
 
 
-def _task_ids(tasks: Sequence[Task], id_key: str) -> list[str]:
+def _task_ids(tasks: Sequence[Task]) -> list[str]:
     """Validated ids of all tasks, in order; ValueError on a missing, unsafe or duplicate id."""
     ids: list[str] = []
     first_pos: dict[str, int] = {}
     for pos, task in enumerate(tasks):
-        if not isinstance(task, Mapping):
-            raise TypeError(f"task at position {pos} is a {type(task).__name__}, expected a mapping")
-        if id_key not in task:
-            raise ValueError(f"task at position {pos} has no {id_key!r} key")
-        sid = check_sample_id(task[id_key])
+        if not isinstance(task, Task):
+            raise TypeError(f"task at position {pos} is a {type(task).__name__}, expected a pinbench.core.task.Task")
+        sid = check_sample_id(task.sample_id)
         if sid in first_pos:
             raise ValueError(f"duplicate sample id {sid!r} at positions {first_pos[sid]} and {pos}")
         first_pos[sid] = pos
@@ -660,10 +664,9 @@ class Pending:
 
 
 def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | None = None,
-                  implementation: Implementation | None = None, validate: Validator | None = None,
-                  id_key: str = "sample_id") -> Pending:
+                  implementation: Implementation | None = None, validate: Validator | None = None) -> Pending:
     """The tasks without a reusable stored record, this shard's and every shard's (one read of the store)."""
-    ids = _task_ids(tasks, id_key)
+    ids = _task_ids(tasks)
     contents = read_store(Path(out_dir) / SAMPLES_DIR)
     validate = validate or _is_dict
     unscored = {}
@@ -684,7 +687,6 @@ def run_samples(
     fn: SampleFn,
     out_dir: Path | str,
     *,
-    id_key: str = "sample_id",
     validate: Validator | None = None,
     shard: Shard | None = None,
     implementation: Implementation | None = None,
@@ -698,7 +700,7 @@ def run_samples(
     """Run ``fn`` over the tasks of ``shard`` (all tasks if None), resuming from the store in ``out_dir/samples``.
 
     A stored sample is reused only if its record is "ok", its input_hash equals the hash of the task
-    mapping, it was computed by ``implementation`` (when given: a recipe run always gives its
+    fields, it was computed by ``implementation`` (when given: a recipe run always gives its
     ``cfg.implementation``) and ``validate(result)`` holds (default: the result is a dict); everything else,
     failed samples included, is computed again, and the summary counts why. An ``Exception`` from ``fn``
     fails only its own sample (recorded as "ExcType: message" plus traceback); KeyboardInterrupt and
@@ -719,7 +721,7 @@ def run_samples(
     if batch_size > 1 and batch_fn is None:
         raise ValueError("batch_size > 1 needs a batch_fn")
     validate = validate or _is_dict
-    ids = _task_ids(tasks, id_key)
+    ids = _task_ids(tasks)
     positions = list(range(len(tasks)))
     if shard is not None:
         positions = shard.select(positions)
@@ -823,9 +825,9 @@ class StepLog:
     """
 
     def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, step: str, shard: Shard | None = None,
-                 units: Sequence[int] | None = None, id_key: str = "sample_id",
+                 units: Sequence[int] | None = None,
                  implementation: Implementation | None = None) -> None:
-        ids = _task_ids(tasks, id_key)
+        ids = _task_ids(tasks)
         if units is not None and (len(units) != len(tasks) or not all(
                 isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units)):
             raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
@@ -838,7 +840,7 @@ class StepLog:
         index, count = (shard.index, shard.count) if shard else (0, 1)
         keys = units if units is not None else range(len(tasks))
         self.mine: list[Task] = [task for task, key in zip(tasks, keys, strict=True) if key % count == index]
-        self._mine = {str(task[id_key]) for task in self.mine}
+        self._mine = {task.sample_id for task in self.mine}
         self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "step": step,
                           "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now(),
                           "units": None if units is None else list(units)}
@@ -1016,7 +1018,6 @@ def merge_samples(
     out_dirs: Sequence[Path | str],
     tasks: Sequence[Task],
     *,
-    id_key: str = "sample_id",
     dest: Path | str | None = None,
     validate: Validator | None = None,
     implementation: Implementation | None = None,
@@ -1030,7 +1031,7 @@ def merge_samples(
     ``dest``, the records are also written there as JSONL (one ``SampleRecord.to_bytes()`` per line).
     """
     validate = validate or _is_dict
-    ids = _task_ids(tasks, id_key)
+    ids = _task_ids(tasks)
     stores = [(Path(d) / SAMPLES_DIR, read_store(Path(d) / SAMPLES_DIR)) for d in out_dirs]
     merged = [_pick(sid, _hash_task(sid, task), stores, validate, implementation)
               for sid, task in zip(ids, tasks, strict=True)]

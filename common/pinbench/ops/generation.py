@@ -63,12 +63,21 @@ from pinbench.core.generation import (
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, die_with_parent
 from pinbench.core.runner import Stale, load_records
+from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
 SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers"}
 DEFAULT_TIMEOUT_S = 3 * 3600.0
 GENERATOR_FILE = "generator.json"   # in the run's GENERATION folder: who made its stored rollouts
 FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 written as 23.976)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutTask(Task):
+    """A rollout to make: its request's digest (the generator is judged by the stored record's signature, so that
+    the summary says "generator changed" rather than "inputs or options changed")."""
+
+    request: str
 
 
 class GeneratorError(RuntimeError):
@@ -334,20 +343,18 @@ class Generating:
         with self._maker(default, store / "generator.log") as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
-            # a task is its request; the generator is judged by the stored record's signature, so that the summary
-            # says "generator changed" rather than "inputs or options changed"
-            tasks = [{"sample_id": r.id, "request": r.digest} for r in requests]
+            tasks = [RolloutTask(r.id, r.digest) for r in requests]
             kept = _Kept(rollouts, signature)
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
                 try:
-                    maker.many([(by_id[t["sample_id"]], _partial(rollouts, by_id[t["sample_id"]])) for t in pending])
+                    maker.many([(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending])
                 except Exception as exc:   # what the batch made is kept; a rollout it did not make fails with this
                     batch_error.append(exc)
 
-            def one(task: Mapping[str, Any]) -> dict[str, Any]:
-                request = by_id[task["sample_id"]]
+            def one(task: RolloutTask) -> dict[str, Any]:
+                request = by_id[task.sample_id]
                 if batch_error and not _partial(rollouts, request).exists():
                     raise batch_error[0]
                 return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
@@ -445,7 +452,7 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-        return lambda task: _keep(self.by_id[task["sample_id"]], self.rollouts, self.signature, make)
+        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
 
 
 def _partial(rollouts: Path, request: Request) -> Path:

@@ -15,7 +15,7 @@ from pinbench.core.scorecard import build_scorecard
 from pinbench_recipes.camerabench import aggregate, fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
 from pinbench_recipes.camerabench.official_json import Script1Outputs, read_score_dir
-from pinbench_recipes.camerabench.script2 import NO_OUTPUT, score_sample, script2_tasks
+from pinbench_recipes.camerabench.script2 import NO_OUTPUT, Script2Task, score_sample, script2_tasks
 
 
 @pytest.fixture
@@ -25,15 +25,15 @@ def fx(tmp_path: Path) -> tuple[CameraBenchData, Script1Outputs]:
     return data, read_score_dir(scores, data)
 
 
-def _records(tasks: list[dict], judge=None) -> dict[str, SampleRecord]:
+def _records(tasks: list[Script2Task], judge=None) -> dict[str, SampleRecord]:
     records = {}
     for task in tasks:
         try:
             result = score_sample(task, judge)
-            records[task["sample_id"]] = SampleRecord(task["sample_id"], "ok", result, None, input_hash(task), 0.0)
+            records[task.sample_id] = SampleRecord(task.sample_id, "ok", result, None, input_hash(task), 0.0)
         except Exception as exc:  # what the runner records
-            records[task["sample_id"]] = SampleRecord(task["sample_id"], "failed", None,
-                                                      f"{type(exc).__name__}: {exc}", input_hash(task), 0.0)
+            records[task.sample_id] = SampleRecord(task.sample_id, "failed", None,
+                                                   f"{type(exc).__name__}: {exc}", input_hash(task), 0.0)
     return records
 
 

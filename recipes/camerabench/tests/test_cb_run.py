@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from loose_task import LooseTask
 
 from pinbench.core.check import check_run
 from pinbench.core.config import RecipeError, RunConfig
@@ -153,7 +154,7 @@ def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_
 
     def script1_double(run, model, data):  # test double for the GPU scorer's step: four samples through the run
         calls.append(run.shard)
-        tasks = [{"sample_id": name} for name in "abcd"]
+        tasks = [LooseTask(name) for name in "abcd"]
         return run.score(tasks, lambda task: {"score": 0.5}, folder="script1", part="generation"), {}
 
     monkeypatch.setattr(inputs, "script1_model", lambda cfg: object())

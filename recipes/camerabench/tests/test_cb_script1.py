@@ -14,7 +14,14 @@ from pinbench.media.video import write_video
 from pinbench_recipes.camerabench import fixture
 from pinbench_recipes.camerabench.dataset import load_dataset
 from pinbench_recipes.camerabench.official_json import read_score_dir, write_score_dir
-from pinbench_recipes.camerabench.script1 import Script1, has_output, outputs_from_records, script1_tasks
+from pinbench_recipes.camerabench.script1 import (
+    BinaryQuestion,
+    Script1,
+    VqaQuestions,
+    has_output,
+    outputs_from_records,
+    script1_tasks,
+)
 from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
 
 
@@ -62,8 +69,8 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     videos = locate_videos(_videos(tmp_path / "videos", data.video_names()), data.video_names())
     tasks = script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path))
     assert len(tasks) == len(data.binary) + len(data.vqa) + len(data.captions)
-    binary = [t for t in tasks if t["family"] == "binary"]
-    assert [t["video"]["name"] for t in binary] == sorted(t["video"]["name"] for t in binary)  # video-major
+    binary = [t for t in tasks if isinstance(t, BinaryQuestion)]
+    assert [t.video.name for t in binary] == sorted(t.video.name for t in binary)  # video-major
     scorer = _CountingScorer()
     summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
                           progress=False)
@@ -79,9 +86,8 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     write_video(videos.paths["b1.0.0.mp4"], fixture.bit_frames(30), 8.0, crf=0)
     again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path)),
                         Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output, progress=False)
-    uses_b1 = [t for t in tasks if "b1.0.0.mp4" in (t.get("video", {}).get("name"),
-                                                     t.get("pos_video", {}).get("name"),
-                                                     t.get("neg_video", {}).get("name"))]
+    uses_b1 = [t for t in tasks if "b1.0.0.mp4" in ((t.pos_video.name, t.neg_video.name)
+                                                     if isinstance(t, VqaQuestions) else (t.video.name,))]
     assert again.n_done == len(uses_b1) and again.n_reused == len(tasks) - len(uses_b1)
 
 
@@ -113,7 +119,7 @@ def test_real_scorer_through_the_runner_to_official_files(tmp_path: Path, tiny_q
     scorer = QwenCameraScorer(ScorerSettings(weights, processor, attn_implementation="eager", device="cpu",
                                              dtype="float32"))
     tasks = [t for t in script1_tasks(data, videos, {"checkpoint": "tiny"}, InputDigests(tmp_path))
-             if t["sample_id"].startswith(("binary__Move_In", "vqa__motion_direction__tilt"))]
+             if t.sample_id.startswith(("binary__Move_In", "vqa__motion_direction__tilt"))]
     summary = run_samples(tasks, Script1(lambda: scorer, videos), tmp_path / "script1", validate=has_output,
                           progress=False)
     assert summary.n_failed == 0

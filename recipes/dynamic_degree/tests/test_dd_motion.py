@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from loose_task import LooseTask
 
 from pinbench.core.runner import run_samples
 from pinbench.media.video import VideoError
@@ -123,9 +124,7 @@ def test_corrupt_and_zero_frame_videos_give_one_line_errors(tmp_path: Path,
 def test_bad_videos_do_not_stop_the_others(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     good = texture_video("good", n_frames=16)
     bad = _bad_files(tmp_path, good)
-    tasks = [{"sample_id": "good", "video": str(good)}] + [
-        {"sample_id": name, "video": str(path)} for name, path in bad.items()
-    ]
+    tasks = [LooseTask("good", video=str(good))] + [LooseTask(name, video=str(path)) for name, path in bad.items()]
     summary = run_samples(tasks, lambda t: score_video(Path(t["video"]), PREVIEW), tmp_path / "run",
                           progress=False)
     assert summary.n_done == 1 and summary.n_failed == 3

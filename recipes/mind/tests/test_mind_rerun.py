@@ -37,7 +37,7 @@ def test_a_killed_invocation_with_nothing_reusable_is_removed_and_said(tmp_path:
     pre, tasks = plan(layout)
     steps.run_official(tmp_path, pre, tasks, runtime=runtime, score=FakeProcessPy(pre))   # run-001, ended
     killed = new_work_dir(tmp_path / "official")                                         # run-002, killed early
-    killed.plan.write_text(json.dumps({"samples": {tasks[0]["sample_id"]: "0" * 64}}))
+    killed.plan.write_text(json.dumps({"samples": {tasks[0].sample_id: "0" * 64}}))
     _dead_owner(killed)
     assert invocation_state(killed) == KILLED
     live = new_work_dir(tmp_path / "official")                                           # run-003, this process

@@ -57,7 +57,7 @@ def test_task_hash_follows_the_generated_video(layout: Layout) -> None:
     _, before = plan(layout)
     layout.add_generated("1st_data", "mem_test", "data-1", frames=112, seed=9)
     _, after = plan(layout)
-    assert before[0]["video_sha256"] != after[0]["video_sha256"]
+    assert before[0].video_sha256 != after[0].video_sha256
     assert before[1] == after[1]
 
 
@@ -73,7 +73,7 @@ def test_official_scores_then_resume_without_rescoring(tmp_path: Path, layout: L
     layout.add_generated("1st_data", "mem_test", "data-1", frames=112, seed=9)
     pre, tasks = plan(layout)
     pending = pending_tasks(tmp_path, tasks).mine
-    assert [t["sample_id"] for t in pending] == ["1st_data.mem_test.data-1"]
+    assert [t.sample_id for t in pending] == ["1st_data.mem_test.data-1"]
     steps.run_official(tmp_path, pre, pending, runtime=runtime, score=FakeProcessPy(pre))
     assert sorted(p.name for p in (tmp_path / "official").iterdir()) == ["run-001", "run-002"]
 
@@ -85,7 +85,7 @@ def test_interrupted_invocation_is_salvaged(tmp_path: Path, layout: Layout, runt
     fake = FakeProcessPy(pre)
     official = steps.run_official(tmp_path, pre, tasks, runtime=runtime, score=fake)
     assert fake.calls == [] and all(i.ok for i in official.samples.values())
-    assert official.sources[0]["reused_samples"] == sorted(t["sample_id"] for t in tasks)
+    assert official.sources[0]["reused_samples"] == sorted(t.sample_id for t in tasks)
 
 
 def test_salvage_needs_unchanged_inputs(tmp_path: Path, layout: Layout, runtime) -> None:
@@ -129,7 +129,8 @@ def test_imported_mirror_samples_without_a_generated_root(layout: Layout, write_
     tasks = [steps.sample_task(s, metrics=ALL_METRICS, video_max_time=None, versions=VERSIONS, digests=digests)
              for s in pre.samples]
     result = load_result_file(write_result([mirror_record("loop-9", "3rd_data")]))
-    official = steps.import_file(result, pre, tasks + [{"sample_id": "3rd_data.mirror_test.loop-9"}])
+    mirror = steps.SampleTask(sample_id="3rd_data.mirror_test.loop-9", versions=VERSIONS)
+    official = steps.import_file(result, pre, [*tasks, mirror])
     assert official.samples["3rd_data.mirror_test.loop-9"].ok
     assert official.samples["1st_data.mem_test.data-1"].failure.startswith("no record")
 
@@ -139,8 +140,8 @@ def test_native_tasks_line_up_with_the_samples(layout: Layout) -> None:
     pre, tasks = plan(layout, metrics=("visual", "gsc"))   # without lcm a rollout has nothing to compare
     native = steps.native_tasks(pre, canvas=Canvas(72, 128), lpips_sha256=None,
                                 digests=InputDigests(layout.gt_root.parent))
-    assert [t["sample_id"] for t in native] == [t["sample_id"] for t in tasks] and len(tasks) == 5
-    assert [("nothing" in t) for t in native] == [s.key.test_type != "mirror_test" for s in pre.samples]
-    empty = next(t for t in native if "nothing" in t)
+    assert [t.sample_id for t in native] == [t.sample_id for t in tasks] and len(tasks) == 5
+    assert [t.nothing is not None for t in native] == [s.key.test_type != "mirror_test" for s in pre.samples]
+    empty = next(t for t in native if t.nothing is not None)
     score = steps.native_scorer(None, pre.gt_root, pre.generated_root)
-    assert score(empty) == {"nothing": empty["nothing"]}   # computes nothing, loads nothing
+    assert score(empty) == {"nothing": empty.nothing}   # computes nothing, loads nothing

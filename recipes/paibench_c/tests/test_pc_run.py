@@ -297,11 +297,12 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
     same code on the same data: the seg cross-check's tasks must not change with it, and a mask file edited after
     its task was keyed fails its sample by name."""
     from pinbench.core.files import sha256_file
+    from pinbench.core.inputs import InputKey
     from pinbench.core.runner import load_records
     from pinbench_recipes.paibench_c.evaluate import GTCache
     from pinbench_recipes.paibench_c.fetch import Inputs
     from pinbench_recipes.paibench_c.generate import Collected
-    from pinbench_recipes.paibench_c.native_metrics import native_sample
+    from pinbench_recipes.paibench_c.native_metrics import NativeTask, native_sample
     from pinbench_recipes.paibench_c.rows import MODALITIES, load_tasks
     from pinbench_recipes.paibench_c.run import native_all
 
@@ -327,8 +328,8 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
     here, there = stored
     assert {k: (r.input_hash, r.result) for k, r in here.items()} == {k: (r.input_hash, r.result)
                                                                        for k, r in there.items()}
-    sample = {"sample_id": "task_0000", "gt_video": {"path": "videos/task_0000.mp4"}, "preds": {},
-              "seg_sha256": {"edge": ["0" * 64, "0" * 64]}}
+    sample = NativeTask(sample_id="task_0000", gt_video=InputKey("videos/task_0000.mp4", 0, "0" * 64), preds={},
+                        pred_sha256={}, native_version=1, seg_sha256={"edge": ["0" * 64, "0" * 64]})
     with pytest.raises(ValueError, match=r"sam2_pkls/task_0000\.pkl: changed since the run read it"):
         native_sample(sample, dataset_dir=tmp_path / "a" / "fixture_data" / "dataset", run_dir=tmp_path / "a",
                       gt_dir=gts[0])

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from pinbench.core.config import RecipeError
+from pinbench.core.inputs import InputKey
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import read_video, write_video
 from pinbench_recipes.remembench.dataset import I2V_SETTINGS
 from pinbench_recipes.remembench.fixture import T2V, t2v_frames
+from pinbench_recipes.remembench.prepare import RowTask
 from pinbench_recipes.remembench.release import dataset_option
 from pinbench_recipes.remembench.scoring import Scorer
 
@@ -40,16 +42,17 @@ def test_opencv_and_pyav_decode_identical_rgb(rollout):
     assert np.array_equal(cv, pyav)
 
 
-def _task(video: Path | None, **changes) -> dict:
+def _task(video: Path | None, **changes) -> RowTask:
     from pinbench_recipes.remembench.dataset import T2V_PAPER
 
-    task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": None, "group": "t2v",
-            "video": {"path": video.name, "size": 0, "sha256": "0" * 64} if video else None,
+    task = {"sample_id": "scene", "scene_id": "scene", "split": "t2v", "setting": "t2v", "group": "t2v",
+            "video": InputKey(video.name, 0, "0" * 64) if video else None,
             "looked_for": ["scene.mp4", "scene/rollout.mp4"],
             "num_frames": 379, "layout": [list(c) for c in T2V_PAPER.chunk_layout()], "departure_frame": 40,
-            "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv", "size": [64, 48]}
+            "revisit_frame": 300, "annotation_source": "test", "decoder": "opencv", "size": [64, 48],
+            "models": {}, "recipe_version": "test", "device": "cpu"}
     task.update(changes)
-    return task
+    return RowTask(**task)
 
 
 @pytest.fixture
@@ -85,10 +88,10 @@ def test_a_rollout_at_another_resolution_is_scored_as_upstream_and_flagged(score
     assert _size_warnings(records[1:]) == []
 
 
-def _i2v_task(rollout: Path, poses: Path, **changes) -> dict:
+def _i2v_task(rollout: Path, poses: Path, **changes) -> RowTask:
     from pinbench_recipes.remembench.dataset import T2V_PAPER
 
-    return _task(rollout, split="i2v", setting="rotation_180", translation=False, poses={"path": poses.name},
+    return _task(rollout, split="i2v", setting="rotation_180", translation=False, poses=poses.name,
                  layout=[list(c) for c in T2V_PAPER.chunk_layout()], **changes)
 
 
