@@ -7,7 +7,6 @@ live path is covered in test_slurm_cluster.py.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from loose_task import LooseTask
 
+from pinbench.core import shard_manifest
 from pinbench.core.config import Shard
 from pinbench.core.runner import StepLog, run_samples
 from pinbench.core.shard_manifest import read_manifests, write_manifest
@@ -213,34 +213,33 @@ def test_a_step_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path
 
 # ------------------------------------------------------- a step recorded outside run_samples (StepLog)
 
+_SAMPLES_BYTES = shard_manifest._samples_bytes
 GROUPED = [LooseTask(f"{m}.t{j}", m=m, j=j) for m in ("a", "b") for j in range(3)]
-UNITS = [task["j"] for task in GROUPED]  # a task's samples of every modality belong to one shard
 
 
-def test_a_step_log_gives_status_the_shards_of_grouped_samples(tmp_path: Path) -> None:
-    log = StepLog(GROUPED, tmp_path / "gen", step="generate", shard=Shard(0, 2), units=UNITS)
-    assert [t["sample_id"] for t in log.mine] == ["a.t0", "a.t2", "b.t0", "b.t2"]
+def test_a_step_log_gives_status_its_shards(tmp_path: Path) -> None:
+    log = StepLog(GROUPED, tmp_path / "gen", step="generate", shard=Shard(0, 2))
+    assert [t.sample_id for t in log.mine] == ["a.t0", "a.t2", "b.t1"]
     log.record("a.t0", {"sha256": "0" * 64})
     log.record("a.t2", None, error="generation failed:\n no output")
     status = run_status(tmp_path, ask_slurm=False)                  # running: two recorded, the rest pending
     first, second = status.shards
     assert (first.done, first.failed, first.pending) == (["a.t0"], [("a.t2", "generation failed: no output")],
-                                                         ["b.t0", "b.t2"])
+                                                         ["b.t1"])
     assert (first.started, first.finished, second.started, second.pending) == (True, False, False,
-                                                                                ["a.t1", "b.t1"])
-    with pytest.raises(ValueError, match=r"2 sample\(s\) of this shard never recorded \(e.g. 'b.t0'\)"):
+                                                                                ["a.t1", "b.t0", "b.t2"])
+    with pytest.raises(ValueError, match=r"1 sample\(s\) of this shard never recorded \(e.g. 'b.t1'\)"):
         log.close()
-    log.record("b.t0", {"sha256": "1" * 64}, reused=True)
-    log.record("b.t2", {"sha256": "2" * 64}, seconds=3.5)
+    log.record("b.t1", {"sha256": "1" * 64}, reused=True)
     summary = log.close()
-    assert (summary.n_total, summary.n_done, summary.n_reused, summary.n_failed) == (4, 2, 1, 1)
+    assert (summary.n_total, summary.n_done, summary.n_reused, summary.n_failed) == (3, 1, 1, 1)
     manifest = read_manifests(tmp_path)[0]
-    assert manifest.finished and manifest.summary == {"total": 4, "done": 2, "reused": 1, "failed": 1}
-    assert manifest.units == tuple(UNITS) and manifest.owned(1) == [1, 4]
+    assert manifest.finished and manifest.summary == {"total": 3, "done": 1, "reused": 1, "failed": 1}
+    assert manifest.owned(1) == [1, 3, 5]
 
 
 def test_a_step_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = StepLog(GROUPED, tmp_path, step="generate", shard=Shard(1, 2), units=UNITS)
+    log = StepLog(GROUPED, tmp_path, step="generate", shard=Shard(1, 2))
     with pytest.raises(ValueError, match="'a.t0' is not one of this shard's tasks"):
         log.record("a.t0", {"sha256": "0" * 64})
     with pytest.raises(ValueError, match="a result or an error, not both or neither"):
@@ -251,50 +250,46 @@ def test_a_step_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: p
     record = log.record("a.t1", None, error="fetch with hf_secretsecretsecret failed")
     assert record.error == "fetch with *** failed"
     assert "secret" not in (tmp_path / "samples" / "shard-1-of-2.jsonl").read_text()
-    assert log.record("b.t1", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
-    for units in ([0, 1], [0, 1, 2, 0, 1, -1], [0, 1, 2, 0, 1, True]):
-        with pytest.raises(ValueError, match="units:"):
-            StepLog(GROUPED, tmp_path / "x", step="generate", units=units)
+    assert log.record("b.t0", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
 
 
-def test_a_manifest_with_a_bad_unit_is_named(tmp_path: Path) -> None:
-    StepLog(GROUPED, tmp_path, step="generate", shard=Shard(0, 2), units=UNITS)
-    path = tmp_path / "shards" / "0-of-2.json"
-    data = json.loads(path.read_text())
-    data["samples"][3]["unit"] = "3"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=r"0-of-2.json: unreadable shard manifest .*whole-number 'unit'"):
-        read_manifests(tmp_path)
-
-
-@pytest.mark.parametrize("units", [None, [3, 1, 0]])
 def test_a_manifest_is_the_compact_json_of_its_fields_and_each_call_writes_its_own_samples(
-        tmp_path: Path, units: list[int] | None) -> None:
-    """#32: the samples list is written once for the two manifests of one call (their lists are the same objects);
-    the file stays exactly json.dumps of its fields, and another call's lists are never taken for them."""
-    ids, hashes = ["s0", "é \"1\"", "s2"], ["a" * 64, "b" * 64, "c" * 64]
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: a call's last manifest keeps the samples list its first one wrote (not encoded twice); the file stays
+    exactly json.dumps of its fields, and another call's list (another start) is never taken for it."""
+    encoded = []
+    monkeypatch.setattr(shard_manifest, "_samples_bytes", lambda *ls: encoded.append(ls) or _SAMPLES_BYTES(*ls))
+    ids, hashes = ["s0", "é \"sample_id\":1", "s2"], ["a" * 64, "b" * 64, "c" * 64]
     for summary in (None, {"total": 3}):
         path = write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t",
-                              summary=summary, units=units)
+                              summary=summary)
         text = path.read_text()
         data = json.loads(text)
         assert text == json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
         assert data["summary"] == summary and data["samples"] == [
-            {"sample_id": sid, "input_hash": h, **({"unit": units[i]} if units else {})}
-            for i, (sid, h) in enumerate(zip(ids, hashes, strict=True))]
-    other = write_manifest(tmp_path, 0, 1, step="score", sample_ids=["t0"], input_hashes=["d" * 64], started="t")
+            {"sample_id": sid, "input_hash": h} for sid, h in zip(ids, hashes, strict=True)]
+    assert len(encoded) == 1   # the last write copied the first one's list
+    write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t")
+    other = write_manifest(tmp_path, 0, 1, step="score", sample_ids=["t0"], input_hashes=["d" * 64], started="u",
+                           summary={"total": 1})
     assert [s["sample_id"] for s in json.loads(other.read_text())["samples"]] == ["t0"]
 
 
-def test_the_last_manifest_of_a_call_never_copies_a_samples_list_edited_after_the_first(tmp_path: Path) -> None:
-    """#32: a call's last manifest copies the samples list from its first one only while that file is as written
-    (size, mtime, inode); an edit in between, even one that keeps the size, is not copied: the list is written
-    again from the call's own lists."""
+@pytest.mark.parametrize("edit", ["another process", "finished", "a sample less"])
+def test_the_last_manifest_of_a_call_copies_only_its_own_first_one(tmp_path: Path, edit: str) -> None:
+    """#32: the samples list is copied only from the manifest this call wrote first (same start, same process,
+    unfinished, as many samples); anything else there is replaced by the call's own lists."""
     ids, hashes = ["s0", "s1"], ["a" * 64, "b" * 64]
     path = write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t")
-    mtime = path.stat().st_mtime_ns
-    path.write_text(path.read_text().replace('"s1"', '"s9"'))
-    os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
+    data = json.loads(path.read_text())
+    if edit == "another process":
+        data["pid"] += 1
+    elif edit == "finished":
+        data["finished"] = "t"
+    data["samples"] = data["samples"][:1] if edit == "a sample less" else [{**s, "input_hash": "f" * 64}
+                                                                            for s in data["samples"]]
+    path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t",
                    summary={"total": 2})
-    assert [s["sample_id"] for s in json.loads(path.read_text())["samples"]] == ["s0", "s1"]
+    assert [(s["sample_id"], s["input_hash"]) for s in json.loads(path.read_text())["samples"]] == [
+        ("s0", "a" * 64), ("s1", "b" * 64)]

@@ -21,7 +21,7 @@ from typing import Any
 
 from huggingface_hub import constants as hf_constants
 
-from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.generation import Generator, Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
@@ -50,9 +50,9 @@ FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the
 
 
 def gpu_ids(cfg: RunConfig) -> list[str]:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    ids = [g for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cfg.gpus)]
-    return ids[: cfg.gpus] if cfg.gpus else ids
+    """The devices of ``--gpus`` as the generator and the evaluator address them (``core.config.gpu_devices``)."""
+    devices = gpu_devices(cfg.gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return [str(i) for i in range(devices)] if isinstance(devices, int) else devices
 
 
 def run(run: Run) -> RunOutcome:

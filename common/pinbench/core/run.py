@@ -276,11 +276,11 @@ class Run:
             return None
         return self._generation.generate(self, requests, folder, default)
 
-    def log(self, tasks: Sequence[Task], *, folder: str, label: str, units: Sequence[int] | None = None) -> StepLog:
+    def log(self, tasks: Sequence[Task], *, folder: str, label: str) -> StepLog:
         """The record of a step whose work runs outside the run's own loop, in batches an external tool launches
         (``pinbench.core.runner.StepLog``): this shard's tasks, stored under ``folder`` by this run's
         implementation."""
-        return StepLog(tasks, self.out_dir / folder, step=label, shard=self.shard, units=units,
+        return StepLog(tasks, self.out_dir / folder, step=label, shard=self.shard,
                        implementation=self.cfg.implementation)
 
     def stop_after_generation(self, summary: RunSummary | None, problems: Sequence[str] = ()) -> None:

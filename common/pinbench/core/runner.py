@@ -819,18 +819,12 @@ class StepLog:
     here); ``pinbench status`` still needs its shards' done / failed / pending counts. Like ``run_samples`` it
     writes the shard manifest when it starts (every task, with input hashes) and completes it with the counts in
     ``close``, and the caller stores each sample's outcome with ``record`` as soon as it is known. A process that
-    dies leaves the manifest unfinished and the samples it had not recorded pending. ``units`` (one per task) makes
-    samples of a unit belong to one shard: shard I of N owns the tasks whose unit is I mod N (default: their
-    positions).
+    dies leaves the manifest unfinished and the samples it had not recorded pending.
     """
 
     def __init__(self, tasks: Sequence[Task], out_dir: Path | str, *, step: str, shard: Shard | None = None,
-                 units: Sequence[int] | None = None,
                  implementation: Implementation | None = None) -> None:
         ids = _task_ids(tasks)
-        if units is not None and (len(units) != len(tasks) or not all(
-                isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units)):
-            raise ValueError(f"units: {len(units)} given for {len(tasks)} tasks; each must be an int of 0 or more")
         self.samples_dir = Path(out_dir) / SAMPLES_DIR
         self._log = log_name(shard)
         self._label = step if shard is None else f"{step} [shard {shard}]"
@@ -838,12 +832,10 @@ class StepLog:
         self._implementation = implementation
         self._hashes = {sid: _hash_task(sid, task) for sid, task in zip(ids, tasks, strict=True)}
         index, count = (shard.index, shard.count) if shard else (0, 1)
-        keys = units if units is not None else range(len(tasks))
-        self.mine: list[Task] = [task for task, key in zip(tasks, keys, strict=True) if key % count == index]
+        self.mine: list[Task] = shard.select(tasks) if shard else list(tasks)
         self._mine = {task.sample_id for task in self.mine}
         self._manifest = {"out_dir": Path(out_dir), "index": index, "count": count, "step": step,
-                          "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now(),
-                          "units": None if units is None else list(units)}
+                          "sample_ids": ids, "input_hashes": list(self._hashes.values()), "started": _now()}
         write_manifest(**self._manifest)
         self.records: dict[str, SampleRecord] = {}
         self._reused: set[str] = set()

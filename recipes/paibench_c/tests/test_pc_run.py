@@ -333,3 +333,25 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
     with pytest.raises(ValueError, match=r"sam2_pkls/task_0000\.pkl: changed since the run read it"):
         native_sample(sample, dataset_dir=tmp_path / "a" / "fixture_data" / "dataset", run_dir=tmp_path / "a",
                       gt_dir=gts[0])
+
+
+@pytest.mark.parametrize(("visible", "gpus", "devices"), [
+    (None, 2, ["0", "1"]), ("5,3,7", 2, ["5", "3"]), ("GPU-aa,GPU-bb", 1, ["GPU-aa"]), ("4", 0, []),
+    ("4", 2, "makes 1 GPU"), ("0,x y", 1, "is not a device index or UUID")])
+def test_the_devices_of_gpus_are_those_every_recipe_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          visible: str | None, gpus: int,
+                                                          devices: list[str] | str) -> None:
+    """The generator's and the evaluator's devices come from the one parser of CUDA_VISIBLE_DEVICES
+    (``core.config.gpu_devices``): in its order, as many as --gpus, and a malformed or short list refused."""
+    from pinbench_recipes.paibench_c.run import gpu_ids
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    cfg = get_recipe("paibench-c").config(fixture=True, out_dir=tmp_path, gpus=gpus)
+    if isinstance(devices, str):
+        with pytest.raises(RecipeError, match=devices):
+            gpu_ids(cfg)
+    else:
+        assert gpu_ids(cfg) == devices
