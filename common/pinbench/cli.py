@@ -7,6 +7,7 @@ Startup stays light: ``list``, ``diff``, ``report``, ``docs`` and ``--help`` rea
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import sys
@@ -1106,12 +1107,22 @@ def _refuse_unwritable(out: Path) -> None:
 # ---------------------------------------------------------------------------------------- entry
 
 
+YOUNG_COLLECTION_EVERY = 10_000
+"""Allocations between two collections of the youngest generation (Python's default: 700).
+
+Why: a run builds its inputs, tasks and records in bulk, hundreds of thousands of objects that form no cycles; at
+the default every 700 the older generations fill at a rate that makes Python traverse every live object again and
+again (9 full collections, 0.43-0.48 s of a 6 s CameraBench run at 10x its size, 0.7 s of collections in all).
+Every 10,000, cycles are still collected, each in a batch of that size at most, and that run makes none (0.26 s)."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry for the ``pinbench`` script, ``python -m pinbench`` and recipes' ``__main__`` modules.
 
     Errors about inputs (bad files, unfetched weights, refused references) end in one redacted line
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.
     """
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
     try:
         app(args=argv, prog_name="pinbench")
     except (ValueError, RuntimeError, OSError) as exc:
