@@ -53,7 +53,7 @@ class DatasetError(ValueError):
     """A data file is missing or malformed; the message is one line naming the file."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BinarySample:
     sample_id: str
     split: str
@@ -63,7 +63,7 @@ class BinarySample:
     label: int  # 1 for "Yes", 0 for "No"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VqaPair:
     """Two videos and two questions: the pos question is true of the pos video, the neg question of the neg."""
 
@@ -82,7 +82,7 @@ class VqaPair:
         return (self.pos_video, self.neg_video, self.pos_question, self.neg_question)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CaptionSample:
     sample_id: str
     index: int
