@@ -269,12 +269,14 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
     pairs = []
     for skill_dir in skills:
         seen: dict[tuple[str, str, str, str], str] = {}
+        skill = skill_dir.name
         for path in _jsonl_files(skill_dir):
+            task = path.stem   # once per file: a Path's stem is computed anew on every access
             for index, row in enumerate(_read_jsonl(path)):
                 where = f"{path}:{index + 1}"
                 pair = VqaPair(
-                    sample_id=_sample_id(f"vqa__{skill_dir.name}__{path.stem}__{index:04d}", where),
-                    skill=skill_dir.name, task=path.stem, index=index,
+                    sample_id=_sample_id(f"vqa__{skill}__{task}__{index:04d}", where),
+                    skill=skill, task=task, index=index,
                     pos_video=_video(row, "pos_video", where), neg_video=_video(row, "neg_video", where),
                     pos_question=_text(row, "pos_question", where),
                     neg_question=_text(row, "neg_question", where))
