@@ -20,7 +20,7 @@ from toy_recipe import DECLARATION, toy_recipe
 from pinbench.core import check as check_module
 from pinbench.core.check import check_run
 from pinbench.core.config import RunConfig
-from pinbench.core.derived import DerivedFailure, derive, derived_problems, members_hash, read_derived
+from pinbench.core.derived import DerivedFailure, derive, derived_problems, members_hash, read_derived, write_derived
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
 from pinbench.core.rundir import claim_run_dir
@@ -251,3 +251,15 @@ def test_the_members_hash_of_computed_records_slices_their_bytes_and_is_still_th
     assert [m.canonical_result() is not None for m in members] == [True, True, True, False]
     whole = {"members": [[m.sample_id, m.status, m.input_hash, m.result, m.error] for m in members]}
     assert members_hash(members) == input_hash(whole)
+
+
+def test_derived_records_are_written_one_json_line_each_and_read_back(tmp_path: Path) -> None:
+    """``derived.jsonl``, written a record at a time: one line of JSON per record, non-ASCII text as it is."""
+    members = [SampleRecord(f"s{i}", "ok", {"v": i}, None, "0" * 64, 0.0) for i in range(3)]
+    records = [derive("mean", members, lambda ms: {"mean": sum(m.result["v"] for m in ms) / len(ms), "name": "é"}),
+               derive("fails", members, lambda ms: 1 / 0)]
+    path = write_derived(records, tmp_path / "derived.jsonl")
+    assert path.read_bytes() == "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n"
+                                        for r in records).encode("utf-8")
+    assert read_derived(path) == records
+    assert list(tmp_path.iterdir()) == [path]   # no temporary file left beside it

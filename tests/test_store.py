@@ -7,6 +7,7 @@ same inputs and the same implementation (recipe version, code digest, image), wi
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -137,6 +138,25 @@ def test_the_writer_fsyncs_at_most_once_a_second(tmp_path: Path, monkeypatch: py
         for i in range(5):
             writer.append(record_bytes({"sample_id": f"t{i}", "v": i}))
     assert len(calls) == 5
+
+
+def test_append_all_writes_what_append_writes_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records stored together are the lines ``append`` writes one by one, in order, each with its own digest."""
+    bodies = [record_bytes({"sample_id": f"s{i}", "v": "é" * i}) for i in range(5)]
+    with LogWriter(tmp_path / "one", "run.jsonl") as writer:
+        one_by_one = [writer.append(body) for body in bodies]
+    writes = []
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: (writes.append(len(data)), real(fd, data))[1])
+    with LogWriter(tmp_path / "all", "run.jsonl") as writer:
+        together = writer.append_all(bodies)
+        assert writer.append_all([]) == []
+    assert len(writes) == 1
+    assert together == one_by_one == [hashlib.sha256(body).hexdigest() for body in bodies]
+    assert (tmp_path / "all" / "run.jsonl").read_bytes() == (tmp_path / "one" / "run.jsonl").read_bytes()
+    stored = read_store(tmp_path / "all").records
+    assert {sid: [s.digest for s in found] for sid, found in stored.items()} == {
+        f"s{i}": [digest] for i, digest in enumerate(together)}
 
 
 def test_a_store_of_87e8f14_loads_resumes_and_merges(tmp_path: Path) -> None:

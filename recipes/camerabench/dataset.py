@@ -53,7 +53,7 @@ class DatasetError(ValueError):
     """A data file is missing or malformed; the message is one line naming the file."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BinarySample:
     sample_id: str
     split: str
@@ -63,7 +63,7 @@ class BinarySample:
     label: int  # 1 for "Yes", 0 for "No"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VqaPair:
     """Two videos and two questions: the pos question is true of the pos video, the neg question of the neg."""
 
@@ -82,7 +82,7 @@ class VqaPair:
         return (self.pos_video, self.neg_video, self.pos_question, self.neg_question)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CaptionSample:
     sample_id: str
     index: int
@@ -269,12 +269,14 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
     pairs = []
     for skill_dir in skills:
         seen: dict[tuple[str, str, str, str], str] = {}
+        skill = skill_dir.name
         for path in _jsonl_files(skill_dir):
+            task = path.stem   # once per file: a Path's stem is computed anew on every access
             for index, row in enumerate(_read_jsonl(path)):
                 where = f"{path}:{index + 1}"
                 pair = VqaPair(
-                    sample_id=_sample_id(f"vqa__{skill_dir.name}__{path.stem}__{index:04d}", where),
-                    skill=skill_dir.name, task=path.stem, index=index,
+                    sample_id=_sample_id(f"vqa__{skill}__{task}__{index:04d}", where),
+                    skill=skill, task=task, index=index,
                     pos_video=_video(row, "pos_video", where), neg_video=_video(row, "neg_video", where),
                     pos_question=_text(row, "pos_question", where),
                     neg_question=_text(row, "neg_question", where))

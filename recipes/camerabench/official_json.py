@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from pinbench.core.files import sha256_file, write_atomic
-from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
+from pinbench_recipes.camerabench.dataset import FAMILIES, BinarySample, CameraBenchData
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
 
 BINARY_GLOB = "classification_scores_*.json"
@@ -139,7 +139,7 @@ def _basename(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ScoreFileError(f"{where}: expected a video path, got {value!r:.60}")
     # Script 1 writes the name as in the data; a custom method may write a full (even Windows) path.
-    if not any(c in value for c in "/\\:"):
+    if "/" not in value and "\\" not in value and ":" not in value:
         return value  # a plain name (every row of the official files): what the paths below give, 10x faster
     return PureWindowsPath(PurePosixPath(value).name).name
 
@@ -159,14 +159,18 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                  models: dict[tuple[Any, Any], str]) -> None:
     by_split: dict[str, Path] = {}
     seen: dict[str, str] = {}
+    of_split: dict[str, dict[str, BinarySample]] = {}   # split -> video -> sample, in one pass over the samples
+    for sample in data.binary:
+        of_split.setdefault(sample.split, {})[sample.video] = sample
+    splits = sorted(of_split)
     for path in paths:
         metadata, rows = _load(path, "scores")
-        split = _split_of(path, metadata, data.splits)
+        split = _split_of(path, metadata, splits)
         if split in by_split:
             raise ScoreFileError(f"{path}: second file for split {split} (first: {by_split[split].name}); "
                                  "keep one model and one run per score directory")
         by_split[split] = path
-        samples = {s.video: s for s in data.split_samples(split)}
+        samples = of_split[split]
         for index, row in enumerate(rows):
             where = f"{path}: scores[{index}]"
             video = _basename(row.get("video_path"), where)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import read_finite_jsonl, write_atomic
+from pinbench.core.files import atomic_path, read_finite_jsonl
 from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as canonical_json writes it (ensure_ascii=False)
@@ -158,9 +158,15 @@ def derive(derived_id: str, members: Sequence[SampleRecord],
 
 
 def write_derived(records: Sequence[DerivedRecord], path: Path) -> Path:
-    """The derived records a scorecard aggregates, one JSON line each."""
-    lines = [json.dumps(r.to_json(), ensure_ascii=False, allow_nan=False) + "\n" for r in records]
-    return write_atomic(path, "".join(lines))
+    """The derived records a scorecard aggregates, one JSON line each, written atomically a record at a time (a
+    composite names every sample: at 10x CameraBench the file is 10 MB, and a joined copy of its lines raised a run's
+    peak RSS by 13 MB)."""
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        for record in records:
+            out.write(json.dumps(record.to_json(), ensure_ascii=False, allow_nan=False).encode("utf-8"))
+            out.write(b"\n")
+    return path
 
 
 def read_derived(path: Path | str) -> list[DerivedRecord]:

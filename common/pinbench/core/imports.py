@@ -132,10 +132,10 @@ def library_closure(recipe_dir: Path, root: Path | None = None, *, sources: Iter
                 sub = ".".join(parts[:i])
                 if sub in seen:
                     continue
+                seen.add(sub)   # a module, or a name that is none (looked up once: a class imported from 40 files)
                 file = module_file(root, sub)
                 if file is None:
                     continue  # an attribute imported from a module, not a module itself
-                seen.add(sub)
                 needed.add(file)
                 todo.append((file, sub, file.name == "__init__.py"))
     imports.save()

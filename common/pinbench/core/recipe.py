@@ -381,7 +381,8 @@ def library_digest() -> str:
 def _code_digest(*groups: Iterable[tuple[str, Path]]) -> str:
     """One digest of several source files by name and bytes (cached per process while their size and mtime hold)."""
     named = sorted((name, path) for group in groups for name, path in group if "__pycache__" not in path.parts)
-    return _sources_digest(tuple((name, path, path.stat().st_size, path.stat().st_mtime_ns) for name, path in named))
+    return _sources_digest(tuple((name, path, (state := path.stat()).st_size, state.st_mtime_ns)   # one stat a file
+                                 for name, path in named))
 
 
 def _package_dir(package: str) -> Path:

@@ -60,9 +60,12 @@ def test_full_paths_in_rows_are_reduced_to_names(fx) -> None:
           lambda d: d["scores"][0].update(video_path="/data/videos/a1.0.0.mp4"))
     _edit(_binary_file(scores, "Pan_Left"),
           lambda d: d["scores"][0].update(video_path="C:\\videos\\a1.0.0.mp4"))
+    _edit(_binary_file(scores, "Static"),   # a relative Windows path: a backslash, no drive
+          lambda d: d["scores"][0].update(video_path="videos\\a1.0.0.mp4"))
     out = read_score_dir(scores, data)
     assert out.binary["binary__Move_In__a1.0.0"] == {"score": 0.5}
     assert out.binary["binary__Pan_Left__a1.0.0"] == {"score": 1.0}
+    assert out.binary["binary__Static__a1.0.0"] == {"score": 0.7}
 
 
 def test_error_rows_and_nonfinite_scores_become_failed_samples(fx) -> None:
