@@ -196,7 +196,7 @@ class RowTask(Task):
 
     scene_id: str
     split: str                      # "t2v" | "i2v"
-    setting: str
+    setting: str | None             # the I2V setting; None for T2V
     group: str
     video: InputKey | None          # None: not found under -o videos (``looked_for`` names what was tried)
     looked_for: list[str]
