@@ -32,8 +32,6 @@ SKILL_PREFIX = "vqa_skill__"
 CAPTION_ID = "caption_family"
 AVERAGE_ID = "camerabench_average"
 _NAMED_FAILURES = 5
-AVERAGE_COMPONENTS = ("camera_motion_average_precision", "camera_motion_roc_auc", "camera_vqa_accuracy",
-                      "camera_retrieval_accuracy", "camera_caption_score")
 
 
 def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *, judged: bool = False,

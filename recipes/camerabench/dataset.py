@@ -42,7 +42,6 @@ VQA_SKILLS: dict[str, tuple[int, int]] = {
     "only_motion": (14, 139), "scene_dynamics": (2, 87), "tracking_shot": (12, 330),
 }
 N_CAPTIONS = 1071
-N_VIDEOS = 1071  # the union of videos over all three families
 # The leaderboard's column order (leaderboard/table.html): translation, zooming, rotation, static.
 LEADERBOARD_SPLITS = ("Move_In", "Move_Out", "Move_Up", "Move_Down", "Move_Right", "Move_Left",
                       "Zoom_In", "Zoom_Out", "Pan_Right", "Pan_Left", "Tilt_Up", "Tilt_Down",

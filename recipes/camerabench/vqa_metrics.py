@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 COMBOS = ("pos_text_pos_image", "pos_text_neg_image", "neg_text_pos_image", "neg_text_neg_image")
-PAIR_KEYS = ("binary_correct", "question_correct", "text", "image", "group")
 SKILL_KEYS = ("binary_acc", "question_acc", "text", "image", "group")
 
 

@@ -42,7 +42,6 @@ from pinbench_recipes.paibench_c.metrics_json import (
     parse_metrics_json,
 )
 
-GT_POLICIES = ("reuse", "force")
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
 # Where the evaluator looks for each weight, relative to conditional_generation/ (get_checkpoint.sh).
 WEIGHT_PATHS = {

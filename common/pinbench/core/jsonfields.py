@@ -15,7 +15,6 @@ Kind = tuple[Callable[[Any], bool], str]  # (check, what the field must be, in w
 STRING: Kind = (lambda v: isinstance(v, str), "a string")
 TEXT: Kind = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 NUMBER: Kind = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
-INTEGER: Kind = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
 COUNT: Kind = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count (an integer >= 0)")
 BOOLEAN: Kind = (lambda v: isinstance(v, bool), "true or false")
 OBJECT: Kind = (lambda v: isinstance(v, dict), "an object")

@@ -47,7 +47,6 @@ from pinbench.core.schema import schema_error
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
-GPU_FLAGS = ("many", "one", "none")
 
 
 class DeclarationError(FileError):
