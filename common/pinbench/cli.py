@@ -7,6 +7,7 @@ Startup stays light: ``list``, ``diff``, ``report``, ``docs`` and ``--help`` rea
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import sys
@@ -65,6 +66,22 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         _fail(f"{option} {path}: cannot write {exc.filename or path} ({exc.strerror or exc})")
+
+
+@contextmanager
+def _cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while a command builds objects that live until it ends.
+
+    Why: ``compare`` reads two runs' records (about 70,000 tracked objects at 11,222 samples, none in a cycle) and
+    each full collection walked all of them again: 0.06-0.1 s of its 1.6 s CPU, for about 1,000 objects freed.
+    Reference counting still frees everything else; the collector is restored on the way out."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _recipe(name: str) -> Recipe:
@@ -752,8 +769,9 @@ def compare(
 
     if fail_on not in FAIL_ON:
         _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
-    runs = [load_run(path) for path in (run_a, run_b)]
-    result = compare_runs(*runs, fail_on=fail_on)
+    with _cycle_collection_paused():
+        runs = [load_run(path) for path in (run_a, run_b)]
+        result = compare_runs(*runs, fail_on=fail_on)
     _echo(render_comparison(result))
     if report_dir is not None:
         from pinbench.results.report import write_report
