@@ -46,7 +46,6 @@ from pinbench.core.scorecard import (
     aggregate,
     load_scorecard,
     metric_samples,
-    record_id,
     run_derived,
 )
 from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
@@ -79,10 +78,8 @@ class Run:
     def __post_init__(self) -> None:
         self.index = RecordIndex(self.records)
         self.samples, self.derived = {}, {}
-        for record in self.index.samples:  # the first record of an id, as the index reads it
-            self.samples.setdefault(record_id(record), record)
-        for record in self.index.derived:
-            self.derived.setdefault(record_id(record), record)
+        for (derived, i), position in self.index.position.items():  # the first record of an id, as the index reads it
+            (self.derived if derived else self.samples)[i] = self.records[position]
 
     @property
     def label(self) -> str:
