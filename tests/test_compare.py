@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -145,6 +146,27 @@ def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     bad = runner.invoke(cli.app, ["compare", str(a), str(b), "--fail-on", "better"])
     assert bad.exit_code == 2 and "--fail-on 'better'" in bad.output
 
+
+def test_cli_compare_runs_without_the_cycle_collector_and_restores_it(tmp_path: Path, monkeypatch) -> None:
+    """#32: the runs are read and compared with the collector off (it walked their records again at every full
+    collection), and it is on again afterwards, after a refused run too; a caller's disabled collector stays off."""
+    import pinbench.results.compare as compare_module
+
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
+    seen = []
+    real = compare_module.load_run
+    monkeypatch.setattr(compare_module, "load_run", lambda path: (seen.append(gc.isenabled()), real(path))[1])
+    assert runner.invoke(cli.app, ["compare", str(a), str(b)]).exit_code == 1
+    assert seen == [False, False] and gc.isenabled()
+    (b / "samples.jsonl").unlink()
+    refused = runner.invoke(cli.app, ["compare", str(a), str(b)])
+    assert isinstance(refused.exception, CompareError) and gc.isenabled()
+    gc.disable()
+    try:
+        runner.invoke(cli.app, ["compare", str(a), str(a)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
     """The result commands stay light: no torch, video decoders, hub client, plotting library, recipe code or
