@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +149,41 @@ def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     bad = runner.invoke(cli.app, ["compare", str(a), str(b), "--fail-on", "better"])
     assert bad.exit_code == 2 and "--fail-on 'better'" in bad.output
 
+
+def test_cli_compare_runs_without_the_cycle_collector_and_restores_it(tmp_path: Path, monkeypatch) -> None:
+    """#32: the runs are read and compared with the collector off (it walked their records again at every full
+    collection), and it is on again afterwards, after a refused run too; a caller's disabled collector stays off."""
+    import pinbench.results.compare as compare_module
+
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
+    seen = []
+    real = compare_module.load_run
+    monkeypatch.setattr(compare_module, "load_run", lambda path: (seen.append(gc.isenabled()), real(path))[1])
+    assert runner.invoke(cli.app, ["compare", str(a), str(b)]).exit_code == 1
+    assert seen == [False, False] and gc.isenabled()
+    (b / "samples.jsonl").unlink()
+    refused = runner.invoke(cli.app, ["compare", str(a), str(b)])
+    assert isinstance(refused.exception, CompareError) and gc.isenabled()
+    gc.disable()
+    try:
+        runner.invoke(cli.app, ["compare", str(a), str(a)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+@pytest.mark.parametrize(("chosen", "threads"), [(None, "1"), ("2", "2")])
+def test_compare_loads_numpy_without_blas_worker_threads_unless_the_user_chose(chosen: str | None,
+                                                                              threads: str) -> None:
+    """#32: OpenBLAS's worker threads cost compare 0.03 s CPU and do nothing for it: numpy is loaded with none (the
+    process has one thread), and the variable that says so is gone again; a user's OPENBLAS_NUM_THREADS is kept."""
+    code = ("import os, pinbench.cli as cli; cli._numpy_with_one_blas_thread(); import numpy; "
+            "status = open('/proc/self/status').read(); "
+            "print(status.split('Threads:')[1].split()[0], os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if chosen is not None:
+        env["OPENBLAS_NUM_THREADS"] = chosen
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [threads, str(chosen)]
 
 def test_diff_compare_and_report_import_no_torch(tmp_path: Path) -> None:
     """The result commands stay light: no torch, video decoders, hub client, plotting library, recipe code or

@@ -117,6 +117,16 @@ def test_a_jsonl_file_is_parsed_as_each_of_its_lines_alone(tmp_path: Path, line:
     assert outcome(lambda: files.parse_finite_jsonl(text, tmp_path / "x.jsonl", lambda value: value, "row")) == expected
 
 
+def test_jsonl_lines_end_at_cr_lf_and_lone_cr_and_errors_count_them(tmp_path: Path) -> None:
+    """A line ends at \\n, \\r\\n or \\r (as bytes split them), blank lines are skipped, and a bad line is named by
+    its number counted that way."""
+    text = '{"a": 1}\r\n{"a": 2}\r{"a": 3}\n\r\n'
+    assert files.parse_finite_jsonl(text, tmp_path / "x.jsonl", lambda value: value, "row") == [
+        {"a": 1}, {"a": 2}, {"a": 3}]
+    with pytest.raises(ValueError, match=r"x\.jsonl:5: bad row"):
+        files.parse_finite_jsonl(text + '{"a": \r', tmp_path / "x.jsonl", lambda value: value, "row")
+
+
 # ------------------------------------------------------------------------------------ tolerant JSON caches
 
 def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:

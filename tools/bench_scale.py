@@ -8,8 +8,9 @@ Prints one table: wall time, CPU time (user + sys) and peak RSS of each command,
   keeps both labels; the run counts the rest as missing samples), each beside upstream's Script 2 CLIs on the
   same files when ``--upstream DIR`` names a checkout of linzhiqiu/t2v_metrics at the pinned commit (its
   ``camerabench/`` folder is run as it is);
-* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` against a run
-  of other score files (seed 1: every metric compared, the derived ones by resampling their members);
+* at 100 %: the rerun (everything reused), ``pinbench check``, ``diff``, ``report`` and ``compare`` (without and
+  with ``--report``) against a run of other score files (seed 1: every metric compared, the derived ones by
+  resampling their members);
 * one 95 % interval over 11,222 units (mean, median) and a paired difference over 11,222 matched units;
 * dynamic-degree on 200 small videos (Farneback preview): the fresh run and the rerun that reuses all of them;
 * with ``--upstream``, at 100 %: every number upstream's JSON files hold against the scorecard (the largest
@@ -557,6 +558,8 @@ def scale_section(args: argparse.Namespace, work: Path) -> None:
     write_scores(1.0, other_scores, seed=1)
     measure(camerabench_run(other_scores, other), ok=(0, 1, 2))
     print(row("  pinbench compare (another run, paired intervals)",
+              repeated([*PINBENCH, "compare", str(full_out), str(other)], (0, 1))))
+    print(row("  pinbench compare --report (the same, and the report with its 11,222 sample pages)",
               repeated([*PINBENCH, "compare", str(full_out), str(other), "--report", str(work / "compare")], (0, 1))))
     shutil.rmtree(other)
     if args.kill:

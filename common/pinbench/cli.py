@@ -68,6 +68,41 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
         _fail(f"{option} {path}: cannot write {exc.filename or path} ({exc.strerror or exc})")
 
 
+@contextmanager
+def _cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while a command builds objects that live until it ends.
+
+    Why: ``compare`` reads two runs' records (about 70,000 tracked objects at 11,222 samples, none in a cycle) and
+    each full collection walked all of them again: 0.06-0.1 s of its 1.6 s CPU, 0.15-0.2 s of 2.9 s with
+    ``--report`` (its 11,222 sample pages), for about 1,000 objects freed (1,842 cyclic objects left at the end with
+    the report, peak RSS unchanged at 108-109 MB). Reference counting still frees everything else; the collector is
+    restored on the way out."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _numpy_with_one_blas_thread() -> None:
+    """Import numpy with OpenBLAS told to start no worker threads, unless numpy is in already or the user chose.
+
+    Why: OpenBLAS starts a thread per core when numpy is imported, and they spin: 0.03 s CPU of each command on
+    this 2-core machine (``import numpy`` 0.07 against 0.10 s), for a command whose only matrix product
+    (``compare``'s mean statistics, rows x distinct values x 5) is below OpenBLAS's own threading threshold. A
+    product's values do not depend on the thread count (OpenBLAS splits rows and columns, never a sum). The
+    variable is read once, when the library loads, and removed again: nothing this process starts inherits it."""
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
 def _recipe(name: str) -> Recipe:
     try:
         return get_recipe(name)
@@ -749,25 +784,27 @@ def compare(
     Exit 0: every metric within noise; 1: a metric better or worse beyond noise (--fail-on worse: worse only);
     2: unmatched samples, a partial run or a metric in one run only; 3: other recipe or recipe version.
     """
+    _numpy_with_one_blas_thread()
     from pinbench.results.compare import FAIL_ON, compare_runs, load_run, render_comparison
 
     if fail_on not in FAIL_ON:
         _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
-    runs = [load_run(path) for path in (run_a, run_b)]
-    result = compare_runs(*runs, fail_on=fail_on)
-    _echo(render_comparison(result))
-    if report_dir is not None:
-        from pinbench.results.report import write_report
+    with _cycle_collection_paused():
+        runs = [load_run(path) for path in (run_a, run_b)]
+        result = compare_runs(*runs, fail_on=fail_on)
+        _echo(render_comparison(result))
+        if report_dir is not None:
+            from pinbench.results.report import write_report
 
-        cards = [run.path for run in runs]
-        references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
-        samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
-        with _writing_to("--report", report_dir):
-            view = _view_folder(runs, report_dir)
-            index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
-                                 comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
-                                 view=view)
-        _echo(f"report: {index}")
+            cards = [run.path for run in runs]
+            references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
+            samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
+            with _writing_to("--report", report_dir):
+                view = _view_folder(runs, report_dir)
+                index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
+                                     comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
+                                     view=view)
+            _echo(f"report: {index}")
     raise typer.Exit(result.exit_code)
 
 

@@ -331,7 +331,9 @@ def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T]
     blank line is one of ASCII whitespace, as ``bytes.strip`` sees it."""
     items = []
     loads = loads_finite_json if text.startswith("\ufeff") or _may_overflow(text) else _PLAIN_DECODER.decode
-    for lineno, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+    if "\r" in text:   # one scan; the two replaces copied a samples file's 5.9 MB twice when it held none
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip(_ASCII_WHITESPACE):
             continue
         try:

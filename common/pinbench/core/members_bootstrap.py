@@ -108,13 +108,15 @@ class _Ranking:
         per positive draw, the negatives drawn below it plus half those tied with it."""
         rows, m = hist.shape[0], self.m
         others, positives, tied_negatives = hist[:, :m], hist[:, m:2 * m], hist[:, 2 * m:3 * m]
-        drawn = np.cumsum(others + positives + tied_negatives, axis=1)   # draws at or above each positive group
+        negatives_above = np.cumsum(others + tied_negatives, axis=1)   # negatives at or above each positive group
         true_positives = np.cumsum(positives, axis=1)
+        drawn = negatives_above + true_positives
         n_pos = true_positives[:, -1] if m else np.zeros(rows, np.int64)
         n_neg = self.n - n_pos
         one_class = (n_pos == 0) | (n_neg == 0)
-        precision = np.divide(true_positives, drawn, out=np.zeros(drawn.shape), where=drawn > 0)
-        twice_pairs = (2 * n_neg * n_pos - 2 * np.einsum("ij,ij->i", positives, drawn - true_positives)
+        # where nothing is drawn yet, no positive is either: 0 / 1 = 0, the precision such a group counts
+        precision = true_positives / np.maximum(drawn, 1, out=drawn)
+        twice_pairs = (2 * n_neg * n_pos - 2 * np.einsum("ij,ij->i", positives, negatives_above)
                        + np.einsum("ij,ij->i", positives, tied_negatives))
         with np.errstate(divide="ignore", invalid="ignore"):
             ap = np.einsum("ij,ij->i", positives, precision) / n_pos

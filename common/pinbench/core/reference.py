@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
@@ -482,6 +480,8 @@ def _noise_cell(row: DiffRow) -> str:
 
 def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe) -> Path:
     """Validate a reference as loading would, then write it atomically with a header comment."""
+    import yaml  # here, not at import: compare and diff import this module and write no YAML
+
     path = Path(path)
     reference_from_dict(data, path, recipe)  # same validation as loading
     runs = len(data["source"]["provenance"].get("runs") or []) or 1
