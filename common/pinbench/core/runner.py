@@ -3,9 +3,8 @@
 A benchmark run is a list of tasks (``pinbench.core.task.Task``: typed per recipe, each with a unique sample id)
 and a function that turns one task into a result dict. ``run_samples`` calls that function for every task of a shard
 and stores each outcome as soon as it exists in the step's sample store (``pinbench.core.store``: one
-append-only log per writer in ``out_dir/samples/``), outcomes computed in under a millisecond a twentieth of a
-second's worth at a time. A killed run therefore loses at most the samples in flight and that twentieth of a
-second of fast ones, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
+append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
+flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
 every writer into one list in task order, with one record per task: a task no shard produced becomes a
 failed "missing" record, so nothing drops out of the denominator.
 
@@ -773,23 +772,16 @@ def run_samples(
     with LogWriter(samples_dir, own_log) if pending or cached else contextlib.nullcontext() as store, shown:
         if cached:   # kept here too: the run directory holds every record it is computed from
             store.append_all([record.to_bytes() for record in cached])
-        unstored: list[SampleRecord] = []   # computed, not yet written (``_STORED_ALONE_S``)
         shown_at = time.monotonic()
-        try:
-            for record, task_hash in _computed(pending, fn, batch_fn, batch_size, validate, implementation):
-                unstored.append(record)
-                if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
-                    cache.put(task_hash, record.to_bytes())
-                records[record.sample_id] = record
-                counts["done" if record.ok else "failed"] += 1
-                now = time.monotonic()
-                if record.seconds >= _STORED_ALONE_S or now - shown_at >= _SHOWN_S:
-                    _store(store, unstored)
-                if now - shown_at >= _SHOWN_S:   # the bar moves 20 times a second at most
-                    shown.update(counts["done"] + counts["failed"], **counts)
-                    shown_at = now
-        finally:   # whatever stops the loop (an interrupt, an error of the store), what was computed is kept
-            _store(store, unstored)
+        for record, task_hash in _computed(pending, fn, batch_fn, batch_size, validate, implementation):
+            record._digest = store.append(record.to_bytes())   # stored before the next starts: a kill keeps it
+            if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
+                cache.put(task_hash, record.to_bytes())
+            records[record.sample_id] = record
+            counts["done" if record.ok else "failed"] += 1
+            if time.monotonic() - shown_at >= _SHOWN_S:   # the bar moves 20 times a second at most
+                shown.update(counts["done"] + counts["failed"], **counts)
+                shown_at = time.monotonic()
         shown.update(counts["done"] + counts["failed"], **counts)
 
     from_cache = f" ({len(cached)} from the sample cache)" if cached else ""
@@ -812,21 +804,6 @@ def run_samples(
         recomputed=recomputed,
         n_cached=len(cached),
     )
-
-
-_STORED_ALONE_S = 0.001
-"""A record that took at least this long to compute is written as soon as it exists (with any computed before it);
-faster ones are written together, a twentieth of a second's worth (``_SHOWN_S``) in one ``write``. So a kill loses
-the sample in flight and at most that twentieth of a second of fast samples, and a 112k-sample run makes a few dozen
-writes instead of 112k (a tenth of a second of system calls)."""
-
-
-def _store(store: LogWriter, unstored: list[SampleRecord]) -> None:
-    """Write the records computed and not yet stored, in one ``write``, each keeping its digest."""
-    if unstored:
-        written, unstored[:] = list(unstored), []   # emptied first: a write that fails is not tried twice
-        for record, digest in zip(written, store.append_all([record.to_bytes() for record in written]), strict=True):
-            record._digest = digest
 
 
 def recomputed_text(recomputed: Mapping[str, int]) -> str:

@@ -16,9 +16,9 @@ Why this design, measured on this project's machine (11,222 CameraBench-sized re
 
 Guarantees:
 
-* a record is handed to the kernel with one ``write`` as soon as it exists, alone or with the others computed in
-  the same twentieth of a second (``LogWriter.append_all``; ``pinbench.core.runner`` says when), so kill -9 of the
-  process loses nothing already stored; a crash of the machine loses at most the last ``FSYNC_SECONDS``;
+* a record is handed to the kernel with one ``write`` as soon as it exists (records taken from the sample cache:
+  all of them in one, ``LogWriter.append_all``), so kill -9 of the process loses nothing already computed; a crash
+  of the machine loses at most the last ``FSYNC_SECONDS``;
 * a torn last line (a machine crash mid-write) or any line whose digest does not match its bytes (an edit)
   is never read as a record: the sample is recomputed and the reason is printed; a writer opening its log
   cuts a torn tail first, so the next record starts on a line of its own;
