@@ -176,7 +176,7 @@ def test_compare_loads_numpy_without_blas_worker_threads_unless_the_user_chose(c
                                                                               threads: str) -> None:
     """#32: OpenBLAS's worker threads cost compare 0.03 s CPU and do nothing for it: numpy is loaded with none (the
     process has one thread), and the variable that says so is gone again; a user's OPENBLAS_NUM_THREADS is kept."""
-    code = ("import os, pinbench.cli as cli; cli._numpy_with_one_blas_thread(); import numpy; "
+    code = ("import os, pinbench.cli as cli\nwith cli._one_blas_thread(): import numpy\n"
             "status = open('/proc/self/status').read(); "
             "print(status.split('Threads:')[1].split()[0], os.environ.get('OPENBLAS_NUM_THREADS'))")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}

@@ -86,23 +86,6 @@ def _cycle_collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _numpy_with_one_blas_thread() -> None:
-    """Import numpy with OpenBLAS told to start no worker threads, unless numpy is in already or the user chose.
-
-    Why: OpenBLAS starts a thread per core when numpy is imported, and they spin: 0.03 s CPU of each command on
-    this 2-core machine (``import numpy`` 0.07 against 0.10 s), for a command whose only matrix product
-    (``compare``'s mean statistics, rows x distinct values x 5) is below OpenBLAS's own threading threshold. A
-    product's values do not depend on the thread count (OpenBLAS splits rows and columns, never a sum). The
-    variable is read once, when the library loads, and removed again: nothing this process starts inherits it."""
-    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
-        return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401
-    finally:
-        del os.environ["OPENBLAS_NUM_THREADS"]
-
-
 def _recipe(name: str) -> Recipe:
     try:
         return get_recipe(name)
@@ -784,7 +767,8 @@ def compare(
     Exit 0: every metric within noise; 1: a metric better or worse beyond noise (--fail-on worse: worse only);
     2: unmatched samples, a partial run or a metric in one run only; 3: other recipe or recipe version.
     """
-    _numpy_with_one_blas_thread()
+    with _one_blas_thread():   # its one matrix product (the mean statistics) is below OpenBLAS's threading threshold
+        import numpy  # noqa: F401
     from pinbench.results.compare import FAIL_ON, compare_runs, load_run, render_comparison
 
     if fail_on not in FAIL_ON:
