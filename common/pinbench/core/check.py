@@ -107,10 +107,10 @@ def check_run(run_dir: Path | str) -> CheckResult:
         reasons = card.status_reasons
         more = f"; +{len(reasons) - 3} more" if len(reasons) > 3 else ""
         result.problems.append(f"{run_dir / SCORECARD}: status {card.status}: {'; '.join(reasons[:3])}{more}")
-    records, samples_bytes = _samples(run_dir, card, result)
+    records, lines = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None:
-        _check_stores(run_dir, card, samples_bytes, records, result)
+        _check_stores(run_dir, card, records, lines, result)
     if records is not None and derived is not None:
         _recount(run_dir / card.samples.path, card, records, derived, result)
     if not (run_dir / REPORT).is_file():
@@ -175,18 +175,23 @@ def _state(path: Path) -> str:
     return f"{kind}, not a regular file" if kind is not None else "unreadable"
 
 
-def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[SampleRecord] | None, bytes]:
-    """The records of the samples file, and its bytes (read once: the store check compares them line by line; each
-    record holds the bytes of its line, which the derived check hashes)."""
+def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[SampleRecord] | None, list[bytes]]:
+    """The records of the samples file and the bytes of their lines (the store check compares them with the
+    store's lines, the derived check hashes them): each record's own when it keeps its line (``parse_merged``),
+    the file's split again only when one does not (a line of another layout)."""
     path = _run_file(run_dir, "samples", card.samples.path, "per-sample", result)
     if path is None:
-        return None, b""
+        return None, []
     try:
         data = read_regular_bytes(path, follow_symlinks=False)
-        return parse_merged(data, path), data
+        records = parse_merged(data, path)
     except (UnicodeDecodeError, ValueError) as exc:  # FileError (a FIFO since the look) is a ValueError
         result.problems.append(" ".join(str(exc).split()))
-        return None, b""
+        return None, []
+    lines = [record.line() for record in records]
+    if None in lines:
+        lines = [line for line in data.splitlines() if line.strip()]
+    return records, lines
 
 
 def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | None,
@@ -214,7 +219,7 @@ def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | N
     return derived
 
 
-def _check_stores(run_dir: Path, card: Scorecard, samples_bytes: bytes, records: Sequence[SampleRecord],
+def _check_stores(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], lines: Sequence[bytes],
                   result: CheckResult) -> None:
     """Every sample store of the run directory as the finish pinned it, every line sound and read; the ``samples``
     store holding exactly the records of ``samples.jsonl`` (``_check_records``)."""
@@ -237,14 +242,14 @@ def _check_stores(run_dir: Path, card: Scorecard, samples_bytes: bytes, records:
         if name == SAMPLES_DIR:
             bodies = _store_lines(folder, pinned, result, damage=not legacy_files(folder))
             if bodies is not None:
-                _check_records(folder, bodies, samples_bytes, records, result)
+                _check_records(folder, bodies, records, lines, result)
         elif _store_lines(folder, pinned, result, damage=False) is not None:
             try:
                 result.problems += [f"sample store: {problem}" for problem in read_store(folder).problems]
             except StoreError as exc:  # changed since the look
                 result.problems.append(str(exc))
     if SAMPLES_DIR not in folders:
-        _check_records(run_dir / SAMPLES_DIR, {}, samples_bytes, records, result)
+        _check_records(run_dir / SAMPLES_DIR, {}, records, lines, result)
 
 
 def _store_lines(folder: Path, pinned: Mapping[str, LogPin] | None, result: CheckResult, *, damage: bool
@@ -288,8 +293,8 @@ def _store_lines(folder: Path, pinned: Mapping[str, LogPin] | None, result: Chec
     return bodies
 
 
-def _check_records(samples_dir: Path, bodies: Mapping[bytes, str], samples_bytes: bytes,
-                   records: Sequence[SampleRecord], result: CheckResult) -> None:
+def _check_records(samples_dir: Path, bodies: Mapping[bytes, str], records: Sequence[SampleRecord],
+                   lines: Sequence[bytes], result: CheckResult) -> None:
     """The sample store that reruns reuse holds exactly the records of ``samples.jsonl``, and no other a rerun would
     take for one of them.
 
@@ -309,7 +314,6 @@ def _check_records(samples_dir: Path, bodies: Mapping[bytes, str], samples_bytes
         held = {r.sample_id: any(_same_record(c.data, r.to_json()) for c in contents.records.get(r.sample_id, []))
                 for r in records}
     else:
-        lines = [x for x in samples_bytes.splitlines() if x.strip()]
         held = {r.sample_id: line in bodies for r, line in zip(records, lines, strict=True)}
         counted = {r.sample_id: r for r in records if r.ok}
         used = set(lines)

@@ -157,6 +157,11 @@ class SampleRecord:
         start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
         return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
+    def line(self) -> bytes | None:
+        """The bytes it was read with when they are its own (a line of this record version, ``parse_merged``), or
+        encoded with; None when it holds none (never encodes)."""
+        return self._bytes
+
     @property
     def ok(self) -> bool:
         return self.status == OK
