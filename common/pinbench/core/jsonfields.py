@@ -7,10 +7,12 @@ no unknown field is dropped, and an optional field is either absent or of its ki
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeAlias
 
 Kind = tuple[Callable[[Any], bool], str]  # (check, what the field must be, in words)
+Json: TypeAlias = "None | bool | int | float | str | Sequence[Json] | Mapping[str, Json]"
+JsonObject: TypeAlias = "Mapping[str, Json]"   # a section a recipe writes into its scorecard as it is
 
 STRING: Kind = (lambda v: isinstance(v, str), "a string")
 TEXT: Kind = (lambda v: isinstance(v, str) and v != "", "a non-empty string")

@@ -43,6 +43,7 @@ from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generation, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
+from pinbench.core.jsonfields import JsonObject
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
@@ -321,8 +322,8 @@ class Run:
     def finish(self, metrics: Sequence[MetricSpec], records: Sequence[SampleRecord], *,
                derived: Sequence[DerivedRecord] | Callable[[], Sequence[DerivedRecord]] = (),
                figures: Sequence[Figure] | Callable[[], Sequence[Figure]] = (),
-               pins: Mapping[str, Any] | None = None, seeds: Mapping[str, Any] | None = None,
-               extra: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None) -> RunOutcome:
+               pins: JsonObject | None = None, seeds: JsonObject | None = None,
+               extra: JsonObject | None = None, provenance: JsonObject | None = None) -> RunOutcome:
         """Write ``samples.jsonl``, the scorecard over ``records`` (one per task: ``gather``'s), its diff and report.
 
         ``derived``: records computed from many samples (``pinbench.core.derived``), counted apart, never as
