@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from pinbench.core.files import atomic_path, write_atomic
+from pinbench.core.files import atomic_path
 
 SHARDS_DIR = "shards"
 MANIFEST_VERSION = 1
@@ -69,16 +70,18 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
         "started": started,
         "finished": now() if summary is not None else None,
         "summary": summary,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "slurm": {key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)},
+        **_invocation(),
     }, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # 11k ids: compact
     path = manifest_path(out_dir, index, count)
     tail = _samples_written(path, started, len(sample_ids)) if summary is not None else None
     with atomic_path(path) as tmp, tmp.open("wb") as out:
         out.write(head[:-1])
-        for part in (tail,) if tail is not None else (_SAMPLES, _samples_bytes(sample_ids, input_hashes), b"]}\n"):
-            out.write(part)
+        if tail is not None:
+            out.write(tail)
+        else:
+            out.write(_SAMPLES)
+            out.write(_samples_bytes(sample_ids, input_hashes))
+            out.write(b"]}\n")
     return path
 
 
@@ -86,37 +89,49 @@ def renew_manifest(path: Path) -> None:
     """Record another invocation in a finished manifest: its start and end, host, pid and Slurm job, every sample
     reused (a rerun answered from its run directory's manifest, ``pinbench.core.rerun``); the samples list is kept
     as it is written. A manifest that cannot be read is left as it is."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        cut = text.find(',"samples":[')
-        head = json.loads(text[:cut] + "}") if cut > 0 else None
-    except (OSError, UnicodeDecodeError, ValueError):
-        return
-    total = (head.get("summary") or {}).get("total") if isinstance(head, dict) else None
+    parts = _parts(path)
+    total = (parts[0].get("summary") or {}).get("total") if parts else None
     if not isinstance(total, int):
         return
+    head, body, cut = parts
     started = now()
     head.update(started=started, finished=started, summary={"total": total, "done": 0, "reused": total, "failed": 0},
-                host=socket.gethostname(), pid=os.getpid(),
-                slurm={key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)})
-    write_atomic(path, json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1] + text[cut:])
+                **_invocation())
+    with atomic_path(path) as tmp, tmp.open("wb") as out:
+        out.write(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")[:-1])
+        out.write(memoryview(body)[cut:])
+
+
+def _invocation() -> dict[str, Any]:
+    """Who runs this: host, pid, Slurm job."""
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "slurm": {key: os.environ[var] for key, var in _SLURM_VARS.items() if os.environ.get(var)}}
 
 
 _SAMPLES = b',"samples":['
 
 
-def _samples_written(path: Path, started: str, n_samples: int) -> memoryview | None:
-    """The samples list of the manifest at ``path`` and what follows it, when that manifest is this call's first
-    (same start, same process, unfinished) and lists ``n_samples``; None otherwise (then written again from the
-    call's own lists). A manifest is what ``pinbench status`` shows; no score is read from it."""
+def _parts(path: Path) -> tuple[dict[str, Any], bytes, int] | None:
+    """A manifest's head (every field but the samples), its bytes and where its samples list starts; None when it
+    cannot be read so."""
     try:
         body = path.read_bytes()
         cut = body.find(_SAMPLES)
         head = json.loads(body[:cut] + b"}") if cut > 0 else None
     except (OSError, ValueError):
         return None
-    mine = isinstance(head, dict) and (head.get("started"), head.get("pid"), head.get("finished")) == (
-        started, os.getpid(), None)
+    return (head, body, cut) if isinstance(head, dict) else None
+
+
+def _samples_written(path: Path, started: str, n_samples: int) -> memoryview | None:
+    """The samples list of the manifest at ``path`` and what follows it, when that manifest is this call's first
+    (same start, same process, unfinished) and lists ``n_samples``; None otherwise (then written again from the
+    call's own lists). A manifest is what ``pinbench status`` shows; no score is read from it."""
+    parts = _parts(path)
+    if parts is None:
+        return None
+    head, body, cut = parts
+    mine = (head.get("started"), head.get("pid"), head.get("finished")) == (started, os.getpid(), None)
     # an id's own quotes are escaped in its JSON string, so this counts entries exactly
     return memoryview(body)[cut:] if mine and body.count(b'"sample_id":', cut) == n_samples else None
 
