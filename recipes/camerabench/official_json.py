@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from pinbench.core.files import sha256_file, write_atomic
-from pinbench_recipes.camerabench.dataset import FAMILIES, BinarySample, CameraBenchData
+from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
 
 BINARY_GLOB = "classification_scores_*.json"
@@ -159,18 +159,14 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                  models: dict[tuple[Any, Any], str]) -> None:
     by_split: dict[str, Path] = {}
     seen: dict[str, str] = {}
-    of_split: dict[str, dict[str, BinarySample]] = {}   # split -> video -> sample, in one pass over the samples
-    for sample in data.binary:
-        of_split.setdefault(sample.split, {})[sample.video] = sample
-    splits = sorted(of_split)
     for path in paths:
         metadata, rows = _load(path, "scores")
-        split = _split_of(path, metadata, splits)
+        split = _split_of(path, metadata, data.splits)
         if split in by_split:
             raise ScoreFileError(f"{path}: second file for split {split} (first: {by_split[split].name}); "
                                  "keep one model and one run per score directory")
         by_split[split] = path
-        samples = of_split[split]
+        samples = {s.video: s for s in data.by_split[split]}
         for index, row in enumerate(rows):
             where = f"{path}: scores[{index}]"
             video = _basename(row.get("video_path"), where)
