@@ -357,7 +357,7 @@ def requests_cmd(
                   options=option, check_required=False)
     with _writing_to("--out", out):
         try:
-            asked = recipe.requests(Run(recipe, cfg), out)
+            asked = Run(recipe, cfg).requests(out)
         except (RecipeError, RequestError) as exc:
             _fail(str(exc))
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
@@ -398,7 +398,7 @@ def rollouts_check(
                 cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, shard=None,
                               runtime="local", skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None,
                               offline=False, options=option, check_required=False)
-                asked = recipe.requests(Run(recipe, cfg), Path(scratch))
+                asked = Run(recipe, cfg).requests(Path(scratch))
     except (RecipeError, RequestError) as exc:
         _fail(str(exc))
     problems = [line for request in asked for line in check_rollout(request, folder / request.output)]

@@ -27,7 +27,6 @@ from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, 
 from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.findings import Finding
-from pinbench.core.generation import Request
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.notices import announced
@@ -183,13 +182,6 @@ class Recipe:
         if self.doctor_entry is None:
             return []
         return list(self.load(self.doctor_entry)(cfg, pins))
-
-    def requests(self, run: Any, root: Path) -> list[Request]:
-        """The generation requests of a run (``run``: a ``pinbench.core.run.Run``), the files they name under
-        ``root``; RecipeError for a recipe that makes no rollouts."""
-        if self.requests_entry is None:
-            raise RecipeError(f"{self.name} generates no rollouts: it scores what it is given (see its README)")
-        return list(self.load(self.requests_entry)(run, root))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pinbench.core import rerun
-from pinbench.core.config import Implementation, RunConfig, Shard
+from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generation, Generator, Request
@@ -164,6 +164,13 @@ class Run:
     def requests_root(self) -> Path:
         """Where the run's generation requests and the files they name go (``pinbench.core.generation.staged``)."""
         return self.out_dir / GENERATION
+
+    def requests(self, root: Path) -> list[Request]:
+        """The run's generation requests (the recipe's ``requests:`` entry), the files they name under ``root``;
+        RecipeError for a recipe that makes no rollouts."""
+        if self.recipe.requests_entry is None:
+            raise RecipeError(f"{self.recipe.name} generates no rollouts: it scores what it is given (see its README)")
+        return list(self.recipe.load(self.recipe.requests_entry)(self, root))
 
     # ------------------------------------------------------------------------------------- preparing
 
