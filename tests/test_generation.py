@@ -244,6 +244,17 @@ def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(tmp_p
     assert texts[0] == texts[1]   # ids and hashes do not depend on where the requests were written
 
 
+def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    result = CliRunner().invoke(app, ["requests", "camerabench", "--fixture", "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    assert "camerabench generates no rollouts: it scores what it is given" in result.output
+    assert not (tmp_path / "out" / "requests.jsonl").exists()
+
+
 def _marked(marker: str) -> list[int]:
     """The processes whose environment carries ``marker`` (what a run and everything it started inherit)."""
     found = []
