@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
@@ -298,13 +298,6 @@ class Generator(Protocol):
 
     # Optional: ``generate_batch(pairs)`` makes many rollouts in one call (a model that is launched, not loaded:
     # cosmos-framework), each (request, out) as ``generate`` would; the run then calls it once per shard.
-
-
-class Generation(Protocol):
-    """The generation step a run is given (``pinbench.ops.generation``)."""
-
-    def generate(self, run: Any, requests: Sequence[Request], folder: str,
-                 default: Callable[[], Generator] | None) -> Path: ...
 
 
 def refuse(capabilities: Capabilities, requests: Iterable[Request], generator: str) -> None:

@@ -41,7 +41,7 @@ from pinbench.core import rerun
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
-from pinbench.core.generation import Generation, Generator, Request
+from pinbench.core.generation import Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
@@ -118,6 +118,13 @@ class Reporter(Protocol):
 
     def __call__(self, scorecard: Path, out_dir: Path, *, reference: Reference | None,
                  samples: Sequence[SampleRecord | DerivedRecord], figures: Sequence[Figure], title: str) -> Path: ...
+
+
+class Generation(Protocol):
+    """The generation step a run is given (``pinbench.ops.generation``)."""
+
+    def generate(self, run: Run, requests: Sequence[Request], folder: str,
+                 default: Callable[[], Generator] | None) -> Path: ...
 
 
 class RunStops(BaseException):

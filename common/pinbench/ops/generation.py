@@ -61,7 +61,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.recipe import Recipe
-from pinbench.core.run import GENERATION, die_with_parent
+from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.runner import Stale, load_records
 from pinbench.core.task import Task
 
@@ -326,7 +326,7 @@ class Generating:
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
         self.spec, self.recipe = spec, recipe
 
-    def generate(self, run: Any, requests: Sequence[Request], folder: str,
+    def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
         rollouts, store = run.out_dir / folder, run.out_dir / GENERATION
         rollouts.mkdir(parents=True, exist_ok=True)
