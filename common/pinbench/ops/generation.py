@@ -320,7 +320,7 @@ def check_rollout(request: Request, path: Path) -> list[str]:
 
 
 class Generating:
-    """The run's generation step (``pinbench.core.generation.Generation``): with ``--generator`` (``spec``), else
+    """The run's generation step (``pinbench.core.run.Generation``): with ``--generator`` (``spec``), else
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
