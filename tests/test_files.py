@@ -147,6 +147,20 @@ _SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "sh
           "first frames": {"/v.mp4": [1, 2, 3]}}
 
 
+def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
+    """Held for a process's life: a name many files import is one object, not one per occurrence in the file."""
+    from pinbench.core.files import write_json_cache
+    from pinbench.core.imports import ImportCache
+
+    path = tmp_path / "imports.json"
+    write_json_cache(path, 1, {"a": ["pinbench.core.files", "pinbench.core.runner"], "b": ["pinbench.core.files"],
+                               "c": ["pinbench.core.runner", "pinbench.core.files"]})
+    entries = ImportCache(path)._load()
+    assert entries == {"a": ["pinbench.core.files", "pinbench.core.runner"], "b": ["pinbench.core.files"],
+                       "c": ["pinbench.core.runner", "pinbench.core.files"]}
+    assert entries["a"][0] is entries["b"][0] is entries["c"][1] and entries["a"][1] is entries["c"][0]
+
+
 def _load_within(load: Callable[[], dict], fifo: Path | None, seconds: float = 10.0) -> dict:
     """``load()`` in a thread; fails the test when it is still running after ``seconds`` (blocked on ``fifo``, which
     is then opened for writing so that the thread ends)."""

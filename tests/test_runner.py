@@ -524,6 +524,23 @@ def test_progress_bar_shows_counts_on_a_terminal(tmp_path: Path) -> None:
     assert quiet.export_text() == ""
 
 
+def test_a_run_logging_to_a_file_says_its_lines_without_rich(tmp_path: Path) -> None:
+    """stderr no terminal (CI, a container's log, a pipe): the summary is a plain line, and rich (1.7 MB held for the
+    process's life) is never imported; with FORCE_COLOR rich decides, and takes it for a terminal."""
+    code = ("import sys\nfrom pinbench.core.runner import run_samples\nfrom pinbench.core.task import Task\n"
+            f"run_samples([Task(f's{{i}}') for i in range(3)], lambda task: {{'v': 1}}, {str(tmp_path / 'out')!r})\n"
+            "print('RICH', 'rich' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert found.stdout == "RICH False\n"
+    assert found.stderr.startswith("score: 3 samples: 3 done, 0 reused, 0 failed in "), found.stderr
+    assert found.stderr.count("\n") == 1
+
+    forced = subprocess.run([sys.executable, "-c", code.replace("'out'", "'forced'")], capture_output=True, text=True,
+                            check=True, env={**env, "FORCE_COLOR": "1"})
+    assert forced.stdout == "RICH True\n" and "score" in forced.stderr
+
+
 # ------------------------------------------------------------------------------------ kill and resume
 
 

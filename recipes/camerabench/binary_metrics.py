@@ -15,9 +15,10 @@ AP x 100; the official JSON, and this recipe, keep fractions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 NONFINITE_SCORE = -1e10
 SINGLE_CLASS = "a split with one class only: AP and ROC AUC are 0.0 by upstream's rule, and count in the means"
@@ -25,6 +26,8 @@ SINGLE_CLASS = "a split with one class only: AP and ROC AUC are 0.0 by upstream'
 
 def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, Any]:
     """AP, ROC AUC and counts of one split (labels 1 = "Yes"); ValueError on empty or mismatched input."""
+    import numpy as np  # 12 MB, imported when a scorecard is computed: not held through the samples' scoring
+
     y = np.asarray(labels)
     s = np.asarray(scores, dtype=np.float64)
     if y.ndim != 1 or y.shape != s.shape:
@@ -66,6 +69,8 @@ def split_metrics(labels: Sequence[int], scores: Sequence[float]) -> dict[str, A
 
 def _distinct(values: np.ndarray) -> int:
     """How many distinct values (``np.unique(values).size`` without importing ``numpy.ma``, 8 ms, as it does)."""
+    import numpy as np
+
     return 1 + int(np.count_nonzero(np.diff(np.sort(values)))) if values.size else 0
 
 
@@ -78,6 +83,8 @@ def ranking_scores(labels: np.ndarray, scores: np.ndarray) -> tuple[float, float
     points collinear with both neighbours (second differences of FP and TP both zero), as ``roc_curve`` does
     by default: dropping them changes the rounding, not the area.
     """
+    import numpy as np
+
     order = np.argsort(scores, kind="stable")[::-1]
     ranked = scores[order]
     last_of_tie = np.concatenate([np.flatnonzero(np.diff(ranked)), [ranked.size - 1]])

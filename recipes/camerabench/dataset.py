@@ -223,10 +223,12 @@ def _text(row: dict[str, Any], key: str, where: str) -> str:
 
 
 def _video(row: dict[str, Any], key: str, where: str) -> str:
+    """A video's file name: one object per distinct name, as ``_text`` (969 binary videos for 7,679 samples; 1,071
+    VQA ones for 7,086), held through a run's finish."""
     name = _field(row, key, where)
     if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(VIDEO_SUFFIX):
         raise DatasetError(f"{where}: {key} {name!r} is not a plain .mp4 file name")
-    return name
+    return sys.intern(name)
 
 
 def _sample_id(text: str, where: str) -> str:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import write_atomic
 from pinbench.core.fixture_data import build_once
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SEED = 20261130
 FIXTURE_VERSION = 1  # bump when the written files change: a run directory's fixture_data is reused otherwise
@@ -132,6 +133,8 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def bit_frames(n_frames: int, height: int = 48, width: int = 64, bits: int = 8) -> np.ndarray:
     """(T, H, W, 3) frames whose index is written as ``bits`` vertical black/white bands."""
+    import numpy as np  # 12 MB: a score-only run imports this module and never makes frames
+
     frames = np.zeros((n_frames, height, width, 3), np.uint8)
     band = width // bits
     for t in range(n_frames):
@@ -143,6 +146,8 @@ def bit_frames(n_frames: int, height: int = 48, width: int = 64, bits: int = 8) 
 
 def read_bits(frame: np.ndarray, bits: int = 8) -> int:
     """The index ``bit_frames`` wrote into a frame ((H, W, 3) or (3, H, W) or (H, W)), at any size."""
+    import numpy as np
+
     array = np.asarray(frame, dtype=np.float64)
     if array.ndim == 3:
         array = array.mean(axis=0 if array.shape[0] == 3 else -1)

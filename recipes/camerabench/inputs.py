@@ -129,6 +129,12 @@ def _score_outputs(folder: str, data: CameraBenchData, families: tuple[str, ...]
     return read_score_dir(folder, data, families)
 
 
+def forget_score_outputs() -> None:
+    """Drop the score files ``score_outputs`` holds: a run that has scored its samples needs them no more, and its
+    finish (the scorecard, the report) would otherwise hold their parsed rows beside its own."""
+    _score_outputs.cache_clear()
+
+
 def run_subset(cfg: RunConfig, data: CameraBenchData) -> CameraBenchData:
     """The samples this run scores: all, or the first ``--limit`` of every split, skill and the captions."""
     return limit_dataset(data, cfg.limit) if cfg.limit is not None else data

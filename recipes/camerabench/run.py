@@ -57,14 +57,19 @@ def run(run: Run) -> RunOutcome:
     with run.step("script2"):
         tasks = script2_tasks(data, outputs, judge=judge.describe() if judge else None)
         samples = run.score(tasks, partial(score_sample, judge=judge), label="script 2")
-        del tasks   # 112k tasks at 10x the test set: not held through the finish
+    # what the finish needs of the score files, taken before they go: the tasks and the files' parsed rows (112k
+    # of each at 10x the test set) are not held through the finish, which would otherwise keep them beside its own
+    kept_upstream = outputs.kept_upstream
+    extra = _extra(run.options, data, outputs, script1_info, judge, fixture=run.cfg.fixture)
+    del tasks, outputs
+    inputs.forget_score_outputs()
 
     def groups() -> list[DerivedRecord]:
         """Per split, skill and family (strict), then the composite; with the leaderboard-shaped table beside them
         (AP x 100 per split and Avg, Q-Acc x 100). Computed when the scorecard is: a rerun that changed nothing
         keeps both."""
         derived = group_records(data, {r.sample_id: r for r in samples}, judged=judge is not None,
-                                kept_upstream=outputs.kept_upstream)
+                                kept_upstream=kept_upstream)
         table = leaderboard_table(derived)
         if table:
             write_atomic(run.out_dir / LEADERBOARD_FILE, table)
@@ -75,7 +80,7 @@ def run(run: Run) -> RunOutcome:
         metric_specs(data, judged=judge is not None), samples, derived=groups,
         pins=inputs.pins_for_provenance(model, fixture=run.cfg.fixture),
         seeds={"fixture": fixture.SEED} if run.cfg.fixture else ({"caption": CAPTION_SEED} if model else None),
-        extra=_extra(run.options, data, outputs, script1_info, judge, fixture=run.cfg.fixture),
+        extra=extra,
         provenance={"script1": script1_info, "judge": judge.describe() if judge else None},
     )
 

@@ -71,7 +71,11 @@ class ImportCache:
 
 
 def _import_entries(files: Mapping[str, Any]) -> dict[str, list[str]]:
-    return {k: v for k, v in files.items() if isinstance(v, list) and all(isinstance(n, str) for n in v)}
+    """The cache's entries, each module name one object however many files import it (JSON parsing makes one per
+    occurrence: 15k names, 551 distinct, in a cache of 844 files, held for the process's life)."""
+    names: dict[str, str] = {}
+    return {k: [names.setdefault(n, n) for n in v] for k, v in files.items()
+            if isinstance(v, list) and all(isinstance(n, str) for n in v)}
 
 
 _CACHE: ImportCache | None = None

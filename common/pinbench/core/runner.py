@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pinbench.core.config import Implementation, Shard
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
 from pinbench.core.notices import announced
-from pinbench.core.progress import Progress
+from pinbench.core.progress import Lines, Progress, stderr_console
 from pinbench.core.provenance import redact
 from pinbench.core.sample_cache import MIN_SECONDS, SampleCache
 from pinbench.core.shard_manifest import now as _now
@@ -628,7 +628,7 @@ _NEW = _Judgement(None, None, "new")   # a task nothing is stored for (every tas
 UNREAD = "its stored record was damaged or contradicted"
 
 
-def _settled(samples_dir: Path, own: str, every_log: bool, console: Console, label: str
+def _settled(samples_dir: Path, own: str, every_log: bool, console: Console | Lines, label: str
              ) -> tuple[StoreContents, set[str]]:
     """The store as a writer finds it once it has moved aside what no run reads (``pinbench.core.store.settle``:
     from its own log; from every log when ``every_log``), each move and each line it had to leave (another
@@ -738,9 +738,7 @@ def run_samples(
     write_manifest(**manifest)
     label = step if shard is None else f"{step} [shard {shard}]"
     if console is None:
-        from rich.console import Console  # 14 ms of imports that reading records (pinbench check) never needs
-
-        console = Console(stderr=True)
+        console = stderr_console()
     own_log = log_name(shard)
     contents, unread = _settled(samples_dir, own_log, shard is None, console, label)
 
@@ -888,9 +886,7 @@ class StepLog:
     def _contents(self) -> StoreContents:
         """The store, read once (and settled: ``_settled``) before this log first reads or writes it."""
         if self._store is None:
-            from rich.console import Console
-
-            self._store = _settled(self.samples_dir, self._log, self._unsharded, Console(stderr=True), self._label)[0]
+            self._store = _settled(self.samples_dir, self._log, self._unsharded, stderr_console(), self._label)[0]
         return self._store
 
     def close(self) -> RunSummary:

@@ -35,6 +35,17 @@ def test_loads_every_family_with_stable_ids(data_dir: Path) -> None:
     assert data.video_names() == ["a1.0.0.mp4", "a2.0.0.mp4", "a3.0.0.mp4", "a4.0.0.mp4", "a5.0.0.mp4", "b1.0.0.mp4"]
 
 
+def test_a_video_named_by_many_samples_is_held_once(data_dir: Path) -> None:
+    """A run holds the dataset through its finish: each video name and question is one object, however many rows
+    name it (JSON parsing makes one per row)."""
+    data = load_dataset(data_dir)
+    binary = [s.video for s in data.binary if s.video == "a1.0.0.mp4"]
+    vqa = [v for p in data.vqa for v in (p.pos_video, p.neg_video)]
+    assert len(binary) > 1 and all(v is binary[0] for v in binary)
+    assert len(vqa) > len(set(vqa)) and all(v is binary[0] for v in vqa if v == "a1.0.0.mp4")
+    assert len({id(v) for v in vqa}) == len(set(vqa))
+
+
 def test_families_can_be_loaded_alone(data_dir: Path) -> None:
     data = load_dataset(data_dir, families=["caption"])
     assert (len(data.binary), len(data.vqa), len(data.captions)) == (0, 0, 3)

@@ -182,3 +182,23 @@ def test_a_score_only_run_imports_no_network_stack_nltk_or_scikit_learn(tmp_path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "EXIT 0" in out and "LOADED []" in out, out[-2000:]
     assert _card(tmp_path / "run")["metrics"]["caption/rouge_l"]["n_scored"] > 0
+
+
+def test_the_finish_starts_without_the_score_files_or_numpy(tmp_path: Path) -> None:
+    """What a score-only run holds when its finish starts, in a fresh interpreter: the score files' parsed rows are
+    not held (the finish's peak memory would hold them beside its own: 11,222 rows of the test set), and numpy (12 MB)
+    is not imported yet (the finish's metrics import it; the samples' scoring never needs it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pinbench.cli import main\nfrom pinbench.core.run import Run\n"
+            "from pinbench_recipes.camerabench import inputs\n"
+            "finish = Run.finish\n"
+            "def held(self, *args, **kwargs):\n"
+            "    print('HELD', inputs._score_outputs.cache_info().currsize, 'numpy' in sys.modules)\n"
+            "    return finish(self, *args, **kwargs)\n"
+            "Run.finish = held\n"
+            f"try:\n    main(['run', 'camerabench', '--fixture', '--out', {str(tmp_path / 'run')!r}])\n"
+            "except SystemExit as exc:\n    print('EXIT', exc.code)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "EXIT 0" in out and "HELD 0 False" in out, out[-2000:]
