@@ -103,6 +103,28 @@ def test_a_free_form_object_is_kept_as_it_is_and_a_type_the_codec_cannot_read_is
         Odd.from_json({"when": 1})
 
 
+@dataclasses.dataclass(frozen=True)
+class Tally(JsonBlock, where="tally"):   # test double: a block with values it computes (its version, a count)
+    version: int = dataclasses.field(init=False, default=2)
+    names: tuple[str, ...]
+    n_names: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_names", len(self.names))
+
+
+def test_a_value_the_block_computes_is_written_and_on_reading_must_be_what_it_computes() -> None:
+    assert Tally(("a", "b")).to_json() == {"version": 2, "names": ["a", "b"], "n_names": 2}
+    assert Tally.from_json({"version": 2, "names": ["a"], "n_names": 1}) == Tally(("a",))
+    for data, message in [({"version": 1, "names": [], "n_names": 0}, "tally.version must be 2, got 1"),
+                          ({"version": 2, "names": ["a"], "n_names": 2}, "tally.n_names must be 1, got 2"),
+                          ({"version": 2, "names": ["a"], "n_names": True}, "tally.n_names must be an integer"),
+                          ({"names": ["a"], "n_names": 1}, "tally: lacks 'version'")]:
+        with pytest.raises(ValueError) as info:
+            Tally.from_json(data)
+        assert str(info.value).startswith(message)
+
+
 # The scorecard schema and the dataclasses state the same shapes: a field added to one only turns this red.
 SCHEMA = json.loads((SCHEMA_DIR / "scorecard.schema.json").read_text())
 METRIC = SCHEMA["$defs"]["metric"]["properties"]

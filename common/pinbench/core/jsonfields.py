@@ -100,9 +100,10 @@ def spec(kind: Kind | None = None, **options: Any) -> Any:
 
 
 def encode(obj: Any) -> dict[str, Any]:
-    """The JSON object of a dataclass: its fields in their order, a field holding its default left out."""
+    """The JSON object of a dataclass: its fields in their order, a field holding its default left out (unless
+    the constructor does not take it: a value the object computes, such as its format's version)."""
     data: dict[str, Any] = {}
-    for name, required, default, _, _, _, write in _plan(type(obj)):
+    for name, required, default, _, _, _, write, _ in _plan(type(obj)):
         value = getattr(obj, name)
         if required or not (value is default or value == default):
             data[name] = value if write is None else write(value)
@@ -111,7 +112,8 @@ def encode(obj: Any) -> dict[str, Any]:
 
 def decode(cls: type[T], data: Any, where: str) -> T:
     """The ``cls`` of its JSON object (``encode``'s inverse); ValueError (one line naming the JSON path) when the
-    object has a field ``cls`` lacks, lacks a required one, or holds a value of the wrong kind."""
+    object has a field ``cls`` lacks, lacks a required one, holds a value of the wrong kind, or one other than the
+    object computes (a field the constructor does not take)."""
     plan = _plan(cls)
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: a JSON {_json_type(data)}, expected an object")
@@ -119,7 +121,7 @@ def decode(cls: type[T], data: Any, where: str) -> T:
     if unknown:
         raise ValueError(f"{where}: unknown field {str(unknown[0])!r}")
     values = {}
-    for name, required, _, check, what, read, _ in plan:
+    for name, required, _, check, what, read, _, given in plan:
         if name not in data:
             if required:
                 raise ValueError(f"{where}: lacks {name!r}")
@@ -127,11 +129,16 @@ def decode(cls: type[T], data: Any, where: str) -> T:
         value = data[name]
         if not check(value):
             raise ValueError(f"{where}.{name} must be {what}, got {_short(value)}")
-        values[name] = value if read is None or value is None else read(value, f"{where}.{name}")
+        if given:
+            values[name] = value if read is None or value is None else read(value, f"{where}.{name}")
     try:
-        return cls(**values)
+        obj = cls(**values)
     except ValueError as exc:   # what the class itself refuses (__post_init__)
         raise ValueError(f"{where}: {exc}") from None
+    for name, *_, given in plan:
+        if not given and data[name] != getattr(obj, name):
+            raise ValueError(f"{where}.{name} must be {getattr(obj, name)!r}, got {_short(data[name])}")
+    return obj
 
 
 T = TypeVar("T")
@@ -145,15 +152,16 @@ Write = Callable[[Any], Any]
 
 
 def _plan(cls: type) -> list[tuple[Any, ...]]:
-    """Per field of ``cls``: (name, required, default, check, what, read, write), made once per class."""
+    """Per field of ``cls``: (name, required, default, check, what, read, write, given to the constructor), made
+    once per class."""
     plan = _PLANS.get(cls)
     if plan is None:
         hints = typing.get_type_hints(cls)
         plan = []
         for f in dataclasses.fields(cls):
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            required = not f.init or f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             (check, what), read, write = _codec(hints[f.name], f.metadata.get(_KIND), nullable_ok=required)
-            plan.append((f.name, required, f.default, check, what, read, write))
+            plan.append((f.name, required, f.default, check, what, read, write, f.init))
         _PLANS[cls], _NAMES[cls] = plan, frozenset(f.name for f in dataclasses.fields(cls))
     return plan
 
