@@ -173,12 +173,11 @@ def _codec(tp: Any, kind: Kind | None, nullable_ok: bool = False) -> tuple[Kind,
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         (inner,) = [a for a in args if a is not type(None)]
         (check, what), read, write = _codec(inner, kind)
-        return (nullable((check, what)) if nullable_ok else (check, what)), read, _or_none(write)
+        return (nullable((check, what)) if nullable_ok else (check, what)), read, \
+            write and (lambda v: None if v is None else write(v))
     origin = typing.get_origin(tp) or tp
     if dataclasses.is_dataclass(tp):
         return kind or OBJECT, lambda v, where: decode(tp, v, where), encode
-    if tp is Any:
-        return kind or (lambda v: True, "any JSON value"), None, None
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         if args[0] in _SCALARS:
             (check, _), plural = _SCALARS[args[0]]
@@ -188,18 +187,14 @@ def _codec(tp: Any, kind: Kind | None, nullable_ok: bool = False) -> tuple[Kind,
         return kind or LIST, _items(check, what, read), \
             (list if write is None else lambda v: [write(i) for i in v])
     if origin in (Mapping, dict) and args[0] is str:
-        (check, what), read, write = _codec(args[1], None)
-        if read is None and args[1] is Any:
+        if args[1] is Any:
             return kind or OBJECT, None, None   # a free-form object, kept as it is
+        (check, what), read, write = _codec(args[1], None)
         return kind or OBJECT, _values(check, what, read), \
             (dict if write is None else lambda v: {k: write(i) for k, i in v.items()})
     if tp in _SCALARS:
         return kind or _SCALARS[tp][0], None, None
     raise TypeError(f"no JSON codec for {tp!r}")
-
-
-def _or_none(write: Write | None) -> Write | None:
-    return None if write is None else lambda v: None if v is None else write(v)
 
 
 def _items(check: Callable[[Any], bool], what: str, read: Read | None) -> Read:
