@@ -1,13 +1,13 @@
 """The JSON form of a typed block (a scorecard, a metric entry, an interval), stated once: by its dataclass.
 
 ``encode`` and ``decode`` read a block's shape from its dataclass: each field's type annotation (str, int, float,
-bool, ``X | None``, ``tuple[X, ...]``, ``Mapping[str, X]``, a nested block, ``Any`` for a free-form value) and,
-where a type cannot say it, the field's ``spec(kind)`` (a value set, a count, a non-empty text). A field with a
-default is optional: absent from the JSON when it holds the default, never null in its place. Why one codec: every
-block refuses what it cannot represent with the same one-line error naming the JSON path
-(``$.metrics.f1.interval.low``), and ``to_json(from_json(x)) == x``: no unknown field is dropped, no null stands in
-for an absent field.
-``checked_fields`` checks an object that is no block (a file of figures).
+bool, ``X | None``, ``tuple[X, ...]``, ``Mapping[str, X]``, a nested block, ``Mapping[str, Any]`` for a free-form
+object) and, where a type cannot say it, the field's ``spec(kind)`` (a value set, a count, a non-empty text). A
+field with a default is optional: absent from the JSON when it holds the default, never null in its place; a field
+the constructor does not take (``init=False``: a format's version, a count of a list) is written, and read back
+only when it equals what the object computes. Why one codec: every block refuses what it cannot represent with the
+same one-line error naming the JSON path (``$.metrics.f1.interval.low``), and ``to_json(from_json(x)) == x``: no
+unknown field is dropped, no null stands in for an absent field.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 Kind = tuple[Callable[[Any], bool], str]  # (check, what the field must be, in words)
@@ -41,25 +41,6 @@ def nullable(kind: Kind) -> Kind:
 
 def one_of(*values: str) -> Kind:
     return (lambda v: isinstance(v, str) and v in values), "one of " + ", ".join(repr(v) for v in values)
-
-
-def checked_fields(data: Any, where: str, fields: Mapping[str, Kind], optional: Collection[str] = ()
-                   ) -> Mapping[str, Any]:
-    """``data`` once it is an object whose every field is one of ``fields`` and of its kind, every field not in
-    ``optional`` present; ValueError (one line, naming ``where`` and the field) otherwise."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: a JSON {_json_type(data)}, expected an object")
-    unknown = [key for key in data if key not in fields]
-    if unknown:
-        raise ValueError(f"{where}: unknown field {str(unknown[0])!r}")
-    for key, (check, what) in fields.items():
-        if key not in data:
-            if key in optional:
-                continue
-            raise ValueError(f"{where}: lacks {key!r}")
-        if not check(data[key]):
-            raise ValueError(f"{where}.{key} must be {what}, got {_short(data[key])}")
-    return data
 
 
 def _json_type(value: Any) -> str:
