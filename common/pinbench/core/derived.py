@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.files import atomic_path, read_finite_jsonl
+from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.runner import SampleRecord, canonical_json, check_sample_id, clean_result, one_line
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as canonical_json writes it (ensure_ascii=False)
@@ -34,17 +35,27 @@ class DerivedFailure(Exception):
     """The derived value does not exist for these members (say why in one line: it is stored as the error)."""
 
 
-@dataclass(frozen=True)
-class DerivedRecord:
-    """One derived value set: its result (None exactly when failed), and the samples it was computed from."""
+@dataclass(frozen=True, kw_only=True)
+class DerivedRecord(JsonBlock, where="$"):
+    """One derived value set: its result (None exactly when failed), and the samples it was computed from. Its
+    JSON form also says its format's version and how many members it names (``n_members``)."""
 
-    derived_id: str
-    status: str  # "ok" | "failed"
+    derived_version: int = field(init=False, default=DERIVED_VERSION)
+    derived_id: str = spec(TEXT)
+    status: str = spec(one_of(OK, FAILED))
     result: dict[str, Any] | None
     error: str | None
+    n_members: int = field(init=False)
+    n_members_ok: int = spec(COUNT)
+    members_hash: str = spec((lambda v: isinstance(v, str) and len(v) == 64, "a sha256 hex digest"))
     members: tuple[str, ...]
-    members_hash: str
-    n_members_ok: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_members", len(self.members))
+        if (self.status == OK) != (self.result is not None) or (self.status == FAILED) != bool(self.error):
+            raise ValueError(f"status {self.status!r} with result {self.result!r:.60} and error {self.error!r:.60}")
+        if self.n_members_ok > len(self.members):
+            raise ValueError(f"n_members_ok {self.n_members_ok} exceeds its {len(self.members)} members")
 
     @property
     def ok(self) -> bool:
@@ -54,41 +65,6 @@ class DerivedRecord:
     def sample_id(self) -> str:
         """The id a scorecard names this record by (a metric's ``sample_ids``, its ``failed`` entries)."""
         return self.derived_id
-
-    def to_json(self) -> dict[str, Any]:
-        return {"derived_version": DERIVED_VERSION, "derived_id": self.derived_id, "status": self.status,
-                "result": self.result, "error": self.error, "n_members": len(self.members),
-                "n_members_ok": self.n_members_ok, "members_hash": self.members_hash, "members": list(self.members)}
-
-    @classmethod
-    def from_json(cls, data: Any) -> DerivedRecord:
-        """Rebuild a record from its JSON form; ValueError says what is wrong with it."""
-        if not isinstance(data, dict):
-            raise ValueError(f"derived record is a JSON {type(data).__name__}, expected an object")
-        if data.get("derived_version") != DERIVED_VERSION:
-            raise ValueError(f"derived_version {data.get('derived_version')!r} is not the supported {DERIVED_VERSION}")
-        members = data.get("members")
-        checks: list[tuple[str, Callable[[Any], bool], str]] = [
-            ("derived_id", lambda v: isinstance(v, str) and v != "", "a non-empty string"),
-            ("status", lambda v: v in (OK, FAILED), "'ok' or 'failed'"),
-            ("result", lambda v: v is None or isinstance(v, dict), "an object or null"),
-            ("error", lambda v: v is None or isinstance(v, str), "a string or null"),
-            ("members", lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v), "a list of ids"),
-            ("members_hash", lambda v: isinstance(v, str) and len(v) == 64, "a sha256 hex digest"),
-            ("n_members", lambda v: v == len(members or []), "the length of members"),
-            ("n_members_ok", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= len(members),
-             "a count of members"),
-        ]
-        for key, check, expected in checks:
-            if key not in data:
-                raise ValueError(f"derived record lacks {key!r}")
-            if not check(data[key]):
-                raise ValueError(f"derived record field {key!r} must be {expected}, got {data[key]!r:.80}")
-        if (data["status"] == OK) != (data["result"] is not None) or (data["status"] == FAILED) != bool(data["error"]):
-            raise ValueError(f"derived record with status {data['status']!r} has result {data['result']!r:.60} "
-                             f"and error {data['error']!r:.60}")
-        return cls(derived_id=data["derived_id"], status=data["status"], result=data["result"], error=data["error"],
-                   members=tuple(members), members_hash=data["members_hash"], n_members_ok=data["n_members_ok"])
 
 
 def is_derived(record: Any) -> bool:

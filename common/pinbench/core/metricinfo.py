@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinbench.core.jsonfields import NUMBER, TEXT, checked_fields, one_of
+from pinbench.core.jsonfields import TEXT, JsonBlock, one_of, spec
 
 DIRECTIONS = ("higher", "lower")
 TIERS = ("same_hw", "cross_hw")
@@ -74,7 +74,7 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
-class MemberStatistic:
+class MemberStatistic(JsonBlock, where="from_members"):
     """How a derived value follows from its members' results (``from_members:`` of a metric declaration), so that
     ``pinbench compare`` can recompute it on resamples of the members and judge it like a per-sample metric.
 
@@ -82,9 +82,9 @@ class MemberStatistic:
     correct decisions x 1/4). ``average_precision`` and ``roc_auc``: of the members' ``field`` (the score) against
     their ``label`` (0 or 1), as scikit-learn defines them (tied scores enter together)."""
 
-    statistic: str
-    field: str
-    label: str | None = None
+    statistic: str = spec(one_of(*MEMBER_STATISTICS))
+    field: str = spec(TEXT)
+    label: str | None = spec(TEXT, default=None)
     scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -98,24 +98,6 @@ class MemberStatistic:
             raise ValueError(f"scale must be a finite number > 0, got {self.scale!r}")
         if self.scale != 1.0 and self.statistic != "mean":
             raise ValueError(f"scale is meaningful for statistic mean only, not {self.statistic}")
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"statistic": self.statistic, "field": self.field}
-        if self.label is not None:
-            data["label"] = self.label
-        if self.scale != 1.0:
-            data["scale"] = self.scale
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "from_members") -> MemberStatistic:
-        """The declaration of its JSON (or YAML) form; ValueError (one line naming ``where``) when it is not one."""
-        fields = checked_fields(data, where, {"statistic": one_of(*MEMBER_STATISTICS), "field": TEXT, "label": TEXT,
-                                              "scale": NUMBER}, optional=("label", "scale"))
-        try:
-            return cls(fields["statistic"], fields["field"], fields.get("label"), fields.get("scale", 1.0))
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -46,26 +46,14 @@ from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
 from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
-from pinbench.core.jsonfields import (
-    BOOLEAN,
-    COUNT,
-    LIST,
-    NUMBER,
-    OBJECT,
-    STRING,
-    STRINGS,
-    TEXT,
-    checked_fields,
-    nullable,
-    one_of,
-)
+from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
 from pinbench.core.runner import SampleRecord
 from pinbench.core.schema import schema_error
-from pinbench.core.store import LogPin, StorePins
+from pinbench.core.store import StorePins
 from pinbench.core.uncertainty import Interval, aggregate_interval
 
 SCHEMA_VERSION = "2.3"
@@ -86,39 +74,23 @@ class ScorecardError(FileError):
 
 
 @dataclass(frozen=True)
-class Failure:
+class Failure(JsonBlock, where="failed"):
     """A sample (or derived record) a metric could not score, and why."""
 
     sample_id: str
     error: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sample_id": self.sample_id, "error": self.error}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "failed") -> Failure:
-        fields = checked_fields(data, where, {"sample_id": STRING, "error": STRING})
-        return cls(fields["sample_id"], fields["error"])
-
 
 @dataclass(frozen=True)
-class Degenerate:
+class Degenerate(JsonBlock, where="degenerate"):
     """A scored record whose value is defined by a rule, not measured, and the reason its record gives."""
 
     sample_id: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"sample_id": self.sample_id, "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "degenerate") -> Degenerate:
-        fields = checked_fields(data, where, {"sample_id": STRING, "reason": TEXT})
-        return cls(fields["sample_id"], fields["reason"])
+    reason: str = spec(TEXT)
 
 
-@dataclass(frozen=True)
-class MetricResult:
+@dataclass(frozen=True, kw_only=True)
+class MetricResult(JsonBlock, where="metric"):
     """One metric of a scorecard: its value, how it was aggregated and described, and its denominators.
 
     ``missing`` and ``sample_ids`` are set for a metric restricted to a cohort; ``records`` is ``"derived"`` for one
@@ -127,137 +99,66 @@ class MetricResult:
     """
 
     value: float | None
-    aggregation: str
-    direction: str
-    kind: str
+    aggregation: str = spec(one_of(*AGGREGATIONS))
+    direction: str = spec(one_of(*DIRECTIONS))
+    kind: str = spec(one_of(*KINDS))
     primary: bool
-    n_expected: int
-    n_scored: int
-    n_failed: int
-    n_missing: int
-    failed: tuple[Failure, ...] = ()
-    unit: str | None = None
-    key: str | None = None
-    group_by: str | None = None
-    n_groups: int | None = None
+    unit: str | None = spec(TEXT, default=None)
+    key: str | None = spec(TEXT, default=None)
+    group_by: str | None = spec(TEXT, default=None)
+    n_groups: int | None = spec(COUNT, default=None)
+    n_expected: int = spec(COUNT)
+    n_scored: int = spec(COUNT)
+    n_failed: int = spec(COUNT)
+    n_missing: int = spec(COUNT)
+    failed: tuple[Failure, ...]
     missing: tuple[str, ...] | None = None
     sample_ids: tuple[str, ...] | None = None
-    records: str | None = None
+    records: str | None = spec(one_of(DERIVED_RECORDS), default=None)
     interval: Interval | None = None
-    degenerate: tuple[Degenerate, ...] = ()
+    degenerate: tuple[Degenerate, ...] = spec((lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"),
+                                              default=())
     from_members: MemberStatistic | None = None
 
     @property
     def reads_derived(self) -> bool:
         return self.records == DERIVED_RECORDS
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"value": self.value, "aggregation": self.aggregation, "direction": self.direction,
-                                "kind": self.kind, "primary": self.primary}
-        for key in ("unit", "key", "group_by", "n_groups"):
-            if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
-        data.update(n_expected=self.n_expected, n_scored=self.n_scored, n_failed=self.n_failed,
-                    n_missing=self.n_missing, failed=[f.to_json() for f in self.failed])
-        for key in ("missing", "sample_ids"):
-            if getattr(self, key) is not None:
-                data[key] = list(getattr(self, key))
-        if self.records is not None:
-            data["records"] = self.records
-        if self.interval is not None:
-            data["interval"] = self.interval.to_json()
-        if self.degenerate:
-            data["degenerate"] = [d.to_json() for d in self.degenerate]
-        if self.from_members is not None:
-            data["from_members"] = self.from_members.to_json()
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "metric") -> MetricResult:
-        """The metric of its JSON form; ValueError (one line naming ``where``) when it is not one."""
-        fields = checked_fields(data, where, _METRIC_FIELDS, optional=_METRIC_OPTIONAL)
-        interval = fields.get("interval")
-        members = fields.get("from_members")
-        return cls(
-            value=fields["value"], aggregation=fields["aggregation"], direction=fields["direction"],
-            kind=fields["kind"], primary=fields["primary"], n_expected=fields["n_expected"],
-            n_scored=fields["n_scored"], n_failed=fields["n_failed"], n_missing=fields["n_missing"],
-            failed=tuple(Failure.from_json(f, f"{where}.failed[{i}]") for i, f in enumerate(fields["failed"])),
-            unit=fields.get("unit"), key=fields.get("key"), group_by=fields.get("group_by"),
-            n_groups=fields.get("n_groups"),
-            missing=tuple(fields["missing"]) if "missing" in fields else None,
-            sample_ids=tuple(fields["sample_ids"]) if "sample_ids" in fields else None,
-            records=fields.get("records"),
-            interval=Interval.from_json(interval, f"{where}.interval") if interval is not None else None,
-            degenerate=tuple(Degenerate.from_json(d, f"{where}.degenerate[{i}]")
-                             for i, d in enumerate(fields.get("degenerate", ()))),
-            from_members=MemberStatistic.from_json(members, f"{where}.from_members") if members is not None else None,
-        )
-
-
-_METRIC_FIELDS = {
-    "value": nullable(NUMBER), "aggregation": one_of(*AGGREGATIONS), "direction": one_of(*DIRECTIONS),
-    "kind": one_of(*KINDS), "primary": BOOLEAN, "unit": TEXT, "key": TEXT, "group_by": TEXT, "n_groups": COUNT,
-    "n_expected": COUNT, "n_scored": COUNT, "n_failed": COUNT, "n_missing": COUNT, "failed": LIST,
-    "missing": STRINGS, "sample_ids": STRINGS, "records": one_of(DERIVED_RECORDS), "interval": OBJECT,
-    "degenerate": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"), "from_members": OBJECT,
-}
-_METRIC_OPTIONAL = ("unit", "key", "group_by", "n_groups", "missing", "sample_ids", "records", "interval",
-                    "degenerate", "from_members")
-
 
 @dataclass(frozen=True)
-class SampleCounts:
+class SampleCounts(JsonBlock, where="samples"):
     """A scorecard's ``samples`` block: how many samples the run defines, how many have an ok or failed record, how
     many have none, and the file of their records (None: not written)."""
 
-    n_expected: int
-    n_ok: int
-    n_failed: int
-    n_missing: int
+    n_expected: int = spec(COUNT)
+    n_ok: int = spec(COUNT)
+    n_failed: int = spec(COUNT)
+    n_missing: int = spec(COUNT)
     path: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"n_expected": self.n_expected, "n_ok": self.n_ok, "n_failed": self.n_failed,
-                "n_missing": self.n_missing, "path": self.path}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "samples") -> SampleCounts:
-        fields = checked_fields(data, where, {"n_expected": COUNT, "n_ok": COUNT, "n_failed": COUNT,
-                                              "n_missing": COUNT, "path": nullable(STRING)})
-        return cls(fields["n_expected"], fields["n_ok"], fields["n_failed"], fields["n_missing"], fields["path"])
-
 
 @dataclass(frozen=True)
-class DerivedCounts:
+class DerivedCounts(JsonBlock, where="derived"):
     """A scorecard's ``derived`` block: its derived records (``pinbench.core.derived``), counted apart from samples."""
 
-    n_records: int
-    n_ok: int
-    n_failed: int
-    path: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"n_records": self.n_records, "n_ok": self.n_ok, "n_failed": self.n_failed, "path": self.path}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "derived") -> DerivedCounts:
-        fields = checked_fields(data, where, {"n_records": COUNT, "n_ok": COUNT, "n_failed": COUNT, "path": TEXT})
-        return cls(fields["n_records"], fields["n_ok"], fields["n_failed"], fields["path"])
+    n_records: int = spec(COUNT)
+    n_ok: int = spec(COUNT)
+    n_failed: int = spec(COUNT)
+    path: str = spec(TEXT)
 
 
 @dataclass(frozen=True)
-class Scorecard:
+class Scorecard(JsonBlock, where="$"):
     """One run of one recipe on one checkpoint (see the module docstring). ``derived``, ``extra``,
     ``computed_from`` (what ``Run.finish`` computed it from) and ``store`` (the sample stores it pinned) are None
-    when absent."""
+    when absent. ``from_json`` checks types only: ``validate_scorecard`` checks the schema and the counts."""
 
-    schema_version: str
-    recipe: str
-    recipe_version: str
-    checkpoint: str
-    mode: str
-    status: str
+    schema_version: str = spec(one_of(*READABLE_SCHEMA_VERSIONS))
+    recipe: str = spec(TEXT)
+    recipe_version: str = spec(TEXT)
+    checkpoint: str = spec(TEXT)
+    mode: str = spec(one_of(*MODES))
+    status: str = spec(one_of(*STATUSES))
     status_reasons: tuple[str, ...]
     samples: SampleCounts
     metrics: Mapping[str, MetricResult]
@@ -268,62 +169,6 @@ class Scorecard:
     extra: Mapping[str, Any] | None = None
     computed_from: str | None = None
     store: StorePins | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "schema_version": self.schema_version, "recipe": self.recipe, "recipe_version": self.recipe_version,
-            "checkpoint": self.checkpoint, "mode": self.mode, "status": self.status,
-            "status_reasons": list(self.status_reasons), "samples": self.samples.to_json(),
-            "metrics": {name: m.to_json() for name, m in self.metrics.items()},
-            "provenance": self.provenance, "config": self.config, "timings": self.timings,
-        }
-        if self.derived is not None:
-            data["derived"] = self.derived.to_json()
-        if self.extra is not None:
-            data["extra"] = self.extra
-        if self.computed_from is not None:
-            data["computed_from"] = self.computed_from
-        if self.store is not None:
-            data["store"] = {name: [log.to_json() for log in logs] for name, logs in self.store.items()}
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "$") -> Scorecard:
-        """The scorecard of its JSON form (types only: ``validate_scorecard`` checks the schema and the counts);
-        ValueError (one line naming the block) when it is not one."""
-        fields = checked_fields(data, where, _SCORECARD_FIELDS,
-                                optional=("derived", "extra", "computed_from", "store"))
-        derived = fields.get("derived")
-        store = fields.get("store")
-        return cls(
-            schema_version=fields["schema_version"], recipe=fields["recipe"], recipe_version=fields["recipe_version"],
-            checkpoint=fields["checkpoint"], mode=fields["mode"], status=fields["status"],
-            status_reasons=tuple(fields["status_reasons"]),
-            samples=SampleCounts.from_json(fields["samples"], f"{where}.samples"),
-            metrics={name: MetricResult.from_json(m, f"{where}.metrics.{name}")
-                     for name, m in fields["metrics"].items()},
-            provenance=fields["provenance"], config=fields["config"], timings=fields["timings"],
-            derived=DerivedCounts.from_json(derived, f"{where}.derived") if derived is not None else None,
-            extra=fields.get("extra"), computed_from=fields.get("computed_from"),
-            store=None if store is None else _store_pins(store, f"{where}.store"),
-        )
-
-
-def _store_pins(data: Mapping[str, Any], where: str) -> StorePins:
-    pins: StorePins = {}
-    for name, logs in data.items():
-        if not isinstance(logs, list):
-            raise ValueError(f"{where}.{name}: a JSON {type(logs).__name__}, expected a list of logs")
-        pins[name] = tuple(LogPin.from_json(log, f"{where}.{name}[{i}]") for i, log in enumerate(logs))
-    return pins
-
-
-_SCORECARD_FIELDS = {
-    "schema_version": one_of(*READABLE_SCHEMA_VERSIONS), "recipe": TEXT, "recipe_version": TEXT, "checkpoint": TEXT,
-    "mode": one_of(*MODES), "status": one_of(*STATUSES),
-    "status_reasons": STRINGS, "samples": OBJECT, "metrics": OBJECT, "provenance": OBJECT, "config": OBJECT,
-    "timings": OBJECT, "derived": OBJECT, "extra": OBJECT, "computed_from": STRING, "store": OBJECT,
-}
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ from pinbench.core.files import (
     read_regular_bytes,
     write_atomic,
 )
-from pinbench.core.jsonfields import COUNT, TEXT, checked_fields
+from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, spec
 
 SAMPLES_DIR = "samples"
 QUARANTINE_DIR = "quarantine"
@@ -530,21 +530,13 @@ def store_folders(run_dir: Path | str) -> dict[str, Path]:
 
 
 @dataclass(frozen=True)
-class LogPin:
+class LogPin(JsonBlock, where="store"):
     """A log as a run's finish left it: its complete lines, its size and the SHA-256 of its bytes."""
 
-    log: str
-    lines: int
-    bytes: int
-    sha256: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"log": self.log, "lines": self.lines, "bytes": self.bytes, "sha256": self.sha256}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "store") -> LogPin:
-        fields = checked_fields(data, where, {"log": TEXT, "lines": COUNT, "bytes": COUNT, "sha256": TEXT})
-        return cls(fields["log"], fields["lines"], fields["bytes"], fields["sha256"])
+    log: str = spec(TEXT)
+    lines: int = spec(COUNT)
+    bytes: int = spec(COUNT)
+    sha256: str = spec(TEXT)
 
 
 StorePins = dict[str, tuple[LogPin, ...]]

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.jsonfields import BOOLEAN, COUNT, NUMBER, STRING, TEXT, checked_fields, nullable, one_of
+from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 
 if TYPE_CHECKING:   # numpy is imported by the functions that compute: reading a scorecard needs none of it
     import numpy as np
@@ -52,7 +52,7 @@ NONE_REASON = ("aggregation none: one suite-level value computed over the sample
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(JsonBlock, where="interval"):
     """A 95% interval of a value: its bounds and how they were computed, or null bounds and the ``reason`` there
     are none. Every field but the bounds and the level is optional and, in its JSON form, present only when set:
     the bootstrap's (``method`` ... ``implementation``, ``note``), ``reason``, and ``paired`` (a difference's)."""
@@ -61,38 +61,18 @@ class Interval:
     high: float | None
     level: float
     method: str | None = None  # BCa | percentile | constant (a reference's: also "union of k runs' intervals")
-    unit: str | None = None  # sample | group
-    n_units: int | None = None
-    n_resamples: int | None = None
-    seed: int | None = None
-    implementation: str | None = None
+    unit: str | None = spec(one_of("sample", "group"), default=None)
+    n_units: int | None = spec(COUNT, default=None)
+    n_resamples: int | None = spec(COUNT, default=None)
+    seed: int | None = spec(COUNT, default=None)
+    implementation: str | None = spec(TEXT, default=None)
     note: str | None = None
-    reason: str | None = None  # why there is no interval
+    reason: str | None = spec(TEXT, default=None)  # why there is no interval
     paired: bool | None = None  # a difference of two runs: resampled paired or each run on its own
 
     @property
     def bounded(self) -> bool:
         return self.low is not None and self.high is not None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"low": self.low, "high": self.high, "level": self.level}
-        for key in _INTERVAL_OPTIONAL:
-            value = getattr(self, key)
-            if value is not None:
-                data[key] = value
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "interval") -> Interval:
-        """The interval of its JSON form; ValueError (one line naming ``where``) when it is not one."""
-        fields = checked_fields(data, where, _INTERVAL_FIELDS, optional=_INTERVAL_OPTIONAL)
-        return cls(**{key: fields.get(key) for key in _INTERVAL_FIELDS})
-
-
-_INTERVAL_FIELDS = {"low": nullable(NUMBER), "high": nullable(NUMBER), "level": NUMBER, "method": STRING,
-                    "unit": one_of("sample", "group"), "n_units": COUNT, "n_resamples": COUNT, "seed": COUNT,
-                    "implementation": TEXT, "note": STRING, "reason": TEXT, "paired": BOOLEAN}
-_INTERVAL_OPTIONAL = tuple(_INTERVAL_FIELDS)[3:]
 
 
 @dataclass(frozen=True)

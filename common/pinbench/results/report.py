@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ import numpy as np
 
 import pinbench
 from pinbench.core.files import loads_finite_json, read_regular_text, write_atomic, write_if_changed
-from pinbench.core.jsonfields import LIST, STRING, TEXT, checked_fields
+from pinbench.core.jsonfields import TEXT, JsonBlock, spec
 from pinbench.core.notices import announced
 from pinbench.core.provenance import redactor, scrub
 from pinbench.core.reference import (
@@ -208,12 +208,26 @@ def record_figures(run_dir: Path, figures: Sequence[ExtraFigure]) -> None:
         src = extra.src.resolve()
         if root not in src.parents:
             raise ReportError(f"{extra.src}: a figure of the run in {run_dir} must be inside it")
-        entries.append({"title": extra.title, "png": src.relative_to(root).as_posix(), "caption": extra.caption,
-                        **({"sample_id": extra.sample_id} if extra.sample_id is not None else {})})
-    write_if_changed(index, json.dumps({"format": _FIGURES_FORMAT, "figures": entries}, indent=1) + "\n")
+        entries.append(_IndexedFigure(extra.title, src.relative_to(root).as_posix(), extra.caption, extra.sample_id))
+    write_if_changed(index, json.dumps(_FigureIndex(tuple(entries)).to_json(), indent=1) + "\n")
 
 
-_FIGURE_FIELDS = {"title": STRING, "png": TEXT, "caption": STRING, "sample_id": STRING}
+@dataclass(frozen=True)
+class _IndexedFigure(JsonBlock):
+    """A figure's entry in ``figures.json``: its PNG relative to the run directory."""
+
+    title: str
+    png: str = spec(TEXT)
+    caption: str
+    sample_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _FigureIndex(JsonBlock):
+    """``figures.json``: the figures a recipe drew for its run, in the index's format."""
+
+    format: int = field(init=False, default=_FIGURES_FORMAT)
+    figures: tuple[_IndexedFigure, ...]
 
 
 def run_figures(scorecard: Path) -> list[Extra]:
@@ -227,23 +241,20 @@ def run_figures(scorecard: Path) -> list[Extra]:
     if text is None:
         raise ReportError(f"{index}: not a readable UTF-8 regular file")
     try:
-        data = checked_fields(loads_finite_json(text), "$", {"format": (lambda v: v == _FIGURES_FORMAT,
-                                                                        f"{_FIGURES_FORMAT}"), "figures": LIST})
-        entries = [checked_fields(entry, f"$.figures[{i}]", _FIGURE_FIELDS, optional=("sample_id",))
-                   for i, entry in enumerate(data["figures"])]
+        entries = _FigureIndex.from_json(loads_finite_json(text)).figures
     except ValueError as exc:
         raise ReportError(f"{index}: {exc}") from None
     root = run_dir.resolve()
     extras = []
     for entry in entries:
-        png = PurePosixPath(entry["png"])
+        png = PurePosixPath(entry.png)
         src = run_dir / png
-        if png.is_absolute() or ".." in png.parts or "\\" in entry["png"] or root not in src.resolve().parents:
-            raise ReportError(f"{index}: figure {entry['png']!r} is not a file inside {run_dir}")
+        if png.is_absolute() or ".." in png.parts or "\\" in entry.png or root not in src.resolve().parents:
+            raise ReportError(f"{index}: figure {entry.png!r} is not a file inside {run_dir}")
         problem = _png_problem(src)
         if problem:
             raise ReportError(f"{index}: figure {src} {problem}")
-        extras.append(Extra(entry["title"], src, entry["caption"], entry.get("sample_id")))
+        extras.append(Extra(entry.title, src, entry.caption, entry.sample_id))
     return extras
 
 
