@@ -104,7 +104,8 @@ def test_the_generation_step_loads_the_pinned_folder_and_its_rollout_passes_the_
     assert run.generation_failures == {}
     rollout = rollouts / request.output
     assert check_rollout(request, rollout) == []
-    assert run.generation["signature"]["weights"] == f"sha256:{tree_sha256(folder)}"
+    assert run.generation is not None and run.generation.signature is not None
+    assert run.generation.signature.weights == f"sha256:{tree_sha256(folder)}"
     # what the pipeline in memory makes, called here with the same prompt, seed and settings (its own PIL output)
     frames = pipeline(PROMPT, num_frames=8, height=32, width=32, num_inference_steps=2, guidance_scale=7.5,
                       output_type="pil", generator=torch.Generator("cpu").manual_seed(2**63 - 1)).frames[0]

@@ -255,6 +255,39 @@ def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path)
     assert not (tmp_path / "out" / "requests.jsonl").exists()
 
 
+@pytest.mark.parametrize(("content", "says"), [
+    ('{"generator": ', "Expecting value"),
+    ("[1, 2]", "$: a JSON array, expected an object"),
+    ('{"generator": "g", "signature": {"model": 1, "weights": "w"}}', "$.signature.model must be a string"),
+    ('{"generator": "g", "signature": {"model": "m", "weights": "w"}, "seed": 3}', "$: unknown field 'seed'"),
+    (None, "is a directory, not a file"),
+])
+def test_a_damaged_generator_file_is_named_in_one_line_by_the_scoring_run(
+        tmp_path: Path, content: str | None, says: str) -> None:
+    """``--skip-generation`` scores the rollouts an earlier run stored and says who made them, from that run's
+    ``generation/generator.json``: a damaged one is refused by name, not read as no generator or a traceback."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "run"
+    first = CliRunner().invoke(app, ["run", "paibench-c", "--fixture", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    maker = out / "generation" / "generator.json"
+    stored = json.loads(maker.read_text())
+    assert stored["generator"] == "paibench-c's own generator" and set(stored["signature"]) == {
+        "model", "weights", "settings"}
+    maker.unlink()
+    if content is None:
+        maker.mkdir()
+    else:
+        maker.write_text(content)
+    again = CliRunner().invoke(app, ["run", "paibench-c", "--fixture", "--skip-generation", "--out", str(out)])
+    assert again.exit_code == 2, again.output
+    assert f"error: {maker}: " in again.output and says in again.output
+    assert "Traceback" not in again.output
+
+
 def _marked(marker: str) -> list[int]:
     """The processes whose environment carries ``marker`` (what a run and everything it started inherit)."""
     found = []
@@ -309,8 +342,9 @@ def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path)
 
 
 def _provenance(generator: str, model: str, requests: str, **settings: str) -> dict:
-    return {"extra": {"generation": {"generator": generator, "requests": requests,
-                                     "signature": {"model": model, "weights": "w", "settings": settings}}}}
+    return {"extra": {"generation": {"generator": generator, "requests": requests, "n_requests": 1,
+                                     "signature": {"model": model, "weights": "w", "settings": settings},
+                                     "seeds": {"s": "18446744073709551615"}, "seconds": {"s": 0.5}}}}
 
 
 def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_data_file
+from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 
 REQUEST_VERSION = 1
 REQUESTS_FILE = "requests.jsonl"
@@ -222,7 +223,7 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
-class Signature:
+class Signature(JsonBlock, where="signature"):
     """What makes a generator's rollouts what they are: the model, its weights (a digest or pinned revision) and
     the sampler settings. Rollouts are reused only under the same signature."""
 
@@ -238,28 +239,35 @@ class Signature:
         return _digest(self.to_json())
 
 
-@dataclass(frozen=True)
-class Generated:
+@dataclass(frozen=True, kw_only=True)
+class Generated(JsonBlock, where="generation"):
     """What a scorecard says of its run's generation (``provenance.extra.generation``): which generator, under
-    which signature, for which requests. A run that scored rollouts it was given has none."""
+    which signature (None: the rollouts of an earlier run that did not say), for which requests (their digest and
+    count), each request's seed and how long each stored rollout took. A run that scored rollouts it was given has
+    none."""
 
     generator: str
-    signature: Signature
+    signature: Signature | None = None
     requests: str
+    n_requests: int = spec(COUNT)
+    seeds: Mapping[str, str] = field(default_factory=dict)   # exact decimal strings, as requests hold them
+    seconds: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, provenance: Mapping[str, Any]) -> Generated | None:
+        """The generation a scorecard's provenance records under a signature; None when it records none (or one
+        this version cannot read)."""
         extra = provenance.get("extra")
         made = extra.get("generation") if isinstance(extra, Mapping) else None
-        if not isinstance(made, Mapping) or not isinstance(made.get("signature"), Mapping):
+        try:
+            generated = cls.from_json(made)
+        except ValueError:
             return None
-        sig = made["signature"]
-        return cls(str(made.get("generator", "?")), Signature(str(sig.get("model", "?")), str(sig.get("weights", "?")),
-                                                              dict(sig.get("settings") or {})),
-                   str(made.get("requests", "?")))
+        return generated if generated.signature is not None else None
 
     def describe(self) -> str:
-        return f"{self.generator} ({self.signature.model}, weights {self.signature.weights})"
+        signature = self.signature or Signature("?", "?")
+        return f"{self.generator} ({signature.model}, weights {signature.weights})"
 
 
 def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list[str]:

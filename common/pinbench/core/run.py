@@ -41,7 +41,7 @@ from pinbench.core import rerun
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
-from pinbench.core.generation import Generator, Request
+from pinbench.core.generation import Generated, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
@@ -144,7 +144,7 @@ class Run:
                  generation: Generation | None = None) -> None:
         self.recipe, self.cfg = recipe, cfg
         self.timings: dict[str, float] = {}
-        self.generation: dict[str, Any] | None = None   # what generated the rollouts (set by the generation step)
+        self.generation: Generated | None = None   # what generated the rollouts (set by the generation step)
         self.generation_failures: dict[str, str] = {}    # sample -> why its rollout was not made
         self._report, self._generation = report, generation
         self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
@@ -350,9 +350,10 @@ class Run:
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         ref_path = self._reference_path()
+        generation = self.generation.to_json() if self.generation else None
         computed_from = _computed_from(recipe, cfg, records, described, ref_path,
                                        {"pins": pins, "seeds": seeds, "extra": extra, "provenance": provenance,
-                                        "generation": self.generation})
+                                        "generation": generation})
         scorecard_path = self.out_dir / "scorecard.json"
         report_path = self.out_dir / REPORT
         card = _unchanged(scorecard_path, report_path, computed_from)
@@ -372,7 +373,7 @@ class Run:
                 metrics=described, records=records, n_expected=len(records),
                 provenance=collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
                                               extra={**(provenance or {}),
-                                                     **({"generation": self.generation} if self.generation else {})}),
+                                                     **({"generation": generation} if generation else {})}),
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)

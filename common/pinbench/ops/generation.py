@@ -47,12 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, gpu_devices
-from pinbench.core.files import read_regular_text, sha256_file, write_if_changed
+from pinbench.core.files import loads_finite_json, read_data_file, sha256_file, write_if_changed
 from pinbench.core.generation import (
     KINDS,
     REQUESTS_FILE,
     ROLES,
     Capabilities,
+    Generated,
     Generator,
     Request,
     Signature,
@@ -60,9 +61,10 @@ from pinbench.core.generation import (
     requests_digest,
     requests_text,
 )
+from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.runner import Stale, load_records
+from pinbench.core.runner import SampleRecord, Stale, load_records
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
@@ -334,9 +336,8 @@ class Generating:
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
         named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
-            made = read_regular_text(store / GENERATOR_FILE)
-            run.generation = _provenance(json.loads(made) if made else {"generator": named}, requests,
-                                         load_records(store))
+            made = _stored_origin(store / GENERATOR_FILE) or _Origin(named)
+            run.generation = _provenance(made, requests, load_records(store))
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
@@ -359,8 +360,8 @@ class Generating:
                     raise batch_error[0]
                 return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
 
-            made = {"generator": named, "signature": signature.to_json()}
-            write_if_changed(store / GENERATOR_FILE, json.dumps(made, indent=1, sort_keys=True) + "\n")
+            made = _Origin(named, signature)
+            write_if_changed(store / GENERATOR_FILE, json.dumps(made.to_json(), indent=1, sort_keys=True) + "\n")
             devices = _generation_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
             if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
                 maker.release()
@@ -481,14 +482,32 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             "generator": signature.digest, "seed": request.seed}
 
 
-def _provenance(made: Mapping[str, Any], requests: Sequence[Request],
-                records: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Origin(JsonBlock, where=GENERATOR_FILE):
+    """Who made a run's stored rollouts (``GENERATOR_FILE``): a later ``--skip-generation`` run says so too."""
+
+    generator: str
+    signature: Signature | None = None
+
+
+def _stored_origin(path: Path) -> _Origin | None:
+    """Who made the rollouts an earlier run stored; None when it says none; RecipeError (one line naming the file) when
+    what is there is not one."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return _Origin.from_json(loads_finite_json(read_data_file(path)), f"{path}: $")
+    except ValueError as exc:   # FileError, bad JSON, or not an origin
+        raise RecipeError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from None
+
+
+def _provenance(made: _Origin, requests: Sequence[Request], records: Mapping[str, SampleRecord]) -> Generated:
     """What the scorecard records of the generation: the generator and its signature, the requests' digest, the
     seed of every request and how long each stored rollout took."""
-    return {**made, "requests": requests_digest(requests), "n_requests": len(requests),
-            "seeds": {r.id: r.seed for r in requests if r.seed is not None},
-            "seconds": {r.id: round(records[r.id].seconds, 3) for r in requests
-                        if r.id in records and records[r.id].ok}}
+    return Generated(generator=made.generator, signature=made.signature, requests=requests_digest(requests),
+                     n_requests=len(requests), seeds={r.id: r.seed for r in requests if r.seed is not None},
+                     seconds={r.id: round(records[r.id].seconds, 3) for r in requests
+                              if r.id in records and records[r.id].ok})
 
 
 class _Kept:
