@@ -17,7 +17,7 @@ from pinbench.ops.doctor import hf_finding
 from pinbench_recipes.camerabench import inputs
 from pinbench_recipes.camerabench.data_files import DATA_PIN
 from pinbench_recipes.camerabench.dataset import CameraBenchData
-from pinbench_recipes.camerabench.official_json import ScoreFileError
+from pinbench_recipes.camerabench.official_json import Failure, ScoreFileError
 from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
 
 
@@ -84,7 +84,7 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
     ids = [s.sample_id for s in data.binary] + [p.sample_id for p in data.vqa] + [s.sample_id for s in data.captions]
     values = {**outputs.binary, **outputs.vqa, **outputs.caption}
     missing = [sid for sid in ids if sid not in values]
-    failed = [sid for sid in ids if sid in values and "error" in values[sid]]
+    failed = [sid for sid in ids if isinstance(values.get(sid), Failure)]
     line = f"score files in {folder}: {len(ids) - len(missing) - len(failed)} of {len(ids)} samples scored"
     if failed:
         line += f"; {len(failed)} will fail with their Script 1 error (e.g. {failed[0]})"

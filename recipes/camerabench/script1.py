@@ -21,8 +21,9 @@ from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.runner import SampleRecord
 from pinbench.core.task import Task
 from pinbench_recipes.camerabench.dataset import CameraBenchData
-from pinbench_recipes.camerabench.official_json import Script1Outputs
+from pinbench_recipes.camerabench.official_json import BinaryScore, Caption, Combos, Failure, Script1Outputs, VqaScores
 from pinbench_recipes.camerabench.videos import VideoSet
+from pinbench_recipes.camerabench.vqa_metrics import check_scores
 
 CAPTION_SEED = 20250913  # + sample index; fixes any sampling the checkpoint's generation_config asks for
 
@@ -134,21 +135,27 @@ def has_output(result: Mapping[str, Any]) -> bool:
 
 
 def outputs_from_records(records: Sequence[SampleRecord], data: CameraBenchData) -> Script1Outputs:
-    """Script 1 records as Script 2 input: the value, or ``{"error": ...}`` for a failed or missing one."""
+    """Script 1 records as Script 2 input: the value, or a ``Failure`` for a failed or missing one, or one whose
+    probabilities are not in [0, 1] (a non-finite one is stored as null): the official files written from them
+    then say so in ``error``, never a null where a number belongs."""
     families = {s.sample_id: "binary" for s in data.binary}
     families.update({p.sample_id: "vqa" for p in data.vqa})
     families.update({s.sample_id: "caption" for s in data.captions})
     out = Script1Outputs()
     for record in records:
-        family = families[record.sample_id]
-        target = getattr(out, family)
-        if not record.ok:
-            target[record.sample_id] = {"error": record.error or "failed"}
+        family, sid, result = families[record.sample_id], record.sample_id, record.result
+        if not record.ok or result is None:
+            getattr(out, family)[sid] = Failure(record.error or "failed")
         elif family == "binary":
-            target[record.sample_id] = {"score": record.result["score"]}
+            score = result["score"]   # null when the model's probability was not finite
+            out.binary[sid] = (BinaryScore(score) if type(score) is float and 0.0 <= score <= 1.0
+                               else Failure(f"P(Yes) is {score!r}, not a probability"))
         elif family == "vqa":
-            target[record.sample_id] = {"yes_scores": record.result["yes_scores"],
-                                        "no_scores": record.result["no_scores"]}
+            try:
+                out.vqa[sid] = VqaScores(*(Combos.of(check_scores(result[what], what))
+                                           for what in ("yes_scores", "no_scores")))
+            except ValueError as exc:
+                out.vqa[sid] = Failure(f"{type(exc).__name__}: {exc}")
         else:
-            target[record.sample_id] = {"caption": record.result["caption"]}
+            out.caption[sid] = Caption(result["caption"])
     return out

@@ -18,7 +18,7 @@ from pinbench.core.runner import SampleFailed
 from pinbench.core.task import Task
 from pinbench_recipes.camerabench.caption_metrics import lexical_metrics
 from pinbench_recipes.camerabench.dataset import CameraBenchData
-from pinbench_recipes.camerabench.official_json import Script1Outputs
+from pinbench_recipes.camerabench.official_json import BinaryScore, Caption, Failure, Script1Outputs, VqaScores
 from pinbench_recipes.camerabench.vqa_metrics import check_scores, pair_outcome
 
 NO_OUTPUT = "missing: no Script 1 output for this sample"
@@ -32,20 +32,20 @@ class Script1Failed(SampleFailed):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BinaryTask(Task):
     label: int
-    output: dict[str, Any] | None      # the Script 1 output; None: there is none
+    output: BinaryScore | Failure | None      # the Script 1 output; None: there is none
     family: str = "binary"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VqaTask(Task):
-    output: dict[str, Any] | None
+    output: VqaScores | Failure | None
     family: str = "vqa"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CaptionTask(Task):
     reference: str
-    output: dict[str, Any] | None
+    output: Caption | Failure | None
     judge: dict[str, Any] | None = None   # the GPT judge's settings, when it scores this caption
     family: str = "caption"
 
@@ -65,25 +65,20 @@ def script2_tasks(data: CameraBenchData, outputs: Script1Outputs, *,
     return tasks
 
 
-def _output(task: Script2Task) -> Mapping[str, Any]:
+def score_sample(task: Script2Task, judge: Judge | None = None) -> dict[str, Any]:
+    """The per-sample Script 2 result of one task (see ``script2_tasks``)."""
     output = task.output
     if output is None:
         raise Script1Failed(NO_OUTPUT)
-    if "error" in output:
-        raise Script1Failed(str(output["error"]))
-    return output
-
-
-def score_sample(task: Script2Task, judge: Judge | None = None) -> dict[str, Any]:
-    """The per-sample Script 2 result of one task (see ``script2_tasks``)."""
-    output = _output(task)
-    if isinstance(task, BinaryTask):
-        return {"score": float(output["score"]), "label": int(task.label)}
-    if isinstance(task, VqaTask):
-        yes = check_scores(output["yes_scores"], "yes_scores")
-        no = check_scores(output["no_scores"], "no_scores")
+    if isinstance(output, Failure):
+        raise Script1Failed(output.error)
+    if isinstance(output, BinaryScore):
+        return {"score": float(output.score), "label": int(task.label)}
+    if isinstance(output, VqaScores):
+        yes = check_scores(output.yes_scores.to_json(), "yes_scores")
+        no = check_scores(output.no_scores.to_json(), "no_scores")
         return {"yes_scores": yes, "no_scores": no, **pair_outcome(yes, no)}
-    caption = output["caption"]
+    caption = output.caption
     if not caption:
         raise Script1Failed("empty generated caption (upstream leaves it out of every mean)")
     result: dict[str, Any] = {"caption": caption, **lexical_metrics(task.reference, caption)}

@@ -18,7 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
-from pinbench_recipes.camerabench.official_json import Script1Outputs, write_score_dir
+from pinbench_recipes.camerabench.official_json import (
+    BinaryScore,
+    Caption,
+    Combos,
+    Failure,
+    Script1Outputs,
+    VqaScores,
+    write_score_dir,
+)
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS
 
 MODEL_NAME = "synthetic-seeded"
@@ -32,22 +40,22 @@ caption (``synthetic_captions``)."""
     outputs = Script1Outputs()
     for sample in data.binary:
         lean = 0.15 if sample.label else -0.15
-        outputs.binary[sample.sample_id] = {"score": float(np.clip(rng.random() + lean, 0.0, 1.0))}
+        outputs.binary[sample.sample_id] = BinaryScore(float(np.clip(rng.random() + lean, 0.0, 1.0)))
     for pair in data.vqa:
         yes = {combo: float(rng.random()) for combo in COMBOS}
         yes["pos_text_pos_image"] = min(1.0, yes["pos_text_pos_image"] + 0.2)
-        outputs.vqa[pair.sample_id] = {"yes_scores": yes, "no_scores": {c: 1.0 - v for c, v in yes.items()}}
+        outputs.vqa[pair.sample_id] = VqaScores(Combos.of(yes), Combos.of({c: 1.0 - v for c, v in yes.items()}))
     outputs.caption = synthetic_captions(data, seed)
     return outputs
 
 
-def synthetic_captions(data: CameraBenchData, seed: int = 0) -> dict[str, dict[str, str]]:
+def synthetic_captions(data: CameraBenchData, seed: int = 0) -> dict[str, Caption | Failure]:
     """A seeded caption per caption sample: its reference with words dropped (30 %), replaced by a word of
     another reference (20 %) or, once in ten, swapped with the next; never empty. Its own generator, so the
     binary and VQA draws are the same with or without captions."""
     rng = np.random.default_rng([seed, 1])
     vocabulary = [w for s in data.captions for w in s.reference.split()]
-    captions = {}
+    captions: dict[str, Caption | Failure] = {}
     for sample in data.captions:
         words = sample.reference.split()
         out = []
@@ -59,7 +67,7 @@ def synthetic_captions(data: CameraBenchData, seed: int = 0) -> dict[str, dict[s
         for i in range(len(out) - 1):
             if rng.random() < 0.1:
                 out[i], out[i + 1] = out[i + 1], out[i]
-        captions[sample.sample_id] = {"caption": " ".join(out or words[:1])}
+        captions[sample.sample_id] = Caption(" ".join(out or words[:1]))
     return captions
 
 

@@ -423,13 +423,20 @@ def _hash_task(sample_id: str, task: Task) -> str:
 
 def _plain(value: Any) -> Any:
     """A path as its string, a task as its ``to_json``, another dataclass (a task's typed field) as its fields."""
+    names = _FIELDS.get(type(value))
+    if names is not None:   # a typed field of a kind seen before: a task may hold one per sample
+        return {name: getattr(value, name) for name in names}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, Task):
         return value.to_json()
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
+        names = _FIELDS[type(value)] = tuple(f.name for f in fields(value))
+        return {name: getattr(value, name) for name in names}
     raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}   # a dataclass's field names, by its type (``fields`` builds them anew)
 
 
 _CANONICAL = _encoder(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,

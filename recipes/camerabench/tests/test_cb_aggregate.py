@@ -14,7 +14,7 @@ from pinbench.core.runner import MISSING_ERROR, SampleRecord, input_hash, run_sa
 from pinbench.core.scorecard import build_scorecard
 from pinbench_recipes.camerabench import aggregate, fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
-from pinbench_recipes.camerabench.official_json import Script1Outputs, read_score_dir
+from pinbench_recipes.camerabench.official_json import BinaryScore, Failure, Script1Outputs, read_score_dir
 from pinbench_recipes.camerabench.script2 import NO_OUTPUT, Script2Task, score_sample, script2_tasks
 
 
@@ -108,7 +108,7 @@ def test_scorecard_metrics_from_the_records(fx) -> None:
 
 def test_one_failed_sample_fails_its_split_and_leaves_the_overall_partial(fx) -> None:
     data, outputs = fx
-    outputs.binary["binary__Move_In__a3.0.0"] = {"error": "Script 1 error in x.json: CUDA out of memory"}
+    outputs.binary["binary__Move_In__a3.0.0"] = Failure("Script 1 error in x.json: CUDA out of memory")
     samples = _records(script2_tasks(data, outputs))
     groups = {g.sample_id: g for g in aggregate.group_records(data, samples)}
     move_in = groups["binary_split__Move_In"]
@@ -145,7 +145,7 @@ def test_a_sample_without_any_output_is_missing_by_name(fx) -> None:
 def test_group_hash_follows_its_members(fx) -> None:
     data, outputs = fx
     before = _groups(data, outputs)["binary_split__Pan_Left"].members_hash
-    outputs.binary["binary__Pan_Left__a4.0.0"] = {"score": 0.25}
+    outputs.binary["binary__Pan_Left__a4.0.0"] = BinaryScore(0.25)
     assert _groups(data, outputs)["binary_split__Pan_Left"].members_hash != before
     assert _groups(data, outputs)["binary_split__Move_In"].members_hash == _groups(data, outputs)[
         "binary_split__Move_In"].members_hash
@@ -174,7 +174,7 @@ def test_runner_round_trip_resumes_and_retries_only_failures(fx, tmp_path: Path)
     tasks = script2_tasks(data, outputs)
     first = run_samples(tasks, score_sample, tmp_path / "run", progress=False)
     assert first.n_failed == 0 and first.n_done == len(tasks)
-    outputs.binary["binary__Move_In__a1.0.0"] = {"score": 0.75}
+    outputs.binary["binary__Move_In__a1.0.0"] = BinaryScore(0.75)
     second = run_samples(script2_tasks(data, outputs), score_sample, tmp_path / "run", progress=False)
     assert (second.n_done, second.n_reused) == (1, len(tasks) - 1)
 

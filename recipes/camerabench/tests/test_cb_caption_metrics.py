@@ -111,7 +111,7 @@ def _caption_pairs() -> list[tuple[str, str]]:
         return EDGE_PAIRS
     data = load_dataset(data_dir, ["caption"])
     captions = synthetic_captions(data, seed=0)
-    return EDGE_PAIRS + [(s.reference, captions[s.sample_id]["caption"]) for s in data.captions]
+    return EDGE_PAIRS + [(s.reference, captions[s.sample_id].caption) for s in data.captions]
 
 
 def test_bleu2_and_rouge_l_equal_nltk_and_rouge_score() -> None:

@@ -10,7 +10,15 @@ import pytest
 
 from pinbench_recipes.camerabench import fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
-from pinbench_recipes.camerabench.official_json import ScoreFileError, Script1Outputs, read_score_dir, write_score_dir
+from pinbench_recipes.camerabench.official_json import (
+    BinaryScore,
+    Caption,
+    Failure,
+    ScoreFileError,
+    Script1Outputs,
+    read_score_dir,
+    write_score_dir,
+)
 
 
 @pytest.fixture
@@ -32,10 +40,10 @@ def _binary_file(scores: Path, split: str) -> Path:
 def test_reads_every_sample_of_the_fixture(fx) -> None:
     data, scores = fx
     out = read_score_dir(scores, data)
-    assert out.binary["binary__Move_In__a5.0.0"] == {"score": 0.1}
+    assert out.binary["binary__Move_In__a5.0.0"] == BinaryScore(0.1)
     assert len(out.binary) == len(data.binary) and len(out.vqa) == len(data.vqa)
-    assert out.vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"]["no_scores"]["neg_text_neg_image"] == 0.9
-    assert out.caption["caption__a3.0.0"] == {"caption": "A static shot of a city street."}
+    assert out.vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"].no_scores.neg_text_neg_image == 0.9
+    assert out.caption["caption__a3.0.0"] == Caption("A static shot of a city street.")
     assert {s["family"] for s in out.sources} == {"binary", "vqa", "caption"}
     assert all(len(s["sha256"]) == 64 for s in out.sources)
 
@@ -51,7 +59,7 @@ def test_per_task_files_are_pooled_and_the_upstream_loss_is_reported(fx) -> None
 def test_rows_match_by_content_not_position(fx) -> None:
     data, scores = fx
     _edit(_binary_file(scores, "Move_In"), lambda d: d["scores"].reverse())
-    assert read_score_dir(scores, data).binary["binary__Move_In__a5.0.0"] == {"score": 0.1}
+    assert read_score_dir(scores, data).binary["binary__Move_In__a5.0.0"] == BinaryScore(0.1)
 
 
 def test_full_paths_in_rows_are_reduced_to_names(fx) -> None:
@@ -63,9 +71,9 @@ def test_full_paths_in_rows_are_reduced_to_names(fx) -> None:
     _edit(_binary_file(scores, "Static"),   # a relative Windows path: a backslash, no drive
           lambda d: d["scores"][0].update(video_path="videos\\a1.0.0.mp4"))
     out = read_score_dir(scores, data)
-    assert out.binary["binary__Move_In__a1.0.0"] == {"score": 0.5}
-    assert out.binary["binary__Pan_Left__a1.0.0"] == {"score": 1.0}
-    assert out.binary["binary__Static__a1.0.0"] == {"score": 0.7}
+    assert out.binary["binary__Move_In__a1.0.0"] == BinaryScore(0.5)
+    assert out.binary["binary__Pan_Left__a1.0.0"] == BinaryScore(1.0)
+    assert out.binary["binary__Static__a1.0.0"] == BinaryScore(0.7)
 
 
 def test_error_rows_and_nonfinite_scores_become_failed_samples(fx) -> None:
@@ -75,8 +83,8 @@ def test_error_rows_and_nonfinite_scores_become_failed_samples(fx) -> None:
         doc["scores"][1]["score"] = float("nan")
     _edit(_binary_file(scores, "Move_In"), edit)
     out = read_score_dir(scores, data)
-    assert out.binary["binary__Move_In__a1.0.0"]["error"].endswith("Video file not found: x")
-    assert "non-finite score nan" in out.binary["binary__Move_In__a2.0.0"]["error"]
+    assert out.binary["binary__Move_In__a1.0.0"].error.endswith("Video file not found: x")
+    assert "non-finite score nan" in out.binary["binary__Move_In__a2.0.0"].error
 
 
 def test_missing_rows_stay_missing(fx) -> None:
@@ -89,7 +97,7 @@ def test_missing_rows_stay_missing(fx) -> None:
 def test_split_from_the_file_name_when_metadata_lacks_it(fx) -> None:
     data, scores = fx
     _edit(_binary_file(scores, "Pan_Left"), lambda d: d["metadata"].pop("split_name"))
-    assert read_score_dir(scores, data).binary["binary__Pan_Left__a3.0.0"] == {"score": 0.9}
+    assert read_score_dir(scores, data).binary["binary__Pan_Left__a3.0.0"] == BinaryScore(0.9)
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -139,7 +147,7 @@ def test_vqa_rows_are_checked(fx) -> None:
     path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
     _edit(path, lambda d: d["scores"][0]["yes_scores"].update(pos_text_pos_image=float("inf")))
     pair = "vqa__motion_direction__tilt_up_vs_tilt_down__0000"
-    assert "not finite" in read_score_dir(scores, data).vqa[pair]["error"]
+    assert "not finite" in read_score_dir(scores, data).vqa[pair].error
     _edit(path, lambda d: (d["scores"][0]["yes_scores"].update(pos_text_pos_image=0.6),
                            d["scores"][0]["no_scores"].pop("pos_text_neg_image")))
     with pytest.raises(ScoreFileError, match="no_scores.pos_text_neg_image must be a number"):
@@ -175,8 +183,8 @@ def test_caption_rows(fx) -> None:
     _edit(path, lambda d: d["captions"][0].update(generated_caption=""))
     _edit(path, lambda d: d["captions"][1].update(error="CUDA out of memory"))
     out = read_score_dir(scores, data)
-    assert "empty generated_caption" in out.caption["caption__a1.0.0"]["error"]
-    assert out.caption["caption__a2.0.0"]["error"].endswith("CUDA out of memory")
+    assert "empty generated_caption" in out.caption["caption__a1.0.0"].error
+    assert out.caption["caption__a2.0.0"].error.endswith("CUDA out of memory")
     _edit(path, lambda d: d["captions"][2].update(reference_answer="The camera is still."))
     with pytest.raises(ScoreFileError, match="reference_answer differs"):
         read_score_dir(scores, data)
@@ -197,7 +205,7 @@ def test_unselected_families_and_stray_files_are_noted(fx) -> None:
 def test_written_files_read_back_identically_and_keep_upstream_names(fx, tmp_path: Path) -> None:
     data, scores = fx
     original = read_score_dir(scores, data)
-    original.binary["binary__Static__b1.0.0"] = {"error": "RuntimeError: decode failed"}
+    original.binary["binary__Static__b1.0.0"] = Failure("RuntimeError: decode failed")
     original.vqa.pop("vqa__complex_description__all__0001")
     written = write_score_dir(tmp_path / "out", data, original, model_name="qwen2.5-vl-7b",
                               checkpoint="chancharikm/qwen2.5-vl-7b-cam-motion",
@@ -214,10 +222,10 @@ def test_written_files_read_back_identically_and_keep_upstream_names(fx, tmp_pat
                                         "qwen2.5-vl-7b_chancharikm/qwen2.5-vl-7b-cam-motion", "score": 0.0,
                                         "error": "RuntimeError: decode failed"}
     back = read_score_dir(tmp_path / "out", data)
-    assert back.binary["binary__Static__b1.0.0"]["error"].endswith("RuntimeError: decode failed")
-    assert {k: v for k, v in back.binary.items() if "error" not in v} == \
-        {k: v for k, v in original.binary.items() if "error" not in v}
-    assert back.vqa["vqa__complex_description__all__0001"]["error"].endswith("missing: not scored in this run")
+    assert back.binary["binary__Static__b1.0.0"].error.endswith("RuntimeError: decode failed")
+    assert {k: v for k, v in back.binary.items() if not isinstance(v, Failure)} == \
+        {k: v for k, v in original.binary.items() if not isinstance(v, Failure)}
+    assert back.vqa["vqa__complex_description__all__0001"].error.endswith("missing: not scored in this run")
     assert back.vqa["vqa__complex_description__all__0000"] == original.vqa["vqa__complex_description__all__0000"]
     assert back.caption == original.caption
     assert not any("per-task" in n for n in back.notes)  # written combined, as --combine_tasks
@@ -250,4 +258,53 @@ def test_an_empty_outputs_object_writes_error_rows_for_everything(fx, tmp_path: 
     write_score_dir(tmp_path / "out", data, Script1Outputs(), model_name="m", checkpoint=None,
                     timestamp=datetime(2026, 1, 1), video_dir="v")
     back = read_score_dir(tmp_path / "out", data)
-    assert len(back.binary) == len(data.binary) and all("error" in v for v in back.binary.values())
+    assert len(back.binary) == len(data.binary) and all(isinstance(v, Failure) for v in back.binary.values())
+
+
+def test_a_typed_output_is_hashed_as_the_json_its_dict_form_had() -> None:
+    """The Script 2 tasks hold typed outputs; a task's input hash must stay that of the dicts earlier versions held
+    (``{"score": ...}``, ``{"yes_scores": {...}, "no_scores": {...}}``, ``{"caption": ...}``, ``{"error": ...}``),
+    or every stored record would be recomputed. Each kind hashed twice (the second through the cached field names)."""
+    from pinbench.core.runner import input_hash
+    from pinbench_recipes.camerabench.official_json import Combos, VqaScores
+    from pinbench_recipes.camerabench.script2 import BinaryTask, CaptionTask, VqaTask
+
+    yes = {"pos_text_pos_image": 0.9, "pos_text_neg_image": 0.1, "neg_text_pos_image": 0.25, "neg_text_neg_image": 0.5}
+    no = {key: 1.0 - value for key, value in yes.items()}
+    cases = [
+        (BinaryTask(sample_id="b", label=1, output=BinaryScore(0.25)),
+         {"family": "binary", "label": 1, "output": {"score": 0.25}, "sample_id": "b"}),
+        (BinaryTask(sample_id="b", label=0, output=Failure("Script 1 error in x.json: OOM")),
+         {"family": "binary", "label": 0, "output": {"error": "Script 1 error in x.json: OOM"}, "sample_id": "b"}),
+        (VqaTask(sample_id="v", output=VqaScores(Combos.of(yes), Combos.of(no))),
+         {"family": "vqa", "output": {"yes_scores": yes, "no_scores": no}, "sample_id": "v"}),
+        (CaptionTask(sample_id="c", reference="A pan.", output=Caption("A pan left.")),
+         {"family": "caption", "output": {"caption": "A pan left."}, "reference": "A pan.", "sample_id": "c"}),
+    ]
+    for task, as_dicts in cases * 2:
+        assert input_hash(task) == input_hash(as_dicts), task
+
+
+def test_script1_records_with_a_value_that_is_no_probability_fail_and_are_written_as_errors(tmp_path: Path) -> None:
+    """A Script 1 record whose probability was not finite holds null (the store keeps JSON); it becomes a Failure
+    that names it, and the official file written from the outputs says so in ``error``, with zeros where the
+    numbers go (a null there would make the file unreadable by Script 2: ours and upstream's)."""
+    from pinbench.core.runner import SampleRecord
+    from pinbench_recipes.camerabench.script1 import outputs_from_records
+
+    data = load_dataset(fixture.write_fixture(tmp_path)[0])
+    binary, pair = data.binary[0], data.vqa[0]
+    scores = dict.fromkeys(("pos_text_pos_image", "pos_text_neg_image", "neg_text_pos_image", "neg_text_neg_image"),
+                           0.5)
+    records = [SampleRecord(binary.sample_id, "ok", {"score": None}, None, "0" * 64, 0.0),
+               SampleRecord(pair.sample_id, "ok", {"yes_scores": {**scores, "pos_text_neg_image": None},
+                                                   "no_scores": scores}, None, "0" * 64, 0.0)]
+    outputs = outputs_from_records(records, data)
+    assert outputs.binary[binary.sample_id] == Failure("P(Yes) is None, not a probability")
+    assert outputs.vqa[pair.sample_id] == Failure("ValueError: yes_scores.pos_text_neg_image must be a number, "
+                                                  "got None")
+    write_score_dir(tmp_path / "out", data, outputs, model_name="m", checkpoint=None,
+                    timestamp=datetime(2026, 1, 1), video_dir="videos")
+    back = read_score_dir(tmp_path / "out", data)
+    assert back.binary[binary.sample_id].error.endswith("P(Yes) is None, not a probability")
+    assert back.vqa[pair.sample_id].error.endswith("yes_scores.pos_text_neg_image must be a number, got None")

@@ -13,7 +13,7 @@ from pinbench.core.runner import run_samples
 from pinbench.media.video import write_video
 from pinbench_recipes.camerabench import fixture
 from pinbench_recipes.camerabench.dataset import load_dataset
-from pinbench_recipes.camerabench.official_json import read_score_dir, write_score_dir
+from pinbench_recipes.camerabench.official_json import Caption, read_score_dir, write_score_dir
 from pinbench_recipes.camerabench.script1 import (
     BinaryQuestion,
     Script1,
@@ -81,7 +81,7 @@ def test_tasks_and_outputs_with_a_scripted_scorer(tmp_path: Path) -> None:
     assert ("a5.0.0.mp4", "Does the camera tilt up?") in scorer.calls
     assert vqa["no_scores"] == dict.fromkeys(vqa["no_scores"], 0.3)
     outputs = outputs_from_records(list(summary.records.values()), data)
-    assert outputs.caption["caption__a2.0.0"] == {"caption": "caption of a2.0.0.mp4"}
+    assert outputs.caption["caption__a2.0.0"] == Caption("caption of a2.0.0.mp4")
     # a rerun with one changed video recomputes only that video's samples
     write_video(videos.paths["b1.0.0.mp4"], fixture.bit_frames(30), 8.0, crf=0)
     again = run_samples(script1_tasks(data, videos, {"checkpoint": "test"}, InputDigests(tmp_path)),
