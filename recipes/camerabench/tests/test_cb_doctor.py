@@ -83,3 +83,22 @@ def test_script1_without_a_gpu_is_said_and_a_score_only_run_needs_none(pinned_fi
     monkeypatch.setattr(doctor, "visible_gpus", lambda: [("0", "NVIDIA H200", 150.7)])
     assert gpu_lines("qwen2.5-vl-7b") == ["ok      gpu: Script 1 on GPU 0 NVIDIA H200 151 GB (Qwen2.5-VL-7B in bf16, "
                                           "~17 GB of weights)"]
+
+
+def test_doctor_counts_the_samples_whose_row_has_an_error_and_those_without_a_row(pinned_fixture,
+                                                                               tmp_path: Path) -> None:
+    """The score files' line says how many samples will fail with their Script 1 error and how many are missing,
+    each with an example, as the run will count them."""
+    import json
+
+    data, scores = pinned_fixture
+    path = scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+    doc = json.loads(path.read_text())
+    doc["scores"][0]["error"] = "CUDA out of memory"
+    del doc["scores"][1]
+    path.write_text(json.dumps(doc))
+    (line,) = [f.line for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data))
+               if f.line.startswith("score files in")]
+    assert line == (f"score files in {scores}: 15 of 17 samples scored; 1 will fail with their Script 1 error "
+                    "(e.g. binary__Pan_Left__a1.0.0); 1 have no row and will be missing "
+                    "(e.g. binary__Pan_Left__a2.0.0)")
