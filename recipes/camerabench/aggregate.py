@@ -50,9 +50,8 @@ def group_records(data: CameraBenchData, records: Mapping[str, SampleRecord], *,
                for skill in data.skills]
     if data.captions:
         groups.append(caption_family_record(members([s.sample_id for s in data.captions]), judged=judged))
-    if groups:
-        every = list(dict.fromkeys(sid for g in groups for sid in g.members))
-        groups.append(average_record(groups, members(every)))
+    if groups:   # the groups' members are disjoint (a sample is in one split, skill or the captions; derive checks)
+        groups.append(average_record(groups, members([sid for g in groups for sid in g.members])))
     return groups
 
 
