@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pinbench.core.config import Implementation, Shard
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
+from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
 from pinbench.core.provenance import redact
@@ -796,6 +797,7 @@ def run_samples(
     shown = Progress(label, len(pending), unit="computed", counters=("done", "reused", "failed"), console=console,
                      every_s=PLAIN_PROGRESS_SECONDS, enabled=progress, final_line=False)
     shown.counters["reused"] = n_reused
+    release_free_memory()   # what reading the inputs freed: the records below never reuse it (pinbench.core.memory)
     # Opened only when there is something to store: a run that reuses everything it holds writes nothing.
     with LogWriter(samples_dir, own_log) if pending or cached else contextlib.nullcontext() as store, shown:
         if cached:   # kept here too: the run directory holds every record it is computed from
