@@ -159,7 +159,7 @@ def _copy_samples(path: Path, started: str, n_samples: int, out: BinaryIO) -> bo
 
 
 _ENTRY = b'"sample_id":'
-_BLOCK = 1 << 20
+_BLOCK = 1 << 18
 
 
 def _write_samples(out: BinaryIO, sample_ids: Sequence[str], input_hashes: Sequence[str]) -> None:

@@ -578,7 +578,7 @@ def seal(run_dir: Path | str, counted: Mapping[bytes, Counted]) -> tuple[StorePi
     return pins, messages
 
 
-_BLOCK = 1 << 20   # how much of a log ``_unread`` holds at a time
+_BLOCK = 1 << 18   # how much of a log ``_unread`` holds at a time
 
 
 def _unread(samples_dir: Path, known: Mapping[bytes, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
