@@ -45,6 +45,7 @@ from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generated, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
+from pinbench.core.memory import release_free_memory
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
@@ -369,6 +370,7 @@ class Run:
                 write_scorecard(card, scorecard_path)
         else:
             derived = list(derived() if callable(derived) else derived)
+            release_free_memory()   # what computing the derived records freed (pinbench.core.memory)
             card = build_scorecard(
                 recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
                 metrics=described, records=records, n_expected=len(records),
