@@ -456,6 +456,18 @@ def test_the_finish_never_takes_a_line_with_a_counted_records_digest_on_other_by
     assert check_run(run_dir).problems == []
 
 
+def test_the_finish_never_takes_a_line_whose_digest_is_in_capitals_for_the_record(run_dir: Path, toy: Recipe,
+                                                                                  capsys) -> None:
+    """#32: the finish finds the records it counts by their digests' 32 bytes; a line that spells a counted record's
+    digest in capital hex (the same bytes, as no writer writes them) is damaged and moved aside as before."""
+    _edit_store("s1", lambda line: line[:11] + line[11:75].upper() + line[75:])(run_dir)
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, _records()).exit_code == 0
+    assert capsys.readouterr().out.count("does not match its digest (changed after it was written): moved to ") == 2
+    assert check_run(run_dir).problems == []
+
+
 def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) -> None:
     """Scorecards of schema 2.2 and before pin no store: checked as before, with a note."""
     _edit_json(run_dir / "scorecard.json", lambda card: (card.pop("store"), card.update(schema_version="2.2")))

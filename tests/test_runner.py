@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from loose_task import LooseTask
 from rich.console import Console
 
+from pinbench.core import memory, runner
 from pinbench.core.config import Implementation
 from pinbench.core.inputs import InputKey
 from pinbench.core.runner import (
@@ -27,6 +29,7 @@ from pinbench.core.runner import (
     SampleFailed,
     SampleRecord,
     Shard,
+    canonical_json,
     check_sample_id,
     clean_result,
     input_hash,
@@ -704,6 +707,33 @@ def test_a_record_is_encoded_as_its_json_says(record: SampleRecord) -> None:
     assert SampleRecord.from_json(json.loads(record.to_bytes())) == record
 
 
+def test_a_computed_record_holds_its_seconds_and_result_json_and_assembles_its_line_each_time(tmp_path: Path) -> None:
+    """#32: a record run_samples computed keeps no line (112k of them held 70 MB at 10x), only the JSON of its seconds
+    and result; the bytes assembled from it at each call are the stored line's, ``record_bytes`` of its JSON, with
+    the digest stored beside them; its result's canonical JSON and its member entry come from the same JSON."""
+    results = {"s00": {"t": "a b \u00e9 \"q\"", "n": [1.5, None], "z": {"y": 2}}, "s01": {}}
+
+    def fn(task: Mapping) -> dict:
+        if task["sample_id"] == "s02":
+            raise ValueError("no frames, a b")
+        return results[task["sample_id"]]
+
+    records = run_samples(make_tasks(3), fn, tmp_path, progress=False).records
+    stored = {json.loads(line)["record"]["sample_id"]: line
+              for line in (tmp_path / "samples" / "run.jsonl").read_bytes().splitlines()}
+    for sid, record in records.items():
+        body = record.to_bytes()
+        assert record.line() is None and record.to_bytes() == body == record_bytes(record.to_json())
+        assert stored[sid] == encode_line(body).rstrip(b"\n")
+        assert record.raw_digest() == hashlib.sha256(body).digest() and record.digest() == record.raw_digest().hex()
+    for sid in results:
+        canonical = canonical_json(results[sid]).encode()
+        assert records[sid].canonical_result() == records[sid].stored_result() == canonical
+        assert records[sid].canonical_member() == (
+            f'["{sid}","ok",{json.dumps(records[sid].input_hash)},'.encode() + canonical + b",null]")
+    assert records["s02"].canonical_result() is records["s02"].stored_result() is None
+
+
 @pytest.mark.parametrize("result", [
     {"b": 2, "a": {"d": [1.5, math.inf, {"y": 1, "x": -math.nan}], "c": None}, "e": "t", "f": True},
     {"k": (1, 2), "n": np.float64(0.5), "m": {"z": np.int64(3), "a": 1}},
@@ -732,3 +762,23 @@ def test_a_record_reused_from_the_store_keeps_the_stored_bytes(tmp_path: Path) -
     assert summary.n_reused == 2
     assert summary.records["s00"].to_bytes() == body
     assert summary.records["s00"].digest() == hashlib.sha256(body).hexdigest()
+
+
+def test_run_samples_gives_back_the_memory_its_inputs_freed_before_it_computes(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: the records a run computes are Python's small objects, which never reuse the C heap's free memory; the
+    heap is trimmed once, before the first sample (``pinbench.core.memory``)."""
+    events: list[str] = []
+    monkeypatch.setattr(runner, "release_free_memory", lambda: events.append("trim"))
+    run_samples(make_tasks(2), lambda task: events.append(task["sample_id"]) or {"x": 1}, tmp_path, progress=False)
+    assert events == ["trim", "s00", "s01"]
+
+
+def test_release_free_memory_calls_malloc_trim_where_the_c_library_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """glibc's ``malloc_trim(0)``, harmless to call at any time; nothing where the C library has none."""
+    assert memory.release_free_memory() is memory.release_free_memory() is (platform.libc_ver()[0] == "glibc")
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: calls.append)
+    assert memory.release_free_memory() and calls == [0]
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: None)
+    assert not memory.release_free_memory()

@@ -213,7 +213,7 @@ def test_a_step_that_keeps_its_records_in_its_own_folder_is_found(tmp_path: Path
 
 # ------------------------------------------------------- a step recorded outside run_samples (StepLog)
 
-_SAMPLES_BYTES = shard_manifest._samples_bytes
+_WRITE_SAMPLES = shard_manifest._write_samples
 GROUPED = [LooseTask(f"{m}.t{j}", m=m, j=j) for m in ("a", "b") for j in range(3)]
 
 
@@ -253,12 +253,16 @@ def test_a_step_log_refuses_what_it_cannot_record(tmp_path: Path, monkeypatch: p
     assert log.record("b.t0", {"bad": float("nan")}).result == {"bad": None}   # cleaned as run_samples does
 
 
+@pytest.mark.parametrize(("block", "entries"), [(1 << 20, 4096), (5, 2), (12, 1)])
 def test_a_manifest_is_the_compact_json_of_its_fields_and_each_call_writes_its_own_samples(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, entries: int) -> None:
     """#32: a call's last manifest keeps the samples list its first one wrote (not encoded twice); the file stays
-    exactly json.dumps of its fields, and another call's list (another start) is never taken for it."""
+    exactly json.dumps of its fields, and another call's list (another start) is never taken for it. The list is
+    written and copied a few entries, a block of bytes, at a time (an entry's key across two blocks counted once)."""
     encoded = []
-    monkeypatch.setattr(shard_manifest, "_samples_bytes", lambda *ls: encoded.append(ls) or _SAMPLES_BYTES(*ls))
+    monkeypatch.setattr(shard_manifest, "_write_samples", lambda *ls: encoded.append(ls) or _WRITE_SAMPLES(*ls))
+    monkeypatch.setattr(shard_manifest, "_BLOCK", block)
+    monkeypatch.setattr(shard_manifest, "_ENTRIES", entries)
     ids, hashes = ["s0", "é \"sample_id\":1", "s2"], ["a" * 64, "b" * 64, "c" * 64]
     for summary in (None, {"total": 3}):
         path = write_manifest(tmp_path, 0, 1, step="score", sample_ids=ids, input_hashes=hashes, started="t",

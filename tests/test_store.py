@@ -23,7 +23,7 @@ from rich.console import Console
 from pinbench.core import store
 from pinbench.core.config import Implementation, Shard
 from pinbench.core.runner import UNREAD, SampleRecord, input_hash, load_records, merge_samples, run_samples
-from pinbench.core.store import LogWriter, log_name, read_store, record_bytes
+from pinbench.core.store import LogWriter, encode_line, log_name, read_store, record_bytes
 
 
 def tasks(n: int) -> list[dict]:
@@ -152,11 +152,12 @@ def test_append_all_writes_what_append_writes_in_one_write(tmp_path: Path, monke
         together = writer.append_all(bodies)
         assert writer.append_all([]) == []
     assert len(writes) == 1
-    assert together == one_by_one == [hashlib.sha256(body).hexdigest() for body in bodies]
+    assert together == one_by_one == [hashlib.sha256(body).digest() for body in bodies]
     assert (tmp_path / "all" / "run.jsonl").read_bytes() == (tmp_path / "one" / "run.jsonl").read_bytes()
     stored = read_store(tmp_path / "all").records
     assert {sid: [s.digest for s in found] for sid, found in stored.items()} == {
-        f"s{i}": [digest] for i, digest in enumerate(together)}
+        f"s{i}": [digest.hex()] for i, digest in enumerate(together)}
+    assert (tmp_path / "all" / "run.jsonl").read_bytes() == b"".join(encode_line(body) for body in bodies)
 
 
 def test_a_store_of_87e8f14_loads_resumes_and_merges(tmp_path: Path) -> None:
@@ -374,3 +375,24 @@ def test_a_step_log_that_replaces_a_record_moves_the_old_one_aside(tmp_path: Pat
     assert contents.problems == [] and [s.data["result"] for s in contents.records["a"]] == [{"sha256": "9" * 64}]
     (moved,) = (tmp_path / "samples" / "quarantine" / "run.jsonl").read_text().splitlines()
     assert "replaced by a new record of sample 'a'" in json.loads(moved)["why"]
+
+
+def test_settle_asks_for_the_records_it_keeps_only_when_it_rewrites_a_log(tmp_path: Path) -> None:
+    """#32: a finish's records (112k at 10x) assemble their bytes at each call, so ``settle`` asks for the ones it
+    keeps only when it rewrites a log, and once: nothing moved, nothing asked."""
+    run_samples(tasks(2), Square(), tmp_path, implementation=IMPL, progress=False)
+    samples = tmp_path / "samples"
+    records = load_records(tmp_path)
+    asked: list[int] = []
+
+    def keep() -> list[bytes]:
+        asked.append(1)
+        return [record.to_bytes() for record in records.values()]
+
+    assert store.settle(samples, read_store(samples), own="run.jsonl", every_log=True, keep=keep) == []
+    assert asked == []
+    with (samples / "run.jsonl").open("ab") as fh:
+        fh.write(b'{"digest":"x"}\n')
+    moved = store.settle(samples, read_store(samples), own="run.jsonl", every_log=True, keep=keep)
+    assert asked == [1] and len(moved) == 1 and "run.jsonl:3: not a store line" in moved[0]
+    assert set(read_store(samples).records) == {"s00", "s01"} and read_store(samples).problems == []

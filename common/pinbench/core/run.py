@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from binascii import hexlify
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from pinbench.core.files import write_if_changed
 from pinbench.core.generation import Generated, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
+from pinbench.core.memory import release_free_memory
 from pinbench.core.provenance import collect_provenance, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
@@ -346,7 +348,7 @@ class Run:
         from (beside ``pins`` and ``seeds``)."""
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-        stores, moved = seal(self.out_dir, {record.digest(): record for record in records})
+        stores, moved = seal(self.out_dir, {record.raw_digest(): record for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         ref_path = self._reference_path()
@@ -368,6 +370,7 @@ class Run:
                 write_scorecard(card, scorecard_path)
         else:
             derived = list(derived() if callable(derived) else derived)
+            release_free_memory()   # what computing the derived records freed (pinbench.core.memory)
             card = build_scorecard(
                 recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
                 metrics=described, records=records, n_expected=len(records),
@@ -504,7 +507,7 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecor
                                      "metrics": [spec.__dict__ for spec in metrics], "library": library_digest()}),
                         sort_keys=True, default=str).encode(),
              (recipe.dir / "recipe.yaml").read_bytes(), reference.read_bytes() if reference else b"",
-             "".join(record.digest() for record in records).encode("ascii")]
+             hexlify(b"".join([record.raw_digest() for record in records]))]   # each digest's hex, joined
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()

@@ -35,10 +35,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pinbench.core.config import Implementation, Shard
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
+from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
 from pinbench.core.provenance import redact
@@ -52,7 +53,6 @@ from pinbench.core.store import (
     StoreContents,
     Stored,
     Unread,
-    digest_of,
     log_name,
     move_aside,
     read_store,
@@ -120,47 +120,62 @@ class SampleRecord:
     seconds: float
     traceback: str | None = None
     implementation: Implementation | None = None  # what computed it; None for records of 87e8f14
-    # its bytes and their SHA-256, each computed once (``to_bytes``, ``digest``); a record is not changed once made
+    # the bytes it was read with (``from_stored``, ``parse_merged``); else the JSON of its seconds and of its result, a
+    # space between (``_texts``: encoded once; ``to_bytes`` joins the rest of the line around them at each call); and
+    # the SHA-256 of its bytes, 32 bytes (``raw_digest``). Why not its bytes and their hex digest: held for the 112k
+    # records of a 10x CameraBench run they were its largest part (70 of the 150 MB it added)
     _bytes: bytes | None = field(default=None, init=False, repr=False, compare=False)
-    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+    _json: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _digest: bytes | None = field(default=None, init=False, repr=False, compare=False)
     _canonical: bool = field(default=False, init=False, repr=False, compare=False)  # its result is clean_result's:
-    # sorted keys, plain JSON, so its bytes hold the result's canonical JSON (``pinbench.core.derived`` slices it)
+    # sorted keys, plain JSON, so its result's JSON is the canonical one (``pinbench.core.derived`` hashes it as it is)
 
     def canonical_result(self) -> bytes | None:
-        """The canonical JSON of an ok record's result (``canonical_json``) when its bytes hold it (a record
-        ``run_samples`` computed: its result is ``clean_result``'s), sliced from them; None otherwise."""
-        if not self._canonical:
+        """The canonical JSON of an ok record's result (``canonical_json``) when its result is ``clean_result``'s (a
+        record ``run_samples`` computed): its JSON as ``to_bytes`` writes it, encoded once; None otherwise."""
+        if not self._canonical or self.result is None:
             return None
-        self.to_bytes()
-        return self.stored_result()
+        texts = self._texts()
+        return texts[texts.index(b" ") + 1:]
 
     def canonical_member(self) -> bytes | None:
         """``[id, status, input hash, result, error]`` in canonical JSON (a member's entry in
-        ``pinbench.core.derived.members_hash``) for an ok record ``run_samples`` computed, its id and result sliced
-        from its bytes; None for any other."""
-        if not self._canonical or self.status != OK or self.error is not None:
+        ``pinbench.core.derived.members_hash``) for an ok record ``run_samples`` computed, with its result's JSON as
+        encoded once (``canonical_result``); None for any other."""
+        if self.status != OK or self.error is not None or (result := self.canonical_result()) is None:
             return None
-        body = self.to_bytes()
-        start, end = body.find(_OK_RESULT, len(_RECORD_HEAD)), body.rfind(_RESULT_END)
-        if not (body.startswith(_RECORD_HEAD) and 0 < start < end):
-            return None
-        return b"".join((b"[", body[len(_RECORD_HEAD):start], b',"ok",', _TEXT(self.input_hash).encode("utf-8"), b",",
-                         body[start + len(_OK_RESULT):end], b",null]"))
+        return b"".join((("[" + _TEXT(self.sample_id) + ',"ok",' + _TEXT(self.input_hash) + ",").encode("utf-8"),
+                         result, b",null]"))
 
     def stored_result(self) -> bytes | None:
-        """An ok record's result as the bytes it was stored or read with hold it (the canonical JSON for every record
-        ``run_samples`` wrote), sliced from them; None for a failed record, one without such bytes, or bytes of
-        another layout."""
-        body = self._bytes
-        if body is None or self.result is None:
+        """An ok record's result as the bytes it was stored or read with hold it, sliced from them, or as ``to_bytes``
+        writes it for a record without such bytes (the canonical JSON for every record ``run_samples`` computed);
+        None for a failed record or bytes of another layout."""
+        if self.result is None:
             return None
+        body = self._bytes
+        if body is None:
+            texts = self._texts()
+            return texts[texts.index(b" ") + 1:]
         start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
         return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
     def line(self) -> bytes | None:
-        """The bytes it was read with when they are its own (a line of this record version, ``parse_merged``), or
-        encoded with; None when it holds none (never encodes)."""
+        """The bytes it was read with when they are its own (a line of this record version, ``parse_merged``,
+        ``from_stored``); None when it holds none (never encodes)."""
         return self._bytes
+
+    def _texts(self) -> bytes:
+        """The JSON of its seconds and of its result (``null`` for none) as ``to_bytes`` writes them, a space between
+        (no number holds one), encoded once: of all the line, what costs to encode (a float's shortest repr takes
+        half a microsecond)."""
+        texts = self._json
+        if texts is None:
+            seconds, result = self.seconds, self.result
+            texts = self._json = b" ".join((
+                (float.__repr__(seconds) if type(seconds) is float else _VALUE(seconds)).encode("utf-8"),
+                b"null" if result is None else _VALUE(result).encode("utf-8")))
+        return texts
 
     @property
     def ok(self) -> bool:
@@ -182,19 +197,21 @@ class SampleRecord:
     def to_bytes(self) -> bytes:
         """The record's JSON bytes: one line of ``samples.jsonl``, and what its stored digest covers.
 
-        Encoded once (the store, ``samples.jsonl``, the scorecard's ``computed_from`` and the derived records'
-        member hashes all use these bytes): ``record_bytes(self.to_json())``, assembled from its parts; a record
-        read from a store keeps the bytes stored (``from_stored``)."""
+        ``record_bytes(self.to_json())``, assembled from its parts at each call (its result's JSON encoded once); a
+        record read from a store or a samples file keeps the bytes it was read with (``from_stored``,
+        ``parse_merged``)."""
         cached = self._bytes
-        if cached is None:
-            cached = self._bytes = _encode_record(self)
-        return cached
+        return cached if cached is not None else _encode_record(self)
 
     def digest(self) -> str:
-        """SHA-256 of ``to_bytes()``: the digest its store line carries, computed once."""
+        """SHA-256 of ``to_bytes()`` in hex: the digest its store line carries (``raw_digest``'s)."""
+        return self.raw_digest().hex()
+
+    def raw_digest(self) -> bytes:
+        """SHA-256 of ``to_bytes()``, its 32 bytes, computed once (as 32 bytes: half the memory of its hex)."""
         cached = self._digest
         if cached is None:
-            cached = self._digest = digest_of(self.to_bytes())
+            cached = self._digest = hashlib.sha256(self.to_bytes()).digest()
         return cached
 
     @classmethod
@@ -203,7 +220,7 @@ class SampleRecord:
         it is never encoded or hashed again; ValueError as ``from_json``."""
         record = cls.from_json(stored.data)
         if stored.body.startswith(_LAYOUT):
-            record._bytes, record._digest = stored.body, stored.digest
+            record._bytes, record._digest = stored.body, bytes.fromhex(stored.digest)
         return record
 
     @classmethod
@@ -285,7 +302,6 @@ _RECORD_FIELDS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 
 _TEXT = json.encoder.encode_basestring  # a JSON string as record_bytes writes it (ensure_ascii=False)
 _LAYOUT = b'{"record_version":%d,"sample_id":' % RECORD_VERSION   # how the bytes of this version begin
-_RECORD_HEAD = f'{{"record_version":{RECORD_VERSION},"sample_id":'.encode("ascii")   # how _encode_record starts
 _OK_RESULT = b',"status":"ok","result":'
 _RESULT_END = b',"error":null,"traceback":'  # its last occurrence is an ok record's own: a result's keys come before
                                               # it, and no string in a record holds an unescaped quote
@@ -305,27 +321,37 @@ def _encoder(encoder: json.JSONEncoder) -> Callable[[Any], str]:
 
 
 _VALUE = _encoder(json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")))
-_IMPLEMENTATIONS: dict[Implementation, str] = {}
+_IMPLEMENTATIONS: dict[Implementation, str] = {}   # the end of a record's JSON that names it
 
 
 def _encode_record(record: SampleRecord) -> bytes:
-    """``record_bytes(record.to_json())``, assembled from its parts: one C call encodes the result, the rest is
-    joined (every record of a run names the same implementation, encoded once)."""
+    """``record_bytes(record.to_json())``, assembled from its parts: the JSON of its seconds and result as encoded once
+    (``SampleRecord._texts``), the rest joined around them (every record of a run names the same implementation,
+    encoded once)."""
+    global _NAMED
     implementation = record.implementation
     if implementation is None:
-        named = "null"
-    elif (named := _IMPLEMENTATIONS.get(implementation)) is None:
-        named = _IMPLEMENTATIONS[implementation] = _VALUE(implementation.to_json())
-    seconds = record.seconds
+        named = "null}"
+    elif implementation is _NAMED[0]:
+        named = _NAMED[1]
+    else:
+        if (named := _IMPLEMENTATIONS.get(implementation)) is None:
+            named = _IMPLEMENTATIONS[implementation] = _VALUE(implementation.to_json()) + "}"
+        _NAMED = (implementation, named)
+    texts = record._texts().decode("utf-8")
+    cut = texts.index(" ")
+    error, trace = record.error, record.traceback
     return "".join((
-        '{"record_version":', str(RECORD_VERSION), ',"sample_id":', _TEXT(record.sample_id),
-        ',"status":', _TEXT(record.status),
-        ',"result":', "null" if record.result is None else _VALUE(record.result),
-        ',"error":', "null" if record.error is None else _TEXT(record.error),
-        ',"traceback":', "null" if record.traceback is None else _TEXT(record.traceback),
-        ',"input_hash":', _TEXT(record.input_hash),
-        ',"seconds":', float.__repr__(seconds) if type(seconds) is float else _VALUE(seconds),
-        ',"implementation":', named, "}")).encode("utf-8")
+        _HEAD, _TEXT(record.sample_id), ',"status":', _TEXT(record.status), ',"result":', texts[cut + 1:],
+        _NO_ERROR if error is None and trace is None else
+        f',"error":{"null" if error is None else _TEXT(error)},"traceback":{"null" if trace is None else _TEXT(trace)}',
+        ',"input_hash":', _TEXT(record.input_hash), ',"seconds":', texts[:cut], ',"implementation":', named,
+    )).encode("utf-8")
+
+
+_HEAD = f'{{"record_version":{RECORD_VERSION},"sample_id":'
+_NO_ERROR = ',"error":null,"traceback":null'
+_NAMED: tuple[Implementation | None, str] = (None, "")   # the implementation named last: a run's records share one
 
 
 @dataclass
@@ -734,7 +760,7 @@ def run_samples(
         raise ValueError("batch_size > 1 needs a batch_fn")
     validate = validate or _is_dict
     ids = _task_ids(tasks)
-    positions = list(range(len(tasks)))
+    positions: Sequence[int] = range(len(tasks))   # not a list: 112k int objects at 10x
     if shard is not None:
         positions = shard.select(positions)
     samples_dir = Path(out_dir) / SAMPLES_DIR
@@ -778,6 +804,7 @@ def run_samples(
     shown = Progress(label, len(pending), unit="computed", counters=("done", "reused", "failed"), console=console,
                      every_s=PLAIN_PROGRESS_SECONDS, enabled=progress, final_line=False)
     shown.counters["reused"] = n_reused
+    release_free_memory()   # what reading the inputs freed: the records below never reuse it (pinbench.core.memory)
     # Opened only when there is something to store: a run that reuses everything it holds writes nothing.
     with LogWriter(samples_dir, own_log) if pending or cached else contextlib.nullcontext() as store, shown:
         if cached:   # kept here too: the run directory holds every record it is computed from
@@ -802,7 +829,7 @@ def run_samples(
     if plain or (progress and (recomputed or cached)):
         console.print(summary, markup=False, highlight=False, soft_wrap=True)
     log.info(summary)
-    final = {sid: rec for sid, rec in records.items() if rec is not None}  # all filled by now
+    final = cast(dict[str, SampleRecord], records)   # every placeholder filled by now (no copy: 112k entries at 10x)
     write_manifest(**manifest, summary={"total": len(final), "done": counts["done"], "reused": n_reused,
                                         "failed": counts["failed"]})
     return RunSummary(

@@ -16,8 +16,9 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pinbench.core.files import atomic_path
 
@@ -62,7 +63,8 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
                    input_hashes: Sequence[str], started: str, summary: dict[str, int] | None = None) -> Path:
     """Write (or, with ``summary``, complete) the manifest of shard ``index`` of ``count``. Completing it keeps the
     samples list its first write left (the call's own: same start, same process) rather than encoding it again
-    (1.5 MB for CameraBench, 15 MB at 10x)."""
+    (1.5 MB for CameraBench, 15 MB at 10x). The list is written, or copied, a block at a time: never held whole
+    (its 15 MB at 10x, with the strings that made it, were the largest transient of a 10x run's scoring step)."""
     head = json.dumps({
         "manifest_version": MANIFEST_VERSION,
         "shard": f"{index}/{count}",
@@ -73,14 +75,11 @@ def write_manifest(out_dir: Path, index: int, count: int, *, step: str, sample_i
         **_invocation(),
     }, ensure_ascii=False, separators=(",", ":")).encode("utf-8")  # 11k ids: compact
     path = manifest_path(out_dir, index, count)
-    tail = _samples_written(path, started, len(sample_ids)) if summary is not None else None
     with atomic_path(path) as tmp, tmp.open("wb") as out:
         out.write(head[:-1])
-        if tail is not None:
-            out.write(tail)
-        else:
+        if summary is None or not _copy_samples(path, started, len(sample_ids), out):
             out.write(_SAMPLES)
-            out.write(_samples_bytes(sample_ids, input_hashes))
+            _write_samples(out, sample_ids, input_hashes)
             out.write(b"]}\n")
     return path
 
@@ -123,26 +122,56 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, int] | None:
     return (head, body, cut) if isinstance(head, dict) else None
 
 
-def _samples_written(path: Path, started: str, n_samples: int) -> memoryview | None:
-    """The samples list of the manifest at ``path`` and what follows it, when that manifest is this call's first
-    (same start, same process, unfinished) and lists ``n_samples``; None otherwise (then written again from the
-    call's own lists). A manifest is what ``pinbench status`` shows; no score is read from it."""
-    parts = _parts(path)
-    if parts is None:
-        return None
-    head, body, cut = parts
-    mine = (head.get("started"), head.get("pid"), head.get("finished")) == (started, os.getpid(), None)
-    # an id's own quotes are escaped in its JSON string, so this counts entries exactly
-    return memoryview(body)[cut:] if mine and body.count(b'"sample_id":', cut) == n_samples else None
+def _copy_samples(path: Path, started: str, n_samples: int, out: BinaryIO) -> bool:
+    """Copy to ``out`` the samples list of the manifest at ``path`` and what follows it, a block at a time, when that
+    manifest is this call's first (same start, same process, unfinished) and lists ``n_samples``; else write nothing
+    and return False (the list is then written again from the call's own lists). A manifest is what
+    ``pinbench status`` shows; no score is read from it."""
+    mark = out.tell()
+    try:
+        with open(path, "rb") as held:
+            body = b""
+            while (cut := body.find(_SAMPLES)) < 0:
+                block = held.read(_BLOCK)
+                if not block:
+                    return False
+                body += block
+            head = json.loads(body[:cut] + b"}")
+            if not isinstance(head, dict) or (head.get("started"), head.get("pid"), head.get("finished")) != (
+                    started, os.getpid(), None):
+                return False
+            # an id's own quotes are escaped in its JSON string, so this counts entries exactly; an entry's key
+            # across two blocks is counted in the second, with the first's last bytes before it
+            block, carry, found = body[cut:], b"", 0
+            while block:
+                out.write(block)
+                seen = carry + block
+                found += seen.count(_ENTRY)
+                carry = seen[1 - len(_ENTRY):]
+                block = held.read(_BLOCK)
+    except (OSError, ValueError):
+        found = -1
+    if found == n_samples:
+        return True
+    out.seek(mark)
+    out.truncate()
+    return False
 
 
-def _samples_bytes(sample_ids: Sequence[str], input_hashes: Sequence[str]) -> bytes:
-    """The manifest's ``samples`` list as JSON (without its brackets)."""
-    text = _TEXT
-    return ",".join(f'{{"sample_id":{text(sid)},"input_hash":{text(h)}}}'
-                    for sid, h in zip(sample_ids, input_hashes, strict=True)).encode("utf-8")
+_ENTRY = b'"sample_id":'
+_BLOCK = 1 << 18
 
 
+def _write_samples(out: BinaryIO, sample_ids: Sequence[str], input_hashes: Sequence[str]) -> None:
+    """The manifest's ``samples`` list as JSON (without its brackets), written ``_ENTRIES`` entries at a time."""
+    text, pairs, separator = _TEXT, zip(sample_ids, input_hashes, strict=True), ""
+    while entries := list(islice(pairs, _ENTRIES)):
+        out.write((separator + ",".join(f'{{"sample_id":{text(sid)},"input_hash":{text(h)}}}'
+                                        for sid, h in entries)).encode("utf-8"))
+        separator = ","
+
+
+_ENTRIES = 4096
 _TEXT = json.encoder.encode_basestring   # a JSON string as json.dumps(ensure_ascii=False) writes it
 
 

@@ -51,7 +51,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from binascii import hexlify, unhexlify
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -421,11 +422,12 @@ def _same_task(a: Stored, b: Stored) -> bool:
 
 
 def settle(samples_dir: Path | str, contents: StoreContents, *, own: str, every_log: bool,
-           keep: Collection[bytes] = ()) -> list[str]:
+           keep: Callable[[], Iterable[bytes]] | None = None) -> list[str]:
     """Move what no run reads out of the store into ``samples/quarantine/``: the unread lines (damaged, torn,
     contradicting: ``contents.unread``) of the writer's own log ``own`` (records that contradict one in another log
     stay with it); with ``every_log``, of every log, and the files that are no writer's log or not a regular file
-    too. A line holding one of the records ``keep`` stays. Returns one line per move, to print.
+    too. A line holding one of the records ``keep`` gives (asked only when a log is rewritten) stays. Returns one
+    line per move, to print.
 
     Only a writer that no other writer of the folder runs beside may pass ``every_log`` (an unsharded run, which
     holds its run directory): a log is rewritten without the lines it loses, which would lose what another
@@ -451,18 +453,20 @@ def settle(samples_dir: Path | str, contents: StoreContents, *, own: str, every_
 
 
 def move_aside(samples_dir: Path | str, contents: StoreContents, lines: Collection[Unread], *, own: str,
-               every_log: bool, keep: Collection[bytes] = ()) -> list[str]:
+               every_log: bool, keep: Callable[[], Iterable[bytes]] | None = None) -> list[str]:
     """Move ``lines`` of the store's logs (as ``contents`` read them) into ``samples/quarantine/<own>``, a JSON line
     each (where it was, when and why it was moved, its text), then rewrite each log without them (atomically):
     those of the writer's own log ``own``, of every log with ``every_log`` (see ``settle``). A line holding one of
-    the records ``keep`` stays. Returns one line per move, to print."""
+    the records ``keep`` gives stays: asked only when a log is to be rewritten (why: a finish's records, 112k at 10x,
+    are assembled each time their bytes are asked for). Returns one line per move, to print."""
     by_log: dict[Path, list[Unread]] = {}
     for unread in lines:
         if every_log or unread.log.name == own:
             by_log.setdefault(unread.log, []).append(unread)
-    messages = []
+    messages: list[str] = []
+    kept = set(keep()) if keep is not None and by_log else set()
     for log, unread in by_log.items():
-        messages += _move_lines(log, unread, contents.states.get(log), Path(samples_dir), own, set(keep))
+        messages += _move_lines(log, unread, contents.states.get(log), Path(samples_dir), own, kept)
     return messages
 
 
@@ -555,10 +559,10 @@ class Counted(Protocol):
     def to_bytes(self) -> bytes: ...
 
 
-def seal(run_dir: Path | str, counted: Mapping[str, Counted]) -> tuple[StorePins, list[str]]:
+def seal(run_dir: Path | str, counted: Mapping[bytes, Counted]) -> tuple[StorePins, list[str]]:
     """A finish's last word on the sample stores of ``run_dir``, which it holds (no other writer runs): ``settle``
-    each with ``every_log`` (``counted``: the records the scorecard counts by their digest, of the ``samples``
-    store: kept, and neither parsed nor hashed again), then pin every log. Returns the pins and the moves to
+    each with ``every_log`` (``counted``: the records the scorecard counts by their digest's 32 bytes, of the
+    ``samples`` store: kept, and neither parsed nor hashed again), then pin every log. Returns the pins and the moves to
     print."""
     pins: StorePins = {}
     messages: list[str] = []
@@ -566,7 +570,7 @@ def seal(run_dir: Path | str, counted: Mapping[str, Counted]) -> tuple[StorePins
         known = counted if name == SAMPLES_DIR else {}
         contents, read = _unread(folder, known)
         moved = settle(folder, contents, own=log_name(None), every_log=True,
-                       keep=[record.to_bytes() for record in known.values()])
+                       keep=lambda known=known: (record.to_bytes() for record in known.values()))
         messages += moved
         # each log as read, unless something was moved (the logs rewritten)
         pins[name] = tuple(read[path] if not moved and path in read else pin_log(read_log(path)[0], path.name)
@@ -574,10 +578,10 @@ def seal(run_dir: Path | str, counted: Mapping[str, Counted]) -> tuple[StorePins
     return pins, messages
 
 
-_BLOCK = 1 << 20   # how much of a log ``_unread`` holds at a time
+_BLOCK = 1 << 18   # how much of a log ``_unread`` holds at a time
 
 
-def _unread(samples_dir: Path, known: Mapping[str, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
+def _unread(samples_dir: Path, known: Mapping[bytes, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
     ``read_store`` finds them, and each log's pin as read; a line holding one of the ``known`` records (by its
     digest, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a
@@ -614,8 +618,14 @@ def _unread(samples_dir: Path, known: Mapping[str, Counted]) -> tuple[StoreConte
                         contents.unread.append(Unread(path, number, f"{path}:{number}: a torn last record (the "
                                                                     "writer stopped mid-line)", named, TORN))
                         break
-                    # latin-1: any bytes decode, and only a digest's own ASCII names a known record
-                    entry = known.get(data[start + len(_PREFIX):start + len(_PREFIX) + 64].decode("latin-1"))
+                    claimed = data[start + len(_PREFIX):start + len(_PREFIX) + 64]
+                    try:
+                        raw = unhexlify(claimed)
+                    except ValueError:   # not hex: no record's
+                        raw = b""
+                    entry = known.get(raw)
+                    if entry is not None and hexlify(raw) != claimed:   # its hex in capitals: not as written
+                        entry = None
                     body = entry.to_bytes() if entry is not None else b""
                     if (entry is not None and end - start == _BODY_START + len(body) + 1
                             and startswith(_PREFIX, start) and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
@@ -751,22 +761,29 @@ class LogWriter:
         os.ftruncate(self._fd, keep)
         os.fsync(self._fd)
 
-    def append(self, body: bytes) -> str:
-        """Store one record's bytes; returns their digest."""
-        return self.append_all((body,))[0]
+    def append(self, body: bytes) -> bytes:
+        """Store one record's bytes; returns their SHA-256 (32 bytes)."""
+        digest = hashlib.sha256(body).digest()
+        self._write(b"".join((_PREFIX, hexlify(digest), _MIDDLE, body, b"}\n")))
+        return digest
 
-    def append_all(self, bodies: Sequence[bytes]) -> list[str]:
+    def append_all(self, bodies: Sequence[bytes]) -> list[bytes]:
         """Store several records' bytes with one ``write`` (the lines ``append`` writes one by one); their digests.
 
         Why: a rerun taking 11,222 records from the sample cache stores them in one system call, not 11,222; a kill
-        mid-write leaves a torn last line, which the next writer cuts, and whole lines before it, which are stored."""
-        lines = [encode_line(body) for body in bodies]
-        if lines:
-            _write_all(self._fd, b"".join(lines))
-            self._dirty = True
-            if time.monotonic() - self._synced >= FSYNC_SECONDS:
-                self.sync()
-        return [line[len(_PREFIX):len(_PREFIX) + 64].decode("ascii") for line in lines]
+        mid-write leaves a torn last line, which the next writer cuts, and whole lines before it, which are stored.
+        The digests are the 32 bytes of each SHA-256 (``encode_line`` writes their hex)."""
+        digests = [hashlib.sha256(body).digest() for body in bodies]
+        if digests:
+            self._write(b"".join(b"".join((_PREFIX, hexlify(digest), _MIDDLE, body, b"}\n"))
+                                 for digest, body in zip(digests, bodies, strict=True)))
+        return digests
+
+    def _write(self, lines: bytes) -> None:
+        _write_all(self._fd, lines)
+        self._dirty = True
+        if time.monotonic() - self._synced >= FSYNC_SECONDS:
+            self.sync()
 
     def sync(self) -> None:
         if self._dirty:
