@@ -146,3 +146,21 @@ def test_the_module_map_check_names_a_module_left_out_and_one_that_is_gone(tmp_p
         "contributing.md: the module map names common/pinbench/results/finish.py, which does not exist",
         "contributing.md: the map names tools/gone.py, which does not exist",
     ]
+
+
+# Variables pinbench sets for its own child processes, never a user's to set.
+_INTERNAL_ENV = {"PINBENCH_RUN_LOCK": "the run directory's lock token, handed to a container it runs in",
+                 "PINBENCH_GENERATOR_OPTIONS": "a generator's options, handed to the generator's own process",
+                 "PINBENCH_IMAGE_": "the prefix of the PINBENCH_IMAGE_* variables the environment table names"}
+
+
+def test_every_variable_the_library_reads_is_in_the_environment_table() -> None:
+    """docs/environment.md says it lists every variable pinbench reads; the sample cache's two were missing. Every
+    ``PINBENCH_*``/``HF_*`` name the library spells is a row of ``CORE_ENV`` (the table's source) or one pinbench
+    sets for its own processes."""
+    from pinbench.ops.docs import CORE_ENV
+
+    spelled = {name for path in (REPO / "common" / "pinbench").rglob("*.py")
+               for name in re.findall(r"\"((?:PINBENCH|HF)_[A-Z0-9_]*)\"", path.read_text(encoding="utf-8"))}
+    assert {"PINBENCH_SAMPLE_CACHE", "PINBENCH_CACHE", "HF_TOKEN"} <= spelled   # the finder finds them
+    assert sorted(spelled - set(CORE_ENV) - set(_INTERNAL_ENV)) == []

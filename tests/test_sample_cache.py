@@ -134,7 +134,36 @@ def test_the_command_shows_and_prunes_the_cache(toy: Recipe, tmp_path: Path, cac
     runner = CliRunner()
     shown = runner.invoke(app, ["cache", "show"])
     assert shown.exit_code == 0 and f"{cache}: 4 record(s)" in shown.output
+    assert shown.output.strip().endswith("MiB (bound 2048 MiB)")   # the unit --max-mb and the variable are in
+    assert runner.invoke(app, ["cache", "show"], env={"PINBENCH_SAMPLE_CACHE_MB": "1.5"}).output.strip().endswith(
+        "(bound 1.5 MiB)")
     assert runner.invoke(app, ["cache", "prune", "--max-mb", "nan"]).exit_code == 2
     pruned = runner.invoke(app, ["cache", "prune", "--max-mb", "0"])
     assert pruned.exit_code == 0 and "removed 4 record(s)" in pruned.output and ": 0 record(s)" in pruned.output
     assert list(cache.rglob(f"*{SUFFIX}")) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-5", "abc"])
+def test_a_bound_that_is_no_size_stops_a_run_before_it_computes_and_the_command_in_one_line(
+        value: str, toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``PINBENCH_SAMPLE_CACHE_MB`` is a number of MiB, 0 or more. Before, ``inf`` ended a run that had computed and
+    stored its samples with an OverflowError traceback, ``nan`` with "cannot convert float NaN to integer", a
+    negative bound emptied the cache after every run and ``abc`` was read as the default."""
+    from pinbench.cli import main
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", value)
+    computed: list[str] = []
+
+    def score(task: LooseTask) -> dict:
+        computed.append(task.sample_id)
+        return slow_score(task)
+
+    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must"):
+        _compute(toy, tmp_path / "a", fn=score)
+    assert computed == [] and not cache.exists()
+    with pytest.raises(SystemExit) as stop:
+        main(["cache", "show"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: $PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must be")

@@ -551,11 +551,11 @@ def status(
 def cache(
     action: Annotated[str, typer.Argument(help="prune: remove the least recently used sample records over the bound; "
                                                "show: where the sample cache is and what it holds")],
-    max_mb: Annotated[float | None, typer.Option("--max-mb", help="the bound for prune (default "
+    max_mb: Annotated[float | None, typer.Option("--max-mb", help="the bound for prune, in MiB (default "
                                                  "$PINBENCH_SAMPLE_CACHE_MB, else 2048)")] = None,
 ) -> None:
     """The sample cache: finished samples shared by every run directory of this machine (or a path a cluster shares)."""
-    from pinbench.core.sample_cache import ENV, prune, size_bound
+    from pinbench.core.sample_cache import ENV, MIB, prune, size_bound
     from pinbench.core.sample_cache import cache_dir as sample_cache_dir
 
     if action not in ("prune", "show"):
@@ -565,11 +565,11 @@ def cache(
         _fail(f"the sample cache is off (${ENV}=off)")
     if max_mb is not None and not (max_mb >= 0 and math.isfinite(max_mb)):
         _fail(f"--max-mb must be a finite number of 0 or more, got {max_mb}")
-    bound = size_bound() if max_mb is None else int(max_mb * 1024 * 1024)
+    bound = size_bound() if max_mb is None else int(max_mb * MIB)
     pruned = prune(root, bound if action == "prune" else float("inf"))
     if action == "prune":
-        _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / 1e6:.1f} MB")
-    _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / 1e6:.1f} MB (bound {bound / 1e6:.0f} MB)")
+        _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
+    _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
 
 # ------------------------------------------------------------------------------------ results

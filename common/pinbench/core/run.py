@@ -310,6 +310,7 @@ class Run:
         root = cache_dir()
         if root is None or self.cfg.implementation is None:
             return None
+        size_bound()   # a bound that is no size stops the run now, not once its samples are computed
         return SampleCache(root, f"{self.recipe.name}/{folder}", self.cfg.implementation)
 
     # ------------------------------------------------------------------------------------- the end

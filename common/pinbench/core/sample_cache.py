@@ -11,8 +11,8 @@ Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store`
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
 whole file. A torn or edited entry, or one whose record is not the task's, is ignored and replaced. Only ok records
 that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read back.
-A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (default 2048), least
-recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
+A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
+least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 ``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
 or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
 """
@@ -20,6 +20,7 @@ or ``off``. The entries are as trustworthy as the folder: anyone who can write t
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,13 +43,23 @@ def cache_dir() -> Path | None:
     return Path(value).expanduser() if value else cache_root() / "samples"
 
 
+MIB = 1 << 20
+
+
 def size_bound() -> int:
-    """The cache's bound in bytes (``PINBENCH_SAMPLE_CACHE_MB``; an unusable value is the default)."""
+    """The cache's bound in bytes: ``PINBENCH_SAMPLE_CACHE_MB`` MiB, else ``DEFAULT_MB``. ValueError naming the
+    variable for a value that is no finite number of 0 or more (it was read as the default, or as 0 when negative,
+    which emptied the cache after every run, and ``inf`` ended a run that had stored its samples with a traceback)."""
+    value = os.environ.get(SIZE_ENV, "").strip()
+    if not value:
+        return DEFAULT_MB * MIB
     try:
-        megabytes = float(os.environ.get(SIZE_ENV, DEFAULT_MB))
+        mebibytes = float(value)
     except ValueError:
-        megabytes = DEFAULT_MB
-    return int(max(megabytes, 0.0) * 1024 * 1024)
+        mebibytes = math.nan
+    if not (math.isfinite(mebibytes) and mebibytes >= 0):
+        raise ValueError(f"${SIZE_ENV}={value!r}: the sample cache's bound must be a finite number of MiB, 0 or more")
+    return int(mebibytes * MIB)
 
 
 class SampleCache:

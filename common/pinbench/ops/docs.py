@@ -31,6 +31,12 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                             "pinned default; a builder stage's base likewise, e.g. "
                                             "`PINBENCH_IMAGE_BUILD_BASE`): the base it was built on, recorded in "
                                             "provenance by a plain `docker run`"),
+    "PINBENCH_SAMPLE_CACHE": ("`run`", "the sample cache's folder, where any run directory finds finished samples "
+                                       "of the same inputs and code (`pinbench cache show`); default `samples/` "
+                                       "under the cache root, a path a cluster shares works too; `off`: none"),
+    "PINBENCH_SAMPLE_CACHE_MB": ("`run`, `cache`", "the sample cache's bound in MiB (default 2048): least recently "
+                                                   "used records go first, after a run stored some and on "
+                                                   "`pinbench cache prune`"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
     "PINBENCH_NOTICE_S": ("all", "seconds work runs before it says what it is doing (default 2; 0: say all of "
                                  "it)"),
