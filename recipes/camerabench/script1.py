@@ -148,7 +148,8 @@ def outputs_from_records(records: Sequence[SampleRecord], data: CameraBenchData)
             getattr(out, family)[sid] = Failure(record.error or "failed")
         elif family == "binary":
             score = result["score"]   # null when the model's probability was not finite
-            out.binary[sid] = (BinaryScore(score) if type(score) is float and 0.0 <= score <= 1.0
+            probability = type(score) in (float, int) and 0.0 <= score <= 1.0
+            out.binary[sid] = (BinaryScore(float(score)) if probability
                                else Failure(f"P(Yes) is {score!r}, not a probability"))
         elif family == "vqa":
             try:

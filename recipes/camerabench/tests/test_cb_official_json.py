@@ -296,11 +296,16 @@ def test_script1_records_with_a_value_that_is_no_probability_fail_and_are_writte
     binary, pair = data.binary[0], data.vqa[0]
     scores = dict.fromkeys(("pos_text_pos_image", "pos_text_neg_image", "neg_text_pos_image", "neg_text_neg_image"),
                            0.5)
+    whole, boolean = data.binary[1], data.binary[2]
     records = [SampleRecord(binary.sample_id, "ok", {"score": None}, None, "0" * 64, 0.0),
+               SampleRecord(whole.sample_id, "ok", {"score": 1}, None, "0" * 64, 0.0),
+               SampleRecord(boolean.sample_id, "ok", {"score": True}, None, "0" * 64, 0.0),
                SampleRecord(pair.sample_id, "ok", {"yes_scores": {**scores, "pos_text_neg_image": None},
                                                    "no_scores": scores}, None, "0" * 64, 0.0)]
     outputs = outputs_from_records(records, data)
     assert outputs.binary[binary.sample_id] == Failure("P(Yes) is None, not a probability")
+    assert outputs.binary[whole.sample_id] == BinaryScore(1.0)   # a number, as Script 2 reads it
+    assert outputs.binary[boolean.sample_id] == Failure("P(Yes) is True, not a probability")
     assert outputs.vqa[pair.sample_id] == Failure("ValueError: yes_scores.pos_text_neg_image must be a number, "
                                                   "got None")
     write_score_dir(tmp_path / "out", data, outputs, model_name="m", checkpoint=None,
