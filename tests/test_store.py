@@ -396,3 +396,18 @@ def test_settle_asks_for_the_records_it_keeps_only_when_it_rewrites_a_log(tmp_pa
     moved = store.settle(samples, read_store(samples), own="run.jsonl", every_log=True, keep=keep)
     assert asked == [1] and len(moved) == 1 and "run.jsonl:3: not a store line" in moved[0]
     assert set(read_store(samples).records) == {"s00", "s01"} and read_store(samples).problems == []
+
+
+def test_the_finish_takes_a_line_for_a_known_record_only_when_its_body_hashes_to_the_digest_it_claims(
+        tmp_path: Path) -> None:
+    # seal skips parsing a line whose digest names a record the finish counts; an edited body under that digest is a
+    # line like any other: refused (its digest does not match) and moved aside, not taken for the counted record
+    summary = run_samples(tasks(3), Square(), tmp_path, progress=False)
+    log = tmp_path / "samples" / "run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"square":1}', b'"square":7}')
+    log.write_bytes(b"".join(lines))
+    counted = {record.raw_digest(): record for record in summary.records.values()}
+    pins, moved = store.seal(tmp_path, counted)
+    assert len(moved) == 1 and "run.jsonl:2" in moved[0], moved
+    assert pins["samples"][0].lines == 2

@@ -449,20 +449,25 @@ def _hash_task(sample_id: str, task: Task) -> str:
 
 def _plain(value: Any) -> Any:
     """A path as its string, a task as its ``to_json``, another dataclass (a task's typed field) as its fields."""
-    names = _FIELDS.get(type(value))
-    if names is not None:   # a typed field of a kind seen before: a task may hold one per sample
-        return {name: getattr(value, name) for name in names}
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, Task):
-        return value.to_json()
-    if is_dataclass(value) and not isinstance(value, type):
-        names = _FIELDS[type(value)] = tuple(f.name for f in fields(value))
-        return {name: getattr(value, name) for name in names}
-    raise TypeError(f"value of type {type(value).__name__} is not JSON-serialisable")
+    convert = _PLAIN.get(type(value))
+    if convert is None:   # a kind not seen before (a task holds one value of a few kinds per sample)
+        convert = _PLAIN[type(value)] = _converter(type(value))
+    return convert(value)
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}   # a dataclass's field names, by its type (``fields`` builds them anew)
+def _converter(kind: type) -> Callable[[Any], Any]:
+    """How ``_plain`` turns a value of this type into JSON (TypeError when it cannot)."""
+    if issubclass(kind, os.PathLike):
+        return os.fspath
+    if issubclass(kind, Task):
+        return kind.to_json
+    if is_dataclass(kind):
+        names = tuple(f.name for f in fields(kind))
+        return lambda value: {name: getattr(value, name) for name in names}
+    raise TypeError(f"value of type {kind.__name__} is not JSON-serialisable")
+
+
+_PLAIN: dict[type, Callable[[Any], Any]] = {}   # by type: ``fields`` and the ABC checks cost more than the encoding
 
 
 _CANONICAL = _encoder(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,

@@ -584,12 +584,13 @@ _BLOCK = 1 << 18   # how much of a log ``_unread`` holds at a time
 def _unread(samples_dir: Path, known: Mapping[bytes, Counted]) -> tuple[StoreContents, dict[Path, LogPin]]:
     """What ``settle`` needs of a store: its unread lines, its stray and refused files, its logs' states, as
     ``read_store`` finds them, and each log's pin as read; a line holding one of the ``known`` records (by its
-    digest, then its bytes) is neither copied, parsed nor hashed again, only the others and those of a
+    digest, the line's body hashing to it) is neither copied, parsed nor encoded again, only the others and those of a
     sample with more than one line (``contradictions``). A log is read a block at a time (a 10x CameraBench log is
     69 MB); the lines of a sample with several are read again, from a log that must still hash to its pin."""
     contents = StoreContents()
     found = store_files(samples_dir)
     contents.strays, contents.refused = found.strays, list(found.refused)
+    sha256 = hashlib.sha256
     first: dict[str, int] = {}   # sample id -> its first line, as _line_at packs it (one int: 112k of them at 10x)
     several: dict[str, list[int]] = {}
     pins: dict[Path, LogPin] = {}
@@ -626,10 +627,9 @@ def _unread(samples_dir: Path, known: Mapping[bytes, Counted]) -> tuple[StoreCon
                     entry = known.get(raw)
                     if entry is not None and hexlify(raw) != claimed:   # its hex in capitals: not as written
                         entry = None
-                    body = entry.to_bytes() if entry is not None else b""
-                    if (entry is not None and end - start == _BODY_START + len(body) + 1
-                            and startswith(_PREFIX, start) and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
-                            and startswith(body, start + _BODY_START) and data[end - 1] == _CLOSE):
+                    if (entry is not None and startswith(_PREFIX, start) and data[end - 1] == _CLOSE
+                            and startswith(_MIDDLE, start + _BODY_START - len(_MIDDLE))
+                            and sha256(data[start + _BODY_START:end - 1]).digest() == raw):   # its very bytes
                         sample_id = entry.sample_id
                     else:
                         stored, reason, sample_id = decode_line(data[start:end], f"{path}:{number}", path, number)
