@@ -135,8 +135,7 @@ class SampleRecord:
         record ``run_samples`` computed): its JSON as ``to_bytes`` writes it, encoded once; None otherwise."""
         if not self._canonical or self.result is None:
             return None
-        texts = self._texts()
-        return texts[texts.index(b" ") + 1:]
+        return self._result_json()
 
     def canonical_member(self) -> bytes | None:
         """``[id, status, input hash, result, error]`` in canonical JSON (a member's entry in
@@ -155,8 +154,7 @@ class SampleRecord:
             return None
         body = self._bytes
         if body is None:
-            texts = self._texts()
-            return texts[texts.index(b" ") + 1:]
+            return self._result_json()
         start, end = body.find(_OK_RESULT), body.rfind(_RESULT_END)
         return body[start + len(_OK_RESULT):end] if 0 < start < end else None
 
@@ -176,6 +174,11 @@ class SampleRecord:
                 (float.__repr__(seconds) if type(seconds) is float else _VALUE(seconds)).encode("utf-8"),
                 b"null" if result is None else _VALUE(result).encode("utf-8")))
         return texts
+
+    def _result_json(self) -> bytes:
+        """Its result's JSON as ``to_bytes`` writes it: the part of ``_texts`` after the space."""
+        texts = self._texts()
+        return texts[texts.index(b" ") + 1:]
 
     @property
     def ok(self) -> bool:
