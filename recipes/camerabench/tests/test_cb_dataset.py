@@ -64,6 +64,10 @@ def _rewrite(path: Path, edit) -> None:
     (lambda rows: rows[1].update(image=rows[0]["image"]), "already at line 1"),
     (lambda rows: rows[0].update(image="../x.mp4"), "not a plain .mp4 file name"),
     (lambda rows: rows[0].update(image="clip.avi"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].update(image="sub/x.mp4"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].update(image="sub\\x.mp4"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].update(image=".x.mp4"), "not a plain .mp4 file name"),
+    (lambda rows: rows[0].update(image="a\x01.mp4"), "unsafe sample id"),
     (lambda rows: rows[0].pop("question"), "field 'question' must be a non-empty string"),
 ])
 def test_malformed_binary_rows_name_file_and_line(data_dir: Path, edit, message: str) -> None:
@@ -72,6 +76,47 @@ def test_malformed_binary_rows_name_file_and_line(data_dir: Path, edit, message:
     with pytest.raises(DatasetError, match=message) as info:
         load_dataset(data_dir)
     assert str(path) in str(info.value)
+
+
+def test_jsonl_lines_are_read_as_json_loads_reads_each_alone(data_dir: Path) -> None:
+    """Blank lines and spaces around an object change nothing; a line that is not one object alone (two objects,
+    ``1,2``, a list) is refused by its line number, whatever a parse of more than that line would make of it."""
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    samples = load_dataset(data_dir).binary
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(["", "  " + lines[0], lines[1] + " \t", "   ", *lines[2:]]) + "\n")
+    assert load_dataset(data_dir).binary == samples
+    for bad, message in [(lines[1] + "," + lines[2], "invalid JSON: Extra data"), ("1,2", "invalid JSON: Extra data"),
+                         ("[" + lines[1] + "]", "expected a JSON object, got list"),
+                         ("\ufeff" + lines[1], "invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)")]:
+        path.write_text("\n".join(["", lines[0], bad, *lines[1:]]) + "\n")
+        with pytest.raises(DatasetError) as info:
+            load_dataset(data_dir)
+        assert str(info.value) == f"{path}:3: {message}"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda rows: rows[1].update(neg_video="sub/x.mp4"), "neg_video 'sub/x.mp4' is not a plain .mp4 file name"),
+    (lambda rows: rows[1].update(pos_video="sub\\x.mp4"), "pos_video 'sub\\\\x.mp4' is not a plain .mp4 file name"),
+    (lambda rows: rows[1].update(pos_video=7), "field 'pos_video' must be a non-empty string, got 7"),
+    (lambda rows: rows[1].update(neg_question=""), "field 'neg_question' must be a non-empty string, got ''"),
+    (lambda rows: rows[1].pop("pos_question"), "field 'pos_question' must be a non-empty string, got None"),
+])
+def test_malformed_vqa_rows_name_file_and_line(data_dir: Path, edit, message: str) -> None:
+    path = data_dir / "vqa_and_retrieval" / "complex_description" / "all.jsonl"
+    _rewrite(path, edit)
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value) == f"{path}:2: {message}"
+
+
+def test_a_vqa_task_file_name_too_long_for_a_sample_id_is_refused(data_dir: Path) -> None:
+    folder = data_dir / "vqa_and_retrieval" / "motion_direction"
+    path = (folder / "tilt_up_vs_tilt_down.jsonl").rename(folder / ("t" * 190 + ".jsonl"))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value) == (f"{path}:1: unsafe sample id 'vqa__motion_direction__{'t' * 190}__0000': is longer "
+                               "than 200 bytes; ids are used as file names")
 
 
 def test_broken_json_and_missing_parts(data_dir: Path) -> None:
@@ -90,6 +135,16 @@ def test_duplicate_vqa_pair_is_refused(data_dir: Path) -> None:
     _rewrite(path, lambda rows: rows.append(dict(rows[0])))
     with pytest.raises(DatasetError, match="same videos and questions"):
         load_dataset(data_dir)
+
+
+def test_a_vqa_pair_repeated_in_another_task_file_names_both_lines(data_dir: Path) -> None:
+    folder = data_dir / "vqa_and_retrieval" / "motion_direction"
+    first, second = folder / "pan_left_vs_pan_right.jsonl", folder / "tilt_up_vs_tilt_down.jsonl"
+    _rewrite(second, lambda rows: rows.append(json.loads(first.read_text().splitlines()[1])))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value) == (f"{second}:2: same videos and questions as {first}:2; "
+                               "score file rows could not be told apart")
 
 
 def test_limit_keeps_the_first_samples_of_every_group(data_dir: Path) -> None:

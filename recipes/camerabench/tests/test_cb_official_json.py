@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.files import sha256_file
 from pinbench_recipes.camerabench import fixture
 from pinbench_recipes.camerabench.dataset import CameraBenchData, load_dataset
 from pinbench_recipes.camerabench.official_json import (
@@ -45,7 +46,7 @@ def test_reads_every_sample_of_the_fixture(fx) -> None:
     assert out.vqa["vqa__motion_direction__tilt_up_vs_tilt_down__0000"].no_scores.neg_text_neg_image == 0.9
     assert out.caption["caption__a3.0.0"] == Caption("A static shot of a city street.")
     assert {s["family"] for s in out.sources} == {"binary", "vqa", "caption"}
-    assert all(len(s["sha256"]) == 64 for s in out.sources)
+    assert all(s["sha256"] == sha256_file(scores / s["file"]) for s in out.sources)
 
 
 def test_per_task_files_are_pooled_and_the_upstream_loss_is_reported(fx) -> None:
@@ -140,6 +141,114 @@ def test_invalid_json_and_directories(fx, tmp_path: Path) -> None:
         read_score_dir(scores, data)
     with pytest.raises(ScoreFileError, match="score directory not found"):
         read_score_dir(tmp_path / "none", data)
+
+
+def test_a_json_error_names_the_line_as_universal_newlines_count_it(fx) -> None:
+    data, scores = fx
+    path = _binary_file(scores, "Static")
+    for text in ('{"metadata": {},\r  x}', '{"metadata": {},\r\n  x}'):
+        path.write_bytes(text.encode())
+        with pytest.raises(ScoreFileError) as info:
+            read_score_dir(scores, data)
+        assert str(info.value) == f"{path}: invalid JSON at line 2, column 3: Expecting property name enclosed in " \
+                                  "double quotes"
+
+
+def test_a_row_that_is_no_object_is_named_before_any_row_is_checked(fx) -> None:
+    data, scores = fx
+    path = _binary_file(scores, "Move_In")
+    _edit(path, lambda d: (d["scores"][0].update(score="x"), d["scores"].append([1])))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: scores[5] is a list, expected an object"
+
+
+def test_a_second_row_for_a_sample_names_the_first(fx) -> None:
+    data, scores = fx
+    binary, caption = _binary_file(scores, "Move_In"), next(scores.glob("caption_results_*.json"))
+    per_task = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_pan_left_vs_pan_right.json"
+    combined = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction.json"
+    doc = json.loads(per_task.read_text())
+    doc["metadata"].pop("task_name")
+    doc["scores"].reverse()
+    combined.write_text(json.dumps(doc))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["vqa"])
+    assert str(info.value) == (f"{per_task}: scores[0]: sample vqa__motion_direction__pan_left_vs_pan_right__0000 "
+                               f"already scored at {combined}: scores[1]")
+    _edit(binary, lambda d: d["scores"].append(dict(d["scores"][2])))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["binary"])
+    assert str(info.value) == (f"{binary}: scores[5]: sample binary__Move_In__a3.0.0 already scored at "
+                               f"{binary}: scores[2]")
+    _edit(caption, lambda d: d["captions"].append(dict(d["captions"][1])))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["caption"])
+    assert str(info.value) == (f"{caption}: captions[3]: sample caption__a2.0.0 already scored at "
+                               f"{caption}: captions[1]")
+
+
+@pytest.mark.parametrize(("data_file", "field", "score_file", "message"), [
+    ("binary_classification/Move_In.jsonl", "image", "classification_scores_{}_Move_In.json",
+     "video a1.0.0.mp4 is not in split Move_In"),
+    ("vqa_and_retrieval/complex_description/all.jsonl", "pos_video",
+     "vqa_retrieval_scores_{}_complex_description_all.json", "no pair of task all has these videos and questions"),
+    ("vqa_and_retrieval/complex_description/all.jsonl", "neg_video",
+     "vqa_retrieval_scores_{}_complex_description_all.json", "no pair of task all has these videos and questions"),
+])
+def test_a_video_name_with_a_colon_is_read_as_a_windows_path(tmp_path: Path, data_file: str, field: str,
+                                                               score_file: str, message: str) -> None:
+    """Even where the data has that very name: the row's name is reduced to what follows the drive."""
+    data_dir, scores = fixture.write_fixture(tmp_path)
+    path = data_dir / data_file
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    name = rows[0][field] = "c:" + rows[0][field]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    score_path = scores / score_file.format(fixture.MODEL_NAME)
+    _edit(score_path, lambda d: d["scores"][0].update({"video_path" if field == "image" else field: name}))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, load_dataset(data_dir))
+    assert str(info.value) == f"{score_path}: scores[0]: {message}"
+
+
+def test_every_vqa_probability_is_checked_and_read_as_a_float(fx) -> None:
+    data, scores = fx
+    path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
+    pair = "vqa__motion_direction__tilt_up_vs_tilt_down__0000"
+    original = path.read_text()
+    for what in ("yes_scores", "no_scores"):
+        for combo in ("pos_text_pos_image", "pos_text_neg_image", "neg_text_pos_image", "neg_text_neg_image"):
+            for value in (1, -0.5, 1.5):
+                path.write_text(original)
+                _edit(path, lambda d, what=what, combo=combo, value=value: d["scores"][0][what].update({combo: value}))
+                if value == 1:
+                    got = getattr(getattr(read_score_dir(scores, data).vqa[pair], what), combo)
+                    assert (got, type(got)) == (1.0, float), (what, combo)
+                    continue
+                with pytest.raises(ScoreFileError) as info:
+                    read_score_dir(scores, data)
+                assert str(info.value) == (f"{path}: scores[0]: {what}.{combo} is {value}, outside [0, 1]: Script 1 "
+                                           "writes the probability of the answer's first token")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda row: row.update(pos_video=None), "expected a video path, got None"),
+    (lambda row: row.update(neg_video=5), "expected a video path, got 5"),
+    (lambda row: row.update(pos_video="", neg_question=["a list"]), "expected a video path, got ''"),
+    (lambda row: row.update(neg_video="", pos_question={}), "expected a video path, got ''"),
+    (lambda row: row.update(neg_question=5), "no pair of task tilt_up_vs_tilt_down has these videos and questions"),
+    (lambda row: row.update(yes_scores=[0.5] * 4), "yes_scores must be an object with pos_text_pos_image, pos_text_"
+                                                   "neg_image, neg_text_pos_image, neg_text_neg_image, got list"),
+    (lambda row: row.pop("no_scores"), "no_scores must be an object with pos_text_pos_image, pos_text_neg_image, "
+                                       "neg_text_pos_image, neg_text_neg_image, got NoneType"),
+])
+def test_malformed_vqa_rows_are_one_line_errors(fx, edit, message: str) -> None:
+    data, scores = fx
+    path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
+    _edit(path, lambda d: edit(d["scores"][0]))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: scores[0]: {message}"
 
 
 def test_vqa_rows_are_checked(fx) -> None:
