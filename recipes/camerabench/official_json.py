@@ -330,6 +330,9 @@ def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                     continue
             where = f"{path}: scores[{index}]"
             key = (_basename(pos_video, where), _basename(neg_video, where), pos_question, neg_question)
+            for name, question in (("pos_question", pos_question), ("neg_question", neg_question)):
+                if not isinstance(question, str):   # a list would be no key at all (TypeError)
+                    raise ScoreFileError(f"{where}: {name} must be a string, got {question!r:.60}")
             pair = by_key.get(key)
             if pair is None:
                 scope = f"task {task}" if task else f"skill {skill}"

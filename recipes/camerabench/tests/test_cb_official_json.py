@@ -236,7 +236,11 @@ def test_every_vqa_probability_is_checked_and_read_as_a_float(fx) -> None:
     (lambda row: row.update(neg_video=5), "expected a video path, got 5"),
     (lambda row: row.update(pos_video="", neg_question=["a list"]), "expected a video path, got ''"),
     (lambda row: row.update(neg_video="", pos_question={}), "expected a video path, got ''"),
-    (lambda row: row.update(neg_question=5), "no pair of task tilt_up_vs_tilt_down has these videos and questions"),
+    (lambda row: row.update(neg_question=5), "neg_question must be a string, got 5"),
+    (lambda row: row.update(pos_question=["a list"]), "pos_question must be a string, got ['a list']"),
+    (lambda row: row.update(neg_question={"an": "object"}), "neg_question must be a string, got {'an': 'object'}"),
+    (lambda row: row.update(neg_question="Is it another question?"),
+     "no pair of task tilt_up_vs_tilt_down has these videos and questions"),
     (lambda row: row.update(yes_scores=[0.5] * 4), "yes_scores must be an object with pos_text_pos_image, pos_text_"
                                                    "neg_image, neg_text_pos_image, neg_text_neg_image, got list"),
     (lambda row: row.pop("no_scores"), "no_scores must be an object with pos_text_pos_image, pos_text_neg_image, "
