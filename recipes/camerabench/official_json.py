@@ -192,6 +192,9 @@ def _source(path: Path, sha256: str, family: str, metadata: Mapping[str, Any], n
             models: dict[tuple[Any, Any], str], **extra: Any) -> dict[str, Any]:
     """Describe a file and check it comes from the same model as every file before it."""
     model = (metadata.get("model_name"), metadata.get("checkpoint") or None)
+    for key, value in zip(("model_name", "checkpoint"), model, strict=True):
+        if value is not None and not isinstance(value, str):   # a list was no key of ``models`` (TypeError)
+            raise ScoreFileError(f"{path}: metadata.{key} must be a string, got {value!r:.60}")
     if models and model not in models:
         other, first = next(iter(models.items()))
         raise ScoreFileError(f"{path}: model {model[0]!r} checkpoint {model[1]!r} differs from {first} "

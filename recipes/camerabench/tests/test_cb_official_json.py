@@ -426,3 +426,14 @@ def test_script1_records_with_a_value_that_is_no_probability_fail_and_are_writte
     back = read_score_dir(tmp_path / "out", data)
     assert back.binary[binary.sample_id].error.endswith("P(Yes) is None, not a probability")
     assert back.vqa[pair.sample_id].error.endswith("yes_scores.pos_text_neg_image must be a number, got None")
+
+
+@pytest.mark.parametrize(("key", "value"), [("model_name", ["a", "list"]), ("checkpoint", {"an": "object"}),
+                                            ("model_name", 7)])
+def test_a_model_name_or_checkpoint_that_is_no_string_is_a_one_line_error(fx, key: str, value: object) -> None:
+    data, scores = fx
+    path = _binary_file(scores, "Move_In")
+    _edit(path, lambda d: d["metadata"].update({key: value}))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: metadata.{key} must be a string, got {value!r}"
