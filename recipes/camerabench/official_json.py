@@ -302,7 +302,8 @@ def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
         metadata, rows, sha256 = _load(path, "scores")
         skill_name = metadata.get("skill_name")
         if not isinstance(skill_name, str):
-            raise ScoreFileError(f"{path}: metadata.skill_name is missing")
+            raise ScoreFileError(f"{path}: metadata.skill_name is missing" if skill_name is None else
+                                 f"{path}: metadata.skill_name must be a string, got {skill_name!r:.60}")
         skill = skill_name.replace(" ", "_")
         pairs = data.skill_pairs(skill)
         if not pairs:

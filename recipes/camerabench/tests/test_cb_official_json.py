@@ -437,3 +437,15 @@ def test_a_model_name_or_checkpoint_that_is_no_string_is_a_one_line_error(fx, ke
     with pytest.raises(ScoreFileError) as info:
         read_score_dir(scores, data)
     assert str(info.value) == f"{path}: metadata.{key} must be a string, got {value!r}"
+
+
+@pytest.mark.parametrize(("value", "message"), [(None, "metadata.skill_name is missing"),
+                                                (["has_motion"], "metadata.skill_name must be a string, got "
+                                                                 "['has_motion']")])
+def test_a_vqa_file_without_a_skill_name_string_is_named(fx, value: object, message: str) -> None:
+    data, scores = fx
+    path = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_tilt_up_vs_tilt_down.json"
+    _edit(path, lambda d: d["metadata"].update(skill_name=value))
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: {message}"
