@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pinbench.core.files import cache_root, sha256_file
+from pinbench.core.files import cache_root, not_regular, sha256_file
 from pinbench.core.pins import URLPin
 from pinbench.ops.cache import url_path
 from pinbench.ops.downloads import fetch_url, locate, not_fetched
@@ -72,6 +72,9 @@ def verify_data_dir(root: Path, manifest: DataManifest) -> None:
     for rel, (sha, size) in sorted(manifest.data_files.items()):
         path = root / rel
         if not path.is_file():
+            if path.exists():   # a folder, a FIFO: there, but no file
+                raise DataFilesError(f"{path}: {not_regular(path.stat().st_mode)}, not a regular file; expected the "
+                                     f"file at {manifest.repo}@{manifest.commit}")
             raise DataFilesError(f"{path}: missing (expected the file at {manifest.repo}@{manifest.commit})")
         if path.stat().st_size != size or sha256_file(path) != sha:
             raise DataFilesError(f"{path}: differs from {manifest.repo}@{manifest.commit} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,14 @@ def test_verify_data_dir(data_dir: Path) -> None:
         verify_data_dir(data_dir, manifest)
     (data_dir / "caption_data.json").unlink()
     with pytest.raises(DataFilesError, match="caption_data.json: missing"):
+        verify_data_dir(data_dir, manifest)
+    os.mkfifo(data_dir / "caption_data.json")   # there, but no file: said as what it is
+    with pytest.raises(DataFilesError, match=r"caption_data.json: a FIFO \(named pipe\), not a regular file; "
+                                             "expected the file at o/r@c"):
+        verify_data_dir(data_dir, manifest)
+    (data_dir / "caption_data.json").unlink()
+    (data_dir / "caption_data.json").mkdir()
+    with pytest.raises(DataFilesError, match="caption_data.json: is a directory, not a regular file"):
         verify_data_dir(data_dir, manifest)
 
 
