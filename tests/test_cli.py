@@ -279,3 +279,17 @@ def test_the_cli_collects_young_objects_every_twenty_thousand_allocations(monkey
         cli.main(["--help"])
     assert exited.value.code == 0
     assert set_to == [(20_000, *gc.get_threshold()[1:])]
+
+
+def test_diff_and_report_take_a_run_directory_as_check_table_compare_and_view_do(tmp_path: Path) -> None:
+    card = _dynamic_degree_scorecard(tmp_path)
+    by_file = runner.invoke(cli.app, ["diff", str(card)])
+    by_dir = runner.invoke(cli.app, ["diff", str(tmp_path)])
+    assert by_dir.exit_code == by_file.exit_code == 0 and by_dir.output == by_file.output, by_dir.output
+    report = runner.invoke(cli.app, ["report", str(tmp_path), "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    assert "Toy-Nano" in (tmp_path / "report" / "index.html").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = runner.invoke(cli.app, ["diff", str(empty)])
+    assert str(missing.exception) == f"{empty / 'scorecard.json'}: file not found"   # main() prints it, one line

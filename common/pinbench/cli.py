@@ -584,16 +584,16 @@ def _installed_recipe(name: str) -> Recipe | None:
 
 @app.command("diff")
 def diff_cmd(
-    scorecard: Annotated[Path, typer.Argument(help="scorecard.json of a run")],
+    scorecard: Annotated[Path, typer.Argument(help="a run directory (or its scorecard.json)")],
     reference: Annotated[Path | None, typer.Option(help="reference file (default: the recipe's)")] = None,
 ) -> None:
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
         from pinbench.core.reference import diff, load_reference, render_diff
-        from pinbench.core.scorecard import load_scorecard
+        from pinbench.core.scorecard import load_scorecard, scorecard_file
 
-        card = load_scorecard(scorecard)
+        card = load_scorecard(scorecard_file(scorecard))
         recipe = _installed_recipe(card.recipe)
         if reference is None:
             reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
@@ -720,7 +720,7 @@ def _present(by_index: dict[int, Any]) -> dict[int, Any]:
 
 @app.command()
 def report(
-    scorecards: Annotated[list[Path], typer.Argument(help="one or more scorecard.json files")],
+    scorecards: Annotated[list[Path], typer.Argument(help="one or more run directories (or their scorecard.json)")],
     out: Annotated[Path, typer.Option(help="report directory")] = Path("runs/report"),
     with_view: Annotated[bool, typer.Option("--view", help="also write the runs' view folder (DIR/view) and link "
                                                           "every sample the report names to its page")] = False,
@@ -728,8 +728,10 @@ def report(
     """Write a static HTML report (inline SVG figures, no script) for one or more scorecards; without --view it is
     the very page of a run's own report/."""
     with _one_blas_thread():  # tables and SVG from the scorecards: no linear algebra
+        from pinbench.core.scorecard import scorecard_file
         from pinbench.results.report import write_report
 
+    scorecards = [scorecard_file(path) for path in scorecards]
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)

@@ -633,6 +633,12 @@ def write_scorecard(card: Scorecard, path: Path | str) -> Path:
     return write_atomic(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
 
 
+def scorecard_file(path: Path | str) -> Path:
+    """The scorecard a command reads for ``path``: a run directory's ``scorecard.json``, or ``path`` itself."""
+    path = Path(path)
+    return path / "scorecard.json" if path.is_dir() else path
+
+
 def load_scorecard(path: Path | str) -> Scorecard:
     """Read and validate a scorecard (schema and counts, on its JSON); ScorecardError naming the file on any
     problem."""

@@ -47,6 +47,7 @@ from pinbench.core.scorecard import (
     load_scorecard,
     metric_samples,
     run_derived,
+    scorecard_file,
 )
 from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
 
@@ -120,7 +121,7 @@ def load_run(path: Path | str) -> Run:
     from pinbench.core.runner import read_merged
 
     path = Path(path)
-    scorecard = path / "scorecard.json" if path.is_dir() else path
+    scorecard = scorecard_file(path)
     card = load_scorecard(scorecard)
     name = card.samples.path
     if not name:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.generation import Generated, generation_differences
-from pinbench.core.scorecard import MetricResult, load_scorecard
+from pinbench.core.scorecard import MetricResult, load_scorecard, scorecard_file
 from pinbench.results.compare import CompareError, Run, compare_runs, load_run
 
 FORMATS = ("markdown", "latex", "csv")
@@ -91,7 +91,7 @@ def _read_metric(entry: MetricResult) -> RunMetric:
 
 
 def _read_column(path: Path) -> Column:
-    scorecard = path / "scorecard.json" if path.is_dir() else path
+    scorecard = scorecard_file(path)
     card = load_scorecard(scorecard)
     column = Column(path=scorecard, recipe=card.recipe, recipe_version=card.recipe_version,
                     checkpoint=card.checkpoint, mode=card.mode, status=card.status,
