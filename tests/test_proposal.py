@@ -123,6 +123,9 @@ def test_runs_of_other_checkpoints_or_the_same_run_twice_are_refused(toy: Any, t
     result = runner.invoke(cli.app, ["record-reference", str(path), str(tmp_path / "a" / ".." / "a" / "scorecard.json"),
                                      "--out", str(tmp_path / "r.yaml")])
     assert result.exit_code == 2 and "given twice" in result.output
+    result = runner.invoke(cli.app, ["record-reference", str(tmp_path / "a"), str(path), "--out",
+                                     str(tmp_path / "r.yaml")])   # a run directory and its own scorecard
+    assert result.exit_code == 2 and f"{path}: given twice" in result.output
 
 
 def test_cli_dry_run_shows_the_arithmetic_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -622,7 +622,8 @@ def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
 @app.command("record-reference")
 def record_reference_cmd(
     scorecards: Annotated[list[Path] | None, typer.Argument(
-        help="scorecard.json of one or several trusted, complete runs of one checkpoint (other seeds or GPUs)")] = None,
+        help="run directories (or their scorecard.json) of one or several trusted, complete runs of one checkpoint "
+             "(other seeds or GPUs)")] = None,
     fixture: Annotated[str | None, typer.Option("--fixture", metavar="RECIPE", help="run RECIPE's fixture and record "
                                                 "its references/fixture.yaml from that run")] = None,
     out: Annotated[Path | None, typer.Option(help="where to write (default: the recipe's references/)")] = None,
@@ -644,7 +645,7 @@ def record_reference_cmd(
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.proposal import propose_reference
     from pinbench.core.reference import write_reference
-    from pinbench.core.scorecard import load_scorecard
+    from pinbench.core.scorecard import load_scorecard, scorecard_file
 
     if fixture is not None:
         if scorecards or out or tolerance or note or dry_run or tier != "same_hw":
@@ -658,7 +659,8 @@ def record_reference_cmd(
             _fail(str(exc))
         return
     if not scorecards:
-        _fail("give one or more scorecard.json files, or --fixture RECIPE")
+        _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
+    scorecards = [scorecard_file(path) for path in scorecards]
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
     if repeated:
