@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
+from pinbench.core.files import FileError, read_regular_bytes
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
 from pinbench.core.task import Task
@@ -131,13 +132,23 @@ def limit_groups(groups: Sequence[Group], limit: int | None) -> list[Group]:
 
 
 def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
-    """``{scene_id: {"departure_frame": int, "revisit_frame": int}}`` (0-based), validated."""
+    """``{scene_id: {"departure_frame": int, "revisit_frame": int}}`` (0-based), validated.
+
+    Read as a regular file (a FIFO would block the run forever), as UTF-8, and with each scene once: of two
+    pairs for one scene, JSON keeps the last without a word, so the one scored would be a guess."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecipeError(f"{path}: annotations file not found") from None
+        text = read_regular_bytes(path).decode("utf-8")
+    except FileError as exc:
+        reason = "annotations file not found" if exc.reason == "file not found" else exc.reason
+        raise RecipeError(f"{path}: {reason}") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise RecipeError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise RecipeError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: expected an object scene_id -> {{departure_frame, revisit_frame}}")
     pairs = {}
@@ -148,6 +159,20 @@ def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
                               f"got {entry!r}")
         pairs[scene] = (frames[0], frames[1])
     return pairs
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object, or _DuplicateKey naming the key given twice."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(f"{key!r} is given twice (JSON would keep the last without a word)")
+        data[key] = value
+    return data
 
 
 def annotation_spec(spec: str | None, checkpoint: str) -> str:

@@ -1,0 +1,38 @@
+"""Hostile inputs at the recipe's boundaries: each is one line naming the file and what is wrong, or a sample
+that fails by name; never a hang, a traceback or a score of something other than what was given."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pinbench.core.config import RecipeError
+from pinbench_recipes.remembench.prepare import read_annotation_file
+
+PAIR = '{"departure_frame": 1, "revisit_frame": 2}'
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p.write_bytes(b'\xff{"s": ' + PAIR.encode() + b"}"), "not UTF-8 text"),
+    (lambda p: p.mkdir(), "is a directory, not a file"),
+    (lambda p: os.mkfifo(p), "a FIFO (named pipe), not a regular file"),   # read_text blocked for ever
+    (lambda p: p.symlink_to(p), "unreadable: Too many levels of symbolic links"),
+    (lambda p: p.symlink_to(p.parent / "absent.json"), "annotations file not found"),
+    (lambda p: p.write_text('{"s": ' + PAIR + ', "s": {"departure_frame": 3, "revisit_frame": 4}}'),
+     "'s' is given twice"),   # was read as {"s": (3, 4)}: the last pair won without a word
+])
+def test_a_bad_annotations_file_is_one_line_naming_it(tmp_path: Path, make, message):
+    path = tmp_path / "pairs.json"
+    make(path)
+    with pytest.raises(RecipeError) as caught:
+        read_annotation_file(path)
+    text = str(caught.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text
+
+
+def test_a_good_annotations_file_reads(tmp_path: Path):
+    path = tmp_path / "pairs.json"
+    path.write_text('{"s": ' + PAIR + ', "t": {"departure_frame": 0, "revisit_frame": 0}}')
+    assert read_annotation_file(path) == {"s": (1, 2), "t": (0, 0)}
