@@ -17,6 +17,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError, read_regular_bytes
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
+from pinbench.core.runner import sample_id_problem
 from pinbench.core.task import Task
 from pinbench_recipes.remembench.dataset import (
     I2V_SETTINGS,
@@ -83,7 +84,13 @@ def load_groups(release: Release, split: str, settings: Sequence[str],
                 paper: Mapping[str, PaperSettings] = PAPER) -> tuple[list[Group], list[Row]]:
     """Groups to score (I2V: in the order of ``I2V_SETTINGS``, whatever the order given), and every row of the
     split's test file (for the cohort report)."""
-    all_rows = read_rows(release.path(TEST_FILES[split]), split, paper[split])
+    path = release.path(TEST_FILES[split])
+    all_rows = read_rows(path, split, paper[split])
+    for row in all_rows:  # the annotation page skips such a scene; a run stores samples by id, so it cannot
+        problem = sample_id_problem(row.sample_id)
+        if problem:
+            raise DatasetError(f"{path}:{row.line}: id {row.sample_id!r} {problem}; a sample id names files "
+                               "(its rollout, its stored record)")
     if split == "t2v":
         return [Group("t2v", None, paper["t2v"], list(all_rows))], all_rows
     ordered = sorted(settings, key=lambda s: I2V_SETTINGS.index(s) if s in I2V_SETTINGS else len(I2V_SETTINGS))

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from pinbench.core.config import RecipeError
-from pinbench_recipes.remembench.prepare import read_annotation_file
+from pinbench_recipes.remembench.dataset import DatasetError, read_rows
+from pinbench_recipes.remembench.prepare import load_groups, read_annotation_file
+from pinbench_recipes.remembench.release import open_release
+from pinbench_recipes.remembench.tests.conftest import t2v_row, write_checksums, write_jsonl
 
 PAIR = '{"departure_frame": 1, "revisit_frame": 2}'
 
@@ -36,3 +39,25 @@ def test_a_good_annotations_file_reads(tmp_path: Path):
     path = tmp_path / "pairs.json"
     path.write_text('{"s": ' + PAIR + ', "t": {"departure_frame": 0, "revisit_frame": 0}}')
     assert read_annotation_file(path) == {"s": (1, 2), "t": (0, 0)}
+
+
+@pytest.mark.parametrize(("scene_id", "problem"), [
+    ("../../escape", "contains a path separator"), (".hidden", "starts with '.'"),
+    ("new\nline", "contains a control character"), ("x" * 201, "is longer than 200 bytes"),
+])
+def test_a_release_row_whose_id_cannot_name_files_is_refused_by_file_and_line(tmp_path: Path, scene_id, problem):
+    """Before: the run loaded its models, then stopped on 'unsafe sample id ...' naming neither file nor line."""
+    root = tmp_path / "RememBench"
+    write_jsonl(root / "data/t2v/test.jsonl", [t2v_row(scene_id="fine"), t2v_row(scene_id=scene_id)])
+    write_checksums(root)
+    release = open_release("mosaichunk/RememBench", "b" * 40, local_dir=root, download=False)
+    with pytest.raises(DatasetError) as caught:
+        load_groups(release, "t2v", [])
+    assert str(caught.value).startswith(f"{root}/data/t2v/test.jsonl:2: id {scene_id!r} {problem}")
+
+
+def test_a_release_file_that_is_not_utf8_is_named(tmp_path: Path):
+    path = tmp_path / "test.jsonl"
+    path.write_bytes(b'{"scene_id": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match=rf"^{path}: not UTF-8 text \(byte 17\)$"):
+        read_rows(path, "t2v")
