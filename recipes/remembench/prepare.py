@@ -244,6 +244,7 @@ class RowTask(Task):
     annotation_source: str | None = None
     translation: bool | None = None      # I2V: the row's trajectory kind
     poses: InputKey | str | None = None  # I2V: the poses file's key, or its name when -o poses_dir lacks it
+    rollouts: list[str] | None = None    # every name of ``looked_for`` found, when more than one: which is it?
 
 
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
@@ -255,6 +256,7 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
         layout = [list(c) for c in group.paper.chunk_layout()]
         for row in group.rows:
             video, looked = find_video(videos, row.sample_id)
+            found = [name for name in looked if videos is not None and (videos / name).is_file()]
             split: dict[str, Any] = {}
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None
@@ -270,5 +272,5 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
                 group=group.prefix, video=digests.key(video, videos) if video and videos else None,
                 looked_for=looked, num_frames=group.paper.num_frames, size=[group.paper.width, group.paper.height],
                 layout=layout, models=dict(models), recipe_version=recipe_version, decoder=decoder,
-                device=device.partition(":")[0], **split))
+                device=device.partition(":")[0], rollouts=found if len(found) > 1 else None, **split))
     return tasks

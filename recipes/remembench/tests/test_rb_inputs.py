@@ -3,6 +3,7 @@ that fails by name; never a hang, a traceback or a score of something other than
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -61,3 +62,20 @@ def test_a_release_file_that_is_not_utf8_is_named(tmp_path: Path):
     path.write_bytes(b'{"scene_id": "caf\xe9"}\n')
     with pytest.raises(DatasetError, match=rf"^{path}: not UTF-8 text \(byte 17\)$"):
         read_rows(path, "t2v")
+
+
+def test_two_rollouts_of_one_sample_fail_it_by_name(tmp_path: Path):
+    """Before: with both t2v-001.mp4 and t2v-001/rollout.mp4 under -o videos, the run scored the first, ok."""
+    from pinbench.ops.launch import run_recipe
+    from pinbench_recipes.remembench.fixture import build_fixture
+    from pinbench_recipes.remembench.tests.conftest import fixture_config
+
+    data = build_fixture(tmp_path / "fixture_data")
+    (data.videos / "t2v-001").mkdir()
+    (data.videos / "t2v-001/rollout.mp4").write_bytes((data.videos / "t2v-002.mp4").read_bytes())
+    assert run_recipe(fixture_config(tmp_path)).exit_code == 2
+    card = json.loads((tmp_path / "scorecard.json").read_text())
+    (failed,) = card["metrics"]["t2v/clip"]["failed"]
+    assert failed["sample_id"] == "t2v-001"
+    assert "t2v-001.mp4 and t2v-001/rollout.mp4 are both under -o videos" in failed["error"]
+    assert card["metrics"]["t2v/clip"]["n_scored"] == 2 and card["samples"]["n_expected"] == 7
