@@ -79,3 +79,27 @@ def test_two_rollouts_of_one_sample_fail_it_by_name(tmp_path: Path):
     assert failed["sample_id"] == "t2v-001"
     assert "t2v-001.mp4 and t2v-001/rollout.mp4 are both under -o videos" in failed["error"]
     assert card["metrics"]["t2v/clip"]["n_scored"] == 2 and card["samples"]["n_expected"] == 7
+
+
+def _complex_poses(path: Path) -> None:
+    """Rigid poses with an imaginary part in one entry: the float cast dropped it, and the sample scored ok."""
+    import numpy as np
+
+    poses = np.tile(np.eye(4), (3, 1, 1)).astype(np.complex128)
+    poses[1, 0, 0] += 1j
+    np.savez(path, poses=poses)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: os.mkfifo(p), "unreadable camera poses (a FIFO (named pipe), not a regular file)"),  # np.load hung
+    (lambda p: p.write_bytes(b""), "unreadable camera poses (EOFError: No data left in file)"),  # named no file
+    (_complex_poses, "camera poses are complex128, not real numbers"),
+])
+def test_unusable_poses_files_fail_naming_the_file(tmp_path: Path, make, message):
+    from pinbench_recipes.remembench.revisit import load_poses
+
+    path = tmp_path / "s.npz"
+    make(path)
+    with pytest.raises(ValueError) as caught:
+        load_poses(path, 3)
+    assert str(caught.value) == f"{path}: {message}"
