@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import FileError, read_regular_bytes
+
 SPLITS = ("t2v", "i2v")
 I2V_SETTINGS = ("rotation_90", "rotation_180", "rotation_360", "translation_90", "translation_180",
                 "translation_360")
@@ -248,9 +250,11 @@ def _i2v_row(fields: _Fields, line: int) -> I2VRow:
 def iter_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; DatasetError names the file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: file not found") from None
+        text = read_regular_bytes(path).decode("utf-8")
+    except FileError as exc:
+        raise DatasetError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue

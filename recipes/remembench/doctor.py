@@ -51,4 +51,11 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
         return [*findings, problem("inputs", f"cannot list the expected rollouts: {exc}")]
     rows = [row for group in prepare.limit_groups(groups, cfg.limit) for row in group.rows]
     expected = {row.sample_id: prepare.find_video(opts.videos, row.sample_id)[0] for row in rows}
-    return findings + video_findings(expected, opts.videos or "(no -o videos= given)", "rollouts")
+    findings += video_findings(expected, opts.videos or "(no -o videos= given)", "rollouts")
+    twice = [row.sample_id for row in rows if opts.videos is not None
+             and sum((opts.videos / name).is_file() for name in prepare.find_video(opts.videos, row.sample_id)[1]) > 1]
+    if twice:
+        findings.append(problem("inputs", f"{len(twice)} sample(s) have two rollouts under {opts.videos} "
+                                f"(<id>.mp4 and <id>/rollout.mp4), and each would fail: {', '.join(twice[:5])}"
+                                + (", ..." if len(twice) > 5 else "")))
+    return findings

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
+from pinbench.core.files import FileError, read_regular_bytes
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
+from pinbench.core.runner import sample_id_problem
 from pinbench.core.task import Task
 from pinbench_recipes.remembench.dataset import (
     I2V_SETTINGS,
@@ -82,7 +84,13 @@ def load_groups(release: Release, split: str, settings: Sequence[str],
                 paper: Mapping[str, PaperSettings] = PAPER) -> tuple[list[Group], list[Row]]:
     """Groups to score (I2V: in the order of ``I2V_SETTINGS``, whatever the order given), and every row of the
     split's test file (for the cohort report)."""
-    all_rows = read_rows(release.path(TEST_FILES[split]), split, paper[split])
+    path = release.path(TEST_FILES[split])
+    all_rows = read_rows(path, split, paper[split])
+    for row in all_rows:  # the annotation page skips such a scene; a run stores samples by id, so it cannot
+        problem = sample_id_problem(row.sample_id)
+        if problem:
+            raise DatasetError(f"{path}:{row.line}: id {row.sample_id!r} {problem}; a sample id names files "
+                               "(its rollout, its stored record)")
     if split == "t2v":
         return [Group("t2v", None, paper["t2v"], list(all_rows))], all_rows
     ordered = sorted(settings, key=lambda s: I2V_SETTINGS.index(s) if s in I2V_SETTINGS else len(I2V_SETTINGS))
@@ -131,13 +139,23 @@ def limit_groups(groups: Sequence[Group], limit: int | None) -> list[Group]:
 
 
 def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
-    """``{scene_id: {"departure_frame": int, "revisit_frame": int}}`` (0-based), validated."""
+    """``{scene_id: {"departure_frame": int, "revisit_frame": int}}`` (0-based), validated.
+
+    Read as a regular file (a FIFO would block the run forever), as UTF-8, and with each scene once: of two
+    pairs for one scene, JSON keeps the last without a word, so the one scored would be a guess."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RecipeError(f"{path}: annotations file not found") from None
+        text = read_regular_bytes(path).decode("utf-8")
+    except FileError as exc:
+        reason = "annotations file not found" if exc.reason == "file not found" else exc.reason
+        raise RecipeError(f"{path}: {reason}") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise RecipeError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise RecipeError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: expected an object scene_id -> {{departure_frame, revisit_frame}}")
     pairs = {}
@@ -148,6 +166,20 @@ def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
                               f"got {entry!r}")
         pairs[scene] = (frames[0], frames[1])
     return pairs
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object, or _DuplicateKey naming the key given twice."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(f"{key!r} is given twice (JSON would keep the last without a word)")
+        data[key] = value
+    return data
 
 
 def annotation_spec(spec: str | None, checkpoint: str) -> str:
@@ -212,6 +244,7 @@ class RowTask(Task):
     annotation_source: str | None = None
     translation: bool | None = None      # I2V: the row's trajectory kind
     poses: InputKey | str | None = None  # I2V: the poses file's key, or its name when -o poses_dir lacks it
+    rollouts: list[str] | None = None    # every name of ``looked_for`` found, when more than one: which is it?
 
 
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
@@ -223,6 +256,7 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
         layout = [list(c) for c in group.paper.chunk_layout()]
         for row in group.rows:
             video, looked = find_video(videos, row.sample_id)
+            found = [name for name in looked if videos is not None and (videos / name).is_file()]
             split: dict[str, Any] = {}
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None
@@ -238,5 +272,5 @@ def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: An
                 group=group.prefix, video=digests.key(video, videos) if video and videos else None,
                 looked_for=looked, num_frames=group.paper.num_frames, size=[group.paper.width, group.paper.height],
                 layout=layout, models=dict(models), recipe_version=recipe_version, decoder=decoder,
-                device=device.partition(":")[0], **split))
+                device=device.partition(":")[0], rollouts=found if len(found) > 1 else None, **split))
     return tasks

@@ -14,12 +14,13 @@ sides rounded to multiples of 14 (PIL Lanczos), values in [0, 1], bf16 autocast,
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pinbench.core.files import atomic_path
+from pinbench.core.files import FileError, atomic_path, read_regular_bytes
 
 PIXEL_LIMIT = 255_000
 PATCH = 14
@@ -125,14 +126,23 @@ def save_poses(path: Path, poses: np.ndarray) -> None:
 
 
 def load_poses(path: Path, n_frames: int) -> np.ndarray:
-    """Camera poses of one rollout from a ``pi3_poses.npz``-style file; ValueError names the file."""
+    """Camera poses of one rollout from a ``pi3_poses.npz``-style file; ValueError names the file.
+
+    Read as a regular file (``np.load`` of a FIFO blocks for ever); poses must be real numbers: a complex
+    array's imaginary parts would be dropped by the float cast, a warning and no error."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            poses = np.array(data["poses"], dtype=np.float64)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: camera poses not found") from None
-    except (KeyError, OSError, ValueError) as exc:
+        raw = read_regular_bytes(path)
+    except FileError as exc:
+        raise ValueError(f"{path}: camera poses not found" if exc.reason == "file not found"
+                         else f"{path}: unreadable camera poses ({exc.reason})") from None
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+            stored = data["poses"]
+    except (KeyError, EOFError, OSError, ValueError, TypeError) as exc:
         raise ValueError(f"{path}: unreadable camera poses ({type(exc).__name__}: {exc})") from None
+    if stored.dtype.kind not in "fiu":
+        raise ValueError(f"{path}: camera poses are {stored.dtype}, not real numbers")
+    poses = stored.astype(np.float64)
     if poses.shape != (n_frames, 4, 4):
         raise ValueError(f"{path}: poses are {poses.shape}, expected ({n_frames}, 4, 4) for the decoded video")
     return poses

@@ -84,6 +84,9 @@ class Scorer:
 
     def __call__(self, task: RowTask) -> dict[str, Any]:
         video = task.video
+        if task.rollouts:  # scoring the first would score a rollout chosen by a rule the user may not know
+            raise ValueError(f"{' and '.join(task.rollouts)} are both under -o videos: two rollouts of "
+                             f"{task.sample_id}; keep the one to score")
         if video is None:
             raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task.looked_for)} under "
                                     "-o videos")
