@@ -115,14 +115,21 @@ def _group_summary(group: Sequence[Sample], video_max_time: int | None) -> str:
 
 
 def _one_line(text: str) -> str:
-    """Control characters (a newline in a file name) escaped, so that every problem stays one line."""
-    return "".join(c if 0x20 <= ord(c) != 0x7F else repr(c)[1:-1] for c in text)
+    """Control characters (a newline in a file name) escaped, so that every problem stays one line; so are the
+    undecodable bytes of a non-UTF-8 name (``os.listdir`` hands them over as lone surrogates, which no UTF-8
+    output can print)."""
+    return "".join(c if 0x20 <= ord(c) != 0x7F and not 0xD800 <= ord(c) <= 0xDFFF else repr(c)[1:-1]
+                   for c in text)
 
 
 def _name_problem(name: str) -> str | None:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
         return "has a control character in its name"
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "has a name that is not valid UTF-8 (sample ids and process.py's Result.json hold names as UTF-8)"
+    if size > MAX_NAME_BYTES:
         return f"has a name longer than {MAX_NAME_BYTES} bytes"
     return None
 

@@ -110,6 +110,10 @@ def _record_key(path: Path, index: int, record: Any) -> SampleKey:
     if name in (".", "..") or any(c in name for c in "/\\") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
         # process.py writes os.listdir names; anything else would become a file name here
         raise ResultFileError(path, f"data[{index}]: path {name!r:.80} is not a directory name")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:   # a \udcXX escape: a sample id is a UTF-8 file name (the plan refuses such names)
+        raise ResultFileError(path, f"data[{index}]: path {name!r:.80} is not valid UTF-8") from None
     if perspective not in PERSPECTIVES or test not in TEST_TYPES:
         raise ResultFileError(path, f"data[{index}] ({name!r}): perspective {perspective!r} / test_type {test!r} "
                                     f"not in {PERSPECTIVES} x {TEST_TYPES}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, SampleKey
 from pinbench_recipes.mind.results import Imported
-from pinbench_recipes.mind.worldfoundry import block_value, mean_finite
+from pinbench_recipes.mind.worldfoundry import block_value, finite, mean_finite
 
 BLOCKS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     # official metric -> (record key, ((metric id, average key, per-frame key), ...))
@@ -69,21 +69,32 @@ def _check_inputs(record: Mapping[str, Any], sample: ContinuationSample | None) 
     if sample.video_frames is not None:
         expected["sample_frames"] = sample.video_frames
     wrong = [f"{name} {record.get(name)!r} (inputs: {value})" for name, value in expected.items()
-             if record.get(name) != value]
+             if record.get(name) != value or isinstance(record.get(name), bool)]
     if wrong:
         raise SampleFailure("the record does not describe this run's inputs: " + ", ".join(wrong) +
                             " (a Result.json of other data or other videos?)")
 
 
-def _frame_lists_ok(block: Mapping[str, Any], keys: Sequence[str], expected: int | None) -> str | None:
-    """Why the per-frame lists of a block do not cover the frames process.py scores, or None."""
-    for key in keys:
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _frame_lists_ok(block: Mapping[str, Any], fields: Sequence[tuple[str, str]], expected: int | None) -> str | None:
+    """Why a block's (average, per-frame list) pairs are not what process.py writes, or None: each list covers
+    the frames it scores and holds numbers only (a string or boolean frame would be left out of the
+    finite-frame mean unseen, moving it), each average is a number or null (``Infinity`` / ``NaN`` are numbers)."""
+    for average, key in fields:
         values = block.get(key)
         if not isinstance(values, list):
             return f"has no per-frame list {key!r}"
         if expected is not None and len(values) != expected:
             return (f"{key!r} holds {len(values)} frames, process.py at 8f9c59c scores {expected} here "
                     "(a result of another process.py version?)")
+        wrong = next((i for i, v in enumerate(values) if not _is_number(v)), None)
+        if wrong is not None:
+            return f"{key!r}[{wrong}] is {values[wrong]!r:.40}, not a number"
+        if block.get(average) is not None and not _is_number(block[average]):
+            return f"{average!r} is {block[average]!r:.40}, not a number"
     return None
 
 
@@ -124,7 +135,7 @@ def _read_frame_block(record: Mapping[str, Any], metric: str, expected: int | No
     elif not isinstance(block, dict):
         problem = f"{key!r} is not an object"
     else:
-        problem = _frame_lists_ok(block, [frames for _, _, frames in fields], expected)
+        problem = _frame_lists_ok(block, [(average, frames) for _, average, frames in fields], expected)
         if problem is None and key == "lcm" and expected is not None and block.get("length") != expected:
             problem = f"length {block.get('length')!r}, process.py at 8f9c59c scores {expected} frames here"
         problem = f"{key!r} block {problem}" if problem else None
@@ -162,8 +173,8 @@ def _read_action(record: Mapping[str, Any], result: dict[str, Any], errors: dict
             errors[metric_id] = f"action.__overall__.{field} is {value!r}"
     for metric_id, bucket, field in ACTION_BUCKET_IDS:
         stats = block.get(bucket)
-        if isinstance(stats, dict) and isinstance(stats.get(field), (int, float)) and math.isfinite(stats[field]):
-            result[metric_id] = float(stats[field])
+        if isinstance(stats, dict) and finite(stats.get(field)) is not None:
+            result[metric_id] = finite(stats[field])
     result["action_steps"] = overall.get("count")
 
 
@@ -180,7 +191,11 @@ def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, 
     entries = record.get("video_results")
     if not isinstance(entries, list):
         raise SampleFailure("mirror record has no 'video_results' list")
-    by_name = {e.get("video_name"): e for e in entries if isinstance(e, dict)}
+    by_name: dict[Any, dict[str, Any]] = {}
+    conflicting: set[Any] = set()   # one rollout, two different entries: which is its own cannot be told
+    for entry in (e for e in entries if isinstance(e, dict)):
+        if by_name.setdefault(entry.get("video_name"), entry) != entry:
+            conflicting.add(entry.get("video_name"))
     planned = {v.name: v for v in sample.videos} if sample is not None else {}
     names = list(planned) if sample is not None else sorted(n for n in by_name if isinstance(n, str))
     result = _base(imported.key)
@@ -191,6 +206,8 @@ def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, 
         video: dict[str, Any] = {}
         if entry is None:
             problems.append(f"{name}: no entry in video_results")
+        elif name in conflicting:
+            problems.append(f"{name}: different entries in video_results; cannot tell which is this rollout's")
         elif entry.get("error") is not None:
             problems.append(f"{name}: {entry['error']}")
         elif not isinstance(entry.get("gsc"), dict):
@@ -201,7 +218,7 @@ def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, 
             if planned_video is not None and entry.get("sample_frames") != planned_video.frames:
                 problems.append(f"{name}: sample_frames {entry.get('sample_frames')!r}, the video has "
                                 f"{planned_video.frames}")
-            bad = _frame_lists_ok(entry["gsc"], PIXEL_FIELDS, expected)
+            bad = _frame_lists_ok(entry["gsc"], [(average, frames) for _, average, frames in GSC_IDS], expected)
             if bad:
                 problems.append(f"{name}: gsc block {bad}")
             video = {metric_id: block_value(entry["gsc"], average, frames) for metric_id, average, frames in GSC_IDS}

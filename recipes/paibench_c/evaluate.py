@@ -212,9 +212,12 @@ class GTCache:
             (self.root / folder).mkdir(exist_ok=True)
 
     def _manifest(self) -> dict[str, Any]:
-        if not self.manifest_path.is_file():
+        if not self.manifest_path.exists():
             return {"key": self.key, "files": {}, "computed_in": []}
-        data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        data = read_json_object(self.manifest_path)
+        if data is None or not isinstance(data.get("files"), dict) or not isinstance(data.get("computed_in"), list):
+            raise EvaluationError(f"{self.manifest_path}: not a GT manifest (an object with 'files' and "
+                                  "'computed_in'); remove it and the GT seg/depth files are computed again")
         if data.get("key") != self.key:
             raise EvaluationError(f"{self.manifest_path}: GT cache for key {data.get('key')}, this run is {self.key}")
         return data
@@ -275,6 +278,19 @@ def stamp_inputs(*, videos: Mapping[str, str], gt_key: str, gt_policy: str, eval
             "evaluator_commit": evaluator_commit}
 
 
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path``; None when it is anything else (missing, a FIFO or a folder,
+    unreadable, not UTF-8, not JSON, not an object): the run directory's own records, which a kill or a hand can
+    leave cut or changed."""
+    try:
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):   # ValueError: UnicodeDecodeError and JSONDecodeError
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def is_current(modality_dir: Path, inputs: Mapping[str, Any], gt_files_sha256: str | None = None) -> bool:
     """True when metrics.json was produced by a finished evaluation of exactly these inputs.
 
@@ -282,11 +298,8 @@ def is_current(modality_dir: Path, inputs: Mapping[str, Any], gt_files_sha256: s
     evaluation used: a later forced recomputation of GT makes earlier modalities stale.
     """
     stamp, metrics = modality_dir / "eval_stamp.json", modality_dir / "metrics.json"
-    if not (stamp.is_file() and metrics.is_file()):
-        return False
-    try:
-        data = json.loads(stamp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+    data = read_json_object(stamp)
+    if data is None or not metrics.is_file():
         return False
     if gt_files_sha256 is not None and data.get("gt_files_sha256") != gt_files_sha256:
         return False
@@ -316,9 +329,11 @@ def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, 
                   gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any],
                   batch_size: int | None = None) -> Path:
     """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp."""
-    metrics = modality_dir / "metrics.json"
-    metrics.unlink(missing_ok=True)
-    (modality_dir / "eval_stamp.json").unlink(missing_ok=True)
+    metrics, stamp_path = modality_dir / "metrics.json", modality_dir / "eval_stamp.json"
+    for path in (metrics, stamp_path):
+        if path.is_dir() and not path.is_symlink():
+            raise EvaluationError(f"{path}: is a directory, where the evaluation writes a file; remove it")
+        path.unlink(missing_ok=True)
     command = evaluator.calculate_metrics(modality_dir=modality_dir, gt_dir=gt.root, output=metrics,
                                           task_ids=task_ids, gpu_ids=gpu_ids, force_gt=force_gt,
                                           batch_size=batch_size)
@@ -326,7 +341,7 @@ def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, 
         raise EvaluationError(f"{metrics}: the evaluator finished without writing it")
     stamp = {"inputs": dict(inputs), "metrics_sha256": sha256_file(metrics), "force_gt": force_gt,
              "command": command}
-    (modality_dir / "eval_stamp.json").write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+    write_atomic(stamp_path, json.dumps(stamp, indent=1))   # a cut stamp would throw the evaluation away
     return metrics
 
 

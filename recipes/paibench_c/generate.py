@@ -63,9 +63,10 @@ class ValidityCache:
         self._known: dict[str, list[int]] = {}
         if path is not None and path.is_file():
             try:
-                self._known = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                self._known = {}
+                known = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):   # cut, not UTF-8, unreadable: every video is decoded again
+                known = {}
+            self._known = known if isinstance(known, dict) else {}
 
     def is_valid(self, video: Path, min_frames: int) -> bool:
         try:

@@ -19,6 +19,14 @@ EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_p
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
 
 
+# What a value can be by its definition (README, Native cross-check): F1 / precision / recall / IoU are fractions,
+# SSIM lies in [-1, 1], si-RMSE is a root mean square. A value outside is no score of this evaluator.
+VALUE_RANGES: dict[str, tuple[float, float]] = {
+    "canny_f1_score": (0.0, 1.0), "canny_precision": (0.0, 1.0), "canny_recall": (0.0, 1.0),
+    "blur_ssim": (-1.0, 1.0), "seg_m_iou": (0.0, 1.0), "seg_recall": (0.0, 1.0), "depth_si_rmse": (0.0, math.inf),
+}
+
+
 class MetricsFileError(ValueError):
     """metrics.json is unreadable or malformed; one line naming the file and the problem."""
 
@@ -39,6 +47,7 @@ class ModalityMetrics:
     unexpected: list[str]                            # per_video entries that are not expected tasks
     evaluator_global: dict[str, float | None]        # what the evaluator reported, for the record only
     counts: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, dict[str, str]] = field(default_factory=dict)   # task -> metric -> why its value is None
 
     def mean(self, metric: str) -> float | None:
         values = [v[metric] for v in self.per_task.values() if v.get(metric) is not None]
@@ -51,14 +60,31 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _why_not_scored(metric: str, value: Any) -> str | None:
+    """Why a per-task value counts as not scored (None: it is a score)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null/NaN in metrics.json (the evaluator's step raised)"
+    number = _number(value)
+    if number is None:
+        return f"{value!r:.40} in metrics.json is not a finite number"
+    low, high = VALUE_RANGES.get(metric, (-math.inf, math.inf))
+    if not low <= number <= high:
+        return f"{number!r} in metrics.json is outside [{low:g}, {high:g}], the range of {metric}"
+    return None
+
+
 def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
                        metrics: Sequence[str] = EVALUATOR_METRICS) -> ModalityMetrics:
     """Parse one metrics.json against the tasks this run expects and the metrics its evaluator reports."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():   # a FIFO would block the read, a folder raise
+            raise MetricsFileError(f"{path}: not a regular file")
         data = json.loads(path.read_text(encoding="utf-8"))  # json accepts the NaN tokens pandas writes
     except FileNotFoundError:
         raise MetricsFileError(f"{path}: file not found (the evaluator did not finish)") from None
+    except OSError as exc:
+        raise MetricsFileError(f"{path}: unreadable: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("per_video"), list):
@@ -77,7 +103,10 @@ def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
             raise MetricsFileError(f"{path}: {task} appears twice in per_video (seed variants are not "
                                    "part of this recipe)")
         found[task] = entry
-    per_task = {task: {m: _number(found[task].get(m)) for m in metrics}
+    reasons = {task: {m: why for m in metrics if (why := "absent from metrics.json" if m not in found[task]
+                                                  else _why_not_scored(m, found[task][m]))}
+               for task in expected_tasks if task in found}
+    per_task = {task: {m: None if m in reasons[task] else _number(found[task].get(m)) for m in metrics}
                 for task in expected_tasks if task in found}
     raw_global = data.get("global") if isinstance(data.get("global"), Mapping) else {}
     result = ModalityMetrics(
@@ -85,4 +114,5 @@ def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
         unexpected=unexpected, evaluator_global={m: _number(raw_global.get(m)) for m in metrics},
     )
     result.counts = {m: sum(1 for v in per_task.values() if v[m] is not None) for m in metrics}
+    result.reasons = {task: why for task, why in reasons.items() if why}
     return result

@@ -59,7 +59,8 @@ def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None]
         for metric, value in values.items():
             result[f"{modality}/{metric}"] = value
             if value is None:
-                errors[f"{modality}/{metric}"] = "null/NaN in metrics.json (the evaluator's step raised)"
+                errors[f"{modality}/{metric}"] = parsed.reasons.get(task_id, {}).get(
+                    metric, "null/NaN in metrics.json (the evaluator's step raised)")
     if native is not None:
         result.update({k: v for k, v in native.items() if k != "native_errors"})
         errors.update({f"native/{k}": v for k, v in native.get("native_errors", {}).items()})

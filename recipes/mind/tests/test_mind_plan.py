@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import av
@@ -264,3 +266,46 @@ def test_gt_only_plan_does_not_call_everything_missing(layout: Layout) -> None:
     assert pre.ok and pre.missing == []
     plan = "\n".join(pre.plan_lines())
     assert "1st_data/mem_test: 1 sample(s); generated videos not checked" in plan and "counted failed" not in plan
+
+
+@pytest.mark.parametrize("where", ["gt", "generated", "mirror directory", "mirror rollout"])
+def test_non_utf8_name_is_one_printable_line(layout: Layout, where: str) -> None:
+    """A name of undecodable bytes (a lone surrogate to Python) stopped the run with "'utf-8' codec can't encode
+    character '\\udcff'" and no file named."""
+    name = os.fsdecode(b"bad\xffname")
+    if where == "gt":
+        path = layout.gt("1st_data", "mem_test", name)
+        path.mkdir()
+    elif where == "generated":
+        path = layout.generated("1st_data", "mem_test", name)
+        path.mkdir()
+    elif where == "mirror directory":
+        path = layout.generated("1st_data", "mirror_test", name)
+        write_clip(path / "path-1.mp4", 4)
+    else:
+        path = layout.generated("1st_data", "mirror_test", "loop-1") / f"{name}.mp4"
+        write_clip(path, 4)
+    pre = check(layout)
+    assert len(pre.problems) == 1, pre.problems
+    line = pre.problems[0]
+    assert "bad\\udcffname" in line and "not valid UTF-8" in line, line
+    line.encode("utf-8")                                   # printable
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_action_json_that_is_no_regular_file_is_refused_unread(layout: Layout, kind: str) -> None:
+    """A FIFO named action.json blocked the plan forever (read_text waits for a writer); /dev/zero never ends."""
+    action = layout.gt("1st_data", "mem_test", "data-1") / "action.json"
+    action.unlink()
+    if kind == "fifo":
+        os.mkfifo(action)
+    else:
+        action.symlink_to("/dev/zero")
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("blocked on action.json")))
+    signal.alarm(20)
+    try:
+        pre = check(layout)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    only_problem(pre, action, "not a regular file")

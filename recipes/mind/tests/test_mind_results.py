@@ -200,6 +200,10 @@ def test_mirror_keys_come_from_the_file_without_a_generated_root(write_result) -
      ["data[0]", "not a directory name"]),
     ('{"data": [{"path": "..", "perspective": "3rd_data", "test_type": "mirror_test"}]}', ["data[0]", "'..'"]),
     ('{"data": [{"path": "a\\nb", "perspective": "3rd_data", "test_type": "mirror_test"}]}', ["data[0]", "a\\nb"]),
+    # process.py's json.dump of a non-UTF-8 directory name: it became the sample id, and the scorecard's write failed
+    # after every sample was stored ("'utf-8' codec can't encode character '\\udcff'", no file named)
+    ('{"data": [{"path": "a\\udcff", "perspective": "1st_data", "test_type": "mem_test"}]}',
+     ["data[0]", "not valid UTF-8"]),
 ])
 def test_unusable_result_file_is_one_line_naming_it(tmp_path: Path, text: str, words: list[str]) -> None:
     path = tmp_path / "Result.json"
@@ -223,3 +227,66 @@ def test_video_max_time_must_match_the_run(write_result) -> None:
     check_run_settings(result, 200)
     with pytest.raises(ResultFileError, match="video_max_time is 200, this run asks for None"):
         check_run_settings(result, None)
+
+
+@pytest.mark.parametrize(("block", "field", "value", "words"), [
+    # a frame that is no number was left out of the finite-frame mean unseen: lcm_mse 0.0118 -> 0.0183, rc 0
+    ("lcm", "mse", ["0.9"] + [0.01] * 99, "'mse'[0] is '0.9', not a number"),
+    ("lcm", "ssim", [True] + [0.8] * 99, "'ssim'[0] is True, not a number"),
+    # an average that is no number was passed over for the frames' mean without a word
+    ("lcm", "avg_mse", "0.5", "'avg_mse' is '0.5', not a number"),
+    ("lcm", "avg_lpips", False, "'avg_lpips' is False, not a number"),
+    ("visual_quality", "avg_imaging", [0.5], "'avg_imaging' is [0.5], not a number"),
+])
+def test_a_block_value_that_is_no_number_fails_its_metrics(write_result, block: str, field: str, value,
+                                                           words: str) -> None:
+    record = continuation_record("data-1")
+    record[block][field] = value
+    report = imported(write_result, [record], expected=(A,))
+    result = continuation_result(report.samples[A], PLANNED_A, metrics=METRICS, video_max_time=None)
+    failed = [m for m, reason in result["errors"].items() if words in reason]
+    assert failed and all(result[m] is None for m in failed), result["errors"]
+    assert result["dino_mse"] == pytest.approx(0.001)          # the other blocks keep their values
+
+
+def test_null_average_falls_back_to_the_frames(write_result) -> None:
+    record = continuation_record("data-1")
+    record["lcm"]["avg_mse"] = None
+    result = continuation_result(imported(write_result, [record], expected=(A,)).samples[A], PLANNED_A,
+                                 metrics=("lcm",), video_max_time=None)
+    assert result["lcm_mse"] == pytest.approx(0.01) and result["errors"] == {}
+
+
+def test_conflicting_entries_of_one_rollout_fail_the_directory(write_result) -> None:
+    """Two video_results entries for one rollout: the last one won unseen (gsc_mse 0.0003 -> 0.45, rc 0)."""
+    record = mirror_record("loop-1")
+    other = dict(record["video_results"][0], gsc=lcm_block(6, mse=0.9))
+    record["video_results"].append(other)
+    result = mirror_result(imported(write_result, [record], expected=(M,)).samples[M], None)
+    assert result["gsc_mse"] is None
+    assert result["errors"]["gsc_mse"] == ("path-1.mp4: different entries in video_results; cannot tell which is "
+                                           "this rollout's")
+    record["video_results"][1] = dict(record["video_results"][0])          # identical copies are one entry
+    result = mirror_result(imported(write_result, [record], expected=(M,)).samples[M], None)
+    assert result["gsc_mse"] == pytest.approx(0.01) and result["errors"] == {}
+
+
+def test_a_boolean_is_no_action_bucket_value(write_result) -> None:
+    record = continuation_record("data-1")
+    record["action"]["translation"] = {"rpe_trans_mean": True}
+    result = continuation_result(imported(write_result, [record], expected=(A,)).samples[A], PLANNED_A,
+                                 metrics=("action",), video_max_time=None)
+    assert "action_translation_rpe_trans_mean" not in result
+    record["action"]["translation"] = {"rpe_trans_mean": 0.2}
+    result = continuation_result(imported(write_result, [record], expected=(A,)).samples[A], PLANNED_A,
+                                 metrics=("action",), video_max_time=None)
+    assert result["action_translation_rpe_trans_mean"] == pytest.approx(0.2)
+
+
+def test_a_boolean_frame_count_does_not_describe_the_inputs(write_result) -> None:
+    planned = ContinuationSample(key=A, gt_dir=Path("gt"), actions=ActionFile(1, 122, 122, ()), gt_frames=122,
+                                 gt_poses=97, video=Path("v.mp4"), video_frames=112)
+    record = continuation_record("data-1", mark=True)      # True == 1 in Python
+    with pytest.raises(SampleFailure, match=r"mark_time True \(inputs: 1\)"):
+        continuation_result(imported(write_result, [record], expected=(A,)).samples[A], planned,
+                            metrics=("lcm",), video_max_time=None)

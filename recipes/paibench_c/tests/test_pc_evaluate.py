@@ -21,6 +21,7 @@ from pinbench_recipes.paibench_c.evaluate import (
     evaluator_command,
     gt_cache_key,
     is_current,
+    run_evaluator,
     stamp_gt,
     stamp_inputs,
 )
@@ -164,3 +165,42 @@ def test_missing_weights_are_linked_from_the_fetch_cache(tmp_path: Path, monkeyp
     target.unlink()
     ensure_weights(Evaluator(root, tmp_path / "python", COMMIT), urls, dino)
     assert target.is_symlink() and target.resolve() == cached.resolve()
+
+
+@pytest.mark.parametrize("content", [b"[1]", b"\xff", b'{"inputs": '])
+def test_a_stamp_that_is_no_json_object_is_not_current(tmp_path: Path, content: bytes) -> None:
+    """A stamp holding a list raised AttributeError (a traceback); one not in UTF-8 ended the run in a line naming
+    no file. Either way the evaluation is simply done again."""
+    inputs = stamp_inputs(videos={"task_0000": "ab"}, gt_key="k", gt_policy="reuse", evaluator_commit=COMMIT)
+    (tmp_path / "metrics.json").write_text('{"per_video": []}')
+    (tmp_path / "eval_stamp.json").write_bytes(content)
+    assert not is_current(tmp_path, inputs)
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "eval_stamp.json"])
+def test_a_folder_where_the_evaluation_writes_is_one_line(tmp_path: Path, name: str) -> None:
+    """It raised IsADirectoryError out of the run ("error: [Errno 21] Is a directory"); now the modality fails by
+    name (its tasks counted failed) and the folder is left alone."""
+    (tmp_path / name).mkdir()
+
+    class NeverCalled:
+        def calculate_metrics(self, **_: object) -> list[str]:
+            raise AssertionError("the evaluator ran")
+
+    gt = GTCache(tmp_path / "gt", "k")
+    with pytest.raises(EvaluationError, match=f"{name}: is a directory, where the evaluation writes a file"):
+        run_evaluator(NeverCalled(), modality_dir=tmp_path, gt=gt, task_ids=["task_0000"], gpu_ids=["0"],
+                      force_gt=True, inputs={})
+    assert (tmp_path / name).is_dir()
+
+
+@pytest.mark.parametrize("content", ["[]", '{"key": "k"}', '{"key": "k", "files": {}, "comp'])
+def test_a_manifest_that_is_not_one_is_one_line_naming_it(tmp_path: Path, content: str) -> None:
+    """A list or an object without 'files' raised AttributeError / KeyError (tracebacks), a cut one a line naming
+    no file ("error: Expecting value: ...")."""
+    gt = GTCache(tmp_path / "gt", "k")
+    gt.root.mkdir(parents=True)
+    gt.manifest_path.write_text(content)
+    with pytest.raises(EvaluationError) as info:
+        gt.summary()
+    assert str(info.value).startswith(f"{gt.manifest_path}: not a GT manifest")

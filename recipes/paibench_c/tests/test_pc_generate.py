@@ -208,3 +208,12 @@ def test_the_generation_tokenizer_is_recorded(tmp_path: Path) -> None:
     unseen = processor_source([], "nvidia/Cosmos3-Nano", pinned, tmp_path / "no-cache")
     assert unseen["resolved"] is None and record_processor(tmp_path, unseen) is None    # never replaces a known one
     assert json.loads((tmp_path / SOURCES_FILE).read_text())["processor"]["resolved"] == main
+
+
+@pytest.mark.parametrize("content", [b"[1]", b"\xff"])
+def test_a_validity_cache_that_is_no_json_object_is_empty(tmp_path: Path, make_clip, content: bytes) -> None:
+    """A list raised AttributeError (a traceback), bytes not in UTF-8 ended the run naming no file: it is a cache,
+    so every video is decoded again."""
+    (tmp_path / "cache.json").write_bytes(content)
+    cache = ValidityCache(tmp_path / "cache.json")
+    assert cache.is_valid(make_clip("v.mp4"), MIN_FRAMES)

@@ -106,3 +106,45 @@ def test_duplicate_task_and_malformed_files_are_refused(tmp_path: Path) -> None:
         parse_metrics_json(tmp_path / "nopv.json", TASKS)
     with pytest.raises(MetricsFileError, match="did not finish"):
         parse_metrics_json(tmp_path / "absent.json", TASKS)
+
+
+@pytest.mark.parametrize(("metric", "value", "reason"), [
+    # each was counted failed with "null/NaN in metrics.json (the evaluator's step raised)", true of none of them
+    ("canny_f1_score", "0.5", "'0.5' in metrics.json is not a finite number"),
+    ("canny_f1_score", True, "True in metrics.json is not a finite number"),
+    ("blur_ssim", [0.9], "[0.9] in metrics.json is not a finite number"),
+    ("canny_f1_score", float("inf"), "inf in metrics.json is not a finite number"),
+    # values no evaluator of these definitions gives were averaged into the scorecard (exit 1 against the table)
+    ("canny_f1_score", 1e300, "1e+300 in metrics.json is outside [0, 1], the range of canny_f1_score"),
+    ("seg_recall", 1.5, "1.5 in metrics.json is outside [0, 1], the range of seg_recall"),
+    ("blur_ssim", -1.5, "-1.5 in metrics.json is outside [-1, 1], the range of blur_ssim"),
+    ("depth_si_rmse", -3.0, "-3.0 in metrics.json is outside [0, inf], the range of depth_si_rmse"),
+])
+def test_a_value_that_is_no_score_is_counted_failed_with_what_it_is(tmp_path: Path, metric: str, value,
+                                                                     reason: str) -> None:
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"per_video": [entry("task_0000", **{metric: value}), entry("task_0001")]}))
+    parsed = parse_metrics_json(path, TASKS[:2])
+    assert parsed.per_task["task_0000"][metric] is None and parsed.counts[metric] == 1
+    result = task_result("task_0000", evaluator={"edge": parsed}, modality_errors={}, native=None)
+    assert result["errors"] == {f"edge/{metric}": reason}
+    assert parsed.per_task["task_0001"][metric] == 0.5
+
+
+def test_an_absent_metric_is_named_as_absent(tmp_path: Path) -> None:
+    record = entry("task_0000")
+    del record["blur_ssim"]
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"per_video": [record]}))
+    result = task_result("task_0000", evaluator={"edge": parse_metrics_json(path, TASKS[:1])}, modality_errors={},
+                         native=None)
+    assert result["errors"] == {"edge/blur_ssim": "absent from metrics.json"}
+    assert result["edge/blur_ssim"] is None
+
+
+def test_metrics_json_that_is_no_regular_file_is_one_line(tmp_path: Path) -> None:
+    """A folder named metrics.json raised IsADirectoryError out of the run; a FIFO would block it."""
+    folder = tmp_path / "metrics.json"
+    folder.mkdir()
+    with pytest.raises(MetricsFileError, match=r"metrics\.json: not a regular file$"):
+        parse_metrics_json(folder, TASKS)
