@@ -394,3 +394,16 @@ def test_an_unsharded_claim_removes_what_killed_writers_left_and_a_shard_claim_o
         assert [p.exists() for p in theirs + mine] == [True] * len(theirs) + [False] * len(mine)
     with claim_run_dir(_cfg(out)):  # no shard runs beside an unsharded run
         assert not any(p.exists() for p in theirs)
+
+
+def test_a_lock_names_its_holders_command_with_what_it_leaves_out_and_no_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "run"
+    monkeypatch.setenv("HF_TOKEN", "hf_abcdefghijklmnopqrstuvwxyz0123")
+    argv = ["pinbench", "run", "toy-bench", "--checkpoint", "Toy-Nano", "--out", str(out), "-o", "a=1", "-o",
+            "token=hf_abcdefghijklmnopqrstuvwxyz0123", "-o", "b=2", "-o", "c=3"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with claim_run_dir(_cfg(out), env={}) as claim:
+        kept = json.loads(claim.lock.read_text())["argv"]
+    assert kept[:10] == argv[:10] and "hf_abc" not in json.dumps(kept)
+    assert kept[10] == "token=***" and kept[12:] == ["... (3 more)"]
