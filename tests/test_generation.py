@@ -423,3 +423,21 @@ def test_gpus_2_spreads_generation_over_one_generator_per_gpu(tmp_path: Path, fo
         return {"rollouts": {sid: r.result["sha256"] for sid, r in load_records(run / "generation").items()},
                 "metrics": {k: m["value"] for k, m in card["metrics"].items()}, "status": card["status"]}
     assert made_by(tmp_path / "spread") == made_by(tmp_path / "plain") and plain.exit_code == 0
+
+
+def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only(tmp_path: Path) -> None:
+    """A generator that makes a folder at its ``out`` fails that sample by name, and the folder is cleared: the next
+    try generates (it was an IsADirectoryError on every rerun, the sample stuck failed)."""
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import _keep, _partial
+    from pinbench.ops.generators import Static
+
+    request = _request(kind="prompt-schedule", output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(
+        Prompt("grey"),))
+    signature = Signature("test", "none")
+    with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: not a regular file"):
+        _keep(request, tmp_path, signature, lambda _request, out: (out / "inner").mkdir(parents=True))
+    assert not _partial(tmp_path, request).exists()
+    _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
+    kept = _keep(request, tmp_path, signature, Static().generate)
+    assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()

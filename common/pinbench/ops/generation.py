@@ -35,6 +35,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -469,17 +470,25 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         if make is not None:
-            partial.unlink(missing_ok=True)
+            _clear(partial)
             make(request, partial)
         problems = check_rollout(request, partial)
         if problems:
             raise ValueError(f"invalid rollout: {problems[0].replace(str(partial), request.output)}")
         os.replace(partial, target)
     finally:
-        if partial.is_symlink() or partial.exists():
-            partial.unlink()
+        _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _clear(path: Path) -> None:
+    """Remove what a generator left where a rollout is made: a file, a link (not what it points to) or a folder,
+    which would otherwise fail that sample on every rerun (unlink of a folder raises)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
