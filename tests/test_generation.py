@@ -57,6 +57,14 @@ def test_a_request_round_trips_and_its_digest_is_its_content() -> None:
     ({"conditioning": (Conditioning("initial_frame", "/etc/passwd", "a" * 64),)}, "path '/etc/passwd' must be"),
     ({"conditioning": (Conditioning("depth", "d.mp4", "a" * 64),)}, "conditioning role 'depth' is not one of"),
     ({"prompts": ()}, "a prompt-schedule request needs a prompt"),
+    ({"recipe": 5}, "recipe must be a non-empty string, got 5"),
+    ({"prompts": (Prompt(5),)}, "a prompt's text must be a string, got 5"),
+    ({"prompts": (Prompt("a", "x"),)}, "a prompt's start_seconds must be a number of 0 or more, got 'x'"),
+    ({"prompts": (Prompt("a", -1.0),)}, "a prompt's start_seconds must be a number of 0 or more"),
+    ({"negative_prompt": ["blur"]}, "negative_prompt must be a string or null"),
+    ({"conditioning": (Conditioning("context", "c.mp4", "a" * 64, ("x", "y")),)},
+     r"conditioning context: frames must be \[start, stop\)"),
+    ({"conditioning": (Conditioning("context", "c.mp4", "a" * 64, (5, 2)),)}, "conditioning context: frames must be"),
 ])
 def test_a_bad_request_is_refused_in_one_line(change: dict, message: str) -> None:
     with pytest.raises(RequestError, match=f"^request 't2v-000': {message}") as info:
@@ -69,6 +77,9 @@ def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Pat
     path = tmp_path / "requests.jsonl"
     path.write_text(good + "\n" + good.replace('"frames": 379', '"frames": -1') + "\n")
     with pytest.raises(RequestError, match=rf"^{path}:2: bad request: request 't2v-000': frames must be"):
+        read_requests(path)
+    path.write_text(good.replace('"id": "t2v-000"', '"id": 5') + "\n")   # edited by hand, fed back
+    with pytest.raises(RequestError, match=rf"^{path}:1: bad request: request 5: id must be a non-empty string"):
         read_requests(path)
     path.write_text(good + "\n" + good + "\n")
     with pytest.raises(RequestError, match="request id 't2v-000' appears twice"):

@@ -159,6 +159,9 @@ def staged(role: str, path: Path, root: Path, sha256: str, frames: tuple[int, in
 
 def _problem(request: Request) -> str:
     """Why a request is not one (empty when it is): every field typed and in range, paths that stay inside."""
+    for name in ("id", "recipe"):
+        if not (isinstance(getattr(request, name), str) and getattr(request, name)):
+            return f"{name} must be a non-empty string, got {getattr(request, name)!r}"
     if request.kind not in KINDS:
         return f"unknown kind {request.kind!r} (known: {', '.join(KINDS)})"
     for name in ("frames", "width", "height"):
@@ -178,11 +181,26 @@ def _problem(request: Request) -> str:
             return f"conditioning role {c.role!r} is not one of {', '.join(ROLES)}"
         if not (isinstance(c.sha256, str) and len(c.sha256) == 64):
             return f"conditioning {c.role}: sha256 must be 64 hex digits"
+        if c.frames is not None and not (len(c.frames) == 2 and all(_whole(f) for f in c.frames)
+                                         and 0 <= c.frames[0] < c.frames[1]):
+            return f"conditioning {c.role}: frames must be [start, stop) with 0 <= start < stop, got {c.frames!r}"
+    for prompt in request.prompts:
+        if not isinstance(prompt.text, str):
+            return f"a prompt's text must be a string, got {prompt.text!r}"
+        start = prompt.start_seconds
+        if not (isinstance(start, (int, float)) and not isinstance(start, bool) and 0 <= start < float("inf")):
+            return f"a prompt's start_seconds must be a number of 0 or more, got {start!r}"
+    if request.negative_prompt is not None and not isinstance(request.negative_prompt, str):
+        return f"negative_prompt must be a string or null, got {request.negative_prompt!r}"
     if request.kind == "prompt-schedule" and not request.prompts:
         return "a prompt-schedule request needs a prompt"
     if not isinstance(request.settings, Mapping):
         return "settings must be a mapping"
     return ""
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _digest(value: Any) -> str:
