@@ -452,3 +452,11 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
     kept = _keep(request, tmp_path, signature, Static().generate)
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
+
+
+def test_a_command_generator_that_does_not_split_is_named_in_one_line(tmp_path: Path) -> None:
+    """An unclosed quote in ``--generator command:...`` says which flag (it was shlex's bare 'No closing quotation')."""
+    from pinbench.core.config import RecipeError
+
+    with pytest.raises(RecipeError, match=r"^--generator command:'unterminated \{out\}: No closing quotation"):
+        _run(tmp_path / "run", "command:'unterminated {out}")

@@ -97,7 +97,13 @@ class GeneratorSpec:
 
     @property
     def command(self) -> list[str] | None:
-        return shlex.split(self.spec.removeprefix("command:")) if self.spec.startswith("command:") else None
+        """The command form's argv; RecipeError naming the flag when it does not split (an unclosed quote)."""
+        if not self.spec.startswith("command:"):
+            return None
+        try:
+            return shlex.split(self.spec.removeprefix("command:"))
+        except ValueError as exc:
+            raise RecipeError(f"--generator {self.spec}: {exc} (it is split as a shell would split it)") from None
 
 
 def factory_path(spec: str, recipe: Recipe | None) -> str:
