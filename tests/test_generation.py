@@ -460,3 +460,34 @@ def test_a_command_generator_that_does_not_split_is_named_in_one_line(tmp_path: 
 
     with pytest.raises(RecipeError, match=r"^--generator command:'unterminated \{out\}: No closing quotation"):
         _run(tmp_path / "run", "command:'unterminated {out}")
+
+
+CLOBBER = '''
+import shutil
+from pinbench.ops.generators import Static
+
+class Clobber(Static):
+    def generate(self, request, out):
+        super().generate(request, out)
+        for kept in out.parent.glob("[!.]*.mp4"):   # a valid rollout written over every one kept before it
+            shutil.copyfile(out, kept)
+
+def make():
+    return Clobber()
+'''
+
+
+def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another request's generation copied its rollout over one already checked and kept: that sample fails by name
+    (it was scored as ok, the other request's rollout in its place); its stored record is left for the next run to
+    find the file changed."""
+    (tmp_path / "clobber_generator.py").write_text(CLOBBER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    outcome = _run(tmp_path / "run", "python:clobber_generator:make")
+    records = load_records(tmp_path / "run" / "generation")
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    assert len(records) >= 2 and outcome.exit_code == 2
+    assert len(failed) == len(records) - 1, failed   # every one but the last written over
+    assert all("changed after it was checked and kept" in why for why in failed.values()), failed

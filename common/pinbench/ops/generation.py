@@ -30,6 +30,7 @@ recorded rollout or nothing that is reused.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -65,7 +66,7 @@ from pinbench.core.generation import (
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.runner import SampleRecord, Stale, load_records
+from pinbench.core.runner import RunSummary, SampleRecord, Stale, load_records
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
@@ -382,6 +383,7 @@ class Generating:
             else:
                 summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate",
                                       cache=False, validate=kept)
+        summary = _overwritten(summary, rollouts)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
         run.stop_after_generation(summary)
@@ -486,6 +488,30 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
+    """The step's summary with every kept rollout whose file is no longer the one checked and recorded failed by name
+    (a generator that wrote over another sample's rollout: scoring it would score another rollout, or a damaged one);
+    its stored record stays, and the next run sees the file changed and generates it again."""
+    changed = {}
+    for sid, record in summary.records.items():
+        if record.ok:
+            path = rollouts / str(record.result.get("output", ""))
+            if path.is_symlink() or not path.is_file() or _sha256(path) != record.result.get("sha256"):
+                changed[sid] = dataclasses.replace(
+                    record, status="failed", result=None, traceback=None,
+                    error=f"GeneratorError: {record.result.get('output')} changed after it was checked and kept "
+                          "(another request's generation wrote over it or removed it)")
+    if not changed:
+        return summary
+    for sid in changed:
+        print(f"generate: {sid}: {changed[sid].error.partition(': ')[2]}; failed, generated again by the next run",
+              file=sys.stderr, flush=True)
+    from_done = min(len(changed), summary.n_done)   # the summary does not say which were reused: done ones first
+    return dataclasses.replace(summary, records={**summary.records, **changed},
+                               n_failed=summary.n_failed + len(changed), n_done=summary.n_done - from_done,
+                               n_reused=summary.n_reused - len(changed) + from_done)
 
 
 def _clear(path: Path) -> None:
