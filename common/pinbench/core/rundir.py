@@ -114,14 +114,21 @@ def _describe(identity: Mapping[str, Any]) -> str:
     return f"{identity['recipe']} / {identity['checkpoint']} ({identity['mode']})"
 
 
-def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
+def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The identity a directory holds (None for a fresh one); RunDirError when it is another recipe's, checkpoint's
+    or mode's (``wanted`` needs only those keys): ``pinbench submit`` asks before it writes or queues anything."""
     found, source = read_identity(out_dir)
+    if found is not None and any(found[k] != wanted[k] for k in IDENTITY_KEYS):
+        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
+                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
+    return found
+
+
+def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
+    found = check_owner(out_dir, wanted)
     if found is None:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
         return
-    if any(found[k] != wanted[k] for k in IDENTITY_KEYS):
-        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
-                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
     differs = input_changes(found.get("inputs"), wanted["inputs"])
     if differs:
         raise RunDirError(f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs "

@@ -37,6 +37,7 @@ from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.recipe import Recipe, scale_out_problem
+from pinbench.core.rundir import check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import stages_for
@@ -220,6 +221,10 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = Path(os.path.normpath(out))
+    try:   # every job would be refused there: nothing is written into it or queued
+        check_owner(cfg.out_dir, {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode})
+    except RecipeError as exc:
+        raise SubmitError(str(exc)) from None
     return cfg
 
 
