@@ -140,6 +140,30 @@ def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) ->
     assert message.startswith(f"{tmp_path / 'run' / LOCK_DIR}: exists and is not a directory")
 
 
+@pytest.mark.parametrize(("shard", "entry", "kind", "said"), [
+    (None, "scorecard.json", "folder", "a folder where the run writes a file"),
+    (None, "report", "file", "a file where the run keeps a folder"),
+    (None, "report/figures", "file", "a file where the run keeps a folder"),
+    (None, "figures", "fifo", "a FIFO (named pipe) where the run keeps a folder"),
+    (None, "shards/0-of-1.json", "folder", "a folder where the run writes a file"),
+    ("0/2", "shards", "file", "a file where the run keeps a folder"),
+    ("1/2", "shards/1-of-2.json", "folder", "a folder where the run writes a file")])
+def test_an_entry_the_run_writes_of_the_other_kind_is_named_before_anything_runs(
+        tmp_path: Path, shard: str | None, entry: str, kind: str, said: str) -> None:
+    """Before, the run computed every sample and ended with "[Errno 21] Is a directory: '.scorecard.json.x.tmp' ->
+    ...", "[Errno 17] File exists: '.../shards'" or "[Errno 20] Not a directory: '.../report/figures'"; the claim
+    it refuses leaves no lock behind, and a shard is refused only what it writes itself."""
+    out = tmp_path / "run"
+    path = out / entry
+    path.parent.mkdir(parents=True)
+    path.mkdir() if kind == "folder" else path.write_text("") if kind == "file" else os.mkfifo(path)
+    assert _refused(_cfg(out, shard), "move it away") == f"{path}: {said}; move it away"
+    assert [p.name for p in (out / LOCK_DIR).iterdir() if p.suffix == ".lock"] == []
+    if shard is None and entry != "shards/0-of-1.json":
+        with claim_run_dir(_cfg(out, "0/2"), env={}):   # a shard writes none of the merge's files
+            pass
+
+
 def test_a_live_run_refuses_a_second_one_and_names_its_holder(tmp_path: Path, holders: list[Holder]) -> None:
     out = tmp_path / "run"
     holders.append(Holder(out))

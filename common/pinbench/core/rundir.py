@@ -372,10 +372,35 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             claim = Claim(out_dir, path, token, inherited=False)
             _sweep(out_dir, cfg.shard)
     try:
+        _refuse_wrong_kinds(out_dir, cfg.shard)
         yield claim
     finally:
         if not claim.inherited:
             _release(claim)
+
+
+# what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/
+_FOLDERS = ("report", "report/figures", "figures")
+_FILES = ("scorecard.json", "samples.jsonl", "derived.jsonl", "diff.txt", "failures.tsv", "figures.json",
+          "report/index.html", ".pinbench-rerun.json", ".pinbench-input-digests.json")
+
+
+def _refuse_wrong_kinds(out_dir: Path, shard: Any) -> None:
+    """RunDirError naming the first entry this run will write that is of the other kind: a folder where it renames a
+    file into place, anything else where it keeps a folder. Before, the run computed every sample and then ended
+    with "[Errno 21] Is a directory: '.scorecard.json.x.tmp' -> ..." or "[Errno 17] File exists: '.../shards'"."""
+    folders = ["shards", *(_FOLDERS if shard is None else ())]
+    files = [str(manifest_path(Path(), *((0, 1) if shard is None else (shard.index, shard.count)))),
+             *(_FILES if shard is None else ())]
+    for name in folders:
+        path = out_dir / name
+        if os.path.lexists(path) and not path.is_dir():
+            kind = "a dangling symlink" if path.is_symlink() else (not_regular(path.stat().st_mode) or "a file")
+            raise RunDirError(f"{path}: {kind.removeprefix('is ')} where the run keeps a folder; move it away")
+    for name in files:
+        path = out_dir / name
+        if path.is_dir() and not path.is_symlink():
+            raise RunDirError(f"{path}: a folder where the run writes a file; move it away")
 
 
 def _sweep(out_dir: Path, shard: Any) -> None:
