@@ -187,6 +187,22 @@ def test_a_stale_lock_is_taken_over_with_a_message(tmp_path: Path, holders: list
     assert not (out / LOCK_DIR / "run.lock").exists()  # released on exit
 
 
+def test_sigterm_releases_the_claim(tmp_path: Path, holders: list[Holder]) -> None:
+    """Slurm ends a task at its time limit, on preemption or ``scancel`` with SIGTERM. Before, the lock stayed, and a
+    resubmitted task that Slurm placed on another node was refused ("held on another host") until it was deleted
+    by hand; now the process exits 143 through SystemExit and its claim is released."""
+    holder = Holder(tmp_path / "run", shard="1/2")
+    holders.append(holder)
+    lock = tmp_path / "run" / LOCK_DIR / "shard-1-of-2.lock"
+    assert lock.is_file()
+    holder.proc.send_signal(signal.SIGTERM)
+    assert holder.proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not lock.exists()
+    with claim_run_dir(_cfg(tmp_path / "run", "1/2"), env={}) as claim:
+        assert not claim.inherited
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler lives only as long as a claim
+
+
 def test_a_reused_pid_does_not_keep_a_lock_alive(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with claim_run_dir(_cfg(out), env={}):

@@ -26,9 +26,11 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -373,10 +375,30 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             _sweep(out_dir, cfg.shard)
     try:
         _refuse_wrong_kinds(out_dir, cfg.shard)
-        yield claim
+        with _terminate_as_exit():
+            yield claim
     finally:
         if not claim.inherited:
             _release(claim)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While a claim is held, SIGTERM (Slurm's time limit, preemption, ``scancel``) ends the process as SystemExit
+    (exit 143), so the claim is released. Before, the lock stayed: a resubmitted array task that Slurm placed on
+    another node was refused ("held on another host") until someone deleted it by hand."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 # what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/
