@@ -182,6 +182,20 @@ def test_a_submissions_file_or_scorecard_that_is_no_regular_file_never_hangs_sta
     assert line.startswith("scorecard  unreadable: ") and "not written yet" not in line, line
 
 
+def test_shard_manifests_that_disagree_on_the_tasks_are_one_line(tmp_path: Path) -> None:
+    """Before, a manifest listing fewer tasks than its layout's newest gave per-shard counts that added up to neither
+    ("7 tasks: 5 done, 1 failed, 0 pending")."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    run_samples(TASKS, _square, tmp_path, shard=Shard(1, 2), progress=False)
+    path = tmp_path / "shards" / "0-of-2.json"
+    data = json.loads(path.read_text())
+    data["samples"] = data["samples"][:3]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"^{path}: lists 3 task\(s\), .*1-of-2.json 7: the shards of one run "
+                                         "disagree"):
+        run_status(tmp_path, ask_slurm=False)
+
+
 # ----------------------------------------------------------------------------------- Slurm's answers
 
 

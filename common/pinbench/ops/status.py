@@ -98,6 +98,11 @@ def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatu
         return shards, None
     newest = manifests[-1]
     own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
+    for manifest in own.values():   # else the per-shard counts add up to another number of tasks than the run's
+        if len(manifest.sample_ids) != len(newest.sample_ids):
+            raise ValueError(f"{manifest.path}: lists {len(manifest.sample_ids)} task(s), {newest.path} "
+                             f"{len(newest.sample_ids)}: the shards of one run disagree on its tasks (a manifest "
+                             "edited or left from another run); run that shard again")
     stored = read_store(newest.samples_dir)
     for shard in shards:
         manifest = own.get(shard.index, newest)
