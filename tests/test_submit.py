@@ -152,7 +152,8 @@ def test_a_layout_using_flags_the_recipe_refuses_is_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"shards": 0}, "--shards must be at least 1"),
+    ({"shards": 0}, "--shards must be 1 to 4000000"),
+    ({"shards": 4_000_001}, "--shards must be 1 to 4000000"),
     ({"sbatch_args": ["--array=0-9"]}, "--array is set by pinbench submit itself"),
     ({"sbatch_args": ["--dependency=afterok:1"]}, "--dependency is set by pinbench submit itself"),
     ({"sbatch_args": ["--comment=a b"]}, "expected one long sbatch option"),

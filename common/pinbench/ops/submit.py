@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RecipeError, RunConfig, Shard
+from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
@@ -161,8 +161,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     problem = scale_out_problem(recipe.scale_out, recipe.flags, recipe.stages)
     if problem:
         raise SubmitError(f"{recipe.name} cannot be laid out on a cluster: {problem}")
-    if request.shards < 1:
-        raise SubmitError(f"--shards must be at least 1, got {request.shards}")
+    if not 1 <= request.shards <= MAX_SHARDS:
+        raise SubmitError(f"--shards must be 1 to {MAX_SHARDS} (a Slurm job array's most), got {request.shards}")
     if request.gpus_per_task is not None and request.gpus_per_task < 0:
         raise SubmitError(f"--gpus-per-task must be >= 0, got {request.gpus_per_task}")
     if request.container not in CONTAINERS:
@@ -484,10 +484,6 @@ def last_submission(out_dir: Path) -> Submission | None:
     if problem:
         raise ValueError(f"{path}:{len(lines)}: unreadable submission record ({problem})")
     return submission
-
-
-# Slurm's bound on a job array (MaxArraySize may not exceed 4000001): no submission has more tasks
-MAX_SHARDS = 4_000_000
 
 
 def _submission_problem(submission: Submission) -> str:
