@@ -140,6 +140,30 @@ def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) ->
     assert message.startswith(f"{tmp_path / 'run' / LOCK_DIR}: exists and is not a directory")
 
 
+@pytest.mark.parametrize(("shard", "entry", "kind", "said"), [
+    (None, "scorecard.json", "folder", "a folder where the run writes a file"),
+    (None, "report", "file", "a file where the run keeps a folder"),
+    (None, "report/figures", "file", "a file where the run keeps a folder"),
+    (None, "figures", "fifo", "a FIFO (named pipe) where the run keeps a folder"),
+    (None, "shards/0-of-1.json", "folder", "a folder where the run writes a file"),
+    ("0/2", "shards", "file", "a file where the run keeps a folder"),
+    ("1/2", "shards/1-of-2.json", "folder", "a folder where the run writes a file")])
+def test_an_entry_the_run_writes_of_the_other_kind_is_named_before_anything_runs(
+        tmp_path: Path, shard: str | None, entry: str, kind: str, said: str) -> None:
+    """Before, the run computed every sample and ended with "[Errno 21] Is a directory: '.scorecard.json.x.tmp' ->
+    ...", "[Errno 17] File exists: '.../shards'" or "[Errno 20] Not a directory: '.../report/figures'"; the claim
+    it refuses leaves no lock behind, and a shard is refused only what it writes itself."""
+    out = tmp_path / "run"
+    path = out / entry
+    path.parent.mkdir(parents=True)
+    path.mkdir() if kind == "folder" else path.write_text("") if kind == "file" else os.mkfifo(path)
+    assert _refused(_cfg(out, shard), "move it away") == f"{path}: {said}; move it away"
+    assert [p.name for p in (out / LOCK_DIR).iterdir() if p.suffix == ".lock"] == []
+    if shard is None and entry != "shards/0-of-1.json":
+        with claim_run_dir(_cfg(out, "0/2"), env={}):   # a shard writes none of the merge's files
+            pass
+
+
 def test_a_live_run_refuses_a_second_one_and_names_its_holder(tmp_path: Path, holders: list[Holder]) -> None:
     out = tmp_path / "run"
     holders.append(Holder(out))
@@ -161,6 +185,22 @@ def test_a_stale_lock_is_taken_over_with_a_message(tmp_path: Path, holders: list
         assert json.loads(claim.lock.read_text())["pid"] == os.getpid()
     assert f"taking over the stale lock {out / LOCK_DIR / 'run.lock'}: pid {holder.proc.pid}" in capsys.readouterr().err
     assert not (out / LOCK_DIR / "run.lock").exists()  # released on exit
+
+
+def test_sigterm_releases_the_claim(tmp_path: Path, holders: list[Holder]) -> None:
+    """Slurm ends a task at its time limit, on preemption or ``scancel`` with SIGTERM. Before, the lock stayed, and a
+    resubmitted task that Slurm placed on another node was refused ("held on another host") until it was deleted
+    by hand; now the process exits 143 through SystemExit and its claim is released."""
+    holder = Holder(tmp_path / "run", shard="1/2")
+    holders.append(holder)
+    lock = tmp_path / "run" / LOCK_DIR / "shard-1-of-2.lock"
+    assert lock.is_file()
+    holder.proc.send_signal(signal.SIGTERM)
+    assert holder.proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not lock.exists()
+    with claim_run_dir(_cfg(tmp_path / "run", "1/2"), env={}) as claim:
+        assert not claim.inherited
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler lives only as long as a claim
 
 
 def test_a_reused_pid_does_not_keep_a_lock_alive(tmp_path: Path) -> None:

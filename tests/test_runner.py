@@ -86,7 +86,8 @@ def test_shard_parse_and_select_interleaved() -> None:
     assert Shard.parse("0/1").select(items) == items
 
 
-@pytest.mark.parametrize("text", ["4/4", "-1/4", "1/0", "a/b", "1", "1/2/3", "", "/", "1.5/4"])
+@pytest.mark.parametrize("text", ["4/4", "-1/4", "1/0", "a/b", "1", "1/2/3", "", "/", "1.5/4",
+                                  "0/99999999999999999999", "0/4000001"])
 def test_shard_parse_rejects_bad_text(text: str) -> None:
     with pytest.raises(ValueError, match=r"0-based index I < N") as info:
         Shard.parse(text)
@@ -96,6 +97,9 @@ def test_shard_parse_rejects_bad_text(text: str) -> None:
 def test_shard_constructor_validates() -> None:
     with pytest.raises(ValueError, match="0-based index"):
         Shard(3, 3)
+    with pytest.raises(ValueError, match="N <= 4000000"):   # 0/1e20 was taken; status then built a row per shard
+        Shard(0, 10 ** 20)
+    assert Shard.parse("3999999/4000000") == Shard(3999999, 4000000)
 
 
 # ------------------------------------------------------------------------------------------------- ids

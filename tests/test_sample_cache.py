@@ -167,3 +167,31 @@ def test_a_bound_that_is_no_size_stops_a_run_before_it_computes_and_the_command_
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: $PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must be")
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
+        kind: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``PINBENCH_SAMPLE_CACHE`` names a folder. Before, a regular file or a FIFO there was taken silently: ``cache
+    show`` and ``prune`` reported "0 record(s)" with exit 0, and every run computed every sample again without a
+    word (each write into it failed and was dropped)."""
+    from pinbench.cli import main
+
+    root = tmp_path / "not-a-folder"
+    root.write_text("") if kind == "file" else os.mkfifo(root)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(root))
+    computed: list[str] = []
+
+    def score(task: LooseTask) -> dict:
+        computed.append(task.sample_id)
+        return slow_score(task)
+
+    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={root}: not a folder but a "):
+        _compute(toy, tmp_path / "a", fn=score)
+    assert computed == []
+    for action in ("show", "prune"):
+        with pytest.raises(SystemExit) as stop:
+            main(["cache", action])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and "not a folder" in err

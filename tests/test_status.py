@@ -137,6 +137,65 @@ def test_not_a_run_directory_is_one_line(tmp_path: Path) -> None:
         last_submission(tmp_path)
 
 
+def _submitted(out: Path, **fields) -> dict:
+    record = {"submitted": "2026-01-01T00:00:00+00:00", "recipe": "toy", "recipe_version": "1", "checkpoint": "c",
+              "mode": "fixture", "shards": 2, "container": "none", "command": "pinbench submit toy --shards 2",
+              "jobs": [{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}], **fields}
+    (out / "slurm").mkdir(exist_ok=True)
+    (out / "slurm" / "submissions.jsonl").write_text(json.dumps(record) + "\n")
+    return record
+
+
+@pytest.mark.parametrize(("fields", "why"), [
+    ({"shards": 10 ** 9}, "shards"), ({"shards": 0}, "shards"), ({"shards": True}, "shards"),
+    ({"jobs": [{"phase": "shards"}]}, "jobs"), ({"jobs": "7"}, "jobs"), ({"recipe": 3}, "recipe")])
+def test_a_submission_record_of_the_wrong_shape_is_one_line(tmp_path: Path, fields: dict, why: str) -> None:
+    """Before, a record claiming 10**9 shards hung ``pinbench status`` building a row per shard, 0 shards was shown as
+    a layout without shards, and a job without its id ended in KeyError."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    _submitted(tmp_path, **fields)
+    with pytest.raises(ValueError, match=rf"submissions.jsonl:1: unreadable submission record \({why}"):
+        run_status(tmp_path, ask_slurm=False)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_submissions_file_or_scorecard_that_is_no_regular_file_never_hangs_status(tmp_path: Path,
+                                                                                   kind: str) -> None:
+    """Before, a FIFO at ``slurm/submissions.jsonl`` or ``scorecard.json`` hung ``pinbench status`` (and ``--wait``)
+    reading it, a folder there ended it with "[Errno 21] Is a directory", and a scorecard.json that is no scorecard
+    was shown as "not written yet"."""
+    import os
+
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    (tmp_path / "slurm").mkdir()
+    for path in (tmp_path / "slurm" / "submissions.jsonl", tmp_path / "scorecard.json"):
+        os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    with pytest.raises(ValueError, match=r"submissions.jsonl: (a FIFO|is a directory)"):
+        run_status(tmp_path, ask_slurm=False)
+    (tmp_path / "slurm" / "submissions.jsonl").rmdir() if kind == "folder" else (
+        tmp_path / "slurm" / "submissions.jsonl").unlink()
+    line = render(run_status(tmp_path, ask_slurm=False)).splitlines()[-1]
+    assert line.startswith(f"scorecard  unreadable: {tmp_path / 'scorecard.json'}: "), line
+    (tmp_path / "scorecard.json").rmdir() if kind == "folder" else (tmp_path / "scorecard.json").unlink()
+    (tmp_path / "scorecard.json").write_text("[]")
+    line = render(run_status(tmp_path, ask_slurm=False)).splitlines()[-1]
+    assert line.startswith("scorecard  unreadable: ") and "not written yet" not in line, line
+
+
+def test_shard_manifests_that_disagree_on_the_tasks_are_one_line(tmp_path: Path) -> None:
+    """Before, a manifest listing fewer tasks than its layout's newest gave per-shard counts that added up to neither
+    ("7 tasks: 5 done, 1 failed, 0 pending")."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    run_samples(TASKS, _square, tmp_path, shard=Shard(1, 2), progress=False)
+    path = tmp_path / "shards" / "0-of-2.json"
+    data = json.loads(path.read_text())
+    data["samples"] = data["samples"][:3]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"^{path}: lists 3 task\(s\), .*1-of-2.json 7: the shards of one run "
+                                         "disagree"):
+        run_status(tmp_path, ask_slurm=False)
+
+
 # ----------------------------------------------------------------------------------- Slurm's answers
 
 

@@ -152,7 +152,8 @@ def test_a_layout_using_flags_the_recipe_refuses_is_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"shards": 0}, "--shards must be at least 1"),
+    ({"shards": 0}, "--shards must be 1 to 4000000"),
+    ({"shards": 4_000_001}, "--shards must be 1 to 4000000"),
     ({"sbatch_args": ["--array=0-9"]}, "--array is set by pinbench submit itself"),
     ({"sbatch_args": ["--dependency=afterok:1"]}, "--dependency is set by pinbench submit itself"),
     ({"sbatch_args": ["--comment=a b"]}, "expected one long sbatch option"),
@@ -209,6 +210,28 @@ def test_the_cli_refuses_in_one_line_and_the_dry_run_writes_scripts(tmp_path: Pa
     assert argv[1:4] == ["run", "dynamic-degree", "--checkpoint"] and "--fixture" in argv
     assert Path(argv[0]).name == "pinbench" and Path(argv[0]).is_absolute()  # this checkout's environment
     assert not (tmp_path / "r" / "slurm" / "submissions.jsonl").exists()
+
+
+def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    """Every job would be refused there. Before, ``submit`` wrote its scripts into the other run's ``slurm/``
+    (over its own), appended to its ``submissions.jsonl`` (``pinbench status`` then showed the wrong recipe) and
+    queued an array and a finish job that each failed with exit 2."""
+    import json
+
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "pinbench-run.json").write_text(json.dumps({"recipe": "dynamic-degree", "checkpoint": "m",
+                                                       "mode": "full"}))
+    videos = ["-o", f"videos={tmp_path}"]
+    for args in (["--fixture"], ["--checkpoint", "other", *videos], ["--checkpoint", "m", "--limit", "2", *videos]):
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--out", str(out),
+                                         "--dry-run", *args])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"error: {out}: holds the run of dynamic-degree / m (full)")
+        assert not (out / "slurm").exists()
+    assert runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--out", str(out), "--dry-run",
+                                   "--checkpoint", "m", *videos]).exit_code == 0
 
 
 def test_the_recorded_command_resubmits_the_same_request(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ transition, tau, n, active count), so a score of 0 can be explained from the JSO
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -67,12 +68,29 @@ class ClipFrames:
 
 @dataclass(frozen=True)
 class HasMetric:
-    """Runner validator: a stored result is reusable only if it holds this metric (picklable)."""
+    """Runner validator (picklable): a stored result is reusable only if it holds this metric, as a score in [0, 1]
+    or None (no clip scored), and the fields its figure and caption read, of their types. A line of the store whose
+    digest fits can still be written by hand: a score of 1e300 or -3 was averaged into the scorecard, and a score
+    that is no number ended the merge with "Unknown format code 'f' for object of type 'str'"."""
 
     metric: str
 
     def __call__(self, result: dict[str, Any]) -> bool:
-        return self.metric in result
+        score = result.get(self.metric, "absent")
+        if score is not None and not (_real(score) and 0 <= score <= 1):
+            return False
+        if not (all(_real(result.get(k)) and result[k] > 0 for k in ("fps", "tau"))
+                and all(type(result.get(k)) is int for k in ("n_clips", "clip_length", "sampling_interval"))
+                and isinstance(result.get("clip_source"), str) and isinstance(result.get("clips"), list)):
+            return False
+        return all(isinstance(c, dict) and _real(c.get("start")) and _real(c.get("stop"))
+                   and isinstance(c.get("sampled"), list) and isinstance(c.get("m"), list)
+                   and all(_real(v) for v in (*c["sampled"], *c["m"])) for c in result["clips"])
+
+
+def _real(value: Any) -> bool:
+    """A finite number that JSON gave as one (a boolean is none)."""
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

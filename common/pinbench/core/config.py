@@ -49,6 +49,11 @@ def check_checkpoint_name(name: str) -> str:
     return name
 
 
+# the most shards a layout has: Slurm's MaxArraySize may not exceed 4000001 (a count beyond it, such as --shard
+# 0/99999999999999999999, was taken, and pinbench status of that directory built a row per shard without end)
+MAX_SHARDS = 4_000_000
+
+
 @dataclass(frozen=True)
 class Shard:
     """One of ``count`` interleaved slices of a task list: the task at position i goes to shard i % count.
@@ -61,9 +66,9 @@ class Shard:
     count: int
 
     def __post_init__(self) -> None:
-        if self.count < 1 or not 0 <= self.index < self.count:
+        if not 1 <= self.count <= MAX_SHARDS or not 0 <= self.index < self.count:
             raise ValueError(
-                f"invalid shard {self.index}/{self.count}: need a 0-based index I < N and N >= 1"
+                f"invalid shard {self.index}/{self.count}: need a 0-based index I < N and 1 <= N <= {MAX_SHARDS}"
             )
 
     @classmethod
@@ -74,10 +79,9 @@ class Shard:
             index, count = (int(p.strip()) for p in parts)
         except ValueError:
             index = count = -1
-        if count < 1 or not 0 <= index < count:
-            raise ValueError(
-                f"invalid shard {text!r}: expected 'I/N' with a 0-based index I < N, e.g. '0/4'"
-            )
+        if not 1 <= count <= MAX_SHARDS or not 0 <= index < count:
+            raise ValueError(f"invalid shard {text!r}: expected 'I/N' with a 0-based index I < N and N at most "
+                             f"{MAX_SHARDS}, e.g. '0/4'")
         return cls(index, count)
 
     def select(self, items: Sequence[T]) -> list[T]:

@@ -26,9 +26,11 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -114,14 +116,21 @@ def _describe(identity: Mapping[str, Any]) -> str:
     return f"{identity['recipe']} / {identity['checkpoint']} ({identity['mode']})"
 
 
-def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
+def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The identity a directory holds (None for a fresh one); RunDirError when it is another recipe's, checkpoint's
+    or mode's (``wanted`` needs only those keys): ``pinbench submit`` asks before it writes or queues anything."""
     found, source = read_identity(out_dir)
+    if found is not None and any(found[k] != wanted[k] for k in IDENTITY_KEYS):
+        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
+                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
+    return found
+
+
+def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
+    found = check_owner(out_dir, wanted)
     if found is None:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
         return
-    if any(found[k] != wanted[k] for k in IDENTITY_KEYS):
-        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
-                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
     differs = input_changes(found.get("inputs"), wanted["inputs"])
     if differs:
         raise RunDirError(f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs "
@@ -365,10 +374,55 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             claim = Claim(out_dir, path, token, inherited=False)
             _sweep(out_dir, cfg.shard)
     try:
-        yield claim
+        _refuse_wrong_kinds(out_dir, cfg.shard)
+        with _terminate_as_exit():
+            yield claim
     finally:
         if not claim.inherited:
             _release(claim)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While a claim is held, SIGTERM (Slurm's time limit, preemption, ``scancel``) ends the process as SystemExit
+    (exit 143), so the claim is released. Before, the lock stayed: a resubmitted array task that Slurm placed on
+    another node was refused ("held on another host") until someone deleted it by hand."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+# what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/
+_FOLDERS = ("report", "report/figures", "figures")
+_FILES = ("scorecard.json", "samples.jsonl", "derived.jsonl", "diff.txt", "failures.tsv", "figures.json",
+          "report/index.html", ".pinbench-rerun.json", ".pinbench-input-digests.json")
+
+
+def _refuse_wrong_kinds(out_dir: Path, shard: Any) -> None:
+    """RunDirError naming the first entry this run will write that is of the other kind: a folder where it renames a
+    file into place, anything else where it keeps a folder. Before, the run computed every sample and then ended
+    with "[Errno 21] Is a directory: '.scorecard.json.x.tmp' -> ..." or "[Errno 17] File exists: '.../shards'"."""
+    folders = ["shards", *(_FOLDERS if shard is None else ())]
+    files = [str(manifest_path(Path(), *((0, 1) if shard is None else (shard.index, shard.count)))),
+             *(_FILES if shard is None else ())]
+    for name in folders:
+        path = out_dir / name
+        if os.path.lexists(path) and not path.is_dir():
+            kind = "a dangling symlink" if path.is_symlink() else (not_regular(path.stat().st_mode) or "a file")
+            raise RunDirError(f"{path}: {kind.removeprefix('is ')} where the run keeps a folder; move it away")
+    for name in files:
+        path = out_dir / name
+        if path.is_dir() and not path.is_symlink():
+            raise RunDirError(f"{path}: a folder where the run writes a file; move it away")
 
 
 def _sweep(out_dir: Path, shard: Any) -> None:

@@ -24,9 +24,10 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, cache_root, read_regular_text
+from pinbench.core.files import atomic_path, cache_root, not_regular, read_regular_text
 from pinbench.core.store import Stored, decode_line, encode_line
 
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
@@ -36,11 +37,23 @@ SUFFIX = ".jsonl"
 
 
 def cache_dir() -> Path | None:
-    """The sample cache's folder, or None when ``PINBENCH_SAMPLE_CACHE=off``."""
+    """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``.
+    ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
+    was taken silently, ``cache show`` counting 0 records and every run computing every sample again."""
     value = os.environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
-    return Path(value).expanduser() if value else cache_root() / "samples"
+    root = Path(value).expanduser() if value else cache_root() / "samples"
+    try:
+        mode = root.stat().st_mode   # a symlink to a shared folder is a folder
+    except FileNotFoundError:
+        return root
+    except OSError as exc:
+        raise ValueError(f"${ENV}={root}: the sample cache cannot be read ({exc.strerror})") from None
+    if not S_ISDIR(mode):
+        kind = not_regular(mode) or "a regular file"
+        raise ValueError(f"${ENV}={root}: not a folder but {kind.removeprefix('is ')}; name a folder or 'off'")
+    return root
 
 
 MIB = 1 << 20

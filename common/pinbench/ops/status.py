@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinbench.core.files import FileError, read_data_file
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import Scorecard
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
@@ -46,7 +47,7 @@ class RunStatus:
     n_tasks: int | None
     jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
     slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
-    scorecard: WrittenScorecard | None
+    scorecard: WrittenScorecard | str | None  # str: why scorecard.json is none
 
     @property
     def counts(self) -> dict[str, int]:
@@ -97,6 +98,11 @@ def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatu
         return shards, None
     newest = manifests[-1]
     own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
+    for manifest in own.values():   # else the per-shard counts add up to another number of tasks than the run's
+        if len(manifest.sample_ids) != len(newest.sample_ids):
+            raise ValueError(f"{manifest.path}: lists {len(manifest.sample_ids)} task(s), {newest.path} "
+                             f"{len(newest.sample_ids)}: the shards of one run disagree on its tasks (a manifest "
+                             "edited or left from another run); run that shard again")
     stored = read_store(newest.samples_dir)
     for shard in shards:
         manifest = own.get(shard.index, newest)
@@ -144,14 +150,22 @@ class WrittenScorecard:
     mtime: float
 
 
-def _scorecard(out_dir: Path) -> WrittenScorecard | None:
+def _scorecard(out_dir: Path) -> WrittenScorecard | str | None:
     """The scorecard as its file stands, read leniently (its types, not the schema's or the counts' rules: a view,
-    not a check), or None when there is none or it is not a scorecard."""
+    not a check); None when there is none, else why it is no scorecard (one line naming it). Read only as a regular
+    file: a FIFO there hung ``status`` (and ``--wait``), and a file that is no scorecard was shown as none."""
     path = out_dir / "scorecard.json"
-    try:
-        return WrittenScorecard(Scorecard.from_json(json.loads(path.read_text(encoding="utf-8"))), path.stat().st_mtime)
-    except (OSError, ValueError):
+    if not (path.exists() or path.is_symlink()):
         return None
+    try:
+        data = json.loads(read_data_file(path))
+        if not isinstance(data, dict):
+            raise FileError(path, f"a JSON {type(data).__name__}, not a scorecard")
+        return WrittenScorecard(Scorecard.from_json(data), path.stat().st_mtime)
+    except FileError as exc:
+        return str(exc)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"{path}: not a scorecard ({type(exc).__name__}: {exc})"
 
 
 # ------------------------------------------------------------------------------------------ rendering
@@ -207,6 +221,8 @@ def _scorecard_line(status: RunStatus) -> str:
     written = status.scorecard
     if written is None:
         return "scorecard  not written yet"
+    if isinstance(written, str):
+        return f"scorecard  unreadable: {written}"
     s = written.card.samples
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written.mtime))
     stale = ""
@@ -260,5 +276,5 @@ def _final_code(status: RunStatus) -> int:
     if code is not None:
         return code
     written = status.scorecard
-    fresh = written is not None and written.mtime >= _epoch(status.submission.submitted)
+    fresh = isinstance(written, WrittenScorecard) and written.mtime >= _epoch(status.submission.submitted)
     return 0 if fresh and written.card.status == "complete" else 2

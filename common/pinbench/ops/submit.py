@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RecipeError, RunConfig, Shard
+from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ScaleOutPhase
-from pinbench.core.files import cache_root, sha256_file, write_atomic
+from pinbench.core.files import cache_root, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.recipe import Recipe, scale_out_problem
+from pinbench.core.rundir import check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import stages_for
@@ -160,8 +161,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     problem = scale_out_problem(recipe.scale_out, recipe.flags, recipe.stages)
     if problem:
         raise SubmitError(f"{recipe.name} cannot be laid out on a cluster: {problem}")
-    if request.shards < 1:
-        raise SubmitError(f"--shards must be at least 1, got {request.shards}")
+    if not 1 <= request.shards <= MAX_SHARDS:
+        raise SubmitError(f"--shards must be 1 to {MAX_SHARDS} (a Slurm job array's most), got {request.shards}")
     if request.gpus_per_task is not None and request.gpus_per_task < 0:
         raise SubmitError(f"--gpus-per-task must be >= 0, got {request.gpus_per_task}")
     if request.container not in CONTAINERS:
@@ -220,6 +221,10 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = Path(os.path.normpath(out))
+    try:   # every job would be refused there: nothing is written into it or queued
+        check_owner(cfg.out_dir, {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode})
+    except RecipeError as exc:
+        raise SubmitError(str(exc)) from None
     return cfg
 
 
@@ -466,12 +471,31 @@ def append_submission(out_dir: Path, record: Submission) -> None:
 def last_submission(out_dir: Path) -> Submission | None:
     """The newest submission recorded for a run directory; ValueError names a corrupt record file."""
     path = submissions_path(out_dir)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return None
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in read_data_file(path).splitlines() if line.strip()]   # a FIFO: one line, no hang
     if not lines:
         return None
     try:
-        return Submission(**json.loads(lines[-1]))
+        submission = Submission(**json.loads(lines[-1]))
+        problem = _submission_problem(submission)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}:{len(lines)}: unreadable submission record ({exc})") from None
+        problem = str(exc)
+    if problem:
+        raise ValueError(f"{path}:{len(lines)}: unreadable submission record ({problem})")
+    return submission
+
+
+def _submission_problem(submission: Submission) -> str:
+    """What makes a parsed record no submission ``pinbench status`` can show, or "": a count of shards that no job
+    array has (10**9 hung status building a row per shard) or jobs without their phase, id and kind."""
+    if type(submission.shards) is not int or not 1 <= submission.shards <= MAX_SHARDS:
+        return f"shards {submission.shards!r}: not a count of 1 to {MAX_SHARDS}"
+    if any(not isinstance(getattr(submission, k), str) for k in (
+            "submitted", "recipe", "recipe_version", "checkpoint", "mode", "container", "command")):
+        return "recipe, checkpoint, mode, container, command and submitted must be strings"
+    if not (isinstance(submission.jobs, list) and submission.jobs and all(
+            isinstance(job, dict) and isinstance(job.get("phase"), str) and isinstance(job.get("job_id"), str)
+            and isinstance(job.get("sharded"), bool) for job in submission.jobs)):
+        return "jobs: expected a list of {phase, sharded, job_id}"
+    return ""

@@ -428,3 +428,45 @@ def test_a_fixed_folder_in_a_new_out_reuses_every_unchanged_video(tmp_path: Path
     assert "7 samples: 0 done, 7 reused (7 from the sample cache), 0 failed" in again
     card = _card(tmp_path / "fixed")
     assert card["status"] == "complete" and card["metrics"]["preview/dynamic_degree"]["n_scored"] == 7
+
+
+@pytest.mark.parametrize("planted", [1e300, -3, "x"])
+def test_a_stored_score_outside_0_1_is_never_merged(tmp_path: Path, planted: object) -> None:
+    """A store line whose digest fits may still be written by hand. Before, a merge (``--skip-scoring``) averaged a
+    stored score of 1e300 or -3 into a complete scorecard (exit 0), and one that is no number ended it with "Unknown
+    format code 'f' for object of type 'str'"; now the record is not read and its sample is named missing."""
+    from pinbench.core.store import encode_line, record_bytes
+
+    out = tmp_path / "run"
+    assert run_recipe(_cfg(out, fixture=True)).exit_code == 0
+    log = out / "samples" / "run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[0])["record"]
+    record["result"][PREVIEW_METRIC] = planted
+    log.write_bytes(encode_line(record_bytes(record)) + b"".join(lines[1:]))
+
+    merged = run_recipe(_cfg(out, fixture=True, skip_scoring=True))
+    assert merged.exit_code == 2
+    metric = _card(out)["metrics"][PREVIEW_METRIC]
+    assert metric["n_scored"] == len(FIXTURE_VIDEOS) - 1 and 0 <= metric["value"] <= 1
+    failed = _per_sample(out)[record["sample_id"]]
+    assert failed[0] == "failed" and "validate() returned False" in failed[2]
+    assert run_recipe(_cfg(out, fixture=True)).exit_code == 0   # a rerun computes it again
+    assert _per_sample(out)[record["sample_id"]][1][PREVIEW_METRIC] == pytest.approx(
+        {v.name: v.expected for v in FIXTURE_VIDEOS}[record["sample_id"]])
+
+
+def _drawable() -> dict:
+    return {PREVIEW_METRIC: 0.5, "fps": 8.0, "tau": 1.0, "n_clips": 1, "clip_length": 16, "sampling_interval": 1,
+            "clip_source": "frames", "clips": [{"start": 0, "stop": 3, "sampled": [0, 1, 2], "m": [0.5, 2.0]}]}
+
+
+@pytest.mark.parametrize("change", [
+    {PREVIEW_METRIC: True}, {"fps": "8"}, {"tau": 0}, {"n_clips": 1.0}, {"clip_source": None}, {"clips": {}},
+    {"clips": [{"start": 0, "stop": 3, "sampled": [0, 1, 2], "m": ["x"]}]}, {"clips": [[]]}])
+def test_a_stored_result_its_figure_cannot_draw_is_not_reused(change: dict) -> None:
+    """The merge draws every reused record's figure: a field it reads that is absent or of another type is a record
+    not reused (it ended the merge with the error of whichever line read it first)."""
+    validate = HasMetric(PREVIEW_METRIC)
+    assert validate(_drawable()) and validate({**_drawable(), PREVIEW_METRIC: None})
+    assert not validate({**_drawable(), **change})
