@@ -94,6 +94,38 @@ def test_a_partial_run_is_never_best_even_on_a_metric_it_scored_fully(runs, tmp_
     assert _markdown_cells(row)[1].startswith("**") and not _markdown_cells(row)[2].startswith("**")
 
 
+def _limited(run: Path, n: int) -> Path:
+    """``run`` cut to its first ``n`` samples, as ``--limit n`` leaves a run: complete, over fewer samples."""
+    from toy_runs import PROVENANCE
+
+    from pinbench.core.runner import SampleRecord
+    from pinbench.core.scorecard import build_scorecard, write_scorecard
+
+    rows = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()][:n]
+    records = [SampleRecord(r["sample_id"], r["status"], r["result"], r["error"], r["input_hash"], r["seconds"])
+               for r in rows]
+    card = build_scorecard(recipe="toy-bench", recipe_version="1.0.0", checkpoint=run.name, mode="full",
+                           metrics=ALL_METRICS[:2], records=records, n_expected=n, provenance=PROVENANCE, config={},
+                           timings={})
+    write_scorecard(card, run / "scorecard.json")
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_a_run_over_fewer_samples_is_never_ranked_against_a_full_one(runs, tmp_path: Path) -> None:
+    """A ``--limit`` run is complete, but its value is over other samples: never best, never tied."""
+    limited = _limited(write_run(tmp_path, "Model-L", 0.3, 6, metrics=ALL_METRICS[:2]), 10)
+    card = cards([limited])[0]
+    assert card["status"] == "complete" and card["metrics"]["f1"]["n_expected"] == 10
+    assert card["metrics"]["f1"]["value"] > cards([runs[1]])[0]["metrics"]["f1"]["value"]
+    built = table([runs[1], limited])
+    f1 = next(r for r in built.rows if r.metric == "f1")
+    assert [(c.best, c.tied) for c in f1.cells] == [(True, False), (False, False)]
+    assert "over other samples than Model-B (10 expected, there 40)" in built.footnotes[f1.cells[1].notes[0] - 1]
+    assert "**" not in _markdown_cells(next(line for line in render(built, "markdown").splitlines()
+                                           if line.startswith("| f1 ")))[2]
+
+
 def test_partial_runs_and_missing_metrics_are_footnoted(runs) -> None:
     built = table(runs)
     partial = built.footnotes[built.column_notes[3][0] - 1]
