@@ -162,6 +162,20 @@ def test_an_interval_that_excludes_its_value_is_shown_as_a_range(tmp_path: Path)
     assert f"[{value + 0.01:.3f}, {value + 0.02:.3f}]" in text and "+-" not in text
 
 
+@pytest.mark.parametrize(("value", "shown"), [(1e-7, "1.0e-07"), (-4e-4, "-4.0e-04"), (-4e-5, "-4.0e-05")])
+def test_a_value_that_rounds_to_zero_is_never_shown_as_zero(tmp_path: Path, value: float, shown: str) -> None:
+    run = write_run(tmp_path, "Tiny", 0.0, 1, metrics=ALL_METRICS[:1])
+    card = json.loads((run / "scorecard.json").read_text())
+    card["metrics"]["f1"].update(value=value)
+    card["metrics"]["f1"]["interval"].update(low=value - 1e-7, high=value + 2e-7)
+    (run / "scorecard.json").write_text(json.dumps(card))
+    built = table([run])
+    assert f"**{shown}** +2.0e-07/-1.0e-07 (40/40)" in render(built, "markdown")
+    assert f"{shown}," in render(table([run], digits=3), "csv")
+    assert _latex_problems(render(built, "latex")) == []
+    assert "0.000" not in render(built, "markdown").split("\n")[2]
+
+
 def test_runs_of_another_recipe_or_twice_or_without_samples(runs, tmp_path: Path) -> None:
     other = write_run(tmp_path, "Other", 0.0, 5, recipe="other-bench")
     with pytest.raises(TableError, match="recipe 'other-bench', but .* has 'toy-bench'"):

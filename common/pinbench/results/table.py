@@ -295,7 +295,11 @@ def _same_samples(columns: Sequence[Column], cells: Sequence[Cell], ranked: list
 
 
 def _number(value: float, digits: int) -> str:
+    """``value`` rounded to ``digits`` places; a value that is not 0 but rounds to it (1e-07 at 3 digits) in
+    scientific notation with two significant digits, so it never reads as a zero (nor two of them as equal)."""
     text = f"{value:.{digits}f}"
+    if float(text) == 0 and value != 0:
+        return f"{value:.1e}"
     return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text  # no "-0.000"
 
 
