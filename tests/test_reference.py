@@ -124,6 +124,18 @@ def test_boundary_and_exact_tolerances() -> None:
     assert diff_scorecard(card, ref(metrics=exact)).exit_code == EXIT_FAIL
 
 
+def test_a_delta_of_float_noise_is_the_same_not_better_or_worse() -> None:
+    """The fixture diffs showed ``-2.22045e-16 worse`` beside PASS: an exact match summed in another order."""
+    card = make_card([0.1, 0.2, 0.3], [2.0] * 3)
+    metrics = copy.deepcopy(REFERENCE["metrics"])
+    metrics["f1"]["value"] = 0.2
+    row = diff_scorecard(card, ref(metrics=metrics)).rows[0]
+    assert row.delta != 0 and abs(row.delta) < 1e-15
+    assert (row.status, row.verdict) == ("PASS", "same")
+    metrics["f1"]["value"] = 0.2 - 1e-9
+    assert diff_scorecard(card, ref(metrics=metrics)).rows[0].verdict == "better"
+
+
 def test_partial_run_is_incomplete_even_when_values_pass() -> None:
     result = diff_scorecard(make_card([0.5, None, 0.5], [2.0, None, 2.0]), ref())
     assert result.exit_code == EXIT_INCOMPLETE

@@ -94,6 +94,38 @@ def test_a_partial_run_is_never_best_even_on_a_metric_it_scored_fully(runs, tmp_
     assert _markdown_cells(row)[1].startswith("**") and not _markdown_cells(row)[2].startswith("**")
 
 
+def _limited(run: Path, n: int) -> Path:
+    """``run`` cut to its first ``n`` samples, as ``--limit n`` leaves a run: complete, over fewer samples."""
+    from toy_runs import PROVENANCE
+
+    from pinbench.core.runner import SampleRecord
+    from pinbench.core.scorecard import build_scorecard, write_scorecard
+
+    rows = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()][:n]
+    records = [SampleRecord(r["sample_id"], r["status"], r["result"], r["error"], r["input_hash"], r["seconds"])
+               for r in rows]
+    card = build_scorecard(recipe="toy-bench", recipe_version="1.0.0", checkpoint=run.name, mode="full",
+                           metrics=ALL_METRICS[:2], records=records, n_expected=n, provenance=PROVENANCE, config={},
+                           timings={})
+    write_scorecard(card, run / "scorecard.json")
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_a_run_over_fewer_samples_is_never_ranked_against_a_full_one(runs, tmp_path: Path) -> None:
+    """A ``--limit`` run is complete, but its value is over other samples: never best, never tied."""
+    limited = _limited(write_run(tmp_path, "Model-L", 0.3, 6, metrics=ALL_METRICS[:2]), 10)
+    card = cards([limited])[0]
+    assert card["status"] == "complete" and card["metrics"]["f1"]["n_expected"] == 10
+    assert card["metrics"]["f1"]["value"] > cards([runs[1]])[0]["metrics"]["f1"]["value"]
+    built = table([runs[1], limited])
+    f1 = next(r for r in built.rows if r.metric == "f1")
+    assert [(c.best, c.tied) for c in f1.cells] == [(True, False), (False, False)]
+    assert "over other samples than Model-B (10 expected, there 40)" in built.footnotes[f1.cells[1].notes[0] - 1]
+    assert "**" not in _markdown_cells(next(line for line in render(built, "markdown").splitlines()
+                                           if line.startswith("| f1 ")))[2]
+
+
 def test_partial_runs_and_missing_metrics_are_footnoted(runs) -> None:
     built = table(runs)
     partial = built.footnotes[built.column_notes[3][0] - 1]
@@ -128,6 +160,20 @@ def test_an_interval_that_excludes_its_value_is_shown_as_a_range(tmp_path: Path)
     (run / "scorecard.json").write_text(json.dumps(card))
     text = render(table([run]), "markdown")
     assert f"[{value + 0.01:.3f}, {value + 0.02:.3f}]" in text and "+-" not in text
+
+
+@pytest.mark.parametrize(("value", "shown"), [(1e-7, "1.0e-07"), (-4e-4, "-4.0e-04"), (-4e-5, "-4.0e-05")])
+def test_a_value_that_rounds_to_zero_is_never_shown_as_zero(tmp_path: Path, value: float, shown: str) -> None:
+    run = write_run(tmp_path, "Tiny", 0.0, 1, metrics=ALL_METRICS[:1])
+    card = json.loads((run / "scorecard.json").read_text())
+    card["metrics"]["f1"].update(value=value)
+    card["metrics"]["f1"]["interval"].update(low=value - 1e-7, high=value + 2e-7)
+    (run / "scorecard.json").write_text(json.dumps(card))
+    built = table([run])
+    assert f"**{shown}** +2.0e-07/-1.0e-07 (40/40)" in render(built, "markdown")
+    assert f"{shown}," in render(table([run], digits=3), "csv")
+    assert _latex_problems(render(built, "latex")) == []
+    assert "0.000" not in render(built, "markdown").split("\n")[2]
 
 
 def test_runs_of_another_recipe_or_twice_or_without_samples(runs, tmp_path: Path) -> None:

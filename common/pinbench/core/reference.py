@@ -219,8 +219,10 @@ def _fmt(value: float | None, sign: bool = False) -> str:
     return f"{value:+.6g}" if sign else f"{value:.6g}"
 
 
-def _verdict(delta: float, direction: str) -> str:
-    if delta == 0:
+def _verdict(delta: float, direction: str, reference: float, measured: float) -> str:
+    """better / worse by the direction; "same" within float noise (``_within``'s), so that a fixture's exact
+    match summed in another order (delta -2.2e-16) is not called worse."""
+    if _within(delta, 0.0, reference, measured):
         return "same"
     return "better" if (delta > 0) == (direction == "higher") else "worse"
 
@@ -306,7 +308,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
-            row.verdict = _verdict(row.delta, m.direction)
+            row.verdict = _verdict(row.delta, m.direction, m.value, measured)
             row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
             if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
                 row.status = "PASS"

@@ -57,6 +57,7 @@ class RunMetric:
     n_failed: int
     direction: str
     primary: bool
+    sample_ids: tuple[str, ...] | None = None  # the cohort the value is over, when the scorecard names it
 
     @property
     def complete(self) -> bool:
@@ -87,7 +88,7 @@ def _read_metric(entry: MetricResult) -> RunMetric:
     no_interval = "no interval recorded" if interval is None else interval.reason or "no interval recorded"
     return RunMetric(value=entry.value, low=low, high=high, no_interval=None if low is not None else no_interval,
                      n_scored=entry.n_scored, n_expected=entry.n_expected, n_failed=entry.n_failed,
-                     direction=entry.direction, primary=entry.primary)
+                     direction=entry.direction, primary=entry.primary, sample_ids=entry.sample_ids)
 
 
 def _read_column(path: Path) -> Column:
@@ -247,6 +248,7 @@ def build_table(columns: Sequence[Column], *, metrics: Sequence[str] | None = No
         # every sample still comes from a run that did not finish, and its footnote says it is never ranked
         ranked = [i for i, c in enumerate(cells)
                   if columns[i].status == "complete" and c.result is not None and c.result.complete]
+        ranked = _same_samples(columns, cells, ranked, notes)
         if ranked:
             pick = max if declared.direction == "higher" else min
             best_value = pick(cells[i].result.value for i in ranked)
@@ -262,11 +264,42 @@ def build_table(columns: Sequence[Column], *, metrics: Sequence[str] | None = No
     return Table(list(columns), rows, notes.texts, column_notes, caption, digits, interval)
 
 
+def _sample_set(column: Column, result: RunMetric) -> tuple[int, frozenset[str] | None]:
+    """What a metric's value is over: its count, and its ids (the cohort's, else the run's samples when its
+    ``samples.jsonl`` was read; None when neither is known: then the count alone is compared)."""
+    if result.sample_ids is not None:
+        return result.n_expected, frozenset(result.sample_ids)
+    return result.n_expected, frozenset(column.paired.samples) if column.paired is not None else None
+
+
+def _same_samples(columns: Sequence[Column], cells: Sequence[Cell], ranked: list[int],
+                  notes: _Footnotes) -> list[int]:
+    """The ranked runs whose value is over the same samples as the run with the most expected (the first such):
+    values over other samples (a ``--limit`` run beside a full one) are not comparable, so they are footnoted and
+    never marked best or tied."""
+    if not ranked:
+        return ranked
+    sets = {i: _sample_set(columns[i], cells[i].result) for i in ranked}
+    anchor = max(ranked, key=lambda i: sets[i][0])
+    count, ids = sets[anchor]
+    keep = [i for i in ranked if sets[i][0] == count and (ids is None or sets[i][1] in (None, ids))]
+    for i in ranked:
+        if i not in keep:
+            cells[i].notes.append(notes.add(
+                f"over other samples than {columns[anchor].label} ({sets[i][0]} expected, there "
+                f"{count}): not comparable, so never marked best or tied"))
+    return keep
+
+
 # ------------------------------------------------------------------------------ formatting
 
 
 def _number(value: float, digits: int) -> str:
+    """``value`` rounded to ``digits`` places; a value that is not 0 but rounds to it (1e-07 at 3 digits) in
+    scientific notation with two significant digits, so it never reads as a zero (nor two of them as equal)."""
     text = f"{value:.{digits}f}"
+    if float(text) == 0 and value != 0:
+        return f"{value:.1e}"
     return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text  # no "-0.000"
 
 
