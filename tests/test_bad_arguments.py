@@ -94,3 +94,20 @@ def test_compare_report_where_nothing_can_be_written_names_the_option(tmp_path: 
     result = runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(UNWRITABLE)])
     assert result.exit_code == 2
     assert result.output.rstrip().splitlines()[-1].startswith(f"error: --report {UNWRITABLE}: cannot write")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan", "soon", "-5"])
+def test_a_bad_notice_delay_stops_before_the_run_in_one_line(value: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``inf`` ended each notice's timer thread with a traceback; words and ``nan`` were read silently."""
+    monkeypatch.setenv("PINBENCH_NOTICE_S", value)
+    line = _main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run")], capsys)
+    assert "$PINBENCH_NOTICE_S" in line and repr(value) in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 2.0), (" 0 ", 0.0), ("0.5", 0.5)])
+def test_a_notice_delay_that_is_a_number_is_read(value: str, seconds: float, monkeypatch) -> None:
+    from pinbench.core.notices import notice_after
+
+    monkeypatch.setenv("PINBENCH_NOTICE_S", value)
+    assert notice_after() == seconds

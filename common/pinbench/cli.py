@@ -1150,7 +1150,10 @@ def main(argv: list[str] | None = None) -> None:
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.
     """
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    from pinbench.core.notices import notice_after
+
     try:
+        notice_after()   # a bad $PINBENCH_NOTICE_S stops here, in one line, not in a timer thread mid-run
         app(args=argv, prog_name="pinbench")
     except (ValueError, RuntimeError, OSError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":
