@@ -111,3 +111,19 @@ def test_a_notice_delay_that_is_a_number_is_read(value: str, seconds: float, mon
 
     monkeypatch.setenv("PINBENCH_NOTICE_S", value)
     assert notice_after() == seconds
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["-o", "device=garbage"], {}, "-o device"),
+    (["-o", "device=nan"], {}, "-o device"),
+    ([], {"REMEMBENCH_DEVICE": "gpu"}, "$REMEMBENCH_DEVICE (option device)"),
+])
+def test_a_device_torch_does_not_know_is_refused_before_the_run(args, env, named, tmp_path: Path, capsys,
+                                                                 monkeypatch) -> None:
+    """RememBench's device had no pattern: torch refused it after the rows, annotations and weights were prepared,
+    in a line naming neither the option nor the variable."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "remembench", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith(f"error: {named}: ") and "does not match" in line
+    assert not (tmp_path / "run").exists()
