@@ -127,3 +127,22 @@ def test_a_device_torch_does_not_know_is_refused_before_the_run(args, env, named
     line = _main(["run", "remembench", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
     assert line.startswith(f"error: {named}: ") and "does not match" in line
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("var", "value"), [("PINBENCH_OFFLINE", "2"), ("PINBENCH_OFFLINE", "enabled"),
+                                            ("HF_HUB_OFFLINE", "y")])
+def test_an_offline_variable_that_is_no_boolean_stops_before_any_fetch(var: str, value: str, tmp_path: Path, capsys,
+                                                                       monkeypatch) -> None:
+    """``2`` or ``enabled`` was read as online: ``pinbench fetch`` went to the network it was meant to stay off."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(var, value)
+    line = _main(["fetch", "dynamic-degree"], capsys)
+    assert line == f"error: ${var}={value!r} is not a boolean (1/0, true/false, yes/no, on/off)"
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(("value", "offline"), [("", False), (" On ", True), ("no", False), ("TRUE", True)])
+def test_an_offline_variable_that_is_a_boolean_word_is_read(value: str, offline: bool) -> None:
+    from pinbench.core.options import offline_in
+
+    assert offline_in({"PINBENCH_OFFLINE": value}) is offline

@@ -1151,9 +1151,11 @@ def main(argv: list[str] | None = None) -> None:
     """
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
     from pinbench.core.notices import notice_after
+    from pinbench.core.options import is_offline
 
     try:
         notice_after()   # a bad $PINBENCH_NOTICE_S stops here, in one line, not in a timer thread mid-run
+        is_offline()     # a bad $PINBENCH_OFFLINE / $HF_HUB_OFFLINE too, before anything is fetched
         app(args=argv, prog_name="pinbench")
     except (ValueError, RuntimeError, OSError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":

@@ -312,8 +312,15 @@ OFFLINE_VARS = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
 
 def offline_in(environ: Mapping[str, str]) -> bool:
     """PINBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1 (also accepts true/yes/on) in ``environ``: the one reading of
-    both variables, for this process and for a run configured from another environment."""
-    return any(environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_VARS)
+    both variables, for this process and for a run configured from another environment. OptionError naming the
+    variable for a value that is no boolean word: ``2`` or ``enabled`` was read as online, and downloaded."""
+    offline = False
+    for var in OFFLINE_VARS:
+        word = environ.get(var, "").strip().lower()
+        if word and word not in _TRUE + _FALSE:
+            raise OptionError(f"${var}={environ[var]!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+        offline = offline or word in _TRUE
+    return offline
 
 
 def is_offline() -> bool:
