@@ -146,3 +146,18 @@ def test_an_offline_variable_that_is_a_boolean_word_is_read(value: str, offline:
     from pinbench.core.options import offline_in
 
     assert offline_in({"PINBENCH_OFFLINE": value}) is offline
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("PINBENCH_SAMPLE_CACHE_MB", "garbage", "the sample cache's bound must be a finite number"),
+    ("PINBENCH_SAMPLE_CACHE", str(REPO / "README.md"), "not a folder but a regular file"),
+])
+def test_a_bad_sample_cache_stops_every_recipe_before_it_prepares(var: str, value: str, says: str, tmp_path: Path,
+                                                                  capsys, monkeypatch) -> None:
+    """RememBench keeps no samples in the cache, so it ran on and passed; the others stopped only at their first
+    step, after preparing (and downloading)."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "samples"))
+    monkeypatch.setenv(var, value)
+    line = _main(["run", "remembench", "--fixture", "--out", str(tmp_path / "run")], capsys)
+    assert f"${var}=" in line and says in line
+    assert not (tmp_path / "run").exists()

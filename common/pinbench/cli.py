@@ -286,6 +286,7 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
+    _check_sample_cache()
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
     if move_aside:
@@ -323,6 +324,16 @@ def run(
         _outcome(run_recipe(cfg))
     except RecipeError as exc:
         _fail(str(exc))
+
+
+def _check_sample_cache() -> None:
+    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder or a ``$PINBENCH_SAMPLE_CACHE_MB`` that is no size stops the run
+    before anything is prepared (it stopped only at the first step that keeps samples, after the downloads; a recipe
+    none of whose steps keeps any, remembench, ran on and passed)."""
+    from pinbench.core.sample_cache import cache_dir, size_bound
+
+    if cache_dir() is not None:
+        size_bound()
 
 
 def _outcome(outcome: RunOutcome | None) -> None:
