@@ -161,3 +161,30 @@ def test_a_bad_sample_cache_stops_every_recipe_before_it_prepares(var: str, valu
     line = _main(["run", "remembench", "--fixture", "--out", str(tmp_path / "run")], capsys)
     assert f"${var}=" in line and says in line
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["-o", "flow=raft", "-o", "raft_weights=~nouser-pinbench/raft.pth"], {}, "-o raft_weights"),
+    ([], {"PINBENCH_RAFT_WEIGHTS": "~nouser-pinbench/raft.pth"}, "$PINBENCH_RAFT_WEIGHTS (option raft_weights)"),
+    ([], {"PINBENCH_SAMPLE_CACHE": "~nouser-pinbench/samples"}, "$PINBENCH_SAMPLE_CACHE"),
+    ([], {"PINBENCH_CACHE": "~nouser-pinbench"}, "$PINBENCH_CACHE"),
+])
+def test_a_home_folder_that_does_not_exist_names_the_option(args, env, named, tmp_path: Path, capsys,
+                                                            monkeypatch) -> None:
+    """``~nouser`` ended in "Could not determine home directory.", naming neither the option nor the path."""
+    monkeypatch.delenv("PINBENCH_SAMPLE_CACHE", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "dynamic-degree", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith(f"error: {named}: ") and "~nouser-pinbench names no home folder" in line
+
+
+@pytest.mark.parametrize("var", ["PINBENCH_CACHE", "HF_HOME"])
+def test_a_cache_root_that_is_no_folder_is_refused_by_doctor_and_fetch(var: str, tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    """A FIFO or a file as the cache root was taken: the doctor said "this run downloads it" into it."""
+    monkeypatch.delenv("PINBENCH_CACHE", raising=False)
+    monkeypatch.setenv(var, str(REPO / "README.md"))
+    expected = f"error: ${var}={REPO / 'README.md'}: the cache root is not a folder but a regular file"
+    assert _main(["fetch", "dynamic-degree"], capsys) == expected
+    assert _main(["doctor", "dynamic-degree", "-o", f"videos={tmp_path}"], capsys) == expected

@@ -36,6 +36,15 @@ class OptionError(ValueError):
     """A bad option: unknown key, bad value, or a required option missing (one line)."""
 
 
+def expand_user(value: str, where: str) -> Path:
+    """``value`` as a path, ``~`` and ``~user`` expanded; OptionError naming ``where`` when there is no such home
+    folder (``Path.expanduser`` said only "Could not determine home directory.", naming neither option nor path)."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        raise OptionError(f"{where}: {value!r}: {value.split('/')[0]} names no home folder on this machine") from None
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One recipe option as declared in ``recipe.yaml``."""
@@ -125,7 +134,7 @@ class OptionSpec:
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise OptionError(f"{where}: {value!r} does not match {self.pattern} ({self.help})")
         if self.type == "path":
-            return Path(value).expanduser()
+            return expand_user(value, where)
         return value
 
     def _number(self, raw: Any, where: str) -> int | float:
