@@ -188,3 +188,16 @@ def test_a_cache_root_that_is_no_folder_is_refused_by_doctor_and_fetch(var: str,
     expected = f"error: ${var}={REPO / 'README.md'}: the cache root is not a folder but a regular file"
     assert _main(["fetch", "dynamic-degree"], capsys) == expected
     assert _main(["doctor", "dynamic-degree", "-o", f"videos={tmp_path}"], capsys) == expected
+
+
+@pytest.mark.parametrize(("args", "env"), [(["--gpus", "99999999999999999999999"], {}), (["--gpus", "2000"], {}),
+                                           ([], {"GPUS": "1025"})])
+def test_more_gpus_than_a_machine_has_is_refused_before_the_run(args, env, tmp_path: Path, capsys,
+                                                                monkeypatch) -> None:
+    """A fixture run skips the doctor's GPU count: --gpus 10**23 made a device name for each until it was killed
+    (exit 137), and 2000 ran on silently."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "paibench-c", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith("error: --gpus must be at most 1024 (the GPUs of one machine), got ")
+    assert not (tmp_path / "run").exists()

@@ -46,6 +46,7 @@ from pinbench.core.schema import schema_error
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
+MAX_GPUS = 1024   # more GPUs than one process sees on any machine (8 x 7 MIG slices is 56): --gpus above is a typo
 
 
 class DeclarationError(FileError):
@@ -300,6 +301,8 @@ class Recipe:
         if gpus is not None:
             if gpus < 0:
                 raise RecipeError(f"--gpus must be >= 0, got {gpus}")
+            if gpus > MAX_GPUS:   # a device name was made for each: --gpus 10**23 filled memory until it was killed
+                raise RecipeError(f"--gpus must be at most {MAX_GPUS} (the GPUs of one machine), got {gpus}")
             if self.flags.gpus == "none" and gpus > 0:
                 raise RecipeError(f"{self.name} uses no GPU; drop --gpus")
             if self.flags.gpus == "one" and gpus > 1:
