@@ -201,3 +201,12 @@ def test_more_gpus_than_a_machine_has_is_refused_before_the_run(args, env, tmp_p
     line = _main(["run", "paibench-c", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
     assert line.startswith("error: --gpus must be at most 1024 (the GPUs of one machine), got ")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value", ["1e10", "1e300", "inf", "nan", "0", "-1"])
+def test_a_generation_timeout_no_wait_can_take_is_refused_before_the_run(value: str, tmp_path: Path, capsys) -> None:
+    """1e10 s was accepted, then every sample failed: a wait on the generator overflowed (select takes ~9.2e9 s)."""
+    line = _main(["run", "paibench-c", "--fixture", "--offline", "--out", str(tmp_path / "run"),
+                  "--generator", "python:render_generator:render", "--generation-timeout", value], capsys)
+    assert line.startswith("error: --generation-timeout must be a positive number of seconds, at most 1e+09, got ")
+    assert not (tmp_path / "run").exists()
