@@ -94,3 +94,119 @@ def test_compare_report_where_nothing_can_be_written_names_the_option(tmp_path: 
     result = runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(UNWRITABLE)])
     assert result.exit_code == 2
     assert result.output.rstrip().splitlines()[-1].startswith(f"error: --report {UNWRITABLE}: cannot write")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan", "soon", "-5"])
+def test_a_bad_notice_delay_stops_before_the_run_in_one_line(value: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``inf`` ended each notice's timer thread with a traceback; words and ``nan`` were read silently."""
+    monkeypatch.setenv("PINBENCH_NOTICE_S", value)
+    line = _main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run")], capsys)
+    assert "$PINBENCH_NOTICE_S" in line and repr(value) in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 2.0), (" 0 ", 0.0), ("0.5", 0.5)])
+def test_a_notice_delay_that_is_a_number_is_read(value: str, seconds: float, monkeypatch) -> None:
+    from pinbench.core.notices import notice_after
+
+    monkeypatch.setenv("PINBENCH_NOTICE_S", value)
+    assert notice_after() == seconds
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["-o", "device=garbage"], {}, "-o device"),
+    (["-o", "device=nan"], {}, "-o device"),
+    ([], {"REMEMBENCH_DEVICE": "gpu"}, "$REMEMBENCH_DEVICE (option device)"),
+])
+def test_a_device_torch_does_not_know_is_refused_before_the_run(args, env, named, tmp_path: Path, capsys,
+                                                                 monkeypatch) -> None:
+    """RememBench's device had no pattern: torch refused it after the rows, annotations and weights were prepared,
+    in a line naming neither the option nor the variable."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "remembench", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith(f"error: {named}: ") and "does not match" in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("var", "value"), [("PINBENCH_OFFLINE", "2"), ("PINBENCH_OFFLINE", "enabled"),
+                                            ("HF_HUB_OFFLINE", "y")])
+def test_an_offline_variable_that_is_no_boolean_stops_before_any_fetch(var: str, value: str, tmp_path: Path, capsys,
+                                                                       monkeypatch) -> None:
+    """``2`` or ``enabled`` was read as online: ``pinbench fetch`` went to the network it was meant to stay off."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(var, value)
+    line = _main(["fetch", "dynamic-degree"], capsys)
+    assert line == f"error: ${var}={value!r} is not a boolean (1/0, true/false, yes/no, on/off)"
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(("value", "offline"), [("", False), (" On ", True), ("no", False), ("TRUE", True)])
+def test_an_offline_variable_that_is_a_boolean_word_is_read(value: str, offline: bool) -> None:
+    from pinbench.core.options import offline_in
+
+    assert offline_in({"PINBENCH_OFFLINE": value}) is offline
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("PINBENCH_SAMPLE_CACHE_MB", "garbage", "the sample cache's bound must be a finite number"),
+    ("PINBENCH_SAMPLE_CACHE", str(REPO / "README.md"), "not a folder but a regular file"),
+])
+def test_a_bad_sample_cache_stops_every_recipe_before_it_prepares(var: str, value: str, says: str, tmp_path: Path,
+                                                                  capsys, monkeypatch) -> None:
+    """RememBench keeps no samples in the cache, so it ran on and passed; the others stopped only at their first
+    step, after preparing (and downloading)."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "samples"))
+    monkeypatch.setenv(var, value)
+    line = _main(["run", "remembench", "--fixture", "--out", str(tmp_path / "run")], capsys)
+    assert f"${var}=" in line and says in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["-o", "flow=raft", "-o", "raft_weights=~nouser-pinbench/raft.pth"], {}, "-o raft_weights"),
+    ([], {"PINBENCH_RAFT_WEIGHTS": "~nouser-pinbench/raft.pth"}, "$PINBENCH_RAFT_WEIGHTS (option raft_weights)"),
+    ([], {"PINBENCH_SAMPLE_CACHE": "~nouser-pinbench/samples"}, "$PINBENCH_SAMPLE_CACHE"),
+    ([], {"PINBENCH_CACHE": "~nouser-pinbench"}, "$PINBENCH_CACHE"),
+])
+def test_a_home_folder_that_does_not_exist_names_the_option(args, env, named, tmp_path: Path, capsys,
+                                                            monkeypatch) -> None:
+    """``~nouser`` ended in "Could not determine home directory.", naming neither the option nor the path."""
+    monkeypatch.delenv("PINBENCH_SAMPLE_CACHE", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "dynamic-degree", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith(f"error: {named}: ") and "~nouser-pinbench names no home folder" in line
+
+
+@pytest.mark.parametrize("var", ["PINBENCH_CACHE", "HF_HOME"])
+def test_a_cache_root_that_is_no_folder_is_refused_by_doctor_and_fetch(var: str, tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    """A FIFO or a file as the cache root was taken: the doctor said "this run downloads it" into it."""
+    monkeypatch.delenv("PINBENCH_CACHE", raising=False)
+    monkeypatch.setenv(var, str(REPO / "README.md"))
+    expected = f"error: ${var}={REPO / 'README.md'}: the cache root is not a folder but a regular file"
+    assert _main(["fetch", "dynamic-degree"], capsys) == expected
+    assert _main(["doctor", "dynamic-degree", "-o", f"videos={tmp_path}"], capsys) == expected
+
+
+@pytest.mark.parametrize(("args", "env"), [(["--gpus", "99999999999999999999999"], {}), (["--gpus", "2000"], {}),
+                                           ([], {"GPUS": "1025"})])
+def test_more_gpus_than_a_machine_has_is_refused_before_the_run(args, env, tmp_path: Path, capsys,
+                                                                monkeypatch) -> None:
+    """A fixture run skips the doctor's GPU count: --gpus 10**23 made a device name for each until it was killed
+    (exit 137), and 2000 ran on silently."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    line = _main(["run", "paibench-c", "--fixture", *args, "--out", str(tmp_path / "run")], capsys)
+    assert line.startswith("error: --gpus must be at most 1024 (the GPUs of one machine), got ")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value", ["1e10", "1e300", "inf", "nan", "0", "-1"])
+def test_a_generation_timeout_no_wait_can_take_is_refused_before_the_run(value: str, tmp_path: Path, capsys) -> None:
+    """1e10 s was accepted, then every sample failed: a wait on the generator overflowed (select takes ~9.2e9 s)."""
+    line = _main(["run", "paibench-c", "--fixture", "--offline", "--out", str(tmp_path / "run"),
+                  "--generator", "python:render_generator:render", "--generation-timeout", value], capsys)
+    assert line.startswith("error: --generation-timeout must be a positive number of seconds, at most 1e+09, got ")
+    assert not (tmp_path / "run").exists()

@@ -286,6 +286,7 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
+    _check_sample_cache()
     if not cfg.fixture:
         _checkpoint_note(recipe, cfg.checkpoint)
     if move_aside:
@@ -323,6 +324,16 @@ def run(
         _outcome(run_recipe(cfg))
     except RecipeError as exc:
         _fail(str(exc))
+
+
+def _check_sample_cache() -> None:
+    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder or a ``$PINBENCH_SAMPLE_CACHE_MB`` that is no size stops the run
+    before anything is prepared (it stopped only at the first step that keeps samples, after the downloads; a recipe
+    none of whose steps keeps any, remembench, ran on and passed)."""
+    from pinbench.core.sample_cache import cache_dir, size_bound
+
+    if cache_dir() is not None:
+        size_bound()
 
 
 def _outcome(outcome: RunOutcome | None) -> None:
@@ -1150,7 +1161,12 @@ def main(argv: list[str] | None = None) -> None:
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.
     """
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    from pinbench.core.notices import notice_after
+    from pinbench.core.options import is_offline
+
     try:
+        notice_after()   # a bad $PINBENCH_NOTICE_S stops here, in one line, not in a timer thread mid-run
+        is_offline()     # a bad $PINBENCH_OFFLINE / $HF_HUB_OFFLINE too, before anything is fetched
         app(args=argv, prog_name="pinbench")
     except (ValueError, RuntimeError, OSError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":

@@ -22,6 +22,8 @@ from pathlib import Path
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import Any, TypeVar
 
+from pinbench.core.options import expand_user
+
 _CHUNK = 1 << 20
 T = TypeVar("T")
 
@@ -137,11 +139,21 @@ def write_json_cache(path: Path | str, fmt: int, files: Mapping[str, Any]) -> No
 
 
 def cache_root() -> Path:
-    """PINBENCH_CACHE, else HF_HOME, else ~/.cache/pinbench (HF repos live under <root>/hub)."""
+    """PINBENCH_CACHE, else HF_HOME, else ~/.cache/pinbench (HF repos live under <root>/hub). ValueError naming the
+    variable when it names no folder: a FIFO or a file there was taken, the doctor promising downloads into it, and
+    ``~nouser`` ended in a line naming neither variable nor path."""
     for var in ("PINBENCH_CACHE", "HF_HOME"):
         value = os.environ.get(var)
         if value:
-            return Path(value).expanduser()
+            root = expand_user(value, f"${var}")
+            try:
+                mode = root.stat().st_mode
+            except OSError:
+                return root   # absent: made when something is stored; unreadable: the OS names it there
+            if not S_ISDIR(mode):
+                kind = (not_regular(mode) or "a regular file").removeprefix("is ")
+                raise ValueError(f"${var}={value}: the cache root is not a folder but {kind}")
+            return root
     return Path.home() / ".cache" / "pinbench"
 
 

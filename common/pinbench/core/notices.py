@@ -9,6 +9,7 @@ prints one line on stderr saying what it is doing, and when it ends, how long it
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import threading
@@ -23,11 +24,21 @@ ENV = "PINBENCH_NOTICE_S"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _notice_after() -> float:
-    try:
-        return max(0.0, float(os.environ.get(ENV, NOTICE_AFTER_S)))
-    except ValueError:
+def notice_after() -> float:
+    """``$PINBENCH_NOTICE_S`` seconds, else ``NOTICE_AFTER_S``. ValueError naming the variable for a value that is no
+    finite number of 0 or more: ``inf`` ended every notice's timer thread with a traceback, and words or ``nan`` were
+    read silently as the default or as 0 (``pinbench`` checks it once when it starts)."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
         return NOTICE_AFTER_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"${ENV}={text!r}: seconds before work says what it is doing must be a finite number, 0 or "
+                         f"more (0: say all of it)")
+    return seconds
 
 
 @contextmanager
@@ -39,7 +50,7 @@ def notice(what: str) -> Iterator[None]:
         said.set()
         print(f"{what} ...", file=sys.stderr, flush=True)
 
-    start, delay = time.monotonic(), _notice_after()
+    start, delay = time.monotonic(), notice_after()
     timer = threading.Timer(delay, say)
     timer.daemon = True
     if delay > 0:

@@ -36,6 +36,15 @@ class OptionError(ValueError):
     """A bad option: unknown key, bad value, or a required option missing (one line)."""
 
 
+def expand_user(value: str, where: str) -> Path:
+    """``value`` as a path, ``~`` and ``~user`` expanded; OptionError naming ``where`` when there is no such home
+    folder (``Path.expanduser`` said only "Could not determine home directory.", naming neither option nor path)."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        raise OptionError(f"{where}: {value!r}: {value.split('/')[0]} names no home folder on this machine") from None
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One recipe option as declared in ``recipe.yaml``."""
@@ -125,7 +134,7 @@ class OptionSpec:
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise OptionError(f"{where}: {value!r} does not match {self.pattern} ({self.help})")
         if self.type == "path":
-            return Path(value).expanduser()
+            return expand_user(value, where)
         return value
 
     def _number(self, raw: Any, where: str) -> int | float:
@@ -312,8 +321,15 @@ OFFLINE_VARS = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
 
 def offline_in(environ: Mapping[str, str]) -> bool:
     """PINBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1 (also accepts true/yes/on) in ``environ``: the one reading of
-    both variables, for this process and for a run configured from another environment."""
-    return any(environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_VARS)
+    both variables, for this process and for a run configured from another environment. OptionError naming the
+    variable for a value that is no boolean word: ``2`` or ``enabled`` was read as online, and downloaded."""
+    offline = False
+    for var in OFFLINE_VARS:
+        word = environ.get(var, "").strip().lower()
+        if word and word not in _TRUE + _FALSE:
+            raise OptionError(f"${var}={environ[var]!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+        offline = offline or word in _TRUE
+    return offline
 
 
 def is_offline() -> bool:

@@ -46,6 +46,9 @@ from pinbench.core.schema import schema_error
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
 MODES = ("full", "smoke", "fixture")
+# the waits on a generator (select, timers) take at most about 9.2e9 s: 1e10 failed every sample with OverflowError
+MAX_GENERATION_TIMEOUT_S = 1e9
+MAX_GPUS = 1024   # more GPUs than one process sees on any machine (8 x 7 MIG slices is 56): --gpus above is a typo
 
 
 class DeclarationError(FileError):
@@ -226,8 +229,9 @@ class Recipe:
             raise RecipeError(f"{self.name} generates no rollouts (it scores what it is given): drop --generator")
         if generator is None and (generator_options or generation_timeout_s is not None):
             raise RecipeError("-g and --generation-timeout apply to a --generator")
-        if generation_timeout_s is not None and not 0 < generation_timeout_s < float("inf"):
-            raise RecipeError(f"--generation-timeout must be a positive number of seconds, got {generation_timeout_s}")
+        if generation_timeout_s is not None and not 0 < generation_timeout_s <= MAX_GENERATION_TIMEOUT_S:
+            raise RecipeError(f"--generation-timeout must be a positive number of seconds, at most "
+                              f"{MAX_GENERATION_TIMEOUT_S:g}, got {generation_timeout_s}")
         for key in generator_options or {}:
             if not key.isidentifier():
                 raise RecipeError(f"-g {key}=...: a generator option's name must be an identifier")
@@ -300,6 +304,8 @@ class Recipe:
         if gpus is not None:
             if gpus < 0:
                 raise RecipeError(f"--gpus must be >= 0, got {gpus}")
+            if gpus > MAX_GPUS:   # a device name was made for each: --gpus 10**23 filled memory until it was killed
+                raise RecipeError(f"--gpus must be at most {MAX_GPUS} (the GPUs of one machine), got {gpus}")
             if self.flags.gpus == "none" and gpus > 0:
                 raise RecipeError(f"{self.name} uses no GPU; drop --gpus")
             if self.flags.gpus == "one" and gpus > 1:

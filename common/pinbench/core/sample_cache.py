@@ -28,6 +28,7 @@ from stat import S_ISDIR
 
 from pinbench.core.config import Implementation
 from pinbench.core.files import atomic_path, cache_root, not_regular, read_regular_text
+from pinbench.core.options import expand_user
 from pinbench.core.store import Stored, decode_line, encode_line
 
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
@@ -43,7 +44,7 @@ def cache_dir() -> Path | None:
     value = os.environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
-    root = Path(value).expanduser() if value else cache_root() / "samples"
+    root = expand_user(value, f"${ENV}") if value else cache_root() / "samples"
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:

@@ -18,11 +18,13 @@ from pinbench.core.recipe import Recipe, available_recipes
 
 CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_CACHE": ("all", "cache root for every download (HF hub layout under `hub/`, URL weights under "
-                              "`urls/`); default `$HF_HOME`, else `~/.cache/pinbench`"),
+                              "`urls/`); default `$HF_HOME`, else `~/.cache/pinbench`; a path that exists but is no "
+                              "folder stops `run`, `fetch` and `doctor` in one line naming it"),
     "HF_HOME": ("all", "fallback cache root"),
     "HF_TOKEN": ("fetch stages", "token for gated models and datasets; passed only to stages that fetch, never to "
                                  "scoring, never logged or written"),
-    "PINBENCH_OFFLINE": ("all", "`1`: fail fast, naming what was not fetched, instead of downloading"),
+    "PINBENCH_OFFLINE": ("all", "`1`: fail fast, naming what was not fetched, instead of downloading; a value that "
+                                "is no boolean word (1/0, true/false, yes/no, on/off) stops `pinbench` in one line"),
     "HF_HUB_OFFLINE": ("all", "`1`: same as `PINBENCH_OFFLINE=1`"),
     "PINBENCH_IMAGE_DIGEST": ("all", "set by the Docker runtime; recorded as the image digest in provenance"),
     "PINBENCH_BASE_IMAGE": ("all", "set by the Docker runtime from the image's label: the base it was built on, its "
@@ -41,8 +43,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                                    "`pinbench cache prune`"),
     "PINBENCH_DEBUG": ("CLI", "`1`: show tracebacks instead of one-line errors"),
     "PINBENCH_NOTICE_S": ("all", "seconds work runs before it says what it is doing (default 2; 0: say all of "
-                                 "it)"),
-    "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default)"),
+                                 "it; a value that is no finite number of 0 or more stops `pinbench` in one line)"),
+    "GPUS": ("`run`, make", "default for `--gpus` (otherwise the recipe's default; 0 to 1024)"),
     "CHECKPOINT": ("make", "checkpoint name for `make recipe-<name>` / `make diff-<name>`"),
     "LIMIT": ("make", "smoke size for `make recipe-<name>`"),
     "RUN_ARGS": ("make", "extra `pinbench run` flags for `make recipe-<name>`"),
