@@ -62,6 +62,14 @@ def not_regular(mode: int) -> str | None:
     return next((kind for test, kind in _NOT_REGULAR if test(mode)), "not a regular file")
 
 
+def not_a_folder(mode: int) -> str | None:
+    """What a file of this mode is when it is no folder (``"a regular file"``, ``"a FIFO (named pipe)"``), else
+    None: the words of a folder's place taken by something else (the cache root, the sample cache)."""
+    if S_ISDIR(mode):
+        return None
+    return (not_regular(mode) or "a regular file").removeprefix("is ")
+
+
 def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks: bool = True,
                  mode: int = 0o666) -> int:
     """A descriptor of the regular file ``path`` (``flags``: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...), or
@@ -150,8 +158,7 @@ def cache_root() -> Path:
                 mode = root.stat().st_mode
             except OSError:
                 return root   # absent: made when something is stored; unreadable: the OS names it there
-            if not S_ISDIR(mode):
-                kind = (not_regular(mode) or "a regular file").removeprefix("is ")
+            if (kind := not_a_folder(mode)) is not None:
                 raise ValueError(f"${var}={value}: the cache root is not a folder but {kind}")
             return root
     return Path.home() / ".cache" / "pinbench"

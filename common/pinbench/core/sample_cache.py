@@ -24,10 +24,9 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISDIR
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, cache_root, not_regular, read_regular_text
+from pinbench.core.files import atomic_path, cache_root, not_a_folder, read_regular_text
 from pinbench.core.options import expand_user
 from pinbench.core.store import Stored, decode_line, encode_line
 
@@ -51,9 +50,8 @@ def cache_dir() -> Path | None:
         return root
     except OSError as exc:
         raise ValueError(f"${ENV}={root}: the sample cache cannot be read ({exc.strerror})") from None
-    if not S_ISDIR(mode):
-        kind = not_regular(mode) or "a regular file"
-        raise ValueError(f"${ENV}={root}: not a folder but {kind.removeprefix('is ')}; name a folder or 'off'")
+    if (kind := not_a_folder(mode)) is not None:
+        raise ValueError(f"${ENV}={root}: not a folder but {kind}; name a folder or 'off'")
     return root
 
 
