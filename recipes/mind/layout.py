@@ -17,12 +17,13 @@ arithmetic here is read from the pinned code (``src/process.py``, ``src/utils/ut
 from __future__ import annotations
 
 import json
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import av
+
+from pinbench.core.files import FileError, read_regular_bytes
 
 PERSPECTIVES = ("1st_data", "3rd_data")
 CONTINUATION_TESTS = ("mem_test", "action_space_test")   # scored against GT from mark_time on
@@ -146,17 +147,13 @@ def _is_number(value: Any) -> bool:
 
 def read_action_file(path: Path) -> ActionFile:
     """Parse and check a GT action.json; LayoutError (one line, naming the file) on anything process.py trips on.
-    Only a regular file is read: a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
+    Only a regular file is read (``read_regular_bytes``): a FIFO would block the plan forever, a device
+    (``/dev/zero``) fill the memory."""
     try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise LayoutError(path, "is a directory, expected a file")
-        if not stat.S_ISREG(mode):
-            raise LayoutError(path, "is not a regular file (a FIFO or a device: reading it could block forever)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LayoutError(path, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        data = json.loads(read_regular_bytes(path).decode("utf-8"))
+    except FileError as exc:   # absent, a folder, a FIFO, a device, unreadable
+        raise LayoutError(path, exc.reason) from None
+    except UnicodeDecodeError as exc:
         raise LayoutError(path, f"unreadable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise LayoutError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
