@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pinbench.core.config import RunConfig
-from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.files import read_json_object, sha256_file, write_atomic
 from pinbench.core.pins import HFPin, URLPin
 from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.watch import Watcher, files_since, wait_watched
@@ -276,19 +276,6 @@ def stamp_inputs(*, videos: Mapping[str, str], gt_key: str, gt_policy: str, eval
     """What a metrics.json depends on; a stored result is reused only if these are unchanged."""
     return {"videos": dict(sorted(videos.items())), "gt_key": gt_key, "gt_policy": gt_policy,
             "evaluator_commit": evaluator_commit}
-
-
-def read_json_object(path: Path) -> dict[str, Any] | None:
-    """The JSON object in the regular file ``path``; None when it is anything else (missing, a FIFO or a folder,
-    unreadable, not UTF-8, not JSON, not an object): the run directory's own records, which a kill or a hand can
-    leave cut or changed."""
-    try:
-        if not path.is_file():
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):   # ValueError: UnicodeDecodeError and JSONDecodeError
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def is_current(modality_dir: Path, inputs: Mapping[str, Any], gt_files_sha256: str | None = None) -> bool:

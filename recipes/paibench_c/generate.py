@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import atomic_path, sha256_file, write_atomic, write_if_changed
+from pinbench.core.files import atomic_path, read_json_object, sha256_file, write_atomic, write_if_changed
 from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
@@ -60,13 +60,8 @@ class ValidityCache:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self._known: dict[str, list[int]] = {}
-        if path is not None and path.is_file():
-            try:
-                known = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):   # cut, not UTF-8, unreadable: every video is decoded again
-                known = {}
-            self._known = known if isinstance(known, dict) else {}
+        # a cut, hand-edited or unreadable cache is an empty one: every video is decoded again
+        self._known: dict[str, list[int]] = (read_json_object(path) if path is not None else None) or {}
 
     def is_valid(self, video: Path, min_frames: int) -> bool:
         try:

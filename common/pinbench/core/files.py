@@ -125,16 +125,30 @@ def read_regular_text(path: Path | str) -> str | None:
         return None
 
 
+def read_json_object(path: Path | str) -> dict[str, Any] | None:
+    """The JSON object in the regular file ``path``, or None when there is none: absent, not a regular file,
+    unreadable, not UTF-8 (``read_regular_text``), not JSON, or JSON of another kind. For the files a run keeps for
+    itself (caches, stamps), which a kill or a hand can leave cut or changed: a bad one costs the work again, never a
+    hung or failed command."""
+    text = read_regular_text(path)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def read_json_cache(path: Path | str, fmt: int, entries: Callable[[Mapping[str, Any]], dict[str, T]]
                     ) -> dict[str, T]:
     """A tolerant JSON cache file ``{"format": fmt, "files": {key: entry}}`` as ``entries`` reads its files: {} when
-    it is absent, not a regular file (``read_regular_text``), not JSON, of another format, or ``entries`` fails on it
-    (ValueError, TypeError, KeyError, AttributeError). A cache only saves time; a bad one is an empty one."""
-    text = read_regular_text(path)
-    if text is None:
+    it holds no JSON object (``read_json_object``), is of another format, or ``entries`` fails on it (ValueError,
+    TypeError, KeyError, AttributeError). A cache only saves time; a bad one is an empty one."""
+    data = read_json_object(path)
+    if data is None:
         return {}
     try:
-        data = json.loads(text)
         return entries(data["files"] if data.get("format") == fmt else {})
     except (ValueError, TypeError, KeyError, AttributeError):
         return {}
