@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -9,7 +13,9 @@ import pytest
 from skimage.metrics import structural_similarity
 
 from pinbench.media import ssim as ssim_mod
-from pinbench.media.ssim import consecutive_ssim, make_window, ssim_map, ssim_mean
+from pinbench.media import ssim_numba as numba_mod
+from pinbench.media.ssim import make_window, ssim_map, ssim_mean
+from pinbench.media.ssim_numba import consecutive_ssim
 from pinbench.media.ssim_torch import consecutive_ssim_torch
 
 # Means (the values the recipes report): float64 on both sides, scikit-image's expression order; OpenCV's and
@@ -160,13 +166,15 @@ def _skimage_consecutive(frames: np.ndarray, **kwargs) -> np.ndarray:
 
 
 def test_consecutive_frames_match_scikit_image_pair_by_pair(monkeypatch, synthetic_frames):
-    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 5)  # several bands per frame, their seams included
     gray = synthetic_frames(9, height=40, width=52, seed=5)[..., 1]
     tempssim = {"data_range": 255, "window": "gaussian", "sigma": 1.5, "use_sample_covariance": False}
+    one_band = consecutive_ssim(gray, **tempssim)
+    monkeypatch.setattr(ssim_mod, "BAND_ROWS", 5)  # several bands per frame, their seams included
     expected = _skimage_consecutive(gray, data_range=255, gaussian_weights=True, sigma=1.5,
                                     use_sample_covariance=False)
     serial = consecutive_ssim(gray, **tempssim, max_workers=1)
     np.testing.assert_allclose(serial, expected, rtol=0, atol=TOL)
+    assert np.array_equal(serial, one_band)
     assert np.array_equal(serial, consecutive_ssim(gray, **tempssim, max_workers=3))  # bands x runs of frames
     floats = consecutive_ssim(gray.astype(np.float64), **tempssim)
     np.testing.assert_allclose(floats, expected, rtol=0, atol=TOL)
@@ -187,9 +195,9 @@ def test_frames_given_one_at_a_time_give_the_same_bits_at_every_run_boundary(mon
     gray = synthetic_frames(n_frames, height=40, width=52, seed=11)[..., 2]
     settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
     whole = consecutive_ssim(gray, **settings, max_workers=3)
-    monkeypatch.setattr(ssim_mod, "CHUNK_FRAMES", 3)
+    monkeypatch.setattr(numba_mod, "CHUNK_FRAMES", 3)
     for workers in (1, 2):
-        with ssim_mod.ConsecutiveSSIM(gray.shape[1:], gray.dtype, **settings, max_workers=workers) as stream:
+        with numba_mod.ConsecutiveSSIM(gray.shape[1:], gray.dtype, **settings, max_workers=workers) as stream:
             for frame in gray:
                 stream.add(frame)
             assert np.array_equal(stream.result(), whole)
@@ -198,8 +206,22 @@ def test_frames_given_one_at_a_time_give_the_same_bits_at_every_run_boundary(mon
     np.testing.assert_allclose(whole, expected, rtol=0, atol=TOL)
 
 
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="compares two x86-64 targets")
+def test_the_compiled_kernel_gives_the_same_bits_whatever_the_cpu_vector_width():
+    """numba compiles for the host's CPU (here AVX-512) unless told otherwise; a generic x86-64 has 2-wide SSE2 and
+    no fused multiply-add. Without fast-math the two give the same bits, as a GPU CI host and a laptop must."""
+    code = ("import numpy as np\nfrom pinbench.media.ssim_numba import consecutive_ssim\n"
+            "f = np.random.default_rng(3).integers(0, 256, (4, 37, 61), dtype=np.uint8)\n"
+            "print([v.hex() for v in consecutive_ssim(f, data_range=255, window='gaussian', "
+            "use_sample_covariance=False)])")
+    host = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_NAME"}
+    values = {subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True).stdout.strip() for env in (host, {**host, "NUMBA_CPU_NAME": "generic"})}
+    assert len(values) == 1, values
+
+
 def test_a_stream_refuses_a_frame_unlike_the_first_and_a_result_before_two():
-    with ssim_mod.ConsecutiveSSIM((16, 16), np.uint8, data_range=255) as stream:
+    with numba_mod.ConsecutiveSSIM((16, 16), np.uint8, data_range=255) as stream:
         stream.add(np.zeros((16, 16), np.uint8))
         with pytest.raises(ValueError, match="at least 2 frames, got 1"):
             stream.result()
@@ -259,7 +281,7 @@ def test_the_default_thread_count_is_the_cores_this_process_may_use(monkeypatch)
     """Pinned to one core (taskset), the kernels run one thread: extra threads there only take turns."""
     monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {3}, raising=False)
     assert ssim_mod.available_cpus() == 1
-    with ssim_mod.ConsecutiveSSIM((32, 32), np.uint8, data_range=255) as stream:
+    with numba_mod.ConsecutiveSSIM((32, 32), np.uint8, data_range=255) as stream:
         assert stream._pool is None
     monkeypatch.setattr(ssim_mod.os, "sched_getaffinity", lambda pid: {0, 1, 5}, raising=False)
     assert ssim_mod.available_cpus() == 3

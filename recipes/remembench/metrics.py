@@ -25,7 +25,7 @@ import torch
 
 from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
-from pinbench.media.ssim import ConsecutiveSSIM, consecutive_ssim
+from pinbench.media.ssim_numba import ConsecutiveSSIM, consecutive_ssim
 from pinbench.media.ssim_torch import consecutive_ssim_torch
 from pinbench.media.video import iter_frames, read_ahead, video_info
 from pinbench_recipes.remembench.clip_model import ClipEmbedder

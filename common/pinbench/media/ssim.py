@@ -1,4 +1,4 @@
-"""Structural similarity (SSIM) for batches of images and for consecutive video frames, equal to scikit-image.
+"""Structural similarity (SSIM) for batches of image pairs, equal to scikit-image.
 
 Why not call ``skimage.metrics.structural_similarity`` per frame: it converts each image to float64, runs
 five scipy filters per pair (the vertical pass strided through memory) and evaluates the map with
@@ -9,10 +9,12 @@ the same quantities with three changes that do not change the arithmetic beyond 
   times one rounded 1 / NP for the uniform window; ``cv2.sepFilter2D`` with scipy's Gaussian taps),
   reading uint8 images and their uint16 squares and products directly;
 * images are processed in bands of rows (plus the window's margin), which keeps the working set small,
-  bands run in threads (OpenCV and numpy release the GIL), and results are summed in band order, so the
-  thread count changes nothing;
-* an image's own moments (mean, mean squared, variance) are computed once and reused: SSIM of consecutive
-  frames (:func:`consecutive_ssim`) needs three filters per frame instead of five per pair.
+  bands run in threads (OpenCV and numpy release the GIL), and a mean sums each map row, then the rows in
+  order, so neither the bands nor the thread count change a bit;
+* an image's own moments (mean, mean squared, variance) are computed once for the pair.
+
+SSIM of consecutive video frames, where each frame's moments serve two pairs, is
+:func:`pinbench.media.ssim_numba.consecutive_ssim`: the same arithmetic in one compiled pass a frame.
 
 The map itself follows scikit-image's expressions (the order of two positive sums aside). OpenCV's window
 means differ from scipy's by rounding only (about 1e-16 relative), but a variance E[x^2] - mu^2 cancels: its
@@ -36,8 +38,8 @@ Conventions (all as scikit-image 0.26):
   crops ``(win_size - 1) // 2`` pixels from every border, where the map depends on that padding;
   ``crop=False`` averages the full map instead (what PAI-Bench-C's blur metric does with ``full=True``).
 
-:func:`pinbench.media.ssim_torch.consecutive_ssim_torch` is the same consecutive-frame SSIM in torch, for a
-GPU, in a module of its own so that this one never imports torch.
+:func:`pinbench.media.ssim_torch.consecutive_ssim_torch` is the consecutive-frame SSIM in torch, for a GPU, in a
+module of its own so that this one never imports torch.
 """
 
 from __future__ import annotations
@@ -53,9 +55,7 @@ import cv2
 import numpy as np
 
 __all__ = [
-    "ConsecutiveSSIM",
     "SSIMWindow",
-    "consecutive_ssim",
     "make_window",
     "ssim_map",
     "ssim_mean",
@@ -64,7 +64,6 @@ __all__ = [
 
 TRUNCATE = 3.5  # scikit-image's Gaussian truncation, in units of sigma
 BAND_ROWS = 64  # output rows per work item (of 16, 32, 64 and 128, 64 was the fastest at 1376x768 here)
-CHUNK_FRAMES = 16  # frames ConsecutiveSSIM takes at a time (8 cost 5 % more CPU than the whole video at once)
 
 
 @dataclass(frozen=True)
@@ -149,9 +148,10 @@ class _Band:
         return slice(self.top - self.first, self.bottom - self.first)
 
 
-def _bands(height: int, pad: int, crop: bool, rows: int = BAND_ROWS) -> list[_Band]:
-    """Row bands covering the output rows; with ``crop`` only rows whose window lies inside the image."""
+def _bands(height: int, pad: int, crop: bool) -> list[_Band]:
+    """Row bands of ``BAND_ROWS`` covering the output rows; with ``crop`` only rows whose window lies inside."""
     start, stop = (pad, height - pad) if crop else (0, height)
+    rows = BAND_ROWS
     return [_Band(top, min(stop, top + rows), max(0, top - pad), min(height, min(stop, top + rows) + pad))
             for top in range(start, stop, rows)]
 
@@ -197,7 +197,7 @@ class _Buffers:
 
 
 class _Moments:
-    """One image band's window moments, kept for every pair the image belongs to."""
+    """One image band's window moments."""
 
     def __init__(self, kernel: _Kernel, band: _Band, buffers: _Buffers, tag: str) -> None:
         in_shape, out_shape = kernel.in_shape(band), kernel.out_shape(band)
@@ -396,15 +396,19 @@ def ssim_mean(a: np.ndarray, b: np.ndarray, *, data_range: float | np.ndarray, c
 
     ``crop=True`` is scikit-image's returned mssim (borders of ``pad`` pixels cropped); ``crop=False`` is
     the mean of the full map (what averaging ``full=True`` output gives). Maps are reduced band by band,
-    so a long video never holds a float64 map in memory.
+    so a long video never holds a float64 map in memory; each map row is summed, then the rows in order, so
+    neither the bands nor the thread count change a bit.
     """
     job = _job(a, b, data_range, window, win_size, sigma, K1, K2, use_sample_covariance, channel_axis, crop)
     bands = job.bands()
-    sums = np.empty((len(job.xs), len(bands)))
+    first = bands[0].top
+    sums = np.empty((len(job.xs), bands[-1].bottom - first))   # per map row
 
     def work(item: tuple[int, int], buffers: _Buffers) -> None:
         i, b = item
-        sums[i, b] = job.band_map(i, bands[b], buffers).sum()
+        band = bands[b]
+        rows = job.band_map(i, band, buffers)
+        sums[i, band.top - first:band.bottom - first] = rows.reshape(len(rows), -1).sum(axis=1)
 
     _run([(i, b) for i in range(len(job.xs)) for b in range(len(bands))], work, max_workers)
     count = sum(int(np.prod(job.kernel.out_shape(band))) for band in bands)
@@ -420,124 +424,3 @@ def _check_frames(frames: np.ndarray) -> np.ndarray:
     if frames.ndim not in (3, 4) or len(frames) < 2:
         raise ValueError(f"SSIM of consecutive frames needs (T >= 2, H, W[, C]) frames, got {frames.shape}")
     return frames
-
-
-def consecutive_ssim(frames: np.ndarray, *, data_range: float, window: str = "uniform",
-                     win_size: int | None = None, sigma: float = 1.5, K1: float = 0.01,  # noqa: N803
-                     K2: float = 0.03, use_sample_covariance: bool = True,  # noqa: N803
-                     max_workers: int | None = None) -> np.ndarray:
-    """Mean SSIM (scikit-image's cropped mssim) of every consecutive pair of frames, shape (T - 1,).
-
-    ``frames`` is (T, H, W) or (T, H, W, C) with channels last. Equal to
-    ``structural_similarity(frames[t], frames[t + 1], ...)`` for every t: :class:`ConsecutiveSSIM` fed the frames
-    in order (each frame's moments computed once for both pairs it belongs to).
-    """
-    frames = _check_frames(frames)
-    stream = ConsecutiveSSIM(frames.shape[1:], frames.dtype, data_range=data_range, window=window,
-                             win_size=win_size, sigma=sigma, K1=K1, K2=K2,
-                             use_sample_covariance=use_sample_covariance, max_workers=max_workers)
-    with stream:
-        for frame in frames:
-            stream.add(frame)
-    return stream.result()
-
-
-class ConsecutiveSSIM:
-    """:func:`consecutive_ssim` of frames given one at a time, as a decoder yields them.
-
-    Why: decoding a rollout and computing its TempSSIM one after the other costs their sum; fed from a reader
-    thread (``pinbench.media.video.read_ahead``) the next frames decode while these are filtered, so on two free
-    cores the whole costs about the larger of the two. Frames are taken in runs of ``CHUNK_FRAMES``, each row band
-    of a run in one thread item (``max_workers``, default every core), so a band's moments stay in cache from one
-    frame to the next; between runs each band keeps its last frame's moments, never the video. Every pair's
-    per-band sums are added in band order at the end, so the values are the same for any thread count, and the
-    same as :func:`consecutive_ssim` of the stacked frames.
-
-    Use it as a context manager (or call ``close``): it owns a thread pool.
-    """
-
-    def __init__(self, shape: Sequence[int], dtype: Any, *, data_range: float, window: str = "uniform",
-                 win_size: int | None = None, sigma: float = 1.5, K1: float = 0.01,  # noqa: N803
-                 K2: float = 0.03, use_sample_covariance: bool = True,  # noqa: N803
-                 max_workers: int | None = None) -> None:
-        win = make_window(window, win_size, sigma)
-        dtype = np.dtype(dtype)
-        _check_real(np.empty(0, dtype))
-        self.shape = tuple(int(n) for n in shape)
-        if len(self.shape) not in (2, 3):
-            raise ValueError(f"SSIM of consecutive frames needs (H, W[, C]) frames, got frame shape {self.shape}")
-        self.kernel = _kernel(win, use_sample_covariance, self.shape, dtype, True)
-        self.dtype = dtype
-        data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
-        self.c1, self.c2 = (K1 * data) ** 2, (K2 * data) ** 2
-        self.bands = _bands(self.kernel.height, win.pad, True)
-        self.count = sum(int(np.prod(self.kernel.out_shape(band))) for band in self.bands)
-        band_buffers = [_Buffers() for _ in self.bands]   # a band's moments live until its next frame
-        self._moments = [(_Moments(self.kernel, band, buffers, "even"), _Moments(self.kernel, band, buffers, "odd"))
-                         for band, buffers in zip(self.bands, band_buffers, strict=True)]
-        self._sums: list[np.ndarray] = []   # (bands, pairs) of each run of frames
-        self._pending: list[np.ndarray] = []
-        self._frames = 0
-        workers = min(len(self.bands), max_workers or available_cpus())
-        self._pool = ThreadPoolExecutor(workers) if workers > 1 else None
-        self._local = threading.local()
-
-    def __enter__(self) -> ConsecutiveSSIM:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def _buffers(self) -> _Buffers:
-        if not hasattr(self._local, "buffers"):
-            self._local.buffers = _Buffers()
-        return self._local.buffers
-
-    def add(self, frame: np.ndarray) -> None:
-        """The next frame (computed with the run of frames it belongs to)."""
-        frame = np.asarray(frame)
-        if frame.shape != self.shape or frame.dtype != self.dtype:
-            raise ValueError(f"frame {self._frames + len(self._pending)}: {frame.dtype} {frame.shape}, expected "
-                             f"{self.dtype} {self.shape} like the first")
-        self._pending.append(frame)
-        if len(self._pending) == CHUNK_FRAMES:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Moments of the pending frames and the SSIM of every pair they end, band by band."""
-        frames, first = self._pending, self._frames
-        self._pending = []
-        pairs = len(frames) - (1 if first == 0 else 0)
-        sums = np.empty((len(self.bands), pairs))
-
-        def work(b: int) -> None:
-            band = self.bands[b]
-            for i, frame in enumerate(frames):
-                t = first + i
-                previous, current = self._moments[b][(t + 1) % 2], self._moments[b][t % 2]
-                current.update(frame[band.first:band.last])
-                if t > 0:   # the pair (t - 1, t); the first run has one pair fewer than frames
-                    sums[b, i - (first == 0)] = _pair_map(previous, current, self.c1, self.c2, self._buffers()).sum()
-
-        if self._pool is None:
-            for b in range(len(self.bands)):
-                work(b)
-        else:
-            for future in [self._pool.submit(work, b) for b in range(len(self.bands))]:
-                future.result()
-        if pairs:
-            self._sums.append(sums)
-        self._frames += len(frames)
-
-    def result(self) -> np.ndarray:
-        """Mean SSIM of every consecutive pair so far, shape (frames - 1,); ValueError before two frames."""
-        if self._pending:
-            self._flush()
-        if self._frames < 2:
-            raise ValueError(f"SSIM of consecutive frames needs at least 2 frames, got {self._frames}")
-        return np.concatenate(self._sums, axis=1).sum(axis=0) / self.count

@@ -1,7 +1,7 @@
 """Consecutive-frame SSIM in torch (float64, valid convolutions), for a GPU: RememBench's TempSSIM on its device.
 
 Apart from ``pinbench.media.ssim`` so that a recipe that needs only the CPU kernel (PAI-Bench-C's blur SSIM, its
-generation image) never imports torch. It equals :func:`pinbench.media.ssim.consecutive_ssim` to rounding.
+generation image) never imports torch. It equals :func:`pinbench.media.ssim_numba.consecutive_ssim` to rounding.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 from skimage.metrics import structural_similarity
 
 from pinbench.media import ssim as ssim_mod
+from pinbench.media import ssim_numba as numba_mod
 from pinbench_recipes.remembench import metrics
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER
 from pinbench_recipes.remembench.metrics import (
@@ -166,7 +167,7 @@ def test_decoding_with_tempssim_gives_the_frames_and_the_value_of_decode_then_sc
     on another device it leaves TempSSIM to that device."""
     from pinbench.media.video import read_video, write_video
 
-    monkeypatch.setattr(ssim_mod, "CHUNK_FRAMES", 4)  # runs of frames that do not divide the video
+    monkeypatch.setattr(numba_mod, "CHUNK_FRAMES", 4)  # runs of frames that do not divide the video
     path = write_video(tmp_path / "rollout.mp4", moving_frames(11), 8, crf=0)
     frames, value = metrics.decode_with_tempssim(path, "opencv")
     decoded = read_video(path, backend="opencv").frames
