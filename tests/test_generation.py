@@ -454,6 +454,24 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
 
 
+@pytest.mark.parametrize("suffix", [".real", "\nsecond line"])
+def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_one_line(
+        tmp_path: Path, suffix: str) -> None:
+    """A link at ``out`` to a name built on ``out`` (a file written beside it, then linked) is said as the rollout's
+    name and the link's real target, on one line (the hidden name was rewritten inside the target too, and a
+    newline in the target split the message)."""
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import _keep, _partial
+
+    request = _request(output="sub/t2v-000.mp4", conditioning=())
+    linked = f"{_partial(tmp_path, request)}{suffix}"
+    with pytest.raises(ValueError) as raised:
+        _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out))
+    assert str(raised.value) == (f"invalid rollout: sub/t2v-000.mp4: a symlink (to {linked!r}), "
+                                 "not a file the generator wrote")
+    assert not _partial(tmp_path, request).is_symlink() and not (tmp_path / "sub" / "t2v-000.mp4").exists()
+
+
 def test_a_command_generator_that_does_not_split_is_named_in_one_line(tmp_path: Path) -> None:
     """An unclosed quote in ``--generator command:...`` says which flag (it was shlex's bare 'No closing quotation')."""
     from pinbench.core.config import RecipeError

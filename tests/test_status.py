@@ -15,7 +15,7 @@ import pytest
 from loose_task import LooseTask
 
 from pinbench.core import shard_manifest
-from pinbench.core.config import Shard
+from pinbench.core.config import MAX_SHARDS, Shard
 from pinbench.core.runner import StepLog, run_samples
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
@@ -90,6 +90,20 @@ def test_a_shard_that_never_started_is_judged_from_another_shards_manifest(tmp_p
     assert [s.started for s in status.shards] == [True, False]
     assert status.shards[1].pending == ["s1", "s3", "s5"]
     assert "not started" in render(status)
+
+
+def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path: Path) -> None:
+    """7 tasks in the most shards a run accepts: a row per shard that owns a task or ran (one past the last task
+    that ran is still listed), the others one line (it was 4,000,000 rows); the counts still hold every task."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, MAX_SHARDS), progress=False)
+    run_samples(TASKS, _square, tmp_path, shard=Shard(MAX_SHARDS - 1, MAX_SHARDS), progress=False)
+    status = run_status(tmp_path, ask_slurm=False)
+    assert [s.index for s in status.shards] == [*range(7), MAX_SHARDS - 1] and status.n_shards == MAX_SHARDS
+    assert status.counts == {"done": 1, "failed": 0, "pending": 6} and status.n_tasks == 7
+    assert [(s.started, s.finished) for s in status.shards[::7]] == [(True, True), (True, True)]
+    text = render(status)
+    assert f"{MAX_SHARDS - 8} other shard(s) of {MAX_SHARDS} own no task and have not started" in text
+    assert "7 tasks: 1 done, 0 failed, 6 pending" in text and len(text.splitlines()) < 30
 
 
 def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:

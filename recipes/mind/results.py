@@ -131,6 +131,7 @@ class Imported:
     record: dict[str, Any] | None
     failure: str | None        # the sample failed as a whole (error set, no record, conflicting records)
     notes: list[str] = field(default_factory=list)
+    source: Path | None = None  # the Result.json the record was read from (a reason about its values names it)
 
     @property
     def ok(self) -> bool:
@@ -198,7 +199,7 @@ def _resolve(key: SampleKey, found: list[tuple[int, dict[str, Any]]], report: Im
             where = ", ".join(f"data[{i}]" for i, _ in clean)
             return Imported(key, None, f"{len(clean)} different error-free records ({where}); cannot tell which "
                                        "is this sample's")
-        imported = Imported(key, clean[0][1], None)
+        imported = Imported(key, clean[0][1], None, source=report.source)
         if len(clean) > 1:
             imported.notes.append(f"{len(clean)} identical records")
         for index, record in errored:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, SampleKey
@@ -79,10 +80,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _frame_lists_ok(block: Mapping[str, Any], fields: Sequence[tuple[str, str]], expected: int | None) -> str | None:
+def _frame_lists_ok(block: Mapping[str, Any], fields: Sequence[tuple[str, str]], expected: int | None,
+                    source: Path | None) -> str | None:
     """Why a block's (average, per-frame list) pairs are not what process.py writes, or None: each list covers
     the frames it scores and holds numbers only (a string or boolean frame would be left out of the
-    finite-frame mean unseen, moving it), each average is a number or null (``Infinity`` / ``NaN`` are numbers)."""
+    finite-frame mean unseen, moving it), each average is a number or null (``Infinity`` / ``NaN`` are numbers)
+    and the mean of its frames (``avg_mse: 1e300`` over frames of 0.01 was scored as written); ``source`` is the
+    Result.json, named in that last reason."""
     for average, key in fields:
         values = block.get(key)
         if not isinstance(values, list):
@@ -95,7 +99,26 @@ def _frame_lists_ok(block: Mapping[str, Any], fields: Sequence[tuple[str, str]],
             return f"{key!r}[{wrong}] is {values[wrong]!r:.40}, not a number"
         if block.get(average) is not None and not _is_number(block[average]):
             return f"{average!r} is {block[average]!r:.40}, not a number"
+        mean = _other_mean(block[average], values) if values and block.get(average) is not None else None
+        if mean is not None:
+            return (f"{average!r} is {block[average]!r} in {source or 'the Result.json'}, but its {len(values)} "
+                    f"{key!r} frames average {mean!r} (process.py writes their mean)")
     return None
+
+
+def _other_mean(average: float, values: Sequence[float]) -> float | None:
+    """The mean of ``values`` when ``average`` is not it, as process.py (8f9c59c) computes it, else None. Every
+    listed frame counts (its last-chunk drop leaves frames out of the list, never out of the mean; the fallback to
+    finite frames is WorldFoundry's, applied after this): ``sum / len`` in float64, except a DINO average of one
+    100-frame chunk, which is torch's float32 mean. A float32 sum of n terms is off by at most about n * 2**-24 of
+    the sum of their magnitudes, so twice that passes either rounding; a NaN frame makes the mean NaN and an
+    infinite one that infinity, as ``sum`` does."""
+    mean = sum(values) / len(values)
+    if math.isnan(mean) or math.isinf(mean):
+        agrees = average == mean or (math.isnan(average) and math.isnan(mean))
+    else:   # sum, not fsum, of the magnitudes: huge frames make the bound inf, never an OverflowError
+        agrees = abs(average - mean) <= len(values) * 2 ** -23 * sum(abs(v) for v in values) / len(values)
+    return None if agrees else mean
 
 
 def continuation_result(imported: Imported, sample: ContinuationSample | None, *, metrics: Sequence[str],
@@ -111,7 +134,7 @@ def continuation_result(imported: Imported, sample: ContinuationSample | None, *
     errors: dict[str, str] = {}
     for metric in metrics:
         if metric in BLOCKS:
-            _read_frame_block(record, metric, expected, result, errors)
+            _read_frame_block(record, metric, expected, result, errors, imported.source)
         elif metric == "action":
             _read_action(record, result, errors)
     lcm = record.get("lcm")
@@ -125,7 +148,7 @@ def continuation_result(imported: Imported, sample: ContinuationSample | None, *
 
 
 def _read_frame_block(record: Mapping[str, Any], metric: str, expected: int | None, result: dict[str, Any],
-                      errors: dict[str, str]) -> None:
+                      errors: dict[str, str], source: Path | None) -> None:
     key, fields = BLOCKS[metric]
     block = record.get(key)
     problem = None
@@ -135,7 +158,7 @@ def _read_frame_block(record: Mapping[str, Any], metric: str, expected: int | No
     elif not isinstance(block, dict):
         problem = f"{key!r} is not an object"
     else:
-        problem = _frame_lists_ok(block, [(average, frames) for _, average, frames in fields], expected)
+        problem = _frame_lists_ok(block, [(average, frames) for _, average, frames in fields], expected, source)
         if problem is None and key == "lcm" and expected is not None and block.get("length") != expected:
             problem = f"length {block.get('length')!r}, process.py at 8f9c59c scores {expected} frames here"
         problem = f"{key!r} block {problem}" if problem else None
@@ -218,7 +241,8 @@ def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, 
             if planned_video is not None and entry.get("sample_frames") != planned_video.frames:
                 problems.append(f"{name}: sample_frames {entry.get('sample_frames')!r}, the video has "
                                 f"{planned_video.frames}")
-            bad = _frame_lists_ok(entry["gsc"], [(average, frames) for _, average, frames in GSC_IDS], expected)
+            bad = _frame_lists_ok(entry["gsc"], [(average, frames) for _, average, frames in GSC_IDS], expected,
+                                  imported.source)
             if bad:
                 problems.append(f"{name}: gsc block {bad}")
             video = {metric_id: block_value(entry["gsc"], average, frames) for metric_id, average, frames in GSC_IDS}

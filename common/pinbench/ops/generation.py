@@ -301,11 +301,12 @@ def serve(target: str, reply_fd: int) -> None:
 
 
 def check_rollout(request: Request, path: Path) -> list[str]:
-    """What is wrong with a rollout for its request, one line each ([] when it is what was asked for)."""
+    """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
+    what was asked for)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
-        return [f"{path}: a symlink (to {os.readlink(path)}), not a file the generator wrote"]
+        return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
     if not path.exists():
         return [f"{path}: no rollout (the generator wrote nothing there)"]
     if not path.is_file():
@@ -482,7 +483,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             make(request, partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise ValueError(f"invalid rollout: {problems[0].replace(str(partial), request.output)}")
+            # the rollout's name for the hidden one it was made under, in the lead only (a link target keeps its own)
+            raise ValueError(f"invalid rollout: {request.output}: {problems[0].removeprefix(f'{partial}: ')}")
         os.replace(partial, target)
     finally:
         _clear(partial)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pinbench_recipes.mind.layout import ActionFile, ContinuationSample, SampleKey
@@ -255,6 +256,43 @@ def test_null_average_falls_back_to_the_frames(write_result) -> None:
     result = continuation_result(imported(write_result, [record], expected=(A,)).samples[A], PLANNED_A,
                                  metrics=("lcm",), video_max_time=None)
     assert result["lcm_mse"] == pytest.approx(0.01) and result["errors"] == {}
+
+
+def test_an_average_that_is_not_the_mean_of_its_frames_fails_its_metrics_naming_the_file(write_result) -> None:
+    """process.py writes each average as the mean of its listed frames; one that is not (``avg_mse: 1e300`` over
+    frames of 0.01 was scored as lcm_mse 1e300) fails its block's metrics, naming the file and both values."""
+    report = imported(write_result, [continuation_record("data-1", lcm=lcm_block(100, avg_mse=1e300))], expected=(A,))
+    result = continuation_result(report.samples[A], PLANNED_A, metrics=METRICS, video_max_time=None)
+    reason = (f"'lcm' block 'avg_mse' is 1e+300 in {report.source}, but its 100 'mse' frames average "
+              f"{sum([0.01] * 100) / 100!r} (process.py writes their mean)")
+    lcm = ("lcm_mse", "lcm_psnr", "lcm_ssim", "lcm_lpips")
+    assert {m: (result[m], result["errors"].get(m)) for m in lcm} == dict.fromkeys(lcm, (None, reason))
+    assert result["dino_mse"] == pytest.approx(0.001)           # the other blocks keep their values
+
+    record = mirror_record("loop-1", path_1={"gsc": lcm_block(6, avg_ssim=0.2)})
+    report = imported(write_result, [record], expected=(M,))
+    result = mirror_result(report.samples[M], None)
+    assert result["gsc_ssim"] is None and result["errors"]["gsc_ssim"] == (
+        f"path-1.mp4: gsc block 'avg_ssim' is 0.2 in {report.source}, but its 6 'ssim' frames average "
+        f"{sum([0.8] * 6) / 6!r} (process.py writes their mean)")
+
+
+def test_an_average_rounded_as_process_py_rounds_it_is_the_mean_of_its_frames(write_result) -> None:
+    """DINO's average of one chunk is torch's float32 mean of float32 frames, here summed one by one in float32
+    (the widest rounding); Infinity and NaN frames give those averages, as Python's sum does."""
+    frames = np.random.default_rng(0).uniform(0.0, 4 / 768, 100).astype(np.float32)
+    total = np.float32(0.0)
+    for value in frames:
+        total = np.float32(total + value)
+    average = float(total / np.float32(len(frames)))
+    assert average != sum(frames.tolist()) / len(frames)      # it is not the float64 mean
+    lcm = lcm_block(100, psnr=math.inf, avg_ssim=math.nan)
+    lcm["ssim"][7] = math.nan
+    record = continuation_record("data-1", lcm=lcm, dino={"dino_mse": frames.tolist(), "avg_dino_mse": average})
+    result = continuation_result(imported(write_result, [record], expected=(A,)).samples[A], PLANNED_A,
+                                 metrics=("lcm", "dino"), video_max_time=None)
+    assert result["dino_mse"] == average and result["lcm_ssim"] == pytest.approx(0.8)
+    assert set(result["errors"]) == {"lcm_psnr"} and "+inf" in result["errors"]["lcm_psnr"]
 
 
 def test_conflicting_entries_of_one_rollout_fail_the_directory(write_result) -> None:
