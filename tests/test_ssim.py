@@ -178,6 +178,8 @@ def test_consecutive_frames_match_scikit_image_pair_by_pair(monkeypatch, synthet
     assert np.array_equal(serial, consecutive_ssim(gray, **tempssim, max_workers=3))  # bands x runs of frames
     floats = consecutive_ssim(gray.astype(np.float64), **tempssim)
     np.testing.assert_allclose(floats, expected, rtol=0, atol=TOL)
+    for dtype in (np.float16, np.longdouble, np.int16):   # numba compiles no float16 or longdouble: held as float64
+        assert np.array_equal(consecutive_ssim(gray.astype(dtype), **tempssim), floats), dtype
 
     rgb = synthetic_frames(5, height=30, width=40, seed=6)
     expected_rgb = _skimage_consecutive(rgb, data_range=255, channel_axis=2)

@@ -31,6 +31,9 @@ __all__ = ["ConsecutiveSSIM", "consecutive_ssim"]
 
 LANES = 8  # partial sums of a row (the widest vector of float64 on x86 holds 8)
 CHUNK_FRAMES = 16  # frames a band takes at a time (its moments stay in cache from one frame to the next)
+# frame dtypes the kernel reads as they are; others (float16, longdouble: numba compiles neither) are held as float64
+NATIVE = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64,
+                                         np.int64, np.float32, np.float64))
 
 
 @numba.njit(nogil=True, boundscheck=False, cache=False)
@@ -144,9 +147,10 @@ class ConsecutiveSSIM:
         # per channel and band: [frame slot, mean / variance, row, column]
         self._moments = [[np.empty((2, 2, band.bottom - band.top, out_width)) for band in self.bands]
                          for _ in range(channels)]
-        self._run = np.empty((channels, CHUNK_FRAMES, height, width), self.dtype)   # channel planes, C-contiguous
-        self._previous = np.empty((channels, height, width), self.dtype)
-        self._sums: list[np.ndarray] = []   # (pairs, channels, output rows) of each run of frames
+        held = self.dtype if self.dtype in NATIVE else np.dtype(np.float64)
+        self._run = np.empty((channels, CHUNK_FRAMES, height, width), held)   # channel planes, C-contiguous
+        self._previous = np.empty((channels, height, width), held)
+        self._sums: list[np.ndarray] = []   # each run's pair sums
         self._pending = 0
         self._frames = 0
         workers = min(len(self.bands), max_workers or available_cpus())
@@ -194,7 +198,8 @@ class ConsecutiveSSIM:
         else:
             for future in [self._pool.submit(work, b) for b in range(len(self.bands))]:
                 future.result()
-        self._sums.append(sums if first > 0 else sums[1:])
+        pairs = sums if first > 0 else sums[1:]
+        self._sums.append(pairs.reshape(len(pairs), sums[0].size).sum(axis=1))   # channels and rows in order
         self._previous[:] = self._run[:, n - 1]
         self._frames += n
         self._pending = 0
@@ -205,8 +210,7 @@ class ConsecutiveSSIM:
             self._flush()
         if self._frames < 2:
             raise ValueError(f"SSIM of consecutive frames needs at least 2 frames, got {self._frames}")
-        sums = np.concatenate(self._sums)
-        return sums.reshape(len(sums), -1).sum(axis=1) / self.count
+        return np.concatenate(self._sums) / self.count
 
 
 def consecutive_ssim(frames: np.ndarray, *, data_range: float, window: str = "uniform",
