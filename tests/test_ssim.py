@@ -266,6 +266,8 @@ def test_consecutive_frames_refuse_what_they_cannot_score():
             consecutive_ssim(bad, data_range=255)
         with pytest.raises(ValueError, match=message):
             consecutive_ssim_torch(bad, data_range=255, device="cpu")
+    with pytest.raises(ValueError, match=r"got frame shape \(16, 16, 0\)"):   # no channel: nan, unsaid
+        consecutive_ssim(np.zeros((3, 16, 16, 0), np.uint8), data_range=255)
 
 
 @pytest.mark.parametrize("data_range", [0.0, -1.0, float("nan"), float("inf")])

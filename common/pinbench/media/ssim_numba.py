@@ -130,7 +130,7 @@ class ConsecutiveSSIM:
         self.dtype = np.dtype(dtype)
         _check_real(np.empty(0, self.dtype))
         self.shape = tuple(int(n) for n in shape)
-        if len(self.shape) not in (2, 3):
+        if len(self.shape) not in (2, 3) or 0 in self.shape[2:]:
             raise ValueError(f"SSIM of consecutive frames needs (H, W[, C]) frames, got frame shape {self.shape}")
         height, width = self.shape[:2]
         if min(height, width) < win.win_size:
