@@ -112,11 +112,24 @@ def test_identical_images_score_one():
         ({"window": "box"}, "window must be"),
         ({"window": "uniform", "win_size": 4}, "odd"),
         ({"window": "gaussian", "win_size": 7}, "11 pixels wide"),
+        ({"window": "gaussian", "sigma": float("nan")}, "positive and finite, got nan"),
+        ({"window": "gaussian", "sigma": float("inf")}, "positive and finite, got inf"),
     ],
 )
 def test_bad_window_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_window(**kwargs)
+
+
+@pytest.mark.parametrize("window", [{"win_size": 1}, {"window": "gaussian", "sigma": 0.1}])
+def test_a_one_pixel_window_has_no_sample_covariance(window):
+    """NP / (NP - 1) with NP = 1 was a bare ZeroDivisionError in every kernel; without the correction it scores."""
+    frames = np.random.default_rng(12).integers(0, 256, (3, 16, 16), dtype=np.uint8)
+    for score in (lambda **k: consecutive_ssim(frames, **k), lambda **k: ssim_mean(frames[:2], frames[1:], **k),
+                  lambda **k: consecutive_ssim_torch(frames, device="cpu", **k)):
+        with pytest.raises(ValueError, match="1-pixel window has no sample covariance"):
+            score(data_range=255, **window)
+        assert np.isfinite(score(data_range=255, **window, use_sample_covariance=False)).all()
 
 
 def test_shape_and_range_errors():

@@ -44,6 +44,7 @@ module of its own so that this one never imports torch.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -84,6 +85,15 @@ class SSIMWindow:
         """NP of the sample-covariance correction: pixels in a 2-D window."""
         return self.win_size**2
 
+    def cov_norm(self, use_sample_covariance: bool) -> float:
+        """The (co)variances' scale: NP / (NP - 1) for the sample covariance, else 1 (a 1-pixel window has none)."""
+        if not use_sample_covariance:
+            return 1.0
+        if self.n_points < 2:
+            raise ValueError(f"a {self.win_size}-pixel window has no sample covariance (NP - 1 = 0): give a wider "
+                             "window or use_sample_covariance=False")
+        return self.n_points / (self.n_points - 1)
+
     def taps(self) -> np.ndarray:
         """The 1-D float64 weights, applied along each axis (scipy's normalised Gaussian, or 1 / size)."""
         if self.kind == "gaussian":
@@ -96,8 +106,8 @@ class SSIMWindow:
 def make_window(window: str = "uniform", win_size: int | None = None, sigma: float = 1.5) -> SSIMWindow:
     """Validate window settings the way scikit-image does (gaussian: the size follows from sigma)."""
     if window == "gaussian":
-        if sigma <= 0:
-            raise ValueError(f"sigma must be positive, got {sigma}")
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma must be positive and finite, got {sigma}")
         size = 2 * int(TRUNCATE * sigma + 0.5) + 1
         if win_size is not None and win_size != size:
             raise ValueError(f"a gaussian window with sigma {sigma} is {size} pixels wide, not {win_size}")
@@ -343,7 +353,7 @@ def _kernel(win: SSIMWindow, use_sample_covariance: bool, shape: tuple[int, ...]
     height, width = shape[:2]
     if min(height, width) < win.win_size:
         raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
-    cov_norm = win.n_points / (win.n_points - 1) if use_sample_covariance else 1.0
+    cov_norm = win.cov_norm(use_sample_covariance)
     return _Kernel(win, cov_norm, height, width, tuple(shape[2:]), crop,
                    np.uint16 if dtype == np.uint8 else np.float64)
 

@@ -137,7 +137,7 @@ class ConsecutiveSSIM:
             raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
         data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
         self._constants = (tuple(float(t) for t in win.taps()),
-                           win.n_points / (win.n_points - 1) if use_sample_covariance else 1.0,
+                           win.cov_norm(use_sample_covariance),
                            (K1 * data) ** 2, (K2 * data) ** 2)
         channels = self.shape[2] if len(self.shape) == 3 else 1
         out_height, out_width = height - 2 * win.pad, width - 2 * win.pad

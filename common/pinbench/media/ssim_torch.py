@@ -31,7 +31,7 @@ def consecutive_ssim_torch(frames: np.ndarray, *, data_range: float, device: str
     height, width = frames.shape[1:3]
     if min(height, width) < win.win_size:
         raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
-    cov_norm = win.n_points / (win.n_points - 1) if use_sample_covariance else 1.0
+    cov_norm = win.cov_norm(use_sample_covariance)
     data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
     c1, c2 = (K1 * data) ** 2, (K2 * data) ** 2
     taps = torch.from_numpy(win.taps()).to(device)
