@@ -1,9 +1,9 @@
 """SSIM of consecutive video frames in one compiled pass a frame (numba): RememBench's TempSSIM on a CPU.
 
 Why compiled: with OpenCV filters and numpy expressions (:mod:`pinbench.media.ssim`) each new frame costs three
-separable float64 filters and about ten passes over float64 maps, each through memory: 19 ms a 1376x768 pair on
-one core here. Here each output row goes from the frame through the vertical and horizontal window sums to the
-map and its sum while it is in cache: 7.4 ms.
+separable float64 filters and about ten passes over float64 maps, each through memory: 18-19 ms a 1376x768 pair
+on one core here. Here each output row goes from the frame through the vertical and horizontal window sums to the
+map and its sum while it is in cache: 7 ms (docs/performance-notes.md, "TempSSIM in one compiled pass").
 
 The arithmetic is scikit-image's (the pairwise module states it, with its error bounds): float64 window means of
 x, x * x and x * y with scipy's Gaussian taps (or 1 / size), each symmetric tap applied to the sum of its two
