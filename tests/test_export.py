@@ -322,3 +322,36 @@ def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(dest)
     with pytest.raises(ExportError, match="refusing"):
         export_recipe(recipe, tmp_path, force=True)
+
+
+def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export stopped half-way (here at its Makefile, after every copy) leaves DEST as it was: absent, or the
+    earlier export whole; a rerun then writes it. It had left a half-written DEST that the rerun refused, --force
+    too (no marker yet), and --force had deleted the earlier export before writing a new one."""
+    import pinbench.ops.export as export
+
+    recipe = get_recipe("dynamic-degree")
+
+    def interrupted(*args: object) -> str:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(export, "_makefile", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            export_recipe(recipe, tmp_path / "export")
+    assert sorted(tmp_path.iterdir()) == []
+    dest = export_recipe(recipe, tmp_path / "export")
+    (dest / "mine.txt").write_text("kept until the new export is whole")
+    with monkeypatch.context() as patch:
+        patch.setattr(export, "_makefile", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            export_recipe(recipe, dest, force=True)
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "mine.txt").is_file() and (dest / "Makefile").is_file()
+    assert export_recipe(recipe, dest, force=True) == dest and not (dest / "mine.txt").exists()
+    assert sorted(tmp_path.iterdir()) == [dest]
+    link = tmp_path / "link"
+    link.symlink_to(dest)
+    with pytest.raises(ExportError, match=rf"^{link}: a symlink \(to {dest}\); name the folder itself"):
+        export_recipe(recipe, link, force=True)
+    assert link.is_symlink() and (dest / "Makefile").is_file()

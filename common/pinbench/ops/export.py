@@ -15,7 +15,9 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
+import os
 import re
+import secrets
 import shutil
 from pathlib import Path, PurePosixPath
 
@@ -234,17 +236,44 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
 
 
 def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
+    """Write the export into a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``) and rename it into place
+    when it is whole: an interrupted export leaves no half-written ``dest`` (which a rerun refused as an existing
+    folder, with --force too, for it had no marker yet; a kill leaves only the hidden folder), and --force moves
+    the earlier export aside only then."""
     recipe_dir = recipe.dir
-    root = library_root()
-    if dest.exists():
+    if dest.exists() or dest.is_symlink():
         if not force:
             raise ExportError(f"{dest}: already exists (use --force to replace it)")
-        _check_replaceable(dest, [recipe_dir, root, Path.cwd()])
-        shutil.rmtree(dest)
+        _check_replaceable(dest, [recipe_dir, library_root(), Path.cwd()])
     requirements = _requirements(recipe_dir)
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+    tmp.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
+    aside = tmp.with_suffix(".old")
+    try:
+        _fill(recipe, tmp, requirements)
+        if dest.exists():
+            os.rename(dest, aside)
+        try:
+            os.rename(tmp, dest)
+        except BaseException:
+            if aside.exists():
+                os.rename(aside, dest)   # the earlier export back in its place
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if aside.exists():
+        shutil.rmtree(aside)
+    return dest
 
+
+def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
+    """Copy the recipe, the library it imports and the generated files into the empty folder ``dest``."""
+    recipe_dir = recipe.dir
+    root = library_root()
     package_dir = dest.joinpath(*recipe.package.split("."))
     # Build-context files (Dockerfiles, locks, requirements, README) live at the top, where the Dockerfiles
     # expect them; the package holds everything else. Each file is copied once.
@@ -273,11 +302,12 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
-    return dest
 
 
 def _check_replaceable(dest: Path, protected: list[Path]) -> None:
     """--force replaces only an earlier export, never a folder holding the sources or the caller."""
+    if dest.is_symlink():
+        raise ExportError(f"{dest}: a symlink (to {dest.readlink()}); name the folder itself to replace it")
     target = dest.resolve()
     for path in protected:
         if path.resolve() == target or target in path.resolve().parents:
