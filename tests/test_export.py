@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from importlib.metadata import packages_distributions
@@ -355,3 +357,25 @@ def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_pa
     with pytest.raises(ExportError, match=rf"^{link}: a symlink \(to {dest}\); name the folder itself"):
         export_recipe(recipe, link, force=True)
     assert link.is_symlink() and (dest / "Makefile").is_file()
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ("pipe", r"a FIFO \(named pipe\), not a regular file"),
+    ("Dockerfile.extra", r"a FIFO \(named pipe\), not a regular file"),   # a top-level file had been left out
+    ("gone", r"a dangling symlink \(to /nonexistent\)"),
+    ("loop", r"a symlink to a folder \(to \.\)"),
+])
+def test_a_recipe_entry_that_is_no_file_is_refused_in_one_line(tmp_path: Path, entry: str, problem: str) -> None:
+    """A FIFO, a dangling symlink or a symlink to a folder in the recipe's folder is named in one line before
+    anything is written; copytree had failed late in a Python list of tuples (a loop after 40 levels of copies)
+    and left a half-written DEST, and a FIFO among the top-level files was silently left out."""
+    recipe = get_recipe("dynamic-degree")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "__init__.py").write_text("")
+    copy = tmp_path / "recipes" / recipe.dir.name
+    shutil.copytree(recipe.dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    {"pipe": lambda p: os.mkfifo(p), "Dockerfile.extra": lambda p: os.mkfifo(p),
+     "gone": lambda p: p.symlink_to("/nonexistent"), "loop": lambda p: p.symlink_to(".")}[entry](copy / entry)
+    with pytest.raises(ExportError, match=rf"^{copy / entry}: {problem}[^\n]*$"):
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "export")
+    assert not (tmp_path / "export").exists()

@@ -21,6 +21,7 @@ import secrets
 import shutil
 from pathlib import Path, PurePosixPath
 
+from pinbench.core.files import not_regular
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
@@ -245,6 +246,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
         if not force:
             raise ExportError(f"{dest}: already exists (use --force to replace it)")
         _check_replaceable(dest, [recipe_dir, library_root(), Path.cwd()])
+    _check_copyable(recipe_dir)
     requirements = _requirements(recipe_dir)
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
@@ -268,6 +270,29 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     if aside.exists():
         shutil.rmtree(aside)
     return dest
+
+
+def _check_copyable(recipe_dir: Path) -> None:
+    """Every entry the export copies is a regular file or a folder (a symlink to a file counts as the file).
+
+    Why: copytree failed only after copying the rest, on a FIFO, a dangling symlink or a symlink loop (followed 40
+    levels deep), in a message that was a Python list of tuples; a symlink to /etc had 1157 of its files copied in
+    before a dangling link inside stopped it; a FIFO among the top-level files was left out of an export that said
+    it was done."""
+    for folder, dirs, files in os.walk(recipe_dir):
+        ignored = IGNORED(folder, dirs + files)
+        dirs[:] = [d for d in dirs if d not in ignored]
+        for name in [*dirs, *(f for f in files if f not in ignored)]:
+            path = Path(folder, name)
+            if path.is_symlink():
+                if not path.exists():
+                    raise ExportError(f"{path}: a dangling symlink (to {path.readlink()}); an export copies files")
+                if path.is_dir():
+                    raise ExportError(f"{path}: a symlink to a folder (to {path.readlink()}); an export copies "
+                                      "files and folders, not links to folders")
+            kind = None if path.is_dir() else not_regular(path.stat().st_mode)
+            if kind is not None:
+                raise ExportError(f"{path}: {kind}, not a regular file; an export copies files and folders")
 
 
 def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
