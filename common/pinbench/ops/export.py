@@ -237,10 +237,10 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
 
 
 def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
-    """Write the export into a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``) and rename it into place
-    when it is whole: an interrupted export leaves no half-written ``dest`` (which a rerun refused as an existing
-    folder, with --force too, for it had no marker yet; a kill leaves only the hidden folder), and --force moves
-    the earlier export aside only then."""
+    """Write the export into a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``, the name cut to 200 so
+    that it fits wherever ``dest`` does) and rename it into place when it is whole: an interrupted export leaves no
+    half-written ``dest`` (which a rerun refused as an existing folder, with --force too, for it had no marker yet;
+    a kill leaves only the hidden folder), and --force moves the earlier export aside only then."""
     recipe_dir = recipe.dir
     if dest.exists() or dest.is_symlink():
         if not force:
@@ -251,7 +251,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+    tmp = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
     tmp.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
     aside = tmp.with_suffix(".old")
     try:
