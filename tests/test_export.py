@@ -82,10 +82,23 @@ def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_pat
 
 
 def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
+    """Without --force nothing that exists is written; --force is offered only where it would replace (an earlier
+    export): it had been offered for a file, a FIFO and any folder, and then refused there."""
+    recipe = get_recipe("dynamic-degree")
     dest = tmp_path / "out"
     dest.mkdir()
-    with pytest.raises(ExportError, match="already exists"):
-        export_recipe(get_recipe("dynamic-degree"), dest)
+    with pytest.raises(ExportError, match=rf"^{dest}: already exists and is not an earlier pinbench export "
+                                          r"\(no \.pinbench-export\); name a new directory$"):
+        export_recipe(recipe, dest)
+    (tmp_path / "file").write_text("mine")
+    os.mkfifo(tmp_path / "fifo")
+    for name, kind in [("file", "a regular file"), ("fifo", r"a FIFO \(named pipe\)")]:
+        with pytest.raises(ExportError, match=rf"^{tmp_path / name}: already exists as {kind}; name a new directory$"):
+            export_recipe(recipe, tmp_path / name)
+    assert (tmp_path / "file").read_text() == "mine"
+    export_recipe(recipe, tmp_path / "export")
+    with pytest.raises(ExportError, match=r"already exists \(use --force to replace it\)$"):
+        export_recipe(recipe, tmp_path / "export")
 
 
 def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import secrets
 import shutil
 from pathlib import Path, PurePosixPath
 
-from pinbench.core.files import not_regular
+from pinbench.core.files import not_a_folder, not_regular
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
@@ -244,7 +244,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     recipe_dir = recipe.dir
     if dest.exists() or dest.is_symlink():
         if not force:
-            raise ExportError(f"{dest}: already exists (use --force to replace it)")
+            raise ExportError(_taken(dest))
         _check_replaceable(dest, [recipe_dir, library_root(), Path.cwd()])
     _check_copyable(recipe_dir)
     requirements = _requirements(recipe_dir)
@@ -327,6 +327,19 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
+
+
+def _taken(dest: Path) -> str:
+    """Why ``dest``, which exists, is not written without --force; --force is offered only where it would replace
+    (an earlier export), never for a file, a FIFO, a symlink or a folder of the user's that it then refuses."""
+    if dest.is_symlink():
+        return f"{dest}: already exists as a symlink (to {dest.readlink()}); name a new directory"
+    kind = not_a_folder(dest.stat().st_mode)
+    if kind is not None:
+        return f"{dest}: already exists as {kind}; name a new directory"
+    if not (dest / MARKER).is_file():
+        return f"{dest}: already exists and is not an earlier pinbench export (no {MARKER}); name a new directory"
+    return f"{dest}: already exists (use --force to replace it)"
 
 
 def _check_replaceable(dest: Path, protected: list[Path]) -> None:
