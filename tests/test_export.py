@@ -95,6 +95,10 @@ def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
     for name, kind in [("file", "a regular file"), ("fifo", r"a FIFO \(named pipe\)")]:
         with pytest.raises(ExportError, match=rf"^{tmp_path / name}: already exists as {kind}; name a new directory$"):
             export_recipe(recipe, tmp_path / name)
+    for name, kind in [("file", "a regular file"), ("fifo", r"a FIFO \(named pipe\)")]:
+        below = tmp_path / name / "sub" / "export"
+        with pytest.raises(ExportError, match=rf"^{below}: its parent {tmp_path / name} is {kind}, not a folder$"):
+            export_recipe(recipe, below)
     assert (tmp_path / "file").read_text() == "mine"
     export_recipe(recipe, tmp_path / "export")
     with pytest.raises(ExportError, match=r"already exists \(use --force to replace it\)$"):

@@ -250,6 +250,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     requirements = _requirements(recipe_dir)
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
+    _check_parents(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
     tmp.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
@@ -327,6 +328,19 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
+
+
+def _check_parents(dest: Path) -> None:
+    """The nearest existing parent of ``dest`` is a folder: a file or a FIFO there had read 'cannot write afile (File
+    exists)', from the mkdir of the folders above DEST."""
+    for parent in dest.parents:
+        try:
+            mode = parent.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if (kind := not_a_folder(mode)) is not None:
+            raise ExportError(f"{dest}: its parent {parent} is {kind}, not a folder")
+        return
 
 
 def _taken(dest: Path) -> str:
