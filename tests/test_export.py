@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from importlib.metadata import packages_distributions
@@ -80,10 +82,27 @@ def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_pat
 
 
 def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
+    """Without --force nothing that exists is written; --force is offered only where it would replace (an earlier
+    export): it had been offered for a file, a FIFO and any folder, and then refused there."""
+    recipe = get_recipe("dynamic-degree")
     dest = tmp_path / "out"
     dest.mkdir()
-    with pytest.raises(ExportError, match="already exists"):
-        export_recipe(get_recipe("dynamic-degree"), dest)
+    with pytest.raises(ExportError, match=rf"^{dest}: already exists and is not an earlier pinbench export "
+                                          r"\(no \.pinbench-export\); name a new directory$"):
+        export_recipe(recipe, dest)
+    (tmp_path / "file").write_text("mine")
+    os.mkfifo(tmp_path / "fifo")
+    for name, kind in [("file", "a regular file"), ("fifo", r"a FIFO \(named pipe\)")]:
+        with pytest.raises(ExportError, match=rf"^{tmp_path / name}: already exists as {kind}; name a new directory$"):
+            export_recipe(recipe, tmp_path / name)
+    for name, kind in [("file", "a regular file"), ("fifo", r"a FIFO \(named pipe\)")]:
+        below = tmp_path / name / "sub" / "export"
+        with pytest.raises(ExportError, match=rf"^{below}: its parent {tmp_path / name} is {kind}, not a folder$"):
+            export_recipe(recipe, below)
+    assert (tmp_path / "file").read_text() == "mine"
+    export_recipe(recipe, tmp_path / "export")
+    with pytest.raises(ExportError, match=r"already exists \(use --force to replace it\)$"):
+        export_recipe(recipe, tmp_path / "export")
 
 
 def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Path) -> None:
@@ -322,3 +341,60 @@ def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(dest)
     with pytest.raises(ExportError, match="refusing"):
         export_recipe(recipe, tmp_path, force=True)
+
+
+def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export stopped half-way (here at its Makefile, after every copy) leaves DEST as it was: absent, or the
+    earlier export whole; a rerun then writes it. It had left a half-written DEST that the rerun refused, --force
+    too (no marker yet), and --force had deleted the earlier export before writing a new one."""
+    import pinbench.ops.export as export
+
+    recipe = get_recipe("dynamic-degree")
+
+    def interrupted(*args: object) -> str:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(export, "_makefile", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            export_recipe(recipe, tmp_path / "export")
+    assert sorted(tmp_path.iterdir()) == []
+    dest = export_recipe(recipe, tmp_path / "export")
+    (dest / "mine.txt").write_text("kept until the new export is whole")
+    with monkeypatch.context() as patch:
+        patch.setattr(export, "_makefile", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            export_recipe(recipe, dest, force=True)
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "mine.txt").is_file() and (dest / "Makefile").is_file()
+    assert export_recipe(recipe, dest, force=True) == dest and not (dest / "mine.txt").exists()
+    assert sorted(tmp_path.iterdir()) == [dest]
+    link = tmp_path / "link"
+    link.symlink_to(dest)
+    with pytest.raises(ExportError, match=rf"^{link}: a symlink \(to {dest}\); name the folder itself"):
+        export_recipe(recipe, link, force=True)
+    assert link.is_symlink() and (dest / "Makefile").is_file()
+    longest = tmp_path / ("n" * 255)   # the hidden folder's name is cut to fit (it had failed 'File name too long')
+    assert (export_recipe(recipe, longest) / "Makefile").is_file()
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ("pipe", r"a FIFO \(named pipe\), not a regular file"),
+    ("Dockerfile.extra", r"a FIFO \(named pipe\), not a regular file"),   # a top-level file had been left out
+    ("gone", r"a dangling symlink \(to /nonexistent\)"),
+    ("loop", r"a symlink to a folder \(to \.\)"),
+])
+def test_a_recipe_entry_that_is_no_file_is_refused_in_one_line(tmp_path: Path, entry: str, problem: str) -> None:
+    """A FIFO, a dangling symlink or a symlink to a folder in the recipe's folder is named in one line before
+    anything is written; copytree had failed late in a Python list of tuples (a loop after 40 levels of copies)
+    and left a half-written DEST, and a FIFO among the top-level files was silently left out."""
+    recipe = get_recipe("dynamic-degree")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "__init__.py").write_text("")
+    copy = tmp_path / "recipes" / recipe.dir.name
+    shutil.copytree(recipe.dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    {"pipe": lambda p: os.mkfifo(p), "Dockerfile.extra": lambda p: os.mkfifo(p),
+     "gone": lambda p: p.symlink_to("/nonexistent"), "loop": lambda p: p.symlink_to(".")}[entry](copy / entry)
+    with pytest.raises(ExportError, match=rf"^{copy / entry}: {problem}[^\n]*$"):
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "export")
+    assert not (tmp_path / "export").exists()

@@ -15,10 +15,13 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
+import os
 import re
+import secrets
 import shutil
 from pathlib import Path, PurePosixPath
 
+from pinbench.core.files import not_a_folder, not_regular
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
@@ -234,17 +237,69 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
 
 
 def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
+    """Write the export into a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``, the name cut to 200 so
+    that it fits wherever ``dest`` does) and rename it into place when it is whole: an interrupted export leaves no
+    half-written ``dest`` (which a rerun refused as an existing folder, with --force too, for it had no marker yet;
+    a kill leaves only the hidden folder), and --force moves the earlier export aside only then."""
     recipe_dir = recipe.dir
-    root = library_root()
-    if dest.exists():
+    if dest.exists() or dest.is_symlink():
         if not force:
-            raise ExportError(f"{dest}: already exists (use --force to replace it)")
-        _check_replaceable(dest, [recipe_dir, root, Path.cwd()])
-        shutil.rmtree(dest)
+            raise ExportError(_taken(dest))
+        _check_replaceable(dest, [recipe_dir, library_root(), Path.cwd()])
+    _check_copyable(recipe_dir)
     requirements = _requirements(recipe_dir)
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
+    _check_parents(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
+    tmp.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
+    aside = tmp.with_suffix(".old")
+    try:
+        _fill(recipe, tmp, requirements)
+        if dest.exists():
+            os.rename(dest, aside)
+        try:
+            os.rename(tmp, dest)
+        except BaseException:
+            if aside.exists():
+                os.rename(aside, dest)   # the earlier export back in its place
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if aside.exists():
+        shutil.rmtree(aside)
+    return dest
 
+
+def _check_copyable(recipe_dir: Path) -> None:
+    """Every entry the export copies is a regular file or a folder (a symlink to a file counts as the file).
+
+    Why: copytree failed only after copying the rest, on a FIFO, a dangling symlink or a symlink loop (followed 40
+    levels deep), in a message that was a Python list of tuples; a symlink to /etc had 1157 of its files copied in
+    before a dangling link inside stopped it; a FIFO among the top-level files was left out of an export that said
+    it was done."""
+    for folder, dirs, files in os.walk(recipe_dir):
+        ignored = IGNORED(folder, dirs + files)
+        dirs[:] = [d for d in dirs if d not in ignored]
+        for name in [*dirs, *(f for f in files if f not in ignored)]:
+            path = Path(folder, name)
+            if path.is_symlink():
+                if not path.exists():
+                    raise ExportError(f"{path}: a dangling symlink (to {path.readlink()}); an export copies files")
+                if path.is_dir():
+                    raise ExportError(f"{path}: a symlink to a folder (to {path.readlink()}); an export copies "
+                                      "files and folders, not links to folders")
+            kind = None if path.is_dir() else not_regular(path.stat().st_mode)
+            if kind is not None:
+                raise ExportError(f"{path}: {kind}, not a regular file; an export copies files and folders")
+
+
+def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
+    """Copy the recipe, the library it imports and the generated files into the empty folder ``dest``."""
+    recipe_dir = recipe.dir
+    root = library_root()
     package_dir = dest.joinpath(*recipe.package.split("."))
     # Build-context files (Dockerfiles, locks, requirements, README) live at the top, where the Dockerfiles
     # expect them; the package holds everything else. Each file is copied once.
@@ -273,11 +328,38 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
     (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
-    return dest
+
+
+def _check_parents(dest: Path) -> None:
+    """The nearest existing parent of ``dest`` is a folder: a file or a FIFO there had read 'cannot write afile (File
+    exists)', from the mkdir of the folders above DEST."""
+    for parent in dest.parents:
+        try:
+            mode = parent.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if (kind := not_a_folder(mode)) is not None:
+            raise ExportError(f"{dest}: its parent {parent} is {kind}, not a folder")
+        return
+
+
+def _taken(dest: Path) -> str:
+    """Why ``dest``, which exists, is not written without --force; --force is offered only where it would replace
+    (an earlier export), never for a file, a FIFO, a symlink or a folder of the user's that it then refuses."""
+    if dest.is_symlink():
+        return f"{dest}: already exists as a symlink (to {dest.readlink()}); name a new directory"
+    kind = not_a_folder(dest.stat().st_mode)
+    if kind is not None:
+        return f"{dest}: already exists as {kind}; name a new directory"
+    if not (dest / MARKER).is_file():
+        return f"{dest}: already exists and is not an earlier pinbench export (no {MARKER}); name a new directory"
+    return f"{dest}: already exists (use --force to replace it)"
 
 
 def _check_replaceable(dest: Path, protected: list[Path]) -> None:
     """--force replaces only an earlier export, never a folder holding the sources or the caller."""
+    if dest.is_symlink():
+        raise ExportError(f"{dest}: a symlink (to {dest.readlink()}); name the folder itself to replace it")
     target = dest.resolve()
     for path in protected:
         if path.resolve() == target or target in path.resolve().parents:
