@@ -60,6 +60,7 @@ __all__ = [
     "make_window",
     "ssim_map",
     "ssim_mean",
+    "stabilisers",
     "window_filter",
 ]
 
@@ -93,6 +94,11 @@ class SSIMWindow:
             raise ValueError(f"a {self.win_size}-pixel window has no sample covariance (NP - 1 = 0): give a wider "
                              "window or use_sample_covariance=False")
         return self.n_points / (self.n_points - 1)
+
+    def check_fits(self, height: int, width: int) -> None:
+        """ValueError when images of ``height`` x ``width`` are smaller than the window."""
+        if min(height, width) < self.win_size:
+            raise ValueError(f"images of {height}x{width} are smaller than the {self.win_size}-pixel window")
 
     def taps(self) -> np.ndarray:
         """The 1-D float64 weights, applied along each axis (scipy's normalised Gaussian, or 1 / size)."""
@@ -161,9 +167,8 @@ class _Band:
 def _bands(height: int, pad: int, crop: bool) -> list[_Band]:
     """Row bands of ``BAND_ROWS`` covering the output rows; with ``crop`` only rows whose window lies inside."""
     start, stop = (pad, height - pad) if crop else (0, height)
-    rows = BAND_ROWS
-    return [_Band(top, min(stop, top + rows), max(0, top - pad), min(height, min(stop, top + rows) + pad))
-            for top in range(start, stop, rows)]
+    return [_Band(top, min(stop, top + BAND_ROWS), max(0, top - pad), min(height, min(stop, top + BAND_ROWS) + pad))
+            for top in range(start, stop, BAND_ROWS)]
 
 
 @dataclass(frozen=True)
@@ -326,6 +331,12 @@ def _check_range(ranges: np.ndarray) -> np.ndarray:
     return ranges
 
 
+def stabilisers(data_range: float, k1: float, k2: float) -> tuple[float, float]:
+    """C1 = (K1 * L)^2 and C2 = (K2 * L)^2 for one data range L (ValueError unless it is positive and finite)."""
+    data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
+    return (k1 * data) ** 2, (k2 * data) ** 2
+
+
 @dataclass(frozen=True)
 class _Job:
     """Inputs of one pairwise SSIM call as image stacks, with per-image constants and the kernel."""
@@ -351,8 +362,7 @@ class _Job:
 def _kernel(win: SSIMWindow, use_sample_covariance: bool, shape: tuple[int, ...], dtype: np.dtype,
             crop: bool) -> _Kernel:
     height, width = shape[:2]
-    if min(height, width) < win.win_size:
-        raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
+    win.check_fits(height, width)
     cov_norm = win.cov_norm(use_sample_covariance)
     return _Kernel(win, cov_norm, height, width, tuple(shape[2:]), crop,
                    np.uint16 if dtype == np.uint8 else np.float64)

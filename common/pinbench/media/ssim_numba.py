@@ -25,7 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from pinbench.media.ssim import _bands, _check_frames, _check_range, _check_real, available_cpus, make_window
+from pinbench.media.ssim import _bands, _check_frames, _check_real, available_cpus, make_window, stabilisers
 
 __all__ = ["ConsecutiveSSIM", "consecutive_ssim"]
 
@@ -133,12 +133,9 @@ class ConsecutiveSSIM:
         if len(self.shape) not in (2, 3) or 0 in self.shape[2:]:
             raise ValueError(f"SSIM of consecutive frames needs (H, W[, C]) frames, got frame shape {self.shape}")
         height, width = self.shape[:2]
-        if min(height, width) < win.win_size:
-            raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
-        data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
-        self._constants = (tuple(float(t) for t in win.taps()),
-                           win.cov_norm(use_sample_covariance),
-                           (K1 * data) ** 2, (K2 * data) ** 2)
+        win.check_fits(height, width)
+        self._constants = (tuple(float(t) for t in win.taps()), win.cov_norm(use_sample_covariance),
+                           *stabilisers(data_range, K1, K2))
         channels = self.shape[2] if len(self.shape) == 3 else 1
         out_height, out_width = height - 2 * win.pad, width - 2 * win.pad
         self.out_height = out_height

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pinbench.media.ssim import _check_frames, _check_range, make_window
+from pinbench.media.ssim import _check_frames, make_window, stabilisers
 
 TORCH_CHUNK_PIXELS = 1 << 25  # pixels of one torch chunk of frames (float64 temporaries of ~0.3 GB each)
 
@@ -29,11 +29,9 @@ def consecutive_ssim_torch(frames: np.ndarray, *, data_range: float, device: str
     frames = _check_frames(frames)
     win = make_window(window, win_size, sigma)
     height, width = frames.shape[1:3]
-    if min(height, width) < win.win_size:
-        raise ValueError(f"images of {height}x{width} are smaller than the {win.win_size}-pixel window")
+    win.check_fits(height, width)
     cov_norm = win.cov_norm(use_sample_covariance)
-    data = float(_check_range(np.array([data_range], dtype=np.float64))[0])
-    c1, c2 = (K1 * data) ** 2, (K2 * data) ** 2
+    c1, c2 = stabilisers(data_range, K1, K2)
     taps = torch.from_numpy(win.taps()).to(device)
     vertical, horizontal = taps.view(1, 1, -1, 1), taps.view(1, 1, 1, -1)
 
