@@ -948,7 +948,7 @@ def export(
     its lock, Dockerfile(s) and README; nothing points back into this repository."""
     from pinbench.ops.export import export_recipe
 
-    path = export_recipe(_recipe(recipe_name), dest, force=force)
+    path = export_recipe(_recipe(recipe_name), dest, force=force, log=_echo)
     _echo(f"exported {recipe_name} to {path}")
 
 
