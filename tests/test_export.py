@@ -463,9 +463,16 @@ def test_force_replaces_only_what_the_export_wrote(tmp_path: Path) -> None:
         shutil.rmtree(first) if first.is_dir() else first.unlink()
         export_recipe(recipe, dest, force=True)   # the marker without a list: the tree is what this one writes
     caches = [package / "__pycache__" / "x.pyc", dest / ".pytest_cache" / "v", dest / ".venv" / "bin" / "python",
-              dest / "pinbench_recipe_x.egg-info" / "PKG-INFO"]
+              dest / "pinbench_recipe_x.egg-info" / "PKG-INFO", dest / "build" / "lib" / "pinbench" / "cli.py",
+              dest / "build" / "bdist.linux-x86_64" / "x"]   # make setup's in-tree build (pip, setuptools)
     for cache in caches:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text("")
     assert export_recipe(recipe, dest, force=True) == dest
     assert not any(cache.exists() for cache in caches) and (dest / "Makefile").is_file()
+    mine = dest / "build" / "notes.txt"   # a build/ holding more than setuptools' folders is the user's
+    (dest / "build" / "lib").mkdir(parents=True)
+    mine.write_text("mine")
+    with pytest.raises(ExportError, match=rf"^{re.escape(str(dest / 'build'))}: not written by pinbench export"):
+        export_recipe(recipe, dest, force=True)
+    assert mine.read_text() == "mine"

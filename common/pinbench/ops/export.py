@@ -41,9 +41,11 @@ BUILDING = ".pinbench-export-build"
 _BUILDING_TEXT = "a pinbench export is built in this folder; the next export of its DEST removes it\n"
 # What running an export's own Makefile and tests leaves in it, made again from the export's files: --force removes
 # these without their being listed in MARKER. Anywhere: pytest's and Python's caches; at the top: the Makefile's
-# .venv and the egg-info of pip's in-tree build (a build/ folder is not: a user may keep things there).
+# .venv and the egg-info of pip's in-tree build, and its build/ when that holds only setuptools' folders (a build/
+# holding anything else is the user's).
 _REGENERABLE = ("__pycache__", ".pytest_cache")
 _REGENERABLE_TOP = (".venv", "*.egg-info")
+_SETUPTOOLS_BUILD = ("lib", "lib.*", "bdist.*", "temp.*", "scripts-*")
 # The shared test helpers, importable by their module name in the tests (the repository's conftest.py puts this
 # folder on sys.path; an export's pytest configuration does).
 HELPERS = PurePosixPath("tests", "helpers")
@@ -370,13 +372,21 @@ def _check_only_written(dest: Path, written: frozenset[str]) -> None:
     for parent, dirs, files in os.walk(dest):
         rel = PurePosixPath(Path(parent).relative_to(dest).as_posix())
         top = rel == PurePosixPath(".")
-        dirs[:] = sorted(d for d in dirs if not (d in _REGENERABLE or top and _matches(d, _REGENERABLE_TOP)))
+        dirs[:] = sorted(d for d in dirs if not (d in _REGENERABLE or top and (_matches(d, _REGENERABLE_TOP)
+                                                                             or d == "build" and _built(dest / d))))
         entries = sorted([*((d, True) for d in dirs), *((f, False) for f in files
                                                        if not (top and _matches(f, _REGENERABLE_TOP)))])
         for name, is_dir in entries:
             path = (rel / name).as_posix() if not top else name
             if path not in (folders if is_dir and not Path(parent, name).is_symlink() else written):
                 raise ExportError(f"{dest / path}: not written by pinbench export; move it out before --force")
+
+
+def _built(folder: Path) -> bool:
+    """Whether ``folder`` (an export's top ``build``) is pip's in-tree build of it: only setuptools' folders."""
+    entries = list(os.scandir(folder)) if folder.is_dir() and not folder.is_symlink() else []
+    return bool(entries) and all(e.is_dir(follow_symlinks=False) and _matches(e.name, _SETUPTOOLS_BUILD)
+                                 for e in entries)
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
