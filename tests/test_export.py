@@ -361,13 +361,15 @@ def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_pa
             export_recipe(recipe, tmp_path / "export")
     assert sorted(tmp_path.iterdir()) == []
     dest = export_recipe(recipe, tmp_path / "export")
-    (dest / "mine.txt").write_text("kept until the new export is whole")
+    (dest / "README.md").write_text("kept until the new export is whole")
     with monkeypatch.context() as patch:
         patch.setattr(export, "_makefile", interrupted)
         with pytest.raises(KeyboardInterrupt):
             export_recipe(recipe, dest, force=True)
-    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "mine.txt").is_file() and (dest / "Makefile").is_file()
-    assert export_recipe(recipe, dest, force=True) == dest and not (dest / "mine.txt").exists()
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "Makefile").is_file()
+    assert (dest / "README.md").read_text() == "kept until the new export is whole"
+    assert export_recipe(recipe, dest, force=True) == dest
+    assert (dest / "README.md").read_text().startswith("# Exported pinbench recipe")
     assert sorted(tmp_path.iterdir()) == [dest]
     link = tmp_path / "link"
     link.symlink_to(dest)
@@ -398,3 +400,79 @@ def test_a_recipe_entry_that_is_no_file_is_refused_in_one_line(tmp_path: Path, e
     with pytest.raises(ExportError, match=rf"^{copy / entry}: {problem}[^\n]*$"):
         export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "export")
     assert not (tmp_path / "export").exists()
+
+
+def test_what_a_killed_export_left_is_removed_by_the_next_and_nothing_else(tmp_path: Path) -> None:
+    """A SIGKILL leaves the hidden build folder (the new export, the earlier one moved aside); the next export of that
+    DEST removes it and says so in one line. It had stayed forever. A folder of that name without the build file,
+    or with one whose lock a running export holds, is kept."""
+    import pinbench.ops.export as export
+
+    recipe = get_recipe("dynamic-degree")
+    dest = tmp_path / "export"
+    killed = [tmp_path / ".export.0123abcd.tmp", tmp_path / ".export.0123abce.tmp"]
+    for folder, inside in zip(killed, (["new/pinbench/x.py"], ["new/Makefile", "old/Makefile"]), strict=True):
+        folder.mkdir()
+        os.close(export._claim(folder / export.BUILDING))   # the kill drops the lock
+        for name in inside:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text("")
+    mine = tmp_path / ".export.deadbeef.tmp"
+    (mine / "new").mkdir(parents=True)
+    (mine / "data.txt").write_text("mine")
+    (mine / export.BUILDING).write_text("mine too")
+    running = tmp_path / ".export.0badcafe.tmp"
+    running.mkdir()
+    lock = export._claim(running / export.BUILDING)
+    lines: list[str] = []
+    try:
+        assert export_recipe(recipe, dest, log=lines.append) == dest
+    finally:
+        os.close(lock)
+    assert lines == [f"{dest}: removed what killed exports of it left: {', '.join(p.name for p in killed)}"]
+    assert sorted(tmp_path.iterdir()) == sorted([dest, mine, running]) and (mine / "data.txt").read_text() == "mine"
+    assert (dest / "Makefile").is_file() and not (dest / export.BUILDING).exists()
+    lines.clear()
+    export_recipe(recipe, dest, force=True, log=lines.append)
+    assert lines == [f"{dest}: removed what killed exports of it left: {running.name}"]
+
+
+def test_force_replaces_only_what_the_export_wrote(tmp_path: Path) -> None:
+    """--force had deleted whatever a user kept inside an earlier export (results, notes). The marker lists what the
+    export wrote; anything else is named, before anything is deleted, except the caches its own tests and Makefile
+    make. A marker without the list (an older export) is held to what this export writes."""
+    import pinbench.ops.export as export
+
+    recipe = get_recipe("dynamic-degree")
+    dest = export_recipe(recipe, tmp_path / "export")
+    marker = json.loads((dest / export.MARKER).read_text())
+    assert marker == {"name": recipe.name, "version": recipe.version, "files": export._files(dest)}
+    assert {"Makefile", export.MARKER} <= set(marker["files"])
+    package = dest.joinpath(*recipe.package.split("."))
+    for kept in [package / "results.txt", dest / "runs" / "dynamic-degree" / "scorecard.json"]:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text("mine")
+        first = kept if kept.parent == package else dest / "runs"
+        for old_marker in (False, True):
+            if old_marker:
+                (dest / export.MARKER).write_text(f"{recipe.name} {recipe.version}\n")
+            with pytest.raises(ExportError, match=rf"^{re.escape(str(first))}: not written by pinbench export; "
+                                                  r"move it out before --force$"):
+                export_recipe(recipe, dest, force=True)
+            assert kept.read_text() == "mine" and (dest / "Makefile").is_file()
+        shutil.rmtree(first) if first.is_dir() else first.unlink()
+        export_recipe(recipe, dest, force=True)   # the marker without a list: the tree is what this one writes
+    caches = [package / "__pycache__" / "x.pyc", dest / ".pytest_cache" / "v", dest / ".venv" / "bin" / "python",
+              dest / "pinbench_recipe_x.egg-info" / "PKG-INFO", dest / "build" / "lib" / "pinbench" / "cli.py",
+              dest / "build" / "bdist.linux-x86_64" / "x"]   # make setup's in-tree build (pip, setuptools)
+    for cache in caches:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("")
+    assert export_recipe(recipe, dest, force=True) == dest
+    assert not any(cache.exists() for cache in caches) and (dest / "Makefile").is_file()
+    mine = dest / "build" / "notes.txt"   # a build/ holding more than setuptools' folders is the user's
+    (dest / "build" / "lib").mkdir(parents=True)
+    mine.write_text("mine")
+    with pytest.raises(ExportError, match=rf"^{re.escape(str(dest / 'build'))}: not written by pinbench export"):
+        export_recipe(recipe, dest, force=True)
+    assert mine.read_text() == "mine"

@@ -142,11 +142,12 @@ def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) ->
 
 @pytest.mark.parametrize(("shard", "entry", "kind", "said"), [
     (None, "scorecard.json", "folder", "a folder where the run writes a file"),
-    (None, "report", "file", "a file where the run keeps a folder"),
-    (None, "report/figures", "file", "a file where the run keeps a folder"),
+    (None, "report", "file", "a regular file where the run keeps a folder"),
+    (None, "report/figures", "file", "a regular file where the run keeps a folder"),
     (None, "figures", "fifo", "a FIFO (named pipe) where the run keeps a folder"),
+    (None, "figures", "dangling", "a dangling symlink where the run keeps a folder"),
     (None, "shards/0-of-1.json", "folder", "a folder where the run writes a file"),
-    ("0/2", "shards", "file", "a file where the run keeps a folder"),
+    ("0/2", "shards", "file", "a regular file where the run keeps a folder"),
     ("1/2", "shards/1-of-2.json", "folder", "a folder where the run writes a file")])
 def test_an_entry_the_run_writes_of_the_other_kind_is_named_before_anything_runs(
         tmp_path: Path, shard: str | None, entry: str, kind: str, said: str) -> None:
@@ -156,7 +157,8 @@ def test_an_entry_the_run_writes_of_the_other_kind_is_named_before_anything_runs
     out = tmp_path / "run"
     path = out / entry
     path.parent.mkdir(parents=True)
-    path.mkdir() if kind == "folder" else path.write_text("") if kind == "file" else os.mkfifo(path)
+    {"folder": path.mkdir, "file": lambda: path.write_text(""), "fifo": lambda: os.mkfifo(path),
+     "dangling": lambda: path.symlink_to(tmp_path / "nowhere")}[kind]()
     assert _refused(_cfg(out, shard), "move it away") == f"{path}: {said}; move it away"
     assert [p.name for p in (out / LOCK_DIR).iterdir() if p.suffix == ".lock"] == []
     if shard is None and entry != "shards/0-of-1.json":

@@ -942,13 +942,14 @@ def new_recipe(
 def export(
     recipe_name: Annotated[str, typer.Argument(help="recipe to export")],
     dest: Annotated[Path, typer.Argument(help="new directory to write")],
-    force: Annotated[bool, typer.Option(help="replace DEST if it exists")] = False,
+    force: Annotated[bool, typer.Option(help="replace an earlier export at DEST (refused if it holds files the "
+                                                 "export did not write)")] = False,
 ) -> None:
     """Write a self-contained copy of one recipe: its code, exactly the library code it imports,
     its lock, Dockerfile(s) and README; nothing points back into this repository."""
     from pinbench.ops.export import export_recipe
 
-    path = export_recipe(_recipe(recipe_name), dest, force=force)
+    path = export_recipe(_recipe(recipe_name), dest, force=force, log=_echo)
     _echo(f"exported {recipe_name} to {path}")
 
 

@@ -41,6 +41,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.files import (
     FileError,
     creation_mode,
+    not_a_folder,
     not_regular,
     open_regular,
     read_regular_bytes,
@@ -417,8 +418,8 @@ def _refuse_wrong_kinds(out_dir: Path, shard: Any) -> None:
     for name in folders:
         path = out_dir / name
         if os.path.lexists(path) and not path.is_dir():
-            kind = "a dangling symlink" if path.is_symlink() else (not_regular(path.stat().st_mode) or "a file")
-            raise RunDirError(f"{path}: {kind.removeprefix('is ')} where the run keeps a folder; move it away")
+            kind = "a dangling symlink" if not path.exists() else not_a_folder(path.stat().st_mode)
+            raise RunDirError(f"{path}: {kind} where the run keeps a folder; move it away")
     for name in files:
         path = out_dir / name
         if path.is_dir() and not path.is_symlink():

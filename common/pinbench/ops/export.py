@@ -13,15 +13,17 @@ pytest configuration puts on the path, as the repository's conftest.py does.
 from __future__ import annotations
 
 import ast
+import fcntl
 import fnmatch
 import json
 import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from pinbench.core.files import not_a_folder, not_regular
+from pinbench.core.files import FileError, not_a_folder, not_regular, open_regular, read_json_object
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
@@ -33,6 +35,17 @@ LOCK = "requirements.lock"
 _PYTEST = "9.2.0"  # the version uv.lock pins for development
 LIBRARY_DATA_DIRS = ("core/schemas", "results/templates")
 MARKER = ".pinbench-export"
+# Written first into the hidden folder an export is built in, and held locked (flock) while the export runs: a
+# folder of DEST's hidden name holding it unlocked is the leftover of a killed export, which the next one removes.
+BUILDING = ".pinbench-export-build"
+_BUILDING_TEXT = "a pinbench export is built in this folder; the next export of its DEST removes it\n"
+# What running an export's own Makefile and tests leaves in it, made again from the export's files: --force removes
+# these without their being listed in MARKER. Anywhere: pytest's and Python's caches; at the top: the Makefile's
+# .venv and the egg-info of pip's in-tree build, and its build/ when that holds only setuptools' folders (a build/
+# holding anything else is the user's).
+_REGENERABLE = ("__pycache__", ".pytest_cache")
+_REGENERABLE_TOP = (".venv", "*.egg-info")
+_SETUPTOOLS_BUILD = ("lib", "lib.*", "bdist.*", "temp.*", "scripts-*")
 # The shared test helpers, importable by their module name in the tests (the repository's conftest.py puts this
 # folder on sys.path; an export's pytest configuration does).
 HELPERS = PurePosixPath("tests", "helpers")
@@ -219,8 +232,9 @@ def helpers_imported(recipe_dir: Path, helpers: Path | None) -> list[Path]:
     return sorted(found.values())
 
 
-def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
-    """Write the self-contained recipe directory at ``dest`` and return it."""
+def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False, log: Callable[[str], None] = print) -> Path:
+    """Write the self-contained recipe directory at ``dest`` and return it; ``log`` says which leftovers of a killed
+    export of ``dest`` it removed."""
     dest = Path(dest)
     recipe_dir = recipe.dir
     root = library_root()
@@ -231,46 +245,152 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False) -> Path:
             raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
                               "the library")
     try:
-        return _write_export(recipe, dest, force=force)
+        return _write_export(recipe, dest, force=force, log=log)
     except OSError as exc:
         raise ExportError(f"export DEST {dest}: cannot write {exc.filename or dest} ({exc.strerror or exc})") from None
 
 
-def _write_export(recipe: Recipe, dest: Path, *, force: bool) -> Path:
-    """Write the export into a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``, the name cut to 200 so
-    that it fits wherever ``dest`` does) and rename it into place when it is whole: an interrupted export leaves no
-    half-written ``dest`` (which a rerun refused as an existing folder, with --force too, for it had no marker yet;
-    a kill leaves only the hidden folder), and --force moves the earlier export aside only then."""
+def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str], None]) -> Path:
+    """Build the export in a hidden folder beside ``dest`` (``.<name>.<8 chars>.tmp``, the name cut to 200 so that it
+    fits wherever ``dest`` does; the export in its ``new``, the earlier one moved to its ``old``) and rename it into
+    place when it is whole: an interrupted export leaves no half-written ``dest`` (which a rerun refused as an
+    existing folder, with --force too, for it had no marker yet), and --force moves the earlier export aside only
+    then. A kill leaves the hidden folder, with its ``BUILDING`` file unlocked: the next export of ``dest`` that
+    succeeds removes it and says so (it had stayed forever); a folder of that name without it is never touched."""
     recipe_dir = recipe.dir
+    written: frozenset[str] | None = None
     if dest.exists() or dest.is_symlink():
         if not force:
             raise ExportError(_taken(dest))
         _check_replaceable(dest, [recipe_dir, library_root(), Path.cwd()])
+        written = _listed(dest)
+        if written is not None:
+            _check_only_written(dest, written)
     _check_copyable(recipe_dir)
     requirements = _requirements(recipe_dir)
     if not (recipe_dir / LOCK).is_file():
         raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
     _check_parents(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
-    tmp.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
-    aside = tmp.with_suffix(".old")
+    work = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
+    work.mkdir()
+    new, old = work / "new", work / "old"
+    lock = None
     try:
-        _fill(recipe, tmp, requirements)
+        lock = _claim(work / BUILDING)
+        new.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
+        _fill(recipe, new, requirements)
         if dest.exists():
-            os.rename(dest, aside)
+            if written is None:   # a marker without the list (an export before it had one): what this one writes
+                _check_only_written(dest, _listed(new) or frozenset())
+            os.rename(dest, old)
         try:
-            os.rename(tmp, dest)
+            os.rename(new, dest)
         except BaseException:
-            if aside.exists():
-                os.rename(aside, dest)   # the earlier export back in its place
+            if old.exists():
+                os.rename(old, dest)   # the earlier export back in its place
             raise
+        if old.exists():
+            shutil.rmtree(old)
+        os.unlink(work / BUILDING)
+        os.rmdir(work)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not old.exists():   # never the earlier export, should putting it back have failed
+            shutil.rmtree(work, ignore_errors=True)
         raise
-    if aside.exists():
-        shutil.rmtree(aside)
+    finally:
+        if lock is not None:
+            os.close(lock)
+    removed = _remove_leftovers(dest)
+    if removed:
+        log(f"{dest}: removed what killed exports of it left: {', '.join(p.name for p in removed)}")
     return dest
+
+
+def _claim(building: Path) -> int:
+    """Write ``building`` and hold an exclusive flock on it (the kernel drops it when the export ends or is killed)."""
+    fd = os.open(building, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, _BUILDING_TEXT.encode())
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _remove_leftovers(dest: Path) -> list[Path]:
+    """Remove the hidden folders beside ``dest`` that killed exports of it left: named as ``_write_export`` names
+    them, a folder (not a symlink) holding ``BUILDING`` as a regular file of its text whose lock nobody holds (a
+    running export of the same DEST holds its own). Returns the folders removed."""
+    pattern = re.compile(rf"\.{re.escape(dest.name[:200])}\.[0-9a-f]{{8}}\.tmp")
+    removed = []
+    for entry in sorted(os.scandir(dest.parent), key=lambda e: e.name):
+        if not (pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)):
+            continue
+        try:
+            fd = open_regular(Path(entry.path, BUILDING), follow_symlinks=False)
+        except FileError:
+            continue
+        try:
+            if os.read(fd, len(_BUILDING_TEXT) + 1) != _BUILDING_TEXT.encode():
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:   # BlockingIOError: an export is running there
+            continue
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)   # the export is in place: what stays is tried again
+            if not os.path.lexists(entry.path):
+                removed.append(Path(entry.path))
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _files(folder: Path) -> list[str]:
+    """Every entry under ``folder`` that is no folder, as sorted POSIX paths relative to it."""
+    return sorted(Path(parent, name).relative_to(folder).as_posix()
+                  for parent, _, files in os.walk(folder) for name in files)
+
+
+def _listed(dest: Path) -> frozenset[str] | None:
+    """The files an earlier export at ``dest`` says in its marker it wrote; None for a marker without that list (one
+    written before the marker had it, or not one of ours)."""
+    data = read_json_object(dest / MARKER)
+    files = data.get("files") if data is not None else None
+    if not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
+        return None
+    return frozenset(files)
+
+
+def _check_only_written(dest: Path, written: frozenset[str]) -> None:
+    """--force removes the earlier export whole: refused, before anything is deleted, when it holds an entry the
+    export did not write (results a user kept in it, say), named first in sorted order. Caches that its own Makefile
+    and tests make (``_REGENERABLE``) go with it. An earlier export whose marker does not list its files (made
+    before it did) is held to what this export writes."""
+    folders = {str(parent) for file in written for parent in PurePosixPath(file).parents}
+    for parent, dirs, files in os.walk(dest):
+        rel = PurePosixPath(Path(parent).relative_to(dest).as_posix())
+        top = rel == PurePosixPath(".")
+        dirs[:] = sorted(d for d in dirs if not (d in _REGENERABLE or top and (_matches(d, _REGENERABLE_TOP)
+                                                                             or d == "build" and _built(dest / d))))
+        entries = sorted([*((d, True) for d in dirs), *((f, False) for f in files
+                                                       if not (top and _matches(f, _REGENERABLE_TOP)))])
+        for name, is_dir in entries:
+            path = (rel / name).as_posix() if not top else name
+            if path not in (folders if is_dir and not Path(parent, name).is_symlink() else written):
+                raise ExportError(f"{dest / path}: not written by pinbench export; move it out before --force")
+
+
+def _built(folder: Path) -> bool:
+    """Whether ``folder`` (an export's top ``build``) is pip's in-tree build of it: only setuptools' folders."""
+    entries = list(os.scandir(folder)) if folder.is_dir() and not folder.is_symlink() else []
+    return bool(entries) and all(e.is_dir(follow_symlinks=False) and _matches(e.name, _SETUPTOOLS_BUILD)
+                                 for e in entries)
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
 
 
 def _check_copyable(recipe_dir: Path) -> None:
@@ -327,7 +447,9 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
                 shutil.copy2(item, dest / item.name)
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
     (dest / "Makefile").write_text(_makefile(recipe, python))
-    (dest / MARKER).write_text(f"{recipe.name} {recipe.version}\n")
+    files = sorted([*_files(dest), MARKER])
+    (dest / MARKER).write_text(json.dumps({"name": recipe.name, "version": recipe.version, "files": files},
+                                          indent=1) + "\n")
 
 
 def _check_parents(dest: Path) -> None:
