@@ -408,7 +408,8 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
     (tmp_path / "file").write_text("x")
     done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
-    assert done.stderr == f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the pages\n"
+    assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
+                           "bundle\n")
     (tmp_path / "empty").mkdir()
     for dest in (tmp_path / "empty", bundle):   # an empty folder, and an earlier bundle written again
         done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))

@@ -21,10 +21,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pinbench.core.files import FileState, cache_root, not_a_folder, sha256_file, write_atomic, write_if_changed
+from pinbench.core.files import (
+    FileState,
+    cache_root,
+    claim_output_folder,
+    sha256_file,
+    write_atomic,
+    write_if_changed,
+)
 from pinbench.core.provenance import COMPACT_JSON
 from pinbench.ops import localweb
-from pinbench.results.view import Image, Video, View, ViewError
+from pinbench.results.view import Image, Video, View
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "results" / "templates"
 ASSETS = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8",
@@ -198,23 +205,6 @@ def _script_of(name: str, text: str) -> str:
     return f"pinbenchData({json.dumps(name)},{text});\n"
 
 
-def _claim_bundle_folder(dest: Path) -> None:
-    """Make ``dest`` a bundle's folder, or ViewError (one line) naming what is in the way. Why: a bundle replaces
-    index.html and data/ and deletes every file of media/ it does not list, so it writes only into a new or empty
-    folder or an earlier bundle (its mark, or the media.json of one from before the mark); a folder of the user's
-    had its index.html replaced and its media/ emptied, a file in the way read "cannot write ... (File exists)"."""
-    if os.path.lexists(dest) and not dest.is_dir():
-        kind = "a dangling symlink" if not dest.exists() else not_a_folder(dest.stat().st_mode)
-        raise ViewError(f"{dest}: {kind}, not a folder; name a new folder for the pages")
-    entries = sorted(os.listdir(dest)) if dest.is_dir() else []
-    if entries and BUNDLE_MARK not in entries and "media.json" not in entries:
-        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-        raise ViewError(f"{dest}: a folder that is no earlier bundle (it holds {shown}); a bundle replaces its "
-                        "index.html, data/ and media/: name a new or empty folder")
-    dest.mkdir(parents=True, exist_ok=True)
-    write_if_changed(dest / BUNDLE_MARK, "pinbench view --bundle writes here\n")
-
-
 def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
@@ -223,7 +213,9 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     folder) links the originals that play as they are where they lie instead of copying them. Returns
     ``dest/index.html``."""
     media = MediaStore()
-    _claim_bundle_folder(dest)
+    # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
+    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/",
+                        earlier=lambda folder: (folder / "media.json").is_file())
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
 
