@@ -185,6 +185,28 @@ def test_report_uses_each_runs_own_reference_and_samples(tmp_path: Path) -> None
     assert "stray" not in html
 
 
+def test_a_report_is_written_only_into_a_new_or_empty_folder_or_an_earlier_report(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    card = str(_complete_scorecard(tmp_path / "run"))
+    paper = tmp_path / "paper"   # the user's: its index.html was replaced and figures/fig1.png deleted, exit 0
+    (paper / "figures").mkdir(parents=True)
+    (paper / "figures" / "fig1.png").write_bytes(b"mine")
+    (paper / "index.html").write_text("my page")
+    result = runner.invoke(cli.app, ["report", card, "--out", str(paper)])
+    assert str(result.exception) == (f"{paper}: a folder that is no earlier report (it holds figures, index.html); "
+                                     "a report replaces its index.html and figures/: name a new or empty folder")
+    assert (paper / "index.html").read_text() == "my page" and (paper / "figures" / "fig1.png").read_bytes() == b"mine"
+    (tmp_path / "file").write_text("x")
+    result = runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "file")])
+    assert str(result.exception) == f"{tmp_path / 'file'}: a regular file, not a folder; name a new folder for the " \
+                                    "report"
+    (tmp_path / "empty").mkdir()
+    for out in ("new", "new", "empty"):   # a new folder, that report again, an empty folder
+        assert runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / out)]).exit_code == 0
+    (tmp_path / "new" / ".pinbench-report").unlink()   # a report from before the mark is still a report
+    assert runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "new")]).exit_code == 0
+
+
 def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not

@@ -72,6 +72,20 @@ def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> 
     (tmp_path / "a.txt").write_text("")
     with pytest.raises(RecipeError, match=r": no videos found \(looked for \.mp4, \.mkv, \.webm, \.avi, \.mov\)$"):
         list_inputs(tmp_path)
+    # a video or a FIFO where the folder belongs is named as what it is: it was "directory not found"
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "one.mp4").write_bytes(b"x")
+    with pytest.raises(RecipeError, match=r"one\.mp4: a regular file, not a directory; name the folder that holds "
+                                          r"the videos$"):
+        list_inputs(odd / "one.mp4")
+    os.mkfifo(odd / "pipe")
+    with pytest.raises(RecipeError, match=r"pipe: a FIFO \(named pipe\), not a directory; name the folder"):
+        list_inputs(odd / "pipe")
+    (odd / "loop").symlink_to(odd / "loop")
+    with pytest.raises(RecipeError, match=r"loop: cannot open the videos directory \(Too many levels of symbolic "
+                                          r"links\)$"):
+        list_inputs(odd / "loop")
 
 
 def _file(path: Path, data: bytes) -> Path:

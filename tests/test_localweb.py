@@ -79,6 +79,10 @@ def test_the_server_listens_on_loopback_only() -> None:
                 socket.create_connection((address, port), timeout=5).close()
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
             bind_loopback(port)
+    for port in (-1, 65536, 99999):   # OverflowError from bind(), a traceback under `pinbench view --port`
+        with pytest.raises(OSError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: a port is 0 to 65535 "
+                                          r"\(0: a free one\)$"):
+            bind_loopback(port)
 
 
 def test_a_path_resolves_only_to_a_regular_file_inside_its_folder(tmp_path: Path) -> None:

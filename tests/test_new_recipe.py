@@ -160,6 +160,8 @@ def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: C
 @pytest.mark.parametrize(("name", "message"), [
     ("Frame", "recipe name 'Frame' is not allowed"),
     ("frame--change", "recipe name 'frame--change' is not allowed"),
+    ("2frames", "recipe name '2frames' is not allowed: lowercase letters and digits in '-'-separated words, starting "
+                "with a letter"),   # it read as if '2frames' kept the rule
     ("../x", "recipe name '../x' is not allowed"),
     ("import", "recipe name 'import' is not allowed: its package name 'import' is a Python keyword"),
     ("dynamic-degree", "recipe 'dynamic-degree' exists already"),

@@ -114,6 +114,10 @@ def test_off_means_no_cache_and_the_default_is_under_the_cache_root(tmp_path: Pa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
     assert cache_dir() is None
+    for word in ("0", "false", "No", "none"):   # each made a folder of that name in the working directory
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", word)
+        with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE='{word}': a folder or 'off', not a switch; "):
+            cache_dir()
     monkeypatch.delenv("PINBENCH_SAMPLE_CACHE")
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path))
     assert cache_dir() == tmp_path / "samples"

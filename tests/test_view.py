@@ -397,6 +397,25 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
     assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(listing)
 
 
+def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundle(bundle, runs, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"   # a folder of the user's: its index.html was replaced and media/x.txt deleted
+    (mine / "media").mkdir(parents=True)
+    (mine / "index.html").write_text("my page")
+    (mine / "media" / "x.txt").write_text("mine")
+    done = _pinbench("view", "--bundle", str(mine), str(runs["a"]), ok=(2,))
+    assert done.stderr == (f"error: {mine}: a folder that is no earlier bundle (it holds index.html, media); a bundle "
+                           "replaces its index.html, data/ and media/: name a new or empty folder\n")
+    assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
+    (tmp_path / "file").write_text("x")
+    done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
+    assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
+                           "bundle\n")
+    (tmp_path / "empty").mkdir()
+    for dest in (tmp_path / "empty", bundle):   # an empty folder, and an earlier bundle written again
+        done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))
+        assert done.stdout.startswith(f"view: {dest / 'index.html'}")
+
+
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")

@@ -742,13 +742,14 @@ def report(
     the very page of a run's own report/."""
     with _one_blas_thread():  # tables and SVG from the scorecards: no linear algebra
         from pinbench.core.scorecard import scorecard_file
-        from pinbench.results.report import write_report
+        from pinbench.results.report import claim_report_folder, write_report
 
     scorecards = [scorecard_file(path) for path in scorecards]
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
+        claim_report_folder(out)
         view = _view_folder(scorecards, out) if with_view else None
         index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")
@@ -793,12 +794,13 @@ def compare(
         result = compare_runs(*runs, fail_on=fail_on)
         _echo(render_comparison(result))
         if report_dir is not None:
-            from pinbench.results.report import write_report
+            from pinbench.results.report import claim_report_folder, write_report
 
             cards = [run.path for run in runs]
             references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
             samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
             with _writing_to("--report", report_dir):
+                claim_report_folder(report_dir)
                 view = _view_folder(runs, report_dir)
                 index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                                      comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",

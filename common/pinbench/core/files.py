@@ -239,6 +239,26 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     return path
 
 
+def claim_output_folder(dest: Path, mark: str, what: str, owns: str, *,
+                        earlier: Callable[[Path], bool] = lambda _: False) -> None:
+    """Make ``dest`` the folder of a ``what`` (a bundle, a report), or FileError (one line) naming what is in the way.
+
+    Such a folder is written whole: its own names (``owns``) replaced, its own files it no longer writes deleted. So
+    it is written only where nothing else can be lost: a new or empty folder, or an earlier one of its kind (``mark``
+    in it, or ``earlier(dest)`` for one from before the mark); then ``mark`` is written into it first. Why: a
+    folder of the user's lost its index.html and every file under its media/ or figures/, silently, exit 0."""
+    if os.path.lexists(dest) and not dest.is_dir():
+        kind = "a dangling symlink" if not dest.exists() else not_a_folder(dest.stat().st_mode)
+        raise FileError(dest, f"{kind}, not a folder; name a new folder for the {what}")
+    entries = sorted(os.listdir(dest)) if dest.is_dir() else []
+    if entries and mark not in entries and not earlier(dest):
+        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+        raise FileError(dest, f"a folder that is no earlier {what} (it holds {shown}); a {what} replaces its {owns}: "
+                              "name a new or empty folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    write_if_changed(dest / mark, f"pinbench writes a {what} here\n")
+
+
 def write_if_changed(path: Path | str, data: str | bytes) -> Path:
     """``write_atomic``, unless ``path`` is a regular file that already holds exactly these bytes: a rerun that
     changed nothing leaves its outputs (and their mtimes) as they were."""

@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileState, exclusive, read_json_cache, sha256_file, write_json_cache
+from pinbench.core.files import (
+    FileState,
+    exclusive,
+    not_a_folder,
+    read_json_cache,
+    sha256_file,
+    write_json_cache,
+)
 from pinbench.core.runner import sample_id_problem
 from pinbench.core.task import Task
 
@@ -61,11 +68,18 @@ class InputFile:
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
     """Every entry under ``root`` named like an input (recursively, hidden ones skipped), by relative path.
 
-    Symlinked directories are not followed. RecipeError (one line) when ``root`` is not a directory, a folder
-    under it cannot be read, or nothing is named like an input; ``what`` names the inputs in those messages.
+    Symlinked directories are not followed. RecipeError (one line) when ``root`` is absent or no directory (a file
+    or FIFO is named as what it is), a folder under it cannot be read, or nothing is named like an input; ``what``
+    names the inputs in those messages.
     """
-    if not root.is_dir():
-        raise RecipeError(f"{root}: {what} directory not found")
+    try:
+        kind = not_a_folder(os.stat(root).st_mode)
+    except FileNotFoundError:
+        raise RecipeError(f"{root}: {what} directory not found") from None
+    except OSError as exc:  # a symlink loop, a folder above it unreadable
+        raise RecipeError(f"{root}: cannot open the {what} directory ({exc.strerror})") from None
+    if kind:  # a video file or a FIFO named where its folder belongs: not "not found"
+        raise RecipeError(f"{root}: {kind}, not a directory; name the folder that holds the {what}")
 
     def unreadable(exc: OSError) -> None:
         raise RecipeError(f"{exc.filename}: cannot list the {what} folder ({exc.strerror})")

@@ -26,5 +26,6 @@ def checkpoint_name_problem(name: Any) -> str | None:
 def recipe_name_problem(name: Any) -> str | None:
     """Why ``name`` cannot be a recipe's name as a scorecard or reference records it, or None."""
     if not isinstance(name, str) or not RECIPE_NAME.fullmatch(name):
-        return f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words"
+        return (f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words, "
+                "starting with a letter")
     return None

@@ -34,6 +34,7 @@ ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
 SUFFIX = ".jsonl"
+_SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
 def cache_dir() -> Path | None:
@@ -43,6 +44,9 @@ def cache_dir() -> Path | None:
     value = os.environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
+    if value.lower() in _SWITCH_WORDS:  # meant as a switch, it was a folder of that name in the working directory
+        raise ValueError(f"${ENV}={value!r}: a folder or 'off', not a switch; 'off' turns the sample cache off, "
+                         "unset it for the default")
     root = expand_user(value, f"${ENV}") if value else cache_root() / "samples"
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder

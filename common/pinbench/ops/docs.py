@@ -36,8 +36,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_SAMPLE_CACHE": ("`run`", "the sample cache's folder, where any run directory finds finished samples "
                                        "of the same inputs and code (`pinbench cache show`); default `samples/` "
                                        "under the cache root, a path a cluster shares works too; `off`: none; a "
-                                       "path that exists but is no folder (a file, a FIFO) stops `run` and `cache` "
-                                       "in one line naming it"),
+                                       "path that exists but is no folder (a file, a FIFO), or a switch word "
+                                       "(`false`, `0`, `no`), stops `run` and `cache` in one line naming it"),
     "PINBENCH_SAMPLE_CACHE_MB": ("`run`, `cache`", "the sample cache's bound in MiB (default 2048): least recently "
                                                    "used records go first, after a run stored some and on "
                                                    "`pinbench cache prune`"),

@@ -37,6 +37,8 @@ def new_token() -> str:
 
 def bind_loopback(port: int = 0) -> socket.socket:
     """A listening TCP socket on 127.0.0.1 only (``port`` 0: a free one)."""
+    if not 0 <= port <= 65535:  # bind() raised OverflowError: a traceback for `pinbench view --port 99999`
+        raise OSError(f"cannot listen on {HOST}:{port}: a port is 0 to 65535 (0: a free one)")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pinbench.core.files import FileState, cache_root, sha256_file, write_atomic, write_if_changed
+from pinbench.core.files import (
+    FileState,
+    cache_root,
+    claim_output_folder,
+    sha256_file,
+    write_atomic,
+    write_if_changed,
+)
 from pinbench.core.provenance import COMPACT_JSON
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
@@ -36,6 +43,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 CHUNK = 256  # samples per data file of a bundle
 PREVIEW_DIR = "view-previews"
+BUNDLE_MARK = ".pinbench-view"  # written first into a bundle's folder: a later bundle may write there again
 
 
 @dataclass(frozen=True)
@@ -205,7 +213,9 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     folder) links the originals that play as they are where they lie instead of copying them. Returns
     ``dest/index.html``."""
     media = MediaStore()
-    dest.mkdir(parents=True, exist_ok=True)
+    # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
+    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/",
+                        earlier=lambda folder: (folder / "media.json").is_file())
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
 

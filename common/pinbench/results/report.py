@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import pinbench
-from pinbench.core.files import loads_finite_json, read_regular_text, write_atomic, write_if_changed
+from pinbench.core.files import (
+    claim_output_folder,
+    loads_finite_json,
+    read_regular_text,
+    write_atomic,
+    write_if_changed,
+)
 from pinbench.core.jsonfields import TEXT, JsonBlock, spec
 from pinbench.core.notices import announced
 from pinbench.core.provenance import redactor, scrub
@@ -61,6 +67,8 @@ FIGURES_DIR = "figures"
 # Beside scorecard.json: the figures the recipe drew for the run, so that every report of it shows them, the run's
 # own report/ and `pinbench report`'s alike (one report, whichever way it is written).
 FIGURES_INDEX = "figures.json"
+REPORT_MARK = ".pinbench-report"  # written first into a folder `pinbench report --out` names
+_FOOTER = '<footer class="muted"><p>pinbench '  # every report page's footer (report.html.j2)
 _FIGURES_FORMAT = 1
 TOP_LEVEL = "top level"  # the group of metrics whose name has no "/"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -740,6 +748,14 @@ def _environment() -> Any:
     env.filters["num"] = _num
     env.filters["breakable"] = _breakable
     return env
+
+
+def claim_report_folder(out_dir: Path) -> None:
+    """The folder a user names for a report (``report --out``, ``compare --report``): new, empty, or an earlier
+    report (its mark, or a report page from before the mark, such as a run's own report/). Why: a report replaces
+    index.html and deletes every PNG of figures/ it did not draw; a folder of the user's lost both, silently."""
+    claim_output_folder(out_dir, REPORT_MARK, "report", "index.html and figures/",
+                        earlier=lambda folder: _FOOTER in (read_regular_text(folder / "index.html") or ""))
 
 
 @announced(lambda scorecards, out_dir, **kw: f"report: {Path(out_dir) / 'index.html'}")
