@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pinbench.core.run import FAILURES_FILE, summarize_failures
+from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import Failure
 from pinbench.ops.watch import Watcher, bytes_under, files_since, tail, wait_watched
 
@@ -108,6 +109,23 @@ def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Pat
     lines = summarize_failures(card, tmp_path)
     path = tmp_path / FAILURES_FILE
     assert lines[0] == f"failed: 6 sample(s) and 1 derived record(s) in 3 metric(s); full list: {path}"
+
+
+def test_failed_samples_that_only_derived_metrics_read_are_counted_and_listed(tmp_path: Path) -> None:
+    """CameraBench's metrics are all derived (splits, skills): 3 failed samples had read "failed: 0 sample(s) and 3
+    derived record(s)", with none of them in failures.tsv. A sample a metric already names is listed once."""
+    splits = [Failure(f"split_{i}", f"1 of 9 samples not scored: s{i} (nan)") for i in range(3)]
+    card = SimpleNamespace(metrics={"ap": SimpleNamespace(failed=splits, missing=None, records="derived"),
+                                    "f1": SimpleNamespace(failed=[Failure("s9", "bad")], missing=None, records=None)})
+    failed = [SampleRecord(f"s{i}", "failed", None, f"Script1Failed: score {i} is nan", "0" * 64, 0.0)
+              for i in (0, 1, 2, 9)]
+    lines = summarize_failures(card, tmp_path, failed)
+    path = tmp_path / FAILURES_FILE
+    assert lines[0] == f"failed: 4 sample(s) and 3 derived record(s) in 2 metric(s); full list: {path}"
+    assert lines[1] == "  s0 (-): Script1Failed: score 0 is nan"
+    rows = path.read_text().splitlines()
+    assert rows[1:4] == [f"s{i}\t-\tScript1Failed: score {i} is nan" for i in range(3)]
+    assert [row.split("\t")[0] for row in rows].count("s9") == 1
 
 
 def test_one_progress_display_for_samples_and_watched_steps() -> None:

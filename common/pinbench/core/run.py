@@ -388,7 +388,7 @@ class Run:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
 
-        reference, outcome = self._verdict(card, ref_path)
+        reference, outcome = self._verdict(card, ref_path, [record for record in records if not record.ok])
         if not kept and self._report is not None:
             report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
                                        samples=[*records, *derived],
@@ -406,7 +406,8 @@ class Run:
             return None
         return self.recipe.reference_path(self.cfg.checkpoint, self.cfg.mode)
 
-    def _verdict(self, card: Scorecard, ref_path: Path | None) -> tuple[Reference | None, RunOutcome]:
+    def _verdict(self, card: Scorecard, ref_path: Path | None,
+                 failed: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
         """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
         to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
         recipe, cfg = self.recipe, self.cfg
@@ -419,7 +420,7 @@ class Run:
             exit_code, message = result.exit_code, render_diff(result)
         write_if_changed(self.out_dir / "diff.txt", message + "\n")
         print(message, flush=True)
-        for line in summarize_failures(card, self.out_dir):
+        for line in summarize_failures(card, self.out_dir, failed):
             print(line, flush=True)
         return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
                                      diff=result, message=message)
@@ -435,7 +436,7 @@ class Run:
               f"code and options as {rerun.RERUN_FILE} records them): scorecard and report kept", flush=True)
         for relative in manifest.manifests:
             renew_manifest(self.out_dir / relative)
-        outcome = self._verdict(card, self._reference_path())[1]
+        outcome = self._verdict(card, self._reference_path(), ())[1]   # kept only when complete: none failed
         return dataclasses.replace(outcome, report_path=self.out_dir / REPORT)
 
 
@@ -468,9 +469,12 @@ class _NotGenerated:
         return self.fn(task)
 
 
-def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
-    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``; the lines to print:
-    how many samples failed, up to five of them with their one-line reason, and where the full list is."""
+def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRecord] = ()) -> list[str]:
+    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``, and each of the ``failed``
+    sample records that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
+    CameraBench's splits are); the lines to print: how many samples failed, up to five of them with their one-line
+    reason, and where the full list is. Why the records: a run whose metrics are all derived said "failed: 0
+    sample(s) and 3 derived record(s)" for 3 failed samples, and its list named none of them."""
     rows: list[tuple[str, str, str]] = []
     derived: set[str] = set()   # ids of derived records (a suite's scores), counted apart from the samples
     for name, metric in card.metrics.items():
@@ -478,6 +482,8 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
         rows += [(sample, name, "missing: no record for this sample") for sample in metric.missing or ()]
         if metric.records == "derived":
             derived.update(f.sample_id for f in metric.failed)
+    named = {sample for sample, _, _ in rows} - derived
+    rows[:0] = [(r.sample_id, "-", r.error or "failed") for r in failed if r.sample_id not in named]
     path = out_dir / FAILURES_FILE
     if not rows:
         path.unlink(missing_ok=True)
@@ -489,7 +495,7 @@ def summarize_failures(card: Scorecard, out_dir: Path) -> list[str]:
         first.setdefault(sample, (metric, reason))
     n_derived = len(derived & first.keys())
     counted = f"{len(first) - n_derived} sample(s)" + (f" and {n_derived} derived record(s)" if n_derived else "")
-    lines = [f"failed: {counted} in {len({m for _, m, _ in clean})} metric(s); full list: {path}"]
+    lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s); full list: {path}"]
     lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:
