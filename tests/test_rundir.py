@@ -21,7 +21,15 @@ import pytest
 
 from pinbench import cli
 from pinbench.core.config import RunConfig, Shard
-from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, TOKEN_ENV, RunDirError, claim_run_dir, lock_name
+from pinbench.core.rundir import (
+    IDENTITY_FILE,
+    LOCK_DIR,
+    TOKEN_ENV,
+    RunDirError,
+    _refuse_foreign,
+    claim_run_dir,
+    lock_name,
+)
 
 HOLD = textwrap.dedent("""
     import sys, time
@@ -92,10 +100,16 @@ def _refused(cfg: RunConfig, match: str) -> str:
     return message
 
 
+def _keep(out: Path) -> None:
+    """What a run keeps once it has computed a sample: its store's log."""
+    (out / "samples").mkdir(exist_ok=True)
+    (out / "samples" / "run.jsonl").write_text("")
+
+
 def test_identity_is_recorded_and_another_run_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with claim_run_dir(_cfg(out), env={}):
-        pass
+        _keep(out)
     assert json.loads((out / IDENTITY_FILE).read_text()) == {"recipe": "toy-bench", "checkpoint": "Toy-Nano",
                                                              "mode": "smoke", "inputs": {}}
     _refused(_cfg(out, recipe="other-bench"), r"holds the run of toy-bench / Toy-Nano \(smoke\).*not other-bench")
@@ -140,6 +154,51 @@ def test_what_stands_in_the_way_of_the_run_directory_is_named(tmp_path: Path) ->
     assert message.startswith(f"{tmp_path / 'run' / LOCK_DIR}: exists and is not a directory")
 
 
+def test_a_run_that_kept_nothing_binds_nothing(tmp_path: Path, holders: list[Holder],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A run refused at its inputs (-o videos= naming a file) had written pinbench-run.json, and the corrected
+    command was refused: "holds the run of other inputs" about a directory holding no sample. Live, it still binds."""
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+    with claim_run_dir(_cfg(out, recipe="other-bench"), env={}):
+        pass
+    assert json.loads((out / IDENTITY_FILE).read_text())["recipe"] == "other-bench"
+    assert "held the run of toy-bench / Toy-Nano (smoke), which kept nothing" in capsys.readouterr().err
+    (out / "scorecard.json").write_text("{}")   # a scorecard binds it as a sample store does
+    _refused(_cfg(out), "holds the run of other-bench")
+    busy = tmp_path / "busy"
+    holders.append(Holder(busy))
+    _refused(_cfg(busy, recipe="other-bench"), "holds the run of toy-bench")
+
+
+def test_a_folder_of_the_users_is_no_run_directory(tmp_path: Path) -> None:
+    """--out naming a folder of the user's had its scorecard.json replaced (exit 0), and --out / wrote a run into /:
+    a folder holding files and none of a run's is refused before anything is written in it."""
+    mine = tmp_path / "paper"
+    mine.mkdir()
+    (mine / "scorecard.json").write_text("keep")
+    (mine / "notes.md").write_text("keep")
+    message = _refused(_cfg(mine), "no run directory")
+    assert message == (f"{mine}: a folder that is no run directory (it holds notes.md, scorecard.json); a run writes "
+                       "scorecard.json, samples.jsonl and report/ there: pass a new or empty folder as --out")
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.md", "scorecard.json"]   # no .pinbench-locks either
+    assert (mine / "scorecard.json").read_text() == "keep"
+    with pytest.raises(RunDirError, match="^/: a folder that is no run directory"):
+        _refuse_foreign(Path("/"))
+    (tmp_path / "empty").mkdir()
+    with claim_run_dir(_cfg(tmp_path / "empty"), env={}):   # an empty folder is a new run directory
+        pass
+
+
+def test_out_below_a_file_names_that_file(tmp_path: Path) -> None:
+    """It named afile/sub/.pinbench-locks ('Not a directory'), not the file in the way."""
+    (tmp_path / "afile").write_text("x")
+    message = _refused(_cfg(tmp_path / "afile" / "sub"), "not a folder")
+    assert message == (f"{tmp_path / 'afile' / 'sub'}: its parent {tmp_path / 'afile'} is a regular file, not a "
+                       "folder; --out names a run directory")
+
+
 @pytest.mark.parametrize(("shard", "entry", "kind", "said"), [
     (None, "scorecard.json", "folder", "a folder where the run writes a file"),
     (None, "report", "file", "a regular file where the run keeps a folder"),
@@ -155,8 +214,10 @@ def test_an_entry_the_run_writes_of_the_other_kind_is_named_before_anything_runs
     ...", "[Errno 17] File exists: '.../shards'" or "[Errno 20] Not a directory: '.../report/figures'"; the claim
     it refuses leaves no lock behind, and a shard is refused only what it writes itself."""
     out = tmp_path / "run"
+    with claim_run_dir(_cfg(out, shard), env={}):   # a run directory, then the entry
+        pass
     path = out / entry
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     {"folder": path.mkdir, "file": lambda: path.write_text(""), "fifo": lambda: os.mkfifo(path),
      "dangling": lambda: path.symlink_to(tmp_path / "nowhere")}[kind]()
     assert _refused(_cfg(out, shard), "move it away") == f"{path}: {said}; move it away"
@@ -268,7 +329,7 @@ def test_a_second_recipe_in_the_same_out_is_refused_before_its_code_runs(tmp_pat
     """The issue's case: the dynamic-degree fixture scored PAI-Bench-C's videos in a shared --out."""
     out = tmp_path / "shared"
     with claim_run_dir(_cfg(out, recipe="paibench-c", checkpoint="fixture", fixture=True), env={}):
-        pass
+        _keep(out)
     before = sorted(p.name for p in out.iterdir())
     code, err = _cli(capsys, "run", "dynamic-degree", "--fixture", "--out", out)
     assert code == 2 and "holds the run of paibench-c / fixture (fixture)" in err
@@ -349,7 +410,7 @@ def test_a_run_on_other_inputs_is_refused_and_names_what_differs(tmp_path: Path)
     out = tmp_path / "run"
     first = recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={})
     with claim_run_dir(first, env={}):
-        pass
+        _keep(out)
     assert json.loads((out / IDENTITY_FILE).read_text())["inputs"]["videos"]["value"] == str(videos)
     other = _videos(tmp_path / "other", 2)
     message = _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(other)}, env={}),

@@ -70,6 +70,19 @@ def not_a_folder(mode: int) -> str | None:
     return (not_regular(mode) or "a regular file").removeprefix("is ")
 
 
+def blocking_parent(path: Path) -> tuple[Path, str] | None:
+    """The nearest existing parent of ``path`` and what it is, when it is no folder (a file, a FIFO): what stops
+    ``path``'s folders being made. The mkdir said only 'Not a directory', naming ``path`` or its own child."""
+    for parent in path.parents:
+        try:
+            mode = parent.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        kind = not_a_folder(mode)
+        return None if kind is None else (parent, kind)
+    return None
+
+
 def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks: bool = True,
                  mode: int = 0o666) -> int:
     """A descriptor of the regular file ``path`` (``flags``: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...), or

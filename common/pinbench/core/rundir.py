@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pinbench.core.config import RecipeError
 from pinbench.core.files import (
     FileError,
+    blocking_parent,
     creation_mode,
     not_a_folder,
     not_regular,
@@ -51,13 +52,14 @@ from pinbench.core.files import (
 )
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import manifest_path
-from pinbench.core.store import SAMPLES_DIR, log_name
+from pinbench.core.store import SAMPLES_DIR, log_name, store_folders
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
 
 IDENTITY_FILE = "pinbench-run.json"
 LOCK_DIR = ".pinbench-locks"
+SLURM_DIR = "slurm"   # ``pinbench submit``'s scripts and logs, written before its jobs claim the directory
 TOKEN_ENV = "PINBENCH_RUN_LOCK"
 UNSHARDED = "run"
 IDENTITY_KEYS = ("recipe", "checkpoint", "mode")
@@ -127,8 +129,13 @@ def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | No
     return found
 
 
-def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
-    found = check_owner(out_dir, wanted)
+def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path) -> None:
+    found, _ = read_identity(out_dir)
+    if found is not None and not _holds_results(out_dir) and not _live_locks(lock_dir, take_over=False):
+        print(f"pinbench: {out_dir}: held the run of {_describe(found)}, which kept nothing (no samples, no "
+              "scorecard): now this run's", file=sys.stderr, flush=True)
+        found = None   # a run that stopped before it kept anything (its inputs refused, say) binds nothing
+    found = check_owner(out_dir, wanted) if found is not None else None
     if found is None:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
         return
@@ -139,6 +146,33 @@ def _check_identity(out_dir: Path, wanted: Mapping[str, Any]) -> None:
                           f"{aside_path(out_dir).name} beside it (nothing is deleted)")
     if not (out_dir / IDENTITY_FILE).exists() or "inputs" not in found:
         write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+
+
+def _holds_results(out_dir: Path) -> bool:
+    """Whether a run directory keeps anything a run made: a sample store (``samples``, a step's), a scorecard."""
+    try:
+        stores = store_folders(out_dir)
+    except FileError:   # a step's store linked from elsewhere: the claim's checks name it
+        return True
+    return bool(stores) or os.path.lexists(out_dir / "scorecard.json")
+
+
+def _refuse_foreign(out_dir: Path) -> None:
+    """RunDirError for an ``--out`` that is a folder of the user's: it holds files and none of a run's (a run
+    writes scorecard.json, samples.jsonl, report/ there, over whatever has those names). Before, a folder holding
+    the user's own scorecard.json had it replaced, exit 0, and ``--out /`` wrote a run into /."""
+    try:
+        entries = sorted(os.listdir(out_dir))
+    except OSError:   # absent, or no folder: claim_run_dir names it
+        return
+    ours = (IDENTITY_FILE, LOCK_DIR, SAMPLES_DIR, SLURM_DIR)
+    if not entries or any(e in ours or e.startswith(f".{IDENTITY_FILE}.") for e in entries):
+        return
+    if read_identity(out_dir)[0] is not None:   # a run directory from before pinbench-run.json: its scorecard says
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise RunDirError(f"{out_dir}: a folder that is no run directory (it holds {shown}); a run writes "
+                      "scorecard.json, samples.jsonl and report/ there: pass a new or empty folder as --out")
 
 
 def input_changes(found: Any, wanted: Mapping[str, Mapping[str, str]]) -> list[str]:
@@ -347,6 +381,10 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             raise RunDirError(f"{path}: a dangling symlink (to {os.readlink(path)}); --out names a run directory")
         if path.exists() and not path.is_dir():
             raise RunDirError(f"{path}: exists and is not a directory; --out names a run directory")
+    if (blocked := blocking_parent(out_dir)) is not None:
+        raise RunDirError(f"{out_dir}: its parent {blocked[0]} is {blocked[1]}, not a folder; --out names a run "
+                          "directory")
+    _refuse_foreign(out_dir)
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -356,7 +394,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
     with _mutex(lock_dir):
         for name in (IDENTITY_FILE, path.name):  # written only under this mutex: any temporary left is a dead writer's
             sweep_temporaries(lock_dir if name == path.name else out_dir, name)
-        _check_identity(out_dir, run_identity(cfg))
+        _check_identity(out_dir, run_identity(cfg), lock_dir)
         live = _live_locks(lock_dir)
         held = live.get(mine, (path, None))[1]
         if held is not None and (held.get("token") == env.get(TOKEN_ENV)

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from pinbench.core.files import FileError, not_a_folder, not_regular, open_regular, read_json_object
+from pinbench.core.files import FileError, blocking_parent, not_a_folder, not_regular, open_regular, read_json_object
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 
@@ -455,14 +455,8 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
 def _check_parents(dest: Path) -> None:
     """The nearest existing parent of ``dest`` is a folder: a file or a FIFO there had read 'cannot write afile (File
     exists)', from the mkdir of the folders above DEST."""
-    for parent in dest.parents:
-        try:
-            mode = parent.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if (kind := not_a_folder(mode)) is not None:
-            raise ExportError(f"{dest}: its parent {parent} is {kind}, not a folder")
-        return
+    if (blocked := blocking_parent(dest)) is not None:
+        raise ExportError(f"{dest}: its parent {blocked[0]} is {blocked[1]}, not a folder")
 
 
 def _taken(dest: Path) -> str:

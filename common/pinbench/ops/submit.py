@@ -37,7 +37,7 @@ from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.recipe import Recipe, scale_out_problem
-from pinbench.core.rundir import check_owner
+from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import stages_for
@@ -52,7 +52,6 @@ from pinbench.ops.job_command import (
     shell_line,
 )
 
-SLURM_DIR = "slurm"
 SUBMISSIONS = "submissions.jsonl"
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
