@@ -275,7 +275,7 @@ def test_results_of_an_earlier_run_are_not_shown_as_this_runs(client: FakeDocker
     import os
 
     out = tmp_path / "out"
-    out.mkdir()
+    (out / "samples").mkdir(parents=True)   # an earlier run's directory: its store and scorecard
     (out / "scorecard.json").write_text("{}")
     os.utime(out / "scorecard.json", (1, 1))
     client.exit_codes = {"score": 2}

@@ -22,6 +22,7 @@ from typing import Any
 
 from pinbench.core.files import exclusive, read_regular_text, write_atomic
 
+FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
 STAMP = "fixture.json"
 
 

@@ -42,6 +42,7 @@ from pinbench.core import rerun
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
+from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.generation import Generated, Generator, Request
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
@@ -86,7 +87,6 @@ from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 from pinbench.core.task import Task
 
 T = TypeVar("T")
-FIXTURE_DIR = "fixture_data"
 ROLLOUTS = "rollouts"       # a generating run's rollouts, in the layout its recipe scores
 GENERATION = "generation"   # its requests, the files they name, and the generation step's records
 FAILURES_FILE = "failures.tsv"

@@ -50,6 +50,7 @@ from pinbench.core.files import (
     sweep_temporaries,
     write_atomic,
 )
+from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.provenance import redact
 from pinbench.core.shard_manifest import manifest_path
 from pinbench.core.store import SAMPLES_DIR, log_name, store_folders
@@ -165,8 +166,8 @@ def _refuse_foreign(out_dir: Path) -> None:
         entries = sorted(os.listdir(out_dir))
     except OSError:   # absent, or no folder: claim_run_dir names it
         return
-    ours = (IDENTITY_FILE, LOCK_DIR, SAMPLES_DIR, SLURM_DIR)
-    if not entries or any(e in ours or e.startswith(f".{IDENTITY_FILE}.") for e in entries):
+    ours = (IDENTITY_FILE, LOCK_DIR, SAMPLES_DIR, SLURM_DIR, FIXTURE_DIR)
+    if not entries or any(e in ours or e.startswith((f".{IDENTITY_FILE}.", f".{FIXTURE_DIR}.")) for e in entries):
         return
     if read_identity(out_dir)[0] is not None:   # a run directory from before pinbench-run.json: its scorecard says
         return
