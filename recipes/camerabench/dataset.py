@@ -58,7 +58,7 @@ class DatasetError(ValueError):
 class BinarySample:
     sample_id: str
     split: str
-    index: int  # line number in <Split>.jsonl, 0-based
+    index: int  # row number in <Split>.jsonl, 0-based (blank lines not counted)
     video: str
     question: str
     label: int  # 1 for "Yes", 0 for "No"
@@ -309,7 +309,7 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
         raise DatasetError(f"{folder}: no skill folders")
     pairs = []
     for skill_dir in skills:
-        seen: dict[tuple[str, str, str, str], str] = {}   # pair key -> file:line where it is
+        seen: dict[tuple[str, str, str, str], tuple[Path, int]] = {}   # pair key -> the file and line it is on
         skill = skill_dir.name
         for path in _jsonl_files(skill_dir):
             task = path.stem   # once per file: a Path's stem is computed anew on every access
@@ -320,9 +320,9 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
                 key = pair.key
                 first = seen.get(key)
                 if first is not None:
-                    raise DatasetError(f"{path}:{line}: same videos and questions as {first}; "
+                    raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
                                        "score file rows could not be told apart")
-                seen[key] = f"{path}:{line}"
+                seen[key] = (path, line)
                 pairs.append(pair)
     return pairs
 

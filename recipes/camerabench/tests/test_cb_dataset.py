@@ -135,6 +135,16 @@ def test_malformed_vqa_rows_name_file_and_line(data_dir: Path, edit, message: st
     assert str(info.value) == f"{path}:2: {message}"
 
 
+def test_a_bad_row_after_a_blank_line_is_named_by_its_line_in_the_file(data_dir: Path) -> None:
+    """Rows were named by their count (index + 1), one line short of the file's line after each blank line."""
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "", lines[1], lines[1]]) + "\n")
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value).startswith(f"{path}:4: video ") and "already at line 3;" in str(info.value)
+
+
 def test_a_vqa_task_file_name_too_long_for_a_sample_id_is_refused(data_dir: Path) -> None:
     folder = data_dir / "vqa_and_retrieval" / "motion_direction"
     path = (folder / "tilt_up_vs_tilt_down.jsonl").rename(folder / ("t" * 190 + ".jsonl"))
