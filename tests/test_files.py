@@ -127,6 +127,51 @@ def test_jsonl_lines_end_at_cr_lf_and_lone_cr_and_errors_count_them(tmp_path: Pa
         files.parse_finite_jsonl(text + '{"a": \r', tmp_path / "x.jsonl", lambda value: value, "row")
 
 
+def test_a_raw_unicode_line_separator_inside_a_string_stays_in_its_row(tmp_path: Path) -> None:
+    """``json.dumps(ensure_ascii=False)`` leaves U+2028, U+2029 and U+0085 raw inside strings, where
+    ``str.splitlines`` split the row (the recipes' readers then refused valid data as unterminated strings)."""
+    rows = [{"q": f"a{sep}b", "n": n} for n, sep in enumerate("\u2028\u2029\x85")]
+    path = tmp_path / "x.jsonl"
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    assert list(files.iter_jsonl(path)) == list(enumerate(rows, start=1))
+    assert files.read_finite_jsonl(path, lambda value: value, "row") == rows
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_number_in_a_jsonl_row_is_refused_naming_file_and_line(tmp_path: Path, literal: str) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": ' + literal + "}\n")
+    with pytest.raises(files.FileError) as info:
+        list(files.iter_jsonl(path, "row"))
+    assert str(info.value).startswith(f"{path}:3: bad row: holds the non-finite number {literal}")
+    assert "\n" not in str(info.value)
+
+
+def test_a_jsonl_line_that_is_no_object_or_no_json_is_named_by_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\r\n[1]\n')
+    with pytest.raises(files.FileError, match=rf"^{path}:2: expected a JSON object, got list$"):
+        list(files.iter_jsonl(path))
+    path.write_text('{"a": 1}\r{"a": }\n')
+    with pytest.raises(files.FileError, match=rf"^{path}:2: invalid JSON: Expecting value \(column 7\)$"):
+        list(files.iter_jsonl(path))
+
+
+def _raised(call: Callable[[], object]) -> str:
+    """The one line of the ValueError ``call()`` raises."""
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)
+
+
+def test_a_jsonl_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    """``read_finite_jsonl`` read with ``read_text``, which waits for a writer to a FIFO that never comes."""
+    fifo = tmp_path / "x.jsonl"
+    os.mkfifo(fifo)
+    for read in (lambda: list(files.iter_jsonl(fifo)), lambda: files.read_finite_jsonl(fifo, lambda v: v, "row")):
+        assert _load_within(lambda read=read: _raised(read), fifo) == f"{fifo}: a FIFO (named pipe), not a regular file"
+
+
 # ------------------------------------------------------------------------------------ tolerant JSON caches
 
 def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:
@@ -161,10 +206,10 @@ def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
     assert entries["a"][0] is entries["b"][0] is entries["c"][1] and entries["a"][1] is entries["c"][0]
 
 
-def _load_within(load: Callable[[], dict], fifo: Path | None, seconds: float = 10.0) -> dict:
+def _load_within(load: Callable[[], object], fifo: Path | None, seconds: float = 10.0) -> object:
     """``load()`` in a thread; fails the test when it is still running after ``seconds`` (blocked on ``fifo``, which
     is then opened for writing so that the thread ends)."""
-    found: list[dict] = []
+    found: list[object] = []
     thread = threading.Thread(target=lambda: found.append(load()), daemon=True)
     thread.start()
     thread.join(seconds)

@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import FileError, iter_jsonl
 from pinbench.core.runner import check_sample_id
 
 FAMILIES = ("binary", "vqa", "caption")
@@ -57,7 +58,7 @@ class DatasetError(ValueError):
 class BinarySample:
     sample_id: str
     split: str
-    index: int  # line number in <Split>.jsonl, 0-based
+    index: int  # row number in <Split>.jsonl, 0-based (blank lines not counted)
     video: str
     question: str
     label: int  # 1 for "Yes", 0 for "No"
@@ -191,42 +192,14 @@ def video_stem(name: str) -> str:
     return name[: -len(VIDEO_SUFFIX)] if name.endswith(VIDEO_SUFFIX) else name
 
 
-_SCAN = json.JSONDecoder().scan_once   # the C scanner json.loads runs, without its per-call wrapper
-
-
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The file's objects one at a time: a row is dropped once its sample is made (at 10x, holding a file's rows
-    as a list of dicts was most of the load's peak memory). A line the scanner takes whole as one object is that
-    object, as json.loads would make it (at 10x, 0.14 s for every line against json.loads' 0.20 s); any other goes
-    through ``_checked_line``, which skips it or names it by its line number."""
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of the file's rows one at a time (``files.iter_jsonl``): a row is dropped once its
+    sample is made (at 10x, holding a file's rows as a list of dicts was most of the load's peak memory);
+    DatasetError, one line naming the file and line, for what it refuses."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: unreadable: {exc}") from None
-    scan = _SCAN
-    for lineno, line in enumerate(lines, start=1):
-        try:
-            row, end = scan(line, 0)
-        except (StopIteration, ValueError):   # no value at column 0 (blank, leading space, BOM), or invalid JSON
-            row, end = None, -1
-        if end != len(line) or type(row) is not dict:
-            row = _checked_line(path, lineno, line)
-            if row is None:
-                continue
-        yield row
-
-
-def _checked_line(path: Path, lineno: int, line: str) -> dict[str, Any] | None:
-    """A line as json.loads reads it: None when blank, else its object; DatasetError naming the line otherwise."""
-    if not line.strip():
-        return None
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-    if not isinstance(row, dict):
-        raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-    return row
+        yield from iter_jsonl(path)
+    except FileError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def _field(row: dict[str, Any], key: str, where: str) -> str:
@@ -288,11 +261,11 @@ def _load_binary(folder: Path) -> list[BinarySample]:
     for path in _jsonl_files(folder):
         split = path.stem
         prefix = f"binary__{split}__"
-        seen: dict[str, int] = {}
-        for index, row in enumerate(_read_jsonl(path)):
+        seen: dict[str, int] = {}   # video -> its line
+        for index, (line, row) in enumerate(_read_jsonl(path)):
             sample = (_sound_binary(row, split, prefix, index, seen)
-                      or _checked_binary(row, path, split, index, seen))
-            seen[sample.video] = index
+                      or _checked_binary(row, f"{path}:{line}", split, index, seen))
+            seen[sample.video] = line
             samples.append(sample)
     return samples
 
@@ -313,15 +286,14 @@ def _sound_binary(row: dict[str, Any], split: str, prefix: str, index: int,
                         question=sys.intern(question), label=1 if label == "Yes" else 0)
 
 
-def _checked_binary(row: dict[str, Any], path: Path, split: str, index: int, seen: dict[str, int]) -> BinarySample:
-    """The sample, checked field by field: DatasetError naming the line and the first thing wrong."""
-    where = f"{path}:{index + 1}"
+def _checked_binary(row: dict[str, Any], where: str, split: str, index: int, seen: dict[str, int]) -> BinarySample:
+    """The sample, checked field by field: DatasetError naming ``where`` (file:line) and the first thing wrong."""
     video = _video(row, "image", where)
     label_text = _field(row, "label", where)
     if label_text not in ("Yes", "No"):
         raise DatasetError(f"{where}: label {label_text!r} is neither 'Yes' nor 'No'")
     if video in seen:
-        raise DatasetError(f"{where}: video {video} already at line {seen[video] + 1}; "
+        raise DatasetError(f"{where}: video {video} already at line {seen[video]}; "
                            "sample ids need unique videos within a split")
     return BinarySample(
         sample_id=_sample_id(f"binary__{split}__{video_stem(video)}", where), split=split,
@@ -337,21 +309,20 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
         raise DatasetError(f"{folder}: no skill folders")
     pairs = []
     for skill_dir in skills:
-        seen: dict[tuple[str, str, str, str], VqaPair] = {}
-        files: dict[str, Path] = {}   # task -> its file: where a pair seen before is
+        seen: dict[tuple[str, str, str, str], tuple[Path, int]] = {}   # pair key -> the file and line it is on
         skill = skill_dir.name
         for path in _jsonl_files(skill_dir):
             task = path.stem   # once per file: a Path's stem is computed anew on every access
-            files[task] = path
             prefix = f"vqa__{skill}__{task}__"
-            for index, row in enumerate(_read_jsonl(path)):
-                pair = _sound_pair(row, skill, task, prefix, index) or _checked_pair(row, path, skill, task, index)
+            for index, (line, row) in enumerate(_read_jsonl(path)):
+                pair = (_sound_pair(row, skill, task, prefix, index)
+                        or _checked_pair(row, f"{path}:{line}", skill, task, index))
                 key = pair.key
                 first = seen.get(key)
                 if first is not None:
-                    raise DatasetError(f"{path}:{index + 1}: same videos and questions as {files[first.task]}:"
-                                       f"{first.index + 1}; score file rows could not be told apart")
-                seen[key] = pair
+                    raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
+                                       "score file rows could not be told apart")
+                seen[key] = (path, line)
                 pairs.append(pair)
     return pairs
 
@@ -373,9 +344,8 @@ def _sound_pair(row: dict[str, Any], skill: str, task: str, prefix: str, index: 
                    neg_question=sys.intern(neg_question))
 
 
-def _checked_pair(row: dict[str, Any], path: Path, skill: str, task: str, index: int) -> VqaPair:
-    """The pair, checked field by field: DatasetError naming the line and the first thing wrong."""
-    where = f"{path}:{index + 1}"
+def _checked_pair(row: dict[str, Any], where: str, skill: str, task: str, index: int) -> VqaPair:
+    """The pair, checked field by field: DatasetError naming ``where`` (file:line) and the first thing wrong."""
     return VqaPair(
         sample_id=_sample_id(f"vqa__{skill}__{task}__{index:04d}", where),
         skill=skill, task=task, index=index,

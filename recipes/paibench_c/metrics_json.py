@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import FileError, read_regular_bytes
+
 EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
 
@@ -73,18 +75,23 @@ def _why_not_scored(metric: str, value: Any) -> str | None:
     return None
 
 
+def _unread(reason: str) -> str:
+    """What the run says of a metrics.json ``read_regular_bytes`` could not read (its reason)."""
+    if reason == "file not found":
+        return "file not found (the evaluator did not finish)"
+    return reason if reason.startswith("unreadable") else "not a regular file"
+
+
 def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
                        metrics: Sequence[str] = EVALUATOR_METRICS) -> ModalityMetrics:
     """Parse one metrics.json against the tasks this run expects and the metrics its evaluator reports."""
     path = Path(path)
     try:
-        if path.exists() and not path.is_file():   # a FIFO would block the read, a folder raise
-            raise MetricsFileError(f"{path}: not a regular file")
-        data = json.loads(path.read_text(encoding="utf-8"))  # json accepts the NaN tokens pandas writes
-    except FileNotFoundError:
-        raise MetricsFileError(f"{path}: file not found (the evaluator did not finish)") from None
-    except OSError as exc:
-        raise MetricsFileError(f"{path}: unreadable: {exc.strerror or exc}") from None
+        # one open that refuses what is no regular file: a check before the read let a FIFO put there in between
+        # block it; json accepts the NaN tokens pandas writes
+        data = json.loads(read_regular_bytes(path).decode("utf-8"))
+    except FileError as exc:
+        raise MetricsFileError(f"{path}: {_unread(exc.reason)}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("per_video"), list):

@@ -7,15 +7,15 @@ prompt would silently change the test set, so every problem is one line naming t
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileError, read_regular_bytes
+from pinbench.core import files
+from pinbench.core.files import FileError
 
 SPLITS = ("t2v", "i2v")
 I2V_SETTINGS = ("rotation_90", "rotation_180", "rotation_360", "translation_90", "translation_180",
@@ -247,24 +247,13 @@ def _i2v_row(fields: _Fields, line: int) -> I2VRow:
     )
 
 
-def iter_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line; DatasetError names the file and line."""
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line (``files.iter_jsonl``: lines end at \\n and \\r only, so a
+    raw U+2028 inside a string stays in its row; finite numbers only); DatasetError names the file and line."""
     try:
-        text = read_regular_bytes(path).decode("utf-8")
+        yield from files.iter_jsonl(path)
     except FileError as exc:
         raise DatasetError(str(exc)) from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(data, dict):
-            raise DatasetError(f"{path}:{number}: expected a JSON object, got {type(data).__name__}")
-        yield number, data
 
 
 def read_rows(path: Path | str, split: str, paper: PaperSettings | None = None) -> list[Row]:

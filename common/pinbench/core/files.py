@@ -29,12 +29,15 @@ T = TypeVar("T")
 
 
 class FileError(ValueError):
-    """A data file is unreadable or invalid; ``str(e)`` is one line naming the file and the reason."""
+    """A data file is unreadable or invalid; ``str(e)`` is one line naming the file (and the line, when one is
+    to blame: ``x.jsonl:3: ...``) and the reason."""
 
-    def __init__(self, path: Path | str | None, reason: str):
+    def __init__(self, path: Path | str | None, reason: str, line: int | None = None):
         self.path = Path(path) if path is not None else None
         self.reason = reason
-        super().__init__(f"{path}: {reason}" if path is not None else reason)
+        self.line = line
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {reason}" if path is not None else reason)
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,8 @@ def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
         return read_regular_bytes(path).decode("utf-8")
     except FileError as exc:
         raise error(path, exc.reason) from None
-    except UnicodeDecodeError:
-        raise error(path, "not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise error(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def creation_mode() -> int:
@@ -362,16 +365,17 @@ _FINITE_DECODER = json.JSONDecoder(parse_constant=_non_finite_constant, parse_fl
 # Both are looked for in the text with every digit made 0, E made e and + dropped: an exponent is then the literal
 # "e000" (a search that skips ahead, 6 ms for CameraBench's 5.9 MB samples file, where [eE] tried at each of its
 # 434,597 e's took 33 ms). Dropping + can only find more (e++000), which sends a text to the hooked parser, never
-# fewer.
+# fewer. The test reads the text's UTF-8 bytes: ``str.translate`` of a text holding one non-ASCII character leaves
+# its fast path (230 ms for CameraBench's 4.8 MB of JSONL, which hold 24 such characters; 2 ms for the bytes).
 _PLAIN_DECODER = json.JSONDecoder(parse_constant=_non_finite_constant)
-_BIG_EXPONENT = re.compile(r"e0000*(?:[,\]}\s]|$)")
-_ZEROED = str.maketrans({**dict.fromkeys("123456789", "0"), "E": "e", "+": None})
+_BIG_EXPONENT = re.compile(rb"e0000*(?:[,\]}\s]|$)")
+_ZEROED = bytes.maketrans(b"123456789E", b"000000000e")
 
 
-def _may_overflow(text: str) -> bool:
-    """Whether a number in ``text`` may overflow to infinity (a whole file's text at once: one pass each)."""
-    zeroed = text.translate(_ZEROED)
-    return _BIG_EXPONENT.search(zeroed) is not None or "0" * 200 in zeroed
+def _may_overflow(data: bytes) -> bool:
+    """Whether a number in the UTF-8 ``data`` may overflow to infinity (a whole file at once: one pass each)."""
+    zeroed = data.translate(_ZEROED, b"+")
+    return _BIG_EXPONENT.search(zeroed) is not None or b"0" * 200 in zeroed
 
 
 def loads_finite_json(text: str) -> object:
@@ -389,21 +393,69 @@ def loads_finite_json(text: str) -> object:
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
 
 
-def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:
-    """Each non-blank line of a JSONL file's text (read from ``path``), parsed as ``read_finite_jsonl`` does.
+def _json_problem(exc: ValueError) -> str:
+    """What is wrong with a line json refused, without json's "line 1" (the line is named apart)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (column {exc.colno})"
+    return str(exc)   # a non-finite number (the decoders' hooks)
+
+
+def _jsonl_values(text: str, path: Path | str, what: str | None, scan: Callable[[str, int], tuple[object, int]]
+                  ) -> Iterator[tuple[int, object]]:
+    """(line number, value) of each non-blank line of a JSONL file's text (read from ``path``), one at a time;
+    FileError naming ``path``, the line and (``"bad <what>: "``) what was wrong there otherwise.
 
     Lines end at \\n, \\r\\n or \\r only, as the bytes are split: ``str.splitlines`` would also split at U+2028
-    and the other Unicode separators, which ``json.dumps(ensure_ascii=False)`` leaves raw inside strings; and a
-    blank line is one of ASCII whitespace, as ``bytes.strip`` sees it."""
-    items = []
-    loads = loads_finite_json if text.startswith("\ufeff") or _may_overflow(text) else _PLAIN_DECODER.decode
+    and the other Unicode separators, which ``json.dumps(ensure_ascii=False)`` leaves raw inside strings; a blank
+    line is one of ASCII whitespace, as ``bytes.strip`` sees it; numbers are finite (``loads_finite_json``).
+    Fast path: a line ``scan`` (a finite decoder's C scanner) takes whole as one value is that value, as ``decode``
+    would make it without its per-call wrapper (two whitespace matches and a check, most of the cost of a short
+    row); any other line is decoded alone: skipped when blank, else its value or its problem named by line."""
     if "\r" in text:   # one scan; the two replaces copied a samples file's 5.9 MB twice when it held none
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip(_ASCII_WHITESPACE):
-            continue
         try:
-            items.append(parse(loads(line)))
+            value, end = scan(line, 0)
+        except (StopIteration, ValueError):   # no value at column 0 (blank, leading space, BOM), bad JSON, NaN
+            end = -1
+        if end != len(line):
+            if not line.strip(_ASCII_WHITESPACE):
+                continue
+            try:
+                value = loads_finite_json(line)
+            except ValueError as exc:
+                reason = _json_problem(exc)
+                raise FileError(path, f"bad {what}: {reason}" if what else reason, line=lineno) from None
+        yield lineno, value
+
+
+def iter_jsonl(path: Path | str, what: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSONL data file, lazily: a caller that makes a small
+    record of each row holds one row at a time, never a list of them. Lines, blanks and numbers as in
+    ``_jsonl_values``; FileError, one line naming the file (and the line, and ``"bad <what>"``), when the file is
+    missing, not a regular file (a FIFO: never a hang), not UTF-8, or a line is not one JSON object.
+
+    Parsed with the float hook always: a data set's rows hold few numbers, and the hook costs only per float
+    literal, where the test that spares it (``_may_overflow``) costs a pass over the file (6 ms of CameraBench's
+    load, which holds no float at all)."""
+    path = Path(path)
+    for lineno, value in _jsonl_values(read_data_file(path), path, what, _FINITE_DECODER.scan_once):
+        if type(value) is not dict:
+            reason = f"expected a JSON object, got {type(value).__name__}"
+            raise FileError(path, f"bad {what}: {reason}" if what else reason, line=lineno)
+        yield lineno, value
+
+
+def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:
+    """Each non-blank line of a JSONL file's text (read from ``path``), parsed as ``_jsonl_values`` reads it
+    and then by ``parse``; ValueError (FileError for the JSON) names the file, the line and ``what`` was bad
+    there (``"sample record"``). Records hold many numbers: the float hook is used only where one may overflow."""
+    items = []
+    may_overflow = _may_overflow(text.encode("utf-8", "surrogatepass"))
+    scan = (_FINITE_DECODER if may_overflow else _PLAIN_DECODER).scan_once
+    for lineno, value in _jsonl_values(text, path, what, scan):
+        try:
+            items.append(parse(value))
         except ValueError as exc:
             raise ValueError(f"{path}:{lineno}: bad {what}: {exc}") from None
     return items
@@ -411,9 +463,10 @@ def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T]
 
 def read_finite_jsonl(path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:
     """Each non-blank line of a JSONL file, parsed with finite numbers only and then by ``parse``; ValueError
-    names the file, the line and ``what`` was bad there (``"sample record"``)."""
+    names the file, the line and ``what`` was bad there (``"sample record"``); FileError when the file cannot be
+    read (``read_data_file``: missing, a FIFO, not UTF-8)."""
     path = Path(path)
-    return parse_finite_jsonl(path.read_text(encoding="utf-8"), path, parse, what)
+    return parse_finite_jsonl(read_data_file(path), path, parse, what)
 
 
 def read_yaml(path: Path, error: type[FileError] = FileError) -> object:

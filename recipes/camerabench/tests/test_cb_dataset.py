@@ -87,13 +87,37 @@ def test_jsonl_lines_are_read_as_json_loads_reads_each_alone(data_dir: Path) -> 
     lines = path.read_text().splitlines()
     path.write_text("\n".join(["", "  " + lines[0], lines[1] + " \t", "   ", *lines[2:]]) + "\n")
     assert load_dataset(data_dir).binary == samples
-    for bad, message in [(lines[1] + "," + lines[2], "invalid JSON: Extra data"), ("1,2", "invalid JSON: Extra data"),
+    for bad, message in [(lines[1] + "," + lines[2], f"invalid JSON: Extra data (column {len(lines[1]) + 1})"),
+                         ("1,2", "invalid JSON: Extra data (column 2)"),
                          ("[" + lines[1] + "]", "expected a JSON object, got list"),
-                         ("\ufeff" + lines[1], "invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)")]:
+                         ("\ufeff" + lines[1],
+                          "invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) (column 1)")]:
         path.write_text("\n".join(["", lines[0], bad, *lines[1:]]) + "\n")
         with pytest.raises(DatasetError) as info:
             load_dataset(data_dir)
         assert str(info.value) == f"{path}:3: {message}"
+
+
+def test_a_raw_line_separator_inside_a_question_stays_in_its_row(data_dir: Path) -> None:
+    """``str.splitlines`` split a row at a raw U+2028 (as ``json.dumps(ensure_ascii=False)`` writes it): the load
+    refused the file as an unterminated string."""
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[1]["question"] = "Does the camera\u2028move in?"
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    samples = load_dataset(data_dir).split_samples("Move_In")
+    assert len(samples) == len(rows) and samples[1].question == "Does the camera\u2028move in?"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_number_in_a_row_is_refused_naming_file_and_line(data_dir: Path, value: float) -> None:
+    """Before: NaN and Infinity were taken as numbers, and a row holding one loaded as if it were sound."""
+    path = data_dir / "vqa_and_retrieval" / "complex_description" / "all.jsonl"
+    _rewrite(path, lambda rows: rows[1].update(score=value))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    literal = json.dumps(value)
+    assert str(info.value) == f"{path}:2: holds the non-finite number {literal}; only finite numbers are allowed"
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -109,6 +133,16 @@ def test_malformed_vqa_rows_name_file_and_line(data_dir: Path, edit, message: st
     with pytest.raises(DatasetError) as info:
         load_dataset(data_dir)
     assert str(info.value) == f"{path}:2: {message}"
+
+
+def test_a_bad_row_after_a_blank_line_is_named_by_its_line_in_the_file(data_dir: Path) -> None:
+    """Rows were named by their count (index + 1), one line short of the file's line after each blank line."""
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "", lines[1], lines[1]]) + "\n")
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value).startswith(f"{path}:4: video ") and "already at line 3;" in str(info.value)
 
 
 def test_a_vqa_task_file_name_too_long_for_a_sample_id_is_refused(data_dir: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,27 @@ def test_metrics_json_that_is_no_regular_file_is_one_line(tmp_path: Path) -> Non
     folder.mkdir()
     with pytest.raises(MetricsFileError, match=r"metrics\.json: not a regular file$"):
         parse_metrics_json(folder, TASKS)
+
+
+def test_metrics_json_that_becomes_a_fifo_after_a_check_is_refused_at_once(tmp_path: Path, monkeypatch) -> None:
+    """The kind was checked, then the file read: a FIFO put there in between (here: a check that says regular file)
+    blocked the read for ever. One open that refuses it now."""
+    fifo = tmp_path / "metrics.json"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    raised: list[str] = []
+
+    def parse() -> None:
+        try:
+            parse_metrics_json(fifo, TASKS)
+        except MetricsFileError as exc:
+            raised.append(str(exc))
+
+    thread = threading.Thread(target=parse, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))   # the blocked read ends
+        thread.join(10)
+        pytest.fail("parse_metrics_json was still blocked on the FIFO after 10 s")
+    assert raised == [f"{fifo}: not a regular file"]

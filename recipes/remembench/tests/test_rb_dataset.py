@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pinbench_recipes.remembench.dataset import (
@@ -178,3 +180,25 @@ def test_i2v_groups_follow_the_settings_order_whatever_the_order_given(built_fix
     for given in (["translation_180", "rotation_180"], ["rotation_180", "translation_180"]):
         groups, _ = load_groups(release, "i2v", given, built_fixture.paper)
         assert [g.setting for g in groups] == ["rotation_180", "translation_180"]
+
+
+def test_a_raw_line_separator_inside_a_text_stays_in_its_row(tmp_path):
+    """``str.splitlines`` split a row at a raw U+2028 (as ``json.dumps(ensure_ascii=False)`` writes it): the row was
+    refused as an unterminated string."""
+    row = t2v_row(target_description="a red\u2028door")
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    (read,) = read_rows(path, "t2v")
+    assert read.target_description == "a red\u2028door" and read.line == 1
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_non_finite_number_is_refused_naming_file_and_line(tmp_path, literal):
+    """Before: NaN was read as a number (``fps is nan, the paper setting is ...``, or taken where no check looks)."""
+    row = t2v_row(scene_id="b")
+    text = json.dumps(row).replace(f'"fps": {json.dumps(row["fps"])}', f'"fps": {literal}')
+    assert literal in text
+    path = write_jsonl(tmp_path / "t.jsonl", [t2v_row(), text])
+    with pytest.raises(DatasetError) as err:
+        read_rows(path, "t2v")
+    assert str(err.value) == f"{path}:2: holds the non-finite number {literal}; only finite numbers are allowed"
