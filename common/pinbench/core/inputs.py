@@ -35,6 +35,7 @@ from pinbench.core.files import (
     not_a_folder,
     read_json_cache,
     sha256_file,
+    shown_name,
     write_json_cache,
 )
 from pinbench.core.runner import sample_id_problem
@@ -61,8 +62,7 @@ class InputFile:
     @property
     def shown(self) -> str:
         """The relative path for messages: one line, undecodable bytes and control characters escaped."""
-        text = os.fsencode(self.relative).decode("utf-8", "backslashreplace")
-        return repr(text)[1:-1] if not text.isprintable() else text
+        return shown_name(self.relative)
 
 
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
