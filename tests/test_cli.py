@@ -315,3 +315,53 @@ def test_diff_and_report_take_a_run_directory_as_check_table_compare_and_view_do
     empty.mkdir()
     missing = runner.invoke(cli.app, ["diff", str(empty)])
     assert str(missing.exception) == f"{empty / 'scorecard.json'}: file not found"   # main() prints it, one line
+
+
+SLOW_SAMPLES = '''
+
+def _slow(task, **kwargs):  # each sample takes long enough to be interrupted between two
+    import time
+
+    time.sleep(0.4)
+    return score_task(task, **kwargs)
+'''
+
+
+def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -> None:
+    """SIGINT mid-run ended in a silent exit 130 (Typer's): now one line says the finished samples are kept where,
+    and how to go on; the same command then reuses them. Run on an exported copy of dynamic-degree whose sample
+    function sleeps, in a real process sent a real SIGINT."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pinbench.ops.export import export_recipe
+
+    copy = export_recipe(get_recipe("dynamic-degree"), tmp_path / "copy")
+    code = copy / "pinbench_recipes" / "dynamic_degree" / "run.py"
+    source = code.read_text()
+    assert source.count("partial(score_task, estimator=estimator,") == 1
+    code.write_text(source.replace("partial(score_task, estimator=estimator,", "partial(_slow, estimator=estimator,")
+                    + SLOW_SAMPLES)
+    out, log = tmp_path / "run", tmp_path / "run" / "samples" / "run.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(copy), "PINBENCH_CACHE": str(tmp_path / "cache"),
+           "PINBENCH_SAMPLE_CACHE": "off"}
+    argv = [sys.executable, "-m", "pinbench", "run", "dynamic-degree", "--fixture", "--out", str(out)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (log.is_file() and log.read_bytes().count(b"\n") >= 1):   # a sample finished
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert (f"interrupted: the samples finished so far are kept in {out}; run the same command to resume"
+            in stderr.splitlines()), stderr[-2000:]
+    assert "Traceback" not in stderr
+    kept = log.read_bytes().count(b"\n")
+    assert 1 <= kept < 5
+    rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"5 samples: {5 - kept} done, {kept} reused, 0 failed" in rerun.stderr, rerun.stderr[-2000:]

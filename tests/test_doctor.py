@@ -55,7 +55,8 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
                                      tmp_path)
     lines = [f.line for f in findings if not f.ok]
     assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
-    assert lines[1].startswith("2 of 3 videos do not decode: b (") and "; c (" in lines[1]
+    assert lines[1].startswith("2 of 3 videos are unusable (1 does not decode, 1 is a folder): b (")
+    assert "; c (a directory, not a file); " in lines[1]
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
 
 
@@ -196,8 +197,27 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
                                      "-o", "flow=farneback", "--gpus", "0"])
     assert result.exit_code == 2, result.output
     problems = [line for line in result.output.splitlines() if line.startswith("PROBLEM")]
-    assert problems == [problems[0]] and problems[0].startswith("PROBLEM inputs: 1 of 2 videos do not decode: b (")
+    assert problems == [problems[0]] and problems[0].startswith(
+        "PROBLEM inputs: 1 of 2 videos are unusable (1 does not decode): b (")
     assert result.output.rstrip().endswith("doctor: 1 problem(s); nothing was started")
+
+
+def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:
+    """A dangling link, a folder and a name that gives no sample id are no decode failures: "4 of 5 videos do not
+    decode" sent the user looking for broken files. Each is counted as what it is, and named."""
+    videos = tmp_path / "v"
+    _video(videos / "a.mp4")
+    (videos / "b.mp4").write_bytes(b"junk")
+    (videos / "c.mp4").symlink_to(tmp_path / "gone.mp4")
+    (videos / "d.mp4").mkdir()
+    _video(videos / "e\\f.mp4")   # a backslash: no sample id
+    result = runner.invoke(cli.app, ["doctor", "dynamic-degree", "--checkpoint", "m", "-o", f"videos={videos}",
+                                     "-o", "flow=farneback", "--gpus", "0"])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("PROBLEM inputs")]
+    assert line.startswith("PROBLEM inputs: 4 of 5 videos are unusable (1 does not decode, 1 is a dangling link, "
+                           "1 is a folder, 1 has a name that gives no sample id of its own): "), line
+    assert "; bad-name-" in line and "; c (dangling symlink (its target" in line   # the first three, by sample id
 
 
 def test_run_stops_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,7 +228,7 @@ def test_run_stops_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.Mo
     result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "m", "--out", str(out), "--gpus", "0",
                                      "-o", f"videos={tmp_path / 'v'}"])
     assert result.exit_code == 2, result.output
-    assert "PROBLEM inputs: 1 of 1 videos do not decode" in result.output
+    assert "PROBLEM inputs: 1 of 1 videos are unusable (1 does not decode): broken (" in result.output
     assert "PROBLEM cache" in result.output and "pinbench fetch dynamic-degree" in result.output   # RAFT, offline
     assert not out.exists()                                              # nothing was started
 

@@ -164,6 +164,12 @@ def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: C
                 "with a letter"),   # it read as if '2frames' kept the rule
     ("../x", "recipe name '../x' is not allowed"),
     ("import", "recipe name 'import' is not allowed: its package name 'import' is a Python keyword"),
+    ("tests", "recipe name 'tests' is not allowed: its package name 'tests' is reserved: the name of the test folders"),
+    ("common", "recipe name 'common' is not allowed: its package name 'common' is reserved"),
+    ("references", "recipe name 'references' is not allowed: its package name 'references' is reserved"),
+    ("pinbench-recipes", "recipe name 'pinbench-recipes' is not allowed: its package name 'pinbench_recipes' is "
+                         "reserved"),
+    ("json", "recipe name 'json' is not allowed: its package name 'json' is a module of Python's standard library"),
     ("dynamic-degree", "recipe 'dynamic-degree' exists already"),
 ])
 def test_a_name_that_cannot_be_a_new_recipe_is_refused_before_anything_is_written(name: str, message: str) -> None:

@@ -420,13 +420,42 @@ def test_a_run_on_other_inputs_is_refused_and_names_what_differs(tmp_path: Path)
              "-o mode=fast then, slow now")
     (videos / "v0.mp4").write_bytes(b"longer than before")  # the folder's content changed under the same name
     _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={}),
-             "its content changed")
+             r"\(its content changed: v0.mp4 changed\)\);")
     (videos / "v0.mp4").write_bytes(b"x" * 10)
     moved = tmp_path / "mounted" / "elsewhere"
     moved.parent.mkdir()
     videos.rename(moved)  # the same files at another path: the same inputs
     with claim_run_dir(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(moved)}, env={}), env={}):
         pass
+
+
+def test_a_changed_input_folder_is_named_by_its_files(tmp_path: Path) -> None:
+    """A rerun on a folder whose files changed names the first three added, removed or changed (by path under the
+    folder) and how many more, from the listing kept beside the identity (which holds one fingerprint per option);
+    a directory from before that listing says only that the content changed."""
+    from toy_recipe import toy_recipe
+
+    from pinbench.core.rundir import INPUT_FILES
+
+    recipe, videos = toy_recipe(tmp_path / "recipes"), _videos(tmp_path / "videos", 6)
+    (videos / "sub").mkdir()
+    (videos / "sub" / "deep.mp4").write_bytes(b"d")
+    out = tmp_path / "run"
+    def cfg() -> RunConfig:  # the inputs as they are now
+        return recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={})
+
+    with claim_run_dir(cfg(), env={}):
+        _keep(out)
+    assert "v0.mp4" not in (out / IDENTITY_FILE).read_text()  # the identity stays one fingerprint per option
+    (videos / "v0.mp4").write_bytes(b"changed")
+    (videos / "v7.mp4").write_bytes(b"new")
+    _refused(cfg(), r"\(its content changed: v0.mp4 changed, v7.mp4 added\)\);")
+    (videos / "sub" / "deep.mp4").unlink()
+    for name in ("v1.mp4", "v2.mp4"):
+        (videos / name).unlink()
+    _refused(cfg(), r"\(its content changed: sub/deep.mp4 removed, v0.mp4 changed, v1.mp4 removed; and 2 more\)\);")
+    (out / INPUT_FILES).unlink()  # a run directory from before the listing
+    _refused(cfg(), r"\(its content changed\)\);")
 
 
 def test_move_aside_keeps_the_earlier_run_and_frees_the_directory(tmp_path: Path) -> None:

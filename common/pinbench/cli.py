@@ -69,6 +69,17 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
 
 
 @contextmanager
+def _resumable(out_dir: Path) -> Iterator[None]:
+    """Ctrl-C ends a run with one line saying what is kept and how to go on (Typer made it a silent exit 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: the samples finished so far are kept in {out_dir}; run the same command to "
+                   "resume", err=True)
+        raise typer.Exit(130) from None
+
+
+@contextmanager
 def _cycle_collection_paused() -> Iterator[None]:
     """Python's cycle collector off while a command builds objects that live until it ends.
 
@@ -286,44 +297,46 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
-    _check_sample_cache()
-    if not cfg.fixture:
-        _checkpoint_note(recipe, cfg.checkpoint)
-    if move_aside:
-        from pinbench.core.rundir import move_aside as move
+    with _resumable(cfg.out_dir):
+        _check_sample_cache()
+        if not cfg.fixture:
+            _checkpoint_note(recipe, cfg.checkpoint)
+        if move_aside:
+            from pinbench.core.rundir import move_aside as move
 
-        try:
-            moved = move(cfg.out_dir)
-        except RecipeError as exc:
-            _fail(str(exc))
-        _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
-    if cfg.runtime == "local":   # a finished run that would compute nothing answers first: no doctor, no recipe code
-        from pinbench.core.run import answer_unchanged
+            try:
+                moved = move(cfg.out_dir)
+            except RecipeError as exc:
+                _fail(str(exc))
+            _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
+        # a finished run that would compute nothing answers first: no doctor, no recipe code
+        if cfg.runtime == "local":
+            from pinbench.core.run import answer_unchanged
 
-        try:
-            _outcome(answer_unchanged(recipe, cfg))
-        except RecipeError as exc:
-            _fail(str(exc))
-    if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
-        from pinbench.ops.doctor import diagnose, report
+            try:
+                _outcome(answer_unchanged(recipe, cfg))
+            except RecipeError as exc:
+                _fail(str(exc))
+        if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
+            from pinbench.ops.doctor import diagnose, report
 
-        code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
-        if code:
+            code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
+            if code:
+                raise typer.Exit(code)
+        if cfg.runtime == "docker":
+            from pinbench.ops.docker_runtime import run_in_docker
+
+            try:
+                code = run_in_docker(recipe, cfg)
+            except RecipeError as exc:
+                _fail(str(exc))
             raise typer.Exit(code)
-    if cfg.runtime == "docker":
-        from pinbench.ops.docker_runtime import run_in_docker
+        from pinbench.ops.launch import run_recipe
 
         try:
-            code = run_in_docker(recipe, cfg)
+            _outcome(run_recipe(cfg))
         except RecipeError as exc:
             _fail(str(exc))
-        raise typer.Exit(code)
-    from pinbench.ops.launch import run_recipe
-
-    try:
-        _outcome(run_recipe(cfg))
-    except RecipeError as exc:
-        _fail(str(exc))
 
 
 def _check_sample_cache() -> None:

@@ -6,6 +6,7 @@ the threshold; this plot shows exactly the numbers the decision used.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: s
     title = f"{sample_id}: score {score:.3f} ({result['n_clips']} clips)" if score is not None else sample_id
     if not result.get("official", False):
         title += f" [{PREVIEW_LABEL}]"
-    ax.set_title(title, fontsize=TITLE)
+    ax.set_title(_drawable(title), fontsize=TITLE)
     ax.set_xlabel("time (s); green clip = dynamic, red = static", fontsize=TEXT)
     ax.set_ylabel("m (px)", fontsize=TEXT)
     ax.tick_params(labelsize=SMALL)
@@ -54,3 +55,22 @@ def plot_motion(result: dict[str, Any], sample_id: str, path: Path, score_key: s
         fig.savefig(tmp, format="png")
     plt.close(fig)
     return path
+
+
+def _drawable(text: str) -> str:
+    """``text`` as the figure's font draws it: a character it has no glyph for as its ``\\uXXXX`` escape (a video
+    named in CJK made matplotlib warn "Glyph ... missing from font(s) DejaVu Sans" once per character and draw
+    boxes; the report's page names the video in full beside the figure), and ``$`` as a dollar sign (two of them
+    would start mathtext)."""
+    glyphs = _glyphs()
+    drawn = "".join(c if ord(c) in glyphs else c.encode("unicode_escape").decode("ascii") for c in text)
+    return drawn.replace("$", r"\$")
+
+
+@functools.cache
+def _glyphs() -> frozenset[int]:
+    """The code points the figure's default font has a glyph for."""
+    from matplotlib.font_manager import FontProperties, findfont
+    from matplotlib.ft2font import FT2Font
+
+    return frozenset(FT2Font(findfont(FontProperties())).get_charmap())

@@ -193,7 +193,7 @@ def fetch(cfg: RunConfig) -> None:
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
     from pinbench.core.findings import ok, problem
-    from pinbench.ops.doctor import first_frame_error, url_finding, video_findings
+    from pinbench.ops.doctor import Unusable, first_frame_error, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
     options = cfg.options
@@ -205,7 +205,8 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
             for video, (sid, name_problem) in zip(videos, sample_ids(options.videos, videos), strict=True):
                 expected[sid] = video.path
                 if name_problem or video.problem:  # each would fail as its sample: say so now
-                    reasons[video.path] = f"{video.shown}: {name_problem or video.problem}"
+                    reasons[video.path] = Unusable("bad name" if name_problem else str(video.kind),
+                                                   f"{video.shown}: {name_problem or video.problem}")
             findings += video_findings(expected, options.videos,
                                        check_decode=lambda path: reasons.get(path) or first_frame_error(path))
             slow = cpu_time_finding([p for p in expected.values() if p not in reasons], flow=options.flow,

@@ -506,11 +506,31 @@ def tree_fingerprint(path: Path | str, *, mtimes: bool = False) -> str:
     if not path.exists():
         return "absent"
     digest = hashlib.sha256()
+    for entry in sorted(f"{name}\0{size}{mtime}\n" for name, size, mtime in _tree_entries(path, mtimes)):
+        digest.update(entry.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def shown_name(relative: str) -> str:
+    """A file's path for a one-line message: undecodable bytes and control characters escaped."""
+    text = os.fsencode(relative).decode("utf-8", "backslashreplace")
+    return repr(text)[1:-1] if not text.isprintable() else text
+
+
+def tree_listing(path: Path | str) -> dict[str, int]:
+    """What ``tree_fingerprint`` (without mtimes) digests, per file: each file's path relative to ``path`` (its
+    name for a file) and its size, -1 for a dangling symlink; empty when nothing is there. Kept beside a run's
+    identity so that a refusal can say which files changed, not only that the fingerprint did."""
+    path = Path(path)
+    return {name: size for name, size, _ in _tree_entries(path, False)} if path.exists() else {}
+
+
+def _tree_entries(path: Path, mtimes: bool) -> Iterator[tuple[str, int, str]]:
+    """(relative path, size, mtime field) of each file under an existing ``path``, or of ``path`` itself."""
     if path.is_file():
         stat = path.stat()
-        digest.update(f"{path.name}\0{stat.st_size}{_mtime(stat, mtimes)}\n".encode("utf-8", "surrogateescape"))
-        return digest.hexdigest()
-    entries = []
+        yield path.name, stat.st_size, _mtime(stat, mtimes)
+        return
     for folder, dirs, files in os.walk(path):
         dirs.sort()
         for name in files:
@@ -520,10 +540,7 @@ def tree_fingerprint(path: Path | str, *, mtimes: bool = False) -> str:
                 size, mtime = stat.st_size, _mtime(stat, mtimes)
             except OSError:  # a dangling symlink: named, with no size
                 size, mtime = -1, ""
-            entries.append(f"{file.relative_to(path).as_posix()}\0{size}{mtime}\n")
-    for entry in sorted(entries):
-        digest.update(entry.encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+            yield file.relative_to(path).as_posix(), size, mtime
 
 
 def _mtime(stat: os.stat_result, wanted: bool) -> str:

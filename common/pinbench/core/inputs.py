@@ -35,6 +35,7 @@ from pinbench.core.files import (
     not_a_folder,
     read_json_cache,
     sha256_file,
+    shown_name,
     write_json_cache,
 )
 from pinbench.core.runner import sample_id_problem
@@ -42,6 +43,8 @@ from pinbench.core.task import Task
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 DIGESTS_FILE = ".pinbench-input-digests.json"
+# what an entry that cannot be scored is (``InputFile.kind``), and ``bad name``: its name gives no sample id of its own
+ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", "bad name")
 _LOCK = Path(".pinbench-locks") / ".input-digests"
 _FORMAT = 1
 
@@ -51,18 +54,19 @@ class InputFile:
     """One entry under the inputs folder whose name ends in one of the suffixes looked for.
 
     ``problem`` says why it cannot be scored (a dangling symlink, a symlink loop, a directory or other
-    non-file, a vanished file); such an entry is still a sample and fails by name, never dropped.
+    non-file, a vanished file) and ``kind`` what it is then (one of ``ENTRY_KINDS``: the doctor counts each kind
+    apart); such an entry is still a sample and fails by name, never dropped.
     """
 
     relative: str  # the path under the folder, "/"-separated (may hold any byte the name held)
     path: Path
     problem: str | None = None
+    kind: str | None = None
 
     @property
     def shown(self) -> str:
         """The relative path for messages: one line, undecodable bytes and control characters escaped."""
-        text = os.fsencode(self.relative).decode("utf-8", "backslashreplace")
-        return repr(text)[1:-1] if not text.isprintable() else text
+        return shown_name(self.relative)
 
 
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
@@ -91,29 +95,29 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
             if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
                 continue
             path = Path(folder) / name
-            found.append(InputFile(path.relative_to(root).as_posix(), path, _entry_problem(path)))
+            found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
     return sorted(found, key=lambda v: v.relative)
 
 
-def _entry_problem(path: Path) -> str | None:
-    """Why a listed entry is not a file that can be opened, or None."""
+def entry_problem(path: Path) -> tuple[str, str] | tuple[None, None]:
+    """Why an entry is not a file that can be opened, and what it is then (``ENTRY_KINDS``), or Nones."""
     try:
         os.stat(path)
     except FileNotFoundError:
         if path.is_symlink():
-            return f"dangling symlink (its target {os.readlink(path)!r} does not exist)"
-        return "vanished while the folder was listed"
+            return f"dangling symlink (its target {os.readlink(path)!r} does not exist)", "dangling link"
+        return "vanished while the folder was listed", "vanished"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return "symlink loop (following the link never reaches a file)"
-        return f"cannot be read ({exc.strerror})"
+            return "symlink loop (following the link never reaches a file)", "symlink loop"
+        return f"cannot be read ({exc.strerror})", "unreadable"
     if path.is_dir():
-        return "a directory, not a file"
+        return "a directory, not a file", "folder"
     if not path.is_file():
-        return "not a regular file (a FIFO, socket or device)"
-    return None
+        return "not a regular file (a FIFO, socket or device)", "special file"
+    return None, None
 
 
 def sample_id(root: Path, path: Path) -> str:

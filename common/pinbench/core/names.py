@@ -8,11 +8,25 @@ with these two functions, so ``../../x``, ``''``, ``.x`` or ``..`` can never pla
 
 from __future__ import annotations
 
+import keyword
 import re
+import sys
 from typing import Any
 
 CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RECIPE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+# package names a new recipe cannot take, and why: each is the name of a folder that pinbench or a recipe package
+# already has, where a recipe of that name would be taken for it (or left out with it)
+RESERVED_PACKAGES = {
+    "tests": "the name of the test folders (setup.py leaves every package named tests out of the wheel, and a "
+             "recipe's own tests live in its tests/)",
+    "references": "the name of a recipe's folder of references",
+    "templates": "the name of a recipe's folder of templates",
+    "benchmarks": "the name of a recipe's folder of benchmarks",
+    "common": "the name of the library's folder (common/pinbench)",
+    "pinbench": "the library's package",
+    "pinbench_recipes": "the package that holds the recipes",
+}
 
 
 def checkpoint_name_problem(name: Any) -> str | None:
@@ -29,3 +43,19 @@ def recipe_name_problem(name: Any) -> str | None:
         return (f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words, "
                 "starting with a letter")
     return None
+
+
+def recipe_package_problem(name: str) -> str | None:
+    """Why a valid recipe name cannot name a new recipe's package (``-`` as ``_``): a Python keyword, a module of
+    the standard library (an import of it could find the recipe instead), or a folder name that pinbench or every
+    recipe already uses (``RESERVED_PACKAGES``); None when it can."""
+    package = name.replace("-", "_")
+    if keyword.iskeyword(package):
+        why = "is a Python keyword"
+    elif package in sys.stdlib_module_names:
+        why = "is a module of Python's standard library, which a recipe of that name would shadow"
+    elif package in RESERVED_PACKAGES:
+        why = f"is reserved: {RESERVED_PACKAGES[package]}"
+    else:
+        return None
+    return f"recipe name {name!r} is not allowed: its package name {package!r} {why}"

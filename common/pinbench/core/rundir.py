@@ -4,9 +4,11 @@ Why: two runs sharing an ``--out`` mixed their samples (a second recipe scored t
 tripped over each other's files. Every run goes through ``claim_run_dir`` (``pinbench.ops.launch.run_recipe`` and
 the docker runtime call it before any recipe code runs), which
 
-* records the directory's identity in ``pinbench-run.json`` (recipe, checkpoint, mode) on first use and
-  refuses, in one line, a run of anything else there (a directory from before this file existed is judged
-  by its ``scorecard.json``);
+* records the directory's identity in ``pinbench-run.json`` (recipe, checkpoint, mode, a fingerprint of each
+  input) on first use and refuses, in one line, a run of anything else there (a directory from before this file
+  existed is judged by its ``scorecard.json``); beside it ``.pinbench-input-files.json`` lists each input folder's
+  files (path, size) so that a refusal names the files that changed, while the identity stays small for a folder of
+  tens of thousands;
 * takes a lock per shard in ``.pinbench-locks/``: ``run.lock`` for an unsharded run, ``shard-I-of-N.lock``
   for ``--shard I/N``. Shards of one run share the directory at the same time (one process per GPU, or
   Slurm array tasks, then one unsharded run merges), so a second process for the same shard is refused,
@@ -47,7 +49,9 @@ from pinbench.core.files import (
     open_regular,
     read_regular_bytes,
     read_regular_text,
+    shown_name,
     sweep_temporaries,
+    tree_listing,
     write_atomic,
 )
 from pinbench.core.fixture_data import FIXTURE_DIR
@@ -59,6 +63,9 @@ if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
 
 IDENTITY_FILE = "pinbench-run.json"
+INPUT_FILES = ".pinbench-input-files.json"
+_INPUT_FILES_VERSION = 1
+_SHOWN_FILES = 3   # files a refusal names per changed input, then how many more
 LOCK_DIR = ".pinbench-locks"
 SLURM_DIR = "slurm"   # ``pinbench submit``'s scripts and logs, written before its jobs claim the directory
 TOKEN_ENV = "PINBENCH_RUN_LOCK"
@@ -86,6 +93,11 @@ class Claim:
 def run_identity(cfg: RunConfig) -> dict[str, Any]:
     """Whose directory this is: recipe, checkpoint, mode, and the inputs it scores (``Recipe.input_identity``)."""
     return {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode, "inputs": dict(cfg.inputs)}
+
+
+def input_paths(cfg: RunConfig) -> dict[str, Path]:
+    """The path options of the run's input identity, by option name."""
+    return {name: value for name, value in cfg.options.items() if name in cfg.inputs and isinstance(value, Path)}
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
@@ -130,7 +142,7 @@ def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | No
     return found
 
 
-def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path) -> None:
+def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path, paths: Mapping[str, Path]) -> None:
     found, _ = read_identity(out_dir)
     if found is not None and not _holds_results(out_dir) and not _live_locks(lock_dir, take_over=False):
         print(f"pinbench: {out_dir}: held the run of {_describe(found)}, which kept nothing (no samples, no "
@@ -138,15 +150,46 @@ def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path) ->
         found = None   # a run that stopped before it kept anything (its inputs refused, say) binds nothing
     found = check_owner(out_dir, wanted) if found is not None else None
     if found is None:
-        write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+        _write_identity(out_dir, wanted, paths)
         return
-    differs = input_changes(found.get("inputs"), wanted["inputs"])
+    differs = input_changes(found.get("inputs"), wanted["inputs"], out_dir, paths)
     if differs:
         raise RunDirError(f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs "
                           f"to one set of inputs: pass another --out, or --move-aside to move the earlier results to "
                           f"{aside_path(out_dir).name} beside it (nothing is deleted)")
     if not (out_dir / IDENTITY_FILE).exists() or "inputs" not in found:
-        write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+        _write_identity(out_dir, wanted, paths)
+
+
+def _write_identity(out_dir: Path, wanted: Mapping[str, Any], paths: Mapping[str, Path]) -> None:
+    """Write the identity, after the listing of its input folders' files (a claim killed between the two leaves
+    an identity without a listing, whose refusals say only that a folder's content changed)."""
+    if paths:
+        options = {name: {"fingerprint": wanted["inputs"][name]["fingerprint"], "files": tree_listing(path)}
+                   for name, path in sorted(paths.items())}
+        write_atomic(out_dir / INPUT_FILES, json.dumps({"version": _INPUT_FILES_VERSION, "options": options},
+                                                       separators=(",", ":")) + "\n")
+    write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+
+
+def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
+    """(fingerprint, files) of each input the listing in ``out_dir`` names; empty when there is none (a directory
+    from before it) or it is not one this version writes."""
+    text = read_regular_text(out_dir / INPUT_FILES)
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return {}
+    if not (isinstance(data, dict) and data.get("version") == _INPUT_FILES_VERSION
+            and isinstance(data.get("options"), dict)):
+        return {}
+    listed = {}
+    for name, entry in data["options"].items():
+        if (isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
+                and isinstance(files := entry.get("files"), dict)
+                and all(type(size) is int for size in files.values())):
+            listed[name] = (entry["fingerprint"], files)
+    return listed
 
 
 def _holds_results(out_dir: Path) -> bool:
@@ -166,8 +209,9 @@ def _refuse_foreign(out_dir: Path) -> None:
         entries = sorted(os.listdir(out_dir))
     except OSError:   # absent, or no folder: claim_run_dir names it
         return
-    ours = (IDENTITY_FILE, LOCK_DIR, SAMPLES_DIR, SLURM_DIR, FIXTURE_DIR)
-    if not entries or any(e in ours or e.startswith((f".{IDENTITY_FILE}.", f".{FIXTURE_DIR}.")) for e in entries):
+    ours = (IDENTITY_FILE, INPUT_FILES, LOCK_DIR, SAMPLES_DIR, SLURM_DIR, FIXTURE_DIR)
+    if not entries or any(e in ours or e.startswith((f".{IDENTITY_FILE}.", f".{INPUT_FILES}.", f".{FIXTURE_DIR}."))
+                          for e in entries):
         return
     if read_identity(out_dir)[0] is not None:   # a run directory from before pinbench-run.json: its scorecard says
         return
@@ -176,19 +220,37 @@ def _refuse_foreign(out_dir: Path) -> None:
                       "scorecard.json, samples.jsonl and report/ there: pass a new or empty folder as --out")
 
 
-def input_changes(found: Any, wanted: Mapping[str, Mapping[str, str]]) -> list[str]:
+def input_changes(found: Any, wanted: Mapping[str, Mapping[str, str]], out_dir: Path | None = None,
+                  paths: Mapping[str, Path] | None = None) -> list[str]:
     """How the inputs a directory was run on differ from this run's, one phrase per option (of options both
-    know; a directory from before input identities, without any, takes this run's)."""
+    know; a directory from before input identities, without any, takes this run's). Where the same path's content
+    changed and ``out_dir`` lists the files it had then (``INPUT_FILES``), the phrase names the files added,
+    removed or changed under it now (``paths``): read only then, a listing may be large."""
     if not isinstance(found, Mapping):
         return []
     changes = []
+    listed: dict[str, tuple[str, dict[str, int]]] | None = None
     for name in sorted(found.keys() & wanted.keys()):
         old, new = found[name], wanted[name]
         if isinstance(old, Mapping) and old.get("fingerprint") != new["fingerprint"]:
-            same = old.get("value") == new["value"]
-            changes.append(f"-o {name}={old.get('value')} then, {new['value']} now"
-                           + (" (its content changed)" if same else ""))
+            phrase = f"-o {name}={old.get('value')} then, {new['value']} now"
+            if old.get("value") == new["value"]:
+                if listed is None:
+                    listed = _read_input_files(out_dir) if out_dir is not None else {}
+                then, path = listed.get(name), (paths or {}).get(name)
+                files = (_file_changes(then[1], tree_listing(path))
+                         if then is not None and path is not None and then[0] == old.get("fingerprint") else "")
+                phrase += f" (its content changed{f': {files}' if files else ''})"
+            changes.append(phrase)
     return changes
+
+
+def _file_changes(then: Mapping[str, int], now: Mapping[str, int]) -> str:
+    """The files added, removed or changed (in size) between two listings, the first few by path and how many more."""
+    changed = [f"{shown_name(name)} {'added' if name not in then else 'removed' if name not in now else 'changed'}"
+               for name in sorted(then.keys() | now.keys()) if then.get(name) != now.get(name)]
+    more = len(changed) - _SHOWN_FILES
+    return ", ".join(changed[:_SHOWN_FILES]) + (f"; and {more} more" if more > 0 else "")
 
 
 def aside_path(out_dir: Path) -> Path:
@@ -393,9 +455,9 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
     mine = lock_name(cfg.shard)
     path = lock_dir / f"{mine}.lock"
     with _mutex(lock_dir):
-        for name in (IDENTITY_FILE, path.name):  # written only under this mutex: any temporary left is a dead writer's
-            sweep_temporaries(lock_dir if name == path.name else out_dir, name)
-        _check_identity(out_dir, run_identity(cfg), lock_dir)
+        for name in (IDENTITY_FILE, INPUT_FILES, path.name):  # written only under this mutex: any temporary left
+            sweep_temporaries(lock_dir if name == path.name else out_dir, name)  # is a dead writer's
+        _check_identity(out_dir, run_identity(cfg), lock_dir, input_paths(cfg))
         live = _live_locks(lock_dir)
         held = live.get(mine, (path, None))[1]
         if held is not None and (held.get("token") == env.get(TOKEN_ENV)

@@ -22,6 +22,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,16 @@ EXIT_PROBLEMS = 2
 GB = 1e9
 _NVIDIA_SMI_TIMEOUT_S = 10
 _VIDEOS_SHOWN = 3
+# how the doctor counts unusable videos, by what each is (``Unusable.kind``; "decode": a file that does not decode)
+_UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
+                   "dangling link": ("is a dangling link", "are dangling links"),
+                   "symlink loop": ("is a symlink loop", "are symlink loops"),
+                   "unreadable": ("cannot be read", "cannot be read"),
+                   "vanished": ("vanished while listed", "vanished while listed"),
+                   "folder": ("is a folder", "are folders"),
+                   "special file": ("is no regular file", "are no regular files"),
+                   "bad name": ("has a name that gives no sample id of its own",
+                                "have names that give no sample id of their own")}
 WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
                     "rest and counts each of them as a failed sample (a partial run, exit 2)")
 
@@ -151,13 +162,24 @@ def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Findin
 # ----------------------------------------------------------------------------------------- inputs
 
 
+@dataclass(frozen=True)
+class Unusable:
+    """An expected video that is no file to decode: what it is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling
+    link, a folder, a bad name) and why, one line. The doctor counts it by that, apart from the files that do not
+    decode: a user told "3 videos do not decode" looked for broken files where there were links and names to fix."""
+
+    kind: str
+    reason: str
+
+
 def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos",
-                   check_decode: Callable[[Path], str | None] | None = None) -> list[Finding]:
+                   check_decode: Callable[[Path], str | Unusable | None] | None = None) -> list[Finding]:
     """Every expected video exists and decodes its first frame (VBench's integrity check, in seconds).
 
     ``expected`` maps sample id -> the file found for it (None: missing). Zero found is a problem on its
-    own line ("0 of 600 rollouts found under DIR"); otherwise missing and broken ones are counted and the
-    first few named: each would be a failed sample, and a run that cannot be complete should not start.
+    own line ("0 of 600 rollouts found under DIR"); otherwise missing and unusable ones are counted (the unusable
+    by what they are: ``check_decode`` returns a decode error, or ``Unusable`` for what is no file to decode) and
+    the first few named: each would be a failed sample, and a run that cannot be complete should not start.
     """
     present = {sid: path for sid, path in expected.items() if path is not None}
     missing = sorted(sid for sid, path in expected.items() if path is None)
@@ -167,10 +189,12 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     decoded = DecodedFiles(cache_root() / "first-frames.json") if check_decode is None else None
     check = check_decode or decoded.error  # type: ignore[union-attr]
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # the decoders release the GIL
-        errors = list(pool.map(check, (path for _, path in ordered)))
+        errors = list(pool.map(lambda path: _entry_unusable(path) or check(path), (path for _, path in ordered)))
     if decoded is not None:
         decoded.save()
-    broken = [f"{sid} ({error})" for (sid, _), error in zip(ordered, errors, strict=True) if error]
+    unusable = [(sid, error if isinstance(error, Unusable) else Unusable("decode", error))
+                for (sid, _), error in zip(ordered, errors, strict=True) if error]
+    broken = [f"{sid} ({found.reason})" for sid, found in unusable]
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
@@ -178,11 +202,29 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
                                           f"{WAY_ON_BAD_INPUT}"))
     if broken:
         shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} do not decode: {shown}; "
+        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} are unusable "
+                                          f"({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
                                           f"{WAY_ON_BAD_INPUT}"))
     if not findings:
         findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
     return findings
+
+
+def _entry_unusable(path: Path) -> Unusable | None:
+    """What a path is when it is no file to decode (a dangling link, a folder), or None."""
+    from pinbench.core.inputs import entry_problem
+
+    reason, kind = entry_problem(path)
+    return Unusable(kind, reason) if kind is not None and reason is not None else None
+
+
+def _count_kinds(kinds: Iterable[str]) -> str:
+    """``2 do not decode, 1 is a dangling link``: how many of each kind, the most common first."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    words = sorted(counts.items(), key=lambda item: (-item[1], list(_UNUSABLE_WORDS).index(item[0])))
+    return ", ".join(f"{n} {_UNUSABLE_WORDS[kind][n > 1]}" for kind, n in words)
 
 
 class DecodedFiles:

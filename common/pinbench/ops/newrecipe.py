@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import importlib
 import importlib.util
-import keyword
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError, read_yaml
-from pinbench.core.names import recipe_name_problem
+from pinbench.core.names import recipe_name_problem, recipe_package_problem
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import DECLARATION, PACKAGE_ROOT, available_recipes, get_recipe, load_declaration
 from pinbench.core.scorecard import load_scorecard
@@ -108,12 +107,10 @@ def new_recipe(name: str, recipes_dir: Path | None = None) -> NewRecipe:
 
 
 def _check_name(name: str) -> str:
-    problem = recipe_name_problem(name)
+    problem = recipe_name_problem(name) or recipe_package_problem(name)
     if problem:
         raise RecipeError(problem)
     package = name.replace("-", "_")
-    if keyword.iskeyword(package):
-        raise RecipeError(f"recipe name {name!r} is not allowed: its package name {package!r} is a Python keyword")
     if name in available_recipes():
         raise RecipeError(f"recipe {name!r} exists already (pinbench list)")
     return package

@@ -32,3 +32,22 @@ def test_figure_text_is_the_pages_size_at_the_size_the_page_shows_it(tmp_path: P
     assert texts["m (px)"] >= PAGE_TEXT_PX
     width, _ = struct.unpack(">II", png.read_bytes()[16:24])     # the PNG's IHDR: shown at this size, not shrunk
     assert width <= PAGE_WIDTH_PX
+
+
+def test_a_video_named_in_cjk_is_drawn_without_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CJK video name made matplotlib warn "Glyph ... missing from font(s) DejaVu Sans" once per character (and
+    draw boxes): the title names it by escapes the font can draw; a "$" pair stays text, not mathtext."""
+    import warnings
+
+    drawn: list[matplotlib.figure.Figure] = []
+    save = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: (drawn.append(fig),
+                                                                                   save(fig, *a, **k))[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        png = plot_motion(RESULT, "视频_一", tmp_path / "m.png", "preview/dynamic_degree")
+        plot_motion(RESULT, "a$x$", tmp_path / "a.png", "preview/dynamic_degree")
+    assert png.read_bytes().startswith(b"\x89PNG")
+    titles = [next(t.get_text() for t in fig.axes[0].findobj(matplotlib.text.Text) if "score" in t.get_text())
+              for fig in drawn]
+    assert titles[0].startswith(r"\u89c6\u9891_\u4e00: score 0.500") and titles[1].startswith(r"a\$x\$: score")
