@@ -509,3 +509,54 @@ def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
     assert len(records) >= 2 and outcome.exit_code == 2
     assert len(failed) == len(records) - 1, failed   # every one but the last written over
     assert all("changed after it was checked and kept" in why for why in failed.values()), failed
+
+
+_LEAKY = '''
+import os, sys
+from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
+
+
+class Leaky:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def signature(self):
+        return Signature(model="leaky", weights="none", settings={})
+
+    def generate(self, request, out):
+        print("logged in with", os.environ["HF_TOKEN"], flush=True)
+        print("stderr too:", os.environ["HF_TOKEN"], file=sys.stderr, flush=True)
+        os.write(2, b"raw fd: " + os.environ["HF_TOKEN"].encode() + b"\\n")
+
+
+def make():
+    return Leaky()
+'''
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator prints what it likes (a library logging its login, say): the run's generator log keeps its lines,
+    the token of a secret-named variable redacted, from print, stderr and the raw file descriptor alike."""
+    from pinbench.ops.generation import Worker, _run_command
+
+    token = "hf_" + "Zq9" * 12
+    monkeypatch.setenv("HF_TOKEN", token)
+    (tmp_path / "leaky.py").write_text(_LEAKY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    log, out = tmp_path / "generator.log", tmp_path / "out.mp4"
+    if form == "python":
+        worker = Worker("leaky:make", {}, log)
+        worker.start()
+        try:
+            worker.generate(_request(), out, 30)
+        finally:
+            worker.stop()
+    else:
+        script = tmp_path / "leaky_command.py"
+        script.write_text(f"{_LEAKY}\nmake().generate(None, None)\n")
+        _run_command([sys.executable, str(script)], _request(), out, 30, log)
+    text = log.read_text()
+    assert token not in text and "Zq9Zq9" not in text
+    assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
+
