@@ -560,3 +560,23 @@ def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: P
     assert token not in text and "Zq9Zq9" not in text
     assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
 
+
+def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_diff_and_view(tmp_path: Path) -> None:
+    """The run says a fixture's reference does not apply to rollouts a --generator made (it scores the fixture's
+    own); check, diff and the view must read the run directory the same way, not FAIL a run nobody touched."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+    from pinbench.core.check import check_run
+    from pinbench.results.view import _reference_rows
+
+    outcome = _run(tmp_path / "run", RENDER)
+    assert outcome.exit_code == 0, outcome.message
+    assert get_recipe("paibench-c").reference_path("fixture", "fixture") is not None   # one exists, and is not ours
+    assert "result: " not in (tmp_path / "run" / "diff.txt").read_text()
+    assert check_run(tmp_path / "run").problems == []
+    result = CliRunner().invoke(app, ["diff", str(tmp_path / "run")])
+    assert result.exit_code == 0 and "no fixture reference for paibench-c / fixture" in result.output, result.output
+    from pinbench.core.scorecard import load_scorecard
+
+    assert _reference_rows(load_scorecard(outcome.scorecard_path))[0] == "NO REFERENCE"

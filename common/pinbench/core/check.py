@@ -439,7 +439,7 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
     except RecipeError as exc:
         result.notes.append(f"reference not checked: {exc}")
         return
-    ref_path = recipe.reference_path(card.checkpoint, card.mode)
+    ref_path = recipe.reference_of(card)
     diff_text = read_regular_text(run_dir / DIFF)  # a FIFO there: no text, never a hang
     if diff_text is None and os.path.lexists(run_dir / DIFF) and ref_path is None:
         result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's results table)")
