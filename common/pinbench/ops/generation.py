@@ -65,7 +65,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.jsonfields import JsonBlock
-from pinbench.core.provenance import redact
+from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.runner import RunSummary, SampleRecord, Stale, load_records
@@ -414,7 +414,9 @@ class Generating:
                 return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
 
             made = _Origin(named, signature)
-            write_if_changed(store / GENERATOR_FILE, json.dumps(made.to_json(), indent=1, sort_keys=True) + "\n")
+            # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
+            write_if_changed(store / GENERATOR_FILE,
+                             json.dumps(scrub(made.to_json()), indent=1, sort_keys=True) + "\n")
             devices = _generation_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
             if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
                 maker.release()
