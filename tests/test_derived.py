@@ -185,6 +185,13 @@ def test_check_recounts_a_derived_metric_from_its_records(run_dir: Path) -> None
     assert any("metric spread: value" in p and "recomputed from the records" in p for p in problems), problems
 
 
+def test_check_names_the_derived_file_for_a_derived_metric_it_recounts(run_dir: Path) -> None:
+    """A derived metric is recounted from derived.jsonl: a problem with it names that file, not samples.jsonl."""
+    _edit_jsonl(run_dir / "derived.jsonl", lambda row: row["result"].update(spread=0.25))
+    [problem] = [p for p in check_run(run_dir).problems if "metric spread: value" in p]
+    assert problem.startswith(f"{run_dir / 'derived.jsonl'}: "), problem
+
+
 def _point_derived_at(run_dir: Path, name: str) -> None:
     card = json.loads((run_dir / "scorecard.json").read_text())
     card["derived"]["path"] = name

@@ -509,3 +509,88 @@ def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
     assert len(records) >= 2 and outcome.exit_code == 2
     assert len(failed) == len(records) - 1, failed   # every one but the last written over
     assert all("changed after it was checked and kept" in why for why in failed.values()), failed
+
+
+_LEAKY = '''
+import os, sys
+from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
+
+
+class Leaky:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def signature(self):
+        return Signature(model="leaky", weights="none", settings={})
+
+    def generate(self, request, out):
+        print("logged in with", os.environ["HF_TOKEN"], flush=True)
+        print("stderr too:", os.environ["HF_TOKEN"], file=sys.stderr, flush=True)
+        os.write(2, b"raw fd: " + os.environ["HF_TOKEN"].encode() + b"\\n")
+
+
+def make():
+    return Leaky()
+'''
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator prints what it likes (a library logging its login, say): the run's generator log keeps its lines,
+    the token of a secret-named variable redacted, from print, stderr and the raw file descriptor alike."""
+    from pinbench.ops.generation import Worker, _run_command
+
+    token = "hf_" + "Zq9" * 12
+    monkeypatch.setenv("HF_TOKEN", token)
+    (tmp_path / "leaky.py").write_text(_LEAKY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    log, out = tmp_path / "generator.log", tmp_path / "out.mp4"
+    if form == "python":
+        worker = Worker("leaky:make", {}, log)
+        worker.start()
+        try:
+            worker.generate(_request(), out, 30)
+        finally:
+            worker.stop()
+    else:
+        script = tmp_path / "leaky_command.py"
+        script.write_text(f"{_LEAKY}\nmake().generate(None, None)\n")
+        _run_command([sys.executable, str(script)], _request(), out, 30, log)
+    text = log.read_text()
+    assert token not in text and "Zq9Zq9" not in text
+    assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
+
+
+def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_diff_and_view(tmp_path: Path) -> None:
+    """The run says a fixture's reference does not apply to rollouts a --generator made (it scores the fixture's
+    own); check, diff and the view must read the run directory the same way, not FAIL a run nobody touched."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+    from pinbench.core.check import check_run
+    from pinbench.results.view import _reference_rows
+
+    outcome = _run(tmp_path / "run", RENDER)
+    assert outcome.exit_code == 0, outcome.message
+    assert get_recipe("paibench-c").reference_path("fixture", "fixture") is not None   # one exists, and is not ours
+    assert "result: " not in (tmp_path / "run" / "diff.txt").read_text()
+    assert check_run(tmp_path / "run").problems == []
+    result = CliRunner().invoke(app, ["diff", str(tmp_path / "run")])
+    assert result.exit_code == 0 and "no fixture reference for paibench-c / fixture" in result.output, result.output
+    from pinbench.core.scorecard import load_scorecard
+
+    assert _reference_rows(load_scorecard(outcome.scorecard_path))[0] == "NO REFERENCE"
+
+
+def test_a_token_given_to_a_command_generator_is_in_no_file_of_the_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token passed as a -g option (a secret-named key, or the value of HF_TOKEN) keys the generator's signature,
+    but no file the run writes holds it: not the scorecard, not generation/generator.json, not a log."""
+    token, other = "hf_" + "Qw7" * 12, "Kp4" * 12
+    monkeypatch.setenv("HF_TOKEN", token)
+    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    outcome = _run(tmp_path / "run", command, weights=token, api_key=other)
+    assert outcome.exit_code == 0, outcome.message
+    holding = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and not p.is_symlink()
+               and (token.encode() in p.read_bytes() or other.encode() in p.read_bytes())]
+    assert holding == []

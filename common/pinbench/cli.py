@@ -620,7 +620,7 @@ def diff_cmd(
         card = load_scorecard(scorecard_file(scorecard))
         recipe = _installed_recipe(card.recipe)
         if reference is None:
-            reference = recipe.reference_path(card.checkpoint, card.mode) if recipe is not None else None
+            reference = recipe.reference_of(card) if recipe is not None else None
             if reference is None:
                 _results_without_reference(card, recipe)
         # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
@@ -736,7 +736,7 @@ def _reference_of(card: Scorecard) -> Any:
     from pinbench.core.reference import load_reference
 
     recipe = _installed_recipe(card.recipe)
-    ref_path = recipe.reference_path(card.checkpoint, card.mode) if recipe else None
+    ref_path = recipe.reference_of(card) if recipe else None
     return load_reference(ref_path, recipe=recipe) if ref_path else None
 
 

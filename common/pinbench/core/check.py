@@ -112,7 +112,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
     if records is not None:
         _check_stores(run_dir, card, records, lines, result)
     if records is not None and derived is not None:
-        _recount(run_dir / card.samples.path, card, records, derived, result)
+        _recount(run_dir, card, records, derived, result)
     if not (run_dir / REPORT).is_file():
         result.problems.append(f"{run_dir / REPORT}: {_state(run_dir / REPORT)} (every run writes its report)")
     _check_reference(run_dir, card, result)
@@ -357,13 +357,17 @@ def _same_record(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         return False
 
 
-def _recount(path: Path, card: Scorecard, records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
+def _recount(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], derived: Sequence[DerivedRecord],
              result: CheckResult) -> None:
-    """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard)."""
+    """Every count and value of the scorecard, recomputed from the records (the rules of build_scorecard); a
+    metric's problem names the file it is recounted from (derived.jsonl for a derived metric)."""
     problems = result.problems
+    samples_path = run_dir / card.samples.path
+    derived_path = run_dir / card.derived.path if card.derived is not None else samples_path
     ids = [r.sample_id for r in [*records, *derived]]
     if len(set(ids)) != len(ids):
-        problems.append(f"{path}: sample {next(i for i in ids if ids.count(i) > 1)!r} has more than one record")
+        problems.append(f"{samples_path}: sample {next(i for i in ids if ids.count(i) > 1)!r} has more than one "
+                        "record")
         return
     s = card.samples
     n_ok = sum(r.ok for r in records)
@@ -371,10 +375,11 @@ def _recount(path: Path, card: Scorecard, records: Sequence[SampleRecord], deriv
     claimed = {"": s.n_expected - s.n_missing, "ok ": s.n_ok, "failed ": s.n_failed}
     for kind in found:
         if found[kind] != claimed[kind]:
-            problems.append(f"{path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
+            problems.append(f"{samples_path}: {found[kind]} {kind}records, the scorecard counts {claimed[kind]}")
     by_id = {r.sample_id: r for r in [*records, *derived]}
     index = RecordIndex([*records, *derived])
     for name, m in card.metrics.items():
+        path = derived_path if m.reads_derived else samples_path
         for failure in m.failed:
             if failure.sample_id not in by_id:
                 problems.append(f"{path}: metric {name}: failed sample {failure.sample_id!r} has no record")
@@ -439,7 +444,7 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
     except RecipeError as exc:
         result.notes.append(f"reference not checked: {exc}")
         return
-    ref_path = recipe.reference_path(card.checkpoint, card.mode)
+    ref_path = recipe.reference_of(card)
     diff_text = read_regular_text(run_dir / DIFF)  # a FIFO there: no text, never a hang
     if diff_text is None and os.path.lexists(run_dir / DIFF) and ref_path is None:
         result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's results table)")

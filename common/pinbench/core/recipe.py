@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, check_checkpoint_name
 from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
@@ -42,6 +42,9 @@ from pinbench.core.options import (
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.schema import schema_error
+
+if TYPE_CHECKING:
+    from pinbench.core.scorecard import Scorecard
 
 PACKAGE_ROOT = "pinbench_recipes"
 DECLARATION = "recipe.yaml"
@@ -337,6 +340,19 @@ class Recipe:
         """The reference file for a checkpoint and mode, or None when none was published or recorded."""
         path = self.reference_file(checkpoint, mode)
         return path if path.is_file() else None
+
+    def applicable_reference(self, checkpoint: str, mode: str, generator: str | None) -> Path | None:
+        """The reference a run is judged against: none for a fixture run with a ``--generator`` (a fixture's
+        reference scores the fixture's own rollouts, not ones a generator made from its requests). The run, ``pinbench
+        check``, ``diff`` and the view all ask this, so a run directory is judged as its run judged it."""
+        if generator is not None and mode == "fixture":
+            return None
+        return self.reference_path(checkpoint, mode)
+
+    def reference_of(self, card: Scorecard) -> Path | None:
+        """``applicable_reference`` for a scorecard, from the config it records."""
+        generator = card.config.get("generator") if isinstance(card.config, Mapping) else None
+        return self.applicable_reference(card.checkpoint, card.mode, generator)
 
     def reference_file(self, checkpoint: str, mode: str) -> Path:
         """Where the reference for a checkpoint and mode lives: ``references/<checkpoint>[.smoke].yaml``,

@@ -14,11 +14,11 @@ as soon as it is checked, reused only by the same request and the same generator
 Why a worker process: a Python generator holds its model across requests, but one that hangs must be stopped
 without stopping the run. It runs in a child (``python -m pinbench.ops.generation``) that builds it once and answers
 one request at a time; past ``--generation-timeout`` seconds the child is killed, the request fails by name, and the
-next request starts a fresh child. A generator prints where it likes: its output goes to the run's log, never into
-the protocol. With ``--gpus N`` (N > 1) the step spreads over N processes of the run, one per GPU, each with
-its own generator process (or its commands) confined to that GPU by ``CUDA_VISIBLE_DEVICES``, taken in order from
-the run's own ``CUDA_VISIBLE_DEVICES`` when it is set; a generator that makes every rollout in one call
-(``generate_batch``: cosmos3) places its own GPUs.
+next request starts a fresh child. A generator prints where it likes: its output goes to the run's log, secrets
+redacted (``_RedactedLog``), never into the protocol. With ``--gpus N`` (N > 1) the step spreads over N processes
+of the run, one per GPU, each with its own generator process (or its commands) confined to that GPU by
+``CUDA_VISIBLE_DEVICES``, taken in order from the run's own ``CUDA_VISIBLE_DEVICES`` when it is set; a generator that
+makes every rollout in one call (``generate_batch``: cosmos3) places its own GPUs.
 
 Every rollout is checked against its request before it is kept (``check_rollout``): a regular file (not a symlink),
 that decodes, with the frame count, frame rate and size asked for. A generator that writes nothing, a truncated or
@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -64,6 +65,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.jsonfields import JsonBlock
+from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.runner import RunSummary, SampleRecord, Stale, load_records
@@ -178,17 +180,51 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [arg.replace("{request}", str(request_file)).replace("{out}", str(out)) for arg in argv]
-        with open(log, "ab") as sink:
+        sink = _RedactedLog(log)
+        try:
             proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
-                                    stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd, start_new_session=True,
                                     env={**os.environ, **env} if env else None)
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-                raise TimeoutError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
+        finally:
+            sink.handed()
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            raise TimeoutError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
+        finally:
+            sink.join()
     if code != 0:
         raise GeneratorError(f"the generator exited {code} (log: {log})")
+
+
+class _RedactedLog:
+    """The write end (``fd``) of a pipe whose lines a thread appends to ``log``, secrets redacted (``redact``): what
+    a generator prints (a library logging its login, a token in a traceback) reaches the run's log only this way.
+    A line longer than ``_LINE_LIMIT`` is redacted in pieces."""
+
+    def __init__(self, log: Path) -> None:
+        read, self.fd = os.pipe()
+        self._thread = threading.Thread(target=self._copy, args=(read, log), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _copy(read: int, log: Path) -> None:
+        with os.fdopen(read, "rb") as source, open(log, "ab") as sink:
+            for line in iter(lambda: source.readline(_LINE_LIMIT), b""):
+                sink.write(redact(line.decode("utf-8", errors="replace")).encode("utf-8"))
+                sink.flush()
+
+    def handed(self) -> None:
+        """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
+        os.close(self.fd)
+
+    def join(self) -> None:
+        """Wait for the last lines; bounded, as a process that left the generator's group may hold the pipe open."""
+        self._thread.join(timeout=5.0)
+
+
+_LINE_LIMIT = 1 << 20
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -207,16 +243,21 @@ class Worker:
         self.target, self.options, self.log, self.env = target, dict(options), log, dict(env or {})
         self._proc: subprocess.Popen | None = None
         self._reply: Any = None
+        self._sink: _RedactedLog | None = None
 
     def start(self) -> dict[str, Any]:
         """Start the child; what it says of its generator (signature and capabilities), or RecipeError."""
         read, write = os.pipe()
-        with open(self.log, "ab") as sink:
+        self._sink = _RedactedLog(self.log)
+        try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write)],
-                stdin=subprocess.PIPE, stdout=sink, stderr=sink, pass_fds=(write,), start_new_session=True,
+                stdin=subprocess.PIPE, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write,),
+                start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
-        os.close(write)
+        finally:
+            self._sink.handed()
+            os.close(write)
         self._reply = os.fdopen(read, "r", encoding="utf-8")
         described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
@@ -268,6 +309,9 @@ class Worker:
         if self._reply is not None:
             self._reply.close()
             self._reply = None
+        if self._sink is not None:
+            self._sink.join()
+            self._sink = None
 
 
 def serve(target: str, reply_fd: int) -> None:
@@ -370,7 +414,9 @@ class Generating:
                 return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
 
             made = _Origin(named, signature)
-            write_if_changed(store / GENERATOR_FILE, json.dumps(made.to_json(), indent=1, sort_keys=True) + "\n")
+            # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
+            write_if_changed(store / GENERATOR_FILE,
+                             json.dumps(scrub(made.to_json()), indent=1, sort_keys=True) + "\n")
             devices = _generation_devices(run.cfg.gpus) if self.spec is not None and maker.many is None else []
             if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
                 maker.release()

@@ -191,7 +191,7 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str]:
 
     try:
         recipe = get_recipe(card.recipe)
-        path = recipe.reference_path(card.checkpoint, card.mode)
+        path = recipe.reference_of(card)
         ref = load_reference(path, recipe=recipe) if path else None
     except (RecipeError, FileError, ValueError) as exc:
         return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}"
