@@ -23,7 +23,7 @@ RESERVED_PACKAGES = {
     "references": "the name of a recipe's folder of references",
     "templates": "the name of a recipe's folder of templates",
     "benchmarks": "the name of a recipe's folder of benchmarks",
-    "common": "the name of the library's folder (common/pinbench)",
+    "common": "the folder that holds the library in a checkout",
     "pinbench": "the library's package",
     "pinbench_recipes": "the package that holds the recipes",
 }
