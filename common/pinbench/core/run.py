@@ -400,11 +400,9 @@ class Run:
         return dataclasses.replace(outcome, report_path=report_path if report_path.is_file() else None)
 
     def _reference_path(self) -> Path | None:
-        """The reference this run is judged against: none for a fixture run with --generator (a fixture's reference
-        scores the fixture's own rollouts, not ones a generator made from its requests)."""
-        if self.generates and self.cfg.fixture:
-            return None
-        return self.recipe.reference_path(self.cfg.checkpoint, self.cfg.mode)
+        """The reference this run is judged against (``Recipe.applicable_reference``: check, diff and the view ask
+        it too)."""
+        return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator)
 
     def _verdict(self, card: Scorecard, ref_path: Path | None,
                  failed: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
