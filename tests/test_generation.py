@@ -255,6 +255,31 @@ def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(tmp_p
     assert texts[0] == texts[1]   # ids and hashes do not depend on where the requests were written
 
 
+def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(tmp_path: Path) -> None:
+    """A folder of the user's had requests.jsonl and inputs/ written into it; a second, smaller set in the same
+    folder left the first set's files in inputs/, which travelled with it."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.md").write_text("keep")
+    result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(mine)])
+    assert result.exit_code != 0 and "no earlier requests folder (it holds notes.md)" in result.output
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.md"]
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)]).exit_code == 0
+    stale = out / "inputs" / "0123456789abcdef" / "old.mp4"
+    stale.parent.mkdir()
+    stale.write_bytes(b"an earlier set's")
+    result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
+    assert result.exit_code == 0 and "removed 1 file(s) of inputs/ that no request names" in result.output
+    assert not stale.parent.exists()
+    named = {out / f.path for r in read_requests(out / "requests.jsonl") for f in r.conditioning}
+    assert {p for p in (out / "inputs").rglob("*") if p.is_file()} == named
+
+
 def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -371,8 +371,8 @@ def requests_cmd(
     option: OptionList = [],  # noqa: B006
 ) -> None:
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
-    from pinbench.core.files import write_if_changed
-    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, requests_text
+    from pinbench.core.files import FileError, claim_output_folder, write_if_changed
+    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, requests_text, unnamed_inputs
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
@@ -381,12 +381,21 @@ def requests_cmd(
                   options=option, check_required=False)
     with _writing_to("--out", out):
         try:
+            claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
+                                earlier=lambda folder: (folder / REQUESTS_FILE).is_file())
             asked = Run(recipe, cfg).requests(out)
-        except (RecipeError, RequestError) as exc:
+        except (RecipeError, RequestError, FileError) as exc:
             _fail(str(exc))
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
+        stale = unnamed_inputs(out, asked)
+        for file in stale:   # an earlier, larger set's: the folder travels whole, so it holds what these name only
+            file.unlink()
+        for folder in sorted({file.parent for file in stale}, reverse=True):
+            with contextlib.suppress(OSError):   # emptied: inputs/<digest>/ holds one file
+                folder.rmdir()
     kinds = sorted({r.kind for r in asked})
-    _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}")
+    _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"
+          + (f"; removed {len(stale)} file(s) of inputs/ that no request names" if stale else ""))
 
 
 rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pinbench, checked against their requests.")

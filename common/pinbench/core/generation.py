@@ -157,6 +157,17 @@ def staged(role: str, path: Path, root: Path, sha256: str, frames: tuple[int, in
     return Conditioning(role, relative.as_posix(), sha256, frames)
 
 
+def unnamed_inputs(root: Path, requests: Sequence[Request]) -> list[Path]:
+    """The files under ``root/inputs`` that none of ``requests`` names (an earlier set's, written to the same
+    folder), sorted; symlinks and other entries are files here too (``staged`` writes regular files only)."""
+    named = {root / file.path for request in requests for file in request.conditioning}
+    inputs = root / "inputs"
+    if not inputs.is_dir() or inputs.is_symlink():
+        return []
+    return sorted(Path(folder, name) for folder, _, files in os.walk(inputs) for name in files
+                  if Path(folder, name) not in named)
+
+
 def _problem(request: Request) -> str:
     """Why a request is not one (empty when it is): every field typed and in range, paths that stay inside."""
     for name in ("id", "recipe"):
