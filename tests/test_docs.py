@@ -295,3 +295,16 @@ def test_every_command_of_a_page_names_a_command_option_and_target_that_exist(pa
     """A researcher copies the pages' commands: each ``pinbench`` command, its options (a recipe's ``-o`` ones
     included) and each make target they name exists, so a renamed flag cannot stay in a page."""
     assert command_problems(page, page.read_text(encoding="utf-8")) == []
+
+
+def test_the_run_directory_page_names_every_file_a_run_writes() -> None:
+    """docs/run-directory.md lists what a run writes: every file the run directory's own list names (the files it
+    refuses to find of the wrong kind before a run) is a row of its table (the input digests cache was none)."""
+    from pinbench.core import rundir
+
+    page = (REPO / "docs" / "run-directory.md").read_text(encoding="utf-8")
+    table = page[page.index("## What a run writes"):].split("\n## ", 1)[0]
+    rows = {cell for line in table.splitlines() if line.startswith("| `")
+            for cell in re.findall(r"`([^`]+)`", line.split(" | ", 1)[0])}
+    assert "scorecard.json" in rows and "report/index.html" in rows  # the finder reads the table's first column
+    assert sorted(set(rundir._FILES) - rows) == []
