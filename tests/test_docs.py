@@ -308,3 +308,19 @@ def test_the_run_directory_page_names_every_file_a_run_writes() -> None:
             for cell in re.findall(r"`([^`]+)`", line.split(" | ", 1)[0])}
     assert "scorecard.json" in rows and "report/index.html" in rows  # the finder reads the table's first column
     assert sorted(set(rundir._FILES) - rows) == []
+
+
+def test_running_md_names_every_option_of_pinbench_run() -> None:
+    """docs/running.md's section on the options of ``pinbench run`` names each of them (--verify-inputs and the
+    generator's three were left out)."""
+    import typer.main
+
+    from pinbench.cli import app
+
+    page = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
+    section = page[page.index("## The options of `pinbench run`"):].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(-[-a-zA-Z]+)", section))
+    run = typer.main.get_command(app).commands["run"]
+    options = [param.opts for param in run.params if param.opts[0].startswith("-") and param.opts[0] != "--help"]
+    assert ["--checkpoint", "-c"] in options and ["--move-aside"] in options  # the command's options are read
+    assert [opts[0] for opts in options if not named & set(opts)] == []  # by any of its names (-o for --option)
