@@ -5,6 +5,7 @@ broken link, a broken anchor and a page left out of the site."""
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -164,3 +165,162 @@ def test_every_variable_the_library_reads_is_in_the_environment_table() -> None:
                for name in re.findall(r"\"((?:PINBENCH|HF)_[A-Z0-9_]*)\"", path.read_text(encoding="utf-8"))}
     assert {"PINBENCH_SAMPLE_CACHE", "PINBENCH_CACHE", "HF_TOKEN"} <= spelled   # the finder finds them
     assert sorted(spelled - set(CORE_ENV) - set(_INTERNAL_ENV)) == []
+
+
+# ------------------------------------------------------------------ the commands of the pages name what exists
+
+_SHELL_BLOCK = re.compile(r"^```(console|bash|sh)\n(.*?)^```", re.S | re.M)
+_SEPARATORS = {";", "&&", "||", "|", "&", ">", ">>", "<", "(", ")"}
+_PREFIXES = {"do", "then", "else", "time", "exec"}  # shell words a command may follow on its line
+_RECIPE_COMMANDS = {"run", "requests", "fetch", "doctor", "submit"}  # their first argument is a recipe, -o its option
+
+
+def shell_commands(text: str) -> list[list[str]]:
+    """The ``pinbench`` and ``make`` commands of a page's shell blocks, each as its words from the command name on:
+    in a ``console`` block the lines after ``$ ``, in the others every line; continuation lines joined, comments,
+    variable assignments and the rest of a pipeline or list left out. ``python -m pinbench_recipes.PKG ...`` (which
+    is ``pinbench ... RECIPE ...``) is read as the pinbench command it is."""
+    commands = []
+    for kind, body in _SHELL_BLOCK.findall(text):
+        lines = body.replace("\\\n", " ").splitlines()
+        if kind == "console":
+            lines = [line[2:] for line in lines if line.startswith("$ ")]
+        for line in lines:
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>()")
+            lexer.whitespace_split, lexer.commenters = True, "#"
+            try:
+                words = list(lexer)
+            except ValueError:  # an unclosed quote: not a command line
+                continue
+            start = 0
+            for i, word in enumerate([*words, ";"]):
+                if word in _SEPARATORS:
+                    command = words[start:i]
+                    while command and (command[0] in _PREFIXES or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command[0])):
+                        command = command[1:]
+                    command = command or [""]
+                    if command[:2] == ["python", "-m"] and len(command) > 3 and command[2].count(".") == 1 and \
+                            command[2].startswith("pinbench_recipes."):
+                        package = command[2].split(".", 1)[1]
+                        command = ["pinbench", command[3], package.replace("_", "-"), *command[4:]]
+                    if command[0] in ("pinbench", "make"):
+                        commands.append(command)
+                    start = i + 1
+    return commands
+
+
+def test_the_command_finder_reads_shell_lines_and_only_commands() -> None:
+    text = ("```console\n$ PYTHONPATH=x pinbench run mind --fixture -o a=1 | head\nerror: pinbench run x\n```\n"
+            "```bash\nmake recipe-mind CHECKPOINT=m   # pinbench list\nfor i in 0 1; do X=$i pinbench run a \\\n"
+            "  --shard $i/2 & done; wait\npython -m pinbench_recipes.paibench_c run --fixture\n```\n"
+            "```\npinbench not a shell block\n```\n")
+    assert shell_commands(text) == [["pinbench", "run", "mind", "--fixture", "-o", "a=1"],
+                                    ["make", "recipe-mind", "CHECKPOINT=m"],
+                                    ["pinbench", "run", "a", "--shard", "$i/2"],
+                                    ["pinbench", "run", "paibench-c", "--fixture"]]
+
+
+def command_problems(page: Path, text: str) -> list[str]:
+    """What the page's commands name that does not exist: a pinbench command, an option of it, a recipe's ``-o``
+    option, a make target; and a generic ``run`` flag the recipe refuses."""
+    import typer.main
+
+    from pinbench.cli import app
+    from pinbench.core.recipe import available_recipes
+
+    group = typer.main.get_command(app)
+    recipes = available_recipes()
+    targets = re.findall(r"^([a-zA-Z_%-]+):", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    problems, page = [], page.relative_to(REPO) if page.is_relative_to(REPO) else page
+    for words in shell_commands(text):
+        line = " ".join(words)
+        if words[0] == "make":
+            for target in (w for w in words[1:] if not w.startswith("-") and "=" not in w):
+                if not any(re.fullmatch(re.escape(t).replace("%", ".+"), target) for t in targets):
+                    problems.append(f"{page}: `{line}`: no make target {target}")
+            continue
+        command, name, rest = group, "", words[1:]
+        while hasattr(command, "commands") and rest and not rest[0].startswith("-"):  # a group: its subcommand
+            if rest[0] not in command.commands:
+                problems.append(f"{page}: `{line}`: no pinbench command {rest[0]}")
+                break
+            command, name, rest = command.commands[rest[0]], f"{name} {rest[0]}".strip(), rest[1:]
+        if hasattr(command, "commands") or command.context_settings.get("ignore_unknown_options"):
+            continue  # a group alone prints its help; `annotate` hands the rest of its line to the recipe's tool
+        flags = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        recipe = recipes.get(rest[0]) if rest and name in _RECIPE_COMMANDS else None
+        for i, word in enumerate(rest):
+            if word.startswith("-") and word != "-" and word.split("=", 1)[0] not in flags:
+                problems.append(f"{page}: `{line}`: pinbench {name} has no option {word}")
+            key = rest[i + 1].split("=", 1)[0] if word in ("-o", "--option") and i + 1 < len(rest) else ""
+            if recipe is not None and re.fullmatch(r"[a-z_]+", key) and key not in recipe.options:
+                problems.append(f"{page}: `{line}`: {recipe.name} has no option -o {key}")
+        if recipe is not None and name == "run":
+            problems += [f"{page}: `{line}`: {problem}" for problem in _refused_flags(recipe, rest)]
+    return problems
+
+
+def _refused_flags(recipe, words: list[str]) -> list[str]:
+    """The refusal of the generic ``run`` flags among ``words`` that ``recipe`` does not honour (its own check)."""
+    from pinbench.core.config import RecipeError, Shard
+
+    given = dict(zip(words, [*words[1:], ""], strict=True))
+    gpus = given.get("--gpus", "")
+    try:
+        recipe.check_flags(limit=1 if "--limit" in given else None,
+                           shard=Shard.parse("0/2") if "--shard" in given else None,
+                           gpus=int(gpus) if gpus.isdigit() else None,
+                           skip_generation="--skip-generation" in given, skip_scoring="--skip-scoring" in given)
+    except RecipeError as exc:
+        return [str(exc)]
+    return []
+
+
+def test_the_command_check_names_what_does_not_exist() -> None:
+    text = ("```bash\npinbench run mind --fixtur -o metric=lcm\npinbench lst\nmake recipe-mind\nmake nothing\n"
+            "pinbench rollouts check mind DIR --fixture\npinbench table A B --format csv > t.csv\n"
+            "pinbench run remembench --skip-generation -o videos=V\n```\n")
+    assert command_problems(Path("page.md"), text) == [
+        "page.md: `pinbench run mind --fixtur -o metric=lcm`: pinbench run has no option --fixtur",
+        "page.md: `pinbench run mind --fixtur -o metric=lcm`: mind has no option -o metric",
+        "page.md: `pinbench lst`: no pinbench command lst",
+        "page.md: `make nothing`: no make target nothing",
+        "page.md: `pinbench run remembench --skip-generation -o videos=V`: remembench does not support "
+        "--skip-generation (see `pinbench run remembench --help`)",
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_command_of_a_page_names_a_command_option_and_target_that_exist(page: Path) -> None:
+    """A researcher copies the pages' commands: each ``pinbench`` command, its options (a recipe's ``-o`` ones
+    included) and each make target they name exists, so a renamed flag cannot stay in a page."""
+    assert command_problems(page, page.read_text(encoding="utf-8")) == []
+
+
+def test_the_run_directory_page_names_every_file_a_run_writes() -> None:
+    """docs/run-directory.md lists what a run writes: every file the run directory's own list names (the files it
+    refuses to find of the wrong kind before a run) is a row of its table (the input digests cache was none)."""
+    from pinbench.core import rundir
+
+    page = (REPO / "docs" / "run-directory.md").read_text(encoding="utf-8")
+    table = page[page.index("## What a run writes"):].split("\n## ", 1)[0]
+    rows = {cell for line in table.splitlines() if line.startswith("| `")
+            for cell in re.findall(r"`([^`]+)`", line.split(" | ", 1)[0])}
+    assert "scorecard.json" in rows and "report/index.html" in rows  # the finder reads the table's first column
+    assert sorted(set(rundir._FILES) - rows) == []
+
+
+def test_running_md_names_every_option_of_pinbench_run() -> None:
+    """docs/running.md's section on the options of ``pinbench run`` names each of them (--verify-inputs and the
+    generator's three were left out)."""
+    import typer.main
+
+    from pinbench.cli import app
+
+    page = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
+    section = page[page.index("## The options of `pinbench run`"):].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(-[-a-zA-Z]+)", section))
+    run = typer.main.get_command(app).commands["run"]
+    options = [param.opts for param in run.params if param.opts[0].startswith("-") and param.opts[0] != "--help"]
+    assert ["--checkpoint", "-c"] in options and ["--move-aside"] in options  # the command's options are read
+    assert [opts[0] for opts in options if not named & set(opts)] == []  # by any of its names (-o for --option)
