@@ -125,10 +125,10 @@ def load_run(path: Path | str) -> Run:
     card = load_scorecard(scorecard)
     name = card.samples.path
     if not name:
-        raise CompareError(f"{scorecard}: names no samples file; compare needs per-sample records")
+        raise CompareError(f"{scorecard}: names no samples file (its per-sample records are needed here)")
     samples = scorecard.parent / name
     if not samples.is_file():
-        raise CompareError(f"{samples}: not a file; compare needs the per-sample records the scorecard names")
+        raise CompareError(f"{samples}: not a file; it holds the per-sample records the scorecard names (needed here)")
     run = Run(scorecard, card, [*read_merged(samples), *run_derived(scorecard.parent, card, CompareError)])
     _check_records_agree(run)
     return run
