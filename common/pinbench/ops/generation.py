@@ -45,7 +45,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +120,8 @@ def factory_path(spec: str, recipe: Recipe | None) -> str:
         return f"{recipe.package}.{declared[spec]}"
     if spec in SHIPPED:
         return SHIPPED[spec]
+    from importlib.metadata import entry_points  # 3 MB and 10 ms of imports (email, zipfile) no other run needs
+
     registered = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINTS)}
     if spec in registered:
         return registered[spec]
