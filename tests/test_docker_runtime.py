@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_docker import IMAGE_ID, FakeDockerClient, FakeImage
+from fake_docker import IMAGE_ID, FakeContainer, FakeDockerClient, FakeImage
 from toy_recipe import toy_recipe
 
 from pinbench.core.config import RecipeError, RunConfig, Shard
@@ -290,6 +290,26 @@ def test_a_missing_image_fails_before_any_stage_runs(client: FakeDockerClient, r
     with pytest.raises(ContainerError, match="toy-bench-generate:2.0.0: image not found locally"):
         _run(recipe, _cfg(recipe, tmp_path), client)
     assert client.run_calls == []  # not even the fetch stage
+
+
+def test_a_container_left_running_by_a_killed_run_is_refused(client: FakeDockerClient, recipe: Recipe,
+                                                             tmp_path: Path) -> None:
+    """SIGKILL of pinbench leaves its container running; the next run took the stale lock and started a second
+    container beside it (both computing the same samples into the same files). Containers are labelled with their
+    run directory, and one still running there stops the next run before any stage, naming it."""
+    cfg = _cfg(recipe, tmp_path, limit=4)
+    assert _run(recipe, cfg, client)[0] == 0
+    labels = {c["labels"]["org.pinbench.run-dir"] for c in client.run_calls}
+    assert labels == {str(cfg.out_dir.resolve())}
+    client.run_calls.clear()
+    client.running = [({"org.pinbench.run-dir": str(tmp_path / "elsewhere")}, FakeContainer([], 0))]
+    assert _run(recipe, cfg, client)[0] == 0   # a container of another run directory is no obstacle
+    client.run_calls.clear()
+    client.running.append(({"org.pinbench.run-dir": str(cfg.out_dir.resolve())}, client.container))
+    with pytest.raises(ContainerError, match=r"out: in use: container ffffffffffff of an earlier run .* "
+                                             r"\(docker stop ffffffffffff\)"):
+        _run(recipe, cfg, client)
+    assert client.run_calls == []
 
 
 # ------------------------------------------------------------------------------------------- build

@@ -73,6 +73,31 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
     assert "scorecard  not written yet" in text
 
 
+def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(tmp_path: Path) -> None:
+    """A shard killed by hand showed as "started" next to one still running: only Slurm's column told them apart,
+    and a shard run by hand has none."""
+    from pinbench.core.rundir import LOCK_DIR, this_process
+
+    _layout(tmp_path)
+    lock = tmp_path / LOCK_DIR / "shard-2-of-3.lock"
+
+    def process() -> str:
+        status = run_status(tmp_path, ask_slurm=False)
+        row = next(line.split() for line in render(status).splitlines() if line.startswith("2/3 "))
+        return row[4]
+
+    assert process() == "stopped"   # no lock: its process has ended
+    lock.parent.mkdir()
+    lock.write_text(json.dumps(this_process()))
+    assert process() == "running"
+    lock.write_text(json.dumps({**this_process(), "pid": 2**22 + 1}))
+    assert process() == "stopped"   # a lock left by a killed process
+    lock.write_text(json.dumps({**this_process(), "host": "another-node"}))
+    assert process() == "started"   # cannot be checked from here
+    assert {s.index: s.process for s in run_status(tmp_path, ask_slurm=False).shards} == {
+        0: "finished", 1: "finished", 2: "started"}
+
+
 def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
     _layout(tmp_path)
     log = tmp_path / "samples" / "shard-0-of-3.jsonl"

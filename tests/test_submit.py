@@ -393,3 +393,25 @@ def test_a_job_held_for_a_reason_that_never_clears_is_cancelled(tmp_path: Path, 
                                           r"\(cancelled what was submitted: 101, 102\)$"):
         submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
     assert _calls(fake_slurm, "scancel") == ["scancel 101 102"]
+
+
+def test_an_unusable_input_is_refused_before_anything_is_queued_and_skip_doctor_reaches_every_job(
+        tmp_path: Path, fake_slurm: Path) -> None:
+    """One broken video made every array task and then the finish job fail their own doctor after they were
+    scheduled (no scorecard, `status` showing no sample), and submit had no --skip-doctor to score the rest."""
+    from pinbench.ops.submit import last_submission
+
+    videos, out = tmp_path / "videos", tmp_path / "r"
+    videos.mkdir()
+    (videos / "v3.mp4").write_bytes(b"not a video")
+    args = ["submit", "dynamic-degree", "--shards", "2", "-c", "mine", "--out", str(out), "-o", f"videos={videos}",
+            "-o", "flow=farneback"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 2, result.output
+    assert "v3 (undecodable" in result.output and "`pinbench submit ... --skip-doctor`" in result.output
+    assert not out.exists() and not fake_slurm.exists()  # no Slurm command was even asked
+    result = runner.invoke(cli.app, [*args, "--skip-doctor"])
+    assert result.exit_code == 0, result.output
+    for phase in ("shards", "finish"):
+        assert "--skip-doctor" in _command((out / "slurm" / f"{phase}.sbatch").read_text(), "run")
+    assert "--skip-doctor" in shlex.split(last_submission(out).command)

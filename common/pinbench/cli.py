@@ -529,10 +529,13 @@ def submit(
     generator_option: Annotated[list[str], typer.Option("--generator-option", "-g",
                                                         help="KEY=VALUE for the generator")] = [],  # noqa: B006
     generation_timeout: Annotated[float | None, typer.Option(help="seconds one rollout may take")] = None,
+    skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="submit without the doctor's checks, and every "
+                                                                    "job runs --skip-doctor")] = False,
 ) -> None:
     """Run a recipe on a Slurm cluster: a job array of N shards, then one job that merges the records and
     writes the scorecard, diff and report (the layout the recipe declares). Prints the job ids."""
-    from pinbench.ops.submit import Request, SubmitError, plan, submit_plan, write_scripts
+    from pinbench.ops.doctor import report
+    from pinbench.ops.submit import Request, SubmitError, doctor_findings, plan, submit_plan, write_scripts
 
     if engine != "slurm":
         _fail(f"--engine {engine!r}: only slurm is supported")
@@ -540,9 +543,15 @@ def submit(
                       fixture=fixture, offline=offline, options=option, partition=partition,
                       gpus_per_task=gpus_per_task, time=time, finish_time=finish_time, account=account,
                       sbatch_args=sbatch_arg, container=container, images=image, generator=generator,
-                      generator_options=generator_option, generation_timeout=generation_timeout)
+                      generator_options=generator_option, generation_timeout=generation_timeout,
+                      skip_doctor=skip_doctor)
     try:
         the_plan = plan(request)
+        # the doctor's way on ("start anyway with `pinbench run ... --skip-doctor`") is submit's here
+        code = 0 if dry_run else report(doctor_findings(the_plan), lambda line: typer.echo(
+            line.replace("`pinbench run ...", "`pinbench submit ..."), err=True), verbose=False)
+        if code:
+            raise typer.Exit(code)
         if dry_run:
             for script in write_scripts(the_plan):
                 _echo(f"wrote {script}")

@@ -30,7 +30,8 @@ class FakeContainer:
         self.chunks, self.exit_code, self.start_error = chunks, exit_code, start_error
         self.removed = self.stopped = self.started = False
         self.remove_error: Exception | None = None
-        self.id = "f" * 12
+        self.id = "f" * 64
+        self.short_id = self.id[:12]
 
     def start(self) -> None:
         if self.start_error is not None:
@@ -74,6 +75,7 @@ class FakeDockerClient:
         self.missing = set(missing)
         self.exit_codes = dict(exit_codes or {})
         self.build_chunks = list(build_chunks)
+        self.running: list[tuple[dict[str, str], FakeContainer]] = []  # (labels, container) still running
         self.images = self
         self.containers = self
         self.api = self
@@ -99,6 +101,10 @@ class FakeDockerClient:
         stage = (kwargs.get("labels") or {}).get("org.pinbench.stage")
         self.container.exit_code = self.exit_codes.get(stage, self.exit_code)
         return self.container
+
+    def list(self, *, filters: dict[str, str]) -> list[FakeContainer]:  # containers.list, by one label=value
+        key, _, value = filters["label"].partition("=")
+        return [c for labels, c in self.running if labels.get(key) == value]
 
     def build(self, **kwargs: Any):  # api.build
         fileobj = kwargs.get("fileobj")

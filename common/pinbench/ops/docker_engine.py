@@ -31,6 +31,7 @@ SCORING_STAGES = frozenset({"score", "scoring"})
 # Colour codes: the classic builder wraps every character of a step's stderr in them.
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 BASE_IMAGE_LABEL = "org.pinbench.base-image"
+RUN_DIR_LABEL = "org.pinbench.run-dir"  # the host run directory a stage's container writes
 
 Log = Callable[[str], None]
 
@@ -226,7 +227,8 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
                      mounts: Mapping[Path | str, str] | None = None, env: Mapping[str, str] | None = None,
                      gpus: int | str | Sequence[str] = 0, network_disabled: bool = True,
                      workdir: str | None = None, user: str | None = None, token: str | None = None,
-                     shm_size: str | None = None, client: Any = None, log: Log | None = None) -> int:
+                     shm_size: str | None = None, run_dir: Path | None = None, client: Any = None,
+                     log: Log | None = None) -> int:
     """Run ``argv`` in ``image`` for one pipeline stage; stream its redacted log; return its exit code.
 
     ``argv[0]`` becomes the container's entrypoint and the rest its command, so the image's own
@@ -235,7 +237,9 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
     of gated weights) is passed as HF_TOKEN only to a networked stage; ``env`` may not carry secrets
     itself. ``mounts`` maps host paths to "/path" or "/path:ro". ``gpus`` is a count, "all", or the
     host's device ids (the container sees them as 0..n-1); without GPUs NVIDIA_VISIBLE_DEVICES=void,
-    so an image ENV of "all" under a host whose default runtime is nvidia exposes nothing.
+    so an image ENV of "all" under a host whose default runtime is nvidia exposes nothing. ``run_dir``: the
+    host run directory the container writes, as a label (``running_in``), so that a container left running by a
+    killed ``pinbench`` is found before another one is started there.
     """
     if not argv:
         raise ValueError("argv is empty")
@@ -260,7 +264,7 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
     options: dict[str, Any] = {
         "entrypoint": [argv[0]], "command": list(argv[1:]), "environment": environment, "volumes": volumes,
         "device_requests": devices, "working_dir": workdir, "user": user, "shm_size": shm_size,
-        "labels": {"org.pinbench.stage": stage},
+        "labels": {"org.pinbench.stage": stage, **({RUN_DIR_LABEL: str(run_dir)} if run_dir is not None else {})},
     }
     if network_disabled:
         options["network_mode"] = "none"
@@ -285,6 +289,16 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
         raise
     finally:
         _remove(container, log or _print)
+
+
+def running_in(run_dir: Path, client: Any) -> list[Any]:
+    """The containers still running that ``run_in_container`` started for ``run_dir``. SIGKILL (or a lost terminal)
+    ends ``pinbench`` without removing its container, which runs on and keeps writing the run directory, while the
+    run-directory lock, held by the dead host process, looks stale to the next run."""
+    try:
+        return list(client.containers.list(filters={"label": f"{RUN_DIR_LABEL}={run_dir}", "status": "running"}))
+    except docker.errors.DockerException as exc:
+        raise ContainerError(redact(f"cannot list the running containers: {' '.join(str(exc).split())}")) from None
 
 
 def _remove(container: Any, log: Log) -> None:

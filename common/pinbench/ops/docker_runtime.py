@@ -34,6 +34,7 @@ from pinbench.ops.docker_engine import (
     image_config,
     local_digest,
     run_in_container,
+    running_in,
 )
 from pinbench.ops.export import export_recipe
 
@@ -281,6 +282,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any,
     configs = {recipe.stage_image(s): image_config(recipe.stage_image(s), client) for s in stages}
 
     out_dir = cfg.out_dir.resolve()
+    _refuse_orphans(out_dir, client)
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_root().resolve()
     cache.mkdir(parents=True, exist_ok=True)
@@ -304,7 +306,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any,
             env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env},
             gpus=devices if stage.gpus else 0, network_disabled=not network, user=user,
             token=environ.get("HF_TOKEN") if stage.needs_token and network else None, shm_size="16g",
-            client=client, log=log,
+            run_dir=out_dir, client=client, log=log,
         )
         if code != 0:
             log(f"stage {stage.name!r} exited with {code}")
@@ -312,6 +314,16 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any,
             return code
     _show_results(out_dir, started, log)
     return 0
+
+
+def _refuse_orphans(out_dir: Path, client: Any) -> None:
+    """Refuse a run directory that a container of a killed earlier run still writes: its lock was taken over as
+    stale, and a second container would compute the same samples beside it, both writing the same files."""
+    running = running_in(out_dir, client)
+    if running:
+        ids = " ".join(c.short_id for c in running)
+        raise ContainerError(f"{out_dir}: in use: container {ids} of an earlier run (its pinbench was killed) still "
+                             f"runs in it; wait for it to end or stop it (docker stop {ids}), then run again")
 
 
 def _show_results(out_dir: Path, started: float, log: Log) -> None:

@@ -82,6 +82,7 @@ class PhaseJob:
     path_options: frozenset[str]
     cache: Path
     gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
+    skip_doctor: bool = False  # --skip-doctor: score the usable inputs, count each unusable one as a failed sample
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
@@ -99,6 +100,7 @@ class PhaseJob:
             if cfg.generation_timeout_s is not None:
                 argv += ["--generation-timeout", f"{cfg.generation_timeout_s:g}"]
         argv += list(self.phase.flags)
+        argv += ["--skip-doctor"] if self.skip_doctor else []
         if cfg.shard is not None:  # the job's shell puts in the array task's index
             argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]
         return argv

@@ -17,7 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.core.files import FileError, read_data_file
+from pinbench.core.config import Shard
+from pinbench.core.files import FileError, read_data_file, read_regular_text
+from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import Scorecard
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
@@ -37,7 +39,15 @@ class ShardStatus:
     pending: list[str] = field(default_factory=list)
     started: bool = False
     finished: bool = False
+    running: bool | None = None   # started, not finished: its process alive (None: on another host, or unknown)
     slurm: slurm.JobState | None = None
+
+    @property
+    def process(self) -> str:
+        """What its process is doing: a shard killed by hand (no Slurm to say so) showed as "started" for ever."""
+        if self.finished or not self.started:
+            return "finished" if self.finished else "not started"
+        return "started" if self.running is None else "running" if self.running else "stopped"
 
 
 @dataclass
@@ -81,6 +91,9 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     layout = [m for m in manifests if m.count == count]
     step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently
     shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count)
+    for shard in shards:
+        if shard.started and not shard.finished:
+            shard.running = _shard_alive(out_dir, shard)
     jobs, note = ({}, "")
     if ask_slurm and submission is not None:
         jobs, note = _slurm_states(submission)
@@ -91,6 +104,16 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
                     shard.slurm = by_task.get(shard.index, shard.slurm)
     return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_shards=count, n_tasks=n_tasks,
                      jobs=jobs, slurm_note=note, scorecard=_scorecard(out_dir))
+
+
+def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
+    """Whether the process holding the shard's lock still runs; False without a lock (its process has ended)."""
+    text = read_regular_text(out_dir / LOCK_DIR / f"{lock_name(Shard(shard.index, shard.count))}.lock")
+    try:
+        holder = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return process_alive(holder) if isinstance(holder, dict) else False if text is None else None
 
 
 def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
@@ -192,9 +215,8 @@ def render(status: RunStatus) -> str:
         lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
     table = [["shard", "done", "failed", "pending", "process", "slurm"]]
     for shard in status.shards:
-        process = "finished" if shard.finished else "started" if shard.started else "not started"
         table.append([f"{shard.index}/{shard.count}", str(len(shard.done)), str(len(shard.failed)),
-                      str(len(shard.pending)), process, shard.slurm.describe() if shard.slurm else "-"])
+                      str(len(shard.pending)), shard.process, shard.slurm.describe() if shard.slurm else "-"])
     if sub is not None:
         for job in sub.jobs:
             if not job["sharded"] and status.jobs.get(job["job_id"]):

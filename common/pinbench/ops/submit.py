@@ -91,6 +91,7 @@ class Request:
     generator: str | None = None   # --generator of every job, with its -g options and time limit
     generator_options: list[str] = field(default_factory=list)
     generation_timeout: float | None = None
+    skip_doctor: bool = False   # every job runs --skip-doctor (and submit checks nothing first)
 
 
     def command(self) -> str:
@@ -107,6 +108,7 @@ class Request:
         argv += [f"--generator={self.generator}"] if self.generator is not None else []
         argv += [f"--generator-option={o}" for o in self.generator_options]
         argv += [f"--generation-timeout={self.generation_timeout:g}"] if self.generation_timeout is not None else []
+        argv += ["--skip-doctor"] * self.skip_doctor
         return shlex.join(argv)
 
 
@@ -183,7 +185,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         options, path_options = _options_text(recipe, cfg, cwd)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
-                       path_options=frozenset(path_options), cache=cache, gpus=gpus)
+                       path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor)
         if request.container != "none":
             for host, _, _ in job.mounts():
                 _guard(check_mount_path, host, "mounted path")
@@ -194,6 +196,22 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         text = _script(request, job, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
     return Plan(request=request, out_dir=out_dir, phases=phases)
+
+
+def doctor_findings(the_plan: Plan) -> list[Any]:
+    """The doctor's findings on the whole run, here, before anything is written or queued: an unusable input made
+    every job fail its own doctor after it was scheduled (each array task, then the finish job), and a run the
+    user meant to start anyway had no ``--skip-doctor`` to pass. Only with ``--container none``, whose jobs run
+    this checkout's environment, so its checks are theirs; GPUs are the compute nodes', not checked here."""
+    from dataclasses import replace
+
+    from pinbench.ops.doctor import diagnose
+
+    request = the_plan.request
+    if request.skip_doctor or request.fixture or request.container != "none":
+        return []
+    cfg = replace(the_plan.phases[0].job.cfg, shard=None)
+    return [f for f in diagnose(request.recipe, cfg, gpus=False) if f.check != "gpu"]
 
 
 def default_program() -> list[str]:
