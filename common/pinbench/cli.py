@@ -372,6 +372,7 @@ def requests_cmd(
 ) -> None:
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
     from pinbench.core.files import FileError, claim_output_folder, write_if_changed
+    from pinbench.core.fixture_data import FIXTURE_DIR
     from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, requests_text, unnamed_inputs
     from pinbench.core.run import Run
 
@@ -382,7 +383,8 @@ def requests_cmd(
     with _writing_to("--out", out):
         try:
             claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
-                                earlier=lambda folder: (folder / REQUESTS_FILE).is_file())
+                                earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
+                                or (folder / FIXTURE_DIR).is_dir())   # what --fixture builds there first
             asked = Run(recipe, cfg).requests(out)
         except (RecipeError, RequestError, FileError) as exc:
             _fail(str(exc))
