@@ -21,6 +21,7 @@ from typing import Any
 
 HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
+MAX_PATH = 2048  # no page's address is near this; a 5,000-digit frame number was a 500 with a traceback (int())
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
@@ -57,7 +58,8 @@ def security_headers(csp: str) -> list[tuple[bytes, bytes]]:
 
 class Guard:
     """ASGI middleware: 403 unless the path starts with the session token, Host is this loopback address and an
-    Origin, when the browser sends one, is this page's own; security headers on every response."""
+    Origin, when the browser sends one, is this page's own; 414 for a path longer than ``MAX_PATH``; security headers
+    on every response."""
 
     def __init__(self, app: ASGIApp, token: str, port: int, csp: str):
         self.app, self.token = app, token.encode()
@@ -71,6 +73,12 @@ class Guard:
         origin = headers.get(b"origin")
         return (secrets.compare_digest(first, self.token) and headers.get(b"host", b"") in self.hosts
                 and (origin is None or origin in self.origins))
+
+    @staticmethod
+    async def refuse(send: Send, status: int, text: str) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+        await send({"type": "http.response.body", "body": text.encode()})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -86,9 +94,10 @@ class Guard:
             await send(message)
 
         if not self.allowed(scope):
-            await with_headers({"type": "http.response.start", "status": 403,
-                                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
-            await with_headers({"type": "http.response.body", "body": FORBIDDEN.encode()})
+            await self.refuse(with_headers, 403, FORBIDDEN)
+            return
+        if len(scope.get("path", "")) > MAX_PATH:
+            await self.refuse(with_headers, 414, f"a path of at most {MAX_PATH} characters is served here\n")
             return
         await self.app(scope, receive, with_headers)
 
