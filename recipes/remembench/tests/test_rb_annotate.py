@@ -8,6 +8,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -323,9 +324,12 @@ def _get(page, path: str, host: str | None = None) -> tuple[int, bytes, dict]:
     return response.status, body, dict(response.getheaders())
 
 
-def _post(page, path: str, body: object, origin: str | None = None) -> tuple[int, dict | str]:
-    headers = {"content-type": "application/json", **({"origin": origin} if origin else {})}
-    request = urllib.request.Request(page.url + path, data=json.dumps(body).encode(), method="POST", headers=headers)
+def _post(page, path: str, body: object, origin: str | None = None,
+          content_type: str = "application/json") -> tuple[int, dict | str]:
+    """POST ``body`` as JSON (bytes: as they are)."""
+    headers = {"content-type": content_type, **({"origin": origin} if origin else {})}
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(page.url + path, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -422,6 +426,45 @@ def test_frames_are_served_native_and_lossless_and_marks_are_validated(built_fix
         rest = page.stop()
     assert "Traceback" not in page.stderr.read_text() + rest
     assert json.loads(sidecar_path(out).read_text())["scenes"]["t2v-001"]["revisit"]["frame"] == 378
+
+
+def test_a_bad_body_is_one_400_nothing_is_written_and_the_page_keeps_serving(built_fixture, tmp_path: Path) -> None:
+    out = tmp_path / "pairs.json"
+    with annotation_page(built_fixture.root, out) as page:
+        before = sidecar_path(out).read_text(), out.read_text()
+        mark = "api/scenes/t2v-001/marks"
+        bad = {"text/plain": (b'{"mark": "revisit", "frame": 5}', "text/plain", "application/json"),  # a form's type
+               "urlencoded": (b"mark=revisit&frame=5", "application/x-www-form-urlencoded", "application/json"),
+               "nested": (b"[" * 2000 + b"]" * 2000, "application/json", "not JSON"),  # a 500 before
+               "not JSON": (b"{mark: revisit}", "application/json", "not JSON"),
+               "latin-1": (b'{"mark": "\xff"}', "application/json", "not JSON"),
+               "a list": (b"[1, 2]", "application/json", "a JSON object"),
+               "NaN": (b'{"mark": "revisit", "frame": NaN}', "application/json", "frame nan is not a frame"),
+               "Infinity": (b'{"mark": "revisit", "frame": 1e999}', "application/json", "frame inf is not a frame"),
+               "unknown mark": (b'{"mark": "../x", "frame": 5}', "application/json", "mark '../x': expected")}
+        for what, (body, content_type, error) in bad.items():
+            status, data = _post(page, mark, body, content_type=content_type)
+            assert status == 400 and error in data["error"], (what, status, data)
+        for length in (str(100 * 2**20), "-1"):  # nothing read: the answer comes before any body
+            connection = http.client.HTTPConnection("127.0.0.1", page.port, timeout=30)
+            connection.putrequest("POST", f"/{page.token}/{mark}")
+            connection.putheader("Content-Type", "application/json")
+            connection.putheader("Content-Length", length)
+            connection.endheaders()
+            assert connection.getresponse().status == 400, length
+            connection.close()
+        for scene in ("nope", "..%2F..%2Fx", "t2v-001%2F..%2Ft2v-000", "t2v-001%00"):
+            assert _post(page, f"api/scenes/{scene}/marks", {"mark": "revisit", "frame": 5})[0] == 404, scene
+        assert (sidecar_path(out).read_text(), out.read_text()) == before
+        frames = range(100, 140)  # concurrent marks, each saved whole, none lost
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda f: _post(page, mark, {"mark": "revisit", "frame": f})[0], frames))
+        assert answers == [200] * len(frames)
+        history = json.loads(sidecar_path(out).read_text())["history"]
+        assert sorted(c["frame"] for c in history if c["scene_id"] == "t2v-001") == list(frames)
+        assert _get(page, f"/{page.token}/api/session")[0] == 200
+        rest = page.stop()
+    assert "Traceback" not in page.stderr.read_text() + rest
 
 
 def test_the_command_lists_scenes_without_video_and_says_what_it_saved(built_fixture, tmp_path: Path) -> None:
