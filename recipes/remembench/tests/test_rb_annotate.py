@@ -273,6 +273,23 @@ def test_a_scene_id_that_could_leave_the_videos_folder_is_not_offered(built_fixt
     assert scene.rollout is None and scene.video is None and "cannot name a video file" in scene.problem
 
 
+def test_a_rollout_that_links_out_of_the_videos_folder_is_not_offered(built_fixture, tmp_path: Path) -> None:
+    root = fixture_copy(built_fixture.root, tmp_path / "fx")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "rollouts/t2v-000.mp4").rename(outside / "t2v-000.mp4")  # a video the page would decode and serve
+    (root / "rollouts/t2v-000.mp4").symlink_to(outside / "t2v-000.mp4")
+    (root / "rollouts/t2v-001.mp4").unlink()
+    (root / "rollouts/t2v-001").symlink_to(outside)  # a folder link: t2v-001/rollout.mp4 lies outside too
+    (outside / "rollout.mp4").write_bytes((outside / "t2v-000.mp4").read_bytes())
+    (root / "rollouts/t2v-002.mp4").rename(root / "rollouts/kept.mp4")
+    (root / "rollouts/t2v-002.mp4").symlink_to("kept.mp4")  # a link that stays inside is a rollout as before
+    first, second, third = _session(root).scenes
+    for scene in (first, second):
+        assert scene.rollout is None and scene.video is None and "leads out of" in scene.problem, scene.problem
+    assert third.rollout is not None and third.rollout.video == "t2v-002.mp4"
+
+
 def test_a_short_or_broken_rollout_is_flagged(built_fixture, tmp_path: Path) -> None:
     from pinbench.media.video import write_video
 
