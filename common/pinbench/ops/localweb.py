@@ -10,6 +10,7 @@ after every symlink is followed (``resolve_inside``); requests name no files.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import signal
@@ -21,6 +22,7 @@ from typing import Any
 
 HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
+GRACE = 3  # seconds a stop waits for requests still open
 MAX_PATH = 2048  # no page's address is near this; a 5,000-digit frame number was a 500 with a traceback (int())
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
@@ -88,8 +90,12 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})
             return
 
+        started = False
+
         async def with_headers(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)
 
@@ -99,7 +105,11 @@ class Guard:
         if len(scope.get("path", "")) > MAX_PATH:
             await self.refuse(with_headers, 414, f"a path of at most {MAX_PATH} characters is served here\n")
             return
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, with_headers)
+        except asyncio.CancelledError:  # still open when a stop's GRACE ran out: a short answer, not a traceback
+            if not started:
+                await self.refuse(with_headers, 503, "the page is stopping\n")
 
 
 def resolve_inside(root: Path | str, relative: str) -> Path:
@@ -128,8 +138,10 @@ def serve(app: ASGIApp, sock: socket.socket) -> None:
     says what it saved)."""
     import uvicorn
 
+    # a request still open at the stop (a body that never comes, a paused video's download) is dropped after
+    # GRACE seconds: uvicorn waited for it for ever, and Ctrl-C or SIGTERM did not end the page
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            proxy_headers=False)
+                            proxy_headers=False, timeout_graceful_shutdown=GRACE)
     # uvicorn stops on SIGINT or SIGTERM and then raises that signal again; SIGTERM's default action would end the
     # process at once, so it is mapped to KeyboardInterrupt for the time of the serve.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

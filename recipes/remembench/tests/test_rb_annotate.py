@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -480,7 +481,14 @@ def test_a_bad_body_is_one_400_nothing_is_written_and_the_page_keeps_serving(bui
         history = json.loads(sidecar_path(out).read_text())["history"]
         assert sorted(c["frame"] for c in history if c["scene_id"] == "t2v-001") == list(frames)
         assert _get(page, f"/{page.token}/api/session")[0] == 200
-        rest = page.stop()
+        stalled = socket.create_connection(("127.0.0.1", page.port), timeout=30)  # a body that never comes
+        stalled.sendall(f"POST /{page.token}/{mark} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{".encode())
+        time.sleep(1)
+        started = time.monotonic()
+        rest = page.stop()  # not held by it: SIGTERM waited for that request for ever
+        assert time.monotonic() - started < 20
+        stalled.close()
     assert "Traceback" not in page.stderr.read_text() + rest
 
 
