@@ -3,6 +3,7 @@ it (token, Host, loopback), what a request can reach, and --agreement."""
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import socket
@@ -77,6 +78,33 @@ def test_a_mark_is_on_disk_in_the_scorers_format_when_set_mark_returns(tmp_path:
         ("s1", "revisit", 99, 80, "alice"), ("s2", "departure", 3, None, "the release")]
     assert side["sessions"][0]["annotator"] == "alice" and side["sessions"][0]["videos"] == "/v"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_change_the_disk_refuses_is_one_line_and_undone(tmp_path: Path, monkeypatch) -> None:
+    from pinbench_recipes.remembench import annotation_store
+
+    out = tmp_path / "pairs.json"
+    with store(out) as s:
+        s.set_mark("s1", "departure", 12)
+        s.move("s1", 12)
+        saved = sidecar_path(out).read_text(), out.read_text()
+        written = annotation_store.write_atomic
+
+        def full(path, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(annotation_store, "write_atomic", full)
+        with pytest.raises(AnnotationError, match=r"pairs\.provenance\.json: not saved \(No space left on device\)"):
+            s.set_mark("s1", "revisit", 80)  # an OSError and a 500 with a traceback before
+        with pytest.raises(AnnotationError, match="not saved"):
+            s.move("s1", 40)
+        assert (s.scene("s1").revisit, s.position.frame, len(s.data.history)) == (None, 12, 1)
+        monkeypatch.setattr(annotation_store, "write_atomic", written)
+        assert (sidecar_path(out).read_text(), out.read_text()) == saved
+        s.set_mark("s1", "departure", 13)  # the next save writes only what was kept
+    side = json.loads(sidecar_path(out).read_text())
+    assert [c["frame"] for c in side["history"]] == [12, 13] and side["scenes"]["s1"]["revisit"] is None
+    assert side["position"] == {"scene_id": "s1", "frame": 12}
 
 
 def test_a_reversed_pair_stays_in_the_sidecar_and_out_of_the_pairs(tmp_path: Path) -> None:
