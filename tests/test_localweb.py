@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sockets import listening_addresses
 
-from pinbench.ops.localweb import Guard, PathRefused, bind_loopback, new_token, resolve_inside
+from pinbench.ops.localweb import MAX_PATH, Guard, PathRefused, bind_loopback, new_token, resolve_inside
 
 PORT = 8123
 
@@ -67,6 +67,16 @@ def test_a_foreign_host_or_origin_is_refused(guard) -> None:
     assert _request(app, path, **own, origin=f"http://127.0.0.1:{PORT}")[0] == 200
     for origin in ("http://attacker.example", "null", f"https://127.0.0.1:{PORT}", f"http://127.0.0.1:{PORT + 1}"):
         assert _request(app, path, **own, origin=origin)[0] == 403, origin  # a cross-site request carrying the token
+
+
+def test_a_path_too_long_for_any_page_is_refused_before_the_routes(guard) -> None:
+    app, token = guard
+    host = {"host": f"127.0.0.1:{PORT}"}
+    assert _request(app, f"/{token}/api/x/" + "9" * (MAX_PATH - len(token) - 8), **host)[0] == 200
+    status, body, headers = _request(app, f"/{token}/api/scenes/s/thumb/" + "9" * 5000, **host)
+    assert (status, body) == (414, f"a path of at most {MAX_PATH} characters is served here\n".encode())
+    assert headers[b"x-frame-options"] == b"DENY"
+    assert _request(app, "/" + "9" * 5000, **host)[0] == 403  # the token first: a stranger learns nothing more
 
 
 def test_the_server_listens_on_loopback_only() -> None:

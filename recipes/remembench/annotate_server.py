@@ -59,12 +59,16 @@ def _error(message: str, status: int = 400) -> JSONResponse:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object. Only ``application/json``: a cross-site form (text/plain, urlencoded) can send
+    no other type without the browser asking first, so this holds even where a browser sends no Origin."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise AnnotationError("a body of type application/json is expected")
     length = request.headers.get("content-length")
     if length is None or not length.isdigit() or int(length) > MAX_BODY:
         raise AnnotationError(f"a JSON body of at most {MAX_BODY} bytes, with its content-length, is expected")
     try:
         body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[...]]] 2,000 deep, a 500 before
         raise AnnotationError("the body is not JSON") from None
     if not isinstance(body, dict):
         raise AnnotationError("the body must be a JSON object")

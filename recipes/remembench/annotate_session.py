@@ -17,6 +17,7 @@ from typing import Any
 from pinbench.core.files import sha256_file
 from pinbench.core.names import CHECKPOINT_NAME
 from pinbench.media.video import VideoError, VideoInfo, video_info
+from pinbench.ops.localweb import PathRefused, resolve_inside
 from pinbench_recipes.remembench.annotation_store import AnnotationError, AnnotationStore, Rollout
 from pinbench_recipes.remembench.dataset import DatasetError, PaperSettings, T2VRow, iter_jsonl, read_rows
 from pinbench_recipes.remembench.prepare import TEST_FILES, find_video
@@ -144,9 +145,11 @@ def open_session(videos: Path, release: Release, paper: PaperSettings, *, decode
             problem = "no video: looked for " + ", ".join(looked)
         elif video is not None:
             try:
+                # the page serves its frames: never a file a link leads to outside the folder (/etc/shadow, $HOME)
+                resolve_inside(videos, video.relative_to(videos).as_posix())
                 info = video_info(video)
                 rollout = _rollout(videos, video, info)
-            except VideoError as exc:
+            except (PathRefused, VideoError) as exc:
                 problem, info = f"unusable video: {exc}", None
         scenes.append(Scene(row, video if rollout else None, tuple(looked), info, problem, rollout,
                             departures.get(row.scene_id), notes.get(row.scene_id)))

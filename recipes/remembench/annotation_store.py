@@ -391,7 +391,12 @@ class AnnotationStore:
         setattr(marks, name, new)
         self.data.history.append(Change(new.at, new.by, scene_id, name, frame, source,
                                         previous.frame if previous else None))
-        self._save()
+
+        def undo() -> None:
+            setattr(marks, name, previous)
+            self.data.history.pop()
+
+        self._save_or_undo(undo)
         return marks
 
     def move(self, scene_id: str, frame: int) -> None:
@@ -400,8 +405,18 @@ class AnnotationStore:
         limit = marks.rollout.n_frames if marks.rollout else 1
         if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < limit:
             raise AnnotationError(f"scene {scene_id!r}: frame {frame!r} is outside 0 to {limit - 1}")
+        before = self.data.position
         self.data.position = Position(scene_id, frame)
-        self._save()
+        self._save_or_undo(lambda: setattr(self.data, "position", before))
+
+    def _save_or_undo(self, undo: Callable[[], None]) -> None:
+        """Save the change just made, or undo it in memory when the disk refuses (full, read-only): one line for
+        the page instead of a 500, and no mark in memory that a later save would write as if it had been kept."""
+        try:
+            self._save()
+        except OSError as exc:
+            undo()
+            raise AnnotationError(f"{self.sidecar}: not saved ({exc.strerror or exc}); the change is undone") from None
 
     def _save(self) -> None:
         text = render_pairs(self.pairs())

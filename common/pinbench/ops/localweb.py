@@ -10,6 +10,7 @@ after every symlink is followed (``resolve_inside``); requests name no files.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import signal
@@ -21,6 +22,8 @@ from typing import Any
 
 HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
+GRACE = 3  # seconds a stop waits for requests still open
+MAX_PATH = 2048  # no page's address is near this; a 5,000-digit frame number was a 500 with a traceback (int())
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
@@ -57,7 +60,8 @@ def security_headers(csp: str) -> list[tuple[bytes, bytes]]:
 
 class Guard:
     """ASGI middleware: 403 unless the path starts with the session token, Host is this loopback address and an
-    Origin, when the browser sends one, is this page's own; security headers on every response."""
+    Origin, when the browser sends one, is this page's own; 414 for a path longer than ``MAX_PATH``; security headers
+    on every response."""
 
     def __init__(self, app: ASGIApp, token: str, port: int, csp: str):
         self.app, self.token = app, token.encode()
@@ -72,6 +76,12 @@ class Guard:
         return (secrets.compare_digest(first, self.token) and headers.get(b"host", b"") in self.hosts
                 and (origin is None or origin in self.origins))
 
+    @staticmethod
+    async def refuse(send: Send, status: int, text: str) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+        await send({"type": "http.response.body", "body": text.encode()})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
@@ -80,17 +90,26 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})
             return
 
+        started = False
+
         async def with_headers(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)
 
         if not self.allowed(scope):
-            await with_headers({"type": "http.response.start", "status": 403,
-                                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
-            await with_headers({"type": "http.response.body", "body": FORBIDDEN.encode()})
+            await self.refuse(with_headers, 403, FORBIDDEN)
             return
-        await self.app(scope, receive, with_headers)
+        if len(scope.get("path", "")) > MAX_PATH:
+            await self.refuse(with_headers, 414, f"a path of at most {MAX_PATH} characters is served here\n")
+            return
+        try:
+            await self.app(scope, receive, with_headers)
+        except asyncio.CancelledError:  # still open when a stop's GRACE ran out: a short answer, not a traceback
+            if not started:
+                await self.refuse(with_headers, 503, "the page is stopping\n")
 
 
 def resolve_inside(root: Path | str, relative: str) -> Path:
@@ -119,8 +138,10 @@ def serve(app: ASGIApp, sock: socket.socket) -> None:
     says what it saved)."""
     import uvicorn
 
+    # a request still open at the stop (a body that never comes, a paused video's download) is dropped after
+    # GRACE seconds: uvicorn waited for it for ever, and Ctrl-C or SIGTERM did not end the page
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            proxy_headers=False)
+                            proxy_headers=False, timeout_graceful_shutdown=GRACE)
     # uvicorn stops on SIGINT or SIGTERM and then raises that signal again; SIGTERM's default action would end the
     # process at once, so it is mapped to KeyboardInterrupt for the time of the serve.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)

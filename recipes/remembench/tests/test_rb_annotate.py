@@ -3,11 +3,14 @@ it (token, Host, loopback), what a request can reach, and --agreement."""
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -75,6 +78,33 @@ def test_a_mark_is_on_disk_in_the_scorers_format_when_set_mark_returns(tmp_path:
         ("s1", "revisit", 99, 80, "alice"), ("s2", "departure", 3, None, "the release")]
     assert side["sessions"][0]["annotator"] == "alice" and side["sessions"][0]["videos"] == "/v"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_change_the_disk_refuses_is_one_line_and_undone(tmp_path: Path, monkeypatch) -> None:
+    from pinbench_recipes.remembench import annotation_store
+
+    out = tmp_path / "pairs.json"
+    with store(out) as s:
+        s.set_mark("s1", "departure", 12)
+        s.move("s1", 12)
+        saved = sidecar_path(out).read_text(), out.read_text()
+        written = annotation_store.write_atomic
+
+        def full(path, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(annotation_store, "write_atomic", full)
+        with pytest.raises(AnnotationError, match=r"pairs\.provenance\.json: not saved \(No space left on device\)"):
+            s.set_mark("s1", "revisit", 80)  # an OSError and a 500 with a traceback before
+        with pytest.raises(AnnotationError, match="not saved"):
+            s.move("s1", 40)
+        assert (s.scene("s1").revisit, s.position.frame, len(s.data.history)) == (None, 12, 1)
+        monkeypatch.setattr(annotation_store, "write_atomic", written)
+        assert (sidecar_path(out).read_text(), out.read_text()) == saved
+        s.set_mark("s1", "departure", 13)  # the next save writes only what was kept
+    side = json.loads(sidecar_path(out).read_text())
+    assert [c["frame"] for c in side["history"]] == [12, 13] and side["scenes"]["s1"]["revisit"] is None
+    assert side["position"] == {"scene_id": "s1", "frame": 12}
 
 
 def test_a_reversed_pair_stays_in_the_sidecar_and_out_of_the_pairs(tmp_path: Path) -> None:
@@ -272,6 +302,23 @@ def test_a_scene_id_that_could_leave_the_videos_folder_is_not_offered(built_fixt
     assert scene.rollout is None and scene.video is None and "cannot name a video file" in scene.problem
 
 
+def test_a_rollout_that_links_out_of_the_videos_folder_is_not_offered(built_fixture, tmp_path: Path) -> None:
+    root = fixture_copy(built_fixture.root, tmp_path / "fx")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "rollouts/t2v-000.mp4").rename(outside / "t2v-000.mp4")  # a video the page would decode and serve
+    (root / "rollouts/t2v-000.mp4").symlink_to(outside / "t2v-000.mp4")
+    (root / "rollouts/t2v-001.mp4").unlink()
+    (root / "rollouts/t2v-001").symlink_to(outside)  # a folder link: t2v-001/rollout.mp4 lies outside too
+    (outside / "rollout.mp4").write_bytes((outside / "t2v-000.mp4").read_bytes())
+    (root / "rollouts/t2v-002.mp4").rename(root / "rollouts/kept.mp4")
+    (root / "rollouts/t2v-002.mp4").symlink_to("kept.mp4")  # a link that stays inside is a rollout as before
+    first, second, third = _session(root).scenes
+    for scene in (first, second):
+        assert scene.rollout is None and scene.video is None and "leads out of" in scene.problem, scene.problem
+    assert third.rollout is not None and third.rollout.video == "t2v-002.mp4"
+
+
 def test_a_short_or_broken_rollout_is_flagged(built_fixture, tmp_path: Path) -> None:
     from pinbench.media.video import write_video
 
@@ -323,9 +370,12 @@ def _get(page, path: str, host: str | None = None) -> tuple[int, bytes, dict]:
     return response.status, body, dict(response.getheaders())
 
 
-def _post(page, path: str, body: object, origin: str | None = None) -> tuple[int, dict | str]:
-    headers = {"content-type": "application/json", **({"origin": origin} if origin else {})}
-    request = urllib.request.Request(page.url + path, data=json.dumps(body).encode(), method="POST", headers=headers)
+def _post(page, path: str, body: object, origin: str | None = None,
+          content_type: str = "application/json") -> tuple[int, dict | str]:
+    """POST ``body`` as JSON (bytes: as they are)."""
+    headers = {"content-type": content_type, **({"origin": origin} if origin else {})}
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(page.url + path, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -384,9 +434,10 @@ def test_no_request_path_leaves_the_videos_folder(built_fixture, tmp_path: Path)
                      f"/{t}/..%2Fannotate_server.py", f"/{t}/api/scenes/t2v-000/native/-1",
                      f"/{t}/api/scenes/t2v-000/native/379", f"/{t}/api/scenes/s01-rot180/native/0",
                      f"/{t}/api/scenes/t2v-000%2F..%2F..%2Fsecret/thumb/0",
-                     f"/{t}/api/scenes/t2v-000/thumb/0/../../../../secret.txt"):
+                     f"/{t}/api/scenes/t2v-000/thumb/0/../../../../secret.txt",
+                     f"/{t}/api/scenes/t2v-000/thumb/{'9' * 5000}", f"/{t}/{'a' * 20000}"):  # 5,000 digits: a 500
             status, body, _ = _get(page, path)
-            assert status in (404, 405), (path, status)
+            assert status in (404, 405, 414), (path, status)
             assert b"TOP-SECRET" not in body and b"import" not in body, path
 
 
@@ -421,6 +472,52 @@ def test_frames_are_served_native_and_lossless_and_marks_are_validated(built_fix
         rest = page.stop()
     assert "Traceback" not in page.stderr.read_text() + rest
     assert json.loads(sidecar_path(out).read_text())["scenes"]["t2v-001"]["revisit"]["frame"] == 378
+
+
+def test_a_bad_body_is_one_400_nothing_is_written_and_the_page_keeps_serving(built_fixture, tmp_path: Path) -> None:
+    out = tmp_path / "pairs.json"
+    with annotation_page(built_fixture.root, out) as page:
+        before = sidecar_path(out).read_text(), out.read_text()
+        mark = "api/scenes/t2v-001/marks"
+        bad = {"text/plain": (b'{"mark": "revisit", "frame": 5}', "text/plain", "application/json"),  # a form's type
+               "urlencoded": (b"mark=revisit&frame=5", "application/x-www-form-urlencoded", "application/json"),
+               "nested": (b"[" * 2000 + b"]" * 2000, "application/json", "not JSON"),  # a 500 before
+               "not JSON": (b"{mark: revisit}", "application/json", "not JSON"),
+               "latin-1": (b'{"mark": "\xff"}', "application/json", "not JSON"),
+               "a list": (b"[1, 2]", "application/json", "a JSON object"),
+               "NaN": (b'{"mark": "revisit", "frame": NaN}', "application/json", "frame nan is not a frame"),
+               "Infinity": (b'{"mark": "revisit", "frame": 1e999}', "application/json", "frame inf is not a frame"),
+               "unknown mark": (b'{"mark": "../x", "frame": 5}', "application/json", "mark '../x': expected")}
+        for what, (body, content_type, error) in bad.items():
+            status, data = _post(page, mark, body, content_type=content_type)
+            assert status == 400 and error in data["error"], (what, status, data)
+        for length in (str(100 * 2**20), "-1"):  # nothing read: the answer comes before any body
+            connection = http.client.HTTPConnection("127.0.0.1", page.port, timeout=30)
+            connection.putrequest("POST", f"/{page.token}/{mark}")
+            connection.putheader("Content-Type", "application/json")
+            connection.putheader("Content-Length", length)
+            connection.endheaders()
+            assert connection.getresponse().status == 400, length
+            connection.close()
+        for scene in ("nope", "..%2F..%2Fx", "t2v-001%2F..%2Ft2v-000", "t2v-001%00"):
+            assert _post(page, f"api/scenes/{scene}/marks", {"mark": "revisit", "frame": 5})[0] == 404, scene
+        assert (sidecar_path(out).read_text(), out.read_text()) == before
+        frames = range(100, 140)  # concurrent marks, each saved whole, none lost
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda f: _post(page, mark, {"mark": "revisit", "frame": f})[0], frames))
+        assert answers == [200] * len(frames)
+        history = json.loads(sidecar_path(out).read_text())["history"]
+        assert sorted(c["frame"] for c in history if c["scene_id"] == "t2v-001") == list(frames)
+        assert _get(page, f"/{page.token}/api/session")[0] == 200
+        stalled = socket.create_connection(("127.0.0.1", page.port), timeout=30)  # a body that never comes
+        stalled.sendall(f"POST /{page.token}/{mark} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{".encode())
+        time.sleep(1)
+        started = time.monotonic()
+        rest = page.stop()  # not held by it: SIGTERM waited for that request for ever
+        assert time.monotonic() - started < 20
+        stalled.close()
+    assert "Traceback" not in page.stderr.read_text() + rest
 
 
 def test_the_command_lists_scenes_without_video_and_says_what_it_saved(built_fixture, tmp_path: Path) -> None:
