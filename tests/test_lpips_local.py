@@ -11,7 +11,7 @@ import pytest
 import torch
 import torchvision
 
-from pinbench.media.lpips import LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
+from pinbench.media.lpips import CPU_THREADS, LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
 
 
 def _sha(path: Path) -> str:
@@ -54,8 +54,13 @@ def test_loads_local_trunk_and_matches_lpips_with_same_weights(trunk_file):
         param.data.copy_(checkpoint[f"features.{index}.{kind}"])
     a, b = _frames(1), _frames(2)
     got = lpips_distance(model, a, b)
-    with torch.no_grad():
-        expected = reference(to_lpips_input(a), to_lpips_input(b)).flatten().double().numpy()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(CPU_THREADS)  # the count lpips_distance computes with on CPU
+    try:
+        with torch.no_grad():
+            expected = reference(to_lpips_input(a), to_lpips_input(b)).flatten().double().numpy()
+    finally:
+        torch.set_num_threads(threads)
     assert got.shape == (2,)
     np.testing.assert_array_equal(got, expected)
     assert (got > 0).all()
@@ -83,3 +88,21 @@ def test_wrong_checkpoint_is_refused(tmp_path):
     torch.save({"features.0.weight": torch.zeros(3, 3)}, bad)
     with pytest.raises(LPIPSLoadError, match="no 'features.0.bias'|does not fit"):
         load_lpips(bad, expected_sha256=None)
+
+
+def test_cpu_distance_does_not_depend_on_the_thread_count(trunk_file):
+    """OMP_NUM_THREADS=1 and 2 (or ``taskset``) gave RememBench fixture records whose lpips_alex differed in the
+    last bits: torch splits a CPU conv's sums by its thread count. lpips_distance fixes that count on CPU."""
+    model = load_lpips(trunk_file, expected_sha256=None)
+    a, b = _frames(3, 4), _frames(4, 4)
+    threads = torch.get_num_threads()
+    try:
+        got = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            got.append(lpips_distance(model, a, b))
+            assert torch.get_num_threads() == n  # the caller's setting is left as it was
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.core.files import sha256_file
+from pinbench.core.files import sha256_file, write_atomic
 from pinbench.core.fixture_data import build_once
 from pinbench.media.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
@@ -189,8 +189,10 @@ def write_random_alexnet(path: Path, seed: int = SEED) -> str:
     for index, shape in ALEXNET_FEATURES.items():
         state[f"features.{index}.weight"] = torch.from_numpy(_fixture_weights(rng, "conv", shape))
         state[f"features.{index}.bias"] = torch.from_numpy(_fixture_weights(rng, "bias", (shape[0],)))
+    buffer = io.BytesIO()   # not the path: torch.save names its archive after an ASCII path's file, else "archive"
+    torch.save(state, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(state, path)
+    write_atomic(path, buffer.getvalue())
     return sha256_file(path)
 
 

@@ -100,9 +100,21 @@ def to_lpips_input(frames: np.ndarray, device: str | torch.device = "cpu") -> to
     return tensor.float().div_(127.5).sub_(1.0)
 
 
+# torch threads of an LPIPS forward on CPU: torch splits a conv's sums by its thread count, so the count would
+# change the last bits (OMP_NUM_THREADS=1 against 2, or ``taskset``, gave other lpips_alex records).
+CPU_THREADS = 1
+
+
 @torch.no_grad()
 def lpips_distance(model: torch.nn.Module, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LPIPS of each image pair at its native resolution (spatially averaged), float64 array (N,)."""
+    """LPIPS of each image pair at its native resolution (spatially averaged), float64 array (N,); on CPU with
+    ``CPU_THREADS`` torch threads whatever the caller set, so the value is the same on every thread count."""
     device = next(model.parameters()).device
-    out = model(to_lpips_input(a, device), to_lpips_input(b, device))
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(CPU_THREADS)
+    try:
+        out = model(to_lpips_input(a, device), to_lpips_input(b, device))
+    finally:
+        torch.set_num_threads(threads)
     return out.reshape(out.shape[0]).double().cpu().numpy()
