@@ -101,8 +101,9 @@ def to_lpips_input(frames: np.ndarray, device: str | torch.device = "cpu") -> to
 
 
 # torch threads of an LPIPS forward on CPU: torch splits a conv's sums by its thread count, so the count would
-# change the last bits (OMP_NUM_THREADS=1 against 2, or ``taskset``, gave other lpips_alex records).
-CPU_THREADS = 1
+# change the last bits (OMP_NUM_THREADS=1 against 2, or ``taskset``, gave other lpips_alex records). Two: what the
+# fixtures' golden records of each CPU kind were computed with (tests/test_fixtures.py), on any number of cores.
+CPU_THREADS = 2
 
 
 @torch.no_grad()
