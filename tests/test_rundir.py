@@ -266,6 +266,26 @@ def test_sigterm_releases_the_claim(tmp_path: Path, holders: list[Holder]) -> No
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler lives only as long as a claim
 
 
+def test_sighup_releases_the_claim_unless_it_is_ignored(tmp_path: Path, holders: list[Holder]) -> None:
+    """A lost SSH session sends SIGHUP: the process died with its lock left and a --runtime docker stage's container
+    running. Now it exits 129 through SystemExit; under nohup (SIGHUP ignored) the run goes on."""
+    holder = Holder(tmp_path / "run")
+    holders.append(holder)
+    lock = tmp_path / "run" / LOCK_DIR / "run.lock"
+    holder.proc.send_signal(signal.SIGHUP)
+    assert holder.proc.wait(timeout=30) == 128 + signal.SIGHUP
+    assert not lock.exists()
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)   # what nohup does; a child inherits it
+    try:
+        ignoring = Holder(tmp_path / "nohup")
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    holders.append(ignoring)
+    ignoring.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert ignoring.proc.poll() is None and (tmp_path / "nohup" / LOCK_DIR / "run.lock").exists()
+
+
 def test_a_reused_pid_does_not_keep_a_lock_alive(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with claim_run_dir(_cfg(out), env={}):

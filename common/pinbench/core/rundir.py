@@ -486,17 +486,21 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
 
 @contextlib.contextmanager
 def _terminate_as_exit() -> Iterator[None]:
-    """While a claim is held, SIGTERM (Slurm's time limit, preemption, ``scancel``) ends the process as SystemExit
-    (exit 143), so the claim is released. Before, the lock stayed: a resubmitted array task that Slurm placed on
-    another node was refused ("held on another host") until someone deleted it by hand."""
+    """While a claim is held, SIGTERM (Slurm's time limit, preemption, ``scancel``) and SIGHUP (a lost SSH session or
+    terminal) end the process as SystemExit (exit 143, 129), so the claim is released and a ``--runtime docker``
+    stage's container stopped. Before, the lock stayed: a resubmitted array task that Slurm placed on another node
+    was refused ("held on another host") until someone deleted it by hand; on SIGHUP the container ran on. A SIGHUP
+    that is ignored (``nohup``) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _exit_on_term)
+    caught = [signal.SIGTERM, *([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else [])]
+    previous = {signum: signal.signal(signum, _exit_on_term) for signum in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _exit_on_term(signum: int, frame: object) -> None:
