@@ -176,8 +176,13 @@ def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: Opti
 
 
 def fetch(cfg: RunConfig) -> None:
-    """``pinbench fetch dynamic-degree``: download the pinned RAFT-things weights into the cache."""
+    """``pinbench fetch dynamic-degree``: download the pinned RAFT-things weights into the cache; nothing for the
+    Farneback preview, which needs none (its fetch stage under ``--runtime docker`` had tried the download, and
+    failed without a network)."""
     options = cfg.options
+    if options.flow == "farneback":
+        print("dynamic-degree: -o flow=farneback (the CPU preview) uses no weights; nothing to fetch")
+        return
     if options.raft_weights is not None:
         print(f"dynamic-degree: using local weights {options.raft_weights}; nothing to fetch")
         return

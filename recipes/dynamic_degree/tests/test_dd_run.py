@@ -241,6 +241,19 @@ def test_missing_weights_offline_names_the_fetch_command(tmp_path: Path, monkeyp
         run_recipe(_cfg(tmp_path / "run", options={"videos": str(tmp_path)}))
 
 
+def test_the_preview_fetches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """-o flow=farneback downloads nothing: its fetch stage (--runtime docker runs one) had tried the RAFT weights."""
+    from pinbench_recipes.dynamic_degree.prepare import fetch
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PINBENCH_RAFT_WEIGHTS", raising=False)
+    monkeypatch.setattr("pinbench_recipes.dynamic_degree.prepare.fetch_url",
+                        lambda pin: pytest.fail(f"fetched {pin}"))
+    fetch(RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path), "flow": "farneback"}, env={}))
+    assert "uses no weights; nothing to fetch" in capsys.readouterr().out
+
+
 def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
     assert sample_id(tmp_path, tmp_path / "yaw" / "memory-yaw_loop_180-memory_pool_427.mp4") == \
         "yaw__memory-yaw_loop_180-memory_pool_427"
