@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from enum import Enum
 from functools import lru_cache
@@ -309,10 +309,11 @@ def _base_image(raw: str) -> dict[str, Any]:
     return {key: value[key] for key in (*_BASE_IMAGE_KEYS, "others") if key in value}
 
 
-def _dist_version(*names: str) -> str | None:
-    """The installed version of the first of ``names`` that is installed (names compared as pip normalises them)."""
+def _dist_version(*names: str, found: Sequence[tuple[str, str]] | None = None) -> str | None:
+    """The installed version of the first of ``names`` that is installed (names compared as pip normalises them),
+    among ``found`` (``_distributions()``: scanned here when not given)."""
     versions: dict[str, str] = {}
-    for name, version in _distributions():
+    for name, version in _distributions() if found is None else found:
         versions.setdefault(name, version)   # the first on sys.path: the one an import finds
     return next((versions[key] for key in map(_normalised, names) if key in versions), None)
 
@@ -320,9 +321,9 @@ def _dist_version(*names: str) -> str | None:
 _DIST_INFO = re.compile(r"(?P<name>[^-]+)-(?P<version>\d[^-]*)\.dist-info")   # a version begins with a digit
 
 
-def installed_distributions() -> list[str]:
-    """Sorted ``name==version`` of every installed distribution (a pip-freeze equivalent)."""
-    return sorted({f"{name}=={version}" for name, version in _distributions()})
+def installed_distributions(found: Sequence[tuple[str, str]] | None = None) -> list[str]:
+    """Sorted ``name==version`` of every installed distribution (a pip-freeze equivalent), of ``found`` when given."""
+    return sorted({f"{name}=={version}" for name, version in (_distributions() if found is None else found)})
 
 
 def _distributions() -> list[tuple[str, str]]:
@@ -371,14 +372,14 @@ def _normalised(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _torch_state() -> dict[str, Any]:
+def _torch_state(found: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """torch's version, and where this run imported torch for its own work its CUDA / cuDNN versions and GPUs.
 
     Why not import it here: a run that loads no model (a score-only CameraBench run) would spend 0.7 GB and
     seconds on torch only to describe it; its installed version comes from the package metadata instead, and
     ``torch_runtime`` says the runtime state was not read.
     """
-    state: dict[str, Any] = {"torch": _dist_version("torch"), "cuda": None, "cudnn": None, "gpus": [],
+    state: dict[str, Any] = {"torch": _dist_version("torch", found=found), "cuda": None, "cudnn": None, "gpus": [],
                              "torch_runtime": "not imported by this run"}
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "cuda"):  # not imported, or a broken import half-way
@@ -486,8 +487,9 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
                        extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance block of a scorecard. No hostname, no environment values, secrets scrubbed."""
     pins_dict = to_jsonable(pins)
-    dists = installed_distributions()
-    torch_state = _torch_state()
+    found = _distributions()   # sys.path scanned once for every version below
+    dists = installed_distributions(found)
+    torch_state = _torch_state(found)
     provenance = {
         "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "pinbench": {"version": __version__, **git_state()},  # also right in an exported copy
@@ -499,8 +501,8 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
             "torch_runtime": torch_state["torch_runtime"],
             "cuda": torch_state["cuda"],
             "cudnn": torch_state["cudnn"],
-            "numpy": _dist_version("numpy"),
-            "opencv": _dist_version("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
+            "numpy": _dist_version("numpy", found=found),
+            "opencv": _dist_version("opencv-python-headless", "opencv-python", "opencv-contrib-python", found=found),
             "distributions_sha256": hashlib.sha256("\n".join(dists).encode()).hexdigest(),
             "n_distributions": len(dists),
         },
