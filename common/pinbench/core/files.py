@@ -15,7 +15,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +71,19 @@ def not_a_folder(mode: int) -> str | None:
     if S_ISDIR(mode):
         return None
     return (not_regular(mode) or "a regular file").removeprefix("is ")
+
+
+def no_folder_at(path: Path) -> str | None:
+    """What stands at ``path`` where a folder belongs (``"a dangling symlink"``, ``not_a_folder``'s words), or None
+    for a folder or nothing."""
+    if not os.path.lexists(path) or path.is_dir():
+        return None
+    return "a dangling symlink" if not path.exists() else not_a_folder(path.stat().st_mode)
+
+
+def first_names(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``: the first few of ``names`` for a one-line message."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def blocking_parent(path: Path) -> tuple[Path, str] | None:
@@ -263,14 +276,12 @@ def claim_output_folder(dest: Path, mark: str, what: str, owns: str, *,
     it is written only where nothing else can be lost: a new or empty folder, or an earlier one of its kind (``mark``
     in it, or ``earlier(dest)`` for one from before the mark); then ``mark`` is written into it first. Why: a
     folder of the user's lost its index.html and every file under its media/ or figures/, silently, exit 0."""
-    if os.path.lexists(dest) and not dest.is_dir():
-        kind = "a dangling symlink" if not dest.exists() else not_a_folder(dest.stat().st_mode)
+    if (kind := no_folder_at(dest)) is not None:
         raise FileError(dest, f"{kind}, not a folder; name a new folder for the {what}")
     entries = sorted(os.listdir(dest)) if dest.is_dir() else []
     if entries and mark not in entries and not earlier(dest):
-        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-        raise FileError(dest, f"a folder that is no earlier {what} (it holds {shown}); a {what} replaces its {owns}: "
-                              "name a new or empty folder")
+        raise FileError(dest, f"a folder that is no earlier {what} (it holds {first_names(entries)}); a {what} "
+                              f"replaces its {owns}: name a new or empty folder")
     dest.mkdir(parents=True, exist_ok=True)
     write_if_changed(dest / mark, f"pinbench writes a {what} here\n")
 

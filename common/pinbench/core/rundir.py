@@ -44,7 +44,8 @@ from pinbench.core.files import (
     FileError,
     blocking_parent,
     creation_mode,
-    not_a_folder,
+    first_names,
+    no_folder_at,
     not_regular,
     open_regular,
     read_regular_bytes,
@@ -136,19 +137,23 @@ def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | No
     """The identity a directory holds (None for a fresh one); RunDirError when it is another recipe's, checkpoint's
     or mode's (``wanted`` needs only those keys): ``pinbench submit`` asks before it writes or queues anything."""
     found, source = read_identity(out_dir)
-    if found is not None and any(found[k] != wanted[k] for k in IDENTITY_KEYS):
-        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
-                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
+    _refuse_other_run(out_dir, found, source, wanted)
     return found
 
 
+def _refuse_other_run(out_dir: Path, found: Mapping[str, Any] | None, source: str, wanted: Mapping[str, Any]) -> None:
+    if found is not None and any(found[k] != wanted[k] for k in IDENTITY_KEYS):
+        raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
+                          "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
+
+
 def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path, paths: Mapping[str, Path]) -> None:
-    found, _ = read_identity(out_dir)
+    found, source = read_identity(out_dir)
     if found is not None and not _holds_results(out_dir) and not _live_locks(lock_dir, take_over=False):
         print(f"pinbench: {out_dir}: held the run of {_describe(found)}, which kept nothing (no samples, no "
               "scorecard): now this run's", file=sys.stderr, flush=True)
         found = None   # a run that stopped before it kept anything (its inputs refused, say) binds nothing
-    found = check_owner(out_dir, wanted) if found is not None else None
+    _refuse_other_run(out_dir, found, source, wanted)
     if found is None:
         _write_identity(out_dir, wanted, paths)
         return
@@ -215,8 +220,7 @@ def _refuse_foreign(out_dir: Path) -> None:
         return
     if read_identity(out_dir)[0] is not None:   # a run directory from before pinbench-run.json: its scorecard says
         return
-    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-    raise RunDirError(f"{out_dir}: a folder that is no run directory (it holds {shown}); a run writes "
+    raise RunDirError(f"{out_dir}: a folder that is no run directory (it holds {first_names(entries)}); a run writes "
                       "scorecard.json, samples.jsonl and report/ there: pass a new or empty folder as --out")
 
 
@@ -522,8 +526,7 @@ def _refuse_wrong_kinds(out_dir: Path, shard: Any) -> None:
              *(_FILES if shard is None else ())]
     for name in folders:
         path = out_dir / name
-        if os.path.lexists(path) and not path.is_dir():
-            kind = "a dangling symlink" if not path.exists() else not_a_folder(path.stat().st_mode)
+        if (kind := no_folder_at(path)) is not None:
             raise RunDirError(f"{path}: {kind} where the run keeps a folder; move it away")
     for name in files:
         path = out_dir / name
