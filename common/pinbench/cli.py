@@ -373,7 +373,7 @@ def requests_cmd(
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
     from pinbench.core.files import FileError, claim_output_folder, write_if_changed
     from pinbench.core.fixture_data import FIXTURE_DIR
-    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, requests_text, unnamed_inputs
+    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, prune_inputs, requests_text
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
@@ -389,15 +389,10 @@ def requests_cmd(
         except (RecipeError, RequestError, FileError) as exc:
             _fail(str(exc))
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
-        stale = unnamed_inputs(out, asked)
-        for file in stale:   # an earlier, larger set's: the folder travels whole, so it holds what these name only
-            file.unlink()
-        for folder in sorted({file.parent for file in stale}, reverse=True):
-            with contextlib.suppress(OSError):   # emptied: inputs/<digest>/ holds one file
-                folder.rmdir()
+        stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
     _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"
-          + (f"; removed {len(stale)} file(s) of inputs/ that no request names" if stale else ""))
+          + (f"; removed {stale} file(s) of inputs/ that no request names" if stale else ""))
 
 
 rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pinbench, checked against their requests.")

@@ -16,6 +16,7 @@ model loaded: a rerun that reuses every rollout never loads it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -157,15 +158,22 @@ def staged(role: str, path: Path, root: Path, sha256: str, frames: tuple[int, in
     return Conditioning(role, relative.as_posix(), sha256, frames)
 
 
-def unnamed_inputs(root: Path, requests: Sequence[Request]) -> list[Path]:
-    """The files under ``root/inputs`` that none of ``requests`` names (an earlier set's, written to the same
-    folder), sorted; symlinks and other entries are files here too (``staged`` writes regular files only)."""
+def prune_inputs(root: Path, requests: Sequence[Request]) -> int:
+    """Remove the files under ``root/inputs`` that none of ``requests`` names (an earlier, larger set's, written to
+    the same folder, which travels whole), and the folders that held only them; how many files went. Symlinks and
+    other entries count as files here (``staged`` writes regular files only)."""
     named = {root / file.path for request in requests for file in request.conditioning}
     inputs = root / "inputs"
     if not inputs.is_dir() or inputs.is_symlink():
-        return []
-    return sorted(Path(folder, name) for folder, _, files in os.walk(inputs) for name in files
-                  if Path(folder, name) not in named)
+        return 0
+    stale = [Path(folder, name) for folder, _, files in os.walk(inputs) for name in files
+             if Path(folder, name) not in named]
+    for file in stale:
+        file.unlink()
+    for folder in sorted({file.parent for file in stale}, reverse=True):
+        with contextlib.suppress(OSError):   # emptied: inputs/<digest>/ holds one file
+            folder.rmdir()
+    return len(stale)
 
 
 def _problem(request: Request) -> str:
