@@ -331,7 +331,7 @@ def _holder_text(holder: Mapping[str, Any]) -> str:
             f"({shard}: {' '.join(map(str, holder.get('argv') or [])) or '?'})")
 
 
-def _read_lock(path: Path) -> dict[str, Any] | None:
+def read_lock(path: Path) -> dict[str, Any] | None:
     """Who holds a lock; None when its file says nothing readable (a FIFO or a device in its place included)."""
     text = read_regular_text(path)
     try:
@@ -355,7 +355,7 @@ def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Pa
     (``take_over``) or just left out."""
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
-        holder = _read_lock(path)
+        holder = read_lock(path)
         if holder is not None and process_alive(holder) is False:
             if take_over:
                 print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
@@ -558,6 +558,6 @@ def _folders(folder: Path) -> list[Path]:
 
 
 def _release(claim: Claim) -> None:
-    holder = _read_lock(claim.lock)
+    holder = read_lock(claim.lock)
     if holder is not None and holder.get("token") == claim.token:
         claim.lock.unlink(missing_ok=True)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, read_data_file, read_regular_text
-from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive
+from pinbench.core.files import FileError, read_data_file
+from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import Scorecard
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
@@ -108,12 +109,11 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
 
 def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
     """Whether the process holding the shard's lock still runs; False without a lock (its process has ended)."""
-    text = read_regular_text(out_dir / LOCK_DIR / f"{lock_name(Shard(shard.index, shard.count))}.lock")
-    try:
-        holder = json.loads(text) if text is not None else None
-    except ValueError:
-        return None
-    return process_alive(holder) if isinstance(holder, dict) else False if text is None else None
+    lock = out_dir / LOCK_DIR / f"{lock_name(Shard(shard.index, shard.count))}.lock"
+    if not os.path.lexists(lock):
+        return False
+    holder = read_lock(lock)   # None: it names no holder (unreadable, a FIFO)
+    return process_alive(holder) if holder is not None else None
 
 
 def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
