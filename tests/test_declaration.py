@@ -47,6 +47,9 @@ runner = CliRunner()
      "no metric is declared primary"),
     ({"version": "1.1.0"}, "version 1.1.0 has no changelog entry"),
     ({"unknown_key": 1}, "must not contain {'unknown_key'}"),
+    ({"no_download": {"options": "-o colour=red", "what": "x"}}, "no_download.options: no option 'colour'"),
+    ({"no_download": {"options": "-o mode=fast slow", "what": "x"}}, "expected -o key=value pairs"),
+    ({"no_download": {"options": "-o mode=fast -o mode=slow", "what": "x"}}, "option mode given twice"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_file(tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(DeclarationError) as info:
@@ -304,3 +307,18 @@ def test_light_commands_import_no_recipe_code_and_no_torch() -> None:
 def test_the_readmes_agree_with_the_declarations(tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["docs", "--check", "--root", str(Path(__file__).resolve().parents[1])])
     assert result.exit_code == 0, f"run `pinbench docs`: {result.output}"
+
+
+def test_a_run_with_the_no_download_options_is_told_apart(tmp_path: Path) -> None:
+    """``no_download`` is read, not only shown: a literal value must be the option's, a value in capitals (DIR) any
+    value given; the fetch command and the docker runtime's stages ask ``downloads_nothing``."""
+    recipe = toy_recipe(tmp_path, no_download={"options": "-o mode=slow -o videos=DIR", "what": "local videos"})
+
+    def nothing(**options: str) -> bool:
+        return recipe.downloads_nothing(recipe.config("c", out_dir=tmp_path / "o", options=options, env={})) \
+            is not None
+
+    assert nothing(mode="slow", videos=str(tmp_path))
+    assert not nothing(mode="fast", videos=str(tmp_path))
+    assert not nothing(mode="slow")
+    assert toy_recipe(tmp_path).downloads_nothing(recipe.config("c", out_dir=tmp_path / "o", env={})) is None

@@ -109,6 +109,15 @@ def test_skips_and_stops_at_first_failure(client: FakeDockerClient, recipe: Reci
     assert _stages(client) == ["score"]
 
 
+def test_a_run_with_the_no_download_options_has_no_fetch_stage(client: FakeDockerClient, tmp_path: Path) -> None:
+    """The fetch stage of such a run had resolved null pins (downloads) and failed on a machine without network."""
+    recipe = toy_recipe(tmp_path / "recipes", version="2.0.0", env=DECLARED_ENV,
+                        changelog=[{"version": "2.0.0", "date": "2026-11-30", "change": "toy"}],
+                        no_download={"options": "-o mode=slow", "what": "the slow way"})
+    assert _run(recipe, _cfg(recipe, tmp_path), client)[0] == 0
+    assert _stages(client) == ["generate", "score"]
+
+
 def test_networked_run_stage_is_not_forced_offline(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
     recipe.stages = (ContainerStage("generate", argv=("run", "--skip-scoring"), network=True, needs_token=True),)
     _run(recipe, _cfg(recipe, tmp_path), client)

@@ -230,6 +230,9 @@ def fetch(
     # options are checked (a misspelled -o key, a bad value) before anything is downloaded
     cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
                   skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
+    if (nothing := recipe.downloads_nothing(cfg)) is not None and not write_pins:   # before resolving a null pin
+        _echo(f"{recipe.name}: nothing to fetch with {nothing.options} ({nothing.what})")
+        return
     if recipe.pins_path.is_file():
         from pinbench.ops.machine_pins import resolve_recipe_pins
 

@@ -38,6 +38,7 @@ from pinbench.core.options import (
     did_you_mean,
     offline_in,
     parse_options,
+    parse_pairs,
 )
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
@@ -140,10 +141,26 @@ class Example:
 @dataclass(frozen=True)
 class NoDownload:
     """The options of a run that downloads nothing and needs no GPU, and what it gives up (a way on when the
-    network fails)."""
+    network fails). ``options`` is ``-o key=value`` pairs; a value in capitals (``DIR``) stands for any value."""
 
     options: str
     what: str
+
+    def pairs(self) -> dict[str, str]:
+        """The ``-o`` pairs of ``options``; ValueError for text that is not ``-o key=value`` pairs."""
+        words = self.options.split()
+        if len(words) % 2 or any(flag != "-o" for flag in words[::2]):
+            raise ValueError(f"no_download.options {self.options!r}: expected -o key=value pairs")
+        try:
+            return parse_pairs(words[1::2])
+        except OptionError as exc:
+            raise ValueError(f"no_download.options: {exc}") from None
+
+    def holds(self, specs: Mapping[str, OptionSpec], values: OptionValues) -> bool:
+        """Whether a run's option values are these (a placeholder: set at all)."""
+        return all((value := values.to_json().get(key)) is not None
+                   and (wanted.isupper() or specs[key].format(value) == wanted)
+                   for key, wanted in self.pairs().items())
 
 
 @dataclass
@@ -188,6 +205,12 @@ class Recipe:
         if self.doctor_entry is None:
             return []
         return list(self.load(self.doctor_entry)(cfg, pins))
+
+    def downloads_nothing(self, cfg: RunConfig) -> NoDownload | None:
+        """The declared ``no_download`` when this run's options are its: the fetch has nothing to get, not even a
+        null pin to resolve (a fetch stage under ``--runtime docker`` is left out); None otherwise."""
+        nothing = self.no_download
+        return nothing if nothing is not None and nothing.holds(self.options, cfg.options) else None
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -422,6 +445,13 @@ def load_declaration(path: Path, package: str) -> Recipe:
         raise DeclarationError(path, str(exc)) from None
     if not any(m.primary for m in metrics.values()):
         raise DeclarationError(path, "no metric is declared primary: true")
+    no_download = NoDownload(**data["no_download"]) if "no_download" in data else None
+    try:
+        unknown = sorted(set(no_download.pairs()) - set(options)) if no_download is not None else []
+    except ValueError as exc:
+        raise DeclarationError(path, str(exc)) from None
+    if unknown:
+        raise DeclarationError(path, f"no_download.options: no option {unknown[0]!r} is declared")
     for spec in options.values():
         if spec.required_unless is not None and spec.required_unless not in options:
             raise DeclarationError(path, f"option {spec.name}: required_unless names no option "
@@ -449,7 +479,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         doctor_entry=data.get("doctor"), requests_entry=data.get("requests"),
         generators=dict(data.get("generators") or {}), scale_out=scale_out,
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
-        no_download=NoDownload(**data["no_download"]) if "no_download" in data else None,
+        no_download=no_download,
     )
 
 

@@ -226,13 +226,14 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
 
 def stages_for(recipe: Recipe, cfg: RunConfig) -> list[ContainerStage]:
     """The stages this run needs, in order: a fixture run is one offline CPU run in the recipe's scoring
-    image; ``--skip-generation`` / ``--skip-scoring`` drop those stages, ``--offline`` the fetch stages."""
+    image; ``--skip-generation`` / ``--skip-scoring`` drop those stages, ``--offline`` and the recipe's
+    ``no_download`` options the fetch stages."""
     if cfg.fixture:
         last = [s for s in recipe.stages if s.argv[0] == "run"][-1]
         return [ContainerStage(last.name, dockerfile=last.dockerfile, argv=("run",), network=False, gpus=False)]
     return [s for s in recipe.stages
             if not (s.name == "generate" and cfg.skip_generation) and not (s.name == "score" and cfg.skip_scoring)
-            and not (s.argv[0] == "fetch" and cfg.offline)]
+            and not (s.argv[0] == "fetch" and (cfg.offline or recipe.downloads_nothing(cfg) is not None))]
 
 
 def container_user(caller: tuple[int, int], image: str, image_user: str) -> str:

@@ -254,6 +254,17 @@ def test_the_preview_fetches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "uses no weights; nothing to fetch" in capsys.readouterr().out
 
 
+def test_fetching_for_the_preview_resolves_no_pin_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pinbench fetch dynamic-degree -o flow=farneback`` (a --runtime docker run's fetch stage) had first resolved
+    the RAFT pin's null sha256, a download, and failed offline before the recipe's fetch said it needs nothing."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PINBENCH_OFFLINE", "1")
+    monkeypatch.setattr("pinbench.ops.machine_pins.resolve_recipe_pins", lambda *a, **k: pytest.fail("resolved"))
+    result = CliRunner().invoke(cli.app, ["fetch", "dynamic-degree", "-o", "flow=farneback"])
+    assert result.exit_code == 0, result.output
+    assert "nothing to fetch with -o flow=farneback" in result.output
+
+
 def test_sample_ids_and_loop_families(tmp_path: Path) -> None:
     assert sample_id(tmp_path, tmp_path / "yaw" / "memory-yaw_loop_180-memory_pool_427.mp4") == \
         "yaw__memory-yaw_loop_180-memory_pool_427"
