@@ -321,6 +321,23 @@ def test_a_derived_value_declared_from_members_is_judged_by_resampling_its_membe
     assert render_comparison(result).count("nothing to resample") == 1
 
 
+def test_members_edited_since_the_scorecard_are_refused_not_resampled(tmp_path: Path) -> None:
+    """A split's AP is recomputed from its members' records: one score edited in samples.jsonl gave the edited AP
+    beside the scorecard's own, with no word (the view showed the edited score). The derived record's members hash
+    must hold for the records read."""
+    run = _split_run(tmp_path, "A", lift=0.1, seed=1)
+    load_run(run)
+    lines = (run / "samples.jsonl").read_text().splitlines()
+    record = json.loads(lines[5])
+    record["result"]["score"] = round(record["result"]["score"] + 0.3, 2)
+    (run / "samples.jsonl").write_text("\n".join([*lines[:5], json.dumps(record), *lines[6:]]) + "\n")
+    with pytest.raises(CompareError) as info:
+        load_run(run)
+    assert str(info.value) == (f"{run / 'samples.jsonl'}: derived record 'split__x' was computed from other records "
+                               "of its 80 samples than the samples file holds; the samples file is not the one the "
+                               "scorecard was computed from")
+
+
 def test_unmatched_members_are_named_and_an_older_scorecard_is_compared_as_one_value(tmp_path: Path) -> None:
     """A member that failed in B leaves the derived record failed there, yet the split is compared over the 79
     members both scored, the one left out named with B's reason. Without the declaration (a scorecard from

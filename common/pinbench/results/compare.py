@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.core.derived import DerivedRecord
+from pinbench.core.derived import DerivedRecord, derived_problems
+from pinbench.core.files import read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
@@ -118,7 +119,7 @@ class MemberValues:
 
 def load_run(path: Path | str) -> Run:
     """A run directory or its scorecard.json, with the samples.jsonl the scorecard names."""
-    from pinbench.core.runner import read_merged
+    from pinbench.core.runner import parse_merged
 
     path = Path(path)
     scorecard = scorecard_file(path)
@@ -129,9 +130,27 @@ def load_run(path: Path | str) -> Run:
     samples = scorecard.parent / name
     if not samples.is_file():
         raise CompareError(f"{samples}: not a file; it holds the per-sample records the scorecard names (needed here)")
-    run = Run(scorecard, card, [*read_merged(samples), *run_derived(scorecard.parent, card, CompareError)])
+    try:
+        records = parse_merged(read_regular_bytes(samples), samples)   # each record keeps its line: hashed as read
+    except UnicodeDecodeError:
+        raise CompareError(f"{samples}: not UTF-8 text") from None
+    derived = run_derived(scorecard.parent, card, CompareError)
+    _check_members(samples, card, records, derived)
+    run = Run(scorecard, card, [*records, *derived])
     _check_records_agree(run)
     return run
+
+
+def _check_members(samples: Path, card: Scorecard, records: Sequence[Any], derived: Sequence[DerivedRecord]) -> None:
+    """The derived records whose statistics are recomputed from their members (``from_members``) must have been
+    computed from these very member records: an edited samples.jsonl had given a split's AP from the edited scores
+    beside the scorecard's own, with no word."""
+    resampled = {m.sample_ids[0] for m in card.metrics.values()
+                 if m.from_members is not None and m.reads_derived and m.sample_ids and len(m.sample_ids) == 1}
+    problems = derived_problems([record for record in derived if record.derived_id in resampled], records)
+    if problems:
+        raise CompareError(f"{samples}: {problems[0]}; the samples file is not the one the scorecard was computed "
+                           "from")
 
 
 def _check_records_agree(run: Run) -> None:
