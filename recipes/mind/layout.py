@@ -17,6 +17,7 @@ arithmetic here is read from the pinned code (``src/process.py``, ``src/utils/ut
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_finite_number(value: Any) -> bool:
+    """A JSON number that is one: ``NaN``, ``Infinity`` and ``1e999`` (which parses as inf) are no action code."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def read_action_file(path: Path) -> ActionFile:
@@ -157,6 +159,8 @@ def read_action_file(path: Path) -> ActionFile:
         raise LayoutError(path, f"unreadable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise LayoutError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
+        raise LayoutError(path, "invalid JSON: nested too deeply to parse") from None
     if not isinstance(data, dict):
         raise LayoutError(path, f"top level is a JSON {type(data).__name__}, expected an object")
     mark, total = data.get("mark_time"), data.get("total_time")
@@ -169,8 +173,12 @@ def read_action_file(path: Path) -> ActionFile:
         raise LayoutError(path, "has no 'data' list of per-frame actions")
     window = entries[mark: mark + ACTION_FRAMES]
     for offset, entry in enumerate(window):
-        if not isinstance(entry, dict) or not all(_is_number(entry.get(k)) for k in ACTION_KEYS):
-            raise LayoutError(path, f"data[{mark + offset}] lacks numeric {'/'.join(ACTION_KEYS)} action codes")
+        bad = next((k for k in ACTION_KEYS if not _is_finite_number(entry.get(k))), None) \
+            if isinstance(entry, dict) else "entry"
+        if bad is not None:   # a NaN code was labelled no_op without a word
+            found = f"{bad}: {json.dumps(entry.get(bad))[:40]}" if isinstance(entry, dict) else json.dumps(entry)[:40]
+            raise LayoutError(path, f"data[{mark + offset}] lacks finite numeric {'/'.join(ACTION_KEYS)} action "
+                                    f"codes ({found})")
     return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window))
 
 

@@ -137,6 +137,13 @@ def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
     assert pre.ok and any("take-7.mp4" in n and "every .mp4" in n for n in pre.notes)
 
 
+def _action_with(index: int, key: str, literal: str) -> str:
+    """A valid action.json whose ``data[index][key]`` is the JSON literal ``literal``."""
+    data = action_json(10, 122)
+    data["data"][index][key] = "@"
+    return json.dumps(data).replace('"@"', literal)
+
+
 @pytest.mark.parametrize(("content", "words"), [
     ("{not json", ["invalid JSON at line 1"]),
     (json.dumps({"mark_time": 130, "total_time": 122, "data": []}), ["mark_time < total_time"]),
@@ -144,6 +151,10 @@ def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
     (json.dumps({"mark_time": 10, "total_time": 122}), ["no 'data' list"]),
     (json.dumps(action_json(10, 122) | {"data": [{"ws": 1}] * 122}), ["data[10]", "ws/ad/ud/lr"]),
     (json.dumps([1, 2]), ["JSON list"]),
+    # a NaN or infinite code was labelled no_op without a word; a deep nest ended the plan naming no file
+    (_action_with(10, "ws", "NaN"), ["data[10]", "ws: NaN"]),
+    (_action_with(11, "lr", "1e999"), ["data[11]", "lr: Infinity"]),
+    ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", ["nested too deeply"]),
 ])
 def test_bad_gt_action_json(layout: Layout, content: str, words: list[str]) -> None:
     path = layout.gt("1st_data", "mem_test", "data-1") / "action.json"

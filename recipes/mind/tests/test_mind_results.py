@@ -205,6 +205,8 @@ def test_mirror_keys_come_from_the_file_without_a_generated_root(write_result) -
     # after every sample was stored ("'utf-8' codec can't encode character '\\udcff'", no file named)
     ('{"data": [{"path": "a\\udcff", "perspective": "1st_data", "test_type": "mem_test"}]}',
      ["data[0]", "not valid UTF-8"]),
+    # the parser's recursion limit ended the run naming no file
+    ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", ["invalid JSON", "nested too deeply"]),
 ])
 def test_unusable_result_file_is_one_line_naming_it(tmp_path: Path, text: str, words: list[str]) -> None:
     path = tmp_path / "Result.json"
