@@ -297,6 +297,14 @@ def test_an_average_rounded_as_process_py_rounds_it_is_the_mean_of_its_frames(wr
     assert set(result["errors"]) == {"lcm_psnr"} and "+inf" in result["errors"]["lcm_psnr"]
 
 
+def test_a_rollout_name_that_is_no_string_fails_the_directory_naming_the_entry(write_result) -> None:
+    """A list as video_name failed the sample with "TypeError: unhashable type: 'list'", naming nothing."""
+    record = mirror_record("loop-1")
+    record["video_results"].append(dict(record["video_results"][0], video_name=["path-1.mp4"]))
+    with pytest.raises(SampleFailure, match=r'video_results\[1\]: video_name \["path-1.mp4"\] is not a file name'):
+        mirror_result(imported(write_result, [record], expected=(M,)).samples[M], None)
+
+
 def test_conflicting_entries_of_one_rollout_fail_the_directory(write_result) -> None:
     """Two video_results entries for one rollout: the last one won unseen (gsc_mse 0.0003 -> 0.45, rc 0)."""
     record = mirror_record("loop-1")
