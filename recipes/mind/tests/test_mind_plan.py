@@ -131,6 +131,19 @@ def test_mirror_directory_without_rollouts(layout: Layout) -> None:
     only_problem(check(layout), empty, "no .mp4")
 
 
+def test_a_mirror_directory_that_cannot_be_listed_is_one_problem(layout: Layout, monkeypatch) -> None:
+    """A mirror directory another user's umask made unreadable ended the plan in a PermissionError traceback."""
+    locked = layout.generated_root / "3rd_data" / "mirror_test" / "loop-1"
+    listdir = os.listdir
+
+    def refuse(path):  # noqa: ANN001, ANN202 (os.listdir's stand-in; root reads any folder, so chmod cannot)
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+    monkeypatch.setattr(os, "listdir", refuse)
+    only_problem(check(layout), locked, "cannot list mirror directory: Permission denied")
+
+
 def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
     layout.add_mirror("3rd_data", "loop-1", "take-7.mp4", frames=6)
     pre = check(layout)
