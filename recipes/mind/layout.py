@@ -17,6 +17,7 @@ arithmetic here is read from the pinned code (``src/process.py``, ``src/utils/ut
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,14 +142,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_finite_number(value: Any) -> bool:
+    """A JSON number that is one: ``NaN``, ``Infinity`` and ``1e999`` (which parses as inf) are no action code."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_action_file(path: Path) -> ActionFile:
-    """Parse and check a GT action.json; LayoutError (one line, naming the file) on anything process.py trips on.
-    Only a regular file is read (``read_regular_bytes``): a FIFO would block the plan forever, a device
-    (``/dev/zero``) fill the memory."""
+def _action_json(path: Path) -> dict[str, Any]:
+    """The object of an action.json; LayoutError naming the file when there is none. Only a regular file is read
+    (``read_regular_bytes``): a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
     try:
         data = json.loads(read_regular_bytes(path).decode("utf-8"))
     except FileError as exc:   # absent, a folder, a FIFO, a device, unreadable
@@ -157,8 +158,29 @@ def read_action_file(path: Path) -> ActionFile:
         raise LayoutError(path, f"unreadable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise LayoutError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
+        raise LayoutError(path, "invalid JSON: nested too deeply to parse") from None
     if not isinstance(data, dict):
         raise LayoutError(path, f"top level is a JSON {type(data).__name__}, expected an object")
+    return data
+
+
+def _check_codes(path: Path, entries: list[Any], start: int, stop: int) -> None:
+    """Each of ``entries[start:stop]`` holds a finite number per action key; LayoutError naming the entry else."""
+    for index in range(start, min(stop, len(entries))):
+        entry = entries[index]
+        bad = next((k for k in ACTION_KEYS if not _is_finite_number(entry.get(k))), None) \
+            if isinstance(entry, dict) else "entry"
+        if bad is not None:   # a NaN code was labelled no_op without a word
+            found = json.dumps(entry)[:40] if not isinstance(entry, dict) else \
+                f"{bad}: {json.dumps(entry[bad])[:40]}" if bad in entry else f"no {bad}"
+            raise LayoutError(path, f"data[{index}] lacks finite numeric {'/'.join(ACTION_KEYS)} action codes "
+                                    f"({found})")
+
+
+def read_action_file(path: Path) -> ActionFile:
+    """Parse and check a GT action.json; LayoutError (one line, naming the file) on anything process.py trips on."""
+    data = _action_json(path)
     mark, total = data.get("mark_time"), data.get("total_time")
     if not _is_int(mark) or not _is_int(total):
         raise LayoutError(path, f"mark_time and total_time must be integers, got {mark!r} and {total!r}")
@@ -168,10 +190,24 @@ def read_action_file(path: Path) -> ActionFile:
     if not isinstance(entries, list):
         raise LayoutError(path, "has no 'data' list of per-frame actions")
     window = entries[mark: mark + ACTION_FRAMES]
-    for offset, entry in enumerate(window):
-        if not isinstance(entry, dict) or not all(_is_number(entry.get(k)) for k in ACTION_KEYS):
-            raise LayoutError(path, f"data[{mark + offset}] lacks numeric {'/'.join(ACTION_KEYS)} action codes")
+    _check_codes(path, entries, mark, mark + ACTION_FRAMES)
     return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window))
+
+
+def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
+    """The action codes of every continuation frame, ``data[mark_time:total_time]``, for a generation request.
+
+    process.py reads only the first 97 of them (``read_action_file`` checks those); a generator follows all of
+    them, so each must be there with its four codes: an entry past the 97th without one ended ``pinbench requests``
+    in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word."""
+    entries = _action_json(path).get("data")
+    mark, total = actions.mark_time, actions.total_time
+    if not isinstance(entries, list) or len(entries) < total:
+        held = f"holds {len(entries)} entries" if isinstance(entries, list) else "has no 'data' list"
+        raise LayoutError(path, f"'data' {held}: a rollout follows one action per frame of [mark_time, total_time) "
+                                f"= [{mark}, {total})")
+    _check_codes(path, entries, mark, total)
+    return [{k: entries[i][k] for k in ACTION_KEYS} for i in range(mark, total)]
 
 
 def count_pose_entries(path: Path) -> int:

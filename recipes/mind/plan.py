@@ -267,7 +267,10 @@ def _mirror_sample(key: SampleKey, path: Path, problems: list[str], notes: list[
     """Check one mirror directory: at least one rollout, each an even number (>= 2) of frames."""
     n_before = len(problems)
     videos = []
-    mp4s = sorted(v for v in os.listdir(path) if v.endswith(".mp4"))
+    names = _list_dir(path, "mirror directory", problems)   # unreadable: os.listdir's PermissionError ended the plan
+    if names is None:
+        return None
+    mp4s = [v for v in names if v.endswith(".mp4")]
     if not mp4s:
         problems.append(f"{path}: no .mp4 rollout (process.py would record the directory with no scores)")
     for video_name in mp4s:

@@ -20,7 +20,6 @@ own pixels: LCM's MSE is 0.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pinbench.core.config import RecipeError
@@ -28,13 +27,14 @@ from pinbench.core.generation import Capabilities, Request, Signature, staged
 from pinbench.core.inputs import InputDigests
 from pinbench.media.video import read_video, video_info, write_video
 from pinbench_recipes.mind.layout import (
-    ACTION_KEYS,
     GENERATED_VIDEO,
     GT_ACTIONS,
     GT_VIDEO,
     MIRROR_TEST,
     PERSPECTIVES,
     ContinuationSample,
+    LayoutError,
+    continuation_codes,
     requested_tests,
 )
 from pinbench_recipes.mind.plan import Plan
@@ -55,8 +55,10 @@ def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
         video, action_file = sample.gt_dir / GT_VIDEO, sample.gt_dir / GT_ACTIONS
         info = video_info(video)
         frames = actions.total_time - actions.mark_time
-        entries = json.loads(action_file.read_text(encoding="utf-8"))["data"][actions.mark_time:
-                                                                            actions.mark_time + frames]
+        try:
+            codes = continuation_codes(action_file, actions)
+        except LayoutError as exc:
+            raise RecipeError(str(exc)) from None
         requests.append(Request(
             id=key.sample_id, kind="context-actions", recipe="mind",
             output=f"{key.perspective}/{key.test_type}/{key.path}/{GENERATED_VIDEO}", frames=frames, fps=info.fps,
@@ -67,7 +69,7 @@ def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
                       "total_time": actions.total_time,
                       "alignment": "frame 0 of the rollout is compared with GT frame mark_time: the rollout holds "
                                    "the continuation only, no context frame",
-                      "actions": [{k: entry[k] for k in ACTION_KEYS} for entry in entries]}))
+                      "actions": codes}))
     return requests
 
 

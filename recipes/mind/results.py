@@ -83,6 +83,8 @@ def load_result_file(path: Path) -> ResultFile:
         ends_early = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         cut = " (cut short? process.py rewrites it in place while it runs)" if ends_early else ""
         raise ResultFileError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{cut}") from None
+    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
+        raise ResultFileError(path, "invalid JSON: nested too deeply to parse") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise ResultFileError(path, "not a MIND result: expected an object with a 'data' list")
     vmt = payload.get("video_max_time")

@@ -10,6 +10,7 @@ failed sample with that reason.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -216,9 +217,14 @@ def mirror_result(imported: Imported, sample: MirrorSample | None) -> dict[str, 
         raise SampleFailure("mirror record has no 'video_results' list")
     by_name: dict[Any, dict[str, Any]] = {}
     conflicting: set[Any] = set()   # one rollout, two different entries: which is its own cannot be told
-    for entry in (e for e in entries if isinstance(e, dict)):
-        if by_name.setdefault(entry.get("video_name"), entry) != entry:
-            conflicting.add(entry.get("video_name"))
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("video_name")
+        if name is not None and not isinstance(name, str):   # a list ended the sample in "unhashable type: 'list'"
+            raise SampleFailure(f"video_results[{index}]: video_name {json.dumps(name)[:60]} is not a file name")
+        if by_name.setdefault(name, entry) != entry:
+            conflicting.add(name)
     planned = {v.name: v for v in sample.videos} if sample is not None else {}
     names = list(planned) if sample is not None else sorted(n for n in by_name if isinstance(n, str))
     result = _base(imported.key)

@@ -30,6 +30,7 @@ from typing import Any
 
 from pinbench.core.files import atomic_path, read_json_object, sha256_file, write_atomic, write_if_changed
 from pinbench.core.generation import Capabilities, Request, Signature
+from pinbench.core.inputs import entry_problem
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -66,7 +67,7 @@ class ValidityCache:
     def is_valid(self, video: Path, min_frames: int) -> bool:
         try:
             st = video.stat()
-        except FileNotFoundError:
+        except OSError:   # absent, a dangling link, a symlink loop (ELOOP ended the run), unreadable
             return False
         key, signature = str(video.resolve()), [st.st_size, st.st_mtime_ns, min_frames]
         if self._known.get(key) == signature:
@@ -124,10 +125,13 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
     results: dict[str, Collected] = {}
     for name in names:
         src, dst = rollouts / f"{name}.mp4", videos_dir / f"{name}.mp4"
-        if not cache.is_valid(src, min_frames):
+        # what stands there when it is no regular file (a symlink loop, a folder, a FIFO), said as itself
+        problem = entry_problem(src)[0] if os.path.lexists(src) else "no rollout"
+        if problem is None and not cache.is_valid(src, min_frames):
+            problem = f"invalid rollout (undecodable or < {min_frames} frames)"
+        if problem is not None:
             dst.unlink(missing_ok=True)
-            why = (failures or {}).get(name) or ("no rollout" if not src.exists() else
-                                                 f"invalid rollout (undecodable or < {min_frames} frames)")
+            why = (failures or {}).get(name) or problem
             results[name] = Collected(name, None, error=f"generation failed: {why} ({src})")
             continue
         src_sha = sha256_file(src)

@@ -94,6 +94,8 @@ def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
         raise MetricsFileError(f"{path}: {_unread(exc.reason)}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which parse_all did not catch
+        raise MetricsFileError(f"{path}: not valid JSON: nested too deeply to parse") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("per_video"), list):
         raise MetricsFileError(f"{path}: no 'per_video' list")
     found: dict[str, Mapping[str, Any]] = {}

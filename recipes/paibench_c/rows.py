@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.core.files import write_if_changed
+from pinbench.core.files import FileError, read_data_file, write_if_changed
 
 MODALITIES = ("edge", "blur", "depth", "seg")
 TASK_ID = re.compile(r"task_\d{4}")
@@ -103,6 +103,9 @@ def _check_row(path: Path, index: int, row: Any) -> Task:
     if not (isinstance(task_id, str) and TASK_ID.fullmatch(task_id)):
         raise TaskListError(f"{where}: task_id {task_id!r} is not task_NNNN")
     for name in ("video_path", "canny_path", "blur_path", "depth_path", "seg_path"):
+        if isinstance(row[name], str) and any(ord(c) < 0x20 or ord(c) == 0x7F for c in row[name]):
+            # a NUL ended the request digests in "embedded null byte", naming neither file nor task
+            raise TaskListError(f"{where}: {name} {row[name]!r} holds a control character")
         if not _relative_path(row[name]):
             raise TaskListError(f"{where}: {name} {row[name]!r} is not a relative path inside the dataset")
     for name in ("prompt", "negative_prompt"):
@@ -121,12 +124,14 @@ def _check_row(path: Path, index: int, row: Any) -> Task:
 def load_tasks(path: Path | str) -> list[Task]:
     """Read and validate tasks.json; tasks sorted by id, as the upstream recipe selects them."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TaskListError(f"{path}: file not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:   # read_data_file: a folder is one line and a FIFO no hang (read_text blocked on it for good)
+        data = json.loads(read_data_file(path))
+    except FileError as exc:
+        raise TaskListError(str(exc)) from None
+    except json.JSONDecodeError as exc:
         raise TaskListError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
+        raise TaskListError(f"{path}: not valid JSON: nested too deeply to parse") from None
     if not isinstance(data, list) or not data:
         raise TaskListError(f"{path}: expected a non-empty JSON list of tasks")
     tasks = [_check_row(path, i, row) for i, row in enumerate(data)]

@@ -131,6 +131,27 @@ def test_mirror_requests_are_refused_in_one_line_before_anything_is_generated(as
     assert not (tmp_path / "run" / "rollouts").exists() and not (tmp_path / "run" / "generation").exists()
 
 
+@pytest.mark.parametrize(("edit", "words"), [
+    # past the 97 entries process.py reads (the plan checks those): a KeyError ended `pinbench requests`
+    (lambda data: data["data"][-1].pop("ad"), "lacks finite numeric ws/ad/ud/lr action codes (no ad)"),
+    (lambda data: data["data"][-1].update(ws=math.nan), "(ws: NaN)"),   # was written into the request
+    # fewer entries than continuation frames: a request with fewer actions than frames, without a word
+    (lambda data: data["data"].pop(), "'data' holds 131 entries: a rollout follows one action per frame"),
+])
+def test_an_action_the_rollout_cannot_follow_is_refused_in_one_line_naming_the_file(asked: Path, tmp_path: Path,
+                                                                                   edit, words: str) -> None:
+    gt = tmp_path / "MIND-Data"
+    shutil.copytree(asked / FIXTURE_DIR / "MIND-Data", gt)
+    action = gt / "1st_data" / "test" / "mem_test" / "scene-a" / "action.json"
+    data = json.loads(action.read_text())
+    edit(data)
+    action.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["requests", "mind", "-o", f"gt={gt}", "-o", "metrics=lcm", "--out",
+                                      str(tmp_path / "requests")])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {action}: ") and words in result.output, result.output
+
+
 def _complete_for_every_request(out: Path) -> dict:
     card = _card(out)
     requests = read_requests(out / "generation" / "requests.jsonl")

@@ -131,10 +131,30 @@ def test_mirror_directory_without_rollouts(layout: Layout) -> None:
     only_problem(check(layout), empty, "no .mp4")
 
 
+def test_a_mirror_directory_that_cannot_be_listed_is_one_problem(layout: Layout, monkeypatch) -> None:
+    """A mirror directory another user's umask made unreadable ended the plan in a PermissionError traceback."""
+    locked = layout.generated_root / "3rd_data" / "mirror_test" / "loop-1"
+    listdir = os.listdir
+
+    def refuse(path):  # noqa: ANN001, ANN202 (os.listdir's stand-in; root reads any folder, so chmod cannot)
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+    monkeypatch.setattr(os, "listdir", refuse)
+    only_problem(check(layout), locked, "cannot list mirror directory: Permission denied")
+
+
 def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
     layout.add_mirror("3rd_data", "loop-1", "take-7.mp4", frames=6)
     pre = check(layout)
     assert pre.ok and any("take-7.mp4" in n and "every .mp4" in n for n in pre.notes)
+
+
+def _action_with(index: int, key: str, literal: str) -> str:
+    """A valid action.json whose ``data[index][key]`` is the JSON literal ``literal``."""
+    data = action_json(10, 122)
+    data["data"][index][key] = "@"
+    return json.dumps(data).replace('"@"', literal)
 
 
 @pytest.mark.parametrize(("content", "words"), [
@@ -144,6 +164,10 @@ def test_unusual_mirror_names_are_noted_not_refused(layout: Layout) -> None:
     (json.dumps({"mark_time": 10, "total_time": 122}), ["no 'data' list"]),
     (json.dumps(action_json(10, 122) | {"data": [{"ws": 1}] * 122}), ["data[10]", "ws/ad/ud/lr"]),
     (json.dumps([1, 2]), ["JSON list"]),
+    # a NaN or infinite code was labelled no_op without a word; a deep nest ended the plan naming no file
+    (_action_with(10, "ws", "NaN"), ["data[10]", "ws: NaN"]),
+    (_action_with(11, "lr", "1e999"), ["data[11]", "lr: Infinity"]),
+    ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", ["nested too deeply"]),
 ])
 def test_bad_gt_action_json(layout: Layout, content: str, words: list[str]) -> None:
     path = layout.gt("1st_data", "mem_test", "data-1") / "action.json"

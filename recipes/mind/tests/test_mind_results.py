@@ -205,6 +205,8 @@ def test_mirror_keys_come_from_the_file_without_a_generated_root(write_result) -
     # after every sample was stored ("'utf-8' codec can't encode character '\\udcff'", no file named)
     ('{"data": [{"path": "a\\udcff", "perspective": "1st_data", "test_type": "mem_test"}]}',
      ["data[0]", "not valid UTF-8"]),
+    # the parser's recursion limit ended the run naming no file
+    ('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}", ["invalid JSON", "nested too deeply"]),
 ])
 def test_unusable_result_file_is_one_line_naming_it(tmp_path: Path, text: str, words: list[str]) -> None:
     path = tmp_path / "Result.json"
@@ -293,6 +295,14 @@ def test_an_average_rounded_as_process_py_rounds_it_is_the_mean_of_its_frames(wr
                                  metrics=("lcm", "dino"), video_max_time=None)
     assert result["dino_mse"] == average and result["lcm_ssim"] == pytest.approx(0.8)
     assert set(result["errors"]) == {"lcm_psnr"} and "+inf" in result["errors"]["lcm_psnr"]
+
+
+def test_a_rollout_name_that_is_no_string_fails_the_directory_naming_the_entry(write_result) -> None:
+    """A list as video_name failed the sample with "TypeError: unhashable type: 'list'", naming nothing."""
+    record = mirror_record("loop-1")
+    record["video_results"].append(dict(record["video_results"][0], video_name=["path-1.mp4"]))
+    with pytest.raises(SampleFailure, match=r'video_results\[1\]: video_name \["path-1.mp4"\] is not a file name'):
+        mirror_result(imported(write_result, [record], expected=(M,)).samples[M], None)
 
 
 def test_conflicting_entries_of_one_rollout_fail_the_directory(write_result) -> None:

@@ -67,6 +67,24 @@ def test_a_rollout_gone_or_too_short_is_not_collected(tmp_path: Path, make_clip)
     assert not again.ok and "invalid rollout" in again.error and not (videos / "task_0000.mp4").exists()
 
 
+def test_a_rollout_that_is_no_regular_file_fails_its_task_saying_what_it_is(tmp_path: Path, make_clip) -> None:
+    """A symlink loop ended the whole run ("[Errno 40] Too many levels of symbolic links"); a folder or a FIFO
+    was called "undecodable or < N frames"."""
+    rollouts, videos = tmp_path / "rollouts", tmp_path / "videos"
+    make_clip(rollouts / "task_0000.mp4")
+    (rollouts / "task_0001.mp4").symlink_to("task_0001.mp4")
+    (rollouts / "task_0002.mp4").mkdir()
+    os.mkfifo(rollouts / "task_0003.mp4")
+    (rollouts / "task_0004.mp4").symlink_to(tmp_path / "gone.mp4")
+    got = collect_videos([f"task_000{i}" for i in range(6)], rollouts, videos)
+    assert got["task_0000"].ok
+    for name, words in [("task_0001", "symlink loop"), ("task_0002", "a directory, not a file"),
+                        ("task_0003", "not a regular file (a FIFO"), ("task_0004", "dangling symlink"),
+                        ("task_0005", "no rollout")]:
+        assert not got[name].ok and got[name].error.startswith(f"generation failed: {words}"), got[name].error
+        assert str(rollouts / f"{name}.mp4") in got[name].error
+
+
 def test_collection_refuses_videos_of_other_tasks(tmp_path: Path, make_clip) -> None:
     videos = tmp_path / "videos"
     make_clip(videos / "task_0099.mp4")

@@ -108,6 +108,10 @@ def test_duplicate_task_and_malformed_files_are_refused(tmp_path: Path) -> None:
         parse_metrics_json(tmp_path / "nopv.json", TASKS)
     with pytest.raises(MetricsFileError, match="did not finish"):
         parse_metrics_json(tmp_path / "absent.json", TASKS)
+    # the parser's RecursionError escaped parse_all and ended the run after every GPU step, with no scorecard
+    (tmp_path / "deep.json").write_text('{"per_video": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(MetricsFileError, match=r"deep.json: not valid JSON: nested too deeply"):
+        parse_metrics_json(tmp_path / "deep.json", TASKS)
 
 
 @pytest.mark.parametrize(("metric", "value", "reason"), [

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -110,6 +114,8 @@ def test_rows_round_trip_as_jsonl(tasks_file: Path, tmp_path: Path) -> None:
         ({"video_path": "../videos/x.mp4"}, "video_path '../videos/x.mp4' is not a relative path"),
         ({"prompt": "  "}, "prompt must be a non-empty string"),
         ({"task_id": "task_7"}, "task_id 'task_7' is not task_NNNN"),
+        ({"seg_path": "sam2_vids/x\x00.mp4"}, "seg_path 'sam2_vids/x\\x00.mp4' holds a control character"),
+        ({"video_path": "videos/a\nb.mp4"}, "video_path 'videos/a\\nb.mp4' holds a control character"),
     ],
 )
 def test_bad_rows_name_the_file_the_task_and_the_field(tmp_path: Path, override: dict, message: str) -> None:
@@ -138,6 +144,35 @@ def test_unreadable_task_lists(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_text("[]")
     with pytest.raises(TaskListError, match="non-empty JSON list"):
         load_tasks(tmp_path / "empty.json")
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging: a FIFO nobody writes blocks its reader forever."""
+    def on_alarm(signum, frame):  # noqa: ANN001
+        raise TimeoutError("load_tasks blocked")
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda p: p.mkdir(), "is a directory, not a file"),
+    (os.mkfifo, "a FIFO (named pipe), not a regular file"),   # read_text blocked on it for good
+    (lambda p: p.write_bytes(b"[\xff]"), "not UTF-8"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),   # a RecursionError, no file
+])
+def test_a_task_list_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path, make, words: str) -> None:
+    path = tmp_path / "tasks.json"
+    make(path)
+    with pytest.raises(TaskListError) as info, deadline(5):
+        load_tasks(path)
+    text = str(info.value)
+    assert text.startswith(str(path)) and words in text and "\n" not in text, text
 
 
 def test_unknown_modality_is_refused(tasks_file: Path, tmp_path: Path) -> None:
