@@ -105,10 +105,11 @@ def _recipe(name: str) -> Recipe:
         raise  # unreachable, for type checkers
 
 
-def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
-            runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
-            offline: bool, options: list[str], check_required: bool = True, generator: str | None = None,
-            generator_options: Sequence[str] = (), generation_timeout: float | None = None) -> RunConfig:
+def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, options: list[str], limit: int | None = None,
+            shard: str | None = None, runtime: str = "local", skip_generation: bool = False,
+            skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
+            check_required: bool = True, generator: str | None = None, generator_options: Sequence[str] = (),
+            generation_timeout: float | None = None) -> RunConfig:
     from pinbench.core.config import Shard
     from pinbench.core.options import OptionError, parse_pairs
 
@@ -228,8 +229,7 @@ def fetch(
         except RecipeError as exc:
             _fail(str(exc))
     # options are checked (a misspelled -o key, a bad value) before anything is downloaded
-    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
-                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
+    cfg = _config(recipe, checkpoint or "any", None, limit=limit, options=option, check_required=False)
     if recipe.pins_path.is_file():
         from pinbench.ops.machine_pins import resolve_recipe_pins
 
@@ -377,9 +377,8 @@ def requests_cmd(
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
-    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, shard=None, runtime="local",
-                  skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None, offline=False,
-                  options=option, check_required=False)
+    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
+                  check_required=False)
     with _writing_to("--out", out):
         try:
             claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
@@ -425,9 +424,8 @@ def rollouts_check(
             asked = read_requests(requests_file)[:limit]
         else:
             with tempfile.TemporaryDirectory(prefix="pinbench-requests-") as scratch:
-                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, shard=None,
-                              runtime="local", skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None,
-                              offline=False, options=option, check_required=False)
+                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, fixture=fixture,
+                              options=option, check_required=False)
                 asked = Run(recipe, cfg).requests(Path(scratch))
     except (RecipeError, RequestError) as exc:
         _fail(str(exc))
@@ -459,8 +457,8 @@ def doctor(
 
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
-                  shard=None, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
-                  fixture=False, gpus=gpus, offline=offline, options=option)
+                  runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring, gpus=gpus,
+                  offline=offline, options=option)
     raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
