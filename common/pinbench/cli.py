@@ -60,6 +60,15 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextmanager
+def _failing(*errors: type[Exception]) -> Iterator[None]:
+    """One of ``errors`` ends the command in one line (``_fail``)."""
+    try:
+        yield
+    except errors as exc:
+        _fail(str(exc))
+
+
+@contextmanager
 def _writing_to(option: str, path: Path) -> Iterator[None]:
     """An OS error while writing where an option points: one line naming the option and the path."""
     try:
@@ -180,10 +189,8 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
 def list_recipes(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="options, metrics, changelog")]
                  = False) -> None:
     """List the installed recipes, their versions, checkpoints and reference files."""
-    try:
+    with _failing(RecipeError, ValueError):
         recipes = available_recipes()
-    except (RecipeError, ValueError) as exc:
-        _fail(str(exc))
     for recipe in recipes.values():
         refs = sorted(p.name for p in (recipe.dir / "references").glob("*.yaml"))
         _echo(f"{recipe.name} {recipe.version}: {recipe.description}")
@@ -224,10 +231,8 @@ def fetch(
         _fail("--lock is now --write-pins (writes the resolved values into the recipe's pins.yaml)")
     recipe = _recipe(recipe_name)
     if checkpoint:  # a name that would escape its folders is refused before anything is resolved or written
-        try:
+        with _failing(RecipeError):
             check_checkpoint_name(checkpoint)
-        except RecipeError as exc:
-            _fail(str(exc))
     # options are checked (a misspelled -o key, a bad value) before anything is downloaded
     cfg = _config(recipe, checkpoint or "any", None, limit=limit, options=option, check_required=False)
     if recipe.pins_path.is_file():
@@ -304,19 +309,15 @@ def run(
         if move_aside:
             from pinbench.core.rundir import move_aside as move
 
-            try:
+            with _failing(RecipeError):
                 moved = move(cfg.out_dir)
-            except RecipeError as exc:
-                _fail(str(exc))
             _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
         # a finished run that would compute nothing answers first: no doctor, no recipe code
         if cfg.runtime == "local":
             from pinbench.core.run import answer_unchanged
 
-            try:
+            with _failing(RecipeError):
                 _outcome(answer_unchanged(recipe, cfg))
-            except RecipeError as exc:
-                _fail(str(exc))
         if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
             from pinbench.ops.doctor import diagnose, report
 
@@ -326,17 +327,13 @@ def run(
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
-            try:
+            with _failing(RecipeError):
                 code = run_in_docker(recipe, cfg)
-            except RecipeError as exc:
-                _fail(str(exc))
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 
-        try:
+        with _failing(RecipeError):
             _outcome(run_recipe(cfg))
-        except RecipeError as exc:
-            _fail(str(exc))
 
 
 def _check_sample_cache() -> None:
@@ -380,13 +377,11 @@ def requests_cmd(
     cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
                   check_required=False)
     with _writing_to("--out", out):
-        try:
+        with _failing(RecipeError, RequestError, FileError):
             claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
                                 or (folder / FIXTURE_DIR).is_dir())   # what --fixture builds there first
             asked = Run(recipe, cfg).requests(out)
-        except (RecipeError, RequestError, FileError) as exc:
-            _fail(str(exc))
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
@@ -419,7 +414,7 @@ def rollouts_check(
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
         _fail(f"{folder}: not a folder of rollouts")
-    try:
+    with _failing(RecipeError, RequestError):
         if requests_file is not None:
             asked = read_requests(requests_file)[:limit]
         else:
@@ -427,8 +422,6 @@ def rollouts_check(
                 cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, fixture=fixture,
                               options=option, check_required=False)
                 asked = Run(recipe, cfg).requests(Path(scratch))
-    except (RecipeError, RequestError) as exc:
-        _fail(str(exc))
     problems = [line for request in asked for line in check_rollout(request, folder / request.output)]
     for line in problems:
         _echo(line)
@@ -483,10 +476,8 @@ def annotate(
         if exc.name != module:
             raise
         _fail(f"{recipe.name} has no annotation tool (remembench has one: its T2V pairs are annotated by hand)")
-    try:
+    with _failing(RecipeError):
         code = tool.main(ctx.args)
-    except RecipeError as exc:
-        _fail(str(exc))
     raise typer.Exit(code)
 
 
@@ -540,7 +531,7 @@ def submit(
                       sbatch_args=sbatch_arg, container=container, images=image, generator=generator,
                       generator_options=generator_option, generation_timeout=generation_timeout,
                       skip_doctor=skip_doctor)
-    try:
+    with _failing(SubmitError):
         the_plan = plan(request)
         # the doctor's way on ("start anyway with `pinbench run ... --skip-doctor`") is submit's here
         code = 0 if dry_run else report(doctor_findings(the_plan), lambda line: typer.echo(
@@ -552,8 +543,6 @@ def submit(
                 _echo(f"wrote {script}")
             return
         record = submit_plan(the_plan)
-    except SubmitError as exc:
-        _fail(str(exc))
     _echo(f"submitted {record.recipe} {record.recipe_version} ({record.checkpoint}, {record.mode}) to Slurm:")
     for number, job in enumerate(record.jobs):
         shape = f"array 0-{record.shards - 1}" if job["sharded"] else "one job"
@@ -690,10 +679,8 @@ def record_reference_cmd(
                   "--out, --tier, --tolerance, --note or --dry-run with it")
         from pinbench.ops.newrecipe import record_fixture_reference
 
-        try:
+        with _failing(ValueError, RecipeError):
             _echo(f"wrote {record_fixture_reference(_recipe(fixture).name, replace=force)}")
-        except (ValueError, RecipeError) as exc:
-            _fail(str(exc))
         return
     if not scorecards:
         _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
@@ -711,10 +698,8 @@ def record_reference_cmd(
         _fail(f"--tolerance: {exc}")
     if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
-    try:
+    with _failing(ValueError, RecipeError):
         proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
-    except (ValueError, RecipeError) as exc:
-        _fail(str(exc))
     _echo(f"{len(cards)} run(s), tier {tier}: value and tolerance per metric")
     _echo("\n".join(f"  {line}" for line in proposal.lines))
     if proposal.refused:
@@ -722,10 +707,8 @@ def record_reference_cmd(
     if dry_run:
         _echo(f"dry run: {out} not written")
         return
-    try:
+    with _failing(ValueError, RecipeError):
         path = write_reference(proposal.data, out, recipe=recipe)
-    except (ValueError, RecipeError) as exc:
-        _fail(str(exc))
     _echo(f"wrote {path}")
 
 
@@ -846,11 +829,9 @@ def view(
     and each sample's rollouts playing in sync (docs/view.md)."""
     from pinbench.results.view import View, ViewError, load_runs, view_module
 
-    try:
+    with _failing(ViewError):
         loaded = load_runs(runs)
         page = View(loaded, view_module(loaded[0].card.recipe))
-    except ViewError as exc:
-        _fail(str(exc))
     if bundle is not None:
         from pinbench.ops.view import write_bundle
 
@@ -861,10 +842,8 @@ def view(
     from pinbench.ops.localweb import bind_loopback, new_token
     from pinbench.ops.view import serve
 
-    try:
+    with _failing(OSError):
         sock = bind_loopback(port)
-    except OSError as exc:
-        _fail(str(exc))
     with sock:
         token = new_token()
         _echo(f"{len(page.ids)} samples of {len(loaded)} run(s) of {page.recipe}")
@@ -897,11 +876,9 @@ def table(
     chosen = [m.strip() for m in metrics.split(",") if m.strip()] if metrics is not None else None
     if chosen is not None and not chosen:
         _fail("--metrics: name at least one metric")
-    try:
+    with _failing(TableError):
         built = build_table(load_columns(runs), metrics=chosen, primary_only=primary_only, digits=digits,
                             caption=caption, interval=interval)
-    except TableError as exc:
-        _fail(str(exc))
     typer.echo(render(built, fmt), nl=False)
 
 
@@ -956,10 +933,8 @@ def new_recipe(
     from pinbench.ops.newrecipe import new_recipe as write
     from pinbench.ops.newrecipe import summary
 
-    try:
+    with _failing(RecipeError):
         made = write(name, dest)
-    except RecipeError as exc:
-        _fail(str(exc))
     _echo("\n".join(summary(made, made.dir.parent.parent)))
 
 
@@ -995,11 +970,9 @@ def build(
     from pinbench.ops.docker_runtime import base_overrides, build_recipe_images
 
     recipe = _recipe(recipe_name)
-    try:
+    with _failing(RecipeError):
         overrides = base_overrides(recipe, base_image, context)
         tags = build_recipe_images(recipe, build_dir, base_images=overrides, context=context)
-    except RecipeError as exc:
-        _fail(str(exc))
     for tag in tags:
         _echo(f"built {tag}")
 
