@@ -19,6 +19,7 @@ import math
 import os
 import re
 import shutil
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -376,10 +377,7 @@ def _interval_cell(interval: Interval | None) -> tuple[str, str]:
 
 def _na_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each distinct reason for an n/a interval, with how many metrics it applies to, in table order."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row.get("na_reason"):
-            counts[row["na_reason"]] = counts.get(row["na_reason"], 0) + 1
+    counts = Counter(row["na_reason"] for row in rows if row.get("na_reason"))
     return [f"{reason} ({n} metric{'s' if n > 1 else ''})" for reason, n in counts.items()]
 
 
