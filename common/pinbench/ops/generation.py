@@ -267,24 +267,21 @@ class Worker:
         return described
 
     def generate(self, request: Request, out: Path, timeout_s: float) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            self.start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps({"request": request.message(), "out": str(out)}) + "\n").encode())
-        self._proc.stdin.flush()
-        answer = self._answer(timeout_s=timeout_s, what="generating")
-        if "error" in answer:
-            raise GeneratorError(answer["error"])
+        self._ask({"request": request.message(), "out": str(out)}, timeout_s, "generating")
 
     def generate_batch(self, pairs: Sequence[tuple[Request, Path]], timeout_s: float) -> None:
         """Every request of ``pairs`` in one call of the generator's ``generate_batch``."""
+        batch = [{"request": request.message(), "out": str(out)} for request, out in pairs]
+        self._ask({"batch": batch}, timeout_s, "generating a batch")
+
+    def _ask(self, message: Mapping[str, Any], timeout_s: float, what: str) -> None:
+        """One message to the child (started again if it is not running); GeneratorError for its error."""
         if self._proc is None or self._proc.poll() is not None:
             self.start()
         assert self._proc is not None and self._proc.stdin is not None
-        batch = [{"request": request.message(), "out": str(out)} for request, out in pairs]
-        self._proc.stdin.write((json.dumps({"batch": batch}) + "\n").encode())
+        self._proc.stdin.write((json.dumps(message) + "\n").encode())
         self._proc.stdin.flush()
-        answer = self._answer(timeout_s=timeout_s, what="generating a batch")
+        answer = self._answer(timeout_s=timeout_s, what=what)
         if "error" in answer:
             raise GeneratorError(answer["error"])
 
