@@ -92,11 +92,8 @@ def _resumable(out_dir: Path) -> Iterator[None]:
 def _cycle_collection_paused() -> Iterator[None]:
     """Python's cycle collector off while a command builds objects that live until it ends.
 
-    Why: ``compare`` reads two runs' records (about 70,000 tracked objects at 11,222 samples, none in a cycle) and
-    each full collection walked all of them again: 0.06-0.1 s of its 1.6 s CPU, 0.15-0.2 s of 2.9 s with
-    ``--report`` (its 11,222 sample pages), for about 1,000 objects freed (1,842 cyclic objects left at the end with
-    the report, peak RSS unchanged at 108-109 MB). Reference counting still frees everything else; the collector is
-    restored on the way out."""
+    Why: ``compare`` holds about 70,000 tracked objects at 11,222 samples, none in a cycle, and each full collection
+    walked them all again (0.06-0.2 s of its 1.6-2.9 s CPU) to free about 1,000; reference counting frees the rest."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -1148,12 +1145,9 @@ def _refuse_unwritable(out: Path) -> None:
 YOUNG_COLLECTION_EVERY = 20_000
 """Allocations between two collections of the youngest generation (Python's default: 700).
 
-Why: a run builds its inputs, tasks and records in bulk, hundreds of thousands of objects that form no cycles; at
-the default every 700 the older generations fill at a rate that makes Python traverse every live object again and
-again: a CameraBench run at 10x its size (112,220 samples) made 9 full collections, 0.43-0.72 s of its 6 s, and at
-every 10,000 still one (0.11-0.19 s). Every 20,000 it makes none: 0.28-0.42 s of young collections in all in 3 of 4
-runs (0.86 s in one, at load average 4), set as ``main`` sets it. A cycle that dies young is still collected within
-20,000 allocations; the older generations keep Python's thresholds."""
+Why: a run builds hundreds of thousands of objects that form no cycles; at the default the older generations fill
+and Python traverses every live object again (CameraBench at 112,220 samples: 9 full collections, 0.43-0.72 s of
+its 6 s); every 20,000 it makes none, and a cycle that dies young is still collected within 20,000 allocations."""
 
 
 def main(argv: list[str] | None = None) -> None:
