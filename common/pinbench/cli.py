@@ -1051,7 +1051,6 @@ class _DemoRun:
 def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     """One recipe's fixture run: its output into DIR/logs/<recipe>.log (fd 1 and 2 too, for subprocesses) unless
     ``verbose``; one line on the terminal, finished when the run ends."""
-    import contextlib
     import time
 
     from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
@@ -1095,7 +1094,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     return result
 
 
-@contextlib.contextmanager
+@contextmanager
 def _output_to(log: Path) -> Iterator[None]:
     """Everything written to stdout and stderr, by Python or a subprocess (file descriptors 1 and 2), into ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
