@@ -84,7 +84,6 @@ class Request:
     generation_timeout: float | None = None
     skip_doctor: bool = False   # every job runs --skip-doctor (and submit checks nothing first)
 
-
     def command(self) -> str:
         """The ``pinbench submit`` command line that makes this request (recorded with each submission)."""
         argv = ["pinbench", "submit", self.recipe.name, "--shards", str(self.shards)]
