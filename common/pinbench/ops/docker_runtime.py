@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
+from pinbench.core.options import OptionSpec
 from pinbench.core.provenance import is_secret_name
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
@@ -161,14 +162,17 @@ def _base_digest(base: str, client: Any) -> str:
 # --------------------------------------------------------------------------------------- forwarding
 
 
+def user_options(recipe: Recipe, cfg: RunConfig) -> Iterator[tuple[str, OptionSpec, Any]]:
+    """(name, spec, value) of every option the user set, on the command line or in the environment."""
+    return ((name, recipe.options[name], value) for name, value in cfg.options.items()
+            if value is not None and cfg.option_sources.get(name, "default") not in ("default", "fixture_default"))
+
+
 def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], dict[Path, str]]:
     """Every option not left at its default, as ``-o`` text for the container (values from the environment
     included, so nothing set on the host is lost), with path options mounted read-only under /inputs."""
     forwarded, mounts = {}, {}
-    for name, value in cfg.options.items():
-        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
-            continue
-        spec = recipe.options[name]
+    for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             target = f"{INPUTS_MOUNT}/{name}"
             mounts[Path(value).resolve()] = f"{target}:ro"
@@ -190,9 +194,7 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
     """
     env, notes = {}, []
     for name in recipe.env:
-        if name not in environ or name == GPU_SELECTION:
-            continue
-        if is_secret_name(name):
+        if name not in environ or name == GPU_SELECTION or is_secret_name(name):
             continue
         if name in image_env:
             if environ[name] != image_env[name]:

@@ -31,7 +31,7 @@ from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import stages_for
+from pinbench.ops.docker_runtime import stages_for, user_options
 from pinbench.ops.job_command import (
     CONTAINERS,
     DIGEST,
@@ -238,10 +238,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
 def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, str], list[str]]:
     """Every option the user set (on the command line or in the environment) as ``-o`` text; paths absolute."""
     text, paths = {}, []
-    for name, value in cfg.options.items():
-        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
-            continue
-        spec = recipe.options[name]
+    for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             path = Path(value).expanduser()
             text[name] = os.path.normpath(path if path.is_absolute() else cwd / path)
