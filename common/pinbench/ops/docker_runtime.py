@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,13 @@ from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
     BASE_IMAGE_LABEL,
     ContainerError,
+    Log,
     base_image_label,
     build_image,
     docker_client,
     image_config,
     local_digest,
+    print_line,
     run_in_container,
     running_in,
 )
@@ -48,13 +50,6 @@ _ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MU
 _FROM_ARG = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", re.MULTILINE | re.IGNORECASE)
 FINAL_BASE = "BASE_IMAGE"
 _RESULTS = (("scorecard", "scorecard.json"), ("diff", "diff.txt"), ("report", "report/index.html"))
-
-Log = Callable[[str], None]
-
-
-def _print(line: str) -> None:
-    print(line, flush=True)
-
 
 # ------------------------------------------------------------------------------------------ build
 
@@ -108,7 +103,7 @@ def pinned_bases(dockerfile: Path) -> dict[str, str]:
 
 def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), *,
                         base_images: Mapping[str, Mapping[str, str]] | None = None, context: Path | None = None,
-                        client: Any = None, log: Log = _print) -> list[str]:
+                        client: Any = None, log: Log = print_line) -> list[str]:
     """Export the recipe (its build context) and build every Dockerfile in it; return the tags.
 
     ``base_images`` maps a Dockerfile name to {base ARG: image} used instead of the pinned bases (an internal
@@ -127,7 +122,7 @@ def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), 
 
 
 def build_from(context: Path, dockerfile: str, tag: str, *, bases: Mapping[str, str] | None, client: Any,
-               log: Log = _print) -> str:
+               log: Log = print_line) -> str:
     """Build one image, on ``bases`` ({ARG: image}) instead of its pinned ones where given, labelled with the bases
     it was built on, the digests they resolved to here and the pinned ones; the runtime records that label
     in the scorecard, so a run on a swapped base says so. Returns the tag."""
@@ -261,7 +256,7 @@ def hand_over(paths: list[Path], user: str) -> None:
 
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig, *, client: Any = None, environ: Mapping[str, str] | None = None,
-                  caller: tuple[int, int] | None = None, log: Log = _print) -> int:
+                  caller: tuple[int, int] | None = None, log: Log = print_line) -> int:
     """Run every stage of the recipe in its image; stop at the first stage that fails; print where the
     scorecard, diff and report are on the host.
 
