@@ -60,6 +60,15 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextmanager
+def _failing(*errors: type[Exception]) -> Iterator[None]:
+    """One of ``errors`` ends the command in one line (``_fail``)."""
+    try:
+        yield
+    except errors as exc:
+        _fail(str(exc))
+
+
+@contextmanager
 def _writing_to(option: str, path: Path) -> Iterator[None]:
     """An OS error while writing where an option points: one line naming the option and the path."""
     try:
@@ -83,11 +92,8 @@ def _resumable(out_dir: Path) -> Iterator[None]:
 def _cycle_collection_paused() -> Iterator[None]:
     """Python's cycle collector off while a command builds objects that live until it ends.
 
-    Why: ``compare`` reads two runs' records (about 70,000 tracked objects at 11,222 samples, none in a cycle) and
-    each full collection walked all of them again: 0.06-0.1 s of its 1.6 s CPU, 0.15-0.2 s of 2.9 s with
-    ``--report`` (its 11,222 sample pages), for about 1,000 objects freed (1,842 cyclic objects left at the end with
-    the report, peak RSS unchanged at 108-109 MB). Reference counting still frees everything else; the collector is
-    restored on the way out."""
+    Why: ``compare`` holds about 70,000 tracked objects at 11,222 samples, none in a cycle, and each full collection
+    walked them all again (0.06-0.2 s of its 1.6-2.9 s CPU) to free about 1,000; reference counting frees the rest."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -105,10 +111,11 @@ def _recipe(name: str) -> Recipe:
         raise  # unreachable, for type checkers
 
 
-def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, limit: int | None, shard: str | None,
-            runtime: str, skip_generation: bool, skip_scoring: bool, fixture: bool, gpus: int | None,
-            offline: bool, options: list[str], check_required: bool = True, generator: str | None = None,
-            generator_options: Sequence[str] = (), generation_timeout: float | None = None) -> RunConfig:
+def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, options: list[str], limit: int | None = None,
+            shard: str | None = None, runtime: str = "local", skip_generation: bool = False,
+            skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
+            check_required: bool = True, generator: str | None = None, generator_options: Sequence[str] = (),
+            generation_timeout: float | None = None) -> RunConfig:
     from pinbench.core.config import Shard
     from pinbench.core.options import OptionError, parse_pairs
 
@@ -179,10 +186,8 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
 def list_recipes(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="options, metrics, changelog")]
                  = False) -> None:
     """List the installed recipes, their versions, checkpoints and reference files."""
-    try:
+    with _failing(RecipeError, ValueError):
         recipes = available_recipes()
-    except (RecipeError, ValueError) as exc:
-        _fail(str(exc))
     for recipe in recipes.values():
         refs = sorted(p.name for p in (recipe.dir / "references").glob("*.yaml"))
         _echo(f"{recipe.name} {recipe.version}: {recipe.description}")
@@ -223,13 +228,10 @@ def fetch(
         _fail("--lock is now --write-pins (writes the resolved values into the recipe's pins.yaml)")
     recipe = _recipe(recipe_name)
     if checkpoint:  # a name that would escape its folders is refused before anything is resolved or written
-        try:
+        with _failing(RecipeError):
             check_checkpoint_name(checkpoint)
-        except RecipeError as exc:
-            _fail(str(exc))
     # options are checked (a misspelled -o key, a bad value) before anything is downloaded
-    cfg = _config(recipe, checkpoint or "any", None, limit=limit, shard=None, runtime="local", skip_generation=False,
-                  skip_scoring=False, fixture=False, gpus=None, offline=False, options=option, check_required=False)
+    cfg = _config(recipe, checkpoint or "any", None, limit=limit, options=option, check_required=False)
     if (nothing := recipe.downloads_nothing(cfg)) is not None and not write_pins:   # before resolving a null pin
         _echo(f"{recipe.name}: nothing to fetch with {nothing.options} ({nothing.what})")
         return
@@ -307,19 +309,15 @@ def run(
         if move_aside:
             from pinbench.core.rundir import move_aside as move
 
-            try:
+            with _failing(RecipeError):
                 moved = move(cfg.out_dir)
-            except RecipeError as exc:
-                _fail(str(exc))
             _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
         # a finished run that would compute nothing answers first: no doctor, no recipe code
         if cfg.runtime == "local":
             from pinbench.core.run import answer_unchanged
 
-            try:
+            with _failing(RecipeError):
                 _outcome(answer_unchanged(recipe, cfg))
-            except RecipeError as exc:
-                _fail(str(exc))
         if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
             from pinbench.ops.doctor import diagnose, report
 
@@ -329,17 +327,13 @@ def run(
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
-            try:
+            with _failing(RecipeError):
                 code = run_in_docker(recipe, cfg)
-            except RecipeError as exc:
-                _fail(str(exc))
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 
-        try:
+        with _failing(RecipeError):
             _outcome(run_recipe(cfg))
-        except RecipeError as exc:
-            _fail(str(exc))
 
 
 def _check_sample_cache() -> None:
@@ -380,17 +374,14 @@ def requests_cmd(
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
-    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, shard=None, runtime="local",
-                  skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None, offline=False,
-                  options=option, check_required=False)
+    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
+                  check_required=False)
     with _writing_to("--out", out):
-        try:
+        with _failing(RecipeError, RequestError, FileError):
             claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
                                 or (folder / FIXTURE_DIR).is_dir())   # what --fixture builds there first
             asked = Run(recipe, cfg).requests(out)
-        except (RecipeError, RequestError, FileError) as exc:
-            _fail(str(exc))
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
@@ -423,17 +414,14 @@ def rollouts_check(
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
         _fail(f"{folder}: not a folder of rollouts")
-    try:
+    with _failing(RecipeError, RequestError):
         if requests_file is not None:
             asked = read_requests(requests_file)[:limit]
         else:
             with tempfile.TemporaryDirectory(prefix="pinbench-requests-") as scratch:
-                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, shard=None,
-                              runtime="local", skip_generation=False, skip_scoring=False, fixture=fixture, gpus=None,
-                              offline=False, options=option, check_required=False)
+                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, fixture=fixture,
+                              options=option, check_required=False)
                 asked = Run(recipe, cfg).requests(Path(scratch))
-    except (RecipeError, RequestError) as exc:
-        _fail(str(exc))
     problems = [line for request in asked for line in check_rollout(request, folder / request.output)]
     for line in problems:
         _echo(line)
@@ -462,8 +450,8 @@ def doctor(
 
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
-                  shard=None, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
-                  fixture=False, gpus=gpus, offline=offline, options=option)
+                  runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring, gpus=gpus,
+                  offline=offline, options=option)
     raise typer.Exit(report(diagnose(recipe, cfg), _echo))
 
 
@@ -488,10 +476,8 @@ def annotate(
         if exc.name != module:
             raise
         _fail(f"{recipe.name} has no annotation tool (remembench has one: its T2V pairs are annotated by hand)")
-    try:
+    with _failing(RecipeError):
         code = tool.main(ctx.args)
-    except RecipeError as exc:
-        _fail(str(exc))
     raise typer.Exit(code)
 
 
@@ -545,7 +531,7 @@ def submit(
                       sbatch_args=sbatch_arg, container=container, images=image, generator=generator,
                       generator_options=generator_option, generation_timeout=generation_timeout,
                       skip_doctor=skip_doctor)
-    try:
+    with _failing(SubmitError):
         the_plan = plan(request)
         # the doctor's way on ("start anyway with `pinbench run ... --skip-doctor`") is submit's here
         code = 0 if dry_run else report(doctor_findings(the_plan), lambda line: typer.echo(
@@ -557,8 +543,6 @@ def submit(
                 _echo(f"wrote {script}")
             return
         record = submit_plan(the_plan)
-    except SubmitError as exc:
-        _fail(str(exc))
     _echo(f"submitted {record.recipe} {record.recipe_version} ({record.checkpoint}, {record.mode}) to Slurm:")
     for number, job in enumerate(record.jobs):
         shape = f"array 0-{record.shards - 1}" if job["sharded"] else "one job"
@@ -695,10 +679,8 @@ def record_reference_cmd(
                   "--out, --tier, --tolerance, --note or --dry-run with it")
         from pinbench.ops.newrecipe import record_fixture_reference
 
-        try:
+        with _failing(ValueError, RecipeError):
             _echo(f"wrote {record_fixture_reference(_recipe(fixture).name, replace=force)}")
-        except (ValueError, RecipeError) as exc:
-            _fail(str(exc))
         return
     if not scorecards:
         _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
@@ -716,10 +698,8 @@ def record_reference_cmd(
         _fail(f"--tolerance: {exc}")
     if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
-    try:
+    with _failing(ValueError, RecipeError):
         proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
-    except (ValueError, RecipeError) as exc:
-        _fail(str(exc))
     _echo(f"{len(cards)} run(s), tier {tier}: value and tolerance per metric")
     _echo("\n".join(f"  {line}" for line in proposal.lines))
     if proposal.refused:
@@ -727,10 +707,8 @@ def record_reference_cmd(
     if dry_run:
         _echo(f"dry run: {out} not written")
         return
-    try:
+    with _failing(ValueError, RecipeError):
         path = write_reference(proposal.data, out, recipe=recipe)
-    except (ValueError, RecipeError) as exc:
-        _fail(str(exc))
     _echo(f"wrote {path}")
 
 
@@ -851,11 +829,9 @@ def view(
     and each sample's rollouts playing in sync (docs/view.md)."""
     from pinbench.results.view import View, ViewError, load_runs, view_module
 
-    try:
+    with _failing(ViewError):
         loaded = load_runs(runs)
         page = View(loaded, view_module(loaded[0].card.recipe))
-    except ViewError as exc:
-        _fail(str(exc))
     if bundle is not None:
         from pinbench.ops.view import write_bundle
 
@@ -866,10 +842,8 @@ def view(
     from pinbench.ops.localweb import bind_loopback, new_token
     from pinbench.ops.view import serve
 
-    try:
+    with _failing(OSError):
         sock = bind_loopback(port)
-    except OSError as exc:
-        _fail(str(exc))
     with sock:
         token = new_token()
         _echo(f"{len(page.ids)} samples of {len(loaded)} run(s) of {page.recipe}")
@@ -902,11 +876,9 @@ def table(
     chosen = [m.strip() for m in metrics.split(",") if m.strip()] if metrics is not None else None
     if chosen is not None and not chosen:
         _fail("--metrics: name at least one metric")
-    try:
+    with _failing(TableError):
         built = build_table(load_columns(runs), metrics=chosen, primary_only=primary_only, digits=digits,
                             caption=caption, interval=interval)
-    except TableError as exc:
-        _fail(str(exc))
     typer.echo(render(built, fmt), nl=False)
 
 
@@ -961,10 +933,8 @@ def new_recipe(
     from pinbench.ops.newrecipe import new_recipe as write
     from pinbench.ops.newrecipe import summary
 
-    try:
+    with _failing(RecipeError):
         made = write(name, dest)
-    except RecipeError as exc:
-        _fail(str(exc))
     _echo("\n".join(summary(made, made.dir.parent.parent)))
 
 
@@ -1000,11 +970,9 @@ def build(
     from pinbench.ops.docker_runtime import base_overrides, build_recipe_images
 
     recipe = _recipe(recipe_name)
-    try:
+    with _failing(RecipeError):
         overrides = base_overrides(recipe, base_image, context)
         tags = build_recipe_images(recipe, build_dir, base_images=overrides, context=context)
-    except RecipeError as exc:
-        _fail(str(exc))
     for tag in tags:
         _echo(f"built {tag}")
 
@@ -1086,7 +1054,6 @@ class _DemoRun:
 def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     """One recipe's fixture run: its output into DIR/logs/<recipe>.log (fd 1 and 2 too, for subprocesses) unless
     ``verbose``; one line on the terminal, finished when the run ends."""
-    import contextlib
     import time
 
     from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
@@ -1130,7 +1097,7 @@ def _demo_one(recipe: Recipe, out: Path, *, verbose: bool) -> _DemoRun:
     return result
 
 
-@contextlib.contextmanager
+@contextmanager
 def _output_to(log: Path) -> Iterator[None]:
     """Everything written to stdout and stderr, by Python or a subprocess (file descriptors 1 and 2), into ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -1180,12 +1147,9 @@ def _refuse_unwritable(out: Path) -> None:
 YOUNG_COLLECTION_EVERY = 20_000
 """Allocations between two collections of the youngest generation (Python's default: 700).
 
-Why: a run builds its inputs, tasks and records in bulk, hundreds of thousands of objects that form no cycles; at
-the default every 700 the older generations fill at a rate that makes Python traverse every live object again and
-again: a CameraBench run at 10x its size (112,220 samples) made 9 full collections, 0.43-0.72 s of its 6 s, and at
-every 10,000 still one (0.11-0.19 s). Every 20,000 it makes none: 0.28-0.42 s of young collections in all in 3 of 4
-runs (0.86 s in one, at load average 4), set as ``main`` sets it. A cycle that dies young is still collected within
-20,000 allocations; the older generations keep Python's thresholds."""
+Why: a run builds hundreds of thousands of objects that form no cycles; at the default the older generations fill
+and Python traverses every live object again (CameraBench at 112,220 samples: 9 full collections, 0.43-0.72 s of
+its 6 s); every 20,000 it makes none, and a cycle that dies young is still collected within 20,000 allocations."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,7 +40,7 @@ class ContainerError(RuntimeError):
     """The engine is unreachable, an image is missing, a build failed, or a mount does not exist."""
 
 
-def _print(line: str) -> None:
+def print_line(line: str) -> None:
     print(line, flush=True)
 
 
@@ -129,7 +129,7 @@ def build_image(context_dir: Path | str, tag: str, *, dockerfile: str = "Dockerf
         raise ContainerError(f"{context / dockerfile}: Dockerfile not found")
     _refuse_secret_names(buildargs or {}, "build args")
     client = client or docker_client()
-    out = _LineLog(log or _print)
+    out = _LineLog(log or print_line)
     image_id = None
     archive = create_archive(str(context.resolve()), files=sorted(context_files(context, dockerfile)))
     try:
@@ -270,7 +270,7 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
         options["network_mode"] = "none"
     # create, then start inside try/finally: a start that fails (no GPU runtime, say) leaves no container.
     container = client.containers.create(image, **{k: v for k, v in options.items() if v is not None})
-    out = _LineLog(log or _print, secrets=[token] if token else [], prefix=f"[{stage}] ",
+    out = _LineLog(log or print_line, secrets=[token] if token else [], prefix=f"[{stage}] ",
                    paths={v["bind"]: host for host, v in volumes.items()})
     try:
         try:
@@ -288,7 +288,7 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
         container.stop(timeout=10)
         raise
     finally:
-        _remove(container, log or _print)
+        _remove(container, log or print_line)
 
 
 def running_in(run_dir: Path, client: Any) -> list[Any]:

@@ -15,24 +15,27 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
+from pinbench.core.options import OptionSpec
 from pinbench.core.provenance import is_secret_name
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
     BASE_IMAGE_LABEL,
     ContainerError,
+    Log,
     base_image_label,
     build_image,
     docker_client,
     image_config,
     local_digest,
+    print_line,
     run_in_container,
     running_in,
 )
@@ -47,13 +50,6 @@ _ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MU
 _FROM_ARG = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", re.MULTILINE | re.IGNORECASE)
 FINAL_BASE = "BASE_IMAGE"
 _RESULTS = (("scorecard", "scorecard.json"), ("diff", "diff.txt"), ("report", "report/index.html"))
-
-Log = Callable[[str], None]
-
-
-def _print(line: str) -> None:
-    print(line, flush=True)
-
 
 # ------------------------------------------------------------------------------------------ build
 
@@ -107,7 +103,7 @@ def pinned_bases(dockerfile: Path) -> dict[str, str]:
 
 def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), *,
                         base_images: Mapping[str, Mapping[str, str]] | None = None, context: Path | None = None,
-                        client: Any = None, log: Log = _print) -> list[str]:
+                        client: Any = None, log: Log = print_line) -> list[str]:
     """Export the recipe (its build context) and build every Dockerfile in it; return the tags.
 
     ``base_images`` maps a Dockerfile name to {base ARG: image} used instead of the pinned bases (an internal
@@ -126,7 +122,7 @@ def build_recipe_images(recipe: Recipe, build_dir: Path = Path("build/export"), 
 
 
 def build_from(context: Path, dockerfile: str, tag: str, *, bases: Mapping[str, str] | None, client: Any,
-               log: Log = _print) -> str:
+               log: Log = print_line) -> str:
     """Build one image, on ``bases`` ({ARG: image}) instead of its pinned ones where given, labelled with the bases
     it was built on, the digests they resolved to here and the pinned ones; the runtime records that label
     in the scorecard, so a run on a swapped base says so. Returns the tag."""
@@ -161,14 +157,17 @@ def _base_digest(base: str, client: Any) -> str:
 # --------------------------------------------------------------------------------------- forwarding
 
 
+def user_options(recipe: Recipe, cfg: RunConfig) -> Iterator[tuple[str, OptionSpec, Any]]:
+    """(name, spec, value) of every option the user set, on the command line or in the environment."""
+    return ((name, recipe.options[name], value) for name, value in cfg.options.items()
+            if value is not None and cfg.option_sources.get(name, "default") not in ("default", "fixture_default"))
+
+
 def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], dict[Path, str]]:
     """Every option not left at its default, as ``-o`` text for the container (values from the environment
     included, so nothing set on the host is lost), with path options mounted read-only under /inputs."""
     forwarded, mounts = {}, {}
-    for name, value in cfg.options.items():
-        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
-            continue
-        spec = recipe.options[name]
+    for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             target = f"{INPUTS_MOUNT}/{name}"
             mounts[Path(value).resolve()] = f"{target}:ro"
@@ -190,9 +189,7 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
     """
     env, notes = {}, []
     for name in recipe.env:
-        if name not in environ or name == GPU_SELECTION:
-            continue
-        if is_secret_name(name):
+        if name not in environ or name == GPU_SELECTION or is_secret_name(name):
             continue
         if name in image_env:
             if environ[name] != image_env[name]:
@@ -260,7 +257,7 @@ def hand_over(paths: list[Path], user: str) -> None:
 
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig, *, client: Any = None, environ: Mapping[str, str] | None = None,
-                  caller: tuple[int, int] | None = None, log: Log = _print) -> int:
+                  caller: tuple[int, int] | None = None, log: Log = print_line) -> int:
     """Run every stage of the recipe in its image; stop at the first stage that fails; print where the
     scorecard, diff and report are on the host.
 

@@ -119,14 +119,6 @@ def top_env_table(recipes: Mapping[str, Recipe]) -> str:
     return _table(["variable", "used by", "meaning"], rows)
 
 
-def _replace(text: str, name: str, body: str, path: Path) -> str:
-    start, end = _MARKER.format(name), _END.format(name)
-    pattern = re.compile("^" + re.escape(start) + r"$.*?^" + re.escape(end) + "$", re.S | re.M)
-    if not pattern.search(text):
-        raise ValueError(f"{path}: no {start} ... {end} section (each marker on a line of its own)")
-    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
-
-
 def recipe_tables(recipe: Recipe) -> dict[str, str]:
     """The generated tables of a recipe's README, by marker name."""
     return {"options": options_table(recipe), "env": env_table(recipe), "metrics": metrics_table(recipe)}
@@ -135,13 +127,13 @@ def recipe_tables(recipe: Recipe) -> dict[str, str]:
 def fill_tables(text: str, tables: Mapping[str, str], path: Path) -> str:
     """``text`` with each table between its markers rewritten; ValueError naming ``path`` when a marker is missing."""
     for name, body in tables.items():
-        text = _replace(text, name, body, path)
+        start, end = _MARKER.format(name), _END.format(name)
+        pattern = re.compile("^" + re.escape(start) + r"$.*?^" + re.escape(end) + "$", re.S | re.M)
+        found = pattern.search(text)
+        if found is None:
+            raise ValueError(f"{path}: no {start} ... {end} section (each marker on a line of its own)")
+        text = f"{text[:found.start()]}{start}\n{body}\n{end}{text[found.end():]}"
     return text
-
-
-def docs_tables(recipes: Mapping[str, Recipe]) -> dict[str, str]:
-    """The tables about every recipe that the pages of ``docs/`` hold, by marker name."""
-    return {"env": top_env_table(recipes)}
 
 
 def _docs_targets(root: Path, recipes: Mapping[str, Recipe]) -> list[tuple[Path, dict[str, str]]]:
@@ -150,7 +142,7 @@ def _docs_targets(root: Path, recipes: Mapping[str, Recipe]) -> list[tuple[Path,
     folder = root / DOCS
     if not folder.is_dir():
         return []
-    tables = docs_tables(recipes)
+    tables = {"env": top_env_table(recipes)}   # the tables about every recipe, by marker name
     targets, placed = [], set()
     for page in sorted(folder.rglob("*.md")):
         names = set(_ANY_MARKER.findall(page.read_text(encoding="utf-8")))

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -220,10 +221,7 @@ def _entry_unusable(path: Path) -> Unusable | None:
 
 def _count_kinds(kinds: Iterable[str]) -> str:
     """``2 do not decode, 1 is a dangling link``: how many of each kind, the most common first."""
-    counts: dict[str, int] = {}
-    for kind in kinds:
-        counts[kind] = counts.get(kind, 0) + 1
-    words = sorted(counts.items(), key=lambda item: (-item[1], list(_UNUSABLE_WORDS).index(item[0])))
+    words = sorted(Counter(kinds).items(), key=lambda item: (-item[1], list(_UNUSABLE_WORDS).index(item[0])))
     return ", ".join(f"{n} {_UNUSABLE_WORDS[kind][n > 1]}" for kind, n in words)
 
 

@@ -56,13 +56,13 @@ class NetworkError(FetchError):
         return NetworkError(self.what, self.reason, pin.recipe, pin_key(pin))
 
 
-
 def snapshot_download(*args: Any, **kwargs: Any) -> str:
     """huggingface_hub's ``snapshot_download``, imported when a run first needs the hub (0.2 s of imports that a
     run which downloads nothing, a score-only CameraBench run, never pays)."""
     from huggingface_hub import snapshot_download as download
 
     return download(*args, **kwargs)
+
 
 def pin_key(pin: HFPin | URLPin) -> str | None:
     """``huggingface/<name>`` or ``urls/<name>`` of ``pin`` in its recipe's pins.yaml (None when not found)."""

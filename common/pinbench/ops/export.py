@@ -199,12 +199,8 @@ def _requirements(recipe_dir: Path) -> list[str]:
     source = recipe_dir / "requirements.in"
     if not source.is_file():
         raise ExportError(f"{source}: missing; every recipe lists its direct dependencies there")
-    lines = []
-    for raw in source.read_text().splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            lines.append(line)
-    return lines
+    lines = (raw.split("#", 1)[0].strip() for raw in source.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("-")]
 
 
 def helpers_dir(root: Path) -> Path | None:
@@ -440,7 +436,7 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
 
     python = _lock_python(recipe_dir)
     for item in sorted(recipe_dir.iterdir()):
-        if item.is_file() and any(fnmatch.fnmatch(item.name, pattern) for pattern in TOP_LEVEL):
+        if item.is_file() and _matches(item.name, TOP_LEVEL):
             if item.name == "README.md":
                 (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python))
             else:

@@ -1,30 +1,18 @@
 """A run's generation step: the requests' rollouts made by the generator given on the command line, each one stored
 as soon as it is checked, reused only by the same request and the same generator.
 
-``--generator`` takes three forms, one protocol (``pinbench.core.generation``):
-
-* ``python:pkg.module:factory``: ``factory(**options)`` returns the generator (``-g KEY=VALUE`` are the options);
-* ``NAME``: a shipped generator (``static``, ``diffusers``), one the recipe declares (recipe.yaml ``generators:``,
-  e.g. PAI-Bench-C's ``cosmos3``, MIND's ``replay``) or one a package registers under the entry-point group
-  ``pinbench.generators``, so a lab's own package adds one without editing pinbench;
-* ``command:ARGV``: any program, run once per request as an argv (``shlex``-split, never through a shell) in which
-  ``{request}`` is a file holding the request's JSON and ``{out}`` the path to write; its capabilities and signature
-  are its options (``-g kinds=... -g model=... -g weights=...``), and the files its argv names are hashed into it.
+``--generator`` takes three forms, one protocol (``pinbench.core.generation``): ``python:pkg.module:factory``,
+``NAME`` (shipped, declared by the recipe, or registered under the entry-point group ``pinbench.generators``) and
+``command:ARGV``; docs/bring-your-model.md says what each takes, and how GPUs and time limits apply.
 
 Why a worker process: a Python generator holds its model across requests, but one that hangs must be stopped
 without stopping the run. It runs in a child (``python -m pinbench.ops.generation``) that builds it once and answers
 one request at a time; past ``--generation-timeout`` seconds the child is killed, the request fails by name, and the
-next request starts a fresh child. A generator prints where it likes: its output goes to the run's log, secrets
-redacted (``_RedactedLog``), never into the protocol. With ``--gpus N`` (N > 1) the step spreads over N processes
-of the run, one per GPU, each with its own generator process (or its commands) confined to that GPU by
-``CUDA_VISIBLE_DEVICES``, taken in order from the run's own ``CUDA_VISIBLE_DEVICES`` when it is set; a generator that
-makes every rollout in one call (``generate_batch``: cosmos3) places its own GPUs.
+next request starts a fresh child. What a generator prints goes to the run's log, secrets redacted
+(``_RedactedLog``), never into the protocol.
 
-Every rollout is checked against its request before it is kept (``check_rollout``): a regular file (not a symlink),
-that decodes, with the frame count, frame rate and size asked for. A generator that writes nothing, a truncated or
-wrong file, a symlink, exits non-zero or hangs fails that sample by name; the run goes on and the denominator keeps
-it. A kept rollout is renamed into place only after the check, so a kill at any point leaves either a checked,
-recorded rollout or nothing that is reused.
+Every rollout is checked against its request before it is kept (``check_rollout``), and renamed into place only
+after the check, so a kill at any point leaves either a checked, recorded rollout or nothing that is reused.
 """
 
 from __future__ import annotations
@@ -267,24 +255,21 @@ class Worker:
         return described
 
     def generate(self, request: Request, out: Path, timeout_s: float) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            self.start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps({"request": request.message(), "out": str(out)}) + "\n").encode())
-        self._proc.stdin.flush()
-        answer = self._answer(timeout_s=timeout_s, what="generating")
-        if "error" in answer:
-            raise GeneratorError(answer["error"])
+        self._ask({"request": request.message(), "out": str(out)}, timeout_s, "generating")
 
     def generate_batch(self, pairs: Sequence[tuple[Request, Path]], timeout_s: float) -> None:
         """Every request of ``pairs`` in one call of the generator's ``generate_batch``."""
+        batch = [{"request": request.message(), "out": str(out)} for request, out in pairs]
+        self._ask({"batch": batch}, timeout_s, "generating a batch")
+
+    def _ask(self, message: Mapping[str, Any], timeout_s: float, what: str) -> None:
+        """One message to the child (started again if it is not running); GeneratorError for its error."""
         if self._proc is None or self._proc.poll() is not None:
             self.start()
         assert self._proc is not None and self._proc.stdin is not None
-        batch = [{"request": request.message(), "out": str(out)} for request, out in pairs]
-        self._proc.stdin.write((json.dumps({"batch": batch}) + "\n").encode())
+        self._proc.stdin.write((json.dumps(message) + "\n").encode())
         self._proc.stdin.flush()
-        answer = self._answer(timeout_s=timeout_s, what="generating a batch")
+        answer = self._answer(timeout_s=timeout_s, what=what)
         if "error" in answer:
             raise GeneratorError(answer["error"])
 

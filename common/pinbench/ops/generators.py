@@ -132,12 +132,9 @@ class Diffusers:
     ``use_safetensors`` (pickled ``.bin`` weights are refused) and no remote code. A folder that does not load
     refuses every later request with the same error, without hashing or loading it again.
 
-    Run and seen (tests/test_diffusers_generator.py; diffusers 0.39.0, transformers 4.49.0, torch 2.15.0, CPU): a
-    TextToVideoSDPipeline of seeded random weights (UNet3DConditionModel, AutoencoderKL, a 2-layer CLIPTextModel, a
-    CLIPTokenizer of a byte-level vocabulary, DDIMScheduler) written by ``save_pretrained``, loaded and run by this
-    class in the run's generation step (its worker process), 2 steps, 8 frames of 32x32, seed 2**63 - 1: the
-    rollout passes ``check_rollout`` and decodes to exactly the frames the same pipeline makes called directly with
-    that prompt, seed and settings (``output_type="pil"``). Not run: a GPU (``device=cuda``), a released model.
+    Checked on CPU by tests/test_diffusers_generator.py: a seeded random-weight TextToVideoSDPipeline, run through
+    the generation step, decodes to exactly the frames the pipeline makes called directly. Not run: a GPU, a released
+    model.
     """
 
     capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}), prompt_schedule=False, conditioning=frozenset())

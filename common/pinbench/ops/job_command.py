@@ -1,19 +1,10 @@
 """The command a cluster job runs for one phase of a run, as shell lines for its sbatch script.
 
-Four ways, chosen by one option (``pinbench submit --container``):
-
-- ``none``: ``pinbench`` from this checkout's virtual environment (absolute path), on the node itself;
-- ``docker``: ``docker run`` of the recipe's image on the node (Docker installed there, the image built
-  or pulled on it), the GPUs Slurm gave the job mapped with ``--gpus "device=..."``;
-- ``pyxis``: ``srun --container-image`` (NVIDIA Pyxis with enroot), the image a squashfs file or a
-  registry reference by digest;
-- ``apptainer``: ``apptainer exec --nv`` of a SIF file or a registry reference by digest.
-
-Inside a container the run directory is mounted at the same place as under ``--runtime docker``
-(``/runs/out``, the cache at ``/cache``, path options under ``/inputs/<option>``), so the tasks hash the
-same paths and a run started one way resumes the other. Every way honours the phase's stage: a stage
-without network runs ``--offline`` (and under Docker with ``--network none``); ``HF_TOKEN`` is unset in
-every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
+Four ways, chosen by ``pinbench submit --container``: ``none`` (this checkout's ``.venv``), ``docker``, ``pyxis``
+and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the run directory, cache and path
+options are mounted where ``--runtime docker`` mounts them, so the tasks hash the same paths and a run started one
+way resumes the other. A stage without network runs ``--offline``; ``HF_TOKEN`` is unset in every job whose stage
+does not fetch, so a token exported by Slurm never reaches scoring.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """``pinbench submit``: a run as Slurm jobs, laid out as the recipe declares (``scale_out`` in recipe.yaml).
 
-The default layout is a job array of N tasks, task I running ``pinbench run ... --shard I/N`` into the
-shared run directory, then one job that starts when every array task has ended, whatever its outcome
-(``afterany``), and merges the stored records into the scorecard, diff and report without scoring
-anything: a shard that failed leaves its samples missing by name and the scorecard partial (exit 2).
-A recipe may declare other phases (PAI-Bench-C: generation shards, then one scoring job, because its
-evaluator must see every video).
+By default a job array of N tasks (``pinbench run ... --shard I/N`` into the shared run directory), then one job
+after every task has ended (``afterany``) that merges the stored records into the scorecard, diff and report; a
+recipe may declare other phases. Scripts, logs and ``slurm/submissions.jsonl`` (which ``pinbench status`` reads)
+go under ``<run>/slurm/``. docs/scale-out.md says it all for users.
 
-Each phase's sbatch script is written, readable, to ``<run>/slurm/<phase>.sbatch``; logs go to
-``<run>/slurm/logs/``; every submission (job ids, scripts, the command) is appended to
-``<run>/slurm/submissions.jsonl``, which ``pinbench status`` reads. Submitting again after a killed,
-timed-out or preempted task recomputes only what has no valid record (the runner resumes by record).
-
-A request the cluster can never satisfy fails here, with Slurm's own reason on one line: each script
-is first tried with ``sbatch --test-only`` (catches sizes no node has, even where the cluster does not
-enforce partition limits at submit time), every refusal of ``sbatch`` itself is reported and what was
-already submitted is cancelled, and right after submission a first phase pending for a reason that never
-clears (``PartitionTimeLimit``, ``InvalidAccount``, ...) is cancelled with that reason.
+Why so many checks before queueing: a request the cluster can never satisfy would pend forever, so each script is
+first tried with ``sbatch --test-only``, a refusal of ``sbatch`` cancels what was already submitted, and a first
+phase pending for a reason that never clears (``PartitionTimeLimit``, ...) is cancelled with that reason.
 """
 
 from __future__ import annotations
@@ -40,7 +31,7 @@ from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import stages_for
+from pinbench.ops.docker_runtime import stages_for, user_options
 from pinbench.ops.job_command import (
     CONTAINERS,
     DIGEST,
@@ -92,7 +83,6 @@ class Request:
     generator_options: list[str] = field(default_factory=list)
     generation_timeout: float | None = None
     skip_doctor: bool = False   # every job runs --skip-doctor (and submit checks nothing first)
-
 
     def command(self) -> str:
         """The ``pinbench submit`` command line that makes this request (recorded with each submission)."""
@@ -248,10 +238,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
 def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, str], list[str]]:
     """Every option the user set (on the command line or in the environment) as ``-o`` text; paths absolute."""
     text, paths = {}, []
-    for name, value in cfg.options.items():
-        if cfg.option_sources.get(name, "default") in ("default", "fixture_default") or value is None:
-            continue
-        spec = recipe.options[name]
+    for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             path = Path(value).expanduser()
             text[name] = os.path.normpath(path if path.is_absolute() else cwd / path)

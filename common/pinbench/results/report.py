@@ -19,6 +19,7 @@ import math
 import os
 import re
 import shutil
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -105,7 +106,7 @@ class ReportError(ValueError):
 # ----------------------------------------------------------------------------------------- inputs
 
 
-def _as_float(value: Any) -> float | None:
+def finite_float(value: Any) -> float | None:
     """A finite float, or None for anything else (null, NaN, bools, lists)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return None
@@ -307,7 +308,8 @@ class Row:
         return 0.0 if abs(delta) <= 1e-12 * max(1.0, abs(self.ref.value)) else math.copysign(math.inf, delta)
 
 
-def _group_of(name: str) -> str:
+def metric_group(name: str) -> str:
+    """A metric's group: its name up to the last ``/`` ("" for none)."""
     return name.rsplit("/", 1)[0] if "/" in name else ""
 
 
@@ -325,7 +327,7 @@ def build_rows(card: Scorecard, ref: Reference | None, result: DiffResult | None
     """Scorecard metrics, then reference metrics the scorecard lacks, grouped (:func:`grouped`)."""
     metrics = card.metrics
     checked = {row.metric: row for row in result.rows} if result else {}
-    rows = [Row(name=name, group=_group_of(name), measured=_as_float(m.value), aggregation=m.aggregation,
+    rows = [Row(name=name, group=metric_group(name), measured=finite_float(m.value), aggregation=m.aggregation,
                 n_expected=m.n_expected, n_scored=m.n_scored, n_failed=m.n_failed,
                 n_missing=m.n_missing, interval=m.interval,
                 ref=ref.metrics.get(name) if ref else None, checked=checked.get(name),
@@ -333,7 +335,7 @@ def build_rows(card: Scorecard, ref: Reference | None, result: DiffResult | None
             for name, m in metrics.items()]
     for name, row in checked.items():
         if name not in metrics and ref is not None:
-            rows.append(Row(name, _group_of(name), None, None, card.samples.n_expected, None, None, None,
+            rows.append(Row(name, metric_group(name), None, None, card.samples.n_expected, None, None, None,
                             None, ref.metrics[name], row, row.status, ref.metrics[name].direction,
                             ref.metrics[name].primary))
     return [row for _, members in grouped(rows) for row in members]
@@ -351,7 +353,7 @@ def grouped(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
 
 
 def _num(value: Any, spec: str = ".6g") -> str:
-    v = _as_float(value)
+    v = finite_float(value)
     return "—" if v is None else format(v, spec)
 
 
@@ -376,10 +378,7 @@ def _interval_cell(interval: Interval | None) -> tuple[str, str]:
 
 def _na_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each distinct reason for an n/a interval, with how many metrics it applies to, in table order."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row.get("na_reason"):
-            counts[row["na_reason"]] = counts.get(row["na_reason"], 0) + 1
+    counts = Counter(row["na_reason"] for row in rows if row.get("na_reason"))
     return [f"{reason} ({n} metric{'s' if n > 1 else ''})" for reason, n in counts.items()]
 
 

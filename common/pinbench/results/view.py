@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,7 +31,7 @@ from pinbench.core.reference import diff, load_reference
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
-from pinbench.results.report import VERDICTS, build_rows
+from pinbench.results.report import VERDICTS, build_rows, finite_float, metric_group
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
 
@@ -252,17 +251,6 @@ class Column:
     primary: bool
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _group(name: str) -> str:
-    return name.rsplit("/", 1)[0] if "/" in name else ""
-
-
 class RunSamples:
     """One run's records by sample: each sample metric's values (and failures), cohorts, derived memberships."""
 
@@ -279,7 +267,7 @@ class RunSamples:
             if metric.reads_derived:
                 continue
             self.missing.update(dict.fromkeys(metric.missing or ()))
-            group = _group(name)  # a sample's cohort: the shortest group of the metrics that name it
+            group = metric_group(name)  # a sample's cohort: the shortest group of the metrics that name it
             for sample_id in metric.sample_ids or ():
                 if sample_id not in self.cohort or len(group) < len(self.cohort[sample_id]):
                     self.cohort[sample_id] = group
@@ -357,7 +345,7 @@ class View:
         if not readers:
             for sample_id, record in samples.records.items():
                 if record.result is not None:
-                    values[self.position[sample_id]] = _number(record.result.get(column.key))
+                    values[self.position[sample_id]] = finite_float(record.result.get(column.key))
         return values
 
     def _facets(self) -> list[tuple[str, list[str | None]]]:
