@@ -11,7 +11,14 @@ import pytest
 import torch
 import torchvision
 
-from pinbench.media.lpips import CPU_THREADS, LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
+from pinbench.media.lpips import (
+    CPU_THREADS,
+    LPIPSLoadError,
+    load_lpips,
+    lpips_distance,
+    to_lpips_input,
+    write_alexnet_trunk,
+)
 
 
 def _sha(path: Path) -> str:
@@ -106,3 +113,27 @@ def test_cpu_distance_does_not_depend_on_the_thread_count(trunk_file):
         torch.set_num_threads(threads)
     np.testing.assert_array_equal(got[0], got[1])
     np.testing.assert_array_equal(got[0], got[2])
+
+
+def test_a_written_trunk_is_torchvisions_layout_with_the_weights_given(trunk_file, tmp_path: Path) -> None:
+    """``write_alexnet_trunk`` (the recipes' fixtures write their seeded trunks with it) writes torchvision's keys and
+    shapes in torchvision's order with exactly the weights given, the same bytes under any file name."""
+    checkpoint = torch.load(trunk_file, weights_only=True)
+    given = iter(checkpoint.values())
+    digest = write_alexnet_trunk(tmp_path / "ü" / "trunk.pth", lambda kind, shape: next(given))
+    written = torch.load(tmp_path / "ü" / "trunk.pth", weights_only=True)
+    assert list(written) == list(checkpoint)
+    assert all(torch.equal(written[key], checkpoint[key]) for key in checkpoint)
+    given = iter(checkpoint.values())
+    assert write_alexnet_trunk(tmp_path / "other.pth", lambda kind, shape: next(given)) == digest
+    load_lpips(tmp_path / "other.pth", expected_sha256=digest)
+
+
+def test_the_recipes_fixture_trunks_keep_their_bytes(tmp_path: Path) -> None:
+    """MIND's and RememBench's fixtures draw their trunks differently (their references hold the digests): moving
+    the writing into the library changed no byte of either."""
+    from pinbench_recipes.mind.fixture import write_random_alexnet as mind
+    from pinbench_recipes.remembench.fixture import write_random_alexnet as remembench
+
+    assert mind(tmp_path / "mind.pth") == "4bca5d78c7bfb621add801e94ef433cd3d96bc260a71352e5b55ffe05a31ad23"
+    assert remembench(tmp_path / "rb.pth") == "1a4976cd0c3b5723662bd655a4b7318bd9d43bff2ff99525e8aeb016820296fc"
