@@ -137,3 +137,45 @@ def test_the_recipes_fixture_trunks_keep_their_bytes(tmp_path: Path) -> None:
 
     assert mind(tmp_path / "mind.pth") == "4bca5d78c7bfb621add801e94ef433cd3d96bc260a71352e5b55ffe05a31ad23"
     assert remembench(tmp_path / "rb.pth") == "1a4976cd0c3b5723662bd655a4b7318bd9d43bff2ff99525e8aeb016820296fc"
+
+
+class _SlowPairs(torch.nn.Module):
+    """TEST DOUBLE for an LPIPS model: records torch's thread count as its forward starts and ends, the first
+    call's forward taking 0.2 s and the second's 0.5 s (so the first returns inside the second's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.seen: list[tuple[int, int]] = []
+        self.calls = 0
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        import time
+
+        self.calls += 1
+        start = torch.get_num_threads()
+        time.sleep(0.2 if self.calls == 1 else 0.5)
+        self.seen.append((start, torch.get_num_threads()))
+        return torch.zeros(a.shape[0], 1, 1, 1)
+
+
+def test_two_threads_each_compute_with_cpu_threads_and_leave_the_count_as_it_was(monkeypatch) -> None:
+    """torch's thread count is the process's (held here by a test double of torch's two calls, as the docs define
+    them: which OpenMP build shows it in which thread varies): the first call's restore landed inside the second's
+    forward, which then ran with the caller's count, and the second restored the first's CPU_THREADS for good."""
+    import threading
+    import time
+
+    count = [CPU_THREADS + 1]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: count[0])
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: count.__setitem__(0, n))
+    model, a = _SlowPairs(), _frames(1, 1)
+    first = threading.Thread(target=lpips_distance, args=(model, a, a))
+    second = threading.Thread(target=lpips_distance, args=(model, a, a))
+    first.start()
+    time.sleep(0.05)   # inside the first's forward
+    second.start()
+    first.join()
+    second.join()
+    assert model.seen == [(CPU_THREADS, CPU_THREADS)] * 2
+    assert count == [CPU_THREADS + 1]

@@ -10,9 +10,11 @@ with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +130,21 @@ def to_lpips_input(frames: np.ndarray, device: str | torch.device = "cpu") -> to
 # change the last bits (OMP_NUM_THREADS=1 against 2, or ``taskset``, gave other lpips_alex records). Two: what the
 # fixtures' golden records of each CPU kind were computed with (tests/test_fixtures.py), on any number of cores.
 CPU_THREADS = 2
+_CPU_THREADS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _cpu_threads() -> Iterator[None]:
+    """``CPU_THREADS`` torch threads for the block, then the caller's again. torch's count is the process's: held
+    under a lock, so one thread's restore never lands inside another's forward (which computed with the caller's
+    count, other last bits) and the process is left with the count it had."""
+    with _CPU_THREADS_LOCK:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(CPU_THREADS)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
 
 @torch.no_grad()
@@ -135,11 +152,6 @@ def lpips_distance(model: torch.nn.Module, a: np.ndarray, b: np.ndarray) -> np.n
     """LPIPS of each image pair at its native resolution (spatially averaged), float64 array (N,); on CPU with
     ``CPU_THREADS`` torch threads whatever the caller set, so the value is the same on every thread count."""
     device = next(model.parameters()).device
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with _cpu_threads() if device.type == "cpu" else contextlib.nullcontext():
         out = model(to_lpips_input(a, device), to_lpips_input(b, device))
-    finally:
-        torch.set_num_threads(threads)
     return out.reshape(out.shape[0]).double().cpu().numpy()
