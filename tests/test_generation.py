@@ -153,6 +153,22 @@ def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates
     assert not calls.exists() and not list((tmp_path / "run").glob("rollouts/**/*.mp4"))
 
 
+def test_a_refused_run_leaves_nothing_it_created(tmp_path: Path) -> None:
+    """The folders a refused run made (its directory and a parent, as runs/<recipe>/ of a default --out) go with
+    what it wrote there: requests, staged inputs, fixture data, its identity; a folder that was there stays."""
+    from pinbench.core.generation import RequestError
+
+    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    with pytest.raises(RequestError, match="cannot honour control-video requests"):
+        _run(tmp_path / "runs" / "fixture-fixture", command, kinds="prompt-schedule")
+    assert sorted(tmp_path.iterdir()) == []
+    there = tmp_path / "there"
+    there.mkdir()
+    with pytest.raises(RequestError, match="cannot honour control-video requests"):
+        _run(there / "run", command, kinds="prompt-schedule")
+    assert sorted(tmp_path.iterdir()) == [there] and list(there.iterdir()) == []
+
+
 def test_the_command_form_renders_each_rollout_from_its_request(tmp_path: Path) -> None:
     command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
     outcome = _run(tmp_path / "run", command)

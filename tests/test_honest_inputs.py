@@ -111,6 +111,23 @@ def test_record_reference_refuses_non_finite_and_unknown_tolerances(tmp_path: Pa
     assert code == 2 and message in _one_error_line(err) and not out.exists()
 
 
+@pytest.mark.parametrize(("recipe", "message"), [
+    ("no-such-bench", "unknown recipe 'no-such-bench'"),
+    ("remembench", "metric 'dynamic_degree' is not declared by its recipe 'remembench'"),
+])
+def test_record_reference_names_a_scorecard_whose_recipe_was_edited(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     recipe: str, message: str) -> None:
+    out = tmp_path / "ref.yaml"
+    path = _card_file(tmp_path / "edited", recipe=recipe)
+    code, _, err = _pinbench(capsys, "record-reference", path, "--out", out)
+    assert code == 2 and _one_error_line(err).startswith(f"error: {path}: {message}") and not out.exists()
+    good = _card_file(tmp_path / "good")   # the second of two runs: the one of another recipe is named
+    code, _, err = _pinbench(capsys, "record-reference", good, path, "--out", out)
+    assert code == 2 and _one_error_line(err).startswith(f"error: {path}: a scorecard of {recipe!r}, {good} one of "
+                                                         "'dynamic-degree'") and not out.exists()
+
+
 @pytest.mark.parametrize("value", [".inf", ".nan", "1e999", "true"])
 def test_diff_against_a_non_finite_reference_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               value: str) -> None:

@@ -11,7 +11,14 @@ import pytest
 import torch
 import torchvision
 
-from pinbench.media.lpips import CPU_THREADS, LPIPSLoadError, load_lpips, lpips_distance, to_lpips_input
+from pinbench.media.lpips import (
+    CPU_THREADS,
+    LPIPSLoadError,
+    load_lpips,
+    lpips_distance,
+    to_lpips_input,
+    write_alexnet_trunk,
+)
 
 
 def _sha(path: Path) -> str:
@@ -106,3 +113,69 @@ def test_cpu_distance_does_not_depend_on_the_thread_count(trunk_file):
         torch.set_num_threads(threads)
     np.testing.assert_array_equal(got[0], got[1])
     np.testing.assert_array_equal(got[0], got[2])
+
+
+def test_a_written_trunk_is_torchvisions_layout_with_the_weights_given(trunk_file, tmp_path: Path) -> None:
+    """``write_alexnet_trunk`` (the recipes' fixtures write their seeded trunks with it) writes torchvision's keys and
+    shapes in torchvision's order with exactly the weights given, the same bytes under any file name."""
+    checkpoint = torch.load(trunk_file, weights_only=True)
+    given = iter(checkpoint.values())
+    digest = write_alexnet_trunk(tmp_path / "ü" / "trunk.pth", lambda kind, shape: next(given))
+    written = torch.load(tmp_path / "ü" / "trunk.pth", weights_only=True)
+    assert list(written) == list(checkpoint)
+    assert all(torch.equal(written[key], checkpoint[key]) for key in checkpoint)
+    given = iter(checkpoint.values())
+    assert write_alexnet_trunk(tmp_path / "other.pth", lambda kind, shape: next(given)) == digest
+    load_lpips(tmp_path / "other.pth", expected_sha256=digest)
+
+
+def test_the_recipes_fixture_trunks_keep_their_bytes(tmp_path: Path) -> None:
+    """MIND's and RememBench's fixtures draw their trunks differently (their references hold the digests): moving
+    the writing into the library changed no byte of either."""
+    from pinbench_recipes.mind.fixture import write_random_alexnet as mind
+    from pinbench_recipes.remembench.fixture import write_random_alexnet as remembench
+
+    assert mind(tmp_path / "mind.pth") == "4bca5d78c7bfb621add801e94ef433cd3d96bc260a71352e5b55ffe05a31ad23"
+    assert remembench(tmp_path / "rb.pth") == "1a4976cd0c3b5723662bd655a4b7318bd9d43bff2ff99525e8aeb016820296fc"
+
+
+class _SlowPairs(torch.nn.Module):
+    """TEST DOUBLE for an LPIPS model: records torch's thread count as its forward starts and ends, the first
+    call's forward taking 0.2 s and the second's 0.5 s (so the first returns inside the second's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.seen: list[tuple[int, int]] = []
+        self.calls = 0
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        import time
+
+        self.calls += 1
+        start = torch.get_num_threads()
+        time.sleep(0.2 if self.calls == 1 else 0.5)
+        self.seen.append((start, torch.get_num_threads()))
+        return torch.zeros(a.shape[0], 1, 1, 1)
+
+
+def test_two_threads_each_compute_with_cpu_threads_and_leave_the_count_as_it_was(monkeypatch) -> None:
+    """torch's thread count is the process's (held here by a test double of torch's two calls, as the docs define
+    them: which OpenMP build shows it in which thread varies): the first call's restore landed inside the second's
+    forward, which then ran with the caller's count, and the second restored the first's CPU_THREADS for good."""
+    import threading
+    import time
+
+    count = [CPU_THREADS + 1]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: count[0])
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: count.__setitem__(0, n))
+    model, a = _SlowPairs(), _frames(1, 1)
+    first = threading.Thread(target=lpips_distance, args=(model, a, a))
+    second = threading.Thread(target=lpips_distance, args=(model, a, a))
+    first.start()
+    time.sleep(0.05)   # inside the first's forward
+    second.start()
+    first.join()
+    second.join()
+    assert model.seen == [(CPU_THREADS, CPU_THREADS)] * 2
+    assert count == [CPU_THREADS + 1]

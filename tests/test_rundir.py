@@ -28,6 +28,7 @@ from pinbench.core.rundir import (
     RunDirError,
     _refuse_foreign,
     claim_run_dir,
+    discard_refused,
     lock_name,
 )
 
@@ -559,3 +560,17 @@ def test_a_lock_names_its_holders_command_with_what_it_leaves_out_and_no_secret(
         kept = json.loads(claim.lock.read_text())["argv"]
     assert kept[:10] == argv[:10] and "hf_abc" not in json.dumps(kept)
     assert kept[10] == "token=***" and kept[12:] == ["... (3 more)"]
+
+
+def test_a_refused_claim_keeps_a_directory_another_shard_holds(tmp_path: Path) -> None:
+    """A refused shard removes the directory its claim created only when no other process holds a lock there: the
+    other shards' run goes on in it."""
+    out = tmp_path / "new" / "run"
+    with claim_run_dir(_cfg(out, "0/2"), env={}) as first:
+        assert first.created == tmp_path / "new"
+        with claim_run_dir(_cfg(out, "1/2"), env={}) as second:
+            assert second.created is None
+            discard_refused(first)
+            assert (out / IDENTITY_FILE).is_file()
+        discard_refused(first)
+        assert not (tmp_path / "new").exists()

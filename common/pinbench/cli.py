@@ -690,7 +690,7 @@ def record_reference_cmd(
     if repeated:
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
     cards = [load_scorecard(path) for path in scorecards]
-    recipe = _recipe(cards[0].recipe)
+    recipe = _scorecards_recipe(scorecards, cards)
     out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance).items()}
@@ -710,6 +710,29 @@ def record_reference_cmd(
     with _failing(ValueError, RecipeError):
         path = write_reference(proposal.data, out, recipe=recipe)
     _echo(f"wrote {path}")
+
+
+def _scorecards_recipe(paths: Sequence[Path], cards: Sequence[Scorecard]) -> Recipe:
+    """The installed recipe of the first scorecard, which every one names and whose declaration has each of their
+    metrics; else exit naming the file. Why: a scorecard whose ``recipe`` was edited (or another recipe's) failed
+    with the recipe's words alone, not which of the files given was wrong."""
+    from pinbench.core.metricinfo import match_metric
+    from pinbench.core.recipe import DECLARATION
+
+    try:
+        recipe = get_recipe(cards[0].recipe)
+    except RecipeError as exc:
+        _fail(f"{paths[0]}: {exc}")
+        raise  # unreachable, for type checkers
+    for path, card in zip(paths, cards, strict=True):
+        if card.recipe != recipe.name:
+            _fail(f"{path}: a scorecard of {card.recipe!r}, {paths[0]} one of {recipe.name!r}; a reference is "
+                  "recorded from runs of one recipe")
+        undeclared = [name for name in card.metrics if match_metric(name, recipe.metrics) is None]
+        if undeclared:
+            _fail(f"{path}: metric {undeclared[0]!r} is not declared by its recipe {recipe.name!r} "
+                  f"({recipe.dir / DECLARATION}): a scorecard of another recipe, or its recipe field edited")
+    return recipe
 
 
 def _load_run(scorecard: Path) -> tuple[Scorecard, Any, list | None]:

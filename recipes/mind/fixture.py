@@ -23,7 +23,6 @@ fixture's scorecard carries a bootstrap interval there (a one-sample split has n
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -37,8 +36,9 @@ import av
 import numpy as np
 import torch
 
-from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.files import write_atomic
 from pinbench.core.fixture_data import build_once
+from pinbench.media.lpips import write_alexnet_trunk
 from pinbench.media.video import write_video
 from pinbench_recipes.mind.ingest import Canvas
 from pinbench_recipes.mind.layout import CHUNK_FRAMES, ONE_PAIR_BATCH_ERROR, mirror_fails_upstream
@@ -65,8 +65,6 @@ MIRRORS = (
     ("3rd_data", "loop-1", (("path-1.mp4", 20, 7.0, False),)),
 )
 POSED = {"scene-a", "scene-b", "scene-e"}  # these ship an images.txt of 97 poses; the others make ViPE run (upstream)
-ALEXNET_FEATURES = {0: (64, 3, 11, 11), 3: (192, 64, 5, 5), 6: (384, 192, 3, 3), 8: (256, 384, 3, 3),
-                    10: (256, 256, 3, 3)}
 
 
 @dataclass(frozen=True)
@@ -165,17 +163,14 @@ def _write_mirror(data: FixtureData, rng: np.random.Generator, spec: tuple) -> N
 
 
 def write_random_alexnet(path: Path, seed: int = SEED) -> str:
-    """A torchvision-layout AlexNet ``features.*`` state dict with seeded weights; returns its SHA-256."""
+    """An AlexNet trunk file with seeded weights (``write_alexnet_trunk``); returns its SHA-256."""
     generator = torch.Generator().manual_seed(seed)
-    state = {}
-    for index, shape in ALEXNET_FEATURES.items():
-        fan_in = shape[1] * shape[2] * shape[3]
-        state[f"features.{index}.weight"] = torch.randn(shape, generator=generator) * math.sqrt(2.0 / fan_in)
-        state[f"features.{index}.bias"] = torch.randn(shape[0], generator=generator) * 0.01
-    buffer = io.BytesIO()   # not the temporary file: torch.save names its archive after the file it writes to
-    torch.save(state, buffer)
-    write_atomic(path, buffer.getvalue())
-    return sha256_file(path)
+
+    def weights(kind: str, shape: tuple[int, ...]) -> torch.Tensor:
+        if kind == "bias":
+            return torch.randn(shape, generator=generator) * 0.01
+        return torch.randn(shape, generator=generator) * math.sqrt(2.0 / math.prod(shape[1:]))
+    return write_alexnet_trunk(path, weights)
 
 
 def build_fixture(root: Path) -> FixtureData:

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from pinbench.core.files import sha256_file, write_atomic
+from pinbench.core.files import sha256_file
 from pinbench.core.fixture_data import build_once
 from pinbench.media.video import write_video
 from pinbench_recipes.remembench.dataset import I2V_PAPER, T2V_PAPER, PaperSettings
@@ -47,9 +47,6 @@ TINY_CLIP = {
     "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073],
                        "std": [0.26862954, 0.26130258, 0.27577711]},
 }
-# torchvision AlexNet `features` parameter shapes (the LPIPS trunk).
-ALEXNET_FEATURES = {0: (64, 3, 11, 11), 3: (192, 64, 5, 5), 6: (384, 192, 3, 3), 8: (256, 384, 3, 3),
-                    10: (256, 256, 3, 3)}
 
 
 @dataclass(frozen=True)
@@ -181,19 +178,14 @@ def _savez(path: Path, **arrays: np.ndarray) -> None:
 
 
 def write_random_alexnet(path: Path, seed: int = SEED) -> str:
-    """A torchvision-format AlexNet ``features.*`` state dict with seeded weights; returns its SHA-256."""
+    """An AlexNet trunk file with seeded weights (``write_alexnet_trunk``); returns its SHA-256."""
     import torch
 
+    from pinbench.media.lpips import write_alexnet_trunk  # torch: not for what reads the fixture's layout
+
     rng = np.random.default_rng(seed + 1)
-    state = {}
-    for index, shape in ALEXNET_FEATURES.items():
-        state[f"features.{index}.weight"] = torch.from_numpy(_fixture_weights(rng, "conv", shape))
-        state[f"features.{index}.bias"] = torch.from_numpy(_fixture_weights(rng, "bias", (shape[0],)))
-    buffer = io.BytesIO()   # not the path: torch.save names its archive after an ASCII path's file, else "archive"
-    torch.save(state, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, buffer.getvalue())
-    return sha256_file(path)
+    return write_alexnet_trunk(path, lambda kind, shape: torch.from_numpy(
+        _fixture_weights(rng, "conv" if kind == "weight" else "bias", shape)))
 
 
 def _t2v_rows() -> list[dict]:

@@ -1,4 +1,5 @@
-"""Run outputs besides the scorecard: per-scene JSONL, the paper-shaped ``scores.json``, pair figures.
+"""Run outputs besides the scorecard: per-scene JSONL (its rows: ``scenes``), the paper-shaped ``scores.json``,
+pair figures.
 
 ``scores.json`` has the shape the paper's ``score.py`` writes (``split``, ``n_scenes``, ``median``,
 ``scenes`` keyed by scene id), plus what the paper's file leaves implicit: the expected scene count
@@ -16,27 +17,12 @@ import numpy as np
 
 from pinbench.core.files import write_if_changed
 from pinbench.core.run import Figure
-from pinbench.core.runner import SampleRecord
 from pinbench.results.report import PAGE_TEXT_PX, figure_points
-from pinbench_recipes.remembench.prepare import METRIC_KEYS, Group, RowTask
+from pinbench_recipes.remembench.prepare import Group
+from pinbench_recipes.remembench.scenes import METRIC_KEYS, SCENE_FIELDS
 
-SCENE_FIELDS = ("departure_frame", "revisit_frame", "turnaround_frame", "video_sha256")
 N_EXTREMES = 2  # best and worst scenes shown per group
 PAIRS_DPI = 80  # 7 inches wide: 560 px, shown at that size in the report
-
-
-def scene_rows(tasks: Sequence[RowTask], records: Sequence[SampleRecord]) -> list[dict[str, Any]]:
-    """One flat row per task: identity, status, error, metrics and frame pair."""
-    by_id = {r.sample_id: r for r in records}
-    rows = []
-    for task in tasks:
-        record = by_id[task.sample_id]
-        result = record.result or {}
-        row: dict[str, Any] = {"sample_id": task.sample_id, "scene_id": task.scene_id,
-                               "group": task.group, "status": record.status, "error": record.error}
-        row.update({k: result.get(k) for k in METRIC_KEYS + SCENE_FIELDS + ("pair_image",)})
-        rows.append(row)
-    return rows
 
 
 def write_jsonl(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:

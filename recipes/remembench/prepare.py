@@ -46,7 +46,6 @@ from pinbench_recipes.remembench.trajectory import load_trajectory
 
 TEST_FILES = {"t2v": "data/t2v/test.jsonl", "i2v": "data/i2v/test.jsonl"}
 REFERENCE_PAIRS_CHECKPOINT = "t2v-reference-pairs"
-METRIC_KEYS = ("clip", "lpips_alex", "tempssim", "drift")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
-from pinbench_recipes.remembench import models, outputs, prepare, requests, summary, weights
+from pinbench_recipes.remembench import models, outputs, prepare, requests, scenes, summary, weights
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
 from pinbench_recipes.remembench.release import Release, dataset_option, open_release
 
@@ -67,8 +67,8 @@ def run(run: Run) -> RunOutcome:
 
     # 4. aggregate: medians over scenes per group; per-scene JSONL, the paper's scores.json, figures
     with run.step("aggregate"):
-        rows = outputs.scene_rows(tasks, records)
-        outputs.write_jsonl(rows, run.out_dir / "scenes.jsonl")
+        rows = scenes.scene_rows(tasks, records)
+        outputs.write_jsonl(rows, run.out_dir / scenes.SCENES_FILE)
         outputs.write_scores(groups, rows, run.out_dir / "scores.json")
         specs = [MetricSpec(f"{g.prefix}/{name}", key=name,
                             sample_ids=[t.sample_id for t in tasks if t.group == g.prefix])
@@ -83,7 +83,7 @@ def run(run: Run) -> RunOutcome:
         specs, records, pins=_pins_for_provenance(opts, release, fixture), seeds=_seeds(groups),
         extra={"cohort": cohorts, "annotations": annotations.source if annotations else None,
                "warnings": warnings, "release": release.provenance(), "models": model_labels,
-               "outputs": {"scenes": "scenes.jsonl", "scores": "scores.json"}},
+               "outputs": {"scenes": scenes.SCENES_FILE, "scores": "scores.json"}},
         provenance={"release": release.provenance(), "models": model_labels},
         figures=lambda: outputs.pair_figures(groups, rows, run.out_dir, run.out_dir / "figures"),
     )

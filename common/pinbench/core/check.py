@@ -17,6 +17,8 @@ checked against the files beside it:
   is no writer's log; what a run moved into a store's ``quarantine/`` is listed as a note;
 * the derived records it names (``derived.jsonl``, ``pinbench.core.derived``) were computed from exactly those
   sample records (the digest of their members' records), and recount the metrics read from them;
+* the files the recipe writes beside them are as the records say (its ``check:`` entry: RememBench's
+  ``scenes.jsonl``);
 * ``report/index.html`` exists;
 * the reference that applies to the run (the recipe's for this checkpoint and mode) is for the same recipe
   version, checkpoint, mode and sample count, and ``diff.txt`` gives the verdict the diff gives now.
@@ -113,6 +115,8 @@ def check_run(run_dir: Path | str) -> CheckResult:
         _check_stores(run_dir, card, records, lines, result)
     if records is not None and derived is not None:
         _recount(run_dir, card, records, derived, result)
+    if records is not None:
+        _check_recipe_files(run_dir, card, records, result)
     if not (run_dir / REPORT).is_file():
         result.problems.append(f"{run_dir / REPORT}: {_state(run_dir / REPORT)} (every run writes its report)")
     _check_reference(run_dir, card, result)
@@ -435,6 +439,16 @@ def _same_bounds(claimed: Interval | None, again: Interval | None) -> bool:
 
 def _failure_text(error: str | None) -> str:
     return "scored" if error is None else f"failed ({error[:80]})"
+
+
+def _check_recipe_files(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], result: CheckResult) -> None:
+    """The files the recipe writes beside the scorecard (RememBench's scenes.jsonl), by the recipe's own ``check:``
+    entry; a recipe not installed here is a note of ``_check_reference``'s."""
+    try:
+        recipe = get_recipe(card.recipe)
+    except RecipeError:
+        return
+    result.problems += recipe.check_files(run_dir, card, records)
 
 
 def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> None:

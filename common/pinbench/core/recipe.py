@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -45,6 +45,7 @@ from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
+    from pinbench.core.runner import SampleRecord
     from pinbench.core.scorecard import Scorecard
 
 PACKAGE_ROOT = "pinbench_recipes"
@@ -165,7 +166,8 @@ class NoDownload:
 
 @dataclass
 class Recipe:
-    """A recipe's declaration plus its entry points (procedure, fetch, doctor, requests), their code imported on use."""
+    """A recipe's declaration plus its entry points (procedure, fetch, doctor, requests, check), their code imported
+    on use."""
 
     name: str
     package: str
@@ -185,6 +187,7 @@ class Recipe:
     resources: Resources | None = None
     doctor_entry: str | None = None
     requests_entry: str | None = None
+    check_entry: str | None = None
     generators: dict[str, str] = field(default_factory=dict)
     scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
     examples: tuple[Example, ...] = ()
@@ -211,6 +214,13 @@ class Recipe:
         null pin to resolve (a fetch stage under ``--runtime docker`` is left out); None otherwise."""
         nothing = self.no_download
         return nothing if nothing is not None and nothing.holds(self.options, cfg.options) else None
+
+    def check_files(self, run_dir: Path, card: Scorecard, records: Sequence[SampleRecord]) -> list[str]:
+        """What ``pinbench check`` finds wrong with the files the recipe writes beside the scorecard (its ``check:``
+        entry, ``check(run_dir, card, records)``: RememBench's scenes.jsonl against the records), one line each."""
+        if self.check_entry is None:
+            return []
+        return list(self.load(self.check_entry)(run_dir, card, records))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -476,7 +486,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
-        doctor_entry=data.get("doctor"), requests_entry=data.get("requests"),
+        doctor_entry=data.get("doctor"), requests_entry=data.get("requests"), check_entry=data.get("check"),
         generators=dict(data.get("generators") or {}), scale_out=scale_out,
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
         no_download=no_download,

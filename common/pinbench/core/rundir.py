@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sys
@@ -80,12 +81,14 @@ class RunDirError(RecipeError):
 
 @dataclass(frozen=True)
 class Claim:
-    """What ``claim_run_dir`` holds: the lock file, its token (for child processes) and whether it is ours."""
+    """What ``claim_run_dir`` holds: the lock file, its token (for child processes), whether it is ours, and the
+    topmost folder the claim made (the run directory, or a parent of it; None when the directory was there)."""
 
     out_dir: Path
     lock: Path
     token: str
     inherited: bool
+    created: Path | None = None
 
 
 # ------------------------------------------------------------------------------------------- identity
@@ -452,6 +455,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
         raise RunDirError(f"{out_dir}: its parent {blocked[0]} is {blocked[1]}, not a folder; --out names a run "
                           "directory")
     _refuse_foreign(out_dir)
+    created = next((p for p in reversed([out_dir, *out_dir.parents]) if not os.path.lexists(p)), None)
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -477,7 +481,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
                       "argv": _command(sys.argv), **run_identity(cfg)}
             if not _create_exclusive(path, json.dumps(holder, indent=2) + "\n"):
                 raise RunDirError(f"{out_dir}: in use: {path} appeared while claiming it; retry")
-            claim = Claim(out_dir, path, token, inherited=False)
+            claim = Claim(out_dir, path, token, inherited=False, created=created)
             _sweep(out_dir, cfg.shard)
     try:
         _refuse_wrong_kinds(out_dir, cfg.shard)
@@ -555,6 +559,18 @@ def _folders(folder: Path) -> list[Path]:
         return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
+
+
+def discard_refused(claim: Claim) -> None:
+    """Remove what a refused run made (a generator that cannot honour its requests): the folders its claim created,
+    whatever it wrote in them (requests, staged inputs, fixture data), unless another process holds a lock there now.
+    Before, ``runs/<recipe>/fixture-fixture/`` stayed behind holding the requests of a run that never ran."""
+    if claim.created is None or claim.inherited:
+        return
+    lock_dir = claim.out_dir / LOCK_DIR
+    with _mutex(lock_dir):
+        if set(_live_locks(lock_dir, take_over=False)) <= {claim.lock.stem}:
+            shutil.rmtree(claim.created, ignore_errors=True)
 
 
 def _release(claim: Claim) -> None:

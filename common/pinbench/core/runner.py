@@ -6,7 +6,8 @@ and stores each outcome as soon as it exists in the step's sample store (``pinbe
 append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
 flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
 every writer into one list in task order, with one record per task: a task no shard produced becomes a
-failed "missing" record, so nothing drops out of the denominator.
+"missing" stand-in (``SampleRecord.missing``), which the finish counts as missing, so nothing drops out of the
+denominator.
 
 A stored record is reused when it is ok, its ``input_hash`` (the hash of the task's fields: the inputs'
 identity and the options that change results) is the task's, its ``implementation`` (recipe version, a digest of
@@ -183,6 +184,12 @@ class SampleRecord:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @property
+    def missing(self) -> bool:
+        """Whether it is the stand-in ``merge_samples`` makes for a task no shard stored: a scorecard counts that
+        sample missing, as it would with no record at all, never failed."""
+        return self.status == FAILED and self.result is None and (self.error or "").startswith(MISSING_ERROR)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1062,7 +1069,8 @@ def merge_samples(
     For each task the first directory (in the given order) holding a reusable record (ok, same input_hash
     and implementation, passes ``validate``) wins; failing that, the newest failed record of the same input and
     implementation. A task with neither gets a failed record whose error starts with "missing: no result from any
-    shard" and says what was stored instead, so the list always has exactly one record per task. With
+    shard" and says what was stored instead (``SampleRecord.missing``: the finish counts it missing), so the list
+    always has exactly one record per task. With
     ``dest``, the records are also written there as JSONL (one ``SampleRecord.to_bytes()`` per line).
     """
     validate = validate or _is_dict

@@ -10,15 +10,20 @@ with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import threading
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pinbench.core.files import sha256_file
+from pinbench.core.files import sha256_file, write_atomic
 
 __all__ = [
+    "ALEXNET_FEATURES",
     "ALEXNET_FILENAME",
     "ALEXNET_SHA256",
     "ALEXNET_URL",
@@ -27,6 +32,7 @@ __all__ = [
     "load_lpips",
     "lpips_distance",
     "to_lpips_input",
+    "write_alexnet_trunk",
 ]
 
 ALEXNET_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
@@ -34,6 +40,26 @@ ALEXNET_FILENAME = "alexnet-owt-7be5be79.pth"
 ALEXNET_SHA256 = "7be5be791159472b1fbf3c69796f7cb30dca7ad8466c2df70058c37116cdee02"
 # The v0.1 linear heads inside the lpips 0.1.4 wheel (lpips/weights/v0.1/<net>.pth), checked at load.
 HEADS_SHA256 = {("alex", "0.1"): "df73285e35b22355a2df87cdb6b70b343713b667eddbda73e1977e0c860835c0"}
+
+
+# torchvision AlexNet ``features`` conv layers (the LPIPS trunk): index -> weight shape
+ALEXNET_FEATURES = {0: (64, 3, 11, 11), 3: (192, 64, 5, 5), 6: (384, 192, 3, 3), 8: (256, 384, 3, 3),
+                    10: (256, 256, 3, 3)}
+
+
+def write_alexnet_trunk(path: Path, weights: Callable[[str, tuple[int, ...]], torch.Tensor]) -> str:
+    """A trunk file in torchvision's layout (what ``load_lpips`` reads) holding ``weights(kind, shape)`` for each
+    layer in order, its ``"weight"`` then its ``"bias"``; returns its SHA-256. For a recipe's fixture, whose seeded
+    weights stand in for the download: each recipe draws its own (its fixture's references hold their digest)."""
+    state = {}
+    for index, shape in ALEXNET_FEATURES.items():
+        state[f"features.{index}.weight"] = weights("weight", shape)
+        state[f"features.{index}.bias"] = weights("bias", shape[:1])
+    buffer = io.BytesIO()   # not the path: torch.save names its archive after an ASCII path's file, else "archive"
+    torch.save(state, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buffer.getvalue())
+    return sha256_file(path)
 
 
 class LPIPSLoadError(RuntimeError):
@@ -104,6 +130,21 @@ def to_lpips_input(frames: np.ndarray, device: str | torch.device = "cpu") -> to
 # change the last bits (OMP_NUM_THREADS=1 against 2, or ``taskset``, gave other lpips_alex records). Two: what the
 # fixtures' golden records of each CPU kind were computed with (tests/test_fixtures.py), on any number of cores.
 CPU_THREADS = 2
+_CPU_THREADS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _cpu_threads() -> Iterator[None]:
+    """``CPU_THREADS`` torch threads for the block, then the caller's again. torch's count is the process's: held
+    under a lock, so one thread's restore never lands inside another's forward (which computed with the caller's
+    count, other last bits) and the process is left with the count it had."""
+    with _CPU_THREADS_LOCK:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(CPU_THREADS)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
 
 @torch.no_grad()
@@ -111,11 +152,6 @@ def lpips_distance(model: torch.nn.Module, a: np.ndarray, b: np.ndarray) -> np.n
     """LPIPS of each image pair at its native resolution (spatially averaged), float64 array (N,); on CPU with
     ``CPU_THREADS`` torch threads whatever the caller set, so the value is the same on every thread count."""
     device = next(model.parameters()).device
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(CPU_THREADS)
-    try:
+    with _cpu_threads() if device.type == "cpu" else contextlib.nullcontext():
         out = model(to_lpips_input(a, device), to_lpips_input(b, device))
-    finally:
-        torch.set_num_threads(threads)
     return out.reshape(out.shape[0]).double().cpu().numpy()

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from pinbench.core.config import RunConfig
 from pinbench.core.derived import DerivedRecord
+from pinbench.core.generation import RequestError
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import Reference
 from pinbench.core.run import Figure, Run, RunOutcome
-from pinbench.core.rundir import claim_run_dir
+from pinbench.core.rundir import claim_run_dir, discard_refused
 from pinbench.core.runner import SampleRecord
 from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
 
@@ -27,9 +28,13 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
                             GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
-    with claim_run_dir(cfg):   # the recipe's code imported when it runs: a rerun may answer without it
-        return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
-            lambda run: recipe.load(recipe.entry)(run))
+    with claim_run_dir(cfg) as claim:   # the recipe's code imported when it runs: a rerun may answer without it
+        try:
+            return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
+                lambda run: recipe.load(recipe.entry)(run))
+        except RequestError:   # refused before anything ran: nothing of it stays
+            discard_refused(claim)
+            raise
 
 
 def write_run_report(scorecard: Path, out_dir: Path, *, reference: Reference | None,
