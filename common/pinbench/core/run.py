@@ -243,7 +243,7 @@ class Run:
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",
                validate: Validator | None = None) -> list[SampleRecord]:
-        """Every task's record in task order, a task no process stored as a missing stand-in (never dropped): from
+        """Every task's record in task order, a task no process stored failed as missing (never dropped): from
         ``summary`` when it covers them, else from every shard's store under ``folder``. In one shard of many the
         run ends here: what follows needs the other shards' records (the merge's)."""
         if self.shard is not None:

@@ -1069,8 +1069,7 @@ def merge_samples(
     For each task the first directory (in the given order) holding a reusable record (ok, same input_hash
     and implementation, passes ``validate``) wins; failing that, the newest failed record of the same input and
     implementation. A task with neither gets a failed record whose error starts with "missing: no result from any
-    shard" and says what was stored instead (``SampleRecord.missing``: the finish counts it missing), so the list
-    always has exactly one record per task. With
+    shard" and says what was stored instead, so the list always has exactly one record per task. With
     ``dest``, the records are also written there as JSONL (one ``SampleRecord.to_bytes()`` per line).
     """
     validate = validate or _is_dict
