@@ -341,8 +341,7 @@ class Run:
                figures: Sequence[Figure] | Callable[[], Sequence[Figure]] = (),
                pins: JsonObject | None = None, seeds: JsonObject | None = None,
                extra: JsonObject | None = None, provenance: JsonObject | None = None) -> RunOutcome:
-        """Write ``samples.jsonl``, the scorecard over ``records`` (one per task: ``gather``'s; a task's missing
-        stand-in, ``SampleRecord.missing``, is counted missing and written nowhere), its diff and report.
+        """Write ``samples.jsonl``, the scorecard over ``records`` (one per task: ``gather``'s), its diff and report.
 
         ``derived``: records computed from many samples (``pinbench.core.derived``), counted apart, never as
         samples. ``figures``: PNGs for the report. Both may be functions, called only when the scorecard is
@@ -350,9 +349,7 @@ class Run:
         from (beside ``pins`` and ``seeds``)."""
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
-        # a task no shard stored has no record, as in an unsharded run: counted missing, never failed
-        present = [record for record in records if not record.missing]
-        stores, moved = seal(self.out_dir, {record.raw_digest(): record for record in present})
+        stores, moved = seal(self.out_dir, {record.raw_digest(): record for record in records})
         for line in moved:  # what no run reads, moved aside: the scorecard pins a store every line of which is read
             print(f"{recipe.name}: {line}", flush=True)
         ref_path = self._reference_path()
@@ -367,8 +364,8 @@ class Run:
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
-            if not holds_records(self.out_dir / card.samples.path, present):  # edited or removed since: put back
-                write_records(present, self.out_dir / card.samples.path)
+            if not holds_records(self.out_dir / card.samples.path, records):  # edited or removed since: put back
+                write_records(records, self.out_dir / card.samples.path)
             if card.store != stores:  # lines moved aside since, or the scorecard of a version that pinned none
                 card = dataclasses.replace(card, store=stores)
                 write_scorecard(card, scorecard_path)
@@ -377,14 +374,14 @@ class Run:
             release_free_memory()   # what computing the derived records freed (pinbench.core.memory)
             card = build_scorecard(
                 recipe=recipe.name, recipe_version=recipe.version, checkpoint=cfg.checkpoint, mode=cfg.mode,
-                metrics=described, records=present, n_expected=len(records),
+                metrics=described, records=records, n_expected=len(records),
                 provenance=collect_provenance(pins=dict(pins or {}), seeds=dict(seeds or {}),
                                               extra={**(provenance or {}),
                                                      **({"generation": generation} if generation else {})}),
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)
-            write_records(present, self.out_dir / card.samples.path)
+            write_records(records, self.out_dir / card.samples.path)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)
             else:
@@ -394,7 +391,7 @@ class Run:
         reference, outcome = self._verdict(card, ref_path, [record for record in records if not record.ok])
         if not kept and self._report is not None:
             report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
-                                       samples=[*present, *derived],
+                                       samples=[*records, *derived],
                                        figures=list(figures() if callable(figures) else figures),
                                        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
         complete = card.status == "complete" and card.samples.n_failed == card.samples.n_missing == 0

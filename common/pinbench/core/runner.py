@@ -6,8 +6,7 @@ and stores each outcome as soon as it exists in the step's sample store (``pinbe
 append-only log per writer in ``out_dir/samples/``). A killed run therefore loses at most the samples in
 flight, and a rerun recomputes only what is not validly stored. ``merge_samples`` reads the records of
 every writer into one list in task order, with one record per task: a task no shard produced becomes a
-"missing" stand-in (``SampleRecord.missing``), which the finish counts as missing, so nothing drops out of the
-denominator.
+failed "missing" record, so nothing drops out of the denominator.
 
 A stored record is reused when it is ok, its ``input_hash`` (the hash of the task's fields: the inputs'
 identity and the options that change results) is the task's, its ``implementation`` (recipe version, a digest of
@@ -184,12 +183,6 @@ class SampleRecord:
     @property
     def ok(self) -> bool:
         return self.status == OK
-
-    @property
-    def missing(self) -> bool:
-        """Whether it is the stand-in ``merge_samples`` makes for a task no shard stored: a scorecard counts that
-        sample missing, as it would with no record at all, never failed."""
-        return self.status == FAILED and self.result is None and (self.error or "").startswith(MISSING_ERROR)
 
     def to_json(self) -> dict[str, Any]:
         return {
