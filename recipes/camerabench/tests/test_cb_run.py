@@ -9,9 +9,9 @@ import pytest
 from loose_task import LooseTask
 
 from pinbench.core.check import check_run
-from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import load_records
+from pinbench.core.runner import MISSING_ERROR, load_records, read_merged
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.camerabench import data_files, fixture, inputs
 
@@ -202,3 +202,17 @@ def test_the_finish_starts_without_the_score_files_or_numpy(tmp_path: Path) -> N
             "except SystemExit as exc:\n    print('EXIT', exc.code)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "EXIT 0" in out and "HELD 0 False" in out, out[-2000:]
+
+
+def test_a_merge_without_one_of_its_shards_stays_consistent(tmp_path: Path) -> None:
+    """A merge after only shard 0 of 2 ran: every sample of the lost shard counts against the run by name, and the
+    derived records name only records samples.jsonl holds (an attempt to leave the lost samples out of it, counted
+    missing, left the split records naming samples with no record: pinbench check found 7 problems)."""
+    out = tmp_path / "run"
+    assert run_recipe(_cfg(out, fixture=True, shard=Shard(0, 2))).exit_code == 0
+    assert run_recipe(_cfg(out, fixture=True, skip_scoring=True)).exit_code == 2
+    card = _card(out)["samples"]
+    assert card["n_ok"] + card["n_failed"] + card["n_missing"] == card["n_expected"] > card["n_ok"]
+    lost = [r for r in read_merged(out / "samples.jsonl") if r.error and r.error.startswith(MISSING_ERROR)]
+    assert lost and len(lost) == card["n_expected"] - card["n_ok"]
+    assert [p for p in check_run(out).problems if "derived" in p or "samples" in p] == []
