@@ -479,6 +479,38 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
 
 
+def test_a_folder_where_a_rollout_goes_fails_that_sample_by_name_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A stored rollout replaced by a folder: the regenerating run fails that sample in one line naming the folder
+    (it was an IsADirectoryError traceback from the rename, after generating in vain); every other rollout is
+    reused and the folder is left as it is."""
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    folder = out / "rollouts" / "edge" / "task_0001.mp4"
+    folder.unlink()
+    (folder / "mine").mkdir(parents=True)
+    outcome = _run(out, RENDER, calls=str(calls))
+    assert outcome.exit_code == 2 and len(_calls(calls)) == 4   # nothing generated again, that one not in vain
+    failed = {sid: r for sid, r in load_records(out / "generation").items() if not r.ok}
+    assert list(failed) == ["edge.task_0001"] and failed["edge.task_0001"].traceback is None
+    assert failed["edge.task_0001"].error == (f"RolloutBlocked: {folder}: a folder where the rollout goes; "
+                                              "move it away to generate it")
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert {f["sample_id"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]} == {"task_0001"}
+    assert (folder / "mine").is_dir()
+
+
+def test_a_file_where_a_rollouts_folder_goes_fails_that_sample_in_one_line(tmp_path: Path) -> None:
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import RolloutBlocked, _keep
+    from pinbench.ops.generators import Static
+
+    (tmp_path / "sub").write_text("not a folder")
+    request = _request(output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(Prompt("grey"),))
+    with pytest.raises(RolloutBlocked, match=f"^{tmp_path / 'sub'}: a regular file where the folder of "
+                                             "sub/t2v-000.mp4 goes$"):
+        _keep(request, tmp_path, Signature("test", "none"), Static().generate)
+
+
 @pytest.mark.parametrize("suffix", [".real", "\nsecond line"])
 def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_one_line(
         tmp_path: Path, suffix: str) -> None:

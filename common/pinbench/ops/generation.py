@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, gpu_devices
-from pinbench.core.files import loads_finite_json, read_data_file, sha256_file, write_if_changed
+from pinbench.core.files import blocking_parent, loads_finite_json, read_data_file, sha256_file, write_if_changed
 from pinbench.core.generation import (
     KINDS,
     REQUESTS_FILE,
@@ -55,7 +55,7 @@ from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.runner import RunSummary, SampleRecord, Stale, load_records
+from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, load_records
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
@@ -75,6 +75,11 @@ class RolloutTask(Task):
 
 class GeneratorError(RuntimeError):
     """A generator failed one request (said in one line; the sample fails by name, the run goes on)."""
+
+
+class RolloutBlocked(SampleFailed):
+    """Where a rollout goes is taken by what no rollout may replace (a folder, a file where its folder goes): said
+    in one line naming it, the sample fails, and what is there is left as it is (it may be someone's)."""
 
 
 @dataclass(frozen=True)
@@ -508,8 +513,13 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
     """One rollout: made (by ``make``, else already by a batch) beside its place, checked, then renamed into place;
     its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
+    blocked = blocking_parent(target)
+    if blocked is not None:   # (so no partial beside it either)
+        raise RolloutBlocked(f"{blocked[0]}: {blocked[1]} where the folder of {request.output} goes")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if target.is_dir() and not target.is_symlink():   # the rename onto it was an IsADirectoryError, made in vain
+            raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
             make(request, partial)
