@@ -324,6 +324,39 @@ def test_a_damaged_generator_file_is_named_in_one_line_by_the_scoring_run(
     assert "Traceback" not in again.output
 
 
+def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks
+    each rollout against its request as generation does before keeping one, and fails that sample naming why; a
+    rollout still the one kept is not decoded again."""
+    import numpy as np
+
+    from pinbench.media.video import write_video
+    from pinbench.ops import generation
+
+    recipe = get_recipe("paibench-c")
+
+    def run(skip: bool):
+        return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                        skip_generation=skip))
+
+    assert run(False).exit_code == 0
+    checked: list[Path] = []
+    check = generation.check_rollout
+    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    assert run(True).exit_code == 0 and checked == []   # every rollout the one kept: nothing decoded again
+    swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
+    write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)
+    outcome = run(True)
+    assert outcome.exit_code == 2 and checked == [swapped]
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert list(failed) == ["task_0001"]
+    assert ("generation failed: invalid rollout: edge/task_0001.mp4: 96x64, the request asks 96x72; 210 fps, the "
+            f"request asks 30; 27 frames, the request asks 9 ({swapped})") in failed["task_0001"]
+    assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
+
+
 def _marked(marker: str) -> list[int]:
     """The processes whose environment carries ``marker`` (what a run and everything it started inherit)."""
     found = []

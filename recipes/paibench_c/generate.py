@@ -114,7 +114,8 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
 
     A collected video that already equals its rollout is kept. Files in ``videos/`` that belong to no name (nor to
     ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra samples, so they are
-    refused. ``failures``: why a rollout was not generated, said for its task.
+    refused. ``failures``: why a rollout was not generated or is not as its request asks, said for its task, which
+    fails even where a file stands (an earlier generator's, or one swapped in after it was kept).
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
@@ -126,13 +127,12 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
     for name in names:
         src, dst = rollouts / f"{name}.mp4", videos_dir / f"{name}.mp4"
         # what stands there when it is no regular file (a symlink loop, a folder, a FIFO), said as itself
-        problem = entry_problem(src)[0] if os.path.lexists(src) else "no rollout"
+        problem = (failures or {}).get(name) or (entry_problem(src)[0] if os.path.lexists(src) else "no rollout")
         if problem is None and not cache.is_valid(src, min_frames):
             problem = f"invalid rollout (undecodable or < {min_frames} frames)"
         if problem is not None:
             dst.unlink(missing_ok=True)
-            why = (failures or {}).get(name) or problem
-            results[name] = Collected(name, None, error=f"generation failed: {why} ({src})")
+            results[name] = Collected(name, None, error=f"generation failed: {problem} ({src})")
             continue
         src_sha = sha256_file(src)
         if dst.exists() and sha256_file(dst) == src_sha:

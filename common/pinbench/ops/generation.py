@@ -380,8 +380,9 @@ class Generating:
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
         named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
-            made = _stored_origin(store / GENERATOR_FILE) or _Origin(named)
-            run.generation = _provenance(made, requests, load_records(store))
+            made, records = _stored_origin(store / GENERATOR_FILE) or _Origin(named), load_records(store)
+            run.generation = _provenance(made, requests, records)
+            run.generation_failures = _not_as_asked(requests, rollouts, records)
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
@@ -525,13 +526,43 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             make(request, partial)
         problems = check_rollout(request, partial)
         if problems:
-            # the rollout's name for the hidden one it was made under, in the lead only (a link target keeps its own)
-            raise ValueError(f"invalid rollout: {request.output}: {problems[0].removeprefix(f'{partial}: ')}")
+            raise ValueError(_invalid(request, partial, problems))
         os.replace(partial, target)
     finally:
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
+    """``check_rollout``'s problems said of the rollout's name (in the lead only: the hidden name it was made under,
+    or the folder's, means nothing to the reader, and a link target keeps its own)."""
+    return f"invalid rollout: {request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
+
+
+def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord]) -> dict[str, str]:
+    """A ``--skip-generation`` run's check before scoring: why each stored rollout that is not what its request asks
+    (``check_rollout``: a file swapped in after it was kept, at another size, rate or length) fails its sample.
+
+    A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
+    again; a missing one is left to the recipe, which counts it as it counts any missing rollout."""
+    failures = {}
+    for request in requests:
+        path = rollouts / request.output
+        if not os.path.lexists(path):
+            continue
+        kept = records.get(request.id)
+        if (kept is not None and kept.ok and kept.result.get("request") == request.digest
+                and not path.is_symlink() and path.is_file() and _sha256(path) == kept.result.get("sha256")):
+            continue
+        problems = check_rollout(request, path)
+        if problems:
+            failures[request.id] = _invalid(request, path, problems)
+    if failures:
+        sid, why = next(iter(failures.items()))
+        print(f"generate: {len(failures)} stored rollout(s) not as their requests ask, their samples failed "
+              f"(e.g. {sid}: {why})", file=sys.stderr, flush=True)
+    return failures
 
 
 def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
