@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import atomic_path, read_json_object, sha256_file, write_atomic, write_if_changed
+from pinbench.core.files import (
+    atomic_path,
+    loads_finite_json,
+    read_data_file,
+    read_json_object,
+    sha256_file,
+    write_atomic,
+    write_if_changed,
+)
 from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.core.inputs import entry_problem
 from pinbench.media.video import is_valid_video
@@ -352,11 +360,28 @@ def _known(record: Mapping[str, Any]) -> bool:
     return record.get("source") != "hub" or record.get("resolved") is not None
 
 
+def _recorded_processor(path: Path) -> dict[str, Any] | None:
+    """The processor record an earlier generation kept at ``path``, None when none did; ValueError (a FileError
+    names the file) for what is no such record."""
+    if not os.path.lexists(path):
+        return None
+    data = loads_finite_json(read_data_file(path))
+    processor = data.get("processor") if isinstance(data, dict) else None
+    if not isinstance(processor, dict) or not all(v is None or isinstance(v, str) for v in processor.values()):
+        raise ValueError(f"{path}: not a record of the generation's tokenizer (expected an object whose "
+                         "'processor' is an object of strings)")
+    return processor
+
+
 def record_processor(out_dir: Path, record: Mapping[str, Any]) -> str | None:
     """Store the record in ``out_dir``; a problem line when an earlier generation in this folder used another
     (a record whose ``main`` commit could not be seen in the cache never replaces a known one)."""
     path = out_dir / SOURCES_FILE
-    previous = json.loads(path.read_text(encoding="utf-8")).get("processor") if path.is_file() else None
+    try:
+        previous = _recorded_processor(path)
+    except ValueError as exc:   # edited or damaged by hand: said, and left for the person to look at
+        return (f"{exc if str(path) in str(exc) else f'{path}: {exc}'}; which tokenizer earlier generations in "
+                f"{out_dir} used is unknown, and this run's is not recorded (remove the file to record it)")
     if previous is not None and _known(previous) and _known(record) and previous != dict(record):
         return (f"generation tokenizer changed between runs in {out_dir}: {previous} then {dict(record)}; "
                 "videos made with both are mixed (use a new --out)")
