@@ -340,6 +340,39 @@ def test_a_damaged_generator_file_is_named_in_one_line_by_the_scoring_run(
     assert "Traceback" not in again.output
 
 
+def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks
+    each rollout against its request as generation does before keeping one, and fails that sample naming why; a
+    rollout still the one kept is not decoded again."""
+    import numpy as np
+
+    from pinbench.media.video import write_video
+    from pinbench.ops import generation
+
+    recipe = get_recipe("paibench-c")
+
+    def run(skip: bool):
+        return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                        skip_generation=skip))
+
+    assert run(False).exit_code == 0
+    checked: list[Path] = []
+    check = generation.check_rollout
+    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    assert run(True).exit_code == 0 and checked == []   # every rollout the one kept: nothing decoded again
+    swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
+    write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)
+    outcome = run(True)
+    assert outcome.exit_code == 2 and checked == [swapped]
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert list(failed) == ["task_0001"]
+    assert ("generation failed: invalid rollout: edge/task_0001.mp4: 96x64, the request asks 96x72; 210 fps, the "
+            f"request asks 30; 27 frames, the request asks 9 ({swapped})") in failed["task_0001"]
+    assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
+
+
 def _marked(marker: str) -> list[int]:
     """The processes whose environment carries ``marker`` (what a run and everything it started inherit)."""
     found = []
@@ -493,6 +526,38 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
     kept = _keep(request, tmp_path, signature, Static().generate)
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
+
+
+def test_a_folder_where_a_rollout_goes_fails_that_sample_by_name_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A stored rollout replaced by a folder: the regenerating run fails that sample in one line naming the folder
+    (it was an IsADirectoryError traceback from the rename, after generating in vain); every other rollout is
+    reused and the folder is left as it is."""
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    folder = out / "rollouts" / "edge" / "task_0001.mp4"
+    folder.unlink()
+    (folder / "mine").mkdir(parents=True)
+    outcome = _run(out, RENDER, calls=str(calls))
+    assert outcome.exit_code == 2 and len(_calls(calls)) == 4   # nothing generated again, that one not in vain
+    failed = {sid: r for sid, r in load_records(out / "generation").items() if not r.ok}
+    assert list(failed) == ["edge.task_0001"] and failed["edge.task_0001"].traceback is None
+    assert failed["edge.task_0001"].error == (f"RolloutBlocked: {folder}: a folder where the rollout goes; "
+                                              "move it away to generate it")
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert {f["sample_id"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]} == {"task_0001"}
+    assert (folder / "mine").is_dir()
+
+
+def test_a_file_where_a_rollouts_folder_goes_fails_that_sample_in_one_line(tmp_path: Path) -> None:
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import RolloutBlocked, _keep
+    from pinbench.ops.generators import Static
+
+    (tmp_path / "sub").write_text("not a folder")
+    request = _request(output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(Prompt("grey"),))
+    with pytest.raises(RolloutBlocked, match=f"^{tmp_path / 'sub'}: a regular file where the folder of "
+                                             "sub/t2v-000.mp4 goes$"):
+        _keep(request, tmp_path, Signature("test", "none"), Static().generate)
 
 
 @pytest.mark.parametrize("suffix", [".real", "\nsecond line"])

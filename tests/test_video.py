@@ -406,3 +406,27 @@ def test_write_video_is_byte_deterministic(tmp_path: Path) -> None:
         out = write_video(tmp_path / f"v{i}.mp4", frames, fps=24)
         digests.add(hashlib.sha256(out.read_bytes()).hexdigest())
     assert len(digests) == 1
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_backend_failure_names_the_backend_once(make_video, monkeypatch, name):
+    """The error said "undecodable: pyav: pyav: decoding failed": the wrapper and the backend both named it."""
+    path = make_video(n_frames=10)
+    info = video_info(path)
+    overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
+    monkeypatch.setattr(video, "video_info", lambda _path: overstated)  # test double: the container promises 14
+    with pytest.raises(VideoError) as err:
+        read_video(path, [12], backend=name)
+    assert err.value.reason.count(f"{name}:") == 1 and f"{name} " not in err.value.reason, err.value.reason
+
+
+def test_a_pyav_decoding_error_is_one_line_naming_pyav_once(make_video, monkeypatch):
+    path = make_video(n_frames=10)
+
+    def broken(_container):
+        raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
+
+    monkeypatch.setattr(video, "_pyav_thunks", broken)  # test double: FFmpeg fails mid-decode
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="pyav")
+    _assert_one_line_error(err.value, path, "undecodable: pyav: decoding failed: ")

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import cv2
 import numpy as np
 
-from pinbench.core.files import sha256_file
+from pinbench.core.files import no_file_at, sha256_file
 from pinbench.media.precision import set_tf32
 
 RAFT_ITERS = 20
@@ -141,6 +141,22 @@ def original_to_torchvision(state: dict[str, Any]) -> dict[str, Any]:
     return renamed
 
 
+def weights_file_problem(path: Path) -> str | None:
+    """Why ``path`` is no RAFT weights file, in one line naming it and what is there (a folder or a FIFO was called
+    "not found"), or None."""
+    kind = no_file_at(path)
+    if kind is None:
+        return None
+    return f"{path}: RAFT weights file not found" if kind == "nothing" else f"{path}: {kind}, not a RAFT weights file"
+
+
+def check_weights_file(path: Path) -> None:
+    """WeightsError saying ``weights_file_problem``, if there is one."""
+    problem = weights_file_problem(path)
+    if problem is not None:
+        raise WeightsError(problem)
+
+
 def load_raft_weights(path: Path, expected_sha256: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read a RAFT-large state dict safely and return it in torchvision's layout, plus facts about it.
 
@@ -152,8 +168,7 @@ def load_raft_weights(path: Path, expected_sha256: str | None) -> tuple[dict[str
     import torch
 
     path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"{path}: RAFT weights file not found")
+    check_weights_file(path)
     actual = sha256_file(path)
     if expected_sha256 and actual != expected_sha256.lower():
         raise WeightsError(f"{path}: sha256 mismatch: expected {expected_sha256}, got {actual}")
@@ -242,9 +257,8 @@ class RaftThings:
 
         self.weights = Path(weights)
         self.expected_sha256 = sha256
-        self.weights_sha256 = sha256_file(self.weights) if self.weights.is_file() else None
-        if self.weights_sha256 is None:
-            raise WeightsError(f"{self.weights}: RAFT weights file not found")
+        check_weights_file(self.weights)
+        self.weights_sha256 = sha256_file(self.weights)
         if sha256 and self.weights_sha256 != sha256.lower():
             raise WeightsError(f"{self.weights}: sha256 mismatch: expected {sha256}, got {self.weights_sha256}")
         if device == "auto":

@@ -20,7 +20,13 @@ from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
 from pinbench.ops.network import NEXT, ways_on
-from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, FlowEstimator, RaftThings, WeightsError
+from pinbench_recipes.dynamic_degree.flow import (
+    FarnebackPreview,
+    FlowEstimator,
+    RaftThings,
+    WeightsError,
+    weights_file_problem,
+)
 from pinbench_recipes.dynamic_degree.motion import ClipSource, VideoTask
 
 WEIGHTS_PIN = "raft_things"
@@ -222,8 +228,8 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     if options.flow != "raft":
         return findings
     if options.raft_weights is not None:
-        if not options.raft_weights.is_file():
-            return [*findings, problem("cache", f"{options.raft_weights}: RAFT weights file not found")]
+        if (missing := weights_file_problem(options.raft_weights)) is not None:
+            return [*findings, problem("cache", missing)]
         if not options.raft_sha256:
             return [*findings, problem("cache", f"{options.raft_weights}: needs -o raft_sha256=<hex>")]
         return [*findings, ok("cache", f"local RAFT weights {options.raft_weights} (checked when loaded)")]

@@ -1,4 +1,5 @@
-"""``pinbench doctor mind``: the cached weights this run reads, and no others.
+"""``pinbench doctor mind``: the layouts under ``-o gt`` and ``-o videos`` as the run's plan checks them, and the
+cached weights this run reads, and no others.
 
 ``process.py`` reads the three files it would ``wget`` and the DINOv3 snapshot from the pinbench cache; the
 native cross-check reads the LPIPS AlexNet trunk. Importing a Result.json (``-o results=``) runs neither
@@ -8,11 +9,15 @@ into the image at build time (``weights.bake``), where their digests are checked
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pinbench.core.config import RunConfig
-from pinbench.core.findings import Finding
+from pinbench.core.findings import Finding, ok, problem
 from pinbench.core.pins import Pins
-from pinbench.ops.doctor import pins_in_cache
+from pinbench.ops.doctor import WAY_ON_BAD_INPUT, pins_in_cache
+from pinbench_recipes.mind.layout import LayoutError
 from pinbench_recipes.mind.official import CACHE_WEIGHTS
+from pinbench_recipes.mind.plan import make_plan
 
 DINO_PIN = "dinov3_vitb16"
 LPIPS_PIN = "alexnet"
@@ -31,5 +36,30 @@ def pins_read(cfg: RunConfig) -> list[str]:
     return labels
 
 
+SHOWN = 5   # layout problems named, one line each; the rest counted
+
+
+def layout_findings(cfg: RunConfig) -> list[Finding]:
+    """The run's plan (``make_plan``, on what run.py gives it) over ``-o gt`` and ``-o videos``: a layout problem
+    stops the run once started, so the doctor names it first (it checked neither path). With ``--generator`` the
+    rollouts are not made yet: the GT alone, as the run's requests check it."""
+    options = cfg.options
+    videos = Path(options.videos) if options.videos is not None and cfg.generator is None else None
+    try:
+        plan = make_plan(Path(options.gt), videos, metrics=options.metrics, video_max_time=options.video_max_time,
+                         limit=cfg.limit)
+    except LayoutError as exc:
+        return [problem("inputs", str(exc))]
+    findings = [problem("inputs", f"layout: {line}") for line in plan.problems[:SHOWN]]
+    if len(plan.problems) > SHOWN:
+        findings.append(problem("inputs", f"layout: {len(plan.problems) - SHOWN} more problem(s); the run prints "
+                                          "every one"))
+    if plan.missing:
+        shown = ", ".join(k.label for k in plan.missing[:SHOWN]) + (", ..." if len(plan.missing) > SHOWN else "")
+        findings.append(problem("inputs", f"{len(plan.missing)} of {len(plan.samples)} samples have no generated "
+                                          f"video under {videos}: {shown}; {WAY_ON_BAD_INPUT}"))
+    return findings or [ok("inputs", plan.plan_lines()[0])]
+
+
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
-    return pins_in_cache(pins, pins_read(cfg)) if pins is not None else []
+    return layout_findings(cfg) + (pins_in_cache(pins, pins_read(cfg)) if pins is not None else [])

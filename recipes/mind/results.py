@@ -92,8 +92,40 @@ def load_result_file(path: Path) -> ResultFile:
         raise ResultFileError(path, f"video_max_time {vmt!r} is neither an integer nor null")
     records = []
     for index, record in enumerate(payload["data"]):
-        records.append((_record_key(path, index, record), record))
+        key = _record_key(path, index, record)
+        negative = _negative_error(record)
+        if negative is not None:
+            raise ResultFileError(path, f"data[{index}] ({key.path!r}): {negative[0]} is {negative[1]!r}, a negative "
+                                        "error or distance, which process.py cannot write (edited by hand?)")
+        records.append((key, record))
     return ResultFile(path=path, video_max_time=vmt, records=records)
+
+
+# A record's errors and distances (pixel and DINO MSE, LPIPS, the RPE of action.py): never negative as process.py
+# computes them, so a negative one is a file edited or damaged, which would move the score it is averaged into.
+_NON_NEGATIVE_PIXEL = ("avg_mse", "mse", "avg_lpips", "lpips", "avg_dino_mse", "dino_mse")
+_NON_NEGATIVE_ACTION = ("rpe_trans_mean", "rpe_rot_mean_deg", "rpe_trans_median", "rpe_rot_median_deg")
+
+
+def _negative_error(record: Mapping[str, Any]) -> tuple[str, float] | None:
+    """The first negative error or distance of a record, as (field path, value), or None."""
+    entries = record.get("video_results")
+    blocks = [(name, record.get(name), _NON_NEGATIVE_PIXEL) for name in ("lcm", "dino")]
+    blocks += [(f"video_results[{i}].gsc", entry.get("gsc"), _NON_NEGATIVE_PIXEL)
+               for i, entry in enumerate(entries if isinstance(entries, list) else []) if isinstance(entry, dict)]
+    action = record.get("action")
+    blocks += [(f"action.{bucket}", stats, _NON_NEGATIVE_ACTION)
+               for bucket, stats in (action.items() if isinstance(action, dict) else [])]
+    for where, block, fields in blocks:
+        if not isinstance(block, dict):
+            continue
+        for name in fields:
+            value = block.get(name)
+            listed = isinstance(value, list)
+            for i, v in enumerate(value if listed else [value]):
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                    return f"{where}.{name}{f'[{i}]' if listed else ''}", v
+    return None
 
 
 def check_run_settings(result: ResultFile, video_max_time: int | None) -> None:

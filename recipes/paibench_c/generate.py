@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import atomic_path, read_json_object, sha256_file, write_atomic, write_if_changed
+from pinbench.core.files import (
+    atomic_path,
+    loads_finite_json,
+    read_data_file,
+    read_json_object,
+    sha256_file,
+    write_atomic,
+    write_if_changed,
+)
 from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.core.inputs import entry_problem
 from pinbench.media.video import is_valid_video
@@ -114,7 +122,8 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
 
     A collected video that already equals its rollout is kept. Files in ``videos/`` that belong to no name (nor to
     ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra samples, so they are
-    refused. ``failures``: why a rollout was not generated, said for its task.
+    refused. ``failures``: why a rollout was not generated or is not as its request asks, said for its task, which
+    fails even where a file stands (an earlier generator's, or one swapped in after it was kept).
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
@@ -126,13 +135,12 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
     for name in names:
         src, dst = rollouts / f"{name}.mp4", videos_dir / f"{name}.mp4"
         # what stands there when it is no regular file (a symlink loop, a folder, a FIFO), said as itself
-        problem = entry_problem(src)[0] if os.path.lexists(src) else "no rollout"
+        problem = (failures or {}).get(name) or (entry_problem(src)[0] if os.path.lexists(src) else "no rollout")
         if problem is None and not cache.is_valid(src, min_frames):
             problem = f"invalid rollout (undecodable or < {min_frames} frames)"
         if problem is not None:
             dst.unlink(missing_ok=True)
-            why = (failures or {}).get(name) or problem
-            results[name] = Collected(name, None, error=f"generation failed: {why} ({src})")
+            results[name] = Collected(name, None, error=f"generation failed: {problem} ({src})")
             continue
         src_sha = sha256_file(src)
         if dst.exists() and sha256_file(dst) == src_sha:
@@ -352,11 +360,28 @@ def _known(record: Mapping[str, Any]) -> bool:
     return record.get("source") != "hub" or record.get("resolved") is not None
 
 
+def _recorded_processor(path: Path) -> dict[str, Any] | None:
+    """The processor record an earlier generation kept at ``path``, None when none did; ValueError (a FileError
+    names the file) for what is no such record."""
+    if not os.path.lexists(path):
+        return None
+    data = loads_finite_json(read_data_file(path))
+    processor = data.get("processor") if isinstance(data, dict) else None
+    if not isinstance(processor, dict) or not all(v is None or isinstance(v, str) for v in processor.values()):
+        raise ValueError(f"{path}: not a record of the generation's tokenizer (expected an object whose "
+                         "'processor' is an object of strings)")
+    return processor
+
+
 def record_processor(out_dir: Path, record: Mapping[str, Any]) -> str | None:
     """Store the record in ``out_dir``; a problem line when an earlier generation in this folder used another
     (a record whose ``main`` commit could not be seen in the cache never replaces a known one)."""
     path = out_dir / SOURCES_FILE
-    previous = json.loads(path.read_text(encoding="utf-8")).get("processor") if path.is_file() else None
+    try:
+        previous = _recorded_processor(path)
+    except ValueError as exc:   # edited or damaged by hand: said, and left for the person to look at
+        return (f"{exc if str(path) in str(exc) else f'{path}: {exc}'}; which tokenizer earlier generations in "
+                f"{out_dir} used is unknown, and this run's is not recorded (remove the file to record it)")
     if previous is not None and _known(previous) and _known(record) and previous != dict(record):
         return (f"generation tokenizer changed between runs in {out_dir}: {previous} then {dict(record)}; "
                 "videos made with both are mixed (use a new --out)")

@@ -81,6 +81,20 @@ def no_folder_at(path: Path) -> str | None:
     return "a dangling symlink" if not path.exists() else not_a_folder(path.stat().st_mode)
 
 
+def no_file_at(path: Path) -> str | None:
+    """What stands at ``path`` where a regular file belongs (``"nothing"``, ``"a dangling symlink"``, ``"a
+    directory"``, ``"a FIFO (named pipe)"``), or None for a regular file or a link to one: the words for a file
+    option given something else, which "file not found" misnamed."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a dangling symlink" if path.is_symlink() else "nothing"
+    except OSError as exc:   # a symlink loop, a folder on the way that may not be entered
+        return f"unreadable ({exc.strerror})"
+    kind = not_regular(mode)
+    return None if kind is None else kind.removeprefix("is ")
+
+
 def first_names(names: Sequence[str], shown: int = 3) -> str:
     """``a, b, c and 4 more``: the first few of ``names`` for a one-line message."""
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

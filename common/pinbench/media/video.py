@@ -246,9 +246,9 @@ def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decor
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
-        raise _BackendFailure("undecodable", f"decord: {type(exc).__name__}: {exc}") from exc
+        raise _BackendFailure("undecodable", f"{type(exc).__name__}: {exc}") from exc
     if len(reader) != info.n_frames:
-        raise _BackendFailure("truncated", f"decord sees {len(reader)} frames, container holds {info.n_frames}")
+        raise _BackendFailure("truncated", f"the reader sees {len(reader)} frames, the container holds {info.n_frames}")
     return reader
 
 
@@ -256,7 +256,7 @@ def _decord_batch(reader, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     try:
         frames = reader.get_batch(wanted).asnumpy()
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
-        raise _BackendFailure("undecodable", f"decord: {type(exc).__name__}: {exc}") from exc
+        raise _BackendFailure("undecodable", f"{type(exc).__name__}: {exc}") from exc
     expected = (len(wanted), info.height, info.width, 3)
     if frames.shape != expected or frames.dtype != np.uint8:
         raise _BackendFailure(
@@ -272,9 +272,7 @@ def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray
     return _decord_batch(reader, info, wanted)
 
 
-def _sequential(
-    info: VideoInfo, wanted: list[int], frames_iter: Iterable[Callable[[], np.ndarray]], name: str
-) -> np.ndarray:
+def _sequential(info: VideoInfo, wanted: list[int], frames_iter: Iterable[Callable[[], np.ndarray]]) -> np.ndarray:
     """Walk decoded frames in order, converting only the wanted ones; shared by PyAV and OpenCV.
 
     ``frames_iter`` yields, per decoded frame, a thunk that converts it to RGB, so unwanted frames
@@ -290,29 +288,29 @@ def _sequential(
             rgb = to_rgb()
             if rgb.shape != out.shape[1:]:
                 raise _BackendFailure(
-                    "undecodable", f"{name}: frame {decoded} is {rgb.shape}, expected {out.shape[1:]}"
+                    "undecodable", f"frame {decoded} is {rgb.shape}, expected {out.shape[1:]}"
                 )
             out[slot[decoded]] = rgb
         decoded += 1
         if decoded > last:
             return out
-    raise _BackendFailure("truncated", f"{name}: stream ended after {decoded} of {info.n_frames} frames")
+    raise _BackendFailure("truncated", f"stream ended after {decoded} of {info.n_frames} frames")
 
 
-def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]], name: str) -> Iterator[np.ndarray]:
+def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]]) -> Iterator[np.ndarray]:
     """Every frame in order, converted one at a time (``_sequential`` for all frames, without holding them)."""
     decoded = 0
     for to_rgb in frames_iter:
         rgb = to_rgb()
         if rgb.shape != (info.height, info.width, 3):
             raise _BackendFailure(
-                "undecodable", f"{name}: frame {decoded} is {rgb.shape}, expected {(info.height, info.width, 3)}"
+                "undecodable", f"frame {decoded} is {rgb.shape}, expected {(info.height, info.width, 3)}"
             )
         yield rgb
         decoded += 1
         if decoded == info.n_frames:
             return
-    raise _BackendFailure("truncated", f"{name}: stream ended after {decoded} of {info.n_frames} frames")
+    raise _BackendFailure("truncated", f"stream ended after {decoded} of {info.n_frames} frames")
 
 
 def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[], np.ndarray]]:
@@ -324,17 +322,17 @@ def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[]
 def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     try:
         with av.open(str(path)) as container:
-            return _sequential(info, wanted, _pyav_thunks(container), "pyav")
+            return _sequential(info, wanted, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
-        raise _BackendFailure("undecodable", f"pyav: decoding failed: {exc}") from exc
+        raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
 def _stream_pyav(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
     try:
         with av.open(str(path)) as container:
-            yield from _streamed(info, _pyav_thunks(container), "pyav")
+            yield from _streamed(info, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
-        raise _BackendFailure("undecodable", f"pyav: decoding failed: {exc}") from exc
+        raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
 def _open_capture(path: Path):  # -> cv2.VideoCapture (opened, orientation metadata ignored)
@@ -343,7 +341,7 @@ def _open_capture(path: Path):  # -> cv2.VideoCapture (opened, orientation metad
     capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
     if not capture.isOpened():
         capture.release()
-        raise _BackendFailure("undecodable", "opencv: cannot open")
+        raise _BackendFailure("undecodable", "cannot open")
     capture.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)  # match decord/PyAV: frames as stored
     return capture
 
@@ -356,7 +354,7 @@ def _opencv_thunks(capture) -> Iterator[Callable[[], np.ndarray]]:
         def to_rgb() -> np.ndarray:
             ok, bgr = capture.retrieve()
             if not ok:
-                raise _BackendFailure("undecodable", "opencv: retrieve failed")
+                raise _BackendFailure("undecodable", "retrieve failed")
             return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
         yield to_rgb
@@ -365,7 +363,7 @@ def _opencv_thunks(capture) -> Iterator[Callable[[], np.ndarray]]:
 def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     capture = _open_capture(path)
     try:
-        return _sequential(info, wanted, _opencv_thunks(capture), "opencv")
+        return _sequential(info, wanted, _opencv_thunks(capture))
     finally:
         capture.release()
 
@@ -373,7 +371,7 @@ def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray
 def _stream_opencv(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
     capture = _open_capture(path)
     try:
-        yield from _streamed(info, _opencv_thunks(capture), "opencv")
+        yield from _streamed(info, _opencv_thunks(capture))
     finally:
         capture.release()
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError, gpu_devices
-from pinbench.core.files import loads_finite_json, read_data_file, sha256_file, write_if_changed
+from pinbench.core.files import blocking_parent, loads_finite_json, read_data_file, sha256_file, write_if_changed
 from pinbench.core.generation import (
     KINDS,
     REQUESTS_FILE,
@@ -55,7 +55,7 @@ from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.runner import RunSummary, SampleRecord, Stale, load_records
+from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, load_records
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
@@ -75,6 +75,11 @@ class RolloutTask(Task):
 
 class GeneratorError(RuntimeError):
     """A generator failed one request (said in one line; the sample fails by name, the run goes on)."""
+
+
+class RolloutBlocked(SampleFailed):
+    """Where a rollout goes is taken by what no rollout may replace (a folder, a file where its folder goes): said
+    in one line naming it, the sample fails, and what is there is left as it is (it may be someone's)."""
 
 
 @dataclass(frozen=True)
@@ -375,8 +380,9 @@ class Generating:
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
         named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
-            made = _stored_origin(store / GENERATOR_FILE) or _Origin(named)
-            run.generation = _provenance(made, requests, load_records(store))
+            made, records = _stored_origin(store / GENERATOR_FILE) or _Origin(named), load_records(store)
+            run.generation = _provenance(made, requests, records)
+            run.generation_failures = _not_as_asked(requests, rollouts, records)
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
@@ -508,20 +514,55 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
     """One rollout: made (by ``make``, else already by a batch) beside its place, checked, then renamed into place;
     its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
+    blocked = blocking_parent(target)
+    if blocked is not None:   # (so no partial beside it either)
+        raise RolloutBlocked(f"{blocked[0]}: {blocked[1]} where the folder of {request.output} goes")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if target.is_dir() and not target.is_symlink():   # the rename onto it was an IsADirectoryError, made in vain
+            raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
             make(request, partial)
         problems = check_rollout(request, partial)
         if problems:
-            # the rollout's name for the hidden one it was made under, in the lead only (a link target keeps its own)
-            raise ValueError(f"invalid rollout: {request.output}: {problems[0].removeprefix(f'{partial}: ')}")
+            raise ValueError(_invalid(request, partial, problems))
         os.replace(partial, target)
     finally:
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
+    """``check_rollout``'s problems said of the rollout's name (in the lead only: the hidden name it was made under,
+    or the folder's, means nothing to the reader, and a link target keeps its own)."""
+    return f"invalid rollout: {request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
+
+
+def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord]) -> dict[str, str]:
+    """A ``--skip-generation`` run's check before scoring: why each stored rollout that is not what its request asks
+    (``check_rollout``: a file swapped in after it was kept, at another size, rate or length) fails its sample.
+
+    A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
+    again; a missing one is left to the recipe, which counts it as it counts any missing rollout."""
+    failures = {}
+    for request in requests:
+        path = rollouts / request.output
+        if not os.path.lexists(path):
+            continue
+        kept = records.get(request.id)
+        if (kept is not None and kept.ok and kept.result.get("request") == request.digest
+                and not path.is_symlink() and path.is_file() and _sha256(path) == kept.result.get("sha256")):
+            continue
+        problems = check_rollout(request, path)
+        if problems:
+            failures[request.id] = _invalid(request, path, problems)
+    if failures:
+        sid, why = next(iter(failures.items()))
+        print(f"generate: {len(failures)} stored rollout(s) not as their requests ask, their samples failed "
+              f"(e.g. {sid}: {why})", file=sys.stderr, flush=True)
+    return failures
 
 
 def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -163,6 +164,22 @@ def test_unrelated_state_dict_is_refused(tmp_path: Path) -> None:
 def test_missing_weights_file(tmp_path: Path) -> None:
     with pytest.raises(WeightsError, match="not found"):
         RaftThings(tmp_path / "nope.pth")
+
+
+@pytest.mark.parametrize(("make", "says"), [(os.mkdir, "a directory"), (os.mkfifo, "a FIFO (named pipe)"),
+                                            (lambda p: os.symlink(p.parent / "gone", p), "a dangling symlink")])
+def test_weights_that_are_no_file_are_said_as_what_is_there(tmp_path: Path, make, says: str) -> None:
+    """``-o raft_weights=`` at a folder or a FIFO was "RAFT weights file not found", in the run and its doctor."""
+    from pinbench_recipes.dynamic_degree.prepare import weights_file_problem
+
+    path = tmp_path / "raft.pth"
+    make(path)
+    line = f"{path}: {says}, not a RAFT weights file"
+    assert weights_file_problem(path) == line
+    for load in (RaftThings, lambda p: load_raft_weights(p, None)):
+        with pytest.raises(WeightsError) as raised:
+            load(path)
+        assert str(raised.value) == line
 
 
 def test_incomplete_state_dict_is_refused_by_the_model(tmp_path: Path, state: dict) -> None:

@@ -333,3 +333,29 @@ def test_action_json_that_is_no_regular_file_is_refused_unread(layout: Layout, k
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     only_problem(pre, action, "not a regular file")
+
+
+def test_the_doctor_checks_the_layouts_the_run_plans(layout: Layout, tmp_path: Path) -> None:
+    """``pinbench doctor mind`` checked neither ``-o gt`` nor ``-o videos``: a layout the plan refuses stopped the run
+    only once started. It says the plan's own problems, and the samples the run would count failed."""
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops import doctor
+
+    recipe = get_recipe("mind")
+
+    def inputs(**options: str) -> list[str]:
+        cfg = recipe.config("m", out_dir=tmp_path / "run", offline=True, gpus=0, env={},
+                            options={"gt": str(layout.gt_root), "videos": str(layout.generated_root), **options})
+        return [f.render() for f in doctor.diagnose(recipe, cfg, gpus=None) if f.check == "inputs"]
+
+    assert inputs() == [f"ok      inputs: {check(layout).plan_lines()[0]}"]
+    absent = tmp_path / "absent"
+    (line,) = inputs(gt=str(absent))
+    assert line.startswith(f"PROBLEM inputs: layout: {absent}: GT root is not a directory")
+    shutil.rmtree(layout.generated("1st_data", "mem_test", "data-1"))
+    (line,) = inputs()
+    assert line.startswith(f"PROBLEM inputs: 1 of 5 samples have no generated video under {layout.generated_root}: "
+                           "1st_data/mem_test/data-1; fix or replace them")
+    (layout.generated("1st_data", "mem_test", "stray")).mkdir()   # no GT: process.py would fail on it
+    (line, _) = inputs()
+    assert line.startswith(f"PROBLEM inputs: layout: {layout.generated('1st_data', 'mem_test', 'stray')}")

@@ -218,6 +218,36 @@ def test_unusable_result_file_is_one_line_naming_it(tmp_path: Path, text: str, w
     assert all(word in message for word in words), message
 
 
+@pytest.mark.parametrize(("edit", "field", "value"), [
+    (lambda r: r["lcm"]["mse"].__setitem__(7, -0.01), "lcm.mse[7]", -0.01),
+    (lambda r: r["lcm"].__setitem__("avg_lpips", -0.3), "lcm.avg_lpips", -0.3),
+    (lambda r: r["dino"].__setitem__("avg_dino_mse", -1e-3), "dino.avg_dino_mse", -1e-3),
+    (lambda r: r["action"]["__overall__"].__setitem__("rpe_rot_mean_deg", -2.0),
+     "action.__overall__.rpe_rot_mean_deg", -2.0),
+    (lambda r: r["action"]["other"].__setitem__("rpe_trans_median", -math.inf), "action.other.rpe_trans_median",
+     -math.inf),
+])
+def test_a_negative_error_is_refused_naming_file_entry_and_field(write_result, edit, field: str, value: float) -> None:
+    """A hand-edited Result.json with a negative MSE or rotation error was scored (an error below zero, an
+    impossible score averaged in)."""
+    record = continuation_record("data-2")
+    edit(record)
+    path = write_result([continuation_record("data-1"), record])
+    with pytest.raises(ResultFileError) as info:
+        load_result_file(path)
+    assert str(info.value) == (f"{path}: data[1] ('data-2'): {field} is {value!r}, a negative error or distance, "
+                               "which process.py cannot write (edited by hand?)")
+
+
+def test_a_negative_mirror_error_is_refused_and_other_signs_are_not(write_result) -> None:
+    entry = {"gsc": lcm_block(6, mse=-0.5)}
+    with pytest.raises(ResultFileError, match=r"data\[0\] \('loop-1'\): video_results\[0\]\.gsc\.avg_mse is -0\.5"):
+        load_result_file(write_result([mirror_record("loop-1", path_1=entry)]))
+    fine = continuation_record("data-1", lcm=lcm_block(100, psnr=-3.0))   # not an error: left to the metrics
+    fine["action"]["__overall__"]["count"] = -1
+    assert load_result_file(write_result([fine])).records[0][1] == fine
+
+
 def test_result_path_must_be_a_file(tmp_path: Path) -> None:
     with pytest.raises(ResultFileError, match="is a directory"):
         load_result_file(tmp_path)

@@ -228,6 +228,27 @@ def test_the_generation_tokenizer_is_recorded(tmp_path: Path) -> None:
     assert json.loads((tmp_path / SOURCES_FILE).read_text())["processor"]["resolved"] == main
 
 
+@pytest.mark.parametrize(("content", "says"), [
+    (b'{"processor": ', "Expecting value"), (b"[1]", "not a record of the generation's tokenizer"),
+    (b'{"processor": ["hub"]}', "not a record"), (b'{"processor": {"resolved": 7}}', "not a record"),
+    (b"\xff", "not UTF-8"), (None, "is a directory, not a file"),
+])
+def test_a_damaged_tokenizer_record_is_one_line_naming_it(tmp_path: Path, content: bytes | None, says: str) -> None:
+    """A hand-corrupted generation_sources.json ended the run in a JSONDecodeError or AttributeError traceback: it
+    is a problem line naming the file, and left as it is (a record of earlier runs, not a cache to rebuild)."""
+    from pinbench_recipes.paibench_c.generate import SOURCES_FILE, record_processor
+
+    path = tmp_path / SOURCES_FILE
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    line = record_processor(tmp_path, {"source": "checkpoint-bundled", "repo": "r", "revision": "1" * 40})
+    assert line is not None and "\n" not in line and line.startswith(f"{path}: ") and says in line, line
+    assert line.endswith("this run's is not recorded (remove the file to record it)")
+    assert path.is_dir() if content is None else path.read_bytes() == content
+
+
 @pytest.mark.parametrize("content", [b"[1]", b"\xff"])
 def test_a_validity_cache_that_is_no_json_object_is_empty(tmp_path: Path, make_clip, content: bytes) -> None:
     """A list raised AttributeError (a traceback), bytes not in UTF-8 ended the run naming no file: it is a cache,
