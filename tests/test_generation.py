@@ -700,3 +700,46 @@ def test_a_token_given_to_a_command_generator_is_in_no_file_of_the_run(tmp_path:
     holding = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and not p.is_symlink()
                and (token.encode() in p.read_bytes() or other.encode() in p.read_bytes())]
     assert holding == []
+
+
+
+DYING = """
+import os, signal
+from pinbench.core.generation import Capabilities, Signature
+
+class Dying:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def __init__(self, how):
+        self.how = how
+
+    def signature(self):
+        return Signature(model="dying", weights="none")
+
+    def generate(self, request, out):
+        os.kill(os.getpid(), signal.SIGKILL) if self.how == "kill" else os._exit(3)
+"""
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_a_generator_killed_by_a_signal_or_exiting_is_named_with_its_signal_or_status(
+        form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator killed by SIGKILL (the out-of-memory killer's signal) says so by name, in both forms (the command
+    form said 'exited 247', the python form only 'ended'); one that exits says its status."""
+    from pinbench.ops.generation import GeneratorError, Worker, _run_command
+
+    (tmp_path / "dying.py").write_text(DYING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    log, out = tmp_path / "generator.log", tmp_path / "out.mp4"
+    for how, said in (("kill", "was killed by SIGKILL (out of memory?)"), ("exit", "exited 3")):
+        with pytest.raises(GeneratorError) as caught:
+            if form == "command":
+                script = f"import dying; dying.Dying({how!r}).generate(None, None)"
+                _run_command([sys.executable, "-c", script], _request(), out, 60, log)
+            else:
+                worker = Worker("dying:Dying", {"how": how}, log)
+                try:
+                    worker.generate(_request(), out, 60)
+                finally:
+                    worker.stop()
+        assert said in str(caught.value), str(caught.value)

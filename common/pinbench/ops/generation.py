@@ -189,7 +189,19 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         finally:
             sink.join()
     if code != 0:
-        raise GeneratorError(f"the generator exited {code} (log: {log})")
+        raise GeneratorError(f"the generator {_ended(code)} (log: {log})")
+
+
+def _ended(code: int) -> str:
+    """How a generator's process ended, from its exit status (negative: the signal that killed it, by name; a kill
+    -9 is most often the kernel's out-of-memory killer, so a bare number would hide the likeliest cause)."""
+    if code >= 0:
+        return f"exited {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
 
 
 class _RedactedLog:
@@ -286,8 +298,13 @@ class Worker:
             self.stop()
             raise TimeoutError(f"the generator did not finish {what} within {timeout_s:g} s; it was stopped")
         if not line:
+            assert self._proc is not None
+            try:   # its reply pipe closed: the process has ended, or is ending
+                ended = _ended(self._proc.wait(timeout=5.0))
+            except subprocess.TimeoutExpired:
+                ended = "ended"
             self.stop()
-            raise GeneratorError(f"the generator's process ended while {what} (log: {self.log})")
+            raise GeneratorError(f"the generator's process {ended} while {what} (log: {self.log})")
         return json.loads(line)
 
     def stop(self) -> None:
@@ -657,9 +674,14 @@ def main(argv: Sequence[str]) -> None:
     die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
         try:
-            raise SystemExit(subprocess.run(argv[1:], check=False).returncode)
+            code = subprocess.run(argv[1:], check=False).returncode
         except OSError as exc:
             raise SystemExit(f"cannot run {argv[1]!r}: {exc.strerror or exc}") from None
+        if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
+            with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        raise SystemExit(code)
     if len(argv) != 2:
         raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD | --guard COMMAND...)")
     sys.stdout.flush()
