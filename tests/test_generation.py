@@ -743,3 +743,18 @@ def test_a_generator_killed_by_a_signal_or_exiting_is_named_with_its_signal_or_s
                 finally:
                     worker.stop()
         assert said in str(caught.value), str(caught.value)
+
+
+def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """--skip-scoring writes no scorecard or failures.tsv, so its last lines name each failed sample's reason (it
+    named the samples alone: the reason was only in generation/samples/)."""
+    recipe = get_recipe("paibench-c")
+    cfg = recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, generator=RENDER,
+                        generator_options={"mode": "frames"}, skip_scoring=True, env={})
+    outcome = run_recipe(cfg)
+    assert outcome.exit_code == 2 and outcome.scorecard_path is None
+    said = capsys.readouterr().out.splitlines()
+    failed = [line for line in said if "10 frames, the request asks 9" in line]
+    assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
+    assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]

@@ -334,6 +334,8 @@ class Run:
                        + (f" ({', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''})" if failed else "")
                        + f"; {stop.why}")
             print(message, flush=True)
+            for line in _stopped_failures(summary):
+                print(line, flush=True)
             return RunOutcome(scorecard_path=None, exit_code=EXIT_INCOMPLETE if failed else 0, message=message)
 
     def finish(self, metrics: Sequence[MetricSpec], records: Sequence[SampleRecord], *,
@@ -465,6 +467,17 @@ class _NotGenerated:
         if why is not None:
             raise NotGenerated(f"no rollout: {why}")
         return self.fn(task)
+
+
+def _stopped_failures(summary: RunSummary) -> list[str]:
+    """Up to five of a stopped run's failed samples with their one-line reason (a ``--skip-scoring`` run's
+    generation, a shard's samples): a run that stops has no scorecard or failures.tsv to say why they failed."""
+    failed = [(sid, rec) for sid, rec in summary.records.items() if not rec.ok]
+    lines = [f"  {sid}: {redact(' '.join(str(rec.error or 'failed').split()))[:200]}"
+             for sid, rec in failed[:FAILURES_SHOWN]]
+    if len(failed) > FAILURES_SHOWN:
+        lines.append(f"  ... and {len(failed) - FAILURES_SHOWN} more")
+    return lines
 
 
 def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRecord] = ()) -> list[str]:
