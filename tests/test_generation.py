@@ -139,6 +139,21 @@ def test_the_same_generator_regenerates_nothing_and_another_regenerates_every_ro
     assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in err and "contradicts" not in err
 
 
+def test_a_changed_option_its_signature_leaves_out_regenerates_every_rollout(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A factory's -g options key its rollouts with its signature: ``delay`` is not in Render's signature(), as a
+    user's own option may be left out of theirs, and changing it had reused the rollouts made before."""
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls), delay="0").exit_code == 0 and len(_calls(calls)) == 4
+    assert _run(out, RENDER, calls=str(calls), delay="0").exit_code == 0 and len(_calls(calls)) == 4
+    capfd.readouterr()
+    changed = _run(out, RENDER, calls=str(calls), delay="0.01")
+    assert changed.exit_code == 0 and len(_calls(calls)) == 8, capfd.readouterr().err
+    assert "4 recomputed: generator changed" in capfd.readouterr().err
+    signature = json.loads(changed.scorecard_path.read_text())["provenance"]["extra"]["generation"]["signature"]
+    assert signature["settings"]["-g"] == {"calls": str(calls), "delay": "0.01"}
+
+
 def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates(tmp_path: Path) -> None:
     from pinbench.core.generation import RequestError
 
@@ -758,3 +773,4 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     failed = [line for line in said if "10 frames, the request asks 9" in line]
     assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
+

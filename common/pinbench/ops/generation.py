@@ -166,6 +166,18 @@ def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signat
                                **{k: v for k, v in sorted(options.items()) if k not in ("model", "weights")}})
 
 
+def with_options(signature: Signature, options: Mapping[str, str]) -> Signature:
+    """A factory's signature with the ``-g`` options it was made with (settings ``"-g"``; none: unchanged), so that
+    a changed option is another generator even where ``signature()`` leaves it out (a factory's ``-g mode=`` changed
+    between runs had its rollouts of the old mode reused), as a command's options are part of its signature."""
+    if not options:
+        return signature
+    return dataclasses.replace(signature, settings={**signature.settings, OPTIONS_KEY: dict(sorted(options.items()))})
+
+
+OPTIONS_KEY = "-g"
+
+
 def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
                  env: Mapping[str, str] | None = None) -> None:
     """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
@@ -465,7 +477,7 @@ class Generating:
         described = worker.start()
         try:
             caps = described["capabilities"]
-            yield _Maker(Signature(**described["signature"]),
+            yield _Maker(with_options(Signature(**described["signature"]), self.spec.options),
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
                          lambda request, out: worker.generate(request, out, timeout),
