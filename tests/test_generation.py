@@ -774,3 +774,16 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
 
+
+def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_path: Path) -> None:
+    """A command that exits non-zero fails its sample with the last line it printed (its error, redacted), not only
+    its status and the log's path (a misspelt script path said 'exited 2' and nothing more)."""
+    from pinbench.ops.generation import GeneratorError, _run_command
+
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
+    script = f"import sys; print('loading'); sys.exit('no checkpoint at /ckpt/model.pt (token {token})\\n')"
+    with pytest.raises(GeneratorError) as caught:
+        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log")
+    said = str(caught.value)
+    assert said.startswith("the generator exited 1: no checkpoint at /ckpt/model.pt (token "), said
+    assert token not in said and token not in (tmp_path / "log").read_text()

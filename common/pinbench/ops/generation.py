@@ -201,7 +201,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         finally:
             sink.join()
     if code != 0:
-        raise GeneratorError(f"the generator {_ended(code)} (log: {log})")
+        said = f": {sink.last[:200]}" if sink.last else ""
+        raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log})")
 
 
 def _ended(code: int) -> str:
@@ -219,19 +220,22 @@ def _ended(code: int) -> str:
 class _RedactedLog:
     """The write end (``fd``) of a pipe whose lines a thread appends to ``log``, secrets redacted (``redact``): what
     a generator prints (a library logging its login, a token in a traceback) reaches the run's log only this way.
-    A line longer than ``_LINE_LIMIT`` is redacted in pieces."""
+    A line longer than ``_LINE_LIMIT`` is redacted in pieces. ``last``: the last line that was not blank, redacted
+    (what a failed command said last, most often its error: its failure names it)."""
 
     def __init__(self, log: Path) -> None:
         read, self.fd = os.pipe()
+        self.last = ""
         self._thread = threading.Thread(target=self._copy, args=(read, log), daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _copy(read: int, log: Path) -> None:
+    def _copy(self, read: int, log: Path) -> None:
         with os.fdopen(read, "rb") as source, open(log, "ab") as sink:
             for line in iter(lambda: source.readline(_LINE_LIMIT), b""):
-                sink.write(redact(line.decode("utf-8", errors="replace")).encode("utf-8"))
+                text = redact(line.decode("utf-8", errors="replace"))
+                sink.write(text.encode("utf-8"))
                 sink.flush()
+                self.last = " ".join(text.split()) or self.last
 
     def handed(self) -> None:
         """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
