@@ -210,3 +210,18 @@ def test_a_generation_timeout_no_wait_can_take_is_refused_before_the_run(value: 
                   "--generator", "python:render_generator:render", "--generation-timeout", value], capsys)
     assert line.startswith("error: --generation-timeout must be a positive number of seconds, at most 1e+09, got ")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("pairs", "said"), [
+    (["-g", "mode=a", "-g", "mode=b"], "error: -g mode given twice (-g mode=a and -g mode=b)"),
+    (["-g", "mode"], "error: -g 'mode' is not KEY=VALUE"),
+    (["-o", "modalities=edge", "-o", "modalities=blur"],
+     "error: -o modalities given twice (-o modalities=edge and -o modalities=blur)"),
+])
+def test_a_repeated_or_bare_generator_option_is_named_as_the_flag_it_came_with(
+        pairs: list[str], said: str, tmp_path: Path, capsys) -> None:
+    """A -g option given twice was said to be '-o mode given twice (-o mode=a and -o mode=b)': a flag not given."""
+    line = _main(["run", "paibench-c", "--fixture", "--offline", "--out", str(tmp_path / "run"),
+                  "--generator", "python:render_generator:render", *pairs], capsys)
+    assert line == said
+    assert not (tmp_path / "run").exists()

@@ -49,7 +49,7 @@ runner = CliRunner()
     ({"unknown_key": 1}, "must not contain {'unknown_key'}"),
     ({"no_download": {"options": "-o colour=red", "what": "x"}}, "no_download.options: no option 'colour'"),
     ({"no_download": {"options": "-o mode=fast slow", "what": "x"}}, "expected -o key=value pairs"),
-    ({"no_download": {"options": "-o mode=fast -o mode=slow", "what": "x"}}, "option mode given twice"),
+    ({"no_download": {"options": "-o mode=fast -o mode=slow", "what": "x"}}, "-o mode given twice"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_file(tmp_path: Path, change: dict, message: str) -> None:
     with pytest.raises(DeclarationError) as info:

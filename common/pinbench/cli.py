@@ -127,7 +127,7 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, options: list[
         return recipe.config(checkpoint, out_dir=out, limit=limit, shard=parsed_shard, runtime=runtime,
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                              offline=offline, options=parse_pairs(options), check_required=check_required,
-                             generator=generator, generator_options=parse_pairs(list(generator_options)),
+                             generator=generator, generator_options=parse_pairs(list(generator_options), "-g"),
                              generation_timeout_s=generation_timeout)
     except (RecipeError, OptionError, ValueError) as exc:
         _fail(str(exc))
@@ -693,7 +693,7 @@ def record_reference_cmd(
     recipe = _scorecards_recipe(scorecards, cards)
     out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
-        overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance).items()}
+        overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance, "--tolerance").items()}
     except (OptionError, ValueError) as exc:
         _fail(f"--tolerance: {exc}")
     if out.exists() and not force and not dry_run:

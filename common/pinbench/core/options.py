@@ -300,16 +300,17 @@ def _refuse_in_fixture(recipe: str, spec: OptionSpec, given: Mapping[str, str], 
                       f"the fixture brings its own data): {'drop it' if spec.name in given else 'unset it'}")
 
 
-def parse_pairs(items: Sequence[str]) -> dict[str, str]:
-    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; a repeated key or a missing ``=`` is an error."""
+def parse_pairs(items: Sequence[str], flag: str = "-o") -> dict[str, str]:
+    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; a repeated key or a missing ``=`` is an error naming
+    ``flag``, the option that gave them (a repeated ``-g`` was said to be a repeated ``-o``)."""
     pairs: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise OptionError(f"option {item!r} is not KEY=VALUE")
+            raise OptionError(f"{flag} {item!r} is not KEY=VALUE")
         if key in pairs:
-            raise OptionError(f"option {key} given twice (-o {key}={pairs[key]} and -o {item})")
+            raise OptionError(f"{flag} {key} given twice ({flag} {key}={pairs[key]} and {flag} {item})")
         pairs[key] = value
     return pairs
 

@@ -220,7 +220,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             skip_generation="--skip-generation" in phase.flags, skip_scoring="--skip-scoring" in phase.flags,
             fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
             options=parse_pairs(request.options), generator=request.generator,
-            generator_options=parse_pairs(request.generator_options),
+            generator_options=parse_pairs(request.generator_options, "-g"),
             generation_timeout_s=request.generation_timeout)
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
         raise SubmitError(str(exc)) from None
