@@ -31,6 +31,7 @@ from pinbench.core.files import write_atomic
 from pinbench.core.fixture_data import build_once
 from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.media.video import read_video, write_video
+from pinbench_recipes.paibench_c.edges import DegenerateEdgeMapError
 from pinbench_recipes.paibench_c.fetch import Inputs
 from pinbench_recipes.paibench_c.metrics_json import task_id_of
 from pinbench_recipes.paibench_c.native_metrics import (
@@ -217,9 +218,12 @@ class EvaluatorDouble:
             pred = _decode(video)
             pred_seg = ColorKeySegDouble()(pred)
             write_detections(modality_dir / "segmentation" / f"{video.stem}.pkl", pred_seg)
-            with np.load(depth_file) as depth:
-                values = video_metrics(gt, pred, gt_depth=depth["data"], gt_seg=load_sam_detections(seg_file),
-                                       pred_seg=pred_seg)
+            try:
+                with np.load(depth_file) as depth:
+                    values = video_metrics(gt, pred, gt_depth=depth["data"], gt_seg=load_sam_detections(seg_file),
+                                           pred_seg=pred_seg)
+            except DegenerateEdgeMapError:
+                continue   # the evaluator drops the video (edges.py); its task is then failed, not the whole run
             per_video.append({"pred_video_uuid": video.stem, **values})
         means: dict[str, float | None] = {}
         for metric in self.metrics:   # as the evaluator's global (a pandas mean): None skipped

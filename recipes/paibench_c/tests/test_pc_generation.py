@@ -242,3 +242,38 @@ def test_a_rollout_not_generated_is_named_with_why_and_a_task_with_none_fails(as
     for name, metric in card["metrics"].items():
         assert metric["n_expected"] == 4
         assert metric["n_scored"] == (2 if name.startswith("edge/") else 3), name
+
+
+FLAT = '''
+import numpy as np
+from render_generator import Render
+from pinbench.media.video import write_video
+
+
+class Flat(Render):
+    """Test double: every rollout one flat grey, so its Canny map has no edge pixel (a model that collapsed)."""
+
+    def generate(self, request, out):
+        flat = np.full((request.height, request.width, 3), 128, np.uint8)
+        write_video(out, [flat] * request.frames, request.fps, crf=0, pix_fmt="yuv444p")
+
+
+def make(**options):
+    return Flat(**options)
+'''
+
+
+def test_rollouts_without_an_edge_fail_their_tasks_by_name_and_the_run_finishes(asked: Path, tmp_path: Path) -> None:
+    """A flat rollout's edge F1 is undefined (edges.py: the evaluator drops that video): each task fails by name,
+    counted in the denominator. The fixture's evaluator raised instead, and the whole run ended in 'error: prediction
+    edge map has no edge pixel; F1 is undefined', naming no task and keeping no scorecard."""
+    (tmp_path / "flat.py").write_text(FLAT)
+    out = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", f"{tmp_path}:{HELPERS}")
+        outcome = _run(out, "python:flat:make", asked, ("edge",))
+    assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert failed == {f"task_000{i}" for i in range(4)} and card["metrics"]["edge/canny_f1_score"]["n_expected"] == 4
+    assert {f["sample_id"] for f in card["metrics"]["edge/native/canny_f1_score"]["failed"]} == failed
