@@ -63,7 +63,9 @@ def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None]
                     metric, "null/NaN in metrics.json (the evaluator's step raised)")
     if native is not None:
         result.update({k: v for k, v in native.items() if k != "native_errors"})
-        errors.update({f"native/{k}": v for k, v in native.get("native_errors", {}).items()})
+        for key, why in native.get("native_errors", {}).items():   # "edge/canny": each edge/native/canny_* metric's
+            modality, _, kind = key.partition("/")                    # reason (keyed native/edge/canny, none was read)
+            errors.update({f"{modality}/native/{m}": why for m in NATIVE_METRICS if m.startswith(f"{kind}_")})
     result["errors"] = errors
     return result
 
