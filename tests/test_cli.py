@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -327,12 +328,15 @@ def _slow(task, **kwargs):  # each sample takes long enough to be interrupted be
 '''
 
 
-def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -> None:
-    """SIGINT mid-run ended in a silent exit 130 (Typer's): now one line says the finished samples are kept where,
-    and how to go on; the same command then reuses them. Run on an exported copy of dynamic-degree whose sample
-    function sleeps, in a real process sent a real SIGINT."""
+@pytest.mark.parametrize(("signum", "exit_code", "said"),
+                         [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path, signum: int, exit_code: int,
+                                                                said: str) -> None:
+    """SIGINT mid-run ended in a silent exit 130 (Typer's), SIGTERM (Slurm's time limit, ``scancel``) in a silent
+    exit 143: now one line says the finished samples are kept where, and how to go on; the same command then reuses
+    them. Run on an exported copy of dynamic-degree whose sample function sleeps, in a real process sent a real
+    signal."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -354,10 +358,10 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -
     while not (log.is_file() and log.read_bytes().count(b"\n") >= 1):   # a sample finished
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr[-2000:]
-    assert (f"interrupted: the samples finished so far are kept in {out}; run the same command to resume"
+    assert proc.returncode == exit_code, stderr[-2000:]
+    assert (f"{said}: the samples finished so far are kept in {out}; run the same command to resume"
             in stderr.splitlines()), stderr[-2000:]
     assert "Traceback" not in stderr
     kept = log.read_bytes().count(b"\n")

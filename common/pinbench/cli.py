@@ -79,13 +79,22 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
 
 @contextmanager
 def _resumable(out_dir: Path) -> Iterator[None]:
-    """Ctrl-C ends a run with one line saying what is kept and how to go on (Typer made it a silent exit 130)."""
+    """Ctrl-C, SIGTERM or SIGHUP ends a run with one line saying what is kept and how to go on (Ctrl-C was a silent
+    exit 130, Typer's; SIGTERM, Slurm's time limit or ``scancel``, a silent exit 143)."""
     try:
         yield
     except KeyboardInterrupt:
         typer.echo(f"interrupted: the samples finished so far are kept in {out_dir}; run the same command to "
                    "resume", err=True)
         raise typer.Exit(130) from None
+    except SystemExit as exc:
+        from pinbench.core.rundir import Terminated
+
+        if isinstance(exc, Terminated):
+            with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
+                typer.echo(f"terminated by {exc.signal_name}: the samples finished so far are kept in {out_dir}; "
+                           "run the same command to resume", err=True)
+        raise
 
 
 @contextmanager

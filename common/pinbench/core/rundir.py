@@ -511,8 +511,17 @@ def _terminate_as_exit() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP while a claim is held: exit 128 + the signal, the claim released on the way out; the CLI
+    names the signal and what is kept (the process ended with no word, so a Slurm log did not say why it stopped)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
 def _exit_on_term(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
 
 
 # what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/
