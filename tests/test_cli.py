@@ -371,3 +371,21 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path, s
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"5 samples: {5 - kept} done, {kept} reused, 0 failed" in rerun.stderr, rerun.stderr[-2000:]
+
+
+def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
+    records away with it and the merge found half the samples missing. A shard now moves only another run (another
+    checkpoint here), never its own."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    args = ["run", "dynamic-degree", "--fixture", "--out", str(out), "--move-aside"]
+    for shard in ("0/2", "1/2"):
+        result = runner.invoke(cli.app, [*args, "--shard", shard])
+        assert result.exit_code == 0, result.output
+    assert f"--move-aside: {out} holds this run, which its shards share: nothing moved" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    merged = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out), "--skip-scoring"])
+    assert merged.exit_code == 0 and json.loads((out / "scorecard.json").read_text())["status"] == "complete"
+    other = runner.invoke(cli.app, [*args, "--shard", "0/2", "--checkpoint", "other"])
+    assert other.exit_code == 0 and "moved the earlier run to" in other.output, other.output

@@ -316,11 +316,15 @@ def run(
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside:
+            from pinbench.core.rundir import holds_run
             from pinbench.core.rundir import move_aside as move
 
             with _failing(RecipeError):
-                moved = move(cfg.out_dir)
-            _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
+                same = cfg.shard is not None and holds_run(cfg.out_dir, cfg)
+                moved = None if same else move(cfg.out_dir)
+            _echo(f"--move-aside: {cfg.out_dir} holds this run, which its shards share: nothing moved" if same
+                  else f"moved the earlier run to {moved}" if moved
+                  else f"--move-aside: nothing in {cfg.out_dir} to move")
         # a finished run that would compute nothing answers first: no doctor, no recipe code
         if cfg.runtime == "local":
             from pinbench.core.run import answer_unchanged

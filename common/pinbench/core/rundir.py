@@ -265,6 +265,19 @@ def aside_path(out_dir: Path) -> Path:
     return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
 
 
+def holds_run(out_dir: Path, cfg: RunConfig) -> bool:
+    """Whether ``out_dir`` is the directory of this very run (recipe, checkpoint, mode and inputs): a shard's
+    ``--move-aside`` leaves it, for it holds what the other shards stored (it moved them aside, one task after the
+    other, and the merge found half the samples missing). An unreadable identity is no such run."""
+    try:
+        found, _ = read_identity(Path(out_dir))
+    except RunDirError:
+        return False
+    wanted = run_identity(cfg)
+    return (found is not None and all(found[k] == wanted[k] for k in IDENTITY_KEYS)
+            and not input_changes(found.get("inputs"), wanted["inputs"], Path(out_dir), input_paths(cfg)))
+
+
 def move_aside(out_dir: Path) -> Path | None:
     """Move a run directory out of the way (never delete it); None when there is nothing there. RunDirError when
     a run is still writing in it."""
