@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,8 @@ def test_record_reference_refuses_a_partial_run(tmp_path: Path) -> None:
     (["run", "dynamic-degree", "--checkpoint", "x", "--runtime", "slurm"], "--runtime must be"),
     (["run", "no-such-recipe", "--checkpoint", "x"], "unknown recipe"),
     (["run", "dynamic-degree", "--checkpoint", "x", "-o", "novalue"], "KEY=VALUE"),
+    (["run", "dynamic-degree", "--checkpoint", "x", "--shard", "0/2", "--skip-scoring"],
+     "--shard with --skip-scoring computes nothing"),
 ])
 def test_run_rejects_bad_arguments_in_one_line(args: list[str], message: str) -> None:
     result = runner.invoke(cli.app, args)
@@ -327,12 +330,15 @@ def _slow(task, **kwargs):  # each sample takes long enough to be interrupted be
 '''
 
 
-def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -> None:
-    """SIGINT mid-run ended in a silent exit 130 (Typer's): now one line says the finished samples are kept where,
-    and how to go on; the same command then reuses them. Run on an exported copy of dynamic-degree whose sample
-    function sleeps, in a real process sent a real SIGINT."""
+@pytest.mark.parametrize(("signum", "exit_code", "said"),
+                         [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path, signum: int, exit_code: int,
+                                                                said: str) -> None:
+    """SIGINT mid-run ended in a silent exit 130 (Typer's), SIGTERM (Slurm's time limit, ``scancel``) in a silent
+    exit 143: now one line says the finished samples are kept where, and how to go on; the same command then reuses
+    them. Run on an exported copy of dynamic-degree whose sample function sleeps, in a real process sent a real
+    signal."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -354,10 +360,10 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -
     while not (log.is_file() and log.read_bytes().count(b"\n") >= 1):   # a sample finished
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr[-2000:]
-    assert (f"interrupted: the samples finished so far are kept in {out}; run the same command to resume"
+    assert proc.returncode == exit_code, stderr[-2000:]
+    assert (f"{said}: the samples finished so far are kept in {out}; run the same command to resume"
             in stderr.splitlines()), stderr[-2000:]
     assert "Traceback" not in stderr
     kept = log.read_bytes().count(b"\n")
@@ -365,3 +371,21 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path) -
     rerun = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"5 samples: {5 - kept} done, {kept} reused, 0 failed" in rerun.stderr, rerun.stderr[-2000:]
+
+
+def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
+    records away with it and the merge found half the samples missing. A shard now moves only another run (another
+    checkpoint here), never its own."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    args = ["run", "dynamic-degree", "--fixture", "--out", str(out), "--move-aside"]
+    for shard in ("0/2", "1/2"):
+        result = runner.invoke(cli.app, [*args, "--shard", shard])
+        assert result.exit_code == 0, result.output
+    assert f"--move-aside: {out} holds this run, which its shards share: nothing moved" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    merged = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out), "--skip-scoring"])
+    assert merged.exit_code == 0 and json.loads((out / "scorecard.json").read_text())["status"] == "complete"
+    other = runner.invoke(cli.app, [*args, "--shard", "0/2", "--checkpoint", "other"])
+    assert other.exit_code == 0 and "moved the earlier run to" in other.output, other.output

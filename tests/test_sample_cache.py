@@ -199,3 +199,20 @@ def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
             main(["cache", action])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and "not a folder" in err
+
+
+def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:
+    """``PINBENCH_SAMPLE_CACHE`` named a folder that also held a run directory (``runs/``, or the run directory
+    itself): a prune took every ``*/*.jsonl`` for an entry and deleted that run's ``samples/run.jsonl`` (its
+    finished samples; ``pinbench check`` then named every one). Only ``<key[:2]>/<key>.jsonl`` is an entry."""
+    samples = SampleCache(tmp_path, "r/", CODE)
+    samples.put(f"{1:064x}", b'{"sample_id":"s1"}')
+    (tmp_path / "samples").mkdir()
+    log = tmp_path / "samples" / "run.jsonl"
+    log.write_bytes(encode_line(b'{"sample_id":"s0"}'))
+    stray = tmp_path / "ab" / "notes.jsonl"    # a bucket's name, but no key's
+    stray.parent.mkdir()
+    stray.write_text("{}\n")
+    pruned = prune(tmp_path, 0)
+    assert (pruned.removed, pruned.kept) == (1, 0)
+    assert log.exists() and stray.exists()

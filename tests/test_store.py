@@ -411,3 +411,29 @@ def test_the_finish_takes_a_line_for_a_known_record_only_when_its_body_hashes_to
     pins, moved = store.seal(tmp_path, counted)
     assert len(moved) == 1 and "run.jsonl:2" in moved[0], moved
     assert pins["samples"][0].lines == 2
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "symlink"])
+def test_a_log_moved_into_the_quarantine_never_takes_the_name_its_writer_quarantines_lines_under(
+        tmp_path: Path, kind: str) -> None:
+    """A FIFO or a symlink in place of shard-0-of-2.jsonl went to quarantine/shard-0-of-2.jsonl, where that shard
+    later moves its own damaged lines: the shard then stopped on the quarantine's own entry ("a FIFO (named pipe),
+    not a regular file"), or would have appended through the link. Now it is moved under another name."""
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    log = samples / "shard-0-of-2.jsonl"
+    if kind == "FIFO":
+        os.mkfifo(log)
+    else:
+        log.symlink_to(tmp_path / "elsewhere.jsonl")
+    console = _quiet()
+    within(5, lambda: run_samples(tasks(3), Square(), tmp_path, console=console), fifo=log if kind == "FIFO" else None)
+    assert f"{log}: not a regular file, never read: moved to {samples / 'quarantine'}" in console.file.getvalue()
+    log.write_bytes(b"a damaged line\n")
+    console = _quiet()
+    summary = within(5, lambda: run_samples(tasks(3), Square(), tmp_path, shard=Shard(0, 2), console=console),
+                     fifo=samples / "quarantine" / log.name if kind == "FIFO" else None)
+    assert summary.n_reused == 2 and summary.n_failed == 0
+    moved = [json.loads(line) for line in (samples / "quarantine" / log.name).read_text().splitlines()]
+    assert [m["line"] for m in moved] == [f"{log.name}:1"]
+    assert not (tmp_path / "elsewhere.jsonl").exists()

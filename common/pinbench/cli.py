@@ -79,13 +79,22 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
 
 @contextmanager
 def _resumable(out_dir: Path) -> Iterator[None]:
-    """Ctrl-C ends a run with one line saying what is kept and how to go on (Typer made it a silent exit 130)."""
+    """Ctrl-C, SIGTERM or SIGHUP ends a run with one line saying what is kept and how to go on (Ctrl-C was a silent
+    exit 130, Typer's; SIGTERM, Slurm's time limit or ``scancel``, a silent exit 143)."""
     try:
         yield
     except KeyboardInterrupt:
         typer.echo(f"interrupted: the samples finished so far are kept in {out_dir}; run the same command to "
                    "resume", err=True)
         raise typer.Exit(130) from None
+    except SystemExit as exc:
+        from pinbench.core.rundir import Terminated
+
+        if isinstance(exc, Terminated):
+            with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
+                typer.echo(f"terminated by {exc.signal_name}: the samples finished so far are kept in {out_dir}; "
+                           "run the same command to resume", err=True)
+        raise
 
 
 @contextmanager
@@ -307,11 +316,15 @@ def run(
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside:
+            from pinbench.core.rundir import holds_run
             from pinbench.core.rundir import move_aside as move
 
             with _failing(RecipeError):
-                moved = move(cfg.out_dir)
-            _echo(f"moved the earlier run to {moved}" if moved else f"--move-aside: nothing in {cfg.out_dir} to move")
+                same = cfg.shard is not None and holds_run(cfg.out_dir, cfg)
+                moved = None if same else move(cfg.out_dir)
+            _echo(f"--move-aside: {cfg.out_dir} holds this run, which its shards share: nothing moved" if same
+                  else f"moved the earlier run to {moved}" if moved
+                  else f"--move-aside: nothing in {cfg.out_dir} to move")
         # a finished run that would compute nothing answers first: no doctor, no recipe code
         if cfg.runtime == "local":
             from pinbench.core.run import answer_unchanged

@@ -273,6 +273,11 @@ class Recipe:
                 raise RecipeError(f"-g {key}=...: a generator option's name must be an identifier")
         self.check_flags(limit=limit, shard=shard, gpus=gpus, skip_generation=skip_generation,
                          skip_scoring=skip_scoring)
+        if shard is not None and skip_scoring and generator is None and not self.flags.skip_generation:
+            # it said "0 samples: 0 done, 0 reused, 0 failed", exit 0, and its samples were lost to the merge
+            raise RecipeError(f"{self.name}: --shard with --skip-scoring computes nothing ({self.name} has no "
+                              "generation step to shard): drop --skip-scoring; the merge is one unsharded "
+                              "--skip-scoring run")
         if runtime not in ("local", "docker"):
             raise RecipeError(f"--runtime must be local or docker, not {runtime!r}")
         if fixture:

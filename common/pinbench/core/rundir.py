@@ -265,6 +265,19 @@ def aside_path(out_dir: Path) -> Path:
     return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
 
 
+def holds_run(out_dir: Path, cfg: RunConfig) -> bool:
+    """Whether ``out_dir`` is the directory of this very run (recipe, checkpoint, mode and inputs): a shard's
+    ``--move-aside`` leaves it, for it holds what the other shards stored (it moved them aside, one task after the
+    other, and the merge found half the samples missing). An unreadable identity is no such run."""
+    try:
+        found, _ = read_identity(Path(out_dir))
+    except RunDirError:
+        return False
+    wanted = run_identity(cfg)
+    return (found is not None and all(found[k] == wanted[k] for k in IDENTITY_KEYS)
+            and not input_changes(found.get("inputs"), wanted["inputs"], Path(out_dir), input_paths(cfg)))
+
+
 def move_aside(out_dir: Path) -> Path | None:
     """Move a run directory out of the way (never delete it); None when there is nothing there. RunDirError when
     a run is still writing in it."""
@@ -511,8 +524,17 @@ def _terminate_as_exit() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP while a claim is held: exit 128 + the signal, the claim released on the way out; the CLI
+    names the signal and what is kept (the process ended with no word, so a Slurm log did not say why it stopped)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signal_name = signal.Signals(signum).name
+
+
 def _exit_on_term(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
 
 
 # what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
 SUFFIX = ".jsonl"
+_BUCKET, _ENTRY = re.compile(r"[0-9a-f]{2}"), re.compile(r"[0-9a-f]{64}" + re.escape(SUFFIX))
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
@@ -138,13 +140,16 @@ class Pruned:
 
 
 def prune(root: Path, bound: float) -> Pruned:
-    """Remove the least recently used entries until the cache holds at most ``bound`` bytes."""
+    """Remove the least recently used entries until the cache holds at most ``bound`` bytes. Only the cache's own
+    entries (``<key[:2]>/<key>.jsonl``) count: a run directory in the same folder (``$PINBENCH_SAMPLE_CACHE`` set to
+    ``runs/``) lost its ``samples/run.jsonl``, taken for an entry."""
     entries = []
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():
-        if not bucket.is_dir() or bucket.is_symlink():
+        if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
         for entry in os.scandir(bucket):
-            if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
+            if (_ENTRY.fullmatch(entry.name) and entry.name.startswith(bucket.name)
+                    and entry.is_file(follow_symlinks=False)):
                 stat = entry.stat(follow_symlinks=False)
                 entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
     total = sum(size for _, size, _ in entries)

@@ -442,11 +442,14 @@ def settle(samples_dir: Path | str, contents: StoreContents, *, own: str, every_
     moved = [(path, "not a log any writer keeps (run.jsonl, shard-I-of-N.jsonl), never read")
              for path in contents.strays] + [(path, "not a regular file, never read") for path in contents.refused]
     for path, why in moved if every_log else ():
-        target = _quarantine(samples_dir) / path.name
+        # never under a log's name: quarantine/<log> is where that writer moves its lines, and a FIFO or a symlink
+        # there stopped it ("not a regular file") on every later run
+        name = f"{path.name}.moved" if _WRITER_LOG.fullmatch(path.name) else path.name
+        target = _quarantine(samples_dir) / name
         number = 1
         while os.path.lexists(target):
             number += 1
-            target = target.with_name(f"{path.name}.{number}")
+            target = target.with_name(f"{name}.{number}")
         os.rename(path, target)  # a symlink or a FIFO moves as itself: nothing it points to is touched
         messages.append(f"{path}: {why}: moved to {target}")
     return messages
