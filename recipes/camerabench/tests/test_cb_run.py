@@ -207,7 +207,7 @@ def test_the_finish_starts_without_the_score_files_or_numpy(tmp_path: Path) -> N
 def test_a_merge_without_one_of_its_shards_stays_consistent(tmp_path: Path) -> None:
     """A merge after only shard 0 of 2 ran: every sample of the lost shard counts against the run by name, and the
     derived records name only records samples.jsonl holds (an attempt to leave the lost samples out of it, counted
-    missing, left the split records naming samples with no record: pinbench check found 7 problems)."""
+    missing, left the derived records naming samples with no record: pinbench check found 7 such problems)."""
     out = tmp_path / "run"
     assert run_recipe(_cfg(out, fixture=True, shard=Shard(0, 2))).exit_code == 0
     assert run_recipe(_cfg(out, fixture=True, skip_scoring=True)).exit_code == 2
