@@ -157,6 +157,25 @@ def test_a_jsonl_line_that_is_no_object_or_no_json_is_named_by_its_line(tmp_path
         list(files.iter_jsonl(path))
 
 
+def test_json_nested_beyond_the_parsers_depth_is_bad_json_named_by_its_file(tmp_path: Path) -> None:
+    """``[[[...]]]`` thousands deep: the parser's RecursionError reached the user as its own words, naming no file
+    (pinbench diff and check of such a scorecard.json said only "maximum recursion depth exceeded ...")."""
+    from pinbench.core.scorecard import ScorecardError, load_scorecard
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for text in (deep, deep.encode()):   # the decoder's path and json.loads's
+        with pytest.raises(json.JSONDecodeError, match="nested too deeply to parse"):
+            loads_finite_json(text)
+    rows = tmp_path / "x.jsonl"
+    rows.write_text('{"a": 1}\n' + deep + "\n")
+    with pytest.raises(files.FileError, match=rf"^{rows}:2: bad row: invalid JSON: nested too deeply to parse"):
+        list(files.iter_jsonl(rows, "row"))
+    card = tmp_path / "scorecard.json"
+    card.write_text(deep)
+    with pytest.raises(ScorecardError, match=rf"^{card}: invalid JSON at line 1, column 1: nested too deeply"):
+        load_scorecard(card)
+
+
 def _raised(call: Callable[[], object]) -> str:
     """The one line of the ValueError ``call()`` raises."""
     with pytest.raises(ValueError) as info:

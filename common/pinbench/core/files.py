@@ -408,11 +408,16 @@ def loads_finite_json(text: str) -> object:
     ``1e999`` (which Python's parser turns into inf) raise ValueError naming the number.
 
     Why: Python's json accepts all three by default, and one of them in a scorecard or a stored result would
-    compare as a number (an Infinity that diffs as PASS) instead of being refused as invalid input.
+    compare as a number (an Infinity that diffs as PASS) instead of being refused as invalid input. Arrays or
+    objects nested beyond the parser's depth (``[[[...]]]`` thousands deep) are a JSONDecodeError too: the parser's
+    RecursionError reached the user as its own words, naming no file.
     """
-    if isinstance(text, str) and not text.startswith("\ufeff"):  # what json.loads refuses or decodes first
-        return _FINITE_DECODER.decode(text)
-    return json.loads(text, parse_constant=_non_finite_constant, parse_float=_finite_number)
+    try:
+        if isinstance(text, str) and not text.startswith("\ufeff"):  # what json.loads refuses or decodes first
+            return _FINITE_DECODER.decode(text)
+        return json.loads(text, parse_constant=_non_finite_constant, parse_float=_finite_number)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
 
 
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
@@ -441,7 +446,8 @@ def _jsonl_values(text: str, path: Path | str, what: str | None, scan: Callable[
     for lineno, line in enumerate(text.split("\n"), start=1):
         try:
             value, end = scan(line, 0)
-        except (StopIteration, ValueError):   # no value at column 0 (blank, leading space, BOM), bad JSON, NaN
+        except (StopIteration, ValueError, RecursionError):   # no value at column 0 (blank, leading space, BOM),
+            # bad JSON, NaN, nested too deeply: decoded alone below, which names the problem
             end = -1
         if end != len(line):
             if not line.strip(_ASCII_WHITESPACE):
