@@ -144,8 +144,13 @@ def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | No
     return found
 
 
+def _same_owner(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether an identity is of the recipe, checkpoint and mode ``wanted`` names."""
+    return all(found[k] == wanted[k] for k in IDENTITY_KEYS)
+
+
 def _refuse_other_run(out_dir: Path, found: Mapping[str, Any] | None, source: str, wanted: Mapping[str, Any]) -> None:
-    if found is not None and any(found[k] != wanted[k] for k in IDENTITY_KEYS):
+    if found is not None and not _same_owner(found, wanted):
         raise RunDirError(f"{out_dir}: holds the run of {_describe(found)} ({source}), not {_describe(wanted)}; "
                           "a run directory belongs to one recipe, checkpoint and mode: pass another --out")
 
@@ -274,7 +279,7 @@ def holds_run(out_dir: Path, cfg: RunConfig) -> bool:
     except RunDirError:
         return False
     wanted = run_identity(cfg)
-    return (found is not None and all(found[k] == wanted[k] for k in IDENTITY_KEYS)
+    return (found is not None and _same_owner(found, wanted)
             and not input_changes(found.get("inputs"), wanted["inputs"], Path(out_dir), input_paths(cfg)))
 
 
