@@ -159,8 +159,8 @@ class NoDownload:
 
     def holds(self, specs: Mapping[str, OptionSpec], values: OptionValues) -> bool:
         """Whether a run's option values are these (a placeholder: set at all)."""
-        return all((value := values.to_json().get(key)) is not None
-                   and (wanted.isupper() or specs[key].format(value) == wanted)
+        given = values.to_json()
+        return all((value := given.get(key)) is not None and (wanted.isupper() or specs[key].format(value) == wanted)
                    for key, wanted in self.pairs().items())
 
 

@@ -166,6 +166,9 @@ def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signat
                                **{k: v for k, v in sorted(options.items()) if k not in ("model", "weights")}})
 
 
+OPTIONS_KEY = "-g"   # the settings key of a generator's -g options in its signature
+
+
 def with_options(signature: Signature, options: Mapping[str, str]) -> Signature:
     """A factory's signature with the ``-g`` options it was made with (settings ``"-g"``; none: unchanged), so that
     a changed option is another generator even where ``signature()`` leaves it out (a factory's ``-g mode=`` changed
@@ -173,9 +176,6 @@ def with_options(signature: Signature, options: Mapping[str, str]) -> Signature:
     if not options:
         return signature
     return dataclasses.replace(signature, settings={**signature.settings, OPTIONS_KEY: dict(sorted(options.items()))})
-
-
-OPTIONS_KEY = "-g"
 
 
 def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
