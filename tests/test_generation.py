@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -152,6 +153,40 @@ def test_a_changed_option_its_signature_leaves_out_regenerates_every_rollout(
     assert "4 recomputed: generator changed" in capfd.readouterr().err
     signature = json.loads(changed.scorecard_path.read_text())["provenance"]["extra"]["generation"]["signature"]
     assert signature["settings"]["-g"] == {"calls": str(calls), "delay": "0.01"}
+
+
+COUNTED = """
+from pinbench.ops.generators import Static
+
+
+class Counted(Static):
+    def generate(self, request, out):
+        with open({calls!r}, "a") as fh:
+            fh.write(request.id + "\\n")
+        super().generate(request, out)
+
+
+def make():
+    return Counted()
+"""
+
+
+def test_an_edited_generator_module_regenerates_every_rollout_and_an_unchanged_one_reuses_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A Python generator's module file keys its rollouts with its signature: an adapter edited without a new
+    ``signature()`` had its old rollouts reused."""
+    module, out, calls = tmp_path / "counted_generator.py", tmp_path / "run", tmp_path / "calls"
+    module.write_text(COUNTED.format(calls=str(calls)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    assert _run(out, "python:counted_generator:make").exit_code == 0 and len(_calls(calls)) == 4
+    assert _run(out, "python:counted_generator:make").exit_code == 0 and len(_calls(calls)) == 4
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err
+    module.write_text(module.read_text() + "# an edit that signature() does not see\n")
+    edited = _run(out, "python:counted_generator:make")
+    assert edited.exit_code == 0 and len(_calls(calls)) == 8
+    assert "4 recomputed: generator changed" in capfd.readouterr().err
+    signature = json.loads(edited.scorecard_path.read_text())["provenance"]["extra"]["generation"]["signature"]
+    assert signature["settings"]["source_sha256"] == {"counted_generator": _sha(module)}
 
 
 def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates(tmp_path: Path) -> None:
@@ -599,6 +634,35 @@ def test_a_command_generator_that_does_not_split_is_named_in_one_line(tmp_path: 
 
     with pytest.raises(RecipeError, match=r"^--generator command:'unterminated \{out\}: No closing quotation"):
         _run(tmp_path / "run", "command:'unterminated {out}")
+
+
+def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """``{output}`` for ``{out}`` was passed to the command as written: the command wrote elsewhere, or to a file
+    named ``{output}``, and every sample failed as "no rollout" only after the run began."""
+    from pinbench.core.config import RecipeError
+
+    calls = tmp_path / "calls"
+    command = (f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{output}} "
+               f"--calls {calls}")
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "run", command)
+    assert str(caught.value) == ("--generator command: unknown placeholder {output} (known: {request}, {out}; "
+                                 "write {{output}} for a literal {output})")
+    assert not calls.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:
+    """A shell's ``${VAR}``, JSON and a Go template pass as written, ``{{NAME}}`` is a literal ``{NAME}``, and a
+    placeholder inside another argument is still filled."""
+    from pinbench.ops.generation import GeneratorSpec, _run_command
+
+    script = "import json, sys; open(sys.argv[-1], 'w').write(json.dumps(sys.argv[1:-1]))"
+    kept = ["${HOME}", '{"a":{"b":1}}', "{{.Id}}", "{{output}}", "${{x}}", "--out={out}.txt"]
+    spec = GeneratorSpec("command:" + shlex.join([sys.executable, "-c", script, *kept, "{out}"]))
+    out = tmp_path / "out.mp4"
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log")
+    assert json.loads(out.read_text()) == ["${HOME}", '{"a":{"b":1}}', "{{.Id}}", "{output}", "${x}",
+                                           f"--out={out}.txt"]
 
 
 CLOBBER = '''

@@ -22,6 +22,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import select
 import shlex
 import shutil
@@ -90,15 +91,31 @@ class GeneratorSpec:
     options: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = DEFAULT_TIMEOUT_S
 
+    def __post_init__(self) -> None:
+        if self.spec.startswith("command:"):   # refused before any run: it does not split, or names no placeholder
+            command_argv(self.spec)
+
     @property
     def command(self) -> list[str] | None:
-        """The command form's argv; RecipeError naming the flag when it does not split (an unclosed quote)."""
-        if not self.spec.startswith("command:"):
-            return None
-        try:
-            return shlex.split(self.spec.removeprefix("command:"))
-        except ValueError as exc:
-            raise RecipeError(f"--generator {self.spec}: {exc} (it is split as a shell would split it)") from None
+        """The command form's argv (``command_argv``); None for the other forms."""
+        return command_argv(self.spec) if self.spec.startswith("command:") else None
+
+
+def command_argv(spec: str) -> list[str]:
+    """A ``command:`` spec's argv; RecipeError naming the flag when it does not split (an unclosed quote) or names a
+    placeholder that is not one (``{output}`` for ``{out}`` was passed to the command as it was written)."""
+    try:
+        argv = shlex.split(spec.removeprefix("command:"))
+    except ValueError as exc:
+        raise RecipeError(f"--generator {spec}: {exc} (it is split as a shell would split it)") from None
+    unknown = sorted({m["name"] for arg in argv for m in _BRACED.finditer(arg)
+                      if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
+    if unknown:
+        name = unknown[0]
+        raise RecipeError(f"--generator command: unknown placeholder {{{name}}} (known: "
+                          f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
+                          f"{{{name}}})")
+    return argv
 
 
 def factory_path(spec: str, recipe: Recipe | None) -> str:
@@ -178,6 +195,42 @@ def with_options(signature: Signature, options: Mapping[str, str]) -> Signature:
     return dataclasses.replace(signature, settings={**signature.settings, OPTIONS_KEY: dict(sorted(options.items()))})
 
 
+PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
+# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; ${NAME} of a name that is no placeholder, a
+# shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON, ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}|(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}")
+
+
+SOURCE_KEY = "source_sha256"   # the settings key of the SHA-256 of a Python generator's module files
+
+
+def source_sha256(target: str, generator: object) -> dict[str, str]:
+    """The SHA-256 of the bytes of each module file that defines a Python generator, its factory's and its class's,
+    by module name (the same code elsewhere is the same generator): an edited adapter is another generator though
+    its ``signature()`` is unchanged. Hashed once, where the generator is built; a module without a file, none."""
+    names = sorted({target.partition(":")[0], type(generator).__module__})
+    files = {name: getattr(sys.modules.get(name), "__file__", None) for name in names}
+    return {name: sha256_file(file) for name, file in files.items() if file and os.path.isfile(file)}
+
+
+def with_source(signature: Signature, digests: Mapping[str, str]) -> Signature:
+    """A factory's signature with its module files' SHA-256 (``source_sha256``; settings ``SOURCE_KEY``)."""
+    if not digests:
+        return signature
+    return dataclasses.replace(signature, settings={**signature.settings, SOURCE_KEY: dict(sorted(digests.items()))})
+
+
+def _filled(arg: str, values: Mapping[str, str]) -> str:
+    """One argument of a command with its placeholders replaced (``_BRACED``); ``values`` has every placeholder."""
+    def one(match: re.Match[str]) -> str:
+        if match["literal"]:
+            return "{" + match["literal"] + "}"
+        if match["name"] in values:
+            return match["dollar"] + values[match["name"]]
+        return match[0]   # ${NAME}: the shell's
+    return _BRACED.sub(one, arg)
+
+
 def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
                  env: Mapping[str, str] | None = None) -> None:
     """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
@@ -185,7 +238,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
     with tempfile.TemporaryDirectory(prefix="pinbench-request-") as folder:
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
-        filled = [arg.replace("{request}", str(request_file)).replace("{out}", str(out)) for arg in argv]
+        filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
         sink = _RedactedLog(log)
         try:
             proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
@@ -347,7 +400,7 @@ def serve(target: str, reply_fd: int) -> None:
         reply.flush()
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")))
-        say({"signature": generator.signature().to_json(),
+        say({"signature": generator.signature().to_json(), "source": source_sha256(target, generator),
              "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
     except Exception as exc:   # the user's code: said in one line, then this child ends
         say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc)})
@@ -481,7 +534,8 @@ class Generating:
         described = worker.start()
         try:
             caps = described["capabilities"]
-            yield _Maker(with_options(Signature(**described["signature"]), self.spec.options),
+            signature = with_source(Signature(**described["signature"]), described["source"])
+            yield _Maker(with_options(signature, self.spec.options),
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
                          lambda request, out: worker.generate(request, out, timeout),
