@@ -179,7 +179,7 @@ def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
     index = write_report([card], tmp_path, references={"paibench-c": _reference(card)})
     page = index.read_text()
     assert '<div class="banner partial"><strong>PARTIAL</strong>' in page
-    assert "5 of 8 samples ok, 1 failed, 2 missing" in page
+    assert "5/8 samples ok, 1 failed, 2 missing" in page
     assert ">INCOMPLETE</span>" in _row(page, "edge/canny_f1")
     assert ">PASS</span>" not in page
     assert "scorecard status is partial" in page

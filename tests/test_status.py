@@ -221,6 +221,16 @@ def test_a_submissions_file_or_scorecard_that_is_no_regular_file_never_hangs_sta
     assert line.startswith("scorecard  unreadable: ") and "not written yet" not in line, line
 
 
+def test_the_scorecard_line_does_not_call_samples_ok_whose_metric_failed(tmp_path: Path) -> None:
+    """The golden scorecard: 4 sample records ok, seg/miou failed for each of them; the line said "4/4 ok, 0 failed"."""
+    import shutil
+
+    shutil.copyfile(Path(__file__).parent / "golden" / "scorecard.json", tmp_path / "scorecard.json")
+    line = render(run_status(tmp_path, ask_slurm=False)).splitlines()[-1]
+    assert line.startswith("scorecard  partial: 4/4 samples stored, 0 failed, 0 missing, but 1 metric(s) failed for "
+                           "4 sample(s); written "), line
+
+
 def test_shard_manifests_that_disagree_on_the_tasks_are_one_line(tmp_path: Path) -> None:
     """Before, a manifest listing fewer tasks than its layout's newest gave per-shard counts that added up to neither
     ("7 tasks: 5 done, 1 failed, 0 pending")."""

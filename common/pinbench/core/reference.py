@@ -37,7 +37,14 @@ from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
-from pinbench.core.scorecard import MetricResult, Scorecard, ScorecardError, degenerate_notes, non_finite_problem
+from pinbench.core.scorecard import (
+    MetricResult,
+    Scorecard,
+    ScorecardError,
+    degenerate_notes,
+    non_finite_problem,
+    samples_text,
+)
 from pinbench.core.uncertainty import Interval, describe, has_interval
 
 if TYPE_CHECKING:
@@ -346,14 +353,12 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
 
 
 def _card_header(scorecard: Scorecard, **lines: str) -> dict[str, str]:
-    samples = scorecard.samples
     return {
         "recipe": f"{scorecard.recipe} {scorecard.recipe_version}",
         "checkpoint": scorecard.checkpoint,
         "mode": scorecard.mode,
         **lines,
-        "status": f"{scorecard.status} ({samples.n_ok}/{samples.n_expected} samples ok, "
-                  f"{samples.n_failed} failed, {samples.n_missing} missing)",
+        "status": f"{scorecard.status} ({samples_text(scorecard)})",
     }
 
 

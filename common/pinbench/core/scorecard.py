@@ -422,6 +422,20 @@ def _degenerate_reason(result: Mapping[str, Any], key: str) -> str | None:
     return " ".join(reason.split()) if isinstance(reason, str) and reason.strip() else None
 
 
+def samples_text(card: Scorecard) -> str:
+    """How a scorecard's samples fared, in words: "4/4 samples ok, 0 failed, 0 missing"; when a metric failed for a
+    sample whose record is ok, "stored" for "ok" and how many metrics failed for how many samples (a PAI-Bench-C run
+    whose every metric failed said "4/4 samples ok, 0 failed" beside "failed: 4 sample(s) in 10 metric(s)")."""
+    samples = card.samples
+    failing = {name: {f.sample_id for f in m.failed} for name, m in card.metrics.items()
+               if m.failed and not m.reads_derived}
+    ids = set().union(*failing.values())
+    if len(ids) <= samples.n_failed:   # every failed metric's sample is a failed record: "ok" holds
+        return f"{samples.n_ok}/{samples.n_expected} samples ok, {samples.n_failed} failed, {samples.n_missing} missing"
+    return (f"{samples.n_ok}/{samples.n_expected} samples stored, {samples.n_failed} failed, {samples.n_missing} "
+            f"missing, but {len(failing)} metric(s) failed for {len(ids)} sample(s)")
+
+
 def degenerate_notes(card: Scorecard) -> list[str]:
     """One line per metric with degenerate values, an aggregate's counted (``14 of its 15 values``), and one line per
     reason for the single-value metrics (a split's own AP): what the console, the diff and the report say."""

@@ -22,7 +22,7 @@ from pinbench.core.config import Shard
 from pinbench.core.files import FileError, read_data_file
 from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import Scorecard
+from pinbench.core.scorecard import Scorecard, samples_text
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import StoreContents, read_store
 from pinbench.ops import slurm
@@ -252,13 +252,11 @@ def _scorecard_line(status: RunStatus) -> str:
         return "scorecard  not written yet"
     if isinstance(written, str):
         return f"scorecard  unreadable: {written}"
-    s = written.card.samples
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written.mtime))
     stale = ""
     if status.submission is not None and _epoch(status.submission.submitted) > written.mtime:
         stale = " (from before the last submission)"
-    return (f"scorecard  {written.card.status}: {s.n_ok}/{s.n_expected} ok, {s.n_failed} failed, "
-            f"{s.n_missing} missing; written {when}{stale}")
+    return f"scorecard  {written.card.status}: {samples_text(written.card)}; written {when}{stale}"
 
 
 def _epoch(iso: str) -> float:

@@ -57,6 +57,7 @@ from pinbench.core.scorecard import (
     degenerate_notes,
     load_scorecard,
     metric_samples,
+    samples_text,
     validate_scorecard,
 )
 from pinbench.core.uncertainty import Interval, describe, has_interval
@@ -641,8 +642,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
         "status_badge": _STATUS_BADGE[card.status], "verdict": verdict, "verdict_badge": _VERDICT_BADGE[verdict],
         "status_note": {"partial": " — scores cover only part of the sample set",
                         "failed": " — nothing was scored"}.get(card.status, ""),
-        "counts": (f"{samples.n_ok} of {samples.n_expected} samples ok, {samples.n_failed} failed, "
-                   f"{samples.n_missing} missing"),
+        "counts": samples_text(card),
         "status_reasons": list(card.status_reasons), "degenerate": degenerate_notes(card),
         "mode_note": _MODE_NOTES.get(card.mode),
         "summary": {"recipe": card.recipe, "recipe version": card.recipe_version,

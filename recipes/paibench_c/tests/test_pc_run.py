@@ -212,6 +212,23 @@ def test_a_task_the_evaluator_drops_makes_the_run_partial(world: dict, monkeypat
     assert outcome.exit_code != 0
 
 
+def test_a_run_whose_metrics_failed_for_every_task_does_not_call_its_samples_ok(
+        world: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every task's record is ok but the evaluator dropped every task, so its metrics failed for each: the status
+    line said "(3/3 samples ok, 0 failed, 0 missing)" beside "failed: 3 sample(s) in 1 metric(s)" (a real run whose
+    every metric failed: "4/4 samples ok" beside "failed: 4 sample(s) in 10 metric(s)")."""
+    monkeypatch.setenv("FAKE_EVAL_DROP", ",".join(f"task_{i:04d}" for i in range(N_TASKS)))
+    outcome = run_recipe(_cfg(world, "all-dropped", modalities="edge", native="off"))
+    card = json.loads(outcome.scorecard_path.read_text())
+    assert card["samples"]["n_ok"] == N_TASKS and outcome.exit_code != 0
+    failing = len([m for m in card["metrics"].values() if m["n_failed"]])
+    said = capsys.readouterr().out.splitlines()
+    assert f"status     {card['status']} ({N_TASKS}/{N_TASKS} samples stored, 0 failed, 0 missing, but {failing} " \
+           f"metric(s) failed for {N_TASKS} sample(s))" in said, said
+    assert f"failed: {N_TASKS} sample(s) in {failing} metric(s); full list: {outcome.scorecard_path.parent}" \
+           "/failures.tsv" in said
+
+
 def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_FAIL", "task_0002")
     outcome = run_recipe(_cfg(world, "genfail", modalities="edge", native="off"))
