@@ -308,7 +308,7 @@ class Run:
             raise RunStops(summary, "; ".join(problems) or "generation stored; scoring is a later run's")
 
     def _sample_cache(self, folder: str) -> SampleCache | None:
-        root = cache_dir()
+        root = cache_dir(self.out_dir)
         if root is None or self.cfg.implementation is None:
             return None
         size_bound()   # a bound that is no size stops the run now, not once its samples are computed
