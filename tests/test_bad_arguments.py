@@ -225,3 +225,15 @@ def test_a_repeated_or_bare_generator_option_is_named_as_the_flag_it_came_with(
                   "--generator", "python:render_generator:render", *pairs], capsys)
     assert line == said
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
+                                                                                  monkeypatch) -> None:
+    """Each entry another run kept or used there changed a file of this run directory, so a finished run's rerun
+    manifest no longer held and it computed again: refused in one line, nothing written."""
+    out = tmp_path / "run"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(out / "cache"))
+    line = _main(["run", "dynamic-degree", "--fixture", "--out", str(out)], capsys)
+    assert line == (f"error: $PINBENCH_SAMPLE_CACHE={out / 'cache'}: inside the run directory {out}; the sample "
+                    "cache is shared by every run, name a folder outside it")
+    assert not out.exists()

@@ -158,6 +158,39 @@ def test_a_shard_stores_its_samples_and_stops_before_anything_shared(toy: Recipe
         {"sample_id": "s0", "error": "ValueError: truncated video"}]
 
 
+def test_a_sample_of_a_shard_that_never_ran_is_counted_missing_not_failed(toy: Recipe, tmp_path: Path,
+                                                                        capsys) -> None:
+    """A task no shard stored was never computed: counted in n_missing (never n_failed), as a sample with no record
+    is. Its stand-in stays in samples.jsonl (derived records name their members there: 9473a07 left it out and
+    CameraBench's split records then named samples with no record), failures.tsv names it missing, the run is
+    partial, and ``pinbench check`` recounts the same: nothing wrong but the status."""
+    from pinbench.core.check import check_run
+    from pinbench.core.config import Shard
+    from pinbench.core.reference import EXIT_INCOMPLETE
+
+    out, calls = tmp_path / "run", []
+    _run(toy, out, _procedure(calls), shard=Shard(1, 2))    # shard 0 never ran: s0 and s2 are lost
+    capsys.readouterr()
+    merged = _run(toy, out, _procedure(calls), skip_scoring=True)
+    assert merged.exit_code == EXIT_INCOMPLETE
+    card = json.loads(merged.scorecard_path.read_text())
+    assert card["status"] == "partial"
+    assert {k: card["samples"][k] for k in ("n_expected", "n_ok", "n_failed", "n_missing")} == {
+        "n_expected": 4, "n_ok": 2, "n_failed": 0, "n_missing": 2}
+    for metric in card["metrics"].values():
+        assert (metric["n_scored"], metric["n_failed"], metric["n_missing"], metric["failed"]) == (2, 0, 2, [])
+    lines = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert [(r["sample_id"], r["status"]) for r in lines] == [("s0", "failed"), ("s1", "ok"), ("s2", "failed"),
+                                                              ("s3", "ok")]
+    rows = [row.split("\t") for row in (out / "failures.tsv").read_text().splitlines()[1:]]
+    assert [row[:2] for row in rows] == [["s0", "-"], ["s2", "-"]]
+    assert all(row[2].startswith("missing: no result from any shard") for row in rows)
+    assert "failed: 0 sample(s) in 0 metric(s), missing: 2 sample(s) never computed" in capsys.readouterr().out
+    assert check_run(out).problems == [
+        f"{out / 'scorecard.json'}: status partial: f1: 2/4 scored (0 failed, 2 missing); "
+        "err: 2/4 scored (0 failed, 2 missing)"]
+
+
 def test_a_rerun_computes_only_what_is_not_stored(toy: Recipe, tmp_path: Path) -> None:
     out, calls = tmp_path / "run", []
     assert _run(toy, out, _procedure(calls, fail="s2")).exit_code != 0

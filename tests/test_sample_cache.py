@@ -216,3 +216,36 @@ def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:
     pruned = prune(tmp_path, 0)
     assert (pruned.removed, pruned.kept) == (1, 0)
     assert log.exists() and stray.exists()
+
+
+@pytest.mark.parametrize("inside", ["cache", ".", "samples/cache"])
+def test_a_cache_inside_the_run_directory_is_refused_before_anything_is_computed(
+        inside: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is every run's: with it inside run A's directory, run B keeping or using an entry there changed a
+    file of A, and A's rerun, which its manifest would have answered, computed again. One line, nothing computed;
+    a cache beside the run, or in a folder that holds it, is taken."""
+    run = tmp_path / "run"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(run / inside))
+    computed: list[str] = []
+
+    def score(task: LooseTask) -> dict:
+        computed.append(task.sample_id)
+        return slow_score(task)
+
+    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={run / inside}: inside the run directory "
+                                         rf"{run}; the sample cache is shared by every run, name a folder outside it$"):
+        _compute(toy, run, fn=score)
+    assert computed == []
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "run-cache"))    # beside it: a prefix, not a parent
+    assert cache_dir(run) == tmp_path / "run-cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path))                  # a folder that holds the run
+    assert cache_dir(run) == tmp_path
+
+
+def test_a_cache_inside_the_run_directory_through_a_symlink_is_refused(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "link" / "cache"))
+    with pytest.raises(ValueError, match="inside the run directory"):
+        cache_dir(tmp_path / "run")

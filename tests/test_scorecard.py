@@ -13,7 +13,7 @@ import pytest
 
 from pinbench.core.derived import derive
 from pinbench.core.provenance import collect_provenance
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import (
     DerivedCounts,
     Failure,
@@ -175,6 +175,24 @@ def test_cohort_metrics_name_missing_samples() -> None:
     assert (i.n_expected, i.n_scored, i.n_failed, i.n_missing) == (3, 1, 1, 1)
     assert i.missing == ("i2",)
     assert card.status == "partial"
+    validate_scorecard(card.to_json())
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_merges_stand_in_for_a_sample_no_shard_stored_counts_missing_not_failed(as_json: bool) -> None:
+    """A merge keeps a failed stand-in (error MISSING_ERROR) for a task no shard stored, so derived records can name
+    it; it was never computed: missing in every count and named in its cohort's missing, never failed. A failed
+    record whose error only mentions the words is a failure."""
+    records = [ok("i0", clip=0.5), failed("i1", MISSING_ERROR + " (shard 1/2)"),
+               failed("i2", f"ValueError: {MISSING_ERROR}"), ok("t0", clip=0.8)]
+    metrics = [Spec("i2v/clip", key="clip", sample_ids=["i0", "i1", "i2"]), Spec("clip")]
+    card = card_for([r.to_json() for r in records] if as_json else records, metrics, 4)
+    assert (card.samples.n_ok, card.samples.n_failed, card.samples.n_missing) == (2, 1, 1)
+    i = card.metrics["i2v/clip"]
+    assert (i.n_scored, i.n_failed, i.n_missing, i.missing) == (1, 1, 1, ("i1",))
+    assert [f.sample_id for f in i.failed] == ["i2"]
+    whole = card.metrics["clip"]
+    assert (whole.n_scored, whole.n_failed, whole.n_missing) == (2, 1, 1)
     validate_scorecard(card.to_json())
 
 

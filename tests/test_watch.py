@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pinbench.core.run import FAILURES_FILE, summarize_failures
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import Failure
 from pinbench.ops.watch import Watcher, bytes_under, files_since, tail, wait_watched
 
@@ -91,7 +91,7 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     lines = summarize_failures(_card(7), tmp_path)
     path = tmp_path / FAILURES_FILE
-    assert lines[0] == f"failed: 8 sample(s) in 2 metric(s); full list: {path}"
+    assert lines[0] == f"failed: 7 sample(s) in 2 metric(s), missing: 1 sample(s) never computed; full list: {path}"
     assert lines[1] == "  task_0000 (edge/canny_f1_score): generation failed: no output ***"
     assert len(lines) == 1 + 5 + 1 and lines[-1] == "  ... and 3 more"
     rows = path.read_text().splitlines()
@@ -108,7 +108,8 @@ def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Pat
                                                    missing=None, records="derived")
     lines = summarize_failures(card, tmp_path)
     path = tmp_path / FAILURES_FILE
-    assert lines[0] == f"failed: 6 sample(s) and 1 derived record(s) in 3 metric(s); full list: {path}"
+    assert lines[0] == (f"failed: 5 sample(s) and 1 derived record(s) in 3 metric(s), missing: 1 sample(s) never "
+                        f"computed; full list: {path}")
 
 
 def test_failed_samples_that_only_derived_metrics_read_are_counted_and_listed(tmp_path: Path) -> None:
@@ -147,3 +148,15 @@ def test_one_progress_display_for_samples_and_watched_steps() -> None:
     assert quiet.getvalue() == ""
     watched = Watcher("fetch model", lambda: 2_500_000, unit="bytes", tty=False).line()
     assert watched.startswith("fetch model: 2.5 MB, ") and watched.endswith(" elapsed")
+
+
+def test_a_sample_no_shard_stored_is_listed_missing_with_the_merges_reason(tmp_path: Path) -> None:
+    """A merge's stand-in for a sample no shard stored is missing, not failed; a cohort that names it missing gives
+    the merge's reason (what was stored instead), not "no record": samples.jsonl holds the stand-in."""
+    lost = SampleRecord("s1", "failed", None, f"{MISSING_ERROR} (shard-1-of-2.jsonl: stored record not used)",
+                        "0" * 64, 0.0)
+    card = SimpleNamespace(metrics={"i2v": SimpleNamespace(failed=[], missing=("s1",), records=None)})
+    lines = summarize_failures(card, tmp_path, [lost])
+    assert lines[0] == (f"failed: 0 sample(s) in 1 metric(s), missing: 1 sample(s) never computed; full list: "
+                        f"{tmp_path / FAILURES_FILE}")
+    assert (tmp_path / FAILURES_FILE).read_text().splitlines()[1:] == [f"s1\ti2v\t{lost.error}"]

@@ -312,7 +312,7 @@ def run(
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
     with _resumable(cfg.out_dir):
-        _check_sample_cache()
+        _check_sample_cache(cfg.out_dir)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside:
@@ -349,13 +349,13 @@ def run(
             _outcome(run_recipe(cfg))
 
 
-def _check_sample_cache() -> None:
-    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder or a ``$PINBENCH_SAMPLE_CACHE_MB`` that is no size stops the run
-    before anything is prepared (it stopped only at the first step that keeps samples, after the downloads; a recipe
-    none of whose steps keeps any, remembench, ran on and passed)."""
+def _check_sample_cache(run_dir: Path) -> None:
+    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside ``run_dir``) or a ``$PINBENCH_SAMPLE_CACHE_MB``
+    that is no size stops the run before anything is prepared (it stopped only at the first step that keeps samples,
+    after the downloads; a recipe none of whose steps keeps any, remembench, ran on and passed)."""
     from pinbench.core.sample_cache import cache_dir, size_bound
 
-    if cache_dir() is not None:
+    if cache_dir(run_dir) is not None:
         size_bound()
 
 

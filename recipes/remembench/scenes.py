@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import read_finite_jsonl
-from pinbench.core.runner import MISSING_ERROR, SampleRecord
+from pinbench.core.runner import SampleRecord
+from pinbench.core.scorecard import is_stand_in
 
 if TYPE_CHECKING:
     from pinbench.core.scorecard import Scorecard
@@ -68,7 +69,7 @@ def check(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord]) -> li
         seen.add(sid)
         record = by_id.get(sid)
         if record is None:
-            if row["status"] != "failed" or not str(row["error"]).startswith(MISSING_ERROR):
+            if not is_stand_in(row):
                 problems.append(f"{where}: no record of it in {card.samples.path}, yet not a missing sample")
             continue
         if (row["status"], row["error"]) != (record.status, record.error):

@@ -20,10 +20,10 @@ def stored_ids(samples_dir: Path) -> set[str]:
 def store_records(out_dir: Path, records, shard=None) -> None:
     """Store records as run_samples stores them (test double for the samples a run computed), leaving out the
     "missing" ones a merge makes up for samples no shard stored."""
-    from pinbench.core.runner import MISSING_ERROR
+    from pinbench.core.scorecard import is_stand_in
     from pinbench.core.store import LogWriter, log_name
 
     with LogWriter(Path(out_dir) / "samples", log_name(shard)) as store:
         for record in records:
-            if not (record.error or "").startswith(MISSING_ERROR):
+            if not is_stand_in(record):
                 store.append(record.to_bytes())

@@ -45,8 +45,16 @@ from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
-from pinbench.core.runner import MISSING_ERROR, SampleRecord, parse_merged
-from pinbench.core.scorecard import MetricSpec, RecordIndex, Scorecard, load_scorecard, score_metric
+from pinbench.core.runner import SampleRecord, parse_merged
+from pinbench.core.scorecard import (
+    MetricSpec,
+    RecordIndex,
+    Scorecard,
+    is_stand_in,
+    load_scorecard,
+    record_counts,
+    score_metric,
+)
 from pinbench.core.store import (
     QUARANTINE_DIR,
     SAMPLES_DIR,
@@ -326,7 +334,7 @@ def _check_records(samples_dir: Path, bodies: Mapping[bytes, str], records: Sequ
                 result.problems.append(f"{where}: a second record of sample {second!r}, of the same inputs and code "
                                        "as the one the scorecard counts, that says otherwise (a rerun would compute "
                                        "the sample again)")
-    missing = [r for r in records if not held[r.sample_id] and not (r.error or "").startswith(MISSING_ERROR)]
+    missing = [r for r in records if not held[r.sample_id] and not is_stand_in(r)]
     try:
         stored = read_store(samples_dir).records if missing else {}
     except StoreError:  # said where the store was read
@@ -374,8 +382,8 @@ def _recount(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], de
                         "record")
         return
     s = card.samples
-    n_ok = sum(r.ok for r in records)
-    found = {"": len(records), "ok ": n_ok, "failed ": len(records) - n_ok}
+    n_ok, n_failed = record_counts(records)   # a merge's stand-in counts missing (is_stand_in)
+    found = {"": n_ok + n_failed, "ok ": n_ok, "failed ": n_failed}
     claimed = {"": s.n_expected - s.n_missing, "ok ": s.n_ok, "failed ": s.n_failed}
     for kind in found:
         if found[kind] != claimed[kind]:

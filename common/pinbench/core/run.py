@@ -79,6 +79,7 @@ from pinbench.core.scorecard import (
     Scorecard,
     ScorecardError,
     build_scorecard,
+    is_stand_in,
     load_scorecard,
     write_scorecard,
 )
@@ -307,7 +308,7 @@ class Run:
             raise RunStops(summary, "; ".join(problems) or "generation stored; scoring is a later run's")
 
     def _sample_cache(self, folder: str) -> SampleCache | None:
-        root = cache_dir()
+        root = cache_dir(self.out_dir)
         if root is None or self.cfg.implementation is None:
             return None
         size_bound()   # a bound that is no size stops the run now, not once its samples are computed
@@ -485,12 +486,17 @@ def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRe
     sample records that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
     CameraBench's splits are); the lines to print: how many samples failed, up to five of them with their one-line
     reason, and where the full list is. Why the records: a run whose metrics are all derived said "failed: 0
-    sample(s) and 3 derived record(s)" for 3 failed samples, and its list named none of them."""
+    sample(s) and 3 derived record(s)" for 3 failed samples, and its list named none of them. A sample never
+    computed (no record, or a merge's stand-in: ``is_stand_in``) is counted missing, apart from the failed ones."""
     rows: list[tuple[str, str, str]] = []
     derived: set[str] = set()   # ids of derived records (a suite's scores), counted apart from the samples
+    stand_ins = {r.sample_id: r.error or "" for r in failed if is_stand_in(r)}
+    missing = set(stand_ins)
     for name, metric in card.metrics.items():
         rows += [(f.sample_id, name, f.error) for f in metric.failed]
-        rows += [(sample, name, "missing: no record for this sample") for sample in metric.missing or ()]
+        rows += [(sample, name, stand_ins.get(sample) or "missing: no record for this sample")
+                 for sample in metric.missing or ()]
+        missing.update(metric.missing or ())
         if metric.records == "derived":
             derived.update(f.sample_id for f in metric.failed)
     named = {sample for sample, _, _ in rows} - derived
@@ -504,9 +510,11 @@ def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRe
     first: dict[str, tuple[str, str]] = {}
     for sample, metric, reason in clean:
         first.setdefault(sample, (metric, reason))
-    n_derived = len(derived & first.keys())
-    counted = f"{len(first) - n_derived} sample(s)" + (f" and {n_derived} derived record(s)" if n_derived else "")
-    lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s); full list: {path}"]
+    n_derived, n_missing = len(derived & first.keys()), len(missing & first.keys())
+    counted = f"{len(first) - n_derived - n_missing} sample(s)" + (
+        f" and {n_derived} derived record(s)" if n_derived else "")
+    lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s)"
+             + (f", missing: {n_missing} sample(s) never computed" if n_missing else "") + f"; full list: {path}"]
     lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:

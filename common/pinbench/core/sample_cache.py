@@ -39,10 +39,13 @@ _BUCKET, _ENTRY = re.compile(r"[0-9a-f]{2}"), re.compile(r"[0-9a-f]{64}" + re.es
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
-def cache_dir() -> Path | None:
+def cache_dir(run_dir: Path | None = None) -> Path | None:
     """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``.
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
-    was taken silently, ``cache show`` counting 0 records and every run computing every sample again."""
+    was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
+    run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
+    another run kept or used there changed a file of the directory, so its rerun manifest (``pinbench.core.rerun``)
+    no longer held and the finished run computed again."""
     value = os.environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
@@ -50,6 +53,9 @@ def cache_dir() -> Path | None:
         raise ValueError(f"${ENV}={value!r}: a folder or 'off', not a switch; 'off' turns the sample cache off, "
                          "unset it for the default")
     root = expand_user(value, f"${ENV}") if value else cache_root() / "samples"
+    if run_dir is not None and Path(os.path.realpath(root)).is_relative_to(os.path.realpath(run_dir)):
+        raise ValueError(f"${ENV}={root}: inside the run directory {run_dir}; the sample cache is shared by every "
+                         "run, name a folder outside it")
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:

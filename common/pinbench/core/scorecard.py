@@ -2,7 +2,8 @@
 
 A scorecard never shrinks the denominator. Every metric carries ``n_expected`` (the full task count
 the recipe defines), ``n_scored``, ``n_failed`` (with each failed sample id and its reason) and
-``n_missing`` (samples with no record at all, e.g. another shard's). The status follows from them:
+``n_missing`` (samples never computed: no record at all, or the stand-in a merge keeps for a shard that never
+ran, ``is_stand_in``). The status follows from them:
 
 * ``complete``: every metric has ``n_expected > 0`` and ``n_scored == n_expected``;
 * ``failed``: no metric scored anything;
@@ -51,7 +52,7 @@ from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStat
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.schema import schema_error
 from pinbench.core.store import StorePins
 from pinbench.core.uncertainty import Interval, aggregate_interval
@@ -128,7 +129,8 @@ class MetricResult(JsonBlock, where="metric"):
 @dataclass(frozen=True)
 class SampleCounts(JsonBlock, where="samples"):
     """A scorecard's ``samples`` block: how many samples the run defines, how many have an ok or failed record, how
-    many have none, and the file of their records (None: not written)."""
+    many were never computed (no record, or a merge's stand-in: ``is_stand_in``), and the file of their records (None:
+    not written)."""
 
     n_expected: int = spec(COUNT)
     n_ok: int = spec(COUNT)
@@ -235,6 +237,30 @@ def _get(record: Any, field: str) -> Any:
     if isinstance(record, (SampleRecord, DerivedRecord)):  # the common cases first: a Mapping check is slow
         return getattr(record, field)
     return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
+
+
+def is_stand_in(record: Any) -> bool:
+    """Whether a sample record (object or JSON) is the stand-in ``merge_samples`` makes for a task no shard stored:
+    failed, no result, its error ``MISSING_ERROR`` (the one text the merge writes and every counter reads).
+
+    Why: such a sample was never computed, so it counts missing, never failed; the stand-in still stays in
+    samples.jsonl, where derived records (CameraBench's splits) name their members."""
+    if _get(record, "status") != "failed" or _get(record, "result") is not None:
+        return False
+    error = _get(record, "error")
+    return isinstance(error, str) and error.startswith(MISSING_ERROR)
+
+
+def record_counts(records: Sequence[Any]) -> tuple[int, int]:
+    """(ok, failed) among sample records, a stand-in (``is_stand_in``) in neither: it counts missing. What
+    ``build_scorecard`` counts and ``pinbench check`` recounts."""
+    n_ok = n_failed = 0
+    for record in records:
+        if _get(record, "status") == "ok":
+            n_ok += 1
+        elif not is_stand_in(record):
+            n_failed += 1
+    return n_ok, n_failed
 
 
 def record_id(record: Any) -> str:
@@ -381,9 +407,11 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
     degenerate: list[Degenerate] = []
     seen: set[str] = set()
     for record in _index(records).read_by(spec.derived, cohort):
+        value, group, error = _metric_value(spec, record)
+        if error is not None and not spec.derived and is_stand_in(record):
+            continue   # never computed: missing, as a sample with no record
         sample_id = record_id(record)
         seen.add(sample_id)
-        value, group, error = _metric_value(spec, record)
         if error is not None:
             failed.append(Failure(sample_id, error))
         else:
@@ -535,9 +563,9 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
     clash = sorted({i for i, n in Counter(derived_ids).items() if n > 1} | (set(derived_ids) & set(ids)))
     if clash:
         raise ValueError(f"derived record ids repeat or name a sample: {', '.join(clash[:5])}")
-    n_ok = sum(1 for r in records if _get(r, "status") == "ok")
-    n_missing = n_expected - len(records)
-    if n_missing < 0:
+    n_ok, n_failed = record_counts(records)
+    n_missing = n_expected - n_ok - n_failed   # a stand-in's sample too (``is_stand_in``)
+    if n_expected < len(records):
         raise ValueError(f"{len(records)} records for n_expected={n_expected}; "
                          "n_expected must be the full task count")
 
@@ -552,7 +580,7 @@ def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: 
     return Scorecard(
         schema_version=SCHEMA_VERSION, recipe=recipe, recipe_version=recipe_version, checkpoint=checkpoint, mode=mode,
         status=status, status_reasons=tuple(reasons),
-        samples=SampleCounts(n_expected=n_expected, n_ok=n_ok, n_failed=len(records) - n_ok, n_missing=n_missing,
+        samples=SampleCounts(n_expected=n_expected, n_ok=n_ok, n_failed=n_failed, n_missing=n_missing,
                              path=samples_path),
         metrics=per_metric, provenance=to_jsonable(provenance), config=to_jsonable(config),
         timings=to_jsonable(timings), derived=derived_counts,

@@ -37,7 +37,9 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                        "of the same inputs and code (`pinbench cache show`); default `samples/` "
                                        "under the cache root, a path a cluster shares works too; `off`: none; a "
                                        "path that exists but is no folder (a file, a FIFO), or a switch word "
-                                       "(`false`, `0`, `no`), stops `run` and `cache` in one line naming it"),
+                                       "(`false`, `0`, `no`), stops `run` and `cache` in one line naming it; so "
+                                       "does a folder inside the run directory (`run`): the cache is every run's, "
+                                       "and its entries there would void that run's rerun manifest"),
     "PINBENCH_SAMPLE_CACHE_MB": ("`run`, `cache`", "the sample cache's bound in MiB (default 2048): least recently "
                                                    "used records go first, after a run stored some and on "
                                                    "`pinbench cache prune`"),
