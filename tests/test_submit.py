@@ -415,3 +415,14 @@ def test_an_unusable_input_is_refused_before_anything_is_queued_and_skip_doctor_
     for phase in ("shards", "finish"):
         assert "--skip-doctor" in _command((out / "slurm" / f"{phase}.sbatch").read_text(), "run")
     assert "--skip-doctor" in shlex.split(last_submission(out).command)
+
+
+def test_a_misspelt_command_placeholder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """``{output}`` for ``{out}``: refused at submission in one line; before, every queued job was refused as it
+    started."""
+    out = tmp_path / "r"
+    result = runner.invoke(cli.app, ["submit", "remembench", "--shards", "2", "--fixture", "--out", str(out),
+                                     "--dry-run", "--generator", "command:gen --request {request} --out {output}"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "unknown placeholder {output}" in result.output
+    assert not (out / "slurm").exists()

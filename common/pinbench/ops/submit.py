@@ -32,6 +32,7 @@ from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import stages_for, user_options
+from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
     DIGEST,
@@ -222,6 +223,8 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             options=parse_pairs(request.options), generator=request.generator,
             generator_options=parse_pairs(request.generator_options, "-g"),
             generation_timeout_s=request.generation_timeout)
+        if request.generator is not None and request.generator.startswith("command:"):
+            command_argv(request.generator)   # a misspelt placeholder: refused here, not in every job
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
         raise SubmitError(str(exc)) from None
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
