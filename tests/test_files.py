@@ -176,6 +176,41 @@ def test_json_nested_beyond_the_parsers_depth_is_bad_json_named_by_its_file(tmp_
         load_scorecard(card)
 
 
+def test_a_run_file_nested_beyond_the_parsers_depth_is_named_or_costs_the_work_again(tmp_path: Path) -> None:
+    """``[[[...]]]`` thousands deep in a run's own files: the identity is refused by name, a cache, stamp or lock is
+    read as absent (a view's preview record too), a shard manifest, scorecard or Slurm submission ``status`` reads
+    is named (each ended ``pinbench run``, ``view`` or ``status`` with "maximum recursion depth exceeded ...",
+    naming no file)."""
+    from pinbench.core.fixture_data import _stamped
+    from pinbench.core.rerun import RERUN_FILE, RerunManifest
+    from pinbench.core.rundir import IDENTITY_FILE, RunDirError, read_identity, read_lock
+    from pinbench.core.shard_manifest import _parse
+    from pinbench.media.preview import cached_preview
+    from pinbench.ops.status import _scorecard
+    from pinbench.ops.submit import last_submission, submissions_path
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for name in (IDENTITY_FILE, RERUN_FILE, "stamp.json", "lock", "cache.json", "0-of-1.json", "scorecard.json"):
+        (tmp_path / name).write_text(deep)
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply to parse"):
+        files.loads_json(deep.encode())
+    with pytest.raises(RunDirError, match=rf"^{tmp_path / IDENTITY_FILE}: unreadable"):
+        read_identity(tmp_path)
+    assert RerunManifest.read(tmp_path) is None and _stamped(tmp_path / "stamp.json", 1) is None
+    assert read_lock(tmp_path / "lock") is None and files.read_json_object(tmp_path / "cache.json") is None
+    manifest = tmp_path / "0-of-1.json"
+    with pytest.raises(ValueError, match=rf"^{manifest}: unreadable shard manifest .*nested too deeply"):
+        _parse(manifest)
+    assert str(_scorecard(tmp_path)).startswith(f"{tmp_path / 'scorecard.json'}: not a scorecard")
+    submissions = submissions_path(tmp_path)
+    submissions.parent.mkdir()
+    submissions.write_text(deep + "\n")
+    with pytest.raises(ValueError, match=rf"^{submissions}:1: unreadable submission record \(nested too deeply"):
+        last_submission(tmp_path)
+    (tmp_path / f"{'a' * 64}.json").write_text(deep)   # a view's preview record
+    assert cached_preview(tmp_path, "a" * 64) is None
+
+
 def _raised(call: Callable[[], object]) -> str:
     """The one line of the ValueError ``call()`` raises."""
     with pytest.raises(ValueError) as info:

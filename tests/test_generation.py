@@ -93,6 +93,36 @@ def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Pat
         read_requests(fifo)
 
 
+def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) -> None:
+    """``pinbench rollouts check`` counts each request whose rollout has a problem once, whatever the folder is
+    called: in a folder named ``run:1`` every problem line shared the text before its first ':', so two missing
+    rollouts of three read as "2 of 3 are what their requests ask for". An empty requests file and a --limit below 1
+    are refused, not passed as "0 of 0"."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    asked = [_request(id=f"t2v-00{i}", output=f"t2v-00{i}.mp4", frames=5, fps=8.0, conditioning=()) for i in range(3)]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(r.to_json()) + "\n" for r in asked))
+    folder = tmp_path / "run:1"
+    folder.mkdir()
+    write_video(folder / "t2v-000.mp4", np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == "1 of 3 rollout(s) are what their requests ask for"
+    assert sum("no rollout" in line for line in result.output.splitlines()) == 2
+    (tmp_path / "empty.jsonl").write_text("")
+    for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
+                       (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
+                       (["--requests", str(requests), "--limit", "-2"], "--limit must be at least 1")):
+        result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), *args])
+        assert result.exit_code == 2 and result.output.strip().startswith("error: ") and says in result.output
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 

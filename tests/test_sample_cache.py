@@ -110,6 +110,43 @@ def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path) -> 
     assert [fresh.get(f"{i:064x}") is not None for i in range(5)] == [True, False, False, True, True]
 
 
+def test_a_prune_beside_another_prune_skips_what_the_other_removed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two prunes of one folder at once (runs, or a job array's shards on a shared cache, ending together): an entry
+    the other removed between this one's listing and its stat, or its unlink, is skipped, not a FileNotFoundError
+    (which ended a run after it had computed every sample), and is not counted as removed here."""
+    import pinbench.core.sample_cache as sample_cache
+
+    samples = SampleCache(tmp_path, "r/", CODE)
+    for i in range(4):
+        samples.put(f"{i:064x}", b'{"sample_id":"s%d"}' % i)
+    paths = sorted(tmp_path.rglob(f"*{SUFFIX}"))
+    listed, unlink = os.scandir, os.unlink
+
+    def other_prune_first(folder):   # the other prune removes the first entry of each bucket this one lists
+        entries = list(listed(folder))
+        unlink(entries[0].path)
+        return iter(entries)
+
+    monkeypatch.setattr(sample_cache.os, "scandir", other_prune_first)
+    buckets = {path.parent for path in paths}
+    assert prune(tmp_path, 0).removed == len(paths) - len(buckets)   # the other prune took one of each bucket
+    monkeypatch.undo()
+    for i in range(4):
+        samples.put(f"{i:064x}", b'{"sample_id":"s%d"}' % i)
+    taken = paths[1]
+
+    def other_prune_meanwhile(path):   # the other prune removes one entry while this one is removing
+        if os.path.exists(taken):
+            unlink(taken)
+        unlink(path)
+
+    monkeypatch.setattr(sample_cache.os, "unlink", other_prune_meanwhile)
+    pruned = prune(tmp_path, 0)
+    assert (pruned.removed, pruned.kept, pruned.kept_bytes) == (3, 0, 0)
+    assert list(tmp_path.rglob(f"*{SUFFIX}")) == []
+
+
 def test_off_means_no_cache_and_the_default_is_under_the_cache_root(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")

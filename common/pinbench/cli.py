@@ -427,19 +427,24 @@ def rollouts_check(
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
         _fail(f"{folder}: not a folder of rollouts")
+    if limit is not None and limit < 1:   # [:0] checked nothing and passed, [:-2] dropped the last two unsaid
+        _fail("--limit must be at least 1")
     with _failing(RecipeError, RequestError):
         if requests_file is not None:
             asked = read_requests(requests_file)[:limit]
+            if not asked:   # a file a killed `pinbench requests` left empty: "0 of 0" passed
+                _fail(f"{requests_file}: holds no requests")
         else:
             with tempfile.TemporaryDirectory(prefix="pinbench-requests-") as scratch:
                 cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, fixture=fixture,
                               options=option, check_required=False)
                 asked = Run(recipe, cfg).requests(Path(scratch))
-    problems = [line for request in asked for line in check_rollout(request, folder / request.output)]
-    for line in problems:
+    # counted by request: the count was of distinct text before a line's first ':', so a folder named 'run:1' had
+    # every rollout's problems counted as one ("6 of 7 are what their requests ask for" when none was)
+    problems = [found for request in asked if (found := check_rollout(request, folder / request.output))]
+    for line in (line for found in problems for line in found):
         _echo(line)
-    bad = len({line.split(":", 1)[0] for line in problems})
-    _echo(f"{len(asked) - bad} of {len(asked)} rollout(s) are what their requests ask for")
+    _echo(f"{len(asked) - len(problems)} of {len(asked)} rollout(s) are what their requests ask for")
     if problems:
         raise typer.Exit(2)
 

@@ -36,7 +36,11 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     if root is None:
         media.rollouts.append(Video("video", None, problem="the run recorded no videos folder (-o videos)"))
         return media
-    if not isinstance(relative, str):
+    # the record names the video's file name only: under a subfolder (``a/x.mp4``, id ``a__x``) the page looked for
+    # ``x.mp4`` at the top, "no such file", or another video of that name there (said to hold other bytes)
+    if not (isinstance(relative, str) and Path(relative).stem == sample_id):
+        relative = None
+    if relative is None:
         try:
             relative = _by_id(root.resolve()).get(sample_id)
         except ValueError as exc:  # RecipeError: the folder is gone or holds no video

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import read_regular_text
+from pinbench.core.files import loads_json, read_json_object, read_regular_text
 from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video
 from pinbench_recipes.paibench_c.rows import MODALITIES
 
@@ -27,20 +27,30 @@ def _dataset_root(run: RunInputs) -> Path | None:
     return Path(recorded) if isinstance(recorded, str) and recorded else None
 
 
+def _row(line: str) -> Any:
+    try:
+        return loads_json(line)
+    except ValueError:   # a line cut or edited: that task's sample says it is not in the rows
+        return None
+
+
 @cache
 def _json_lines(path: Path) -> dict[str, dict[str, Any]]:
     """The rows of ``inputs/<modality>.jsonl`` by task (empty when the file is not a readable regular file)."""
     text = read_regular_text(path) or ""
-    rows = (json.loads(line) for line in text.splitlines() if line.strip())
+    rows = (_row(line) for line in text.splitlines() if line.strip())
     return {row["name"]: row for row in rows if isinstance(row, dict) and isinstance(row.get("name"), str)}
 
 
 @cache
 def _scored_digests(stamp: Path) -> dict[str, str]:
-    """Task -> SHA-256 of the generated video the evaluator scored (``eval_stamp.json``)."""
-    text = read_regular_text(stamp)
-    videos = (json.loads(text).get("inputs") or {}).get("videos") if text else None
-    return videos if isinstance(videos, dict) else {}
+    """Task -> SHA-256 of the generated video the evaluator scored (``eval_stamp.json``; none when it is no JSON
+    object of that form: a stamp cut or edited was a traceback that ended ``pinbench view``)."""
+    inputs = (read_json_object(stamp) or {}).get("inputs")
+    videos = inputs.get("videos") if isinstance(inputs, dict) else None
+    if not isinstance(videos, dict):
+        return {}
+    return {task: digest for task, digest in videos.items() if isinstance(digest, str)}
 
 
 def _input(root: Path | None, label: str, recorded: Any) -> Video:
@@ -67,12 +77,13 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
             media.problems.append(f"{modality}: task {sample_id} is not in {run.dir / 'inputs' / modality}.jsonl")
             continue
         media.inputs.append(_input(root, "input video (vision_path of every modality)", row.get("vision_path")))
-        control = (row.get(modality) or {}).get("control_path")
+        spec = row.get(modality) if isinstance(row.get(modality), dict) else {}
+        control = spec.get("control_path")
         if control is not None:
             media.inputs.append(_input(root, f"{modality} control video", control))
         else:
             media.texts.append(Text(f"{modality} control", "computed by cosmos-framework from the input video "
-                                    f"({json.dumps(row.get(modality) or {})}); the run keeps no copy"))
+                                    f"({json.dumps(spec)}); the run keeps no copy"))
         prompt = prompt or row.get("prompt")
     if isinstance(prompt, str):
         media.texts.append(Text("prompt", prompt))

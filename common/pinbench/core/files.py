@@ -177,7 +177,7 @@ def read_json_object(path: Path | str) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -401,6 +401,17 @@ def _may_overflow(data: bytes) -> bool:
     """Whether a number in the UTF-8 ``data`` may overflow to infinity (a whole file at once: one pass each)."""
     zeroed = data.translate(_ZEROED, b"+")
     return _BIG_EXPONENT.search(zeroed) is not None or b"0" * 200 in zeroed
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads``, with arrays or objects nested beyond the parser's depth a JSONDecodeError, as in
+    ``loads_finite_json``: a reader's ``except ValueError`` then covers them. Why: a run's own files (its identity,
+    its caches and stamps, a lock, a shard manifest) nested so deep ended ``pinbench run`` and ``status`` with
+    "maximum recursion depth exceeded ...", naming no file, where a bad one is named or costs the work again."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
 
 
 def loads_finite_json(text: str) -> object:

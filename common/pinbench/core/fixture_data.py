@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import exclusive, read_regular_text, write_atomic
+from pinbench.core.files import exclusive, loads_json, read_regular_text, write_atomic
 
 FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
 STAMP = "fixture.json"
@@ -64,7 +64,7 @@ def _stamped(path: Path, version: int | str) -> dict[str, Any] | None:
     """The stamp's metadata when it names ``version``; None when it is absent, unreadable or another version."""
     text = read_regular_text(path)   # missing, a directory, a FIFO, not UTF-8: rebuilt, never a hang
     try:
-        saved = json.loads(text) if text is not None else None
+        saved = loads_json(text) if text is not None else None
     except ValueError:  # cut short, not JSON
         return None
     if not isinstance(saved, dict) or saved.get("version") != version:

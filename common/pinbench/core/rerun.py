@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import cache_root, read_regular_text, tree_fingerprint, write_atomic
+from pinbench.core.files import cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.rundir import LOCK_DIR
 from pinbench.core.shard_manifest import SHARDS_DIR
@@ -78,7 +78,7 @@ class RerunManifest:
         """The manifest in ``run_dir``, or None when there is none or it is not one this version writes."""
         text = read_regular_text(run_dir / RERUN_FILE)
         try:
-            data = json.loads(text) if text is not None else None
+            data = loads_json(text) if text is not None else None
         except ValueError:
             return None
         if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("key"), str)

@@ -46,6 +46,7 @@ from pinbench.core.files import (
     blocking_parent,
     creation_mode,
     first_names,
+    loads_json,
     no_folder_at,
     not_regular,
     open_regular,
@@ -112,7 +113,7 @@ def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
     path = out_dir / IDENTITY_FILE
     if path.exists() or path.is_symlink():
         try:
-            data = json.loads(read_regular_bytes(path))
+            data = loads_json(read_regular_bytes(path))
         except FileError as exc:  # a FIFO, a device, a folder: named, never waited on
             raise RunDirError(f"{path}: {exc.reason}; it says which run owns {out_dir}: fix or delete it") from None
         except (UnicodeDecodeError, ValueError) as exc:
@@ -124,7 +125,7 @@ def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
     scorecard = out_dir / "scorecard.json"
     text = read_regular_text(scorecard)
     try:
-        data = json.loads(text) if text is not None else None
+        data = loads_json(text) if text is not None else None
     except ValueError:
         return None, ""
     if isinstance(data, dict) and all(isinstance(data.get(k), str) for k in IDENTITY_KEYS):
@@ -190,7 +191,7 @@ def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
     from before it) or it is not one this version writes."""
     text = read_regular_text(out_dir / INPUT_FILES)
     try:
-        data = json.loads(text) if text is not None else None
+        data = loads_json(text) if text is not None else None
     except ValueError:
         return {}
     if not (isinstance(data, dict) and data.get("version") == _INPUT_FILES_VERSION
@@ -356,7 +357,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     """Who holds a lock; None when its file says nothing readable (a FIFO or a device in its place included)."""
     text = read_regular_text(path)
     try:
-        data = json.loads(text) if text is not None else None
+        data = loads_json(text) if text is not None else None
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

@@ -148,7 +148,10 @@ class Pruned:
 def prune(root: Path, bound: float) -> Pruned:
     """Remove the least recently used entries until the cache holds at most ``bound`` bytes. Only the cache's own
     entries (``<key[:2]>/<key>.jsonl``) count: a run directory in the same folder (``$PINBENCH_SAMPLE_CACHE`` set to
-    ``runs/``) lost its ``samples/run.jsonl``, taken for an entry."""
+    ``runs/``) lost its ``samples/run.jsonl``, taken for an entry. Another prune of the same folder (two runs, or
+    the shards of a job array on a shared cache, ending together) may remove an entry between its listing and its
+    stat or unlink: that entry is gone, not an error (it was a FileNotFoundError that ended a run after it had
+    computed every sample, before its scorecard), and only what this call removed is counted as removed."""
     entries = []
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
@@ -156,17 +159,21 @@ def prune(root: Path, bound: float) -> Pruned:
         for entry in os.scandir(bucket):
             if (_ENTRY.fullmatch(entry.name) and entry.name.startswith(bucket.name)
                     and entry.is_file(follow_symlinks=False)):
-                stat = entry.stat(follow_symlinks=False)
+                try:
+                    stat = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
     total = sum(size for _, size, _ in entries)
-    removed = removed_bytes = 0
+    removed = removed_bytes = gone = 0
     for _, size, path in sorted(entries):
         if total <= bound:
             break
+        total -= size
         try:
             os.unlink(path)
         except FileNotFoundError:
-            pass
-        total -= size
+            gone += 1
+            continue
         removed, removed_bytes = removed + 1, removed_bytes + size
-    return Pruned(removed, removed_bytes, len(entries) - removed, total)
+    return Pruned(removed, removed_bytes, len(entries) - removed - gone, total)

@@ -20,7 +20,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pinbench.core.files import atomic_path
+from pinbench.core.files import atomic_path, loads_json
 
 SHARDS_DIR = "shards"
 MANIFEST_VERSION = 1
@@ -116,7 +116,7 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, int] | None:
     try:
         body = path.read_bytes()
         cut = body.find(_SAMPLES)
-        head = json.loads(body[:cut] + b"}") if cut > 0 else None
+        head = loads_json(body[:cut] + b"}") if cut > 0 else None
     except (OSError, ValueError):
         return None
     return (head, body, cut) if isinstance(head, dict) else None
@@ -136,7 +136,7 @@ def _copy_samples(path: Path, started: str, n_samples: int, out: BinaryIO) -> bo
                 if not block:
                     return False
                 body += block
-            head = json.loads(body[:cut] + b"}")
+            head = loads_json(body[:cut] + b"}")
             if not isinstance(head, dict) or (head.get("started"), head.get("pid"), head.get("finished")) != (
                     started, os.getpid(), None):
                 return False
@@ -197,7 +197,7 @@ def read_manifests(out_dir: Path) -> list[ShardManifest]:
 
 def _parse(path: Path) -> ShardManifest:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"))
         index, count = (int(x) for x in data["shard"].split("/"))
         samples = data["samples"]
         ids = tuple(str(s["sample_id"]) for s in samples)

@@ -23,7 +23,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pinbench.core.files import exclusive, read_regular_text, sha256_file, write_atomic
+from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_file, write_atomic
 from pinbench.media.video import VideoError, iter_frames, video_info, write_video
 
 PREVIEW_CRF = 23
@@ -89,7 +89,7 @@ def cached_preview(cache: Path, source_sha256: str) -> Preview | None:
     record = read_regular_text(cache / f"{source_sha256}.json")
     path = cache / f"{source_sha256}.mp4"
     try:
-        data = json.loads(record) if record is not None else None
+        data = loads_json(record) if record is not None else None
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("source_sha256") != source_sha256:

@@ -11,7 +11,6 @@ reachable, each array task's and each job's Slurm state is shown next to its sam
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, read_data_file
+from pinbench.core.files import FileError, loads_json, read_data_file
 from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import Scorecard, samples_text
@@ -185,7 +184,7 @@ def _scorecard(out_dir: Path) -> WrittenScorecard | str | None:
     if not (path.exists() or path.is_symlink()):
         return None
     try:
-        data = json.loads(read_data_file(path))
+        data = loads_json(read_data_file(path))
         if not isinstance(data, dict):
             raise FileError(path, f"a JSON {type(data).__name__}, not a scorecard")
         return WrittenScorecard(Scorecard.from_json(data), path.stat().st_mtime)

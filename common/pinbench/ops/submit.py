@@ -25,7 +25,7 @@ from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ScaleOutPhase
-from pinbench.core.files import cache_root, read_data_file, sha256_file, write_atomic
+from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
@@ -484,7 +484,7 @@ def last_submission(out_dir: Path) -> Submission | None:
     if not lines:
         return None
     try:
-        submission = Submission(**json.loads(lines[-1]))
+        submission = Submission(**loads_json(lines[-1]))
         problem = _submission_problem(submission)
     except (ValueError, TypeError) as exc:
         problem = str(exc)

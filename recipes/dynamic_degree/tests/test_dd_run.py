@@ -495,3 +495,29 @@ def test_a_stored_result_its_figure_cannot_draw_is_not_reused(change: dict) -> N
     validate = HasMetric(PREVIEW_METRIC)
     assert validate(_drawable()) and validate({**_drawable(), PREVIEW_METRIC: None})
     assert not validate({**_drawable(), **change})
+
+
+def test_the_view_shows_a_video_in_a_subfolder_not_one_of_its_name_at_the_top(tmp_path: Path) -> None:
+    """The record names the video's file name only: ``pinbench view`` of ``sub/x.mp4`` (sample ``sub__x``) looked for
+    ``x.mp4`` at the top of the folder, "no such file", or showed another video of that name there as changed. The
+    page now shows the video the sample is, the top one for its own sample."""
+    import shutil
+
+    from pinbench.ops.view import MediaStore
+    from pinbench.results.view import View, load_runs, view_module
+
+    fixture = tmp_path / "fixture"
+    assert run_recipe(_cfg(fixture, fixture=True)).exit_code == 0
+    videos = tmp_path / "videos"
+    (videos / "sub").mkdir(parents=True)
+    shutil.copyfile(fixture / "fixture_data" / f"{FIXTURE_VIDEOS[0].name}.mp4", videos / "sub" / "x.mp4")
+    shutil.copyfile(fixture / "fixture_data" / f"{FIXTURE_VIDEOS[1].name}.mp4", videos / "x.mp4")
+    out = tmp_path / "run"
+    assert run_recipe(_cfg(out, options={"videos": str(videos), "flow": "farneback"})).exit_code == 0
+    view = View(load_runs([out]), view_module("dynamic-degree"))
+    media = MediaStore(tmp_path / "previews")
+    shown = {}
+    for index, sid in enumerate(view.ids):
+        (video,) = view.sample(index, media.describe)["runs"][0]["rollouts"]
+        shown[sid] = (video["source"], video.get("mismatch"), video["problem"])
+    assert shown == {"sub__x": (str(videos / "sub" / "x.mp4"), None, None), "x": (str(videos / "x.mp4"), None, None)}
