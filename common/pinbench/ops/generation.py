@@ -411,9 +411,13 @@ class Generating:
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
-        named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
+        named = self.spec.spec if self.spec is not None else self.recipe.own_generator
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
-            made, records = _stored_origin(store / GENERATOR_FILE) or _Origin(named), load_records(store)
+            made = _stored_origin(store / GENERATOR_FILE)
+            if made is None and self.spec is None and default is None:   # no generator of its own to name
+                raise RecipeError(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
+                                  f"that a run with --generator stored in {rollouts}; run one first")
+            made, records = made or _Origin(named), load_records(store)
             run.generation = _provenance(made, requests, records)
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             return rollouts
