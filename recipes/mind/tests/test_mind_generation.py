@@ -313,3 +313,15 @@ def test_skip_generation_without_a_generating_run_before_it_is_refused_in_one_li
         _run(out, None, asked, skip_generation=True)
     assert str(info.value) == (f"--skip-generation: {out / 'generation' / 'generator.json'} is missing: it scores "
                                f"the rollouts that a run with --generator stored in {out / 'rollouts'}; run one first")
+
+
+@pytest.mark.parametrize("flags", [{"generator": "replay"}, {"skip_generation": True}], ids=["generator", "skip"])
+def test_the_doctor_checks_the_lpips_trunk_the_native_check_of_generated_rollouts_reads(tmp_path: Path,
+                                                                                     flags: dict) -> None:
+    """The native cross-check scores generated rollouts as it scores given ones (was: the doctor checked the LPIPS
+    trunk only with -o videos=, so a run that made or stored its rollouts met a missing one after the GPU work)."""
+    from pinbench_recipes.mind.doctor import pins_read
+
+    cfg = get_recipe("mind").config("m", out_dir=tmp_path, options={"gt": str(tmp_path), "metrics": "lcm"}, env={},
+                                    **flags)
+    assert "urls/alexnet" in pins_read(cfg)
