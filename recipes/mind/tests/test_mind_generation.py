@@ -22,7 +22,8 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from render_generator import MODES, Render, frames_of
+from render_generator import MODES, Render
+from rollout_checks import checked_rollouts, swap_rollout
 from typer.testing import CliRunner
 
 from pinbench.cli import app
@@ -31,7 +32,7 @@ from pinbench.core.generation import read_requests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import FIXTURE_DIR
 from pinbench.core.runner import load_records
-from pinbench.media.video import read_video, write_video
+from pinbench.media.video import read_video
 from pinbench.ops.launch import run_recipe
 
 HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
@@ -276,14 +277,10 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     scorecard names who made them. A rollout swapped in since (50 frames of a 131-frame continuation) is checked
     against its request and fails its sample in one line; the others score (was: MIND refused the flag; and such
     a rollout stopped the whole plan, "fewer than the GT continuation")."""
-    from pinbench.ops import generation
-
     out, calls = tmp_path / "run", tmp_path / "calls"
     assert _run(out, RENDER, asked, calls=str(calls)).exit_code == 0
     first = _complete_for_every_request(out)
-    checked: list[Path] = []
-    check = generation.check_rollout
-    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    checked = checked_rollouts(monkeypatch)
 
     again = _run(out, None, asked, skip_generation=True)
     assert again.exit_code == 0, again.message
@@ -292,9 +289,7 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     assert card["provenance"]["extra"]["generation"]["generator"] == RENDER
     assert {k: m["value"] for k, m in card["metrics"].items()} == {k: m["value"] for k, m in first["metrics"].items()}
 
-    request = next(r for r in read_requests(out / "generation" / "requests.jsonl") if r.id == LIMITED[0])
-    swapped = out / "rollouts" / request.output
-    write_video(swapped, frames_of(request, 50), request.fps, crf=0)
+    request, swapped = swap_rollout(out, LIMITED[0], 50)
     capfd.readouterr()
     outcome = _run(out, None, asked, skip_generation=True)
     assert outcome.exit_code == 2 and checked == [swapped], outcome.message

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from render_generator import Render, frames_of
+from render_generator import Render
+from rollout_checks import checked_rollouts, swap_rollout
 from typer.testing import CliRunner
 
 from pinbench.cli import app
@@ -27,7 +28,7 @@ from pinbench.core.generation import read_requests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import FIXTURE_DIR
 from pinbench.core.runner import load_records
-from pinbench.media.video import read_video, write_video
+from pinbench.media.video import read_video
 from pinbench.ops.launch import run_recipe
 
 HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
@@ -235,15 +236,11 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     never started (its call log keeps the first run's lines), nothing decoded again to check it, and the scorecard
     names who made them. A rollout swapped in since (100 frames of a 253-frame I2V request) is checked against its
     request and fails its sample in one line; the others score (was: RememBench refused the flag)."""
-    from pinbench.ops import generation
-
     out, calls = tmp_path / "run", tmp_path / "calls"
     assert _run(out, RENDER, asked, calls=str(calls)).exit_code == 0
     first = _complete_for_every_request(out, 7)
     made = sorted(_calls(calls))
-    checked: list[Path] = []
-    check = generation.check_rollout
-    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    checked = checked_rollouts(monkeypatch)
 
     again = _run(out, None, asked, skip_generation=True)
     assert again.exit_code == 0, again.message
@@ -252,9 +249,7 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     assert card["provenance"]["extra"]["generation"]["generator"] == RENDER
     assert {k: m["value"] for k, m in card["metrics"].items()} == {k: m["value"] for k, m in first["metrics"].items()}
 
-    request = next(r for r in read_requests(out / "generation" / "requests.jsonl") if r.id == "s02-tr180")
-    swapped = out / "rollouts" / request.output
-    write_video(swapped, frames_of(request, 100), request.fps, crf=0)
+    request, swapped = swap_rollout(out, "s02-tr180", 100)
     capfd.readouterr()
     outcome = _run(out, None, asked, skip_generation=True)
     assert outcome.exit_code == 2 and checked == [swapped], outcome.message
