@@ -308,6 +308,7 @@ def test_skip_generation_without_a_generating_run_before_it_is_refused_in_one_li
         _run(out, None, asked, skip_generation=True)
     assert str(info.value) == (f"--skip-generation: {out / 'generation' / 'generator.json'} is missing: it scores "
                                f"the rollouts that a run with --generator stored in {out / 'rollouts'}; run one first")
+    assert not (out / "rollouts").exists() and not (out / "generation" / "requests.jsonl").exists()
 
 
 @pytest.mark.parametrize("flags", [{"generator": "replay"}, {"skip_generation": True}], ids=["generator", "skip"])
