@@ -279,14 +279,14 @@ def _refused_flags(recipe, words: list[str]) -> list[str]:
 def test_the_command_check_names_what_does_not_exist() -> None:
     text = ("```bash\npinbench run mind --fixtur -o metric=lcm\npinbench lst\nmake recipe-mind\nmake nothing\n"
             "pinbench rollouts check mind DIR --fixture\npinbench table A B --format csv > t.csv\n"
-            "pinbench run remembench --skip-generation -o videos=V\n```\n")
+            "pinbench run dynamic-degree --skip-generation -o videos=V\n```\n")
     assert command_problems(Path("page.md"), text) == [
         "page.md: `pinbench run mind --fixtur -o metric=lcm`: pinbench run has no option --fixtur",
         "page.md: `pinbench run mind --fixtur -o metric=lcm`: mind has no option -o metric",
         "page.md: `pinbench lst`: no pinbench command lst",
         "page.md: `make nothing`: no make target nothing",
-        "page.md: `pinbench run remembench --skip-generation -o videos=V`: remembench does not support "
-        "--skip-generation (see `pinbench run remembench --help`)",
+        "page.md: `pinbench run dynamic-degree --skip-generation -o videos=V`: dynamic-degree does not support "
+        "--skip-generation (see `pinbench run dynamic-degree --help`)",
     ]
 
 

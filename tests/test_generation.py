@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from render_generator import MODES, Render
+from rollout_checks import checked_rollouts
 
 from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
 from pinbench.core.recipe import get_recipe
@@ -428,7 +429,6 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
     import numpy as np
 
     from pinbench.media.video import write_video
-    from pinbench.ops import generation
 
     recipe = get_recipe("paibench-c")
 
@@ -437,9 +437,7 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
                                         skip_generation=skip))
 
     assert run(False).exit_code == 0
-    checked: list[Path] = []
-    check = generation.check_rollout
-    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    checked = checked_rollouts(monkeypatch)
     assert run(True).exit_code == 0 and checked == []   # every rollout the one kept: nothing decoded again
     swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
     write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)

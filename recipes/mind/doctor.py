@@ -31,7 +31,7 @@ def pins_read(cfg: RunConfig) -> list[str]:
     labels = []
     if options.results is None:
         labels += [f"urls/{name}" for name in CACHE_WEIGHTS] + [f"huggingface/{DINO_PIN}"]
-    if options.native and options.videos is not None:
+    if options.native and (options.videos is not None or cfg.generator is not None or cfg.skip_generation):
         labels.append(f"urls/{LPIPS_PIN}")
     return labels
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -302,11 +302,14 @@ def _mirror_sample(key: SampleKey, path: Path, problems: list[str], notes: list[
 
 
 def make_plan(gt_root: Path, generated_root: Path | None, *, metrics: Sequence[str],
-                  video_max_time: int | None, limit: int | None = None) -> Plan:
+                  video_max_time: int | None, limit: int | None = None, not_generated: Collection[str] = ()) -> Plan:
     """Check everything process.py will read; ``generated_root`` None checks GT only (importing a Result.json).
 
     ``limit`` keeps the first N expected samples (perspective, then test, then name order); file checks
-    run only on those, layout checks (directories, stray or unknown names) always.
+    run only on those, layout checks (directories, stray or unknown names) always. ``not_generated``: the sample
+    ids whose rollouts the generation step refused (``Run.generation_failures``: a stored rollout not what its
+    request asks, say 50 frames of a 131-frame continuation), planned as having no video, so that each fails by
+    name with the step's reason rather than stopping the plan or being scored.
     """
     metrics = tuple(dict.fromkeys(metrics))
     pre = Plan(gt_root=gt_root, generated_root=generated_root, metrics=metrics, video_max_time=video_max_time)
@@ -345,8 +348,10 @@ def make_plan(gt_root: Path, generated_root: Path | None, *, metrics: Sequence[s
             if generated_root is not None:
                 generated = _check_generated_names(generated_root / perspective / test, set(gt_names), pre.problems)
             for name in (n for n in gt_names if n not in bad):
-                gen_dir = generated_root / perspective / test / name if name in generated else None
-                planned.append((SampleKey(perspective, test, name), gt_test / name, gen_dir))
+                key = SampleKey(perspective, test, name)
+                gen_dir = (generated_root / perspective / test / name
+                           if name in generated and key.sample_id not in not_generated else None)
+                planned.append((key, gt_test / name, gen_dir))
 
     # 2. file checks on the selected samples (mirror directories are the mirror denominator: no GT exists)
     pre.n_available = len(planned)

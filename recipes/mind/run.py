@@ -57,15 +57,17 @@ def run(run: Run) -> RunOutcome:
             gt_root, videos, results_file = ((data.gt_root, data.generated_root, None) if data else
                                              (options.gt, options.videos, options.results and
                                               results_option(options.results)))
-        # 2. Generate, with --generator: the continuations of the GT samples (its rollouts replace -o videos).
-        if run.generates:
+        # 2. Generate, with --generator: the continuations of the GT samples (its rollouts replace -o videos); with
+        #    --skip-generation, those an earlier generating run stored, each checked against its request.
+        if run.scores_generated:
             with run.step("generate"):
                 asked = plan_requests(run, Path(gt_root), run.requests_root)
                 videos = run.generate(asked)
                 requests.generated_layout(videos, asked, metrics)
         with run.step("prepare"):
             pre = checked(make_plan(Path(gt_root), Path(videos) if videos else None, metrics=metrics,
-                                    video_max_time=video_max_time, limit=cfg.limit))
+                                    video_max_time=video_max_time, limit=cfg.limit,
+                                    not_generated=run.generation_failures))
             print("\n".join(pre.plan_lines()), flush=True)
             versions = {"recipe": run.recipe.version, "mind": pins.upstream["mind"].commit,
                         "vipe": pins.upstream["vipe"].commit,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.run import ROLLOUTS
 from pinbench.ops.doctor import video_findings
 from pinbench_recipes.remembench import prepare, weights
 from pinbench_recipes.remembench.dataset import PAPER
@@ -49,13 +50,17 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
         groups, _ = prepare.load_groups(release, opts.split, opts.settings, PAPER)
     except Exception as exc:  # DatasetError: rows that do not match the paper's settings
         return [*findings, problem("inputs", f"cannot list the expected rollouts: {exc}")]
+    if cfg.generator is not None:   # the run makes its rollouts: none to look for yet
+        return findings
+    # with --skip-generation, those an earlier --generator run stored in the run directory
+    videos = cfg.out_dir / ROLLOUTS if cfg.skip_generation else opts.videos
     rows = [row for group in prepare.limit_groups(groups, cfg.limit) for row in group.rows]
-    expected = {row.sample_id: prepare.find_video(opts.videos, row.sample_id)[0] for row in rows}
-    findings += video_findings(expected, opts.videos or "(no -o videos= given)", "rollouts")
-    twice = [row.sample_id for row in rows if opts.videos is not None
-             and sum((opts.videos / name).is_file() for name in prepare.find_video(opts.videos, row.sample_id)[1]) > 1]
+    expected = {row.sample_id: prepare.find_video(videos, row.sample_id)[0] for row in rows}
+    findings += video_findings(expected, videos or "(no -o videos= given)", "rollouts")
+    twice = [row.sample_id for row in rows if videos is not None
+             and sum((videos / name).is_file() for name in prepare.find_video(videos, row.sample_id)[1]) > 1]
     if twice:
-        findings.append(problem("inputs", f"{len(twice)} sample(s) have two rollouts under {opts.videos} "
+        findings.append(problem("inputs", f"{len(twice)} sample(s) have two rollouts under {videos} "
                                 f"(<id>.mp4 and <id>/rollout.mp4), and each would fail: {', '.join(twice[:5])}"
                                 + (", ..." if len(twice) > 5 else "")))
     return findings

@@ -46,10 +46,11 @@ def run(run: Run) -> RunOutcome:
         device = weights.torch_device(opts.device)
         poses_dir = fixture.poses_dir if fixture else opts.poses_dir
 
-    # 2. generate: the cohort's rollouts with --generator, else yours (-o videos=DIR); a missing one fails its sample
+    # 2. generate: the cohort's rollouts with --generator (with --skip-generation: those an earlier such run stored,
+    #    each checked against its request), else yours (-o videos=DIR); a missing one fails its sample
     with run.step("generate"):
         videos = fixture.videos if fixture else opts.videos
-        if run.generates:
+        if run.scores_generated:
             with run.digests() as digests:
                 asked = requests.build(groups, release=release, images=fixture.images if fixture else opts.images,
                                        root=run.requests_root, digests=digests)

@@ -253,10 +253,12 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
     """Validate ``-o`` values against the declarations; fall back to the environment, then defaults.
 
     ``check_required=False`` (``pinbench fetch``): a run's required inputs are not needed to fetch its pins.
-    ``generating``: the run makes its rollouts, so the option naming them is neither needed nor allowed."""
+    ``generating``: the run scores its generation step's rollouts (``--generator`` makes them, or an earlier run
+    stored them: ``--skip-generation``), so the option naming them is neither needed nor allowed."""
     for name, spec in specs.items():
         if generating and spec.rollouts and name in given:
-            raise OptionError(f"-o {name}: --generator makes the rollouts of this run; drop one of them")
+            raise OptionError(f"-o {name}: this run scores the rollouts of its generation step (--generator, or "
+                              "--skip-generation: what one stored); drop one of them")
     unknown = sorted(set(given) - set(specs))
     if unknown:
         known = ", ".join(specs) or "none"

@@ -27,6 +27,7 @@ from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, 
 from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
 from pinbench.core.files import FileError, read_yaml, tree_fingerprint
 from pinbench.core.findings import Finding
+from pinbench.core.generation import Generated
 from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.notices import announced
@@ -287,7 +288,8 @@ class Recipe:
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
         parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
-                                    generating=generator is not None)
+                                    generating=generator is not None or (skip_generation and
+                                                                         self.requests_entry is not None))
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
@@ -379,18 +381,27 @@ class Recipe:
         path = self.reference_file(checkpoint, mode)
         return path if path.is_file() else None
 
+    @property
+    def own_generator(self) -> str:
+        """What a run's generation records as the generator when the recipe made the rollouts itself."""
+        return f"{self.name}'s own generator"
+
     def applicable_reference(self, checkpoint: str, mode: str, generator: str | None) -> Path | None:
-        """The reference a run is judged against: none for a fixture run with a ``--generator`` (a fixture's
-        reference scores the fixture's own rollouts, not ones a generator made from its requests). The run, ``pinbench
-        check``, ``diff`` and the view all ask this, so a run directory is judged as its run judged it."""
-        if generator is not None and mode == "fixture":
+        """The reference a run is judged against: none for a fixture run of rollouts a ``--generator`` made
+        (``generator``: the run's own, or with ``--skip-generation`` the earlier run's; a fixture's reference scores
+        the fixture's own rollouts, not ones a generator made from its requests). The run, ``pinbench check``,
+        ``diff`` and the view all ask this, so a run directory is judged as its run judged it."""
+        if generator not in (None, self.own_generator) and mode == "fixture":
             return None
         return self.reference_path(checkpoint, mode)
 
     def reference_of(self, card: Scorecard) -> Path | None:
-        """``applicable_reference`` for a scorecard, from the config it records."""
+        """``applicable_reference`` for a scorecard, from the config it records and, for a ``--skip-generation``
+        run, the generator its provenance says made the rollouts."""
         generator = card.config.get("generator") if isinstance(card.config, Mapping) else None
-        return self.applicable_reference(card.checkpoint, card.mode, generator)
+        generated = Generated.of(card.provenance) if isinstance(card.provenance, Mapping) else None
+        return self.applicable_reference(card.checkpoint, card.mode,
+                                         generator or (generated.generator if generated else None))
 
     def reference_file(self, checkpoint: str, mode: str) -> Path:
         """Where the reference for a checkpoint and mode lives: ``references/<checkpoint>[.smoke].yaml``,

@@ -171,6 +171,12 @@ class Run:
         return self.cfg.generator is not None
 
     @property
+    def scores_generated(self) -> bool:
+        """Whether the rollouts scored are the generation step's: made now (``--generator``) or, with
+        ``--skip-generation``, those an earlier generating run stored in this directory; not given (``-o videos=``)."""
+        return self.generates or (self.skips("generation") and self.recipe.requests_entry is not None)
+
+    @property
     def requests_root(self) -> Path:
         """Where the run's generation requests and the files they name go (``pinbench.core.generation.staged``)."""
         return self.out_dir / GENERATION
@@ -287,10 +293,11 @@ class Run:
         """The rollouts of ``requests`` under ``folder`` of the run directory, made by the run's ``--generator``, else
         by the generator ``default`` makes (the recipe's own; made only when there is something to generate), each
         stored as soon as it is checked and reused for the same request and generator
-        (``pinbench.core.generation``); with ``--skip-generation``, as an earlier run stored them. None when there
-        is nothing to generate with (the rollouts are given: ``-o videos=``). A shard generates its own; with
-        ``--skip-scoring`` the run ends once they are stored."""
-        if self._generation is None or not (self.generates or default is not None):
+        (``pinbench.core.generation``); with ``--skip-generation``, as an earlier run stored them, each checked against
+        its request unless it is the file that run kept. None when there is nothing to generate with (the rollouts
+        are given: ``-o videos=``). A shard generates its own; with ``--skip-scoring`` the run ends once they are
+        stored."""
+        if self._generation is None or not (self.scores_generated or default is not None):
             return None
         return self._generation.generate(self, requests, folder, default)
 
@@ -405,7 +412,8 @@ class Run:
     def _reference_path(self) -> Path | None:
         """The reference this run is judged against (``Recipe.applicable_reference``: check, diff and the view ask
         it too)."""
-        return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator)
+        made = self.generation.generator if self.generation else None   # with --skip-generation: an earlier run's
+        return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator or made)
 
     def _verdict(self, card: Scorecard, ref_path: Path | None,
                  failed: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:

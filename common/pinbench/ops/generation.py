@@ -461,12 +461,17 @@ class Generating:
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
         rollouts, store = run.out_dir / folder, run.out_dir / GENERATION
+        stored = _stored_origin(store / GENERATOR_FILE) if run.skips("generation") else None
+        if run.skips("generation") and stored is None and self.spec is None and default is None:
+            # no generator of its own to name: refused before anything is written
+            raise RecipeError(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
+                              f"that a run with --generator stored in {rollouts}; run one first")
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
-        named = self.spec.spec if self.spec is not None else f"{self.recipe.name}'s own generator"
+        named = self.spec.spec if self.spec is not None else self.recipe.own_generator
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
-            made, records = _stored_origin(store / GENERATOR_FILE) or _Origin(named), load_records(store)
+            made, records = stored or _Origin(named), load_records(store)
             run.generation = _provenance(made, requests, records)
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             return rollouts

@@ -23,6 +23,7 @@ import av
 import numpy as np
 import pytest
 from render_generator import MODES, Render
+from rollout_checks import checked_rollouts, swap_rollout
 from typer.testing import CliRunner
 
 from pinbench.cli import app
@@ -60,15 +61,15 @@ def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _run(out: Path, generator: str, asked: Path, *, native: str = "0", timeout: float | None = None,
-         **generator_options: str):
+def _run(out: Path, generator: str | None, asked: Path, *, native: str = "0", timeout: float | None = None,
+         skip_generation: bool = False, **generator_options: str):
     if not (out / FIXTURE_DIR).exists():
         shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
     recipe = get_recipe("mind")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=len(LIMITED),
                                     options={"metrics": "lcm", "native": native, "video_max_time": "101"},
                                     generator=generator, generator_options=generator_options,
-                                    generation_timeout_s=timeout, env={}))
+                                    generation_timeout_s=timeout, skip_generation=skip_generation, env={}))
 
 
 def _sha256(path: Path) -> str:
@@ -267,3 +268,56 @@ def test_failed_generations_fail_their_samples_by_name_and_the_others_score(aske
         assert failed[sid].startswith("NotGenerated: no rollout: ") and modes[sid] in MODES
         assert not (out / "rollouts" / requests[sid].output).parent.exists()
     assert (out / "rollouts" / "3rd_data" / "mem_test").is_dir()
+
+
+def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_names_a_swapped_one(
+        asked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``--skip-generation`` after a generating run: the rollouts it stored are scored as they are, the generator
+    never started (its call log keeps the first run's 3 lines), nothing decoded again to check it, and the
+    scorecard names who made them. A rollout swapped in since (50 frames of a 131-frame continuation) is checked
+    against its request and fails its sample in one line; the others score (was: MIND refused the flag; and such
+    a rollout stopped the whole plan, "fewer than the GT continuation")."""
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, asked, calls=str(calls)).exit_code == 0
+    first = _complete_for_every_request(out)
+    checked = checked_rollouts(monkeypatch)
+
+    again = _run(out, None, asked, skip_generation=True)
+    assert again.exit_code == 0, again.message
+    assert sorted(calls.read_text().split()) == sorted(LIMITED) and checked == []
+    card = _complete_for_every_request(out)
+    assert card["provenance"]["extra"]["generation"]["generator"] == RENDER
+    assert {k: m["value"] for k, m in card["metrics"].items()} == {k: m["value"] for k, m in first["metrics"].items()}
+
+    request, swapped = swap_rollout(out, LIMITED[0], 50)
+    capfd.readouterr()
+    outcome = _run(out, None, asked, skip_generation=True)
+    assert outcome.exit_code == 2 and checked == [swapped], outcome.message
+    said = f"invalid rollout: {request.output}: 50 frames, the request asks {request.frames}"
+    assert f"(e.g. {LIMITED[0]}: {said})" in capfd.readouterr().err
+    card = _card(out)
+    assert card["samples"]["n_ok"] == 2 and sorted(calls.read_text().split()) == sorted(LIMITED)
+    failed = {f["sample_id"]: f["error"] for c in COHORTS for f in card["metrics"][f"{c}/lcm_mse"]["failed"]}
+    assert failed == {LIMITED[0]: f"NotGenerated: no rollout: {said}"}
+
+
+def test_skip_generation_without_a_generating_run_before_it_is_refused_in_one_line(asked: Path,
+                                                                                  tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(RecipeError) as info:
+        _run(out, None, asked, skip_generation=True)
+    assert str(info.value) == (f"--skip-generation: {out / 'generation' / 'generator.json'} is missing: it scores "
+                               f"the rollouts that a run with --generator stored in {out / 'rollouts'}; run one first")
+    assert not (out / "rollouts").exists() and not (out / "generation" / "requests.jsonl").exists()
+
+
+@pytest.mark.parametrize("flags", [{"generator": "replay"}, {"skip_generation": True}], ids=["generator", "skip"])
+def test_the_doctor_checks_the_lpips_trunk_the_native_check_of_generated_rollouts_reads(tmp_path: Path,
+                                                                                     flags: dict) -> None:
+    """The native cross-check scores generated rollouts as it scores given ones (was: the doctor checked the LPIPS
+    trunk only with -o videos=, so a run that made or stored its rollouts met a missing one after the GPU work)."""
+    from pinbench_recipes.mind.doctor import pins_read
+
+    cfg = get_recipe("mind").config("m", out_dir=tmp_path, options={"gt": str(tmp_path), "metrics": "lcm"}, env={},
+                                    **flags)
+    assert "urls/alexnet" in pins_read(cfg)

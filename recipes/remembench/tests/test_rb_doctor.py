@@ -40,3 +40,24 @@ def test_no_rollouts_stop_the_run_and_a_broken_one_is_named(tmp_path: Path, monk
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs" and not f.ok]
     assert inputs == [f"1 sample(s) have two rollouts under {videos} (<id>.mp4 and <id>/rollout.mp4), and each "
                       "would fail: t2v-001"]
+
+
+def test_a_generating_run_looks_for_no_rollouts_and_a_scoring_one_for_the_stored_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --generator the rollouts are not made yet; with --skip-generation they are the ones stored in the run
+    directory (was: "0 of N rollouts found under (no -o videos= given)" stopped both runs before they started)."""
+    fx = build_fixture(tmp_path / "fx")
+    monkeypatch.setattr(doctor_module, "PAPER", fx.paper)
+    options = {"dataset_dir": str(fx.dataset_dir), "clip_dir": str(fx.clip_dir), "lpips_trunk": str(fx.lpips_trunk),
+               "split": "t2v", "annotations": str(fx.annotations)}
+    recipe, out = get_recipe("remembench"), tmp_path / "run"
+    generating = recipe.config("t2v-base-1chunk", out_dir=out, options=options, generator="static", env={})
+    assert [f for f in doctor_module.doctor(generating, None) if f.check == "inputs"] == []
+    scoring = recipe.config("t2v-base-1chunk", out_dir=out, options=options, skip_generation=True, env={})
+    inputs = [f.line for f in doctor_module.doctor(scoring, None) if f.check == "inputs"]
+    assert len(inputs) == 1 and re.fullmatch(rf"0 of \d+ rollouts found under {re.escape(str(out / 'rollouts'))}",
+                                             inputs[0]), inputs
+    shutil.copytree(fx.videos, out / "rollouts")
+    inputs = [f for f in doctor_module.doctor(scoring, None) if f.check == "inputs"]
+    assert len(inputs) == 1 and inputs[0].ok
+    assert inputs[0].line.endswith(f"rollouts found under {out / 'rollouts'}, all decode")

@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 from PIL import Image
 from render_generator import Render
+from rollout_checks import checked_rollouts, swap_rollout
 from typer.testing import CliRunner
 
 from pinbench.cli import app
+from pinbench.core.config import RecipeError
 from pinbench.core.generation import read_requests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import FIXTURE_DIR
@@ -50,14 +52,15 @@ def _helpers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(HELPERS))
 
 
-def _run(out: Path, generator: str, asked: Path, limit: int | None = None, **options: str):
-    """A generating fixture run in ``out``, on a copy of the fixture data ``pinbench requests`` built (built once
-    per module: it is most of a run's time)."""
+def _run(out: Path, generator: str | None, asked: Path, limit: int | None = None, skip_generation: bool = False,
+         **options: str):
+    """A generating fixture run in ``out`` (with ``skip_generation``, one scoring what an earlier one stored), on a
+    copy of the fixture data ``pinbench requests`` built (built once per module: it is most of a run's time)."""
     if not (out / FIXTURE_DIR).exists():
         shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
     recipe = get_recipe("remembench")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=limit, generator=generator,
-                                    generator_options=options, env={}))
+                                    generator_options=options, skip_generation=skip_generation, env={}))
 
 
 def _rows(path: Path) -> list[dict]:
@@ -226,3 +229,43 @@ def test_the_render_double_is_a_function_of_its_request(asked: Path, tmp_path: P
     for name, request in (("a", first), ("b", first), ("c", second)):
         Render().generate(request, tmp_path / f"{name}.mp4")
     assert _sha256(tmp_path / "a.mp4") == _sha256(tmp_path / "b.mp4") != _sha256(tmp_path / "c.mp4")
+
+
+def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_names_a_swapped_one(
+        asked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``--skip-generation`` after a generating run: the rollouts it stored are scored as they are, the generator
+    never started (its call log keeps the first run's lines), nothing decoded again to check it, and the scorecard
+    names who made them. A rollout swapped in since (100 frames of a 253-frame I2V request) is checked against its
+    request and fails its sample in one line; the others score (was: RememBench refused the flag)."""
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, asked, calls=str(calls)).exit_code == 0
+    first = _complete_for_every_request(out, 7)
+    made = sorted(_calls(calls))
+    checked = checked_rollouts(monkeypatch)
+
+    again = _run(out, None, asked, skip_generation=True)
+    assert again.exit_code == 0, again.message
+    assert sorted(_calls(calls)) == made and len(made) == 7 and checked == []
+    card = _complete_for_every_request(out, 7)
+    assert card["provenance"]["extra"]["generation"]["generator"] == RENDER
+    assert {k: m["value"] for k, m in card["metrics"].items()} == {k: m["value"] for k, m in first["metrics"].items()}
+
+    request, swapped = swap_rollout(out, "s02-tr180", 100)
+    capfd.readouterr()
+    outcome = _run(out, None, asked, skip_generation=True)
+    assert outcome.exit_code == 2 and checked == [swapped], outcome.message
+    said = f"invalid rollout: {request.output}: 100 frames, the request asks {I2V_FRAMES}"
+    assert f"(e.g. s02-tr180: {said})" in capfd.readouterr().err
+    card = _card(out)
+    assert card["samples"]["n_ok"] == 6 and sorted(_calls(calls)) == made
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    assert failed == {"s02-tr180": f"NotGenerated: no rollout: {said}"}
+
+
+def test_skip_generation_refuses_rollouts_given_beside_it_in_one_line(tmp_path: Path) -> None:
+    """The rollouts a --skip-generation run scores are the ones its generation stored: -o videos= is refused."""
+    with pytest.raises(RecipeError) as info:
+        get_recipe("remembench").config("mine", out_dir=tmp_path, skip_generation=True,
+                                        options={"videos": str(tmp_path), "annotations": str(tmp_path)}, env={})
+    assert str(info.value) == ("-o videos: this run scores the rollouts of its generation step (--generator, or "
+                               "--skip-generation: what one stored); drop one of them")
