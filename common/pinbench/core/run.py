@@ -94,6 +94,8 @@ FAILURES_FILE = "failures.tsv"
 REPORT = PurePosixPath("report", "index.html")
 FAILURES_SHOWN = 5
 PARTS = ("generation", "scoring")
+# the implementation of every generation record (``Run.implementation``): no recipe code, only the image
+GENERATION_VERSION, GENERATION_CODE = "generation", "request and generator signature"
 
 
 class Figure(NamedTuple):
@@ -217,6 +219,16 @@ class Run:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
         return self.cfg.skip_generation if part == "generation" else self.cfg.skip_scoring
 
+    def implementation(self, part: str = "scoring") -> Implementation | None:
+        """What a stored record of ``part`` must have been computed by to be reused. Scoring: the recipe's code
+        (``cfg.implementation``). Generation: only the image it ran in; a rollout is keyed by its request and by
+        the generator's signature (with its module files' SHA-256), which the step's validator checks, so a change
+        to the recipe's scoring code does not cost the GPU-days of generating every rollout again."""
+        implementation = self.cfg.implementation
+        if part != "generation" or implementation is None:
+            return implementation
+        return Implementation(GENERATION_VERSION, GENERATION_CODE, implementation.image)
+
     def compute(self, tasks: Sequence[Task], fn: SampleFn, *, label: str = "score", folder: str = "",
                 part: str = "scoring", validate: Validator | None = None, batch_size: int = 1,
                 batch_fn: BatchFn | None = None, devices: Sequence[str] = (), progress: bool = True,
@@ -239,9 +251,9 @@ class Run:
                 print(f"{label}: {line}", flush=True)
         if devices:
             summary = _in_workers(tasks, fn, out, self.shard, list(devices), label=label, validate=validate,
-                                  implementation=self.cfg.implementation, cache=samples)
+                                  implementation=self.implementation(part), cache=samples)
         else:
-            summary = run_samples(tasks, fn, out, shard=self.shard, implementation=self.cfg.implementation,
+            summary = run_samples(tasks, fn, out, shard=self.shard, implementation=self.implementation(part),
                                   validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
                                   progress=progress, cache=samples)
         if samples is not None and samples.stored:
@@ -271,7 +283,7 @@ class Run:
         reusable record under ``folder``; nothing with the ``--skip-*`` flag of ``part``."""
         if self.skips(part):
             return Pending([], [], {})
-        return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.cfg.implementation,
+        return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.implementation(part),
                              validate=validate)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,

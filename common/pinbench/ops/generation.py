@@ -525,8 +525,9 @@ class Generating:
         if self.spec is None:
             if default is None:
                 raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
-            own = default()
-            yield _Maker(own.signature(), own.capabilities, own.generate, getattr(own, "generate_batch", None))
+            own = default()   # the recipe's code: its module file keys its rollouts, as a --generator's does
+            signature = with_source(own.signature(), source_sha256(type(own).__module__, own))
+            yield _Maker(signature, own.capabilities, own.generate, getattr(own, "generate_batch", None))
             return
         argv, timeout = self.spec.command, self.spec.timeout_s
         if argv is not None:
