@@ -463,13 +463,13 @@ def _may_overflow(data: bytes) -> bool:
     return _BIG_EXPONENT.search(zeroed) is not None or b"0" * 200 in zeroed
 
 
-def loads_json(text: str | bytes) -> Any:
+def loads_json(text: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """``json.loads``, with arrays or objects nested beyond the parser's depth a JSONDecodeError, as in
     ``loads_finite_json``: a reader's ``except ValueError`` then covers them. Why: a run's own files (its identity,
     its caches and stamps, a lock, a shard manifest) nested so deep ended ``pinbench run`` and ``status`` with
     "maximum recursion depth exceeded ...", naming no file, where a bad one is named or costs the work again."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
 
