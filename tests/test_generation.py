@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -375,6 +376,34 @@ def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(tmp_
     assert not stale.parent.exists()
     named = {out / f.path for r in read_requests(out / "requests.jsonl") for f in r.conditioning}
     assert {p for p in (out / "inputs").rglob("*") if p.is_file()} == named
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+
+
+def test_requests_stopped_midway_by_a_bad_input_leave_the_folder_as_it_was(tmp_path: Path) -> None:
+    """A GT action file too short for its continuation, found after other samples' inputs were staged, left a
+    half-filled folder (inputs/, no requests.jsonl) where a new one was asked for, and new files in an earlier one."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    built = tmp_path / "built"
+    args = ["requests", "mind", "-o", "metrics=lcm"]
+    assert CliRunner().invoke(app, [*args, "--fixture", "--out", str(built)]).exit_code == 0
+    gt = tmp_path / "gt"
+    shutil.copytree(built / "fixture_data" / "MIND-Data", gt)
+    bad = next(gt.glob("3rd_data/test/action_space_test/*/action.json"))
+    bad.write_text(json.dumps({**json.loads(bad.read_text()), "data": []}))
+    earlier = tmp_path / "earlier"   # another set of requests, with files no mind request would write
+    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(earlier)]).exit_code == 0
+    kept = _tree(earlier)
+    for out in (tmp_path / "new" / "requests", earlier):
+        result = CliRunner().invoke(app, [*args, "-o", f"gt={gt}", "--out", str(out)])
+        assert result.exit_code != 0 and f"{bad}: 'data' holds 0 entries" in result.output, result.output
+    assert not (tmp_path / "new").exists()   # nor the parent it made
+    assert _tree(earlier) == kept
 
 
 def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path) -> None:

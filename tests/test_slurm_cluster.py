@@ -176,6 +176,31 @@ def test_a_two_shard_generation_array_with_a_generator_gives_the_plain_runs_roll
         [f"generate-{array}_{i}.log" for i in range(2)] + [f"score-{score}.log"])
 
 
+def test_mind_with_a_generator_generates_in_the_array_and_scores_once_as_the_plain_run(slurm_cluster,
+                                                                                       tmp_path: Path) -> None:
+    """MIND's generate-then-score layout (scale_out_generator, as PAI-Bench-C's): a 2-task array of the ``replay``
+    oracle, then one ``--skip-generation`` job scoring every stored rollout: the plain run's rollouts and scores."""
+    options = {"metrics": "lcm", "native": "0"}
+    plain = tmp_path / "plain"
+    outcome = run_recipe(get_recipe("mind").config(fixture=True, out_dir=plain, offline=True, generator="replay",
+                                                   options=options, env={}))
+    out = tmp_path / "run"
+    array, score = _submit(slurm_cluster, "mind", out, "--generator", "replay",
+                           *(f"--option={k}={v}" for k, v in options.items()), shards=2)
+    code, text = _wait(slurm_cluster, out)
+    assert code == outcome.exit_code, text   # partial in both: the replay's lcm_psnr is +inf, not averaged
+    assert _card(out) == _card(plain) and _results(out) == _results(plain)
+
+    def rollouts(run: Path) -> dict[str, str]:
+        return {p.relative_to(run / "rollouts").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted((run / "rollouts").rglob("*.mp4"))}
+    assert rollouts(out) == rollouts(plain) and len(rollouts(out)) == 5
+    assert {p.name for p in (out / "generation" / "samples").glob("*.jsonl")} == {"shard-0-of-2.jsonl",
+                                                                                  "shard-1-of-2.jsonl"}
+    assert sorted(p.name for p in (out / "slurm" / "logs").iterdir()) == sorted(
+        [f"generate-{array}_{i}.log" for i in range(2)] + [f"score-{score}.log"])
+
+
 # --------------------------------------------------------------------------------- what goes wrong
 
 

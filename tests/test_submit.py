@@ -122,6 +122,36 @@ def test_paibench_c_generates_in_an_array_and_scores_once() -> None:
         ("generate", True, ("--skip-scoring",), "generate"), ("score", False, ("--skip-generation",), "score")]
 
 
+def _shape(text: str) -> tuple[bool, str, bool, bool]:
+    """What a phase script does: an array or one job, run with which skip flag, whether it shards and asks GPUs."""
+    argv = _command(text, "run")
+    skip = [flag for flag in ("--skip-scoring", "--skip-generation") if flag in argv]
+    return (any(line.startswith("--array=") for line in _sbatch(text)), " ".join(skip), "--shard" in argv,
+            "--gpus-per-task=1" in _sbatch(text))
+
+
+@pytest.mark.parametrize("recipe", ["mind", "remembench"])
+def test_a_generator_run_is_laid_out_as_paibench_c_generates_then_scores(tmp_path: Path, recipe: str) -> None:
+    """With --generator, MIND and RememBench generate in the array and score every stored rollout in one job, as
+    PAI-Bench-C does; before, each array task generated and scored its shard and a finish job only merged."""
+    generator = "command:gen --request {request} --out {out}"
+
+    def phases(name: str, *args: str) -> dict[str, tuple]:
+        out = tmp_path / f"{name}{len(args)}"
+        result = runner.invoke(cli.app, ["submit", name, "--shards", "3", "--fixture", "--gpus-per-task", "1",
+                                         "--out", str(out), "--dry-run", *args])
+        assert result.exit_code == 0, result.output
+        return {p.stem: _shape(p.read_text()) for p in sorted((out / "slurm").glob("*.sbatch"))}
+
+    reference = phases("paibench-c")
+    assert list(reference) == ["generate", "score"]   # sorted by name: the array, then the one job
+    assert phases(recipe, "--generator", generator) == reference == {
+        "generate": (True, "--skip-scoring", True, True), "score": (False, "--skip-generation", False, True)}
+    assert list(phases(recipe)) == ["finish", "shards"]   # scoring its own rollouts: the default layout
+    score = _command((tmp_path / f"{recipe}2" / "slurm" / "score.sbatch").read_text(), "run")
+    assert _value(score, "--generator") == generator   # the stored rollouts are the generator's, by signature
+
+
 @pytest.mark.parametrize(("layout", "message"), [
     ([{"name": "a", "sharded": True}, {"name": "b", "sharded": True}], "the last phase (b) must run once"),
     ([{"name": "a"}, {"name": "b"}], "no phase is sharded"),
@@ -135,6 +165,12 @@ def test_a_bad_layout_is_refused_when_the_recipe_loads(tmp_path: Path, layout: l
     with pytest.raises(DeclarationError) as info:
         toy_recipe(tmp_path, scale_out=layout)
     assert message in str(info.value) and str(info.value).startswith(str(tmp_path))
+
+
+def test_a_bad_generator_layout_is_refused_naming_its_key(tmp_path: Path) -> None:
+    with pytest.raises(DeclarationError, match="scale_out_generator: no phase is sharded"):
+        toy_recipe(tmp_path, scale_out_generator=[{"name": "a"}, {"name": "b"}])
+    assert toy_recipe(tmp_path).scale_out_generator == DEFAULT_SCALE_OUT   # undeclared: the recipe's scale_out
 
 
 def test_a_layout_using_flags_the_recipe_refuses_is_refused(tmp_path: Path) -> None:

@@ -381,7 +381,7 @@ def requests_cmd(
     option: OptionList = [],  # noqa: B006
 ) -> None:
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
-    from pinbench.core.files import FileError, claim_output_folder, write_if_changed
+    from pinbench.core.files import FileError, filled_output_folder, write_if_changed
     from pinbench.core.fixture_data import FIXTURE_DIR
     from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, prune_inputs, requests_text
     from pinbench.core.run import Run
@@ -389,12 +389,12 @@ def requests_cmd(
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
                   check_required=False)
-    with _writing_to("--out", out):
-        with _failing(RecipeError, RequestError, FileError):
-            claim_output_folder(out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
-                                earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
-                                or (folder / FIXTURE_DIR).is_dir())   # what --fixture builds there first
-            asked = Run(recipe, cfg).requests(out)
+    # a failure midway (a bad input) leaves --out as it was: no half-filled folder that looks ready to travel
+    with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError), filled_output_folder(
+            out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
+            earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
+            or (folder / FIXTURE_DIR).is_dir()):   # what --fixture builds there first
+        asked = Run(recipe, cfg).requests(out)
         path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})

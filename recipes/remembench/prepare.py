@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileError, read_regular_bytes
+from pinbench.core.files import FileError, loads_json, read_regular_bytes
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
 from pinbench.core.runner import sample_id_problem
@@ -150,7 +150,7 @@ def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
+        data = loads_json(text, object_pairs_hook=_unique_keys)   # nested too deep: a JSONDecodeError, not a crash
     except json.JSONDecodeError as exc:
         raise RecipeError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except _DuplicateKey as exc:

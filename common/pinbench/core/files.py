@@ -8,12 +8,14 @@ later run could mistake for a result (temporary names start with ``.`` and end i
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -290,14 +292,72 @@ def claim_output_folder(dest: Path, mark: str, what: str, owns: str, *,
     it is written only where nothing else can be lost: a new or empty folder, or an earlier one of its kind (``mark``
     in it, or ``earlier(dest)`` for one from before the mark); then ``mark`` is written into it first. Why: a
     folder of the user's lost its index.html and every file under its media/ or figures/, silently, exit 0."""
+    _check_output_folder(dest, mark, what, owns, earlier)
+    dest.mkdir(parents=True, exist_ok=True)
+    write_if_changed(dest / mark, f"pinbench writes a {what} here\n")
+
+
+@contextmanager
+def filled_output_folder(dest: Path, mark: str, what: str, owns: str, *,
+                         earlier: Callable[[Path], bool] = lambda _: False) -> Iterator[None]:
+    """``claim_output_folder`` for a block that fills the folder, undone with what the block wrote when it raises
+    (``undone_on_failure``); a folder that is refused is never walked."""
+    _check_output_folder(dest, mark, what, owns, earlier)
+    with undone_on_failure(dest):
+        claim_output_folder(dest, mark, what, owns, earlier=earlier)
+        yield
+
+
+def _check_output_folder(dest: Path, mark: str, what: str, owns: str, earlier: Callable[[Path], bool]) -> None:
     if (kind := no_folder_at(dest)) is not None:
         raise FileError(dest, f"{kind}, not a folder; name a new folder for the {what}")
     entries = sorted(os.listdir(dest)) if dest.is_dir() else []
     if entries and mark not in entries and not earlier(dest):
         raise FileError(dest, f"a folder that is no earlier {what} (it holds {first_names(entries)}); a {what} "
                               f"replaces its {owns}: name a new or empty folder")
-    dest.mkdir(parents=True, exist_ok=True)
-    write_if_changed(dest / mark, f"pinbench writes a {what} here\n")
+
+
+@contextmanager
+def undone_on_failure(dest: Path) -> Iterator[None]:
+    """Run a block that writes into the folder ``dest``; when it raises, remove what it added, then re-raise:
+    ``dest`` itself (and the parents it made) when it was not there, else each entry under it that was not there
+    before. What was there stays, so a user's files are never removed. Why: a ``pinbench requests`` stopped midway
+    by a bad input left an empty or half-filled folder, which looked like one ready to travel."""
+    top = _topmost_missing(Path(dest).absolute())
+    before = set() if top is not None else set(_tree_names(dest))
+    try:
+        yield
+    except BaseException:
+        if top is not None:
+            _remove_entry(top)
+        else:
+            for name in sorted(set(_tree_names(dest)) - before):   # a new folder goes whole, before its entries
+                if os.path.lexists(dest / name):
+                    _remove_entry(dest / name)
+        raise
+
+
+def _topmost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (None when ``path`` does)."""
+    top = None
+    while not os.path.lexists(path) and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def _tree_names(folder: Path) -> Iterator[str]:
+    """Every entry under ``folder``, relative to it; links are listed, never followed."""
+    for here, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            yield os.path.relpath(os.path.join(here, name), folder)
+
+
+def _remove_entry(path: Path) -> None:
+    with contextlib.suppress(OSError):   # best effort: the failure being raised is what the user needs to see
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def write_if_changed(path: Path | str, data: str | bytes) -> Path:
@@ -403,13 +463,13 @@ def _may_overflow(data: bytes) -> bool:
     return _BIG_EXPONENT.search(zeroed) is not None or b"0" * 200 in zeroed
 
 
-def loads_json(text: str | bytes) -> Any:
+def loads_json(text: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """``json.loads``, with arrays or objects nested beyond the parser's depth a JSONDecodeError, as in
     ``loads_finite_json``: a reader's ``except ValueError`` then covers them. Why: a run's own files (its identity,
     its caches and stamps, a lock, a shard manifest) nested so deep ended ``pinbench run`` and ``status`` with
     "maximum recursion depth exceeded ...", naming no file, where a bad one is named or costs the work again."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
 

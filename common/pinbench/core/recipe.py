@@ -83,6 +83,17 @@ def scale_out_problem(phases: tuple[ScaleOutPhase, ...], flags: Flags, stages: t
     return ""
 
 
+def _scale_out(path: Path, key: str, phases: list[dict[str, Any]], flags: Flags,
+               stages: tuple[ContainerStage, ...]) -> tuple[ScaleOutPhase, ...]:
+    """A declared layout (``scale_out`` or ``scale_out_generator``), refused in one line naming the key."""
+    layout = tuple(ScaleOutPhase(name=p["name"], sharded=p.get("sharded", False), flags=tuple(p.get("flags", ())),
+                                 stage=p.get("stage"), gpus=p.get("gpus", p.get("sharded", False))) for p in phases)
+    problem = scale_out_problem(layout, flags, stages)
+    if problem:
+        raise DeclarationError(path, problem.replace("scale_out:", f"{key}:", 1))
+    return layout
+
+
 @dataclass(frozen=True)
 class Flags:
     """Which generic ``pinbench run`` flags a recipe honours; any other use is refused, never ignored.
@@ -191,6 +202,8 @@ class Recipe:
     check_entry: str | None = None
     generators: dict[str, str] = field(default_factory=dict)
     scale_out: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
+    # the layout of a run whose rollouts --generator makes (generate as the array, then score once)
+    scale_out_generator: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
     examples: tuple[Example, ...] = ()
     no_download: NoDownload | None = None
 
@@ -362,6 +375,10 @@ class Recipe:
         """Local tag of the recipe's main image (``make build-<name>`` builds it)."""
         return f"pinbench/{self.name}:{self.version}"
 
+    def layout(self, generator: str | None) -> tuple[ScaleOutPhase, ...]:
+        """The phases ``pinbench submit`` runs: ``scale_out_generator`` when ``--generator`` makes the rollouts."""
+        return self.scale_out if generator is None else self.scale_out_generator
+
     def phase_stage(self, phase: ScaleOutPhase) -> ContainerStage:
         """The container stage a scale-out phase runs as: the one it names, else the last ``run`` stage."""
         if phase.stage is not None:
@@ -488,14 +505,9 @@ def load_declaration(path: Path, package: str) -> Recipe:
     stages = tuple(ContainerStage(**{**s, "argv": tuple(s.get("argv", ("run",)))}) for s in data["stages"]) \
         if "stages" in data else DEFAULT_STAGES
     flags = Flags(**data["flags"])
-    scale_out = DEFAULT_SCALE_OUT
-    if "scale_out" in data:
-        scale_out = tuple(ScaleOutPhase(name=p["name"], sharded=p.get("sharded", False),
-                                        flags=tuple(p.get("flags", ())), stage=p.get("stage"),
-                                        gpus=p.get("gpus", p.get("sharded", False))) for p in data["scale_out"])
-        problem = scale_out_problem(scale_out, flags, stages)
-        if problem:
-            raise DeclarationError(path, problem)
+    layouts = {key: _scale_out(path, key, data[key], flags, stages)
+               for key in ("scale_out", "scale_out_generator") if key in data}
+    scale_out = layouts.get("scale_out", DEFAULT_SCALE_OUT)
     return Recipe(
         name=data["name"], package=package, version=data["version"], description=data["description"],
         entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=flags,
@@ -504,6 +516,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,
         doctor_entry=data.get("doctor"), requests_entry=data.get("requests"), check_entry=data.get("check"),
         generators=dict(data.get("generators") or {}), scale_out=scale_out,
+        scale_out_generator=layouts.get("scale_out_generator", scale_out),
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
         no_download=no_download,
     )

@@ -150,7 +150,8 @@ class Submission:
 def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] | None = None) -> Plan:
     """Validate the request and write nothing: every phase's config, command and sbatch script text."""
     recipe = request.recipe
-    problem = scale_out_problem(recipe.scale_out, recipe.flags, recipe.stages)
+    layout = recipe.layout(request.generator)
+    problem = scale_out_problem(layout, recipe.flags, recipe.stages)
     if problem:
         raise SubmitError(f"{recipe.name} cannot be laid out on a cluster: {problem}")
     if not 1 <= request.shards <= MAX_SHARDS:
@@ -161,18 +162,18 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         raise SubmitError(f"--container must be one of {', '.join(CONTAINERS)}, not {request.container!r}")
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
-    configs = [_config(request, phase, cwd) for phase in recipe.scale_out]
+    configs = [_config(request, phase, cwd) for phase in layout]
     out_dir = configs[0].out_dir
     _guard(check_sbatch_path, str(out_dir), "run directory")
     _guard(check_sbatch_path, str(cwd), "working directory")
     # A fixture runs offline in the scoring image, every phase of it (as under --runtime docker).
     stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
-              for p in recipe.scale_out]
+              for p in layout]
     images = _images(request, stages)
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
-    for number, (phase, cfg, stage) in enumerate(zip(recipe.scale_out, configs, stages, strict=True), start=1):
+    for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
@@ -184,7 +185,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         # the submitting checkout's pinbench, outside any container: it reads the run directory and asks Slurm
         status = shell_line([*program, "status", str(cfg.out_dir)])
         script = out_dir / SLURM_DIR / f"{phase.name}.sbatch"
-        text = _script(request, job, number, cwd, lines, status)
+        text = _script(request, job, layout, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
     return Plan(request=request, out_dir=out_dir, phases=phases)
 
@@ -355,9 +356,9 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     return [f"#SBATCH {line}" for line in lines]
 
 
-def _script(request: Request, job: PhaseJob, number: int, cwd: Path, command: list[str], status: str) -> str:
+def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], number: int, cwd: Path,
+            command: list[str], status: str) -> str:
     recipe, cfg, phase = job.recipe, job.cfg, job.phase
-    phases = recipe.scale_out
     last = number == len(phases)
     what = (f"a job array of {request.shards} task(s); task I runs shard I/{request.shards} (task i of the run "
             f"belongs to shard i mod {request.shards})") if phase.sharded else "one job over every task"

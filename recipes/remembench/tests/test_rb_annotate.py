@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import http.client
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -19,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pinbench import cli
+from pinbench.core.config import RecipeError
 from pinbench.core.recipe import available_recipes
 from pinbench.media.video import read_video
 from pinbench_recipes.remembench.annotate import main as annotate_main
@@ -554,11 +556,18 @@ def test_agreement_prints_frame_differences_without_videos(tmp_path: Path, capsy
     assert annotate_main(["--agreement", str(a), str(a)]) == 0
 
 
-def test_agreement_refuses_a_bad_file_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("text", "says"), [
+    ('{"s1": {"departure_frame": 50, "revisit_frame": 10}}', "need integers 0 <= departure_frame <= revisit_frame"),
+    # was "error: maximum recursion depth exceeded while decoding a JSON array ...", naming no file
+    ("[" * 100_000 + "]" * 100_000, "b.json: invalid JSON at line 1: nested too deeply to parse"),
+])
+def test_agreement_refuses_a_bad_file_in_one_line(tmp_path: Path, text: str, says: str) -> None:
     a = _pairs_file(tmp_path / "a.json", {"s1": (40, 300)})
-    (tmp_path / "b.json").write_text('{"s1": {"departure_frame": 50, "revisit_frame": 10}}')
+    (tmp_path / "b.json").write_text(text)
     result = runner.invoke(cli.app, ["annotate", "remembench", "--agreement", str(a), str(tmp_path / "b.json")])
-    assert result.exit_code == 2 and "need integers 0 <= departure_frame <= revisit_frame" in result.output
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and says in result.output, result.output
+    with pytest.raises(RecipeError, match=re.escape(says)):   # -o annotations= reads it the same way
+        read_annotation_file(tmp_path / "b.json")
 
 
 def test_agreement_scores_each_pair_as_the_scorer_does(built_fixture, fixture_scenes, tmp_path: Path,
