@@ -948,3 +948,78 @@ def test_the_recipes_own_generator_is_keyed_by_its_module_file(tmp_path: Path) -
     assert len(sources) == 1
     (module, digest), = sources.items()
     assert digest == _sha(Path(inspect.getfile(importlib.import_module(module))))
+
+
+BATCHED = """
+from pinbench.ops.generators import Static
+
+
+class Batched(Static):
+    def generate_batch(self, pairs):
+        with open({calls!r}, "a") as fh:
+            fh.write("".join(request.id + "\\n" for request, _ in pairs))
+        for request, out in pairs:
+            super().generate(request, out)
+
+
+def make():
+    return Batched()
+"""
+
+
+def _cache_bytes(root: Path) -> int:
+    from pinbench.core.sample_cache import prune
+
+    return prune(root, float("inf")).kept_bytes
+
+
+@pytest.mark.parametrize("form", ["one by one", "in one batch"])
+def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], form: str) -> None:
+    """A second --out (or a run moved aside) generated every rollout again: the generation step kept none in the
+    sample cache. Now each rollout is kept there beside its record (a hard link), and another directory's run with
+    the same requests and generator takes it; a cached file that is no longer the one kept is generated again, and
+    another generator never takes another's."""
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    if form == "one by one":
+        generator, options = RENDER, {"calls": str(calls)}
+    else:
+        (tmp_path / "batched_generator.py").write_text(BATCHED.format(calls=str(calls)))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+        generator, options = "python:batched_generator:make", {}
+    first = _run(tmp_path / "a", generator, **options)
+    assert first.exit_code == 0 and len(_calls(calls)) == 4
+    capfd.readouterr()
+    second = _run(tmp_path / "b", generator, **options)
+    err = capfd.readouterr().err
+    assert second.exit_code == 0 and len(_calls(calls)) == 4, err                  # nothing generated again
+    assert "generate: 4 samples: 0 done, 4 reused (4 from the sample cache), 0 failed" in err
+    rollouts = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / "rollouts").rglob("*.mp4"))
+    assert len(rollouts) == 4 and all(_sha(tmp_path / "b" / p) == _sha(tmp_path / "a" / p) for p in rollouts)
+    values = [{k: m["value"] for k, m in json.loads(r.scorecard_path.read_text())["metrics"].items()}
+              for r in (first, second)]
+    assert values[0] == values[1]
+
+    kept = sorted(cache.rglob("*.file"))
+    assert len(kept) == 4 and _cache_bytes(cache) == sum(p.stat().st_size for p in cache.rglob("*.jsonl"))
+    kept[0].unlink()
+    kept[0].write_bytes(b"not the rollout")   # another file where the kept one was: that rollout is made again
+    assert _run(tmp_path / "c", generator, **options).exit_code == 0 and len(_calls(calls)) == 5
+
+    if form == "one by one":   # another generator: its own entries
+        assert _run(tmp_path / "d", generator, calls=str(calls), version="2").exit_code == 0
+        assert len(_calls(calls)) == 9
+
+
+def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
+    records = sum(p.stat().st_size for p in cache.rglob("*.jsonl"))
+    assert _cache_bytes(cache) == records      # each rollout is a link to the run's own
+    shutil.rmtree(tmp_path / "a")
+    assert _cache_bytes(cache) == records + sum(p.stat().st_size for p in cache.rglob("*.file"))

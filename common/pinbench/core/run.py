@@ -232,20 +232,21 @@ class Run:
     def compute(self, tasks: Sequence[Task], fn: SampleFn, *, label: str = "score", folder: str = "",
                 part: str = "scoring", validate: Validator | None = None, batch_size: int = 1,
                 batch_fn: BatchFn | None = None, devices: Sequence[str] = (), progress: bool = True,
-                cache: bool = True) -> RunSummary:
+                cache: bool | SampleCache = True) -> RunSummary:
         """This shard's records of a per-sample step (every task's when unsharded), stored under ``folder``:
         each pending task computed by ``fn`` (``validate`` accepts its result), the rest reused. With the
         ``--skip-*`` flag of ``part`` nothing is computed (an empty summary: ``gather`` reads what is stored).
 
         ``devices``: one worker process per device, each a part of this shard; ``fn`` is then called with the
         device, in its worker, to build the per-sample function (so it must be picklable). ``cache=False`` for a
-        step whose results name files of this run directory, which another directory would not have."""
+        step whose results name files of this run directory, which another directory would not have, unless
+        ``cache`` is a ``SampleCache`` that keeps those files too (the generation step's rollouts)."""
         if self.skips(part):
             return RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
         if part == "scoring" and self.generation_failures and not devices:
             fn = _NotGenerated(fn, self.generation_failures)
         out = self.out_dir / folder
-        samples = self._sample_cache(folder) if cache else None
+        samples = cache if isinstance(cache, SampleCache) else self.sample_cache(folder, part) if cache else None
         if devices and self.shard is None:  # its workers are parts of it, each settling only its own log
             for line in settle(out / SAMPLES_DIR, read_store(out / SAMPLES_DIR), own=log_name(None), every_log=True):
                 print(f"{label}: {line}", flush=True)
@@ -326,12 +327,14 @@ class Run:
         if self.shard is not None or self.cfg.skip_scoring:
             raise RunStops(summary, "; ".join(problems) or "generation stored; scoring is a later run's")
 
-    def _sample_cache(self, folder: str) -> SampleCache | None:
-        root = cache_dir(self.out_dir)
-        if root is None or self.cfg.implementation is None:
+    def sample_cache(self, folder: str, part: str = "scoring") -> SampleCache | None:
+        """The sample cache of the step stored under ``folder``, for records of ``part``'s implementation (None:
+        the cache is off, or the run has no implementation to key records by)."""
+        root, implementation = cache_dir(self.out_dir), self.implementation(part)
+        if root is None or implementation is None:
             return None
         size_bound()   # a bound that is no size stops the run now, not once its samples are computed
-        return SampleCache(root, f"{self.recipe.name}/{folder}", self.cfg.implementation)
+        return SampleCache(root, f"{self.recipe.name}/{folder}", implementation)
 
     # ------------------------------------------------------------------------------------- the end
 

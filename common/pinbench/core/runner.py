@@ -43,7 +43,7 @@ from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
 from pinbench.core.provenance import redact
-from pinbench.core.sample_cache import MIN_SECONDS, SampleCache
+from pinbench.core.sample_cache import SampleCache
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
 from pinbench.core.store import (
@@ -820,7 +820,7 @@ def run_samples(
         shown_at = time.monotonic()
         for record, task_hash in _computed(pending, fn, batch_fn, batch_size, validate, implementation):
             record._digest = store.append(record.to_bytes())   # stored before the next starts: a kill keeps it
-            if cache is not None and record.ok and record.seconds >= MIN_SECONDS:
+            if cache is not None and record.ok and record.seconds >= cache.min_seconds:
                 cache.put(task_hash, record.to_bytes())
             records[record.sample_id] = record
             counts["done" if record.ok else "failed"] += 1

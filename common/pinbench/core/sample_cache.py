@@ -13,6 +13,9 @@ whole file. A torn or edited entry, or one whose record is not the task's, is ig
 that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
+A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
+record, ``<key>.file``, a hard link where it can (then it costs the cache no bytes while a run directory holds it
+too), else a copy; the bound counts such a file only once no other link to it is left.
 ``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
 or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
 """
@@ -34,8 +37,9 @@ from pinbench.core.store import Stored, decode_line, encode_line
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
-SUFFIX = ".jsonl"
-_BUCKET, _ENTRY = re.compile(r"[0-9a-f]{2}"), re.compile(r"[0-9a-f]{64}" + re.escape(SUFFIX))
+SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
+_BUCKET = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FILE_SUFFIX) + ")")
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
@@ -89,8 +93,10 @@ def size_bound() -> int:
 class SampleCache:
     """The records of one step (``scope``: recipe and step folder) computed by one implementation."""
 
+    min_seconds = MIN_SECONDS   # a record computed faster is not kept
+
     def __init__(self, root: Path, scope: str, implementation: Implementation) -> None:
-        self.root = root
+        self.root, self.scope, self.implementation = root, scope, implementation
         self.stored = 0   # entries this object wrote
         self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
         self._listed: dict[str, frozenset[str]] = {}
@@ -100,6 +106,11 @@ class SampleCache:
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / (key + SUFFIX)
+
+    def file(self, task_hash: str) -> Path:
+        """Where the file a task's record names is kept (a step that keeps one: ``FILE_SUFFIX``)."""
+        key = self.key(task_hash)
+        return self.root / key[:2] / (key + FILE_SUFFIX)
 
     def get(self, task_hash: str) -> Stored | None:
         """The stored record of a task (its digest checked), or None. Each subfolder is listed once, so a run that finds
@@ -152,27 +163,36 @@ def prune(root: Path, bound: float) -> Pruned:
     the shards of a job array on a shared cache, ending together) may remove an entry between its listing and its
     stat or unlink: that entry is gone, not an error (it was a FileNotFoundError that ended a run after it had
     computed every sample, before its scorecard), and only what this call removed is counted as removed."""
-    entries = []
+    groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
         for entry in os.scandir(bucket):
-            if (_ENTRY.fullmatch(entry.name) and entry.name.startswith(bucket.name)
-                    and entry.is_file(follow_symlinks=False)):
+            named = _ENTRY.fullmatch(entry.name)
+            if named and entry.name.startswith(bucket.name) and entry.is_file(follow_symlinks=False):
                 try:
                     stat = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
+                # a kept file still linked from a run directory costs the cache nothing
+                size = stat.st_size if named[2] == SUFFIX or stat.st_nlink == 1 else 0
+                used, held, paths = groups.get(named[1], (0, 0, []))
+                groups[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
+    entries = sorted(groups.values())
     total = sum(size for _, size, _ in entries)
     removed = removed_bytes = gone = 0
-    for _, size, path in sorted(entries):
+    for _, size, paths in entries:
         if total <= bound:
             break
         total -= size
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
+        unlinked = 0
+        for path in paths:
+            try:
+                os.unlink(path)
+                unlinked += 1
+            except FileNotFoundError:
+                pass
+        if not unlinked:
             gone += 1
             continue
         removed, removed_bytes = removed + 1, removed_bytes + size

@@ -34,7 +34,9 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                             "`PINBENCH_IMAGE_BUILD_BASE`): the base it was built on, recorded in "
                                             "provenance by a plain `docker run`"),
     "PINBENCH_SAMPLE_CACHE": ("`run`", "the sample cache's folder, where any run directory finds finished samples "
-                                       "of the same inputs and code (`pinbench cache show`); default `samples/` "
+                                       "of the same inputs and code, and the generation step's rollouts of the "
+                                       "same requests and generator (hard links) (`pinbench cache show`); default "
+                                       "`samples/` "
                                        "under the cache root, a path a cluster shares works too; `off`: none; a "
                                        "path that exists but is no folder (a file, a FIFO), or a switch word "
                                        "(`false`, `0`, `no`), stops `run` and `cache` in one line naming it; so "

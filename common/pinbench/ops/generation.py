@@ -33,12 +33,19 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from pinbench.core.config import RecipeError, gpu_devices
-from pinbench.core.files import blocking_parent, loads_finite_json, read_data_file, sha256_file, write_if_changed
+from pinbench.core.files import (
+    atomic_path,
+    blocking_parent,
+    loads_finite_json,
+    read_data_file,
+    sha256_file,
+    write_if_changed,
+)
 from pinbench.core.generation import (
     KINDS,
     REQUESTS_FILE,
@@ -56,7 +63,9 @@ from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, load_records
+from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
+from pinbench.core.sample_cache import SampleCache
+from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
@@ -482,9 +491,13 @@ class Generating:
             signature = maker.signature
             tasks = [RolloutTask(r.id, r.digest) for r in requests]
             kept = _Kept(rollouts, signature)
+            base = run.sample_cache(GENERATION, "generation")
+            cached = RolloutCache(base, signature, rollouts, {r.id: r.output for r in requests}) if base else None
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
+                if cached is not None:   # what the cache holds is taken from it below, not made again
+                    pending = [t for t in pending if not _cached(cached, t, kept)]
                 try:
                     maker.many([(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending])
                 except Exception as exc:   # what the batch made is kept; a rollout it did not make fails with this
@@ -508,11 +521,11 @@ class Generating:
                 on_device = _OnDevice(target, tuple(argv or ()), dict(self.spec.options), self.spec.timeout_s, store,
                                       rollouts, signature, by_id)
                 summary = run.compute(tasks, on_device,
-                                      folder=GENERATION, part="generation", label="generate", cache=False,
+                                      folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
             else:
                 summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate",
-                                      cache=False, validate=kept)
+                                      cache=cached or False, validate=kept)
         summary = _overwritten(summary, rollouts)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
@@ -719,6 +732,63 @@ def _provenance(made: _Origin, requests: Sequence[Request], records: Mapping[str
                               if r.id in records and records[r.id].ok})
 
 
+class RolloutCache(SampleCache):
+    """The generation step's sample cache: each rollout's record and, beside it (``SampleCache.file``), the rollout,
+    so that another run directory (a second ``--out``, a run moved aside after its inputs changed) takes it instead
+    of generating it again. Its scope names the generator's signature: two generators never share an entry. A hit is
+    linked (else copied) to its place in the run's rollouts, where the step's validator (``_Kept``) checks its
+    SHA-256 as it checks a rollout of the run's own."""
+
+    min_seconds = 0.0   # every rollout is worth keeping
+
+    def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, outputs: Mapping[str, str]) -> None:
+        super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
+        self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
+
+    def get(self, task_hash: str) -> Stored | None:
+        stored = super().get(task_hash)
+        if stored is None:
+            return None
+        result, output = stored.data.get("result"), self.outputs.get(stored.data.get("sample_id"))
+        if output is None or not isinstance(result, dict) or result.get("output") != output:
+            return None   # no record of one of these requests: never placed
+        return stored if _linked(self.file(task_hash), self.rollouts / output) else None
+
+    def put(self, task_hash: str, body: bytes) -> None:
+        try:
+            output = json.loads(body)["result"]["output"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if output in self.outputs.values() and _linked(self.rollouts / output, self.file(task_hash)):
+            super().put(task_hash, body)   # the rollout first: an entry never names a file the cache lacks
+
+
+def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
+    """Whether the cache holds a rollout of ``task`` by this generator, now placed in the run's rollouts."""
+    stored = cache.get(input_hash(task))
+    try:
+        return stored is not None and kept(stored.data["result"])
+    except Stale:
+        return False
+
+
+def _linked(source: Path, target: Path) -> bool:
+    """``target`` made the same file as ``source`` (a regular file): a hard link, else a copy, put in place at once.
+    False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
+    try:
+        if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or target.is_dir():
+            return False
+        with atomic_path(target, suffix=target.suffix) as tmp:
+            tmp.unlink()
+            try:
+                os.link(source, tmp)
+            except OSError:   # another file system, or links not allowed there
+                shutil.copyfile(source, tmp)
+    except OSError:
+        return False
+    return True
+
+
 class _Kept:
     """A stored rollout is reused when it was made by this generator (its record's signature) and its file is still
     the one generated (same SHA-256); the task's key says it was made for this request."""
@@ -735,15 +805,17 @@ class _Kept:
         return True
 
 
-@cache
-def _sha256_cached(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    return sha256_file(path)
+_HASHED: dict[tuple[int, int, int, int], str] = {}
 
 
 def _sha256(path: Path) -> str:
-    """The SHA-256 of a rollout, hashed once per process while its size, mtime and inode hold."""
+    """The SHA-256 of a rollout, hashed once per process while its file (device and inode: a link to it in the
+    sample cache is the same file), size and mtime hold."""
     st = path.stat()
-    return _sha256_cached(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = sha256_file(path)
+    return _HASHED[key]
 
 
 def main(argv: Sequence[str]) -> None:
