@@ -243,7 +243,10 @@ def _claim(seen: dict[str, tuple[Path, int]], sample_id: str, path: Path, rows_k
 def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                  models: dict[tuple[Any, Any], str]) -> None:
     by_split: dict[str, Path] = {}
-    seen: dict[str, tuple[Path, int]] = {}
+    # The samples claimed so far are out.binary's keys: a row's output is stored as it claims its sample (a second
+    # row for a sample is refused), and every row of a sample is in its split's one file. Why not a dict of where
+    # each claim was, as _read_vqa keeps: at 10x, storing it was a third of the rows' checks.
+    claimed = out.binary
     for path in paths:
         metadata, rows, sha256 = _load(path, "scores")
         split = _split_of(path, metadata, data.splits)
@@ -258,17 +261,18 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
             # A row that passes every check below in one test: a plain name of the split, first claim, the label
             # as written, no error and a probability (why: the checks, built to name what is wrong, cost more).
             sample = samples.get(video) if type(video) is str and ":" not in video else None
-            if (sample is not None and sample.sample_id not in seen and get("error") is None
+            if (sample is not None and sample.sample_id not in claimed and get("error") is None
                     and label == ("Yes" if sample.label else "No") and type(score) is float and 0.0 <= score <= 1.0):
-                seen[sample.sample_id] = (path, index)
-                out.binary[sample.sample_id] = _binary_score(score)
+                claimed[sample.sample_id] = _binary_score(score)
                 continue
             where = f"{path}: scores[{index}]"
             video = _basename(video, where)
             sample = samples.get(video)
             if sample is None:
                 raise ScoreFileError(f"{where}: video {video} is not in split {split}")
-            _claim(seen, sample.sample_id, path, "scores", index)
+            if sample.sample_id in claimed:   # by an earlier row of this file: the first naming the video, as _claim
+                first = next(i for i, earlier in enumerate(rows) if _basename(earlier["video_path"], where) == video)
+                raise ScoreFileError(f"{where}: sample {sample.sample_id} already scored at {path}: scores[{first}]")
             label = row.get("ground_truth_label")
             if not isinstance(label, str) or int(label.lower() == "yes") != sample.label:
                 raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
