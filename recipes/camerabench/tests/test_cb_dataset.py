@@ -189,6 +189,26 @@ def test_a_vqa_sample_id_is_taken_up_to_200_bytes(data_dir: Path, length: int) -
                                "as file names")
 
 
+def test_a_frozen_maker_makes_what_the_class_makes() -> None:
+    """The load and the score files make their samples and scores without the frozen ``__init__``: the same
+    values, as equal, hashable, immutable and copyable as the class's own."""
+    import copy
+    import dataclasses
+
+    from pinbench_recipes.camerabench.dataset import VqaPair, frozen_maker
+    from pinbench_recipes.camerabench.official_json import Combos, VqaScores
+
+    fields = ("vqa__s__t__0000", "s", "t", 0, "a.mp4", "b.mp4", "Up?", "Down?")
+    combos = (0.1, 0.2, 0.3, 0.4)
+    for cls, values in [(VqaPair, fields), (Combos, combos), (VqaScores, (Combos(*combos), Combos(*combos[::-1])))]:
+        made, expected = frozen_maker(cls)(*values), cls(*values)
+        assert type(made) is cls and made == expected and hash(made) == hash(expected)
+        assert repr(made) == repr(expected) and dataclasses.astuple(made) == dataclasses.astuple(expected)
+        assert copy.copy(made) == expected and copy.deepcopy(made) == expected
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.__setattr__(dataclasses.fields(cls)[0].name, None)
+
+
 def test_broken_json_and_missing_parts(data_dir: Path) -> None:
     (data_dir / "binary_classification" / "Static.jsonl").write_text('{"image": "a.mp4"\n')
     with pytest.raises(DatasetError, match=r"Static.jsonl:1: invalid JSON"):
