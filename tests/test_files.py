@@ -157,6 +157,23 @@ def test_a_jsonl_line_that_is_no_object_or_no_json_is_named_by_its_line(tmp_path
         list(files.iter_jsonl(path))
 
 
+def test_a_jsonl_value_is_read_from_its_line_alone(tmp_path: Path) -> None:
+    """Each line is parsed where it lies in the file's text (no copy of it as a list of lines): a value that would
+    go on past its line's end (whitespace between tokens may be a newline) is still refused by that line, as a
+    parse of the line alone refuses it; values of one line each, numbers too, are read as they are."""
+    path = tmp_path / "x.jsonl"
+    assert files.parse_finite_jsonl('1\n"a"\n  [2] \n{"b": 3}', path, lambda value: value, "row") == [
+        1, "a", [2], {"b": 3}]
+    for text, column, problem in [('{"a": 1,\n"b": 2}\n', 9, "Expecting property name enclosed in double quotes"),
+                                  ('{"a": 1}\n[1,\n2]\n', 4, "Expecting value"),
+                                  ('{"a":\n1}', 6, "Expecting value")]:
+        line = 2 if text.startswith('{"a": 1}') else 1
+        path.write_text(text)
+        with pytest.raises(files.FileError) as info:
+            list(files.iter_jsonl(path, "row"))
+        assert str(info.value) == f"{path}:{line}: bad row: invalid JSON: {problem} (column {column})"
+
+
 def test_json_nested_beyond_the_parsers_depth_is_bad_json_named_by_its_file(tmp_path: Path) -> None:
     """``[[[...]]]`` thousands deep: the parser's RecursionError reached the user as its own words, naming no file
     (pinbench diff and check of such a scorecard.json said only "maximum recursion depth exceeded ...")."""

@@ -14,16 +14,20 @@ official Script 1 uses it (the ``skill`` field inside the files can differ).
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from functools import cached_property
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pinbench.core.files import FileError, iter_jsonl
-from pinbench.core.runner import check_sample_id
+from pinbench.core.runner import _MAX_ID_BYTES, check_sample_id
 
 FAMILIES = ("binary", "vqa", "caption")
 VIDEO_SUFFIX = ".mp4"
@@ -48,6 +52,22 @@ N_CAPTIONS = 1071
 LEADERBOARD_SPLITS = ("Move_In", "Move_Out", "Move_Up", "Move_Down", "Move_Right", "Move_Left",
                       "Zoom_In", "Zoom_Out", "Pan_Right", "Pan_Left", "Tilt_Up", "Tilt_Down",
                       "Roll_Clockwise", "Roll_Counterclockwise", "Static")
+
+
+T = TypeVar("T")
+
+
+def frozen_maker(cls: type[T]) -> Callable[..., T]:
+    """A function making ``cls`` (a frozen slots dataclass, no defaults, no ``__post_init__``) from its fields in
+    order: the same instance ``cls(*fields)`` makes, as immutable and hashable, in half the time. Why: the frozen
+    ``__init__`` sets each field by name through ``object.__setattr__``; this sets the slots through their
+    descriptors (at 10x, making the 112,220 samples that way was a sixth of the load)."""
+    names = [f.name for f in fields(cls)]
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace.update((f"set_{name}", getattr(cls, name).__set__) for name in names)
+    body = "".join(f"    set_{name}(obj, {name})\n" for name in names)
+    exec(f"def make({', '.join(names)}):\n    obj = new(cls)\n{body}    return obj\n", namespace)  # noqa: S102
+    return namespace["make"]
 
 
 class DatasetError(ValueError):
@@ -83,6 +103,10 @@ class VqaPair:
         return (self.pos_video, self.neg_video, self.pos_question, self.neg_question)
 
 
+_binary_sample = frozen_maker(BinarySample)
+_vqa_pair = frozen_maker(VqaPair)
+
+
 @dataclass(frozen=True, slots=True)
 class CaptionSample:
     sample_id: str
@@ -90,6 +114,9 @@ class CaptionSample:
     video: str
     question: str
     reference: str
+
+
+_SPLIT = attrgetter("split")
 
 
 @dataclass(frozen=True)
@@ -105,8 +132,8 @@ class CameraBenchData:
         aggregation and the official files read a split's samples; at 10x a pass over all of them for each was
         a tenth of the parse)."""
         groups: dict[str, list[BinarySample]] = {}
-        for sample in self.binary:
-            groups.setdefault(sample.split, []).append(sample)
+        for split, run in groupby(self.binary, key=_SPLIT):   # in runs: a split's samples are loaded together
+            groups.setdefault(split, []).extend(run)
         return {split: tuple(groups[split]) for split in sorted(groups)}
 
     @property
@@ -140,12 +167,29 @@ def load_dataset(root: Path | str, families: Iterable[str] = FAMILIES) -> Camera
         raise DatasetError(f"unknown families {unknown}; expected some of {list(FAMILIES)}")
     if not root.is_dir():
         raise DatasetError(f"{root}: data directory not found")
-    return CameraBenchData(
-        root=root,
-        binary=tuple(_load_binary(root / "binary_classification")) if "binary" in families else (),
-        vqa=tuple(_load_vqa(root / "vqa_and_retrieval")) if "vqa" in families else (),
-        captions=tuple(_load_captions(root / "caption_data.json")) if "caption" in families else (),
-    )
+    with cycle_collection_paused():
+        return CameraBenchData(
+            root=root,
+            binary=tuple(_load_binary(root / "binary_classification")) if "binary" in families else (),
+            vqa=tuple(_load_vqa(root / "vqa_and_retrieval")) if "vqa" in families else (),
+            captions=tuple(_load_captions(root / "caption_data.json")) if "caption" in families else (),
+        )
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while the inputs are parsed (also ``official_json.read_score_dir``).
+
+    Why: the parse allocates a JSON object per row and keeps a sample (or score) per row, none in a cycle, and each
+    full collection walked every object kept so far again (at 10x, a quarter of reading the score files);
+    reference counting frees the rows. As ``pinbench compare`` pauses it (``cli._cycle_collection_paused``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def limit_dataset(data: CameraBenchData, n: int) -> CameraBenchData:
@@ -192,12 +236,13 @@ def video_stem(name: str) -> str:
     return name[: -len(VIDEO_SUFFIX)] if name.endswith(VIDEO_SUFFIX) else name
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of the file's rows one at a time (``files.iter_jsonl``): a row is dropped once its
-    sample is made (at 10x, holding a file's rows as a list of dicts was most of the load's peak memory);
-    DatasetError, one line naming the file and line, for what it refuses."""
+@contextmanager
+def _file_errors() -> Iterator[None]:
+    """A ``FileError`` of ``files.iter_jsonl`` as a DatasetError (one line naming the file and line). Rows are read
+    one at a time and dropped once their sample is made: at 10x, holding a file's rows as a list of dicts was most
+    of the load's peak memory."""
     try:
-        yield from iter_jsonl(path)
+        yield
     except FileError as exc:
         raise DatasetError(str(exc)) from None
 
@@ -242,48 +287,45 @@ def _jsonl_files(folder: Path) -> list[Path]:
     return files
 
 
-def _sound_video(name: Any) -> bool:
-    """Whether ``_video`` takes ``name`` as it is, in one test."""
-    return (type(name) is str and name.endswith(VIDEO_SUFFIX) and "/" not in name and "\\" not in name
-            and name[0] != ".")
-
-
-def _sound_id(text: str) -> str | None:
-    """``text`` when it is a safe sample id, else None (``_sample_id`` then says why, naming the line)."""
+def _id_room(prefix: str) -> int:
+    """How many characters of printable ASCII with no path separator may follow ``prefix`` in a safe sample id; -1
+    when the prefix itself is not such text or unsafe. Checked once per file, so that a row's id needs only its
+    length (``check_sample_id`` on every id was a fifth of the rows' checks)."""
+    if not (prefix.isascii() and prefix.isprintable()):
+        return -1
     try:
-        return check_sample_id(text)
+        check_sample_id(prefix)
     except ValueError:
-        return None
+        return -1
+    return _MAX_ID_BYTES - len(prefix)
 
 
 def _load_binary(folder: Path) -> list[BinarySample]:
+    """Each row is taken in one test when it passes every check of ``_checked_binary`` (why: those checks, built to
+    name what is wrong, cost about as much as parsing the row); any other goes through them for the message."""
     samples = []
+    intern = sys.intern
     for path in _jsonl_files(folder):
         split = path.stem
         prefix = f"binary__{split}__"
+        room = _id_room(prefix)
         seen: dict[str, int] = {}   # video -> its line
-        for index, (line, row) in enumerate(_read_jsonl(path)):
-            sample = (_sound_binary(row, split, prefix, index, seen)
-                      or _checked_binary(row, f"{path}:{line}", split, index, seen))
-            seen[sample.video] = line
-            samples.append(sample)
+        with _file_errors():
+            for index, (line, row) in enumerate(iter_jsonl(path)):
+                get = row.get
+                video, question, label = get("image"), get("question"), get("label")
+                if (type(video) is str and video.endswith(VIDEO_SUFFIX) and "/" not in video and "\\" not in video
+                        and video[0] != "." and video.isascii() and video.isprintable()   # the id, less its length
+                        and len(video) - len(VIDEO_SUFFIX) <= room and video not in seen
+                        and (label == "Yes" or label == "No") and type(question) is str and question):
+                    video = intern(video)
+                    sample = _binary_sample(prefix + video[: -len(VIDEO_SUFFIX)], split, index, video,
+                                            intern(question), 1 if label == "Yes" else 0)
+                else:
+                    sample = _checked_binary(row, f"{path}:{line}", split, index, seen)
+                seen[sample.video] = line
+                samples.append(sample)
     return samples
-
-
-def _sound_binary(row: dict[str, Any], split: str, prefix: str, index: int,
-                  seen: dict[str, int]) -> BinarySample | None:
-    """The sample, when ``row`` passes every check of ``_checked_binary`` in one test; None otherwise. Why: those
-    checks, built to name what is wrong, cost about as much as parsing the row."""
-    get = row.get
-    video, question, label = get("image"), get("question"), get("label")
-    if not (_sound_video(video) and video not in seen and (label == "Yes" or label == "No")
-            and type(question) is str and question):
-        return None
-    sample_id = _sound_id(prefix + video[: -len(VIDEO_SUFFIX)])
-    if sample_id is None:
-        return None
-    return BinarySample(sample_id=sample_id, split=split, index=index, video=sys.intern(video),
-                        question=sys.intern(question), label=1 if label == "Yes" else 0)
 
 
 def _checked_binary(row: dict[str, Any], where: str, split: str, index: int, seen: dict[str, int]) -> BinarySample:
@@ -302,46 +344,45 @@ def _checked_binary(row: dict[str, Any], where: str, split: str, index: int, see
 
 
 def _load_vqa(folder: Path) -> list[VqaPair]:
+    """Each row is taken in one test when it passes every check of ``_checked_pair`` (as in ``_load_binary``)."""
     if not folder.is_dir():
         raise DatasetError(f"{folder}: folder not found")
     skills = sorted(p for p in folder.iterdir() if p.is_dir())
     if not skills:
         raise DatasetError(f"{folder}: no skill folders")
     pairs = []
+    intern = sys.intern
     for skill_dir in skills:
         seen: dict[tuple[str, str, str, str], tuple[Path, int]] = {}   # pair key -> the file and line it is on
         skill = skill_dir.name
         for path in _jsonl_files(skill_dir):
             task = path.stem   # once per file: a Path's stem is computed anew on every access
             prefix = f"vqa__{skill}__{task}__"
-            for index, (line, row) in enumerate(_read_jsonl(path)):
-                pair = (_sound_pair(row, skill, task, prefix, index)
-                        or _checked_pair(row, f"{path}:{line}", skill, task, index))
-                key = pair.key
-                first = seen.get(key)
-                if first is not None:
-                    raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
-                                       "score file rows could not be told apart")
-                seen[key] = (path, line)
-                pairs.append(pair)
+            longest = len(prefix) + _id_room(prefix)   # shorter than any id when the prefix is unsafe
+            with _file_errors():
+                for index, (line, row) in enumerate(iter_jsonl(path)):
+                    get = row.get
+                    pos_video, neg_video = get("pos_video"), get("neg_video")
+                    pos_question, neg_question = get("pos_question"), get("neg_question")
+                    sample_id = f"{prefix}{index:04d}"
+                    if (type(pos_video) is str and pos_video.endswith(VIDEO_SUFFIX) and "/" not in pos_video
+                            and "\\" not in pos_video and pos_video[0] != "."
+                            and type(neg_video) is str and neg_video.endswith(VIDEO_SUFFIX) and "/" not in neg_video
+                            and "\\" not in neg_video and neg_video[0] != "."
+                            and type(pos_question) is str and pos_question
+                            and type(neg_question) is str and neg_question and len(sample_id) <= longest):
+                        key = (intern(pos_video), intern(neg_video), intern(pos_question), intern(neg_question))
+                        pair = _vqa_pair(sample_id, skill, task, index, *key)
+                    else:
+                        pair = _checked_pair(row, f"{path}:{line}", skill, task, index)
+                        key = pair.key
+                    first = seen.get(key)
+                    if first is not None:
+                        raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
+                                           "score file rows could not be told apart")
+                    seen[key] = (path, line)
+                    pairs.append(pair)
     return pairs
-
-
-def _sound_pair(row: dict[str, Any], skill: str, task: str, prefix: str, index: int) -> VqaPair | None:
-    """The pair, when ``row`` passes every check of ``_checked_pair`` in one test; None otherwise (as
-    ``_sound_binary``)."""
-    get = row.get
-    pos_video, neg_video = get("pos_video"), get("neg_video")
-    pos_question, neg_question = get("pos_question"), get("neg_question")
-    if not (_sound_video(pos_video) and _sound_video(neg_video) and type(pos_question) is str and pos_question
-            and type(neg_question) is str and neg_question):
-        return None
-    sample_id = _sound_id(f"{prefix}{index:04d}")
-    if sample_id is None:
-        return None
-    return VqaPair(sample_id=sample_id, skill=skill, task=task, index=index, pos_video=sys.intern(pos_video),
-                   neg_video=sys.intern(neg_video), pos_question=sys.intern(pos_question),
-                   neg_question=sys.intern(neg_question))
 
 
 def _checked_pair(row: dict[str, Any], where: str, skill: str, task: str, index: int) -> VqaPair:

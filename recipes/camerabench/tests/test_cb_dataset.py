@@ -154,6 +154,61 @@ def test_a_vqa_task_file_name_too_long_for_a_sample_id_is_refused(data_dir: Path
                                "than 200 bytes; ids are used as file names")
 
 
+@pytest.mark.parametrize(("video", "refused"), [
+    ("v" * 183 + ".mp4", False), ("v" * 184 + ".mp4", True),   # ids of 200 and 201 characters
+    ("caf\u00e9.0.mp4", False), ("\u00e9" * 92 + ".mp4", True),  # non-ASCII: 109 characters, 201 bytes
+    ("a\x7f.mp4", True),
+])
+def test_a_binary_sample_id_is_taken_up_to_200_bytes_of_safe_text(data_dir: Path, video: str, refused: bool) -> None:
+    """The id of a row (``binary__<Split>__`` and the video's stem) is checked as ``check_sample_id`` checks it,
+    whether or not the row is read by the one-test path (plain ASCII names only)."""
+    path = data_dir / "binary_classification" / "Move_In.jsonl"
+    _rewrite(path, lambda rows: rows[0].update(image=video))
+    sample_id = "binary__Move_In__" + video[:-4]
+    if not refused:
+        assert load_dataset(data_dir).split_samples("Move_In")[0].sample_id == sample_id
+        return
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    problem = ("contains a control character (NUL, newline, ...)" if "\x7f" in video else
+               "is longer than 200 bytes")
+    assert str(info.value) == f"{path}:1: unsafe sample id {sample_id!r}: {problem}; ids are used as file names"
+
+
+@pytest.mark.parametrize("length", [171, 172])   # ids of 200 and 201 bytes
+def test_a_vqa_sample_id_is_taken_up_to_200_bytes(data_dir: Path, length: int) -> None:
+    folder = data_dir / "vqa_and_retrieval" / "motion_direction"
+    path = (folder / "tilt_up_vs_tilt_down.jsonl").rename(folder / ("t" * length + ".jsonl"))
+    sample_id = f"vqa__motion_direction__{'t' * length}__0000"
+    if length == 171:
+        assert sample_id in {p.sample_id for p in load_dataset(data_dir).vqa}
+        return
+    with pytest.raises(DatasetError) as info:
+        load_dataset(data_dir)
+    assert str(info.value) == (f"{path}:1: unsafe sample id {sample_id!r}: is longer than 200 bytes; ids are used "
+                               "as file names")
+
+
+def test_a_frozen_maker_makes_what_the_class_makes() -> None:
+    """The load and the score files make their samples and scores without the frozen ``__init__``: the same
+    values, as equal, hashable, immutable and copyable as the class's own."""
+    import copy
+    import dataclasses
+
+    from pinbench_recipes.camerabench.dataset import VqaPair, frozen_maker
+    from pinbench_recipes.camerabench.official_json import Combos, VqaScores
+
+    fields = ("vqa__s__t__0000", "s", "t", 0, "a.mp4", "b.mp4", "Up?", "Down?")
+    combos = (0.1, 0.2, 0.3, 0.4)
+    for cls, values in [(VqaPair, fields), (Combos, combos), (VqaScores, (Combos(*combos), Combos(*combos[::-1])))]:
+        made, expected = frozen_maker(cls)(*values), cls(*values)
+        assert type(made) is cls and made == expected and hash(made) == hash(expected)
+        assert repr(made) == repr(expected) and dataclasses.astuple(made) == dataclasses.astuple(expected)
+        assert copy.copy(made) == expected and copy.deepcopy(made) == expected
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.__setattr__(dataclasses.fields(cls)[0].name, None)
+
+
 def test_broken_json_and_missing_parts(data_dir: Path) -> None:
     (data_dir / "binary_classification" / "Static.jsonl").write_text('{"image": "a.mp4"\n')
     with pytest.raises(DatasetError, match=r"Static.jsonl:1: invalid JSON"):

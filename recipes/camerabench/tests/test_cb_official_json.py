@@ -188,6 +188,21 @@ def test_a_second_row_for_a_sample_names_the_first(fx) -> None:
                                f"{caption}: captions[1]")
 
 
+def test_a_second_binary_row_names_the_first_however_it_wrote_the_video(fx) -> None:
+    """The first row of a sample is found again by the name it resolves to (a path, here, and a failed row)."""
+    data, scores = fx
+    binary = _binary_file(scores, "Move_In")
+
+    def edit(doc: dict) -> None:
+        doc["scores"].append(dict(doc["scores"][2]))
+        doc["scores"][2].update(video_path="C:\\videos\\" + doc["scores"][2]["video_path"], error="boom")
+    _edit(binary, edit)
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["binary"])
+    assert str(info.value) == (f"{binary}: scores[5]: sample binary__Move_In__a3.0.0 already scored at "
+                               f"{binary}: scores[2]")
+
+
 @pytest.mark.parametrize(("data_file", "field", "score_file", "message"), [
     ("binary_classification/Move_In.jsonl", "image", "classification_scores_{}_Move_In.json",
      "video a1.0.0.mp4 is not in split Move_In"),
