@@ -14,7 +14,6 @@ official Script 1 uses it (the ``skill`` field inside the files can differ).
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -27,7 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pinbench.core.files import FileError, iter_jsonl
-from pinbench.core.runner import _MAX_ID_BYTES, check_sample_id
+from pinbench.core.memory import cycle_collection_paused
+from pinbench.core.runner import MAX_ID_BYTES, check_sample_id
 
 FAMILIES = ("binary", "vqa", "caption")
 VIDEO_SUFFIX = ".mp4"
@@ -176,22 +176,6 @@ def load_dataset(root: Path | str, families: Iterable[str] = FAMILIES) -> Camera
         )
 
 
-@contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Python's cycle collector off while the inputs are parsed (also ``official_json.read_score_dir``).
-
-    Why: the parse allocates a JSON object per row and keeps a sample (or score) per row, none in a cycle, and each
-    full collection walked every object kept so far again (at 10x, a quarter of reading the score files);
-    reference counting frees the rows. As ``pinbench compare`` pauses it (``cli._cycle_collection_paused``)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def limit_dataset(data: CameraBenchData, n: int) -> CameraBenchData:
     """A smoke subset: the first ``n`` samples of every split, the first ``n`` pairs of every skill, ``n`` captions."""
     if n < 1:
@@ -297,7 +281,7 @@ def _id_room(prefix: str) -> int:
         check_sample_id(prefix)
     except ValueError:
         return -1
-    return _MAX_ID_BYTES - len(prefix)
+    return MAX_ID_BYTES - len(prefix)
 
 
 def _load_binary(folder: Path) -> list[BinarySample]:

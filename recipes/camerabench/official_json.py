@@ -32,13 +32,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from pinbench.core.files import write_atomic
-from pinbench_recipes.camerabench.dataset import (
-    FAMILIES,
-    CameraBenchData,
-    VqaPair,
-    cycle_collection_paused,
-    frozen_maker,
-)
+from pinbench.core.memory import cycle_collection_paused
+from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData, VqaPair, frozen_maker
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
 
 BINARY_GLOB = "classification_scores_*.json"

@@ -11,7 +11,9 @@ inputs, so both counted in its peak. ``release_free_memory`` gives that memory b
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 
 
@@ -32,3 +34,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Python's cycle collector off while a block builds objects that live on, none in a cycle (a parse's samples, a
+    comparison's records).
+
+    Why: each full collection walks every tracked object kept so far again: at 10x CameraBench a quarter of reading
+    the score files; in ``compare`` 0.06-0.2 s of its 1.6-2.9 s CPU, for about 1,000 objects freed of 70,000.
+    Reference counting frees the rest."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -101,7 +101,7 @@ READABLE_RECORD_VERSIONS = (1, 2)
 
 MISSING_ERROR = "missing: no result from any shard"
 OK, FAILED = "ok", "failed"
-_MAX_ID_BYTES = 200  # leaves room for ".json" and the temporary-file affixes within NAME_MAX (255)
+MAX_ID_BYTES = 200  # leaves room for ".json" and the temporary-file affixes within NAME_MAX (255)
 _MAX_ERROR_CHARS = 2000
 
 
@@ -406,7 +406,7 @@ def check_sample_id(sample_id: Any) -> str:
 
 
 _UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
-_SAFE_ASCII_ID = re.compile(rf"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{{0,{_MAX_ID_BYTES - 1}}}")
+_SAFE_ASCII_ID = re.compile(rf"[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{{0,{MAX_ID_BYTES - 1}}}")
 
 
 def sample_id_problem(sample_id: str) -> str | None:
@@ -423,8 +423,8 @@ def sample_id_problem(sample_id: str) -> str | None:
         size = len(sample_id.encode("utf-8"))
     except UnicodeEncodeError:
         return "is not valid UTF-8 (a file name with undecodable bytes)"
-    if size > _MAX_ID_BYTES:
-        return f"is longer than {_MAX_ID_BYTES} bytes"
+    if size > MAX_ID_BYTES:
+        return f"is longer than {MAX_ID_BYTES} bytes"
     return None
 
 
