@@ -1023,3 +1023,38 @@ def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
     assert _cache_bytes(cache) == records      # each rollout is a link to the run's own
     shutil.rmtree(tmp_path / "a")
     assert _cache_bytes(cache) == records + sum(p.stat().st_size for p in cache.rglob("*.file"))
+
+
+def _files(rollouts: Path) -> list[Path]:
+    return sorted(p.relative_to(rollouts.parent) for p in rollouts.rglob("*") if not p.is_dir())
+
+
+def _entries(cache: Path) -> dict[str, tuple[Path, dict]]:
+    """The generation entries of the sample cache by sample id: the record's path and the record."""
+    from pinbench.core.store import decode_line
+
+    records = {path: decode_line(path.read_bytes().rstrip(b"\n"), str(path))[0].data
+               for path in cache.glob("*/*.jsonl")}
+    return {data["sample_id"]: (path, data) for path, data in records.items() if "output" in data["result"]}
+
+
+def test_a_cached_record_of_another_sample_never_places_its_file_over_that_samples_rollout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """An entry whose record is another sample's (planted, or copied by hand to another key) placed its file over
+    that sample's rollout, which the run had already taken as sound: that sample failed ('changed after it was
+    checked and kept'). Now an entry is used only for the task its record was computed for; the other costs the
+    one rollout it should have held, generated again."""
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
+    entries = _entries(cache)
+    first, last = sorted(entries)[0], sorted(entries)[-1]
+    shutil.copyfile(entries[first][0], entries[last][0])   # the last sample's key now holds the first's record
+    capfd.readouterr()
+    again = _run(tmp_path / "b", RENDER, calls=str(calls))
+    err = capfd.readouterr().err
+    assert again.exit_code == 0 and "generate: 4 samples: 1 done, 3 reused (3 from the sample cache), 0 failed" in err
+    assert _calls(calls)[4:] == [last]
+    rollouts = _files(tmp_path / "a" / "rollouts")
+    assert _files(tmp_path / "b" / "rollouts") == rollouts
+    assert all(_sha(tmp_path / "b" / p) == _sha(tmp_path / "a" / p) for p in rollouts)

@@ -750,8 +750,9 @@ class RolloutCache(SampleCache):
         if stored is None:
             return None
         result, output = stored.data.get("result"), self.outputs.get(stored.data.get("sample_id"))
-        if output is None or not isinstance(result, dict) or result.get("output") != output:
-            return None   # no record of one of these requests: never placed
+        if (stored.data.get("input_hash") != task_hash or output is None or not isinstance(result, dict)
+                or result.get("output") != output):
+            return None   # not this task's record (another sample's, planted or moved): never placed
         return stored if _linked(self.file(task_hash), self.rollouts / output) else None
 
     def put(self, task_hash: str, body: bytes) -> None:
