@@ -997,6 +997,7 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
     assert "generate: 4 samples: 0 done, 4 reused (4 from the sample cache), 0 failed" in err
     rollouts = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / "rollouts").rglob("*.mp4"))
     assert len(rollouts) == 4 and all(_sha(tmp_path / "b" / p) == _sha(tmp_path / "a" / p) for p in rollouts)
+    assert _files(tmp_path / "b" / "rollouts") == rollouts   # a rollout linked twice left no temporary link
     values = [{k: m["value"] for k, m in json.loads(r.scorecard_path.read_text())["metrics"].items()}
               for r in (first, second)]
     assert values[0] == values[1]
@@ -1058,3 +1059,26 @@ def test_a_cached_record_of_another_sample_never_places_its_file_over_that_sampl
     rollouts = _files(tmp_path / "a" / "rollouts")
     assert _files(tmp_path / "b" / "rollouts") == rollouts
     assert all(_sha(tmp_path / "b" / p) == _sha(tmp_path / "a" / p) for p in rollouts)
+
+
+def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The documented misuse: a linked rollout's bytes changed in place change every run directory's and the
+    cache's. Each run that holds it says so and generates that one rollout again, and leaves nothing else behind
+    (the cache's link to the same file, placed over it, had left a temporary link in the rollouts folder)."""
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    for out in ("a", "b"):
+        assert _run(tmp_path / out, RENDER, calls=str(calls)).exit_code == 0
+    rollouts = _files(tmp_path / "a" / "rollouts")
+    with open(tmp_path / "a" / rollouts[1], "r+b") as fh:   # b's and the cache's too
+        fh.seek(100)
+        fh.write(b"edit")
+    capfd.readouterr()
+    again = _run(tmp_path / "b", RENDER, calls=str(calls))
+    err = capfd.readouterr().err
+    assert again.exit_code == 0 and len(_calls(calls)) == 5
+    assert "1 recomputed: the rollout file changed or is gone" in err
+    assert _files(tmp_path / "b" / "rollouts") == rollouts
+    assert _run(tmp_path / "c", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 5
+    assert _sha(tmp_path / "c" / rollouts[1]) == _sha(tmp_path / "b" / rollouts[1])

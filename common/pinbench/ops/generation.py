@@ -785,6 +785,8 @@ def _linked(source: Path, target: Path) -> bool:
                 os.link(source, tmp)
             except OSError:   # another file system, or links not allowed there
                 shutil.copyfile(source, tmp)
+        # a rename of a link over the same file does nothing (POSIX): target was that file already, tmp is left
+        tmp.unlink(missing_ok=True)
     except OSError:
         return False
     return True
