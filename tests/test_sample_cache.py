@@ -147,6 +147,46 @@ def test_a_prune_beside_another_prune_skips_what_the_other_removed(tmp_path: Pat
     assert list(tmp_path.rglob(f"*{SUFFIX}")) == []
 
 
+def test_an_entry_a_prune_may_not_remove_is_kept_and_the_run_that_stored_finishes(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared cache (a cluster's) holds folders of other users', and may be read-only in part: an entry this prune
+    may not remove ended, with its PermissionError, the run that had stored something and pruned after computing
+    every sample, before its scorecard, as did a folder it may not list. Now such an entry is kept and counted (the
+    command names the first one), and such a folder skipped."""
+    from typer.testing import CliRunner
+
+    import pinbench.core.sample_cache as sample_cache
+    from pinbench.cli import app
+
+    _compute(toy, tmp_path / "a")
+    theirs = sorted(cache.rglob(f"*{SUFFIX}"))[0]
+    unlink = os.unlink
+
+    def not_ours(path):
+        if Path(path) == theirs:
+            raise PermissionError(13, "Permission denied")
+        unlink(path)
+
+    scandir = os.scandir
+    (cache / "ff").mkdir()
+
+    def listed(folder):
+        if Path(folder).name == "ff":   # a bucket another user may read only
+            raise PermissionError(13, "Permission denied", str(folder))
+        return scandir(folder)
+
+    monkeypatch.setattr(sample_cache.os, "unlink", not_ours)
+    monkeypatch.setattr(sample_cache.os, "scandir", listed)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "0")
+    others = [LooseTask(f"t{i}", x=10 + i) for i in range(4)]   # computed and stored: then the run prunes
+    again = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={})).compute(others, slow_score)
+    assert (again.n_done, again.n_failed) == (4, 0) and sorted(cache.rglob(f"*{SUFFIX}")) == [theirs]
+    pruned = CliRunner().invoke(app, ["cache", "prune", "--max-mb", "0"])
+    assert pruned.exit_code == 0, pruned.output
+    assert f"kept 1 record(s) it may not remove (first: {theirs}: Permission denied)" in pruned.output
+    assert ": 1 record(s)" in pruned.output
+
+
 def test_off_means_no_cache_and_the_default_is_under_the_cache_root(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")

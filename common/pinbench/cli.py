@@ -598,6 +598,8 @@ def cache(
     pruned = prune(root, bound if action == "prune" else float("inf"))
     if action == "prune":
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
+        if pruned.refused:
+            _echo(f"kept {pruned.refused} record(s) it may not remove (first: {pruned.why})")
     _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
 

@@ -148,12 +148,15 @@ class SampleCache:
 
 @dataclass(frozen=True)
 class Pruned:
-    """What ``prune`` did: entries and bytes removed and kept."""
+    """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
+    the first one's path and reason in ``why``)."""
 
     removed: int
     removed_bytes: int
     kept: int
     kept_bytes: int
+    refused: int = 0
+    why: str = ""
 
 
 def prune(root: Path, bound: float) -> Pruned:
@@ -162,12 +165,18 @@ def prune(root: Path, bound: float) -> Pruned:
     ``runs/``) lost its ``samples/run.jsonl``, taken for an entry. Another prune of the same folder (two runs, or
     the shards of a job array on a shared cache, ending together) may remove an entry between its listing and its
     stat or unlink: that entry is gone, not an error (it was a FileNotFoundError that ended a run after it had
-    computed every sample, before its scorecard), and only what this call removed is counted as removed."""
+    computed every sample, before its scorecard), and only what this call removed is counted as removed. An entry
+    it may not remove (a shared cache's folder of another user's, a read-only one) is kept and counted in
+    ``refused``: it had ended, with its OSError, the run that stored something after computing every sample."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
-        for entry in os.scandir(bucket):
+        try:
+            listed = list(os.scandir(bucket))
+        except OSError:   # a folder this user may not read (another's, umask 077): none of its entries are ours
+            continue
+        for entry in listed:
             named = _ENTRY.fullmatch(entry.name)
             if named and entry.name.startswith(bucket.name) and entry.is_file(follow_symlinks=False):
                 try:
@@ -180,20 +189,26 @@ def prune(root: Path, bound: float) -> Pruned:
                 groups[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
     entries = sorted(groups.values())
     total = sum(size for _, size, _ in entries)
-    removed = removed_bytes = gone = 0
+    removed = removed_bytes = gone = refused = 0
+    why = ""
     for _, size, paths in entries:
         if total <= bound:
             break
-        total -= size
-        unlinked = 0
+        unlinked, denied = 0, ""
         for path in paths:
             try:
                 os.unlink(path)
                 unlinked += 1
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                denied = denied or f"{path}: {exc.strerror or exc}"
+        if denied:
+            refused, why = refused + 1, why or denied
+            continue
+        total -= size
         if not unlinked:
             gone += 1
             continue
         removed, removed_bytes = removed + 1, removed_bytes + size
-    return Pruned(removed, removed_bytes, len(entries) - removed - gone, total)
+    return Pruned(removed, removed_bytes, len(entries) - removed - gone, total, refused, why)
