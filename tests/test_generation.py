@@ -1082,3 +1082,28 @@ def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
     assert _files(tmp_path / "b" / "rollouts") == rollouts
     assert _run(tmp_path / "c", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 5
     assert _sha(tmp_path / "c" / rollouts[1]) == _sha(tmp_path / "b" / rollouts[1])
+
+
+def test_a_kept_file_not_the_one_its_record_names_is_never_placed_among_the_rollouts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached rollout whose file is not the one its record names (another sample's rollout there) was linked into
+    the run's rollouts before its check; with its generation then failing, it stayed there as that sample's rollout,
+    and a --skip-generation run scored it (status complete). Now it is never placed: that sample has no rollout."""
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
+    entries = _entries(cache)
+    first, last = sorted(entries)[0], sorted(entries)[-1]
+    kept = entries[last][0].with_suffix(".file")
+    kept.unlink()
+    shutil.copyfile(tmp_path / "a" / "rollouts" / entries[first][1]["result"]["output"], kept)
+    calls.unlink()
+    calls.mkdir()   # the same generator, failing every rollout it is asked for now
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 2
+    assert not (tmp_path / "b" / "rollouts" / entries[last][1]["result"]["output"]).exists()
+    recipe = get_recipe("paibench-c")
+    scored = run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "b", offline=True, env={},
+                                      options={"modalities": "edge"}, skip_generation=True))
+    card = json.loads(scored.scorecard_path.read_text())
+    assert scored.exit_code == 2 and card["status"] == "partial"
+    assert [f["sample_id"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]] == [last.partition(".")[2]]

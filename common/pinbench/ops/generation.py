@@ -753,7 +753,10 @@ class RolloutCache(SampleCache):
         if (stored.data.get("input_hash") != task_hash or output is None or not isinstance(result, dict)
                 or result.get("output") != output):
             return None   # not this task's record (another sample's, planted or moved): never placed
-        return stored if _linked(self.file(task_hash), self.rollouts / output) else None
+        kept = self.file(task_hash)
+        if not _holds(kept, result.get("sha256")):   # left in place, it stayed the rollout when generating it failed
+            return None
+        return stored if _linked(kept, self.rollouts / output) else None
 
     def put(self, task_hash: str, body: bytes) -> None:
         try:
@@ -770,6 +773,14 @@ def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
     try:
         return stored is not None and kept(stored.data["result"])
     except Stale:
+        return False
+
+
+def _holds(path: Path, sha256: Any) -> bool:
+    """Whether ``path`` is a regular file of that SHA-256 (a FIFO or folder there is never opened)."""
+    try:
+        return S_ISREG(path.lstat().st_mode) and _sha256(path) == sha256
+    except OSError:
         return False
 
 
