@@ -1011,6 +1011,10 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
     if form == "one by one":   # another generator: its own entries
         assert _run(tmp_path / "d", generator, calls=str(calls), version="2").exit_code == 0
         assert len(_calls(calls)) == 9
+        capfd.readouterr()   # one generator per GPU: each takes its part from the cache, and the step says so
+        assert _run(tmp_path / "e", generator, gpus=2, **options).exit_code == 0 and len(_calls(calls)) == 9
+        assert "generate: 4 samples on 2 devices: 0 done, 4 reused (4 from the sample cache), 0 failed" in (
+            capfd.readouterr().err)
 
 
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(

@@ -599,8 +599,9 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
                          records={sid: records[sid] for sid in mine}, recomputed=recomputed,
                          n_cached=sum(p.n_cached for p in parts))
     # each part says its own counts (the first with its progress); the step's are these, of every device
+    from_cache = f" ({summary.n_cached} from the sample cache)" if summary.n_cached else ""   # as one part says it
     said = (f"{label}: {summary.n_total} samples on {len(devices)} devices: {summary.n_done} done, "
-            f"{summary.n_reused} reused, {summary.n_failed} failed in {time.perf_counter() - started:.1f}s")
+            f"{summary.n_reused} reused{from_cache}, {summary.n_failed} failed in {time.perf_counter() - started:.1f}s")
     print(said + (f"; {recomputed_text(recomputed)}" if recomputed else ""), file=sys.stderr, flush=True)
     return summary
 
