@@ -1088,19 +1088,32 @@ def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
     assert _sha(tmp_path / "c" / rollouts[1]) == _sha(tmp_path / "b" / rollouts[1])
 
 
+@pytest.mark.parametrize("bad", ["another sample's file", "another generator's record"])
 def test_a_kept_file_not_the_one_its_record_names_is_never_placed_among_the_rollouts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cached rollout whose file is not the one its record names (another sample's rollout there) was linked into
-    the run's rollouts before its check; with its generation then failing, it stayed there as that sample's rollout,
-    and a --skip-generation run scored it (status complete). Now it is never placed: that sample has no rollout."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    """A cached rollout that its step's check refuses (its file not the one its record names, another sample's
+    rollout there; its record another generator's) was linked into the run's rollouts before that check; with its
+    generation then failing, it stayed there as that sample's rollout, and a --skip-generation run scored it
+    (status complete). Now it is never placed: that sample has no rollout."""
     cache, calls = tmp_path / "cache", tmp_path / "calls"
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
     assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
     entries = _entries(cache)
     first, last = sorted(entries)[0], sorted(entries)[-1]
     kept = entries[last][0].with_suffix(".file")
-    kept.unlink()
-    shutil.copyfile(tmp_path / "a" / "rollouts" / entries[first][1]["result"]["output"], kept)
+    if bad == "another sample's file":
+        kept.unlink()
+        shutil.copyfile(tmp_path / "a" / "rollouts" / entries[first][1]["result"]["output"], kept)
+    else:   # the same rollout, its record (and file) moved from another generator's entry to this one's key
+        shutil.rmtree(cache)
+        assert _run(tmp_path / "v2", RENDER, calls=str(calls), version="2").exit_code == 0
+        shutil.copytree(cache, tmp_path / "theirs")
+        shutil.rmtree(cache)
+        assert _run(tmp_path / "a2", RENDER, calls=str(calls)).exit_code == 0
+        theirs = _entries(tmp_path / "theirs")[last][0]
+        shutil.copyfile(theirs, entries[last][0])
+        kept.unlink()
+        shutil.copyfile(theirs.with_suffix(".file"), kept)
     calls.unlink()
     calls.mkdir()   # the same generator, failing every rollout it is asked for now
     assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 2

@@ -744,6 +744,7 @@ class RolloutCache(SampleCache):
     def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, outputs: Mapping[str, str]) -> None:
         super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
         self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
+        self.generator = signature.digest
 
     def get(self, task_hash: str) -> Stored | None:
         stored = super().get(task_hash)
@@ -751,8 +752,8 @@ class RolloutCache(SampleCache):
             return None
         result, output = stored.data.get("result"), self.outputs.get(stored.data.get("sample_id"))
         if (stored.data.get("input_hash") != task_hash or output is None or not isinstance(result, dict)
-                or result.get("output") != output):
-            return None   # not this task's record (another sample's, planted or moved): never placed
+                or result.get("output") != output or result.get("generator") != self.generator):
+            return None   # not this task's record by this generator (another's, planted or moved): never placed
         kept = self.file(task_hash)
         if not _holds(kept, result.get("sha256")):   # left in place, it stayed the rollout when generating it failed
             return None
