@@ -736,8 +736,10 @@ class RolloutCache(SampleCache):
     """The generation step's sample cache: each rollout's record and, beside it (``SampleCache.file``), the rollout,
     so that another run directory (a second ``--out``, a run moved aside after its inputs changed) takes it instead
     of generating it again. Its scope names the generator's signature: two generators never share an entry. A hit is
-    linked (else copied) to its place in the run's rollouts, where the step's validator (``_Kept``) checks its
-    SHA-256 as it checks a rollout of the run's own."""
+    placed only when its record is this task's, by this generator, and its file the one that record names (SHA-256):
+    a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. It is linked
+    (else copied) to its place, where the step's validator (``_Kept``) checks it as it checks a rollout of the run's
+    own."""
 
     min_seconds = 0.0   # every rollout is worth keeping
 
