@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -69,6 +70,26 @@ def test_by_kind_with_the_image_camera_and_prompt_schedule_adapters_makes_the_wh
     _complete(tmp_path, 7)
     kinds = {r.kind for r in read_requests(tmp_path / "generation" / "requests.jsonl")}
     assert kinds == {"prompt-schedule", "image-camera"}
+
+
+def test_by_kind_generates_again_when_a_parts_module_is_edited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """by_kind's signature named its parts' signatures only: an edited part (prompt_schedule.py), whose module pinbench
+    does not hash (by_kind's is the factory), kept every rollout it had made, and another --out took them from the
+    sample cache. Now each part's module file keys it too."""
+    adapters = tmp_path / "adapters"
+    shutil.copytree(ADAPTERS, adapters)
+    monkeypatch.setenv("PYTHONPATH", str(adapters))
+    parts = {"prompt_schedule": "python:prompt_schedule:make", "image_camera": "python:image_camera:make"}
+
+    def made_by(out: Path) -> set[str]:
+        _run("remembench", out, "python:by_kind:make", **parts)
+        return {record.result["generator"] for record in load_records(out / "generation").values()}
+
+    before = made_by(tmp_path / "run")
+    with open(adapters / "prompt_schedule.py", "a", encoding="utf-8") as module:
+        module.write("# edited\n")
+    after = made_by(tmp_path / "run")
+    assert len(before) == len(after) == 1 and before != after
 
 
 def test_the_context_actions_adapter_makes_mind_continuations(tmp_path: Path) -> None:

@@ -12,18 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinbench.core.generation import Capabilities, Generator, Request, Signature
-from pinbench.ops.generation import build, factory_path
+from pinbench.ops.generation import build, factory_path, source_sha256, with_source
 
 
 class ByKind:
     def __init__(self, parts: dict[str, Generator]) -> None:
-        self.parts = parts
+        self.parts = dict(sorted(parts.items()))
         self.capabilities = Capabilities(
             kinds=frozenset(parts), prompt_schedule=any(p.capabilities.prompt_schedule for p in parts.values()),
             conditioning=frozenset().union(*(p.capabilities.conditioning for p in parts.values())))
 
-    def signature(self) -> Signature:   # every part's, so that a changed part regenerates
-        signatures = {kind: part.signature() for kind, part in sorted(self.parts.items())}
+    def signature(self) -> Signature:   # every part's, with its module file's SHA-256: a changed part regenerates
+        signatures = {k: with_source(p.signature(), source_sha256(p.__module__, p)) for k, p in self.parts.items()}
         return Signature(model=" + ".join(s.model for s in signatures.values()), weights="by kind",
                          settings={kind: s.to_json() for kind, s in signatures.items()})
 
