@@ -1124,3 +1124,31 @@ def test_a_kept_file_not_the_one_its_record_names_is_never_placed_among_the_roll
     card = json.loads(scored.scorecard_path.read_text())
     assert scored.exit_code == 2 and card["status"] == "partial"
     assert [f["sample_id"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]] == [last.partition(".")[2]]
+
+
+def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A cache on another file system than the run keeps no rollout (a copy of each would fill it, a home folder's
+    quota, before a prune); a run directory on another file system than the cache takes a copy of each."""
+    import shutil
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on another file system than the tests' temporary folder")
+    elsewhere = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        calls = tmp_path / "calls"
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(elsewhere / "cache"))
+        assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+        assert not list((elsewhere / "cache").rglob("*.file"))
+        assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 8
+
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "cache"))
+        assert _run(tmp_path / "c", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 12
+        capfd.readouterr()
+        assert _run(elsewhere / "d", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 12
+        assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
+        assert all(p.stat().st_nlink == 1 for p in (elsewhere / "d" / "rollouts").rglob("*.mp4"))
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)

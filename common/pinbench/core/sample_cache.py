@@ -14,8 +14,8 @@ that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheap
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
-record, ``<key>.file``, a hard link where it can (then it costs the cache no bytes while a run directory holds it
-too), else a copy; the bound counts such a file only once no other link to it is left.
+record, ``<key>.file``, a hard link (none on another file system: a copy would fill it), so it costs the cache no
+bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left.
 ``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
 or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
 """

@@ -766,8 +766,10 @@ class RolloutCache(SampleCache):
             output = json.loads(body)["result"]["output"]
         except (ValueError, KeyError, TypeError):
             return
-        if output in self.outputs.values() and _linked(self.rollouts / output, self.file(task_hash)):
-            super().put(task_hash, body)   # the rollout first: an entry never names a file the cache lacks
+        # the rollout first (an entry never names a file the cache lacks), by a hard link only: a copy would put a
+        # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back
+        if output in self.outputs.values() and _linked(self.rollouts / output, self.file(task_hash), copy=False):
+            super().put(task_hash, body)
 
 
 def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
@@ -787,9 +789,9 @@ def _holds(path: Path, sha256: Any) -> bool:
         return False
 
 
-def _linked(source: Path, target: Path) -> bool:
-    """``target`` made the same file as ``source`` (a regular file): a hard link, else a copy, put in place at once.
-    False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
+def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
+    """``target`` made the same file as ``source`` (a regular file): a hard link, else (``copy``) a copy, put in place
+    at once. False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
     try:
         if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or target.is_dir():
             return False
@@ -798,6 +800,8 @@ def _linked(source: Path, target: Path) -> bool:
             try:
                 os.link(source, tmp)
             except OSError:   # another file system, or links not allowed there
+                if not copy:
+                    raise
                 shutil.copyfile(source, tmp)
         # a rename of a link over the same file does nothing (POSIX): target was that file already, tmp is left
         tmp.unlink(missing_ok=True)
