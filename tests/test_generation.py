@@ -406,6 +406,33 @@ def test_requests_stopped_midway_by_a_bad_input_leave_the_folder_as_it_was(tmp_p
     assert _tree(earlier) == kept
 
 
+@pytest.mark.parametrize("earlier", [False, True], ids=["new", "earlier"])
+def test_requests_terminated_midway_leave_the_folder_as_it_was(tmp_path: Path, earlier: bool) -> None:
+    """SIGTERM (a job's time limit, ``timeout``) while the fixture is built: the process died on the signal and a new
+    --out stayed behind with its marker, a half-built fixture and a lock; an earlier folder kept them too."""
+    out = tmp_path / "new" / "requests"
+    if earlier:   # a folder an earlier pinbench requests claimed, with a file of the user's in it
+        out.mkdir(parents=True)
+        (out / ".pinbench-requests").write_text("pinbench writes a requests folder here\n")
+        (out / "notes.txt").write_text("mine\n")
+    kept = _tree(out) if earlier else None
+    proc = subprocess.Popen([sys.executable, "-m", "pinbench", "requests", "mind", "--fixture", "-o", "metrics=lcm",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".fixture_data.") for p in (out.iterdir() if out.is_dir() else ())):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == (f"terminated by SIGTERM: --out {out} left as it was (what this run added there is "
+                           "removed); run the same command again")
+    if earlier:
+        assert _tree(out) == kept
+    else:
+        assert not (tmp_path / "new").exists()   # nor the parent it made
+
+
 def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
