@@ -261,6 +261,13 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     assert failed == {"s02-tr180": f"NotGenerated: no rollout: {said}"}
 
+    (out / "rollouts" / request.output).unlink()   # a stored rollout removed: named under the run's folder
+    outcome = _run(out, None, asked, skip_generation=True)
+    assert outcome.exit_code == 2, outcome.message
+    failed = {f["sample_id"]: f["error"] for m in _card(out)["metrics"].values() for f in m["failed"]}
+    assert failed == {"s02-tr180": "FileNotFoundError: rollout not found: looked for s02-tr180.mp4 and "
+                                   f"s02-tr180/rollout.mp4 under {out / 'rollouts'}"}   # was: 'under -o videos'
+
 
 def test_skip_generation_refuses_rollouts_given_beside_it_in_one_line(tmp_path: Path) -> None:
     """The rollouts a --skip-generation run scores are the ones its generation stored: -o videos= is refused."""
