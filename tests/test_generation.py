@@ -477,6 +477,27 @@ def test_a_damaged_generator_file_is_named_in_one_line_by_the_scoring_run(
     assert "Traceback" not in again.output
 
 
+def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rollouts_is_refused(
+        tmp_path: Path) -> None:
+    """``--skip-generation --generator X`` (what submit's scoring job runs, with the generating jobs' X) scored the
+    rollouts another generator stored, silently, under a command line naming X; the same X still scores them."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "run"
+    assert _run(out, "static").exit_code == 0
+    args = ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge", "--skip-generation", "--out",
+            str(out), "--generator"]
+    refused = CliRunner().invoke(app, [*args, RENDER])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert refused.output.strip().splitlines()[-1] == (
+        f"error: --generator {RENDER}: the rollouts --skip-generation scores were made by static "
+        f"({out / 'generation' / 'generator.json'}); drop --generator to score those, or --skip-generation to "
+        "generate with it")
+    assert CliRunner().invoke(app, [*args, "static"]).exit_code == 0
+
+
 def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks
