@@ -498,6 +498,24 @@ def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rol
     assert CliRunner().invoke(app, [*args, "static"]).exit_code == 0
 
 
+def test_skip_generation_with_move_aside_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    """What the identity's refusal suggests after the scoring options changed (--move-aside) moved the stored
+    rollouts aside with the run, then refused for want of them ('generator.json is missing: run one first')."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "run"
+    assert _run(out, "static").exit_code == 0
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    refused = CliRunner().invoke(app, ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge",
+                                       "--skip-generation", "--move-aside", "--out", str(out)])
+    assert refused.exit_code == 2 and refused.output.strip() == (
+        f"error: --move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts {out} "
+        "holds, which --skip-generation scores; drop one of them")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before   # nothing moved
+
+
 def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks

@@ -317,6 +317,9 @@ def run(
         _check_sample_cache(cfg.out_dir)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
+        if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
+            _fail(f"--move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts "
+                  f"{cfg.out_dir} holds, which --skip-generation scores; drop one of them")
         if move_aside:
             from pinbench.core.rundir import holds_run
             from pinbench.core.rundir import move_aside as move
