@@ -123,6 +123,8 @@ def test_record_reference_refuses_a_partial_run(tmp_path: Path) -> None:
     (["run", "dynamic-degree", "--checkpoint", "x", "-o", "novalue"], "KEY=VALUE"),
     (["run", "dynamic-degree", "--checkpoint", "x", "--shard", "0/2", "--skip-scoring"],
      "--shard with --skip-scoring computes nothing"),
+    (["run", "mind", "--fixture", "--shard", "0/2", "--skip-generation", "--skip-scoring"],
+     "error: --shard with --skip-generation and --skip-scoring computes nothing: drop one of them"),
 ])
 def test_run_rejects_bad_arguments_in_one_line(args: list[str], message: str) -> None:
     result = runner.invoke(cli.app, args)

@@ -406,6 +406,33 @@ def test_requests_stopped_midway_by_a_bad_input_leave_the_folder_as_it_was(tmp_p
     assert _tree(earlier) == kept
 
 
+@pytest.mark.parametrize("earlier", [False, True], ids=["new", "earlier"])
+def test_requests_terminated_midway_leave_the_folder_as_it_was(tmp_path: Path, earlier: bool) -> None:
+    """SIGTERM (a job's time limit, ``timeout``) while the fixture is built: the process died on the signal and a new
+    --out stayed behind with its marker, a half-built fixture and a lock; an earlier folder kept them too."""
+    out = tmp_path / "new" / "requests"
+    if earlier:   # a folder an earlier pinbench requests claimed, with a file of the user's in it
+        out.mkdir(parents=True)
+        (out / ".pinbench-requests").write_text("pinbench writes a requests folder here\n")
+        (out / "notes.txt").write_text("mine\n")
+    kept = _tree(out) if earlier else None
+    proc = subprocess.Popen([sys.executable, "-m", "pinbench", "requests", "mind", "--fixture", "-o", "metrics=lcm",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".fixture_data.") for p in (out.iterdir() if out.is_dir() else ())):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == (f"terminated by SIGTERM: --out {out} left as it was (what this run added there is "
+                           "removed); run the same command again")
+    if earlier:
+        assert _tree(out) == kept
+    else:
+        assert not (tmp_path / "new").exists()   # nor the parent it made
+
+
 def test_requests_of_a_score_only_recipe_are_refused_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -448,6 +475,45 @@ def test_a_damaged_generator_file_is_named_in_one_line_by_the_scoring_run(
     assert again.exit_code == 2, again.output
     assert f"error: {maker}: " in again.output and says in again.output
     assert "Traceback" not in again.output
+
+
+def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rollouts_is_refused(
+        tmp_path: Path) -> None:
+    """``--skip-generation --generator X`` (what submit's scoring job runs, with the generating jobs' X) scored the
+    rollouts another generator stored, silently, under a command line naming X; the same X still scores them."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "run"
+    assert _run(out, "static").exit_code == 0
+    args = ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge", "--skip-generation", "--out",
+            str(out), "--generator"]
+    refused = CliRunner().invoke(app, [*args, RENDER])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert refused.output.strip().splitlines()[-1] == (
+        f"error: --generator {RENDER}: the rollouts --skip-generation scores were made by static "
+        f"({out / 'generation' / 'generator.json'}); drop --generator to score those, or --skip-generation to "
+        "generate with it")
+    assert CliRunner().invoke(app, [*args, "static"]).exit_code == 0
+
+
+def test_skip_generation_with_move_aside_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    """What the identity's refusal suggests after the scoring options changed (--move-aside) moved the stored
+    rollouts aside with the run, then refused for want of them ('generator.json is missing: run one first')."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "run"
+    assert _run(out, "static").exit_code == 0
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    refused = CliRunner().invoke(app, ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge",
+                                       "--skip-generation", "--move-aside", "--out", str(out)])
+    assert refused.exit_code == 2 and refused.output.strip() == (
+        f"error: --move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts {out} "
+        "holds, which --skip-generation scores; drop one of them")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before   # nothing moved
 
 
 def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(

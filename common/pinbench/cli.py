@@ -97,6 +97,23 @@ def _resumable(out_dir: Path) -> Iterator[None]:
         raise
 
 
+@contextmanager
+def _undone_when_terminated(out: Path) -> Iterator[None]:
+    """SIGTERM or SIGHUP (a job's time limit, a lost SSH session) as SystemExit, so the block's undo runs, and one
+    line saying so. Before, the process died on the signal and left a new --out with its marker and a half-built
+    fixture, which a later look took for a requests folder."""
+    from pinbench.core.rundir import Terminated, terminate_as_exit
+
+    try:
+        with terminate_as_exit():
+            yield
+    except Terminated as exc:
+        with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
+            typer.echo(f"terminated by {exc.signal_name}: --out {out} left as it was (what this run added there is "
+                       "removed); run the same command again", err=True)
+        raise
+
+
 def _recipe(name: str) -> Recipe:
     try:
         return get_recipe(name)
@@ -300,6 +317,9 @@ def run(
         _check_sample_cache(cfg.out_dir)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
+        if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
+            _fail(f"--move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts "
+                  f"{cfg.out_dir} holds, which --skip-generation scores; drop one of them")
         if move_aside:
             from pinbench.core.rundir import holds_run
             from pinbench.core.rundir import move_aside as move
@@ -374,13 +394,15 @@ def requests_cmd(
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
                   check_required=False)
-    # a failure midway (a bad input) leaves --out as it was: no half-filled folder that looks ready to travel
-    with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError), filled_output_folder(
-            out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
-            earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
-            or (folder / FIXTURE_DIR).is_dir()):   # what --fixture builds there first
-        asked = Run(recipe, cfg).requests(out)
-        path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
+    # a failure midway (a bad input, SIGTERM or SIGHUP) leaves --out as it was: no half-filled folder that looks
+    # ready to travel; requests.jsonl written is the end of it (a prune stopped midway leaves only files it names)
+    with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError):
+        with _undone_when_terminated(out), filled_output_folder(
+                out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
+                earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
+                or (folder / FIXTURE_DIR).is_dir()):   # what --fixture builds there first
+            asked = Run(recipe, cfg).requests(out)
+            path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
     _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"

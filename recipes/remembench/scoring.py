@@ -84,12 +84,13 @@ class Scorer:
 
     def __call__(self, task: RowTask) -> dict[str, Any]:
         video = task.video
+        # the folder by name: a --skip-generation run's is the run's rollouts/, no -o videos
+        where = "-o videos" if self.videos is None else str(self.videos)
         if task.rollouts:  # scoring the first would score a rollout chosen by a rule the user may not know
-            raise ValueError(f"{' and '.join(task.rollouts)} are both under -o videos: two rollouts of "
+            raise ValueError(f"{' and '.join(task.rollouts)} are both under {where}: two rollouts of "
                              f"{task.sample_id}; keep the one to score")
         if video is None:
-            raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task.looked_for)} under "
-                                    "-o videos")
+            raise FileNotFoundError(f"rollout not found: looked for {' and '.join(task.looked_for)} under {where}")
         name = video.path
         frames, computed_tempssim = decode_with_tempssim(self._under(self.videos, name, "videos"), task.decoder,
                                                          device=self.device)

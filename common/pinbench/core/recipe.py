@@ -292,6 +292,10 @@ class Recipe:
             raise RecipeError(f"{self.name}: --shard with --skip-scoring computes nothing ({self.name} has no "
                               "generation step to shard): drop --skip-scoring; the merge is one unsharded "
                               "--skip-scoring run")
+        if shard is not None and skip_scoring and skip_generation:
+            # the same: "0 samples: 0 done, 0 reused, 0 failed", exit 0, a shard that did nothing called finished
+            raise RecipeError("--shard with --skip-generation and --skip-scoring computes nothing: drop one of them "
+                              "(the merge is one unsharded run)")
         if runtime not in ("local", "docker"):
             raise RecipeError(f"--runtime must be local or docker, not {runtime!r}")
         if fixture:

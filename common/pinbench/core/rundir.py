@@ -504,7 +504,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             _sweep(out_dir, cfg.shard)
     try:
         _refuse_wrong_kinds(out_dir, cfg.shard)
-        with _terminate_as_exit():
+        with terminate_as_exit():
             yield claim
     finally:
         if not claim.inherited:
@@ -512,7 +512,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
 
 
 @contextlib.contextmanager
-def _terminate_as_exit() -> Iterator[None]:
+def terminate_as_exit() -> Iterator[None]:
     """While a claim is held, SIGTERM (Slurm's time limit, preemption, ``scancel``) and SIGHUP (a lost SSH session or
     terminal) end the process as SystemExit (exit 143, 129), so the claim is released and a ``--runtime docker``
     stage's container stopped. Before, the lock stayed: a resubmitted array task that Slurm placed on another node

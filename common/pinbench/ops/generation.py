@@ -475,6 +475,11 @@ class Generating:
             # no generator of its own to name: refused before anything is written
             raise RecipeError(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
                               f"that a run with --generator stored in {rollouts}; run one first")
+        if stored is not None and self.spec is not None and stored.generator != scrub(self.spec.spec):
+            # (the file holds the name scrubbed): scoring them would put another generator's rollouts under this one
+            raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
+                              f"by {stored.generator} ({store / GENERATOR_FILE}); drop --generator to score those, "
+                              "or --skip-generation to generate with it")
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))

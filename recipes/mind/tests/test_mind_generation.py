@@ -311,6 +311,28 @@ def test_skip_generation_without_a_generating_run_before_it_is_refused_in_one_li
     assert not (out / "rollouts").exists() and not (out / "generation" / "requests.jsonl").exists()
 
 
+def test_skip_generation_counts_a_continuation_no_run_generated_missing(asked: Path, tmp_path: Path) -> None:
+    """A continuation whose generation never ran (its Slurm task failed; here a generating run of --limit 2) was
+    scored failed ('no generated video: the model produced none'); never computed, it counts missing, and the
+    suite's derived record is computed from the same records (pinbench check finds them consistent)."""
+    from pinbench.core.check import check_run
+
+    out = tmp_path / "run"
+    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    recipe = get_recipe("mind")
+
+    def run(limit: int, **flags):
+        return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=limit, env={},
+                                        options={"metrics": "lcm", "native": "0", "video_max_time": "101"}, **flags))
+
+    assert run(2, generator="replay", skip_scoring=True).exit_code == 0
+    assert run(len(LIMITED), skip_generation=True).exit_code == 2
+    card = _card(out)
+    assert (card["samples"]["n_failed"], card["samples"]["n_missing"]) == (0, 1)
+    assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["missing"] == [LIMITED[2]]
+    assert not [p for p in check_run(out).problems if "derived" in p]
+
+
 @pytest.mark.parametrize("flags", [{"generator": "replay"}, {"skip_generation": True}], ids=["generator", "skip"])
 def test_the_doctor_checks_the_lpips_trunk_the_native_check_of_generated_rollouts_reads(tmp_path: Path,
                                                                                      flags: dict) -> None:

@@ -23,7 +23,7 @@ from rollout_checks import checked_rollouts, swap_rollout
 from typer.testing import CliRunner
 
 from pinbench.cli import app
-from pinbench.core.config import RecipeError
+from pinbench.core.config import RecipeError, Shard
 from pinbench.core.generation import read_requests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import FIXTURE_DIR
@@ -260,6 +260,41 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
     assert card["samples"]["n_ok"] == 6 and sorted(_calls(calls)) == made
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     assert failed == {"s02-tr180": f"NotGenerated: no rollout: {said}"}
+
+    (out / "rollouts" / request.output).unlink()   # a stored rollout removed: named under the run's folder
+    outcome = _run(out, None, asked, skip_generation=True)
+    assert outcome.exit_code == 2, outcome.message
+    failed = {f["sample_id"]: f["error"] for m in _card(out)["metrics"].values() for f in m["failed"]}
+    assert failed == {"s02-tr180": "FileNotFoundError: rollout not found: looked for s02-tr180.mp4 and "
+                                   f"s02-tr180/rollout.mp4 under {out / 'rollouts'}"}   # was: 'under -o videos'
+
+
+def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(asked: Path, tmp_path: Path) -> None:
+    """The scoring job after a generation array one of whose tasks never ran (a failed Slurm task, as submit lays
+    MIND and RememBench out with --generator): that shard's samples counted failed ('rollout not found'), charged to
+    the model; never computed, they count missing, as a merge counts a never-run shard's, and the run is partial
+    (exit 2). Once that shard generates, the same scoring run completes."""
+    out = tmp_path / "run"
+    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    recipe = get_recipe("remembench")
+
+    def run(**flags):
+        return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, env={}, **flags))
+
+    assert run(generator=RENDER, skip_scoring=True, shard=Shard.parse("0/2")).exit_code == 0
+    never = sorted(r.id for r in read_requests(out / "generation" / "requests.jsonl")
+                   if not (out / "rollouts" / r.output).exists())
+    assert len(never) == 3
+    assert run(skip_generation=True).exit_code == 2
+    card = _card(out)
+    assert card["status"] == "partial" and (card["samples"]["n_ok"], card["samples"]["n_failed"],
+                                            card["samples"]["n_missing"]) == (4, 0, 3)
+    rows = [row.split("\t") for row in (out / "failures.tsv").read_text().splitlines()[1:]]
+    assert sorted({sid for sid, _, _ in rows}) == never
+    assert all(why.startswith("missing: no result from any shard (generation: no run stored ") for _, _, why in rows)
+    assert all(not m["failed"] for m in card["metrics"].values())
+    assert run(generator=RENDER, skip_scoring=True, shard=Shard.parse("1/2")).exit_code == 0
+    assert run(skip_generation=True).exit_code == 0 and _card(out)["status"] == "complete"
 
 
 def test_skip_generation_refuses_rollouts_given_beside_it_in_one_line(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_two_rollouts_of_one_sample_fail_it_by_name(tmp_path: Path):
     card = json.loads((tmp_path / "scorecard.json").read_text())
     (failed,) = card["metrics"]["t2v/clip"]["failed"]
     assert failed["sample_id"] == "t2v-001"
-    assert "t2v-001.mp4 and t2v-001/rollout.mp4 are both under -o videos" in failed["error"]
+    assert f"t2v-001.mp4 and t2v-001/rollout.mp4 are both under {data.videos}: two rollouts" in failed["error"]
     assert card["metrics"]["t2v/clip"]["n_scored"] == 2 and card["samples"]["n_expected"] == 7
 
 
