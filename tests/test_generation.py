@@ -498,22 +498,28 @@ def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rol
     assert CliRunner().invoke(app, [*args, "static"]).exit_code == 0
 
 
-def test_skip_generation_with_move_aside_is_refused_before_anything_moves(tmp_path: Path) -> None:
+def test_skip_generation_with_move_aside_is_refused_before_anything_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the identity's refusal suggests after the scoring options changed (--move-aside) moved the stored
-    rollouts aside with the run, then refused for want of them ('generator.json is missing: run one first')."""
+    rollouts aside with the run, then refused for want of them ('generator.json is missing: run one first'). The
+    way it names instead, the generator with --move-aside, takes every rollout back from the sample cache."""
     from typer.testing import CliRunner
 
     from pinbench.cli import app
 
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "run"
     assert _run(out, "static").exit_code == 0
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    refused = CliRunner().invoke(app, ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge",
-                                       "--skip-generation", "--move-aside", "--out", str(out)])
+    args = ["run", "paibench-c", "--fixture", "--offline", "-o", "modalities=edge", "--move-aside", "--out", str(out)]
+    refused = CliRunner().invoke(app, [*args, "--skip-generation"])
     assert refused.exit_code == 2 and refused.output.strip() == (
         f"error: --move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts {out} "
-        "holds, which --skip-generation scores; drop one of them")
+        "holds, which --skip-generation scores; to score them under other options, run their --generator with "
+        "--move-aside (or into another --out): the sample cache gives their rollouts back without generating them")
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before   # nothing moved
+    again = CliRunner().invoke(app, [*args, "--generator", "static"])
+    assert "generate: 4 samples: 0 done, 4 reused (4 from the sample cache), 0 failed" in again.output, again.output
 
 
 def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_scoring_run(

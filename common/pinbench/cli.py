@@ -319,7 +319,9 @@ def run(
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
             _fail(f"--move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts "
-                  f"{cfg.out_dir} holds, which --skip-generation scores; drop one of them")
+                  f"{cfg.out_dir} holds, which --skip-generation scores; to score them under other options, run "
+                  "their --generator with --move-aside (or into another --out): the sample cache gives their "
+                  "rollouts back without generating them")
         if move_aside:
             from pinbench.core.rundir import holds_run
             from pinbench.core.rundir import move_aside as move
