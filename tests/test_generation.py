@@ -417,7 +417,8 @@ def test_requests_terminated_midway_leave_the_folder_as_it_was(tmp_path: Path, e
         (out / "notes.txt").write_text("mine\n")
     kept = _tree(out) if earlier else None
     proc = subprocess.Popen([sys.executable, "-m", "pinbench", "requests", "mind", "--fixture", "-o", "metrics=lcm",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PINBENCH_NOTICE_S": "600"})   # no slow-step notice on a loaded machine
     deadline = time.monotonic() + 60
     while not any(p.name.startswith(".fixture_data.") for p in (out.iterdir() if out.is_dir() else ())):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -550,6 +551,28 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
     assert ("generation failed: invalid rollout: edge/task_0001.mp4: 96x64, the request asks 96x72; 210 fps, the "
             f"request asks 30; 27 frames, the request asks 9 ({swapped})") in failed["task_0001"]
     assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
+
+
+def test_two_rollouts_of_one_shape_swapped_after_they_were_kept_fail_their_samples(tmp_path: Path) -> None:
+    """Two rollouts of one size, rate and length swapped after generation kept them passed the shape check, and each
+    was scored as the other's rollout: a file other than the one kept (its SHA-256) fails its sample by name."""
+    recipe = get_recipe("paibench-c")
+
+    def run(skip: bool):
+        return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                        skip_generation=skip))
+
+    assert run(False).exit_code == 0
+    a, b = (tmp_path / "run" / "rollouts" / "edge" / f"task_000{i}.mp4" for i in (1, 2))
+    os.replace(a, tmp_path / "swap")
+    os.replace(b, a)
+    os.replace(tmp_path / "swap", b)
+    outcome = run(True)
+    assert outcome.exit_code == 2
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert sorted(failed) == ["task_0001", "task_0002"]
+    assert "another file than the one generation kept" in failed["task_0001"]
 
 
 def _marked(marker: str) -> list[int]:

@@ -656,17 +656,23 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
     (``check_rollout``: a file swapped in after it was kept, at another size, rate or length) fails its sample.
 
     A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
-    again; a missing one is left to the recipe, which counts it as it counts any missing rollout."""
+    again; one of the right shape that is another file than the one kept fails too (two rollouts of one size, rate
+    and length swapped were scored as each other's); a missing one is left to the recipe, which counts it as it
+    counts any missing rollout."""
     failures = {}
     for request in requests:
         path = rollouts / request.output
         if not os.path.lexists(path):
             continue
         kept = records.get(request.id)
-        if (kept is not None and kept.ok and kept.result.get("request") == request.digest
-                and not path.is_symlink() and path.is_file() and _sha256(path) == kept.result.get("sha256")):
+        ours = kept is not None and kept.ok and kept.result.get("request") == request.digest
+        sha256 = _sha256(path) if not path.is_symlink() and path.is_file() else None
+        if ours and sha256 == kept.result.get("sha256"):
             continue
         problems = check_rollout(request, path)
+        if not problems and ours:
+            problems = [f"{path}: another file than the one generation kept (SHA-256 {str(sha256)[:12]}..., kept "
+                        f"{str(kept.result.get('sha256'))[:12]}...); generate it again without --skip-generation"]
         if problems:
             failures[request.id] = _invalid(request, path, problems)
     if failures:
