@@ -1247,3 +1247,17 @@ def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
         assert all(p.stat().st_nlink == 1 for p in (elsewhere / "d" / "rollouts").rglob("*.mp4"))
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:
+    """Refused ('generator.json is missing: run one first'), it left the run directory it had made, holding the
+    fixture data and the staged inputs of a run that never ran, as a generator's refusal no longer does."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "runs" / "remembench"
+    result = CliRunner().invoke(app, ["run", "remembench", "--fixture", "--offline", "--skip-generation", "--out",
+                                      str(out)])
+    assert result.exit_code == 2 and "generator.json is missing" in result.output, result.output
+    assert not (tmp_path / "runs").exists()

@@ -80,6 +80,11 @@ class RunDirError(RecipeError):
     """The run directory belongs to another run, or is in use (one-line message)."""
 
 
+class Refused(RecipeError):
+    """A run refused before it computed anything (one-line message): what its claim created goes with it
+    (``discard_refused``)."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """What ``claim_run_dir`` holds: the lock file, its token (for child processes), whether it is ours, and the

@@ -63,6 +63,7 @@ from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
+from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
 from pinbench.core.sample_cache import SampleCache
 from pinbench.core.store import Stored
@@ -473,7 +474,7 @@ class Generating:
         stored = _stored_origin(store / GENERATOR_FILE) if run.skips("generation") else None
         if run.skips("generation") and stored is None and self.spec is None and default is None:
             # no generator of its own to name: refused before anything is written
-            raise RecipeError(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
+            raise Refused(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
                               f"that a run with --generator stored in {rollouts}; run one first")
         if stored is not None and self.spec is not None and stored.generator != scrub(self.spec.spec):
             # (the file holds the name scrubbed): scoring them would put another generator's rollouts under this one

@@ -16,7 +16,7 @@ from pinbench.core.generation import RequestError
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import Reference
 from pinbench.core.run import Figure, Run, RunOutcome
-from pinbench.core.rundir import claim_run_dir, discard_refused
+from pinbench.core.rundir import Refused, claim_run_dir, discard_refused
 from pinbench.core.runner import SampleRecord
 from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
 
@@ -32,7 +32,7 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
         try:
             return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
                 lambda run: recipe.load(recipe.entry)(run))
-        except RequestError:   # refused before anything ran: nothing of it stays
+        except (RequestError, Refused):   # refused before anything ran: nothing of it stays
             discard_refused(claim)
             raise
 
