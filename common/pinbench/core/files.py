@@ -325,7 +325,7 @@ def undone_on_failure(dest: Path) -> Iterator[None]:
     ``dest`` itself (and the parents it made) when it was not there, else each entry under it that was not there
     before. What was there stays, so a user's files are never removed. Why: a ``pinbench requests`` stopped midway
     by a bad input left an empty or half-filled folder, which looked like one ready to travel."""
-    top = _topmost_missing(Path(dest).absolute())
+    top = topmost_missing(Path(dest).absolute())
     before = set() if top is not None else set(_tree_names(dest))
     try:
         yield
@@ -339,8 +339,9 @@ def undone_on_failure(dest: Path) -> Iterator[None]:
         raise
 
 
-def _topmost_missing(path: Path) -> Path | None:
-    """The outermost of ``path`` and its parents that does not exist (None when ``path`` does)."""
+def topmost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (None when ``path`` does): the folder that
+    making ``path`` creates, and removing undoes."""
     top = None
     while not os.path.lexists(path) and path != path.parent:
         top, path = path, path.parent
@@ -473,7 +474,7 @@ def loads_json(text: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str
     try:
         return json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
+        raise _too_deep(text) from None
 
 
 def loads_finite_json(text: str) -> object:
@@ -490,7 +491,13 @@ def loads_finite_json(text: str) -> object:
             return _FINITE_DECODER.decode(text)
         return json.loads(text, parse_constant=_non_finite_constant, parse_float=_finite_number)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0) from None
+        raise _too_deep(text) from None
+
+
+def _too_deep(text: str | bytes) -> json.JSONDecodeError:
+    """The parser's RecursionError on ``[[[...]]]`` nested beyond its depth, as the JSONDecodeError a reader's
+    ``except ValueError`` names its file by."""
+    return json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0)
 
 
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"

@@ -59,8 +59,6 @@ from pinbench.core.reference import (
     render_results,
 )
 from pinbench.core.runner import (
-    FAILED,
-    MISSING_ERROR,
     BatchFn,
     Pending,
     RunSummary,
@@ -69,11 +67,11 @@ from pinbench.core.runner import (
     StepLog,
     Validator,
     holds_records,
-    load_records,
     merge_samples,
     pending_tasks,
     recomputed_text,
     run_samples,
+    stand_in,
     write_records,
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
@@ -154,7 +152,7 @@ class Run:
         self.timings: dict[str, float] = {}
         self.generation: Generated | None = None   # what generated the rollouts (set by the generation step)
         self.generation_failures: dict[str, str] = {}    # sample -> why its rollout was not made
-        self.never_generated: dict[str, str] = {}   # sample -> why it counts missing (``_never_generated``)
+        self.never_generated: dict[str, str] = {}   # sample -> why it counts missing (set by the generation step)
         self._report, self._generation = report, generation
         self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
 
@@ -279,7 +277,8 @@ class Run:
             records = merge_samples([self.out_dir / folder], tasks, implementation=self.cfg.implementation,
                                     validate=validate)
         never = self.never_generated
-        return [_missing(r, never[r.sample_id]) if not r.ok and r.sample_id in never else r for r in records]
+        return [stand_in(r.sample_id, r.input_hash, r.implementation, [never[r.sample_id]])
+                if not r.ok and r.sample_id in never else r for r in records]
 
     def score(self, tasks: Sequence[Task], fn: SampleFn, **step: Any) -> list[SampleRecord]:
         """``compute`` then ``gather``: every task's record (``step``: ``compute``'s keywords)."""
@@ -320,10 +319,7 @@ class Run:
         stored."""
         if self._generation is None or not (self.scores_generated or default is not None):
             return None
-        rollouts = self._generation.generate(self, requests, folder, default)
-        if self.skips("generation"):
-            self.never_generated = _never_generated(requests, rollouts, self.out_dir / GENERATION)
-        return rollouts
+        return self._generation.generate(self, requests, folder, default)
 
     def log(self, tasks: Sequence[Task], *, folder: str, label: str) -> StepLog:
         """The record of a step whose work runs outside the run's own loop, in batches an external tool launches
@@ -489,23 +485,6 @@ def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
 
 class NotGenerated(RuntimeError):
     """A sample whose rollout its generator did not make: the generation's reason, not a missing file's."""
-
-
-def _never_generated(requests: Sequence[Request], rollouts: Path, store: Path) -> dict[str, str]:
-    """A ``--skip-generation`` run's requests that no generating run ever made (no record of it in ``store``, no
-    rollout in ``rollouts``: the shard that owned it never ran, or a --limit that stopped short of it), with why.
-
-    Why: their samples were never computed, so they count missing, as a merge counts a never-run shard's samples;
-    they had counted failed ('the model produced none'), charged to the model."""
-    records = load_records(store)
-    return {r.id: f"generation: no run stored {r.output} or a record of it" for r in requests
-            if r.id not in records and not os.path.lexists(rollouts / r.output)}
-
-
-def _missing(record: SampleRecord, why: str) -> SampleRecord:
-    """A sample's record as the merge's stand-in for one never computed (``is_stand_in``): it counts missing."""
-    return SampleRecord(record.sample_id, FAILED, None, f"{MISSING_ERROR} ({why})", record.input_hash, 0.0,
-                        implementation=record.implementation)
 
 
 class _NotGenerated:

@@ -54,6 +54,7 @@ from pinbench.core.files import (
     read_regular_text,
     shown_name,
     sweep_temporaries,
+    topmost_missing,
     tree_listing,
     write_atomic,
 )
@@ -479,7 +480,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
         raise RunDirError(f"{out_dir}: its parent {blocked[0]} is {blocked[1]}, not a folder; --out names a run "
                           "directory")
     _refuse_foreign(out_dir)
-    created = next((p for p in reversed([out_dir, *out_dir.parents]) if not os.path.lexists(p)), None)
+    created = topmost_missing(out_dir)
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

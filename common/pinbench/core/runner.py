@@ -84,6 +84,7 @@ __all__ = [
     "parse_merged",
     "read_merged",
     "run_samples",
+    "stand_in",
     "write_records",
 ]
 
@@ -1116,8 +1117,16 @@ def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]]
         reasons += contents.problems_of.get(sid, [])
     if failed is not None:
         return failed
+    return stand_in(sid, task_hash, implementation, reasons)
+
+
+def stand_in(sample_id: str, input_hash: str, implementation: Implementation | None,
+             reasons: Sequence[str] = ()) -> SampleRecord:
+    """The record of a sample never computed (no shard stored it, no run generated its rollout): failed, its error
+    ``MISSING_ERROR`` and why, so that it counts missing (``pinbench.core.scorecard.is_stand_in``) while it keeps its
+    place in samples.jsonl."""
     error = MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
-    return SampleRecord(sid, FAILED, None, error, task_hash, 0.0, implementation=implementation)
+    return SampleRecord(sample_id, FAILED, None, error, input_hash, 0.0, implementation=implementation)
 
 
 def read_merged(path: Path | str) -> list[SampleRecord]:

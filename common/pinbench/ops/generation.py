@@ -200,18 +200,22 @@ def with_options(signature: Signature, options: Mapping[str, str]) -> Signature:
     """A factory's signature with the ``-g`` options it was made with (settings ``"-g"``; none: unchanged), so that
     a changed option is another generator even where ``signature()`` leaves it out (a factory's ``-g mode=`` changed
     between runs had its rollouts of the old mode reused), as a command's options are part of its signature."""
-    if not options:
-        return signature
-    return dataclasses.replace(signature, settings={**signature.settings, OPTIONS_KEY: dict(sorted(options.items()))})
-
-
-PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
-# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; ${NAME} of a name that is no placeholder, a
-# shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON, ``{{.Id}}``) are not looked at
-_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}|(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}")
+    return _with_setting(signature, OPTIONS_KEY, options)
 
 
 SOURCE_KEY = "source_sha256"   # the settings key of the SHA-256 of a Python generator's module files
+
+
+def with_source(signature: Signature, digests: Mapping[str, str]) -> Signature:
+    """A factory's signature with its module files' SHA-256 (``source_sha256``; settings ``SOURCE_KEY``)."""
+    return _with_setting(signature, SOURCE_KEY, digests)
+
+
+def _with_setting(signature: Signature, key: str, values: Mapping[str, str]) -> Signature:
+    """``signature`` with ``values`` under settings ``key``, sorted (none: unchanged)."""
+    if not values:
+        return signature
+    return dataclasses.replace(signature, settings={**signature.settings, key: dict(sorted(values.items()))})
 
 
 def source_sha256(target: str, generator: object) -> dict[str, str]:
@@ -223,11 +227,10 @@ def source_sha256(target: str, generator: object) -> dict[str, str]:
     return {name: sha256_file(file) for name, file in files.items() if file and os.path.isfile(file)}
 
 
-def with_source(signature: Signature, digests: Mapping[str, str]) -> Signature:
-    """A factory's signature with its module files' SHA-256 (``source_sha256``; settings ``SOURCE_KEY``)."""
-    if not digests:
-        return signature
-    return dataclasses.replace(signature, settings={**signature.settings, SOURCE_KEY: dict(sorted(digests.items()))})
+PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
+# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; ${NAME} of a name that is no placeholder, a
+# shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON, ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}|(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}")
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:
@@ -475,7 +478,7 @@ class Generating:
         if run.skips("generation") and stored is None and self.spec is None and default is None:
             # no generator of its own to name: refused before anything is written
             raise Refused(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
-                              f"that a run with --generator stored in {rollouts}; run one first")
+                          f"that a run with --generator stored in {rollouts}; run one first")
         if stored is not None and self.spec is not None and stored.generator != scrub(self.spec.spec):
             # (the file holds the name scrubbed): scoring them would put another generator's rollouts under this one
             raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
@@ -489,6 +492,7 @@ class Generating:
             made, records = stored or _Origin(named), load_records(store)
             run.generation = _provenance(made, requests, records)
             run.generation_failures = _not_as_asked(requests, rollouts, records)
+            run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
@@ -498,7 +502,8 @@ class Generating:
             tasks = [RolloutTask(r.id, r.digest) for r in requests]
             kept = _Kept(rollouts, signature)
             base = run.sample_cache(GENERATION, "generation")
-            cached = RolloutCache(base, signature, rollouts, {r.id: r.output for r in requests}) if base else None
+            outputs = {r.id: r.output for r in requests}
+            cached = None if base is None else RolloutCache(base, signature, rollouts, outputs)
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
@@ -683,6 +688,17 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
     return failures
 
 
+def _never_generated(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord]
+                     ) -> dict[str, str]:
+    """A ``--skip-generation`` run's requests that no generating run ever made (no record of it, no rollout: the
+    shard that owned it never ran, or a --limit that stopped short of it), with why.
+
+    Why: their samples were never computed, so they count missing (``Run.gather``), as a merge counts a never-run
+    shard's samples; they had counted failed ('the model produced none'), charged to the model."""
+    return {r.id: f"generation: no run stored {r.output} or a record of it" for r in requests
+            if r.id not in records and not os.path.lexists(rollouts / r.output)}
+
+
 def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
     """The step's summary with every kept rollout whose file is no longer the one checked and recorded failed by name
     (a generator that wrote over another sample's rollout: scoring it would score another rollout, or a damaged one);
@@ -832,8 +848,7 @@ class _Kept:
     def __call__(self, result: Mapping[str, Any]) -> bool:
         if result.get("generator") != self.signature.digest:
             raise Stale("generator changed")
-        path = self.rollouts / str(result.get("output", ""))
-        if path.is_symlink() or not path.is_file() or _sha256(path) != result.get("sha256"):
+        if not _holds(self.rollouts / str(result.get("output", "")), result.get("sha256")):
             raise Stale("the rollout file changed or is gone")
         return True
 
