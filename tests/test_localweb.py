@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sockets import listening_addresses
 
-from pinbench.ops.localweb import MAX_PATH, Guard, PathRefused, bind_loopback, new_token, resolve_inside
+from pinbench.ops.localweb import MAX_DRAIN, MAX_PATH, Guard, PathRefused, bind_loopback, new_token, resolve_inside
 
 PORT = 8123
 
@@ -77,6 +77,38 @@ def test_a_path_too_long_for_any_page_is_refused_before_the_routes(guard) -> Non
     assert (status, body) == (414, f"a path of at most {MAX_PATH} characters is served here\n".encode())
     assert headers[b"x-frame-options"] == b"DENY"
     assert _request(app, "/" + "9" * 5000, **host)[0] == 403  # the token first: a stranger learns nothing more
+
+
+def _events(guard: Guard, path: str, body: list[bytes], **headers: str) -> list[str]:
+    """What the guard did, in order: 'read' for each part of the body taken, then the answer's 'start'."""
+    events: list[str] = []
+    parts = list(body)
+
+    async def receive() -> dict:
+        events.append("read")
+        return {"type": "http.request", "body": parts.pop(0), "more_body": bool(parts)}
+
+    async def send(message: dict) -> None:
+        events.append(message["type"].rpartition(".")[2])
+
+    scope = {"type": "http", "path": path, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+    asyncio.run(guard(scope, receive, send))
+    return events
+
+
+def test_an_answer_before_the_body_was_read_waits_for_it_and_drops_it(guard) -> None:
+    """A refusal (or a page's 400) sent while the body was still arriving, and the connection closed with it
+    unread, made the server reset the connection: the client saw "connection reset by peer" instead of the 403
+    (a POST with a foreign Origin, 7 of 2,000 on a real server here; 0 of 2,000 with the body read first)."""
+    app, token = guard
+    host = {"host": f"127.0.0.1:{PORT}"}
+    body = [b"x" * 10, b"y" * 10, b"z" * 10]
+    refused = _events(app, f"/{token}/api/x", body, **host, origin="null", **{"content-length": "30"})
+    assert refused == ["read", "read", "read", "start", "body"]
+    assert _events(app, "/nope", body, **host, **{"content-length": "30"})[:4] == ["read", "read", "read", "start"]
+    assert _events(app, f"/{token}/api/x", [b""], **host) == ["start", "body"]  # no body: nothing to wait for
+    too_big = str(MAX_DRAIN + 1)  # a body declared beyond the bound is not waited for: the answer comes first
+    assert _events(app, "/nope", body, **host, **{"content-length": too_big}) == ["start", "body"]
 
 
 def test_the_server_listens_on_loopback_only() -> None:

@@ -24,6 +24,7 @@ HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
 GRACE = 3  # seconds a stop waits for requests still open
 MAX_PATH = 2048  # no page's address is near this; a 5,000-digit frame number was a 500 with a traceback (int())
+MAX_DRAIN = 2**20  # bytes of an unread request body read and dropped before an answer (see Guard)
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
@@ -61,7 +62,11 @@ def security_headers(csp: str) -> list[tuple[bytes, bytes]]:
 class Guard:
     """ASGI middleware: 403 unless the path starts with the session token, Host is this loopback address and an
     Origin, when the browser sends one, is this page's own; 414 for a path longer than ``MAX_PATH``; security headers
-    on every response."""
+    on every response.
+
+    An answer given before the request's body was read (a refusal, a 400 for a form's type) waits for the rest of
+    that body, up to ``MAX_DRAIN`` declared bytes, and drops it: a connection closed with bytes unread sends a reset
+    that can discard the answer still on its way, so the client saw "connection reset" instead of the 403 or 400."""
 
     def __init__(self, app: ASGIApp, token: str, port: int, csp: str):
         self.app, self.token = app, token.encode()
@@ -91,12 +96,22 @@ class Guard:
             return
 
         started = False
+        body_read = _declared_length(scope) == 0
+
+        async def reading() -> Any:
+            nonlocal body_read
+            message = await receive()
+            body_read = body_read or message["type"] != "http.request" or not message.get("more_body", False)
+            return message
 
         async def with_headers(message: Any) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
                 message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+                dropped, declared = 0, _declared_length(scope) or 0
+                while not body_read and declared <= MAX_DRAIN and dropped <= MAX_DRAIN:
+                    dropped += len((await reading()).get("body", b""))
             await send(message)
 
         if not self.allowed(scope):
@@ -106,10 +121,21 @@ class Guard:
             await self.refuse(with_headers, 414, f"a path of at most {MAX_PATH} characters is served here\n")
             return
         try:
-            await self.app(scope, receive, with_headers)
+            await self.app(scope, reading, with_headers)
         except asyncio.CancelledError:  # still open when a stop's GRACE ran out: a short answer, not a traceback
             if not started:
+                body_read = True  # nothing more is waited for: a body that never comes held the stop for ever
                 await self.refuse(with_headers, 503, "the page is stopping\n")
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The request body's Content-Length (0 when it declares none and is not chunked; None: chunked or unreadable,
+    drained up to its end as the server parses it)."""
+    headers = dict(scope.get("headers") or [])
+    if b"transfer-encoding" in headers:
+        return None
+    length = headers.get(b"content-length", b"0")
+    return int(length) if length.isdigit() else None
 
 
 def resolve_inside(root: Path | str, relative: str) -> Path:
