@@ -48,6 +48,23 @@ SUBMISSIONS = "submissions.jsonl"
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
             "--test-only", "--ntasks")
+# pinbench's own options, which sbatch refuses (--skip-generation), takes for one of its own (--out, a prefix of
+# --output) or sets twice (--time): given as --sbatch-arg they never reached a job's pinbench. Where each belongs:
+_SUBMIT_OPTIONS = ("--shards", "--engine", "--checkpoint", "--out", "--limit", "--fixture", "--offline", "--option",
+                   "--partition", "--gpus-per-task", "--time", "--finish-time", "--account", "--sbatch-arg",
+                   "--container", "--image", "--dry-run", "--generator", "--generator-option", "--generation-timeout",
+                   "--skip-doctor")
+_RUN_OPTIONS = {
+    "--skip-generation": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
+    "--skip-scoring": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
+    "--shard": "pinbench submit gives each array task its shard (--shards N)",
+    "--gpus": "give pinbench submit --gpus-per-task N (each job asks Slurm for N and runs with --gpus N)",
+    "--runtime": "give pinbench submit --container docker (or pyxis, apptainer)",
+    "--verify-inputs": "an option of pinbench run alone; pinbench submit does not take it",
+    "--move-aside": "an option of pinbench run alone; pinbench submit does not take it",
+    "--generator-image": "an option of pinbench run --runtime docker alone; pinbench submit --container runs each "
+                         "phase in its --image",
+}
 _SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;&|<>`$]+)?$")
 _PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
@@ -318,6 +335,13 @@ def _check_sbatch_values(request: Request) -> None:
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
+        own = f"--{name[5:]}" if name.startswith("--no-") else name   # --no-offline is --offline's
+        if own in _SUBMIT_OPTIONS:
+            raise SubmitError(f"--sbatch-arg {arg!r}: {own} is an option of pinbench submit, not of sbatch; give it "
+                              f"to pinbench submit itself ({arg})")
+        if own in _RUN_OPTIONS:
+            raise SubmitError(f"--sbatch-arg {arg!r}: {own} is an option of pinbench run, not of sbatch: "
+                              f"{_RUN_OPTIONS[own]}")
 
 
 def check_sbatch_path(path: str, what: str) -> str:
