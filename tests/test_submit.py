@@ -251,6 +251,22 @@ def test_the_dry_run_refuses_a_pinbench_option_given_to_sbatch(tmp_path: Path) -
     assert "recipe's layout (scale_out)" in result.output and not (tmp_path / "r").exists()
 
 
+def test_a_docker_submission_of_a_generator_the_image_lacks_is_refused(tmp_path: Path) -> None:
+    """Its generation jobs ran in the recipe's scoring image, which holds none of the user's code: each failed."""
+    recipe = toy_recipe(tmp_path, requests="run:run_requests", generators={"own": "run:own"})
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "container": "docker", "generator": "python:my_model:make"}
+    with pytest.raises(SubmitError) as info:
+        _plan(recipe, tmp_path, **fields)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("--generator python:my_model:make with --container docker "
+                                                      "would run in pinbench/toy-bench:1.0.0, which holds none")
+    assert "give --image REF" in message and "--container none" in message and not (tmp_path / "run").exists()
+    _plan(recipe, tmp_path, **{**fields, "images": [f"sha256:{'e' * 64}"]})   # an image of the user's
+    _plan(recipe, tmp_path, **{**fields, "container": "none"})
+    for held in ("own", "static"):
+        _plan(recipe, tmp_path, **{**fields, "generator": held})
+
+
 def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
     recipe = toy_recipe(tmp_path)
     (tmp_path / "afile").write_text("x")

@@ -265,22 +265,27 @@ def generation_stages(stages: list[ContainerStage], image: str, *, scoring: bool
 
 
 def generation_image_problem(recipe: Recipe, cfg: RunConfig, generator_image: str | None) -> str:
-    """Why this ``--runtime docker`` run cannot make its rollouts ("" when it can). A ``--generator`` the recipe's
-    images do not hold (anything but the recipe's own and pinbench's model-free ``static``) ran in the scoring
-    image, which holds none of the user's code or dependencies, and failed deep inside (or, its flag dropped,
-    scored other rollouts under its name)."""
+    """Why this ``--runtime docker`` run cannot make its rollouts ("" when it can): ``--generator-image`` with
+    nothing to generate, or a generator no image of the run holds (``image_without_generator``)."""
     if generator_image is not None and (cfg.generator is None or cfg.skip_generation):
         return "--generator-image: it runs a --generator's generation, and this run " + (
             "has no --generator" if cfg.generator is None else "generates nothing (--skip-generation)")
-    if cfg.generator is None or cfg.skip_generation or generator_image is not None \
-            or cfg.generator in recipe.generators or cfg.generator == "static":
+    if generator_image is not None or not foreign_generator(recipe, cfg):
         return ""
     image = recipe.stage_image(next((s for s in recipe.stages if s.name == "generate" and not cfg.fixture),
                                     recipe.last_run_stage))
-    return (f"--generator {redact(cfg.generator)} under --runtime docker would run in {image}, which holds none of "
-            f"its code or dependencies: give --generator-image IMAGE (pinbench, {recipe.name} and your generator in "
-            f"it, e.g. built FROM {recipe.image}), or generate on this machine first (the same run without --runtime "
-            "docker, with --skip-scoring), then score with --runtime docker --skip-generation")
+    return (f"--generator {redact(cfg.generator or '')} under --runtime docker would run in {image}, which holds "
+            f"none of its code or dependencies: give --generator-image IMAGE (pinbench, {recipe.name} and your "
+            f"generator in it, e.g. built FROM {recipe.image}), or generate on this machine first (the same run "
+            "without --runtime docker, with --skip-scoring), then score with --runtime docker --skip-generation")
+
+
+def foreign_generator(recipe: Recipe, cfg: RunConfig) -> bool:
+    """Whether this run generates with a ``--generator`` the recipe's images do not hold: any but the recipe's own
+    and pinbench's model-free ``static``. In the recipe's image it lacks the user's code and dependencies and failed
+    deep inside (or, its flag dropped, the run scored other rollouts under its name)."""
+    return not (cfg.generator is None or cfg.skip_generation or cfg.generator in recipe.generators
+                or cfg.generator == "static")
 
 
 def container_user(caller: tuple[int, int], image: str, image_user: str) -> str:

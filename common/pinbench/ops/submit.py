@@ -27,11 +27,12 @@ from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
+from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import stages_for, user_options
+from pinbench.ops.docker_runtime import foreign_generator, stages_for, user_options
 from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
@@ -187,6 +188,13 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
               for p in layout]
     images = _images(request, stages)
+    generating = [s for c, s in zip(configs, stages, strict=True) if foreign_generator(recipe, c)]
+    if generating and request.container == "docker" and not request.images:   # each job failed on it, one by one
+        raise SubmitError(f"--generator {redact(request.generator or '')} with --container docker would run in "
+                          f"{recipe.stage_image(generating[0])}, which holds none of its code or dependencies: give "
+                          f"--image REF, an image holding pinbench, {recipe.name} and your generator (e.g. built FROM "
+                          f"{recipe.image}; its id sha256:... or a digest), or --container none (the jobs run this "
+                          "checkout's environment)")
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
