@@ -351,7 +351,8 @@ def run(
         if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
             from pinbench.ops.doctor import diagnose, report
 
-            code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
+            code = report(diagnose(recipe, cfg, generator_image=generator_image),
+                          lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
         if cfg.runtime == "docker":
