@@ -396,6 +396,18 @@ def test_a_recipes_own_generate_stage_runs_in_the_named_image_with_its_policy(cl
     assert _argv(generate).count("--skip-scoring") == 1 and "command:make-video {request} {out}" in _argv(score)
 
 
+def test_a_generator_image_a_root_caller_cannot_use_stops_before_the_fetch(client: FakeDockerClient,
+                                                                          tmp_path: Path) -> None:
+    """A user's image often has no USER: a root caller's run stopped on it only after the fetch stage had run."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    client.known[MODEL_IMAGE] = FakeImage(IMAGE_ID, [], user="")
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make", env={})
+    with pytest.raises(ContainerError, match=f"^{MODEL_IMAGE}: its USER is 'unset"):
+        docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                     caller=(0, 0), log=[].append)
+    assert client.run_calls == []
+
+
 @pytest.mark.parametrize("generator", ["own", "static"])
 def test_a_generator_the_images_hold_runs_there_and_reaches_the_run(client: FakeDockerClient, tmp_path: Path,
                                                                     generator: str) -> None:

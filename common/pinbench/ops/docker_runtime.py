@@ -338,6 +338,8 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
     client = client or docker_client()
     # Every stage's image is looked up before the first one starts: a missing image fails in seconds.
     configs = {recipe.stage_image(s): image_config(recipe.stage_image(s), client) for s in stages}
+    # and the user each runs as: a root caller's image without a non-root USER (a --generator-image) stops it here
+    users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
 
     out_dir = cfg.out_dir.resolve()
     _refuse_orphans(out_dir, client)
@@ -349,7 +351,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
     handed: set[str] = set()
     for stage in stages:
         image = recipe.stage_image(stage)
-        user = container_user(caller, image, configs[image].user)
+        user = users[image]
         if caller[0] == 0 and user not in handed:
             hand_over([out_dir, cache], user)
             log(f"running as root: stage {stage.name!r} runs as the image's user {user}; {out_dir} and {cache} "
