@@ -295,6 +295,26 @@ def test_docker_run_with_too_few_visible_gpus_is_one_line(monkeypatch: pytest.Mo
     assert result.exit_code == 2 and "--gpus 2 but CUDA_VISIBLE_DEVICES='3' makes 1 GPU(s) visible" in result.output
 
 
+@pytest.mark.parametrize("recipe", ["mind", "remembench"])
+def test_a_docker_run_of_a_generator_no_image_holds_is_refused_first(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path, recipe: str) -> None:
+    """`run mind --fixture --runtime docker --generator ...` ran the fixture in the scoring image without the
+    generator (the flag was not passed on) and filed the fixture's own rollouts under it; now one line names the
+    way out, before the doctor, a claim on --out or any container."""
+    import pinbench.ops.docker_runtime as docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "docker_client", lambda: pytest.fail("no engine is asked"))
+    out = tmp_path / "run"
+    result = runner.invoke(cli.app, ["run", recipe, "--fixture", "--runtime", "docker", "--out", str(out),
+                                     "--generator", "python:my_model.gen:make"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"would run in pinbench/{recipe}:" in result.output and "--generator-image IMAGE" in result.output
+    assert "--skip-generation" in result.output and not out.exists()
+    result = runner.invoke(cli.app, ["run", recipe, "--fixture", "--out", str(out), "--generator", "static",
+                                     "--generator-image", "lab/model:1"])
+    assert result.exit_code == 2 and "--generator-image applies to --runtime docker" in result.output
+
+
 def test_the_cli_collects_young_objects_every_twenty_thousand_allocations(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run builds its inputs and records in bulk: at Python's default (700) it spends a tenth of its time in full
     collections (``cli.YOUNG_COLLECTION_EVERY``); the older generations keep their thresholds."""

@@ -6,6 +6,7 @@ What each stage's container gets: image, command, network, token, mounts, user, 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +319,114 @@ def test_a_container_left_running_by_a_killed_run_is_refused(client: FakeDockerC
     with pytest.raises(ContainerError, match=r"out: in use: container ffffffffffff of an earlier run .* "
                                              r"\(docker stop ffffffffffff\)"):
         _run(recipe, cfg, client)
+    assert client.run_calls == []
+
+
+# ------------------------------------------------------------------------------------- a user's generator
+
+MODEL_IMAGE = "lab/my-model:1"
+ONE_STAGE = [{"name": "fetch", "argv": ["fetch"], "network": True, "needs_token": True, "gpus": False},
+             {"name": "score", "argv": ["run"]}]   # MIND and RememBench: generation happens in the scoring run
+
+
+def _generating(tmp_path: Path, client: FakeDockerClient, stages: list[dict[str, Any]] | None = None) -> Recipe:
+    """The toy with a requests entry (so it takes --generator), its stages as given, and the user's image known."""
+    client.known[MODEL_IMAGE] = FakeImage(IMAGE_ID, [], user="10001:10001")
+    changes = {"stages": stages} if stages is not None else {}
+    return toy_recipe(tmp_path / "recipes", version="2.0.0", requests="run:run_requests",
+                      generators={"own": "run:own"}, changelog=[{"version": "2.0.0", "date": "2026-11-30",
+                                                                 "change": "toy"}], **changes)
+
+
+@pytest.mark.parametrize("stages", [ONE_STAGE, None], ids=["no-generate-stage", "own-generate-stage"])
+@pytest.mark.parametrize("fixture", [True, False])
+def test_a_generator_no_image_holds_is_refused_before_anything_runs(client: FakeDockerClient, tmp_path: Path,
+                                                                    stages: Any, fixture: bool) -> None:
+    """It ran in the scoring image (or the recipe's own generation image), which holds none of the user's code,
+    and the stage was not even given --generator: the run scored other rollouts, or none, under its name."""
+    recipe = _generating(tmp_path, client, stages)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=fixture, generator="python:my_model:make", env={})
+    with pytest.raises(RecipeError) as info:
+        _run(recipe, cfg, client)
+    message = str(info.value)
+    assert "\n" not in message and "--generator python:my_model:make under --runtime docker" in message
+    assert "--generator-image IMAGE" in message and "--runtime docker --skip-generation" in message
+    assert client.run_calls == [] and not cfg.out_dir.exists()
+
+
+def test_generation_runs_in_the_named_image_then_scoring_in_the_pinned_one(client: FakeDockerClient,
+                                                                          tmp_path: Path) -> None:
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=2, generator="python:my_model:make",
+                        generator_options={"steps": "4"}, generation_timeout_s=60, env={})
+    code = docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ=ENV,
+                                        caller=(1000, 1000), log=[].append)
+    assert code == 0 and _stages(client) == ["fetch", "generate", "score"]
+    _, generate, score = client.run_calls
+    assert generate["image"] == MODEL_IMAGE and score["image"] == "pinbench/toy-bench:2.0.0"
+    for call, flag in ((generate, "--skip-scoring"), (score, "--skip-generation")):
+        argv = _argv(call)
+        assert argv[argv.index("--generator") + 1] == "python:my_model:make" and flag in argv
+        assert "steps=4" in argv and argv[argv.index("--generation-timeout") + 1] == "60"
+        assert call["network_mode"] == "none" and "HF_TOKEN" not in call["environment"]   # the scoring stage's policy
+        assert call["volumes"][str((tmp_path / "out").resolve())] == {"bind": "/runs/out", "mode": "rw"}
+    assert generate["device_requests"][0].device_ids == ["2", "3"]
+    client.run_calls.clear()   # --skip-scoring: generation only
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make", skip_scoring=True, env={})
+    docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                 caller=(1000, 1000), log=[].append)
+    assert _stages(client) == ["fetch", "generate"]
+
+
+def test_a_recipes_own_generate_stage_runs_in_the_named_image_with_its_policy(client: FakeDockerClient,
+                                                                             tmp_path: Path) -> None:
+    """PAI-Bench-C's way: its generate stage (network and token, as it declares) in the user's image instead."""
+    recipe = _generating(tmp_path, client, [
+        {"name": "generate", "dockerfile": "Dockerfile.generate", "argv": ["run", "--skip-scoring"],
+         "network": True, "needs_token": True},
+        {"name": "score", "argv": ["run", "--skip-generation"]}])
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=1, generator="command:make-video {request} {out}",
+                        env={})
+    _run_with = docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ=ENV,
+                                             caller=(1000, 1000), log=[].append)
+    assert _run_with == 0 and _stages(client) == ["generate", "score"]
+    generate, score = client.run_calls
+    assert generate["image"] == MODEL_IMAGE and generate["environment"]["HF_TOKEN"] == TOKEN
+    assert "network_mode" not in generate and score["image"] == "pinbench/toy-bench:2.0.0"
+    assert _argv(generate).count("--skip-scoring") == 1 and "command:make-video {request} {out}" in _argv(score)
+
+
+def test_a_generator_image_a_root_caller_cannot_use_stops_before_the_fetch(client: FakeDockerClient,
+                                                                          tmp_path: Path) -> None:
+    """A user's image often has no USER: a root caller's run stopped on it only after the fetch stage had run."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    client.known[MODEL_IMAGE] = FakeImage(IMAGE_ID, [], user="")
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make", env={})
+    with pytest.raises(ContainerError, match=f"^{MODEL_IMAGE}: its USER is 'unset"):
+        docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                     caller=(0, 0), log=[].append)
+    assert client.run_calls == []
+
+
+@pytest.mark.parametrize("generator", ["own", "static"])
+def test_a_generator_the_images_hold_runs_there_and_reaches_the_run(client: FakeDockerClient, tmp_path: Path,
+                                                                    generator: str) -> None:
+    """The recipe's own generators and pinbench's static baseline are in its images; --generator was dropped."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, generator=generator, env={})
+    assert _run(recipe, cfg, client)[0] == 0
+    (call,) = client.run_calls
+    assert call["image"] == "pinbench/toy-bench:2.0.0" and _argv(call)[-2:] == ["--generator", generator]
+
+
+def test_a_generator_image_without_generation_is_refused(client: FakeDockerClient, tmp_path: Path) -> None:
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    for cfg, why in ((recipe.config("Toy", out_dir=tmp_path / "out", env={}), "has no --generator"),
+                     (recipe.config("Toy", out_dir=tmp_path / "out", generator="python:m:f", skip_generation=True,
+                                    env={}), "generates nothing (--skip-generation)")):
+        with pytest.raises(RecipeError, match=rf"^--generator-image: .*{re.escape(why)}$"):
+            docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                         caller=(1000, 1000))
     assert client.run_calls == []
 
 

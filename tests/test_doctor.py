@@ -303,6 +303,13 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
     generate = findings[f"pinbench/paibench-c-generate:{recipe.version}"]
     assert not generate.ok and "not built; run `make build-paibench-c`" in generate.line
 
+    built.add("lab/model:1")   # --generator-image: the user's image in place of the generation one
+    findings = {f.line.split()[0]: f for f in doctor.image_findings(recipe, "lab/model:1")}
+    assert sorted(findings) == ["lab/model:1", f"pinbench/paibench-c:{recipe.version}"]
+    built.remove("lab/model:1")
+    (missing,) = [f for f in doctor.image_findings(recipe, "lab/model:1") if not f.ok]
+    assert missing.line.startswith("lab/model:1 not found here (--generator-image)")
+
     def unreachable():
         raise ConnectionError("no socket")
 

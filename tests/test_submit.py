@@ -215,6 +215,58 @@ def test_bad_requests_are_one_line_and_write_nothing(tmp_path: Path, fields: dic
     assert not (tmp_path / "run").exists()
 
 
+def _options_of(command: str) -> list[str]:
+    """Every long option of ``pinbench COMMAND`` as the CLI declares it (``--no-`` forms too), but --help."""
+    import typer.main
+
+    params = typer.main.get_command(cli.app).commands[command].params
+    return [o for p in params for o in (*p.opts, *p.secondary_opts) if o.startswith("--") and o != "--help"]
+
+
+@pytest.mark.parametrize("command", ["submit", "run"])
+def test_pinbench_options_given_to_sbatch_are_refused_naming_where_they_belong(tmp_path: Path, command: str) -> None:
+    """`--sbatch-arg=--skip-generation` went into every #SBATCH header, which sbatch refuses (or, --out being a
+    prefix of its --output, takes as its own, or --time set twice): the dry run wrote such scripts. Every option of
+    pinbench run and submit is refused in one line naming it and where it goes, before anything is written."""
+    recipe = toy_recipe(tmp_path)
+    options = _options_of(command)
+    assert "--skip-generation" in options or "--shards" in options   # the CLI was read
+    for option in options:
+        arg = f"{option}=x" if option != "--no-offline" else option
+        with pytest.raises(SubmitError) as info:
+            _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", sbatch_args=[arg])
+        message = str(info.value)
+        assert "\n" not in message and message.startswith(f"--sbatch-arg {arg!r}: "), message
+        assert f"is an option of pinbench {command}, not of sbatch" in message or (
+            command == "run" and option in _options_of("submit")), message
+    assert not (tmp_path / "run").exists()
+    _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", sbatch_args=["--mem=8G", "--no-requeue", "--hold"])
+
+
+def test_the_dry_run_refuses_a_pinbench_option_given_to_sbatch(tmp_path: Path) -> None:
+    result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run", "--out",
+                                     str(tmp_path / "r"), "--sbatch-arg=--skip-generation"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "--skip-generation is an option of pinbench run, not of sbatch" in result.output
+    assert "recipe's layout (scale_out)" in result.output and not (tmp_path / "r").exists()
+
+
+def test_a_docker_submission_of_a_generator_the_image_lacks_is_refused(tmp_path: Path) -> None:
+    """Its generation jobs ran in the recipe's scoring image, which holds none of the user's code: each failed."""
+    recipe = toy_recipe(tmp_path, requests="run:run_requests", generators={"own": "run:own"})
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "container": "docker", "generator": "python:my_model:make"}
+    with pytest.raises(SubmitError) as info:
+        _plan(recipe, tmp_path, **fields)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("--generator python:my_model:make with --container docker "
+                                                      "would run in pinbench/toy-bench:1.0.0, which holds none")
+    assert "give --image REF" in message and "--container none" in message and not (tmp_path / "run").exists()
+    _plan(recipe, tmp_path, **{**fields, "images": [f"sha256:{'e' * 64}"]})   # an image of the user's
+    _plan(recipe, tmp_path, **{**fields, "container": "none"})
+    for held in ("own", "static"):
+        _plan(recipe, tmp_path, **{**fields, "generator": held})
+
+
 def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
     recipe = toy_recipe(tmp_path)
     (tmp_path / "afile").write_text("x")

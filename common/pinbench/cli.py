@@ -292,6 +292,9 @@ def run(
         "--generator-option", "-g", help="KEY=VALUE for the generator (repeatable)")] = [],  # noqa: B006
     generation_timeout: Annotated[float | None, typer.Option(
         help="seconds one rollout may take before its generator is stopped and the sample fails")] = None,
+    generator_image: Annotated[str | None, typer.Option(
+        help="--runtime docker: make the rollouts in this image (pinbench, the recipe and your --generator in it, "
+             "e.g. built FROM the recipe's image), then score in the pinned one")] = None,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the doctor's checks "
                                                                     "(`pinbench doctor`)")] = False,
     move_aside: Annotated[bool, typer.Option("--move-aside", help="first move an earlier run in --out to "
@@ -313,6 +316,13 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
+    if cfg.runtime == "docker":   # a generator no image holds: refused before the doctor and any container
+        from pinbench.ops.docker_runtime import generation_image_problem
+
+        if problem := generation_image_problem(recipe, cfg, generator_image):
+            _fail(problem)
+    elif generator_image is not None:
+        _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
     with _resumable(cfg.out_dir):
         _check_sample_cache(cfg.out_dir)
         if not cfg.fixture:
@@ -341,14 +351,15 @@ def run(
         if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
             from pinbench.ops.doctor import diagnose, report
 
-            code = report(diagnose(recipe, cfg), lambda line: typer.echo(line, err=True), verbose=False)
+            code = report(diagnose(recipe, cfg, generator_image=generator_image),
+                          lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
             with _failing(RecipeError):
-                code = run_in_docker(recipe, cfg)
+                code = run_in_docker(recipe, cfg, generator_image=generator_image)
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 

@@ -12,6 +12,7 @@ class ContainerStage:
 
     ``needs_token`` stages get ``HF_TOKEN`` (fetching gated weights); every other stage runs without it,
     and ``network=False`` stages run with ``--network none``, so everything they read was fetched before.
+    ``image``: one named at run time (``--generator-image``) instead of the image built from ``dockerfile``.
     """
 
     name: str
@@ -20,6 +21,7 @@ class ContainerStage:
     network: bool = False
     needs_token: bool = False
     gpus: bool = True
+    image: str | None = None
 
 
 DEFAULT_STAGES = (

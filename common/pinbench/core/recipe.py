@@ -387,9 +387,16 @@ class Recipe:
         """The container stage a scale-out phase runs as: the one it names, else the last ``run`` stage."""
         if phase.stage is not None:
             return next(s for s in self.stages if s.name == phase.stage)
+        return self.last_run_stage
+
+    @property
+    def last_run_stage(self) -> ContainerStage:
+        """The last stage that runs ``pinbench run`` (the scoring one): a fixture and a phase naming none run there."""
         return [s for s in self.stages if s.argv[0] == "run"][-1]
 
     def stage_image(self, stage: ContainerStage) -> str:
+        if stage.image is not None:
+            return stage.image
         suffix = stage.dockerfile.removeprefix("Dockerfile").lstrip(".")
         return self.image if not suffix else f"pinbench/{self.name}-{suffix}:{self.version}"
 

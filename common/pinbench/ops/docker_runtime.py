@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import is_secret_name
+from pinbench.core.provenance import is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
@@ -218,19 +219,73 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
             argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
         argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
         argv += ["--fixture"] * cfg.fixture + ["--verify-inputs"] * cfg.verify_inputs
+        argv += generator_flags(cfg)   # dropped before: the stage generated (or scored) as if none was given
     return argv + list(extra)
 
 
-def stages_for(recipe: Recipe, cfg: RunConfig) -> list[ContainerStage]:
+def generator_flags(cfg: RunConfig) -> list[str]:
+    """``--generator`` with its ``-g`` options and time limit, as a run inside a container or job gets them."""
+    if cfg.generator is None:
+        return []
+    argv = ["--generator", cfg.generator]
+    argv += [item for key, value in cfg.generator_options.items() for item in ("-g", f"{key}={value}")]
+    return argv + (["--generation-timeout", f"{cfg.generation_timeout_s:g}"] if cfg.generation_timeout_s is not None
+                   else [])
+
+
+def stages_for(recipe: Recipe, cfg: RunConfig, generator_image: str | None = None) -> list[ContainerStage]:
     """The stages this run needs, in order: a fixture run is one offline CPU run in the recipe's scoring
     image; ``--skip-generation`` / ``--skip-scoring`` drop those stages, ``--offline`` and the recipe's
-    ``no_download`` options the fetch stages."""
+    ``no_download`` options the fetch stages. With ``generator_image`` the rollouts are made in that image
+    (``generation_stages``)."""
     if cfg.fixture:
-        last = [s for s in recipe.stages if s.argv[0] == "run"][-1]
-        return [ContainerStage(last.name, dockerfile=last.dockerfile, argv=("run",), network=False, gpus=False)]
-    return [s for s in recipe.stages
-            if not (s.name == "generate" and cfg.skip_generation) and not (s.name == "score" and cfg.skip_scoring)
-            and not (s.argv[0] == "fetch" and (cfg.offline or recipe.downloads_nothing(cfg) is not None))]
+        last = recipe.last_run_stage
+        stages = [ContainerStage(last.name, dockerfile=last.dockerfile, argv=("run",), network=False, gpus=False)]
+        if generator_image is None:
+            return stages
+    else:
+        stages = [s for s in recipe.stages
+                  if not (s.argv[0] == "fetch" and (cfg.offline or recipe.downloads_nothing(cfg) is not None))]
+    if generator_image is not None:
+        stages = generation_stages(stages, generator_image, scoring=not cfg.skip_scoring)
+    return [s for s in stages
+            if not (s.name == "generate" and cfg.skip_generation) and not (s.name == "score" and cfg.skip_scoring)]
+
+
+def generation_stages(stages: list[ContainerStage], image: str, *, scoring: bool) -> list[ContainerStage]:
+    """``stages`` with the rollouts made in ``image`` (``--generator-image``): the recipe's generate stage runs
+    there, with its network and token policy; a recipe without one (it generates in its scoring run) gets one
+    before that run, with the run's policy and GPUs, and the run then only scores (when ``scoring``)."""
+    if any(s.name == "generate" for s in stages):
+        return [replace(s, image=image) if s.name == "generate" else s for s in stages]
+    last = next(s for s in reversed(stages) if s.argv[0] == "run")
+    generate = replace(last, name="generate", argv=(*last.argv, "--skip-scoring"), image=image)
+    score = [replace(last, argv=(*last.argv, "--skip-generation"))] if scoring else []
+    return [s for s in stages if s is not last] + [generate, *score]
+
+
+def generation_image_problem(recipe: Recipe, cfg: RunConfig, generator_image: str | None) -> str:
+    """Why this ``--runtime docker`` run cannot make its rollouts ("" when it can): ``--generator-image`` with
+    nothing to generate, or a generator no image of the run holds (``image_without_generator``)."""
+    if generator_image is not None and (cfg.generator is None or cfg.skip_generation):
+        return "--generator-image: it runs a --generator's generation, and this run " + (
+            "has no --generator" if cfg.generator is None else "generates nothing (--skip-generation)")
+    if generator_image is not None or not foreign_generator(recipe, cfg):
+        return ""
+    image = recipe.stage_image(next((s for s in recipe.stages if s.name == "generate" and not cfg.fixture),
+                                    recipe.last_run_stage))
+    return (f"--generator {redact(cfg.generator or '')} under --runtime docker would run in {image}, which holds "
+            f"none of its code or dependencies: give --generator-image IMAGE (pinbench, {recipe.name} and your "
+            f"generator in it, e.g. built FROM {recipe.image}), or generate on this machine first (the same run "
+            "without --runtime docker, with --skip-scoring), then score with --runtime docker --skip-generation")
+
+
+def foreign_generator(recipe: Recipe, cfg: RunConfig) -> bool:
+    """Whether this run generates with a ``--generator`` the recipe's images do not hold: any but the recipe's own
+    and pinbench's model-free ``static``. In the recipe's image it lacks the user's code and dependencies and failed
+    deep inside (or, its flag dropped, the run scored other rollouts under its name)."""
+    return not (cfg.generator is None or cfg.skip_generation or cfg.generator in recipe.generators
+                or cfg.generator == "static")
 
 
 def container_user(caller: tuple[int, int], image: str, image_user: str) -> str:
@@ -256,28 +311,35 @@ def hand_over(paths: list[Path], user: str) -> None:
                 os.chown(Path(parent) / name, uid, gid, follow_symlinks=False)
 
 
-def run_in_docker(recipe: Recipe, cfg: RunConfig, *, client: Any = None, environ: Mapping[str, str] | None = None,
-                  caller: tuple[int, int] | None = None, log: Log = print_line) -> int:
-    """Run every stage of the recipe in its image; stop at the first stage that fails; print where the
-    scorecard, diff and report are on the host.
+def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None = None, client: Any = None,
+                  environ: Mapping[str, str] | None = None, caller: tuple[int, int] | None = None,
+                  log: Log = print_line) -> int:
+    """Run every stage of the recipe in its image (generation in ``generator_image`` when given); stop at the
+    first stage that fails; print where the scorecard, diff and report are on the host.
 
     This process claims the run directory (pinbench.core.rundir) for all stages; each container inherits the
-    claim through PINBENCH_RUN_LOCK instead of taking its own.
+    claim through PINBENCH_RUN_LOCK instead of taking its own. RecipeError, before anything runs, for a
+    ``--generator`` no image of the run holds (``generation_image_problem``).
     """
+    problem = generation_image_problem(recipe, cfg, generator_image)
+    if problem:
+        raise RecipeError(problem)
     with claim_run_dir(cfg) as claim:
-        return _run_stages(recipe, cfg, claim.token, client=client, environ=environ, caller=caller, log=log)
+        return _run_stages(recipe, cfg, claim.token, stages_for(recipe, cfg, generator_image), client=client,
+                           environ=environ, caller=caller, log=log)
 
 
-def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any, environ: Mapping[str, str] | None,
-                caller: tuple[int, int] | None, log: Log) -> int:
+def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage], *, client: Any,
+                environ: Mapping[str, str] | None, caller: tuple[int, int] | None, log: Log) -> int:
     environ = os.environ if environ is None else environ
     caller = caller or (os.getuid(), os.getgid())
     started = time.time()
-    stages = stages_for(recipe, cfg)
     devices = gpu_devices(cfg.gpus if any(s.gpus for s in stages) else 0, environ.get(GPU_SELECTION))
     client = client or docker_client()
     # Every stage's image is looked up before the first one starts: a missing image fails in seconds.
     configs = {recipe.stage_image(s): image_config(recipe.stage_image(s), client) for s in stages}
+    # and the user each runs as: a root caller's image without a non-root USER (a --generator-image) stops it here
+    users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
 
     out_dir = cfg.out_dir.resolve()
     _refuse_orphans(out_dir, client)
@@ -289,7 +351,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, *, client: Any,
     handed: set[str] = set()
     for stage in stages:
         image = recipe.stage_image(stage)
-        user = container_user(caller, image, configs[image].user)
+        user = users[image]
         if caller[0] == 0 and user not in handed:
             hand_over([out_dir, cache], user)
             log(f"running as root: stage {stage.name!r} runs as the image's user {user}; {out_dir} and {cache} "

@@ -401,20 +401,26 @@ def disk_findings(recipe: Recipe, cfg: RunConfig) -> list[Finding]:
     return [ok("disk", f"{free:.0f} GB free at {where} (estimate {need:g} GB)")]
 
 
-def image_findings(recipe: Recipe) -> list[Finding]:
-    """Every stage image built, with its digest, when a Docker engine is reachable (else one ok line)."""
+def image_findings(recipe: Recipe, generator_image: str | None = None) -> list[Finding]:
+    """Every stage image built, with its digest, when a Docker engine is reachable (else one ok line); with
+    ``generator_image`` (``--generator-image``) that one, in place of the recipe's generation image."""
     try:
         from pinbench.ops.docker_engine import docker_client
 
         client = docker_client()
     except Exception as exc:  # no SDK, no engine: the docker runtime itself will say so
         return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one")]
+    from pinbench.ops.docker_runtime import generation_stages
+
+    stages = list(recipe.stages)
+    stages = stages if generator_image is None else generation_stages(stages, generator_image, scoring=True)
     findings = []
-    for tag in sorted({recipe.stage_image(stage) for stage in recipe.stages}):
+    for tag in sorted({recipe.stage_image(stage) for stage in stages}):
         try:
             image = client.images.get(tag)
         except Exception:
-            findings.append(problem("images", f"{tag} not built; run `make build-{recipe.name}`"))
+            findings.append(problem("images", f"{tag} not found here (--generator-image)" if tag == generator_image
+                                    else f"{tag} not built; run `make build-{recipe.name}`"))
             continue
         findings.append(ok("images", f"{tag} {image.id}"))
     return findings
@@ -433,9 +439,10 @@ def token_findings(recipe: Recipe, to_fetch: Sequence[str]) -> list[Finding]:
 # ------------------------------------------------------------------------------------------- run
 
 
-def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float]] | None | bool = True
-             ) -> list[Finding]:
-    """Every finding for this recipe and run configuration (``gpus=True``: ask nvidia-smi).
+def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float]] | None | bool = True,
+             generator_image: str | None = None) -> list[Finding]:
+    """Every finding for this recipe and run configuration (``gpus=True``: ask nvidia-smi; ``generator_image``:
+    a docker run's ``--generator-image``).
 
     Inputs missing from the cache are problems, except where this run will fetch them itself: a docker
     run with network (its fetch stage), or a recipe whose run downloads when online
@@ -465,7 +472,7 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
     else:
         findings += cache
     if cfg.runtime == "docker":
-        findings += image_findings(recipe)
+        findings += image_findings(recipe, generator_image)
     findings += gpu_findings(recipe, cfg, visible_gpus() if gpus is True else (gpus or None))
     findings += disk_findings(recipe, cfg)
     return findings

@@ -19,7 +19,7 @@ from pinbench.core.config import RunConfig
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.recipe import Recipe
-from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT
+from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT, generator_flags
 
 CONTAINERS = ("none", "docker", "pyxis", "apptainer")
 SHARD_INDEX = "${SLURM_ARRAY_TASK_ID}"
@@ -85,11 +85,7 @@ class PhaseJob:
         argv += ["--gpus", str(self.gpus)] if self.gpus is not None else []
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
-        if cfg.generator is not None:   # the same generator in every job: its rollouts are reused by signature
-            argv += ["--generator", cfg.generator]
-            argv += [item for key, value in cfg.generator_options.items() for item in ("-g", f"{key}={value}")]
-            if cfg.generation_timeout_s is not None:
-                argv += ["--generation-timeout", f"{cfg.generation_timeout_s:g}"]
+        argv += generator_flags(cfg)   # the same generator in every job: its rollouts are reused by signature
         argv += list(self.phase.flags)
         argv += ["--skip-doctor"] if self.skip_doctor else []
         if cfg.shard is not None:  # the job's shell puts in the array task's index

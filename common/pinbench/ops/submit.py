@@ -27,11 +27,12 @@ from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ScaleOutPhase
 from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
+from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import stages_for, user_options
+from pinbench.ops.docker_runtime import foreign_generator, stages_for, user_options
 from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
@@ -48,6 +49,23 @@ SUBMISSIONS = "submissions.jsonl"
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
             "--test-only", "--ntasks")
+# pinbench's own options, which sbatch refuses (--skip-generation), takes for one of its own (--out, a prefix of
+# --output) or sets twice (--time): given as --sbatch-arg they never reached a job's pinbench. Where each belongs:
+_SUBMIT_OPTIONS = ("--shards", "--engine", "--checkpoint", "--out", "--limit", "--fixture", "--offline", "--option",
+                   "--partition", "--gpus-per-task", "--time", "--finish-time", "--account", "--sbatch-arg",
+                   "--container", "--image", "--dry-run", "--generator", "--generator-option", "--generation-timeout",
+                   "--skip-doctor")
+_RUN_OPTIONS = {
+    "--skip-generation": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
+    "--skip-scoring": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
+    "--shard": "pinbench submit gives each array task its shard (--shards N)",
+    "--gpus": "give pinbench submit --gpus-per-task N (each job asks Slurm for N and runs with --gpus N)",
+    "--runtime": "give pinbench submit --container docker (or pyxis, apptainer)",
+    "--verify-inputs": "an option of pinbench run alone; pinbench submit does not take it",
+    "--move-aside": "an option of pinbench run alone; pinbench submit does not take it",
+    "--generator-image": "an option of pinbench run --runtime docker alone; pinbench submit --container runs each "
+                         "phase in its --image",
+}
 _SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;&|<>`$]+)?$")
 _PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
@@ -170,6 +188,13 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
               for p in layout]
     images = _images(request, stages)
+    generating = [s for c, s in zip(configs, stages, strict=True) if foreign_generator(recipe, c)]
+    if generating and request.container == "docker" and not request.images:   # each job failed on it, one by one
+        raise SubmitError(f"--generator {redact(request.generator or '')} with --container docker would run in "
+                          f"{recipe.stage_image(generating[0])}, which holds none of its code or dependencies: give "
+                          f"--image REF, an image holding pinbench, {recipe.name} and your generator (e.g. built FROM "
+                          f"{recipe.image}; its id sha256:... or a digest), or --container none (the jobs run this "
+                          "checkout's environment)")
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
@@ -318,6 +343,13 @@ def _check_sbatch_values(request: Request) -> None:
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
+        own = f"--{name[5:]}" if name.startswith("--no-") else name   # --no-offline is --offline's
+        if own in _SUBMIT_OPTIONS:
+            raise SubmitError(f"--sbatch-arg {arg!r}: {own} is an option of pinbench submit, not of sbatch; give it "
+                              f"to pinbench submit itself ({arg})")
+        if own in _RUN_OPTIONS:
+            raise SubmitError(f"--sbatch-arg {arg!r}: {own} is an option of pinbench run, not of sbatch: "
+                              f"{_RUN_OPTIONS[own]}")
 
 
 def check_sbatch_path(path: str, what: str) -> str:
