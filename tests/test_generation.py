@@ -1193,9 +1193,9 @@ def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
 
 def _writable_by_its_owner(path: Path) -> bool:
     """Whether the owner of ``path``, not root, may open it for writing. Run as root (which writes anything), the
-    file is given to ``nobody`` and opened by a child that is ``nobody``, through a link in a folder it may enter."""
+    file is given to ``nobody`` and opened by a child that is ``nobody``, through a link in a folder of its own
+    opened beforehand (so no folder above it need be open to ``nobody``)."""
     import errno
-    import tempfile
 
     if os.geteuid() != 0:
         try:
@@ -1203,22 +1203,23 @@ def _writable_by_its_owner(path: Path) -> bool:
         except PermissionError:
             return False
         return True
-    folder = Path(tempfile.mkdtemp(dir=path.parent.anchor + "tmp"))
+    folder = path.parent / ".as-nobody"
+    folder.mkdir(mode=0o755)
     try:
-        folder.chmod(0o755)
-        link = folder / path.name
-        os.link(path, link)
-        os.chown(link, 65534, 65534)
+        os.link(path, folder / "rollout")
+        os.chown(folder / "rollout", 65534, 65534)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         pid = os.fork()
         if pid == 0:   # the child: only system calls, then out
             code = 0
             try:
                 os.setgid(65534)
                 os.setuid(65534)
-                os.close(os.open(link, os.O_WRONLY))
+                os.close(os.open("rollout", os.O_WRONLY, dir_fd=fd))
             except OSError as exc:
                 code = 13 if exc.errno == errno.EACCES else 1
             os._exit(code)
+        os.close(fd)
         code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         assert code in (0, 13), code
         return code == 0
