@@ -265,6 +265,17 @@ def test_check_names_another_process_still_writing(tmp_path: Path, toy: Recipe) 
     assert any(f"a run is still writing here: pid {os.getppid()}" in p for p in checked.problems)
 
 
+def test_a_run_without_generation_records_reads_no_rollout(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rollout check (``_check_rollouts``) costs a score-only run (CameraBench's 11,222 samples) one stat: no
+    generation store read, no file hashed."""
+    def never(*_: object) -> None:
+        raise AssertionError("a score-only run's check read generation records or hashed a file")
+
+    monkeypatch.setattr(check_module, "load_records", never)
+    monkeypatch.setattr(check_module, "regular_sha256", never)
+    assert check_run(run_dir).problems == []
+
+
 def test_not_a_run_directory(tmp_path: Path) -> None:
     assert check_run(tmp_path / "nope").problems == [f"{tmp_path / 'nope'}: not a directory"]
     (tmp_path / "empty").mkdir()

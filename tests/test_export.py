@@ -343,6 +343,43 @@ def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pyte
         export_recipe(recipe, tmp_path, force=True)
 
 
+def test_of_exports_into_one_new_folder_at_once_exactly_one_wins_and_each_other_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four exports into one new DEST, each built before any puts its own in place (a barrier after the copies):
+    each had found DEST there, moved the one before it aside without --force, and reported success. Now the first
+    rename wins and the three others are refused in one line, leaving nothing behind."""
+    import threading
+
+    import pinbench.ops.export as export
+
+    recipe, dest, n = get_recipe("dynamic-degree"), tmp_path / "export", 4
+    built = threading.Barrier(n, timeout=60)
+    fill = export._fill
+
+    def fill_then_wait(*args: object) -> None:
+        fill(*args)
+        built.wait()
+
+    monkeypatch.setattr(export, "_fill", fill_then_wait)
+    outcomes: list[str] = []
+
+    def one() -> None:
+        try:
+            outcomes.append(f"wrote {export_recipe(recipe, dest)}")
+        except ExportError as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    refused = (f"{dest}: already exists (use --force to replace it) (written while this export was built: another "
+               "export of it finished first)")
+    assert sorted(outcomes) == sorted([f"wrote {dest}", *[refused] * (n - 1)]), outcomes
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "Makefile").is_file()
+
+
 def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """An export stopped half-way (here at its Makefile, after every copy) leaves DEST as it was: absent, or the

@@ -1170,7 +1170,9 @@ def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
     for out in ("a", "b"):
         assert _run(tmp_path / out, RENDER, calls=str(calls)).exit_code == 0
     rollouts = _files(tmp_path / "a" / "rollouts")
-    with open(tmp_path / "a" / rollouts[1], "r+b") as fh:   # b's and the cache's too
+    edited = tmp_path / "a" / rollouts[1]
+    edited.chmod(0o644)   # kept read-only (see the test below): its owner makes it writable again, or root writes
+    with open(edited, "r+b") as fh:   # b's and the cache's too
         fh.seek(100)
         fh.write(b"edit")
     capfd.readouterr()
@@ -1178,9 +1180,154 @@ def test_a_rollout_edited_in_place_is_generated_again_in_each_run_that_holds_it(
     err = capfd.readouterr().err
     assert again.exit_code == 0 and len(_calls(calls)) == 5
     assert "1 recomputed: the rollout file changed or is gone" in err
+    notices = [line for line in err.splitlines() if line.endswith(" generated again")]   # each names its file
+    now = f"(SHA-256 {_sha(edited)[:12]}..., kept "
+    assert len(notices) == 2 and notices[0].startswith(f"generate: {tmp_path / 'b' / rollouts[1]}: changed since it "
+                                                       f"was kept {now}"), err
+    assert notices[1].startswith(f"generate: sample cache: {cache}/"), err
+    assert f".file: not the rollout it kept for {rollouts[1].relative_to('rollouts')} {now}" in notices[1], err
     assert _files(tmp_path / "b" / "rollouts") == rollouts
     assert _run(tmp_path / "c", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 5
     assert _sha(tmp_path / "c" / rollouts[1]) == _sha(tmp_path / "b" / rollouts[1])
+
+
+def _writable_by_its_owner(path: Path) -> bool:
+    """Whether the owner of ``path``, not root, may open it for writing. Run as root (which writes anything), the
+    file is given to ``nobody`` and opened by a child that is ``nobody``, through a link in a folder of its own
+    opened beforehand (so no folder above it need be open to ``nobody``)."""
+    import errno
+
+    if os.geteuid() != 0:
+        try:
+            open(path, "r+b").close()
+        except PermissionError:
+            return False
+        return True
+    folder = path.parent / ".as-nobody"
+    folder.mkdir(mode=0o755)
+    try:
+        os.link(path, folder / "rollout")
+        os.chown(folder / "rollout", 65534, 65534)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        pid = os.fork()
+        if pid == 0:   # the child: only system calls, then out
+            code = 0
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.close(os.open("rollout", os.O_WRONLY, dir_fd=fd))
+            except OSError as exc:
+                code = 13 if exc.errno == errno.EACCES else 1
+            os._exit(code)
+        os.close(fd)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        assert code in (0, 13), code
+        return code == 0
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_kept_rollout_is_read_only_for_the_cache_and_every_run_directory_that_holds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept rollout is one inode with the cache's entry and each run directory that took it by hard link: a writer
+    into it (a generator writing past the file it is given, into a kept rollout's own path) changed all of them
+    without a word. Now it is kept read-only (0444), so such a writer that is not root fails loudly; a rollout taken
+    by copy is read-only too."""
+    import stat
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    for out in ("a", "b"):
+        assert _run(tmp_path / out, RENDER, calls=str(calls)).exit_code == 0
+    assert len(_calls(calls)) == 4   # b took a's
+    held = [*(tmp_path / "a" / "rollouts").rglob("*.mp4"), *(tmp_path / "b" / "rollouts").rglob("*.mp4"),
+            *cache.rglob("*.file")]
+    assert len(held) == 12 and len({p.stat().st_ino for p in held}) == 4
+    assert {stat.S_IMODE(p.stat().st_mode) for p in held} == {0o444}
+    assert not _writable_by_its_owner(held[0])
+
+    shutil.rmtree(cache)   # a copy (a run directory on another file system than the cache) is read-only too
+    from pinbench.ops.generation import _linked
+
+    copied = tmp_path / "copied.mp4"
+    monkeypatch.setattr(os, "link", lambda *_: (_ for _ in ()).throw(OSError(18, "Invalid cross-device link")))
+    assert _linked(held[0], copied) and copied.stat().st_ino != held[0].stat().st_ino
+    assert stat.S_IMODE(copied.stat().st_mode) == 0o444
+
+
+def test_check_names_each_rollout_changed_or_missing_since_generation_kept_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pinbench check`` read no rollout: a finished run whose rollouts were changed after scoring (by root, or an
+    owner who made one writable again, through any directory that holds it) checked clean. Now each rollout its
+    generation kept is compared with the recorded SHA-256, one line per rollout changed or missing."""
+    from pinbench.core.check import check_run
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    assert check_run(out).problems == []
+    rollouts = sorted((out / "rollouts").rglob("*.mp4"))
+    edited, removed, swapped = rollouts[:3]
+    edited.chmod(0o644)
+    with open(edited, "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"edit")
+    removed.unlink()
+    swapped.unlink()
+    swapped.mkdir()
+    records = load_records(out / "generation")
+    sha = {Path(r.result["output"]).name: r.result["sha256"][:12] for r in records.values()}
+    problems = check_run(out).problems
+    assert problems == [
+        f"{edited}: rollout changed since generation kept it for edge.{edited.stem} (SHA-256 {_sha(edited)[:12]}..., "
+        f"kept {sha[edited.name]}...)",
+        f"{removed}: rollout missing (generation kept it for edge.{removed.stem}, SHA-256 {sha[removed.name]}...)",
+        f"{swapped}: rollout changed since generation kept it for edge.{swapped.stem} (is a directory, not a file, "
+        f"kept {sha[swapped.name]}...)"], problems
+
+
+@pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])
+def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], thing: str) -> None:
+    """A folder (or a symlink to one) at an entry's ``<key>.file`` blocked that key for good: no link is renamed
+    over a folder, so its rollout was generated by every run and never kept again, without a word, and ``cache
+    prune`` passed over it. Now a run skips it in one line naming it, a FIFO or symlink is replaced by the rollout
+    (never opened nor followed), and prune removes a folder (what a symlink points to is left as it is)."""
+    from pinbench.core.sample_cache import prune
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
+    entries = _entries(cache)
+    sid = sorted(entries)[-1]
+    kept, output = entries[sid][0].with_suffix(".file"), entries[sid][1]["result"]["output"]
+    kept.unlink()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep").write_text("someone's")
+    if thing == "a folder":
+        kept.mkdir()
+        (kept / "inside").write_text("x")
+    elif thing == "a FIFO":
+        os.mkfifo(kept)
+    else:
+        kept.symlink_to(theirs)
+    capfd.readouterr()
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and _calls(calls)[4:] == [sid]
+    err = capfd.readouterr().err
+    kind = {"a folder": "is a directory", "a FIFO": "a FIFO (named pipe)", "a symlink to a folder": "a symlink"}[thing]
+    assert (f"generate: sample cache: {kept}: {kind} where the rollout of {output} is kept; skipped, generated again "
+            "(`pinbench cache prune` removes it)") in err.splitlines(), err
+    blocked = thing == "a folder"
+    assert (f"generate: sample cache: {kept}: a folder where the rollout of {output} is kept; not kept "
+            "(`pinbench cache prune` removes it)" in err.splitlines()) == blocked, err
+    pruned = prune(cache, float("inf"))
+    assert pruned.planted == ((f"{kept}: is a directory",) if blocked else ()) and pruned.refused == 0
+    assert kept.is_file() != blocked and not os.path.lexists(kept) == blocked
+    assert (theirs / "keep").read_text() == "someone's"
+    assert _run(tmp_path / "c", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 5 + blocked
+    assert _run(tmp_path / "d", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 5 + blocked
+    assert kept.is_file() and not kept.is_symlink() and kept.stat().st_nlink == 4 - blocked   # b (kept), c, d
 
 
 @pytest.mark.parametrize("bad", ["another sample's file", "another generator's record"])

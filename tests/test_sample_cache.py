@@ -326,3 +326,36 @@ def test_a_cache_inside_the_run_directory_through_a_symlink_is_refused(tmp_path:
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "link" / "cache"))
     with pytest.raises(ValueError, match="inside the run directory"):
         cache_dir(tmp_path / "run")
+
+
+def test_cache_show_names_what_is_planted_at_an_entrys_name_and_prune_removes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder, FIFO or symlink at ``<key>.file`` (or ``<key>.jsonl``) was passed over by ``cache prune``, and a
+    folder there blocked its key for good. ``cache show`` names each; ``cache prune`` removes each, whatever the
+    bound, never following a link (what it points to is left as it is)."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    (cache / "ab").mkdir(parents=True)
+    folder, fifo, link = (cache / "ab" / f"ab{c * 62}{suffix}" for c, suffix in (("0", ".file"), ("1", ".file"),
+                                                                                   ("2", SUFFIX)))
+    folder.mkdir()
+    (folder / "inside").write_text("x")
+    os.mkfifo(fifo)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep").write_text("someone's")
+    link.symlink_to(theirs)
+    runner = CliRunner()
+    shown = runner.invoke(app, ["cache", "show"])
+    assert shown.exit_code == 0, shown.output
+    assert (f"found (prune removes them) 3 thing(s) at an entry's name that are no file: {folder}: is a directory; "
+            f"{fifo}: a FIFO (named pipe); {link}: a symlink") in shown.output
+    assert all(os.path.lexists(p) for p in (folder, fifo, link))
+    pruned = runner.invoke(app, ["cache", "prune"])   # under the bound: they go all the same
+    assert pruned.exit_code == 0 and "removed 3 thing(s) at an entry's name" in pruned.output, pruned.output
+    assert not any(os.path.lexists(p) for p in (folder, fifo, link))
+    assert (theirs / "keep").read_text() == "someone's" and prune(cache, 0).planted == ()

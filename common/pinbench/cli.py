@@ -630,11 +630,15 @@ def cache(
     if max_mb is not None and not (max_mb >= 0 and math.isfinite(max_mb)):
         _fail(f"--max-mb must be a finite number of 0 or more, got {max_mb}")
     bound = size_bound() if max_mb is None else int(max_mb * MIB)
-    pruned = prune(root, bound if action == "prune" else float("inf"))
+    pruned = prune(root, bound if action == "prune" else float("inf"), clear=action == "prune")
     if action == "prune":
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:
             _echo(f"kept {pruned.refused} record(s) it may not remove (first: {pruned.why})")
+    if pruned.planted:   # each named: a folder or a link planted at an entry's name blocked its key
+        done = "removed" if action == "prune" else "found (prune removes them)"
+        _echo(f"{done} {len(pruned.planted)} thing(s) at an entry's name that are no file: "
+              f"{'; '.join(pruned.planted[:3])}{'; ...' if len(pruned.planted) > 3 else ''}")
     _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
 

@@ -19,6 +19,8 @@ checked against the files beside it:
   sample records (the digest of their members' records), and recount the metrics read from them;
 * the files the recipe writes beside them are as the records say (its ``check:`` entry: RememBench's
   ``scenes.jsonl``);
+* every rollout the generation step kept (``generation/samples/``: its newest ok record of each sample) is still
+  the file it recorded: ``rollouts/<output>`` present, a regular file of the recorded SHA-256 (``_check_rollouts``);
 * ``report/index.html`` exists;
 * the reference that applies to the run (the recipe's for this checkpoint and mode) is for the same recipe
   version, checkpoint, mode and sample count, and ``diff.txt`` gives the verdict the diff gives now.
@@ -40,12 +42,20 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
-from pinbench.core.files import FileError, loads_finite_json, not_regular, read_regular_bytes, read_regular_text
+from pinbench.core.files import (
+    FileError,
+    loads_finite_json,
+    not_regular,
+    read_regular_bytes,
+    read_regular_text,
+    regular_sha256,
+)
 from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
+from pinbench.core.run import GENERATION, ROLLOUTS
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
-from pinbench.core.runner import SampleRecord, parse_merged
+from pinbench.core.runner import SampleRecord, load_records, parse_merged
 from pinbench.core.scorecard import (
     MetricSpec,
     RecordIndex,
@@ -125,6 +135,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
         _recount(run_dir, card, records, derived, result)
     if records is not None:
         _check_recipe_files(run_dir, card, records, result)
+    _check_rollouts(run_dir, result)
     if not (run_dir / REPORT).is_file():
         result.problems.append(f"{run_dir / REPORT}: {_state(run_dir / REPORT)} (every run writes its report)")
     _check_reference(run_dir, card, result)
@@ -447,6 +458,47 @@ def _same_bounds(claimed: Interval | None, again: Interval | None) -> bool:
 
 def _failure_text(error: str | None) -> str:
     return "scored" if error is None else f"failed ({error[:80]})"
+
+
+def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
+    """Each rollout the generation step kept is the file it recorded (one problem per rollout changed or missing,
+    naming it): a rollout changed after scoring (one inode with the sample cache and other run directories, written
+    by root or an owner who made it writable again) left the run checking clean over scores of other bytes.
+
+    Hashed by default, not behind a ``--rollouts`` flag: a clean check must mean the scored rollouts are still
+    there, and the cost falls only on generating runs. A run without generation records (score-only: CameraBench's
+    11,222 samples) pays one stat of ``generation/samples``, nothing per sample. A generating run pays one read of
+    its rollouts per ``pinbench check``; the check at a run's finish reads none again, as the generation step (or a
+    ``--skip-generation`` run's check before scoring) hashed them in the same process (``regular_sha256``)."""
+    store = run_dir / GENERATION
+    if not (store / SAMPLES_DIR).is_dir():
+        return
+    try:
+        records = load_records(store)
+    except (StoreError, ValueError) as exc:
+        result.problems.append(" ".join(str(exc).split()))
+        return
+    rollouts = run_dir / ROLLOUTS
+    for sid, record in records.items():
+        kept = record.result if record.ok and isinstance(record.result, Mapping) else {}
+        output, sha256 = kept.get("output"), kept.get("sha256")
+        if not (isinstance(output, str) and isinstance(sha256, str)):
+            continue
+        relative = PurePosixPath(output)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            result.problems.append(f"{store / SAMPLES_DIR}: the record of {sid} names {output!r}, not a rollout "
+                                   f"inside {rollouts}")
+            continue
+        path = rollouts / relative
+        now = regular_sha256(path)
+        if now == sha256:
+            continue
+        if not os.path.lexists(path):
+            result.problems.append(f"{path}: rollout missing (generation kept it for {sid}, SHA-256 {sha256[:12]}...)")
+        else:
+            state = f"SHA-256 {now[:12]}..." if now is not None else _state(path)
+            result.problems.append(f"{path}: rollout changed since generation kept it for {sid} ({state}, kept "
+                                   f"{sha256[:12]}...)")
 
 
 def _check_recipe_files(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], result: CheckResult) -> None:

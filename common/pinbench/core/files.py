@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
 from typing import Any, TypeVar
 
 from pinbench.core.options import expand_user
@@ -57,7 +57,7 @@ class FileState:
 
 
 _NOT_REGULAR = ((S_ISDIR, "is a directory"), (S_ISFIFO, "a FIFO (named pipe)"), (S_ISCHR, "a character device"),
-                (S_ISBLK, "a block device"), (S_ISSOCK, "a socket"))
+                (S_ISBLK, "a block device"), (S_ISSOCK, "a socket"), (S_ISLNK, "a symlink"))   # (of an lstat)
 
 
 def not_regular(mode: int) -> str | None:
@@ -429,6 +429,26 @@ def sha256_file(path: Path | str) -> str:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+_HASHED: dict[tuple[int, int, int, int], str] = {}
+
+
+def regular_sha256(path: Path) -> str | None:
+    """The SHA-256 of ``path`` when it is a regular file, else None (a link, FIFO or folder there is never opened,
+    nor followed). Hashed once per process while the file (device and inode: every hard link to it is the same file),
+    its size and its mtime hold: the rollouts a run's generation step hashed are not read again by the check at its
+    finish, nor a rollout that the sample cache and the run directory share."""
+    try:
+        st = path.lstat()
+        if not S_ISREG(st.st_mode):
+            return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in _HASHED:
+            _HASHED[key] = sha256_file(path)
+        return _HASHED[key]
+    except OSError:
+        return None
 
 
 def _non_finite_constant(name: str) -> None:

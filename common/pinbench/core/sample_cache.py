@@ -15,7 +15,9 @@ A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPL
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
 record, ``<key>.file``, a hard link (none on another file system: a copy would fill it), so it costs the cache no
-bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left.
+bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left. Being
+one inode with each run directory's, it is kept read-only (``pinbench.ops.generation._read_only``), and checked
+against its record's SHA-256 before it is placed.
 ``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
 or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
 """
@@ -26,11 +28,12 @@ import hashlib
 import math
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, cache_root, not_a_folder, read_regular_text
+from pinbench.core.files import atomic_path, cache_root, not_a_folder, not_regular, read_regular_text
 from pinbench.core.options import expand_user
 from pinbench.core.store import Stored, decode_line, encode_line
 
@@ -146,10 +149,20 @@ class SampleCache:
         self.stored += 1
 
 
+def planted(path: Path) -> str | None:
+    """What stands at an entry's path when it is neither absent nor a regular file (``"is a directory"``, ``"a
+    symlink"``, ``"a FIFO (named pipe)"``; never followed), else None: a thing no entry is, which ``prune`` removes."""
+    try:
+        return not_regular(path.lstat().st_mode)
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class Pruned:
     """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
-    the first one's path and reason in ``why``)."""
+    the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
+    (a folder, a FIFO, a symlink) with what it is, removed unless ``prune`` was told to keep them (or refused)."""
 
     removed: int
     removed_bytes: int
@@ -157,9 +170,10 @@ class Pruned:
     kept_bytes: int
     refused: int = 0
     why: str = ""
+    planted: tuple[str, ...] = ()
 
 
-def prune(root: Path, bound: float) -> Pruned:
+def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     """Remove the least recently used entries until the cache holds at most ``bound`` bytes. Only the cache's own
     entries (``<key[:2]>/<key>.jsonl``) count: a run directory in the same folder (``$PINBENCH_SAMPLE_CACHE`` set to
     ``runs/``) lost its ``samples/run.jsonl``, taken for an entry. Another prune of the same folder (two runs, or
@@ -167,8 +181,14 @@ def prune(root: Path, bound: float) -> Pruned:
     stat or unlink: that entry is gone, not an error (it was a FileNotFoundError that ended a run after it had
     computed every sample, before its scorecard), and only what this call removed is counted as removed. An entry
     it may not remove (a shared cache's folder of another user's, a read-only one) is kept and counted in
-    ``refused``: it had ended, with its OSError, the run that stored something after computing every sample."""
+    ``refused``: it had ended, with its OSError, the run that stored something after computing every sample.
+
+    A thing at an entry's name that is no regular file (a folder, FIFO or symlink planted at ``<key>.file``) blocked
+    that key for good: no link could be renamed over a folder, so its rollout was never kept again. Each is listed
+    in ``planted`` and, with ``clear``, removed whatever the bound (a symlink, never what it points to; a folder
+    with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
+    found: list[tuple[str, str]] = []   # (path, what it is)
     for bucket in sorted(root.iterdir()) if root.is_dir() else ():
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
@@ -178,7 +198,10 @@ def prune(root: Path, bound: float) -> Pruned:
             continue
         for entry in listed:
             named = _ENTRY.fullmatch(entry.name)
-            if named and entry.name.startswith(bucket.name) and entry.is_file(follow_symlinks=False):
+            if named and entry.name.startswith(bucket.name) and not entry.is_file(follow_symlinks=False):
+                if (kind := planted(Path(entry.path))) is not None:
+                    found.append((entry.path, kind))
+            elif named and entry.name.startswith(bucket.name):
                 try:
                     stat = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
@@ -191,6 +214,16 @@ def prune(root: Path, bound: float) -> Pruned:
     total = sum(size for _, size, _ in entries)
     removed = removed_bytes = gone = refused = 0
     why = ""
+    for path, _ in found if clear else ():
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            refused, why = refused + 1, why or f"{path}: {exc.strerror or exc}"
     for _, size, paths in entries:
         if total <= bound:
             break
@@ -211,4 +244,5 @@ def prune(root: Path, bound: float) -> Pruned:
             gone += 1
             continue
         removed, removed_bytes = removed + 1, removed_bytes + size
-    return Pruned(removed, removed_bytes, len(entries) - removed - gone, total, refused, why)
+    return Pruned(removed, removed_bytes, len(entries) - removed - gone, total, refused, why,
+                  tuple(f"{path}: {kind}" for path, kind in sorted(found)))

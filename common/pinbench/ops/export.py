@@ -13,6 +13,7 @@ pytest configuration puts on the path, as the repository's conftest.py does.
 from __future__ import annotations
 
 import ast
+import errno
 import fcntl
 import fnmatch
 import json
@@ -252,7 +253,12 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
     place when it is whole: an interrupted export leaves no half-written ``dest`` (which a rerun refused as an
     existing folder, with --force too, for it had no marker yet), and --force moves the earlier export aside only
     then. A kill leaves the hidden folder, with its ``BUILDING`` file unlocked: the next export of ``dest`` that
-    succeeds removes it and says so (it had stayed forever); a folder of that name without it is never touched."""
+    succeeds removes it and says so (it had stayed forever); a folder of that name without it is never touched.
+
+    Several exports into one new DEST at once: the first rename wins, as rename(2) replaces no folder that holds
+    anything, and each other one is refused in one line (each had moved the one before aside and reported success).
+    Only an empty folder made at DEST while the export was built is replaced. With --force each replaces the
+    export it finds, the last one staying; one whose DEST changed between its move aside and its rename fails."""
     recipe_dir = recipe.dir
     written: frozenset[str] | None = None
     if dest.exists() or dest.is_symlink():
@@ -276,15 +282,18 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
         lock = _claim(work / BUILDING)
         new.mkdir()   # not mkdtemp: its 0o700 would hide the export from everyone else
         _fill(recipe, new, requirements)
-        if dest.exists():
+        if force and dest.exists():
             if written is None:   # a marker without the list (an export before it had one): what this one writes
                 _check_only_written(dest, _listed(new) or frozenset())
             os.rename(dest, old)
         try:
-            os.rename(new, dest)
-        except BaseException:
+            os.rename(new, dest)   # without --force, onto nothing (or an empty folder): never moves anything aside
+        except BaseException as exc:
             if old.exists():
                 os.rename(old, dest)   # the earlier export back in its place
+            if isinstance(exc, OSError) and exc.errno in _TAKEN and not force:
+                raise ExportError(f"{_taken(dest)} (written while this export was built: another export of it "
+                                  "finished first)") from None
             raise
         if old.exists():
             shutil.rmtree(old)
@@ -301,6 +310,11 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
     if removed:
         log(f"{dest}: removed what killed exports of it left: {', '.join(p.name for p in removed)}")
     return dest
+
+
+# What the rename of a built export onto DEST says when something is there (a folder that is not empty, a file): an
+# export of the same DEST that finished first. Linux says ENOTEMPTY, other systems EEXIST.
+_TAKEN = (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
 
 
 def _claim(building: Path) -> int:

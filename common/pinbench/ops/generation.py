@@ -43,6 +43,7 @@ from pinbench.core.files import (
     blocking_parent,
     loads_finite_json,
     read_data_file,
+    regular_sha256,
     sha256_file,
     write_if_changed,
 )
@@ -65,7 +66,7 @@ from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
-from pinbench.core.sample_cache import SampleCache
+from pinbench.core.sample_cache import SampleCache, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
@@ -644,11 +645,34 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         problems = check_rollout(request, partial)
         if problems:
             raise ValueError(_invalid(request, partial, problems))
+        _read_only(partial)
         os.replace(partial, target)
     finally:
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+READ_ONLY = 0o444   # a kept rollout's mode
+
+
+def _read_only(path: Path) -> None:
+    """Make a kept rollout read-only (``READ_ONLY``), for everyone who holds it: it is one inode with the sample
+    cache's entry and with every run directory that took it by hard link, so a writer into it (a generator writing
+    past the file it is given, a script editing a rollout in place) changed all of them; now one not root fails
+    loudly (EACCES), and a rollout is changed only by putting a new file in its place, as the run does. Root, or the
+    owner who makes it writable again, can still write into it: each reader (a run reusing it, ``--skip-generation``,
+    the sample cache, ``pinbench check``) compares it with its record's SHA-256 and names it when it changed. A
+    file this user does not own (a shared cache's) keeps its mode."""
+    with contextlib.suppress(PermissionError):
+        os.chmod(path, READ_ONLY)
+
+
+def _changed(path: Path, kept: Any, what: str) -> str:
+    """The line that says the rollout at ``path`` is not the file its record kept (SHA-256 ``kept``)."""
+    sha256 = regular_sha256(path)
+    now = f"SHA-256 {sha256[:12]}..." if sha256 is not None else "not a regular file"
+    return f"{path}: {what} ({now}, kept {str(kept)[:12]}...)"
 
 
 def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
@@ -672,7 +696,7 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
             continue
         kept = records.get(request.id)
         ours = kept is not None and kept.ok and kept.result.get("request") == request.digest
-        sha256 = _sha256(path) if not path.is_symlink() and path.is_file() else None
+        sha256 = regular_sha256(path)
         if ours and sha256 == kept.result.get("sha256"):
             continue
         problems = check_rollout(request, path)
@@ -707,7 +731,7 @@ def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
     for sid, record in summary.records.items():
         if record.ok:
             path = rollouts / str(record.result.get("output", ""))
-            if path.is_symlink() or not path.is_file() or _sha256(path) != record.result.get("sha256"):
+            if regular_sha256(path) != record.result.get("sha256"):
                 changed[sid] = dataclasses.replace(
                     record, status="failed", result=None, traceback=None,
                     error=f"GeneratorError: {record.result.get('output')} changed after it was checked and kept "
@@ -760,6 +784,10 @@ def _provenance(made: _Origin, requests: Sequence[Request], records: Mapping[str
                               if r.id in records and records[r.id].ok})
 
 
+PRUNE = "`pinbench cache prune`"
+FOLDER = "is a directory"   # ``planted``'s word for a folder: the one thing no link is renamed over
+
+
 class RolloutCache(SampleCache):
     """The generation step's sample cache: each rollout's record and, beside it (``SampleCache.file``), the rollout,
     so that another run directory (a second ``--out``, a run moved aside after its inputs changed) takes it instead
@@ -786,6 +814,12 @@ class RolloutCache(SampleCache):
             return None   # not this task's record by this generator (another's, planted or moved): never placed
         kept = self.file(task_hash)
         if not _holds(kept, result.get("sha256")):   # left in place, it stayed the rollout when generating it failed
+            if (kind := planted(kept)) is not None:   # never opened nor followed
+                print(f"generate: sample cache: {kept}: {kind} where the rollout of {output} is kept; skipped, "
+                      f"generated again ({PRUNE} removes it)", file=sys.stderr, flush=True)
+            elif os.path.lexists(kept):
+                said = _changed(kept, result.get("sha256"), f"not the rollout it kept for {output}")
+                print(f"generate: sample cache: {said}; not used, generated again", file=sys.stderr, flush=True)
             return None
         return stored if _linked(kept, self.rollouts / output) else None
 
@@ -794,9 +828,14 @@ class RolloutCache(SampleCache):
             output = json.loads(body)["result"]["output"]
         except (ValueError, KeyError, TypeError):
             return
+        kept = self.file(task_hash)
+        if planted(kept) == FOLDER:   # no link is renamed over it (a FIFO or a symlink is replaced)
+            print(f"generate: sample cache: {kept}: a folder where the rollout of {output} is kept; not kept "
+                  f"({PRUNE} removes it)", file=sys.stderr, flush=True)
+            return
         # the rollout first (an entry never names a file the cache lacks), by a hard link only: a copy would put a
         # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back
-        if output in self.outputs.values() and _linked(self.rollouts / output, self.file(task_hash), copy=False):
+        if output in self.outputs.values() and _linked(self.rollouts / output, kept, copy=False):
             super().put(task_hash, body)
 
 
@@ -811,17 +850,14 @@ def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
 
 def _holds(path: Path, sha256: Any) -> bool:
     """Whether ``path`` is a regular file of that SHA-256 (a FIFO or folder there is never opened)."""
-    try:
-        return S_ISREG(path.lstat().st_mode) and _sha256(path) == sha256
-    except OSError:
-        return False
+    return sha256 is not None and regular_sha256(path) == sha256
 
 
 def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
     """``target`` made the same file as ``source`` (a regular file): a hard link, else (``copy``) a copy, put in place
     at once. False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
     try:
-        if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or target.is_dir():
+        if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or planted(target) == FOLDER:
             return False
         with atomic_path(target, suffix=target.suffix) as tmp:
             tmp.unlink()
@@ -831,6 +867,7 @@ def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
                 if not copy:
                     raise
                 shutil.copyfile(source, tmp)
+            _read_only(tmp)   # a link: the inode every holder shares (kept before read-only rollouts, too)
         # a rename of a link over the same file does nothing (POSIX): target was that file already, tmp is left
         tmp.unlink(missing_ok=True)
     except OSError:
@@ -844,26 +881,20 @@ class _Kept:
 
     def __init__(self, rollouts: Path, signature: Signature) -> None:
         self.rollouts, self.signature = rollouts, signature
+        self._said: set[Path] = set()
 
     def __call__(self, result: Mapping[str, Any]) -> bool:
         if result.get("generator") != self.signature.digest:
             raise Stale("generator changed")
-        if not _holds(self.rollouts / str(result.get("output", "")), result.get("sha256")):
+        path = self.rollouts / str(result.get("output", ""))
+        if not _holds(path, result.get("sha256")):
+            if os.path.lexists(path) and path not in self._said:   # (said once: records are judged newest first)
+                self._said.add(path)
+                said = _changed(path, result.get("sha256"), "changed since it was kept")
+                print(f"generate: {said}; generated again", file=sys.stderr, flush=True)
             raise Stale("the rollout file changed or is gone")
         return True
 
-
-_HASHED: dict[tuple[int, int, int, int], str] = {}
-
-
-def _sha256(path: Path) -> str:
-    """The SHA-256 of a rollout, hashed once per process while its file (device and inode: a link to it in the
-    sample cache is the same file), size and mtime hold."""
-    st = path.stat()
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _HASHED:
-        _HASHED[key] = sha256_file(path)
-    return _HASHED[key]
 
 
 def main(argv: Sequence[str]) -> None:
