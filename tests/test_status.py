@@ -67,7 +67,7 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
     assert by_shard[0].done == ["s0", "s3", "s6"] and not by_shard[0].failed and not by_shard[0].pending
     assert by_shard[1].done == ["s1"] and by_shard[1].failed == [("s4", "ValueError: x=4 is unlucky")]
     assert by_shard[2].done == ["s2"] and by_shard[2].pending == ["s5"] and not by_shard[2].finished
-    assert status.counts == {"done": 5, "failed": 1, "pending": 1} and status.n_tasks == 7
+    assert status.counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1} and status.n_tasks == 7
     text = render(status)
     assert "s4 (shard 1/3): ValueError: x=4 is unlucky" in text and "pending samples: s5 (shard 2/3)" in text
     assert "scorecard  not written yet" in text
@@ -84,7 +84,7 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
     def process() -> str:
         status = run_status(tmp_path, ask_slurm=False)
         row = next(line.split() for line in render(status).splitlines() if line.startswith("2/3 "))
-        return row[4]
+        return row[5]
 
     assert process() == "stopped"   # no lock: its process has ended
     lock.parent.mkdir()
@@ -124,11 +124,11 @@ def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path
     run_samples(TASKS, _square, tmp_path, shard=Shard(MAX_SHARDS - 1, MAX_SHARDS), progress=False)
     status = run_status(tmp_path, ask_slurm=False)
     assert [s.index for s in status.shards] == [*range(7), MAX_SHARDS - 1] and status.n_shards == MAX_SHARDS
-    assert status.counts == {"done": 1, "failed": 0, "pending": 6} and status.n_tasks == 7
+    assert status.counts == {"done": 1, "failed": 0, "missing": 0, "pending": 6} and status.n_tasks == 7
     assert [(s.started, s.finished) for s in status.shards[::7]] == [(True, True), (True, True)]
     text = render(status)
     assert f"{MAX_SHARDS - 8} other shard(s) of {MAX_SHARDS} own no task and have not started" in text
-    assert "7 tasks: 1 done, 0 failed, 6 pending" in text and len(text.splitlines()) < 30
+    assert "7 tasks: 1 done, 0 failed, 0 missing, 6 pending" in text and len(text.splitlines()) < 30
 
 
 def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
