@@ -264,11 +264,12 @@ class Run:
         return summary
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",
-               validate: Validator | None = None) -> list[SampleRecord]:
+               validate: Validator | None = None, requests: Mapping[str, Sequence[str]] | None = None
+               ) -> list[SampleRecord]:
         """Every task's record in task order, a task no process stored failed as missing (never dropped): from
-        ``summary`` when it covers them, else from every shard's store under ``folder``; a failed one whose rollout no
-        run generated (``never_generated``) as missing too. In one shard of many the run ends here: what follows
-        needs the other shards' records (the merge's)."""
+        ``summary`` when it covers them, else from every shard's store under ``folder``; a failed one whose rollouts no
+        run generated (``never_generated``; ``requests``: ``store``'s) as missing too. In one shard of many the run
+        ends here: what follows needs the other shards' records (the merge's)."""
         if self.shard is not None:
             raise RunStops(summary, "the scorecard is written by the merge (an unsharded run over this directory)")
         if summary is not None and summary.covers(tasks):
@@ -276,9 +277,17 @@ class Run:
         else:
             records = merge_samples([self.out_dir / folder], tasks, implementation=self.cfg.implementation,
                                     validate=validate)
-        never = self.never_generated
+        never = {r.sample_id: why for r in records if not r.ok
+                 for why in [self._never_generated(r.sample_id, requests)] if why is not None}
         return [stand_in(r.sample_id, r.input_hash, r.implementation, [never[r.sample_id]])
-                if not r.ok and r.sample_id in never else r for r in records]
+                if r.sample_id in never else r for r in records]
+
+    def _never_generated(self, sample_id: str, requests: Mapping[str, Sequence[str]] | None) -> str | None:
+        """Why no run generated any rollout of a sample (its requests ``requests[sample_id]``, else the request of its
+        own id), or None when one was."""
+        ids = requests.get(sample_id, ()) if requests is not None else (sample_id,)
+        why = [self.never_generated.get(i) for i in ids]
+        return "; ".join(dict.fromkeys(w for w in why if w)) if why and all(why) else None
 
     def score(self, tasks: Sequence[Task], fn: SampleFn, **step: Any) -> list[SampleRecord]:
         """``compute`` then ``gather``: every task's record (``step``: ``compute``'s keywords)."""
@@ -295,18 +304,24 @@ class Run:
                              validate=validate)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
-              folder: str = "", label: str = "results") -> list[SampleRecord]:
+              folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None
+              ) -> list[SampleRecord]:
         """Store results an external tool computed (ok, or an exception saying why the sample failed) for this
-        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record."""
+        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record.
+
+        ``requests``: each sample's generation requests, where they are not the one of its own id (PAI-Bench-C's
+        task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) fails
+        whatever the tool said of it (its values are of no rollout) and ``gather`` counts it missing."""
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
             sid = task.sample_id
-            result = results.get(sid, KeyError(f"{sid}: no result"))
+            never = self._never_generated(sid, requests)
+            result = NotGenerated(never) if never is not None else results.get(sid, KeyError(f"{sid}: no result"))
             if isinstance(result, BaseException):
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
             else:
                 log.record(sid, result, reused=True)
-        return self.gather(tasks, log.close(), folder=folder)
+        return self.gather(tasks, log.close(), folder=folder, requests=requests)
 
     def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS,
                  default: Callable[[], Generator] | None = None) -> Path | None:
