@@ -102,10 +102,12 @@ def run(run: Run) -> RunOutcome:
         native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
 
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
-    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
+    requested = {t: [f"{m}.{t}" for m in options.modalities] for t in task_ids}
+    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t),
+                              never={m: why for m, r in zip(options.modalities, requested[t], strict=True)
+                                     for why in [run.never_generated.get(r)] if why})
                for t in task_ids}
     not_made: dict[str, NotGenerated] = {}
-    requested = {t: [f"{m}.{t}" for m in options.modalities] for t in task_ids}
     for t in task_ids:   # a task none of whose rollouts was generated fails, with the generation's reason
         why = [run.generation_failures.get(r) for r in requested[t]]
         if all(why):

@@ -76,12 +76,14 @@ from pinbench.core.runner import (
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
+    NEVER_COMPUTED,
     MetricSpec,
     Scorecard,
     ScorecardError,
     build_scorecard,
     is_stand_in,
     load_scorecard,
+    never_computed,
     write_scorecard,
 )
 from pinbench.core.shard_manifest import renew_manifest
@@ -435,7 +437,7 @@ class Run:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
 
-        reference, outcome = self._verdict(card, ref_path, [record for record in records if not record.ok])
+        reference, outcome = self._verdict(card, ref_path, records)
         if not kept and self._report is not None:
             report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
                                        samples=[*records, *derived],
@@ -453,7 +455,7 @@ class Run:
         return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator or made)
 
     def _verdict(self, card: Scorecard, ref_path: Path | None,
-                 failed: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
+                 records: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
         """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
         to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
         recipe, cfg = self.recipe, self.cfg
@@ -466,7 +468,7 @@ class Run:
             exit_code, message = result.exit_code, render_diff(result)
         write_if_changed(self.out_dir / "diff.txt", message + "\n")
         print(message, flush=True)
-        for line in summarize_failures(card, self.out_dir, failed):
+        for line in summarize_failures(card, self.out_dir, records):
             print(line, flush=True)
         return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
                                      diff=result, message=message)
@@ -526,22 +528,28 @@ def _stopped_failures(summary: RunSummary) -> list[str]:
     return lines
 
 
-def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRecord] = ()) -> list[str]:
-    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``, and each of the ``failed``
-    sample records that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
+def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleRecord] = ()) -> list[str]:
+    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``, and each failed one of the
+    sample ``records`` that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
     CameraBench's splits are); the lines to print: how many samples failed, up to five of them with their one-line
     reason, and where the full list is. Why the records: a run whose metrics are all derived said "failed: 0
     sample(s) and 3 derived record(s)" for 3 failed samples, and its list named none of them. A sample never
-    computed (no record, or a merge's stand-in: ``is_stand_in``) is counted missing, apart from the failed ones."""
+    computed (no record, or a merge's stand-in: ``is_stand_in``), or a value of it (``never_computed``), is counted
+    missing, apart from the failed ones."""
     rows: list[tuple[str, str, str]] = []
     derived: set[str] = set()   # ids of derived records (a suite's scores), counted apart from the samples
+    failed = [r for r in records if not r.ok]
     stand_ins = {r.sample_id: r.error or "" for r in failed if is_stand_in(r)}
+    partly = [r for r in records if r.ok and isinstance(r.result, Mapping) and r.result.get(NEVER_COMPUTED)]
     missing = set(stand_ins)
     for name, metric in card.metrics.items():
+        never = {} if metric.records == "derived" else {
+            r.sample_id: f"missing: {why}" for r in partly for why in [never_computed(r, metric.key or name)] if why}
+        gone = metric.missing if metric.missing is not None else tuple(never)   # a cohort's names its own
         rows += [(f.sample_id, name, f.error) for f in metric.failed]
-        rows += [(sample, name, stand_ins.get(sample) or "missing: no record for this sample")
-                 for sample in metric.missing or ()]
-        missing.update(metric.missing or ())
+        rows += [(sample, name, stand_ins.get(sample) or never.get(sample) or "missing: no record for this sample")
+                 for sample in gone]
+        missing.update(gone)
         if metric.records == "derived":
             derived.update(f.sample_id for f in metric.failed)
     named = {sample for sample, _, _ in rows} - derived
