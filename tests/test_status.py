@@ -6,6 +6,7 @@ live path is covered in test_slurm_cluster.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from loose_task import LooseTask
 
 from pinbench.core import shard_manifest
 from pinbench.core.config import MAX_SHARDS, Shard
-from pinbench.core.runner import StepLog, run_samples
+from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samples, write_records
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
@@ -115,6 +116,21 @@ def test_a_shard_that_never_started_is_judged_from_another_shards_manifest(tmp_p
     assert [s.started for s in status.shards] == [True, False]
     assert status.shards[1].pending == ["s1", "s3", "s5"]
     assert "not started" in render(status)
+
+
+def test_the_samples_a_merge_counted_missing_are_missing_not_pending(tmp_path: Path) -> None:
+    """Shard 1 of 2 never ran and the merge wrote its samples' stand-ins (is_stand_in): the scorecard counts them
+    missing, status said pending. A stand-in of another input than the manifest's is still pending."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    records = merge_samples([tmp_path], TASKS)
+    write_records([r if r.sample_id != "s5" else dataclasses.replace(r, input_hash="0" * 64) for r in records],
+                  tmp_path / "samples.jsonl")
+    status = run_status(tmp_path, ask_slurm=False)
+    assert status.counts == {"done": 3, "failed": 1, "missing": 2, "pending": 1}
+    assert [sid for sid, _ in status.shards[1].missing] == ["s1", "s3"] and status.shards[1].pending == ["s5"]
+    text = render(status)
+    assert "7 tasks: 3 done, 1 failed, 2 missing, 1 pending" in text
+    assert f"  s1 (shard 1/2): {MISSING_ERROR}" in text and "failed samples:\n  s4 (shard 0/2)" in text
 
 
 def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path: Path) -> None:
