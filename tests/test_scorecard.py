@@ -15,6 +15,7 @@ from pinbench.core.derived import derive
 from pinbench.core.provenance import collect_provenance
 from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import (
+    NEVER_COMPUTED,
     DerivedCounts,
     Failure,
     MetricResult,
@@ -194,6 +195,30 @@ def test_a_merges_stand_in_for_a_sample_no_shard_stored_counts_missing_not_faile
     whole = card.metrics["clip"]
     assert (whole.n_scored, whole.n_failed, whole.n_missing) == (2, 1, 1)
     validate_scorecard(card.to_json())
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_value_a_record_says_was_never_computed_counts_missing_with_its_reason(as_json: bool,
+                                                                                 tmp_path: Path) -> None:
+    """An ok record whose result names a key or its group in ``never_computed`` (PAI-Bench-C's modality whose rollout
+    no run generated): that metric counts the sample missing, never failed, in a cohort's named missing too, and
+    failures.tsv gives the reason; its other values are scored. A missing value it does not name is a failure."""
+    from pinbench.core.run import summarize_failures
+
+    why = "generation: no run stored seg/t1.mp4 or a record of it"
+    records = [ok("t0", **{"edge/f1": 0.5, "seg/f1": 0.4}), ok("t1", **{"edge/f1": 0.7, NEVER_COMPUTED: {"seg": why}}),
+               ok("t2", **{"edge/f1": 0.6})]
+    metrics = [Spec("edge/f1"), Spec("seg/f1"), Spec("seg/f1/cohort", key="seg/f1", sample_ids=["t0", "t1"])]
+    card = card_for([r.to_json() for r in records] if as_json else records, metrics, 3)
+    assert card.metrics["edge/f1"].n_scored == 3 and card.samples.n_ok == 3
+    seg, cohort = card.metrics["seg/f1"], card.metrics["seg/f1/cohort"]
+    assert (seg.n_scored, seg.n_failed, seg.n_missing) == (1, 1, 1) and [f.sample_id for f in seg.failed] == ["t2"]
+    assert (cohort.n_scored, cohort.n_failed, cohort.n_missing, cohort.missing) == (1, 0, 1, ("t1",))
+    validate_scorecard(card.to_json())
+    summarize_failures(card, tmp_path, records)
+    rows = [line.split("\t") for line in (tmp_path / "failures.tsv").read_text().splitlines()[1:]]
+    assert sorted(tuple(row) for row in rows if row[0] == "t1") == [("t1", "seg/f1", f"missing: {why}"),
+                                                                   ("t1", "seg/f1/cohort", f"missing: {why}")]
 
 
 def test_aggregation_none_takes_the_single_value() -> None:

@@ -143,7 +143,7 @@ def test_a_declared_layout_gives_the_plain_runs_scorecard_and_samples(slurm_clus
         plain_card = json.loads((plain / "scorecard.json").read_text())
         status = run_status(out, ask_slurm=False)
         assert status.n_tasks == len(plain_card["extra"]["modalities"]) * plain_card["samples"]["n_expected"]
-        assert status.counts == {"done": status.n_tasks, "failed": 0, "pending": 0}
+        assert status.counts == {"done": status.n_tasks, "failed": 0, "missing": 0, "pending": 0}
         assert all(shard.finished and shard.done for shard in status.shards) and len(status.shards) == 3
 
 

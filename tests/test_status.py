@@ -6,6 +6,7 @@ live path is covered in test_slurm_cluster.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from loose_task import LooseTask
 
 from pinbench.core import shard_manifest
 from pinbench.core.config import MAX_SHARDS, Shard
-from pinbench.core.runner import StepLog, run_samples
+from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samples, write_records
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
@@ -67,7 +68,7 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
     assert by_shard[0].done == ["s0", "s3", "s6"] and not by_shard[0].failed and not by_shard[0].pending
     assert by_shard[1].done == ["s1"] and by_shard[1].failed == [("s4", "ValueError: x=4 is unlucky")]
     assert by_shard[2].done == ["s2"] and by_shard[2].pending == ["s5"] and not by_shard[2].finished
-    assert status.counts == {"done": 5, "failed": 1, "pending": 1} and status.n_tasks == 7
+    assert status.counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1} and status.n_tasks == 7
     text = render(status)
     assert "s4 (shard 1/3): ValueError: x=4 is unlucky" in text and "pending samples: s5 (shard 2/3)" in text
     assert "scorecard  not written yet" in text
@@ -84,7 +85,7 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
     def process() -> str:
         status = run_status(tmp_path, ask_slurm=False)
         row = next(line.split() for line in render(status).splitlines() if line.startswith("2/3 "))
-        return row[4]
+        return row[5]
 
     assert process() == "stopped"   # no lock: its process has ended
     lock.parent.mkdir()
@@ -117,6 +118,21 @@ def test_a_shard_that_never_started_is_judged_from_another_shards_manifest(tmp_p
     assert "not started" in render(status)
 
 
+def test_the_samples_a_merge_counted_missing_are_missing_not_pending(tmp_path: Path) -> None:
+    """Shard 1 of 2 never ran and the merge wrote its samples' stand-ins (is_stand_in): the scorecard counts them
+    missing, status said pending. A stand-in of another input than the manifest's is still pending."""
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
+    records = merge_samples([tmp_path], TASKS)
+    write_records([r if r.sample_id != "s5" else dataclasses.replace(r, input_hash="0" * 64) for r in records],
+                  tmp_path / "samples.jsonl")
+    status = run_status(tmp_path, ask_slurm=False)
+    assert status.counts == {"done": 3, "failed": 1, "missing": 2, "pending": 1}
+    assert [sid for sid, _ in status.shards[1].missing] == ["s1", "s3"] and status.shards[1].pending == ["s5"]
+    text = render(status)
+    assert "7 tasks: 3 done, 1 failed, 2 missing, 1 pending" in text
+    assert f"  s1 (shard 1/2): {MISSING_ERROR}" in text and "failed samples:\n  s4 (shard 0/2)" in text
+
+
 def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path: Path) -> None:
     """7 tasks in the most shards a run accepts: a row per shard that owns a task or ran (one past the last task
     that ran is still listed), the others one line (it was 4,000,000 rows); the counts still hold every task."""
@@ -124,11 +140,11 @@ def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path
     run_samples(TASKS, _square, tmp_path, shard=Shard(MAX_SHARDS - 1, MAX_SHARDS), progress=False)
     status = run_status(tmp_path, ask_slurm=False)
     assert [s.index for s in status.shards] == [*range(7), MAX_SHARDS - 1] and status.n_shards == MAX_SHARDS
-    assert status.counts == {"done": 1, "failed": 0, "pending": 6} and status.n_tasks == 7
+    assert status.counts == {"done": 1, "failed": 0, "missing": 0, "pending": 6} and status.n_tasks == 7
     assert [(s.started, s.finished) for s in status.shards[::7]] == [(True, True), (True, True)]
     text = render(status)
     assert f"{MAX_SHARDS - 8} other shard(s) of {MAX_SHARDS} own no task and have not started" in text
-    assert "7 tasks: 1 done, 0 failed, 6 pending" in text and len(text.splitlines()) < 30
+    assert "7 tasks: 1 done, 0 failed, 0 missing, 6 pending" in text and len(text.splitlines()) < 30
 
 
 def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pinbench.core.scorecard import MetricSpec
+from pinbench.core.scorecard import NEVER_COMPUTED, MetricSpec
 from pinbench.core.task import Task
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
 
@@ -43,11 +43,15 @@ def metric_specs(modalities: Sequence[str], *, native: bool, native_seg: Collect
 
 
 def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None],
-                modality_errors: Mapping[str, str], native: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One task's flat result dict for the runner / scorecard."""
+                modality_errors: Mapping[str, str], native: Mapping[str, Any] | None,
+                never: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One task's flat result dict for the runner / scorecard; ``never``: the modalities whose rollout no run
+    generated, with why (their metrics count missing: ``pinbench.core.scorecard.never_computed``)."""
     result: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for modality, parsed in evaluator.items():
+        if never and modality in never:
+            continue
         if parsed is None:
             errors[modality] = modality_errors.get(modality, "not evaluated")
             continue
@@ -67,6 +71,8 @@ def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None]
             modality, _, kind = key.partition("/")                    # reason (keyed native/edge/canny, none was read)
             errors.update({f"{modality}/native/{m}": why for m in NATIVE_METRICS if m.startswith(f"{kind}_")})
     result["errors"] = errors
+    if never:
+        result[NEVER_COMPUTED] = dict(never)
     return result
 
 

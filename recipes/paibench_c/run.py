@@ -102,15 +102,20 @@ def run(run: Run) -> RunOutcome:
         native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
 
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
-    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t))
+    requested = {t: [f"{m}.{t}" for m in options.modalities] for t in task_ids}
+    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t),
+                              never={m: why for m, r in zip(options.modalities, requested[t], strict=True)
+                                     for why in [run.never_generated.get(r)] if why})
                for t in task_ids}
     not_made: dict[str, NotGenerated] = {}
     for t in task_ids:   # a task none of whose rollouts was generated fails, with the generation's reason
-        why = [run.generation_failures.get(f"{m}.{t}") for m in options.modalities]
+        why = [run.generation_failures.get(r) for r in requested[t]]
         if all(why):
             not_made[t] = NotGenerated(f"no rollout: {why[0]}")
+    # a task none of whose rollouts any run generated (its generation shard never ran, a --limit short of it) counts
+    # missing, as MIND's and RememBench's samples do (Run.store)
     records = run.store([ScoredTask(t, {m: collected[m][t].sha256 for m in options.modalities}) for t in task_ids],
-                        {**results, **not_made}, label="scorecard")
+                        {**results, **not_made}, label="scorecard", requests=requested)
     extra = {
         "cross_check": cross_check(options.modalities, results) if options.native else None,
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},

@@ -76,12 +76,14 @@ from pinbench.core.runner import (
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
+    NEVER_COMPUTED,
     MetricSpec,
     Scorecard,
     ScorecardError,
     build_scorecard,
     is_stand_in,
     load_scorecard,
+    never_computed,
     write_scorecard,
 )
 from pinbench.core.shard_manifest import renew_manifest
@@ -264,11 +266,12 @@ class Run:
         return summary
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",
-               validate: Validator | None = None) -> list[SampleRecord]:
+               validate: Validator | None = None, requests: Mapping[str, Sequence[str]] | None = None
+               ) -> list[SampleRecord]:
         """Every task's record in task order, a task no process stored failed as missing (never dropped): from
-        ``summary`` when it covers them, else from every shard's store under ``folder``; a failed one whose rollout no
-        run generated (``never_generated``) as missing too. In one shard of many the run ends here: what follows
-        needs the other shards' records (the merge's)."""
+        ``summary`` when it covers them, else from every shard's store under ``folder``; a failed one whose rollouts no
+        run generated (``never_generated``; ``requests``: ``store``'s) as missing too. In one shard of many the run
+        ends here: what follows needs the other shards' records (the merge's)."""
         if self.shard is not None:
             raise RunStops(summary, "the scorecard is written by the merge (an unsharded run over this directory)")
         if summary is not None and summary.covers(tasks):
@@ -276,9 +279,17 @@ class Run:
         else:
             records = merge_samples([self.out_dir / folder], tasks, implementation=self.cfg.implementation,
                                     validate=validate)
-        never = self.never_generated
+        never = {r.sample_id: why for r in records if not r.ok
+                 for why in [self._never_generated(r.sample_id, requests)] if why is not None}
         return [stand_in(r.sample_id, r.input_hash, r.implementation, [never[r.sample_id]])
-                if not r.ok and r.sample_id in never else r for r in records]
+                if r.sample_id in never else r for r in records]
+
+    def _never_generated(self, sample_id: str, requests: Mapping[str, Sequence[str]] | None) -> str | None:
+        """Why no run generated any rollout of a sample (its requests ``requests[sample_id]``, else the request of its
+        own id), or None when one was."""
+        ids = requests.get(sample_id, ()) if requests is not None else (sample_id,)
+        why = [self.never_generated.get(i) for i in ids]
+        return "; ".join(dict.fromkeys(w for w in why if w)) if why and all(why) else None
 
     def score(self, tasks: Sequence[Task], fn: SampleFn, **step: Any) -> list[SampleRecord]:
         """``compute`` then ``gather``: every task's record (``step``: ``compute``'s keywords)."""
@@ -295,18 +306,24 @@ class Run:
                              validate=validate)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
-              folder: str = "", label: str = "results") -> list[SampleRecord]:
+              folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None
+              ) -> list[SampleRecord]:
         """Store results an external tool computed (ok, or an exception saying why the sample failed) for this
-        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record."""
+        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record.
+
+        ``requests``: each sample's generation requests, where they are not the one of its own id (PAI-Bench-C's
+        task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) fails
+        whatever the tool said of it (its values are of no rollout) and ``gather`` counts it missing."""
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
             sid = task.sample_id
-            result = results.get(sid, KeyError(f"{sid}: no result"))
+            never = self._never_generated(sid, requests)
+            result = NotGenerated(never) if never is not None else results.get(sid, KeyError(f"{sid}: no result"))
             if isinstance(result, BaseException):
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
             else:
                 log.record(sid, result, reused=True)
-        return self.gather(tasks, log.close(), folder=folder)
+        return self.gather(tasks, log.close(), folder=folder, requests=requests)
 
     def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS,
                  default: Callable[[], Generator] | None = None) -> Path | None:
@@ -420,7 +437,7 @@ class Run:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
 
-        reference, outcome = self._verdict(card, ref_path, [record for record in records if not record.ok])
+        reference, outcome = self._verdict(card, ref_path, records)
         if not kept and self._report is not None:
             report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
                                        samples=[*records, *derived],
@@ -438,7 +455,7 @@ class Run:
         return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator or made)
 
     def _verdict(self, card: Scorecard, ref_path: Path | None,
-                 failed: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
+                 records: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
         """The diff of a scorecard against the reference at ``ref_path`` (its results when there is none), written
         to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
         recipe, cfg = self.recipe, self.cfg
@@ -451,7 +468,7 @@ class Run:
             exit_code, message = result.exit_code, render_diff(result)
         write_if_changed(self.out_dir / "diff.txt", message + "\n")
         print(message, flush=True)
-        for line in summarize_failures(card, self.out_dir, failed):
+        for line in summarize_failures(card, self.out_dir, records):
             print(line, flush=True)
         return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
                                      diff=result, message=message)
@@ -511,22 +528,28 @@ def _stopped_failures(summary: RunSummary) -> list[str]:
     return lines
 
 
-def summarize_failures(card: Scorecard, out_dir: Path, failed: Sequence[SampleRecord] = ()) -> list[str]:
-    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``, and each of the ``failed``
-    sample records that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
+def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleRecord] = ()) -> list[str]:
+    """Every failed or missing (sample, metric) of a scorecard into ``failures.tsv``, and each failed one of the
+    sample ``records`` that no metric names (metric ``-``: every metric of the recipe is derived from samples, as
     CameraBench's splits are); the lines to print: how many samples failed, up to five of them with their one-line
     reason, and where the full list is. Why the records: a run whose metrics are all derived said "failed: 0
     sample(s) and 3 derived record(s)" for 3 failed samples, and its list named none of them. A sample never
-    computed (no record, or a merge's stand-in: ``is_stand_in``) is counted missing, apart from the failed ones."""
+    computed (no record, or a merge's stand-in: ``is_stand_in``), or a value of it (``never_computed``), is counted
+    missing, apart from the failed ones."""
     rows: list[tuple[str, str, str]] = []
     derived: set[str] = set()   # ids of derived records (a suite's scores), counted apart from the samples
+    failed = [r for r in records if not r.ok]
     stand_ins = {r.sample_id: r.error or "" for r in failed if is_stand_in(r)}
+    partly = [r for r in records if r.ok and isinstance(r.result, Mapping) and r.result.get(NEVER_COMPUTED)]
     missing = set(stand_ins)
     for name, metric in card.metrics.items():
+        never = {} if metric.records == "derived" else {
+            r.sample_id: f"missing: {why}" for r in partly for why in [never_computed(r, metric.key or name)] if why}
+        gone = metric.missing if metric.missing is not None else tuple(never)   # a cohort's names its own
         rows += [(f.sample_id, name, f.error) for f in metric.failed]
-        rows += [(sample, name, stand_ins.get(sample) or "missing: no record for this sample")
-                 for sample in metric.missing or ()]
-        missing.update(metric.missing or ())
+        rows += [(sample, name, stand_ins.get(sample) or never.get(sample) or "missing: no record for this sample")
+                 for sample in gone]
+        missing.update(gone)
         if metric.records == "derived":
             derived.update(f.sample_id for f in metric.failed)
     named = {sample for sample, _, _ in rows} - derived

@@ -2,8 +2,9 @@
 
 A scorecard never shrinks the denominator. Every metric carries ``n_expected`` (the full task count
 the recipe defines), ``n_scored``, ``n_failed`` (with each failed sample id and its reason) and
-``n_missing`` (samples never computed: no record at all, or the stand-in a merge keeps for a shard that never
-ran, ``is_stand_in``). The status follows from them:
+``n_missing`` (samples never computed: no record at all, the stand-in a merge keeps for a shard that never
+ran, ``is_stand_in``, or a value its record names in ``result["never_computed"]``, ``never_computed``). The status
+follows from them:
 
 * ``complete``: every metric has ``n_expected > 0`` and ``n_scored == n_expected``;
 * ``failed``: no metric scored anything;
@@ -64,6 +65,7 @@ STATUSES = ("complete", "partial", "failed")
 DEFAULT_SAMPLES_PATH = "samples.jsonl"
 DERIVED_RECORDS = "derived"
 DEGENERATE = "degenerate"  # result["degenerate"][key]: why a record's value of key is defined by a rule
+NEVER_COMPUTED = "never_computed"  # result["never_computed"][key or group]: why a value was never computed
 _SHOWN = 4
 
 
@@ -311,15 +313,32 @@ def _short(value: Any, limit: int = 60) -> str:
 def _with_reason(what: str, result: Mapping[str, Any], key: str, default: str = "") -> str:
     """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), else for
     the group it belongs to (``edge`` of ``edge/canny_f1_score``: a modality that was not evaluated), if any."""
-    errors = result.get("errors")
-    if not isinstance(errors, Mapping):
-        return what + default
+    reason = _reason_of(result.get("errors"), key)
+    return what + default if reason is None else f"{what}: {reason}"
+
+
+def _reason_of(reasons: Any, key: str) -> str | None:
+    """The reason ``reasons`` (a mapping, else none) gives for ``key``, else for the group it belongs to."""
+    if not isinstance(reasons, Mapping):
+        return None
     parts = key.split("/")
     for n in range(len(parts), 0, -1):
-        reason = errors.get("/".join(parts[:n]))
+        reason = reasons.get("/".join(parts[:n]))
         if isinstance(reason, str) and reason:
-            return f"{what}: {reason}"
-    return what + default
+            return reason
+    return None
+
+
+def never_computed(record: Any, key: str) -> str | None:
+    """Why a record has no value of ``key`` because it was never computed (``result["never_computed"]`` names the
+    key or its group: PAI-Bench-C's ``seg`` of a task whose seg rollout no run generated), else None.
+
+    Why: such a value counts missing, as a stand-in's sample does (``is_stand_in``), not failed (charged to the
+    model), while the record's other values are scored."""
+    result = _get(record, "result")
+    if not isinstance(result, Mapping) or result.get(key) is not None:
+        return None
+    return _reason_of(result.get(NEVER_COMPUTED), key)
 
 
 def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:
@@ -408,7 +427,7 @@ def score_metric(spec: MetricSpec, records: Sequence[Any] | RecordIndex, n_expec
     seen: set[str] = set()
     for record in _index(records).read_by(spec.derived, cohort):
         value, group, error = _metric_value(spec, record)
-        if error is not None and not spec.derived and is_stand_in(record):
+        if error is not None and not spec.derived and (is_stand_in(record) or never_computed(record, spec.result_key)):
             continue   # never computed: missing, as a sample with no record
         sample_id = record_id(record)
         seen.add(sample_id)

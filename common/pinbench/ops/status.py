@@ -3,7 +3,9 @@
 Read from the run directory alone: the shard manifests (``shards/*.json``, which samples each shard
 owns, with their input hashes) and the per-sample records (``samples/*.json``). A sample is *done* when
 its record is ok for the same input, *failed* when its record failed for the same input (the reason is
-the record's one-line error), and *pending* otherwise (not started, in flight, lost with a killed task,
+the record's one-line error), *missing* when the last finish counted it never computed (its ``samples.jsonl`` record
+for the same input is a stand-in, ``is_stand_in``: no shard stored it, or no run generated its rollout; the reason is
+the stand-in's), and *pending* otherwise (not started, in flight, lost with a killed task,
 or stored for an older input). With a submission on record (``slurm/submissions.jsonl``) and Slurm
 reachable, each array task's and each job's Slurm state is shown next to its samples. Shards past the last task
 (more shards than tasks) that have not started own nothing: they are one line, not a row each.
@@ -14,14 +16,15 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
 from pinbench.core.files import FileError, loads_json, read_data_file
 from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
-from pinbench.core.runner import SampleRecord
-from pinbench.core.scorecard import Scorecard, samples_text
+from pinbench.core.runner import SampleRecord, read_merged
+from pinbench.core.scorecard import DEFAULT_SAMPLES_PATH, Scorecard, is_stand_in, samples_text
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import StoreContents, read_store
 from pinbench.ops import slurm
@@ -36,6 +39,7 @@ class ShardStatus:
     count: int
     done: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (sample id, reason)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (sample id, why the finish counted it missing)
     pending: list[str] = field(default_factory=list)
     started: bool = False
     finished: bool = False
@@ -64,6 +68,7 @@ class RunStatus:
     @property
     def counts(self) -> dict[str, int]:
         return {"done": sum(len(s.done) for s in self.shards), "failed": sum(len(s.failed) for s in self.shards),
+                "missing": sum(len(s.missing) for s in self.shards),
                 "pending": sum(len(s.pending) for s in self.shards)}
 
     @property
@@ -90,7 +95,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
     layout = [m for m in manifests if m.count == count]
     step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently
-    shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count)
+    scorecard = _scorecard(out_dir)
+    shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, _stand_ins(out_dir, scorecard))
     for shard in shards:
         if shard.started and not shard.finished:
             shard.running = _shard_alive(out_dir, shard)
@@ -103,7 +109,7 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
                 for shard in shards:
                     shard.slurm = by_task.get(shard.index, shard.slurm)
     return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_shards=count, n_tasks=n_tasks,
-                     jobs=jobs, slurm_note=note, scorecard=_scorecard(out_dir))
+                     jobs=jobs, slurm_note=note, scorecard=scorecard)
 
 
 def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
@@ -115,7 +121,8 @@ def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
     return process_alive(holder) if holder is not None else None
 
 
-def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatus], int | None]:
+def _shards(manifests: list[ShardManifest], count: int, stand_ins: Mapping[str, SampleRecord]
+            ) -> tuple[list[ShardStatus], int | None]:
     """Per shard of ``count`` that owns a task or has a manifest of its own: its samples by state, judged against its
     own manifest, else the newest one; every shard while no manifest says how many tasks there are. A shard past the
     last task owns none: 6 tasks in 4,000,000 shards were 4,000,000 rows, built and printed in 19-21 s."""
@@ -137,7 +144,10 @@ def _shards(manifests: list[ShardManifest], count: int) -> tuple[list[ShardStatu
         for pos in manifest.owned(shard.index):
             sid, expected = manifest.sample_ids[pos], manifest.input_hashes[pos]
             record = _record(stored, sid, expected)
-            if record is None:
+            never = stand_ins.get(sid)
+            if never is not None and never.input_hash == expected and (record is None or not record.ok):
+                shard.missing.append((sid, never.error or "missing"))   # as the scorecard counts it
+            elif record is None:
                 shard.pending.append(sid)
             elif record.ok:
                 shard.done.append(sid)
@@ -156,6 +166,22 @@ def _record(stored: StoreContents, sample_id: str, input_hash: str) -> SampleRec
         if record.input_hash == input_hash:
             return record
     return None
+
+
+def _stand_ins(out_dir: Path, written: WrittenScorecard | str | None) -> dict[str, SampleRecord]:
+    """The samples the scorecard counts missing, by id: the stand-ins (``is_stand_in``) of its ``samples.jsonl``.
+
+    Why: a sample no run generated (or no shard stored) has a failed record in the store ('rollout not found'), or
+    none; status called it failed where the scorecard and ``pinbench check`` count it missing. Read leniently, as
+    the scorecard is: no readable file, no stand-ins."""
+    card = written.card if isinstance(written, WrittenScorecard) else None
+    path = out_dir / (card.samples.path if card is not None and card.samples.path else DEFAULT_SAMPLES_PATH)
+    if not path.is_file():
+        return {}
+    try:
+        return {r.sample_id: r for r in read_merged(path) if is_stand_in(r)}
+    except (OSError, ValueError):
+        return {}
 
 
 def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState]], str]:
@@ -209,17 +235,18 @@ def render(status: RunStatus) -> str:
     tasks = "?" if status.n_tasks is None else str(status.n_tasks)
     counts = status.counts
     lines.append(f"samples    {tasks} tasks: {counts['done']} done, {counts['failed']} failed, "
-                 f"{counts['pending']} pending")
+                 f"{counts['missing']} missing, {counts['pending']} pending")
     if status.n_tasks is None:
         lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
-    table = [["shard", "done", "failed", "pending", "process", "slurm"]]
+    table = [["shard", "done", "failed", "missing", "pending", "process", "slurm"]]
     for shard in status.shards:
         table.append([f"{shard.index}/{shard.count}", str(len(shard.done)), str(len(shard.failed)),
-                      str(len(shard.pending)), shard.process, shard.slurm.describe() if shard.slurm else "-"])
+                      str(len(shard.missing)), str(len(shard.pending)), shard.process,
+                      shard.slurm.describe() if shard.slurm else "-"])
     if sub is not None:
         for job in sub.jobs:
             if not job["sharded"] and status.jobs.get(job["job_id"]):
-                table.append([job["phase"], "", "", "", "", status.jobs[job["job_id"]][0].describe()])
+                table.append([job["phase"], "", "", "", "", "", status.jobs[job["job_id"]][0].describe()])
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
     if status.n_shards > len(status.shards):
@@ -231,11 +258,9 @@ def render(status: RunStatus) -> str:
         task = "" if job.array_task is None else f"_{job.array_task}"
         lines.append(f"job {job.job_id}{task} will never start ({job.reason}): cancel it (scancel {job.job_id}) and "
                      "submit again with a request the partition allows")
-    failures = [(sid, shard, reason) for shard in status.shards for sid, reason in shard.failed]
-    if failures:
-        lines += ["", "failed samples:"]
-        lines += [f"  {sid} (shard {s.index}/{s.count}): {reason}" for sid, s, reason in failures[:MAX_LISTED]]
-        lines += [f"  ... and {len(failures) - MAX_LISTED} more"] if len(failures) > MAX_LISTED else []
+    lines += _listed("failed samples:", [(s, *row) for s in status.shards for row in s.failed])
+    lines += _listed("missing samples (never computed; the scorecard counts them missing):",
+                     [(s, *row) for s in status.shards for row in s.missing])
     pending = [f"{sid} (shard {s.index}/{s.count})" for s in status.shards for sid in s.pending]
     if pending:
         shown = ", ".join(pending[:MAX_LISTED]) + (f", ... and {len(pending) - MAX_LISTED} more"
@@ -243,6 +268,14 @@ def render(status: RunStatus) -> str:
         lines += ["", f"pending samples: {shown}"]
     lines += ["", _scorecard_line(status)]
     return "\n".join(lines)
+
+
+def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:
+    """A block of (shard, sample, reason) rows under ``title``, the first ``MAX_LISTED`` of them; none: no block."""
+    if not rows:
+        return []
+    lines = ["", title, *(f"  {sid} (shard {s.index}/{s.count}): {reason}" for s, sid, reason in rows[:MAX_LISTED])]
+    return lines + ([f"  ... and {len(rows) - MAX_LISTED} more"] if len(rows) > MAX_LISTED else [])
 
 
 def _scorecard_line(status: RunStatus) -> str:

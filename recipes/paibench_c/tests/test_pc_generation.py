@@ -244,6 +244,52 @@ def test_a_rollout_not_generated_is_named_with_why_and_a_task_with_none_fails(as
         assert metric["n_scored"] == (2 if name.startswith("edge/") else 3), name
 
 
+def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fails(asked: Path, tmp_path: Path) -> None:
+    """The scoring job after a generation array one of whose tasks never ran: the tasks of that shard (every modality
+    of a task is one shard's) counted an ok sample each whose every metric failed ('generation failed: no rollout'),
+    charged to the model; never computed, they count missing with the generation's reason, the run is partial (exit 2)
+    and ``pinbench check`` recounts the same. A task whose seg launch never ran (its job ended between two modality
+    launches) keeps its edge values and its seg metrics count missing. A rollout that was made and damaged after still
+    fails its modality's metrics."""
+    from pinbench.core.check import check_run
+    from pinbench.core.config import Shard
+
+    out = tmp_path / "run"
+    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    recipe = get_recipe("paibench-c")
+
+    def run(**flags):
+        return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, env={},
+                                        options={"modalities": "edge,seg"}, **flags))
+
+    assert run(generator=COMMAND, skip_scoring=True, shard=Shard.parse("0/2")).exit_code == 0
+    never = sorted(r.id for r in read_requests(out / "generation" / "requests.jsonl")
+                   if not (out / "rollouts" / r.output).exists())
+    assert never == ["edge.task_0001", "edge.task_0003", "seg.task_0001", "seg.task_0003"]
+    (out / "rollouts" / "edge" / "task_0000.mp4").write_bytes(b"not a video")   # made, then broken
+    (out / "rollouts" / "seg" / "task_0002.mp4").unlink()   # never made: no rollout, no record of it
+    log = out / "generation" / "samples" / "shard-0-of-2.jsonl"
+    log.write_text("".join(line for line in log.read_text().splitlines(keepends=True)
+                           if json.loads(line)["record"]["sample_id"] != "seg.task_0002"))
+    assert run(skip_generation=True).exit_code == 2
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["status"] == "partial"
+    assert (card["samples"]["n_ok"], card["samples"]["n_failed"], card["samples"]["n_missing"]) == (2, 0, 2)
+    for name, metric in card["metrics"].items():
+        assert (metric["n_scored"], metric["n_missing"]) == ((1, 2) if name.startswith("edge/") else (1, 3)), name
+        assert [f["sample_id"] for f in metric["failed"]] == (["task_0000"] if name.startswith("edge/") else [])
+    rows = [row.split("\t") for row in (out / "failures.tsv").read_text().splitlines()[1:]]
+    missing = {sid: why for sid, metric, why in rows if metric == "-"}
+    assert sorted(missing) == ["task_0001", "task_0003"]
+    assert all(why == f"missing: no result from any shard (generation: no run stored edge/{sid}.mp4 or a record of "
+                      f"it; generation: no run stored seg/{sid}.mp4 or a record of it)" for sid, why in missing.items())
+    assert {(sid, metric.partition("/")[0]) for sid, metric, _ in rows if metric != "-"} == {
+        ("task_0000", "edge"), ("task_0002", "seg")}
+    assert {why for sid, metric, why in rows if sid == "task_0002"} == {
+        "missing: generation: no run stored seg/task_0002.mp4 or a record of it"}
+    assert [p for p in check_run(out).problems if "status partial" not in p] == []
+
+
 FLAT = '''
 import numpy as np
 from render_generator import Render

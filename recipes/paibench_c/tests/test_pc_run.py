@@ -191,12 +191,13 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
                                                                                       "blur.task_0002",
                                                                                       "edge.task_0001"])
     text = render(status)
-    assert "6 tasks: 2 done, 1 failed, 3 pending" in text and "edge.task_0002 (shard 0/2): GenerationError" in text
+    assert "6 tasks: 2 done, 1 failed, 0 missing, 3 pending" in text
+    assert "edge.task_0002 (shard 0/2): GenerationError" in text
 
     monkeypatch.delenv("FAKE_FAIL")
     assert shard(1) == 0 and shard(0) == 0
     status = run_status(out, ask_slurm=False)
-    assert status.counts == {"done": 6, "failed": 0, "pending": 0}
+    assert status.counts == {"done": 6, "failed": 0, "missing": 0, "pending": 0}
     summary = json.loads((out / "generation" / "shards" / "0-of-2.json").read_text())["summary"]
     assert summary == {"total": 3, "done": 1, "reused": 2, "failed": 0}   # the rollouts made before were kept
     record = load_records(out / "generation")["edge.task_0001"]

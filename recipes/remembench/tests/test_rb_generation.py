@@ -30,6 +30,7 @@ from pinbench.core.run import FIXTURE_DIR
 from pinbench.core.runner import load_records
 from pinbench.media.video import read_video
 from pinbench.ops.launch import run_recipe
+from pinbench.ops.status import render, run_status
 
 HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
 RENDER = "python:render_generator:render"
@@ -273,7 +274,8 @@ def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(
     """The scoring job after a generation array one of whose tasks never ran (a failed Slurm task, as submit lays
     MIND and RememBench out with --generator): that shard's samples counted failed ('rollout not found'), charged to
     the model; never computed, they count missing, as a merge counts a never-run shard's, and the run is partial
-    (exit 2). Once that shard generates, the same scoring run completes."""
+    (exit 2); ``pinbench status`` counts and lists them missing with the scorecard's reason (it said '3 failed',
+    'rollout not found'). Once that shard generates, the same scoring run completes."""
     out = tmp_path / "run"
     shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
     recipe = get_recipe("remembench")
@@ -293,8 +295,16 @@ def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(
     assert sorted({sid for sid, _, _ in rows}) == never
     assert all(why.startswith("missing: no result from any shard (generation: no run stored ") for _, _, why in rows)
     assert all(not m["failed"] for m in card["metrics"].values())
+    status = run_status(out, ask_slurm=False)
+    assert status.counts == {"done": 4, "failed": 0, "missing": 3, "pending": 0}
+    assert sorted(sid for shard in status.shards for sid, _ in shard.missing) == never
+    text = render(status)
+    assert "7 tasks: 4 done, 0 failed, 3 missing, 0 pending" in text and "failed samples:" not in text
+    assert all(f"{sid} (shard 0/1): missing: no result from any shard (generation: no run stored " in text
+               for sid in never), text
     assert run(generator=RENDER, skip_scoring=True, shard=Shard.parse("1/2")).exit_code == 0
     assert run(skip_generation=True).exit_code == 0 and _card(out)["status"] == "complete"
+    assert run_status(out, ask_slurm=False).counts == {"done": 7, "failed": 0, "missing": 0, "pending": 0}
 
 
 def test_skip_generation_refuses_rollouts_given_beside_it_in_one_line(tmp_path: Path) -> None:
