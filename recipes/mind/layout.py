@@ -24,7 +24,7 @@ from typing import Any
 
 import av
 
-from pinbench.core.files import FileError, read_regular_bytes
+from pinbench.core.files import FileError, read_json_file
 
 PERSPECTIVES = ("1st_data", "3rd_data")
 CONTINUATION_TESTS = ("mem_test", "action_space_test")   # scored against GT from mark_time on
@@ -44,13 +44,11 @@ GENERATED_VIDEO = "video.mp4"
 ACTION_KEYS = ("ws", "ad", "ud", "lr")
 
 
-class LayoutError(ValueError):
+class LayoutError(FileError):
     """A file of the GT or generated layout is unusable; ``str(e)`` is one line naming it."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        self.path = Path(path)
-        self.reason = " ".join(str(reason).split())
-        super().__init__(f"{self.path}: {self.reason}")
+        super().__init__(path, " ".join(str(reason).split()))
 
 
 @dataclass(frozen=True, order=True)
@@ -149,17 +147,8 @@ def _is_finite_number(value: Any) -> bool:
 
 def _action_json(path: Path) -> dict[str, Any]:
     """The object of an action.json; LayoutError naming the file when there is none. Only a regular file is read
-    (``read_regular_bytes``): a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
-    try:
-        data = json.loads(read_regular_bytes(path).decode("utf-8"))
-    except FileError as exc:   # absent, a folder, a FIFO, a device, unreadable
-        raise LayoutError(path, exc.reason) from None
-    except UnicodeDecodeError as exc:
-        raise LayoutError(path, f"unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise LayoutError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
-        raise LayoutError(path, "invalid JSON: nested too deeply to parse") from None
+    (``read_json_file``): a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
+    data = read_json_file(path, LayoutError)
     if not isinstance(data, dict):
         raise LayoutError(path, f"top level is a JSON {type(data).__name__}, expected an object")
     return data

@@ -225,15 +225,39 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "pinbench"
 
 
-def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
-    """A data file's text, or ``error(path, reason)`` (one line) when it is missing, not a regular file (a folder, a
-    FIFO: never a hang), unreadable or not UTF-8."""
+def file_error(error: type[Exception], path: Path | str, reason: str) -> Exception:
+    """``error`` of a file and what is wrong with it: ``error(path, reason)`` for a FileError class, else the one
+    line ``error(f"{path}: {reason}")``. Why: a recipe's own error takes one string (``DatasetError(msg)``); given to
+    a reader as ``error`` it was made with two arguments and said ``(PosixPath('...'), 'file not found')``."""
+    return error(path, reason) if issubclass(error, FileError) else error(f"{path}: {reason}")
+
+
+def read_data_file(path: Path, error: type[Exception] = FileError) -> str:
+    """A data file's text, or ``error`` naming it (``file_error``: one line) when it is missing, not a regular file
+    (a folder, a FIFO: never a hang), unreadable or not UTF-8."""
     try:
         return read_regular_bytes(path).decode("utf-8")
     except FileError as exc:
-        raise error(path, exc.reason) from None
+        raise file_error(error, path, exc.reason) from None
     except UnicodeDecodeError as exc:
-        raise error(path, f"not UTF-8 text (byte {exc.start})") from None
+        raise file_error(error, path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def read_json_file(path: Path, error: type[Exception] = FileError, *, parse: Callable[[str], Any] | None = None
+                   ) -> Any:
+    """The JSON value of a data file (``parse``: ``loads_json`` unless given, e.g. ``loads_finite_json``), or
+    ``error`` naming it (``file_error``: one line): what ``read_data_file`` refuses, invalid JSON (its line and
+    column), nested too deeply, or what ``parse`` refuses (a non-finite number, a hook's ValueError). One reader
+    for the recipes' JSON files, which each turned read and parse errors into their own line by hand."""
+    text = read_data_file(path, error)
+    try:
+        return (parse or loads_json)(text)
+    except _TooDeep as exc:
+        raise file_error(error, path, f"invalid JSON: {exc.msg}") from None
+    except json.JSONDecodeError as exc:
+        raise file_error(error, path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:
+        raise file_error(error, path, str(exc)) from None
 
 
 def creation_mode() -> int:
@@ -514,10 +538,14 @@ def loads_finite_json(text: str) -> object:
         raise _too_deep(text) from None
 
 
+class _TooDeep(json.JSONDecodeError):
+    """JSON nested beyond the parser's depth: no line or column is to blame."""
+
+
 def _too_deep(text: str | bytes) -> json.JSONDecodeError:
     """The parser's RecursionError on ``[[[...]]]`` nested beyond its depth, as the JSONDecodeError a reader's
     ``except ValueError`` names its file by."""
-    return json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0)
+    return _TooDeep("nested too deeply to parse", text if isinstance(text, str) else "", 0)
 
 
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
