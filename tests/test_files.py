@@ -243,6 +243,20 @@ def test_a_jsonl_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
         assert _load_within(lambda read=read: _raised(read), fifo) == f"{fifo}: a FIFO (named pipe), not a regular file"
 
 
+@pytest.mark.parametrize(("make", "kind"), [
+    (lambda p: None, files.MissingFile), (lambda p: p.symlink_to(p.parent / "absent"), files.MissingFile),
+    (lambda p: p.mkdir(), files.NotRegularFile), (lambda p: os.mkfifo(p), files.NotRegularFile),
+    (lambda p: p.symlink_to(p), files.FileError),   # a loop: unreadable, neither absent nor of another kind
+])
+def test_what_stands_in_a_files_place_is_told_by_the_errors_class(tmp_path: Path, make, kind) -> None:
+    """A caller that says more of an absent file (the evaluator did not finish) matched the reason's words."""
+    path = tmp_path / "x.json"
+    make(path)
+    with pytest.raises(files.FileError) as info:
+        files.read_regular_bytes(path)
+    assert type(info.value) is kind, info.value
+
+
 class _OneLineError(ValueError):
     """A recipe's own error, made of one string (``DatasetError(msg)``)."""
 

@@ -42,6 +42,14 @@ class FileError(ValueError):
         super().__init__(f"{where}: {reason}" if path is not None else reason)
 
 
+class MissingFile(FileError):
+    """No file at the path (``open_regular``): a caller that says more of an absent file tells it by its class."""
+
+
+class NotRegularFile(FileError):
+    """Something that is no regular file at the path (a folder, a FIFO, a device; ``open_regular``)."""
+
+
 @dataclass(frozen=True)
 class FileState:
     """A file as a stat-keyed cache sees it, beside its absolute path: size, mtime_ns, inode. A change to any of
@@ -118,7 +126,8 @@ def blocking_parent(path: Path) -> tuple[Path, str] | None:
 def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks: bool = True,
                  mode: int = 0o666) -> int:
     """A descriptor of the regular file ``path`` (``flags``: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...), or
-    FileError naming it: absent, a symlink (``follow_symlinks=False``), a folder, a FIFO, a device, unreadable.
+    FileError naming it: absent (MissingFile), a symlink (``follow_symlinks=False``), a folder, a FIFO, a device
+    (NotRegularFile), unreadable.
 
     Why: ``open`` of a FIFO blocks until another process opens its other end, ``read`` of ``/dev/zero`` never
     ends, a seek on a FIFO fails with a message that names no file. The file is opened without blocking
@@ -129,20 +138,20 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks:
     try:
         fd = os.open(path, flags, mode)
     except FileNotFoundError:
-        raise FileError(path, "file not found") from None
+        raise MissingFile(path, "file not found") from None
     except IsADirectoryError:
-        raise FileError(path, "is a directory, not a file") from None
+        raise NotRegularFile(path, "is a directory, not a file") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(path):
-            raise FileError(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
+            raise NotRegularFile(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
         if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
-            raise FileError(path, "a FIFO (named pipe), not a regular file") from None
+            raise NotRegularFile(path, "a FIFO (named pipe), not a regular file") from None
         raise FileError(path, f"unreadable: {exc.strerror}") from None
     kind = not_regular(os.fstat(fd).st_mode)
     if kind is not None:
         os.close(fd)
-        raise FileError(path, "is a directory, not a file" if kind == "is a directory" else
-                        f"{kind}, not a regular file")
+        raise NotRegularFile(path, "is a directory, not a file" if kind == "is a directory" else
+                             f"{kind}, not a regular file")
     return fd
 
 
