@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,8 @@ class ActionFile:
     total_time: int
     n_entries: int
     actions: tuple[str, ...]   # labels of data[mark_time : mark_time + 97], as extract_actions_from_json
+    # the parsed 'data' list, for a generation request's codes (``continuation_codes``): the file is read once
+    entries: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
 
 _LABELS = {("ws", 1): "forward", ("ws", 2): "backward", ("ad", 1): "left", ("ad", 2): "right",
@@ -180,7 +182,7 @@ def read_action_file(path: Path) -> ActionFile:
         raise LayoutError(path, "has no 'data' list of per-frame actions")
     window = entries[mark: mark + ACTION_FRAMES]
     _check_codes(path, entries, mark, mark + ACTION_FRAMES)
-    return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window))
+    return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window), tuple(entries))
 
 
 def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
@@ -188,13 +190,13 @@ def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
 
     process.py reads only the first 97 of them (``read_action_file`` checks those); a generator follows all of
     them, so each must be there with its four codes: an entry past the 97th without one ended ``pinbench requests``
-    in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word."""
-    entries = _action_json(path).get("data")
+    in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word.
+    ``actions`` is what ``read_action_file`` parsed from ``path`` (named in errors); the file is not read again."""
+    entries = actions.entries
     mark, total = actions.mark_time, actions.total_time
-    if not isinstance(entries, list) or len(entries) < total:
-        held = f"holds {len(entries)} entries" if isinstance(entries, list) else "has no 'data' list"
-        raise LayoutError(path, f"'data' {held}: a rollout follows one action per frame of [mark_time, total_time) "
-                                f"= [{mark}, {total})")
+    if len(entries) < total:
+        raise LayoutError(path, f"'data' holds {len(entries)} entries: a rollout follows one action per frame of "
+                                f"[mark_time, total_time) = [{mark}, {total})")
     _check_codes(path, entries, mark, total)
     return [{k: entries[i][k] for k in ACTION_KEYS} for i in range(mark, total)]
 
