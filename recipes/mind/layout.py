@@ -191,7 +191,11 @@ def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
     process.py reads only the first 97 of them (``read_action_file`` checks those); a generator follows all of
     them, so each must be there with its four codes: an entry past the 97th without one ended ``pinbench requests``
     in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word.
-    ``actions`` is what ``read_action_file`` parsed from ``path`` (named in errors); the file is not read again."""
+    ``actions`` is what ``read_action_file`` parsed from ``path`` (named in errors); the file is not read again.
+    Refused, not clipped: process.py's ``extract_actions_from_json`` clips ``data`` at its end, and the scoring
+    plan does the same (``read_action_file``), but upstream makes no requests (its generation protocol is not
+    released: ``specs/mind.md`` §3.5), and a clipped request would ask for frames without actions or a rollout
+    shorter than the ``total_time - mark_time`` frames the plan requires."""
     entries = actions.entries
     mark, total = actions.mark_time, actions.total_time
     if len(entries) < total:
