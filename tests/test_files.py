@@ -243,6 +243,47 @@ def test_a_jsonl_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
         assert _load_within(lambda read=read: _raised(read), fifo) == f"{fifo}: a FIFO (named pipe), not a regular file"
 
 
+@pytest.mark.parametrize(("make", "kind"), [
+    (lambda p: None, files.MissingFile), (lambda p: p.symlink_to(p.parent / "absent"), files.MissingFile),
+    (lambda p: p.mkdir(), files.NotRegularFile), (lambda p: os.mkfifo(p), files.NotRegularFile),
+    (lambda p: p.symlink_to(p), files.FileError),   # a loop: unreadable, neither absent nor of another kind
+])
+def test_what_stands_in_a_files_place_is_told_by_the_errors_class(tmp_path: Path, make, kind) -> None:
+    """A caller that says more of an absent file (the evaluator did not finish) matched the reason's words."""
+    path = tmp_path / "x.json"
+    make(path)
+    with pytest.raises(files.FileError) as info:
+        files.read_regular_bytes(path)
+    assert type(info.value) is kind, info.value
+
+
+class _OneLineError(ValueError):
+    """A recipe's own error, made of one string (``DatasetError(msg)``)."""
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (None, "file not found"),
+    (b"\xff{}", "not UTF-8 text (byte 0)"),
+    (b'{"a": 1,\n "b": }', "invalid JSON at line 2, column 7: Expecting value"),
+    (b"[" * 100_000 + b"]" * 100_000, "invalid JSON: nested too deeply to parse"),
+    (b'{"a": NaN}', "holds the non-finite number NaN; only finite numbers are allowed"),
+])
+@pytest.mark.parametrize("error", [files.FileError, _OneLineError])
+def test_a_bad_json_file_is_one_line_of_the_callers_error(tmp_path: Path, text: bytes | None, reason: str,
+                                                          error: type[ValueError]) -> None:
+    """``read_data_file(path, AnnotationError)`` made a one-string error of two arguments: the line read
+    "(PosixPath('...'), 'file not found')". Each recipe also turned the read's and the parse's errors into its own
+    line by hand; ``read_json_file`` does it once."""
+    path = tmp_path / "x.json"
+    if text is not None:
+        path.write_bytes(text)
+    with pytest.raises(error) as info:
+        files.read_json_file(path, error, parse=loads_finite_json)
+    assert str(info.value) == f"{path}: {reason}"
+    path.write_text('{"a": [1, 2.5]}')
+    assert files.read_json_file(path, error) == {"a": [1, 2.5]}
+
+
 # ------------------------------------------------------------------------------------ tolerant JSON caches
 
 def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:

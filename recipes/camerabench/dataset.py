@@ -14,7 +14,6 @@ official Script 1 uses it (the ``skill`` field inside the files can differ).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pinbench.core.files import FileError, iter_jsonl
+from pinbench.core.files import FileError, iter_jsonl, read_json_file
 from pinbench.core.memory import cycle_collection_paused
 from pinbench.core.runner import MAX_ID_BYTES, check_sample_id
 
@@ -380,14 +379,7 @@ def _checked_pair(row: dict[str, Any], where: str, skill: str, task: str, index:
 
 
 def _load_captions(path: Path) -> list[CaptionSample]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    data = read_json_file(path, DatasetError)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list, got {type(data).__name__}")
     samples = []

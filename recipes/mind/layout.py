@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import av
 
-from pinbench.core.files import FileError, read_regular_bytes
+from pinbench.core.files import FileError, read_json_file
 
 PERSPECTIVES = ("1st_data", "3rd_data")
 CONTINUATION_TESTS = ("mem_test", "action_space_test")   # scored against GT from mark_time on
@@ -44,13 +44,11 @@ GENERATED_VIDEO = "video.mp4"
 ACTION_KEYS = ("ws", "ad", "ud", "lr")
 
 
-class LayoutError(ValueError):
+class LayoutError(FileError):
     """A file of the GT or generated layout is unusable; ``str(e)`` is one line naming it."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        self.path = Path(path)
-        self.reason = " ".join(str(reason).split())
-        super().__init__(f"{self.path}: {self.reason}")
+        super().__init__(path, " ".join(str(reason).split()))
 
 
 @dataclass(frozen=True, order=True)
@@ -126,6 +124,8 @@ class ActionFile:
     total_time: int
     n_entries: int
     actions: tuple[str, ...]   # labels of data[mark_time : mark_time + 97], as extract_actions_from_json
+    # the parsed 'data' list, for a generation request's codes (``continuation_codes``): the file is read once
+    entries: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
 
 _LABELS = {("ws", 1): "forward", ("ws", 2): "backward", ("ad", 1): "left", ("ad", 2): "right",
@@ -149,17 +149,8 @@ def _is_finite_number(value: Any) -> bool:
 
 def _action_json(path: Path) -> dict[str, Any]:
     """The object of an action.json; LayoutError naming the file when there is none. Only a regular file is read
-    (``read_regular_bytes``): a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
-    try:
-        data = json.loads(read_regular_bytes(path).decode("utf-8"))
-    except FileError as exc:   # absent, a folder, a FIFO, a device, unreadable
-        raise LayoutError(path, exc.reason) from None
-    except UnicodeDecodeError as exc:
-        raise LayoutError(path, f"unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise LayoutError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
-        raise LayoutError(path, "invalid JSON: nested too deeply to parse") from None
+    (``read_json_file``): a FIFO would block the plan forever, a device (``/dev/zero``) fill the memory."""
+    data = read_json_file(path, LayoutError)
     if not isinstance(data, dict):
         raise LayoutError(path, f"top level is a JSON {type(data).__name__}, expected an object")
     return data
@@ -191,7 +182,7 @@ def read_action_file(path: Path) -> ActionFile:
         raise LayoutError(path, "has no 'data' list of per-frame actions")
     window = entries[mark: mark + ACTION_FRAMES]
     _check_codes(path, entries, mark, mark + ACTION_FRAMES)
-    return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window))
+    return ActionFile(mark, total, len(entries), tuple(action_label(e) for e in window), tuple(entries))
 
 
 def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
@@ -199,13 +190,17 @@ def continuation_codes(path: Path, actions: ActionFile) -> list[dict[str, Any]]:
 
     process.py reads only the first 97 of them (``read_action_file`` checks those); a generator follows all of
     them, so each must be there with its four codes: an entry past the 97th without one ended ``pinbench requests``
-    in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word."""
-    entries = _action_json(path).get("data")
+    in a KeyError, a list shorter than the continuation gave a request fewer actions than frames without a word.
+    ``actions`` is what ``read_action_file`` parsed from ``path`` (named in errors); the file is not read again.
+    Refused, not clipped: process.py's ``extract_actions_from_json`` clips ``data`` at its end, and the scoring
+    plan does the same (``read_action_file``), but upstream makes no requests (its generation protocol is not
+    released: ``specs/mind.md`` §3.5), and a clipped request would ask for frames without actions or a rollout
+    shorter than the ``total_time - mark_time`` frames the plan requires."""
+    entries = actions.entries
     mark, total = actions.mark_time, actions.total_time
-    if not isinstance(entries, list) or len(entries) < total:
-        held = f"holds {len(entries)} entries" if isinstance(entries, list) else "has no 'data' list"
-        raise LayoutError(path, f"'data' {held}: a rollout follows one action per frame of [mark_time, total_time) "
-                                f"= [{mark}, {total})")
+    if len(entries) < total:
+        raise LayoutError(path, f"'data' holds {len(entries)} entries: a rollout follows one action per frame of "
+                                f"[mark_time, total_time) = [{mark}, {total})")
     _check_codes(path, entries, mark, total)
     return [{k: entries[i][k] for k in ACTION_KEYS} for i in range(mark, total)]
 

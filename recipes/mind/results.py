@@ -27,16 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import FileError, read_data_file
 from pinbench_recipes.mind.layout import MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
 
 
-class ResultFileError(ValueError):
+class ResultFileError(FileError):
     """The Result.json cannot be used at all; ``str(e)`` is one line naming the file."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        self.path = Path(path)
-        self.reason = " ".join(str(reason).split())
-        super().__init__(f"{self.path}: {self.reason}")
+        super().__init__(path, " ".join(str(reason).split()))
 
 
 @dataclass(frozen=True)
@@ -69,14 +68,7 @@ def results_option(value: str | Path) -> Path:
 
 def load_result_file(path: Path) -> ResultFile:
     """Read a Result.json written by process.py (``Infinity`` / ``NaN`` accepted); ResultFileError otherwise."""
-    if path.is_dir():
-        raise ResultFileError(path, "is a directory, expected process.py's JSON output file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultFileError(path, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultFileError(path, f"unreadable: {exc}") from None
+    text = read_data_file(path, ResultFileError)   # a FIFO put there after results_option's check: refused unread
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileError, read_regular_bytes
+from pinbench.core.files import FileError, MissingFile, NotRegularFile, read_regular_bytes
 
 EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
@@ -75,11 +75,11 @@ def _why_not_scored(metric: str, value: Any) -> str | None:
     return None
 
 
-def _unread(reason: str) -> str:
-    """What the run says of a metrics.json ``read_regular_bytes`` could not read (its reason)."""
-    if reason == "file not found":
+def _unread(exc: FileError) -> str:
+    """What the run says of a metrics.json ``read_regular_bytes`` could not read, by the kind of its error."""
+    if isinstance(exc, MissingFile):
         return "file not found (the evaluator did not finish)"
-    return reason if reason.startswith("unreadable") else "not a regular file"
+    return "not a regular file" if isinstance(exc, NotRegularFile) else exc.reason
 
 
 def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
@@ -91,7 +91,7 @@ def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
         # block it; json accepts the NaN tokens pandas writes
         data = json.loads(read_regular_bytes(path).decode("utf-8"))
     except FileError as exc:
-        raise MetricsFileError(f"{path}: {_unread(exc.reason)}") from None
+        raise MetricsFileError(f"{path}: {_unread(exc)}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
     except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which parse_all did not catch

@@ -31,6 +31,7 @@ from pinbench.core.files import (
     loads_finite_json,
     open_regular,
     read_data_file,
+    read_json_file,
     sweep_temporaries,
     write_atomic,
 )
@@ -217,14 +218,7 @@ class Sidecar:
 
 def read_sidecar(path: Path) -> Sidecar:
     reader = _Reader(path)
-    try:
-        data = loads_finite_json(read_data_file(path, AnnotationError))
-    except json.JSONDecodeError as exc:
-        raise AnnotationError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    except AnnotationError:
-        raise
-    except ValueError as exc:
-        raise AnnotationError(f"{path}: {exc}") from None
+    data = read_json_file(path, AnnotationError, parse=loads_finite_json)
     top = reader.obj(data, "$")
     if top.get("kind") != KIND or top.get("schema") != SCHEMA:
         raise AnnotationError(f"{path}: not a sidecar of this annotation page (kind {top.get('kind')!r}, "

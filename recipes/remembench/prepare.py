@@ -7,14 +7,14 @@ still gets a task: it fails at scoring with the paths looked for, and stays in t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileError, loads_json, read_regular_bytes
+from pinbench.core.files import loads_json, read_json_file
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
 from pinbench.core.runner import sample_id_problem
@@ -142,19 +142,7 @@ def read_annotation_file(path: Path) -> dict[str, tuple[int, int]]:
 
     Read as a regular file (a FIFO would block the run forever), as UTF-8, and with each scene once: of two
     pairs for one scene, JSON keeps the last without a word, so the one scored would be a guess."""
-    try:
-        text = read_regular_bytes(path).decode("utf-8")
-    except FileError as exc:
-        reason = "annotations file not found" if exc.reason == "file not found" else exc.reason
-        raise RecipeError(f"{path}: {reason}") from None
-    except UnicodeDecodeError as exc:
-        raise RecipeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = loads_json(text, object_pairs_hook=_unique_keys)   # nested too deep: a JSONDecodeError, not a crash
-    except json.JSONDecodeError as exc:
-        raise RecipeError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    except _DuplicateKey as exc:
-        raise RecipeError(f"{path}: {exc}") from None
+    data = read_json_file(path, RecipeError, parse=partial(loads_json, object_pairs_hook=_unique_keys))
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: expected an object scene_id -> {{departure_frame, revisit_frame}}")
     pairs = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pinbench.core.files import FileError, atomic_path, read_regular_bytes
+from pinbench.core.files import FileError, MissingFile, atomic_path, read_regular_bytes
 
 PIXEL_LIMIT = 255_000
 PATCH = 14
@@ -133,7 +133,7 @@ def load_poses(path: Path, n_frames: int) -> np.ndarray:
     try:
         raw = read_regular_bytes(path)
     except FileError as exc:
-        raise ValueError(f"{path}: camera poses not found" if exc.reason == "file not found"
+        raise ValueError(f"{path}: camera poses not found" if isinstance(exc, MissingFile)
                          else f"{path}: unreadable camera poses ({exc.reason})") from None
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as data:

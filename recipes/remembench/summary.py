@@ -21,7 +21,6 @@ bit-identical to the published ones, never ground truth for a new model or rerun
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pinbench.core.files import read_json_file
 from pinbench.core.task import Task
 from pinbench_recipes.remembench.dataset import DatasetError, iter_jsonl
 
@@ -199,12 +199,7 @@ def _walk(node: Any, context: dict[str, Any], out: list[tuple[tuple[str, int, st
 def read_summary(path: Path | str) -> dict[tuple[str, int, str], float]:
     """The 12 published medians (method x budget x metric) from the summary JSON, whatever its nesting."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    data = read_json_file(path, DatasetError)
     found: list[tuple[tuple[str, int, str], float, str]] = []
     _walk(data, {}, found, "")
     values: dict[tuple[str, int, str], float] = {}

@@ -42,6 +42,14 @@ class FileError(ValueError):
         super().__init__(f"{where}: {reason}" if path is not None else reason)
 
 
+class MissingFile(FileError):
+    """No file at the path (``open_regular``): a caller that says more of an absent file tells it by its class."""
+
+
+class NotRegularFile(FileError):
+    """Something that is no regular file at the path (a folder, a FIFO, a device; ``open_regular``)."""
+
+
 @dataclass(frozen=True)
 class FileState:
     """A file as a stat-keyed cache sees it, beside its absolute path: size, mtime_ns, inode. A change to any of
@@ -118,7 +126,8 @@ def blocking_parent(path: Path) -> tuple[Path, str] | None:
 def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks: bool = True,
                  mode: int = 0o666) -> int:
     """A descriptor of the regular file ``path`` (``flags``: ``os.O_RDONLY``, ``os.O_RDWR | os.O_CREAT``, ...), or
-    FileError naming it: absent, a symlink (``follow_symlinks=False``), a folder, a FIFO, a device, unreadable.
+    FileError naming it: absent (MissingFile), a symlink (``follow_symlinks=False``), a folder, a FIFO, a device
+    (NotRegularFile), unreadable.
 
     Why: ``open`` of a FIFO blocks until another process opens its other end, ``read`` of ``/dev/zero`` never
     ends, a seek on a FIFO fails with a message that names no file. The file is opened without blocking
@@ -129,20 +138,20 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks:
     try:
         fd = os.open(path, flags, mode)
     except FileNotFoundError:
-        raise FileError(path, "file not found") from None
+        raise MissingFile(path, "file not found") from None
     except IsADirectoryError:
-        raise FileError(path, "is a directory, not a file") from None
+        raise NotRegularFile(path, "is a directory, not a file") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(path):
-            raise FileError(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
+            raise NotRegularFile(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
         if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
-            raise FileError(path, "a FIFO (named pipe), not a regular file") from None
+            raise NotRegularFile(path, "a FIFO (named pipe), not a regular file") from None
         raise FileError(path, f"unreadable: {exc.strerror}") from None
     kind = not_regular(os.fstat(fd).st_mode)
     if kind is not None:
         os.close(fd)
-        raise FileError(path, "is a directory, not a file" if kind == "is a directory" else
-                        f"{kind}, not a regular file")
+        raise NotRegularFile(path, "is a directory, not a file" if kind == "is a directory" else
+                             f"{kind}, not a regular file")
     return fd
 
 
@@ -225,15 +234,39 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "pinbench"
 
 
-def read_data_file(path: Path, error: type[FileError] = FileError) -> str:
-    """A data file's text, or ``error(path, reason)`` (one line) when it is missing, not a regular file (a folder, a
-    FIFO: never a hang), unreadable or not UTF-8."""
+def file_error(error: type[Exception], path: Path | str, reason: str) -> Exception:
+    """``error`` of a file and what is wrong with it: ``error(path, reason)`` for a FileError class, else the one
+    line ``error(f"{path}: {reason}")``. Why: a recipe's own error takes one string (``DatasetError(msg)``); given to
+    a reader as ``error`` it was made with two arguments and said ``(PosixPath('...'), 'file not found')``."""
+    return error(path, reason) if issubclass(error, FileError) else error(f"{path}: {reason}")
+
+
+def read_data_file(path: Path, error: type[Exception] = FileError) -> str:
+    """A data file's text, or ``error`` naming it (``file_error``: one line) when it is missing, not a regular file
+    (a folder, a FIFO: never a hang), unreadable or not UTF-8."""
     try:
         return read_regular_bytes(path).decode("utf-8")
     except FileError as exc:
-        raise error(path, exc.reason) from None
+        raise file_error(error, path, exc.reason) from None
     except UnicodeDecodeError as exc:
-        raise error(path, f"not UTF-8 text (byte {exc.start})") from None
+        raise file_error(error, path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def read_json_file(path: Path, error: type[Exception] = FileError, *, parse: Callable[[str], Any] | None = None
+                   ) -> Any:
+    """The JSON value of a data file (``parse``: ``loads_json`` unless given, e.g. ``loads_finite_json``), or
+    ``error`` naming it (``file_error``: one line): what ``read_data_file`` refuses, invalid JSON (its line and
+    column), nested too deeply, or what ``parse`` refuses (a non-finite number, a hook's ValueError). One reader
+    for the recipes' JSON files, which each turned read and parse errors into their own line by hand."""
+    text = read_data_file(path, error)
+    try:
+        return (parse or loads_json)(text)
+    except _TooDeep as exc:
+        raise file_error(error, path, f"invalid JSON: {exc.msg}") from None
+    except json.JSONDecodeError as exc:
+        raise file_error(error, path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:
+        raise file_error(error, path, str(exc)) from None
 
 
 def creation_mode() -> int:
@@ -514,10 +547,14 @@ def loads_finite_json(text: str) -> object:
         raise _too_deep(text) from None
 
 
+class _TooDeep(json.JSONDecodeError):
+    """JSON nested beyond the parser's depth: no line or column is to blame."""
+
+
 def _too_deep(text: str | bytes) -> json.JSONDecodeError:
     """The parser's RecursionError on ``[[[...]]]`` nested beyond its depth, as the JSONDecodeError a reader's
     ``except ValueError`` names its file by."""
-    return json.JSONDecodeError("nested too deeply to parse", text if isinstance(text, str) else "", 0)
+    return _TooDeep("nested too deeply to parse", text if isinstance(text, str) else "", 0)
 
 
 _ASCII_WHITESPACE = " \t\n\r\x0b\x0c"

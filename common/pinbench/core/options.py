@@ -63,6 +63,7 @@ class OptionSpec:
     required_unless: str | None = None  # required unless this other option is given
     instead_of: tuple[str, ...] = ()  # pins ("urls/name") whose download a local copy given here replaces
     affects_results: bool = True  # false: a device, a batch size, a verified copy of a pinned file
+    affects_results_if: str | None = None  # a bool option: this one can change a result only when that one is true
     pattern: str | None = None  # a str option's value must match this regular expression as a whole
     all_alias: bool = False  # a list option with choices: the value ``all`` chooses every choice, in their order
     rollouts: bool = False  # the folder of rollouts to score: a generating run (--generator) makes them instead

@@ -328,7 +328,8 @@ class Recipe:
         given = dict(values.items())
         for name, spec in self.options.items():
             value = given.get(name)
-            if not spec.affects_results or value is None:
+            if not spec.affects_results or value is None or \
+                    (spec.affects_results_if is not None and not given.get(spec.affects_results_if)):
                 continue
             shown = spec.format(value)
             identity[name] = {"value": shown, "fingerprint": tree_fingerprint(value) if spec.type == "path" else shown}
@@ -510,6 +511,10 @@ def load_declaration(path: Path, package: str) -> Recipe:
         if spec.required_unless is not None and spec.required_unless not in options:
             raise DeclarationError(path, f"option {spec.name}: required_unless names no option "
                                          f"({spec.required_unless!r})")
+        switch = options.get(spec.affects_results_if or "")
+        if spec.affects_results_if is not None and (switch is None or switch.type != "bool"):
+            raise DeclarationError(path, f"option {spec.name}: affects_results_if names no bool option "
+                                         f"({spec.affects_results_if!r})")
     versions = [c["version"] for c in data["changelog"]]
     if data["version"] not in versions:
         raise DeclarationError(path, f"version {data['version']} has no changelog entry")

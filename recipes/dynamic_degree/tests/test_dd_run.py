@@ -521,3 +521,16 @@ def test_the_view_shows_a_video_in_a_subfolder_not_one_of_its_name_at_the_top(tm
         (video,) = view.sample(index, media.describe)["runs"][0]["rollouts"]
         shown[sid] = (video["source"], video.get("mismatch"), video["problem"])
     assert shown == {"sub__x": (str(videos / "sub" / "x.mp4"), None, None), "x": (str(videos / "x.mp4"), None, None)}
+
+
+def test_reencode_crf_is_an_input_only_when_clips_are_reencoded(tmp_path: Path) -> None:
+    """``-o reencode_crf=30`` without ``clip_reencode`` changes no frame, yet its run directory was refused to the
+    same run at the default CRF as "the run of other inputs"."""
+    def inputs(**options: str) -> dict:
+        return RECIPE.config("mine", out_dir=tmp_path / "run", options={"videos": str(tmp_path), **options},
+                             env={}).inputs
+
+    assert "reencode_crf" not in inputs(reencode_crf="30")
+    assert inputs(reencode_crf="30") == inputs()
+    assert inputs(clip_reencode="1", reencode_crf="30")["reencode_crf"]["value"] == "30"
+    assert inputs(clip_reencode="1", reencode_crf="30") != inputs(clip_reencode="1")

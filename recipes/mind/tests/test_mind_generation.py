@@ -153,6 +153,19 @@ def test_an_action_the_rollout_cannot_follow_is_refused_in_one_line_naming_the_f
     assert result.output.startswith(f"error: {action}: ") and words in result.output, result.output
 
 
+def test_requests_read_each_action_json_once(asked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan parses every GT action.json; the request's codes came from a second parse of the same file."""
+    from pinbench_recipes.mind import layout
+
+    reads: list[Path] = []
+    read = layout.read_json_file
+    monkeypatch.setattr(layout, "read_json_file", lambda path, *a, **kw: reads.append(path) or read(path, *a, **kw))
+    result = CliRunner().invoke(app, ["requests", "mind", "-o", f"gt={asked / FIXTURE_DIR / 'MIND-Data'}", "-o",
+                                      "metrics=lcm", "--out", str(tmp_path / "requests")])
+    assert result.exit_code == 0, result.output
+    assert reads and len(reads) == len(set(reads)), sorted(reads)
+
+
 def _complete_for_every_request(out: Path) -> dict:
     card = _card(out)
     requests = read_requests(out / "generation" / "requests.jsonl")

@@ -559,7 +559,7 @@ def test_agreement_prints_frame_differences_without_videos(tmp_path: Path, capsy
 @pytest.mark.parametrize(("text", "says"), [
     ('{"s1": {"departure_frame": 50, "revisit_frame": 10}}', "need integers 0 <= departure_frame <= revisit_frame"),
     # was "error: maximum recursion depth exceeded while decoding a JSON array ...", naming no file
-    ("[" * 100_000 + "]" * 100_000, "b.json: invalid JSON at line 1: nested too deeply to parse"),
+    ("[" * 100_000 + "]" * 100_000, "b.json: invalid JSON: nested too deeply to parse"),
 ])
 def test_agreement_refuses_a_bad_file_in_one_line(tmp_path: Path, text: str, says: str) -> None:
     a = _pairs_file(tmp_path / "a.json", {"s1": (40, 300)})
