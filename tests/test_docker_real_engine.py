@@ -122,3 +122,40 @@ def test_a_gpu_stage_without_the_nvidia_runtime_fails_in_one_line(engine, stand_
                                      caller=(4321, 4321), log=lambda line: None)
     assert "\n" not in str(info.value)
     assert {c.id for c in engine.containers.list(all=True)} == before  # no leftover container
+
+
+def test_a_generator_image_makes_the_rollouts_and_the_pinned_image_scores_them(
+        engine, stand_in, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MIND's and RememBench's way (no generate stage of their own): `--generator-image` runs a generate stage
+    in the user's image, built FROM the recipe's, with that image's own ENV and USER, then the pinned image scores
+    what it stored; both as the caller, network off, no container left."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    context = tmp_path / "model-image"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {stand_in}\nENV PYTHONPATH=/opt/my-model\n")
+    model = "pinbench-test/my-model:1"
+    build_image(context, model, client=engine, log=lambda line: None)
+    recipe = toy_recipe(tmp_path / "recipes", version="2.0.0", requests="run:run_requests",
+                        changelog=[{"version": "2.0.0", "date": "2026-11-30", "change": "toy"}],
+                        stages=[{"name": "fetch", "argv": ["fetch"], "network": True, "needs_token": True,
+                                 "gpus": False}, {"name": "score", "argv": ["run"], "network": False}])
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    cfg = recipe.config("Toy", out_dir=out, gpus=0, offline=True, generator="python:my_model:make", env={})
+    before = {c.id for c in engine.containers.list(all=True)}
+    lines: list[str] = []
+    try:
+        code = docker_runtime.run_in_docker(recipe, cfg, generator_image=model, client=engine, environ={},
+                                            caller=(4321, 4321), log=lines.append)
+    finally:
+        engine.images.remove(model, force=True)
+    assert code == 0, lines
+    generate, score = _parse(lines, "generate"), _parse(lines, "score")
+    assert generate["ENV"]["PYTHONPATH"] == "/opt/my-model" and "PYTHONPATH" not in score["ENV"]
+    assert generate["ENV"]["PINBENCH_IMAGE_DIGEST"] != score["ENV"]["PINBENCH_IMAGE_DIGEST"]
+    for seen, flag in ((generate, "--skip-scoring"), (score, "--skip-generation")):
+        assert seen["ARGS"][seen["ARGS"].index("--generator") + 1] == "python:my_model:make" and flag in seen["ARGS"]
+        assert seen["UID"] == "4321" and seen["NET"] == "down"
+    assert (out / "scorecard.json").stat().st_uid == 4321
+    assert {c.id for c in engine.containers.list(all=True)} == before

@@ -405,7 +405,24 @@ def test_a_generator_image_a_root_caller_cannot_use_stops_before_the_fetch(clien
     with pytest.raises(ContainerError, match=f"^{MODEL_IMAGE}: its USER is 'unset"):
         docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
                                      caller=(0, 0), log=[].append)
-    assert client.run_calls == []
+    assert client.run_calls == [] and not cfg.out_dir.exists()
+
+
+def test_a_generator_image_not_built_is_named_and_leaves_no_run_directory(client: FakeDockerClient,
+                                                                         tmp_path: Path) -> None:
+    """Found on a real engine: a mistyped --generator-image was told to `make build-<recipe>`, and the claim had
+    made the run directory, left holding the identity of a run that never ran."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    del client.known[MODEL_IMAGE]
+    client.missing.add(MODEL_IMAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "runs" / "out", fixture=True, generator="python:my_model:make",
+                        env={})
+    with pytest.raises(ContainerError) as info:
+        docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                     caller=(1000, 1000), log=[].append)
+    assert str(info.value) == (f"--generator-image {MODEL_IMAGE}: image not found locally; build it first (pinbench, "
+                               "toy-bench and your generator in it, e.g. FROM pinbench/toy-bench:2.0.0)")
+    assert client.run_calls == [] and not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("generator", ["own", "static"])

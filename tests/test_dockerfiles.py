@@ -77,6 +77,17 @@ def test_every_image_records_its_bases_in_its_env(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("recipe", "dockerfile"), _recipe_dockerfiles())
+def test_no_image_sets_an_option_of_its_recipe(recipe: str, dockerfile: str) -> None:
+    """An option's environment twin in an image's ENV sets that option in every run in the image: a --fixture run
+    there is refused for one the fixture does not use (RememBench's REMEMBENCH_WEIGHTS_DIR refused every
+    `pinbench run remembench --fixture --runtime docker`), and any run records it as the user's."""
+    options = available_recipes()[recipe].options
+    _, env = _final_stage_records(available_recipes()[recipe].dir / dockerfile)
+    twins = sorted(f"{spec.env} (option {name})" for name, spec in options.items() if spec.env in env)
+    assert not twins, f"{recipe}/{dockerfile} sets {', '.join(twins)} in its ENV"
+
+
+@pytest.mark.parametrize(("recipe", "dockerfile"), _recipe_dockerfiles())
 def test_recipe_dockerfile_policy(exports: dict[str, Path], recipe: str, dockerfile: str) -> None:
     path = exports[recipe] / dockerfile
     findings = lint_dockerfile(path, exports[recipe], bases=BASES)

@@ -1,8 +1,9 @@
 """Where the evaluator weights come from, and their SHA-256 check, for local runs and the recipe image.
 
-Order for each asset: an explicit path (option / env var), then the image's baked directory
-(``REMEMBENCH_WEIGHTS_DIR``, the Dockerfile bakes the LPIPS AlexNet trunk there and, with
-``--build-arg BAKE_WEIGHTS=1``, CLIP and Pi3X too), then the pinbench cache filled by
+Order for each asset: an explicit path (option / env var), then the baked directory (``-o weights_dir``, else
+``BAKED_DIR`` when it exists: the Dockerfile bakes the LPIPS AlexNet trunk there and, with
+``--build-arg BAKE_WEIGHTS=1``, CLIP and Pi3X too; the image sets no REMEMBENCH_WEIGHTS_DIR, which would be a
+user's option in every run there), then the pinbench cache filled by
 ``pinbench fetch remembench``. Whatever the source, the file must hash to the digest in ``pins.yaml``.
 
 ``python -m pinbench_recipes.remembench.weights bake DIR [--all]`` fills a baked directory (used by the Dockerfile).

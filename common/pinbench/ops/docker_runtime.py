@@ -30,6 +30,7 @@ from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
     BASE_IMAGE_LABEL,
     ContainerError,
+    ImageConfig,
     Log,
     base_image_label,
     build_image,
@@ -324,22 +325,36 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
     problem = generation_image_problem(recipe, cfg, generator_image)
     if problem:
         raise RecipeError(problem)
-    with claim_run_dir(cfg) as claim:
-        return _run_stages(recipe, cfg, claim.token, stages_for(recipe, cfg, generator_image), client=client,
-                           environ=environ, caller=caller, log=log)
-
-
-def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage], *, client: Any,
-                environ: Mapping[str, str] | None, caller: tuple[int, int] | None, log: Log) -> int:
-    environ = os.environ if environ is None else environ
+    stages = stages_for(recipe, cfg, generator_image)
+    client = client or docker_client()
     caller = caller or (os.getuid(), os.getgid())
+    # Every stage's image, and the user it runs as, before the claim: a missing image (a mistyped --generator-image)
+    # or one a root caller cannot use fails in seconds, and leaves no run directory holding a run that never ran.
+    configs = {image: _image_config(image, recipe, generator_image, client)
+               for image in dict.fromkeys(recipe.stage_image(s) for s in stages)}
+    users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
+    with claim_run_dir(cfg) as claim:
+        return _run_stages(recipe, cfg, claim.token, stages, configs, users, client=client, environ=environ,
+                           caller=caller, log=log)
+
+
+def _image_config(image: str, recipe: Recipe, generator_image: str | None, client: Any) -> ImageConfig:
+    """``image_config``; a ``--generator-image`` not built here is named as the user's (not the recipe's) to build."""
+    try:
+        return image_config(image, client)
+    except ContainerError:
+        if image != generator_image:
+            raise
+        raise ContainerError(f"--generator-image {image}: image not found locally; build it first (pinbench, "
+                             f"{recipe.name} and your generator in it, e.g. FROM {recipe.image})") from None
+
+
+def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage],
+                configs: Mapping[str, ImageConfig], users: Mapping[str, str], *, client: Any,
+                environ: Mapping[str, str] | None, caller: tuple[int, int], log: Log) -> int:
+    environ = os.environ if environ is None else environ
     started = time.time()
     devices = gpu_devices(cfg.gpus if any(s.gpus for s in stages) else 0, environ.get(GPU_SELECTION))
-    client = client or docker_client()
-    # Every stage's image is looked up before the first one starts: a missing image fails in seconds.
-    configs = {recipe.stage_image(s): image_config(recipe.stage_image(s), client) for s in stages}
-    # and the user each runs as: a root caller's image without a non-root USER (a --generator-image) stops it here
-    users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
 
     out_dir = cfg.out_dir.resolve()
     _refuse_orphans(out_dir, client)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from pinbench.core.recipe import get_recipe
-from pinbench_recipes.remembench.weights import load_recipe_pins
+from pinbench_recipes.remembench.weights import BAKED_DIR, load_recipe_pins
 
 RECIPE = get_recipe("remembench")
 
@@ -26,6 +26,7 @@ def test_dockerfile_pins_match_pins_yaml():
     assert args["BASE_IMAGE"] == pins.images["eval"]["base"]
     assert args["PI3_COMMIT"] == pins.upstream["pi3"].commit
     assert args["ALEXNET_URL"] == pins.urls["alexnet"].url and args["ALEXNET_SHA256"] == pins.urls["alexnet"].sha256
+    assert args["WEIGHTS_DIR"] == str(BAKED_DIR)   # where the recipe looks for baked weights by itself
     text = (BUILD_DIR / "Dockerfile").read_text()
     for name in ("clip", "pi3x"):
         pin = pins.huggingface[name]
