@@ -976,6 +976,60 @@ def test_a_generator_killed_by_a_signal_or_exiting_is_named_with_its_signal_or_s
         assert said in str(caught.value), str(caught.value)
 
 
+RAISING = """
+from pinbench.core.generation import Capabilities, Signature
+
+
+class Raising:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def __init__(self, token):
+        self.token = token
+
+    def signature(self):
+        return Signature(model="raising", weights="none")
+
+    def generate(self, request, out):
+        raise RuntimeError(f"out of memory with token {self.token}")
+
+
+def broken():
+    raise ValueError("no weights at /ckpt")
+"""
+
+
+def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sample fails with the exception's one line; where in the user's code it was raised is in the
+    generator's log, under the request's id, redacted (it was nowhere: the record's traceback is pinbench's own,
+    of the parent reading the child's answer). A factory that raises stops the run in one line naming the log,
+    which holds its traceback."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "raising.py").write_text(RAISING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    log, token = tmp_path / "generator.log", "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
+    worker = Worker("raising:Raising", {"token": token}, log)
+    try:
+        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token"):
+            worker.generate(_request(), tmp_path / "out.mp4", 60)
+    finally:
+        worker.stop()
+    said = log.read_text()
+    assert "generating 't2v-000' raised:" in said and "Traceback (most recent call last)" in said, said
+    assert f'File "{tmp_path / "raising.py"}", line 15, in generate' in said, said
+    assert token not in said
+
+    log = tmp_path / "broken.log"
+    with pytest.raises(RecipeError) as caught:
+        Worker("raising:broken", {}, log).start()
+    assert str(caught.value) == f"generator raising:broken: ValueError: no weights at /ckpt (log: {log})"
+    said = log.read_text()
+    assert said.startswith("making generator raising:broken raised:\nTraceback (most recent call last)"), said
+    assert f'File "{tmp_path / "raising.py"}", line 19, in broken' in said, said
+
+
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """--skip-scoring writes no scorecard or failures.tsv, so its last lines name each failed sample's reason (it

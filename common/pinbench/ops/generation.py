@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -155,7 +156,8 @@ def build(target: str, options: Mapping[str, str]) -> Generator:
     module, _, name = target.partition(":")
     try:
         made = getattr(importlib.import_module(module), name)(**options)
-    except Exception as exc:   # the user's code: any failure is theirs, said in one line
+    except Exception as exc:   # the user's code: any failure is theirs, said in one line (where: in its log)
+        _traceback(f"making generator {target} raised:")
         raise RecipeError(f"generator {target}: {type(exc).__name__}: {exc}") from None
     if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
         raise RecipeError(f"generator {target}: made a {type(made).__name__}, which lacks capabilities, "
@@ -350,7 +352,7 @@ class Worker:
         described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
             self.stop()
-            raise RecipeError(described["error"])
+            raise RecipeError(f"{described['error']} (log: {self.log})")
         return described
 
     def generate(self, request: Request, out: Path, timeout_s: float) -> None:
@@ -426,9 +428,18 @@ def serve(target: str, reply_fd: int) -> None:
             else:
                 generator.generate(Request.from_json(message["request"]), Path(message["out"]))
         except Exception as exc:   # one request's failure, said; the next request is served
+            _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
         else:
             say({"ok": True})
+
+
+def _traceback(lead: str) -> None:
+    """The exception being handled, whole, to stderr: in the child that is the generator's log (redacted), where
+    the user finds the line of their code that raised; the sample's record holds its one line only."""
+    print(lead, file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    sys.stderr.flush()
 
 
 # ------------------------------------------------------------------------------------------- the check
