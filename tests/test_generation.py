@@ -1024,10 +1024,46 @@ def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path
     log = tmp_path / "broken.log"
     with pytest.raises(RecipeError) as caught:
         Worker("raising:broken", {}, log).start()
-    assert str(caught.value) == f"generator raising:broken: ValueError: no weights at /ckpt (log: {log})"
+    assert str(caught.value) == f"generator raising:broken: ValueError: no weights at /ckpt (traceback: {log})"
     said = log.read_text()
     assert said.startswith("making generator raising:broken raised:\nTraceback (most recent call last)"), said
     assert f'File "{tmp_path / "raising.py"}", line 19, in broken' in said, said
+
+
+def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A stored rollout of the right shape whose record was made for another request (its inputs changed since)
+    is not what this request asks: its sample fails, naming why (it was checked for its shape alone, and scored)."""
+    from pinbench.core.runner import SampleRecord
+    from pinbench.ops.generation import _not_as_asked
+
+    request = _request(frames=3, width=16, height=16, conditioning=())
+    Render().generate(request, tmp_path / request.output)
+    old = {"output": request.output, "sha256": "0" * 64, "request": "f" * 64, "generator": "g", "seed": None}
+    record = SampleRecord(request.id, "ok", old, None, "h", 0.1)
+    said = _not_as_asked([request], tmp_path, {request.id: record})
+    assert said == {request.id: "t2v-000.mp4 was made for another request (its inputs or options changed since); "
+                                "generate it again without --skip-generation"}
+    assert _not_as_asked([request], tmp_path, {request.id: SampleRecord(
+        request.id, "ok", {**old, "request": request.digest, "sha256": _sha(tmp_path / request.output)}, None, "h",
+        0.1)}) == {}
+    capsys.readouterr()
+
+
+def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
+    """-g options that the factory does not take, or a required one not given, are named as -g options with what it
+    takes (they were a Python TypeError: 'Diffusers.__init__() missing 2 required positional arguments')."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import build
+
+    with pytest.raises(RecipeError) as caught:
+        build("pinbench.ops.generators:diffusers", {"steps": "4"})
+    assert str(caught.value) == ("generator pinbench.ops.generators:diffusers: give -g model=, -g weights_sha256= "
+                                 "(it takes model=, weights_sha256=, [steps=], [guidance=], [pipeline=], [device=])")
+    with pytest.raises(RecipeError) as caught:
+        build("pinbench.ops.generators:static", {"foo": "1"})
+    said = "generator pinbench.ops.generators:static: -g foo: not its option (it takes no -g option)"
+    assert str(caught.value) == said
 
 
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
