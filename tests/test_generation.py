@@ -976,6 +976,96 @@ def test_a_generator_killed_by_a_signal_or_exiting_is_named_with_its_signal_or_s
         assert said in str(caught.value), str(caught.value)
 
 
+RAISING = """
+from pinbench.core.generation import Capabilities, Signature
+
+
+class Raising:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def __init__(self, token):
+        self.token = token
+
+    def signature(self):
+        return Signature(model="raising", weights="none")
+
+    def generate(self, request, out):
+        raise RuntimeError(f"out of memory with token {self.token}")
+
+
+def broken():
+    raise ValueError("no weights at /ckpt")
+"""
+
+
+def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sample fails with the exception's one line; where in the user's code it was raised is in the
+    generator's log, under the request's id, redacted (it was nowhere: the record's traceback is pinbench's own,
+    of the parent reading the child's answer). A factory that raises stops the run in one line naming the log,
+    which holds its traceback."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "raising.py").write_text(RAISING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    log, token = tmp_path / "generator.log", "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
+    worker = Worker("raising:Raising", {"token": token}, log)
+    try:
+        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token"):
+            worker.generate(_request(), tmp_path / "out.mp4", 60)
+    finally:
+        worker.stop()
+    said = log.read_text()
+    assert "generating 't2v-000' raised:" in said and "Traceback (most recent call last)" in said, said
+    assert f'File "{tmp_path / "raising.py"}", line 15, in generate' in said, said
+    assert token not in said
+
+    log = tmp_path / "broken.log"
+    with pytest.raises(RecipeError) as caught:
+        Worker("raising:broken", {}, log).start()
+    assert str(caught.value) == f"generator raising:broken: ValueError: no weights at /ckpt (traceback: {log})"
+    said = log.read_text()
+    assert said.startswith("making generator raising:broken raised:\nTraceback (most recent call last)"), said
+    assert f'File "{tmp_path / "raising.py"}", line 19, in broken' in said, said
+
+
+def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A stored rollout of the right shape whose record was made for another request (its inputs changed since)
+    is not what this request asks: its sample fails, naming why (it was checked for its shape alone, and scored)."""
+    from pinbench.core.runner import SampleRecord
+    from pinbench.ops.generation import _not_as_asked
+
+    request = _request(frames=3, width=16, height=16, conditioning=())
+    Render().generate(request, tmp_path / request.output)
+    old = {"output": request.output, "sha256": "0" * 64, "request": "f" * 64, "generator": "g", "seed": None}
+    record = SampleRecord(request.id, "ok", old, None, "h", 0.1)
+    said = _not_as_asked([request], tmp_path, {request.id: record})
+    assert said == {request.id: "t2v-000.mp4 was made for another request (its inputs or options changed since); "
+                                "generate it again without --skip-generation"}
+    assert _not_as_asked([request], tmp_path, {request.id: SampleRecord(
+        request.id, "ok", {**old, "request": request.digest, "sha256": _sha(tmp_path / request.output)}, None, "h",
+        0.1)}) == {}
+    capsys.readouterr()
+
+
+def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
+    """-g options that the factory does not take, or a required one not given, are named as -g options with what it
+    takes (they were a Python TypeError: 'Diffusers.__init__() missing 2 required positional arguments')."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import build
+
+    with pytest.raises(RecipeError) as caught:
+        build("pinbench.ops.generators:diffusers", {"steps": "4"})
+    assert str(caught.value) == ("generator pinbench.ops.generators:diffusers: give -g model=, -g weights_sha256= "
+                                 "(it takes model=, weights_sha256=, [steps=], [guidance=], [pipeline=], [device=])")
+    with pytest.raises(RecipeError) as caught:
+        build("pinbench.ops.generators:static", {"foo": "1"})
+    said = "generator pinbench.ops.generators:static: -g foo: not its option (it takes no -g option)"
+    assert str(caught.value) == said
+
+
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """--skip-scoring writes no scorecard or failures.tsv, so its last lines name each failed sample's reason (it

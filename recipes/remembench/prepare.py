@@ -7,7 +7,7 @@ still gets a task: it fails at scoring with the paths looked for, and stays in t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -236,14 +236,18 @@ class RowTask(Task):
 
 def build_tasks(groups: Sequence[Group], *, videos: Path | None, annotations: Annotations | None,
                 poses_dir: Path | None, models: Mapping[str, str], recipe_version: str, digests: InputDigests,
-                device: str, decoder: str = "opencv") -> list[RowTask]:
-    """One task per row, in group order."""
+                device: str, decoder: str = "opencv", not_generated: Collection[str] = ()) -> list[RowTask]:
+    """One task per row, in group order. ``not_generated``: the samples whose rollouts this run's generation step
+    did not make (``Run.generation_failures``): keyed without a video, so that a rollout another generator left in
+    their place is never taken, with its stored score, for this generator's."""
     tasks = []
     for group in groups:
         layout = [list(c) for c in group.paper.chunk_layout()]
         for row in group.rows:
             video, looked = find_video(videos, row.sample_id)
             found = [name for name in looked if videos is not None and (videos / name).is_file()]
+            if row.sample_id in not_generated:
+                video, found = None, []
             split: dict[str, Any] = {}
             if isinstance(row, T2VRow):
                 pair = annotations.pairs.get(row.scene_id) if annotations else None

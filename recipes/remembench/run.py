@@ -58,7 +58,8 @@ def run(run: Run) -> RunOutcome:
         with run.digests() as digests:
             tasks = prepare.build_tasks(groups, videos=videos, annotations=annotations, poses_dir=poses_dir,
                                         models=model_labels, recipe_version=run.recipe.version, digests=digests,
-                                        device=device, decoder=opts.decoder)
+                                        device=device, decoder=opts.decoder,
+                                        not_generated=run.generation_failures)
 
     # 3. score: decode each rollout once, all four metrics; stored per sample, a rerun resumes. Not shared through
     #    the sample cache: a result names its departure | revisit strip, a file of this run directory.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -151,17 +153,47 @@ def factory_path(spec: str, recipe: Recipe | None) -> str:
                       "python:MODULE:FACTORY, or command:ARGV)")
 
 
+class FactoryRaised(RecipeError):
+    """The factory's module or call raised: its traceback is on stderr (in a worker, the generator's log)."""
+
+
 def build(target: str, options: Mapping[str, str]) -> Generator:
     """The generator a factory makes; RecipeError naming the factory when it cannot be made or is not one."""
     module, _, name = target.partition(":")
     try:
-        made = getattr(importlib.import_module(module), name)(**options)
-    except Exception as exc:   # the user's code: any failure is theirs, said in one line
-        raise RecipeError(f"generator {target}: {type(exc).__name__}: {exc}") from None
+        factory = getattr(importlib.import_module(module), name)
+    except Exception as exc:   # the user's code: any failure is theirs, said in one line (where: in its log)
+        _traceback(f"importing generator {target} raised:")
+        raise FactoryRaised(f"generator {target}: {type(exc).__name__}: {exc}") from None
+    _check_options(target, factory, options)
+    try:
+        made = factory(**options)
+    except Exception as exc:
+        _traceback(f"making generator {target} raised:")
+        raise FactoryRaised(f"generator {target}: {type(exc).__name__}: {exc}") from None
     if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
         raise RecipeError(f"generator {target}: made a {type(made).__name__}, which lacks capabilities, "
                           "signature() or generate(request, out)")
     return made
+
+
+def _check_options(target: str, factory: Any, options: Mapping[str, str]) -> None:
+    """The ``-g`` options against the factory's parameters, before it runs: a missing or unknown one named as an
+    option (it was a TypeError about a Python call: ``__init__() missing 2 required positional arguments``)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):   # no signature to read (a builtin): the call says what is wrong
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    named = [n for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [n for n in named if parameters[n].default is inspect.Parameter.empty and n not in options]
+    unknown = [k for k in options if k not in named]
+    if missing or unknown:
+        takes = ", ".join(f"{n}=" if parameters[n].default is inspect.Parameter.empty else f"[{n}=]" for n in named)
+        said = [f"give -g {', -g '.join(f'{n}=' for n in missing)}"] if missing else []
+        said += [f"-g {', -g '.join(unknown)}: not its option{'s' if len(unknown) > 1 else ''}"] if unknown else []
+        raise RecipeError(f"generator {target}: {'; '.join(said)} (it takes {takes or 'no -g option'})")
 
 
 # ------------------------------------------------------------------------------------------- the command form
@@ -351,7 +383,7 @@ class Worker:
         described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
             self.stop()
-            raise RecipeError(described["error"])
+            raise RecipeError(described["error"] + (f" (traceback: {self.log})" if described.get("logged") else ""))
         return described
 
     def generate(self, request: Request, out: Path, timeout_s: float) -> None:
@@ -417,7 +449,8 @@ def serve(target: str, reply_fd: int) -> None:
         say({"signature": generator.signature().to_json(), "source": source_sha256(target, generator),
              "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
     except Exception as exc:   # the user's code: said in one line, then this child ends
-        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc)})
+        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc),
+             "logged": isinstance(exc, FactoryRaised)})
         return
     for line in sys.stdin:
         message = json.loads(line)
@@ -427,9 +460,18 @@ def serve(target: str, reply_fd: int) -> None:
             else:
                 generator.generate(Request.from_json(message["request"]), Path(message["out"]))
         except Exception as exc:   # one request's failure, said; the next request is served
+            _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
         else:
             say({"ok": True})
+
+
+def _traceback(lead: str) -> None:
+    """The exception being handled, whole, to stderr: in the child that is the generator's log (redacted), where
+    the user finds the line of their code that raised; the sample's record holds its one line only."""
+    print(lead, file=sys.stderr)
+    traceback.print_exc(file=sys.stderr)
+    sys.stderr.flush()
 
 
 # ------------------------------------------------------------------------------------------- the check
@@ -688,14 +730,22 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
     A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
     again; one of the right shape that is another file than the one kept fails too (two rollouts of one size, rate
     and length swapped were scored as each other's); a missing one is left to the recipe, which counts it as it
-    counts any missing rollout."""
+    counts any missing rollout. A sample whose generation failed fails with the generating run's reason, and one
+    whose rollout was made for another request fails too: a rollout an earlier generator left in its place was
+    scored, with its stored score, as the recorded generator's."""
     failures = {}
     for request in requests:
-        path = rollouts / request.output
+        path, kept = rollouts / request.output, records.get(request.id)
+        if kept is not None and not kept.ok:   # what the generating run said, whatever lies at its place
+            failures[request.id] = kept.error or "its generation failed"
+            continue
         if not os.path.lexists(path):
             continue
-        kept = records.get(request.id)
-        ours = kept is not None and kept.ok and kept.result.get("request") == request.digest
+        if kept is not None and kept.result.get("request") != request.digest:
+            failures[request.id] = (f"{request.output} was made for another request (its inputs or options changed "
+                                    "since); generate it again without --skip-generation")
+            continue
+        ours = kept is not None
         sha256 = regular_sha256(path)
         if ours and sha256 == kept.result.get("sha256"):
             continue
@@ -707,7 +757,7 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
             failures[request.id] = _invalid(request, path, problems)
     if failures:
         sid, why = next(iter(failures.items()))
-        print(f"generate: {len(failures)} stored rollout(s) not as their requests ask, their samples failed "
+        print(f"generate: {len(failures)} sample(s) without the rollout their requests ask for, failed "
               f"(e.g. {sid}: {why})", file=sys.stderr, flush=True)
     return failures
 

@@ -247,5 +247,4 @@ def _model_index(folder: Path) -> dict[str, Any]:
     return index
 
 
-def diffusers(**options: str) -> Diffusers:
-    return Diffusers(**options)
+diffusers = Diffusers   # the factory: its -g options are the class's, checked against them before it is built

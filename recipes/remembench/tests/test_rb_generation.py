@@ -314,3 +314,36 @@ def test_skip_generation_refuses_rollouts_given_beside_it_in_one_line(tmp_path: 
                                         options={"videos": str(tmp_path), "annotations": str(tmp_path)}, env={})
     assert str(info.value) == ("-o videos: this run scores the rollouts of its generation step (--generator, or "
                                "--skip-generation: what one stored); drop one of them")
+
+
+def test_a_generator_that_fails_never_scores_the_rollout_another_generator_left(asked: Path, tmp_path: Path) -> None:
+    """A second generator on the same --out that fails every request: the first generator's rollout still lies in
+    the rollouts folder, its scoring record is for those very bytes, and that score came back as the second
+    generator's (status complete, exit 0, the scorecard naming the failed generator). Each sample fails by name."""
+    out = tmp_path / "run"
+    assert _run(out, RENDER, asked, limit=1).exit_code == 0
+    assert _card(out)["status"] == "complete"
+    outcome = _run(out, "command:/bin/false", asked, limit=1)
+    assert outcome.exit_code == 2, outcome.message
+    card = _card(out)
+    assert card["status"] == "failed" and card["samples"]["n_ok"] == 0
+    assert card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false"
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    log = out / "generation" / "generator.log"
+    assert failed == {"t2v-000": f"NotGenerated: no rollout: GeneratorError: the generator exited 1 (log: {log})"}
+
+
+def test_skip_generation_after_a_failed_generator_fails_its_samples_with_why(asked: Path, tmp_path: Path) -> None:
+    """--skip-generation after a generator that failed every request, over the rollout an earlier generator left:
+    that rollout was scored (its stored score reused) as the failed generator's, status complete, exit 0. Each
+    sample now fails with the generating run's reason."""
+    out = tmp_path / "run"
+    assert _run(out, RENDER, asked, limit=1).exit_code == 0
+    assert _run(out, "command:/bin/false", asked, limit=1).exit_code == 2
+    outcome = _run(out, None, asked, limit=1, skip_generation=True)
+    assert outcome.exit_code == 2, outcome.message
+    card = _card(out)
+    assert card["status"] == "failed" and card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false"
+    failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
+    log = out / "generation" / "generator.log"
+    assert failed == {"t2v-000": f"NotGenerated: no rollout: GeneratorError: the generator exited 1 (log: {log})"}
