@@ -1312,6 +1312,37 @@ def test_check_names_each_rollout_changed_or_missing_since_generation_kept_it(
         f"kept {sha[swapped.name]}...)"], problems
 
 
+def test_check_names_a_rollout_swapped_for_a_symlink_and_a_record_naming_no_path_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rollout replaced by a symlink to a file of the same bytes was said to be 'unreadable' (it is read fine;
+    it is no file the run holds), and a generation record whose output holds a NUL byte (a line whose digest fits:
+    a checksum, not a signature) ended ``pinbench check`` in a traceback ('embedded null byte')."""
+    from pinbench.core.check import check_run
+    from pinbench.core.store import encode_line, record_bytes
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    linked = sorted((out / "rollouts").rglob("*.mp4"))[0]
+    outside = tmp_path / "outside.mp4"
+    shutil.copyfile(linked, outside)
+    linked.unlink()
+    linked.symlink_to(outside)
+    log = out / "generation" / "samples" / "run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[-1])["record"]
+    record["result"]["output"] = "edge/\x00.mp4"
+    log.chmod(0o644)
+    log.write_bytes(b"".join(lines[:-1]) + encode_line(record_bytes(record)))
+    sid = record["sample_id"]
+    problems = [p for p in check_run(out).problems if p.startswith((f"{out / 'rollouts'}/", f"{log.parent}: "))]
+    assert problems == [
+        f"{linked}: rollout changed since generation kept it for edge.{linked.stem} (a symlink (to {str(outside)!r}), "
+        f"not the file kept, kept {_sha(outside)[:12]}...)",
+        f"{log.parent}: the record of {sid} names {'edge/' + chr(0) + '.mp4'!r}, not a rollout inside "
+        f"{out / 'rollouts'}"], problems
+
+
 @pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])
 def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], thing: str) -> None:
