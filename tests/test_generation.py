@@ -1332,7 +1332,6 @@ def test_check_names_a_rollout_swapped_for_a_symlink_and_a_record_naming_no_path
     lines = log.read_bytes().splitlines(keepends=True)
     record = json.loads(lines[-1])["record"]
     record["result"]["output"] = "edge/\x00.mp4"
-    log.chmod(0o644)
     log.write_bytes(b"".join(lines[:-1]) + encode_line(record_bytes(record)))
     sid = record["sample_id"]
     problems = [p for p in check_run(out).problems if p.startswith((f"{out / 'rollouts'}/", f"{log.parent}: "))]
