@@ -277,6 +277,13 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
     card = json.loads((out / "scorecard.json").read_text())
     assert card["status"] == "partial"
     assert (card["samples"]["n_ok"], card["samples"]["n_failed"], card["samples"]["n_missing"]) == (2, 0, 2)
+    # the report's modality errors say missing too (they said 'generation failed: no rollout' of each)
+    said = card["extra"]["modality_errors"]
+    assert {k: v for k, v in said.items() if not v.startswith("generation failed: ")} == {
+        f"{m}/{t}": f"missing: generation: no run stored {m}/{t}.mp4 or a record of it"
+        for m, t in (("edge", "task_0001"), ("edge", "task_0003"), ("seg", "task_0001"), ("seg", "task_0002"),
+                     ("seg", "task_0003"))}, said
+    assert said["edge/task_0000"].startswith("generation failed: invalid rollout"), said
     for name, metric in card["metrics"].items():
         assert (metric["n_scored"], metric["n_missing"]) == ((1, 2) if name.startswith("edge/") else (1, 3)), name
         assert [f["sample_id"] for f in metric["failed"]] == (["task_0000"] if name.startswith("edge/") else [])
