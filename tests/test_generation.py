@@ -762,6 +762,32 @@ def test_a_file_where_a_rollouts_folder_goes_fails_that_sample_in_one_line(tmp_p
         _keep(request, tmp_path, Signature("test", "none"), Static().generate)
 
 
+def test_a_rollout_a_generator_left_as_a_hard_link_to_a_file_of_its_own_is_kept_as_a_copy(tmp_path: Path) -> None:
+    """A generator that links a file it keeps elsewhere (``ln mine.mp4 {out}``) handed over that file's inode: the
+    step made it read-only (the user's own file, outside the run, became 0444) and the kept rollout, shared with
+    the cache and every run directory, was that file, changed whenever its owner wrote to it. Now the rollout is a
+    copy of its own, read-only, and the file it came from is left as it was."""
+    import stat
+
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import _keep
+    from pinbench.ops.generators import Static
+
+    request = _request(output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(Prompt("grey"),))
+    mine = tmp_path / "mine.mp4"
+
+    def make(asked: Request, out: Path) -> None:
+        Static().generate(asked, mine)
+        os.link(mine, out)
+
+    kept = _keep(request, tmp_path / "rollouts", Signature("test", "none"), make)
+    rollout = tmp_path / "rollouts" / "sub" / "t2v-000.mp4"
+    assert stat.S_IMODE(mine.stat().st_mode) & stat.S_IWUSR, oct(mine.stat().st_mode)
+    assert mine.stat().st_nlink == 1 and rollout.stat().st_ino != mine.stat().st_ino
+    assert stat.S_IMODE(rollout.stat().st_mode) == 0o444 and kept["sha256"] == _sha(rollout) == _sha(mine)
+    assert sorted(p.name for p in rollout.parent.iterdir()) == ["t2v-000.mp4"]   # no copy left beside it
+
+
 @pytest.mark.parametrize("suffix", [".real", "\nsecond line"])
 def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_one_line(
         tmp_path: Path, suffix: str) -> None:
@@ -1374,6 +1400,36 @@ def test_check_names_each_rollout_changed_or_missing_since_generation_kept_it(
         f"{removed}: rollout missing (generation kept it for edge.{removed.stem}, SHA-256 {sha[removed.name]}...)",
         f"{swapped}: rollout changed since generation kept it for edge.{swapped.stem} (is a directory, not a file, "
         f"kept {sha[swapped.name]}...)"], problems
+
+
+def test_check_names_a_rollout_swapped_for_a_symlink_and_a_record_naming_no_path_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rollout replaced by a symlink to a file of the same bytes was said to be 'unreadable' (it is read fine;
+    it is no file the run holds), and a generation record whose output holds a NUL byte (a line whose digest fits:
+    a checksum, not a signature) ended ``pinbench check`` in a traceback ('embedded null byte')."""
+    from pinbench.core.check import check_run
+    from pinbench.core.store import encode_line, record_bytes
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    linked = sorted((out / "rollouts").rglob("*.mp4"))[0]
+    outside = tmp_path / "outside.mp4"
+    shutil.copyfile(linked, outside)
+    linked.unlink()
+    linked.symlink_to(outside)
+    log = out / "generation" / "samples" / "run.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[-1])["record"]
+    record["result"]["output"] = "edge/\x00.mp4"
+    log.write_bytes(b"".join(lines[:-1]) + encode_line(record_bytes(record)))
+    sid = record["sample_id"]
+    problems = [p for p in check_run(out).problems if p.startswith((f"{out / 'rollouts'}/", f"{log.parent}: "))]
+    assert problems == [
+        f"{linked}: rollout changed since generation kept it for edge.{linked.stem} (a symlink (to {str(outside)!r}), "
+        f"not the file kept, kept {_sha(outside)[:12]}...)",
+        f"{log.parent}: the record of {sid} names {'edge/' + chr(0) + '.mp4'!r}, not a rollout inside "
+        f"{out / 'rollouts'}"], problems
 
 
 @pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])

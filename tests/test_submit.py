@@ -192,6 +192,11 @@ def test_a_layout_using_flags_the_recipe_refuses_is_refused(tmp_path: Path) -> N
     ({"shards": 4_000_001}, "--shards must be 1 to 4000000"),
     ({"sbatch_args": ["--array=0-9"]}, "--array is set by pinbench submit itself"),
     ({"sbatch_args": ["--dependency=afterok:1"]}, "--dependency is set by pinbench submit itself"),
+    ({"sbatch_args": ["--arr=0-1"]}, "sbatch reads --arr as --array, which pinbench submit sets itself"),
+    ({"sbatch_args": ["--dep=afterok:1"]}, "sbatch reads --dep as --dependency, which pinbench submit sets itself"),
+    ({"sbatch_args": ["--err=/tmp/e"]}, "sbatch reads --err as --error, which pinbench submit sets itself"),
+    ({"sbatch_args": ["--part=debug"]}, "sbatch reads --part as --partition, which pinbench submit sets itself (give "
+                                        "pinbench submit --partition)"),
     ({"sbatch_args": ["--comment=a b"]}, "expected one long sbatch option"),
     ({"sbatch_args": ["--mem=1G; rm -rf /"]}, "expected one long sbatch option"),
     ({"sbatch_args": ["-p gpu"]}, "expected one long sbatch option"),

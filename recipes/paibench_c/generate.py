@@ -117,13 +117,15 @@ def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
 
 def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_frames: int = MIN_FRAMES,
                    cache: ValidityCache | None = None, known: Collection[str] | None = None,
-                   failures: Mapping[str, str] | None = None) -> dict[str, Collected]:
+                   failures: Mapping[str, str] | None = None, never: Mapping[str, str] | None = None
+                   ) -> dict[str, Collected]:
     """Copy every valid rollout ``<name>.mp4`` of ``rollouts`` to ``videos/<name>.mp4`` byte for byte; report each.
 
     A collected video that already equals its rollout is kept. Files in ``videos/`` that belong to no name (nor to
     ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra samples, so they are
     refused. ``failures``: why a rollout was not generated or is not as its request asks, said for its task, which
-    fails even where a file stands (an earlier generator's, or one swapped in after it was kept).
+    fails even where a file stands (an earlier generator's, or one swapped in after it was kept). ``never``: why no
+    run generated a task's rollout (never made, so missing, not a failure of generation: said ``missing: <why>``).
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
@@ -140,7 +142,9 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
             problem = f"invalid rollout (undecodable or < {min_frames} frames)"
         if problem is not None:
             dst.unlink(missing_ok=True)
-            results[name] = Collected(name, None, error=f"generation failed: {problem} ({src})")
+            why = (never or {}).get(name)
+            error = f"missing: {why}" if why else f"generation failed: {problem} ({src})"
+            results[name] = Collected(name, None, error=error)
             continue
         src_sha = sha256_file(src)
         if dst.exists() and sha256_file(dst) == src_sha:

@@ -55,6 +55,11 @@ def gpu_ids(cfg: RunConfig) -> list[str]:
     return [str(i) for i in range(devices)] if isinstance(devices, int) else devices
 
 
+def _of_modality(by_request: Mapping[str, str], modality: str) -> dict[str, str]:
+    """The reasons of ``by_request`` (by request id, ``<modality>.<task>``) of one modality, by task."""
+    return {rid.partition(".")[2]: why for rid, why in by_request.items() if rid.startswith(f"{modality}.")}
+
+
 def run(run: Run) -> RunOutcome:
     """The recipe: fetched inputs -> rows -> generation -> evaluator -> counts + cross-check -> diff."""
     cfg, options = run.cfg, run.options
@@ -88,8 +93,8 @@ def run(run: Run) -> RunOutcome:
     with run.step("score"):
         validity = ValidityCache(cfg.out_dir / "validity_cache.json")
         collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", min_frames, cache=validity,
-                                       failures={r.id.partition(".")[2]: why for r in asked if r.id.startswith(f"{m}.")
-                                                 for why in [run.generation_failures.get(r.id)] if why})
+                                       failures=_of_modality(run.generation_failures, m),
+                                       never=_of_modality(run.never_generated, m))
                      for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)

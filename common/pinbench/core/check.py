@@ -485,7 +485,7 @@ def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
         if not (isinstance(output, str) and isinstance(sha256, str)):
             continue
         relative = PurePosixPath(output)
-        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\0" in output:
             result.problems.append(f"{store / SAMPLES_DIR}: the record of {sid} names {output!r}, not a rollout "
                                    f"inside {rollouts}")
             continue
@@ -496,7 +496,9 @@ def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
         if not os.path.lexists(path):
             result.problems.append(f"{path}: rollout missing (generation kept it for {sid}, SHA-256 {sha256[:12]}...)")
         else:
-            state = f"SHA-256 {now[:12]}..." if now is not None else _state(path)
+            state = (f"SHA-256 {now[:12]}..." if now is not None
+                     else f"a symlink (to {os.readlink(path)!r}), not the file kept" if path.is_symlink()
+                     else _state(path))
             result.problems.append(f"{path}: rollout changed since generation kept it for {sid} ({state}, kept "
                                    f"{sha256[:12]}...)")
 

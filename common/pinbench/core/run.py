@@ -83,7 +83,7 @@ from pinbench.core.scorecard import (
     build_scorecard,
     is_stand_in,
     load_scorecard,
-    never_computed,
+    missing_reason,
     write_scorecard,
 )
 from pinbench.core.shard_manifest import renew_manifest
@@ -544,7 +544,7 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
     missing = set(stand_ins)
     for name, metric in card.metrics.items():
         never = {} if metric.records == "derived" else {
-            r.sample_id: f"missing: {why}" for r in partly for why in [never_computed(r, metric.key or name)] if why}
+            r.sample_id: why for r in partly for why in [missing_reason(r, metric.key or name)] if why}
         gone = metric.missing if metric.missing is not None else tuple(never)   # a cohort's names its own
         rows += [(f.sample_id, name, f.error) for f in metric.failed]
         rows += [(sample, name, stand_ins.get(sample) or never.get(sample) or "missing: no record for this sample")

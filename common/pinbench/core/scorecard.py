@@ -341,6 +341,13 @@ def never_computed(record: Any, key: str) -> str | None:
     return _reason_of(result.get(NEVER_COMPUTED), key)
 
 
+def missing_reason(record: Any, key: str) -> str | None:
+    """``never_computed``'s reason as the one line a reader sees (``missing: <why>``), else None: failures.tsv, a
+    comparison and ``pinbench view`` say a value never computed is missing, not what its record lacks."""
+    why = never_computed(record, key)
+    return None if why is None else f"missing: {why}"
+
+
 def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str | None]:
     """(value, group, None) for a scored sample, or (None, None, reason) for a failed one."""
     if _get(record, "status") != "ok":
@@ -510,7 +517,9 @@ def metric_samples(name: str, metric: MetricResult, records: Sequence[Any] | Rec
     """A scorecard metric's per-sample values read back from its run's records, the way it was scored.
 
     Returns ``({sample_id: (value, group)}, {sample_id: reason})`` for the metric's own samples only (its
-    cohort when it has one), so a report or a comparison never mixes in another cohort's samples.
+    cohort when it has one), so a report or a comparison never mixes in another cohort's samples. The reasons are
+    of every sample without a value: a failed one's error, or, for one never computed (a merge's stand-in, a value
+    ``never_computed``), ``missing: <why>``, so that no reader takes it for a failure of the model.
     """
     spec = MetricSpec(name, metric.aggregation, group_by=metric.group_by, key=metric.key, direction=metric.direction)
     cohort = set(metric.sample_ids) if metric.sample_ids is not None else None
@@ -520,7 +529,7 @@ def metric_samples(name: str, metric: MetricResult, records: Sequence[Any] | Rec
         sample_id = record_id(record)
         value, group, error = _metric_value(spec, record)
         if error is not None:
-            failed[sample_id] = error
+            failed[sample_id] = (None if metric.reads_derived else missing_reason(record, spec.result_key)) or error
         else:
             scored[sample_id] = (value, group)
     return scored, failed

@@ -684,6 +684,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         if make is not None:
             _clear(partial)
             make(request, partial)
+        _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
             raise ValueError(_invalid(request, partial, problems))
@@ -693,6 +694,17 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _unshared(path: Path) -> None:
+    """A rollout the generator left as a hard link to a file of its own (``ln mine.mp4 {out}``) made a copy of its
+    own, before it is checked: kept, it is made read-only and shared with the cache and every run directory, so
+    that inode would have been the user's file made read-only, and the kept rollout changed whenever it was."""
+    with contextlib.suppress(FileNotFoundError):
+        held = path.lstat()
+        if S_ISREG(held.st_mode) and held.st_nlink > 1:
+            with atomic_path(path, suffix=path.suffix) as tmp:
+                shutil.copyfile(path, tmp)
 
 
 READ_ONLY = 0o444   # a kept rollout's mode

@@ -66,6 +66,9 @@ _RUN_OPTIONS = {
     "--generator-image": "an option of pinbench run --runtime docker alone; pinbench submit --container runs each "
                          "phase in its --image",
 }
+# the sbatch options a script's header takes from pinbench submit's own (--partition gpu): an abbreviation of one
+# given as --sbatch-arg (--part=other) came after it and won
+_WRITTEN = ("--partition", "--account", "--time", "--gpus-per-task")
 _SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]*(=[^\s'\"\\;&|<>`$]+)?$")
 _PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
@@ -350,6 +353,10 @@ def _check_sbatch_values(request: Request) -> None:
         if own in _RUN_OPTIONS:
             raise SubmitError(f"--sbatch-arg {arg!r}: {own} is an option of pinbench run, not of sbatch: "
                               f"{_RUN_OPTIONS[own]}")
+        full = next((o for o in (*RESERVED, *_WRITTEN) if o.startswith(name)), None)
+        if full is not None:   # sbatch takes any unambiguous prefix of a long option for it (getopt_long)
+            raise SubmitError(f"--sbatch-arg {arg!r}: sbatch reads {name} as {full}, which pinbench submit sets "
+                              f"itself{f' (give pinbench submit {full})' if full in _WRITTEN else ''}")
 
 
 def check_sbatch_path(path: str, what: str) -> str:

@@ -28,7 +28,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
-from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, metric_samples
+from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
 from pinbench.results.report import VERDICTS, build_rows, finite_float, metric_group
@@ -290,8 +290,8 @@ class RunSamples:
 
     def status(self, sample_id: str) -> tuple[str, str | None]:
         record = self.records.get(sample_id)
-        if record is not None:
-            return record.status, record.error
+        if record is not None:   # a merge's stand-in was never computed: missing, as the scorecard counts it
+            return ("missing" if is_stand_in(record) else record.status), record.error
         if sample_id in self.missing:
             return "missing", "no record: never run, or its shard did not finish"
         return "absent", None

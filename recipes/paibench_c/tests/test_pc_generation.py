@@ -266,7 +266,9 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
     never = sorted(r.id for r in read_requests(out / "generation" / "requests.jsonl")
                    if not (out / "rollouts" / r.output).exists())
     assert never == ["edge.task_0001", "edge.task_0003", "seg.task_0001", "seg.task_0003"]
-    (out / "rollouts" / "edge" / "task_0000.mp4").write_bytes(b"not a video")   # made, then broken
+    broken = out / "rollouts" / "edge" / "task_0000.mp4"
+    broken.unlink()   # made, then broken: a new file in its place (a kept rollout is read-only, but to root)
+    broken.write_bytes(b"not a video")
     (out / "rollouts" / "seg" / "task_0002.mp4").unlink()   # never made: no rollout, no record of it
     log = out / "generation" / "samples" / "shard-0-of-2.jsonl"
     log.write_text("".join(line for line in log.read_text().splitlines(keepends=True)
@@ -275,6 +277,13 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
     card = json.loads((out / "scorecard.json").read_text())
     assert card["status"] == "partial"
     assert (card["samples"]["n_ok"], card["samples"]["n_failed"], card["samples"]["n_missing"]) == (2, 0, 2)
+    # the report's modality errors say missing too (they said 'generation failed: no rollout' of each)
+    said = card["extra"]["modality_errors"]
+    assert {k: v for k, v in said.items() if not v.startswith("generation failed: ")} == {
+        f"{m}/{t}": f"missing: generation: no run stored {m}/{t}.mp4 or a record of it"
+        for m, t in (("edge", "task_0001"), ("edge", "task_0003"), ("seg", "task_0001"), ("seg", "task_0002"),
+                     ("seg", "task_0003"))}, said
+    assert said["edge/task_0000"].startswith("generation failed: invalid rollout"), said
     for name, metric in card["metrics"].items():
         assert (metric["n_scored"], metric["n_missing"]) == ((1, 2) if name.startswith("edge/") else (1, 3)), name
         assert [f["sample_id"] for f in metric["failed"]] == (["task_0000"] if name.startswith("edge/") else [])
@@ -287,7 +296,22 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
         ("task_0000", "edge"), ("task_0002", "seg")}
     assert {why for sid, metric, why in rows if sid == "task_0002"} == {
         "missing: generation: no run stored seg/task_0002.mp4 or a record of it"}
-    assert [p for p in check_run(out).problems if "status partial" not in p] == []
+    problems = [p for p in check_run(out).problems if "status partial" not in p]
+    assert problems == [f"{broken}: rollout changed since generation kept it for edge.task_0000 (SHA-256 "
+                        f"{hashlib.sha256(b'not a video').hexdigest()[:12]}..., kept "
+                        f"{load_records(out / 'generation')['edge.task_0000'].result['sha256'][:12]}...)"], problems
+    # pinbench view and compare say the same: a never-generated task is missing (it was 'failed'), a value never
+    # computed is missing with the generation's reason (it was "no value for 'seg/...' in result")
+    from pinbench.results.compare import compare_runs, load_run
+    from pinbench.results.view import View, load_runs
+
+    samples = View(load_runs([out])).by_run[0]
+    assert [samples.status(sid)[0] for sid in ("task_0000", "task_0001", "task_0002", "task_0003")] == [
+        "ok", "missing", "ok", "missing"]
+    seg_why = "missing: generation: no run stored seg/task_0002.mp4 or a record of it"
+    assert {v["reason"] for v in samples.values["task_0002"] if v["value"] is None} == {seg_why}
+    compared = next(m for m in compare_runs(load_run(out), load_run(out)).metrics if m.name == "seg/seg_m_iou")
+    assert compared.neither["task_0002"] == f"A: {seg_why}; B: {seg_why}"
 
 
 FLAT = '''
