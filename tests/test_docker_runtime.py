@@ -19,6 +19,7 @@ from pinbench.core.deploy import ContainerStage
 from pinbench.core.recipe import Recipe
 from pinbench.ops import docker_runtime
 from pinbench.ops.docker_engine import BASE_IMAGE_LABEL, ContainerError
+from pinbench.ops.generation import command_argv
 
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
 ENV = {
@@ -445,6 +446,58 @@ def test_a_generator_image_without_generation_is_refused(client: FakeDockerClien
             docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
                                          caller=(1000, 1000))
     assert client.run_calls == []
+
+
+def _generate_call(recipe: Recipe, cfg: RunConfig, client: FakeDockerClient) -> dict[str, Any]:
+    assert docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
+                                        caller=(1000, 1000), log=[].append) == 0
+    return next(c for c in client.run_calls if c["labels"]["org.pinbench.stage"] == "generate")
+
+
+def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: FakeDockerClient, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """They did not exist in the container and generation failed deep inside; a relative one becomes absolute (the
+    container starts elsewhere), a symlink is mounted from what it points at under its own name, and a value that
+    is no file, or a system path the image has its own of, stays as it is."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    work = tmp_path / "work"
+    (work / "ckpt").mkdir(parents=True)
+    (work / "ckpt" / "model.safetensors").write_text("w")
+    (work / "cfg.yaml").write_text("steps: 4")
+    (work / "gen.sh").write_text("#!/bin/sh")
+    (work / "latest").symlink_to(work / "ckpt")
+    monkeypatch.chdir(work)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="command:/usr/bin/env sh ./gen.sh {request} {out}",
+                        generator_options={"weights": str(work / "latest"), "config": "./cfg.yaml", "model": "org/name",
+                                           "steps": "4", "cfg": "cfg.yaml"}, env={})
+    generate = _generate_call(recipe, cfg, client)
+    argv = _argv(generate)
+    assert command_argv(argv[argv.index("--generator") + 1]) == [
+        "/usr/bin/env", "sh", f"{work}/gen.sh", "{request}", "{out}"]
+    assert [argv[i + 1] for i, flag in enumerate(argv) if flag == "-g"] == [
+        f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", "cfg=cfg.yaml"]
+    volumes = generate["volumes"]
+    assert volumes[str(work / "ckpt")] == {"bind": str(work / "latest"), "mode": "ro"}
+    assert volumes[str(work / "cfg.yaml")] == {"bind": str(work / "cfg.yaml"), "mode": "ro"}
+    assert volumes[str(work / "gen.sh")] == {"bind": str(work / "gen.sh"), "mode": "ro"}
+    assert len(volumes) == 5 and "/usr/bin/env" not in volumes   # and the cache and run directory
+
+
+@pytest.mark.parametrize("value", ["{home}", "{home}/..", "/", "{home}/.cache", "{home}/hf", "{home}/hf/token"])
+def test_a_generator_path_that_would_hand_over_the_home_folder_or_a_secret_is_refused(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    home = tmp_path / "home"
+    for folder in (home / ".cache", home / "hf"):
+        folder.mkdir(parents=True)
+    (home / "hf" / "token").write_text(TOKEN)
+    monkeypatch.setenv("HOME", str(home))
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"weights": value.format(home=home)}, env={})
+    with pytest.raises(RecipeError, match=rf"^-g weights: {re.escape(value.format(home=home))} is not mounted .*"
+                                          r"put them in --generator-image$"):
+        _generate_call(recipe, cfg, client)
+    assert client.run_calls == [] and not cfg.out_dir.exists()
 
 
 # ------------------------------------------------------------------------------------------- build

@@ -148,7 +148,8 @@ def scrubber() -> Scrubber:
 
 
 @lru_cache(maxsize=4096)  # a page scrubs the same few field names thousands of times
-def _is_secret_field(name: str) -> bool:
+def is_secret_field(name: str) -> bool:
+    """Whether a JSON field or file name names a secret as a word of it (``hf_token``, ``.git-credentials``)."""
     parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
     if any(p in _SECRET_FIELD_PARTS for p in parts):
         return True
@@ -165,7 +166,7 @@ def scrub(obj: Any) -> Any:
 
 
 def _may_name_a_secret(lowered: str) -> bool:
-    """Whether a lowered JSON text could hold a secret-named key (``_is_secret_field``): one of its parts, or
+    """Whether a lowered JSON text could hold a secret-named key (``is_secret_field``): one of its parts, or
     ``key``, appears in it."""
     return any(needle in lowered for needle in _SECRET_FIELD_NEEDLES)
 
@@ -175,7 +176,7 @@ class _SecretField(Exception):
 
 
 def _plain_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    if any(_is_secret_field(key) for key, _ in pairs):
+    if any(is_secret_field(key) for key, _ in pairs):
         raise _SecretField
     return dict(pairs)
 
@@ -209,7 +210,7 @@ def _scrub(obj: Any, secrets: list[str]) -> Any:
         out = {}
         for key, value in obj.items():
             name = _redact(str(key), secrets)
-            if isinstance(value, str) and value and _is_secret_field(str(key)):
+            if isinstance(value, str) and value and is_secret_field(str(key)):
                 out[name] = REDACTED
             else:
                 out[name] = _scrub(value, secrets)

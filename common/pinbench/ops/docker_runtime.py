@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -24,7 +25,7 @@ from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import is_secret_name, redact
+from pinbench.core.provenance import is_secret_field, is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.ops.docker_engine import (
@@ -42,6 +43,7 @@ from pinbench.ops.docker_engine import (
     running_in,
 )
 from pinbench.ops.export import export_recipe
+from pinbench.ops.generation import command_argv
 
 CACHE_MOUNT = "/cache"
 OUT_MOUNT = "/runs/out"
@@ -52,6 +54,9 @@ _ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MU
 _FROM_ARG = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", re.MULTILINE | re.IGNORECASE)
 FINAL_BASE = "BASE_IMAGE"
 _RESULTS = (("scorecard", "scorecard.json"), ("diff", "diff.txt"), ("report", "report/index.html"))
+# The host's system folders: the image has its own (a host /usr/bin/python3 mounted over the image's breaks it).
+_SYSTEM_DIRS = tuple(Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                                       "/run", "/sbin", "/snap", "/sys", "/usr", "/var"))
 
 # ------------------------------------------------------------------------------------------ build
 
@@ -177,6 +182,39 @@ def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], 
         else:
             forwarded[name] = spec.format(value)
     return forwarded, mounts
+
+
+def generator_files(cfg: RunConfig) -> tuple[RunConfig, dict[Path, str]]:
+    """``cfg`` with the host files its ``--generator`` names (a ``-g`` value, a ``command:`` argument) made absolute,
+    and their read-only mounts at those paths, as path options are mounted: in the container they did not exist and
+    generation failed deep inside. Only a value with a ``/`` that names an existing file or folder outside the
+    system folders counts; anything else stays a value. RecipeError (one line) for a path whose mount would hand
+    the container ``/``, the home folder or one of its hidden folders, or a secret-named file."""
+    if cfg.generator is None or cfg.skip_generation:
+        return cfg, {}
+    mounts: dict[Path, str] = {}
+
+    def mounted(value: str, flag: str) -> str:
+        target = Path(os.path.abspath(value))   # a symlink keeps its name; the container cwd differs
+        if "/" not in value or not target.exists() or any(target.is_relative_to(d) for d in _SYSTEM_DIRS):
+            return value
+        source, home = target.resolve(), Path.home().resolve()
+        if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
+                or is_secret_field(source.name)
+                or source.is_dir() and any(is_secret_field(child.name) for child in source.iterdir())):
+            raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it is or holds your "
+                              "home folder, a hidden folder of it or a secret); name the files it needs, or put them "
+                              "in --generator-image")
+        mounts[source] = f"{target}:ro"
+        return str(target)
+
+    generator = cfg.generator
+    if generator.startswith("command:"):
+        argv = command_argv(generator)
+        absolute = [mounted(arg, f"--generator {redact(generator)}") for arg in argv]
+        generator = generator if absolute == argv else "command:" + shlex.join(absolute)
+    options = {key: mounted(value, f"-g {key}") for key, value in cfg.generator_options.items()}
+    return replace(cfg, generator=generator, generator_options=options), mounts
 
 
 def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
@@ -325,6 +363,7 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
     problem = generation_image_problem(recipe, cfg, generator_image)
     if problem:
         raise RecipeError(problem)
+    cfg, generator_mounts = generator_files(cfg)
     stages = stages_for(recipe, cfg, generator_image)
     client = client or docker_client()
     caller = caller or (os.getuid(), os.getgid())
@@ -334,8 +373,8 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
                for image in dict.fromkeys(recipe.stage_image(s) for s in stages)}
     users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
     with claim_run_dir(cfg) as claim:
-        return _run_stages(recipe, cfg, claim.token, stages, configs, users, client=client, environ=environ,
-                           caller=caller, log=log)
+        return _run_stages(recipe, cfg, claim.token, stages, configs, users, generator_mounts, client=client,
+                           environ=environ, caller=caller, log=log)
 
 
 def _image_config(image: str, recipe: Recipe, generator_image: str | None, client: Any) -> ImageConfig:
@@ -350,7 +389,8 @@ def _image_config(image: str, recipe: Recipe, generator_image: str | None, clien
 
 
 def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage],
-                configs: Mapping[str, ImageConfig], users: Mapping[str, str], *, client: Any,
+                configs: Mapping[str, ImageConfig], users: Mapping[str, str], generator_mounts: Mapping[Path, str],
+                *, client: Any,
                 environ: Mapping[str, str] | None, caller: tuple[int, int], log: Log) -> int:
     environ = os.environ if environ is None else environ
     started = time.time()
@@ -362,7 +402,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
     cache = cache_root().resolve()
     cache.mkdir(parents=True, exist_ok=True)
     options, input_mounts = _forwarded_options(recipe, cfg)
-    mounts = {cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
+    mounts = {**generator_mounts, cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
     handed: set[str] = set()
     for stage in stages:
         image = recipe.stage_image(stage)
