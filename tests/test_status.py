@@ -17,7 +17,7 @@ from loose_task import LooseTask
 
 from pinbench.core import shard_manifest
 from pinbench.core.config import MAX_SHARDS, Shard
-from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samples, write_records
+from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samples, stand_in, write_records
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
@@ -421,3 +421,17 @@ def test_the_last_manifest_of_a_call_copies_only_its_own_first_one(tmp_path: Pat
                    summary={"total": 2})
     assert [(s["sample_id"], s["input_hash"]) for s in json.loads(path.read_text())["samples"]] == [
         ("s0", "a" * 64), ("s1", "b" * 64)]
+
+
+def test_the_store_alone_says_which_samples_were_never_computed(tmp_path: Path) -> None:
+    """A run in flight (no samples.jsonl yet) stored a never-generated sample as its stand-in (Run.store) and an ok one
+    with a value never computed: missing and partly missing, in the scorecard's words; they were failed and done."""
+    log = StepLog(GROUPED, tmp_path, step="score")
+    never = stand_in("a.t0", "", None, ["generation: no run stored a/t0.mp4"]).error
+    log.record("a.t0", None, error=never)
+    log.record("a.t1", {"edge": 0.5, "seg": None, "never_computed": {"seg": "generation: no run stored seg/t1.mp4"}})
+    status = run_status(tmp_path, ask_slurm=False)
+    (shard,) = status.shards
+    assert (shard.missing, shard.done, shard.failed) == ([("a.t0", never)], ["a.t1"], [])
+    assert shard.partly_missing == [("a.t1", "missing: generation: no run stored seg/t1.mp4")]
+    assert "6 tasks: 1 done (1 partly missing), 0 failed, 1 missing, 4 pending" in render(status)

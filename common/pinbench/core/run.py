@@ -312,14 +312,17 @@ class Run:
         shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record.
 
         ``requests``: each sample's generation requests, where they are not the one of its own id (PAI-Bench-C's
-        task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) fails
-        whatever the tool said of it (its values are of no rollout) and ``gather`` counts it missing."""
+        task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) is stored as
+        the stand-in ``gather`` makes of it, whatever the tool said of it (its values are of no rollout): the store
+        alone then says it counts missing (``pinbench status`` while no ``samples.jsonl`` says so), not failed."""
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
             sid = task.sample_id
             never = self._never_generated(sid, requests)
-            result = NotGenerated(never) if never is not None else results.get(sid, KeyError(f"{sid}: no result"))
-            if isinstance(result, BaseException):
+            result = results.get(sid, KeyError(f"{sid}: no result"))
+            if never is not None:
+                log.record(sid, None, error=stand_in(sid, "", None, [never]).error)
+            elif isinstance(result, BaseException):
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
             else:
                 log.record(sid, result, reused=True)

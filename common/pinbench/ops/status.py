@@ -2,11 +2,12 @@
 
 Read from the run directory alone: the shard manifests (``shards/*.json``, which samples each shard
 owns, with their input hashes) and the per-sample records (``samples/*.json``). A sample is *done* when
-its record is ok for the same input, *failed* when its record failed for the same input (the reason is
-the record's one-line error), *missing* when the last finish counted it never computed (its ``samples.jsonl`` record
-for the same input is a stand-in, ``is_stand_in``: no shard stored it, or no run generated its rollout; the reason is
-the stand-in's), and *pending* otherwise (not started, in flight, lost with a killed task,
-or stored for an older input). With a submission on record (``slurm/submissions.jsonl``) and Slurm
+its record is ok for the same input (*partly missing* too when the record names values never computed,
+``result["never_computed"]``: PAI-Bench-C's modality no run generated), *failed* when its record failed for the same
+input (the reason is the record's one-line error), *missing* when it was never computed (its stored record, or the last
+finish's ``samples.jsonl`` record, for the same input is a stand-in, ``is_stand_in``: no shard stored it, or no run
+generated its rollout; the reason is the stand-in's), and *pending* otherwise (not started, in flight, lost with a
+killed task, or stored for an older input). With a submission on record (``slurm/submissions.jsonl``) and Slurm
 reachable, each array task's and each job's Slurm state is shown next to its samples. Shards past the last task
 (more shards than tasks) that have not started own nothing: they are one line, not a row each.
 """
@@ -24,7 +25,14 @@ from pinbench.core.config import Shard
 from pinbench.core.files import FileError, loads_json, read_data_file
 from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord, read_merged
-from pinbench.core.scorecard import DEFAULT_SAMPLES_PATH, Scorecard, is_stand_in, samples_text
+from pinbench.core.scorecard import (
+    DEFAULT_SAMPLES_PATH,
+    NEVER_COMPUTED,
+    Scorecard,
+    is_stand_in,
+    missing_reason,
+    samples_text,
+)
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import StoreContents, read_store
 from pinbench.ops import slurm
@@ -40,6 +48,7 @@ class ShardStatus:
     done: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (sample id, reason)
     missing: list[tuple[str, str]] = field(default_factory=list)  # (sample id, why the finish counted it missing)
+    partly_missing: list[tuple[str, str]] = field(default_factory=list)  # done, some values never computed: why
     pending: list[str] = field(default_factory=list)
     started: bool = False
     finished: bool = False
@@ -144,16 +153,26 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Mapping[str, 
         for pos in manifest.owned(shard.index):
             sid, expected = manifest.sample_ids[pos], manifest.input_hashes[pos]
             record = _record(stored, sid, expected)
-            never = stand_ins.get(sid)
+            # the store's record says so itself (a run storing a never-generated sample), else the finish's stand-in
+            never = record if record is not None and is_stand_in(record) else stand_ins.get(sid)
             if never is not None and never.input_hash == expected and (record is None or not record.ok):
                 shard.missing.append((sid, never.error or "missing"))   # as the scorecard counts it
             elif record is None:
                 shard.pending.append(sid)
             elif record.ok:
                 shard.done.append(sid)
+                partly = [why for key in sorted(_never_computed_keys(record)) if (why := missing_reason(record, key))]
+                if partly:
+                    shard.partly_missing.append((sid, "; ".join(partly)))
             else:
                 shard.failed.append((sid, record.error or "failed"))
     return shards, len(newest.sample_ids)
+
+
+def _never_computed_keys(record: SampleRecord) -> list[str]:
+    """The keys or groups an ok record names in ``result["never_computed"]`` (``scorecard.never_computed``)."""
+    named = record.result.get(NEVER_COMPUTED) if isinstance(record.result, Mapping) else None
+    return [str(key) for key in named] if isinstance(named, Mapping) else []
 
 
 def _record(stored: StoreContents, sample_id: str, input_hash: str) -> SampleRecord | None:
@@ -234,7 +253,9 @@ def render(status: RunStatus) -> str:
         lines.append(f"submitted  {sub.submitted}: {jobs}")
     tasks = "?" if status.n_tasks is None else str(status.n_tasks)
     counts = status.counts
-    lines.append(f"samples    {tasks} tasks: {counts['done']} done, {counts['failed']} failed, "
+    partly = [(s, *row) for s in status.shards for row in s.partly_missing]
+    lines.append(f"samples    {tasks} tasks: {counts['done']} done"
+                 f"{f' ({len(partly)} partly missing)' if partly else ''}, {counts['failed']} failed, "
                  f"{counts['missing']} missing, {counts['pending']} pending")
     if status.n_tasks is None:
         lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
@@ -261,6 +282,7 @@ def render(status: RunStatus) -> str:
     lines += _listed("failed samples:", [(s, *row) for s in status.shards for row in s.failed])
     lines += _listed("missing samples (never computed; the scorecard counts them missing):",
                      [(s, *row) for s in status.shards for row in s.missing])
+    lines += _listed("partly missing samples (done; the scorecard counts these values missing):", partly)
     pending = [f"{sid} (shard {s.index}/{s.count})" for s in status.shards for sid in s.pending]
     if pending:
         shown = ", ".join(pending[:MAX_LISTED]) + (f", ... and {len(pending) - MAX_LISTED} more"

@@ -312,6 +312,16 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
     assert {v["reason"] for v in samples.values["task_0002"] if v["value"] is None} == {seg_why}
     compared = next(m for m in compare_runs(load_run(out), load_run(out)).metrics if m.name == "seg/seg_m_iou")
     assert compared.neither["task_0002"] == f"A: {seg_why}; B: {seg_why}"
+    # pinbench status too, from the store alone (a scoring run in flight, samples.jsonl unreadable): the never-generated
+    # tasks were 'failed' (NotGenerated), the one with its seg never generated 'done'
+    from pinbench.ops.status import render, run_status
+
+    (out / "samples.jsonl").write_text("not a record\n")
+    status = run_status(out, ask_slurm=False)
+    assert status.counts == {"done": 2, "failed": 0, "missing": 2, "pending": 0}
+    assert {sid: why for s in status.shards for sid, why in s.missing} == dict(sorted(missing.items()))
+    assert [(sid, why) for s in status.shards for sid, why in s.partly_missing] == [("task_0002", seg_why)]
+    assert "4 tasks: 2 done (1 partly missing), 0 failed, 2 missing, 0 pending" in render(status)
 
 
 FLAT = '''
