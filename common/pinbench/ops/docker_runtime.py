@@ -365,6 +365,9 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
         raise RecipeError(problem)
     cfg, generator_mounts = generator_files(cfg)
     stages = stages_for(recipe, cfg, generator_image)
+    environ = os.environ if environ is None else environ
+    # the GPUs first: a count this machine cannot give is one line whether or not an engine is reachable
+    devices = gpu_devices(cfg.gpus if any(s.gpus for s in stages) else 0, environ.get(GPU_SELECTION))
     client = client or docker_client()
     caller = caller or (os.getuid(), os.getgid())
     # Every stage's image, and the user it runs as, before the claim: a missing image (a mistyped --generator-image)
@@ -373,8 +376,8 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
                for image in dict.fromkeys(recipe.stage_image(s) for s in stages)}
     users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
     with claim_run_dir(cfg) as claim:
-        return _run_stages(recipe, cfg, claim.token, stages, configs, users, generator_mounts, client=client,
-                           environ=environ, caller=caller, log=log)
+        return _run_stages(recipe, cfg, claim.token, stages, configs, users, generator_mounts, devices,
+                           client=client, environ=environ, caller=caller, log=log)
 
 
 def _image_config(image: str, recipe: Recipe, generator_image: str | None, client: Any) -> ImageConfig:
@@ -390,11 +393,9 @@ def _image_config(image: str, recipe: Recipe, generator_image: str | None, clien
 
 def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage],
                 configs: Mapping[str, ImageConfig], users: Mapping[str, str], generator_mounts: Mapping[Path, str],
-                *, client: Any,
-                environ: Mapping[str, str] | None, caller: tuple[int, int], log: Log) -> int:
-    environ = os.environ if environ is None else environ
+                devices: int | list[str], *, client: Any, environ: Mapping[str, str], caller: tuple[int, int],
+                log: Log) -> int:
     started = time.time()
-    devices = gpu_devices(cfg.gpus if any(s.gpus for s in stages) else 0, environ.get(GPU_SELECTION))
 
     out_dir = cfg.out_dir.resolve()
     _refuse_orphans(out_dir, client)
