@@ -401,7 +401,14 @@ def requests_cmd(
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
     from pinbench.core.files import FileError, filled_output_folder, write_if_changed
     from pinbench.core.fixture_data import FIXTURE_DIR
-    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, prune_inputs, requests_text
+    from pinbench.core.generation import (
+        KINDS,
+        REQUESTS_FILE,
+        RequestError,
+        prune_inputs,
+        refuse_other_recipes,
+        requests_text,
+    )
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
@@ -410,6 +417,7 @@ def requests_cmd(
     # a failure midway (a bad input, SIGTERM or SIGHUP) leaves --out as it was: no half-filled folder that looks
     # ready to travel; requests.jsonl written is the end of it (a prune stopped midway leaves only files it names)
     with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError):
+        refuse_other_recipes(out, recipe.name)
         with _undone_when_terminated(out), filled_output_folder(
                 out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
