@@ -1108,6 +1108,23 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+@pytest.mark.parametrize(("given", "named"), [
+    (["diffusers", "-g", "steps=4"], "generator diffusers (pinbench.ops.generators:diffusers): give -g model="),
+    (["python:pinbench.ops.generators:static", "-g", "foo=1"], "generator python:pinbench.ops.generators:static: -g "
+                                                                "foo: not its option"),
+], ids=["named", "python"])
+def test_a_generator_that_cannot_be_made_is_named_as_it_was_given(given: list[str], named: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--generator diffusers`` that could not be made was named ``generator pinbench.ops.generators:diffusers``,
+    a name the user never typed."""
+    from pinbench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run"), "--generator", *given])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and said[-1].startswith(f"error: {named}"), said
+
+
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """--skip-scoring writes no scorecard or failures.tsv, so its last lines name each failed sample's reason (it
