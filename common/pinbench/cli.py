@@ -310,6 +310,11 @@ def run(
             _echo("\n".join(describe_usage(recipe)))
             _echo("\n".join(describe_options(recipe)))
         raise typer.Exit(0 if show_help else 2)
+    if generator_image is not None:   # checked before all else: an empty or spaced one reached the Docker engine
+        from pinbench.core.names import image_reference_problem
+
+        if problem := image_reference_problem("--generator-image", generator_image):
+            _fail(problem)
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
