@@ -315,6 +315,21 @@ def test_a_docker_run_of_a_generator_no_image_holds_is_refused_first(monkeypatch
     assert result.exit_code == 2 and "--generator-image applies to --runtime docker" in result.output
 
 
+@pytest.mark.parametrize("image", ["", " ", "lab/model:1 --rm", "Lab Model", "lab/model;id", "lab/model:"])
+def test_a_generator_image_that_is_no_image_reference_is_refused_before_all_else(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, image: str) -> None:
+    """``--generator-image ''`` (or one with a space) reached the Docker engine, which refused it in its own words."""
+    import pinbench.ops.docker_runtime as docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "docker_client", lambda: pytest.fail("no engine is asked"))
+    out = tmp_path / "run"
+    result = runner.invoke(cli.app, ["run", "mind", "--fixture", "--runtime", "docker", "--out", str(out),
+                                     "--generator", "python:my_model.gen:make", "--generator-image", image])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: --generator-image {image!r}: not an image reference (e.g. lab/model:1")
+    assert not out.exists()
+
+
 def test_the_cli_collects_young_objects_every_twenty_thousand_allocations(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run builds its inputs and records in bulk: at Python's default (700) it spends a tenth of its time in full
     collections (``cli.YOUNG_COLLECTION_EVERY``); the older generations keep their thresholds."""

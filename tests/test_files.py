@@ -188,7 +188,7 @@ def test_json_nested_beyond_the_parsers_depth_is_bad_json_named_by_its_file(tmp_
     with pytest.raises(files.FileError, match=rf"^{rows}:2: bad row: invalid JSON: nested too deeply to parse"):
         list(files.iter_jsonl(rows, "row"))
     card = tmp_path / "scorecard.json"
-    card.write_text(deep)
+    card.write_text('{"a": ' + deep + "}")
     with pytest.raises(ScorecardError, match=rf"^{card}: invalid JSON at line 1, column 1: nested too deeply"):
         load_scorecard(card)
 
@@ -282,6 +282,32 @@ def test_a_bad_json_file_is_one_line_of_the_callers_error(tmp_path: Path, text: 
     assert str(info.value) == f"{path}: {reason}"
     path.write_text('{"a": [1, 2.5]}')
     assert files.read_json_file(path, error) == {"a": [1, 2.5]}
+
+
+@pytest.mark.parametrize(("text", "line", "lone"), [
+    ('{"a": "\\ud800"}', 1, "\\ud800"),
+    ('{"a": "\\ud83d\\ude00",\n "b": ["x\\uDFFF"]}', 2, "\\uDFFF"),
+    ('{"a": "\\ud800\\\\\\udc00"}', 1, "\\ud800"),   # an escaped backslash between two halves: no pair
+    ('{"a": "\\\\ud800", "b": "\\ud83d\\ude00", "c": "\\u005cud800"}', None, None),   # no surrogate in any string
+])
+def test_a_lone_surrogate_in_a_json_file_is_refused_naming_the_file_and_line(
+        tmp_path: Path, text: str, line: int | None, lone: str | None) -> None:
+    """``"\\ud800"`` passed ``read_json_file`` (and ``iter_jsonl``) and failed later, naming no file, when what it
+    went into was written as UTF-8."""
+    path, rows = tmp_path / "x.json", tmp_path / "x.jsonl"
+    path.write_text(text)
+    rows.write_text(text.replace("\n", "") + "\n")
+    if lone is None:
+        assert files.read_json_file(path) == json.loads(text)
+        assert [row for _, row in files.iter_jsonl(rows)] == [json.loads(text)]
+        return
+    said = f"a string holds the lone surrogate {lone} (half a UTF-16 pair), which no UTF-8 file can hold"
+    with pytest.raises(files.FileError) as info:
+        files.read_json_file(path, parse=loads_finite_json)
+    assert str(info.value) == f"{path}: line {line}: {said}"
+    with pytest.raises(files.FileError) as info:
+        list(files.iter_jsonl(rows, "row"))
+    assert str(info.value) == f"{rows}:1: bad row: {said}"
 
 
 # ------------------------------------------------------------------------------------ tolerant JSON caches

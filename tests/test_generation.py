@@ -378,6 +378,22 @@ def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(tmp_
     assert {p for p in (out / "inputs").rglob("*") if p.is_file()} == named
 
 
+def test_requests_of_another_recipe_are_refused_in_one_line_and_kept(tmp_path: Path) -> None:
+    """mind's requests written to a folder of paibench-c's replaced them, saying only "removed 10 file(s)"."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)]).exit_code == 0
+    kept = _tree(out)
+    result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "-o", "metrics=lcm", "--out", str(out)])
+    assert result.exit_code != 0
+    assert result.output.strip() == (f"error: {out}: a requests folder of paibench-c; name a new folder for mind's "
+                                     "requests, or remove this one")
+    assert _tree(out) == kept
+
+
 def _tree(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
 
@@ -396,8 +412,8 @@ def test_requests_stopped_midway_by_a_bad_input_leave_the_folder_as_it_was(tmp_p
     shutil.copytree(built / "fixture_data" / "MIND-Data", gt)
     bad = next(gt.glob("3rd_data/test/action_space_test/*/action.json"))
     bad.write_text(json.dumps({**json.loads(bad.read_text()), "data": []}))
-    earlier = tmp_path / "earlier"   # another set of requests, with files no mind request would write
-    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(earlier)]).exit_code == 0
+    earlier = tmp_path / "earlier"   # an earlier, smaller set of mind's requests
+    assert CliRunner().invoke(app, [*args, "--fixture", "--limit", "1", "--out", str(earlier)]).exit_code == 0
     kept = _tree(earlier)
     for out in (tmp_path / "new" / "requests", earlier):
         result = CliRunner().invoke(app, [*args, "-o", f"gt={gt}", "--out", str(out)])
@@ -1090,6 +1106,23 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
         build("pinbench.ops.generators:static", {"foo": "1"})
     said = "generator pinbench.ops.generators:static: -g foo: not its option (it takes no -g option)"
     assert str(caught.value) == said
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    (["diffusers", "-g", "steps=4"], "generator diffusers (pinbench.ops.generators:diffusers): give -g model="),
+    (["python:pinbench.ops.generators:static", "-g", "foo=1"], "generator python:pinbench.ops.generators:static: -g "
+                                                                "foo: not its option"),
+], ids=["named", "python"])
+def test_a_generator_that_cannot_be_made_is_named_as_it_was_given(given: list[str], named: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--generator diffusers`` that could not be made was named ``generator pinbench.ops.generators:diffusers``,
+    a name the user never typed."""
+    from pinbench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run"), "--generator", *given])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and said[-1].startswith(f"error: {named}"), said
 
 
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,

@@ -231,9 +231,10 @@ def test_stored_result_rejected_by_validate_is_recomputed(tmp_path: Path) -> Non
     assert summary.n_failed == 1 and summary.n_reused == 2
 
 
-def test_a_record_the_validator_refused_is_replaced_not_contradicted(tmp_path: Path) -> None:
+def test_a_record_the_validator_refused_is_replaced_not_contradicted(tmp_path: Path, capsys) -> None:
     """A record refused by the validator (a generator changed) is computed again with another result: the new
-    record replaces it (moved to quarantine), so the next read reuses the new one instead of reading neither."""
+    record replaces it (moved to quarantine), so the next read reuses the new one instead of reading neither. The
+    line saying so names why it was refused (it said "of the same inputs and code", as if nothing had changed)."""
     tasks = make_tasks(3)
     run_samples(tasks, CountingFn(), tmp_path, progress=False)
 
@@ -241,14 +242,24 @@ def test_a_record_the_validator_refused_is_replaced_not_contradicted(tmp_path: P
         def __call__(self, task: Mapping) -> dict:
             return {**super().__call__(task), "cube": task["x"] ** 3}
 
-    summary = run_samples(tasks, Cubes(), tmp_path, validate=lambda r: "cube" in r, progress=False)
+    def cubed(result: Mapping) -> bool:
+        if "cube" not in result:
+            raise runner.Stale("generator changed")
+        return True
+
+    capsys.readouterr()
+    summary = run_samples(tasks, Cubes(), tmp_path, validate=cubed, progress=False)
     assert summary.n_done == 3
+    log = tmp_path / "samples" / "run.jsonl"
+    assert f"{log}:1: not reused (generator changed), replaced by a new record of sample 's00': moved to" in (
+        capsys.readouterr().err)
     again = CountingFn()
-    summary = run_samples(tasks, again, tmp_path, validate=lambda r: "cube" in r, progress=False)
+    summary = run_samples(tasks, again, tmp_path, validate=cubed, progress=False)
     assert again.calls == [] and summary.n_reused == 3                  # was: all 3 computed a third time
     assert {sid: r.result["cube"] for sid, r in load_records(tmp_path).items()} == {"s00": 0, "s01": 1, "s02": 8}
     moved = (tmp_path / "samples" / "quarantine" / "run.jsonl").read_text().splitlines()
-    assert len(moved) == 3 and all("not reused, replaced by a new record" in json.loads(m)["why"] for m in moved)
+    assert len(moved) == 3 and all("not reused (generator changed), replaced by a new record" in json.loads(m)["why"]
+                                   for m in moved)
 
 
 def test_validator_that_raises_rejects(tmp_path: Path) -> None:

@@ -371,6 +371,37 @@ def test_load_errors_name_the_file(valid_card: Scorecard, tmp_path: Path) -> Non
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(("data", "why"), [
+    (b"\x00\x00\x00\x18ftypmp42\xff\xfe", "not UTF-8 text, byte 12"),
+    (b"\x00\x00\x00\x18ftypmp42", "not a JSON object"),
+    (b"# notes\n", "not a JSON object"),
+    (b"", "not a JSON object"),
+    (b'  [{"recipe": "mind"}]', "not a JSON object"),
+], ids=["video", "ascii-binary", "markdown", "empty", "list"])
+def test_a_file_that_is_no_scorecard_is_said_to_be_none(data: bytes, why: str, tmp_path: Path) -> None:
+    """``pinbench diff clip.mp4`` said ``not UTF-8 text (byte 43)``, as if a scorecard were damaged."""
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(data)
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(path)
+    assert str(info.value) == f"{path}: not a scorecard ({why})"
+
+
+def test_a_file_that_is_no_scorecard_is_one_line_in_every_command(tmp_path: Path, capsys) -> None:
+    from pinbench.cli import main
+
+    clip = tmp_path / "run" / "scorecard.json"
+    clip.parent.mkdir()
+    clip.write_bytes(b"\x00\x00\x00\x18ftypmp42\xff")
+    for args in (["diff", str(clip)], ["report", str(clip)], ["table", str(clip)], ["compare", str(clip), str(clip)],
+                 ["check", str(clip.parent)]):
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        out = capsys.readouterr()
+        assert exited.value.code == 2
+        assert f"{clip}: not a scorecard (not UTF-8 text, byte 12)" in (out.err + out.out).splitlines()[0], args
+
+
 def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hf_token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
     monkeypatch.setenv("HF_TOKEN", hf_token)

@@ -310,6 +310,11 @@ def run(
             _echo("\n".join(describe_usage(recipe)))
             _echo("\n".join(describe_options(recipe)))
         raise typer.Exit(0 if show_help else 2)
+    if generator_image is not None:   # checked before all else: an empty or spaced one reached the Docker engine
+        from pinbench.core.names import image_reference_problem
+
+        if problem := image_reference_problem("--generator-image", generator_image):
+            _fail(problem)
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, checkpoint, out, limit=limit, shard=shard, runtime=runtime,
                   skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
@@ -401,7 +406,14 @@ def requests_cmd(
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
     from pinbench.core.files import FileError, filled_output_folder, write_if_changed
     from pinbench.core.fixture_data import FIXTURE_DIR
-    from pinbench.core.generation import KINDS, REQUESTS_FILE, RequestError, prune_inputs, requests_text
+    from pinbench.core.generation import (
+        KINDS,
+        REQUESTS_FILE,
+        RequestError,
+        prune_inputs,
+        refuse_other_recipes,
+        requests_text,
+    )
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
@@ -410,6 +422,7 @@ def requests_cmd(
     # a failure midway (a bad input, SIGTERM or SIGHUP) leaves --out as it was: no half-filled folder that looks
     # ready to travel; requests.jsonl written is the end of it (a prune stopped midway leaves only files it names)
     with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError):
+        refuse_other_recipes(out, recipe.name)
         with _undone_when_terminated(out), filled_output_folder(
                 out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()

@@ -379,6 +379,18 @@ def read_requests(path: Path) -> list[Request]:
     return requests
 
 
+def refuse_other_recipes(folder: Path, recipe: str) -> None:
+    """RequestError when ``folder`` holds requests another recipe wrote: writing ``recipe``'s there replaced them and
+    their inputs/ with only "removed N file(s)" to say so. A requests file that does not read is replaced as before."""
+    try:
+        earlier = read_requests(folder / REQUESTS_FILE) if (folder / REQUESTS_FILE).is_file() else []
+    except RequestError:
+        return
+    if others := sorted({r.recipe for r in earlier} - {recipe}):
+        raise RequestError(f"{folder}: a requests folder of {', '.join(others)}; name a new folder for {recipe}'s "
+                           "requests, or remove this one")
+
+
 def requests_digest(requests: Sequence[Request]) -> str:
     """One digest of a set of requests (order included): two runs with the same one asked for the same rollouts."""
     return _digest([r.digest for r in requests])

@@ -1,4 +1,4 @@
-"""Rules for the names that become file and folder names: checkpoints and recipes.
+"""Rules for the names that become file and folder names: checkpoints and recipes (and for an image reference).
 
 A checkpoint names ``references/<checkpoint>.yaml`` and ``runs/<recipe>/<checkpoint>``; a recipe names
 ``runs/<recipe>``. Every entry point (CLI flags, scorecards, reference files, ``Recipe.config``) checks them
@@ -15,6 +15,12 @@ from typing import Any
 
 CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RECIPE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag][@algorithm:hex]; a local image id
+# (sha256:<hex>) reads as a name and a tag
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])"
+IMAGE_REFERENCE = re.compile(rf"(?:{_HOST}(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::\w[\w.-]{{0,127}})?"
+                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?")
 # package names a new recipe cannot take, and why: each is the name of a folder that pinbench or a recipe package
 # already has, where a recipe of that name would be taken for it (or left out with it)
 RESERVED_PACKAGES = {
@@ -43,6 +49,15 @@ def recipe_name_problem(name: Any) -> str | None:
         return (f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words, "
                 "starting with a letter")
     return None
+
+
+def image_reference_problem(option: str, ref: str) -> str | None:
+    """Why ``ref``, given to ``option``, is no Docker image reference (one line), or None when it is one. Why: an
+    empty or spaced value reached the engine, which said so in its own words after the run had begun."""
+    if IMAGE_REFERENCE.fullmatch(ref):
+        return None
+    return (f"{option} {ref!r}: not an image reference (e.g. lab/model:1, registry.example:5000/lab/model@sha256:..."
+            " or a local image id sha256:...)")
 
 
 def recipe_package_problem(name: str) -> str | None:

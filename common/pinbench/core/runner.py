@@ -637,6 +637,7 @@ class _Judgement:
     reusable: SampleRecord | None
     failed: SampleRecord | None
     reason: str  # "" when reusable; "new" when nothing is stored; else the newest record's reason
+    refused: str = ""  # why the validator refused an ok record of these inputs and code ("generator changed")
 
 
 def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Implementation | None,
@@ -645,7 +646,7 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
     validates."""
     if not candidates:
         return _NEW
-    reason, failed = "new", None
+    reason, failed, refused = "new", None, ""
     for stored in candidates:
         record = _as_record(stored)
         if record is None:
@@ -659,11 +660,12 @@ def _judge(candidates: Sequence[Stored], task_hash: str, implementation: Impleme
             failed = failed or record
         elif not (passed := _passes(validate, record.result))[0]:
             why = passed[1]
+            refused = refused or why
         else:
             return _Judgement(record, failed, "")
         if reason == "new":
             reason = why
-    return _Judgement(None, failed, reason)
+    return _Judgement(None, failed, reason, refused)
 
 
 _NEW = _Judgement(None, None, "new")   # a task nothing is stored for (every task of a fresh run)
@@ -786,6 +788,7 @@ def run_samples(
 
     records: dict[str, SampleRecord | None] = {}
     pending: list[tuple[str, Task, str]] = []
+    refused: dict[str, str] = {}
     recomputed: dict[str, int] = {}
     cached: list[SampleRecord] = []
     for pos in positions:
@@ -800,11 +803,13 @@ def run_samples(
                 continue
         if judged.reusable is None:
             pending.append((sid, task, task_hash))
+            if judged.refused:
+                refused[sid] = judged.refused
             reason = UNREAD if judged.reason == "new" and sid in unread else judged.reason
             if reason != "new":
                 recomputed[reason] = recomputed.get(reason, 0) + 1
 
-    _replace_refused(samples_dir, contents, pending, implementation, own=own_log, every_log=shard is None,
+    _replace_refused(samples_dir, contents, pending, refused, implementation, own=own_log, every_log=shard is None,
                      label=label)
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}
@@ -956,13 +961,15 @@ def _same_task(contents: StoreContents, sample_id: str, input_hash: str,
 
 
 def _replace_refused(samples_dir: Path, contents: StoreContents, pending: Sequence[tuple[str, Task, str]],
-                     implementation: Implementation | None, *, own: str, every_log: bool, label: str) -> None:
+                     why: Mapping[str, str], implementation: Implementation | None, *, own: str, every_log: bool,
+                     label: str) -> None:
     """Move aside, before a pending task is computed again, the ok records of its inputs and code that were not
-    reused (the validator refused them: a generator changed, a rollout file changed), said on stderr: the new
+    reused (the validator refused them: a generator changed, a rollout file changed), said on stderr with ``why``
+    (by sample; before, the line said only "of the same inputs and code", as if nothing had changed): the new
     record replaces them on purpose, and beside them it would be a contradiction that leaves both unread
     (``pinbench.core.store.contradictions``). Unsharded, from every log; a shard, from its own."""
-    refused = [Unread(s.log, s.line, f"{s.where}: not reused, replaced by a new record of sample {sid!r} of the same "
-                                     "inputs and code", sid, SUPERSEDED)
+    refused = [Unread(s.log, s.line, f"{s.where}: not reused ({why.get(sid, 'unreadable record')}), replaced by a "
+                                     f"new record of sample {sid!r}", sid, SUPERSEDED)
                for sid, _, task_hash in pending for s in _same_task(contents, sid, task_hash, implementation)]
     said = [f"{label}: {line}" for line in move_aside(samples_dir, contents, refused, own=own, every_log=every_log)]
     for line in said[:5]:

@@ -47,7 +47,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
-from pinbench.core.files import FileError, loads_finite_json, read_data_file, write_atomic
+from pinbench.core.files import FileError, loads_finite_json, read_regular_bytes, write_atomic
 from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
@@ -713,7 +713,14 @@ def load_scorecard(path: Path | str) -> Scorecard:
     """Read and validate a scorecard (schema and counts, on its JSON); ScorecardError naming the file on any
     problem."""
     path = Path(path)
-    text = read_data_file(path, ScorecardError)
+    try:
+        text = read_regular_bytes(path).decode("utf-8")
+    except FileError as exc:   # missing, a folder, unreadable
+        raise ScorecardError(path, exc.reason) from None
+    except UnicodeDecodeError as exc:   # a video given where a run belongs said only "not UTF-8 text (byte 43)"
+        raise _not_a_scorecard(path, f"not UTF-8 text, byte {exc.start}") from None
+    if not text.lstrip().startswith("{"):   # markdown, a list, an empty file: no damaged scorecard either
+        raise _not_a_scorecard(path, "not a JSON object")
     try:
         card = loads_finite_json(text)
     except json.JSONDecodeError as exc:
@@ -726,6 +733,11 @@ def load_scorecard(path: Path | str) -> Scorecard:
         return Scorecard.from_json(card)
     except ValueError as exc:  # the schema admits it but the types do not: a bug here, said in one line
         raise ScorecardError(path, str(exc)) from None
+
+
+def _not_a_scorecard(path: Path, why: str) -> ScorecardError:
+    """A file that is no scorecard at all (a video given where a run belongs), said so rather than how it fails."""
+    return ScorecardError(path, f"not a scorecard ({why})")
 
 
 def run_derived(run_dir: Path, card: Scorecard, error: type[Exception] = ValueError) -> list[DerivedRecord]:

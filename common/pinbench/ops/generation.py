@@ -153,31 +153,39 @@ def factory_path(spec: str, recipe: Recipe | None) -> str:
                       "python:MODULE:FACTORY, or command:ARGV)")
 
 
+def generator_name(spec: str, target: str) -> str:
+    """How errors name a generator: as --generator said it, the factory it resolved to beside it when that differs
+    (they said ``pinbench.ops.generators:diffusers`` of a ``--generator diffusers``)."""
+    return spec if spec.removeprefix("python:") == target else f"{spec} ({target})"
+
+
 class FactoryRaised(RecipeError):
     """The factory's module or call raised: its traceback is on stderr (in a worker, the generator's log)."""
 
 
-def build(target: str, options: Mapping[str, str]) -> Generator:
-    """The generator a factory makes; RecipeError naming the factory when it cannot be made or is not one."""
-    module, _, name = target.partition(":")
+def build(target: str, options: Mapping[str, str], named: str | None = None) -> Generator:
+    """The generator a factory makes; RecipeError naming it (``named``, ``generator_name``; else the factory) when it
+    cannot be made or is not one."""
+    named = named or target
+    module, _, attribute = target.partition(":")
     try:
-        factory = getattr(importlib.import_module(module), name)
+        factory = getattr(importlib.import_module(module), attribute)
     except Exception as exc:   # the user's code: any failure is theirs, said in one line (where: in its log)
-        _traceback(f"importing generator {target} raised:")
-        raise FactoryRaised(f"generator {target}: {type(exc).__name__}: {exc}") from None
-    _check_options(target, factory, options)
+        _traceback(f"importing generator {named} raised:")
+        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}") from None
+    _check_options(named, factory, options)
     try:
         made = factory(**options)
     except Exception as exc:
-        _traceback(f"making generator {target} raised:")
-        raise FactoryRaised(f"generator {target}: {type(exc).__name__}: {exc}") from None
+        _traceback(f"making generator {named} raised:")
+        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}") from None
     if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
-        raise RecipeError(f"generator {target}: made a {type(made).__name__}, which lacks capabilities, "
+        raise RecipeError(f"generator {named}: made a {type(made).__name__}, which lacks capabilities, "
                           "signature() or generate(request, out)")
     return made
 
 
-def _check_options(target: str, factory: Any, options: Mapping[str, str]) -> None:
+def _check_options(generator: str, factory: Any, options: Mapping[str, str]) -> None:
     """The ``-g`` options against the factory's parameters, before it runs: a missing or unknown one named as an
     option (it was a TypeError about a Python call: ``__init__() missing 2 required positional arguments``)."""
     try:
@@ -193,7 +201,7 @@ def _check_options(target: str, factory: Any, options: Mapping[str, str]) -> Non
         takes = ", ".join(f"{n}=" if parameters[n].default is inspect.Parameter.empty else f"[{n}=]" for n in named)
         said = [f"give -g {', -g '.join(f'{n}=' for n in missing)}"] if missing else []
         said += [f"-g {', -g '.join(unknown)}: not its option{'s' if len(unknown) > 1 else ''}"] if unknown else []
-        raise RecipeError(f"generator {target}: {'; '.join(said)} (it takes {takes or 'no -g option'})")
+        raise RecipeError(f"generator {generator}: {'; '.join(said)} (it takes {takes or 'no -g option'})")
 
 
 # ------------------------------------------------------------------------------------------- the command form
@@ -360,8 +368,10 @@ def _kill(proc: subprocess.Popen) -> None:
 class Worker:
     """A Python generator in a child process, one request at a time, stopped and replaced past the time limit."""
 
-    def __init__(self, target: str, options: Mapping[str, str], log: Path, env: Mapping[str, str] | None = None):
+    def __init__(self, target: str, options: Mapping[str, str], log: Path, env: Mapping[str, str] | None = None,
+                 named: str | None = None):
         self.target, self.options, self.log, self.env = target, dict(options), log, dict(env or {})
+        self.named = named or target   # how its errors name it (``generator_name``)
         self._proc: subprocess.Popen | None = None
         self._reply: Any = None
         self._sink: _RedactedLog | None = None
@@ -372,7 +382,7 @@ class Worker:
         self._sink = _RedactedLog(self.log)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write)],
+                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), self.named],
                 stdin=subprocess.PIPE, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write,),
                 start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
@@ -437,7 +447,7 @@ class Worker:
             self._sink = None
 
 
-def serve(target: str, reply_fd: int) -> None:
+def serve(target: str, reply_fd: int, named: str) -> None:
     """The child's side: build the generator, say what it is, then generate each request read from stdin."""
     reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 
@@ -445,7 +455,7 @@ def serve(target: str, reply_fd: int) -> None:
         reply.write(json.dumps(message) + "\n")
         reply.flush()
     try:
-        generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")))
+        generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")), named)
         say({"signature": generator.signature().to_json(), "source": source_sha256(target, generator),
              "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
     except Exception as exc:   # the user's code: said in one line, then this child ends
@@ -572,8 +582,8 @@ class Generating:
                 maker.release()
                 argv = self.spec.command
                 target = None if argv is not None else factory_path(self.spec.spec, self.recipe)
-                on_device = _OnDevice(target, tuple(argv or ()), dict(self.spec.options), self.spec.timeout_s, store,
-                                      rollouts, signature, by_id)
+                on_device = _OnDevice(target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
+                                      self.spec.timeout_s, store, rollouts, signature, by_id)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
@@ -603,7 +613,8 @@ class Generating:
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
                          lambda request, out: _run_command(argv, request, out, timeout, log))
             return
-        worker = Worker(factory_path(self.spec.spec, self.recipe), self.spec.options, log)
+        target = factory_path(self.spec.spec, self.recipe)
+        worker = Worker(target, self.spec.options, log, named=generator_name(self.spec.spec, target))
         described = worker.start()
         try:
             caps = described["capabilities"]
@@ -643,6 +654,7 @@ class _OnDevice:
     form: started at its first request, its model loaded there) or each command, seeing only that GPU."""
 
     target: str | None   # the python form's factory; None: the command form
+    spec: str   # what --generator said
     argv: tuple[str, ...]
     options: Mapping[str, str]
     timeout_s: float
@@ -657,7 +669,7 @@ class _OnDevice:
             def make(request: Request, out: Path) -> None:
                 _run_command(self.argv, request, out, self.timeout_s, log, env)
         else:
-            worker = Worker(self.target, self.options, log, env)
+            worker = Worker(self.target, self.options, log, env, generator_name(self.spec, self.target))
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
@@ -971,11 +983,11 @@ def main(argv: Sequence[str]) -> None:
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         raise SystemExit(code)
-    if len(argv) != 2:
-        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD | --guard COMMAND...)")
+    if len(argv) != 3:
+        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD NAME | --guard COMMAND...)")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # what the generator prints goes to the log
-    serve(argv[0], int(argv[1]))
+    serve(argv[0], int(argv[1]), argv[2])
 
 
 if __name__ == "__main__":
