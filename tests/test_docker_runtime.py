@@ -467,20 +467,23 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     (work / "gen.sh").write_text("#!/bin/sh")
     (work / "latest").symlink_to(work / "ckpt")
     monkeypatch.chdir(work)
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="command:/usr/bin/env sh ./gen.sh {request} {out}",
+    (work / "extra.json").write_text("{}")
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out",
+                        generator="command:/usr/bin/env sh ./gen.sh --extra=./extra.json --out={out} {request} {out}",
                         generator_options={"weights": str(work / "latest"), "config": "./cfg.yaml", "model": "org/name",
                                            "steps": "4", "cfg": "cfg.yaml"}, env={})
     generate = _generate_call(recipe, cfg, client)
     argv = _argv(generate)
     assert command_argv(argv[argv.index("--generator") + 1]) == [
-        "/usr/bin/env", "sh", f"{work}/gen.sh", "{request}", "{out}"]
+        "/usr/bin/env", "sh", f"{work}/gen.sh", f"--extra={work}/extra.json", "--out={out}", "{request}", "{out}"]
     assert [argv[i + 1] for i, flag in enumerate(argv) if flag == "-g"] == [
         f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", "cfg=cfg.yaml"]
     volumes = generate["volumes"]
     assert volumes[str(work / "ckpt")] == {"bind": str(work / "latest"), "mode": "ro"}
     assert volumes[str(work / "cfg.yaml")] == {"bind": str(work / "cfg.yaml"), "mode": "ro"}
     assert volumes[str(work / "gen.sh")] == {"bind": str(work / "gen.sh"), "mode": "ro"}
-    assert len(volumes) == 5 and "/usr/bin/env" not in volumes   # and the cache and run directory
+    assert volumes[str(work / "extra.json")] == {"bind": str(work / "extra.json"), "mode": "ro"}   # --flag=PATH too
+    assert len(volumes) == 6 and "/usr/bin/env" not in volumes   # and the cache and run directory
 
 
 @pytest.mark.parametrize("value", ["{home}", "{home}/..", "/", "{home}/.cache", "{home}/hf", "{home}/hf/token"])

@@ -26,6 +26,7 @@ from pinbench.core.config import Implementation
 from pinbench.core.inputs import InputKey
 from pinbench.core.runner import (
     MISSING_ERROR,
+    NeverComputed,
     SampleFailed,
     SampleRecord,
     Shard,
@@ -703,6 +704,22 @@ def test_a_sample_failed_on_purpose_keeps_its_message_and_no_traceback(tmp_path:
     assert (records["s01"].error, records["s01"].traceback) == ("NoOutput: missing: no output for this sample", None)
     assert records["s02"].error == "KeyError: 'frames'" and "Traceback" in records["s02"].traceback
     assert load_records(tmp_path)["s01"].traceback is None
+
+
+def test_a_sample_never_computed_is_stored_as_its_stand_in(tmp_path: Path) -> None:
+    """NeverComputed (no run generated the sample's rollout, ``Run.compute``): stored as the merge's stand-in, so the
+    store alone counts it missing (``is_stand_in``, what pinbench status reads), not failed 'NeverComputed: ...'."""
+    from pinbench.core.scorecard import is_stand_in
+
+    def fn(task: Mapping) -> dict:
+        if task["x"] == 1:
+            raise NeverComputed("generation: no run stored s01.mp4 or a record of it")
+        return {"x": task["x"]}
+
+    run_samples(make_tasks(2), fn, tmp_path, progress=False)
+    stored = load_records(tmp_path)["s01"]
+    assert stored.error == f"{MISSING_ERROR} (generation: no run stored s01.mp4 or a record of it)"
+    assert is_stand_in(stored) and stored.traceback is None and stored.result is None
 
 
 RECORDS = [

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.core.deploy import DEFAULT_SCALE_OUT
 from pinbench.core.recipe import DeclarationError, get_recipe
+from pinbench.ops.generation import command_argv
 from pinbench.ops.submit import Request, SubmitError, plan, write_scripts
 
 runner = CliRunner()
@@ -270,6 +271,65 @@ def test_a_docker_submission_of_a_generator_the_image_lacks_is_refused(tmp_path:
     _plan(recipe, tmp_path, **{**fields, "container": "none"})
     for held in ("own", "static"):
         _plan(recipe, tmp_path, **{**fields, "generator": held})
+
+
+def _generating_toy(tmp_path: Path):
+    """The toy with a requests entry, laid out as MIND and RememBench are with --generator: generate, then score."""
+    layout = [{"name": "generate", "sharded": True, "flags": ["--skip-scoring"]},
+              {"name": "score", "flags": ["--skip-generation"]}]
+    return toy_recipe(tmp_path, requests="run:run_requests", generators={"own": "run:own"},
+                      scale_out_generator=layout)
+
+
+@pytest.mark.parametrize(("container", "image"), [("docker", f"sha256:{'e' * 64}"), ("pyxis", "nvcr.io#r/i@" + DIGEST),
+                                                  ("apptainer", "docker://r/i@" + DIGEST)])
+def test_files_a_generator_names_are_mounted_in_every_container_job(tmp_path: Path, container: str,
+                                                                   image: str) -> None:
+    """As ``pinbench run --runtime docker`` mounts them (docker_runtime.generator_files): in a job's container they
+    did not exist and generation failed deep inside. Relative ones absolute from submit's directory, read-only at
+    their own path, the same --generator text in every job (the scoring job compares it with the generating one's);
+    with --container none nothing is rewritten (the jobs run in that directory)."""
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "gen.sh").write_text("#!/bin/sh")
+    (tmp_path / "cfg.yaml").write_text("steps: 4")
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "generator": "command:sh ./gen.sh --cfg=cfg.yaml {request} {out}",
+              "generator_options": ["weights=./ckpt", "steps=4"]}
+    the_plan = _plan(_generating_toy(tmp_path), tmp_path, container=container, images=[image], **fields)
+    absolute = ["sh", f"{tmp_path}/gen.sh", "--cfg=cfg.yaml", "{request}", "{out}"]   # cfg.yaml: no '/', a value
+    for phase in the_plan.phases:
+        assert phase.job.mounts()[-2:] == [(str(tmp_path / "gen.sh"), str(tmp_path / "gen.sh"), True),
+                                           (str(tmp_path / "ckpt"), str(tmp_path / "ckpt"), True)]
+        argv = next(argv for argv in _commands(phase.text) if "pinbench" in argv)
+        inner = argv[argv.index("pinbench"):]
+        assert command_argv(_value(inner, "--generator")) == absolute
+        assert [inner[i + 1] for i, w in enumerate(inner) if w == "-g"] == [
+            f"weights={tmp_path}/ckpt", "steps=4"]
+        line = " ".join(argv[:argv.index("pinbench")])
+        assert f"{tmp_path}/gen.sh:{tmp_path}/gen.sh:ro" in line and f"{tmp_path}/ckpt:{tmp_path}/ckpt:ro" in line
+        subprocess.run(["bash", "-n"], input=phase.text, text=True, check=True)
+    for phase in _plan(_generating_toy(tmp_path), tmp_path, **fields).phases:
+        assert _value(_command(phase.text, "run"), "--generator") == fields["generator"]
+
+
+def test_a_generator_file_no_container_can_mount_is_refused_in_one_line(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ',' or ':' would split the mount list (pyxis, apptainer, docker --volume); the home folder or a secret is
+    never handed over, the hint naming submit's --image (it has no --generator-image)."""
+    (tmp_path / "a,b").mkdir()
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    recipe = _generating_toy(tmp_path)
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "generator": "python:my_model:make", "container": "apptainer",
+              "images": ["docker://r/i@" + DIGEST]}
+    with pytest.raises(SubmitError, match=r"^mounted path '.*a,b': a path mounted into a container may not contain"):
+        _plan(recipe, tmp_path, generator_options=[f"weights={tmp_path / 'a,b'}"], **fields)
+    with pytest.raises(SubmitError) as info:
+        _plan(recipe, tmp_path, generator_options=[f"cache={home / '.cache'}"], **fields)
+    assert str(info.value) == (f"-g cache: {home / '.cache'} is not mounted into the generator's container (it is or "
+                               "holds your home folder, a hidden folder of it or a secret); name the files it needs, "
+                               "or put them in --image")
+    assert not (tmp_path / "run").exists()
 
 
 def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ from pinbench.core.reference import (
 )
 from pinbench.core.runner import (
     BatchFn,
+    NeverComputed,
     Pending,
     RunSummary,
     SampleFn,
@@ -247,8 +248,8 @@ class Run:
         ``cache`` is a ``SampleCache`` that keeps those files too (the generation step's rollouts)."""
         if self.skips(part):
             return RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
-        if part == "scoring" and self.generation_failures and not devices:
-            fn = _NotGenerated(fn, self.generation_failures)
+        if part == "scoring" and (self.generation_failures or self.never_generated) and not devices:
+            fn = _NotGenerated(fn, self.generation_failures, self.never_generated)
         out = self.out_dir / folder
         samples = cache if isinstance(cache, SampleCache) else self.sample_cache(folder, part) if cache else None
         if devices and self.shard is None:  # its workers are parts of it, each settling only its own log
@@ -508,12 +509,17 @@ class NotGenerated(RuntimeError):
 
 
 class _NotGenerated:
-    """A scoring function that fails the samples whose rollouts were not generated, with why."""
+    """A scoring function that fails the samples whose rollouts were not generated, with why, and stores those no run
+    generated (``never``) as the stand-ins ``gather`` makes of them, never scored: the store alone then says they
+    count missing (``pinbench status`` before the gather writes samples.jsonl), as ``store`` stores them."""
 
-    def __init__(self, fn: SampleFn, failures: Mapping[str, str]) -> None:
-        self.fn, self.failures = fn, failures
+    def __init__(self, fn: SampleFn, failures: Mapping[str, str], never: Mapping[str, str]) -> None:
+        self.fn, self.failures, self.never = fn, failures, never
 
     def __call__(self, task: Task) -> Mapping[str, Any]:
+        never = self.never.get(task.sample_id)
+        if never is not None:
+            raise NeverComputed(never)
         why = self.failures.get(task.sample_id)
         if why is not None:
             raise NotGenerated(f"no rollout: {why}")

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MISSING_ERROR",
+    "NeverComputed",
     "RECORD_VERSION",
     "RunSummary",
     "SampleFailed",
@@ -594,6 +595,12 @@ class SampleFailed(Exception):
     of its samples this way (10,096 of a 10 % CameraBench run); any other exception keeps its traceback."""
 
 
+class NeverComputed(SampleFailed):
+    """Raised by a per-sample function for a sample there is nothing to compute from (no run generated its rollout),
+    the message saying why: its record is the one ``stand_in`` makes, so the store alone says it counts missing
+    (``pinbench status`` of a run in flight), as the scorecard counts it, not failed."""
+
+
 class Stale(ValueError):
     """Raised by a validator: this stored result may not be reused, for the reason given (the summary says it)."""
 
@@ -611,6 +618,8 @@ def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
 def _error_line(exc: BaseException) -> str:
     """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
     message = str(exc)
+    if isinstance(exc, NeverComputed):
+        return one_line(_missing_error([message]))
     return one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
 
 
@@ -1132,8 +1141,13 @@ def stand_in(sample_id: str, input_hash: str, implementation: Implementation | N
     """The record of a sample never computed (no shard stored it, no run generated its rollout): failed, its error
     ``MISSING_ERROR`` and why, so that it counts missing (``pinbench.core.scorecard.is_stand_in``) while it keeps its
     place in samples.jsonl."""
-    error = MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
-    return SampleRecord(sample_id, FAILED, None, error, input_hash, 0.0, implementation=implementation)
+    return SampleRecord(sample_id, FAILED, None, _missing_error(reasons), input_hash, 0.0,
+                        implementation=implementation)
+
+
+def _missing_error(reasons: Sequence[str]) -> str:
+    """A stand-in's error: ``MISSING_ERROR`` and why, the text ``is_stand_in`` reads."""
+    return MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
 def read_merged(path: Path | str) -> list[SampleRecord]:

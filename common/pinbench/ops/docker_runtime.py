@@ -184,18 +184,21 @@ def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], 
     return forwarded, mounts
 
 
-def generator_files(cfg: RunConfig) -> tuple[RunConfig, dict[Path, str]]:
-    """``cfg`` with the host files its ``--generator`` names (a ``-g`` value, a ``command:`` argument) made absolute,
-    and their read-only mounts at those paths, as path options are mounted: in the container they did not exist and
-    generation failed deep inside. Only a value with a ``/`` that names an existing file or folder outside the
-    system folders counts; anything else stays a value. RecipeError (one line) for a path whose mount would hand
-    the container ``/``, the home folder or one of its hidden folders, or a secret-named file."""
+def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str = "--generator-image"
+                    ) -> tuple[RunConfig, dict[Path, str]]:
+    """``cfg`` with the host files its ``--generator`` names (a ``-g`` value, a ``command:`` argument, or the value of
+    one written ``--flag=PATH``) made absolute (from ``cwd``, default this process's), and their read-only mounts at
+    those paths, as path options are mounted: in the container they did not exist and generation failed deep inside.
+    Only a value with a ``/`` that names an existing file or folder outside the system folders counts; anything else
+    stays a value. RecipeError (one line) for a path whose mount would hand the container ``/``, the home folder or
+    one of its hidden folders, or a secret-named file (``image_flag``: where the hint says to put them instead).
+    ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike."""
     if cfg.generator is None or cfg.skip_generation:
         return cfg, {}
     mounts: dict[Path, str] = {}
 
     def mounted(value: str, flag: str) -> str:
-        target = Path(os.path.abspath(value))   # a symlink keeps its name; the container cwd differs
+        target = Path(os.path.normpath(os.path.join(cwd or os.getcwd(), value)))   # a symlink keeps its name
         if "/" not in value or not target.exists() or any(target.is_relative_to(d) for d in _SYSTEM_DIRS):
             return value
         source, home = target.resolve(), Path.home().resolve()
@@ -204,14 +207,21 @@ def generator_files(cfg: RunConfig) -> tuple[RunConfig, dict[Path, str]]:
                 or source.is_dir() and any(is_secret_field(child.name) for child in source.iterdir())):
             raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it is or holds your "
                               "home folder, a hidden folder of it or a secret); name the files it needs, or put them "
-                              "in --generator-image")
+                              f"in {image_flag}")
         mounts[source] = f"{target}:ro"
         return str(target)
+
+    def argument(arg: str, flag: str) -> str:
+        """A ``command:`` argument, or of ``--flag=PATH`` (a ``-`` first, an ``=`` in it) the value after the ``=``."""
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-") and equals and "/" not in name:
+            return f"{name}={mounted(value, flag)}"
+        return mounted(arg, flag)
 
     generator = cfg.generator
     if generator.startswith("command:"):
         argv = command_argv(generator)
-        absolute = [mounted(arg, f"--generator {redact(generator)}") for arg in argv]
+        absolute = [argument(arg, f"--generator {redact(generator)}") for arg in argv]
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
     options = {key: mounted(value, f"-g {key}") for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts

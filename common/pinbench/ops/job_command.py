@@ -1,10 +1,10 @@
 """The command a cluster job runs for one phase of a run, as shell lines for its sbatch script.
 
 Four ways, chosen by ``pinbench submit --container``: ``none`` (this checkout's ``.venv``), ``docker``, ``pyxis``
-and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the run directory, cache and path
-options are mounted where ``--runtime docker`` mounts them, so the tasks hash the same paths and a run started one
-way resumes the other. A stage without network runs ``--offline``; ``HF_TOKEN`` is unset in every job whose stage
-does not fetch, so a token exported by Slurm never reaches scoring.
+and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the run directory, cache, path options
+and the files a ``--generator`` names are mounted where ``--runtime docker`` mounts them, so the tasks hash the same
+paths and a run started one way resumes the other. A stage without network runs ``--offline``; ``HF_TOKEN`` is
+unset in every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class PhaseJob:
     cache: Path
     gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
     skip_doctor: bool = False  # --skip-doctor: score the usable inputs, count each unusable one as a failed sample
+    generator_mounts: tuple[tuple[str, str], ...] = ()   # (host, container) of the files --generator names
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
@@ -108,11 +109,12 @@ class PhaseJob:
         return names + (["HF_TOKEN"] if self.stage.needs_token else [])
 
     def mounts(self) -> list[tuple[str, str, bool]]:
-        """(host, container, read_only) for the run directory, the cache and every path option."""
+        """(host, container, read_only) for the run directory, the cache, every path option and every file the
+        ``--generator`` names (at its own path, as ``pinbench run --runtime docker`` mounts it)."""
         found = [(str(self.cfg.out_dir), OUT_MOUNT, False), (str(self.cache), CACHE_MOUNT, False)]
         for name in sorted(self.path_options & set(self.options)):
             found.append((self.options[name], f"{INPUTS_MOUNT}/{name}", True))
-        return found
+        return found + [(host, target, True) for host, target in self.generator_mounts]
 
     def inputs(self) -> dict[str, str]:
         return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}

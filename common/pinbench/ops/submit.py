@@ -19,7 +19,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import foreign_generator, stages_for, user_options
+from pinbench.ops.docker_runtime import foreign_generator, generator_files, stages_for, user_options
 from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
@@ -198,6 +198,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
                           f"--image REF, an image holding pinbench, {recipe.name} and your generator (e.g. built FROM "
                           f"{recipe.image}; its id sha256:... or a digest), or --container none (the jobs run this "
                           "checkout's environment)")
+    configs, generator_mounts = _generator_files(configs, cwd) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
@@ -205,10 +206,12 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         options, path_options = _options_text(recipe, cfg, cwd)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
-                       path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor)
+                       path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor,
+                       generator_mounts=generator_mounts)
         if request.container != "none":
-            for host, _, _ in job.mounts():
-                _guard(check_mount_path, host, "mounted path")
+            for host, target, _ in job.mounts():
+                for path in (host, target):
+                    _guard(check_mount_path, path, "mounted path")
         lines = command_lines(job, request.container, pinbench=program, image=images.get(stage.name))
         # the submitting checkout's pinbench, outside any container: it reads the run directory and asks Slurm
         status = shell_line([*program, "status", str(cfg.out_dir)])
@@ -223,8 +226,6 @@ def doctor_findings(the_plan: Plan) -> list[Any]:
     every job fail its own doctor after it was scheduled (each array task, then the finish job), and a run the
     user meant to start anyway had no ``--skip-doctor`` to pass. Only with ``--container none``, whose jobs run
     this checkout's environment, so its checks are theirs; GPUs are the compute nodes', not checked here."""
-    from dataclasses import replace
-
     from pinbench.ops.doctor import diagnose
 
     request = the_plan.request
@@ -265,6 +266,23 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
+
+
+def _generator_files(configs: Sequence[RunConfig], cwd: Path) -> tuple[list[RunConfig], tuple[tuple[str, str], ...]]:
+    """Every phase's config with the host files its ``--generator`` names made absolute (from ``cwd``), and their
+    (host, container) read-only mounts: ``docker_runtime.generator_files``, as ``pinbench run --runtime docker``
+    mounts them. In a job's container they did not exist and generation failed deep inside. Every phase gets the same
+    ``--generator`` text (the scoring phase's ``--skip-generation`` compares it with the one that generated)."""
+    generating = next((cfg for cfg in configs if not cfg.skip_generation), None)
+    if generating is None:
+        return list(configs), ()
+    try:
+        absolute, mounts = generator_files(generating, cwd=cwd, image_flag="--image")
+    except RecipeError as exc:
+        raise SubmitError(str(exc)) from None
+    configs = [replace(cfg, generator=absolute.generator, generator_options=absolute.generator_options)
+               for cfg in configs]
+    return configs, tuple((str(host), spec.removesuffix(":ro")) for host, spec in mounts.items())
 
 
 def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, str], list[str]]:

@@ -344,6 +344,13 @@ def test_skip_generation_counts_a_continuation_no_run_generated_missing(asked: P
     assert (card["samples"]["n_failed"], card["samples"]["n_missing"]) == (0, 1)
     assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["missing"] == [LIMITED[2]]
     assert not [p for p in check_run(out).problems if "derived" in p]
+    # pinbench status from the store alone (the scoring run in flight, samples.jsonl not written yet): it said failed
+    from pinbench.ops.status import run_status
+
+    (out / "samples.jsonl").unlink()
+    status = run_status(out, ask_slurm=False)
+    assert status.counts == {"done": 2, "failed": 0, "missing": 1, "pending": 0}
+    assert [sid for shard in status.shards for sid, _ in shard.missing] == [LIMITED[2]]
 
 
 @pytest.mark.parametrize("flags", [{"generator": "replay"}, {"skip_generation": True}], ids=["generator", "skip"])

@@ -302,6 +302,9 @@ def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(
     assert "7 tasks: 4 done, 0 failed, 3 missing, 0 pending" in text and "failed samples:" not in text
     assert all(f"{sid} (shard 0/1): missing: no result from any shard (generation: no run stored " in text
                for sid in never), text
+    # from the store alone too (the scoring run in flight, samples.jsonl not written yet): they were 3 failed
+    (out / "samples.jsonl").unlink()
+    assert run_status(out, ask_slurm=False).counts == {"done": 4, "failed": 0, "missing": 3, "pending": 0}
     assert run(generator=RENDER, skip_scoring=True, shard=Shard.parse("1/2")).exit_code == 0
     assert run(skip_generation=True).exit_code == 0 and _card(out)["status"] == "complete"
     assert run_status(out, ask_slurm=False).counts == {"done": 7, "failed": 0, "missing": 0, "pending": 0}
