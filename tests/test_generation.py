@@ -118,6 +118,19 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert result.output.splitlines()[-1] == "1 of 3 rollout(s) are what their requests ask for"
     assert sum("no rollout" in line for line in result.output.splitlines()) == 2
+
+    # rollouts made elsewhere under a near name, or that no request names: each named, never passed over unsaid
+    write_video(folder / "T2V-001.mp4", np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    (folder / "extra").mkdir()
+    (folder / "extra" / "t2v-009.mp4").write_bytes(b"x")
+    (folder / "notes.txt").write_text("not a rollout")
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case or spaces " \
+           "(names are exact)" in lines
+    assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
+    assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
+    assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollout(s)")
     (tmp_path / "empty.jsonl").write_text("")
     for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
                        (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),

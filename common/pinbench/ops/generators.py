@@ -68,7 +68,9 @@ class Folder:
     def generate(self, request: Request, out: Path) -> None:
         source = self.root / request.output
         if not source.is_file():
-            raise FileNotFoundError(f"{source}: no rollout there (request {request.id} asks for {request.output})")
+            from pinbench.ops.generation import near_names
+
+            raise FileNotFoundError(f"{source}: no rollout there{near_names(source)} (request {request.id})")
         shutil.copyfile(source, out)
 
 
