@@ -83,23 +83,28 @@ def stage_file(pin: URLPin, source: Path) -> Path:
     return dest
 
 
-def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path]) -> dict[str, Path]:
-    """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache."""
+def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path],
+                        metrics: Sequence[str]) -> dict[str, Path]:
+    """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache for
+    ``metrics``: the LPIPS trunk always, the visual weights for ``visual``, DINOv3 for ``dino``."""
     found: dict[str, Path] = {}
-    for name in CACHE_PINS:
+    for name in (*cache_weights_read(metrics), "alexnet"):
         pin = pins.urls[name]
         found[name] = stage_file(pin, staged[name]) if name in staged else fetch_url(pin)
-    found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
+    if reads_dino(metrics):
+        found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
     return found
 
 
 def fetch(cfg: RunConfig) -> None:
-    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk."""
+    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk; with
+    ``-o metrics=`` only those the metrics read (``lcm``: the LPIPS trunk alone, no token, no CLIP copy)."""
     pins = recipe_pins()
     clip_file = cfg.options.clip_file
     staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
     try:
-        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)
+        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged,
+                                    metrics=cfg.options.metrics)
     except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnresolvedPinError) as exc:
         hint = ""
         if "clip_vit_l14" not in staged and "ViT-L-14" in str(exc):
