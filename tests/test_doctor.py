@@ -331,6 +331,10 @@ def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:
     (line,) = pin_problems(mind, "m", gt=str(tmp_path), videos=str(tmp_path))          # process.py: reads them
     assert line.startswith("huggingface.dinov3_vitb16.sha256[config.json]") and "urls.musiq_spaq.sha256" in line
     assert "geocalib" not in line                                 # baked into the image, not read from the cache
+    # lcm reads neither the visual weights nor DINOv3 (was: all four asked for, CLIP's URL dead)
+    assert pin_problems(mind, "m", gt=str(tmp_path), videos=str(tmp_path), metrics="lcm,action") == []
+    (line,) = pin_problems(mind, "m", gt=str(tmp_path), videos=str(tmp_path), metrics="lcm,dino")
+    assert line.startswith("huggingface.dinov3_vitb16") and "musiq" not in line
     dd = get_recipe("dynamic-degree")
     (line,) = pin_problems(dd, "m", videos=str(tmp_path))
     assert line.startswith("urls.raft_things.sha256 null")

@@ -265,6 +265,7 @@ class _OneLineError(ValueError):
     (None, "file not found"),
     (b"\xff{}", "not UTF-8 text (byte 0)"),
     (b'{"a": 1,\n "b": }', "invalid JSON at line 2, column 7: Expecting value"),
+    (b'{"a": "cut', "invalid JSON at line 1, column 7: Unterminated string starting"),   # was "... starting at"
     (b"[" * 100_000 + b"]" * 100_000, "invalid JSON: nested too deeply to parse"),
     (b'{"a": NaN}', "holds the non-finite number NaN; only finite numbers are allowed"),
 ])

@@ -24,6 +24,7 @@ import pytest
 from render_generator import MODES, Render
 from rollout_checks import checked_rollouts
 
+from pinbench.core.config import RecipeError
 from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.runner import load_records
@@ -117,6 +118,19 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert result.output.splitlines()[-1] == "1 of 3 rollout(s) are what their requests ask for"
     assert sum("no rollout" in line for line in result.output.splitlines()) == 2
+
+    # rollouts made elsewhere under a near name, or that no request names: each named, never passed over unsaid
+    write_video(folder / "T2V-001.mp4", np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    (folder / "extra").mkdir()
+    (folder / "extra" / "t2v-009.mp4").write_bytes(b"x")
+    (folder / "notes.txt").write_text("not a rollout")
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case or spaces " \
+           "(names are exact)" in lines
+    assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
+    assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
+    assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollout(s)")
     (tmp_path / "empty.jsonl").write_text("")
     for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
                        (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
@@ -1587,3 +1601,32 @@ def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_fo
                                       str(out)])
     assert result.exit_code == 2 and "generator.json is missing" in result.output, result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_copy(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """How a --fixture run (no -o videos) scores a folder of yours: ``folder`` copies each request's output from
+    it, keyed by the folder's digest, so a rollout replaced there is scored again (a command that copies from a
+    folder it names is keyed by its argv alone: the stored copy was reused, a silent stale number)."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    first = _run(tmp_path / "run", "folder", dir=str(mine))
+    assert first.exit_code == 0, first.message
+    scores = {s: r.result for s, r in load_records(tmp_path / "run" / "samples").items()}
+    assert scores == {s: r.result for s, r in load_records(tmp_path / "made" / "samples").items()}
+    capfd.readouterr()
+
+    shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "task_0000.mp4")   # the same shape, other frames
+    again = _run(tmp_path / "run", "folder", dir=str(mine))
+    assert again.exit_code == 0 and "4 recomputed: generator changed" in capfd.readouterr().err
+    stored = tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4"
+    assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
+
+    (mine / "edge" / "task_0002.mp4").unlink()
+    gone = _run(tmp_path / "run", "folder", dir=str(mine))
+    failures = (tmp_path / "run" / "failures.tsv").read_text()
+    assert gone.exit_code != 0 and f"{mine / 'edge' / 'task_0002.mp4'}: no rollout there" in failures
+    with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
+        _run(tmp_path / "other", "folder", dir=str(tmp_path / "absent"))

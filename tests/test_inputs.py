@@ -44,10 +44,11 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
     (tmp_path / "twin.mkv").write_bytes(b"2")
     (tmp_path / "notes.txt").write_text("not an input")
     (tmp_path / ".hidden.mp4").write_bytes(b"z")
+    (tmp_path / "more").symlink_to(tmp_path / "sub", target_is_directory=True)   # its videos: not silently dropped
     digests = InputDigests(tmp_path / ".run")
     tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=digests, make=DecodedTask,
                                             decoder="pyav")}
-    assert sorted(tasks) == ["folder.mp4", "gone.mp4", "good.mp4", "loop.mp4", "pipe.mp4", "sub/deep.MOV",
+    assert sorted(tasks) == ["folder.mp4", "gone.mp4", "good.mp4", "loop.mp4", "more", "pipe.mp4", "sub/deep.MOV",
                              "twin.mkv", "twin.mp4"]
     good = tasks["good.mp4"]
     assert (good.sample_id, good.input, good.decoder) == (
@@ -59,6 +60,7 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
     problems = {name: task.problem for name, task in tasks.items()}
     assert problems["gone.mp4"].startswith("dangling symlink") and problems["loop.mp4"].startswith("symlink loop")
     assert problems["folder.mp4"] == "a directory, not a file"
+    assert problems["more"].startswith("a symlink to a folder, not followed, so nothing under it is scored")
     assert problems["pipe.mp4"] == "not a regular file (a FIFO, socket or device)"
     assert "its sample id is 'twin', as for 'twin.mp4'" in problems["twin.mkv"]
     assert tasks["twin.mkv"].sample_id.startswith("bad-name-") and "input" not in tasks["twin.mkv"].to_json()

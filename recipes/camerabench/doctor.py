@@ -89,7 +89,7 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
     if failed:
         line += f"; {len(failed)} will fail with their Script 1 error (e.g. {failed[0]})"
     if missing:
-        line += f"; {len(missing)} have no row and will be missing (e.g. {missing[0]})"
+        line += f"; {len(missing)} have no row and will fail as missing (e.g. {missing[0]})"   # failed, not missing
     return [ok("inputs", line)]
 
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import json_error, write_atomic
 from pinbench.core.memory import cycle_collection_paused
 from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData, VqaPair, frozen_maker
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
@@ -180,7 +180,7 @@ def _load(path: Path, rows_key: str) -> tuple[dict[str, Any], list[dict[str, Any
     except (OSError, UnicodeDecodeError) as exc:
         raise ScoreFileError(f"{path}: unreadable: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise ScoreFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise ScoreFileError(f"{path}: {json_error(exc)}") from None
     if not isinstance(data, dict):
         raise ScoreFileError(f"{path}: expected a JSON object, got {type(data).__name__}")
     metadata = data.get("metadata") or {}

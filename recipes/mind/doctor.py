@@ -1,8 +1,9 @@
 """``pinbench doctor mind``: the layouts under ``-o gt`` and ``-o videos`` as the run's plan checks them, and the
 cached weights this run reads, and no others.
 
-``process.py`` reads the three files it would ``wget`` and the DINOv3 snapshot from the pinbench cache; the
-native cross-check reads the LPIPS AlexNet trunk. Importing a Result.json (``-o results=``) runs neither
+``process.py`` reads the three files it would ``wget`` from the pinbench cache for ``visual`` only, the DINOv3
+snapshot for ``dino`` only (``-o metrics=lcm`` reads neither); the native cross-check reads the LPIPS AlexNet
+trunk. Importing a Result.json (``-o results=``) runs neither
 ``process.py`` nor, without rollouts, the native blocks, so it reads no weight. ViPE's own downloads are baked
 into the image at build time (``weights.bake``), where their digests are checked, not in the cache.
 """
@@ -16,7 +17,7 @@ from pinbench.core.findings import Finding, ok, problem
 from pinbench.core.pins import Pins
 from pinbench.ops.doctor import WAY_ON_BAD_INPUT, pins_in_cache
 from pinbench_recipes.mind.layout import LayoutError
-from pinbench_recipes.mind.official import CACHE_WEIGHTS
+from pinbench_recipes.mind.official import cache_weights_read, reads_dino
 from pinbench_recipes.mind.plan import make_plan
 
 DINO_PIN = "dinov3_vitb16"
@@ -30,7 +31,8 @@ def pins_read(cfg: RunConfig) -> list[str]:
     options = cfg.options
     labels = []
     if options.results is None:
-        labels += [f"urls/{name}" for name in CACHE_WEIGHTS] + [f"huggingface/{DINO_PIN}"]
+        labels += [f"urls/{name}" for name in cache_weights_read(options.metrics)]
+        labels += [f"huggingface/{DINO_PIN}"] if reads_dino(options.metrics) else []
     if options.native and (options.videos is not None or cfg.generator is not None or cfg.skip_generation):
         labels.append(f"urls/{LPIPS_PIN}")
     return labels

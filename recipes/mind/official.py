@@ -56,6 +56,20 @@ CACHE_WEIGHTS = {
     "aesthetic_head": "vitl_model/sa_0_4_vit_l_14_linear.pth",
     "clip_vit_l14": "clip_model/ViT-L-14.pt",
 }
+
+
+def cache_weights_read(metrics: Sequence[str]) -> tuple[str, ...]:
+    """The CACHE_WEIGHTS process.py loads for ``metrics``: only ``visual`` loads MUSIQ, the LAION head and CLIP.
+    Its start-up pre-download tries all three whatever is asked, but prints and ignores a failure, so an
+    ``lcm`` or ``action`` run without them scores the same."""
+    return tuple(CACHE_WEIGHTS) if "visual" in metrics else ()
+
+
+def reads_dino(metrics: Sequence[str]) -> bool:
+    """process.py loads the DINOv3 snapshot (``--dino_path``) for ``dino`` only."""
+    return "dino" in metrics
+
+
 COMMIT_STAMP = ".pinbench-commit"       # written by the Dockerfile next to the MIND checkout
 DEFAULT_TIMEOUT_S = 24 * 3600           # WorldFoundry's bound; a hung pool never finishes on its own
 KILL_GRACE_S = 30
@@ -72,8 +86,8 @@ class Runtime:
 
     mind_dir: Path                 # CSU-JPG/MIND at the pin, ViPE submodule checked out in vipe/
     python: Path                   # the environment process.py and ViPE run in
-    dino_dir: Path                 # DINOv3 ViT-B/16 snapshot (HF format) passed as --dino_path
-    weights: Mapping[str, Path]    # CACHE_WEIGHTS name -> verified file
+    dino_dir: Path | None          # DINOv3 ViT-B/16 snapshot (HF format) passed as --dino_path; None: not read
+    weights: Mapping[str, Path]    # CACHE_WEIGHTS name -> verified file, those the metrics read
     torch_home: Path               # pre-warmed torch hub: LPIPS AlexNet, GeoCalib, SAM, AOT, VDA, GroundingDINO
     hf_home: Path                  # pre-warmed HF cache: UniDepthV2, bert-base-uncased
 
@@ -87,13 +101,14 @@ class Runtime:
                             f"{expected_commit} (use the recipe image, or set MIND_DIR)")
         for path, what in [(self.mind_dir / "src" / "process.py", "process.py"),
                            (self.mind_dir / "vipe" / "scripts" / "vipe_to_colmap.py", "ViPE checkout"),
-                           (self.python, "official Python"), (self.dino_dir / "config.json", "DINOv3 snapshot")]:
+                           (self.python, "official Python")]:
             if not path.is_file():
                 problems.append(f"{path}: {what} not found")
-        for name in CACHE_WEIGHTS:
-            path = self.weights.get(name)
-            if path is None or not path.is_file():
-                problems.append(f"{path or name}: staged weight {name!r} not found (`pinbench fetch mind`)")
+        if self.dino_dir is not None and not (self.dino_dir / "config.json").is_file():
+            problems.append(f"{self.dino_dir / 'config.json'}: DINOv3 snapshot not found")
+        for name, path in self.weights.items():
+            if not path.is_file():
+                problems.append(f"{path}: staged weight {name!r} not found (`pinbench fetch mind`)")
         if shutil.which("ffmpeg") is None:
             problems.append("ffmpeg: not on PATH (action.py crops videos with it)")
         return problems
@@ -240,8 +255,8 @@ def lay_out(work: WorkDir, samples: Sequence[Sample], *, metrics: Sequence[str],
             for video in sample.videos:
                 _link(video.path, work.test_root / key.perspective / key.test_type / key.path / video.name)
         planned.append(key.sample_id)
-    for name, relative in CACHE_WEIGHTS.items():
-        _link(runtime.weights[name], work.cache / relative)
+    for name, path in runtime.weights.items():
+        _link(path, work.cache / CACHE_WEIGHTS[name])
     work.cwd.mkdir(parents=True, exist_ok=True)
     (work.cwd / "vipe").symlink_to((runtime.mind_dir / "vipe").resolve())
     work.plan.write_text(json.dumps({"samples": {s: task_hashes[s] for s in planned},
@@ -270,8 +285,9 @@ def command(work: WorkDir, runtime: Runtime, *, metrics: Sequence[str], video_ma
     """(argv, env) of process.py for this work directory; secrets in ``parent_env`` are not passed on."""
     argv = [str(runtime.python), str(runtime.mind_dir / "src" / "process.py"),
             "--gt_root", str(work.gt_root), "--test_root", str(work.test_root),
-            "--dino_path", str(runtime.dino_dir), "--num_gpus", str(gpus),
-            "--metrics", ",".join(metrics), "--output", str(work.output)]
+            "--num_gpus", str(gpus), "--metrics", ",".join(metrics), "--output", str(work.output)]
+    if runtime.dino_dir is not None:
+        argv += ["--dino_path", str(runtime.dino_dir)]
     if video_max_time is not None:
         argv += ["--video_max_time", str(video_max_time)]
     env = {k: v for k, v in parent_env.items() if not any(part in k.upper() for part in _SECRET_PARTS)}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileError, read_data_file
+from pinbench.core.files import FileError, json_error, read_data_file
 from pinbench_recipes.mind.layout import MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
 
 
@@ -74,7 +74,7 @@ def load_result_file(path: Path) -> ResultFile:
     except json.JSONDecodeError as exc:
         ends_early = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         cut = " (cut short? process.py rewrites it in place while it runs)" if ends_early else ""
-        raise ResultFileError(path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{cut}") from None
+        raise ResultFileError(path, f"{json_error(exc)}{cut}") from None
     except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
         raise ResultFileError(path, "invalid JSON: nested too deeply to parse") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):

@@ -9,7 +9,7 @@ double in place of the GPU-only ``process.py``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -173,7 +173,7 @@ def _official(run: Run, pre: Plan, tasks: list[steps.SampleTask], result_file: R
                                       score=fixture_scorer(data, options.metrics, options.video_max_time),
                                       unscored=pending.unscored)
     elif pending.mine:
-        runtime = official_runtime(pins)
+        runtime = official_runtime(pins, options.metrics)
         official = steps.run_official(
             run.out_dir, pre, pending.mine, runtime=runtime,
             score=steps.process_py(runtime, metrics=options.metrics, video_max_time=options.video_max_time,
@@ -205,10 +205,11 @@ def _native(run: Run, pre: Plan, data: fixture.FixtureData | None, pins: Pins) -
             if rec.ok and rec.result is not None and "nothing" not in rec.result}
 
 
-def official_runtime(pins: Pins) -> Runtime:
-    """The image's official runtime, every staged weight located and verified, or one RecipeError line."""
+def official_runtime(pins: Pins, metrics: Sequence[str]) -> Runtime:
+    """The image's official runtime, every staged weight ``metrics`` read located and verified, or one
+    RecipeError line."""
     try:
-        runtime = runtime_from_env(pins)
+        runtime = runtime_from_env(pins, metrics)
     except (NotFetchedError, ChecksumError, UnresolvedPinError) as exc:
         raise RecipeError(f"official runtime: {exc}") from None
     problems = runtime.problems(pins.upstream["mind"].commit)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pinbench.core.config import RecipeError, RunConfig
@@ -36,7 +36,7 @@ from pinbench.ops.downloads import (
     verify_sha256,
 )
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for
-from pinbench_recipes.mind.official import Runtime
+from pinbench_recipes.mind.official import Runtime, cache_weights_read, reads_dino
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
 CACHE_PINS = ("musiq_spaq", "aesthetic_head", "clip_vit_l14", "alexnet")   # pinbench cache, fetch stage
@@ -83,23 +83,28 @@ def stage_file(pin: URLPin, source: Path) -> Path:
     return dest
 
 
-def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path]) -> dict[str, Path]:
-    """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache."""
+def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path],
+                        metrics: Sequence[str]) -> dict[str, Path]:
+    """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache for
+    ``metrics``: the LPIPS trunk always, the visual weights for ``visual``, DINOv3 for ``dino``."""
     found: dict[str, Path] = {}
-    for name in CACHE_PINS:
+    for name in (*cache_weights_read(metrics), "alexnet"):
         pin = pins.urls[name]
         found[name] = stage_file(pin, staged[name]) if name in staged else fetch_url(pin)
-    found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
+    if reads_dino(metrics):
+        found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
     return found
 
 
 def fetch(cfg: RunConfig) -> None:
-    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk."""
+    """``pinbench fetch mind``: DINOv3 (gated, HF_TOKEN), the files process.py would wget, the LPIPS trunk; with
+    ``-o metrics=`` only those the metrics read (``lcm``: the LPIPS trunk alone, no token, no CLIP copy)."""
     pins = recipe_pins()
     clip_file = cfg.options.clip_file
     staged = {"clip_vit_l14": Path(clip_file)} if clip_file else {}
     try:
-        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged)
+        found = fetch_cache_weights(pins, token=os.environ.get("HF_TOKEN"), staged=staged,
+                                    metrics=cfg.options.metrics)
     except (WeightsError, FetchError, ChecksumError, NotFetchedError, UnresolvedPinError) as exc:
         hint = ""
         if "clip_vit_l14" not in staged and "ViT-L-14" in str(exc):
@@ -109,12 +114,14 @@ def fetch(cfg: RunConfig) -> None:
         print(f"mind: {name} at {path}")
 
 
-def runtime_from_env(pins: Pins, env: Mapping[str, str] = os.environ) -> Runtime:
-    """The official runtime of the recipe image (or of MIND_* variables), every cache weight located offline."""
+def runtime_from_env(pins: Pins, metrics: Sequence[str], env: Mapping[str, str] = os.environ) -> Runtime:
+    """The official runtime of the recipe image (or of MIND_* variables), the cache weights ``metrics`` read
+    located offline (an ``lcm`` run needs none of them fetched)."""
     mind_dir = Path(env.get("MIND_DIR", "/opt/mind"))
-    weights = {name: locate(pins.urls[name]) for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14")}
+    weights = {name: locate(pins.urls[name]) for name in cache_weights_read(metrics)}
+    dino_dir = locate(pins.huggingface["dinov3_vitb16"]) if reads_dino(metrics) else None
     return Runtime(mind_dir=mind_dir, python=Path(env.get("MIND_PYTHON", "/opt/venv/bin/python")),
-                   dino_dir=locate(pins.huggingface["dinov3_vitb16"]), weights=weights,
+                   dino_dir=dino_dir, weights=weights,
                    torch_home=Path(env.get("MIND_TORCH_HOME", "/opt/mind-weights/torch")),
                    hf_home=Path(env.get("MIND_HF_HOME", "/opt/mind-weights/hf")))
 

@@ -252,6 +252,12 @@ def read_data_file(path: Path, error: type[Exception] = FileError) -> str:
         raise file_error(error, path, f"not UTF-8 text (byte {exc.start})") from None
 
 
+def json_error(exc: json.JSONDecodeError) -> str:
+    """``invalid JSON at line 19, column 7: Unterminated string starting``: where, and what the parser says (its
+    message ends in " at" where it meant to append the place: the line ended on a dangling "starting at")."""
+    return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg.removesuffix(' at')}"
+
+
 def read_json_file(path: Path, error: type[Exception] = FileError, *, parse: Callable[[str], Any] | None = None
                    ) -> Any:
     """The JSON value of a data file (``parse``: ``loads_json`` unless given, e.g. ``loads_finite_json``), or
@@ -264,7 +270,7 @@ def read_json_file(path: Path, error: type[Exception] = FileError, *, parse: Cal
     except _TooDeep as exc:
         raise file_error(error, path, f"invalid JSON: {exc.msg}") from None
     except json.JSONDecodeError as exc:
-        raise file_error(error, path, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise file_error(error, path, json_error(exc)) from None
     except ValueError as exc:
         raise file_error(error, path, str(exc)) from None
     if lone := lone_surrogate(text):

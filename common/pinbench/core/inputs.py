@@ -72,9 +72,10 @@ class InputFile:
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
     """Every entry under ``root`` named like an input (recursively, hidden ones skipped), by relative path.
 
-    Symlinked directories are not followed. RecipeError (one line) when ``root`` is absent or no directory (a file
-    or FIFO is named as what it is), a folder under it cannot be read, or nothing is named like an input; ``what``
-    names the inputs in those messages.
+    Symlinked directories are not followed: each is an entry that fails by name (its inputs would otherwise
+    vanish from the count without a word; under ``--runtime docker`` its target is not mounted). RecipeError (one
+    line) when ``root`` is absent or no directory (a file or FIFO is named as what it is), a folder under it cannot
+    be read, or nothing is named like an input; ``what`` names the inputs in those messages.
     """
     try:
         kind = not_a_folder(os.stat(root).st_mode)
@@ -92,9 +93,10 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
     for folder, dirs, files in os.walk(root, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in (*dirs, *files):
-            if name.startswith(".") or Path(name).suffix.lower() not in suffixes:
-                continue
             path = Path(folder) / name
+            linked_folder = name in dirs and path.is_symlink()   # not walked: its inputs would go unseen
+            if name.startswith(".") or (Path(name).suffix.lower() not in suffixes and not linked_folder):
+                continue
             found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
@@ -114,6 +116,9 @@ def entry_problem(path: Path) -> tuple[str, str] | tuple[None, None]:
             return "symlink loop (following the link never reaches a file)", "symlink loop"
         return f"cannot be read ({exc.strerror})", "unreadable"
     if path.is_dir():
+        if path.is_symlink():
+            return ("a symlink to a folder, not followed, so nothing under it is scored: copy or move its videos "
+                    "in, or score that folder on its own"), "folder"
         return "a directory, not a file", "folder"
     if not path.is_file():
         return "not a regular file (a FIFO, socket or device)", "special file"

@@ -73,7 +73,8 @@ from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
 ENTRY_POINTS = "pinbench.generators"
-SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers"}
+SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers",
+           "folder": "pinbench.ops.generators:folder"}
 DEFAULT_TIMEOUT_S = 3 * 3600.0
 GENERATOR_FILE = "generator.json"   # in the run's GENERATION folder: who made its stored rollouts
 FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 written as 23.976)
@@ -495,7 +496,8 @@ def check_rollout(request: Request, path: Path) -> list[str]:
     if path.is_symlink():
         return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
     if not path.exists():
-        return [f"{path}: no rollout (the generator wrote nothing there)"]
+        near = near_names(path)
+        return [f"{path}: no rollout{near}" if near else f"{path}: no rollout (the generator wrote nothing there)"]
     if not path.is_file():
         return [f"{path}: not a regular file"]
     try:
@@ -512,6 +514,30 @@ def check_rollout(request: Request, path: Path) -> list[str]:
     elif not is_valid_video(path, request.frames):
         problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
     return problems
+
+
+def _loose(name: str) -> str:
+    return "".join(name.split()).casefold()
+
+
+def near_names(path: Path) -> str:
+    """``; 'Video.mp4' beside it differs only in case or spaces (names are exact)`` for the names in ``path``'s
+    folder that differ from its name only so, else "": a rollout made elsewhere under a near name reads as none."""
+    try:
+        names = sorted(p.name for p in path.parent.iterdir())
+    except OSError:
+        return ""
+    near = [repr(n) for n in names if n != path.name and _loose(n) == _loose(path.name)]
+    verb = "differs" if len(near) == 1 else "differ"
+    return f"; {', '.join(near)} beside it {verb} only in case or spaces (names are exact)" if near else ""
+
+
+def unasked_files(folder: Path, asked: Sequence[Request], suffixes: Sequence[str]) -> list[Path]:
+    """Files under ``folder`` named like a rollout that no request names: never scored (a misnamed rollout, a
+    scene of another split); the check names them, since the run ignores them."""
+    wanted = {folder / r.output for r in asked}
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in suffixes and p not in wanted
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
 # ------------------------------------------------------------------------------------------- the step

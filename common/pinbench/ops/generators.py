@@ -8,6 +8,9 @@ family through ``diffusers``.
 * ``diffusers``: a text-to-video pipeline loaded with ``from_pretrained`` from a local folder whose files must hash
   to ``-g weights_sha256=`` (the folder's digest, ``tree_sha256``): nothing is downloaded, nothing unpinned is
   loaded. It honours one-prompt text-to-video requests and refuses any other before generating.
+* ``folder``: rollouts made elsewhere, copied from ``-g dir=DIR`` (each at its request's ``output``): how a run that
+  takes no ``-o videos`` (a ``--fixture`` run) scores a folder of yours. Its signature is the folder's
+  ``tree_sha256``, so a rollout replaced there is copied and scored again, never the stored one reused.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import hashlib
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,33 @@ class Static:
 
 def static() -> Static:
     return Static()
+
+
+class Folder:
+    """The ``folder`` generator (module docstring)."""
+
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def __init__(self, dir: str = "") -> None:  # noqa: A002 (the -g option's name)
+        self.root = Path(dir)
+        if not dir or not self.root.is_dir():
+            raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+
+    def signature(self) -> Signature:
+        return Signature(model="pinbench folder of rollouts made elsewhere", weights=f"sha256:{tree_sha256(self.root)}",
+                         settings={"dir": str(self.root.resolve())})
+
+    def generate(self, request: Request, out: Path) -> None:
+        source = self.root / request.output
+        if not source.is_file():
+            from pinbench.ops.generation import near_names
+
+            raise FileNotFoundError(f"{source}: no rollout there{near_names(source)} (request {request.id})")
+        shutil.copyfile(source, out)
+
+
+def folder(dir: str = "") -> Folder:  # noqa: A002 (the -g option's name)
+    return Folder(dir)
 
 
 def first_picture(request: Request) -> np.ndarray:

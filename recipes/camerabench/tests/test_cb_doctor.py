@@ -87,8 +87,9 @@ def test_script1_without_a_gpu_is_said_and_a_score_only_run_needs_none(pinned_fi
 
 def test_doctor_counts_the_samples_whose_row_has_an_error_and_those_without_a_row(pinned_fixture,
                                                                                tmp_path: Path) -> None:
-    """The score files' line says how many samples will fail with their Script 1 error and how many are missing,
-    each with an example, as the run will count them."""
+    """The score files' line says how many samples will fail with their Script 1 error and how many have no row,
+    each with an example, as the run will count them: both failed (it said "will be missing", and the scorecard
+    then counted them failed, 0 missing)."""
     import json
 
     data, scores = pinned_fixture
@@ -100,5 +101,5 @@ def test_doctor_counts_the_samples_whose_row_has_an_error_and_those_without_a_ro
     (line,) = [f.line for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data))
                if f.line.startswith("score files in")]
     assert line == (f"score files in {scores}: 15 of 17 samples scored; 1 will fail with their Script 1 error "
-                    "(e.g. binary__Pan_Left__a1.0.0); 1 have no row and will be missing "
+                    "(e.g. binary__Pan_Left__a1.0.0); 1 have no row and will fail as missing "
                     "(e.g. binary__Pan_Left__a2.0.0)")

@@ -47,8 +47,8 @@ def test_command_and_environment(tmp_path: Path, runtime: Runtime) -> None:
               "CUDA_VISIBLE_DEVICES": "0,1,2,3", "LANG": "C.UTF-8"}
     argv, env = command(work, runtime, metrics=["lcm", "gsc"], video_max_time=None, gpus=2, parent_env=parent)
     assert argv == [sys.executable, str(runtime.mind_dir / "src" / "process.py"), "--gt_root", str(work.gt_root),
-                    "--test_root", str(work.test_root), "--dino_path", str(runtime.dino_dir), "--num_gpus", "2",
-                    "--metrics", "lcm,gsc", "--output", str(work.output)]
+                    "--test_root", str(work.test_root), "--num_gpus", "2", "--metrics", "lcm,gsc",
+                    "--output", str(work.output), "--dino_path", str(runtime.dino_dir)]
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["MIND_CACHE_DIR"] == str(work.cache)
     assert env["PYTHONPATH"] == str(runtime.mind_dir / "src")
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)   # its `python` and `vipe`
@@ -135,6 +135,22 @@ def test_a_sweep_of_killed_staging_directories_waits_for_one_being_made(tmp_path
     assert not sweeper.is_alive() and (parent / "run-001" / "owner.json").is_file()
 
 
+def test_an_lcm_runtime_needs_no_visual_or_dino_weight(tmp_path: Path, runtime: Runtime) -> None:
+    """process.py loads MUSIQ, the LAION head and CLIP for ``visual`` only, DINOv3 for ``dino`` only (was: an
+    ``-o metrics=lcm`` run refused to start until all four were fetched, CLIP's URL dead)."""
+    from dataclasses import replace
+
+    from pinbench_recipes.mind.official import cache_weights_read, reads_dino
+
+    assert cache_weights_read(["lcm", "action"]) == () and not reads_dino(["lcm", "gsc"])
+    assert cache_weights_read(["visual"]) == tuple(CACHE_WEIGHTS) and reads_dino(["dino"])
+    lcm = replace(runtime, dino_dir=None, weights={})
+    assert [p for p in lcm.problems(PIN) if "ffmpeg" not in p] == []
+    work = new_work_dir(tmp_path / "official")
+    argv, _ = command(work, lcm, metrics=["lcm"], video_max_time=None, gpus=1, parent_env={})
+    assert "--dino_path" not in argv
+
+
 def test_runtime_problems_name_each_missing_piece(runtime: Runtime) -> None:
     assert [p for p in runtime.problems(PIN) if "ffmpeg" not in p] == []
     (runtime.mind_dir / COMMIT_STAMP).write_text("0" * 40)
@@ -217,7 +233,7 @@ def test_official_run_on_the_fixture_in_the_recipe_image(tmp_path: Path) -> None
     data = build_fixture(tmp_path / "fixture")
     pre = make_plan(data.gt_root, data.generated_root, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok, pre.problems
-    runtime = runtime_from_env(recipe_pins())  # the cache must hold `pinbench fetch mind`
+    runtime = runtime_from_env(recipe_pins(), ALL_METRICS)  # the cache must hold `pinbench fetch mind`
     assert runtime.problems(PIN) == []
     work = new_work_dir(tmp_path / "official")
     lay_out(work, pre.samples, metrics=ALL_METRICS, runtime=runtime,

@@ -105,3 +105,20 @@ def test_the_digests_pins_yaml_leaves_null_are_this_machines_resolved_ones(tmp_p
     assert pins.urls["musiq_spaq"].sha256 == digest
     assert pins_for_provenance(pins)["resolved_at_run_time"]["urls.musiq_spaq.sha256"]["value"] == digest
     assert pins.urls["clip_vit_l14"].sha256 == recipe_pins().urls["clip_vit_l14"].sha256   # pinned ones stay
+
+
+def test_fetch_takes_only_the_weights_the_metrics_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pinbench fetch mind -o metrics=lcm`` fetches the LPIPS trunk alone: no HF token for the gated DINOv3, no
+    copy of CLIP (its URL is dead), neither of which an lcm run reads (was: every weight, so the doctor's "run
+    `pinbench fetch mind`" stopped an lcm user at the token and the CLIP file)."""
+    from pinbench_recipes.mind import weights
+
+    fetched: list[str] = []
+    monkeypatch.setattr(weights, "fetch_url", lambda pin: fetched.append(pin.filename) or Path(pin.filename))
+    monkeypatch.setattr(weights, "fetch_hf", lambda pin, token: fetched.append("dinov3") or Path("dinov3"))
+    pins = recipe_pins()
+    assert sorted(weights.fetch_cache_weights(pins, token=None, staged={}, metrics=["lcm", "action"])) == ["alexnet"]
+    assert fetched == [pins.urls["alexnet"].filename]
+    fetched.clear()
+    every = weights.fetch_cache_weights(pins, token=None, staged={}, metrics=["lcm", "visual", "dino"])
+    assert sorted(every) == sorted([*CACHE_PINS, "dinov3_vitb16"]) and len(fetched) == 5
