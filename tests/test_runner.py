@@ -39,6 +39,7 @@ from pinbench.core.runner import (
     read_merged,
     run_samples,
 )
+from pinbench.core.shard_manifest import read_manifests
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.core.task import Task
 
@@ -708,15 +709,21 @@ def test_a_sample_failed_on_purpose_keeps_its_message_and_no_traceback(tmp_path:
 
 def test_a_sample_never_computed_is_stored_as_its_stand_in(tmp_path: Path) -> None:
     """NeverComputed (no run generated the sample's rollout, ``Run.compute``): stored as the merge's stand-in, so the
-    store alone counts it missing (``is_stand_in``, what pinbench status reads), not failed 'NeverComputed: ...'."""
+    store alone counts it missing (``is_stand_in``, what pinbench status reads), not failed 'NeverComputed: ...'; the
+    summary counts it missing too (it said 1 failed), beside a sample that did fail."""
     from pinbench.core.scorecard import is_stand_in
 
     def fn(task: Mapping) -> dict:
         if task["x"] == 1:
             raise NeverComputed("generation: no run stored s01.mp4 or a record of it")
+        if task["x"] == 2:
+            raise ValueError("bad")
         return {"x": task["x"]}
 
-    run_samples(make_tasks(2), fn, tmp_path, progress=False)
+    summary = run_samples(make_tasks(3), fn, tmp_path, progress=False)
+    assert (summary.n_done, summary.n_failed, summary.n_missing, summary.ok) == (1, 1, 1, False)
+    assert read_manifests(tmp_path)[0].summary == {"total": 3, "done": 1, "reused": 0, "failed": 1,
+                                                                  "missing": 1}
     stored = load_records(tmp_path)["s01"]
     assert stored.error == f"{MISSING_ERROR} (generation: no run stored s01.mp4 or a record of it)"
     assert is_stand_in(stored) and stored.traceback is None and stored.result is None

@@ -68,6 +68,7 @@ from pinbench.core.runner import (
     StepLog,
     Validator,
     holds_records,
+    lost_text,
     merge_samples,
     pending_tasks,
     recomputed_text,
@@ -381,7 +382,7 @@ class Run:
             failed = summary.failed_ids
             who = f"shard {self.shard} of {self.recipe.name}" if self.shard is not None else self.recipe.name
             message = (f"{who}: {summary.n_total} samples: {summary.n_done} done, {summary.n_reused} reused, "
-                       f"{summary.n_failed} failed"
+                       f"{lost_text(summary.n_failed, summary.n_missing)}"
                        + (f" ({', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''})" if failed else "")
                        + f"; {stop.why}")
             print(message, flush=True)
@@ -635,12 +636,14 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
             recomputed[reason] = recomputed.get(reason, 0) + count
     summary = RunSummary(n_total=len(mine), n_done=sum(p.n_done for p in parts),
                          n_reused=sum(p.n_reused for p in parts), n_failed=sum(p.n_failed for p in parts),
+                         n_missing=sum(p.n_missing for p in parts),
                          records={sid: records[sid] for sid in mine}, recomputed=recomputed,
                          n_cached=sum(p.n_cached for p in parts))
     # each part says its own counts (the first with its progress); the step's are these, of every device
     from_cache = f" ({summary.n_cached} from the sample cache)" if summary.n_cached else ""   # as one part says it
     said = (f"{label}: {summary.n_total} samples on {len(devices)} devices: {summary.n_done} done, "
-            f"{summary.n_reused} reused{from_cache}, {summary.n_failed} failed in {time.perf_counter() - started:.1f}s")
+            f"{summary.n_reused} reused{from_cache}, {lost_text(summary.n_failed, summary.n_missing)} in "
+            f"{time.perf_counter() - started:.1f}s")
     print(said + (f"; {recomputed_text(recomputed)}" if recomputed else ""), file=sys.stderr, flush=True)
     return summary
 

@@ -361,19 +361,20 @@ _NAMED: tuple[Implementation | None, str] = (None, "")   # the implementation na
 
 @dataclass
 class RunSummary:
-    """What one ``run_samples`` call did. done + reused + failed == total (the tasks of this shard)."""
+    """What one ``run_samples`` call did. done + reused + failed + missing == total (the tasks of this shard)."""
 
     n_total: int
     n_done: int  # computed successfully in this run
     n_reused: int  # valid stored results, not recomputed
     n_failed: int  # computed in this run and failed
+    n_missing: int = 0  # nothing to compute them from (``NeverComputed``): missing, as the scorecard counts them
     records: dict[str, SampleRecord] = field(default_factory=dict)  # in task order
     recomputed: dict[str, int] = field(default_factory=dict)  # why stored records were not reused, with counts
     n_cached: int = 0  # of the reused, how many came from the sample cache (another run directory's)
 
     @property
     def ok(self) -> bool:
-        return self.n_failed == 0
+        return self.n_failed == self.n_missing == 0
 
     def covers(self, tasks: Sequence[Task]) -> bool:
         """Whether this summary holds a record of every task, in task order (an unsharded run over them)."""
@@ -820,8 +821,10 @@ def run_samples(
 
     _replace_refused(samples_dir, contents, pending, refused, implementation, own=own_log, every_log=shard is None,
                      label=label)
+    from pinbench.core.scorecard import is_stand_in  # here: the scorecard module reads this one's records
+
     n_reused = len(records) - len(pending)
-    counts = {"done": 0, "failed": 0}
+    counts = {"done": 0, "failed": 0}   # and "missing" once a stand-in is stored: the bar shows it only then
     started = time.perf_counter()
     plain = progress and not console.is_terminal  # CI and container logs: a line every 30 s instead of a bar
     shown = Progress(label, len(pending), unit="computed", counters=("done", "reused", "failed"), console=console,
@@ -838,15 +841,17 @@ def run_samples(
             if cache is not None and record.ok and record.seconds >= cache.min_seconds:
                 cache.put(task_hash, record.to_bytes())
             records[record.sample_id] = record
-            counts["done" if record.ok else "failed"] += 1
+            outcome = "done" if record.ok else "missing" if is_stand_in(record) else "failed"
+            counts[outcome] = counts.get(outcome, 0) + 1
             if time.monotonic() - shown_at >= _SHOWN_S:   # the bar moves 20 times a second at most
-                shown.update(counts["done"] + counts["failed"], **counts)
+                shown.update(sum(counts.values()), **counts)
                 shown_at = time.monotonic()
-        shown.update(counts["done"] + counts["failed"], **counts)
+        shown.update(sum(counts.values()), **counts)
 
     from_cache = f" ({len(cached)} from the sample cache)" if cached else ""
+    n_missing = counts.pop("missing", 0)
     summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused{from_cache}, "
-               f"{counts['failed']} failed in {time.perf_counter() - started:.1f}s")
+               f"{lost_text(counts['failed'], n_missing)} in {time.perf_counter() - started:.1f}s")
     if recomputed:
         summary += f"; {recomputed_text(recomputed)}"
     if plain or (progress and (recomputed or cached)):
@@ -854,16 +859,26 @@ def run_samples(
     log.info(summary)
     final = cast(dict[str, SampleRecord], records)   # every placeholder filled by now (no copy: 112k entries at 10x)
     write_manifest(**manifest, summary={"total": len(final), "done": counts["done"], "reused": n_reused,
-                                        "failed": counts["failed"]})
+                                        "failed": counts["failed"], **({"missing": n_missing} if n_missing else {})})
     return RunSummary(
         n_total=len(final),
         n_done=counts["done"],
         n_reused=n_reused,
         n_failed=counts["failed"],
+        n_missing=n_missing,
         records=final,
         recomputed=recomputed,
         n_cached=len(cached),
     )
+
+
+def lost_text(n_failed: int, n_missing: int) -> str:
+    """``"3 failed"``, ``"3 missing (no run generated their rollouts)"`` or both: a step's samples not computed.
+
+    Why: a sample with nothing to compute from (``NeverComputed``) counts missing in the scorecard, ``pinbench
+    check`` and ``pinbench status``; the step's own line must not call it failed."""
+    missing = f"{n_missing} missing (no run generated their rollouts)" if n_missing else ""
+    return ", ".join(part for part in (f"{n_failed} failed" if n_failed or not n_missing else "", missing) if part)
 
 
 def recomputed_text(recomputed: Mapping[str, int]) -> str:
@@ -951,13 +966,16 @@ class StepLog:
         unrecorded = sorted(self._mine - self.records.keys())
         if unrecorded:
             raise ValueError(f"{len(unrecorded)} sample(s) of this shard never recorded (e.g. {unrecorded[0]!r})")
-        failed = sum(not r.ok for r in self.records.values())
+        from pinbench.core.scorecard import is_stand_in  # here: the scorecard module reads this one's records
+
+        missing = sum(is_stand_in(r) for r in self.records.values())
+        failed = sum(not r.ok for r in self.records.values()) - missing
         reused = len(self._reused)
-        done = len(self.records) - failed - reused
+        done = len(self.records) - failed - missing - reused
         write_manifest(**self._manifest, summary={"total": len(self.records), "done": done, "reused": reused,
-                                                  "failed": failed})
+                                                  "failed": failed, **({"missing": missing} if missing else {})})
         return RunSummary(n_total=len(self.records), n_done=done, n_reused=reused, n_failed=failed,
-                          records=dict(self.records))
+                          n_missing=missing, records=dict(self.records))
 
 
 def _same_task(contents: StoreContents, sample_id: str, input_hash: str,

@@ -270,12 +270,14 @@ def test_skip_generation_scores_the_stored_rollouts_without_the_generator_and_na
                                    f"s02-tr180/rollout.mp4 under {out / 'rollouts'}"}   # was: 'under -o videos'
 
 
-def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(asked: Path, tmp_path: Path) -> None:
+def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(asked: Path, tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture) -> None:
     """The scoring job after a generation array one of whose tasks never ran (a failed Slurm task, as submit lays
     MIND and RememBench out with --generator): that shard's samples counted failed ('rollout not found'), charged to
     the model; never computed, they count missing, as a merge counts a never-run shard's, and the run is partial
     (exit 2); ``pinbench status`` counts and lists them missing with the scorecard's reason (it said '3 failed',
-    'rollout not found'). Once that shard generates, the same scoring run completes."""
+    'rollout not found'), and so does the scoring step's own line (it said '3 failed' after the scorecard's fix).
+    Once that shard generates, the same scoring run completes."""
     out = tmp_path / "run"
     shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
     recipe = get_recipe("remembench")
@@ -287,7 +289,10 @@ def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(
     never = sorted(r.id for r in read_requests(out / "generation" / "requests.jsonl")
                    if not (out / "rollouts" / r.output).exists())
     assert len(never) == 3
+    capsys.readouterr()
     assert run(skip_generation=True).exit_code == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if " samples: " in line]
+    assert len(said) == 1 and "7 samples: 4 done, 0 reused, 3 missing (no run generated their rollouts) in " in said[0]
     card = _card(out)
     assert card["status"] == "partial" and (card["samples"]["n_ok"], card["samples"]["n_failed"],
                                             card["samples"]["n_missing"]) == (4, 0, 3)
