@@ -75,6 +75,9 @@ from pinbench.core.task import Task
 ENTRY_POINTS = "pinbench.generators"
 SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers",
            "folder": "pinbench.ops.generators:folder"}
+# shipped generators that need nothing beyond pinbench, so every recipe image holds them (``--runtime docker`` runs
+# them there); not ``diffusers``: no recipe's requirements.lock has its package
+IN_EVERY_IMAGE = frozenset({"static", "folder"})
 DEFAULT_TIMEOUT_S = 3 * 3600.0
 GENERATOR_FILE = "generator.json"   # in the run's GENERATION folder: who made its stored rollouts
 FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 written as 23.976)
