@@ -437,6 +437,26 @@ def test_a_generator_the_images_hold_runs_there_and_reaches_the_run(client: Fake
     assert call["image"] == "pinbench/toy-bench:2.0.0" and _argv(call)[-2:] == ["--generator", generator]
 
 
+def test_the_folder_generator_runs_in_the_recipes_image_with_its_folder_mounted(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was refused as a generator whose code the image lacks: it is pinbench's own, in every recipe image; its
+    ``-g dir=`` (relative here) reaches the container absolute and mounted read-only. ``diffusers`` is still refused:
+    no recipe image holds its package."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    (tmp_path / "made").mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, generator="folder",
+                        generator_options={"dir": "./made"}, env={})
+    assert _run(recipe, cfg, client)[0] == 0
+    (call,) = client.run_calls
+    assert call["image"] == "pinbench/toy-bench:2.0.0"
+    assert _argv(call)[-4:] == ["--generator", "folder", "-g", f"dir={tmp_path}/made"]
+    assert call["volumes"][str(tmp_path / "made")] == {"bind": str(tmp_path / "made"), "mode": "ro"}
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out2", fixture=True, generator="diffusers", env={})
+    with pytest.raises(RecipeError, match="^--generator diffusers under --runtime docker .* holds none of its code"):
+        _run(recipe, cfg, client)
+
+
 def test_a_generator_image_without_generation_is_refused(client: FakeDockerClient, tmp_path: Path) -> None:
     recipe = _generating(tmp_path, client, ONE_STAGE)
     for cfg, why in ((recipe.config("Toy", out_dir=tmp_path / "out", env={}), "has no --generator"),

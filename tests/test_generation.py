@@ -27,6 +27,7 @@ from rollout_checks import checked_rollouts
 from pinbench.core.config import RecipeError
 from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
 from pinbench.core.recipe import get_recipe
+from pinbench.core.run import RunOutcome
 from pinbench.core.runner import load_records
 from pinbench.ops.launch import run_recipe
 
@@ -527,6 +528,29 @@ def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rol
         f"({out / 'generation' / 'generator.json'}); drop --generator to score those, or --skip-generation to "
         "generate with it")
     assert CliRunner().invoke(app, [*args, "static"]).exit_code == 0
+
+
+def test_skip_generation_takes_a_command_with_relative_paths_for_the_absolute_one_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--runtime docker`` stores a ``command:`` with its paths absolute (generator_files), so a later scoring run
+    giving the same ``./helpers/render_generator.py`` was refused as another generator; a file elsewhere still is."""
+    work = tmp_path / "work"
+    shutil.copytree(HELPERS, work / "helpers")
+    (tmp_path / "other" / "helpers").mkdir(parents=True)
+    shutil.copy(HELPERS / "render_generator.py", tmp_path / "other" / "helpers")
+    out, tail = tmp_path / "run", " --request {request} --out {out}"
+    assert _run(out, f"command:{sys.executable} {work}/helpers/render_generator.py{tail}").exit_code == 0
+
+    def scoring() -> RunOutcome:
+        return run_recipe(get_recipe("paibench-c").config(
+            fixture=True, out_dir=out, offline=True, options={"modalities": "edge"}, skip_generation=True, env={},
+            generator=f"command:{sys.executable} ./helpers/render_generator.py{tail}"))
+
+    monkeypatch.chdir(work)
+    assert scoring().exit_code == 0
+    monkeypatch.chdir(tmp_path / "other")
+    with pytest.raises(RecipeError, match="the rollouts --skip-generation scores were made by command:"):
+        scoring()
 
 
 def test_skip_generation_with_move_aside_is_refused_before_anything_moves(

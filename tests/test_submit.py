@@ -269,7 +269,9 @@ def test_a_docker_submission_of_a_generator_the_image_lacks_is_refused(tmp_path:
     assert "give --image REF" in message and "--container none" in message and not (tmp_path / "run").exists()
     _plan(recipe, tmp_path, **{**fields, "images": [f"sha256:{'e' * 64}"]})   # an image of the user's
     _plan(recipe, tmp_path, **{**fields, "container": "none"})
-    for held in ("own", "static"):
+    with pytest.raises(SubmitError, match="^--generator diffusers with --container docker"):   # its package: in none
+        _plan(recipe, tmp_path, **{**fields, "generator": "diffusers"})
+    for held in ("own", "static", "folder"):
         _plan(recipe, tmp_path, **{**fields, "generator": held})
 
 

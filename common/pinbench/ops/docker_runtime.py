@@ -43,7 +43,7 @@ from pinbench.ops.docker_engine import (
     running_in,
 )
 from pinbench.ops.export import export_recipe
-from pinbench.ops.generation import command_argv
+from pinbench.ops.generation import IN_EVERY_IMAGE, command_argv, command_paths
 
 CACHE_MOUNT = "/cache"
 OUT_MOUNT = "/runs/out"
@@ -211,17 +211,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         mounts[source] = f"{target}:ro"
         return str(target)
 
-    def argument(arg: str, flag: str) -> str:
-        """A ``command:`` argument, or of ``--flag=PATH`` (a ``-`` first, an ``=`` in it) the value after the ``=``."""
-        name, equals, value = arg.partition("=")
-        if arg.startswith("-") and equals and "/" not in name:
-            return f"{name}={mounted(value, flag)}"
-        return mounted(arg, flag)
-
     generator = cfg.generator
     if generator.startswith("command:"):
         argv = command_argv(generator)
-        absolute = [argument(arg, f"--generator {redact(generator)}") for arg in argv]
+        absolute = command_paths(argv, lambda value: mounted(value, f"--generator {redact(generator)}"))
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
     options = {key: mounted(value, f"-g {key}") for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts
@@ -331,10 +324,11 @@ def generation_image_problem(recipe: Recipe, cfg: RunConfig, generator_image: st
 
 def foreign_generator(recipe: Recipe, cfg: RunConfig) -> bool:
     """Whether this run generates with a ``--generator`` the recipe's images do not hold: any but the recipe's own
-    and pinbench's model-free ``static``. In the recipe's image it lacks the user's code and dependencies and failed
-    deep inside (or, its flag dropped, the run scored other rollouts under its name)."""
+    and pinbench's that need nothing else (``IN_EVERY_IMAGE``; ``folder``'s ``-g dir=`` is mounted, generator_files).
+    In the recipe's image it lacks the user's code and dependencies and failed deep inside (or, its flag dropped, the
+    run scored other rollouts under its name)."""
     return not (cfg.generator is None or cfg.skip_generation or cfg.generator in recipe.generators
-                or cfg.generator == "static")
+                or cfg.generator in IN_EVERY_IMAGE)
 
 
 def container_user(caller: tuple[int, int], image: str, image_user: str) -> str:

@@ -75,6 +75,9 @@ from pinbench.core.task import Task
 ENTRY_POINTS = "pinbench.generators"
 SHIPPED = {"static": "pinbench.ops.generators:static", "diffusers": "pinbench.ops.generators:diffusers",
            "folder": "pinbench.ops.generators:folder"}
+# shipped generators that need nothing beyond pinbench, so every recipe image holds them (``--runtime docker`` runs
+# them there); not ``diffusers``: no recipe's requirements.lock has its package
+IN_EVERY_IMAGE = frozenset({"static", "folder"})
 DEFAULT_TIMEOUT_S = 3 * 3600.0
 GENERATOR_FILE = "generator.json"   # in the run's GENERATION folder: who made its stored rollouts
 FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 written as 23.976)
@@ -130,6 +133,27 @@ def command_argv(spec: str) -> list[str]:
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
     return argv
+
+
+def command_paths(argv: Sequence[str], path: Callable[[str], str]) -> list[str]:
+    """``argv`` with ``path`` applied where a command names its files: each argument, or of one written
+    ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``."""
+    def one(arg: str) -> str:
+        name, equals, value = arg.partition("=")
+        return f"{name}={path(value)}" if arg.startswith("-") and equals and "/" not in name else path(arg)
+    return [one(arg) for arg in argv]
+
+
+def same_generator(stored: str, given: str) -> bool:
+    """Whether ``--generator`` texts name one generator: a ``command:``'s relative paths that name a file here count
+    as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` given later
+    is the ``/abs/gen.sh`` a container stored."""
+    def absolute(value: str) -> str:
+        return os.path.abspath(value) if "/" in value and os.path.exists(value) else value
+
+    def identity(spec: str) -> str | list[str]:
+        return command_paths(command_argv(spec), absolute) if spec.startswith("command:") else spec
+    return stored == given or identity(stored) == identity(given)
 
 
 def factory_path(spec: str, recipe: Recipe | None) -> str:
@@ -558,7 +582,8 @@ class Generating:
             # no generator of its own to name: refused before anything is written
             raise Refused(f"--skip-generation: {store / GENERATOR_FILE} is missing: it scores the rollouts "
                           f"that a run with --generator stored in {rollouts}; run one first")
-        if stored is not None and self.spec is not None and stored.generator != scrub(self.spec.spec):
+        if stored is not None and self.spec is not None and not same_generator(stored.generator,
+                                                                                 scrub(self.spec.spec)):
             # (the file holds the name scrubbed): scoring them would put another generator's rollouts under this one
             raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
                               f"by {stored.generator} ({store / GENERATOR_FILE}); drop --generator to score those, "
