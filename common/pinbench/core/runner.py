@@ -76,6 +76,7 @@ __all__ = [
     "clean_result",
     "sample_id_problem",
     "input_hash",
+    "is_stand_in",
     "load_records",
     "merge_samples",
     "Pending",
@@ -821,8 +822,6 @@ def run_samples(
 
     _replace_refused(samples_dir, contents, pending, refused, implementation, own=own_log, every_log=shard is None,
                      label=label)
-    from pinbench.core.scorecard import is_stand_in  # here: the scorecard module reads this one's records
-
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}   # and "missing" once a stand-in is stored: the bar shows it only then
     started = time.perf_counter()
@@ -966,8 +965,6 @@ class StepLog:
         unrecorded = sorted(self._mine - self.records.keys())
         if unrecorded:
             raise ValueError(f"{len(unrecorded)} sample(s) of this shard never recorded (e.g. {unrecorded[0]!r})")
-        from pinbench.core.scorecard import is_stand_in  # here: the scorecard module reads this one's records
-
         missing = sum(is_stand_in(r) for r in self.records.values())
         failed = sum(not r.ok for r in self.records.values()) - missing
         reused = len(self._reused)
@@ -1157,10 +1154,24 @@ def _pick(sid: str, task_hash: str, stores: Sequence[tuple[Path, StoreContents]]
 def stand_in(sample_id: str, input_hash: str, implementation: Implementation | None,
              reasons: Sequence[str] = ()) -> SampleRecord:
     """The record of a sample never computed (no shard stored it, no run generated its rollout): failed, its error
-    ``MISSING_ERROR`` and why, so that it counts missing (``pinbench.core.scorecard.is_stand_in``) while it keeps its
+    ``MISSING_ERROR`` and why, so that it counts missing (``is_stand_in``) while it keeps its
     place in samples.jsonl."""
     return SampleRecord(sample_id, FAILED, None, _missing_error(reasons), input_hash, 0.0,
                         implementation=implementation)
+
+
+def is_stand_in(record: SampleRecord | Mapping[str, Any]) -> bool:
+    """Whether a sample record (object or JSON) is a stand-in (``stand_in``, the merge's for a task no shard stored,
+    a step's for a sample no run generated): failed, no result, its error ``MISSING_ERROR`` (the one text every
+    counter reads).
+
+    Why: such a sample was never computed, so it counts missing, never failed; the stand-in still stays in
+    samples.jsonl, where derived records (CameraBench's splits) name their members."""
+    if not isinstance(record, SampleRecord) and isinstance(record, Mapping):   # a Mapping check is the slow one
+        status, result, error = record.get("status"), record.get("result"), record.get("error")
+    else:
+        status, result, error = record.status, record.result, record.error
+    return status == FAILED and result is None and isinstance(error, str) and error.startswith(MISSING_ERROR)
 
 
 def _missing_error(reasons: Sequence[str]) -> str:

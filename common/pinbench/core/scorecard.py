@@ -53,7 +53,7 @@ from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStat
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
-from pinbench.core.runner import MISSING_ERROR, SampleRecord
+from pinbench.core.runner import SampleRecord, is_stand_in
 from pinbench.core.schema import schema_error
 from pinbench.core.store import StorePins
 from pinbench.core.uncertainty import Interval, aggregate_interval
@@ -239,18 +239,6 @@ def _get(record: Any, field: str) -> Any:
     if isinstance(record, (SampleRecord, DerivedRecord)):  # the common cases first: a Mapping check is slow
         return getattr(record, field)
     return record.get(field) if isinstance(record, Mapping) else getattr(record, field)
-
-
-def is_stand_in(record: Any) -> bool:
-    """Whether a sample record (object or JSON) is the stand-in ``merge_samples`` makes for a task no shard stored:
-    failed, no result, its error ``MISSING_ERROR`` (the one text the merge writes and every counter reads).
-
-    Why: such a sample was never computed, so it counts missing, never failed; the stand-in still stays in
-    samples.jsonl, where derived records (CameraBench's splits) name their members."""
-    if _get(record, "status") != "failed" or _get(record, "result") is not None:
-        return False
-    error = _get(record, "error")
-    return isinstance(error, str) and error.startswith(MISSING_ERROR)
 
 
 def record_counts(records: Sequence[Any]) -> tuple[int, int]:

@@ -49,7 +49,7 @@ class ProcessPyDouble:
 def process_py(monkeypatch: pytest.MonkeyPatch, runtime) -> ProcessPyDouble:
     """The official mode with the test double in place of the image's runtime and of process.py."""
     double = ProcessPyDouble()
-    monkeypatch.setattr(run_module, "official_runtime", lambda pins: runtime)
+    monkeypatch.setattr(run_module, "official_runtime", lambda pins, metrics: runtime)
     monkeypatch.setattr(steps, "process_py", lambda runtime, **settings: double)
     return double
 
