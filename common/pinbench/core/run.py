@@ -70,6 +70,7 @@ from pinbench.core.runner import (
     holds_records,
     lost_text,
     merge_samples,
+    missing_error,
     pending_tasks,
     recomputed_text,
     run_samples,
@@ -323,7 +324,7 @@ class Run:
             never = self._never_generated(sid, requests)
             result = results.get(sid, KeyError(f"{sid}: no result"))
             if never is not None:
-                log.record(sid, None, error=stand_in(sid, "", None, [never]).error)
+                log.record(sid, None, error=missing_error([never]))
             elif isinstance(result, BaseException):
                 log.record(sid, None, error=f"{type(result).__name__}: {result}")
             else:

@@ -79,6 +79,7 @@ __all__ = [
     "is_stand_in",
     "load_records",
     "merge_samples",
+    "missing_error",
     "Pending",
     "Stale",
     "pending_tasks",
@@ -621,7 +622,7 @@ def _error_line(exc: BaseException) -> str:
     """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
     message = str(exc)
     if isinstance(exc, NeverComputed):
-        return one_line(_missing_error([message]))
+        return one_line(missing_error([message]))
     return one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
 
 
@@ -1156,7 +1157,7 @@ def stand_in(sample_id: str, input_hash: str, implementation: Implementation | N
     """The record of a sample never computed (no shard stored it, no run generated its rollout): failed, its error
     ``MISSING_ERROR`` and why, so that it counts missing (``is_stand_in``) while it keeps its
     place in samples.jsonl."""
-    return SampleRecord(sample_id, FAILED, None, _missing_error(reasons), input_hash, 0.0,
+    return SampleRecord(sample_id, FAILED, None, missing_error(reasons), input_hash, 0.0,
                         implementation=implementation)
 
 
@@ -1174,7 +1175,7 @@ def is_stand_in(record: SampleRecord | Mapping[str, Any]) -> bool:
     return status == FAILED and result is None and isinstance(error, str) and error.startswith(MISSING_ERROR)
 
 
-def _missing_error(reasons: Sequence[str]) -> str:
+def missing_error(reasons: Sequence[str]) -> str:
     """A stand-in's error: ``MISSING_ERROR`` and why, the text ``is_stand_in`` reads."""
     return MISSING_ERROR + (f" ({'; '.join(reasons)})" if reasons else "")
 
