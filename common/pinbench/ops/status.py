@@ -14,10 +14,11 @@ reachable, each array task's and each job's Slurm state is shown next to its sam
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
     layout = [m for m in manifests if m.count == count]
     step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently
     scorecard = _scorecard(out_dir)
-    shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, _stand_ins(out_dir, scorecard))
+    stand_ins = functools.cache(lambda: _stand_ins(out_dir, scorecard))   # read only when a sample is not done
+    shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, stand_ins)
     for shard in shards:
         if shard.started and not shard.finished:
             shard.running = _shard_alive(out_dir, shard)
@@ -130,7 +132,7 @@ def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
     return process_alive(holder) if holder is not None else None
 
 
-def _shards(manifests: list[ShardManifest], count: int, stand_ins: Mapping[str, SampleRecord]
+def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], Mapping[str, SampleRecord]]
             ) -> tuple[list[ShardStatus], int | None]:
     """Per shard of ``count`` that owns a task or has a manifest of its own: its samples by state, judged against its
     own manifest, else the newest one; every shard while no manifest says how many tasks there are. A shard past the
@@ -154,7 +156,8 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Mapping[str, 
             sid, expected = manifest.sample_ids[pos], manifest.input_hashes[pos]
             record = _record(stored, sid, expected)
             # the store's record says so itself (a run storing a never-generated sample), else the finish's stand-in
-            never = record if record is not None and is_stand_in(record) else stand_ins.get(sid)
+            never = record if record is not None and is_stand_in(record) else (
+                stand_ins().get(sid) if record is None or not record.ok else None)
             if never is not None and never.input_hash == expected and (record is None or not record.ok):
                 shard.missing.append((sid, never.error or "missing"))   # as the scorecard counts it
             elif record is None:
