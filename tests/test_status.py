@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -49,6 +50,17 @@ def _layout(out: Path) -> None:
     run_samples(TASKS, _square, out, shard=Shard(1, 3), progress=False)
     with pytest.raises(Boom):
         run_samples(TASKS, _crash_after_first, out, shard=Shard(2, 3), progress=False)
+
+
+def test_status_never_loads_the_docker_sdk(tmp_path: Path) -> None:
+    """``pinbench status`` is polled (``--watch``, a CI loop): the docker SDK was 94 ms of its 144 ms of imports,
+    for a command that never asks the engine anything."""
+    _layout(tmp_path)
+    code = ("import sys\nfrom pinbench.cli import main\n"
+            f"try:\n    main(['status', {str(tmp_path)!r}])\nexcept SystemExit:\n    pass\n"
+            "print('DOCKER', sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'requests')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "samples    7 tasks: 5 done, 1 failed, 0 missing, 1 pending" in out and "DOCKER []" in out, out
 
 
 def test_manifests_name_every_task_and_say_whether_the_process_finished(tmp_path: Path) -> None:

@@ -11,6 +11,10 @@ Builds go through the Engine API's classic builder (the docker SDK has no BuildK
 Dockerfiles built here must not need BuildKit-only syntax (RUN --mount, heredocs, ADD --checksum);
 ``tools/dockerlint.py`` refuses them. The build context is what ``context_files`` lists: the docker
 SDK's own ``.dockerignore`` matcher, which the lint checks COPY sources against, so the two agree.
+
+The SDK is imported by the functions that use it, not with this module: ``pinbench status`` and ``submit`` import
+this module (through ``docker_runtime``) and never call the engine, and importing the SDK took 94 ms of status's
+144 ms of imports.
 """
 
 from __future__ import annotations
@@ -21,9 +25,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import docker
-from docker.utils.build import create_archive, exclude_paths
 
 from pinbench.core.provenance import BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, base_image_record, is_secret_name, redact
 
@@ -80,6 +81,7 @@ class _LineLog:
 
 def docker_client() -> Any:
     """A docker SDK client from the environment (DOCKER_HOST etc.); ContainerError if unreachable."""
+    import docker
     try:
         client = docker.from_env()
         client.ping()
@@ -114,6 +116,7 @@ def dockerignore_patterns(context: Path | str) -> list[str]:
 def context_files(context: Path | str, dockerfile: str = "Dockerfile") -> set[str]:
     """Paths (files and directories, relative, ``/``-separated) that a build of ``context`` sends to the
     daemon: the docker SDK's own ``.dockerignore`` matcher. ``build_image`` sends exactly these."""
+    from docker.utils.build import exclude_paths
     return set(exclude_paths(str(Path(context).resolve()), dockerignore_patterns(context), dockerfile=dockerfile))
 
 
@@ -124,6 +127,8 @@ def build_image(context_dir: Path | str, tag: str, *, dockerfile: str = "Dockerf
 
     Build args named like secrets are refused: they would stay in the image history.
     """
+    import docker
+    from docker.utils.build import create_archive
     context = Path(context_dir)
     if not (context / dockerfile).is_file():
         raise ContainerError(f"{context / dockerfile}: Dockerfile not found")
@@ -168,6 +173,7 @@ class ImageConfig:
 def image_config(image: str, client: Any) -> ImageConfig:
     """The image's registry digest (RepoDigests[0]) if it was pulled or pushed, else its local id;
     plus the ENV, USER, labels and CMD of its config. ContainerError when it is not built."""
+    import docker
     try:
         found = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -184,6 +190,7 @@ def local_digest(image: str, client: Any) -> str:
     """The digest ``image`` resolves to on this engine: the registry digest it was pulled by
     (``repo@sha256:...``; the one the reference names, if it names one), else the local image id
     (``sha256:...``: an image that was imported or built here and never pushed)."""
+    import docker
     try:
         found = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -210,6 +217,7 @@ def _volumes(mounts: Mapping[Path | str, str]) -> dict[str, dict[str, str]]:
 
 def _device_requests(gpus: int | str | Sequence[str]) -> list[Any] | None:
     """A count (``-1`` = all), ``"all"``, or a list of device ids / UUIDs as one NVIDIA device request."""
+    import docker
     if isinstance(gpus, (list, tuple)):
         if not gpus or not all(isinstance(d, str) and re.fullmatch(r"[A-Za-z0-9/-]+", d) for d in gpus):
             raise ValueError(f"gpus={gpus!r}: expected device indices or UUIDs")
@@ -241,6 +249,7 @@ def run_in_container(image: str, argv: Sequence[str], *, stage: str,
     host run directory the container writes, as a label (``running_in``), so that a container left running by a
     killed ``pinbench`` is found before another one is started there.
     """
+    import docker
     if not argv:
         raise ValueError("argv is empty")
     if stage in SCORING_STAGES and (token or not network_disabled):
@@ -295,6 +304,7 @@ def running_in(run_dir: Path, client: Any) -> list[Any]:
     """The containers still running that ``run_in_container`` started for ``run_dir``. SIGKILL (or a lost terminal)
     ends ``pinbench`` without removing its container, which runs on and keeps writing the run directory, while the
     run-directory lock, held by the dead host process, looks stale to the next run."""
+    import docker
     try:
         return list(client.containers.list(filters={"label": f"{RUN_DIR_LABEL}={run_dir}", "status": "running"}))
     except docker.errors.DockerException as exc:
@@ -303,6 +313,7 @@ def running_in(run_dir: Path, client: Any) -> list[Any]:
 
 def _remove(container: Any, log: Log) -> None:
     """Remove a finished container; a failure here is reported, never raised over the stage's own error."""
+    import docker
     try:
         container.remove(force=True)
     except docker.errors.DockerException as exc:
