@@ -334,6 +334,132 @@ def test_a_generator_file_no_container_can_mount_is_refused_in_one_line(tmp_path
     assert not (tmp_path / "run").exists()
 
 
+MODEL = "sha256:" + "cd" * 32
+
+
+def _in_container(text: str) -> list[str]:
+    """The container command of a phase script (srun, apptainer or docker, then the pinbench inside)."""
+    return next(argv[1:] if argv[0] == "exec" else argv for argv in _commands(text) if "pinbench" in argv)
+
+
+def _image_of(text: str, container: str) -> str:
+    """The image a phase script's container command runs (docker: its IMAGE= line)."""
+    argv = _command(text, {"docker": "docker", "pyxis": "srun", "apptainer": "apptainer"}[container])
+    if container == "docker":
+        return next(line for line in text.splitlines() if line.startswith("IMAGE=")).removeprefix("IMAGE=")
+    if container == "pyxis":
+        return next(w for w in argv if w.startswith("--container-image=")).split("=", 1)[1]
+    return argv[argv.index("pinbench") - 1]
+
+
+@pytest.mark.parametrize(("container", "pinned", "model"), [
+    ("pyxis", "nvcr.io#lab/toy@" + DIGEST, "nvcr.io#lab/model@" + MODEL),
+    ("apptainer", "docker://ghcr.io/lab/toy@" + DIGEST, "docker://ghcr.io/lab/model@" + MODEL),
+    ("docker", "ghcr.io/lab/toy@" + DIGEST, MODEL)])
+def test_a_generator_image_makes_the_rollouts_and_the_pinned_image_scores_them(tmp_path: Path, container: str,
+                                                                               pinned: str, model: str) -> None:
+    """As ``pinbench run --runtime docker --generator-image``: with pyxis and apptainer every phase ran in the one
+    --image, so a generator of the user's ran in the pinned scoring image (or scoring in the user's). The generating
+    job runs in --generator-image with the generator's files mounted read-only; the scoring job in --image."""
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "gen.sh").write_text("#!/bin/sh")
+    the_plan = _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", gpus_per_task=1,
+                     container=container, images=[pinned], generator_image=model,
+                     generator="command:sh ./gen.sh {request} {out}", generator_options=["weights=./ckpt"])
+    generate, score = the_plan.phases
+    assert (generate.phase.name, score.phase.name) == ("generate", "score")
+    assert _image_of(generate.text, container) == model and _image_of(score.text, container) == pinned
+    gen = _in_container(generate.text)
+    words = " ".join(gen[:gen.index("pinbench")])
+    for host in (tmp_path / "gen.sh", tmp_path / "ckpt"):
+        mount = {"pyxis": f"{host}:{host}:ro", "apptainer": f"--bind {host}:{host}:ro",
+                 "docker": f"--volume {host}:{host}:ro"}[container]
+        assert mount in words or f"{mount}," in words or f",{mount}" in words, words
+    if container != "docker":   # docker asks the engine (a local id is its own digest)
+        assert f"PINBENCH_IMAGE_DIGEST={MODEL}" in generate.text and f"PINBENCH_IMAGE_DIGEST={DIGEST}" in score.text
+    inner = gen[gen.index("pinbench"):]
+    assert "--skip-scoring" in inner and command_argv(_value(inner, "--generator"))[1] == f"{tmp_path}/gen.sh"
+    assert "--skip-generation" in _in_container(score.text)
+    for phase in the_plan.phases:
+        subprocess.run(["bash", "-n"], input=phase.text, text=True, check=True)
+    assert f"--generator-image={model}" in shlex.split(the_plan.request.command())
+
+
+def test_a_generator_image_replaces_the_generation_stage_image_and_a_squashfs_file_is_hashed(tmp_path: Path) -> None:
+    """PAI-Bench-C's way (a generate stage of its own, with its own image): --generator-image takes its place, so
+    the one --image left is the scoring stage's; a squashfs/SIF file is pinned by its hash, as --image's are."""
+    recipe = toy_recipe(tmp_path, requests="run:run_requests",
+                        scale_out=[{"name": "generate", "sharded": True, "flags": ["--skip-scoring"],
+                                    "stage": "generate"},
+                                   {"name": "score", "flags": ["--skip-generation"], "stage": "score"}])
+    sqsh = tmp_path / "model.sqsh"
+    sqsh.write_bytes(b"squashfs image")
+    import hashlib
+
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "container": "pyxis", "generator": "python:my_model:make"}
+    generate, score = _plan(recipe, tmp_path, images=["nvcr.io#lab/toy@" + DIGEST], generator_image=str(sqsh),
+                            **fields).phases
+    assert _image_of(generate.text, "pyxis") == str(sqsh)
+    assert _image_of(score.text, "pyxis") == "nvcr.io#lab/toy@" + DIGEST
+    assert f"PINBENCH_IMAGE_DIGEST=sha256:{hashlib.sha256(b'squashfs image').hexdigest()}" in generate.text
+    with pytest.raises(SubmitError, match="needs --image REF for stage score"):
+        _plan(recipe, tmp_path, generator_image=str(sqsh), **fields)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"generator": None}, "--generator-image: it runs a --generator's generation, and this submission has no "
+                          "--generator"),
+    ({"container": "none", "images": []}, "--generator-image applies to --container docker, pyxis or apptainer"),
+    ({"layout": "default"}, "--generator-image: phase shards of toy-bench's layout (scale_out_generator) generates "
+                            "and scores in one job, so it would score in nvcr.io#lab/model@"),
+    ({"layout": "scores only"}, "--generator-image: toy-bench's layout (scale_out_generator) generates nothing"),
+    ({"generator_image": "lab/model:1"}, "--generator-image lab/model:1: not pinned; give a registry reference by "
+                                         "digest"),
+    ({"generator_image": "lab/model 1"}, "--generator-image 'lab/model 1': not a plain image reference"),
+])
+def test_a_generator_image_that_cannot_work_is_refused_in_one_line(tmp_path: Path, fields: dict,
+                                                                   message: str) -> None:
+    """As ``pinbench run --runtime docker --generator-image`` refuses it: nothing to generate, or a phase that
+    would score in the user's image instead of the pinned one (a layout generating and scoring in one job)."""
+    layouts = {"default": {},   # each array task generates and scores its shard
+               "scores only": {"scale_out_generator": [{"name": "a", "sharded": True, "flags": ["--skip-generation"]},
+                                                       {"name": "b", "flags": ["--skip-generation"]}]}}
+    layout = fields.pop("layout", None)
+    recipe = (_generating_toy(tmp_path) if layout is None else
+              toy_recipe(tmp_path, requests="run:run_requests", **layouts[layout]))
+    fields = {"shards": 2, "checkpoint": "Toy-Nano", "container": "pyxis", "images": ["nvcr.io#lab/toy@" + DIGEST],
+              "generator": "python:my_model:make", "generator_image": "nvcr.io#lab/model@" + MODEL, **fields}
+    with pytest.raises(SubmitError) as info:
+        _plan(recipe, tmp_path, **fields)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value), str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_generator_file_not_mounted_names_the_generator_image(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(SubmitError, match=r"name the files it needs, or put them in --generator-image$"):
+        _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container="apptainer",
+              images=["docker://r/i@" + DIGEST], generator="python:my_model:make",
+              generator_options=[f"cache={home / '.cache'}"], generator_image="docker://r/m@" + MODEL)
+
+
+def test_the_cli_writes_a_mind_submission_generating_in_the_generator_image(tmp_path: Path) -> None:
+    """The command docs/scale-out.md shows, as a dry run."""
+    out = tmp_path / "r"
+    result = runner.invoke(cli.app, [
+        "submit", "mind", "--fixture", "--shards", "2", "-o", "metrics=lcm", "--container", "pyxis",
+        "--image", "nvcr.io#lab/pinbench-mind@" + DIGEST,
+        "--generator", "python:my_model:make", "--generator-image", "nvcr.io#lab/my-model@" + MODEL,
+        "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    generate, score = ((out / "slurm" / f"{name}.sbatch").read_text() for name in ("generate", "score"))
+    assert _image_of(generate, "pyxis") == "nvcr.io#lab/my-model@" + MODEL
+    assert _image_of(score, "pyxis") == "nvcr.io#lab/pinbench-mind@" + DIGEST
+
+
 def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
     recipe = toy_recipe(tmp_path)
     (tmp_path / "afile").write_text("x")

@@ -575,6 +575,10 @@ def submit(
     generator_option: Annotated[list[str], typer.Option("--generator-option", "-g",
                                                         help="KEY=VALUE for the generator")] = [],  # noqa: B006
     generation_timeout: Annotated[float | None, typer.Option(help="seconds one rollout may take")] = None,
+    generator_image: Annotated[str | None, typer.Option(
+        help="--container docker, pyxis or apptainer: the generating phases' jobs run in this image (pinbench, the "
+             "recipe and your --generator in it; by digest, or a squashfs/SIF file), the scoring ones in --image")]
+    = None,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="submit without the doctor's checks, and every "
                                                                     "job runs --skip-doctor")] = False,
 ) -> None:
@@ -590,7 +594,7 @@ def submit(
                       gpus_per_task=gpus_per_task, time=time, finish_time=finish_time, account=account,
                       sbatch_args=sbatch_arg, container=container, images=image, generator=generator,
                       generator_options=generator_option, generation_timeout=generation_timeout,
-                      skip_doctor=skip_doctor)
+                      generator_image=generator_image, skip_doctor=skip_doctor)
     with _failing(SubmitError):
         the_plan = plan(request)
         # the doctor's way on ("start anyway with `pinbench run ... --skip-doctor`") is submit's here

@@ -54,7 +54,7 @@ RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--w
 _SUBMIT_OPTIONS = ("--shards", "--engine", "--checkpoint", "--out", "--limit", "--fixture", "--offline", "--option",
                    "--partition", "--gpus-per-task", "--time", "--finish-time", "--account", "--sbatch-arg",
                    "--container", "--image", "--dry-run", "--generator", "--generator-option", "--generation-timeout",
-                   "--skip-doctor")
+                   "--generator-image", "--skip-doctor")
 _RUN_OPTIONS = {
     "--skip-generation": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
     "--skip-scoring": "pinbench submit gives it to the jobs of the phases the recipe's layout (scale_out) says",
@@ -63,8 +63,6 @@ _RUN_OPTIONS = {
     "--runtime": "give pinbench submit --container docker (or pyxis, apptainer)",
     "--verify-inputs": "an option of pinbench run alone; pinbench submit does not take it",
     "--move-aside": "an option of pinbench run alone; pinbench submit does not take it",
-    "--generator-image": "an option of pinbench run --runtime docker alone; pinbench submit --container runs each "
-                         "phase in its --image",
 }
 # the sbatch options a script's header takes from pinbench submit's own (--partition gpu): an abbreviation of one
 # given as --sbatch-arg (--part=other) came after it and won
@@ -104,6 +102,7 @@ class Request:
     generator: str | None = None   # --generator of every job, with its -g options and time limit
     generator_options: list[str] = field(default_factory=list)
     generation_timeout: float | None = None
+    generator_image: str | None = None   # the image the generating phases' jobs run in (not a container's --image)
     skip_doctor: bool = False   # every job runs --skip-doctor (and submit checks nothing first)
 
     def command(self) -> str:
@@ -120,6 +119,7 @@ class Request:
         argv += [f"--generator={self.generator}"] if self.generator is not None else []
         argv += [f"--generator-option={o}" for o in self.generator_options]
         argv += [f"--generation-timeout={self.generation_timeout:g}"] if self.generation_timeout is not None else []
+        argv += [f"--generator-image={self.generator_image}"] if self.generator_image is not None else []
         argv += ["--skip-doctor"] * self.skip_doctor
         return shlex.join(argv)
 
@@ -190,15 +190,20 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     # A fixture runs offline in the scoring image, every phase of it (as under --runtime docker).
     stages = [stages_for(recipe, configs[0])[0] if request.fixture else recipe.phase_stage(p)
               for p in layout]
-    images = _images(request, stages)
+    generator_image = _generator_image(request, layout, configs)
+    # the generating phases' jobs run in --generator-image: the stages only they use need no --image
+    images = _images(request, [s for c, s in zip(configs, stages, strict=True)
+                               if generator_image is None or c.skip_generation])
     generating = [s for c, s in zip(configs, stages, strict=True) if foreign_generator(recipe, c)]
-    if generating and request.container == "docker" and not request.images:   # each job failed on it, one by one
+    # each job failed on it, one by one
+    if generating and request.container == "docker" and not request.images and generator_image is None:
         raise SubmitError(f"--generator {redact(request.generator or '')} with --container docker would run in "
                           f"{recipe.stage_image(generating[0])}, which holds none of its code or dependencies: give "
                           f"--image REF, an image holding pinbench, {recipe.name} and your generator (e.g. built FROM "
-                          f"{recipe.image}; its id sha256:... or a digest), or --container none (the jobs run this "
-                          "checkout's environment)")
-    configs, generator_mounts = _generator_files(configs, cwd) if request.container != "none" else (configs, ())
+                          f"{recipe.image}; its id sha256:... or a digest), --generator-image REF for the phases that "
+                          "only generate, or --container none (the jobs run this checkout's environment)")
+    flag = "--image" if generator_image is None else "--generator-image"
+    configs, generator_mounts = _generator_files(configs, cwd, flag) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     phases = []
@@ -212,7 +217,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
             for host, target, _ in job.mounts():
                 for path in (host, target):
                     _guard(check_mount_path, path, "mounted path")
-        lines = command_lines(job, request.container, pinbench=program, image=images.get(stage.name))
+        image = generator_image if generator_image is not None and not cfg.skip_generation else images.get(stage.name)
+        lines = command_lines(job, request.container, pinbench=program, image=image)
         # the submitting checkout's pinbench, outside any container: it reads the run directory and asks Slurm
         status = shell_line([*program, "status", str(cfg.out_dir)])
         script = out_dir / SLURM_DIR / f"{phase.name}.sbatch"
@@ -268,16 +274,18 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     return cfg
 
 
-def _generator_files(configs: Sequence[RunConfig], cwd: Path) -> tuple[list[RunConfig], tuple[tuple[str, str], ...]]:
+def _generator_files(configs: Sequence[RunConfig], cwd: Path,
+                     image_flag: str) -> tuple[list[RunConfig], tuple[tuple[str, str], ...]]:
     """Every phase's config with the host files its ``--generator`` names made absolute (from ``cwd``), and their
     (host, container) read-only mounts: ``docker_runtime.generator_files``, as ``pinbench run --runtime docker``
     mounts them. In a job's container they did not exist and generation failed deep inside. Every phase gets the same
-    ``--generator`` text (the scoring phase's ``--skip-generation`` compares it with the one that generated)."""
+    ``--generator`` text (the scoring phase's ``--skip-generation`` compares it with the one that generated).
+    ``image_flag``: where a refusal's hint says to put the files instead."""
     generating = next((cfg for cfg in configs if not cfg.skip_generation), None)
     if generating is None:
         return list(configs), ()
     try:
-        absolute, mounts = generator_files(generating, cwd=cwd, image_flag="--image")
+        absolute, mounts = generator_files(generating, cwd=cwd, image_flag=image_flag)
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     configs = [replace(cfg, generator=absolute.generator, generator_options=absolute.generator_options)
@@ -329,22 +337,48 @@ def _images(request: Request, stages: Sequence[Any]) -> dict[str, Image]:
     return images
 
 
-def _pinned_image(ref: str, container: str) -> Image:
+def _generator_image(request: Request, layout: Sequence[ScaleOutPhase], configs: Sequence[RunConfig]) -> Image | None:
+    """The pinned ``--generator-image``, or None without one: the image the phases that generate run in, as
+    ``pinbench run --runtime docker --generator-image`` runs its generate stage, while every phase that scores keeps
+    the pinned ``--image``. Refused (one line) where it would run nothing, or would score a phase in it too."""
+    ref = request.generator_image
+    if ref is None:
+        return None
+    if request.container == "none":
+        raise SubmitError("--generator-image applies to --container docker, pyxis or apptainer (with none the jobs "
+                          "run this checkout's environment)")
+    if request.generator is None:
+        raise SubmitError("--generator-image: it runs a --generator's generation, and this submission has no "
+                          "--generator")
+    generating = [(p, c) for p, c in zip(layout, configs, strict=True) if not c.skip_generation]
+    if not generating:
+        raise SubmitError(f"--generator-image: {request.recipe.name}'s layout (scale_out_generator) generates "
+                          "nothing (every phase runs --skip-generation)")
+    scoring = next((p for p, c in generating if not c.skip_scoring), None)
+    if scoring is not None:
+        raise SubmitError(f"--generator-image: phase {scoring.name} of {request.recipe.name}'s layout "
+                          "(scale_out_generator) generates and scores in one job, so it would score in "
+                          f"{ref}, not the pinned image; only a layout that generates with --skip-scoring (as "
+                          "MIND's and RememBench's) can generate in another image")
+    return _pinned_image(ref, request.container, flag="--generator-image")
+
+
+def _pinned_image(ref: str, container: str, flag: str = "--image") -> Image:
     if _PLAIN_VALUE.fullmatch(ref) is None:
-        raise SubmitError(f"--image {ref!r}: not a plain image reference or path")
+        raise SubmitError(f"{flag} {ref!r}: not a plain image reference or path")
     path = Path(ref).expanduser()
     if container == "docker" and IMAGE_ID.fullmatch(ref):
         return Image(ref, ref)  # a local image by id: pinned by its content
     if path.is_file() and container == "docker":
-        raise SubmitError(f"--image {ref}: docker runs an image reference (repository@sha256:... or a local image id "
+        raise SubmitError(f"{flag} {ref}: docker runs an image reference (repository@sha256:... or a local image id "
                           "sha256:...), not a file")
     if path.is_file():
         return Image(str(path.resolve()), f"sha256:{sha256_file(path)}")
     if path.exists():
-        raise SubmitError(f"--image {ref}: exists but is not a file")
+        raise SubmitError(f"{flag} {ref}: exists but is not a file")
     if DIGEST.search(ref) is None:
         kind = {"pyxis": " or a squashfs file", "apptainer": " or a SIF file"}.get(container, "")
-        raise SubmitError(f"--image {ref}: not pinned; give a registry reference by digest (...@sha256:<64 hex>){kind}")
+        raise SubmitError(f"{flag} {ref}: not pinned; give a registry reference by digest (...@sha256:<64 hex>){kind}")
     return Image(ref, ref.rsplit("@", 1)[1])
 
 
