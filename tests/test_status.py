@@ -53,7 +53,7 @@ def _layout(out: Path) -> None:
 
 
 def test_status_never_loads_the_docker_sdk(tmp_path: Path) -> None:
-    """``pinbench status`` is polled (``--watch``, a CI loop): the docker SDK was 94 ms of its 144 ms of imports,
+    """``pinbench status`` is polled (a CI loop): the docker SDK was 94 ms of its 144 ms of imports,
     for a command that never asks the engine anything."""
     _layout(tmp_path)
     code = ("import sys\nfrom pinbench.cli import main\n"
@@ -169,6 +169,29 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
     assert len(status.shards) == 3 and status.n_tasks is None  # no shard of 3 has started yet
     assert "no shard manifest yet" in render(status)
     assert last_submission(tmp_path).job_ids == ["7"]
+
+
+def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, every look of ``--wait`` (each 5 s) read every record of the store to count samples it never printed:
+    3.5 CPU s a look on a 112,220-sample run. Slurm here is a test double: running, running, then completed."""
+    from pinbench.ops import status as status_module
+
+    _layout(tmp_path)
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=3, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 3"))
+    looks = ["RUNNING", "RUNNING", "COMPLETED"]   # and COMPLETED from then on
+    monkeypatch.setattr(slurm, "missing_client", lambda names: "")
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {"7": [slurm.JobState(
+        "7", 0, looks.pop(0) if len(looks) > 1 else looks[0], exit_code="0:0")]})
+    reads = []
+    real_read_store = status_module.read_store
+    monkeypatch.setattr(status_module, "read_store", lambda *a, **k: reads.append(1) or real_read_store(*a, **k))
+    status, code = status_module.wait(tmp_path, poll_s=0.01)
+    assert code == 0 and not status.live and len(reads) == 1
+    assert status.counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1}
 
 
 @pytest.mark.parametrize(("option", "value"), [("--poll", "nan"), ("--poll", "inf"), ("--poll", "0"),

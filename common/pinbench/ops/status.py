@@ -83,14 +83,21 @@ class RunStatus:
 
     @property
     def live(self) -> bool:
-        """Some job of the submission is still queued or running."""
-        return any(not s.ended and s.state != "UNKNOWN" for states in self.jobs.values() for s in states)
+        return _live(self.jobs)
 
     @property
     def stuck(self) -> list[slurm.JobState]:
-        """Jobs Slurm holds for a reason that never clears: they would pend forever."""
-        return [s for states in self.jobs.values() for s in states if s.state == "PENDING"
-                and s.reason in slurm.NEVER_STARTS]
+        return _stuck(self.jobs)
+
+
+def _live(jobs: Mapping[str, list[slurm.JobState]]) -> bool:
+    """Some job of the submission is still queued or running."""
+    return any(not s.ended and s.state != "UNKNOWN" for states in jobs.values() for s in states)
+
+
+def _stuck(jobs: Mapping[str, list[slurm.JobState]]) -> list[slurm.JobState]:
+    """Jobs Slurm holds for a reason that never clears: they would pend forever."""
+    return [s for states in jobs.values() for s in states if s.state == "PENDING" and s.reason in slurm.NEVER_STARTS]
 
 
 def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
@@ -337,20 +344,20 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
     if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
                                       and timeout_s >= 0):
         raise ValueError(f"--timeout {timeout_s}: seconds must be a finite number, 0 or more")
-    if last_submission(Path(out_dir)) is None:
+    submission = last_submission(Path(out_dir))
+    if submission is None:
         raise ValueError(f"{out_dir}: nothing submitted (no {Path(out_dir) / 'slurm' / 'submissions.jsonl'})")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while True:
-        status = run_status(out_dir)
-        if status.slurm_note:
-            raise ValueError(f"{out_dir}: cannot wait: {status.slurm_note}")
-        if not status.live:
-            return status, _final_code(status)
-        if status.stuck:
-            return status, 2
-        if deadline is not None and time.monotonic() > deadline:
-            return status, 2
+    while True:   # Slurm alone is asked each look: the samples are read once, at the end (a look read every record)
+        jobs, note = _slurm_states(submission)
+        if note:
+            raise ValueError(f"{out_dir}: cannot wait: {note}")
+        ended, stuck = not _live(jobs), bool(_stuck(jobs))
+        if ended or stuck or (deadline is not None and time.monotonic() > deadline):
+            break
         time.sleep(poll_s)
+    status = run_status(out_dir)
+    return status, _final_code(status) if ended else 2
 
 
 def _final_code(status: RunStatus) -> int:
