@@ -285,6 +285,38 @@ def test_a_bad_json_file_is_one_line_of_the_callers_error(tmp_path: Path, text: 
     assert files.read_json_file(path, error) == {"a": [1, 2.5]}
 
 
+@pytest.mark.parametrize(("make", "kind"), [(lambda p: None, files.MissingFile),
+                                            (lambda p: p.mkdir(), files.NotRegularFile)])
+def test_the_json_reader_keeps_the_class_that_tells_what_stands_in_the_files_place(tmp_path: Path, make, kind) -> None:
+    """``read_json_file`` (``read_data_file``) made a plain FileError of MissingFile: PAI-Bench-C, which says of an
+    absent metrics.json that the evaluator did not finish, could not use it."""
+    path = tmp_path / "x.json"
+    make(path)
+    with pytest.raises(files.FileError) as info:
+        files.read_json_file(path)
+    assert type(info.value) is kind, info.value
+
+
+@pytest.mark.parametrize("error", [files.FileError, _OneLineError])
+@pytest.mark.parametrize(("text", "reason"), [
+    (None, "file not found"),
+    ('{"a": 1}\n[1]\n', "2: bad row: expected a JSON object, got list"),
+    ('{"a": 1}\n{"a": "\\ud800"}\n', "2: bad row: a string holds the lone surrogate \\ud800 (half a UTF-16 pair), "
+                                      "which no UTF-8 file can hold"),
+])
+def test_a_jsonl_file_is_refused_with_the_callers_error(tmp_path: Path, error: type[ValueError], text: str | None,
+                                                        reason: str) -> None:
+    """RememBench and CameraBench each caught iter_jsonl's FileError and raised their DatasetError of its text."""
+    path = tmp_path / "x.jsonl"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(error) as info:
+        list(files.iter_jsonl(path, "row", error))
+    assert isinstance(info.value, error) and str(info.value) == f"{path}{':' if text else ': '}{reason}"
+    if error is files.FileError and text:
+        assert info.value.line == 2
+
+
 @pytest.mark.parametrize(("text", "line", "lone"), [
     ('{"a": "\\ud800"}', 1, "\\ud800"),
     ('{"a": "\\ud83d\\ude00",\n "b": ["x\\uDFFF"]}', 2, "\\uDFFF"),

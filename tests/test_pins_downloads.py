@@ -247,6 +247,23 @@ def test_fetch_hf_error_is_redacted(fake_hub, monkeypatch):
     assert err.value.__cause__ is None and err.value.__suppress_context__
 
 
+@pytest.mark.parametrize(("token", "why"), [(None, "set HF_TOKEN to a token of an account that has access to it"),
+                                            (TOKEN, "HF_TOKEN's account has no access to it")])
+def test_a_gated_repo_that_refuses_is_one_line_naming_hf_token(token, why, fake_hub, monkeypatch):
+    """The hub's GatedRepoError text is a paragraph naming neither the repo's page nor HF_TOKEN."""
+    from huggingface_hub.errors import GatedRepoError
+
+    def gated(repo_id, **kwargs):  # test double for snapshot_download: the hub refuses the gated repo
+        raise GatedRepoError(f"401 Client Error.\n\nCannot access gated repo for url {repo_id}.\nPlease log in.")
+
+    monkeypatch.setattr(downloads, "snapshot_download", gated)
+    with pytest.raises(FetchError) as err:
+        fetch_hf(model_pin(), token=token)
+    assert str(err.value) == f"org/model is gated: {why} (accept its licence on https://huggingface.co/org/model)"
+    with pytest.raises(FetchError, match=r"https://huggingface\.co/datasets/org/data\)$"):
+        fetch_hf(HFPin("org/data", REV, "dataset", ["meta.json"]))
+
+
 def test_dataset_subset_by_patterns(fake_hub):
     pin = HFPin("org/data", REV, "dataset", ["videos/a.mp4", "meta.json"], {"videos/a.mp4": sha(b"a")})
     path = fetch_hf(pin)

@@ -232,8 +232,9 @@ def fetch(
 ) -> None:
     """Download every pinned input of a recipe into the cache (needs network; HF_TOKEN for gated repos).
 
-    Values pins.yaml leaves null are resolved once into this machine's resolved pins (never into pins.yaml) and
-    reused by every later run; scorecards mark them "resolved at run time, not the reference's".
+    Values pins.yaml leaves null, of the pins this fetch downloads, are resolved once into this machine's resolved
+    pins (never into pins.yaml) and reused by every later run; scorecards mark them "resolved at run time, not the
+    reference's".
     """
     if old_lock_flag:
         _fail("--lock is now --write-pins (writes the resolved values into the recipe's pins.yaml)")
@@ -249,7 +250,7 @@ def fetch(
     if recipe.pins_path.is_file():
         from pinbench.ops.machine_pins import resolve_recipe_pins
 
-        _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+        _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"), reads=recipe.fetch_pins(cfg))
         for change in changes:
             _echo(f"resolved at run time (this machine's resolved pins): {change}")
         if write_pins:

@@ -15,8 +15,7 @@ official Script 1 uses it (the ``skill`` field inside the files can differ).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from functools import cached_property
 from itertools import groupby
@@ -24,7 +23,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pinbench.core.files import FileError, iter_jsonl, read_json_file
+from pinbench.core.files import iter_jsonl, read_json_file
 from pinbench.core.memory import cycle_collection_paused
 from pinbench.core.runner import MAX_ID_BYTES, check_sample_id
 
@@ -219,17 +218,6 @@ def video_stem(name: str) -> str:
     return name[: -len(VIDEO_SUFFIX)] if name.endswith(VIDEO_SUFFIX) else name
 
 
-@contextmanager
-def _file_errors() -> Iterator[None]:
-    """A ``FileError`` of ``files.iter_jsonl`` as a DatasetError (one line naming the file and line). Rows are read
-    one at a time and dropped once their sample is made: at 10x, holding a file's rows as a list of dicts was most
-    of the load's peak memory."""
-    try:
-        yield
-    except FileError as exc:
-        raise DatasetError(str(exc)) from None
-
-
 def _field(row: dict[str, Any], key: str, where: str) -> str:
     value = row.get(key)
     if not isinstance(value, str) or not value:
@@ -293,21 +281,20 @@ def _load_binary(folder: Path) -> list[BinarySample]:
         prefix = f"binary__{split}__"
         room = _id_room(prefix)
         seen: dict[str, int] = {}   # video -> its line
-        with _file_errors():
-            for index, (line, row) in enumerate(iter_jsonl(path)):
-                get = row.get
-                video, question, label = get("image"), get("question"), get("label")
-                if (type(video) is str and video.endswith(VIDEO_SUFFIX) and "/" not in video and "\\" not in video
-                        and video[0] != "." and video.isascii() and video.isprintable()   # the id, less its length
-                        and len(video) - len(VIDEO_SUFFIX) <= room and video not in seen
-                        and (label == "Yes" or label == "No") and type(question) is str and question):
-                    video = intern(video)
-                    sample = _binary_sample(prefix + video[: -len(VIDEO_SUFFIX)], split, index, video,
-                                            intern(question), 1 if label == "Yes" else 0)
-                else:
-                    sample = _checked_binary(row, f"{path}:{line}", split, index, seen)
-                seen[sample.video] = line
-                samples.append(sample)
+        for index, (line, row) in enumerate(iter_jsonl(path, error=DatasetError)):
+            get = row.get
+            video, question, label = get("image"), get("question"), get("label")
+            if (type(video) is str and video.endswith(VIDEO_SUFFIX) and "/" not in video and "\\" not in video
+                    and video[0] != "." and video.isascii() and video.isprintable()   # the id, less its length
+                    and len(video) - len(VIDEO_SUFFIX) <= room and video not in seen
+                    and (label == "Yes" or label == "No") and type(question) is str and question):
+                video = intern(video)
+                sample = _binary_sample(prefix + video[: -len(VIDEO_SUFFIX)], split, index, video,
+                                        intern(question), 1 if label == "Yes" else 0)
+            else:
+                sample = _checked_binary(row, f"{path}:{line}", split, index, seen)
+            seen[sample.video] = line
+            samples.append(sample)
     return samples
 
 
@@ -342,29 +329,28 @@ def _load_vqa(folder: Path) -> list[VqaPair]:
             task = path.stem   # once per file: a Path's stem is computed anew on every access
             prefix = f"vqa__{skill}__{task}__"
             longest = len(prefix) + _id_room(prefix)   # shorter than any id when the prefix is unsafe
-            with _file_errors():
-                for index, (line, row) in enumerate(iter_jsonl(path)):
-                    get = row.get
-                    pos_video, neg_video = get("pos_video"), get("neg_video")
-                    pos_question, neg_question = get("pos_question"), get("neg_question")
-                    sample_id = f"{prefix}{index:04d}"
-                    if (type(pos_video) is str and pos_video.endswith(VIDEO_SUFFIX) and "/" not in pos_video
-                            and "\\" not in pos_video and pos_video[0] != "."
-                            and type(neg_video) is str and neg_video.endswith(VIDEO_SUFFIX) and "/" not in neg_video
-                            and "\\" not in neg_video and neg_video[0] != "."
-                            and type(pos_question) is str and pos_question
-                            and type(neg_question) is str and neg_question and len(sample_id) <= longest):
-                        key = (intern(pos_video), intern(neg_video), intern(pos_question), intern(neg_question))
-                        pair = _vqa_pair(sample_id, skill, task, index, *key)
-                    else:
-                        pair = _checked_pair(row, f"{path}:{line}", skill, task, index)
-                        key = pair.key
-                    first = seen.get(key)
-                    if first is not None:
-                        raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
-                                           "score file rows could not be told apart")
-                    seen[key] = (path, line)
-                    pairs.append(pair)
+            for index, (line, row) in enumerate(iter_jsonl(path, error=DatasetError)):
+                get = row.get
+                pos_video, neg_video = get("pos_video"), get("neg_video")
+                pos_question, neg_question = get("pos_question"), get("neg_question")
+                sample_id = f"{prefix}{index:04d}"
+                if (type(pos_video) is str and pos_video.endswith(VIDEO_SUFFIX) and "/" not in pos_video
+                        and "\\" not in pos_video and pos_video[0] != "."
+                        and type(neg_video) is str and neg_video.endswith(VIDEO_SUFFIX) and "/" not in neg_video
+                        and "\\" not in neg_video and neg_video[0] != "."
+                        and type(pos_question) is str and pos_question
+                        and type(neg_question) is str and neg_question and len(sample_id) <= longest):
+                    key = (intern(pos_video), intern(neg_video), intern(pos_question), intern(neg_question))
+                    pair = _vqa_pair(sample_id, skill, task, index, *key)
+                else:
+                    pair = _checked_pair(row, f"{path}:{line}", skill, task, index)
+                    key = pair.key
+                first = seen.get(key)
+                if first is not None:
+                    raise DatasetError(f"{path}:{line}: same videos and questions as {first[0]}:{first[1]}; "
+                                       "score file rows could not be told apart")
+                seen[key] = (path, line)
+                pairs.append(pair)
     return pairs
 
 

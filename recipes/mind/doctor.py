@@ -19,8 +19,8 @@ from pinbench.ops.doctor import WAY_ON_BAD_INPUT, pins_in_cache
 from pinbench_recipes.mind.layout import LayoutError
 from pinbench_recipes.mind.official import cache_weights_read, reads_dino
 from pinbench_recipes.mind.plan import make_plan
+from pinbench_recipes.mind.weights import DINO_PIN
 
-DINO_PIN = "dinov3_vitb16"
 LPIPS_PIN = "alexnet"
 
 

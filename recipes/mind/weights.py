@@ -39,6 +39,7 @@ from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, mach
 from pinbench_recipes.mind.official import Runtime, cache_weights_read, reads_dino
 
 PINS_PATH = Path(__file__).resolve().parent / "pins.yaml"
+DINO_PIN = "dinov3_vitb16"
 CACHE_PINS = ("musiq_spaq", "aesthetic_head", "clip_vit_l14", "alexnet")   # pinbench cache, fetch stage
 # ViPE's first-use downloads: pin name -> path under TORCH_HOME where ViPE (torch.hub / gdown) looks first.
 TORCH_HUB_FILES = {
@@ -83,17 +84,31 @@ def stage_file(pin: URLPin, source: Path) -> Path:
     return dest
 
 
+def _cache_urls(metrics: Sequence[str]) -> tuple[str, ...]:
+    """The URL pins the scoring stage reads from the cache for ``metrics``: the LPIPS trunk always, the visual
+    weights for ``visual``."""
+    return (*cache_weights_read(metrics), "alexnet")
+
+
 def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, Path],
                         metrics: Sequence[str]) -> dict[str, Path]:
     """Download (or take from ``staged``) and verify the weights the scoring stage reads from the cache for
     ``metrics``: the LPIPS trunk always, the visual weights for ``visual``, DINOv3 for ``dino``."""
     found: dict[str, Path] = {}
-    for name in (*cache_weights_read(metrics), "alexnet"):
+    for name in _cache_urls(metrics):
         pin = pins.urls[name]
         found[name] = stage_file(pin, staged[name]) if name in staged else fetch_url(pin)
     if reads_dino(metrics):
-        found["dinov3_vitb16"] = fetch_hf(pins.huggingface["dinov3_vitb16"], token=token)
+        found[DINO_PIN] = fetch_hf(pins.huggingface[DINO_PIN], token=token)
     return found
+
+
+def fetch_pins(cfg: RunConfig) -> list[str]:
+    """recipe.yaml ``fetch_pins:``: the pins ``fetch`` downloads for ``-o metrics``, the only ones whose nulls
+    ``pinbench fetch mind`` resolves first (``lcm``: the pinned LPIPS trunk alone, so no token for DINOv3)."""
+    metrics = cfg.options.metrics
+    dino = [f"huggingface/{DINO_PIN}"] if reads_dino(metrics) else []
+    return [f"urls/{name}" for name in _cache_urls(metrics)] + dino
 
 
 def fetch(cfg: RunConfig) -> None:
@@ -119,7 +134,7 @@ def runtime_from_env(pins: Pins, metrics: Sequence[str], env: Mapping[str, str] 
     located offline (an ``lcm`` run needs none of them fetched)."""
     mind_dir = Path(env.get("MIND_DIR", "/opt/mind"))
     weights = {name: locate(pins.urls[name]) for name in cache_weights_read(metrics)}
-    dino_dir = locate(pins.huggingface["dinov3_vitb16"]) if reads_dino(metrics) else None
+    dino_dir = locate(pins.huggingface[DINO_PIN]) if reads_dino(metrics) else None
     return Runtime(mind_dir=mind_dir, python=Path(env.get("MIND_PYTHON", "/opt/venv/bin/python")),
                    dino_dir=dino_dir, weights=weights,
                    torch_home=Path(env.get("MIND_TORCH_HOME", "/opt/mind-weights/torch")),

@@ -8,14 +8,13 @@ as not scored for that metric, and the scorecard recomputes the means from the p
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileError, MissingFile, NotRegularFile, read_regular_bytes
+from pinbench.core.files import FileError, MissingFile, read_json_file
 
 EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
@@ -75,27 +74,16 @@ def _why_not_scored(metric: str, value: Any) -> str | None:
     return None
 
 
-def _unread(exc: FileError) -> str:
-    """What the run says of a metrics.json ``read_regular_bytes`` could not read, by the kind of its error."""
-    if isinstance(exc, MissingFile):
-        return "file not found (the evaluator did not finish)"
-    return "not a regular file" if isinstance(exc, NotRegularFile) else exc.reason
-
-
 def parse_metrics_json(path: Path | str, expected_tasks: Sequence[str],
                        metrics: Sequence[str] = EVALUATOR_METRICS) -> ModalityMetrics:
     """Parse one metrics.json against the tasks this run expects and the metrics its evaluator reports."""
     path = Path(path)
-    try:
-        # one open that refuses what is no regular file: a check before the read let a FIFO put there in between
-        # block it; json accepts the NaN tokens pandas writes
-        data = json.loads(read_regular_bytes(path).decode("utf-8"))
+    try:   # the library's reader, not loads_finite_json: the NaN tokens pandas writes are values counted not scored
+        data = read_json_file(path)
+    except MissingFile:
+        raise MetricsFileError(f"{path}: file not found (the evaluator did not finish)") from None
     except FileError as exc:
-        raise MetricsFileError(f"{path}: {_unread(exc)}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MetricsFileError(f"{path}: not valid JSON: {exc}") from None
-    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which parse_all did not catch
-        raise MetricsFileError(f"{path}: not valid JSON: nested too deeply to parse") from None
+        raise MetricsFileError(str(exc)) from None
     if not isinstance(data, Mapping) or not isinstance(data.get("per_video"), list):
         raise MetricsFileError(f"{path}: no 'per_video' list")
     found: dict[str, Mapping[str, Any]] = {}

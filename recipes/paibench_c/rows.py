@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pinbench.core.files import FileError, read_data_file, write_if_changed
+from pinbench.core.files import loads_finite_json, read_json_file, write_if_changed
 
 MODALITIES = ("edge", "blur", "depth", "seg")
 TASK_ID = re.compile(r"task_\d{4}")
@@ -124,14 +124,7 @@ def _check_row(path: Path, index: int, row: Any) -> Task:
 def load_tasks(path: Path | str) -> list[Task]:
     """Read and validate tasks.json; tasks sorted by id, as the upstream recipe selects them."""
     path = Path(path)
-    try:   # read_data_file: a folder is one line and a FIFO no hang (read_text blocked on it for good)
-        data = json.loads(read_data_file(path))
-    except FileError as exc:
-        raise TaskListError(str(exc)) from None
-    except json.JSONDecodeError as exc:
-        raise TaskListError(f"{path}: not valid JSON: {exc}") from None
-    except RecursionError:   # [[[...]]] thousands deep: the parser's own limit, which named no file
-        raise TaskListError(f"{path}: not valid JSON: nested too deeply to parse") from None
+    data = read_json_file(path, TaskListError, parse=loads_finite_json)
     if not isinstance(data, list) or not data:
         raise TaskListError(f"{path}: expected a non-empty JSON list of tasks")
     tasks = [_check_row(path, i, row) for i, row in enumerate(data)]

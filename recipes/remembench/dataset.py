@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core import files
-from pinbench.core.files import FileError
 
 SPLITS = ("t2v", "i2v")
 I2V_SETTINGS = ("rotation_90", "rotation_180", "rotation_360", "translation_90", "translation_180",
@@ -250,10 +249,7 @@ def _i2v_row(fields: _Fields, line: int) -> I2VRow:
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line (``files.iter_jsonl``: lines end at \\n and \\r only, so a
     raw U+2028 inside a string stays in its row; finite numbers only); DatasetError names the file and line."""
-    try:
-        yield from files.iter_jsonl(path)
-    except FileError as exc:
-        raise DatasetError(str(exc)) from None
+    return files.iter_jsonl(path, error=DatasetError)
 
 
 def read_rows(path: Path | str, split: str, paper: PaperSettings | None = None) -> list[Row]:

@@ -234,20 +234,24 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "pinbench"
 
 
-def file_error(error: type[Exception], path: Path | str, reason: str) -> Exception:
-    """``error`` of a file and what is wrong with it: ``error(path, reason)`` for a FileError class, else the one
-    line ``error(f"{path}: {reason}")``. Why: a recipe's own error takes one string (``DatasetError(msg)``); given to
-    a reader as ``error`` it was made with two arguments and said ``(PosixPath('...'), 'file not found')``."""
-    return error(path, reason) if issubclass(error, FileError) else error(f"{path}: {reason}")
+def file_error(error: type[Exception], path: Path | str, reason: str, line: int | None = None) -> Exception:
+    """``error`` of a file (and ``line`` of it) and what is wrong with it: ``error(path, reason[, line])`` for a
+    FileError class, else the one line ``error(f"{path}[:{line}]: {reason}")``. Why: a recipe's own error takes one
+    string (``DatasetError(msg)``); given to a reader as ``error`` it was made with two arguments and said
+    ``(PosixPath('...'), 'file not found')``."""
+    if issubclass(error, FileError):
+        return error(path, reason) if line is None else error(path, reason, line)
+    return error(f"{path if line is None else f'{path}:{line}'}: {reason}")
 
 
 def read_data_file(path: Path, error: type[Exception] = FileError) -> str:
     """A data file's text, or ``error`` naming it (``file_error``: one line) when it is missing, not a regular file
-    (a folder, a FIFO: never a hang), unreadable or not UTF-8."""
+    (a folder, a FIFO: never a hang), unreadable or not UTF-8. With ``error`` FileError, what ``open_regular`` raised
+    is raised as it is (MissingFile, NotRegularFile): a caller says more of an absent file by its class."""
     try:
         return read_regular_bytes(path).decode("utf-8")
     except FileError as exc:
-        raise file_error(error, path, exc.reason) from None
+        raise (exc if isinstance(exc, error) else file_error(error, path, exc.reason)) from None
     except UnicodeDecodeError as exc:
         raise file_error(error, path, f"not UTF-8 text (byte {exc.start})") from None
 
@@ -648,21 +652,28 @@ def _jsonl_values(text: str, path: Path | str, what: str | None, scan: Callable[
         yield lineno, value
 
 
-def iter_jsonl(path: Path | str, what: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: Path | str, what: str | None = None, error: type[Exception] = FileError
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of each non-blank line of a JSONL data file, lazily: a caller that makes a small
     record of each row holds one row at a time, never a list of them. Lines, blanks and numbers as in
-    ``_jsonl_values``; FileError, one line naming the file (and the line, and ``"bad <what>"``), when the file is
-    missing, not a regular file (a FIFO: never a hang), not UTF-8, or a line is not one JSON object (or escapes a
-    lone surrogate: ``lone_surrogate``).
+    ``_jsonl_values``; ``error`` (``file_error``: one line naming the file, and the line, and ``"bad <what>"``) when
+    the file is missing, not a regular file (a FIFO: never a hang), not UTF-8, or a line is not one JSON object (or
+    escapes a lone surrogate: ``lone_surrogate``). A recipe passes its own error class rather than converting
+    FileError by hand around its loop.
 
     Parsed with the float hook always: a data set's rows hold few numbers, and the hook costs only per float
     literal, where the test that spares it (``_may_overflow``) costs a pass over the file (6 ms of CameraBench's
     load, which holds no float at all)."""
     path = Path(path)
-    text = read_data_file(path)
-    if lone := lone_surrogate(text):
-        raise FileError(path, f"bad {what}: {lone[1]}" if what else lone[1], line=lone[0])
-    yield from _jsonl_values(text, path, what, _FINITE_DECODER.scan_once, objects=True)
+    text = read_data_file(path, error)
+    try:
+        if lone := lone_surrogate(text):
+            raise FileError(path, f"bad {what}: {lone[1]}" if what else lone[1], line=lone[0])
+        yield from _jsonl_values(text, path, what, _FINITE_DECODER.scan_once, objects=True)
+    except FileError as exc:
+        if isinstance(exc, error):
+            raise
+        raise file_error(error, path, exc.reason, exc.line) from None
 
 
 def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:

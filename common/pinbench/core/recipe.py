@@ -192,6 +192,7 @@ class Recipe:
     changelog: list[ChangelogEntry]
     dir: Path
     fetch_entry: str | None = None
+    fetch_pins_entry: str | None = None
     checkpoints: list[str] = field(default_factory=list)
     stages: tuple[ContainerStage, ...] = DEFAULT_STAGES
     env: dict[str, str] = field(default_factory=dict)
@@ -235,6 +236,14 @@ class Recipe:
         if self.check_entry is None:
             return []
         return list(self.load(self.check_entry)(run_dir, card, records))
+
+    def fetch_pins(self, cfg: RunConfig) -> list[str] | None:
+        """The pins (``huggingface/<name>``, ``urls/<name>``) this fetch downloads, whose nulls it resolves; None
+        (no ``fetch_pins:`` entry): every pin. A fetch for some metrics then needs no token for a gated repo
+        that only other metrics read."""
+        if self.fetch_pins_entry is None:
+            return None
+        return list(self.load(self.fetch_pins_entry)(cfg))
 
     def fetch(self, cfg: RunConfig) -> None:
         if self.fetch_entry is None:
@@ -526,7 +535,8 @@ def load_declaration(path: Path, package: str) -> Recipe:
     scale_out = layouts.get("scale_out", DEFAULT_SCALE_OUT)
     return Recipe(
         name=data["name"], package=package, version=data["version"], description=data["description"],
-        entry=data["entry"], fetch_entry=data.get("fetch"), hardware=data["hardware"], flags=flags,
+        entry=data["entry"], fetch_entry=data.get("fetch"), fetch_pins_entry=data.get("fetch_pins"),
+        hardware=data["hardware"], flags=flags,
         metrics=metrics, changelog=[ChangelogEntry(**c) for c in data["changelog"]], dir=path.parent,
         checkpoints=list(data.get("checkpoints") or []), stages=stages, env=dict(data.get("env") or {}),
         options=options, resources=Resources.from_dict(data["resources"]) if "resources" in data else None,

@@ -68,6 +68,7 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
         MachinePinsError,
         apply_machine_pins,
         key_label,
+        key_pin,
         machine_pins_for,
         null_keys,
         stale_keys,
@@ -82,8 +83,8 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
         return None, [problem("pins", str(exc))]
     findings = []
     nulls = list(null_keys(pins))
-    unread = [key_label(k) for k in nulls if reads is not None and f"{k[0]}/{k[1]}" not in reads]
-    nulls = [k for k in nulls if reads is None or f"{k[0]}/{k[1]}" in reads]
+    unread = [key_label(k) for k in nulls if reads is not None and key_pin(k) not in reads]
+    nulls = [k for k in nulls if reads is None or key_pin(k) in reads]
     unresolved = [key_label(k) for k in nulls if k not in machine.entries]
     resolved = [key_label(k) for k in nulls if k in machine.entries]
     if unresolved and offline:
@@ -91,7 +92,7 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
 
         findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
                                         f"this machine (`pinbench fetch {recipe.name}` resolves them); next: "
-                                        f"{ways_on(recipe.name, [f'{k[0]}/{k[1]}' for k in nulls])}"))
+                                        f"{ways_on(recipe.name, [key_pin(k) for k in nulls])}"))
     elif unresolved:
         findings.append(ok("pins", f"{', '.join(unresolved)} null; `pinbench fetch {recipe.name}` resolves them "
                                    f"once into {machine.path}"))

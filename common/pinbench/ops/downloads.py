@@ -108,6 +108,21 @@ def not_fetched(what: str, where: Path, recipe: str, pin_keys: str | list[str] |
     return NotFetchedError(f"{what}: not in cache {where}{NEXT}{ways_on(recipe, pin_keys)}")
 
 
+def gated_refusal(exc: Exception, pin: HFPin, token: str | bool) -> FetchError | None:
+    """A gated repo refused the hub call: one line naming the pin and HF_TOKEN (the hub's own text is a paragraph
+    naming neither); None for any other failure."""
+    from huggingface_hub.errors import GatedRepoError
+
+    if not isinstance(exc, GatedRepoError):
+        return None
+    page = f"https://huggingface.co/{'' if pin.repo_type == 'model' else pin.repo_type + 's/'}{pin.repo_id}"
+    why = ("HF_TOKEN's account has no access to it" if token
+           else "set HF_TOKEN to a token of an account that has access to it")
+    key = pin_key(pin)
+    return FetchError(f"{f'{key} ({pin.repo_id})' if key else pin.repo_id} is gated: {why} (accept its licence on "
+                      f"{page})")
+
+
 def _warn(message: str) -> None:
     print(f"warning: {redact(message)}", file=sys.stderr)
 
@@ -222,6 +237,9 @@ def fetch_hf(pin: HFPin, *, token: str | None = None, cache: Path | str | None =
                                        allow_patterns=pin.allow_patterns, cache_dir=cache_dir(cache) / "hub",
                                        token=_hf_token(token))
     except Exception as exc:  # any hub/HTTP error: report it redacted, without the chained traceback
+        gated = gated_refusal(exc, pin, _hf_token(token))
+        if gated is not None:
+            raise gated from None
         reason = network_reason(exc)
         if reason is not None:
             raise NetworkError(describe_hf(pin), reason).for_pin(pin) from None

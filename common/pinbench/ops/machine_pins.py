@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,6 +64,11 @@ Key = tuple[str, ...]
 def key_label(key: Key) -> str:
     """``huggingface.dataset.revision``, ``huggingface.x.sha256[model.safetensors]``, ``urls.raft.sha256``."""
     return ".".join(key[:3]) + (f"[{key[3]}]" if len(key) == 4 else "")
+
+
+def key_pin(key: Key) -> str:
+    """The pin a null belongs to, as recipes and the doctor name it: ``huggingface/<name>``, ``urls/<name>``."""
+    return f"{key[0]}/{key[1]}"
 
 
 def machine_pins_path(recipe: str, version: str, cache: Path | str | None = None) -> Path:
@@ -221,13 +226,16 @@ def pins_for_provenance(pins: Pins) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ resolving
 
 
-def _hub_error(what: str, exc: Exception, pin: HFPin, fetched: str) -> Exception:
-    """A hub call failed: the network line when the network did (``fetched``: what could not be fetched),
-    else the call's own error, redacted."""
+def _hub_error(what: str, exc: Exception, pin: HFPin, fetched: str, token: str | bool) -> Exception:
+    """A hub call failed: the gated repo's line when it refused, the network line when the network failed
+    (``fetched``: what could not be fetched), else the call's own error, redacted."""
     from pinbench.core.provenance import redact
-    from pinbench.ops.downloads import FetchError, NetworkError
+    from pinbench.ops.downloads import FetchError, NetworkError, gated_refusal
     from pinbench.ops.network import network_reason
 
+    gated = gated_refusal(exc, pin, token)
+    if gated is not None:
+        return gated
     reason = network_reason(exc)
     if reason is not None:
         return NetworkError(fetched, reason).for_pin(pin)
@@ -239,7 +247,7 @@ def _resolve_revision(pin: HFPin, api: Any, token: str | bool) -> tuple[str, str
         sha = api.repo_info(pin.repo_id, repo_type=pin.repo_type, token=token).sha
     except Exception as exc:  # any hub/HTTP error, redacted
         raise _hub_error(f"{pin.repo_id}: cannot resolve the revision", exc, pin,
-                         f"{pin.repo_id} ({pin.repo_type}; its revision, to record for this machine)") from None
+                         f"{pin.repo_id} ({pin.repo_type}; its revision, to record for this machine)", token) from None
     if not isinstance(sha, str) or not HEX40.fullmatch(sha):
         from pinbench.ops.downloads import FetchError
 
@@ -261,7 +269,8 @@ def _resolve_hf_hashes(pin: HFPin, revision: str, paths: list[str], api: Any, to
                                                                 repo_type=pin.repo_type, token=token)}
     except Exception as exc:
         raise _hub_error(f"{pin.repo_id}@{revision}: cannot read file metadata", exc, pin,
-                         f"{pin.repo_id}@{revision} ({pin.repo_type}; the SHA-256 of {', '.join(paths)})") from None
+                         f"{pin.repo_id}@{revision} ({pin.repo_type}; the SHA-256 of {', '.join(paths)})",
+                         token) from None
     out: dict[str, tuple[str, str]] = {}
     for rel in paths:
         info = infos.get(rel)
@@ -276,7 +285,7 @@ def _resolve_hf_hashes(pin: HFPin, revision: str, paths: list[str], api: Any, to
                                     cache_dir=cache_dir(cache) / "hub", token=token)
         except Exception as exc:
             raise _hub_error(f"{pin.repo_id}@{revision}: {rel}: download failed", exc, pin,
-                             f"{pin.repo_id}@{revision} ({pin.repo_type}; file {rel})") from None
+                             f"{pin.repo_id}@{revision} ({pin.repo_type}; file {rel})", token) from None
         out[rel] = (sha256_file(local), f"sha256 of the file (not in LFS) downloaded at revision {revision}")
     return out
 
@@ -311,15 +320,18 @@ def _resolve_url(pin: URLPin, cache: Path | str | None) -> tuple[str, str]:
 
 
 def resolve(pins: Pins, machine: MachinePins, *, token: str | None = None, api: Any = None,
-            cache: Path | str | None = None) -> list[str]:
+            cache: Path | str | None = None, reads: Collection[str] | None = None) -> list[str]:
     """Resolve every null of ``pins`` that ``machine`` lacks, save it, and list what was resolved.
 
+    ``reads``: the pins (``huggingface/<name>``, ``urls/<name>``) whose nulls to resolve, None for all: a fetch
+    for some metrics resolves the pins those read and no others (a gated repo it never downloads needs no token).
     Needs network (FetchError when offline and something is still null). Values already recorded are
     reused, never resolved again: later runs see the same inputs as the first.
     """
     from pinbench.ops.downloads import FetchError, _hf_token
 
-    missing = [key for key in null_keys(pins) if key not in machine.entries]
+    missing = [key for key in null_keys(pins)
+               if key not in machine.entries and (reads is None or key_pin(key) in reads)]
     if not missing:
         return []
     if is_offline():
@@ -353,10 +365,11 @@ def resolve(pins: Pins, machine: MachinePins, *, token: str | None = None, api: 
 
 
 def resolve_recipe_pins(recipe: Recipe, *, token: str | None = None, api: Any = None,
-                        cache: Path | str | None = None) -> tuple[Pins, list[str]]:
-    """On a connected machine: resolve the recipe's nulls into this machine's resolved pins; the effective pins
-    and changes."""
+                        cache: Path | str | None = None, reads: Collection[str] | None = None
+                        ) -> tuple[Pins, list[str]]:
+    """On a connected machine: resolve the recipe's nulls (of the pins ``reads`` names, None: all) into this
+    machine's resolved pins; the effective pins and changes."""
     machine = machine_pins_for(recipe, cache)
     pins = load_pins(recipe.pins_path)
-    changes = resolve(pins, machine, token=token, api=api, cache=cache)
+    changes = resolve(pins, machine, token=token, api=api, cache=cache, reads=reads)
     return apply_machine_pins(pins, machine), changes

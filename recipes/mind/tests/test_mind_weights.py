@@ -122,3 +122,64 @@ def test_fetch_takes_only_the_weights_the_metrics_read(monkeypatch: pytest.Monke
     fetched.clear()
     every = weights.fetch_cache_weights(pins, token=None, staged={}, metrics=["lcm", "visual", "dino"])
     assert sorted(every) == sorted([*CACHE_PINS, "dinov3_vitb16"]) and len(fetched) == 5
+
+
+class GatedHubDouble:
+    """Test double for huggingface_hub.HfApi over a gated repo: without a token every call is refused with the
+    hub's GatedRepoError (the hub's paragraph names neither the pin nor HF_TOKEN); ``calls`` records each."""
+
+    calls: list[str] = []
+
+    def get_paths_info(self, repo_id, paths, *, revision=None, repo_type=None, token=None, **kwargs):
+        from huggingface_hub.errors import GatedRepoError
+
+        GatedHubDouble.calls.append(repo_id)
+        raise GatedRepoError(f"401 Client Error.\n\nCannot access gated repo for url https://huggingface.co/{repo_id}."
+                             "\nAccess to model is restricted. Please log in.")
+
+    repo_info = get_paths_info
+
+
+def _fetch(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], list[str]]:
+    """``pinbench fetch mind ARGS`` without HF_TOKEN, the hub and the URL downloads replaced by test doubles: the
+    exit code, the output lines and the pins the recipe's fetch downloaded."""
+    import huggingface_hub
+
+    from pinbench import cli
+    from pinbench_recipes.mind import weights
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub, "HfApi", GatedHubDouble)
+    monkeypatch.setattr(GatedHubDouble, "calls", [])
+    fetched: list[str] = []
+    monkeypatch.setattr(weights, "fetch_url", lambda pin: fetched.append(pin.filename) or tmp_path / pin.filename)
+    code = 0
+    try:
+        cli.main(["fetch", "mind", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, [line for line in (captured.out + captured.err).splitlines() if line.strip()], fetched
+
+
+def test_an_lcm_fetch_resolves_no_gated_pin_and_needs_no_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The fetch resolves the nulls of the pins it downloads only: an lcm fetch (the pinned LPIPS trunk) asks the
+    hub nothing (was: the null digests of every pin first, DINOv3's included, refused without HF_TOKEN)."""
+    code, lines, fetched = _fetch(["-o", "metrics=lcm"], tmp_path, monkeypatch, capsys)
+    assert code == 0, lines
+    assert fetched == ["alexnet-owt-7be5be79.pth"] and GatedHubDouble.calls == []
+    assert not any("resolved at run time" in line for line in lines)
+
+
+def test_a_dino_fetch_without_a_token_names_the_gated_pin_and_hf_token(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, fetched = _fetch(["-o", "metrics=lcm,dino"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0] == ("error: huggingface/dinov3_vitb16 (facebook/dinov3-vitb16-pretrain-lvd1689m) is gated: set "
+                        "HF_TOKEN to a token of an account that has access to it (accept its licence on "
+                        "https://huggingface.co/facebook/dinov3-vitb16-pretrain-lvd1689m)")
+    assert fetched == [] and GatedHubDouble.calls == ["facebook/dinov3-vitb16-pretrain-lvd1689m"]

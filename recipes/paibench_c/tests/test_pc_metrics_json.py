@@ -101,7 +101,7 @@ def test_duplicate_task_and_malformed_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(MetricsFileError, match="task_0000 appears twice"):
         parse_metrics_json(dup, TASKS)
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(MetricsFileError, match=r"bad.json: not valid JSON"):
+    with pytest.raises(MetricsFileError, match=r"bad\.json: invalid JSON at line 1, column 2: "):
         parse_metrics_json(tmp_path / "bad.json", TASKS)
     (tmp_path / "nopv.json").write_text(json.dumps({"global": {}}))
     with pytest.raises(MetricsFileError, match="no 'per_video' list"):
@@ -110,7 +110,7 @@ def test_duplicate_task_and_malformed_files_are_refused(tmp_path: Path) -> None:
         parse_metrics_json(tmp_path / "absent.json", TASKS)
     # the parser's RecursionError escaped parse_all and ended the run after every GPU step, with no scorecard
     (tmp_path / "deep.json").write_text('{"per_video": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    with pytest.raises(MetricsFileError, match=r"deep.json: not valid JSON: nested too deeply"):
+    with pytest.raises(MetricsFileError, match=r"deep\.json: invalid JSON: nested too deeply to parse$"):
         parse_metrics_json(tmp_path / "deep.json", TASKS)
 
 
@@ -152,8 +152,23 @@ def test_metrics_json_that_is_no_regular_file_is_one_line(tmp_path: Path) -> Non
     """A folder named metrics.json raised IsADirectoryError out of the run; a FIFO would block it."""
     folder = tmp_path / "metrics.json"
     folder.mkdir()
-    with pytest.raises(MetricsFileError, match=r"metrics\.json: not a regular file$"):
+    with pytest.raises(MetricsFileError, match=r"metrics\.json: is a directory, not a file$"):
         parse_metrics_json(folder, TASKS)
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    # read by the library's JSON reader (files.read_json_file) as every other data file
+    (json.dumps({"per_video": [entry("task_\udc00")]}, indent=1).encode(),   # was taken, failed when written out
+     "metrics.json: line 4: a string holds the lone surrogate \\udc00 (half a UTF-16 pair), which no UTF-8 file "
+     "can hold"),
+    (b'{"per_video": [\xff]}', "metrics.json: not UTF-8 text (byte 15)"),   # was "not valid JSON: 'utf-8' codec..."
+])
+def test_metrics_json_the_library_reader_refuses_is_one_line(tmp_path: Path, content: bytes, words: str) -> None:
+    path = tmp_path / "metrics.json"
+    path.write_bytes(content)
+    with pytest.raises(MetricsFileError) as info:
+        parse_metrics_json(path, TASKS)
+    assert str(info.value).endswith(words) and str(info.value).startswith(str(path)), str(info.value)
 
 
 def test_metrics_json_that_becomes_a_fifo_after_a_check_is_refused_at_once(tmp_path: Path, monkeypatch) -> None:
@@ -177,4 +192,4 @@ def test_metrics_json_that_becomes_a_fifo_after_a_check_is_refused_at_once(tmp_p
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))   # the blocked read ends
         thread.join(10)
         pytest.fail("parse_metrics_json was still blocked on the FIFO after 10 s")
-    assert raised == [f"{fifo}: not a regular file"]
+    assert raised == [f"{fifo}: a FIFO (named pipe), not a regular file"]

@@ -139,7 +139,7 @@ def test_unreadable_task_lists(tmp_path: Path) -> None:
     with pytest.raises(TaskListError, match="file not found"):
         load_tasks(tmp_path / "none.json")
     (tmp_path / "bad.json").write_text("[{")
-    with pytest.raises(TaskListError, match="not valid JSON"):
+    with pytest.raises(TaskListError, match=r"bad\.json: invalid JSON at line 1, column 3: "):
         load_tasks(tmp_path / "bad.json")
     (tmp_path / "empty.json").write_text("[]")
     with pytest.raises(TaskListError, match="non-empty JSON list"):
@@ -165,6 +165,10 @@ def deadline(seconds: int) -> Iterator[None]:
     (os.mkfifo, "a FIFO (named pipe), not a regular file"),   # read_text blocked on it for good
     (lambda p: p.write_bytes(b"[\xff]"), "not UTF-8"),
     (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),   # a RecursionError, no file
+    # read by the library's JSON reader (files.read_json_file) as every other data file: both were taken
+    (lambda p: p.write_text(json.dumps([task_row(0, note=float("nan"))])), "holds the non-finite number NaN"),
+    (lambda p: p.write_text(json.dumps([task_row(0)], indent=1).replace("thing 0", "\\ud800")),
+     "tasks.json: line 13: a string holds the lone surrogate \\ud800"),
 ])
 def test_a_task_list_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path, make, words: str) -> None:
     path = tmp_path / "tasks.json"
