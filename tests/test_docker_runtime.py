@@ -19,7 +19,7 @@ from pinbench.core.deploy import ContainerStage
 from pinbench.core.recipe import Recipe
 from pinbench.ops import docker_runtime
 from pinbench.ops.docker_engine import BASE_IMAGE_LABEL, ContainerError
-from pinbench.ops.generation import command_argv
+from pinbench.ops.generation import command_argv, same_generator
 
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
 ENV = {
@@ -504,6 +504,28 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     assert volumes[str(work / "gen.sh")] == {"bind": str(work / "gen.sh"), "mode": "ro"}
     assert volumes[str(work / "extra.json")] == {"bind": str(work / "extra.json"), "mode": "ro"}   # --flag=PATH too
     assert len(volumes) == 6 and "/usr/bin/env" not in volumes   # and the cache and run directory
+
+
+def test_a_skip_generation_run_gives_its_container_the_command_as_the_generating_container_stored_it(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generating run stored the command with its paths absolute; a ``--skip-generation`` run given the same
+    ``./gen.sh`` passed it on relative, which in the container (another folder) names no file, so its run refused it
+    as another generator ('drop --generator'). It now goes absolute, and nothing is mounted: nothing runs it."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gen.sh").write_text("#!/bin/sh")
+    monkeypatch.chdir(work)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, skip_generation=True,
+                        generator="command:sh ./gen.sh --config=./gen.sh {request} {out}", env={})
+    assert _run(recipe, cfg, client)[0] == 0
+    (call,) = client.run_calls
+    argv = _argv(call)
+    given = argv[argv.index("--generator") + 1]
+    assert command_argv(given) == ["sh", f"{work}/gen.sh", f"--config={work}/gen.sh", "{request}", "{out}"]
+    monkeypatch.chdir(tmp_path)   # where the container starts: no ./gen.sh there
+    assert same_generator(f"command:sh {work}/gen.sh --config={work}/gen.sh '{{request}}' '{{out}}'", given)
+    assert str(work / "gen.sh") not in call["volumes"]
 
 
 @pytest.mark.parametrize("value", ["{home}", "{home}/..", "/", "{home}/.cache", "{home}/hf", "{home}/hf/token"])

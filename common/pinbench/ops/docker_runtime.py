@@ -192,8 +192,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     Only a value with a ``/`` that names an existing file or folder outside the system folders counts; anything else
     stays a value. RecipeError (one line) for a path whose mount would hand the container ``/``, the home folder or
     one of its hidden folders, or a secret-named file (``image_flag``: where the hint says to put them instead).
-    ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike."""
-    if cfg.generator is None or cfg.skip_generation:
+    ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike. With
+    ``--skip-generation`` the paths are made absolute and nothing is mounted: nothing runs the generator, but the
+    container compares its text with the one the generating run stored (``same_generator``), absolute."""
+    if cfg.generator is None:
         return cfg, {}
     mounts: dict[Path, str] = {}
 
@@ -201,6 +203,8 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         target = Path(os.path.normpath(os.path.join(cwd or os.getcwd(), value)))   # a symlink keeps its name
         if "/" not in value or not target.exists() or any(target.is_relative_to(d) for d in _SYSTEM_DIRS):
             return value
+        if cfg.skip_generation:
+            return str(target)
         source, home = target.resolve(), Path.home().resolve()
         if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
                 or is_secret_field(source.name)
