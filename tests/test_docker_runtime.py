@@ -437,16 +437,18 @@ def test_a_generator_the_images_hold_runs_there_and_reaches_the_run(client: Fake
     assert call["image"] == "pinbench/toy-bench:2.0.0" and _argv(call)[-2:] == ["--generator", generator]
 
 
+@pytest.mark.parametrize("folder", ["./made", "made"])
 def test_the_folder_generator_runs_in_the_recipes_image_with_its_folder_mounted(
-        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str) -> None:
     """It was refused as a generator whose code the image lacks: it is pinbench's own, in every recipe image; its
-    ``-g dir=`` (relative here) reaches the container absolute and mounted read-only. ``diffusers`` is still refused:
-    no recipe image holds its package."""
+    ``-g dir=`` (relative here, with or without a ``/``: ``made`` was passed on as it was, a folder the container
+    lacks) reaches the container absolute and mounted read-only. ``diffusers`` is still refused: no recipe image
+    holds its package."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     (tmp_path / "made").mkdir()
     monkeypatch.chdir(tmp_path)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, generator="folder",
-                        generator_options={"dir": "./made"}, env={})
+                        generator_options={"dir": folder}, env={})
     assert _run(recipe, cfg, client)[0] == 0
     (call,) = client.run_calls
     assert call["image"] == "pinbench/toy-bench:2.0.0"
@@ -478,7 +480,8 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """They did not exist in the container and generation failed deep inside; a relative one becomes absolute (the
     container starts elsewhere), a symlink is mounted from what it points at under its own name, and a value that
-    is no file, or a system path the image has its own of, stays as it is."""
+    is no file, or a system path the image has its own of, stays as it is; so does a ``command:`` word without a
+    ``/`` (``cfg.yaml``), not a ``-g`` value naming a file here (``-g cfg=cfg.yaml``)."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     work = tmp_path / "work"
     (work / "ckpt").mkdir(parents=True)
@@ -488,16 +491,18 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     (work / "latest").symlink_to(work / "ckpt")
     monkeypatch.chdir(work)
     (work / "extra.json").write_text("{}")
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out",
-                        generator="command:/usr/bin/env sh ./gen.sh --extra=./extra.json --out={out} {request} {out}",
+    command = "/usr/bin/env sh ./gen.sh cfg.yaml --extra=./extra.json --out={out} {request} {out}"
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator=f"command:{command}",
                         generator_options={"weights": str(work / "latest"), "config": "./cfg.yaml", "model": "org/name",
-                                           "steps": "4", "cfg": "cfg.yaml"}, env={})
+                                           "steps": "4", "cfg": "cfg.yaml", "seed": ""}, env={})
     generate = _generate_call(recipe, cfg, client)
     argv = _argv(generate)
     assert command_argv(argv[argv.index("--generator") + 1]) == [
-        "/usr/bin/env", "sh", f"{work}/gen.sh", f"--extra={work}/extra.json", "--out={out}", "{request}", "{out}"]
+        "/usr/bin/env", "sh", f"{work}/gen.sh", "cfg.yaml", f"--extra={work}/extra.json", "--out={out}", "{request}",
+        "{out}"]
     assert [argv[i + 1] for i, flag in enumerate(argv) if flag == "-g"] == [
-        f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", "cfg=cfg.yaml"]
+        f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", f"cfg={work}/cfg.yaml",
+        "seed="]   # (empty: no file, though the folder it joins to is one)
     volumes = generate["volumes"]
     assert volumes[str(work / "ckpt")] == {"bind": str(work / "latest"), "mode": "ro"}
     assert volumes[str(work / "cfg.yaml")] == {"bind": str(work / "cfg.yaml"), "mode": "ro"}
