@@ -19,7 +19,7 @@ from pinbench.core.deploy import ContainerStage
 from pinbench.core.recipe import Recipe
 from pinbench.ops import docker_runtime
 from pinbench.ops.docker_engine import BASE_IMAGE_LABEL, ContainerError
-from pinbench.ops.generation import command_argv
+from pinbench.ops.generation import command_argv, same_generator
 
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
 ENV = {
@@ -437,16 +437,18 @@ def test_a_generator_the_images_hold_runs_there_and_reaches_the_run(client: Fake
     assert call["image"] == "pinbench/toy-bench:2.0.0" and _argv(call)[-2:] == ["--generator", generator]
 
 
+@pytest.mark.parametrize("folder", ["./made", "made"])
 def test_the_folder_generator_runs_in_the_recipes_image_with_its_folder_mounted(
-        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str) -> None:
     """It was refused as a generator whose code the image lacks: it is pinbench's own, in every recipe image; its
-    ``-g dir=`` (relative here) reaches the container absolute and mounted read-only. ``diffusers`` is still refused:
-    no recipe image holds its package."""
+    ``-g dir=`` (relative here, with or without a ``/``: ``made`` was passed on as it was, a folder the container
+    lacks) reaches the container absolute and mounted read-only. ``diffusers`` is still refused: no recipe image
+    holds its package."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     (tmp_path / "made").mkdir()
     monkeypatch.chdir(tmp_path)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, generator="folder",
-                        generator_options={"dir": "./made"}, env={})
+                        generator_options={"dir": folder}, env={})
     assert _run(recipe, cfg, client)[0] == 0
     (call,) = client.run_calls
     assert call["image"] == "pinbench/toy-bench:2.0.0"
@@ -478,7 +480,8 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """They did not exist in the container and generation failed deep inside; a relative one becomes absolute (the
     container starts elsewhere), a symlink is mounted from what it points at under its own name, and a value that
-    is no file, or a system path the image has its own of, stays as it is."""
+    is no file, or a system path the image has its own of, stays as it is; so does a ``command:`` word without a
+    ``/`` (``cfg.yaml``), not a ``-g`` value naming a file here (``-g cfg=cfg.yaml``)."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     work = tmp_path / "work"
     (work / "ckpt").mkdir(parents=True)
@@ -488,22 +491,46 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     (work / "latest").symlink_to(work / "ckpt")
     monkeypatch.chdir(work)
     (work / "extra.json").write_text("{}")
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out",
-                        generator="command:/usr/bin/env sh ./gen.sh --extra=./extra.json --out={out} {request} {out}",
+    command = "/usr/bin/env sh ./gen.sh cfg.yaml --extra=./extra.json --out={out} {request} {out}"
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator=f"command:{command}",
                         generator_options={"weights": str(work / "latest"), "config": "./cfg.yaml", "model": "org/name",
-                                           "steps": "4", "cfg": "cfg.yaml"}, env={})
+                                           "steps": "4", "cfg": "cfg.yaml", "seed": ""}, env={})
     generate = _generate_call(recipe, cfg, client)
     argv = _argv(generate)
     assert command_argv(argv[argv.index("--generator") + 1]) == [
-        "/usr/bin/env", "sh", f"{work}/gen.sh", f"--extra={work}/extra.json", "--out={out}", "{request}", "{out}"]
+        "/usr/bin/env", "sh", f"{work}/gen.sh", "cfg.yaml", f"--extra={work}/extra.json", "--out={out}", "{request}",
+        "{out}"]
     assert [argv[i + 1] for i, flag in enumerate(argv) if flag == "-g"] == [
-        f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", "cfg=cfg.yaml"]
+        f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", f"cfg={work}/cfg.yaml",
+        "seed="]   # (empty: no file, though the folder it joins to is one)
     volumes = generate["volumes"]
     assert volumes[str(work / "ckpt")] == {"bind": str(work / "latest"), "mode": "ro"}
     assert volumes[str(work / "cfg.yaml")] == {"bind": str(work / "cfg.yaml"), "mode": "ro"}
     assert volumes[str(work / "gen.sh")] == {"bind": str(work / "gen.sh"), "mode": "ro"}
     assert volumes[str(work / "extra.json")] == {"bind": str(work / "extra.json"), "mode": "ro"}   # --flag=PATH too
     assert len(volumes) == 6 and "/usr/bin/env" not in volumes   # and the cache and run directory
+
+
+def test_a_skip_generation_run_gives_its_container_the_command_as_the_generating_container_stored_it(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generating run stored the command with its paths absolute; a ``--skip-generation`` run given the same
+    ``./gen.sh`` passed it on relative, which in the container (another folder) names no file, so its run refused it
+    as another generator ('drop --generator'). It now goes absolute, and nothing is mounted: nothing runs it."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gen.sh").write_text("#!/bin/sh")
+    monkeypatch.chdir(work)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", fixture=True, skip_generation=True,
+                        generator="command:sh ./gen.sh --config=./gen.sh {request} {out}", env={})
+    assert _run(recipe, cfg, client)[0] == 0
+    (call,) = client.run_calls
+    argv = _argv(call)
+    given = argv[argv.index("--generator") + 1]
+    assert command_argv(given) == ["sh", f"{work}/gen.sh", f"--config={work}/gen.sh", "{request}", "{out}"]
+    monkeypatch.chdir(tmp_path)   # where the container starts: no ./gen.sh there
+    assert same_generator(f"command:sh {work}/gen.sh --config={work}/gen.sh '{{request}}' '{{out}}'", given)
+    assert str(work / "gen.sh") not in call["volumes"]
 
 
 @pytest.mark.parametrize("value", ["{home}", "{home}/..", "/", "{home}/.cache", "{home}/hf", "{home}/hf/token"])

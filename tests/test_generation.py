@@ -1503,6 +1503,33 @@ def test_check_names_a_rollout_swapped_for_a_symlink_and_a_record_naming_no_path
         f"{out / 'rollouts'}"], problems
 
 
+def test_a_symlinked_folder_on_the_way_to_kept_rollouts_is_named_by_check_and_refused_by_generation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rollouts/edge`` swapped for a symlink to a folder outside the run (the same bytes in it) passed ``pinbench
+    check``, and the next generation wrote and reused its rollouts there: files the run does not hold. Check names
+    the link once, with the rollouts it leads to; the step refuses in one line naming it, before writing anything."""
+    from pinbench.core.check import check_run
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
+    shutil.copytree(link, outside)
+    shutil.rmtree(link)
+    link.symlink_to(outside)
+    problems = [p for p in check_run(out).problems if p.startswith(f"{out / 'rollouts'}")]
+    assert problems == [
+        f"{link}: a symlink (to {str(outside)!r}) on the way to 4 kept rollouts (edge.task_0000, edge.task_0001, "
+        f"edge.task_0002 and 1 more); a kept rollout is a regular file reached without symlinks inside {out}"]
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in outside.iterdir())
+    with pytest.raises(RecipeError) as info:
+        _run(out, RENDER, calls=str(tmp_path / "calls"), version="2")
+    assert str(info.value) == (
+        f"{link}: a symlink (to {str(outside)!r}); the generate step writes no rollout through it (a kept rollout is "
+        f"a regular file reached without symlinks inside {out}); put a folder of the run in its place")
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in outside.iterdir()) == before
+
+
 @pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])
 def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], thing: str) -> None:

@@ -44,11 +44,13 @@ from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
 from pinbench.core.files import (
     FileError,
+    first_names,
     loads_finite_json,
     not_regular,
     read_regular_bytes,
     read_regular_text,
     regular_sha256,
+    symlink_on_the_way,
 )
 from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
@@ -479,6 +481,8 @@ def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
         result.problems.append(" ".join(str(exc).split()))
         return
     rollouts = run_dir / ROLLOUTS
+    links: dict[PurePosixPath, Path | None] = {}   # each folder of rollouts: the symlink on the way to it, if any
+    through: dict[Path, list[str]] = {}   # each such symlink: the samples whose kept rollouts it leads to
     for sid, record in records.items():
         kept = record.result if record.ok and isinstance(record.result, Mapping) else {}
         output, sha256 = kept.get("output"), kept.get("sha256")
@@ -488,6 +492,13 @@ def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
         if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\0" in output:
             result.problems.append(f"{store / SAMPLES_DIR}: the record of {sid} names {output!r}, not a rollout "
                                    f"inside {rollouts}")
+            continue
+        folder = PurePosixPath(ROLLOUTS) / relative.parent
+        if folder not in links:
+            links[folder] = symlink_on_the_way(run_dir, folder)
+        link = links[folder]
+        if link is not None:   # its bytes may match: they are still files outside the run, anyone's to change
+            through.setdefault(link, []).append(sid)
             continue
         path = rollouts / relative
         now = regular_sha256(path)
@@ -501,6 +512,10 @@ def _check_rollouts(run_dir: Path, result: CheckResult) -> None:
                      else _state(path))
             result.problems.append(f"{path}: rollout changed since generation kept it for {sid} ({state}, kept "
                                    f"{sha256[:12]}...)")
+    for link, sids in through.items():
+        result.problems.append(f"{link}: a symlink (to {os.readlink(link)!r}) on the way to {len(sids)} kept "
+                               f"rollout{'s' * (len(sids) > 1)} ({first_names(sorted(sids))}); a kept rollout is a "
+                               f"regular file reached without symlinks inside {run_dir}")
 
 
 def _check_recipe_files(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], result: CheckResult) -> None:

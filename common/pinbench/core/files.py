@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
 from typing import Any, TypeVar
 
@@ -103,6 +103,23 @@ def no_file_at(path: Path) -> str | None:
         return f"unreadable ({exc.strerror})"
     kind = not_regular(mode)
     return None if kind is None else kind.removeprefix("is ")
+
+
+def symlink_on_the_way(root: Path, relative: PurePath) -> Path | None:
+    """The first of ``root / relative`` and the folders to it below ``root`` that is a symlink, else None: what
+    leads a path inside ``root`` out of it (``root`` itself, and the way to it, are the user's to place)."""
+    path = root
+    for part in relative.parts:
+        path = path / part
+        try:
+            mode = path.lstat().st_mode
+        except OSError:   # nothing there, nor further on
+            return None
+        if S_ISLNK(mode):
+            return path
+        if not S_ISDIR(mode):
+            return None
+    return None
 
 
 def first_names(names: Sequence[str], shown: int = 3) -> str:

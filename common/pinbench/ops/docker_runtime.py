@@ -189,18 +189,25 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     """``cfg`` with the host files its ``--generator`` names (a ``-g`` value, a ``command:`` argument, or the value of
     one written ``--flag=PATH``) made absolute (from ``cwd``, default this process's), and their read-only mounts at
     those paths, as path options are mounted: in the container they did not exist and generation failed deep inside.
-    Only a value with a ``/`` that names an existing file or folder outside the system folders counts; anything else
-    stays a value. RecipeError (one line) for a path whose mount would hand the container ``/``, the home folder or
-    one of its hidden folders, or a secret-named file (``image_flag``: where the hint says to put them instead).
-    ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike."""
-    if cfg.generator is None or cfg.skip_generation:
+    A ``-g`` value that names an existing file or folder outside the system folders counts (``-g dir=made`` as
+    ``./made``), a ``command:`` argument only with a ``/`` in it (a bare word is a program found on PATH, or a
+    word); anything else stays a value. RecipeError (one line) for a path whose mount would hand the container
+    ``/``, the home folder or one of its hidden folders, or a secret-named file (``image_flag``: where the hint
+    says to put them instead).
+    ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike. With
+    ``--skip-generation`` the paths are made absolute and nothing is mounted: nothing runs the generator, but the
+    container compares its text with the one the generating run stored (``same_generator``), absolute."""
+    if cfg.generator is None:
         return cfg, {}
     mounts: dict[Path, str] = {}
 
-    def mounted(value: str, flag: str) -> str:
+    def mounted(value: str, flag: str, *, bare: bool = False) -> str:
         target = Path(os.path.normpath(os.path.join(cwd or os.getcwd(), value)))   # a symlink keeps its name
-        if "/" not in value or not target.exists() or any(target.is_relative_to(d) for d in _SYSTEM_DIRS):
+        if (not value or "/" not in value and not bare or not target.exists()
+                or any(target.is_relative_to(d) for d in _SYSTEM_DIRS)):
             return value
+        if cfg.skip_generation:
+            return str(target)
         source, home = target.resolve(), Path.home().resolve()
         if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
                 or is_secret_field(source.name)
@@ -216,7 +223,7 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         argv = command_argv(generator)
         absolute = command_paths(argv, lambda value: mounted(value, f"--generator {redact(generator)}"))
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
-    options = {key: mounted(value, f"-g {key}") for key, value in cfg.generator_options.items()}
+    options = {key: mounted(value, f"-g {key}", bare=True) for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts
 
 

@@ -35,7 +35,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any
 
@@ -47,6 +47,7 @@ from pinbench.core.files import (
     read_data_file,
     regular_sha256,
     sha256_file,
+    symlink_on_the_way,
     write_if_changed,
 )
 from pinbench.core.generation import (
@@ -588,6 +589,8 @@ class Generating:
             raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
                               f"by {stored.generator} ({store / GENERATOR_FILE}); drop --generator to score those, "
                               "or --skip-generation to generate with it")
+        if not run.skips("generation"):
+            _refuse_links(run.out_dir, folder, requests)
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
@@ -725,6 +728,17 @@ class _OnDevice:
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
         return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
+
+
+def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request]) -> None:
+    """RecipeError (one line naming it) for a symlink among the folders the rollouts go to: the step wrote (and
+    reused) rollouts through it, outside the run, where ``pinbench check`` names it."""
+    for parent in dict.fromkeys(PurePosixPath(folder, r.output).parent for r in requests):
+        link = symlink_on_the_way(run_dir, parent)
+        if link is not None:
+            raise RecipeError(f"{link}: a symlink (to {os.readlink(link)!r}); the generate step writes no rollout "
+                              f"through it (a kept rollout is a regular file reached without symlinks inside "
+                              f"{run_dir}); put a folder of the run in its place")
 
 
 def _partial(rollouts: Path, request: Request) -> Path:
