@@ -437,6 +437,14 @@ def test_requests_stopped_midway_by_a_bad_input_leave_the_folder_as_it_was(tmp_p
     assert _tree(earlier) == kept
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGSTOP, and wait until Linux says the process stands still (the signal is delivered asynchronously)."""
+    proc.send_signal(signal.SIGSTOP)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while proc.poll() is None and stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t", "Z"):
+        time.sleep(0.001)
+
+
 @pytest.mark.parametrize("earlier", [False, True], ids=["new", "earlier"])
 def test_requests_terminated_midway_leave_the_folder_as_it_was(tmp_path: Path, earlier: bool) -> None:
     """SIGTERM (a job's time limit, ``timeout``) while the fixture is built: the process died on the signal and a new
@@ -451,10 +459,16 @@ def test_requests_terminated_midway_leave_the_folder_as_it_was(tmp_path: Path, e
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PINBENCH_NOTICE_S": "600"})   # no slow-step notice on a loaded machine
     deadline = time.monotonic() + 60
-    while not any(p.name.startswith(".fixture_data.") for p in (out.iterdir() if out.is_dir() else ())):
+    while True:   # looked at while it stands still: on a loaded machine it finished between a look and the signal
+        _stop(proc)
+        if any(p.name.startswith(".fixture_data.") and p.name.endswith(".tmp")   # being built (its .lock stays)
+               for p in (out.iterdir() if out.is_dir() else ())):
+            break
+        proc.send_signal(signal.SIGCONT)
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == (f"terminated by SIGTERM: --out {out} left as it was (what this run added there is "

@@ -190,7 +190,8 @@ def test_the_fetch_step_gets_the_inputs_each_recipe_needs(config: dict, tmp_path
     fetch_step = next(name for name in order if name.startswith("fetch"))
     assert order.index("inputs") < order.index(fetch_step)
     fetched: list[str] = []
-    monkeypatch.setattr(pinbench.ops.machine_pins, "resolve_recipe_pins", lambda recipe, token=None: (None, []))
+    monkeypatch.setattr(pinbench.ops.machine_pins, "resolve_recipe_pins",
+                        lambda recipe, token=None, reads=None: (None, []))
     monkeypatch.setattr(Recipe, "fetch", lambda self, cfg: fetched.append(self.name))
     for name, entry in config["recipes"].items():
         env = dict(line.split("=", 1) for line in gpu_ci.env_lines(name, entry))

@@ -26,10 +26,12 @@ from pinbench.core.rundir import (
     LOCK_DIR,
     TOKEN_ENV,
     RunDirError,
+    Terminated,
     _refuse_foreign,
     claim_run_dir,
     discard_refused,
     lock_name,
+    terminate_as_exit,
 )
 
 HOLD = textwrap.dedent("""
@@ -265,6 +267,38 @@ def test_sigterm_releases_the_claim(tmp_path: Path, holders: list[Holder]) -> No
     with claim_run_dir(_cfg(tmp_path / "run", "1/2"), env={}) as claim:
         assert not claim.inherited
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler lives only as long as a claim
+
+
+def test_a_sigterm_during_an_import_is_raised_once_the_import_is_done(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """C code that imports an extension module runs importlib's Python code and clears what it raises (Cython's
+    module creation): a Terminated raised there was lost, and ``pinbench requests`` ran to the end and exited 0
+    when SIGTERM came as MIND's fixture imported ``numpy.random``. Now the signal that comes inside an import is
+    raised from the first frame after it. Here a module signals itself while it is imported: its import completes
+    (before, Terminated came out of its second line), then Terminated comes."""
+    (tmp_path / "signalled_while_imported.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGTERM)\nCOMPLETED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    imported = []
+    with pytest.raises(Terminated) as caught, terminate_as_exit():
+        import signalled_while_imported
+
+        imported.append(signalled_while_imported.COMPLETED)
+        time.sleep(5)   # the deferred signal comes RETRY_S into this
+    assert imported == [True] and caught.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    sys.modules.pop("signalled_while_imported", None)
+
+
+def test_a_block_that_ends_before_a_deferred_signal_is_raised_ends_terminated(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signal deferred out of an import is not lost when the block ends first: its end raises it."""
+    (tmp_path / "signalled_at_the_end.py").write_text("import signal\nsignal.raise_signal(signal.SIGTERM)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(Terminated):
+        with terminate_as_exit():
+            import signalled_at_the_end  # noqa: F401
+    sys.modules.pop("signalled_at_the_end", None)
 
 
 def test_sighup_releases_the_claim_unless_it_is_ignored(tmp_path: Path, holders: list[Holder]) -> None:
