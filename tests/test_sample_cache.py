@@ -16,7 +16,7 @@ from toy_recipe import toy_recipe
 from pinbench.core.config import Implementation
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
-from pinbench.core.runner import input_hash, run_samples
+from pinbench.core.runner import SampleRecord, input_hash, run_samples
 from pinbench.core.sample_cache import SUFFIX, SampleCache, cache_dir, prune
 from pinbench.core.store import encode_line
 
@@ -76,8 +76,11 @@ def test_fast_results_and_failures_are_not_kept(toy: Recipe, tmp_path: Path, cac
     assert len(list(cache.rglob(f"*{SUFFIX}"))) == 1
 
 
-def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Each is computed again and named in one line (they were passed over unsaid)."""
     _compute(toy, tmp_path / "a")
+    capsys.readouterr()
     implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
     samples = SampleCache(cache, "toy-bench/", implementation)
     entries = [samples._path(samples.key(input_hash(task))) for task in TASKS]
@@ -94,15 +97,50 @@ def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tm
     assert done, "the run hung on the FIFO in the cache"
     assert (done[0].n_done, done[0].n_cached) == (4, 0)
     assert [r.result["f1"] for r in done[0].records.values()] == [0.5, 0.6, 0.7, 0.8]
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert said == [f"sample cache: {entries[0]}: the record of sample 's0' does not match its digest (changed after "
+                    "it was written); not used, computed again",
+                    f"sample cache: {entries[1]}: not a store line (torn or edited); not used, computed again",
+                    f"sample cache: {entries[2]}: the record of 's3' is not of this key's inputs and code; not used, "
+                    "computed again",
+                    "sample cache: more unusable entries of this step, not named; each computed again"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "folder"])
+def test_a_symlink_or_folder_at_an_entrys_name_is_no_hit_and_is_named(
+        kind: str, toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A symlink was followed and its target reused as the entry (a FIFO or ``/dev/zero`` behind one is never
+    opened now); a folder blocked its key unsaid, every run computing that sample again."""
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    entry.rename(elsewhere)   # a sound record of this very task
+    if kind == "symlink":
+        entry.symlink_to(elsewhere)
+    else:
+        entry.mkdir()
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3)
+    what = f"a symlink (to {elsewhere}), not a regular file" if kind == "symlink" else "is a directory, not a file"
+    assert (f"sample cache: {entry}: {what} (`pinbench cache prune` removes it); not used, computed again"
+            in capsys.readouterr().err.splitlines())
+
+
+def _record(i: int) -> bytes:
+    """The bytes of a sound record of task hash ``{i:064x}`` computed by ``CODE``."""
+    return SampleRecord(f"s{i}", "ok", {"f1": 0.5}, None, f"{i:064x}", 0.02, implementation=CODE).to_bytes()
 
 
 def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path) -> None:
     samples = SampleCache(tmp_path / "c", "r/", CODE)
     for i in range(5):
-        samples.put(f"{i:064x}", b'{"sample_id":"s%d"}' % i)
+        samples.put(f"{i:064x}", _record(i))
         path = samples._path(samples.key(f"{i:064x}"))
         os.utime(path, ns=(i * 10**9, i * 10**9))
-    size = len(encode_line(b'{"sample_id":"s0"}'))
+    size = len(encode_line(_record(0)))
     assert samples.get(f"{0:064x}") is not None      # used now: the newest
     pruned = prune(tmp_path / "c", 3 * size)
     assert (pruned.removed, pruned.kept, pruned.kept_bytes) == (2, 3, 3 * size)

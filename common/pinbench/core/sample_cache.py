@@ -29,17 +29,29 @@ import math
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, cache_root, not_a_folder, not_regular, read_regular_text
+from pinbench.core.files import (
+    FileError,
+    MissingFile,
+    NotRegularFile,
+    atomic_path,
+    cache_root,
+    not_a_folder,
+    not_regular,
+    read_regular_bytes,
+)
 from pinbench.core.options import expand_user
 from pinbench.core.store import Stored, decode_line, encode_line
 
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
+PRUNE = "`pinbench cache prune`"
+SAID = 3   # unusable entries a step names, one line each
 SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
 _BUCKET = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FILE_SUFFIX) + ")")
@@ -103,6 +115,7 @@ class SampleCache:
         self.stored = 0   # entries this object wrote
         self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
         self._listed: dict[str, frozenset[str]] = {}
+        self._unusable = 0   # entries found but not usable (said by ``_say``)
 
     def key(self, task_hash: str) -> str:
         return hashlib.sha256((self._prefix + task_hash).encode()).hexdigest()
@@ -128,14 +141,45 @@ class SampleCache:
         if key + SUFFIX not in self._listed[bucket]:
             return None
         path = self._path(key)
-        text = read_regular_text(path)   # a FIFO or a folder there is a miss, never a hang
-        stored = decode_line(text.rstrip("\n").encode("utf-8"), str(path))[0] if text else None
+        stored, why = self._read(path, task_hash)
+        if why:
+            self._say(why)
         if stored is not None:
             try:
                 os.utime(path)   # used now: the last to be pruned
             except OSError:
                 pass
         return stored
+
+    def _read(self, path: Path, task_hash: str) -> tuple[Stored | None, str]:
+        """The entry's record when it is sound and this task's, else None and why not ("" when it is gone). A symlink
+        is no entry (``prune`` removes it): it was followed and its target reused. A record of other inputs or code
+        (moved, planted) is no hit: the runner refused it too, but unsaid."""
+        try:
+            line = read_regular_bytes(path, follow_symlinks=False)
+        except MissingFile:   # a prune removed it since the listing
+            return None, ""
+        except NotRegularFile as exc:   # a folder there blocks its key until a prune
+            return None, f"{exc} ({PRUNE} removes it)"
+        except FileError as exc:
+            return None, str(exc)
+        stored, why, _ = decode_line(line.rstrip(b"\n"), str(path))
+        if stored is None:
+            return None, why
+        if (stored.data.get("input_hash") != task_hash
+                or stored.data.get("implementation") != self.implementation.to_json()):
+            return None, f"{path}: the record of {stored.data['sample_id']!r} is not of this key's inputs and code"
+        return stored, ""
+
+    def _say(self, why: str) -> None:
+        """One line per unusable entry, for the first ``SAID`` of this step, then one for the rest (each was passed over
+        unsaid, and a folder there blocked its key for good)."""
+        self._unusable += 1
+        if self._unusable <= SAID:
+            print(f"sample cache: {why}; not used, computed again", file=sys.stderr, flush=True)
+        elif self._unusable == SAID + 1:
+            print("sample cache: more unusable entries of this step, not named; each computed again",
+                  file=sys.stderr, flush=True)
 
     def put(self, task_hash: str, body: bytes) -> None:
         """Keep a record's bytes under its task's key (a cache that cannot be written only costs time)."""
