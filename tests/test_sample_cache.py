@@ -4,6 +4,7 @@ stays within its bound, least recently used first."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -127,6 +128,31 @@ def test_a_symlink_or_folder_at_an_entrys_name_is_no_hit_and_is_named(
     what = f"a symlink (to {elsewhere}), not a regular file" if kind == "symlink" else "is a directory, not a file"
     assert (f"sample cache: {entry}: {what} (`pinbench cache prune` removes it); not used, computed again"
             in capsys.readouterr().err.splitlines())
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EACCES, errno.EROFS])
+def test_a_cache_that_cannot_be_written_costs_a_line_never_the_run(
+        error: int, toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A full, read-only or another user's cache: the run computes and scores every sample, and says once that it
+    could not keep them (it kept nothing without a word)."""
+    import pinbench.core.files as files
+
+    replace = files.os.replace
+
+    def refused(source, target):
+        if Path(target).is_relative_to(cache):
+            raise OSError(error, os.strerror(error))
+        replace(source, target)
+
+    monkeypatch.setattr(files.os, "replace", refused)
+    done = _compute(toy, tmp_path / "a")
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert [r.result["f1"] for r in done.records.values()] == [0.5, 0.6, 0.7, 0.8]
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert len(said) == 1 and said[0].endswith(f": not kept ({os.strerror(error)}); the run goes on, keeping what "
+                                               "it can")
+    assert list(cache.rglob("*.jsonl*")) == []   # no temporary file left either
 
 
 def _record(i: int) -> bytes:
@@ -288,17 +314,22 @@ def test_a_bound_that_is_no_size_stops_a_run_before_it_computes_and_the_command_
     assert err.startswith(f"error: $PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must be")
 
 
-@pytest.mark.parametrize("kind", ["file", "fifo"])
+@pytest.mark.parametrize("kind", ["file", "fifo", "dangling symlink"])
 def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         kind: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """``PINBENCH_SAMPLE_CACHE`` names a folder. Before, a regular file or a FIFO there was taken silently: ``cache
     show`` and ``prune`` reported "0 record(s)" with exit 0, and every run computed every sample again without a
-    word (each write into it failed and was dropped)."""
+    word (each write into it failed and was dropped). So was a symlink to nothing (an unmounted shared folder)."""
     from pinbench.cli import main
 
     root = tmp_path / "not-a-folder"
-    root.write_text("") if kind == "file" else os.mkfifo(root)
+    if kind == "dangling symlink":
+        root.symlink_to(tmp_path / "unmounted" / "samples")
+    else:
+        root.write_text("") if kind == "file" else os.mkfifo(root)
+    said = (f"a symlink to {tmp_path}/unmounted/samples, which does not exist" if kind == "dangling symlink" else
+            "not a folder but a ")
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(root))
     computed: list[str] = []
 
@@ -306,14 +337,14 @@ def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         computed.append(task.sample_id)
         return slow_score(task)
 
-    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={root}: not a folder but a "):
+    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={root}: {said}"):
         _compute(toy, tmp_path / "a", fn=score)
     assert computed == []
     for action in ("show", "prune"):
         with pytest.raises(SystemExit) as stop:
             main(["cache", action])
         err = capsys.readouterr().err
-        assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and "not a folder" in err
+        assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and said in err
 
 
 def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ and so the key.
 
 Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
-whole file. A torn or edited entry, or one whose record is not the task's, is ignored and replaced. Only ok records
-that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read back.
+whole file. A torn or edited entry, or one whose record is not the task's, is named in one line and replaced. Only
+ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
+back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
@@ -78,6 +79,9 @@ def cache_dir(run_dir: Path | None = None) -> Path | None:
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:
+        if os.path.islink(root):   # no folder can be made there: every run computed everything, unsaid
+            raise ValueError(f"${ENV}={root}: a symlink to {os.readlink(root)}, which does not exist; name a folder "
+                             "or 'off'") from None
         return root
     except OSError as exc:
         raise ValueError(f"${ENV}={root}: the sample cache cannot be read ({exc.strerror})") from None
@@ -116,6 +120,7 @@ class SampleCache:
         self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
         self._listed: dict[str, frozenset[str]] = {}
         self._unusable = 0   # entries found but not usable (said by ``_say``)
+        self._put_failed = False   # ``put`` could not keep a record (said once)
 
     def key(self, task_hash: str) -> str:
         return hashlib.sha256((self._prefix + task_hash).encode()).hexdigest()
@@ -182,13 +187,19 @@ class SampleCache:
                   file=sys.stderr, flush=True)
 
     def put(self, task_hash: str, body: bytes) -> None:
-        """Keep a record's bytes under its task's key (a cache that cannot be written only costs time)."""
+        """Keep a record's bytes under its task's key. A cache that cannot be written (full, read-only, another
+        user's folder) only costs time; the step's first such failure is said in one line (none was: a run kept
+        nothing and no one knew why)."""
         path = self._path(self.key(task_hash))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp:
                 tmp.write_bytes(encode_line(body))
-        except OSError:
+        except OSError as exc:
+            if not self._put_failed:
+                print(f"sample cache: {path}: not kept ({exc.strerror or exc}); the run goes on, keeping what it can",
+                      file=sys.stderr, flush=True)
+            self._put_failed = True
             return
         self.stored += 1
 
