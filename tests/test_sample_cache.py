@@ -155,6 +155,22 @@ def test_a_cache_that_cannot_be_written_costs_a_line_never_the_run(
     assert list(cache.rglob("*.jsonl*")) == []   # no temporary file left either
 
 
+def _slow_on(device: str):
+    """The scorer of one device worker (spawned: it must pickle)."""
+    return slow_score
+
+
+def test_a_run_on_several_devices_keeps_the_cache_within_its_bound(toy: Recipe, tmp_path: Path, cache: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its workers store into their own copies of the cache object: the run's copy stored nothing, so the run never
+    pruned and the cache grew past its bound with every multi-GPU run."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "0")
+    run = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "a", limit=4, env={}))
+    done = run.compute(TASKS, _slow_on, devices=["cpu", "cpu"])
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert list(cache.rglob(f"*{SUFFIX}")) == []
+
+
 def _record(i: int) -> bytes:
     """The bytes of a sound record of task hash ``{i:064x}`` computed by ``CODE``."""
     return SampleRecord(f"s{i}", "ok", {"f1": 0.5}, None, f"{i:064x}", 0.02, implementation=CODE).to_bytes()

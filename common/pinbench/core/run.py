@@ -264,7 +264,8 @@ class Run:
             summary = run_samples(tasks, fn, out, shard=self.shard, implementation=self.implementation(part),
                                   validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
                                   progress=progress, cache=samples)
-        if samples is not None and samples.stored:
+        # device workers store into their own copies of ``samples``: this one's count stays 0
+        if samples is not None and (samples.stored or devices and summary.n_done):
             prune(samples.root, size_bound())
         return summary
 
