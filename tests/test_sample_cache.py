@@ -107,6 +107,25 @@ def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tm
                     "sample cache: more unusable entries of this step, not named; each computed again"]
 
 
+def test_a_planted_record_of_another_sample_id_is_no_hit(toy: Recipe, tmp_path: Path, cache: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A sound record naming s1 at s0's key, of s0's inputs and code (only a planted one: the hash covers the id): it
+    was taken for s0 (dynamic-degree then ended with "duplicate sample ids in records", its store holding it)."""
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    entry.write_bytes(encode_line(SampleRecord("s1", "ok", {"f1": -1.0}, None, input_hash(TASKS[0]), 0.02,
+                                               implementation=implementation).to_bytes()))
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3)
+    assert [(r.sample_id, r.result["f1"]) for r in again.records.values()] == [
+        ("s0", 0.5), ("s1", 0.6), ("s2", 0.7), ("s3", 0.8)]
+    assert (f"sample cache: {entry}: the record of 's1' is not of 's0'; not used, computed again"
+            in capsys.readouterr().err.splitlines())
+
+
 @pytest.mark.parametrize("kind", ["symlink", "folder"])
 def test_a_symlink_or_folder_at_an_entrys_name_is_no_hit_and_is_named(
         kind: str, toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -156,6 +156,16 @@ class SampleCache:
                 pass
         return stored
 
+    def record_of(self, sample_id: str, task_hash: str) -> Stored | None:
+        """``get``, for the runner: a record naming another sample is no hit (its task's hash covers the id, so only
+        a planted one does; taken, it ended the run with "duplicate sample ids" and stayed in the run's store)."""
+        stored = self.get(task_hash)
+        if stored is not None and stored.data["sample_id"] != sample_id:
+            self._say(f"{self._path(self.key(task_hash))}: the record of {stored.data['sample_id']!r} is not of "
+                      f"{sample_id!r}")
+            return None
+        return stored
+
     def _read(self, path: Path, task_hash: str) -> tuple[Stored | None, str]:
         """The entry's record when it is sound and this task's, else None and why not ("" when it is gone). A symlink
         is no entry (``prune`` removes it): it was followed and its target reused. A record of other inputs or code
