@@ -174,6 +174,33 @@ def test_a_cache_that_cannot_be_written_costs_a_line_never_the_run(
     assert list(cache.rglob("*.jsonl*")) == []   # no temporary file left either
 
 
+def test_a_cache_folder_that_cannot_be_listed_costs_the_bound_a_line_never_the_run(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder others may write in but not list (a cluster's drop box, mode 0733, which root here cannot make
+    refuse it): the prune after the run raised PermissionError, ending it after every sample was computed, and
+    ``cache show`` with a traceback."""
+    from pinbench.cli import main
+
+    iterdir = Path.iterdir
+
+    def unlisted(folder: Path):
+        if folder == cache:
+            raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+        return iterdir(folder)
+
+    monkeypatch.setattr(Path, "iterdir", unlisted)
+    done = _compute(toy, tmp_path / "a")
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert (f"sample cache: {cache}: cannot be listed (Permission denied); not pruned to its bound"
+            in capsys.readouterr().err.splitlines())
+    for action in ("show", "prune"):
+        with pytest.raises(SystemExit) as stop:
+            main(["cache", action])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err == f"error: {cache}: cannot be listed (Permission denied)\n"
+
+
 def _slow_on(device: str):
     """The scorer of one device worker (spawned: it must pickle)."""
     return slow_score

@@ -266,7 +266,8 @@ class Run:
                                   progress=progress, cache=samples)
         # device workers store into their own copies of ``samples``: this one's count stays 0
         if samples is not None and (samples.stored or devices and summary.n_done):
-            prune(samples.root, size_bound())
+            if unlisted := prune(samples.root, size_bound()).unlisted:
+                print(f"sample cache: {unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
         return summary
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",

@@ -227,7 +227,8 @@ def planted(path: Path) -> str | None:
 class Pruned:
     """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
-    (a folder, a FIFO, a symlink) with what it is, removed unless ``prune`` was told to keep them (or refused)."""
+    (a folder, a FIFO, a symlink) with what it is, removed unless ``prune`` was told to keep them (or refused);
+    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else ""."""
 
     removed: int
     removed_bytes: int
@@ -236,6 +237,7 @@ class Pruned:
     refused: int = 0
     why: str = ""
     planted: tuple[str, ...] = ()
+    unlisted: str = ""
 
 
 def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
@@ -254,7 +256,11 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     found: list[tuple[str, str]] = []   # (path, what it is)
-    for bucket in sorted(root.iterdir()) if root.is_dir() else ():
+    try:   # a folder others may write in but not list (a cluster's drop box, mode 0733): that ended the run
+        buckets = sorted(root.iterdir()) if root.is_dir() else []
+    except OSError as exc:
+        return Pruned(0, 0, 0, 0, unlisted=f"{root}: cannot be listed ({exc.strerror or exc})")
+    for bucket in buckets:
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
         try:
