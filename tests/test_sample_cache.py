@@ -174,6 +174,33 @@ def test_a_cache_that_cannot_be_written_costs_a_line_never_the_run(
     assert list(cache.rglob("*.jsonl*")) == []   # no temporary file left either
 
 
+def test_a_symlink_at_a_subfolders_name_is_never_followed(toy: Recipe, tmp_path: Path, cache: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``<root>/<key[:2]>`` as a symlink to elsewhere: its records were read and written through it, while ``prune``
+    skipped it, so they were neither counted nor removed (the bound did not hold) and ``cache show`` said nothing."""
+    from pinbench.cli import main
+
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    bucket = samples._path(samples.key(input_hash(TASKS[0]))).parent
+    elsewhere = tmp_path / "elsewhere"
+    bucket.rename(elsewhere)   # sound records, this run's own
+    bucket.symlink_to(elsewhere)
+    held = sorted(elsewhere.iterdir())
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert again.n_done == len(held) and again.n_failed == 0
+    err = capsys.readouterr().err.splitlines()
+    assert (f"sample cache: {bucket}: a symlink where a folder of the cache belongs (`pinbench cache prune` removes "
+            "it); not used, computed again") in err
+    assert sorted(elsewhere.iterdir()) == held   # nothing written through it
+    with pytest.raises(SystemExit):
+        main(["cache", "prune"])
+    assert f"removed 1 thing(s) at an entry's name that are no file: {bucket}: a symlink" in capsys.readouterr().out
+    assert not os.path.lexists(bucket) and sorted(elsewhere.iterdir()) == held
+
+
 def test_a_cache_folder_that_cannot_be_listed_costs_the_bound_a_line_never_the_run(
         toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

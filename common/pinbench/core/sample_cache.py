@@ -52,6 +52,7 @@ ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
 PRUNE = "`pinbench cache prune`"
+LINKED = f"a symlink where a folder of the cache belongs ({PRUNE} removes it)"
 SAID = 3   # unusable entries a step names, one line each
 SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
 _BUCKET = re.compile(r"[0-9a-f]{2}")
@@ -119,6 +120,7 @@ class SampleCache:
         self.stored = 0   # entries this object wrote
         self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
         self._listed: dict[str, frozenset[str]] = {}
+        self._implementation = implementation.to_json()   # as a record names it
         self._unusable = 0   # entries found but not usable (said by ``_say``)
         self._put_failed = False   # ``put`` could not keep a record (said once)
 
@@ -139,10 +141,15 @@ class SampleCache:
         key = self.key(task_hash)
         bucket = key[:2]
         if bucket not in self._listed:
-            try:
-                self._listed[bucket] = frozenset(os.listdir(self.root / bucket))
-            except OSError:
+            folder = self.root / bucket
+            if os.path.islink(folder):   # followed, its records were used and kept, never counted nor pruned
+                self._say(f"{folder}: {LINKED}")
                 self._listed[bucket] = frozenset()
+            else:
+                try:
+                    self._listed[bucket] = frozenset(os.listdir(folder))
+                except OSError:
+                    self._listed[bucket] = frozenset()
         if key + SUFFIX not in self._listed[bucket]:
             return None
         path = self._path(key)
@@ -182,7 +189,7 @@ class SampleCache:
         if stored is None:
             return None, why
         if (stored.data.get("input_hash") != task_hash
-                or stored.data.get("implementation") != self.implementation.to_json()):
+                or stored.data.get("implementation") != self._implementation):
             return None, f"{path}: the record of {stored.data['sample_id']!r} is not of this key's inputs and code"
         return stored, ""
 
@@ -201,17 +208,25 @@ class SampleCache:
         user's folder) only costs time; the step's first such failure is said in one line (none was: a run kept
         nothing and no one knew why)."""
         path = self._path(self.key(task_hash))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as tmp:
-                tmp.write_bytes(encode_line(body))
-        except OSError as exc:
+        why = LINKED if os.path.islink(path.parent) else _write(path, encode_line(body))
+        if why:
             if not self._put_failed:
-                print(f"sample cache: {path}: not kept ({exc.strerror or exc}); the run goes on, keeping what it can",
+                print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
                       file=sys.stderr, flush=True)
             self._put_failed = True
             return
         self.stored += 1
+
+
+def _write(path: Path, line: bytes) -> str:
+    """Put ``line`` at ``path`` whole (renamed into place); why it could not be, else ""."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(line)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
 
 
 def planted(path: Path) -> str | None:
@@ -227,7 +242,8 @@ def planted(path: Path) -> str | None:
 class Pruned:
     """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
-    (a folder, a FIFO, a symlink) with what it is, removed unless ``prune`` was told to keep them (or refused);
+    (a folder, a FIFO, a symlink) or a symlink at a subfolder's, with what it is, removed unless ``prune`` was told
+    to keep them (or refused);
     ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else ""."""
 
     removed: int
@@ -261,6 +277,8 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     except OSError as exc:
         return Pruned(0, 0, 0, 0, unlisted=f"{root}: cannot be listed ({exc.strerror or exc})")
     for bucket in buckets:
+        if _BUCKET.fullmatch(bucket.name) and bucket.is_symlink():
+            found.append((str(bucket), "a symlink"))
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
         try:
