@@ -4,6 +4,7 @@ stays within its bound, least recently used first."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -16,7 +17,7 @@ from toy_recipe import toy_recipe
 from pinbench.core.config import Implementation
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
-from pinbench.core.runner import input_hash, run_samples
+from pinbench.core.runner import SampleRecord, input_hash, run_samples
 from pinbench.core.sample_cache import SUFFIX, SampleCache, cache_dir, prune
 from pinbench.core.store import encode_line
 
@@ -76,8 +77,11 @@ def test_fast_results_and_failures_are_not_kept(toy: Recipe, tmp_path: Path, cac
     assert len(list(cache.rglob(f"*{SUFFIX}"))) == 1
 
 
-def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Each is computed again and named in one line (they were passed over unsaid)."""
     _compute(toy, tmp_path / "a")
+    capsys.readouterr()
     implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
     samples = SampleCache(cache, "toy-bench/", implementation)
     entries = [samples._path(samples.key(input_hash(task))) for task in TASKS]
@@ -94,15 +98,164 @@ def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tm
     assert done, "the run hung on the FIFO in the cache"
     assert (done[0].n_done, done[0].n_cached) == (4, 0)
     assert [r.result["f1"] for r in done[0].records.values()] == [0.5, 0.6, 0.7, 0.8]
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert said == [f"sample cache: {entries[0]}: the record of sample 's0' does not match its digest (changed after "
+                    "it was written); not used, computed again",
+                    f"sample cache: {entries[1]}: not a store line (torn or edited); not used, computed again",
+                    f"sample cache: {entries[2]}: the record of 's3' is not of this key's inputs and code; not used, "
+                    "computed again",
+                    "sample cache: more unusable entries of this step, not named; each computed again"]
+
+
+def test_a_planted_record_of_another_sample_id_is_no_hit(toy: Recipe, tmp_path: Path, cache: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A sound record naming s1 at s0's key, of s0's inputs and code (only a planted one: the hash covers the id): it
+    was taken for s0 (dynamic-degree then ended with "duplicate sample ids in records", its store holding it)."""
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    entry.write_bytes(encode_line(SampleRecord("s1", "ok", {"f1": -1.0}, None, input_hash(TASKS[0]), 0.02,
+                                               implementation=implementation).to_bytes()))
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3)
+    assert [(r.sample_id, r.result["f1"]) for r in again.records.values()] == [
+        ("s0", 0.5), ("s1", 0.6), ("s2", 0.7), ("s3", 0.8)]
+    assert (f"sample cache: {entry}: the record of 's1' is not of 's0'; not used, computed again"
+            in capsys.readouterr().err.splitlines())
+
+
+@pytest.mark.parametrize("kind", ["symlink", "folder"])
+def test_a_symlink_or_folder_at_an_entrys_name_is_no_hit_and_is_named(
+        kind: str, toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A symlink was followed and its target reused as the entry (a FIFO or ``/dev/zero`` behind one is never
+    opened now); a folder blocked its key unsaid, every run computing that sample again."""
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    entry.rename(elsewhere)   # a sound record of this very task
+    if kind == "symlink":
+        entry.symlink_to(elsewhere)
+    else:
+        entry.mkdir()
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3)
+    what = f"a symlink (to {elsewhere}), not a regular file" if kind == "symlink" else "is a directory, not a file"
+    assert (f"sample cache: {entry}: {what} (`pinbench cache prune` removes it); not used, computed again"
+            in capsys.readouterr().err.splitlines())
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EACCES, errno.EROFS])
+def test_a_cache_that_cannot_be_written_costs_a_line_never_the_run(
+        error: int, toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A full, read-only or another user's cache: the run computes and scores every sample, and says once that it
+    could not keep them (it kept nothing without a word)."""
+    import pinbench.core.files as files
+
+    replace = files.os.replace
+
+    def refused(source, target):
+        if Path(target).is_relative_to(cache):
+            raise OSError(error, os.strerror(error))
+        replace(source, target)
+
+    monkeypatch.setattr(files.os, "replace", refused)
+    done = _compute(toy, tmp_path / "a")
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert [r.result["f1"] for r in done.records.values()] == [0.5, 0.6, 0.7, 0.8]
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert len(said) == 1 and said[0].endswith(f": not kept ({os.strerror(error)}); the run goes on, keeping what "
+                                               "it can")
+    assert list(cache.rglob("*.jsonl*")) == []   # no temporary file left either
+
+
+def test_a_symlink_at_a_subfolders_name_is_never_followed(toy: Recipe, tmp_path: Path, cache: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``<root>/<key[:2]>`` as a symlink to elsewhere: its records were read and written through it, while ``prune``
+    skipped it, so they were neither counted nor removed (the bound did not hold) and ``cache show`` said nothing."""
+    from pinbench.cli import main
+
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    bucket = samples._path(samples.key(input_hash(TASKS[0]))).parent
+    elsewhere = tmp_path / "elsewhere"
+    bucket.rename(elsewhere)   # sound records, this run's own
+    bucket.symlink_to(elsewhere)
+    held = sorted(elsewhere.iterdir())
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert again.n_done == len(held) and again.n_failed == 0
+    err = capsys.readouterr().err.splitlines()
+    assert (f"sample cache: {bucket}: a symlink where a folder of the cache belongs (`pinbench cache prune` removes "
+            "it); not used, computed again") in err
+    assert sorted(elsewhere.iterdir()) == held   # nothing written through it
+    with pytest.raises(SystemExit):
+        main(["cache", "prune"])
+    assert f"removed 1 thing(s) at an entry's name that are no file: {bucket}: a symlink" in capsys.readouterr().out
+    assert not os.path.lexists(bucket) and sorted(elsewhere.iterdir()) == held
+
+
+def test_a_cache_folder_that_cannot_be_listed_costs_the_bound_a_line_never_the_run(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder others may write in but not list (a cluster's drop box, mode 0733, which root here cannot make
+    refuse it): the prune after the run raised PermissionError, ending it after every sample was computed, and
+    ``cache show`` with a traceback."""
+    from pinbench.cli import main
+
+    iterdir = Path.iterdir
+
+    def unlisted(folder: Path):
+        if folder == cache:
+            raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+        return iterdir(folder)
+
+    monkeypatch.setattr(Path, "iterdir", unlisted)
+    done = _compute(toy, tmp_path / "a")
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert (f"sample cache: {cache}: cannot be listed (Permission denied); not pruned to its bound"
+            in capsys.readouterr().err.splitlines())
+    for action in ("show", "prune"):
+        with pytest.raises(SystemExit) as stop:
+            main(["cache", action])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err == f"error: {cache}: cannot be listed (Permission denied)\n"
+
+
+def _slow_on(device: str):
+    """The scorer of one device worker (spawned: it must pickle)."""
+    return slow_score
+
+
+def test_a_run_on_several_devices_keeps_the_cache_within_its_bound(toy: Recipe, tmp_path: Path, cache: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its workers store into their own copies of the cache object: the run's copy stored nothing, so the run never
+    pruned and the cache grew past its bound with every multi-GPU run."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "0")
+    run = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "a", limit=4, env={}))
+    done = run.compute(TASKS, _slow_on, devices=["cpu", "cpu"])
+    assert (done.n_done, done.n_failed) == (4, 0)
+    assert list(cache.rglob(f"*{SUFFIX}")) == []
+
+
+def _record(i: int) -> bytes:
+    """The bytes of a sound record of task hash ``{i:064x}`` computed by ``CODE``."""
+    return SampleRecord(f"s{i}", "ok", {"f1": 0.5}, None, f"{i:064x}", 0.02, implementation=CODE).to_bytes()
 
 
 def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path: Path) -> None:
     samples = SampleCache(tmp_path / "c", "r/", CODE)
     for i in range(5):
-        samples.put(f"{i:064x}", b'{"sample_id":"s%d"}' % i)
+        samples.put(f"{i:064x}", _record(i))
         path = samples._path(samples.key(f"{i:064x}"))
         os.utime(path, ns=(i * 10**9, i * 10**9))
-    size = len(encode_line(b'{"sample_id":"s0"}'))
+    size = len(encode_line(_record(0)))
     assert samples.get(f"{0:064x}") is not None      # used now: the newest
     pruned = prune(tmp_path / "c", 3 * size)
     assert (pruned.removed, pruned.kept, pruned.kept_bytes) == (2, 3, 3 * size)
@@ -250,17 +403,22 @@ def test_a_bound_that_is_no_size_stops_a_run_before_it_computes_and_the_command_
     assert err.startswith(f"error: $PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must be")
 
 
-@pytest.mark.parametrize("kind", ["file", "fifo"])
+@pytest.mark.parametrize("kind", ["file", "fifo", "dangling symlink"])
 def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         kind: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """``PINBENCH_SAMPLE_CACHE`` names a folder. Before, a regular file or a FIFO there was taken silently: ``cache
     show`` and ``prune`` reported "0 record(s)" with exit 0, and every run computed every sample again without a
-    word (each write into it failed and was dropped)."""
+    word (each write into it failed and was dropped). So was a symlink to nothing (an unmounted shared folder)."""
     from pinbench.cli import main
 
     root = tmp_path / "not-a-folder"
-    root.write_text("") if kind == "file" else os.mkfifo(root)
+    if kind == "dangling symlink":
+        root.symlink_to(tmp_path / "unmounted" / "samples")
+    else:
+        root.write_text("") if kind == "file" else os.mkfifo(root)
+    said = (f"a symlink to {tmp_path}/unmounted/samples, which does not exist" if kind == "dangling symlink" else
+            "not a folder but a ")
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(root))
     computed: list[str] = []
 
@@ -268,14 +426,14 @@ def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         computed.append(task.sample_id)
         return slow_score(task)
 
-    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={root}: not a folder but a "):
+    with pytest.raises(ValueError, match=rf"^\$PINBENCH_SAMPLE_CACHE={root}: {said}"):
         _compute(toy, tmp_path / "a", fn=score)
     assert computed == []
     for action in ("show", "prune"):
         with pytest.raises(SystemExit) as stop:
             main(["cache", action])
         err = capsys.readouterr().err
-        assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and "not a folder" in err
+        assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and said in err
 
 
 def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:

@@ -658,6 +658,8 @@ def cache(
         _fail(f"--max-mb must be a finite number of 0 or more, got {max_mb}")
     bound = size_bound() if max_mb is None else int(max_mb * MIB)
     pruned = prune(root, bound if action == "prune" else float("inf"), clear=action == "prune")
+    if pruned.unlisted:
+        _fail(pruned.unlisted)
     if action == "prune":
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:

@@ -264,8 +264,10 @@ class Run:
             summary = run_samples(tasks, fn, out, shard=self.shard, implementation=self.implementation(part),
                                   validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
                                   progress=progress, cache=samples)
-        if samples is not None and samples.stored:
-            prune(samples.root, size_bound())
+        # device workers store into their own copies of ``samples``: this one's count stays 0
+        if samples is not None and (samples.stored or devices and summary.n_done):
+            if unlisted := prune(samples.root, size_bound()).unlisted:
+                print(f"sample cache: {unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
         return summary
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",

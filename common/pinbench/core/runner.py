@@ -808,7 +808,7 @@ def run_samples(
         judged = _judge(contents.records.get(sid, []), task_hash, implementation, validate)
         records[sid] = judged.reusable  # None keeps task order; filled in below
         if judged.reusable is None and cache is not None:
-            found = cache.get(task_hash)
+            found = cache.record_of(sid, task_hash)
             if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
                 records[sid] = _as_record(found)
                 cached.append(records[sid])

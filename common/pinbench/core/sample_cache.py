@@ -9,8 +9,9 @@ and so the key.
 
 Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
-whole file. A torn or edited entry, or one whose record is not the task's, is ignored and replaced. Only ok records
-that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read back.
+whole file. A torn or edited entry, or one whose record is not the task's, is named in one line and replaced. Only
+ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
+back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
@@ -29,17 +30,30 @@ import math
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import Implementation
-from pinbench.core.files import atomic_path, cache_root, not_a_folder, not_regular, read_regular_text
+from pinbench.core.files import (
+    FileError,
+    MissingFile,
+    NotRegularFile,
+    atomic_path,
+    cache_root,
+    not_a_folder,
+    not_regular,
+    read_regular_bytes,
+)
 from pinbench.core.options import expand_user
 from pinbench.core.store import Stored, decode_line, encode_line
 
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
+PRUNE = "`pinbench cache prune`"
+LINKED = f"a symlink where a folder of the cache belongs ({PRUNE} removes it)"
+SAID = 3   # unusable entries a step names, one line each
 SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
 _BUCKET = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FILE_SUFFIX) + ")")
@@ -66,6 +80,9 @@ def cache_dir(run_dir: Path | None = None) -> Path | None:
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:
+        if os.path.islink(root):   # no folder can be made there: every run computed everything, unsaid
+            raise ValueError(f"${ENV}={root}: a symlink to {os.readlink(root)}, which does not exist; name a folder "
+                             "or 'off'") from None
         return root
     except OSError as exc:
         raise ValueError(f"${ENV}={root}: the sample cache cannot be read ({exc.strerror})") from None
@@ -103,6 +120,9 @@ class SampleCache:
         self.stored = 0   # entries this object wrote
         self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
         self._listed: dict[str, frozenset[str]] = {}
+        self._implementation = implementation.to_json()   # as a record names it
+        self._unusable = 0   # entries found but not usable (said by ``_say``)
+        self._put_failed = False   # ``put`` could not keep a record (said once)
 
     def key(self, task_hash: str) -> str:
         return hashlib.sha256((self._prefix + task_hash).encode()).hexdigest()
@@ -121,15 +141,21 @@ class SampleCache:
         key = self.key(task_hash)
         bucket = key[:2]
         if bucket not in self._listed:
-            try:
-                self._listed[bucket] = frozenset(os.listdir(self.root / bucket))
-            except OSError:
+            folder = self.root / bucket
+            if os.path.islink(folder):   # followed, its records were used and kept, never counted nor pruned
+                self._say(f"{folder}: {LINKED}")
                 self._listed[bucket] = frozenset()
+            else:
+                try:
+                    self._listed[bucket] = frozenset(os.listdir(folder))
+                except OSError:
+                    self._listed[bucket] = frozenset()
         if key + SUFFIX not in self._listed[bucket]:
             return None
         path = self._path(key)
-        text = read_regular_text(path)   # a FIFO or a folder there is a miss, never a hang
-        stored = decode_line(text.rstrip("\n").encode("utf-8"), str(path))[0] if text else None
+        stored, why = self._read(path, task_hash)
+        if why:
+            self._say(why)
         if stored is not None:
             try:
                 os.utime(path)   # used now: the last to be pruned
@@ -137,16 +163,70 @@ class SampleCache:
                 pass
         return stored
 
-    def put(self, task_hash: str, body: bytes) -> None:
-        """Keep a record's bytes under its task's key (a cache that cannot be written only costs time)."""
-        path = self._path(self.key(task_hash))
+    def record_of(self, sample_id: str, task_hash: str) -> Stored | None:
+        """``get``, for the runner: a record naming another sample is no hit (its task's hash covers the id, so only
+        a planted one does; taken, it ended the run with "duplicate sample ids" and stayed in the run's store)."""
+        stored = self.get(task_hash)
+        if stored is not None and stored.data["sample_id"] != sample_id:
+            self._say(f"{self._path(self.key(task_hash))}: the record of {stored.data['sample_id']!r} is not of "
+                      f"{sample_id!r}")
+            return None
+        return stored
+
+    def _read(self, path: Path, task_hash: str) -> tuple[Stored | None, str]:
+        """The entry's record when it is sound and this task's, else None and why not ("" when it is gone). A symlink
+        is no entry (``prune`` removes it): it was followed and its target reused. A record of other inputs or code
+        (moved, planted) is no hit: the runner refused it too, but unsaid."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as tmp:
-                tmp.write_bytes(encode_line(body))
-        except OSError:
+            line = read_regular_bytes(path, follow_symlinks=False)
+        except MissingFile:   # a prune removed it since the listing
+            return None, ""
+        except NotRegularFile as exc:   # a folder there blocks its key until a prune
+            return None, f"{exc} ({PRUNE} removes it)"
+        except FileError as exc:
+            return None, str(exc)
+        stored, why, _ = decode_line(line.rstrip(b"\n"), str(path))
+        if stored is None:
+            return None, why
+        if (stored.data.get("input_hash") != task_hash
+                or stored.data.get("implementation") != self._implementation):
+            return None, f"{path}: the record of {stored.data['sample_id']!r} is not of this key's inputs and code"
+        return stored, ""
+
+    def _say(self, why: str) -> None:
+        """One line per unusable entry, for the first ``SAID`` of this step, then one for the rest (each was passed over
+        unsaid, and a folder there blocked its key for good)."""
+        self._unusable += 1
+        if self._unusable <= SAID:
+            print(f"sample cache: {why}; not used, computed again", file=sys.stderr, flush=True)
+        elif self._unusable == SAID + 1:
+            print("sample cache: more unusable entries of this step, not named; each computed again",
+                  file=sys.stderr, flush=True)
+
+    def put(self, task_hash: str, body: bytes) -> None:
+        """Keep a record's bytes under its task's key. A cache that cannot be written (full, read-only, another
+        user's folder) only costs time; the step's first such failure is said in one line (none was: a run kept
+        nothing and no one knew why)."""
+        path = self._path(self.key(task_hash))
+        why = LINKED if os.path.islink(path.parent) else _write(path, encode_line(body))
+        if why:
+            if not self._put_failed:
+                print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
+                      file=sys.stderr, flush=True)
+            self._put_failed = True
             return
         self.stored += 1
+
+
+def _write(path: Path, line: bytes) -> str:
+    """Put ``line`` at ``path`` whole (renamed into place); why it could not be, else ""."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(line)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return ""
 
 
 def planted(path: Path) -> str | None:
@@ -162,7 +242,9 @@ def planted(path: Path) -> str | None:
 class Pruned:
     """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
-    (a folder, a FIFO, a symlink) with what it is, removed unless ``prune`` was told to keep them (or refused)."""
+    (a folder, a FIFO, a symlink) or a symlink at a subfolder's, with what it is, removed unless ``prune`` was told
+    to keep them (or refused);
+    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else ""."""
 
     removed: int
     removed_bytes: int
@@ -171,6 +253,7 @@ class Pruned:
     refused: int = 0
     why: str = ""
     planted: tuple[str, ...] = ()
+    unlisted: str = ""
 
 
 def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
@@ -189,7 +272,13 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     found: list[tuple[str, str]] = []   # (path, what it is)
-    for bucket in sorted(root.iterdir()) if root.is_dir() else ():
+    try:   # a folder others may write in but not list (a cluster's drop box, mode 0733): that ended the run
+        buckets = sorted(root.iterdir()) if root.is_dir() else []
+    except OSError as exc:
+        return Pruned(0, 0, 0, 0, unlisted=f"{root}: cannot be listed ({exc.strerror or exc})")
+    for bucket in buckets:
+        if _BUCKET.fullmatch(bucket.name) and bucket.is_symlink():
+            found.append((str(bucket), "a symlink"))
         if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
             continue
         try:

@@ -38,10 +38,14 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                        "same requests and generator (hard links) (`pinbench cache show`); default "
                                        "`samples/` "
                                        "under the cache root, a path a cluster shares works too; `off`: none; a "
-                                       "path that exists but is no folder (a file, a FIFO), or a switch word "
+                                       "path that exists but is no folder (a file, a FIFO), a symlink to "
+                                       "nothing, or a switch word "
                                        "(`false`, `0`, `no`), stops `run` and `cache` in one line naming it; so "
                                        "does a folder inside the run directory (`run`): the cache is every run's, "
-                                       "and its entries there would void that run's rerun manifest"),
+                                       "and its entries there would void that run's rerun manifest; an entry "
+                                       "a run cannot use (edited, torn, a symlink) is computed again and named "
+                                       "in one line (a step's first three), a record it cannot keep (a full or "
+                                       "read-only folder) is said once a step"),
     "PINBENCH_SAMPLE_CACHE_MB": ("`run`, `cache`", "the sample cache's bound in MiB (default 2048): least recently "
                                                    "used records go first, after a run stored some and on "
                                                    "`pinbench cache prune`"),
