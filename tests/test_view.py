@@ -259,6 +259,29 @@ def test_media_come_only_from_inside_their_folder_and_as_the_run_scored_them(run
     assert media.file(mine) is None  # never the preview of the bytes listed, for these
 
 
+def test_a_video_replaced_by_a_fifo_or_folder_after_its_listing_is_not_served(tmp_path: Path) -> None:
+    """A FIFO put where a listed video was held its request (open() waits for a writer) and the server's stop for
+    ever; the file must still be a regular file to be served."""
+    media = MediaStore(tmp_path / "previews")
+    kept = write_video(tmp_path / "kept.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    video = tmp_path / "v.mp4"
+    for kind, make in (("fifo", os.mkfifo), ("folder", os.mkdir), ("gone", lambda path: None)):
+        shutil.copyfile(kept, video)
+        name = media.describe(0, Video("rollout", MediaFile(tmp_path, "v.mp4")))["url"].removeprefix("media/")
+        video.unlink()
+        make(video)
+        got: list[Path | None] = []
+        reader = threading.Thread(target=lambda name=name, got=got: got.append(media.file(name)), daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():  # a writer lets the blocked open() return
+            os.close(os.open(video, os.O_WRONLY | os.O_NONBLOCK))
+        assert got == [None], kind
+        if kind == "folder":
+            video.rmdir()
+        video.unlink(missing_ok=True)
+
+
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
     source = runs["a"] / "fixture_data" / "rollouts" / "s01-rot180.mp4"
     facts = probe(source)

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 from urllib.parse import quote
 
@@ -118,7 +119,13 @@ class MediaStore:
             served = self.files.get(name)
         if served is None:
             return None
-        if FileState.of(served.path.stat()) != served.state and sha256_file(served.path) != served.sha256:
+        try:
+            now = served.path.lstat()
+        except FileNotFoundError:
+            return None
+        if not S_ISREG(now.st_mode):  # a FIFO put there since: its open() held the request and the stop for ever
+            return None
+        if FileState.of(now) != served.state and sha256_file(served.path) != served.sha256:
             return None  # the file changed since the page was told its digest
         return make_preview(served.path, served.sha256, self.previews).path if served.preview else served.path
 
