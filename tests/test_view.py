@@ -309,6 +309,19 @@ def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: P
     assert not (tmp_path / f"{'0' * 64}.mp4").exists()
 
 
+def test_a_preview_left_half_written_is_removed_when_it_is_made(tmp_path: Path) -> None:
+    source = write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    digest = sha256_file(source)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    left = cache / f".{digest}.mp4.x1y2z3.tmp.mp4"  # a stop of pinbench view while this preview was made left it
+    left.write_bytes(b"partial")
+    other = cache / f".{'0' * 64}.mp4.x1y2z3.tmp.mp4"  # another source's: perhaps being written now
+    other.write_bytes(b"partial")
+    make_preview(source, digest, cache)
+    assert not left.exists() and other.exists()
+
+
 def test_a_video_too_large_for_browsers_is_previewed_smaller(tmp_path: Path, monkeypatch) -> None:
     from pinbench.media import preview
 
@@ -395,6 +408,39 @@ def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- folder, report, CLI
+
+
+SLOW_PREVIEW = """import sys, time
+import pinbench.media.preview
+pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+from pinbench.cli import main
+main(["view", sys.argv[1]])
+"""
+
+
+def test_a_stop_ends_the_page_while_a_preview_is_being_made(runs) -> None:
+    """Ctrl-C or SIGTERM while a preview was being made answered its request 503 after GRACE seconds, then kept the
+    process until the preview was done (the stop waited for its worker thread), and a second Ctrl-C printed a
+    traceback."""
+    from pinbench.ops.localweb import GRACE
+
+    process = subprocess.Popen([sys.executable, "-c", SLOW_PREVIEW, str(runs["dd"])], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url = next(line for line in process.stdout if line.startswith("view page: ")).split(": ", 1)[1].strip()
+        token = urlsplit(url).path.strip("/")
+        sample = json.loads(_get(url, f"/{token}/api/sample/0")[1])
+        media = sample["runs"][0]["rollouts"][0]["url"]
+        asked: list[int] = []
+        video = threading.Thread(target=lambda: asked.append(_get(url, f"/{token}/{media}")[0]))
+        video.start()
+        time.sleep(1)  # the preview is under way
+        process.terminate()
+        _, err = process.communicate(timeout=GRACE + 15)
+        video.join(30)
+    finally:
+        process.kill()
+    assert asked == [503] and process.returncode == 0 and "Traceback" not in err, err
 
 
 @pytest.fixture(scope="module")

@@ -140,7 +140,6 @@ def page_html(mode: str) -> str:
 def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.Guard:
     """The page, its assets, its JSON and its media, under ``/<token>/``."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
@@ -151,7 +150,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
     def once(name: str, make: Callable[[], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if name not in cached:
-                cached[name] = await run_in_threadpool(make)
+                cached[name] = await localweb.in_daemon_thread(make)
             return JSONResponse(cached[name], headers=no_store)
         return endpoint
 
@@ -170,7 +169,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         index = request.path_params["index"]
         if not 0 <= index < len(view.ids):
             return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
-        data = await run_in_threadpool(view.sample, index, media.describe)
+        data = await localweb.in_daemon_thread(view.sample, index, media.describe)
         return JSONResponse(data, headers=no_store)
 
     async def media_file(request: Request) -> Response:
@@ -180,7 +179,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         if not MEDIA_NAME.fullmatch(name):
             return PlainTextResponse("not found\n", 404)
         try:
-            path = await run_in_threadpool(media.file, name)
+            path = await localweb.in_daemon_thread(media.file, name)
         except (VideoError, OSError) as exc:
             return PlainTextResponse(f"{exc}\n", 422)
         if path is None:
