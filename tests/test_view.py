@@ -480,6 +480,17 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
     assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
                            "bundle\n")
+    videos = tmp_path / "videos"  # the user's, linked as an earlier bundle's media/: its files were deleted
+    videos.mkdir()
+    (videos / "holiday.mp4").write_text("mine")
+    linked = tmp_path / "linked"
+    shutil.copytree(bundle, linked)
+    shutil.rmtree(linked / "media")
+    (linked / "media").symlink_to(videos)
+    done = _pinbench("view", "--bundle", str(linked), str(runs["a"]), ok=(2,))
+    assert done.stderr == (f"error: {linked / 'media'}: a symlink (to {videos}), not a folder of the bundle's own: a "
+                           "bundle deletes the files it did not write under media/; remove it, or name a new folder\n")
+    assert [p.name for p in videos.iterdir()] == ["holiday.mp4"]
     (tmp_path / "empty").mkdir()
     for dest in (tmp_path / "empty", bundle):   # an empty folder, and an earlier bundle written again
         done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))

@@ -220,7 +220,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     ``dest/index.html``."""
     media = MediaStore()
     # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
-    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/",
+    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/", folders=("data", "media"),
                         earlier=lambda folder: (folder / "media.json").is_file())
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
