@@ -515,6 +515,13 @@ def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: P
     assert done.stderr == "error: runs of one recipe are viewed together, these are of dynamic-degree, remembench\n"
     done = _pinbench("view", str(tmp_path / "nothing"), ok=(2,))
     assert done.stderr.count("\n") == 1 and str(tmp_path / "nothing") in done.stderr
+    going = tmp_path / "going"  # a run whose scorecard is not written yet: said as "scorecard.json: file not found"
+    shutil.copytree(runs["dd"], going)
+    (going / "scorecard.json").unlink()
+    done = _pinbench("view", str(going), ok=(2,))
+    assert done.stderr == (f"error: {going}: no scorecard.json yet: its run is still going, was stopped, or its shards "
+                           f"await the merge (a run without --shard over this directory); pinbench status {going} says "
+                           "where it stands\n")
 
 
 # ---------------------------------------------------------------------------------------------- in a browser
