@@ -628,6 +628,21 @@ def test_a_dynamic_degree_sample_shows_its_flow_against_tau(runs, browser) -> No
 
 
 @needs_browser
+def test_a_sample_address_with_a_stray_percent_says_no_such_sample(server, browser) -> None:
+    """``#/sample/%`` (hand-edited, or cut short) was "URI malformed" and no page when opened, and left the sample
+    table on show, under the new address, when followed from the page (an uncaught URIError)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    for typed in ("%", "t2v-00%"):
+        _ready(browser, f"{server}#/sample/{typed}")
+        assert browser.find_element("id", "status").text == "no such sample"
+        assert browser.find_element("css selector", "#main p.warn").text == f"no sample {typed} in these runs"
+    _ready(browser, server)
+    browser.execute_script("location.hash = '#/sample/%'")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element("id", "status").text == "no such sample")
+
+
+@needs_browser
 def test_the_folder_opens_from_file_and_plays_its_previews(bundle, browser) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -76,8 +76,11 @@
     const cut = hash.indexOf("?");
     const path = cut < 0 ? hash : hash.slice(0, cut);
     const params = new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1));
-    if (path.indexOf("/sample/") === 0) return {page: "sample", id: decodeURIComponent(path.slice(8)), params: params};
+    if (path.indexOf("/sample/") === 0) return {page: "sample", id: decoded(path.slice(8)), params: params};
     return {page: "home", params: params};
+  }
+  function decoded(text) {  // a hand-edited address may hold a stray "%": the id as typed, not a URIError
+    try { return decodeURIComponent(text); } catch (e) { return text; }
   }
   function link(path, params) { const q = params.toString(); return "#" + path + (q ? "?" + q : ""); }
   function sampleLink(id, params) { return link("/sample/" + encodeURIComponent(id), params); }
