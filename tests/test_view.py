@@ -643,6 +643,18 @@ def test_a_sample_address_with_a_stray_percent_says_no_such_sample(server, brows
 
 
 @needs_browser
+def test_runs_after_the_26th_are_named_aa_ab(runs, browser, tmp_path: Path) -> None:
+    """The 27th run was named "[" (the character after Z) on every table of the page."""
+    for k in range(28):
+        shutil.copytree(runs["dd"], tmp_path / f"r{k:02d}")
+    with served(*sorted(tmp_path.iterdir())) as url:
+        _ready(browser, url)
+        names = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run] b'))"
+                                       ".map(b => b.textContent)")
+    assert names == [f"{chr(65 + k)} " for k in range(26)] + ["AA ", "AB "]
+
+
+@needs_browser
 def test_the_folder_opens_from_file_and_plays_its_previews(bundle, browser) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
