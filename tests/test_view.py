@@ -510,6 +510,24 @@ def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path)
     assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
 
 
+def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C while a bundle was written was a silent exit 130, leaving a folder that looks like a bundle."""
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.ops import view
+
+    def interrupted(page, dest, **kwargs):
+        (dest / "data").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view, "write_bundle", interrupted)
+    dest = tmp_path / "bundle"
+    result = CliRunner().invoke(cli.app, ["view", "--bundle", str(dest), str(runs["dd"])])
+    assert result.exit_code == 130
+    assert result.stderr == f"interrupted: {dest} holds a bundle half written; run the same command to finish it\n"
+
+
 def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:
     done = _pinbench("view", str(runs["a"]), str(runs["dd"]), ok=(2,))
     assert done.stderr == "error: runs of one recipe are viewed together, these are of dynamic-degree, remembench\n"
