@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -205,6 +206,17 @@ def test_a_report_is_written_only_into_a_new_or_empty_folder_or_an_earlier_repor
     result = runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "file")])
     assert str(result.exception) == f"{tmp_path / 'file'}: a regular file, not a folder; name a new folder for the " \
                                     "report"
+    pictures = tmp_path / "pictures"  # the user's, linked as an earlier report's figures/: its PNGs were deleted
+    pictures.mkdir()
+    (pictures / "holiday.png").write_bytes(b"mine")
+    assert runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "linked")]).exit_code == 0
+    shutil.rmtree(tmp_path / "linked" / "figures", ignore_errors=True)
+    (tmp_path / "linked" / "figures").symlink_to(pictures)
+    result = runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "linked")])
+    assert str(result.exception) == (f"{tmp_path / 'linked' / 'figures'}: a symlink (to {pictures}), not a folder "
+                                     "of the report's own: a report deletes the files it did not write under "
+                                     "figures/; remove it, or name a new folder")
+    assert (pictures / "holiday.png").read_bytes() == b"mine"
     (tmp_path / "empty").mkdir()
     for out in ("new", "new", "empty"):   # a new folder, that report again, an empty folder
         assert runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / out)]).exit_code == 0

@@ -259,6 +259,29 @@ def test_media_come_only_from_inside_their_folder_and_as_the_run_scored_them(run
     assert media.file(mine) is None  # never the preview of the bytes listed, for these
 
 
+def test_a_video_replaced_by_a_fifo_or_folder_after_its_listing_is_not_served(tmp_path: Path) -> None:
+    """A FIFO put where a listed video was held its request (open() waits for a writer) and the server's stop for
+    ever; the file must still be a regular file to be served."""
+    media = MediaStore(tmp_path / "previews")
+    kept = write_video(tmp_path / "kept.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    video = tmp_path / "v.mp4"
+    for kind, make in (("fifo", os.mkfifo), ("folder", os.mkdir), ("gone", lambda path: None)):
+        shutil.copyfile(kept, video)
+        name = media.describe(0, Video("rollout", MediaFile(tmp_path, "v.mp4")))["url"].removeprefix("media/")
+        video.unlink()
+        make(video)
+        got: list[Path | None] = []
+        reader = threading.Thread(target=lambda name=name, got=got: got.append(media.file(name)), daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():  # a writer lets the blocked open() return
+            os.close(os.open(video, os.O_WRONLY | os.O_NONBLOCK))
+        assert got == [None], kind
+        if kind == "folder":
+            video.rmdir()
+        video.unlink(missing_ok=True)
+
+
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
     source = runs["a"] / "fixture_data" / "rollouts" / "s01-rot180.mp4"
     facts = probe(source)
@@ -284,6 +307,19 @@ def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: P
     with pytest.raises(VideoError, match="bytes changed since it was hashed"):
         make_preview(source, "0" * 64, tmp_path)
     assert not (tmp_path / f"{'0' * 64}.mp4").exists()
+
+
+def test_a_preview_left_half_written_is_removed_when_it_is_made(tmp_path: Path) -> None:
+    source = write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    digest = sha256_file(source)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    left = cache / f".{digest}.mp4.x1y2z3.tmp.mp4"  # a stop of pinbench view while this preview was made left it
+    left.write_bytes(b"partial")
+    other = cache / f".{'0' * 64}.mp4.x1y2z3.tmp.mp4"  # another source's: perhaps being written now
+    other.write_bytes(b"partial")
+    make_preview(source, digest, cache)
+    assert not left.exists() and other.exists()
 
 
 def test_a_video_too_large_for_browsers_is_previewed_smaller(tmp_path: Path, monkeypatch) -> None:
@@ -374,6 +410,39 @@ def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
 # ---------------------------------------------------------------------------------------------- folder, report, CLI
 
 
+SLOW_PREVIEW = """import sys, time
+import pinbench.media.preview
+pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+from pinbench.cli import main
+main(["view", sys.argv[1]])
+"""
+
+
+def test_a_stop_ends_the_page_while_a_preview_is_being_made(runs) -> None:
+    """Ctrl-C or SIGTERM while a preview was being made answered its request 503 after GRACE seconds, then kept the
+    process until the preview was done (the stop waited for its worker thread), and a second Ctrl-C printed a
+    traceback."""
+    from pinbench.ops.localweb import GRACE
+
+    process = subprocess.Popen([sys.executable, "-c", SLOW_PREVIEW, str(runs["dd"])], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        url = next(line for line in process.stdout if line.startswith("view page: ")).split(": ", 1)[1].strip()
+        token = urlsplit(url).path.strip("/")
+        sample = json.loads(_get(url, f"/{token}/api/sample/0")[1])
+        media = sample["runs"][0]["rollouts"][0]["url"]
+        asked: list[int] = []
+        video = threading.Thread(target=lambda: asked.append(_get(url, f"/{token}/{media}")[0]))
+        video.start()
+        time.sleep(1)  # the preview is under way
+        process.terminate()
+        _, err = process.communicate(timeout=GRACE + 15)
+        video.join(30)
+    finally:
+        process.kill()
+    assert asked == [503] and process.returncode == 0 and "Traceback" not in err, err
+
+
 @pytest.fixture(scope="module")
 def bundle(runs, tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("bundle") / "view"
@@ -411,6 +480,17 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
     assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
                            "bundle\n")
+    videos = tmp_path / "videos"  # the user's, linked as an earlier bundle's media/: its files were deleted
+    videos.mkdir()
+    (videos / "holiday.mp4").write_text("mine")
+    linked = tmp_path / "linked"
+    shutil.copytree(bundle, linked)
+    shutil.rmtree(linked / "media")
+    (linked / "media").symlink_to(videos)
+    done = _pinbench("view", "--bundle", str(linked), str(runs["a"]), ok=(2,))
+    assert done.stderr == (f"error: {linked / 'media'}: a symlink (to {videos}), not a folder of the bundle's own: a "
+                           "bundle deletes the files it did not write under media/; remove it, or name a new folder\n")
+    assert [p.name for p in videos.iterdir()] == ["holiday.mp4"]
     (tmp_path / "empty").mkdir()
     for dest in (tmp_path / "empty", bundle):   # an empty folder, and an earlier bundle written again
         done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))
@@ -430,11 +510,36 @@ def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path)
     assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
 
 
+def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C while a bundle was written was a silent exit 130, leaving a folder that looks like a bundle."""
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.ops import view
+
+    def interrupted(page, dest, **kwargs):
+        (dest / "data").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view, "write_bundle", interrupted)
+    dest = tmp_path / "bundle"
+    result = CliRunner().invoke(cli.app, ["view", "--bundle", str(dest), str(runs["dd"])])
+    assert result.exit_code == 130
+    assert result.stderr == f"interrupted: {dest} holds a bundle half written; run the same command to finish it\n"
+
+
 def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:
     done = _pinbench("view", str(runs["a"]), str(runs["dd"]), ok=(2,))
     assert done.stderr == "error: runs of one recipe are viewed together, these are of dynamic-degree, remembench\n"
     done = _pinbench("view", str(tmp_path / "nothing"), ok=(2,))
     assert done.stderr.count("\n") == 1 and str(tmp_path / "nothing") in done.stderr
+    going = tmp_path / "going"  # a run whose scorecard is not written yet: said as "scorecard.json: file not found"
+    shutil.copytree(runs["dd"], going)
+    (going / "scorecard.json").unlink()
+    done = _pinbench("view", str(going), ok=(2,))
+    assert done.stderr == (f"error: {going}: no scorecard.json yet: its run is still going, was stopped, or its shards "
+                           f"await the merge (a run without --shard over this directory); pinbench status {going} says "
+                           "where it stands\n")
 
 
 # ---------------------------------------------------------------------------------------------- in a browser
@@ -538,6 +643,33 @@ def test_a_dynamic_degree_sample_shows_its_flow_against_tau(runs, browser) -> No
         assert f"tau = {result['tau']:.6g}" in browser.find_element("css selector", "svg.series").text
         browser.find_element("id", "play").click()
         WebDriverWait(browser, WAIT).until(lambda d: _times(d)[0] > 0.3)
+
+
+@needs_browser
+def test_a_sample_address_with_a_stray_percent_says_no_such_sample(server, browser) -> None:
+    """``#/sample/%`` (hand-edited, or cut short) was "URI malformed" and no page when opened, and left the sample
+    table on show, under the new address, when followed from the page (an uncaught URIError)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    for typed in ("%", "t2v-00%"):
+        _ready(browser, f"{server}#/sample/{typed}")
+        assert browser.find_element("id", "status").text == "no such sample"
+        assert browser.find_element("css selector", "#main p.warn").text == f"no sample {typed} in these runs"
+    _ready(browser, server)
+    browser.execute_script("location.hash = '#/sample/%'")
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element("id", "status").text == "no such sample")
+
+
+@needs_browser
+def test_runs_after_the_26th_are_named_aa_ab(runs, browser, tmp_path: Path) -> None:
+    """The 27th run was named "[" (the character after Z) on every table of the page."""
+    for k in range(28):
+        shutil.copytree(runs["dd"], tmp_path / f"r{k:02d}")
+    with served(*sorted(tmp_path.iterdir())) as url:
+        _ready(browser, url)
+        names = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run] b'))"
+                                       ".map(b => b.textContent)")
+    assert names == [f"{chr(65 + k)} " for k in range(26)] + ["AA ", "AB "]
 
 
 @needs_browser

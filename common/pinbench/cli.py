@@ -932,8 +932,13 @@ def view(
     if bundle is not None:
         from pinbench.ops.view import write_bundle
 
-        with _writing_to("--bundle", bundle):
-            index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
+        try:
+            with _writing_to("--bundle", bundle):
+                index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
+        except KeyboardInterrupt:  # was a silent exit 130, leaving a folder that looks like a bundle
+            typer.echo(f"interrupted: {bundle} holds a bundle half written; run the same command to finish it",
+                       err=True)
+            raise typer.Exit(130) from None
         _echo(f"view: {index} (a static folder: open it in a browser, or copy it anywhere)")
         return
     from pinbench.ops.localweb import bind_loopback, new_token

@@ -376,15 +376,23 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     return path
 
 
-def claim_output_folder(dest: Path, mark: str, what: str, owns: str, *,
+def claim_output_folder(dest: Path, mark: str, what: str, owns: str, *, folders: tuple[str, ...] = (),
                         earlier: Callable[[Path], bool] = lambda _: False) -> None:
     """Make ``dest`` the folder of a ``what`` (a bundle, a report), or FileError (one line) naming what is in the way.
 
     Such a folder is written whole: its own names (``owns``) replaced, its own files it no longer writes deleted. So
     it is written only where nothing else can be lost: a new or empty folder, or an earlier one of its kind (``mark``
     in it, or ``earlier(dest)`` for one from before the mark); then ``mark`` is written into it first. Why: a
-    folder of the user's lost its index.html and every file under its media/ or figures/, silently, exit 0."""
+    folder of the user's lost its index.html and every file under its media/ or figures/, silently, exit 0.
+    ``folders``: the subfolders it empties of what it did not write, each refused when it is a symlink (the folder
+    it led to lost those files) or no folder."""
     _check_output_folder(dest, mark, what, owns, earlier)
+    for name in folders:
+        sub = dest / name
+        if sub.is_symlink() or (kind := no_folder_at(sub)) is not None:
+            found = f"a symlink (to {os.readlink(sub)})" if sub.is_symlink() else kind
+            raise FileError(sub, f"{found}, not a folder of the {what}'s own: a {what} deletes the files it did not "
+                                 f"write under {name}/; remove it, or name a new folder")
     dest.mkdir(parents=True, exist_ok=True)
     write_if_changed(dest / mark, f"pinbench writes a {what} here\n")
 

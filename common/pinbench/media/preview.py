@@ -112,6 +112,10 @@ def make_preview(source: Path, source_sha256: str, cache: Path) -> Preview:
             raise VideoError(source, "its bytes changed since it was hashed; no preview is made for other bytes")
         facts = probe(source)
         path = cache / f"{source_sha256}.mp4"
+        # under the lock no other preview of these bytes is being written: a temporary file of one is left by a
+        # process that ended while making it (a stop of pinbench view does not wait for a preview)
+        for stale in cache.glob(f".{path.name}.*.tmp.mp4"):
+            stale.unlink(missing_ok=True)
         write_video(path, _web_frames(source, facts), facts.rate, crf=PREVIEW_CRF)
         if sha256_file(source) != source_sha256:
             path.unlink()

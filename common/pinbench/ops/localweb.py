@@ -11,14 +11,16 @@ after every symlink is followed (``resolve_inside``); requests name no files.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
 import socket
 import stat
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
@@ -29,6 +31,7 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+T = TypeVar("T")
 
 
 class PathRefused(ValueError):
@@ -157,6 +160,34 @@ def resolve_inside(root: Path | str, relative: str) -> Path:
     if not stat.S_ISREG(mode):
         raise PathRefused(f"{Path(root) / text}: not a regular file")
     return target
+
+
+async def in_daemon_thread(func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` in a daemon thread of its own, awaited: for work whose only use is a request's answer (a
+    preview, a video's digest). A stop does not wait for it: in the server's worker threads, a preview being made at
+    Ctrl-C held the process until it was done (minutes for a long rollout) after its request was answered 503, and a
+    second Ctrl-C printed a traceback. Never for work that saves something."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.cancelled():  # the request was dropped (a stop's GRACE ran out)
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (func(*args), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for the answer
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, daemon=True, name=f"pinbench {getattr(func, '__name__', 'work')}").start()
+    return await future
 
 
 def serve(app: ASGIApp, sock: socket.socket) -> None:

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 from urllib.parse import quote
 
@@ -118,7 +119,13 @@ class MediaStore:
             served = self.files.get(name)
         if served is None:
             return None
-        if FileState.of(served.path.stat()) != served.state and sha256_file(served.path) != served.sha256:
+        try:
+            now = served.path.lstat()
+        except FileNotFoundError:
+            return None
+        if not S_ISREG(now.st_mode):  # a FIFO put there since: its open() held the request and the stop for ever
+            return None
+        if FileState.of(now) != served.state and sha256_file(served.path) != served.sha256:
             return None  # the file changed since the page was told its digest
         return make_preview(served.path, served.sha256, self.previews).path if served.preview else served.path
 
@@ -133,7 +140,6 @@ def page_html(mode: str) -> str:
 def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.Guard:
     """The page, its assets, its JSON and its media, under ``/<token>/``."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
@@ -144,7 +150,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
     def once(name: str, make: Callable[[], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if name not in cached:
-                cached[name] = await run_in_threadpool(make)
+                cached[name] = await localweb.in_daemon_thread(make)
             return JSONResponse(cached[name], headers=no_store)
         return endpoint
 
@@ -163,7 +169,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         index = request.path_params["index"]
         if not 0 <= index < len(view.ids):
             return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
-        data = await run_in_threadpool(view.sample, index, media.describe)
+        data = await localweb.in_daemon_thread(view.sample, index, media.describe)
         return JSONResponse(data, headers=no_store)
 
     async def media_file(request: Request) -> Response:
@@ -173,7 +179,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         if not MEDIA_NAME.fullmatch(name):
             return PlainTextResponse("not found\n", 404)
         try:
-            path = await run_in_threadpool(media.file, name)
+            path = await localweb.in_daemon_thread(media.file, name)
         except (VideoError, OSError) as exc:
             return PlainTextResponse(f"{exc}\n", 422)
         if path is None:
@@ -214,7 +220,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     ``dest/index.html``."""
     media = MediaStore()
     # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
-    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/",
+    claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/", folders=("data", "media"),
                         earlier=lambda folder: (folder / "media.json").is_file())
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)

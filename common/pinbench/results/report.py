@@ -753,7 +753,7 @@ def claim_report_folder(out_dir: Path) -> None:
     """The folder a user names for a report (``report --out``, ``compare --report``): new, empty, or an earlier
     report (its mark, or a report page from before the mark, such as a run's own report/). Why: a report replaces
     index.html and deletes every PNG of figures/ it did not draw; a folder of the user's lost both, silently."""
-    claim_output_folder(out_dir, REPORT_MARK, "report", "index.html and figures/",
+    claim_output_folder(out_dir, REPORT_MARK, "report", "index.html and figures/", folders=(FIGURES_DIR,),
                         earlier=lambda folder: _FOOTER in (read_regular_text(folder / "index.html") or ""))
 
 

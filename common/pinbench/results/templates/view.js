@@ -76,8 +76,16 @@
     const cut = hash.indexOf("?");
     const path = cut < 0 ? hash : hash.slice(0, cut);
     const params = new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1));
-    if (path.indexOf("/sample/") === 0) return {page: "sample", id: decodeURIComponent(path.slice(8)), params: params};
+    if (path.indexOf("/sample/") === 0) return {page: "sample", id: decoded(path.slice(8)), params: params};
     return {page: "home", params: params};
+  }
+  function letter(i) {  // a run's name: A to Z, then AA, AB, ... (the 27th was "[", the character after Z)
+    let name = "";
+    for (let n = i + 1; n > 0; n = Math.floor((n - 1) / 26)) name = String.fromCharCode(65 + (n - 1) % 26) + name;
+    return name;
+  }
+  function decoded(text) {  // a hand-edited address may hold a stray "%": the id as typed, not a URIError
+    try { return decodeURIComponent(text); } catch (e) { return text; }
   }
   function link(path, params) { const q = params.toString(); return "#" + path + (q ? "?" + q : ""); }
   function sampleLink(id, params) { return link("/sample/" + encodeURIComponent(id), params); }
@@ -133,7 +141,7 @@
       el("tr", null, ["run", "folder", "status", "reference", "samples", "recipe version"].map(function (h) { return el("th", {text: h}); })),
       summary.runs.map(function (r, i) {
         return el("tr", {"data-run": i},
-          el("td", null, el("b", {text: String.fromCharCode(65 + i) + " "}), r.label),
+          el("td", null, el("b", {text: letter(i) + " "}), r.label),
           el("td", {class: "small", text: r.dir}),
           el("td", null, badge(r.status), r.status_reasons.length ? el("div", {class: "small", text: r.status_reasons.join("; ")}) : null),
           el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict), el("div", {class: "small muted", text: r.reference_note})),
@@ -143,7 +151,7 @@
   }
   function metricsTable() {
     const head = el("tr", null, el("th", {text: "metric"}), summary.runs.map(function (r, i) {
-      return el("th", {colspan: 3, text: String.fromCharCode(65 + i) + " " + r.label});
+      return el("th", {colspan: 3, text: letter(i) + " " + r.label});
     }));
     const sub = el("tr", null, el("th"), summary.runs.map(function () {
       return [el("th", {text: "value"}), el("th", {text: "95% interval"}), el("th", {text: "scored · verdict"})];
@@ -178,7 +186,7 @@
     return el("div", {id: "controls"},
       columnOptions.length ? el("label", null, "value ", select("value", "value", columnOptions, s.column === null ? "" : summary.columns[s.column].key)) : null,
       el("label", null, "sort ", select("sort", "sort", sorts, s.sort)),
-      runs.length > 1 ? el("label", null, "by run ", select("run", "run", runs.map(function (r, i) { return [String(i), String.fromCharCode(65 + i) + " " + r.label]; }), String(s.run))) : null,
+      runs.length > 1 ? el("label", null, "by run ", select("run", "run", runs.map(function (r, i) { return [String(i), letter(i) + " " + r.label]; }), String(s.run))) : null,
       el("label", null, el("input", {type: "checkbox", id: "failed", checked: p.get("failed") === "1",
         onchange: function () { set("failed", this.checked ? "1" : ""); }}), " failures only"),
       table.facets.map(function (f) {
@@ -195,14 +203,14 @@
     const column = s.column === null ? null : summary.columns[s.column];
     const head = el("tr", null, el("th", {text: "#"}), el("th", {text: "sample"}),
       table.facets.map(function (f) { return el("th", {text: f.name}); }),
-      runs.map(function (r, i) { return el("th", {text: String.fromCharCode(65 + i) + (column ? " " + column.key : " status")}); }),
-      runs.slice(1).map(function (r, i) { return el("th", {text: String.fromCharCode(66 + i) + " − A"}); }),
+      runs.map(function (r, i) { return el("th", {text: letter(i) + (column ? " " + column.key : " status")}); }),
+      runs.slice(1).map(function (r, i) { return el("th", {text: letter(i + 1) + " − A"}); }),
       el("th", {text: "failures"}));
     const rows = ord.slice(page * PAGE, (page + 1) * PAGE).map(function (k, n) {
       const why = [];
       const cells = runs.map(function (r, i) {
         const st = table.status[i][k], reason = table.errors[i][String(k)];
-        if (reason) why.push(String.fromCharCode(65 + i) + ": " + reason);
+        if (reason) why.push(letter(i) + ": " + reason);
         const v = column ? table.values[i][s.column][k] : null;
         return el("td", {class: "num", "data-run": i, "data-value": v === null ? "null" : String(v)},
           v !== null ? fmt(v) : null, st !== 0 ? [" ", badge(STATUS[st])] : null);
@@ -386,8 +394,8 @@
     const names = [];
     data.runs.forEach(function (r) { r.metrics.forEach(function (m) { if (names.indexOf(m.name) < 0) names.push(m.name); }); });
     const runs = summary.runs;
-    const head = el("tr", null, el("th", {text: "metric"}), runs.map(function (r, i) { return el("th", {text: String.fromCharCode(65 + i) + " " + r.label}); }),
-      runs.slice(1).map(function (r, i) { return el("th", {text: String.fromCharCode(66 + i) + " − A"}); }));
+    const head = el("tr", null, el("th", {text: "metric"}), runs.map(function (r, i) { return el("th", {text: letter(i) + " " + r.label}); }),
+      runs.slice(1).map(function (r, i) { return el("th", {text: letter(i + 1) + " − A"}); }));
     const rows = names.map(function (name) {
       const found = data.runs.map(function (r) { return r.metrics.find(function (m) { return m.name === name; }); });
       return el("tr", {"data-metric": name}, el("td", null, el("code", {text: name})),
@@ -417,7 +425,7 @@
       const columns = data.runs.map(function (run, i) {
         run.index = i;
         const box = el("div", {class: "column", "data-run": i},
-          el("h3", null, String.fromCharCode(65 + i) + " " + summary.runs[i].label + " ", badge(run.status)));
+          el("h3", null, letter(i) + " " + summary.runs[i].label + " ", badge(run.status)));
         if (run.error) add(box, el("div", {class: "warn", text: run.error}));
         (run.problems || []).forEach(function (p) { add(box, el("div", {class: "warn", text: p})); });
         const first = entries.length;
@@ -443,7 +451,7 @@
       const derived = [];
       data.runs.forEach(function (run, i) {
         run.derived.forEach(function (d) {
-          derived.push(el("li", null, String.fromCharCode(65 + i) + ": ", el("code", {text: d.id}), " (" + d.n_members + " samples): ",
+          derived.push(el("li", null, letter(i) + ": ", el("code", {text: d.id}), " (" + d.n_members + " samples): ",
             Object.keys(d.metrics).map(function (k) { return k + " " + fmt(d.metrics[k]); }).join(", ")));
         });
       });
@@ -460,7 +468,7 @@
         el("h2", {text: "Every metric of this sample"}), sampleMetrics(data),
         derived.length ? [el("h2", {text: "Computed over many samples, this one among them"}), el("ul", null, derived)] : null,
         el("h2", {text: "Records"}), data.runs.map(function (run, i) {
-          return el("details", null, el("summary", {text: String.fromCharCode(65 + i) + " " + summary.runs[i].label}),
+          return el("details", null, el("summary", {text: letter(i) + " " + summary.runs[i].label}),
             el("pre", {class: "record", text: JSON.stringify(run.record, null, 1)}));
         })]);
       const playable = entries.filter(function (e) { return e.fps && e.frames; });
@@ -509,7 +517,7 @@
   Promise.all([load("summary"), load("table")]).then(function (got) {
     summary = got[0]; table = got[1];
     positions = new Map(table.ids.map(function (id, i) { return [id, i]; }));
-    document.getElementById("title").textContent = summary.recipe + ": " + summary.runs.map(function (r, i) { return String.fromCharCode(65 + i) + " " + r.label; }).join(" · ");
+    document.getElementById("title").textContent = summary.recipe + ": " + summary.runs.map(function (r, i) { return letter(i) + " " + r.label; }).join(" · ");
     window.addEventListener("hashchange", show);
     show();
   }).catch(function (err) { setStatus("error", String(err.message || err)); });
