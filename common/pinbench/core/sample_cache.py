@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,14 +61,15 @@ _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FIL
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
-def cache_dir(run_dir: Path | None = None) -> Path | None:
-    """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``.
+def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``
+    (read from ``environ``: ``--runtime docker`` passes the host's on to its containers).
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
     was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
     run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
     another run kept or used there changed a file of the directory, so its rerun manifest (``pinbench.core.rerun``)
     no longer held and the finished run computed again."""
-    value = os.environ.get(ENV, "").strip()
+    value = environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
     if value.lower() in _SWITCH_WORDS:  # meant as a switch, it was a folder of that name in the working directory
