@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from loose_task import LooseTask
 from toy_recipe import toy_recipe
 
+from pinbench.core import sample_cache
 from pinbench.core.config import Implementation
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
@@ -124,6 +126,47 @@ def test_a_planted_record_of_another_sample_id_is_no_hit(toy: Recipe, tmp_path: 
         ("s0", 0.5), ("s1", 0.6), ("s2", 0.7), ("s3", 0.8)]
     assert (f"sample cache: {entry}: the record of 's1' is not of 's0'; not used, computed again"
             in capsys.readouterr().err.splitlines())
+
+
+def test_a_huge_file_at_an_entrys_name_is_not_read(toy: Recipe, tmp_path: Path, cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2 GiB file (sparse: no disk used) planted at an entry's name was read whole into memory before its digest
+    failed; now its size refuses it, none of it read, and the run computes that sample again and replaces it."""
+    import pinbench.core.files as files
+
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    os.truncate(entry, 2 << 30)
+    read = os.read
+    given: list[int] = []
+
+    def counted(fd: int, n: int) -> bytes:
+        given.append(len(chunk := read(fd, n)))
+        return chunk
+
+    monkeypatch.setattr(files.os, "read", counted)
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3) and again.records["s0"].result["f1"] == 0.5
+    assert sum(given) < 4096   # the three sound entries only
+    assert (f"sample cache: {entry}: {2 << 30} bytes, more than the {64 << 20} such a file holds; not used, computed "
+            "again") in capsys.readouterr().err.splitlines()
+    assert entry.stat().st_size < 1 << 20   # replaced by the record computed again
+
+
+def test_a_record_larger_than_an_entry_may_be_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Kept, it was refused by every run after, each saying so."""
+    monkeypatch.setattr(sample_cache, "RECORD_BYTES", 200)
+    samples = SampleCache(tmp_path / "c", "toy-bench/", CODE)
+    samples.put("h" * 64, b"x" * 300)
+    assert (samples.stored, list((tmp_path / "c").rglob("*"))) == (0, [])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"sample cache: \S+\.jsonl: not kept \(3\d\d bytes, more than the 200 such a file holds\); "
+                        "the run goes on, keeping what it can", line)
 
 
 @pytest.mark.parametrize("kind", ["symlink", "folder"])

@@ -9,7 +9,8 @@ and so the key.
 
 Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
-whole file. A torn or edited entry, or one whose record is not the task's, is named in one line and replaced. Only
+whole file. A torn or edited entry, one whose record is not the task's, or one larger than any record
+(``RECORD_BYTES``, not read), is named in one line and replaced. Only
 ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
 back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
@@ -55,6 +56,8 @@ MIN_SECONDS = 0.01
 PRUNE = "`pinbench cache prune`"
 LINKED = f"a symlink where a folder of the cache belongs ({PRUNE} removes it)"
 SAID = 3   # unusable entries a step names, one line each
+MIB = 1 << 20
+RECORD_BYTES = 64 * MIB   # a record's store line is kilobytes: anything larger is not read (nor kept)
 SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
 _BUCKET = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FILE_SUFFIX) + ")")
@@ -91,9 +94,6 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     if (kind := not_a_folder(mode)) is not None:
         raise ValueError(f"${ENV}={root}: not a folder but {kind}; name a folder or 'off'")
     return root
-
-
-MIB = 1 << 20
 
 
 def size_bound() -> int:
@@ -180,7 +180,7 @@ class SampleCache:
         is no entry (``prune`` removes it): it was followed and its target reused. A record of other inputs or code
         (moved, planted) is no hit: the runner refused it too, but unsaid."""
         try:
-            line = read_regular_bytes(path, follow_symlinks=False)
+            line = read_regular_bytes(path, follow_symlinks=False, limit=RECORD_BYTES)
         except MissingFile:   # a prune removed it since the listing
             return None, ""
         except NotRegularFile as exc:   # a folder there blocks its key until a prune
@@ -210,7 +210,10 @@ class SampleCache:
         user's folder) only costs time; the step's first such failure is said in one line (none was: a run kept
         nothing and no one knew why)."""
         path = self._path(self.key(task_hash))
-        why = LINKED if os.path.islink(path.parent) else _write(path, encode_line(body))
+        line = encode_line(body)
+        why = (LINKED if os.path.islink(path.parent)
+               else f"{len(line)} bytes, more than the {RECORD_BYTES} such a file holds" if len(line) > RECORD_BYTES
+               else _write(path, line))
         if why:
             if not self._put_failed:
                 print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
