@@ -479,6 +479,48 @@ def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and said in err
 
 
+class _Unentered:
+    """A ``os.DirEntry`` of a folder that may be listed but not entered (mode 0644, ``r`` without ``x``): its name
+    and type come from the listing, its ``stat`` is refused."""
+
+    def __init__(self, entry: os.DirEntry) -> None:
+        self.name, self.path, self.is_file = entry.name, entry.path, entry.is_file
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        raise PermissionError(errno.EACCES, "Permission denied", self.path)
+
+
+def test_a_subfolder_that_can_be_listed_but_not_entered_costs_a_line_never_the_prune(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Its entries' ``stat`` raised PermissionError, which ended ``cache prune`` and the run that pruned after storing
+    (after computing every sample). Root, as these tests run, ignores the mode bits, so the refused ``stat`` is
+    simulated (``_Unentered``). Now that folder is named in one line and the others are pruned."""
+    from pinbench.cli import main
+
+    _compute(toy, tmp_path / "a")
+    shut = min(cache.iterdir())
+    scandir = os.scandir
+
+    def listed(folder):
+        return iter([_Unentered(entry) for entry in scandir(folder)]) if Path(folder) == shut else scandir(folder)
+
+    monkeypatch.setattr(sample_cache.os, "scandir", listed)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "0")
+    capsys.readouterr()
+    again = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={})).compute(
+        [LooseTask(f"t{i}", x=10 + i) for i in range(4)], slow_score)
+    assert (again.n_done, again.n_failed) == (4, 0)
+    line = (f"sample cache: {shut}: cannot be entered (Permission denied); its entries are neither counted nor "
+            "removed")
+    assert capsys.readouterr().err.splitlines().count(line) == 1
+    assert [b for b in sorted(cache.iterdir()) if any(n.endswith(SUFFIX) for n in os.listdir(b))] == [shut]
+    with pytest.raises(SystemExit) as stop:
+        main(["cache", "prune"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.splitlines()[0] == line.removeprefix("sample cache: ")
+
+
 def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:
     """``PINBENCH_SAMPLE_CACHE`` named a folder that also held a run directory (``runs/``, or the run directory
     itself): a prune took every ``*/*.jsonl`` for an entry and deleted that run's ``samples/run.jsonl`` (its

@@ -249,7 +249,9 @@ class Pruned:
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
     (a folder, a FIFO, a symlink) or a symlink at a subfolder's, with what it is, removed unless ``prune`` was told
     to keep them (or refused);
-    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else ""."""
+    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else "";
+    ``unentered``, each subfolder that could be listed but not entered (mode 0644: its entries can be neither told
+    apart nor removed), with why, passed over."""
 
     removed: int
     removed_bytes: int
@@ -259,6 +261,14 @@ class Pruned:
     why: str = ""
     planted: tuple[str, ...] = ()
     unlisted: str = ""
+    unentered: tuple[str, ...] = ()
+
+    def unentered_line(self) -> str:
+        """``unentered`` in one line ("" when none)."""
+        if not self.unentered:
+            return ""
+        more = f" (and {len(self.unentered) - 1} more such folders)" if len(self.unentered) > 1 else ""
+        return f"{self.unentered[0]}{more}; its entries are neither counted nor removed"
 
 
 def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
@@ -277,6 +287,7 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     found: list[tuple[str, str]] = []   # (path, what it is)
+    unentered: list[str] = []
     try:   # a folder others may write in but not list (a cluster's drop box, mode 0733): that ended the run
         buckets = sorted(root.iterdir()) if root.is_dir() else []
     except OSError as exc:
@@ -290,20 +301,28 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
             listed = list(os.scandir(bucket))
         except OSError:   # a folder this user may not read (another's, umask 077): none of its entries are ours
             continue
-        for entry in listed:
-            named = _ENTRY.fullmatch(entry.name)
-            if named and entry.name.startswith(bucket.name) and not entry.is_file(follow_symlinks=False):
-                if (kind := planted(Path(entry.path))) is not None:
-                    found.append((entry.path, kind))
-            elif named and entry.name.startswith(bucket.name):
-                try:
-                    stat = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                # a kept file still linked from a run directory costs the cache nothing
-                size = stat.st_size if named[2] == SUFFIX or stat.st_nlink == 1 else 0
-                used, held, paths = groups.get(named[1], (0, 0, []))
-                groups[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
+        held_here: dict[str, tuple[int, int, list[str]]] = {}   # its keys are this bucket's alone
+        found_here: list[tuple[str, str]] = []
+        try:
+            for entry in listed:
+                named = _ENTRY.fullmatch(entry.name)
+                if named and entry.name.startswith(bucket.name) and not entry.is_file(follow_symlinks=False):
+                    if (kind := planted(Path(entry.path))) is not None:
+                        found_here.append((entry.path, kind))
+                elif named and entry.name.startswith(bucket.name):
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    # a kept file still linked from a run directory costs the cache nothing
+                    size = stat.st_size if named[2] == SUFFIX or stat.st_nlink == 1 else 0
+                    used, held, paths = held_here.get(named[1], (0, 0, []))
+                    held_here[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
+        except OSError as exc:   # listed but not entered: the PermissionError ended the prune and the run before it
+            unentered.append(f"{bucket}: cannot be entered ({exc.strerror or exc})")
+            continue
+        groups.update(held_here)
+        found += found_here
     entries = sorted(groups.values())
     total = sum(size for _, size, _ in entries)
     removed = removed_bytes = gone = refused = 0
@@ -339,4 +358,4 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
             continue
         removed, removed_bytes = removed + 1, removed_bytes + size
     return Pruned(removed, removed_bytes, len(entries) - removed - gone, total, refused, why,
-                  tuple(f"{path}: {kind}" for path, kind in sorted(found)))
+                  tuple(f"{path}: {kind}" for path, kind in sorted(found)), unentered=tuple(unentered))
