@@ -215,12 +215,16 @@ class SampleCache:
                else f"{len(line)} bytes, more than the {RECORD_BYTES} such a file holds" if len(line) > RECORD_BYTES
                else _write(path, line))
         if why:
-            if not self._put_failed:
-                print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
-                      file=sys.stderr, flush=True)
-            self._put_failed = True
+            self._not_kept(path, why)
             return
         self.stored += 1
+
+    def _not_kept(self, path: Path, why: str) -> None:
+        """Said for the step's first entry it could not keep only."""
+        if not self._put_failed:
+            print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
+                  file=sys.stderr, flush=True)
+        self._put_failed = True
 
 
 def _write(path: Path, line: bytes) -> str:
