@@ -186,6 +186,38 @@ def test_exactly_the_declared_variables_are_forwarded(client: FakeDockerClient, 
         in lines
 
 
+@pytest.mark.parametrize("where", ["elsewhere", "in the cache root", "off", "unset"])
+def test_the_hosts_sample_cache_holds_in_every_container(client: FakeDockerClient, recipe: Recipe, tmp_path: Path,
+                                                         where: str) -> None:
+    """``$PINBENCH_SAMPLE_CACHE`` and its bound as the host set them: the containers used ``/cache/samples`` whatever
+    the host said (``off`` included), keeping and pruning records in a folder the host's runs never read."""
+    shared = tmp_path / "shared" / "samples"
+    value = {"elsewhere": str(shared), "in the cache root": str(tmp_path / "cache" / "mine"), "off": "off",
+             "unset": None}[where]
+    environ = {**ENV, "PINBENCH_SAMPLE_CACHE_MB": "10000"}
+    if value is not None:
+        environ["PINBENCH_SAMPLE_CACHE"] = value
+    assert _run(recipe, _cfg(recipe, tmp_path), client, environ=environ)[0] == 0
+    expected = {"elsewhere": "/sample-cache", "in the cache root": "/cache/mine", "off": "off", "unset": None}[where]
+    for call in client.run_calls:
+        assert call["environment"].get("PINBENCH_SAMPLE_CACHE") == expected
+        assert call["environment"]["PINBENCH_SAMPLE_CACHE_MB"] == "10000"
+        mounted = {volume["bind"]: (host, volume["mode"]) for host, volume in call["volumes"].items()}
+        assert mounted["/cache"] == (str((tmp_path / "cache").resolve()), "rw")
+        if where == "elsewhere":
+            assert mounted["/sample-cache"] == (str(shared.resolve()), "rw")
+        assert ("/sample-cache" in mounted) == (where == "elsewhere")
+    assert shared.is_dir() == (where == "elsewhere")   # made here: the engine would make it as root
+
+
+def test_a_sample_cache_inside_the_run_directory_is_refused(client: FakeDockerClient, recipe: Recipe,
+                                                            tmp_path: Path) -> None:
+    """Mounted elsewhere, the container could not see that its entries changed the run directory's files."""
+    with pytest.raises(ValueError, match="inside the run directory"):
+        _run(recipe, _cfg(recipe, tmp_path), client, environ={"PINBENCH_SAMPLE_CACHE": str(tmp_path / "out" / "c")})
+    assert client.run_calls == []
+
+
 # ------------------------------------------------------------------------------------------- GPUs
 
 
@@ -247,6 +279,9 @@ def test_a_root_caller_runs_containers_as_the_images_user(client: FakeDockerClie
     assert {c["user"] for c in client.run_calls} == {"10001:10001"}
     out, cache = (tmp_path / "out").resolve(), (tmp_path / "cache").resolve()
     assert chowned[out] == chowned[out / "samples" / "a.json"] == chowned[cache] == (10001, 10001)
+    _run(recipe, _cfg(recipe, tmp_path), client, caller=(0, 0),
+         environ={"PINBENCH_SAMPLE_CACHE": str(tmp_path / "shared")})   # its container user keeps records there
+    assert chowned[(tmp_path / "shared").resolve()] == (10001, 10001)
     assert sum("running as root" in line for line in lines) == 1
 
 

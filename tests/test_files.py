@@ -422,3 +422,15 @@ def test_a_cache_file_that_is_a_symlink_to_dev_zero_is_an_empty_cache(tmp_path: 
             "print(InputDigests(digests.parent)._cache, ImportCache(imports)._load(), DecodedFiles(frames)._known)\n")
     out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["{}", "{}", "{}"], out.stderr[-2000:]
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its size, read first, said it was small (it grew since): the reading stops at the limit."""
+    path = tmp_path / "grown"
+    path.write_bytes(b"x" * 5000)
+    fstat = os.fstat
+    monkeypatch.setattr(files.os, "fstat", lambda fd: os.stat_result((*fstat(fd)[:6], 10, *fstat(fd)[7:10])))
+    with pytest.raises(files.FileError, match="grown: more than the 100 bytes such a file holds"):
+        files.read_regular_bytes(path, limit=100)
+    assert files.read_regular_bytes(path, limit=5000) == b"x" * 5000

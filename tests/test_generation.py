@@ -1588,6 +1588,29 @@ def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
     assert kept.is_file() and not kept.is_symlink() and kept.stat().st_nlink == 4 - blocked   # b (kept), c, d
 
 
+def test_no_rollout_is_kept_through_a_symlink_at_a_subfolders_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``<root>/<key[:2]>`` as a symlink: the record was refused there (``LINKED``), but the rollout was first linked
+    through it into the folder it points to, a file the cache never counted nor pruned. Now neither is written, and
+    the step says so once."""
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
+    entries = _entries(cache)
+    record = entries[sorted(entries)[0]][0]
+    bucket, elsewhere = record.parent, tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(bucket)
+    bucket.symlink_to(elsewhere)
+    capfd.readouterr()
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0
+    err = capfd.readouterr().err.splitlines()
+    assert list(elsewhere.iterdir()) == []
+    said = [line for line in err if "not kept" in line]
+    assert said == [f"sample cache: {record.with_suffix('.file')}: not kept (a symlink where a folder of the cache "
+                    "belongs (`pinbench cache prune` removes it)); the run goes on, keeping what it can"], err
+
+
 @pytest.mark.parametrize("bad", ["another sample's file", "another generator's record"])
 def test_a_kept_file_not_the_one_its_record_names_is_never_placed_among_the_rollouts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str) -> None:

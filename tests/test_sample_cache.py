@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from loose_task import LooseTask
 from toy_recipe import toy_recipe
 
+from pinbench.core import sample_cache
 from pinbench.core.config import Implementation
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import Run
@@ -124,6 +126,47 @@ def test_a_planted_record_of_another_sample_id_is_no_hit(toy: Recipe, tmp_path: 
         ("s0", 0.5), ("s1", 0.6), ("s2", 0.7), ("s3", 0.8)]
     assert (f"sample cache: {entry}: the record of 's1' is not of 's0'; not used, computed again"
             in capsys.readouterr().err.splitlines())
+
+
+def test_a_huge_file_at_an_entrys_name_is_not_read(toy: Recipe, tmp_path: Path, cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2 GiB file (sparse: no disk used) planted at an entry's name was read whole into memory before its digest
+    failed; now its size refuses it, none of it read, and the run computes that sample again and replaces it."""
+    import pinbench.core.files as files
+
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    os.truncate(entry, 2 << 30)
+    read = os.read
+    given: list[int] = []
+
+    def counted(fd: int, n: int) -> bytes:
+        given.append(len(chunk := read(fd, n)))
+        return chunk
+
+    monkeypatch.setattr(files.os, "read", counted)
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached) == (1, 3) and again.records["s0"].result["f1"] == 0.5
+    assert sum(given) < 4096   # the three sound entries only
+    assert (f"sample cache: {entry}: {2 << 30} bytes, more than the {64 << 20} such a file holds; not used, computed "
+            "again") in capsys.readouterr().err.splitlines()
+    assert entry.stat().st_size < 1 << 20   # replaced by the record computed again
+
+
+def test_a_record_larger_than_an_entry_may_be_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Kept, it was refused by every run after, each saying so."""
+    monkeypatch.setattr(sample_cache, "RECORD_BYTES", 200)
+    samples = SampleCache(tmp_path / "c", "toy-bench/", CODE)
+    samples.put("h" * 64, b"x" * 300)
+    assert (samples.stored, list((tmp_path / "c").rglob("*"))) == (0, [])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"sample cache: \S+\.jsonl: not kept \(3\d\d bytes, more than the 200 such a file holds\); "
+                        "the run goes on, keeping what it can", line)
 
 
 @pytest.mark.parametrize("kind", ["symlink", "folder"])
@@ -434,6 +477,48 @@ def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
             main(["cache", action])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.count("\n") == 1 and str(root) in err and said in err
+
+
+class _Unentered:
+    """A ``os.DirEntry`` of a folder that may be listed but not entered (mode 0644, ``r`` without ``x``): its name
+    and type come from the listing, its ``stat`` is refused."""
+
+    def __init__(self, entry: os.DirEntry) -> None:
+        self.name, self.path, self.is_file = entry.name, entry.path, entry.is_file
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        raise PermissionError(errno.EACCES, "Permission denied", self.path)
+
+
+def test_a_subfolder_that_can_be_listed_but_not_entered_costs_a_line_never_the_prune(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Its entries' ``stat`` raised PermissionError, which ended ``cache prune`` and the run that pruned after storing
+    (after computing every sample). Root, as these tests run, ignores the mode bits, so the refused ``stat`` is
+    simulated (``_Unentered``). Now that folder is named in one line and the others are pruned."""
+    from pinbench.cli import main
+
+    _compute(toy, tmp_path / "a")
+    shut = min(cache.iterdir())
+    scandir = os.scandir
+
+    def listed(folder):
+        return iter([_Unentered(entry) for entry in scandir(folder)]) if Path(folder) == shut else scandir(folder)
+
+    monkeypatch.setattr(sample_cache.os, "scandir", listed)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "0")
+    capsys.readouterr()
+    again = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={})).compute(
+        [LooseTask(f"t{i}", x=10 + i) for i in range(4)], slow_score)
+    assert (again.n_done, again.n_failed) == (4, 0)
+    line = (f"sample cache: {shut}: cannot be entered (Permission denied); its entries are neither counted nor "
+            "removed")
+    assert capsys.readouterr().err.splitlines().count(line) == 1
+    assert [b for b in sorted(cache.iterdir()) if any(n.endswith(SUFFIX) for n in os.listdir(b))] == [shut]
+    with pytest.raises(SystemExit) as stop:
+        main(["cache", "prune"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.splitlines()[0] == line.removeprefix("sample cache: ")
 
 
 def test_prune_removes_only_the_caches_own_entries(tmp_path: Path) -> None:

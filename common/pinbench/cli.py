@@ -660,6 +660,8 @@ def cache(
     pruned = prune(root, bound if action == "prune" else float("inf"), clear=action == "prune")
     if pruned.unlisted:
         _fail(pruned.unlisted)
+    if pruned.unentered:
+        _echo(pruned.unentered_line())
     if action == "prune":
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:

@@ -172,14 +172,22 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks:
     return fd
 
 
-def read_regular_bytes(path: Path | str, *, follow_symlinks: bool = True) -> bytes:
-    """A regular file's bytes (``open_regular``); FileError, one line naming the file, when it has none to give."""
+def read_regular_bytes(path: Path | str, *, follow_symlinks: bool = True, limit: int | None = None) -> bytes:
+    """A regular file's bytes (``open_regular``); FileError, one line naming the file, when it has none to give, or
+    when it holds more than ``limit`` bytes (none of them read past it: a file planted where a small one belongs,
+    say 2 GiB, was read whole into memory)."""
     fd = open_regular(path, follow_symlinks=follow_symlinks)
     try:
-        chunks = []
-        want = os.fstat(fd).st_size + 1   # the whole file in one read, into one buffer that join returns as it is
-        while chunk := os.read(fd, want):
+        chunks, size = [], os.fstat(fd).st_size
+        want = size + 1   # the whole file in one read, into one buffer that join returns as it is
+        if limit is not None and size > limit:
+            raise FileError(path, f"{size} bytes, more than the {limit} such a file holds")
+        read = 0
+        while chunk := os.read(fd, want if limit is None else min(want, limit + 1 - read)):
             chunks.append(chunk)
+            read += len(chunk)
+            if limit is not None and read > limit:   # it grew since its size was read
+                raise FileError(path, f"more than the {limit} bytes such a file holds")
             want = _CHUNK
         return b"".join(chunks)
     except OSError as exc:

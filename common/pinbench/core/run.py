@@ -266,8 +266,11 @@ class Run:
                                   progress=progress, cache=samples)
         # device workers store into their own copies of ``samples``: this one's count stays 0
         if samples is not None and (samples.stored or devices and summary.n_done):
-            if unlisted := prune(samples.root, size_bound()).unlisted:
-                print(f"sample cache: {unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
+            pruned = prune(samples.root, size_bound())
+            if pruned.unlisted:
+                print(f"sample cache: {pruned.unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
+            if pruned.unentered:
+                print(f"sample cache: {pruned.unentered_line()}", file=sys.stderr, flush=True)
         return summary
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",

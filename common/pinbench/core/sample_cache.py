@@ -9,7 +9,8 @@ and so the key.
 
 Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
-whole file. A torn or edited entry, or one whose record is not the task's, is named in one line and replaced. Only
+whole file. A torn or edited entry, one whose record is not the task's, or one larger than any record
+(``RECORD_BYTES``, not read), is named in one line and replaced. Only
 ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
 back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
@@ -31,6 +32,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,20 +56,23 @@ MIN_SECONDS = 0.01
 PRUNE = "`pinbench cache prune`"
 LINKED = f"a symlink where a folder of the cache belongs ({PRUNE} removes it)"
 SAID = 3   # unusable entries a step names, one line each
+MIB = 1 << 20
+RECORD_BYTES = 64 * MIB   # a record's store line is kilobytes: anything larger is not read (nor kept)
 SUFFIX, FILE_SUFFIX = ".jsonl", ".file"   # an entry's record, and the file it names (when its step keeps one)
 _BUCKET = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FILE_SUFFIX) + ")")
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
-def cache_dir(run_dir: Path | None = None) -> Path | None:
-    """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``.
+def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``
+    (read from ``environ``: ``--runtime docker`` passes the host's on to its containers).
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
     was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
     run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
     another run kept or used there changed a file of the directory, so its rerun manifest (``pinbench.core.rerun``)
     no longer held and the finished run computed again."""
-    value = os.environ.get(ENV, "").strip()
+    value = environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
     if value.lower() in _SWITCH_WORDS:  # meant as a switch, it was a folder of that name in the working directory
@@ -89,9 +94,6 @@ def cache_dir(run_dir: Path | None = None) -> Path | None:
     if (kind := not_a_folder(mode)) is not None:
         raise ValueError(f"${ENV}={root}: not a folder but {kind}; name a folder or 'off'")
     return root
-
-
-MIB = 1 << 20
 
 
 def size_bound() -> int:
@@ -178,7 +180,7 @@ class SampleCache:
         is no entry (``prune`` removes it): it was followed and its target reused. A record of other inputs or code
         (moved, planted) is no hit: the runner refused it too, but unsaid."""
         try:
-            line = read_regular_bytes(path, follow_symlinks=False)
+            line = read_regular_bytes(path, follow_symlinks=False, limit=RECORD_BYTES)
         except MissingFile:   # a prune removed it since the listing
             return None, ""
         except NotRegularFile as exc:   # a folder there blocks its key until a prune
@@ -208,14 +210,21 @@ class SampleCache:
         user's folder) only costs time; the step's first such failure is said in one line (none was: a run kept
         nothing and no one knew why)."""
         path = self._path(self.key(task_hash))
-        why = LINKED if os.path.islink(path.parent) else _write(path, encode_line(body))
+        line = encode_line(body)
+        why = (LINKED if os.path.islink(path.parent)
+               else f"{len(line)} bytes, more than the {RECORD_BYTES} such a file holds" if len(line) > RECORD_BYTES
+               else _write(path, line))
         if why:
-            if not self._put_failed:
-                print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
-                      file=sys.stderr, flush=True)
-            self._put_failed = True
+            self._not_kept(path, why)
             return
         self.stored += 1
+
+    def _not_kept(self, path: Path, why: str) -> None:
+        """Said for the step's first entry it could not keep only."""
+        if not self._put_failed:
+            print(f"sample cache: {path}: not kept ({why}); the run goes on, keeping what it can",
+                  file=sys.stderr, flush=True)
+        self._put_failed = True
 
 
 def _write(path: Path, line: bytes) -> str:
@@ -244,7 +253,9 @@ class Pruned:
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
     (a folder, a FIFO, a symlink) or a symlink at a subfolder's, with what it is, removed unless ``prune`` was told
     to keep them (or refused);
-    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else ""."""
+    ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else "";
+    ``unentered``, each subfolder that could be listed but not entered (mode 0644: its entries can be neither told
+    apart nor removed), with why, passed over."""
 
     removed: int
     removed_bytes: int
@@ -254,6 +265,14 @@ class Pruned:
     why: str = ""
     planted: tuple[str, ...] = ()
     unlisted: str = ""
+    unentered: tuple[str, ...] = ()
+
+    def unentered_line(self) -> str:
+        """``unentered`` in one line ("" when none)."""
+        if not self.unentered:
+            return ""
+        more = f" (and {len(self.unentered) - 1} more such folders)" if len(self.unentered) > 1 else ""
+        return f"{self.unentered[0]}{more}; its entries are neither counted nor removed"
 
 
 def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
@@ -272,6 +291,7 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     found: list[tuple[str, str]] = []   # (path, what it is)
+    unentered: list[str] = []
     try:   # a folder others may write in but not list (a cluster's drop box, mode 0733): that ended the run
         buckets = sorted(root.iterdir()) if root.is_dir() else []
     except OSError as exc:
@@ -285,20 +305,28 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
             listed = list(os.scandir(bucket))
         except OSError:   # a folder this user may not read (another's, umask 077): none of its entries are ours
             continue
-        for entry in listed:
-            named = _ENTRY.fullmatch(entry.name)
-            if named and entry.name.startswith(bucket.name) and not entry.is_file(follow_symlinks=False):
-                if (kind := planted(Path(entry.path))) is not None:
-                    found.append((entry.path, kind))
-            elif named and entry.name.startswith(bucket.name):
-                try:
-                    stat = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                # a kept file still linked from a run directory costs the cache nothing
-                size = stat.st_size if named[2] == SUFFIX or stat.st_nlink == 1 else 0
-                used, held, paths = groups.get(named[1], (0, 0, []))
-                groups[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
+        held_here: dict[str, tuple[int, int, list[str]]] = {}   # its keys are this bucket's alone
+        found_here: list[tuple[str, str]] = []
+        try:
+            for entry in listed:
+                named = _ENTRY.fullmatch(entry.name)
+                if named and entry.name.startswith(bucket.name) and not entry.is_file(follow_symlinks=False):
+                    if (kind := planted(Path(entry.path))) is not None:
+                        found_here.append((entry.path, kind))
+                elif named and entry.name.startswith(bucket.name):
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    # a kept file still linked from a run directory costs the cache nothing
+                    size = stat.st_size if named[2] == SUFFIX or stat.st_nlink == 1 else 0
+                    used, held, paths = held_here.get(named[1], (0, 0, []))
+                    held_here[named[1]] = (max(used, stat.st_mtime_ns), held + size, [*paths, entry.path])
+        except OSError as exc:   # listed but not entered: the PermissionError ended the prune and the run before it
+            unentered.append(f"{bucket}: cannot be entered ({exc.strerror or exc})")
+            continue
+        groups.update(held_here)
+        found += found_here
     entries = sorted(groups.values())
     total = sum(size for _, size, _ in entries)
     removed = removed_bytes = gone = refused = 0
@@ -334,4 +362,4 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
             continue
         removed, removed_bytes = removed + 1, removed_bytes + size
     return Pruned(removed, removed_bytes, len(entries) - removed - gone, total, refused, why,
-                  tuple(f"{path}: {kind}" for path, kind in sorted(found)))
+                  tuple(f"{path}: {kind}" for path, kind in sorted(found)), unentered=tuple(unentered))

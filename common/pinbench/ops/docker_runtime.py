@@ -6,7 +6,8 @@ directory mounted. What the host sets reaches the container through one path eac
 variables the recipe declares (recipe.yaml ``env:``) are forwarded as they are, except the ones the image
 sets itself (its own layout) and secrets; CUDA_VISIBLE_DEVICES picks the host GPUs the container gets.
 Only stages that fetch get the network and ``HF_TOKEN``, and none does under ``--offline`` /
-``PINBENCH_OFFLINE=1``. Containers never run as root: as the calling user, or, for a root caller, as the
+``PINBENCH_OFFLINE=1``. The host's sample cache setting holds in every stage (``sample_cache_setting``).
+Containers never run as root: as the calling user, or, for a root caller, as the
 image's own non-root user, with the run and cache directories handed to that user.
 """
 
@@ -18,7 +19,7 @@ import shlex
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
@@ -28,6 +29,9 @@ from pinbench.core.options import OptionSpec
 from pinbench.core.provenance import is_secret_field, is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
+from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
+from pinbench.core.sample_cache import SIZE_ENV as SAMPLE_CACHE_SIZE_ENV
+from pinbench.core.sample_cache import cache_dir as sample_cache_dir
 from pinbench.ops.docker_engine import (
     BASE_IMAGE_LABEL,
     ContainerError,
@@ -48,6 +52,7 @@ from pinbench.ops.generation import IN_EVERY_IMAGE, command_argv, command_paths
 CACHE_MOUNT = "/cache"
 OUT_MOUNT = "/runs/out"
 INPUTS_MOUNT = "/inputs"
+SAMPLES_MOUNT = "/sample-cache"   # a sample cache the host keeps outside its cache root
 # Host GPU selection: mapped to the container's devices (which it sees as 0..n-1), never forwarded as is.
 GPU_SELECTION = "CUDA_VISIBLE_DEVICES"
 _ARG_DEFAULT = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", re.MULTILINE)
@@ -249,6 +254,27 @@ def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
     return env, notes
 
 
+def sample_cache_setting(environ: Mapping[str, str], run_dir: Path, cache: Path) -> tuple[dict[str, str],
+                                                                                          dict[Path, str]]:
+    """The host's ``$PINBENCH_SAMPLE_CACHE`` (and its bound) as the stage containers get them, with the mount it
+    needs: ``off`` stays off; a folder inside the cache root (``cache``, resolved) is named at its place under the
+    cache mount, any other is made here (else the engine makes it, as root) and mounted read-write at
+    ``SAMPLES_MOUNT``; unset, the containers keep the default, ``samples/`` under the cache mount. The containers
+    used that default whatever the host said: a run kept and pruned its records in another folder than the host's
+    runs, and ``off`` was not honoured, all unsaid. ValueError (``cache_dir``) for a value no run could use."""
+    env = {SAMPLE_CACHE_SIZE_ENV: environ[SAMPLE_CACHE_SIZE_ENV]} if SAMPLE_CACHE_SIZE_ENV in environ else {}
+    if not environ.get(SAMPLE_CACHE_ENV, "").strip():
+        return env, {}
+    root = sample_cache_dir(run_dir, environ)
+    if root is None:
+        return {**env, SAMPLE_CACHE_ENV: "off"}, {}
+    root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
+    if root.is_relative_to(cache):
+        return {**env, SAMPLE_CACHE_ENV: str(PurePosixPath(CACHE_MOUNT, root.relative_to(cache)))}, {}
+    return {**env, SAMPLE_CACHE_ENV: SAMPLES_MOUNT}, {root: SAMPLES_MOUNT}
+
+
 # ------------------------------------------------------------------------------------------ running
 
 
@@ -414,15 +440,16 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
     cache = cache_root().resolve()
     cache.mkdir(parents=True, exist_ok=True)
     options, input_mounts = _forwarded_options(recipe, cfg)
-    mounts = {**generator_mounts, cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **input_mounts}
+    samples_env, samples_mount = sample_cache_setting(environ, out_dir, cache)
+    mounts = {**generator_mounts, cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **samples_mount, **input_mounts}
     handed: set[str] = set()
     for stage in stages:
         image = recipe.stage_image(stage)
         user = users[image]
         if caller[0] == 0 and user not in handed:
-            hand_over([out_dir, cache], user)
-            log(f"running as root: stage {stage.name!r} runs as the image's user {user}; {out_dir} and {cache} "
-                f"now belong to it")
+            hand_over([out_dir, cache, *samples_mount], user)
+            log(f"running as root: stage {stage.name!r} runs as the image's user {user}; "
+                f"{', '.join(map(str, [out_dir, cache, *samples_mount]))} now belong to it")
             handed.add(user)
         env, notes = forwarded_env(recipe, environ, configs[image].env)
         for note in notes:
@@ -430,7 +457,7 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
         network = stage.network and not cfg.offline
         code = run_in_container(
             image, stage_argv(recipe, cfg, stage, options, network=network), stage=stage.name, mounts=mounts,
-            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env},
+            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env, **samples_env},
             gpus=devices if stage.gpus else 0, network_disabled=not network, user=user,
             token=environ.get("HF_TOKEN") if stage.needs_token and network else None, shm_size="16g",
             run_dir=out_dir, client=client, log=log,

@@ -69,7 +69,7 @@ from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
-from pinbench.core.sample_cache import SampleCache, planted
+from pinbench.core.sample_cache import LINKED, PRUNE, SampleCache, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
@@ -923,7 +923,6 @@ def _provenance(made: _Origin, requests: Sequence[Request], records: Mapping[str
                               if r.id in records and records[r.id].ok})
 
 
-PRUNE = "`pinbench cache prune`"
 FOLDER = "is a directory"   # ``planted``'s word for a folder: the one thing no link is renamed over
 
 
@@ -968,6 +967,9 @@ class RolloutCache(SampleCache):
         except (ValueError, KeyError, TypeError):
             return
         kept = self.file(task_hash)
+        if os.path.islink(kept.parent):   # followed, the rollout was linked where the record is refused
+            self._not_kept(kept, LINKED)
+            return
         if planted(kept) == FOLDER:   # no link is renamed over it (a FIFO or a symlink is replaced)
             print(f"generate: sample cache: {kept}: a folder where the rollout of {output} is kept; not kept "
                   f"({PRUNE} removes it)", file=sys.stderr, flush=True)
