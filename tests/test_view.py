@@ -15,6 +15,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -640,6 +641,49 @@ def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monk
     result = CliRunner().invoke(cli.app, ["view", "--bundle", str(dest), str(runs["dd"])])
     assert result.exit_code == 130
     assert result.stderr == f"interrupted: {dest} holds a bundle half written; run the same command to finish it\n"
+
+
+SLOW_BUNDLE = """import sys, time
+import pinbench.media.preview
+pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+from pinbench.cli import main
+main(["view", "--bundle", sys.argv[1], sys.argv[2]])
+"""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGSTOP, and wait until Linux says the process stands still (the signal is delivered asynchronously)."""
+    proc.send_signal(signal.SIGSTOP)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while proc.poll() is None and stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t", "Z"):
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signum: int) -> None:
+    """SIGTERM (a job's time limit) or SIGHUP (a lost SSH session) while a bundle was written ended the process with
+    no word (exit -15, -1), where Ctrl-C says the folder holds a half-written bundle."""
+    dest = tmp_path / "bundle"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_BUNDLE, str(dest), str(runs["dd"])], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # looked at while it stands still: the signal lands while the bundle is being written
+            _stop(proc)
+            if (dest / "data" / "samples-0.js").exists() or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+        assert proc.poll() is None and not (dest / "media.json").exists()
+        proc.send_signal(signum)
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert err.endswith(f"terminated by {name}: {dest} holds a bundle half written; run the same command to finish "
+                        "it\n"), err
 
 
 def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:
