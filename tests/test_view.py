@@ -8,16 +8,19 @@ file://, and the 11,222-sample CameraBench view's time to show its table (printe
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import http.client
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -251,7 +254,8 @@ def test_media_come_only_from_inside_their_folder_and_as_the_run_scored_them(run
     good = media.describe(0, Video("rollout", MediaFile(root, "t2v-002.mp4"), expected_sha256="0" * 64))
     assert good["mismatch"].startswith(f"{(root / 't2v-002.mp4').resolve()} holds other bytes")
     name = good["url"].removeprefix("media/")
-    assert media.file(name) == cached_preview(tmp_path / "previews", good["sha256"]).path
+    with media.file(name) as opened:
+        assert opened.path == cached_preview(tmp_path / "previews", good["sha256"]).path
     assert media.file("f" * 64 + ".mp4") is None
     shutil.copyfile(root / "t2v-000.mp4", link_folder / "mine.mp4")
     mine = media.describe(0, Video("rollout", MediaFile(link_folder, "mine.mp4")))["url"].removeprefix("media/")
@@ -280,6 +284,117 @@ def test_a_video_replaced_by_a_fifo_or_folder_after_its_listing_is_not_served(tm
         if kind == "folder":
             video.rmdir()
         video.unlink(missing_ok=True)
+
+
+def _asgi_get(app, path: str, method: str = "GET", **headers: str) -> tuple[int, bytes, dict[str, str]]:
+    """``app``'s answer to one request from 127.0.0.1:8123, in this process (30 s at most: a hang fails)."""
+    sent: list[dict] = []
+
+    asked: list[bool] = []
+
+    async def receive() -> dict:  # the request, then nothing more (no disconnect) until the answer is done
+        if asked:
+            await asyncio.Event().wait()
+        asked.append(True)
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "server": ("127.0.0.1", 8123), "client": ("127.0.0.1", 50000),
+             "headers": [(k.encode(), v.encode()) for k, v in {"host": "127.0.0.1:8123", **headers}.items()]}
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], body, {k.decode(): v.decode() for k, v in start["headers"]}
+
+
+def _media_app(media: MediaStore, token: str):
+    from pinbench.ops.view import build_app
+
+    return build_app(types.SimpleNamespace(ids=(), summary=dict, table=dict), media, token, 8123)
+
+
+def _listed_video(media: MediaStore, folder: Path) -> tuple[str, bytes]:
+    """A small web-ready video at ``folder/v.mp4``, listed: its media name and its bytes."""
+    write_video(folder / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    entry = media.describe(0, Video("rollout", MediaFile(folder, "v.mp4")))
+    assert entry["preview"] is None  # served as it is, no preview between
+    return entry["url"].removeprefix("media/"), (folder / "v.mp4").read_bytes()
+
+
+def _swap(video: Path, kind: str, secret: Path) -> None:
+    video.unlink()
+    os.mkfifo(video) if kind == "fifo" else video.symlink_to(secret)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_video_swapped_after_its_check_is_served_from_what_was_checked(tmp_path: Path, monkeypatch, kind) -> None:
+    """The server checked the file (regular, its bytes) and then opened it again by its path: a FIFO put there in
+    between was a 500 (or a hung request), a link to another file served that file. What is served is the
+    descriptor the check was made on."""
+    media, secret = MediaStore(tmp_path / "previews"), tmp_path / "secret.mp4"
+    secret.write_bytes(b"not yours")
+    name, listed = _listed_video(media, tmp_path)
+    checked = media.file
+
+    def check_then_swap(asked: str):  # the swap lands in the window after the check
+        found = checked(asked)
+        _swap(tmp_path / "v.mp4", kind, secret)
+        return found
+
+    monkeypatch.setattr(media, "file", check_then_swap)
+    token = "t" * 43
+    assert _asgi_get(_media_app(media, token), f"/{token}/media/{name}")[:2] == (200, listed)
+
+
+def test_a_video_swapped_for_a_fifo_after_its_path_check_fails_its_listing(tmp_path: Path, monkeypatch) -> None:
+    """Listing a video checked its path and then hashed it by that path: a FIFO put there in between held the
+    sample's request for ever."""
+    from pinbench.ops import localweb
+
+    resolve = localweb.resolve_inside
+
+    def resolve_then_swap(root: Path, relative: str) -> Path:
+        found = resolve(root, relative)
+        _swap(found, "fifo", found)
+        return found
+
+    write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    monkeypatch.setattr(localweb, "resolve_inside", resolve_then_swap)
+    got: list[dict] = []
+    lister = threading.Thread(target=lambda: got.append(MediaStore(tmp_path / "previews").describe(
+        0, Video("rollout", MediaFile(tmp_path, "v.mp4")))), daemon=True)
+    lister.start()
+    lister.join(20)
+    if lister.is_alive():  # a writer lets the blocked open() return
+        os.close(os.open(tmp_path / "v.mp4", os.O_WRONLY | os.O_NONBLOCK))
+        lister.join(20)
+    assert len(got) == 1 and got[0]["url"] is None, got
+    assert got[0]["problem"] == f"{tmp_path.resolve() / 'v.mp4'}: a FIFO (named pipe), not a regular file"
+
+
+def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None:
+    media, token = MediaStore(tmp_path / "previews"), "t" * 43
+    name, listed = _listed_video(media, tmp_path)
+    app, url, size = _media_app(media, token), f"/{token}/media/{name}", len(listed)
+    status, body, headers = _asgi_get(app, url)
+    assert (status, body, headers["content-type"], headers["accept-ranges"]) == (200, listed, "video/mp4", "bytes")
+    assert headers["content-length"] == str(size)
+    for asked, start, stop in (("bytes=10-19", 10, 20), ("bytes=100-", 100, size), ("bytes=-7", size - 7, size),
+                               ("bytes=5-999999999", 5, size)):
+        status, body, headers = _asgi_get(app, url, range=asked)
+        assert (status, body, headers["content-range"]) == (206, listed[start:stop], f"bytes {start}-{stop - 1}/{size}")
+        assert headers["content-length"] == str(stop - start), asked
+    for ignored in ("bytes=0-1,5-6", "bytes=9-3", "items=0-1", "bytes=" + "9" * 40 + "-"):
+        assert _asgi_get(app, url, range=ignored)[:2] == (200, listed), ignored
+    assert _asgi_get(app, url, range="bytes=10-19", **{"if-range": '"x"'})[:2] == (200, listed)
+    status, _, headers = _asgi_get(app, url, range=f"bytes={size}-")
+    assert (status, headers["content-range"]) == (416, f"bytes */{size}")
+    status, body, headers = _asgi_get(app, url, method="HEAD")
+    assert (status, body, headers["content-length"]) == (200, b"", str(size))
 
 
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
@@ -526,6 +641,49 @@ def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monk
     result = CliRunner().invoke(cli.app, ["view", "--bundle", str(dest), str(runs["dd"])])
     assert result.exit_code == 130
     assert result.stderr == f"interrupted: {dest} holds a bundle half written; run the same command to finish it\n"
+
+
+SLOW_BUNDLE = """import sys, time
+import pinbench.media.preview
+pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+from pinbench.cli import main
+main(["view", "--bundle", sys.argv[1], sys.argv[2]])
+"""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGSTOP, and wait until Linux says the process stands still (the signal is delivered asynchronously)."""
+    proc.send_signal(signal.SIGSTOP)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while proc.poll() is None and stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t", "Z"):
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signum: int) -> None:
+    """SIGTERM (a job's time limit) or SIGHUP (a lost SSH session) while a bundle was written ended the process with
+    no word (exit -15, -1), where Ctrl-C says the folder holds a half-written bundle."""
+    dest = tmp_path / "bundle"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_BUNDLE, str(dest), str(runs["dd"])], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # looked at while it stands still: the signal lands while the bundle is being written
+            _stop(proc)
+            if (dest / "data" / "samples-0.js").exists() or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            proc.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+        assert proc.poll() is None and not (dest / "media.json").exists()
+        proc.send_signal(signum)
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert err.endswith(f"terminated by {name}: {dest} holds a bundle half written; run the same command to finish "
+                        "it\n"), err
 
 
 def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:

@@ -932,15 +932,20 @@ def view(
         loaded = load_runs(runs)
         page = View(loaded, view_module(loaded[0].card.recipe))
     if bundle is not None:
+        from pinbench.core.rundir import Terminated, terminate_as_exit
         from pinbench.ops.view import write_bundle
 
+        half = f"{bundle} holds a bundle half written; run the same command to finish it"
         try:
-            with _writing_to("--bundle", bundle):
+            with _writing_to("--bundle", bundle), terminate_as_exit():
                 index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
         except KeyboardInterrupt:  # was a silent exit 130, leaving a folder that looks like a bundle
-            typer.echo(f"interrupted: {bundle} holds a bundle half written; run the same command to finish it",
-                       err=True)
+            typer.echo(f"interrupted: {half}", err=True)
             raise typer.Exit(130) from None
+        except Terminated as exc:  # SIGTERM or SIGHUP: was a silent exit -15 or -1 (exits 143, 129)
+            with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
+                typer.echo(f"terminated by {exc.signal_name}: {half}", err=True)
+            raise
         _echo(f"view: {index} (a static folder: open it in a browser, or copy it anywhere)")
         return
     from pinbench.ops.localweb import bind_loopback, new_token

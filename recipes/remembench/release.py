@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import sha256_file
+from pinbench.core.files import FileError, MissingFile, read_data_file, sha256_file
 from pinbench.core.options import OptionValues
 from pinbench.core.pins import HFPin
 from pinbench.ops.downloads import fetch_hf, locate
@@ -86,11 +86,14 @@ class Release:
 
 
 def read_checksums(path: Path) -> dict[str, str]:
-    """``sha256sum`` format (``<hex>  <path>``, ``*`` for binary mode) -> {relpath: hex}."""
+    """``sha256sum`` format (``<hex>  <path>``, ``*`` for binary mode) -> {relpath: hex}. Read as a data file
+    (``read_data_file``): a FIFO there is one line naming it, never a hung view or run."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = read_data_file(path)
+    except MissingFile:
         raise DatasetError(f"{path}: missing; the release cannot be verified") from None
+    except FileError as exc:
+        raise DatasetError(str(exc)) from None
     sums: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip() or raw.lstrip().startswith("#"):

@@ -537,6 +537,16 @@ def sha256_file(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+def sha256_fd(fd: int) -> str:
+    """Hex SHA-256 of the bytes of an open file, read from its start with ``pread`` (its offset is left as it is):
+    the file that was opened and checked once, not whatever its path names by the time it is read."""
+    digest, offset = hashlib.sha256(), 0
+    while chunk := os.pread(fd, _CHUNK, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
+
+
 _HASHED: dict[tuple[int, int, int, int], str] = {}
 
 

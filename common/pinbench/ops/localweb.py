@@ -5,7 +5,9 @@ route lives under ``/<token>/``, a 256-bit random token made per session and pri
 in constant time, never logged: uvicorn's access log is off); a request whose Host is not this loopback address (a
 DNS-rebinding page reaching 127.0.0.1 under its own name) or whose Origin is another site's (a cross-site form or
 fetch that somehow carries the token) gets 403. A file is served only from inside a folder the server was given,
-after every symlink is followed (``resolve_inside``); requests name no files.
+after every symlink is followed (``resolve_inside``), and from the descriptor its check was made on (``open_inside``,
+``open_served``, ``FileBody``): a FIFO or a link put at its path after the check is never opened; requests name no
+files.
 """
 
 from __future__ import annotations
@@ -13,20 +15,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
 import stat
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
+
+from pinbench.core.files import FileError, open_regular
 
 HOST = "127.0.0.1"
 FORBIDDEN = "forbidden: open the page with the address its session printed\n"
 GRACE = 3  # seconds a stop waits for requests still open
 MAX_PATH = 2048  # no page's address is near this; a 5,000-digit frame number was a 500 with a traceback (int())
 MAX_DRAIN = 2**20  # bytes of an unread request body read and dropped before an answer (see Guard)
+BODY_CHUNK = 2**18  # bytes of a served file per message
+ONE_RANGE = re.compile(r"bytes=(\d{0,18})-(\d{0,18})")  # longer numbers: no file is that long, the header is ignored
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
@@ -160,6 +168,98 @@ def resolve_inside(root: Path | str, relative: str) -> Path:
     if not stat.S_ISREG(mode):
         raise PathRefused(f"{Path(root) / text}: not a regular file")
     return target
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """A regular file opened once: what is checked of it (its state, its digest) and what is served are the bytes
+    of this descriptor, whatever is put at ``path`` meanwhile. Closed by ``close`` or ``with``."""
+
+    path: Path
+    fd: int
+    stat: os.stat_result
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> OpenFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_served(path: Path | str) -> OpenFile:
+    """The regular file ``path`` opened without following a symlink at its end (``open_regular``: a FIFO opens at
+    once and is refused, never waited on); FileError naming it otherwise. For a path that was resolved and checked
+    before: a link put there since is refused, not followed out."""
+    fd = open_regular(path, follow_symlinks=False)
+    return OpenFile(Path(path), fd, os.fstat(fd))
+
+
+def open_inside(root: Path | str, relative: str) -> OpenFile:
+    """``resolve_inside``'s file, opened once (``open_served``): PathRefused when it is refused, or when what stands
+    at its real path by the time it is opened is no regular file (a FIFO, a folder, a link swapped in)."""
+    target = resolve_inside(root, relative)
+    try:
+        return open_served(target)
+    except FileError as exc:
+        raise PathRefused(str(exc)) from None
+
+
+class FileBody:
+    """An ASGI answer with the bytes of an open file (closed when the answer ends, however it ends): the whole file,
+    or the one byte range a ``Range`` header asks for (206; a video element seeks with ``bytes=N-``), 416 for a
+    range past its end. Several ranges, or a ``Range`` with an ``If-Range`` (no validator is sent), get the whole
+    file: a server may ignore a Range."""
+
+    def __init__(self, file: OpenFile, media_type: str, headers: Mapping[str, str]):
+        self.file, self.media_type, self.headers = file, media_type, headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._answer(scope, send)
+        finally:
+            self.file.close()
+
+    async def _answer(self, scope: Scope, send: Send) -> None:
+        size = self.file.stat.st_size
+        asked = dict(scope.get("headers") or [])
+        span = None if b"if-range" in asked else _byte_range(asked.get(b"range", b"").decode("latin-1"), size)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]
+        headers += [(b"content-type", self.media_type.encode()), (b"accept-ranges", b"bytes")]
+        if span is not None and not span:
+            await send({"type": "http.response.start", "status": 416,
+                        "headers": [*headers, (b"content-range", f"bytes */{size}".encode())]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        start, stop = (span.start, span.stop) if span is not None else (0, size)
+        headers.append((b"content-length", str(stop - start).encode()))
+        if span is not None:
+            headers.append((b"content-range", f"bytes {start}-{stop - 1}/{size}".encode()))
+        await send({"type": "http.response.start", "status": 206 if span is not None else 200, "headers": headers})
+        offset, stop = start, start if scope.get("method") == "HEAD" else stop
+        while offset < stop:
+            chunk = await asyncio.to_thread(os.pread, self.file.fd, min(BODY_CHUNK, stop - offset), offset)
+            if not chunk:  # cut short since it was opened: the client sees a short body, not a hang
+                break
+            offset += len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _byte_range(header: str, size: int) -> range | None:
+    """The one byte range ``header`` asks of a file of ``size`` bytes (empty: none of it is there), or None: the
+    whole file (no header, one this server does not parse, several ranges)."""
+    match = ONE_RANGE.fullmatch(header.strip())
+    if match is None or match.groups() == ("", ""):
+        return None
+    first, last = match.groups()
+    if not first:  # the last N bytes
+        return range(max(size - int(last), 0), size) if int(last) else range(0)
+    if last and int(last) < int(first):
+        return None
+    return range(int(first), min(int(last) + 1, size) if last else size) if int(first) < size else range(0)
 
 
 async def in_daemon_thread(func: Callable[..., T], *args: Any) -> T:

@@ -4,7 +4,8 @@ Both load the same page (``results/templates/view.*``) and the same data: the se
 the folder holds it as scripts (``data/*.js``: a page opened from ``file://`` may not fetch files). Media are named
 by the SHA-256 of the bytes they show (``media/<sha256>.<ext>``), so a URL never names a path and a preview is
 looked up by the content it was made from (``pinbench.media.preview``); a file is found only through a sample's
-media, inside the folder the recipe named it in (``localweb.resolve_inside``).
+media, inside the folder the recipe named it in (``localweb.open_inside``), and served or copied from the
+descriptor that was checked (``localweb.open_served``): never from what its path names by then.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 from urllib.parse import quote
 
 from pinbench.core.files import (
+    FileError,
     FileState,
     cache_root,
     claim_output_folder,
+    sha256_fd,
     sha256_file,
     write_atomic,
     write_if_changed,
@@ -67,14 +69,14 @@ class MediaStore:
         self.digests: dict[tuple[Path, FileState], str] = {}
         self.lock = threading.Lock()
 
-    def _digest(self, path: Path) -> tuple[str, FileState]:
-        state = FileState.of(path.stat())
+    def _digest(self, file: localweb.OpenFile) -> tuple[str, FileState]:
+        state = FileState.of(file.stat)
         with self.lock:
-            known = self.digests.get((path, state))
+            known = self.digests.get((file.path, state))
         if known is None:
-            known = sha256_file(path)
+            known = sha256_fd(file.fd)
             with self.lock:
-                self.digests[(path, state)] = known
+                self.digests[(file.path, state)] = known
         return known, state
 
     def describe(self, run: int, item: Video | Image) -> dict[str, Any]:
@@ -90,11 +92,12 @@ class MediaStore:
         from pinbench.media.video import VideoError
 
         try:
-            path = localweb.resolve_inside(item.file.root, item.file.relative)
-            suffix = path.suffix.lower()
-            if suffix not in MEDIA_TYPES or (kind == "image") != MEDIA_TYPES[suffix].startswith("image/"):
-                return {**entry, "problem": f"{path}: not a {kind} file this page shows"}
-            sha, state = self._digest(path)
+            with localweb.open_inside(item.file.root, item.file.relative) as opened:
+                path = opened.path
+                suffix = path.suffix.lower()
+                if suffix not in MEDIA_TYPES or (kind == "image") != MEDIA_TYPES[suffix].startswith("image/"):
+                    return {**entry, "problem": f"{path}: not a {kind} file this page shows"}
+                sha, state = self._digest(opened)
             preview = None
             if kind == "video":
                 facts = probe(path)
@@ -111,8 +114,10 @@ class MediaStore:
             self.files[name] = Served(path, sha, state, preview is not None)
         return {**entry, "url": f"media/{name}", "sha256": sha, "source": str(path)}
 
-    def file(self, name: str) -> Path | None:
-        """The bytes behind a media name: the registered file while it still holds them, or its preview."""
+    def file(self, name: str) -> localweb.OpenFile | None:
+        """The bytes behind a media name, opened (the caller closes them): the registered file while it still holds
+        them, or its preview. Opened once and checked on that descriptor: a FIFO put there held its request and
+        the stop for ever, and one put there between a check and an open by path still did."""
         from pinbench.media.preview import make_preview
 
         with self.lock:
@@ -120,14 +125,20 @@ class MediaStore:
         if served is None:
             return None
         try:
-            now = served.path.lstat()
-        except FileNotFoundError:
+            opened = localweb.open_served(served.path)
+        except FileError:  # gone, or no regular file now
             return None
-        if not S_ISREG(now.st_mode):  # a FIFO put there since: its open() held the request and the stop for ever
-            return None
-        if FileState.of(now) != served.state and sha256_file(served.path) != served.sha256:
+        try:
+            same = FileState.of(opened.stat) == served.state or sha256_fd(opened.fd) == served.sha256
+        except OSError:
+            opened.close()
+            raise
+        if same and not served.preview:
+            return opened
+        opened.close()
+        if not same:
             return None  # the file changed since the page was told its digest
-        return make_preview(served.path, served.sha256, self.previews).path if served.preview else served.path
+        return localweb.open_served(make_preview(served.path, served.sha256, self.previews).path)
 
 
 def page_html(mode: str) -> str:
@@ -141,7 +152,7 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
     """The page, its assets, its JSON and its media, under ``/<token>/``."""
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
 
     no_store = {"cache-control": "no-store"}
@@ -172,19 +183,19 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         data = await localweb.in_daemon_thread(view.sample, index, media.describe)
         return JSONResponse(data, headers=no_store)
 
-    async def media_file(request: Request) -> Response:
+    async def media_file(request: Request) -> Response | localweb.FileBody:
         from pinbench.media.video import VideoError
 
         name = request.path_params["name"]
         if not MEDIA_NAME.fullmatch(name):
             return PlainTextResponse("not found\n", 404)
         try:
-            path = await localweb.in_daemon_thread(media.file, name)
-        except (VideoError, OSError) as exc:
+            opened = await localweb.in_daemon_thread(media.file, name)
+        except (VideoError, FileError, OSError) as exc:
             return PlainTextResponse(f"{exc}\n", 422)
-        if path is None:
+        if opened is None:
             return PlainTextResponse("not found: open its sample first, or the file changed\n", 404)
-        return FileResponse(path, media_type=MEDIA_TYPES[Path(name).suffix], headers={"cache-control": "private"})
+        return localweb.FileBody(opened, MEDIA_TYPES[Path(name).suffix], {"cache-control": "private"})
 
     routes = [Route("/", page), Route("/{name:str}", asset),
               Route("/api/summary", once("summary", view.summary)), Route("/api/table", once("table", view.table)),
@@ -253,10 +264,12 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
         made = media.file(name)
         if made is None:
             continue
-        digest = served.sha256 if not served.preview else sha256_file(made)
-        target = dest / "media" / name
-        if not (target.is_file() and sha256_file(target) == digest):
-            shutil.copyfile(made, target)
+        with made:
+            digest = served.sha256 if not served.preview else sha256_fd(made.fd)
+            target = dest / "media" / name
+            if not (target.is_file() and sha256_file(target) == digest):
+                with os.fdopen(made.fd, "rb", closefd=False) as source, open(target, "wb") as copy:
+                    shutil.copyfileobj(source, copy)
         listing[name] = {**entry, "sha256": digest}
     for stale in (dest / "media").iterdir():
         if stale.name not in listing:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 
@@ -151,6 +153,27 @@ def test_checksum_file_format(tmp_path):
         read_checksums(path)
     with pytest.raises(DatasetError, match="cannot be verified"):
         read_checksums(tmp_path / "absent")
+
+
+def test_a_fifo_for_the_checksum_file_is_one_line_not_a_hang(tmp_path):
+    """read_text() of a FIFO waited for a writer: a sample request of pinbench view (and the run) hung."""
+    path = tmp_path / "checksums.sha256"
+    os.mkfifo(path)
+    got: list[str] = []
+
+    def read() -> None:
+        try:
+            read_checksums(path)
+        except DatasetError as exc:
+            got.append(str(exc))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(20)
+    if reader.is_alive():  # a writer lets the blocked open() return
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(20)
+    assert got == [f"{path}: a FIFO (named pipe), not a regular file"]
 
 
 def test_i2v_groups_check_each_trajectory(release_dir):
