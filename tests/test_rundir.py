@@ -284,7 +284,8 @@ def test_a_sigterm_during_an_import_is_raised_once_the_import_is_done(tmp_path: 
         import signalled_while_imported
 
         imported.append(signalled_while_imported.COMPLETED)
-        time.sleep(5)   # the deferred signal comes RETRY_S into this
+        for _ in range(500):   # the deferred signal comes RETRY_S into this (short sleeps: it may reach another thread)
+            time.sleep(0.01)
     assert imported == [True] and caught.value.code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
     sys.modules.pop("signalled_while_imported", None)

@@ -527,7 +527,8 @@ def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
 
 SLOW_PREVIEW = """import sys, time
 import pinbench.media.preview
-pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+pinbench.media.preview.make_preview = lambda *args: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
+# (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
 main(["view", sys.argv[1]])
 """
@@ -645,7 +646,8 @@ def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monk
 
 SLOW_BUNDLE = """import sys, time
 import pinbench.media.preview
-pinbench.media.preview.make_preview = lambda *args: time.sleep(600)  # a preview of a long 4K rollout
+pinbench.media.preview.make_preview = lambda *args: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
+# (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
 main(["view", "--bundle", sys.argv[1], sys.argv[2]])
 """
