@@ -758,10 +758,13 @@ def test_the_submitting_shells_sample_cache_holds_in_every_container_job(
     assert shared.is_dir() == (where == "elsewhere")   # made by the submitting user, not by the engine as root
 
 
+@pytest.mark.parametrize(("where", "said"), [("run/samples", "inside the run directory"),
+                                             ("a-file", "not a folder but a regular file")])
 def test_a_sample_cache_no_job_could_use_is_refused_before_anything_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "run" / "samples"))
-    with pytest.raises(SubmitError, match=r"^\$PINBENCH_SAMPLE_CACHE=.*: inside the run directory"):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, said: str) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / where))
+    with pytest.raises(SubmitError, match=rf"^\$PINBENCH_SAMPLE_CACHE={tmp_path / where}: {said}"):
         _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container="docker")
     assert not (tmp_path / "run").exists()
 
