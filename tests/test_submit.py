@@ -707,3 +707,72 @@ def test_a_misspelt_command_placeholder_is_refused_before_anything_is_written(tm
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "unknown placeholder {output}" in result.output
     assert not (out / "slurm").exists()
+
+
+def _container_env_and_mounts(text: str, container: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What a phase script's container gets: its environment as set in the script, and {container path: host
+    path[:ro]} of its mounts."""
+    argv = _command(text, {"docker": "docker", "pyxis": "srun", "apptainer": "apptainer"}[container])
+    if container == "pyxis":
+        export = next(a for a in _commands(text) if a[0] == "export" and any(w.startswith("PINBENCH_CACHE=")
+                                                                              for w in a))
+        pairs = export[1:]
+        mounts = next(w for w in argv if w.startswith("--container-mounts=")).split("=", 1)[1].split(",")
+    else:
+        pairs = [argv[i + 1] for i, w in enumerate(argv) if w == "--env" and "=" in argv[i + 1]]
+        flag = {"docker": "--volume", "apptainer": "--bind"}[container]
+        mounts = [argv[i + 1] for i, w in enumerate(argv) if w == flag]
+    env = dict(pair.split("=", 1) for pair in pairs)
+    return env, {target: host + "".join(f":{o}" for o in ro) for host, target, *ro in (m.split(":") for m in mounts)}
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "in the cache root", "off", "unset"])
+@pytest.mark.parametrize(("container", "images"), [("docker", []), ("pyxis", ["nvcr.io#r/i@" + DIGEST]),
+                                                   ("apptainer", [f"docker://ghcr.io/lab/i@{DIGEST}"])])
+def test_the_submitting_shells_sample_cache_holds_in_every_container_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str, images: list[str], where: str) -> None:
+    """``$PINBENCH_SAMPLE_CACHE`` and its bound as the submitting shell set them, as ``--runtime docker`` gives them
+    (docker_runtime.sample_cache_setting): the jobs mounted only the cache and used ``/cache/samples`` whatever it
+    said, ``off``, another folder and the bound included."""
+    shared = tmp_path / "shared" / "samples"
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "10000")
+    value = {"elsewhere": str(shared), "in the cache root": str(tmp_path / "cache" / "mine"), "off": "off",
+             "unset": None}[where]
+    if value is None:
+        monkeypatch.delenv("PINBENCH_SAMPLE_CACHE")
+    else:
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", value)
+    the_plan = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container=container,
+                     images=images)
+    assert not shared.exists()   # planning writes nothing
+    expected = {"elsewhere": "/sample-cache", "in the cache root": "/cache/mine", "off": "off", "unset": None}[where]
+    for phase in the_plan.phases:
+        subprocess.run(["bash", "-n"], input=phase.text, text=True, check=True)
+        env, mounts = _container_env_and_mounts(phase.text, container)
+        assert env.get("PINBENCH_SAMPLE_CACHE") == expected
+        assert env["PINBENCH_SAMPLE_CACHE_MB"] == "10000"
+        assert mounts["/cache"] == str((tmp_path / "cache").resolve())
+        assert mounts.get("/sample-cache") == (str(shared) if where == "elsewhere" else None)   # read-write
+    write_scripts(the_plan)
+    assert shared.is_dir() == (where == "elsewhere")   # made by the submitting user, not by the engine as root
+
+
+@pytest.mark.parametrize(("where", "said"), [("run/samples", "inside the run directory"),
+                                             ("a-file", "not a folder but a regular file")])
+def test_a_sample_cache_no_job_could_use_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, said: str) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / where))
+    with pytest.raises(SubmitError, match=rf"^\$PINBENCH_SAMPLE_CACHE={tmp_path / where}: {said}"):
+        _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container="docker")
+    assert not (tmp_path / "run").exists()
+
+
+def test_with_no_container_the_jobs_inherit_the_sample_cache_setting(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch gives a job the submitting shell's environment (``--export=ALL`` unless told otherwise), and the job
+    runs this checkout's pinbench on the host: its own setting, written nowhere in the script."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "shared"))
+    for phase in _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano").phases:
+        assert "PINBENCH_SAMPLE_CACHE" not in phase.text and "--export" not in phase.text

@@ -258,17 +258,17 @@ def sample_cache_setting(environ: Mapping[str, str], run_dir: Path, cache: Path)
                                                                                           dict[Path, str]]:
     """The host's ``$PINBENCH_SAMPLE_CACHE`` (and its bound) as the stage containers get them, with the mount it
     needs: ``off`` stays off; a folder inside the cache root (``cache``, resolved) is named at its place under the
-    cache mount, any other is made here (else the engine makes it, as root) and mounted read-write at
-    ``SAMPLES_MOUNT``; unset, the containers keep the default, ``samples/`` under the cache mount. The containers
-    used that default whatever the host said: a run kept and pruned its records in another folder than the host's
-    runs, and ``off`` was not honoured, all unsaid. ValueError (``cache_dir``) for a value no run could use."""
+    cache mount, any other is mounted read-write at ``SAMPLES_MOUNT`` (the caller makes the folder first, else the
+    engine makes it, as root); unset, the containers keep the default, ``samples/`` under the cache mount. Also
+    ``pinbench submit``'s container jobs. The containers used that default whatever the host said: a run kept and
+    pruned its records in another folder than the host's runs, and ``off`` was not honoured, all unsaid.
+    ValueError (``cache_dir``) for a value no run could use."""
     env = {SAMPLE_CACHE_SIZE_ENV: environ[SAMPLE_CACHE_SIZE_ENV]} if SAMPLE_CACHE_SIZE_ENV in environ else {}
     if not environ.get(SAMPLE_CACHE_ENV, "").strip():
         return env, {}
     root = sample_cache_dir(run_dir, environ)
     if root is None:
         return {**env, SAMPLE_CACHE_ENV: "off"}, {}
-    root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     if root.is_relative_to(cache):
         return {**env, SAMPLE_CACHE_ENV: str(PurePosixPath(CACHE_MOUNT, root.relative_to(cache)))}, {}
@@ -441,6 +441,8 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
     cache.mkdir(parents=True, exist_ok=True)
     options, input_mounts = _forwarded_options(recipe, cfg)
     samples_env, samples_mount = sample_cache_setting(environ, out_dir, cache)
+    for folder in samples_mount:
+        folder.mkdir(parents=True, exist_ok=True)
     mounts = {**generator_mounts, cache: CACHE_MOUNT, out_dir: OUT_MOUNT, **samples_mount, **input_mounts}
     handed: set[str] = set()
     for stage in stages:

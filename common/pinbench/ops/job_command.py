@@ -3,8 +3,9 @@
 Four ways, chosen by ``pinbench submit --container``: ``none`` (this checkout's ``.venv``), ``docker``, ``pyxis``
 and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the run directory, cache, path options
 and the files a ``--generator`` names are mounted where ``--runtime docker`` mounts them, so the tasks hash the same
-paths and a run started one way resumes the other. A stage without network runs ``--offline``; ``HF_TOKEN`` is
-unset in every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
+paths and a run started one way resumes the other; the submitting shell's sample cache setting holds there as under
+``--runtime docker`` (``docker_runtime.sample_cache_setting``). A stage without network runs ``--offline``;
+``HF_TOKEN`` is unset in every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
@@ -75,6 +76,9 @@ class PhaseJob:
     gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
     skip_doctor: bool = False  # --skip-doctor: score the usable inputs, count each unusable one as a failed sample
     generator_mounts: tuple[tuple[str, str], ...] = ()   # (host, container) of the files --generator names
+    # a container's $PINBENCH_SAMPLE_CACHE and its bound, and the folder it names, mounted read-write (host, container)
+    sample_cache_env: Mapping[str, str] = field(default_factory=dict)
+    sample_cache_mounts: tuple[tuple[str, str], ...] = ()
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
@@ -109,12 +113,14 @@ class PhaseJob:
         return names + (["HF_TOKEN"] if self.stage.needs_token else [])
 
     def mounts(self) -> list[tuple[str, str, bool]]:
-        """(host, container, read_only) for the run directory, the cache, every path option and every file the
-        ``--generator`` names (at its own path, as ``pinbench run --runtime docker`` mounts it)."""
+        """(host, container, read_only) for the run directory, the cache, every path option, every file the
+        ``--generator`` names (at its own path) and a sample cache outside the cache, as ``pinbench run --runtime
+        docker`` mounts them."""
         found = [(str(self.cfg.out_dir), OUT_MOUNT, False), (str(self.cache), CACHE_MOUNT, False)]
         for name in sorted(self.path_options & set(self.options)):
             found.append((self.options[name], f"{INPUTS_MOUNT}/{name}", True))
-        return found + [(host, target, True) for host, target in self.generator_mounts]
+        found += [(host, target, True) for host, target in self.generator_mounts]
+        return found + [(host, target, False) for host, target in self.sample_cache_mounts]
 
     def inputs(self) -> dict[str, str]:
         return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}
@@ -137,7 +143,8 @@ def in_container(job: PhaseJob, container: str, image: Image | None, inner: list
         raise ValueError(f"--container {container} needs an image")
     if container == "docker":
         return _docker(job, image, inner, gpus)
-    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, IMAGE_DIGEST_ENV: image.digest or image.ref}
+    env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, IMAGE_DIGEST_ENV: image.digest or image.ref,
+           **job.sample_cache_env}
     if container == "pyxis":
         mounts = ",".join(f"{host}:{target}{':ro' if ro else ''}" for host, target, ro in job.mounts())
         argv = ["srun", "--ntasks=1", f"--container-image={image.ref}", f"--container-mounts={mounts}",
@@ -158,7 +165,7 @@ def _docker(job: PhaseJob, image: Image, inner: list[str], gpus: bool) -> list[s
     argv += [Word(DOCKER_GPUS)] if gpus else []
     for host, target, ro in job.mounts():
         argv += ["--volume", f"{host}:{target}{':ro' if ro else ''}"]
-    for key, value in (("PINBENCH_CACHE", CACHE_MOUNT), ("HF_HOME", CACHE_MOUNT)):
+    for key, value in (("PINBENCH_CACHE", CACHE_MOUNT), ("HF_HOME", CACHE_MOUNT), *job.sample_cache_env.items()):
         argv += ["--env", f"{key}={value}"]
     argv += [Word(f'--env {IMAGE_DIGEST_ENV}="$DIGEST"')]
     if not job.stage.network:

@@ -32,7 +32,13 @@ from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
-from pinbench.ops.docker_runtime import foreign_generator, generator_files, stages_for, user_options
+from pinbench.ops.docker_runtime import (
+    foreign_generator,
+    generator_files,
+    sample_cache_setting,
+    stages_for,
+    user_options,
+)
 from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
@@ -206,13 +212,15 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     configs, generator_mounts = _generator_files(configs, cwd, flag) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
+    samples_env, samples_mounts = _sample_cache(request, out_dir, cache)
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
                        path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor,
-                       generator_mounts=generator_mounts)
+                       generator_mounts=generator_mounts, sample_cache_env=samples_env,
+                       sample_cache_mounts=samples_mounts)
         if request.container != "none":
             for host, target, _ in job.mounts():
                 for path in (host, target):
@@ -272,6 +280,20 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
+
+
+def _sample_cache(request: Request, out_dir: Path,
+                  cache: Path) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """The submitting shell's sample cache setting as a container job gets it (``sample_cache_setting``, as
+    ``--runtime docker`` gives it): the jobs used ``/cache/samples`` whatever it said, ``off`` and the bound
+    included. Nothing for ``--container none``: its jobs inherit this environment (sbatch's ``--export=ALL``)."""
+    if request.container == "none":
+        return {}, ()
+    try:
+        env, mounts = sample_cache_setting(os.environ, out_dir, cache)
+    except ValueError as exc:
+        raise SubmitError(str(exc)) from None
+    return env, tuple((str(host), target) for host, target in mounts.items())
 
 
 def _generator_files(configs: Sequence[RunConfig], cwd: Path,
@@ -476,6 +498,12 @@ def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], 
 
 def write_scripts(the_plan: Plan) -> list[Path]:
     logs = the_plan.slurm_dir / "logs"
+    for host, _ in the_plan.phases[0].job.sample_cache_mounts:   # made here, as --runtime docker does
+        try:
+            Path(host).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SubmitError(f"$PINBENCH_SAMPLE_CACHE={host}: cannot make the folder the jobs mount: "
+                              f"{exc.strerror or exc}") from None
     try:
         logs.mkdir(parents=True, exist_ok=True)
         for phase in the_plan.phases:
