@@ -31,11 +31,12 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from queue import Full, Queue
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import av
 import numpy as np
@@ -98,25 +99,47 @@ class _BackendFailure(Exception):
 
 
 def _check_file(path: Path) -> int:
-    """Fail on a missing, non-regular or empty file; return its size."""
+    """Fail on a missing or non-regular file; return its size."""
     if not path.exists():
         raise VideoError(path, "file not found")
     if not path.is_file():
         raise VideoError(path, "not a regular file")
-    size = path.stat().st_size
-    if size == 0:
-        raise VideoError(path, "empty file (0 bytes)")
-    return size
+    return path.stat().st_size
 
 
-def _check_bmff_structure(path: Path, size: int) -> bool:
+@contextmanager
+def _reader(path: Path, fd: int | None) -> Iterator[BinaryIO]:
+    """``path`` opened for reading, or the bytes of the open descriptor ``fd`` from their start (left open: its owner
+    closes it)."""
+    if fd is None:
+        with path.open("rb") as fh:
+            yield fh
+    else:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            fh.seek(0)
+            yield fh
+
+
+@contextmanager
+def open_video(path: Path, fd: int | None = None) -> Iterator[av.container.InputContainer]:
+    """PyAV's container of ``path``, or of the bytes of ``fd``, an open descriptor of it (``core.files.open_regular``'s:
+    what was opened and checked, never what the path names by then; PyAV reads it as a file object)."""
+    if fd is None:
+        with av.open(str(path)) as container:
+            yield container
+    else:
+        with _reader(path, fd) as fh, av.open(fh) as container:
+            yield container
+
+
+def _check_bmff_structure(path: Path, size: int, fd: int | None) -> bool:
     """Walk the top-level MP4/MOV boxes; return False when the file is not ISO BMFF.
 
     Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
     and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
     exactly whether bytes are missing, independent of any decoder.
     """
-    with path.open("rb") as fh:
+    with _reader(path, fd) as fh:
         head = fh.read(8)
         if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
             return False
@@ -174,19 +197,22 @@ def _count_packets(path: Path, container: av.container.InputContainer) -> tuple[
     return count, end
 
 
-def video_info(path: str | os.PathLike[str]) -> VideoInfo:
-    """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad."""
+def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoInfo:
+    """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad. With ``fd``, an
+    open descriptor of the regular file ``path`` (``open_video``), its bytes are read and ``path`` names them."""
     path = Path(path)
-    size = _check_file(path)
+    size = _check_file(path) if fd is None else os.fstat(fd).st_size
+    if size == 0:
+        raise VideoError(path, "empty file (0 bytes)")
     try:
-        is_bmff = _check_bmff_structure(path, size)
+        is_bmff = _check_bmff_structure(path, size, fd)
     except OSError as exc:
         raise VideoError(path, f"unreadable: {exc.strerror or exc}") from exc
-    try:
-        container = av.open(str(path))
-    except av.error.FFmpegError as exc:
-        raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
-    with container:
+    with ExitStack() as stack:
+        try:
+            container = stack.enter_context(open_video(path, fd))
+        except av.error.FFmpegError as exc:
+            raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
         if not container.streams.video:
             raise VideoError(path, "undecodable: no video stream")
         stream = container.streams.video[0]
@@ -327,9 +353,9 @@ def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
-def _stream_pyav(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+def _stream_pyav(path: Path, info: VideoInfo, fd: int | None = None) -> Iterator[np.ndarray]:
     try:
-        with av.open(str(path)) as container:
+        with open_video(path, fd) as container:
             yield from _streamed(info, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
@@ -446,21 +472,25 @@ def read_video(
     return DecodedVideo(frames=frames, fps=info.fps, backend=backend, indices=wanted)
 
 
-def iter_frames(path: str | os.PathLike[str], *, backend: str) -> Iterator[np.ndarray]:
+def iter_frames(path: str | os.PathLike[str], *, backend: str, fd: int | None = None) -> Iterator[np.ndarray]:
     """Every frame of a video in order, as RGB uint8 (H, W, 3), decoded with ``backend`` one at a time.
 
     Why: ``read_video`` of a whole 379-frame 1376x768 rollout holds 1.2 GB; a caller that needs each
     frame once (a thumbnail of every frame) holds one. The same checks and errors as ``read_video``: a
     missing, cut or undecodable file is a VideoError at the call, a stream that ends before the frame
-    count is a ``truncated`` VideoError while iterating.
+    count is a ``truncated`` VideoError while iterating. ``fd``: as ``video_info``'s, read with PyAV only (decord and
+    OpenCV open paths).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if fd is not None and backend != "pyav":
+        raise ValueError(f"iter_frames: an open descriptor is decoded with pyav only, not {backend}")
     path = Path(path)
-    info = video_info(path)
+    info = video_info(path, fd=fd)
     if backend == "decord":
         require_backend(backend)
-    return _iter_frames(path, info, backend)
+    frames = _STREAMS[backend](path, info) if fd is None else _stream_pyav(path, info, fd)
+    return _iter_frames(path, backend, frames)
 
 
 READ_AHEAD_FRAMES = 8
@@ -517,9 +547,9 @@ def read_ahead(frames: Iterable[T], depth: int = READ_AHEAD_FRAMES) -> Iterator[
         thread.join()
 
 
-def _iter_frames(path: Path, info: VideoInfo, backend: str) -> Iterator[np.ndarray]:
+def _iter_frames(path: Path, backend: str, frames: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
     try:
-        yield from _STREAMS[backend](path, info)
+        yield from frames
     except _BackendFailure as failure:
         raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
 
