@@ -35,7 +35,7 @@ from sockets import listening_addresses
 from pinbench.core.files import sha256_file
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, build_scorecard
-from pinbench.media.preview import cached_preview, make_preview, probe
+from pinbench.media.preview import Preview, cached_preview, make_preview, probe
 from pinbench.media.video import VideoError, read_video, video_info, write_video
 from pinbench.ops.view import MediaStore
 from pinbench.results.view import MediaFile, RunInputs, Video, View, load_runs, view_module
@@ -376,6 +376,63 @@ def test_a_video_swapped_for_a_fifo_after_its_path_check_fails_its_listing(tmp_p
     assert got[0]["problem"] == f"{tmp_path.resolve() / 'v.mp4'}: a FIFO (named pipe), not a regular file"
 
 
+def _within(seconds: float, fifo: Path, call):  # -> what call() returned
+    """``call()`` in a thread: a hang on ``fifo`` (an open waiting for a writer) fails instead of hanging."""
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():  # a writer lets the blocked open() return
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(seconds)
+        pytest.fail(f"hung on the FIFO at {fifo}")
+    assert len(got) == 1
+    return got[0]
+
+
+def test_a_video_swapped_for_a_fifo_after_its_hash_is_probed_from_what_was_hashed(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """Listing a video hashed it through its descriptor and then probed it by its path: a FIFO put there in between
+    failed the listing (or held it, put there after the probe's own check)."""
+    digest = MediaStore._digest
+
+    def digest_then_swap(store: MediaStore, file):
+        found = digest(store, file)
+        _swap(file.path, "fifo", file.path)
+        return found
+
+    write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
+    listed = sha256_file(tmp_path / "v.mp4")
+    monkeypatch.setattr(MediaStore, "_digest", digest_then_swap)
+    entry = _within(20, tmp_path / "v.mp4", lambda: MediaStore(tmp_path / "previews").describe(
+        0, Video("rollout", MediaFile(tmp_path, "v.mp4"))))
+    assert entry["problem"] is None and entry["url"] == f"media/{listed}.mp4", entry
+    assert (entry["n_frames"], entry["width"], entry["height"], entry["codec"]) == (4, 64, 48, "h264")
+
+
+def test_a_video_swapped_for_a_fifo_after_its_check_is_previewed_from_what_was_checked(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    """A preview was made from the video's path after the served file was checked: a FIFO put there in between held
+    the request (and a bundle) for ever. It is made from the descriptor that was checked."""
+    from pinbench.media import preview
+
+    media, video = MediaStore(tmp_path / "previews"), tmp_path / "v.mp4"
+    write_video(video, np.zeros((4, 48, 64, 3), np.uint8), 24, codec="mpeg4")  # no browser plays it: a preview
+    entry = media.describe(0, Video("rollout", MediaFile(tmp_path, "v.mp4")))
+    assert entry["preview"].startswith("mpeg4 in a .mp4 file")
+    cached = preview.cached_preview
+
+    def swap_then_look(cache: Path, source_sha256: str):  # the first step of making it, after the check
+        _swap(video, "fifo", video)
+        return cached(cache, source_sha256)
+
+    monkeypatch.setattr(preview, "cached_preview", swap_then_look)
+    served = _within(20, video, lambda: media.file(entry["url"].removeprefix("media/")))
+    with served:
+        made = probe(served.path)
+    assert (made.codec, made.profile, made.n_frames, made.width, made.height) == ("h264", "High", 4, 64, 48)
+
+
 def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None:
     media, token = MediaStore(tmp_path / "previews"), "t" * 43
     name, listed = _listed_video(media, tmp_path)
@@ -397,12 +454,17 @@ def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None
     assert (status, body, headers["content-length"]) == (200, b"", str(size))
 
 
+def _preview(source: Path, digest: str, cache: Path) -> Preview:
+    with open(source, "rb") as opened:
+        return make_preview(source, digest, cache, fd=opened.fileno())
+
+
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
     source = runs["a"] / "fixture_data" / "rollouts" / "s01-rot180.mp4"
     facts = probe(source)
     assert facts.web_problem(".mp4").startswith("H.264 High 4:4:4 Predictive")
     digest = sha256_file(source)
-    preview = make_preview(source, digest, tmp_path)
+    preview = _preview(source, digest, tmp_path)
     made = probe(preview.path)
     assert made.web_problem(".mp4") is None and (made.codec, made.profile, made.pix_fmt) == ("h264", "High", "yuv420p")
     assert (made.n_frames, made.rate, made.width, made.height) == (facts.n_frames, facts.rate, facts.width,
@@ -411,16 +473,16 @@ def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: P
     record = json.loads((tmp_path / f"{digest}.json").read_text())
     assert record["source_sha256"] == digest and record["sha256"] == sha256_file(preview.path)
     stamp = preview.path.stat().st_mtime_ns
-    assert make_preview(source, digest, tmp_path).path.stat().st_mtime_ns == stamp  # made once
+    assert _preview(source, digest, tmp_path).path.stat().st_mtime_ns == stamp  # made once
     with open(preview.path, "ab") as edit:
         edit.write(b"x")
     tampered = sha256_file(preview.path)
     assert cached_preview(tmp_path, digest) is None  # a cached preview that is not the one recorded is made again
-    again = make_preview(source, digest, tmp_path)
+    again = _preview(source, digest, tmp_path)
     assert again.sha256 == sha256_file(again.path) != tampered
     assert json.loads((tmp_path / f"{digest}.json").read_text())["sha256"] == again.sha256
     with pytest.raises(VideoError, match="bytes changed since it was hashed"):
-        make_preview(source, "0" * 64, tmp_path)
+        _preview(source, "0" * 64, tmp_path)
     assert not (tmp_path / f"{'0' * 64}.mp4").exists()
 
 
@@ -433,7 +495,7 @@ def test_a_preview_left_half_written_is_removed_when_it_is_made(tmp_path: Path) 
     left.write_bytes(b"partial")
     other = cache / f".{'0' * 64}.mp4.x1y2z3.tmp.mp4"  # another source's: perhaps being written now
     other.write_bytes(b"partial")
-    make_preview(source, digest, cache)
+    _preview(source, digest, cache)
     assert not left.exists() and other.exists()
 
 
@@ -445,7 +507,7 @@ def test_a_video_too_large_for_browsers_is_previewed_smaller(tmp_path: Path, mon
     frames = np.random.default_rng(0).integers(0, 256, (5, 48, 64, 3), dtype=np.uint8)
     source = write_video(tmp_path / "big.mp4", frames, 8, crf=23)
     assert probe(source).web_problem(".mp4") == "64x48 is larger than 60 pixels on a side"
-    made = probe(make_preview(source, sha256_file(source), tmp_path / "cache").path)
+    made = probe(_preview(source, sha256_file(source), tmp_path / "cache").path)
     assert (made.width, made.height, made.n_frames) == (22, 16, 5)  # a factor of 3: 21x16, padded to even
 
 
@@ -527,7 +589,7 @@ def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
 
 SLOW_PREVIEW = """import sys, time
 import pinbench.media.preview
-pinbench.media.preview.make_preview = lambda *args: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
+pinbench.media.preview.make_preview = lambda *args, **kw: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
 # (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
 main(["view", sys.argv[1]])
@@ -646,7 +708,7 @@ def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monk
 
 SLOW_BUNDLE = """import sys, time
 import pinbench.media.preview
-pinbench.media.preview.make_preview = lambda *args: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
+pinbench.media.preview.make_preview = lambda *args, **kw: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
 # (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
 main(["view", "--bundle", sys.argv[1], sys.argv[2]])

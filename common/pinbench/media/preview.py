@@ -23,8 +23,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_file, write_atomic
-from pinbench.media.video import VideoError, iter_frames, video_info, write_video
+from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_fd, sha256_file, write_atomic
+from pinbench.media.video import VideoError, iter_frames, open_video, video_info, write_video
 
 PREVIEW_CRF = 23
 MAX_SIDE = 4096
@@ -62,11 +62,12 @@ class VideoProbe:
         return f"{self.codec} in a {suffix or 'suffix-less'} file: browsers play H.264 in MP4 and VP8/VP9/AV1"
 
 
-def probe(path: Path) -> VideoProbe:
-    """The codec facts of a video; VideoError (one line naming it) when it is missing, cut or undecodable."""
-    info = video_info(path)
+def probe(path: Path, fd: int | None = None) -> VideoProbe:
+    """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given: ``open_video``);
+    VideoError (one line naming it) when it is missing, cut or undecodable."""
+    info = video_info(path, fd=fd)
     try:
-        with av.open(str(path)) as container:
+        with open_video(path, fd) as container:
             stream = container.streams.video[0]
             ctx = stream.codec_context
             rate = next((Fraction(r) for r in (stream.average_rate, stream.guessed_rate) if r and r > 0),
@@ -99,8 +100,10 @@ def cached_preview(cache: Path, source_sha256: str) -> Preview | None:
     return Preview(path, source_sha256, data["sha256"])
 
 
-def make_preview(source: Path, source_sha256: str, cache: Path) -> Preview:
+def make_preview(source: Path, source_sha256: str, cache: Path, *, fd: int) -> Preview:
     """The web preview of ``source``, whose bytes must hash to ``source_sha256``: from ``cache``, else made there.
+    Its bytes are read (hashed, decoded) from ``fd``, the descriptor of it the caller opened and checked: a FIFO put
+    at its path since held the request (and a bundle) for ever.
 
     VideoError when the source does not decode, or holds other bytes than ``source_sha256`` (before or after)."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -108,16 +111,16 @@ def make_preview(source: Path, source_sha256: str, cache: Path) -> Preview:
         found = cached_preview(cache, source_sha256)
         if found is not None:
             return found
-        if sha256_file(source) != source_sha256:
+        if sha256_fd(fd) != source_sha256:
             raise VideoError(source, "its bytes changed since it was hashed; no preview is made for other bytes")
-        facts = probe(source)
+        facts = probe(source, fd)
         path = cache / f"{source_sha256}.mp4"
         # under the lock no other preview of these bytes is being written: a temporary file of one is left by a
         # process that ended while making it (a stop of pinbench view does not wait for a preview)
         for stale in cache.glob(f".{path.name}.*.tmp.mp4"):
             stale.unlink(missing_ok=True)
-        write_video(path, _web_frames(source, facts), facts.rate, crf=PREVIEW_CRF)
-        if sha256_file(source) != source_sha256:
+        write_video(path, _web_frames(source, fd, facts), facts.rate, crf=PREVIEW_CRF)
+        if sha256_fd(fd) != source_sha256:
             path.unlink()
             raise VideoError(source, "its bytes changed while its preview was made; the preview was removed")
         preview = Preview(path, source_sha256, sha256_file(path))
@@ -128,12 +131,12 @@ def make_preview(source: Path, source_sha256: str, cache: Path) -> Preview:
         return preview
 
 
-def _web_frames(source: Path, facts: VideoProbe):  # -> Iterator[np.ndarray]
+def _web_frames(source: Path, fd: int, facts: VideoProbe):  # -> Iterator[np.ndarray]
     """The source's frames, shrunk by the whole factor that brings a side over 4096 to at most 1920 (a mean over
     each k x k block) and padded to an even size (4:2:0 needs one)."""
     side = max(facts.width, facts.height)
     k = -(-side // PREVIEW_SIDE) if side > MAX_SIDE else 1
-    for frame in iter_frames(source, backend="pyav"):
+    for frame in iter_frames(source, backend="pyav", fd=fd):
         if k > 1:
             height, width = frame.shape[0] // k * k, frame.shape[1] // k * k
             blocks = frame[:height, :width].reshape(height // k, k, width // k, k, 3)

@@ -98,15 +98,15 @@ class MediaStore:
                 if suffix not in MEDIA_TYPES or (kind == "image") != MEDIA_TYPES[suffix].startswith("image/"):
                     return {**entry, "problem": f"{path}: not a {kind} file this page shows"}
                 sha, state = self._digest(opened)
-            preview = None
-            if kind == "video":
-                facts = probe(path)
-                preview = facts.web_problem(suffix)
-                entry.update(fps=facts.fps, n_frames=facts.n_frames, width=facts.width, height=facts.height,
-                             codec=facts.codec, preview=preview)
-                if item.expected_sha256 and item.expected_sha256 != sha:
-                    entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
-                                         f"({item.expected_sha256[:12]}...)")
+                preview = None
+                if kind == "video":
+                    facts = probe(path, opened.fd)
+                    preview = facts.web_problem(suffix)
+                    entry.update(fps=facts.fps, n_frames=facts.n_frames, width=facts.width, height=facts.height,
+                                 codec=facts.codec, preview=preview)
+                    if item.expected_sha256 and item.expected_sha256 != sha:
+                        entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
+                                             f"({item.expected_sha256[:12]}...)")
         except (localweb.PathRefused, VideoError, OSError) as exc:
             return {**entry, "problem": str(exc)}
         name = f"{sha}{'.mp4' if preview else suffix}"
@@ -116,8 +116,8 @@ class MediaStore:
 
     def file(self, name: str) -> localweb.OpenFile | None:
         """The bytes behind a media name, opened (the caller closes them): the registered file while it still holds
-        them, or its preview. Opened once and checked on that descriptor: a FIFO put there held its request and
-        the stop for ever, and one put there between a check and an open by path still did."""
+        them, or its preview. Opened once, checked on that descriptor and a preview made from it: a FIFO put there
+        held its request and the stop for ever, and one put there between a check and an open by path still did."""
         from pinbench.media.preview import make_preview
 
         with self.lock:
@@ -135,10 +135,11 @@ class MediaStore:
             raise
         if same and not served.preview:
             return opened
-        opened.close()
-        if not same:
-            return None  # the file changed since the page was told its digest
-        return localweb.open_served(make_preview(served.path, served.sha256, self.previews).path)
+        with opened:
+            if not same:
+                return None  # the file changed since the page was told its digest
+            made = make_preview(served.path, served.sha256, self.previews, fd=opened.fd)
+        return localweb.open_served(made.path)
 
 
 def page_html(mode: str) -> str:
