@@ -302,6 +302,20 @@ def test_a_block_that_ends_before_a_deferred_signal_is_raised_ends_terminated(tm
     sys.modules.pop("signalled_at_the_end", None)
 
 
+def test_a_sigterm_during_an_import_that_does_not_end_is_raised_after_a_while(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that works inside an import (a script's module-level loop) is still ended: the deferral waits
+    DEFER_S at most, then raises where it is."""
+    (tmp_path / "working_while_imported.py").write_text(
+        "import signal, time\nsignal.raise_signal(signal.SIGTERM)\nfor _ in range(3000):\n    time.sleep(0.01)\n"
+        "COMPLETED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    with pytest.raises(Terminated), terminate_as_exit():
+        import working_while_imported  # noqa: F401
+    assert 2.0 <= time.monotonic() - started < 20 and "working_while_imported" not in sys.modules
+
+
 def test_sighup_releases_the_claim_unless_it_is_ignored(tmp_path: Path, holders: list[Holder]) -> None:
     """A lost SSH session sends SIGHUP: the process died with its lock left and a --runtime docker stage's container
     running. Now it exits 129 through SystemExit; under nohup (SIGHUP ignored) the run goes on."""

@@ -34,6 +34,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -553,6 +554,8 @@ class Terminated(SystemExit):
 
 _pending: list[int] = []   # a signal whose Terminated waits for a frame where no C code can swallow it
 RETRY_S = 0.01
+DEFER_S = 2.0   # the longest it waits: a process that works inside an import is still ended
+_deadline: list[float] = []
 
 
 def _exit_on_term(signum: int, frame: FrameType | None) -> None:
@@ -560,8 +563,10 @@ def _exit_on_term(signum: int, frame: FrameType | None) -> None:
     extension module's creation runs ``importlib``'s Python code and drops what it raises; a ``__del__``'s is only
     printed), and the process ran on as if never signalled (``pinbench requests`` finished and exited 0 about one
     time in six when SIGTERM came as MIND's fixture imported ``numpy.random``). Then it is raised by ``_deferred``,
-    RETRY_S later, from the first frame outside them."""
-    if _swallowed_in(frame):
+    RETRY_S later, from the first frame outside them, or from where it is once DEFER_S have passed."""
+    if not _pending:
+        _deadline[:] = [time.monotonic() + DEFER_S]
+    if _swallowed_in(frame) and time.monotonic() < _deadline[0]:
         _pending[:] = [signum]
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         return
