@@ -78,22 +78,21 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _resumable(out_dir: Path) -> Iterator[None]:
-    """Ctrl-C, SIGTERM or SIGHUP ends a run with one line saying what is kept and how to go on (Ctrl-C was a silent
-    exit 130, Typer's; SIGTERM, Slurm's time limit or ``scancel``, a silent exit 143)."""
+def _stopped_saying(kept: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP (``terminate_as_exit`` inside) ends the block with one line: how it was stopped, and
+    ``kept``, what is kept and how to go on (Ctrl-C was a silent exit 130, Typer's; SIGTERM, Slurm's time limit or
+    ``scancel``, a silent exit 143)."""
     try:
         yield
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: the samples finished so far are kept in {out_dir}; run the same command to "
-                   "resume", err=True)
+        typer.echo(f"interrupted: {kept}", err=True)
         raise typer.Exit(130) from None
     except SystemExit as exc:
         from pinbench.core.rundir import Terminated
 
         if isinstance(exc, Terminated):
             with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
-                typer.echo(f"terminated by {exc.signal_name}: the samples finished so far are kept in {out_dir}; "
-                           "run the same command to resume", err=True)
+                typer.echo(f"terminated by {exc.signal_name}: {kept}", err=True)
         raise
 
 
@@ -329,7 +328,7 @@ def run(
             _fail(problem)
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
-    with _resumable(cfg.out_dir):
+    with _stopped_saying(f"the samples finished so far are kept in {cfg.out_dir}; run the same command to resume"):
         _check_sample_cache(cfg.out_dir)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
@@ -932,20 +931,13 @@ def view(
         loaded = load_runs(runs)
         page = View(loaded, view_module(loaded[0].card.recipe))
     if bundle is not None:
-        from pinbench.core.rundir import Terminated, terminate_as_exit
+        from pinbench.core.rundir import terminate_as_exit
         from pinbench.ops.view import write_bundle
 
-        half = f"{bundle} holds a bundle half written; run the same command to finish it"
-        try:
-            with _writing_to("--bundle", bundle), terminate_as_exit():
-                index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
-        except KeyboardInterrupt:  # was a silent exit 130, leaving a folder that looks like a bundle
-            typer.echo(f"interrupted: {half}", err=True)
-            raise typer.Exit(130) from None
-        except Terminated as exc:  # SIGTERM or SIGHUP: was a silent exit -15 or -1 (exits 143, 129)
-            with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
-                typer.echo(f"terminated by {exc.signal_name}: {half}", err=True)
-            raise
+        # a stop was a silent exit (130, -15, -1), leaving a folder that looks like a bundle
+        with (_stopped_saying(f"{bundle} holds a bundle half written; run the same command to finish it"),
+              _writing_to("--bundle", bundle), terminate_as_exit()):
+            index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
         _echo(f"view: {index} (a static folder: open it in a browser, or copy it anywhere)")
         return
     from pinbench.ops.localweb import bind_loopback, new_token
