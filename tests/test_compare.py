@@ -61,6 +61,19 @@ def test_reruns_of_one_checkpoint_are_within_noise(tmp_path: Path) -> None:
     assert all(r.difference.difference == 0 and r.difference.low == r.difference.high == 0 for r in same.metrics)
 
 
+def test_a_comparison_names_what_the_runs_ran_differently(tmp_path: Path) -> None:
+    a = write_run(tmp_path, "A")
+    b = write_run(tmp_path, "B", seed=2)
+    card = json.loads((b / "scorecard.json").read_text())
+    card["provenance"]["driver"] = "560.35.03"
+    (b / "scorecard.json").write_text(json.dumps(card))
+    result = compare_runs(load_run(a), load_run(b))
+    assert "ran differently: driver: A 580.00, B 560.35.03" in result.notes
+    assert "  - ran differently: driver: A 580.00, B 560.35.03" in render_comparison(result).splitlines()
+    assert not [n for n in compare_runs(load_run(a), load_run(write_run(tmp_path, "C", seed=3))).notes
+                if n.startswith("ran differently")]
+
+
 def test_unmatched_samples_are_named_and_the_comparison_is_incomplete(tmp_path: Path) -> None:
     a = write_run(tmp_path, "A", failed={"t03": "OSError: decode failed"})
     b = write_run(tmp_path, "B", shift=0.01, seed=2, failed={"t03": "OSError: also here"},

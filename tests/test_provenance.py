@@ -382,3 +382,48 @@ def test_to_jsonable() -> None:
              "np": np.float32(0.5), "arr": np.arange(3), "t": (1, 2), 3: None}
     assert to_jsonable(value) == {"p": "/a/b", "s": ["a", "b"], "d": {"index": 0, "count": 4},
                                   "nan": None, "np": 0.5, "arr": [0, 1, 2], "t": [1, 2], "3": None}
+
+
+def test_differences_name_what_two_runs_ran_differently() -> None:
+    """compare and diff against a recorded run say where a difference may come from: code and inputs first, then
+    distributions by name, hardware; a time is no difference, long digests and values are cut."""
+    a = {"timestamp": "2026-01-01T00:00:00Z", "pinbench": {"version": "0.2.0", "commit": "a" * 40, "dirty": False},
+         "packages": {"torch": "2.5.1", "distributions_sha256": "c" * 64, "n_distributions": 2,
+                      "distributions": ["numpy==2.4.0", "torch==2.5.1"]},
+         "gpus": ["NVIDIA H100 80GB HBM3"], "driver": "550.54.15",
+         "pins": {"upstream": {"raft": {"commit": "1" * 40}}}, "seeds": {"fixture": 1}}
+    b = {"timestamp": "2026-02-02T00:00:00Z", "pinbench": {"version": "0.2.0", "commit": "b" * 40, "dirty": False},
+         "packages": {"torch": "2.6.0", "distributions_sha256": "d" * 64, "n_distributions": 3,
+                      "distributions": ["numpy==2.4.0", "torch==2.6.0", "transformers==4.46.3"]},
+         "gpus": ["NVIDIA A100-SXM4-80GB"], "driver": "550.54.15",
+         "pins": {"upstream": {"raft": {"commit": "2" * 40}}}, "seeds": {"fixture": 1}}
+    assert prov.differences(a, b, ("A", "B")) == [
+        f"pinbench.commit: A {'a' * 12}, B {'b' * 12}",
+        f"pins.upstream.raft.commit: A {'1' * 12}, B {'2' * 12}",
+        "packages.torch: A 2.5.1, B 2.6.0",
+        "distribution torch: A 2.5.1, B 2.6.0",
+        "distribution transformers: A not installed, B 4.46.3",
+        'gpus: A ["NVIDIA H100 80GB HBM3"], B ["NVIDIA A100-SXM4-80GB"]']
+    assert prov.differences(a, a, ("A", "B")) == []
+    # A scorecard of a version that records no list: the two compared by their digests.
+    older = {**a, "packages": {k: v for k, v in a["packages"].items() if k != "distributions"}}
+    assert prov.differences(older, b, ("A", "B"))[2:5] == [
+        "packages.torch: A 2.5.1, B 2.6.0", f"packages.distributions_sha256: A {'c' * 12}, B {'d' * 12}",
+        "packages.n_distributions: A 2, B 3"]
+    many = {"extra": {f"option{i:02d}": i for i in range(20)}, "seeds": {"fixture": 7}}
+    lines = prov.differences({"extra": {f"option{i:02d}": 0 for i in range(20)}}, many, ("A", "B"))
+    assert lines[:2] == ["seeds.fixture: A none, B 7", "extra.option01: A 0, B 1"]   # a block one side lacks
+    assert len(lines) == prov.SHOWN + 1 and lines[-1] == f"... and {20 - prov.SHOWN} more"  # option00: 0 in both
+    assert prov.differences({}, {"extra": {"flow": {"params": list(range(40))}}}, ("A", "B")) == [
+        "extra.flow.params: A none, B " + json.dumps(list(range(40)))[:57] + "..."]
+    # A hand-edited reference's provenance of another shape is compared as values, never a crash.
+    assert prov.differences({"packages": "torch 2.5"}, {"packages": {"torch": "2.5.1"}}, ("A", "B")) == [
+        'packages: A torch 2.5, B {"torch": "2.5.1"}']
+
+
+def test_a_scorecard_records_its_installed_distributions_by_name() -> None:
+    p = collect_provenance(pins={"recipe": "x"})
+    dists = p["packages"]["distributions"]
+    assert dists == sorted(dists) and len(dists) == p["packages"]["n_distributions"]
+    assert p["packages"]["distributions_sha256"] == hashlib.sha256("\n".join(dists).encode()).hexdigest()
+    assert any(d.startswith("numpy==") for d in dists)

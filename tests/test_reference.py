@@ -272,6 +272,24 @@ def test_record_reference_round_trip(tmp_path: Path, toy: Any) -> None:
     assert path.read_text().startswith("# Recorded by pinbench record-reference")
 
 
+def test_a_diff_against_a_recorded_run_says_what_ran_differently(tmp_path: Path, toy: Any) -> None:
+    """A FAIL against a trusted run names what differs from that run (another torch, another GPU): the why a
+    researcher looks for first. A reference without provenance (a paper's table) has no such line."""
+    path = record_reference(make_card([0.5] * 3, [2.0] * 3), tmp_path / "ckpt.yaml", recipe=toy, tier="same_hw")
+    moved = copy.deepcopy(FIXED_PROVENANCE)
+    moved["packages"]["torch"], moved["gpus"] = "2.15.0", ["NVIDIA A100-SXM4-80GB"]
+    result = diff_scorecard(make_card([0.6] * 3, [2.0] * 3, provenance=moved), load_reference(path, recipe=toy))
+    assert result.exit_code == EXIT_FAIL
+    assert [n for n in result.notes if n.startswith("ran differently")] == [
+        "ran differently from the reference's run: packages.torch: reference 2.14.1, this run 2.15.0",
+        'ran differently from the reference\'s run: gpus: reference ["NVIDIA H200"], this run '
+        '["NVIDIA A100-SXM4-80GB"]']
+    assert "  - ran differently from the reference's run: packages.torch: reference 2.14.1, this run 2.15.0" in (
+        render_diff(result).splitlines())
+    assert not [n for n in diff_scorecard(make_card([0.6] * 3, [2.0] * 3, provenance=moved), ref()).notes
+                if n.startswith("ran differently")]
+
+
 def test_record_reference_narrows_but_never_widens(tmp_path: Path, toy: Any) -> None:
     card = make_card([0.5] * 3, [2.0] * 3)
     path = record_reference(card, tmp_path / "a.yaml", recipe=toy, tier="cross_hw",

@@ -506,6 +506,7 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
             "opencv": _dist_version("opencv-python-headless", "opencv-python", "opencv-contrib-python", found=found),
             "distributions_sha256": hashlib.sha256("\n".join(dists).encode()).hexdigest(),
             "n_distributions": len(dists),
+            "distributions": dists,   # which ones differ, when two runs' digests do (``differences``)
         },
         "gpus": torch_state["gpus"],
         "driver": _driver_version(),
@@ -515,3 +516,69 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
         "extra": to_jsonable(extra or {}),
     }
     return scrub(provenance)
+
+
+# What ``differences`` reads first: what a run ran (code, inputs, seeds, options), then what it ran on.
+_ORDER = ("pinbench", "pins", "inputs", "seeds", "extra", "packages", "python", "container", "gpus", "driver",
+          "platform")
+_NOT_COMPARED = {("timestamp",), ("runs",), ("extra", "generation")}  # a time, a reference's runs, generation's
+SHOWN = 12
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str]) -> list[str]:
+    """One line per way two runs' provenance differs (``labels`` names each): where a score difference between them
+    may come from. Installed distributions are compared by name when both record them (by their digest when one is
+    of a version that records none); a list or another value as a whole. At most ``SHOWN`` lines, then how many
+    more."""
+    lines: list[str] = []
+    a, b = _one_way(a, b)
+    keys = [*(k for k in _ORDER if k in a or k in b), *sorted((set(a) | set(b)) - set(_ORDER))]
+    for key in keys:
+        _leaf_differences((key,), a.get(key), b.get(key), labels, lines)
+    return lines if len(lines) <= SHOWN else [*lines[:SHOWN], f"... and {len(lines) - SHOWN} more"]
+
+
+def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Both with their installed distributions stated one way: as lists when both hold one, else as digests."""
+    lists = all(isinstance(p.get("packages"), Mapping) and isinstance(p["packages"].get("distributions"), list)
+                for p in (a, b))
+    drop = ("distributions_sha256", "n_distributions") if lists else ("distributions",)
+
+    def stated(provenance: Mapping[str, Any]) -> Mapping[str, Any]:
+        packages = provenance.get("packages")
+        if not isinstance(packages, Mapping):
+            return provenance
+        return {**provenance, "packages": {k: v for k, v in packages.items() if k not in drop}}
+    return stated(a), stated(b)
+
+
+def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, str], lines: list[str]) -> None:
+    if path in _NOT_COMPARED or a == b:
+        return
+    if path == ("packages", "distributions") and isinstance(a, list) and isinstance(b, list):
+        lines.extend(_distribution_differences(a, b, labels))
+    elif isinstance(a, Mapping | None) and isinstance(b, Mapping | None):   # one side may lack the whole block
+        a, b = a or {}, b or {}
+        for key in [*a, *(k for k in b if k not in a)]:
+            _leaf_differences((*path, str(key)), a.get(key), b.get(key), labels, lines)
+    else:
+        lines.append(f"{'.'.join(path)}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
+
+
+def _distribution_differences(a: list[Any], b: list[Any], labels: tuple[str, str]) -> list[str]:
+    """``name==version`` lists as the distributions whose version differs or that one side lacks."""
+    versions = [dict(str(item).partition("==")[::2] for item in side) for side in (a, b)]
+    return [f"distribution {name}: {labels[0]} {versions[0].get(name, 'not installed')}, "
+            f"{labels[1]} {versions[1].get(name, 'not installed')}"
+            for name in sorted(versions[0].keys() | versions[1].keys())
+            if versions[0].get(name) != versions[1].get(name)]
+
+
+def _shown(value: Any) -> str:
+    """A value short enough for one line: a digest cut to 12 hex characters, anything long to 60."""
+    if value is None:
+        return "none"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if re.fullmatch(r"(sha256:)?[0-9a-f]{40,64}", text):
+        return text[:text.index(":") + 13] if text.startswith("sha256:") else text[:12]
+    return text if len(text) <= 60 else text[:57] + "..."

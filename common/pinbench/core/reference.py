@@ -337,6 +337,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
     notes[:0] = degenerate_notes(scorecard)
+    notes += _ran_differently(scorecard, ref)
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
@@ -350,6 +351,23 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
                           source=source)
     return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
                       header=header, metrics=dict(card_metrics))
+
+
+def _ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
+    """What differs between this run and the run a ``trusted_run`` reference was recorded from (its first, when
+    several): the likely cause of a FAIL, or what a PASS held across. [] for a reference without provenance."""
+    recorded = ref.source.get("provenance")
+    if not isinstance(recorded, Mapping):
+        return []
+    from pinbench.core.generation import Generated, generation_differences  # a trusted_run reference's diff only
+    from pinbench.core.provenance import differences
+
+    labels = ("reference", "this run")
+    which = "the reference's first run" if recorded.get("runs") else "the reference's run"
+    lines = [f"generation: {line}" for line in generation_differences(
+        [(labels[0], Generated.of(recorded)), (labels[1], Generated.of(scorecard.provenance))])]
+    lines += differences(recorded, scorecard.provenance, labels)
+    return [f"ran differently from {which}: {line}" for line in lines]
 
 
 def _card_header(scorecard: Scorecard, **lines: str) -> dict[str, str]:
