@@ -120,6 +120,23 @@ def test_the_numbers_are_the_scorecards_and_every_sample_is_listed(runs) -> None
     assert cohorts["levels"][cohorts["of"][broken]] == "i2v/translation_180"
 
 
+def _driven_elsewhere(run: Path, to: Path) -> Path:
+    """A copy of ``run`` whose scorecard says it ran under another GPU driver."""
+    shutil.copytree(run, to)
+    card = _card(to)
+    card["provenance"]["driver"] = "560.35.03"
+    (to / "scorecard.json").write_text(json.dumps(card))
+    return to
+
+
+def test_each_run_says_what_it_ran_differently_from_run_a(runs, tmp_path: Path) -> None:
+    other = _driven_elsewhere(runs["dd"], tmp_path / "other")
+    summary = View(load_runs([runs["dd"], other, runs["dd"]])).summary()
+    driver = _card(runs["dd"])["provenance"]["driver"]
+    assert [r["ran_differently"] for r in summary["runs"]] == [
+        [], [f"from run A: driver: A {driver or 'none'}, this run 560.35.03"], []]
+
+
 def _rows(path: Path) -> dict[str, dict]:
     return {r.get("sample_id") or r["scene_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
@@ -892,6 +909,17 @@ def test_runs_after_the_26th_are_named_aa_ab(runs, browser, tmp_path: Path) -> N
         names = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run] b'))"
                                        ".map(b => b.textContent)")
     assert names == [f"{chr(65 + k)} " for k in range(26)] + ["AA ", "AB "]
+
+
+@needs_browser
+def test_the_runs_table_lists_what_a_run_ran_differently(runs, browser, tmp_path: Path) -> None:
+    with served(runs["dd"], _driven_elsewhere(runs["dd"], tmp_path / "other")) as url:
+        _ready(browser, url)
+        shown = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run]'))"
+                                       ".map(tr => Array.from(tr.querySelectorAll('.ran-differently li'))"
+                                       ".map(li => li.textContent))")
+    assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
+    assert shown[1][0].startswith("from run A: driver: A ") and shown[1][0].endswith(", this run 560.35.03")
 
 
 @needs_browser

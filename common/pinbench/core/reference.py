@@ -337,7 +337,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
     notes[:0] = degenerate_notes(scorecard)
-    notes += _ran_differently(scorecard, ref)
+    notes += [f"ran differently {line}" for line in ran_differently(scorecard, ref)]
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
@@ -353,9 +353,10 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
                       header=header, metrics=dict(card_metrics))
 
 
-def _ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
-    """What differs between this run and the run a ``trusted_run`` reference was recorded from (its first, when
-    several): the likely cause of a FAIL, or what a PASS held across. [] for a reference without provenance."""
+def ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
+    """``from the reference's run: <what differs>`` for each way this run differs from the run a ``trusted_run``
+    reference was recorded from (its first, when several): the likely cause of a FAIL, or what a PASS held across.
+    [] for a reference without provenance (a paper's table)."""
     recorded = ref.source.get("provenance")
     if not isinstance(recorded, Mapping):
         return []
@@ -367,7 +368,7 @@ def _ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
     lines = [f"generation: {line}" for line in generation_differences(
         [(labels[0], Generated.of(recorded)), (labels[1], Generated.of(scorecard.provenance))])]
     lines += differences(recorded, scorecard.provenance, labels)
-    return [f"ran differently from {which}: {line}" for line in lines]
+    return [f"from {which}: {line}" for line in lines]
 
 
 def _card_header(scorecard: Scorecard, **lines: str) -> dict[str, str]:

@@ -27,8 +27,8 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
-from pinbench.core.provenance import scrubber
-from pinbench.core.reference import diff, load_reference
+from pinbench.core.provenance import differences, scrubber
+from pinbench.core.reference import diff, load_reference, ran_differently
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -175,6 +175,7 @@ class ViewRun:
     verdict: str
     rows: list[Any]  # report.Row per metric: value, interval, the reference's verdict
     reference_note: str = ""
+    ran_differently: list[str] = field(default_factory=list)   # from the reference's run (a recorded reference)
 
     @property
     def card(self) -> Scorecard:
@@ -185,8 +186,9 @@ class ViewRun:
         return RunInputs(self.run.path.parent, self.run.card)
 
 
-def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str]:
-    """(verdict, metric rows, note): the run judged against the recipe's reference for its checkpoint and mode."""
+def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str]]:
+    """(verdict, metric rows, note, what ran differently from a recorded reference's run): the run judged against
+    the recipe's reference for its checkpoint and mode."""
     from pinbench.core.recipe import get_recipe
 
     try:
@@ -194,11 +196,11 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str]:
         path = recipe.reference_of(card)
         ref = load_reference(path, recipe=recipe) if path else None
     except (RecipeError, FileError, ValueError) as exc:
-        return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}"
+        return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}", []
     if ref is None:
-        return "NO REFERENCE", build_rows(card, None, None), ""
+        return "NO REFERENCE", build_rows(card, None, None), "", []
     result = diff(card, ref)
-    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}"
+    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", ran_differently(card, ref)
 
 
 def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
@@ -222,8 +224,7 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
         labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
     out = []
     for run, label in zip(runs, labels, strict=True):
-        verdict, rows, note = _reference_rows(run.card)
-        out.append(ViewRun(run, label, verdict, rows, note))
+        out.append(ViewRun(run, label, *_reference_rows(run.card)))
     return out
 
 
@@ -401,7 +402,10 @@ class View:
             "runs": [{"label": run.label, "dir": str(run.run.path.parent), "checkpoint": run.card.checkpoint,
                       "mode": run.card.mode, "recipe_version": run.card.recipe_version, "status": run.card.status,
                       "status_reasons": list(run.card.status_reasons), "verdict": run.verdict,
-                      "reference_note": run.reference_note, "n_expected": run.card.samples.n_expected,
+                      "reference_note": run.reference_note, "ran_differently": [
+                          *(f"from run A: {line}" for line in differences(
+                              self.runs[0].card.provenance, run.card.provenance, ("A", "this run"))),
+                          *run.ran_differently], "n_expected": run.card.samples.n_expected,
                       "n_ok": run.card.samples.n_ok, "n_failed": run.card.samples.n_failed,
                       "n_missing": run.card.samples.n_missing} for run in self.runs],
             "metrics": metrics,

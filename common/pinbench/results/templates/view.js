@@ -141,7 +141,9 @@
       el("tr", null, ["run", "folder", "status", "reference", "samples", "recipe version"].map(function (h) { return el("th", {text: h}); })),
       summary.runs.map(function (r, i) {
         return el("tr", {"data-run": i},
-          el("td", null, el("b", {text: letter(i) + " "}), r.label),
+          el("td", null, el("b", {text: letter(i) + " "}), r.label, r.ran_differently.length ? el("details", {class: "small ran-differently"},
+            el("summary", {text: "ran differently (" + r.ran_differently.length + ")"}),
+            el("ul", null, r.ran_differently.map(function (line) { return el("li", {text: line}); }))) : null),
           el("td", {class: "small", text: r.dir}),
           el("td", null, badge(r.status), r.status_reasons.length ? el("div", {class: "small", text: r.status_reasons.join("; ")}) : null),
           el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict), el("div", {class: "small muted", text: r.reference_note})),
