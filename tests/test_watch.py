@@ -92,13 +92,30 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     lines = summarize_failures(_card(7), tmp_path)
     path = tmp_path / FAILURES_FILE
     assert lines[0] == f"failed: 7 sample(s) in 2 metric(s), missing: 1 sample(s) never computed; full list: {path}"
-    assert lines[1] == "  task_0000 (edge/canny_f1_score): generation failed: no output ***"
-    assert len(lines) == 1 + 5 + 1 and lines[-1] == "  ... and 3 more"
+    assert lines[1:3] == ["  by reason: 7 x generation failed: no output ***",   # 8 failed: more than shown
+                          "  by reason: 1 x missing: no record for this sample"]
+    assert lines[3] == "  task_0000 (edge/canny_f1_score): generation failed: no output ***"
+    assert len(lines) == 1 + 2 + 5 + 1 and lines[-1] == "  ... and 3 more"
     rows = path.read_text().splitlines()
     assert rows[0] == "sample_id\tmetric\treason" and len(rows) == 1 + 7 + 1 + 1 and TOKEN not in path.read_text()
     assert summarize_failures(SimpleNamespace(metrics={"m": SimpleNamespace(failed=[], missing=(), records=None)}),
                               tmp_path) == []
     assert not path.exists()                                            # a clean rerun removes the stale list
+
+
+def test_many_failures_are_counted_by_reason_with_each_samples_own_id_read_as_one(tmp_path: Path) -> None:
+    """Ten thousand samples missing for one cause read as one line; a reason naming its own sample or file (its
+    rollout) is one reason; past three reasons, how many others."""
+    failed = [Failure(f"s{i:03d}", f"invalid rollout: s{i:03d}.mp4: not a regular file") for i in range(40)]
+    failed += [Failure(f"t{i}", f"reason {i}") for i in range(6)]
+    card = SimpleNamespace(metrics={"m": SimpleNamespace(failed=failed, missing=None, records=None)})
+    lines = summarize_failures(card, tmp_path)
+    assert lines[1:5] == ["  by reason: 40 x invalid rollout: <file>: not a regular file",
+                          "  by reason: 1 x reason 0", "  by reason: 1 x reason 1",
+                          "  by reason: 4 other reason(s), 4 sample(s)"]
+    assert lines[5] == "  s000 (m): invalid rollout: s000.mp4: not a regular file"
+    few = SimpleNamespace(metrics={"m": SimpleNamespace(failed=failed[:5], missing=None, records=None)})
+    assert not [line for line in summarize_failures(few, tmp_path) if "by reason" in line]   # each one named
 
 
 def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Path) -> None:

@@ -27,11 +27,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
 import time
 from binascii import hexlify
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -99,6 +101,10 @@ GENERATION = "generation"   # its requests, the files they name, and the generat
 FAILURES_FILE = "failures.tsv"
 REPORT = PurePosixPath("report", "index.html")
 FAILURES_SHOWN = 5
+REASONS_SHOWN = 3
+_WORD = re.compile(r"[^\s:;,'\"()]+")   # a word of a reason, without the punctuation around it
+_FILE_EXTENSIONS = {"mp4", "avi", "mov", "mkv", "webm", "gif", "png", "jpg", "jpeg", "json", "jsonl", "yaml", "yml",
+                    "npy", "npz", "pt", "pth", "safetensors", "txt", "tsv", "csv", "h5", "tmp"}
 PARTS = ("generation", "scoring")
 # the implementation of every generation record (``Run.implementation``): no recipe code, only the image
 GENERATION_VERSION, GENERATION_CODE = "generation", "request and generator signature"
@@ -536,12 +542,35 @@ class _NotGenerated:
 def _stopped_failures(summary: RunSummary) -> list[str]:
     """Up to five of a stopped run's failed samples with their one-line reason (a ``--skip-scoring`` run's
     generation, a shard's samples): a run that stops has no scorecard or failures.tsv to say why they failed."""
-    failed = [(sid, rec) for sid, rec in summary.records.items() if not rec.ok]
-    lines = [f"  {sid}: {redact(' '.join(str(rec.error or 'failed').split()))[:200]}"
-             for sid, rec in failed[:FAILURES_SHOWN]]
+    failed = [(sid, redact(" ".join(str(rec.error or "failed").split()))) for sid, rec in summary.records.items()
+              if not rec.ok]
+    lines = [*by_reason(failed), *(f"  {sid}: {reason[:200]}" for sid, reason in failed[:FAILURES_SHOWN])]
     if len(failed) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(failed) - FAILURES_SHOWN} more")
     return lines
+
+
+def by_reason(failed: Sequence[tuple[str, str]]) -> list[str]:
+    """How many of ``failed`` (sample id, one-line reason) failed for each reason, most first, when there are more
+    than ``FAILURES_SHOWN`` to name: ten thousand samples missing for one cause read as one line, not as five
+    examples and "... and 9,995 more". A reason is read without what names one sample: its id (``<sample>``) and
+    any file (``<file>``: a word with a ``/`` or a file extension)."""
+    if len(failed) <= FAILURES_SHOWN:
+        return []
+    counts = Counter(_WORD.sub(_file_as_one, reason.replace(sample, "<sample>") if sample else reason)
+                     for sample, reason in failed)
+    common = counts.most_common(REASONS_SHOWN)
+    lines = [f"  by reason: {n} x {reason[:200]}" for reason, n in common]
+    if len(counts) > REASONS_SHOWN:
+        lines.append(f"  by reason: {len(counts) - REASONS_SHOWN} other reason(s), "
+                     f"{len(failed) - sum(n for _, n in common)} sample(s)")
+    return lines
+
+
+def _file_as_one(word: re.Match[str]) -> str:
+    text = word.group()
+    is_path = "/" in text and any(c.isalpha() for c in text)
+    return "<file>" if is_path or text.rpartition(".")[2].lower() in _FILE_EXTENSIONS and "." in text else text
 
 
 def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleRecord] = ()) -> list[str]:
@@ -584,6 +613,7 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
         f" and {n_derived} derived record(s)" if n_derived else "")
     lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s)"
              + (f", missing: {n_missing} sample(s) never computed" if n_missing else "") + f"; full list: {path}"]
+    lines += by_reason([(sample, reason) for sample, (_, reason) in first.items() if sample not in derived])
     lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:
