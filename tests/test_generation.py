@@ -547,7 +547,8 @@ def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rol
 def test_skip_generation_takes_a_command_with_relative_paths_for_the_absolute_one_stored(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--runtime docker`` stores a ``command:`` with its paths absolute (generator_files), so a later scoring run
-    giving the same ``./helpers/render_generator.py`` was refused as another generator; a file elsewhere still is."""
+    giving the same ``./helpers/render_generator.py`` (or, from its folder, ``render_generator.py``) was refused as
+    another generator; a file elsewhere still is."""
     work = tmp_path / "work"
     shutil.copytree(HELPERS, work / "helpers")
     (tmp_path / "other" / "helpers").mkdir(parents=True)
@@ -555,11 +556,13 @@ def test_skip_generation_takes_a_command_with_relative_paths_for_the_absolute_on
     out, tail = tmp_path / "run", " --request {request} --out {out}"
     assert _run(out, f"command:{sys.executable} {work}/helpers/render_generator.py{tail}").exit_code == 0
 
-    def scoring() -> RunOutcome:
+    def scoring(script: str = "./helpers/render_generator.py") -> RunOutcome:
         return run_recipe(get_recipe("paibench-c").config(
             fixture=True, out_dir=out, offline=True, options={"modalities": "edge"}, skip_generation=True, env={},
-            generator=f"command:{sys.executable} ./helpers/render_generator.py{tail}"))
+            generator=f"command:{sys.executable} {script}{tail}"))
 
+    monkeypatch.chdir(work / "helpers")
+    assert scoring("render_generator.py").exit_code == 0
     monkeypatch.chdir(work)
     assert scoring().exit_code == 0
     monkeypatch.chdir(tmp_path / "other")

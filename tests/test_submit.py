@@ -297,9 +297,10 @@ def test_files_a_generator_names_are_mounted_in_every_container_job(tmp_path: Pa
     fields = {"shards": 2, "checkpoint": "Toy-Nano", "generator": "command:sh ./gen.sh --cfg=cfg.yaml {request} {out}",
               "generator_options": ["weights=./ckpt", "steps=4"]}
     the_plan = _plan(_generating_toy(tmp_path), tmp_path, container=container, images=[image], **fields)
-    absolute = ["sh", f"{tmp_path}/gen.sh", "--cfg=cfg.yaml", "{request}", "{out}"]   # cfg.yaml: no '/', a value
+    absolute = ["sh", f"{tmp_path}/gen.sh", f"--cfg={tmp_path}/cfg.yaml", "{request}", "{out}"]   # '/' or none
     for phase in the_plan.phases:
-        assert phase.job.mounts()[-2:] == [(str(tmp_path / "gen.sh"), str(tmp_path / "gen.sh"), True),
+        assert phase.job.mounts()[-3:] == [(str(tmp_path / "gen.sh"), str(tmp_path / "gen.sh"), True),
+                                           (str(tmp_path / "cfg.yaml"), str(tmp_path / "cfg.yaml"), True),
                                            (str(tmp_path / "ckpt"), str(tmp_path / "ckpt"), True)]
         argv = next(argv for argv in _commands(phase.text) if "pinbench" in argv)
         inner = argv[argv.index("pinbench"):]

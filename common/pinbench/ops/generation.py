@@ -136,21 +136,27 @@ def command_argv(spec: str) -> list[str]:
     return argv
 
 
-def command_paths(argv: Sequence[str], path: Callable[[str], str]) -> list[str]:
+def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:
     """``argv`` with ``path`` applied where a command names its files: each argument, or of one written
-    ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``."""
-    def one(arg: str) -> str:
+    ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``. ``path`` is also told whether a
+    word without a ``/`` may name a file (``python gen.py``): not the program, a word naming a program on PATH
+    (``env sh``, ``uv run python``) nor the module after ``-m``; those stay words even where a file of that name is
+    here."""
+    def one(number: int, arg: str) -> str:
         name, equals, value = arg.partition("=")
-        return f"{name}={path(value)}" if arg.startswith("-") and equals and "/" not in name else path(arg)
-    return [one(arg) for arg in argv]
+        if arg.startswith("-") and equals and "/" not in name:
+            return f"{name}={path(value, True)}"
+        bare = number > 0 and argv[number - 1] != "-m" and shutil.which(arg) is None
+        return path(arg, bare)
+    return [one(number, arg) for number, arg in enumerate(argv)]
 
 
 def same_generator(stored: str, given: str) -> bool:
     """Whether ``--generator`` texts name one generator: a ``command:``'s relative paths that name a file here count
-    as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` given later
-    is the ``/abs/gen.sh`` a container stored."""
-    def absolute(value: str) -> str:
-        return os.path.abspath(value) if "/" in value and os.path.exists(value) else value
+    as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` or
+    ``gen.py`` given later is the ``/abs/gen.sh`` or ``/abs/gen.py`` a container stored."""
+    def absolute(value: str, bare: bool) -> str:
+        return os.path.abspath(value) if value and ("/" in value or bare) and os.path.exists(value) else value
 
     def identity(spec: str) -> str | list[str]:
         return command_paths(command_argv(spec), absolute) if spec.startswith("command:") else spec
