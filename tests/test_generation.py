@@ -1547,6 +1547,28 @@ def test_a_symlinked_folder_on_the_way_to_kept_rollouts_is_named_by_check_and_re
     assert sorted((p.name, p.stat().st_mtime_ns) for p in outside.iterdir()) == before
 
 
+def test_a_symlinked_rollouts_folder_is_refused_by_a_skip_generation_run_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generate step refused ``rollouts/edge`` as a symlink, but ``--skip-generation`` scored the rollouts through
+    it (files outside the run, which ``pinbench check`` names); it is refused in the same one line, before scoring."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
+    shutil.copytree(link, outside)
+    shutil.rmtree(link)
+    link.symlink_to(outside)
+    scorecard = out / "scorecard.json"
+    before = scorecard.stat().st_mtime_ns
+    with pytest.raises(RecipeError) as info:
+        run_recipe(get_recipe("paibench-c").config(fixture=True, out_dir=out, offline=True,
+                                                   options={"modalities": "edge"}, skip_generation=True, env={}))
+    assert str(info.value) == (
+        f"{link}: a symlink (to {str(outside)!r}); --skip-generation scores no rollout through it (a kept rollout is "
+        f"a regular file reached without symlinks inside {out}); put a folder of the run in its place")
+    assert scorecard.stat().st_mtime_ns == before
+
+
 @pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])
 def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], thing: str) -> None:

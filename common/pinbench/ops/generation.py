@@ -595,8 +595,8 @@ class Generating:
             raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
                               f"by {stored.generator} ({store / GENERATOR_FILE}); drop --generator to score those, "
                               "or --skip-generation to generate with it")
-        if not run.skips("generation"):
-            _refuse_links(run.out_dir, folder, requests)
+        _refuse_links(run.out_dir, folder, requests,
+                      "--skip-generation scores" if run.skips("generation") else "the generate step writes")
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
@@ -736,13 +736,14 @@ class _OnDevice:
         return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
 
 
-def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request]) -> None:
-    """RecipeError (one line naming it) for a symlink among the folders the rollouts go to: the step wrote (and
-    reused) rollouts through it, outside the run, where ``pinbench check`` names it."""
+def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
+    """RecipeError (one line naming it, and what the step ``doing`` no rollout through it) for a symlink among the
+    folders the rollouts go to: the step wrote (and reused) rollouts through it, and ``--skip-generation`` scored
+    them, outside the run, where ``pinbench check`` names it."""
     for parent in dict.fromkeys(PurePosixPath(folder, r.output).parent for r in requests):
         link = symlink_on_the_way(run_dir, parent)
         if link is not None:
-            raise RecipeError(f"{link}: a symlink (to {os.readlink(link)!r}); the generate step writes no rollout "
+            raise RecipeError(f"{link}: a symlink (to {os.readlink(link)!r}); {doing} no rollout "
                               f"through it (a kept rollout is a regular file reached without symlinks inside "
                               f"{run_dir}); put a folder of the run in its place")
 
