@@ -8,6 +8,7 @@ their own tests.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -1688,8 +1689,13 @@ def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
     try:
         calls = tmp_path / "calls"
         monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(elsewhere / "cache"))
+        capfd.readouterr()
         assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
         assert not list((elsewhere / "cache").rglob("*.file"))
+        said = [line for line in capfd.readouterr().err.splitlines() if "sample cache" in line]
+        assert said == [f"generate: sample cache: {elsewhere / 'cache'}: no rollout kept there, it is on another "
+                        f"file system than {tmp_path / 'a' / 'rollouts'} (a copy of each would fill it); another "
+                        "run directory generates them again"]
         assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 8
 
         monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "cache"))
@@ -1700,6 +1706,32 @@ def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
         assert all(p.stat().st_nlink == 1 for p in (elsewhere / "d" / "rollouts").rglob("*.mp4"))
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Under ``--runtime docker`` the run directory and the cache are two bind mounts of one file system: a hard link
+    between them fails (EXDEV) though both are one device, so no rollout (nor its record) was ever kept, unsaid, and
+    each run directory generated every rollout again. Such a rollout is now kept as a copy, said once."""
+    cache, calls, real = tmp_path / "cache", tmp_path / "calls", os.link
+
+    def link(source: str, target: str, **kwargs: object) -> None:   # what link(2) says across two mounts
+        if Path(source).is_relative_to(cache) != Path(target).is_relative_to(cache):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real(source, target, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    capfd.readouterr()
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    said = [line for line in capfd.readouterr().err.splitlines() if "sample cache" in line]
+    assert said == [f"generate: sample cache: {cache}: rollouts copied there, not linked "
+                    f"({tmp_path / 'a' / 'rollouts'} is another mount of its file system, as a container's); "
+                    "each copy counts against $PINBENCH_SAMPLE_CACHE_MB"]
+    kept = sorted(cache.rglob("*.file"))
+    assert len(kept) == 4 and all(p.stat().st_nlink == 1 for p in kept)
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
 
 
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:

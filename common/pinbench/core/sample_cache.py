@@ -16,7 +16,8 @@ back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
-record, ``<key>.file``, a hard link (none on another file system: a copy would fill it), so it costs the cache no
+record, ``<key>.file``, a hard link (none on another file system: a copy would fill it; a copy on another mount of
+the run's file system, a container's, where no link crosses: ``pinbench.ops.generation``), so it costs the cache no
 bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left. Being
 one inode with each run directory's, it is kept read-only (``pinbench.ops.generation._read_only``), and checked
 against its record's SHA-256 before it is placed.

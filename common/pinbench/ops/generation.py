@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import importlib
 import inspect
 import json
@@ -69,7 +70,7 @@ from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
-from pinbench.core.sample_cache import LINKED, PRUNE, SampleCache, planted
+from pinbench.core.sample_cache import LINKED, PRUNE, SIZE_ENV, SampleCache, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
@@ -948,6 +949,7 @@ class RolloutCache(SampleCache):
         super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
         self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
         self.generator = signature.digest
+        self._said: set[str] = set()
 
     def get(self, task_hash: str) -> Stored | None:
         stored = super().get(task_hash)
@@ -982,9 +984,26 @@ class RolloutCache(SampleCache):
                   f"({PRUNE} removes it)", file=sys.stderr, flush=True)
             return
         # the rollout first (an entry never names a file the cache lacks), by a hard link only: a copy would put a
-        # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back
-        if output in self.outputs.values() and _linked(self.rollouts / output, kept, copy=False):
+        # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back;
+        # but for another mount of the run's own file system (``_linked``)
+        if output not in self.outputs.values():
+            return
+        source = self.rollouts / output
+        if _linked(source, kept, copy=False):
+            if kept.lstat().st_nlink == 1:
+                self._once(f"rollouts copied there, not linked ({self.rollouts} is another mount of its file system, "
+                           f"as a container's); each copy counts against ${SIZE_ENV}")
             super().put(task_hash, body)
+        elif _same_device(source, self.root) is False:
+            self._once(f"no rollout kept there, it is on another file system than {self.rollouts} (a copy of each "
+                       "would fill it); another run directory generates them again")
+
+    def _once(self, why: str) -> None:
+        """How this step keeps its rollouts in the cache, when not as the cache's own hard links: said once (it
+        kept none, or copies, unsaid)."""
+        if why not in self._said:
+            self._said.add(why)
+            print(f"generate: sample cache: {self.root}: {why}", file=sys.stderr, flush=True)
 
 
 def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
@@ -1003,7 +1022,9 @@ def _holds(path: Path, sha256: Any) -> bool:
 
 def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
     """``target`` made the same file as ``source`` (a regular file): a hard link, else (``copy``) a copy, put in place
-    at once. False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
+    at once. False when it cannot be (a cache that cannot be written, or read, only costs the work). Without ``copy``
+    still a copy where the link fails across two mounts of one file system (EXDEV on one device: ``--runtime
+    docker``'s run directory and cache), which would otherwise never link: the bytes go where the run's are."""
     try:
         if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or planted(target) == FOLDER:
             return False
@@ -1011,8 +1032,8 @@ def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
             tmp.unlink()
             try:
                 os.link(source, tmp)
-            except OSError:   # another file system, or links not allowed there
-                if not copy:
+            except OSError as exc:   # another file system, or links not allowed there
+                if not (copy or exc.errno == errno.EXDEV and _same_device(source, tmp.parent)):
                     raise
                 shutil.copyfile(source, tmp)
             _read_only(tmp)   # a link: the inode every holder shares (kept before read-only rollouts, too)
@@ -1021,6 +1042,14 @@ def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
     except OSError:
         return False
     return True
+
+
+def _same_device(one: Path, other: Path) -> bool | None:
+    """Whether two paths are on one file system (its device), None when either cannot be looked at."""
+    try:
+        return os.stat(one).st_dev == os.stat(other).st_dev
+    except OSError:
+        return None
 
 
 class _Kept:
