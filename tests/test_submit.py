@@ -770,6 +770,31 @@ def test_a_sample_cache_no_job_could_use_is_refused_before_anything_is_written(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("bound", ["lots", "nan", "inf", "-1", ""])
+@pytest.mark.parametrize("container", ["none", "docker"])
+def test_a_sample_cache_bound_that_is_no_size_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str, bound: str) -> None:
+    """The bound went to every job as it was, and each job was refused by it (the local run's check,
+    ``size_bound``) once scheduled; submit refuses it in that one line, before anything is written or queued. Empty
+    is the default, as for a run; with the cache off no bound is read, as for a run."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", bound)
+    monkeypatch.delenv("PINBENCH_SAMPLE_CACHE", raising=False)
+
+    def planned():
+        return _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container=container,
+                     images=[f"sha256:{'e' * 64}"] if container == "docker" else [])
+    if bound:
+        with pytest.raises(SubmitError) as info:
+            planned()
+        assert str(info.value) == (f"$PINBENCH_SAMPLE_CACHE_MB={bound!r}: the sample cache's bound must be a finite "
+                                   "number of MiB, 0 or more")
+    else:
+        planned()
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    planned()
+    assert not (tmp_path / "run").exists()
+
+
 def test_with_no_container_the_jobs_inherit_the_sample_cache_setting(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """sbatch gives a job the submitting shell's environment (``--export=ALL`` unless told otherwise), and the job

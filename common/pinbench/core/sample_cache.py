@@ -97,11 +97,20 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     return root
 
 
-def size_bound() -> int:
+def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """``cache_dir``, and its bound (``size_bound``) when the cache is on: what a run checks before it prepares
+    anything, and ``pinbench submit`` before it writes or queues a job (each job was refused by it, once scheduled)."""
+    root = cache_dir(run_dir, environ)
+    if root is not None:
+        size_bound(environ)
+    return root
+
+
+def size_bound(environ: Mapping[str, str] = os.environ) -> int:
     """The cache's bound in bytes: ``PINBENCH_SAMPLE_CACHE_MB`` MiB, else ``DEFAULT_MB``. ValueError naming the
     variable for a value that is no finite number of 0 or more (it was read as the default, or as 0 when negative,
     which emptied the cache after every run, and ``inf`` ended a run that had stored its samples with a traceback)."""
-    value = os.environ.get(SIZE_ENV, "").strip()
+    value = environ.get(SIZE_ENV, "").strip()
     if not value:
         return DEFAULT_MB * MIB
     try:

@@ -30,6 +30,7 @@ from pinbench.core.options import parse_pairs
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
+from pinbench.core.sample_cache import checked_dir
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import (
@@ -286,10 +287,12 @@ def _sample_cache(request: Request, out_dir: Path,
                   cache: Path) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     """The submitting shell's sample cache setting as a container job gets it (``sample_cache_setting``, as
     ``--runtime docker`` gives it): the jobs used ``/cache/samples`` whatever it said, ``off`` and the bound
-    included. Nothing for ``--container none``: its jobs inherit this environment (sbatch's ``--export=ALL``)."""
-    if request.container == "none":
-        return {}, ()
+    included. Nothing for ``--container none``: its jobs inherit this environment (sbatch's ``--export=ALL``).
+    SubmitError for a setting no job could use (``checked_dir``, as a run checks it), whatever the container."""
     try:
+        checked_dir(out_dir)
+        if request.container == "none":
+            return {}, ()
         env, mounts = sample_cache_setting(os.environ, out_dir, cache)
     except ValueError as exc:
         raise SubmitError(str(exc)) from None
