@@ -8,6 +8,7 @@ their own tests.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -547,7 +548,8 @@ def test_skip_generation_with_another_generator_than_the_one_that_stored_the_rol
 def test_skip_generation_takes_a_command_with_relative_paths_for_the_absolute_one_stored(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--runtime docker`` stores a ``command:`` with its paths absolute (generator_files), so a later scoring run
-    giving the same ``./helpers/render_generator.py`` was refused as another generator; a file elsewhere still is."""
+    giving the same ``./helpers/render_generator.py`` (or, from its folder, ``render_generator.py``) was refused as
+    another generator; a file elsewhere still is."""
     work = tmp_path / "work"
     shutil.copytree(HELPERS, work / "helpers")
     (tmp_path / "other" / "helpers").mkdir(parents=True)
@@ -555,11 +557,13 @@ def test_skip_generation_takes_a_command_with_relative_paths_for_the_absolute_on
     out, tail = tmp_path / "run", " --request {request} --out {out}"
     assert _run(out, f"command:{sys.executable} {work}/helpers/render_generator.py{tail}").exit_code == 0
 
-    def scoring() -> RunOutcome:
+    def scoring(script: str = "./helpers/render_generator.py") -> RunOutcome:
         return run_recipe(get_recipe("paibench-c").config(
             fixture=True, out_dir=out, offline=True, options={"modalities": "edge"}, skip_generation=True, env={},
-            generator=f"command:{sys.executable} ./helpers/render_generator.py{tail}"))
+            generator=f"command:{sys.executable} {script}{tail}"))
 
+    monkeypatch.chdir(work / "helpers")
+    assert scoring("render_generator.py").exit_code == 0
     monkeypatch.chdir(work)
     assert scoring().exit_code == 0
     monkeypatch.chdir(tmp_path / "other")
@@ -1545,6 +1549,28 @@ def test_a_symlinked_folder_on_the_way_to_kept_rollouts_is_named_by_check_and_re
     assert sorted((p.name, p.stat().st_mtime_ns) for p in outside.iterdir()) == before
 
 
+def test_a_symlinked_rollouts_folder_is_refused_by_a_skip_generation_run_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generate step refused ``rollouts/edge`` as a symlink, but ``--skip-generation`` scored the rollouts through
+    it (files outside the run, which ``pinbench check`` names); it is refused in the same one line, before scoring."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
+    shutil.copytree(link, outside)
+    shutil.rmtree(link)
+    link.symlink_to(outside)
+    scorecard = out / "scorecard.json"
+    before = scorecard.stat().st_mtime_ns
+    with pytest.raises(RecipeError) as info:
+        run_recipe(get_recipe("paibench-c").config(fixture=True, out_dir=out, offline=True,
+                                                   options={"modalities": "edge"}, skip_generation=True, env={}))
+    assert str(info.value) == (
+        f"{link}: a symlink (to {str(outside)!r}); --skip-generation scores no rollout through it (a kept rollout is "
+        f"a regular file reached without symlinks inside {out}); put a folder of the run in its place")
+    assert scorecard.stat().st_mtime_ns == before
+
+
 @pytest.mark.parametrize("thing", ["a folder", "a FIFO", "a symlink to a folder"])
 def test_a_thing_planted_where_a_rollout_is_kept_is_skipped_by_name_and_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], thing: str) -> None:
@@ -1664,8 +1690,13 @@ def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
     try:
         calls = tmp_path / "calls"
         monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(elsewhere / "cache"))
+        capfd.readouterr()
         assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
         assert not list((elsewhere / "cache").rglob("*.file"))
+        said = [line for line in capfd.readouterr().err.splitlines() if "sample cache" in line]
+        assert said == [f"generate: sample cache: {elsewhere / 'cache'}: no rollout kept there, it is on another "
+                        f"file system than {tmp_path / 'a' / 'rollouts'} (a copy of each would fill it); another "
+                        "run directory generates them again"]
         assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 8
 
         monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "cache"))
@@ -1676,6 +1707,32 @@ def test_rollouts_are_kept_by_hard_link_only_and_a_run_elsewhere_takes_a_copy(
         assert all(p.stat().st_nlink == 1 for p in (elsewhere / "d" / "rollouts").rglob("*.mp4"))
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Under ``--runtime docker`` the run directory and the cache are two bind mounts of one file system: a hard link
+    between them fails (EXDEV) though both are one device, so no rollout (nor its record) was ever kept, unsaid, and
+    each run directory generated every rollout again. Such a rollout is now kept as a copy, said once."""
+    cache, calls, real = tmp_path / "cache", tmp_path / "calls", os.link
+
+    def link(source: str, target: str, **kwargs: object) -> None:   # what link(2) says across two mounts
+        if Path(source).is_relative_to(cache) != Path(target).is_relative_to(cache):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real(source, target, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    capfd.readouterr()
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    said = [line for line in capfd.readouterr().err.splitlines() if "sample cache" in line]
+    assert said == [f"generate: sample cache: {cache}: rollouts copied there, not linked "
+                    f"({tmp_path / 'a' / 'rollouts'} is another mount of its file system, as a container's); "
+                    "each copy counts against $PINBENCH_SAMPLE_CACHE_MB"]
+    kept = sorted(cache.rglob("*.file"))
+    assert len(kept) == 4 and all(p.stat().st_nlink == 1 for p in kept)
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
 
 
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:

@@ -309,18 +309,21 @@ def test_a_second_submission_is_refused_while_the_first_is_live(slurm_cluster, t
         slurm_cluster.wait_idle_queue(timeout=60)
 
 
-def test_with_no_container_the_jobs_keep_the_submitting_shells_sample_cache(slurm_cluster, tmp_path: Path) -> None:
-    """sbatch gives a job the submitting shell's environment (its default, ``--export=ALL``): the jobs of a
-    ``--container none`` submission keep their records in the folder ``$PINBENCH_SAMPLE_CACHE`` names, though the
-    script writes no sample cache setting (its containers' jobs are given one: test_submit.py)."""
+@pytest.mark.parametrize("export", ["ALL", "NONE"])
+def test_with_no_container_the_jobs_keep_the_submitting_shells_sample_cache(slurm_cluster, tmp_path: Path,
+                                                                             export: str) -> None:
+    """The jobs of a ``--container none`` submission keep their records in the folder ``$PINBENCH_SAMPLE_CACHE``
+    names, written into the script: they relied on sbatch giving them the submitting shell's environment (its
+    default, ``--export=ALL``), and with ``--sbatch-arg=--export=NONE`` kept them in the default folder."""
     out, shared = tmp_path / "run", tmp_path / "shared"
-    proc = subprocess.run([PINBENCH, "submit", "dynamic-degree", "--shards", "2", "--fixture", "--out", str(out)],
+    proc = subprocess.run([PINBENCH, "submit", "dynamic-degree", "--shards", "2", "--fixture", "--out", str(out),
+                           f"--sbatch-arg=--export={export}"],
                           env={**slurm_cluster.env, "PINBENCH_SAMPLE_CACHE": str(shared)}, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert _wait(slurm_cluster, out)[0] == 0
-    assert "PINBENCH_SAMPLE_CACHE" not in (out / "slurm" / "shards.sbatch").read_text()
     assert sorted(shared.glob("*/*.jsonl"))   # the jobs' records, kept where the submitting shell said
+    assert f"PINBENCH_SAMPLE_CACHE={shared}" in (out / "slurm" / "shards.sbatch").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from pinbench.ops.submit import Request, SubmitError, plan, write_scripts
 
 runner = CliRunner()
 PROGRAM = ["/opt/venv/bin/pinbench"]
+TOKEN = "hf_SubmitTestTokenDoNotLeak0123456789"
 DIGEST = "sha256:" + "ab" * 32
 
 
@@ -297,9 +298,10 @@ def test_files_a_generator_names_are_mounted_in_every_container_job(tmp_path: Pa
     fields = {"shards": 2, "checkpoint": "Toy-Nano", "generator": "command:sh ./gen.sh --cfg=cfg.yaml {request} {out}",
               "generator_options": ["weights=./ckpt", "steps=4"]}
     the_plan = _plan(_generating_toy(tmp_path), tmp_path, container=container, images=[image], **fields)
-    absolute = ["sh", f"{tmp_path}/gen.sh", "--cfg=cfg.yaml", "{request}", "{out}"]   # cfg.yaml: no '/', a value
+    absolute = ["sh", f"{tmp_path}/gen.sh", f"--cfg={tmp_path}/cfg.yaml", "{request}", "{out}"]   # '/' or none
     for phase in the_plan.phases:
-        assert phase.job.mounts()[-2:] == [(str(tmp_path / "gen.sh"), str(tmp_path / "gen.sh"), True),
+        assert phase.job.mounts()[-3:] == [(str(tmp_path / "gen.sh"), str(tmp_path / "gen.sh"), True),
+                                           (str(tmp_path / "cfg.yaml"), str(tmp_path / "cfg.yaml"), True),
                                            (str(tmp_path / "ckpt"), str(tmp_path / "ckpt"), True)]
         argv = next(argv for argv in _commands(phase.text) if "pinbench" in argv)
         inner = argv[argv.index("pinbench"):]
@@ -769,10 +771,58 @@ def test_a_sample_cache_no_job_could_use_is_refused_before_anything_is_written(
     assert not (tmp_path / "run").exists()
 
 
-def test_with_no_container_the_jobs_inherit_the_sample_cache_setting(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """sbatch gives a job the submitting shell's environment (``--export=ALL`` unless told otherwise), and the job
-    runs this checkout's pinbench on the host: its own setting, written nowhere in the script."""
-    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "shared"))
-    for phase in _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano").phases:
-        assert "PINBENCH_SAMPLE_CACHE" not in phase.text and "--export" not in phase.text
+@pytest.mark.parametrize("bound", ["lots", "nan", "inf", "-1", ""])
+@pytest.mark.parametrize("container", ["none", "docker"])
+def test_a_sample_cache_bound_that_is_no_size_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str, bound: str) -> None:
+    """The bound went to every job as it was, and each job was refused by it (the local run's check,
+    ``size_bound``) once scheduled; submit refuses it in that one line, before anything is written or queued. Empty
+    is the default, as for a run; with the cache off no bound is read, as for a run."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", bound)
+    monkeypatch.delenv("PINBENCH_SAMPLE_CACHE", raising=False)
+
+    def planned():
+        return _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container=container,
+                     images=[f"sha256:{'e' * 64}"] if container == "docker" else [])
+    if bound:
+        with pytest.raises(SubmitError) as info:
+            planned()
+        assert str(info.value) == (f"$PINBENCH_SAMPLE_CACHE_MB={bound!r}: the sample cache's bound must be a finite "
+                                   "number of MiB, 0 or more")
+    else:
+        planned()
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    planned()
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("where", ["shared", "off", "unset"])
+def test_with_no_container_the_sample_cache_setting_is_written_into_each_script(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A job of ``--container none`` relied on sbatch handing it the submitting shell's environment: with
+    ``--sbatch-arg=--export=NONE`` it kept its records in the default folder, its bound and ``off`` dropped. The
+    setting is now written into the script, the folder absolute (run here with nothing else in its environment, as
+    ``--export=NONE`` runs it); a token in the submitting shell never is."""
+    monkeypatch.chdir(tmp_path)
+    value = {"shared": "shared", "off": "off", "unset": None}[where]
+    if value is None:
+        monkeypatch.delenv("PINBENCH_SAMPLE_CACHE", raising=False)
+    else:
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", value)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE_MB", "100")
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    seen = tmp_path / "seen"
+    program = tmp_path / "pinbench"
+    program.write_text(f'#!/bin/sh\nenv > "{seen}-$1"\n')
+    program.chmod(0o755)
+    the_plan = plan(Request(recipe=toy_recipe(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            sbatch_args=["--export=NONE"]), cwd=tmp_path, pinbench=[str(program)])
+    expected = {"shared": str(tmp_path / "shared"), "off": "off", "unset": None}[where]
+    for phase in the_plan.phases:
+        assert TOKEN not in phase.text
+        seen.with_name("seen-run").unlink(missing_ok=True)
+        subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", "SLURM_ARRAY_TASK_ID=0", "bash", "-c", phase.text],
+                       check=True, cwd=tmp_path)
+        env = dict(line.split("=", 1) for line in seen.with_name("seen-run").read_text().splitlines() if "=" in line)
+        assert env.get("PINBENCH_SAMPLE_CACHE") == expected
+        assert env["PINBENCH_SAMPLE_CACHE_MB"] == "100"

@@ -376,10 +376,9 @@ def _check_sample_cache(run_dir: Path) -> None:
     """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside ``run_dir``) or a ``$PINBENCH_SAMPLE_CACHE_MB``
     that is no size stops the run before anything is prepared (it stopped only at the first step that keeps samples,
     after the downloads; a recipe none of whose steps keeps any, remembench, ran on and passed)."""
-    from pinbench.core.sample_cache import cache_dir, size_bound
+    from pinbench.core.sample_cache import checked_dir
 
-    if cache_dir(run_dir) is not None:
-        size_bound()
+    checked_dir(run_dir)
 
 
 def _outcome(outcome: RunOutcome | None) -> None:

@@ -16,7 +16,8 @@ back.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
-record, ``<key>.file``, a hard link (none on another file system: a copy would fill it), so it costs the cache no
+record, ``<key>.file``, a hard link (none on another file system: a copy would fill it; a copy on another mount of
+the run's file system, a container's, where no link crosses: ``pinbench.ops.generation``), so it costs the cache no
 bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left. Being
 one inode with each run directory's, it is kept read-only (``pinbench.ops.generation._read_only``), and checked
 against its record's SHA-256 before it is placed.
@@ -96,11 +97,20 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     return root
 
 
-def size_bound() -> int:
+def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """``cache_dir``, and its bound (``size_bound``) when the cache is on: what a run checks before it prepares
+    anything, and ``pinbench submit`` before it writes or queues a job (each job was refused by it, once scheduled)."""
+    root = cache_dir(run_dir, environ)
+    if root is not None:
+        size_bound(environ)
+    return root
+
+
+def size_bound(environ: Mapping[str, str] = os.environ) -> int:
     """The cache's bound in bytes: ``PINBENCH_SAMPLE_CACHE_MB`` MiB, else ``DEFAULT_MB``. ValueError naming the
     variable for a value that is no finite number of 0 or more (it was read as the default, or as 0 when negative,
     which emptied the cache after every run, and ``inf`` ended a run that had stored its samples with a traceback)."""
-    value = os.environ.get(SIZE_ENV, "").strip()
+    value = environ.get(SIZE_ENV, "").strip()
     if not value:
         return DEFAULT_MB * MIB
     try:

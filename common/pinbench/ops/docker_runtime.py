@@ -195,10 +195,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     one written ``--flag=PATH``) made absolute (from ``cwd``, default this process's), and their read-only mounts at
     those paths, as path options are mounted: in the container they did not exist and generation failed deep inside.
     A ``-g`` value that names an existing file or folder outside the system folders counts (``-g dir=made`` as
-    ``./made``), a ``command:`` argument only with a ``/`` in it (a bare word is a program found on PATH, or a
-    word); anything else stays a value. RecipeError (one line) for a path whose mount would hand the container
-    ``/``, the home folder or one of its hidden folders, or a secret-named file (``image_flag``: where the hint
-    says to put them instead).
+    ``./made``), and so does a ``command:`` argument, with or without a ``/`` (``python gen.py``), but for the words
+    ``command_paths`` keeps (the program, a program on PATH, a module after ``-m``); anything else stays a value.
+    RecipeError (one line) for a path whose mount would hand the container ``/``, the home folder or one of its
+    hidden folders, or a secret-named file (``image_flag``: where the hint says to put them instead).
     ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike. With
     ``--skip-generation`` the paths are made absolute and nothing is mounted: nothing runs the generator, but the
     container compares its text with the one the generating run stored (``same_generator``), absolute."""
@@ -226,7 +226,8 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     generator = cfg.generator
     if generator.startswith("command:"):
         argv = command_argv(generator)
-        absolute = command_paths(argv, lambda value: mounted(value, f"--generator {redact(generator)}"))
+        absolute = command_paths(argv, lambda value, bare: mounted(value, f"--generator {redact(generator)}",
+                                                                   bare=bare))
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
     options = {key: mounted(value, f"-g {key}", bare=True) for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts

@@ -47,7 +47,8 @@ CORE_ENV: dict[str, tuple[str, str]] = {
                                        "in one line (a step's first three), a record it cannot keep (a full or "
                                        "read-only folder) is said once a step; `--runtime docker` and `submit "
                                        "--container docker|pyxis|apptainer` give their containers the same "
-                                       "folder ([Containers](containers.md#running-in-the-images), "
+                                       "folder, and `submit --container none` writes it into its scripts "
+                                       "([Containers](containers.md#running-in-the-images), "
                                        "[Scale-out](scale-out.md#environment-users-and-file-systems))"),
     "PINBENCH_SAMPLE_CACHE_MB": ("`run`, `cache`", "the sample cache's bound in MiB (default 2048): least recently "
                                                    "used records go first, after a run stored some and on "

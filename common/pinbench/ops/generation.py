@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import importlib
 import inspect
 import json
@@ -69,7 +70,7 @@ from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
-from pinbench.core.sample_cache import LINKED, PRUNE, SampleCache, planted
+from pinbench.core.sample_cache import LINKED, PRUNE, SIZE_ENV, SampleCache, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
@@ -136,21 +137,27 @@ def command_argv(spec: str) -> list[str]:
     return argv
 
 
-def command_paths(argv: Sequence[str], path: Callable[[str], str]) -> list[str]:
+def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:
     """``argv`` with ``path`` applied where a command names its files: each argument, or of one written
-    ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``."""
-    def one(arg: str) -> str:
+    ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``. ``path`` is also told whether a
+    word without a ``/`` may name a file (``python gen.py``): not the program, a word naming a program on PATH
+    (``env sh``, ``uv run python``) nor the module after ``-m``; those stay words even where a file of that name is
+    here."""
+    def one(number: int, arg: str) -> str:
         name, equals, value = arg.partition("=")
-        return f"{name}={path(value)}" if arg.startswith("-") and equals and "/" not in name else path(arg)
-    return [one(arg) for arg in argv]
+        if arg.startswith("-") and equals and "/" not in name:
+            return f"{name}={path(value, True)}"
+        bare = number > 0 and argv[number - 1] != "-m" and shutil.which(arg) is None
+        return path(arg, bare)
+    return [one(number, arg) for number, arg in enumerate(argv)]
 
 
 def same_generator(stored: str, given: str) -> bool:
     """Whether ``--generator`` texts name one generator: a ``command:``'s relative paths that name a file here count
-    as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` given later
-    is the ``/abs/gen.sh`` a container stored."""
-    def absolute(value: str) -> str:
-        return os.path.abspath(value) if "/" in value and os.path.exists(value) else value
+    as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` or
+    ``gen.py`` given later is the ``/abs/gen.sh`` or ``/abs/gen.py`` a container stored."""
+    def absolute(value: str, bare: bool) -> str:
+        return os.path.abspath(value) if value and ("/" in value or bare) and os.path.exists(value) else value
 
     def identity(spec: str) -> str | list[str]:
         return command_paths(command_argv(spec), absolute) if spec.startswith("command:") else spec
@@ -589,8 +596,8 @@ class Generating:
             raise RecipeError(f"--generator {redact(self.spec.spec)}: the rollouts --skip-generation scores were made "
                               f"by {stored.generator} ({store / GENERATOR_FILE}); drop --generator to score those, "
                               "or --skip-generation to generate with it")
-        if not run.skips("generation"):
-            _refuse_links(run.out_dir, folder, requests)
+        _refuse_links(run.out_dir, folder, requests,
+                      "--skip-generation scores" if run.skips("generation") else "the generate step writes")
         rollouts.mkdir(parents=True, exist_ok=True)
         store.mkdir(parents=True, exist_ok=True)
         write_if_changed(store / REQUESTS_FILE, requests_text(requests))
@@ -730,13 +737,14 @@ class _OnDevice:
         return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
 
 
-def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request]) -> None:
-    """RecipeError (one line naming it) for a symlink among the folders the rollouts go to: the step wrote (and
-    reused) rollouts through it, outside the run, where ``pinbench check`` names it."""
+def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
+    """RecipeError (one line naming it, and what the step ``doing`` no rollout through it) for a symlink among the
+    folders the rollouts go to: the step wrote (and reused) rollouts through it, and ``--skip-generation`` scored
+    them, outside the run, where ``pinbench check`` names it."""
     for parent in dict.fromkeys(PurePosixPath(folder, r.output).parent for r in requests):
         link = symlink_on_the_way(run_dir, parent)
         if link is not None:
-            raise RecipeError(f"{link}: a symlink (to {os.readlink(link)!r}); the generate step writes no rollout "
+            raise RecipeError(f"{link}: a symlink (to {os.readlink(link)!r}); {doing} no rollout "
                               f"through it (a kept rollout is a regular file reached without symlinks inside "
                               f"{run_dir}); put a folder of the run in its place")
 
@@ -941,6 +949,7 @@ class RolloutCache(SampleCache):
         super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
         self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
         self.generator = signature.digest
+        self._said: set[str] = set()
 
     def get(self, task_hash: str) -> Stored | None:
         stored = super().get(task_hash)
@@ -975,9 +984,26 @@ class RolloutCache(SampleCache):
                   f"({PRUNE} removes it)", file=sys.stderr, flush=True)
             return
         # the rollout first (an entry never names a file the cache lacks), by a hard link only: a copy would put a
-        # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back
-        if output in self.outputs.values() and _linked(self.rollouts / output, kept, copy=False):
+        # run's every rollout on the cache's file system (a home folder's quota) before a prune brought it back;
+        # but for another mount of the run's own file system (``_linked``)
+        if output not in self.outputs.values():
+            return
+        source = self.rollouts / output
+        if _linked(source, kept, copy=False):
+            if kept.lstat().st_nlink == 1:
+                self._once(f"rollouts copied there, not linked ({self.rollouts} is another mount of its file system, "
+                           f"as a container's); each copy counts against ${SIZE_ENV}")
             super().put(task_hash, body)
+        elif _same_device(source, self.root) is False:
+            self._once(f"no rollout kept there, it is on another file system than {self.rollouts} (a copy of each "
+                       "would fill it); another run directory generates them again")
+
+    def _once(self, why: str) -> None:
+        """How this step keeps its rollouts in the cache, when not as the cache's own hard links: said once (it
+        kept none, or copies, unsaid)."""
+        if why not in self._said:
+            self._said.add(why)
+            print(f"generate: sample cache: {self.root}: {why}", file=sys.stderr, flush=True)
 
 
 def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
@@ -996,7 +1022,9 @@ def _holds(path: Path, sha256: Any) -> bool:
 
 def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
     """``target`` made the same file as ``source`` (a regular file): a hard link, else (``copy``) a copy, put in place
-    at once. False when it cannot be (a cache that cannot be written, or read, only costs the work)."""
+    at once. False when it cannot be (a cache that cannot be written, or read, only costs the work). Without ``copy``
+    still a copy where the link fails across two mounts of one file system (EXDEV on one device: ``--runtime
+    docker``'s run directory and cache), which would otherwise never link: the bytes go where the run's are."""
     try:
         if not S_ISREG(source.lstat().st_mode) or blocking_parent(target) is not None or planted(target) == FOLDER:
             return False
@@ -1004,8 +1032,8 @@ def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
             tmp.unlink()
             try:
                 os.link(source, tmp)
-            except OSError:   # another file system, or links not allowed there
-                if not copy:
+            except OSError as exc:   # another file system, or links not allowed there
+                if not (copy or exc.errno == errno.EXDEV and _same_device(source, tmp.parent)):
                     raise
                 shutil.copyfile(source, tmp)
             _read_only(tmp)   # a link: the inode every holder shares (kept before read-only rollouts, too)
@@ -1014,6 +1042,14 @@ def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
     except OSError:
         return False
     return True
+
+
+def _same_device(one: Path, other: Path) -> bool | None:
+    """Whether two paths are on one file system (its device), None when either cannot be looked at."""
+    try:
+        return os.stat(one).st_dev == os.stat(other).st_dev
+    except OSError:
+        return None
 
 
 class _Kept:

@@ -76,7 +76,8 @@ class PhaseJob:
     gpus: int | None  # --gpus for `pinbench run`, None: the recipe's default
     skip_doctor: bool = False  # --skip-doctor: score the usable inputs, count each unusable one as a failed sample
     generator_mounts: tuple[tuple[str, str], ...] = ()   # (host, container) of the files --generator names
-    # a container's $PINBENCH_SAMPLE_CACHE and its bound, and the folder it names, mounted read-write (host, container)
+    # $PINBENCH_SAMPLE_CACHE and its bound as the job gets them (written into its script), and the folder a
+    # container mounts for it, read-write (host, container)
     sample_cache_env: Mapping[str, str] = field(default_factory=dict)
     sample_cache_mounts: tuple[tuple[str, str], ...] = ()
 
@@ -129,7 +130,8 @@ class PhaseJob:
 def command_lines(job: PhaseJob, container: str, *, pinbench: Sequence[str], image: Image | None) -> list[str]:
     """The shell lines that run ``job`` the chosen way (``pinbench`` is the checkout's program for ``none``)."""
     if container == "none":
-        lines = [*job.env_lines(), f"export PINBENCH_CACHE={shlex.quote(str(job.cache))}"]
+        env = {"PINBENCH_CACHE": str(job.cache), **job.sample_cache_env}
+        lines = [*job.env_lines(), "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())]
         return [*lines, shell_line(job.run_argv(pinbench, out=str(job.cfg.out_dir)))]
     inner = job.run_argv(["pinbench"], out=OUT_MOUNT, inputs=job.inputs())
     return [*job.env_lines(), *in_container(job, container, image, inner, gpus=bool(job.phase.gpus and job.gpus))]

@@ -30,6 +30,8 @@ from pinbench.core.options import parse_pairs
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
+from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
+from pinbench.core.sample_cache import SIZE_ENV, checked_dir
 from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import (
@@ -286,10 +288,16 @@ def _sample_cache(request: Request, out_dir: Path,
                   cache: Path) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     """The submitting shell's sample cache setting as a container job gets it (``sample_cache_setting``, as
     ``--runtime docker`` gives it): the jobs used ``/cache/samples`` whatever it said, ``off`` and the bound
-    included. Nothing for ``--container none``: its jobs inherit this environment (sbatch's ``--export=ALL``)."""
-    if request.container == "none":
-        return {}, ()
+    included. For ``--container none`` the setting as it is, the folder absolute: its jobs relied on inheriting this
+    environment, which ``--sbatch-arg=--export=NONE`` drops. Either way it is written into the script.
+    SubmitError for a setting no job could use (``checked_dir``, as a run checks it), whatever the container."""
     try:
+        root = checked_dir(out_dir)
+        if request.container == "none":
+            env = {SIZE_ENV: os.environ[SIZE_ENV]} if SIZE_ENV in os.environ else {}
+            if os.environ.get(SAMPLE_CACHE_ENV, "").strip():
+                env[SAMPLE_CACHE_ENV] = "off" if root is None else os.path.abspath(root)
+            return env, ()
         env, mounts = sample_cache_setting(os.environ, out_dir, cache)
     except ValueError as exc:
         raise SubmitError(str(exc)) from None
