@@ -6,6 +6,7 @@ import copy
 import functools
 import hashlib
 import os
+import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -406,6 +407,26 @@ def test_write_video_is_byte_deterministic(tmp_path: Path) -> None:
         out = write_video(tmp_path / f"v{i}.mp4", frames, fps=24)
         digests.add(hashlib.sha256(out.read_bytes()).hexdigest())
     assert len(digests) == 1
+
+
+def _digest_in_fresh_process(code: str, perturb: int) -> str:
+    """The last line ``code`` prints, run by a fresh Python whose new allocations glibc fills with ``perturb ^ 255``
+    (MALLOC_PERTURB_): memory an encoder reads before writing it holds other bytes in each."""
+    env = {**os.environ, "MALLOC_PERTURB_": str(perturb)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return done.stdout.split()[-1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MALLOC_PERTURB_ is glibc's")
+def test_a_lossy_encode_does_not_depend_on_what_fresh_memory_held(tmp_path: Path, synthetic_frames) -> None:
+    """With x264's macroblock tree on, these 60 CRF 18 frames gave two digests: its AVX-512 code (on a CPU that has
+    it) read memory nothing had written. Red with ``mbtree`` left on, on such a CPU."""
+    np.save(tmp_path / "frames.npy", synthetic_frames(60))
+    code = ("import hashlib, numpy as np; from pinbench.media.video import write_video; "
+            f"out = write_video({str(tmp_path / 'v.mp4')!r}, np.load({str(tmp_path / 'frames.npy')!r}), 16); "
+            "print(hashlib.sha256(out.read_bytes()).hexdigest())")
+    assert len({_digest_in_fresh_process(code, perturb) for perturb in (255, 85, 1)}) == 1
 
 
 @pytest.mark.parametrize("name", BACKENDS)

@@ -459,6 +459,25 @@ def _preview(source: Path, digest: str, cache: Path) -> Preview:
         return make_preview(source, digest, cache, fd=opened.fileno())
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MALLOC_PERTURB_ is glibc's")
+def test_a_preview_is_the_same_bytes_whatever_fresh_memory_held(tmp_path: Path, synthetic_frames) -> None:
+    """A preview made in fresh processes whose new allocations glibc fills with other bytes (MALLOC_PERTURB_) is one
+    file: with x264's macroblock tree on (its AVX-512 code), this one was two. Red with ``mbtree`` on, on such a CPU."""
+    source = write_video(tmp_path / "s.mp4", synthetic_frames(60), 16, crf=0, pix_fmt="yuv444p")
+    assert probe(source).web_problem(".mp4")  # previewed, not served as it is
+    digest = sha256_file(source)
+    code = ("from pathlib import Path; from pinbench.media.preview import make_preview\n"
+            f"with open({str(source)!r}, 'rb') as opened:\n"
+            f"    print(make_preview(Path({str(source)!r}), {digest!r}, Path(__import__('sys').argv[1]),"
+            " fd=opened.fileno()).sha256)")
+    made = set()
+    for perturb in (255, 85, 1):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"cache-{perturb}")], capture_output=True,
+                              text=True, timeout=60, check=True, env={**os.environ, "MALLOC_PERTURB_": str(perturb)})
+        made.add(done.stdout.split()[-1])
+    assert len(made) == 1
+
+
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:
     source = runs["a"] / "fixture_data" / "rollouts" / "s01-rot180.mp4"
     facts = probe(source)

@@ -48,6 +48,13 @@ BACKENDS = ("decord", "pyav", "opencv")
 _BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
 _EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
 _CRF_CODECS = {"libx264", "libx264rgb", "libx265"}
+# No macroblock tree in libx264: with it, the x264 in PyAV's wheel (core 165) wrote bytes that depended on what freshly
+# allocated memory held (with its AVX-512 code; asm limited to AVX2, or none, was stable), so a streamed encode (the
+# preview's) gave another file now and then. Measured: 64x48 60-frame CRF 18 and 23 encodes and 1376x768 CRF 23 ones,
+# each in fresh processes with MALLOC_PERTURB_=255 and =85, gave two digests with it and one without; the 26 lossless
+# (crf 0) videos of the fixtures and generators are the same bytes either way.
+_NO_MBTREE = {"mbtree": "0"}
+_CODEC_OPTIONS = {"libx264": _NO_MBTREE, "libx264rgb": _NO_MBTREE}
 
 
 class VideoError(ValueError):
@@ -607,6 +614,7 @@ def write_video(
     ``frames`` is a (T, H, W, 3) array or an iterable of (H, W, 3) arrays. ``fps`` may be fractional
     (29.97 -> 2997/100, 30000/1001 -> 30000/1001) or a Fraction. ``crf`` applies to libx264/libx265;
     ``crf=0`` with libx264 is lossless (QP 0): a decoder returns exactly the YUV planes the encoder was given.
+    libx264 runs without its macroblock tree, whose bytes depended on more than the frames (``_CODEC_OPTIONS``).
     yuv420p-style formats need even width and height: an odd size raises ValueError naming the path.
     Nothing is left behind on error, and an existing file at ``path`` is only replaced on success.
     """
@@ -651,7 +659,7 @@ def _encode(
                 # encoder's choices; PAI-Bench-C's writes MPEG-4 Part 2.
                 stream.codec_context.thread_count = 1
                 if codec in _CRF_CODECS:
-                    stream.options = {"crf": str(int(crf)), "threads": "1"}
+                    stream.options = {"crf": str(int(crf)), "threads": "1", **_CODEC_OPTIONS.get(codec, {})}
             video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
             video_frame.pts = index
             container.mux(stream.encode(video_frame))
