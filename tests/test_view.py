@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+from fifo_swap import within
 from headless_chromium import CHROMEDRIVER, chromium, driven
 from shared_data import shared_data
 from sockets import listening_addresses
@@ -376,20 +377,6 @@ def test_a_video_swapped_for_a_fifo_after_its_path_check_fails_its_listing(tmp_p
     assert got[0]["problem"] == f"{tmp_path.resolve() / 'v.mp4'}: a FIFO (named pipe), not a regular file"
 
 
-def _within(seconds: float, fifo: Path, call):  # -> what call() returned
-    """``call()`` in a thread: a hang on ``fifo`` (an open waiting for a writer) fails instead of hanging."""
-    got: list = []
-    worker = threading.Thread(target=lambda: got.append(call()), daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():  # a writer lets the blocked open() return
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        worker.join(seconds)
-        pytest.fail(f"hung on the FIFO at {fifo}")
-    assert len(got) == 1
-    return got[0]
-
-
 def test_a_video_swapped_for_a_fifo_after_its_hash_is_probed_from_what_was_hashed(tmp_path: Path,
                                                                                   monkeypatch) -> None:
     """Listing a video hashed it through its descriptor and then probed it by its path: a FIFO put there in between
@@ -404,7 +391,7 @@ def test_a_video_swapped_for_a_fifo_after_its_hash_is_probed_from_what_was_hashe
     write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
     listed = sha256_file(tmp_path / "v.mp4")
     monkeypatch.setattr(MediaStore, "_digest", digest_then_swap)
-    entry = _within(20, tmp_path / "v.mp4", lambda: MediaStore(tmp_path / "previews").describe(
+    entry = within(20, tmp_path / "v.mp4", lambda: MediaStore(tmp_path / "previews").describe(
         0, Video("rollout", MediaFile(tmp_path, "v.mp4"))))
     assert entry["problem"] is None and entry["url"] == f"media/{listed}.mp4", entry
     assert (entry["n_frames"], entry["width"], entry["height"], entry["codec"]) == (4, 64, 48, "h264")
@@ -427,7 +414,7 @@ def test_a_video_swapped_for_a_fifo_after_its_check_is_previewed_from_what_was_c
         return cached(cache, source_sha256)
 
     monkeypatch.setattr(preview, "cached_preview", swap_then_look)
-    served = _within(20, video, lambda: media.file(entry["url"].removeprefix("media/")))
+    served = within(20, video, lambda: media.file(entry["url"].removeprefix("media/")))
     with served:
         made = probe(served.path)
     assert (made.codec, made.profile, made.n_frames, made.width, made.height) == ("h264", "High", 4, 64, 48)

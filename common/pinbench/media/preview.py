@@ -24,7 +24,7 @@ import av
 import numpy as np
 
 from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_fd, sha256_file, write_atomic
-from pinbench.media.video import VideoError, iter_frames, open_video, video_info, write_video
+from pinbench.media.video import VideoError, iter_frames, open_video, opened_video, video_info, write_video
 
 PREVIEW_CRF = 23
 MAX_SIDE = 4096
@@ -63,8 +63,11 @@ class VideoProbe:
 
 
 def probe(path: Path, fd: int | None = None) -> VideoProbe:
-    """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given: ``open_video``);
-    VideoError (one line naming it) when it is missing, cut or undecodable."""
+    """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given; else of the file it
+    opens once: ``opened_video``); VideoError (one line naming it) when it is missing, cut or undecodable."""
+    if fd is None:
+        with opened_video(path) as own:
+            return probe(path, own)
     info = video_info(path, fd=fd)
     try:
         with open_video(path, fd) as container:
