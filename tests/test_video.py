@@ -6,6 +6,7 @@ import copy
 import functools
 import hashlib
 import os
+import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from fifo_swap import check_then_swap, swap_in_fifo, within
 
 from pinbench.media import video
 from pinbench.media.video import (
@@ -328,6 +330,64 @@ def test_is_valid_video(make_video, tmp_path):
     assert not is_valid_video(tmp_path / "empty.mp4", 1)
 
 
+# ---------------------------------------------------------------- one open: what is checked is what is read
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link to a fifo", "dangling link"])
+def test_what_is_no_video_file_is_refused_in_one_line_never_waited_on(tmp_path: Path, kind: str) -> None:
+    path, fifo = tmp_path / "v.mp4", tmp_path / "fifo"
+    os.mkfifo(fifo)
+    {"fifo": lambda: os.mkfifo(path), "folder": path.mkdir, "link to a fifo": lambda: path.symlink_to(fifo),
+     "dangling link": lambda: path.symlink_to(tmp_path / "absent.mp4")}[kind]()
+    reason = {"fifo": "a FIFO (named pipe), not a regular file", "folder": "is a directory, not a file",
+              "link to a fifo": "a FIFO (named pipe), not a regular file", "dangling link": "file not found"}[kind]
+    for call in (lambda: video_info(path), lambda: read_video(path, backend="pyav"),
+                 lambda: iter_frames(path, backend="opencv")):
+        with pytest.raises(VideoError) as err:
+            within(10, path if kind == "fifo" else fifo, call)
+        _assert_one_line_error(err.value, path, reason)
+    assert within(10, path if kind == "fifo" else fifo, lambda: is_valid_video(path, 1)) is False
+
+
+_READERS = {
+    "read_video": lambda path, backend: read_video(path, backend=backend).frames,
+    "iter_frames": lambda path, backend: np.stack(list(iter_frames(path, backend=backend))),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reader", sorted(_READERS))
+def test_a_fifo_swapped_in_after_the_check_is_never_read_the_checked_file_is(make_video, monkeypatch, reader: str,
+                                                                               backend: str) -> None:
+    """read_video and iter_frames checked the path (video_info) and then decoded it by its name again: a FIFO put
+    there in between held them for ever. They decode the descriptor the check was made on."""
+    path = make_video(n_frames=10)
+    want = read_video(path, backend=backend).frames
+    monkeypatch.setattr(video, "video_info", check_then_swap(video.video_info, path))
+    np.testing.assert_array_equal(within(10, path, lambda: _READERS[reader](path, backend)), want)
+
+
+def test_is_valid_video_decodes_the_file_it_checked(make_video, monkeypatch) -> None:
+    path = make_video(n_frames=10)
+    monkeypatch.setattr(video, "video_info", check_then_swap(video.video_info, path))
+    assert within(10, path, lambda: is_valid_video(path, 10)) is True
+
+
+def test_video_info_reads_the_file_it_opened(make_video, monkeypatch) -> None:
+    """video_info checked the path (exists, regular) and then opened it twice by its name: a FIFO put there in
+    between held it for ever."""
+    path = make_video(n_frames=10)
+    want = video_info(path)
+    structure = video._check_bmff_structure
+
+    def swap_then_walk(*args):  # the first read after the check
+        swap_in_fifo(path)
+        return structure(*args)
+
+    monkeypatch.setattr(video, "_check_bmff_structure", swap_then_walk)
+    assert within(10, path, lambda: video_info(path)) == want
+
+
 # ---------------------------------------------------------------- write_video
 
 
@@ -408,13 +468,33 @@ def test_write_video_is_byte_deterministic(tmp_path: Path) -> None:
     assert len(digests) == 1
 
 
+def _digest_in_fresh_process(code: str, perturb: int) -> str:
+    """The last line ``code`` prints, run by a fresh Python whose new allocations glibc fills with ``perturb ^ 255``
+    (MALLOC_PERTURB_): memory an encoder reads before writing it holds other bytes in each."""
+    env = {**os.environ, "MALLOC_PERTURB_": str(perturb)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return done.stdout.split()[-1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MALLOC_PERTURB_ is glibc's")
+def test_a_lossy_encode_does_not_depend_on_what_fresh_memory_held(tmp_path: Path, synthetic_frames) -> None:
+    """With x264's macroblock tree on, these 60 CRF 18 frames gave two digests: its AVX-512 code (on a CPU that has
+    it) read memory nothing had written. Red with ``mbtree`` left on, on such a CPU."""
+    np.save(tmp_path / "frames.npy", synthetic_frames(60))
+    code = ("import hashlib, numpy as np; from pinbench.media.video import write_video; "
+            f"out = write_video({str(tmp_path / 'v.mp4')!r}, np.load({str(tmp_path / 'frames.npy')!r}), 16); "
+            "print(hashlib.sha256(out.read_bytes()).hexdigest())")
+    assert len({_digest_in_fresh_process(code, perturb) for perturb in (255, 85, 1)}) == 1
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_a_backend_failure_names_the_backend_once(make_video, monkeypatch, name):
     """The error said "undecodable: pyav: pyav: decoding failed": the wrapper and the backend both named it."""
     path = make_video(n_frames=10)
     info = video_info(path)
     overstated = VideoInfo(path, 14, info.fps, info.width, info.height, info.codec, info.duration_s)
-    monkeypatch.setattr(video, "video_info", lambda _path: overstated)  # test double: the container promises 14
+    monkeypatch.setattr(video, "video_info", lambda _path, fd=None: overstated)  # a double: the container promises 14
     with pytest.raises(VideoError) as err:
         read_video(path, [12], backend=name)
     assert err.value.reason.count(f"{name}:") == 1 and f"{name} " not in err.value.reason, err.value.reason

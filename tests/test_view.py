@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+from fifo_swap import within
 from headless_chromium import CHROMEDRIVER, chromium, driven
 from shared_data import shared_data
 from sockets import listening_addresses
@@ -393,20 +394,6 @@ def test_a_video_swapped_for_a_fifo_after_its_path_check_fails_its_listing(tmp_p
     assert got[0]["problem"] == f"{tmp_path.resolve() / 'v.mp4'}: a FIFO (named pipe), not a regular file"
 
 
-def _within(seconds: float, fifo: Path, call):  # -> what call() returned
-    """``call()`` in a thread: a hang on ``fifo`` (an open waiting for a writer) fails instead of hanging."""
-    got: list = []
-    worker = threading.Thread(target=lambda: got.append(call()), daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():  # a writer lets the blocked open() return
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        worker.join(seconds)
-        pytest.fail(f"hung on the FIFO at {fifo}")
-    assert len(got) == 1
-    return got[0]
-
-
 def test_a_video_swapped_for_a_fifo_after_its_hash_is_probed_from_what_was_hashed(tmp_path: Path,
                                                                                   monkeypatch) -> None:
     """Listing a video hashed it through its descriptor and then probed it by its path: a FIFO put there in between
@@ -421,7 +408,7 @@ def test_a_video_swapped_for_a_fifo_after_its_hash_is_probed_from_what_was_hashe
     write_video(tmp_path / "v.mp4", np.zeros((4, 48, 64, 3), np.uint8), 24, crf=23)
     listed = sha256_file(tmp_path / "v.mp4")
     monkeypatch.setattr(MediaStore, "_digest", digest_then_swap)
-    entry = _within(20, tmp_path / "v.mp4", lambda: MediaStore(tmp_path / "previews").describe(
+    entry = within(20, tmp_path / "v.mp4", lambda: MediaStore(tmp_path / "previews").describe(
         0, Video("rollout", MediaFile(tmp_path, "v.mp4"))))
     assert entry["problem"] is None and entry["url"] == f"media/{listed}.mp4", entry
     assert (entry["n_frames"], entry["width"], entry["height"], entry["codec"]) == (4, 64, 48, "h264")
@@ -444,7 +431,7 @@ def test_a_video_swapped_for_a_fifo_after_its_check_is_previewed_from_what_was_c
         return cached(cache, source_sha256)
 
     monkeypatch.setattr(preview, "cached_preview", swap_then_look)
-    served = _within(20, video, lambda: media.file(entry["url"].removeprefix("media/")))
+    served = within(20, video, lambda: media.file(entry["url"].removeprefix("media/")))
     with served:
         made = probe(served.path)
     assert (made.codec, made.profile, made.n_frames, made.width, made.height) == ("h264", "High", 4, 64, 48)
@@ -474,6 +461,25 @@ def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None
 def _preview(source: Path, digest: str, cache: Path) -> Preview:
     with open(source, "rb") as opened:
         return make_preview(source, digest, cache, fd=opened.fileno())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MALLOC_PERTURB_ is glibc's")
+def test_a_preview_is_the_same_bytes_whatever_fresh_memory_held(tmp_path: Path, synthetic_frames) -> None:
+    """A preview made in fresh processes whose new allocations glibc fills with other bytes (MALLOC_PERTURB_) is one
+    file: with x264's macroblock tree on (its AVX-512 code), this one was two. Red with ``mbtree`` on, on such a CPU."""
+    source = write_video(tmp_path / "s.mp4", synthetic_frames(60), 16, crf=0, pix_fmt="yuv444p")
+    assert probe(source).web_problem(".mp4")  # previewed, not served as it is
+    digest = sha256_file(source)
+    code = ("from pathlib import Path; from pinbench.media.preview import make_preview\n"
+            f"with open({str(source)!r}, 'rb') as opened:\n"
+            f"    print(make_preview(Path({str(source)!r}), {digest!r}, Path(__import__('sys').argv[1]),"
+            " fd=opened.fileno()).sha256)")
+    made = set()
+    for perturb in (255, 85, 1):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"cache-{perturb}")], capture_output=True,
+                              text=True, timeout=60, check=True, env={**os.environ, "MALLOC_PERTURB_": str(perturb)})
+        made.add(done.stdout.split()[-1])
+    assert len(made) == 1
 
 
 def test_a_preview_is_frame_for_frame_and_never_of_other_bytes(runs, tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.core.files import sha256_file
+from pinbench.core.files import sha256_fd
 from pinbench.core.inputs import InputTask
-from pinbench.media.video import VideoInfo, read_video, video_info, write_video
+from pinbench.media.video import VideoInfo, opened_video, read_video, video_info, write_video
 from pinbench_recipes.dynamic_degree import clips as clipping
 from pinbench_recipes.dynamic_degree import scoring
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
@@ -114,14 +114,19 @@ def score_task(task: VideoTask, *, estimator: FlowEstimator, source: ClipSource,
     return record
 
 
-def load_clips(path: Path, source: ClipSource) -> tuple[VideoInfo, list[ClipFrames], str]:
-    """The video's facts, its clips' padded sampled frames, and the decoder backend used."""
-    info = video_info(path)
+def load_clips(path: Path, source: ClipSource, fd: int | None = None) -> tuple[VideoInfo, list[ClipFrames], str]:
+    """The video's facts, its clips' padded sampled frames, and the decoder backend used. Read from ``fd``, a
+    descriptor of ``path`` (``opened_video``), when given, else from one open of ``path``: the file checked is the
+    file decoded."""
+    if fd is None:
+        with opened_video(path) as own:
+            return load_clips(path, source, own)
+    info = video_info(path, fd=fd)
     clip_list = clipping.split_clips(info.n_frames, info.fps)
     if source.reencode:
-        clip_frames, backend = _reencoded_clips(path, info, clip_list, source)
+        clip_frames, backend = _reencoded_clips(path, fd, info, clip_list, source)
     else:
-        clip_frames, backend = _decoded_clips(path, info, clip_list, source.decoder)
+        clip_frames, backend = _decoded_clips(path, fd, info, clip_list, source.decoder)
     return info, clip_frames, backend
 
 
@@ -129,7 +134,9 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
     """The per-video record; raises (VideoError, ValueError) with a one-line reason naming the file."""
     path = Path(path)
     source = source or ClipSource()
-    info, clip_frames, backend = load_clips(path, source)
+    with opened_video(path) as fd:  # one open: the file checked, decoded and hashed is one file
+        info, clip_frames, backend = load_clips(path, source, fd)
+        digest = sha256_fd(fd)
     magnitudes = transition_magnitudes(clip_frames, estimator)
     tau = scoring.motion_threshold(info.height, info.width)
 
@@ -151,7 +158,7 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
     record: dict[str, Any] = {
         metric_name(estimator): score,
         "video": path.name,
-        "video_sha256": sha256_file(path),
+        "video_sha256": digest,
         "n_frames": info.n_frames, "fps": info.fps, "width": info.width, "height": info.height,
         "duration_s": info.duration_s,
         "clip_length": clipping.clip_length(info.fps),
@@ -173,12 +180,12 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
     return record
 
 
-def _decoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip],
+def _decoded_clips(path: Path, fd: int, info: VideoInfo, clip_list: list[clipping.Clip],
                    decoder: str) -> tuple[list[ClipFrames], str]:
     """Decode only the sampled frames of all clips, in one pass; overlapping clips share frames."""
     sampled = [clipping.sampled_frames(c, info.fps) for c in clip_list]
     needed = sorted({i for indices in sampled for i in indices})
-    decoded = read_video(path, indices=needed, backend=decoder)
+    decoded = read_video(path, indices=needed, backend=decoder, fd=fd)
     padded = scoring.pad_frames(decoded.frames)
     position = {index: pos for pos, index in enumerate(needed)}
     out = []
@@ -188,11 +195,11 @@ def _decoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip],
     return out, decoded.backend
 
 
-def _reencoded_clips(path: Path, info: VideoInfo, clip_list: list[clipping.Clip],
+def _reencoded_clips(path: Path, fd: int, info: VideoInfo, clip_list: list[clipping.Clip],
                      source: ClipSource) -> tuple[list[ClipFrames], str]:
     """Write each clip's frames to MP4 at the video's fps, decode it again, sample that (worldarena)."""
     needed = sorted({i for c in clip_list for i in range(c.start, c.stop)})
-    decoded = read_video(path, indices=needed, backend=source.decoder)
+    decoded = read_video(path, indices=needed, backend=source.decoder, fd=fd)
     position = {index: pos for pos, index in enumerate(needed)}
     out = []
     with tempfile.TemporaryDirectory(prefix="dd-clips-") as tmp:

@@ -25,6 +25,7 @@ from typing import Any
 import av
 
 from pinbench.core.files import FileError, read_json_file
+from pinbench.media.video import open_video
 
 PERSPECTIVES = ("1st_data", "3rd_data")
 CONTINUATION_TESTS = ("mem_test", "action_space_test")   # scored against GT from mark_time on
@@ -102,10 +103,11 @@ def frames_scored(real: int) -> int:
     return CHUNK_FRAMES * ((real - 1) // CHUNK_FRAMES) if real > 0 else 0
 
 
-def container_frames(path: Path) -> int:
-    """``av.open(path).streams.video[0].frames``: the count process.py uses (0 when the muxer omits it)."""
+def container_frames(path: Path, fd: int) -> int:
+    """``av.open(path).streams.video[0].frames``: the count process.py uses (0 when the muxer omits it), read from
+    ``fd``, a descriptor of ``path`` (``opened_video``)."""
     try:
-        with av.open(str(path)) as container:
+        with open_video(path, fd) as container:
             if not container.streams.video:
                 raise LayoutError(path, "no video stream")
             return int(container.streams.video[0].frames)

@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.media.video import VideoError, video_info
+from pinbench.media.video import VideoError, opened_video, video_info
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
     CHUNK_FRAMES,
@@ -165,8 +165,9 @@ def _regular_file(path: Path, what: str, problems: list[str]) -> bool:
 def _video_frames(path: Path, problems: list[str]) -> int | None:
     """process.py's frame count of a video, after checking the file decodes as a whole (None: a problem)."""
     try:
-        frames = container_frames(path)
-        video_info(path)                 # structure: a cut MP4 fails here whatever it declares
+        with opened_video(path) as fd:   # one open: both counts are of the file that was checked
+            frames = container_frames(path, fd)
+            video_info(path, fd=fd)      # structure: a cut MP4 fails here whatever it declares
     except (LayoutError, VideoError) as exc:
         problems.append(str(exc))
         return None

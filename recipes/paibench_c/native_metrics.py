@@ -24,7 +24,7 @@ from scipy.optimize import linear_sum_assignment
 from pinbench.core.files import sha256_file
 from pinbench.core.inputs import InputKey
 from pinbench.core.task import Task
-from pinbench.media.video import iter_frames, read_ahead, read_video, video_info
+from pinbench.media.video import iter_frames, opened_video, read_ahead, read_video, video_info
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim_of_frames
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
@@ -82,17 +82,18 @@ def align_pred_to_gt(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
 
 def _aligned_frames(path: Path, gt_shape: tuple[int, ...], decoder: str) -> Iterator[np.ndarray]:
     """``align_pred_to_gt(read_video(path, max_frames=MAX_FRAMES).frames, gt)`` one frame at a time."""
-    info = video_info(path)
-    n = min(info.n_frames, MAX_FRAMES, gt_shape[0])
-    height, width = gt_shape[1], gt_shape[2]
-    same = (n, info.height, info.width) == tuple(gt_shape[:3])
-    interpolation = cv2.INTER_LINEAR if height > info.height else cv2.INTER_AREA
-    frames = iter_frames(path, backend=decoder)
-    try:
-        for _, frame in zip(range(n), frames, strict=False):
-            yield frame if same else cv2.resize(frame, (width, height), interpolation=interpolation)
-    finally:
-        frames.close()
+    with opened_video(path) as fd:  # one open: the file checked is the file decoded
+        info = video_info(path, fd=fd)
+        n = min(info.n_frames, MAX_FRAMES, gt_shape[0])
+        height, width = gt_shape[1], gt_shape[2]
+        same = (n, info.height, info.width) == tuple(gt_shape[:3])
+        interpolation = cv2.INTER_LINEAR if height > info.height else cv2.INTER_AREA
+        frames = iter_frames(path, backend=decoder, fd=fd)
+        try:
+            for _, frame in zip(range(n), frames, strict=False):
+                yield frame if same else cv2.resize(frame, (width, height), interpolation=interpolation)
+        finally:
+            frames.close()
 
 
 def _kept(frames: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import sha256_file
+from pinbench.core.files import sha256_fd
 from pinbench.core.names import CHECKPOINT_NAME
-from pinbench.media.video import VideoError, VideoInfo, video_info
+from pinbench.media.video import VideoError, VideoInfo, opened_video, video_info
 from pinbench.ops.localweb import PathRefused, resolve_inside
 from pinbench_recipes.remembench.annotation_store import AnnotationError, AnnotationStore, Rollout
 from pinbench_recipes.remembench.dataset import DatasetError, PaperSettings, T2VRow, iter_jsonl, read_rows
@@ -108,10 +108,6 @@ def dataset_departures(release: Release) -> tuple[dict[str, int], dict[str, str]
     return agreed, notes
 
 
-def _rollout(videos: Path, video: Path, info: VideoInfo) -> Rollout:
-    return Rollout(video.relative_to(videos).as_posix(), sha256_file(video), info.n_frames)
-
-
 def _rollouts_of_none(videos: Path, ids: set[str]) -> list[str]:
     """The rollouts (``<id>.mp4``, ``<id>/rollout.mp4``) in ``videos`` whose id is none of ``ids``."""
     found = [p.name for p in videos.glob("*.mp4") if p.stem not in ids]
@@ -147,8 +143,9 @@ def open_session(videos: Path, release: Release, paper: PaperSettings, *, decode
             try:
                 # the page serves its frames: never a file a link leads to outside the folder (/etc/shadow, $HOME)
                 resolve_inside(videos, video.relative_to(videos).as_posix())
-                info = video_info(video)
-                rollout = _rollout(videos, video, info)
+                with opened_video(video) as fd:  # one open: the file checked is the file hashed
+                    info = video_info(video, fd=fd)
+                    rollout = Rollout(video.relative_to(videos).as_posix(), sha256_fd(fd), info.n_frames)
             except (PathRefused, VideoError) as exc:
                 problem, info = f"unusable video: {exc}", None
         scenes.append(Scene(row, video if rollout else None, tuple(looked), info, problem, rollout,

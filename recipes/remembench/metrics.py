@@ -27,7 +27,7 @@ from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
 from pinbench.media.ssim_numba import ConsecutiveSSIM, consecutive_ssim
 from pinbench.media.ssim_torch import consecutive_ssim_torch
-from pinbench.media.video import iter_frames, read_ahead, video_info
+from pinbench.media.video import iter_frames, opened_video, read_ahead, video_info
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 DATA_RANGE = 255.0
@@ -66,22 +66,23 @@ def decode_with_tempssim(path: Path, backend: str, device: str = "cpu",
     about the larger of the two (tools/bench_kernels.py). The value is :func:`tempssim`'s of the same frames."""
     frames: np.ndarray | None = None
     stream: ConsecutiveSSIM | None = None
-    n = video_info(path).n_frames   # the stream stops there, or raises VideoError (truncated)
-    try:
-        for index, frame in enumerate(read_ahead(iter_frames(path, backend=backend))):
+    with opened_video(path) as fd:   # one open: the file checked is the file decoded
+        n = video_info(path, fd=fd).n_frames   # the stream stops there, or raises VideoError (truncated)
+        try:
+            for index, frame in enumerate(read_ahead(iter_frames(path, backend=backend, fd=fd))):
+                if frames is None:
+                    frames = np.empty((n, *frame.shape), np.uint8)
+                    if torch.device(device).type == "cpu":
+                        stream = ConsecutiveSSIM(frame.shape[:2], np.uint8, **TEMPSSIM, max_workers=max_workers)
+                frames[index] = frame
+                if stream is not None:
+                    stream.add(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY))
             if frames is None:
-                frames = np.empty((n, *frame.shape), np.uint8)
-                if torch.device(device).type == "cpu":
-                    stream = ConsecutiveSSIM(frame.shape[:2], np.uint8, **TEMPSSIM, max_workers=max_workers)
-            frames[index] = frame
+                raise ValueError(f"{path}: no frame decoded")
+            return frames, float(stream.result().mean()) if stream is not None else None
+        finally:
             if stream is not None:
-                stream.add(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY))
-        if frames is None:
-            raise ValueError(f"{path}: no frame decoded")
-        return frames, float(stream.result().mean()) if stream is not None else None
-    finally:
-        if stream is not None:
-            stream.close()
+                stream.close()
 
 
 def tempssim(gray: np.ndarray, device: str = "cpu") -> float:

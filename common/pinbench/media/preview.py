@@ -5,12 +5,12 @@ pixels on a side (the profiles browsers document). Anything else gets a preview:
 Predictive, what the fixtures write; Debian's Chromium plays it, a browser need not) and MPEG-4 Part 2 (PAI-Bench-C's
 fixture; Chromium does not play it) among them.
 
-A preview is H.264 High, 4:2:0, CRF 23, one frame per source frame at the source's frame rate (frame N of the preview
-is frame N of the rollout: a marked frame is the same frame in both), padded to an even size, and shrunk by the whole
-factor that brings its long side to at most 1920 when that side is over 4096. It is made once per source content:
-cached as ``<cache>/<source sha256>.mp4`` with a record of that digest and of the preview's own, and never handed out
-for other bytes: the source is hashed before and again once the preview is written, and a cached preview whose own
-digest no longer matches its record is made again.
+A preview is H.264 High, 4:2:0, CRF 23 without the macroblock tree (``video.write_video``: the same bytes every time),
+one frame per source frame at the source's frame rate (frame N of the preview is frame N of the rollout: a marked frame
+is the same frame in both), padded to an even size, and shrunk by the whole factor that brings its long side to at most
+1920 when that side is over 4096. It is made once per source content: cached as ``<cache>/<source sha256>.mp4`` with a
+record of that digest and of the preview's own, and never handed out for other bytes: the source is hashed before and
+again once the preview is written, and a cached preview whose own digest no longer matches its record is made again.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import av
 import numpy as np
 
 from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_fd, sha256_file, write_atomic
-from pinbench.media.video import VideoError, iter_frames, open_video, video_info, write_video
+from pinbench.media.video import VideoError, iter_frames, open_video, opened_video, video_info, write_video
 
 PREVIEW_CRF = 23
 MAX_SIDE = 4096
@@ -63,8 +63,11 @@ class VideoProbe:
 
 
 def probe(path: Path, fd: int | None = None) -> VideoProbe:
-    """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given: ``open_video``);
-    VideoError (one line naming it) when it is missing, cut or undecodable."""
+    """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given; else of the file it
+    opens once: ``opened_video``); VideoError (one line naming it) when it is missing, cut or undecodable."""
+    if fd is None:
+        with opened_video(path) as own:
+            return probe(path, own)
     info = video_info(path, fd=fd)
     try:
         with open_video(path, fd) as container:
@@ -127,7 +130,7 @@ def make_preview(source: Path, source_sha256: str, cache: Path, *, fd: int) -> P
         write_atomic(cache / f"{source_sha256}.json", json.dumps({
             "format": _FORMAT, "source_sha256": source_sha256, "sha256": preview.sha256, "source": str(source),
             "frames": facts.n_frames, "rate": str(facts.rate),
-            "encoder": f"libx264 CRF {PREVIEW_CRF} yuv420p (PyAV {av.__version__})"}, indent=1) + "\n")
+            "encoder": f"libx264 CRF {PREVIEW_CRF} yuv420p no-mbtree (PyAV {av.__version__})"}, indent=1) + "\n")
         return preview
 
 

@@ -36,18 +36,25 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from queue import Full, Queue
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import av
 import numpy as np
 
-from pinbench.core.files import atomic_path
+from pinbench.core.files import FileError, MissingFile, atomic_path, open_regular
 
 T = TypeVar("T")
 BACKENDS = ("decord", "pyav", "opencv")
 _BMFF_FIRST_BOXES = {b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip", b"styp"}
 _EVEN_SIZE_PIX_FMTS = {"yuv420p", "yuvj420p", "nv12", "nv21", "yuv420p10le"}
 _CRF_CODECS = {"libx264", "libx264rgb", "libx265"}
+# No macroblock tree in libx264: with it, the x264 in PyAV's wheel (core 165) wrote bytes that depended on what freshly
+# allocated memory held (with its AVX-512 code; asm limited to AVX2, or none, was stable), so a streamed encode (the
+# preview's) gave another file now and then. Measured: 64x48 60-frame CRF 18 and 23 encodes and 1376x768 CRF 23 ones,
+# each in fresh processes with MALLOC_PERTURB_=255 and =85, gave two digests with it and one without; the 26 lossless
+# (crf 0) videos of the fixtures and generators are the same bytes either way.
+_NO_MBTREE = {"mbtree": "0"}
+_CODEC_OPTIONS = {"libx264": _NO_MBTREE, "libx264rgb": _NO_MBTREE}
 
 
 class VideoError(ValueError):
@@ -98,48 +105,68 @@ class _BackendFailure(Exception):
         self.message = " ".join(message.split())
 
 
-def _check_file(path: Path) -> int:
-    """Fail on a missing or non-regular file; return its size."""
-    if not path.exists():
-        raise VideoError(path, "file not found")
-    if not path.is_file():
-        raise VideoError(path, "not a regular file")
-    return path.stat().st_size
+@contextmanager
+def opened_video(path: str | os.PathLike[str]) -> Iterator[int]:
+    """A descriptor of the regular file ``path``, closed on leaving; VideoError (one line naming it) when there is none.
+
+    Why: a path checked and then opened again by name reads whatever is there by then (a FIFO put there held the
+    reader for ever). The file is opened once (``core.files.open_regular``: a FIFO or a folder is refused at once,
+    never waited on) and every later read (``fd=`` of ``video_info``, ``read_video``, ``iter_frames``) is of it.
+    """
+    path = Path(path)
+    try:
+        fd = open_regular(path)
+    except MissingFile:
+        raise VideoError(path, "file not found") from None
+    except FileError as exc:
+        raise VideoError(path, exc.reason) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 @contextmanager
-def _reader(path: Path, fd: int | None) -> Iterator[BinaryIO]:
-    """``path`` opened for reading, or the bytes of the open descriptor ``fd`` from their start (left open: its owner
-    closes it)."""
-    if fd is None:
-        with path.open("rb") as fh:
-            yield fh
+def _descriptor(path: Path, fd: int | None) -> Iterator[int]:
+    """``fd`` as given (its owner closes it), else one ``opened_video`` opens here for the block."""
+    if fd is not None:
+        yield fd
     else:
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            fh.seek(0)
-            yield fh
+        with opened_video(path) as own:
+            yield own
+
+
+def _fd_path(fd: int) -> Path:
+    """A name that opens the file ``fd`` is open on (not what its path names by then), for the decoders that open
+    names (decord, OpenCV, PyAV's by-name reads)."""
+    return Path(f"/dev/fd/{fd}")
 
 
 @contextmanager
-def open_video(path: Path, fd: int | None = None) -> Iterator[av.container.InputContainer]:
-    """PyAV's container of ``path``, or of the bytes of ``fd``, an open descriptor of it (``core.files.open_regular``'s:
-    what was opened and checked, never what the path names by then; PyAV reads it as a file object)."""
-    if fd is None:
-        with av.open(str(path)) as container:
-            yield container
-    else:
-        with _reader(path, fd) as fh, av.open(fh) as container:
-            yield container
+def _reader(fd: int) -> Iterator[BinaryIO]:
+    """The bytes of the open descriptor ``fd`` from their start (left open: its owner closes it)."""
+    with os.fdopen(fd, "rb", closefd=False) as fh:
+        fh.seek(0)
+        yield fh
 
 
-def _check_bmff_structure(path: Path, size: int, fd: int | None) -> bool:
+@contextmanager
+def open_video(path: Path, fd: int) -> Iterator[av.container.InputContainer]:
+    """PyAV's container of the bytes of ``fd``, an open descriptor of ``path`` (``opened_video``'s or
+    ``core.files.open_regular``'s: what was opened and checked, never what the path names by then; PyAV reads it as a
+    file object)."""
+    with _reader(fd) as fh, av.open(fh) as container:
+        yield container
+
+
+def _check_bmff_structure(path: Path, size: int, fd: int) -> bool:
     """Walk the top-level MP4/MOV boxes; return False when the file is not ISO BMFF.
 
     Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
     and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
     exactly whether bytes are missing, independent of any decoder.
     """
-    with _reader(path, fd) as fh:
+    with _reader(fd) as fh:
         head = fh.read(8)
         if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
             return False
@@ -199,9 +226,15 @@ def _count_packets(path: Path, container: av.container.InputContainer) -> tuple[
 
 def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoInfo:
     """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad. With ``fd``, an
-    open descriptor of the regular file ``path`` (``open_video``), its bytes are read and ``path`` names them."""
+    open descriptor of the regular file ``path`` (``opened_video``), its bytes are read and ``path`` names them;
+    without, ``path`` is opened once and only that descriptor is read."""
     path = Path(path)
-    size = _check_file(path) if fd is None else os.fstat(fd).st_size
+    with _descriptor(path, fd) as fd:
+        return _video_info(path, fd)
+
+
+def _video_info(path: Path, fd: int) -> VideoInfo:
+    size = os.fstat(fd).st_size
     if size == 0:
         raise VideoError(path, "empty file (0 bytes)")
     try:
@@ -353,9 +386,9 @@ def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
-def _stream_pyav(path: Path, info: VideoInfo, fd: int | None = None) -> Iterator[np.ndarray]:
+def _stream_pyav(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
     try:
-        with open_video(path, fd) as container:
+        with av.open(str(path)) as container:
             yield from _streamed(info, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
@@ -447,25 +480,28 @@ def read_video(
     max_frames: int | None = None,
     min_frames: int | None = None,
     backend: str,
+    fd: int | None = None,
 ) -> DecodedVideo:
     """Decode the frames at ``indices`` (default: all, or the first ``max_frames``) as RGB uint8 with ``backend``.
 
     Only the requested frames are converted and kept. Raises VideoError (one line naming the file)
     for missing, empty, truncated or undecodable files, out-of-range indices, and files with fewer
-    than ``min_frames`` frames; DecoderUnavailable when the backend is not installed.
+    than ``min_frames`` frames; DecoderUnavailable when the backend is not installed. ``fd``: as ``video_info``'s;
+    without it the file is opened once, and what is checked is what every backend decodes.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     path = Path(path)
-    info = video_info(path)
-    if min_frames is not None and info.n_frames < min_frames:
-        raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
-    wanted = _wanted_indices(path, info.n_frames, indices, max_frames)
-    unique = sorted(set(wanted))
-    try:
-        decoded = _DECODERS[backend](path, info, unique)
-    except _BackendFailure as failure:
-        raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
+    with _descriptor(path, fd) as fd:
+        info = video_info(path, fd=fd)
+        if min_frames is not None and info.n_frames < min_frames:
+            raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
+        wanted = _wanted_indices(path, info.n_frames, indices, max_frames)
+        unique = sorted(set(wanted))
+        try:
+            decoded = _DECODERS[backend](_fd_path(fd), info, unique)
+        except _BackendFailure as failure:
+            raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
     if wanted != unique:
         decoded = decoded[np.searchsorted(unique, wanted)]
     frames = np.ascontiguousarray(decoded, dtype=np.uint8)
@@ -478,19 +514,15 @@ def iter_frames(path: str | os.PathLike[str], *, backend: str, fd: int | None = 
     Why: ``read_video`` of a whole 379-frame 1376x768 rollout holds 1.2 GB; a caller that needs each
     frame once (a thumbnail of every frame) holds one. The same checks and errors as ``read_video``: a
     missing, cut or undecodable file is a VideoError at the call, a stream that ends before the frame
-    count is a ``truncated`` VideoError while iterating. ``fd``: as ``video_info``'s, read with PyAV only (decord and
-    OpenCV open paths).
+    count is a ``truncated`` VideoError while iterating. ``fd``: as ``video_info``'s (held open by its owner while the
+    frames are read); without it the file is opened once, here, and closed when the frames end or the iterator is
+    closed or dropped.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if fd is not None and backend != "pyav":
-        raise ValueError(f"iter_frames: an open descriptor is decoded with pyav only, not {backend}")
-    path = Path(path)
-    info = video_info(path, fd=fd)
-    if backend == "decord":
-        require_backend(backend)
-    frames = _STREAMS[backend](path, info) if fd is None else _stream_pyav(path, info, fd)
-    return _iter_frames(path, backend, frames)
+    frames = _checked_frames(Path(path), backend, fd)
+    next(frames)  # opened and checked now, at the call
+    return cast(Iterator[np.ndarray], frames)
 
 
 READ_AHEAD_FRAMES = 8
@@ -547,33 +579,39 @@ def read_ahead(frames: Iterable[T], depth: int = READ_AHEAD_FRAMES) -> Iterator[
         thread.join()
 
 
-def _iter_frames(path: Path, backend: str, frames: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    try:
-        yield from frames
-    except _BackendFailure as failure:
-        raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
+def _checked_frames(path: Path, backend: str, fd: int | None) -> Iterator[np.ndarray | None]:
+    """None once the file is open and checked, then its frames: the descriptor stays open while they are read."""
+    with _descriptor(path, fd) as fd:
+        info = video_info(path, fd=fd)
+        if backend == "decord":
+            require_backend(backend)
+        yield None
+        try:
+            yield from _STREAMS[backend](_fd_path(fd), info)
+        except _BackendFailure as failure:
+            raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
 
 
 def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:
     """True when the file decodes completely (PyAV, every frame) and has at least ``min_frames``.
 
     Why a full decode: resume-by-validity must not keep a file whose tail is corrupt. Frames are
-    decoded but not colour-converted, so this costs about one decode pass.
+    decoded but not colour-converted, so this costs about one decode pass. The file is opened once: what is
+    checked is what is decoded (a FIFO is not valid, and never waited on).
     """
+    path = Path(path)
     try:
-        info = video_info(path)
-    except VideoError:
-        return False
-    if info.n_frames < min_frames:
-        return False
-    decoded = 0
-    try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            for _ in container.decode(stream):
-                decoded += 1
-    except av.error.FFmpegError:
+        with opened_video(path) as fd:
+            info = video_info(path, fd=fd)
+            if info.n_frames < min_frames:
+                return False
+            decoded = 0
+            with open_video(path, fd) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                for _ in container.decode(stream):
+                    decoded += 1
+    except (VideoError, av.error.FFmpegError):
         return False
     return decoded == info.n_frames
 
@@ -607,6 +645,7 @@ def write_video(
     ``frames`` is a (T, H, W, 3) array or an iterable of (H, W, 3) arrays. ``fps`` may be fractional
     (29.97 -> 2997/100, 30000/1001 -> 30000/1001) or a Fraction. ``crf`` applies to libx264/libx265;
     ``crf=0`` with libx264 is lossless (QP 0): a decoder returns exactly the YUV planes the encoder was given.
+    libx264 runs without its macroblock tree, whose bytes depended on more than the frames (``_CODEC_OPTIONS``).
     yuv420p-style formats need even width and height: an odd size raises ValueError naming the path.
     Nothing is left behind on error, and an existing file at ``path`` is only replaced on success.
     """
@@ -651,7 +690,7 @@ def _encode(
                 # encoder's choices; PAI-Bench-C's writes MPEG-4 Part 2.
                 stream.codec_context.thread_count = 1
                 if codec in _CRF_CODECS:
-                    stream.options = {"crf": str(int(crf)), "threads": "1"}
+                    stream.options = {"crf": str(int(crf)), "threads": "1", **_CODEC_OPTIONS.get(codec, {})}
             video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
             video_frame.pts = index
             container.mux(stream.encode(video_frame))

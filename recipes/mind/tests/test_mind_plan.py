@@ -11,7 +11,9 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from fifo_swap import swap_in_fifo, within
 
+from pinbench.media.video import write_video
 from pinbench_recipes.mind.layout import ContinuationSample, MirrorSample, frames_scored, real_time
 from pinbench_recipes.mind.plan import Plan, make_plan
 from pinbench_recipes.mind.tests.conftest import ALL_METRICS, Layout, action_json, write_clip
@@ -359,3 +361,22 @@ def test_the_doctor_checks_the_layouts_the_run_plans(layout: Layout, tmp_path: P
     (layout.generated("1st_data", "mem_test", "stray")).mkdir()   # no GT: process.py would fail on it
     (line, _) = inputs()
     assert line.startswith(f"PROBLEM inputs: layout: {layout.generated('1st_data', 'mem_test', 'stray')}")
+
+
+def test_a_video_is_counted_and_checked_in_one_open(tmp_path: Path, monkeypatch) -> None:
+    """process.py's frame count and the structural check opened the video by its path one after the other: a FIFO
+    put there in between was checked instead of the video that was counted."""
+    from pinbench_recipes.mind import plan
+
+    path = write_video(tmp_path / "video.mp4", np.zeros((4, 48, 64, 3), np.uint8), 8, crf=0)
+    counted = plan.container_frames
+
+    def count_then_swap(asked: Path, *fd: int) -> int:
+        found = counted(asked, *fd)
+        swap_in_fifo(path)
+        return found
+
+    monkeypatch.setattr(plan, "container_frames", count_then_swap)
+    problems: list[str] = []
+    assert within(10, path, lambda: plan._video_frames(path, problems)) == 4
+    assert problems == []

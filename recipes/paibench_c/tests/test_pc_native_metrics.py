@@ -9,8 +9,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from fifo_swap import check_then_swap, within
 
-from pinbench.media.video import write_video
+from pinbench.media.video import read_video, write_video
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 from pinbench_recipes.paibench_c.native_metrics import (
@@ -227,3 +228,15 @@ def test_the_gt_is_blurred_once_for_all_modalities_and_each_prediction_once(tmp_
     assert [len(f) for f in blurred] == [5] + [1] * 15   # the GT once, then each prediction frame once
     values = [result[f"{m}/native/blur_ssim"] for m in preds]
     assert all(v < 1.0 for v in values) and len(set(values)) == 3
+
+
+def test_the_prediction_aligned_is_the_file_checked(tmp_path: Path, monkeypatch) -> None:
+    """Its frames were checked (video_info) and then decoded again by the path: a FIFO put there in between was what
+    was decoded. They are decoded from the descriptor that was checked."""
+    from pinbench_recipes.paibench_c import native_metrics
+
+    pred = write_video(tmp_path / "pred.mp4", clip(5, seed=2), 30, codec="mpeg4")
+    want = read_video(pred, backend="pyav").frames
+    monkeypatch.setattr(native_metrics, "video_info", check_then_swap(native_metrics.video_info, pred))
+    got = within(10, pred, lambda: np.stack(list(native_metrics._aligned_frames(pred, want.shape, "pyav"))))
+    assert np.array_equal(got, want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from fifo_swap import check_then_swap, within
 from skimage.metrics import structural_similarity
 
 from pinbench.media import ssim as ssim_mod
@@ -174,3 +175,15 @@ def test_decoding_with_tempssim_gives_the_frames_and_the_value_of_decode_then_sc
     assert np.array_equal(frames, decoded)
     assert value == tempssim(to_gray(decoded))
     assert metrics.decode_with_tempssim(path, "opencv", device="meta")[1] is None
+
+
+def test_decoding_with_tempssim_decodes_the_file_it_checked(tmp_path, monkeypatch):
+    """It checked the rollout (video_info) and then decoded it again by its path: a FIFO put there in between was
+    what it decoded. It decodes the descriptor it checked."""
+    from pinbench.media.video import read_video, write_video
+
+    path = write_video(tmp_path / "rollout.mp4", moving_frames(11), 8, crf=0)
+    want = read_video(path, backend="opencv").frames
+    monkeypatch.setattr(metrics, "video_info", check_then_swap(metrics.video_info, path))
+    frames, _ = within(10, path, lambda: metrics.decode_with_tempssim(path, "opencv"))
+    assert np.array_equal(frames, want)
