@@ -46,7 +46,8 @@ class ClipSource:
     def describe(self) -> str:
         if not self.reencode:
             return f"frames decoded with {self.decoder} (no re-encode)"
-        return f"frames decoded with {self.decoder}, per-clip MP4 re-encode (libx264, yuv420p, crf {self.crf})"
+        return (f"frames decoded with {self.decoder}, per-clip MP4 re-encode (libx264 without mbtree, yuv420p, "
+                f"crf {self.crf})")
 
 
 @dataclass
