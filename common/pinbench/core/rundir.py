@@ -539,8 +539,8 @@ def terminate_as_exit() -> Iterator[None]:
         late, _pending[:] = _pending[:], []
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if late:   # the block ended before a deferred signal was raised (``_exit_on_term``): it ends here
-        raise Terminated(late[0][0])
+        if late:   # the block ended before a deferred signal was raised (``_exit_on_term``): it ends here, also when
+            raise Terminated(late[0][0])   # an exception ended it (kept as the context), which a caller might catch
 
 
 class Terminated(SystemExit):
