@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+import stopped
 from headless_chromium import CHROMEDRIVER, chromium, driven
 from shared_data import shared_data
 from sockets import listening_addresses
@@ -725,14 +726,6 @@ main(sys.argv[1:])
 """
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGSTOP, and wait until Linux says the process stands still (the signal is delivered asynchronously)."""
-    proc.send_signal(signal.SIGSTOP)
-    stat = Path(f"/proc/{proc.pid}/stat")
-    while proc.poll() is None and stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t", "Z"):
-        time.sleep(0.001)
-
-
 @pytest.mark.parametrize("command", ["view", "report"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signum: int, command: str) -> None:
@@ -744,7 +737,7 @@ def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signu
     try:
         deadline = time.monotonic() + 60
         while True:  # looked at while it stands still: the signal lands while the bundle is being written
-            _stop(proc)
+            stopped.stop(proc)
             if (dest / "data" / "samples-0.js").exists() or proc.poll() is not None or time.monotonic() > deadline:
                 break
             proc.send_signal(signal.SIGCONT)
