@@ -424,8 +424,11 @@ main(sys.argv[1:])
 def test_a_second_export_into_one_dest_while_the_first_runs_is_refused_naming_it(tmp_path: Path) -> None:
     """Two ``export --force`` into one DEST at once each built an export and put it in place, the last one staying and
     both saying they had written it. Now the second, started while the first holds DEST, is refused in one line
-    naming DEST and the first's process; the first's export is then in place, and nothing else is left beside it."""
+    naming DEST and the first's process (not a killed export's, whose lock file the first took over); the first's
+    export is then in place, and nothing else is left beside it."""
     dest = export_recipe(get_recipe("dynamic-degree"), tmp_path / "export")
+    killed = {"pid": 2**22 + 1, "host": "gone", "started": "2026-01-01T00:00:00Z", "argv": ["pinbench"] * 100}
+    (tmp_path / ".export.pinbench-export.lock").write_text(json.dumps(killed))   # an export killed: taken over
     first = subprocess.Popen([sys.executable, "-c", SLOW_EXPORT, str(dest)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:

@@ -305,6 +305,7 @@ def _hold(dest: Path) -> int:
             same = False
         if same:
             started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            os.ftruncate(fd, 0)   # a killed holder's record, taken over
             os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
             return fd
         os.close(fd)
