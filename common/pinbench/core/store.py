@@ -740,8 +740,8 @@ def _legacy(samples_dir: Path) -> Iterator[tuple[Path, Stored | None, str]]:
 def sound_records(samples_dir: Path | str) -> Iterator[tuple[tuple[int, int], Stored]]:
     """Every record ``read_store`` reads (contradicting ones included: ``contradictions`` is the caller's), one at a
     time, each with its rank: of two records of a sample, ``read_store`` lists the one of smaller rank first. For a
-    reader that keeps only a little of each: ``pinbench status`` held the whole store, 506 MB at 112,220 records.
-    A log is read a line at a time; StoreError as ``read_store`` for one it cannot read."""
+    reader that keeps only a little of each: ``pinbench status`` held the whole store, 494 MiB peak RSS at 112,220
+    records. A log is read a line at a time; StoreError as ``read_store`` for one it cannot read."""
     samples_dir = Path(samples_dir)
     found = store_files(samples_dir)
     for index, path in enumerate(found.logs):

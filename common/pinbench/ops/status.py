@@ -189,8 +189,8 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], 
 
 @dataclass(frozen=True, slots=True)
 class _Judged:
-    """What status shows of a sample's record: all it keeps of it (the records were held whole, 506 MB for a 10x
-    CameraBench run of 112,220 samples)."""
+    """What status shows of a sample's record: all it keeps of it (the records were held whole, 494 MiB peak RSS
+    for a 10x CameraBench run of 112,220 samples)."""
 
     ok: bool
     stand_in: bool   # ``is_stand_in``: a sample no run generated, stored as such
@@ -307,7 +307,7 @@ def _stand_ins(out_dir: Path, written: WrittenScorecard | str | None) -> dict[st
 def _merged_records(path: Path) -> Iterator[SampleRecord]:
     """The records of a ``samples.jsonl`` (``read_merged``'s, but a problem is only ValueError or OSError), read a
     few MiB of whole lines at a time: status held the file's bytes, its text, a copy of it and every record to keep
-    a few (263 MB peak RSS at 112,220 samples)."""
+    a few (257 MiB peak RSS at 112,220 samples)."""
     with os.fdopen(open_regular(path), "rb") as fh:
         rest = b""
         while chunk := fh.read(_CHUNK):
