@@ -511,8 +511,8 @@ def test_a_recipe_entry_that_is_no_file_is_refused_in_one_line(tmp_path: Path, e
     {"pipe": lambda p: os.mkfifo(p), "Dockerfile.extra": lambda p: os.mkfifo(p),
      "gone": lambda p: p.symlink_to("/nonexistent"), "loop": lambda p: p.symlink_to(".")}[entry](copy / entry)
     with pytest.raises(ExportError, match=rf"^{copy / entry}: {problem}[^\n]*$"):
-        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "export")
-    assert not (tmp_path / "export").exists()
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "new" / "export")
+    assert not (tmp_path / "new").exists()   # nor DEST's parent, nor its lock file in it
 
 
 def test_what_a_killed_export_left_is_removed_by_the_next_and_nothing_else(tmp_path: Path) -> None:

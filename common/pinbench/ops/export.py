@@ -265,11 +265,15 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
     empty folder made there is."""
     if (dest.exists() or dest.is_symlink()) and not force:
         raise ExportError(_taken(dest))
+    _check_copyable(recipe.dir)   # what refuses the recipe, before anything is made beside DEST
+    requirements = _requirements(recipe.dir)
+    if not (recipe.dir / LOCK).is_file():
+        raise ExportError(f"{recipe.dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
     _check_parents(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     held = _hold(dest)
     try:
-        return _write_held(recipe, dest, force=force, log=log)
+        return _write_held(recipe, dest, requirements, force=force, log=log)
     finally:
         with contextlib.suppress(FileNotFoundError):   # removed before the flock goes, and only if still its own:
             if os.path.samestat(os.fstat(held), os.stat(_lock_of(dest))):   # one waiting on it retries on a new one
@@ -311,7 +315,8 @@ def _hold(dest: Path) -> int:
         os.close(fd)
 
 
-def _write_held(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str], None]) -> Path:
+def _write_held(recipe: Recipe, dest: Path, requirements: list[str], *, force: bool, log: Callable[[str], None]
+                ) -> Path:
     """``_write_export`` once this process holds ``dest``'s lock: what it checks in ``dest`` holds until its end."""
     recipe_dir = recipe.dir
     written: frozenset[str] | None = None
@@ -322,10 +327,6 @@ def _write_held(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str],
         written = _listed(dest)
         if written is not None:
             _check_only_written(dest, written)
-    _check_copyable(recipe_dir)
-    requirements = _requirements(recipe_dir)
-    if not (recipe_dir / LOCK).is_file():
-        raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
     work = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
     work.mkdir()
     new, old = work / "new", work / "old"
