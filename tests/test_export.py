@@ -8,13 +8,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 from fresh_venv import clean_env, make
+from stopped import stop
 
 from pinbench.core.recipe import available_recipes, get_recipe
 from pinbench.ops.export import ExportError, export_recipe, library_closure, library_root
@@ -345,39 +348,111 @@ def test_force_replaces_only_an_earlier_export(tmp_path: Path, monkeypatch: pyte
 
 def test_of_exports_into_one_new_folder_at_once_exactly_one_wins_and_each_other_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four exports into one new DEST, each built before any puts its own in place (a barrier after the copies):
-    each had found DEST there, moved the one before it aside without --force, and reported success. Now the first
-    rename wins and the three others are refused in one line, leaving nothing behind."""
+    """Four exports into one new DEST at once: each had found DEST there, moved the one before it aside without
+    --force, and reported success. Now the first holds DEST until it is done (here until the three others have
+    ended), and each other one is refused in one line, leaving nothing behind."""
     import threading
 
     import pinbench.ops.export as export
 
     recipe, dest, n = get_recipe("dynamic-degree"), tmp_path / "export", 4
-    built = threading.Barrier(n, timeout=60)
-    fill, filling = export._fill, threading.Lock()
+    outcomes: list[str] = []
+    others_ended = threading.Event()
+    fill = export._fill
 
     def fill_then_wait(*args: object) -> None:
-        with filling:   # one copy at a time: ast.parse in threads at once can raise SystemError in CPython 3.11
-            fill(*args)  # ("AST constructor recursion depth mismatch", seen once in CI); the race is the renames
-        built.wait()
+        fill(*args)
+        assert others_ended.wait(timeout=60)
 
     monkeypatch.setattr(export, "_fill", fill_then_wait)
-    outcomes: list[str] = []
 
     def one() -> None:
         try:
             outcomes.append(f"wrote {export_recipe(recipe, dest)}")
         except ExportError as exc:
-            outcomes.append(str(exc))
+            outcomes.append(re.sub(r"is running \(pid .*\)|is starting", "...", str(exc)))   # starting: the
+            # holder is not yet written in the lock
+        if len(outcomes) == n - 1:
+            others_ended.set()
 
     threads = [threading.Thread(target=one) for _ in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    refused = (f"{dest}: already exists (use --force to replace it) (written while this export was built: another "
-               "export of it finished first)")
+    refused = f"{dest}: another export of it ...; retry once it has ended"
     assert sorted(outcomes) == sorted([f"wrote {dest}", *[refused] * (n - 1)]), outcomes
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "Makefile").is_file()
+
+
+def test_a_folder_written_at_dest_while_the_export_was_built_is_kept_and_the_export_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What another program writes at DEST while the export is built is never moved aside: the export is refused in
+    one line (rename(2) replaces no folder that holds anything) and leaves nothing behind."""
+    import pinbench.ops.export as export
+
+    recipe, dest = get_recipe("dynamic-degree"), tmp_path / "export"
+    fill = export._fill
+
+    def fill_while_written(*args: object) -> None:
+        fill(*args)
+        dest.mkdir()
+        (dest / "mine.txt").write_text("mine")
+
+    monkeypatch.setattr(export, "_fill", fill_while_written)
+    with pytest.raises(ExportError, match=rf"^{dest}: already exists and is not an earlier pinbench export \(no "
+                                          r"\.pinbench-export\); name a new directory \(written there while this "
+                                          r"export was built\)$"):
+        export_recipe(recipe, dest)
+    assert sorted(tmp_path.iterdir()) == [dest] and (dest / "mine.txt").read_text() == "mine"
+
+
+SLOW_EXPORT = """import sys, time
+import pinbench.ops.export as export
+fill = export._fill
+def fill_slowly(*args):
+    fill(*args)
+    for _ in range(300):   # short sleeps: a signal may reach another thread, which wakes no long sleep of this one
+        time.sleep(0.01)
+export._fill = fill_slowly
+from pinbench.cli import main
+sys.argv = ["pinbench", "export", "--force", "dynamic-degree", sys.argv[1]]   # the command its lock names
+main(sys.argv[1:])
+"""
+
+
+def test_a_second_export_into_one_dest_while_the_first_runs_is_refused_naming_it(tmp_path: Path) -> None:
+    """Two ``export --force`` into one DEST at once each built an export and put it in place, the last one staying and
+    both saying they had written it. Now the second, started while the first holds DEST, is refused in one line
+    naming DEST and the first's process (not a killed export's, whose lock file the first took over); the first's
+    export is then in place, and nothing else is left beside it."""
+    dest = export_recipe(get_recipe("dynamic-degree"), tmp_path / "export")
+    killed = {"pid": 2**22 + 1, "host": "gone", "started": "2026-01-01T00:00:00Z", "argv": ["pinbench"] * 100}
+    (tmp_path / ".export.pinbench-export.lock").write_text(json.dumps(killed))   # an export killed: taken over
+    first = subprocess.Popen([sys.executable, "-c", SLOW_EXPORT, str(dest)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:   # looked at while it stands still: its export is built and not yet in place
+            stop(first)
+            if (any(tmp_path.glob(".export.*.tmp/new/Makefile")) or first.poll() is not None
+                    or time.monotonic() > deadline):
+                break
+            first.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+        assert first.poll() is None
+        second = subprocess.run([sys.executable, "-m", "pinbench", "export", "--force", "dynamic-degree", str(dest)],
+                                capture_output=True, text=True, timeout=120)
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(dest))}: another export of it is running \(pid {first.pid} on "
+                        r"[^\n]* since [^\n]*: pinbench export --force dynamic-degree "
+                        rf"{re.escape(str(dest))}\); retry once it has ended\n",
+                        second.stderr), second.stderr
+    assert first.returncode == 0 and out == f"exported dynamic-degree to {dest}\n", err
     assert sorted(tmp_path.iterdir()) == [dest] and (dest / "Makefile").is_file()
 
 
@@ -436,8 +511,8 @@ def test_a_recipe_entry_that_is_no_file_is_refused_in_one_line(tmp_path: Path, e
     {"pipe": lambda p: os.mkfifo(p), "Dockerfile.extra": lambda p: os.mkfifo(p),
      "gone": lambda p: p.symlink_to("/nonexistent"), "loop": lambda p: p.symlink_to(".")}[entry](copy / entry)
     with pytest.raises(ExportError, match=rf"^{copy / entry}: {problem}[^\n]*$"):
-        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "export")
-    assert not (tmp_path / "export").exists()
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "new" / "export")
+    assert not (tmp_path / "new").exists()   # nor DEST's parent, nor its lock file in it
 
 
 def test_what_a_killed_export_left_is_removed_by_the_next_and_nothing_else(tmp_path: Path) -> None:

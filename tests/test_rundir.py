@@ -302,6 +302,25 @@ def test_a_block_that_ends_before_a_deferred_signal_is_raised_ends_terminated(tm
     sys.modules.pop("signalled_at_the_end", None)
 
 
+def test_a_deferred_signal_outlives_an_exception_that_ends_the_block_first(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module signalled while it is imported that then fails: its error ended the block and the deferred signal was
+    dropped (the process exited with that error, or ran on where a caller caught it). Now the block still ends
+    terminated, exit 143 as for any SIGTERM, the error kept as the Terminated's context."""
+    (tmp_path / "signalled_then_failing.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGTERM)\nraise ValueError('broken module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(Terminated) as caught:
+        try:
+            with terminate_as_exit():
+                import signalled_then_failing  # noqa: F401
+        except ValueError:
+            pass   # a caller that goes on after this error must not go on after the signal
+    assert caught.value.code == 128 + signal.SIGTERM
+    assert isinstance(caught.value.__context__, ValueError) and str(caught.value.__context__) == "broken module"
+    assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+
+
 def test_a_sigterm_during_an_import_that_does_not_end_is_raised_after_a_while(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that works inside an import (a script's module-level loop) is still ended: the deferral waits

@@ -437,3 +437,25 @@ def test_a_log_moved_into_the_quarantine_never_takes_the_name_its_writer_quarant
     moved = [json.loads(line) for line in (samples / "quarantine" / log.name).read_text().splitlines()]
     assert [m["line"] for m in moved] == [f"{log.name}:1"]
     assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def test_sound_records_rank_the_records_as_read_store_lists_them(tmp_path: Path) -> None:
+    """A reader that streams the store (``pinbench status``) orders each sample's records by rank: that must be
+    ``read_store``'s order (two logs by name, later lines first, the layout of 87e8f14 last), and it reads the same
+    records (a damaged line and a torn tail in neither)."""
+    samples = tmp_path / "samples"
+    samples.mkdir()
+
+    def body(sid: str, seconds: float) -> bytes:
+        return record_bytes(SampleRecord(sid, "ok", {"y": 1}, None, "0" * 64, seconds).to_json())
+
+    (samples / "shard-0-of-2.jsonl").write_bytes(encode_line(body("a", 1)) + b"damaged\n" + encode_line(body("a", 2))
+                                                 + encode_line(body("b", 3)) + encode_line(body("a", 4))[:-9])
+    (samples / "shard-1-of-2.jsonl").write_bytes(encode_line(body("a", 5)) + encode_line(body("b", 6)))
+    (samples / "a.json").write_bytes(body("a", 7))
+    ranked: dict[str, list[tuple[tuple[int, int], float]]] = {}
+    for rank, stored in store.sound_records(samples):
+        ranked.setdefault(stored.data["sample_id"], []).append((rank, stored.data["seconds"]))
+    listed = {sid: [s.data["seconds"] for s in found] for sid, found in read_store(samples).records.items()}
+    assert listed == {"a": [2, 1, 5, 7], "b": [3, 6]}
+    assert {sid: [seconds for _, seconds in sorted(found)] for sid, found in ranked.items()} == listed

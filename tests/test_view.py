@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+import stopped
 from fifo_swap import within
 from headless_chromium import CHROMEDRIVER, chromium, driven
 from shared_data import shared_data
@@ -711,8 +712,18 @@ def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path)
     assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
 
 
-def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monkeypatch) -> None:
-    """Ctrl-C while a bundle was written was a silent exit 130, leaving a folder that looks like a bundle."""
+def _bundling(command: str, run: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    """The arguments of ``command`` writing a bundle of ``run``, and the bundle's folder: view --bundle's, or the
+    one ``report --view`` writes in its out/view."""
+    if command == "view":
+        return ["view", "--bundle", str(tmp_path / "bundle"), str(run)], tmp_path / "bundle"
+    return ["report", str(run), "--out", str(tmp_path / "report"), "--view"], tmp_path / "report" / "view"
+
+
+@pytest.mark.parametrize("command", ["view", "report"])
+def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monkeypatch, command: str) -> None:
+    """Ctrl-C while a bundle was written was a silent exit 130, leaving a folder that looks like a bundle (report
+    --view's out/view too)."""
     from typer.testing import CliRunner
 
     from pinbench import cli
@@ -723,8 +734,8 @@ def test_a_bundle_interrupted_says_it_is_half_written(runs, tmp_path: Path, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(view, "write_bundle", interrupted)
-    dest = tmp_path / "bundle"
-    result = CliRunner().invoke(cli.app, ["view", "--bundle", str(dest), str(runs["dd"])])
+    args, dest = _bundling(command, runs["dd"], tmp_path)
+    result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 130
     assert result.stderr == f"interrupted: {dest} holds a bundle half written; run the same command to finish it\n"
 
@@ -734,29 +745,22 @@ import pinbench.media.preview
 pinbench.media.preview.make_preview = lambda *args, **kw: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
 # (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
-main(["view", "--bundle", sys.argv[1], sys.argv[2]])
+main(sys.argv[1:])
 """
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGSTOP, and wait until Linux says the process stands still (the signal is delivered asynchronously)."""
-    proc.send_signal(signal.SIGSTOP)
-    stat = Path(f"/proc/{proc.pid}/stat")
-    while proc.poll() is None and stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t", "Z"):
-        time.sleep(0.001)
-
-
+@pytest.mark.parametrize("command", ["view", "report"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signum: int) -> None:
+def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signum: int, command: str) -> None:
     """SIGTERM (a job's time limit) or SIGHUP (a lost SSH session) while a bundle was written ended the process with
-    no word (exit -15, -1), where Ctrl-C says the folder holds a half-written bundle."""
-    dest = tmp_path / "bundle"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_BUNDLE, str(dest), str(runs["dd"])], stdout=subprocess.PIPE,
+    no word (exit -15, -1), where Ctrl-C says the folder holds a half-written bundle (report --view's out/view too)."""
+    args, dest = _bundling(command, runs["dd"], tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_BUNDLE, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while True:  # looked at while it stands still: the signal lands while the bundle is being written
-            _stop(proc)
+            stopped.stop(proc)
             if (dest / "data" / "samples-0.js").exists() or proc.poll() is not None or time.monotonic() > deadline:
                 break
             proc.send_signal(signal.SIGCONT)

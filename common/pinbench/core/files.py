@@ -723,15 +723,20 @@ def parse_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T]
     """Each non-blank line of a JSONL file's text (read from ``path``), parsed as ``_jsonl_values`` reads it
     and then by ``parse``; ValueError (FileError for the JSON) names the file, the line and ``what`` was bad
     there (``"sample record"``). Records hold many numbers: the float hook is used only where one may overflow."""
-    items = []
+    return list(iter_finite_jsonl(text, path, parse, what))
+
+
+def iter_finite_jsonl(text: str, path: Path | str, parse: Callable[[object], T], what: str) -> Iterator[T]:
+    """``parse_finite_jsonl``, an item at a time: for a reader that keeps a few (``pinbench status``, the stand-ins
+    of a samples file it had held whole)."""
     may_overflow = _may_overflow(text.encode("utf-8", "surrogatepass"))
     scan = (_FINITE_DECODER if may_overflow else _PLAIN_DECODER).scan_once
     for lineno, value in _jsonl_values(text, path, what, scan):
         try:
-            items.append(parse(value))
+            item = parse(value)
         except ValueError as exc:
             raise ValueError(f"{path}:{lineno}: bad {what}: {exc}") from None
-    return items
+        yield item
 
 
 def read_finite_jsonl(path: Path | str, parse: Callable[[object], T], what: str) -> list[T]:

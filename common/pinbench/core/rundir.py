@@ -349,7 +349,7 @@ def process_alive(holder: Mapping[str, Any]) -> bool | None:
 _ARGS = 12   # of a holder's command, kept in its lock
 
 
-def _command(argv: list[str]) -> list[str]:
+def held_command(argv: list[str]) -> list[str]:
     """A holder's command as its lock keeps it: its first arguments, secrets redacted, and how many are left out."""
     kept = [redact(arg) for arg in argv[:_ARGS]]
     return kept + [f"... ({len(argv) - _ARGS} more)"] if len(argv) > _ARGS else kept
@@ -505,7 +505,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
             token = secrets.token_hex(16)
             holder = {**this_process(), "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                       "shard": None if cfg.shard is None else str(cfg.shard), "token": token,
-                      "argv": _command(sys.argv), **run_identity(cfg)}
+                      "argv": held_command(sys.argv), **run_identity(cfg)}
             if not _create_exclusive(path, json.dumps(holder, indent=2) + "\n"):
                 raise RunDirError(f"{out_dir}: in use: {path} appeared while claiming it; retry")
             claim = Claim(out_dir, path, token, inherited=False, created=created)
@@ -539,8 +539,8 @@ def terminate_as_exit() -> Iterator[None]:
         late, _pending[:] = _pending[:], []
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if late:   # the block ended before a deferred signal was raised (``_exit_on_term``): it ends here
-        raise Terminated(late[0][0])
+        if late:   # the block ended before a deferred signal was raised (``_exit_on_term``): it ends here, also when
+            raise Terminated(late[0][0])   # an exception ended it (kept as the context), which a caller might catch
 
 
 class Terminated(SystemExit):

@@ -13,6 +13,7 @@ pytest configuration puts on the path, as the repository's conftest.py does.
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import fcntl
 import fnmatch
@@ -21,12 +22,15 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from pinbench.core.files import FileError, blocking_parent, not_a_folder, not_regular, open_regular, read_json_object
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
+from pinbench.core.rundir import held_command, read_lock, this_process
 
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
@@ -255,10 +259,65 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
     then. A kill leaves the hidden folder, with its ``BUILDING`` file unlocked: the next export of ``dest`` that
     succeeds removes it and says so (it had stayed forever); a folder of that name without it is never touched.
 
-    Several exports into one new DEST at once: the first rename wins, as rename(2) replaces no folder that holds
-    anything, and each other one is refused in one line (each had moved the one before aside and reported success).
-    Only an empty folder made at DEST while the export was built is replaced. With --force each replaces the
-    export it finds, the last one staying; one whose DEST changed between its move aside and its rename fails."""
+    Exports into one DEST take turns (``_hold``): one started while another runs is refused in one line naming it
+    (each had moved the one before aside and reported success; with --force the last one stayed). What another
+    program writes at DEST meanwhile is never replaced, as rename(2) replaces no folder that holds anything: only an
+    empty folder made there is."""
+    if (dest.exists() or dest.is_symlink()) and not force:
+        raise ExportError(_taken(dest))
+    _check_copyable(recipe.dir)   # what refuses the recipe, before anything is made beside DEST
+    requirements = _requirements(recipe.dir)
+    if not (recipe.dir / LOCK).is_file():
+        raise ExportError(f"{recipe.dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
+    _check_parents(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    held = _hold(dest)
+    try:
+        return _write_held(recipe, dest, requirements, force=force, log=log)
+    finally:
+        with contextlib.suppress(FileNotFoundError):   # removed before the flock goes, and only if still its own:
+            if os.path.samestat(os.fstat(held), os.stat(_lock_of(dest))):   # one waiting on it retries on a new one
+                os.unlink(_lock_of(dest))
+        os.close(held)
+
+
+def _lock_of(dest: Path) -> Path:
+    return dest.parent / f".{dest.name[:200]}.pinbench-export.lock"
+
+
+def _hold(dest: Path) -> int:
+    """Hold the lock of exports into ``dest`` (a flock on ``_lock_of(dest)``, which names its holder), or
+    ExportError naming the export that holds it: two ``--force`` at once had each put its own export in place, the
+    last one staying and both saying they wrote it. The kernel drops a killed holder's flock: its file is taken over."""
+    path = _lock_of(dest)
+    while True:
+        try:
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT, mode=0o644)
+        except FileError as exc:   # a FIFO in its place: named, never waited on
+            raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = read_lock(path)
+            who = (f"is running (pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
+                   f"{' '.join(map(str, holder.get('argv') or []))})" if holder else "is starting")   # not yet named
+            raise ExportError(f"{dest}: another export of it {who}; retry once it has ended") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:   # its holder removed it as it ended
+            same = False
+        if same:
+            started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            os.ftruncate(fd, 0)   # a killed holder's record, taken over
+            os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
+            return fd
+        os.close(fd)
+
+
+def _write_held(recipe: Recipe, dest: Path, requirements: list[str], *, force: bool, log: Callable[[str], None]
+                ) -> Path:
+    """``_write_export`` once this process holds ``dest``'s lock: what it checks in ``dest`` holds until its end."""
     recipe_dir = recipe.dir
     written: frozenset[str] | None = None
     if dest.exists() or dest.is_symlink():
@@ -268,12 +327,6 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
         written = _listed(dest)
         if written is not None:
             _check_only_written(dest, written)
-    _check_copyable(recipe_dir)
-    requirements = _requirements(recipe_dir)
-    if not (recipe_dir / LOCK).is_file():
-        raise ExportError(f"{recipe_dir / LOCK}: missing; an export installs only from the recipe's hashed lock")
-    _check_parents(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     work = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
     work.mkdir()
     new, old = work / "new", work / "old"
@@ -292,8 +345,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
             if old.exists():
                 os.rename(old, dest)   # the earlier export back in its place
             if isinstance(exc, OSError) and exc.errno in _TAKEN and not force:
-                raise ExportError(f"{_taken(dest)} (written while this export was built: another export of it "
-                                  "finished first)") from None
+                raise ExportError(f"{_taken(dest)} (written there while this export was built)") from None
             raise
         if old.exists():
             shutil.rmtree(old)
