@@ -538,3 +538,18 @@ def test_status_keeps_only_the_stand_ins_of_the_merged_samples(tmp_path: Path) -
         tracemalloc.stop()
     assert status.counts["pending"] == 2000 and size > 8_000_000
     assert peak < size, (peak, size)
+
+
+def test_more_failed_samples_than_listed_are_counted_by_reason(tmp_path: Path) -> None:
+    """25 failed samples: the block counts them by reason before naming the first 20 (it named 20 and '... and 5
+    more', whatever they failed for)."""
+    def fail(task: Mapping) -> dict:
+        n = int(task["x"])
+        raise ValueError(f"invalid rollout: v{n}.mp4: not a regular file" if n % 5 else "decoder crashed")
+
+    run_samples([LooseTask(f"s{i:02d}", x=i) for i in range(25)], fail, tmp_path, progress=False)
+    text = render(run_status(tmp_path, ask_slurm=False))
+    block = text[text.index("failed samples:\n"):].splitlines()
+    assert block[1:3] == ["  by reason: 20 x ValueError: invalid rollout: <file>: not a regular file",
+                          "  by reason: 5 x ValueError: decoder crashed"]
+    assert block[3].startswith("  s00 (shard 0/1): ") and block[23] == "  ... and 5 more"

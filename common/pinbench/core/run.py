@@ -550,12 +550,12 @@ def _stopped_failures(summary: RunSummary) -> list[str]:
     return lines
 
 
-def by_reason(failed: Sequence[tuple[str, str]]) -> list[str]:
+def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) -> list[str]:
     """How many of ``failed`` (sample id, one-line reason) failed for each reason, most first, when there are more
-    than ``FAILURES_SHOWN`` to name: ten thousand samples missing for one cause read as one line, not as five
+    than the ``shown`` a list names: ten thousand samples missing for one cause read as one line, not as five
     examples and "... and 9,995 more". A reason is read without what names one sample: its id (``<sample>``) and
     any file (``<file>``: a word with a ``/`` or a file extension)."""
-    if len(failed) <= FAILURES_SHOWN:
+    if len(failed) <= shown:
         return []
     counts = Counter(_WORD.sub(_file_as_one, reason.replace(sample, "<sample>") if sample else reason)
                      for sample, reason in failed)

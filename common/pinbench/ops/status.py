@@ -26,6 +26,7 @@ from typing import Any
 
 from pinbench.core.config import Shard
 from pinbench.core.files import FileError, iter_finite_jsonl, loads_json, open_regular, read_data_file
+from pinbench.core.run import by_reason
 from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
@@ -411,10 +412,12 @@ def render(status: RunStatus) -> str:
 
 
 def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:
-    """A block of (shard, sample, reason) rows under ``title``, the first ``MAX_LISTED`` of them; none: no block."""
+    """A block of (shard, sample, reason) rows under ``title``: counted by reason when there are more than
+    ``MAX_LISTED`` (``by_reason``), then the first ``MAX_LISTED`` of them; none: no block."""
     if not rows:
         return []
-    lines = ["", title, *(f"  {sid} (shard {s.index}/{s.count}): {reason}" for s, sid, reason in rows[:MAX_LISTED])]
+    lines = ["", title, *by_reason([(sid, reason) for _, sid, reason in rows], MAX_LISTED),
+             *(f"  {sid} (shard {s.index}/{s.count}): {reason}" for s, sid, reason in rows[:MAX_LISTED])]
     return lines + ([f"  ... and {len(rows) - MAX_LISTED} more"] if len(rows) > MAX_LISTED else [])
 
 
