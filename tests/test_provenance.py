@@ -416,6 +416,7 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
     assert len(lines) == prov.SHOWN + 1 and lines[-1] == f"... and {20 - prov.SHOWN} more"  # option00: 0 in both
     assert prov.differences({}, {"extra": {"flow": {"params": list(range(40))}}}, ("A", "B")) == [
         "extra.flow.params: A none, B " + json.dumps(list(range(40)))[:57] + "..."]
+    assert prov.differences({"extra": {"note": FAKE_TOKEN}}, {}, ("A", "B")) == ["extra.note: A ***, B none"]
     # A hand-edited reference's provenance of another shape is compared as values, never a crash.
     assert prov.differences({"packages": "torch 2.5"}, {"packages": {"torch": "2.5.1"}}, ("A", "B")) == [
         'packages: A torch 2.5, B {"torch": "2.5.1"}']

@@ -535,7 +535,9 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
     keys = [*(k for k in _ORDER if k in a or k in b), *sorted((set(a) | set(b)) - set(_ORDER))]
     for key in keys:
         _leaf_differences((key,), a.get(key), b.get(key), labels, lines)
-    return lines if len(lines) <= SHOWN else [*lines[:SHOWN], f"... and {len(lines) - SHOWN} more"]
+    clean = redactor()   # a hand-edited reference's provenance may hold a token
+    shown = [clean(line) for line in lines[:SHOWN]]
+    return shown if len(lines) <= SHOWN else [*shown, f"... and {len(lines) - SHOWN} more"]
 
 
 def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
