@@ -20,6 +20,7 @@ from pinbench.core.reference import (
     EXIT_INCOMPLETE,
     EXIT_MISMATCH,
     EXIT_PASS,
+    DiffResult,
     ReferenceFileError,
     load_reference,
     reference_from_dict,
@@ -364,3 +365,18 @@ def test_render_diff_golden(monkeypatch: pytest.MonkeyPatch) -> None:
     expected = (GOLDEN / "diff_table.txt").read_text()
     assert rendered == expected, "".join(difflib.unified_diff(
         expected.splitlines(keepends=True), rendered.splitlines(keepends=True), "expected", "rendered"))
+
+
+def test_a_note_naming_many_metrics_reads_them_as_patterns() -> None:
+    """CameraBench's 72 metrics without a published value were one note of 72 names (three such notes buried the
+    problems); past 12 names, the metrics of one kind over every split read as ``a/*/c (n)``."""
+    splits = ["Move_In", "Move_Out", "Pan_Left", "Pan_Right", "Tilt_Up", "Tilt_Down", "Zoom_In", "Zoom_Out"]
+    names = [*(f"binary/{s}/roc_auc" for s in splits), "binary/overall_roc_auc",
+             *(f"vqa/{s}/question_acc" for s in splits[:5]), "camerabench_average"]
+    result = DiffResult(rows=[], problems=[], ok=True, exit_code=EXIT_PASS,
+                        notes=[f"{n}: no reference value (reported, not checked)" for n in names])
+    assert ("  - no reference value (reported, not checked): 15 metrics: binary/*/roc_auc (8), "
+            "binary/overall_roc_auc, vqa/*/question_acc (5), camerabench_average") in render_diff(result).splitlines()
+    few = DiffResult(rows=[], problems=[], ok=True, exit_code=EXIT_PASS,
+                     notes=[f"{n}: no reference value (reported, not checked)" for n in names[:12]])
+    assert f"  - no reference value (reported, not checked): {', '.join(names[:12])}" in render_diff(few).splitlines()

@@ -441,6 +441,9 @@ def _interval_notes(scorecard: Scorecard) -> list[str]:
     return notes
 
 
+NAMES_SPELLED_OUT = 12
+
+
 def _grouped(notes: Sequence[str]) -> list[str]:
     """Notes of the form ``metric: text`` that share their text said once, naming every metric."""
     by_text: dict[str, list[str]] = {}
@@ -450,9 +453,23 @@ def _grouped(notes: Sequence[str]) -> list[str]:
     out = []
     for text, names in by_text.items():
         named = [n for n in names if n]
-        out.append(f"{text}: {', '.join(named)}" if len(named) > 1 else
+        out.append(f"{text}: {_abbreviated(named)}" if len(named) > 1 else
                    (f"{named[0]}: {text}" if named else text))
     return out
+
+
+def _abbreviated(names: Sequence[str]) -> str:
+    """Metric names joined, those past ``NAMES_SPELLED_OUT`` read as patterns: the ``a/<each>/c`` of one split or
+    skill each as ``a/*/c (n)`` (CameraBench's 90 metrics made three notes of 70 names each, burying the problems
+    above them)."""
+    if len(names) <= NAMES_SPELLED_OUT:
+        return ", ".join(names)
+    patterns: dict[str, list[str]] = {}
+    for name in names:
+        parts = name.split("/")
+        patterns.setdefault(f"{parts[0]}/*/{parts[-1]}" if len(parts) == 3 else name, []).append(name)
+    return f"{len(names)} metrics: " + ", ".join(
+        f"{pattern} ({len(matched)})" if len(matched) > 1 else matched[0] for pattern, matched in patterns.items())
 
 
 def render_diff(result: DiffResult) -> str:
