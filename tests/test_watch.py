@@ -114,6 +114,11 @@ def test_many_failures_are_counted_by_reason_with_each_samples_own_id_read_as_on
                           "  by reason: 1 x reason 0", "  by reason: 1 x reason 1",
                           "  by reason: 4 other reason(s), 4 sample(s)"]
     assert lines[5] == "  s000 (m): invalid rollout: s000.mp4: not a regular file"
+    from pinbench.core.run import by_reason
+    assert by_reason([(sid, f"ValueError: {sid} has no rollout, a{sid}") for sid in ("a", "b", "c", "d", "e", "f")]) \
+        == ["  by reason: 1 x ValueError: <sample> has no rollout, aa", *(
+            f"  by reason: 1 x ValueError: <sample> has no rollout, a{sid}" for sid in "bc"),
+            "  by reason: 3 other reason(s), 3 sample(s)"]   # an id inside a word is left as it is
     few = SimpleNamespace(metrics={"m": SimpleNamespace(failed=failed[:5], missing=None, records=None)})
     assert not [line for line in summarize_failures(few, tmp_path) if "by reason" in line]   # each one named
 

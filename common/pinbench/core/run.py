@@ -557,14 +557,29 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
     any file (``<file>``: a word with a ``/`` or a file extension)."""
     if len(failed) <= shown:
         return []
-    counts = Counter(_WORD.sub(_file_as_one, reason.replace(sample, "<sample>") if sample else reason)
-                     for sample, reason in failed)
+    counts = Counter(_WORD.sub(_file_as_one, _sample_as_one(sample, reason)) for sample, reason in failed)
     common = counts.most_common(REASONS_SHOWN)
     lines = [f"  by reason: {n} x {reason[:200]}" for reason, n in common]
     if len(counts) > REASONS_SHOWN:
         lines.append(f"  by reason: {len(counts) - REASONS_SHOWN} other reason(s), "
                      f"{len(failed) - sum(n for _, n in common)} sample(s)")
     return lines
+
+
+def _sample_as_one(sample: str, reason: str) -> str:
+    """``reason`` with each whole-word ``sample`` in it read as ``<sample>`` (sample ``a`` leaves ``ValueError``)."""
+    start = reason.find(sample) if sample else -1
+    while start >= 0:
+        end = start + len(sample)
+        if not (start and _in_word(reason[start - 1]) or end < len(reason) and _in_word(reason[end])):
+            reason = f"{reason[:start]}<sample>{reason[end:]}"
+            end = start + len("<sample>")
+        start = reason.find(sample, end)
+    return reason
+
+
+def _in_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def _file_as_one(word: re.Match[str]) -> str:
