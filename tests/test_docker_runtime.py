@@ -404,14 +404,64 @@ def test_generation_runs_in_the_named_image_then_scoring_in_the_pinned_one(clien
         argv = _argv(call)
         assert argv[argv.index("--generator") + 1] == "python:my_model:make" and flag in argv
         assert "steps=4" in argv and argv[argv.index("--generation-timeout") + 1] == "60"
-        assert call["network_mode"] == "none" and "HF_TOKEN" not in call["environment"]   # the scoring stage's policy
         assert call["volumes"][str((tmp_path / "out").resolve())] == {"bind": "/runs/out", "mode": "rw"}
     assert generate["device_requests"][0].device_ids == ["2", "3"]
+    # the user's generator has the network and token it has on the host; scoring keeps the scoring stage's policy
+    assert "network_mode" not in generate and generate["environment"]["HF_TOKEN"] == TOKEN
+    assert "--offline" not in _argv(generate) and "HF_HUB_OFFLINE" not in generate["environment"]
+    assert score["network_mode"] == "none" and "HF_TOKEN" not in score["environment"] and "--offline" in _argv(score)
     client.run_calls.clear()   # --skip-scoring: generation only
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make", skip_scoring=True, env={})
     docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ={},
                                  caller=(1000, 1000), log=[].append)
     assert _stages(client) == ["fetch", "generate"]
+
+
+OFFLINE_GENERATE = [{"name": "generate", "dockerfile": "Dockerfile.generate", "argv": ["run", "--skip-scoring"]},
+                    {"name": "score", "argv": ["run", "--skip-generation"]}]   # a generate stage without network
+
+
+@pytest.mark.parametrize("stages", [ONE_STAGE, OFFLINE_GENERATE], ids=["no-generate-stage", "offline-generate-stage"])
+@pytest.mark.parametrize("fixture", [False, True])
+def test_a_generator_image_may_download_its_weights_unless_the_run_is_offline(
+        client: FakeDockerClient, tmp_path: Path, stages: Any, fixture: bool) -> None:
+    """MIND's and RememBench's generation in --generator-image ran with the scoring run's policy (--network none,
+    HF_HUB_OFFLINE=1, no token): a generator that downloads its pinned weights, as it does on the host, failed
+    there. It now gets both, HF_TOKEN only where the host sets it, and neither under --offline."""
+    recipe = _generating(tmp_path, client, stages)
+
+    def generate(environ: dict[str, str], offline: bool) -> dict[str, Any]:
+        client.run_calls.clear()
+        cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=1, fixture=fixture, offline=offline,
+                            generator="python:my_model:make", env={})
+        docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ=environ,
+                                     caller=(1000, 1000), log=[].append)
+        return next(c for c in client.run_calls if c["labels"]["org.pinbench.stage"] == "generate")
+
+    online = generate(ENV, offline=False)
+    assert "network_mode" not in online and online["environment"]["HF_TOKEN"] == TOKEN
+    assert "--offline" not in _argv(online) and "PINBENCH_OFFLINE" not in online["environment"]
+    assert "HF_TOKEN" not in generate({}, offline=False)["environment"]   # not set on the host: not passed
+    offline = generate(ENV, offline=True)
+    assert offline["network_mode"] == "none" and "HF_TOKEN" not in offline["environment"]
+    assert "--offline" in _argv(offline) and offline["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert TOKEN not in json.dumps(offline, default=str)
+
+
+def test_the_token_given_to_a_generator_image_is_in_no_command_log_or_file(client: FakeDockerClient,
+                                                                           tmp_path: Path) -> None:
+    """HF_TOKEN reaches the generate stage as its container's environment only: not in its command line, nor in a
+    line of its log (a generator that prints it included), nor in a file of the run directory."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    client.container = FakeContainer([f"token is {TOKEN}\n".encode()], 0)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", gpus=1, generator="python:my_model:make", env={})
+    lines: list[str] = []
+    assert docker_runtime.run_in_docker(recipe, cfg, generator_image=MODEL_IMAGE, client=client, environ=ENV,
+                                        caller=(1000, 1000), log=lines.append) == 0
+    generate = client.run_calls[1]
+    assert generate["environment"]["HF_TOKEN"] == TOKEN and TOKEN not in json.dumps(_argv(generate))
+    assert any("token is ***" in line for line in lines) and not any(TOKEN in line for line in lines)
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
 
 
 def test_a_recipes_own_generate_stage_runs_in_the_named_image_with_its_policy(client: FakeDockerClient,

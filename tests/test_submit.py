@@ -462,6 +462,54 @@ def test_the_cli_writes_a_mind_submission_generating_in_the_generator_image(tmp_
     assert _image_of(score, "pyxis") == "nvcr.io#lab/pinbench-mind@" + DIGEST
 
 
+RECORDER = '#!/bin/sh\nprintf "%s\\n" "$@" > "$SEEN/argv"\nenv > "$SEEN/env"\n'   # a container program
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+@pytest.mark.parametrize(("container", "image", "model"), [
+    ("docker", "ghcr.io/lab/pinbench-mind@" + DIGEST, MODEL),
+    ("pyxis", "nvcr.io#lab/pinbench-mind@" + DIGEST, "nvcr.io#lab/my-model@" + MODEL),
+    ("apptainer", "docker://ghcr.io/lab/pinbench-mind@" + DIGEST, "docker://ghcr.io/lab/my-model@" + MODEL)])
+def test_a_generator_image_job_may_download_its_weights_unless_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str, image: str, model: str, offline: bool) -> None:
+    """MIND's generating jobs in --generator-image had the scoring stage's policy (HF_TOKEN unset, offline, docker
+    --network none): a generator downloading its pinned weights, as it does on the host, failed there. Its job (run
+    here with a program recording what the container gets) now has the network and HF_TOKEN, by name: the token is
+    in no file written, nor in the command's output; --offline takes both away. Scoring keeps neither."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    out = tmp_path / "r"
+    result = runner.invoke(cli.app, [
+        "submit", "mind", "--fixture", "--shards", "2", "-o", "metrics=lcm", "--container", container,
+        "--image", image, "--generator", "python:my_model:make", "--generator-image", model,
+        *(["--offline"] if offline else []), "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert TOKEN not in result.output
+    assert not [f for f in out.rglob("*") if f.is_file() and TOKEN.encode() in f.read_bytes()]
+    generate, score = ((out / "slurm" / f"{name}.sbatch").read_text() for name in ("generate", "score"))
+    assert "unset HF_TOKEN" in score and "export PINBENCH_OFFLINE=1 HF_HUB_OFFLINE=1" in score
+    assert ("unset HF_TOKEN" in generate) == offline
+    assert f"# container: {container}; stage generate ({'offline, no token' if offline else 'network, token'})." \
+        in generate
+    (tmp_path / "bin").mkdir()
+    program = {"docker": "docker", "pyxis": "srun", "apptainer": "apptainer"}[container]
+    (tmp_path / "bin" / program).write_text(RECORDER)
+    (tmp_path / "bin" / program).chmod(0o755)
+    (tmp_path / "seen").mkdir()
+    subprocess.run(["bash", "-c", generate], check=True, cwd=tmp_path, env={
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0", "HF_TOKEN": TOKEN,
+        "SEEN": str(tmp_path / "seen")})
+    argv = (tmp_path / "seen" / "argv").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in (tmp_path / "seen" / "env").read_text().splitlines() if "=" in line)
+    inner = argv[argv.index("pinbench"):]
+    assert ("--offline" in inner) == offline and TOKEN not in argv
+    assert (env.get("HF_TOKEN") == TOKEN) != offline   # what pyxis and apptainer hand the container, docker's --env
+    assert (env.get("HF_HUB_OFFLINE") == "1") == offline
+    if container == "docker":   # the token by name (--env HF_TOKEN: docker reads its value from its environment)
+        names = [argv[i + 1] for i, word in enumerate(argv[:argv.index("pinbench")]) if word == "--env"]
+        network = argv[argv.index("--network") + 1] if "--network" in argv else None
+        assert ("HF_TOKEN" in names) != offline and network == ("none" if offline else None)
+
+
 def test_run_directories_and_mount_paths_that_would_break_a_script_are_refused(tmp_path: Path) -> None:
     recipe = toy_recipe(tmp_path)
     (tmp_path / "afile").write_text("x")
@@ -570,6 +618,17 @@ def test_docker_runs_the_stage_image_with_the_jobs_gpus_and_the_stage_policy(tmp
     envs = [docker[i + 1] for i, w in enumerate(docker) if w == "--env"]
     assert "HF_TOKEN" not in envs and "PINBENCH_OFFLINE=1" in envs
     assert "unset HF_TOKEN" in score and "--offline" in sc
+
+
+def test_offline_takes_the_network_and_token_from_a_stage_that_has_them(tmp_path: Path) -> None:
+    """As under ``pinbench run --runtime docker --offline``: the generation stage's job had the network and
+    ``--env HF_TOKEN`` while it ran ``--offline``."""
+    generate = _plan(_toy_with_stages(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", container="docker",
+                     offline=True).phases[0].text
+    gen = _command(generate, "docker")
+    docker = gen[:gen.index("$IMAGE")]
+    assert _value(docker, "--network") == "none" and "HF_TOKEN" not in docker and "--offline" in gen
+    assert "unset HF_TOKEN" in generate and "(offline, no token)" in generate
 
 
 def test_pyxis_and_apptainer_run_a_pinned_image_with_the_same_mounts(tmp_path: Path) -> None:

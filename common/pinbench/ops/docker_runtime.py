@@ -5,9 +5,9 @@ directory mounted. What the host sets reaches the container through one path eac
 ``-o`` or their environment twins) become ``-o`` flags, with path options mounted read-only; the other
 variables the recipe declares (recipe.yaml ``env:``) are forwarded as they are, except the ones the image
 sets itself (its own layout) and secrets; CUDA_VISIBLE_DEVICES picks the host GPUs the container gets.
-Only stages that fetch get the network and ``HF_TOKEN``, and none does under ``--offline`` /
-``PINBENCH_OFFLINE=1``. The host's sample cache setting holds in every stage (``sample_cache_setting``).
-Containers never run as root: as the calling user, or, for a root caller, as the
+Only stages that fetch, and generation in a ``--generator-image`` (``generation_stage``), get the network and
+``HF_TOKEN``, and none does under ``--offline`` / ``PINBENCH_OFFLINE=1``. The host's sample cache setting holds in
+every stage (``sample_cache_setting``). Containers never run as root: as the calling user, or, for a root caller, as the
 image's own non-root user, with the run and cache directories handed to that user.
 """
 
@@ -329,15 +329,22 @@ def stages_for(recipe: Recipe, cfg: RunConfig, generator_image: str | None = Non
 
 
 def generation_stages(stages: list[ContainerStage], image: str, *, scoring: bool) -> list[ContainerStage]:
-    """``stages`` with the rollouts made in ``image`` (``--generator-image``): the recipe's generate stage runs
-    there, with its network and token policy; a recipe without one (it generates in its scoring run) gets one
-    before that run, with the run's policy and GPUs, and the run then only scores (when ``scoring``)."""
+    """``stages`` with the rollouts made in ``image`` (``--generator-image``, ``generation_stage``): in place of the
+    recipe's generate stage, or, for a recipe without one (it generates in its scoring run), before that run, with
+    its GPUs, and the run then only scores (when ``scoring``)."""
     if any(s.name == "generate" for s in stages):
-        return [replace(s, image=image) if s.name == "generate" else s for s in stages]
+        return [generation_stage(s, image) if s.name == "generate" else s for s in stages]
     last = next(s for s in reversed(stages) if s.argv[0] == "run")
-    generate = replace(last, name="generate", argv=(*last.argv, "--skip-scoring"), image=image)
+    generate = generation_stage(replace(last, argv=(*last.argv, "--skip-scoring")), image)
     score = [replace(last, argv=(*last.argv, "--skip-generation"))] if scoring else []
     return [s for s in stages if s is not last] + [generate, *score]
+
+
+def generation_stage(stage: ContainerStage, image: str) -> ContainerStage:
+    """``stage`` making the rollouts in the user's ``image``, with the network and ``HF_TOKEN`` its generator has
+    on the host, where it may download its weights (the run's ``--offline`` still takes both away). It had the
+    scoring run's policy for MIND and RememBench: no network, HF_HUB_OFFLINE=1, so such a generator failed there."""
+    return replace(stage, name="generate", image=image, network=True, needs_token=True)
 
 
 def generation_image_problem(recipe: Recipe, cfg: RunConfig, generator_image: str | None) -> str:

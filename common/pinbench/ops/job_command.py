@@ -5,7 +5,8 @@ and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the 
 and the files a ``--generator`` names are mounted where ``--runtime docker`` mounts them, so the tasks hash the same
 paths and a run started one way resumes the other; the submitting shell's sample cache setting holds there as under
 ``--runtime docker`` (``docker_runtime.sample_cache_setting``). A stage without network runs ``--offline``;
-``HF_TOKEN`` is unset in every job whose stage does not fetch, so a token exported by Slurm never reaches scoring.
+``HF_TOKEN`` is unset in every job whose stage has no token (it neither fetches nor generates in
+``--generator-image``), so a token exported by Slurm never reaches scoring; a container gets it by name only.
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ class PhaseJob:
         return argv
 
     def env_lines(self) -> list[str]:
-        """What the job's shell sets before the command: no token unless the stage fetches, offline if it cannot."""
-        lines = [] if self.stage.needs_token else ["unset HF_TOKEN  # only a stage that fetches gets the token"]
+        """What the job's shell sets before the command: no token unless the stage has one, offline if it has no
+        network."""
+        lines = [] if self.stage.needs_token else ["unset HF_TOKEN  # this stage gets no token"]
         if not self.stage.network:
             lines.append(f"export {' '.join(f'{v}=1' for v in OFFLINE_ENV)}  # this stage reads only the cache")
         return lines

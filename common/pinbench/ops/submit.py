@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
-from pinbench.core.deploy import ScaleOutPhase
+from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.provenance import redact
@@ -36,6 +36,7 @@ from pinbench.core.shard_manifest import now
 from pinbench.ops import slurm
 from pinbench.ops.docker_runtime import (
     foreign_generator,
+    generation_stage,
     generator_files,
     sample_cache_setting,
     stages_for,
@@ -218,6 +219,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
+        stage = _job_stage(stage, cfg, generator_image)
         gpus = request.gpus_per_task if phase.gpus and recipe.flags.gpus != "none" else None
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
                        path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor,
@@ -235,6 +237,16 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         text = _script(request, job, layout, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
     return Plan(request=request, out_dir=out_dir, phases=phases)
+
+
+def _job_stage(stage: ContainerStage, cfg: RunConfig, generator_image: Image | None) -> ContainerStage:
+    """The network and token policy a phase's job runs with, as ``pinbench run --runtime docker`` gives them: a
+    phase generating in ``--generator-image`` has generation's (``generation_stage``: its jobs had the scoring
+    stage's, so a generator downloading its weights failed there), and under ``--offline`` no job has either (a
+    networked stage's job had the network and HF_TOKEN while it ran ``--offline``)."""
+    if generator_image is not None and not cfg.skip_generation:
+        stage = generation_stage(stage, generator_image.ref)
+    return replace(stage, network=False, needs_token=False) if cfg.offline else stage
 
 
 def doctor_findings(the_plan: Plan) -> list[Any]:
