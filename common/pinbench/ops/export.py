@@ -27,7 +27,15 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from pinbench.core.files import FileError, blocking_parent, not_a_folder, not_regular, open_regular, read_json_object
+from pinbench.core.files import (
+    FileError,
+    NotRegularFile,
+    blocking_parent,
+    not_a_folder,
+    not_regular,
+    open_regular,
+    read_json_object,
+)
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import held_command, read_lock, this_process
@@ -293,8 +301,10 @@ def _hold(dest: Path) -> int:
     while True:
         try:
             fd = open_regular(path, os.O_RDWR | os.O_CREAT, mode=0o644)
-        except FileError as exc:   # a FIFO in its place: named, never waited on
+        except NotRegularFile as exc:   # a FIFO in its place: named, never waited on
             raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
+        except FileError as exc:   # no file can be made there (read-only, /proc): as any write beside DEST fails
+            raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: {exc.reason})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
