@@ -304,7 +304,8 @@ def _hold(dest: Path) -> int:
         except NotRegularFile as exc:   # a FIFO in its place: named, never waited on
             raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
         except FileError as exc:   # no file can be made there (read-only, /proc): as any write beside DEST fails
-            raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: {exc.reason})") from None
+            raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: "
+                              f"{exc.reason})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
