@@ -1522,6 +1522,17 @@ def test_check_names_a_rollout_swapped_for_a_symlink_and_a_record_naming_no_path
         f"{out / 'rollouts'}"], problems
 
 
+def _rollouts_through_a_link(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A generated run (``run``) whose ``rollouts/edge`` is now a symlink to a copy outside it: (run, link, copy)."""
+    out = tmp_path / "run"
+    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
+    shutil.copytree(link, outside)
+    shutil.rmtree(link)
+    link.symlink_to(outside)
+    return out, link, outside
+
+
 def test_a_symlinked_folder_on_the_way_to_kept_rollouts_is_named_by_check_and_refused_by_generation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``rollouts/edge`` swapped for a symlink to a folder outside the run (the same bytes in it) passed ``pinbench
@@ -1530,12 +1541,7 @@ def test_a_symlinked_folder_on_the_way_to_kept_rollouts_is_named_by_check_and_re
     from pinbench.core.check import check_run
 
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
-    out = tmp_path / "run"
-    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
-    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
-    shutil.copytree(link, outside)
-    shutil.rmtree(link)
-    link.symlink_to(outside)
+    out, link, outside = _rollouts_through_a_link(tmp_path)
     problems = [p for p in check_run(out).problems if p.startswith(f"{out / 'rollouts'}")]
     assert problems == [
         f"{link}: a symlink (to {str(outside)!r}) on the way to 4 kept rollouts (edge.task_0000, edge.task_0001, "
@@ -1554,12 +1560,7 @@ def test_a_symlinked_rollouts_folder_is_refused_by_a_skip_generation_run_too(
     """The generate step refused ``rollouts/edge`` as a symlink, but ``--skip-generation`` scored the rollouts through
     it (files outside the run, which ``pinbench check`` names); it is refused in the same one line, before scoring."""
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
-    out = tmp_path / "run"
-    assert _run(out, RENDER, calls=str(tmp_path / "calls")).exit_code == 0
-    link, outside = out / "rollouts" / "edge", tmp_path / "outside"
-    shutil.copytree(link, outside)
-    shutil.rmtree(link)
-    link.symlink_to(outside)
+    out, link, outside = _rollouts_through_a_link(tmp_path)
     scorecard = out / "scorecard.json"
     before = scorecard.stat().st_mtime_ns
     with pytest.raises(RecipeError) as info:

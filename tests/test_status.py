@@ -22,7 +22,7 @@ from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samp
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
-from pinbench.ops.status import render, run_status
+from pinbench.ops.status import RunStatus, render, run_status
 from pinbench.ops.submit import Submission, append_submission, last_submission
 
 TASKS = [LooseTask(f"s{i}", x=i) for i in range(7)]
@@ -498,21 +498,25 @@ def test_status_judges_each_sample_by_its_newest_readable_uncontradicted_record(
     assert shard.failed == [("s3", "RuntimeError: lost")]
 
 
+def _status_and_its_peak(run_dir: Path) -> tuple[RunStatus, int]:
+    """``run_status`` of ``run_dir`` and the most memory it held at once (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        return run_status(run_dir, ask_slurm=False), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_status_streams_the_store_instead_of_holding_it(tmp_path: Path) -> None:
     """Status held every record of the store (the log's bytes, each line's, each record's parsed copy): 494 MiB
     peak for a 10x CameraBench run of 112,220 samples. Now it reads a record at a time and keeps what it shows:
     here its peak (tracemalloc) stays below half of the log's size; it was three times the log's size."""
-    import tracemalloc
-
     bulky = [LooseTask(f"b{i}", x=i) for i in range(2000)]
     run_samples(bulky, lambda task: {"y": str(task["x"]) * 4000}, tmp_path, progress=False)
     size = (tmp_path / "samples" / "run.jsonl").stat().st_size
-    tracemalloc.start()
-    try:
-        status = run_status(tmp_path, ask_slurm=False)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    status, peak = _status_and_its_peak(tmp_path)
     assert status.counts["done"] == 2000 and size > 8_000_000
     assert peak < size / 2, (peak, size)
 
@@ -522,20 +526,13 @@ def test_status_keeps_only_the_stand_ins_of_the_merged_samples(tmp_path: Path) -
     record to keep a few (257 MiB peak RSS for the 10x CameraBench run with its store cut to 1,000 records, against
     131 MiB with all done). Now it reads the file a few MiB at a time and keeps only the stand-ins: here its peak
     (tracemalloc) is below the file's size; it was three times the file's size."""
-    import tracemalloc
-
     bulky = [LooseTask(f"b{i}", x=i) for i in range(2000)]
     run_samples(bulky, lambda task: {"y": str(task["x"]) * 4000}, tmp_path, progress=False)
     merged = merge_samples([tmp_path], bulky)
     write_records(merged, tmp_path / "samples.jsonl")
     (tmp_path / "samples" / "run.jsonl").write_bytes(b"")   # every sample pending: its stand-in is looked up
     size = (tmp_path / "samples.jsonl").stat().st_size
-    tracemalloc.start()
-    try:
-        status = run_status(tmp_path, ask_slurm=False)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    status, peak = _status_and_its_peak(tmp_path)
     assert status.counts["pending"] == 2000 and size > 8_000_000
     assert peak < size, (peak, size)
 
