@@ -417,6 +417,9 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
     assert prov.differences({}, {"extra": {"flow": {"params": list(range(40))}}}, ("A", "B")) == [
         "extra.flow.params: A none, B " + json.dumps(list(range(40)))[:57] + "..."]
     assert prov.differences({"extra": {"note": FAKE_TOKEN}}, {}, ("A", "B")) == ["extra.note: A ***, B none"]
+    import datetime
+    assert prov.differences({"seeds": [datetime.date(2026, 1, 2)]}, {}, ("A", "B")) == [   # a hand-edited YAML date
+        'seeds: A ["2026-01-02"], B none']
     # A hand-edited reference's provenance of another shape is compared as values, never a crash.
     assert prov.differences({"packages": "torch 2.5"}, {"packages": {"torch": "2.5.1"}}, ("A", "B")) == [
         'packages: A torch 2.5, B {"torch": "2.5.1"}']

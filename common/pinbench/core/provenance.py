@@ -580,7 +580,7 @@ def _shown(value: Any) -> str:
     """A value short enough for one line: a digest cut to 12 hex characters, anything long to 60."""
     if value is None:
         return "none"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)   # a YAML date too
     if re.fullmatch(r"(sha256:)?[0-9a-f]{40,64}", text):
         return text[:text.index(":") + 13] if text.startswith("sha256:") else text[:12]
     return text if len(text) <= 60 else text[:57] + "..."
