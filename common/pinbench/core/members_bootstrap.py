@@ -99,7 +99,7 @@ class _Ranking:
 
     def histogram(self, idx: np.ndarray) -> np.ndarray:
         rows = idx.shape[0]
-        codes = self.codes[idx]
+        codes = np.take(self.codes, idx)   # take: the gather in 0.16 ms, indexing 0.23 ms (262k)
         codes += (np.arange(rows) * self.k)[:, None]
         return np.bincount(codes.ravel(), minlength=rows * self.k).reshape(rows, self.k)
 
@@ -140,7 +140,7 @@ class _Means:
     def sums(self, idx: np.ndarray) -> np.ndarray:
         """Per resample row and statistic: the sum of the drawn members' (scaled) differences."""
         rows = idx.shape[0]
-        codes = self.codes[idx]
+        codes = np.take(self.codes, idx)   # take: the gather in 0.16 ms, indexing 0.23 ms (262k)
         codes += (np.arange(rows) * self.k)[:, None]
         hist = np.bincount(codes.ravel(), minlength=rows * self.k).reshape(rows, self.k)
         return hist.astype(np.float64) @ self.tuples

@@ -453,6 +453,8 @@ class Run:
             else:
                 (self.out_dir / DERIVED_PATH).unlink(missing_ok=True)  # an earlier version's, which no scorecard names
             write_scorecard(card, scorecard_path)
+            for record in records:   # their results' JSON: written, hashed, and not read again (the report's peak)
+                record.forget_texts()
 
         reference, outcome = self._verdict(card, ref_path, records)
         if not kept and self._report is not None:
