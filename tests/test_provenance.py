@@ -425,6 +425,21 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
         'packages: A torch 2.5, B {"torch": "2.5.1"}']
 
 
+def test_differences_show_no_part_of_a_secret_and_take_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret is redacted before a long value is cut to 60 characters (the cut kept 17 characters of an
+    environment secret, 7 of a token), a secret-named field's value is never shown, and a hand-edited YAML
+    reference's integer key beside a word is compared as its text (sorting them raised TypeError)."""
+    secret = "s3cr3tvalue0123456789abcdefghijklmnopqrstuvwxyz"
+    monkeypatch.setenv("MY_API_KEY", secret)
+    for value in ["x" * 40 + secret, "x" * 46 + " " + FAKE_TOKEN]:
+        line, = prov.differences({"extra": {"note": value}}, {}, ("A", "B"))
+        assert secret[:6] not in line and FAKE_TOKEN[:6] not in line and "***" in line, line
+    assert prov.differences({"extra": {"api_key": "sk-live-abcdef123456"}}, {"extra": {"api_key": "sk-other"}},
+                            ("A", "B")) == []   # both *** once scrubbed: which differs is not said either
+    assert prov.differences({1: "a", "seeds": {2: "b", "x": 1}}, {"seeds": [{3: 1, "y": 2}]}, ("A", "B")) == [
+        'seeds: A {"2": "b", "x": 1}, B [{"3": 1, "y": 2}]', "1: A a, B none"]
+
+
 def test_a_scorecard_records_its_installed_distributions_by_name() -> None:
     p = collect_provenance(pins={"recipe": "x"})
     dists = p["packages"]["distributions"]

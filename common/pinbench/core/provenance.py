@@ -529,15 +529,15 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
     """One line per way two runs' provenance differs (``labels`` names each): where a score difference between them
     may come from. Installed distributions are compared by name when both record them (by their digest when one is
     of a version that records none); a list or another value as a whole. At most ``SHOWN`` lines, then how many
-    more."""
+    more. A hand-edited reference's provenance may hold a token, a secret-named field or an integer key: both are
+    scrubbed (string keys) before a value is cut to its line, so no part of a secret is shown."""
     lines: list[str] = []
-    a, b = _one_way(a, b)
+    clean = scrubber()
+    a, b = _one_way(clean(a), clean(b))
     keys = [*(k for k in _ORDER if k in a or k in b), *sorted((set(a) | set(b)) - set(_ORDER))]
     for key in keys:
         _leaf_differences((key,), a.get(key), b.get(key), labels, lines)
-    clean = redactor()   # a hand-edited reference's provenance may hold a token
-    shown = [clean(line) for line in lines[:SHOWN]]
-    return shown if len(lines) <= SHOWN else [*shown, f"... and {len(lines) - SHOWN} more"]
+    return lines if len(lines) <= SHOWN else [*lines[:SHOWN], f"... and {len(lines) - SHOWN} more"]
 
 
 def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
