@@ -123,6 +123,17 @@ def test_many_failures_are_counted_by_reason_with_each_samples_own_id_read_as_on
     assert not [line for line in summarize_failures(few, tmp_path) if "by reason" in line]   # each one named
 
 
+def test_reasons_that_read_alike_as_shown_are_counted_as_one() -> None:
+    """A reason is counted by the 200 characters shown of it: two differing past them were two lines of one text
+    ('by reason: 4 x EEE...' twice), and each of 100,000 stored reasons of 2,000 characters was read word by word
+    (25 s). A sample's id and a file are read as one still within the cut."""
+    from pinbench.core.run import by_reason
+    failed = [(f"s{i}", "E" * 250 + str(i % 2)) for i in range(8)]
+    assert by_reason(failed) == [f"  by reason: 8 x {'E' * 200}"]
+    long = [(f"s{i}", f"{'x ' * 90}s{i} at /v/s{i}.mp4 {'y' * 1900}") for i in range(6)]
+    assert by_reason(long) == [f"  by reason: 6 x {('x ' * 90 + '<sample> at <file> ' + 'y' * 200)[:200]}"]
+
+
 def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Path) -> None:
     """MIND's suite scores are one derived record: 5 failed samples and the suite are not "6 sample(s)"."""
     card = _card(5)
