@@ -491,6 +491,28 @@ def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_pa
     assert link.is_symlink() and (dest / "Makefile").is_file()
     longest = tmp_path / ("n" * 255)   # the hidden folder's name is cut to fit (it had failed 'File name too long')
     assert (export_recipe(recipe, longest) / "Makefile").is_file()
+    wide = tmp_path / ("視" * 84)   # 252 bytes: the lock's and the hidden folder's names are cut by bytes to fit
+    assert (export_recipe(recipe, wide) / "Makefile").is_file()
+    assert sorted(tmp_path.iterdir()) == sorted([dest, link, longest, wide])
+
+
+def test_a_symlink_or_fifo_named_as_the_export_lock_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """The lock file is opened without following a symlink: one in its place (planted, or left) had its target
+    truncated and overwritten with the lock's record, and the export succeeded. Now refused in one line, the target
+    and DEST untouched; a FIFO there is refused without waiting on it."""
+    recipe = get_recipe("dynamic-degree")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("kept")
+    lock = tmp_path / ".export.pinbench-export.lock"
+    lock.symlink_to(precious)
+    with pytest.raises(ExportError, match=rf"^{lock}: a symlink \(to {precious}\), not a regular file; exports of "
+                                          rf"{tmp_path / 'export'} take turns on it: delete it$"):
+        export_recipe(recipe, tmp_path / "export")
+    assert precious.read_text() == "kept" and lock.is_symlink() and not (tmp_path / "export").exists()
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(ExportError, match=r"a FIFO \(named pipe\), not a regular file; exports of .* delete it$"):
+        export_recipe(recipe, tmp_path / "export")
 
 
 @pytest.mark.parametrize(("entry", "problem"), [

@@ -290,7 +290,16 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
 
 
 def _lock_of(dest: Path) -> Path:
-    return dest.parent / f".{dest.name[:200]}.pinbench-export.lock"
+    return dest.parent / f".{_stem(dest)}.pinbench-export.lock"
+
+
+def _stem(dest: Path) -> str:
+    """``dest``'s name cut to 200 bytes, for the names made beside it to fit NAME_MAX (255 bytes): cut to 200
+    characters, a name of 84 three-byte characters made a lock's name of 274 bytes ('File name too long')."""
+    name = dest.name[:200]
+    while len(os.fsencode(name)) > 200:
+        name = name[:-1]
+    return name
 
 
 def _hold(dest: Path) -> int:
@@ -300,8 +309,8 @@ def _hold(dest: Path) -> int:
     path = _lock_of(dest)
     while True:
         try:
-            fd = open_regular(path, os.O_RDWR | os.O_CREAT, mode=0o644)
-        except NotRegularFile as exc:   # a FIFO in its place: named, never waited on
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow_symlinks=False, mode=0o644)
+        except NotRegularFile as exc:   # a FIFO in its place: named, never waited on; a symlink's target untouched
             raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
         except FileError as exc:   # no file can be made there (read-only, /proc): as any write beside DEST fails
             raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: "
@@ -315,7 +324,7 @@ def _hold(dest: Path) -> int:
                    f"{' '.join(map(str, holder.get('argv') or []))})" if holder else "is starting")   # not yet named
             raise ExportError(f"{dest}: another export of it {who}; retry once it has ended") from None
         try:
-            same = os.path.samestat(os.fstat(fd), os.stat(path))
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
         except FileNotFoundError:   # its holder removed it as it ended
             same = False
         if same:
@@ -338,7 +347,7 @@ def _write_held(recipe: Recipe, dest: Path, requirements: list[str], *, force: b
         written = _listed(dest)
         if written is not None:
             _check_only_written(dest, written)
-    work = dest.parent / f".{dest.name[:200]}.{secrets.token_hex(4)}.tmp"
+    work = dest.parent / f".{_stem(dest)}.{secrets.token_hex(4)}.tmp"
     work.mkdir()
     new, old = work / "new", work / "old"
     lock = None
@@ -396,7 +405,7 @@ def _remove_leftovers(dest: Path) -> list[Path]:
     """Remove the hidden folders beside ``dest`` that killed exports of it left: named as ``_write_export`` names
     them, a folder (not a symlink) holding ``BUILDING`` as a regular file of its text whose lock nobody holds (a
     running export of the same DEST holds its own). Returns the folders removed."""
-    pattern = re.compile(rf"\.{re.escape(dest.name[:200])}\.[0-9a-f]{{8}}\.tmp")
+    pattern = re.compile(rf"\.{re.escape(_stem(dest))}\.[0-9a-f]{{8}}\.tmp")
     removed = []
     for entry in sorted(os.scandir(dest.parent), key=lambda e: e.name):
         if not (pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)):
