@@ -215,6 +215,9 @@ def _broken(mutate: Any) -> dict[str, Any]:
     ("recipe: toy\nmetrics: [\n", "invalid YAML at line 3, column 1"),
     ("recipe: toy\nrecipe: again\n", "invalid YAML at line 2, column 1: duplicate key 'recipe'"),
     ("- just\n- a list\n", "expected a mapping at top level, got list"),
+    ("recipe: toy\nb0: &b0 [" + ",".join(["x"] * 10) + "]\n"   # 10**9 values from 100 written: 'a YAML bomb'
+     + "".join(f"b{i}: &b{i} [{','.join([f'*b{i - 1}'] * 10)}]\n" for i in range(1, 10)),
+     "invalid YAML: its aliases repeat more than 1,000,000 values (each *name repeats its anchor's)"),
     (_broken(lambda d: d["metrics"]["rmse"].update(direction="down")),
      "schema violation at $.metrics.rmse.direction: must be one of ['higher', 'lower']"),
     (_broken(lambda d: d["metrics"]["f1"].update(tolerance={"abs": 0.01, "rel": 0.1})),

@@ -748,7 +748,8 @@ def read_finite_jsonl(path: Path | str, parse: Callable[[object], T], what: str)
 
 
 def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
-    """Parse a YAML data file safely; a duplicate key, a syntax error or a missing file is ``error`` (one line)."""
+    """Parse a YAML data file safely; a duplicate key, a syntax error, a missing file or aliases repeating more than
+    ``MAX_YAML_VALUES`` values (``_repeats_too_much``) is ``error`` (one line)."""
     import yaml
 
     class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # the C parser when libyaml is there
@@ -767,12 +768,32 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
 
     text = read_data_file(path, error)
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise error(path, f"invalid YAML{where}: {' '.join(str(problem).split())}") from None
+    if "*" in text and _repeats_too_much(data):
+        raise error(path, f"invalid YAML: its aliases repeat more than {MAX_YAML_VALUES:,} values (each *name "
+                          "repeats its anchor's)")
+    return data
+
+
+MAX_YAML_VALUES = 1_000_000   # a data file's values as aliases repeat them; a recipe's or reference's hold thousands
+
+
+def _repeats_too_much(data: object) -> bool:
+    """Whether ``data`` holds more than ``MAX_YAML_VALUES`` values once its aliases are written out (one inside
+    itself, ``&a [*a]``, holds them without end): ten aliases of ten aliases ... of a list, a few hundred bytes,
+    held 10**9, and a diff writing a reference's provenance out ran on (stopped after 60 s). Counted without recursion,
+    a value at a time, up to the bound."""
+    stack, count = [data], 0
+    while stack and count <= MAX_YAML_VALUES:
+        node = stack.pop()
+        count += 1
+        stack.extend(node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+    return count > MAX_YAML_VALUES
 
 
 def tree_fingerprint(path: Path | str, *, mtimes: bool = False) -> str:
