@@ -440,6 +440,13 @@ def test_differences_show_no_part_of_a_secret_and_take_any_key(monkeypatch: pyte
         'seeds: A {"2": "b", "x": 1}, B [{"3": 1, "y": 2}]', "1: A a, B none"]
 
 
+def test_differences_are_one_printable_line_each() -> None:
+    """A line break or a terminal escape in a hand-edited reference's value or key is shown escaped, as JSON
+    writes it: it had broken compare's note in two and sent the escape to the terminal. Other text as it is."""
+    lines = prov.differences({"extra": {"n": "a\nb\x1b[31mred", "k\nx": 1, "ünï": "名前"}}, {}, ("A", "B"))
+    assert lines == ["extra.n: A a\\nb\\u001b[31mred, B none", "extra.k\\nx: A 1, B none", "extra.ünï: A 名前, B none"]
+
+
 def test_a_scorecard_records_its_installed_distributions_by_name() -> None:
     p = collect_provenance(pins={"recipe": "x"})
     dists = p["packages"]["distributions"]
