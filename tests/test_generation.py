@@ -723,6 +723,11 @@ def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:
         "settings that differ: frame"]
     assert lines(same, {}) == ["B scored rollouts made outside pinbench (no generation recorded), A generated "
                                "theirs: the requests they answered may differ"]
+    # A hand-edited reference's generator text may hold a token: redacted, as the provenance lines are.
+    token = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12345678"
+    assert lines(_provenance(f"command:gen --token {token}", "other", "r" * 64), same) == [
+        "different generators: A command:gen --token *** (other, weights w); B static (baseline, weights w); "
+        "settings that differ: frame"]
 
 
 def test_compare_and_table_name_the_generators_of_two_runs(tmp_path: Path) -> None:

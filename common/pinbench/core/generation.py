@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_data_file
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
+from pinbench.core.provenance import redactor
 
 REQUEST_VERSION = 1
 REQUESTS_FILE = "requests.jsonl"
@@ -309,7 +310,8 @@ class Generated(JsonBlock, where="generation"):
 
 def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list[str]:
     """One line per way the runs' rollouts were made differently (``made``: each run's label and generation): a
-    score difference between them may be the generation's, not the model's. [] when all were made alike."""
+    score difference between them may be the generation's, not the model's. [] when all were made alike. Redacted:
+    a hand-edited reference's generator text (``reference.ran_differently``) may hold a token."""
     generated = [(label, g) for label, g in made if g is not None]
     if not generated:
         return []
@@ -328,7 +330,8 @@ def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list
                                                      for _, g in generated}) > 1)
         lines.append("different generators: " + "; ".join(f"{label} {g.describe()}" for label, g in generated)
                      + (f"; settings that differ: {', '.join(changed)}" if changed else ""))
-    return lines
+    clean = redactor()
+    return [clean(line) for line in lines]
 
 
 @runtime_checkable
