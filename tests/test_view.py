@@ -218,6 +218,21 @@ def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(t
     assert [t.text for t in media.texts if t.label == "prompt"] == ["a red box"]
 
 
+def test_a_generating_run_shows_the_rollouts_it_generated_not_the_fixtures(tmp_path: Path) -> None:
+    from pinbench_recipes.mind.view import sample_media as mind_media
+    from pinbench_recipes.remembench.view import sample_media as rb_media
+
+    made = {"extra": {"generation": {"generator": "static", "requests": "0" * 64, "n_requests": 1}}}
+    run = _bare_run(tmp_path / "rb", "remembench", provenance=made)
+    for folder in (run.dir / "rollouts", run.fixture_dir / "rollouts"):   # the fixture's own rollouts too
+        folder.mkdir(parents=True)
+        (folder / "t2v-000.mp4").write_bytes(b"")
+    assert rb_media(run, "t2v-000", None).rollouts[0].file == MediaFile(run.dir / "rollouts", "t2v-000.mp4")
+    run = _bare_run(tmp_path / "mind", "mind", provenance=made)
+    assert mind_media(run, "1st_data.mem_test.scene-a", None).rollouts[0].file == MediaFile(
+        run.dir / "rollouts", "1st_data/mem_test/scene-a/video.mp4")
+
+
 def test_a_full_paibench_run_serves_its_inputs_from_the_dataset_folder_it_read(tmp_path: Path) -> None:
     from pinbench_recipes.paibench_c.view import sample_media
 
