@@ -162,7 +162,8 @@ def test_remembench_and_dynamic_degree_name_the_tasks_inputs(runs) -> None:
     inputs = view.sample(view.ids.index("s01-rot180"), media.describe)["inputs"]
     assert {"kind": "text", "label": "prompt", "text": i2v["prompt"]} in inputs
     image = next(i for i in inputs if i["kind"] == "image")
-    assert image["problem"].startswith(str(release / i2v["image_path"]))  # the fixture release has no images
+    images = runs["a"] / "fixture_data" / "i2v-images"   # prepared apart from the release, as -o images are
+    assert (image["problem"], image.get("source")) == (None, str((images / i2v["image_path"]).resolve()))
 
     view = View(load_runs([runs["dd"]]), view_module("dynamic-degree"))
     for k, sample_id in enumerate(view.ids):

@@ -3,7 +3,8 @@
 The rollout is found as the run found it (``find_video`` under the run's generated rollouts, ``-o videos``, or the
 fixture's rollouts) and checked against the ``video_sha256`` its record holds. The task's inputs come from the release
 the run read (the fixture's, ``-o dataset_dir``, or the pinned revision in the cache: never downloaded here): a T2V
-scene's four prompts, laid on the timeline from their start seconds; an I2V sample's prompt and conditioning image.
+scene's four prompts, laid on the timeline from their start seconds; an I2V sample's prompt, and its conditioning
+image from the prepared initial frames the run read (``-o images``, or the fixture's), which the release does not hold.
 The marked frames are the record's: departure and revisit (and the I2V turnaround).
 """
 
@@ -80,7 +81,11 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     elif isinstance(row, I2VRow):
         media.texts.append(Text("prompt", row.prompt))
         media.texts.append(Text("camera path", f"{row.setting}: {row.rotation_degrees} degrees {row.direction}"))
-        media.images.append(Image("conditioning image", MediaFile(root, row.image_path)))
+        images = run.fixture_dir / "i2v-images" if run.fixture else run.option_path("images")  # not in the release
+        if images is None:
+            media.problems.append("the conditioning image is not shown: the run recorded no images folder (-o images)")
+        else:
+            media.images.append(Image("conditioning image", MediaFile(images, row.image_path)))
     else:
         media.problems.append(f"{sample_id}: not a row of the release at {root}")
     return media
