@@ -1011,7 +1011,10 @@ def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_
     assert "result: " not in (tmp_path / "run" / "diff.txt").read_text()
     assert check_run(tmp_path / "run").problems == []
     result = CliRunner().invoke(app, ["diff", str(tmp_path / "run")])
-    assert result.exit_code == 0 and "no fixture reference for paibench-c / fixture" in result.output, result.output
+    why = f"none: the fixture's reference scores its own rollouts, not those {RENDER} made"   # a reference exists
+    assert why in (tmp_path / "run" / "diff.txt").read_text()
+    assert result.exit_code == 0 and why in result.output, result.output
+    assert any(why.removeprefix("none: ") in note for note in check_run(tmp_path / "run").notes)
     from pinbench.core.scorecard import load_scorecard
 
     assert _reference_rows(load_scorecard(outcome.scorecard_path))[0] == "NO REFERENCE"
