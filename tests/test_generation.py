@@ -1167,6 +1167,24 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
+    """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
+    on; a module that is found but misses one of its own imports says only that."""
+    from pinbench.ops.generation import build
+
+    with pytest.raises(RecipeError) as caught:
+        build("no_such_adapter.sub:make", {})
+    assert str(caught.value) == ("generator no_such_adapter.sub:make: ModuleNotFoundError: No module named "
+                                 "'no_such_adapter': put the folder that holds it on PYTHONPATH "
+                                 "(PYTHONPATH=DIR pinbench run ...), or install its package")
+    (tmp_path / "needs_more.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RecipeError) as caught:
+        build("needs_more:make", {})
+    assert str(caught.value) == ("generator needs_more:make: ModuleNotFoundError: No module named "
+                                 "'no_such_dependency'")
+
+
 @pytest.mark.parametrize(("given", "named"), [
     (["diffusers", "-g", "steps=4"], "generator diffusers (pinbench.ops.generators:diffusers): give -g model="),
     (["python:pinbench.ops.generators:static", "-g", "foo=1"], "generator python:pinbench.ops.generators:static: -g "
