@@ -720,7 +720,9 @@ def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:
         f"different requests (prompts, seeds, sizes or conditioning): A {'r' * 12}; B {'s' * 12}"]
     assert lines(same, _provenance("static", "baseline", "r" * 64, frame="last")) == [
         "different generators: A static (baseline, weights w); B static (baseline, weights w); "
-        "settings that differ: frame"]
+        "settings that differ: frame (A initial, B last)"]   # what each run used, not only which setting
+    assert lines(same, _provenance("static", "baseline", "r" * 64, frame="initial", **{"-g": "x" * 50}))[0].endswith(
+        f"settings that differ: -g (A none, B {'x' * 37}...)")
     assert lines(same, {}) == ["B scored rollouts made outside pinbench (no generation recorded), A generated "
                                "theirs: the requests they answered may differ"]
 
