@@ -252,6 +252,9 @@ def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path:
     assert outcome.exit_code == 0, outcome.message
     card = _complete_for_every_request(out)
     assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
+    # the folders inside the run directory, named from it: two runs do not "ran differently" by their own folders
+    assert (card["provenance"]["extra"]["gt_root"], card["provenance"]["extra"]["generated_root"]) == (
+        "fixture_data/MIND-Data", "rollouts")
     assert all(card["metrics"][f"{c}/lcm_mse"]["value"] > 0 for c in COHORTS)   # the world moves on; it does not
     for request in read_requests(out / "generation" / "requests.jsonl"):
         mark = request.settings["mark_time"]
