@@ -670,7 +670,12 @@ def bundle(runs, tmp_path_factory) -> Path:
 
 
 def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(bundle, runs) -> None:
-    listing = json.loads((bundle / "media.json").read_text())
+    everything = json.loads((bundle / "media.json").read_text())
+    images = {n: e for n, e in everything.items() if n.endswith(".png")}   # the I2V conditioning images
+    assert {e["source_sha256"] for e in images.values()} == {  # equal in A and B: one medium each, as they are
+        sha256_file(p) for p in (runs["a"] / "fixture_data/i2v-images/images").glob("*.png")} and len(images) == 3
+    assert not any(e["preview"] for e in images.values())
+    listing = {n: e for n, e in everything.items() if n not in images}
     rollouts = [p.resolve() for run in (runs["a"], runs["b"]) for p in (run / "fixture_data/rollouts").glob("*.mp4")]
     broken = (runs["b"] / "fixture_data/rollouts/s02-tr180.mp4").resolve()
     digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
@@ -682,7 +687,7 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
         assert sha256_file(file) == entry["sha256"]
         assert video_info(file).n_frames == video_info(entry["source"]).n_frames
         assert len(read_video(file, backend="pyav").frames) == video_info(entry["source"]).n_frames
-    assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(listing)
+    assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(everything)
 
 
 def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundle(bundle, runs, tmp_path: Path) -> None:
@@ -723,7 +728,8 @@ def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path)
     table = (out / "view" / "data" / "table.js").read_text()
     assert '"s02-tr180"' in table
     linked = json.loads((out / "view" / "media.json").read_text())
-    assert linked and all(entry["preview"] for entry in linked.values())  # every fixture rollout needs one
+    videos = [entry for name, entry in linked.items() if name.endswith(".mp4")]
+    assert videos and all(entry["preview"] for entry in videos)  # every fixture rollout needs one
     _pinbench("compare", str(runs["a"]), str(runs["b"]), "--report", str(tmp_path / "compare"), ok=(1, 2))
     assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
 
