@@ -720,14 +720,18 @@ def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:
         f"different requests (prompts, seeds, sizes or conditioning): A {'r' * 12}; B {'s' * 12}"]
     assert lines(same, _provenance("static", "baseline", "r" * 64, frame="last")) == [
         "different generators: A static (baseline, weights w); B static (baseline, weights w); "
-        "settings that differ: frame"]
+        "settings that differ: frame (A initial, B last)"]   # what each run used, not only which setting
+    assert lines(same, _provenance("static", "baseline", "r" * 64, frame="initial", **{"-g": "x" * 50}))[0].endswith(
+        f"settings that differ: -g (A none, B {'x' * 37}...)")
     assert lines(same, {}) == ["B scored rollouts made outside pinbench (no generation recorded), A generated "
                                "theirs: the requests they answered may differ"]
     # A hand-edited reference's generator text may hold a token: redacted, as the provenance lines are.
     token = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12345678"
     assert lines(_provenance(f"command:gen --token {token}", "other", "r" * 64), same) == [
         "different generators: A command:gen --token *** (other, weights w); B static (baseline, weights w); "
-        "settings that differ: frame"]
+        "settings that differ: frame (A none, B initial)"]
+    assert lines(same, _provenance("static", "baseline", "r" * 64, frame="a\nb\x1b[31m"))[0].endswith(
+        "settings that differ: frame (A initial, B a\\nb\\u001b[31m)")   # one line, no terminal escape
 
 
 def test_compare_and_table_name_the_generators_of_two_runs(tmp_path: Path) -> None:
@@ -1016,7 +1020,10 @@ def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_
     assert "result: " not in (tmp_path / "run" / "diff.txt").read_text()
     assert check_run(tmp_path / "run").problems == []
     result = CliRunner().invoke(app, ["diff", str(tmp_path / "run")])
-    assert result.exit_code == 0 and "no fixture reference for paibench-c / fixture" in result.output, result.output
+    why = f"none: the fixture's reference scores its own rollouts, not those {RENDER} made"   # a reference exists
+    assert why in (tmp_path / "run" / "diff.txt").read_text()
+    assert result.exit_code == 0 and why in result.output, result.output
+    assert any(why.removeprefix("none: ") in note for note in check_run(tmp_path / "run").notes)
     from pinbench.core.scorecard import load_scorecard
 
     assert _reference_rows(load_scorecard(outcome.scorecard_path))[0] == "NO REFERENCE"
@@ -1167,6 +1174,24 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
         build("pinbench.ops.generators:static", {"foo": "1"})
     said = "generator pinbench.ops.generators:static: -g foo: not its option (it takes no -g option)"
     assert str(caught.value) == said
+
+
+def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
+    """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
+    on; a module that is found but misses one of its own imports says only that."""
+    from pinbench.ops.generation import build
+
+    with pytest.raises(RecipeError) as caught:
+        build("no_such_adapter.sub:make", {})
+    assert str(caught.value) == ("generator no_such_adapter.sub:make: ModuleNotFoundError: No module named "
+                                 "'no_such_adapter': put the folder that holds it on PYTHONPATH "
+                                 "(PYTHONPATH=DIR pinbench run ...), or install its package")
+    (tmp_path / "needs_more.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RecipeError) as caught:
+        build("needs_more:make", {})
+    assert str(caught.value) == ("generator needs_more:make: ModuleNotFoundError: No module named "
+                                 "'no_such_dependency'")
 
 
 @pytest.mark.parametrize(("given", "named"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import difflib
 import json
 from pathlib import Path
@@ -292,6 +293,11 @@ def test_a_diff_against_a_recorded_run_says_what_ran_differently(tmp_path: Path,
         render_diff(result).splitlines())
     assert not [n for n in diff_scorecard(make_card([0.6] * 3, [2.0] * 3, provenance=moved), ref()).notes
                 if n.startswith("ran differently")]
+    edited = yaml.safe_load(path.read_text())   # a date written by hand reads as a date, not text
+    edited["source"]["provenance"]["extra"] = {"calibrated": datetime.date(2026, 1, 2)}
+    path.write_text(yaml.safe_dump(edited))
+    assert "ran differently from the reference's run: extra.calibrated: reference 2026-01-02, this run none" in (
+        diff_scorecard(make_card([0.5] * 3, [2.0] * 3), load_reference(path, recipe=toy)).notes)
 
 
 def test_record_reference_narrows_but_never_widens(tmp_path: Path, toy: Any) -> None:

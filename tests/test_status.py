@@ -86,6 +86,18 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
     assert "scorecard  not written yet" in text
 
 
+def test_a_run_whose_shards_all_finished_without_a_scorecard_says_how_to_write_it(tmp_path: Path) -> None:
+    """--skip-scoring or every shard done: "not written yet" alone left the reader waiting for nothing."""
+    from pinbench.ops.status import RunStatus, ShardStatus
+
+    done = ShardStatus(0, 1, done=["s0"], started=True, finished=True)
+    status = RunStatus(tmp_path, None, [done], 1, 1, {}, "", None)
+    assert render(status).endswith("scorecard  not written yet: every shard has finished; the same pinbench run "
+                                   "without --shard and --skip-scoring scores what they stored and writes it")
+    going = RunStatus(tmp_path, None, [dataclasses.replace(done, finished=False, pending=["s1"])], 1, 2, {}, "", None)
+    assert render(going).endswith("scorecard  not written yet")
+
+
 def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(tmp_path: Path) -> None:
     """A shard killed by hand showed as "started" next to one still running: only Slurm's column told them apart,
     and a shard run by hand has none."""

@@ -162,7 +162,8 @@ def test_remembench_and_dynamic_degree_name_the_tasks_inputs(runs) -> None:
     inputs = view.sample(view.ids.index("s01-rot180"), media.describe)["inputs"]
     assert {"kind": "text", "label": "prompt", "text": i2v["prompt"]} in inputs
     image = next(i for i in inputs if i["kind"] == "image")
-    assert image["problem"].startswith(str(release / i2v["image_path"]))  # the fixture release has no images
+    images = runs["a"] / "fixture_data" / "i2v-images"   # prepared apart from the release, as -o images are
+    assert (image["problem"], image.get("source")) == (None, str((images / i2v["image_path"]).resolve()))
 
     view = View(load_runs([runs["dd"]]), view_module("dynamic-degree"))
     for k, sample_id in enumerate(view.ids):
@@ -216,6 +217,21 @@ def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(t
         (None, f"/etc/passwd is outside the dataset folder {dataset}"),  # the edge row names a path outside
         (MediaFile(dataset, "videos/task_0001.mp4"), None)]
     assert [t.text for t in media.texts if t.label == "prompt"] == ["a red box"]
+
+
+def test_a_generating_run_shows_the_rollouts_it_generated_not_the_fixtures(tmp_path: Path) -> None:
+    from pinbench_recipes.mind.view import sample_media as mind_media
+    from pinbench_recipes.remembench.view import sample_media as rb_media
+
+    made = {"extra": {"generation": {"generator": "static", "requests": "0" * 64, "n_requests": 1}}}
+    run = _bare_run(tmp_path / "rb", "remembench", provenance=made)
+    for folder in (run.dir / "rollouts", run.fixture_dir / "rollouts"):   # the fixture's own rollouts too
+        folder.mkdir(parents=True)
+        (folder / "t2v-000.mp4").write_bytes(b"")
+    assert rb_media(run, "t2v-000", None).rollouts[0].file == MediaFile(run.dir / "rollouts", "t2v-000.mp4")
+    run = _bare_run(tmp_path / "mind", "mind", provenance=made)
+    assert mind_media(run, "1st_data.mem_test.scene-a", None).rollouts[0].file == MediaFile(
+        run.dir / "rollouts", "1st_data/mem_test/scene-a/video.mp4")
 
 
 def test_a_full_paibench_run_serves_its_inputs_from_the_dataset_folder_it_read(tmp_path: Path) -> None:
@@ -654,7 +670,12 @@ def bundle(runs, tmp_path_factory) -> Path:
 
 
 def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(bundle, runs) -> None:
-    listing = json.loads((bundle / "media.json").read_text())
+    everything = json.loads((bundle / "media.json").read_text())
+    images = {n: e for n, e in everything.items() if n.endswith(".png")}   # the I2V conditioning images
+    assert {e["source_sha256"] for e in images.values()} == {  # equal in A and B: one medium each, as they are
+        sha256_file(p) for p in (runs["a"] / "fixture_data/i2v-images/images").glob("*.png")} and len(images) == 3
+    assert not any(e["preview"] for e in images.values())
+    listing = {n: e for n, e in everything.items() if n not in images}
     rollouts = [p.resolve() for run in (runs["a"], runs["b"]) for p in (run / "fixture_data/rollouts").glob("*.mp4")]
     broken = (runs["b"] / "fixture_data/rollouts/s02-tr180.mp4").resolve()
     digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
@@ -666,7 +687,7 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
         assert sha256_file(file) == entry["sha256"]
         assert video_info(file).n_frames == video_info(entry["source"]).n_frames
         assert len(read_video(file, backend="pyav").frames) == video_info(entry["source"]).n_frames
-    assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(listing)
+    assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(everything)
 
 
 def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundle(bundle, runs, tmp_path: Path) -> None:
@@ -707,7 +728,8 @@ def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path)
     table = (out / "view" / "data" / "table.js").read_text()
     assert '"s02-tr180"' in table
     linked = json.loads((out / "view" / "media.json").read_text())
-    assert linked and all(entry["preview"] for entry in linked.values())  # every fixture rollout needs one
+    videos = [entry for name, entry in linked.items() if name.endswith(".mp4")]
+    assert videos and all(entry["preview"] for entry in videos)  # every fixture rollout needs one
     _pinbench("compare", str(runs["a"]), str(runs["b"]), "--report", str(tmp_path / "compare"), ok=(1, 2))
     assert 'href="view/index.html#/sample/s02-tr180"' in (tmp_path / "compare" / "index.html").read_text()
 

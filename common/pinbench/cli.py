@@ -712,7 +712,7 @@ def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
     exit codes)."""
     from pinbench.core.reference import EXIT_INCOMPLETE, render_results
 
-    why = (f"no {card.mode} reference for {recipe.name} / {card.checkpoint}" if recipe is not None else
+    why = (recipe.no_reference_of(card) if recipe is not None else
            f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
     _echo(render_results(card, why))
     raise typer.Exit(0 if card.status == "complete" else EXIT_INCOMPLETE)

@@ -46,7 +46,8 @@ MIRROR_REFUSAL = ("mind: a generating run cannot score gsc: MIND publishes no mi
 def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
     """The requests of the plan's continuation samples (a plan made from the GT alone)."""
     if "gsc" in plan.metrics:
-        raise RecipeError(MIRROR_REFUSAL)
+        others = [m for m in plan.metrics if m != "gsc"]
+        raise RecipeError(MIRROR_REFUSAL + (f": -o metrics={','.join(others)}" if others else ""))
     requests = []
     for sample in plan.samples:
         if not isinstance(sample, ContinuationSample):

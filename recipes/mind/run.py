@@ -129,7 +129,15 @@ def run(run: Run) -> RunOutcome:
     return run.finish(metric_specs(keys, metrics, native=native_declared), records, derived=[suite],
                       pins=pins_for_provenance(pins), seeds={"fixture": fixture.SEED} if data else None, extra=extra,
                       provenance={"canvas": str(fixture.CANVAS if data else OFFICIAL_CANVAS),
-                                  "gt_root": str(pre.gt_root), "generated_root": str(pre.generated_root)})
+                                  "gt_root": _named(pre.gt_root, run.out_dir),
+                                  "generated_root": _named(pre.generated_root, run.out_dir)})
+
+
+def _named(folder: Path | None, run_dir: Path) -> str:
+    """A folder as provenance records it: from the run directory when inside it (the fixture's GT, a generating
+    run's rollouts), so two runs in two folders do not differ by it in compare; else as the run was given it."""
+    inside = folder is not None and folder.resolve().is_relative_to(run_dir.resolve())
+    return folder.resolve().relative_to(run_dir.resolve()).as_posix() if inside else str(folder)
 
 
 def checked(plan: Plan) -> Plan:

@@ -26,8 +26,8 @@ from pinbench_recipes.mind.layout import (
 
 def _roots(run: RunInputs) -> tuple[Path | None, Path | None]:
     if run.fixture:
-        return run.fixture_dir / "generated", run.fixture_dir / "MIND-Data"
-    return run.option_path("videos"), run.option_path("gt")
+        return run.generated or run.fixture_dir / "generated", run.fixture_dir / "MIND-Data"
+    return run.generated or run.option_path("videos"), run.option_path("gt")
 
 
 def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:

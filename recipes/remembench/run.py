@@ -125,11 +125,13 @@ def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:
 
 
 def _pins_for_provenance(opts: OptionValues, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
-    """pins.yaml as recorded in provenance, with the dataset id/revision actually used."""
+    """pins.yaml as recorded in provenance, with the dataset id/revision actually used. The fixture's note names no
+    folder: two fixture runs in two folders read the same release, and compare would list the folders as a
+    difference."""
     pins = yaml.safe_load(weights.PINS_PATH.read_text())
     pins["huggingface"]["dataset"].update(repo_id=release.repo_id, revision=release.revision)
     if fixture is not None:
-        pins["huggingface"]["dataset"]["note"] = f"fixture: synthetic release under {fixture.dataset_dir}"
+        pins["huggingface"]["dataset"]["note"] = "fixture: synthetic release (remembench/fixture.py)"
     return pins
 
 

@@ -1,10 +1,11 @@
 """What ``pinbench view`` shows of a RememBench sample (``pinbench.results.view``).
 
-The rollout is found as the run found it (``find_video`` under ``-o videos``, or the fixture's rollouts) and checked
-against the ``video_sha256`` its record holds. The task's inputs come from the release the run read (the fixture's,
-``-o dataset_dir``, or the pinned revision in the cache: never downloaded here): a T2V scene's four prompts, laid on
-the timeline from their start seconds; an I2V sample's prompt and conditioning image. The marked frames are the
-record's: departure and revisit (and the I2V turnaround).
+The rollout is found as the run found it (``find_video`` under the run's generated rollouts, ``-o videos``, or the
+fixture's rollouts) and checked against the ``video_sha256`` its record holds. The task's inputs come from the release
+the run read (the fixture's, ``-o dataset_dir``, or the pinned revision in the cache: never downloaded here): a T2V
+scene's four prompts, laid on the timeline from their start seconds; an I2V sample's prompt, and its conditioning
+image from the prepared initial frames the run read (``-o images``, or the fixture's), which the release does not hold.
+The marked frames are the record's: departure and revisit (and the I2V turnaround).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _rows(root: Path, fixture: bool) -> dict[str, Row]:
 
 def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:
     media = SampleMedia()
-    videos = run.fixture_dir / "rollouts" if run.fixture else run.option_path("videos")
+    videos = run.generated or (run.fixture_dir / "rollouts" if run.fixture else run.option_path("videos"))
     video, looked = find_video(videos, sample_id) if videos is not None and videos.is_dir() else (None, [])
     expected = result.get("video_sha256") if result else None
     if video is not None:
@@ -80,7 +81,11 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     elif isinstance(row, I2VRow):
         media.texts.append(Text("prompt", row.prompt))
         media.texts.append(Text("camera path", f"{row.setting}: {row.rotation_degrees} degrees {row.direction}"))
-        media.images.append(Image("conditioning image", MediaFile(root, row.image_path)))
+        images = run.fixture_dir / "i2v-images" if run.fixture else run.option_path("images")  # not in the release
+        if images is None:
+            media.problems.append("the conditioning image is not shown: the run recorded no images folder (-o images)")
+        else:
+            media.images.append(Image("conditioning image", MediaFile(images, row.image_path)))
     else:
         media.problems.append(f"{sample_id}: not a row of the release at {root}")
     return media

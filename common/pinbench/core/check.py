@@ -540,8 +540,7 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
     if diff_text is None and os.path.lexists(run_dir / DIFF) and ref_path is None:
         result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's results table)")
     if ref_path is None:
-        result.notes.append(f"no {card.mode} reference for {recipe.name} / {card.checkpoint}: "
-                            "reported, not diffed")
+        result.notes.append(f"{recipe.no_reference_of(card)}: reported, not diffed")
         if diff_text is not None and "\nresult: " in f"\n{diff_text}":
             result.problems.append(f"{run_dir / DIFF}: holds a diff verdict, but no reference applies to this run")
         return

@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pinbench.core.files import atomic_path, parse_finite_jsonl, read_data_file
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
-from pinbench.core.provenance import redactor
+from pinbench.core.provenance import printable, redactor
 
 REQUEST_VERSION = 1
 REQUESTS_FILE = "requests.jsonl"
@@ -329,9 +329,19 @@ def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list
         changed = sorted(k for k in settings if len({json.dumps(g.signature.settings.get(k), sort_keys=True)
                                                      for _, g in generated}) > 1)
         lines.append("different generators: " + "; ".join(f"{label} {g.describe()}" for label, g in generated)
-                     + (f"; settings that differ: {', '.join(changed)}" if changed else ""))
+                     + (f"; settings that differ: {', '.join(_setting(k, generated) for k in changed)}"
+                        if changed else ""))
     clean = redactor()
     return [clean(line) for line in lines]
+
+
+def _setting(key: str, generated: Sequence[tuple[str, Generated]]) -> str:
+    """One setting and each run's value of it (cut to 40 characters): which setting changed says little without."""
+    def shown(value: Any) -> str:
+        text = "none" if value is None else printable(value) if isinstance(value, str) else json.dumps(
+            value, sort_keys=True)
+        return text if len(text) <= 40 else f"{text[:37]}..."
+    return f"{key} ({', '.join(f'{label} {shown(g.signature.settings.get(key))}' for label, g in generated)})"
 
 
 @runtime_checkable

@@ -564,7 +564,7 @@ def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, 
         for key in [*a, *(k for k in b if k not in a)]:
             _leaf_differences((*path, str(key)), a.get(key), b.get(key), labels, lines)
     else:
-        lines.append(f"{'.'.join(map(_printable, path))}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
+        lines.append(f"{'.'.join(map(printable, path))}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
 
 
 def _distribution_differences(a: list[Any], b: list[Any], labels: tuple[str, str]) -> list[str]:
@@ -576,7 +576,7 @@ def _distribution_differences(a: list[Any], b: list[Any], labels: tuple[str, str
             if versions[0].get(name) != versions[1].get(name)]
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """``text``, or as JSON escapes it when it holds what no line should (a line break, a terminal escape)."""
     return text if text.isprintable() else json.dumps(text)[1:-1]
 
@@ -585,7 +585,7 @@ def _shown(value: Any) -> str:
     """A value short enough for one line: a digest cut to 12 hex characters, anything long to 60."""
     if value is None:
         return "none"
-    text = _printable(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)  # a date
+    text = printable(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)  # a date
     if re.fullmatch(r"(sha256:)?[0-9a-f]{40,64}", text):
         return text[:text.index(":") + 13] if text.startswith("sha256:") else text[:12]
     return text if len(text) <= 60 else text[:57] + "..."

@@ -433,13 +433,22 @@ class Recipe:
             return None
         return self.reference_path(checkpoint, mode)
 
+    def no_reference(self, checkpoint: str, mode: str, generator: str | None) -> str:
+        """Why ``applicable_reference`` gives none, for the results table: "no fixture reference" would send the
+        reader looking for the file that is there when it is a generator's rollouts it does not apply to."""
+        if generator not in (None, self.own_generator) and mode == "fixture" \
+                and self.reference_path(checkpoint, mode) is not None:
+            return f"the fixture's reference scores its own rollouts, not those {generator} made"
+        return f"no {mode} reference for {self.name} / {checkpoint}"
+
     def reference_of(self, card: Scorecard) -> Path | None:
         """``applicable_reference`` for a scorecard, from the config it records and, for a ``--skip-generation``
         run, the generator its provenance says made the rollouts."""
-        generator = card.config.get("generator") if isinstance(card.config, Mapping) else None
-        generated = Generated.of(card.provenance) if isinstance(card.provenance, Mapping) else None
-        return self.applicable_reference(card.checkpoint, card.mode,
-                                         generator or (generated.generator if generated else None))
+        return self.applicable_reference(card.checkpoint, card.mode, _generator_of(card))
+
+    def no_reference_of(self, card: Scorecard) -> str:
+        """``no_reference`` for a scorecard, read as ``reference_of`` reads it."""
+        return self.no_reference(card.checkpoint, card.mode, _generator_of(card))
 
     def reference_file(self, checkpoint: str, mode: str) -> Path:
         """Where the reference for a checkpoint and mode lives: ``references/<checkpoint>[.smoke].yaml``,
@@ -583,3 +592,11 @@ def get_recipe(name: str) -> Recipe:
         raise RecipeError(f"unknown recipe {name!r}{did_you_mean(name, names)} "
                           f"(known: {', '.join(names) or 'none installed'})")
     return _load_package(package)
+
+
+def _generator_of(card: Scorecard) -> str | None:
+    """The generator a scorecard's run used: its config's, else (``--skip-generation``) the one its provenance says
+    made the rollouts."""
+    generator = card.config.get("generator") if isinstance(card.config, Mapping) else None
+    generated = Generated.of(card.provenance) if isinstance(card.provenance, Mapping) else None
+    return generator or (generated.generator if generated else None)

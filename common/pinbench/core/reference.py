@@ -27,6 +27,7 @@ the band and outside the noise" from one "outside the band but within noise".
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -360,6 +361,7 @@ def ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
     recorded = ref.source.get("provenance")
     if not isinstance(recorded, Mapping):
         return []
+    recorded = json.loads(json.dumps(recorded, default=str))   # as a scorecard holds it: a YAML date as its text
     from pinbench.core.generation import Generated, generation_differences  # a trusted_run reference's diff only
     from pinbench.core.provenance import differences
 

@@ -471,8 +471,12 @@ class Run:
     def _reference_path(self) -> Path | None:
         """The reference this run is judged against (``Recipe.applicable_reference``: check, diff and the view ask
         it too)."""
+        return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self._generator)
+
+    @property
+    def _generator(self) -> str | None:
         made = self.generation.generator if self.generation else None   # with --skip-generation: an earlier run's
-        return self.recipe.applicable_reference(self.cfg.checkpoint, self.cfg.mode, self.cfg.generator or made)
+        return self.cfg.generator or made
 
     def _verdict(self, card: Scorecard, ref_path: Path | None,
                  records: Sequence[SampleRecord]) -> tuple[Reference | None, RunOutcome]:
@@ -483,7 +487,7 @@ class Run:
         result = diff(card, reference) if reference is not None else None
         if result is None:
             exit_code = 0 if card.status == "complete" else EXIT_INCOMPLETE
-            message = render_results(card, f"no {cfg.mode} reference for {recipe.name} / {cfg.checkpoint}")
+            message = render_results(card, recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator))
         else:
             exit_code, message = result.exit_code, render_diff(result)
         write_if_changed(self.out_dir / "diff.txt", message + "\n")

@@ -205,7 +205,11 @@ def build(target: str, options: Mapping[str, str], named: str | None = None) -> 
         factory = getattr(importlib.import_module(module), attribute)
     except Exception as exc:   # the user's code: any failure is theirs, said in one line (where: in its log)
         _traceback(f"importing generator {named} raised:")
-        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}") from None
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name is not None \
+            and (module == exc.name or module.startswith(f"{exc.name}."))   # its own module, not one it imports
+        way_on = ": put the folder that holds it on PYTHONPATH (PYTHONPATH=DIR pinbench run ...), or install its " \
+                 "package" if missing else ""
+        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}{way_on}") from None
     _check_options(named, factory, options)
     try:
         made = factory(**options)

@@ -424,7 +424,11 @@ def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:
 def _scorecard_line(status: RunStatus) -> str:
     written = status.scorecard
     if written is None:
-        return "scorecard  not written yet"
+        stored = status.shards and all(s.finished for s in status.shards) and not status.counts["pending"] \
+            and not status.live   # --skip-scoring, or shards: nothing of theirs writes it
+        return "scorecard  not written yet" + (": every shard has finished; the same pinbench run without --shard "
+                                               "and --skip-scoring scores what they stored and writes it"
+                                               if stored else "")
     if isinstance(written, str):
         return f"scorecard  unreadable: {written}"
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(written.mtime))

@@ -29,6 +29,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
 from pinbench.core.provenance import differences, scrubber
 from pinbench.core.reference import diff, load_reference, ran_differently
+from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -139,6 +140,13 @@ class RunInputs:
     @property
     def fixture_dir(self) -> Path:
         return self.dir / "fixture_data"
+
+    @property
+    def generated(self) -> Path | None:
+        """The run's own rollouts folder when its scorecard records a generation (``--generator``,
+        ``--skip-generation``): what it scored, in place of ``-o videos`` or a fixture's rollouts. None otherwise."""
+        extra = self.card.provenance.get("extra")
+        return self.dir / ROLLOUTS if isinstance(extra, Mapping) and "generation" in extra else None
 
     @cached_property
     def started_in(self) -> Path:

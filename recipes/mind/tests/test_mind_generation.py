@@ -123,7 +123,8 @@ def test_mirror_requests_are_refused_in_one_line_before_anything_is_generated(as
     result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "--out", str(tmp_path / "requests")])
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert result.output.startswith("error: mind: a generating run cannot score gsc: MIND publishes no mirror-test "
-                                    "actions") and "drop gsc from -o metrics" in result.output
+                                    "actions")
+    assert result.output.endswith("; drop gsc from -o metrics: -o metrics=lcm,visual,dino,action\n")   # the way on
     shutil.copytree(asked / FIXTURE_DIR, tmp_path / "run" / FIXTURE_DIR)
     recipe = get_recipe("mind")
     with pytest.raises(RecipeError, match="cannot score gsc: MIND publishes no mirror-test actions") as info:
@@ -252,6 +253,9 @@ def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path:
     assert outcome.exit_code == 0, outcome.message
     card = _complete_for_every_request(out)
     assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
+    # the folders inside the run directory, named from it: two runs do not "ran differently" by their own folders
+    assert (card["provenance"]["extra"]["gt_root"], card["provenance"]["extra"]["generated_root"]) == (
+        "fixture_data/MIND-Data", "rollouts")
     assert all(card["metrics"][f"{c}/lcm_mse"]["value"] > 0 for c in COHORTS)   # the world moves on; it does not
     for request in read_requests(out / "generation" / "requests.jsonl"):
         mark = request.settings["mark_time"]

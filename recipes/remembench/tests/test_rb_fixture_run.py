@@ -28,6 +28,13 @@ def test_fixture_run_passes_its_reference(fixture_run):
     assert (out / "report" / "index.html").is_file()
 
 
+def test_the_provenance_names_no_path_of_the_run_directory(fixture_run):
+    # else two fixture runs in two folders "ran differently" in pinbench compare and view
+    out, _ = fixture_run
+    card = json.loads((out / "scorecard.json").read_text())
+    assert str(out) not in json.dumps(card["provenance"])
+
+
 def test_fixture_outputs(fixture_run):
     out, _ = fixture_run
     scenes = [json.loads(line) for line in (out / "scenes.jsonl").read_text().splitlines()]
