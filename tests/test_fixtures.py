@@ -30,6 +30,7 @@ import pytest
 from pinbench.cli import app
 from pinbench.core.check import check_run
 from pinbench.core.config import Shard
+from pinbench.core.provenance import differences
 from pinbench.core.recipe import available_recipes, get_recipe
 from pinbench.core.store import SAMPLES_DIR, read_store
 from pinbench.ops.launch import run_recipe
@@ -242,3 +243,7 @@ def test_the_submitted_layout_elsewhere_gives_the_plain_runs_records_and_metrics
                 assert [f for f in MERGE_ONLY if (out / f).exists()] == [], f"{phase.name} {shard}"
     assert _outcomes(tmp_path / out) == _outcomes(demo / name)
     assert check_run(tmp_path / out).problems == []
+    # nor do their scorecards tell where they ran: compare and view would list it as run differently
+    here, there = (json.loads((run / "scorecard.json").read_text())["provenance"] for run in (demo / name,
+                                                                                           tmp_path / out))
+    assert differences(here, there, ("demo", "elsewhere")) == []

@@ -453,3 +453,16 @@ def test_a_scorecard_records_its_installed_distributions_by_name() -> None:
     assert dists == sorted(dists) and len(dists) == p["packages"]["n_distributions"]
     assert p["packages"]["distributions_sha256"] == hashlib.sha256("\n".join(dists).encode()).hexdigest()
     assert any(d.startswith("numpy==") for d in dists)
+
+
+def test_a_run_that_did_not_import_torch_differs_by_no_torch_it_did_not_read() -> None:
+    """The package's 2.15.0 beside the runtime's 2.15.0+cu132, and CUDA or GPUs one run never read, are no
+    difference of the install (a CameraBench run next to one that loaded a model): only the release is compared."""
+    read = {"packages": {"torch": "2.15.0+cu132", "torch_runtime": "imported by this run", "cuda": "13.2",
+                         "cudnn": "92600"}, "gpus": ["NVIDIA H100 80GB HBM3"], "driver": "580.00"}
+    unread = {"packages": {"torch": "2.15.0", "torch_runtime": "not imported by this run", "cuda": None,
+                           "cudnn": None}, "gpus": [], "driver": "580.00"}
+    assert prov.differences(read, unread, ("A", "B")) == []
+    older = {**unread, "packages": {**unread["packages"], "torch": "2.14.1"}}
+    assert prov.differences(read, older, ("A", "B")) == ["packages.torch: A 2.15.0, B 2.14.1"]
+    assert prov.differences(read, {**read, "gpus": []}, ("A", "B")) == ['gpus: A ["NVIDIA H100 80GB HBM3"], B []']

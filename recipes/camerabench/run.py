@@ -49,7 +49,7 @@ def run(run: Run) -> RunOutcome:
                 outputs = inputs.score_outputs(score_dir, whole, run.options.families)  # files hold every sample
             except ScoreFileError as exc:
                 raise inputs.input_error(exc) from None
-            script1_info: dict[str, Any] = {"source": "official score files", "folder": str(score_dir)}
+            script1_info: dict[str, Any] = {"source": "official score files", "folder": run.recorded_path(score_dir)}
         else:
             outputs, script1_info = _script1(run, model, data)
 

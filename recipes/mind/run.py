@@ -129,15 +129,8 @@ def run(run: Run) -> RunOutcome:
     return run.finish(metric_specs(keys, metrics, native=native_declared), records, derived=[suite],
                       pins=pins_for_provenance(pins), seeds={"fixture": fixture.SEED} if data else None, extra=extra,
                       provenance={"canvas": str(fixture.CANVAS if data else OFFICIAL_CANVAS),
-                                  "gt_root": _named(pre.gt_root, run.out_dir),
-                                  "generated_root": _named(pre.generated_root, run.out_dir)})
-
-
-def _named(folder: Path | None, run_dir: Path) -> str:
-    """A folder as provenance records it: from the run directory when inside it (the fixture's GT, a generating
-    run's rollouts), so two runs in two folders do not differ by it in compare; else as the run was given it."""
-    inside = folder is not None and folder.resolve().is_relative_to(run_dir.resolve())
-    return folder.resolve().relative_to(run_dir.resolve()).as_posix() if inside else str(folder)
+                                  **{name: run.recorded_path(folder) if folder is not None else None for name, folder
+                                     in (("gt_root", pre.gt_root), ("generated_root", pre.generated_root))}})
 
 
 def checked(plan: Plan) -> Plan:

@@ -139,7 +139,7 @@ def run(run: Run) -> RunOutcome:
                      for name, c in (extra["cross_check"] or {}).items() if c["n_disagree"]]
     sources = cfg.out_dir / SOURCES_FILE
     provenance_extra: dict[str, Any] = {"gt_cache": gt.summary(), "gt_policy": options.gt, "evaluator_weights": weights,
-                        "evaluator": evaluator.describe(), "dataset_dir": str(inputs.dataset_dir),
+                        "evaluator": evaluator.describe(), "dataset_dir": run.recorded_path(inputs.dataset_dir),
                         "generation_processor": json.loads(sources.read_text(encoding="utf-8"))["processor"]
                         if sources.is_file() else None}
     if pins is None:

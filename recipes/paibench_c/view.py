@@ -24,7 +24,7 @@ def _dataset_root(run: RunInputs) -> Path | None:
         return run.fixture_dir / "dataset"
     extra = run.card.provenance.get("extra")
     recorded = extra.get("dataset_dir") if isinstance(extra, Mapping) else None
-    return Path(recorded) if isinstance(recorded, str) and recorded else None
+    return run.recorded(recorded) if isinstance(recorded, str) and recorded else None
 
 
 def _row(line: str) -> Any:

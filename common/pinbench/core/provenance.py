@@ -541,17 +541,25 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
 
 
 def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """Both with their installed distributions stated one way: as lists when both hold one, else as digests."""
-    lists = all(isinstance(p.get("packages"), Mapping) and isinstance(p["packages"].get("distributions"), list)
-                for p in (a, b))
-    drop = ("distributions_sha256", "n_distributions") if lists else ("distributions",)
+    """Both with what they both know stated one way: installed distributions as lists when both hold one, else as
+    digests; torch as its installed release alone, without CUDA, cuDNN or GPUs, when one run did not import it
+    (``_torch_state``: the package's ``2.15.0`` beside the runtime's ``2.15.0+cu132``, and nothing read, are no
+    difference of the install)."""
+    packages = [p.get("packages") if isinstance(p.get("packages"), Mapping) else None for p in (a, b)]
+    lists = all(isinstance(p, Mapping) and isinstance(p.get("distributions"), list) for p in packages)
+    drop = {"distributions_sha256", "n_distributions"} if lists else {"distributions"}
+    unread = any(isinstance(p, Mapping) and p.get("torch_runtime") == "not imported by this run" for p in packages)
+    if unread:
+        drop |= {"torch_runtime", "cuda", "cudnn"}
 
-    def stated(provenance: Mapping[str, Any]) -> Mapping[str, Any]:
-        packages = provenance.get("packages")
-        if not isinstance(packages, Mapping):
+    def stated(provenance: Mapping[str, Any], held: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        if held is None:
             return provenance
-        return {**provenance, "packages": {k: v for k, v in packages.items() if k not in drop}}
-    return stated(a), stated(b)
+        kept = {k: v for k, v in held.items() if k not in drop}
+        if unread and isinstance(kept.get("torch"), str):
+            kept["torch"] = kept["torch"].partition("+")[0]
+        return {**{k: v for k, v in provenance.items() if not (unread and k == "gpus")}, "packages": kept}
+    return stated(a, packages[0]), stated(b, packages[1])
 
 
 def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, str], lines: list[str]) -> None:

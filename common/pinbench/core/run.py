@@ -206,6 +206,13 @@ class Run:
 
     # ------------------------------------------------------------------------------------- preparing
 
+    def recorded_path(self, folder: Path) -> str:
+        """``folder`` as provenance records it: from the run directory when inside it (the fixture's data, a
+        generating run's rollouts), so two runs in two folders do not differ by where they ran
+        (``provenance.differences``); else absolute (``RunInputs.recorded`` reads both back)."""
+        here, there = self.out_dir.resolve(), folder.resolve()
+        return there.relative_to(here).as_posix() if there.is_relative_to(here) else str(there)
+
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         """Time a block as part of step ``name`` (the scorecard's ``timings``; repeated blocks add up)."""

@@ -157,6 +157,14 @@ class RunInputs:
         here = self.dir.resolve()
         return Path(*here.parts[:-len(parts)]) if parts and here.parts[-len(parts):] == parts else Path.cwd()
 
+    def recorded(self, value: str) -> Path:
+        """A folder the run's provenance records (``Run.recorded_path``): absolute, or from the run directory; a
+        relative one of an earlier version, as given, from the folder the run was started from."""
+        path = Path(value)
+        if path.is_absolute():
+            return path
+        return self.dir / path if (self.dir / path).exists() else self.started_in / path
+
     def option_path(self, name: str) -> Path | None:
         """A path option as the run read it: a relative one against the folder the run was started from (worked out
         once per run and name: a recipe's view asks for each of its samples)."""
