@@ -193,3 +193,13 @@ def test_a_sample_no_shard_stored_is_listed_missing_with_the_merges_reason(tmp_p
     assert lines[0] == (f"failed: 0 sample(s) in 1 metric(s), missing: 1 sample(s) never computed; full list: "
                         f"{tmp_path / FAILURES_FILE}")
     assert (tmp_path / FAILURES_FILE).read_text().splitlines()[1:] == [f"s1\ti2v\t{lost.error}"]
+
+
+def test_a_word_with_a_slash_is_a_file_only_when_it_reads_as_a_path() -> None:
+    """'24 frames/s' and 'N/A' are no files; /abs, ./rel, a/b/c and x.mp4 are (each reason then reads as one)."""
+    from pinbench.core.run import by_reason
+
+    reasons = [(f"s{i}", f"ValueError: 24 frames/s, value N/A at /tmp/x/s{i}.bin, a/b/c{i}, ./rel{i}, v{i}.mp4")
+               for i in range(6)]
+    assert by_reason(reasons) == [
+        "  by reason: 6 x ValueError: 24 frames/s, value N/A at <file>, <file>, <file>, <file>"]

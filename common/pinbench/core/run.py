@@ -103,7 +103,7 @@ REPORT = PurePosixPath("report", "index.html")
 FAILURES_SHOWN = 5
 REASONS_SHOWN = 3
 REASON_CHARS = 200   # of a reason shown by by_reason
-_WORD = re.compile(r"[^\s:;,'\"()]+")   # a word of a reason, without the punctuation around it
+_WORD = re.compile(r"[^\s:;,'\"()/.]*[/.][^\s:;,'\"()]*")   # a word of a reason that may name a file: a / or a .
 _FILE_EXTENSIONS = {"mp4", "avi", "mov", "mkv", "webm", "gif", "png", "jpg", "jpeg", "json", "jsonl", "yaml", "yml",
                     "npy", "npz", "pt", "pth", "safetensors", "txt", "tsv", "csv", "h5", "tmp"}
 PARTS = ("generation", "scoring")
@@ -568,12 +568,12 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
     """How many of ``failed`` (sample id, one-line reason) failed for each reason, most first, when there are more
     than the ``shown`` a list names: ten thousand samples missing for one cause read as one line, not as five
     examples and "... and 9,995 more". A reason is read without what names one sample: its id (``<sample>``) and
-    any file (``<file>``: a word with a ``/`` or a file extension), and as the ``REASON_CHARS`` shown of it: two
+    any file (``<file>``: a path, or a word with a file extension), and as the ``REASON_CHARS`` shown of it: two
     reasons differing past them would read as one text twice. Only twice that many are read (a stored reason holds
     up to 2,000; read whole, 100,000 of them took 25 s)."""
     if len(failed) <= shown:
         return []
-    counts = Counter(_WORD.sub(_file_as_one, _sample_as_one(sample, reason[:2 * REASON_CHARS]))[:REASON_CHARS]
+    counts = Counter(_files_as_one(_sample_as_one(sample, reason[:2 * REASON_CHARS]))[:REASON_CHARS]
                      for sample, reason in failed)
     common = counts.most_common(REASONS_SHOWN)
     lines = [f"  by reason: {n} x {reason}" for reason, n in common]
@@ -585,24 +585,35 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
 
 def _sample_as_one(sample: str, reason: str) -> str:
     """``reason`` with each whole-word ``sample`` in it read as ``<sample>`` (sample ``a`` leaves ``ValueError``)."""
-    start = reason.find(sample) if sample else -1
+    if not sample or sample not in reason:
+        return reason
+    if reason.count(sample) > 4:   # one pass in C (compiled once per id) where a short id recurs
+        return re.sub(rf"(?<![^\W]){re.escape(sample)}(?![^\W])", "<sample>", reason)
+    parts, done = [], 0
+    start = reason.find(sample)
     while start >= 0:
         end = start + len(sample)
         if not (start and _in_word(reason[start - 1]) or end < len(reason) and _in_word(reason[end])):
-            reason = f"{reason[:start]}<sample>{reason[end:]}"
-            end = start + len("<sample>")
+            parts += [reason[done:start], "<sample>"]
+            done = end
         start = reason.find(sample, end)
-    return reason
+    return "".join([*parts, reason[done:]])
 
 
 def _in_word(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+def _files_as_one(reason: str) -> str:
+    return _WORD.sub(_file_as_one, reason) if "/" in reason or "." in reason else reason
+
+
 def _file_as_one(word: re.Match[str]) -> str:
+    """A word that names a file as ``<file>``: with a file extension, or a path (from ``/``, ``.`` or ``~``, or of
+    two ``/`` or more); ``frames/s`` and ``N/A`` stay words."""
     text = word.group()
-    is_path = "/" in text and any(c.isalpha() for c in text)
-    return "<file>" if is_path or text.rpartition(".")[2].lower() in _FILE_EXTENSIONS and "." in text else text
+    is_path = text[:1] in "/.~" and "/" in text or text.count("/") >= 2
+    return "<file>" if is_path or "." in text and text.rpartition(".")[2].lower() in _FILE_EXTENSIONS else text
 
 
 def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleRecord] = ()) -> list[str]:
