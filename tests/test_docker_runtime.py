@@ -566,9 +566,10 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     """They did not exist in the container and generation failed deep inside; a relative one becomes absolute (the
     container starts elsewhere), a symlink is mounted from what it points at under its own name, and a value that
     is no file, or a system path the image has its own of, stays as it is. A ``command:`` word after the program
-    that names a file or folder here is one with or without a ``/`` (``python gen.py``: gen.py was not mounted, and
-    the container ran a gen.py it did not have); the program, a word that names a program on PATH (``env sh``) and
-    a module after ``-m`` stay words, even where a file or folder of that name is here."""
+    that names a file here is one with or without a ``/`` (``python gen.py``: gen.py was not mounted, and the
+    container ran a gen.py it did not have), a folder only with one (``--split train``); the program, a word that
+    names a program on PATH (``env sh``) and a module after ``-m`` stay words, even where a file or folder of that
+    name is here."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     work = tmp_path / "work"
     (work / "ckpt").mkdir(parents=True)
@@ -578,10 +579,10 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     (work / "latest").symlink_to(work / "ckpt")
     monkeypatch.chdir(work)
     (work / "extra.json").write_text("{}")
-    for word in ("sh", "mymodel"):   # names of a program on PATH, and of a module, that are folders here too
+    for word in ("sh", "mymodel", "train"):   # a program on PATH, a module, a value: folders here too
         (work / word).mkdir()
     command = ("/usr/bin/env sh ./gen.sh cfg.yaml --extra=./extra.json --out={out} {request} {out} extra.json "
-               "--config=cfg.yaml -m mymodel")
+               "--config=cfg.yaml -m mymodel --split train")
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator=f"command:{command}",
                         generator_options={"weights": str(work / "latest"), "config": "./cfg.yaml", "model": "org/name",
                                            "steps": "4", "cfg": "cfg.yaml", "seed": ""}, env={})
@@ -589,7 +590,8 @@ def test_files_a_generator_names_are_mounted_read_only_at_their_paths(client: Fa
     argv = _argv(generate)
     assert command_argv(argv[argv.index("--generator") + 1]) == [
         "/usr/bin/env", "sh", f"{work}/gen.sh", f"{work}/cfg.yaml", f"--extra={work}/extra.json",
-        "--out={out}", "{request}", "{out}", f"{work}/extra.json", f"--config={work}/cfg.yaml", "-m", "mymodel"]
+        "--out={out}", "{request}", "{out}", f"{work}/extra.json", f"--config={work}/cfg.yaml", "-m", "mymodel",
+        "--split", "train"]   # a bare word is a file only: a folder is named with a / (./train)
     assert [argv[i + 1] for i, flag in enumerate(argv) if flag == "-g"] == [
         f"weights={work}/latest", f"config={work}/cfg.yaml", "model=org/name", "steps=4", f"cfg={work}/cfg.yaml",
         "seed="]   # (empty: no file, though the folder it joins to is one)

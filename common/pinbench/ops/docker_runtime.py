@@ -226,8 +226,8 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     generator = cfg.generator
     if generator.startswith("command:"):
         argv = command_argv(generator)
-        absolute = command_paths(argv, lambda value, bare: mounted(value, f"--generator {redact(generator)}",
-                                                                   bare=bare))
+        absolute = command_paths(argv, lambda value, bare: mounted(   # a bare word: a file, never a folder
+            value, f"--generator {redact(generator)}", bare=bare and os.path.isfile(os.path.join(cwd or ".", value))))
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
     options = {key: mounted(value, f"-g {key}", bare=True) for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts

@@ -157,7 +157,8 @@ def same_generator(stored: str, given: str) -> bool:
     as absolute, as ``--runtime docker`` gives them (docker_runtime.generator_files), so a ``./gen.sh`` or
     ``gen.py`` given later is the ``/abs/gen.sh`` or ``/abs/gen.py`` a container stored."""
     def absolute(value: str, bare: bool) -> str:
-        return os.path.abspath(value) if value and ("/" in value or bare) and os.path.exists(value) else value
+        named = "/" in value and os.path.exists(value) or bare and os.path.isfile(value)   # as generator_files
+        return os.path.abspath(value) if value and named else value
 
     def identity(spec: str) -> str | list[str]:
         return command_paths(command_argv(spec), absolute) if spec.startswith("command:") else spec
