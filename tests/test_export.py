@@ -494,6 +494,10 @@ def test_an_interrupted_export_leaves_no_folder_and_keeps_the_earlier_one(tmp_pa
     wide = tmp_path / ("視" * 84)   # 252 bytes: the lock's and the hidden folder's names are cut by bytes to fit
     assert (export_recipe(recipe, wide) / "Makefile").is_file()
     assert sorted(tmp_path.iterdir()) == sorted([dest, link, longest, wide])
+    from pinbench.ops.export import _lock_of
+
+    # two DESTs alike in their first 200 bytes take turns on two locks
+    assert _lock_of(tmp_path / ("x" * 200 + "a")) != _lock_of(tmp_path / ("x" * 200 + "b"))
 
 
 def test_a_symlink_or_fifo_named_as_the_export_lock_is_refused_and_left_alone(tmp_path: Path) -> None:

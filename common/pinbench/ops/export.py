@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -294,12 +295,16 @@ def _lock_of(dest: Path) -> Path:
 
 
 def _stem(dest: Path) -> str:
-    """``dest``'s name cut to 200 bytes, for the names made beside it to fit NAME_MAX (255 bytes): cut to 200
-    characters, a name of 84 three-byte characters made a lock's name of 274 bytes ('File name too long')."""
-    name = dest.name[:200]
-    while len(os.fsencode(name)) > 200:
+    """``dest``'s name as the names made beside it hold it: whole up to 200 bytes (they must fit NAME_MAX, 255
+    bytes: 84 three-byte characters made a lock's name of 274, 'File name too long'), else its first 183 bytes and
+    16 hex digits of its SHA-256 (two DESTs alike in their first 200 bytes shared one lock)."""
+    raw = os.fsencode(dest.name)
+    if len(raw) <= 200:
+        return dest.name
+    name = dest.name[:183]
+    while len(os.fsencode(name)) > 183:
         name = name[:-1]
-    return name
+    return f"{name}~{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
 def _hold(dest: Path) -> int:
