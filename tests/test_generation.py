@@ -181,6 +181,12 @@ def test_the_same_generator_regenerates_nothing_and_another_regenerates_every_ro
     changed = _run(out, RENDER, calls=str(calls), version="2")
     assert changed.exit_code == 0 and len(_calls(calls)) == 8            # another signature: every rollout again
     assert "4 recomputed: generator changed" in capfd.readouterr().err
+    from pinbench.core.check import check_run
+
+    # the records it replaced are named as such, not only as damage
+    assert [n for n in check_run(out).notes if "quarantine" in n][0].endswith(
+        "records a rerun replaced on purpose (another generator, a changed rollout), damaged or contradicting lines, "
+        "stray files")
 
     kept = _run(out, RENDER, calls=str(calls), version="2")
     err = capfd.readouterr().err

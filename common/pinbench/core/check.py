@@ -294,7 +294,8 @@ def _store_lines(folder: Path, pinned: Mapping[str, LogPin] | None, result: Chec
     if quarantine.is_dir() and not quarantine.is_symlink():
         moved = sorted(p.name for p in quarantine.iterdir())
         result.notes.append(f"{quarantine}: what runs moved out of the store, never read ({', '.join(moved[:5])}"
-                            f"{', ...' if len(moved) > 5 else ''}): damaged or contradicting lines, stray files")
+                            f"{', ...' if len(moved) > 5 else ''}): records a rerun replaced on purpose (another "
+                            "generator, a changed rollout), damaged or contradicting lines, stray files")
     bodies: dict[bytes, str] = {}
     for path in files.logs:
         try:
