@@ -38,7 +38,7 @@ from pinbench.core.scorecard import (
     samples_text,
 )
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
-from pinbench.core.store import sound_records
+from pinbench.core.store import Stored, contradictions, sound_records
 from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission
 
@@ -266,21 +266,20 @@ def _newest_records(samples_dir: Path, wanted: set[tuple[str, str]]) -> dict[tup
 
 def _contradicting(samples_dir: Path, more: Mapping[tuple[str, str], list[_Seen]]) -> set[tuple[int, int]]:
     """The ranks of the ok records that another ok record of the same sample, input and code contradicts (another
-    result): ``contradictions``' rule. Their results are read in a second pass, of those samples only."""
+    result): ``contradictions``' own rule, applied in a second pass to those samples' suspect records only."""
     suspects = {s.rank: task for task, found in more.items() for s in found
                 if s.ok and sum(o.ok and o.implementation == s.implementation for o in found) > 1}
     if not suspects:
         return set()
-    results = {}
+    by_sample: dict[str, list[Stored]] = {}
+    rank_of: dict[int, tuple[int, int]] = {}
     for rank, stored in sound_records(samples_dir):
         if suspects.get(rank) == (stored.data["sample_id"], stored.data.get("input_hash")):
-            results[rank] = stored.data.get("result")
-    clashing = set()
-    for task in set(suspects.values()):
-        ok = [s for s in more[task] if s.rank in suspects]
-        clashing |= {s.rank for a in ok for s in ok if s is not a and s.implementation == a.implementation
-                     and (s.rank not in results or results.get(a.rank) != results[s.rank])}
-    return clashing
+            by_sample.setdefault(stored.data["sample_id"], []).append(stored)
+            rank_of[id(stored)] = rank
+    contradictions(by_sample)   # takes the contradicting records out of by_sample
+    kept = {id(stored) for found in by_sample.values() for stored in found}
+    return {rank for key, rank in rank_of.items() if key not in kept}
 
 
 def _never_computed_keys(record: SampleRecord) -> list[str]:
