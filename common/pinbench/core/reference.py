@@ -146,6 +146,7 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     header: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, MetricResult] = field(default_factory=dict)  # the scorecard's metrics: every row of the table
+    ran_differently: list[str] = field(default_factory=list)  # ``ran_differently``'s lines, in ``notes`` too
 
 
 def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
@@ -338,7 +339,8 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
     notes[:0] = degenerate_notes(scorecard)
-    notes += [f"ran differently {line}" for line in ran_differently(scorecard, ref)]
+    differently = ran_differently(scorecard, ref)
+    notes += [f"ran differently {line}" for line in differently]
     for name in card_metrics:
         if name not in ref.metrics:
             notes.append(f"{name}: no reference value (reported, not checked)")
@@ -351,7 +353,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
                                                 f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
                           source=source)
     return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
-                      header=header, metrics=dict(card_metrics))
+                      header=header, metrics=dict(card_metrics), ran_differently=differently)
 
 
 def ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:

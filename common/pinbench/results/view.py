@@ -28,7 +28,7 @@ from typing import Any
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
 from pinbench.core.provenance import differences, scrubber
-from pinbench.core.reference import diff, load_reference, ran_differently
+from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
@@ -216,7 +216,7 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str]]:
     if ref is None:
         return "NO REFERENCE", build_rows(card, None, None), "", []
     result = diff(card, ref)
-    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", ran_differently(card, ref)
+    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", result.ran_differently
 
 
 def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
