@@ -102,7 +102,7 @@ FAILURES_FILE = "failures.tsv"
 REPORT = PurePosixPath("report", "index.html")
 FAILURES_SHOWN = 5
 REASONS_SHOWN = 3
-REASON_CHARS = 200   # of a reason shown by by_reason
+REASON_CHARS = 200   # of a failed sample's reason shown, alone or by by_reason
 _WORD = re.compile(r"[^\s:;,'\"()/.]*[/.][^\s:;,'\"()]*")   # a word of a reason that may name a file: a / or a .
 _FILE_EXTENSIONS = {"mp4", "avi", "mov", "mkv", "webm", "gif", "png", "jpg", "jpeg", "json", "jsonl", "yaml", "yml",
                     "npy", "npz", "pt", "pth", "safetensors", "txt", "tsv", "csv", "h5", "tmp"}
@@ -558,7 +558,7 @@ def _stopped_failures(summary: RunSummary) -> list[str]:
     generation, a shard's samples): a run that stops has no scorecard or failures.tsv to say why they failed."""
     failed = [(sid, redact(" ".join(str(rec.error or "failed").split()))) for sid, rec in summary.records.items()
               if not rec.ok]
-    lines = [*by_reason(failed), *(f"  {sid}: {reason[:200]}" for sid, reason in failed[:FAILURES_SHOWN])]
+    lines = [*by_reason(failed), *(f"  {sid}: {reason[:REASON_CHARS]}" for sid, reason in failed[:FAILURES_SHOWN])]
     if len(failed) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(failed) - FAILURES_SHOWN} more")
     return lines
@@ -657,7 +657,7 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
     lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s)"
              + (f", missing: {n_missing} sample(s) never computed" if n_missing else "") + f"; full list: {path}"]
     lines += by_reason([(sample, reason) for sample, (_, reason) in first.items() if sample not in derived])
-    lines += [f"  {sample} ({metric}): {reason[:200]}" for sample, (metric, reason) in list(first.items())[
+    lines += [f"  {sample} ({metric}): {reason[:REASON_CHARS]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(first) - FAILURES_SHOWN} more")
