@@ -119,15 +119,13 @@ def load_clips(path: Path, source: ClipSource, fd: int | None = None) -> tuple[V
     """The video's facts, its clips' padded sampled frames, and the decoder backend used. Read from ``fd``, a
     descriptor of ``path`` (``opened_video``), when given, else from one open of ``path``: the file checked is the
     file decoded."""
-    if fd is None:
-        with opened_video(path) as own:
-            return load_clips(path, source, own)
-    info = video_info(path, fd=fd)
-    clip_list = clipping.split_clips(info.n_frames, info.fps)
-    if source.reencode:
-        clip_frames, backend = _reencoded_clips(path, fd, info, clip_list, source)
-    else:
-        clip_frames, backend = _decoded_clips(path, fd, info, clip_list, source.decoder)
+    with opened_video(path, fd) as fd:
+        info = video_info(path, fd=fd)
+        clip_list = clipping.split_clips(info.n_frames, info.fps)
+        if source.reencode:
+            clip_frames, backend = _reencoded_clips(path, fd, info, clip_list, source)
+        else:
+            clip_frames, backend = _decoded_clips(path, fd, info, clip_list, source.decoder)
     return info, clip_frames, backend
 
 

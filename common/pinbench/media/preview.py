@@ -65,20 +65,18 @@ class VideoProbe:
 def probe(path: Path, fd: int | None = None) -> VideoProbe:
     """The codec facts of a video (of the bytes of ``fd``, an open descriptor of it, when given; else of the file it
     opens once: ``opened_video``); VideoError (one line naming it) when it is missing, cut or undecodable."""
-    if fd is None:
-        with opened_video(path) as own:
-            return probe(path, own)
-    info = video_info(path, fd=fd)
-    try:
-        with open_video(path, fd) as container:
-            stream = container.streams.video[0]
-            ctx = stream.codec_context
-            rate = next((Fraction(r) for r in (stream.average_rate, stream.guessed_rate) if r and r > 0),
-                        Fraction(info.fps).limit_denominator(1001))
-            return VideoProbe(ctx.name, ctx.profile, ctx.pix_fmt, info.width, info.height, info.n_frames, info.fps,
-                              rate)
-    except av.error.FFmpegError as exc:
-        raise VideoError(path, f"undecodable: {exc.strerror or exc}") from None
+    with opened_video(path, fd) as fd:
+        info = video_info(path, fd=fd)
+        try:
+            with open_video(path, fd) as container:
+                stream = container.streams.video[0]
+                ctx = stream.codec_context
+                rate = next((Fraction(r) for r in (stream.average_rate, stream.guessed_rate) if r and r > 0),
+                            Fraction(info.fps).limit_denominator(1001))
+                return VideoProbe(ctx.name, ctx.profile, ctx.pix_fmt, info.width, info.height, info.n_frames,
+                                  info.fps, rate)
+        except av.error.FFmpegError as exc:
+            raise VideoError(path, f"undecodable: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)

@@ -106,34 +106,28 @@ class _BackendFailure(Exception):
 
 
 @contextmanager
-def opened_video(path: str | os.PathLike[str]) -> Iterator[int]:
+def opened_video(path: str | os.PathLike[str], fd: int | None = None) -> Iterator[int]:
     """A descriptor of the regular file ``path``, closed on leaving; VideoError (one line naming it) when there is none.
+    ``fd``, a descriptor of it a caller opened so already, is handed back as it is (its owner closes it).
 
     Why: a path checked and then opened again by name reads whatever is there by then (a FIFO put there held the
     reader for ever). The file is opened once (``core.files.open_regular``: a FIFO or a folder is refused at once,
     never waited on) and every later read (``fd=`` of ``video_info``, ``read_video``, ``iter_frames``) is of it.
     """
+    if fd is not None:
+        yield fd
+        return
     path = Path(path)
     try:
-        fd = open_regular(path)
+        own = open_regular(path)
     except MissingFile:
         raise VideoError(path, "file not found") from None
     except FileError as exc:
         raise VideoError(path, exc.reason) from None
     try:
-        yield fd
+        yield own
     finally:
-        os.close(fd)
-
-
-@contextmanager
-def _descriptor(path: Path, fd: int | None) -> Iterator[int]:
-    """``fd`` as given (its owner closes it), else one ``opened_video`` opens here for the block."""
-    if fd is not None:
-        yield fd
-    else:
-        with opened_video(path) as own:
-            yield own
+        os.close(own)
 
 
 def _fd_path(fd: int) -> Path:
@@ -229,7 +223,7 @@ def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoI
     open descriptor of the regular file ``path`` (``opened_video``), its bytes are read and ``path`` names them;
     without, ``path`` is opened once and only that descriptor is read."""
     path = Path(path)
-    with _descriptor(path, fd) as fd:
+    with opened_video(path, fd) as fd:
         return _video_info(path, fd)
 
 
@@ -492,7 +486,7 @@ def read_video(
     if backend not in BACKENDS:
         raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     path = Path(path)
-    with _descriptor(path, fd) as fd:
+    with opened_video(path, fd) as fd:
         info = video_info(path, fd=fd)
         if min_frames is not None and info.n_frames < min_frames:
             raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
@@ -581,7 +575,7 @@ def read_ahead(frames: Iterable[T], depth: int = READ_AHEAD_FRAMES) -> Iterator[
 
 def _checked_frames(path: Path, backend: str, fd: int | None) -> Iterator[np.ndarray | None]:
     """None once the file is open and checked, then its frames: the descriptor stays open while they are read."""
-    with _descriptor(path, fd) as fd:
+    with opened_video(path, fd) as fd:
         info = video_info(path, fd=fd)
         if backend == "decord":
             require_backend(backend)
