@@ -340,6 +340,12 @@ def generation_stages(stages: list[ContainerStage], image: str, *, scoring: bool
     return [s for s in stages if s is not last] + [generate, *score]
 
 
+def offline_policy(stage: ContainerStage, cfg: RunConfig) -> ContainerStage:
+    """``stage`` as the run allows it: under ``--offline`` (or ``PINBENCH_OFFLINE=1``) with neither network nor
+    ``HF_TOKEN``, whatever it declares (``pinbench submit``'s jobs as this runtime's containers)."""
+    return replace(stage, network=False, needs_token=False) if cfg.offline else stage
+
+
 def generation_stage(stage: ContainerStage, image: str) -> ContainerStage:
     """``stage`` making the rollouts in the user's ``image``, with the network and ``HF_TOKEN`` its generator has
     on the host, where it may download its weights (the run's ``--offline`` still takes both away). It had the
@@ -464,12 +470,12 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
         env, notes = forwarded_env(recipe, environ, configs[image].env)
         for note in notes:
             log(f"[{stage.name}] {note}")
-        network = stage.network and not cfg.offline
+        allowed = offline_policy(stage, cfg)
         code = run_in_container(
-            image, stage_argv(recipe, cfg, stage, options, network=network), stage=stage.name, mounts=mounts,
+            image, stage_argv(recipe, cfg, stage, options, network=allowed.network), stage=stage.name, mounts=mounts,
             env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env, **samples_env},
-            gpus=devices if stage.gpus else 0, network_disabled=not network, user=user,
-            token=environ.get("HF_TOKEN") if stage.needs_token and network else None, shm_size="16g",
+            gpus=devices if stage.gpus else 0, network_disabled=not allowed.network, user=user,
+            token=environ.get("HF_TOKEN") if allowed.needs_token and allowed.network else None, shm_size="16g",
             run_dir=out_dir, client=client, log=log,
         )
         if code != 0:

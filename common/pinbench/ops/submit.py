@@ -38,6 +38,7 @@ from pinbench.ops.docker_runtime import (
     foreign_generator,
     generation_stage,
     generator_files,
+    offline_policy,
     sample_cache_setting,
     stages_for,
     user_options,
@@ -246,7 +247,7 @@ def _job_stage(stage: ContainerStage, cfg: RunConfig, generator_image: Image | N
     networked stage's job had the network and HF_TOKEN while it ran ``--offline``)."""
     if generator_image is not None and not cfg.skip_generation:
         stage = generation_stage(stage, generator_image.ref)
-    return replace(stage, network=False, needs_token=False) if cfg.offline else stage
+    return offline_policy(stage, cfg)
 
 
 def doctor_findings(the_plan: Plan) -> list[Any]:
