@@ -762,7 +762,28 @@ def _seen(path: Path) -> dict[str, tuple[str, str]]:
     """request id -> (CUDA_VISIBLE_DEVICES, process id) it was generated with, one generation each."""
     lines = [line.split() for line in path.read_text().splitlines()]
     assert len({line[0] for line in lines}) == len(lines), lines
-    return {sid: (device, pid) for sid, device, pid in lines}
+    return {sid: (device, pid) for sid, device, pid, _ in lines}
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_an_offline_run_keeps_its_generator_offline(tmp_path: Path, form: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """--offline reaches the generator's process as HF_HUB_OFFLINE=1 (and pinbench's, transformers' and datasets'
+    variables), as a --runtime docker stage has no network: the user's code downloads nothing either; a run
+    without --offline leaves its environment as it is."""
+    for var in ("HF_HUB_OFFLINE", "PINBENCH_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    for offline in (True, False):
+        seen = tmp_path / f"seen-{offline}"
+        spec = RENDER if form == "python" else (
+            f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}} "
+            f"--seen {seen}")
+        recipe = get_recipe("paibench-c")
+        outcome = run_recipe(recipe.config(fixture=True, out_dir=tmp_path / f"run-{offline}", offline=offline,
+                                           options={"modalities": "edge"}, generator=spec, env={},
+                                           generator_options={"seen": str(seen)} if form == "python" else {}))
+        assert outcome.exit_code == 0, outcome.message
+        assert {line.split()[3] for line in seen.read_text().splitlines()} == {"1" if offline else "-"}
 
 
 @pytest.mark.parametrize("form", ["python", "command"])

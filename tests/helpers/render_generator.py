@@ -6,8 +6,9 @@ colour ramp whose colours come from the request's digest and the frame's index, 
 size and rate, so a rollout is a function of its request alone. ``mode`` turns it hostile, one way per value:
 ``nothing`` (writes no file), ``truncated`` (cuts the file), ``frames`` (one frame too many), ``symlink`` (a link
 to a file outside the run), ``hang`` (sleeps), ``exit`` (fails). ``calls`` names a file that gets one line per
-request generated (a test counts generations); ``seen`` one line per request with the ``CUDA_VISIBLE_DEVICES``
-and process id it was generated with (a test sees which GPU made what, and in how many processes).
+request generated (a test counts generations); ``seen`` one line per request with the ``CUDA_VISIBLE_DEVICES``,
+process id and ``HF_HUB_OFFLINE`` it was generated with (a test sees which GPU made what, in how many processes,
+and whether the run's ``--offline`` reached it).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ class Render:
                 log.write(request.id + "\n")
         if self.seen:
             with open(self.seen, "a", encoding="utf-8") as log:
-                log.write(f"{request.id} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {os.getpid()}\n")
+                log.write(f"{request.id} {os.environ.get('CUDA_VISIBLE_DEVICES', '-')} {os.getpid()} "
+                          f"{os.environ.get('HF_HUB_OFFLINE', '-')}\n")
         if mode == "hang":
             time.sleep(3600)
         if mode == "exit":

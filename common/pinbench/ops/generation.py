@@ -65,6 +65,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.jsonfields import JsonBlock
+from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
@@ -615,7 +616,8 @@ class Generating:
             return rollouts
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
-        with self._maker(default, store / "generator.log") as maker:
+        env = offline_env() if run.cfg.offline else {}
+        with self._maker(default, store / "generator.log", env) as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
             tasks = [RolloutTask(r.id, r.digest) for r in requests]
@@ -649,7 +651,7 @@ class Generating:
                 argv = self.spec.command
                 target = None if argv is not None else factory_path(self.spec.spec, self.recipe)
                 on_device = _OnDevice(target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
-                                      self.spec.timeout_s, store, rollouts, signature, by_id)
+                                      self.spec.timeout_s, store, rollouts, signature, by_id, env)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
@@ -663,8 +665,9 @@ class Generating:
         return rollouts
 
     @contextlib.contextmanager
-    def _maker(self, default: Callable[[], Generator] | None, log: Path) -> Iterator[_Maker]:
-        """How this run makes rollouts, its worker (if any) stopped at the end."""
+    def _maker(self, default: Callable[[], Generator] | None, log: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
+        """How this run makes rollouts (a generator process with ``env`` added to the run's environment), its
+        worker (if any) stopped at the end."""
         if self.spec is None:
             if default is None:
                 raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
@@ -677,10 +680,10 @@ class Generating:
             if not argv:
                 raise RecipeError("--generator command: needs a program to run")
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
-                         lambda request, out: _run_command(argv, request, out, timeout, log))
+                         lambda request, out: _run_command(argv, request, out, timeout, log, env))
             return
         target = factory_path(self.spec.spec, self.recipe)
-        worker = Worker(target, self.spec.options, log, named=generator_name(self.spec.spec, target))
+        worker = Worker(target, self.spec.options, log, env, generator_name(self.spec.spec, target))
         described = worker.start()
         try:
             caps = described["capabilities"]
@@ -706,6 +709,13 @@ class _Maker:
     release: Callable[[], None] = lambda: None   # frees what it holds (a worker's model) before devices take over
 
 
+def offline_env() -> dict[str, str]:
+    """What a generator process of an ``--offline`` run gets beside the run's environment: the variables with which
+    pinbench, huggingface_hub, transformers and datasets download nothing, so the run's ``--offline`` holds for the
+    user's code too (a ``--runtime docker`` stage has no network besides)."""
+    return dict.fromkeys((*OFFLINE_VARS, "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"), "1")
+
+
 def _generation_devices(gpus: int) -> list[str]:
     """The GPUs generation spreads over with ``--gpus N`` (``gpu_devices``: the first N of CUDA_VISIBLE_DEVICES when
     it is set, else 0..N-1); none for one GPU (the step then runs in the run's own process)."""
@@ -728,9 +738,10 @@ class _OnDevice:
     rollouts: Path
     signature: Signature
     by_id: Mapping[str, Request]
+    env: Mapping[str, str]   # what every generator process gets beside the run's environment (``offline_env``)
 
     def __call__(self, device: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-        env, log = {"CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
+        env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
         if self.target is None:
             def make(request: Request, out: Path) -> None:
                 _run_command(self.argv, request, out, self.timeout_s, log, env)
