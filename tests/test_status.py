@@ -192,7 +192,8 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
 def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, every look of ``--wait`` (each 5 s) read every record of the store to count samples it never printed:
-    3.5 CPU s a look on a 112,220-sample run. Slurm here is a test double: running, running, then completed."""
+    3.5 CPU s a look on a 112,220-sample run; and the status shown at the end came from a fourth question to Slurm.
+    Slurm here is a test double: running, running, then completed."""
     from pinbench.ops import status as status_module
 
     _layout(tmp_path)
@@ -201,14 +202,16 @@ def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
                                            jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
                                            command="pinbench submit toy --shards 3"))
     looks = ["RUNNING", "RUNNING", "COMPLETED"]   # and COMPLETED from then on
+    asked = []
     monkeypatch.setattr(slurm, "missing_client", lambda names: "")
-    monkeypatch.setattr(slurm, "job_states", lambda ids: {"7": [slurm.JobState(
+    monkeypatch.setattr(slurm, "job_states", lambda ids: asked.append(1) or {"7": [slurm.JobState(
         "7", 0, looks.pop(0) if len(looks) > 1 else looks[0], exit_code="0:0")]})
     reads = []
     real_read = status_module._newest_records
     monkeypatch.setattr(status_module, "_newest_records", lambda *a, **k: reads.append(1) or real_read(*a, **k))
     status, code = status_module.wait(tmp_path, poll_s=0.01)
     assert code == 0 and not status.live and len(reads) == 1
+    assert len(asked) == 3   # the look that saw it end is the status shown: Slurm is not asked once more
     assert status.counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1}
 
 

@@ -103,8 +103,10 @@ def _stuck(jobs: Mapping[str, list[slurm.JobState]]) -> list[slurm.JobState]:
     return [s for states in jobs.values() for s in states if s.state == "PENDING" and s.reason in slurm.NEVER_STARTS]
 
 
-def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
-    """The status of a run directory; ValueError (one line) when it is not one."""
+def run_status(out_dir: Path, *, ask_slurm: bool = True,
+               asked: tuple[dict[str, list[slurm.JobState]], str] | None = None) -> RunStatus:
+    """The status of a run directory; ValueError (one line) when it is not one. ``asked``: what Slurm just said of
+    the last submission's jobs (``_slurm_states``), taken instead of asking again."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise ValueError(f"{out_dir}: not a run directory (no such directory, or not a directory)")
@@ -123,7 +125,7 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True) -> RunStatus:
             shard.running = _shard_alive(out_dir, shard)
     jobs, note = ({}, "")
     if ask_slurm and submission is not None:
-        jobs, note = _slurm_states(submission)
+        jobs, note = asked if asked is not None else _slurm_states(submission)
         for phase in submission.jobs:
             if phase["sharded"]:
                 by_task = {s.array_task: s for s in jobs.get(phase["job_id"], [])}
@@ -463,14 +465,15 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
         raise ValueError(f"{out_dir}: nothing submitted (no {Path(out_dir) / 'slurm' / 'submissions.jsonl'})")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:   # Slurm alone is asked each look: the samples are read once, at the end (a look read every record)
-        jobs, note = _slurm_states(submission)
+        asked = _slurm_states(submission)
+        jobs, note = asked
         if note:
             raise ValueError(f"{out_dir}: cannot wait: {note}")
         ended, stuck = not _live(jobs), bool(_stuck(jobs))
         if ended or stuck or (deadline is not None and time.monotonic() > deadline):
             break
         time.sleep(poll_s)
-    status = run_status(out_dir)
+    status = run_status(out_dir, asked=asked)   # the status of the look that ended the wait, not of one more
     return status, _final_code(status) if ended else 2
 
 
