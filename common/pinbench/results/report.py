@@ -33,7 +33,6 @@ from pinbench.core.files import (
     claim_output_folder,
     loads_finite_json,
     read_regular_text,
-    write_atomic,
     write_if_changed,
 )
 from pinbench.core.jsonfields import TEXT, JsonBlock, spec
@@ -391,9 +390,9 @@ def _row_view(row: Row) -> dict[str, Any]:
         interval, note = _interval_cell(row.interval)
         na_reason = note if interval == "n/a" else ""
     direction = (row.ref.direction if row.ref else None) or row.direction
-    primary = row.primary or (row.ref is not None and row.ref.primary)
     short = row.name[len(row.group) + 1:] if row.group else row.name  # under its group's heading
-    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "short": short + (" ★" if primary else ""),
+    star = " ★" if row.starred else ""
+    view: dict[str, Any] = {"name": row.name + star, "short": short + star,
                             "full": row.name, "measured": row.measured,
                             "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
                             "interval_note": note, "na_reason": na_reason, "aggregation": row.aggregation or "—",
@@ -805,7 +804,4 @@ def write_report(
         sections=[_section_view(sec, figs) for sec in sections],
     )
     figs.remove_stale()
-    index = Path(out_dir) / "index.html"
-    if index.is_file() and index.read_text(encoding="utf-8") == page:
-        return index  # the same page: a rerun whose inputs did not change rewrites nothing
-    return write_atomic(index, page)
+    return write_if_changed(Path(out_dir) / "index.html", page)  # a rerun whose inputs did not change rewrites nothing
