@@ -52,6 +52,7 @@ from pinbench.core.reference import (
 )
 from pinbench.core.scorecard import (
     MetricResult,
+    RecordIndex,
     Scorecard,
     degenerate_notes,
     load_scorecard,
@@ -491,27 +492,6 @@ def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any
     return figures
 
 
-class _RecordIndex:
-    """A run's records split once into sample and derived records, samples also by id: each metric then reads its
-    own records only (a cohort metric its cohort's), not all of them (178 metrics x 11,222 records otherwise)."""
-
-    def __init__(self, records: Sequence[Any]) -> None:
-        from pinbench.core.derived import is_derived
-        from pinbench.core.scorecard import record_id
-
-        self.derived = [r for r in records if is_derived(r)]
-        self.samples = [r for r in records if not is_derived(r)]
-        self.by_id = {record_id(r): r for r in self.samples}
-
-    def of(self, metric: MetricResult) -> list[Any]:
-        if metric.reads_derived:
-            return self.derived
-        cohort = metric.sample_ids
-        if cohort is None:
-            return self.samples
-        return [self.by_id[i] for i in cohort if i in self.by_id]
-
-
 def _median(values: np.ndarray) -> float:
     """The median by partition (``np.median`` imports ``numpy.ma`` on first use: 0.07 s of a 0.2 s report)."""
     middle = values.size // 2
@@ -530,12 +510,12 @@ def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, A
     from pinbench.results.report_svg import Distribution, histogram_svg
 
     assert sec.samples is not None
-    index = _RecordIndex(sec.samples)
+    index = RecordIndex(sec.samples)   # each metric reads its own records, not all of them
     by_name = {row.name: row for row in rows}
     values_of: dict[str, np.ndarray] = {}
     empty = []
     for name, m in sec.card.metrics.items():
-        scored, _ = metric_samples(name, m, index.of(m))
+        scored, _ = metric_samples(name, m, index)
         values = np.fromiter((v for v, _ in scored.values()), dtype=np.float64, count=len(scored))
         if values.size == 0:
             empty.append(name)
