@@ -534,12 +534,9 @@ def sweep_temporaries(folder: Path | str, name: str | None = None) -> list[Path]
 
 
 def sha256_file(path: Path | str) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
+    """Hex SHA-256 of a file's bytes, read a chunk at a time."""
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def sha256_fd(fd: int) -> str:
