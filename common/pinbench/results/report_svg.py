@@ -41,10 +41,9 @@ def _n(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _text(x: float, y: float, text: str, *, size: int = LABEL_PX, anchor: str = "start", fill: str = "#24292f",
-          cls: str = "") -> str:
-    extra = f' class="{cls}"' if cls else ""
-    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{extra}>'
+def _text(x: float, y: float, text: str, *, size: int = LABEL_PX, anchor: str = "start", fill: str = "#24292f"
+          ) -> str:
+    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">'
             f"{escape(text)}</text>")
 
 
