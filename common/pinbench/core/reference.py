@@ -92,10 +92,6 @@ class Reference:
     note: str | None = None
     path: Path | None = None
 
-    @property
-    def primary(self) -> list[str]:
-        return [name for name, m in self.metrics.items() if m.primary]
-
     def to_dict(self) -> dict[str, Any]:
         """The file representation (what ``load_reference`` reads back)."""
         data: dict[str, Any] = {
