@@ -202,7 +202,7 @@ def test_load_valid(tmp_path: Path) -> None:
     assert [name for name, m in reference.metrics.items() if m.primary] == ["f1"]
     assert reference.metrics["rmse"].tolerance.rel == 0.05
     assert reference.metrics["rmse"].tolerance.bound(2.0) == pytest.approx(0.1)
-    assert reference.to_dict()["metrics"]["f1"]["tolerance"] == {"abs": 0.01}
+    assert reference.metrics["f1"].tolerance.as_dict() == {"abs": 0.01}
     assert reference.path == tmp_path / "ckpt.yaml"
 
 
