@@ -127,6 +127,11 @@ def first_names(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters ending in ``...`` when longer: a value or reason for a one-line message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def blocking_parent(path: Path) -> tuple[Path, str] | None:
     """The nearest existing parent of ``path`` and what it is, when it is no folder (a file, a FIFO): what stops
     ``path``'s folders being made. The mkdir said only 'Not a directory', naming ``path`` or its own child."""
@@ -529,12 +534,9 @@ def sweep_temporaries(folder: Path | str, name: str | None = None) -> list[Path]
 
 
 def sha256_file(path: Path | str) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
+    """Hex SHA-256 of a file's bytes, read a chunk at a time."""
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def sha256_fd(fd: int) -> str:

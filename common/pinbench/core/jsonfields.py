@@ -19,6 +19,8 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
+from pinbench.core.files import clipped
+
 Kind = tuple[Callable[[Any], bool], str]  # (check, what the field must be, in words)
 Json: TypeAlias = "None | bool | int | float | str | Sequence[Json] | Mapping[str, Json]"
 JsonObject: TypeAlias = "Mapping[str, Json]"   # a section a recipe writes into its scorecard as it is
@@ -48,9 +50,8 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = " ".join(repr(value).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(value: Any) -> str:
+    return clipped(" ".join(repr(value).split()), 80)
 
 
 # ------------------------------------------------------------------------------------------ the typed codec

@@ -92,32 +92,6 @@ class Reference:
     note: str | None = None
     path: Path | None = None
 
-    @property
-    def primary(self) -> list[str]:
-        return [name for name, m in self.metrics.items() if m.primary]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The file representation (what ``load_reference`` reads back)."""
-        data: dict[str, Any] = {
-            "recipe": self.recipe, "recipe_version": self.recipe_version, "checkpoint": self.checkpoint,
-            "mode": self.mode, "n_samples": self.n_samples, "tier": self.tier,
-        }
-        if self.note is not None:
-            data["note"] = self.note
-        data["source"] = self.source
-        data["metrics"] = {}
-        for name, m in self.metrics.items():
-            entry: dict[str, Any] = {"value": m.value, "direction": m.direction,
-                                     "tolerance": m.tolerance.as_dict(), "primary": m.primary}
-            for key in ("note", "interval", "basis"):
-                value = getattr(m, key)
-                if value is not None:
-                    entry[key] = value.to_json() if isinstance(value, Interval) else value
-            if m.runs is not None:
-                entry["runs"] = list(m.runs)
-            data["metrics"][name] = entry
-        return data
-
 
 @dataclass
 class DiffRow:

@@ -38,7 +38,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, cast
 
 from pinbench.core.config import Implementation, Shard
-from pinbench.core.files import atomic_path, parse_finite_jsonl, read_finite_jsonl
+from pinbench.core.files import atomic_path, clipped, parse_finite_jsonl, read_finite_jsonl
 from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
@@ -634,8 +634,7 @@ def _error_line(exc: BaseException) -> str:
 
 def one_line(text: str) -> str:
     """``text`` with secrets redacted, whitespace runs (newlines too) as one space, cut to the stored length."""
-    text = " ".join(redact(text).split())
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+    return clipped(" ".join(redact(text).split()), _MAX_ERROR_CHARS)
 
 
 # -------------------------------------------------------------------------------------------- storage

@@ -27,6 +27,7 @@ or ``off``. The entries are as trustworthy as the folder: anyone who can write t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -169,10 +170,8 @@ class SampleCache:
         if why:
             self._say(why)
         if stored is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.utime(path)   # used now: the last to be pruned
-            except OSError:
-                pass
         return stored
 
     def record_of(self, sample_id: str, task_hash: str) -> Stored | None:

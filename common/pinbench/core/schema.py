@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import cache_root
+from pinbench.core.files import cache_root, clipped
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
@@ -57,11 +57,6 @@ def _cache_dir() -> Path:
     return cache_root() / "schemas"
 
 
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def schema_error(name: str, instance: Any) -> str | None:
     """The first violation of schema ``name`` as one line with its JSON path, or None when valid."""
     import fastjsonschema
@@ -71,6 +66,6 @@ def schema_error(name: str, instance: Any) -> str | None:
     except fastjsonschema.JsonSchemaValueException as exc:
         name = exc.name or "data"
         path = "$" + name.removeprefix("data")
-        message = exc.message.removeprefix(name).strip()
-        return f"schema violation at {path}: {_one_line(message)}"
+        message = " ".join(exc.message.removeprefix(name).split())
+        return f"schema violation at {path}: {clipped(message, 200)}"
     return None

@@ -47,7 +47,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
-from pinbench.core.files import FileError, loads_finite_json, read_regular_bytes, write_atomic
+from pinbench.core.files import FileError, clipped, loads_finite_json, read_regular_bytes, write_atomic
 from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
@@ -293,11 +293,6 @@ def _index(records: Sequence[Any] | RecordIndex) -> RecordIndex:
     return records if isinstance(records, RecordIndex) else RecordIndex(records)
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _with_reason(what: str, result: Mapping[str, Any], key: str, default: str = "") -> str:
     """``what``, followed by the reason the recipe recorded for this key (``result["errors"][key]``), else for
     the group it belongs to (``edge`` of ``edge/canny_f1_score``: a modality that was not evaluated), if any."""
@@ -350,20 +345,20 @@ def _metric_value(spec: MetricSpec, record: Any) -> tuple[float | None, Any, str
     if value is None:
         return None, None, _with_reason(f"{key!r} is null", result, key, default=" (NaN or not computed)")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None, None, f"{key!r} is not a number: {_short(value)}"
+        return None, None, f"{key!r} is not a number: {clipped(repr(value), 60)}"
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        return None, None, f"{key!r} is not finite: {_short(value)}"
+        return None, None, f"{key!r} is not finite: {clipped(repr(value), 60)}"
     group = None
     if spec.group_by is not None:
         group = result.get(spec.group_by)
         if group is None:
             return None, None, f"no group field {spec.group_by!r} in result"
         if isinstance(group, bool) or not isinstance(group, (str, int)):
-            return None, None, f"group field {spec.group_by!r} is not a string or integer: {_short(group)}"
+            return None, None, f"group field {spec.group_by!r} is not a string or integer: {clipped(repr(group), 60)}"
     return number, group, None
 
 

@@ -16,6 +16,7 @@ model revision).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -262,10 +263,8 @@ class DecodedFiles:
             return
         merged = {**_load_decoded(self.path), **self._new}
         files = {where: [state.size, state.mtime_ns, state.inode] for where, state in merged.items()}
-        try:
+        with contextlib.suppress(OSError):
             write_json_cache(self.path, 1, files)
-        except OSError:
-            pass
         self._new = {}
 
 

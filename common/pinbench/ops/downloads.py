@@ -144,12 +144,9 @@ def verify_sha256(path: Path | str, expected: str) -> None:
 
 def git_blob_id(path: Path | str) -> str:
     """The git blob id of a file's bytes (SHA-1 of ``blob <size>\\0<content>``), as ``git hash-object`` prints it."""
-    path = Path(path)
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    header = f"blob {Path(path).stat().st_size}\0".encode()
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, lambda: hashlib.sha1(header, usedforsecurity=False)).hexdigest()
 
 
 def verify_url_file(pin: URLPin, path: Path | str, sha256: str | None = None) -> str:

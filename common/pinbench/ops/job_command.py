@@ -26,7 +26,6 @@ from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT, ge
 CONTAINERS = ("none", "docker", "pyxis", "apptainer")
 SHARD_INDEX = "${SLURM_ARRAY_TASK_ID}"
 OFFLINE_ENV = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
-DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # a local Docker image by its content-addressed id
 # Docker numbers the host's GPUs; Slurm names the job's in SLURM_JOB_GPUS (CUDA_VISIBLE_DEVICES may be
 # renumbered from 0 inside a cgroup), so that one goes first.

@@ -27,6 +27,7 @@ from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
+from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_owner
@@ -46,7 +47,6 @@ from pinbench.ops.docker_runtime import (
 from pinbench.ops.generation import command_argv
 from pinbench.ops.job_command import (
     CONTAINERS,
-    DIGEST,
     IMAGE_ID,
     Image,
     PhaseJob,
@@ -419,7 +419,7 @@ def _pinned_image(ref: str, container: str, flag: str = "--image") -> Image:
         return Image(str(path.resolve()), f"sha256:{sha256_file(path)}")
     if path.exists():
         raise SubmitError(f"{flag} {ref}: exists but is not a file")
-    if DIGEST.search(ref) is None:
+    if IMAGE_DIGEST.search(ref) is None:
         kind = {"pyxis": " or a squashfs file", "apptainer": " or a SIF file"}.get(container, "")
         raise SubmitError(f"{flag} {ref}: not pinned; give a registry reference by digest (...@sha256:<64 hex>){kind}")
     return Image(ref, ref.rsplit("@", 1)[1])

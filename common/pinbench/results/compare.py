@@ -413,7 +413,7 @@ def unmatched_samples(rows: Sequence[MetricComparison]) -> dict[str, tuple[str, 
 def render_comparison(result: Comparison) -> str:
     """The terminal table: plain text, the same in a log."""
     lines = [f"{key:<3} {value}" for key, value in result.header.items()]
-    columns = ["metric", "A", "B", "B - A", "95% CI (paired)", "better is", "verdict", "matched"]
+    columns = ["  metric", "A", "B", "B - A", "95% CI (paired)", "better is", "verdict", "matched"]
     table = [columns]
     for r in result.metrics:
         d = r.difference
@@ -421,7 +421,6 @@ def render_comparison(result: Comparison) -> str:
                       _fmt(d.value_b if d else None), _fmt(d.difference if d else None, sign=True),
                       describe(d.interval) if d and has_interval(d.interval) else "n/a", r.direction, r.verdict,
                       f"{r.n_matched}/{r.n_cohort}"])
-    table[0][0] = "  " + table[0][0]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
     lines.append("")
     for i, row in enumerate(table):

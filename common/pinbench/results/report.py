@@ -33,7 +33,6 @@ from pinbench.core.files import (
     claim_output_folder,
     loads_finite_json,
     read_regular_text,
-    write_atomic,
     write_if_changed,
 )
 from pinbench.core.jsonfields import TEXT, JsonBlock, spec
@@ -53,6 +52,7 @@ from pinbench.core.reference import (
 )
 from pinbench.core.scorecard import (
     MetricResult,
+    RecordIndex,
     Scorecard,
     degenerate_notes,
     load_scorecard,
@@ -391,9 +391,9 @@ def _row_view(row: Row) -> dict[str, Any]:
         interval, note = _interval_cell(row.interval)
         na_reason = note if interval == "n/a" else ""
     direction = (row.ref.direction if row.ref else None) or row.direction
-    primary = row.primary or (row.ref is not None and row.ref.primary)
     short = row.name[len(row.group) + 1:] if row.group else row.name  # under its group's heading
-    view: dict[str, Any] = {"name": row.name + (" ★" if primary else ""), "short": short + (" ★" if primary else ""),
+    star = " ★" if row.starred else ""
+    view: dict[str, Any] = {"name": row.name + star, "short": short + star,
                             "full": row.name, "measured": row.measured,
                             "arrow": {"higher": "↑", "lower": "↓"}.get(direction or "", ""), "interval": interval,
                             "interval_note": note, "na_reason": na_reason, "aggregation": row.aggregation or "—",
@@ -492,27 +492,6 @@ def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any
     return figures
 
 
-class _RecordIndex:
-    """A run's records split once into sample and derived records, samples also by id: each metric then reads its
-    own records only (a cohort metric its cohort's), not all of them (178 metrics x 11,222 records otherwise)."""
-
-    def __init__(self, records: Sequence[Any]) -> None:
-        from pinbench.core.derived import is_derived
-        from pinbench.core.scorecard import record_id
-
-        self.derived = [r for r in records if is_derived(r)]
-        self.samples = [r for r in records if not is_derived(r)]
-        self.by_id = {record_id(r): r for r in self.samples}
-
-    def of(self, metric: MetricResult) -> list[Any]:
-        if metric.reads_derived:
-            return self.derived
-        cohort = metric.sample_ids
-        if cohort is None:
-            return self.samples
-        return [self.by_id[i] for i in cohort if i in self.by_id]
-
-
 def _median(values: np.ndarray) -> float:
     """The median by partition (``np.median`` imports ``numpy.ma`` on first use: 0.07 s of a 0.2 s report)."""
     middle = values.size // 2
@@ -531,12 +510,12 @@ def _distributions(sec: _Section, rows: Sequence[Row]) -> tuple[list[dict[str, A
     from pinbench.results.report_svg import Distribution, histogram_svg
 
     assert sec.samples is not None
-    index = _RecordIndex(sec.samples)
+    index = RecordIndex(sec.samples)   # each metric reads its own records, not all of them
     by_name = {row.name: row for row in rows}
     values_of: dict[str, np.ndarray] = {}
     empty = []
     for name, m in sec.card.metrics.items():
-        scored, _ = metric_samples(name, m, index.of(m))
+        scored, _ = metric_samples(name, m, index)
         values = np.fromiter((v for v, _ in scored.values()), dtype=np.float64, count=len(scored))
         if values.size == 0:
             empty.append(name)
@@ -805,7 +784,4 @@ def write_report(
         sections=[_section_view(sec, figs) for sec in sections],
     )
     figs.remove_stale()
-    index = Path(out_dir) / "index.html"
-    if index.is_file() and index.read_text(encoding="utf-8") == page:
-        return index  # the same page: a rerun whose inputs did not change rewrites nothing
-    return write_atomic(index, page)
+    return write_if_changed(Path(out_dir) / "index.html", page)  # a rerun whose inputs did not change rewrites nothing

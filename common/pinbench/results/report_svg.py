@@ -18,7 +18,7 @@ Every text is at least ``TICK_PX`` (11 px) and tick labels are plain numbers (no
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -41,11 +41,24 @@ def _n(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _text(x: float, y: float, text: str, *, size: int = LABEL_PX, anchor: str = "start", fill: str = "#24292f",
-          cls: str = "") -> str:
-    extra = f' class="{cls}"' if cls else ""
-    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}"{extra}>'
+def _text(x: float, y: float, text: str, *, size: int = LABEL_PX, anchor: str = "start", fill: str = "#24292f"
+          ) -> str:
+    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">'
             f"{escape(text)}</text>")
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, more: str = "") -> str:
+    return f'<line x1="{_n(x1)}" y1="{_n(y1)}" x2="{_n(x2)}" y2="{_n(y2)}" stroke="{stroke}"{more}/>'
+
+
+def _axis(x: Callable[[float], float], y: float, lo: float, hi: float, marks: Iterable[tuple[float, str]],
+          caption: str) -> list[str]:
+    """A plot's axis from ``lo`` to ``hi`` at height ``y``: a tick and its label per mark, the caption under them."""
+    body = [_line(x(lo), y, x(hi), y, GREY)]
+    for value, label in marks:
+        body += [_line(x(value), y, x(value), y + 4, GREY),
+                 _text(x(value), y + 16, label, size=TICK_PX, anchor="middle", fill=GREY)]
+    return [*body, _text(x(0), y + 32, caption, size=TICK_PX, anchor="middle", fill=GREY)]
 
 
 def _svg(width: float, height: float, body: list[str], label: str) -> Markup:
@@ -122,8 +135,7 @@ def deviations_svg(rows: Sequence[Deviation], title: str) -> Markup:
 
     body = [f'<rect x="{_n(x(-1))}" y="{_n(top)}" width="{_n(x(1) - x(-1))}" height="{_n(ROW_PX * len(rows))}" '
             f'fill="{BAND}" fill-opacity="0.13"/>',
-            f'<line x1="{_n(x(0))}" y1="{_n(top)}" x2="{_n(x(0))}" y2="{_n(top + ROW_PX * len(rows))}" '
-            f'stroke="{BAND}" stroke-width="1"/>']
+            _line(x(0), top, x(0), top + ROW_PX * len(rows), BAND, ' stroke-width="1"')]
     for i, row in enumerate(rows):
         y = top + ROW_PX * (i + 0.5)
         colour = COLOURS.get(row.status, GREY)
@@ -135,8 +147,7 @@ def deviations_svg(rows: Sequence[Deviation], title: str) -> Markup:
                          'fill="#8c959f" fill-opacity="0.35"/>')
         if row.run is not None:
             lo, hi = (_clip(v, limit) for v in row.run)
-            parts.append(f'<line x1="{_n(x(lo))}" y1="{_n(y)}" x2="{_n(x(hi))}" y2="{_n(y)}" stroke="{colour}" '
-                         'stroke-width="2.5"/>')
+            parts.append(_line(x(lo), y, x(hi), y, colour, ' stroke-width="2.5"'))
             if row.run[0] < -limit:
                 parts.append(_arrow(x(-limit), y, -1, colour))
             if row.run[1] > limit:
@@ -153,17 +164,9 @@ def deviations_svg(rows: Sequence[Deviation], title: str) -> Markup:
                 parts.append(_text(x(z) + (8 if z > 0 else -8), y + 4, text, size=TICK_PX,
                                    anchor="start" if z > 0 else "end", fill=colour))
         body.append(f'<g class="row">{"".join(parts)}</g>')
-    axis_y = top + ROW_PX * len(rows)
-    body.append(f'<line x1="{_n(x(-limit))}" y1="{_n(axis_y)}" x2="{_n(x(limit))}" y2="{_n(axis_y)}" '
-                f'stroke="{GREY}"/>')
     step = next(s for s in (1, 2, 5, 10) if limit / s <= 3.5)
-    for k in range(-int(limit // step), int(limit // step) + 1):
-        body.append(f'<line x1="{_n(x(k * step))}" y1="{_n(axis_y)}" x2="{_n(x(k * step))}" y2="{_n(axis_y + 4)}" '
-                    f'stroke="{GREY}"/>')
-        body.append(_text(x(k * step), axis_y + 16, f"{k * step:+d}" if k else "0", size=TICK_PX, anchor="middle",
-                          fill=GREY))
-    body.append(_text(x(0), axis_y + 32, "(value - reference) / tolerance", size=TICK_PX, anchor="middle",
-                      fill=GREY))
+    marks = [(k * step, f"{k * step:+d}" if k else "0") for k in range(-int(limit // step), int(limit // step) + 1)]
+    body += _axis(x, top + ROW_PX * len(rows), -limit, limit, marks, "(value - reference) / tolerance")
     return _svg(width, height, body, title)
 
 
@@ -217,16 +220,14 @@ def histogram_svg(panel: Distribution, title: str) -> Markup:
                     f'width="{_n(max(x(panel.interval[1]) - x(panel.interval[0]), 1))}" height="{_n(plot_h)}" '
                     'fill="black" fill-opacity="0.12"/>')
     if panel.reference is not None:
-        body.append(f'<line x1="{_n(x(panel.reference))}" y1="{_n(top)}" x2="{_n(x(panel.reference))}" '
-                    f'y2="{_n(top + plot_h)}" stroke="{BAND}" stroke-width="1.5"/>')
+        body.append(_line(x(panel.reference), top, x(panel.reference), top + plot_h, BAND, ' stroke-width="1.5"'))
     if panel.aggregate is not None:
-        body.append(f'<line x1="{_n(x(panel.aggregate))}" y1="{_n(top)}" x2="{_n(x(panel.aggregate))}" '
-                    f'y2="{_n(top + plot_h)}" stroke="black" stroke-width="1.2" stroke-dasharray="4 3"/>')
+        body.append(_line(x(panel.aggregate), top, x(panel.aggregate), top + plot_h, "black",
+                          ' stroke-width="1.2" stroke-dasharray="4 3"'))
     base = top + plot_h
-    body.append(f'<line x1="{_n(left)}" y1="{_n(base)}" x2="{_n(left + plot_w)}" y2="{_n(base)}" stroke="{GREY}"/>')
+    body.append(_line(left, base, left + plot_w, base, GREY))
     for value, label in ticks(lo, hi, 3):
-        body.append(f'<line x1="{_n(x(value))}" y1="{_n(base)}" x2="{_n(x(value))}" y2="{_n(base + 4)}" '
-                    f'stroke="{GREY}"/>')
+        body.append(_line(x(value), base, x(value), base + 4, GREY))
         body.append(_text(x(value), base + 16, label, size=TICK_PX, anchor="middle", fill=GREY))
     body.append(_text(left + plot_w, base + 30, f"n={values.size}", size=TICK_PX, anchor="end", fill=GREY))
     return _svg(width, height, body, title)
@@ -259,8 +260,7 @@ def differences_svg(rows: Sequence[DifferenceRow], title: str) -> Markup:
     def x(v: float) -> float:  # v in [-limit, limit]: B - A turned so that right is better
         return label_w + (v + limit) / (2 * limit) * plot_w
 
-    body = [f'<line x1="{_n(x(0))}" y1="{_n(top)}" x2="{_n(x(0))}" y2="{_n(top + ROW_PX * len(rows))}" '
-            f'stroke="{GREY}"/>']
+    body = [_line(x(0), top, x(0), top + ROW_PX * len(rows), GREY)]
     for i, row in enumerate(rows):
         y = top + ROW_PX * (i + 0.5)
         sign = 1.0 if row.higher_is_better else -1.0
@@ -269,17 +269,10 @@ def differences_svg(rows: Sequence[DifferenceRow], title: str) -> Markup:
                  _text(label_w - 8, y + 4, row.label, anchor="end")]
         if row.interval is not None:
             lo, hi = sorted(sign * v for v in row.interval)
-            parts.append(f'<line x1="{_n(x(lo))}" y1="{_n(y)}" x2="{_n(x(hi))}" y2="{_n(y)}" stroke="{colour}" '
-                         'stroke-width="2.5"/>')
+            parts.append(_line(x(lo), y, x(hi), y, colour, ' stroke-width="2.5"'))
         parts.append(f'<circle cx="{_n(x(sign * row.difference))}" cy="{_n(y)}" r="5" fill="{colour}"/>')
         parts.append(_text(label_w + plot_w + 10, y + 4, row.text, size=TICK_PX, fill=colour))
         body.append(f'<g class="row">{"".join(parts)}</g>')
-    axis_y = top + ROW_PX * len(rows)
-    body.append(f'<line x1="{_n(x(-limit))}" y1="{_n(axis_y)}" x2="{_n(x(limit))}" y2="{_n(axis_y)}" '
-                f'stroke="{GREY}"/>')
-    for v, label in ticks(-limit, limit):
-        body.append(f'<line x1="{_n(x(v))}" y1="{_n(axis_y)}" x2="{_n(x(v))}" y2="{_n(axis_y + 4)}" stroke="{GREY}"/>')
-        body.append(_text(x(v), axis_y + 16, label, size=TICK_PX, anchor="middle", fill=GREY))
-    body.append(_text(x(0), axis_y + 32, "B - A in each metric's unit, to scale; right = better", size=TICK_PX,
-                      anchor="middle", fill=GREY))
+    body += _axis(x, top + ROW_PX * len(rows), -limit, limit, ticks(-limit, limit),
+                  "B - A in each metric's unit, to scale; right = better")
     return _svg(width, height, body, title)
