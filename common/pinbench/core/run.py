@@ -707,15 +707,18 @@ ASIDE_SHOWN = 3   # lines of what ran differently, after the line that says wher
 
 
 def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard) -> list[str]:
-    """Move the earlier scorecard and the records files it names into ``scorecard.aside-<UTC time>/`` (``aside_path``,
+    """Move the earlier scorecard and its records files into ``scorecard.aside-<UTC time>/`` (``aside_path``,
     as ``--move-aside`` names a run directory), where ``pinbench compare`` reads them. Why: a rerun with another
     generator replaced the scorecard without a word, and the researcher lost the numbers. Returns the lines to
     print: where it went, then up to ASIDE_SHOWN ways the two runs differ."""
-    target = aside_path(out_dir / "scorecard")
+    first = target = aside_path(out_dir / "scorecard")
+    number = 1
+    while os.path.lexists(target):   # two such reruns within a second
+        number += 1
+        target = first.with_name(f"{first.name}.{number}")
     target.mkdir()
-    names = ["scorecard.json", earlier.samples.path, *([earlier.derived.path] if earlier.derived else [])]
-    for name in names:
-        if (out_dir / name).is_file():
+    for name in ("scorecard.json", card.samples.path, DERIVED_PATH):   # the names this finish writes, never ones
+        if (out_dir / name).is_file():                                   # the earlier file says (edited: anywhere)
             os.replace(out_dir / name, target / PurePosixPath(name).name)
     labels = ("earlier", "this run")
     differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
