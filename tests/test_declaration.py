@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -326,3 +327,23 @@ def test_a_run_with_the_no_download_options_is_told_apart(tmp_path: Path) -> Non
     assert not nothing(mode="fast", videos=str(tmp_path))
     assert not nothing(mode="slow")
     assert toy_recipe(tmp_path).downloads_nothing(recipe.config("c", out_dir=tmp_path / "o", env={})) is None
+
+
+def test_a_fixture_run_records_only_the_options_it_applies(tmp_path: Path) -> None:
+    """The options a fixture does not use (``fixture: false``) keep their default for the code, but their source
+    says so and the run directory's identity leaves them out (was: a RememBench fixture, which scores both splits,
+    recorded ``split: t2v`` and the dataset's revision in pinbench-run.json; CameraBench's flash_attention_2)."""
+    from pinbench.core.options import NOT_APPLIED
+    from pinbench.core.rundir import IDENTITY_FILE, claim_run_dir
+
+    recipe = get_recipe("remembench")
+    unused = {"split", "settings", "dataset"}
+    assert all(recipe.options[name].fixture is False for name in unused)
+    cfg = recipe.config(fixture=True, out_dir=tmp_path / "run", env={})
+    assert {name: cfg.option_sources[name] for name in unused} == dict.fromkeys(unused, NOT_APPLIED)
+    assert cfg.option_sources["decoder"] == "default" and cfg.to_json()["options"]["split"] == "t2v"
+    with claim_run_dir(cfg):
+        identity = json.loads((tmp_path / "run" / IDENTITY_FILE).read_text())
+    assert identity["inputs"] == {"decoder": {"value": "opencv", "fingerprint": "opencv"}}
+    full = recipe.config(checkpoint="m", out_dir=tmp_path / "full", env={}, options={"videos": str(tmp_path)})
+    assert full.option_sources["split"] == "default" and "split" in full.inputs

@@ -755,7 +755,7 @@ def test_compare_and_table_name_the_generators_of_two_runs(tmp_path: Path) -> No
     assert alike.exit_code == 0 and "generation:" not in alike.output
     table = runner.invoke(cli.app, ["table", *(str(tmp_path / n) for n in "abc"), "--format", "csv"])
     assert table.exit_code == 0, table.output
-    assert table.output.count("rollouts made differently: different generators") >= 3   # every column's note
+    assert table.output.count("rollouts made differently (#1: the leftmost run): different generators: #1 static ") >= 3
 
 
 def _seen(path: Path) -> dict[str, tuple[str, str]]:

@@ -273,3 +273,31 @@ def test_the_finish_gives_back_what_the_derived_records_freed_before_the_scoreca
     derived = Counted(lambda records: events.append("derived") or [derive("suite", records, lambda m: {"n": 1})])
     _finish(toy, tmp_path / "run", _records(), derived, Counted([]))
     assert events == ["derived", "trim", "scorecard"]
+
+
+def test_the_earlier_scorecard_goes_aside_under_the_names_a_finish_writes_and_never_onto_an_earlier_aside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_keep_aside`` moves scorecard.json, samples.jsonl and derived.jsonl, whatever path the earlier scorecard
+    names (an edited one could name any file), and picks ``.2`` when an aside of that second is already there."""
+    import dataclasses
+
+    from pinbench.core.scorecard import build_scorecard
+
+    card = build_scorecard(recipe="toy", recipe_version="0", checkpoint="c", mode="fixture",
+                           metrics=[MetricSpec("x", "mean", direction="higher", primary=True)],
+                           records=[SampleRecord("s", "ok", {"x": 1.0}, None, "0" * 64, 0.1)], n_expected=1,
+                           provenance={"timestamp": "then"}, config={"options": {}}, timings={})
+    earlier = dataclasses.replace(card, samples=dataclasses.replace(card.samples, path="../outside.jsonl"))
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("scorecard.json", "samples.jsonl", "derived.jsonl", "../outside.jsonl"):
+        (out / name).write_text(name)
+    monkeypatch.setattr(run_module, "aside_path", lambda path: path.with_name("scorecard.aside-T"))
+    (out / "scorecard.aside-T").mkdir()
+    said = run_module._keep_aside(out, earlier, card)
+    target = out / "scorecard.aside-T.2"
+    assert sorted(p.name for p in target.iterdir()) == ["derived.jsonl", "samples.jsonl", "scorecard.json"]
+    assert (tmp_path / "outside.jsonl").read_text() == "../outside.jsonl"
+    assert not any((out / "scorecard.aside-T").iterdir())
+    assert said == [f"the earlier scorecard (of then, other rollouts) moved to {target}; to see what changed: "
+                    f"pinbench compare {target} {out}"]

@@ -602,3 +602,35 @@ def test_cache_show_names_what_is_planted_at_an_entrys_name_and_prune_removes_it
     assert pruned.exit_code == 0 and "removed 3 thing(s) at an entry's name" in pruned.output, pruned.output
     assert not any(os.path.lexists(p) for p in (folder, fifo, link))
     assert (theirs / "keep").read_text() == "someone's" and prune(cache, 0).planted == ()
+
+
+def test_a_record_taken_from_the_cache_replaces_the_stored_one_it_was_chosen_over(
+        toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Generator A, then B, then A again on one run directory: A's records come back from its cache, and B's stored
+    records of the same inputs and code, which the validator refused, are moved aside first (was: both were kept, so
+    they contradicted each other and the finish moved every one of them to the quarantine, "neither is read")."""
+    from pinbench.core.runner import Stale
+    from pinbench.core.store import read_store
+
+    def made_by(name: str):
+        def score(task: dict) -> dict:
+            time.sleep(0.012)
+            return {"f1": 0.1 * task["x"], "by": name}
+
+        def validate(result: dict) -> bool:
+            if result.get("by") != name:
+                raise Stale("generator changed")
+            return True
+        return score, validate
+
+    out = tmp_path / "run"
+    for name in ("A", "B", "A"):
+        score, validate = made_by(name)
+        run = Run(toy, toy.config("Toy-Nano", out_dir=out, limit=4, env={}))
+        own = SampleCache(cache, f"toy/{name}", run.cfg.implementation)   # keyed by its generator, as rollouts are
+        summary = run.compute(TASKS, score, validate=validate, cache=own)
+    assert (summary.n_done, summary.n_cached) == (0, 4)
+    said = capsys.readouterr().err
+    assert said.count("not reused (generator changed), replaced by a new record") == 8   # B's turn, then A's again
+    stored = read_store(out / "samples")
+    assert stored.unread == [] and {stored.newest(t.sample_id).data["result"]["by"] for t in TASKS} == {"A"}

@@ -126,16 +126,32 @@ def test_a_run_over_fewer_samples_is_never_ranked_against_a_full_one(runs, tmp_p
                                            if line.startswith("| f1 ")))[2]
 
 
+def test_the_generation_footnote_names_the_runs_by_their_place_not_their_labels(runs) -> None:
+    """Every header carries it, so it names each run by its column (#1 leftmost), not by its label: a long run
+    directory's label was repeated once per generator and twice per setting that differs."""
+    from pinbench.core.generation import Generated, Signature
+
+    columns = load_columns(runs[1:3])
+    for column, frame in zip(columns, ("initial", "last"), strict=True):
+        signature = Signature(model="baseline", weights="w", settings={"frame": frame})
+        column.generated = Generated(generator="static", signature=signature, requests="r" * 64, n_requests=5)
+    built = build_table(columns)
+    assert built.footnotes == ["rollouts made differently (#1: the leftmost run): different generators: #1 static "
+                               "(baseline, weights w); #2 static (baseline, weights w); settings that differ: frame "
+                               "(#1 initial, #2 last)"]
+    assert built.column_notes == {0: [1], 1: [1]}
+
+
 def test_partial_runs_and_missing_metrics_are_footnoted(runs) -> None:
     built = table(runs)
     partial = built.footnotes[built.column_notes[3][0] - 1]
-    assert partial.startswith("Model-D is partial (f1: 38/40 scored (2 failed, 0 missing)")
+    assert partial.startswith("this run is partial (f1: 38/40 scored (2 failed, 0 missing)")
     assert "never marked best or tied" in partial and list(built.column_notes) == [3]
     hard = next(r for r in built.rows if r.metric == "hard/f1_x")
     assert hard.cells[0].result is None and built.footnotes[hard.cells[0].notes[0] - 1] == \
         "not in this run's scorecard"
     text = render(built, "markdown")
-    assert "| Model-D¹ |" in text and "| –² |" in text and "¹ Model-D is partial" in text
+    assert "| Model-D¹ |" in text and "| –² |" in text and "¹ this run is partial" in text
     assert "0.686 +0.037/-0.039 (38/40)" in text  # shown with its counts, never bold
 
 
@@ -279,7 +295,7 @@ def test_csv_holds_full_precision_values_and_notes(runs) -> None:
     assert float(f1["Model-B value"]) == card["value"] and float(f1["Model-B low"]) == card["interval"]["low"]
     assert (f1["Model-B scored"], f1["Model-B expected"], f1["Model-B note"]) == ("40", "40", "best")
     assert f1["Model-C note"] == "tied with the best" and f1["Base_A note"] == ""
-    assert f1["Model-D note"].startswith("Model-D is partial") and f1["Model-D scored"] == "38"
+    assert f1["Model-D note"].startswith("this run is partial") and f1["Model-D scored"] == "38"
     assert rows[2]["Base_A value"] == "" and rows[2]["Base_A note"] == "not in this run's scorecard"
     rounded = list(csv.DictReader(io.StringIO(render(table(runs, digits=2), "csv"))))
     assert rounded[0]["Model-B value"] == "0.54"

@@ -234,6 +234,35 @@ def test_a_generating_run_shows_the_rollouts_it_generated_not_the_fixtures(tmp_p
         run.dir / "rollouts", "1st_data/mem_test/scene-a/video.mp4")
 
 
+def test_an_i2v_sample_shows_its_conditioning_image_from_the_images_folder_or_says_the_run_recorded_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full I2V run: the image comes from -o images (the release does not hold it); a run that recorded no images
+    folder (one that scored rollouts it was given: only I2V generation reads it) shows the prompt and camera path,
+    and says why there is no image instead of pointing at a folder it never had."""
+    from pinbench_recipes.remembench import view as rb_view
+    from pinbench_recipes.remembench.dataset import I2VRow
+
+    row = I2VRow(sample_id="s01-rot180", scene_id="s01", scene_type="indoor", prompt="a hall", image_path="s01.png",
+                 trajectory_path="s01.json", setting="rotation_180", rotation_degrees=180, direction="left",
+                 translation=False, seed=7, seed_text="7", num_frames=81, fps=16.0, width=832, height=480,
+                 num_chunks=1, latent_frames=21, denoising_steps_per_chunk=4, pose_samples=81, intrinsics_samples=1,
+                 line=1)
+    release = tmp_path / "release"
+    monkeypatch.setattr(rb_view, "_rows", lambda root, fixture: {row.sample_id: row} if root == release else {})
+    bare = _bare_run(tmp_path / "rb", "remembench", mode="full")
+    for options, image, problems in (
+            ({"dataset_dir": str(release), "images": str(tmp_path / "images")},
+             [MediaFile(tmp_path / "images", "s01.png")], []),
+            ({"dataset_dir": str(release)}, [],
+             ["the conditioning image is not shown: the run recorded no images folder (-o images, which only I2V "
+              "generation reads)"])):
+        run = RunInputs(bare.dir, dataclasses.replace(bare.card, config={"options": options}))
+        media = rb_view.sample_media(run, row.sample_id, None)
+        assert [i.file for i in media.images] == image and media.problems == problems
+        assert [(t.label, t.text) for t in media.texts] == [("prompt", "a hall"),
+                                                             ("camera path", "rotation_180: 180 degrees left")]
+
+
 def test_a_full_paibench_run_serves_its_inputs_from_the_dataset_folder_it_read(tmp_path: Path) -> None:
     from pinbench_recipes.paibench_c.view import sample_media
 

@@ -21,6 +21,7 @@ from pinbench.core.files import sha256_file, write_if_changed
 from pinbench.core.generation import Request
 from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
+from pinbench.core.runner import input_hash
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.machine_pins import pins_for_provenance
@@ -183,7 +184,8 @@ def _official(run: Run, pre: Plan, tasks: list[steps.SampleTask], result_file: R
         official = steps.Official({}, [])
     # the samples whose stored records this process reuses keep the sources they were scored from
     if pending.stored and result_file is None:
-        official.sources += steps.stored_sources(run.out_dir, None, [t.sample_id for t in pending.stored])
+        official.sources += steps.stored_sources(run.out_dir, None,
+                                                 {t.sample_id: input_hash(t) for t in pending.stored})
     return official
 
 

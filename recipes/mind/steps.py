@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,17 +223,22 @@ def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[
 
 
 def stored_sources(out_dir: Path, results_file: Path | None,
-                   sample_ids: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """Where the stored official scores came from (of ``sample_ids``; default all), for the samples this process
-    reused or, in a run that scored nothing itself (the merge of shards), all of them: the imported results
-    file, or every ``process.py`` working directory with the samples laid out in it."""
+                   stored: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Where the stored official scores came from (of ``stored``, sample id -> input hash; default all), for the
+    samples this process reused or, in a run that scored nothing itself (the merge of shards), all of them: the
+    imported results file, or every ``process.py`` working directory that laid out one of them with that input hash.
+    Why the hash: a directory that scored a sample's earlier rollout (another generator's) is not its source, and
+    naming it changed the scorecard of a rerun that changed nothing, so the rerun was not said to be one."""
     if results_file is not None:
         return [{"results_file": str(results_file), "stored_by": "the shards' imports"}]
-    wanted = None if sample_ids is None else set(sample_ids)
-    return [_imported(work) or {"work_dir": str(work.root), "n_planned": len(plan),
-                                "stored_by": "an earlier run or a shard",
-                                **({"reused_samples": sorted(wanted & set(plan))} if wanted is not None else {})}
-            for work, plan in earlier_runs(out_dir / "official") if wanted is None or wanted & set(plan)]
+    sources = []
+    for work, plan in earlier_runs(out_dir / "official"):
+        reused = sorted(sid for sid, h in plan.items() if stored.get(sid) == h) if stored is not None else None
+        if reused is None or reused:
+            sources.append(_imported(work) or {"work_dir": str(work.root), "n_planned": len(plan),
+                                               "stored_by": "an earlier run or a shard",
+                                               **({"reused_samples": reused} if reused is not None else {})})
+    return sources
 
 
 def _imported(work: WorkDir) -> dict[str, Any] | None:

@@ -83,7 +83,8 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
         media.texts.append(Text("camera path", f"{row.setting}: {row.rotation_degrees} degrees {row.direction}"))
         images = run.fixture_dir / "i2v-images" if run.fixture else run.option_path("images")  # not in the release
         if images is None:
-            media.problems.append("the conditioning image is not shown: the run recorded no images folder (-o images)")
+            media.problems.append("the conditioning image is not shown: the run recorded no images folder (-o images, "
+                                  "which only I2V generation reads)")
         else:
             media.images.append(Image("conditioning image", MediaFile(images, row.image_path)))
     else:

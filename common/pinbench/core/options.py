@@ -11,7 +11,9 @@ Recipes read the typed values as attributes (``cfg.options.decoder``, :class:`Op
 look like beyond its type (a ``pattern``, an ``all`` alias, bounds, choices) is declared too, so no recipe
 checks its options a second time.
 An option a ``--fixture`` run does not use (``fixture: false``: the fixture makes its own data) is refused
-there when it is set, on the command line or in the environment, never silently ignored.
+there when it is set, on the command line or in the environment, never silently ignored; left unset, its source
+is ``NOT_APPLIED`` and the run's input identity leaves it out (a RememBench fixture, which scores both splits,
+recorded ``split: t2v``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ TYPES = ("str", "int", "float", "bool", "path", "choice", "list")
 REQUIRED = "required"  # the one word `run --help`, `list -v` and the README tables mark a required option with
 CPU_COUNT = "cpu_count"  # the default of an int option that is the number of CPUs of the machine that runs it
 ALL = "all"  # with ``all_alias: true``, the one word a list option's value may be to choose every choice
+NOT_APPLIED = "not applied (--fixture)"  # the source of an option the fixture does not use: its default, unread there
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -270,7 +273,8 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
     for name, spec in specs.items():
         if fixture and not spec.fixture:
             _refuse_in_fixture(recipe, spec, given, env)
-        if name in given:
+            values[name], sources[name] = spec.default_value(), NOT_APPLIED
+        elif name in given:
             values[name], sources[name] = spec.convert(given[name], f"-o {name}"), "cli"
         elif spec.env and env.get(spec.env, "").strip():
             values[name], sources[name] = spec.convert(env[spec.env], f"${spec.env} (option {name})"), "env"

@@ -32,6 +32,7 @@ from pinbench.core.imports import library_closure
 from pinbench.core.metricinfo import MetricInfo, match_metric
 from pinbench.core.notices import announced
 from pinbench.core.options import (
+    NOT_APPLIED,
     OptionError,
     OptionSpec,
     OptionValues,
@@ -321,7 +322,7 @@ class Recipe:
         environ = os.environ if env is None else env
         return RunConfig(
             implementation=Implementation(self.version, self.code_digest(), environ.get(IMAGE_DIGEST_ENV) or None),
-            inputs=self.input_identity(parsed.values),
+            inputs=self.input_identity(parsed),
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
@@ -329,15 +330,16 @@ class Recipe:
             generator_options=dict(generator_options or {}), generation_timeout_s=generation_timeout_s,
         )
 
-    def input_identity(self, values: OptionValues) -> dict[str, dict[str, str]]:
+    def input_identity(self, parsed: ParsedOptions) -> dict[str, dict[str, str]]:
         """What the options that can change a result say this run scores: per option its value as given and a
-        fingerprint of it (a path's content by ``tree_fingerprint``, so the same files elsewhere keep it); a run
-        directory belongs to one such identity (``pinbench.core.rundir``)."""
+        fingerprint of it (a path's content by ``tree_fingerprint``, so the same files elsewhere keep it), but
+        those a fixture does not apply (``NOT_APPLIED``); a run directory belongs to one such identity
+        (``pinbench.core.rundir``)."""
         identity = {}
-        given = dict(values.items())
+        given = dict(parsed.values.items())
         for name, spec in self.options.items():
             value = given.get(name)
-            if not spec.affects_results or value is None or \
+            if not spec.affects_results or value is None or parsed.sources.get(name) == NOT_APPLIED or \
                     (spec.affects_results_if is not None and not given.get(spec.affects_results_if)):
                 continue
             shown = spec.format(value)

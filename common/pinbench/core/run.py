@@ -45,11 +45,11 @@ from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import write_if_changed
 from pinbench.core.fixture_data import FIXTURE_DIR
-from pinbench.core.generation import Generated, Generator, Request
+from pinbench.core.generation import Generated, Generator, Request, generation_differences
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
 from pinbench.core.memory import release_free_memory
-from pinbench.core.provenance import collect_provenance, redact, to_jsonable
+from pinbench.core.provenance import collect_provenance, differences, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
     EXIT_INCOMPLETE,
@@ -60,6 +60,7 @@ from pinbench.core.reference import (
     render_diff,
     render_results,
 )
+from pinbench.core.rundir import aside_path
 from pinbench.core.runner import (
     BatchFn,
     NeverComputed,
@@ -435,6 +436,8 @@ class Run:
         report_path = self.out_dir / REPORT
         card = _unchanged(scorecard_path, report_path, computed_from)
         kept = card is not None
+        earlier = None if kept else _of_other_rollouts(scorecard_path, self.generation)
+        aside: list[str] = []
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
@@ -455,6 +458,8 @@ class Run:
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)
+            if earlier is not None:
+                aside = _keep_aside(self.out_dir, earlier, card)
             write_records(records, self.out_dir / card.samples.path)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)
@@ -470,6 +475,8 @@ class Run:
                                        samples=[*records, *derived],
                                        figures=list(figures() if callable(figures) else figures),
                                        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
+        for line in aside:
+            print(f"{recipe.name}: {line}", flush=True)
         complete = card.status == "complete" and card.samples.n_failed == card.samples.n_missing == 0
         rerun.write(self.out_dir, rerun.manifest_of(recipe, cfg, self._inputs)
                     if complete and self._inputs is not None else None)  # last: it holds the state of every file
@@ -679,6 +686,47 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecor
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()
+
+
+def _of_other_rollouts(scorecard: Path, generation: Generated | None) -> Scorecard | None:
+    """The scorecard a finish is to replace when it scored other rollouts than this run's (another generator, other
+    requests, or rollouts given where these are generated): its samples' records were moved aside or are kept under
+    other inputs, so it is the one place its numbers are left."""
+    try:
+        earlier = load_scorecard(scorecard) if scorecard.is_file() else None
+    except ScorecardError:
+        return None
+    now = generation if generation is not None and generation.signature is not None else None   # as ``of`` reads
+    if earlier is None or not generation_differences([("earlier", Generated.of(earlier.provenance)),
+                                                      ("this run", now)]):
+        return None
+    return earlier
+
+
+ASIDE_SHOWN = 3   # lines of what ran differently, after the line that says where the earlier scorecard went
+
+
+def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard) -> list[str]:
+    """Move the earlier scorecard and its records files into ``scorecard.aside-<UTC time>/`` (``aside_path``,
+    as ``--move-aside`` names a run directory), where ``pinbench compare`` reads them. Why: a rerun with another
+    generator replaced the scorecard without a word, and the researcher lost the numbers. Returns the lines to
+    print: where it went, then up to ASIDE_SHOWN ways the two runs differ."""
+    first = target = aside_path(out_dir / "scorecard")
+    number = 1
+    while os.path.lexists(target):   # two such reruns within a second
+        number += 1
+        target = first.with_name(f"{first.name}.{number}")
+    target.mkdir()
+    for name in ("scorecard.json", card.samples.path, DERIVED_PATH):   # the names this finish writes, never ones
+        if (out_dir / name).is_file():                                   # the earlier file says (edited: anywhere)
+            os.replace(out_dir / name, target / PurePosixPath(name).name)
+    labels = ("earlier", "this run")
+    differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
+                                       (labels[1], Generated.of(card.provenance))]),
+              *differences(earlier.provenance, card.provenance, labels)]
+    return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, other rollouts) moved to {target}; "
+            f"to see what changed: pinbench compare {target} {out_dir}",
+            *(f"  ran differently: {line}" for line in differ[:ASIDE_SHOWN])]
 
 
 def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scorecard | None:

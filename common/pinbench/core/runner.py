@@ -808,25 +808,28 @@ def run_samples(
     refused: dict[str, str] = {}
     recomputed: dict[str, int] = {}
     cached: list[SampleRecord] = []
+    replaced: list[tuple[str, Task, str]] = []   # the pending tasks and those taken from the cache: a new record each
     for pos in positions:
         sid, task, task_hash = ids[pos], tasks[pos], hashes[pos]
         judged = _judge(contents.records.get(sid, []), task_hash, implementation, validate)
         records[sid] = judged.reusable  # None keeps task order; filled in below
+        if judged.reusable is None and judged.refused:
+            refused[sid] = judged.refused
         if judged.reusable is None and cache is not None:
             found = cache.record_of(sid, task_hash)
             if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
                 records[sid] = _as_record(found)
                 cached.append(records[sid])
+                replaced.append((sid, task, task_hash))
                 continue
         if judged.reusable is None:
             pending.append((sid, task, task_hash))
-            if judged.refused:
-                refused[sid] = judged.refused
+            replaced.append((sid, task, task_hash))
             reason = UNREAD if judged.reason == "new" and sid in unread else judged.reason
             if reason != "new":
                 recomputed[reason] = recomputed.get(reason, 0) + 1
 
-    _replace_refused(samples_dir, contents, pending, refused, implementation, own=own_log, every_log=shard is None,
+    _replace_refused(samples_dir, contents, replaced, refused, implementation, own=own_log, every_log=shard is None,
                      label=label)
     n_reused = len(records) - len(pending)
     counts = {"done": 0, "failed": 0}   # and "missing" once a stand-in is stored: the bar shows it only then
@@ -993,7 +996,8 @@ def _same_task(contents: StoreContents, sample_id: str, input_hash: str,
 def _replace_refused(samples_dir: Path, contents: StoreContents, pending: Sequence[tuple[str, Task, str]],
                      why: Mapping[str, str], implementation: Implementation | None, *, own: str, every_log: bool,
                      label: str) -> None:
-    """Move aside, before a pending task is computed again, the ok records of its inputs and code that were not
+    """Move aside, before a pending task is computed again or its record taken from the sample cache (generator A,
+    B, then A again: A's rollouts come back from it), the ok records of its inputs and code that were not
     reused (the validator refused them: a generator changed, a rollout file changed), said on stderr with ``why``
     (by sample; before, the line said only "of the same inputs and code", as if nothing had changed): the new
     record replaces them on purpose, and beside them it would be a contradiction that leaves both unread

@@ -172,7 +172,7 @@ def _base_digest(base: str, client: Any) -> str:
 def user_options(recipe: Recipe, cfg: RunConfig) -> Iterator[tuple[str, OptionSpec, Any]]:
     """(name, spec, value) of every option the user set, on the command line or in the environment."""
     return ((name, recipe.options[name], value) for name, value in cfg.options.items()
-            if value is not None and cfg.option_sources.get(name, "default") not in ("default", "fixture_default"))
+            if value is not None and cfg.option_sources.get(name) in ("cli", "env"))
 
 
 def _forwarded_options(recipe: Recipe, cfg: RunConfig) -> tuple[dict[str, str], dict[Path, str]]:

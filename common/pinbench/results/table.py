@@ -210,10 +210,12 @@ class _PairedTests:
 
 
 def _partial_note(column: Column) -> str:
+    """The note on a partial run's header: "this run", for the mark sits on its label (which a long run directory
+    name made the note repeat in full)."""
     reasons = "; ".join(column.status_reasons[:FAILED_SHOWN])
     hidden = len(column.status_reasons) - FAILED_SHOWN
     more = f"; ... {hidden} more" if hidden > 0 else ""
-    return (f"{column.label} is {column.status} ({reasons}{more}): its values cover the scored samples only, "
+    return (f"this run is {column.status} ({reasons}{more}): its values cover the scored samples only, "
             "so it is never marked best or tied")
 
 
@@ -226,8 +228,10 @@ def build_table(columns: Sequence[Column], *, metrics: Sequence[str] | None = No
         raise TableError(f"--digits {digits}: expected 0 to 12")
     notes, paired = _Footnotes(), _PairedTests()
     column_notes = {i: [notes.add(_partial_note(c))] for i, c in enumerate(columns) if c.status != "complete"}
-    for line in generation_differences([(c.label, c.generated) for c in columns]):   # every column's header
-        number = notes.add(f"rollouts made differently: {line}")
+    # every column's header; its runs named by their place (#1 the leftmost), not by their labels, which the note
+    # repeated once per generator and twice per setting that differs
+    for line in generation_differences([(f"#{i}", c.generated) for i, c in enumerate(columns, start=1)]):
+        number = notes.add(f"rollouts made differently (#1: the leftmost run): {line}")
         for i in range(len(columns)):
             column_notes.setdefault(i, []).append(number)
     rows = []

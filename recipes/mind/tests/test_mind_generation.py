@@ -367,3 +367,32 @@ def test_the_doctor_checks_the_lpips_trunk_the_native_check_of_generated_rollout
     cfg = get_recipe("mind").config("m", out_dir=tmp_path, options={"gt": str(tmp_path), "metrics": "lcm"}, env={},
                                     **flags)
     assert "urls/alexnet" in pins_read(cfg)
+
+
+def test_a_rerun_with_another_generator_keeps_the_earlier_scorecard_aside_and_its_own_rerun_changes_nothing(
+        asked: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Another generator on the same ``--out``: the earlier scorecard, and the records files it names, are moved to
+    ``scorecard.aside-<time>/`` and the run's ending says where, then what ran differently (was: replaced without a
+    word). Its own rerun then changes nothing and says so (was: the scorecard named as official sources the
+    ``process.py`` directory of the earlier generator's rollouts too, so it changed and was written again)."""
+    out = tmp_path / "run"
+    assert _run(out, RENDER, asked).exit_code == 0
+    first = (out / "scorecard.json").read_bytes()
+    capfd.readouterr()
+    assert _run(out, "static", asked).exit_code == 0
+    said = capfd.readouterr().out.splitlines()
+    [aside] = out.glob("scorecard.aside-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["derived.jsonl", "samples.jsonl", "scorecard.json"]
+    assert (aside / "scorecard.json").read_bytes() == first
+    earlier = json.loads(first)["provenance"]["timestamp"]
+    at = said.index(f"mind: the earlier scorecard (of {earlier}, other rollouts) moved to {aside}; to see what "
+                    f"changed: pinbench compare {aside} {out}")
+    following = [line for line in said[at + 1:] if line.startswith("mind:   ran differently: ")]
+    assert following and len(following) <= 3
+    assert following[0].startswith(f"mind:   ran differently: different generators: earlier {RENDER} ")
+    second = (out / "scorecard.json").read_bytes()
+    assert second != first
+
+    assert _run(out, "static", asked).exit_code == 0
+    assert "mind: nothing changed since the scorecard of" in capfd.readouterr().out
+    assert (out / "scorecard.json").read_bytes() == second and len(list(out.glob("scorecard.aside-*"))) == 1
