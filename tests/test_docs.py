@@ -152,6 +152,7 @@ def test_the_module_map_check_names_a_module_left_out_and_one_that_is_gone(tmp_p
 # Variables pinbench sets for its own child processes, never a user's to set.
 _INTERNAL_ENV = {"PINBENCH_RUN_LOCK": "the run directory's lock token, handed to a container it runs in",
                  "PINBENCH_GENERATOR_OPTIONS": "a generator's options, handed to the generator's own process",
+                 "HF_DATASETS_OFFLINE": "set for an --offline run's generator process (``offline_env``)",
                  "PINBENCH_IMAGE_": "the prefix of the PINBENCH_IMAGE_* variables the environment table names"}
 
 

@@ -115,6 +115,37 @@ def test_anything_the_scorecard_is_computed_from_recomputes_it(toy: Recipe, tmp_
         assert after["metrics"]["f1"]["value"] != before["metrics"]["f1"]["value"]
 
 
+def test_a_rerun_whose_numbers_differ_keeps_the_complete_scorecard_it_replaces_and_says_so(
+        toy: Recipe, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finish that would replace a complete scorecard with other numbers (code, options or inputs changed) moves
+    it to ``scorecard.aside-<time>/`` and names it and the metrics that differ; the same numbers, or a partial
+    earlier scorecard, are replaced as before (was: only another generator's rollouts were kept)."""
+    out, derived, figures = tmp_path / "run", Counted([]), Counted([])
+    _finish(toy, out, _records(), derived, figures)
+    first = (out / "scorecard.json").read_bytes()
+    assert json.loads(first)["status"] == "complete"
+    capsys.readouterr()
+    _finish(toy, out, _records(bump=0.05), derived, figures)
+    [aside] = out.glob("scorecard.aside-*")
+    assert (aside / "scorecard.json").read_bytes() == first
+    said = capsys.readouterr().out
+    assert (f"toy-bench: the earlier scorecard (of {json.loads(first)['provenance']['timestamp']}, other numbers: "
+            f"f1) moved to {aside}; to see what changed: pinbench compare {aside} {out}") in said
+
+    declaration = toy.dir / "recipe.yaml"   # other code, the same numbers: replaced, nothing kept aside
+    declaration.write_text(declaration.read_text().replace("a toy recipe for library tests", "a toy recipe"))
+    _finish(toy, out, _records(bump=0.05), derived, figures)
+    assert len(list(out.glob("scorecard.aside-*"))) == 1 and "moved to" not in capsys.readouterr().out
+
+    failed = [*_records()[:3], SampleRecord("s3", "failed", None, "ValueError: broken", "0" * 64, 0.1)]
+    _finish(toy, out, failed, derived, figures)   # a partial scorecard (its earlier one kept: other numbers) ...
+    assert json.loads((out / "scorecard.json").read_text())["status"] == "partial"
+    assert len(list(out.glob("scorecard.aside-*"))) == 2
+    capsys.readouterr()
+    _finish(toy, out, _records(), derived, figures)   # ... a rerun completes in place
+    assert len(list(out.glob("scorecard.aside-*"))) == 2 and "moved to" not in capsys.readouterr().out
+
+
 TASKS = [LooseTask(sid, x=i) for i, sid in enumerate(IDS)]
 
 
@@ -294,7 +325,7 @@ def test_the_earlier_scorecard_goes_aside_under_the_names_a_finish_writes_and_ne
         (out / name).write_text(name)
     monkeypatch.setattr(run_module, "aside_path", lambda path: path.with_name("scorecard.aside-T"))
     (out / "scorecard.aside-T").mkdir()
-    said = run_module._keep_aside(out, earlier, card)
+    said = run_module._keep_aside(out, earlier, card, "other rollouts")
     target = out / "scorecard.aside-T.2"
     assert sorted(p.name for p in target.iterdir()) == ["derived.jsonl", "samples.jsonl", "scorecard.json"]
     assert (tmp_path / "outside.jsonl").read_text() == "../outside.jsonl"

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from pinbench.core import rerun
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
-from pinbench.core.files import write_if_changed
+from pinbench.core.files import first_names, write_if_changed
 from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.generation import Generated, Generator, Request, generation_differences
 from pinbench.core.inputs import InputDigests, input_digests
@@ -436,7 +436,7 @@ class Run:
         report_path = self.out_dir / REPORT
         card = _unchanged(scorecard_path, report_path, computed_from)
         kept = card is not None
-        earlier = None if kept else _of_other_rollouts(scorecard_path, self.generation)
+        earlier = None if kept else _earlier(scorecard_path)
         aside: list[str] = []
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
@@ -458,8 +458,9 @@ class Run:
                 config=cfg.to_json(), timings=dict(self.timings), extra=dict(extra) if extra else None,
                 derived=derived)
             card = dataclasses.replace(card, computed_from=computed_from, store=stores)
-            if earlier is not None:
-                aside = _keep_aside(self.out_dir, earlier, card)
+            why = _why_aside(earlier, card) if earlier is not None else None
+            if earlier is not None and why is not None:
+                aside = _keep_aside(self.out_dir, earlier, card, why)
             write_records(records, self.out_dir / card.samples.path)
             if card.derived is not None:
                 write_derived(derived, self.out_dir / card.derived.path)
@@ -688,29 +689,43 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecor
     return digest.hexdigest()
 
 
-def _of_other_rollouts(scorecard: Path, generation: Generated | None) -> Scorecard | None:
-    """The scorecard a finish is to replace when it scored other rollouts than this run's (another generator, other
-    requests, or rollouts given where these are generated): its samples' records were moved aside or are kept under
-    other inputs, so it is the one place its numbers are left."""
+def _earlier(scorecard: Path) -> Scorecard | None:
+    """The scorecard a finish is about to replace, when there is a readable one."""
     try:
-        earlier = load_scorecard(scorecard) if scorecard.is_file() else None
+        return load_scorecard(scorecard) if scorecard.is_file() else None
     except ScorecardError:
         return None
-    now = generation if generation is not None and generation.signature is not None else None   # as ``of`` reads
-    if earlier is None or not generation_differences([("earlier", Generated.of(earlier.provenance)),
-                                                      ("this run", now)]):
+
+
+def _why_aside(earlier: Scorecard, card: Scorecard) -> str | None:
+    """Why the earlier scorecard is kept rather than replaced, or None: it scored other rollouts (another generator,
+    other requests, rollouts given where these are generated), or it was complete and this one's numbers differ
+    (code, options, inputs or a --limit changed). Either way it is the one place its numbers are left: its records
+    were moved aside or are kept under other inputs. A partial one a rerun completes is replaced as before."""
+    if generation_differences([("earlier", Generated.of(earlier.provenance)),
+                               ("this run", Generated.of(card.provenance))]):
+        return "other rollouts"
+    if earlier.status != "complete":
         return None
-    return earlier
+    changed = [name for name in sorted(earlier.metrics.keys() | card.metrics.keys())
+               if _shown_value(earlier, name) != _shown_value(card, name)]
+    return f"other numbers: {first_names(changed)}" if changed else None
+
+
+def _shown_value(card: Scorecard, name: str) -> str | None:
+    """A metric's value as compared for ``_why_aside`` (repr: a NaN equals a NaN); None when the card has none."""
+    return repr(card.metrics[name].value) if name in card.metrics else None
 
 
 ASIDE_SHOWN = 3   # lines of what ran differently, after the line that says where the earlier scorecard went
 
 
-def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard) -> list[str]:
+def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) -> list[str]:
     """Move the earlier scorecard and its records files into ``scorecard.aside-<UTC time>/`` (``aside_path``,
     as ``--move-aside`` names a run directory), where ``pinbench compare`` reads them. Why: a rerun with another
-    generator replaced the scorecard without a word, and the researcher lost the numbers. Returns the lines to
-    print: where it went, then up to ASIDE_SHOWN ways the two runs differ."""
+    generator, other code or options replaced the scorecard without a word, and the researcher lost the numbers.
+    Returns the lines to print: where it went (``why``: ``_why_aside``), then up to ASIDE_SHOWN ways the two runs
+    differ."""
     first = target = aside_path(out_dir / "scorecard")
     number = 1
     while os.path.lexists(target):   # two such reruns within a second
@@ -724,7 +739,7 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard) -> list[str]
     differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
                                        (labels[1], Generated.of(card.provenance))]),
               *differences(earlier.provenance, card.provenance, labels)]
-    return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, other rollouts) moved to {target}; "
+    return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, {why}) moved to {target}; "
             f"to see what changed: pinbench compare {target} {out_dir}",
             *(f"  ran differently: {line}" for line in differ[:ASIDE_SHOWN])]
 
