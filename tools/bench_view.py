@@ -118,7 +118,8 @@ def rollouts(work: Path) -> None:
     digest = sha256_file(big)
     hashed = time.perf_counter() - started
     started = time.perf_counter()
-    preview = make_preview(big, digest, work / "previews")
+    with big.open("rb") as opened:
+        preview = make_preview(big, digest, work / "previews", fd=opened.fileno())
     made = time.perf_counter() - started
     print(f"one 832x480x253 rollout ({big.stat().st_size / 1e6:.1f} MB, lossless H.264): sha256 {hashed * 1000:.0f} ms,"
           f" its web preview {made:.2f} s ({preview.path.stat().st_size / 1e6:.1f} MB)")
