@@ -29,6 +29,9 @@ from pathlib import Path
 
 from bench_scale import DATA, PINBENCH, Measured, camerabench_run, measure, row, write_scores, write_videos
 
+from pinbench.core.files import sha256_file
+from pinbench.media.preview import Preview, make_preview
+
 
 def folder_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
@@ -81,13 +84,22 @@ def browser_table_ms(url: str) -> tuple[int, float] | None:
         driver.quit()
 
 
+def hash_and_preview(video: Path, previews: Path) -> tuple[float, float, Preview]:
+    """Seconds to hash ``video``, seconds to make its web preview in ``previews`` (as the server does), the preview."""
+    started = time.perf_counter()
+    digest = sha256_file(video)
+    hashed = time.perf_counter() - started
+    started = time.perf_counter()
+    with video.open("rb") as opened:
+        preview = make_preview(video, digest, previews, fd=opened.fileno())
+    return hashed, time.perf_counter() - started, preview
+
+
 def rollouts(work: Path) -> None:
     import json
 
     import numpy as np
 
-    from pinbench.core.files import sha256_file
-    from pinbench.media.preview import make_preview
     from pinbench.media.video import write_video
 
     write_videos(work / "videos", 750)
@@ -114,12 +126,7 @@ def rollouts(work: Path) -> None:
     coarse = np.random.default_rng(0).uniform(0, 255, (30, 52, 3)).astype(np.float32)  # a smooth field, moving
     base = np.clip(cv2.resize(coarse, (832, 480), interpolation=cv2.INTER_CUBIC), 0, 255).astype(np.uint8)
     big = write_video(work / "i2v.mp4", (np.roll(base, 3 * t, axis=1) for t in range(253)), 16, crf=0)
-    started = time.perf_counter()
-    digest = sha256_file(big)
-    hashed = time.perf_counter() - started
-    started = time.perf_counter()
-    preview = make_preview(big, digest, work / "previews")
-    made = time.perf_counter() - started
+    hashed, made, preview = hash_and_preview(big, work / "previews")
     print(f"one 832x480x253 rollout ({big.stat().st_size / 1e6:.1f} MB, lossless H.264): sha256 {hashed * 1000:.0f} ms,"
           f" its web preview {made:.2f} s ({preview.path.stat().st_size / 1e6:.1f} MB)")
 
