@@ -15,6 +15,7 @@ from typing import Any
 
 CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RECIPE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+RECIPE_NAME_CHARS = 64   # it names folders, files and temporary folders with a suffix (a file name holds 255 bytes)
 # Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag][@algorithm:hex]; a local image id
 # (sha256:<hex>) reads as a name and a tag
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -44,10 +45,12 @@ def checkpoint_name_problem(name: Any) -> str | None:
 
 
 def recipe_name_problem(name: Any) -> str | None:
-    """Why ``name`` cannot be a recipe's name as a scorecard or reference records it, or None."""
-    if not isinstance(name, str) or not RECIPE_NAME.fullmatch(name):
+    """Why ``name`` cannot be a recipe's name as a scorecard or reference records it, or None. Why a bound: a
+    240-letter name passed, and ``new-recipe`` wrote the recipe, then its fixture run ended in "File name too long"
+    and left it behind, registered and without a reference."""
+    if not isinstance(name, str) or not RECIPE_NAME.fullmatch(name) or len(name) > RECIPE_NAME_CHARS:
         return (f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words, "
-                "starting with a letter")
+                f"starting with a letter, at most {RECIPE_NAME_CHARS} characters")
     return None
 
 
