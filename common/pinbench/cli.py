@@ -664,9 +664,9 @@ def cache(
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:
             _echo(f"kept {pruned.refused} record(s) it may not remove (first: {pruned.why})")
-    if pruned.planted:   # each named: a folder or a link planted at an entry's name blocked its key
+    if pruned.planted:   # each named: a folder or a link at an entry's name, a file at a subfolder's, blocked keys
         done = "removed" if action == "prune" else "found (prune removes them)"
-        _echo(f"{done} {len(pruned.planted)} thing(s) at an entry's name that are no file: "
+        _echo(f"{done} {len(pruned.planted)} thing(s) where an entry or a subfolder of the cache belongs: "
               f"{'; '.join(pruned.planted[:3])}{'; ...' if len(pruned.planted) > 3 else ''}")
     _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
