@@ -227,6 +227,21 @@ def test_a_repeated_or_bare_generator_option_is_named_as_the_flag_it_came_with(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_sample_cache_inside_an_input_folder_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """PINBENCH_SAMPLE_CACHE=.cache with -o videos=.: the entries the first run kept changed its inputs, and every
+    rerun was refused as "holds the run of other inputs (its content changed: .cache/02/... added ...)"."""
+    videos, out = tmp_path / "videos", tmp_path / "run"
+    videos.mkdir()
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(videos / ".cache"))
+    line = _main(["run", "dynamic-degree", "-c", "mine", "-o", f"videos={videos}", "-o", "flow=farneback",
+                  "--out", str(out)], capsys)
+    assert line == (f"error: $PINBENCH_SAMPLE_CACHE={videos / '.cache'}: inside -o videos={videos}, an input of the "
+                    "run; what the cache keeps there would change those inputs and every rerun be refused: name a "
+                    "folder outside it")
+    assert not out.exists() and list(videos.iterdir()) == []
+
+
 def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
                                                                                   monkeypatch) -> None:
     """Each entry another run kept or used there changed a file of this run directory, so a finished run's rerun

@@ -329,7 +329,7 @@ def run(
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
     with _stopped_saying(f"the samples finished so far are kept in {cfg.out_dir}; run the same command to resume"):
-        _check_sample_cache(cfg.out_dir)
+        _check_sample_cache(cfg)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
@@ -372,13 +372,15 @@ def run(
             _outcome(run_recipe(cfg))
 
 
-def _check_sample_cache(run_dir: Path) -> None:
-    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside ``run_dir``) or a ``$PINBENCH_SAMPLE_CACHE_MB``
-    that is no size stops the run before anything is prepared (it stopped only at the first step that keeps samples,
-    after the downloads; a recipe none of whose steps keeps any, remembench, ran on and passed)."""
+def _check_sample_cache(cfg: RunConfig) -> None:
+    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside the run directory or an input folder) or a
+    ``$PINBENCH_SAMPLE_CACHE_MB`` that is no size stops the run before anything is prepared (it stopped only at the
+    first step that keeps samples, after the downloads; a recipe none of whose steps keeps any, remembench, ran on
+    and passed)."""
+    from pinbench.core.rundir import input_paths
     from pinbench.core.sample_cache import checked_dir
 
-    checked_dir(run_dir)
+    checked_dir(cfg.out_dir, inputs=input_paths(cfg))
 
 
 def _outcome(outcome: RunOutcome | None) -> None:

@@ -64,14 +64,17 @@ _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FIL
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
-def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ) -> Path | None:
+def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ,
+              inputs: Mapping[str, Path] | None = None) -> Path | None:
     """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``
     (read from ``environ``: ``--runtime docker`` passes the host's on to its containers).
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
     was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
     run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
     another run kept or used there changed a file of the directory, so its rerun manifest (``pinbench.core.rerun``)
-    no longer held and the finished run computed again."""
+    no longer held and the finished run computed again; so, with ``inputs`` (the run's path options by name), when it
+    is inside one of them: each entry a run kept changed those inputs, and every rerun was refused as a run of
+    other inputs."""
     value = environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
@@ -82,6 +85,10 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     if run_dir is not None and Path(os.path.realpath(root)).is_relative_to(os.path.realpath(run_dir)):
         raise ValueError(f"${ENV}={root}: inside the run directory {run_dir}; the sample cache is shared by every "
                          "run, name a folder outside it")
+    for name, path in (inputs or {}).items():
+        if Path(os.path.realpath(root)).is_relative_to(os.path.realpath(path)):
+            raise ValueError(f"${ENV}={root}: inside -o {name}={path}, an input of the run; what the cache keeps "
+                             "there would change those inputs and every rerun be refused: name a folder outside it")
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:
@@ -113,10 +120,11 @@ def misplaced(folder: Path) -> str | None:
     return None if kind is None else f"{kind} where a folder of the cache belongs ({PRUNE} removes it)"
 
 
-def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ,
+                inputs: Mapping[str, Path] | None = None) -> Path | None:
     """``cache_dir``, and its bound (``size_bound``) when the cache is on: what a run checks before it prepares
     anything, and ``pinbench submit`` before it writes or queues a job (each job was refused by it, once scheduled)."""
-    root = cache_dir(run_dir, environ)
+    root = cache_dir(run_dir, environ, inputs)
     if root is not None:
         size_bound(environ)
     return root
