@@ -242,6 +242,20 @@ def test_a_sample_cache_inside_an_input_folder_stops_the_run_before_it_prepares(
     assert not out.exists() and list(videos.iterdir()) == []
 
 
+def test_a_run_directory_inside_an_input_folder_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """--out run with -o videos=.: what the first run wrote changed its inputs, and every rerun was refused as
+    "holds the run of other inputs (its content changed: run/.pinbench-input-digests.json added ...)"."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    monkeypatch.chdir(videos)
+    line = _main(["run", "dynamic-degree", "-c", "mine", "-o", "videos=.", "-o", "flow=farneback", "--out", "run"],
+                 capsys)
+    assert line == ("error: --out run: inside -o videos=., an input of the run; what the run writes there would "
+                    "change that input and every rerun be refused: name a folder outside it")
+    assert list(videos.iterdir()) == []
+
+
 def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
                                                                                   monkeypatch) -> None:
     """Each entry another run kept or used there changed a file of this run directory, so a finished run's rerun

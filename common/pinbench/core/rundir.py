@@ -114,6 +114,16 @@ def input_paths(cfg: RunConfig) -> dict[str, Path]:
     return {name: value for name, value in cfg.options.items() if name in cfg.inputs and isinstance(value, Path)}
 
 
+def check_outside_inputs(cfg: RunConfig) -> None:
+    """RunDirError when the run directory is inside a folder a path option of the run names (``--out run`` with
+    ``-o videos=.``): every file the run wrote there changed that input, and each rerun was refused as "holds the
+    run of other inputs"."""
+    for name, path in input_paths(cfg).items():
+        if Path(os.path.realpath(cfg.out_dir)).is_relative_to(os.path.realpath(path)):
+            raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={path}, an input of the run; what the run writes "
+                              "there would change that input and every rerun be refused: name a folder outside it")
+
+
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
     """(identity, where it came from) of a run directory; (None, "") for a fresh one.
 
