@@ -775,6 +775,8 @@ def record_reference_cmd(
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance, "--tolerance").items()}
     except (OptionError, ValueError) as exc:
         _fail(f"--tolerance: {exc}")
+    if out.is_dir():   # "already exists ... pass --force", and with --force "[Errno 21] Is a directory" of a temp file
+        _fail(f"{out}: a folder; --out names the reference file to write")
     if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     with _failing(ValueError, RecipeError):
