@@ -266,3 +266,16 @@ def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepare
     assert line == (f"error: $PINBENCH_SAMPLE_CACHE={out / 'cache'}: inside the run directory {out}; the sample "
                     "cache is shared by every run, name a folder outside it")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("where", "said"), [
+    ("file/demo", "error: --out {tmp}/file/demo: {tmp}/file is a regular file, not a folder"),
+    ("file", "error: --out {tmp}/file: a regular file, not a folder; name a folder for the demo"),
+])
+def test_a_demo_out_that_cannot_be_a_folder_is_one_line_before_any_recipe_runs(where: str, said: str,
+                                                                               tmp_path: Path, capsys) -> None:
+    """It was the first recipe's "[Errno 20] Not a directory: '.../logs'" after its progress line."""
+    (tmp_path / "file").write_text("x")
+    assert _main(["demo", "--recipe", "dynamic-degree", "--out", str(tmp_path / where)], capsys) == \
+        said.format(tmp=tmp_path)
+    assert (tmp_path / "file").read_text() == "x"

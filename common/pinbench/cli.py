@@ -1243,10 +1243,17 @@ def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
 
 
 def _refuse_unwritable(out: Path) -> None:
-    """Exit 2 before anything runs when the demo cannot write all of ``out``: a line per cause, then the fix."""
+    """Exit 2 before anything runs when the demo cannot write all of ``out``: a line per cause, then the fix. A file
+    at ``out`` or on its way is one line (the first recipe ended in "[Errno 20] Not a directory: 'out/logs'", the
+    others after it)."""
+    from pinbench.core.files import blocking_parent, no_folder_at
     from pinbench.core.provenance import container_state
     from pinbench.ops.writable import writable_problems
 
+    if (kind := no_folder_at(out)) is not None:
+        _fail(f"--out {out}: {kind}, not a folder; name a folder for the demo")
+    if (blocked := blocking_parent(out)) is not None:
+        _fail(f"--out {out}: {blocked[0]} is {blocked[1]}, not a folder")
     problems = writable_problems(out, in_container=container_state()["in_container"])
     for line in problems:
         typer.echo(f"error: {line}", err=True)
