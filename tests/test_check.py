@@ -104,6 +104,22 @@ def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
+        run_dir: Path, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value edited in scorecard.json became the reference's value: record-reference read the scorecard alone."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(cli, "get_recipe", lambda name: toy)
+    args = ["record-reference", str(run_dir), "--out", str(tmp_path / "ref.yaml"), "--dry-run"]
+    assert CliRunner().invoke(cli.app, args).exit_code == 0
+    _edit_json(run_dir / "scorecard.json", lambda d: d["metrics"]["f1"].update(value=0.95))
+    refused = CliRunner().invoke(cli.app, args)
+    assert refused.exit_code == 2 and refused.output.splitlines() == [
+        f"error: refusing to record from {run_dir / 'scorecard.json'}: its records say otherwise: "
+        f"{run_dir / 'samples.jsonl'}: metric f1: value 0.95 in the scorecard, 0.65 recomputed from the records "
+        f"(`pinbench check {run_dir}`)"]
+
+
 def test_a_run_written_by_the_finish_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
     result = check_run(run_dir)
     assert result.problems == [] and result.exit_code == 0

@@ -746,6 +746,7 @@ def record_reference_cmd(
     several runs the value is their mean and each tolerance is proposed from their spread (shown with its
     arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
+    from pinbench.core.check import values_problems
     from pinbench.core.metricinfo import Tolerance
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.proposal import propose_reference
@@ -770,6 +771,10 @@ def record_reference_cmd(
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
     cards = [load_scorecard(path) for path in scorecards]
     recipe = _scorecards_recipe(scorecards, cards)
+    for path, card in zip(scorecards, cards, strict=True):   # a value edited in scorecard.json became the reference's
+        if problems := values_problems(path.parent, card):
+            _fail(f"refusing to record from {path}: its records say otherwise: {problems[0]} (`pinbench check "
+                  f"{path.parent}`)")
     out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance, "--tolerance").items()}

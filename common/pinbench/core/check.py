@@ -149,6 +149,20 @@ def check_run(run_dir: Path | str) -> CheckResult:
     return result
 
 
+def values_problems(run_dir: Path, card: Scorecard) -> list[str]:
+    """What ``check_run`` finds between a scorecard and the records beside it (the samples and derived files, every
+    count and value recomputed); [] when they agree, or when its samples file is not there (a scorecard copied
+    alone). Why: ``record-reference`` took a value edited in scorecard.json as the reference's."""
+    if not os.path.lexists(run_dir / card.samples.path):
+        return []
+    result = CheckResult(run_dir)
+    records, _ = _samples(run_dir, card, result)
+    derived = _derived(run_dir, card, records, result)
+    if records is not None and derived is not None:
+        _recount(run_dir, card, records, derived, result)
+    return result.problems
+
+
 # ------------------------------------------------------------------------------------------- the parts
 
 
