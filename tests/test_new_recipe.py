@@ -172,6 +172,8 @@ def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: C
     ("pinbench-recipes", "recipe name 'pinbench-recipes' is not allowed: its package name 'pinbench_recipes' is "
                          "reserved"),
     ("json", "recipe name 'json' is not allowed: its package name 'json' is a module of Python's standard library"),
+    ("av", "recipe name 'av' is not allowed: its package name 'av' is a module of the installed distribution av, "
+           "which a recipe of that name would shadow"),   # `import av` in recipes/ found the recipe, not PyAV
     ("dynamic-degree", "recipe 'dynamic-degree' exists already"),
 ])
 def test_a_name_that_cannot_be_a_new_recipe_is_refused_before_anything_is_written(name: str, message: str) -> None:

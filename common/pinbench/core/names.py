@@ -65,8 +65,11 @@ def image_reference_problem(option: str, ref: str) -> str | None:
 
 def recipe_package_problem(name: str) -> str | None:
     """Why a valid recipe name cannot name a new recipe's package (``-`` as ``_``): a Python keyword, a module of
-    the standard library (an import of it could find the recipe instead), or a folder name that pinbench or every
-    recipe already uses (``RESERVED_PACKAGES``); None when it can."""
+    the standard library or of an installed distribution (an import of it could find the recipe instead: ``av``
+    was written, and ``import av`` in recipes/ found it, not PyAV), or a folder name that pinbench or every recipe
+    already uses (``RESERVED_PACKAGES``); None when it can."""
+    from importlib.metadata import packages_distributions
+
     package = name.replace("-", "_")
     if keyword.iskeyword(package):
         why = "is a Python keyword"
@@ -74,6 +77,8 @@ def recipe_package_problem(name: str) -> str | None:
         why = "is a module of Python's standard library, which a recipe of that name would shadow"
     elif package in RESERVED_PACKAGES:
         why = f"is reserved: {RESERVED_PACKAGES[package]}"
+    elif distributions := packages_distributions().get(package):
+        why = f"is a module of the installed distribution {distributions[0]}, which a recipe of that name would shadow"
     else:
         return None
     return f"recipe name {name!r} is not allowed: its package name {package!r} {why}"
