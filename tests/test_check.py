@@ -104,6 +104,30 @@ def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.parametrize("where", ["victim.txt", "../victim.txt"])
+def test_a_samples_path_outside_the_run_directory_is_neither_written_nor_read(
+        where: str, run_dir: Path, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """samples.path edited to another file (absolute, or with ..): the rerun's finish found the scorecard unchanged
+    and wrote the run's records over that file (another run's samples.jsonl, any file), and compare, view, report
+    and table read it as this run's."""
+    from pinbench.core.scorecard import ScorecardError
+    from pinbench.results.compare import load_run
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    named = str(victim) if where == "victim.txt" else "../victim.txt"
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=named))
+    with pytest.raises(ScorecardError, match=re.escape(f"{run_dir / 'scorecard.json'}: samples.path {named!r} is not "
+                                                     "a file inside the run directory")):
+        load_run(run_dir)
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records())
+    assert outcome.exit_code == 0, outcome.message
+    assert victim.read_text() == "precious" and load_scorecard(run_dir / "scorecard.json").samples.path == \
+        "samples.jsonl"
+
+
 def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
         run_dir: Path, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A value edited in scorecard.json became the reference's value: record-reference read the scorecard alone."""

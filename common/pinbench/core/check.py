@@ -184,15 +184,12 @@ def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None
 
 
 def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: CheckResult) -> Path | None:
-    """The file a scorecard block names, when it is a file inside the run directory."""
+    """The file a scorecard block names, when it is a file inside the run directory (``load_scorecard`` refuses a
+    name outside it)."""
     if not name:
         result.problems.append(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
         return None
-    relative = PurePosixPath(name)
-    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
-        result.problems.append(f"{run_dir / SCORECARD}: {block}.path {name!r} is not a file inside the run directory")
-        return None
-    path = run_dir / relative
+    path = run_dir / PurePosixPath(name)
     if path.is_symlink():  # the records must travel with the directory, not point into another run
         result.problems.append(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
                                "per-sample records")
