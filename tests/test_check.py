@@ -116,16 +116,34 @@ def test_a_samples_path_outside_the_run_directory_is_neither_written_nor_read(
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     named = str(victim) if where == "victim.txt" else "../victim.txt"
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        _finish(toy, cfg, _records())   # the scorecard of this very directory: the next finish keeps it
     _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=named))
     with pytest.raises(ScorecardError, match=re.escape(f"{run_dir / 'scorecard.json'}: samples.path {named!r} is not "
                                                      "a file inside the run directory")):
         load_run(run_dir)
-    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
     with claim_run_dir(cfg, env={}):
         outcome = _finish(toy, cfg, _records())
     assert outcome.exit_code == 0, outcome.message
     assert victim.read_text() == "precious" and load_scorecard(run_dir / "scorecard.json").samples.path == \
         "samples.jsonl"
+
+
+@pytest.mark.parametrize("named", ["samples/run.jsonl", "pinbench-run.json"])
+def test_a_rerun_never_writes_records_over_another_file_of_the_run_a_scorecard_names(
+        named: str, run_dir: Path, toy: Recipe) -> None:
+    """samples.path edited to a file of the run itself: the rerun kept the scorecard and wrote the records over that
+    file (the sample store, whose lines then no longer read; the run's identity)."""
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        _finish(toy, cfg, _records())   # the scorecard of this very directory: the next finish keeps it
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=named))
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records())
+    assert outcome.exit_code == 0, outcome.message
+    assert load_scorecard(run_dir / "scorecard.json").samples.path == "samples.jsonl"
+    assert check_run(run_dir).problems == []
 
 
 def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
