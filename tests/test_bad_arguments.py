@@ -227,6 +227,35 @@ def test_a_repeated_or_bare_generator_option_is_named_as_the_flag_it_came_with(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_sample_cache_inside_an_input_folder_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """PINBENCH_SAMPLE_CACHE=.cache with -o videos=.: the entries the first run kept changed its inputs, and every
+    rerun was refused as "holds the run of other inputs (its content changed: .cache/02/... added ...)"."""
+    videos, out = tmp_path / "videos", tmp_path / "run"
+    videos.mkdir()
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(videos / ".cache"))
+    line = _main(["run", "dynamic-degree", "-c", "mine", "-o", f"videos={videos}", "-o", "flow=farneback",
+                  "--out", str(out)], capsys)
+    assert line == (f"error: $PINBENCH_SAMPLE_CACHE={videos / '.cache'}: inside -o videos={videos}, an input of the "
+                    "run; what the cache keeps there would change those inputs and every rerun be refused: name a "
+                    "folder outside it")
+    assert not out.exists() and list(videos.iterdir()) == []
+
+
+def test_a_run_directory_inside_an_input_folder_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """--out run with -o videos=.: what the first run wrote changed its inputs, and every rerun was refused as
+    "holds the run of other inputs (its content changed: run/.pinbench-input-digests.json added ...)"."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    monkeypatch.chdir(videos)
+    line = _main(["run", "dynamic-degree", "-c", "mine", "-o", "videos=.", "-o", "flow=farneback", "--out", "run"],
+                 capsys)
+    assert line == ("error: --out run: inside -o videos=., an input of the run; what the run writes there would "
+                    "change that input and every rerun be refused: name a folder outside it")
+    assert list(videos.iterdir()) == []
+
+
 def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
                                                                                   monkeypatch) -> None:
     """Each entry another run kept or used there changed a file of this run directory, so a finished run's rerun
@@ -237,3 +266,16 @@ def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepare
     assert line == (f"error: $PINBENCH_SAMPLE_CACHE={out / 'cache'}: inside the run directory {out}; the sample "
                     "cache is shared by every run, name a folder outside it")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("where", "said"), [
+    ("file/demo", "error: --out {tmp}/file/demo: {tmp}/file is a regular file, not a folder"),
+    ("file", "error: --out {tmp}/file: a regular file, not a folder; name a folder for the demo"),
+])
+def test_a_demo_out_that_cannot_be_a_folder_is_one_line_before_any_recipe_runs(where: str, said: str,
+                                                                               tmp_path: Path, capsys) -> None:
+    """It was the first recipe's "[Errno 20] Not a directory: '.../logs'" after its progress line."""
+    (tmp_path / "file").write_text("x")
+    assert _main(["demo", "--recipe", "dynamic-degree", "--out", str(tmp_path / where)], capsys) == \
+        said.format(tmp=tmp_path)
+    assert (tmp_path / "file").read_text() == "x"

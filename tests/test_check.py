@@ -104,6 +104,64 @@ def _edit_samples(path: Path, change: Callable[[list[dict]], None]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.parametrize("where", ["victim.txt", "../victim.txt"])
+def test_a_samples_path_outside_the_run_directory_is_neither_written_nor_read(
+        where: str, run_dir: Path, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """samples.path edited to another file (absolute, or with ..): the rerun's finish found the scorecard unchanged
+    and wrote the run's records over that file (another run's samples.jsonl, any file), and compare, view, report
+    and table read it as this run's."""
+    from pinbench.core.scorecard import ScorecardError
+    from pinbench.results.compare import load_run
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    named = str(victim) if where == "victim.txt" else "../victim.txt"
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        _finish(toy, cfg, _records())   # the scorecard of this very directory: the next finish keeps it
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=named))
+    with pytest.raises(ScorecardError, match=re.escape(f"{run_dir / 'scorecard.json'}: samples.path {named!r} is not "
+                                                     "a file inside the run directory")):
+        load_run(run_dir)
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records())
+    assert outcome.exit_code == 0, outcome.message
+    assert victim.read_text() == "precious" and load_scorecard(run_dir / "scorecard.json").samples.path == \
+        "samples.jsonl"
+
+
+@pytest.mark.parametrize("named", ["samples/run.jsonl", "pinbench-run.json"])
+def test_a_rerun_never_writes_records_over_another_file_of_the_run_a_scorecard_names(
+        named: str, run_dir: Path, toy: Recipe) -> None:
+    """samples.path edited to a file of the run itself: the rerun kept the scorecard and wrote the records over that
+    file (the sample store, whose lines then no longer read; the run's identity)."""
+    cfg = toy.config("Toy-Nano", out_dir=run_dir, limit=4, env={})
+    with claim_run_dir(cfg, env={}):
+        _finish(toy, cfg, _records())   # the scorecard of this very directory: the next finish keeps it
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=named))
+    with claim_run_dir(cfg, env={}):
+        outcome = _finish(toy, cfg, _records())
+    assert outcome.exit_code == 0, outcome.message
+    assert load_scorecard(run_dir / "scorecard.json").samples.path == "samples.jsonl"
+    assert check_run(run_dir).problems == []
+
+
+def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
+        run_dir: Path, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value edited in scorecard.json became the reference's value: record-reference read the scorecard alone."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(cli, "get_recipe", lambda name: toy)
+    args = ["record-reference", str(run_dir), "--out", str(tmp_path / "ref.yaml"), "--dry-run"]
+    assert CliRunner().invoke(cli.app, args).exit_code == 0
+    _edit_json(run_dir / "scorecard.json", lambda d: d["metrics"]["f1"].update(value=0.95))
+    refused = CliRunner().invoke(cli.app, args)
+    assert refused.exit_code == 2 and refused.output.splitlines() == [
+        f"error: refusing to record from {run_dir / 'scorecard.json'}: its records say otherwise: "
+        f"{run_dir / 'samples.jsonl'}: metric f1: value 0.95 in the scorecard, 0.65 recomputed from the records "
+        f"(`pinbench check {run_dir}`)"]
+
+
 def test_a_run_written_by_the_finish_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
     result = check_run(run_dir)
     assert result.problems == [] and result.exit_code == 0

@@ -163,6 +163,8 @@ def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: C
     ("2frames", "recipe name '2frames' is not allowed: lowercase letters and digits in '-'-separated words, starting "
                 "with a letter"),   # it read as if '2frames' kept the rule
     ("../x", "recipe name '../x' is not allowed"),
+    ("a" * 65, f"recipe name '{'a' * 65}' is not allowed: lowercase letters and digits in '-'-separated words, "
+               "starting with a letter, at most 64 characters"),   # a 240-letter name left a half-made recipe
     ("import", "recipe name 'import' is not allowed: its package name 'import' is a Python keyword"),
     ("tests", "recipe name 'tests' is not allowed: its package name 'tests' is reserved: the name of the test folders"),
     ("common", "recipe name 'common' is not allowed: its package name 'common' is reserved"),
@@ -170,6 +172,8 @@ def test_its_export_sets_up_from_its_lock_alone_and_passes_its_tests(checkout: C
     ("pinbench-recipes", "recipe name 'pinbench-recipes' is not allowed: its package name 'pinbench_recipes' is "
                          "reserved"),
     ("json", "recipe name 'json' is not allowed: its package name 'json' is a module of Python's standard library"),
+    ("av", "recipe name 'av' is not allowed: its package name 'av' is a module of the installed distribution av, "
+           "which a recipe of that name would shadow"),   # `import av` in recipes/ found the recipe, not PyAV
     ("dynamic-degree", "recipe 'dynamic-degree' exists already"),
 ])
 def test_a_name_that_cannot_be_a_new_recipe_is_refused_before_anything_is_written(name: str, message: str) -> None:

@@ -128,6 +128,24 @@ def test_runs_of_other_checkpoints_or_the_same_run_twice_are_refused(toy: Any, t
     assert result.exit_code == 2 and f"{path}: given twice" in result.output
 
 
+@pytest.mark.parametrize(("where", "said"), [
+    ("ref", "{out}: a folder; --out names the reference file to write"),   # with --force: "[Errno 21]" of a temp file
+    ("file/ref.yaml", "{out}: cannot be written ({tmp}/file is a regular file, not a folder)"),   # "[Errno 17]"
+])
+def test_an_out_that_cannot_be_a_reference_file_is_one_line_naming_it(where: str, said: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    toy = toy_recipe(tmp_path)
+    monkeypatch.setattr(cli, "get_recipe", lambda name: toy)
+    paths = [write_scorecard(card, tmp_path / f"run{i}" / "scorecard.json") for i, card in enumerate(_three())]
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / where
+    result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw",
+                                     "--force"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == "error: " + said.format(out=out, tmp=tmp_path)
+    assert (tmp_path / "file").read_text() == "x" and list((tmp_path / "ref").iterdir()) == []
+
+
 def test_cli_dry_run_shows_the_arithmetic_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     toy = toy_recipe(tmp_path)
     monkeypatch.setattr(cli, "get_recipe", lambda name: toy)

@@ -272,6 +272,18 @@ def test_redact_hf_tokens_keeps_ordinary_names() -> None:
     assert redact(text) == "token=*** via huggingface_hub.hf_hub_download with hf_transfer; (***)"
 
 
+def test_redact_hides_a_urls_password_and_keeps_the_rest() -> None:
+    """A generator's endpoint with credentials (-g endpoint=https://user:pw@host) reached the scorecard, its
+    generator.json and the report whole; every scrubber path hides the password (plain object and JSON text)."""
+    from pinbench.core.provenance import scrubber
+
+    text = "at https://lab:pa55-w0rd@api.example.com/v1?x=1 and git+ssh://git@github.com/o/r, s3://b/k@v"
+    hidden = "at https://lab:***@api.example.com/v1?x=1 and git+ssh://git@github.com/o/r, s3://b/k@v"
+    assert redact(text) == hidden
+    assert scrub({"settings": {"endpoint": text}}) == {"settings": {"endpoint": hidden}}
+    assert scrubber().json({"endpoint": text}) == json.dumps({"endpoint": hidden}, separators=(",", ":"))
+
+
 def test_redact_secret_env_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567")
     monkeypatch.setenv("DB_PASSWORD", "pa55word!")

@@ -566,6 +566,25 @@ def test_move_aside_keeps_the_earlier_run_and_frees_the_directory(tmp_path: Path
     assert json.loads((moved / "scorecard.json").read_text())["recipe"] == "dynamic-degree"  # the new one
 
 
+def test_a_second_move_aside_in_the_same_second_takes_the_next_name(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two moves of one --out within a second named one folder: the second ended in "[Errno 39] Directory not
+    empty" (and a file there in "Not a directory")."""
+    from pinbench.core import rundir
+
+    out = tmp_path / "run"
+    taken = tmp_path / "run.aside-20261206T031610Z"
+    monkeypatch.setattr(rundir, "aside_path", lambda _: taken)
+    taken.mkdir()
+    (taken / "scorecard.json").write_text("first")
+    (tmp_path / "run.aside-20261206T031610Z-2").write_text("a file")
+    out.mkdir()
+    (out / "scorecard.json").write_text("second")
+    moved = rundir.move_aside(out)
+    assert moved == tmp_path / "run.aside-20261206T031610Z-3" and not out.exists()
+    assert (moved / "scorecard.json").read_text() == "second" and (taken / "scorecard.json").read_text() == "first"
+
+
 KILLED_CLAIM = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path

@@ -240,8 +240,39 @@ def test_a_symlink_at_a_subfolders_name_is_never_followed(toy: Recipe, tmp_path:
     assert sorted(elsewhere.iterdir()) == held   # nothing written through it
     with pytest.raises(SystemExit):
         main(["cache", "prune"])
-    assert f"removed 1 thing(s) at an entry's name that are no file: {bucket}: a symlink" in capsys.readouterr().out
+    assert (f"removed 1 thing(s) where an entry or a subfolder of the cache belongs: {bucket}: a symlink"
+            in capsys.readouterr().out)
     assert not os.path.lexists(bucket) and sorted(elsewhere.iterdir()) == held
+
+
+def test_a_file_at_a_subfolders_name_is_named_by_the_run_and_removed_by_prune(
+        toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A regular file or FIFO at ``<root>/<key[:2]>`` blocked every key of it for good: the run said "not kept
+    (File exists)" of an entry, and ``cache show`` and ``cache prune`` passed over it unsaid."""
+    from pinbench.cli import main
+
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    buckets = list(dict.fromkeys(samples._path(samples.key(input_hash(task))).parent for task in TASKS))
+    cache.mkdir()
+    buckets[0].write_text("not a folder")
+    for bucket in buckets[1:]:
+        os.mkfifo(bucket)
+    first = _compute(toy, tmp_path / "a")
+    assert (first.n_done, first.n_failed) == (4, 0)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert said[0] == (f"sample cache: {buckets[0]}: a regular file where a folder of the cache belongs "
+                       "(`pinbench cache prune` removes it); not used, computed again")
+    assert f"sample cache: {buckets[1]}: a FIFO (named pipe) where a folder of the cache belongs" in said[1]
+    assert sorted(prune(cache, float("inf"), clear=False).planted) == sorted(
+        [f"{buckets[0]}: a regular file", *(f"{bucket}: a FIFO (named pipe)" for bucket in buckets[1:])])
+    with pytest.raises(SystemExit):
+        main(["cache", "prune"])
+    assert (f"removed {len(buckets)} thing(s) where an entry or a subfolder of the cache belongs: "
+            in capsys.readouterr().out)
+    assert not any(os.path.lexists(b) for b in buckets)
+    _compute(toy, tmp_path / "b")
+    assert len(list(cache.rglob(f"*{SUFFIX}"))) == 4   # kept again
 
 
 def test_a_cache_folder_that_cannot_be_listed_costs_the_bound_a_line_never_the_run(
@@ -595,11 +626,11 @@ def test_cache_show_names_what_is_planted_at_an_entrys_name_and_prune_removes_it
     runner = CliRunner()
     shown = runner.invoke(app, ["cache", "show"])
     assert shown.exit_code == 0, shown.output
-    assert (f"found (prune removes them) 3 thing(s) at an entry's name that are no file: {folder}: is a directory; "
-            f"{fifo}: a FIFO (named pipe); {link}: a symlink") in shown.output
+    assert (f"found (prune removes them) 3 thing(s) where an entry or a subfolder of the cache belongs: "
+            f"{folder}: is a directory; {fifo}: a FIFO (named pipe); {link}: a symlink") in shown.output
     assert all(os.path.lexists(p) for p in (folder, fifo, link))
     pruned = runner.invoke(app, ["cache", "prune"])   # under the bound: they go all the same
-    assert pruned.exit_code == 0 and "removed 3 thing(s) at an entry's name" in pruned.output, pruned.output
+    assert pruned.exit_code == 0 and "removed 3 thing(s) where an entry or a subfolder" in pruned.output, pruned.output
     assert not any(os.path.lexists(p) for p in (folder, fifo, link))
     assert (theirs / "keep").read_text() == "someone's" and prune(cache, 0).planted == ()
 

@@ -329,7 +329,11 @@ def run(
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
     with _stopped_saying(f"the samples finished so far are kept in {cfg.out_dir}; run the same command to resume"):
-        _check_sample_cache(cfg.out_dir)
+        from pinbench.core.rundir import check_outside_inputs
+
+        with _failing(RecipeError):
+            check_outside_inputs(cfg)
+        _check_sample_cache(cfg)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
@@ -372,13 +376,15 @@ def run(
             _outcome(run_recipe(cfg))
 
 
-def _check_sample_cache(run_dir: Path) -> None:
-    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside ``run_dir``) or a ``$PINBENCH_SAMPLE_CACHE_MB``
-    that is no size stops the run before anything is prepared (it stopped only at the first step that keeps samples,
-    after the downloads; a recipe none of whose steps keeps any, remembench, ran on and passed)."""
+def _check_sample_cache(cfg: RunConfig) -> None:
+    """A ``$PINBENCH_SAMPLE_CACHE`` that is no folder (or is inside the run directory or an input folder) or a
+    ``$PINBENCH_SAMPLE_CACHE_MB`` that is no size stops the run before anything is prepared (it stopped only at the
+    first step that keeps samples, after the downloads; a recipe none of whose steps keeps any, remembench, ran on
+    and passed)."""
+    from pinbench.core.rundir import input_paths
     from pinbench.core.sample_cache import checked_dir
 
-    checked_dir(run_dir)
+    checked_dir(cfg.out_dir, inputs=input_paths(cfg))
 
 
 def _outcome(outcome: RunOutcome | None) -> None:
@@ -664,9 +670,9 @@ def cache(
         _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:
             _echo(f"kept {pruned.refused} record(s) it may not remove (first: {pruned.why})")
-    if pruned.planted:   # each named: a folder or a link planted at an entry's name blocked its key
+    if pruned.planted:   # each named: a folder or a link at an entry's name, a file at a subfolder's, blocked keys
         done = "removed" if action == "prune" else "found (prune removes them)"
-        _echo(f"{done} {len(pruned.planted)} thing(s) at an entry's name that are no file: "
+        _echo(f"{done} {len(pruned.planted)} thing(s) where an entry or a subfolder of the cache belongs: "
               f"{'; '.join(pruned.planted[:3])}{'; ...' if len(pruned.planted) > 3 else ''}")
     _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
@@ -740,6 +746,7 @@ def record_reference_cmd(
     several runs the value is their mean and each tolerance is proposed from their spread (shown with its
     arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
+    from pinbench.core.check import values_problems
     from pinbench.core.metricinfo import Tolerance
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.proposal import propose_reference
@@ -764,11 +771,17 @@ def record_reference_cmd(
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
     cards = [load_scorecard(path) for path in scorecards]
     recipe = _scorecards_recipe(scorecards, cards)
+    for path, card in zip(scorecards, cards, strict=True):   # a value edited in scorecard.json became the reference's
+        if problems := values_problems(path.parent, card):
+            _fail(f"refusing to record from {path}: its records say otherwise: {problems[0]} (`pinbench check "
+                  f"{path.parent}`)")
     out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance, "--tolerance").items()}
     except (OptionError, ValueError) as exc:
         _fail(f"--tolerance: {exc}")
+    if out.is_dir():   # "already exists ... pass --force", and with --force "[Errno 21] Is a directory" of a temp file
+        _fail(f"{out}: a folder; --out names the reference file to write")
     if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     with _failing(ValueError, RecipeError):
@@ -1235,10 +1248,17 @@ def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
 
 
 def _refuse_unwritable(out: Path) -> None:
-    """Exit 2 before anything runs when the demo cannot write all of ``out``: a line per cause, then the fix."""
+    """Exit 2 before anything runs when the demo cannot write all of ``out``: a line per cause, then the fix. A file
+    at ``out`` or on its way is one line (the first recipe ended in "[Errno 20] Not a directory: 'out/logs'", the
+    others after it)."""
+    from pinbench.core.files import blocking_parent, no_folder_at
     from pinbench.core.provenance import container_state
     from pinbench.ops.writable import writable_problems
 
+    if (kind := no_folder_at(out)) is not None:
+        _fail(f"--out {out}: {kind}, not a folder; name a folder for the demo")
+    if (blocked := blocking_parent(out)) is not None:
+        _fail(f"--out {out}: {blocked[0]} is {blocked[1]}, not a folder")
     problems = writable_problems(out, in_container=container_state()["in_container"])
     for line in problems:
         typer.echo(f"error: {line}", err=True)

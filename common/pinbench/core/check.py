@@ -149,6 +149,20 @@ def check_run(run_dir: Path | str) -> CheckResult:
     return result
 
 
+def values_problems(run_dir: Path, card: Scorecard) -> list[str]:
+    """What ``check_run`` finds between a scorecard and the records beside it (the samples and derived files, every
+    count and value recomputed); [] when they agree, or when its samples file is not there (a scorecard copied
+    alone). Why: ``record-reference`` took a value edited in scorecard.json as the reference's."""
+    if not os.path.lexists(run_dir / card.samples.path):
+        return []
+    result = CheckResult(run_dir)
+    records, _ = _samples(run_dir, card, result)
+    derived = _derived(run_dir, card, records, result)
+    if records is not None and derived is not None:
+        _recount(run_dir, card, records, derived, result)
+    return result.problems
+
+
 # ------------------------------------------------------------------------------------------- the parts
 
 
@@ -170,15 +184,12 @@ def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None
 
 
 def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: CheckResult) -> Path | None:
-    """The file a scorecard block names, when it is a file inside the run directory."""
+    """The file a scorecard block names, when it is a file inside the run directory (``load_scorecard`` refuses a
+    name outside it)."""
     if not name:
         result.problems.append(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
         return None
-    relative = PurePosixPath(name)
-    if relative.is_absolute() or ".." in relative.parts or "\\" in name:
-        result.problems.append(f"{run_dir / SCORECARD}: {block}.path {name!r} is not a file inside the run directory")
-        return None
-    path = run_dir / relative
+    path = run_dir / PurePosixPath(name)
     if path.is_symlink():  # the records must travel with the directory, not point into another run
         result.problems.append(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
                                "per-sample records")

@@ -15,6 +15,7 @@ from typing import Any
 
 CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RECIPE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+RECIPE_NAME_CHARS = 64   # it names folders, files and temporary folders with a suffix (a file name holds 255 bytes)
 # Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag][@algorithm:hex]; a local image id
 # (sha256:<hex>) reads as a name and a tag
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -44,10 +45,12 @@ def checkpoint_name_problem(name: Any) -> str | None:
 
 
 def recipe_name_problem(name: Any) -> str | None:
-    """Why ``name`` cannot be a recipe's name as a scorecard or reference records it, or None."""
-    if not isinstance(name, str) or not RECIPE_NAME.fullmatch(name):
+    """Why ``name`` cannot be a recipe's name as a scorecard or reference records it, or None. Why a bound: a
+    240-letter name passed, and ``new-recipe`` wrote the recipe, then its fixture run ended in "File name too long"
+    and left it behind, registered and without a reference."""
+    if not isinstance(name, str) or not RECIPE_NAME.fullmatch(name) or len(name) > RECIPE_NAME_CHARS:
         return (f"recipe name {name!r} is not allowed: lowercase letters and digits in '-'-separated words, "
-                "starting with a letter")
+                f"starting with a letter, at most {RECIPE_NAME_CHARS} characters")
     return None
 
 
@@ -62,8 +65,11 @@ def image_reference_problem(option: str, ref: str) -> str | None:
 
 def recipe_package_problem(name: str) -> str | None:
     """Why a valid recipe name cannot name a new recipe's package (``-`` as ``_``): a Python keyword, a module of
-    the standard library (an import of it could find the recipe instead), or a folder name that pinbench or every
-    recipe already uses (``RESERVED_PACKAGES``); None when it can."""
+    the standard library or of an installed distribution (an import of it could find the recipe instead: ``av``
+    was written, and ``import av`` in recipes/ found it, not PyAV), or a folder name that pinbench or every recipe
+    already uses (``RESERVED_PACKAGES``); None when it can."""
+    from importlib.metadata import packages_distributions
+
     package = name.replace("-", "_")
     if keyword.iskeyword(package):
         why = "is a Python keyword"
@@ -71,6 +77,8 @@ def recipe_package_problem(name: str) -> str | None:
         why = "is a module of Python's standard library, which a recipe of that name would shadow"
     elif package in RESERVED_PACKAGES:
         why = f"is reserved: {RESERVED_PACKAGES[package]}"
+    elif distributions := packages_distributions().get(package):
+        why = f"is a module of the installed distribution {distributions[0]}, which a recipe of that name would shadow"
     else:
         return None
     return f"recipe name {name!r} is not allowed: its package name {package!r} {why}"

@@ -45,6 +45,9 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
+# The password of a URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option
+# reached the scorecard, generator.json and the report whole. The user name is kept.
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]+@")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
@@ -97,12 +100,17 @@ def _environment_secrets() -> list[str]:
 def _redact(text: str, secrets: list[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
-    return _HF_TOKEN.sub(REDACTED, text)
+    return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", _HF_TOKEN.sub(REDACTED, text))
+
+
+def _may_match(text: str) -> bool:
+    """Whether ``text`` could hold an ``_HF_TOKEN`` or a ``_URL_PASSWORD``: the scrubbers' fast paths skip the rest."""
+    return "hf_" in text or ("://" in text and "@" in text)
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace Hugging Face tokens, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra``
-    secret values (a token handed to a container, say) by ***."""
+    """Replace Hugging Face tokens, URL passwords, values of secret-named env vars (*TOKEN*, *KEY*, ...) and
+    ``extra`` secret values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
 
 
@@ -130,13 +138,14 @@ class Scrubber:
         nothing in it could be a secret (a view bundle's 11,222 sample pages: not encoded, decoded and encoded
         again). Anything that could be one goes by way of ``self(obj)``; the gate is ``_scrubbed``'s on this
         text: a secret value as JSON escapes it (escaping is per character, so a string holding it holds its
-        escaped form), ``hf_``, a secret-named key's part or ``key`` in the lowered text; a ``\\u`` escape (a
-        character lowering to ASCII, such as the Kelvin sign, would hide in it) sends the object that way too."""
+        escaped form), ``hf_`` or a URL with user info (``_may_match``), a secret-named key's part or ``key`` in the
+        lowered text; a ``\\u`` escape (a character lowering to ASCII, such as the Kelvin sign, would hide in it) sends
+        the object that way too."""
         try:
             text = json.dumps(obj, **COMPACT_JSON)
         except (TypeError, ValueError):
             text = None
-        if text is None or "\\u" in text or "hf_" in text or any(v in text for v in self.escaped):
+        if text is None or "\\u" in text or _may_match(text) or any(v in text for v in self.escaped):
             return json.dumps(self(obj), **COMPACT_JSON)
         if _may_name_a_secret(text.lower()):
             return json.dumps(self(obj), **COMPACT_JSON)
@@ -190,7 +199,7 @@ def _scrubbed(obj: Any, secrets: list[str]) -> Any:
         text = json.dumps(obj, ensure_ascii=False)
     except (TypeError, ValueError):
         return _scrub(obj, secrets)
-    if "hf_" in text or any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets):
+    if _may_match(text) or any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets):
         return _scrub(obj, secrets)
     if not _may_name_a_secret(text.lower()):
         # no key can be secret-named (each part of a name is a run of [a-z0-9], never escaped in the text): the

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileError, read_yaml, write_atomic
+from pinbench.core.files import FileError, blocking_parent, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
@@ -500,7 +500,9 @@ def _noise_cell(row: DiffRow) -> str:
 
 
 def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe) -> Path:
-    """Validate a reference as loading would, then write it atomically with a header comment."""
+    """Validate a reference as loading would, then write it atomically with a header comment. ValueError naming
+    ``path`` when it cannot be written (a folder there, a file on its way): it was an OSError naming the temporary
+    file or the file on the way alone."""
     import yaml  # here, not at import: compare and diff import this module and write no YAML
 
     path = Path(path)
@@ -510,4 +512,9 @@ def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe
             f"{data['mode']} run(s);\n# valid only for recipe version {data['recipe_version']}. Each metric's "
             "basis says how its tolerance was chosen.\n"
             + yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=110))
-    return write_atomic(path, text)
+    try:
+        return write_atomic(path, text)
+    except OSError as exc:
+        blocked = blocking_parent(path)
+        why = f"{blocked[0]} is {blocked[1]}, not a folder" if blocked else exc.strerror or str(exc)
+        raise ValueError(f"{path}: cannot be written ({why})") from None

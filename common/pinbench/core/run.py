@@ -82,6 +82,7 @@ from pinbench.core.runner import (
 )
 from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
+    DEFAULT_SAMPLES_PATH,
     NEVER_COMPUTED,
     MetricSpec,
     Scorecard,
@@ -745,13 +746,17 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) ->
 
 
 def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scorecard | None:
-    """The existing scorecard when it is valid and was computed from exactly this (any, for None), and its report
+    """The existing scorecard when it is valid and was computed from exactly this (any, for None), names the files
+    a finish writes (a kept scorecard's records are written back to its ``samples.path``: one edited to name
+    samples/run.jsonl or pinbench-run.json had the store or the run's identity overwritten), and its report
     exists."""
     if not (scorecard.is_file() and report.is_file()):
         return None
     try:
         card = load_scorecard(scorecard)
     except ScorecardError:
+        return None
+    if card.samples.path != DEFAULT_SAMPLES_PATH:
         return None
     return card if computed_from is None or card.computed_from == computed_from else None
 

@@ -25,6 +25,7 @@ A child process (the container of ``--runtime docker``) inherits its parent's lo
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -111,6 +112,16 @@ def run_identity(cfg: RunConfig) -> dict[str, Any]:
 def input_paths(cfg: RunConfig) -> dict[str, Path]:
     """The path options of the run's input identity, by option name."""
     return {name: value for name, value in cfg.options.items() if name in cfg.inputs and isinstance(value, Path)}
+
+
+def check_outside_inputs(cfg: RunConfig) -> None:
+    """RunDirError when the run directory is inside a folder a path option of the run names (``--out run`` with
+    ``-o videos=.``): every file the run wrote there changed that input, and each rerun was refused as "holds the
+    run of other inputs"."""
+    for name, path in input_paths(cfg).items():
+        if Path(os.path.realpath(cfg.out_dir)).is_relative_to(os.path.realpath(path)):
+            raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={path}, an input of the run; what the run writes "
+                              "there would change that input and every rerun be refused: name a folder outside it")
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
@@ -274,6 +285,9 @@ def _file_changes(then: Mapping[str, int], now: Mapping[str, int]) -> str:
     return ", ".join(changed[:_SHOWN_FILES]) + (f"; and {more} more" if more > 0 else "")
 
 
+_ASIDE_TRIES = 100   # names a move aside tries: <out>.aside-<time>, then -2, -3, ...
+
+
 def aside_path(out_dir: Path) -> Path:
     """Where ``--move-aside`` puts a run directory: beside it, named by the time (UTC) it was moved."""
     return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
@@ -294,16 +308,24 @@ def holds_run(out_dir: Path, cfg: RunConfig) -> bool:
 
 def move_aside(out_dir: Path) -> Path | None:
     """Move a run directory out of the way (never delete it); None when there is nothing there. RunDirError when
-    a run is still writing in it."""
+    a run is still writing in it, or it cannot be moved. A name already taken (a move earlier in the same second)
+    gets ``-2``, ``-3``, ... after it."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return None
     live = other_live_runs(out_dir)
     if live:
         raise RunDirError(f"{out_dir}: not moved aside, a run is still writing in it: {live[0]}")
-    target = aside_path(out_dir)
-    out_dir.rename(target)
-    return target
+    first = aside_path(out_dir)
+    for n in range(1, _ASIDE_TRIES + 1):   # a second move within the same second: "Directory not empty", unsaid
+        target = first if n == 1 else first.with_name(f"{first.name}-{n}")
+        try:
+            out_dir.rename(target)   # an empty folder there is replaced (nothing is lost)
+            return target
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                raise RunDirError(f"{out_dir}: not moved aside to {target} ({exc.strerror or exc})") from None
+    raise RunDirError(f"{out_dir}: not moved aside, {first} and {_ASIDE_TRIES - 1} names after it are taken")
 
 
 # ---------------------------------------------------------------------------------------------- locks

@@ -56,7 +56,6 @@ ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
 DEFAULT_MB = 2048
 MIN_SECONDS = 0.01
 PRUNE = "`pinbench cache prune`"
-LINKED = f"a symlink where a folder of the cache belongs ({PRUNE} removes it)"
 SAID = 3   # unusable entries a step names, one line each
 MIB = 1 << 20
 RECORD_BYTES = 64 * MIB   # a record's store line is kilobytes: anything larger is not read (nor kept)
@@ -66,14 +65,17 @@ _ENTRY = re.compile(r"([0-9a-f]{64})(" + re.escape(SUFFIX) + "|" + re.escape(FIL
 _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable", "disabled", "enable", "enabled"}
 
 
-def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ) -> Path | None:
+def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ,
+              inputs: Mapping[str, Path] | None = None) -> Path | None:
     """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``
     (read from ``environ``: ``--runtime docker`` passes the host's on to its containers).
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
     was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
     run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
     another run kept or used there changed a file of the directory, so its rerun manifest (``pinbench.core.rerun``)
-    no longer held and the finished run computed again."""
+    no longer held and the finished run computed again; so, with ``inputs`` (the run's path options by name), when it
+    is inside one of them: each entry a run kept changed those inputs, and every rerun was refused as a run of
+    other inputs."""
     value = environ.get(ENV, "").strip()
     if value.lower() == "off":
         return None
@@ -84,6 +86,10 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     if run_dir is not None and Path(os.path.realpath(root)).is_relative_to(os.path.realpath(run_dir)):
         raise ValueError(f"${ENV}={root}: inside the run directory {run_dir}; the sample cache is shared by every "
                          "run, name a folder outside it")
+    for name, path in (inputs or {}).items():
+        if Path(os.path.realpath(root)).is_relative_to(os.path.realpath(path)):
+            raise ValueError(f"${ENV}={root}: inside -o {name}={path}, an input of the run; what the cache keeps "
+                             "there would change those inputs and every rerun be refused: name a folder outside it")
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:
@@ -98,10 +104,28 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     return root
 
 
-def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+def bucket_kind(folder: Path) -> str | None:
+    """What stands at a subfolder's name (``<root>/<key[:2]>``) when it is no folder (``not_a_folder``'s words of its
+    lstat: a symlink is never followed), else None (a folder, or nothing)."""
+    try:
+        return not_a_folder(folder.lstat().st_mode)
+    except OSError:
+        return None
+
+
+def misplaced(folder: Path) -> str | None:
+    """Why a subfolder's place holds no entries, in one clause, or None. A symlink there was followed: its records
+    were used and kept, never counted nor pruned. A regular file or FIFO there blocked each key of it for good,
+    said as "File exists" and passed over by ``prune``."""
+    kind = bucket_kind(folder)
+    return None if kind is None else f"{kind} where a folder of the cache belongs ({PRUNE} removes it)"
+
+
+def checked_dir(run_dir: Path, environ: Mapping[str, str] = os.environ,
+                inputs: Mapping[str, Path] | None = None) -> Path | None:
     """``cache_dir``, and its bound (``size_bound``) when the cache is on: what a run checks before it prepares
     anything, and ``pinbench submit`` before it writes or queues a job (each job was refused by it, once scheduled)."""
-    root = cache_dir(run_dir, environ)
+    root = cache_dir(run_dir, environ, inputs)
     if root is not None:
         size_bound(environ)
     return root
@@ -155,8 +179,8 @@ class SampleCache:
         bucket = key[:2]
         if bucket not in self._listed:
             folder = self.root / bucket
-            if os.path.islink(folder):   # followed, its records were used and kept, never counted nor pruned
-                self._say(f"{folder}: {LINKED}")
+            if (why := misplaced(folder)) is not None:
+                self._say(f"{folder}: {why}")
                 self._listed[bucket] = frozenset()
             else:
                 try:
@@ -220,9 +244,9 @@ class SampleCache:
         nothing and no one knew why)."""
         path = self._path(self.key(task_hash))
         line = encode_line(body)
-        why = (LINKED if os.path.islink(path.parent)
-               else f"{len(line)} bytes, more than the {RECORD_BYTES} such a file holds" if len(line) > RECORD_BYTES
-               else _write(path, line))
+        why = misplaced(path.parent) or (
+            f"{len(line)} bytes, more than the {RECORD_BYTES} such a file holds" if len(line) > RECORD_BYTES
+            else _write(path, line))
         if why:
             self._not_kept(path, why)
             return
@@ -260,8 +284,8 @@ def planted(path: Path) -> str | None:
 class Pruned:
     """What ``prune`` did: entries and bytes removed and kept; of the kept, those it could not remove (``refused``,
     the first one's path and reason in ``why``); ``planted``, each thing at an entry's name that is no regular file
-    (a folder, a FIFO, a symlink) or a symlink at a subfolder's, with what it is, removed unless ``prune`` was told
-    to keep them (or refused);
+    (a folder, a FIFO, a symlink) or no folder at a subfolder's (a symlink, a file), with what it is, removed
+    unless ``prune`` was told to keep them (or refused);
     ``unlisted``, why the cache's folder could not be listed (nothing was counted nor removed), else "";
     ``unentered``, each subfolder that could be listed but not entered (mode 0644: its entries can be neither told
     apart nor removed), with why, passed over."""
@@ -297,7 +321,8 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     A thing at an entry's name that is no regular file (a folder, FIFO or symlink planted at ``<key>.file``) blocked
     that key for good: no link could be renamed over a folder, so its rollout was never kept again. Each is listed
     in ``planted`` and, with ``clear``, removed whatever the bound (a symlink, never what it points to; a folder
-    with what it holds, its links not followed), or counted in ``refused`` when it may not be."""
+    with what it holds, its links not followed), or counted in ``refused`` when it may not be. So is anything but a
+    folder at a subfolder's name (``misplaced``)."""
     groups: dict[str, tuple[int, int, list[str]]] = {}   # key -> (last used, bytes, its files)
     found: list[tuple[str, str]] = []   # (path, what it is)
     unentered: list[str] = []
@@ -306,9 +331,10 @@ def prune(root: Path, bound: float, *, clear: bool = True) -> Pruned:
     except OSError as exc:
         return Pruned(0, 0, 0, 0, unlisted=f"{root}: cannot be listed ({exc.strerror or exc})")
     for bucket in buckets:
-        if _BUCKET.fullmatch(bucket.name) and bucket.is_symlink():
-            found.append((str(bucket), "a symlink"))
-        if not _BUCKET.fullmatch(bucket.name) or not bucket.is_dir() or bucket.is_symlink():
+        if not _BUCKET.fullmatch(bucket.name):
+            continue
+        if (kind := bucket_kind(bucket)) is not None:
+            found.append((str(bucket), kind))
             continue
         try:
             listed = list(os.scandir(bucket))

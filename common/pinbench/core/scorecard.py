@@ -664,13 +664,30 @@ def _cohort_errors(name: str, m: Mapping[str, Any]) -> list[str]:
     return [f"metric {name}: sample {outside[0]!r} is named but not in its sample_ids"] if outside else []
 
 
+def outside_run_dir(name: str) -> bool:
+    """Whether a file name a scorecard gives (``samples.path``, ``derived.path``) is no name inside its run
+    directory: absolute, with ``..``, or with a backslash."""
+    relative = PurePosixPath(name)
+    return relative.is_absolute() or ".." in relative.parts or "\\" in name
+
+
+def _outside_problem(card: Mapping[str, Any]) -> str | None:
+    """Why: a rerun wrote the run's records to the file such a ``samples.path`` named (another run's
+    samples.jsonl, any file), and view, compare, report and table read it as this run's."""
+    for block in ("samples", "derived"):
+        name = (card.get(block) or {}).get("path")
+        if isinstance(name, str) and outside_run_dir(name):
+            return f"{block}.path {name!r} is not a file inside the run directory"
+    return None
+
+
 def validate_scorecard(card: Mapping[str, Any], *, path: Path | str | None = None) -> None:
     """Raise ScorecardError (one line) unless ``card`` matches the schema, holds finite numbers only (values,
-    timings, provenance alike) and its counts add up."""
+    timings, provenance alike), names its files inside its run directory and its counts add up."""
     problem = schema_error("scorecard", card)
     if problem is None:
         problem = (non_finite_problem(card) or recipe_name_problem(card["recipe"])
-                   or checkpoint_name_problem(card["checkpoint"]))
+                   or checkpoint_name_problem(card["checkpoint"]) or _outside_problem(card))
     if problem is None:
         errors = _count_errors(card)
         problem = errors[0] if errors else None

@@ -71,7 +71,7 @@ from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
-from pinbench.core.sample_cache import LINKED, PRUNE, SIZE_ENV, SampleCache, planted
+from pinbench.core.sample_cache import PRUNE, SIZE_ENV, SampleCache, misplaced, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
 
@@ -992,8 +992,8 @@ class RolloutCache(SampleCache):
         except (ValueError, KeyError, TypeError):
             return
         kept = self.file(task_hash)
-        if os.path.islink(kept.parent):   # followed, the rollout was linked where the record is refused
-            self._not_kept(kept, LINKED)
+        if (why := misplaced(kept.parent)) is not None:   # followed, the rollout was linked where the record is refused
+            self._not_kept(kept, why)
             return
         if planted(kept) == FOLDER:   # no link is renamed over it (a FIFO or a symlink is replaced)
             print(f"generate: sample cache: {kept}: a folder where the rollout of {output} is kept; not kept "
