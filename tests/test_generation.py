@@ -961,6 +961,51 @@ def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
     assert all("changed after it was checked and kept" in why for why in failed.values()), failed
 
 
+_CHATTY = """
+import sys
+from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
+
+
+class Chatty:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def signature(self):
+        return Signature(model="chatty", weights="none", settings={})
+
+    def generate(self, request, out):
+        print("loading the model", file=sys.stderr, flush=True)
+
+
+def make():
+    return Chatty()
+"""
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed sample points at the generator's log, where a command's output, and a factory's prints, ran one
+    request after another with nothing between them: in 600 requests' lines nobody could find the failed one's."""
+    from pinbench.ops.generation import Worker, _run_command
+
+    (tmp_path / "chatty.py").write_text(_CHATTY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    log, out = tmp_path / "generator.log", tmp_path / "out.mp4"
+    requests = [_request(id="t2v-000"), _request(id="t2v-001")]
+    if form == "python":
+        worker = Worker("chatty:make", {}, log)
+        try:
+            for request in requests:
+                worker.generate(request, out, 30)
+        finally:
+            worker.stop()
+    else:
+        for request in requests:
+            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)"], request, out,
+                         30, log)
+    assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
+                                            "--- generating 't2v-001' ---", "loading the model"]
+
 _LEAKY = '''
 import os, sys
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature

@@ -323,6 +323,12 @@ def _filled(arg: str, values: Mapping[str, str]) -> str:
     return _BRACED.sub(one, arg)
 
 
+def _generating(request_id: str) -> str:
+    """The generator log's line before what a request's generation prints: a failed sample names the log, where a
+    run's requests ran one after another with nothing to tell whose lines were whose."""
+    return f"--- generating {request_id!r} ---"
+
+
 def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
                  env: Mapping[str, str] | None = None) -> None:
     """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
@@ -331,6 +337,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
+        with open(log, "a", encoding="utf-8") as said:   # never through the sink: its last line is the failure's
+            said.write(_generating(request.id) + "\n")
         sink = _RedactedLog(log)
         try:
             proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
@@ -506,7 +514,9 @@ def serve(target: str, reply_fd: int, named: str) -> None:
             if "batch" in message:
                 generator.generate_batch([(Request.from_json(m["request"]), Path(m["out"])) for m in message["batch"]])
             else:
-                generator.generate(Request.from_json(message["request"]), Path(message["out"]))
+                request = Request.from_json(message["request"])
+                print(_generating(request.id), file=sys.stderr, flush=True)
+                generator.generate(request, Path(message["out"]))
         except Exception as exc:   # one request's failure, said; the next request is served
             _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
