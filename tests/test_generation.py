@@ -1847,8 +1847,13 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     capfd.readouterr()
 
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "task_0000.mp4")   # the same shape, other frames
+    shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "Task_0003 .mp4")   # misnamed: never scored
     again = _run(tmp_path / "run", "folder", dir=str(mine))
-    assert again.exit_code == 0 and "4 recomputed: generator changed" in capfd.readouterr().err
+    said = capfd.readouterr().err
+    assert again.exit_code == 0 and "4 recomputed: generator changed" in said
+    # as `pinbench rollouts check` names it: the run passed over it without a word
+    assert f"generate: {mine / 'edge' / 'Task_0003 .mp4'}: no request names it, so it is not scored\n" in said
+    (mine / "edge" / "Task_0003 .mp4").unlink()
     stored = tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4"
     assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
 

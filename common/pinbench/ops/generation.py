@@ -579,12 +579,21 @@ def near_names(path: Path) -> str:
     return f"; {', '.join(near)} beside it {verb} only in case or spaces (names are exact)" if near else ""
 
 
-def unasked_files(folder: Path, asked: Sequence[Request], suffixes: Sequence[str]) -> list[Path]:
-    """Files under ``folder`` named like a rollout that no request names: never scored (a misnamed rollout, a
-    scene of another split); the check names them, since the run ignores them."""
+UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
+
+
+def unasked_lines(folder: Path, asked: Sequence[Request]) -> list[str]:
+    """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
+    then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
+    check`` and a ``folder`` generator's run say so, where the run would pass over them."""
+    from pinbench.core.inputs import VIDEO_SUFFIXES
+
     wanted = {folder / r.output for r in asked}
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in suffixes and p not in wanted
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    unasked = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p not in wanted
+                     and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    more = len(unasked) - UNASKED_SHOWN
+    return ([f"{path}: no request names it, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
+            + ([f"... and {more} more file(s) no request names"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step
@@ -623,6 +632,9 @@ class Generating:
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
+        if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
+            for line in unasked_lines(Path(self.spec.options["dir"]), requests):
+                print(f"generate: {line}", file=sys.stderr, flush=True)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         with self._maker(default, store / "generator.log") as maker:
