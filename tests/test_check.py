@@ -286,6 +286,16 @@ def test_each_kind_of_tampering_is_one_named_problem(run_dir: Path, name: str, t
     assert all("\n" not in p for p in result.problems)
 
 
+def test_a_diff_txt_older_than_the_reference_names_the_way_on(run_dir: Path) -> None:
+    """A reference recorded from a run (``pinbench record-reference``) left that very run's check with a problem
+    and no way on: its diff.txt, written when no reference applied, says no result. The same run command again
+    rewrites it (every sample reused); ``pinbench diff`` only prints."""
+    (run_dir / "diff.txt").write_text("reported, not diffed (status complete)\n")
+    (problem,) = check_run(run_dir).problems
+    assert problem.startswith(f"{run_dir / 'diff.txt'}: says 'no result', the diff against ")
+    assert problem.endswith("the run's reference changed since (recorded, edited or removed), or diff.txt did: "
+                            "the same `pinbench run` command again rewrites it, every sample reused")
+
 @pytest.mark.parametrize(("field", "value", "expected"), [
     ("n_samples", 5, "the reference is for sample count 5, the run has 4"),
     ("recipe_version", "0.9.0", "the reference is for recipe_version '0.9.0'"),

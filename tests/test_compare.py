@@ -46,6 +46,19 @@ def test_a_clearly_better_checkpoint(tmp_path: Path) -> None:
     assert "better is" in text and "result: DIFFERENT (exit 1; 4 better, 0 worse, 0 within noise" in text
 
 
+def test_a_verdict_on_few_units_says_its_interval_undercovers(tmp_path: Path) -> None:
+    """A verdict over 2 matched samples is "better" whenever both moved the same way (half the time by chance), and
+    exits 1: the paired interval's own note (below 20 units it undercovers) was dropped, the table showed a verdict
+    as firm as one over 600 samples."""
+    result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", shift=0.03, seed=2)))
+    assert {r.name: r.verdict for r in result.metrics}["hard/f1"] == "better"
+    assert ("judged on an interval that undercovers, 1 metric(s) (only 8 groups: bootstrap intervals undercover "
+            "below 20 units): scene/f1") in result.notes
+    assert ("judged on an interval that undercovers, 1 metric(s) (only 10 samples: bootstrap intervals undercover "
+            "below 20 units): hard/f1") in result.notes
+    assert not any(note.endswith((": f1", ": err")) for note in result.notes)   # 40 samples each: no caveat
+    assert "judged on an interval that undercovers" in render_comparison(result)
+
 def test_a_worse_checkpoint_fails_either_way(tmp_path: Path) -> None:
     a, b = load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", shift=-0.03, seed=2))
     for fail_on in ("any", "worse"):

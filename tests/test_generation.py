@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -982,6 +983,51 @@ def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
     assert all("changed after it was checked and kept" in why for why in failed.values()), failed
 
 
+_CHATTY = """
+import sys
+from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
+
+
+class Chatty:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
+
+    def signature(self):
+        return Signature(model="chatty", weights="none", settings={})
+
+    def generate(self, request, out):
+        print("loading the model", file=sys.stderr, flush=True)
+
+
+def make():
+    return Chatty()
+"""
+
+
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed sample points at the generator's log, where a command's output, and a factory's prints, ran one
+    request after another with nothing between them: in 600 requests' lines nobody could find the failed one's."""
+    from pinbench.ops.generation import Worker, _run_command
+
+    (tmp_path / "chatty.py").write_text(_CHATTY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    log, out = tmp_path / "generator.log", tmp_path / "out.mp4"
+    requests = [_request(id="t2v-000"), _request(id="t2v-001")]
+    if form == "python":
+        worker = Worker("chatty:make", {}, log)
+        try:
+            for request in requests:
+                worker.generate(request, out, 30)
+        finally:
+            worker.stop()
+    else:
+        for request in requests:
+            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)"], request, out,
+                         30, log)
+    assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
+                                            "--- generating 't2v-001' ---", "loading the model"]
+
 _LEAKY = '''
 import os, sys
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
@@ -1682,7 +1728,10 @@ def test_no_rollout_is_kept_through_a_symlink_at_a_subfolders_name(
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
     assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0
     entries = _entries(cache)
-    record = entries[sorted(entries)[0]][0]
+    # a bucket no other entry shares (a step's record there was said too: the keys, and so the buckets, move with
+    # the library's code digest, and a commit put another record in the first one)
+    shared = Counter(path.parent for path in cache.glob("*/*.jsonl"))
+    record = next(path for _, (path, _) in sorted(entries.items()) if shared[path.parent] == 1)
     bucket, elsewhere = record.parent, tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.rmtree(bucket)
@@ -1823,8 +1872,13 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     capfd.readouterr()
 
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "task_0000.mp4")   # the same shape, other frames
+    shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "Task_0003 .mp4")   # misnamed: never scored
     again = _run(tmp_path / "run", "folder", dir=str(mine))
-    assert again.exit_code == 0 and "4 recomputed: generator changed" in capfd.readouterr().err
+    said = capfd.readouterr().err
+    assert again.exit_code == 0 and "4 recomputed: generator changed" in said
+    # as `pinbench rollouts check` names it: the run passed over it without a word
+    assert f"generate: {mine / 'edge' / 'Task_0003 .mp4'}: no request names it, so it is not scored\n" in said
+    (mine / "edge" / "Task_0003 .mp4").unlink()
     stored = tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4"
     assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
 

@@ -164,6 +164,9 @@ def test_a_run_that_kept_nothing_binds_nothing(tmp_path: Path, holders: list[Hol
     out = tmp_path / "run"
     with claim_run_dir(_cfg(out), env={}):
         pass
+    with claim_run_dir(_cfg(out), env={}):   # the same run again (a generator fixed, say): nothing to say
+        pass
+    assert capsys.readouterr().err == ""
     with claim_run_dir(_cfg(out, recipe="other-bench"), env={}):
         pass
     assert json.loads((out / IDENTITY_FILE).read_text())["recipe"] == "other-bench"

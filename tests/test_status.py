@@ -123,6 +123,25 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
         0: "finished", 1: "finished", 2: "started"}
 
 
+def test_a_live_unsharded_run_is_running_from_its_first_moment(tmp_path: Path) -> None:
+    """An unsharded run holds ``run.lock``, not ``shard-0-of-1.lock``: status called every live plain run
+    "stopped"; and before its first manifest (importing, making fixture data) it called the directory "not a run
+    directory" though its identity file and live lock were there."""
+    from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, this_process
+
+    (tmp_path / IDENTITY_FILE).write_text("{}")
+    lock = tmp_path / LOCK_DIR / "run.lock"
+    lock.parent.mkdir()
+    lock.write_text(json.dumps(this_process()))
+    early = render(run_status(tmp_path, ask_slurm=False))
+    assert "(no shard manifest yet" in early and "\n0/1    0     0       0        0        running" in early
+    with pytest.raises(Boom):
+        run_samples(TASKS, _crash_after_first, tmp_path, progress=False)   # started, not finished: a live run
+    lock.write_text(json.dumps(this_process()))   # the run's exit released its lock: the live run holds it again
+    assert [s.process for s in run_status(tmp_path, ask_slurm=False).shards] == ["running"]
+    lock.unlink()
+    assert [s.process for s in run_status(tmp_path, ask_slurm=False).shards] == ["stopped"]
+
 def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
     _layout(tmp_path)
     log = tmp_path / "samples" / "shard-0-of-3.jsonl"

@@ -444,9 +444,6 @@ rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pin
 app.add_typer(rollouts_app, name="rollouts")
 
 
-UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check`; the rest counted
-
-
 @rollouts_app.command("check")
 def rollouts_check(
     recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. mind")],
@@ -462,9 +459,8 @@ def rollouts_check(
     import tempfile
 
     from pinbench.core.generation import RequestError, read_requests
-    from pinbench.core.inputs import VIDEO_SUFFIXES
     from pinbench.core.run import Run
-    from pinbench.ops.generation import check_rollout, unasked_files
+    from pinbench.ops.generation import check_rollout, unasked_lines
 
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
@@ -486,11 +482,8 @@ def rollouts_check(
     problems = [found for request in asked if (found := check_rollout(request, folder / request.output))]
     for line in (line for found in problems for line in found):
         _echo(line)
-    unasked = unasked_files(folder, asked, VIDEO_SUFFIXES)
-    for path in unasked[:UNASKED_SHOWN]:
-        _echo(f"{path}: no request names it, so it is not scored")
-    if len(unasked) > UNASKED_SHOWN:
-        _echo(f"... and {len(unasked) - UNASKED_SHOWN} more file(s) no request names")
+    for line in unasked_lines(folder, asked):
+        _echo(line)
     _echo(f"{len(asked) - len(problems)} of {len(asked)} rollout(s) are what their requests ask for")
     if problems:
         raise typer.Exit(2)

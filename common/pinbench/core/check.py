@@ -87,6 +87,9 @@ from pinbench.core.uncertainty import Interval
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
 DIFF = "diff.txt"
+# why a diff.txt can disagree with the diff of now, and the way on (``pinbench diff`` prints, never writes it)
+STALE_DIFF = ("the run's reference changed since (recorded, edited or removed), or diff.txt did: the same "
+              "`pinbench run` command again rewrites it, every sample reused")
 EXIT_CLEAN = 0
 EXIT_PROBLEMS = 2
 _COUNTS = ("n_expected", "n_scored", "n_failed", "n_missing")
@@ -554,7 +557,8 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
     if ref_path is None:
         result.notes.append(f"{recipe.no_reference_of(card)}: reported, not diffed")
         if diff_text is not None and "\nresult: " in f"\n{diff_text}":
-            result.problems.append(f"{run_dir / DIFF}: holds a diff verdict, but no reference applies to this run")
+            result.problems.append(f"{run_dir / DIFF}: holds a diff verdict, but no reference applies to this run: "
+                                   f"{STALE_DIFF}")
         return
     try:
         ref = load_reference(ref_path, recipe=recipe)
@@ -573,4 +577,4 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
     said = [line for line in diff_text.splitlines() if line.startswith("result: ")]
     if said != [expected]:
         result.problems.append(f"{run_dir / DIFF}: says {said[-1] if said else 'no result'!r}, the diff against "
-                               f"{ref_path} now gives {expected!r}")
+                               f"{ref_path} now gives {expected!r}: {STALE_DIFF}")

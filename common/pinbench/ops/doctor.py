@@ -182,7 +182,8 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     ``expected`` maps sample id -> the file found for it (None: missing). Zero found is a problem on its
     own line ("0 of 600 rollouts found under DIR"); otherwise missing and unusable ones are counted (the unusable
     by what they are: ``check_decode`` returns a decode error, or ``Unusable`` for what is no file to decode) and
-    the first few named: each would be a failed sample, and a run that cannot be complete should not start.
+    the first few named by their file under ``where``: each would be a failed sample, and a run that cannot be
+    complete should not start.
     """
     present = {sid: path for sid, path in expected.items() if path is not None}
     missing = sorted(sid for sid, path in expected.items() if path is None)
@@ -197,7 +198,7 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
         decoded.save()
     unusable = [(sid, error if isinstance(error, Unusable) else Unusable("decode", error))
                 for (sid, _), error in zip(ordered, errors, strict=True) if error]
-    broken = [f"{sid} ({found.reason})" for sid, found in unusable]
+    broken = [f"{_under(present[sid], where)} ({found.reason})" for sid, found in unusable]
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
@@ -205,12 +206,21 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
                                           f"{WAY_ON_BAD_INPUT}"))
     if broken:
         shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} are unusable "
+        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} under {where} are unusable "
                                           f"({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
                                           f"{WAY_ON_BAD_INPUT}"))
     if not findings:
         findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
     return findings
+
+
+def _under(path: Path, where: Path | str) -> str:
+    """An unusable video by its file, relative to the folder the line names: by sample id alone, a user looked for
+    a file 'vid3' (or, in MIND, '1st_data.mem_test.scene-a') that the run's own failure line calls 'DIR/vid3.mp4'."""
+    try:
+        return str(Path(path).relative_to(where))
+    except ValueError:
+        return str(path)
 
 
 def _entry_unusable(path: Path) -> Unusable | None:

@@ -324,6 +324,12 @@ def _filled(arg: str, values: Mapping[str, str]) -> str:
     return _BRACED.sub(one, arg)
 
 
+def _generating(request_id: str) -> str:
+    """The generator log's line before what a request's generation prints: a failed sample names the log, where a
+    run's requests ran one after another with nothing to tell whose lines were whose."""
+    return f"--- generating {request_id!r} ---"
+
+
 def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
                  env: Mapping[str, str] | None = None) -> None:
     """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
@@ -332,6 +338,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
+        with open(log, "a", encoding="utf-8") as said:   # never through the sink: its last line is the failure's
+            said.write(_generating(request.id) + "\n")
         sink = _RedactedLog(log)
         try:
             proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
@@ -507,7 +515,9 @@ def serve(target: str, reply_fd: int, named: str) -> None:
             if "batch" in message:
                 generator.generate_batch([(Request.from_json(m["request"]), Path(m["out"])) for m in message["batch"]])
             else:
-                generator.generate(Request.from_json(message["request"]), Path(message["out"]))
+                request = Request.from_json(message["request"])
+                print(_generating(request.id), file=sys.stderr, flush=True)
+                generator.generate(request, Path(message["out"]))
         except Exception as exc:   # one request's failure, said; the next request is served
             _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
@@ -570,12 +580,21 @@ def near_names(path: Path) -> str:
     return f"; {', '.join(near)} beside it {verb} only in case or spaces (names are exact)" if near else ""
 
 
-def unasked_files(folder: Path, asked: Sequence[Request], suffixes: Sequence[str]) -> list[Path]:
-    """Files under ``folder`` named like a rollout that no request names: never scored (a misnamed rollout, a
-    scene of another split); the check names them, since the run ignores them."""
+UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
+
+
+def unasked_lines(folder: Path, asked: Sequence[Request]) -> list[str]:
+    """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
+    then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
+    check`` and a ``folder`` generator's run say so, where the run would pass over them."""
+    from pinbench.core.inputs import VIDEO_SUFFIXES
+
     wanted = {folder / r.output for r in asked}
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in suffixes and p not in wanted
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    unasked = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p not in wanted
+                     and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    more = len(unasked) - UNASKED_SHOWN
+    return ([f"{path}: no request names it, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
+            + ([f"... and {more} more file(s) no request names"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step
@@ -614,6 +633,9 @@ class Generating:
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
+        if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
+            for line in unasked_lines(Path(self.spec.options["dir"]), requests):
+                print(f"generate: {line}", file=sys.stderr, flush=True)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}

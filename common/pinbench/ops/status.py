@@ -27,7 +27,7 @@ from typing import Any
 from pinbench.core.config import Shard
 from pinbench.core.files import FileError, iter_finite_jsonl, loads_json, open_regular, read_data_file
 from pinbench.core.run import by_reason
-from pinbench.core.rundir import LOCK_DIR, lock_name, process_alive, read_lock
+from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
     DEFAULT_SAMPLES_PATH,
@@ -62,8 +62,10 @@ class ShardStatus:
     @property
     def process(self) -> str:
         """What its process is doing: a shard killed by hand (no Slurm to say so) showed as "started" for ever."""
-        if self.finished or not self.started:
-            return "finished" if self.finished else "not started"
+        if self.finished:
+            return "finished"
+        if not self.started:   # no manifest yet: a live lock is a run still importing or preparing its data
+            return "running" if self.running else "not started"
         return "started" if self.running is None else "running" if self.running else "stopped"
 
 
@@ -112,7 +114,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
         raise ValueError(f"{out_dir}: not a run directory (no such directory, or not a directory)")
     submission = last_submission(out_dir)
     manifests = read_manifests(out_dir)
-    if submission is None and not manifests and not (out_dir / "scorecard.json").is_file():
+    if (submission is None and not manifests and not (out_dir / "scorecard.json").is_file()
+            and not (out_dir / IDENTITY_FILE).is_file()):   # a run claimed it: before its first manifest
         raise ValueError(f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)")
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
     layout = [m for m in manifests if m.count == count]
@@ -120,8 +123,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     scorecard = _scorecard(out_dir)
     stand_ins = functools.cache(lambda: _stand_ins(out_dir, scorecard))   # read only when a sample is not done
     shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, stand_ins)
-    for shard in shards:
-        if shard.started and not shard.finished:
+    for shard in shards:   # a plain run (shard 0 of 1) holds its lock before its first manifest too
+        if not shard.finished and (shard.started or shard.count == 1):
             shard.running = _shard_alive(out_dir, shard)
     jobs, note = ({}, "")
     if ask_slurm and submission is not None:
@@ -136,12 +139,12 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
 
 
 def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
-    """Whether the process holding the shard's lock still runs; False without a lock (its process has ended)."""
-    lock = out_dir / LOCK_DIR / f"{lock_name(Shard(shard.index, shard.count))}.lock"
-    if not os.path.lexists(lock):
-        return False
-    holder = read_lock(lock)   # None: it names no holder (unreadable, a FIFO)
-    return process_alive(holder) if holder is not None else None
+    """Whether the process holding the shard's lock still runs; False without a lock (its process has ended). Shard
+    0 of 1 is an unsharded run's too, which holds ``run.lock``: without it every live plain run showed "stopped"."""
+    names = [lock_name(Shard(shard.index, shard.count)), *([lock_name(None)] if shard.count == 1 else [])]
+    alive = [process_alive(holder) if (holder := read_lock(lock)) is not None else None   # None: names no holder
+             for name in names if os.path.lexists(lock := out_dir / LOCK_DIR / f"{name}.lock")]
+    return True if True in alive else None if None in alive else False
 
 
 def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], Mapping[str, SampleRecord]]

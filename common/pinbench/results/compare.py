@@ -7,7 +7,8 @@ scored in only one of them, or in neither, is named. Per metric: the value of ea
 samples, B - A with its 95% paired bootstrap interval (``pinbench.core.uncertainty``), the direction the
 scorecard copied from the recipe's declaration, and a verdict: ``better`` or ``worse`` when the interval
 excludes 0, ``within noise`` when it contains 0, ``not judged`` when there is no interval (one suite-level
-value, or fewer than two matched units); each reason a metric is not judged is said once, naming its metrics.
+value, or fewer than two matched units); each reason a metric is not judged is said once, naming its metrics, and
+so is each verdict's interval over fewer than ``FEW_UNITS`` units (a note: such an interval undercovers).
 
 A derived value the recipe declares ``from_members`` (CameraBench's per-split AP and ROC AUC, per-skill
 accuracies) is recomputed over its members matched in both runs and judged by resampling those members, with the
@@ -51,7 +52,7 @@ from pinbench.core.scorecard import (
     run_derived,
     scorecard_file,
 )
-from pinbench.core.uncertainty import Difference, describe, difference_interval, has_interval
+from pinbench.core.uncertainty import FEW_UNITS, Difference, describe, difference_interval, has_interval
 
 EXIT_SAME, EXIT_DIFFERENT = EXIT_PASS, EXIT_FAIL
 VERDICT_NAMES = {EXIT_SAME: "SAME", EXIT_DIFFERENT: "DIFFERENT", EXIT_INCOMPLETE: "INCOMPLETE",
@@ -378,6 +379,7 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
                          strict=True))
     rows = [row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row for row in found]
     not_judged: dict[str, list[str]] = {}
+    undercovers: dict[str, list[str]] = {}   # a verdict on fewer than FEW_UNITS units, by its interval's note
     for row in rows:
         if row.unmatched:
             problems.append(f"{row.name}: {row.n_matched} of {row.n_cohort} samples matched "
@@ -386,10 +388,15 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
             code = max(code, EXIT_INCOMPLETE)
         if row.verdict == "not judged":
             not_judged.setdefault(row.reason, []).append(row.name)
-        elif row.verdict == "worse" or (row.verdict == "better" and fail_on == "any"):
+            continue
+        if row.difference is not None and (row.difference.interval.n_units or FEW_UNITS) < FEW_UNITS:
+            undercovers.setdefault(row.difference.interval.note or "", []).append(row.name)
+        if row.verdict == "worse" or (row.verdict == "better" and fail_on == "any"):
             code = max(code, EXIT_DIFFERENT)
     notes += [f"not judged, {len(names)} metric(s) ({reason}): {', '.join(names)}" for reason, names in
               not_judged.items()]
+    notes += [f"judged on an interval that undercovers, {len(names)} metric(s) ({note}): {', '.join(names)}"
+              for note, names in undercovers.items()]
     return Comparison(a, b, rows, problems, notes, code, fail_on, header)
 
 
