@@ -377,7 +377,9 @@ def test_load_errors_name_the_file(valid_card: Scorecard, tmp_path: Path) -> Non
     (b"# notes\n", "not a JSON object"),
     (b"", "not a JSON object"),
     (b'  [{"recipe": "mind"}]', "not a JSON object"),
-], ids=["video", "ascii-binary", "markdown", "empty", "list"])
+    (b'{"sample_id": "a"}\n{"sample_id": "b"}\n', "JSON Lines: a second value at line 2; a scorecard is one object, "
+                                                 "a run's scorecard.json"),
+], ids=["video", "ascii-binary", "markdown", "empty", "list", "jsonl"])
 def test_a_file_that_is_no_scorecard_is_said_to_be_none(data: bytes, why: str, tmp_path: Path) -> None:
     """``pinbench diff clip.mp4`` said ``not UTF-8 text (byte 43)``, as if a scorecard were damaged."""
     path = tmp_path / "clip.mp4"

@@ -724,6 +724,9 @@ def load_scorecard(path: Path | str) -> Scorecard:
     try:
         card = loads_finite_json(text)
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and text[:exc.pos].rstrip().endswith("}"):   # samples.jsonl, requests.jsonl
+            raise _not_a_scorecard(path, f"JSON Lines: a second value at line {exc.lineno}; a scorecard is one "
+                                         "object, a run's scorecard.json") from None
         where = f"line {exc.lineno}, column {exc.colno}"
         raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None
     except ValueError as exc:  # NaN, Infinity, 1e999
