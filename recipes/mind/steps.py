@@ -49,6 +49,7 @@ from pinbench_recipes.mind.official import (
     creating_work_dirs,
     earlier_runs,
     execute,
+    gpu_mask,
     invocation_state,
     lay_out,
     mark_finished,
@@ -253,7 +254,11 @@ def _imported(work: WorkDir) -> dict[str, Any] | None:
 
 def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> ScoreFn:
-    """The real scorer: process.py on the GPUs (GPU CI / the recipe image only)."""
+    """The real scorer: process.py on the GPUs (GPU CI / the recipe image only). A GPU mask process.py's ViPE step
+    would escape is refused here, before a work directory is laid out (refused in ``score``, it left one that a
+    later run removed as an invocation killed before it ended)."""
+    gpu_mask(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
     def score(work: Any) -> None:
         argv, env = command(work, runtime, metrics=metrics, video_max_time=video_max_time, gpus=gpus,
                             parent_env=dict(os.environ))

@@ -280,10 +280,13 @@ def test_a_process_py_that_dies_keeps_what_it_wrote_and_fails_the_rest_naming_wh
     assert json.loads((out / "scorecard.json").read_text())["status"] == "partial"
 
 
-def test_a_parent_gpu_mask_vipe_would_escape_is_one_line_before_process_py_starts(
+def test_a_parent_gpu_mask_vipe_would_escape_is_one_line_before_any_work(
         tmp_path: Path, layout: Layout, checkout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was refused only after the work directory was laid out: a later run then removed it as "an invocation killed
+    before it ended"."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
     out = tmp_path / "run"
     with pytest.raises(RecipeError, match=r"CUDA_VISIBLE_DEVICES=4,5: process.py's ViPE step") as info:
         run_recipe(_cfg(out, layout))
     assert "\n" not in str(info.value) and not checkout["record"].exists()
+    assert not (out / "official").exists()   # refused before any work directory: none is left looking killed
