@@ -276,7 +276,9 @@ def test_a_process_py_that_dies_keeps_what_it_wrote_and_fails_the_rest_naming_wh
     rows = {r["sample_id"]: r for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
     ok = sorted(sid for sid, r in rows.items() if r["status"] == "ok")
     assert ok == ["3rd_data.mem_test.data-3", "3rd_data.mirror_test.loop-1"], rows
-    assert all("no record in the Result.json" in r["error"] for sid, r in rows.items() if sid not in ok), rows
+    assert all("no record in the Result.json" in r["error"] and "; process.py exited 1 after" in r["error"]
+               and str(out / "official" / "run-001" / "process.log") in r["error"]
+               for sid, r in rows.items() if sid not in ok), rows
     assert json.loads((out / "scorecard.json").read_text())["status"] == "partial"
 
 
