@@ -91,6 +91,14 @@ PROCESS_PY_DOUBLE = textwrap.dedent('''
             for name in sorted(os.listdir(Path(args.test_root) / perspective / "mirror_test")):
                 tasks.append((perspective, "mirror_test", name))
 
+    if "visual" in metrics:   # ensure_all_models_downloaded: what is not in the cache would be fetched with wget
+        for weight in ("pyiqa_model/musiq_spaq_ckpt-358bb6af.pth", "vitl_model/sa_0_4_vit_l_14_linear.pth",
+                       "clip_model/ViT-L-14.pt"):
+            assert (cache / weight).is_file(), f"wget {weight}: no network (the cache lacks it)"
+    if "dino" in metrics:     # AutoModel.from_pretrained(--dino_path), resolved against the CWD
+        assert (Path(args.dino_path) / "config.json").is_file(), f"{args.dino_path}: no DINOv3 snapshot"
+    seen["weights"] = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+
     data = []
     for index, (perspective, test, name) in enumerate(tasks):
         worker = index % args.num_gpus
@@ -120,6 +128,11 @@ PROCESS_PY_DOUBLE = textwrap.dedent('''
             record.update(error=None, mark_time=mark, total_time=total, sample_frames=sample_frames)
             if "lcm" in metrics and scored:
                 record["lcm"] = block(scored, 0.001 * (mark + 1))
+            if "visual" in metrics and scored:
+                record["visual_quality"] = {"imaging": [0.5] * scored, "avg_imaging": 0.5,
+                                            "aesthetic": [0.25] * scored, "avg_aesthetic": 0.25}
+            if "dino" in metrics and scored:
+                record["dino"] = {"dino_mse": [0.001] * scored, "avg_dino_mse": 0.001}
             if "action" in metrics:
                 poses = gt_dir / "images.txt"
                 if not poses.is_file() or poses.read_text().count("images/") < 97:
@@ -292,3 +305,53 @@ def test_a_parent_gpu_mask_vipe_would_escape_is_one_line_before_any_work(
         run_recipe(_cfg(out, layout))
     assert "\n" not in str(info.value) and not checkout["record"].exists()
     assert not (out / "official").exists()   # refused before any work directory: none is left looking killed
+
+
+def test_visual_and_dino_read_the_staged_weights_through_the_fresh_cache(tmp_path: Path, layout: Layout,
+                                                                        checkout: dict[str, Path],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every metric: the three files process.py would wget are where its get_*_path() look under MIND_CACHE_DIR
+    (linked from the verified cache), and --dino_path is the located DINOv3 snapshot. Test double for the fetched
+    weights: small files, pinned by their own digests in a copy of pins.yaml."""
+    import yaml
+
+    from pinbench.core.files import sha256_file
+    from pinbench.core.pins import load_pins
+    from pinbench.ops.cache import hf_snapshot_dir, url_path
+    from pinbench_recipes.mind import weights
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PINBENCH_CACHE", str(cache))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pins = yaml.safe_load(weights.PINS_PATH.read_text())
+    staged = {}
+    for name in ("musiq_spaq", "aesthetic_head", "clip_vit_l14"):
+        staged[name] = tmp_path / "fetched" / name
+        staged[name].parent.mkdir(exist_ok=True)
+        staged[name].write_bytes(f"stand-in {name}".encode())
+        pins["urls"][name]["sha256"] = sha256_file(staged[name])
+    pins_path = tmp_path / "pins.yaml"
+    pins_path.write_text(yaml.safe_dump(pins))
+    monkeypatch.setattr(weights, "PINS_PATH", pins_path)
+    loaded = load_pins(pins_path)
+    for name, source in staged.items():
+        dest = url_path(loaded.urls[name], cache)
+        dest.parent.mkdir(parents=True)
+        dest.write_bytes(source.read_bytes())
+    dino = hf_snapshot_dir(loaded.huggingface["dinov3_vitb16"], cache)
+    for file in ("config.json", "preprocessor_config.json", "model.safetensors"):
+        (dino / file).parent.mkdir(parents=True, exist_ok=True)
+        (dino / file).write_text("{}")
+
+    out = tmp_path / "run"
+    all_metrics = "lcm,visual,dino,action,gsc"
+    outcome = run_recipe(_cfg(out, layout, gpus=1, metrics=all_metrics))
+    work = out / "official" / "run-001"
+    assert outcome.exit_code == 0, (outcome.message, (work / "process.log").read_text()[-3000:])
+    seen = json.loads(checkout["record"].read_text())
+    assert seen["argv"][-2:] == ["--dino_path", str(dino)] and "--metrics" in seen["argv"]
+    assert seen["weights"] == ["clip_model/ViT-L-14.pt", "pyiqa_model/musiq_spaq_ckpt-358bb6af.pth",
+                               "vitl_model/sa_0_4_vit_l_14_linear.pth"]
+    rows = {r["sample_id"]: r["result"] for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    data_1 = rows["1st_data.mem_test.data-1"]
+    assert (data_1["imaging_quality"], data_1["aesthetic_quality"], data_1["dino_mse"]) == (0.5, 0.25, 0.001)
