@@ -18,7 +18,8 @@ What ``process.py`` (8f9c59c) assumes, and how each invocation here provides it:
 * a worker that dies (OOM, segfault) leaves the pool waiting forever: an outer timeout kills the whole
   process group.
 
-The GPU execution (:func:`execute`) runs only on the GPU CI; everything that builds it is tested on CPU.
+process.py itself runs only on the GPU CI; on CPU, tests/test_mind_process_py.py runs this launch end to end
+against a test double of process.py in a fake MIND checkout.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from pinbench_recipes.mind.official import (
     creating_work_dirs,
     earlier_runs,
     execute,
+    gpu_mask,
     invocation_state,
     lay_out,
     mark_finished,
@@ -140,7 +141,9 @@ def _no_video(sample: Sample) -> Imported | None:
     return None
 
 
-ScoreFn = Callable[[Path], None]   # fills a laid-out work directory's Result.json (process.py or the double)
+# Fills a laid-out work directory's Result.json (process.py or the double); returns how it ended when not well
+# (a non-zero exit, the timeout), which the samples it left without a record are failed with.
+ScoreFn = Callable[[Path], str | None]
 
 
 def run_official(out_dir: Path, pre: Plan, pending: Sequence[SampleTask], *, runtime: Runtime,
@@ -180,18 +183,26 @@ def run_official(out_dir: Path, pre: Plan, pending: Sequence[SampleTask], *, run
     if todo:
         work = new_work_dir(parent)
         lay_out(work, todo, metrics=pre.metrics, runtime=runtime, task_hashes=hashes)
-        score(work)
+        ended = score(work)
         if work.output.is_file():
             report = import_results(load_result_file(work.output), [s.key for s in todo])
             source = {"work_dir": str(work.root), **report.summary()}
             write_atomic(work.imported, json.dumps(source, indent=1) + "\n")
             sources.append(source)
-            outcome.update({k.sample_id: v for k, v in report.samples.items()})
+            outcome.update({k.sample_id: _ended(v, ended) for k, v in report.samples.items()})
         else:
-            reason = f"process.py wrote no Result.json (see {work.log})"
+            reason = f"process.py wrote no Result.json ({ended or f'see {work.log}'})"
             outcome.update({s.key.sample_id: Imported(s.key, None, reason) for s in todo})
         mark_finished(work, "ended")
     return Official(outcome, sources)
+
+
+def _ended(imported: Imported, ended: str | None) -> Imported:
+    """A sample left without a record by a process.py that crashed or timed out says so (it said only "process.py
+    never wrote one", as if process.py had skipped it)."""
+    if ended is None or imported.record is not None or imported.failure is None:
+        return imported
+    return replace(imported, failure=f"{imported.failure}; {ended}")
 
 
 def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[str, str]) -> None:
@@ -253,13 +264,19 @@ def _imported(work: WorkDir) -> dict[str, Any] | None:
 
 def process_py(runtime: Runtime, *, metrics: Sequence[str], video_max_time: int | None, gpus: int,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> ScoreFn:
-    """The real scorer: process.py on the GPUs (GPU CI / the recipe image only)."""
-    def score(work: Any) -> None:
+    """The real scorer: process.py on the GPUs (GPU CI / the recipe image only). A GPU mask process.py's ViPE step
+    would escape is refused here, before a work directory is laid out (refused in ``score``, it left one that a
+    later run removed as an invocation killed before it ended)."""
+    gpu_mask(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+    def score(work: Any) -> str | None:
         argv, env = command(work, runtime, metrics=metrics, video_max_time=video_max_time, gpus=gpus,
                             parent_env=dict(os.environ))
         outcome = execute(work, argv, env, timeout_s=timeout_s)
         state = "timed out and was killed" if outcome.timed_out else f"exited {outcome.returncode}"
-        print(f"process.py {state} after {outcome.seconds:.0f}s (log: {work.log})", file=sys.stderr)
+        said = f"process.py {state} after {outcome.seconds:.0f}s (log: {work.log})"
+        print(said, file=sys.stderr)
+        return None if outcome.returncode == 0 else said
     return score
 
 

@@ -1,6 +1,7 @@
 """Scoring with the pinned PAI-Bench-C evaluator (``compute_metrics.py calculate-metrics`` under torchrun).
 
-GPU step (evaluation image; see the README for the command and tests/test_evaluate.py for the GPU CI).
+GPU step (evaluation image; see the README for the command). No GPU test runs the evaluator itself; on CPU,
+tests/test_pc_launch.py runs this launch end to end against test doubles of torchrun and compute_metrics.py.
 
 Facts this module encodes (spec sections 1.2-1.5):
 * the evaluator must run with ``conditional_generation/`` as its working directory: weights are read

@@ -1,7 +1,8 @@
 """Generation with cosmos-framework behind pinbench's generator protocol (``cosmos3``), and byte-exact collection of
 the rollouts for the evaluator.
 
-GPU step (needs the generation image and 1+ GPUs; exercised by the GPU CI, see tests/test_pc_generate.py).
+GPU step (needs the generation image and 1+ GPUs; exercised by the GPU CI, see tests/test_pc_generate.py; on CPU,
+tests/test_pc_launch.py runs both launches against test doubles of torchrun and cosmos-framework).
 
 ``Cosmos3`` makes every rollout a run still needs in one launch per modality (``generate_batch``): each request's
 row (``requests.py``) with its files where the run staged them, then ``raw/<task>/vision.mp4`` renamed, byte for

@@ -190,7 +190,7 @@ def own_generator(run: Run, pins: Pins | None, inputs: Inputs) -> Generator:
     model = model_pin(pins, run.cfg.checkpoint)
     return Cosmos3(CosmosFrameworkGenerator(framework_dir=framework_dir, python=python,
                                             checkpoint_dir=inputs.checkpoint_dir, gpu_ids=gpu_ids(run.cfg),
-                                            launch=run.options.launch, offline=is_offline()),
+                                            launch=run.options.launch, offline=run.cfg.offline or is_offline()),
                    model=f"{model.repo_id} through cosmos-framework {expected}", weights=str(model.revision))
 
 
