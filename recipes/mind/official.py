@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.files import exclusive, write_atomic
-from pinbench.core.provenance import redact
+from pinbench.core.provenance import is_secret_name, redact
 from pinbench.core.rundir import process_alive, this_process
 from pinbench_recipes.mind.layout import (
     GENERATED_VIDEO,
@@ -74,7 +74,6 @@ def reads_dino(metrics: Sequence[str]) -> bool:
 COMMIT_STAMP = ".pinbench-commit"       # written by the Dockerfile next to the MIND checkout
 DEFAULT_TIMEOUT_S = 24 * 3600           # WorldFoundry's bound; a hung pool never finishes on its own
 KILL_GRACE_S = 30
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
 
 
 class OfficialRunError(RuntimeError):
@@ -291,7 +290,7 @@ def command(work: WorkDir, runtime: Runtime, *, metrics: Sequence[str], video_ma
         argv += ["--dino_path", str(runtime.dino_dir)]
     if video_max_time is not None:
         argv += ["--video_max_time", str(video_max_time)]
-    env = {k: v for k, v in parent_env.items() if not any(part in k.upper() for part in _SECRET_PARTS)}
+    env = {k: v for k, v in parent_env.items() if not is_secret_name(k)}
     env.update({
         "MIND_CACHE_DIR": str(work.cache),
         "PYTHONPATH": str(runtime.mind_dir / "src"),

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 from pinbench.core.config import RunConfig
 from pinbench.core.files import read_json_object, sha256_file, write_atomic
 from pinbench.core.pins import HFPin, URLPin
+from pinbench.core.provenance import is_secret_name
 from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.watch import Watcher, files_since, wait_watched
 from pinbench_recipes.paibench_c.generate import Collected
@@ -101,7 +102,8 @@ class Evaluator:
         n_gpus = max(1, min(len(task_ids), len(gpu_ids)))
         argv = evaluator_command(self, n_gpus=n_gpus, videos_parent=modality_dir, gt_dir=gt_dir, output=output,
                                  force_gt=force_gt)
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
+        secretless = {k: v for k, v in os.environ.items() if not is_secret_name(k)}   # scoring needs no token
+        env = {**secretless, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
                "TORCHELASTIC_ERROR_FILE": str(modality_dir / "metrics.err"),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         if batch_size is not None:

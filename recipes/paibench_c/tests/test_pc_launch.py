@@ -112,7 +112,8 @@ COMPUTE_METRICS_DOUBLE = textwrap.dedent('''
                               "gpus": os.environ["CUDA_VISIBLE_DEVICES"],
                               "env": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
                                                                      "TORCHELASTIC_ERROR_FILE",
-                                                                     "PAIBENCH_C_EVAL_BATCH_SIZE")}}) + "\\n")
+                                                                     "PAIBENCH_C_EVAL_BATCH_SIZE", "HF_TOKEN",
+                                                                     "WANDB_API_KEY")}}) + "\\n")
     if os.environ.get("EVAL_DOUBLE_FAIL_RANK") == str(rank):
         sys.exit(f"rank {rank}: torch.OutOfMemoryError: CUDA out of memory (compute_metrics.py double)")
     tasks = sorted(p for p in (videos / "videos").glob("*.mp4"))
@@ -190,6 +191,8 @@ def doubles(world: dict, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: F811
     for name in ("PYTHONPATH", "PYTHONSTARTUP", "MPLBACKEND"):   # the host's, which the workers must not see
         monkeypatch.setenv(name, str(tmp / f"host-{name.lower()}"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,7")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)   # scoring is offline: no secret reaches the evaluator
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     return {**world, "framework_dir": framework_dir, "eval_log": eval_log}
 
 
@@ -228,6 +231,7 @@ def test_generation_and_evaluation_launch_as_upstream_and_are_read_back(doubles:
         assert (call["world"], call["gpus"], call["cwd"]) == (2, "3,5", str(doubles["evaluator_root"]))
         assert call["env"]["HF_HUB_OFFLINE"] == "1" and call["env"]["TRANSFORMERS_OFFLINE"] == "1"
         assert call["env"]["TORCHELASTIC_ERROR_FILE"] == str(out / "edge" / "metrics.err")
+        assert call["env"]["HF_TOKEN"] is None and call["env"]["WANDB_API_KEY"] is None
         assert call["argv"][call["argv"].index("--videos_path") + 1] == str(out / "edge")
         assert "--force_recompute_gt_seg" in call["argv"]   # the first modality computes the GT seg/depth
     card = json.loads((out / "scorecard.json").read_text())
