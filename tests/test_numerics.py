@@ -27,6 +27,7 @@ from pinbench.core import provenance
 from pinbench.core.config import Implementation
 from pinbench.core.imports import library_closure
 from pinbench.core.recipe import MEDIA_DIR, Recipe, available_recipes
+from pinbench.core.rerun import run_key
 from pinbench.core.run import Run
 from pinbench.core.runner import run_samples
 from pinbench.core.sample_cache import SampleCache
@@ -98,6 +99,14 @@ def test_a_declared_distribution_installed_or_removed_changes_the_key(toy: Recip
     gone = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
     assert gone is not None and gone.versions == ("numpy==absent", "opencv-python-headless==absent")
     assert gone.change_from(here) is not None and gone.to_json()["packages"] != here.to_json()["packages"]
+
+
+def test_a_finished_run_is_not_answered_from_its_rerun_manifest_after_an_upgrade(
+        toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest's key holds the run's implementation, versions included: a stale scorecard is never kept."""
+    before = run_key(toy, toy.config("Toy-Nano", out_dir=tmp_path / "run", env={}))
+    _installed_as(monkeypatch, numpy="0.0.1")
+    assert run_key(toy, toy.config("Toy-Nano", out_dir=tmp_path / "run", env={})) != before
 
 
 def test_a_record_written_before_versions_were_recorded_is_computed_again_once(toy: Recipe, tmp_path: Path) -> None:
