@@ -182,3 +182,20 @@ def test_a_fixture_in_the_image_must_equal_the_same_fixture_on_the_host(dd, base
             in row.fixture
     else:
         assert row.ok and row.fixture.endswith("exit 0, complete; = host: 10 records (input_hash included), 1 metrics)")
+
+
+def test_records_that_differ_only_in_what_they_ran_on_are_equal(tmp_path: Path) -> None:
+    """The image's digest and its installed versions (``packages``) are the host's own; the code digest is not."""
+    def run_dir(name: str, **implementation: Any) -> Path:
+        record = {"sample_id": "a", "input_hash": "0" * 64, "seconds": 1.0,
+                  "implementation": {"recipe_version": "1.0.0", "code": "c" * 64, "image": None,
+                                     "packages": "1" * 16, **implementation}}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "samples.jsonl").write_text(json.dumps(record) + "\n")
+        (tmp_path / name / "scorecard.json").write_text(json.dumps({"metrics": {"m": {"value": 1.0}}}))
+        return tmp_path / name
+
+    host = run_dir("host")
+    assert docker_smoke.run_differences(host, run_dir("image", image="sha256:" + "e" * 64, packages="2" * 16)) == []
+    assert docker_smoke.run_differences(host, run_dir("edited", code="d" * 64)) == \
+        ["samples.jsonl: sample 'a': implementation differ"]

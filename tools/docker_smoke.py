@@ -204,8 +204,10 @@ def smoke_recipe(recipe: Recipe, swaps: dict[str, str], bases: dict[str, Any], o
 
 
 # How long a sample took: the one field of a stored record two runs of the same inputs and code may differ in,
-# beside where it ran (the implementation's ``image``: the image's digest, None on the host).
+# beside what it ran on (the implementation's ``image``: the image's digest, None on the host; its ``packages``: the
+# installed versions of the recipe's numerics, the host's venv and the image's lock files each their own).
 TIMING_FIELDS = frozenset({"seconds"})
+RAN_ON = frozenset({"image", "packages"})
 # The run directories a smoke writes under --out: in the images, and the same fixtures on the host.
 RUN_FOLDERS = ("cpu-runs", "host-demo", "runs", "host-runs")
 
@@ -213,7 +215,7 @@ RUN_FOLDERS = ("cpu-runs", "host-demo", "runs", "host-runs")
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
     kept = {k: v for k, v in record.items() if k not in TIMING_FIELDS}
     if isinstance(kept.get("implementation"), dict):
-        kept["implementation"] = {k: v for k, v in kept["implementation"].items() if k != "image"}
+        kept["implementation"] = {k: v for k, v in kept["implementation"].items() if k not in RAN_ON}
     return kept
 
 
@@ -232,7 +234,7 @@ def stored_records(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
 
 def run_differences(a: Path, b: Path) -> list[str]:
     """What differs between two run directories of the same recipe: any field of any stored record but its
-    timing and where it ran (so ``input_hash``, the reuse key, and the recipe version and code digest count),
+    timing and what it ran on (so ``input_hash``, the reuse key, and the recipe version and code digest count),
     and any metric of the scorecard."""
     problems: list[str] = []
     records_a, records_b = stored_records(a), stored_records(b)

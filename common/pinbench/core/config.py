@@ -7,6 +7,7 @@ Kept apart from the declaration model (``pinbench.core.recipe``) so that the run
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,27 +106,45 @@ class Implementation:
 
     ``code`` is the SHA-256 of the recipe package's Python sources and of the ``pinbench.media`` modules they
     import (the decoders and kernels recipes score with); the rest of the library shapes files, not values.
-    ``image`` is the digest of the container image the run is in, or None on the host. Options that change
-    results are part of each task's inputs (its ``input_hash``), not of the implementation.
+    ``image`` is the digest of the container image the run is in, or None on the host. ``packages`` is a short
+    digest of the installed versions of the distributions the recipe declares as ``numerics:`` (``installed``):
+    on the host, where no image digest changes with them, an upgraded OpenCV or torch computes every sample again
+    rather than reusing numbers of the old versions under a scorecard that names the new ones. None: not recorded
+    (a generation record, keyed by its generator instead; a record written before the field was). ``versions`` are
+    the ``name==version`` the digest is of, for this run's messages; never stored, never compared.
+    Options that change results are part of each task's inputs (its ``input_hash``), not of the implementation.
     """
 
     recipe_version: str
     code: str
     image: str | None = None
+    packages: str | None = None
+    versions: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipe_version": self.recipe_version, "code": self.code, "image": self.image}
+        """As a record names it; without ``packages`` when None, so a generation record's JSON (and its sample cache
+        entry) is what it was before the field existed."""
+        named = {"recipe_version": self.recipe_version, "code": self.code, "image": self.image}
+        return named if self.packages is None else {**named, "packages": self.packages}
 
     @classmethod
     def from_json(cls, data: Any) -> Implementation:
         if not (isinstance(data, dict) and isinstance(data.get("recipe_version"), str)
                 and isinstance(data.get("code"), str)
-                and (data.get("image") is None or isinstance(data["image"], str))):
-            raise ValueError(f"implementation must be an object with recipe_version, code and image, "
-                             f"got {data!r:.80}")
+                and (data.get("image") is None or isinstance(data["image"], str))
+                and (data.get("packages") is None or isinstance(data["packages"], str))):
+            raise ValueError(f"implementation must be an object with recipe_version, code, image and optional "
+                             f"packages, got {data!r:.80}")
         if cls is not Implementation:
-            return cls(data["recipe_version"], data["code"], data["image"])
-        return _implementation(data["recipe_version"], data["code"], data["image"])
+            return cls(data["recipe_version"], data["code"], data["image"], data.get("packages"))
+        return _implementation(data["recipe_version"], data["code"], data["image"], data.get("packages"))
+
+    @classmethod
+    def installed(cls, recipe_version: str, code: str, image: str | None, versions: Sequence[str]) -> Implementation:
+        """The implementation of a recipe whose numbers depend on these installed ``name==version``
+        (``pinbench.core.provenance.installed_versions`` of its ``numerics:``), digested into ``packages``."""
+        versions = tuple(sorted(versions))
+        return cls(recipe_version, code, image, hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16], versions)
 
     def change_from(self, other: Implementation | None) -> str | None:
         """Why a record computed by ``other`` is not this one's (``"code changed"``, ...), or None when it is.
@@ -140,14 +159,19 @@ class Implementation:
             return "code changed"
         if other.image != self.image:
             return "image changed"
+        if other.packages != self.packages:
+            if other.packages is None:
+                return "installed packages not recorded (a record from before they were)"
+            now = f" (now {', '.join(self.versions)})" if self.versions else ""
+            return f"installed packages changed{now}"
         return None
 
 
 @functools.lru_cache(maxsize=64)
-def _implementation(recipe_version: str, code: str, image: str | None) -> Implementation:
+def _implementation(recipe_version: str, code: str, image: str | None, packages: str | None) -> Implementation:
     """One (frozen) object per implementation: every record of a run names the same one, and reading a samples file
     of 11,222 records built 11,222 equal copies."""
-    return Implementation(recipe_version, code, image)
+    return Implementation(recipe_version, code, image, packages)
 
 
 @dataclass

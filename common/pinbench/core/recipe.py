@@ -43,7 +43,7 @@ from pinbench.core.options import (
     parse_pairs,
 )
 from pinbench.core.pins import Pins
-from pinbench.core.provenance import IMAGE_DIGEST_ENV
+from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
@@ -208,6 +208,8 @@ class Recipe:
     scale_out_generator: tuple[ScaleOutPhase, ...] = DEFAULT_SCALE_OUT
     examples: tuple[Example, ...] = ()
     no_download: NoDownload | None = None
+    # the distributions (PyPI names) whose installed versions change its numbers: part of every record's reuse key
+    numerics: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------------------------ code
 
@@ -321,7 +323,9 @@ class Recipe:
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
         return RunConfig(
-            implementation=Implementation(self.version, self.code_digest(), environ.get(IMAGE_DIGEST_ENV) or None),
+            implementation=Implementation.installed(self.version, self.code_digest(),
+                                                    environ.get(IMAGE_DIGEST_ENV) or None,
+                                                    installed_versions(self.numerics)),
             inputs=self.input_identity(parsed),
             recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
@@ -555,7 +559,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         generators=dict(data.get("generators") or {}), scale_out=scale_out,
         scale_out_generator=layouts.get("scale_out_generator", scale_out),
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
-        no_download=no_download,
+        no_download=no_download, numerics=tuple(data.get("numerics") or ()),
     )
 
 

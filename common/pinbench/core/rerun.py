@@ -6,9 +6,9 @@ them again: 1.1-1.3 CPU s for CameraBench's 11,222 samples, 0.65-0.9x of the run
 every sample is ok writes ``.pinbench-rerun.json`` in the run directory, the digests of what a rerun would read:
 
 * ``key``: the configuration (checkpoint, mode, flags, options), the implementation (recipe version, code digest,
-  image), the library's sources (``library_digest``), the recipe's folder (declaration, pins, references, code: each
-  file's size and mtime), the reference that applies, and the values of the environment variables the recipe
-  declares;
+  image, installed versions of its ``numerics:``), the library's sources (``library_digest``), the recipe's folder
+  (declaration, pins, references, code: each file's size and mtime), the reference that applies, and the values of
+  the environment variables the recipe declares;
 * ``inputs``: each file or folder a path option names, as the run found it when it started, and each file the run
   read that no option names (``depends_on``: this machine's resolved pins), by ``tree_fingerprint`` (every file's
   path, size and mtime);

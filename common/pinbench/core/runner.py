@@ -10,8 +10,9 @@ failed "missing" record, so nothing drops out of the denominator.
 
 A stored record is reused when it is ok, its ``input_hash`` (the hash of the task's fields: the inputs'
 identity and the options that change results) is the task's, its ``implementation`` (recipe version, a digest of
-the code that scores, the container image; ``pinbench.core.config.Implementation``) is this run's, and its result
-still validates. Anything else is computed again, and the summary says why ("12 recomputed: code changed").
+the code that scores, the container image, the installed versions of the recipe's ``numerics:``;
+``pinbench.core.config.Implementation``) is this run's, and its result still validates. Anything else is computed
+again, and the summary says why ("12 recomputed: code changed").
 
 Stored results are plain JSON. JSON has no NaN or infinity, so non-finite floats in a result are
 stored as ``null`` (also in memory, so a fresh record equals its reloaded copy); the scorecard counts

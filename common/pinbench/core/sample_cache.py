@@ -3,9 +3,10 @@
 Why: a run directory belongs to one set of inputs (``pinbench.core.rundir``), so after fixing a folder of videos,
 moving a run aside or choosing another ``--out``, every unchanged sample was computed again (hours with RAFT).
 A record here is keyed by its step, the hash of its task (the inputs' content and the options that change results,
-``pinbench.core.runner.input_hash``) and its implementation (recipe version, code digest, image), so any run that
-meets the same key reuses the record instead of computing it; an edited scoring constant changes the code digest,
-and so the key.
+``pinbench.core.runner.input_hash``) and its implementation (recipe version, code digest, image, the installed
+versions of the recipe's ``numerics:``), so any run that meets the same key reuses the record instead of computing
+it; an edited scoring constant changes the code digest, an upgraded torch or OpenCV the packages digest, and so the
+key.
 
 Layout: ``<root>/<key[:2]>/<key>.jsonl``, one store line (``pinbench.core.store``: the record's bytes and their
 SHA-256), written under a temporary name and renamed into place, so shards writing one key at once each leave a
@@ -155,7 +156,9 @@ class SampleCache:
     def __init__(self, root: Path, scope: str, implementation: Implementation) -> None:
         self.root, self.scope, self.implementation = root, scope, implementation
         self.stored = 0   # entries this object wrote
-        self._prefix = f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
+        packages = "" if implementation.packages is None else f"{implementation.packages}\0"   # generation's: as before
+        self._prefix = (f"{scope}\0{implementation.recipe_version}\0{implementation.code}\0{implementation.image}\0"
+                        f"{packages}")
         self._listed: dict[str, frozenset[str]] = {}
         self._implementation = implementation.to_json()   # as a record names it
         self._unusable = 0   # entries found but not usable (said by ``_say``)
