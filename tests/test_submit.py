@@ -750,7 +750,7 @@ def test_an_unusable_input_is_refused_before_anything_is_queued_and_skip_doctor_
             "-o", "flow=farneback"]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 2, result.output
-    assert "v3 (undecodable" in result.output and "`pinbench submit ... --skip-doctor`" in result.output
+    assert "v3.mp4 (undecodable" in result.output and "`pinbench submit ... --skip-doctor`" in result.output
     assert not out.exists() and not fake_slurm.exists()  # no Slurm command was even asked
     result = runner.invoke(cli.app, [*args, "--skip-doctor"])
     assert result.exit_code == 0, result.output
