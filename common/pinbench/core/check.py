@@ -181,8 +181,9 @@ _KEPT_ASIDE = re.compile(r"scorecard\.aside-[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?")   # 
 
 def _kept_aside(folder: Path) -> bool:
     """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
-    directory, with scorecard.json and its records files alone."""
-    return bool(_KEPT_ASIDE.fullmatch(folder.name)) and (folder.parent / IDENTITY_FILE).is_file()
+    directory, with scorecard.json and its records files alone (a run given it as --out is checked whole)."""
+    return (bool(_KEPT_ASIDE.fullmatch(folder.name)) and (folder.parent / IDENTITY_FILE).is_file()
+            and not os.path.lexists(folder / IDENTITY_FILE))
 
 
 def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None:
