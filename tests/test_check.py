@@ -653,3 +653,11 @@ def test_a_scorecard_a_rerun_kept_aside_is_checked_against_its_records_alone(run
     assert [p for p in check_run(aside).problems if "metric f1: value 0.123 in the scorecard" in p]
     shutil.copy(run_dir / "pinbench-run.json", aside)   # a run given that folder as --out: checked as one
     assert [p for p in check_run(aside).problems if p.endswith("(every run writes its report)")]
+
+
+def test_a_samples_path_holding_a_nul_is_one_problem_naming_the_scorecard(run_dir: Path) -> None:
+    """samples.path "samples.jsonl\\u0000" passed the inside-the-run-directory rule; check, compare and view then
+    ended in 'error: embedded null byte', naming no file (check never raises for bad input)."""
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path="samples.jsonl\0"))
+    assert check_run(run_dir).problems == [
+        f"{run_dir / 'scorecard.json'}: samples.path 'samples.jsonl\\x00' is not a file inside the run directory"]
