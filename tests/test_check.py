@@ -633,3 +633,31 @@ def test_the_finish_names_a_counted_sample_that_a_second_record_contradicts(run_
             f"{log}:6, {log}:11): neither is read: moved to {log.parent / 'quarantine' / 'run.jsonl'}"
             in capsys.readouterr().out)
     assert check_run(run_dir).problems == []
+
+
+def test_a_scorecard_a_rerun_kept_aside_is_checked_against_its_records_alone(run_dir: Path) -> None:
+    """A rerun that replaced a scorecard with other numbers keeps it in ``scorecard.aside-<time>/`` with its records
+    files alone (``run._keep_aside``); check named its stores, which stay the run directory's, "now absent", each
+    sample "not in the store" and its report missing: 9 problems in the fixture of mind for a folder pinbench made.
+    Its values are still checked against its records."""
+    aside = run_dir / "scorecard.aside-20261206T040104Z"
+    aside.mkdir()
+    for name in ("scorecard.json", "samples.jsonl", "derived.jsonl"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, aside / name)
+    result = check_run(aside)
+    assert result.problems == []
+    assert (f"{aside}: a scorecard a rerun kept aside, with its records files alone: its values are checked against "
+            f"them; its stores, rollouts and report are {run_dir}'s (pinbench check {run_dir})") in result.notes
+    _edit_json(aside / "scorecard.json", lambda card: card["metrics"]["f1"].update(value=0.123))
+    assert [p for p in check_run(aside).problems if "metric f1: value 0.123 in the scorecard" in p]
+    shutil.copy(run_dir / "pinbench-run.json", aside)   # a run given that folder as --out: checked as one
+    assert [p for p in check_run(aside).problems if p.endswith("(every run writes its report)")]
+
+
+def test_a_samples_path_holding_a_nul_is_one_problem_naming_the_scorecard(run_dir: Path) -> None:
+    """samples.path "samples.jsonl\\u0000" passed the inside-the-run-directory rule; check, compare and view then
+    ended in 'error: embedded null byte', naming no file (check never raises for bad input)."""
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path="samples.jsonl\0"))
+    assert check_run(run_dir).problems == [
+        f"{run_dir / 'scorecard.json'}: samples.path 'samples.jsonl\\x00' is not a file inside the run directory"]

@@ -434,3 +434,18 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path: Path,
     with pytest.raises(files.FileError, match="grown: more than the 100 bytes such a file holds"):
         files.read_regular_bytes(path, limit=100)
     assert files.read_regular_bytes(path, limit=5000) == b"x" * 5000
+
+
+def test_file_digests_need_no_python_3_11_hashlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mind, camerabench and paibench_c images run pinbench on Python 3.10, whose hashlib has no file_digest:
+    sha256_file and git_blob_id through it raised AttributeError there. Digests of a file over one chunk."""
+    import hashlib
+
+    from pinbench.ops.downloads import git_blob_id
+
+    monkeypatch.delattr(hashlib, "file_digest", raising=False)   # as on Python 3.10
+    data = bytes(range(256)) * (5 << 12) + b"tail"
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert files.sha256_file(path) == hashlib.sha256(data).hexdigest()
+    assert git_blob_id(path) == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

@@ -282,6 +282,7 @@ def test_redact_hides_a_urls_password_and_keeps_the_rest() -> None:
     assert redact(text) == hidden
     assert scrub({"settings": {"endpoint": text}}) == {"settings": {"endpoint": hidden}}
     assert scrubber().json({"endpoint": text}) == json.dumps({"endpoint": hidden}, separators=(",", ":"))
+    assert redact("https://lab:p@ss@api.example.com/v1") == "https://lab:***@api.example.com/v1"   # urllib's password
 
 
 def test_redact_secret_env_values(monkeypatch: pytest.MonkeyPatch) -> None:

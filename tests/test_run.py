@@ -146,6 +146,21 @@ def test_a_rerun_whose_numbers_differ_keeps_the_complete_scorecard_it_replaces_a
     assert len(list(out.glob("scorecard.aside-*"))) == 2 and "moved to" not in capsys.readouterr().out
 
 
+def test_a_rerun_over_fewer_samples_with_the_same_values_keeps_the_complete_scorecard(
+        toy: Recipe, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Values every sample shares (an oracle's SSIM 1.0) are the same mean over 2 samples as over 4: a rerun with a
+    smaller --limit replaced the complete 4-sample scorecard without a word; its counts differ, so it is kept."""
+    out, derived, figures = tmp_path / "run", Counted([]), Counted([])
+    same = [SampleRecord(sid, "ok", {"f1": 1.0, "err": 0.0}, None, "0" * 64, 0.1) for sid in IDS]
+    _finish(toy, out, same, derived, figures)
+    first = (out / "scorecard.json").read_bytes()
+    capsys.readouterr()
+    _finish(toy, out, same[:2], derived, figures)
+    [aside] = out.glob("scorecard.aside-*")
+    assert (aside / "scorecard.json").read_bytes() == first
+    assert "other numbers: err, f1) moved to" in capsys.readouterr().out
+
+
 TASKS = [LooseTask(sid, x=i) for i, sid in enumerate(IDS)]
 
 

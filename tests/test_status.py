@@ -142,6 +142,25 @@ def test_a_live_unsharded_run_is_running_from_its_first_moment(tmp_path: Path) -
     lock.unlink()
     assert [s.process for s in run_status(tmp_path, ask_slurm=False).shards] == ["stopped"]
 
+def test_a_live_run_past_its_last_finished_step_is_writing_its_scorecard_not_waiting_for_one(tmp_path: Path) -> None:
+    """A plain run whose step has finished its manifest but which is still live (scoring next, computing the
+    scorecard, the report) was told "every shard has finished; the same pinbench run ... writes it", a second run
+    asked for while the first was writing it (seen with mind's fixture between generation and scoring)."""
+    from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, this_process
+
+    (tmp_path / IDENTITY_FILE).write_text("{}")
+    run_samples(TASKS, _square, tmp_path, progress=False)   # its one step, finished
+    lock = tmp_path / LOCK_DIR / "run.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps(this_process()))   # the run itself is still live
+    assert render(run_status(tmp_path, ask_slurm=False)).endswith(
+        f"scorecard  not written yet: the run holding {lock} is still running")
+    lock.unlink()   # it ended without one (--skip-scoring): the way to write it
+    ended = render(run_status(tmp_path, ask_slurm=False))
+    assert ended.endswith("the same pinbench run without --shard and --skip-scoring scores what they stored and "
+                          "writes it")
+
+
 def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
     _layout(tmp_path)
     log = tmp_path / "samples" / "shard-0-of-3.jsonl"

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -127,6 +128,12 @@ def check_run(run_dir: Path | str) -> CheckResult:
     except FileError as exc:
         result.problems.append(str(exc))
         return result
+    if _kept_aside(run_dir):   # its stores, rollouts and report are the run directory's: "absent" here
+        result.notes.append(f"{run_dir}: a scorecard a rerun kept aside, with its records files alone: its values are "
+                            f"checked against them; its stores, rollouts and report are {run_dir.parent}'s "
+                            f"(pinbench check {run_dir.parent})")
+        result.problems += values_problems(run_dir, card)
+        return result
     _check_identity(run_dir, card, result)
     if card.status != "complete":
         reasons = card.status_reasons
@@ -167,6 +174,16 @@ def values_problems(run_dir: Path, card: Scorecard) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- the parts
+
+
+_KEPT_ASIDE = re.compile(r"scorecard\.aside-[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?")   # run._keep_aside's folders
+
+
+def _kept_aside(folder: Path) -> bool:
+    """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
+    directory, with scorecard.json and its records files alone (a run given it as --out is checked whole)."""
+    return (bool(_KEPT_ASIDE.fullmatch(folder.name)) and (folder.parent / IDENTITY_FILE).is_file()
+            and not os.path.lexists(folder / IDENTITY_FILE))
 
 
 def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None:

@@ -534,9 +534,13 @@ def sweep_temporaries(folder: Path | str, name: str | None = None) -> list[Path]
 
 
 def sha256_file(path: Path | str) -> str:
-    """Hex SHA-256 of a file's bytes, read a chunk at a time."""
+    """Hex SHA-256 of a file's bytes, read a chunk at a time (not hashlib.file_digest: Python 3.11, and the mind,
+    camerabench and paibench_c images run pinbench on 3.10)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def sha256_fd(fd: int) -> str:

@@ -46,8 +46,9 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 # The password of a URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option
-# reached the scorecard, generator.json and the report whole. The user name is kept.
-_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]+@")
+# reached the scorecard, generator.json and the report whole. The user name is kept. The password runs to the
+# authority's last '@', as urllib.parse reads it: https://u:p@ss@host left "ss" shown.
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)

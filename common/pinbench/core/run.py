@@ -714,8 +714,10 @@ def _why_aside(earlier: Scorecard, card: Scorecard) -> str | None:
 
 
 def _shown_value(card: Scorecard, name: str) -> str | None:
-    """A metric's value as compared for ``_why_aside`` (repr: a NaN equals a NaN); None when the card has none."""
-    return repr(card.metrics[name].value) if name in card.metrics else None
+    """A metric's value and how many samples it scored, as compared for ``_why_aside`` (repr: a NaN equals a NaN;
+    the count: a value every sample shares is the same mean over fewer); None when the card has none."""
+    metric = card.metrics.get(name)
+    return None if metric is None else repr((metric.value, metric.n_scored))
 
 
 ASIDE_SHOWN = 3   # lines of what ran differently, after the line that says where the earlier scorecard went

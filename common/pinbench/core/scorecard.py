@@ -666,9 +666,9 @@ def _cohort_errors(name: str, m: Mapping[str, Any]) -> list[str]:
 
 def outside_run_dir(name: str) -> bool:
     """Whether a file name a scorecard gives (``samples.path``, ``derived.path``) is no name inside its run
-    directory: absolute, with ``..``, or with a backslash."""
+    directory: absolute, with ``..``, with a backslash, or with a NUL (no file has one: opening it raised)."""
     relative = PurePosixPath(name)
-    return relative.is_absolute() or ".." in relative.parts or "\\" in name
+    return relative.is_absolute() or ".." in relative.parts or "\\" in name or "\0" in name
 
 
 def _outside_problem(card: Mapping[str, Any]) -> str | None:

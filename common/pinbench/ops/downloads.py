@@ -144,9 +144,11 @@ def verify_sha256(path: Path | str, expected: str) -> None:
 
 def git_blob_id(path: Path | str) -> str:
     """The git blob id of a file's bytes (SHA-1 of ``blob <size>\\0<content>``), as ``git hash-object`` prints it."""
-    header = f"blob {Path(path).stat().st_size}\0".encode()
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, lambda: hashlib.sha1(header, usedforsecurity=False)).hexdigest()
+    digest = hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode(), usedforsecurity=False)
+    with open(path, "rb") as fh:   # a loop, as sha256_file's: no hashlib.file_digest on Python 3.10
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def verify_url_file(pin: URLPin, path: Path | str, sha256: str | None = None) -> str:

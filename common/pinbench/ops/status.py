@@ -79,6 +79,7 @@ class RunStatus:
     jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
     slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
     scorecard: WrittenScorecard | str | None  # str: why scorecard.json is none
+    writer: Path | None = None   # the run.lock of a live plain run or merge: the one that writes the scorecard
 
     @property
     def counts(self) -> dict[str, int]:
@@ -135,7 +136,15 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
                 for shard in shards:
                     shard.slurm = by_task.get(shard.index, shard.slurm)
     return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_shards=count, n_tasks=n_tasks,
-                     jobs=jobs, slurm_note=note, scorecard=scorecard)
+                     jobs=jobs, slurm_note=note, scorecard=scorecard, writer=_writer(out_dir))
+
+
+def _writer(out_dir: Path) -> Path | None:
+    """The run.lock of a plain run or merge that may still be running (alive, or on another host): between its
+    last finished step and its scorecard it was told to run again."""
+    lock = out_dir / LOCK_DIR / f"{lock_name(None)}.lock"
+    holder = read_lock(lock) if os.path.lexists(lock) else None
+    return lock if holder is not None and process_alive(holder) is not False else None
 
 
 def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
@@ -427,6 +436,8 @@ def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:
 
 def _scorecard_line(status: RunStatus) -> str:
     written = status.scorecard
+    if written is None and status.writer is not None:
+        return f"scorecard  not written yet: the run holding {status.writer} is still running"
     if written is None:
         stored = status.shards and all(s.finished for s in status.shards) and not status.counts["pending"] \
             and not status.live   # --skip-scoring, or shards: nothing of theirs writes it
