@@ -363,7 +363,7 @@ def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -
     (run_dir / "report" / "index.html").unlink()
     assert pinbench_check() == 2
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem(s) in {run_dir}"
+    assert out[0].startswith("problem: ") and out[-1] == f"check: 1 problem in {run_dir}"
 
 
 def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None, command: str = "check") -> str:

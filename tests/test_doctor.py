@@ -200,7 +200,7 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
     problems = [line for line in result.output.splitlines() if line.startswith("PROBLEM")]
     assert problems == [problems[0]] and problems[0].startswith(
         f"PROBLEM inputs: 1 of 2 videos under {tmp_path / 'v'} are unusable (1 does not decode): b.mp4 (")
-    assert result.output.rstrip().endswith("doctor: 1 problem(s); nothing was started")
+    assert result.output.rstrip().endswith("doctor: 1 problem; nothing was started")
 
 
 def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:

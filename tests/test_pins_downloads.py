@@ -613,6 +613,25 @@ def test_provenance_marks_resolved_inputs(unresolved, tmp_path):
     assert states["upstream/evaluator"]["state"] == "verified"
 
 
+def test_provenance_holds_only_the_pins_a_run_used(unresolved, tmp_path):
+    """A recipe names the pins its run read: the others, and this machine's values for them, are left out of the
+    scorecard (``pinbench check`` then notes no unverified input the run never read); a name no pin has is a
+    one-line error naming the pins file."""
+    path, api = unresolved
+    machine = machine_record(tmp_path)
+    resolve(load_pins(path), machine, api=api)
+    pins = apply_machine_pins(load_pins(path), machine)
+    data = pins_for_provenance(pins, ["upstream/evaluator", "urls/sam2"])
+    assert (list(data["upstream"]), data["huggingface"], list(data["urls"])) == (["evaluator"], {}, ["sam2"])
+    assert list(data["resolved_at_run_time"]) == ["urls.sam2.sha256"]
+    assert data["images"] == pins.images
+    assert "resolved_at_run_time" not in pins_for_provenance(pins, ["upstream/evaluator"])
+    assert list(pins_for_provenance(pins)["huggingface"]) == ["model", "data"]     # None: every pin
+    with pytest.raises(PinsError) as info:
+        pins_for_provenance(pins, ["urls/sam3"])
+    assert str(info.value) == f"{path}: no pin urls/sam3 (a run names the pins it used as <section>/<name>)"
+
+
 def test_a_value_pinned_later_wins_over_machine_pins(unresolved, tmp_path):
     path, api = unresolved
     machine = machine_record(tmp_path)

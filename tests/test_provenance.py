@@ -438,6 +438,21 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
         'packages: A torch 2.5, B {"torch": "2.5.1"}']
 
 
+def test_an_input_one_run_read_and_the_other_did_not_is_one_line() -> None:
+    """A run records only the pins it read (``pins_for_provenance``'s ``used``): against a run that read one more,
+    the difference is that input read or not, once, never its every field as "none" in both pins and inputs."""
+    musiq = {"url": "https://example.com/musiq.pth", "sha256": None}
+    a = {"pins": {"urls": {"alexnet": {"sha256": "a" * 64}, "musiq": musiq}, "images": {}},
+         "inputs": {"urls/alexnet": {"kind": "url", "state": "verified"},
+                    "urls/musiq": {"kind": "url", "url": musiq["url"], "state": "unverified", "reason": "no sha256"}}}
+    b = {"pins": {"urls": {"alexnet": {"sha256": "b" * 64}}, "images": {}},
+         "inputs": {"urls/alexnet": {"kind": "url", "state": "verified"}}}
+    assert prov.differences(a, b, ("earlier", "this run")) == [
+        f"pins.urls.alexnet.sha256: earlier {'a' * 12}, this run {'b' * 12}",
+        "inputs.urls/musiq: earlier read it (unverified), this run did not read it"]
+    assert prov.differences(b, a, ("A", "B"))[1] == "inputs.urls/musiq: A did not read it, B read it (unverified)"
+
+
 def test_differences_show_no_part_of_a_secret_and_take_any_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """A secret is redacted before a long value is cut to 60 characters (the cut kept 17 characters of an
     environment secret, 7 of a token), a secret-named field's value is never shown, and a hand-edited YAML

@@ -531,6 +531,12 @@ def test_the_store_alone_says_which_samples_were_never_computed(tmp_path: Path) 
     assert "6 tasks: 1 done (1 partly missing), 0 failed, 1 missing, 4 pending" in render(status)
 
 
+def test_a_run_of_one_task_says_one_task(tmp_path: Path) -> None:
+    log = StepLog(GROUPED[:1], tmp_path, step="score")
+    log.record("a.t0", {"edge": 0.5, "seg": 0.25})
+    assert "samples    1 task: 1 done, 0 failed, 0 missing, 0 pending" in render(run_status(tmp_path, ask_slurm=False))
+
+
 def test_status_judges_each_sample_by_its_newest_readable_uncontradicted_record(tmp_path: Path) -> None:
     """What status reads of the store, record by record, is what ``read_store`` would give: the newest readable
     record of the sample's input, two ok records of one input and code whose results differ both left unread."""

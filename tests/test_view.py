@@ -709,14 +709,22 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
     broken = (runs["b"] / "fixture_data/rollouts/s02-tr180.mp4").resolve()
     digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
     assert {entry["source_sha256"] for entry in listing.values()} == digests and len(digests) == 9
+    summary = (bundle / "data" / "summary.js").read_text()
+    labels = {run["label"]: Path(run["dir"]) for run in json.loads(summary[summary.index(",") + 1:-3])["runs"]}
+    assert sorted(p.resolve() for p in labels.values()) == sorted(runs[r].resolve() for r in "ab")
     for name, entry in listing.items():
-        assert Path(entry["source"]) in rollouts and entry["preview"], name
-        assert entry["source_sha256"] == sha256_file(entry["source"]) == name.removesuffix(".mp4"), name
+        # the source as the run's label and the path from its folder: the bundle is copied elsewhere, where this
+        # machine's absolute paths name nothing (was: an absolute path)
+        assert not Path(entry["source"]).is_absolute() and entry["source"].startswith("fixture_data/rollouts/"), name
+        source = labels[entry["run"]] / entry["source"]
+        assert source.resolve() in rollouts and entry["preview"], name
+        assert entry["source_sha256"] == sha256_file(source) == name.removesuffix(".mp4"), name
         file = bundle / "media" / name
         assert sha256_file(file) == entry["sha256"]
-        assert video_info(file).n_frames == video_info(entry["source"]).n_frames
-        assert len(read_video(file, backend="pyav").frames) == video_info(entry["source"]).n_frames
+        assert video_info(file).n_frames == video_info(source).n_frames
+        assert len(read_video(file, backend="pyav").frames) == video_info(source).n_frames
     assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(everything)
+    assert str(runs["a"].resolve()) not in (bundle / "data" / "samples-0.js").read_text()   # nor the page's data
 
 
 def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundle(bundle, runs, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
+from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from pinbench.core.run import RunOutcome
@@ -957,7 +958,7 @@ def view(
         sock = bind_loopback(port)
     with sock:
         token = new_token()
-        _echo(f"{len(page.ids)} samples of {len(loaded)} run(s) of {page.recipe}")
+        _echo(f"{counted(len(page.ids), 'sample')} of {counted(len(loaded), 'run')} of {page.recipe}")
         _echo(f"view page: http://127.0.0.1:{sock.getsockname()[1]}/{token}/")
         _echo("(the token in this address is the key to the page: only this address opens it; Ctrl-C stops)")
         serve(page, sock, token)

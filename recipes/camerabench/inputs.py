@@ -178,12 +178,9 @@ def video_set(cfg: RunConfig, data: CameraBenchData, *, download: bool) -> Video
 
 
 def pins_for_provenance(model: Script1Model | None, *, fixture: bool) -> dict[str, Any]:
-    """The pins this run used: upstream code always; the data unless a fixture; models and videos for Script 1."""
-    raw = effective_pins_data(pins())
-    if fixture:
-        return {"recipe": raw.get("recipe"), "upstream": raw.get("upstream", {})}
-    used = {VIDEOS_PIN, PROCESSOR_PIN, model.weights_pin} if model is not None else set()
-    raw["huggingface"] = {k: v for k, v in (raw.get("huggingface") or {}).items() if k in used}
-    resolved = {label: entry for label, entry in raw.pop("resolved_at_run_time", {}).items()
-                if label.split(".")[0] != "huggingface" or label.split(".")[1] in used}
-    return {**raw, **({"resolved_at_run_time": resolved} if resolved else {})}
+    """The pins this run used: upstream code always; the models and videos for Script 1 unless a fixture."""
+    loaded = pins()
+    used = [f"upstream/{name}" for name in loaded.upstream]
+    if model is not None and not fixture:
+        used += [f"huggingface/{name}" for name in (VIDEOS_PIN, PROCESSOR_PIN, model.weights_pin)]
+    return effective_pins_data(loaded, used)

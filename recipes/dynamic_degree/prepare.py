@@ -166,18 +166,14 @@ def raft_weights(cfg: RunConfig, pins_path: Path) -> tuple[Path, str]:
 def pins_for_provenance(pins_path: Path, estimator: FlowEstimator, options: OptionValues,
                         recipe_name: str = "dynamic-degree") -> dict[str, Any]:
     """The pins this run actually used: no weights pin for a preview run, the local file if overridden."""
-    pins = effective_pins_data(_effective_pins(pins_path, recipe_name))
-    urls = pins.pop("urls", {}) or {}
-    resolved = pins.pop("resolved_at_run_time", {})
-    if estimator.official:
-        if options.raft_weights is not None:
-            pins["urls"] = {WEIGHTS_PIN: {"url": options.raft_weights.resolve().as_uri(),
-                                          "sha256": local_sha256(options)}}
-        else:
-            pins["urls"] = {WEIGHTS_PIN: urls.get(WEIGHTS_PIN)}
-            label = f"urls.{WEIGHTS_PIN}.sha256"
-            if label in resolved:
-                pins["resolved_at_run_time"] = {label: resolved[label]}
+    loaded = _effective_pins(pins_path, recipe_name)
+    used = [f"upstream/{name}" for name in loaded.upstream]
+    local = estimator.official and options.raft_weights is not None
+    if estimator.official and not local:
+        used.append(f"urls/{WEIGHTS_PIN}")
+    pins = effective_pins_data(loaded, used)
+    if local:
+        pins["urls"] = {WEIGHTS_PIN: {"url": options.raft_weights.resolve().as_uri(), "sha256": local_sha256(options)}}
     return pins
 
 

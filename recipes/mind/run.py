@@ -37,7 +37,7 @@ from pinbench_recipes.mind.scoring import (
     official_failed_native_scored,
     suite_record,
 )
-from pinbench_recipes.mind.weights import lpips_trunk, recipe_pins, runtime_from_env
+from pinbench_recipes.mind.weights import lpips_trunk, recipe_pins, run_pins, runtime_from_env
 
 
 def run(run: Run) -> RunOutcome:
@@ -127,8 +127,10 @@ def run(run: Run) -> RunOutcome:
         extra["test_double"] = fixture.ProcessPyCpuDouble.name
     # the native cross-check needs the generated videos: importing a Result.json alone has nothing to recompute
     native_declared = bool(options.native) and pre.generated_root is not None
+    used = run_pins(pins, metrics, official=not data and results_file is None, native=native_declared and not data)
     return run.finish(metric_specs(keys, metrics, native=native_declared), records, derived=[suite],
-                      pins=pins_for_provenance(pins), seeds={"fixture": fixture.SEED} if data else None, extra=extra,
+                      pins=pins_for_provenance(pins, used), seeds={"fixture": fixture.SEED} if data else None,
+                      extra=extra,
                       provenance={"canvas": str(fixture.CANVAS if data else OFFICIAL_CANVAS),
                                   **{name: run.recorded_path(folder) if folder is not None else None for name, folder
                                      in (("gt_root", pre.gt_root), ("generated_root", pre.generated_root))}})

@@ -106,9 +106,29 @@ def fetch_cache_weights(pins: Pins, *, token: str | None, staged: Mapping[str, P
 def fetch_pins(cfg: RunConfig) -> list[str]:
     """recipe.yaml ``fetch_pins:``: the pins ``fetch`` downloads for ``-o metrics``, the only ones whose nulls
     ``pinbench fetch mind`` resolves first (``lcm``: the pinned LPIPS trunk alone, so no token for DINOv3)."""
-    metrics = cfg.options.metrics
+    return _cache_pins(cfg.options.metrics)
+
+
+def _cache_pins(metrics: Sequence[str]) -> list[str]:
     dino = [f"huggingface/{DINO_PIN}"] if reads_dino(metrics) else []
     return [f"urls/{name}" for name in _cache_urls(metrics)] + dino
+
+
+def run_pins(pins: Pins, metrics: Sequence[str], *, official: bool, native: bool) -> list[str]:
+    """The pins a run read, for its provenance (``pins_for_provenance``): the upstream code always (the fixture's
+    double follows it); with the official ``process.py`` (not under ``--fixture``, not importing a Result.json)
+    the cache weights of ``metrics`` and, for ``action`` (ViPE's RPE), ViPE's first-use files baked in the image;
+    with the native cross-check on real videos, the LPIPS trunk. The image's build-only input (Eigen) is read by
+    no run."""
+    used = [f"upstream/{name}" for name in pins.upstream]
+    if official:
+        used += _cache_pins(metrics)
+        if "action" in metrics:
+            used += [f"urls/{name}" for name in TORCH_HUB_FILES if name != "alexnet"]
+            used += [f"huggingface/{name}" for name in HF_LOADED_AS]
+    if native and "urls/alexnet" not in used:
+        used.append("urls/alexnet")
+    return used
 
 
 def fetch(cfg: RunConfig) -> None:

@@ -84,6 +84,7 @@ from pinbench.core.store import (
     store_folders,
 )
 from pinbench.core.uncertainty import Interval
+from pinbench.core.wording import counted
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")
@@ -108,7 +109,7 @@ class CheckResult:
 
     def lines(self) -> list[str]:
         """What ``pinbench check`` prints: problems, notes, then one summary line."""
-        summary = (f"check: {len(self.problems)} problem(s) in {self.run_dir}" if self.problems
+        summary = (f"check: {counted(len(self.problems), 'problem')} in {self.run_dir}" if self.problems
                    else f"check: {self.run_dir} is consistent")
         return [f"problem: {p}" for p in self.problems] + [f"note: {n}" for n in self.notes] + [summary]
 

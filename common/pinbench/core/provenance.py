@@ -539,6 +539,7 @@ def collect_provenance(*, pins: Mapping[str, Any], seeds: Mapping[str, Any] | No
 # What ``differences`` reads first: what a run ran (code, inputs, seeds, options), then what it ran on.
 _ORDER = ("pinbench", "pins", "inputs", "seeds", "extra", "packages", "python", "container", "gpus", "driver",
           "platform")
+_PINNED = ("upstream", "huggingface", "urls")   # the pins sections whose every pin has an ``inputs`` entry
 _NOT_COMPARED = {("timestamp",), ("runs",), ("extra", "generation")}  # a time, a reference's runs, generation's
 SHOWN = 12
 
@@ -551,7 +552,7 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
     scrubbed (string keys) before a value is cut to its line, so no part of a secret is shown."""
     lines: list[str] = []
     clean = scrubber()
-    a, b = _one_way(clean(a), clean(b))
+    a, b = _used_once(*_one_way(clean(a), clean(b)))
     keys = [*(k for k in _ORDER if k in a or k in b), *sorted((set(a) | set(b)) - set(_ORDER))]
     for key in keys:
         _leaf_differences((key,), a.get(key), b.get(key), labels, lines)
@@ -580,10 +581,30 @@ def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, A
     return stated(a, packages[0]), stated(b, packages[1])
 
 
+def _used_once(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Both without the pins that one run read and the other did not (``pins_for_provenance``'s ``used``): their
+    ``inputs`` line says so once, where the pin's every field would read as "none"."""
+    inputs = [p.get("inputs") if isinstance(p.get("inputs"), Mapping) else {} for p in (a, b)]
+    once = set(inputs[0]) ^ set(inputs[1])
+    if not once:
+        return a, b
+
+    def without(provenance: Mapping[str, Any]) -> Mapping[str, Any]:
+        pins = provenance.get("pins")
+        if not isinstance(pins, Mapping):
+            return provenance
+        kept = {key: ({name: pin for name, pin in value.items() if f"{key}/{name}" not in once}
+                      if key in _PINNED and isinstance(value, Mapping) else value) for key, value in pins.items()}
+        return {**provenance, "pins": kept}
+    return without(a), without(b)
+
+
 def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, str], lines: list[str]) -> None:
     if path in _NOT_COMPARED or a == b:
         return
-    if path == ("packages", "distributions") and isinstance(a, list) and isinstance(b, list):
+    if len(path) == 2 and path[0] == "inputs" and (a is None) != (b is None):
+        lines.append(f"{printable(path[0])}.{printable(path[1])}: {labels[0]} {_read(a)}, {labels[1]} {_read(b)}")
+    elif path == ("packages", "distributions") and isinstance(a, list) and isinstance(b, list):
         lines.extend(_distribution_differences(a, b, labels))
     elif isinstance(a, Mapping | None) and isinstance(b, Mapping | None):   # one side may lack the whole block
         a, b = a or {}, b or {}
@@ -591,6 +612,12 @@ def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, 
             _leaf_differences((*path, str(key)), a.get(key), b.get(key), labels, lines)
     else:
         lines.append(f"{'.'.join(map(printable, path))}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
+
+
+def _read(state: Any) -> str:
+    if state is None:
+        return "did not read it"
+    return f"read it ({_shown(state.get('state') if isinstance(state, Mapping) else state)})"
 
 
 def _distribution_differences(a: list[Any], b: list[Any], labels: tuple[str, str]) -> list[str]:

@@ -96,6 +96,7 @@ from pinbench.core.scorecard import (
 from pinbench.core.shard_manifest import renew_manifest
 from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 from pinbench.core.task import Task
+from pinbench.core.wording import counted
 
 T = TypeVar("T")
 ROLLOUTS = "rollouts"       # a generating run's rollouts, in the layout its recipe scores
@@ -403,8 +404,8 @@ class Run:
             summary = stop.summary or RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
             failed = summary.failed_ids
             who = f"shard {self.shard} of {self.recipe.name}" if self.shard is not None else self.recipe.name
-            message = (f"{who}: {summary.n_total} samples: {summary.n_done} done, {summary.n_reused} reused, "
-                       f"{lost_text(summary.n_failed, summary.n_missing)}"
+            message = (f"{who}: {counted(summary.n_total, 'sample')}: {summary.n_done} done, "
+                       f"{summary.n_reused} reused, {lost_text(summary.n_failed, summary.n_missing)}"
                        + (f" ({', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''})" if failed else "")
                        + f"; {stop.why}")
             print(message, flush=True)
@@ -790,9 +791,9 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
                          n_cached=sum(p.n_cached for p in parts))
     # each part says its own counts (the first with its progress); the step's are these, of every device
     from_cache = f" ({summary.n_cached} from the sample cache)" if summary.n_cached else ""   # as one part says it
-    said = (f"{label}: {summary.n_total} samples on {len(devices)} devices: {summary.n_done} done, "
-            f"{summary.n_reused} reused{from_cache}, {lost_text(summary.n_failed, summary.n_missing)} in "
-            f"{time.perf_counter() - started:.1f}s")
+    said = (f"{label}: {counted(summary.n_total, 'sample')} on {counted(len(devices), 'device')}: "
+            f"{summary.n_done} done, {summary.n_reused} reused{from_cache}, "
+            f"{lost_text(summary.n_failed, summary.n_missing)} in {time.perf_counter() - started:.1f}s")
     print(said + (f"; {recomputed_text(recomputed)}" if recomputed else ""), file=sys.stderr, flush=True)
     return summary
 

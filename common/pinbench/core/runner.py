@@ -60,6 +60,7 @@ from pinbench.core.store import (
     settle,
 )
 from pinbench.core.task import Task
+from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -859,7 +860,7 @@ def run_samples(
 
     from_cache = f" ({len(cached)} from the sample cache)" if cached else ""
     n_missing = counts.pop("missing", 0)
-    summary = (f"{label}: {len(records)} samples: {counts['done']} done, {n_reused} reused{from_cache}, "
+    summary = (f"{label}: {counted(len(records), 'sample')}: {counts['done']} done, {n_reused} reused{from_cache}, "
                f"{lost_text(counts['failed'], n_missing)} in {time.perf_counter() - started:.1f}s")
     if recomputed:
         summary += f"; {recomputed_text(recomputed)}"

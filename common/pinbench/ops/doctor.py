@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import FileState, cache_root, read_json_cache, write_json_cache
 from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -497,6 +498,6 @@ def report(findings: Sequence[Finding], echo: Callable[[str], Any], *, verbose: 
             echo(redact(finding.render()))
     problems = sum(1 for f in findings if not f.ok)
     if problems:
-        echo(f"doctor: {problems} problem(s); nothing was started")
+        echo(f"doctor: {counted(problems, 'problem')}; nothing was started")
         return EXIT_PROBLEMS
     return 0

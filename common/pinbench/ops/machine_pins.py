@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import FileError, read_yaml, write_atomic
 from pinbench.core.options import is_offline
-from pinbench.core.pins import HEX40, HFPin, Pins, URLPin, load_pins
+from pinbench.core.pins import HEX40, HFPin, Pins, PinsError, URLPin, load_pins
 from pinbench.core.rerun import depends_on
 from pinbench.core.schema import schema_error
 from pinbench.ops.cache import cache_dir, url_path
@@ -212,14 +212,27 @@ def machine_pins_for(recipe: Recipe, cache: Path | str | None = None) -> Machine
                             legacy=legacy_machine_pins_path(recipe.name, recipe.version, cache))
 
 
-def pins_for_provenance(pins: Pins) -> dict[str, Any]:
-    """The effective pins as plain data for a scorecard, with ``resolved_at_run_time`` for this machine's values."""
+def pins_for_provenance(pins: Pins, used: Collection[str] | None = None) -> dict[str, Any]:
+    """The effective pins as plain data for a scorecard, with ``resolved_at_run_time`` for this machine's values.
+
+    ``used``: the pins this run read, as ``<section>/<name>`` (``upstream/mind``, ``urls/alexnet``: the names of
+    the scorecard's ``inputs``); None for all. The others are left out, so the scorecard, and ``pinbench check``'s
+    notes, name no input the run never read (a fixture run reads none of the real weights)."""
     from pinbench.core.provenance import to_jsonable
 
-    data = to_jsonable({"recipe": pins.recipe, "upstream": pins.upstream, "huggingface": pins.huggingface,
-                        "urls": pins.urls, "images": pins.images, "python": pins.python})
-    if pins.resolved:
-        data["resolved_at_run_time"] = {label: r.provenance() for label, r in sorted(pins.resolved.items())}
+    sections = {"upstream": pins.upstream, "huggingface": pins.huggingface, "urls": pins.urls}
+    if used is not None:
+        known = {f"{section}/{name}" for section, entries in sections.items() for name in entries}
+        unknown = sorted(set(used) - known)
+        if unknown:
+            raise PinsError(f"{pins.path}: no pin {unknown[0]} (a run names the pins it used as <section>/<name>)")
+        sections = {section: {name: pin for name, pin in entries.items() if f"{section}/{name}" in used}
+                    for section, entries in sections.items()}
+    data = to_jsonable({"recipe": pins.recipe, **sections, "images": pins.images, "python": pins.python})
+    resolved = {label: r.provenance() for label, r in sorted(pins.resolved.items())
+                if used is None or "/".join(label.split(".")[:2]) in used}
+    if resolved:
+        data["resolved_at_run_time"] = resolved
     return data
 
 

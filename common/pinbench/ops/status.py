@@ -39,6 +39,7 @@ from pinbench.core.scorecard import (
 )
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import Stored, contradictions, sound_records
+from pinbench.core.wording import counted
 from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission
 
@@ -383,10 +384,10 @@ def render(status: RunStatus) -> str:
                      f"{sub.shards} shard(s), container {sub.container}")
         jobs = ", ".join(f"{j['phase']} = job {j['job_id']}" for j in sub.jobs)
         lines.append(f"submitted  {sub.submitted}: {jobs}")
-    tasks = "?" if status.n_tasks is None else str(status.n_tasks)
+    tasks = "? tasks" if status.n_tasks is None else counted(status.n_tasks, "task")
     counts = status.counts
     partly = [(s, *row) for s in status.shards for row in s.partly_missing]
-    lines.append(f"samples    {tasks} tasks: {counts['done']} done"
+    lines.append(f"samples    {tasks}: {counts['done']} done"
                  f"{f' ({len(partly)} partly missing)' if partly else ''}, {counts['failed']} failed, "
                  f"{counts['missing']} missing, {counts['pending']} pending")
     if status.n_tasks is None:

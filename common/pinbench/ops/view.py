@@ -227,9 +227,9 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
     the samples show under ``media/`` (a web preview where a browser cannot play the original), listed in
-    ``media.json`` with the source and the SHA-256 of the bytes each was made from. ``copy_media=False`` (a report's
-    folder) links the originals that play as they are where they lie instead of copying them. Returns
-    ``dest/index.html``."""
+    ``media.json`` with the source (the run's label, the path from its folder) and the SHA-256 of the bytes each
+    was made from. ``copy_media=False`` (a report's folder) links the originals that play as they are where they lie
+    instead of copying them. Returns ``dest/index.html``."""
     media = MediaStore()
     # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
     claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/", folders=("data", "media"),
@@ -237,10 +237,20 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
 
+    # medium name -> the run that first showed it and where, from that run's folder: a bundle is copied elsewhere,
+    # where this machine's absolute paths name nothing and would tell its folder layout
+    sources: dict[str, dict[str, str]] = {}
+
     def describe(run: int, item: Video | Image) -> dict[str, Any]:
         entry = media.describe(run, item)
-        if not copy_media and entry.get("url") and not entry.get("preview"):
+        if "source" not in entry:   # a file it could not show: its problem says why
+            return entry
+        name = entry["url"].removeprefix("media/")
+        if not copy_media and not entry.get("preview"):
             entry["url"] = quote(Path(os.path.relpath(entry["source"], dest.resolve())).as_posix())
+        shown = view.runs[run]
+        entry["source"] = Path(os.path.relpath(entry["source"], shown.run.path.parent.resolve())).as_posix()
+        sources.setdefault(name, {"run": shown.label, "source": entry["source"]})
         return entry
 
     write_if_changed(dest / "index.html", page_html("bundle"))
@@ -258,7 +268,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
             progress(f"{stop} of {len(view.ids)} samples")
     listing = {}
     for name, served in sorted(media.files.items()):
-        entry = {"source": str(served.path), "source_sha256": served.sha256, "preview": served.preview}
+        entry = {**sources[name], "source_sha256": served.sha256, "preview": served.preview}
         if not copy_media and not served.preview:
             listing[name] = {**entry, "linked": True}
             continue

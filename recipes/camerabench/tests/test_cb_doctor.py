@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pinbench.core.provenance import input_states
 from pinbench.core.recipe import get_recipe
 from pinbench.ops import doctor
 from pinbench_recipes.camerabench import data_files, fixture, inputs
@@ -103,3 +104,15 @@ def test_doctor_counts_the_samples_whose_row_has_an_error_and_those_without_a_ro
     assert line == (f"score files in {scores}: 15 of 17 samples scored; 1 will fail with their Script 1 error "
                     "(e.g. binary__Pan_Left__a1.0.0); 1 have no row and will fail as missing "
                     "(e.g. binary__Pan_Left__a2.0.0)")
+
+
+def test_a_scorecard_names_the_pins_its_script_read() -> None:
+    """Script 1 reads the videos, its model and the base model's processor; a fixture or score-only run reads none
+    of them: the upstream code alone (its other model's weights are never an input of a run)."""
+    code = ["upstream/leaderboard", "upstream/leaderboard_vqa", "upstream/t2v_metrics"]
+    model = inputs.SCRIPT1_CHECKPOINTS["qwen2.5-vl-7b-cam-motion"]
+
+    assert sorted(input_states(inputs.pins_for_provenance(model, fixture=False))) == [
+        "huggingface/qwen2_5_vl_7b_cam_motion", "huggingface/qwen2_5_vl_7b_instruct", "huggingface/videos", *code]
+    assert sorted(input_states(inputs.pins_for_provenance(model, fixture=True))) == code
+    assert sorted(input_states(inputs.pins_for_provenance(None, fixture=False))) == code

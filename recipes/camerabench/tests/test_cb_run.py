@@ -162,7 +162,7 @@ def test_a_script1_shard_stores_its_outputs_and_leaves_script2_to_the_merge(tmp_
     out = tmp_path / "shard"
     outcome = run_recipe(_cfg(out, fixture=True, shard=Shard(1, 3), skip_scoring=True))
     assert calls == [Shard(1, 3)] and outcome.exit_code == 0 and outcome.scorecard_path is None
-    assert "shard 1/3 of camerabench: 1 samples: 1 done, 0 reused, 0 failed" in outcome.message
+    assert "shard 1/3 of camerabench: 1 sample: 1 done, 0 reused, 0 failed" in outcome.message
     assert (out / "script1" / "samples" / "shard-1-of-3.jsonl").is_file()
     assert not (out / "scorecard.json").exists() and not (out / "samples").exists()
 

@@ -111,6 +111,7 @@ def test_directory_with_a_broken_video_is_partial_and_exits_non_zero(
     assert card["status"] == "partial"
     assert (metric["n_expected"], metric["n_scored"], metric["n_failed"]) == (3, 2, 1)
     assert metric["value"] == pytest.approx(0.5)  # mean of the scored videos, reported as partial
+    assert sorted(card["provenance"]["inputs"]) == ["upstream/raft", "upstream/vbench"]   # the preview reads no RAFT
     (failure,) = metric["failed"]
     assert failure["sample_id"] == "broken" and "empty file" in failure["error"]
     assert "reported, not diffed" in (out / "diff.txt").read_text()
@@ -209,6 +210,7 @@ def test_raft_run_with_local_weights(tmp_path: Path, texture_video: Callable[...
     assert card["extra"]["official"] is True
     assert card["extra"]["flow"]["weights_sha256"] == sha
     assert card["provenance"]["inputs"]["urls/raft_things"]["state"] == "verified"
+    assert card["provenance"]["pins"]["urls"]["raft_things"]["url"] == weights.resolve().as_uri()   # the local file
     assert set(card["extra"]["loop_families"]) == {"yaw_loop_360"}
 
 

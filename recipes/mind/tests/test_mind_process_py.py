@@ -275,6 +275,14 @@ def test_process_py_is_launched_as_it_needs_and_its_result_is_read_back(tmp_path
     card = json.loads((out / "scorecard.json").read_text())
     assert card["status"] == "complete" and "test_double" not in card["extra"]
     assert card["extra"]["official_sources"][0]["work_dir"] == str(work)
+    # what process.py read for lcm,action,gsc: the LPIPS trunk and ViPE's first-use weights, no visual/dino weight
+    assert sorted(card["provenance"]["inputs"]) == [
+        "huggingface/bert_base_uncased", "huggingface/unidepth_v2_vitl14", "upstream/mind", "upstream/vipe",
+        "upstream/worldfoundry", "urls/alexnet", "urls/aot_deaotl", "urls/geocalib_pinhole",
+        "urls/groundingdino_swint_ogc", "urls/sam_vit_b", "urls/video_depth_anything_small"]
+    assert sorted(card["provenance"]["pins"]["urls"]) == [
+        "alexnet", "aot_deaotl", "geocalib_pinhole", "groundingdino_swint_ogc", "sam_vit_b",
+        "video_depth_anything_small"]
 
 
 def test_a_process_py_that_dies_keeps_what_it_wrote_and_fails_the_rest_naming_why(
@@ -355,3 +363,6 @@ def test_visual_and_dino_read_the_staged_weights_through_the_fresh_cache(tmp_pat
     rows = {r["sample_id"]: r["result"] for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
     data_1 = rows["1st_data.mem_test.data-1"]
     assert (data_1["imaging_quality"], data_1["aesthetic_quality"], data_1["dino_mse"]) == (0.5, 0.25, 0.001)
+    inputs = json.loads((out / "scorecard.json").read_text())["provenance"]["inputs"]
+    assert {"huggingface/dinov3_vitb16", "urls/musiq_spaq", "urls/aesthetic_head", "urls/clip_vit_l14",
+            "urls/alexnet", "urls/sam_vit_b"} <= set(inputs) and "urls/eigen" not in inputs   # eigen: build only

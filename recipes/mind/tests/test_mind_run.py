@@ -43,6 +43,8 @@ def test_fixture_passes_against_its_reference(fixture_run) -> None:
     assert card["derived"]["n_records"] == 1 and card["metrics"]["mind_average"]["records"] == "derived"
     assert "suite" not in (out / "samples.jsonl").read_text() and not (out / "samples" / "suite.json").exists()
     assert card["metrics"]["1st_data/action_space_test/lcm_mse"]["n_expected"] == 1
+    # the test double and the fixture's LPIPS trunk read none of the real weights: only the code it follows
+    assert sorted(card["provenance"]["inputs"]) == ["upstream/mind", "upstream/vipe", "upstream/worldfoundry"]
     # the fixture shows the uncertainty a run carries: two first-person memory scenes give an interval
     interval = card["metrics"]["1st_data/mem_test/lcm_mse"]["interval"]
     assert (interval["unit"], interval["n_units"], interval["method"]) == ("sample", 2, "BCa")
@@ -99,6 +101,7 @@ def test_a_complete_result_file_imported_without_videos_is_complete_with_its_mir
         metric = card["metrics"][f"{perspective}/mirror_test/gsc_mse"]
         assert (metric["n_expected"], metric["n_scored"]) == (1, 1)
     assert card["metrics"]["scene_consistency_score"]["value"] is not None
+    assert sorted(card["provenance"]["inputs"]) == ["upstream/mind", "upstream/vipe", "upstream/worldfoundry"]
 
 
 def test_layout_problems_stop_the_run_before_any_work(tmp_path: Path, layout: Layout, capsys) -> None:

@@ -183,3 +183,19 @@ def test_a_dino_fetch_without_a_token_names_the_gated_pin_and_hf_token(tmp_path:
                         "HF_TOKEN to a token of an account that has access to it (accept its licence on "
                         "https://huggingface.co/facebook/dinov3-vitb16-pretrain-lvd1689m)")
     assert fetched == [] and GatedHubDouble.calls == ["facebook/dinov3-vitb16-pretrain-lvd1689m"]
+
+
+def test_a_run_records_only_the_pins_its_metrics_read() -> None:
+    """An official ``-o metrics=lcm`` run reads the LPIPS trunk alone: its scorecard names no visual, DINOv3 or ViPE
+    weight (was: every pin, so ``pinbench check`` noted MUSIQ and DINOv3 as unverified inputs of an lcm run); a run
+    importing a Result.json without videos reads no weight at all."""
+    from pinbench.core.provenance import input_states
+    from pinbench.ops.machine_pins import pins_for_provenance
+    from pinbench_recipes.mind.weights import run_pins
+
+    pins = recipe_pins()
+    code = ["upstream/mind", "upstream/vipe", "upstream/worldfoundry"]
+    lcm = input_states(pins_for_provenance(pins, run_pins(pins, ["lcm"], official=True, native=True)))
+    assert sorted(lcm) == [*code, "urls/alexnet"]
+    assert sorted(run_pins(pins, ["lcm"], official=False, native=False)) == code
+    assert sorted(run_pins(pins, ["gsc"], official=False, native=True)) == [*code, "urls/alexnet"]
