@@ -449,3 +449,11 @@ def test_file_digests_need_no_python_3_11_hashlib(tmp_path: Path, monkeypatch: p
     path.write_bytes(data)
     assert files.sha256_file(path) == hashlib.sha256(data).hexdigest()
     assert git_blob_id(path) == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_count_of_one_is_singular_and_every_other_plural() -> None:
+    """Run, status, check and doctor lines said "1 samples", "1 problem(s)"."""
+    from pinbench.core.files import counted
+
+    assert [counted(n, "sample") for n in (0, 1, 2)] == ["0 samples", "1 sample", "2 samples"]
+    assert [counted(n, "entry", "entries") for n in (1, 3)] == ["1 entry", "3 entries"]

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
+from pinbench.core.files import counted
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
-from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from pinbench.core.run import RunOutcome

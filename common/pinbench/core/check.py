@@ -45,6 +45,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.derived import DerivedRecord, derived_problems, read_derived
 from pinbench.core.files import (
     FileError,
+    counted,
     first_names,
     loads_finite_json,
     not_regular,
@@ -84,7 +85,6 @@ from pinbench.core.store import (
     store_folders,
 )
 from pinbench.core.uncertainty import Interval
-from pinbench.core.wording import counted
 
 SCORECARD = "scorecard.json"
 REPORT = PurePosixPath("report", "index.html")

@@ -127,6 +127,12 @@ def first_names(names: Sequence[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 sample"``, ``"0 samples"``: one rule for counts in messages (a run of one sample said ``1 samples``);
+    ``plural`` for a noun whose plural is not ``noun + "s"``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def clipped(text: str, limit: int) -> str:
     """``text``, cut to ``limit`` characters ending in ``...`` when longer: a value or reason for a one-line message."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

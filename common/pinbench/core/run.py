@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from pinbench.core import rerun
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
-from pinbench.core.files import first_names, write_if_changed
+from pinbench.core.files import counted, first_names, write_if_changed
 from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.generation import Generated, Generator, Request, generation_differences
 from pinbench.core.inputs import InputDigests, input_digests
@@ -96,7 +96,6 @@ from pinbench.core.scorecard import (
 from pinbench.core.shard_manifest import renew_manifest
 from pinbench.core.store import SAMPLES_DIR, log_name, read_store, seal, settle
 from pinbench.core.task import Task
-from pinbench.core.wording import counted
 
 T = TypeVar("T")
 ROLLOUTS = "rollouts"       # a generating run's rollouts, in the layout its recipe scores

@@ -39,7 +39,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING, Any, cast
 
 from pinbench.core.config import Implementation, Shard
-from pinbench.core.files import atomic_path, clipped, parse_finite_jsonl, read_finite_jsonl
+from pinbench.core.files import atomic_path, clipped, counted, parse_finite_jsonl, read_finite_jsonl
 from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
@@ -60,7 +60,6 @@ from pinbench.core.store import (
     settle,
 )
 from pinbench.core.task import Task
-from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from rich.console import Console

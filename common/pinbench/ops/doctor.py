@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, read_json_cache, write_json_cache
+from pinbench.core.files import FileState, cache_root, counted, read_json_cache, write_json_cache
 from pinbench.core.findings import Finding, ok, problem
-from pinbench.core.wording import counted
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig

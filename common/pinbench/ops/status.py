@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, iter_finite_jsonl, loads_json, open_regular, read_data_file
+from pinbench.core.files import FileError, counted, iter_finite_jsonl, loads_json, open_regular, read_data_file
 from pinbench.core.run import by_reason
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
@@ -39,7 +39,6 @@ from pinbench.core.scorecard import (
 )
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import Stored, contradictions, sound_records
-from pinbench.core.wording import counted
 from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission
 
