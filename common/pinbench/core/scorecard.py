@@ -47,12 +47,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
-from pinbench.core.files import FileError, clipped, loads_finite_json, read_regular_bytes, write_atomic
+from pinbench.core.files import FileError, MissingFile, clipped, loads_finite_json, read_regular_bytes, write_atomic
 from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
 from pinbench.core.provenance import scrub, to_jsonable
+from pinbench.core.rundir import IDENTITY_FILE
 from pinbench.core.runner import SampleRecord, is_stand_in
 from pinbench.core.schema import schema_error
 from pinbench.core.store import StorePins
@@ -715,7 +716,12 @@ def load_scorecard(path: Path | str) -> Scorecard:
     path = Path(path)
     try:
         text = read_regular_bytes(path).decode("utf-8")
-    except FileError as exc:   # missing, a folder, unreadable
+    except MissingFile as exc:   # a run directory without one yet said only "file not found"
+        unfinished = (path.parent / IDENTITY_FILE).is_file()
+        raise ScorecardError(path, exc.reason + (f": no scorecard yet (a run stopped before its finish, or shards "
+                                                 f"not merged: pinbench status {path.parent})" if unfinished else "")
+                             ) from None
+    except FileError as exc:   # a folder, unreadable
         raise ScorecardError(path, exc.reason) from None
     except UnicodeDecodeError as exc:   # a video given where a run belongs said only "not UTF-8 text (byte 43)"
         raise _not_a_scorecard(path, f"not UTF-8 text, byte {exc.start}") from None
