@@ -324,7 +324,8 @@ def test_the_finish_gives_back_what_the_derived_records_freed_before_the_scoreca
 def test_the_earlier_scorecard_goes_aside_under_the_names_a_finish_writes_and_never_onto_an_earlier_aside(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_keep_aside`` moves scorecard.json, samples.jsonl and derived.jsonl, whatever path the earlier scorecard
-    names (an edited one could name any file), and picks ``.2`` when an aside of that second is already there."""
+    names (an edited one could name any file), and picks ``-2`` when an aside of that second is already there, as
+    ``--move-aside`` does."""
     import dataclasses
 
     from pinbench.core.scorecard import build_scorecard
@@ -338,10 +339,12 @@ def test_the_earlier_scorecard_goes_aside_under_the_names_a_finish_writes_and_ne
     out.mkdir()
     for name in ("scorecard.json", "samples.jsonl", "derived.jsonl", "../outside.jsonl"):
         (out / name).write_text(name)
-    monkeypatch.setattr(run_module, "aside_path", lambda path: path.with_name("scorecard.aside-T"))
+    from pinbench.core import rundir
+
+    monkeypatch.setattr(rundir, "aside_path", lambda path: path.with_name("scorecard.aside-T"))
     (out / "scorecard.aside-T").mkdir()
     said = run_module._keep_aside(out, earlier, card, "other rollouts")
-    target = out / "scorecard.aside-T.2"
+    target = out / "scorecard.aside-T-2"
     assert sorted(p.name for p in target.iterdir()) == ["derived.jsonl", "samples.jsonl", "scorecard.json"]
     assert (tmp_path / "outside.jsonl").read_text() == "../outside.jsonl"
     assert not any((out / "scorecard.aside-T").iterdir())

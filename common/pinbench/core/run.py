@@ -35,7 +35,7 @@ import time
 from binascii import hexlify
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -60,7 +60,7 @@ from pinbench.core.reference import (
     render_diff,
     render_results,
 )
-from pinbench.core.rundir import aside_path
+from pinbench.core.rundir import aside_names
 from pinbench.core.runner import (
     BatchFn,
     NeverComputed,
@@ -724,17 +724,17 @@ ASIDE_SHOWN = 3   # lines of what ran differently, after the line that says wher
 
 
 def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) -> list[str]:
-    """Move the earlier scorecard and its records files into ``scorecard.aside-<UTC time>/`` (``aside_path``,
+    """Move the earlier scorecard and its records files into ``scorecard.aside-<UTC time>/`` (``aside_names``,
     as ``--move-aside`` names a run directory), where ``pinbench compare`` reads them. Why: a rerun with another
     generator, other code or options replaced the scorecard without a word, and the researcher lost the numbers.
     Returns the lines to print: where it went (``why``: ``_why_aside``), then up to ASIDE_SHOWN ways the two runs
     differ."""
-    first = target = aside_path(out_dir / "scorecard")
-    number = 1
-    while os.path.lexists(target):   # two such reruns within a second
-        number += 1
-        target = first.with_name(f"{first.name}.{number}")
-    target.mkdir()
+    for target in aside_names(out_dir / "scorecard"):   # two such reruns within a second: the next name
+        with suppress(FileExistsError):
+            target.mkdir()
+            break
+    else:
+        raise RecipeError(f"{out_dir}: the earlier scorecard was not moved aside: every scorecard.aside name is taken")
     for name in ("scorecard.json", card.samples.path, DERIVED_PATH):   # the names this finish writes, never ones
         if (out_dir / name).is_file():                                   # the earlier file says (edited: anywhere)
             os.replace(out_dir / name, target / PurePosixPath(name).name)

@@ -295,6 +295,15 @@ def aside_path(out_dir: Path) -> Path:
     return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
 
 
+def aside_names(path: Path) -> Iterator[Path]:
+    """The names a move aside of ``path`` tries, in order: ``aside_path``, then ``-2``, ``-3``, ... (a second move
+    within the same second), ``_ASIDE_TRIES`` in all; ``--move-aside`` and a finish's earlier scorecard take them."""
+    first = aside_path(path)
+    yield first
+    for n in range(2, _ASIDE_TRIES + 1):
+        yield first.with_name(f"{first.name}-{n}")
+
+
 def holds_run(out_dir: Path, cfg: RunConfig) -> bool:
     """Whether ``out_dir`` is the directory of this very run (recipe, checkpoint, mode and inputs): a shard's
     ``--move-aside`` leaves it, for it holds what the other shards stored (it moved them aside, one task after the
@@ -318,16 +327,15 @@ def move_aside(out_dir: Path) -> Path | None:
     live = other_live_runs(out_dir)
     if live:
         raise RunDirError(f"{out_dir}: not moved aside, a run is still writing in it: {live[0]}")
-    first = aside_path(out_dir)
-    for n in range(1, _ASIDE_TRIES + 1):   # a second move within the same second: "Directory not empty", unsaid
-        target = first if n == 1 else first.with_name(f"{first.name}-{n}")
+    for target in aside_names(out_dir):   # a second move within the same second: "Directory not empty", unsaid
         try:
             out_dir.rename(target)   # an empty folder there is replaced (nothing is lost)
             return target
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 raise RunDirError(f"{out_dir}: not moved aside to {target} ({exc.strerror or exc})") from None
-    raise RunDirError(f"{out_dir}: not moved aside, {first} and {_ASIDE_TRIES - 1} names after it are taken")
+    raise RunDirError(f"{out_dir}: not moved aside, {aside_path(out_dir)} and {_ASIDE_TRIES - 1} names after it are "
+                      "taken")
 
 
 # ---------------------------------------------------------------------------------------------- locks
