@@ -138,6 +138,14 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def enclosing(path: Path, folders: Mapping[str, Path]) -> str | None:
+    """The name of the first of ``folders`` that holds ``path`` (itself or below it, by real paths), or None: a run
+    directory or a sample cache inside an input folder changes that input with every file it writes."""
+    real = os.path.realpath(path)
+    return next((name for name, folder in folders.items() if Path(real).is_relative_to(os.path.realpath(folder))),
+                None)
+
+
 def blocking_parent(path: Path) -> tuple[Path, str] | None:
     """The nearest existing parent of ``path`` and what it is, when it is no folder (a file, a FIFO): what stops
     ``path``'s folders being made. The mkdir said only 'Not a directory', naming ``path`` or its own child."""

@@ -48,6 +48,7 @@ from pinbench.core.files import (
     FileError,
     blocking_parent,
     creation_mode,
+    enclosing,
     first_names,
     loads_json,
     no_folder_at,
@@ -118,10 +119,10 @@ def check_outside_inputs(cfg: RunConfig) -> None:
     """RunDirError when the run directory is inside a folder a path option of the run names (``--out run`` with
     ``-o videos=.``): every file the run wrote there changed that input, and each rerun was refused as "holds the
     run of other inputs"."""
-    for name, path in input_paths(cfg).items():
-        if Path(os.path.realpath(cfg.out_dir)).is_relative_to(os.path.realpath(path)):
-            raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={path}, an input of the run; what the run writes "
-                              "there would change that input and every rerun be refused: name a folder outside it")
+    paths = input_paths(cfg)
+    if (name := enclosing(cfg.out_dir, paths)) is not None:
+        raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={paths[name]}, an input of the run; what the run "
+                          "writes there would change that input and every rerun be refused: name a folder outside it")
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:

@@ -46,6 +46,7 @@ from pinbench.core.files import (
     NotRegularFile,
     atomic_path,
     cache_root,
+    enclosing,
     not_a_folder,
     not_regular,
     read_regular_bytes,
@@ -87,10 +88,9 @@ def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.envir
     if run_dir is not None and Path(os.path.realpath(root)).is_relative_to(os.path.realpath(run_dir)):
         raise ValueError(f"${ENV}={root}: inside the run directory {run_dir}; the sample cache is shared by every "
                          "run, name a folder outside it")
-    for name, path in (inputs or {}).items():
-        if Path(os.path.realpath(root)).is_relative_to(os.path.realpath(path)):
-            raise ValueError(f"${ENV}={root}: inside -o {name}={path}, an input of the run; what the cache keeps "
-                             "there would change those inputs and every rerun be refused: name a folder outside it")
+    if (name := enclosing(root, inputs or {})) is not None:
+        raise ValueError(f"${ENV}={root}: inside -o {name}={inputs[name]}, an input of the run; what the cache keeps "
+                         "there would change those inputs and every rerun be refused: name a folder outside it")
     try:
         mode = root.stat().st_mode   # a symlink to a shared folder is a folder
     except FileNotFoundError:
