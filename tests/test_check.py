@@ -651,6 +651,10 @@ def test_a_scorecard_a_rerun_kept_aside_is_checked_against_its_records_alone(run
             f"them; its stores, rollouts and report are {run_dir}'s (pinbench check {run_dir})") in result.notes
     _edit_json(aside / "scorecard.json", lambda card: card["metrics"]["f1"].update(value=0.123))
     assert [p for p in check_run(aside).problems if "metric f1: value 0.123 in the scorecard" in p]
+    second = aside.with_name(f"{aside.name}-2")   # the name of a second aside within that second
+    shutil.copytree(aside, second)
+    assert [p for p in check_run(second).problems if "metric f1: value 0.123 in the scorecard" in p]
+    assert not [p for p in check_run(second).problems if p.endswith("(every run writes its report)")]
     shutil.copy(run_dir / "pinbench-run.json", aside)   # a run given that folder as --out: checked as one
     assert [p for p in check_run(aside).problems if p.endswith("(every run writes its report)")]
 

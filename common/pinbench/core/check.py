@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -58,7 +57,7 @@ from pinbench.core.notices import announced
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.run import GENERATION, ROLLOUTS
-from pinbench.core.rundir import IDENTITY_FILE, RunDirError, other_live_runs, read_identity
+from pinbench.core.rundir import IDENTITY_FILE, RunDirError, is_aside_name, other_live_runs, read_identity
 from pinbench.core.runner import SampleRecord, load_records, parse_merged
 from pinbench.core.scorecard import (
     MetricSpec,
@@ -177,13 +176,10 @@ def values_problems(run_dir: Path, card: Scorecard) -> list[str]:
 # ------------------------------------------------------------------------------------------- the parts
 
 
-_KEPT_ASIDE = re.compile(r"scorecard\.aside-[0-9]{8}T[0-9]{6}Z(\.[0-9]+)?")   # run._keep_aside's folders
-
-
 def _kept_aside(folder: Path) -> bool:
     """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
     directory, with scorecard.json and its records files alone (a run given it as --out is checked whole)."""
-    return (bool(_KEPT_ASIDE.fullmatch(folder.name)) and (folder.parent / IDENTITY_FILE).is_file()
+    return (is_aside_name(folder.name, "scorecard") and (folder.parent / IDENTITY_FILE).is_file()
             and not os.path.lexists(folder / IDENTITY_FILE))
 
 

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -294,6 +295,11 @@ _ASIDE_TRIES = 100   # names a move aside tries: <out>.aside-<time>, then -2, -3
 def aside_path(out_dir: Path) -> Path:
     """Where ``--move-aside`` puts a run directory: beside it, named by the time (UTC) it was moved."""
     return out_dir.with_name(f"{out_dir.name}.aside-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}")
+
+
+def is_aside_name(name: str, of: str) -> bool:
+    """Whether ``name`` is one ``aside_names`` gives for a path named ``of``."""
+    return re.fullmatch(rf"{re.escape(of)}\.aside-[0-9]{{8}}T[0-9]{{6}}Z(-[0-9]+)?", name) is not None
 
 
 def aside_names(path: Path) -> Iterator[Path]:
