@@ -87,6 +87,20 @@ def test_a_comparison_names_what_the_runs_ran_differently(tmp_path: Path) -> Non
                 if n.startswith("ran differently")]
 
 
+def test_a_comparison_names_the_options_the_runs_ran_with_differently(tmp_path: Path) -> None:
+    """What changes numbers that a scorecard's config holds, not its provenance (--limit, -o, the recipe's code), is
+    named as the command line names it; where each ran from is not (was: no line at all)."""
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", seed=2)
+    card = json.loads((b / "scorecard.json").read_text())
+    card["config"] = {**card["config"], "limit": 2, "out_dir": "elsewhere", "options": {"flow": "raft"},
+                      "implementation": {"recipe_version": "1.0", "code": "c" * 64}}
+    (b / "scorecard.json").write_text(json.dumps(card))
+    notes = [n for n in compare_runs(load_run(a), load_run(b)).notes if n.startswith("ran differently")]
+    assert notes == ["ran differently: --limit: A none, B 2", "ran differently: -o flow: A none, B raft",
+                     "ran differently: recipe version: A none, B 1.0",
+                     "ran differently: recipe code: A none, B cccccccccccc"]
+
+
 def test_unmatched_samples_are_named_and_the_comparison_is_incomplete(tmp_path: Path) -> None:
     a = write_run(tmp_path, "A", failed={"t03": "OSError: decode failed"})
     b = write_run(tmp_path, "B", shift=0.01, seed=2, failed={"t03": "OSError: also here"},

@@ -44,8 +44,9 @@ class Counted:
         return self.value(self.records) if callable(self.value) else self.value
 
 
-def _finish(recipe: Recipe, out: Path, records: list[SampleRecord], derived: Counted, figures: Counted):
-    cfg = recipe.config("Toy-Nano", out_dir=out, limit=4, env={})
+def _finish(recipe: Recipe, out: Path, records: list[SampleRecord], derived: Counted, figures: Counted,
+            limit: int | None = 4):
+    cfg = recipe.config("Toy-Nano", out_dir=out, limit=limit, env={})
     derived.records = records
     with claim_run_dir(cfg, env={}):
         return Run(recipe, cfg, report=write_run_report).finish([MetricSpec("f1"), MetricSpec("err")], records,
@@ -155,10 +156,12 @@ def test_a_rerun_over_fewer_samples_with_the_same_values_keeps_the_complete_scor
     _finish(toy, out, same, derived, figures)
     first = (out / "scorecard.json").read_bytes()
     capsys.readouterr()
-    _finish(toy, out, same[:2], derived, figures)
+    _finish(toy, out, same[:2], derived, figures, limit=2)
     [aside] = out.glob("scorecard.aside-*")
     assert (aside / "scorecard.json").read_bytes() == first
-    assert "other numbers: err, f1) moved to" in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(said) if "other numbers: err, f1) moved to" in line)
+    assert said[at + 1] == "toy-bench:   ran differently: --limit: earlier 4, this run 2"   # was: no such line
 
 
 TASKS = [LooseTask(sid, x=i) for i, sid in enumerate(IDS)]

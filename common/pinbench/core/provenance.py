@@ -559,6 +559,35 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
     return lines if len(lines) <= SHOWN else [*lines[:SHOWN], f"... and {len(lines) - SHOWN} more"]
 
 
+# what a scorecard's config (``RunConfig.to_json``) holds that changes its numbers, named as the command line names it;
+# where it ran from (out_dir), its runtime, GPUs, shard and mode (of --fixture and --limit) do not
+_CONFIG_FLAGS = (("checkpoint", "checkpoint"), ("fixture", "--fixture"), ("limit", "--limit"),
+                 ("generator", "--generator"))
+_CONFIG_GROUPS = (("options", "-o "), ("generator_options", "-g "))
+
+
+def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str]) -> list[str]:
+    """One line per way two scorecards' ``config`` differs in what changes their numbers: the checkpoint,
+    ``--fixture``, ``--limit``, ``--generator``, each ``-o`` and ``-g`` option, the recipe's version and code
+    (``Implementation``). ``differences`` compares provenance alone: a rerun into one ``--out`` with another
+    ``--limit`` kept the earlier scorecard aside without a line on why its numbers differ. Scrubbed as there."""
+    clean = scrubber()
+    a, b = (clean(side) if isinstance(side, Mapping) else {} for side in (a, b))
+
+    def line(name: str, x: Any, y: Any) -> str:
+        return f"{printable(name)}: {labels[0]} {_shown(x)}, {labels[1]} {_shown(y)}"
+    lines = [line(flag, a.get(key), b.get(key)) for key, flag in _CONFIG_FLAGS if a.get(key) != b.get(key)]
+    for key, flag in _CONFIG_GROUPS:
+        x, y = (side.get(key) if isinstance(side.get(key), Mapping) else {} for side in (a, b))
+        lines += [line(flag + name, x.get(name), y.get(name)) for name in [*x, *(k for k in y if k not in x)]
+                  if x.get(name) != y.get(name)]
+    x, y = (side.get("implementation") if isinstance(side.get("implementation"), Mapping) else {} for side in (a, b))
+    lines += [line(name, x.get(field), y.get(field)) for field, name in (("recipe_version", "recipe version"),
+                                                                         ("code", "recipe code"))
+              if x.get(field) != y.get(field)]
+    return lines
+
+
 def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """Both with what they both know stated one way: installed distributions as lists when both hold one, else as
     digests; torch as its installed release alone, without CUDA, cuDNN or GPUs, when one run did not import it

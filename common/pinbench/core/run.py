@@ -49,7 +49,7 @@ from pinbench.core.generation import Generated, Generator, Request, generation_d
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
 from pinbench.core.memory import release_free_memory
-from pinbench.core.provenance import collect_provenance, differences, redact, to_jsonable
+from pinbench.core.provenance import collect_provenance, config_differences, differences, redact, to_jsonable
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
     EXIT_INCOMPLETE,
@@ -741,6 +741,7 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) ->
     labels = ("earlier", "this run")
     differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
                                        (labels[1], Generated.of(card.provenance))]),
+              *config_differences(earlier.config, card.config, labels),
               *differences(earlier.provenance, card.provenance, labels)]
     return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, {why}) moved to {target}; "
             f"to see what changed: pinbench compare {target} {out_dir}",
