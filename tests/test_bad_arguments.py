@@ -256,6 +256,26 @@ def test_a_run_directory_inside_an_input_folder_stops_the_run_before_it_prepares
     assert list(videos.iterdir()) == []
 
 
+@pytest.mark.parametrize("marked_by", ["pinbench-run.json", "scorecard.json"])
+def test_a_run_directory_inside_another_run_directory_stops_the_run_before_it_prepares(
+        marked_by: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """--out earlier/sub: the earlier run's check counted this run's store as its own unpinned files, and its
+    --move-aside took this run along; a folder whose scorecard names a run (a kept-aside one) is one too."""
+    earlier = tmp_path / "earlier"
+    with pytest.raises(SystemExit) as first:
+        cli.main(["run", "dynamic-degree", "--fixture", "--out", str(tmp_path / "first")])
+    assert first.value.code == 0
+    earlier.mkdir()
+    shutil.copy(tmp_path / "first" / marked_by, earlier / marked_by)
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    line = _main(["run", "dynamic-degree", "--fixture", "--out", "earlier/sub"], capsys)
+    assert line == (f"error: --out earlier/sub: inside {earlier}, another run's directory ({earlier / marked_by}); "
+                    "its check would count this run's files as its own and its --move-aside take this run along: "
+                    "name a folder outside it")
+    assert sorted(p.name for p in earlier.iterdir()) == [marked_by]
+
+
 def test_a_sample_cache_inside_the_run_directory_stops_the_run_before_it_prepares(tmp_path: Path, capsys,
                                                                                   monkeypatch) -> None:
     """Each entry another run kept or used there changed a file of this run directory, so a finished run's rerun

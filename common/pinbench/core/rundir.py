@@ -116,14 +116,33 @@ def input_paths(cfg: RunConfig) -> dict[str, Path]:
     return {name: value for name, value in cfg.options.items() if name in cfg.inputs and isinstance(value, Path)}
 
 
-def check_outside_inputs(cfg: RunConfig) -> None:
+def check_out_dir_outside(cfg: RunConfig) -> None:
     """RunDirError when the run directory is inside a folder a path option of the run names (``--out run`` with
     ``-o videos=.``): every file the run wrote there changed that input, and each rerun was refused as "holds the
-    run of other inputs"."""
+    run of other inputs"; or inside another run's directory (``enclosing_run``): that run's ``pinbench check``
+    counted this one's sample store as its own unpinned files, and its ``--move-aside`` took this run along."""
     paths = input_paths(cfg)
     if (name := enclosing(cfg.out_dir, paths)) is not None:
         raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={paths[name]}, an input of the run; what the run "
                           "writes there would change that input and every rerun be refused: name a folder outside it")
+    if (run := enclosing_run(cfg.out_dir)) is not None:
+        raise RunDirError(f"--out {cfg.out_dir}: inside {run[0]}, another run's directory ({run[1]}); its check would "
+                          "count this run's files as its own and its --move-aside take this run along: name a "
+                          "folder outside it")
+
+
+def enclosing_run(path: Path) -> tuple[Path, str] | None:
+    """The nearest folder above ``path`` (by real paths) that holds a run, and the file that says so (its identity
+    file, or a scorecard naming one: ``read_identity``; an unreadable identity file still marks a run); None when
+    no folder above it does."""
+    for parent in Path(os.path.realpath(path)).parents:
+        try:
+            _, where = read_identity(parent)
+        except RunDirError:
+            return parent, str(parent / IDENTITY_FILE)
+        if where:
+            return parent, where
+    return None
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
