@@ -224,6 +224,24 @@ def test_a_report_is_written_only_into_a_new_or_empty_folder_or_an_earlier_repor
     assert runner.invoke(cli.app, ["report", card, "--out", str(tmp_path / "new")]).exit_code == 0
 
 
+def test_a_report_of_other_runs_never_replaces_a_runs_own_report_page(tmp_path: Path) -> None:
+    """``report A B --out A/report`` replaced A's own page with theirs, exit 0, and ``pinbench check A`` still found A
+    consistent: refused in one line; a report of A alone (its very page) is written there."""
+    runs = [str(tmp_path / name) for name in ("a", "b")]
+    for run in runs:
+        assert runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", run]).exit_code == 0
+    own = tmp_path / "a" / "report"
+    page = (own / "index.html").read_bytes()
+    assert runner.invoke(cli.app, ["report", runs[0], "--out", str(own)]).exit_code == 0
+    for command, n in ((["report", *runs, "--out"], "2 runs"), (["report", runs[1], "--out"], "1 run"),
+                       (["compare", *runs, "--report"], "2 runs")):
+        result = runner.invoke(cli.app, [*command, str(own)])
+        assert str(result.exception) == (f"{own}: the report page of the run in {tmp_path / 'a'}, which this report of "
+                                         f"{n} would replace; name another folder")
+        assert (own / "index.html").read_bytes() == page
+    assert runner.invoke(cli.app, ["report", *runs, "--out", str(tmp_path / "both")]).exit_code == 0
+
+
 def test_demo_reports_the_real_failures_not_the_missing_report(monkeypatch: pytest.MonkeyPatch,
                                                                tmp_path: Path) -> None:
     """Issue #15.2: with every fixture failing there is no scorecard; the report's own error must not

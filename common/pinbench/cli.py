@@ -861,7 +861,7 @@ def report(
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
-        claim_report_folder(out)
+        claim_report_folder(out, scorecards)
         view = _view_folder(scorecards, out) if with_view else None
         index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")
@@ -918,7 +918,7 @@ def compare(
             references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
             samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
             with _writing_to("--report", report_dir):
-                claim_report_folder(report_dir)
+                claim_report_folder(report_dir, cards)
                 view = _view_folder(runs, report_dir)
                 index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                                      comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",

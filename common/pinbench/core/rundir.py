@@ -131,18 +131,20 @@ def check_out_dir_outside(cfg: RunConfig) -> None:
                           "folder outside it")
 
 
+def run_marker(folder: Path) -> str | None:
+    """The file that says ``folder`` holds a run (its identity file, or a scorecard naming one: ``read_identity``; an
+    unreadable identity file still marks one), or None."""
+    try:
+        return read_identity(folder)[1] or None
+    except RunDirError:
+        return str(folder / IDENTITY_FILE)
+
+
 def enclosing_run(path: Path) -> tuple[Path, str] | None:
-    """The nearest folder above ``path`` (by real paths) that holds a run, and the file that says so (its identity
-    file, or a scorecard naming one: ``read_identity``; an unreadable identity file still marks a run); None when
-    no folder above it does."""
-    for parent in Path(os.path.realpath(path)).parents:
-        try:
-            _, where = read_identity(parent)
-        except RunDirError:
-            return parent, str(parent / IDENTITY_FILE)
-        if where:
-            return parent, where
-    return None
+    """The nearest folder above ``path`` (by real paths) that holds a run, and the file that says so
+    (``run_marker``); None when no folder above it does."""
+    return next(((parent, where) for parent in Path(os.path.realpath(path)).parents
+                 if (where := run_marker(parent)) is not None), None)
 
 
 def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
