@@ -102,7 +102,7 @@ class DiffRow:
     tolerance_text: str
     status: str  # "PASS" | "FAIL" | "MISSING"
     direction: str = "higher"
-    verdict: str = ""  # "better" | "worse" | "same" per direction; "" when nothing was measured
+    verdict: str = ""  # "better" | "worse" per direction | "within tolerance" | "same"; "" when nothing was measured
     scored: str = ""  # "n_scored/n_expected" of the measured metric
     primary: bool = False
     interval: Interval | None = None  # the run's 95% interval (scorecard)
@@ -202,11 +202,14 @@ def _fmt(value: float | None, sign: bool = False) -> str:
     return f"{value:+.6g}" if sign else f"{value:.6g}"
 
 
-def _verdict(delta: float, direction: str, reference: float, measured: float) -> str:
-    """better / worse by the direction; "same" within float noise (``_within``'s), so that a fixture's exact
-    match summed in another order (delta -2.2e-16) is not called worse."""
+def _verdict(delta: float, direction: str, reference: float, measured: float, bound: float) -> str:
+    """better / worse by the direction, past the tolerance ``bound``; "within tolerance" inside it (+0.01 inside
+    ±0.05 read "better", a PASS the reference cannot tell from its own value); "same" within float noise
+    (``_within``'s), so that a fixture's exact match summed in another order (delta -2.2e-16) is not called worse."""
     if _within(delta, 0.0, reference, measured):
         return "same"
+    if _within(delta, bound, reference, measured):
+        return "within tolerance"
     return "better" if (delta > 0) == (direction == "higher") else "worse"
 
 
@@ -291,7 +294,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
-            row.verdict = _verdict(row.delta, m.direction, m.value, measured)
+            row.verdict = _verdict(row.delta, m.direction, m.value, measured, m.tolerance.bound(m.value))
             row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
             if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
                 row.status = "PASS"
@@ -402,7 +405,7 @@ def _table(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] | Non
     lines.append("(* primary metric; direction: which way is better; 95% CI: the run's bootstrap interval"
                  + (";" if checked is not None else ")"))
     if checked is not None:
-        lines.append(" delta = value - reference; vs ref by the metric's direction;")
+        lines.append(" delta = value - reference; vs ref: better/worse by the metric's direction past the tolerance;")
         lines.append(" noise: |delta| vs sqrt(a^2 + b^2) of the run's and reference's interval sides facing "
                      "each other)")
     return lines
