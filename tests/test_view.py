@@ -710,7 +710,9 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
     digests = {sha256_file(p) for p in rollouts if p != broken}  # equal files of A and B are one medium
     assert {entry["source_sha256"] for entry in listing.values()} == digests and len(digests) == 9
     summary = (bundle / "data" / "summary.js").read_text()
-    labels = {run["label"]: Path(run["dir"]) for run in json.loads(summary[summary.index(",") + 1:-3])["runs"]}
+    dirs = {run["label"]: run["dir"] for run in json.loads(summary[summary.index(",") + 1:-3])["runs"]}
+    assert not any(Path(d).is_absolute() for d in dirs.values())   # from the bundle, as the media's sources are
+    labels = {label: bundle / d for label, d in dirs.items()}
     assert sorted(p.resolve() for p in labels.values()) == sorted(runs[r].resolve() for r in "ab")
     for name, entry in listing.items():
         # the source as the run's label and the path from its folder: the bundle is copied elsewhere, where this
@@ -724,7 +726,8 @@ def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(
         assert video_info(file).n_frames == video_info(source).n_frames
         assert len(read_video(file, backend="pyav").frames) == video_info(source).n_frames
     assert sorted(p.name for p in (bundle / "media").iterdir()) == sorted(everything)
-    assert str(runs["a"].resolve()) not in (bundle / "data" / "samples-0.js").read_text()   # nor the page's data
+    for data in ("samples-0.js", "summary.js"):   # nor the page's data
+        assert str(runs["a"].resolve()) not in (bundle / "data" / data).read_text()
 
 
 def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundle(bundle, runs, tmp_path: Path) -> None:

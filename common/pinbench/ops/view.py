@@ -256,7 +256,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     write_if_changed(dest / "index.html", page_html("bundle"))
     for name in ASSETS:
         write_if_changed(dest / name, (TEMPLATES / name).read_bytes())
-    write_if_changed(dest / "data" / "summary.js", _script("summary", {**view.summary(), "chunk": CHUNK}))
+    write_if_changed(dest / "data" / "summary.js", _script("summary", {**view.summary(dest), "chunk": CHUNK}))
     write_if_changed(dest / "data" / "table.js", _script("table", view.table()))
     for start in range(0, len(view.ids), CHUNK):
         stop = min(start + CHUNK, len(view.ids))

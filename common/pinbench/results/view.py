@@ -121,6 +121,13 @@ class SampleMedia:
     problems: list[str] = field(default_factory=list)
 
 
+def _from(folder: Path, bundle: Path | None) -> str:
+    """``folder`` as the page names it: from ``bundle`` (POSIX, real paths) when one is written, else as given."""
+    if bundle is None:
+        return str(folder)
+    return Path(os.path.relpath(os.path.realpath(folder), os.path.realpath(bundle))).as_posix()
+
+
 @dataclass(frozen=True)
 class RunInputs:
     """What a recipe's view module reads about a run: its folder and the configuration it recorded."""
@@ -402,8 +409,10 @@ class View:
 
     # -- the page's data
 
-    def summary(self) -> dict[str, Any]:
-        """The runs, their metric table, and what the sample table can be sorted and filtered by."""
+    def summary(self, bundle: Path | None = None) -> dict[str, Any]:
+        """The runs, their metric table, and what the sample table can be sorted and filtered by. Each run's
+        ``dir`` is from ``bundle`` when one is written (as its media's sources are from the run's folder): a bundle
+        is copied elsewhere, where this machine's absolute paths name nothing and would tell its folder layout."""
         names: dict[str, None] = {}
         for run in self.runs:
             names.update(dict.fromkeys(row.name for row in run.rows))
@@ -415,7 +424,7 @@ class View:
                             "cells": [_cell(row) for row in rows]})
         return self.scrub({
             "recipe": self.recipe, "n_samples": len(self.ids),
-            "runs": [{"label": run.label, "dir": str(run.run.path.parent), "checkpoint": run.card.checkpoint,
+            "runs": [{"label": run.label, "dir": _from(run.run.path.parent, bundle), "checkpoint": run.card.checkpoint,
                       "mode": run.card.mode, "recipe_version": run.card.recipe_version, "status": run.card.status,
                       "status_reasons": list(run.card.status_reasons), "verdict": run.verdict,
                       "reference_note": run.reference_note, "ran_differently": [
