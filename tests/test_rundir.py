@@ -664,3 +664,22 @@ def test_a_refused_claim_keeps_a_directory_another_shard_holds(tmp_path: Path) -
             assert (out / IDENTITY_FILE).is_file()
         discard_refused(first)
         assert not (tmp_path / "new").exists()
+
+
+def test_a_folder_above_the_out_that_cannot_be_looked_into_holds_no_run_as_far_as_out_is_told(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's folder (mode 0700) above --out: ``Path.exists`` raises PermissionError there (root, as these
+    tests run, is never refused, hence the stand-in); ``enclosing_run`` says no run, not a traceback."""
+    from pinbench.core.rundir import IDENTITY_FILE, enclosing_run
+
+    locked = tmp_path / "locked"
+    real_exists = Path.exists
+
+    def exists(path: Path, *args: Any, **kwargs: Any) -> bool:
+        if path == locked / IDENTITY_FILE:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_exists(path, *args, **kwargs)
+    monkeypatch.setattr(Path, "exists", exists)
+    assert enclosing_run(locked / "out") is None
+    (tmp_path / IDENTITY_FILE).write_text("{}")   # a run above it is still found (an unreadable identity: one)
+    assert enclosing_run(locked / "out") == (tmp_path.resolve(), str(tmp_path.resolve() / IDENTITY_FILE))

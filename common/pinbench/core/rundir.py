@@ -133,11 +133,14 @@ def check_out_dir_outside(cfg: RunConfig) -> None:
 
 def run_marker(folder: Path) -> str | None:
     """The file that says ``folder`` holds a run (its identity file, or a scorecard naming one: ``read_identity``; an
-    unreadable identity file still marks one), or None."""
+    unreadable identity file still marks one), or None; None too for a folder this user may not look into (another
+    user's, mode 0700: ``Path.exists`` raises PermissionError there), where the run's own mkdir says why it stops."""
     try:
         return read_identity(folder)[1] or None
     except RunDirError:
         return str(folder / IDENTITY_FILE)
+    except OSError:
+        return None
 
 
 def enclosing_run(path: Path) -> tuple[Path, str] | None:
