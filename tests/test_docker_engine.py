@@ -69,13 +69,15 @@ def test_secrets_in_env_are_refused():
 
 
 def test_fetch_gets_token_and_network_and_logs_are_redacted():
-    chunks = [f"using token {HF_TOKEN} and {PLAIN_TOKEN}\n".encode(), b"downloaded 2 fi", b"les\nlast line"]
+    chunks = [f"using token {HF_TOKEN} and {PLAIN_TOKEN}\n".encode(), b"downloaded 2 fi", b"les\nlast line\n",
+              b"push to https://glpat-Ab12Cd34Ef56Gh78Ij90@gitlab.example.com key sk-proj-Ab12Cd34Ef56Gh78Ij90Kl"]
     client = FakeDockerClient(chunks=chunks, exit_code=3)
     code, lines, call = run(client, stage="fetch", network_disabled=False, token=PLAIN_TOKEN)
     assert code == 3
     assert call["environment"]["HF_TOKEN"] == PLAIN_TOKEN
     assert "network_mode" not in call and "HF_HUB_OFFLINE" not in call["environment"]
-    assert lines == ["[fetch] using token *** and ***", "[fetch] downloaded 2 files", "[fetch] last line"]
+    assert lines == ["[fetch] using token *** and ***", "[fetch] downloaded 2 files", "[fetch] last line",
+                     "[fetch] push to https://***@gitlab.example.com key ***"]   # tokens by their shape
 
 
 @pytest.mark.parametrize(("gpus", "count"), [(2, 2), ("all", -1)])

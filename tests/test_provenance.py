@@ -494,3 +494,31 @@ def test_a_run_that_did_not_import_torch_differs_by_no_torch_it_did_not_read() -
     older = {**unread, "packages": {**unread["packages"], "torch": "2.14.1"}}
     assert prov.differences(read, older, ("A", "B")) == ["packages.torch: A 2.15.0, B 2.14.1"]
     assert prov.differences(read, {**read, "gpus": []}, ("A", "B")) == ['gpus: A ["NVIDIA H100 80GB HBM3"], B []']
+
+
+SERVICE_TOKENS = ["ghp_" + "A1b2C3d4E5" * 4, "gho_" + "Q9w8E7r6T5y4U3i2O1p0", "ghs_" + "Zz09" * 9,
+                  "ghu_" + "mN3bV5cX7zL9kJ2hG4fD", "github_pat_11ABCDEFG0" + "x_Y7" * 20, "glpat-Ab12Cd34Ef56Gh78Ij90",
+                  "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl", "sk-ant-api03-" + "Xy7_Qp4-Lm2" * 8, "AKIAIOSFODNN7EXAMPLE"]
+
+
+@pytest.mark.parametrize("token", SERVICE_TOKENS)
+def test_redact_hides_service_tokens_by_their_shape(token: str) -> None:
+    """A GitHub, GitLab, sk- or AWS token no variable names (a -g option, a generator's print) reached the log, the
+    written files and the report whole: only hf_ tokens and URL passwords were known by their value."""
+    from pinbench.core.provenance import redactor, scrubber
+
+    text = f"-g endpoint={token}, at https://{token}@git.example.com/o/r.git and ({token})\nnext"
+    hidden = "-g endpoint=***, at https://***@git.example.com/o/r.git and (***)\nnext"
+    assert redact(text) == hidden   # a log line
+    assert redactor()(text) == hidden   # a report's strings
+    assert scrub({"config": {"cmd": [text]}}) == {"config": {"cmd": [hidden]}}   # a scorecard, generator.json
+    assert scrubber().json({"line": f"x\n{token}"}) == '{"line":"x\\n***"}'   # a view's page, behind an escape
+
+
+def test_a_long_url_user_name_is_taken_for_a_token_and_plain_names_stay() -> None:
+    user = "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
+    assert redact(f"git clone https://{user}@git.example.com/o/r.git") == "git clone https://***@git.example.com/o/r.git"
+    plain = ("git+ssh://git@github.com/o/r and https://oauth2@gitlab.com/x with sk-learn, --mask-threshold, "
+             "task-0001, sk-" + "abcdefghij" * 3 + ", sk-ABCDEFGHIJ0123456789 ghp_short AKIAIOSFODNN7EXAMPL "
+             "sample binary__Pan_Left__0001 /data/sk-runs/ghp_x.mp4 AKIAIOSFODNN7EXAMPLE2 dask-worker")
+    assert redact(plain) == plain

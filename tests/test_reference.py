@@ -173,6 +173,18 @@ def test_extra_scorecard_metric_is_a_note_not_a_failure() -> None:
     assert result.notes == ["precision: no reference value (reported, not checked)"]
 
 
+def test_a_reference_without_a_primary_metric_of_the_run_does_not_apply(tmp_path: Path) -> None:
+    """A hand-edited reference that dropped a primary metric passed with that metric "not checked"."""
+    records = [ok(f"s{i}", f1=0.5, rmse=2.0, recall=0.3) for i in range(3)]
+    card = make_card([], [], records=records, n_expected=3,
+                     metrics=[Spec("f1"), Spec("rmse", direction="lower"), Spec("recall", primary=True)])
+    path = write_yaml(tmp_path, REFERENCE)
+    result = diff_scorecard(card, load_reference(path))
+    assert result.exit_code == EXIT_MISMATCH and not result.ok
+    assert result.problems == [f"recall: primary metric of the run has no value in the reference {path}"]
+    assert not any("recall" in note for note in result.notes)
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("recipe_version", "1.1.0", "recipe_version mismatch: reference is for '1.1.0', scorecard is '1.0.0'"),
     ("recipe", "other", "recipe mismatch"),

@@ -22,6 +22,7 @@ def Spec(name: str, aggregation: str = "mean", *args, direction: str = "higher",
 
 
 TOKEN = "hf_abcdefghijKLMNOPQRST123456"
+SHAPED = "ghs_" + "Zz09" * 9   # a GitHub token no variable holds: hidden by its shape
 EVIL_ID = "<script>alert(1)</script>"
 EVIL_ERROR = 'ValueError: frame <b>7</b> & "more"'
 METRICS = [
@@ -70,7 +71,7 @@ def _card(records: list[SampleRecord], n_expected: int, **kw) -> Scorecard:
         recipe=kw.get("recipe", "paibench-c"), recipe_version="1.0.0", checkpoint="Nano",
         mode=kw.get("mode", "full"), metrics=kw.get("metrics", METRICS), records=records,
         n_expected=n_expected,
-        provenance=_provenance(), config={"hf_token": TOKEN, "note": f"used {TOKEN}"},
+        provenance=_provenance(), config={"hf_token": TOKEN, "note": f"used {TOKEN}", "endpoint": SHAPED},
         timings={"score": 1.5},
     )
 
@@ -157,7 +158,7 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert 'Verdict: <span class="badge FAIL">FAIL</span>' in page
     assert "DIRTY" in page and "a" * 40 in page and "sha256:" + "b" * 64 in page
     assert "1 of 2 pinned inputs verified" in page and "no sha256 (resolve it)" in page
-    assert TOKEN not in page and "***" in page
+    assert TOKEN not in page and "***" in page and SHAPED not in page and "Zz09Zz09" not in page
 
     # With the failed record the denominator stays 12 (partial); its id and error are shown escaped.
     card = _card(records, 12)

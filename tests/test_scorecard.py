@@ -404,6 +404,9 @@ def test_a_file_that_is_no_scorecard_is_one_line_in_every_command(tmp_path: Path
         assert f"{clip}: not a scorecard (not UTF-8 text, byte 12)" in (out.err + out.out).splitlines()[0], args
 
 
+GITHUB_TOKEN, AWS_KEY_ID = "ghp_" + "A1b2C3d4E5" * 4, "AKIAIOSFODNN7EXAMPLE"   # no variable holds these
+
+
 def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hf_token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
     monkeypatch.setenv("HF_TOKEN", hf_token)
@@ -413,7 +416,8 @@ def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.Monkey
     card = card_for(
         [ok("s0", x=1.0)], [Spec("x")], 1, provenance=provenance,
         config={"hf_token": "anything-at-all", "cmd": f"pinbench fetch --token {hf_token}",
-                "options": {"logger": "wandb:wandb-secret-0123456789"}},
+                "options": {"logger": "wandb:wandb-secret-0123456789",
+                            "endpoint": f"https://{GITHUB_TOKEN}@git.example.com/o/r.git key {AWS_KEY_ID}"}},
         extra={"argv": ["--hf-token", hf_token], "nested": [{"password": "pw-value-123"}]},
     )
     path = write_scorecard(card, tmp_path / "scorecard.json")
@@ -424,6 +428,7 @@ def test_written_file_holds_no_tokens(tmp_path: Path, monkeypatch: pytest.Monkey
     assert written["config"]["cmd"] == "pinbench fetch --token ***"
     assert written["config"]["hf_token"] == "***"
     assert written["extra"]["argv"] == ["--hf-token", "***"]
+    assert written["config"]["options"]["endpoint"] == "https://***@git.example.com/o/r.git key ***"   # by shape
     assert card.config["hf_token"] == "anything-at-all"  # the caller's dict is not modified
 
 

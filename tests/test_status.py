@@ -161,6 +161,20 @@ def test_a_live_run_past_its_last_finished_step_is_writing_its_scorecard_not_wai
                           "writes it")
 
 
+def test_a_run_lock_held_on_another_host_is_not_said_to_be_running(tmp_path: Path) -> None:
+    """A run.lock another host holds was reported "still running": from here it cannot be checked."""
+    from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR
+
+    (tmp_path / IDENTITY_FILE).write_text("{}")
+    run_samples(TASKS, _square, tmp_path, progress=False)
+    lock = tmp_path / LOCK_DIR / "run.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps({"pid": 4242, "host": "gpu-node-7", "process_start": "1"}))
+    assert render(run_status(tmp_path, ask_slurm=False)).endswith(
+        f"scorecard  not written yet: {lock} is held by a run on host gpu-node-7 (pid 4242), which cannot be "
+        "checked from here: see there whether it still runs")
+
+
 def test_a_record_for_another_input_is_pending_not_done(tmp_path: Path) -> None:
     _layout(tmp_path)
     log = tmp_path / "samples" / "shard-0-of-3.jsonl"

@@ -554,7 +554,8 @@ def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_
     out.mkdir()
     (out / "pinbench-run.json").write_text(json.dumps({"recipe": "dynamic-degree", "checkpoint": "m",
                                                        "mode": "full"}))
-    videos = ["-o", f"videos={tmp_path}"]
+    (tmp_path / "videos").mkdir()   # beside the run directory: one inside its input folder is refused
+    videos = ["-o", f"videos={tmp_path / 'videos'}"]
     for args in (["--fixture"], ["--checkpoint", "other", *videos], ["--checkpoint", "m", "--limit", "2", *videos]):
         result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--out", str(out),
                                          "--dry-run", *args])
@@ -563,6 +564,36 @@ def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_
         assert not (out / "slurm").exists()
     assert runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--out", str(out), "--dry-run",
                                    "--checkpoint", "m", *videos]).exit_code == 0
+
+
+@pytest.mark.parametrize("inside", ["out", "sample cache"])
+def test_a_run_directory_or_sample_cache_inside_an_input_folder_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: str) -> None:
+    """pinbench run refuses both; submit wrote its scripts into the input folder and queued jobs that each were
+    refused (or, with the cache there, changed the inputs under every rerun)."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    out = videos / "run" if inside == "out" else tmp_path / "run"
+    if inside == "sample cache":
+        monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(videos / ".cache"))
+    said = (f"--out {out}: inside -o videos={videos}, an input of the run; what the run writes there would change "
+            "that input and every rerun be refused: name a folder outside it" if inside == "out" else
+            f"$PINBENCH_SAMPLE_CACHE={videos / '.cache'}: inside -o videos={videos}, an input of the run; what the "
+            "cache keeps there would change those inputs and every rerun be refused: name a folder outside it")
+    for container in ("docker", "none"):
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--checkpoint", "m", "-o",
+                                         f"videos={videos}", "--out", str(out), "--container", container,
+                                         "--dry-run"])
+        assert result.exit_code == 2 and result.output.splitlines() == [f"error: {said}"], result.output
+    assert list(videos.iterdir()) == [] and not out.exists()
+
+
+def test_an_input_folder_given_relative_is_read_against_the_submitting_directory(tmp_path: Path) -> None:
+    """-o videos=. in the submitting directory, --out run: refused as pinbench run refuses it there."""
+    recipe = get_recipe("dynamic-degree")
+    with pytest.raises(SubmitError, match=r"^--out .*/run: inside -o videos=\., an input of the run"):
+        _plan(recipe, tmp_path, shards=2, checkpoint="m", options=["videos=."], out=Path("run"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_recorded_command_resubmits_the_same_request(tmp_path: Path) -> None:

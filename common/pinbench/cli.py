@@ -740,7 +740,7 @@ def record_reference_cmd(
     several runs the value is their mean and each tolerance is proposed from their spread (shown with its
     arithmetic); a proposal wider than the declared default is refused: the declaration is then wrong.
     """
-    from pinbench.core.check import values_problems
+    from pinbench.core.check import values_check
     from pinbench.core.metricinfo import Tolerance
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.proposal import propose_reference
@@ -766,9 +766,13 @@ def record_reference_cmd(
     cards = [load_scorecard(path) for path in scorecards]
     recipe = _scorecards_recipe(scorecards, cards)
     for path, card in zip(scorecards, cards, strict=True):   # a value edited in scorecard.json became the reference's
-        if problems := values_problems(path.parent, card):
-            _fail(f"refusing to record from {path}: its records say otherwise: {problems[0]} (`pinbench check "
-                  f"{path.parent}`)")
+        checked = values_check(path.parent, card)
+        if checked.unread:   # not "its records say otherwise": they could not be read to say anything
+            _fail(f"refusing to record from {path}: its values cannot be checked against its records: "
+                  f"{checked.unread[0]} (`pinbench check {path.parent}`)")
+        if checked.problems:
+            _fail(f"refusing to record from {path}: its records say otherwise: {checked.problems[0]} (`pinbench "
+                  f"check {path.parent}`)")
     out = out or recipe.reference_file(cards[0].checkpoint, cards[0].mode)
     try:
         overrides = {name: Tolerance.parse(spec) for name, spec in parse_pairs(tolerance, "--tolerance").items()}

@@ -101,6 +101,12 @@ class CheckResult:
     run_dir: Path
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # the problems that are a records file not there or not readable: its values could not be compared at all
+    unread: list[str] = field(default_factory=list)
+
+    def cannot_read(self, problem: str) -> None:
+        self.problems.append(problem)
+        self.unread.append(problem)
 
     @property
     def exit_code(self) -> int:
@@ -132,7 +138,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
         result.notes.append(f"{run_dir}: a scorecard a rerun kept aside, with its records files alone: its values are "
                             f"checked against them; its stores, rollouts and report are {run_dir.parent}'s "
                             f"(pinbench check {run_dir.parent})")
-        result.problems += values_problems(run_dir, card)
+        result.problems += values_check(run_dir, card).problems
         return result
     _check_identity(run_dir, card, result)
     if card.status != "complete":
@@ -159,18 +165,19 @@ def check_run(run_dir: Path | str) -> CheckResult:
     return result
 
 
-def values_problems(run_dir: Path, card: Scorecard) -> list[str]:
+def values_check(run_dir: Path, card: Scorecard) -> CheckResult:
     """What ``check_run`` finds between a scorecard and the records beside it (the samples and derived files, every
-    count and value recomputed); [] when they agree, or when its samples file is not there (a scorecard copied
-    alone). Why: ``record-reference`` took a value edited in scorecard.json as the reference's."""
-    if not os.path.lexists(run_dir / card.samples.path):
-        return []
+    count and value recomputed); no problems when they agree, or when its samples file is not there (a scorecard
+    copied alone). Its ``unread`` tells a records file that is missing from records that disagree. Why:
+    ``record-reference`` took a value edited in scorecard.json as the reference's."""
     result = CheckResult(run_dir)
+    if not os.path.lexists(run_dir / card.samples.path):
+        return result
     records, _ = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)
     if records is not None and derived is not None:
         _recount(run_dir, card, records, derived, result)
-    return result.problems
+    return result
 
 
 # ------------------------------------------------------------------------------------------- the parts
@@ -204,15 +211,15 @@ def _run_file(run_dir: Path, block: str, name: str | None, what: str, result: Ch
     """The file a scorecard block names, when it is a file inside the run directory (``load_scorecard`` refuses a
     name outside it)."""
     if not name:
-        result.problems.append(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
+        result.cannot_read(f"{run_dir / SCORECARD}: names no {what} file ({block}.path is null)")
         return None
     path = run_dir / PurePosixPath(name)
     if path.is_symlink():  # the records must travel with the directory, not point into another run
-        result.problems.append(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
-                               "per-sample records")
+        result.cannot_read(f"{path}: a symlink (to {os.readlink(path)}); a run directory holds its own "
+                           "per-sample records")
         return None
     if not path.is_file():
-        result.problems.append(f"{path}: {_state(path)} (the scorecard names it as its {what} records)")
+        result.cannot_read(f"{path}: {_state(path)} (the scorecard names it as its {what} records)")
         return None
     return path
 
@@ -239,7 +246,7 @@ def _samples(run_dir: Path, card: Scorecard, result: CheckResult) -> tuple[list[
         data = read_regular_bytes(path, follow_symlinks=False)
         records = parse_merged(data, path)
     except (UnicodeDecodeError, ValueError) as exc:  # FileError (a FIFO since the look) is a ValueError
-        result.problems.append(" ".join(str(exc).split()))
+        result.cannot_read(" ".join(str(exc).split()))
         return None, []
     lines = [record.line() for record in records]
     if None in lines:
@@ -259,7 +266,7 @@ def _derived(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord] | N
     try:
         derived = read_derived(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        result.problems.append(" ".join(str(exc).split()))
+        result.cannot_read(" ".join(str(exc).split()))
         return None
     n_ok = sum(r.ok for r in derived)
     found = {"n_records": len(derived), "n_ok": n_ok, "n_failed": len(derived) - n_ok}

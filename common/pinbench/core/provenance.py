@@ -49,6 +49,18 @@ _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 # reached the scorecard, generator.json and the report whole. The user name is kept. The password runs to the
 # authority's last '@', as urllib.parse reads it: https://u:p@ss@host left "ss" shown.
 _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
+# Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
+# OpenAI/Anthropic-style sk- keys and AWS access key ids. An sk- body must be long and mix upper case, lower case and
+# digits, so that names such as sk-learn or an option spelled with "sk-" stay.
+_SERVICE_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
+    r"|AKIA[0-9A-Z]{16})(?![A-Za-z0-9_-])")
+_SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "AKIA")
+_SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
+# A token given as a URL's user name (https://TOKEN@host/..., as GitHub and GitLab accept): a user name of 20
+# characters or more without a password is taken for one; git@github.com and the like stay.
+_URL_USER_TOKEN = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:]{20,}@")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
@@ -101,17 +113,21 @@ def _environment_secrets() -> list[str]:
 def _redact(text: str, secrets: list[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
-    return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", _HF_TOKEN.sub(REDACTED, text))
+    text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
+    return _URL_USER_TOKEN.sub(rf"\g<1>{REDACTED}@", _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text))
 
 
 def _may_match(text: str) -> bool:
-    """Whether ``text`` could hold an ``_HF_TOKEN`` or a ``_URL_PASSWORD``: the scrubbers' fast paths skip the rest."""
-    return "hf_" in text or ("://" in text and "@" in text)
+    """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN`` or a URL's user info: the scrubbers' fast
+    paths skip the rest. "sk-" is common in plain words (task-, mask-): only a long run after it counts."""
+    return ("hf_" in text or ("://" in text and "@" in text) or any(p in text for p in _SERVICE_PREFIXES)
+            or ("sk-" in text and _SK_HINT.search(text) is not None))
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace Hugging Face tokens, URL passwords, values of secret-named env vars (*TOKEN*, *KEY*, ...) and
-    ``extra`` secret values (a token handed to a container, say) by ***."""
+    """Replace Hugging Face, GitHub, GitLab, sk- and AWS tokens, URL passwords and token user names, values of
+    secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra`` secret values (a token handed to a container, say)
+    by ***."""
     return _redact(text, _secret_values(extra))
 
 
@@ -139,9 +155,9 @@ class Scrubber:
         nothing in it could be a secret (a view bundle's 11,222 sample pages: not encoded, decoded and encoded
         again). Anything that could be one goes by way of ``self(obj)``; the gate is ``_scrubbed``'s on this
         text: a secret value as JSON escapes it (escaping is per character, so a string holding it holds its
-        escaped form), ``hf_`` or a URL with user info (``_may_match``), a secret-named key's part or ``key`` in the
-        lowered text; a ``\\u`` escape (a character lowering to ASCII, such as the Kelvin sign, would hide in it) sends
-        the object that way too."""
+        escaped form), a token's shape or a URL with user info (``_may_match``), a secret-named key's part or
+        ``key`` in the lowered text; a ``\\u`` escape (a character lowering to ASCII, such as the Kelvin sign, would
+        hide in it) sends the object that way too."""
         try:
             text = json.dumps(obj, **COMPACT_JSON)
         except (TypeError, ValueError):
@@ -194,8 +210,8 @@ def _plain_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _scrubbed(obj: Any, secrets: list[str]) -> Any:
     """``_scrub``, by way of the object's JSON text when nothing in it could be a secret: no secret value (as
-    written or JSON-escaped), no ``hf_`` anywhere, no secret-named key. A view's 11,222 sample pages then cost
-    one ``json`` round trip each, not a walk of every string in Python; anything else takes the walk."""
+    written or JSON-escaped), no token shape (``_may_match``), no secret-named key. A view's 11,222 sample pages
+    then cost one ``json`` round trip each, not a walk of every string in Python; anything else takes the walk."""
     try:
         text = json.dumps(obj, ensure_ascii=False)
     except (TypeError, ValueError):

@@ -12,7 +12,8 @@ is primary. Nothing here parses stdout.
 * 1 (EXIT_FAIL): at least one metric is outside its tolerance;
 * 2 (EXIT_INCOMPLETE): the run is partial or failed, or a reference metric has no measured value;
 * 3 (EXIT_MISMATCH): the reference does not apply: other recipe, recipe version, checkpoint or mode,
-  or its ``n_samples`` differs from the scorecard's ``n_expected``.
+  its ``n_samples`` differs from the scorecard's ``n_expected``, or it has no value for a metric the run
+  scored as primary.
 
 When several apply, the highest code wins: a comparison that does not apply outranks an incomplete
 run, which outranks an out-of-tolerance metric.
@@ -318,8 +319,14 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
     notes[:0] = degenerate_notes(scorecard)
     differently = ran_differently(scorecard, ref)
     notes += [f"ran differently {line}" for line in differently]
-    for name in card_metrics:
-        if name not in ref.metrics:
+    for name, measured_entry in card_metrics.items():
+        if name in ref.metrics:
+            continue
+        if measured_entry.primary:   # a hand-edited reference without it would PASS with the primary unchecked
+            problems.append(f"{name}: primary metric of the run has no value in the reference "
+                            f"{ref.path if ref.path is not None else '(in memory)'}")
+            code = max(code, EXIT_MISMATCH)
+        else:
             notes.append(f"{name}: no reference value (reported, not checked)")
     notes += _interval_notes(scorecard)
 

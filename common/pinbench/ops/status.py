@@ -26,6 +26,7 @@ from typing import Any
 
 from pinbench.core.config import Shard
 from pinbench.core.files import FileError, counted, iter_finite_jsonl, loads_json, open_regular, read_data_file
+from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
@@ -69,6 +70,16 @@ class ShardStatus:
         return "started" if self.running is None else "running" if self.running else "stopped"
 
 
+@dataclass(frozen=True)
+class Writer:
+    """The run.lock of a plain run or merge that may still be running, and the host it runs on when that is not
+    this one: whether it still runs cannot be checked from here, so it is not said to be running."""
+
+    lock: Path
+    host: str | None = None
+    pid: int | None = None
+
+
 @dataclass
 class RunStatus:
     out_dir: Path
@@ -79,7 +90,7 @@ class RunStatus:
     jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
     slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
     scorecard: WrittenScorecard | str | None  # str: why scorecard.json is none
-    writer: Path | None = None   # the run.lock of a live plain run or merge: the one that writes the scorecard
+    writer: Writer | None = None   # the live plain run or merge that writes the scorecard
 
     @property
     def counts(self) -> dict[str, int]:
@@ -139,12 +150,18 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
                      jobs=jobs, slurm_note=note, scorecard=scorecard, writer=_writer(out_dir))
 
 
-def _writer(out_dir: Path) -> Path | None:
+def _writer(out_dir: Path) -> Writer | None:
     """The run.lock of a plain run or merge that may still be running (alive, or on another host): between its
     last finished step and its scorecard it was told to run again."""
     lock = out_dir / LOCK_DIR / f"{lock_name(None)}.lock"
     holder = read_lock(lock) if os.path.lexists(lock) else None
-    return lock if holder is not None and process_alive(holder) is not False else None
+    if holder is None or (alive := process_alive(holder)) is False:
+        return None
+    if alive:
+        return Writer(lock)
+    pid = holder.get("pid")
+    return Writer(lock, host=str(holder.get("host") or "unknown"),
+                  pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
 
 
 def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
@@ -436,8 +453,13 @@ def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:
 
 def _scorecard_line(status: RunStatus) -> str:
     written = status.scorecard
-    if written is None and status.writer is not None:
-        return f"scorecard  not written yet: the run holding {status.writer} is still running"
+    writer = status.writer
+    if written is None and writer is not None and writer.host is not None:
+        pid = f" (pid {writer.pid})" if writer.pid is not None else ""
+        return (f"scorecard  not written yet: {writer.lock} is held by a run on host {printable(writer.host)}{pid}, "
+                "which cannot be checked from here: see there whether it still runs")
+    if written is None and writer is not None:
+        return f"scorecard  not written yet: the run holding {writer.lock} is still running"
     if written is None:
         stored = status.shards and all(s.finished for s in status.shards) and not status.counts["pending"] \
             and not status.live   # --skip-scoring, or shards: nothing of theirs writes it

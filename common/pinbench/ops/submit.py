@@ -18,7 +18,7 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
-from pinbench.core.rundir import SLURM_DIR, check_owner
+from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
 from pinbench.core.sample_cache import SIZE_ENV, checked_dir
 from pinbench.core.shard_manifest import now
@@ -195,6 +195,10 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
     out_dir = configs[0].out_dir
+    try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
+        check_out_dir_outside(configs[0], cwd)
+    except RecipeError as exc:
+        raise SubmitError(str(exc)) from None
     _guard(check_sbatch_path, str(out_dir), "run directory")
     _guard(check_sbatch_path, str(cwd), "working directory")
     # A fixture runs offline in the scoring image, every phase of it (as under --runtime docker).
@@ -216,7 +220,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     configs, generator_mounts = _generator_files(configs, cwd, flag) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
-    samples_env, samples_mounts = _sample_cache(request, out_dir, cache)
+    inputs = {name: cwd / path for name, path in input_paths(configs[0]).items()}
+    samples_env, samples_mounts = _sample_cache(request, out_dir, cache, inputs)
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
@@ -297,15 +302,16 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     return cfg
 
 
-def _sample_cache(request: Request, out_dir: Path,
-                  cache: Path) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+def _sample_cache(request: Request, out_dir: Path, cache: Path,
+                  inputs: Mapping[str, Path]) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
     """The submitting shell's sample cache setting as a container job gets it (``sample_cache_setting``, as
     ``--runtime docker`` gives it): the jobs used ``/cache/samples`` whatever it said, ``off`` and the bound
     included. For ``--container none`` the setting as it is, the folder absolute: its jobs relied on inheriting this
     environment, which ``--sbatch-arg=--export=NONE`` drops. Either way it is written into the script.
-    SubmitError for a setting no job could use (``checked_dir``, as a run checks it), whatever the container."""
+    SubmitError for a setting no job could use (``checked_dir``, as a run checks it, inside the run directory or
+    an input folder of ``inputs`` included), whatever the container."""
     try:
-        root = checked_dir(out_dir)
+        root = checked_dir(out_dir, inputs=inputs)
         if request.container == "none":
             env = {SIZE_ENV: os.environ[SIZE_ENV]} if SIZE_ENV in os.environ else {}
             if os.environ.get(SAMPLE_CACHE_ENV, "").strip():

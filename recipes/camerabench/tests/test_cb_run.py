@@ -45,6 +45,21 @@ def test_fixture_run_passes_against_its_reference(tmp_path: Path) -> None:
     assert "1 of its 3 values is degenerate" in outcome.message
 
 
+def test_a_reference_from_a_copy_without_its_derived_records_says_they_are_missing(tmp_path: Path) -> None:
+    """A copy of a run without derived.jsonl was refused with "its records say otherwise": they were never read."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    out = tmp_path / "fx"
+    assert run_recipe(_cfg(out, fixture=True)).exit_code == 0
+    (out / "derived.jsonl").unlink()
+    refused = CliRunner().invoke(app, ["record-reference", str(out), "--out", str(tmp_path / "ref.yaml"), "--dry-run"])
+    assert refused.exit_code == 2 and refused.output.splitlines() == [
+        f"error: refusing to record from {out / 'scorecard.json'}: its values cannot be checked against its records: "
+        f"{out / 'derived.jsonl'}: missing (the scorecard names it as its derived records) (`pinbench check {out}`)"]
+
+
 def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     write = fixture.write_fixture
