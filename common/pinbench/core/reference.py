@@ -12,8 +12,8 @@ is primary. Nothing here parses stdout.
 * 1 (EXIT_FAIL): at least one metric is outside its tolerance;
 * 2 (EXIT_INCOMPLETE): the run is partial or failed, or a reference metric has no measured value;
 * 3 (EXIT_MISMATCH): the reference does not apply: other recipe, recipe version, checkpoint or mode,
-  its ``n_samples`` differs from the scorecard's ``n_expected``, or it has no value for a metric the run
-  scored as primary.
+  its ``n_samples`` differs from the scorecard's ``n_expected``, or, recorded from runs (``trusted_run``), it
+  has no value for a metric the run scored as primary.
 
 When several apply, the highest code wins: a comparison that does not apply outranks an incomplete
 run, which outranks an out-of-tolerance metric.
@@ -322,10 +322,16 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
     for name, measured_entry in card_metrics.items():
         if name in ref.metrics:
             continue
-        if measured_entry.primary:   # a hand-edited reference without it would PASS with the primary unchecked
+        if measured_entry.primary and ref.source.get("kind") == "trusted_run":
+            # recorded from runs, it held every metric they scored: a primary gone is an edit, which would PASS
+            # with that metric unchecked (a paper table publishes what it publishes: a note)
             problems.append(f"{name}: primary metric of the run has no value in the reference "
-                            f"{ref.path if ref.path is not None else '(in memory)'}")
+                            f"{ref.path if ref.path is not None else '(in memory)'}, recorded from runs that "
+                            "scored it (edited since?)")
             code = max(code, EXIT_MISMATCH)
+        elif measured_entry.primary:
+            notes.append(f"{name}: primary metric, not in this {ref.source.get('kind', 'reference')} "
+                         "(reported, not checked)")
         else:
             notes.append(f"{name}: no reference value (reported, not checked)")
     notes += _interval_notes(scorecard)
