@@ -1249,6 +1249,20 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
+    """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
+    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
+    outcome = _run(tmp_path / "run", "python:render_generator:in_place")
+    assert outcome.exit_code == 2
+    records = load_records(tmp_path / "run" / "generation")
+    assert records and not any(r.ok for r in records.values())
+    for record in records.values():
+        output = f"edge/{record.sample_id.partition('.')[2]}.mp4"
+        assert (f"invalid rollout: {output}: the generator wrote nothing to the path it was given "
+                f"(.{Path(output).stem}.partial.mp4) but wrote {output} itself: write the rollout to that path "
+                "(generate's out, a command's {out})") in record.error, record.error
+
+
 def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
     """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
     on; a module that is found but misses one of its own imports says only that."""

@@ -806,7 +806,13 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
+            before = _state(target)
             make(request, partial)
+            if not os.path.lexists(partial) and _state(target) not in (before, None):
+                raise ValueError(f"invalid rollout: {request.output}: the generator wrote nothing to the path it was "
+                                 f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
+                                 "that path (generate's out, a command's {out}); the run moves it into place once "
+                                 "checked")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -817,6 +823,15 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file written anew from the one that was there: inode, size and mtime (None: nothing there)."""
+    try:
+        held = path.lstat()
+    except FileNotFoundError:
+        return None
+    return held.st_ino, held.st_size, held.st_mtime_ns
 
 
 def _unshared(path: Path) -> None:
