@@ -1281,6 +1281,24 @@ def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Pat
                                  "'no_such_dependency'")
 
 
+@pytest.mark.parametrize(("given", "way_on"), [
+    ("python:/tmp/my-lab/mygen.py:make", "--generator python:mygen:make with its folder on PYTHONPATH "
+                                         "(PYTHONPATH=/tmp/my-lab pinbench run ...)"),
+    ("python:adapters/mygen:make", "--generator python:mygen:make with its folder on PYTHONPATH "
+                                   "(PYTHONPATH=adapters pinbench run ...)"),
+    ("python:mygen.py:make", "--generator python:mygen:make with its folder on PYTHONPATH (PYTHONPATH=. "
+                             "pinbench run ...)"),
+], ids=["absolute", "relative", "file name"])
+def test_a_python_generator_named_by_its_file_says_to_name_its_module(given: str, way_on: str) -> None:
+    """``python:/tmp/my-lab/mygen.py:make`` (the file, as a new user writes it) failed in the worker with
+    "No module named '/tmp/my-lab/mygen'" and the advice to put that folder on PYTHONPATH, which did not help."""
+    from pinbench.ops.generation import factory_path
+
+    with pytest.raises(RecipeError) as caught:
+        factory_path(given, None)
+    assert str(caught.value) == f"--generator {given}: python: takes a module's name, not a file: {way_on}"
+
+
 @pytest.mark.parametrize(("given", "named"), [
     (["diffusers", "-g", "steps=4"], "generator diffusers (pinbench.ops.generators:diffusers): give -g model="),
     (["python:pinbench.ops.generators:static", "-g", "foo=1"], "generator python:pinbench.ops.generators:static: -g "

@@ -172,6 +172,12 @@ def factory_path(spec: str, recipe: Recipe | None) -> str:
         target = spec.removeprefix("python:")
         if target.count(":") != 1 or not all(target.split(":")):
             raise RecipeError(f"--generator {spec}: expected python:package.module:factory")
+        module, _, factory = target.partition(":")
+        if "/" in module or module.endswith(".py"):   # a file: importing it said "No module named '/x/mygen'"
+            folder, name = os.path.split(module.removesuffix(".py"))
+            raise RecipeError(f"--generator {spec}: python: takes a module's name, not a file: --generator "
+                              f"python:{name}:{factory} with its folder on PYTHONPATH (PYTHONPATH={folder or '.'} "
+                              "pinbench run ...)")
         return target
     declared = dict(recipe.generators) if recipe is not None else {}
     if spec in declared:
