@@ -142,6 +142,34 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
         assert result.exit_code == 2 and result.output.strip().startswith("error: ") and says in result.output
 
 
+def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not_there(tmp_path: Path) -> None:
+    """``--requests DIR`` (the folder ``pinbench requests --out DIR`` wrote) was refused as "not a regular file (a
+    folder, FIFO or device)", and a rollouts folder that does not exist was "not a folder of rollouts"."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    (tmp_path / "my-requests").mkdir()
+    (tmp_path / "my-requests" / "requests.jsonl").write_text(json.dumps(request.to_json()) + "\n")
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    write_video(folder / "t2v-000.mp4", np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout(s) are what their requests ask for\n", \
+        result.output
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(tmp_path / "rollout"),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 2 and result.output == f"error: {tmp_path / 'rollout'}: no such folder\n"
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder / "t2v-000.mp4"),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 2 and result.output == f"error: {folder / 't2v-000.mp4'}: not a folder of rollouts\n"
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 
