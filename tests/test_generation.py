@@ -1223,8 +1223,9 @@ def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path
     log, token = tmp_path / "generator.log", "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
     worker = Worker("raising:Raising", {"token": token}, log)
     try:
-        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token"):
+        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token") as caught:
             worker.generate(_request(), tmp_path / "out.mp4", 60)
+        assert str(caught.value).endswith(f" (traceback: {log})")   # the sample's line names where the traceback is
     finally:
         worker.stop()
     said = log.read_text()

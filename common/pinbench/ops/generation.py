@@ -465,8 +465,8 @@ class Worker:
         self._proc.stdin.write((json.dumps(message) + "\n").encode())
         self._proc.stdin.flush()
         answer = self._answer(timeout_s=timeout_s, what=what)
-        if "error" in answer:
-            raise GeneratorError(answer["error"])
+        if "error" in answer:   # its traceback is in the log (a command's failure names its log too)
+            raise GeneratorError(f"{answer['error']} (traceback: {self.log})")
 
     def _answer(self, *, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._reply is not None
