@@ -142,6 +142,34 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
         assert result.exit_code == 2 and result.output.strip().startswith("error: ") and says in result.output
 
 
+def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not_there(tmp_path: Path) -> None:
+    """``--requests DIR`` (the folder ``pinbench requests --out DIR`` wrote) was refused as "not a regular file (a
+    folder, FIFO or device)", and a rollouts folder that does not exist was "not a folder of rollouts"."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    (tmp_path / "my-requests").mkdir()
+    (tmp_path / "my-requests" / "requests.jsonl").write_text(json.dumps(request.to_json()) + "\n")
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    write_video(folder / "t2v-000.mp4", np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout(s) are what their requests ask for\n", \
+        result.output
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(tmp_path / "rollout"),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 2 and result.output == f"error: {tmp_path / 'rollout'}: no such folder\n"
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder / "t2v-000.mp4"),
+                                     "--requests", str(tmp_path / "my-requests")])
+    assert result.exit_code == 2 and result.output == f"error: {folder / 't2v-000.mp4'}: not a folder of rollouts\n"
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 
@@ -1195,8 +1223,9 @@ def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path
     log, token = tmp_path / "generator.log", "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
     worker = Worker("raising:Raising", {"token": token}, log)
     try:
-        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token"):
+        with pytest.raises(GeneratorError, match="^RuntimeError: out of memory with token") as caught:
             worker.generate(_request(), tmp_path / "out.mp4", 60)
+        assert str(caught.value).endswith(f" (traceback: {log})")   # the sample's line names where the traceback is
     finally:
         worker.stop()
     said = log.read_text()
@@ -1249,6 +1278,20 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
+    """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
+    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
+    outcome = _run(tmp_path / "run", "python:render_generator:in_place")
+    assert outcome.exit_code == 2
+    records = load_records(tmp_path / "run" / "generation")
+    assert records and not any(r.ok for r in records.values())
+    for record in records.values():
+        output = f"edge/{record.sample_id.partition('.')[2]}.mp4"
+        assert (f"invalid rollout: {output}: the generator wrote nothing to the path it was given "
+                f"(.{Path(output).stem}.partial.mp4) but wrote {output} itself: write the rollout to that path "
+                "(generate's out, a command's {out})") in record.error, record.error
+
+
 def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
     """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
     on; a module that is found but misses one of its own imports says only that."""
@@ -1265,6 +1308,24 @@ def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Pat
         build("needs_more:make", {})
     assert str(caught.value) == ("generator needs_more:make: ModuleNotFoundError: No module named "
                                  "'no_such_dependency'")
+
+
+@pytest.mark.parametrize(("given", "way_on"), [
+    ("python:/tmp/my-lab/mygen.py:make", "--generator python:mygen:make with its folder on PYTHONPATH "
+                                         "(PYTHONPATH=/tmp/my-lab pinbench run ...)"),
+    ("python:adapters/mygen:make", "--generator python:mygen:make with its folder on PYTHONPATH "
+                                   "(PYTHONPATH=adapters pinbench run ...)"),
+    ("python:mygen.py:make", "--generator python:mygen:make with its folder on PYTHONPATH (PYTHONPATH=. "
+                             "pinbench run ...)"),
+], ids=["absolute", "relative", "file name"])
+def test_a_python_generator_named_by_its_file_says_to_name_its_module(given: str, way_on: str) -> None:
+    """``python:/tmp/my-lab/mygen.py:make`` (the file, as a new user writes it) failed in the worker with
+    "No module named '/tmp/my-lab/mygen'" and the advice to put that folder on PYTHONPATH, which did not help."""
+    from pinbench.ops.generation import factory_path
+
+    with pytest.raises(RecipeError) as caught:
+        factory_path(given, None)
+    assert str(caught.value) == f"--generator {given}: python: takes a module's name, not a file: {way_on}"
 
 
 @pytest.mark.parametrize(("given", "named"), [

@@ -430,6 +430,12 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
     assert prov.differences({}, {"extra": {"flow": {"params": list(range(40))}}}, ("A", "B")) == [
         "extra.flow.params: A none, B " + json.dumps(list(range(40)))[:57] + "..."]
     assert prov.differences({"extra": {"note": FAKE_TOKEN}}, {}, ("A", "B")) == ["extra.note: A ***, B none"]
+    # a --limit run beside a full one: the seeds of the samples one run alone holds in one line, not one a sample
+    full = {"seeds": {"t2v-000": "9", "t2v-001": "42", "s01": "0", "s02": "0", "s03": "0", "s04": "0"}}
+    assert prov.differences(full, {"seeds": {"t2v-000": "9", "t2v-001": "43"}}, ("A", "B")) == [
+        "seeds.t2v-001: A 42, B 43", "seeds: 4 in A only (s01, s02, s03, ...)"]
+    assert prov.differences({"seeds": {"t2v-000": "9"}}, full, ("A", "B")) == [
+        "seeds: 5 in B only (t2v-001, s01, s02, ...)"]
     import datetime
     assert prov.differences({"seeds": [datetime.date(2026, 1, 2)]}, {}, ("A", "B")) == [   # a hand-edited YAML date
         'seeds: A ["2026-01-02"], B none']

@@ -449,8 +449,10 @@ app.add_typer(rollouts_app, name="rollouts")
 def rollouts_check(
     recipe_name: Annotated[str, typer.Argument(help="recipe name, e.g. mind")],
     folder: Annotated[Path, typer.Argument(help="the rollouts, in the layout the requests name (their output)")],
-    requests_file: Annotated[Path | None, typer.Option("--requests", help="requests.jsonl (default: the recipe's, "
-                                                                          "made as `pinbench requests` makes them)")]
+    requests_file: Annotated[Path | None, typer.Option("--requests", help="requests.jsonl, or the folder "
+                                                                          "`pinbench requests --out` wrote it to "
+                                                                          "(default: the recipe's, made as "
+                                                                          "`pinbench requests` makes them)")]
     = None,
     fixture: Annotated[bool, typer.Option("--fixture", help="against the fixture's requests")] = False,
     limit: Annotated[int | None, typer.Option(help="the first N requests, as a --limit run")] = None,
@@ -459,13 +461,15 @@ def rollouts_check(
     """One line per rollout that is not what its request asks for (missing, undecodable, frames, rate, size)."""
     import tempfile
 
-    from pinbench.core.generation import RequestError, read_requests
+    from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
     from pinbench.core.run import Run
     from pinbench.ops.generation import check_rollout, unasked_lines
 
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
-        _fail(f"{folder}: not a folder of rollouts")
+        _fail(f"{folder}: " + ("not a folder of rollouts" if folder.exists() else "no such folder"))
+    if requests_file is not None and (requests_file / REQUESTS_FILE).is_file():   # the folder `requests` wrote
+        requests_file = requests_file / REQUESTS_FILE
     if limit is not None and limit < 1:   # [:0] checked nothing and passed, [:-2] dropped the last two unsaid
         _fail("--limit must be at least 1")
     with _failing(RecipeError, RequestError):

@@ -44,7 +44,11 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
             findings.append(ok("cache", f"{name}: {resolve()[-1]}", pin))
         except Exception as exc:  # missing or mismatching weights, as the run would report them
             findings.append(problem("cache", f"{name}: {type(exc).__name__}: {exc}", pin))
-    if release is None:
+    if release is None:   # no rows to count yet; a -o videos that is no folder is said now, not after the fetch
+        videos = opts.videos if cfg.generator is None and not cfg.skip_generation else None
+        if videos is not None and not videos.is_dir():
+            findings.append(problem("inputs", f"{videos}: videos directory not found" if not videos.exists()
+                                    else f"{videos}: not a directory; name the folder that holds the rollouts"))
         return findings
     try:
         groups, _ = prepare.load_groups(release, opts.split, opts.settings, PAPER)

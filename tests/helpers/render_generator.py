@@ -92,6 +92,18 @@ def render(**options: str) -> Render:
     return Render(**options)
 
 
+class InPlace(Render):
+    """A generator that writes its rollout where the run keeps it (``request.output`` beside ``out``), not to ``out``:
+    a new adapter's mistake, which the run named as "wrote nothing there" beside the file it wrote."""
+
+    def generate(self, request: Request, out: Path) -> None:
+        super().generate(request, out.with_name(Path(request.output).name))
+
+
+def in_place(**options: str) -> InPlace:
+    return InPlace(**options)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--request", required=True)

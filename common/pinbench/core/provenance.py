@@ -651,12 +651,27 @@ def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, 
         lines.append(f"{printable(path[0])}.{printable(path[1])}: {labels[0]} {_read(a)}, {labels[1]} {_read(b)}")
     elif path == ("packages", "distributions") and isinstance(a, list) and isinstance(b, list):
         lines.extend(_distribution_differences(a, b, labels))
+    elif path == ("seeds",) and isinstance(a, Mapping) and isinstance(b, Mapping):
+        _seed_differences(a, b, labels, lines)
     elif isinstance(a, Mapping | None) and isinstance(b, Mapping | None):   # one side may lack the whole block
         a, b = a or {}, b or {}
         for key in [*a, *(k for k in b if k not in a)]:
             _leaf_differences((*path, str(key)), a.get(key), b.get(key), labels, lines)
     else:
         lines.append(f"{'.'.join(map(printable, path))}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
+
+
+def _seed_differences(a: Mapping[Any, Any], b: Mapping[Any, Any], labels: tuple[str, str], lines: list[str]) -> None:
+    """Seeds by key; those of keys that one run alone holds (a run of other samples: a --limit run beside a full one)
+    in one line a side once there are several, where they took a line a sample and crowded out what did differ."""
+    alone = [[key for key in side if key not in other] for side, other in ((a, b), (b, a))]
+    for key in [*a, *(k for k in b if k not in a)]:
+        if key in a and key in b or len(alone[key not in a]) == 1:
+            _leaf_differences(("seeds", str(key)), a.get(key), b.get(key), labels, lines)
+    for label, keys in zip(labels, alone, strict=True):
+        if len(keys) > 1:
+            shown = ", ".join(printable(str(key)) for key in keys[:3]) + (", ..." if len(keys) > 3 else "")
+            lines.append(f"seeds: {len(keys)} in {label} only ({shown})")
 
 
 def _read(state: Any) -> str:

@@ -172,6 +172,12 @@ def factory_path(spec: str, recipe: Recipe | None) -> str:
         target = spec.removeprefix("python:")
         if target.count(":") != 1 or not all(target.split(":")):
             raise RecipeError(f"--generator {spec}: expected python:package.module:factory")
+        module, _, factory = target.partition(":")
+        if "/" in module or module.endswith(".py"):   # a file: importing it said "No module named '/x/mygen'"
+            folder, name = os.path.split(module.removesuffix(".py"))
+            raise RecipeError(f"--generator {spec}: python: takes a module's name, not a file: --generator "
+                              f"python:{name}:{factory} with its folder on PYTHONPATH (PYTHONPATH={folder or '.'} "
+                              "pinbench run ...)")
         return target
     declared = dict(recipe.generators) if recipe is not None else {}
     if spec in declared:
@@ -459,8 +465,8 @@ class Worker:
         self._proc.stdin.write((json.dumps(message) + "\n").encode())
         self._proc.stdin.flush()
         answer = self._answer(timeout_s=timeout_s, what=what)
-        if "error" in answer:
-            raise GeneratorError(answer["error"])
+        if "error" in answer:   # its traceback is in the log (a command's failure names its log too)
+            raise GeneratorError(f"{answer['error']} (traceback: {self.log})")
 
     def _answer(self, *, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._reply is not None
@@ -806,7 +812,13 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
+            before = _state(target)
             make(request, partial)
+            if not os.path.lexists(partial) and _state(target) not in (before, None):
+                raise ValueError(f"invalid rollout: {request.output}: the generator wrote nothing to the path it was "
+                                 f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
+                                 "that path (generate's out, a command's {out}); the run moves it into place once "
+                                 "checked")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -817,6 +829,15 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file written anew from the one that was there: inode, size and mtime (None: nothing there)."""
+    try:
+        held = path.lstat()
+    except FileNotFoundError:
+        return None
+    return held.st_ino, held.st_size, held.st_mtime_ns
 
 
 def _unshared(path: Path) -> None:

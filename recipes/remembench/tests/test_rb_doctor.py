@@ -61,3 +61,16 @@ def test_a_generating_run_looks_for_no_rollouts_and_a_scoring_one_for_the_stored
     inputs = [f for f in doctor_module.doctor(scoring, None) if f.check == "inputs"]
     assert len(inputs) == 1 and inputs[0].ok
     assert inputs[0].line.endswith(f"rollouts found under {out / 'rollouts'}, all decode")
+
+
+def test_a_videos_folder_that_is_not_there_is_named_before_the_release_is_fetched(tmp_path: Path) -> None:
+    """With the release not fetched yet (no rows to count), ``-o videos=`` naming nothing was not said at all: the
+    doctor listed only the downloads, and the missing folder came up once they were done."""
+    options = {"videos": str(tmp_path / "no-such-rollouts"), "dataset_dir": str(tmp_path / "no-release")}
+    cfg = get_recipe("remembench").config("mine", options=options, env={})
+    inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
+    assert inputs == [f"{tmp_path / 'no-such-rollouts'}: videos directory not found"]
+    (tmp_path / "rollout.mp4").write_bytes(b"")
+    cfg = get_recipe("remembench").config("mine", options={**options, "videos": str(tmp_path / "rollout.mp4")}, env={})
+    inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
+    assert inputs == [f"{tmp_path / 'rollout.mp4'}: not a directory; name the folder that holds the rollouts"]
