@@ -251,6 +251,10 @@ class Counted(Static):
 
 def make():
     return Counted()
+
+
+def make_other():   # another generator of this module whose signature() says the same
+    return Counted()
 """
 
 
@@ -270,6 +274,21 @@ def test_an_edited_generator_module_regenerates_every_rollout_and_an_unchanged_o
     assert "4 recomputed: generator changed" in capfd.readouterr().err
     signature = json.loads(edited.scorecard_path.read_text())["provenance"]["extra"]["generation"]["signature"]
     assert signature["settings"]["source_sha256"] == {"counted_generator": _sha(module)}
+
+
+def test_another_factory_of_one_module_regenerates_though_its_signature_is_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Two factories of one module may build different generators that say one ``signature()``: the second had the
+    first's rollouts reused (found by a new user: ``make_wrongpath`` scored ``make``'s videos)."""
+    module, out, calls = tmp_path / "counted_generator.py", tmp_path / "run", tmp_path / "calls"
+    module.write_text(COUNTED.format(calls=str(calls)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    assert _run(out, "python:counted_generator:make").exit_code == 0 and len(_calls(calls)) == 4
+    other = _run(out, "python:counted_generator:make_other")
+    assert other.exit_code == 0 and len(_calls(calls)) == 8
+    assert "4 recomputed: generator changed" in capfd.readouterr().err
+    signature = json.loads(other.scorecard_path.read_text())["provenance"]["extra"]["generation"]["signature"]
+    assert signature["settings"]["factory"] == "counted_generator:make_other"
 
 
 def test_a_generator_that_cannot_honour_a_request_is_refused_before_it_generates(tmp_path: Path) -> None:

@@ -297,6 +297,16 @@ def with_source(signature: Signature, digests: Mapping[str, str]) -> Signature:
     return _with_setting(signature, SOURCE_KEY, digests)
 
 
+FACTORY_KEY = "factory"   # the settings key of a Python generator's factory, as module:factory
+
+
+def with_factory(signature: Signature, target: str) -> Signature:
+    """A factory's signature with the factory it came from (``module:factory``; settings ``FACTORY_KEY``): two
+    factories of one module may build different generators that say the same ``signature()``, and the second had
+    the first's rollouts reused (from the run directory or the sample cache)."""
+    return dataclasses.replace(signature, settings={**signature.settings, FACTORY_KEY: target})
+
+
 def _with_setting(signature: Signature, key: str, values: Mapping[str, str]) -> Signature:
     """``signature`` with ``values`` under settings ``key``, sorted (none: unchanged)."""
     if not values:
@@ -715,7 +725,7 @@ class Generating:
         described = worker.start()
         try:
             caps = described["capabilities"]
-            signature = with_source(Signature(**described["signature"]), described["source"])
+            signature = with_factory(with_source(Signature(**described["signature"]), described["source"]), target)
             yield _Maker(with_options(signature, self.spec.options),
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),

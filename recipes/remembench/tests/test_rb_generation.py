@@ -160,7 +160,8 @@ def test_the_python_then_the_command_form_render_every_request_and_each_is_score
     assert generation["generator"] == RENDER
     assert generation["signature"] == {"model": "test render generator", "weights": "v1",
                                        "settings": {"mode": "render", "source_sha256": {
-                                           "render_generator": _sha256(HELPERS / "render_generator.py")}}}
+                                           "render_generator": _sha256(HELPERS / "render_generator.py")},
+                                                    "factory": "render_generator:render"}}
     # the requests digest: SHA-256 of the canonical JSON list of each request's canonical-JSON SHA-256
     lines = [json.loads(line) for line in (asked / "requests.jsonl").read_text().splitlines()]
     assert generation["requests"] == _canonical_sha256([_canonical_sha256(line) for line in lines])
