@@ -216,6 +216,19 @@ def test_exit_code_precedence() -> None:
     assert result.exit_code == EXIT_MISMATCH and len(result.problems) == 2
 
 
+def test_a_run_the_reference_does_not_apply_to_is_shown_beside_it_never_judged() -> None:
+    """A --limit smoke run against the full reference: its values beside the reference's, each row MISMATCH, no
+    FAIL line per metric and no line per metric the subset lacks (they read as a comparison that was made)."""
+    smoke = make_card([0.9] * 3, [2.0] * 3, metrics=[Spec("f1", primary=True)])   # f1 far outside ±0.01; no rmse
+    result = diff_scorecard(smoke, ref(n_samples=600))
+    assert result.exit_code == EXIT_MISMATCH
+    assert result.problems == ["sample count mismatch: reference has n_samples=600, scorecard n_expected=3"]
+    assert [(row.metric, row.status, row.delta) for row in result.rows] == [("f1", "MISMATCH", pytest.approx(0.4)),
+                                                                            ("rmse", "MISSING", None)]
+    assert result.notes[0] == ("the reference does not apply to this run (problems above): its values are shown "
+                               "beside the run's, not judged; 1 reference metric without a value in this run (rmse)")
+
+
 # ------------------------------------------------------------------------------------------ loading
 
 

@@ -219,7 +219,8 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
-    """A Reference loaded from YAML works like the dict; mode / sample-count mismatches are shown."""
+    """A Reference loaded from YAML works like the dict; mode / sample-count mismatches are shown, and the values
+    beside the reference's are not judged (MISMATCH, not PASS)."""
     card = _card(_records(4), 4, mode="smoke")
     data = _reference(card)
     data.update(mode="full", n_samples=600)
@@ -228,7 +229,7 @@ def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
     ref_path = tmp_path / "Nano.yaml"
     ref_path.write_text(yaml.safe_dump(data))
     page = write_report([card], tmp_path / "out", references={0: load_reference(ref_path)}).read_text()
-    assert ">PASS</span>" in _row(page, "edge/canny_f1")
+    assert ">MISMATCH</span>" in _row(page, "edge/canny_f1")
     assert ">MISSING</span>" in _row(page, "edge/absent")
     assert "no reference" in _row(page, "vis/dover")
     assert "mode mismatch" in page and "n_samples=600" in page and str(ref_path) in page

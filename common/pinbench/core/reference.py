@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileError, blocking_parent, read_yaml, write_atomic
+from pinbench.core.files import FileError, blocking_parent, counted, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
@@ -101,7 +101,7 @@ class DiffRow:
     measured: float | None
     delta: float | None  # measured - reference
     tolerance_text: str
-    status: str  # "PASS" | "FAIL" | "MISSING"
+    status: str  # "PASS" | "FAIL" | "MISSING" | "MISMATCH" (shown, not judged: the reference does not apply)
     direction: str = "higher"
     verdict: str = ""  # "better" | "worse" per direction | "within tolerance" | "same"; "" when nothing was measured
     scored: str = ""  # "n_scored/n_expected" of the measured metric
@@ -273,6 +273,11 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
         problems.append(f"scorecard status is {scorecard.status}" + (f": {detail}" if detail else ""))
         code = max(code, EXIT_INCOMPLETE)
 
+    # another recipe, version, checkpoint, mode or sample count (a --limit smoke run): the values are shown beside
+    # the reference's, never judged against them (a FAIL per metric and a line per metric the subset lacks said the
+    # run was compared as if it were the one the reference is of)
+    applies = code < EXIT_MISMATCH
+    unjudged: list[str] = []
     rows = []
     card_metrics = scorecard.metrics
     for name, m in ref.metrics.items():
@@ -283,7 +288,9 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
                       tolerance_text=m.tolerance.text(m.value), status="MISSING", direction=m.direction,
                       scored=scored, primary=m.primary, interval=measured_entry.interval if measured_entry else None,
                       ref_interval=m.interval)
-        if measured_entry is None:
+        if measured is None and not applies:
+            unjudged.append(name)
+        elif measured_entry is None:
             problems.append(f"{name}: missing from the scorecard")
             code = max(code, EXIT_INCOMPLETE)
         elif measured is None:
@@ -297,7 +304,9 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             row.delta = measured - m.value
             row.verdict = _verdict(row.delta, m.direction, m.value, measured, m.tolerance.bound(m.value))
             row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
-            if _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
+            if not applies:
+                row.status = "MISMATCH"
+            elif _within(row.delta, m.tolerance.bound(m.value), m.value, measured):
                 row.status = "PASS"
             else:
                 row.status = "FAIL"
@@ -316,6 +325,11 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
         if half is not None and m.tolerance.bound(m.value) < half and ref.mode != "fixture":   # see proposal.py
             notes.append(f"{name}: tolerance {m.tolerance.text(m.value)} is narrower than the reference's own 95% "
                          f"interval (half-width {half:.3g}): a difference inside the sampling noise can FAIL")
+    if not applies:
+        lacking = (f"; {counted(len(unjudged), 'reference metric')} without a value in this run "
+                   f"({', '.join(unjudged[:3])}{', ...' if len(unjudged) > 3 else ''})") if unjudged else ""
+        notes.insert(0, "the reference does not apply to this run (problems above): its values are shown beside the "
+                        f"run's, not judged{lacking}")
     notes[:0] = degenerate_notes(scorecard)
     differently = ran_differently(scorecard, ref)
     notes += [f"ran differently {line}" for line in differently]

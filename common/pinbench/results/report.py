@@ -83,7 +83,7 @@ N_EXTREMES = 3  # per-sample figures shown: this many worst and this many best p
 PAGE_TEXT_PX = 13
 PAGE_WIDTH_PX = 1118
 VERDICTS = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCOMPLETE: "INCOMPLETE", EXIT_MISMATCH: "MISMATCH"}
-_STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "PASS": 3, "": 4}
+_STATUS_ORDER = {"FAIL": 0, "MISSING": 1, "INCOMPLETE": 2, "MISMATCH": 3, "PASS": 4, "": 5}
 _STATUS_BADGE = {"complete": "PASS", "partial": "INCOMPLETE", "failed": "FAIL"}
 _VERDICT_BADGE = {"PASS": "PASS", "FAIL": "FAIL", "INCOMPLETE": "INCOMPLETE", "MISMATCH": "FAIL",
                   "NO REFERENCE": "none"}
