@@ -82,6 +82,17 @@ def test_a_bad_request_is_refused_in_one_line(change: dict, message: str) -> Non
     assert "\n" not in str(info.value)
 
 
+def test_a_rollout_of_a_long_file_name_is_made_and_kept(tmp_path: Path) -> None:
+    """A rollout named with 254 bytes (a valid name): its hidden partial and the temporary names beside it are cut to
+    fit, where each was a "File name too long" error that failed the sample."""
+    from pinbench.ops.generation import _keep
+    from pinbench.ops.generators import Static
+
+    request = _request(output="\u00e9" * 125 + ".mp4", frames=3, prompts=(Prompt("p"),), conditioning=())
+    result = _keep(request, tmp_path, Static().signature(), Static().generate)
+    assert result["output"] == request.output and [p.name for p in tmp_path.iterdir()] == [request.output]
+
+
 def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Path) -> None:
     good = json.dumps(_request().to_json())
     path = tmp_path / "requests.jsonl"

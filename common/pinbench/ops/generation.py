@@ -44,6 +44,7 @@ from pinbench.core.config import RecipeError, gpu_devices
 from pinbench.core.files import (
     atomic_path,
     blocking_parent,
+    fitting_name,
     loads_finite_json,
     read_data_file,
     regular_sha256,
@@ -790,7 +791,8 @@ def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing
 def _partial(rollouts: Path, request: Request) -> Path:
     """Where a rollout is made before it is checked: beside its place, hidden, never taken for a rollout."""
     target = rollouts / request.output
-    return target.with_name(f".{target.stem}.partial{target.suffix}")
+    affixes = len(f"..partial{target.suffix}".encode("utf-8", "surrogateescape"))
+    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> dict[str, Any]:
