@@ -1435,6 +1435,38 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
             capfd.readouterr().err)
 
 
+BATCH_FAILS = """
+from pinbench.ops.generators import Static
+
+
+class Fails(Static):
+    def generate_batch(self, pairs):
+        raise RuntimeError("out of memory before the first rollout")
+
+
+def make():
+    return Fails()
+"""
+
+
+def test_a_batch_never_keeps_the_partial_an_earlier_run_left(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed after its generator wrote a rollout's hidden partial (another generator's, or a batch of the
+    same one) left it there; a batch that then made nothing had that file checked and kept as its own rollout."""
+    (tmp_path / "fails.py").write_text(BATCH_FAILS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    assert _run(tmp_path / "a", RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    out = tmp_path / "b"
+    assert _run(out, "python:fails:make").exit_code != 0
+    (out / "rollouts" / "edge").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "a" / "rollouts" / "edge" / "task_0000.mp4",
+                    out / "rollouts" / "edge" / ".task_0000.partial.mp4")   # as a kill -9 left it
+    assert _run(out, "python:fails:make").exit_code != 0
+    records = load_records(out / "generation")
+    assert not records["edge.task_0000"].ok and "out of memory" in records["edge.task_0000"].error
+    assert _files(out / "rollouts") == []
+
+
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

@@ -653,8 +653,12 @@ class Generating:
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
+                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
+                for _, partial in pairs:   # what a killed run left there is not what this batch makes
+                    if blocking_parent(partial) is None:
+                        _clear(partial)
                 try:
-                    maker.many([(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending])
+                    maker.many(pairs)
                 except Exception as exc:   # what the batch made is kept; a rollout it did not make fails with this
                     batch_error.append(exc)
 
