@@ -1118,11 +1118,13 @@ def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_
 
 def test_a_token_given_to_a_command_generator_is_in_no_file_of_the_run(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A token passed as a -g option (a secret-named key, or the value of HF_TOKEN) keys the generator's signature,
-    but no file the run writes holds it: not the scorecard, not generation/generator.json, not a log."""
+    """A token passed as a -g option (a secret-named key, or the value of HF_TOKEN) or in the argv keys the
+    generator's signature, but no file the run writes holds it: not the scorecard, not generation/generator.json,
+    not a log, not diff.txt (whose line on the fixture's reference named the --generator as given)."""
     token, other = "hf_" + "Qw7" * 12, "Kp4" * 12
     monkeypatch.setenv("HF_TOKEN", token)
-    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    command = (f"command:env HF_TOKEN={token} {sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
+               "--out {out}")
     outcome = _run(tmp_path / "run", command, weights=token, api_key=other)
     assert outcome.exit_code == 0, outcome.message
     holding = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and not p.is_symlink()
