@@ -1265,6 +1265,53 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+DESCRIBED = """
+import math
+from pinbench.core.generation import Capabilities, Signature
+
+
+class Described:
+    def __init__(self, mode):
+        self.mode = mode
+        kinds = {1} if mode == "kinds" else {"prompt-schedule"}
+        self.capabilities = Capabilities(kinds=frozenset(kinds))
+
+    def signature(self):
+        if self.mode == "raises":
+            raise RuntimeError("weights not found")
+        settings = {"set": {"a": {1}}, "nan": {"a": math.nan}}.get(self.mode, {})
+        return {"model": "m"} if self.mode == "dict" else Signature("m", "w", settings)
+
+    def generate(self, request, out):
+        pass
+
+
+def make(mode):
+    return Described(mode)
+"""
+
+
+@pytest.mark.parametrize(("mode", "said"), [
+    ("set", "its signature() settings are not JSON data (Object of type set is not JSON serializable;"),
+    ("nan", "its signature() settings are not JSON data (Out of range float values are not JSON compliant;"),
+    ("dict", "signature() gave {'model': 'm'}, not a Signature(model: str, weights: str, settings: a mapping)"),
+    ("kinds", "capabilities Capabilities(kinds=frozenset({1}), "),
+    ("raises", "RuntimeError: weights not found (traceback: "),
+])
+def test_a_generator_that_describes_itself_wrongly_is_named_in_one_line(
+        mode: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature() that is no Signature, holds a set or NaN, raises, or capabilities of kinds that are no strings:
+    the run ended in a bare 'TypeError: ...', 'Out of range float values are not JSON compliant' or a traceback,
+    naming no generator."""
+    from pinbench.ops.generation import Worker
+
+    (tmp_path / "described.py").write_text(DESCRIBED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    with pytest.raises(RecipeError) as caught:
+        Worker("described:make", {"mode": mode}, tmp_path / "generator.log").start()
+    assert str(caught.value).startswith(f"generator described:make: {said}") and "\n" not in str(caught.value)
+
+
 def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
     """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
     on; a module that is found but misses one of its own imports says only that."""

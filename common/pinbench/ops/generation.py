@@ -44,6 +44,7 @@ from pinbench.core.config import RecipeError, gpu_devices
 from pinbench.core.files import (
     atomic_path,
     blocking_parent,
+    clipped,
     fitting_name,
     loads_finite_json,
     read_data_file,
@@ -504,11 +505,12 @@ def serve(target: str, reply_fd: int, named: str) -> None:
         reply.flush()
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")), named)
-        say({"signature": generator.signature().to_json(), "source": source_sha256(target, generator),
-             "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
+        say(_described(generator, target, named))
     except Exception as exc:   # the user's code: said in one line, then this child ends
-        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc),
-             "logged": isinstance(exc, FactoryRaised)})
+        if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
+            _traceback(f"describing generator {named} raised:")
+        say({"error": str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}",
+             "logged": not isinstance(exc, RecipeError) or isinstance(exc, FactoryRaised)})
         return
     for line in sys.stdin:
         message = json.loads(line)
@@ -524,6 +526,29 @@ def serve(target: str, reply_fd: int, named: str) -> None:
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
         else:
             say({"ok": True})
+
+
+def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
+    """What the worker tells the run of its generator; RecipeError naming it when its ``signature()`` or
+    ``capabilities`` is not what the protocol says (a set or NaN in the settings, a kind that is no string): the run
+    ended in a bare TypeError, a traceback or 'Out of range float values are not JSON compliant', naming nothing."""
+    signature, caps = generator.signature(), generator.capabilities
+    if not (isinstance(signature, Signature) and isinstance(signature.model, str)
+            and isinstance(signature.weights, str) and isinstance(signature.settings, Mapping)):
+        raise RecipeError(f"generator {named}: signature() gave {clipped(repr(signature), 80)}, not a "
+                          "Signature(model: str, weights: str, settings: a mapping)")
+    if not (all(isinstance(k, str) for k in (*caps.kinds, *caps.conditioning))
+            and isinstance(caps.prompt_schedule, bool) and (caps.max_frames is None or type(caps.max_frames) is int)):
+        raise RecipeError(f"generator {named}: capabilities {clipped(repr(caps), 120)}: kinds and conditioning must "
+                          "be strings, prompt_schedule a bool, max_frames a whole number or None")
+    described = {"signature": signature.to_json(), "source": source_sha256(target, generator),
+                 "capabilities": {**caps.to_json(), "batch": hasattr(generator, "generate_batch")}}
+    try:
+        json.dumps(described, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RecipeError(f"generator {named}: its signature() settings are not JSON data ({exc}; it keys its "
+                          "rollouts and is recorded in the scorecard)") from None
+    return described
 
 
 def _traceback(lead: str) -> None:
