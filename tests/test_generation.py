@@ -1516,6 +1516,51 @@ def test_a_batch_never_keeps_the_partial_an_earlier_run_left(tmp_path: Path,
     assert _files(out / "rollouts") == []
 
 
+SCRIBBLES = """
+from pinbench.ops.generators import Static
+
+
+def scribble(request):
+    with open(request.path("context"), "r+b") as fh:   # its own frames, written into the file it was given to read
+        fh.seek(64)
+        fh.write(bytes(32))
+
+
+class Scribbles(Static):
+    def generate(self, request, out):
+        scribble(request)
+        super().generate(request, out)
+
+
+class Batched(Static):
+    def generate_batch(self, pairs):
+        for request, out in pairs:
+            scribble(request)
+            super().generate(request, out)
+
+
+def make(batch="0"):
+    return Batched() if batch == "1" else Scribbles()
+"""
+
+
+@pytest.mark.parametrize("batch", ["0", "1"])
+def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: str) -> None:
+    """A conditioning file is staged as a hard link to its input (the dataset's video, the ground truth a recipe may
+    score against): a generator that wrote into it changed that input, and the run went on, complete."""
+    (tmp_path / "scribbles.py").write_text(SCRIBBLES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out = tmp_path / "run"
+    assert _run(out, "python:scribbles:make", batch=batch).exit_code != 0
+    records = load_records(out / "generation")
+    assert len(records) == 4 and not any(r.ok for r in records.values())
+    error = records["edge.task_0000"].error
+    assert error.startswith(f"GeneratorError: {out / 'generation' / 'inputs'}") and error.endswith(
+        "changed while the generator ran, a file it is given to read (staged as a hard link, the input it came from "
+        "may have changed too: check it against its SHA-256 in the request)")
+
+
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

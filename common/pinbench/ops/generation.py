@@ -679,6 +679,7 @@ class Generating:
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
                 pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
+                inputs = {request.id: _inputs_state(request) for request, _ in pairs}
                 for _, partial in pairs:   # what a killed run left there is not what this batch makes
                     if blocking_parent(partial) is None:
                         _clear(partial)
@@ -691,7 +692,9 @@ class Generating:
                 request = by_id[task.sample_id]
                 if batch_error and not _partial(rollouts, request).exists():
                     raise batch_error[0]
-                return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
+                if maker.many is None:
+                    return _keep(request, rollouts, signature, maker.one)
+                return _keep(request, rollouts, signature, None, inputs.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -824,9 +827,10 @@ def _partial(rollouts: Path, request: Request) -> Path:
     return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")
 
 
-def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> dict[str, Any]:
-    """One rollout: made (by ``make``, else already by a batch) beside its place, checked, then renamed into place;
-    its record's result."""
+def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
+          inputs: Mapping[str, tuple[int, int, int] | None] | None = None) -> dict[str, Any]:
+    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``inputs`` says)
+    beside its place, checked, then renamed into place; its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -837,7 +841,9 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
+            inputs = _inputs_state(request)
             make(request, partial)
+        _untouched(request, inputs)
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -848,6 +854,31 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
+    """Each conditioning file's inode, size and modification time (None: not there), by its path in the request."""
+    def state(path: Path) -> tuple[int, int, int] | None:
+        try:
+            held = path.stat()
+        except OSError:
+            return None
+        return held.st_ino, held.st_size, held.st_mtime_ns
+    return {c.path: state((request.root or Path()) / c.path) for c in request.conditioning}
+
+
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None] | None) -> None:
+    """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed):
+    staged as a hard link, it is the input itself (a dataset's ground-truth video, which the run then scored
+    against, and every later run too), and a generator that wrote its own frames into it failed nothing."""
+    if before is None:
+        return
+    after = _inputs_state(request)
+    for path, was in before.items():
+        if after.get(path) != was:
+            raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
+                                 "given to read (staged as a hard link, the input it came from may have changed too: "
+                                 "check it against its SHA-256 in the request)")
 
 
 def _unshared(path: Path) -> None:
