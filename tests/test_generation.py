@@ -1312,6 +1312,40 @@ def test_a_generator_that_describes_itself_wrongly_is_named_in_one_line(
     assert str(caught.value).startswith(f"generator described:make: {said}") and "\n" not in str(caught.value)
 
 
+ASKS = """
+from pinbench.ops.generators import Static
+
+
+class Asks(Static):
+    def generate(self, request, out):
+        if input("Do you wish to run the custom code? [y/N] ") != "y":
+            raise SystemExit("not trusted")
+
+
+def make():
+    return Asks()
+"""
+
+
+def test_a_python_generator_that_asks_a_question_reads_an_end_of_file(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its stdin was the pipe of the requests: input() waited there for the whole time limit (three hours by
+    default), and the sample failed as a timeout. Now it reads an end of file at once, as a command's does."""
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "asks.py").write_text(ASKS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    worker = Worker("asks:make", {}, tmp_path / "generator.log")
+    try:
+        worker.start()
+        with pytest.raises(GeneratorError, match="^EOFError: EOF when reading a line$"):
+            worker.generate(_request(), tmp_path / "t2v-000.mp4", timeout_s=60.0)
+        with pytest.raises(GeneratorError, match="^EOFError"):   # and the next request is served as well
+            worker.generate(_request(id="t2v-001"), tmp_path / "t2v-001.mp4", timeout_s=60.0)
+    finally:
+        worker.stop()
+
+
 def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
     """The first thing a new adapter meets ('No module named mygen': its folder is not on PYTHONPATH) says the way
     on; a module that is found but misses one of its own imports says only that."""

@@ -423,21 +423,25 @@ class Worker:
         self.named = named or target   # how its errors name it (``generator_name``)
         self._proc: subprocess.Popen | None = None
         self._reply: Any = None
+        self._ask_to: Any = None   # the write end of the child's requests pipe
         self._sink: _RedactedLog | None = None
 
     def start(self) -> dict[str, Any]:
         """Start the child; what it says of its generator (signature and capabilities), or RecipeError."""
         read, write = os.pipe()
+        asked, ask = os.pipe()   # the requests: not its stdin, which a generator's prompt (input()) would read
         self._sink = _RedactedLog(self.log)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), self.named],
-                stdin=subprocess.PIPE, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write,),
+                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked), self.named],
+                stdin=subprocess.DEVNULL, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write, asked),
                 start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
         finally:
             self._sink.handed()
             os.close(write)
+            os.close(asked)
+        self._ask_to = os.fdopen(ask, "wb")
         self._reply = os.fdopen(read, "r", encoding="utf-8")
         described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
@@ -457,9 +461,9 @@ class Worker:
         """One message to the child (started again if it is not running); GeneratorError for its error."""
         if self._proc is None or self._proc.poll() is not None:
             self.start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps(message) + "\n").encode())
-        self._proc.stdin.flush()
+        assert self._ask_to is not None
+        self._ask_to.write((json.dumps(message) + "\n").encode())
+        self._ask_to.flush()
         answer = self._answer(timeout_s=timeout_s, what=what)
         if "error" in answer:
             raise GeneratorError(answer["error"])
@@ -484,10 +488,11 @@ class Worker:
     def stop(self) -> None:
         if self._proc is not None:
             _kill(self._proc)
-            if self._proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.stdin.close()
             self._proc = None
+        if self._ask_to is not None:
+            with contextlib.suppress(OSError):
+                self._ask_to.close()
+            self._ask_to = None
         if self._reply is not None:
             self._reply.close()
             self._reply = None
@@ -496,8 +501,10 @@ class Worker:
             self._sink = None
 
 
-def serve(target: str, reply_fd: int, named: str) -> None:
-    """The child's side: build the generator, say what it is, then generate each request read from stdin."""
+def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
+    """The child's side: build the generator, say what it is, then generate each request read from ``request_fd``
+    (its stdin is empty: a generator that asks a question, input(), reads an end of file at once, as a command's
+    does, where reading the requests' pipe it waited out the time limit)."""
     reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 
     def say(message: Mapping[str, Any]) -> None:
@@ -512,7 +519,7 @@ def serve(target: str, reply_fd: int, named: str) -> None:
         say({"error": str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}",
              "logged": not isinstance(exc, RecipeError) or isinstance(exc, FactoryRaised)})
         return
-    for line in sys.stdin:
+    for line in os.fdopen(request_fd, "r", encoding="utf-8"):
         message = json.loads(line)
         try:
             if "batch" in message:
@@ -1186,11 +1193,12 @@ def main(argv: Sequence[str]) -> None:
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         raise SystemExit(code)
-    if len(argv) != 3:
-        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD NAME | --guard COMMAND...)")
+    if len(argv) != 4:
+        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD REQUEST_FD NAME | --guard "
+                         "COMMAND...)")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # what the generator prints goes to the log
-    serve(argv[0], int(argv[1]), argv[2])
+    serve(argv[0], int(argv[1]), int(argv[2]), argv[3])
 
 
 if __name__ == "__main__":
