@@ -105,6 +105,10 @@ def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Pat
     path.write_text(good + "\n" + good + "\n")
     with pytest.raises(RequestError, match="request id 't2v-000' appears twice"):
         read_requests(path)
+    other = json.dumps(_request(id="t2v-001", output="./t2v-000.mp4").to_json())
+    path.write_text(good + "\n" + other + "\n")
+    with pytest.raises(RequestError, match=rf"^{path}: requests 't2v-000' and 't2v-001' both ask for ./t2v-000.mp4$"):
+        read_requests(path)
     path.write_text(good + "\n")
     assert read_requests(path)[0].root == tmp_path   # its files are under the file's folder
     fifo = tmp_path / "fifo.jsonl"

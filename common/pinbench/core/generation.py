@@ -390,10 +390,14 @@ def read_requests(path: Path) -> list[Request]:
     except ValueError as exc:   # a FileError too: missing, a folder, not UTF-8
         raise RequestError(str(exc)) from None
     seen: set[str] = set()
+    outputs: dict[str, str] = {}
     for request in requests:
         if request.id in seen:
             raise RequestError(f"{path}: request id {request.id!r} appears twice")
         seen.add(request.id)
+        # two requests answered by one file: each was checked, and scored, on the other's rollout
+        if (other := outputs.setdefault(PurePosixPath(request.output).as_posix(), request.id)) != request.id:
+            raise RequestError(f"{path}: requests {other!r} and {request.id!r} both ask for {request.output}")
     return requests
 
 
