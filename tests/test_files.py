@@ -457,3 +457,15 @@ def test_a_count_of_one_is_singular_and_every_other_plural() -> None:
 
     assert [counted(n, "sample") for n in (0, 1, 2)] == ["0 samples", "1 sample", "2 samples"]
     assert [counted(n, "entry", "entries") for n in (1, 3)] == ["1 entry", "3 entries"]
+
+
+def test_a_file_of_the_longest_name_is_written_atomically(tmp_path: Path) -> None:
+    """Its temporary name beside it is cut to fit a file name (with a digest of the whole), where mkstemp's affixes
+    made a valid name of 250 bytes a "File name too long" error."""
+    names = ["a" * 255, "\u00e9" * 125 + ".mp4"]
+    for name in names:
+        assert write_atomic(tmp_path / name, "x").read_text() == "x"
+    with atomic_path(tmp_path / names[1], suffix=".mp4") as tmp:
+        tmp.write_bytes(b"y")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+    assert (tmp_path / names[1]).read_bytes() == b"y"

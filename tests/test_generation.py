@@ -62,6 +62,9 @@ def test_a_request_round_trips_and_its_digest_is_its_content() -> None:
     ({"fps": float("nan")}, "fps must be a positive number"),
     ({"output": "../escape.mp4"}, "path '../escape.mp4' must be relative, inside its folder"),
     ({"conditioning": (Conditioning("initial_frame", "/etc/passwd", "a" * 64),)}, "path '/etc/passwd' must be"),
+    ({"output": "t2v\0.mp4"}, "path 't2v\\\\x00.mp4' holds a NUL character"),
+    ({"conditioning": (Conditioning("context", "inputs/ab/" + "c" * 256, "a" * 64),)},
+     "path 'inputs/ab/c+\\.\\.\\.': a name of 256 bytes in it, longer than a file name may be \\(255\\)"),
     ({"conditioning": (Conditioning("depth", "d.mp4", "a" * 64),)}, "conditioning role 'depth' is not one of"),
     ({"prompts": ()}, "a prompt-schedule request needs a prompt"),
     ({"recipe": 5}, "recipe must be a non-empty string, got 5"),
@@ -79,6 +82,17 @@ def test_a_bad_request_is_refused_in_one_line(change: dict, message: str) -> Non
     assert "\n" not in str(info.value)
 
 
+def test_a_rollout_of_a_long_file_name_is_made_and_kept(tmp_path: Path) -> None:
+    """A rollout named with 254 bytes (a valid name): its hidden partial and the temporary names beside it are cut to
+    fit, where each was a "File name too long" error that failed the sample."""
+    from pinbench.ops.generation import _keep
+    from pinbench.ops.generators import Static
+
+    request = _request(output="\u00e9" * 125 + ".mp4", frames=3, prompts=(Prompt("p"),), conditioning=())
+    result = _keep(request, tmp_path, Static().signature(), Static().generate)
+    assert result["output"] == request.output and [p.name for p in tmp_path.iterdir()] == [request.output]
+
+
 def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Path) -> None:
     good = json.dumps(_request().to_json())
     path = tmp_path / "requests.jsonl"
@@ -90,6 +104,10 @@ def test_a_requests_file_names_its_bad_line_and_is_never_waited_on(tmp_path: Pat
         read_requests(path)
     path.write_text(good + "\n" + good + "\n")
     with pytest.raises(RequestError, match="request id 't2v-000' appears twice"):
+        read_requests(path)
+    other = json.dumps(_request(id="t2v-001", output="./t2v-000.mp4").to_json())
+    path.write_text(good + "\n" + other + "\n")
+    with pytest.raises(RequestError, match=rf"^{path}: requests 't2v-000' and 't2v-001' both ask for ./t2v-000.mp4$"):
         read_requests(path)
     path.write_text(good + "\n")
     assert read_requests(path)[0].root == tmp_path   # its files are under the file's folder
@@ -1151,11 +1169,13 @@ def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_
 
 def test_a_token_given_to_a_command_generator_is_in_no_file_of_the_run(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A token passed as a -g option (a secret-named key, or the value of HF_TOKEN) keys the generator's signature,
-    but no file the run writes holds it: not the scorecard, not generation/generator.json, not a log."""
+    """A token passed as a -g option (a secret-named key, or the value of HF_TOKEN) or in the argv keys the
+    generator's signature, but no file the run writes holds it: not the scorecard, not generation/generator.json,
+    not a log, not diff.txt (whose line on the fixture's reference named the --generator as given)."""
     token, other = "hf_" + "Qw7" * 12, "Kp4" * 12
     monkeypatch.setenv("HF_TOKEN", token)
-    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
+    command = (f"command:env HF_TOKEN={token} {sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
+               "--out {out}")
     outcome = _run(tmp_path / "run", command, weights=token, api_key=other)
     assert outcome.exit_code == 0, outcome.message
     holding = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and not p.is_symlink()
@@ -1309,6 +1329,87 @@ def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to
         assert (f"invalid rollout: {output}: the generator wrote nothing to the path it was given "
                 f"(.{Path(output).stem}.partial.mp4) but wrote {output} itself: write the rollout to that path "
                 "(generate's out, a command's {out})") in record.error, record.error
+
+
+DESCRIBED = """
+import math
+from pinbench.core.generation import Capabilities, Signature
+
+
+class Described:
+    def __init__(self, mode):
+        self.mode = mode
+        kinds = {1} if mode == "kinds" else {"prompt-schedule"}
+        self.capabilities = Capabilities(kinds=frozenset(kinds))
+
+    def signature(self):
+        if self.mode == "raises":
+            raise RuntimeError("weights not found")
+        settings = {"set": {"a": {1}}, "nan": {"a": math.nan}}.get(self.mode, {})
+        return {"model": "m"} if self.mode == "dict" else Signature("m", "w", settings)
+
+    def generate(self, request, out):
+        pass
+
+
+def make(mode):
+    return Described(mode)
+"""
+
+
+@pytest.mark.parametrize(("mode", "said"), [
+    ("set", "its signature() settings are not JSON data (Object of type set is not JSON serializable;"),
+    ("nan", "its signature() settings are not JSON data (Out of range float values are not JSON compliant;"),
+    ("dict", "signature() gave {'model': 'm'}, not a Signature(model: str, weights: str, settings: a mapping)"),
+    ("kinds", "capabilities Capabilities(kinds=frozenset({1}), "),
+    ("raises", "RuntimeError: weights not found (traceback: "),
+])
+def test_a_generator_that_describes_itself_wrongly_is_named_in_one_line(
+        mode: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature() that is no Signature, holds a set or NaN, raises, or capabilities of kinds that are no strings:
+    the run ended in a bare 'TypeError: ...', 'Out of range float values are not JSON compliant' or a traceback,
+    naming no generator."""
+    from pinbench.ops.generation import Worker
+
+    (tmp_path / "described.py").write_text(DESCRIBED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    with pytest.raises(RecipeError) as caught:
+        Worker("described:make", {"mode": mode}, tmp_path / "generator.log").start()
+    assert str(caught.value).startswith(f"generator described:make: {said}") and "\n" not in str(caught.value)
+
+
+ASKS = """
+from pinbench.ops.generators import Static
+
+
+class Asks(Static):
+    def generate(self, request, out):
+        if input("Do you wish to run the custom code? [y/N] ") != "y":
+            raise SystemExit("not trusted")
+
+
+def make():
+    return Asks()
+"""
+
+
+def test_a_python_generator_that_asks_a_question_reads_an_end_of_file(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its stdin was the pipe of the requests: input() waited there for the whole time limit (three hours by
+    default), and the sample failed as a timeout. Now it reads an end of file at once, as a command's does."""
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "asks.py").write_text(ASKS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    worker = Worker("asks:make", {}, tmp_path / "generator.log")
+    try:
+        worker.start()
+        with pytest.raises(GeneratorError, match=r"^EOFError: EOF when reading a line \(traceback: "):
+            worker.generate(_request(), tmp_path / "t2v-000.mp4", timeout_s=60.0)
+        with pytest.raises(GeneratorError, match="^EOFError"):   # and the next request is served as well
+            worker.generate(_request(id="t2v-001"), tmp_path / "t2v-001.mp4", timeout_s=60.0)
+    finally:
+        worker.stop()
 
 
 def test_a_factory_module_not_on_the_path_says_how_to_put_it_there(tmp_path: Path, monkeypatch) -> None:
@@ -1499,6 +1600,83 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
         assert _run(tmp_path / "e", generator, gpus=2, **options).exit_code == 0 and len(_calls(calls)) == 9
         assert "generate: 4 samples on 2 devices: 0 done, 4 reused (4 from the sample cache), 0 failed" in (
             capfd.readouterr().err)
+
+
+BATCH_FAILS = """
+from pinbench.ops.generators import Static
+
+
+class Fails(Static):
+    def generate_batch(self, pairs):
+        raise RuntimeError("out of memory before the first rollout")
+
+
+def make():
+    return Fails()
+"""
+
+
+def test_a_batch_never_keeps_the_partial_an_earlier_run_left(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed after its generator wrote a rollout's hidden partial (another generator's, or a batch of the
+    same one) left it there; a batch that then made nothing had that file checked and kept as its own rollout."""
+    (tmp_path / "fails.py").write_text(BATCH_FAILS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    assert _run(tmp_path / "a", RENDER, calls=str(tmp_path / "calls")).exit_code == 0
+    out = tmp_path / "b"
+    assert _run(out, "python:fails:make").exit_code != 0
+    (out / "rollouts" / "edge").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "a" / "rollouts" / "edge" / "task_0000.mp4",
+                    out / "rollouts" / "edge" / ".task_0000.partial.mp4")   # as a kill -9 left it
+    assert _run(out, "python:fails:make").exit_code != 0
+    records = load_records(out / "generation")
+    assert not records["edge.task_0000"].ok and "out of memory" in records["edge.task_0000"].error
+    assert _files(out / "rollouts") == []
+
+
+SCRIBBLES = """
+from pinbench.ops.generators import Static
+
+
+def scribble(request):
+    with open(request.path("context"), "r+b") as fh:   # its own frames, written into the file it was given to read
+        fh.seek(64)
+        fh.write(bytes(32))
+
+
+class Scribbles(Static):
+    def generate(self, request, out):
+        scribble(request)
+        super().generate(request, out)
+
+
+class Batched(Static):
+    def generate_batch(self, pairs):
+        for request, out in pairs:
+            scribble(request)
+            super().generate(request, out)
+
+
+def make(batch="0"):
+    return Batched() if batch == "1" else Scribbles()
+"""
+
+
+@pytest.mark.parametrize("batch", ["0", "1"])
+def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: str) -> None:
+    """A conditioning file is staged as a hard link to its input (the dataset's video, the ground truth a recipe may
+    score against): a generator that wrote into it changed that input, and the run went on, complete."""
+    (tmp_path / "scribbles.py").write_text(SCRIBBLES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out = tmp_path / "run"
+    assert _run(out, "python:scribbles:make", batch=batch).exit_code != 0
+    records = load_records(out / "generation")
+    assert len(records) == 4 and not any(r.ok for r in records.values())
+    error = records["edge.task_0000"].error
+    assert error.startswith(f"GeneratorError: {out / 'generation' / 'inputs'}") and error.endswith(
+        "changed while the generator ran, a file it is given to read (staged as a hard link, the input it came from "
+        "may have changed too: check it against its SHA-256 in the request)")
 
 
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(

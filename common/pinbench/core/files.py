@@ -364,6 +364,20 @@ def creation_mode() -> int:
     return 0o666 & ~mask
 
 
+NAME_MAX = 255   # bytes in one file name on the file systems runs use (ext4, xfs, btrfs, tmpfs, NFS)
+
+
+def fitting_name(name: str, room: int) -> str:
+    """``name``, or when ``room`` more bytes beside it do not fit one file name (``NAME_MAX``), its start with the
+    first 16 hex digits of its SHA-256: the hidden file made beside a file of a valid long name (a rollout of 250
+    bytes) was a "File name too long" error. Two long names cut alike stay apart by their digests."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) + room <= NAME_MAX:
+        return name
+    kept = raw[:max(NAME_MAX - room - 17, 0)].decode("utf-8", "ignore")
+    return f"{kept}-{hashlib.sha256(raw).hexdigest()[:16]}"
+
+
 @contextmanager
 def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed over ``path`` (after fsync) when the block succeeds.
@@ -373,7 +387,9 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{suffix}")
+    affixes = len(f"..XXXXXXXX.tmp{suffix}".encode("utf-8", "surrogateescape"))   # mkstemp's 8 random letters
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{fitting_name(path.name, affixes)}.",
+                                suffix=f".tmp{suffix}")
     try:
         os.fchmod(fd, creation_mode())
     finally:

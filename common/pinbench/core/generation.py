@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
-from pinbench.core.files import atomic_path, parse_finite_jsonl, read_data_file
+from pinbench.core.files import NAME_MAX, atomic_path, clipped, parse_finite_jsonl, read_data_file
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 from pinbench.core.provenance import printable, redactor
 
@@ -196,6 +196,11 @@ def _problem(request: Request) -> str:
         parts = PurePosixPath(path).parts if isinstance(path, str) else ()
         if not parts or PurePosixPath(path).is_absolute() or ".." in parts or "\\" in path:
             return f"path {path!r} must be relative, inside its folder"
+        if "\0" in path:   # every file call on it raised "embedded null byte", naming no file
+            return f"path {path!r} holds a NUL character"
+        if (longest := max(len(p.encode("utf-8", "surrogateescape")) for p in parts)) > NAME_MAX:
+            return (f"path {clipped(path, 60)!r}: a name of {longest} bytes in it, longer than a file name may be "
+                    f"({NAME_MAX})")
     for c in request.conditioning:
         if c.role not in ROLES:
             return f"conditioning role {c.role!r} is not one of {', '.join(ROLES)}"
@@ -385,10 +390,14 @@ def read_requests(path: Path) -> list[Request]:
     except ValueError as exc:   # a FileError too: missing, a folder, not UTF-8
         raise RequestError(str(exc)) from None
     seen: set[str] = set()
+    outputs: dict[str, str] = {}
     for request in requests:
         if request.id in seen:
             raise RequestError(f"{path}: request id {request.id!r} appears twice")
         seen.add(request.id)
+        # two requests answered by one file: each was checked, and scored, on the other's rollout
+        if (other := outputs.setdefault(PurePosixPath(request.output).as_posix(), request.id)) != request.id:
+            raise RequestError(f"{path}: requests {other!r} and {request.id!r} both ask for {request.output}")
     return requests
 
 

@@ -43,7 +43,7 @@ from pinbench.core.options import (
     parse_pairs,
 )
 from pinbench.core.pins import Pins
-from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions
+from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions, redact
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
@@ -444,7 +444,8 @@ class Recipe:
         reader looking for the file that is there when it is a generator's rollouts it does not apply to."""
         if generator not in (None, self.own_generator) and mode == "fixture" \
                 and self.reference_path(checkpoint, mode) is not None:
-            return f"the fixture's reference scores its own rollouts, not those {generator} made"
+            # redacted: a --generator as given may hold a token (a command's argv), and this line goes to diff.txt
+            return f"the fixture's reference scores its own rollouts, not those {redact(generator)} made"
         return f"no {mode} reference for {self.name} / {checkpoint}"
 
     def reference_of(self, card: Scorecard) -> Path | None:

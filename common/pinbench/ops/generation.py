@@ -44,6 +44,8 @@ from pinbench.core.config import RecipeError, gpu_devices
 from pinbench.core.files import (
     atomic_path,
     blocking_parent,
+    clipped,
+    fitting_name,
     loads_finite_json,
     read_data_file,
     regular_sha256,
@@ -437,21 +439,25 @@ class Worker:
         self.named = named or target   # how its errors name it (``generator_name``)
         self._proc: subprocess.Popen | None = None
         self._reply: Any = None
+        self._ask_to: Any = None   # the write end of the child's requests pipe
         self._sink: _RedactedLog | None = None
 
     def start(self) -> dict[str, Any]:
         """Start the child; what it says of its generator (signature and capabilities), or RecipeError."""
         read, write = os.pipe()
+        asked, ask = os.pipe()   # the requests: not its stdin, which a generator's prompt (input()) would read
         self._sink = _RedactedLog(self.log)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), self.named],
-                stdin=subprocess.PIPE, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write,),
+                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked), self.named],
+                stdin=subprocess.DEVNULL, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write, asked),
                 start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
         finally:
             self._sink.handed()
             os.close(write)
+            os.close(asked)
+        self._ask_to = os.fdopen(ask, "wb")
         self._reply = os.fdopen(read, "r", encoding="utf-8")
         described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
@@ -471,9 +477,9 @@ class Worker:
         """One message to the child (started again if it is not running); GeneratorError for its error."""
         if self._proc is None or self._proc.poll() is not None:
             self.start()
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps(message) + "\n").encode())
-        self._proc.stdin.flush()
+        assert self._ask_to is not None
+        self._ask_to.write((json.dumps(message) + "\n").encode())
+        self._ask_to.flush()
         answer = self._answer(timeout_s=timeout_s, what=what)
         if "error" in answer:   # its traceback is in the log (a command's failure names its log too)
             raise GeneratorError(f"{answer['error']} (traceback: {self.log})")
@@ -498,10 +504,11 @@ class Worker:
     def stop(self) -> None:
         if self._proc is not None:
             _kill(self._proc)
-            if self._proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.stdin.close()
             self._proc = None
+        if self._ask_to is not None:
+            with contextlib.suppress(OSError):
+                self._ask_to.close()
+            self._ask_to = None
         if self._reply is not None:
             self._reply.close()
             self._reply = None
@@ -510,8 +517,10 @@ class Worker:
             self._sink = None
 
 
-def serve(target: str, reply_fd: int, named: str) -> None:
-    """The child's side: build the generator, say what it is, then generate each request read from stdin."""
+def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
+    """The child's side: build the generator, say what it is, then generate each request read from ``request_fd``
+    (its stdin is empty: a generator that asks a question, input(), reads an end of file at once, as a command's
+    does, where reading the requests' pipe it waited out the time limit)."""
     reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 
     def say(message: Mapping[str, Any]) -> None:
@@ -519,13 +528,14 @@ def serve(target: str, reply_fd: int, named: str) -> None:
         reply.flush()
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")), named)
-        say({"signature": generator.signature().to_json(), "source": source_sha256(target, generator),
-             "capabilities": {**generator.capabilities.to_json(), "batch": hasattr(generator, "generate_batch")}})
+        say(_described(generator, target, named))
     except Exception as exc:   # the user's code: said in one line, then this child ends
-        say({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, RecipeError) else str(exc),
-             "logged": isinstance(exc, FactoryRaised)})
+        if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
+            _traceback(f"describing generator {named} raised:")
+        say({"error": str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}",
+             "logged": not isinstance(exc, RecipeError) or isinstance(exc, FactoryRaised)})
         return
-    for line in sys.stdin:
+    for line in os.fdopen(request_fd, "r", encoding="utf-8"):
         message = json.loads(line)
         try:
             if "batch" in message:
@@ -539,6 +549,29 @@ def serve(target: str, reply_fd: int, named: str) -> None:
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
         else:
             say({"ok": True})
+
+
+def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
+    """What the worker tells the run of its generator; RecipeError naming it when its ``signature()`` or
+    ``capabilities`` is not what the protocol says (a set or NaN in the settings, a kind that is no string): the run
+    ended in a bare TypeError, a traceback or 'Out of range float values are not JSON compliant', naming nothing."""
+    signature, caps = generator.signature(), generator.capabilities
+    if not (isinstance(signature, Signature) and isinstance(signature.model, str)
+            and isinstance(signature.weights, str) and isinstance(signature.settings, Mapping)):
+        raise RecipeError(f"generator {named}: signature() gave {clipped(repr(signature), 80)}, not a "
+                          "Signature(model: str, weights: str, settings: a mapping)")
+    if not (all(isinstance(k, str) for k in (*caps.kinds, *caps.conditioning))
+            and isinstance(caps.prompt_schedule, bool) and (caps.max_frames is None or type(caps.max_frames) is int)):
+        raise RecipeError(f"generator {named}: capabilities {clipped(repr(caps), 120)}: kinds and conditioning must "
+                          "be strings, prompt_schedule a bool, max_frames a whole number or None")
+    described = {"signature": signature.to_json(), "source": source_sha256(target, generator),
+                 "capabilities": {**caps.to_json(), "batch": hasattr(generator, "generate_batch")}}
+    try:
+        json.dumps(described, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise RecipeError(f"generator {named}: its signature() settings are not JSON data ({exc}; it keys its "
+                          "rollouts and is recorded in the scorecard)") from None
+    return described
 
 
 def _traceback(lead: str) -> None:
@@ -668,8 +701,13 @@ class Generating:
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
+                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
+                inputs = {request.id: _inputs_state(request) for request, _ in pairs}
+                for _, partial in pairs:   # what a killed run left there is not what this batch makes
+                    if blocking_parent(partial) is None:
+                        _clear(partial)
                 try:
-                    maker.many([(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending])
+                    maker.many(pairs)
                 except Exception as exc:   # what the batch made is kept; a rollout it did not make fails with this
                     batch_error.append(exc)
 
@@ -677,7 +715,9 @@ class Generating:
                 request = by_id[task.sample_id]
                 if batch_error and not _partial(rollouts, request).exists():
                     raise batch_error[0]
-                return _keep(request, rollouts, signature, None if maker.many is not None else maker.one)
+                if maker.many is None:
+                    return _keep(request, rollouts, signature, maker.one)
+                return _keep(request, rollouts, signature, None, inputs.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -806,12 +846,14 @@ def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing
 def _partial(rollouts: Path, request: Request) -> Path:
     """Where a rollout is made before it is checked: beside its place, hidden, never taken for a rollout."""
     target = rollouts / request.output
-    return target.with_name(f".{target.stem}.partial{target.suffix}")
+    affixes = len(f"..partial{target.suffix}".encode("utf-8", "surrogateescape"))
+    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")
 
 
-def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> dict[str, Any]:
-    """One rollout: made (by ``make``, else already by a batch) beside its place, checked, then renamed into place;
-    its record's result."""
+def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
+          inputs: Mapping[str, tuple[int, int, int] | None] | None = None) -> dict[str, Any]:
+    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``inputs`` says)
+    beside its place, checked, then renamed into place; its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -822,6 +864,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
+<<<<<<< HEAD
             before = _state(target)
             make(request, partial)
             if not os.path.lexists(partial) and _state(target) not in (before, None):
@@ -829,6 +872,11 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
                                  "checked")
+=======
+            inputs = _inputs_state(request)
+            make(request, partial)
+        _untouched(request, inputs)
+>>>>>>> hostilegen47
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -841,6 +889,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any) -> 
             "generator": signature.digest, "seed": request.seed}
 
 
+<<<<<<< HEAD
 def _state(path: Path) -> tuple[int, int, int] | None:
     """What tells a file written anew from the one that was there: inode, size and mtime (None: nothing there)."""
     try:
@@ -848,6 +897,31 @@ def _state(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return held.st_ino, held.st_size, held.st_mtime_ns
+=======
+def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
+    """Each conditioning file's inode, size and modification time (None: not there), by its path in the request."""
+    def state(path: Path) -> tuple[int, int, int] | None:
+        try:
+            held = path.stat()
+        except OSError:
+            return None
+        return held.st_ino, held.st_size, held.st_mtime_ns
+    return {c.path: state((request.root or Path()) / c.path) for c in request.conditioning}
+
+
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None] | None) -> None:
+    """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed):
+    staged as a hard link, it is the input itself (a dataset's ground-truth video, which the run then scored
+    against, and every later run too), and a generator that wrote its own frames into it failed nothing."""
+    if before is None:
+        return
+    after = _inputs_state(request)
+    for path, was in before.items():
+        if after.get(path) != was:
+            raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
+                                 "given to read (staged as a hard link, the input it came from may have changed too: "
+                                 "check it against its SHA-256 in the request)")
+>>>>>>> hostilegen47
 
 
 def _unshared(path: Path) -> None:
@@ -1155,11 +1229,12 @@ def main(argv: Sequence[str]) -> None:
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         raise SystemExit(code)
-    if len(argv) != 3:
-        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD NAME | --guard COMMAND...)")
+    if len(argv) != 4:
+        raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD REQUEST_FD NAME | --guard "
+                         "COMMAND...)")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # what the generator prints goes to the log
-    serve(argv[0], int(argv[1]), argv[2])
+    serve(argv[0], int(argv[1]), int(argv[2]), argv[3])
 
 
 if __name__ == "__main__":
