@@ -864,7 +864,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
-<<<<<<< HEAD
+            inputs = _inputs_state(request)
             before = _state(target)
             make(request, partial)
             if not os.path.lexists(partial) and _state(target) not in (before, None):
@@ -872,11 +872,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
                                  "checked")
-=======
-            inputs = _inputs_state(request)
-            make(request, partial)
         _untouched(request, inputs)
->>>>>>> hostilegen47
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -889,24 +885,18 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             "generator": signature.digest, "seed": request.seed}
 
 
-<<<<<<< HEAD
-def _state(path: Path) -> tuple[int, int, int] | None:
+def _state(path: Path, *, follow: bool = False) -> tuple[int, int, int] | None:
     """What tells a file written anew from the one that was there: inode, size and mtime (None: nothing there)."""
     try:
-        held = path.lstat()
-    except FileNotFoundError:
+        held = path.stat() if follow else path.lstat()
+    except OSError:
         return None
     return held.st_ino, held.st_size, held.st_mtime_ns
-=======
+
+
 def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
     """Each conditioning file's inode, size and modification time (None: not there), by its path in the request."""
-    def state(path: Path) -> tuple[int, int, int] | None:
-        try:
-            held = path.stat()
-        except OSError:
-            return None
-        return held.st_ino, held.st_size, held.st_mtime_ns
-    return {c.path: state((request.root or Path()) / c.path) for c in request.conditioning}
+    return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
 def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None] | None) -> None:
@@ -921,7 +911,6 @@ def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | Non
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
                                  "given to read (staged as a hard link, the input it came from may have changed too: "
                                  "check it against its SHA-256 in the request)")
->>>>>>> hostilegen47
 
 
 def _unshared(path: Path) -> None:
