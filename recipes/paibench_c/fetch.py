@@ -56,6 +56,18 @@ def model_pin(pins: Pins, checkpoint: str) -> HFPin:
     return pins.huggingface[CHECKPOINT_PINS[checkpoint]]
 
 
+def run_pins(pins: Pins, checkpoint: str, *, own_generator: bool) -> list[str]:
+    """The pins a scored run read, for its provenance (``pins_for_provenance``): the upstream code, the task list,
+    the dataset and the evaluator's weights always; cosmos-framework and the checkpoint's weights only when the
+    rollouts are the recipe's own Cosmos3 (not a ``--generator``'s), and never the other checkpoint's."""
+    used = [f"upstream/{name}" for name in pins.upstream if name != "cosmos_framework"]
+    used += ["urls/tasks_json", "huggingface/dataset", "huggingface/grounding_dino_tiny"]
+    used += [f"urls/{name}" for name in EVALUATOR_URL_WEIGHTS]
+    if own_generator:
+        used += ["upstream/cosmos_framework", f"huggingface/{CHECKPOINT_PINS[checkpoint]}"]
+    return used
+
+
 def _image_has_weights(pins: Pins) -> bool:
     evaluator = evaluator_from_env(pins.upstream["evaluator"].commit)
     return all((evaluator.root / rel).exists() for rel in WEIGHT_PATHS.values())

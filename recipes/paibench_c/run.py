@@ -29,7 +29,7 @@ from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import NotGenerated, Run, RunOutcome
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate, fixture, requests
-from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
+from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin, run_pins
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     SOURCES_FILE,
@@ -149,8 +149,9 @@ def run(run: Run) -> RunOutcome:
     seeds = {"fixture": fixture.SEED} if pins is None else {
         "generation": sorted({t.seed for t in inputs.tasks}),
         "evaluator": "DOVER and SAM2 point sampling seeded by the fork"}
-    outcome = run.finish(specs, records, pins=None if pins is None else pins_for_provenance(pins), seeds=seeds,
-                         extra=extra, provenance=provenance_extra)
+    recorded = None if pins is None else pins_for_provenance(
+        pins, run_pins(pins, cfg.checkpoint, own_generator=not run.generates))
+    outcome = run.finish(specs, records, pins=recorded, seeds=seeds, extra=extra, provenance=provenance_extra)
     # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
     # decoder or library difference worth a look (README, "Native cross-check").
     for line in disagreements:
