@@ -861,7 +861,7 @@ def report(
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
-        claim_report_folder(out, scorecards)
+        claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None
         index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")

@@ -730,21 +730,25 @@ def _environment() -> Any:
     return env
 
 
-def claim_report_folder(out_dir: Path, scorecards: Sequence[Path]) -> None:
-    """The folder a user names for a report of ``scorecards`` (``report --out``, ``compare --report``): new, empty,
-    or an earlier report (its mark, or a report page from before the mark, such as a run's own report/). Why: a
-    report replaces index.html and deletes every PNG of figures/ it did not draw; a folder of the user's lost both,
-    silently. A run's own report/ is that run's page alone: ``pinbench report RUN1 RUN2 --out RUN1/report`` replaced
-    it with theirs, and ``pinbench check RUN1`` still found RUN1 consistent; refused, where a report of RUN1 alone
-    (the very page) is written."""
+def claim_report_folder(out_dir: Path, scorecards: Sequence[Path], *, view: bool = False) -> None:
+    """The folder a user names for a report of ``scorecards`` (``report --out``, ``compare --report``; ``view``:
+    with its view folder): new, empty, or an earlier report (its mark, or a report page from before the mark, such
+    as a run's own report/). Why: a report replaces index.html and deletes every PNG of figures/ it did not draw; a
+    folder of the user's lost both, silently. A run's own report/ is that run's page alone, without a view folder:
+    ``pinbench report RUN1 RUN2 --out RUN1/report`` replaced it with theirs, and ``pinbench check RUN1`` still found
+    RUN1 consistent; ``report RUN1 --view --out RUN1/report`` put view/ into the run directory, which a run has
+    not; both refused, where a report of RUN1 alone without --view (the very page) is written."""
     from pinbench.core.run import REPORT
     from pinbench.core.rundir import run_marker
 
     real = Path(os.path.realpath(out_dir))
-    if real.name == REPORT.parent.name and run_marker(real.parent) is not None and (
-            [os.path.realpath(card) for card in scorecards] != [str(real.parent / "scorecard.json")]):
-        raise FileError(out_dir, f"the report page of the run in {real.parent}, which this report of "
-                                 f"{counted(len(scorecards), 'run')} would replace; name another folder")
+    if real.name == REPORT.parent.name and run_marker(real.parent) is not None:
+        if [os.path.realpath(card) for card in scorecards] != [str(real.parent / "scorecard.json")]:
+            raise FileError(out_dir, f"the report page of the run in {real.parent}, which this report of "
+                                     f"{counted(len(scorecards), 'run')} would replace; name another folder")
+        if view:
+            raise FileError(out_dir, f"the report page of the run in {real.parent}, which has no view folder: "
+                                     "drop --view, or name another folder for a report with one")
     claim_output_folder(out_dir, REPORT_MARK, "report", "index.html and figures/", folders=(FIGURES_DIR,),
                         earlier=lambda folder: _FOOTER in (read_regular_text(folder / "index.html") or ""))
 
