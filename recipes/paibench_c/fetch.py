@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.files import counted
 from pinbench.core.findings import Finding
 from pinbench.core.options import did_you_mean
 from pinbench.core.pins import HFPin, Pins, load_pins
@@ -179,6 +180,6 @@ def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
     need = ranks * min(batch, -(-n_tasks // ranks)) * EVALUATOR_GB_PER_TASK
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
     if total < need:
-        return [problem("ram", f"{total:.0f} GB of RAM; the evaluator needs about {need:.0f} GB ({ranks} rank(s) x "
-                               f"{batch} tasks x ~1 GB); lower -o eval_batch_size")]
+        return [problem("ram", f"{total:.0f} GB of RAM; the evaluator needs about {need:.0f} GB "
+                               f"({counted(ranks, 'rank')} x {batch} tasks x ~1 GB); lower -o eval_batch_size")]
     return [ok("ram", f"{total:.0f} GB of RAM (evaluator about {need:.0f} GB)")]

@@ -22,6 +22,7 @@ from typing import Any
 from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
+from pinbench.core.files import counted
 from pinbench.core.generation import Generator, Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
@@ -86,7 +87,7 @@ def run(run: Run) -> RunOutcome:
         problems = [] if pins is None or run.generates else record_tokenizer(run, pins, rollouts)
         if run.generation_failures:
             sid, why = next(iter(run.generation_failures.items()))
-            problems.append(f"{len(run.generation_failures)} rollout(s) not generated (e.g. {sid}: {why})")
+            problems.append(f"{counted(len(run.generation_failures), 'rollout')} not generated (e.g. {sid}: {why})")
 
     # 3. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.

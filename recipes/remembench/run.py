@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import write_atomic
+from pinbench.core.files import counted, write_atomic
 from pinbench.core.generation import Request
 from pinbench.core.options import is_offline
 from pinbench.core.run import Run, RunOutcome
@@ -118,7 +118,8 @@ def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:
     if not off:
         return []
     sample, result = off[0]
-    return [f"{len(off)} rollout(s) are not at their split's resolution (e.g. {sample}: {result['width']}x"
+    return [f"{counted(len(off), 'rollout')} {'is' if len(off) == 1 else 'are'} not at their split's resolution "
+            f"(e.g. {sample}: {result['width']}x"
             f"{result['height']}, the split has {result['paper_size'][0]}x{result['paper_size'][1]}); scored at "
             "their own resolution as the paper's score.py does, but LPIPS and TempSSIM depend on resolution, so "
             "these scores do not compare with runs at the split's resolution"]

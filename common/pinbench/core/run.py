@@ -608,8 +608,8 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
     common = counts.most_common(REASONS_SHOWN)
     lines = [f"  by reason: {n} x {reason}" for reason, n in common]
     if len(counts) > REASONS_SHOWN:
-        lines.append(f"  by reason: {len(counts) - REASONS_SHOWN} other reason(s), "
-                     f"{len(failed) - sum(n for _, n in common)} sample(s)")
+        lines.append(f"  by reason: {counted(len(counts) - REASONS_SHOWN, 'other reason')}, "
+                     f"{counted(len(failed) - sum(n for _, n in common), 'sample')}")
     return lines
 
 
@@ -682,10 +682,11 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
     for sample, metric, reason in clean:
         first.setdefault(sample, (metric, reason))
     n_derived, n_missing = len(derived & first.keys()), len(missing & first.keys())
-    counted = f"{len(first) - n_derived - n_missing} sample(s)" + (
-        f" and {n_derived} derived record(s)" if n_derived else "")
-    lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s)"
-             + (f", missing: {n_missing} sample(s) never computed" if n_missing else "") + f"; full list: {path}"]
+    samples = counted(len(first) - n_derived - n_missing, 'sample') + (
+        f" and {counted(n_derived, 'derived record')}" if n_derived else "")
+    lines = [f"failed: {samples} in {counted(len({m for _, m, _ in clean} - {'-'}), 'metric')}"
+             + (f", missing: {counted(n_missing, 'sample')} never computed" if n_missing else "")
+             + f"; full list: {path}"]
     lines += by_reason([(sample, reason) for sample, (_, reason) in first.items() if sample not in derived])
     lines += [f"  {sample} ({metric}): {reason[:REASON_CHARS]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]

@@ -490,7 +490,7 @@ def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any
         failing = sum(1 for row in members if row.status != "PASS")
         figures.append({"title": group or TOP_LEVEL, "anchor": _anchor(sec, group),
                         "svg": deviations_svg(points, f"{group or 'metrics'} against the reference"),
-                        "note": f"{len(members)} metric(s), {failing} not PASS"})
+                        "note": f"{counted(len(members), 'metric')}, {failing} not PASS"})
     return figures
 
 
@@ -587,9 +587,8 @@ def _failures(card: Scorecard) -> tuple[list[dict[str, str]], list[str]]:
     for name, m in metrics.items():
         for sample_id in m.missing or ():
             grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
-    unnamed = [f"{name}: {m.n_missing - len(m.missing or ())} sample(s) have no record "
-               "(never run, or scored in another shard)"
-               for name, m in metrics.items() if m.n_missing - len(m.missing or ()) > 0]
+    unnamed = [f"{name}: {counted(n, 'sample')} {'has' if n == 1 else 'have'} no record (never run, or scored in "
+               "another shard)" for name, m in metrics.items() if (n := m.n_missing - len(m.missing or ())) > 0]
     rows = [{"sample_id": sample_id, "error": error,
              "metrics": f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(names)}
             for (sample_id, error), names in grouped.items()]
@@ -726,6 +725,7 @@ def _environment() -> Any:
     env = Environment(loader=PackageLoader("pinbench.results", "templates"), autoescape=True, finalize=finalize,
                       undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
+    env.filters["counted"] = counted
     env.filters["breakable"] = _breakable
     return env
 
