@@ -479,18 +479,18 @@ AFTER_THE_FINISH: list[tuple[str, Callable[[Path], None], list[str]]] = [
     ("a record appended again", lambda d: _append(_log(d), _stored_line(d, "s2")),
      ["samples/run.jsonl:9: appended after the finish (a record of sample 's2')"]),
     ("a log of a shard", lambda d: _append(d / "samples" / "shard-0-of-2.jsonl", _stored_line(d, "s0")),
-     ["samples/shard-0-of-2.jsonl: a log the finish did not pin (written after it; 1 line(s))"]),
+     ["samples/shard-0-of-2.jsonl: a log the finish did not pin (written after it; 1 line)"]),
     ("a file no writer keeps", lambda d: _append(d / "samples" / "a.jsonl", _resigned(_stored_line(d, "s1"))),
      ["samples/a.jsonl: not a log any writer keeps (run.jsonl, shard-I-of-N.jsonl), never read"]),
     ("a store of a step", lambda d: _append(d / "native" / "samples" / "run.jsonl", _stored_line(d, "s0")),
      ["native/samples: a sample store the finish did not pin (written after it)"]),
     ("a record re-signed in place", _edit_store("s1", _resigned),
-     ["samples/run.jsonl: changed after the finish within its first 8 line(s)",
+     ["samples/run.jsonl: changed after the finish within its first 8 lines",
       "the store holds other records of it (", "samples/run.jsonl:2"]),
     ("the last line cut", lambda d: _cut_last_line(_log(d)),
      ["samples/run.jsonl: ", " bytes shorter than the finish left it (8 lines): cut or edited after it"]),
     ("the log deleted", lambda d: _log(d).unlink(),
-     ["samples/run.jsonl: pinned by the finish (8 line(s)), now absent"]),
+     ["samples/run.jsonl: pinned by the finish (8 lines), now absent"]),
 ]
 
 

@@ -226,7 +226,8 @@ def test_a_report_is_written_only_into_a_new_or_empty_folder_or_an_earlier_repor
 
 def test_a_report_of_other_runs_never_replaces_a_runs_own_report_page(tmp_path: Path) -> None:
     """``report A B --out A/report`` replaced A's own page with theirs, exit 0, and ``pinbench check A`` still found A
-    consistent: refused in one line; a report of A alone (its very page) is written there."""
+    consistent; ``report A --view --out A/report`` wrote A/report/view: both refused in one line; a report of A alone
+    (its very page) is written there."""
     runs = [str(tmp_path / name) for name in ("a", "b")]
     for run in runs:
         assert runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", run]).exit_code == 0
@@ -239,6 +240,11 @@ def test_a_report_of_other_runs_never_replaces_a_runs_own_report_page(tmp_path: 
         assert str(result.exception) == (f"{own}: the report page of the run in {tmp_path / 'a'}, which this report of "
                                          f"{n} would replace; name another folder")
         assert (own / "index.html").read_bytes() == page
+    # with --view, a report of A alone is another page, with a view/ folder inside A's directory, which a run has not
+    result = runner.invoke(cli.app, ["report", runs[0], "--view", "--out", str(own)])
+    assert str(result.exception) == (f"{own}: the report page of the run in {tmp_path / 'a'}, which has no view "
+                                     "folder: drop --view, or name another folder for a report with one")
+    assert (own / "index.html").read_bytes() == page and not (own / "view").exists()
     assert runner.invoke(cli.app, ["report", *runs, "--out", str(tmp_path / "both")]).exit_code == 0
 
 

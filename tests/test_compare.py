@@ -52,9 +52,9 @@ def test_a_verdict_on_few_units_says_its_interval_undercovers(tmp_path: Path) ->
     as firm as one over 600 samples."""
     result = compare_runs(load_run(write_run(tmp_path, "A")), load_run(write_run(tmp_path, "B", shift=0.03, seed=2)))
     assert {r.name: r.verdict for r in result.metrics}["hard/f1"] == "better"
-    assert ("judged on an interval that undercovers, 1 metric(s) (only 8 groups: bootstrap intervals undercover "
+    assert ("judged on an interval that undercovers, 1 metric (only 8 groups: bootstrap intervals undercover "
             "below 20 units): scene/f1") in result.notes
-    assert ("judged on an interval that undercovers, 1 metric(s) (only 10 samples: bootstrap intervals undercover "
+    assert ("judged on an interval that undercovers, 1 metric (only 10 samples: bootstrap intervals undercover "
             "below 20 units): hard/f1") in result.notes
     assert not any(note.endswith((": f1", ": err")) for note in result.notes)   # 40 samples each: no caveat
     assert "judged on an interval that undercovers" in render_comparison(result)
@@ -356,7 +356,7 @@ def test_a_derived_value_declared_from_members_is_judged_by_resampling_its_membe
                                                  column(b, "label"))])
     assert (ap.difference.low, ap.difference.high) == (direct.low, direct.high)
     assert [n for n in result.notes if "not judged" in n] == [
-        "not judged, 2 metric(s) (aggregation none: one suite-level value computed over the samples at once, not an "
+        "not judged, 2 metrics (aggregation none: one suite-level value computed over the samples at once, not an "
         "aggregate of per-sample values; nothing to resample): x/spread, y/spread"]
     assert render_comparison(result).count("nothing to resample") == 1
 

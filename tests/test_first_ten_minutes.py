@@ -200,7 +200,7 @@ def test_doctor_probes_the_network_and_warns_of_raft_on_cpu_with_an_estimate(tmp
     assert "https://download.pytorch.org/ does not answer within 3 s" in network
     assert "urls/raft_things cannot be fetched" in network and "`pinbench fetch dynamic-degree`" in network
     (cpu,) = [line for line in done.stdout.splitlines() if line.startswith("WARNING cpu: ")]
-    assert "RAFT would run on CPU (no GPU visible): 136 frame pairs in 5 video(s)" in cpu, cpu
+    assert "RAFT would run on CPU (no GPU visible): 136 frame pairs in 5 videos" in cpu, cpu
     assert "0.711 pairs/s" in cpu and "tools/gpu_check.py" in cpu
     # run starts with the same checks: it stops there, with the warning shown too, instead of failing later
     run = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"videos={videos}", "--out", str(tmp_path / "r"),
@@ -336,7 +336,7 @@ def test_everything_after_the_samples_is_named(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if line.endswith(" ...")]
     starts = ["dynamic-degree: importing its code", "provenance: ",
-              "scorecard: 1 metric(s) with 95% intervals over 5 record(s)", "report: "]
+              "scorecard: 1 metric with 95% intervals over 5 records", "report: "]
     assert [next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts] == sorted(
         next(i for i, line in enumerate(said) if line.startswith(s)) for s in starts), said
 

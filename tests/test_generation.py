@@ -137,7 +137,7 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     runner = CliRunner()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
     assert result.exit_code == 2, result.output
-    assert result.output.splitlines()[-1] == "1 of 3 rollout(s) are what their requests ask for"
+    assert result.output.splitlines()[-1] == "1 of 3 rollouts is what their requests ask for"
     assert sum("no rollout" in line for line in result.output.splitlines()) == 2
 
     # rollouts made elsewhere under a near name, or that no request names: each named, never passed over unsaid
@@ -151,7 +151,7 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
            "(names are exact)" in lines
     assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
     assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
-    assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollout(s)")
+    assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollouts")
     (tmp_path / "empty.jsonl").write_text("")
     for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
                        (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
@@ -432,7 +432,7 @@ def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(tmp_p
     for out in (tmp_path / "a", tmp_path / "b"):
         result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
         assert result.exit_code == 0, result.output
-        assert "wrote 16 request(s)" in result.output and "control-video" in result.output
+        assert "wrote 16 requests" in result.output and "control-video" in result.output
         requests = read_requests(out / "requests.jsonl")
         for request in requests:
             for file in request.conditioning:
@@ -460,7 +460,7 @@ def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(tmp_
     stale.parent.mkdir()
     stale.write_bytes(b"an earlier set's")
     result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
-    assert result.exit_code == 0 and "removed 1 file(s) of inputs/ that no request names" in result.output
+    assert result.exit_code == 0 and "removed 1 file of inputs/ that no request names" in result.output
     assert not stale.parent.exists()
     named = {out / f.path for r in read_requests(out / "requests.jsonl") for f in r.conditioning}
     assert {p for p in (out / "inputs").rglob("*") if p.is_file()} == named

@@ -13,8 +13,10 @@ reused (from the run directory and from the sample cache) under a scorecard whos
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import importlib.metadata
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +83,30 @@ def test_a_declared_distribution_of_another_version_recomputes_every_sample_and_
     assert f"4 recomputed: {why}" in capsys.readouterr().err
     again = _compute(toy, tmp_path / "run", fn=lambda task: pytest.fail("computed with the same versions"))
     assert (again.n_done, again.n_reused) == (0, 4)
+
+
+def test_the_recomputation_names_each_changed_version_when_the_scorecard_recorded_the_old_ones(
+        toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: "installed packages changed (now numpy==0.0.2, opencv-python-headless==...)", the new versions alone,
+    though the run directory's scorecard named the old ones."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    _installed_as(monkeypatch, numpy="0.0.1")
+    _compute(toy, tmp_path / "run")
+    provenance_of_that_run = {"packages": {"distributions": provenance.installed_distributions()}}
+    (tmp_path / "run" / "scorecard.json").write_text(json.dumps({"provenance": provenance_of_that_run}))
+    _installed_as(monkeypatch, numpy="0.0.2")
+    assert _compute(toy, tmp_path / "run").recomputed == {"installed packages changed (numpy 0.0.1 -> 0.0.2)": 4}
+
+
+def test_a_change_names_the_old_versions_only_when_they_are_those_of_the_record() -> None:
+    old = Implementation.installed("1", "code", None, ["numpy==1.26.4", "scipy==1.13.0", "torch==2.3.0"])
+    new = Implementation.installed("1", "code", None, ["numpy==2.0.0", "scipy==1.13.0", "torch==2.4.0"])
+    known = dataclasses.replace(new, earlier=("numpy==1.26.4", "scipy==1.13.0", "torch==2.3.0"))
+    assert known.change_from(old) == "installed packages changed (numpy 1.26.4 -> 2.0.0, torch 2.3.0 -> 2.4.0)"
+    # the scorecard's versions are not those the record was computed with: the new ones alone, nothing guessed
+    other = dataclasses.replace(new, earlier=("numpy==1.25.0", "scipy==1.13.0", "torch==2.3.0"))
+    assert other.change_from(old) == "installed packages changed (now numpy==2.0.0, scipy==1.13.0, torch==2.4.0)"
+    assert known.change_from(known) is None and known == new   # never part of the key
 
 
 def test_an_undeclared_distribution_of_another_version_reuses_every_sample(

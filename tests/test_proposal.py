@@ -154,7 +154,7 @@ def test_cli_dry_run_shows_the_arithmetic_and_writes_nothing(tmp_path: Path, mon
     result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw",
                                      "--dry-run"])
     assert result.exit_code == 0, result.output
-    assert "3 run(s), tier cross_hw" in result.output and "t(0.975, 2) 4.303" in result.output
+    assert "3 runs, tier cross_hw" in result.output and "t(0.975, 2) 4.303" in result.output
     assert "dry run" in result.output and not out.exists()
     result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw"])
     assert result.exit_code == 0 and out.is_file()

@@ -185,7 +185,7 @@ def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
     assert ">PASS</span>" not in page
     assert "scorecard status is partial" in page
     assert 'Verdict: <span class="badge INCOMPLETE">INCOMPLETE</span>' in page
-    assert "2 sample(s) have no record" in page
+    assert "2 samples have no record" in page
     assert "OSError: 401 fetching with ***" in page and TOKEN not in page
     # A cohort metric names its missing sample; the others only count theirs.
     assert re.search(r"zz-never-run</code></td><td><pre>missing: [^<]*</pre></td><td>i2v/revisit<", page)

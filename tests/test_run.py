@@ -235,7 +235,7 @@ def test_a_sample_of_a_shard_that_never_ran_is_counted_missing_not_failed(toy: R
     rows = [row.split("\t") for row in (out / "failures.tsv").read_text().splitlines()[1:]]
     assert [row[:2] for row in rows] == [["s0", "-"], ["s2", "-"]]
     assert all(row[2].startswith("missing: no result from any shard") for row in rows)
-    assert "failed: 0 sample(s) in 0 metric(s), missing: 2 sample(s) never computed" in capsys.readouterr().out
+    assert "failed: 0 samples in 0 metrics, missing: 2 samples never computed" in capsys.readouterr().out
     assert check_run(out).problems == [
         f"{out / 'scorecard.json'}: status partial: f1: 2/4 scored (0 failed, 2 missing); "
         "err: 2/4 scored (0 failed, 2 missing)"]

@@ -240,7 +240,7 @@ def test_a_symlink_at_a_subfolders_name_is_never_followed(toy: Recipe, tmp_path:
     assert sorted(elsewhere.iterdir()) == held   # nothing written through it
     with pytest.raises(SystemExit):
         main(["cache", "prune"])
-    assert (f"removed 1 thing(s) where an entry or a subfolder of the cache belongs: {bucket}: a symlink"
+    assert (f"removed 1 thing where an entry or a subfolder of the cache belongs: {bucket}: a symlink"
             in capsys.readouterr().out)
     assert not os.path.lexists(bucket) and sorted(elsewhere.iterdir()) == held
 
@@ -268,7 +268,7 @@ def test_a_file_at_a_subfolders_name_is_named_by_the_run_and_removed_by_prune(
         [f"{buckets[0]}: a regular file", *(f"{bucket}: a FIFO (named pipe)" for bucket in buckets[1:])])
     with pytest.raises(SystemExit):
         main(["cache", "prune"])
-    assert (f"removed {len(buckets)} thing(s) where an entry or a subfolder of the cache belongs: "
+    assert (f"removed {len(buckets)} things where an entry or a subfolder of the cache belongs: "
             in capsys.readouterr().out)
     assert not any(os.path.lexists(b) for b in buckets)
     _compute(toy, tmp_path / "b")
@@ -410,8 +410,8 @@ def test_an_entry_a_prune_may_not_remove_is_kept_and_the_run_that_stored_finishe
     assert (again.n_done, again.n_failed) == (4, 0) and sorted(cache.rglob(f"*{SUFFIX}")) == [theirs]
     pruned = CliRunner().invoke(app, ["cache", "prune", "--max-mb", "0"])
     assert pruned.exit_code == 0, pruned.output
-    assert f"kept 1 record(s) it may not remove (first: {theirs}: Permission denied)" in pruned.output
-    assert ": 1 record(s)" in pruned.output
+    assert f"kept 1 record it may not remove (first: {theirs}: Permission denied)" in pruned.output
+    assert ": 1 record" in pruned.output
 
 
 def test_off_means_no_cache_and_the_default_is_under_the_cache_root(tmp_path: Path,
@@ -441,13 +441,13 @@ def test_the_command_shows_and_prunes_the_cache(toy: Recipe, tmp_path: Path, cac
     _compute(toy, tmp_path / "a")
     runner = CliRunner()
     shown = runner.invoke(app, ["cache", "show"])
-    assert shown.exit_code == 0 and f"{cache}: 4 record(s)" in shown.output
+    assert shown.exit_code == 0 and f"{cache}: 4 records" in shown.output
     assert shown.output.strip().endswith("MiB (bound 2048 MiB)")   # the unit --max-mb and the variable are in
     assert runner.invoke(app, ["cache", "show"], env={"PINBENCH_SAMPLE_CACHE_MB": "1.5"}).output.strip().endswith(
         "(bound 1.5 MiB)")
     assert runner.invoke(app, ["cache", "prune", "--max-mb", "nan"]).exit_code == 2
     pruned = runner.invoke(app, ["cache", "prune", "--max-mb", "0"])
-    assert pruned.exit_code == 0 and "removed 4 record(s)" in pruned.output and ": 0 record(s)" in pruned.output
+    assert pruned.exit_code == 0 and "removed 4 records" in pruned.output and ": 0 records" in pruned.output
     assert list(cache.rglob(f"*{SUFFIX}")) == []
 
 
@@ -626,11 +626,11 @@ def test_cache_show_names_what_is_planted_at_an_entrys_name_and_prune_removes_it
     runner = CliRunner()
     shown = runner.invoke(app, ["cache", "show"])
     assert shown.exit_code == 0, shown.output
-    assert (f"found (prune removes them) 3 thing(s) where an entry or a subfolder of the cache belongs: "
+    assert (f"found (prune removes them) 3 things where an entry or a subfolder of the cache belongs: "
             f"{folder}: is a directory; {fifo}: a FIFO (named pipe); {link}: a symlink") in shown.output
     assert all(os.path.lexists(p) for p in (folder, fifo, link))
     pruned = runner.invoke(app, ["cache", "prune"])   # under the bound: they go all the same
-    assert pruned.exit_code == 0 and "removed 3 thing(s) where an entry or a subfolder" in pruned.output, pruned.output
+    assert pruned.exit_code == 0 and "removed 3 things where an entry or a subfolder" in pruned.output, pruned.output
     assert not any(os.path.lexists(p) for p in (folder, fifo, link))
     assert (theirs / "keep").read_text() == "someone's" and prune(cache, 0).planted == ()
 

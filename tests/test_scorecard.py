@@ -516,7 +516,7 @@ def test_a_value_a_rule_defines_is_named_degenerate_and_said(tmp_path: Path) -> 
     loaded = load_scorecard(write_scorecard(card, tmp_path / "scorecard.json"))
     assert loaded == card
     assert degenerate_notes(card) == [f"x: 2 of its 4 values are degenerate ({rule})",
-                                      f"1 single-value metric(s) are degenerate ({rule}): x0"]
+                                      f"1 single-value metric is degenerate ({rule}): x0"]
     data["metrics"]["x"]["degenerate"] = []
     with pytest.raises(ValueError, match="degenerate must be a non-empty list"):
         Scorecard.from_json(data)

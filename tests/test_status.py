@@ -225,7 +225,7 @@ def test_shards_that_own_no_task_are_one_line_and_every_task_is_counted(tmp_path
     assert status.counts == {"done": 1, "failed": 0, "missing": 0, "pending": 6} and status.n_tasks == 7
     assert [(s.started, s.finished) for s in status.shards[::7]] == [(True, True), (True, True)]
     text = render(status)
-    assert f"{MAX_SHARDS - 8} other shard(s) of {MAX_SHARDS} own no task and have not started" in text
+    assert f"{MAX_SHARDS - 8} other shards of {MAX_SHARDS} own no task and have not started" in text
     assert "7 tasks: 1 done, 0 failed, 0 missing, 6 pending" in text and len(text.splitlines()) < 30
 
 
@@ -351,8 +351,8 @@ def test_the_scorecard_line_does_not_call_samples_ok_whose_metric_failed(tmp_pat
 
     shutil.copyfile(Path(__file__).parent / "golden" / "scorecard.json", tmp_path / "scorecard.json")
     line = render(run_status(tmp_path, ask_slurm=False)).splitlines()[-1]
-    assert line.startswith("scorecard  partial: 4/4 samples stored, 0 failed, 0 missing, but 1 metric(s) failed for "
-                           "4 sample(s); written "), line
+    assert line.startswith("scorecard  partial: 4/4 samples stored, 0 failed, 0 missing, but 1 metric failed for "
+                           "4 samples; written "), line
 
 
 def test_shard_manifests_that_disagree_on_the_tasks_are_one_line(tmp_path: Path) -> None:
@@ -364,7 +364,7 @@ def test_shard_manifests_that_disagree_on_the_tasks_are_one_line(tmp_path: Path)
     data = json.loads(path.read_text())
     data["samples"] = data["samples"][:3]
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=rf"^{path}: lists 3 task\(s\), .*1-of-2.json 7: the shards of one run "
+    with pytest.raises(ValueError, match=rf"^{path}: lists 3 tasks, .*1-of-2.json 7: the shards of one run "
                                          "disagree"):
         run_status(tmp_path, ask_slurm=False)
 
@@ -460,7 +460,7 @@ def test_a_step_log_gives_status_its_shards(tmp_path: Path) -> None:
                                                          ["b.t1"])
     assert (first.started, first.finished, second.started, second.pending) == (True, False, False,
                                                                                 ["a.t1", "b.t0", "b.t2"])
-    with pytest.raises(ValueError, match=r"1 sample\(s\) of this shard never recorded \(e.g. 'b.t1'\)"):
+    with pytest.raises(ValueError, match=r"1 sample of this shard never recorded \(e.g. 'b.t1'\)"):
         log.close()
     log.record("b.t1", {"sha256": "1" * 64}, reused=True)
     summary = log.close()

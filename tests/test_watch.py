@@ -63,7 +63,7 @@ def test_a_failed_step_prints_the_last_log_lines_redacted(tmp_path: Path, monkey
                          stream=out)
     text = out.getvalue()
     assert codes == [3]
-    assert f"---- last 20 line(s) of {log} ----" in text
+    assert f"---- last 20 lines of {log} ----" in text
     assert "line 21" in text and "line 20\n" not in text and "auth *** refused" in text and TOKEN not in text
 
 
@@ -91,7 +91,7 @@ def test_every_run_ends_with_up_to_five_failed_samples(tmp_path: Path, monkeypat
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     lines = summarize_failures(_card(7), tmp_path)
     path = tmp_path / FAILURES_FILE
-    assert lines[0] == f"failed: 7 sample(s) in 2 metric(s), missing: 1 sample(s) never computed; full list: {path}"
+    assert lines[0] == f"failed: 7 samples in 2 metrics, missing: 1 sample never computed; full list: {path}"
     assert lines[1:3] == ["  by reason: 7 x generation failed: no output ***",   # 8 failed: more than shown
                           "  by reason: 1 x missing: no record for this sample"]
     assert lines[3] == "  task_0000 (edge/canny_f1_score): generation failed: no output ***"
@@ -112,13 +112,13 @@ def test_many_failures_are_counted_by_reason_with_each_samples_own_id_read_as_on
     lines = summarize_failures(card, tmp_path)
     assert lines[1:5] == ["  by reason: 40 x invalid rollout: <file>: not a regular file",
                           "  by reason: 1 x reason 0", "  by reason: 1 x reason 1",
-                          "  by reason: 4 other reason(s), 4 sample(s)"]
+                          "  by reason: 4 other reasons, 4 samples"]
     assert lines[5] == "  s000 (m): invalid rollout: s000.mp4: not a regular file"
     from pinbench.core.run import by_reason
     assert by_reason([(sid, f"ValueError: {sid} has no rollout, a{sid}") for sid in ("a", "b", "c", "d", "e", "f")]) \
         == ["  by reason: 1 x ValueError: <sample> has no rollout, aa", *(
             f"  by reason: 1 x ValueError: <sample> has no rollout, a{sid}" for sid in "bc"),
-            "  by reason: 3 other reason(s), 3 sample(s)"]   # an id inside a word is left as it is
+            "  by reason: 3 other reasons, 3 samples"]   # an id inside a word is left as it is
     few = SimpleNamespace(metrics={"m": SimpleNamespace(failed=failed[:5], missing=None, records=None)})
     assert not [line for line in summarize_failures(few, tmp_path) if "by reason" in line]   # each one named
 
@@ -141,7 +141,7 @@ def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Pat
                                                    missing=None, records="derived")
     lines = summarize_failures(card, tmp_path)
     path = tmp_path / FAILURES_FILE
-    assert lines[0] == (f"failed: 5 sample(s) and 1 derived record(s) in 3 metric(s), missing: 1 sample(s) never "
+    assert lines[0] == (f"failed: 5 samples and 1 derived record in 3 metrics, missing: 1 sample never "
                         f"computed; full list: {path}")
 
 
@@ -155,7 +155,7 @@ def test_failed_samples_that_only_derived_metrics_read_are_counted_and_listed(tm
               for i in (0, 1, 2, 9)]
     lines = summarize_failures(card, tmp_path, failed)
     path = tmp_path / FAILURES_FILE
-    assert lines[0] == f"failed: 4 sample(s) and 3 derived record(s) in 2 metric(s); full list: {path}"
+    assert lines[0] == f"failed: 4 samples and 3 derived records in 2 metrics; full list: {path}"
     assert lines[1] == "  s0 (-): Script1Failed: score 0 is nan"
     rows = path.read_text().splitlines()
     assert rows[1:4] == [f"s{i}\t-\tScript1Failed: score {i} is nan" for i in range(3)]
@@ -190,7 +190,7 @@ def test_a_sample_no_shard_stored_is_listed_missing_with_the_merges_reason(tmp_p
                         "0" * 64, 0.0)
     card = SimpleNamespace(metrics={"i2v": SimpleNamespace(failed=[], missing=("s1",), records=None)})
     lines = summarize_failures(card, tmp_path, [lost])
-    assert lines[0] == (f"failed: 0 sample(s) in 1 metric(s), missing: 1 sample(s) never computed; full list: "
+    assert lines[0] == (f"failed: 0 samples in 1 metric, missing: 1 sample never computed; full list: "
                         f"{tmp_path / FAILURES_FILE}")
     assert (tmp_path / FAILURES_FILE).read_text().splitlines()[1:] == [f"s1\ti2v\t{lost.error}"]
 

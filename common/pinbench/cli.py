@@ -259,7 +259,7 @@ def fetch(
             written = write_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
             for change in written:
                 _echo(f"pins.yaml: {change}")
-            _echo(f"{recipe.pins_path}: {len(written)} value(s) written; review and commit it" if written
+            _echo(f"{recipe.pins_path}: {counted(len(written), 'value')} written; review and commit it" if written
                   else f"{recipe.pins_path}: nothing left to write")
     elif write_pins:
         _fail(f"{recipe.name} has no pins.yaml to write resolved values into")
@@ -437,8 +437,8 @@ def requests_cmd(
             path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
-    _echo(f"wrote {len(asked)} request(s) to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"
-          + (f"; removed {stale} file(s) of inputs/ that no request names" if stale else ""))
+    _echo(f"wrote {counted(len(asked), 'request')} to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"
+          + (f"; removed {counted(stale, 'file')} of inputs/ that no request names" if stale else ""))
 
 
 rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pinbench, checked against their requests.")
@@ -489,7 +489,8 @@ def rollouts_check(
         _echo(line)
     for line in unasked_lines(folder, asked):
         _echo(line)
-    _echo(f"{len(asked) - len(problems)} of {len(asked)} rollout(s) are what their requests ask for")
+    good = len(asked) - len(problems)
+    _echo(f"{good} of {counted(len(asked), 'rollout')} {'is' if good == 1 else 'are'} what their requests ask for")
     if problems:
         raise typer.Exit(2)
 
@@ -665,14 +666,14 @@ def cache(
     if pruned.unentered:
         _echo(pruned.unentered_line())
     if action == "prune":
-        _echo(f"removed {pruned.removed} record(s), {pruned.removed_bytes / MIB:.1f} MiB")
+        _echo(f"removed {counted(pruned.removed, 'record')}, {pruned.removed_bytes / MIB:.1f} MiB")
         if pruned.refused:
-            _echo(f"kept {pruned.refused} record(s) it may not remove (first: {pruned.why})")
+            _echo(f"kept {counted(pruned.refused, 'record')} it may not remove (first: {pruned.why})")
     if pruned.planted:   # each named: a folder or a link at an entry's name, a file at a subfolder's, blocked keys
         done = "removed" if action == "prune" else "found (prune removes them)"
-        _echo(f"{done} {len(pruned.planted)} thing(s) where an entry or a subfolder of the cache belongs: "
+        _echo(f"{done} {counted(len(pruned.planted), 'thing')} where an entry or a subfolder of the cache belongs: "
               f"{'; '.join(pruned.planted[:3])}{'; ...' if len(pruned.planted) > 3 else ''}")
-    _echo(f"{root}: {pruned.kept} record(s), {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
+    _echo(f"{root}: {counted(pruned.kept, 'record')}, {pruned.kept_bytes / MIB:.1f} MiB (bound {bound / MIB:g} MiB)")
 
 
 # ------------------------------------------------------------------------------------ results
@@ -788,7 +789,7 @@ def record_reference_cmd(
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     with _failing(ValueError, RecipeError):
         proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
-    _echo(f"{len(cards)} run(s), tier {tier}: value and tolerance per metric")
+    _echo(f"{counted(len(cards), 'run')}, tier {tier}: value and tolerance per metric")
     _echo("\n".join(f"  {line}" for line in proposal.lines))
     if proposal.refused:
         _fail("refusing to record: " + "; ".join(proposal.refused))
@@ -869,7 +870,7 @@ def report(
     for i, path in enumerate(scorecards):
         _, references[i], samples[i] = _load_run(path)
     with _writing_to("--out", out):
-        claim_report_folder(out, scorecards)
+        claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None
         index = write_report(scorecards, out, references=_present(references), samples=_present(samples), view=view)
     _echo(f"report: {index}")
@@ -1133,7 +1134,7 @@ def demo(
                 failed.append(f"{recipe.name} (no metric of its fixture scorecard has a 95% interval: give the "
                               "fixture two or more samples in a cohort)")
             checked = check_run(result.scorecard_path.parent)
-            result.check = "consistent" if not checked.problems else f"{len(checked.problems)} problem(s)"
+            result.check = "consistent" if not checked.problems else counted(len(checked.problems), 'problem')
             if checked.problems:
                 failed.append(f"{recipe.name} (pinbench check: {'; '.join(checked.problems[:2])})")
     _echo("")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pinbench.core.derived import DerivedFailure, DerivedRecord, derive
+from pinbench.core.files import counted
 from pinbench.core.runner import MISSING_ERROR, SampleRecord
 from pinbench.core.scorecard import MetricSpec
 from pinbench_recipes.camerabench.binary_metrics import split_metrics
@@ -90,7 +91,7 @@ def binary_split_record(split: str, members: Sequence[SampleRecord],
     def upstream(scored: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str:
         rows = scored + kept   # split_metrics ranks a non-finite score at -1e10, as upstream does
         m = split_metrics([r["label"] for r in rows], [r["score"] for r in rows])
-        how = f"keeps the {len(kept)} non-finite score(s) ranked at -1e10" if kept else ""
+        how = f"keeps the {counted(len(kept), 'non-finite score')} ranked at -1e10" if kept else ""
         return (f"{_upstream_rule(len(members) - len(rows), how)} and would report "
                 f"AP {m['average_precision']:.4f}, AUC {m['roc_auc']:.4f} over {len(rows)}")
 
@@ -106,7 +107,7 @@ def vqa_skill_record(skill: str, members: Sequence[SampleRecord],
     def upstream(scored: list[dict[str, Any]], kept: list[dict[str, Any]]) -> str:
         # upstream compares the kept values as they are: NaN is never larger, infinities order as numbers
         rows = scored + [pair_outcome(k["yes_scores"], k["no_scores"]) for k in kept]
-        how = f"keeps the {len(kept)} pair(s) with non-finite scores as they are" if kept else ""
+        how = f"keeps the {counted(len(kept), 'pair')} with non-finite scores as they are" if kept else ""
         return (f"{_upstream_rule(len(members) - len(rows), how)} and would report question_acc "
                 f"{skill_metrics(rows)['question_acc']:.4f} over {len(rows)} pairs")
 

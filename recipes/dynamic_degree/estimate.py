@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from pinbench.core.files import counted
 from pinbench.core.findings import Finding, warning
 from pinbench.ops.doctor import visible_gpus
 from pinbench_recipes.dynamic_degree.clips import sampled_frames, split_clips
@@ -65,19 +66,19 @@ def cpu_time_finding(videos: Iterable[Path], *, flow: str, device: str,
     if flow != "raft" or device.startswith("cuda") or (device == "auto" and visible):
         return None
     pairs = work = 0.0
-    counted = 0
+    n_videos = 0
     for path in videos:
         try:
             info = video_info(path)
             n = raft_pairs(info.n_frames, info.fps)
         except (VideoError, ValueError, OSError):
             continue
-        counted += 1
+        n_videos += 1
         pairs += n
         work += n * info.width * info.height / RATE_PIXELS
-    if not counted:
+    if not n_videos:
         return None
     why = "-o device=cpu" if device == "cpu" else "no GPU visible"
-    return warning("cpu", f"RAFT would run on CPU ({why}): {pairs:.0f} frame pairs in {counted} video(s), about "
-                          f"{_duration(work / CPU_PAIRS_PER_S)} (rate: {rate_source()}; a GPU: about "
+    return warning("cpu", f"RAFT would run on CPU ({why}): {pairs:.0f} frame pairs in {counted(n_videos, 'video')}, "
+                          f"about {_duration(work / CPU_PAIRS_PER_S)} (rate: {rate_source()}; a GPU: about "
                           f"{_duration(work / GPU_PAIRS_PER_S)}); -o flow=farneback is the CPU preview")

@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import counted
 from pinbench.core.run import Figure, Run, RunOutcome
 from pinbench.core.runner import SampleFn, SampleRecord
 from pinbench.core.scorecard import MetricSpec
@@ -118,7 +119,7 @@ def _motion_figures(records: Sequence[SampleRecord], out_dir: Path, metric: str)
             plot_motion(record.result, record.sample_id, png, metric)
         result = record.result
         caption = (f"tau {result['tau']:.2f} px, {result['n_clips']} clips of {result['clip_length']} frames, "
-                   f"every {result['sampling_interval']} frame(s) sampled; {result['clip_source']}")
+                   f"every {counted(result['sampling_interval'], 'frame')} sampled; {result['clip_source']}")
         figures.append(Figure(f"m over time: {record.sample_id}", png, caption, record.sample_id))
     for stale in set(out_dir.glob("*.png")) - keep if out_dir.is_dir() else ():
         stale.unlink()

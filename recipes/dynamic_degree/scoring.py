@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pinbench.core.files import counted
+
 TOP_FRACTION = 0.05
 PAD_MULTIPLE = 8
 
@@ -79,7 +81,7 @@ def decide_clip(magnitudes: Sequence[float], n_sampled: int, tau: float) -> Clip
     n_required = count_threshold(n_sampled)
     if n_sampled < 2:
         return ClipDecision(None, 0, n_required,
-                            f"only {n_sampled} sampled frame(s): no transition, clip excluded")
+                            f"only {counted(n_sampled, 'sampled frame')}: no transition, clip excluded")
     if len(magnitudes) != n_sampled - 1:
         raise ValueError(f"{len(magnitudes)} magnitudes for {n_sampled} sampled frames")
     n_active = sum(1 for m in magnitudes if m > tau)

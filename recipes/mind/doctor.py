@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.files import counted
 from pinbench.core.findings import Finding, ok, problem
 from pinbench.core.pins import Pins
 from pinbench.ops.doctor import WAY_ON_BAD_INPUT, pins_in_cache
@@ -54,8 +55,8 @@ def layout_findings(cfg: RunConfig) -> list[Finding]:
         return [problem("inputs", str(exc))]
     findings = [problem("inputs", f"layout: {line}") for line in plan.problems[:SHOWN]]
     if len(plan.problems) > SHOWN:
-        findings.append(problem("inputs", f"layout: {len(plan.problems) - SHOWN} more problem(s); the run prints "
-                                          "every one"))
+        findings.append(problem("inputs", f"layout: {counted(len(plan.problems) - SHOWN, 'more problem')}; the run "
+                                          "prints every one"))
     if plan.missing:
         shown = ", ".join(k.label for k in plan.missing[:SHOWN]) + (", ..." if len(plan.missing) > SHOWN else "")
         findings.append(problem("inputs", f"{len(plan.missing)} of {len(plan.samples)} samples have no generated "

@@ -18,6 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinbench.core.files import counted
 from pinbench.media.video import VideoError, opened_video, video_info
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
@@ -75,7 +76,7 @@ class Plan:
     def plan_lines(self) -> list[str]:
         """What will be scored, per perspective and test, before anything is scored."""
         vmt = "none" if self.video_max_time is None else str(self.video_max_time)
-        head = f"MIND plan: {len(self.samples)} sample(s)"
+        head = f"MIND plan: {counted(len(self.samples), 'sample')}"
         if len(self.samples) != self.n_available:
             head += f" (--limit: the first {len(self.samples)} of {self.n_available})"
         lines = [f"{head}; metrics {','.join(self.metrics)}; video_max_time {vmt}"]
@@ -84,8 +85,8 @@ class Plan:
                 group = [s for s in self.samples if s.key.perspective == perspective and s.key.test_type == test]
                 if not group:
                     continue
-                summary = (f"{len(group)} sample(s); generated videos not checked" if self.generated_root is None
-                           else _group_summary(group, self.video_max_time))
+                summary = (f"{counted(len(group), 'sample')}; generated videos not checked"
+                           if self.generated_root is None else _group_summary(group, self.video_max_time))
                 lines.append(f"  {perspective}/{test}: {summary}")
         if self.missing:
             shown = ", ".join(k.label for k in self.missing[:5])
@@ -100,15 +101,16 @@ def _group_summary(group: Sequence[Sample], video_max_time: int | None) -> str:
     if continuation:
         present = [s for s in continuation if s.video is not None]
         if not present:
-            return f"{len(group)} sample(s), none generated"
+            return f"{counted(len(group), 'sample')}, none generated"
         reads = sum(s.real_time(video_max_time) for s in present)
         scored = sum(s.frames_scored(video_max_time) for s in present)
-        return (f"{len(present)}/{len(group)} sample(s) generated; {scored} of {reads} frame pairs scored "
+        return (f"{len(present)}/{counted(len(group), 'sample')} generated; {scored} of {reads} frame pairs scored "
                 f"(the chunk of up to {CHUNK_FRAMES} frames that ends each read is dropped, as upstream)")
     mirrors = [s for s in group if isinstance(s, MirrorSample)]
     videos = sum(len(s.videos) for s in mirrors)
     pairs = sum(v.pairs for s in mirrors for v in s.videos)
-    return f"{len(mirrors)} director(ies), {videos} rollout(s), {pairs} mirrored frame pairs"
+    return (f"{counted(len(mirrors), 'directory', 'directories')}, {counted(videos, 'rollout')}, {pairs} mirrored "
+            "frame pairs")
 
 
 # ---------------------------------------------------------------------------------------- checks

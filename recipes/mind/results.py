@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileError, json_error, read_data_file
+from pinbench.core.files import FileError, counted, json_error, read_data_file
 from pinbench_recipes.mind.layout import MIRROR_TEST, PERSPECTIVES, TEST_TYPES, SampleKey
 
 
@@ -235,7 +235,7 @@ def _resolve(key: SampleKey, found: list[tuple[int, dict[str, Any]]], report: Im
     index, record = errored[-1]
     failure = f"process.py gave up after 4 attempts: {record['error']}"
     if len(errored) > 1:
-        failure += f" (and {len(errored) - 1} more error record(s) for this key)"
+        failure += f" (and {counted(len(errored) - 1, 'more error record')} for this key)"
     return Imported(key, record, failure)
 
 

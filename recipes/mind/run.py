@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import sha256_file, write_if_changed
+from pinbench.core.files import counted, sha256_file, write_if_changed
 from pinbench.core.generation import Request
 from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
@@ -141,7 +141,7 @@ def checked(plan: Plan) -> Plan:
     if not plan.ok:
         for line in plan.problems:
             print(f"layout: {line}", file=sys.stderr)
-        raise RecipeError(f"the layouts have {len(plan.problems)} problem(s), the first: {plan.problems[0]}")
+        raise RecipeError(f"the layouts have {counted(len(plan.problems), 'problem')}, the first: {plan.problems[0]}")
     return plan
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from pinbench.core.files import read_regular_text, write_atomic
+from pinbench.core.files import counted, read_regular_text, write_atomic
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.runner import input_hash, load_records
 from pinbench.core.task import Task
@@ -216,8 +216,8 @@ def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[
             continue
         if work.root in salvaged:
             mark_finished(work, "salvaged")
-            print(f"official: reused {salvaged[work.root]} sample(s) from {work.root}, an invocation killed before it "
-                  "ended; kept as their source", file=sys.stderr)
+            print(f"official: reused {counted(salvaged[work.root], 'sample')} from {work.root}, an invocation killed "
+                  "before it ended; kept as their source", file=sys.stderr)
             continue
         try:
             planned = json.loads(work.plan.read_text())["samples"]

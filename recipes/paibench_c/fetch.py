@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
+from pinbench.core.files import counted
 from pinbench.core.findings import Finding
 from pinbench.core.options import did_you_mean
 from pinbench.core.pins import HFPin, Pins, load_pins
@@ -54,6 +55,18 @@ def model_pin(pins: Pins, checkpoint: str) -> HFPin:
         raise ValueError(f"unknown checkpoint {checkpoint!r}{did_you_mean(checkpoint, list(CHECKPOINT_PINS))}; "
                          f"known: {', '.join(CHECKPOINT_PINS)}")
     return pins.huggingface[CHECKPOINT_PINS[checkpoint]]
+
+
+def run_pins(pins: Pins, checkpoint: str, *, own_generator: bool) -> list[str]:
+    """The pins a scored run read, for its provenance (``pins_for_provenance``): the upstream code, the task list,
+    the dataset and the evaluator's weights always; cosmos-framework and the checkpoint's weights only when the
+    rollouts are the recipe's own Cosmos3 (not a ``--generator``'s), and never the other checkpoint's."""
+    used = [f"upstream/{name}" for name in pins.upstream if name != "cosmos_framework"]
+    used += ["urls/tasks_json", "huggingface/dataset", "huggingface/grounding_dino_tiny"]
+    used += [f"urls/{name}" for name in EVALUATOR_URL_WEIGHTS]
+    if own_generator:
+        used += ["upstream/cosmos_framework", f"huggingface/{CHECKPOINT_PINS[checkpoint]}"]
+    return used
 
 
 def _image_has_weights(pins: Pins) -> bool:
@@ -167,6 +180,6 @@ def _evaluator_ram(cfg: RunConfig, n_tasks: int) -> list[Finding]:
     need = ranks * min(batch, -(-n_tasks // ranks)) * EVALUATOR_GB_PER_TASK
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
     if total < need:
-        return [problem("ram", f"{total:.0f} GB of RAM; the evaluator needs about {need:.0f} GB ({ranks} rank(s) x "
-                               f"{batch} tasks x ~1 GB); lower -o eval_batch_size")]
+        return [problem("ram", f"{total:.0f} GB of RAM; the evaluator needs about {need:.0f} GB "
+                               f"({counted(ranks, 'rank')} x {batch} tasks x ~1 GB); lower -o eval_batch_size")]
     return [ok("ram", f"{total:.0f} GB of RAM (evaluator about {need:.0f} GB)")]

@@ -31,6 +31,7 @@ from typing import Any
 
 from pinbench.core.files import (
     atomic_path,
+    counted,
     loads_finite_json,
     read_data_file,
     read_json_object,
@@ -131,7 +132,7 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
     videos_dir.mkdir(parents=True, exist_ok=True)
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
     if strays:
-        raise GenerationError(f"{videos_dir}: {len(strays)} video(s) not in this run's task list "
+        raise GenerationError(f"{videos_dir}: {counted(len(strays), 'video')} not in this run's task list "
                               f"(e.g. {strays[0]}); the evaluator would score them; use a separate --out")
     cache = cache or ValidityCache()
     results: dict[str, Collected] = {}

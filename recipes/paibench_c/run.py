@@ -22,6 +22,7 @@ from typing import Any
 from huggingface_hub import constants as hf_constants
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
+from pinbench.core.files import counted
 from pinbench.core.generation import Generator, Request
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
@@ -29,7 +30,7 @@ from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import NotGenerated, Run, RunOutcome
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate, fixture, requests
-from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin
+from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin, run_pins
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     SOURCES_FILE,
@@ -86,7 +87,7 @@ def run(run: Run) -> RunOutcome:
         problems = [] if pins is None or run.generates else record_tokenizer(run, pins, rollouts)
         if run.generation_failures:
             sid, why = next(iter(run.generation_failures.items()))
-            problems.append(f"{len(run.generation_failures)} rollout(s) not generated (e.g. {sid}: {why})")
+            problems.append(f"{counted(len(run.generation_failures), 'rollout')} not generated (e.g. {sid}: {why})")
 
     # 3. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.
@@ -149,8 +150,9 @@ def run(run: Run) -> RunOutcome:
     seeds = {"fixture": fixture.SEED} if pins is None else {
         "generation": sorted({t.seed for t in inputs.tasks}),
         "evaluator": "DOVER and SAM2 point sampling seeded by the fork"}
-    outcome = run.finish(specs, records, pins=None if pins is None else pins_for_provenance(pins), seeds=seeds,
-                         extra=extra, provenance=provenance_extra)
+    recorded = None if pins is None else pins_for_provenance(
+        pins, run_pins(pins, cfg.checkpoint, own_generator=not run.generates))
+    outcome = run.finish(specs, records, pins=recorded, seeds=seeds, extra=extra, provenance=provenance_extra)
     # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
     # decoder or library difference worth a look (README, "Native cross-check").
     for line in disagreements:

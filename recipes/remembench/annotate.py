@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.config import RecipeError
+from pinbench.core.files import counted
 from pinbench.core.options import OptionError, OptionValues, is_offline, parse_pairs
 from pinbench.core.recipe import get_recipe
 from pinbench.media.video import VideoError
@@ -67,7 +68,7 @@ class SceneAgreement:
 def _differences(values: Sequence[int]) -> str:
     absolute = [abs(v) for v in values]
     same = sum(1 for v in absolute if v == 0)
-    return (f"same frame in {same} of {len(values)} scene(s), |B - A| median {statistics.median(absolute):g}, "
+    return (f"same frame in {same} of {counted(len(values), 'scene')}, |B - A| median {statistics.median(absolute):g}, "
             f"max {max(absolute)}")
 
 
@@ -119,7 +120,7 @@ def _num(value: float | None, sign: bool = False) -> str:
 def render_agreement(paths: Sequence[Path], a: Mapping[str, tuple[int, int]], b: Mapping[str, tuple[int, int]],
                      rows: Sequence[SceneAgreement], scored: bool) -> list[str]:
     lines = [f"A: {paths[0]} ({len(a)} scenes)", f"B: {paths[1]} ({len(b)} scenes)",
-             f"{len(rows)} scene(s) annotated in both", ""]
+             f"{counted(len(rows), 'scene')} annotated in both", ""]
     header = ["scene", "departure A", "B", "B-A", "revisit A", "B", "B-A"]
     if scored:
         header += ["CLIP A", "B", "B-A", "LPIPS A", "B", "B-A"]
@@ -147,8 +148,8 @@ def render_agreement(paths: Sequence[Path], a: Mapping[str, tuple[int, int]], b:
                 break
             ma = statistics.median(getattr(r.scores_a, metric) for r in both)
             mb = statistics.median(getattr(r.scores_b, metric) for r in both)
-            lines.append(f"median {metric} over the {len(both)} scene(s) scored with both: A {ma:.4f}, B {mb:.4f}, "
-                         f"B - A {mb - ma:+.4f}")
+            lines.append(f"median {metric} over the {counted(len(both), 'scene')} scored with both: A {ma:.4f}, "
+                         f"B {mb:.4f}, B - A {mb - ma:+.4f}")
         for r in rows:
             if r.problem:
                 lines.append(f"not scored: {r.scene_id}: {r.problem}")
@@ -258,7 +259,8 @@ def _serve(args: argparse.Namespace, opts: OptionValues, fixture: FixtureData | 
             print(f"I2V rollouts of the dataset, not annotated here (Pi3X's camera poses pick their revisit frames): "
                   f"{len(session.i2v_videos)}")
         if filled:
-            print(f"prefilled {filled} departure frame(s) from the dataset (paper backbone); the page labels them")
+            print(f"prefilled {counted(filled, 'departure frame')} from the dataset (paper backbone); the page labels "
+                  "them")
         token = new_token()
         port = sock.getsockname()[1]
         print(f"annotation page: http://127.0.0.1:{port}/{token}/", flush=True)

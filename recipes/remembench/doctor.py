@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
+from pinbench.core.files import counted
 from pinbench.core.findings import Finding, ok, problem
 from pinbench.core.run import ROLLOUTS
 from pinbench.ops.doctor import video_findings
@@ -64,7 +65,8 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
     twice = [row.sample_id for row in rows if videos is not None
              and sum((videos / name).is_file() for name in prepare.find_video(videos, row.sample_id)[1]) > 1]
     if twice:
-        findings.append(problem("inputs", f"{len(twice)} sample(s) have two rollouts under {videos} "
+        findings.append(problem("inputs", f"{counted(len(twice), 'sample')} {'has' if len(twice) == 1 else 'have'} "
+                                f"two rollouts under {videos} "
                                 f"(<id>.mp4 and <id>/rollout.mp4), and each would fail: {', '.join(twice[:5])}"
                                 + (", ..." if len(twice) > 5 else "")))
     return findings

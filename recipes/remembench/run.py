@@ -14,14 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pinbench.core.files import write_atomic
+from pinbench.core.files import counted, write_atomic
 from pinbench.core.generation import Request
-from pinbench.core.options import OptionValues, is_offline
+from pinbench.core.options import is_offline
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec
+from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.remembench import models, outputs, prepare, requests, scenes, summary, weights
 from pinbench_recipes.remembench.fixture import FixtureData, build_fixture
 from pinbench_recipes.remembench.release import Release, dataset_option, open_release
@@ -82,7 +81,8 @@ def run(run: Run) -> RunOutcome:
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
     return run.finish(
-        specs, records, pins=_pins_for_provenance(opts, release, fixture), seeds=_seeds(groups),
+        specs, records, pins=_pins_for_provenance(release, fixture, models_read=fixture is None,
+                                                  pi3x=files.pi3x is not None), seeds=_seeds(groups),
         extra={"cohort": cohorts, "annotations": annotations.source if annotations else None,
                "warnings": warnings, "release": release.provenance(), "models": model_labels,
                "outputs": {"scenes": scenes.SCENES_FILE, "scores": "scores.json"}},
@@ -118,17 +118,26 @@ def _size_warnings(records: Sequence[SampleRecord]) -> list[str]:
     if not off:
         return []
     sample, result = off[0]
-    return [f"{len(off)} rollout(s) are not at their split's resolution (e.g. {sample}: {result['width']}x"
+    return [f"{counted(len(off), 'rollout')} {'is' if len(off) == 1 else 'are'} not at their split's resolution "
+            f"(e.g. {sample}: {result['width']}x"
             f"{result['height']}, the split has {result['paper_size'][0]}x{result['paper_size'][1]}); scored at "
             "their own resolution as the paper's score.py does, but LPIPS and TempSSIM depend on resolution, so "
             "these scores do not compare with runs at the split's resolution"]
 
 
-def _pins_for_provenance(opts: OptionValues, release: Any, fixture: FixtureData | None) -> dict[str, Any]:
-    """pins.yaml as recorded in provenance, with the dataset id/revision actually used. The fixture's note names no
-    folder: two fixture runs in two folders read the same release, and compare would list the folders as a
-    difference."""
-    pins = yaml.safe_load(weights.PINS_PATH.read_text())
+def _pins_for_provenance(release: Release, fixture: FixtureData | None, *, models_read: bool,
+                         pi3x: bool) -> dict[str, Any]:
+    """The pins the run read (``pins_for_provenance``), the dataset's id/revision those actually used: the paper's
+    code and the release always; CLIP and the LPIPS trunk when real models scored (not the fixture's, not the
+    reference pairs' medians); Pi3X's code and weights when it found the I2V revisit frames. The fixture's note
+    names no folder: two fixture runs in two folders read the same release, and compare would list the folders
+    as a difference."""
+    used = ["upstream/mosaichunk", "huggingface/dataset"]
+    if models_read:
+        used += ["huggingface/clip", "urls/alexnet"]
+    if pi3x:
+        used += ["upstream/pi3", "huggingface/pi3x"]
+    pins = pins_for_provenance(weights.load_recipe_pins(), used)
     pins["huggingface"]["dataset"].update(repo_id=release.repo_id, revision=release.revision)
     if fixture is not None:
         pins["huggingface"]["dataset"]["note"] = "fixture: synthetic release (remembench/fixture.py)"
@@ -157,7 +166,7 @@ def _run_reference_pairs(run: Run, release: Any) -> RunOutcome:
              for group in dict.fromkeys(t.group for t in tasks) for metric in summary.METRICS]
     unverified = f"UNVERIFIED: {summary.SUMMARY_REPRODUCTION['reason']}"
     outcome = run.finish(
-        specs, records, pins=_pins_for_provenance(run.options, release, None),
+        specs, records, pins=_pins_for_provenance(release, None, models_read=False, pi3x=False),
         extra={"summary_check": {"problems": problems, "file": summary.SUMMARY_FILE,
                                  "match": "exact float64 equality of numpy.median and the file's numbers"},
                "warnings": [summary.PAPER_PAIRS_WARNING, unverified], "release": release.provenance()},

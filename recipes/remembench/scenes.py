@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import read_finite_jsonl
+from pinbench.core.files import counted, read_finite_jsonl
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import is_stand_in
 
@@ -86,5 +86,6 @@ def check(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord]) -> li
         problems.append(f"{path}: no row of sample {unrowed[0]!r}" + (f" and {len(unrowed) - 1} more"
                                                                        if len(unrowed) > 1 else ""))
     if len(seen) != card.samples.n_expected:
-        problems.append(f"{path}: rows of {len(seen)} sample(s), the scorecard expects {card.samples.n_expected}")
+        problems.append(f"{path}: rows of {counted(len(seen), 'sample')}, the scorecard expects "
+                        f"{card.samples.n_expected}")
     return problems

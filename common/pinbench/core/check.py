@@ -295,7 +295,8 @@ def _check_stores(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord
     else:
         result.problems += [f"{folders[name]}: a sample store the finish did not pin (written after it)"
                             for name in sorted(folders.keys() - pins.keys())]
-        result.problems += [f"{run_dir / name}: a sample store the finish pinned ({len(logs)} log(s)), now absent"
+        result.problems += [f"{run_dir / name}: a sample store the finish pinned ({counted(len(logs), 'log')}), now "
+                            "absent"
                             for name, logs in sorted(pins.items()) if name not in folders and logs]
     for name, folder in folders.items():
         pinned = None if pins is None else {log.log: log for log in pins.get(name, ())}
@@ -349,7 +350,7 @@ def _store_lines(folder: Path, pinned: Mapping[str, LogPin] | None, result: Chec
             elif damage:
                 result.problems.append(f"sample store: {decode_line(line, f'{path}:{number}')[1]}")
     present = {path.name for path in [*files.logs, *files.refused]}
-    result.problems += [f"{folder / name}: pinned by the finish ({log.lines} line(s)), now absent"
+    result.problems += [f"{folder / name}: pinned by the finish ({counted(log.lines, 'line')}), now absent"
                         for name, log in sorted((pinned or {}).items()) if name not in present]
     return bodies
 
@@ -473,8 +474,8 @@ def _recount(run_dir: Path, card: Scorecard, records: Sequence[SampleRecord], de
             problems.append(f"{path}: metric {name}: value {m.value!r} in the scorecard, {again.value!r} "
                             "recomputed from the records")
         elif m.degenerate != again.degenerate and card.schema_version not in ("2.0", "2.1", "2.2"):
-            problems.append(f"{path}: metric {name}: {len(m.degenerate)} degenerate value(s) in the scorecard, "
-                            f"{len(again.degenerate)} in the records")
+            problems.append(f"{path}: metric {name}: {counted(len(m.degenerate), 'degenerate value')} in the "
+                            f"scorecard, {len(again.degenerate)} in the records")
         elif m.interval is not None and not _same_bounds(m.interval, again.interval):
             problems.append(f"{path}: metric {name}: interval {_bounds(m.interval)} in the scorecard, "
                             f"{_bounds(again.interval)} recomputed from the records (seeded, so the same)")

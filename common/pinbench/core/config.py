@@ -111,7 +111,9 @@ class Implementation:
     on the host, where no image digest changes with them, an upgraded OpenCV or torch computes every sample again
     rather than reusing numbers of the old versions under a scorecard that names the new ones. None: not recorded
     (a generation record, keyed by its generator instead; a record written before the field was). ``versions`` are
-    the ``name==version`` the digest is of, for this run's messages; never stored, never compared.
+    the ``name==version`` the digest is of, for this run's messages; ``earlier`` those an earlier run in the run
+    directory had installed (its scorecard's provenance), so that a record of them names what changed; neither is
+    stored or compared.
     Options that change results are part of each task's inputs (its ``input_hash``), not of the implementation.
     """
 
@@ -120,6 +122,7 @@ class Implementation:
     image: str | None = None
     packages: str | None = None
     versions: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    earlier: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """As a record names it; without ``packages`` when None, so a generation record's JSON (and its sample cache
@@ -144,7 +147,7 @@ class Implementation:
         """The implementation of a recipe whose numbers depend on these installed ``name==version``
         (``pinbench.core.provenance.installed_versions`` of its ``numerics:``), digested into ``packages``."""
         versions = tuple(sorted(versions))
-        return cls(recipe_version, code, image, hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16], versions)
+        return cls(recipe_version, code, image, _packages_digest(versions), versions)
 
     def change_from(self, other: Implementation | None) -> str | None:
         """Why a record computed by ``other`` is not this one's (``"code changed"``, ...), or None when it is.
@@ -162,9 +165,24 @@ class Implementation:
         if other.packages != self.packages:
             if other.packages is None:
                 return "installed packages not recorded (a record from before they were)"
-            now = f" (now {', '.join(self.versions)})" if self.versions else ""
-            return f"installed packages changed{now}"
+            return f"installed packages changed{self._versions_change(other.packages)}"
         return None
+
+    def _versions_change(self, packages: str) -> str:
+        """`` (numpy 1.26.4 -> 2.0.0)``, each distribution whose version changed, when ``earlier`` are the versions
+        digested into ``packages``; else `` (now numpy==2.0.0, ...)``, the versions of this run alone."""
+        if not self.versions:
+            return ""
+        if not self.earlier or _packages_digest(self.earlier) != packages:
+            return f" (now {', '.join(self.versions)})"
+        before = dict(line.partition("==")[::2] for line in self.earlier)
+        return " (" + ", ".join(f"{name} {before.get(name)} -> {version}" for name, _, version in
+                                (line.partition("==") for line in self.versions) if before.get(name) != version) + ")"
+
+
+def _packages_digest(versions: Sequence[str]) -> str:
+    """``Implementation.packages`` of these sorted ``name==version``."""
+    return hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=64)

@@ -346,10 +346,12 @@ def _dist_version(*names: str, found: Sequence[tuple[str, str]] | None = None) -
     return next((versions[key] for key in map(_normalised, names) if key in versions), None)
 
 
-def installed_versions(names: Iterable[str]) -> tuple[str, ...]:
+def installed_versions(names: Iterable[str], installed: Iterable[str] | None = None) -> tuple[str, ...]:
     """Sorted ``name==version`` of each of ``names`` as installed, ``name==absent`` when it is not (one scan of
-    ``sys.path``, about 1 ms: every run asks, for its reuse key, ``pinbench.core.config.Implementation``)."""
-    found = _distributions()
+    ``sys.path``, about 1 ms: every run asks, for its reuse key, ``pinbench.core.config.Implementation``); as
+    ``installed`` has them when given (``name==version`` lines, a scorecard's ``packages.distributions``)."""
+    found = _distributions() if installed is None else [
+        (_normalised(name), version) for name, _, version in (line.partition("==") for line in installed)]
     return tuple(sorted(f"{name}=={_dist_version(name, found=found) or 'absent'}" for name in set(names)))
 
 

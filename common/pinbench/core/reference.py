@@ -537,9 +537,9 @@ def write_reference(data: Mapping[str, Any], path: Path | str, *, recipe: Recipe
 
     path = Path(path)
     reference_from_dict(data, path, recipe)  # same validation as loading
-    runs = len(data["source"]["provenance"].get("runs") or []) or 1
-    text = (f"# Recorded by pinbench record-reference at {data['source']['recorded']} from {runs} complete "
-            f"{data['mode']} run(s);\n# valid only for recipe version {data['recipe_version']}. Each metric's "
+    runs = counted(len(data["source"]["provenance"].get("runs") or []) or 1, f"complete {data['mode']} run")
+    text = (f"# Recorded by pinbench record-reference at {data['source']['recorded']} from {runs};\n"
+            f"# valid only for recipe version {data['recipe_version']}. Each metric's "
             "basis says how its tolerance was chosen.\n"
             + yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=110))
     try:

@@ -24,6 +24,7 @@ for the checkpoint and mode, else 0 for a complete run and 2 for a partial or fa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -49,7 +50,14 @@ from pinbench.core.generation import Generated, Generator, Request, generation_d
 from pinbench.core.inputs import InputDigests, input_digests
 from pinbench.core.jsonfields import JsonObject
 from pinbench.core.memory import release_free_memory
-from pinbench.core.provenance import collect_provenance, config_differences, differences, redact, to_jsonable
+from pinbench.core.provenance import (
+    collect_provenance,
+    config_differences,
+    differences,
+    installed_versions,
+    redact,
+    to_jsonable,
+)
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.reference import (
     EXIT_INCOMPLETE,
@@ -249,8 +257,21 @@ class Run:
         to the recipe's scoring code does not cost the GPU-days of generating every rollout again."""
         implementation = self.cfg.implementation
         if part != "generation" or implementation is None:
-            return implementation
+            return self._scoring
         return Implementation(GENERATION_VERSION, GENERATION_CODE, implementation.image)
+
+    @functools.cached_property
+    def _scoring(self) -> Implementation | None:
+        """``cfg.implementation`` knowing the versions of its ``numerics:`` the run directory's scorecard records,
+        so that a record computed with those names what changed ("numpy 1.26.4 -> 2.0.0"), not the new ones alone."""
+        implementation = self.cfg.implementation
+        if implementation is None or not implementation.versions:
+            return implementation
+        installed = _earlier_distributions(self.out_dir / "scorecard.json")
+        if installed is None:
+            return implementation
+        names = [line.partition("==")[0] for line in implementation.versions]
+        return dataclasses.replace(implementation, earlier=installed_versions(names, installed))
 
     def compute(self, tasks: Sequence[Task], fn: SampleFn, *, label: str = "score", folder: str = "",
                 part: str = "scoring", validate: Validator | None = None, batch_size: int = 1,
@@ -587,8 +608,8 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
     common = counts.most_common(REASONS_SHOWN)
     lines = [f"  by reason: {n} x {reason}" for reason, n in common]
     if len(counts) > REASONS_SHOWN:
-        lines.append(f"  by reason: {len(counts) - REASONS_SHOWN} other reason(s), "
-                     f"{len(failed) - sum(n for _, n in common)} sample(s)")
+        lines.append(f"  by reason: {counted(len(counts) - REASONS_SHOWN, 'other reason')}, "
+                     f"{counted(len(failed) - sum(n for _, n in common), 'sample')}")
     return lines
 
 
@@ -661,10 +682,11 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
     for sample, metric, reason in clean:
         first.setdefault(sample, (metric, reason))
     n_derived, n_missing = len(derived & first.keys()), len(missing & first.keys())
-    counted = f"{len(first) - n_derived - n_missing} sample(s)" + (
-        f" and {n_derived} derived record(s)" if n_derived else "")
-    lines = [f"failed: {counted} in {len({m for _, m, _ in clean} - {'-'})} metric(s)"
-             + (f", missing: {n_missing} sample(s) never computed" if n_missing else "") + f"; full list: {path}"]
+    samples = counted(len(first) - n_derived - n_missing, 'sample') + (
+        f" and {counted(n_derived, 'derived record')}" if n_derived else "")
+    lines = [f"failed: {samples} in {counted(len({m for _, m, _ in clean} - {'-'}), 'metric')}"
+             + (f", missing: {counted(n_missing, 'sample')} never computed" if n_missing else "")
+             + f"; full list: {path}"]
     lines += by_reason([(sample, reason) for sample, (_, reason) in first.items() if sample not in derived])
     lines += [f"  {sample} ({metric}): {reason[:REASON_CHARS]}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
@@ -688,6 +710,18 @@ def _computed_from(recipe: Recipe, cfg: RunConfig, records: Sequence[SampleRecor
     for part in parts:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()
+
+
+def _earlier_distributions(scorecard: Path) -> list[str] | None:
+    """The ``name==version`` of every distribution the run that wrote ``scorecard`` had installed (its
+    provenance's ``packages.distributions``), when it is readable and records them."""
+    try:
+        if not scorecard.is_file():   # nor a FIFO, which a read would wait on for ever
+            return None
+        found = json.loads(scorecard.read_bytes())["provenance"]["packages"]["distributions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, list) and all(isinstance(line, str) for line in found) else None
 
 
 def _earlier(scorecard: Path) -> Scorecard | None:

@@ -974,7 +974,8 @@ class StepLog:
         """Complete the manifest with the counts; ValueError when a sample of this shard was never recorded."""
         unrecorded = sorted(self._mine - self.records.keys())
         if unrecorded:
-            raise ValueError(f"{len(unrecorded)} sample(s) of this shard never recorded (e.g. {unrecorded[0]!r})")
+            raise ValueError(f"{counted(len(unrecorded), 'sample')} of this shard never recorded "
+                             f"(e.g. {unrecorded[0]!r})")
         missing = sum(is_stand_in(r) for r in self.records.values())
         failed = sum(not r.ok for r in self.records.values()) - missing
         reused = len(self._reused)
@@ -1091,7 +1092,7 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
 # ------------------------------------------------------------------------------------------- merging
 
 
-@announced(lambda out_dirs, tasks, **kw: f"samples: collecting the records of {len(tasks)} task(s)")
+@announced(lambda out_dirs, tasks, **kw: f"samples: collecting the records of {counted(len(tasks), 'task')}")
 def merge_samples(
     out_dirs: Sequence[Path | str],
     tasks: Sequence[Task],

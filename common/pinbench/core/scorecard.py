@@ -47,7 +47,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, is_derived, read_derived
-from pinbench.core.files import FileError, MissingFile, clipped, loads_finite_json, read_regular_bytes, write_atomic
+from pinbench.core.files import (
+    FileError,
+    MissingFile,
+    clipped,
+    counted,
+    loads_finite_json,
+    read_regular_bytes,
+    write_atomic,
+)
 from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
@@ -471,7 +479,7 @@ def samples_text(card: Scorecard) -> str:
     if len(ids) <= samples.n_failed:   # every failed metric's sample is a failed record: "ok" holds
         return f"{samples.n_ok}/{samples.n_expected} samples ok, {samples.n_failed} failed, {samples.n_missing} missing"
     return (f"{samples.n_ok}/{samples.n_expected} samples stored, {samples.n_failed} failed, {samples.n_missing} "
-            f"missing, but {len(failing)} metric(s) failed for {len(ids)} sample(s)")
+            f"missing, but {counted(len(failing), 'metric')} failed for {counted(len(ids), 'sample')}")
 
 
 def degenerate_notes(card: Scorecard) -> list[str]:
@@ -492,7 +500,8 @@ def degenerate_notes(card: Scorecard) -> list[str]:
                 single.setdefault(reason, []).append(name)
     for reason, names in single.items():
         shown = ", ".join(names[:_SHOWN]) + (f", ... {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
-        notes.append(f"{len(names)} single-value metric(s) are degenerate ({reason}): {shown}")
+        are = "is" if len(names) == 1 else "are"
+        notes.append(f"{counted(len(names), 'single-value metric')} {are} degenerate ({reason}): {shown}")
     return notes
 
 
@@ -537,8 +546,8 @@ def _status(counts: Mapping[str, tuple[int, int, int, int]]) -> tuple[str, list[
     return ("partial" if reasons else "complete"), reasons
 
 
-@announced(lambda **kw: f"scorecard: {len(kw['metrics'])} metric(s) with 95% intervals over "
-                        f"{len(kw['records'])} record(s)")
+@announced(lambda **kw: f"scorecard: {counted(len(kw['metrics']), 'metric')} with 95% intervals over "
+                        f"{counted(len(kw['records']), 'record')}")
 def build_scorecard(*, recipe: str, recipe_version: str, checkpoint: str, mode: str,
                     metrics: Sequence[MetricSpec], records: Sequence[Any], n_expected: int,
                     provenance: Mapping[str, Any], config: Mapping[str, Any],

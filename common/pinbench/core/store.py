@@ -61,6 +61,7 @@ from typing import Any, Protocol
 from pinbench.core.files import (
     FileError,
     FileState,
+    counted,
     creation_mode,
     loads_finite_json,
     not_regular,
@@ -686,14 +687,14 @@ def pin_problems(folder: Path, log: str, data: bytes, pinned: LogPin | None) -> 
     path = folder / log
     if pinned is None:
         lines = data.count(b"\n")
-        return [f"{path}: a log the finish did not pin (written after it; {lines} line(s))"]
+        return [f"{path}: a log the finish did not pin (written after it; {counted(lines, 'line')})"]
     problems = []
     if len(data) < pinned.bytes:
         problems.append(f"{path}: {pinned.bytes - len(data)} bytes shorter than the finish left it ({pinned.lines} "
                         "lines): cut or edited after it")
     elif hashlib.sha256(data[:pinned.bytes]).hexdigest() != pinned.sha256:
-        problems.append(f"{path}: changed after the finish within its first {pinned.lines} line(s) (their SHA-256 "
-                        "is not the one the scorecard pins)")
+        problems.append(f"{path}: changed after the finish within its first {counted(pinned.lines, 'line')} "
+                        "(their SHA-256 is not the one the scorecard pins)")
     if len(data) > pinned.bytes:
         after = [(n, line) for n, line, _ in log_lines(data)][pinned.lines:]
         for number, line in after[:3]:
@@ -701,7 +702,7 @@ def pin_problems(folder: Path, log: str, data: bytes, pinned: LogPin | None) -> 
             problems.append(f"{path}:{number}: appended after the finish"
                             + (f" (a record of sample {named!r})" if named is not None else ""))
         if len(after) > 3:
-            problems.append(f"{path}: ... and {len(after) - 3} more line(s) appended after the finish")
+            problems.append(f"{path}: ... and {counted(len(after) - 3, 'more line')} appended after the finish")
     return problems
 
 

@@ -146,8 +146,8 @@ def hf_finding(name: str, pin: HFPin) -> Finding:
     except (UnresolvedPinError, NotFetchedError, PinMismatchError) as exc:
         return problem("cache", str(exc), subject)
     hashed = sum(1 for v in pin.sha256.values() if v)
-    return ok("cache", f"{name}: {pin.label} in {root}" + (f", {hashed} file(s) sha256 verified" if hashed else ""),
-              subject)
+    verified = f", {counted(hashed, 'file')} sha256 verified" if hashed else ""
+    return ok("cache", f"{name}: {pin.label} in {root}{verified}", subject)
 
 
 def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Finding]:

@@ -45,6 +45,7 @@ from pinbench.core.files import (
     atomic_path,
     blocking_parent,
     clipped,
+    counted,
     fitting_name,
     loads_finite_json,
     read_data_file,
@@ -643,7 +644,7 @@ def unasked_lines(folder: Path, asked: Sequence[Request]) -> list[str]:
                      and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     more = len(unasked) - UNASKED_SHOWN
     return ([f"{path}: no request names it, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
-            + ([f"... and {more} more file(s) no request names"] if more > 0 else []))
+            + ([f"... and {counted(more, 'more file')} no request names"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step
@@ -986,7 +987,7 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
             failures[request.id] = _invalid(request, path, problems)
     if failures:
         sid, why = next(iter(failures.items()))
-        print(f"generate: {len(failures)} sample(s) without the rollout their requests ask for, failed "
+        print(f"generate: {counted(len(failures), 'sample')} without the rollout their requests ask for, failed "
               f"(e.g. {sid}: {why})", file=sys.stderr, flush=True)
     return failures
 

@@ -184,7 +184,7 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], 
     own = {m.index: m for m in manifests}  # later (newer) manifests of a shard win
     for manifest in own.values():   # else the per-shard counts add up to another number of tasks than the run's
         if len(manifest.sample_ids) != len(newest.sample_ids):
-            raise ValueError(f"{manifest.path}: lists {len(manifest.sample_ids)} task(s), {newest.path} "
+            raise ValueError(f"{manifest.path}: lists {counted(len(manifest.sample_ids), 'task')}, {newest.path} "
                              f"{len(newest.sample_ids)}: the shards of one run disagree on its tasks (a manifest "
                              "edited or left from another run); run that shard again")
     shards = [ShardStatus(i, count) for i in sorted({*range(min(count, len(newest.sample_ids))), *own})]
@@ -397,7 +397,7 @@ def render(status: RunStatus) -> str:
     sub = status.submission
     if sub is not None:
         lines.append(f"recipe     {sub.recipe} {sub.recipe_version}, checkpoint {sub.checkpoint} ({sub.mode}), "
-                     f"{sub.shards} shard(s), container {sub.container}")
+                     f"{counted(sub.shards, 'shard')}, container {sub.container}")
         jobs = ", ".join(f"{j['phase']} = job {j['job_id']}" for j in sub.jobs)
         lines.append(f"submitted  {sub.submitted}: {jobs}")
     tasks = "? tasks" if status.n_tasks is None else counted(status.n_tasks, "task")
@@ -420,8 +420,9 @@ def render(status: RunStatus) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
     if status.n_shards > len(status.shards):
-        lines.append(f"{status.n_shards - len(status.shards)} other shard(s) of {status.n_shards} own no task and "
-                     "have not started")
+        idle = status.n_shards - len(status.shards)
+        lines.append(f"{counted(idle, 'other shard')} of {status.n_shards} {'owns' if idle == 1 else 'own'} no task "
+                     f"and {'has' if idle == 1 else 'have'} not started")
     if status.slurm_note:
         lines.append(status.slurm_note)
     for job in status.stuck:

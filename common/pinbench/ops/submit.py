@@ -25,7 +25,7 @@ from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
-from pinbench.core.files import cache_root, loads_json, read_data_file, sha256_file, write_atomic
+from pinbench.core.files import cache_root, counted, loads_json, read_data_file, sha256_file, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
@@ -500,8 +500,8 @@ def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], 
             command: list[str], status: str) -> str:
     recipe, cfg, phase = job.recipe, job.cfg, job.phase
     last = number == len(phases)
-    what = (f"a job array of {request.shards} task(s); task I runs shard I/{request.shards} (task i of the run "
-            f"belongs to shard i mod {request.shards})") if phase.sharded else "one job over every task"
+    what = (f"a job array of {counted(request.shards, 'task')}; task I runs shard I/{request.shards} (task i of the "
+            f"run belongs to shard i mod {request.shards})") if phase.sharded else "one job over every task"
     after = "" if number == 1 else f"; starts when {phases[number - 2].name} has ended, whatever its outcome"
     header = [
         "#!/bin/bash",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from pinbench.core.files import counted
 from pinbench.core.progress import LOG_EVERY_S, Progress
 from pinbench.core.provenance import redact
 
@@ -42,7 +43,7 @@ def print_tails(logs: Sequence[Path], stream: IO[str] | None = None, n: int = TA
     out = stream or sys.stderr
     for log in logs:
         lines = tail(log, n)
-        print(f"---- last {len(lines)} line(s) of {log} ----", file=out)
+        print(f"---- last {counted(len(lines), 'line')} of {log} ----", file=out)
         for line in lines:
             print(redact(line), file=out)
     out.flush()

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord, derived_problems
-from pinbench.core.files import read_regular_bytes
+from pinbench.core.files import counted, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.provenance import config_differences, differences
@@ -227,8 +227,8 @@ def _compare_metric(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Ru
     if ma.group_by:
         regrouped = [i for i in matched if scored_a[i][1] != scored_b[i][1]]
         if regrouped:
-            problems.append(f"{name}: {len(regrouped)} sample(s) are in different {ma.group_by} groups in the "
-                            f"two runs (e.g. {regrouped[0]}); they are left out")
+            problems.append(f"{name}: {counted(len(regrouped), 'sample')} {'is' if len(regrouped) == 1 else 'are'} in "
+                            f"different {ma.group_by} groups in the two runs (e.g. {regrouped[0]}); they are left out")
             left_out = set(regrouped)
             matched = [i for i in matched if i not in left_out]
     matched_set = set(matched)
@@ -394,9 +394,9 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
             undercovers.setdefault(row.difference.interval.note or "", []).append(row.name)
         if row.verdict == "worse" or (row.verdict == "better" and fail_on == "any"):
             code = max(code, EXIT_DIFFERENT)
-    notes += [f"not judged, {len(names)} metric(s) ({reason}): {', '.join(names)}" for reason, names in
+    notes += [f"not judged, {counted(len(names), 'metric')} ({reason}): {', '.join(names)}" for reason, names in
               not_judged.items()]
-    notes += [f"judged on an interval that undercovers, {len(names)} metric(s) ({note}): {', '.join(names)}"
+    notes += [f"judged on an interval that undercovers, {counted(len(names), 'metric')} ({note}): {', '.join(names)}"
               for note, names in undercovers.items()]
     return Comparison(a, b, rows, problems, notes, code, fail_on, header)
 

@@ -490,7 +490,7 @@ def _deviation_figures(sec: _Section, rows: Sequence[Row]) -> list[dict[str, Any
         failing = sum(1 for row in members if row.status != "PASS")
         figures.append({"title": group or TOP_LEVEL, "anchor": _anchor(sec, group),
                         "svg": deviations_svg(points, f"{group or 'metrics'} against the reference"),
-                        "note": f"{len(members)} metric(s), {failing} not PASS"})
+                        "note": f"{counted(len(members), 'metric')}, {failing} not PASS"})
     return figures
 
 
@@ -587,9 +587,8 @@ def _failures(card: Scorecard) -> tuple[list[dict[str, str]], list[str]]:
     for name, m in metrics.items():
         for sample_id in m.missing or ():
             grouped.setdefault((sample_id, "missing: no record for this sample"), []).append(name)
-    unnamed = [f"{name}: {m.n_missing - len(m.missing or ())} sample(s) have no record "
-               "(never run, or scored in another shard)"
-               for name, m in metrics.items() if m.n_missing - len(m.missing or ()) > 0]
+    unnamed = [f"{name}: {counted(n, 'sample')} {'has' if n == 1 else 'have'} no record (never run, or scored in "
+               "another shard)" for name, m in metrics.items() if (n := m.n_missing - len(m.missing or ())) > 0]
     rows = [{"sample_id": sample_id, "error": error,
              "metrics": f"all {len(names)}" if len(names) == len(metrics) > 1 else ", ".join(names)}
             for (sample_id, error), names in grouped.items()]
@@ -726,25 +725,30 @@ def _environment() -> Any:
     env = Environment(loader=PackageLoader("pinbench.results", "templates"), autoescape=True, finalize=finalize,
                       undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["num"] = _num
+    env.filters["counted"] = counted
     env.filters["breakable"] = _breakable
     return env
 
 
-def claim_report_folder(out_dir: Path, scorecards: Sequence[Path]) -> None:
-    """The folder a user names for a report of ``scorecards`` (``report --out``, ``compare --report``): new, empty,
-    or an earlier report (its mark, or a report page from before the mark, such as a run's own report/). Why: a
-    report replaces index.html and deletes every PNG of figures/ it did not draw; a folder of the user's lost both,
-    silently. A run's own report/ is that run's page alone: ``pinbench report RUN1 RUN2 --out RUN1/report`` replaced
-    it with theirs, and ``pinbench check RUN1`` still found RUN1 consistent; refused, where a report of RUN1 alone
-    (the very page) is written."""
+def claim_report_folder(out_dir: Path, scorecards: Sequence[Path], *, view: bool = False) -> None:
+    """The folder a user names for a report of ``scorecards`` (``report --out``, ``compare --report``; ``view``:
+    with its view folder): new, empty, or an earlier report (its mark, or a report page from before the mark, such
+    as a run's own report/). Why: a report replaces index.html and deletes every PNG of figures/ it did not draw; a
+    folder of the user's lost both, silently. A run's own report/ is that run's page alone, without a view folder:
+    ``pinbench report RUN1 RUN2 --out RUN1/report`` replaced it with theirs, and ``pinbench check RUN1`` still found
+    RUN1 consistent; ``report RUN1 --view --out RUN1/report`` put view/ into the run directory, which a run has
+    not; both refused, where a report of RUN1 alone without --view (the very page) is written."""
     from pinbench.core.run import REPORT
     from pinbench.core.rundir import run_marker
 
     real = Path(os.path.realpath(out_dir))
-    if real.name == REPORT.parent.name and run_marker(real.parent) is not None and (
-            [os.path.realpath(card) for card in scorecards] != [str(real.parent / "scorecard.json")]):
-        raise FileError(out_dir, f"the report page of the run in {real.parent}, which this report of "
-                                 f"{counted(len(scorecards), 'run')} would replace; name another folder")
+    if real.name == REPORT.parent.name and run_marker(real.parent) is not None:
+        if [os.path.realpath(card) for card in scorecards] != [str(real.parent / "scorecard.json")]:
+            raise FileError(out_dir, f"the report page of the run in {real.parent}, which this report of "
+                                     f"{counted(len(scorecards), 'run')} would replace; name another folder")
+        if view:
+            raise FileError(out_dir, f"the report page of the run in {real.parent}, which has no view folder: "
+                                     "drop --view, or name another folder for a report with one")
     claim_output_folder(out_dir, REPORT_MARK, "report", "index.html and figures/", folders=(FIGURES_DIR,),
                         earlier=lambda folder: _FOOTER in (read_regular_text(folder / "index.html") or ""))
 

@@ -25,6 +25,8 @@ from html import escape
 import numpy as np
 from markupsafe import Markup
 
+from pinbench.core.files import counted
+
 LABEL_PX = 12
 TICK_PX = 11
 CHAR_PX = 7.0  # a generous average advance of LABEL_PX system-ui text, to size the label column
@@ -214,7 +216,7 @@ def histogram_svg(panel: Distribution, title: str) -> Markup:
             h = count / tallest * plot_h
             body.append(f'<rect x="{_n(x(a) + 0.5)}" y="{_n(top + plot_h - h)}" '
                         f'width="{_n(max(x(b) - x(a) - 1, 1))}" height="{_n(h)}" fill="#8c959f">'
-                        f"<title>{count} sample(s) in [{a:.4g}, {b:.4g}]</title></rect>")
+                        f"<title>{counted(count, 'sample')} in [{a:.4g}, {b:.4g}]</title></rect>")
     if panel.interval is not None:
         body.append(f'<rect x="{_n(x(panel.interval[0]))}" y="{_n(top)}" '
                     f'width="{_n(max(x(panel.interval[1]) - x(panel.interval[0]), 1))}" height="{_n(plot_h)}" '

@@ -200,11 +200,11 @@ def test_upstream_view_keeps_nonfinite_rows_as_upstream_does(tmp_path: Path) -> 
     # labels 1 0 1 0, scores 1.0 1.0 -1e10 .2: AP = 1/2 * 1/2 + 1/2 * 2/4 = 0.5; AUC = (.5 + 1 + 0 + 0) / 4 = 0.375
     # (without the row: labels 1 0 0, scores 1.0 1.0 .2 -> AUC 0.75 over 3)
     assert by_id["binary_split__Pan_Left"].error.endswith(
-        "Upstream keeps the 1 non-finite score(s) ranked at -1e10 and would report AP 0.5000, AUC 0.3750 over 4")
+        "Upstream keeps the 1 non-finite score ranked at -1e10 and would report AP 0.5000, AUC 0.3750 over 4")
     # pair 1: NaN > 0.2 is false, so its pos question is wrong and its neg question right (1 of 2); pairs 2 and 3
     # give 0 and 1: question_acc (1 + 0 + 1) / 6 over 3 pairs (without the pair: 1/4 over 2)
     assert by_id["vqa_skill__motion_direction"].error.endswith(
-        "Upstream keeps the 1 pair(s) with non-finite scores as they are and would report question_acc 0.3333 "
+        "Upstream keeps the 1 pair with non-finite scores as they are and would report question_acc 0.3333 "
         "over 3 pairs")
 
 

@@ -147,7 +147,7 @@ def test_limit_takes_the_first_samples_of_every_group(tmp_path: Path) -> None:
     assert not any("degenerate" in p for p in check_run(out).problems)  # (a fixture run of 6 of its 20 samples)
     overall.pop("degenerate")  # a scorecard that no longer says so is not what its records give
     (out / "scorecard.json").write_text(json.dumps(card))
-    assert any("binary/overall_average_precision: 0 degenerate value(s) in the scorecard, 3 in the records" in p
+    assert any("binary/overall_average_precision: 0 degenerate values in the scorecard, 3 in the records" in p
                for p in check_run(out).problems)
 
 

@@ -57,7 +57,7 @@ def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mind-requests")
     result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "-o", "metrics=lcm", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "wrote 5 request(s)" in result.output and "context-actions" in result.output
+    assert "wrote 5 requests" in result.output and "context-actions" in result.output
     return out
 
 
@@ -203,7 +203,7 @@ def test_the_python_then_the_command_form_render_every_request_and_each_is_score
     rollouts = {r.id: _sha256(out / "rollouts" / r.output) for r in requests}
     checked = CliRunner().invoke(app, ["rollouts", "check", "mind", str(out / "rollouts"), "--requests",
                                        str(out / "generation" / "requests.jsonl")])
-    assert checked.exit_code == 0 and "3 of 3 rollout(s) are what their requests ask for" in checked.output
+    assert checked.exit_code == 0 and "3 of 3 rollouts are what their requests ask for" in checked.output
     scored = {sid: r.result for sid, r in load_records(out).items()}
 
     calls = tmp_path / "calls"

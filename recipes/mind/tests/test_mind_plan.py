@@ -41,9 +41,9 @@ def test_valid_layout_has_no_problem_and_a_plan(layout: Layout) -> None:
         "1st_data/mem_test/data-1", "1st_data/action_space_test/data-2", "1st_data/mirror_test/loop-1",
         "3rd_data/mem_test/data-3", "3rd_data/mirror_test/loop-1"]
     plan = "\n".join(pre.plan_lines())
-    assert "1st_data/mem_test: 1/1 sample(s) generated; 100 of 112 frame pairs scored" in plan
-    assert "1st_data/action_space_test: 1/1 sample(s) generated; 200 of 215 frame pairs scored" in plan
-    assert "1st_data/mirror_test: 1 director(ies), 2 rollout(s), 10 mirrored frame pairs" in plan
+    assert "1st_data/mem_test: 1/1 sample generated; 100 of 112 frame pairs scored" in plan
+    assert "1st_data/action_space_test: 1/1 sample generated; 200 of 215 frame pairs scored" in plan
+    assert "1st_data/mirror_test: 1 directory, 2 rollouts, 10 mirrored frame pairs" in plan
     # data-2 ships no images.txt: ViPE will write one into the run's GT copy
     assert any("data-2/images.txt: 0 of 97 poses" in note for note in pre.notes)
 
@@ -291,7 +291,7 @@ def test_gt_only_plan_does_not_call_everything_missing(layout: Layout) -> None:
     pre = make_plan(layout.gt_root, None, metrics=ALL_METRICS, video_max_time=None)
     assert pre.ok and pre.missing == []
     plan = "\n".join(pre.plan_lines())
-    assert "1st_data/mem_test: 1 sample(s); generated videos not checked" in plan and "counted failed" not in plan
+    assert "1st_data/mem_test: 1 sample; generated videos not checked" in plan and "counted failed" not in plan
 
 
 @pytest.mark.parametrize("where", ["gt", "generated", "mirror directory", "mirror rollout"])

@@ -61,7 +61,7 @@ def test_a_killed_invocation_with_reusable_scores_is_reused_kept_and_said(tmp_pa
     official = steps.run_official(tmp_path, pre, tasks, runtime=runtime, score=fake)
     assert fake.calls == [] and all(i.ok for i in official.samples.values())
     assert work.finished.is_file() and sorted(p.name for p in (tmp_path / "official").iterdir()) == ["run-001"]
-    assert (f"official: reused {len(tasks)} sample(s) from {work.root}, an invocation killed before it ended; kept "
+    assert (f"official: reused {len(tasks)} samples from {work.root}, an invocation killed before it ended; kept "
             "as their source") in capsys.readouterr().err
 
 

@@ -194,7 +194,7 @@ def test_the_python_then_the_command_form_make_the_same_rollouts_and_scores(aske
                                  .encode()).hexdigest())
     checked = CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(out / "rollouts"), "--requests",
                                        str(out / "generation" / "requests.jsonl")])
-    assert checked.exit_code == 0 and "8 of 8 rollout(s) are what their requests ask for" in checked.output
+    assert checked.exit_code == 0 and "8 of 8 rollouts are what their requests ask for" in checked.output
 
 
 HALF = '''

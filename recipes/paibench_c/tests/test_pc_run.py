@@ -149,6 +149,11 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert dataset_input["state"] == "resolved" and RESOLVED_NOTE in dataset_input["reason"]
     assert dataset_input["revision"] == DATASET_REV
     assert card["provenance"]["pins"]["resolved_at_run_time"]["huggingface.dataset.revision"]["value"] == DATASET_REV
+    # the pins the run read: Cosmos3-Nano (its checkpoint) through cosmos-framework, never Cosmos3-Super
+    pins = card["provenance"]["pins"]
+    assert (sorted(pins["upstream"]), sorted(pins["huggingface"])) == (
+        ["cosmos_framework", "evaluator"], ["cosmos3_nano", "dataset", "grounding_dino_tiny"])
+    assert sorted(pins["urls"]) == ["dover", "sam2_hiera_large", "tasks_json", "video_depth_anything_small"]
     gt = card["provenance"]["extra"]["gt_cache"]
     assert gt["n_files"] == 2 * N_TASKS and gt["computed_in"] == ["edge", "seg"]
     for name, check in card["extra"]["cross_check"].items():
@@ -167,6 +172,20 @@ def test_full_procedure_then_resume_without_recomputing(world: dict) -> None:
     assert (cfg.out_dir / "rollouts" / "edge" / "raw" / "invocations.jsonl").read_text().splitlines() == invocations
     card2 = json.loads(again.scorecard_path.read_text())
     assert {k: v["value"] for k, v in card2["metrics"].items()} == {k: v["value"] for k, v in card["metrics"].items()}
+
+
+def test_a_run_of_a_generators_rollouts_records_neither_cosmos3_nor_its_framework(world: dict) -> None:
+    """Before: every pin of pins.yaml, both Cosmos3 checkpoints and cosmos-framework, though --generator made the
+    rollouts."""
+    cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=world["tmp"] / "static", limit=1, gpus=1,
+                                          options={"modalities": "edge", "native": "false"}, env={},
+                                          generator="static")
+    outcome = run_recipe(cfg)
+    assert outcome.exit_code == 0, outcome.message
+    provenance = json.loads(outcome.scorecard_path.read_text())["provenance"]
+    assert (sorted(provenance["pins"]["upstream"]), sorted(provenance["pins"]["huggingface"])) == (
+        ["evaluator"], ["dataset", "grounding_dino_tiny"])
+    assert not {"upstream/cosmos_framework", "huggingface/cosmos3_nano"} & set(provenance["inputs"])
 
 
 def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,9 +243,10 @@ def test_a_run_whose_metrics_failed_for_every_task_does_not_call_its_samples_ok(
     assert card["samples"]["n_ok"] == N_TASKS and outcome.exit_code != 0
     failing = len([m for m in card["metrics"].values() if m["n_failed"]])
     said = capsys.readouterr().out.splitlines()
-    assert f"status     {card['status']} ({N_TASKS}/{N_TASKS} samples stored, 0 failed, 0 missing, but {failing} " \
-           f"metric(s) failed for {N_TASKS} sample(s))" in said, said
-    assert f"failed: {N_TASKS} sample(s) in {failing} metric(s); full list: {outcome.scorecard_path.parent}" \
+    assert failing == 1
+    assert f"status     {card['status']} ({N_TASKS}/{N_TASKS} samples stored, 0 failed, 0 missing, but 1 " \
+           f"metric failed for {N_TASKS} samples)" in said, said
+    assert f"failed: {N_TASKS} samples in 1 metric; full list: {outcome.scorecard_path.parent}" \
            "/failures.tsv" in said
 
 
@@ -236,7 +256,7 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
-    assert any(p.startswith("1 rollout(s) not generated (e.g. edge.task_0002: GenerationError: edge: cosmos-framework")
+    assert any(p.startswith("1 rollout not generated (e.g. edge.task_0002: GenerationError: edge: cosmos-framework")
                for p in card["extra"]["problems"])
     record = load_records(world["tmp"] / "genfail")["task_0002"]   # its only rollout not made: a failed sample
     assert record.status == "failed" and card["samples"]["n_failed"] == 1

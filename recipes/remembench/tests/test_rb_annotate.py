@@ -550,8 +550,8 @@ def test_agreement_prints_frame_differences_without_videos(tmp_path: Path, capsy
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("s")}
     assert rows["s1"] == ["40", "40", "+0", "300", "300", "+0"] and rows["s2"] == ["40", "43", "+3", "310", "290",
                                                                                     "-20"]
-    assert "departure: same frame in 1 of 2 scene(s), |B - A| median 1.5, max 3" in text
-    assert "revisit:   same frame in 1 of 2 scene(s), |B - A| median 10, max 20" in text
+    assert "departure: same frame in 1 of 2 scenes, |B - A| median 1.5, max 3" in text
+    assert "revisit:   same frame in 1 of 2 scenes, |B - A| median 10, max 20" in text
     assert "only in A (1): s3" in text and "only in B (1): s4" in text and "give --videos" in text
     assert annotate_main(["--agreement", str(a), str(a)]) == 0
 
@@ -596,7 +596,7 @@ def test_agreement_scores_each_pair_as_the_scorer_does(built_fixture, fixture_sc
     assert float(rows["t2v-001"][8]) == pytest.approx(expected["clip"], abs=5e-5)
     assert float(rows["t2v-001"][11]) == pytest.approx(expected["lpips_alex"], abs=5e-5)
     medians = [line for line in text.splitlines() if line.startswith("median clip")]
-    assert medians and "over the 3 scene(s) scored with both" in medians[0]
+    assert medians and "over the 3 scenes scored with both" in medians[0]
 
 
 # ------------------------------------------------------------------------------------------ the command

@@ -225,7 +225,7 @@ def test_the_paper_departure_is_prefilled_labelled_and_editable(built_fixture, t
                                  for m in ("Base", "MosaiChunk")])
     out = tmp_path / "pairs.json"
     with annotation_page(root, out, "--paper-backbone") as server:
-        assert "prefilled 3 departure frame(s) from the dataset" in "".join(server.stdout)
+        assert "prefilled 3 departure frames from the dataset" in "".join(server.stdout)
         page = PageDriver(browser, server.url)
         assert page.text("departure-frame") == "40"
         assert page.attribute("departure-source", "data-source") == "dataset"

@@ -38,7 +38,7 @@ def test_no_rollouts_stop_the_run_and_a_broken_one_is_named(tmp_path: Path, monk
     (videos / "t2v-001").mkdir()   # a second rollout of one sample: the run would fail it, the doctor says so first
     shutil.copy(fx.videos / "t2v-002.mp4", videos / "t2v-001/rollout.mp4")
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs" and not f.ok]
-    assert inputs == [f"1 sample(s) have two rollouts under {videos} (<id>.mp4 and <id>/rollout.mp4), and each "
+    assert inputs == [f"1 sample has two rollouts under {videos} (<id>.mp4 and <id>/rollout.mp4), and each "
                       "would fail: t2v-001"]
 
 

@@ -83,7 +83,7 @@ def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rb-requests")
     result = CliRunner().invoke(app, ["requests", "remembench", "--fixture", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "wrote 7 request(s)" in result.output
+    assert "wrote 7 requests" in result.output
     return out
 
 
@@ -182,7 +182,7 @@ def test_the_python_then_the_command_form_render_every_request_and_each_is_score
         assert result["seed"] == seeds[request.id] and result["request"] == request.digest
     checked = CliRunner().invoke(app, ["rollouts", "check", "remembench", str(out / "rollouts"), "--requests",
                                        str(asked / "requests.jsonl")])
-    assert checked.exit_code == 0 and "7 of 7 rollout(s) are what their requests ask for" in checked.output
+    assert checked.exit_code == 0 and "7 of 7 rollouts are what their requests ask for" in checked.output
     scored = load_records(out)
 
     calls = tmp_path / "calls"

@@ -83,7 +83,7 @@ def test_a_rollout_at_another_resolution_is_scored_as_upstream_and_flagged(score
     records = [SampleRecord("scene", "ok", result, None, "0" * 64, 0.0),
                SampleRecord("other", "ok", scorer(_task(rollout)), None, "0" * 64, 0.0)]
     (warning,) = _size_warnings(records)
-    assert warning.startswith("1 rollout(s) are not at their split's resolution (e.g. scene: 64x48, the split "
+    assert warning.startswith("1 rollout is not at their split's resolution (e.g. scene: 64x48, the split "
                               "has 1376x768)")
     assert _size_warnings(records[1:]) == []
 

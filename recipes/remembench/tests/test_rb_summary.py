@@ -170,6 +170,9 @@ def test_reference_pairs_run_passes_against_the_paper_table(tmp_path):
     # until it has run on the real release files, the reproduction says it is unverified, and where
     assert card["provenance"]["extra"]["summary_reproduction"]["state"] == "unverified"
     assert "UNVERIFIED" in outcome.message and any(w.startswith("UNVERIFIED") for w in card["extra"]["warnings"])
+    # medians of published numbers: the release and the paper's code, no model's pins (every one was recorded)
+    pins = card["provenance"]["pins"]
+    assert (list(pins["upstream"]), list(pins["huggingface"]), pins["urls"]) == (["mosaichunk"], ["dataset"], {})
 
 
 def test_reference_pairs_run_fails_when_the_summary_differs(tmp_path):
