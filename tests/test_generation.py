@@ -178,7 +178,7 @@ def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not
     runner = CliRunner()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder),
                                      "--requests", str(tmp_path / "my-requests")])
-    assert result.exit_code == 0 and result.output == "1 of 1 rollout(s) are what their requests ask for\n", \
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what their requests ask for\n", \
         result.output
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(tmp_path / "rollout"),
                                      "--requests", str(tmp_path / "my-requests")])
