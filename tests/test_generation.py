@@ -1345,7 +1345,7 @@ class Described:
     def signature(self):
         if self.mode == "raises":
             raise RuntimeError("weights not found")
-        settings = {"set": {"a": {1}}, "nan": {"a": math.nan}}.get(self.mode, {})
+        settings = {"set": {"a": {1}}, "nan": {"a": math.nan}, "factory": {"factory": "euler"}}.get(self.mode, {})
         return {"model": "m"} if self.mode == "dict" else Signature("m", "w", settings)
 
     def generate(self, request, out):
@@ -1363,12 +1363,15 @@ def make(mode):
     ("dict", "signature() gave {'model': 'm'}, not a Signature(model: str, weights: str, settings: a mapping)"),
     ("kinds", "capabilities Capabilities(kinds=frozenset({1}), "),
     ("raises", "RuntimeError: weights not found (traceback: "),
+    ("factory", "its signature() settings hold 'factory', which the run sets itself (its -g options, module "
+                "digests and factory): name that setting otherwise"),
 ])
 def test_a_generator_that_describes_itself_wrongly_is_named_in_one_line(
         mode: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A signature() that is no Signature, holds a set or NaN, raises, or capabilities of kinds that are no strings:
     the run ended in a bare 'TypeError: ...', 'Out of range float values are not JSON compliant' or a traceback,
-    naming no generator."""
+    naming no generator. Settings under a key the run sets (``factory``) lost their value to the run's, and two
+    generators that differed there alone shared their rollouts."""
     from pinbench.ops.generation import Worker
 
     (tmp_path / "described.py").write_text(DESCRIBED)

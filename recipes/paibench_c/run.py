@@ -84,7 +84,9 @@ def run(run: Run) -> RunOutcome:
                                    digests=digests, frames=min_frames,
                                    size=fixture.PRED_SIZE[::-1] if cfg.fixture else None)
         rollouts = run.generate(asked, default=partial(own_generator, run, pins, inputs))
-        problems = [] if pins is None or run.generates else record_tokenizer(run, pins, rollouts)
+        # who made them: with --skip-generation the earlier run that stored them, a --generator's say, not Cosmos3
+        own_made = run.generation is not None and run.generation.generator == run.recipe.own_generator
+        problems = [] if pins is None or not own_made else record_tokenizer(run, pins, rollouts)
         if run.generation_failures:
             sid, why = next(iter(run.generation_failures.items()))
             problems.append(f"{counted(len(run.generation_failures), 'rollout')} not generated (e.g. {sid}: {why})")
@@ -150,8 +152,8 @@ def run(run: Run) -> RunOutcome:
     seeds = {"fixture": fixture.SEED} if pins is None else {
         "generation": sorted({t.seed for t in inputs.tasks}),
         "evaluator": "DOVER and SAM2 point sampling seeded by the fork"}
-    recorded = None if pins is None else pins_for_provenance(
-        pins, run_pins(pins, cfg.checkpoint, own_generator=not run.generates))
+    recorded = None if pins is None else pins_for_provenance(pins, run_pins(pins, cfg.checkpoint,
+                                                                           own_generator=own_made))
     outcome = run.finish(specs, records, pins=recorded, seeds=seeds, extra=extra, provenance=provenance_extra)
     # Reported, not a failure: the evaluator's numbers are the benchmark's; a disagreement points at a
     # decoder or library difference worth a look (README, "Native cross-check").

@@ -561,6 +561,11 @@ def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
             and isinstance(signature.weights, str) and isinstance(signature.settings, Mapping)):
         raise RecipeError(f"generator {named}: signature() gave {clipped(repr(signature), 80)}, not a "
                           "Signature(model: str, weights: str, settings: a mapping)")
+    if taken := [key for key in (OPTIONS_KEY, SOURCE_KEY, FACTORY_KEY) if key in signature.settings]:
+        # the run sets these keys (with_options, with_source, with_factory): its value replaced the generator's, and
+        # two generators that differed there alone (settings {"factory": "euler"} or "heun") shared their rollouts
+        raise RecipeError(f"generator {named}: its signature() settings hold {', '.join(map(repr, taken))}, which the "
+                          "run sets itself (its -g options, module digests and factory): name that setting otherwise")
     if not (all(isinstance(k, str) for k in (*caps.kinds, *caps.conditioning))
             and isinstance(caps.prompt_schedule, bool) and (caps.max_frames is None or type(caps.max_frames) is int)):
         raise RecipeError(f"generator {named}: capabilities {clipped(repr(caps), 120)}: kinds and conditioning must "

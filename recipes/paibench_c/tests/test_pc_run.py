@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from pinbench.ops.launch import run_recipe
 from pinbench.ops.machine_pins import RESOLVED_NOTE, MachinePins, machine_pins_path
 from pinbench.ops.status import render, run_status
 from pinbench_recipes.paibench_c.evaluate import REVISION_STAMP, WEIGHT_PATHS
+from pinbench_recipes.paibench_c.generate import SOURCES_FILE
 from pinbench_recipes.paibench_c.tests.conftest import clip
 
 DATASET_REV, NANO_REV, DINO_REV = "a" * 40, "b" * 40, "c" * 40
@@ -393,3 +395,19 @@ def test_the_devices_of_gpus_are_those_every_recipe_reads(tmp_path: Path, monkey
             gpu_ids(cfg)
     else:
         assert gpu_ids(cfg) == devices
+
+
+def test_a_scoring_run_of_rollouts_a_generator_stored_records_neither_cosmos3_nor_its_framework(world: dict) -> None:
+    """--skip-generation without --generator scores the rollouts an earlier --generator run stored: its scorecard
+    recorded Cosmos3-Nano and cosmos-framework, which made none of them (the run has no --generator of its own),
+    and kept a record of the tokenizer cosmos-framework used (generation_sources.json) for rollouts it never made."""
+    config = partial(get_recipe("paibench-c").config, "Cosmos3-Nano", out_dir=world["tmp"] / "later", limit=1, gpus=1,
+                     options={"modalities": "edge", "native": "false"}, env={})
+    assert run_recipe(config(generator="static", skip_scoring=True)).exit_code == 0
+    outcome = run_recipe(config(skip_generation=True))
+    assert outcome.exit_code == 0, outcome.message
+    provenance = json.loads(outcome.scorecard_path.read_text())["provenance"]
+    assert provenance["extra"]["generation"]["generator"] == "static"
+    assert (sorted(provenance["pins"]["upstream"]), sorted(provenance["pins"]["huggingface"])) == (
+        ["evaluator"], ["dataset", "grounding_dino_tiny"])
+    assert not (world["tmp"] / "later" / SOURCES_FILE).exists()
