@@ -17,7 +17,7 @@ import pytest
 
 from pinbench.core import files
 from pinbench.core.config import RunConfig
-from pinbench.core.files import atomic_path, exclusive, loads_finite_json, write_atomic
+from pinbench.core.files import atomic_path, exclusive, loads_finite_json, system_path, write_atomic
 from pinbench.core.rundir import LOCK_DIR, claim_run_dir
 
 
@@ -469,3 +469,27 @@ def test_a_file_of_the_longest_name_is_written_atomically(tmp_path: Path) -> Non
         tmp.write_bytes(b"y")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
     assert (tmp_path / names[1]).read_bytes() == b"y"
+
+
+def test_a_file_under_a_symlink_then_dotdot_is_written_where_the_system_puts_it(tmp_path: Path) -> None:
+    """``lnk/../x`` is the folder above the symlink's target for the system, but mkstemp names its file by
+    ``os.path.abspath``, which drops ``lnk/..``: ``pinbench run --out lnk/../x`` failed with "No such file or
+    directory" on its first temporary file."""
+    (tmp_path / "deep" / "a").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "deep" / "a")
+    target = tmp_path / "lnk" / ".." / "x" / "f.txt"
+    assert write_atomic(target, "x").read_text() == "x"
+    assert (tmp_path / "deep" / "x" / "f.txt").read_text() == "x" and not (tmp_path / "x").exists()
+
+
+def test_a_run_directory_under_a_symlink_then_dotdot_is_where_the_system_puts_it(tmp_path: Path) -> None:
+    """``--out lnk/../x``: the run's folder is made where the system puts it (beside the symlink's target), and every
+    file the run names is there; ``os.path.abspath`` (mkstemp's, a lock's) looked for them beside the symlink."""
+    from pinbench.core.recipe import get_recipe
+
+    (tmp_path / "deep" / "a").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "deep" / "a")
+    assert system_path(tmp_path / "lnk" / ".." / "x") == tmp_path / "deep" / "x"
+    assert system_path(tmp_path / "lnk" / "x") == tmp_path / "lnk" / "x"   # no "..": as given, the symlink kept
+    cfg = get_recipe("dynamic-degree").config(fixture=True, out_dir=tmp_path / "lnk" / ".." / "x")
+    assert cfg.out_dir == tmp_path / "deep" / "x"

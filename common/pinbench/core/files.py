@@ -388,7 +388,9 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     affixes = len(f"..XXXXXXXX.tmp{suffix}".encode("utf-8", "surrogateescape"))   # mkstemp's 8 random letters
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{fitting_name(path.name, affixes)}.",
+    # the folder as the system reads it: mkstemp names its file by os.path.abspath, which drops "lnk/.." (a symlink
+    # then ..) where the system goes to the symlink target's parent, and the file it made was then not found
+    fd, name = tempfile.mkstemp(dir=os.path.realpath(path.parent), prefix=f".{fitting_name(path.name, affixes)}.",
                                 suffix=f".tmp{suffix}")
     try:
         os.fchmod(fd, creation_mode())
@@ -406,6 +408,18 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def system_path(path: Path) -> Path:
+    """``path`` as the system reads it where it holds ``..``: the part through its last ``..`` resolved, the rest as
+    given. Why: after a symlink, ``..`` is the parent of the symlink's target for the system, where
+    ``os.path.abspath`` and ``normpath`` (mkstemp's, a log's name) drop both: ``--out lnk/../x`` made its folder in
+    one place and looked for its files in another."""
+    parts = path.parts
+    if ".." not in parts:
+        return path
+    last = len(parts) - parts[::-1].index("..")
+    return Path(os.path.realpath(Path(*parts[:last]))).joinpath(*parts[last:])
 
 
 def write_atomic(path: Path | str, data: str | bytes) -> Path:

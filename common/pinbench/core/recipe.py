@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, check_checkpoint_name
 from pinbench.core.deploy import DEFAULT_SCALE_OUT, DEFAULT_STAGES, ContainerStage, ScaleOutPhase
-from pinbench.core.files import FileError, read_yaml, tree_fingerprint
+from pinbench.core.files import FileError, read_yaml, system_path, tree_fingerprint
 from pinbench.core.findings import Finding
 from pinbench.core.generation import Generated
 from pinbench.core.imports import library_closure
@@ -327,7 +327,8 @@ class Recipe:
                                                     environ.get(IMAGE_DIGEST_ENV) or None,
                                                     installed_versions(self.numerics)),
             inputs=self.input_identity(parsed),
-            recipe=self.name, checkpoint=checkpoint, out_dir=out_dir or self.default_out_dir(checkpoint, mode),
+            recipe=self.name, checkpoint=checkpoint,
+            out_dir=system_path(out_dir) if out_dir else self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
             options=parsed.values, option_sources=parsed.sources, generator=generator,
