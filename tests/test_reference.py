@@ -223,8 +223,8 @@ def test_a_run_the_reference_does_not_apply_to_is_shown_beside_it_never_judged()
     result = diff_scorecard(smoke, ref(n_samples=600))
     assert result.exit_code == EXIT_MISMATCH
     assert result.problems == ["sample count mismatch: reference has n_samples=600, scorecard n_expected=3"]
-    assert [(row.metric, row.status, row.delta) for row in result.rows] == [("f1", "MISMATCH", pytest.approx(0.4)),
-                                                                            ("rmse", "MISSING", None)]
+    assert [(row.metric, row.status, row.delta, row.verdict) for row in result.rows] == [
+        ("f1", "MISMATCH", pytest.approx(0.4), ""), ("rmse", "MISSING", None, "")]
     assert result.notes[0] == ("the reference does not apply to this run (problems above): its values are shown "
                                "beside the run's, not judged; 1 reference metric without a value in this run (rmse)")
 

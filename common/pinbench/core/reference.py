@@ -302,7 +302,8 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
-            row.verdict = _verdict(row.delta, m.direction, m.value, measured, m.tolerance.bound(m.value))
+            row.verdict = _verdict(row.delta, m.direction, m.value, measured, m.tolerance.bound(m.value)) \
+                if applies else ""   # never judged: not "better" either
             row.reading, row.noise = noise_reading(row.delta, measured, row.interval, m.value, m.interval)
             if not applies:
                 row.status = "MISMATCH"
