@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -1317,6 +1318,73 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+FACTORIES = """
+import functools
+
+def make(crash_on="", *, seed):
+    return None
+
+class Crashy:
+    def __init__(self, crash_on=""):
+        pass
+
+class Inherited(Crashy):
+    pass
+
+def make_kw(**options):
+    return Crashy(**options)
+
+@functools.cache
+def cached(crash_on=""):
+    return None
+"""
+
+
+@pytest.mark.parametrize(("factory", "options", "said"), [
+    ("make", {"craash_on": "1", "seed": "0"}, "-g craash_on: not its option (it takes [crash_on=], seed=)"),
+    ("make", {}, "give -g seed= (it takes [crash_on=], seed=)"),
+    ("Crashy", {"craash_on": "1"}, "-g craash_on: not its option (it takes [crash_on=])"),
+    ("Crashy", {"crash_on": "1"}, None),
+    ("Inherited", {"craash_on": "1"}, None),   # its __init__ is elsewhere: the worker checks it
+    ("make_kw", {"craash_on": "1"}, None),   # **options: only the call can tell
+    ("cached", {"craash_on": "1"}, None),   # a decorator may change what it takes
+    ("absent", {"craash_on": "1"}, None),   # the worker's import names it
+], ids=["def", "def-missing", "class", "class-ok", "inherited", "kwargs", "decorated", "absent"])
+def test_a_misspelt_generator_option_is_named_before_the_run_starts(
+        factory: str, options: dict[str, str], said: str | None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-g craash_on=1`` for a factory taking ``crash_on`` was named by the worker, after the recipe's code was
+    imported and its data built (10-18 s), and the run had claimed --out: the factory's source, read without
+    importing it, refuses it at once, where the source says for certain what the factory takes."""
+    from pinbench.ops.generation import check_factory_source
+
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "__init__.py").write_text("raise RuntimeError('a package is not imported to read it')\n")
+    (tmp_path / "lab" / "adapter.py").write_text(FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if said is None:
+        check_factory_source(f"lab.adapter:{factory}", options, "mine")
+        return
+    with pytest.raises(RecipeError) as caught:
+        check_factory_source(f"lab.adapter:{factory}", options, "mine")
+    assert str(caught.value) == f"generator mine: {said}"
+    cfg = get_recipe("paibench-c").config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                          generator=f"python:lab.adapter:{factory}", generator_options=options)
+    with pytest.raises(RecipeError, match=f"^generator python:lab.adapter:{factory}: {re.escape(said)}$"):
+        run_recipe(cfg)
+    assert not (tmp_path / "run").exists()   # refused before the run claimed its folder
+
+
+def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:
+    """``--generator my-wrld-model`` was refused after the recipe's code was imported and its data built (10 s),
+    leaving pinbench-run.json, rollouts/ and generation/ in --out."""
+    cfg = get_recipe("paibench-c").config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                          generator="my-wrld-model")
+    with pytest.raises(RecipeError, match="^--generator my-wrld-model: not a known generator"):
+        run_recipe(cfg)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
     """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
     given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
@@ -1479,6 +1547,9 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
     assert "  by reason: 16 x ValueError: invalid rollout: <file>: 10 frames, the request asks 9" in said
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
+    # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)
+    ended = [line for line in said if line.startswith("paibench-c: 16 samples: 0 done, 0 reused, 16 failed (")]
+    assert len(ended) == 1 and ended[0].endswith(", ...); no rollout made: 16 failures stored, nothing to score")
 
 
 def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_path: Path) -> None:
