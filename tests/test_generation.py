@@ -1094,6 +1094,26 @@ def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_pat
     assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
                                             "--- generating 't2v-001' ---", "loading the model"]
 
+
+def test_starting_a_generator_is_announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Its process's imports and its model's load were silent in a log (CI: stderr to a file) until the first
+    rollout's line; with the notice delay at 0 every notice is said."""
+    from pinbench.ops.generation import Worker
+
+    (tmp_path / "chatty.py").write_text(_CHATTY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PINBENCH_NOTICE_S", "0")
+    log = tmp_path / "generator.log"
+    worker = Worker("chatty:make", {}, log)
+    try:
+        worker.start()
+    finally:
+        worker.stop()
+    said = capsys.readouterr().err.splitlines()
+    what = f"generate: starting generator chatty:make (its process imports it and makes it; log: {log})"
+    assert said[0] == f"{what} ..." and said[1].startswith(f"{what}: done in "), said
+
 _LEAKY = '''
 import os, sys
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature

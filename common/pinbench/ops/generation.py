@@ -70,6 +70,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.jsonfields import JsonBlock
+from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
@@ -521,7 +522,10 @@ class Worker:
             os.close(asked)
         self._ask_to = os.fdopen(ask, "wb")
         self._reply = os.fdopen(read, "r", encoding="utf-8")
-        described = self._answer(timeout_s=600.0, what="starting")
+        # its imports and its model's load: seconds to minutes, silent in a log before
+        with notice(f"generate: starting generator {self.named} (its process imports it and makes it; log: "
+                    f"{self.log})"):
+            described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
             self.stop()
             raise RecipeError(described["error"] + (f" (traceback: {self.log})" if described.get("logged") else ""))

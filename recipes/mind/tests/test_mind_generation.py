@@ -252,10 +252,16 @@ def test_the_replay_oracle_scores_lcm_mse_0_and_psnr_as_upstream_scores_identica
     assert np.array_equal(rollout, gt)   # frame 0 is GT frame mark_time, the last is the GT's last
 
 
-def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path: Path) -> None:
+def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capfd: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    outcome = _run(out, "static", asked)
+    monkeypatch.setenv("PINBENCH_NOTICE_S", "0")   # every notice said: a log (CI) was silent for their 20 s
+    outcome = _run(out, "static", asked, native="1")
     assert outcome.exit_code == 0, outcome.message
+    said = capfd.readouterr().err
+    for step in ("mind: official scores (the --fixture stand-in for process.py, or what an earlier invocation left)",
+                 "mind: native cross-check (LPIPS loaded, LCM and GSC recomputed)"):
+        assert f"{step} ...\n" in said and f"{step}: done in " in said, said
     card = _complete_for_every_request(out)
     assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
     # the folders inside the run directory, named from it: two runs do not "ran differently" by their own folders
