@@ -1395,6 +1395,25 @@ def test_a_misspelt_generator_option_is_named_before_the_run_starts(
     assert not (tmp_path / "run").exists()   # refused before the run claimed its folder
 
 
+def test_check_notes_the_partial_rollouts_a_killed_run_left(tmp_path: Path) -> None:
+    """A run killed while making rollouts leaves each hidden ``.<stem>.partial<suffix>`` in rollouts/ (a run killed
+    mid-rollout left one of 300 kB): pinbench check said nothing of them, though they take disk. A rerun that makes
+    the rollout removes it (seen); a note says how many and their size."""
+    from pinbench.core.check import check_run
+    from pinbench.ops.generation import _partial
+
+    rollouts = tmp_path / "run" / "rollouts"
+    left = [_partial(rollouts, _request(output=output)) for output in ("edge/t2v-000.mp4", "late/" + "x" * 250 + ".mp4")]
+    for number, path in enumerate(left):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\0" * 1000 * (number + 1))
+    (rollouts / "edge" / ".notes.txt").write_text("mine")   # hidden, but no partial rollout
+    notes = check_run(tmp_path / "run").notes
+    assert notes == [f"{rollouts}: 2 hidden partial rollouts (3.0 kB; e.g. rollouts/edge/.t2v-000.partial.mp4): "
+                     "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
+                     "rollouts again removes them first, or delete them"]
+
+
 def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:
     """``--generator my-wrld-model`` was refused after the recipe's code was imported and its data built (10 s),
     leaving pinbench-run.json, rollouts/ and generation/ in --out."""

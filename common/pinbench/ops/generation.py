@@ -918,7 +918,7 @@ def _partial(rollouts: Path, request: Request) -> Path:
     """Where a rollout is made before it is checked: beside its place, hidden, never taken for a rollout."""
     target = rollouts / request.output
     affixes = len(f"..partial{target.suffix}".encode("utf-8", "surrogateescape"))
-    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")
+    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")   # PARTIAL_ROLLOUT
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
