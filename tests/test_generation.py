@@ -1403,7 +1403,8 @@ def test_check_notes_the_partial_rollouts_a_killed_run_left(tmp_path: Path) -> N
     from pinbench.ops.generation import _partial
 
     rollouts = tmp_path / "run" / "rollouts"
-    left = [_partial(rollouts, _request(output=output)) for output in ("edge/t2v-000.mp4", "late/" + "x" * 250 + ".mp4")]
+    left = [_partial(rollouts, _request(output=output))
+            for output in ("edge/t2v-000.mp4", "late/" + "x" * 250 + ".mp4")]
     for number, path in enumerate(left):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"\0" * 1000 * (number + 1))
@@ -1412,6 +1413,20 @@ def test_check_notes_the_partial_rollouts_a_killed_run_left(tmp_path: Path) -> N
     assert notes == [f"{rollouts}: 2 hidden partial rollouts (3.0 kB; e.g. rollouts/edge/.t2v-000.partial.mp4): "
                      "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
                      "rollouts again removes them first, or delete them"]
+
+
+def test_an_option_a_kwargs_factory_passes_on_is_named_as_an_option(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make(**options)`` passing ``-g craash_on=1`` on to a class: its source cannot tell, and the worker said only
+    "TypeError: Crashy.__init__() got an unexpected keyword argument 'craash_on'"."""
+    from pinbench.ops.generation import build
+
+    (tmp_path / "kwfactory.py").write_text(FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RecipeError) as caught:
+        build("kwfactory:make_kw", {"craash_on": "1"})
+    assert str(caught.value) == ("generator kwfactory:make_kw: -g craash_on: not its option: TypeError: "
+                                 "Crashy.__init__() got an unexpected keyword argument 'craash_on'")
 
 
 def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:

@@ -229,7 +229,10 @@ def build(target: str, options: Mapping[str, str], named: str | None = None) -> 
         made = factory(**options)
     except Exception as exc:
         _traceback(f"making generator {named} raised:")
-        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}") from None
+        # a factory taking **options passed them on: the class they reached took no such one
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(exc)) if isinstance(exc, TypeError) else None
+        option = f"-g {unknown[1]}: not its option: " if unknown and unknown[1] in options else ""
+        raise FactoryRaised(f"generator {named}: {option}{type(exc).__name__}: {exc}") from None
     if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
         raise RecipeError(f"generator {named}: made a {type(made).__name__}, which lacks capabilities, "
                           "signature() or generate(request, out)")
