@@ -210,6 +210,7 @@ def test_cpu_count_is_the_default_rule_of_an_int_option(tmp_path: Path, monkeypa
     ({"type": "int", "pattern": "[0-9]+"}, "option x: pattern applies to type str, not int"),
     ({"type": "str", "pattern": "(unclosed"}, "option x: pattern '(unclosed' is not a regular expression"),
     ({"type": "list", "all_alias": True}, "option x: all_alias applies to a list with choices"),
+    ({"type": "list", "choices": ["a"], "not_generated": {"b": "why"}}, "option x: not_generated names choices"),
     ({"type": "str", "default": "cpu_count"}, "option x: default cpu_count applies to type int, not str"),
     ({"type": "str", "pattern": "[a-z]+", "default": "X1"}, "default of option x: 'X1' does not match [a-z]+"),
     ({"type": "list", "choices": ["a"], "all_alias": "yes"}, "$.options.x.all_alias"),  # the schema's types

@@ -166,3 +166,17 @@ def test_the_folder_gets_the_mode_of_any_new_folder_not_0700(tmp_path: Path, uma
     build_once(tmp_path / "fixture_data", 1, _writer([]))
     (tmp_path / "plain").mkdir()
     assert stat.S_IMODE((tmp_path / "fixture_data").stat().st_mode) == stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+
+
+def test_writing_the_data_is_announced_and_a_reuse_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A log (CI, stderr to a file) said nothing for the seconds a recipe's fixture takes to encode; with the
+    notice delay at 0 every notice is said, so the write's shows here and the reuse, which takes no time, has none."""
+    monkeypatch.setenv("PINBENCH_NOTICE_S", "0")
+    root = tmp_path / "data"
+    build_once(root, 1, _writer([]))
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == f"fixture: writing its data to {root} ..." and said[1].startswith(
+        f"fixture: writing its data to {root}: done in "), said
+    build_once(root, 1, _writer([]))
+    assert capsys.readouterr().err == ""

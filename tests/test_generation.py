@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -1093,6 +1094,26 @@ def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_pat
     assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
                                             "--- generating 't2v-001' ---", "loading the model"]
 
+
+def test_starting_a_generator_is_announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Its process's imports and its model's load were silent in a log (CI: stderr to a file) until the first
+    rollout's line; with the notice delay at 0 every notice is said."""
+    from pinbench.ops.generation import Worker
+
+    (tmp_path / "chatty.py").write_text(_CHATTY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PINBENCH_NOTICE_S", "0")
+    log = tmp_path / "generator.log"
+    worker = Worker("chatty:make", {}, log)
+    try:
+        worker.start()
+    finally:
+        worker.stop()
+    said = capsys.readouterr().err.splitlines()
+    what = f"generate: starting generator chatty:make (its process imports it and makes it; log: {log})"
+    assert said[0] == f"{what} ..." and said[1].startswith(f"{what}: done in "), said
+
 _LEAKY = '''
 import os, sys
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Signature
@@ -1317,6 +1338,107 @@ def test_a_missing_or_unknown_generator_option_is_named_as_an_option() -> None:
     assert str(caught.value) == said
 
 
+FACTORIES = """
+import functools
+
+def make(crash_on="", *, seed):
+    return None
+
+class Crashy:
+    def __init__(self, crash_on=""):
+        pass
+
+class Inherited(Crashy):
+    pass
+
+def make_kw(**options):
+    return Crashy(**options)
+
+@functools.cache
+def cached(crash_on=""):
+    return None
+"""
+
+
+@pytest.mark.parametrize(("factory", "options", "said"), [
+    ("make", {"craash_on": "1", "seed": "0"}, "-g craash_on: not its option (it takes [crash_on=], seed=)"),
+    ("make", {}, "give -g seed= (it takes [crash_on=], seed=)"),
+    ("Crashy", {"craash_on": "1"}, "-g craash_on: not its option (it takes [crash_on=])"),
+    ("Crashy", {"crash_on": "1"}, None),
+    ("Inherited", {"craash_on": "1"}, None),   # its __init__ is elsewhere: the worker checks it
+    ("make_kw", {"craash_on": "1"}, None),   # **options: only the call can tell
+    ("cached", {"craash_on": "1"}, None),   # a decorator may change what it takes
+    ("absent", {"craash_on": "1"}, None),   # the worker's import names it
+], ids=["def", "def-missing", "class", "class-ok", "inherited", "kwargs", "decorated", "absent"])
+def test_a_misspelt_generator_option_is_named_before_the_run_starts(
+        factory: str, options: dict[str, str], said: str | None, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-g craash_on=1`` for a factory taking ``crash_on`` was named by the worker, after the recipe's code was
+    imported and its data built (10-18 s), and the run had claimed --out: the factory's source, read without
+    importing it, refuses it at once, where the source says for certain what the factory takes."""
+    from pinbench.ops.generation import check_factory_source
+
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "__init__.py").write_text("raise RuntimeError('a package is not imported to read it')\n")
+    (tmp_path / "lab" / "adapter.py").write_text(FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if said is None:
+        check_factory_source(f"lab.adapter:{factory}", options, "mine")
+        return
+    with pytest.raises(RecipeError) as caught:
+        check_factory_source(f"lab.adapter:{factory}", options, "mine")
+    assert str(caught.value) == f"generator mine: {said}"
+    cfg = get_recipe("paibench-c").config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                          generator=f"python:lab.adapter:{factory}", generator_options=options)
+    with pytest.raises(RecipeError, match=f"^generator python:lab.adapter:{factory}: {re.escape(said)}$"):
+        run_recipe(cfg)
+    assert not (tmp_path / "run").exists()   # refused before the run claimed its folder
+
+
+def test_check_notes_the_partial_rollouts_a_killed_run_left(tmp_path: Path) -> None:
+    """A run killed while making rollouts leaves each hidden ``.<stem>.partial<suffix>`` in rollouts/ (a run killed
+    mid-rollout left one of 300 kB): pinbench check said nothing of them, though they take disk. A rerun that makes
+    the rollout removes it (seen); a note says how many and their size."""
+    from pinbench.core.check import check_run
+    from pinbench.ops.generation import _partial
+
+    rollouts = tmp_path / "run" / "rollouts"
+    left = [_partial(rollouts, _request(output=output))
+            for output in ("edge/t2v-000.mp4", "late/" + "x" * 250 + ".mp4")]
+    for number, path in enumerate(left):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\0" * 1000 * (number + 1))
+    (rollouts / "edge" / ".notes.txt").write_text("mine")   # hidden, but no partial rollout
+    notes = check_run(tmp_path / "run").notes
+    assert notes == [f"{rollouts}: 2 hidden partial rollouts (3.0 kB; e.g. rollouts/edge/.t2v-000.partial.mp4): "
+                     "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
+                     "rollouts again removes them first, or delete them"]
+
+
+def test_an_option_a_kwargs_factory_passes_on_is_named_as_an_option(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make(**options)`` passing ``-g craash_on=1`` on to a class: its source cannot tell, and the worker said only
+    "TypeError: Crashy.__init__() got an unexpected keyword argument 'craash_on'"."""
+    from pinbench.ops.generation import build
+
+    (tmp_path / "kwfactory.py").write_text(FACTORIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RecipeError) as caught:
+        build("kwfactory:make_kw", {"craash_on": "1"})
+    assert str(caught.value) == ("generator kwfactory:make_kw: -g craash_on: not its option: TypeError: "
+                                 "Crashy.__init__() got an unexpected keyword argument 'craash_on'")
+
+
+def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:
+    """``--generator my-wrld-model`` was refused after the recipe's code was imported and its data built (10 s),
+    leaving pinbench-run.json, rollouts/ and generation/ in --out."""
+    cfg = get_recipe("paibench-c").config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                          generator="my-wrld-model")
+    with pytest.raises(RecipeError, match="^--generator my-wrld-model: not a known generator"):
+        run_recipe(cfg)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
     """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
     given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
@@ -1482,6 +1604,9 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
     assert "  by reason: 16 x ValueError: invalid rollout: <file>: 10 frames, the request asks 9" in said
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
+    # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)
+    ended = [line for line in said if line.startswith("paibench-c: 16 samples: 0 done, 0 reused, 16 failed (")]
+    assert len(ended) == 1 and ended[0].endswith(", ...); no rollout made: 16 failures stored, nothing to score")
 
 
 def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_path: Path) -> None:

@@ -167,6 +167,13 @@ def test_a_run_that_kept_nothing_binds_nothing(tmp_path: Path, holders: list[Hol
     with claim_run_dir(_cfg(out), env={}):   # the same run again (a generator fixed, say): nothing to say
         pass
     assert capsys.readouterr().err == ""
+    refused, fixed = ({"metrics": {"value": value, "fingerprint": value}} for value in ("lcm,gsc", "lcm"))
+    with claim_run_dir(_cfg(out, inputs=refused), env={}):   # say its -o metrics was refused before it kept anything
+        pass
+    with claim_run_dir(_cfg(out, inputs=fixed), env={}):   # then corrected: still itself, nothing to say
+        pass
+    assert capsys.readouterr().err == ""
+    assert json.loads((out / IDENTITY_FILE).read_text())["inputs"] == fixed
     with claim_run_dir(_cfg(out, recipe="other-bench"), env={}):
         pass
     assert json.loads((out / IDENTITY_FILE).read_text())["recipe"] == "other-bench"

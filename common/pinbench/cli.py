@@ -126,7 +126,7 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, options: list[
             shard: str | None = None, runtime: str = "local", skip_generation: bool = False,
             skip_scoring: bool = False, fixture: bool = False, gpus: int | None = None, offline: bool = False,
             check_required: bool = True, generator: str | None = None, generator_options: Sequence[str] = (),
-            generation_timeout: float | None = None) -> RunConfig:
+            generation_timeout: float | None = None, requests: bool = False) -> RunConfig:
     from pinbench.core.config import Shard
     from pinbench.core.options import OptionError, parse_pairs
 
@@ -139,7 +139,7 @@ def _config(recipe: Recipe, checkpoint: str, out: Path | None, *, options: list[
                              skip_generation=skip_generation, skip_scoring=skip_scoring, fixture=fixture, gpus=gpus,
                              offline=offline, options=parse_pairs(options), check_required=check_required,
                              generator=generator, generator_options=parse_pairs(list(generator_options), "-g"),
-                             generation_timeout_s=generation_timeout)
+                             generation_timeout_s=generation_timeout, requests=requests)
     except (RecipeError, OptionError, ValueError) as exc:
         _fail(str(exc))
         raise
@@ -424,7 +424,7 @@ def requests_cmd(
 
     recipe = _recipe(recipe_name)
     cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
-                  check_required=False)
+                  check_required=False, requests=True)
     # a failure midway (a bad input, SIGTERM or SIGHUP) leaves --out as it was: no half-filled folder that looks
     # ready to travel; requests.jsonl written is the end of it (a prune stopped midway leaves only files it names)
     with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError):

@@ -11,7 +11,8 @@ continuation alone, no context frame. It goes to ``<perspective>/<test>/<name>/v
 layout.
 
 Mirror-test requests cannot be made: MIND publishes no mirror-test actions (its closed-loop protocol is not in the
-repository; the authors say it is still to be released), so a generating run refuses ``gsc`` in one line.
+repository; the authors say it is still to be released), so a generating run refuses ``gsc`` in one line, as
+recipe.yaml's ``not_generated`` declares, before the recipe's code is imported.
 
 ``replay`` is the oracle: it writes the GT continuation itself, frames ``[mark_time, mark_time + frames)`` of the
 context clip (past the range a generator may read), losslessly (RGB H.264, QP 0), so every decoder returns the GT's
@@ -39,15 +40,10 @@ from pinbench_recipes.mind.layout import (
 )
 from pinbench_recipes.mind.plan import Plan
 
-MIRROR_REFUSAL = ("mind: a generating run cannot score gsc: MIND publishes no mirror-test actions (its closed-loop "
-                  "protocol is not released), so no mirror request can be made; drop gsc from -o metrics")
-
 
 def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
-    """The requests of the plan's continuation samples (a plan made from the GT alone)."""
-    if "gsc" in plan.metrics:
-        others = [m for m in plan.metrics if m != "gsc"]
-        raise RecipeError(MIRROR_REFUSAL + (f": -o metrics={','.join(others)}" if others else ""))
+    """The requests of the plan's continuation samples (a plan made from the GT alone; gsc is refused by the
+    options, recipe.yaml's not_generated)."""
     requests = []
     for sample in plan.samples:
         if not isinstance(sample, ContinuationSample):

@@ -19,6 +19,7 @@ import torch
 from pinbench.core.config import RecipeError
 from pinbench.core.files import counted, sha256_file, write_if_changed
 from pinbench.core.generation import Request
+from pinbench.core.notices import notice
 from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import input_hash
@@ -86,11 +87,13 @@ def run(run: Run) -> RunOutcome:
 
         # 3. Official scores of every sample not already scored: an imported Result.json, else process.py
         #    (on GPUs; the CPU test double under --fixture) from a working directory laid out for exactly them.
-        with run.step("official"):
+        #    Both steps say what they do once they take more than a moment: a log (CI) was silent for 20 s.
+        with run.step("official"), notice(f"mind: official scores ({'the --fixture stand-in for ' if data else ''}"
+                                          "process.py, or what an earlier invocation left)"):
             official = _official(run, pre, tasks, result_file, results_file, data, pins)
 
         # 4. Native cross-check: LCM and GSC recomputed from the same frames, beside the official numbers.
-        with run.step("native"):
+        with run.step("native"), notice("mind: native cross-check (LPIPS loaded, LCM and GSC recomputed)"):
             native = _native(run, pre, data, pins) if options.native and pre.generated_root is not None else {}
 
         # 5. Per-sample results: the official values, the native ones beside them, failures named, never dropped.

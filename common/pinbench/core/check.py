@@ -33,6 +33,7 @@ every unsharded run. It reads JSON and YAML only: no torch, no plotting.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -53,7 +54,9 @@ from pinbench.core.files import (
     regular_sha256,
     symlink_on_the_way,
 )
+from pinbench.core.generation import PARTIAL_ROLLOUT
 from pinbench.core.notices import announced
+from pinbench.core.progress import amount
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line
 from pinbench.core.run import GENERATION, ROLLOUTS
@@ -129,6 +132,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
     if not run_dir.is_dir():
         result.problems.append(f"{run_dir}: not a directory")
         return result
+    _partial_rollouts(run_dir, result)
     try:
         card = load_scorecard(run_dir / SCORECARD)
     except FileError as exc:
@@ -497,6 +501,22 @@ def _same_bounds(claimed: Interval | None, again: Interval | None) -> bool:
 
 def _failure_text(error: str | None) -> str:
     return "scored" if error is None else f"failed ({error[:80]})"
+
+
+def _partial_rollouts(run_dir: Path, result: CheckResult) -> None:
+    """A note of the hidden files a run killed while making rollouts left in ``rollouts/`` (``PARTIAL_ROLLOUT``):
+    never scored, they took disk unseen. A rerun that makes those rollouts removes each before it makes it again;
+    MIND's ``--skip-generation`` removes them too (seen: a run killed mid-rollout, then each)."""
+    sizes = {}
+    for path in sorted((run_dir / ROLLOUTS).rglob(".*")):
+        if PARTIAL_ROLLOUT.fullmatch(path.name):
+            with contextlib.suppress(OSError):   # gone since: not counted
+                sizes[path] = path.lstat().st_size
+    if sizes:
+        result.notes.append(f"{run_dir / ROLLOUTS}: {counted(len(sizes), 'hidden partial rollout')} "
+                            f"({amount(sum(sizes.values()), 'bytes')}; e.g. {next(iter(sizes)).relative_to(run_dir)}): "
+                            "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
+                            "rollouts again removes them first, or delete them")
 
 
 def _check_rollouts(run_dir: Path, result: CheckResult) -> None:

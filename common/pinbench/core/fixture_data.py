@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.files import exclusive, loads_json, read_regular_text, write_atomic
+from pinbench.core.notices import notice
 
 FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
 STAMP = "fixture.json"
@@ -47,7 +48,8 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
         folder = _private(root, "tmp")
         folder.mkdir()  # mode as any folder the process makes (mkdtemp's would be 0700)
         try:
-            metadata = dict(write(folder) or {})
+            with notice(f"fixture: writing its data to {root}"):   # seconds of encoding, silent in a log before
+                metadata = dict(write(folder) or {})
             if "version" in metadata:
                 raise ValueError(f"{root}: the fixture metadata may not hold 'version' (the stamp's own key)")
             write_atomic(folder / stamp, json.dumps({"version": version, **metadata}, indent=1) + "\n")

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from pinbench.core.provenance import printable, redactor
 
 REQUEST_VERSION = 1
 REQUESTS_FILE = "requests.jsonl"
+# a rollout being made, ``.<stem>.partial<suffix>`` beside its place (``pinbench.ops.generation``): a run killed then
+# leaves it, which ``pinbench check`` names
+PARTIAL_ROLLOUT = re.compile(r"\..+\.partial(\.[^.]*)?")
 # kind -> what it asks for (the docs have a page per kind, with a complete adapter)
 KINDS = {
     "prompt-schedule": "a video from timed text prompts (one prompt: plain text to video)",

@@ -70,6 +70,9 @@ class OptionSpec:
     pattern: str | None = None  # a str option's value must match this regular expression as a whole
     all_alias: bool = False  # a list option with choices: the value ``all`` chooses every choice, in their order
     rollouts: bool = False  # the folder of rollouts to score: a generating run (--generator) makes them instead
+    # a list option's choices a generating run cannot score, each with why: refused before the recipe's code is
+    # imported or its data built (a refusal from the requests came after 8 s of both)
+    not_generated: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -86,6 +89,8 @@ class OptionSpec:
             except re.error as exc:
                 raise OptionError(f"option {self.name}: pattern {self.pattern!r} is not a regular expression: "
                                   f"{exc}") from None
+        if self.not_generated and not (self.type == "list" and set(self.not_generated) <= set(self.choices or ())):
+            raise OptionError(f"option {self.name}: not_generated names choices of a list option")
         if self.all_alias and not (self.type == "list" and self.choices):
             raise OptionError(f"option {self.name}: all_alias applies to a list with choices")
         if self.default == CPU_COUNT and self.type != "int":
@@ -292,6 +297,13 @@ def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env
                 and not (generating and spec.rollouts):
             via = f"-o {name}=..." + (f" or ${spec.env}" if spec.env else "")
             raise OptionError(f"{recipe}: option {name} is {REQUIRED} unless -o {other} is given ({via}): {spec.help}")
+        refused = [c for c in values[name] or () if c in spec.not_generated] if generating and spec.not_generated \
+            else []
+        if refused:
+            kept = [c for c in values[name] if c not in refused]
+            raise OptionError(f"{recipe}: a generating run cannot score {refused[0]}: "
+                              f"{spec.not_generated[refused[0]]}; drop {refused[0]} from -o {name}"
+                              + (f": -o {name}={','.join(kept)}" if kept else ""))
     return ParsedOptions(values=OptionValues(values), sources=sources)
 
 

@@ -284,9 +284,10 @@ class Recipe:
                options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
                check_required: bool = True, generator: str | None = None,
                generator_options: Mapping[str, str] | None = None,
-               generation_timeout_s: float | None = None) -> RunConfig:
+               generation_timeout_s: float | None = None, requests: bool = False) -> RunConfig:
         """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused
-        (``check_required=False``: not the run's required inputs, for ``pinbench fetch``)."""
+        (``check_required=False``: not the run's required inputs, for ``pinbench fetch``; ``requests``: its options
+        are those of a generating run, for ``pinbench requests``)."""
         if generator is not None and self.requests_entry is None:
             raise RecipeError(f"{self.name} generates no rollouts (it scores what it is given): drop --generator")
         if generator is None and (generator_options or generation_timeout_s is not None):
@@ -317,8 +318,8 @@ class Recipe:
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
         parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
-                                    generating=generator is not None or (skip_generation and
-                                                                         self.requests_entry is not None))
+                                    generating=requests or generator is not None or (skip_generation and
+                                                                                     self.requests_entry is not None))
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env

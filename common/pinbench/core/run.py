@@ -397,7 +397,12 @@ class Run:
         """End a shard or a ``--skip-scoring`` run once its generation is stored (a shard's generation is never
         scored on its own: the scoring sees every task)."""
         if self.shard is not None or self.cfg.skip_scoring:
-            raise RunStops(summary, "; ".join(problems) or "generation stored; scoring is a later run's")
+            made = summary is None or summary.n_done + summary.n_reused > 0
+            # when every rollout failed, "generation stored" read as rollouts kept for a later run to score
+            stored = ("generation stored; scoring is a later run's" if made else
+                      f"no rollout made: {counted(summary.n_failed + summary.n_missing, 'failure')} stored, "
+                      "nothing to score")
+            raise RunStops(summary, "; ".join(problems) or stored)
 
     def sample_cache(self, folder: str, part: str = "scoring") -> SampleCache | None:
         """The sample cache of the step stored under ``folder``, for records of ``part``'s implementation (None:

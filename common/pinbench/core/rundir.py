@@ -205,8 +205,9 @@ def _refuse_other_run(out_dir: Path, found: Mapping[str, Any] | None, source: st
 def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path, paths: Mapping[str, Path]) -> None:
     found, source = read_identity(out_dir)
     if found is not None and not _holds_results(out_dir) and not _live_locks(lock_dir, take_over=False):
-        if not _same_owner(found, wanted) or input_changes(found.get("inputs"), wanted["inputs"], out_dir, paths):
-            # said only of another run: every retry of one refused early (a generator not found) said it of itself
+        if not _same_owner(found, wanted):
+            # said only of another recipe, checkpoint or mode: every retry of one refused early (a generator not
+            # found, -o metrics corrected) said it of itself
             print(f"pinbench: {out_dir}: held the run of {_describe(found)}, which kept nothing (no samples, no "
                   "scorecard): now this run's", file=sys.stderr, flush=True)
         found = None   # a run that stopped before it kept anything (its inputs refused, say) binds nothing

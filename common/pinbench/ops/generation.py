@@ -17,10 +17,12 @@ after the check, so a kill at any point leaves either a checked, recorded rollou
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import errno
 import importlib
+import importlib.machinery
 import inspect
 import json
 import os
@@ -68,6 +70,7 @@ from pinbench.core.generation import (
     requests_text,
 )
 from pinbench.core.jsonfields import JsonBlock
+from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
@@ -226,7 +229,10 @@ def build(target: str, options: Mapping[str, str], named: str | None = None) -> 
         made = factory(**options)
     except Exception as exc:
         _traceback(f"making generator {named} raised:")
-        raise FactoryRaised(f"generator {named}: {type(exc).__name__}: {exc}") from None
+        # a factory taking **options passed them on: the class they reached took no such one
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(exc)) if isinstance(exc, TypeError) else None
+        option = f"-g {unknown[1]}: not its option: " if unknown and unknown[1] in options else ""
+        raise FactoryRaised(f"generator {named}: {option}{type(exc).__name__}: {exc}") from None
     if not isinstance(made, Generator) or not isinstance(made.capabilities, Capabilities):
         raise RecipeError(f"generator {named}: made a {type(made).__name__}, which lacks capabilities, "
                           "signature() or generate(request, out)")
@@ -242,14 +248,73 @@ def _check_options(generator: str, factory: Any, options: Mapping[str, str]) -> 
         return
     if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return
-    named = [n for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    missing = [n for n in named if parameters[n].default is inspect.Parameter.empty and n not in options]
-    unknown = [k for k in options if k not in named]
+    _check_named(generator, {n: p.default is not inspect.Parameter.empty for n, p in parameters.items()
+                             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}, options)
+
+
+def _check_named(generator: str, takes: Mapping[str, bool], options: Mapping[str, str]) -> None:
+    """RecipeError naming the ``-g`` options missing or unknown to a factory that takes ``takes`` (name: whether it
+    has a default) and nothing else."""
+    missing = [n for n, optional in takes.items() if not optional and n not in options]
+    unknown = [k for k in options if k not in takes]
     if missing or unknown:
-        takes = ", ".join(f"{n}=" if parameters[n].default is inspect.Parameter.empty else f"[{n}=]" for n in named)
+        shown = ", ".join(f"[{n}=]" if optional else f"{n}=" for n, optional in takes.items())
         said = [f"give -g {', -g '.join(f'{n}=' for n in missing)}"] if missing else []
         said += [f"-g {', -g '.join(unknown)}: not its option{'s' if len(unknown) > 1 else ''}"] if unknown else []
-        raise RecipeError(f"generator {generator}: {'; '.join(said)} (it takes {takes or 'no -g option'})")
+        raise RecipeError(f"generator {generator}: {'; '.join(said)} (it takes {shown or 'no -g option'})")
+
+
+def check_factory_source(target: str, options: Mapping[str, str], named: str) -> None:
+    """The ``-g`` options against the factory as its module's source declares it, read without importing anything
+    (the worker imports it after the recipe's code and data: a misspelt option was named after 10-18 s): a plain
+    ``def`` or a class with its own ``__init__``, undecorated, without ``**kwargs``. Any other factory, or a module
+    not found as the worker would look for it (the run's folder, then sys.path), is left to the worker's check."""
+    module, _, attribute = target.partition(":")
+    source = _module_source(module)
+    if source is None:
+        return
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):   # the worker's import says so, with its traceback
+        return
+    found = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == attribute]
+    if len(found) != 1 or found[0].decorator_list:
+        return
+    function = found[0] if isinstance(found[0], ast.FunctionDef) else next(
+        (n for n in found[0].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"
+         and not n.decorator_list), None)
+    if function is None or function.args.kwarg is not None:
+        return
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    optional = {a.arg for a in positional[len(positional) - len(args.defaults):]}
+    optional |= {a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults, strict=True) if default is not None}
+    keyword = args.args[1:] if function is not found[0] and not args.posonlyargs else args.args   # not self
+    _check_named(named, {a.arg: a.arg in optional for a in [*keyword, *args.kwonlyargs]}, options)
+
+
+def _module_source(module: str) -> str | None:
+    """The source text of a module, found as the worker's ``import`` would find it but without running any of it
+    (not its packages' ``__init__`` either); None when it is not a plain source file there."""
+    path: list[str] | None = [os.getcwd(), *sys.path]
+    spec = None
+    parts = module.split(".")
+    for number in range(len(parts)):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:number + 1]), path)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        path = list(spec.submodule_search_locations or []) or None
+        if number < len(parts) - 1 and path is None:
+            return None
+    if spec is None or not spec.has_location or not (spec.origin or "").endswith(".py"):
+        return None
+    try:
+        return Path(spec.origin).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 # ------------------------------------------------------------------------------------------- the command form
@@ -460,7 +525,10 @@ class Worker:
             os.close(asked)
         self._ask_to = os.fdopen(ask, "wb")
         self._reply = os.fdopen(read, "r", encoding="utf-8")
-        described = self._answer(timeout_s=600.0, what="starting")
+        # its imports and its model's load: seconds to minutes, silent in a log before
+        with notice(f"generate: starting generator {self.named} (its process imports it and makes it; log: "
+                    f"{self.log})"):
+            described = self._answer(timeout_s=600.0, what="starting")
         if "error" in described:
             self.stop()
             raise RecipeError(described["error"] + (f" (traceback: {self.log})" if described.get("logged") else ""))
@@ -660,7 +728,12 @@ class Generating:
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
+        """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
+        ``-g`` options its factory's source does not take (``check_factory_source``)."""
         self.spec, self.recipe = spec, recipe
+        if spec is not None and spec.command is None:
+            target = factory_path(spec.spec, recipe)
+            check_factory_source(target, spec.options, generator_name(spec.spec, target))
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
@@ -853,7 +926,7 @@ def _partial(rollouts: Path, request: Request) -> Path:
     """Where a rollout is made before it is checked: beside its place, hidden, never taken for a rollout."""
     target = rollouts / request.output
     affixes = len(f"..partial{target.suffix}".encode("utf-8", "surrogateescape"))
-    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")
+    return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")   # PARTIAL_ROLLOUT
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,

@@ -125,12 +125,17 @@ def test_mirror_requests_are_refused_in_one_line_before_anything_is_generated(as
     assert result.output.startswith("error: mind: a generating run cannot score gsc: MIND publishes no mirror-test "
                                     "actions")
     assert result.output.endswith("; drop gsc from -o metrics: -o metrics=lcm,visual,dino,action\n")   # the way on
-    shutil.copytree(asked / FIXTURE_DIR, tmp_path / "run" / FIXTURE_DIR)
+    assert not (tmp_path / "requests").exists()
+    # the run's options refuse it (recipe.yaml's not_generated), before its code is imported or its data built:
+    # it refused after 8 s of both, and left pinbench-run.json in --out
     recipe = get_recipe("mind")
     with pytest.raises(RecipeError, match="cannot score gsc: MIND publishes no mirror-test actions") as info:
-        run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, generator="replay", env={}))
+        recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, generator="replay", env={})
     assert "\n" not in str(info.value)
-    assert not (tmp_path / "run" / "rollouts").exists() and not (tmp_path / "run" / "generation").exists()
+    with pytest.raises(RecipeError, match="drop gsc from -o metrics$"):   # --skip-generation scores generated ones
+        recipe.config(fixture=True, skip_generation=True, options={"metrics": "gsc"}, env={})
+    cfg = recipe.config(fixture=True, generator="replay", options={"metrics": "lcm"}, env={})
+    assert cfg.options.metrics == ("lcm",)
 
 
 @pytest.mark.parametrize(("edit", "words"), [
@@ -247,10 +252,16 @@ def test_the_replay_oracle_scores_lcm_mse_0_and_psnr_as_upstream_scores_identica
     assert np.array_equal(rollout, gt)   # frame 0 is GT frame mark_time, the last is the GT's last
 
 
-def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path: Path) -> None:
+def test_the_static_baseline_holds_the_last_context_frame(asked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capfd: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    outcome = _run(out, "static", asked)
+    monkeypatch.setenv("PINBENCH_NOTICE_S", "0")   # every notice said: a log (CI) was silent for their 20 s
+    outcome = _run(out, "static", asked, native="1")
     assert outcome.exit_code == 0, outcome.message
+    said = capfd.readouterr().err
+    for step in ("mind: official scores (the --fixture stand-in for process.py, or what an earlier invocation left)",
+                 "mind: native cross-check (LPIPS loaded, LCM and GSC recomputed)"):
+        assert f"{step} ...\n" in said and f"{step}: done in " in said, said
     card = _complete_for_every_request(out)
     assert card["provenance"]["extra"]["generation"]["signature"]["model"] == "pinbench static baseline"
     # the folders inside the run directory, named from it: two runs do not "ran differently" by their own folders
