@@ -1357,6 +1357,11 @@ def make_kw(**options):
 @functools.cache
 def cached(crash_on=""):
     return None
+
+def rebound(crash_on=""):
+    return None
+
+rebound = functools.partial(make_kw, seed=0)
 """
 
 
@@ -1369,7 +1374,8 @@ def cached(crash_on=""):
     ("make_kw", {"craash_on": "1"}, None),   # **options: only the call can tell
     ("cached", {"craash_on": "1"}, None),   # a decorator may change what it takes
     ("absent", {"craash_on": "1"}, None),   # the worker's import names it
-], ids=["def", "def-missing", "class", "class-ok", "inherited", "kwargs", "decorated", "absent"])
+    ("rebound", {"seed": "1"}, None),   # bound again below its def: the def does not say what the worker gets
+], ids=["def", "def-missing", "class", "class-ok", "inherited", "kwargs", "decorated", "absent", "rebound"])
 def test_a_misspelt_generator_option_is_named_before_the_run_starts(
         factory: str, options: dict[str, str], said: str | None, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

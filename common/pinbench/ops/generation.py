@@ -278,7 +278,7 @@ def check_factory_source(target: str, options: Mapping[str, str], named: str) ->
     except (SyntaxError, ValueError):   # the worker's import says so, with its traceback
         return
     found = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == attribute]
-    if len(found) != 1 or found[0].decorator_list:
+    if len(found) != 1 or found[0].decorator_list or _rebound(tree, attribute):
         return
     function = found[0] if isinstance(found[0], ast.FunctionDef) else next(
         (n for n in found[0].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"
@@ -291,6 +291,19 @@ def check_factory_source(target: str, options: Mapping[str, str], named: str) ->
     optional |= {a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults, strict=True) if default is not None}
     keyword = args.args[1:] if function is not found[0] and not args.posonlyargs else args.args   # not self
     _check_named(named, {a.arg: a.arg in optional for a in [*keyword, *args.kwonlyargs]}, options)
+
+
+def _rebound(tree: ast.Module, name: str) -> bool:
+    """Whether the module binds ``name`` otherwise too (``make = wrap(make)``, an import of it, a loop or ``with``
+    target): the object the worker gets may then take other options than the ``def`` says."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            return True
+        if isinstance(node, ast.Global | ast.Nonlocal) and name in node.names:
+            return True
+    return False
 
 
 def _module_source(module: str) -> str | None:
