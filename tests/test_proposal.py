@@ -64,6 +64,19 @@ def test_three_runs_propose_a_tolerance_with_its_arithmetic(toy: Any) -> None:
     assert len(proposal.data["source"]["provenance"]["runs"]) == 3
 
 
+def test_runs_of_other_inputs_or_options_are_flagged(toy: Any) -> None:
+    """Runs of one checkpoint over other inputs (another model's score files, say) were averaged without a word:
+    each way a run's config differs from run 1's is a flag line; runs that differ in nothing say nothing."""
+    cards = _three()
+    assert not any(line.startswith("flag: run") for line in propose_reference(cards, recipe=toy, tier="cross_hw").lines)
+    cards[1] = dataclasses.replace(cards[1], config={"options": {"scores": "/lab/model-b"}})
+    cards[0] = dataclasses.replace(cards[0], config={"options": {"scores": "/lab/model-a"}})
+    cards[2] = dataclasses.replace(cards[2], config={"options": {"scores": "/lab/model-a"}})
+    lines = propose_reference(cards, recipe=toy, tier="cross_hw").lines
+    assert lines[0] == "flag: run 2 ran differently from run 1: -o scores: run 1 /lab/model-a, run 2 /lab/model-b"
+    assert not any(line.startswith("flag: run 3") for line in lines)
+
+
 def test_a_spread_wider_than_the_declaration_is_refused(toy: Any, tmp_path: Path) -> None:
     cards = [run_card(v, stamp=f"2026-01-0{i + 1}T00:00:00Z") for i, v in enumerate((0.80, 0.82, 0.81))]
     proposal = propose_reference(cards, recipe=toy, tier="same_hw")  # same_hw f1 default: abs 0.01

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.metricinfo import TIERS, Tolerance, narrower_or_equal
-from pinbench.core.provenance import scrub
+from pinbench.core.provenance import config_differences, scrub
 from pinbench.core.reference import write_reference
 from pinbench.core.scorecard import Scorecard, validate_scorecard
 from pinbench.core.uncertainty import Interval, has_interval
@@ -128,6 +128,10 @@ def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
     if unknown:
         raise ValueError(f"--tolerance for metric(s) not in the scorecard: {', '.join(unknown)}")
     proposal = Proposal(data={})
+    for i, card in enumerate(cards[1:], 2):   # other inputs or options: averaged all the same, so said (seeds'
+        # videos in folders of their own are one checkpoint's runs; another model's score files are not)
+        proposal.lines += [f"flag: run {i} ran differently from run 1: {line}"
+                           for line in config_differences(first.config, card.config, ("run 1", f"run {i}"))]
     entries: dict[str, Any] = {}
     for name in first.metrics:
         info = recipe.metric_info(name)
