@@ -269,7 +269,9 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                 first = next(i for i, earlier in enumerate(rows) if _basename(earlier["video_path"], where) == video)
                 raise ScoreFileError(f"{where}: sample {sample.sample_id} already scored at {path}: scores[{first}]")
             label = row.get("ground_truth_label")
-            if not isinstance(label, str) or int(label.lower() == "yes") != sample.label:
+            if not isinstance(label, str):   # upstream's Script 2 reads it as text: a 1 or true is no answer to it
+                raise ScoreFileError(f"{where}: ground_truth_label {label!r} is not a string (Yes or No)")
+            if int(label.lower() == "yes") != sample.label:
                 raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
                                      f"({'Yes' if sample.label else 'No'}) for {video}")
             out.binary[sample.sample_id] = value = _binary_value(row, where, path)
