@@ -17,7 +17,7 @@ from pinbench.ops.doctor import hf_finding
 from pinbench_recipes.camerabench import inputs
 from pinbench_recipes.camerabench.data_files import DATA_PIN
 from pinbench_recipes.camerabench.dataset import CameraBenchData
-from pinbench_recipes.camerabench.official_json import Failure, ScoreFileError
+from pinbench_recipes.camerabench.official_json import BINARY_GLOB, CAPTION_GLOB, VQA_GLOB, Failure, ScoreFileError
 from pinbench_recipes.camerabench.videos import VideoSetError, locate_videos
 
 
@@ -90,7 +90,12 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
         line += f"; {len(failed)} will fail with their Script 1 error (e.g. {failed[0]})"
     if missing:
         line += f"; {len(missing)} have no row and will fail as missing (e.g. {missing[0]})"   # failed, not missing
-    return [ok("inputs", line)]
+    found = [ok("inputs", line)]
+    if outputs.ignored:
+        found.append(warning("inputs", f"score files in {folder}: not read, no official name ({BINARY_GLOB}, "
+                                       f"{VQA_GLOB}, {CAPTION_GLOB}, directly in the folder): "
+                                       f"{', '.join(outputs.ignored)}"))
+    return found
 
 
 def _videos(cfg: RunConfig, pins: Pins, data: CameraBenchData) -> Finding:

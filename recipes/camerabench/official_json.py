@@ -119,6 +119,7 @@ class Script1Outputs:
     caption: dict[str, Caption | Failure] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)   # JSON files and folders of the directory that are not read
     kept_upstream: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -136,9 +137,12 @@ def read_score_dir(score_dir: Path | str, data: CameraBenchData,
     patterns = {"binary": BINARY_GLOB, "vqa": VQA_GLOB, "caption": CAPTION_GLOB}
     files = {family: _files(score_dir, pattern) for family, pattern in patterns.items()}
     matched = {p for paths in files.values() for p in paths}
-    ignored = sorted(p.name for p in score_dir.glob("*.json") if p not in matched)
-    if ignored:
-        out.notes.append(f"ignored files matching no official pattern: {', '.join(ignored)}")
+    # a misnamed file or a folder of them is never read (upstream reads only these names, and only here): named,
+    # since its samples would otherwise fail as "missing" with nothing pointing at the file
+    out.ignored = sorted(p.name + "/" if p.is_dir() else p.name for p in score_dir.iterdir()
+                         if p not in matched and (p.is_dir() or p.suffix.lower() == ".json"))
+    if out.ignored:
+        out.notes.append(f"ignored files matching no official pattern: {', '.join(out.ignored)}")
     models: dict[tuple[Any, Any], str] = {}
     for family in families:
         if not files[family]:
@@ -269,7 +273,9 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                 first = next(i for i, earlier in enumerate(rows) if _basename(earlier["video_path"], where) == video)
                 raise ScoreFileError(f"{where}: sample {sample.sample_id} already scored at {path}: scores[{first}]")
             label = row.get("ground_truth_label")
-            if not isinstance(label, str) or int(label.lower() == "yes") != sample.label:
+            if not isinstance(label, str):   # upstream's Script 2 reads it as text: a 1 or true is no answer to it
+                raise ScoreFileError(f"{where}: ground_truth_label {label!r} is not a string (Yes or No)")
+            if int(label.lower() == "yes") != sample.label:
                 raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
                                      f"({'Yes' if sample.label else 'No'}) for {video}")
             out.binary[sample.sample_id] = value = _binary_value(row, where, path)

@@ -116,3 +116,19 @@ def test_a_scorecard_names_the_pins_its_script_read() -> None:
         "huggingface/qwen2_5_vl_7b_cam_motion", "huggingface/qwen2_5_vl_7b_instruct", "huggingface/videos", *code]
     assert sorted(input_states(inputs.pins_for_provenance(model, fixture=True))) == code
     assert sorted(input_states(inputs.pins_for_provenance(None, fixture=False))) == code
+
+
+def test_score_files_without_an_official_name_are_named_in_a_warning(pinned_fixture, tmp_path: Path) -> None:
+    """A misnamed score file (a capital C) or a folder of them is never read: its samples fail as missing, so the
+    doctor names it in a WARNING the run prints (it was only a note inside scorecard.json)."""
+    data, scores = pinned_fixture
+    path = scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+    (scores / "old").mkdir()
+    shutil.copy(path, scores / "old" / path.name)
+    path.rename(scores / ("C" + path.name[1:]))
+    (scores / "notes.txt").write_text("not a score file")   # no .json: not named
+    (warned,) = [f.render() for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data))
+                 if f.warning]
+    assert warned == (f"WARNING inputs: score files in {scores}: not read, no official name "
+                      "(classification_scores_*.json, vqa_retrieval_scores_*.json, caption_results_*.json, "
+                      f"directly in the folder): C{path.name[1:]}, old/")

@@ -103,6 +103,8 @@ def test_split_from_the_file_name_when_metadata_lacks_it(fx) -> None:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d["scores"][0].update(ground_truth_label="No"), "contradicts the pinned data"),
+    (lambda d: d["scores"][0].update(ground_truth_label=1), r"scores\[0\]: ground_truth_label 1 is not a string"),
+    (lambda d: d["scores"][0].update(ground_truth_label=None), "ground_truth_label None is not a string"),
     (lambda d: d["scores"][0].update(video_path="zz.0.0.mp4"), "video zz.0.0.mp4 is not in split Move_In"),
     (lambda d: d["scores"].append(dict(d["scores"][0])), "already scored at"),
     (lambda d: d["scores"][0].update(score="0.5"), "score must be a number"),
