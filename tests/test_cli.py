@@ -341,13 +341,14 @@ def test_a_docker_run_of_a_generator_no_image_holds_is_refused_first(monkeypatch
 
     monkeypatch.setattr(docker_runtime, "docker_client", lambda: pytest.fail("no engine is asked"))
     out = tmp_path / "run"
+    metrics = ["-o", "metrics=lcm,visual,dino,action"] if recipe == "mind" else []   # gsc: no generated mirror
     result = runner.invoke(cli.app, ["run", recipe, "--fixture", "--runtime", "docker", "--out", str(out),
-                                     "--generator", "python:my_model.gen:make"])
+                                     "--generator", "python:my_model.gen:make", *metrics])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert f"would run in pinbench/{recipe}:" in result.output and "--generator-image IMAGE" in result.output
     assert "--skip-generation" in result.output and not out.exists()
     result = runner.invoke(cli.app, ["run", recipe, "--fixture", "--out", str(out), "--generator", "static",
-                                     "--generator-image", "lab/model:1"])
+                                     "--generator-image", "lab/model:1", *metrics])
     assert result.exit_code == 2 and "--generator-image applies to --runtime docker" in result.output
 
 

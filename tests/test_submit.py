@@ -147,10 +147,11 @@ def test_a_generator_run_is_laid_out_as_paibench_c_generates_then_scores(tmp_pat
 
     reference = phases("paibench-c")
     assert list(reference) == ["generate", "score"]   # sorted by name: the array, then the one job
-    assert phases(recipe, "--generator", generator) == reference == {
+    metrics = ["-o", "metrics=lcm,visual,dino,action"] if recipe == "mind" else []   # gsc: no generated mirror
+    assert phases(recipe, "--generator", generator, *metrics) == reference == {
         "generate": (True, "--skip-scoring", True, True), "score": (False, "--skip-generation", False, True)}
     assert list(phases(recipe)) == ["finish", "shards"]   # scoring its own rollouts: the default layout
-    score = _command((tmp_path / f"{recipe}2" / "slurm" / "score.sbatch").read_text(), "run")
+    score = _command((tmp_path / f"{recipe}{2 + len(metrics)}" / "slurm" / "score.sbatch").read_text(), "run")
     assert _value(score, "--generator") == generator   # the stored rollouts are the generator's, by signature
 
 
