@@ -504,7 +504,8 @@ def test_a_run_that_did_not_import_torch_differs_by_no_torch_it_did_not_read() -
 
 SERVICE_TOKENS = ["ghp_" + "A1b2C3d4E5" * 4, "gho_" + "Q9w8E7r6T5y4U3i2O1p0", "ghs_" + "Zz09" * 9,
                   "ghu_" + "mN3bV5cX7zL9kJ2hG4fD", "github_pat_11ABCDEFG0" + "x_Y7" * 20, "glpat-Ab12Cd34Ef56Gh78Ij90",
-                  "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl", "sk-ant-api03-" + "Xy7_Qp4-Lm2" * 8, "AKIAIOSFODNN7EXAMPLE"]
+                  "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl", "sk-ant-api03-" + "Xy7_Qp4-Lm2" * 8, "AKIAIOSFODNN7EXAMPLE",
+                  "ASIAY34FZKBOKMUTVV7A"]
 
 
 @pytest.mark.parametrize("token", SERVICE_TOKENS)
@@ -526,5 +527,5 @@ def test_a_long_url_user_name_is_taken_for_a_token_and_plain_names_stay() -> Non
     assert redact(f"git clone https://{user}@git.example.com/o/r.git") == "git clone https://***@git.example.com/o/r.git"
     plain = ("git+ssh://git@github.com/o/r and https://oauth2@gitlab.com/x with sk-learn, --mask-threshold, "
              "task-0001, sk-" + "abcdefghij" * 3 + ", sk-ABCDEFGHIJ0123456789 ghp_short AKIAIOSFODNN7EXAMPL "
-             "sample binary__Pan_Left__0001 /data/sk-runs/ghp_x.mp4 AKIAIOSFODNN7EXAMPLE2 dask-worker")
+             "sample binary__Pan_Left__0001 /data/sk-runs/ghp_x.mp4 AKIAIOSFODNN7EXAMPLE2 dask-worker ASIAN-FOOD")
     assert redact(plain) == plain

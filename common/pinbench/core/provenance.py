@@ -50,13 +50,13 @@ _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 # authority's last '@', as urllib.parse reads it: https://u:p@ss@host left "ss" shown.
 _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
-# OpenAI/Anthropic-style sk- keys and AWS access key ids. An sk- body must be long and mix upper case, lower case and
-# digits, so that names such as sk-learn or an option spelled with "sk-" stay.
+# OpenAI/Anthropic-style sk- keys and AWS access key ids (AKIA; ASIA of temporary credentials). An sk- body must be
+# long and mix upper case, lower case and digits, so that names such as sk-learn or an option spelled with "sk-" stay.
 _SERVICE_TOKEN = re.compile(
     r"(?<![A-Za-z0-9_-])(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
-    r"|AKIA[0-9A-Z]{16})(?![A-Za-z0-9_-])")
-_SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "AKIA")
+    r"|A(?:KIA|SIA)[0-9A-Z]{16})(?![A-Za-z0-9_-])")
+_SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "AKIA", "ASIA")
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
 # A token given as a URL's user name (https://TOKEN@host/..., as GitHub and GitLab accept): a user name of 20
 # characters or more without a password is taken for one; git@github.com and the like stay.
