@@ -597,6 +597,17 @@ def test_an_input_folder_given_relative_is_read_against_the_submitting_directory
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_input_folder_given_through_a_symlink_then_dotdot_is_the_one_the_system_reads(tmp_path: Path) -> None:
+    """-o videos=lnk/../clips names the folder beside the symlink's target for the system (and for pinbench run);
+    the jobs were given the folder beside the symlink (os.path.normpath drops both), another folder or none."""
+    (tmp_path / "deep" / "a").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "deep" / "a")
+    the_plan = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", options=["videos=lnk/../clips"])
+    argv = _command(write_scripts(the_plan)[0].read_text(), PROGRAM[0])
+    options = [argv[i + 1] for i, word in enumerate(argv) if word == "--option"]
+    assert options == [f"videos={tmp_path / 'deep' / 'clips'}"]
+
+
 def test_the_recorded_command_resubmits_the_same_request(tmp_path: Path) -> None:
     request = Request(recipe=toy_recipe(tmp_path), shards=3, checkpoint="Toy-Nano", out=Path("runs/x"), limit=4,
                       partition="gpu", time="1:00:00", options=["mode=slow"], sbatch_args=["--mem=8G"],

@@ -25,7 +25,7 @@ from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
-from pinbench.core.files import cache_root, counted, loads_json, read_data_file, sha256_file, write_atomic
+from pinbench.core.files import cache_root, counted, loads_json, read_data_file, sha256_file, system_path, write_atomic
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
@@ -294,7 +294,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
-    cfg.out_dir = Path(os.path.normpath(out))
+    cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
     try:   # every job would be refused there: nothing is written into it or queued
         check_owner(cfg.out_dir, {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode})
     except RecipeError as exc:
@@ -348,7 +348,7 @@ def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, 
     for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             path = Path(value).expanduser()
-            text[name] = os.path.normpath(path if path.is_absolute() else cwd / path)
+            text[name] = str(system_path(path if path.is_absolute() else cwd / path))   # lnk/.. as the system reads it
             paths.append(name)
         else:
             text[name] = spec.format(value)
