@@ -744,9 +744,10 @@ class Generating:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
         ``-g`` options its factory's source does not take (``check_factory_source``)."""
         self.spec, self.recipe = spec, recipe
-        if spec is not None and spec.command is None:
-            target = factory_path(spec.spec, recipe)
-            check_factory_source(target, spec.options, generator_name(spec.spec, target))
+        # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
+        self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
+        if spec is not None and self.target is not None:
+            check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
@@ -819,8 +820,7 @@ class Generating:
             if devices:   # the describing worker gives way to one generator per GPU, each in a process of the run
                 maker.release()
                 argv = self.spec.command
-                target = None if argv is not None else factory_path(self.spec.spec, self.recipe)
-                on_device = _OnDevice(target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
+                on_device = _OnDevice(self.target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
                                       self.spec.timeout_s, store, rollouts, signature, by_id, env)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
@@ -852,7 +852,8 @@ class Generating:
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
                          lambda request, out: _run_command(argv, request, out, timeout, log, env))
             return
-        target = factory_path(self.spec.spec, self.recipe)
+        target = self.target
+        assert target is not None   # no command: a Python generator
         worker = Worker(target, self.spec.options, log, env, generator_name(self.spec.spec, target))
         described = worker.start()
         try:
