@@ -78,7 +78,8 @@ class Render:
         if mode == "nothing":
             return
         if mode == "symlink":
-            outside = Path(tempfile.mkdtemp(prefix="outside-the-run-")) / "rollout.mp4"
+            run = next(folder for folder in out.parents if folder.name == "rollouts").parent
+            outside = Path(tempfile.mkdtemp(prefix="outside-the-run-", dir=run.parent)) / "rollout.mp4"   # the test's
             write_video(outside, frames_of(request), request.fps, crf=0)
             os.symlink(outside, out)
             return
