@@ -1435,6 +1435,28 @@ def test_an_option_a_kwargs_factory_passes_on_is_named_as_an_option(tmp_path: Pa
                                  "Crashy.__init__() got an unexpected keyword argument 'craash_on'")
 
 
+def test_a_misspelt_option_of_a_kwargs_factory_fails_the_rerun_in_one_line_and_keeps_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``make(**options)`` takes any key, so ``-g veersion=2`` cannot be refused before the run claims --out (its
+    signature does not say): the worker's failure names the option and the factory in one line, and the run's
+    rollouts and scorecard stay as they were, reused by the corrected rerun."""
+    (tmp_path / "kwgen.py").write_text("from render_generator import Render\n\n\n"
+                                       "def make(**options):\n    return Render(**options)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out = tmp_path / "run"
+    assert _run(out, "python:kwgen:make", version="2").exit_code == 0
+    kept = {path: path.read_bytes() for path in [out / "scorecard.json", *(out / "rollouts").rglob("*.mp4")]}
+    with pytest.raises(RecipeError) as caught:
+        _run(out, "python:kwgen:make", veersion="2")
+    assert str(caught.value) == ("generator python:kwgen:make: -g veersion: not its option: TypeError: Render.__init__"
+                                 "() got an unexpected keyword argument 'veersion' (traceback: "
+                                 f"{out / 'generation' / 'generator.log'})")
+    assert len(kept) == 5 and {path: path.read_bytes() for path in kept} == kept
+    capfd.readouterr()
+    assert _run(out, "python:kwgen:make", version="2").exit_code == 0
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err
+
+
 def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:
     """``--generator my-wrld-model`` was refused after the recipe's code was imported and its data built (10 s),
     leaving pinbench-run.json, rollouts/ and generation/ in --out."""
