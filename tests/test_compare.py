@@ -394,6 +394,25 @@ def test_unmatched_members_are_named_and_an_older_scorecard_is_compared_as_one_v
     assert {r.name: r.verdict for r in old.metrics}["x/average_precision"] == "not judged"
 
 
+def test_a_metric_a_partial_run_did_not_compute_shows_as_not_computed(tmp_path: Path) -> None:
+    """B's scorecard has no value for the split's AP (a member failed, so its derived record did): the table and the
+    report showed B's AP over the 79 members both runs scored, a number B never reported. B - A over those members
+    stays; A, which computed it, shows its value."""
+    a = _split_run(tmp_path, "A", lift=0.1, seed=1)
+    b = _split_run(tmp_path, "B", lift=0.1, seed=2, fail=("s07",))
+    result = compare_runs(load_run(a), load_run(b))
+    assert load_run(b).card.metrics["x/average_precision"].value is None
+    ap = {r.name: r for r in result.metrics}["x/average_precision"]
+    assert ap.shown() == (ap.difference.value_a, "not computed") and ap.difference.value_b is not None
+    row = next(line for line in render_comparison(result).splitlines() if line.startswith("  x/average_precision"))
+    assert row.split()[1:3] == [f"{ap.difference.value_a:.6g}", "not"]
+    assert f"{ap.difference.value_b:.6g}" not in row
+    assert runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(tmp_path / "r")]).exit_code == 2
+    page = (tmp_path / "r" / "index.html").read_text()
+    cells = re.search(r"<code>x/average_precision</code></td>(.*?)</tr>", page, re.S)[1]
+    assert re.findall(r'<td class="num">([^<]*)</td>', cells)[:2] == [f"{ap.difference.value_a:.6g}", "not computed"]
+
+
 def test_the_difference_plot_is_to_scale() -> None:
     """Two metrics without an interval, B - A = -0.0009 and -0.116, sit at their own distances from 0 (a row scaled
     to itself drew both at the same place), a lower-is-better metric turned so that right is better, all on one

@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -1417,8 +1418,40 @@ def test_check_notes_the_partial_rollouts_a_killed_run_left(tmp_path: Path) -> N
     (rollouts / "edge" / ".notes.txt").write_text("mine")   # hidden, but no partial rollout
     notes = check_run(tmp_path / "run").notes
     assert notes == [f"{rollouts}: 2 hidden partial rollouts (3.0 kB; e.g. rollouts/edge/.t2v-000.partial.mp4): "
-                     "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
-                     "rollouts again removes them first, or delete them"]
+                     "what a run killed while making rollouts leaves, never scored; the next run that generates "
+                     "alone in this folder removes them, or delete them"]
+
+
+def test_a_rerun_alone_in_its_run_removes_the_partial_rollouts_a_killed_run_left(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A partial rollout of a sample the rerun no longer asks (a smaller --limit, fewer modalities) was never made
+    again, so never removed: a run alone in its folder removes every one (no run reads a partial it did not just
+    make); while another shard runs, each may be that shard's rollout in the making, and all stay."""
+    from pinbench.core.config import Shard
+    from pinbench.core.rundir import LOCK_DIR
+
+    out = tmp_path / "run"
+    (out / "rollouts" / "blur").mkdir(parents=True)
+    left = [out / "rollouts" / "blur" / ".task_0000.partial.mp4", out / "rollouts" / ".edge.partial"]
+    left[0].write_bytes(b"\0" * 100)
+    left[1].mkdir()   # a generator left a folder there
+    (out / "rollouts" / "blur" / ".notes.txt").write_text("mine")   # hidden, no partial rollout
+    (out / LOCK_DIR).mkdir()
+    (out / LOCK_DIR / "shard-0-of-2.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z", "shard": "0/2",
+         "token": "x", "argv": ["pinbench", "run"]}))
+    recipe = get_recipe("paibench-c")
+    sharded = run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": "edge"},
+                                       generator=RENDER, env={}, shard=Shard(1, 2), skip_scoring=True))
+    assert sharded.exit_code == 0, sharded.message
+    assert all(path.exists() for path in left)
+    (out / LOCK_DIR / "shard-0-of-2.lock").unlink()
+    capfd.readouterr()
+    assert _run(out, RENDER).exit_code == 0
+    assert not any(os.path.lexists(path) for path in left)
+    assert (out / "rollouts" / "blur" / ".notes.txt").read_text() == "mine"
+    assert f"generate: removed 2 hidden partial rollouts that a killed run left in {out / 'rollouts'}" \
+        in capfd.readouterr().err
 
 
 def test_an_option_a_kwargs_factory_passes_on_is_named_as_an_option(tmp_path: Path,
@@ -1433,6 +1466,28 @@ def test_an_option_a_kwargs_factory_passes_on_is_named_as_an_option(tmp_path: Pa
         build("kwfactory:make_kw", {"craash_on": "1"})
     assert str(caught.value) == ("generator kwfactory:make_kw: -g craash_on: not its option: TypeError: "
                                  "Crashy.__init__() got an unexpected keyword argument 'craash_on'")
+
+
+def test_a_misspelt_option_of_a_kwargs_factory_fails_the_rerun_in_one_line_and_keeps_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``make(**options)`` takes any key, so ``-g veersion=2`` cannot be refused before the run claims --out (its
+    signature does not say): the worker's failure names the option and the factory in one line, and the run's
+    rollouts and scorecard stay as they were, reused by the corrected rerun."""
+    (tmp_path / "kwgen.py").write_text("from render_generator import Render\n\n\n"
+                                       "def make(**options):\n    return Render(**options)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out = tmp_path / "run"
+    assert _run(out, "python:kwgen:make", version="2").exit_code == 0
+    kept = {path: path.read_bytes() for path in [out / "scorecard.json", *(out / "rollouts").rglob("*.mp4")]}
+    with pytest.raises(RecipeError) as caught:
+        _run(out, "python:kwgen:make", veersion="2")
+    assert str(caught.value) == ("generator python:kwgen:make: -g veersion: not its option: TypeError: Render.__init__"
+                                 "() got an unexpected keyword argument 'veersion' (traceback: "
+                                 f"{out / 'generation' / 'generator.log'})")
+    assert len(kept) == 5 and {path: path.read_bytes() for path in kept} == kept
+    capfd.readouterr()
+    assert _run(out, "python:kwgen:make", version="2").exit_code == 0
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err
 
 
 def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -> None:

@@ -48,6 +48,33 @@ class ScoreFileError(ValueError):
     """A score file is unusable; one line naming the file (and row) and what is wrong."""
 
 
+BAD_ROWS_SHOWN = 5   # rows named in the line that refuses a file with many bad ones; the rest counted
+
+
+@dataclass
+class _BadRows:
+    """The bad rows of one file, refused together once every row is read: a researcher fixing a file of 1,000 rows
+    reran once per bad row when the first refused it."""
+
+    path: Path
+    rows_key: str
+    found: list[tuple[int, str]] = field(default_factory=list)   # row index, its message
+
+    def add(self, index: int, error: ScoreFileError) -> None:
+        self.found.append((index, str(error)))
+
+    def refuse(self) -> None:
+        """ScoreFileError: the one bad row's message, or how many, the first few and the first's message."""
+        if len(self.found) == 1:
+            raise ScoreFileError(self.found[0][1])
+        if self.found:
+            shown = ", ".join(f"{self.rows_key}[{index}]" for index, _ in self.found[:BAD_ROWS_SHOWN])
+            more = len(self.found) - BAD_ROWS_SHOWN
+            first = self.found[0][1].removeprefix(f"{self.path}: ")
+            raise ScoreFileError(f"{self.path}: {len(self.found)} bad rows: {shown}"
+                                 f"{f' and {more} more' if more > 0 else ''} (first: {first})")
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """A sample Script 1 did not score, and why (the file's error, a non-finite score, no output)."""
@@ -225,6 +252,12 @@ def _basename(value: Any, where: str) -> str:
     return PureWindowsPath(PurePosixPath(value).name).name
 
 
+def _named(row: Mapping[str, Any], video: str, where: str) -> bool:
+    """Whether a row names ``video`` (a row whose video_path is no name, itself refused, names none)."""
+    value = row.get("video_path")
+    return isinstance(value, str) and bool(value) and _basename(value, where) == video
+
+
 def _row_error(row: Mapping[str, Any]) -> str | None:
     error = row.get("error")
     return None if error is None else str(error)
@@ -254,6 +287,7 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                                  "keep one model and one run per score directory")
         by_split[split] = path
         samples = {s.video: s for s in data.by_split[split]}
+        bad = _BadRows(path, "scores")
         for index, row in enumerate(rows):
             get = row.get
             video, label, score = get("video_path"), get("ground_truth_label"), get("score")
@@ -264,23 +298,28 @@ def _read_binary(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                     and label == ("Yes" if sample.label else "No") and type(score) is float and 0.0 <= score <= 1.0):
                 claimed[sample.sample_id] = _binary_score(score)
                 continue
-            where = f"{path}: scores[{index}]"
-            video = _basename(video, where)
-            sample = samples.get(video)
-            if sample is None:
-                raise ScoreFileError(f"{where}: video {video} is not in split {split}")
-            if sample.sample_id in claimed:   # by an earlier row of this file: the first naming the video, as _claim
-                first = next(i for i, earlier in enumerate(rows) if _basename(earlier["video_path"], where) == video)
-                raise ScoreFileError(f"{where}: sample {sample.sample_id} already scored at {path}: scores[{first}]")
-            label = row.get("ground_truth_label")
-            if not isinstance(label, str):   # upstream's Script 2 reads it as text: a 1 or true is no answer to it
-                raise ScoreFileError(f"{where}: ground_truth_label {label!r} is not a string (Yes or No)")
-            if int(label.lower() == "yes") != sample.label:
-                raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
-                                     f"({'Yes' if sample.label else 'No'}) for {video}")
-            out.binary[sample.sample_id] = value = _binary_value(row, where, path)
-            if type(value) is Failure and _row_error(row) is None:   # non-finite: upstream ranks it at -1e10
-                out.kept_upstream[sample.sample_id] = {"label": sample.label, "score": float(row["score"])}
+            try:
+                where = f"{path}: scores[{index}]"
+                video = _basename(video, where)
+                sample = samples.get(video)
+                if sample is None:
+                    raise ScoreFileError(f"{where}: video {video} is not in split {split}")
+                if sample.sample_id in claimed:   # by an earlier row of this file: the first naming the video
+                    first = next(i for i, earlier in enumerate(rows) if _named(earlier, video, where))
+                    raise ScoreFileError(f"{where}: sample {sample.sample_id} already scored at {path}: "
+                                         f"scores[{first}]")
+                label = row.get("ground_truth_label")
+                if not isinstance(label, str):   # upstream's Script 2 reads it as text: a 1 or true is no answer to it
+                    raise ScoreFileError(f"{where}: ground_truth_label {label!r} is not a string (Yes or No)")
+                if int(label.lower() == "yes") != sample.label:
+                    raise ScoreFileError(f"{where}: ground_truth_label {label!r} contradicts the pinned data "
+                                         f"({'Yes' if sample.label else 'No'}) for {video}")
+                out.binary[sample.sample_id] = value = _binary_value(row, where, path)
+                if type(value) is Failure and _row_error(row) is None:   # non-finite: upstream ranks it at -1e10
+                    out.kept_upstream[sample.sample_id] = {"label": sample.label, "score": float(row["score"])}
+            except ScoreFileError as exc:
+                bad.add(index, exc)
+        bad.refuse()
         out.sources.append(_source(path, sha256, "binary", metadata, len(rows), models, split=split))
         del rows   # as in _read_vqa
 
@@ -337,6 +376,7 @@ def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                 raise ScoreFileError(f"{path}: task_name {metadata['task_name']!r} is not a task of {skill}")
             per_task.append(path.name)
         by_key = {(p.pos_video, p.neg_video, p.pos_question, p.neg_question): p for p in pairs}   # VqaPair.key
+        bad = _BadRows(path, "scores")
         for index, row in enumerate(rows):
             get = row.get
             pos_video, neg_video = get("pos_video"), get("neg_video")
@@ -353,22 +393,26 @@ def _read_vqa(paths: list[Path], data: CameraBenchData, out: Script1Outputs,
                     seen[pair.sample_id] = (path, index)
                     out.vqa[pair.sample_id] = value
                     continue
-            where = f"{path}: scores[{index}]"
-            key = (_basename(pos_video, where), _basename(neg_video, where), pos_question, neg_question)
-            for name, question in (("pos_question", pos_question), ("neg_question", neg_question)):
-                if not isinstance(question, str):   # a list would be no key at all (TypeError)
-                    raise ScoreFileError(f"{where}: {name} must be a string, got {question!r:.60}")
-            pair = by_key.get(key)
-            if pair is None:
-                scope = f"task {task}" if task else f"skill {skill}"
-                raise ScoreFileError(f"{where}: no pair of {scope} has these videos and questions")
-            _claim(seen, pair.sample_id, path, "scores", index)
-            out.vqa[pair.sample_id] = value = _vqa_value(row, where, path)
-            if type(value) is Failure and _row_error(row) is None:   # non-finite: upstream compares it as it is
-                out.kept_upstream[pair.sample_id] = {"yes_scores": check_scores(row["yes_scores"], "yes_scores",
-                                                                                finite=False),
-                                                     "no_scores": check_scores(row["no_scores"], "no_scores",
-                                                                               finite=False)}
+            try:
+                where = f"{path}: scores[{index}]"
+                key = (_basename(pos_video, where), _basename(neg_video, where), pos_question, neg_question)
+                for name, question in (("pos_question", pos_question), ("neg_question", neg_question)):
+                    if not isinstance(question, str):   # a list would be no key at all (TypeError)
+                        raise ScoreFileError(f"{where}: {name} must be a string, got {question!r:.60}")
+                pair = by_key.get(key)
+                if pair is None:
+                    scope = f"task {task}" if task else f"skill {skill}"
+                    raise ScoreFileError(f"{where}: no pair of {scope} has these videos and questions")
+                _claim(seen, pair.sample_id, path, "scores", index)
+                out.vqa[pair.sample_id] = value = _vqa_value(row, where, path)
+                if type(value) is Failure and _row_error(row) is None:   # non-finite: upstream compares it as it is
+                    out.kept_upstream[pair.sample_id] = {"yes_scores": check_scores(row["yes_scores"], "yes_scores",
+                                                                                    finite=False),
+                                                         "no_scores": check_scores(row["no_scores"], "no_scores",
+                                                                                   finite=False)}
+            except ScoreFileError as exc:
+                bad.add(index, exc)
+        bad.refuse()
         out.sources.append(_source(path, sha256, "vqa", metadata, len(rows), models, skill=skill, task=task))
         del rows   # now, not when the next file's rows replace them: two files' rows at once were the read's peak
     if per_task:
@@ -423,16 +467,21 @@ def _read_captions(paths: list[Path], data: CameraBenchData, out: Script1Outputs
     seen: dict[str, tuple[Path, int]] = {}
     for path in paths:
         metadata, rows, sha256 = _load(path, "captions")
+        bad = _BadRows(path, "captions")
         for index, row in enumerate(rows):
-            where = f"{path}: captions[{index}]"
-            video = _basename(row.get("video_path"), where)
-            sample = samples.get(video)
-            if sample is None:
-                raise ScoreFileError(f"{where}: video {video} is not in the caption set")
-            _claim(seen, sample.sample_id, path, "captions", index)
-            if row.get("reference_answer") != sample.reference:
-                raise ScoreFileError(f"{where}: reference_answer differs from the pinned caption of {video}")
-            out.caption[sample.sample_id] = _caption_value(row, where, path)
+            try:
+                where = f"{path}: captions[{index}]"
+                video = _basename(row.get("video_path"), where)
+                sample = samples.get(video)
+                if sample is None:
+                    raise ScoreFileError(f"{where}: video {video} is not in the caption set")
+                _claim(seen, sample.sample_id, path, "captions", index)
+                if row.get("reference_answer") != sample.reference:
+                    raise ScoreFileError(f"{where}: reference_answer differs from the pinned caption of {video}")
+                out.caption[sample.sample_id] = _caption_value(row, where, path)
+            except ScoreFileError as exc:
+                bad.add(index, exc)
+        bad.refuse()
         out.sources.append(_source(path, sha256, "caption", metadata, len(rows), models))
 
 

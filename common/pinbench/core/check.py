@@ -505,8 +505,9 @@ def _failure_text(error: str | None) -> str:
 
 def _partial_rollouts(run_dir: Path, result: CheckResult) -> None:
     """A note of the hidden files a run killed while making rollouts left in ``rollouts/`` (``PARTIAL_ROLLOUT``):
-    never scored, they took disk unseen. A rerun that makes those rollouts removes each before it makes it again;
-    MIND's ``--skip-generation`` removes them too (seen: a run killed mid-rollout, then each)."""
+    never scored, they took disk unseen. A generating run alone in the folder removes them all
+    (``pinbench.ops.generation``); MIND's ``--skip-generation`` removes them too (seen: a run killed mid-rollout, then
+    each)."""
     sizes = {}
     for path in sorted((run_dir / ROLLOUTS).rglob(".*")):
         if PARTIAL_ROLLOUT.fullmatch(path.name):
@@ -515,8 +516,8 @@ def _partial_rollouts(run_dir: Path, result: CheckResult) -> None:
     if sizes:
         result.notes.append(f"{run_dir / ROLLOUTS}: {counted(len(sizes), 'hidden partial rollout')} "
                             f"({amount(sum(sizes.values()), 'bytes')}; e.g. {next(iter(sizes)).relative_to(run_dir)}): "
-                            "what a run killed while making rollouts leaves, never scored; a rerun that makes those "
-                            "rollouts again removes them first, or delete them")
+                            "what a run killed while making rollouts leaves, never scored; the next run that generates "
+                            "alone in this folder removes them, or delete them")
 
 
 def _check_rollouts(run_dir: Path, result: CheckResult) -> None:

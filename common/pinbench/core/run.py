@@ -52,9 +52,8 @@ from pinbench.core.jsonfields import JsonObject
 from pinbench.core.memory import release_free_memory
 from pinbench.core.provenance import (
     collect_provenance,
-    config_differences,
-    differences,
     installed_versions,
+    ran_differently,
     redact,
     to_jsonable,
 )
@@ -780,8 +779,7 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) ->
     labels = ("earlier", "this run")
     differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
                                        (labels[1], Generated.of(card.provenance))]),
-              *config_differences(earlier.config, card.config, labels),
-              *differences(earlier.provenance, card.provenance, labels)]
+              *ran_differently(earlier, card, labels)]
     return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, {why}) moved to {target}; "
             f"to see what changed: pinbench compare {target} {out_dir}",
             *(f"  ran differently: {line}" for line in differ[:ASIDE_SHOWN])]

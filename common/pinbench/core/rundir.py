@@ -478,6 +478,14 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
     return found
 
 
+@contextlib.contextmanager
+def alone_in(out_dir: Path) -> Iterator[bool]:
+    """Whether no other process may be writing in ``out_dir`` (``other_live_runs``), true until the block ends:
+    it holds the claims' mutex, so no run claims the directory between the look and what the block does."""
+    with _mutex(Path(out_dir) / LOCK_DIR):
+        yield not other_live_runs(out_dir)
+
+
 def _conflict(mine: str, shard: Any, live: Mapping[str, tuple[Path, dict[str, Any] | None]]) -> str | None:
     """Why a lock ``mine`` cannot be taken beside the live ones, or None."""
     for name, (path, holder) in live.items():

@@ -58,6 +58,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.generation import (
     KINDS,
+    PARTIAL_ROLLOUT,
     REQUESTS_FILE,
     ROLES,
     Capabilities,
@@ -75,7 +76,7 @@ from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.rundir import Refused
+from pinbench.core.rundir import Refused, alone_in
 from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
 from pinbench.core.sample_cache import PRUNE, SIZE_ENV, SampleCache, misplaced, planted
 from pinbench.core.store import Stored
@@ -775,6 +776,10 @@ class Generating:
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
+        removed = _remove_partials(run.out_dir, rollouts)
+        if removed:
+            print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
+                  f"{rollouts}", file=sys.stderr, flush=True)
         if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
             for line in unasked_lines(Path(self.spec.options["dir"]), requests):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
@@ -941,6 +946,21 @@ def _partial(rollouts: Path, request: Request) -> Path:
     target = rollouts / request.output
     affixes = len(f"..partial{target.suffix}".encode("utf-8", "surrogateescape"))
     return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")   # PARTIAL_ROLLOUT
+
+
+def _remove_partials(run_dir: Path, rollouts: Path) -> int:
+    """Remove the hidden partial rollouts (``PARTIAL_ROLLOUT``) under ``rollouts`` when no other process may be
+    writing in the run: one a killed run left for a sample this run no longer asks (a smaller --limit) stayed
+    forever. No run reads a partial it did not just make, whatever generator made it, so none is work lost; while
+    another shard runs, each may be its rollout in the making, and all stay. How many were removed."""
+    with alone_in(run_dir) as alone:
+        if not alone:
+            return 0
+        found = [Path(folder, name) for folder, folders, files in os.walk(rollouts)
+                 for name in (*folders, *files) if PARTIAL_ROLLOUT.fullmatch(name)]
+        for path in found:
+            _clear(path)
+    return len(found)
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from pinbench.core.derived import DerivedRecord, derived_problems
 from pinbench.core.files import counted, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
-from pinbench.core.provenance import config_differences, differences
+from pinbench.core.provenance import ran_differently
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
 from pinbench.core.scorecard import (
     MetricResult,
@@ -171,6 +171,9 @@ def _check_records_agree(run: Run) -> None:
                                "the samples file is not the one this scorecard was computed from")
 
 
+NOT_COMPUTED = "not computed"
+
+
 @dataclass
 class MetricComparison:
     name: str
@@ -186,10 +189,19 @@ class MetricComparison:
     difference: Difference | None
     verdict: str  # better | worse | within noise | not judged
     reason: str = ""
+    computed: tuple[bool, bool] = (True, True)   # whether A's and B's scorecard hold a value for it
 
     @property
     def unmatched(self) -> int:
         return len(self.only_a) + len(self.only_b) + len(self.neither)
+
+    def shown(self) -> tuple[float | str | None, float | str | None]:
+        """A and B as a comparison shows them: over the matched samples, or ``NOT_COMPUTED`` where the run's
+        scorecard has no value (a failed member failed the derived metric: the matched members gave a number the
+        run never reported)."""
+        d = self.difference
+        values = (d.value_a, d.value_b) if d is not None else (None, None)
+        return (values[0] if self.computed[0] else NOT_COMPUTED, values[1] if self.computed[1] else NOT_COMPUTED)
 
 
 @dataclass
@@ -350,8 +362,7 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
         notes.append(f"A and B are the same scorecard ({a.path}): every difference is 0")
     notes += [f"generation: {line}" for line in
               generation_differences([("A", Generated.of(ca.provenance)), ("B", Generated.of(cb.provenance))])]
-    notes += [f"ran differently: {line}" for line in [*config_differences(ca.config, cb.config, ("A", "B")),
-                                                       *differences(ca.provenance, cb.provenance, ("A", "B"))]]
+    notes += [f"ran differently: {line}" for line in ran_differently(ca, cb, ("A", "B"))]
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
         if run.status != "complete":
@@ -378,7 +389,9 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     pending = [row for row in found if isinstance(row, _FromMembers)]
     resampled = dict(zip((id(row) for row in pending), member_differences([row.series for row in pending]),
                          strict=True))
-    rows = [row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row for row in found]
+    rows = [replace(row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row,
+                    computed=(ca.metrics[row.name].value is not None, cb.metrics[row.name].value is not None))
+            for row in found]
     not_judged: dict[str, list[str]] = {}
     undercovers: dict[str, list[str]] = {}   # a verdict on fewer than FEW_UNITS units, by its interval's note
     for row in rows:
@@ -425,8 +438,9 @@ def render_comparison(result: Comparison) -> str:
     table = [columns]
     for r in result.metrics:
         d = r.difference
-        table.append([("* " if r.primary else "  ") + r.name, _fmt(d.value_a if d else None),
-                      _fmt(d.value_b if d else None), _fmt(d.difference if d else None, sign=True),
+        table.append([("* " if r.primary else "  ") + r.name,
+                      *(value if isinstance(value, str) else _fmt(value) for value in r.shown()),
+                      _fmt(d.difference if d else None, sign=True),
                       describe(d.interval) if d and has_interval(d.interval) else "n/a", r.direction, r.verdict,
                       f"{r.n_matched}/{r.n_cohort}"])
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]

@@ -681,7 +681,8 @@ def _comparison_view(k: int, result: Comparison) -> dict[str, Any]:
         d = r.difference
         interval = (d.low, d.high) if has_interval(d.interval) else None
         cell, note = _interval_cell(d.interval)
-        rows.append({"name": r.name, "primary": r.primary, "a": d.value_a, "b": d.value_b, "difference": d.difference,
+        a, b = r.shown()
+        rows.append({"name": r.name, "primary": r.primary, "a": a, "b": b, "difference": d.difference,
                      "interval": cell, "interval_note": note, "direction": r.direction, "verdict": r.verdict,
                      "reason": r.reason, "matched": f"{r.n_matched}/{r.n_cohort}"})
         if math.isfinite(d.difference):

@@ -106,6 +106,24 @@ def test_doctor_counts_the_samples_whose_row_has_an_error_and_those_without_a_ro
                     "(e.g. binary__Pan_Left__a2.0.0)")
 
 
+def test_doctor_names_every_bad_row_of_a_score_file_in_one_line(pinned_fixture, tmp_path: Path) -> None:
+    """A file with many bad rows was refused at its first: a researcher fixing a file of 1,000 rows reran the doctor
+    once per bad row. One line counts them, names the first five and says what is wrong with the first."""
+    import json
+
+    data, scores = pinned_fixture
+    path = scores / f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+    doc = json.loads(path.read_text())
+    doc["scores"][1]["score"] = 2.0
+    doc["scores"] += [dict(doc["scores"][0], video_path=f"stray{number}.mp4") for number in range(7)]
+    path.write_text(json.dumps(doc))
+    rows = len(doc["scores"])
+    (bad,) = [f for f in _diagnose(tmp_path, "my-method", scores=str(scores), data=str(data)) if not f.ok]
+    assert bad.line == (f"camerabench: {path}: 8 bad rows: scores[1], scores[{rows - 7}], scores[{rows - 6}], "
+                        f"scores[{rows - 5}], scores[{rows - 4}] and 3 more (first: scores[1]: score 2.0 is outside "
+                        '[0, 1]; Script 1 writes P("Yes"), a probability)')
+
+
 def test_a_scorecard_names_the_pins_its_script_read() -> None:
     """Script 1 reads the videos, its model and the base model's processor; a fixture or score-only run reads none
     of them: the upstream code alone (its other model's weights are never an input of a run)."""

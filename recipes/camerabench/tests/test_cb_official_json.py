@@ -176,8 +176,9 @@ def test_a_second_row_for_a_sample_names_the_first(fx) -> None:
     combined.write_text(json.dumps(doc))
     with pytest.raises(ScoreFileError) as info:
         read_score_dir(scores, data, families=["vqa"])
-    assert str(info.value) == (f"{per_task}: scores[0]: sample vqa__motion_direction__pan_left_vs_pan_right__0000 "
-                               f"already scored at {combined}: scores[1]")
+    assert str(info.value) == (f"{per_task}: 2 bad rows: scores[0], scores[1] (first: scores[0]: sample "
+                               f"vqa__motion_direction__pan_left_vs_pan_right__0000 already scored at {combined}: "
+                               "scores[1])")   # the other row of the file too
     _edit(binary, lambda d: d["scores"].append(dict(d["scores"][2])))
     with pytest.raises(ScoreFileError) as info:
         read_score_dir(scores, data, families=["binary"])
@@ -188,6 +189,25 @@ def test_a_second_row_for_a_sample_names_the_first(fx) -> None:
         read_score_dir(scores, data, families=["caption"])
     assert str(info.value) == (f"{caption}: captions[3]: sample caption__a2.0.0 already scored at "
                                f"{caption}: captions[1]")
+
+
+def test_every_bad_row_of_a_vqa_or_caption_file_is_counted_in_one_line(fx) -> None:
+    """Every bad row of a file is named in the one line refusing it (it named the first alone), the first's fault
+    said; a file with one bad row is refused as before."""
+    data, scores = fx
+    vqa = scores / f"vqa_retrieval_scores_{fixture.MODEL_NAME}_motion_direction_pan_left_vs_pan_right.json"
+    _edit(vqa, lambda d: [d["scores"][i].update(pos_question=5) for i in (0, 1)])
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["vqa"])
+    assert str(info.value) == (f"{vqa}: 2 bad rows: scores[0], scores[1] (first: scores[0]: pos_question must be a "
+                               "string, got 5)")
+    caption = next(scores.glob("caption_results_*.json"))
+    _edit(caption, lambda d: [d["captions"][i].update(reference_answer="other") for i in (0, 2)])
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data, families=["caption"])
+    video = json.loads(caption.read_text())["captions"][0]["video_path"]
+    assert str(info.value) == (f"{caption}: 2 bad rows: captions[0], captions[2] (first: captions[0]: "
+                               f"reference_answer differs from the pinned caption of {video})")
 
 
 def test_a_second_binary_row_names_the_first_however_it_wrote_the_video(fx) -> None:
