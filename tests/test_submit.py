@@ -756,6 +756,56 @@ def test_each_phase_waits_for_the_previous_and_the_submission_is_recorded(tmp_pa
         submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
 
 
+def test_two_submissions_into_one_run_directory_at_once_take_turns(tmp_path: Path, fake_slurm: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two submits into one --out at once (on a real Slurm) both found nothing live and both were queued: the second
+    rewrote shards.sbatch before the first's sbatch read it, so the 2-shard submission's array ran the 3-shard script,
+    and one record of submissions.jsonl was lost. Here the second starts while the first is in its first sbatch: it
+    waits, then finds the first's jobs live and is refused; the scripts are the first's."""
+    import threading
+
+    from pinbench.ops import slurm
+    from pinbench.ops.submit import last_submission, submit_plan
+
+    monkeypatch.setenv("FAKE_STATE", "RUNNING")
+    first = _plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano")
+    second = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano")
+    outcome: list[BaseException | None] = []
+
+    def submit_second() -> None:
+        try:
+            submit_plan(second)
+            outcome.append(None)
+        except SubmitError as exc:
+            outcome.append(exc)
+
+    real_sbatch, racer = slurm.sbatch, threading.Thread(target=submit_second)
+
+    def sbatch(script: Path, **kwargs) -> str:
+        if not racer.is_alive() and not outcome:   # the first submission's first sbatch
+            racer.start()
+            racer.join(timeout=1.0)
+        return real_sbatch(script, **kwargs)
+
+    monkeypatch.setattr(slurm, "sbatch", sbatch)
+    record = submit_plan(first)
+    racer.join(timeout=30)
+    assert outcome and isinstance(outcome[0], SubmitError), outcome
+    assert "jobs 101, 102 of the submission" in str(outcome[0])
+    lines = (tmp_path / "run" / "slurm" / "submissions.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and last_submission(tmp_path / "run").job_ids == record.job_ids == ["101", "102"]
+    assert "--array=0-2" in _sbatch((tmp_path / "run" / "slurm" / "shards.sbatch").read_text())
+
+
+def test_a_run_directory_nothing_can_be_written_in_is_one_line(tmp_path: Path, fake_slurm: Path) -> None:
+    from pinbench.ops.submit import submit_plan
+
+    out = Path("/proc/1/pinbench-test")   # under /proc nothing can be created, whoever runs the tests
+    with pytest.raises(SubmitError, match=f"^--out {out}: cannot write the sbatch scripts there: "):
+        submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", out=out))
+    assert not fake_slurm.exists()
+
+
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench.ops.submit import submit_plan

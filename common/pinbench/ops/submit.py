@@ -25,7 +25,17 @@ from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
-from pinbench.core.files import cache_root, counted, loads_json, read_data_file, sha256_file, system_path, write_atomic
+from pinbench.core.files import (
+    FileError,
+    cache_root,
+    counted,
+    exclusive,
+    loads_json,
+    read_data_file,
+    sha256_file,
+    system_path,
+    write_atomic,
+)
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
@@ -56,6 +66,7 @@ from pinbench.ops.job_command import (
 )
 
 SUBMISSIONS = "submissions.jsonl"
+SUBMIT_LOCK = ".submit.lock"   # held by the submission under way (flock)
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
             "--test-only", "--ntasks")
@@ -546,10 +557,25 @@ def write_scripts(the_plan: Plan) -> list[Path]:
 
 
 def submit_plan(the_plan: Plan) -> Submission:
-    """Write the scripts, submit the phases in order (each ``afterany`` the previous), record the submission."""
+    """Write the scripts, submit the phases in order (each ``afterany`` the previous), record the submission.
+
+    One at a time per run directory (a lock held from the check for live jobs to the record): two submissions at
+    once both found nothing live, each rewrote the other's scripts before ``sbatch`` read them (a 2-shard array
+    ran the 3-shard script) and one record was lost."""
     problem = slurm.missing_client()
     if problem:
         raise SubmitError(problem)
+    try:
+        with exclusive(the_plan.slurm_dir / SUBMIT_LOCK):
+            return _submit_alone(the_plan)
+    except FileError as exc:   # the lock file is a FIFO, say: named, never waited on
+        raise SubmitError(f"--out {the_plan.out_dir}: {exc}") from None
+    except OSError as exc:
+        raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
+                          f"{exc.filename or the_plan.slurm_dir}: {exc.strerror or exc}") from None
+
+
+def _submit_alone(the_plan: Plan) -> Submission:
     refuse_if_live(the_plan.out_dir)
     write_scripts(the_plan)
     for phase in the_plan.phases:
