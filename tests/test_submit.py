@@ -948,6 +948,30 @@ def test_a_sample_cache_bound_that_is_no_size_is_refused_before_anything_is_writ
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("container", ["none", "pyxis", "apptainer"])
+def test_a_job_whose_stage_has_no_token_gets_neither_token_variable(tmp_path: Path, container: str) -> None:
+    """sbatch hands a job the submitting shell's environment, and the job unset HF_TOKEN alone: a token exported as
+    HUGGING_FACE_HUB_TOKEN, which huggingface_hub reads when HF_TOKEN is unset, reached every scoring job, and pyxis
+    and apptainer hand it on into the container. Each script here runs with both set and a program recording what
+    it gets."""
+    seen, bin_dir = tmp_path / "seen", tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("pinbench", "srun", "apptainer"):
+        (bin_dir / name).write_text(f'#!/bin/sh\nenv > "{seen}"\n')
+        (bin_dir / name).chmod(0o755)
+    images = [] if container == "none" else [f"{tmp_path / 'image.sif'}"]
+    if images:
+        Path(images[0]).write_bytes(b"image")
+    the_plan = plan(Request(recipe=toy_recipe(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            container=container, images=images), cwd=tmp_path, pinbench=[str(bin_dir / "pinbench")])
+    for phase in the_plan.phases:
+        seen.unlink(missing_ok=True)
+        subprocess.run(["bash", "-c", phase.text], check=True, cwd=tmp_path, env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0", "HF_TOKEN": TOKEN,
+            "HUGGING_FACE_HUB_TOKEN": TOKEN})
+        assert TOKEN not in seen.read_text(), phase.phase.name
+
+
 @pytest.mark.parametrize("where", ["shared", "off", "unset"])
 def test_with_no_container_the_sample_cache_setting_is_written_into_each_script(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
