@@ -495,9 +495,9 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     name = f"pinbench-{recipe.name}-{phase.name}"
     lines = [f"--job-name={name}", "--ntasks=1"]
     if phase.sharded:
-        lines += [f"--array=0-{request.shards - 1}", f"--output={logs}/{phase.name}-%A_%a.log"]
+        lines += [f"--array=0-{request.shards - 1}", f"--output={logs}/{log_name(phase.name, '%A', '%a')}"]
     else:
-        lines += [f"--output={logs}/{phase.name}-%j.log"]
+        lines += [f"--output={logs}/{log_name(phase.name, '%j')}"]
     time_limit = request.time if phase.sharded or request.finish_time is None else request.finish_time
     lines += [f"--partition={request.partition}"] if request.partition else []
     lines += [f"--account={request.account}"] if request.account else []
@@ -505,6 +505,12 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     lines += [f"--gpus-per-task={job.gpus}"] if job.gpus else []
     lines += list(request.sbatch_args)
     return [f"#SBATCH {line}" for line in lines]
+
+
+def log_name(phase: str, job_id: str, task: int | str | None = None) -> str:
+    """The name of a job's log in ``<run>/slurm/logs/``: its script's ``--output`` (``%A_%a``, ``%j``) as sbatch
+    expands it for the job, or that pattern itself."""
+    return f"{phase}-{job_id}.log" if task is None else f"{phase}-{job_id}_{task}.log"
 
 
 def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], number: int, cwd: Path,
