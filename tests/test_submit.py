@@ -567,6 +567,34 @@ def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_
                                    "--checkpoint", "m", *videos]).exit_code == 0
 
 
+def test_a_run_directory_that_keeps_results_of_other_inputs_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    """Resubmitting into a run directory with another -o videos folder was queued on a real Slurm, and every array
+    task and the finish job failed once scheduled ("holds the run of other inputs"), as pinbench run refuses it."""
+    import json
+
+    from pinbench.core.rundir import run_identity
+
+    out, first, other = tmp_path / "r", tmp_path / "videos", tmp_path / "other"
+    for folder in (first, other):
+        folder.mkdir()
+        (folder / "a.mp4").write_bytes(folder.name.encode())
+    cfg = get_recipe("dynamic-degree").config("m", out_dir=out, options={"videos": first})
+    out.mkdir()
+    (out / "pinbench-run.json").write_text(json.dumps(run_identity(cfg), default=str))
+    (out / "scorecard.json").write_text("{}")   # it keeps results: a run there is refused too
+    args = ["submit", "dynamic-degree", "--shards", "2", "--checkpoint", "m", "--out", str(out), "--dry-run"]
+    result = runner.invoke(cli.app, [*args, "-o", f"videos={other}"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {out}: holds the run of other inputs (-o videos={first} then, {other} "
+                                    "now); a run directory belongs to one set of inputs: pass another --out")
+    assert not (out / "slurm").exists()
+    assert runner.invoke(cli.app, [*args, "-o", f"videos={first}"]).exit_code == 0
+    (first / "b.mp4").write_bytes(b"new")   # the same folder, other content
+    result = runner.invoke(cli.app, [*args, "-o", f"videos={first}"])
+    assert result.exit_code == 2 and f"then, {first} now (its content changed)" in result.output, result.output
+
+
 @pytest.mark.parametrize("inside", ["out", "sample cache"])
 def test_a_run_directory_or_sample_cache_inside_an_input_folder_is_refused_before_anything_is_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: str) -> None:

@@ -40,7 +40,7 @@ from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
-from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths
+from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
 from pinbench.core.sample_cache import SIZE_ENV, checked_dir
 from pinbench.core.shard_manifest import now
@@ -307,7 +307,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
     try:   # every job would be refused there: nothing is written into it or queued
-        check_owner(cfg.out_dir, {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode})
+        check_owner(cfg.out_dir, run_identity(cfg), {name: cwd / path for name, path in input_paths(cfg).items()})
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
