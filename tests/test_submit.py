@@ -251,6 +251,18 @@ def test_pinbench_options_given_to_sbatch_are_refused_naming_where_they_belong(t
     _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", sbatch_args=["--mem=8G", "--no-requeue", "--hold"])
 
 
+def test_a_secret_given_to_sbatch_is_refused_and_written_nowhere(tmp_path: Path) -> None:
+    """`--sbatch-arg=--export=ALL,HF_TOKEN=hf_...` (how a token is handed to a Slurm job by hand) was written into
+    every #SBATCH header and into slurm/submissions.jsonl's command; the jobs get the submitting shell's
+    environment, so exporting it there does the same and writes it nowhere."""
+    for arg in (f"--export=ALL,HF_TOKEN={TOKEN}", f"--comment={TOKEN}"):
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                         "--out", str(tmp_path / "r"), f"--sbatch-arg={arg}"])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "holds a secret" in result.output and "export it in the submitting shell" in result.output
+        assert TOKEN not in result.output and not (tmp_path / "r").exists()
+
+
 def test_the_dry_run_refuses_a_pinbench_option_given_to_sbatch(tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run", "--out",
                                      str(tmp_path / "r"), "--sbatch-arg=--skip-generation"])

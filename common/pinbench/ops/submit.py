@@ -455,6 +455,10 @@ def _check_sbatch_values(request: Request) -> None:
         if not _SBATCH_ARG.fullmatch(arg):
             raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
                               "(no spaces, quotes or shell characters)")
+        if redact(arg) != arg:
+            raise SubmitError(f"--sbatch-arg {redact(arg)!r}: holds a secret, which would be written into every sbatch "
+                              "script and slurm/submissions.jsonl; export it in the submitting shell instead (the jobs "
+                              "get its environment)")
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
