@@ -263,6 +263,11 @@ def test_a_failed_job_is_named_with_its_log(tmp_path: Path) -> None:
     (logs / "finish-8.log").unlink()   # cancelled while it pended: sbatch never opened its log
     text = render(run_status(tmp_path, asked=asked))
     assert "  job 8 (finish) CANCELLED exit 0:15: no log (it never started)" in text
+    # every job has ended: no manifest is coming ("yet" was said after such a run had ended, and of CameraBench's
+    # fixture, whose array has nothing per sample, beside its complete scorecard)
+    assert "(no shard manifest: every job has ended, and no shard reached a per-sample step)" in text
+    asked[0]["8"] = [slurm.JobState("8", None, "PENDING", "Dependency")]
+    assert "(no shard manifest yet: a shard writes one" in render(run_status(tmp_path, asked=asked))
 
 
 def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,

@@ -406,7 +406,9 @@ def render(status: RunStatus) -> str:
     lines.append(f"samples    {tasks}: {counts['done']} done"
                  f"{f' ({len(partly)} partly missing)' if partly else ''}, {counts['failed']} failed, "
                  f"{counts['missing']} missing, {counts['pending']} pending")
-    if status.n_tasks is None:
+    if status.n_tasks is None and status.jobs and not status.live:   # camerabench's array: nothing per sample
+        lines.append("           (no shard manifest: every job has ended, and no shard reached a per-sample step)")
+    elif status.n_tasks is None:
         lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
     table = [["shard", "done", "failed", "missing", "pending", "process", "slurm"]]
     for shard in status.shards:
