@@ -241,6 +241,35 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
     assert last_submission(tmp_path).job_ids == ["7"]
 
 
+def test_a_failed_job_is_named_with_its_log(tmp_path: Path) -> None:
+    """Array tasks failing before their first sample (their node could not read the input folder, on a real Slurm)
+    showed 0 samples everywhere and "no shard manifest yet"; the reason was in logs status never named."""
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=2, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"},
+                                                 {"phase": "finish", "sharded": False, "job_id": "8", "script": "y"}],
+                                           command="pinbench submit toy --shards 2"))
+    logs = tmp_path / "slurm" / "logs"
+    logs.mkdir()
+    for name in ("shards-7_0.log", "shards-7_1.log", "finish-8.log"):
+        (logs / name).write_text("PROBLEM inputs: /data/videos: videos directory not found\n")
+    asked = ({"7": [slurm.JobState("7", 1, "FAILED", exit_code="2:0"), slurm.JobState("7", 0, "TIMEOUT", "", "0:15")],
+              "8": [slurm.JobState("8", None, "CANCELLED", exit_code="0:15")]}, "")
+    text = render(run_status(tmp_path, asked=asked))
+    block = text.split("failed jobs (each log says why):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert block == [f"  job 7_0 (shards) TIMEOUT exit 0:15: log {logs / 'shards-7_0.log'}",
+                     f"  job 7_1 (shards) FAILED exit 2:0: log {logs / 'shards-7_1.log'}",
+                     f"  job 8 (finish) CANCELLED exit 0:15: log {logs / 'finish-8.log'}"]
+    (logs / "finish-8.log").unlink()   # cancelled while it pended: sbatch never opened its log
+    text = render(run_status(tmp_path, asked=asked))
+    assert "  job 8 (finish) CANCELLED exit 0:15: no log (it never started)" in text
+    # every job has ended: no manifest is coming ("yet" was said after such a run had ended, and of CameraBench's
+    # fixture, whose array has nothing per sample, beside its complete scorecard)
+    assert "(no shard manifest: every job has ended, and no shard reached a per-sample step)" in text
+    asked[0]["8"] = [slurm.JobState("8", None, "PENDING", "Dependency")]
+    assert "(no shard manifest yet: a shard writes one" in render(run_status(tmp_path, asked=asked))
+
+
 def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, every look of ``--wait`` (each 5 s) read every record of the store to count samples it never printed:

@@ -251,6 +251,18 @@ def test_pinbench_options_given_to_sbatch_are_refused_naming_where_they_belong(t
     _plan(recipe, tmp_path, shards=2, checkpoint="Toy-Nano", sbatch_args=["--mem=8G", "--no-requeue", "--hold"])
 
 
+def test_a_secret_given_to_sbatch_is_refused_and_written_nowhere(tmp_path: Path) -> None:
+    """`--sbatch-arg=--export=ALL,HF_TOKEN=hf_...` (how a token is handed to a Slurm job by hand) was written into
+    every #SBATCH header and into slurm/submissions.jsonl's command; the jobs get the submitting shell's
+    environment, so exporting it there does the same and writes it nowhere."""
+    for arg in (f"--export=ALL,HF_TOKEN={TOKEN}", f"--comment={TOKEN}"):
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                         "--out", str(tmp_path / "r"), f"--sbatch-arg={arg}"])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "holds a secret" in result.output and "export it in the submitting shell" in result.output
+        assert TOKEN not in result.output and not (tmp_path / "r").exists()
+
+
 def test_the_dry_run_refuses_a_pinbench_option_given_to_sbatch(tmp_path: Path) -> None:
     result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run", "--out",
                                      str(tmp_path / "r"), "--sbatch-arg=--skip-generation"])
@@ -567,6 +579,34 @@ def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_
                                    "--checkpoint", "m", *videos]).exit_code == 0
 
 
+def test_a_run_directory_that_keeps_results_of_other_inputs_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    """Resubmitting into a run directory with another -o videos folder was queued on a real Slurm, and every array
+    task and the finish job failed once scheduled ("holds the run of other inputs"), as pinbench run refuses it."""
+    import json
+
+    from pinbench.core.rundir import run_identity
+
+    out, first, other = tmp_path / "r", tmp_path / "videos", tmp_path / "other"
+    for folder in (first, other):
+        folder.mkdir()
+        (folder / "a.mp4").write_bytes(folder.name.encode())
+    cfg = get_recipe("dynamic-degree").config("m", out_dir=out, options={"videos": first})
+    out.mkdir()
+    (out / "pinbench-run.json").write_text(json.dumps(run_identity(cfg), default=str))
+    (out / "scorecard.json").write_text("{}")   # it keeps results: a run there is refused too
+    args = ["submit", "dynamic-degree", "--shards", "2", "--checkpoint", "m", "--out", str(out), "--dry-run"]
+    result = runner.invoke(cli.app, [*args, "-o", f"videos={other}"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {out}: holds the run of other inputs (-o videos={first} then, {other} "
+                                    "now); a run directory belongs to one set of inputs: pass another --out")
+    assert not (out / "slurm").exists()
+    assert runner.invoke(cli.app, [*args, "-o", f"videos={first}"]).exit_code == 0
+    (first / "b.mp4").write_bytes(b"new")   # the same folder, other content
+    result = runner.invoke(cli.app, [*args, "-o", f"videos={first}"])
+    assert result.exit_code == 2 and f"then, {first} now (its content changed)" in result.output, result.output
+
+
 @pytest.mark.parametrize("inside", ["out", "sample cache"])
 def test_a_run_directory_or_sample_cache_inside_an_input_folder_is_refused_before_anything_is_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: str) -> None:
@@ -756,6 +796,56 @@ def test_each_phase_waits_for_the_previous_and_the_submission_is_recorded(tmp_pa
         submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
 
 
+def test_two_submissions_into_one_run_directory_at_once_take_turns(tmp_path: Path, fake_slurm: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two submits into one --out at once (on a real Slurm) both found nothing live and both were queued: the second
+    rewrote shards.sbatch before the first's sbatch read it, so the 2-shard submission's array ran the 3-shard script,
+    and one record of submissions.jsonl was lost. Here the second starts while the first is in its first sbatch: it
+    waits, then finds the first's jobs live and is refused; the scripts are the first's."""
+    import threading
+
+    from pinbench.ops import slurm
+    from pinbench.ops.submit import last_submission, submit_plan
+
+    monkeypatch.setenv("FAKE_STATE", "RUNNING")
+    first = _plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano")
+    second = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano")
+    outcome: list[BaseException | None] = []
+
+    def submit_second() -> None:
+        try:
+            submit_plan(second)
+            outcome.append(None)
+        except SubmitError as exc:
+            outcome.append(exc)
+
+    real_sbatch, racer = slurm.sbatch, threading.Thread(target=submit_second)
+
+    def sbatch(script: Path, **kwargs) -> str:
+        if not racer.is_alive() and not outcome:   # the first submission's first sbatch
+            racer.start()
+            racer.join(timeout=1.0)
+        return real_sbatch(script, **kwargs)
+
+    monkeypatch.setattr(slurm, "sbatch", sbatch)
+    record = submit_plan(first)
+    racer.join(timeout=30)
+    assert outcome and isinstance(outcome[0], SubmitError), outcome
+    assert "jobs 101, 102 of the submission" in str(outcome[0])
+    lines = (tmp_path / "run" / "slurm" / "submissions.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and last_submission(tmp_path / "run").job_ids == record.job_ids == ["101", "102"]
+    assert "--array=0-2" in _sbatch((tmp_path / "run" / "slurm" / "shards.sbatch").read_text())
+
+
+def test_a_run_directory_nothing_can_be_written_in_is_one_line(tmp_path: Path, fake_slurm: Path) -> None:
+    from pinbench.ops.submit import submit_plan
+
+    out = Path("/proc/1/pinbench-test")   # under /proc nothing can be created, whoever runs the tests
+    with pytest.raises(SubmitError, match=f"^--out {out}: cannot write the sbatch scripts there: "):
+        submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", out=out))
+    assert not fake_slurm.exists()
+
+
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench.ops.submit import submit_plan
@@ -896,6 +986,30 @@ def test_a_sample_cache_bound_that_is_no_size_is_refused_before_anything_is_writ
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
     planned()
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("container", ["none", "pyxis", "apptainer"])
+def test_a_job_whose_stage_has_no_token_gets_neither_token_variable(tmp_path: Path, container: str) -> None:
+    """sbatch hands a job the submitting shell's environment, and the job unset HF_TOKEN alone: a token exported as
+    HUGGING_FACE_HUB_TOKEN, which huggingface_hub reads when HF_TOKEN is unset, reached every scoring job, and pyxis
+    and apptainer hand it on into the container. Each script here runs with both set and a program recording what
+    it gets."""
+    seen, bin_dir = tmp_path / "seen", tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("pinbench", "srun", "apptainer"):
+        (bin_dir / name).write_text(f'#!/bin/sh\nenv > "{seen}"\n')
+        (bin_dir / name).chmod(0o755)
+    images = [] if container == "none" else [f"{tmp_path / 'image.sif'}"]
+    if images:
+        Path(images[0]).write_bytes(b"image")
+    the_plan = plan(Request(recipe=toy_recipe(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            container=container, images=images), cwd=tmp_path, pinbench=[str(bin_dir / "pinbench")])
+    for phase in the_plan.phases:
+        seen.unlink(missing_ok=True)
+        subprocess.run(["bash", "-c", phase.text], check=True, cwd=tmp_path, env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0", "HF_TOKEN": TOKEN,
+            "HUGGING_FACE_HUB_TOKEN": TOKEN})
+        assert TOKEN not in seen.read_text(), phase.phase.name
 
 
 @pytest.mark.parametrize("where", ["shared", "off", "unset"])

@@ -183,12 +183,23 @@ def _describe(identity: Mapping[str, Any]) -> str:
     return f"{identity['recipe']} / {identity['checkpoint']} ({identity['mode']})"
 
 
-def check_owner(out_dir: Path, wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+def check_owner(out_dir: Path, wanted: Mapping[str, Any], paths: Mapping[str, Path]) -> dict[str, Any] | None:
     """The identity a directory holds (None for a fresh one); RunDirError when it is another recipe's, checkpoint's
-    or mode's (``wanted`` needs only those keys): ``pinbench submit`` asks before it writes or queues anything."""
+    or mode's, or keeps results of other inputs (``wanted`` as ``run_identity``, ``paths`` as ``input_paths``):
+    ``pinbench submit`` asks before it writes or queues anything, where each job was refused once scheduled."""
     found, source = read_identity(out_dir)
     _refuse_other_run(out_dir, found, source, wanted)
+    if found is not None and _holds_results(out_dir):
+        differs = input_changes(found.get("inputs"), wanted["inputs"], out_dir, paths)
+        if differs:
+            raise RunDirError(f"{_other_inputs(out_dir, differs)}: pass another --out, or move this one aside first "
+                              f"(pinbench run --move-aside moves it to {aside_path(out_dir).name}; nothing is deleted)")
     return found
+
+
+def _other_inputs(out_dir: Path, differs: list[str]) -> str:
+    return (f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs to one set of "
+            "inputs")
 
 
 def _same_owner(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -217,9 +228,8 @@ def _check_identity(out_dir: Path, wanted: Mapping[str, Any], lock_dir: Path, pa
         return
     differs = input_changes(found.get("inputs"), wanted["inputs"], out_dir, paths)
     if differs:
-        raise RunDirError(f"{out_dir}: holds the run of other inputs ({'; '.join(differs)}); a run directory belongs "
-                          f"to one set of inputs: pass another --out, or --move-aside to move the earlier results to "
-                          f"{aside_path(out_dir).name} beside it (nothing is deleted)")
+        raise RunDirError(f"{_other_inputs(out_dir, differs)}: pass another --out, or --move-aside to move the earlier "
+                          f"results to {aside_path(out_dir).name} beside it (nothing is deleted)")
     if not (out_dir / IDENTITY_FILE).exists() or "inputs" not in found:
         _write_identity(out_dir, wanted, paths)
 

@@ -5,8 +5,9 @@ and ``apptainer`` (docs/scale-out.md, "Where jobs run"). Inside a container the 
 and the files a ``--generator`` names are mounted where ``--runtime docker`` mounts them, so the tasks hash the same
 paths and a run started one way resumes the other; the submitting shell's sample cache setting holds there as under
 ``--runtime docker`` (``docker_runtime.sample_cache_setting``). A stage without network runs ``--offline``;
-``HF_TOKEN`` is unset in every job whose stage has no token (it neither fetches nor generates in
-``--generator-image``), so a token exported by Slurm never reaches scoring; a container gets it by name only.
+``HF_TOKEN`` (and its older name ``HUGGING_FACE_HUB_TOKEN``) is unset in every job whose stage has no token (it
+neither fetches nor generates in ``--generator-image``), so a token exported by Slurm never reaches scoring; a
+container gets it by name only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pinbench.ops.docker_runtime import CACHE_MOUNT, INPUTS_MOUNT, OUT_MOUNT, ge
 CONTAINERS = ("none", "docker", "pyxis", "apptainer")
 SHARD_INDEX = "${SLURM_ARRAY_TASK_ID}"
 OFFLINE_ENV = ("PINBENCH_OFFLINE", "HF_HUB_OFFLINE")
+# the token and its older name, which huggingface_hub reads where HF_TOKEN is unset
+TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # a local Docker image by its content-addressed id
 # Docker numbers the host's GPUs; Slurm names the job's in SLURM_JOB_GPUS (CUDA_VISIBLE_DEVICES may be
 # renumbered from 0 inside a cgroup), so that one goes first.
@@ -101,7 +104,7 @@ class PhaseJob:
     def env_lines(self) -> list[str]:
         """What the job's shell sets before the command: no token unless the stage has one, offline if it has no
         network."""
-        lines = [] if self.stage.needs_token else ["unset HF_TOKEN  # this stage gets no token"]
+        lines = [] if self.stage.needs_token else [f"unset {' '.join(TOKEN_ENV)}  # this stage gets no token"]
         if not self.stage.network:
             lines.append(f"export {' '.join(f'{v}=1' for v in OFFLINE_ENV)}  # this stage reads only the cache")
         return lines

@@ -28,7 +28,7 @@ from pinbench.core.config import Shard
 from pinbench.core.files import FileError, counted, iter_finite_jsonl, loads_json, open_regular, read_data_file
 from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
-from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, lock_name, process_alive, read_lock
+from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, SLURM_DIR, lock_name, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
     DEFAULT_SAMPLES_PATH,
@@ -41,7 +41,7 @@ from pinbench.core.scorecard import (
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
 from pinbench.core.store import Stored, contradictions, sound_records
 from pinbench.ops import slurm
-from pinbench.ops.submit import Submission, last_submission
+from pinbench.ops.submit import Submission, last_submission, log_name
 
 MAX_LISTED = 20
 
@@ -406,7 +406,9 @@ def render(status: RunStatus) -> str:
     lines.append(f"samples    {tasks}: {counts['done']} done"
                  f"{f' ({len(partly)} partly missing)' if partly else ''}, {counts['failed']} failed, "
                  f"{counts['missing']} missing, {counts['pending']} pending")
-    if status.n_tasks is None:
+    if status.n_tasks is None and status.jobs and not status.live:   # camerabench's array: nothing per sample
+        lines.append("           (no shard manifest: every job has ended, and no shard reached a per-sample step)")
+    elif status.n_tasks is None:
         lines.append("           (no shard manifest yet: a shard writes one when its per-sample step starts)")
     table = [["shard", "done", "failed", "missing", "pending", "process", "slurm"]]
     for shard in status.shards:
@@ -429,6 +431,7 @@ def render(status: RunStatus) -> str:
         task = "" if job.array_task is None else f"_{job.array_task}"
         lines.append(f"job {job.job_id}{task} will never start ({job.reason}): cancel it (scancel {job.job_id}) and "
                      "submit again with a request the partition allows")
+    lines += _failed_jobs(status)
     lines += _listed("failed samples:", [(s, *row) for s in status.shards for row in s.failed])
     lines += _listed("missing samples (never computed; the scorecard counts them missing):",
                      [(s, *row) for s in status.shards for row in s.missing])
@@ -440,6 +443,27 @@ def render(status: RunStatus) -> str:
         lines += ["", f"pending samples: {shown}"]
     lines += ["", _scorecard_line(status)]
     return "\n".join(lines)
+
+
+def _failed_jobs(status: RunStatus) -> list[str]:
+    """Each job or array task of the submission that ended other than COMPLETED, with its log: a task failing before
+    its first sample (an input its node cannot read) left every count at 0 and nothing said where the reason was."""
+    sub = status.submission
+    if sub is None:
+        return []
+    logs = status.out_dir / SLURM_DIR / "logs"
+    rows = []
+    for job in sub.jobs:
+        for state in sorted(status.jobs.get(job["job_id"], []), key=lambda s: s.array_task or 0):
+            if state.ended and state.state != "COMPLETED":
+                log = logs / log_name(job["phase"], state.job_id, state.array_task)
+                task = "" if state.array_task is None else f"_{state.array_task}"
+                where = f"log {log}" if log.is_file() else "no log (it never started)"
+                rows.append(f"  job {state.job_id}{task} ({job['phase']}) {state.describe()}: {where}")
+    if not rows:
+        return []
+    more = [f"  ... and {len(rows) - MAX_LISTED} more"] if len(rows) > MAX_LISTED else []
+    return ["", "failed jobs (each log says why):", *rows[:MAX_LISTED], *more]
 
 
 def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:

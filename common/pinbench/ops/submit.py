@@ -25,12 +25,22 @@ from typing import Any
 
 from pinbench.core.config import MAX_SHARDS, RecipeError, RunConfig, Shard
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
-from pinbench.core.files import cache_root, counted, loads_json, read_data_file, sha256_file, system_path, write_atomic
+from pinbench.core.files import (
+    FileError,
+    cache_root,
+    counted,
+    exclusive,
+    loads_json,
+    read_data_file,
+    sha256_file,
+    system_path,
+    write_atomic,
+)
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import redact
 from pinbench.core.recipe import Recipe, scale_out_problem
-from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths
+from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
 from pinbench.core.sample_cache import SIZE_ENV, checked_dir
 from pinbench.core.shard_manifest import now
@@ -56,6 +66,7 @@ from pinbench.ops.job_command import (
 )
 
 SUBMISSIONS = "submissions.jsonl"
+SUBMIT_LOCK = ".submit.lock"   # held by the submission under way (flock)
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
             "--test-only", "--ntasks")
@@ -296,7 +307,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
     try:   # every job would be refused there: nothing is written into it or queued
-        check_owner(cfg.out_dir, {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode})
+        check_owner(cfg.out_dir, run_identity(cfg), {name: cwd / path for name, path in input_paths(cfg).items()})
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
@@ -444,6 +455,10 @@ def _check_sbatch_values(request: Request) -> None:
         if not _SBATCH_ARG.fullmatch(arg):
             raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
                               "(no spaces, quotes or shell characters)")
+        if redact(arg) != arg:
+            raise SubmitError(f"--sbatch-arg {redact(arg)!r}: holds a secret, which would be written into every sbatch "
+                              "script and slurm/submissions.jsonl; export it in the submitting shell instead (the jobs "
+                              "get its environment)")
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
@@ -484,9 +499,9 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     name = f"pinbench-{recipe.name}-{phase.name}"
     lines = [f"--job-name={name}", "--ntasks=1"]
     if phase.sharded:
-        lines += [f"--array=0-{request.shards - 1}", f"--output={logs}/{phase.name}-%A_%a.log"]
+        lines += [f"--array=0-{request.shards - 1}", f"--output={logs}/{log_name(phase.name, '%A', '%a')}"]
     else:
-        lines += [f"--output={logs}/{phase.name}-%j.log"]
+        lines += [f"--output={logs}/{log_name(phase.name, '%j')}"]
     time_limit = request.time if phase.sharded or request.finish_time is None else request.finish_time
     lines += [f"--partition={request.partition}"] if request.partition else []
     lines += [f"--account={request.account}"] if request.account else []
@@ -494,6 +509,12 @@ def _sbatch_lines(request: Request, job: PhaseJob, logs: Path) -> list[str]:
     lines += [f"--gpus-per-task={job.gpus}"] if job.gpus else []
     lines += list(request.sbatch_args)
     return [f"#SBATCH {line}" for line in lines]
+
+
+def log_name(phase: str, job_id: str, task: int | str | None = None) -> str:
+    """The name of a job's log in ``<run>/slurm/logs/``: its script's ``--output`` (``%A_%a``, ``%j``) as sbatch
+    expands it for the job, or that pattern itself."""
+    return f"{phase}-{job_id}.log" if task is None else f"{phase}-{job_id}_{task}.log"
 
 
 def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], number: int, cwd: Path,
@@ -546,10 +567,25 @@ def write_scripts(the_plan: Plan) -> list[Path]:
 
 
 def submit_plan(the_plan: Plan) -> Submission:
-    """Write the scripts, submit the phases in order (each ``afterany`` the previous), record the submission."""
+    """Write the scripts, submit the phases in order (each ``afterany`` the previous), record the submission.
+
+    One at a time per run directory (a lock held from the check for live jobs to the record): two submissions at
+    once both found nothing live, each rewrote the other's scripts before ``sbatch`` read them (a 2-shard array
+    ran the 3-shard script) and one record was lost."""
     problem = slurm.missing_client()
     if problem:
         raise SubmitError(problem)
+    try:
+        with exclusive(the_plan.slurm_dir / SUBMIT_LOCK):
+            return _submit_alone(the_plan)
+    except FileError as exc:   # the lock file is a FIFO, say: named, never waited on
+        raise SubmitError(f"--out {the_plan.out_dir}: {exc}") from None
+    except OSError as exc:
+        raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
+                          f"{exc.filename or the_plan.slurm_dir}: {exc.strerror or exc}") from None
+
+
+def _submit_alone(the_plan: Plan) -> Submission:
     refuse_if_live(the_plan.out_dir)
     write_scripts(the_plan)
     for phase in the_plan.phases:
