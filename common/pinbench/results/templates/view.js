@@ -146,7 +146,9 @@
             el("ul", null, r.ran_differently.map(function (line) { return el("li", {text: line}); }))) : null),
           el("td", {class: "small", text: r.dir}),
           el("td", null, badge(r.status), r.status_reasons.length ? el("div", {class: "small", text: r.status_reasons.join("; ")}) : null),
-          el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict), el("div", {class: "small muted", text: r.reference_note})),
+          el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict),
+            r.problems.length ? el("ul", {class: "small warn verdict-why"}, r.problems.map(function (line) { return el("li", {text: line}); })) : null,
+            el("div", {class: "small muted", text: r.reference_note})),
           el("td", {class: "num", text: r.n_ok + " ok, " + r.n_failed + " failed, " + r.n_missing + " missing of " + r.n_expected}),
           el("td", {text: r.recipe_version}));
       }));
