@@ -33,7 +33,7 @@ from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
-from pinbench.results.report import VERDICTS, build_rows, finite_float, metric_group
+from pinbench.results.report import VERDICTS, build_rows, distinct_labels, finite_float, metric_group
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
 
@@ -244,11 +244,8 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
     recipes = {r.card.recipe for r in runs}
     if len(recipes) > 1:
         raise ViewError(f"runs of one recipe are viewed together, these are of {', '.join(sorted(recipes))}")
-    labels = [f"{r.card.checkpoint}" + ("" if r.card.mode == "full" else f" ({r.card.mode})") for r in runs]
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} {r.path.parent.name}" for label, r in zip(labels, runs, strict=True)]
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+    labels = distinct_labels([f"{r.card.checkpoint}" + ("" if r.card.mode == "full" else f" ({r.card.mode})")
+                              for r in runs], [r.path.parent.name for r in runs])
     out = []
     for run, label in zip(runs, labels, strict=True):
         out.append(ViewRun(run, label, *_reference_rows(run.card)))
