@@ -700,7 +700,9 @@ def _comparison_view(k: int, result: Comparison) -> dict[str, Any]:
                   "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
                  for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
     badge_text, badge_class = comparison_badge(result)
-    names = f"{result.b.card.checkpoint} - {result.a.card.checkpoint}"
+    a, b = distinct_labels([result.a.card.checkpoint, result.b.card.checkpoint],
+                           [result.a.path.parent.name, result.b.path.parent.name])
+    names = f"{b} - {a}"  # two runs of one checkpoint read "fixture - fixture" otherwise
     return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
             "names": names,
             "badge_text": badge_text, "badge_class": badge_class,
