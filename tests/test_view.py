@@ -1028,6 +1028,21 @@ def test_the_runs_table_says_why_a_run_did_not_match_its_reference(runs, browser
                                        ".map(li => li.textContent))")
     assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
     assert shown[1][0].startswith("recipe_version mismatch: ") and shown[1][0].endswith("scorecard is '9.9'")
+    many = _recorded_as(runs["b"], tmp_path / "many", recipe_version="9.9")
+    card = _card(many)
+    for metric in card["metrics"].values():  # each metric of the reference: "the reference says higher is better"
+        metric["direction"] = {"higher": "lower", "lower": "higher"}[metric["direction"]]
+    (many / "scorecard.json").write_text(json.dumps(card))
+    problems = View(load_runs([many])).summary()["runs"][0]["problems"]
+    assert len(problems) > 4
+    with served(many) as url:  # three said, the rest folded: eleven lines pushed every table off the screen
+        _ready(browser, url)
+        said, folded, more = browser.execute_script(
+            "const ul = document.querySelector('#runs .verdict-why');"
+            "return [Array.from(ul.querySelectorAll(':scope > li:not(.more)')).map(li => li.textContent),"
+            "Array.from(ul.querySelectorAll('li.more details li')).map(li => li.textContent),"
+            "ul.querySelector('li.more summary').textContent]")
+    assert said == problems[:3] and folded == problems[3:] and more == f"{len(problems) - 3} more"
 
 
 @needs_browser
