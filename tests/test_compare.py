@@ -176,6 +176,14 @@ def test_a_samples_file_that_is_not_the_scorecards_is_refused(tmp_path: Path) ->
         load_run(run / "scorecard.json")
 
 
+def test_a_report_names_two_runs_of_one_checkpoint_by_their_folders(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "one", "A").rename(tmp_path / "base")
+    b = write_run(tmp_path / "two", "A", shift=-0.01, seed=2).rename(tmp_path / "tuned")
+    runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(tmp_path / "r")])
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert page.count("Comparison: B - A (A tuned - A base)") == 2  # its entry in the contents and its heading
+
+
 def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
     result = runner.invoke(cli.app, ["compare", str(a), str(b / "scorecard.json"), "--report", str(tmp_path / "r")])

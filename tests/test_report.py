@@ -234,6 +234,17 @@ def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
     assert "no reference" in _row(page, "vis/dover")
     assert "mode mismatch" in page and "n_samples=600" in page and str(ref_path) in page
     assert 'Verdict: <span class="badge FAIL">MISMATCH</span>' in page
+    top = page.split('<nav class="toc">', 1)[0]  # the first table says why, where a badge stood alone
+    reasons = re.findall(r"<li>([^<]*)</li>", top)
+    assert reasons[0].startswith("mode mismatch: ") and "n_samples=600" in reasons[1], reasons
+    assert len(reasons) == 2 and "more</a>" not in top
+    data["recipe_version"], data["checkpoint"] = "0.9.0", "Other"  # four problems: three said, a link to the rest
+    ref_path.write_text(yaml.safe_dump(data))
+    page = write_report([card], tmp_path / "out", references={0: load_reference(ref_path)}).read_text()
+    top = page.split('<nav class="toc">', 1)[0]
+    assert [line.split(":")[0] for line in re.findall(r"<li>([^<]*)</li>", top)] == [
+        "recipe_version mismatch", "checkpoint mismatch", "mode mismatch"]
+    assert '<li><a href="#s01-deviations">1 more</a></li></ul>' in top
     with pytest.raises(ReportError, match="expected a pinbench.core.reference.Reference"):
         write_report([card], tmp_path / "bad", references={0: ["not", "a", "reference"]})
 
@@ -334,6 +345,18 @@ def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
     assert _figures(s1, "deviations") and not _figures(s2, "deviations")  # s02 has no reference
     assert _figures(s2, "panel") and not _figures(s1, "panel")  # only s02 came with its records
     _assert_page(index)
+
+
+def test_two_runs_of_one_checkpoint_are_named_apart(tmp_path: Path) -> None:
+    """By their folders' names, else by their places: two sections named alike, a PASS and a FAIL, read as one."""
+    card = _card(_records(4), 4)
+    files = [write_scorecard(card, tmp_path / name / "scorecard.json") for name in ("base", "tuned")]
+    page = write_report(files, tmp_path / "out").read_text()
+    assert '<a href="#s01">paibench-c · Nano · full base</a>' in page
+    assert '<a href="#s02">paibench-c · Nano · full tuned</a>' in page
+    page = write_report([card, card], tmp_path / "memory").read_text()
+    assert '<a href="#s01">paibench-c · Nano · full #1</a>' in page
+    assert '<a href="#s02">paibench-c · Nano · full #2</a>' in page
 
 
 def test_deterministic_and_stale_plots_removed(tmp_path: Path) -> None:

@@ -139,6 +139,31 @@ def test_each_run_says_what_it_ran_differently_from_run_a(runs, tmp_path: Path) 
         [], [f"from run A: driver: A {driver or 'none'}, this run 560.35.03"], []]
 
 
+def _recorded_as(run: Path, to: Path, **fields: str) -> Path:
+    """A copy of ``run`` whose scorecard records other ``fields`` (a recipe version, a checkpoint, a mode)."""
+    shutil.copytree(run, to)
+    card = _card(to)
+    card.update(fields)
+    (to / "scorecard.json").write_text(json.dumps(card))
+    return to
+
+
+def test_each_run_says_why_it_did_not_match_its_reference_or_has_none(runs, tmp_path: Path) -> None:
+    """The verdict's reasons are the page's, as pinbench diff prints them: a MISMATCH badge alone (and no word for
+    a run without a reference) sent the reader to the terminal to learn why."""
+    other = _recorded_as(runs["dd"], tmp_path / "other", recipe_version="9.9")
+    unknown = _recorded_as(runs["dd"], tmp_path / "unknown", checkpoint="nobody", mode="smoke")
+    got = [(r["verdict"], r["problems"], r["reference_note"])
+           for r in View(load_runs([runs["dd"], other, unknown])).summary()["runs"]]
+    assert [verdict for verdict, _, _ in got] == ["PASS", "MISMATCH", "NO REFERENCE"]
+    assert got[0][1] == [] and got[0][2].startswith("reference: ")
+    assert len(got[1][1]) == 1 and got[1][1][0].startswith("recipe_version mismatch: reference (")
+    assert got[1][1][0].endswith(f") is for '{_card(runs['dd'])['recipe_version']}', scorecard is '9.9'")
+    assert got[2][1:] == ([], "no smoke reference for dynamic-degree / nobody")
+    partial = View(load_runs([runs["b"]])).summary()["runs"][0]
+    assert partial["verdict"] == "INCOMPLETE" and partial["problems"][0].startswith("scorecard status is partial")
+
+
 def _rows(path: Path) -> dict[str, dict]:
     return {r.get("sample_id") or r["scene_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
@@ -992,6 +1017,32 @@ def test_the_runs_table_lists_what_a_run_ran_differently(runs, browser, tmp_path
                                        ".map(li => li.textContent))")
     assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
     assert shown[1][0].startswith("from run A: driver: A ") and shown[1][0].endswith(", this run 560.35.03")
+
+
+@needs_browser
+def test_the_runs_table_says_why_a_run_did_not_match_its_reference(runs, browser, tmp_path: Path) -> None:
+    with served(runs["dd"], _recorded_as(runs["dd"], tmp_path / "other", recipe_version="9.9")) as url:
+        _ready(browser, url)
+        shown = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run]'))"
+                                       ".map(tr => Array.from(tr.querySelectorAll('.verdict-why li'))"
+                                       ".map(li => li.textContent))")
+    assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
+    assert shown[1][0].startswith("recipe_version mismatch: ") and shown[1][0].endswith("scorecard is '9.9'")
+    many = _recorded_as(runs["b"], tmp_path / "many", recipe_version="9.9")
+    card = _card(many)
+    for metric in card["metrics"].values():  # each metric of the reference: "the reference says higher is better"
+        metric["direction"] = {"higher": "lower", "lower": "higher"}[metric["direction"]]
+    (many / "scorecard.json").write_text(json.dumps(card))
+    problems = View(load_runs([many])).summary()["runs"][0]["problems"]
+    assert len(problems) > 4
+    with served(many) as url:  # three said, the rest folded: eleven lines pushed every table off the screen
+        _ready(browser, url)
+        said, folded, more = browser.execute_script(
+            "const ul = document.querySelector('#runs .verdict-why');"
+            "return [Array.from(ul.querySelectorAll(':scope > li:not(.more)')).map(li => li.textContent),"
+            "Array.from(ul.querySelectorAll('li.more details li')).map(li => li.textContent),"
+            "ul.querySelector('li.more summary').textContent]")
+    assert said == problems[:3] and folded == problems[3:] and more == f"{len(problems) - 3} more"
 
 
 @needs_browser

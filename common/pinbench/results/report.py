@@ -425,14 +425,22 @@ class _Section:
     samples: list[Any] | None
     extras: list[Extra]
     from_file: bool
+    label: str
 
     @property
     def anchor(self) -> str:
         return f"s{self.index + 1:02d}"
 
-    @property
-    def label(self) -> str:
-        return f"{self.card.recipe} · {self.card.checkpoint} · {self.card.mode}"
+
+def distinct_labels(labels: Sequence[str], folders: Sequence[str | None]) -> list[str]:
+    """``labels`` made distinct: by each run's folder name (None: it has none) where two are alike, then by their
+    position. Two runs of one checkpoint read as one on a page otherwise, a PASS and a MISMATCH side by side."""
+    out = list(labels)
+    if len(set(out)) < len(out):
+        out = [f"{label} {folder}" if folder else label for label, folder in zip(out, folders, strict=True)]
+    if len(set(out)) < len(out):
+        out = [f"{label} #{i + 1}" for i, label in enumerate(out)]
+    return out
 
 
 class _Figures:
@@ -633,7 +641,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
         "groups": [{"title": group or TOP_LEVEL, "anchor": _anchor(sec, group), "rows": [_row_view(r) for r in m],
                     "failing": sum(1 for r in m if r.status not in ("PASS", ""))} for group, m in grouped(rows)],
         "primary": [_row_view(row) for row in rows if row.starred],
-        "na_reasons": [],
+        "na_reasons": [], "problems": [],
         "failures": failures, "unnamed": unnamed, "prov": _provenance(card.provenance),
         "details": {key: scrub(getattr(card, key)) for key in ("config", "timings", "extra") if getattr(card, key)},
         "distributions": None, "no_values": [],
@@ -693,7 +701,9 @@ def _comparison_view(k: int, result: Comparison) -> dict[str, Any]:
                   "metrics": "all metrics" if len(names) == len(result.metrics) else ", ".join(names)}
                  for sample_id, (why, names) in unmatched_samples(result.metrics).items()]
     badge_text, badge_class = comparison_badge(result)
-    names = f"{result.b.card.checkpoint} - {result.a.card.checkpoint}"
+    a, b = distinct_labels([result.a.card.checkpoint, result.b.card.checkpoint],
+                           [result.a.path.parent.name, result.b.path.parent.name])
+    names = f"{b} - {a}"  # two runs of one checkpoint read "fixture - fixture" otherwise
     return {"anchor": f"c{k + 1:02d}", "header": result.header, "verdict": VERDICT_NAMES[result.exit_code],
             "names": names,
             "badge_text": badge_text, "badge_class": badge_class,
@@ -782,8 +792,11 @@ def write_report(
     refs = _per_card(references, names, "references")
     recs = _per_card(samples, names, "samples")
     extras = _per_card(extra_figures, names, "extra_figures")
+    labels = distinct_labels([f"{card.recipe} · {card.checkpoint} · {card.mode}" for card, _ in loaded],
+                             [None if isinstance(card, Scorecard) else Path(os.path.abspath(card)).parent.name
+                              for card in scorecards])
     sections = [
-        _Section(index=i, card=card, origin=origin,
+        _Section(index=i, card=card, origin=origin, label=labels[i],
                  ref=as_reference(refs[i], f"reference for {origin}") if refs[i] is not None else None,
                  samples=list(recs[i]) if recs[i] is not None else None,
                  extras=_check_extras(extras[i], f"extra_figures for {origin}") if extras[i] is not None

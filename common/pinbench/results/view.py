@@ -33,7 +33,7 @@ from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
-from pinbench.results.report import VERDICTS, build_rows, finite_float, metric_group
+from pinbench.results.report import VERDICTS, build_rows, distinct_labels, finite_float, metric_group
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
 
@@ -199,6 +199,7 @@ class ViewRun:
     rows: list[Any]  # report.Row per metric: value, interval, the reference's verdict
     reference_note: str = ""
     ran_differently: list[str] = field(default_factory=list)   # from the reference's run (a recorded reference)
+    problems: list[str] = field(default_factory=list)  # why the verdict is not PASS (diff's problems)
 
     @property
     def card(self) -> Scorecard:
@@ -209,9 +210,11 @@ class ViewRun:
         return RunInputs(self.run.path.parent, self.run.card)
 
 
-def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str]]:
-    """(verdict, metric rows, note, what ran differently from a recorded reference's run): the run judged against
-    the recipe's reference for its checkpoint and mode."""
+def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], list[str]]:
+    """(verdict, metric rows, note, what ran differently from a recorded reference's run, why the verdict is not
+    PASS): the run judged against the recipe's reference for its checkpoint and mode. The note and the problems say
+    at the top of the page why a run has no reference or did not match it (as ``pinbench diff`` says them); a
+    badge alone sent the reader to the terminal."""
     from pinbench.core.recipe import get_recipe
 
     try:
@@ -219,11 +222,12 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str]]:
         path = recipe.reference_of(card)
         ref = load_reference(path, recipe=recipe) if path else None
     except (RecipeError, FileError, ValueError) as exc:
-        return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}", []
+        return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}", [], []
     if ref is None:
-        return "NO REFERENCE", build_rows(card, None, None), "", []
+        return "NO REFERENCE", build_rows(card, None, None), recipe.no_reference_of(card), [], []
     result = diff(card, ref)
-    return VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", result.ran_differently
+    return (VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", result.ran_differently,
+            list(result.problems))
 
 
 def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
@@ -240,11 +244,8 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
     recipes = {r.card.recipe for r in runs}
     if len(recipes) > 1:
         raise ViewError(f"runs of one recipe are viewed together, these are of {', '.join(sorted(recipes))}")
-    labels = [f"{r.card.checkpoint}" + ("" if r.card.mode == "full" else f" ({r.card.mode})") for r in runs]
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} {r.path.parent.name}" for label, r in zip(labels, runs, strict=True)]
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+    labels = distinct_labels([f"{r.card.checkpoint}" + ("" if r.card.mode == "full" else f" ({r.card.mode})")
+                              for r in runs], [r.path.parent.name for r in runs])
     out = []
     for run, label in zip(runs, labels, strict=True):
         out.append(ViewRun(run, label, *_reference_rows(run.card)))
@@ -427,7 +428,7 @@ class View:
             "runs": [{"label": run.label, "dir": _from(run.run.path.parent, bundle), "checkpoint": run.card.checkpoint,
                       "mode": run.card.mode, "recipe_version": run.card.recipe_version, "status": run.card.status,
                       "status_reasons": list(run.card.status_reasons), "verdict": run.verdict,
-                      "reference_note": run.reference_note, "ran_differently": [
+                      "reference_note": run.reference_note, "problems": run.problems, "ran_differently": [
                           *(f"from run A: {line}" for line in ran_differently(self.runs[0].card, run.card,
                                                                               ("A", "this run"))),
                           *run.ran_differently], "n_expected": run.card.samples.n_expected,

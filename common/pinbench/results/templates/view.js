@@ -137,6 +137,7 @@
 
   // ------------------------------------------------------------------------------------------------ home
   function runsTable() {
+    function item(line) { return el("li", {text: line}); }
     return el("table", {id: "runs"},
       el("tr", null, ["run", "folder", "status", "reference", "samples", "recipe version"].map(function (h) { return el("th", {text: h}); })),
       summary.runs.map(function (r, i) {
@@ -146,7 +147,11 @@
             el("ul", null, r.ran_differently.map(function (line) { return el("li", {text: line}); }))) : null),
           el("td", {class: "small", text: r.dir}),
           el("td", null, badge(r.status), r.status_reasons.length ? el("div", {class: "small", text: r.status_reasons.join("; ")}) : null),
-          el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict), el("div", {class: "small muted", text: r.reference_note})),
+          el("td", null, badge(r.verdict, r.verdict === "NO REFERENCE" ? "none" : r.verdict),
+            r.problems.length ? el("ul", {class: "small warn verdict-why"}, r.problems.slice(0, 3).map(item),
+              r.problems.length > 3 ? el("li", {class: "more"}, el("details", null, el("summary", {text: (r.problems.length - 3) + " more"}),
+                el("ul", null, r.problems.slice(3).map(item)))) : null) : null,
+            el("div", {class: "small muted", text: r.reference_note})),
           el("td", {class: "num", text: r.n_ok + " ok, " + r.n_failed + " failed, " + r.n_missing + " missing of " + r.n_expected}),
           el("td", {text: r.recipe_version}));
       }));
