@@ -189,6 +189,36 @@ def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not
     assert result.exit_code == 2 and result.output == f"error: {folder / 't2v-000.mp4'}: not a folder of rollouts\n"
 
 
+def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_reads_it(tmp_path: Path) -> None:
+    """A rollout made elsewhere that is a symlink to a video (on another disk, say) is scored through its link by
+    ``-o videos`` and copied through it by ``--generator folder``; ``rollouts check`` refused it as "not a file the
+    generator wrote", so the check said 0 of 1 where the run scored it complete. A dangling link is named as one."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(request.to_json()) + "\n")
+    outside = tmp_path / "elsewhere" / "video.mp4"
+    outside.parent.mkdir()
+    write_video(outside, np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    (folder / "t2v-000.mp4").symlink_to(outside)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what their requests ask for\n", \
+        result.output
+    outside.unlink()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        f"{folder / 't2v-000.mp4'}: a dangling symlink (to {str(outside)!r})",
+        "0 of 1 rollout are what their requests ask for"], result.output
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 

@@ -672,13 +672,18 @@ def _traceback(lead: str) -> None:
 # ------------------------------------------------------------------------------------------- the check
 
 
-def check_rollout(request: Request, path: Path) -> list[str]:
+def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False) -> list[str]:
     """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
-    what was asked for)."""
+    what was asked for). A generator's symlink is refused (it would point out of the run); ``follow_symlinks``
+    checks a symlink's target, as ``-o videos`` and ``--generator folder`` read a folder of rollouts made elsewhere
+    (``pinbench rollouts check``)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
-        return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
+        if not follow_symlinks:
+            return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
+        if not path.exists():
+            return [f"{path}: a dangling symlink (to {os.readlink(path)!r})"]
     if not path.exists():
         near = near_names(path)
         return [f"{path}: no rollout{near}" if near else f"{path}: no rollout (the generator wrote nothing there)"]
