@@ -2264,6 +2264,28 @@ def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system
     assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
 
 
+def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
+    """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
+    scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
+    sample by name: now each fails its sample with what it is, and the others score."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    (mine / "edge" / "task_0001.mp4").unlink()
+    os.mkfifo(mine / "edge" / "task_0001.mp4")
+    (mine / "edge" / "task_0002.mp4").unlink()
+    (mine / "edge" / "task_0002.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    outcome = _run(tmp_path / "run", "folder", dir=str(mine))
+    assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
+    records = load_records(tmp_path / "run" / "generation")
+    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000", "edge.task_0003"]
+    assert f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a regular file" in \
+        records["edge.task_0001"].error
+    assert f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to {str(tmp_path / 'nowhere.mp4')!r})" in \
+        records["edge.task_0002"].error
+
+
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:
     """Refused ('generator.json is missing: run one first'), it left the run directory it had made, holding the
     fixture data and the staged inputs of a run that never ran, as a generator's refusal no longer does."""

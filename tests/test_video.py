@@ -340,7 +340,8 @@ def test_what_is_no_video_file_is_refused_in_one_line_never_waited_on(tmp_path: 
     {"fifo": lambda: os.mkfifo(path), "folder": path.mkdir, "link to a fifo": lambda: path.symlink_to(fifo),
      "dangling link": lambda: path.symlink_to(tmp_path / "absent.mp4")}[kind]()
     reason = {"fifo": "a FIFO (named pipe), not a regular file", "folder": "is a directory, not a file",
-              "link to a fifo": "a FIFO (named pipe), not a regular file", "dangling link": "file not found"}[kind]
+              "link to a fifo": "a FIFO (named pipe), not a regular file",
+              "dangling link": "a dangling symlink (to "}[kind]
     for call in (lambda: video_info(path), lambda: read_video(path, backend="pyav"),
                  lambda: iter_frames(path, backend="opencv")):
         with pytest.raises(VideoError) as err:

@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, TypeVar, cast
 import av
 import numpy as np
 
-from pinbench.core.files import FileError, MissingFile, atomic_path, open_regular
+from pinbench.core.files import FileError, atomic_path, open_regular
 
 T = TypeVar("T")
 BACKENDS = ("decord", "pyav", "opencv")
@@ -120,9 +120,7 @@ def opened_video(path: str | os.PathLike[str], fd: int | None = None) -> Iterato
     path = Path(path)
     try:
         own = open_regular(path)
-    except MissingFile:
-        raise VideoError(path, "file not found") from None
-    except FileError as exc:
+    except FileError as exc:   # absent, a dangling link, a FIFO, a folder: its reason
         raise VideoError(path, exc.reason) from None
     try:
         yield own
