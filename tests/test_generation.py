@@ -219,6 +219,32 @@ def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_
         "0 of 1 rollout are what their requests ask for"], result.output
 
 
+def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path) -> None:
+    """Matroska bytes at ``t2v-000.mp4`` passed the check (they decode, the frames, rate and size right), then MIND's
+    plan refused the whole run over it ("the container declares no frame count"): the request's name asks MP4."""
+    import av
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(request.to_json()) + "\n")
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    with av.open(str(folder / "t2v-000.mp4"), "w", format="matroska") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for _ in range(5):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")))
+        out.mux(stream.encode())
+    result = CliRunner().invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 2 and result.output.splitlines()[0] == (
+        f"{folder / 't2v-000.mp4'}: a matroska,webm container under an .mp4 name; the request asks MP4"), \
+        result.output
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 

@@ -694,6 +694,9 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     except VideoError as exc:
         return [str(exc)]
     problems = []
+    if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
+        # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
+        problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4")
     if (info.width, info.height) != (request.width, request.height):
         problems.append(f"{path}: {info.width}x{info.height}, the request asks {request.width}x{request.height}")
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
