@@ -245,6 +245,29 @@ def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path
         result.output
 
 
+def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: Path) -> None:
+    """``--limit 1`` over a folder of two rollouts said of the second "no request names it", the words for a
+    misnamed file, where its request was only cut by the limit."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    asked = [_request(id=f"t2v-00{i}", output=f"t2v-00{i}.mp4", frames=5, fps=8.0, conditioning=()) for i in range(2)]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(r.to_json()) + "\n" for r in asked))
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    for request in asked:
+        write_video(folder / request.output, np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    result = CliRunner().invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests),
+                                          "--limit", "1"])
+    assert result.exit_code == 0 and result.output.splitlines() == [
+        f"{folder / 't2v-001.mp4'}: no request of this --limit 1 run names it, so it is not scored",
+        "1 of 1 rollout is what their requests ask for"], result.output
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 

@@ -488,7 +488,7 @@ def rollouts_check(
                 if (found := check_rollout(request, folder / request.output, follow_symlinks=True))]
     for line in (line for found in problems for line in found):
         _echo(line)
-    for line in unasked_lines(folder, asked):
+    for line in unasked_lines(folder, asked, limit):
         _echo(line)
     good = len(asked) - len(problems)
     _echo(f"{good} of {counted(len(asked), 'rollout')} {'is' if good == 1 else 'are'} what their requests ask for")

@@ -727,17 +727,19 @@ def near_names(path: Path) -> str:
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
 
 
-def unasked_lines(folder: Path, asked: Sequence[Request]) -> list[str]:
+def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = None) -> list[str]:
     """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
     then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
-    check`` and a ``folder`` generator's run say so, where the run would pass over them."""
+    check`` and a ``folder`` generator's run say so, where the run would pass over them. Under ``--limit`` the
+    line says so: the file may be a good rollout of a request the limit cut."""
     from pinbench.core.inputs import VIDEO_SUFFIXES
 
     wanted = {folder / r.output for r in asked}
     unasked = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p not in wanted
                      and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     more = len(unasked) - UNASKED_SHOWN
-    return ([f"{path}: no request names it, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
+    nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
+    return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
             + ([f"... and {counted(more, 'more file')} no request names"] if more > 0 else []))
 
 
@@ -784,7 +786,7 @@ class Generating:
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
         if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
-            for line in unasked_lines(Path(self.spec.options["dir"]), requests):
+            for line in unasked_lines(Path(self.spec.options["dir"]), requests, run.cfg.limit):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
