@@ -190,6 +190,85 @@ def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not
     assert result.exit_code == 2 and result.output == f"error: {folder / 't2v-000.mp4'}: not a folder of rollouts\n"
 
 
+def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_reads_it(tmp_path: Path) -> None:
+    """A rollout made elsewhere that is a symlink to a video (on another disk, say) is scored through its link by
+    ``-o videos`` and copied through it by ``--generator folder``; ``rollouts check`` refused it as "not a file the
+    generator wrote", so the check said 0 of 1 where the run scored it complete. A dangling link is named as one."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(request.to_json()) + "\n")
+    outside = tmp_path / "elsewhere" / "video.mp4"
+    outside.parent.mkdir()
+    write_video(outside, np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    (folder / "t2v-000.mp4").symlink_to(outside)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what their requests ask for\n", \
+        result.output
+    outside.unlink()
+    result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        f"{folder / 't2v-000.mp4'}: a dangling symlink (to {str(outside)!r})",
+        "0 of 1 rollout are what their requests ask for"], result.output
+
+
+def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path) -> None:
+    """Matroska bytes at ``t2v-000.mp4`` passed the check (they decode, the frames, rate and size right), then MIND's
+    plan refused the whole run over it ("the container declares no frame count"): the request's name asks MP4."""
+    import av
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+
+    request = _request(frames=5, fps=8.0, conditioning=())
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(request.to_json()) + "\n")
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    with av.open(str(folder / "t2v-000.mp4"), "w", format="matroska") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for _ in range(5):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")))
+        out.mux(stream.encode())
+    result = CliRunner().invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    assert result.exit_code == 2 and result.output.splitlines()[0] == (
+        f"{folder / 't2v-000.mp4'}: a matroska,webm container under an .mp4 name; the request asks MP4"), \
+        result.output
+
+
+def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: Path) -> None:
+    """``--limit 1`` over a folder of two rollouts said of the second "no request names it", the words for a
+    misnamed file, where its request was only cut by the limit."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+    from pinbench.media.video import write_video
+
+    asked = [_request(id=f"t2v-00{i}", output=f"t2v-00{i}.mp4", frames=5, fps=8.0, conditioning=()) for i in range(2)]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(r.to_json()) + "\n" for r in asked))
+    folder = tmp_path / "rollouts"
+    folder.mkdir()
+    for request in asked:
+        write_video(folder / request.output, np.zeros((5, 48, 64, 3), dtype=np.uint8), 8)
+    result = CliRunner().invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests),
+                                          "--limit", "1"])
+    assert result.exit_code == 0 and result.output.splitlines() == [
+        f"{folder / 't2v-001.mp4'}: no request of this --limit 1 run names it, so it is not scored",
+        "1 of 1 rollout is what their requests ask for"], result.output
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 
@@ -2287,6 +2366,28 @@ def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system
     assert len(kept) == 4 and all(p.stat().st_nlink == 1 for p in kept)
     assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
     assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
+
+
+def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
+    """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
+    scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
+    sample by name: now each fails its sample with what it is, and the others score."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    (mine / "edge" / "task_0001.mp4").unlink()
+    os.mkfifo(mine / "edge" / "task_0001.mp4")
+    (mine / "edge" / "task_0002.mp4").unlink()
+    (mine / "edge" / "task_0002.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    outcome = _run(tmp_path / "run", "folder", dir=str(mine))
+    assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
+    records = load_records(tmp_path / "run" / "generation")
+    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000", "edge.task_0003"]
+    assert f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a regular file" in \
+        records["edge.task_0001"].error
+    assert f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to {str(tmp_path / 'nowhere.mp4')!r})" in \
+        records["edge.task_0002"].error
 
 
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:

@@ -484,10 +484,11 @@ def rollouts_check(
                 asked = Run(recipe, cfg).requests(Path(scratch))
     # counted by request: the count was of distinct text before a line's first ':', so a folder named 'run:1' had
     # every rollout's problems counted as one ("6 of 7 are what their requests ask for" when none was)
-    problems = [found for request in asked if (found := check_rollout(request, folder / request.output))]
+    problems = [found for request in asked
+                if (found := check_rollout(request, folder / request.output, follow_symlinks=True))]
     for line in (line for found in problems for line in found):
         _echo(line)
-    for line in unasked_lines(folder, asked):
+    for line in unasked_lines(folder, asked, limit):
         _echo(line)
     good = len(asked) - len(problems)
     _echo(f"{good} of {counted(len(asked), 'rollout')} {'is' if good == 1 else 'are'} what their requests ask for")

@@ -174,6 +174,8 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks:
     try:
         fd = os.open(path, flags, mode)
     except FileNotFoundError:
+        if os.path.islink(path):   # "file not found" for a link the user sees in the folder
+            raise MissingFile(path, f"a dangling symlink (to {os.readlink(path)!r})") from None
         raise MissingFile(path, "file not found") from None
     except IsADirectoryError:
         raise NotRegularFile(path, "is a directory, not a file") from None

@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, TypeVar, cast
 import av
 import numpy as np
 
-from pinbench.core.files import FileError, MissingFile, atomic_path, open_regular
+from pinbench.core.files import FileError, atomic_path, open_regular
 
 T = TypeVar("T")
 BACKENDS = ("decord", "pyav", "opencv")
@@ -80,6 +80,7 @@ class VideoInfo:
     height: int
     codec: str
     duration_s: float
+    container: str   # PyAV's format name: "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", ...
 
 
 @dataclass
@@ -120,9 +121,7 @@ def opened_video(path: str | os.PathLike[str], fd: int | None = None) -> Iterato
     path = Path(path)
     try:
         own = open_regular(path)
-    except MissingFile:
-        raise VideoError(path, "file not found") from None
-    except FileError as exc:
+    except FileError as exc:   # absent, a dangling link, a FIFO, a folder: its reason
         raise VideoError(path, exc.reason) from None
     try:
         yield own
@@ -245,6 +244,7 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
         stream = container.streams.video[0]
         ctx = stream.codec_context
         width, height, codec = ctx.width, ctx.height, ctx.name
+        container_name = container.format.name
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         if stream.duration is not None and stream.time_base is not None:
@@ -276,7 +276,7 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             raise VideoError(path, "undecodable: no frame rate in container")
         fps = n_frames / declared_s
     duration_s = declared_s if declared_s else n_frames / fps
-    return VideoInfo(path, n_frames, fps, width, height, codec, duration_s)
+    return VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name)
 
 
 def require_backend(name: str) -> None:

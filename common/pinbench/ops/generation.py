@@ -673,13 +673,18 @@ def _traceback(lead: str) -> None:
 # ------------------------------------------------------------------------------------------- the check
 
 
-def check_rollout(request: Request, path: Path) -> list[str]:
+def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False) -> list[str]:
     """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
-    what was asked for)."""
+    what was asked for). A generator's symlink is refused (it would point out of the run); ``follow_symlinks``
+    checks a symlink's target, as ``-o videos`` and ``--generator folder`` read a folder of rollouts made elsewhere
+    (``pinbench rollouts check``)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
-        return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
+        if not follow_symlinks:
+            return [f"{path}: a symlink (to {os.readlink(path)!r}), not a file the generator wrote"]
+        if not path.exists():
+            return [f"{path}: a dangling symlink (to {os.readlink(path)!r})"]
     if not path.exists():
         near = near_names(path)
         return [f"{path}: no rollout{near}" if near else f"{path}: no rollout (the generator wrote nothing there)"]
@@ -690,6 +695,9 @@ def check_rollout(request: Request, path: Path) -> list[str]:
     except VideoError as exc:
         return [str(exc)]
     problems = []
+    if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
+        # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
+        problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4")
     if (info.width, info.height) != (request.width, request.height):
         problems.append(f"{path}: {info.width}x{info.height}, the request asks {request.width}x{request.height}")
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
@@ -720,17 +728,19 @@ def near_names(path: Path) -> str:
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
 
 
-def unasked_lines(folder: Path, asked: Sequence[Request]) -> list[str]:
+def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = None) -> list[str]:
     """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
     then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
-    check`` and a ``folder`` generator's run say so, where the run would pass over them."""
+    check`` and a ``folder`` generator's run say so, where the run would pass over them. Under ``--limit`` the
+    line says so: the file may be a good rollout of a request the limit cut."""
     from pinbench.core.inputs import VIDEO_SUFFIXES
 
     wanted = {folder / r.output for r in asked}
     unasked = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p not in wanted
                      and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     more = len(unasked) - UNASKED_SHOWN
-    return ([f"{path}: no request names it, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
+    nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
+    return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
             + ([f"... and {counted(more, 'more file')} no request names"] if more > 0 else []))
 
 
@@ -781,7 +791,7 @@ class Generating:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
         if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
-            for line in unasked_lines(Path(self.spec.options["dir"]), requests):
+            for line in unasked_lines(Path(self.spec.options["dir"]), requests, run.cfg.limit):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.core.files import FileError, loads_finite_json, open_regular, read_regular_bytes
+from pinbench.core.files import FileError, MissingFile, loads_finite_json, open_regular, read_regular_bytes
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signature
 from pinbench.media.video import read_video, write_video
 
@@ -62,16 +62,22 @@ class Folder:
             raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
 
     def signature(self) -> Signature:
-        return Signature(model="pinbench folder of rollouts made elsewhere", weights=f"sha256:{tree_sha256(self.root)}",
+        digest = tree_sha256(self.root, unreadable_ok=True)
+        return Signature(model="pinbench folder of rollouts made elsewhere", weights=f"sha256:{digest}",
                          settings={"dir": str(self.root.resolve())})
 
     def generate(self, request: Request, out: Path) -> None:
         source = self.root / request.output
-        if not source.is_file():
+        try:
+            fd = open_regular(source)   # a FIFO or a dangling link: that sample fails, saying which
+        except MissingFile:
+            if source.is_symlink():
+                raise
             from pinbench.ops.generation import near_names
 
-            raise FileNotFoundError(f"{source}: no rollout there{near_names(source)} (request {request.id})")
-        shutil.copyfile(source, out)
+            raise FileNotFoundError(f"{source}: no rollout there{near_names(source)} (request {request.id})") from None
+        with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
 
 
 folder = Folder   # the factory: its -g options are the class's, checked against them before it is built
@@ -112,12 +118,14 @@ CALL_KEYWORDS = ("prompt", "negative_prompt", "num_frames", "height", "width", "
 SEED_LIMIT = 2**64   # torch.Generator.manual_seed takes 0 .. 2**64 - 1
 
 
-def tree_sha256(folder: Path) -> str:
+def tree_sha256(folder: Path, *, unreadable_ok: bool = False) -> str:
     """One SHA-256 of a folder's files: each one's path (relative, sorted) and the SHA-256 of its bytes.
 
     A file may be a symlink (a Hugging Face cache's snapshot is one per file): its target's bytes are hashed, as the
     loader reads them. A symlink to a folder (not walked, so not hashed, yet a loader would read it), a dangling
-    link, a FIFO, a device or a folder it cannot list is refused: ValueError naming it."""
+    link, a FIFO, a device or a folder it cannot list is refused: ValueError naming it. With ``unreadable_ok`` a
+    dangling link, FIFO or device is hashed as what it is instead (the ``folder`` generator: the sample it stands
+    for fails by name, not the whole run)."""
     def unreadable(error: OSError) -> None:
         raise ValueError(f"{error.filename}: unreadable ({error.strerror}), so it cannot be pinned")
 
@@ -132,7 +140,13 @@ def tree_sha256(folder: Path) -> str:
         entries += [((here / name).relative_to(folder).as_posix(), here / name) for name in files]
     digest = hashlib.sha256()
     for relative, path in sorted(entries):
-        digest.update(f"{relative}\0{_file_sha256(path)}\n".encode("utf-8", "surrogateescape"))
+        try:
+            content = _file_sha256(path)
+        except FileError as exc:
+            if not unreadable_ok:
+                raise
+            content = str(exc)
+        digest.update(f"{relative}\0{content}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 

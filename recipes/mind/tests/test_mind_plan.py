@@ -185,10 +185,22 @@ def test_too_few_actions_for_the_action_metric(layout: Layout) -> None:
 
 
 def test_truncated_generated_video(layout: Layout) -> None:
+    """A cut or empty MP4 is named as what it is (``video_info``), where both read "undecodable: Invalid data found
+    when processing input", PyAV's words, which leave the user guessing."""
     video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
-    video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
-    only_problem(check(layout), video)
-    assert "truncated" in check(layout).problems[0] or "undecodable" in check(layout).problems[0]
+    whole = video.read_bytes()
+    video.write_bytes(whole[: len(whole) // 2])
+    only_problem(check(layout), video, "truncated")
+    video.write_bytes(b"")
+    only_problem(check(layout), video, "empty file (0 bytes)")
+
+
+def test_a_generated_video_under_a_near_name_is_named(layout: Layout) -> None:
+    """``Video.mp4`` where ``video.mp4`` belongs read "generated video is missing", the file beside it unsaid (as
+    ``pinbench rollouts check`` and the ``folder`` generator name it)."""
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    video.rename(video.with_name("Video.mp4"))
+    only_problem(check(layout), video, "generated video is missing; 'Video.mp4' beside it differs only in case")
 
 
 def test_directory_posing_as_the_video(layout: Layout) -> None:
