@@ -142,6 +142,23 @@ def as_reference(ref: Reference | Mapping[str, Any], origin: str) -> Reference:
                       f"mapping, got {type(ref).__name__}")
 
 
+def reference_name(ref: Reference) -> str:
+    """The reference file as a page meant to be shared names it: from its recipe folder's parent
+    (``camerabench/references/gpt-4o.yaml``), by its file name when it lies elsewhere. Its absolute path named
+    nothing where the page was read and told this machine's folder layout (``View.summary``'s run folders are
+    relative for that reason)."""
+    from pinbench.core.recipe import RecipeError, get_recipe
+
+    if ref.path is None:
+        return "(in memory)"
+    path = Path(os.path.realpath(ref.path))
+    try:
+        top = Path(os.path.realpath(get_recipe(ref.recipe).dir)).parent
+    except RecipeError:
+        return path.name
+    return path.relative_to(top).as_posix() if path.is_relative_to(top) else path.name
+
+
 def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) -> list[Any]:
     """Pick each scorecard's entry by index (int or digit string) first, then by recipe name."""
     if not mapping:
@@ -620,7 +637,7 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
-    checked = diff(card, ref) if ref else None
+    checked = diff(card, ref, name=reference_name(ref)) if ref else None
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
     samples = card.samples
@@ -649,7 +666,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
         view.update(exit_code=checked.exit_code, problems=checked.problems,
-                    reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
+                    reference_source=scrub({"file": reference_name(ref), "tier": ref.tier,
                                             "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
                     deviation_figures=_deviation_figures(sec, rows))
     if sec.samples is not None:
