@@ -209,13 +209,21 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     card = _card(_records(5), 5, mode="fixture")
     index = write_report([card], tmp_path)
     page = index.read_text()
-    assert "No reference given" in page and "Verdict" not in page
+    assert "Verdict" not in page
+    assert "No reference (the recipe&#39;s reference for this run was not given): measured values" in page
     assert "FIXTURE run on synthetic data" in page
     assert ">PASS</span>" not in page.split("</table>", 1)[1]  # only the TOC status badge is green
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card.metrics.items():
         assert f"</td><td class=\"num\">{m.value:.6g}</td>" in _row(page, name)
+
+
+def test_the_first_table_says_why_a_run_has_no_reference(tmp_path: Path) -> None:
+    """As the view and pinbench diff say it: a NO REFERENCE badge alone sent the reader to the terminal."""
+    page = write_report([_card(_records(4), 4, mode="smoke")], tmp_path).read_text()
+    top = page.split('<nav class="toc">', 1)[0]
+    assert re.findall(r"<li>([^<]*)</li>", top) == ["no smoke reference for paibench-c / Nano"]
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:

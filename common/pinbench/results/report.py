@@ -159,6 +159,20 @@ def reference_name(ref: Reference) -> str:
     return path.relative_to(top).as_posix() if path.is_relative_to(top) else path.name
 
 
+def no_reference_reason(card: Scorecard) -> str:
+    """Why a run is shown without a reference, as ``pinbench diff`` and the view say it
+    (``Recipe.no_reference_of``): a NO REFERENCE badge alone sent the reader to the terminal."""
+    from pinbench.core.recipe import RecipeError, get_recipe
+
+    try:
+        recipe = get_recipe(card.recipe)
+        if recipe.reference_of(card) is None:
+            return recipe.no_reference_of(card)
+    except RecipeError:
+        return f"recipe {card.recipe!r} is not installed here"
+    return "the recipe's reference for this run was not given"
+
+
 def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) -> list[Any]:
     """Pick each scorecard's entry by index (int or digit string) first, then by recipe name."""
     if not mapping:
@@ -654,7 +668,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                     "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
                     "samples file": samples.path},
-        "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "has_reference": ref is not None, "no_reference": no_reference_reason(card) if ref is None else "",
+        "rows": [_row_view(row) for row in rows],
         "groups": [{"title": group or TOP_LEVEL, "anchor": _anchor(sec, group), "rows": [_row_view(r) for r in m],
                     "failing": sum(1 for r in m if r.status not in ("PASS", ""))} for group, m in grouped(rows)],
         "primary": [_row_view(row) for row in rows if row.starred],
