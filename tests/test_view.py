@@ -530,6 +530,22 @@ def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None
     assert (status, body, headers["content-length"]) == (200, b"", str(size))
 
 
+def test_a_video_deleted_after_its_sample_was_opened_is_said_gone_by_its_name_in_the_run(tmp_path: Path) -> None:
+    """Its 404 said "open its sample first, or the file changed" of a file that is simply gone."""
+    from pinbench.ops.view import build_app
+
+    media, token, run = MediaStore(tmp_path / "previews"), "t" * 43, tmp_path / "run"
+    (run / "rollouts").mkdir(parents=True)
+    name, _ = _listed_video(media, run / "rollouts")
+    runs = [types.SimpleNamespace(run=types.SimpleNamespace(path=run / "scorecard.json"))]
+    app = build_app(types.SimpleNamespace(ids=(), runs=runs, summary=dict, table=dict), media, token, 8123)
+    (run / "rollouts" / "v.mp4").unlink()
+    assert _asgi_get(app, f"/{token}/media/{name}")[:2] == (
+        404, b"not found: rollouts/v.mp4 is gone from its run (deleted since its sample was opened)\n")
+    assert _asgi_get(app, f"/{token}/media/{'0' * 64}.mp4")[:2] == (404, b"not found: open its sample first, or "
+                                                                          b"the file changed\n")
+
+
 def _preview(source: Path, digest: str, cache: Path) -> Preview:
     with open(source, "rb") as opened:
         return make_preview(source, digest, cache, fd=opened.fileno())
