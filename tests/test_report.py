@@ -209,13 +209,21 @@ def test_without_reference_shows_values_and_judges_nothing(tmp_path: Path) -> No
     card = _card(_records(5), 5, mode="fixture")
     index = write_report([card], tmp_path)
     page = index.read_text()
-    assert "No reference given" in page and "Verdict" not in page
+    assert "Verdict" not in page
+    assert "No reference (the recipe&#39;s reference for this run was not given): measured values" in page
     assert "FIXTURE run on synthetic data" in page
     assert ">PASS</span>" not in page.split("</table>", 1)[1]  # only the TOC status badge is green
     assert "No per-sample records given" in page
     assert not list((tmp_path / "figures").glob("*-compare-*"))
     for name, m in card.metrics.items():
         assert f"</td><td class=\"num\">{m.value:.6g}</td>" in _row(page, name)
+
+
+def test_the_first_table_says_why_a_run_has_no_reference(tmp_path: Path) -> None:
+    """As the view and pinbench diff say it: a NO REFERENCE badge alone sent the reader to the terminal."""
+    page = write_report([_card(_records(4), 4, mode="smoke")], tmp_path).read_text()
+    top = page.split('<nav class="toc">', 1)[0]
+    assert re.findall(r"<li>([^<]*)</li>", top) == ["no smoke reference for paibench-c / Nano"]
 
 
 def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
@@ -232,7 +240,7 @@ def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
     assert ">MISMATCH</span>" in _row(page, "edge/canny_f1")
     assert ">MISSING</span>" in _row(page, "edge/absent")
     assert "no reference" in _row(page, "vis/dover")
-    assert "mode mismatch" in page and "n_samples=600" in page and str(ref_path) in page
+    assert "mode mismatch: reference (Nano.yaml)" in page and "n_samples=600" in page  # outside a recipe: its name
     assert 'Verdict: <span class="badge FAIL">MISMATCH</span>' in page
     top = page.split('<nav class="toc">', 1)[0]  # the first table says why, where a badge stood alone
     reasons = re.findall(r"<li>([^<]*)</li>", top)
@@ -247,6 +255,20 @@ def test_loaded_reference_with_mismatches(tmp_path: Path) -> None:
     assert '<li><a href="#s01-deviations">1 more</a></li></ul>' in top
     with pytest.raises(ReportError, match="expected a pinbench.core.reference.Reference"):
         write_report([card], tmp_path / "bad", references={0: ["not", "a", "reference"]})
+
+
+def test_a_recipes_reference_is_named_from_the_recipes_folder(tmp_path: Path) -> None:
+    """A report is shared: the reference's absolute path (in the first table's reasons, the problems and its
+    source) named nothing where it was read, and told this machine's folder layout."""
+    from pinbench.core.recipe import get_recipe
+
+    recipes = get_recipe("paibench-c").dir.parent
+    ref = load_reference(recipes / "paibench_c" / "references" / "fixture.yaml")
+    page = write_report([_card(_records(4), 4)], tmp_path, references={0: ref}).read_text()
+    top = page.split('<nav class="toc">', 1)[0]
+    assert "<li>checkpoint mismatch: reference (paibench_c/references/fixture.yaml) is for " in top
+    assert "<th>file</th><td>paibench_c/references/fixture.yaml</td>" in page
+    assert str(recipes) not in page
 
 
 def test_extra_figures_are_copied_and_captioned(tmp_path: Path) -> None:

@@ -238,8 +238,11 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
     return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
 
 
-def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
+def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> DiffResult:
     """Compare a scorecard with a reference; see the module docstring for the exit codes.
+
+    ``name``: the reference as its lines name it (default: its path); a page meant to be shared names it without
+    this machine's folders (``pinbench.results.report.reference_name``).
 
     A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
     loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
@@ -250,7 +253,8 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
     problems: list[str] = []
     notes: list[str] = []
     code = EXIT_PASS
-    where = f" ({ref.path})" if ref.path is not None else ""
+    ref_name = name if name is not None else str(ref.path) if ref.path is not None else "(in memory)"
+    where = f" ({ref_name})" if ref.path is not None else ""
 
     for field_name, ref_value, card_value in (
         ("recipe", ref.recipe, scorecard.recipe),
@@ -341,7 +345,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
             # recorded from runs, it held every metric they scored: a primary gone is an edit, which would PASS
             # with that metric unchecked (a paper table publishes what it publishes: a note)
             problems.append(f"{name}: primary metric of the run has no value in the reference "
-                            f"{ref.path if ref.path is not None else '(in memory)'}, recorded from runs that "
+                            f"{ref_name}, recorded from runs that "
                             "scored it (edited since?)")
             code = max(code, EXIT_MISMATCH)
         elif measured_entry.primary:
@@ -354,7 +358,7 @@ def diff(scorecard: Scorecard, ref: Reference) -> DiffResult:
     source = ref.source.get("kind", "?")
     if ref.source.get("citation"):
         source += f": {ref.source['citation']}"
-    header = _card_header(scorecard, reference=f"{ref.path if ref.path is not None else '(in memory)'} "
+    header = _card_header(scorecard, reference=f"{ref_name} "
                                                 f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
                           source=source)
     return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,

@@ -51,13 +51,14 @@ BUNDLE_MARK = ".pinbench-view"  # written first into a bundle's folder: a later 
 
 @dataclass(frozen=True)
 class Served:
-    """A file the page may load: the real path, the digest of its bytes when registered, and whether the page gets
-    a preview made from it instead."""
+    """A file the page may load: the real path, the digest of its bytes when registered, whether the page gets a
+    preview made from it instead, and the run (its index) whose sample listed it."""
 
     path: Path
     sha256: str
     state: FileState
     preview: bool
+    run: int
 
 
 class MediaStore:
@@ -111,7 +112,7 @@ class MediaStore:
             return {**entry, "problem": str(exc)}
         name = f"{sha}{'.mp4' if preview else suffix}"
         with self.lock:
-            self.files[name] = Served(path, sha, state, preview is not None)
+            self.files[name] = Served(path, sha, state, preview is not None, run)
         return {**entry, "url": f"media/{name}", "sha256": sha, "source": str(path)}
 
     def file(self, name: str) -> localweb.OpenFile | None:
@@ -140,6 +141,19 @@ class MediaStore:
                 return None  # the file changed since the page was told its digest
             made = make_preview(served.path, served.sha256, self.previews, fd=opened.fd)
         return localweb.open_served(made.path)
+
+
+    def gone(self, name: str) -> Served | None:
+        """The listed file behind a media name when nothing stands at its path any more (deleted since its sample
+        was listed), for a 404 that says so: "or the file changed" left the reader guessing."""
+        with self.lock:
+            served = self.files.get(name)
+        return served if served is not None and not os.path.lexists(served.path) else None
+
+
+def _from_run(view: View, run: int, path: Path) -> str:
+    """``path`` as the page names it: from the folder of run ``run`` (POSIX), never this machine's absolute path."""
+    return Path(os.path.relpath(path, view.runs[run].run.path.parent.resolve())).as_posix()
 
 
 def page_html(mode: str) -> str:
@@ -195,6 +209,10 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         except (VideoError, FileError, OSError) as exc:
             return PlainTextResponse(f"{exc}\n", 422)
         if opened is None:
+            served = media.gone(name)
+            if served is not None:
+                return PlainTextResponse(f"not found: {_from_run(view, served.run, served.path)} is gone from its "
+                                         "run (deleted since its sample was opened)\n", 404)
             return PlainTextResponse("not found: open its sample first, or the file changed\n", 404)
         return localweb.FileBody(opened, MEDIA_TYPES[Path(name).suffix], {"cache-control": "private"})
 
@@ -248,9 +266,8 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
         name = entry["url"].removeprefix("media/")
         if not copy_media and not entry.get("preview"):
             entry["url"] = quote(Path(os.path.relpath(entry["source"], dest.resolve())).as_posix())
-        shown = view.runs[run]
-        entry["source"] = Path(os.path.relpath(entry["source"], shown.run.path.parent.resolve())).as_posix()
-        sources.setdefault(name, {"run": shown.label, "source": entry["source"]})
+        entry["source"] = _from_run(view, run, Path(entry["source"]))
+        sources.setdefault(name, {"run": view.runs[run].label, "source": entry["source"]})
         return entry
 
     write_if_changed(dest / "index.html", page_html("bundle"))

@@ -142,6 +142,37 @@ def as_reference(ref: Reference | Mapping[str, Any], origin: str) -> Reference:
                       f"mapping, got {type(ref).__name__}")
 
 
+def reference_name(ref: Reference) -> str:
+    """The reference file as a page meant to be shared names it: from its recipe folder's parent
+    (``camerabench/references/gpt-4o.yaml``), by its file name when it lies elsewhere. Its absolute path named
+    nothing where the page was read and told this machine's folder layout (``View.summary``'s run folders are
+    relative for that reason)."""
+    from pinbench.core.recipe import RecipeError, get_recipe
+
+    if ref.path is None:
+        return "(in memory)"
+    path = Path(os.path.realpath(ref.path))
+    try:
+        top = Path(os.path.realpath(get_recipe(ref.recipe).dir)).parent
+    except RecipeError:
+        return path.name
+    return path.relative_to(top).as_posix() if path.is_relative_to(top) else path.name
+
+
+def no_reference_reason(card: Scorecard) -> str:
+    """Why a run is shown without a reference, as ``pinbench diff`` and the view say it
+    (``Recipe.no_reference_of``): a NO REFERENCE badge alone sent the reader to the terminal."""
+    from pinbench.core.recipe import RecipeError, get_recipe
+
+    try:
+        recipe = get_recipe(card.recipe)
+        if recipe.reference_of(card) is None:
+            return recipe.no_reference_of(card)
+    except RecipeError:
+        return f"recipe {card.recipe!r} is not installed here"
+    return "the recipe's reference for this run was not given"
+
+
 def _per_card(mapping: Mapping[Any, Any] | None, names: list[str], what: str) -> list[Any]:
     """Pick each scorecard's entry by index (int or digit string) first, then by recipe name."""
     if not mapping:
@@ -620,7 +651,7 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
-    checked = diff(card, ref) if ref else None
+    checked = diff(card, ref, name=reference_name(ref)) if ref else None
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
     samples = card.samples
@@ -637,7 +668,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
                     "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
                     "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
                     "samples file": samples.path},
-        "has_reference": ref is not None, "rows": [_row_view(row) for row in rows],
+        "has_reference": ref is not None, "no_reference": no_reference_reason(card) if ref is None else "",
+        "rows": [_row_view(row) for row in rows],
         "groups": [{"title": group or TOP_LEVEL, "anchor": _anchor(sec, group), "rows": [_row_view(r) for r in m],
                     "failing": sum(1 for r in m if r.status not in ("PASS", ""))} for group, m in grouped(rows)],
         "primary": [_row_view(row) for row in rows if row.starred],
@@ -649,7 +681,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
         view.update(exit_code=checked.exit_code, problems=checked.problems,
-                    reference_source=scrub({"file": str(ref.path) if ref.path else "(in memory)", "tier": ref.tier,
+                    reference_source=scrub({"file": reference_name(ref), "tier": ref.tier,
                                             "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
                     deviation_figures=_deviation_figures(sec, rows))
     if sec.samples is not None:

@@ -33,7 +33,7 @@ from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
-from pinbench.results.report import VERDICTS, build_rows, distinct_labels, finite_float, metric_group
+from pinbench.results.report import VERDICTS, build_rows, distinct_labels, finite_float, metric_group, reference_name
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
 
@@ -225,8 +225,9 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], li
         return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}", [], []
     if ref is None:
         return "NO REFERENCE", build_rows(card, None, None), recipe.no_reference_of(card), [], []
-    result = diff(card, ref)
-    return (VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {path}", result.ran_differently,
+    name = reference_name(ref)   # the page is shared: not this machine's folders
+    result = diff(card, ref, name=name)
+    return (VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {name}", result.ran_differently,
             list(result.problems))
 
 
