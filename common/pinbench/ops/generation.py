@@ -428,11 +428,17 @@ def _generating(request_id: str) -> str:
     return f"--- generating {request_id!r} ---"
 
 
-def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
+REQUEST_FILES = ".requests"   # in the run's GENERATION folder: a command's request files while it runs
+
+
+def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path, files: Path,
                  env: Mapping[str, str] | None = None) -> None:
-    """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
+    """One request through the command (``env`` added to the run's environment), its request's file in a folder of
+    its own under ``files`` (``REQUEST_FILES``: one in the system's temporary folder stayed there forever when the
+    run was killed; the next generation clears these, ``_remove_leftovers``); RuntimeError naming what went
     wrong."""
-    with tempfile.TemporaryDirectory(prefix="pinbench-request-") as folder:
+    files.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="request-", dir=files) as folder:
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
@@ -776,7 +782,7 @@ class Generating:
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
-        removed = _remove_partials(run.out_dir, rollouts)
+        removed = _remove_leftovers(run.out_dir, rollouts, store / REQUEST_FILES)
         if removed:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
@@ -786,7 +792,7 @@ class Generating:
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
-        with self._maker(default, store / "generator.log", env) as maker:
+        with self._maker(default, store, env) as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
             tasks = [RolloutTask(r.id, r.digest) for r in requests]
@@ -840,9 +846,10 @@ class Generating:
         return rollouts
 
     @contextlib.contextmanager
-    def _maker(self, default: Callable[[], Generator] | None, log: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
-        """How this run makes rollouts (a generator process with ``env`` added to the run's environment), its
-        worker (if any) stopped at the end."""
+    def _maker(self, default: Callable[[], Generator] | None, store: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
+        """How this run makes rollouts (a generator process with ``env`` added to the run's environment, its log and
+        a command's request files in the generation folder ``store``), its worker (if any) stopped at the end."""
+        log, files = store / "generator.log", store / REQUEST_FILES
         if self.spec is None:
             if default is None:
                 raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
@@ -855,7 +862,7 @@ class Generating:
             if not argv:
                 raise RecipeError("--generator command: needs a program to run")
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
-                         lambda request, out: _run_command(argv, request, out, timeout, log, env))
+                         lambda request, out: _run_command(argv, request, out, timeout, log, files, env))
             return
         target = self.target
         assert target is not None   # no command: a Python generator
@@ -920,7 +927,7 @@ class _OnDevice:
         env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
         if self.target is None:
             def make(request: Request, out: Path) -> None:
-                _run_command(self.argv, request, out, self.timeout_s, log, env)
+                _run_command(self.argv, request, out, self.timeout_s, log, self.store / REQUEST_FILES, env)
         else:
             worker = Worker(self.target, self.options, log, env, generator_name(self.spec, self.target))
 
@@ -948,14 +955,16 @@ def _partial(rollouts: Path, request: Request) -> Path:
     return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")   # PARTIAL_ROLLOUT
 
 
-def _remove_partials(run_dir: Path, rollouts: Path) -> int:
-    """Remove the hidden partial rollouts (``PARTIAL_ROLLOUT``) under ``rollouts`` when no other process may be
-    writing in the run: one a killed run left for a sample this run no longer asks (a smaller --limit) stayed
-    forever. No run reads a partial it did not just make, whatever generator made it, so none is work lost; while
-    another shard runs, each may be its rollout in the making, and all stay. How many were removed."""
+def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int:
+    """Remove the hidden partial rollouts (``PARTIAL_ROLLOUT``) under ``rollouts``, and the command's request files
+    (``request_files``), when no other process may be writing in the run: what a killed run left (a partial for a
+    sample this run no longer asks, a smaller --limit) stayed forever. No run reads a partial it did not just make,
+    whatever generator made it, so none is work lost; while another shard runs, each may be its rollout in the
+    making, and all stay. How many partials were removed."""
     with alone_in(run_dir) as alone:
         if not alone:
             return 0
+        _clear(request_files)
         found = [Path(folder, name) for folder, folders, files in os.walk(rollouts)
                  for name in (*folders, *files) if PARTIAL_ROLLOUT.fullmatch(name)]
         for path in found:
