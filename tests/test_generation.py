@@ -1516,10 +1516,13 @@ def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -
     assert not (tmp_path / "run").exists()
 
 
-def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("factory", ["in_place", "in_place_batch"])
+def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path,
+                                                                                      factory: str) -> None:
     """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
-    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
-    outcome = _run(tmp_path / "run", "python:render_generator:in_place")
+    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written; one that
+    did so in a batch (``generate_batch``) is told the same."""
+    outcome = _run(tmp_path / "run", f"python:render_generator:{factory}")
     assert outcome.exit_code == 2
     records = load_records(tmp_path / "run" / "generation")
     assert records and not any(r.ok for r in records.values())

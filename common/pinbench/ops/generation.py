@@ -806,7 +806,7 @@ class Generating:
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
                 pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
-                inputs = {request.id: _inputs_state(request) for request, _ in pairs}
+                before = {request.id: _Before.of(request, rollouts) for request, _ in pairs}
                 for _, partial in pairs:   # what a killed run left there is not what this batch makes
                     if blocking_parent(partial) is None:
                         _clear(partial)
@@ -821,7 +821,7 @@ class Generating:
                     raise batch_error[0]
                 if maker.many is None:
                     return _keep(request, rollouts, signature, maker.one)
-                return _keep(request, rollouts, signature, None, inputs.get(request.id))
+                return _keep(request, rollouts, signature, None, before.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -973,8 +973,8 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
-          inputs: Mapping[str, tuple[int, int, int] | None] | None = None) -> dict[str, Any]:
-    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``inputs`` says)
+          before: _Before | None = None) -> dict[str, Any]:
+    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
     beside its place, checked, then renamed into place; its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
@@ -986,15 +986,15 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
-            inputs = _inputs_state(request)
-            before = _state(target)
+            before = _Before.of(request, rollouts)
             make(request, partial)
-            if not os.path.lexists(partial) and _state(target) not in (before, None):
+        if before is not None:
+            if not os.path.lexists(partial) and _state(target) not in (before.target, None):
                 raise ValueError(f"invalid rollout: {request.output}: the generator wrote nothing to the path it was "
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
                                  "checked")
-        _untouched(request, inputs)
+            _untouched(request, before.inputs)
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -1005,6 +1005,19 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+@dataclass(frozen=True)
+class _Before:
+    """A rollout's files before its generator ran, each checked after it: its conditioning files
+    (``_inputs_state``, ``_untouched``) and its place (``_state``: a generator that wrote there, not to its out)."""
+
+    inputs: Mapping[str, tuple[int, int, int] | None]
+    target: tuple[int, int, int] | None
+
+    @classmethod
+    def of(cls, request: Request, rollouts: Path) -> _Before:
+        return cls(_inputs_state(request), _state(rollouts / request.output))
 
 
 def _state(path: Path, *, follow: bool = False) -> tuple[int, int, int] | None:
@@ -1021,12 +1034,10 @@ def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
     return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
-def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None] | None) -> None:
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None]) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed):
     staged as a hard link, it is the input itself (a dataset's ground-truth video, which the run then scored
     against, and every later run too), and a generator that wrote its own frames into it failed nothing."""
-    if before is None:
-        return
     after = _inputs_state(request)
     for path, was in before.items():
         if after.get(path) != was:
