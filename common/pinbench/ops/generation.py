@@ -612,12 +612,15 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
     does, where reading the requests' pipe it waited out the time limit)."""
     reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 
-    def say(message: Mapping[str, Any]) -> None:
-        reply.write(json.dumps(message) + "\n")
+    def tell(line: str) -> None:
+        reply.write(line + "\n")
         reply.flush()
+
+    def say(message: Mapping[str, Any]) -> None:
+        tell(json.dumps(message))
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")), named)
-        say(_described(generator, target, named))
+        tell(_described(generator, target, named))
     except Exception as exc:   # the user's code: said in one line, then this child ends
         if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
             _traceback(f"describing generator {named} raised:")
@@ -640,10 +643,11 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
             say({"ok": True})
 
 
-def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
-    """What the worker tells the run of its generator; RecipeError naming it when its ``signature()`` or
-    ``capabilities`` is not what the protocol says (a set or NaN in the settings, a kind that is no string): the run
-    ended in a bare TypeError, a traceback or 'Out of range float values are not JSON compliant', naming nothing."""
+def _described(generator: Generator, target: str, named: str) -> str:
+    """What the worker tells the run of its generator, as JSON (encoded once: that encoding is the check of it);
+    RecipeError naming it when its ``signature()`` or ``capabilities`` is not what the protocol says (a set or NaN
+    in the settings, a kind that is no string): the run ended in a bare TypeError, a traceback or 'Out of range
+    float values are not JSON compliant', naming nothing."""
     signature, caps = generator.signature(), generator.capabilities
     if not (isinstance(signature, Signature) and isinstance(signature.model, str)
             and isinstance(signature.weights, str) and isinstance(signature.settings, Mapping)):
@@ -661,11 +665,10 @@ def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
     described = {"signature": signature.to_json(), "source": source_sha256(target, generator),
                  "capabilities": {**caps.to_json(), "batch": hasattr(generator, "generate_batch")}}
     try:
-        json.dumps(described, allow_nan=False)
+        return json.dumps(described, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise RecipeError(f"generator {named}: its signature() settings are not JSON data ({exc}; it keys its "
                           "rollouts and is recorded in the scorecard)") from None
-    return described
 
 
 def _traceback(lead: str) -> None:
