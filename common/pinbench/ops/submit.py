@@ -205,9 +205,9 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
-    out_dir = configs[0].out_dir
+    out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
-        check_out_dir_outside(configs[0], cwd)
+        check_out_dir_outside(configs[0], inputs, cwd)
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     _guard(check_sbatch_path, str(out_dir), "run directory")
@@ -231,7 +231,6 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     configs, generator_mounts = _generator_files(configs, cwd, flag) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
-    inputs = {name: cwd / path for name, path in input_paths(configs[0]).items()}
     samples_env, samples_mounts = _sample_cache(request, out_dir, cache, inputs)
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
@@ -307,7 +306,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
     try:   # every job would be refused there: nothing is written into it or queued
-        check_owner(cfg.out_dir, run_identity(cfg), {name: cwd / path for name, path in input_paths(cfg).items()})
+        check_owner(cfg.out_dir, run_identity(cfg), input_paths(cfg, cwd))
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
