@@ -33,7 +33,6 @@ from pinbench.core.files import (
     loads_json,
     read_data_file,
     sha256_file,
-    system_path,
     write_atomic,
 )
 from pinbench.core.options import parse_pairs
@@ -296,7 +295,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
             options=parse_pairs(request.options), generator=request.generator,
             generator_options=parse_pairs(request.generator_options, "-g"),
-            generation_timeout_s=request.generation_timeout)
+            generation_timeout_s=request.generation_timeout, cwd=cwd)
         if request.generator is not None and request.generator.startswith("command:"):
             command_argv(request.generator)   # a misspelt placeholder: refused here, not in every job
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
@@ -304,7 +303,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
-    cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
+    cfg.out_dir = out
     try:   # every job would be refused there: nothing is written into it or queued
         check_owner(cfg.out_dir, run_identity(cfg), input_paths(cfg, cwd))
     except RecipeError as exc:
@@ -358,7 +357,7 @@ def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, 
     for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             path = Path(value).expanduser()
-            text[name] = str(system_path(path if path.is_absolute() else cwd / path))   # lnk/.. as the system reads it
+            text[name] = str(path if path.is_absolute() else cwd / path)   # (lnk/.. read by the config already)
             paths.append(name)
         else:
             text[name] = spec.format(value)
