@@ -493,3 +493,26 @@ def test_a_run_directory_under_a_symlink_then_dotdot_is_where_the_system_puts_it
     assert system_path(tmp_path / "lnk" / "x") == tmp_path / "lnk" / "x"   # no "..": as given, the symlink kept
     cfg = get_recipe("dynamic-degree").config(fixture=True, out_dir=tmp_path / "lnk" / ".." / "x")
     assert cfg.out_dir == tmp_path / "deep" / "x"
+
+
+def test_a_path_option_under_a_symlink_then_dotdot_is_the_folder_the_system_reads(tmp_path: Path) -> None:
+    """``-o videos=lnk/../clips``: the run read the folder beside the symlink's target through it, but what
+    normalises a path (``os.path.relpath`` of a view's links, ``abspath`` of a digest cache's keys) named the
+    folder beside the symlink; the value is now that folder as the system reads it, a relative one from the
+    folder ``pinbench submit`` reads it from (``cwd``); one without ``..`` stays as given."""
+    from pinbench.core.recipe import get_recipe
+
+    (tmp_path / "deep" / "a").mkdir(parents=True)
+    (tmp_path / "deep" / "clips").mkdir()
+    (tmp_path / "clips").mkdir()   # the folder a normalised path names: another one
+    (tmp_path / "lnk").symlink_to(tmp_path / "deep" / "a")
+    recipe = get_recipe("dynamic-degree")
+    given = tmp_path / "lnk" / ".." / "clips"
+    cfg = recipe.config("mine", out_dir=tmp_path / "run", options={"videos": str(given)}, env={})
+    assert cfg.options.videos == tmp_path / "deep" / "clips"
+    assert os.path.relpath(cfg.options.videos, tmp_path) == "deep/clips"
+    assert cfg.inputs["videos"]["value"] == str(tmp_path / "deep" / "clips")
+    relative = recipe.config("mine", out_dir=Path("run"), options={"videos": "lnk/../clips"}, env={}, cwd=tmp_path)
+    assert relative.options.videos == tmp_path / "deep" / "clips"
+    plain = recipe.config("mine", out_dir=tmp_path / "run", options={"videos": "lnk/clips"}, env={})
+    assert plain.options.videos == Path("lnk/clips")

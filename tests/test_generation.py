@@ -830,15 +830,18 @@ def test_a_generator_never_outlives_the_run(tmp_path: Path) -> None:
 def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path) -> None:
     """kill -9 of the run while its generator hangs: the generator and all it started (with --gpus 2, the run's
     worker process per GPU too) are gone within seconds (they would otherwise hold a GPU, or write to the run
-    directory, for a run that no longer exists)."""
+    directory, for a run that no longer exists). Nothing is left in the system's temporary folder: a command's
+    request file is in the run directory, where the next generating run removes it."""
     calls, marker = tmp_path / "calls", f"PINBENCH_TEST_MARKER={tmp_path.name}-{time.time_ns()}"
+    (tmp_path / "tmp").mkdir()
     generator = (["--generator", RENDER, "-g", "mode=hang", "-g", f"calls={calls}"] if form.startswith("python") else
                  ["--generator", f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
                                  f"--out {{out}} --mode hang --calls {calls}"])
     generator += ["--gpus", "2"] if form.endswith("--gpus 2") else []
     proc = subprocess.Popen([sys.executable, "-m", "pinbench", "run", "paibench-c", "--fixture", "--offline", "--out",
                              str(tmp_path / "run"), *generator], env={**os.environ, marker.split("=")[0]:
-                                                                      marker.split("=", 1)[1]},
+                                                                      marker.split("=", 1)[1],
+                                                                      "TMPDIR": str(tmp_path / "tmp")},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
     while not calls.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -851,6 +854,9 @@ def test_a_generator_dies_with_a_run_killed_by_kill_9(form: str, tmp_path: Path)
     while _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _marked(marker) == []
+    assert list((tmp_path / "tmp").iterdir()) == []
+    left = list((tmp_path / "run" / "generation").glob(".requests/request-*/request.json"))
+    assert len(left) == (form == "command")
 
 
 def _provenance(generator: str, model: str, requests: str, **settings: str) -> dict:
@@ -1093,7 +1099,7 @@ def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> No
     kept = ["${HOME}", '{"a":{"b":1}}', "{{.Id}}", "{{output}}", "${{x}}", "--out={out}.txt"]
     spec = GeneratorSpec("command:" + shlex.join([sys.executable, "-c", script, *kept, "{out}"]))
     out = tmp_path / "out.mp4"
-    _run_command(spec.command, _request(), out, 60, tmp_path / "log")
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
     assert json.loads(out.read_text()) == ["${HOME}", '{"a":{"b":1}}', "{{.Id}}", "{output}", "${x}",
                                            f"--out={out}.txt"]
 
@@ -1170,7 +1176,7 @@ def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_pat
     else:
         for request in requests:
             _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)"], request, out,
-                         30, log)
+                         30, log, tmp_path)
     assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
                                             "--- generating 't2v-001' ---", "loading the model"]
 
@@ -1238,7 +1244,7 @@ def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: P
     else:
         script = tmp_path / "leaky_command.py"
         script.write_text(f"{_LEAKY}\nmake().generate(None, None)\n")
-        _run_command([sys.executable, str(script)], _request(), out, 30, log)
+        _run_command([sys.executable, str(script)], _request(), out, 30, log, tmp_path)
     text = log.read_text()
     assert token not in text and "Zq9Zq9" not in text
     assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
@@ -1317,7 +1323,7 @@ def test_a_generator_killed_by_a_signal_or_exiting_is_named_with_its_signal_or_s
         with pytest.raises(GeneratorError) as caught:
             if form == "command":
                 script = f"import dying; dying.Dying({how!r}).generate(None, None)"
-                _run_command([sys.executable, "-c", script], _request(), out, 60, log)
+                _run_command([sys.executable, "-c", script], _request(), out, 60, log, tmp_path)
             else:
                 worker = Worker("dying:Dying", {"how": how}, log)
                 try:
@@ -1505,12 +1511,18 @@ def test_a_rerun_alone_in_its_run_removes_the_partial_rollouts_a_killed_run_left
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A partial rollout of a sample the rerun no longer asks (a smaller --limit, fewer modalities) was never made
     again, so never removed: a run alone in its folder removes every one (no run reads a partial it did not just
-    make); while another shard runs, each may be that shard's rollout in the making, and all stay."""
+    make); while another shard runs, each may be that shard's rollout in the making, and all stay. So do the
+    request files of a command generator a killed run left (``REQUEST_FILES``), which ``pinbench check`` leaves
+    unnamed."""
+    from pinbench.core.check import check_run
     from pinbench.core.config import Shard
     from pinbench.core.rundir import LOCK_DIR
 
     out = tmp_path / "run"
     (out / "rollouts" / "blur").mkdir(parents=True)
+    request_file = out / "generation" / ".requests" / "request-killed" / "request.json"
+    request_file.parent.mkdir(parents=True)
+    request_file.write_text("{}")
     left = [out / "rollouts" / "blur" / ".task_0000.partial.mp4", out / "rollouts" / ".edge.partial"]
     left[0].write_bytes(b"\0" * 100)
     left[1].mkdir()   # a generator left a folder there
@@ -1523,11 +1535,15 @@ def test_a_rerun_alone_in_its_run_removes_the_partial_rollouts_a_killed_run_left
     sharded = run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": "edge"},
                                        generator=RENDER, env={}, shard=Shard(1, 2), skip_scoring=True))
     assert sharded.exit_code == 0, sharded.message
-    assert all(path.exists() for path in left)
+    assert all(path.exists() for path in left) and request_file.exists()
     (out / LOCK_DIR / "shard-0-of-2.lock").unlink()
     capfd.readouterr()
     assert _run(out, RENDER).exit_code == 0
     assert not any(os.path.lexists(path) for path in left)
+    assert not os.path.lexists(request_file.parent.parent)
+    request_file.parent.mkdir(parents=True)
+    request_file.write_text("{}")
+    assert check_run(out).problems == []
     assert (out / "rollouts" / "blur" / ".notes.txt").read_text() == "mine"
     assert f"generate: removed 2 hidden partial rollouts that a killed run left in {out / 'rollouts'}" \
         in capfd.readouterr().err
@@ -1579,10 +1595,13 @@ def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -
     assert not (tmp_path / "run").exists()
 
 
-def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("factory", ["in_place", "in_place_batch"])
+def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path,
+                                                                                      factory: str) -> None:
     """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
-    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written."""
-    outcome = _run(tmp_path / "run", "python:render_generator:in_place")
+    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written; one that
+    did so in a batch (``generate_batch``) is told the same."""
+    outcome = _run(tmp_path / "run", f"python:render_generator:{factory}")
     assert outcome.exit_code == 2
     records = load_records(tmp_path / "run" / "generation")
     assert records and not any(r.ok for r in records.values())
@@ -1757,7 +1776,8 @@ def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_p
     token = "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF12"
     script = f"import sys; print('loading'); sys.exit('no checkpoint at /ckpt/model.pt (token {token})\\n')"
     with pytest.raises(GeneratorError) as caught:
-        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log")
+        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
+                     tmp_path)
     said = str(caught.value)
     assert said.startswith("the generator exited 1: no checkpoint at /ckpt/model.pt (token "), said
     assert token not in said and token not in (tmp_path / "log").read_text()

@@ -330,10 +330,10 @@ def run(
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
     with _stopped_saying(f"the samples finished so far are kept in {cfg.out_dir}; run the same command to resume"):
-        from pinbench.core.rundir import check_out_dir_outside
+        from pinbench.core.rundir import check_out_dir_outside, input_paths
 
         with _failing(RecipeError):
-            check_out_dir_outside(cfg)
+            check_out_dir_outside(cfg, input_paths(cfg))
         _check_sample_cache(cfg)
         if not cfg.fixture:
             _checkpoint_note(recipe, cfg.checkpoint)

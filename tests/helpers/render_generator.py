@@ -101,8 +101,20 @@ class InPlace(Render):
         super().generate(request, out.with_name(Path(request.output).name))
 
 
+class InPlaceBatch(InPlace):
+    """``InPlace`` making its rollouts in one batch (``generate_batch``)."""
+
+    def generate_batch(self, pairs: list[tuple[Request, Path]]) -> None:
+        for request, out in pairs:
+            self.generate(request, out)
+
+
 def in_place(**options: str) -> InPlace:
     return InPlace(**options)
+
+
+def in_place_batch(**options: str) -> InPlaceBatch:
+    return InPlaceBatch(**options)
 
 
 def main() -> int:

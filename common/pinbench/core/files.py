@@ -412,14 +412,15 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
         raise
 
 
-def system_path(path: Path) -> Path:
-    """``path`` as the system reads it where it holds ``..``: the part through its last ``..`` resolved, the rest as
-    given. Why: after a symlink, ``..`` is the parent of the symlink's target for the system, where
-    ``os.path.abspath`` and ``normpath`` (mkstemp's, a log's name) drop both: ``--out lnk/../x`` made its folder in
-    one place and looked for its files in another."""
-    parts = path.parts
-    if ".." not in parts:
+def system_path(path: Path, cwd: Path | None = None) -> Path:
+    """``path`` as the system reads it where it holds ``..`` (a relative one from ``cwd``, else this process's
+    folder): the part through its last ``..`` resolved, the rest as given. Why: after a symlink, ``..`` is the parent
+    of the symlink's target for the system, where ``os.path.abspath`` and ``normpath`` (mkstemp's, a log's name,
+    ``os.path.relpath``) drop both: ``--out lnk/../x`` made its folder in one place and looked for its files in
+    another."""
+    if ".." not in path.parts:
         return path
+    parts = ((cwd or Path()) / path).parts
     last = len(parts) - parts[::-1].index("..")
     return Path(os.path.realpath(Path(*parts[:last]))).joinpath(*parts[last:])
 

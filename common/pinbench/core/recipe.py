@@ -18,7 +18,7 @@ import importlib.util
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -271,12 +271,17 @@ class Recipe:
 
     def parse_options(self, given: Mapping[str, str], *, fixture: bool = False,
                       env: Mapping[str, str] | None = None, check_required: bool = True,
-                      generating: bool = False) -> ParsedOptions:
+                      generating: bool = False, cwd: Path | None = None) -> ParsedOptions:
+        """The options' typed values, a path holding ``..`` as the system reads it (``system_path``, a relative one
+        from ``cwd``): what a run reads through ``-o videos=lnk/../x`` is the folder beside the symlink's target,
+        where what normalises a path (``os.path.relpath``, ``abspath``) read the folder beside the symlink."""
         try:
-            return parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
-                                 fixture=fixture, check_required=check_required, generating=generating)
+            parsed = parse_options(self.options, given, os.environ if env is None else env, recipe=self.name,
+                                   fixture=fixture, check_required=check_required, generating=generating)
         except OptionError as exc:
             raise RecipeError(str(exc)) from None
+        return replace(parsed, values=OptionValues({name: system_path(value, cwd) if isinstance(value, Path) else value
+                                                    for name, value in parsed.values.items()}))
 
     def config(self, checkpoint: str = "", *, out_dir: Path | None = None, limit: int | None = None,
                shard: Shard | None = None, runtime: str = "local", skip_generation: bool = False,
@@ -284,10 +289,12 @@ class Recipe:
                options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
                check_required: bool = True, generator: str | None = None,
                generator_options: Mapping[str, str] | None = None,
-               generation_timeout_s: float | None = None, requests: bool = False) -> RunConfig:
+               generation_timeout_s: float | None = None, requests: bool = False,
+               cwd: Path | None = None) -> RunConfig:
         """A validated RunConfig: flags the recipe cannot honour, bad names and bad options are refused
         (``check_required=False``: not the run's required inputs, for ``pinbench fetch``; ``requests``: its options
-        are those of a generating run, for ``pinbench requests``)."""
+        are those of a generating run, for ``pinbench requests``; ``cwd``: where relative paths are read from,
+        ``pinbench submit``'s folder, else this process's)."""
         if generator is not None and self.requests_entry is None:
             raise RecipeError(f"{self.name} generates no rollouts (it scores what it is given): drop --generator")
         if generator is None and (generator_options or generation_timeout_s is not None):
@@ -319,7 +326,8 @@ class Recipe:
         check_checkpoint_name(checkpoint)
         parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
                                     generating=requests or generator is not None or (skip_generation and
-                                                                                     self.requests_entry is not None))
+                                                                                     self.requests_entry is not None),
+                                    cwd=cwd)
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
@@ -329,7 +337,7 @@ class Recipe:
                                                     installed_versions(self.numerics)),
             inputs=self.input_identity(parsed),
             recipe=self.name, checkpoint=checkpoint,
-            out_dir=system_path(out_dir) if out_dir else self.default_out_dir(checkpoint, mode),
+            out_dir=system_path(out_dir, cwd) if out_dir else self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
             options=parsed.values, option_sources=parsed.sources, generator=generator,

@@ -111,20 +111,23 @@ def run_identity(cfg: RunConfig) -> dict[str, Any]:
     return {"recipe": cfg.recipe, "checkpoint": cfg.checkpoint, "mode": cfg.mode, "inputs": dict(cfg.inputs)}
 
 
-def input_paths(cfg: RunConfig) -> dict[str, Path]:
-    """The path options of the run's input identity, by option name."""
-    return {name: value for name, value in cfg.options.items() if name in cfg.inputs and isinstance(value, Path)}
+def input_paths(cfg: RunConfig, cwd: Path | None = None) -> dict[str, Path]:
+    """The path options of the run's input identity, by option name; relative ones read against ``cwd`` when it is
+    given (``pinbench submit``'s folder)."""
+    return {name: (cwd or Path()) / value for name, value in cfg.options.items()
+            if name in cfg.inputs and isinstance(value, Path)}
 
 
-def check_out_dir_outside(cfg: RunConfig, cwd: Path | None = None) -> None:
+def check_out_dir_outside(cfg: RunConfig, inputs: Mapping[str, Path], cwd: Path | None = None) -> None:
     """RunDirError when the run directory is inside a folder a path option of the run names (``--out run`` with
     ``-o videos=.``): every file the run wrote there changed that input, and each rerun was refused as "holds the
     run of other inputs"; or inside another run's directory (``enclosing_run``): that run's ``pinbench check``
     counted this one's sample store as its own unpinned files, and its ``--move-aside`` took this run along.
-    ``cwd``: what relative paths are read against (``pinbench submit``'s), else this process's working directory."""
-    paths = input_paths(cfg)
-    if (name := enclosing(cfg.out_dir, {n: (cwd or Path()) / path for n, path in paths.items()})) is not None:
-        raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={paths[name]}, an input of the run; what the run "
+    ``inputs``: its input folders (``input_paths``, read against ``cwd``); ``cwd``: what a relative ``--out`` is
+    read against (``pinbench submit``'s), else this process's working directory."""
+    if (name := enclosing(cfg.out_dir, inputs)) is not None:
+        given = dict(cfg.options.items())[name]
+        raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={given}, an input of the run; what the run "
                           "writes there would change that input and every rerun be refused: name a folder outside it")
     if (run := enclosing_run((cwd or Path()) / cfg.out_dir)) is not None:
         raise RunDirError(f"--out {cfg.out_dir}: inside {run[0]}, another run's directory ({run[1]}); its check would "

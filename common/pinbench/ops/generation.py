@@ -428,11 +428,17 @@ def _generating(request_id: str) -> str:
     return f"--- generating {request_id!r} ---"
 
 
-def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path,
+REQUEST_FILES = ".requests"   # in the run's GENERATION folder: a command's request files while it runs
+
+
+def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: float, log: Path, files: Path,
                  env: Mapping[str, str] | None = None) -> None:
-    """One request through the command (``env`` added to the run's environment); RuntimeError naming what went
+    """One request through the command (``env`` added to the run's environment), its request's file in a folder of
+    its own under ``files`` (``REQUEST_FILES``: one in the system's temporary folder stayed there forever when the
+    run was killed; the next generation clears these, ``_remove_leftovers``); RuntimeError naming what went
     wrong."""
-    with tempfile.TemporaryDirectory(prefix="pinbench-request-") as folder:
+    files.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="request-", dir=files) as folder:
         request_file = Path(folder) / "request.json"
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
@@ -606,12 +612,15 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
     does, where reading the requests' pipe it waited out the time limit)."""
     reply = os.fdopen(reply_fd, "w", encoding="utf-8")
 
-    def say(message: Mapping[str, Any]) -> None:
-        reply.write(json.dumps(message) + "\n")
+    def tell(line: str) -> None:
+        reply.write(line + "\n")
         reply.flush()
+
+    def say(message: Mapping[str, Any]) -> None:
+        tell(json.dumps(message))
     try:
         generator = build(target, json.loads(os.environ.get("PINBENCH_GENERATOR_OPTIONS", "{}")), named)
-        say(_described(generator, target, named))
+        tell(_described(generator, target, named))
     except Exception as exc:   # the user's code: said in one line, then this child ends
         if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
             _traceback(f"describing generator {named} raised:")
@@ -634,10 +643,11 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
             say({"ok": True})
 
 
-def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
-    """What the worker tells the run of its generator; RecipeError naming it when its ``signature()`` or
-    ``capabilities`` is not what the protocol says (a set or NaN in the settings, a kind that is no string): the run
-    ended in a bare TypeError, a traceback or 'Out of range float values are not JSON compliant', naming nothing."""
+def _described(generator: Generator, target: str, named: str) -> str:
+    """What the worker tells the run of its generator, as JSON (encoded once: that encoding is the check of it);
+    RecipeError naming it when its ``signature()`` or ``capabilities`` is not what the protocol says (a set or NaN
+    in the settings, a kind that is no string): the run ended in a bare TypeError, a traceback or 'Out of range
+    float values are not JSON compliant', naming nothing."""
     signature, caps = generator.signature(), generator.capabilities
     if not (isinstance(signature, Signature) and isinstance(signature.model, str)
             and isinstance(signature.weights, str) and isinstance(signature.settings, Mapping)):
@@ -655,11 +665,10 @@ def _described(generator: Generator, target: str, named: str) -> dict[str, Any]:
     described = {"signature": signature.to_json(), "source": source_sha256(target, generator),
                  "capabilities": {**caps.to_json(), "batch": hasattr(generator, "generate_batch")}}
     try:
-        json.dumps(described, allow_nan=False)
+        return json.dumps(described, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise RecipeError(f"generator {named}: its signature() settings are not JSON data ({exc}; it keys its "
                           "rollouts and is recorded in the scorecard)") from None
-    return described
 
 
 def _traceback(lead: str) -> None:
@@ -786,7 +795,7 @@ class Generating:
             run.generation_failures = _not_as_asked(requests, rollouts, records)
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
-        removed = _remove_partials(run.out_dir, rollouts)
+        removed = _remove_leftovers(run.out_dir, rollouts, store / REQUEST_FILES)
         if removed:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
@@ -796,7 +805,7 @@ class Generating:
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
-        with self._maker(default, store / "generator.log", env) as maker:
+        with self._maker(default, store, env) as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
             tasks = [RolloutTask(r.id, r.digest) for r in requests]
@@ -810,7 +819,7 @@ class Generating:
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
                 pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
-                inputs = {request.id: _inputs_state(request) for request, _ in pairs}
+                before = {request.id: _Before.of(request, rollouts) for request, _ in pairs}
                 for _, partial in pairs:   # what a killed run left there is not what this batch makes
                     if blocking_parent(partial) is None:
                         _clear(partial)
@@ -825,7 +834,7 @@ class Generating:
                     raise batch_error[0]
                 if maker.many is None:
                     return _keep(request, rollouts, signature, maker.one)
-                return _keep(request, rollouts, signature, None, inputs.get(request.id))
+                return _keep(request, rollouts, signature, None, before.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -850,9 +859,10 @@ class Generating:
         return rollouts
 
     @contextlib.contextmanager
-    def _maker(self, default: Callable[[], Generator] | None, log: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
-        """How this run makes rollouts (a generator process with ``env`` added to the run's environment), its
-        worker (if any) stopped at the end."""
+    def _maker(self, default: Callable[[], Generator] | None, store: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
+        """How this run makes rollouts (a generator process with ``env`` added to the run's environment, its log and
+        a command's request files in the generation folder ``store``), its worker (if any) stopped at the end."""
+        log, files = store / "generator.log", store / REQUEST_FILES
         if self.spec is None:
             if default is None:
                 raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
@@ -865,7 +875,7 @@ class Generating:
             if not argv:
                 raise RecipeError("--generator command: needs a program to run")
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
-                         lambda request, out: _run_command(argv, request, out, timeout, log, env))
+                         lambda request, out: _run_command(argv, request, out, timeout, log, files, env))
             return
         target = self.target
         assert target is not None   # no command: a Python generator
@@ -930,7 +940,7 @@ class _OnDevice:
         env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
         if self.target is None:
             def make(request: Request, out: Path) -> None:
-                _run_command(self.argv, request, out, self.timeout_s, log, env)
+                _run_command(self.argv, request, out, self.timeout_s, log, self.store / REQUEST_FILES, env)
         else:
             worker = Worker(self.target, self.options, log, env, generator_name(self.spec, self.target))
 
@@ -958,14 +968,16 @@ def _partial(rollouts: Path, request: Request) -> Path:
     return target.with_name(f".{fitting_name(target.stem, affixes)}.partial{target.suffix}")   # PARTIAL_ROLLOUT
 
 
-def _remove_partials(run_dir: Path, rollouts: Path) -> int:
-    """Remove the hidden partial rollouts (``PARTIAL_ROLLOUT``) under ``rollouts`` when no other process may be
-    writing in the run: one a killed run left for a sample this run no longer asks (a smaller --limit) stayed
-    forever. No run reads a partial it did not just make, whatever generator made it, so none is work lost; while
-    another shard runs, each may be its rollout in the making, and all stay. How many were removed."""
+def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int:
+    """Remove the hidden partial rollouts (``PARTIAL_ROLLOUT``) under ``rollouts``, and the command's request files
+    (``request_files``), when no other process may be writing in the run: what a killed run left (a partial for a
+    sample this run no longer asks, a smaller --limit) stayed forever. No run reads a partial it did not just make,
+    whatever generator made it, so none is work lost; while another shard runs, each may be its rollout in the
+    making, and all stay. How many partials were removed."""
     with alone_in(run_dir) as alone:
         if not alone:
             return 0
+        _clear(request_files)
         found = [Path(folder, name) for folder, folders, files in os.walk(rollouts)
                  for name in (*folders, *files) if PARTIAL_ROLLOUT.fullmatch(name)]
         for path in found:
@@ -974,8 +986,8 @@ def _remove_partials(run_dir: Path, rollouts: Path) -> int:
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
-          inputs: Mapping[str, tuple[int, int, int] | None] | None = None) -> dict[str, Any]:
-    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``inputs`` says)
+          before: _Before | None = None) -> dict[str, Any]:
+    """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
     beside its place, checked, then renamed into place; its record's result."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
@@ -987,15 +999,15 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             raise RolloutBlocked(f"{target}: a folder where the rollout goes; move it away to generate it")
         if make is not None:
             _clear(partial)
-            inputs = _inputs_state(request)
-            before = _state(target)
+            before = _Before.of(request, rollouts)
             make(request, partial)
-            if not os.path.lexists(partial) and _state(target) not in (before, None):
+        if before is not None:
+            if not os.path.lexists(partial) and _state(target) not in (before.target, None):
                 raise ValueError(f"invalid rollout: {request.output}: the generator wrote nothing to the path it was "
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
                                  "checked")
-        _untouched(request, inputs)
+            _untouched(request, before.inputs)
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -1006,6 +1018,19 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         _clear(partial)
     return {"output": request.output, "sha256": sha256_file(target), "request": request.digest,
             "generator": signature.digest, "seed": request.seed}
+
+
+@dataclass(frozen=True)
+class _Before:
+    """A rollout's files before its generator ran, each checked after it: its conditioning files
+    (``_inputs_state``, ``_untouched``) and its place (``_state``: a generator that wrote there, not to its out)."""
+
+    inputs: Mapping[str, tuple[int, int, int] | None]
+    target: tuple[int, int, int] | None
+
+    @classmethod
+    def of(cls, request: Request, rollouts: Path) -> _Before:
+        return cls(_inputs_state(request), _state(rollouts / request.output))
 
 
 def _state(path: Path, *, follow: bool = False) -> tuple[int, int, int] | None:
@@ -1022,12 +1047,10 @@ def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
     return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
-def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None] | None) -> None:
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None]) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed):
     staged as a hard link, it is the input itself (a dataset's ground-truth video, which the run then scored
     against, and every later run too), and a generator that wrote its own frames into it failed nothing."""
-    if before is None:
-        return
     after = _inputs_state(request)
     for path, was in before.items():
         if after.get(path) != was:

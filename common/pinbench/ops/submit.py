@@ -33,7 +33,6 @@ from pinbench.core.files import (
     loads_json,
     read_data_file,
     sha256_file,
-    system_path,
     write_atomic,
 )
 from pinbench.core.options import parse_pairs
@@ -205,9 +204,9 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
-    out_dir = configs[0].out_dir
+    out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
-        check_out_dir_outside(configs[0], cwd)
+        check_out_dir_outside(configs[0], inputs, cwd)
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     _guard(check_sbatch_path, str(out_dir), "run directory")
@@ -231,7 +230,6 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     configs, generator_mounts = _generator_files(configs, cwd, flag) if request.container != "none" else (configs, ())
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
-    inputs = {name: cwd / path for name, path in input_paths(configs[0]).items()}
     samples_env, samples_mounts = _sample_cache(request, out_dir, cache, inputs)
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
@@ -297,7 +295,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             fixture=request.fixture, gpus=request.gpus_per_task if phase.gpus else None, offline=request.offline,
             options=parse_pairs(request.options), generator=request.generator,
             generator_options=parse_pairs(request.generator_options, "-g"),
-            generation_timeout_s=request.generation_timeout)
+            generation_timeout_s=request.generation_timeout, cwd=cwd)
         if request.generator is not None and request.generator.startswith("command:"):
             command_argv(request.generator)   # a misspelt placeholder: refused here, not in every job
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
@@ -305,9 +303,9 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
-    cfg.out_dir = system_path(out)   # lnk/.. as the system reads it, as pinbench run does
+    cfg.out_dir = out
     try:   # every job would be refused there: nothing is written into it or queued
-        check_owner(cfg.out_dir, run_identity(cfg), {name: cwd / path for name, path in input_paths(cfg).items()})
+        check_owner(cfg.out_dir, run_identity(cfg), input_paths(cfg, cwd))
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     return cfg
@@ -359,7 +357,7 @@ def _options_text(recipe: Recipe, cfg: RunConfig, cwd: Path) -> tuple[dict[str, 
     for name, spec, value in user_options(recipe, cfg):
         if spec.type == "path":
             path = Path(value).expanduser()
-            text[name] = str(system_path(path if path.is_absolute() else cwd / path))   # lnk/.. as the system reads it
+            text[name] = str(path if path.is_absolute() else cwd / path)   # (lnk/.. read by the config already)
             paths.append(name)
         else:
             text[name] = spec.format(value)
