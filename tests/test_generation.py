@@ -2404,16 +2404,19 @@ def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_fo
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("spec", ["folder", "python:pinbench.ops.generators:folder"])
 def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_copy(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], spec: str) -> None:
     """How a --fixture run (no -o videos) scores a folder of yours: ``folder`` copies each request's output from
-    it, keyed by the folder's digest, so a rollout replaced there is scored again (a command that copies from a
-    folder it names is keyed by its argv alone: the stored copy was reused, a silent stale number)."""
+    it, each rollout keyed by its own file's SHA-256, so a rollout replaced there is copied and scored again, said
+    by name, and no other (a command that copies from a folder it names is keyed by its argv alone: the stored copy
+    was reused, a silent stale number; keyed by the whole folder's digest, one file fixed copied every rollout
+    again, "4 recomputed: generator changed" and a line per record moved aside)."""
     made = _run(tmp_path / "made", RENDER)
     assert made.exit_code == 0, made.message
     mine = tmp_path / "mine"
     shutil.copytree(tmp_path / "made" / "rollouts", mine)
-    first = _run(tmp_path / "run", "folder", dir=str(mine))
+    first = _run(tmp_path / "run", spec, dir=str(mine))
     assert first.exit_code == 0, first.message
     scores = {s: r.result for s, r in load_records(tmp_path / "run" / "samples").items()}
     assert scores == {s: r.result for s, r in load_records(tmp_path / "made" / "samples").items()}
@@ -2421,9 +2424,11 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
 
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "task_0000.mp4")   # the same shape, other frames
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "Task_0003 .mp4")   # misnamed: never scored
-    again = _run(tmp_path / "run", "folder", dir=str(mine))
+    again = _run(tmp_path / "run", spec, dir=str(mine))
     said = capfd.readouterr().err
-    assert again.exit_code == 0 and "4 recomputed: generator changed" in said
+    assert again.exit_code == 0
+    assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in said and "moved" not in said, said
+    assert f"generate: {mine / 'edge' / 'task_0000.mp4'}: changed since its rollout was copied (SHA-256 " in said
     # as `pinbench rollouts check` names it: the run passed over it without a word
     assert f"generate: {mine / 'edge' / 'Task_0003 .mp4'}: no request names it, so it is not scored\n" in said
     (mine / "edge" / "Task_0003 .mp4").unlink()
@@ -2431,8 +2436,36 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
 
     (mine / "edge" / "task_0002.mp4").unlink()
-    gone = _run(tmp_path / "run", "folder", dir=str(mine))
+    gone = _run(tmp_path / "run", spec, dir=str(mine))
     failures = (tmp_path / "run" / "failures.tsv").read_text()
     assert gone.exit_code != 0 and f"{mine / 'edge' / 'task_0002.mp4'}: no rollout there" in failures
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
-        _run(tmp_path / "other", "folder", dir=str(tmp_path / "absent"))
+        _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
+
+
+def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A rollout's key is its file's SHA-256 hashed before the copy: a file changed between the two (A to B) left a
+    copy of B under A's key, which, once the file was A again, was reused: B scored as A. A kept copy is reused
+    only when it is the file as it is now."""
+    from pinbench.ops import generators
+
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine, was = tmp_path / "mine", tmp_path / "was.mp4"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    source = mine / "edge" / "task_0000.mp4"
+    shutil.copyfile(source, was)
+    hashed = generators.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"))
+    shutil.copyfile(mine / "edge" / "task_0001.mp4", source)   # B, changed after A was hashed
+    monkeypatch.setattr(generators, "folder_sources", lambda root, requests: hashed)
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 2
+    assert load_records(tmp_path / "run" / "generation")["edge.task_0000"].error == (
+        "ValueError: result rejected: edge/task_0000.mp4: not a copy of its file in -g dir as that file is now (it "
+        "changed while it was copied)")
+    monkeypatch.undo()
+    shutil.copyfile(was, source)   # A again
+    capfd.readouterr()
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in capfd.readouterr().err
+    assert (tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4").read_bytes() == was.read_bytes()
