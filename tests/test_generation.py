@@ -2368,6 +2368,33 @@ def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system
     assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
 
 
+def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A cache entry's key names the request and the generator, not the checks a rollout must pass: a check added
+    to ``check_rollout`` since the rollout was kept did not apply to it, placed and scored as it was (only
+    ``PINBENCH_SAMPLE_CACHE=off`` applied it). A cached rollout is checked again before it is placed."""
+    from pinbench.ops import generation
+
+    cache, calls, real = tmp_path / "cache", tmp_path / "calls", generation.check_rollout
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0000" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    capfd.readouterr()
+    outcome = _run(tmp_path / "b", RENDER, calls=str(calls))
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2 and _calls(calls)[4:] == ["edge.task_0000"], said
+    assert ("generate: sample cache: invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept before that "
+            "was checked); not used, generated again\n") in said
+    assert "3 reused (3 from the sample cache)" in said
+    assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
+        "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+
+
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own

@@ -813,8 +813,7 @@ class Generating:
                 _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
             kept = _Kept(rollouts, signature, {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
-            outputs = {r.id: r.output for r in requests}
-            cached = None if base is None else RolloutCache(base, signature, rollouts, outputs)
+            cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
@@ -1211,15 +1210,18 @@ class RolloutCache(SampleCache):
     so that another run directory (a second ``--out``, a run moved aside after its inputs changed) takes it instead
     of generating it again. Its scope names the generator's signature: two generators never share an entry. A hit is
     placed only when its record is this task's, by this generator, and its file the one that record names (SHA-256):
-    a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. It is linked
-    (else copied) to its place, where the step's validator (``_Kept``) checks it as it checks a rollout of the run's
-    own."""
+    a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. Its rollout is
+    checked against its request again (``check_rollout``: one ``video_info``), as a check added since it was kept
+    would have refused it, and the key names no check. It is linked (else copied) to its place, where the step's
+    validator (``_Kept``) checks it as it checks a rollout of the run's own."""
 
     min_seconds = 0.0   # every rollout is worth keeping
 
-    def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, outputs: Mapping[str, str]) -> None:
+    def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, requests: Mapping[str, Request]
+                 ) -> None:
         super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
-        self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
+        self.rollouts, self.requests = rollouts, requests   # by sample id
+        self.outputs = {sid: request.output for sid, request in requests.items()}
         self.generator = signature.digest
         self._said: set[str] = set()
 
@@ -1239,6 +1241,11 @@ class RolloutCache(SampleCache):
             elif os.path.lexists(kept):
                 said = _changed(kept, result.get("sha256"), f"not the rollout it kept for {output}")
                 print(f"generate: sample cache: {said}; not used, generated again", file=sys.stderr, flush=True)
+            return None
+        request = self.requests[stored.data["sample_id"]]
+        if problems := check_rollout(request, kept):
+            print(f"generate: sample cache: {_invalid(request, kept, problems)} (kept before that was checked); not "
+                  "used, generated again", file=sys.stderr, flush=True)
             return None
         return stored if _linked(kept, self.rollouts / output) else None
 
