@@ -2388,6 +2388,33 @@ def test_rollouts_reach_the_cache_as_copies_across_two_mounts_of_one_file_system
     assert "4 reused (4 from the sample cache)" in capfd.readouterr().err
 
 
+def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A cache entry's key names the request and the generator, not the checks a rollout must pass: a check added
+    to ``check_rollout`` since the rollout was kept did not apply to it, placed and scored as it was (only
+    ``PINBENCH_SAMPLE_CACHE=off`` applied it). A cached rollout is checked again before it is placed."""
+    from pinbench.ops import generation
+
+    cache, calls, real = tmp_path / "cache", tmp_path / "calls", generation.check_rollout
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0000" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    capfd.readouterr()
+    outcome = _run(tmp_path / "b", RENDER, calls=str(calls))
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2 and _calls(calls)[4:] == ["edge.task_0000"], said
+    assert ("generate: sample cache: invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept before that "
+            "was checked); not used, generated again\n") in said
+    assert "3 reused (3 from the sample cache)" in said
+    assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
+        "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+
+
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
@@ -2424,16 +2451,19 @@ def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_fo
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("spec", ["folder", "python:pinbench.ops.generators:folder"])
 def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_copy(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], spec: str) -> None:
     """How a --fixture run (no -o videos) scores a folder of yours: ``folder`` copies each request's output from
-    it, keyed by the folder's digest, so a rollout replaced there is scored again (a command that copies from a
-    folder it names is keyed by its argv alone: the stored copy was reused, a silent stale number)."""
+    it, each rollout keyed by its own file's SHA-256, so a rollout replaced there is copied and scored again, said
+    by name, and no other (a command that copies from a folder it names is keyed by its argv alone: the stored copy
+    was reused, a silent stale number; keyed by the whole folder's digest, one file fixed copied every rollout
+    again, "4 recomputed: generator changed" and a line per record moved aside)."""
     made = _run(tmp_path / "made", RENDER)
     assert made.exit_code == 0, made.message
     mine = tmp_path / "mine"
     shutil.copytree(tmp_path / "made" / "rollouts", mine)
-    first = _run(tmp_path / "run", "folder", dir=str(mine))
+    first = _run(tmp_path / "run", spec, dir=str(mine))
     assert first.exit_code == 0, first.message
     scores = {s: r.result for s, r in load_records(tmp_path / "run" / "samples").items()}
     assert scores == {s: r.result for s, r in load_records(tmp_path / "made" / "samples").items()}
@@ -2441,9 +2471,11 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
 
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "task_0000.mp4")   # the same shape, other frames
     shutil.copyfile(mine / "edge" / "task_0001.mp4", mine / "edge" / "Task_0003 .mp4")   # misnamed: never scored
-    again = _run(tmp_path / "run", "folder", dir=str(mine))
+    again = _run(tmp_path / "run", spec, dir=str(mine))
     said = capfd.readouterr().err
-    assert again.exit_code == 0 and "4 recomputed: generator changed" in said
+    assert again.exit_code == 0
+    assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in said and "moved" not in said, said
+    assert f"generate: {mine / 'edge' / 'task_0000.mp4'}: changed since its rollout was copied (SHA-256 " in said
     # as `pinbench rollouts check` names it: the run passed over it without a word
     assert f"generate: {mine / 'edge' / 'Task_0003 .mp4'}: no request names it, so it is not scored\n" in said
     (mine / "edge" / "Task_0003 .mp4").unlink()
@@ -2451,8 +2483,36 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
 
     (mine / "edge" / "task_0002.mp4").unlink()
-    gone = _run(tmp_path / "run", "folder", dir=str(mine))
+    gone = _run(tmp_path / "run", spec, dir=str(mine))
     failures = (tmp_path / "run" / "failures.tsv").read_text()
     assert gone.exit_code != 0 and f"{mine / 'edge' / 'task_0002.mp4'}: no rollout there" in failures
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
-        _run(tmp_path / "other", "folder", dir=str(tmp_path / "absent"))
+        _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
+
+
+def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A rollout's key is its file's SHA-256 hashed before the copy: a file changed between the two (A to B) left a
+    copy of B under A's key, which, once the file was A again, was reused: B scored as A. A kept copy is reused
+    only when it is the file as it is now."""
+    from pinbench.ops import generators
+
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine, was = tmp_path / "mine", tmp_path / "was.mp4"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    source = mine / "edge" / "task_0000.mp4"
+    shutil.copyfile(source, was)
+    hashed = generators.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"))
+    shutil.copyfile(mine / "edge" / "task_0001.mp4", source)   # B, changed after A was hashed
+    monkeypatch.setattr(generators, "folder_sources", lambda root, requests: hashed)
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 2
+    assert load_records(tmp_path / "run" / "generation")["edge.task_0000"].error == (
+        "ValueError: result rejected: edge/task_0000.mp4: not a copy of its file in -g dir as that file is now (it "
+        "changed while it was copied)")
+    monkeypatch.undo()
+    shutil.copyfile(was, source)   # A again
+    capfd.readouterr()
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in capfd.readouterr().err
+    assert (tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4").read_bytes() == was.read_bytes()

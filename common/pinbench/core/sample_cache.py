@@ -21,7 +21,7 @@ record, ``<key>.file``, a hard link (none on another file system: a copy would f
 the run's file system, a container's, where no link crosses: ``pinbench.ops.generation``), so it costs the cache no
 bytes while a run directory holds it too; the bound counts such a file only once no other link to it is left. Being
 one inode with each run directory's, it is kept read-only (``pinbench.ops.generation._read_only``), and checked
-against its record's SHA-256 before it is placed.
+against its record's SHA-256, and a rollout against its request (this version's checks), before it is placed.
 ``PINBENCH_SAMPLE_CACHE`` names the folder (default ``<cache root>/samples``, a path a cluster shares works too)
 or ``off``. The entries are as trustworthy as the folder: anyone who can write there can plant a record.
 """

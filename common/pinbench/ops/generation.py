@@ -96,9 +96,12 @@ FPS_TOLERANCE = 1e-3   # relative: a container's rate is a fraction (24000/1001 
 @dataclass(frozen=True, slots=True)
 class RolloutTask(Task):
     """A rollout to make: its request's digest (the generator is judged by the stored record's signature, so that
-    the summary says "generator changed" rather than "inputs or options changed")."""
+    the summary says "generator changed" rather than "inputs or options changed") and, for the ``folder``
+    generator, the SHA-256 of the file it copies (``folder_sources``; None: another generator, not hashed), so that
+    a file changed there makes its own rollout again and no other."""
 
     request: str
+    source: str | None = None
 
 
 class GeneratorError(RuntimeError):
@@ -799,20 +802,27 @@ class Generating:
         if removed:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
-        if self.spec is not None and self.spec.spec == "folder" and self.spec.options.get("dir"):
-            for line in unasked_lines(Path(self.spec.options["dir"]), requests, run.cfg.limit):
+        folder_dir = self._folder_dir()
+        if folder_dir is not None:
+            for line in unasked_lines(folder_dir, requests, run.cfg.limit):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
+        sources: dict[str, str] = {}
+        if folder_dir is not None:
+            from pinbench.ops.generators import folder_sources  # (it imports numpy, which this module does not)
+
+            sources = folder_sources(folder_dir, requests)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
         with self._maker(default, store, env) as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
-            tasks = [RolloutTask(r.id, r.digest) for r in requests]
-            kept = _Kept(rollouts, signature)
+            tasks = [RolloutTask(r.id, r.digest, sources.get(r.id)) for r in requests]
+            if folder_dir is not None:
+                _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
+            kept = _Kept(rollouts, signature, {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
-            outputs = {r.id: r.output for r in requests}
-            cached = None if base is None else RolloutCache(base, signature, rollouts, outputs)
+            cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
@@ -857,6 +867,12 @@ class Generating:
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
         run.stop_after_generation(summary)
         return rollouts
+
+    def _folder_dir(self) -> Path | None:
+        """``-g dir=`` of the shipped ``folder`` generator (by any name that reaches its factory), else None."""
+        if self.spec is None or self.target != SHIPPED["folder"] or not self.spec.options.get("dir"):
+            return None
+        return Path(self.spec.options["dir"])
 
     @contextlib.contextmanager
     def _maker(self, default: Callable[[], Generator] | None, store: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
@@ -1217,15 +1233,18 @@ class RolloutCache(SampleCache):
     so that another run directory (a second ``--out``, a run moved aside after its inputs changed) takes it instead
     of generating it again. Its scope names the generator's signature: two generators never share an entry. A hit is
     placed only when its record is this task's, by this generator, and its file the one that record names (SHA-256):
-    a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. It is linked
-    (else copied) to its place, where the step's validator (``_Kept``) checks it as it checks a rollout of the run's
-    own."""
+    a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. Its rollout is
+    checked against its request again (``check_rollout``: one ``video_info``), as a check added since it was kept
+    would have refused it, and the key names no check. It is linked (else copied) to its place, where the step's
+    validator (``_Kept``) checks it as it checks a rollout of the run's own."""
 
     min_seconds = 0.0   # every rollout is worth keeping
 
-    def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, outputs: Mapping[str, str]) -> None:
+    def __init__(self, base: SampleCache, signature: Signature, rollouts: Path, requests: Mapping[str, Request]
+                 ) -> None:
         super().__init__(base.root, f"{base.scope}/{signature.digest}", base.implementation)
-        self.rollouts, self.outputs = rollouts, outputs   # outputs: each request's rollout name, by sample id
+        self.rollouts, self.requests = rollouts, requests   # by sample id
+        self.outputs = {sid: request.output for sid, request in requests.items()}
         self.generator = signature.digest
         self._said: set[str] = set()
 
@@ -1245,6 +1264,11 @@ class RolloutCache(SampleCache):
             elif os.path.lexists(kept):
                 said = _changed(kept, result.get("sha256"), f"not the rollout it kept for {output}")
                 print(f"generate: sample cache: {said}; not used, generated again", file=sys.stderr, flush=True)
+            return None
+        request = self.requests[stored.data["sample_id"]]
+        if problems := check_rollout(request, kept):
+            print(f"generate: sample cache: {_invalid(request, kept, problems)} (kept before that was checked); not "
+                  "used, generated again", file=sys.stderr, flush=True)
             return None
         return stored if _linked(kept, self.rollouts / output) else None
 
@@ -1293,6 +1317,23 @@ def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
         return False
 
 
+def _say_changed_sources(root: Path, requests: Sequence[Request], sources: Mapping[str, str],
+                         records: Mapping[str, SampleRecord], signature: Signature) -> None:
+    """A line naming each file in the ``folder`` generator's ``-g dir`` that changed since this run directory copied
+    it for the same request and generator: its rollout is made again, the others reused (the summary says only
+    "inputs or options changed")."""
+    for request in requests:
+        record = records.get(request.id)
+        if (record is None or not record.ok or record.result.get("request") != request.digest
+                or record.result.get("generator") != signature.digest):
+            continue
+        copied, now = record.result.get("sha256"), sources.get(request.id)
+        if copied != now:
+            shown = f"SHA-256 {now[:12]}..." if now is not None else "not a readable file"
+            print(f"generate: {root / request.output}: changed since its rollout was copied ({shown}, copied "
+                  f"{str(copied)[:12]}...); copied again", file=sys.stderr, flush=True)
+
+
 def _holds(path: Path, sha256: Any) -> bool:
     """Whether ``path`` is a regular file of that SHA-256 (a FIFO or folder there is never opened)."""
     return sha256 is not None and regular_sha256(path) == sha256
@@ -1332,15 +1373,20 @@ def _same_device(one: Path, other: Path) -> bool | None:
 
 class _Kept:
     """A stored rollout is reused when it was made by this generator (its record's signature) and its file is still
-    the one generated (same SHA-256); the task's key says it was made for this request."""
+    the one generated (same SHA-256); the task's key says it was made for this request. With ``sources`` (the
+    ``folder`` generator's: each output's file there, its SHA-256; None: not readable) it must also be that file's
+    copy: the task's key was hashed before the copy, which a file changed meanwhile would have made of other bytes."""
 
-    def __init__(self, rollouts: Path, signature: Signature) -> None:
-        self.rollouts, self.signature = rollouts, signature
+    def __init__(self, rollouts: Path, signature: Signature, sources: Mapping[str, str | None] | None = None) -> None:
+        self.rollouts, self.signature, self.sources = rollouts, signature, sources
         self._said: set[Path] = set()
 
     def __call__(self, result: Mapping[str, Any]) -> bool:
         if result.get("generator") != self.signature.digest:
             raise Stale("generator changed")
+        if self.sources is not None and self.sources.get(str(result.get("output"))) != result.get("sha256"):
+            raise Stale(f"{result.get('output')}: not a copy of its file in -g dir as that file is now (it changed "
+                        "while it was copied)")
         path = self.rollouts / str(result.get("output", ""))
         if not _holds(path, result.get("sha256")):
             if os.path.lexists(path) and path not in self._said:   # (said once: records are judged newest first)

@@ -9,17 +9,20 @@ family through ``diffusers``.
   to ``-g weights_sha256=`` (the folder's digest, ``tree_sha256``): nothing is downloaded, nothing unpinned is
   loaded. It honours one-prompt text-to-video requests and refuses any other before generating.
 * ``folder``: rollouts made elsewhere, copied from ``-g dir=DIR`` (each at its request's ``output``): how a run that
-  takes no ``-o videos`` (a ``--fixture`` run) scores a folder of yours. Its signature is the folder's
-  ``tree_sha256``, so a rollout replaced there is copied and scored again, never the stored one reused.
+  takes no ``-o videos`` (a ``--fixture`` run) scores a folder of yours. Its signature names the folder, not its
+  content: the generation step keys each rollout by the SHA-256 of its own file there (``folder_sources``), so a
+  rollout replaced there is copied and scored again, never the stored one reused, and the others are reused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +65,10 @@ class Folder:
             raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
 
     def signature(self) -> Signature:
-        digest = tree_sha256(self.root, unreadable_ok=True)
-        return Signature(model="pinbench folder of rollouts made elsewhere", weights=f"sha256:{digest}",
+        # no digest of the whole folder: one file fixed made every rollout "generator changed"; the step keys each
+        # rollout by its own file's SHA-256 instead (``folder_sources``). The folder's path says which was scored.
+        return Signature(model="pinbench folder of rollouts made elsewhere",
+                         weights="none: each rollout is keyed by its own file's SHA-256",
                          settings={"dir": str(self.root.resolve())})
 
     def generate(self, request: Request, out: Path) -> None:
@@ -81,6 +86,17 @@ class Folder:
 
 
 folder = Folder   # the factory: its -g options are the class's, checked against them before it is built
+
+
+def folder_sources(root: Path, requests: Iterable[Request]) -> dict[str, str]:
+    """The SHA-256 of the file ``Folder`` copies for each request (through a symlink, as it reads it), by request
+    id: what keys each rollout, so that a file changed there is copied again and no other. A request whose file is
+    not a readable regular file is left out: copying it fails its sample by name."""
+    sources = {}
+    for request in requests:
+        with contextlib.suppress(FileError):
+            sources[request.id] = _file_sha256(root / request.output)
+    return sources
 
 
 def first_picture(request: Request) -> np.ndarray:
@@ -118,14 +134,12 @@ CALL_KEYWORDS = ("prompt", "negative_prompt", "num_frames", "height", "width", "
 SEED_LIMIT = 2**64   # torch.Generator.manual_seed takes 0 .. 2**64 - 1
 
 
-def tree_sha256(folder: Path, *, unreadable_ok: bool = False) -> str:
+def tree_sha256(folder: Path) -> str:
     """One SHA-256 of a folder's files: each one's path (relative, sorted) and the SHA-256 of its bytes.
 
     A file may be a symlink (a Hugging Face cache's snapshot is one per file): its target's bytes are hashed, as the
     loader reads them. A symlink to a folder (not walked, so not hashed, yet a loader would read it), a dangling
-    link, a FIFO, a device or a folder it cannot list is refused: ValueError naming it. With ``unreadable_ok`` a
-    dangling link, FIFO or device is hashed as what it is instead (the ``folder`` generator: the sample it stands
-    for fails by name, not the whole run)."""
+    link, a FIFO, a device or a folder it cannot list is refused: ValueError naming it."""
     def unreadable(error: OSError) -> None:
         raise ValueError(f"{error.filename}: unreadable ({error.strerror}), so it cannot be pinned")
 
@@ -140,12 +154,7 @@ def tree_sha256(folder: Path, *, unreadable_ok: bool = False) -> str:
         entries += [((here / name).relative_to(folder).as_posix(), here / name) for name in files]
     digest = hashlib.sha256()
     for relative, path in sorted(entries):
-        try:
-            content = _file_sha256(path)
-        except FileError as exc:
-            if not unreadable_ok:
-                raise
-            content = str(exc)
+        content = _file_sha256(path)
         digest.update(f"{relative}\0{content}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
