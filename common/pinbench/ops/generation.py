@@ -750,7 +750,7 @@ def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = No
     more = len(unasked) - UNASKED_SHOWN
     nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
     return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
-            + ([f"... and {counted(more, 'more file')} no request names"] if more > 0 else []))
+            + ([f"... and {counted(more, 'more file')} {nobody.removesuffix(' it')}"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step
