@@ -269,6 +269,20 @@ def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: 
         "1 of 1 rollout is what their requests ask for"], result.output
 
 
+def test_the_count_of_rollouts_past_the_limit_says_the_limit_cut_them(tmp_path: Path) -> None:
+    """Past the first ten, the files a --limit run does not ask were counted as "no request names", the words for
+    misnamed files, where each line above said the limit cut them."""
+    from pinbench.ops.generation import unasked_lines
+
+    for i in range(12):
+        (tmp_path / f"t2v-{i:03d}.mp4").write_bytes(b"")
+    lines = unasked_lines(tmp_path, [_request(id="t2v-000", output="t2v-000.mp4")], 1)
+    assert lines[0] == f"{tmp_path / 't2v-001.mp4'}: no request of this --limit 1 run names it, so it is not scored"
+    assert lines[10:] == ["... and 1 more file no request of this --limit 1 run names"]
+    assert unasked_lines(tmp_path, [_request(id="t2v-000", output="t2v-000.mp4")])[10:] == [
+        "... and 1 more file no request names"]
+
+
 # ------------------------------------------------------------------------------------------- runs
 
 

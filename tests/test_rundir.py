@@ -690,3 +690,19 @@ def test_a_folder_above_the_out_that_cannot_be_looked_into_holds_no_run_as_far_a
     assert enclosing_run(locked / "out") is None
     (tmp_path / IDENTITY_FILE).write_text("{}")   # a run above it is still found (an unreadable identity: one)
     assert enclosing_run(locked / "out") == (tmp_path.resolve(), str(tmp_path.resolve() / IDENTITY_FILE))
+
+
+def test_a_live_lock_that_names_no_token_is_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file naming no token (written by hand, or by another tool) was taken for this process's own where this
+    process holds no claim token (``None == None``): ``alone_in`` said the run was alone, so a generating run removed
+    the partial rollouts of the live process holding it, and a claim of that lock's shard failed on a KeyError."""
+    from pinbench.core.rundir import alone_in
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    out = tmp_path / "run"
+    (out / LOCK_DIR).mkdir(parents=True)
+    (out / LOCK_DIR / f"{lock_name(None)}.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z", "shard": None}))
+    with alone_in(out) as alone:
+        assert not alone
+    _refused(_cfg(out), f"^{out}: in use: this run is already running: pid {os.getppid()} ")

@@ -255,7 +255,7 @@ def test_a_secret_given_to_sbatch_is_refused_and_written_nowhere(tmp_path: Path)
     """`--sbatch-arg=--export=ALL,HF_TOKEN=hf_...` (how a token is handed to a Slurm job by hand) was written into
     every #SBATCH header and into slurm/submissions.jsonl's command; the jobs get the submitting shell's
     environment, so exporting it there does the same and writes it nowhere."""
-    for arg in (f"--export=ALL,HF_TOKEN={TOKEN}", f"--comment={TOKEN}"):
+    for arg in (f"--export=ALL,HF_TOKEN={TOKEN}", f"--comment={TOKEN}", f"--comment={TOKEN} x"):
         result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
                                          "--out", str(tmp_path / "r"), f"--sbatch-arg={arg}"])
         assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
@@ -844,6 +844,24 @@ def test_a_run_directory_nothing_can_be_written_in_is_one_line(tmp_path: Path, f
     with pytest.raises(SubmitError, match=f"^--out {out}: cannot write the sbatch scripts there: "):
         submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano", out=out))
     assert not fake_slurm.exists()
+
+
+def test_a_submission_that_cannot_be_recorded_is_cancelled_and_named_so(tmp_path: Path, fake_slurm: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record that cannot be written (disk full) after sbatch queued the jobs was reported as "cannot write the
+    sbatch scripts there", the jobs left queued where neither pinbench status nor the next submit's check for live
+    jobs could see them: they are cancelled, and the record's file named."""
+    from pinbench.ops import submit
+
+    def full(out_dir: Path, record: object) -> None:
+        raise OSError(28, "No space left on device", str(submit.submissions_path(out_dir)))
+
+    monkeypatch.setattr(submit, "append_submission", full)
+    with pytest.raises(SubmitError) as info:
+        submit.submit_plan(_plan(toy_recipe(tmp_path), tmp_path, shards=3, checkpoint="Toy-Nano"))
+    assert str(info.value) == (f"{tmp_path}/run/slurm/submissions.jsonl: cannot record the submission (No space left "
+                               "on device) (cancelled what was submitted: 101, 102)")
+    assert _calls(fake_slurm, "scancel") == ["scancel 101 102"]
 
 
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,

@@ -1025,13 +1025,18 @@ def test_runs_after_the_26th_are_named_aa_ab(runs, browser, tmp_path: Path) -> N
     assert names == [f"{chr(65 + k)} " for k in range(26)] + ["AA ", "AB "]
 
 
+def _listed_per_run(browser, list_class: str) -> list[list[str]]:
+    """Each row of the runs table: the items of its lists of class ``list_class``."""
+    return browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run]'))"
+                                  f".map(tr => Array.from(tr.querySelectorAll('.{list_class} li'))"
+                                  ".map(li => li.textContent))")
+
+
 @needs_browser
 def test_the_runs_table_lists_what_a_run_ran_differently(runs, browser, tmp_path: Path) -> None:
     with served(runs["dd"], _driven_elsewhere(runs["dd"], tmp_path / "other")) as url:
         _ready(browser, url)
-        shown = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run]'))"
-                                       ".map(tr => Array.from(tr.querySelectorAll('.ran-differently li'))"
-                                       ".map(li => li.textContent))")
+        shown = _listed_per_run(browser, "ran-differently")
     assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
     assert shown[1][0].startswith("from run A: driver: A ") and shown[1][0].endswith(", this run 560.35.03")
 
@@ -1040,9 +1045,7 @@ def test_the_runs_table_lists_what_a_run_ran_differently(runs, browser, tmp_path
 def test_the_runs_table_says_why_a_run_did_not_match_its_reference(runs, browser, tmp_path: Path) -> None:
     with served(runs["dd"], _recorded_as(runs["dd"], tmp_path / "other", recipe_version="9.9")) as url:
         _ready(browser, url)
-        shown = browser.execute_script("return Array.from(document.querySelectorAll('#runs tr[data-run]'))"
-                                       ".map(tr => Array.from(tr.querySelectorAll('.verdict-why li'))"
-                                       ".map(li => li.textContent))")
+        shown = _listed_per_run(browser, "verdict-why")
     assert len(shown) == 2 and shown[0] == [] and len(shown[1]) == 1
     assert shown[1][0].startswith("recipe_version mismatch: ") and shown[1][0].endswith("scorecard is '9.9'")
     many = _recorded_as(runs["b"], tmp_path / "many", recipe_version="9.9")

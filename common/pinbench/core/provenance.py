@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench import __version__
 from pinbench.core.files import clipped
+from pinbench.core.notices import announced
 
 if TYPE_CHECKING:
     from pinbench.core.scorecard import Scorecard
-from pinbench.core.notices import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"

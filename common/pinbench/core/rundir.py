@@ -485,10 +485,17 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
     for path, holder in _live_locks(lock_dir, take_over=False).values():
         if holder is None:
             found.append(_unreadable(path))
-        elif not (holder.get("token") == env.get(TOKEN_ENV)
-                  or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname())):
+        elif not _ours(holder, env):
             found.append(_holder_text(holder))
     return found
+
+
+def _ours(holder: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """Whether a lock is this process's claim or the parent's it inherited (its token in ``env``). A lock naming no
+    token is another's: ``None == None`` took it for ours where ``env`` has none."""
+    token = holder.get("token")
+    return ((token is not None and token == env.get(TOKEN_ENV))
+            or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()))
 
 
 @contextlib.contextmanager
@@ -581,8 +588,7 @@ def claim_run_dir(cfg: RunConfig, *, env: Mapping[str, str] | None = None) -> It
         _check_identity(out_dir, run_identity(cfg), lock_dir, input_paths(cfg))
         live = _live_locks(lock_dir)
         held = live.get(mine, (path, None))[1]
-        if held is not None and (held.get("token") == env.get(TOKEN_ENV)
-                                 or (held.get("pid") == os.getpid() and held.get("host") == socket.gethostname())):
+        if held is not None and _ours(held, env):
             claim = Claim(out_dir, path, str(held["token"]), inherited=True)  # our parent's, or our own
         else:
             problem = _conflict(mine, cfg.shard, live)

@@ -438,8 +438,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
                  env: Mapping[str, str] | None = None) -> None:
     """One request through the command (``env`` added to the run's environment), its request's file in a folder of
     its own under ``files`` (``REQUEST_FILES``: one in the system's temporary folder stayed there forever when the
-    run was killed; the next generation clears these, ``_remove_leftovers``); RuntimeError naming what went
-    wrong."""
+    run was killed; the next generation alone in the run clears these, ``_remove_leftovers``); RuntimeError naming
+    what went wrong."""
     files.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="request-", dir=files) as folder:
         request_file = Path(folder) / "request.json"
@@ -753,7 +753,7 @@ def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = No
     more = len(unasked) - UNASKED_SHOWN
     nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
     return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
-            + ([f"... and {counted(more, 'more file')} no request names"] if more > 0 else []))
+            + ([f"... and {counted(more, 'more file')} {nobody.removesuffix(' it')}"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step

@@ -12,6 +12,7 @@ phase pending for a reason that never clears (``PartitionTimeLimit``, ...) is ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -450,13 +451,13 @@ def _check_sbatch_values(request: Request) -> None:
             raise SubmitError(f"{flag} {value!r}: not a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
                               "D-HH:MM:SS, or UNLIMITED)")
     for arg in request.sbatch_args:
-        if not _SBATCH_ARG.fullmatch(arg):
-            raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
-                              "(no spaces, quotes or shell characters)")
-        if redact(arg) != arg:
+        if redact(arg) != arg:   # first: every message below shows the argument
             raise SubmitError(f"--sbatch-arg {redact(arg)!r}: holds a secret, which would be written into every sbatch "
                               "script and slurm/submissions.jsonl; export it in the submitting shell instead (the jobs "
                               "get its environment)")
+        if not _SBATCH_ARG.fullmatch(arg):
+            raise SubmitError(f"--sbatch-arg {arg!r}: expected one long sbatch option, --name or --name=value "
+                              "(no spaces, quotes or shell characters)")
         name = arg.split("=", 1)[0]
         if name in RESERVED:
             raise SubmitError(f"--sbatch-arg {arg!r}: {name} is set by pinbench submit itself")
@@ -573,14 +574,15 @@ def submit_plan(the_plan: Plan) -> Submission:
     problem = slurm.missing_client()
     if problem:
         raise SubmitError(problem)
-    try:
-        with exclusive(the_plan.slurm_dir / SUBMIT_LOCK):
-            return _submit_alone(the_plan)
-    except FileError as exc:   # the lock file is a FIFO, say: named, never waited on
-        raise SubmitError(f"--out {the_plan.out_dir}: {exc}") from None
-    except OSError as exc:
-        raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
-                          f"{exc.filename or the_plan.slurm_dir}: {exc.strerror or exc}") from None
+    with contextlib.ExitStack() as held:
+        try:   # only the lock's own errors: one after sbatch (the record's) is not the scripts'
+            held.enter_context(exclusive(the_plan.slurm_dir / SUBMIT_LOCK))
+        except FileError as exc:   # the lock file is a FIFO, say: named, never waited on
+            raise SubmitError(f"--out {the_plan.out_dir}: {exc}") from None
+        except OSError as exc:
+            raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
+                              f"{exc.filename or the_plan.slurm_dir}: {exc.strerror or exc}") from None
+        return _submit_alone(the_plan)
 
 
 def _submit_alone(the_plan: Plan) -> Submission:
@@ -594,18 +596,22 @@ def _submit_alone(the_plan: Plan) -> Submission:
             dependency = f"afterany:{submitted[-1]}" if submitted else None
             submitted.append(_slurm_call(lambda p=phase, d=dependency: slurm.sbatch(p.script, dependency=d)))
         _refuse_never_starting(submitted[0])
+        cfg = the_plan.phases[0].job.cfg
+        record = Submission(
+            submitted=now(), recipe=the_plan.request.recipe.name, recipe_version=the_plan.request.recipe.version,
+            checkpoint=cfg.checkpoint, mode=cfg.mode, shards=the_plan.request.shards,
+            container=the_plan.request.container, command=the_plan.request.command(),
+            jobs=[{"phase": p.phase.name, "sharded": p.phase.sharded, "job_id": job_id, "script": str(p.script)}
+                  for p, job_id in zip(the_plan.phases, submitted, strict=True)])
+        try:   # unrecorded, the jobs are unseen by pinbench status and by the next submit's check for live ones
+            append_submission(the_plan.out_dir, record)
+        except OSError as exc:
+            raise SubmitError(f"{submissions_path(the_plan.out_dir)}: cannot record the submission "
+                              f"({exc.strerror or exc})") from None
     except SubmitError as exc:
         slurm.scancel(submitted)
         cancelled = f" (cancelled what was submitted: {', '.join(submitted)})" if submitted else ""
         raise SubmitError(f"{exc}{cancelled}") from None
-    cfg = the_plan.phases[0].job.cfg
-    record = Submission(
-        submitted=now(), recipe=the_plan.request.recipe.name, recipe_version=the_plan.request.recipe.version,
-        checkpoint=cfg.checkpoint, mode=cfg.mode, shards=the_plan.request.shards,
-        container=the_plan.request.container, command=the_plan.request.command(),
-        jobs=[{"phase": p.phase.name, "sharded": p.phase.sharded, "job_id": job_id, "script": str(p.script)}
-              for p, job_id in zip(the_plan.phases, submitted, strict=True)])
-    append_submission(the_plan.out_dir, record)
     return record
 
 
