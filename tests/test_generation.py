@@ -2509,7 +2509,7 @@ def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
     """A rollout's key is its file's SHA-256 hashed before the copy: a file changed between the two (A to B) left a
     copy of B under A's key, which, once the file was A again, was reused: B scored as A. A kept copy is reused
     only when it is the file as it is now."""
-    from pinbench.ops import generators
+    from pinbench.ops import generation
 
     made = _run(tmp_path / "made", RENDER)
     assert made.exit_code == 0, made.message
@@ -2517,9 +2517,9 @@ def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
     shutil.copytree(tmp_path / "made" / "rollouts", mine)
     source = mine / "edge" / "task_0000.mp4"
     shutil.copyfile(source, was)
-    hashed = generators.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"))
+    hashed = generation.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"))
     shutil.copyfile(mine / "edge" / "task_0001.mp4", source)   # B, changed after A was hashed
-    monkeypatch.setattr(generators, "folder_sources", lambda root, requests: hashed)
+    monkeypatch.setattr(generation, "folder_sources", lambda root, requests: hashed)
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 2
     assert load_records(tmp_path / "run" / "generation")["edge.task_0000"].error == (
         "ValueError: result rejected: edge/task_0000.mp4: not a copy of its file in -g dir as that file is now (it "

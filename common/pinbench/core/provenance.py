@@ -23,14 +23,11 @@ from enum import Enum
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pinbench import __version__
 from pinbench.core.files import clipped
 from pinbench.core.notices import announced
-
-if TYPE_CHECKING:
-    from pinbench.core.scorecard import Scorecard
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 IMAGE_DIGEST_ENV = "PINBENCH_IMAGE_DIGEST"
@@ -585,12 +582,6 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, s
 _CONFIG_FLAGS = (("checkpoint", "checkpoint"), ("fixture", "--fixture"), ("limit", "--limit"),
                  ("generator", "--generator"))
 _CONFIG_GROUPS = (("options", "-o "), ("generator_options", "-g "))
-
-
-def ran_differently(a: Scorecard, b: Scorecard, labels: tuple[str, str]) -> list[str]:
-    """How two scorecards' runs differ in what changes their numbers: their config's lines, then their provenance's
-    (what the rerun's aside lines, ``compare`` and the view each composed alike)."""
-    return [*config_differences(a.config, b.config, labels), *differences(a.provenance, b.provenance, labels)]
 
 
 def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str]) -> list[str]:

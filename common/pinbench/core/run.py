@@ -53,7 +53,6 @@ from pinbench.core.memory import release_free_memory
 from pinbench.core.provenance import (
     collect_provenance,
     installed_versions,
-    ran_differently,
     redact,
     to_jsonable,
 )
@@ -779,7 +778,7 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) ->
     labels = ("earlier", "this run")
     differ = [*generation_differences([(labels[0], Generated.of(earlier.provenance)),
                                        (labels[1], Generated.of(card.provenance))]),
-              *ran_differently(earlier, card, labels)]
+              *earlier.ran_differently(card, labels)]
     return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, {why}) moved to {target}; "
             f"to see what changed: pinbench compare {target} {out_dir}",
             *(f"  ran differently: {line}" for line in differ[:ASIDE_SHOWN])]

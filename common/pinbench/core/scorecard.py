@@ -60,7 +60,7 @@ from pinbench.core.jsonfields import COUNT, TEXT, JsonBlock, one_of, spec
 from pinbench.core.metricinfo import AGGREGATIONS, DIRECTIONS, KINDS, MemberStatistic, MetricInfo
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.notices import announced
-from pinbench.core.provenance import scrub, to_jsonable
+from pinbench.core.provenance import config_differences, differences, scrub, to_jsonable
 from pinbench.core.rundir import IDENTITY_FILE
 from pinbench.core.runner import SampleRecord, is_stand_in
 from pinbench.core.schema import schema_error
@@ -182,6 +182,12 @@ class Scorecard(JsonBlock, where="$"):
     extra: Mapping[str, Any] | None = None
     computed_from: str | None = None
     store: StorePins | None = None
+
+    def ran_differently(self, other: Scorecard, labels: tuple[str, str]) -> list[str]:
+        """How this run and ``other`` differ in what changes their numbers: their config's lines, then their
+        provenance's (what the rerun's aside lines, ``compare`` and the view each say)."""
+        return [*config_differences(self.config, other.config, labels),
+                *differences(self.provenance, other.provenance, labels)]
 
 
 @dataclass(frozen=True)

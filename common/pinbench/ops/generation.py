@@ -44,14 +44,17 @@ from typing import Any
 
 from pinbench.core.config import RecipeError, gpu_devices
 from pinbench.core.files import (
+    FileError,
     atomic_path,
     blocking_parent,
     clipped,
     counted,
     fitting_name,
     loads_finite_json,
+    open_regular,
     read_data_file,
     regular_sha256,
+    sha256_fd,
     sha256_file,
     symlink_on_the_way,
     write_if_changed,
@@ -806,11 +809,7 @@ class Generating:
         if folder_dir is not None:
             for line in unasked_lines(folder_dir, requests, run.cfg.limit):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
-        sources: dict[str, str] = {}
-        if folder_dir is not None:
-            from pinbench.ops.generators import folder_sources  # (it imports numpy, which this module does not)
-
-            sources = folder_sources(folder_dir, requests)
+        sources = folder_sources(folder_dir, requests) if folder_dir is not None else {}
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
@@ -1315,6 +1314,21 @@ def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
         return stored is not None and kept(stored.data["result"])
     except Stale:
         return False
+
+
+def folder_sources(root: Path, requests: Sequence[Request]) -> dict[str, str]:
+    """The SHA-256 of the file the ``folder`` generator copies for each request (through a symlink, as it reads
+    it), by request id: what keys each rollout, so that a file changed there is copied again and no other. A request
+    whose file is not a readable regular file is left out: copying it fails its sample by name."""
+    sources = {}
+    for request in requests:
+        with contextlib.suppress(FileError):
+            fd = open_regular(root / request.output)
+            try:
+                sources[request.id] = sha256_fd(fd)
+            finally:
+                os.close(fd)
+    return sources
 
 
 def _say_changed_sources(root: Path, requests: Sequence[Request], sources: Mapping[str, str],

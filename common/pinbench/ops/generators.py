@@ -10,19 +10,18 @@ family through ``diffusers``.
   loaded. It honours one-prompt text-to-video requests and refuses any other before generating.
 * ``folder``: rollouts made elsewhere, copied from ``-g dir=DIR`` (each at its request's ``output``): how a run that
   takes no ``-o videos`` (a ``--fixture`` run) scores a folder of yours. Its signature names the folder, not its
-  content: the generation step keys each rollout by the SHA-256 of its own file there (``folder_sources``), so a
-  rollout replaced there is copied and scored again, never the stored one reused, and the others are reused.
+  content: the generation step keys each rollout by the SHA-256 of its own file there
+  (``pinbench.ops.generation.folder_sources``), so a rollout replaced there is copied and scored again, never the
+  stored one reused, and the others are reused.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import os
 import re
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,8 @@ class Folder:
 
     def signature(self) -> Signature:
         # no digest of the whole folder: one file fixed made every rollout "generator changed"; the step keys each
-        # rollout by its own file's SHA-256 instead (``folder_sources``). The folder's path says which was scored.
+        # rollout by its own file's SHA-256 instead (``generation.folder_sources``). The folder's path says which
+        # was scored.
         return Signature(model="pinbench folder of rollouts made elsewhere",
                          weights="none: each rollout is keyed by its own file's SHA-256",
                          settings={"dir": str(self.root.resolve())})
@@ -86,17 +86,6 @@ class Folder:
 
 
 folder = Folder   # the factory: its -g options are the class's, checked against them before it is built
-
-
-def folder_sources(root: Path, requests: Iterable[Request]) -> dict[str, str]:
-    """The SHA-256 of the file ``Folder`` copies for each request (through a symlink, as it reads it), by request
-    id: what keys each rollout, so that a file changed there is copied again and no other. A request whose file is
-    not a readable regular file is left out: copying it fails its sample by name."""
-    sources = {}
-    for request in requests:
-        with contextlib.suppress(FileError):
-            sources[request.id] = _file_sha256(root / request.output)
-    return sources
 
 
 def first_picture(request: Request) -> np.ndarray:

@@ -40,7 +40,6 @@ from pinbench.core.derived import DerivedRecord, derived_problems
 from pinbench.core.files import counted, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
-from pinbench.core.provenance import ran_differently
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
 from pinbench.core.scorecard import (
     MetricResult,
@@ -362,7 +361,7 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
         notes.append(f"A and B are the same scorecard ({a.path}): every difference is 0")
     notes += [f"generation: {line}" for line in
               generation_differences([("A", Generated.of(ca.provenance)), ("B", Generated.of(cb.provenance))])]
-    notes += [f"ran differently: {line}" for line in ran_differently(ca, cb, ("A", "B"))]
+    notes += [f"ran differently: {line}" for line in ca.ran_differently(cb, ("A", "B"))]
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
         if run.status != "complete":

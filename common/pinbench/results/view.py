@@ -27,7 +27,7 @@ from typing import Any
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
-from pinbench.core.provenance import ran_differently, scrubber
+from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
@@ -430,8 +430,8 @@ class View:
                       "mode": run.card.mode, "recipe_version": run.card.recipe_version, "status": run.card.status,
                       "status_reasons": list(run.card.status_reasons), "verdict": run.verdict,
                       "reference_note": run.reference_note, "problems": run.problems, "ran_differently": [
-                          *(f"from run A: {line}" for line in ran_differently(self.runs[0].card, run.card,
-                                                                              ("A", "this run"))),
+                          *(f"from run A: {line}" for line in self.runs[0].card.ran_differently(
+                              run.card, ("A", "this run"))),
                           *run.ran_differently], "n_expected": run.card.samples.n_expected,
                       "n_ok": run.card.samples.n_ok, "n_failed": run.card.samples.n_failed,
                       "n_missing": run.card.samples.n_missing} for run in self.runs],
