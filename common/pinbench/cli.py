@@ -266,7 +266,10 @@ def fetch(
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return
-    recipe.fetch(cfg)
+    from pinbench.ops.network import fetching_as
+
+    with fetching_as(recipe, cfg):   # a network failure names this fetch again, on a connected machine
+        recipe.fetch(cfg)
 
 
 @app.command(context_settings={"help_option_names": []})
