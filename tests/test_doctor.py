@@ -54,8 +54,8 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     findings = doctor.video_findings({"a": good, "b": tmp_path / "b.mp4", "c": tmp_path / "c.mp4", "d": None},
                                      tmp_path)
     lines = [f.line for f in findings if not f.ok]
-    assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
-    assert lines[1].startswith(f"2 of 3 videos under {tmp_path} are unusable (1 does not decode, 1 is a folder): "
+    assert lines[0] == f"1 of 4 videos is missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
+    assert lines[1].startswith(f"2 of 3 videos are unusable under {tmp_path} (1 does not decode, 1 is a folder): "
                                "b.mp4 (")   # the file, as the run's failure line names it, not the sample id
     assert "; c.mp4 (a directory, not a file); " in lines[1]
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
@@ -199,7 +199,7 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     problems = [line for line in result.output.splitlines() if line.startswith("PROBLEM")]
     assert problems == [problems[0]] and problems[0].startswith(
-        f"PROBLEM inputs: 1 of 2 videos under {tmp_path / 'v'} are unusable (1 does not decode): b.mp4 (")
+        f"PROBLEM inputs: 1 of 2 videos is unusable under {tmp_path / 'v'} (1 does not decode): b.mp4 (")
     assert result.output.rstrip().endswith("doctor: 1 problem; nothing was started")
 
 
@@ -230,7 +230,7 @@ def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:
                                      "-o", "flow=farneback", "--gpus", "0"])
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("PROBLEM inputs")]
-    assert line.startswith(f"PROBLEM inputs: 4 of 5 videos under {videos} are unusable (1 does not decode, 1 is a "
+    assert line.startswith(f"PROBLEM inputs: 4 of 5 videos are unusable under {videos} (1 does not decode, 1 is a "
                            "dangling link, "
                            "1 is a folder, 1 has a name that gives no sample id of its own): "), line
     assert "; e\\f.mp4 (" in line and "; c.mp4 (dangling symlink (its target" in line   # the first three, by file
@@ -244,7 +244,7 @@ def test_run_stops_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.Mo
     result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "m", "--out", str(out), "--gpus", "0",
                                      "-o", f"videos={tmp_path / 'v'}"])
     assert result.exit_code == 2, result.output
-    assert f"PROBLEM inputs: 1 of 1 videos under {tmp_path / 'v'} are unusable (1 does not decode): broken.mp4 (" \
+    assert f"PROBLEM inputs: 1 of 1 video is unusable under {tmp_path / 'v'} (1 does not decode): broken.mp4 (" \
         in result.output
     assert "PROBLEM cache" in result.output and "pinbench fetch dynamic-degree" in result.output   # RAFT, offline
     assert not out.exists()                                              # nothing was started

@@ -243,7 +243,7 @@ def test_a_bad_video_names_the_way_on_and_skip_doctor_does_what_it_says(tmp_path
     (folder / "broken.mp4").write_bytes(b"not a video")
     done = pinbench("doctor", "dynamic-degree", "-o", f"videos={folder}", "-o", "flow=farneback", cwd=tmp_path)
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM inputs: ")]
-    assert f"1 of 6 videos under {folder} are unusable (1 does not decode): broken.mp4 (" in line
+    assert f"1 of 6 videos is unusable under {folder} (1 does not decode): broken.mp4 (" in line
     assert ("`pinbench run ... --skip-doctor`: the run scores the rest and counts each of them as a failed "
             "sample") in line
     run = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"videos={folder}", "-o", "flow=farneback",

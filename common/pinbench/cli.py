@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
-from pinbench.core.files import counted
+from pinbench.core.files import counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
@@ -494,7 +494,7 @@ def rollouts_check(
     for line in unasked_lines(folder, asked, limit):
         _echo(line)
     good = len(asked) - len(problems)
-    _echo(f"{good} of {counted(len(asked), 'rollout')} {'is' if good == 1 else 'are'} what their requests ask for")
+    _echo(counted_of(good, len(asked), "rollout", ("is what its request asks for", "are what their requests ask for")))
     if problems:
         raise typer.Exit(2)
 

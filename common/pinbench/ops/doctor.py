@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, counted, read_json_cache, write_json_cache
+from pinbench.core.files import FileState, cache_root, counted, counted_of, read_json_cache, write_json_cache
 from pinbench.core.findings import Finding, ok, problem
 from pinbench.ops.network import fetch_command, fetching_as
 
@@ -51,6 +51,7 @@ _UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
                    "special file": ("is no regular file", "are no regular files"),
                    "bad name": ("has a name that gives no sample id of its own",
                                 "have names that give no sample id of their own")}
+MISSING, UNUSABLE = ("is missing", "are missing"), ("is unusable", "are unusable")
 WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
                     "rest and counts each of them as a failed sample (a partial run, exit 2)")
 
@@ -200,15 +201,16 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     unusable = [(sid, error if isinstance(error, Unusable) else Unusable("decode", error))
                 for (sid, _), error in zip(ordered, errors, strict=True) if error]
     broken = [f"{_under(present[sid], where)} ({found.reason})" for sid, found in unusable]
+    one = what.removesuffix("s")   # the callers' plurals: videos, rollouts, depth videos
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(missing)} of {len(expected)} {what} missing under {where}: {shown}; "
-                                          f"{WAY_ON_BAD_INPUT}"))
+        findings.append(problem("inputs", f"{counted_of(len(missing), len(expected), one, MISSING, what)} under "
+                                          f"{where}: {shown}; {WAY_ON_BAD_INPUT}"))
     if broken:
         shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} under {where} are unusable "
-                                          f"({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
+        findings.append(problem("inputs", f"{counted_of(len(broken), len(present), one, UNUSABLE, what)} under "
+                                          f"{where} ({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
                                           f"{WAY_ON_BAD_INPUT}"))
     if not findings:
         findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
