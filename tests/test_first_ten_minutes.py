@@ -56,12 +56,29 @@ def test_a_run_without_a_reference_ends_with_the_results_table_and_diff_prints_i
     # the fixture videos score 0.7 by construction; its interval and the count come with it
     assert _table_row(done.stdout, "preview/dynamic_degree") == ["preview/dynamic_degree", "0.7", "[0.3,", "1]",
                                                                   "5/5", "higher"]
-    assert "reported, not diffed (status complete)" in done.stdout
+    assert done.stdout.splitlines()[-3] == "result: REPORTED (exit 0): not diffed, status complete", done.stdout
 
     shown = pinbench("diff", str(out / "scorecard.json"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr  # the README: 0 for complete, no reference
+    assert shown.stdout.splitlines()[-1] == "result: REPORTED (exit 0): not diffed, status complete"
     assert _table_row(shown.stdout, "preview/dynamic_degree")[1:] == ["0.7", "[0.3,", "1]", "5/5", "higher"]
     assert "no full reference for dynamic-degree / mine" in shown.stdout and not shown.stderr
+
+
+def test_a_partial_run_ends_with_its_result_and_exit_code_below_its_failed_samples(tmp_path: Path,
+                                                                                   videos: Path) -> None:
+    """A run with a failed sample printed "reported, not diffed (status partial)" then the failed samples, and no
+    exit code: its last line before where its files are is a result line, as a diffed run's."""
+    import shutil
+
+    folder = shutil.copytree(videos, tmp_path / "videos")
+    (folder / "broken.mp4").write_bytes(b"junk")
+    done = pinbench("run", "dynamic-degree", "--checkpoint", "mine", "-o", f"videos={folder}", "-o", "flow=farneback",
+                    "--out", str(tmp_path / "run"), "--skip-doctor", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    *_, failed, result, scorecard, report = done.stdout.splitlines()
+    assert failed.startswith("  broken (preview/dynamic_degree): VideoError: ") and scorecard.startswith("scorecard:")
+    assert result == "result: INCOMPLETE (exit 2): not diffed, status partial", done.stdout
 
 
 def test_a_run_with_a_reference_shows_every_metric_beside_the_diff_columns(tmp_path: Path) -> None:

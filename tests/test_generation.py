@@ -1741,7 +1741,8 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     assert outcome.exit_code == 2 and outcome.scorecard_path is None
     said = capsys.readouterr().out.splitlines()
     failed = [line for line in said if "10 frames, the request asks 9" in line and "by reason" not in line]
-    assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
+    assert len(failed) == 5 and said[-2:] == ["  ... and 11 more",
+                                              "result: INCOMPLETE (exit 2): stopped before the diff"], said[-8:]
     assert "  by reason: 16 x ValueError: invalid rollout: <file>: 10 frames, the request asks 9" in said
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
     # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)

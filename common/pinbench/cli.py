@@ -719,12 +719,13 @@ def diff_cmd(
 def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
     """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
     exit codes)."""
-    from pinbench.core.reference import EXIT_INCOMPLETE, render_results
+    from pinbench.core.reference import render_results, reported_line, results_exit_code
 
     why = (recipe.no_reference_of(card) if recipe is not None else
            f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
-    _echo(render_results(card, why))
-    raise typer.Exit(0 if card.status == "complete" else EXIT_INCOMPLETE)
+    _echo(render_results(card, why).rpartition("\n")[0])   # its last line said no exit code: the result line does
+    _echo(reported_line(card))
+    raise typer.Exit(results_exit_code(card))
 
 
 @app.command("record-reference")

@@ -540,6 +540,20 @@ def render_results(scorecard: Scorecard, why: str) -> str:
     return "\n".join(lines)
 
 
+def results_exit_code(scorecard: Scorecard) -> int:
+    """The exit code of a run no reference applies to: 0 complete, 2 partial or failed (the README's exit codes)."""
+    return EXIT_PASS if scorecard.status == "complete" else EXIT_INCOMPLETE
+
+
+def reported_line(scorecard: Scorecard) -> str:
+    """The last line a run no reference applies to prints, as a diff's result line says it (``result: INCOMPLETE
+    (exit 2): not diffed, status failed``): its last lines were the failed samples, and no exit code. diff.txt
+    keeps ``render_results``'s last line: ``pinbench check`` reads a result line there as a diff's."""
+    code = results_exit_code(scorecard)
+    return f"result: {'REPORTED' if code == EXIT_PASS else _VERDICT[code]} (exit {code}): not diffed, status " \
+           f"{scorecard.status}"
+
+
 def _ci_cell(interval: Interval | None) -> str:
     text = describe(interval)
     return "n/a" if text.startswith("n/a") else text
