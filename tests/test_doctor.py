@@ -54,8 +54,8 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     findings = doctor.video_findings({"a": good, "b": tmp_path / "b.mp4", "c": tmp_path / "c.mp4", "d": None},
                                      tmp_path)
     lines = [f.line for f in findings if not f.ok]
-    assert lines[0] == f"1 of 4 videos missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
-    assert lines[1].startswith(f"2 of 3 videos under {tmp_path} are unusable (1 does not decode, 1 is a folder): "
+    assert lines[0] == f"1 of 4 videos is missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
+    assert lines[1].startswith(f"2 of 3 videos are unusable under {tmp_path} (1 does not decode, 1 is a folder): "
                                "b.mp4 (")   # the file, as the run's failure line names it, not the sample id
     assert "; c.mp4 (a directory, not a file); " in lines[1]
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
@@ -199,8 +199,22 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     problems = [line for line in result.output.splitlines() if line.startswith("PROBLEM")]
     assert problems == [problems[0]] and problems[0].startswith(
-        f"PROBLEM inputs: 1 of 2 videos under {tmp_path / 'v'} are unusable (1 does not decode): b.mp4 (")
+        f"PROBLEM inputs: 1 of 2 videos is unusable under {tmp_path / 'v'} (1 does not decode): b.mp4 (")
     assert result.output.rstrip().endswith("doctor: 1 problem; nothing was started")
+
+
+@pytest.mark.parametrize("given", [["-o", "metrics=lcm"], ["env"]])
+def test_doctor_names_the_fetch_of_this_run(given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MIND with -o metrics=lcm (or $MIND_METRICS) reads the LPIPS trunk alone: the way on is the fetch of lcm, not
+    a bare `pinbench fetch mind` (DINOv3, gated, and a dead CLIP URL with it); the paths of this machine stay out."""
+    if given == ["env"]:
+        monkeypatch.setenv("MIND_METRICS", "lcm")
+        given = []
+    result = runner.invoke(cli.app, ["doctor", "mind", "--offline", "-o", f"gt={tmp_path}", "-o",
+                                     f"videos={tmp_path}", *given])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("PROBLEM cache:")]
+    assert "alexnet" in line and "next: run `pinbench fetch mind -c mind-world-v2w -o metrics=lcm` on a " in line
 
 
 def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:
@@ -216,7 +230,7 @@ def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:
                                      "-o", "flow=farneback", "--gpus", "0"])
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("PROBLEM inputs")]
-    assert line.startswith(f"PROBLEM inputs: 4 of 5 videos under {videos} are unusable (1 does not decode, 1 is a "
+    assert line.startswith(f"PROBLEM inputs: 4 of 5 videos are unusable under {videos} (1 does not decode, 1 is a "
                            "dangling link, "
                            "1 is a folder, 1 has a name that gives no sample id of its own): "), line
     assert "; e\\f.mp4 (" in line and "; c.mp4 (dangling symlink (its target" in line   # the first three, by file
@@ -230,7 +244,7 @@ def test_run_stops_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.Mo
     result = runner.invoke(cli.app, ["run", "dynamic-degree", "--checkpoint", "m", "--out", str(out), "--gpus", "0",
                                      "-o", f"videos={tmp_path / 'v'}"])
     assert result.exit_code == 2, result.output
-    assert f"PROBLEM inputs: 1 of 1 videos under {tmp_path / 'v'} are unusable (1 does not decode): broken.mp4 (" \
+    assert f"PROBLEM inputs: 1 of 1 video is unusable under {tmp_path / 'v'} (1 does not decode): broken.mp4 (" \
         in result.output
     assert "PROBLEM cache" in result.output and "pinbench fetch dynamic-degree" in result.output   # RAFT, offline
     assert not out.exists()                                              # nothing was started
@@ -352,7 +366,8 @@ def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:
 # RememBench's first checkpoint is the published pairs (the release alone); its T2V arms add CLIP and the LPIPS
 # trunk, its I2V arms Pi3X.
 RUNS = [(name, (recipe.checkpoints or ("mine",))[0], {}) for name, recipe in sorted(available_recipes().items())]
-RUNS += [("remembench", "t2v-base-1chunk", {}), ("remembench", "i2v-base-1chunk", {"split": "i2v"})]
+RUNS += [("remembench", "t2v-base-1chunk", {}), ("remembench", "i2v-base-1chunk", {"split": "i2v"}),
+         ("mind", "mine", {"metrics": "lcm"})]
 # The local copies issue 30 found missing offline, whatever recipe.yaml declares.
 NAMED = {"camerabench": ["copy with -o data="], "dynamic-degree": ["copy with -o raft_weights=", "-o flow=farneback"],
          "remembench": ["copy with -o dataset_dir="], "t2v-base-1chunk": ["copy with -o clip_dir=",
@@ -371,9 +386,12 @@ def _missing_inputs_config(name: str, checkpoint: str, given: dict[str, str], tm
                                  options={**options, **given}, env={})
 
 
-def _ways(recipe, keys: set[str]) -> list[str]:
-    """What recipe.yaml says one can do about those pins: fetch them, give each a local copy, not download."""
-    ways = [f"`pinbench fetch {recipe.name}` on a connected machine"]
+def _ways(recipe, keys: set[str], checkpoint: str, options: dict[str, str]) -> list[str]:
+    """What recipe.yaml says one can do about those pins: fetch them as this run reads them (its checkpoint where
+    the recipe names it, its options: none of them a path), give each a local copy, not download."""
+    fetch = [f"pinbench fetch {recipe.name}", *[f"-c {checkpoint}"] * (checkpoint in recipe.checkpoints),
+             *[f"-o {key}={value}" for key, value in options.items()]]
+    ways = [f"`{' '.join(fetch)}` on a connected machine"]
     ways += [f"-o {name}=" for name, spec in recipe.options.items() if keys & set(spec.instead_of)]
     return ways + ([recipe.no_download.options] if recipe.no_download else [])
 
@@ -397,7 +415,7 @@ def test_every_input_missing_offline_names_every_way_forward(name: str, checkpoi
     assert [way for way in NAMED.get(name, []) + NAMED.get(checkpoint, []) if way not in said] == []
     for finding in missing:
         keys = {finding.subject} if finding.subject else _pin_keys(finding.line)
-        for way in _ways(recipe, keys):
+        for way in _ways(recipe, keys, checkpoint, options):
             assert way in finding.line, (way, finding.render())
 
 
@@ -422,7 +440,7 @@ def test_every_input_that_cannot_be_downloaded_names_every_way_forward(name: str
     assert blocked, [f.render() for f in findings]
     for finding in blocked:
         keys = {finding.subject} if finding.subject else _pin_keys(finding.line)
-        for way in _ways(recipe, keys):
+        for way in _ways(recipe, keys, checkpoint, options):
             assert way in finding.line, (way, finding.render())
     for finding in findings:
         if "not in cache" in finding.line:

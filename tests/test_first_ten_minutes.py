@@ -56,12 +56,29 @@ def test_a_run_without_a_reference_ends_with_the_results_table_and_diff_prints_i
     # the fixture videos score 0.7 by construction; its interval and the count come with it
     assert _table_row(done.stdout, "preview/dynamic_degree") == ["preview/dynamic_degree", "0.7", "[0.3,", "1]",
                                                                   "5/5", "higher"]
-    assert "reported, not diffed (status complete)" in done.stdout
+    assert done.stdout.splitlines()[-3] == "result: REPORTED (exit 0): not diffed, status complete", done.stdout
 
     shown = pinbench("diff", str(out / "scorecard.json"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr  # the README: 0 for complete, no reference
+    assert shown.stdout.splitlines()[-1] == "result: REPORTED (exit 0): not diffed, status complete"
     assert _table_row(shown.stdout, "preview/dynamic_degree")[1:] == ["0.7", "[0.3,", "1]", "5/5", "higher"]
     assert "no full reference for dynamic-degree / mine" in shown.stdout and not shown.stderr
+
+
+def test_a_partial_run_ends_with_its_result_and_exit_code_below_its_failed_samples(tmp_path: Path,
+                                                                                   videos: Path) -> None:
+    """A run with a failed sample printed "reported, not diffed (status partial)" then the failed samples, and no
+    exit code: its last line before where its files are is a result line, as a diffed run's."""
+    import shutil
+
+    folder = shutil.copytree(videos, tmp_path / "videos")
+    (folder / "broken.mp4").write_bytes(b"junk")
+    done = pinbench("run", "dynamic-degree", "--checkpoint", "mine", "-o", f"videos={folder}", "-o", "flow=farneback",
+                    "--out", str(tmp_path / "run"), "--skip-doctor", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    *_, failed, result, scorecard, report = done.stdout.splitlines()
+    assert failed.startswith("  broken (preview/dynamic_degree): VideoError: ") and scorecard.startswith("scorecard:")
+    assert result == "result: INCOMPLETE (exit 2): not diffed, status partial", done.stdout
 
 
 def test_a_run_with_a_reference_shows_every_metric_beside_the_diff_columns(tmp_path: Path) -> None:
@@ -113,7 +130,10 @@ def _the_error(done: subprocess.CompletedProcess[str]) -> str:
      ["`pinbench fetch dynamic-degree` on a connected machine", "-o raft_weights=PATH", "-o flow=farneback"]),
     (["run", "remembench", "-c", "t2v-moc-1chunk", "-o", "videos={videos}", "--skip-doctor"],
      "mosaichunk/RememBench@cdeabf0fce9c075876a903a1d5234483ad677fd5 (dataset; files: all)",
-     ["`pinbench fetch remembench` on a connected machine", "-o dataset_dir=PATH"]),
+     ["`pinbench fetch remembench -c t2v-moc-1chunk` on a connected machine", "-o dataset_dir=PATH"]),
+    (["fetch", "remembench", "-c", "t2v-moc-1chunk", "-o", "split=t2v"],
+     "mosaichunk/RememBench@cdeabf0fce9c075876a903a1d5234483ad677fd5 (dataset; files: all)",
+     ["`pinbench fetch remembench -c t2v-moc-1chunk -o split=t2v` on a connected machine", "-o dataset_dir=PATH"]),
     (["fetch", "camerabench"],
      "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record for this machine)",
      ["`pinbench fetch camerabench` on a connected machine", "-o scores=DIR -o data=DIR"]),
@@ -240,7 +260,7 @@ def test_a_bad_video_names_the_way_on_and_skip_doctor_does_what_it_says(tmp_path
     (folder / "broken.mp4").write_bytes(b"not a video")
     done = pinbench("doctor", "dynamic-degree", "-o", f"videos={folder}", "-o", "flow=farneback", cwd=tmp_path)
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM inputs: ")]
-    assert f"1 of 6 videos under {folder} are unusable (1 does not decode): broken.mp4 (" in line
+    assert f"1 of 6 videos is unusable under {folder} (1 does not decode): broken.mp4 (" in line
     assert ("`pinbench run ... --skip-doctor`: the run scores the rest and counts each of them as a failed "
             "sample") in line
     run = pinbench("run", "dynamic-degree", "-c", "mine", "-o", f"videos={folder}", "-o", "flow=farneback",

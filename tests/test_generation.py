@@ -139,7 +139,7 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     runner = CliRunner()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
     assert result.exit_code == 2, result.output
-    assert result.output.splitlines()[-1] == "1 of 3 rollouts is what their requests ask for"
+    assert result.output.splitlines()[-1] == "1 of 3 rollouts is what its request asks for"
     assert sum("no rollout" in line for line in result.output.splitlines()) == 2
 
     # rollouts made elsewhere under a near name, or that no request names: each named, never passed over unsaid
@@ -180,7 +180,7 @@ def test_rollouts_check_takes_the_requests_folder_and_names_a_folder_that_is_not
     runner = CliRunner()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder),
                                      "--requests", str(tmp_path / "my-requests")])
-    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what their requests ask for\n", \
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what its request asks for\n", \
         result.output
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(tmp_path / "rollout"),
                                      "--requests", str(tmp_path / "my-requests")])
@@ -211,13 +211,13 @@ def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_
     (folder / "t2v-000.mp4").symlink_to(outside)
     runner = CliRunner()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
-    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what their requests ask for\n", \
+    assert result.exit_code == 0 and result.output == "1 of 1 rollout is what its request asks for\n", \
         result.output
     outside.unlink()
     result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
     assert result.exit_code == 2 and result.output.splitlines() == [
         f"{folder / 't2v-000.mp4'}: a dangling symlink (to {str(outside)!r})",
-        "0 of 1 rollout are what their requests ask for"], result.output
+        "0 of 1 rollout is what its request asks for"], result.output
 
 
 def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: 
                                           "--limit", "1"])
     assert result.exit_code == 0 and result.output.splitlines() == [
         f"{folder / 't2v-001.mp4'}: no request of this --limit 1 run names it, so it is not scored",
-        "1 of 1 rollout is what their requests ask for"], result.output
+        "1 of 1 rollout is what its request asks for"], result.output
 
 
 def test_the_count_of_rollouts_past_the_limit_says_the_limit_cut_them(tmp_path: Path) -> None:
@@ -1774,7 +1774,8 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     assert outcome.exit_code == 2 and outcome.scorecard_path is None
     said = capsys.readouterr().out.splitlines()
     failed = [line for line in said if "10 frames, the request asks 9" in line and "by reason" not in line]
-    assert len(failed) == 5 and said[-1] == "  ... and 11 more", said[-8:]
+    assert len(failed) == 5 and said[-2:] == ["  ... and 11 more",
+                                              "result: INCOMPLETE (exit 2): stopped before the diff"], said[-8:]
     assert "  by reason: 16 x ValueError: invalid rollout: <file>: 10 frames, the request asks 9" in said
     assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
     # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)

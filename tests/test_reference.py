@@ -26,6 +26,7 @@ from pinbench.core.reference import (
     load_reference,
     reference_from_dict,
     render_diff,
+    result_line,
 )
 from pinbench.core.reference import diff as diff_scorecard
 from pinbench.core.runner import SampleRecord
@@ -227,6 +228,23 @@ def test_a_run_the_reference_does_not_apply_to_is_shown_beside_it_never_judged()
         ("f1", "MISMATCH", pytest.approx(0.4), ""), ("rmse", "MISSING", None, "")]
     assert result.notes[0] == ("the reference does not apply to this run (problems above): its values are shown "
                                "beside the run's, not judged; 1 reference metric without a value in this run (rmse)")
+
+
+@pytest.mark.parametrize("card, changes, said", [
+    ({"config": {"limit": 3, "options": {"metrics": ["lcm"], "native": True},
+                 "option_sources": {"metrics": "cli", "native": "default"}}}, {"n_samples": 7},
+     "result: MISMATCH (exit 3): the reference is of 7 samples, this run has 3 (--limit 3 -o metrics=lcm)"),
+    ({}, {"n_samples": 1}, "result: MISMATCH (exit 3): the reference is of 1 sample, this run has 3"),
+    ({"mode": "smoke"}, {}, "result: MISMATCH (exit 3): the reference is for mode 'full', this run 'smoke'"),
+    ({}, {"recipe_version": "1.1.0"},
+     "result: MISMATCH (exit 3): the reference is for recipe version '1.1.0', this run '1.0.0'"),
+    ({}, {}, "result: PASS (exit 0)"),
+])
+def test_the_result_line_says_why_the_reference_does_not_apply(card: dict[str, Any], changes: dict[str, Any],
+                                                               said: str) -> None:
+    """The last line of a diff says why a reference does not apply (a subset of metrics, --limit), where it said
+    "MISMATCH (exit 3)" alone and the reason was among the problems above the table."""
+    assert result_line(diff_scorecard(make_card([0.5] * 3, [2.0] * 3, **card), ref(**changes))) == said
 
 
 # ------------------------------------------------------------------------------------------ loading

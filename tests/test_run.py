@@ -187,9 +187,10 @@ def _run(recipe: Recipe, out: Path, procedure, **flags):
         return Run(recipe, cfg, report=write_run_report).execute(procedure)
 
 
-def test_a_shard_stores_its_samples_and_stops_before_anything_shared(toy: Recipe, tmp_path: Path) -> None:
+def test_a_shard_stores_its_samples_and_stops_before_anything_shared(toy: Recipe, tmp_path: Path, capsys) -> None:
     """Shards of one run share its directory and may run at once: each stores its own samples and stops at the first
-    step that needs every task's record (exit 0, or 2 naming a failed sample); the merge writes the scorecard."""
+    step that needs every task's record (exit 0, or 2 naming a failed sample); the merge writes the scorecard. Its
+    last line says the result and the exit code, below the failed samples (it ended on them)."""
     from pinbench.core.config import Shard
     from pinbench.core.reference import EXIT_INCOMPLETE
 
@@ -198,9 +199,12 @@ def test_a_shard_stores_its_samples_and_stops_before_anything_shared(toy: Recipe
     assert (done.exit_code, done.scorecard_path, calls) == (0, None, ["s1", "s3"])
     assert "shard 1/2 of toy-bench: 2 samples: 2 done, 0 reused, 0 failed; the scorecard is written by the merge" \
         in done.message
+    assert capsys.readouterr().out.splitlines()[-1] == "result: STOPPED (exit 0): stopped before the diff"
     assert sorted(p.name for p in out.iterdir()) == [".pinbench-locks", "pinbench-run.json", "samples", "shards"]
     failed = _run(toy, out, _procedure(calls, fail="s0"), shard=Shard(0, 2))
     assert (failed.exit_code, failed.scorecard_path) == (EXIT_INCOMPLETE, None) and "1 failed (s0)" in failed.message
+    *_, sample, last = capsys.readouterr().out.splitlines()
+    assert sample.startswith("  s0: ") and last == "result: INCOMPLETE (exit 2): stopped before the diff"
     merged = _run(toy, out, _procedure(calls), skip_scoring=True)   # the merge computes nothing
     assert calls == ["s1", "s3", "s0", "s2"] and merged.scorecard_path is not None
     card = json.loads(merged.scorecard_path.read_text())

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
-from pinbench.core.files import counted
+from pinbench.core.files import counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
@@ -266,7 +266,10 @@ def fetch(
     if recipe.fetch_entry is None:
         _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
         return
-    recipe.fetch(cfg)
+    from pinbench.ops.network import fetching_as
+
+    with fetching_as(recipe, cfg):   # a network failure names this fetch again, on a connected machine
+        recipe.fetch(cfg)
 
 
 @app.command(context_settings={"help_option_names": []})
@@ -491,7 +494,7 @@ def rollouts_check(
     for line in unasked_lines(folder, asked, limit):
         _echo(line)
     good = len(asked) - len(problems)
-    _echo(f"{good} of {counted(len(asked), 'rollout')} {'is' if good == 1 else 'are'} what their requests ask for")
+    _echo(counted_of(good, len(asked), "rollout", ("is what its request asks for", "are what their requests ask for")))
     if problems:
         raise typer.Exit(2)
 
@@ -716,12 +719,13 @@ def diff_cmd(
 def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
     """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
     exit codes)."""
-    from pinbench.core.reference import EXIT_INCOMPLETE, render_results
+    from pinbench.core.reference import render_results, reported_line, results_exit_code
 
     why = (recipe.no_reference_of(card) if recipe is not None else
            f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
-    _echo(render_results(card, why))
-    raise typer.Exit(0 if card.status == "complete" else EXIT_INCOMPLETE)
+    _echo(render_results(card, why).rpartition("\n")[0])   # its last line said no exit code: the result line does
+    _echo(reported_line(card))
+    raise typer.Exit(results_exit_code(card))
 
 
 @app.command("record-reference")

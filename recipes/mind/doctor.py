@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinbench.core.config import RunConfig
-from pinbench.core.files import counted
+from pinbench.core.files import counted, counted_of
 from pinbench.core.findings import Finding, ok, problem
 from pinbench.core.pins import Pins
 from pinbench.ops.doctor import WAY_ON_BAD_INPUT, pins_in_cache
@@ -40,6 +40,7 @@ def pins_read(cfg: RunConfig) -> list[str]:
 
 
 SHOWN = 5   # layout problems named, one line each; the rest counted
+NO_VIDEO = ("has no generated video", "have no generated video")
 
 
 def layout_findings(cfg: RunConfig) -> list[Finding]:
@@ -59,8 +60,8 @@ def layout_findings(cfg: RunConfig) -> list[Finding]:
                                           "prints every one"))
     if plan.missing:
         shown = ", ".join(k.label for k in plan.missing[:SHOWN]) + (", ..." if len(plan.missing) > SHOWN else "")
-        findings.append(problem("inputs", f"{len(plan.missing)} of {len(plan.samples)} samples have no generated "
-                                          f"video under {videos}: {shown}; {WAY_ON_BAD_INPUT}"))
+        findings.append(problem("inputs", f"{counted_of(len(plan.missing), len(plan.samples), 'sample', NO_VIDEO)} "
+                                          f"under {videos}: {shown}; {WAY_ON_BAD_INPUT}"))
     return findings or [ok("inputs", plan.plan_lines()[0])]
 
 

@@ -133,6 +133,14 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def counted_of(n: int, total: int, noun: str, predicate: tuple[str, str] = ("is", "are"),
+               plural: str | None = None) -> str:
+    """``"0 of 1 rollout is"``, ``"1 of 3 rollouts is"``, ``"2 of 3 rollouts are"``: the ``predicate`` (singular,
+    plural) agrees with the count, singular where either number is one (a check of one read ``0 of 1 rollout
+    are``)."""
+    return f"{n} of {counted(total, noun, plural)} {predicate[0] if 1 in (n, total) else predicate[1]}"
+
+
 def clipped(text: str, limit: int) -> str:
     """``text``, cut to ``limit`` characters ending in ``...`` when longer: a value or reason for a one-line message."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -122,6 +122,8 @@ class DiffResult:
     header: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, MetricResult] = field(default_factory=dict)  # the scorecard's metrics: every row of the table
     ran_differently: list[str] = field(default_factory=list)  # ``ran_differently``'s lines, in ``notes`` too
+    # why the reference does not apply, a few words each: the result line says them, where only the problems did
+    not_applying: list[str] = field(default_factory=list)
 
 
 def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recipe | None = None) -> Reference:
@@ -252,6 +254,7 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
         raise ScorecardError(None, problem)
     problems: list[str] = []
     notes: list[str] = []
+    not_applying: list[str] = []
     code = EXIT_PASS
     ref_name = name if name is not None else str(ref.path) if ref.path is not None else "(in memory)"
     where = f" ({ref_name})" if ref.path is not None else ""
@@ -265,11 +268,16 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
         if ref_value != card_value:
             problems.append(f"{field_name} mismatch: reference{where} is for {ref_value!r}, "
                             f"scorecard is {card_value!r}")
+            not_applying.append(f"the reference is for {field_name.replace('_', ' ')} {ref_value!r}, this run "
+                                f"{card_value!r}")
             code = max(code, EXIT_MISMATCH)
     n_expected = scorecard.samples.n_expected
     if ref.n_samples != n_expected:
         problems.append(f"sample count mismatch: reference has n_samples={ref.n_samples}, "
                         f"scorecard n_expected={n_expected}")
+        settings = run_settings(scorecard)
+        not_applying.append(f"the reference is of {counted(ref.n_samples, 'sample')}, this run has {n_expected}"
+                            + (f" ({settings})" if settings else ""))
         code = max(code, EXIT_MISMATCH)
     if scorecard.status != "complete":
         reasons = scorecard.status_reasons
@@ -303,6 +311,7 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
         elif measured_entry.direction != m.direction:
             problems.append(f"{name}: the reference says {m.direction} is better, the scorecard's recipe declares "
                             f"{measured_entry.direction}")
+            not_applying.append(f"{name}: the reference's direction is not the recipe's")
             code = max(code, EXIT_MISMATCH)
         else:
             row.delta = measured - m.value
@@ -347,6 +356,7 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
             problems.append(f"{name}: primary metric of the run has no value in the reference "
                             f"{ref_name}, recorded from runs that "
                             "scored it (edited since?)")
+            not_applying.append(f"{name}: primary, no value in the reference")
             code = max(code, EXIT_MISMATCH)
         elif measured_entry.primary:
             notes.append(f"{name}: primary metric, not in this {ref.source.get('kind', 'reference')} "
@@ -362,7 +372,21 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
                                                 f"[{ref.recipe} {ref.recipe_version}, {ref.mode}, tier {ref.tier}]",
                           source=source)
     return DiffResult(rows=rows, problems=problems, ok=code == EXIT_PASS, exit_code=code, notes=notes,
-                      header=header, metrics=dict(card_metrics), ran_differently=differently)
+                      header=header, metrics=dict(card_metrics), ran_differently=differently,
+                      not_applying=not_applying)
+
+
+def run_settings(scorecard: Scorecard) -> str:
+    """``--limit 2 -o metrics=lcm``: what this run was told (``--limit``, the options given on the command line or
+    in the environment), the likely reason its sample count is not the reference's."""
+    config = scorecard.config
+    options, sources = config.get("options") or {}, config.get("option_sources") or {}
+    settings = [f"--limit {config['limit']}"] if config.get("limit") is not None else []
+    for name, source in sources.items():
+        if source in ("cli", "env"):
+            value = options.get(name)
+            settings.append(f"-o {name}={','.join(map(str, value)) if isinstance(value, list) else value}")
+    return " ".join(settings)
 
 
 def ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
@@ -516,14 +540,31 @@ def render_results(scorecard: Scorecard, why: str) -> str:
     return "\n".join(lines)
 
 
+def results_exit_code(scorecard: Scorecard) -> int:
+    """The exit code of a run no reference applies to: 0 complete, 2 partial or failed (the README's exit codes)."""
+    return EXIT_PASS if scorecard.status == "complete" else EXIT_INCOMPLETE
+
+
+def reported_line(scorecard: Scorecard) -> str:
+    """The last line a run no reference applies to prints, as a diff's result line says it (``result: INCOMPLETE
+    (exit 2): not diffed, status failed``): its last lines were the failed samples, and no exit code. diff.txt
+    keeps ``render_results``'s last line: ``pinbench check`` reads a result line there as a diff's."""
+    code = results_exit_code(scorecard)
+    return f"result: {'REPORTED' if code == EXIT_PASS else _VERDICT[code]} (exit {code}): not diffed, status " \
+           f"{scorecard.status}"
+
+
 def _ci_cell(interval: Interval | None) -> str:
     text = describe(interval)
     return "n/a" if text.startswith("n/a") else text
 
 
 def result_line(result: DiffResult) -> str:
-    """The last line of a rendered diff, ``result: PASS (exit 0)``; ``pinbench check`` compares diff.txt with it."""
-    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})"
+    """The last line of a rendered diff, ``result: PASS (exit 0)``, and why a reference does not apply (``result:
+    MISMATCH (exit 3): the reference is of 7 samples, this run has 5 (-o metrics=lcm)``); ``pinbench check``
+    compares diff.txt with it."""
+    why = f": {'; '.join(result.not_applying)}" if result.exit_code == EXIT_MISMATCH and result.not_applying else ""
+    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code}){why}"
 
 
 def _noise_cell(row: DiffRow) -> str:

@@ -65,6 +65,9 @@ from pinbench.core.reference import (
     load_reference,
     render_diff,
     render_results,
+    reported_line,
+    result_line,
+    results_exit_code,
 )
 from pinbench.core.rundir import aside_names
 from pinbench.core.runner import (
@@ -434,7 +437,9 @@ class Run:
             print(message, flush=True)
             for line in _stopped_failures(summary):
                 print(line, flush=True)
-            return RunOutcome(scorecard_path=None, exit_code=EXIT_INCOMPLETE if failed else 0, message=message)
+            code = EXIT_INCOMPLETE if failed else 0
+            print(f"result: {'INCOMPLETE' if failed else 'STOPPED'} (exit {code}): stopped before the diff", flush=True)
+            return RunOutcome(scorecard_path=None, exit_code=code, message=message)
 
     def finish(self, metrics: Sequence[MetricSpec], records: Sequence[SampleRecord], *,
                derived: Sequence[DerivedRecord] | Callable[[], Sequence[DerivedRecord]] = (),
@@ -526,14 +531,16 @@ class Run:
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
         result = diff(card, reference) if reference is not None else None
         if result is None:
-            exit_code = 0 if card.status == "complete" else EXIT_INCOMPLETE
+            exit_code = results_exit_code(card)
             message = render_results(card, recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator))
         else:
             exit_code, message = result.exit_code, render_diff(result)
         write_if_changed(self.out_dir / "diff.txt", message + "\n")
-        print(message, flush=True)
+        # the failed samples above the verdict: the last line says the result and the exit code, diffed or not
+        print(message.rpartition("\n")[0], flush=True)
         for line in summarize_failures(card, self.out_dir, records):
             print(line, flush=True)
+        print(result_line(result) if result is not None else reported_line(card), flush=True)
         return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
                                      diff=result, message=message)
 

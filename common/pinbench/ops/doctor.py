@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, counted, read_json_cache, write_json_cache
+from pinbench.core.files import FileState, cache_root, counted, counted_of, read_json_cache, write_json_cache
 from pinbench.core.findings import Finding, ok, problem
+from pinbench.ops.network import fetch_command, fetching_as
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -50,6 +51,7 @@ _UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
                    "special file": ("is no regular file", "are no regular files"),
                    "bad name": ("has a name that gives no sample id of its own",
                                 "have names that give no sample id of their own")}
+MISSING, UNUSABLE = ("is missing", "are missing"), ("is unusable", "are unusable")
 WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
                     "rest and counts each of them as a failed sample (a partial run, exit 2)")
 
@@ -92,10 +94,10 @@ def pin_findings(recipe: Recipe, *, offline: bool, reads: Collection[str] | None
         from pinbench.ops.network import ways_on
 
         findings.append(problem("pins", f"{', '.join(unresolved)} null in {recipe.pins_path} and not resolved on "
-                                        f"this machine (`pinbench fetch {recipe.name}` resolves them); next: "
+                                        f"this machine (`{fetch_command(recipe.name)}` resolves them); next: "
                                         f"{ways_on(recipe.name, [key_pin(k) for k in nulls])}"))
     elif unresolved:
-        findings.append(ok("pins", f"{', '.join(unresolved)} null; `pinbench fetch {recipe.name}` resolves them "
+        findings.append(ok("pins", f"{', '.join(unresolved)} null; `{fetch_command(recipe.name)}` resolves them "
                                    f"once into {machine.path}"))
     if resolved:
         findings.append(ok("pins", f"{', '.join(resolved)} resolved at run time ({machine.source}), "
@@ -127,12 +129,12 @@ def url_finding(name: str, pin: URLPin) -> Finding:
     except NotFetchedError as exc:
         return problem("cache", str(exc), subject)
     except PinMismatchError as exc:
-        return problem("cache", f"{exc}; delete it and run `pinbench fetch {pin.recipe}`", subject)
+        return problem("cache", f"{exc}; delete it and run `{fetch_command(pin.recipe)}`", subject)
     if pin.sha256:
         return ok("cache", f"{name}: {path.name} sha256 {pin.sha256[:12]}... verified", subject)
     if pin.verifiable:
         return ok("cache", f"{name}: {path.name} matches its partial pin; full sha256 not recorded yet", subject)
-    return problem("cache", f"{name}: {path} has no content pin; run `pinbench fetch {pin.recipe}` to record one",
+    return problem("cache", f"{name}: {path} has no content pin; run `{fetch_command(pin.recipe)}` to record one",
                    subject)
 
 
@@ -199,15 +201,16 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     unusable = [(sid, error if isinstance(error, Unusable) else Unusable("decode", error))
                 for (sid, _), error in zip(ordered, errors, strict=True) if error]
     broken = [f"{_under(present[sid], where)} ({found.reason})" for sid, found in unusable]
+    one = what.removesuffix("s")   # the callers' plurals: videos, rollouts, depth videos
     findings = []
     if missing:
         shown = ", ".join(missing[:_VIDEOS_SHOWN]) + (", ..." if len(missing) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(missing)} of {len(expected)} {what} missing under {where}: {shown}; "
-                                          f"{WAY_ON_BAD_INPUT}"))
+        findings.append(problem("inputs", f"{counted_of(len(missing), len(expected), one, MISSING, what)} under "
+                                          f"{where}: {shown}; {WAY_ON_BAD_INPUT}"))
     if broken:
         shown = "; ".join(broken[:_VIDEOS_SHOWN]) + ("; ..." if len(broken) > _VIDEOS_SHOWN else "")
-        findings.append(problem("inputs", f"{len(broken)} of {len(present)} {what} under {where} are unusable "
-                                          f"({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
+        findings.append(problem("inputs", f"{counted_of(len(broken), len(present), one, UNUSABLE, what)} under "
+                                          f"{where} ({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
                                           f"{WAY_ON_BAD_INPUT}"))
     if not findings:
         findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
@@ -464,27 +467,29 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
 
     if cfg.fixture:
         return [ok("mode", "fixture run: synthetic inputs on CPU, nothing to check")]
-    offline = cfg.offline or is_offline()
-    pins, findings = pin_findings(recipe, offline=offline)
-    # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
-    # recipe's doctor knows; a recipe without one gets the generic checks alone (and every pin is checked).
-    if recipe.doctor_entry is not None:
-        cache = list(recipe.doctor(cfg, pins))
-        _, findings = pin_findings(recipe, offline=offline, reads=pins_read(cache))
-    else:
-        cache = []
-    will_fetch = not offline and (cfg.runtime == "docker" or bool(recipe.resources and recipe.resources.fetch_on_run))
-    to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
-    if will_fetch:  # not in the cache is then no problem, nor ok: the line says what this run downloads first
-        cache = [Finding(True, f.check, f"{f.line.partition(NEXT)[0]}; this run downloads it", f.subject,
-                         to_fetch=True) if f.subject in to_fetch else f for f in cache]
-        findings += cache + token_findings(recipe, to_fetch) + network_findings(pins, to_fetch)
-    else:
-        findings += cache
-    if cfg.runtime == "docker":
-        findings += image_findings(recipe, generator_image)
-    findings += gpu_findings(recipe, cfg, visible_gpus() if gpus is True else (gpus or None))
-    findings += disk_findings(recipe, cfg)
+    with fetching_as(recipe, cfg):   # every way on names the fetch of this run
+        offline = cfg.offline or is_offline()
+        pins, findings = pin_findings(recipe, offline=offline)
+        # Which pins a run needs depends on its options (a checkpoint, a modality, baked weights): only the
+        # recipe's doctor knows; a recipe without one gets the generic checks alone (and every pin is checked).
+        if recipe.doctor_entry is not None:
+            cache = list(recipe.doctor(cfg, pins))
+            _, findings = pin_findings(recipe, offline=offline, reads=pins_read(cache))
+        else:
+            cache = []
+        will_fetch = not offline and (cfg.runtime == "docker"
+                                      or bool(recipe.resources and recipe.resources.fetch_on_run))
+        to_fetch = [f.subject for f in cache if not f.ok and f.check == "cache" and f.subject]
+        if will_fetch:  # not in the cache is then no problem, nor ok: the line says what this run downloads first
+            cache = [Finding(True, f.check, f"{f.line.partition(NEXT)[0]}; this run downloads it", f.subject,
+                             to_fetch=True) if f.subject in to_fetch else f for f in cache]
+            findings += cache + token_findings(recipe, to_fetch) + network_findings(pins, to_fetch)
+        else:
+            findings += cache
+        if cfg.runtime == "docker":
+            findings += image_findings(recipe, generator_image)
+        findings += gpu_findings(recipe, cfg, visible_gpus() if gpus is True else (gpus or None))
+        findings += disk_findings(recipe, cfg)
     return findings
 
 

@@ -22,7 +22,7 @@ from pinbench.core.options import is_offline
 from pinbench.core.pins import HFPin, PinsError, URLPin, load_pins
 from pinbench.core.provenance import redact
 from pinbench.ops.cache import cache_dir, hf_snapshot_dir, url_path
-from pinbench.ops.network import NEXT, network_failure, network_reason, ways_on
+from pinbench.ops.network import NEXT, fetch_command, network_failure, network_reason, ways_on
 from pinbench.ops.watch import Watcher, bytes_under
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -199,7 +199,7 @@ def _verify_files(pin: HFPin, root: Path) -> None:
     for rel, digest in sorted(pin.sha256.items()):
         if digest is None:
             _warn(f"{pin.label}: {rel}: no sha256 pinned, unverified "
-                  f"(`pinbench fetch {pin.recipe}` records one in this machine's resolved pins)")
+                  f"(`{fetch_command(pin.recipe)}` records one in this machine's resolved pins)")
         else:
             verify_sha256(root / rel, digest)
 
@@ -210,7 +210,7 @@ def _verify_files(pin: HFPin, root: Path) -> None:
 def _require_revision(pin: HFPin) -> str:
     if pin.revision is None:
         raise UnresolvedPinError(f"{pin.repo_id}: revision is null (`resolve: required`) and not in this machine's "
-                                 f"resolved pins (`pinbench fetch {pin.recipe}` resolves it and records it for this "
+                                 f"resolved pins (`{fetch_command(pin.recipe)}` resolves it and records it for this "
                                  f"machine){NEXT}{ways_on(pin.recipe, pin_key(pin))}")
     return pin.revision
 
@@ -345,7 +345,7 @@ def _locate_url(pin: URLPin, cache: Path | str | None) -> Path:
     verify_url_file(pin, dest)
     if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified "
-              f"(`pinbench fetch {pin.recipe}` records one in this machine's resolved pins)")
+              f"(`{fetch_command(pin.recipe)}` records one in this machine's resolved pins)")
     return dest
 
 
@@ -365,5 +365,5 @@ def fetch_url(pin: URLPin, *, cache: Path | str | None = None) -> Path:
         raise exc.for_pin(pin) from None
     if not pin.verifiable:
         _warn(f"{pin.url}: no sha256 pinned, unverified (downloaded sha256 {actual}; "
-              f"`pinbench fetch {pin.recipe}` records it in this machine's resolved pins)")
+              f"`{fetch_command(pin.recipe)}` records it in this machine's resolved pins)")
     return dest

@@ -19,6 +19,7 @@ from pinbench.core.run import Figure, Run, RunOutcome
 from pinbench.core.rundir import Refused, claim_run_dir, discard_refused
 from pinbench.core.runner import SampleRecord
 from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
+from pinbench.ops.network import fetching_as
 
 
 def run_recipe(cfg: RunConfig) -> RunOutcome:
@@ -28,7 +29,8 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
                             GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
-    with claim_run_dir(cfg) as claim:   # the recipe's code imported when it runs: a rerun may answer without it
+    # the recipe's code imported when it runs: a rerun may answer without it; its ways on name this run's fetch
+    with claim_run_dir(cfg) as claim, fetching_as(recipe, cfg):
         try:
             return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
                 lambda run: recipe.load(recipe.entry)(run))

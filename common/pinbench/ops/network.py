@@ -8,16 +8,28 @@ failure and keeps its own message.
 The ways on come from the recipe's declaration: ``pinbench fetch`` on a connected machine, the option that
 takes a local copy of that input (``instead_of`` in recipe.yaml), and a run that downloads nothing
 (``no_download``). An input missing from the cache offline names the same ways (``pinbench.ops.downloads``).
+The fetch they name is this run's (``fetching_as``): ``pinbench fetch mind`` alone would download what
+``-o metrics=lcm`` never reads, and a gated repo with it.
 """
 
 from __future__ import annotations
 
+import shlex
 import socket
 import urllib.error
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pinbench.core.config import RunConfig
+    from pinbench.core.recipe import Recipe
 
 PROBE_TIMEOUT_S = 3.0
 NEXT = "; next: "  # what a message says before the ways on (a line that needs none cuts it there)
+# the recipe and the arguments of the fetch that this run's messages name (``fetching_as``)
+_FETCH_ARGS: ContextVar[tuple[str, str]] = ContextVar("fetch_args", default=("", ""))
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -62,6 +74,35 @@ def network_reason(exc: BaseException) -> str | None:
     return None
 
 
+def fetch_args(recipe: Recipe, cfg: RunConfig) -> str:
+    """The arguments that make ``pinbench fetch`` download what this run reads: a checkpoint the recipe names,
+    ``--limit`` and every option set on the command line or in the environment, except paths (files of this
+    machine, which a connected machine has not; a local copy is a way on of its own)."""
+    args = [f"-c {shlex.quote(cfg.checkpoint)}"] if cfg.checkpoint in recipe.checkpoints else []
+    if cfg.limit is not None:
+        args.append(f"--limit {cfg.limit}")
+    args += [f"-o {shlex.quote(f'{name}={spec.format(getattr(cfg.options, name))}')}"
+             for name, spec in recipe.options.items()
+             if cfg.option_sources.get(name) in ("cli", "env") and spec.type != "path"]
+    return " ".join(args)
+
+
+@contextmanager
+def fetching_as(recipe: Recipe, cfg: RunConfig) -> Iterator[None]:
+    """Within it, every way on names the fetch of this run (``fetch_command``)."""
+    token = _FETCH_ARGS.set((recipe.name, fetch_args(recipe, cfg)))
+    try:
+        yield
+    finally:
+        _FETCH_ARGS.reset(token)
+
+
+def fetch_command(recipe_name: str) -> str:
+    """``pinbench fetch <recipe>`` with the arguments of the run under way (``fetching_as``), if of this recipe."""
+    name, args = _FETCH_ARGS.get()
+    return f"pinbench fetch {recipe_name}" + (f" {args}" if args and name == recipe_name else "")
+
+
 def ways_on(recipe_name: str, pin_keys: str | Iterable[str] | None) -> str:
     """Every way forward when the pins ``pin_keys`` (``urls/raft_things``, ``huggingface/clip``, ...) of
     ``recipe_name`` cannot be read here, online or offline: fetch them on a connected machine, give a local copy
@@ -70,7 +111,7 @@ def ways_on(recipe_name: str, pin_keys: str | Iterable[str] | None) -> str:
     from pinbench.core.recipe import get_recipe
 
     keys = {pin_keys} if isinstance(pin_keys, str) else set(pin_keys or ())
-    steps = [f"run `pinbench fetch {recipe_name}` on a connected machine and use its cache here "
+    steps = [f"run `{fetch_command(recipe_name)}` on a connected machine and use its cache here "
              "(PINBENCH_CACHE; then run with --offline)"]
     try:
         recipe = get_recipe(recipe_name)

@@ -446,7 +446,7 @@ def test_a_fixed_folder_in_a_new_out_reuses_every_unchanged_video(tmp_path: Path
                                      "-o", "flow=farneback", "--out", str(tmp_path / out), "--offline", *flags])
         return result.output
     # the doctor stops the run before anything is scored
-    assert f"3 of 10 videos under {videos} are unusable (3 do not decode): empty.mp4 (" in run("first")
+    assert f"3 of 10 videos are unusable under {videos} (3 do not decode): empty.mp4 (" in run("first")
     first = run("first", "--skip-doctor")                   # as its message says: score the rest
     assert "10 samples: 7 done, 0 reused, 3 failed" in first
     for name in ("empty", "text", "truncated"):

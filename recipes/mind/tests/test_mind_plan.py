@@ -368,7 +368,7 @@ def test_the_doctor_checks_the_layouts_the_run_plans(layout: Layout, tmp_path: P
     assert line.startswith(f"PROBLEM inputs: layout: {absent}: GT root is not a directory")
     shutil.rmtree(layout.generated("1st_data", "mem_test", "data-1"))
     (line,) = inputs()
-    assert line.startswith(f"PROBLEM inputs: 1 of 5 samples have no generated video under {layout.generated_root}: "
+    assert line.startswith(f"PROBLEM inputs: 1 of 5 samples has no generated video under {layout.generated_root}: "
                            "1st_data/mem_test/data-1; fix or replace them")
     (layout.generated("1st_data", "mem_test", "stray")).mkdir()   # no GT: process.py would fail on it
     (line, _) = inputs()

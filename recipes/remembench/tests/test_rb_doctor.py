@@ -30,7 +30,7 @@ def test_no_rollouts_stop_the_run_and_a_broken_one_is_named(tmp_path: Path, monk
         (videos / video.name).write_bytes(video.read_bytes()[:200])
     inputs = [f for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
     assert len(inputs) == 1 and not inputs[0].ok
-    assert inputs[0].line.startswith(f"{n} of {n} rollouts under {videos} are unusable ({n} do not decode): ")
+    assert inputs[0].line.startswith(f"{n} of {n} rollouts are unusable under {videos} ({n} do not decode): ")
     for video in fx.videos.glob("*.mp4"):
         shutil.copy(video, videos / video.name)
     inputs = [f for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
