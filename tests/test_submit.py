@@ -864,6 +864,20 @@ def test_a_submission_that_cannot_be_recorded_is_cancelled_and_named_so(tmp_path
     assert _calls(fake_slurm, "scancel") == ["scancel 101 102"]
 
 
+def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake_slurm: Path) -> None:
+    """slurm/submissions.jsonl is read by pinbench status and by people; a -g value or a --generator argument holding
+    a token was recorded as given (a scorecard scrubs them). The jobs' scripts keep it: they must run it."""
+    from pinbench.ops import submit
+
+    the_plan = _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano",
+                     generator=f"command:sh ./gen.sh --token {TOKEN} {{request}} {{out}}",
+                     generator_options=[f"key={TOKEN}"])
+    record = submit.submit_plan(the_plan)
+    written = submit.submissions_path(the_plan.out_dir).read_text()
+    assert TOKEN not in record.command and TOKEN not in written and "--generator-option=key=" in written
+    assert TOKEN in the_plan.phases[0].text
+
+
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench.ops.submit import submit_plan

@@ -127,7 +127,8 @@ class Request:
     skip_doctor: bool = False   # every job runs --skip-doctor (and submit checks nothing first)
 
     def command(self) -> str:
-        """The ``pinbench submit`` command line that makes this request (recorded with each submission)."""
+        """The ``pinbench submit`` command line that makes this request (recorded with each submission), any secret
+        in it redacted as a scorecard's are."""
         argv = ["pinbench", "submit", self.recipe.name, "--shards", str(self.shards)]
         for flag, value in (("--checkpoint", self.checkpoint), ("--out", self.out), ("--limit", self.limit),
                             ("--partition", self.partition), ("--gpus-per-task", self.gpus_per_task),
@@ -142,7 +143,7 @@ class Request:
         argv += [f"--generation-timeout={self.generation_timeout:g}"] if self.generation_timeout is not None else []
         argv += [f"--generator-image={self.generator_image}"] if self.generator_image is not None else []
         argv += ["--skip-doctor"] * self.skip_doctor
-        return shlex.join(argv)
+        return redact(shlex.join(argv))   # a token in a -g value or the --generator: the jobs' scripts keep it
 
 
 @dataclass
