@@ -252,6 +252,35 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
         assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"
 
 
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_make_setup_installs_what_the_lock_was_compiled_without(tmp_path: Path, name: str) -> None:
+    """MIND's lock leaves torch and its CUDA libraries to requirements.torch.txt (--no-emit-package): an export set
+    up from the lock alone failed its fixture with 'No module named torch'. Each package its header leaves out is
+    installed, by a hashed file, before the lock."""
+    dest = export_recipe(get_recipe(name), tmp_path / "export")
+    header = "".join(line for line in (dest / "requirements.lock").read_text().splitlines()[:5] if line[:1] == "#")
+    out = subprocess.run(["make", "-n", "-C", str(dest), "setup"], capture_output=True, text=True, check=True).stdout
+    files = re.findall(r"pip install --require-hashes --no-deps -r (\S+)", out)
+    assert files[-1:] == ["requirements.lock"], out
+    installed = {_normal(m) for file in files[:-1]
+                 for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", (dest / file).read_text(), flags=re.MULTILINE)}
+    assert sorted({_normal(p) for p in re.findall(r"--no-emit-package (\S+)", header)} - installed) == []
+    assert ("torch" in installed) == (name == "mind")
+
+
+def test_a_lock_compiled_without_a_package_no_file_installs_is_refused_in_one_line(tmp_path: Path) -> None:
+    recipe = get_recipe("mind")
+    copy = tmp_path / "recipes" / recipe.dir.name
+    shutil.copytree(recipe.dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "recipes" / "__init__.py").write_text("")
+    (copy / "requirements.torch.txt").unlink()
+    with pytest.raises(ExportError, match=rf"^{copy / 'requirements.lock'}: compiled without nvidia-cublas-cu12, "
+                                          r"[^\n]*torch, torchvision, triton \(--no-emit-package\), which no "
+                                          r"requirements\*\.txt beside it installs$"):
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "new" / "export")
+    assert [p.name for p in (tmp_path / "new").iterdir()] == []
+
+
 @pytest.mark.parametrize("name", ["dynamic-degree", "paibench-c"])
 def test_the_generated_makefile_and_pyproject(tmp_path: Path, name: str) -> None:
     recipe = get_recipe(name)
