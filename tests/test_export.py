@@ -108,6 +108,14 @@ def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
         export_recipe(recipe, tmp_path / "export")
 
 
+def test_a_dest_name_too_long_for_the_file_system_is_refused_naming_it(tmp_path: Path) -> None:
+    """260 bytes, over NAME_MAX: it had failed in a bare '[Errno 36] File name too long', from the first check."""
+    dest = tmp_path / ("\u00e9" * 130)
+    with pytest.raises(ExportError, match=rf"^export DEST {dest}: cannot write {dest} \(File name too long\)$"):
+        export_recipe(get_recipe("dynamic-degree"), dest)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Path) -> None:
     recipe = get_recipe("dynamic-degree")
     dest = export_recipe(recipe, tmp_path / "export")

@@ -275,13 +275,13 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False, log: Calla
     dest = Path(dest)
     recipe_dir = recipe.dir
     root = library_root()
-    if dest.is_symlink() and not dest.exists():
-        raise ExportError(f"export DEST {dest}: a dangling symlink (to {dest.readlink()}); name a new directory")
-    for code in (recipe_dir.parent, root):   # every recipe's package, the library: the next export would copy it
-        if dest.resolve() == code.resolve() or code.resolve() in dest.resolve().parents:
-            raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
-                              "the library")
-    try:
+    try:   # the checks too: a DEST name over 255 bytes failed the first of them in a bare '[Errno 36]'
+        if dest.is_symlink() and not dest.exists():
+            raise ExportError(f"export DEST {dest}: a dangling symlink (to {dest.readlink()}); name a new directory")
+        for code in (recipe_dir.parent, root):   # every recipe's package, the library: the next export would copy it
+            if dest.resolve() == code.resolve() or code.resolve() in dest.resolve().parents:
+                raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
+                                  "the library")
         return _write_export(recipe, dest, force=force, log=log)
     except OSError as exc:
         raise ExportError(f"export DEST {dest}: cannot write {exc.filename or dest} ({exc.strerror or exc})") from None
