@@ -139,6 +139,15 @@ def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Pa
 
 
 @pytest.mark.parametrize("name", ALL_RECIPES)
+def test_no_export_names_this_repository_or_its_library_folder(tmp_path: Path, name: str) -> None:
+    """remembench's README named common/pinbench/ops/localweb.py, a path its export does not have."""
+    dest = export_recipe(get_recipe(name), tmp_path / "export")
+    found = [str(path.relative_to(dest)) for path in sorted(dest.rglob("*")) if path.is_file()
+             and (str(REPO) in (text := path.read_text(errors="ignore")) or "common/pinbench" in text)]
+    assert found == []
+
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
 def test_each_file_is_copied_once_and_the_readme_starts_with_its_setup(tmp_path: Path, name: str) -> None:
     recipe = get_recipe(name)
     dest = export_recipe(recipe, tmp_path / "export")
