@@ -298,6 +298,16 @@ def test_a_lock_compiled_without_a_package_no_file_installs_is_refused_in_one_li
     assert [p.name for p in (tmp_path / "new").iterdir()] == []
 
 
+def test_the_readme_says_how_to_name_a_python_not_on_path(tmp_path: Path) -> None:
+    """camerabench's lock wants Python 3.10; where python3.10 is not on PATH (a pyenv install), make setup failed
+    and its README did not say that PYTHON names another."""
+    dest = export_recipe(get_recipe("camerabench"), tmp_path / "export")
+    assert "`make setup PYTHON=/path/to/python3.10`" in (dest / "README.md").read_text()
+    out = subprocess.run(["make", "-n", "-C", str(dest), "setup", "PYTHON=/opt/py/bin/python3.10"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "/opt/py/bin/python3.10 -m venv .venv\n" in out
+
+
 @pytest.mark.parametrize("name", ["dynamic-degree", "paibench-c"])
 def test_the_generated_makefile_and_pyproject(tmp_path: Path, name: str) -> None:
     recipe = get_recipe(name)

@@ -217,7 +217,8 @@ This directory stands alone: the recipe (`pinbench_recipes/{recipe.package.rpart
 
 ## Set up
 
-Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`.
+Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`; one that is not
+`python{python}` on PATH is named by `make setup PYTHON=/path/to/python{python}`.
 
 ```bash
 make setup    # python{python} -m venv .venv; {first}pip install --require-hashes --no-deps -r requirements.lock;
