@@ -108,6 +108,14 @@ def test_export_refuses_to_overwrite(tmp_path: Path) -> None:
         export_recipe(recipe, tmp_path / "export")
 
 
+def test_a_dest_name_too_long_for_the_file_system_is_refused_naming_it(tmp_path: Path) -> None:
+    """260 bytes, over NAME_MAX: it had failed in a bare '[Errno 36] File name too long', from the first check."""
+    dest = tmp_path / ("\u00e9" * 130)
+    with pytest.raises(ExportError, match=rf"^export DEST {dest}: cannot write {dest} \(File name too long\)$"):
+        export_recipe(get_recipe("dynamic-degree"), dest)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Path) -> None:
     recipe = get_recipe("dynamic-degree")
     dest = export_recipe(recipe, tmp_path / "export")
@@ -128,6 +136,15 @@ def test_export_holds_the_recipe_and_exactly_the_library_it_imports(tmp_path: Pa
             text = path.read_text(errors="ignore")
             assert str(REPO) not in text, path
             assert "common/pinbench" not in text, path
+
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_no_export_names_this_repository_or_its_library_folder(tmp_path: Path, name: str) -> None:
+    """remembench's README named common/pinbench/ops/localweb.py, a path its export does not have."""
+    dest = export_recipe(get_recipe(name), tmp_path / "export")
+    found = [str(path.relative_to(dest)) for path in sorted(dest.rglob("*")) if path.is_file()
+             and (str(REPO) in (text := path.read_text(errors="ignore")) or "common/pinbench" in text)]
+    assert found == []
 
 
 @pytest.mark.parametrize("name", ALL_RECIPES)
@@ -250,6 +267,45 @@ def test_every_image_installs_what_pinbench_run_imports(tmp_path: Path, name: st
                    and not any(_normal(d) in locked for d in distributions.get(module, []))
                    and not re.search(rf"pip install .*\b{module}\b", text)]
         assert missing == [], f"{dockerfile.name} ({', '.join(locks)}) lacks {missing}"
+
+
+@pytest.mark.parametrize("name", ALL_RECIPES)
+def test_make_setup_installs_what_the_lock_was_compiled_without(tmp_path: Path, name: str) -> None:
+    """MIND's lock leaves torch and its CUDA libraries to requirements.torch.txt (--no-emit-package): an export set
+    up from the lock alone failed its fixture with 'No module named torch'. Each package its header leaves out is
+    installed, by a hashed file, before the lock."""
+    dest = export_recipe(get_recipe(name), tmp_path / "export")
+    header = "".join(line for line in (dest / "requirements.lock").read_text().splitlines()[:5] if line[:1] == "#")
+    out = subprocess.run(["make", "-n", "-C", str(dest), "setup"], capture_output=True, text=True, check=True).stdout
+    files = re.findall(r"pip install --require-hashes --no-deps -r (\S+)", out)
+    assert files[-1:] == ["requirements.lock"], out
+    installed = {_normal(m) for file in files[:-1]
+                 for m in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", (dest / file).read_text(), flags=re.MULTILINE)}
+    assert sorted({_normal(p) for p in re.findall(r"--no-emit-package (\S+)", header)} - installed) == []
+    assert ("torch" in installed) == (name == "mind")
+
+
+def test_a_lock_compiled_without_a_package_no_file_installs_is_refused_in_one_line(tmp_path: Path) -> None:
+    recipe = get_recipe("mind")
+    copy = tmp_path / "recipes" / recipe.dir.name
+    shutil.copytree(recipe.dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "recipes" / "__init__.py").write_text("")
+    (copy / "requirements.torch.txt").unlink()
+    with pytest.raises(ExportError, match=rf"^{copy / 'requirements.lock'}: compiled without nvidia-cublas-cu12, "
+                                          r"[^\n]*torch, torchvision, triton \(--no-emit-package\), which no "
+                                          r"requirements\*\.txt beside it installs$"):
+        export_recipe(dataclasses.replace(recipe, dir=copy), tmp_path / "new" / "export")
+    assert [p.name for p in (tmp_path / "new").iterdir()] == []
+
+
+def test_the_readme_says_how_to_name_a_python_not_on_path(tmp_path: Path) -> None:
+    """camerabench's lock wants Python 3.10; where python3.10 is not on PATH (a pyenv install), make setup failed
+    and its README did not say that PYTHON names another."""
+    dest = export_recipe(get_recipe("camerabench"), tmp_path / "export")
+    assert "`make setup PYTHON=/path/to/python3.10`" in (dest / "README.md").read_text()
+    out = subprocess.run(["make", "-n", "-C", str(dest), "setup", "PYTHON=/opt/py/bin/python3.10"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "/opt/py/bin/python3.10 -m venv .venv\n" in out
 
 
 @pytest.mark.parametrize("name", ["dynamic-degree", "paibench-c"])

@@ -98,4 +98,6 @@ def ranking_scores(labels: np.ndarray, scores: np.ndarray) -> tuple[float, float
         fps, tps = fps[corner], tps[corner]
     fpr = np.concatenate([[0.0], fps]) / fps[-1]
     tpr = np.concatenate([[0.0], tps]) / tps[-1]
-    return ap, float(np.trapezoid(tpr, fpr))
+    # numpy's trapezoid rule written out, in its order of operations (scikit-learn's AUC to the bit): the lock's
+    # numpy 1.26 has no np.trapezoid, numpy 2.4 no np.trapz.
+    return ap, float((np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2.0).sum())

@@ -122,9 +122,35 @@ def _lock_python(recipe_dir: Path) -> str:
     return match.group(1)
 
 
-def _makefile(recipe: Recipe, python: str) -> str:
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _locked_apart(recipe_dir: Path) -> list[str]:
+    """The hashed ``requirements*.txt`` files that install what the lock was compiled without (``--no-emit-package``
+    in its header), which ``make setup`` installs before it as the image does: MIND's lock leaves torch and its CUDA
+    libraries to ``requirements.torch.txt``, and an export set up from the lock alone failed its fixture with 'No
+    module named torch'. ExportError when no such file installs one of them."""
+    header = "\n".join(line for line in (recipe_dir / LOCK).read_text(encoding="utf-8").splitlines()[:5]
+                        if line.startswith("#"))
+    apart = {_normal(name) for name in re.findall(r"--no-emit-package[ =](\S+)", header)}
+    files, installed = [], set()
+    for path in sorted(recipe_dir.glob("requirements*.txt")):
+        names = {_normal(n) for n in re.findall(r"^([A-Za-z0-9_.\-]+)(?:==| @ )", path.read_text(encoding="utf-8"),
+                                               flags=re.MULTILINE)}
+        if names & apart:
+            files.append(path.name)
+            installed |= names
+    if missing := sorted(apart - installed):
+        raise ExportError(f"{recipe_dir / LOCK}: compiled without {', '.join(missing)} (--no-emit-package), which "
+                          "no requirements*.txt beside it installs")
+    return files
+
+
+def _makefile(recipe: Recipe, python: str, apart: list[str]) -> str:
     """Targets that use the export's own venv (built from its hashed lock), never a pinbench on PATH."""
     checkpoint = recipe.checkpoints[0] if recipe.checkpoints else "fixture"
+    first = "".join(f"\t$(BIN)/python -m pip install --require-hashes --no-deps -r {name}\n" for name in apart)
     return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}.
 # Every target uses .venv, built from requirements.lock; nothing relies on a pinbench on PATH.
 SHELL := /bin/bash
@@ -151,9 +177,9 @@ help:
 setup: $(STAMP)
 
 # Python {python} (the lock is compiled for it); every dependency from the hashed lock, then this package alone.
-$(STAMP): requirements.lock pyproject.toml $(SOURCES)
+$(STAMP): {" ".join(apart + [""])}requirements.lock pyproject.toml $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --require-hashes --no-deps -r requirements.lock
+{first}	$(BIN)/python -m pip install --require-hashes --no-deps -r requirements.lock
 	$(BIN)/python -m pip install --no-deps --no-build-isolation --no-index .
 	touch $@
 
@@ -181,8 +207,9 @@ build: $(STAMP)
 """
 
 
-def _readme(recipe: Recipe, recipe_readme: str, python: str) -> str:
+def _readme(recipe: Recipe, recipe_readme: str, python: str, apart: list[str]) -> str:
     """The recipe's README, after a set-up section that works in this directory alone."""
+    first = "".join(f"pip install --require-hashes --no-deps -r {name};\n              # " for name in apart)
     return f"""# Exported pinbench recipe: {recipe.name} {recipe.version}
 
 This directory stands alone: the recipe (`pinbench_recipes/{recipe.package.rpartition(".")[2]}/`), the
@@ -190,10 +217,11 @@ This directory stands alone: the recipe (`pinbench_recipes/{recipe.package.rpart
 
 ## Set up
 
-Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`.
+Needs Python {python} (`requirements.lock` is compiled for it, for x86_64 Linux) and `make`; one that is not
+`python{python}` on PATH is named by `make setup PYTHON=/path/to/python{python}`.
 
 ```bash
-make setup    # python{python} -m venv .venv; pip install --require-hashes --no-deps -r requirements.lock;
+make setup    # python{python} -m venv .venv; {first}pip install --require-hashes --no-deps -r requirements.lock;
               # pip install --no-deps --no-build-isolation --no-index .
 make fixture                     # the CPU fixture run, into runs/{recipe.name}/fixture-fixture
 make diff CHECKPOINT=fixture      # its diff against references/fixture.yaml (exit 0 = PASS)
@@ -248,13 +276,13 @@ def export_recipe(recipe: Recipe, dest: Path, *, force: bool = False, log: Calla
     dest = Path(dest)
     recipe_dir = recipe.dir
     root = library_root()
-    if dest.is_symlink() and not dest.exists():
-        raise ExportError(f"export DEST {dest}: a dangling symlink (to {dest.readlink()}); name a new directory")
-    for code in (recipe_dir.parent, root):   # every recipe's package, the library: the next export would copy it
-        if dest.resolve() == code.resolve() or code.resolve() in dest.resolve().parents:
-            raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
-                              "the library")
-    try:
+    try:   # the checks too: a DEST name over 255 bytes failed the first of them in a bare '[Errno 36]'
+        if dest.is_symlink() and not dest.exists():
+            raise ExportError(f"export DEST {dest}: a dangling symlink (to {dest.readlink()}); name a new directory")
+        for code in (recipe_dir.parent, root):   # every recipe's package, the library: the next export would copy it
+            if dest.resolve() == code.resolve() or code.resolve() in dest.resolve().parents:
+                raise ExportError(f"export DEST {dest}: inside the code ({code}); export it outside the recipes and "
+                                  "the library")
         return _write_export(recipe, dest, force=force, log=log)
     except OSError as exc:
         raise ExportError(f"export DEST {dest}: cannot write {exc.filename or dest} ({exc.strerror or exc})") from None
@@ -526,14 +554,15 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
             shutil.copytree(root / data_dir, dest / LIBRARY / data_dir, ignore=IGNORED, dirs_exist_ok=True)
 
     python = _lock_python(recipe_dir)
+    apart = _locked_apart(recipe_dir)
     for item in sorted(recipe_dir.iterdir()):
         if item.is_file() and _matches(item.name, TOP_LEVEL):
             if item.name == "README.md":
-                (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python))
+                (dest / item.name).write_text(_readme(recipe, item.read_text(encoding="utf-8"), python, apart))
             else:
                 shutil.copy2(item, dest / item.name)
     (dest / "pyproject.toml").write_text(_pyproject(recipe, requirements, helpers=bool(helpers)))
-    (dest / "Makefile").write_text(_makefile(recipe, python))
+    (dest / "Makefile").write_text(_makefile(recipe, python, apart))
     files = sorted([*_files(dest), MARKER])
     (dest / MARKER).write_text(json.dumps({"name": recipe.name, "version": recipe.version, "files": files},
                                           indent=1) + "\n")

@@ -23,6 +23,15 @@ def test_saturated_scores_at_one_tie() -> None:
     assert m["roc_auc"] == pytest.approx(0.625)
 
 
+def test_auc_needs_neither_numpy_trapezoid_nor_trapz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe's lock pins numpy 1.26.4, which has np.trapz and no np.trapezoid (numpy 2.4 the other way): the
+    exported recipe installed from it scored no binary split ('module numpy has no attribute trapezoid')."""
+    monkeypatch.delattr(np, "trapezoid", raising=False)
+    monkeypatch.delattr(np, "trapz", raising=False)
+    m = split_metrics([1, 0, 1, 0], [1.0, 1.0, 0.9, 0.2])
+    assert m["roc_auc"] == pytest.approx(0.625)
+
+
 def test_single_class_split_scores_zero_and_keeps_its_counts() -> None:
     for labels in ([0, 0, 0], [1, 1]):
         m = split_metrics(labels, [0.9] * len(labels))
