@@ -296,6 +296,22 @@ def test_a_diff_txt_older_than_the_reference_names_the_way_on(run_dir: Path) -> 
     assert problem.endswith("the run's reference changed since (recorded, edited or removed), or diff.txt did: "
                             "the same `pinbench run` command again rewrites it, every sample reused")
 
+def test_a_mismatch_diffed_before_its_result_line_said_why_is_no_stale_diff(run_dir: Path, toy: Recipe) -> None:
+    """A run diffed before the result line said why the reference does not apply (29f7840) wrote ``result: MISMATCH
+    (exit 3)`` alone: the verdict the diff gives now, which check called stale ("the run's reference changed
+    since"). The sample count is the one problem."""
+    path = toy.reference_file("Toy-Nano", "smoke")
+    data = yaml.safe_load(path.read_text())
+    data["n_samples"] = 5
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    (run_dir / "diff.txt").write_text("result: MISMATCH (exit 3)\n")
+    (problem,) = check_run(run_dir).problems
+    assert problem.endswith("the reference is for sample count 5, the run has 4"), problem
+    (run_dir / "diff.txt").write_text("result: MISMATCH (exit 3): the reference is of 6 samples, this run has 4\n")
+    assert any("diff.txt: says 'result: MISMATCH (exit 3): the reference is of 6 samples" in p
+               for p in check_run(run_dir).problems)
+
+
 @pytest.mark.parametrize(("field", "value", "expected"), [
     ("n_samples", 5, "the reference is for sample count 5, the run has 4"),
     ("recipe_version", "0.9.0", "the reference is for recipe_version '0.9.0'"),

@@ -137,6 +137,10 @@ def _the_error(done: subprocess.CompletedProcess[str]) -> str:
     (["fetch", "camerabench"],
      "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record for this machine)",
      ["`pinbench fetch camerabench` on a connected machine", "-o scores=DIR -o data=DIR"]),
+    # its revision is resolved before anything is downloaded: that failure named the bare fetch, without -o
+    (["fetch", "camerabench", "-o", "families=caption"],
+     "chancharikm/qwen2.5-vl-7b-cam-motion (model; its revision, to record for this machine)",
+     ["`pinbench fetch camerabench -o families=caption` on a connected machine"]),
 ])
 def test_every_network_failure_is_one_line_with_what_and_the_way_on(
         tmp_path: Path, videos: Path, no_network: dict[str, str], argv: list[str], what: str, ways: list[str]) -> None:

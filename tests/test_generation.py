@@ -2498,9 +2498,14 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     assert stored.read_bytes() == (mine / "edge" / "task_0001.mp4").read_bytes()
 
     (mine / "edge" / "task_0002.mp4").unlink()
+    capfd.readouterr()
     gone = _run(tmp_path / "run", spec, dir=str(mine))
     failures = (tmp_path / "run" / "failures.tsv").read_text()
     assert gone.exit_code != 0 and f"{mine / 'edge' / 'task_0002.mp4'}: no rollout there" in failures
+    # was "changed since its rollout was copied (not a readable file, ...); copied again": nothing was copied
+    said = capfd.readouterr().err
+    assert (f"generate: {mine / 'edge' / 'task_0002.mp4'}: not a readable file now, where its rollout was copied "
+            "from (SHA-256 ") in said and "copied again" not in said, said
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
         _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
 

@@ -132,6 +132,8 @@ def test_a_rerun_whose_numbers_differ_keeps_the_complete_scorecard_it_replaces_a
     said = capsys.readouterr().out
     assert (f"toy-bench: the earlier scorecard (of {json.loads(first)['provenance']['timestamp']}, other numbers: "
             f"f1) moved to {aside}; to see what changed: pinbench compare {aside} {out}") in said
+    # said above the verdict: a run's last line before where its files are is its result line (b5c1b52)
+    assert said.splitlines()[-1].startswith("result: "), said
 
     declaration = toy.dir / "recipe.yaml"   # other code, the same numbers: replaced, nothing kept aside
     declaration.write_text(declaration.read_text().replace("a toy recipe for library tests", "a toy recipe"))

@@ -846,6 +846,25 @@ def test_a_run_directory_nothing_can_be_written_in_is_one_line(tmp_path: Path, f
     assert not fake_slurm.exists()
 
 
+def test_a_submissions_file_that_cannot_be_read_is_one_line_and_queues_nothing(tmp_path: Path,
+                                                                                fake_slurm: Path) -> None:
+    """The check for live jobs reads slurm/submissions.jsonl: a folder there (or a FIFO) was one line while the
+    lock's catch wrapped the whole submission (8d6bb6f narrowed it to the lock, and it became a traceback); a
+    record there that is no submission was a traceback before that too."""
+    from pinbench.ops import submit
+
+    the_plan = _plan(toy_recipe(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano")
+    path = submit.submissions_path(the_plan.out_dir)
+    path.mkdir(parents=True)
+    with pytest.raises(SubmitError, match=f"^{path}: is a directory, not a file$"):
+        submit.submit_plan(the_plan)
+    path.rmdir()
+    path.write_text("[]\n")
+    with pytest.raises(SubmitError, match=f"^{path}:1: unreadable submission record "):
+        submit.submit_plan(the_plan)
+    assert not fake_slurm.exists()   # no Slurm command ran
+
+
 def test_a_submission_that_cannot_be_recorded_is_cancelled_and_named_so(tmp_path: Path, fake_slurm: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A record that cannot be written (disk full) after sbatch queued the jobs was reported as "cannot write the

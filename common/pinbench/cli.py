@@ -247,28 +247,29 @@ def fetch(
     if (nothing := recipe.downloads_nothing(cfg)) is not None and not write_pins:   # before resolving a null pin
         _echo(f"{recipe.name}: nothing to fetch with {nothing.options} ({nothing.what})")
         return
-    if recipe.pins_path.is_file():
-        from pinbench.ops.machine_pins import resolve_recipe_pins
-
-        _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"), reads=recipe.fetch_pins(cfg))
-        for change in changes:
-            _echo(f"resolved at run time (this machine's resolved pins): {change}")
-        if write_pins:
-            from pinbench.ops.pin_writer import write_recipe_pins
-
-            written = write_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
-            for change in written:
-                _echo(f"pins.yaml: {change}")
-            _echo(f"{recipe.pins_path}: {counted(len(written), 'value')} written; review and commit it" if written
-                  else f"{recipe.pins_path}: nothing left to write")
-    elif write_pins:
-        _fail(f"{recipe.name} has no pins.yaml to write resolved values into")
-    if recipe.fetch_entry is None:
-        _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
-        return
     from pinbench.ops.network import fetching_as
 
-    with fetching_as(recipe, cfg):   # a network failure names this fetch again, on a connected machine
+    # a network failure names this fetch again, on a connected machine: resolving a null pin's value too
+    with fetching_as(recipe, cfg):
+        if recipe.pins_path.is_file():
+            from pinbench.ops.machine_pins import resolve_recipe_pins
+
+            _, changes = resolve_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"), reads=recipe.fetch_pins(cfg))
+            for change in changes:
+                _echo(f"resolved at run time (this machine's resolved pins): {change}")
+            if write_pins:
+                from pinbench.ops.pin_writer import write_recipe_pins
+
+                written = write_recipe_pins(recipe, token=os.environ.get("HF_TOKEN"))
+                for change in written:
+                    _echo(f"pins.yaml: {change}")
+                _echo(f"{recipe.pins_path}: {counted(len(written), 'value')} written; review and commit it" if written
+                      else f"{recipe.pins_path}: nothing left to write")
+        elif write_pins:
+            _fail(f"{recipe.name} has no pins.yaml to write resolved values into")
+        if recipe.fetch_entry is None:
+            _echo(f"{recipe.name}: nothing to fetch (scores inputs you provide with bundled code)")
+            return
         recipe.fetch(cfg)
 
 

@@ -19,7 +19,7 @@ from pinbench.core.recipe import get_recipe
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
-from pinbench.ops.network import NEXT, ways_on
+from pinbench.ops.network import NEXT, fetch_command, ways_on
 from pinbench_recipes.dynamic_degree.flow import (
     FarnebackPreview,
     FlowEstimator,
@@ -147,9 +147,9 @@ def raft_weights(cfg: RunConfig, pins_path: Path) -> tuple[Path, str]:
                 raise RecipeError(f"{pins_path}: urls.{WEIGHTS_PIN} pins no content (no sha256, sha256_prefix or "
                                   "git_blob); the official metric never runs on unverified weights")
             if offline:
-                raise RecipeError(f"{pin.url}: its full SHA-256 is not recorded on this machine yet (`pinbench "
-                                  f"fetch {cfg.recipe}` checks the pinned prefix and records the full hash for this "
-                                  f"machine){NEXT}{ways_on(cfg.recipe, f'urls/{WEIGHTS_PIN}')} (with "
+                raise RecipeError(f"{pin.url}: its full SHA-256 is not recorded on this machine yet "
+                                  f"(`{fetch_command(cfg.recipe)}` checks the pinned prefix and records the full hash "
+                                  f"for this machine){NEXT}{ways_on(cfg.recipe, f'urls/{WEIGHTS_PIN}')} (with "
                                   "-o raft_sha256=HEX)")
             resolve(load_pins(pins_path), machine_pins_for(get_recipe(cfg.recipe)))
             pin = _effective_pins(pins_path, cfg.recipe).urls[WEIGHTS_PIN]

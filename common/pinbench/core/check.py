@@ -58,7 +58,7 @@ from pinbench.core.generation import PARTIAL_ROLLOUT
 from pinbench.core.notices import announced
 from pinbench.core.progress import amount
 from pinbench.core.recipe import Recipe, get_recipe
-from pinbench.core.reference import diff, load_reference, result_line
+from pinbench.core.reference import diff, load_reference, result_line, verdict_line
 from pinbench.core.run import GENERATION, ROLLOUTS
 from pinbench.core.rundir import IDENTITY_FILE, RunDirError, is_aside_name, other_live_runs, read_identity
 from pinbench.core.runner import SampleRecord, load_records, parse_merged
@@ -621,11 +621,13 @@ def _check_reference(run_dir: Path, card: Scorecard, result: CheckResult) -> Non
                               ("sample count", ref.n_samples, card.samples.n_expected)):
         if theirs != ours:
             result.problems.append(f"{ref_path}: the reference is for {key} {theirs!r}, the run has {ours!r}")
-    expected = result_line(diff(card, ref))
+    now = diff(card, ref)
+    expected = result_line(now)
     if diff_text is None:
         result.problems.append(f"{run_dir / DIFF}: {_state(run_dir / DIFF)} (the run's diff against {ref_path})")
         return
     said = [line for line in diff_text.splitlines() if line.startswith("result: ")]
-    if said != [expected]:
+    # a run diffed before the result line said why a reference does not apply wrote the verdict alone
+    if said not in ([expected], [verdict_line(now)]):
         result.problems.append(f"{run_dir / DIFF}: says {said[-1] if said else 'no result'!r}, the diff against "
                                f"{ref_path} now gives {expected!r}: {STALE_DIFF}")

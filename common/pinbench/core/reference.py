@@ -564,7 +564,12 @@ def result_line(result: DiffResult) -> str:
     MISMATCH (exit 3): the reference is of 7 samples, this run has 5 (-o metrics=lcm)``); ``pinbench check``
     compares diff.txt with it."""
     why = f": {'; '.join(result.not_applying)}" if result.exit_code == EXIT_MISMATCH and result.not_applying else ""
-    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code}){why}"
+    return f"{verdict_line(result)}{why}"
+
+
+def verdict_line(result: DiffResult) -> str:
+    """``result: MISMATCH (exit 3)``: ``result_line`` without why, as a diff.txt written before 29f7840 says it."""
+    return f"result: {_VERDICT[result.exit_code]} (exit {result.exit_code})"
 
 
 def _noise_cell(row: DiffRow) -> str:

@@ -500,14 +500,14 @@ class Run:
             for record in records:   # their results' JSON: written, hashed, and not read again (the report's peak)
                 record.forget_texts()
 
+        for line in aside:   # above the verdict: the run's last line is its result
+            print(f"{recipe.name}: {line}", flush=True)
         reference, outcome = self._verdict(card, ref_path, records)
         if not kept and self._report is not None:
             report_path = self._report(scorecard_path, self.out_dir / REPORT.parent, reference=reference,
                                        samples=[*records, *derived],
                                        figures=list(figures() if callable(figures) else figures),
                                        title=f"{recipe.name} {recipe.version}: {cfg.checkpoint} ({cfg.mode})")
-        for line in aside:
-            print(f"{recipe.name}: {line}", flush=True)
         complete = card.status == "complete" and card.samples.n_failed == card.samples.n_missing == 0
         rerun.write(self.out_dir, rerun.manifest_of(recipe, cfg, self._inputs)
                     if complete and self._inputs is not None else None)  # last: it holds the state of every file

@@ -1335,17 +1335,19 @@ def _say_changed_sources(root: Path, requests: Sequence[Request], sources: Mappi
                          records: Mapping[str, SampleRecord], signature: Signature) -> None:
     """A line naming each file in the ``folder`` generator's ``-g dir`` that changed since this run directory copied
     it for the same request and generator: its rollout is made again, the others reused (the summary says only
-    "inputs or options changed")."""
+    "inputs or options changed"); one gone (or a FIFO) is named too, its copy failing its sample."""
     for request in requests:
         record = records.get(request.id)
         if (record is None or not record.ok or record.result.get("request") != request.digest
                 or record.result.get("generator") != signature.digest):
             continue
         copied, now = record.result.get("sha256"), sources.get(request.id)
-        if copied != now:
-            shown = f"SHA-256 {now[:12]}..." if now is not None else "not a readable file"
-            print(f"generate: {root / request.output}: changed since its rollout was copied ({shown}, copied "
-                  f"{str(copied)[:12]}...); copied again", file=sys.stderr, flush=True)
+        if now is None:   # gone, or a FIFO: nothing is copied, its sample fails by name
+            print(f"generate: {root / request.output}: not a readable file now, where its rollout was copied from "
+                  f"(SHA-256 {str(copied)[:12]}...); not reused", file=sys.stderr, flush=True)
+        elif copied != now:
+            print(f"generate: {root / request.output}: changed since its rollout was copied (SHA-256 {now[:12]}..., "
+                  f"copied {str(copied)[:12]}...); copied again", file=sys.stderr, flush=True)
 
 
 def _holds(path: Path, sha256: Any) -> bool:

@@ -639,7 +639,10 @@ def _refuse_never_starting(job_id: str) -> None:
 
 def refuse_if_live(out_dir: Path) -> None:
     """One submission at a time per run directory: refuse while the last one still has jobs queued or running."""
-    last = last_submission(out_dir)
+    try:
+        last = last_submission(out_dir)
+    except ValueError as exc:   # a folder or FIFO there, or a record that is no submission: named, one line
+        raise SubmitError(str(exc)) from None
     if last is None:
         return
     states = _slurm_call(lambda: slurm.job_states(last.job_ids))

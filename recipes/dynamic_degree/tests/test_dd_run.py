@@ -24,6 +24,7 @@ from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
 from pinbench.core.runner import load_records, run_samples
 from pinbench.ops.launch import run_recipe
+from pinbench.ops.network import fetching_as
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.prepare import (
@@ -415,6 +416,12 @@ def test_official_metric_refuses_weights_without_a_pinned_sha256(tmp_path: Path,
     prefixed = _pins(tmp_path, source.as_uri(), None, prefix="22a6c225")
     with pytest.raises(RecipeError, match="full SHA-256 is not recorded on this machine yet.*pinbench fetch"):
         raft_weights(cfg, prefixed)
+    # the fetch it names first is this run's, as its ways on name it (it said a bare `pinbench fetch dynamic-degree`)
+    decoding = RECIPE.config("m", out_dir=tmp_path / "o", offline=True,
+                             options={"videos": str(tmp_path), "decoder": "opencv"}, env={})
+    with fetching_as(RECIPE, decoding), pytest.raises(RecipeError) as info:
+        raft_weights(decoding, prefixed)
+    assert str(info.value).count("`pinbench fetch dynamic-degree -o decoder=opencv`") == 2, info.value
     local = RECIPE.config("m", out_dir=tmp_path / "o", options={"videos": str(tmp_path), "raft_weights": str(source)},
                           env={})
     with pytest.raises(RecipeError, match="raft_sha256"):
