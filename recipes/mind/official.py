@@ -39,6 +39,7 @@ from pathlib import Path
 from pinbench.core.files import exclusive, write_atomic
 from pinbench.core.provenance import is_secret_name, redact
 from pinbench.core.rundir import process_alive, this_process
+from pinbench.ops.network import fetch_command
 from pinbench_recipes.mind.layout import (
     GENERATED_VIDEO,
     GT_ACTIONS,
@@ -108,7 +109,7 @@ class Runtime:
             problems.append(f"{self.dino_dir / 'config.json'}: DINOv3 snapshot not found")
         for name, path in self.weights.items():
             if not path.is_file():
-                problems.append(f"{path}: staged weight {name!r} not found (`pinbench fetch mind`)")
+                problems.append(f"{path}: staged weight {name!r} not found (`{fetch_command('mind')}`)")
         if shutil.which("ffmpeg") is None:
             problems.append("ffmpeg: not on PATH (action.py crops videos with it)")
         return problems

@@ -158,6 +158,17 @@ def test_runtime_problems_name_each_missing_piece(runtime: Runtime) -> None:
     problems = runtime.problems(PIN)
     assert any("the pin is " + PIN in p for p in problems)
     assert any("clip_vit_l14" in p and "pinbench fetch mind" in p for p in problems)
+    # the fetch named is this run's (ops.network.fetching_as), as every other way on says it
+    from pinbench.core.recipe import get_recipe
+    from pinbench.ops.network import fetching_as
+
+    recipe = get_recipe("mind")
+    cfg = recipe.config("mind-world-v2w", options={"metrics": "visual"}, out_dir=runtime.mind_dir.parent / "run",
+                        check_required=False)
+    with fetching_as(recipe, cfg):
+        problems = runtime.problems(PIN)
+    assert any(p.endswith("staged weight 'clip_vit_l14' not found (`pinbench fetch mind -c mind-world-v2w -o "
+                          "metrics=visual`)") for p in problems), problems
 
 
 def _running(pid: int) -> bool:
