@@ -2536,3 +2536,25 @@ def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
     assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in capfd.readouterr().err
     assert (tmp_path / "run" / "rollouts" / "edge" / "task_0000.mp4").read_bytes() == was.read_bytes()
+
+
+def test_the_folder_generator_hashes_each_copy_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generate step hashed each copy twice, for its record and for the check of that record (200 rollouts of
+    2 MB: 400 MB more read); the check now takes the hash the record was made with (``regular_sha256``)."""
+    from pinbench.core import files
+    from pinbench.ops import generation
+
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    hashed: list[Path] = []
+
+    def counted(path: Path | str) -> str:
+        hashed.append(Path(path))
+        return sha256_file(path)
+
+    sha256_file = files.sha256_file
+    monkeypatch.setattr(files, "sha256_file", counted)
+    monkeypatch.setattr(generation, "sha256_file", counted)
+    assert _run(tmp_path / "run", "folder", dir=str(tmp_path / "made" / "rollouts")).exit_code == 0
+    copies = [p for p in hashed if (tmp_path / "run" / "rollouts") in p.parents]
+    assert sorted(copies) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(copies) == 4

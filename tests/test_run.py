@@ -359,3 +359,32 @@ def test_the_earlier_scorecard_goes_aside_under_the_names_a_finish_writes_and_ne
     assert not any((out / "scorecard.aside-T").iterdir())
     assert said == [f"the earlier scorecard (of then, other rollouts) moved to {target}; to see what changed: "
                     f"pinbench compare {target} {out}"]
+
+
+def _fails_naming_the_fetch(recipe_name: str, task: dict) -> dict:
+    from pinbench.ops.network import fetch_command
+
+    raise RuntimeError(f"no weights here: run `{fetch_command(recipe_name)}`")
+
+
+def _naming_the_fetch_on(recipe_name: str, device: str):
+    """The scorer of one device worker (spawned: it must pickle), whose download fails."""
+    from functools import partial
+
+    return partial(_fails_naming_the_fetch, recipe_name)
+
+
+def test_device_workers_name_the_fetch_of_the_run(toy: Recipe, tmp_path: Path) -> None:
+    """A spawned device worker (--gpus N) starts without the run's ``fetching_as``: a download failing there
+    suggested a bare ``pinbench fetch <recipe>``, which fetches what another --limit or -o would read."""
+    from functools import partial
+
+    from pinbench.ops.network import fetching_as
+
+    cfg = toy.config("Toy-Nano", out_dir=tmp_path / "a", limit=2, env={})
+    with fetching_as(toy, cfg):
+        done = Run(toy, cfg).compute([LooseTask(f"s{i}", x=i) for i in range(2)],
+                                     partial(_naming_the_fetch_on, toy.name), devices=["cpu", "cpu"])
+    assert done.n_failed == 2
+    assert {r.error for r in done.records.values()} == {
+        f"RuntimeError: no weights here: run `pinbench fetch {toy.name} -c Toy-Nano --limit 2`"}

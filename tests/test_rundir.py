@@ -706,3 +706,18 @@ def test_a_live_lock_that_names_no_token_is_another_process(tmp_path: Path, monk
     with alone_in(out) as alone:
         assert not alone
     _refused(_cfg(out), f"^{out}: in use: this run is already running: pid {os.getppid()} ")
+
+
+def test_a_tokenless_lock_naming_this_pid_is_a_stale_one_taken_over(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A lock naming this process's pid and host but no token was written by a process gone whose pid this one now
+    has (a container's, whose pids repeat): every claim this process makes names a token. It was taken for this
+    process's own claim, which then failed on a KeyError ('token')."""
+    out = tmp_path / "run"
+    (out / LOCK_DIR).mkdir(parents=True)
+    lock = out / LOCK_DIR / f"{lock_name(None)}.lock"
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z",
+                                "shard": None}))
+    with claim_run_dir(_cfg(out), env={}) as claim:
+        assert not claim.inherited and json.loads(lock.read_text())["token"] == claim.token
+    assert f"taking over the stale lock {lock}" in capsys.readouterr().err

@@ -816,9 +816,11 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged."""
     import multiprocessing
 
+    from pinbench.ops.network import fetch_context
+
     whole, started = shard or Shard(0, 1), time.perf_counter()
     jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
-             implementation, cache, k == 0) for k, device in enumerate(devices)]
+             implementation, cache, k == 0, fetch_context()) for k, device in enumerate(devices)]
     with multiprocessing.get_context("spawn").Pool(len(devices), initializer=die_with_parent) as pool:
         parts = pool.map(_worker, jobs)
     records = {sid: record for part in parts for sid, record in part.records.items()}
@@ -857,6 +859,11 @@ def die_with_parent(*, group: bool = False) -> None:
 
 
 def _worker(job: tuple) -> RunSummary:
-    tasks, build, out_dir, part, device, label, validate, implementation, cache, progress = job
-    return run_samples(tasks, build(device), out_dir, shard=part, implementation=implementation, validate=validate,
-                       progress=progress, step=label, cache=cache)
+    """One device's part, in its spawned process: the fetch that a failed download names is the run's (handed over,
+    as a spawned process starts without the run's context; it suggested a bare ``pinbench fetch <recipe>``)."""
+    from pinbench.ops.network import fetching_with
+
+    tasks, build, out_dir, part, device, label, validate, implementation, cache, progress, fetch = job
+    with fetching_with(fetch):
+        return run_samples(tasks, build(device), out_dir, shard=part, implementation=implementation,
+                           validate=validate, progress=progress, step=label, cache=cache)

@@ -464,9 +464,11 @@ def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Pa
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
         holder = read_lock(path)
-        if holder is not None and process_alive(holder) is False:
+        if holder is not None and (process_alive(holder) is False or _reused_pid(holder)):
             if take_over:
-                print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} is no longer running",
+                gone = "names this pid but no claim token, so a process gone wrote it" if _reused_pid(holder) else \
+                    "is no longer running"
+                print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} {gone}",
                       file=sys.stderr, flush=True)
                 path.unlink(missing_ok=True)
             continue
@@ -490,12 +492,22 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
     return found
 
 
+def _names_this_process(holder: Mapping[str, Any]) -> bool:
+    return holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()
+
+
+def _reused_pid(holder: Mapping[str, Any]) -> bool:
+    """Whether a lock names this process but no token: every claim this process makes names one, so a process gone
+    whose pid this one now has wrote it (a container's pids repeat). It was taken for this process's own claim,
+    which then failed on a KeyError."""
+    return holder.get("token") is None and _names_this_process(holder)
+
+
 def _ours(holder: Mapping[str, Any], env: Mapping[str, str]) -> bool:
     """Whether a lock is this process's claim or the parent's it inherited (its token in ``env``). A lock naming no
     token is another's: ``None == None`` took it for ours where ``env`` has none."""
     token = holder.get("token")
-    return ((token is not None and token == env.get(TOKEN_ENV))
-            or (holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()))
+    return (token is not None and token == env.get(TOKEN_ENV)) or _names_this_process(holder)
 
 
 @contextlib.contextmanager

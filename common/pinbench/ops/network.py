@@ -90,7 +90,20 @@ def fetch_args(recipe: Recipe, cfg: RunConfig) -> str:
 @contextmanager
 def fetching_as(recipe: Recipe, cfg: RunConfig) -> Iterator[None]:
     """Within it, every way on names the fetch of this run (``fetch_command``)."""
-    token = _FETCH_ARGS.set((recipe.name, fetch_args(recipe, cfg)))
+    with fetching_with((recipe.name, fetch_args(recipe, cfg))):
+        yield
+
+
+def fetch_context() -> tuple[str, str]:
+    """The recipe and fetch arguments that ``fetching_as`` set here: what a spawned worker process, which starts
+    without them, is handed to name the same fetch (``fetching_with``)."""
+    return _FETCH_ARGS.get()
+
+
+@contextmanager
+def fetching_with(context: tuple[str, str]) -> Iterator[None]:
+    """Within it, every way on names the fetch that ``fetch_context`` gave (in another process)."""
+    token = _FETCH_ARGS.set(context)
     try:
         yield
     finally:
