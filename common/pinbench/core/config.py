@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -239,3 +241,23 @@ class RunConfig:
             "generator": self.generator, "generator_options": dict(self.generator_options),
             "generation_timeout_s": self.generation_timeout_s,
         }
+
+
+# the recipe and the arguments of the fetch that a run's messages name (``pinbench.ops.network.fetching_as``)
+_FETCHING: ContextVar[tuple[str, str]] = ContextVar("fetching", default=("", ""))
+
+
+def fetch_context() -> tuple[str, str]:
+    """The recipe and ``pinbench fetch`` arguments of the run under way (``pinbench.ops.network.fetching_as``):
+    what a spawned worker process, which starts without them, is handed to name the same fetch (``fetching_with``)."""
+    return _FETCHING.get()
+
+
+@contextmanager
+def fetching_with(context: tuple[str, str]) -> Iterator[None]:
+    """Within it, every way on names the fetch ``context`` says (``fetch_context``, taken in another process)."""
+    token = _FETCHING.set(context)
+    try:
+        yield
+    finally:
+        _FETCHING.reset(token)

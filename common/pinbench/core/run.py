@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pinbench.core import rerun
-from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard
+from pinbench.core.config import Implementation, RecipeError, RunConfig, Shard, fetch_context, fetching_with
 from pinbench.core.derived import DERIVED_PATH, DerivedRecord, write_derived
 from pinbench.core.files import counted, first_names, write_if_changed
 from pinbench.core.fixture_data import FIXTURE_DIR
@@ -816,8 +816,6 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged."""
     import multiprocessing
 
-    from pinbench.ops.network import fetch_context
-
     whole, started = shard or Shard(0, 1), time.perf_counter()
     jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
              implementation, cache, k == 0, fetch_context()) for k, device in enumerate(devices)]
@@ -861,8 +859,6 @@ def die_with_parent(*, group: bool = False) -> None:
 def _worker(job: tuple) -> RunSummary:
     """One device's part, in its spawned process: the fetch that a failed download names is the run's (handed over,
     as a spawned process starts without the run's context; it suggested a bare ``pinbench fetch <recipe>``)."""
-    from pinbench.ops.network import fetching_with
-
     tasks, build, out_dir, part, device, label, validate, implementation, cache, progress, fetch = job
     with fetching_with(fetch):
         return run_samples(tasks, build(device), out_dir, shard=part, implementation=implementation,

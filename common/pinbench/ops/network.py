@@ -19,8 +19,9 @@ import socket
 import urllib.error
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
+
+from pinbench.core.config import fetch_context, fetching_with
 
 if TYPE_CHECKING:
     from pinbench.core.config import RunConfig
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 PROBE_TIMEOUT_S = 3.0
 NEXT = "; next: "  # what a message says before the ways on (a line that needs none cuts it there)
-# the recipe and the arguments of the fetch that this run's messages name (``fetching_as``)
-_FETCH_ARGS: ContextVar[tuple[str, str]] = ContextVar("fetch_args", default=("", ""))
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -94,25 +93,9 @@ def fetching_as(recipe: Recipe, cfg: RunConfig) -> Iterator[None]:
         yield
 
 
-def fetch_context() -> tuple[str, str]:
-    """The recipe and fetch arguments that ``fetching_as`` set here: what a spawned worker process, which starts
-    without them, is handed to name the same fetch (``fetching_with``)."""
-    return _FETCH_ARGS.get()
-
-
-@contextmanager
-def fetching_with(context: tuple[str, str]) -> Iterator[None]:
-    """Within it, every way on names the fetch that ``fetch_context`` gave (in another process)."""
-    token = _FETCH_ARGS.set(context)
-    try:
-        yield
-    finally:
-        _FETCH_ARGS.reset(token)
-
-
 def fetch_command(recipe_name: str) -> str:
     """``pinbench fetch <recipe>`` with the arguments of the run under way (``fetching_as``), if of this recipe."""
-    name, args = _FETCH_ARGS.get()
+    name, args = fetch_context()
     return f"pinbench fetch {recipe_name}" + (f" {args}" if args and name == recipe_name else "")
 
 
