@@ -18,13 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 from pinbench.core.recipe import available_recipes
+from pinbench.ops.newrecipe import EXTRAS
 
 REPO = Path(__file__).resolve().parents[1]
 NUMERICS = ("numpy", "scipy", "scikit-learn", "av", "opencv-python", "opencv-python-headless", "pandas", "pillow")
-# torch and what only torch needs: excluded from the venv's resolution, never overridden
+# excluded from the venv's resolution (the CUDA wheels only it needs go with it), never overridden
 TORCH = ("torch",)
 PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", flags=re.M)
 
@@ -32,7 +34,8 @@ PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", flags=re.M)
 @dataclass(frozen=True)
 class LockDrift:
     """A recipe whose requirements.lock pins numerics packages at other versions than uv.lock (for this Python)."""
-    recipe: str  # also its extra in pyproject.toml
+    recipe: str
+    extras: tuple[str, ...]  # pinbench's extras its lock was exported from
     lock: Path
     pins: tuple[tuple[str, str], ...]  # (package, the recipe lock's version), only those that differ
 
@@ -44,9 +47,17 @@ def _uv() -> str:
     return uv
 
 
-def _uv_lock_export(extra: str) -> list[Requirement]:
-    """uv.lock's pins for pinbench[extra], as `uv export` writes them (markers kept)."""
-    done = subprocess.run([_uv(), "export", "--frozen", "--no-dev", f"--extra={extra}", "--no-emit-project",
+def _extras(recipe: str) -> tuple[str, ...]:
+    """The recipe's own extra in pyproject.toml; a recipe without one (as `pinbench new-recipe` writes it) has its
+    lock exported from the template's extras."""
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return (recipe,) if recipe in declared else EXTRAS
+
+
+def _uv_lock_export(extras: tuple[str, ...]) -> list[Requirement]:
+    """uv.lock's pins for pinbench[extras], as `uv export` writes them (markers kept)."""
+    done = subprocess.run([_uv(), "export", "--frozen", "--no-dev", *(f"--extra={e}" for e in extras),
+                           "--no-emit-project",
                            "--no-hashes", "--no-annotate", "--no-header", "--format=requirements-txt"],
                           cwd=REPO, capture_output=True, text=True, check=True)
     return [Requirement(line) for line in done.stdout.splitlines() if line.strip() and not line.startswith("#")]
@@ -63,11 +74,12 @@ def _drifts() -> list[LockDrift]:
         lock = recipe.dir / "requirements.lock"
         if not lock.is_file():
             continue
-        dev = _for_this_python(_uv_lock_export(recipe.name))
+        extras = _extras(recipe.name)
+        dev = _for_this_python(_uv_lock_export(extras))
         pinned = {name.lower(): version for name, version in PIN.findall(lock.read_text())}
         pins = tuple((n, pinned[n]) for n in NUMERICS if n in pinned and n in dev and dev[n] != pinned[n])
         if pins:
-            found.append(LockDrift(recipe.name, lock, pins))
+            found.append(LockDrift(recipe.name, extras, lock, pins))
     return found
 
 
@@ -88,7 +100,7 @@ def _pip_config() -> list[str]:
 
 def _install(drift: LockDrift, venv: Path, tmp: Path) -> subprocess.CompletedProcess:
     uv = _uv()
-    dev = [r for r in _uv_lock_export(drift.recipe) if r.name.lower() not in {n for n, _ in drift.pins}]
+    dev = [r for r in _uv_lock_export(drift.extras) if r.name.lower() not in {n for n, _ in drift.pins}]
     (tmp / "constraints.txt").write_text("".join(f"{r}\n" for r in dev))
     (tmp / "overrides.txt").write_text("".join(f"{n}=={v}\n" for n, v in drift.pins))
     (tmp / "excludes.txt").write_text("".join(f"{n}\n" for n in TORCH))
@@ -99,8 +111,8 @@ def _install(drift: LockDrift, venv: Path, tmp: Path) -> subprocess.CompletedPro
     return subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
                            *_pip_config(), "--index-strategy", "unsafe-best-match",
                            "-c", str(tmp / "constraints.txt"), "--overrides", str(tmp / "overrides.txt"),
-                           "--excludes", str(tmp / "excludes.txt"),
-                           "--only-binary", ",".join(n for n, _ in drift.pins), "-e", f"{REPO}[{drift.recipe}]"],
+                           "--excludes", str(tmp / "excludes.txt"), "--only-binary", ",".join(n for n, _ in drift.pins),
+                           "-e", f"{REPO}[{','.join(drift.extras)}]"],
                           capture_output=True, text=True, check=False, timeout=600)
 
 
