@@ -608,6 +608,16 @@ def sha256_fd(fd: int) -> str:
     return digest.hexdigest()
 
 
+def sha256_regular(path: Path | str) -> str:
+    """Hex SHA-256 of the regular file ``path`` names (through a symlink), streamed; FileError naming anything else
+    (``open_regular``): a FIFO there is never waited on, a folder never read."""
+    fd = open_regular(path)
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)
+
+
 _HASHED: dict[tuple[int, int, int, int], str] = {}
 
 

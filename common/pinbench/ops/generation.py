@@ -51,11 +51,10 @@ from pinbench.core.files import (
     counted,
     fitting_name,
     loads_finite_json,
-    open_regular,
     read_data_file,
     regular_sha256,
-    sha256_fd,
     sha256_file,
+    sha256_regular,
     symlink_on_the_way,
     write_if_changed,
 )
@@ -1324,11 +1323,7 @@ def folder_sources(root: Path, requests: Sequence[Request]) -> dict[str, str]:
     sources = {}
     for request in requests:
         with contextlib.suppress(FileError):
-            fd = open_regular(root / request.output)
-            try:
-                sources[request.id] = sha256_fd(fd)
-            finally:
-                os.close(fd)
+            sources[request.id] = sha256_regular(root / request.output)
     return sources
 
 

@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from pinbench.core.files import FileError, MissingFile, loads_finite_json, open_regular, read_regular_bytes
+from pinbench.core.files import (
+    FileError,
+    MissingFile,
+    loads_finite_json,
+    open_regular,
+    read_regular_bytes,
+    sha256_regular,
+)
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signature
 from pinbench.media.video import read_video, write_video
 
@@ -143,17 +150,7 @@ def tree_sha256(folder: Path) -> str:
         entries += [((here / name).relative_to(folder).as_posix(), here / name) for name in files]
     digest = hashlib.sha256()
     for relative, path in sorted(entries):
-        content = _file_sha256(path)
-        digest.update(f"{relative}\0{content}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    """SHA-256 of a regular file's bytes (through its symlink), streamed; FileError naming anything else."""
-    digest = hashlib.sha256()
-    with os.fdopen(open_regular(path), "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
+        digest.update(f"{relative}\0{sha256_regular(path)}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
