@@ -209,6 +209,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
         check_out_dir_outside(configs[0], inputs, cwd)
+        check_owner(out_dir, run_identity(configs[0]), inputs)   # another run's, or of other inputs
     except RecipeError as exc:
         raise SubmitError(str(exc)) from None
     _guard(check_sbatch_path, str(out_dir), "run directory")
@@ -306,10 +307,6 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
     if out.exists() and not out.is_dir():
         raise SubmitError(f"{out}: the run directory exists and is not a directory")
     cfg.out_dir = out
-    try:   # every job would be refused there: nothing is written into it or queued
-        check_owner(cfg.out_dir, run_identity(cfg), input_paths(cfg, cwd))
-    except RecipeError as exc:
-        raise SubmitError(str(exc)) from None
     return cfg
 
 
