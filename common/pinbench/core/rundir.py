@@ -126,9 +126,9 @@ def check_out_dir_outside(cfg: RunConfig, inputs: Mapping[str, Path], cwd: Path 
     ``inputs``: its input folders (``input_paths``, read against ``cwd``); ``cwd``: what a relative ``--out`` is
     read against (``pinbench submit``'s), else this process's working directory."""
     if (name := enclosing(cfg.out_dir, inputs)) is not None:
-        given = dict(cfg.options.items())[name]
-        raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={given}, an input of the run; what the run "
-                          "writes there would change that input and every rerun be refused: name a folder outside it")
+        raise RunDirError(f"--out {cfg.out_dir}: inside -o {name}={getattr(cfg.options, name)}, an input of the run; "
+                          "what the run writes there would change that input and every rerun be refused: name a "
+                          "folder outside it")
     if (run := enclosing_run((cwd or Path()) / cfg.out_dir)) is not None:
         raise RunDirError(f"--out {cfg.out_dir}: inside {run[0]}, another run's directory ({run[1]}); its check would "
                           "count this run's files as its own and its --move-aside take this run along: name a "
@@ -464,9 +464,10 @@ def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Pa
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
         holder = read_lock(path)
-        if holder is not None and (process_alive(holder) is False or _reused_pid(holder)):
+        reused = holder is not None and _reused_pid(holder)
+        if holder is not None and (reused or process_alive(holder) is False):
             if take_over:
-                gone = "names this pid but no claim token, so a process gone wrote it" if _reused_pid(holder) else \
+                gone = "names this pid but no claim token, so a process gone wrote it" if reused else \
                     "is no longer running"
                 print(f"pinbench: taking over the stale lock {path}: {_holder_text(holder)} {gone}",
                       file=sys.stderr, flush=True)

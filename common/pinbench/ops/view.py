@@ -142,7 +142,6 @@ class MediaStore:
             made = make_preview(served.path, served.sha256, self.previews, fd=opened.fd)
         return localweb.open_served(made.path)
 
-
     def gone(self, name: str) -> Served | None:
         """The listed file behind a media name when nothing stands at its path any more (deleted since its sample
         was listed), for a 404 that says so: "or the file changed" left the reader guessing."""

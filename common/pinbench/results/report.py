@@ -651,7 +651,8 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
-    checked = diff(card, ref, name=reference_name(ref)) if ref else None
+    ref_name = reference_name(ref) if ref else None
+    checked = diff(card, ref, name=ref_name) if ref else None
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
     samples = card.samples
@@ -681,7 +682,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
         view.update(exit_code=checked.exit_code, problems=checked.problems,
-                    reference_source=scrub({"file": reference_name(ref), "tier": ref.tier,
+                    reference_source=scrub({"file": ref_name, "tier": ref.tier,
                                             "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
                     deviation_figures=_deviation_figures(sec, rows))
     if sec.samples is not None:
