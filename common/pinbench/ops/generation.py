@@ -804,11 +804,11 @@ class Generating:
         if removed:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
-        folder_dir = self._folder_dir()
+        folder_dir, sources = self._folder_dir(), dict[str, str]()
         if folder_dir is not None:
             for line in unasked_lines(folder_dir, requests, run.cfg.limit):
                 print(f"generate: {line}", file=sys.stderr, flush=True)
-        sources = folder_sources(folder_dir, requests) if folder_dir is not None else {}
+            sources = folder_sources(folder_dir, requests)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
