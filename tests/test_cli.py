@@ -140,6 +140,29 @@ def test_list_shows_every_recipe() -> None:
         assert name in result.output
 
 
+def test_main_builds_only_the_command_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """typer builds every command's parameters on each call (50-85 ms); main hands it an app holding only the
+    command named, so it builds one. The whole app stays for an option, a name no command has (its "Did you mean"
+    needs the others) and no name at all."""
+    import typer
+
+    def names(argv: list[str]) -> list[str]:
+        return sorted(typer.main.get_command(cli._app_for(argv)).commands)   # type: ignore[attr-defined]
+
+    every = names([])
+    assert len(every) > 20 and {"run", "rollouts", "record-reference", "list"} <= set(every)
+    assert names(["run", "dynamic-degree", "--fixture"]) == ["run"]
+    assert names(["record-reference", "x"]) == ["record-reference"]
+    assert names(["rollouts", "check"]) == ["rollouts"]
+    assert names(["--help"]) == names(["runn"]) == every
+    with pytest.raises(SystemExit):
+        cli.main(["runn"])
+    assert "No such command 'runn'. Did you mean 'run'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["list"])
+    assert info.value.code == 0 and "dynamic-degree" in capsys.readouterr().out
+
+
 def test_recipe_main_inserts_the_recipe_name(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
     monkeypatch.setattr(cli, "main", lambda argv=None: seen.append(argv))
