@@ -80,6 +80,9 @@ def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_pat
     run.write_text("import pinbench.b\n")   # same size
     os.utime(run, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert closure() == ({"__init__.py", "b.py"}, 2)
+    # one entry a file, its last version's: an edited file's earlier entry is gone, not kept beside it
+    held = json.loads((tmp_path / "cache" / "imports.json").read_text())["files"]
+    assert sorted(held) == sorted(str(p) for p in [run, root / "__init__.py", root / "a.py", root / "b.py"])
     (tmp_path / "cache" / "imports.json").write_text("{not json")
     assert closure() == ({"__init__.py", "b.py"}, 3)
 

@@ -359,7 +359,7 @@ def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:
 
 
 _SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "sha256": "a" * 64}},
-          "import cache": {"k": ["pinbench.core.files"]},
+          "import cache": {"/r/run.py": ["k", ["pinbench.core.files"]]},
           "first frames": {"/v.mp4": [1, 2, 3]}}
 
 
@@ -369,12 +369,15 @@ def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
     from pinbench.core.imports import ImportCache
 
     path = tmp_path / "imports.json"
-    write_json_cache(path, 1, {"a": ["pinbench.core.files", "pinbench.core.runner"], "b": ["pinbench.core.files"],
-                               "c": ["pinbench.core.runner", "pinbench.core.files"]})
+    write_json_cache(path, 2, {"/a.py": ["k1", ["pinbench.core.files", "pinbench.core.runner"]],
+                               "/b.py": ["k2", ["pinbench.core.files"]],
+                               "/c.py": ["k3", ["pinbench.core.runner", "pinbench.core.files"]]})
     entries = ImportCache(path)._load()
-    assert entries == {"a": ["pinbench.core.files", "pinbench.core.runner"], "b": ["pinbench.core.files"],
-                       "c": ["pinbench.core.runner", "pinbench.core.files"]}
-    assert entries["a"][0] is entries["b"][0] is entries["c"][1] and entries["a"][1] is entries["c"][0]
+    assert entries == {"/a.py": ("k1", ["pinbench.core.files", "pinbench.core.runner"]),
+                       "/b.py": ("k2", ["pinbench.core.files"]),
+                       "/c.py": ("k3", ["pinbench.core.runner", "pinbench.core.files"])}
+    a, b, c = (entries[f"/{name}.py"][1] for name in "abc")
+    assert a[0] is b[0] is c[1] and a[1] is c[0]
 
 
 def _load_within(load: Callable[[], object], fifo: Path | None, seconds: float = 10.0) -> object:
@@ -402,7 +405,7 @@ def test_a_cache_file_that_is_a_fifo_or_a_folder_is_an_empty_cache_at_once(tmp_p
         elif kind == "folder":
             path.mkdir()
         else:
-            path.write_text(json.dumps({"format": 1, "files": _SOUND[name]}))
+            path.write_text(json.dumps({"format": 2 if name == "import cache" else 1, "files": _SOUND[name]}))
         held = _load_within(load, path if kind == "fifo" else None)
         assert (len(held) == 1) if kind == "regular" else (held == {}), (name, held)
 
@@ -516,3 +519,60 @@ def test_a_path_option_under_a_symlink_then_dotdot_is_the_folder_the_system_read
     assert relative.options.videos == tmp_path / "deep" / "clips"
     plain = recipe.config("mine", out_dir=tmp_path / "run", options={"videos": "lnk/clips"}, env={})
     assert plain.options.videos == Path("lnk/clips")
+
+
+# ------------------------------------------------------------------------------------ parsed YAML kept as JSON
+
+def test_a_yaml_text_is_parsed_once_and_again_after_an_edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse of a YAML text is kept in <cache>/yaml/ by the text's SHA-256: a later read neither parses nor imports
+    the parser, and gives back an equal value, not the same object (a caller may change it); an edit is parsed again;
+    a cut cache file is parsed again too."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "recipe.yaml"
+    path.write_text("name: toy\nmetrics:\n  f1: {direction: higher, tolerance: {abs: 0.01}}\nn: 3\nx: -0.0\n")
+    parse = files._parse_yaml
+    calls: list[Path] = []
+    monkeypatch.setattr(files, "_parse_yaml", lambda *a: calls.append(a[0]) or parse(*a))
+    expected = {"name": "toy", "metrics": {"f1": {"direction": "higher", "tolerance": {"abs": 0.01}}},
+                "n": 3, "x": -0.0}
+    first, second = files.read_yaml(path), files.read_yaml(path)
+    assert first == second == expected and first is not second and calls == [path]
+    assert type(second["n"]) is int and str(second["x"]) == "-0.0"
+    path.write_text("name: toy2\n")
+    assert files.read_yaml(path) == {"name": "toy2"} and calls == [path, path]
+    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    assert len(kept) == 2
+    for held in kept:
+        held.write_text(held.read_text()[:-3])
+    assert files.read_yaml(path) == {"name": "toy2"} and len(calls) == 3
+
+
+@pytest.mark.parametrize("text, value", [
+    ("when: 2024-05-01\n", {"when": __import__("datetime").date(2024, 5, 1)}),
+    ("1: one\n", {1: "one"}),
+    ("true: yes\n", {True: True}),
+    ("tags: !!set {a: null}\n", {"tags": {"a"}}),
+    ("v: .inf\n", {"v": float("inf")}),
+])
+def test_a_yaml_value_json_cannot_hold_is_parsed_each_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          text: str, value: object) -> None:
+    """A date, a key that is no string, a set, a non-finite number: kept as JSON they would come back as something
+    else (a string, "1", "true", a list, an error). They are never kept, so every read gives what the parser gives."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "data.yaml"
+    path.write_text(text)
+    assert files.read_yaml(path) == value and files.read_yaml(path) == value
+    assert type(next(iter(files.read_yaml(path)))) is type(next(iter(value)))   # type: ignore[call-overload]
+    assert not list((tmp_path / "cache" / "yaml").glob("*.json"))
+
+
+def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every edit of a YAML file adds an entry; beyond YAML_CACHE_FILES the oldest go."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(files, "YAML_CACHE_FILES", 3)
+    path = tmp_path / "data.yaml"
+    for i in range(5):
+        path.write_text(f"n: {i}\n")
+        assert files.read_yaml(path) == {"n": i}
+    kept = [json.loads(p.read_text())["data"] for p in (tmp_path / "cache" / "yaml").glob("*.json")]
+    assert sorted(d["n"] for d in kept) == [2, 3, 4]

@@ -820,7 +820,57 @@ def read_finite_jsonl(path: Path | str, parse: Callable[[object], T], what: str)
 
 def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
     """Parse a YAML data file safely; a duplicate key, a syntax error, a missing file or aliases repeating more than
-    ``MAX_YAML_VALUES`` values (``_repeats_too_much``) is ``error`` (one line)."""
+    ``MAX_YAML_VALUES`` values (``_repeats_too_much``) is ``error`` (one line).
+
+    What a text parsed to is kept as JSON in ``<cache>/yaml/`` by the text's SHA-256 (``_kept_yaml``), so a later
+    command reads it without importing or running the YAML parser: 15-20 ms of every command that reads a recipe's
+    declaration, a tenth of a rerun that finds nothing to do. A value JSON cannot hold exactly is parsed each time."""
+    text = read_data_file(path, error)
+    kept = _kept_yaml(text)
+    held = read_json_object(kept) if kept is not None else None
+    if held is not None and held.get("format") == YAML_CACHE_FORMAT and "data" in held:
+        return held["data"]
+    data = _parse_yaml(path, text, error)
+    if kept is not None:
+        _keep_yaml(kept, data)
+    return data
+
+
+YAML_CACHE_FORMAT = 1
+YAML_CACHE_FILES = 256        # the newest kept; a recipe's YAML files and references are a few dozen
+YAML_CACHE_BYTES = 1 << 20    # a parsed file's JSON larger than this is not kept (aliases written out)
+
+
+def _kept_yaml(text: str) -> Path | None:
+    """Where the parse of ``text`` is kept, or None without a usable cache root (a bad $PINBENCH_CACHE is named by
+    the commands that store there, not by every YAML read)."""
+    try:
+        root = cache_root()
+    except ValueError:
+        return None
+    return root / "yaml" / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()}.json"
+
+
+def _keep_yaml(path: Path, data: object) -> None:
+    """Keep ``data`` at ``path`` when its JSON gives it back equal (not: a date, a set, bytes, a non-finite number, a
+    key that is no string), then drop the oldest beyond ``YAML_CACHE_FILES``; a cache that cannot be written is only
+    slower."""
+    try:
+        text = json.dumps({"format": YAML_CACHE_FORMAT, "data": data}, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return
+    if len(text) > YAML_CACHE_BYTES or json.loads(text)["data"] != data:
+        return
+    try:
+        write_atomic(path, text)
+        kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in kept[:-YAML_CACHE_FILES]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _parse_yaml(path: Path, text: str, error: type[FileError]) -> object:
     import yaml
 
     class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # the C parser when libyaml is there
@@ -837,7 +887,6 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
-    text = read_data_file(path, error)
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -5,8 +5,10 @@ stored record's reuse key) covers the ``pinbench.media`` ones among them, so an 
 those, computes the digest the repository does.
 
 Every run asks for its code digest, and parsing the ~70 files of the closure took 0.3 s of a 1.4 s rerun; what each
-file imports is kept in ``<cache>/imports.json``, keyed by the SHA-256 of the file's bytes (so an edit is parsed
-again, whatever its mtime). A cache that cannot be read or written is only slower.
+file imports is kept in ``<cache>/imports.json`` by the file's path, with the SHA-256 of the bytes it was parsed from
+(so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file, where one entry a
+version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run). A cache that cannot be read
+or written is only slower.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ def module_file(root: Path, module: str) -> Path | None:
 
 
 class ImportCache:
-    """What each source file imports, by the SHA-256 of its bytes and the module it is read as (see the module
-    docstring); loaded once per process, written back when it learnt something."""
+    """What each source file imports, by its path and the SHA-256 of its bytes and the module it is read as (see the
+    module docstring); loaded once per process, written back when it learnt something."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.parsed = 0   # files this process had to parse
-        self._entries: dict[str, list[str]] | None = None
+        self._entries: dict[str, tuple[str, list[str]]] | None = None
         self._changed = False
 
     def imported_modules(self, path: Path, module: str, is_package: bool) -> set[str]:
@@ -49,33 +51,37 @@ class ImportCache:
         data = path.read_bytes()
         key = hashlib.sha256(b"\0".join([data, module.encode(), b"1" if is_package else b"0"])).hexdigest()
         entries = self._load()
-        if key not in entries:
-            entries[key] = sorted(_parse_imports(data, str(path), module, is_package))
+        entry = entries.get(str(path))
+        if entry is None or entry[0] != key:
+            entry = entries[str(path)] = (key, sorted(_parse_imports(data, str(path), module, is_package)))
             self.parsed += 1
             self._changed = True
-        return set(entries[key])
+        return set(entry[1])
 
     def save(self) -> None:
         if not self._changed or self._entries is None:
             return
         try:
-            write_json_cache(self.path, 1, self._entries)
+            write_json_cache(self.path, FORMAT, self._entries)
             self._changed = False
         except OSError:
             pass
 
-    def _load(self) -> dict[str, list[str]]:
+    def _load(self) -> dict[str, tuple[str, list[str]]]:
         if self._entries is None:
-            self._entries = read_json_cache(self.path, 1, _import_entries)
+            self._entries = read_json_cache(self.path, FORMAT, _import_entries)
         return self._entries
 
 
-def _import_entries(files: Mapping[str, Any]) -> dict[str, list[str]]:
+FORMAT = 2   # 1 keyed each entry by the bytes alone
+
+
+def _import_entries(files: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
     """The cache's entries, each module name one object however many files import it (JSON parsing makes one per
-    occurrence: 15k names, 551 distinct, in a cache of 844 files, held for the process's life)."""
+    occurrence, and a name such as ``pinbench.core.files`` is imported by most files; held for the process's life)."""
     names: dict[str, str] = {}
-    return {k: [names.setdefault(n, n) for n in v] for k, v in files.items()
-            if isinstance(v, list) and all(isinstance(n, str) for n in v)}
+    return {path: (key, [names.setdefault(n, n) for n in found]) for path, (key, found) in files.items()
+            if isinstance(key, str) and isinstance(found, list) and all(isinstance(n, str) for n in found)}
 
 
 _CACHE: ImportCache | None = None
