@@ -147,13 +147,16 @@ def reference_name(ref: Reference) -> str:
     (``camerabench/references/gpt-4o.yaml``), by its file name when it lies elsewhere. Its absolute path named
     nothing where the page was read and told this machine's folder layout (``View.summary``'s run folders are
     relative for that reason)."""
+    return "(in memory)" if ref.path is None else reference_file_name(ref.path, ref.recipe)
+
+
+def reference_file_name(path: Path, recipe: str) -> str:
+    """``reference_name`` of the file at ``path`` for ``recipe``: also of one that could not be read."""
     from pinbench.core.recipe import RecipeError, get_recipe
 
-    if ref.path is None:
-        return "(in memory)"
-    path = Path(os.path.realpath(ref.path))
+    path = Path(os.path.realpath(path))
     try:
-        top = Path(os.path.realpath(get_recipe(ref.recipe).dir)).parent
+        top = Path(os.path.realpath(get_recipe(recipe).dir)).parent
     except RecipeError:
         return path.name
     return path.relative_to(top).as_posix() if path.is_relative_to(top) else path.name
