@@ -363,7 +363,7 @@ def test_multiple_scorecards_one_index(tmp_path: Path) -> None:
     assert "<title>demo &lt;all&gt;</title>" in page
     s1, s2 = page.split('<section id="s02">')
     assert 'Verdict: <span class="badge PASS">PASS</span>' in s1 and "Verdict" not in s2
-    assert '<strong>PARTIAL</strong>' in s2 and str(path_b) in s2
+    assert '<strong>PARTIAL</strong>' in s2 and "<td>b/scorecard.json</td>" in s2
     assert _figures(s1, "deviations") and not _figures(s2, "deviations")  # s02 has no reference
     assert _figures(s2, "panel") and not _figures(s1, "panel")  # only s02 came with its records
     _assert_page(index)
@@ -379,6 +379,17 @@ def test_two_runs_of_one_checkpoint_are_named_apart(tmp_path: Path) -> None:
     page = write_report([card, card], tmp_path / "memory").read_text()
     assert '<a href="#s01">paibench-c · Nano · full #1</a>' in page
     assert '<a href="#s02">paibench-c · Nano · full #2</a>' in page
+
+
+def test_the_run_directory_is_named_by_its_folder_not_this_machines_path(tmp_path: Path) -> None:
+    """The summary's scorecard and the config's out_dir name the run's folder, as its label does: a report copied
+    elsewhere named the author's folders."""
+    run = tmp_path / "home" / "alice" / "tuned"
+    card = dataclasses.replace(_card(_records(4), 4), config={"out_dir": str(run), "limit": None})
+    page = write_report([write_scorecard(card, run / "scorecard.json")], tmp_path / "out").read_text()
+    assert "<th>scorecard</th><td>tuned/scorecard.json</td>" in page
+    assert "<th>out_dir</th><td>tuned</td>" in page
+    assert str(tmp_path) not in page
 
 
 def test_deterministic_and_stale_plots_removed(tmp_path: Path) -> None:

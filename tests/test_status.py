@@ -270,6 +270,39 @@ def test_a_failed_job_is_named_with_its_log(tmp_path: Path) -> None:
     assert "(no shard manifest yet: a shard writes one" in render(run_status(tmp_path, asked=asked))
 
 
+def _rows(text: str) -> dict[str, list[str]]:
+    """The shard table's rows by shard, split on the runs of spaces between its columns."""
+    return {cells[0]: cells[1:] for line in text.splitlines()
+            if (cells := [c for c in line.split("  ") if c.strip()]) and "/" in cells[0]
+            and cells[0].split("/")[0].strip().isdigit()}
+
+
+def test_a_shard_without_a_manifest_says_what_slurm_knows_of_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """CameraBench's fixture array writes no manifest: its COMPLETED tasks read "not started". A pending task
+    cancelled alone drops out of scontrol and squeue (a real slurmctld 22.05 kept no record of it), and its row
+    read "-" beside the same "not started"; one cancelled with its pending array is CANCELLED with no node."""
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=4, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 4"))
+    asked = ({"7": [slurm.JobState("7", 0, "COMPLETED", exit_code="0:0", node="localhost"),
+                    slurm.JobState("7", 2, "CANCELLED", exit_code="0:0"),
+                    slurm.JobState("7", 3, "PENDING", "Priority")]}, "")
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))   # no sacct, as on many small clusters
+    rows = _rows(render(run_status(tmp_path, asked=asked)))
+    assert [row[-2:] for row in rows.values()] == [["ended (no manifest)", "COMPLETED on localhost"],
+                                                   ["unknown", "UNKNOWN (not in squeue; no sacct)"],
+                                                   ["cancelled before it started", "CANCELLED"],
+                                                   ["not started", "PENDING (Priority)"]]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\n")
+    (bin_dir / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert _rows(render(run_status(tmp_path, asked=asked)))["1/4"][-1] == "UNKNOWN (not in squeue)"
+
+
 def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, every look of ``--wait`` (each 5 s) read every record of the store to count samples it never printed:

@@ -165,6 +165,16 @@ def test_each_run_says_why_it_did_not_match_its_reference_or_has_none(runs, tmp_
     assert partial["verdict"] == "INCOMPLETE" and partial["problems"][0].startswith("scorecard status is partial")
 
 
+def test_a_reference_that_cannot_be_read_is_named_as_a_read_one_is(runs, monkeypatch) -> None:
+    """The note names an unreadable reference from its recipes' folder, as it names one it read: its absolute path
+    told this machine's layout on a page that is shared."""
+    from pinbench.core.recipe import Recipe
+
+    monkeypatch.setattr(Recipe, "reference_of", lambda recipe, card: recipe.dir / "references" / "broken.yaml")
+    note = View(load_runs([runs["dd"]])).summary()["runs"][0]["reference_note"]
+    assert note.startswith("reference not read: dynamic_degree/references/broken.yaml: "), note
+
+
 def _rows(path: Path) -> dict[str, dict]:
     return {r.get("sample_id") or r["scene_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 

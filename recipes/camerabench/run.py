@@ -60,7 +60,8 @@ def run(run: Run) -> RunOutcome:
     # what the finish needs of the score files, taken before they go: the tasks and the files' parsed rows (112k
     # of each at 10x the test set) are not held through the finish, which would otherwise keep them beside its own
     kept_upstream = outputs.kept_upstream
-    extra = _extra(run.options, data, outputs, script1_info, judge, fixture=run.cfg.fixture)
+    extra = _extra(run.options, data, outputs, script1_info, judge,
+                   fixture_data=run.recorded_path(Path(data.root)) if run.cfg.fixture else None)
     del tasks, outputs
     inputs.forget_score_outputs()
 
@@ -133,8 +134,10 @@ def _script1(run: Run, model: inputs.Script1Model, data: CameraBenchData) -> tup
 
 
 def _extra(options: OptionValues, data: CameraBenchData, outputs: Script1Outputs, script1_info: dict[str, Any],
-           judge: CaptionJudge | None, *, fixture: bool) -> dict[str, Any]:
-    """What the scorecard says beyond the numbers: inputs, upstream defects fixed, names, the composite's status."""
+           judge: CaptionJudge | None, *, fixture_data: str | None) -> dict[str, Any]:
+    """What the scorecard says beyond the numbers: inputs, upstream defects fixed, names, the composite's status.
+    ``fixture_data``: a fixture's data folder as recorded (``Run.recorded_path``): from the run directory, where its
+    absolute path named the author's folders on a shared report."""
     extra: dict[str, Any] = {
         "families": list(options.families),
         "script1": script1_info.get("source"),
@@ -148,6 +151,6 @@ def _extra(options: OptionValues, data: CameraBenchData, outputs: Script1Outputs
     if data.captions:
         extra["caption_metric_upstream_names"] = UPSTREAM_NAMES
         extra["gpt_judge"] = judge.describe() if judge else "off"
-    if fixture:
-        extra["data"] = str(Path(data.root))
+    if fixture_data is not None:
+        extra["data"] = fixture_data
     return extra

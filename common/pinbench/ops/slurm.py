@@ -48,6 +48,12 @@ class JobState:
         return self.state in TERMINAL
 
     @property
+    def never_ran(self) -> bool:
+        """Cancelled while it pended: scontrol gives such a task no node (a pending array task cancelled alone
+        leaves no record at all: ``unlisted``)."""
+        return self.state == "CANCELLED" and not self.node
+
+    @property
     def exit_status(self) -> int | None:
         """The job script's exit code (None when it has not ended or was killed by a signal)."""
         code, _, signal = self.exit_code.partition(":")
@@ -57,7 +63,7 @@ class JobState:
 
     def describe(self) -> str:
         text = self.state
-        if self.state == "PENDING" and self.reason and self.reason != "None":
+        if self.state in ("PENDING", "UNKNOWN") and self.reason and self.reason != "None":
             text += f" ({self.reason})"
         if self.ended and self.exit_code and self.exit_code != "0:0":
             text += f" exit {self.exit_code}"
@@ -128,6 +134,14 @@ def job_states(job_ids: Sequence[str]) -> dict[str, list[JobState]]:
     if forgotten:
         found.update(_from_sacct(forgotten))
     return {j: found.get(j) or [JobState(j, None, "UNKNOWN", "Slurm no longer lists it")] for j in job_ids}
+
+
+def unlisted(job_id: str, array_task: int) -> JobState:
+    """An array task of a job Slurm answered for that its answer leaves out: a pending task cancelled alone drops
+    out of the controller's records (scontrol, squeue), and only accounting, where a cluster keeps it, still
+    knows it. Its shard's row read "-" beside a "not started" that nothing showed."""
+    where = "not in squeue" + ("; no sacct" if shutil.which("sacct") is None else "")
+    return JobState(job_id, array_task, "UNKNOWN", where)
 
 
 def parse_scontrol(job_id: str, line: str) -> list[JobState]:

@@ -66,8 +66,20 @@ class ShardStatus:
         if self.finished:
             return "finished"
         if not self.started:   # no manifest yet: a live lock is a run still importing or preparing its data
-            return "running" if self.running else "not started"
+            return "running" if self.running else self._without_manifest()
         return "started" if self.running is None else "running" if self.running else "stopped"
+
+    def _without_manifest(self) -> str:
+        """What Slurm's state says of a shard that wrote no manifest: CameraBench's array has no per-sample step,
+        and its COMPLETED tasks read "not started"; a task Slurm no longer lists is not known to be anything."""
+        job = self.slurm
+        if job is None or job.state == "PENDING":
+            return "not started"
+        if job.never_ran:
+            return "cancelled before it started"
+        if job.state == "UNKNOWN":
+            return "unknown"
+        return "ended (no manifest)" if job.ended else "running (no manifest yet)"
 
 
 @dataclass(frozen=True)
@@ -143,9 +155,11 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
         jobs, note = asked if asked is not None else _slurm_states(submission)
         for phase in submission.jobs:
             if phase["sharded"]:
-                by_task = {s.array_task: s for s in jobs.get(phase["job_id"], [])}
+                if phase["job_id"] not in jobs:   # Slurm was not asked, or could not be
+                    continue
+                by_task = {s.array_task: s for s in jobs[phase["job_id"]]}
                 for shard in shards:
-                    shard.slurm = by_task.get(shard.index, shard.slurm)
+                    shard.slurm = by_task.get(shard.index) or slurm.unlisted(phase["job_id"], shard.index)
     return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_shards=count, n_tasks=n_tasks,
                      jobs=jobs, slurm_note=note, scorecard=scorecard, writer=_writer(out_dir))
 

@@ -147,13 +147,16 @@ def reference_name(ref: Reference) -> str:
     (``camerabench/references/gpt-4o.yaml``), by its file name when it lies elsewhere. Its absolute path named
     nothing where the page was read and told this machine's folder layout (``View.summary``'s run folders are
     relative for that reason)."""
+    return "(in memory)" if ref.path is None else reference_file_name(ref.path, ref.recipe)
+
+
+def reference_file_name(path: Path, recipe: str) -> str:
+    """``reference_name`` of the file at ``path`` for ``recipe``: also of one that could not be read."""
     from pinbench.core.recipe import RecipeError, get_recipe
 
-    if ref.path is None:
-        return "(in memory)"
-    path = Path(os.path.realpath(ref.path))
+    path = Path(os.path.realpath(path))
     try:
-        top = Path(os.path.realpath(get_recipe(ref.recipe).dir)).parent
+        top = Path(os.path.realpath(get_recipe(recipe).dir)).parent
     except RecipeError:
         return path.name
     return path.relative_to(top).as_posix() if path.is_relative_to(top) else path.name
@@ -462,6 +465,29 @@ class _Section:
     def anchor(self) -> str:
         return f"s{self.index + 1:02d}"
 
+    @property
+    def folder(self) -> str:
+        """The run directory's name, as the section's label names it: the scorecard file's folder, else the
+        out_dir an in-memory scorecard records."""
+        run = Path(self.origin).parent if self.from_file else Path(str(self.card.config.get("out_dir", ".")))
+        return Path(os.path.abspath(run)).name
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's config with out_dir by the run folder's name: its absolute path named the author's folders on
+        a shared page. The scorecard keeps it as given: the view resolves a run's relative options from it."""
+        config = dict(self.card.config)
+        if "out_dir" in config:
+            config["out_dir"] = self.folder
+        return config
+
+    @property
+    def scorecard(self) -> str:
+        """The scorecard in the summary: in its run folder, not by this machine's path to it."""
+        if not self.from_file:
+            return f"{self.origin}, in memory (not read from a file)"
+        return f"{self.folder}/{Path(self.origin).name}"
+
 
 def distinct_labels(labels: Sequence[str], folders: Sequence[str | None]) -> list[str]:
     """``labels`` made distinct: by each run's folder name (None: it has none) where two are alike, then by their
@@ -667,7 +693,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
         "mode_note": _MODE_NOTES.get(card.mode),
         "summary": {"recipe": card.recipe, "recipe version": card.recipe_version,
                     "checkpoint": card.checkpoint, "mode": card.mode, "schema version": card.schema_version,
-                    "scorecard": sec.origin if sec.from_file else f"{sec.origin}, in memory (not read from a file)",
+                    "scorecard": sec.scorecard,
                     "samples file": samples.path},
         "has_reference": ref is not None, "no_reference": no_reference_reason(card) if ref is None else "",
         "rows": [_row_view(row) for row in rows],
@@ -676,7 +702,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
         "primary": [_row_view(row) for row in rows if row.starred],
         "na_reasons": [], "problems": [],
         "failures": failures, "unnamed": unnamed, "prov": _provenance(card.provenance),
-        "details": {key: scrub(getattr(card, key)) for key in ("config", "timings", "extra") if getattr(card, key)},
+        "details": {key: scrub(sec.config if key == "config" else getattr(card, key))
+                    for key in ("config", "timings", "extra") if getattr(card, key)},
         "distributions": None, "no_values": [],
     }
     view["na_reasons"] = _na_reasons(view["rows"])

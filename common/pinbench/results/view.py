@@ -33,7 +33,15 @@ from pinbench.core.run import ROLLOUTS
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
-from pinbench.results.report import VERDICTS, build_rows, distinct_labels, finite_float, metric_group, reference_name
+from pinbench.results.report import (
+    VERDICTS,
+    build_rows,
+    distinct_labels,
+    finite_float,
+    metric_group,
+    reference_file_name,
+    reference_name,
+)
 
 STATUS_CODES = {"ok": 0, "failed": 1, "missing": 2, "absent": 3}  # absent: not a sample of that run
 
@@ -222,6 +230,8 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], li
         path = recipe.reference_of(card)
         ref = load_reference(path, recipe=recipe) if path else None
     except (RecipeError, FileError, ValueError) as exc:
+        if isinstance(exc, FileError) and exc.path is not None:  # named as a read one is, not by this machine's path
+            exc = FileError(reference_file_name(exc.path, card.recipe), exc.reason, exc.line)
         return "NO REFERENCE", build_rows(card, None, None), f"reference not read: {exc}", [], []
     if ref is None:
         return "NO REFERENCE", build_rows(card, None, None), recipe.no_reference_of(card), [], []

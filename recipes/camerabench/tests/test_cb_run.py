@@ -40,6 +40,7 @@ def test_fixture_run_passes_against_its_reference(tmp_path: Path) -> None:
     assert card["metrics"]["camerabench_average"]["kind"] == "derived"
     assert any("per-task VQA files" in note for note in card["extra"]["notes"])
     assert card["extra"]["caption_metric_upstream_names"]["word_f1"] == "spice"
+    assert card["extra"]["data"] == "fixture_data/data"   # from the run directory: a shared report names no home
     assert "PASS" in (out / "diff.txt").read_text()
     # the fixture's Static split has one class: the full run says so too, counted
     assert "1 of its 3 values is degenerate" in outcome.message
