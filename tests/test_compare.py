@@ -395,7 +395,7 @@ def test_unmatched_members_are_named_and_an_older_scorecard_is_compared_as_one_v
     result = compare_runs(a, b)
     ap = {r.name: r for r in result.metrics}["x/average_precision"]
     assert (ap.n_matched, ap.n_cohort) == (79, 80) and ap.only_a == {"s07": "B: OSError: unreadable"}
-    assert ap.difference.interval.n_units == 79 and ap.verdict in ("better", "worse", "within noise")
+    assert ap.difference.interval.n_units == 79
     assert "x/average_precision: 79 of 80 samples matched (1 scored in A only, 0 in B only, 0 in neither)" in \
         result.problems and result.exit_code == 2
     old = compare_runs(a, load_run(_split_run(tmp_path, "C", lift=0.6, seed=2, from_members=False)))
@@ -405,13 +405,21 @@ def test_unmatched_members_are_named_and_an_older_scorecard_is_compared_as_one_v
 def test_a_metric_a_partial_run_did_not_compute_shows_as_not_computed(tmp_path: Path) -> None:
     """B's scorecard has no value for the split's AP (a member failed, so its derived record did): the table and the
     report showed B's AP over the 79 members both runs scored, a number B never reported. B - A over those members
-    stays; A, which computed it, shows its value."""
+    stays; A, which computed it, shows its value. No verdict: B, lifted well above A, was called "better" on a value
+    it never reported; it is not judged, "not computed in B"."""
     a = _split_run(tmp_path, "A", lift=0.1, seed=1)
-    b = _split_run(tmp_path, "B", lift=0.1, seed=2, fail=("s07",))
+    b = _split_run(tmp_path, "B", lift=0.9, seed=2, fail=("s07",))
     result = compare_runs(load_run(a), load_run(b))
     assert load_run(b).card.metrics["x/average_precision"].value is None
     ap = {r.name: r for r in result.metrics}["x/average_precision"]
     assert ap.shown() == (ap.difference.value_a, "not computed") and ap.difference.value_b is not None
+    assert ap.difference.low > 0 and (ap.verdict, ap.reason) == ("not judged", "not computed in B")
+    assert [r.verdict for r in result.metrics] == ["not judged"] * 5
+    assert "not judged, 5 metrics (not computed in B): x/average_precision, x/roc_auc, x/acc, x/spread, y/spread" \
+        in result.notes
+    assert render_comparison(result).endswith("(exit 2; 0 better, 0 worse, 0 within noise; fail on any)")
+    swapped = compare_runs(load_run(b), load_run(a))
+    assert {r.reason for r in swapped.metrics} == {"not computed in A"}
     row = next(line for line in render_comparison(result).splitlines() if line.startswith("  x/average_precision"))
     assert row.split()[1:3] == [f"{ap.difference.value_a:.6g}", "not"]
     assert f"{ap.difference.value_b:.6g}" not in row

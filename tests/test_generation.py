@@ -1104,6 +1104,31 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_arguments_carry_a_spaced_path(
+        tmp_path: Path) -> None:
+    """``sh -c "gen --out {out}"`` pasted the path into shell code unquoted: under an --out holding a space the
+    script saw two words and every sample failed. Refused before the run; "$1" "$2" carry any path whole."""
+    from pinbench.ops.generation import GeneratorSpec, _run_command
+
+    gen = f"{sys.executable} {HELPERS / 'render_generator.py'}"
+    for shell, name, script in (("sh", "request", f'sh -c "{gen} --request {{request}} --out {{out}}"'),
+                                ("bash", "out", f"env bash -e -o pipefail -c '{gen} --out={{out}}'"),
+                                ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{script}")
+        assert str(caught.value) == (
+            f"--generator command: {{{name}}} inside a {shell} -c script is pasted in unquoted, so a path with a space "
+            f"or a quote breaks the script; pass the paths as the script's arguments: {shell} -c 'gen --request "
+            f'"$1" --out "$2"\' {shell} {{request}} {{out}}')
+    assert list(tmp_path.iterdir()) == []
+    spec = GeneratorSpec("command:sh -c 'cp \"$1\" \"$2\"' sh {request} {out}")
+    out = tmp_path / "a run" / "it's.mp4"
+    out.parent.mkdir()
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
+    assert json.loads(out.read_text())["id"] == "t2v-000"
+    assert GeneratorSpec("command:sh ./gen.sh -c {request} {out}").command[-1] == "{out}"   # a script file's -c
+
+
 def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:
     """A shell's ``${VAR}``, JSON and a Go template pass as written, ``{{NAME}}`` is a literal ``{NAME}``, and a
     placeholder inside another argument is still filled."""

@@ -303,6 +303,51 @@ def test_a_shard_without_a_manifest_says_what_slurm_knows_of_it(tmp_path: Path,
     assert _rows(render(run_status(tmp_path, asked=asked)))["1/4"][-1] == "UNKNOWN (not in squeue)"
 
 
+def test_a_job_that_ended_with_failed_samples_is_named_apart_from_failed_jobs(tmp_path: Path) -> None:
+    """Exit 2 after a shard ran to its end with a failed sample (shard 1 of ``_layout``), or after the finish wrote a
+    scorecard counting failed samples, was listed under "failed jobs" beside crashes. Exit 2 alone says no more than
+    "incomplete" (a bad input exits 2): shard 2, which never finished, and a scorecard from before the submission
+    leave their jobs failed."""
+    from toy_runs import write_toy_run
+
+    from pinbench.core.scorecard import MetricSpec
+
+    out = write_toy_run(tmp_path, "run", [MetricSpec("f1", "mean", direction="higher")],
+                        failed={"t03": "ValueError: decode"})
+    _layout(out)
+    logs = out / "slurm" / "logs"
+    logs.mkdir(parents=True)
+    for name in ("shards-7_1.log", "shards-7_2.log", "finish-8.log"):
+        (logs / name).write_text("...\n")
+
+    def block(submitted: str) -> list[str]:
+        (out / "slurm" / "submissions.jsonl").unlink(missing_ok=True)
+        append_submission(out, Submission(
+            submitted=submitted, recipe="toy", recipe_version="1", checkpoint="c", mode="fixture", shards=3,
+            container="none", jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"},
+                                    {"phase": "finish", "sharded": False, "job_id": "8", "script": "y"}],
+            command="pinbench submit toy --shards 3"))
+        asked = ({"7": [slurm.JobState("7", 0, "COMPLETED", exit_code="0:0"),
+                        slurm.JobState("7", 1, "FAILED", exit_code="2:0"), slurm.JobState("7", 2, "FAILED", "", "2:0")],
+                  "8": [slurm.JobState("8", None, "FAILED", exit_code="2:0")]}, "")
+        text = render(run_status(out, asked=asked))
+        return [line for part in text.split("\n\n") if part.startswith(("ended with", "failed jobs"))
+                for line in part.splitlines()]
+
+    assert block("2026-01-01T00:00:00+00:00") == [
+        "ended with failed samples (the job ran to its end; its failed samples are listed below):",
+        f"  job 7_1 (shards) FAILED exit 2:0: log {logs / 'shards-7_1.log'}",
+        f"  job 8 (finish) FAILED exit 2:0: log {logs / 'finish-8.log'}",
+        "failed jobs (each log says why):",
+        f"  job 7_2 (shards) FAILED exit 2:0: log {logs / 'shards-7_2.log'}"]
+    assert block("2999-01-01T00:00:00+00:00") == [   # its scorecard is older: not the finish job's
+        "ended with failed samples (the job ran to its end; its failed samples are listed below):",
+        f"  job 7_1 (shards) FAILED exit 2:0: log {logs / 'shards-7_1.log'}",
+        "failed jobs (each log says why):",
+        f"  job 7_2 (shards) FAILED exit 2:0: log {logs / 'shards-7_2.log'}",
+        f"  job 8 (finish) FAILED exit 2:0: log {logs / 'finish-8.log'}"]
+
+
 def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, every look of ``--wait`` (each 5 s) read every record of the store to count samples it never printed:

@@ -147,7 +147,35 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"--generator command: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
+    shell, script = _shell_script(argv) or ("", "")
+    pasted = [m["name"] for m in _BRACED.finditer(script) if m["name"] in PLACEHOLDERS]
+    if pasted:
+        raise RecipeError(f"--generator command: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
+                          "so a path with a space or a quote breaks the script; pass the paths as the script's "
+                          f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
     return argv
+
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})   # whose -c runs its next operand as a script
+
+
+def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
+    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env bash -ec '...'``);
+    None: no shell runs one. A placeholder there would be pasted into shell code, not passed as one argument."""
+    shell = next((i for i, arg in enumerate(argv) if os.path.basename(arg) in SHELLS), None)
+    if shell is None:
+        return None
+    command_string, takes_value = False, False
+    for arg in argv[shell + 1:]:
+        if takes_value:
+            takes_value = False
+        elif arg in ("-o", "+o", "-O", "+O"):   # set -o NAME, shopt -O NAME: the next word is the option's
+            takes_value = True
+        elif arg[:1] in "-+" and len(arg) > 1:
+            command_string = command_string or (arg[:2] != "--" and "c" in arg[1:])
+        else:
+            return (os.path.basename(argv[shell]), arg) if command_string else None
+    return None
 
 
 def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:

@@ -461,23 +461,45 @@ def render(status: RunStatus) -> str:
 
 def _failed_jobs(status: RunStatus) -> list[str]:
     """Each job or array task of the submission that ended other than COMPLETED, with its log: a task failing before
-    its first sample (an input its node cannot read) left every count at 0 and nothing said where the reason was."""
+    its first sample (an input its node cannot read) left every count at 0 and nothing said where the reason was.
+    One that ran to its end and exited 2 for its failed samples (``_ended_with_failed_samples``) is listed apart:
+    "failed jobs" called it crashed beside the ones that were."""
     sub = status.submission
     if sub is None:
         return []
     logs = status.out_dir / SLURM_DIR / "logs"
-    rows = []
+    crashed, ended = [], []
     for job in sub.jobs:
         for state in sorted(status.jobs.get(job["job_id"], []), key=lambda s: s.array_task or 0):
             if state.ended and state.state != "COMPLETED":
                 log = logs / log_name(job["phase"], state.job_id, state.array_task)
                 task = "" if state.array_task is None else f"_{state.array_task}"
                 where = f"log {log}" if log.is_file() else "no log (it never started)"
+                rows = ended if _ended_with_failed_samples(status, job["sharded"], state) else crashed
                 rows.append(f"  job {state.job_id}{task} ({job['phase']}) {state.describe()}: {where}")
+    return [*_jobs_block("ended with failed samples (the job ran to its end; its failed samples are listed below):",
+                         ended),
+            *_jobs_block("failed jobs (each log says why):", crashed)]
+
+
+def _ended_with_failed_samples(status: RunStatus, sharded: bool, state: slurm.JobState) -> bool:
+    """Whether a job exited 2 after running to its end with failed samples counted. Exit 2 alone does not say so (a
+    bad input's one-line error exits 2 too): what it wrote must, its shard's manifest saying it finished with failed
+    samples, or (the finish job) a scorecard written after the submission counting failed samples."""
+    if state.exit_status != 2 or status.submission is None:
+        return False
+    if sharded:
+        return any(s.index == state.array_task and s.finished and s.failed for s in status.shards)
+    written = status.scorecard
+    return isinstance(written, WrittenScorecard) and written.card.samples.n_failed > 0 \
+        and written.mtime >= _epoch(status.submission.submitted)
+
+
+def _jobs_block(title: str, rows: list[str]) -> list[str]:
     if not rows:
         return []
     more = [f"  ... and {len(rows) - MAX_LISTED} more"] if len(rows) > MAX_LISTED else []
-    return ["", "failed jobs (each log says why):", *rows[:MAX_LISTED], *more]
+    return ["", title, *rows[:MAX_LISTED], *more]
 
 
 def _listed(title: str, rows: list[tuple[ShardStatus, str, str]]) -> list[str]:

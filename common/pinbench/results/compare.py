@@ -7,8 +7,10 @@ scored in only one of them, or in neither, is named. Per metric: the value of ea
 samples, B - A with its 95% paired bootstrap interval (``pinbench.core.uncertainty``), the direction the
 scorecard copied from the recipe's declaration, and a verdict: ``better`` or ``worse`` when the interval
 excludes 0, ``within noise`` when it contains 0, ``not judged`` when there is no interval (one suite-level
-value, or fewer than two matched units); each reason a metric is not judged is said once, naming its metrics, and
-so is each verdict's interval over fewer than ``FEW_UNITS`` units (a note: such an interval undercovers).
+value, or fewer than two matched units) or a run's scorecard has no value for it (``not computed in B``: its value
+over the matched samples is one that run never reported); each reason a metric is not judged is said once, naming
+its metrics, and so is each verdict's interval over fewer than ``FEW_UNITS`` units (a note: such an
+interval undercovers).
 
 A derived value the recipe declares ``from_members`` (CameraBench's per-split AP and ROC AUC, per-skill
 accuracies) is recomputed over its members matched in both runs and judged by resampling those members, with the
@@ -342,6 +344,16 @@ def _from_members(name: str, ma: MetricResult, mb: MetricResult, a: Run, b: Run)
     return _FromMembers(name, ma, cohort, only_a, only_b, neither, series)
 
 
+def _computed(row: MetricComparison, computed: tuple[bool, bool]) -> MetricComparison:
+    """``row`` with whether each run's scorecard holds its value; one a run did not compute is not judged, saying
+    which (its value over the matched samples is a number that run never reported: a verdict on it judged nothing
+    the run claims)."""
+    uncomputed = " or ".join(label for label, done in zip("AB", computed, strict=True) if not done)
+    if not uncomputed:
+        return replace(row, computed=computed)
+    return replace(row, computed=computed, verdict="not judged", reason=f"not computed in {uncomputed}")
+
+
 def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     """Compare two loaded runs; see the module docstring for the verdicts and exit codes."""
     if fail_on not in FAIL_ON:
@@ -388,8 +400,8 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     pending = [row for row in found if isinstance(row, _FromMembers)]
     resampled = dict(zip((id(row) for row in pending), member_differences([row.series for row in pending]),
                          strict=True))
-    rows = [replace(row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row,
-                    computed=(ca.metrics[row.name].value is not None, cb.metrics[row.name].value is not None))
+    rows = [_computed(row.compared(resampled[id(row)]) if isinstance(row, _FromMembers) else row,
+                      (ca.metrics[row.name].value is not None, cb.metrics[row.name].value is not None))
             for row in found]
     not_judged: dict[str, list[str]] = {}
     undercovers: dict[str, list[str]] = {}   # a verdict on fewer than FEW_UNITS units, by its interval's note
