@@ -547,9 +547,16 @@ def test_forty_characters_of_base64s_alphabet_alone_are_no_aws_secret() -> None:
     assert redact(f"AKIAIOSFODNN7EXAMPLE\n{AWS_SECRET}") == f"***\n{AWS_SECRET}"   # another line: no pair
 
 
-def test_a_long_url_user_name_is_taken_for_a_token_and_plain_names_stay() -> None:
-    user = "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
-    assert redact(f"git clone https://{user}@git.example.com/o/r.git") == "git clone https://***@git.example.com/o/r.git"
+def test_a_url_user_name_shaped_like_a_token_is_hidden_and_plain_names_stay() -> None:
+    """A user name is hidden for its shape, not its length: https://averylongusername@host was redacted whole."""
+    for user in ("Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2", "3f9a0c7e5b1d2468" * 2 + "a1b2c3d4"):
+        assert redact(f"git clone https://{user}@git.example.com/o/r.git") == \
+            "git clone https://***@git.example.com/o/r.git"
+        assert redact(f"https://{user}:x-oauth-basic@github.com/o/r") == "https://***:***@github.com/o/r"
+    for user in ("averylongusername", "averylongusernamewithmoreletters", "john.smith%40example.com",
+                 "JohnSmithTheResearcher"):
+        assert redact(f"https://{user}@host.example.com/a") == f"https://{user}@host.example.com/a"
+        assert redact(f"https://{user}:Pa55-w0rd@host.example.com/a") == f"https://{user}:***@host.example.com/a"
     plain = ("git+ssh://git@github.com/o/r and https://oauth2@gitlab.com/x with sk-learn, --mask-threshold, "
              "task-0001, sk-" + "abcdefghij" * 3 + ", sk-2024-01-05-run-name-long, sk-ABCDEFGHIJ0123456789 ghp_short "
              "AKIAIOSFODNN7EXAMPL "

@@ -45,10 +45,11 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
-# The password of a URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option
-# reached the scorecard, generator.json and the report whole. The user name is kept. The password runs to the
-# authority's last '@', as urllib.parse reads it: https://u:p@ss@host left "ss" shown.
-_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
+# A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
+# scorecard, generator.json and the report whole. The password is always hidden; it runs to the authority's last
+# '@', as urllib.parse reads it (https://u:p@ss@host left "ss" shown). The user name is hidden only when it has a
+# token's shape (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
+_URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(:[^\s/?#]+)?@")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys and AWS access key ids (AKIA; ASIA of temporary credentials). An sk- body must be
 # long and mix upper case, lower case and digits, or (all-lower keys: sk-proj-..., DeepSeek's sk- and 32 hex) hold
@@ -73,9 +74,6 @@ _AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}[\"']?\s*[:=]?
                                     re.IGNORECASE)
 _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
-# A token given as a URL's user name (https://TOKEN@host/..., as GitHub and GitLab accept): a user name of 20
-# characters or more without a password is taken for one; git@github.com and the like stay.
-_URL_USER_TOKEN = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:]{20,}@")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
@@ -133,7 +131,23 @@ def _redact(text: str, secrets: list[str]) -> str:
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
-    return _URL_USER_TOKEN.sub(rf"\g<1>{REDACTED}@", _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text))
+    return _URL_USERINFO.sub(_hidden_userinfo, text)
+
+
+def _hidden_userinfo(match: re.Match[str]) -> str:
+    scheme, user, password = match.groups()
+    return f"{scheme}{REDACTED if _token_shaped(user) else user}{':' + REDACTED if password else ''}@"
+
+
+def _token_shaped(user: str) -> bool:
+    """Whether a URL's user name looks generated, not chosen: 20 characters or more mixing upper case, lower case
+    and digits, or 32 or more of hex with a digit and a letter (an old GitHub token). A long chosen name
+    (averylongusername, john.smith%40example.com) stays."""
+    if len(user) < 20:
+        return False
+    if re.fullmatch(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}", user):
+        return True
+    return any(c.isupper() for c in user) and any(c.islower() for c in user) and any(c.isdigit() for c in user)
 
 
 def _may_match(text: str) -> bool:
