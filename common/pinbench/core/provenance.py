@@ -91,13 +91,39 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+# The values ``keep_secret`` was given, as a JSON list: in the environment, so that every process a run starts (its
+# generator's, a command's) redacts them too.
+KEPT_SECRETS_ENV = "PINBENCH_SECRET_VALUES"
+
+
+def keep_secret(values: Iterable[str]) -> None:
+    """Redact ``values`` from now on, in this process and those it starts, as a secret-named env var's value: a
+    secret-named -g option's (-g api_key=..., -g password=...) is known by no variable and may have no shape."""
+    kept = set(_kept_secrets(os.environ.get(KEPT_SECRETS_ENV))) | {v for v in values if v}
+    if kept:
+        os.environ[KEPT_SECRETS_ENV] = json.dumps(sorted(kept))
+
+
+def _kept_secrets(text: str | None) -> list[str]:
+    try:
+        values = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def _named_secrets() -> set[str]:
+    """The values of the secret-named env vars and those ``keep_secret`` kept."""
+    return {value for name, value in os.environ.items() if is_secret_name(name)} | \
+        set(_kept_secrets(os.environ.get(KEPT_SECRETS_ENV)))
+
+
 def _secret_values(extra: Iterable[str] = ()) -> list[str]:
     """Values of secret-named env vars plus ``extra``, longest first (a value containing another goes first)."""
     extra = set(extra)
     if not extra:
         return _environment_secrets()
-    values = {value for name, value in os.environ.items() if is_secret_name(name)} | extra
-    return _longest_first(values)
+    return _longest_first(_named_secrets() | extra)
 
 
 def _longest_first(values: Iterable[str]) -> list[str]:
@@ -115,10 +141,10 @@ def _environment_secrets() -> list[str]:
     global _environment_cache
     raw = getattr(os.environ, "_data", None)
     if not isinstance(raw, dict):
-        return _longest_first(value for name, value in os.environ.items() if is_secret_name(name))
+        return _longest_first(_named_secrets())
     key = tuple(raw.items())
     if _environment_cache is None or _environment_cache[0] != key:
-        values = _longest_first(value for name, value in os.environ.items() if is_secret_name(name))
+        values = _longest_first(_named_secrets())
         _environment_cache = (key, values)
     return list(_environment_cache[1])
 
