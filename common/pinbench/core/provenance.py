@@ -49,6 +49,7 @@ _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 # scorecard, generator.json and the report whole. The password is always hidden; it runs to the authority's last
 # '@', as urllib.parse reads it (https://u:p@ss@host left "ss" shown). The user name is hidden only when it has a
 # token's shape (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
+_HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(:[^\s/?#]+)?@")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys and AWS access key ids (AKIA; ASIA of temporary credentials). An sk- body must be
@@ -171,7 +172,7 @@ def _token_shaped(user: str) -> bool:
     (averylongusername, john.smith%40example.com) stays."""
     if len(user) < 20:
         return False
-    if re.fullmatch(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}", user):
+    if _HEX_TOKEN.fullmatch(user):
         return True
     return any(c.isupper() for c in user) and any(c.islower() for c in user) and any(c.isdigit() for c in user)
 
