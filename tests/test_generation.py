@@ -2583,3 +2583,28 @@ def test_the_folder_generator_hashes_each_copy_once(tmp_path: Path, monkeypatch:
     assert _run(tmp_path / "run", "folder", dir=str(tmp_path / "made" / "rollouts")).exit_code == 0
     copies = [p for p in hashed if (tmp_path / "run" / "rollouts") in p.parents]
     assert sorted(copies) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(copies) == 4
+
+
+def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """-g api_key=VALUE of no token's shape reached the generator's log, its signature (generator.json, the
+    scorecard, the report) and a failed sample's reason whole: no variable named it a secret."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)   # the run keeps it in this process's environment
+    (tmp_path / "keyed.py").write_text(
+        "from render_generator import Render\nfrom pinbench.core.generation import Signature\n\n\n"
+        "class Keyed(Render):\n"
+        "    def __init__(self, api_key):\n"
+        "        super().__init__()\n        self.key = api_key\n        print('connecting with', api_key)\n\n"
+        "    def signature(self):\n        return Signature(model='keyed at ' + self.key, weights='v1')\n\n"
+        "    def generate(self, request, out):\n"
+        "        if request.id.endswith('1'):\n            raise RuntimeError('refused: ' + self.key)\n"
+        "        super().generate(request, out)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out = tmp_path / "run"
+    _run(out, "python:keyed:Keyed", api_key="plain-key-9876")
+    said = capfd.readouterr()
+    leaked = [str(path) for path in out.rglob("*") if path.is_file() and b"plain-key-9876" in path.read_bytes()]
+    assert leaked == [] and "plain-key-9876" not in said.out + said.err
+    assert "connecting with ***" in (out / "generation" / "generator.log").read_text()

@@ -505,7 +505,8 @@ def test_a_run_that_did_not_import_torch_differs_by_no_torch_it_did_not_read() -
 SERVICE_TOKENS = ["ghp_" + "A1b2C3d4E5" * 4, "gho_" + "Q9w8E7r6T5y4U3i2O1p0", "ghs_" + "Zz09" * 9,
                   "ghu_" + "mN3bV5cX7zL9kJ2hG4fD", "github_pat_11ABCDEFG0" + "x_Y7" * 20, "glpat-Ab12Cd34Ef56Gh78Ij90",
                   "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl", "sk-ant-api03-" + "Xy7_Qp4-Lm2" * 8, "AKIAIOSFODNN7EXAMPLE",
-                  "ASIAY34FZKBOKMUTVV7A"]
+                  "ASIAY34FZKBOKMUTVV7A", "sk-proj-" + "q7w3e9r1t5y8u2i4o6p0" * 2, "sk-" + "3f9a0c7e5b1d2468" * 2,
+                  "sk-" + "a1b2c3d4e5f6g7h8i9j0" * 2 + "kl"]
 
 
 @pytest.mark.parametrize("token", SERVICE_TOKENS)
@@ -522,10 +523,42 @@ def test_redact_hides_service_tokens_by_their_shape(token: str) -> None:
     assert scrubber().json({"line": f"x\n{token}"}) == '{"line":"x\\n***"}'   # a view's page, behind an escape
 
 
-def test_a_long_url_user_name_is_taken_for_a_token_and_plain_names_stay() -> None:
-    user = "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
-    assert redact(f"git clone https://{user}@git.example.com/o/r.git") == "git clone https://***@git.example.com/o/r.git"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("line", [f"aws_secret_access_key = {AWS_SECRET}", f'"SecretAccessKey": "{AWS_SECRET}"',
+                                  f"export AWS_SECRET_ACCESS_KEY='{AWS_SECRET}'", f"--secret-access-key {AWS_SECRET}",
+                                  f"AKIAIOSFODNN7EXAMPLE:{AWS_SECRET}", f"{AWS_SECRET},ASIAY34FZKBOKMUTVV7A"])
+def test_redact_hides_an_aws_secret_access_key_by_its_name_or_its_key_id(line: str) -> None:
+    """An AWS secret access key (40 characters of base64's alphabet) no variable names, after its name or beside
+    its access key id, was left whole: only the AKIA/ASIA id was known by its shape."""
+    from pinbench.core.provenance import scrubber
+
+    assert AWS_SECRET not in redact(line) and "***" in redact(line)
+    assert AWS_SECRET not in json.dumps(scrub({"cmd": [line]}))
+    assert AWS_SECRET not in scrubber().json({"line": f"x\n{line}"})   # a view's page: escaped quotes in between
+
+
+def test_forty_characters_of_base64s_alphabet_alone_are_no_aws_secret() -> None:
+    """Commits, digests, paths and sample ids stay, an access key id's neighbours too unless they mix cases."""
+    plain = (f"commit {'3f9a0c7e5b' * 4} sha256 {'a1b2c3d4e5f6a7b8' * 4} AKIAIOSFODNN7EXAMPLE at {'0f1e2d3c4b' * 4} "
+             f"/data/Videos/CameraBench/Tests/AbcdEfgh01 sample {AWS_SECRET[::-1]}x binary__Pan_Left__0001")
+    assert redact(plain) == plain.replace("AKIAIOSFODNN7EXAMPLE", "***")
+    assert redact(f"AKIAIOSFODNN7EXAMPLE\n{AWS_SECRET}") == f"***\n{AWS_SECRET}"   # another line: no pair
+
+
+def test_a_url_user_name_shaped_like_a_token_is_hidden_and_plain_names_stay() -> None:
+    """A user name is hidden for its shape, not its length: https://averylongusername@host was redacted whole."""
+    for user in ("Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2", "3f9a0c7e5b1d2468" * 2 + "a1b2c3d4"):
+        assert redact(f"git clone https://{user}@git.example.com/o/r.git") == \
+            "git clone https://***@git.example.com/o/r.git"
+        assert redact(f"https://{user}:x-oauth-basic@github.com/o/r") == "https://***:***@github.com/o/r"
+    for user in ("averylongusername", "averylongusernamewithmoreletters", "john.smith%40example.com",
+                 "JohnSmithTheResearcher"):
+        assert redact(f"https://{user}@host.example.com/a") == f"https://{user}@host.example.com/a"
+        assert redact(f"https://{user}:Pa55-w0rd@host.example.com/a") == f"https://{user}:***@host.example.com/a"
     plain = ("git+ssh://git@github.com/o/r and https://oauth2@gitlab.com/x with sk-learn, --mask-threshold, "
-             "task-0001, sk-" + "abcdefghij" * 3 + ", sk-ABCDEFGHIJ0123456789 ghp_short AKIAIOSFODNN7EXAMPL "
+             "task-0001, sk-" + "abcdefghij" * 3 + ", sk-2024-01-05-run-name-long, sk-ABCDEFGHIJ0123456789 ghp_short "
+             "AKIAIOSFODNN7EXAMPL "
              "sample binary__Pan_Left__0001 /data/sk-runs/ghp_x.mp4 AKIAIOSFODNN7EXAMPLE2 dask-worker ASIAN-FOOD")
     assert redact(plain) == plain

@@ -500,6 +500,27 @@ def _videos(folder: Path, n: int) -> Path:
     return folder
 
 
+def test_the_identity_keeps_no_secret_an_option_or_path_holds(tmp_path: Path) -> None:
+    """-o VALUE holding a token (a path, an endpoint's password) was written whole to pinbench-run.json as its
+    value and, for a string, as its fingerprint too; another token is still other inputs."""
+    from toy_recipe import DECLARATION, toy_recipe
+
+    token, other = "ghp_" + "A1b2C3d4E5" * 4, "ghp_" + "Z9y8X7w6V5" * 4
+    options = {**DECLARATION["options"], "endpoint": {"type": "str", "help": "where the model answers"}}
+    recipe, videos = toy_recipe(tmp_path / "recipes", options=options), _videos(tmp_path / token, 1)
+    out = tmp_path / "run"
+    with claim_run_dir(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos), "endpoint": token},
+                                     env={}), env={}):
+        _keep(out)
+    written = (out / IDENTITY_FILE).read_text()
+    assert token not in written and json.loads(written)["inputs"]["endpoint"]["value"] == "***"
+    with claim_run_dir(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos), "endpoint": token},
+                                     env={}), env={}):
+        pass   # the same token: the same inputs
+    _refused(recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos), "endpoint": other}, env={}),
+             r"-o endpoint=\*\*\* then, \*\*\* now")
+
+
 def test_a_run_on_other_inputs_is_refused_and_names_what_differs(tmp_path: Path) -> None:
     """Issue #21.3: the same --out with another videos folder, or an option that changes results, is refused in
     one line naming the option; a move of the same files elsewhere, or an option that changes nothing, is not."""

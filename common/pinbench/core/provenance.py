@@ -45,22 +45,36 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
-# The password of a URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option
-# reached the scorecard, generator.json and the report whole. The user name is kept. The password runs to the
-# authority's last '@', as urllib.parse reads it: https://u:p@ss@host left "ss" shown.
-_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]+@")
+# A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
+# scorecard, generator.json and the report whole. The password is always hidden; it runs to the authority's last
+# '@', as urllib.parse reads it (https://u:p@ss@host left "ss" shown). The user name is hidden only when it has a
+# token's shape (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
+_HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
+_URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(:[^\s/?#]+)?@")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys and AWS access key ids (AKIA; ASIA of temporary credentials). An sk- body must be
-# long and mix upper case, lower case and digits, so that names such as sk-learn or an option spelled with "sk-" stay.
+# long and mix upper case, lower case and digits, or (all-lower keys: sk-proj-..., DeepSeek's sk- and 32 hex) hold
+# a run of 20 or more lower-case letters and digits with both in it, so that names such as sk-learn, an option
+# spelled with "sk-" or sk-2024-01-05-run stay.
 _SERVICE_TOKEN = re.compile(
     r"(?<![A-Za-z0-9_-])(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
+    r"|sk-(?:[a-z0-9]*[_-])*?(?=[a-z]*[0-9])(?=[0-9]*[a-z])[a-z0-9]{20,}[a-z0-9_-]*"
     r"|A(?:KIA|SIA)[0-9A-Z]{16})(?![A-Za-z0-9_-])")
 _SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "AKIA", "ASIA")
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
-# A token given as a URL's user name (https://TOKEN@host/..., as GitHub and GitLab accept): a user name of 20
-# characters or more without a password is taken for one; git@github.com and the like stay.
-_URL_USER_TOKEN = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:]{20,}@")
+# An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
+# for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
+# (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it.
+_AWS_SECRET_NAME = re.compile(r"(?:aws[_-]?)?secret[_-]?access[_-]?key", re.IGNORECASE)
+_AWS_SECRET_BODY = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+_AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+])" + _AWS_SECRET_BODY
+_AWS_MIXED_VALUE = r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])" + _AWS_SECRET_BODY
+_AWS_KEY_ID = r"(?<![A-Za-z0-9_-])A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z0-9_-])"
+_AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}[\"']?\s*[:=]?\s*[\"']?){_AWS_SECRET_VALUE}",
+                                    re.IGNORECASE)
+_AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
+                                 rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
@@ -78,13 +92,39 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+# The values ``keep_secret`` was given, as a JSON list: in the environment, so that every process a run starts (its
+# generator's, a command's) redacts them too.
+KEPT_SECRETS_ENV = "PINBENCH_SECRET_VALUES"
+
+
+def keep_secret(values: Iterable[str]) -> None:
+    """Redact ``values`` from now on, in this process and those it starts, as a secret-named env var's value: a
+    secret-named -g option's (-g api_key=..., -g password=...) is known by no variable and may have no shape."""
+    kept = set(_kept_secrets(os.environ.get(KEPT_SECRETS_ENV))) | {v for v in values if v}
+    if kept:
+        os.environ[KEPT_SECRETS_ENV] = json.dumps(sorted(kept))
+
+
+def _kept_secrets(text: str | None) -> list[str]:
+    try:
+        values = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def _named_secrets() -> set[str]:
+    """The values of the secret-named env vars and those ``keep_secret`` kept."""
+    return {value for name, value in os.environ.items() if is_secret_name(name)} | \
+        set(_kept_secrets(os.environ.get(KEPT_SECRETS_ENV)))
+
+
 def _secret_values(extra: Iterable[str] = ()) -> list[str]:
     """Values of secret-named env vars plus ``extra``, longest first (a value containing another goes first)."""
     extra = set(extra)
     if not extra:
         return _environment_secrets()
-    values = {value for name, value in os.environ.items() if is_secret_name(name)} | extra
-    return _longest_first(values)
+    return _longest_first(_named_secrets() | extra)
 
 
 def _longest_first(values: Iterable[str]) -> list[str]:
@@ -102,10 +142,10 @@ def _environment_secrets() -> list[str]:
     global _environment_cache
     raw = getattr(os.environ, "_data", None)
     if not isinstance(raw, dict):
-        return _longest_first(value for name, value in os.environ.items() if is_secret_name(name))
+        return _longest_first(_named_secrets())
     key = tuple(raw.items())
     if _environment_cache is None or _environment_cache[0] != key:
-        values = _longest_first(value for name, value in os.environ.items() if is_secret_name(name))
+        values = _longest_first(_named_secrets())
         _environment_cache = (key, values)
     return list(_environment_cache[1])
 
@@ -113,21 +153,43 @@ def _environment_secrets() -> list[str]:
 def _redact(text: str, secrets: list[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
+    if "ecret" in text or "ECRET" in text:
+        text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
+    if "AKIA" in text or "ASIA" in text:
+        text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
-    return _URL_USER_TOKEN.sub(rf"\g<1>{REDACTED}@", _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text))
+    return _URL_USERINFO.sub(_hidden_userinfo, text)
+
+
+def _hidden_userinfo(match: re.Match[str]) -> str:
+    scheme, user, password = match.groups()
+    return f"{scheme}{REDACTED if _token_shaped(user) else user}{':' + REDACTED if password else ''}@"
+
+
+def _token_shaped(user: str) -> bool:
+    """Whether a URL's user name looks generated, not chosen: 20 characters or more mixing upper case, lower case
+    and digits, or 32 or more of hex with a digit and a letter (an old GitHub token). A long chosen name
+    (averylongusername, john.smith%40example.com) stays."""
+    if len(user) < 20:
+        return False
+    if _HEX_TOKEN.fullmatch(user):
+        return True
+    return any(c.isupper() for c in user) and any(c.islower() for c in user) and any(c.isdigit() for c in user)
 
 
 def _may_match(text: str) -> bool:
-    """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN`` or a URL's user info: the scrubbers' fast
-    paths skip the rest. "sk-" is common in plain words (task-, mask-): only a long run after it counts."""
+    """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN``, an AWS secret's name or a URL's user
+    info: the scrubbers' fast paths skip the rest. "sk-" is common in plain words (task-, mask-): only a long run
+    after it counts. The AWS name alone counts: in JSON text an escaped quote may stand between it and the value."""
     return ("hf_" in text or ("://" in text and "@" in text) or any(p in text for p in _SERVICE_PREFIXES)
-            or ("sk-" in text and _SK_HINT.search(text) is not None))
+            or ("sk-" in text and _SK_HINT.search(text) is not None)
+            or (("ecret" in text or "ECRET" in text) and _AWS_SECRET_NAME.search(text) is not None))
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace Hugging Face, GitHub, GitLab, sk- and AWS tokens, URL passwords and token user names, values of
-    secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra`` secret values (a token handed to a container, say)
-    by ***."""
+    """Replace Hugging Face, GitHub, GitLab, sk- and AWS tokens (key ids; secret keys beside a name or a key id),
+    URL passwords and token user names, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra`` secret
+    values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
 
 

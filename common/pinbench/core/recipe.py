@@ -348,7 +348,8 @@ class Recipe:
         """What the options that can change a result say this run scores: per option its value as given and a
         fingerprint of it (a path's content by ``tree_fingerprint``, so the same files elsewhere keep it), but
         those a fixture does not apply (``NOT_APPLIED``); a run directory belongs to one such identity
-        (``pinbench.core.rundir``)."""
+        (``pinbench.core.rundir``). It is written to the run directory: a value is shown redacted, and one that
+        holds a secret is fingerprinted by its SHA-256, so that another secret is still another input."""
         identity = {}
         given = dict(parsed.values.items())
         for name, spec in self.options.items():
@@ -356,8 +357,11 @@ class Recipe:
             if not spec.affects_results or value is None or parsed.sources.get(name) == NOT_APPLIED or \
                     (spec.affects_results_if is not None and not given.get(spec.affects_results_if)):
                 continue
-            shown = spec.format(value)
-            identity[name] = {"value": shown, "fingerprint": tree_fingerprint(value) if spec.type == "path" else shown}
+            given_text = spec.format(value)
+            shown = redact(given_text)
+            fingerprint = (tree_fingerprint(value) if spec.type == "path" else shown if shown == given_text
+                           else f"sha256:{hashlib.sha256(given_text.encode()).hexdigest()}")
+            identity[name] = {"value": shown, "fingerprint": fingerprint}
         return identity
 
     def code_digest(self) -> str:
