@@ -2430,6 +2430,56 @@ def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_versio
         "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)")
 
 
+def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A rerun into the same --out reused a stored rollout still the file it kept (same SHA-256) unchecked: a check
+    added to ``check_rollout`` since did not apply to it, scored as it was, where one from the sample cache is
+    checked again. Now it is checked (its decode not repeated) and, refused, generated again by name; a rollout cut
+    short on disk is generated again too; the other two are reused."""
+    from pinbench.ops import generation
+
+    out, calls, real = tmp_path / "run", tmp_path / "calls", generation.check_rollout
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    cut = out / "rollouts" / "edge" / "task_0001.mp4"
+    cut.chmod(0o644)
+    with open(cut, "r+b") as fh:
+        fh.truncate(cut.stat().st_size // 2)
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0000" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    capfd.readouterr()
+    outcome = _run(out, RENDER, calls=str(calls))
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2 and sorted(_calls(calls)[4:]) == ["edge.task_0000", "edge.task_0001"], said
+    assert ("generate: invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept before that was checked); "
+            "generated again\n") in said
+    assert f"generate: {cut}: changed since it was kept (SHA-256 " in said
+    assert "generate: 4 samples: 1 done, 2 reused, 1 failed" in said, said
+    assert "1 recomputed: the rollout fails this version's rollout check" in said
+    assert "1 recomputed: the rollout file changed or is gone" in said
+    records = load_records(out / "generation")
+    assert records["edge.task_0000"].error == "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)"
+    assert records["edge.task_0001"].ok
+
+
+def test_a_rerun_checks_each_reused_rollout_without_decoding_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The check of a reused rollout still the file kept reads its container facts only: its every frame decoded
+    when it was kept, and a rerun of thousands decoded them all again."""
+    from pinbench.media import video
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    decoded: list[str] = []
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
+    capfd.readouterr()
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err and decoded == []
+
+
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
