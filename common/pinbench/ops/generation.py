@@ -712,8 +712,16 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
         return [str(exc)]
     problems = []
     if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
-        # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
-        problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4")
+        if _any_container(request.recipe):
+            if not kept:   # said when it is made or checked, not on every rerun that reuses it
+                named = path if path.name == PurePosixPath(request.output).name else request.output
+                print(f"warning: {named}: a {info.container} container under an .mp4 name; accepted, as "
+                      f"{request.recipe}'s evaluator reads rollouts with OpenCV and imageio, which open it",
+                      file=sys.stderr, flush=True)
+        else:   # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
+            problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4 "
+                            f"({request.recipe} declares no other: a reader of the container's own frame count, as "
+                            "MIND's process.py, reads none from another)")
     if (info.width, info.height) != (request.width, request.height):
         problems.append(f"{path}: {info.width}x{info.height}, the request asks {request.width}x{request.height}")
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
@@ -723,6 +731,19 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     elif not kept and not is_valid_video(path, request.frames):
         problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
     return problems
+
+
+def _any_container(recipe: str) -> bool:
+    """Whether the recipe declares that its evaluator reads a rollout of any container OpenCV opens
+    (``rollout_container: any``: PAI-Bench-C's reads rollouts with cv2.VideoCapture and imageio, both through
+    FFmpeg, which reads the container from the bytes, not the name); a request of no installed recipe keeps the MP4
+    demand."""
+    from pinbench.core.recipe import get_recipe
+
+    try:
+        return get_recipe(recipe).rollout_container == "any"
+    except RecipeError:
+        return False
 
 
 def _loose(name: str) -> str:
