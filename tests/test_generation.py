@@ -220,16 +220,19 @@ def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_
         "0 of 1 rollout is what its request asks for"], result.output
 
 
-def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recipe", ["remembench", "paibench-c"])
+def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path, recipe: str) -> None:
     """Matroska bytes at ``t2v-000.mp4`` passed the check (they decode, the frames, rate and size right), then MIND's
-    plan refused the whole run over it ("the container declares no frame count"): the request's name asks MP4."""
+    plan refused the whole run over it ("the container declares no frame count"): the request's name asks MP4, and
+    the refusal says why. PAI-Bench-C's evaluator reads rollouts with OpenCV and imageio, which open them; it declares
+    ``rollout_container: any`` and takes them with a warning naming the file and its container (it refused them)."""
     import av
     import numpy as np
     from typer.testing import CliRunner
 
     from pinbench import cli
 
-    request = _request(frames=5, fps=8.0, conditioning=())
+    request = _request(frames=5, fps=8.0, conditioning=(), recipe=recipe)
     requests = tmp_path / "requests.jsonl"
     requests.write_text(json.dumps(request.to_json()) + "\n")
     folder = tmp_path / "rollouts"
@@ -240,10 +243,60 @@ def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path
         for _ in range(5):
             out.mux(stream.encode(av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")))
         out.mux(stream.encode())
-    result = CliRunner().invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)])
+    result = CliRunner().invoke(cli.app, ["rollouts", "check", recipe, str(folder), "--requests", str(requests)])
+    if recipe == "paibench-c":
+        assert result.exit_code == 0 and result.output.splitlines() == [
+            f"warning: {folder / 't2v-000.mp4'}: a matroska,webm container under an .mp4 name; accepted, as "
+            "paibench-c's evaluator reads rollouts with OpenCV and imageio, which open it",
+            "1 of 1 rollout is what its request asks for"], result.output
+        return
     assert result.exit_code == 2 and result.output.splitlines()[0] == (
-        f"{folder / 't2v-000.mp4'}: a matroska,webm container under an .mp4 name; the request asks MP4"), \
-        result.output
+        f"{folder / 't2v-000.mp4'}: a matroska,webm container under an .mp4 name; the request asks MP4 (remembench "
+        "declares no other: a reader of the container's own frame count, as MIND's process.py, reads none from "
+        "another)"), result.output
+
+
+MATROSKA = """\
+import json, sys, tempfile
+from pathlib import Path
+
+import av
+from render_generator import Render
+
+from pinbench.core.generation import Request
+
+request, out = Request.from_json(json.loads(Path(sys.argv[1]).read_text())), sys.argv[2]
+with tempfile.TemporaryDirectory() as scratch:   # the render double's MP4, its packets remuxed into Matroska
+    made = Path(scratch, "made.mp4")
+    Render().generate(request, made)
+    with av.open(str(made)) as source, av.open(out, "w", format="matroska") as target:
+        stream = target.add_stream_from_template(source.streams.video[0])
+        for packet in source.demux(source.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                target.mux(packet)
+"""
+
+
+def test_a_paibench_c_run_scores_a_matroska_rollout_under_an_mp4_name_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """PAI-Bench-C (``rollout_container: any``) failed every rollout a generator wrote as Matroska under its .mp4
+    name, though its evaluator's OpenCV reads them: each is kept and scored, a warning naming it and its container
+    (not the hidden name it was made under), said once, not again by a rerun that reuses it."""
+    script = tmp_path / "matroska.py"
+    script.write_text(MATROSKA)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
+    command = f"command:{sys.executable} {script} {{request}} {{out}}"
+    capfd.readouterr()
+    outcome = _run(tmp_path / "run", command)
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 0, said
+    warned = [line for line in said.splitlines() if line.startswith("warning: ")]
+    assert warned == [f"warning: edge/task_000{i}.mp4: a matroska,webm container under an .mp4 name; accepted, as "
+                      "paibench-c's evaluator reads rollouts with OpenCV and imageio, which open it"
+                      for i in range(4)], said
+    assert _run(tmp_path / "run", command).exit_code == 0
+    assert "warning: " not in capfd.readouterr().err
 
 
 def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: Path) -> None:
@@ -2453,6 +2506,56 @@ def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_versio
     assert "3 reused (3 from the sample cache)" in said
     assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
         "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+
+
+def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A rerun into the same --out reused a stored rollout still the file it kept (same SHA-256) unchecked: a check
+    added to ``check_rollout`` since did not apply to it, scored as it was, where one from the sample cache is
+    checked again. Now it is checked (its decode not repeated) and, refused, generated again by name; a rollout cut
+    short on disk is generated again too; the other two are reused."""
+    from pinbench.ops import generation
+
+    out, calls, real = tmp_path / "run", tmp_path / "calls", generation.check_rollout
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    cut = out / "rollouts" / "edge" / "task_0001.mp4"
+    cut.chmod(0o644)
+    with open(cut, "r+b") as fh:
+        fh.truncate(cut.stat().st_size // 2)
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0000" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    capfd.readouterr()
+    outcome = _run(out, RENDER, calls=str(calls))
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2 and sorted(_calls(calls)[4:]) == ["edge.task_0000", "edge.task_0001"], said
+    assert ("generate: invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept before that was checked); "
+            "generated again\n") in said
+    assert f"generate: {cut}: changed since it was kept (SHA-256 " in said
+    assert "generate: 4 samples: 1 done, 2 reused, 1 failed" in said, said
+    assert "1 recomputed: the rollout fails this version's rollout check" in said
+    assert "1 recomputed: the rollout file changed or is gone" in said
+    records = load_records(out / "generation")
+    assert records["edge.task_0000"].error == "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)"
+    assert records["edge.task_0001"].ok
+
+
+def test_a_rerun_checks_each_reused_rollout_without_decoding_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The check of a reused rollout still the file kept reads its container facts only: its every frame decoded
+    when it was kept, and a rerun of thousands decoded them all again."""
+    from pinbench.media import video
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    decoded: list[str] = []
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
+    capfd.readouterr()
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err and decoded == []
 
 
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:

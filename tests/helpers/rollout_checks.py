@@ -20,7 +20,8 @@ def checked_rollouts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     checked: list[Path] = []
     check = generation.check_rollout
-    monkeypatch.setattr(generation, "check_rollout", lambda request, path: checked.append(path) or check(request, path))
+    monkeypatch.setattr(generation, "check_rollout",
+                        lambda request, path, **options: checked.append(path) or check(request, path, **options))
     return checked
 
 

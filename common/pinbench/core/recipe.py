@@ -210,6 +210,8 @@ class Recipe:
     no_download: NoDownload | None = None
     # the distributions (PyPI names) whose installed versions change its numbers: part of every record's reuse key
     numerics: tuple[str, ...] = ()
+    # what a rollout under an .mp4 name may be: "mp4", or "any" container OpenCV opens (``check_rollout``)
+    rollout_container: str = "mp4"
 
     # ------------------------------------------------------------------------------------ code
 
@@ -575,6 +577,7 @@ def load_declaration(path: Path, package: str) -> Recipe:
         scale_out_generator=layouts.get("scale_out_generator", scale_out),
         examples=tuple(Example(**e) for e in data.get("examples") or ()),
         no_download=no_download, numerics=tuple(data.get("numerics") or ()),
+        rollout_container=data.get("rollout_container", "mp4"),
     )
 
 

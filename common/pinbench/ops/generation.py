@@ -715,11 +715,13 @@ def _traceback(lead: str) -> None:
 # ------------------------------------------------------------------------------------------- the check
 
 
-def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False) -> list[str]:
+def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False, kept: bool = False) -> list[str]:
     """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
     what was asked for). A generator's symlink is refused (it would point out of the run); ``follow_symlinks``
     checks a symlink's target, as ``-o videos`` and ``--generator folder`` read a folder of rollouts made elsewhere
-    (``pinbench rollouts check``)."""
+    (``pinbench rollouts check``). ``kept``: the file is still the bytes a run checked and kept (its record's
+    SHA-256), which decoded to their last frame then; that decode is not repeated, the rest of the check is (a
+    rerun reuses every rollout)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
@@ -738,17 +740,38 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
         return [str(exc)]
     problems = []
     if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
-        # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
-        problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4")
+        if _any_container(request.recipe):
+            if not kept:   # said when it is made or checked, not on every rerun that reuses it
+                named = path if path.name == PurePosixPath(request.output).name else request.output
+                print(f"warning: {named}: a {info.container} container under an .mp4 name; accepted, as "
+                      f"{request.recipe}'s evaluator reads rollouts with OpenCV and imageio, which open it",
+                      file=sys.stderr, flush=True)
+        else:   # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
+            problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4 "
+                            f"({request.recipe} declares no other: a reader of the container's own frame count, as "
+                            "MIND's process.py, reads none from another)")
     if (info.width, info.height) != (request.width, request.height):
         problems.append(f"{path}: {info.width}x{info.height}, the request asks {request.width}x{request.height}")
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
         problems.append(f"{path}: {info.fps:g} fps, the request asks {request.fps:g}")
     if info.n_frames != request.frames:
         problems.append(f"{path}: {info.n_frames} frames, the request asks {request.frames}")
-    elif not is_valid_video(path, request.frames):
+    elif not kept and not is_valid_video(path, request.frames):
         problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
     return problems
+
+
+def _any_container(recipe: str) -> bool:
+    """Whether the recipe declares that its evaluator reads a rollout of any container OpenCV opens
+    (``rollout_container: any``: PAI-Bench-C's reads rollouts with cv2.VideoCapture and imageio, both through
+    FFmpeg, which reads the container from the bytes, not the name); a request of no installed recipe keeps the MP4
+    demand."""
+    from pinbench.core.recipe import get_recipe
+
+    try:
+        return get_recipe(recipe).rollout_container == "any"
+    except RecipeError:
+        return False
 
 
 def _loose(name: str) -> str:
@@ -846,7 +869,8 @@ class Generating:
             tasks = [RolloutTask(r.id, r.digest, sources.get(r.id)) for r in requests]
             if folder_dir is not None:
                 _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
-            kept = _Kept(rollouts, signature, {r.output: sources.get(r.id) for r in requests} if sources else None)
+            kept = _Kept(rollouts, signature, {r.output: r for r in requests},
+                         {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
             batch_error: list[Exception] = []
@@ -1412,13 +1436,16 @@ def _same_device(one: Path, other: Path) -> bool | None:
 
 
 class _Kept:
-    """A stored rollout is reused when it was made by this generator (its record's signature) and its file is still
-    the one generated (same SHA-256); the task's key says it was made for this request. With ``sources`` (the
-    ``folder`` generator's: each output's file there, its SHA-256; None: not readable) it must also be that file's
-    copy: the task's key was hashed before the copy, which a file changed meanwhile would have made of other bytes."""
+    """A stored rollout is reused when it was made by this generator (its record's signature), its file is still
+    the one generated (same SHA-256) and it passes this version's rollout check (``check_rollout``, its decode not
+    repeated: a check made stricter since it was kept had let a rerun score it); the task's key says it was made
+    for this request (``requests``: by output). With ``sources`` (the ``folder`` generator's: each output's file
+    there, its SHA-256; None: not readable) it must also be that file's copy: the task's key was hashed before the
+    copy, which a file changed meanwhile would have made of other bytes."""
 
-    def __init__(self, rollouts: Path, signature: Signature, sources: Mapping[str, str | None] | None = None) -> None:
-        self.rollouts, self.signature, self.sources = rollouts, signature, sources
+    def __init__(self, rollouts: Path, signature: Signature, requests: Mapping[str, Request],
+                 sources: Mapping[str, str | None] | None = None) -> None:
+        self.rollouts, self.signature, self.requests, self.sources = rollouts, signature, requests, sources
         self._said: set[Path] = set()
 
     def __call__(self, result: Mapping[str, Any]) -> bool:
@@ -1434,6 +1461,13 @@ class _Kept:
                 said = _changed(path, result.get("sha256"), "changed since it was kept")
                 print(f"generate: {said}; generated again", file=sys.stderr, flush=True)
             raise Stale("the rollout file changed or is gone")
+        request = self.requests[str(result.get("output"))]
+        if problems := check_rollout(request, path, kept=True):
+            if path not in self._said:
+                self._said.add(path)
+                print(f"generate: {_invalid(request, path, problems)} (kept before that was checked); generated "
+                      "again", file=sys.stderr, flush=True)
+            raise Stale("the rollout fails this version's rollout check")
         return True
 
 
