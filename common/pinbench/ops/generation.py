@@ -1461,7 +1461,9 @@ class _Kept:
                 said = _changed(path, result.get("sha256"), "changed since it was kept")
                 print(f"generate: {said}; generated again", file=sys.stderr, flush=True)
             raise Stale("the rollout file changed or is gone")
-        request = self.requests[str(result.get("output"))]
+        request = self.requests.get(str(result.get("output")))
+        if request is None:   # its key matched a request of another output: not this run's rollout
+            raise Stale(f"{result.get('output')}: the output of no request of this run")
         if problems := check_rollout(request, path, kept=True):
             if path not in self._said:
                 self._said.add(path)
