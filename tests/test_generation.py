@@ -9,6 +9,7 @@ their own tests.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import random
@@ -22,7 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from render_generator import MODES, Render
@@ -2046,8 +2047,8 @@ def make(batch="0"):
 @pytest.mark.parametrize("batch", ["0", "1"])
 def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: str) -> None:
-    """A conditioning file is staged as a hard link to its input (the dataset's video, the ground truth a recipe may
-    score against): a generator that wrote into it changed that input, and the run went on, complete."""
+    """A generator that wrote into a conditioning file made its rollout from other inputs than its request pins, and
+    the run went on, complete."""
     (tmp_path / "scribbles.py").write_text(SCRIBBLES)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
     out = tmp_path / "run"
@@ -2056,8 +2057,76 @@ def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
     assert len(records) == 4 and not any(r.ok for r in records.values())
     error = records["edge.task_0000"].error
     assert error.startswith(f"GeneratorError: {out / 'generation' / 'inputs'}") and error.endswith(
-        "changed while the generator ran, a file it is given to read (staged as a hard link, the input it came from "
-        "may have changed too: check it against its SHA-256 in the request)")
+        "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came "
+        "from is as it was, and the next run stages it again)")
+
+
+APPENDS = """\
+import json, sys
+from pathlib import Path
+
+from render_generator import Render
+
+from pinbench.core.generation import Request
+
+request, out = Request.from_json(json.loads(Path(sys.argv[1]).read_text())), sys.argv[2]
+with open(request.path("context"), sys.argv[3]) as given:   # its own bytes, in the file it was given to read
+    given.seek(64)
+    given.write(b"frames of its own")
+Render().generate(request, Path(out))
+"""
+
+
+@pytest.mark.parametrize("mode", ["ab", "r+b"])   # appended to, written over in place (the same size)
+def test_a_command_that_writes_into_its_conditioning_file_leaves_the_dataset_file_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A conditioning file was staged as a hard link to the dataset's file: a command generator that appended to the
+    file it was given to read appended to the dataset's video (the ground truth the recipe scores against), and the
+    next run made its rollouts from the changed video, saying nothing. Now it is staged as a copy of its own: the
+    dataset's file keeps its bytes, the sample fails by name, and the next run stages it again from the dataset."""
+    script = tmp_path / "appends.py"
+    script.write_text(APPENDS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "run"
+    assert _run(out, RENDER).exit_code == 0
+    request = read_requests(out / "generation" / "requests.jsonl")[0]
+    given = request.file("context")
+    assert given is not None
+    source = out / "fixture_data" / "dataset" / "videos" / PurePosixPath(given.path).name   # the file staged
+    before = source.read_bytes()
+    assert hashlib.sha256(before).hexdigest() == given.sha256
+
+    command = f"command:{sys.executable} {script} {{request}} {{out}} {mode}"
+    assert _run(out, command).exit_code != 0
+    assert source.read_bytes() == before
+    records = load_records(out / "generation")
+    assert not any(r.ok for r in records.values())
+    assert "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came " \
+        "from is as it was, and the next run stages it again)" in records["edge.task_0000"].error
+
+    again = _run(out, RENDER)     # staged again from the dataset's file: every rollout from the input it pins
+    assert again.exit_code == 0, again.message
+    staged = out / "generation" / given.path
+    assert hashlib.sha256(staged.read_bytes()).hexdigest() == given.sha256
+
+
+
+def test_a_conditioning_file_an_older_run_staged_as_a_hard_link_is_staged_again_as_a_copy(tmp_path: Path) -> None:
+    """An older run's staged file is the dataset's own inode: reused, a generator writing into it still wrote into
+    the dataset's file. It is replaced by a copy (its bytes the same, the dataset's file no longer linked)."""
+    from pinbench.core.generation import staged
+    from pinbench.core.inputs import InputDigests
+
+    source, root = tmp_path / "data" / "clip.mp4", tmp_path / "requests"
+    source.parent.mkdir()
+    source.write_bytes(b"the dataset's frames")
+    sha256 = hashlib.sha256(b"the dataset's frames").hexdigest()
+    old = root / "inputs" / sha256[:16] / "clip.mp4"
+    old.parent.mkdir(parents=True)
+    os.link(source, old)
+    assert staged("context", source, root, InputDigests(tmp_path / "run")) == Conditioning(
+        "context", f"inputs/{sha256[:16]}/clip.mp4", sha256)
+    assert old.read_bytes() == b"the dataset's frames" and source.stat().st_nlink == 1
 
 
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(

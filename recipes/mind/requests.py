@@ -60,8 +60,8 @@ def build(plan: Plan, *, root: Path, digests: InputDigests) -> list[Request]:
             id=key.sample_id, kind="context-actions", recipe="mind",
             output=f"{key.perspective}/{key.test_type}/{key.path}/{GENERATED_VIDEO}", frames=frames, fps=info.fps,
             width=info.width, height=info.height,
-            conditioning=(staged("context", video, root, digests.sha256(video), (0, actions.mark_time)),
-                          staged("actions", action_file, root, digests.sha256(action_file))),
+            conditioning=(staged("context", video, root, digests, (0, actions.mark_time)),
+                          staged("actions", action_file, root, digests)),
             settings={"perspective": key.perspective, "test_type": key.test_type, "mark_time": actions.mark_time,
                       "total_time": actions.total_time,
                       "alignment": "frame 0 of the rollout is compared with GT frame mark_time: the rollout holds "

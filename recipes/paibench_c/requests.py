@@ -30,10 +30,10 @@ def build(tasks: Sequence[Task], modalities: Sequence[str], dataset_dir: Path, *
     for modality in modalities:
         for task in tasks:
             vision = dataset_dir / task.video_path
-            files = [staged("context", vision, root, digests.sha256(vision))]
+            files = [staged("context", vision, root, digests)]
             if modality in PRECOMPUTED_CONTROL:
                 control = dataset_dir / task.control_path(modality)
-                files.append(staged("control", control, root, digests.sha256(control)))
+                files.append(staged("control", control, root, digests))
             if size is None and task.aspect_ratio not in SIZE_720:
                 raise RecipeError(f"{task.task_id}: aspect ratio {task.aspect_ratio}: its 720-tier size is not "
                                   f"known here (known: {', '.join(SIZE_720)})")

@@ -72,5 +72,5 @@ def _i2v(row: I2VRow, common: dict, settings: dict, release: Release, images: Pa
         "initial_frame_rgb_sha256": pixels, "latent_positions": LATENT_POSITIONS,
         "trajectory_resampling": "linspace(0, N-1, 64) over the poses: slerp of rotations (quaternion signs made "
                                  "continuous), linear positions; intrinsics [fx, fy, cx, cy] at 832x480"},
-        conditioning=(staged("initial_frame", image, root, digests.sha256(image)),
-                      staged("trajectory", trajectory, root, digests.sha256(trajectory))))
+        conditioning=(staged("initial_frame", image, root, digests),
+                      staged("trajectory", trajectory, root, digests)))

@@ -25,9 +25,11 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from stat import S_ISREG
 from typing import Any, Protocol, runtime_checkable
 
 from pinbench.core.files import NAME_MAX, atomic_path, clipped, parse_finite_jsonl, read_data_file
+from pinbench.core.inputs import InputDigests
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 from pinbench.core.provenance import printable, redactor
 
@@ -147,20 +149,38 @@ class Request:
         return next((c for c in self.conditioning if c.role == role), None)
 
 
-def staged(role: str, path: Path, root: Path, sha256: str, frames: tuple[int, int] | None = None) -> Conditioning:
-    """A conditioning file put under ``root/inputs/<sha256[:16]>/<name>`` (a hard link, else a copy, made once and
-    renamed into place), so the folder of the requests holds every file they name and travels whole."""
+def staged(role: str, path: Path, root: Path, digests: InputDigests,
+           frames: tuple[int, int] | None = None) -> Conditioning:
+    """A conditioning file put under ``root/inputs/<sha256[:16]>/<name>``, so the folder of the requests holds every
+    file they name and travels whole: a copy of its own (``_copy``), never a hard link, which is the dataset's file
+    itself, so a generator that wrote into the file it was given changed the dataset's too. Made once and renamed
+    into place; one there that is no longer those bytes (a generator wrote into it, a hard link an older run made)
+    is staged again, its SHA-256 by ``digests`` (read again only when its size, mtime or inode changed)."""
+    sha256 = digests.sha256(path)
     relative = PurePosixPath("inputs", sha256[:16], path.name)
     target = root / relative
-    if not (target.is_file() and not target.is_symlink() and target.stat().st_size == path.stat().st_size):
+    try:
+        held = target.lstat()
+    except FileNotFoundError:
+        held = None
+    if not (held is not None and S_ISREG(held.st_mode) and held.st_nlink == 1 and digests.sha256(target) == sha256):
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(target, suffix=target.suffix) as tmp:
-            tmp.unlink(missing_ok=True)
-            try:
-                os.link(path, tmp)
-            except OSError:   # another file system, or links not allowed: a copy
-                shutil.copyfile(path, tmp)
+            _copy(path, tmp)
     return Conditioning(role, relative.as_posix(), sha256, frames)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Write ``source``'s bytes over ``target`` by ``copy_file_range`` (in the kernel; copy_file_range(2): a file
+    system may share the blocks, a reflink, until one is written), else by ``shutil.copyfile`` (a kernel or file
+    system without it, two file systems on an older kernel)."""
+    with contextlib.suppress(AttributeError, OSError), open(source, "rb") as src, open(target, "wb") as dst:
+        left = os.fstat(src.fileno()).st_size
+        while left > 0 and (done := os.copy_file_range(src.fileno(), dst.fileno(), left)) > 0:
+            left -= done
+        if left == 0:
+            return
+    shutil.copyfile(source, target)
 
 
 def prune_inputs(root: Path, requests: Sequence[Request]) -> int:

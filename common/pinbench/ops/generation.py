@@ -1115,15 +1115,15 @@ def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
 
 
 def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None]) -> None:
-    """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed):
-    staged as a hard link, it is the input itself (a dataset's ground-truth video, which the run then scored
-    against, and every later run too), and a generator that wrote its own frames into it failed nothing."""
+    """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
+    rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
+    file is as it was, and the next run, finding the copy changed, stages it again."""
     after = _inputs_state(request)
     for path, was in before.items():
         if after.get(path) != was:
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
-                                 "given to read (staged as a hard link, the input it came from may have changed too: "
-                                 "check it against its SHA-256 in the request)")
+                                 "given to read (the run's copy: the dataset's file it came from is as it was, and "
+                                 "the next run stages it again)")
 
 
 def _unshared(path: Path) -> None:
