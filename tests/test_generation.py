@@ -2129,6 +2129,23 @@ def test_a_conditioning_file_an_older_run_staged_as_a_hard_link_is_staged_again_
     assert old.read_bytes() == b"the dataset's frames" and source.stat().st_nlink == 1
 
 
+
+def test_a_conditioning_file_is_copied_where_copy_file_range_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two file systems on an older kernel (EXDEV), or a file system without it: the plain copy stages it."""
+    from pinbench.core.generation import staged
+    from pinbench.core.inputs import InputDigests
+
+    def refused(*_: object) -> int:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refused)
+    source = tmp_path / "clip.mp4"
+    source.write_bytes(b"the dataset's frames")
+    made = staged("context", source, tmp_path / "requests", InputDigests(tmp_path / "run"))
+    assert (tmp_path / "requests" / made.path).read_bytes() == b"the dataset's frames"
+
+
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
