@@ -7,7 +7,8 @@ those, computes the digest the repository does.
 Every run asks for its code digest, and parsing the ~70 files of the closure took 0.3 s of a 1.4 s rerun; what each
 file imports is kept in ``<cache>/imports.json`` by the file's path, with the SHA-256 of the bytes it was parsed from
 (so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file, where one entry a
-version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run). A cache that cannot be read
+version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run; a file that is gone
+loses its entry when the cache is next written). A cache that cannot be read
 or written is only slower.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,11 @@ class ImportCache:
         return set(entry[1])
 
     def save(self) -> None:
+        """Write back what was learnt, without the entries of files that are gone: keyed by path, the cache kept every
+        temporary folder's and deleted checkout's files for ever (a test session adds its own)."""
         if not self._changed or self._entries is None:
             return
+        self._entries = {path: entry for path, entry in self._entries.items() if os.path.isfile(path)}
         try:
             write_json_cache(self.path, FORMAT, self._entries)
             self._changed = False
