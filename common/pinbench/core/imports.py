@@ -8,8 +8,7 @@ Every run asks for its code digest, and parsing the ~70 files of the closure too
 file imports is kept in ``<cache>/imports.json`` by the file's path, with the SHA-256 of the bytes it was parsed from
 (so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file, where one entry a
 version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run; a file that is gone
-loses its entry when the cache is next written). A cache that cannot be read
-or written is only slower.
+loses its entry when the cache is next written). A cache that cannot be read or written is only slower.
 """
 
 from __future__ import annotations
