@@ -563,6 +563,25 @@ def test_a_yaml_text_is_parsed_once_and_again_after_an_edit(tmp_path: Path, monk
     assert files.read_yaml(path) == {"name": "toy2"} and len(calls) == 3
 
 
+def test_a_kept_yaml_parse_edited_by_hand_or_of_another_text_is_not_given(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept JSON was given back whatever it said: a value edited in it, or another text's entry under this
+    text's name, read as the file's parse (a reference's values, a recipe's declaration). Now the text is parsed."""
+    import hashlib
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    path, other = tmp_path / "reference.yaml", tmp_path / "other.yaml"
+    path.write_text("f1: 0.5\n")
+    other.write_text("f1: 0.9\n")
+    assert files.read_yaml(path) == {"f1": 0.5} and files.read_yaml(other) == {"f1": 0.9}
+    kept, of_other = (tmp_path / "cache" / "yaml" / f"{hashlib.sha256(p.read_bytes()).hexdigest()}.json"
+                      for p in (path, other))
+    kept.write_text(kept.read_text().replace("0.5", "0.7"))
+    assert files.read_yaml(path) == {"f1": 0.5}
+    kept.write_bytes(of_other.read_bytes())
+    assert files.read_yaml(path) == {"f1": 0.5}
+
+
 @pytest.mark.parametrize("text, value", [
     ("when: 2024-05-01\n", {"when": __import__("datetime").date(2024, 5, 1)}),
     ("1: one\n", {1: "one"}),
@@ -590,5 +609,5 @@ def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch:
     for i in range(5):
         path.write_text(f"n: {i}\n")
         assert files.read_yaml(path) == {"n": i}
-    kept = [json.loads(p.read_text())["data"] for p in (tmp_path / "cache" / "yaml").glob("*.json")]
+    kept = [json.loads(p.read_text().partition("\n")[2]) for p in (tmp_path / "cache" / "yaml").glob("*.json")]
     assert sorted(d["n"] for d in kept) == [2, 3, 4]
