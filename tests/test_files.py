@@ -380,20 +380,26 @@ def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
     assert a[0] is b[0] is c[1] and a[1] is c[0]
 
 
-def test_the_import_cache_forgets_the_files_that_are_gone(tmp_path: Path) -> None:
-    """Keyed by path, it kept the entries of every deleted temporary folder and checkout for ever: saving drops them."""
+def test_the_import_cache_forgets_the_files_that_are_gone_past_its_size(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keyed by path, it kept the entries of every deleted temporary folder and checkout for ever: past
+    IMPORT_CACHE_FILES entries, a write drops them. Below it they stay (a container's files, gone from here)."""
+    from pinbench.core import imports
     from pinbench.core.files import read_json_object, write_json_cache
-    from pinbench.core.imports import ImportCache
 
-    path, kept, new = tmp_path / "imports.json", tmp_path / "kept.py", tmp_path / "new.py"
+    monkeypatch.setattr(imports, "IMPORT_CACHE_FILES", 3)
+    path, kept, gone = tmp_path / "imports.json", tmp_path / "kept.py", str(tmp_path / "gone" / "run.py")
     kept.write_text("import pinbench.core.files\n")
-    new.write_text("import pinbench.core.runner\n")
-    gone = str(tmp_path / "gone" / "run.py")
     write_json_cache(path, 2, {gone: ["k", ["pinbench.core.files"]], str(kept): ["k", ["pinbench.core.files"]]})
-    cache = ImportCache(path)
-    assert cache.imported_modules(new, "new", False) == {"pinbench.core.runner"}
-    cache.save()
-    assert sorted(read_json_object(path)["files"]) == [str(kept), str(new)]
+    learnt = []
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("import pinbench.core.runner\n")
+        cache = imports.ImportCache(path)
+        assert cache.imported_modules(tmp_path / f"{name}.py", name, False) == {"pinbench.core.runner"}
+        cache.save()
+        learnt.append(sorted(read_json_object(path)["files"]))
+    assert learnt == [sorted([gone, str(kept), str(tmp_path / "a.py")]),
+                      sorted([str(kept), str(tmp_path / "a.py"), str(tmp_path / "b.py")])]
 
 
 def _load_within(load: Callable[[], object], fifo: Path | None, seconds: float = 10.0) -> object:
