@@ -380,6 +380,28 @@ def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
     assert a[0] is b[0] is c[1] and a[1] is c[0]
 
 
+def test_the_import_cache_forgets_the_files_that_are_gone_past_its_size(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keyed by path, it kept the entries of every deleted temporary folder and checkout for ever: past
+    IMPORT_CACHE_FILES entries, a write drops them. Below it they stay (a container's files, gone from here)."""
+    from pinbench.core import imports
+    from pinbench.core.files import read_json_object, write_json_cache
+
+    monkeypatch.setattr(imports, "IMPORT_CACHE_FILES", 3)
+    path, kept, gone = tmp_path / "imports.json", tmp_path / "kept.py", str(tmp_path / "gone" / "run.py")
+    kept.write_text("import pinbench.core.files\n")
+    write_json_cache(path, 2, {gone: ["k", ["pinbench.core.files"]], str(kept): ["k", ["pinbench.core.files"]]})
+    learnt = []
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("import pinbench.core.runner\n")
+        cache = imports.ImportCache(path)
+        assert cache.imported_modules(tmp_path / f"{name}.py", name, False) == {"pinbench.core.runner"}
+        cache.save()
+        learnt.append(sorted(read_json_object(path)["files"]))
+    assert learnt == [sorted([gone, str(kept), str(tmp_path / "a.py")]),
+                      sorted([str(kept), str(tmp_path / "a.py"), str(tmp_path / "b.py")])]
+
+
 def _load_within(load: Callable[[], object], fifo: Path | None, seconds: float = 10.0) -> object:
     """``load()`` in a thread; fails the test when it is still running after ``seconds`` (blocked on ``fifo``, which
     is then opened for writing so that the thread ends)."""
@@ -547,6 +569,25 @@ def test_a_yaml_text_is_parsed_once_and_again_after_an_edit(tmp_path: Path, monk
     assert files.read_yaml(path) == {"name": "toy2"} and len(calls) == 3
 
 
+def test_a_kept_yaml_parse_edited_by_hand_or_of_another_text_is_not_given(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept JSON was given back whatever it said: a value edited in it, or another text's entry under this
+    text's name, read as the file's parse (a reference's values, a recipe's declaration). Now the text is parsed."""
+    import hashlib
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    path, other = tmp_path / "reference.yaml", tmp_path / "other.yaml"
+    path.write_text("f1: 0.5\n")
+    other.write_text("f1: 0.9\n")
+    assert files.read_yaml(path) == {"f1": 0.5} and files.read_yaml(other) == {"f1": 0.9}
+    kept, of_other = (tmp_path / "cache" / "yaml" / f"{hashlib.sha256(p.read_bytes()).hexdigest()}.json"
+                      for p in (path, other))
+    kept.write_text(kept.read_text().replace("0.5", "0.7"))
+    assert files.read_yaml(path) == {"f1": 0.5}
+    kept.write_bytes(of_other.read_bytes())
+    assert files.read_yaml(path) == {"f1": 0.5}
+
+
 @pytest.mark.parametrize("text, value", [
     ("when: 2024-05-01\n", {"when": __import__("datetime").date(2024, 5, 1)}),
     ("1: one\n", {1: "one"}),
@@ -574,5 +615,5 @@ def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch:
     for i in range(5):
         path.write_text(f"n: {i}\n")
         assert files.read_yaml(path) == {"n": i}
-    kept = [json.loads(p.read_text())["data"] for p in (tmp_path / "cache" / "yaml").glob("*.json")]
+    kept = [json.loads(p.read_text().partition("\n")[2]) for p in (tmp_path / "cache" / "yaml").glob("*.json")]
     assert sorted(d["n"] for d in kept) == [2, 3, 4]

@@ -303,11 +303,22 @@ def test_a_shard_without_a_manifest_says_what_slurm_knows_of_it(tmp_path: Path,
     assert _rows(render(run_status(tmp_path, asked=asked)))["1/4"][-1] == "UNKNOWN (not in squeue)"
 
 
+@pytest.mark.parametrize(("finished_at", "since"), [("2026-02-01T00:00:00+00:00", True), (None, False),
+                                                     ("yesterday", False), (1767225600, False)])
+def test_a_shard_finished_since_the_submission_by_its_manifests_time(finished_at: object, since: bool) -> None:
+    """A manifest's time is as the file says: one that is no ISO time (edited by hand) is not since the submission,
+    where status would stop on the parser's error naming no file."""
+    from pinbench.ops.status import ShardStatus, _finished_since
+
+    shard = ShardStatus(1, 3, finished=True, finished_at=finished_at)  # type: ignore[arg-type]
+    assert _finished_since(shard, "2026-01-01T00:00:00+00:00") is since
+
+
 def test_a_job_that_ended_with_failed_samples_is_named_apart_from_failed_jobs(tmp_path: Path) -> None:
     """Exit 2 after a shard ran to its end with a failed sample (shard 1 of ``_layout``), or after the finish wrote a
     scorecard counting failed samples, was listed under "failed jobs" beside crashes. Exit 2 alone says no more than
-    "incomplete" (a bad input exits 2): shard 2, which never finished, and a scorecard from before the submission
-    leave their jobs failed."""
+    "incomplete" (a bad input exits 2): shard 2, which never finished, and a scorecard or a shard's manifest from
+    before the submission leave their jobs failed."""
     from toy_runs import write_toy_run
 
     from pinbench.core.scorecard import MetricSpec
@@ -340,10 +351,11 @@ def test_a_job_that_ended_with_failed_samples_is_named_apart_from_failed_jobs(tm
         f"  job 8 (finish) FAILED exit 2:0: log {logs / 'finish-8.log'}",
         "failed jobs (each log says why):",
         f"  job 7_2 (shards) FAILED exit 2:0: log {logs / 'shards-7_2.log'}"]
-    assert block("2999-01-01T00:00:00+00:00") == [   # its scorecard is older: not the finish job's
-        "ended with failed samples (the job ran to its end; its failed samples are listed below):",
-        f"  job 7_1 (shards) FAILED exit 2:0: log {logs / 'shards-7_1.log'}",
+    # its scorecard and shard 1's manifest are older: an earlier submission's (a job of this one exiting 2 at once
+    # for a bad input was listed as ended with failed samples by shard 1's old manifest)
+    assert block("2999-01-01T00:00:00+00:00") == [
         "failed jobs (each log says why):",
+        f"  job 7_1 (shards) FAILED exit 2:0: log {logs / 'shards-7_1.log'}",
         f"  job 7_2 (shards) FAILED exit 2:0: log {logs / 'shards-7_2.log'}",
         f"  job 8 (finish) FAILED exit 2:0: log {logs / 'finish-8.log'}"]
 

@@ -824,19 +824,22 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
 
     What a text parsed to is kept as JSON in ``<cache>/yaml/`` by the text's SHA-256 (``_kept_yaml``), so a later
     command reads it without importing or running the YAML parser: 15-20 ms of every command that reads a recipe's
-    declaration, a tenth of a rerun that finds nothing to do. A value JSON cannot hold exactly is parsed each time."""
+    declaration, a tenth of a rerun that finds nothing to do. A value JSON cannot hold exactly is parsed each time,
+    and so is a text whose kept JSON does not match the digest on its first line (``_yaml_digest``)."""
     text = read_data_file(path, error)
     kept = _kept_yaml(text)
-    held = read_json_object(kept) if kept is not None else None
-    if held is not None and held.get("format") == YAML_CACHE_FORMAT and "data" in held:
-        return held["data"]
+    if kept is not None and (held := read_regular_text(kept)) is not None:
+        digest, _, body = held.partition("\n")
+        if digest == _yaml_digest(kept, body):
+            with contextlib.suppress(ValueError):
+                return loads_json(body)
     data = _parse_yaml(path, text, error)
     if kept is not None:
         _keep_yaml(kept, data)
     return data
 
 
-YAML_CACHE_FORMAT = 1
+YAML_CACHE_FORMAT = 2   # 1 kept {"format": 1, "data": ...} with no digest
 YAML_CACHE_FILES = 256        # the newest kept; a recipe's YAML files and references are a few dozen
 YAML_CACHE_BYTES = 1 << 20    # a parsed file's JSON larger than this is not kept (aliases written out)
 
@@ -856,18 +859,25 @@ def _keep_yaml(path: Path, data: object) -> None:
     key that is no string), then drop the oldest beyond ``YAML_CACHE_FILES``; a cache that cannot be written is only
     slower."""
     try:
-        text = json.dumps({"format": YAML_CACHE_FORMAT, "data": data}, ensure_ascii=False, allow_nan=False)
+        body = json.dumps(data, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
         return
-    if len(text) > YAML_CACHE_BYTES or json.loads(text)["data"] != data:
+    if len(body) > YAML_CACHE_BYTES or json.loads(body) != data:
         return
     try:
-        write_atomic(path, text)
+        write_atomic(path, f"{_yaml_digest(path, body)}\n{body}")
         kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for old in kept[:-YAML_CACHE_FILES]:
             old.unlink(missing_ok=True)
     except OSError:
         pass
+
+
+def _yaml_digest(kept: Path, body: str) -> str:
+    """The SHA-256 of a kept parse's JSON text, its format and the name it is kept under (the YAML text's SHA-256).
+    Why: a kept value edited by hand, or another text's renamed, was given for the text as its parse (a recipe's
+    declaration, a reference's values) with nothing said; it no longer matches, and the text is parsed again."""
+    return hashlib.sha256(f"{YAML_CACHE_FORMAT}\n{kept.name}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _parse_yaml(path: Path, text: str, error: type[FileError]) -> object:

@@ -7,14 +7,16 @@ those, computes the digest the repository does.
 Every run asks for its code digest, and parsing the ~70 files of the closure took 0.3 s of a 1.4 s rerun; what each
 file imports is kept in ``<cache>/imports.json`` by the file's path, with the SHA-256 of the bytes it was parsed from
 (so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file, where one entry a
-version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run). A cache that cannot be read
-or written is only slower.
+version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run; past ``IMPORT_CACHE_FILES``
+entries, a file that is gone loses its entry when the cache is next written). A cache that cannot be read or written
+is only slower.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,14 @@ class ImportCache:
         return set(entry[1])
 
     def save(self) -> None:
+        """Write back what was learnt; beyond ``IMPORT_CACHE_FILES`` entries, without those of files that are gone
+        here. Why: keyed by path, the cache kept every temporary folder's and deleted checkout's files for ever (a
+        test session adds its own). Not below it: a container's files (its image's paths) share the cache and are
+        gone from the host's view; dropped at each write, the two would parse their files again in turn."""
         if not self._changed or self._entries is None:
             return
+        if len(self._entries) > IMPORT_CACHE_FILES:
+            self._entries = {path: entry for path, entry in self._entries.items() if os.path.isfile(path)}
         try:
             write_json_cache(self.path, FORMAT, self._entries)
             self._changed = False
@@ -74,6 +82,7 @@ class ImportCache:
 
 
 FORMAT = 2   # 1 keyed each entry by the bytes alone
+IMPORT_CACHE_FILES = 1000   # a checkout's closure is ~160 files: the host's, a container's and a few more fit
 
 
 def _import_entries(files: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:

@@ -105,6 +105,12 @@ def keep_secret(values: Iterable[str]) -> None:
         os.environ[KEPT_SECRETS_ENV] = json.dumps(sorted(kept))
 
 
+def keep_secret_options(options: Mapping[str, str]) -> None:
+    """``keep_secret`` of the secret-named ones among a command's -g options (``is_secret_field``: api_key=,
+    password=, token=): each command given them (run, submit) redacts their values from what it writes and prints."""
+    keep_secret(value for name, value in options.items() if is_secret_field(name))
+
+
 def _kept_secrets(text: str | None) -> list[str]:
     try:
         values = json.loads(text) if text else []

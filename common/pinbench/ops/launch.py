@@ -13,7 +13,7 @@ from pathlib import Path
 from pinbench.core.config import RunConfig
 from pinbench.core.derived import DerivedRecord
 from pinbench.core.generation import RequestError
-from pinbench.core.provenance import is_secret_field, keep_secret
+from pinbench.core.provenance import keep_secret_options
 from pinbench.core.recipe import get_recipe
 from pinbench.core.reference import Reference
 from pinbench.core.run import Figure, Run, RunOutcome
@@ -27,7 +27,7 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     """Run the procedure of ``cfg.recipe`` in ``cfg.out_dir`` once the directory is claimed for this run
     (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard)."""
     recipe = get_recipe(cfg.recipe)
-    keep_secret(value for name, value in cfg.generator_options.items() if is_secret_field(name))
+    keep_secret_options(cfg.generator_options)
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
                             GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)

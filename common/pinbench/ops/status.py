@@ -57,6 +57,7 @@ class ShardStatus:
     pending: list[str] = field(default_factory=list)
     started: bool = False
     finished: bool = False
+    finished_at: str | None = None   # when its manifest says it finished (ISO 8601)
     running: bool | None = None   # started, not finished: its process alive (None: on another host, or unknown)
     slurm: slurm.JobState | None = None
 
@@ -209,6 +210,7 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], 
     for shard in shards:
         shard.started = shard.index in own
         shard.finished = shard.started and own[shard.index].finished is not None
+        shard.finished_at = own[shard.index].finished if shard.started else None
         for sid, expected in owned[shard.index]:
             record = records.get((sid, expected))
             # the store's record says so itself (a run storing a never-generated sample), else the finish's stand-in
@@ -485,14 +487,25 @@ def _failed_jobs(status: RunStatus) -> list[str]:
 def _ended_with_failed_samples(status: RunStatus, sharded: bool, state: slurm.JobState) -> bool:
     """Whether a job exited 2 after running to its end with failed samples counted. Exit 2 alone does not say so (a
     bad input's one-line error exits 2 too): what it wrote must, its shard's manifest saying it finished with failed
-    samples, or (the finish job) a scorecard written after the submission counting failed samples."""
+    samples since the submission, or (the finish job) a scorecard written after the submission counting failed
+    samples."""
     if state.exit_status != 2 or status.submission is None:
         return False
-    if sharded:
-        return any(s.index == state.array_task and s.finished and s.failed for s in status.shards)
+    if sharded:   # finished since the submission: a manifest an earlier submission's job finished says nothing of it
+        return any(s.index == state.array_task and s.failed and _finished_since(s, status.submission.submitted)
+                   for s in status.shards)
     written = status.scorecard
     return isinstance(written, WrittenScorecard) and written.card.samples.n_failed > 0 \
         and written.mtime >= _epoch(status.submission.submitted)
+
+
+def _finished_since(shard: ShardStatus, submitted: str) -> bool:
+    """Whether the shard's manifest says it finished at or after ``submitted`` (a time it does not hold, a manifest
+    edited by hand, says not)."""
+    try:
+        return shard.finished_at is not None and _epoch(shard.finished_at) >= _epoch(submitted)
+    except (TypeError, ValueError):
+        return False
 
 
 def _jobs_block(title: str, rows: list[str]) -> list[str]:

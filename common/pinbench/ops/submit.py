@@ -38,7 +38,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
-from pinbench.core.provenance import redact
+from pinbench.core.provenance import keep_secret_options, redact
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -206,6 +206,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
+    keep_secret_options(configs[0].generator_options)   # the submission's record and what submit says redact them
     out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
         check_out_dir_outside(configs[0], inputs, cwd)
