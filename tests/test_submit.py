@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -911,6 +912,8 @@ def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: P
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert "plain-key-9876" not in record.command + written and "--generator-option=api_key=***" in written
     assert "api_key=plain-key-9876" in the_plan.phases[0].text
+    # so only their owner reads them (they were 0o755: anyone on a shared cluster read the key in --out/slurm/)
+    assert {stat.S_IMODE(p.script.stat().st_mode) for p in the_plan.phases} == {0o700}
 
 
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,

@@ -554,7 +554,7 @@ def write_scripts(the_plan: Plan) -> list[Path]:
         logs.mkdir(parents=True, exist_ok=True)
         for phase in the_plan.phases:
             write_atomic(phase.script, phase.text)
-            phase.script.chmod(0o755)
+            phase.script.chmod(0o700)   # its owner's alone: it holds the -g options, a secret-named one too
     except OSError as exc:
         raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
                           f"{exc.filename or logs}: {exc.strerror or exc}") from None
