@@ -819,9 +819,10 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks
     each rollout against its request as generation does before keeping one, and fails that sample naming why; a
-    rollout still the one kept is not decoded again."""
+    rollout still the one kept is checked without being decoded again."""
     import numpy as np
 
+    from pinbench.media import video
     from pinbench.media.video import write_video
 
     recipe = get_recipe("paibench-c")
@@ -831,17 +832,54 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
                                         skip_generation=skip))
 
     assert run(False).exit_code == 0
-    checked = checked_rollouts(monkeypatch)
-    assert run(True).exit_code == 0 and checked == []   # every rollout the one kept: nothing decoded again
+    checked, decoded = checked_rollouts(monkeypatch), list[str]()
+    real = video.is_valid_video
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or real(path, frames))
+    assert run(True).exit_code == 0 and decoded == []   # each the one kept: none decoded again
+    assert sorted(checked) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(checked) == 16
     swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
     write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)
+    checked.clear()
     outcome = run(True)
-    assert outcome.exit_code == 2 and checked == [swapped]
+    assert outcome.exit_code == 2 and swapped in checked and decoded == []   # its frames are wrong: not decoded
     card = json.loads(outcome.scorecard_path.read_text())
     failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
     assert list(failed) == ["task_0001"]
     assert ("generation failed: invalid rollout: edge/task_0001.mp4: 96x64, the request asks 96x72; 210 fps, the "
             f"request asks 30; 27 frames, the request asks 9 ({swapped})") in failed["task_0001"]
+    assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
+
+
+def test_a_scoring_run_checks_each_kept_rollout_against_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``--skip-generation`` scored a rollout still the file generation kept unchecked: a check added to
+    ``check_rollout`` since it was kept did not apply to it, where a rerun generating into the same --out refuses it.
+    Now it is checked (without its decode) and, refused, its sample fails by name, never scored."""
+    from pinbench.ops import generation
+
+    recipe, real = get_recipe("paibench-c"), generation.check_rollout
+
+    def run(skip: bool):
+        return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                        skip_generation=skip))
+
+    assert run(False).exit_code == 0
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0001" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    capfd.readouterr()
+    outcome = run(True)
+    assert outcome.exit_code == 2
+    why = ("invalid rollout: edge/task_0001.mp4: too dark (a new check) (kept before that was checked); generate it "
+           "again without --skip-generation")
+    assert f"generate: 1 sample without the rollout their requests ask for, failed (e.g. edge.task_0001: {why})" in (
+        capfd.readouterr().err)
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert list(failed) == ["task_0001"] and f"generation failed: {why} (" in failed["task_0001"]
     assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
 
 

@@ -1169,12 +1169,13 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
     """A ``--skip-generation`` run's check before scoring: why each stored rollout that is not what its request asks
     (``check_rollout``: a file swapped in after it was kept, at another size, rate or length) fails its sample.
 
-    A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
-    again; one of the right shape that is another file than the one kept fails too (two rollouts of one size, rate
-    and length swapped were scored as each other's); a missing one is left to the recipe, which counts it as it
-    counts any missing rollout. A sample whose generation failed fails with the generating run's reason, and one
-    whose rollout was made for another request fails too: a rollout an earlier generator left in its place was
-    scored, with its stored score, as the recorded generator's."""
+    A rollout still the file its record kept for this request (same SHA-256) is checked again without its decode
+    (``kept``): a check made stricter since it was kept let this run score it. One of the right shape that is
+    another file than the one kept fails too (two rollouts of one size, rate and length swapped were scored as each
+    other's); a missing one is left to the recipe, which counts it as it counts any missing rollout. A sample whose
+    generation failed fails with the generating run's reason, and one whose rollout was made for another request
+    fails too: a rollout an earlier generator left in its place was scored, with its stored score, as the recorded
+    generator's."""
     failures = {}
     for request in requests:
         path, kept = rollouts / request.output, records.get(request.id)
@@ -1189,14 +1190,14 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
             continue
         ours = kept is not None
         sha256 = regular_sha256(path)
-        if ours and sha256 == kept.result.get("sha256"):
-            continue
-        problems = check_rollout(request, path)
-        if not problems and ours:
+        same = ours and sha256 == kept.result.get("sha256")
+        problems = check_rollout(request, path, kept=same)
+        if not problems and ours and not same:
             problems = [f"{path}: another file than the one generation kept (SHA-256 {str(sha256)[:12]}..., kept "
                         f"{str(kept.result.get('sha256'))[:12]}...); generate it again without --skip-generation"]
         if problems:
-            failures[request.id] = _invalid(request, path, problems)
+            failures[request.id] = _invalid(request, path, problems) + (
+                " (kept before that was checked); generate it again without --skip-generation" if same else "")
     if failures:
         sid, why = next(iter(failures.items()))
         print(f"generate: {counted(len(failures), 'sample')} without the rollout their requests ask for, failed "
