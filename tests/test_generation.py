@@ -2596,6 +2596,22 @@ def test_a_rerun_checks_each_reused_rollout_without_decoding_it_again(
     assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err and decoded == []
 
 
+def test_a_rollout_from_the_sample_cache_is_checked_without_decoding_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A cached rollout whose bytes are its record's SHA-256 was decoded to its last frame when the run that kept it
+    checked it; taking it into another run directory decoded every frame again (a second --out of thousands)."""
+    from pinbench.media import video
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    decoded: list[str] = []
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
+    capfd.readouterr()
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "4 reused (4 from the sample cache)" in capfd.readouterr().err and decoded == []
+
+
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own

@@ -1287,8 +1287,9 @@ class RolloutCache(SampleCache):
     placed only when its record is this task's, by this generator, and its file the one that record names (SHA-256):
     a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. Its rollout is
     checked against its request again (``check_rollout``: one ``video_info``), as a check added since it was kept
-    would have refused it, and the key names no check. It is linked (else copied) to its place, where the step's
-    validator (``_Kept``) checks it as it checks a rollout of the run's own."""
+    would have refused it, and the key names no check; its frames are not decoded again (``kept``: ``get`` has
+    verified its bytes are its record's SHA-256, those the run that kept it decoded). It is linked (else copied) to
+    its place, where the step's validator (``_Kept``) checks it as it checks a rollout of the run's own."""
 
     min_seconds = 0.0   # every rollout is worth keeping
 
@@ -1318,7 +1319,7 @@ class RolloutCache(SampleCache):
                 print(f"generate: sample cache: {said}; not used, generated again", file=sys.stderr, flush=True)
             return None
         request = self.requests[stored.data["sample_id"]]
-        if problems := check_rollout(request, kept):
+        if problems := check_rollout(request, kept, kept=True):   # _holds above: the bytes its record checked
             print(f"generate: sample cache: {_invalid(request, kept, problems)} (kept before that was checked); not "
                   "used, generated again", file=sys.stderr, flush=True)
             return None
