@@ -824,6 +824,7 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
 
     from pinbench.media import video
     from pinbench.media.video import write_video
+    from pinbench.ops import generation
 
     recipe = get_recipe("paibench-c")
 
@@ -835,13 +836,14 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
     checked, decoded = checked_rollouts(monkeypatch), list[str]()
     real = video.is_valid_video
     monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or real(path, frames))
+    monkeypatch.setattr(generation, "_check_version", lambda: "newer")   # no verdict of this version's check yet
     assert run(True).exit_code == 0 and decoded == []   # each the one kept: none decoded again
     assert sorted(checked) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(checked) == 16
     swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
     write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)
     checked.clear()
     outcome = run(True)
-    assert outcome.exit_code == 2 and swapped in checked and decoded == []   # its frames are wrong: not decoded
+    assert outcome.exit_code == 2 and checked == [swapped] and decoded == []   # the others passed that check before
     card = json.loads(outcome.scorecard_path.read_text())
     failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
     assert list(failed) == ["task_0001"]
@@ -870,6 +872,7 @@ def test_a_scoring_run_checks_each_kept_rollout_against_the_rollout_checks_of_th
         return [*real(request, path, **options), *added]
 
     monkeypatch.setattr(generation, "check_rollout", stricter)
+    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
     capfd.readouterr()
     outcome = run(True)
     assert outcome.exit_code == 2
@@ -2566,6 +2569,7 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
         return [*real(request, path, **options), *added]
 
     monkeypatch.setattr(generation, "check_rollout", stricter)
+    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
     capfd.readouterr()
     outcome = _run(out, RENDER, calls=str(calls))
     said = capfd.readouterr().err
@@ -2586,14 +2590,17 @@ def test_a_rerun_checks_each_reused_rollout_without_decoding_it_again(
     """The check of a reused rollout still the file kept reads its container facts only: its every frame decoded
     when it was kept, and a rerun of thousands decoded them all again."""
     from pinbench.media import video
+    from pinbench.ops import generation
 
     out, calls = tmp_path / "run", tmp_path / "calls"
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
-    decoded: list[str] = []
+    monkeypatch.setattr(generation, "_check_version", lambda: "newer")   # no verdict of this version's check yet
+    checked, decoded = checked_rollouts(monkeypatch), list[str]()
     monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
     capfd.readouterr()
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
     assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err and decoded == []
+    assert len(checked) == 4
 
 
 def test_a_rollout_from_the_sample_cache_is_checked_without_decoding_it_again(
@@ -2610,6 +2617,26 @@ def test_a_rollout_from_the_sample_cache_is_checked_without_decoding_it_again(
     capfd.readouterr()
     assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
     assert "4 reused (4 from the sample cache)" in capfd.readouterr().err and decoded == []
+
+
+def test_a_rerun_checks_no_reused_rollout_that_passed_this_version_s_check_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rerun read every reused rollout's container again (~0.7 ms a small rollout, ~15 times the rest of
+    reusing it): the verdicts are kept in the run's generation folder by check version, request and SHA-256, so an
+    unchanged rerun checks none, and one of another check version checks each again."""
+    from pinbench.ops import generation
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    checked = checked_rollouts(monkeypatch)
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and checked == []   # passed when it was kept
+    monkeypatch.setattr(generation, "_check_version", lambda: "another")
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    assert sorted(checked) == sorted((out / "rollouts").rglob("*.mp4")) and len(checked) == 4
+    assert len((out / "generation" / generation.CHECKED_FILE).read_text().splitlines()) == 4   # this version's only
+    checked.clear()
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and checked == []
+    assert len(_calls(calls)) == 4   # every rerun reused all four
 
 
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
