@@ -1526,18 +1526,19 @@ def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path
     """A stored rollout of the right shape whose record was made for another request (its inputs changed since)
     is not what this request asks: its sample fails, naming why (it was checked for its shape alone, and scored)."""
     from pinbench.core.runner import SampleRecord
-    from pinbench.ops.generation import _not_as_asked
+    from pinbench.ops.generation import CHECKED_FILE, _Checked, _not_as_asked
 
     request = _request(frames=3, width=16, height=16, conditioning=())
+    checked = _Checked(tmp_path / CHECKED_FILE)
     Render().generate(request, tmp_path / request.output)
     old = {"output": request.output, "sha256": "0" * 64, "request": "f" * 64, "generator": "g", "seed": None}
     record = SampleRecord(request.id, "ok", old, None, "h", 0.1)
-    said = _not_as_asked([request], tmp_path, {request.id: record})
+    said = _not_as_asked([request], tmp_path, {request.id: record}, checked)
     assert said == {request.id: "t2v-000.mp4 was made for another request (its inputs or options changed since); "
                                 "generate it again without --skip-generation"}
     assert _not_as_asked([request], tmp_path, {request.id: SampleRecord(
         request.id, "ok", {**old, "request": request.digest, "sha256": _sha(tmp_path / request.output)}, None, "h",
-        0.1)}) == {}
+        0.1)}, checked) == {}
     capsys.readouterr()
 
 
