@@ -820,10 +820,12 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--skip-generation`` scored whatever stood in ``rollouts/`` (27 frames of another size at 210 fps): it checks
     each rollout against its request as generation does before keeping one, and fails that sample naming why; a
-    rollout still the one kept is not decoded again."""
+    rollout still the one kept is checked without being decoded again."""
     import numpy as np
 
+    from pinbench.media import video
     from pinbench.media.video import write_video
+    from pinbench.ops import generation
 
     recipe = get_recipe("paibench-c")
 
@@ -832,17 +834,56 @@ def test_a_rollout_swapped_after_it_was_kept_fails_its_sample_by_name_in_the_sco
                                         skip_generation=skip))
 
     assert run(False).exit_code == 0
-    checked = checked_rollouts(monkeypatch)
-    assert run(True).exit_code == 0 and checked == []   # every rollout the one kept: nothing decoded again
+    checked, decoded = checked_rollouts(monkeypatch), list[str]()
+    real = video.is_valid_video
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or real(path, frames))
+    monkeypatch.setattr(generation, "_check_version", lambda: "newer")   # no verdict of this version's check yet
+    assert run(True).exit_code == 0 and decoded == []   # each the one kept: none decoded again
+    assert sorted(checked) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(checked) == 16
     swapped = tmp_path / "run" / "rollouts" / "edge" / "task_0001.mp4"
     write_video(swapped, np.random.default_rng(0).integers(0, 255, (27, 64, 96, 3), dtype=np.uint8), 210)
+    checked.clear()
     outcome = run(True)
-    assert outcome.exit_code == 2 and checked == [swapped]
+    assert outcome.exit_code == 2 and checked == [swapped] and decoded == []   # the others passed that check before
     card = json.loads(outcome.scorecard_path.read_text())
     failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
     assert list(failed) == ["task_0001"]
     assert ("generation failed: invalid rollout: edge/task_0001.mp4: 96x64, the request asks 96x72; 210 fps, the "
             f"request asks 30; 27 frames, the request asks 9 ({swapped})") in failed["task_0001"]
+    assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
+
+
+def test_a_scoring_run_checks_each_kept_rollout_against_the_rollout_checks_of_this_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``--skip-generation`` scored a rollout still the file generation kept unchecked: a check added to
+    ``check_rollout`` since it was kept did not apply to it, where a rerun generating into the same --out refuses it.
+    Now it is checked (without its decode) and, refused, its sample fails by name, never scored."""
+    from pinbench.ops import generation
+
+    recipe, real = get_recipe("paibench-c"), generation.check_rollout
+
+    def run(skip: bool):
+        return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
+                                        skip_generation=skip))
+
+    assert run(False).exit_code == 0
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
+        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0001" else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
+    capfd.readouterr()
+    outcome = run(True)
+    assert outcome.exit_code == 2
+    why = ("invalid rollout: edge/task_0001.mp4: too dark (a new check) (kept before that was checked); generate it "
+           "again without --skip-generation")
+    assert f"generate: 1 sample without the rollout their requests ask for, failed (e.g. edge.task_0001: {why})" in (
+        capfd.readouterr().err)
+    card = json.loads(outcome.scorecard_path.read_text())
+    failed = {f["sample_id"]: f["error"] for f in card["metrics"]["edge/canny_f1_score"]["failed"]}
+    assert list(failed) == ["task_0001"] and f"generation failed: {why} (" in failed["task_0001"]
     assert all(not m["failed"] for name, m in card["metrics"].items() if not name.startswith("edge/"))
 
 
@@ -1486,18 +1527,19 @@ def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path
     """A stored rollout of the right shape whose record was made for another request (its inputs changed since)
     is not what this request asks: its sample fails, naming why (it was checked for its shape alone, and scored)."""
     from pinbench.core.runner import SampleRecord
-    from pinbench.ops.generation import _not_as_asked
+    from pinbench.ops.generation import CHECKED_FILE, _Checked, _not_as_asked
 
     request = _request(frames=3, width=16, height=16, conditioning=())
+    checked = _Checked(tmp_path / CHECKED_FILE)
     Render().generate(request, tmp_path / request.output)
     old = {"output": request.output, "sha256": "0" * 64, "request": "f" * 64, "generator": "g", "seed": None}
     record = SampleRecord(request.id, "ok", old, None, "h", 0.1)
-    said = _not_as_asked([request], tmp_path, {request.id: record})
+    said = _not_as_asked([request], tmp_path, {request.id: record}, checked)
     assert said == {request.id: "t2v-000.mp4 was made for another request (its inputs or options changed since); "
                                 "generate it again without --skip-generation"}
     assert _not_as_asked([request], tmp_path, {request.id: SampleRecord(
         request.id, "ok", {**old, "request": request.digest, "sha256": _sha(tmp_path / request.output)}, None, "h",
-        0.1)}) == {}
+        0.1)}, checked) == {}
     capsys.readouterr()
 
 
@@ -2614,6 +2656,7 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
         return [*real(request, path, **options), *added]
 
     monkeypatch.setattr(generation, "check_rollout", stricter)
+    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
     capfd.readouterr()
     outcome = _run(out, RENDER, calls=str(calls))
     said = capfd.readouterr().err
@@ -2634,14 +2677,53 @@ def test_a_rerun_checks_each_reused_rollout_without_decoding_it_again(
     """The check of a reused rollout still the file kept reads its container facts only: its every frame decoded
     when it was kept, and a rerun of thousands decoded them all again."""
     from pinbench.media import video
+    from pinbench.ops import generation
 
     out, calls = tmp_path / "run", tmp_path / "calls"
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
-    decoded: list[str] = []
+    monkeypatch.setattr(generation, "_check_version", lambda: "newer")   # no verdict of this version's check yet
+    checked, decoded = checked_rollouts(monkeypatch), list[str]()
     monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
     capfd.readouterr()
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
     assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err and decoded == []
+    assert len(checked) == 4
+
+
+def test_a_rollout_from_the_sample_cache_is_checked_without_decoding_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A cached rollout whose bytes are its record's SHA-256 was decoded to its last frame when the run that kept it
+    checked it; taking it into another run directory decoded every frame again (a second --out of thousands)."""
+    from pinbench.media import video
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    decoded: list[str] = []
+    monkeypatch.setattr(video, "is_valid_video", lambda path, frames: decoded.append(str(path)) or True)
+    capfd.readouterr()
+    assert _run(tmp_path / "b", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    assert "4 reused (4 from the sample cache)" in capfd.readouterr().err and decoded == []
+
+
+def test_a_rerun_checks_no_reused_rollout_that_passed_this_version_s_check_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rerun read every reused rollout's container again (~0.7 ms a small rollout, ~15 times the rest of
+    reusing it): the verdicts are kept in the run's generation folder by check version, request and SHA-256, so an
+    unchanged rerun checks none, and one of another check version checks each again."""
+    from pinbench.ops import generation
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    checked = checked_rollouts(monkeypatch)
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and checked == []   # passed when it was kept
+    monkeypatch.setattr(generation, "_check_version", lambda: "another")
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    assert sorted(checked) == sorted((out / "rollouts").rglob("*.mp4")) and len(checked) == 4
+    assert len((out / "generation" / generation.CHECKED_FILE).read_text().splitlines()) == 4   # this version's only
+    checked.clear()
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and checked == []
+    assert len(_calls(calls)) == 4   # every rerun reused all four
 
 
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:

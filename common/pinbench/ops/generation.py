@@ -21,6 +21,8 @@ import ast
 import contextlib
 import dataclasses
 import errno
+import functools
+import hashlib
 import importlib
 import importlib.machinery
 import inspect
@@ -848,7 +850,9 @@ class Generating:
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
             made, records = stored or _Origin(named), load_records(store)
             run.generation = _provenance(made, requests, records)
-            run.generation_failures = _not_as_asked(requests, rollouts, records)
+            checked = _Checked(store / CHECKED_FILE)
+            run.generation_failures = _not_as_asked(requests, rollouts, records, checked)
+            checked.save()
             run.never_generated = _never_generated(requests, rollouts, records)
             return rollouts
         removed = _remove_leftovers(run.out_dir, rollouts, store / REQUEST_FILES)
@@ -869,7 +873,7 @@ class Generating:
             tasks = [RolloutTask(r.id, r.digest, sources.get(r.id)) for r in requests]
             if folder_dir is not None:
                 _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
-            kept = _Kept(rollouts, signature, {r.output: r for r in requests},
+            kept = _Kept(rollouts, signature, {r.output: r for r in requests}, _Checked(store / CHECKED_FILE),
                          {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
@@ -912,6 +916,7 @@ class Generating:
             else:
                 summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate",
                                       cache=cached or False, validate=kept)
+        kept.checked.save()
         summary = _overwritten(summary, rollouts)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
@@ -1165,16 +1170,18 @@ def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
     return f"invalid rollout: {request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
 
 
-def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord]) -> dict[str, str]:
+def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord],
+                  checked: _Checked) -> dict[str, str]:
     """A ``--skip-generation`` run's check before scoring: why each stored rollout that is not what its request asks
     (``check_rollout``: a file swapped in after it was kept, at another size, rate or length) fails its sample.
 
-    A rollout still the file its record kept for this request (same SHA-256) was checked then and is not decoded
-    again; one of the right shape that is another file than the one kept fails too (two rollouts of one size, rate
-    and length swapped were scored as each other's); a missing one is left to the recipe, which counts it as it
-    counts any missing rollout. A sample whose generation failed fails with the generating run's reason, and one
-    whose rollout was made for another request fails too: a rollout an earlier generator left in its place was
-    scored, with its stored score, as the recorded generator's."""
+    A rollout still the file its record kept for this request (same SHA-256) is checked again without its decode
+    (``kept``): a check made stricter since it was kept let this run score it. One of the right shape that is
+    another file than the one kept fails too (two rollouts of one size, rate and length swapped were scored as each
+    other's); a missing one is left to the recipe, which counts it as it counts any missing rollout. A sample whose
+    generation failed fails with the generating run's reason, and one whose rollout was made for another request
+    fails too: a rollout an earlier generator left in its place was scored, with its stored score, as the recorded
+    generator's."""
     failures = {}
     for request in requests:
         path, kept = rollouts / request.output, records.get(request.id)
@@ -1189,14 +1196,14 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
             continue
         ours = kept is not None
         sha256 = regular_sha256(path)
-        if ours and sha256 == kept.result.get("sha256"):
-            continue
-        problems = check_rollout(request, path)
-        if not problems and ours:
+        same = ours and sha256 == kept.result.get("sha256")
+        problems = checked(request, path, str(sha256)) if same else check_rollout(request, path)
+        if not problems and ours and not same:
             problems = [f"{path}: another file than the one generation kept (SHA-256 {str(sha256)[:12]}..., kept "
                         f"{str(kept.result.get('sha256'))[:12]}...); generate it again without --skip-generation"]
         if problems:
-            failures[request.id] = _invalid(request, path, problems)
+            failures[request.id] = _invalid(request, path, problems) + (
+                " (kept before that was checked); generate it again without --skip-generation" if same else "")
     if failures:
         sid, why = next(iter(failures.items()))
         print(f"generate: {counted(len(failures), 'sample')} without the rollout their requests ask for, failed "
@@ -1286,8 +1293,9 @@ class RolloutCache(SampleCache):
     placed only when its record is this task's, by this generator, and its file the one that record names (SHA-256):
     a bad entry costs its rollout, generated again, and never leaves a file among the run's rollouts. Its rollout is
     checked against its request again (``check_rollout``: one ``video_info``), as a check added since it was kept
-    would have refused it, and the key names no check. It is linked (else copied) to its place, where the step's
-    validator (``_Kept``) checks it as it checks a rollout of the run's own."""
+    would have refused it, and the key names no check; its frames are not decoded again (``kept``: ``get`` has
+    verified its bytes are its record's SHA-256, those the run that kept it decoded). It is linked (else copied) to
+    its place, where the step's validator (``_Kept``) checks it as it checks a rollout of the run's own."""
 
     min_seconds = 0.0   # every rollout is worth keeping
 
@@ -1317,7 +1325,7 @@ class RolloutCache(SampleCache):
                 print(f"generate: sample cache: {said}; not used, generated again", file=sys.stderr, flush=True)
             return None
         request = self.requests[stored.data["sample_id"]]
-        if problems := check_rollout(request, kept):
+        if problems := check_rollout(request, kept, kept=True):   # _holds above: the bytes its record checked
             print(f"generate: sample cache: {_invalid(request, kept, problems)} (kept before that was checked); not "
                   "used, generated again", file=sys.stderr, flush=True)
             return None
@@ -1435,6 +1443,50 @@ def _same_device(one: Path, other: Path) -> bool | None:
         return None
 
 
+CHECKED_FILE = "checked.txt"   # in the generation folder: the kept rollouts this version's check passed
+
+
+@functools.cache
+def _check_version() -> str:
+    """What a verdict of ``check_rollout`` holds for: the source of this module and of the video reader it calls
+    (a check made stricter since is a change to one of them)."""
+    from pinbench.media import video
+
+    return hashlib.sha256(b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))).hexdigest()[:16]
+
+
+class _Checked:
+    """The kept rollouts that passed this version's ``check_rollout`` (``kept``), one line each in the run's
+    ``CHECKED_FILE`` (check version, request digest, the recipe's container rule, SHA-256): a rerun that changed
+    none of these reads no container again (a check is ~0.7 ms a small rollout, ~15 times the rest of reusing it).
+    Written with the keys this run looked up only, so it holds no more lines than the run has rollouts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.stored = frozenset(path.read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError):   # none yet, or unreadable: every rollout is checked
+            self.stored = frozenset()
+        self.passed: set[str] = set()
+        self._any: dict[str, bool] = {}
+
+    def __call__(self, request: Request, path: Path, sha256: str) -> list[str]:
+        """``check_rollout(request, path, kept=True)`` of the file of that SHA-256, unless it passed it before."""
+        if request.recipe not in self._any:
+            self._any[request.recipe] = _any_container(request.recipe)
+        key = f"{_check_version()} {request.digest} {self._any[request.recipe]} {sha256}"
+        if key in self.stored or key in self.passed:
+            self.passed.add(key)
+            return []
+        problems = check_rollout(request, path, kept=True)
+        if not problems:
+            self.passed.add(key)
+        return problems
+
+    def save(self) -> None:
+        write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
+
+
 class _Kept:
     """A stored rollout is reused when it was made by this generator (its record's signature), its file is still
     the one generated (same SHA-256) and it passes this version's rollout check (``check_rollout``, its decode not
@@ -1443,9 +1495,10 @@ class _Kept:
     there, its SHA-256; None: not readable) it must also be that file's copy: the task's key was hashed before the
     copy, which a file changed meanwhile would have made of other bytes."""
 
-    def __init__(self, rollouts: Path, signature: Signature, requests: Mapping[str, Request],
+    def __init__(self, rollouts: Path, signature: Signature, requests: Mapping[str, Request], checked: _Checked,
                  sources: Mapping[str, str | None] | None = None) -> None:
         self.rollouts, self.signature, self.requests, self.sources = rollouts, signature, requests, sources
+        self.checked = checked
         self._said: set[Path] = set()
 
     def __call__(self, result: Mapping[str, Any]) -> bool:
@@ -1464,7 +1517,7 @@ class _Kept:
         request = self.requests.get(str(result.get("output")))
         if request is None:   # its key matched a request of another output: not this run's rollout
             raise Stale(f"{result.get('output')}: the output of no request of this run")
-        if problems := check_rollout(request, path, kept=True):
+        if problems := self.checked(request, path, str(result.get("sha256"))):
             if path not in self._said:
                 self._said.add(path)
                 print(f"generate: {_invalid(request, path, problems)} (kept before that was checked); generated "
