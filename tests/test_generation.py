@@ -2726,6 +2726,31 @@ def test_a_rerun_checks_no_reused_rollout_that_passed_this_version_s_check_befor
     assert len(_calls(calls)) == 4   # every rerun reused all four
 
 
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_verdicts_file_that_is_a_fifo_or_a_folder_costs_the_checks_not_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """The kept verdicts are a cache: a FIFO in their place blocked the rerun on reading it, and one that cannot be
+    written (a folder there) ended it after every rollout was reused. Each rollout is checked again; the run passes."""
+    from pinbench.ops import generation
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    verdicts = out / "generation" / generation.CHECKED_FILE
+    verdicts.unlink()
+    os.mkfifo(verdicts) if kind == "fifo" else verdicts.mkdir()
+    checked = checked_rollouts(monkeypatch)
+    done: list[RunOutcome] = []
+    thread = threading.Thread(target=lambda: done.append(_run(out, RENDER, calls=str(calls))), daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():
+        os.close(os.open(verdicts, os.O_WRONLY | os.O_NONBLOCK))   # the blocked read ends; the test fails
+        thread.join(60)
+        pytest.fail("the rerun was blocked reading the verdicts file")
+    assert done[0].exit_code == 0, done[0].message
+    assert len(checked) == 4 and len(_calls(calls)) == 4   # each reused, each checked again
+
+
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own

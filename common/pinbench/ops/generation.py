@@ -54,6 +54,7 @@ from pinbench.core.files import (
     fitting_name,
     loads_finite_json,
     read_data_file,
+    read_regular_text,
     regular_sha256,
     sha256_file,
     sha256_regular,
@@ -1463,10 +1464,8 @@ class _Checked:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            self.stored = frozenset(path.read_text(encoding="utf-8").splitlines())
-        except (OSError, UnicodeDecodeError):   # none yet, or unreadable: every rollout is checked
-            self.stored = frozenset()
+        # none yet, unreadable, or no regular file (a FIFO would block): every rollout is checked
+        self.stored = frozenset((read_regular_text(path) or "").splitlines())
         self.passed: set[str] = set()
         self._any: dict[str, bool] = {}
 
@@ -1484,7 +1483,9 @@ class _Checked:
         return problems
 
     def save(self) -> None:
-        write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
+        """Keep the verdicts; one that cannot be written costs a check on the next run, never this run."""
+        with contextlib.suppress(OSError):
+            write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
 
 
 class _Kept:
