@@ -1,5 +1,5 @@
-"""Repository-wide pytest set-up: development tools (tools/) and test helpers (tests/helpers/) are importable, and
-the sample cache is off.
+"""Repository-wide pytest set-up: development tools (tools/) and test helpers (tests/helpers/) are importable, the
+sample cache is off, and the secret values a run keeps in its environment do not outlive their test.
 
 The sample cache (pinbench.core.sample_cache) is shared by every run on a machine: off in the tests, so that no test
 reuses another's records; the tests of the cache turn it on in a folder of their own.
@@ -7,8 +7,20 @@ reuses another's records; the tests of the cache turn it on in a folder of their
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests" / "helpers")]
 os.environ["PINBENCH_SAMPLE_CACHE"] = "off"
+
+
+@pytest.fixture(autouse=True)
+def _kept_secrets_end_with_the_test() -> Iterator[None]:
+    """A run or submit with a secret-named -g option keeps its value in $PINBENCH_SECRET_VALUES (so that the
+    processes it starts redact it too): left there, every later test of the worker redacted it, a test's own
+    expected text included."""
+    yield
+    os.environ.pop("PINBENCH_SECRET_VALUES", None)

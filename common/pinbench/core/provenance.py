@@ -65,11 +65,12 @@ _SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "A
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
 # An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
 # for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
-# (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it.
+# (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it; never
+# the end of a word after _ or - (ghp_ and 40 letters beside a key id is a GitHub token, hidden whole by its shape).
 _AWS_SECRET_NAME = re.compile(r"(?:aws[_-]?)?secret[_-]?access[_-]?key", re.IGNORECASE)
 _AWS_SECRET_BODY = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
-_AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+])" + _AWS_SECRET_BODY
-_AWS_MIXED_VALUE = r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])" + _AWS_SECRET_BODY
+_AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+_-])" + _AWS_SECRET_BODY
+_AWS_MIXED_VALUE = r"(?<![A-Za-z0-9/+_-])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])" + _AWS_SECRET_BODY
 _AWS_KEY_ID = r"(?<![A-Za-z0-9_-])A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z0-9_-])"
 _AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}[\"']?\s*[:=]?\s*[\"']?){_AWS_SECRET_VALUE}",
                                     re.IGNORECASE)
