@@ -28,7 +28,7 @@ from toy_recipe import toy_recipe
 from pinbench import cli
 from pinbench.core import check as check_module
 from pinbench.core.check import check_run
-from pinbench.core.config import RunConfig
+from pinbench.core.config import Implementation, RunConfig
 from pinbench.core.fixture_data import build_once
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import Recipe, load_declaration
@@ -561,6 +561,43 @@ def test_the_finish_never_takes_a_line_whose_digest_is_in_capitals_for_the_recor
         assert _finish(toy, cfg, _records()).exit_code == 0
     assert capsys.readouterr().out.count("does not match its digest (changed after it was written): moved to ") == 2
     assert check_run(run_dir).problems == []
+
+
+def _coded(code: str, err: float | None = None) -> list[SampleRecord]:
+    """``_records()`` as an implementation of ``code`` computed them, each with ``err`` as its err if given."""
+    return [SampleRecord(r.sample_id, r.status, {**r.result, **({} if err is None else {"err": err})}, None,
+                         r.input_hash, r.seconds, implementation=Implementation("1.0", code, None))
+            for r in _records()]
+
+
+def _finished_after_a_code_change(toy: Recipe, out_dir: Path) -> RunConfig:
+    """A run finished with the records of code b...b, its store holding those of code a...a (other values) before."""
+    cfg = toy.config("Toy-Nano", out_dir=out_dir, limit=4, env={})
+    store_records(out_dir, _coded("a" * 64, err=1.5))
+    with claim_run_dir(cfg, env={}):
+        assert _finish(toy, cfg, _coded("b" * 64)).exit_code == 0
+    return cfg
+
+
+def test_the_records_of_other_code_in_the_store_are_not_parsed(tmp_path: Path, toy: Recipe,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32: a store line that spells none of the counted records' code digests is no second record of them; check
+    parsed each (11,222 lines of a CameraBench rerun after a code change: two fifths of its store check)."""
+    cfg = _finished_after_a_code_change(toy, tmp_path / "run")
+    parsed: list[str] = []
+    monkeypatch.setattr(check_module, "loads_finite_json", lambda text: parsed.append(text) or json.loads(text))
+    assert check_run(cfg.out_dir).problems == [] and parsed == []
+
+
+def test_a_second_record_spelling_its_code_with_an_escape_is_still_named(tmp_path: Path, toy: Recipe) -> None:
+    """The code digest looked for in a store line's bytes is spelled as it is only in a line without a backslash: a
+    second record of the counted code written \\u0062bbb... is parsed, and named."""
+    cfg = _finished_after_a_code_change(toy, tmp_path / "run")
+    record = _coded("b" * 64, err=7.5)[1].to_json()
+    body = record_bytes(record).replace(b'"code":"b', b'"code":"\\u0062')
+    assert json.loads(body) == record
+    _append(_log(cfg.out_dir), encode_line(body).rstrip(b"\n"))
+    assert any("run.jsonl:9: a second record of sample 's1'" in p for p in check_run(cfg.out_dir).problems)
 
 
 def test_a_scorecard_that_pins_no_store_still_checks_and_says_so(run_dir: Path) -> None:
