@@ -54,7 +54,7 @@ def test_closure_handles_relative_imports_inside_the_library(tmp_path: Path) -> 
 
 
 def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_path: Path, monkeypatch) -> None:
-    """The closure's parse results are kept in <cache>/imports.json by the bytes of each file: a later process parses
+    """The closure's parse results are kept in <cache>/imports-2.json by the bytes of each file: a later process parses
     nothing, an edit that keeps the size and mtime is still parsed again, and a corrupt cache is only an empty one."""
     import pinbench.core.imports as imports
 
@@ -81,10 +81,15 @@ def test_what_a_file_imports_is_parsed_once_and_again_only_after_an_edit(tmp_pat
     os.utime(run, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert closure() == ({"__init__.py", "b.py"}, 2)
     # one entry a file, its last version's: an edited file's earlier entry is gone, not kept beside it
-    held = json.loads((tmp_path / "cache" / "imports.json").read_text())["files"]
+    held = json.loads((tmp_path / "cache" / imports.CACHE_FILE).read_text())["files"]
     assert sorted(held) == sorted(str(p) for p in [run, root / "__init__.py", root / "a.py", root / "b.py"])
-    (tmp_path / "cache" / "imports.json").write_text("{not json")
+    (tmp_path / "cache" / imports.CACHE_FILE).write_text("{not json")
     assert closure() == ({"__init__.py", "b.py"}, 3)
+    # a format-1 cache (an older pinbench sharing the cache root) is another file: neither overwrites the other
+    older = '{"format": 1, "files": {}}'
+    (tmp_path / "cache" / "imports.json").write_text(older)
+    assert closure() == ({"__init__.py", "b.py"}, 0)
+    assert (tmp_path / "cache" / "imports.json").read_text() == older
 
 
 def test_export_refuses_to_overwrite(tmp_path: Path) -> None:

@@ -5,11 +5,11 @@ stored record's reuse key) covers the ``pinbench.media`` ones among them, so an 
 those, computes the digest the repository does.
 
 Every run asks for its code digest, and parsing the ~70 files of the closure took 0.3 s of a 1.4 s rerun; what each
-file imports is kept in ``<cache>/imports.json`` by the file's path, with the SHA-256 of the bytes it was parsed from
-(so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file, where one entry a
-version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run; past ``IMPORT_CACHE_FILES``
-entries, a file that is gone loses its entry when the cache is next written). A cache that cannot be read or written
-is only slower.
+file imports is kept in ``<cache>/imports-2.json`` (``CACHE_FILE``) by the file's path, with the SHA-256 of the bytes
+it was parsed from (so an edit is parsed again, whatever its mtime, and replaces the path's entry: one entry a file,
+where one entry a version of each file grew the cache without end; 992 entries, 1.1 MB, read by every run; past
+``IMPORT_CACHE_FILES`` entries, a file that is gone loses its entry when the cache is next written). A cache that
+cannot be read or written is only slower.
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ class ImportCache:
 
 
 FORMAT = 2   # 1 keyed each entry by the bytes alone
+# named by its format: a pinbench of format 1 (a container's, another checkout's) sharing the cache root read this one
+# as none and wrote its own over it, and each then parsed every file of its closure again at each run, in turn
+CACHE_FILE = f"imports-{FORMAT}.json"
 IMPORT_CACHE_FILES = 1000   # a checkout's closure is ~160 files: the host's, a container's and a few more fit
 
 
@@ -97,10 +100,10 @@ _CACHE: ImportCache | None = None
 
 
 def import_cache() -> ImportCache:
-    """This process's cache, at ``<cache>/imports.json`` (PINBENCH_CACHE, HF_HOME or ~/.cache/pinbench)."""
+    """This process's cache, at ``<cache>/CACHE_FILE`` (PINBENCH_CACHE, HF_HOME or ~/.cache/pinbench)."""
     global _CACHE
-    if _CACHE is None or _CACHE.path != cache_root() / "imports.json":
-        _CACHE = ImportCache(cache_root() / "imports.json")
+    if _CACHE is None or _CACHE.path != cache_root() / CACHE_FILE:
+        _CACHE = ImportCache(cache_root() / CACHE_FILE)
     return _CACHE
 
 
