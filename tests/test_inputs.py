@@ -68,6 +68,17 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
         tasks["pipe.mp4"].path(tmp_path)
 
 
+def test_a_mistyped_folder_names_the_folder_beside_it(tmp_path: Path) -> None:
+    """``-o videos=my_vidoes`` said only "videos directory not found", with ``my_videos`` beside it."""
+    (tmp_path / "my_videos").mkdir()
+    (tmp_path / "my_vidoes.txt").write_text("")   # a file is no folder to suggest
+    with pytest.raises(RecipeError) as info:
+        list_inputs(tmp_path / "my_vidoes")
+    assert str(info.value) == f"{tmp_path / 'my_vidoes'}: videos directory not found (did you mean 'my_videos'?)"
+    with pytest.raises(RecipeError, match=r"gone/my_vidoes: videos directory not found$"):   # no parent to look in
+        list_inputs(tmp_path / "gone" / "my_vidoes")
+
+
 def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"none: clips directory not found$"):
         list_inputs(tmp_path / "none", what="clips")

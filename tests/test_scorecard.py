@@ -27,6 +27,7 @@ from pinbench.core.scorecard import (
     build_scorecard,
     degenerate_notes,
     load_scorecard,
+    scorecard_file,
     validate_scorecard,
     write_scorecard,
 )
@@ -354,7 +355,7 @@ def test_write_refuses_invalid_and_keeps_previous_file(valid_card: Scorecard, tm
 
 
 def test_load_errors_name_the_file(valid_card: Scorecard, tmp_path: Path) -> None:
-    with pytest.raises(ScorecardError, match=r"nope\.json: file not found"):
+    with pytest.raises(ScorecardError, match=r"nope\.json: no such run directory or scorecard file"):
         load_scorecard(tmp_path / "nope.json")
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema_version": "1.0",\n  "recipe": }')
@@ -625,3 +626,10 @@ def test_a_run_directory_without_a_scorecard_yet_says_why_and_where_to_look(tmp_
     with pytest.raises(ScorecardError) as info:   # a folder that is no run directory: the plain line
         load_scorecard(tmp_path / "scorecard.json")
     assert str(info.value) == f"{tmp_path / 'scorecard.json'}: file not found"
+
+
+def test_a_mistyped_run_directory_is_not_called_a_file(tmp_path: Path) -> None:
+    """``pinbench compare runs/a runs/nope`` (and report, view) said "runs/nope: file not found" of a folder name."""
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(scorecard_file(tmp_path / "nope"))
+    assert str(info.value) == f"{tmp_path / 'nope'}: no such run directory or scorecard file"

@@ -9,6 +9,7 @@ from typing import Any
 from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import counted
 from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.inputs import folder_not_found
 from pinbench.core.run import ROLLOUTS
 from pinbench.ops.doctor import video_findings
 from pinbench_recipes.remembench import prepare, weights
@@ -48,7 +49,7 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
     if release is None:   # no rows to count yet; a -o videos that is no folder is said now, not after the fetch
         videos = opts.videos if cfg.generator is None and not cfg.skip_generation else None
         if videos is not None and not videos.is_dir():
-            findings.append(problem("inputs", f"{videos}: videos directory not found" if not videos.exists()
+            findings.append(problem("inputs", folder_not_found(videos, "videos") if not videos.exists()
                                     else f"{videos}: not a directory; name the folder that holds the rollouts"))
         return findings
     try:

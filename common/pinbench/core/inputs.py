@@ -38,6 +38,7 @@ from pinbench.core.files import (
     shown_name,
     write_json_cache,
 )
+from pinbench.core.options import did_you_mean
 from pinbench.core.runner import sample_id_problem
 from pinbench.core.task import Task
 
@@ -69,6 +70,16 @@ class InputFile:
         return shown_name(self.relative)
 
 
+def folder_not_found(root: Path, what: str) -> str:
+    """The line for an inputs folder that is not there, with the closest folder beside it: a mistyped
+    ``-o videos=my_vidoes`` names ``my_videos``."""
+    try:
+        beside = [entry.name for entry in os.scandir(root.parent) if entry.is_dir()]
+    except OSError:   # its parent is missing or unreadable too: nothing to suggest
+        beside = []
+    return f"{root}: {what} directory not found{did_you_mean(root.name, beside)}"
+
+
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:
     """Every entry under ``root`` named like an input (recursively, hidden ones skipped), by relative path.
 
@@ -80,7 +91,7 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
     try:
         kind = not_a_folder(os.stat(root).st_mode)
     except FileNotFoundError:
-        raise RecipeError(f"{root}: {what} directory not found") from None
+        raise RecipeError(folder_not_found(root, what)) from None
     except OSError as exc:  # a symlink loop, a folder above it unreadable
         raise RecipeError(f"{root}: cannot open the {what} directory ({exc.strerror})") from None
     if kind:  # a video file or a FIFO named where its folder belongs: not "not found"

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import statistics
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
@@ -732,6 +733,8 @@ def load_scorecard(path: Path | str) -> Scorecard:
     try:
         text = read_regular_bytes(path).decode("utf-8")
     except MissingFile as exc:   # a run directory without one yet said only "file not found"
+        if path.name != "scorecard.json" and not os.path.lexists(path):   # a mistyped run directory: no "file"
+            raise ScorecardError(path, "no such run directory or scorecard file") from None
         unfinished = (path.parent / IDENTITY_FILE).is_file()
         raise ScorecardError(path, exc.reason + (f": no scorecard yet (a run stopped before its finish, or shards "
                                                  f"not merged: pinbench status {path.parent})" if unfinished else "")
