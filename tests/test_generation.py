@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from render_generator import MODES, Render
-from rollout_checks import checked_rollouts
+from rollout_checks import checked_rollouts, stricter_check
 
 from pinbench.core.config import RecipeError
 from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
@@ -858,9 +858,8 @@ def test_a_scoring_run_checks_each_kept_rollout_against_the_rollout_checks_of_th
     """``--skip-generation`` scored a rollout still the file generation kept unchecked: a check added to
     ``check_rollout`` since it was kept did not apply to it, where a rerun generating into the same --out refuses it.
     Now it is checked (without its decode) and, refused, its sample fails by name, never scored."""
-    from pinbench.ops import generation
 
-    recipe, real = get_recipe("paibench-c"), generation.check_rollout
+    recipe = get_recipe("paibench-c")
 
     def run(skip: bool):
         return run_recipe(recipe.config(fixture=True, out_dir=tmp_path / "run", offline=True, env={},
@@ -868,12 +867,7 @@ def test_a_scoring_run_checks_each_kept_rollout_against_the_rollout_checks_of_th
 
     assert run(False).exit_code == 0
 
-    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
-        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0001" else []
-        return [*real(request, path, **options), *added]
-
-    monkeypatch.setattr(generation, "check_rollout", stricter)
-    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
+    stricter_check(monkeypatch, "edge.task_0001")
     capfd.readouterr()
     outcome = run(True)
     assert outcome.exit_code == 2
@@ -2642,21 +2636,15 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
     added to ``check_rollout`` since did not apply to it, scored as it was, where one from the sample cache is
     checked again. Now it is checked (its decode not repeated) and, refused, generated again by name; a rollout cut
     short on disk is generated again too; the other two are reused."""
-    from pinbench.ops import generation
 
-    out, calls, real = tmp_path / "run", tmp_path / "calls", generation.check_rollout
+    out, calls = tmp_path / "run", tmp_path / "calls"
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
     cut = out / "rollouts" / "edge" / "task_0001.mp4"
     cut.chmod(0o644)
     with open(cut, "r+b") as fh:
         fh.truncate(cut.stat().st_size // 2)
 
-    def stricter(request: Request, path: Path, **options: bool) -> list[str]:   # a check this version adds
-        added = [f"{path}: too dark (a new check)"] if request.id == "edge.task_0000" else []
-        return [*real(request, path, **options), *added]
-
-    monkeypatch.setattr(generation, "check_rollout", stricter)
-    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")   # its source changed
+    stricter_check(monkeypatch, "edge.task_0000")
     capfd.readouterr()
     outcome = _run(out, RENDER, calls=str(calls))
     said = capfd.readouterr().err

@@ -25,6 +25,21 @@ def checked_rollouts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return checked
 
 
+def stricter_check(monkeypatch: pytest.MonkeyPatch, refused: str) -> None:
+    """From now on the rollout check is stricter than the one a run kept its rollouts under (a new version's): it
+    also refuses sample ``refused``'s rollout ("too dark"), and its version changed, as its source would."""
+    from pinbench.ops import generation
+
+    real = generation.check_rollout
+
+    def stricter(request: Request, path: Path, **options: bool) -> list[str]:
+        added = [f"{path}: too dark (a new check)"] if request.id == refused else []
+        return [*real(request, path, **options), *added]
+
+    monkeypatch.setattr(generation, "check_rollout", stricter)
+    monkeypatch.setattr(generation, "_check_version", lambda: "stricter")
+
+
 def swap_rollout(out: Path, sample_id: str, frames: int) -> tuple[Request, Path]:
     """A stored rollout of run directory ``out`` replaced, after its generation kept it, by the first ``frames``
     frames the render double makes for its request (its size and rate): its request and the swapped file."""
