@@ -2188,6 +2188,30 @@ def test_a_conditioning_file_is_copied_where_copy_file_range_fails(
     assert (tmp_path / "requests" / made.path).read_bytes() == b"the dataset's frames"
 
 
+def test_a_conditioning_file_written_to_after_it_was_hashed_is_not_staged_under_that_sha256(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SHA-256 is read, then the file copied: one written to in between (a dataset still being written) was
+    staged as other bytes under the first SHA-256, which the request and its key then named."""
+    from pinbench.core import inputs
+    from pinbench.core.generation import staged
+    from pinbench.core.inputs import InputDigests, InputFileError
+
+    source = tmp_path / "clip.mp4"
+    source.write_bytes(b"the dataset's frames")
+    read = inputs.sha256_file
+
+    def then_written(path: Path) -> str:
+        digest = read(path)
+        with open(path, "ab") as file:
+            file.write(b" and more")
+        return digest
+
+    monkeypatch.setattr(inputs, "sha256_file", then_written)
+    with pytest.raises(InputFileError, match=f"^{re.escape(str(source))}: changed while it was staged"):
+        staged("context", source, tmp_path / "requests", InputDigests(tmp_path / "run"))
+    assert not (tmp_path / "requests" / "inputs").exists() or not any((tmp_path / "requests" / "inputs").rglob("*.*"))
+
+
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
