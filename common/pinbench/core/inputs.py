@@ -72,7 +72,9 @@ class InputFile:
 
 def folder_not_found(root: Path, what: str) -> str:
     """The line for an inputs folder that is not there, with the closest folder beside it: a mistyped
-    ``-o videos=my_vidoes`` names ``my_videos``."""
+    ``-o videos=my_vidoes`` names ``my_videos``; a dangling symlink, its target (``ls`` shows the link there)."""
+    if os.path.islink(root):
+        return f"{root}: {what} directory not found: a dangling symlink (to {os.readlink(root)!r})"
     try:
         beside = [entry.name for entry in os.scandir(root.parent) if entry.is_dir()]
     except OSError:   # its parent is missing or unreadable too: nothing to suggest
