@@ -1524,7 +1524,7 @@ def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path
     from pinbench.ops.generation import CHECKED_FILE, _Checked, _not_as_asked
 
     request = _request(frames=3, width=16, height=16, conditioning=())
-    checked = _Checked(tmp_path / CHECKED_FILE)
+    checked = _Checked(tmp_path / CHECKED_FILE, [request])
     Render().generate(request, tmp_path / request.output)
     old = {"output": request.output, "sha256": "0" * 64, "request": "f" * 64, "generator": "g", "seed": None}
     record = SampleRecord(request.id, "ok", old, None, "h", 0.1)
@@ -2182,6 +2182,30 @@ def test_a_conditioning_file_is_copied_where_copy_file_range_fails(
     assert (tmp_path / "requests" / made.path).read_bytes() == b"the dataset's frames"
 
 
+def test_a_conditioning_file_written_to_after_it_was_hashed_is_not_staged_under_that_sha256(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SHA-256 is read, then the file copied: one written to in between (a dataset still being written) was
+    staged as other bytes under the first SHA-256, which the request and its key then named."""
+    from pinbench.core import inputs
+    from pinbench.core.generation import staged
+    from pinbench.core.inputs import InputDigests, InputFileError
+
+    source = tmp_path / "clip.mp4"
+    source.write_bytes(b"the dataset's frames")
+    read = inputs.sha256_file
+
+    def then_written(path: Path) -> str:
+        digest = read(path)
+        with open(path, "ab") as file:
+            file.write(b" and more")
+        return digest
+
+    monkeypatch.setattr(inputs, "sha256_file", then_written)
+    with pytest.raises(InputFileError, match=f"^{re.escape(str(source))}: changed while it was staged"):
+        staged("context", source, tmp_path / "requests", InputDigests(tmp_path / "run"))
+    assert not (tmp_path / "requests" / "inputs").exists() or not any((tmp_path / "requests" / "inputs").rglob("*.*"))
+
+
 def test_a_kept_rollout_counts_against_the_bound_once_no_run_directory_holds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
@@ -2712,6 +2736,27 @@ def test_a_rerun_checks_no_reused_rollout_that_passed_this_version_s_check_befor
     checked.clear()
     assert _run(out, RENDER, calls=str(calls)).exit_code == 0 and checked == []
     assert len(_calls(calls)) == 4   # every rerun reused all four
+
+
+def test_a_shard_keeps_the_verdicts_of_the_other_shards_rollouts(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards share the run's generation folder, and each looks up the rollouts of its own share only: writing the
+    keys it looked up alone dropped the other shards' verdicts, so each shard's rerun checked every rollout of the
+    others' again, in turn."""
+    from pinbench.core.config import Shard
+    from pinbench.ops import generation
+
+    out, calls = tmp_path / "run", tmp_path / "calls"
+    assert _run(out, RENDER, calls=str(calls)).exit_code == 0
+    recipe = get_recipe("paibench-c")
+    checked = checked_rollouts(monkeypatch)
+    for index in (0, 1, 0, 1):
+        sharded = run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": "edge"},
+                                           generator=RENDER, generator_options={"calls": str(calls)}, env={},
+                                           shard=Shard(index, 2), skip_scoring=True))
+        assert sharded.exit_code == 0, sharded.message
+    assert checked == [] and len(_calls(calls)) == 4
+    assert len((out / "generation" / generation.CHECKED_FILE).read_text().splitlines()) == 4
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder"])

@@ -79,6 +79,15 @@ def test_a_mistyped_folder_names_the_folder_beside_it(tmp_path: Path) -> None:
         list_inputs(tmp_path / "gone" / "my_vidoes")
 
 
+def test_a_folder_that_is_a_dangling_symlink_says_so(tmp_path: Path) -> None:
+    """``ls`` shows a symlink whose target is gone (a moved dataset): "not found" alone named a file that is there."""
+    (tmp_path / "videos").symlink_to(tmp_path / "moved")
+    with pytest.raises(RecipeError) as info:
+        list_inputs(tmp_path / "videos")
+    assert str(info.value) == (f"{tmp_path / 'videos'}: videos directory not found: a dangling symlink "
+                               f"(to {str(tmp_path / 'moved')!r})")
+
+
 def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"none: clips directory not found$"):
         list_inputs(tmp_path / "none", what="clips")

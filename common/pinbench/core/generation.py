@@ -28,8 +28,8 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any, Protocol, runtime_checkable
 
-from pinbench.core.files import NAME_MAX, atomic_path, clipped, parse_finite_jsonl, read_data_file
-from pinbench.core.inputs import InputDigests
+from pinbench.core.files import NAME_MAX, FileState, atomic_path, clipped, parse_finite_jsonl, read_data_file
+from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 from pinbench.core.provenance import printable, redactor
 
@@ -155,8 +155,10 @@ def staged(role: str, path: Path, root: Path, digests: InputDigests,
     file they name and travels whole: a copy of its own (``_copy``), never a hard link, which is the dataset's file
     itself, so a generator that wrote into the file it was given changed the dataset's too. Made once and renamed
     into place; one there that is no longer those bytes (a generator wrote into it, a hard link an older run made)
-    is staged again, its SHA-256 by ``digests`` (read again only when its size, mtime or inode changed)."""
-    sha256 = digests.sha256(path)
+    is staged again, its SHA-256 by ``digests`` (read again only when its size, mtime or inode changed). One whose
+    state after the copy is not the one its SHA-256 was read at is refused (InputFileError): the copy may hold
+    other bytes than that SHA-256 names."""
+    state, sha256 = digests.state_and_sha256(path)
     relative = PurePosixPath("inputs", sha256[:16], path.name)
     target = root / relative
     try:
@@ -167,7 +169,18 @@ def staged(role: str, path: Path, root: Path, digests: InputDigests,
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(target, suffix=target.suffix) as tmp:
             _copy(path, tmp)
+            if not _still(path, state):
+                raise InputFileError(path, "changed while it was staged (its SHA-256 read, then copied): a file "
+                                           "being written; run again once it is written")
     return Conditioning(role, relative.as_posix(), sha256, frames)
+
+
+def _still(path: Path, state: FileState) -> bool:
+    """Whether the file at ``path`` is in ``state`` yet (size, mtime, inode); False when it is gone."""
+    try:
+        return FileState.of(os.stat(path)) == state
+    except OSError:
+        return False
 
 
 def _copy(source: Path, target: Path) -> None:

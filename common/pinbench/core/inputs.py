@@ -72,7 +72,9 @@ class InputFile:
 
 def folder_not_found(root: Path, what: str) -> str:
     """The line for an inputs folder that is not there, with the closest folder beside it: a mistyped
-    ``-o videos=my_vidoes`` names ``my_videos``."""
+    ``-o videos=my_vidoes`` names ``my_videos``; a dangling symlink, its target (``ls`` shows the link there)."""
+    if os.path.islink(root):
+        return f"{root}: {what} directory not found: a dangling symlink (to {os.readlink(root)!r})"
     try:
         beside = [entry.name for entry in os.scandir(root.parent) if entry.is_dir()]
     except OSError:   # its parent is missing or unreadable too: nothing to suggest
@@ -244,17 +246,22 @@ class InputDigests:
 
     def sha256(self, path: Path | str) -> str:
         """The hex SHA-256 of a regular file's bytes (a symlink counts as its target); InputFileError otherwise."""
+        return self.state_and_sha256(path)[1]
+
+    def state_and_sha256(self, path: Path | str) -> tuple[FileState, str]:
+        """``sha256`` and the file's state before it was read: a caller that reads the file again (a copy) tells
+        by its state then whether it still read those bytes."""
         where = os.path.abspath(path)
-        before = _regular_stat(path)
+        before = FileState.of(_regular_stat(path))
         cached = self._cache.get(where)
-        if cached is not None and cached[0] == FileState.of(before):
-            return cached[1]
+        if cached is not None and cached[0] == before:
+            return cached
         digest = sha256_file(path)
         self.hashed += 1
-        if FileState.of(os.stat(path)) == FileState.of(before):   # not being written while it was read
-            self._cache[where] = (FileState.of(before), digest)
+        if FileState.of(os.stat(path)) == before:   # not being written while it was read
+            self._cache[where] = (before, digest)
             self._changed = True
-        return digest
+        return before, digest
 
     def key(self, path: Path | str, root: Path | str) -> InputKey:
         """What a task holds of the file at ``path`` under ``root``."""

@@ -851,7 +851,7 @@ class Generating:
         if run.skips("generation"):   # a scoring run after a generation one: what that stored, and who made it
             made, records = stored or _Origin(named), load_records(store)
             run.generation = _provenance(made, requests, records)
-            checked = _Checked(store / CHECKED_FILE)
+            checked = _Checked(store / CHECKED_FILE, requests)
             run.generation_failures = _not_as_asked(requests, rollouts, records, checked)
             checked.save()
             run.never_generated = _never_generated(requests, rollouts, records)
@@ -874,7 +874,8 @@ class Generating:
             tasks = [RolloutTask(r.id, r.digest, sources.get(r.id)) for r in requests]
             if folder_dir is not None:
                 _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
-            kept = _Kept(rollouts, signature, {r.output: r for r in requests}, _Checked(store / CHECKED_FILE),
+            kept = _Kept(rollouts, signature, {r.output: r for r in requests},
+                         _Checked(store / CHECKED_FILE, requests),
                          {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
@@ -1460,19 +1461,25 @@ class _Checked:
     """The kept rollouts that passed this version's ``check_rollout`` (``kept``), one line each in the run's
     ``CHECKED_FILE`` (check version, request digest, the recipe's container rule, SHA-256): a rerun that changed
     none of these reads no container again (a check is ~0.7 ms a small rollout, ~15 times the rest of reusing it).
-    Written with the keys this run looked up only, so it holds no more lines than the run has rollouts."""
+    Written with the keys this run looked up and those of ``requests`` (the run's) it did not look up, another
+    shard's share, so it holds no more lines than the run has rollouts."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        # none yet, unreadable, or no regular file (a FIFO would block): every rollout is checked
-        self.stored = frozenset((read_regular_text(path) or "").splitlines())
+    def __init__(self, path: Path, requests: Sequence[Request]) -> None:
+        self.path, self.requests = path, requests
+        self.stored = frozenset(self._read())
         self.passed: set[str] = set()
+        self.looked: set[str] = set()   # request digests
         self._any: dict[str, bool] = {}
+
+    def _read(self) -> list[str]:
+        # none yet, unreadable, or no regular file (a FIFO would block): every rollout is checked
+        return (read_regular_text(self.path) or "").splitlines()
 
     def __call__(self, request: Request, path: Path, sha256: str) -> list[str]:
         """``check_rollout(request, path, kept=True)`` of the file of that SHA-256, unless it passed it before."""
         if request.recipe not in self._any:
             self._any[request.recipe] = _any_container(request.recipe)
+        self.looked.add(request.digest)
         key = f"{_check_version()} {request.digest} {self._any[request.recipe]} {sha256}"
         if key in self.stored or key in self.passed:
             self.passed.add(key)
@@ -1483,7 +1490,15 @@ class _Checked:
         return problems
 
     def save(self) -> None:
-        """Keep the verdicts; one that cannot be written costs a check on the next run, never this run."""
+        """Keep the verdicts, and the file's lines (read again: a shard may have written since) of this version and
+        of a request of the run that this one did not look up: shards share the generation folder and each looks
+        up its own share only, so keeping its own lines alone dropped the others'. One that cannot be written costs
+        a check on the next run, never this run."""
+        version, others = _check_version(), [line.split(" ") for line in self._read()]
+        others = [key for key in others if len(key) == 4 and key[0] == version and key[1] not in self.looked]
+        if others:
+            of_run = {request.digest for request in self.requests}
+            self.passed.update(" ".join(key) for key in others if key[1] in of_run)
         with contextlib.suppress(OSError):
             write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
 
