@@ -1208,7 +1208,10 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     gen = f"{sys.executable} {HELPERS / 'render_generator.py'}"
     for shell, name, script in (("sh", "request", f'sh -c "{gen} --request {{request}} --out {{out}}"'),
                                 ("bash", "out", f"env bash -e -o pipefail -c '{gen} --out={{out}}'"),
-                                ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'")):
+                                ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'"),
+                                # bash's option taking a value before -c: the value was taken for the script
+                                ("bash", "out", f"bash --rcfile rc -c '{gen} --out {{out}}'"),
+                                ("sh", "request", f"env -i A=1 -u B sh -c '{gen} --request {{request}}'")):
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
@@ -1222,6 +1225,8 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
     assert json.loads(out.read_text())["id"] == "t2v-000"
     assert GeneratorSpec("command:sh ./gen.sh -c {request} {out}").command[-1] == "{out}"   # a script file's -c
+    # a program's own option named --shell: bash is its value there, no shell runs {request} (it was refused)
+    assert GeneratorSpec("command:gen --shell bash -c {request} --out {out}").command[-1] == "{out}"
 
 
 def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:

@@ -175,19 +175,28 @@ def command_argv(spec: str) -> list[str]:
 
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})   # whose -c runs its next operand as a script
+# the options whose value is the next word: env's (-u NAME, -C DIR), a shell's (set -o NAME, shopt -O NAME, bash's)
+ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
 def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
-    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env bash -ec '...'``);
-    None: no shell runs one. A placeholder there would be pasted into shell code, not passed as one argument."""
-    shell = next((i for i, arg in enumerate(argv) if os.path.basename(arg) in SHELLS), None)
-    if shell is None:
+    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``);
+    None: the program (``env``'s, after its options and VAR=value) is no shell, or runs no script. A placeholder
+    there would be pasted into shell code, not passed as one argument. Only the program counts: a program's own
+    ``--shell bash -c {request}`` passes it as one argument."""
+    shell = 0
+    if argv and os.path.basename(argv[0]) == "env":
+        shell = 1
+        while shell < len(argv) and (argv[shell][:1] == "-" or "=" in argv[shell]):
+            shell += 2 if argv[shell] in ENV_VALUED else 1
+    if shell >= len(argv) or os.path.basename(argv[shell]) not in SHELLS:
         return None
     command_string, takes_value = False, False
     for arg in argv[shell + 1:]:
         if takes_value:
             takes_value = False
-        elif arg in ("-o", "+o", "-O", "+O"):   # set -o NAME, shopt -O NAME: the next word is the option's
+        elif arg in SHELL_VALUED:   # the next word is the option's value, not the script
             takes_value = True
         elif arg[:1] in "-+" and len(arg) > 1:
             command_string = command_string or (arg[:2] != "--" and "c" in arg[1:])
