@@ -517,7 +517,7 @@ def test_hostile_generators_fail_their_own_samples_by_name_and_the_run_finishes(
     requests = {r.id: r for r in read_requests(tmp_path / "run" / "generation" / "requests.jsonl")}
     modes = {sid: Render("each").mode_of(requests[sid]) for sid in records}
     assert set(modes.values()) >= {"render", "nothing", "truncated", "frames", "symlink", "hang", "exit"} - {""}
-    expected = {"nothing": "no rollout (the generator wrote nothing there)", "truncated": "truncated",
+    expected = {"nothing": "the generator wrote nothing to the path it was given", "truncated": "truncated",
                 "frames": "10 frames, the request asks 9", "symlink": "a symlink (to ",
                 "hang": "did not finish generating within 3 s; it was stopped", "exit": "the model ran out of memory"}
     for sid, mode in modes.items():
@@ -1202,7 +1202,10 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     gen = f"{sys.executable} {HELPERS / 'render_generator.py'}"
     for shell, name, script in (("sh", "request", f'sh -c "{gen} --request {{request}} --out {{out}}"'),
                                 ("bash", "out", f"env bash -e -o pipefail -c '{gen} --out={{out}}'"),
-                                ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'")):
+                                ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'"),
+                                # bash's option taking a value before -c: the value was taken for the script
+                                ("bash", "out", f"bash --rcfile rc -c '{gen} --out {{out}}'"),
+                                ("sh", "request", f"env -i A=1 -u B sh -c '{gen} --request {{request}}'")):
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
@@ -1216,6 +1219,8 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
     assert json.loads(out.read_text())["id"] == "t2v-000"
     assert GeneratorSpec("command:sh ./gen.sh -c {request} {out}").command[-1] == "{out}"   # a script file's -c
+    # a program's own option named --shell: bash is its value there, no shell runs {request} (it was refused)
+    assert GeneratorSpec("command:gen --shell bash -c {request} --out {out}").command[-1] == "{out}"
 
 
 def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:
@@ -1260,7 +1265,9 @@ def test_a_generator_that_writes_over_a_kept_rollout_fails_that_sample_by_name(
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     assert len(records) >= 2 and outcome.exit_code == 2
     assert len(failed) == len(records) - 1, failed   # every one but the last written over
-    assert all("changed after it was checked and kept" in why for why in failed.values()), failed
+    # a file there, not the one kept: said as an invalid rollout (it was "no rollout: GeneratorError: ...")
+    assert all(re.fullmatch(r"invalid rollout: edge/task_\d{4}\.mp4: changed after it was checked and kept \(.*\)", why)
+               for why in failed.values()), failed
 
 
 _CHATTY = """
@@ -1728,7 +1735,7 @@ def test_an_unknown_generator_is_refused_before_the_run_starts(tmp_path: Path) -
 def test_a_generator_that_writes_its_rollout_in_place_of_out_is_told_to_write_to_out(tmp_path: Path,
                                                                                       factory: str) -> None:
     """A generator that wrote ``request.output`` itself (where the run keeps it) rather than to the ``out`` it was
-    given failed with "no rollout (the generator wrote nothing there)", beside the very file it had written; one that
+    given failed with "the generator wrote nothing there", beside the very file it had written; one that
     did so in a batch (``generate_batch``) is told the same."""
     outcome = _run(tmp_path / "run", f"python:render_generator:{factory}")
     assert outcome.exit_code == 2
@@ -1891,8 +1898,8 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     failed = [line for line in said if "10 frames, the request asks 9" in line and "by reason" not in line]
     assert len(failed) == 5 and said[-2:] == ["  ... and 11 more",
                                               "result: INCOMPLETE (exit 2): stopped before the diff"], said[-8:]
-    assert "  by reason: 16 x ValueError: invalid rollout: <file>: 10 frames, the request asks 9" in said
-    assert failed[0].startswith("  edge.task_0000: ValueError: invalid rollout: "), failed[0]
+    assert "  by reason: 16 x invalid rollout: <file>: 10 frames, the request asks 9" in said
+    assert failed[0].startswith("  edge.task_0000: invalid rollout: "), failed[0]
     # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)
     ended = [line for line in said if line.startswith("paibench-c: 16 samples: 0 done, 0 reused, 16 failed (")]
     assert len(ended) == 1 and ended[0].endswith(", ...); no rollout made: 16 failures stored, nothing to score")
@@ -2092,7 +2099,7 @@ def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
     records = load_records(out / "generation")
     assert len(records) == 4 and not any(r.ok for r in records.values())
     error = records["edge.task_0000"].error
-    assert error.startswith(f"GeneratorError: {out / 'generation' / 'inputs'}") and error.endswith(
+    assert error.startswith(f"{out / 'generation' / 'inputs'}") and error.endswith(
         "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came "
         "from is as it was, and the next run stages it again)")
 
@@ -2651,7 +2658,7 @@ def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_versio
             "was checked); not used, generated again\n") in said
     assert "3 reused (3 from the sample cache)" in said
     assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
-        "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+        "invalid rollout: edge/task_0000.mp4: too dark (a new check)")
 
 
 def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_this_version(
@@ -2680,7 +2687,7 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
     assert "1 recomputed: the rollout fails this version's rollout check" in said
     assert "1 recomputed: the rollout file changed or is gone" in said
     records = load_records(out / "generation")
-    assert records["edge.task_0000"].error == "ValueError: invalid rollout: edge/task_0000.mp4: too dark (a new check)"
+    assert records["edge.task_0000"].error == "invalid rollout: edge/task_0000.mp4: too dark (a new check)"
     assert records["edge.task_0001"].ok
 
 
@@ -2862,6 +2869,29 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
             "from (SHA-256 ") in said and "copied again" not in said, said
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
         _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
+
+
+def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as_no_rollout(tmp_path: Path) -> None:
+    """A folder's file of the wrong length failed its sample as ``NotGenerated: no rollout: ValueError: invalid
+    rollout: ...``: "no rollout" of a file that is there, and two Python class names. It says what happened; a
+    missing file still says "no rollout"."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    request = {r.id: r for r in read_requests(tmp_path / "made" / "generation" / "requests.jsonl")}["edge.task_0001"]
+    Render("frames").generate(request, mine / "edge" / "task_0001.mp4")   # there, a frame too many
+    (mine / "edge" / "task_0002.mp4").unlink()
+    outcome = _run(tmp_path / "run", "folder", dir=str(mine))
+    assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
+    failed = {f["sample_id"]: f["error"] for m in json.loads(outcome.scorecard_path.read_text())["metrics"].values()
+              for f in m["failed"]}
+    assert failed["task_0001"] == (f"invalid rollout: edge/task_0001.mp4: {request.frames + 1} frames, the request "
+                                   f"asks {request.frames}")
+    assert failed["task_0002"].startswith(f"no rollout: FileNotFoundError: {mine / 'edge' / 'task_0002.mp4'}: "
+                                          "no rollout there (request edge.task_0002) (traceback: ")
+    rows = (tmp_path / "run" / "failures.tsv").read_text()
+    assert f"\tinvalid rollout: edge/task_0001.mp4: {request.frames + 1} frames" in rows and "NotGenerated" not in rows
 
 
 def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(

@@ -119,7 +119,7 @@ def run(run: Run) -> RunOutcome:
     for t in task_ids:   # a task none of whose rollouts was generated fails, with the generation's reason
         why = [run.generation_failures.get(r) for r in requested[t]]
         if all(why):
-            not_made[t] = NotGenerated(f"no rollout: {why[0]}")
+            not_made[t] = NotGenerated(why[0])
     # a task none of whose rollouts any run generated (its generation shard never ran, a --limit short of it) counts
     # missing, as MIND's and RememBench's samples do (Run.store)
     records = run.store([ScoredTask(t, {m: collected[m][t].sha256 for m in options.modalities}) for t in task_ids],

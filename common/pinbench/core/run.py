@@ -74,11 +74,13 @@ from pinbench.core.runner import (
     BatchFn,
     NeverComputed,
     Pending,
+    Reason,
     RunSummary,
     SampleFn,
     SampleRecord,
     StepLog,
     Validator,
+    error_line,
     holds_records,
     lost_text,
     merge_samples,
@@ -369,7 +371,7 @@ class Run:
             if never is not None:
                 log.record(sid, None, error=missing_error([never]))
             elif isinstance(result, BaseException):
-                log.record(sid, None, error=f"{type(result).__name__}: {result}")
+                log.record(sid, None, error=error_line(result))
             else:
                 log.record(sid, result, reused=True)
         return self.gather(tasks, log.close(), folder=folder, requests=requests)
@@ -571,8 +573,9 @@ def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
         return Run(recipe, cfg)._answer_unchanged()
 
 
-class NotGenerated(RuntimeError):
-    """A sample whose rollout its generator did not make: the generation's reason, not a missing file's."""
+class NotGenerated(Reason):
+    """A sample whose rollout its generator did not make as asked: the generation step's reason (``no rollout: ...``,
+    or ``invalid rollout: ...`` of a file that is there), not a missing file's."""
 
 
 class _NotGenerated:
@@ -589,7 +592,7 @@ class _NotGenerated:
             raise NeverComputed(never)
         why = self.failures.get(task.sample_id)
         if why is not None:
-            raise NotGenerated(f"no rollout: {why}")
+            raise NotGenerated(why)
         return self.fn(task)
 
 

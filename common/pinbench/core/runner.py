@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MISSING_ERROR",
     "NeverComputed",
+    "Reason",
     "RECORD_VERSION",
     "RunSummary",
     "SampleFailed",
@@ -75,6 +76,7 @@ __all__ = [
     "canonical_json",
     "check_sample_id",
     "clean_result",
+    "error_line",
     "sample_id_problem",
     "input_hash",
     "is_stand_in",
@@ -605,6 +607,11 @@ class SampleFailed(Exception):
     of its samples this way (10,096 of a 10 % CameraBench run); any other exception keeps its traceback."""
 
 
+class Reason(SampleFailed):
+    """A ``SampleFailed`` whose message is the whole reason, said as it is: the record keeps no class name before it
+    (``NotGenerated: ...`` or ``ValueError: invalid rollout: ...`` told the reader a Python name, not what happened)."""
+
+
 class NeverComputed(SampleFailed):
     """Raised by a per-sample function for a sample there is nothing to compute from (no run generated its rollout),
     the message saying why: its record is the one ``stand_in`` makes, so the store alone says it counts missing
@@ -622,14 +629,17 @@ def _passes(validate: Validator, result: dict) -> tuple[bool, str]:
     except Stale as exc:
         return False, str(exc)
     except Exception as exc:  # a broken validator must not crash the run
-        return False, f"validate() raised {_error_line(exc)}"
+        return False, f"validate() raised {error_line(exc)}"
 
 
-def _error_line(exc: BaseException) -> str:
-    """``"ExcType: message"`` on one line (message newlines become spaces, long messages are cut)."""
+def error_line(exc: BaseException) -> str:
+    """``"ExcType: message"`` (a ``Reason``'s message alone) on one line (message newlines become spaces, long
+    messages are cut)."""
     message = str(exc)
     if isinstance(exc, NeverComputed):
         return one_line(missing_error([message]))
+    if isinstance(exc, Reason):
+        return one_line(message)
     return one_line(f"{type(exc).__name__}: {message}" if message.strip() else type(exc).__name__)
 
 
@@ -1046,7 +1056,7 @@ def _compute(chunk: list[tuple[str, Task, str]], fn: SampleFn, batch_fn: BatchFn
         except Exception as exc:  # retried per sample below, so a bad sample stays isolated
             log.warning(
                 "batch of %d samples (%s, ...) failed with %s; retrying one by one",
-                len(chunk), chunk[0][0], _error_line(exc),
+                len(chunk), chunk[0][0], error_line(exc),
             )
         else:
             seconds = (time.perf_counter() - started) / len(chunk)
@@ -1063,11 +1073,11 @@ def _compute_one(sid: str, task: Task, task_hash: str, fn: SampleFn, validate: V
     try:
         result = fn(task)
     except SampleFailed as exc:  # its message says it all: no traceback
-        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
+        return SampleRecord(sid, FAILED, None, error_line(exc), task_hash, time.perf_counter() - started,
                             implementation=implementation)
     except Exception as exc:  # failure isolation is the point; BaseException propagates
         return SampleRecord(
-            sid, FAILED, None, _error_line(exc), task_hash, time.perf_counter() - started,
+            sid, FAILED, None, error_line(exc), task_hash, time.perf_counter() - started,
             redact(traceback.format_exc()), implementation=implementation,
         )
     return _finish(sid, task_hash, result, time.perf_counter() - started, validate, implementation)
@@ -1079,7 +1089,7 @@ def _finish(sid: str, task_hash: str, result: Any, seconds: float, validate: Val
     try:
         clean = clean_result(result)
     except TypeError as exc:
-        return SampleRecord(sid, FAILED, None, _error_line(exc), task_hash, seconds, implementation=implementation)
+        return SampleRecord(sid, FAILED, None, error_line(exc), task_hash, seconds, implementation=implementation)
     accepted, reason = _passes(validate, clean)
     if not accepted:
         return SampleRecord(sid, FAILED, None, f"ValueError: result rejected: {reason}", task_hash, seconds,

@@ -82,7 +82,7 @@ from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in
-from pinbench.core.runner import RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
+from pinbench.core.runner import Reason, RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
 from pinbench.core.sample_cache import PRUNE, SIZE_ENV, SampleCache, misplaced, planted
 from pinbench.core.store import Stored
 from pinbench.core.task import Task
@@ -109,8 +109,23 @@ class RolloutTask(Task):
     source: str | None = None
 
 
-class GeneratorError(RuntimeError):
-    """A generator failed one request (said in one line; the sample fails by name, the run goes on)."""
+class GeneratorError(Reason, RuntimeError):
+    """A generator failed one request, or did not finish it in time (said in one line, its record without a class
+    name; the sample fails by name, the run goes on)."""
+
+
+class InvalidRollout(Reason, ValueError):
+    """A rollout the generator made that is not what its request asks (``check_rollout``), or made elsewhere than
+    where it was told: its record says ``invalid rollout: OUTPUT: ...``, a file that is there, not a missing one."""
+
+
+INVALID, NO_ROLLOUT = "invalid rollout: ", "no rollout: "   # the leads of a reason that says what is at its place
+
+
+def not_made(error: str) -> str:
+    """Why a sample is not scored, from its failed generation record's ``error``: one that says what is at its place
+    as it is (an invalid rollout: the file is there), any other said as ``no rollout: ...``."""
+    return error if error.startswith((INVALID, NO_ROLLOUT)) else f"{NO_ROLLOUT}{error}"
 
 
 class RolloutBlocked(SampleFailed):
@@ -160,19 +175,28 @@ def command_argv(spec: str) -> list[str]:
 
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})   # whose -c runs its next operand as a script
+# the options whose value is the next word: env's (-u NAME, -C DIR), a shell's (set -o NAME, shopt -O NAME, bash's)
+ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
 def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
-    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env bash -ec '...'``);
-    None: no shell runs one. A placeholder there would be pasted into shell code, not passed as one argument."""
-    shell = next((i for i, arg in enumerate(argv) if os.path.basename(arg) in SHELLS), None)
-    if shell is None:
+    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``);
+    None: the program (``env``'s, after its options and VAR=value) is no shell, or runs no script. A placeholder
+    there would be pasted into shell code, not passed as one argument. Only the program counts: a program's own
+    ``--shell bash -c {request}`` passes it as one argument."""
+    shell = 0
+    if argv and os.path.basename(argv[0]) == "env":
+        shell = 1
+        while shell < len(argv) and (argv[shell][:1] == "-" or "=" in argv[shell]):
+            shell += 2 if argv[shell] in ENV_VALUED else 1
+    if shell >= len(argv) or os.path.basename(argv[shell]) not in SHELLS:
         return None
     command_string, takes_value = False, False
     for arg in argv[shell + 1:]:
         if takes_value:
             takes_value = False
-        elif arg in ("-o", "+o", "-O", "+O"):   # set -o NAME, shopt -O NAME: the next word is the option's
+        elif arg in SHELL_VALUED:   # the next word is the option's value, not the script
             takes_value = True
         elif arg[:1] in "-+" and len(arg) > 1:
             command_string = command_string or (arg[:2] != "--" and "c" in arg[1:])
@@ -491,7 +515,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            raise TimeoutError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
+            raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
         finally:
             sink.join()
     if code != 0:
@@ -615,7 +639,7 @@ class Worker:
         line = self._reply.readline() if ready else None
         if line is None:
             self.stop()
-            raise TimeoutError(f"the generator did not finish {what} within {timeout_s:g} s; it was stopped")
+            raise GeneratorError(f"the generator did not finish {what} within {timeout_s:g} s; it was stopped")
         if not line:
             assert self._proc is not None
             try:   # its reply pipe closed: the process has ended, or is ending
@@ -921,7 +945,8 @@ class Generating:
         kept.checked.save()
         summary = _overwritten(summary, rollouts)
         run.generation = _provenance(made, requests, summary.records)
-        run.generation_failures = {sid: rec.error for sid, rec in summary.records.items() if not rec.ok}
+        run.generation_failures = {sid: not_made(rec.error or "its generation failed")
+                                   for sid, rec in summary.records.items() if not rec.ok}
         run.stop_after_generation(summary)
         return rollouts
 
@@ -1076,15 +1101,17 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             make(request, partial)
         if before is not None:
             if not os.path.lexists(partial) and _state(target) not in (before.target, None):
-                raise ValueError(f"invalid rollout: {request.output}: the generator wrote nothing to the path it was "
+                raise InvalidRollout(f"{INVALID}{request.output}: the generator wrote nothing to the path it was "
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
                                  "checked")
             _untouched(request, before.inputs)
+        if not os.path.lexists(partial):
+            raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was given")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise ValueError(_invalid(request, partial, problems))
+            raise InvalidRollout(_invalid(request, partial, problems))
         _read_only(partial)
         os.replace(partial, target)
     finally:
@@ -1169,7 +1196,7 @@ def _changed(path: Path, kept: Any, what: str) -> str:
 def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
     """``check_rollout``'s problems said of the rollout's name (in the lead only: the hidden name it was made under,
     or the folder's, means nothing to the reader, and a link target keeps its own)."""
-    return f"invalid rollout: {request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
+    return f"{INVALID}{request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
 
 
 def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord],
@@ -1188,7 +1215,7 @@ def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[
     for request in requests:
         path, kept = rollouts / request.output, records.get(request.id)
         if kept is not None and not kept.ok:   # what the generating run said, whatever lies at its place
-            failures[request.id] = kept.error or "its generation failed"
+            failures[request.id] = not_made(kept.error or "its generation failed")
             continue
         if not os.path.lexists(path):
             continue
@@ -1235,12 +1262,12 @@ def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
             if regular_sha256(path) != record.result.get("sha256"):
                 changed[sid] = dataclasses.replace(
                     record, status="failed", result=None, traceback=None,
-                    error=f"GeneratorError: {record.result.get('output')} changed after it was checked and kept "
+                    error=f"{INVALID}{record.result.get('output')}: changed after it was checked and kept "
                           "(another request's generation wrote over it or removed it)")
     if not changed:
         return summary
     for sid in changed:
-        print(f"generate: {sid}: {changed[sid].error.partition(': ')[2]}; failed, generated again by the next run",
+        print(f"generate: {sid}: {changed[sid].error}; failed, generated again by the next run",
               file=sys.stderr, flush=True)
     from_done = min(len(changed), summary.n_done)   # the summary does not say which were reused: done ones first
     return dataclasses.replace(summary, records={**summary.records, **changed},

@@ -231,7 +231,7 @@ def test_a_rollout_not_generated_is_named_with_why_and_a_task_with_none_fails(as
     assert (card["samples"]["n_expected"], card["samples"]["n_ok"], card["samples"]["n_failed"]) == (4, 3, 1)
     records = load_records(out)
     assert records["task_0000"].status == "failed"
-    assert records["task_0000"].error == ("NotGenerated: no rollout: GeneratorError: RuntimeError: no edge model here "
+    assert records["task_0000"].error == ("no rollout: RuntimeError: no edge model here "
                                           f"(traceback: {out / 'generation' / 'generator.log'})")
     rows = [line.split("\t") for line in (out / "failures.tsv").read_text().splitlines()[1:]]
     by_sample: dict[str, dict[str, str]] = {}

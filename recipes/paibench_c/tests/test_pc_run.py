@@ -258,11 +258,12 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
-    assert any(p.startswith("1 rollout not generated (e.g. edge.task_0002: GenerationError: edge: cosmos-framework")
+    assert any(p.startswith("1 rollout not generated (e.g. edge.task_0002: no rollout: GenerationError: edge: "
+                            "cosmos-framework")
                for p in card["extra"]["problems"])
     record = load_records(world["tmp"] / "genfail")["task_0002"]   # its only rollout not made: a failed sample
     assert record.status == "failed" and card["samples"]["n_failed"] == 1
-    assert record.error.startswith("NotGenerated: no rollout: GenerationError: edge: cosmos-framework")
+    assert record.error.startswith("no rollout: GenerationError: edge: cosmos-framework")
 
 
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
