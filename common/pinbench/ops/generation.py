@@ -630,8 +630,8 @@ class Worker:
         self._ask_to.write((json.dumps(message) + "\n").encode())
         self._ask_to.flush()
         answer = self._answer(timeout_s=timeout_s, what=what)
-        if "error" in answer:   # its traceback is in the log (a command's failure names its log too)
-            raise GeneratorError(f"{answer['error']} (traceback: {self.log})")
+        if "error" in answer:   # its traceback is in the log (a command's failure names its log too), but a Reason's
+            raise GeneratorError(answer["error"] + ("" if answer.get("reason") else f" (traceback: {self.log})"))
 
     def _answer(self, *, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._reply is not None
@@ -696,6 +696,8 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
                 request = Request.from_json(message["request"])
                 print(_generating(request.id), file=sys.stderr, flush=True)
                 generator.generate(request, Path(message["out"]))
+        except Reason as exc:   # its message is the whole reason (the folder generator's missing file): no traceback
+            say({"error": " ".join(str(exc).split()), "reason": True})
         except Exception as exc:   # one request's failure, said; the next request is served
             _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
             say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})

@@ -85,9 +85,10 @@ class Folder:
         except MissingFile:
             if source.is_symlink():
                 raise
-            from pinbench.ops.generation import near_names
+            from pinbench.ops.generation import GeneratorError, near_names
 
-            raise FileNotFoundError(f"{source}: no rollout there{near_names(source)} (request {request.id})") from None
+            # said as it is (a Reason): the sample's record read "no rollout: FileNotFoundError: ... (traceback: ...)"
+            raise GeneratorError(f"{source}: not in -g dir{near_names(source)} (request {request.id})") from None
         with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
 
