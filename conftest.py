@@ -21,6 +21,10 @@ os.environ["PINBENCH_SAMPLE_CACHE"] = "off"
 def _kept_secrets_end_with_the_test() -> Iterator[None]:
     """A run or submit with a secret-named -g option keeps its value in $PINBENCH_SECRET_VALUES (so that the
     processes it starts redact it too): left there, every later test of the worker redacted it, a test's own
-    expected text included."""
+    expected text included. What the shell set is put back."""
+    before = os.environ.get("PINBENCH_SECRET_VALUES")
     yield
-    os.environ.pop("PINBENCH_SECRET_VALUES", None)
+    if before is None:
+        os.environ.pop("PINBENCH_SECRET_VALUES", None)
+    else:
+        os.environ["PINBENCH_SECRET_VALUES"] = before
