@@ -2967,3 +2967,36 @@ def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
     leaked = [str(path) for path in out.rglob("*") if path.is_file() and b"plain-key-9876" in path.read_bytes()]
     assert leaked == [] and "plain-key-9876" not in said.out + said.err
     assert "connecting with ***" in (out / "generation" / "generator.log").read_text()
+
+
+def _save_verdicts(path: Path, requests: list[Request], mine: range) -> None:
+    """One shard's saves: a verdict of one more of its own requests each time (a shard's run per save)."""
+    from pinbench.ops.generation import _check_version, _Checked
+
+    for index in mine:
+        checked = _Checked(path, requests)
+        checked.looked.add(requests[index].digest)
+        checked.passed.add(f"{_check_version()} {requests[index].digest} False {'0' * 64}")
+        checked.save()
+
+
+def test_two_shards_saving_the_verdicts_at_once_lose_none(tmp_path: Path) -> None:
+    """Two shards of one run save the generation folder's verdicts at the same moment: each read the file, merged
+    its own and wrote it back, so a shard that wrote between another's read and write had its lines dropped (a
+    check again on the next run). Now a save holds a lock across the read, merge and write: none is lost."""
+    import multiprocessing
+
+    from pinbench.ops.generation import CHECKED_FILE
+
+    count, path = 150, tmp_path / CHECKED_FILE
+    requests = [_request(id=f"t2v-{i:03d}", output=f"t2v-{i:03d}.mp4", seed=str(i)) for i in range(2 * count)]
+    context = multiprocessing.get_context("fork")
+    shards = [context.Process(target=_save_verdicts, args=(path, requests, share))
+              for share in (range(0, count), range(count, 2 * count))]
+    for shard in shards:
+        shard.start()
+    for shard in shards:
+        shard.join(120)
+        assert shard.exitcode == 0
+    saved = {line.split(" ")[1] for line in path.read_text().splitlines()}
+    assert saved == {request.digest for request in requests}, f"{2 * count - len(saved)} verdicts lost"

@@ -51,6 +51,7 @@ from pinbench.core.files import (
     blocking_parent,
     clipped,
     counted,
+    exclusive,
     fitting_name,
     loads_finite_json,
     read_data_file,
@@ -1522,13 +1523,15 @@ class _Checked:
         """Keep the verdicts, and the file's lines (read again: a shard may have written since) of this version and
         of a request of the run that this one did not look up: shards share the generation folder and each looks
         up its own share only, so keeping its own lines alone dropped the others'. One that cannot be written costs
-        a check on the next run, never this run."""
-        version, others = _check_version(), [line.split(" ") for line in self._read()]
-        others = [key for key in others if len(key) == 4 and key[0] == version and key[1] not in self.looked]
-        if others:
-            of_run = {request.digest for request in self.requests}
-            self.passed.update(" ".join(key) for key in others if key[1] in of_run)
-        with contextlib.suppress(OSError):
+        a check on the next run, never this run. The lock beside the file is held from that read to the write: two
+        shards saving at once each wrote the file it read before the other's write, dropping the other's lines."""
+        version = _check_version()
+        with contextlib.suppress(OSError, FileError), exclusive(self.path.with_name(f".{self.path.name}.lock")):
+            others = [line.split(" ") for line in self._read()]
+            others = [key for key in others if len(key) == 4 and key[0] == version and key[1] not in self.looked]
+            if others:
+                of_run = {request.digest for request in self.requests}
+                self.passed.update(" ".join(key) for key in others if key[1] in of_run)
             write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
 
 
