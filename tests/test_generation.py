@@ -3000,3 +3000,20 @@ def test_two_shards_saving_the_verdicts_at_once_lose_none(tmp_path: Path) -> Non
         assert shard.exitcode == 0
     saved = {line.split(" ")[1] for line in path.read_text().splitlines()}
     assert saved == {request.digest for request in requests}, f"{2 * count - len(saved)} verdicts lost"
+
+
+def test_the_check_version_changes_with_the_installed_pyav(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept verdict holds for the check's code: another PyAV (an upgrade reading a container otherwise) left the
+    version as it was, and every rollout it had passed was reused unchecked. Now its version is part of it."""
+    import av
+
+    from pinbench.ops import generation
+
+    generation._check_version.cache_clear()
+    before = generation._check_version()
+    monkeypatch.setattr(av, "__version__", f"{av.__version__}.1")
+    generation._check_version.cache_clear()
+    try:
+        assert generation._check_version() != before
+    finally:
+        generation._check_version.cache_clear()

@@ -1481,10 +1481,14 @@ CHECKED_FILE = "checked.txt"   # in the generation folder: the kept rollouts thi
 @functools.cache
 def _check_version() -> str:
     """What a verdict of ``check_rollout`` holds for: the source of this module and of the video reader it calls
-    (a check made stricter since is a change to one of them)."""
+    (a check made stricter since is a change to one of them), and the PyAV that reader opens containers with (an
+    upgrade can read one otherwise)."""
+    import av  # loaded by the video reader already
+
     from pinbench.media import video
 
-    return hashlib.sha256(b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))).hexdigest()[:16]
+    sources = b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))
+    return hashlib.sha256(sources + f"\nav {av.__version__}".encode()).hexdigest()[:16]
 
 
 class _Checked:
