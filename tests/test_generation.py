@@ -1223,6 +1223,34 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     assert GeneratorSpec("command:gen --shell bash -c {request} --out {out}").command[-1] == "{out}"
 
 
+@pytest.mark.parametrize("wrapped", [
+    "sudo -E -u me bash -c '{gen}'", "sudo -Eu me --chdir /tmp A=1 -- bash -c '{gen}'", "nice -n 5 bash -c '{gen}'",
+    "nice -n -5 bash -c '{gen}'", "nice -5 bash -c '{gen}'", "timeout 1h bash -c '{gen}'",
+    "timeout -k 10 --signal=TERM 2.5m bash -c '{gen}'", "nohup bash -c '{gen}'", "stdbuf -oL -e 0 bash -c '{gen}'",
+    "ionice -c 3 bash -c '{gen}'", "ionice -c2 -n 7 bash -c '{gen}'", "taskset 0x3 bash -c '{gen}'",
+    "taskset -c 0-3,8 bash -c '{gen}'", "chrt -f 10 bash -c '{gen}'", "chrt --sched-runtime 5 -d 0 bash -c '{gen}'",
+    "setsid -f bash -c '{gen}'", "/usr/bin/timeout 1h nice -n 5 bash -c '{gen}'",
+    "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'"])
+def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapped: str) -> None:
+    """The refusal of ``{out}`` pasted into a ``bash -c`` script looked through ``env`` alone: behind ``timeout``,
+    ``nice`` or ``sudo -u USER`` the script took the path unquoted, and a path with a space broke every sample."""
+    from pinbench.ops.generation import command_argv
+
+    with pytest.raises(RecipeError, match=r"^--generator command: \{out\} inside a bash -c script is pasted in"):
+        command_argv("command:" + wrapped.format(gen="gen --out {out}"))
+
+
+def test_a_program_behind_a_wrapper_that_is_no_shell_takes_its_placeholders() -> None:
+    """Only a shell's script is refused: a program behind the wrappers, or behind a wrapper not known (no guessing
+    at its options), takes ``{request}`` and ``{out}`` as whole arguments, even after a ``-c`` of its own."""
+    from pinbench.ops.generation import command_argv
+
+    for command in ("timeout 1h nice -n 5 python gen.py -c {request} --out {out}",
+                    "sudo -u bash gen -c {out}", "taskset -c 1 ionice -c 3 gen -c {out}",
+                    "mywrapper -x bash -c 'gen --out {out}'"):
+        assert command_argv(f"command:{command}")[-1] in ("{out}", "gen --out {out}")
+
+
 def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:
     """A shell's ``${VAR}``, JSON and a Go template pass as written, ``{{NAME}}`` is a literal ``{NAME}``, and a
     placeholder inside another argument is still filled."""

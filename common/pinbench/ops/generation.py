@@ -176,21 +176,64 @@ def command_argv(spec: str) -> list[str]:
 
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})   # whose -c runs its next operand as a script
-# the options whose value is the next word: env's (-u NAME, -C DIR), a shell's (set -o NAME, shopt -O NAME, bash's)
-ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+# a shell's options whose value is the next word (set -o NAME, shopt -O NAME, bash's)
 SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
+@dataclass(frozen=True)
+class _Wrapper:
+    """A program that runs the command after its own options and operand (``timeout 1h``, ``nice -n 5``): the
+    program that counts is the one it runs."""
+    valued: frozenset[str] = frozenset()   # its options whose value is the next word (``-u``, ``--user``)
+    operand: re.Pattern[str] | None = None   # the word it takes before the command (timeout's DURATION)
+    assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
+
+    def command(self, argv: Sequence[str], at: int) -> int:
+        """Where the command it runs starts in ``argv``, its own words starting at ``at``."""
+        while at < len(argv) and (argv[at][:1] == "-" or self.assigns and "=" in argv[at]):
+            arg, at = argv[at], at + 1
+            if arg == "--":
+                break
+            if arg.startswith("--"):   # --name=value is one word
+                at += arg in self.valued
+            elif arg[:1] == "-":
+                # a cluster of short options (-Eu USER, -oL, -n5): its first valued one takes the rest, else the
+                # next word
+                valued = next((n for n, c in enumerate(arg[1:], 1) if f"-{c}" in self.valued), None)
+                at += valued == len(arg) - 1
+        if self.operand is not None and at < len(argv) and self.operand.fullmatch(argv[at]):
+            at += 1
+        return at
+
+
+# the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
+WRAPPERS = {
+    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True),
+    "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
+                                "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
+                                "--other-user", "-u", "--user"}), assigns=True),
+    "nice": _Wrapper(frozenset({"-n", "--adjustment"})),
+    "timeout": _Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), re.compile(r"[0-9.]+[smhd]?")),
+    "nohup": _Wrapper(),
+    "stdbuf": _Wrapper(frozenset({"-i", "--input", "-o", "--output", "-e", "--error"})),
+    "ionice": _Wrapper(frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u",
+                                  "--uid"})),
+    "taskset": _Wrapper(operand=re.compile(r"[0-9a-fA-FxX,:-]+")),   # a MASK, or with -c a LIST
+    "chrt": _Wrapper(frozenset({"-T", "--sched-runtime", "-P", "--sched-period", "-D", "--sched-deadline"}),
+                     re.compile(r"[0-9]+")),   # the priority
+    "setsid": _Wrapper(),
+}
+
+
 def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
-    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``);
-    None: the program (``env``'s, after its options and VAR=value) is no shell, or runs no script. A placeholder
-    there would be pasted into shell code, not passed as one argument. Only the program counts: a program's own
-    ``--shell bash -c {request}`` passes it as one argument."""
+    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``,
+    ``timeout 1h nice -n 5 bash -c '...'``); None: the program (after the ``WRAPPERS`` before it, an unknown one
+    being the program) is no shell, or runs no script. A placeholder there would be pasted into shell code, not
+    passed as one argument. Only the program counts: a program's own ``--shell bash -c {request}`` passes it as one
+    argument."""
     shell = 0
-    if argv and os.path.basename(argv[0]) == "env":
-        shell = 1
-        while shell < len(argv) and (argv[shell][:1] == "-" or "=" in argv[shell]):
-            shell += 2 if argv[shell] in ENV_VALUED else 1
+    while shell < len(argv) and os.path.basename(argv[shell]) in WRAPPERS:
+        shell = WRAPPERS[os.path.basename(argv[shell])].command(argv, shell + 1)
     if shell >= len(argv) or os.path.basename(argv[shell]) not in SHELLS:
         return None
     command_string, takes_value = False, False
