@@ -2145,16 +2145,19 @@ with open(request.path("context"), sys.argv[3]) as given:   # its own bytes, in 
     given.seek(64)
     given.write(b"frames of its own")
 Render().generate(request, Path(out))
+sys.exit(int(sys.argv[4]))
 """
 
 
-@pytest.mark.parametrize("mode", ["ab", "r+b"])   # appended to, written over in place (the same size)
+# appended to, written over in place (the same size); and appended to by a command that then exited 3
+@pytest.mark.parametrize(("mode", "code"), [("ab", 0), ("r+b", 0), ("ab", 3)])
 def test_a_command_that_writes_into_its_conditioning_file_leaves_the_dataset_file_as_it_was(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, code: int) -> None:
     """A conditioning file was staged as a hard link to the dataset's file: a command generator that appended to the
     file it was given to read appended to the dataset's video (the ground truth the recipe scores against), and the
     next run made its rollouts from the changed video, saying nothing. Now it is staged as a copy of its own: the
-    dataset's file keeps its bytes, the sample fails by name, and the next run stages it again from the dataset."""
+    dataset's file keeps its bytes, the sample fails by name, and the next run stages it again from the dataset.
+    One that exited non-zero besides failed with its exit code alone: the changed file is named first, then that."""
     script = tmp_path / "appends.py"
     script.write_text(APPENDS)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
@@ -2167,13 +2170,16 @@ def test_a_command_that_writes_into_its_conditioning_file_leaves_the_dataset_fil
     before = source.read_bytes()
     assert hashlib.sha256(before).hexdigest() == given.sha256
 
-    command = f"command:{sys.executable} {script} {{request}} {{out}} {mode}"
+    command = f"command:{sys.executable} {script} {{request}} {{out}} {mode} {code}"
     assert _run(out, command).exit_code != 0
     assert source.read_bytes() == before
     records = load_records(out / "generation")
     assert not any(r.ok for r in records.values())
-    assert "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came " \
-        "from is as it was, and the next run stages it again)" in records["edge.task_0000"].error
+    said = (f"{out / 'generation' / given.path}: changed while the generator ran, a file it is given to read (the "
+            "run's copy: the dataset's file it came from is as it was, and the next run stages it again)")
+    error = records["edge.task_0000"].error
+    assert error.startswith(said) if code else said in error, error
+    assert "\n" not in error and (f"; the generator exited {code} (log: " in error) == bool(code), error
 
     again = _run(out, RENDER)     # staged again from the dataset's file: every rollout from the input it pins
     assert again.exit_code == 0, again.message

@@ -1144,7 +1144,11 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         if make is not None:
             _clear(partial)
             before = _Before.of(request, rollouts)
-            make(request, partial)
+            try:
+                make(request, partial)
+            except GeneratorError as exc:   # a changed input is the likelier cause, and names its file
+                _untouched(request, before.inputs, exc)
+                raise
         if before is not None:
             if not os.path.lexists(partial) and _state(target) not in (before.target, None):
                 raise InvalidRollout(f"{INVALID}{request.output}: the generator wrote nothing to the path it was "
@@ -1194,16 +1198,18 @@ def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
     return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
-def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None]) -> None:
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None],
+               failed: GeneratorError | None = None) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
     rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
-    file is as it was, and the next run, finding the copy changed, stages it again."""
+    file is as it was, and the next run, finding the copy changed, stages it again. ``failed``: how the generator
+    failed besides (its exit code), said after the file, which a bare exit code left unnamed."""
     after = _inputs_state(request)
     for path, was in before.items():
         if after.get(path) != was:
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
                                  "given to read (the run's copy: the dataset's file it came from is as it was, and "
-                                 "the next run stages it again)")
+                                 "the next run stages it again)" + (f"; {failed}" if failed else ""))
 
 
 def _unshared(path: Path) -> None:
