@@ -77,6 +77,15 @@ def test_an_out_holding_a_token_is_refused_without_showing_it(tmp_path: Path, to
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_out_shaped_like_a_plain_sk_name_is_taken(tmp_path: Path) -> None:
+    """An all-letter or all-digit run after sk- is a name (sk-learn's), not a key: lower-case keys mix both."""
+    for name in ("sk-learnbaselinesweepone", "sk-20240105123456789012"):
+        out = tmp_path / name / "x"
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                         "--out", str(out)])
+        assert result.exit_code == 0 and str(out) in result.output, result.output
+
+
 @pytest.mark.parametrize("inside", ["recipes/dynamic_degree/exported", "common/pinbench/exported"])
 def test_an_export_into_the_code_is_refused(inside: str, capsys: pytest.CaptureFixture[str]) -> None:
     dest = REPO / inside
