@@ -19,7 +19,9 @@ def test_a_session_writes_its_cache_in_a_temporary_folder_it_removes(tmp_path: P
                            "tests/helpers/cache_probe.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    cache = Path(next(line for line in done.stdout.splitlines() if "cache: " in line).split("cache: ", 1)[1])
+    said = dict(line.lstrip(".").split(": ", 1) for line in done.stdout.splitlines() if "cache: " in line)
+    cache = Path(said["cache"])
     assert cache.name.startswith("pinbench-test-cache-") and not cache.is_relative_to(home)
     assert not cache.exists()
+    assert said["gpu cache"] == str(home / ".cache" / "pinbench")   # where `pinbench fetch` put the weights
     assert list(home.rglob("*")) == []

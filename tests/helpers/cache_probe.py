@@ -3,6 +3,8 @@ pinbench cache, and says where."""
 
 from pathlib import Path
 
+import pytest
+
 from pinbench.core.files import cache_root, read_yaml
 
 
@@ -11,3 +13,8 @@ def test_reading_yaml_keeps_its_parse_in_the_cache(tmp_path: Path) -> None:
     assert read_yaml(tmp_path / "a.yaml") == {"a": 1}
     assert list((cache_root() / "yaml").glob("*.json"))
     print(f"cache: {cache_root()}")
+
+
+@pytest.mark.gpu
+def test_a_gpu_test_sees_the_cache_the_shell_names() -> None:
+    print(f"gpu cache: {cache_root()}")
