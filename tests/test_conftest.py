@@ -7,15 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_a_session_writes_its_cache_in_a_temporary_folder_it_removes(tmp_path: Path) -> None:
-    """Tests wrote <cache>/yaml/ and imports-2.json under ~/.cache/pinbench: no PINBENCH_CACHE was set."""
+@pytest.mark.parametrize("how", [["-s"], ["-n", "2", "-rA"]], ids=["one-process", "xdist"])
+def test_a_session_writes_its_cache_in_a_temporary_folder_it_removes(tmp_path: Path, how: list[str]) -> None:
+    """Tests wrote <cache>/yaml/ and imports-2.json under ~/.cache/pinbench: no PINBENCH_CACHE was set. Under xdist
+    the workers inherit the folder the controller set: a GPU test there took it for the shell's and read no weights."""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PINBENCH_CACHE", "HF_HOME")} | {"HOME": str(home)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:randomly",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *how,
                            "tests/helpers/cache_probe.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
