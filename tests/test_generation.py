@@ -1230,7 +1230,10 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     "ionice -c 3 bash -c '{gen}'", "ionice -c2 -n 7 bash -c '{gen}'", "taskset 0x3 bash -c '{gen}'",
     "taskset -c 0-3,8 bash -c '{gen}'", "chrt -f 10 bash -c '{gen}'", "chrt --sched-runtime 5 -d 0 bash -c '{gen}'",
     "setsid -f bash -c '{gen}'", "/usr/bin/timeout 1h nice -n 5 bash -c '{gen}'",
-    "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'"])
+    "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'",
+    # a duration strtod reads (timeout runs them all) and a long option getopt_long knows by a prefix
+    "timeout 1e3 bash -c '{gen}'", "timeout inf bash -c '{gen}'", "timeout 0x10 bash -c '{gen}'",
+    "timeout --sig KILL 5 bash -c '{gen}'", "nice --adj 5 bash -c '{gen}'", "stdbuf --out L bash -c '{gen}'"])
 def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapped: str) -> None:
     """The refusal of ``{out}`` pasted into a ``bash -c`` script looked through ``env`` alone: behind ``timeout``,
     ``nice`` or ``sudo -u USER`` the script took the path unquoted, and a path with a space broke every sample."""

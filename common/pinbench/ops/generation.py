@@ -185,7 +185,8 @@ class _Wrapper:
     """A program that runs the command after its own options and operand (``timeout 1h``, ``nice -n 5``): the
     program that counts is the one it runs."""
     valued: frozenset[str] = frozenset()   # its options whose value is the next word (``-u``, ``--user``)
-    operand: re.Pattern[str] | None = None   # the word it takes before the command (timeout's DURATION)
+    # it takes one word before the command, whatever its shape (timeout's DURATION: 1e3 and inf run too)
+    operand: bool = False
     assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
 
     def command(self, argv: Sequence[str], at: int) -> int:
@@ -194,16 +195,14 @@ class _Wrapper:
             arg, at = argv[at], at + 1
             if arg == "--":
                 break
-            if arg.startswith("--"):   # --name=value is one word
-                at += arg in self.valued
+            if arg.startswith("--"):   # --name=value is one word; getopt_long takes --sig for --signal
+                at += "=" not in arg and any(o.startswith(arg) for o in self.valued if o.startswith("--"))
             elif arg[:1] == "-":
                 # a cluster of short options (-Eu USER, -oL, -n5): its first valued one takes the rest, else the
                 # next word
                 valued = next((n for n, c in enumerate(arg[1:], 1) if f"-{c}" in self.valued), None)
                 at += valued == len(arg) - 1
-        if self.operand is not None and at < len(argv) and self.operand.fullmatch(argv[at]):
-            at += 1
-        return at
+        return at + self.operand
 
 
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
@@ -213,14 +212,14 @@ WRAPPERS = {
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
     "nice": _Wrapper(frozenset({"-n", "--adjustment"})),
-    "timeout": _Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), re.compile(r"[0-9.]+[smhd]?")),
+    "timeout": _Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), operand=True),
     "nohup": _Wrapper(),
     "stdbuf": _Wrapper(frozenset({"-i", "--input", "-o", "--output", "-e", "--error"})),
     "ionice": _Wrapper(frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u",
                                   "--uid"})),
-    "taskset": _Wrapper(operand=re.compile(r"[0-9a-fA-FxX,:-]+")),   # a MASK, or with -c a LIST
+    "taskset": _Wrapper(operand=True),   # a MASK, or with -c a LIST
     "chrt": _Wrapper(frozenset({"-T", "--sched-runtime", "-P", "--sched-period", "-D", "--sched-deadline"}),
-                     re.compile(r"[0-9]+")),   # the priority
+                     operand=True),   # the priority
     "setsid": _Wrapper(),
 }
 
