@@ -3054,3 +3054,20 @@ def test_the_check_version_changes_with_the_installed_pyav(monkeypatch: pytest.M
         assert generation._check_version() != before
     finally:
         generation._check_version.cache_clear()
+
+
+def test_the_check_version_changes_with_the_ffmpeg_under_pyav(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyAV built on the system's FFmpeg keeps its version when FFmpeg is upgraded, and FFmpeg is what reads the
+    container: the verdicts kept under the old libraries were reused unchecked."""
+    import av
+
+    from pinbench.ops import generation
+
+    generation._check_version.cache_clear()
+    before = generation._check_version()
+    monkeypatch.setattr(av, "library_versions", {**av.library_versions, "libavformat": (99, 0, 0)})
+    generation._check_version.cache_clear()
+    try:
+        assert generation._check_version() != before
+    finally:
+        generation._check_version.cache_clear()

@@ -1529,14 +1529,16 @@ CHECKED_FILE = "checked.txt"   # in the generation folder: the kept rollouts thi
 @functools.cache
 def _check_version() -> str:
     """What a verdict of ``check_rollout`` holds for: the source of this module and of the video reader it calls
-    (a check made stricter since is a change to one of them), and the PyAV that reader opens containers with (an
-    upgrade can read one otherwise)."""
+    (a check made stricter since is a change to one of them), and the PyAV that reader opens containers with and
+    the FFmpeg libraries under it (an upgrade of either can read one otherwise; a PyAV built on the system's FFmpeg
+    keeps its version across an FFmpeg upgrade)."""
     import av  # loaded by the video reader already
 
     from pinbench.media import video
 
     sources = b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))
-    return hashlib.sha256(sources + f"\nav {av.__version__}".encode()).hexdigest()[:16]
+    libraries = sorted(av.library_versions.items())
+    return hashlib.sha256(sources + f"\nav {av.__version__} {libraries}".encode()).hexdigest()[:16]
 
 
 class _Checked:
