@@ -2113,16 +2113,24 @@ class Batched(Static):
             super().generate(request, out)
 
 
+class BatchedFails(Static):
+    def generate_batch(self, pairs):
+        for request, _ in pairs:
+            scribble(request)
+        raise RuntimeError("out of memory")
+
+
 def make(batch="0"):
-    return Batched() if batch == "1" else Scribbles()
+    return {"1": Batched, "fails": BatchedFails}.get(batch, Scribbles)()
 """
 
 
-@pytest.mark.parametrize("batch", ["0", "1"])
+@pytest.mark.parametrize("batch", ["0", "1", "fails"])
 def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: str) -> None:
     """A generator that wrote into a conditioning file made its rollout from other inputs than its request pins, and
-    the run went on, complete."""
+    the run went on, complete. A batch that did so and then failed, making none, failed each sample with its error
+    alone: the changed file is named first, the error after it."""
     (tmp_path / "scribbles.py").write_text(SCRIBBLES)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
     out = tmp_path / "run"
@@ -2130,9 +2138,10 @@ def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
     records = load_records(out / "generation")
     assert len(records) == 4 and not any(r.ok for r in records.values())
     error = records["edge.task_0000"].error
-    assert error.startswith(f"{out / 'generation' / 'inputs'}") and error.endswith(
-        "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came "
-        "from is as it was, and the next run stages it again)")
+    said = ("changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came "
+            "from is as it was, and the next run stages it again)")
+    assert error.startswith(f"{out / 'generation' / 'inputs'}"), error
+    assert error.endswith(said) if batch != "fails" else f"{said}; RuntimeError: out of memory (traceback: " in error
 
 
 APPENDS = """\

@@ -966,7 +966,10 @@ class Generating:
             def one(task: RolloutTask) -> dict[str, Any]:
                 request = by_id[task.sample_id]
                 if batch_error and not _partial(rollouts, request).exists():
-                    raise batch_error[0]
+                    failed = batch_error[0]
+                    if isinstance(failed, GeneratorError) and request.id in before:   # its changed input named first
+                        _untouched(request, before[request.id].inputs, failed)
+                    raise failed
                 if maker.many is None:
                     return _keep(request, rollouts, signature, maker.one)
                 return _keep(request, rollouts, signature, None, before.get(request.id))
