@@ -3051,3 +3051,21 @@ def test_the_check_version_changes_with_the_installed_pyav(monkeypatch: pytest.M
         assert generation._check_version() != before
     finally:
         generation._check_version.cache_clear()
+
+
+def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command that wrote its video into the rollouts folder under a name of its own: its sample failed with
+    "wrote nothing to the path it was given", and the file it wrote was named nowhere (``rollouts check`` names
+    such a file; the run passed over it without a word)."""
+    script = tmp_path / "elsewhere.py"
+    script.write_text("import pathlib, sys\n"
+                      "out = pathlib.Path(sys.argv[1])\n"
+                      "(out.parent / ('mine-' + out.name.lstrip('.'))).write_bytes(b'not scored')\n")
+    outcome = _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2
+    stray = sorted((tmp_path / "run" / "rollouts" / "edge").glob("mine-*"))
+    assert len(stray) == 4
+    for path in stray:
+        assert f"generate: {path}: no request names it, so it is not scored\n" in said, said

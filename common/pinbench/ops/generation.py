@@ -990,6 +990,10 @@ class Generating:
                                       cache=cached or False, validate=kept)
         kept.checked.save()
         summary = _overwritten(summary, rollouts)
+        # a generator that wrote its video elsewhere in the rollouts folder than its out: its sample says "wrote
+        # nothing", and this names the file it wrote, which no request names and the run passes over
+        for line in unasked_lines(rollouts, requests, run.cfg.limit):
+            print(f"generate: {line}", file=sys.stderr, flush=True)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: not_made(rec.error or "its generation failed")
                                    for sid, rec in summary.records.items() if not rec.ok}
