@@ -3069,3 +3069,22 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
     assert len(stray) == 4
     for path in stray:
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
+
+
+def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) -> None:
+    """A command that started a child and exited: the child kept the log's pipe open (each request waited 5 s for
+    it) and outlived the run."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "leaves.py"
+    script.write_text("import subprocess, sys\n"
+                      "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                      f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n")
+    _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 4
+    time.sleep(0.2)
+    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == []

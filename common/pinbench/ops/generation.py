@@ -558,9 +558,9 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill(proc)
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
-        finally:
+        finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
+            _kill(proc)
             sink.join()
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
