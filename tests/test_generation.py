@@ -3080,3 +3080,40 @@ def test_the_check_version_changes_with_the_ffmpeg_under_pyav(monkeypatch: pytes
         assert generation._check_version() != before
     finally:
         generation._check_version.cache_clear()
+
+
+def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command that wrote its video into the rollouts folder under a name of its own: its sample failed with
+    "wrote nothing to the path it was given", and the file it wrote was named nowhere (``rollouts check`` names
+    such a file; the run passed over it without a word)."""
+    script = tmp_path / "elsewhere.py"
+    script.write_text("import pathlib, sys\n"
+                      "out = pathlib.Path(sys.argv[1])\n"
+                      "(out.parent / ('mine-' + out.name.lstrip('.'))).write_bytes(b'not scored')\n")
+    outcome = _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 2
+    stray = sorted((tmp_path / "run" / "rollouts" / "edge").glob("mine-*"))
+    assert len(stray) == 4
+    for path in stray:
+        assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
+
+
+def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) -> None:
+    """A command that started a child and exited: the child kept the log's pipe open (each request waited 5 s for
+    it) and outlived the run."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "leaves.py"
+    script.write_text("import subprocess, sys\n"
+                      "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                      f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n")
+    _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 4
+    time.sleep(0.2)
+    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == []

@@ -557,9 +557,9 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill(proc)
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
-        finally:
+        finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
+            _kill(proc)
             sink.join()
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
@@ -992,6 +992,10 @@ class Generating:
                                       cache=cached or False, validate=kept)
         kept.checked.save()
         summary = _overwritten(summary, rollouts)
+        # a generator that wrote its video elsewhere in the rollouts folder than its out: its sample says "wrote
+        # nothing", and this names the file it wrote, which no request names and the run passes over
+        for line in unasked_lines(rollouts, requests, run.cfg.limit):
+            print(f"generate: {line}", file=sys.stderr, flush=True)
         run.generation = _provenance(made, requests, summary.records)
         run.generation_failures = {sid: not_made(rec.error or "its generation failed")
                                    for sid, rec in summary.records.items() if not rec.ok}
