@@ -60,6 +60,32 @@ def test_submit_where_nothing_can_be_written_names_the_option() -> None:
     assert _one_line_error(result).startswith(f"error: --out {UNWRITABLE}: cannot write the sbatch scripts there")
 
 
+@pytest.mark.parametrize(("token", "part"), [("ghp_" + "A1b2C3d4E5" * 4, "***"),
+                                             ("sk-" + "3f9a0c7e5b1d2468" * 2, "***"),
+                                             ("sk-proj-Ab12Cd34Ef56Gh78Ij90Kl", "run.***")])
+@pytest.mark.parametrize("command", [["run", "dynamic-degree", "--fixture"],
+                                     ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run"]])
+def test_an_out_holding_a_token_is_refused_without_showing_it(tmp_path: Path, token: str, part: str,
+                                                             command: list[str]) -> None:
+    """A token-shaped folder in --out was printed whole (scorecard: ..., report: ...) and written into the run's
+    files: refused before anything is written, the token shown nowhere, the part named by its redacted form."""
+    out = tmp_path / part.replace("***", token) / "x"
+    result = runner.invoke(cli.app, [*command, "--out", str(out)])
+    assert _one_line_error(result) == (f"error: --out {tmp_path}/{part}/x: a part of this path has the shape of a "
+                                       f"secret token ({part}); choose another folder")
+    assert token not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_shaped_like_a_plain_sk_name_is_taken(tmp_path: Path) -> None:
+    """An all-letter or all-digit run after sk- is a name (sk-learn's), not a key: lower-case keys mix both."""
+    for name in ("sk-learnbaselinesweepone", "sk-20240105123456789012"):
+        out = tmp_path / name / "x"
+        result = runner.invoke(cli.app, ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run",
+                                         "--out", str(out)])
+        assert result.exit_code == 0 and str(out) in result.output, result.output
+
+
 @pytest.mark.parametrize("inside", ["recipes/dynamic_degree/exported", "common/pinbench/exported"])
 def test_an_export_into_the_code_is_refused(inside: str, capsys: pytest.CaptureFixture[str]) -> None:
     dest = REPO / inside

@@ -1226,6 +1226,34 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     assert GeneratorSpec("command:gen --shell bash -c {request} --out {out}").command[-1] == "{out}"
 
 
+@pytest.mark.parametrize("wrapped", [
+    "sudo -E -u me bash -c '{gen}'", "sudo -Eu me --chdir /tmp A=1 -- bash -c '{gen}'", "nice -n 5 bash -c '{gen}'",
+    "nice -n -5 bash -c '{gen}'", "nice -5 bash -c '{gen}'", "timeout 1h bash -c '{gen}'",
+    "timeout -k 10 --signal=TERM 2.5m bash -c '{gen}'", "nohup bash -c '{gen}'", "stdbuf -oL -e 0 bash -c '{gen}'",
+    "ionice -c 3 bash -c '{gen}'", "ionice -c2 -n 7 bash -c '{gen}'", "taskset 0x3 bash -c '{gen}'",
+    "taskset -c 0-3,8 bash -c '{gen}'", "chrt -f 10 bash -c '{gen}'", "chrt --sched-runtime 5 -d 0 bash -c '{gen}'",
+    "setsid -f bash -c '{gen}'", "/usr/bin/timeout 1h nice -n 5 bash -c '{gen}'",
+    "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'"])
+def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapped: str) -> None:
+    """The refusal of ``{out}`` pasted into a ``bash -c`` script looked through ``env`` alone: behind ``timeout``,
+    ``nice`` or ``sudo -u USER`` the script took the path unquoted, and a path with a space broke every sample."""
+    from pinbench.ops.generation import command_argv
+
+    with pytest.raises(RecipeError, match=r"^--generator command: \{out\} inside a bash -c script is pasted in"):
+        command_argv("command:" + wrapped.format(gen="gen --out {out}"))
+
+
+def test_a_program_behind_a_wrapper_that_is_no_shell_takes_its_placeholders() -> None:
+    """Only a shell's script is refused: a program behind the wrappers, or behind a wrapper not known (no guessing
+    at its options), takes ``{request}`` and ``{out}`` as whole arguments, even after a ``-c`` of its own."""
+    from pinbench.ops.generation import command_argv
+
+    for command in ("timeout 1h nice -n 5 python gen.py -c {request} --out {out}",
+                    "sudo -u bash gen -c {out}", "taskset -c 1 ionice -c 3 gen -c {out}",
+                    "mywrapper -x bash -c 'gen --out {out}'"):
+        assert command_argv(f"command:{command}")[-1] in ("{out}", "gen --out {out}")
+
+
 def test_a_command_generator_keeps_braces_it_does_not_name(tmp_path: Path) -> None:
     """A shell's ``${VAR}``, JSON and a Go template pass as written, ``{{NAME}}`` is a literal ``{NAME}``, and a
     placeholder inside another argument is still filled."""
@@ -2120,16 +2148,19 @@ with open(request.path("context"), sys.argv[3]) as given:   # its own bytes, in 
     given.seek(64)
     given.write(b"frames of its own")
 Render().generate(request, Path(out))
+sys.exit(int(sys.argv[4]))
 """
 
 
-@pytest.mark.parametrize("mode", ["ab", "r+b"])   # appended to, written over in place (the same size)
+# appended to, written over in place (the same size); and appended to by a command that then exited 3
+@pytest.mark.parametrize(("mode", "code"), [("ab", 0), ("r+b", 0), ("ab", 3)])
 def test_a_command_that_writes_into_its_conditioning_file_leaves_the_dataset_file_as_it_was(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, code: int) -> None:
     """A conditioning file was staged as a hard link to the dataset's file: a command generator that appended to the
     file it was given to read appended to the dataset's video (the ground truth the recipe scores against), and the
     next run made its rollouts from the changed video, saying nothing. Now it is staged as a copy of its own: the
-    dataset's file keeps its bytes, the sample fails by name, and the next run stages it again from the dataset."""
+    dataset's file keeps its bytes, the sample fails by name, and the next run stages it again from the dataset.
+    One that exited non-zero besides failed with its exit code alone: the changed file is named first, then that."""
     script = tmp_path / "appends.py"
     script.write_text(APPENDS)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HELPERS), os.environ.get("PYTHONPATH", "")]))
@@ -2142,13 +2173,16 @@ def test_a_command_that_writes_into_its_conditioning_file_leaves_the_dataset_fil
     before = source.read_bytes()
     assert hashlib.sha256(before).hexdigest() == given.sha256
 
-    command = f"command:{sys.executable} {script} {{request}} {{out}} {mode}"
+    command = f"command:{sys.executable} {script} {{request}} {{out}} {mode} {code}"
     assert _run(out, command).exit_code != 0
     assert source.read_bytes() == before
     records = load_records(out / "generation")
     assert not any(r.ok for r in records.values())
-    assert "changed while the generator ran, a file it is given to read (the run's copy: the dataset's file it came " \
-        "from is as it was, and the next run stages it again)" in records["edge.task_0000"].error
+    said = (f"{out / 'generation' / given.path}: changed while the generator ran, a file it is given to read (the "
+            "run's copy: the dataset's file it came from is as it was, and the next run stages it again)")
+    error = records["edge.task_0000"].error
+    assert error.startswith(said) if code else said in error, error
+    assert "\n" not in error and (f"; the generator exited {code} (log: " in error) == bool(code), error
 
     again = _run(out, RENDER)     # staged again from the dataset's file: every rollout from the input it pins
     assert again.exit_code == 0, again.message
@@ -3035,3 +3069,53 @@ def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
     leaked = [str(path) for path in out.rglob("*") if path.is_file() and b"plain-key-9876" in path.read_bytes()]
     assert leaked == [] and "plain-key-9876" not in said.out + said.err
     assert "connecting with ***" in (out / "generation" / "generator.log").read_text()
+
+
+def _save_verdicts(path: Path, requests: list[Request], mine: range) -> None:
+    """One shard's saves: a verdict of one more of its own requests each time (a shard's run per save)."""
+    from pinbench.ops.generation import _check_version, _Checked
+
+    for index in mine:
+        checked = _Checked(path, requests)
+        checked.looked.add(requests[index].digest)
+        checked.passed.add(f"{_check_version()} {requests[index].digest} False {'0' * 64}")
+        checked.save()
+
+
+def test_two_shards_saving_the_verdicts_at_once_lose_none(tmp_path: Path) -> None:
+    """Two shards of one run save the generation folder's verdicts at the same moment: each read the file, merged
+    its own and wrote it back, so a shard that wrote between another's read and write had its lines dropped (a
+    check again on the next run). Now a save holds a lock across the read, merge and write: none is lost."""
+    import multiprocessing
+
+    from pinbench.ops.generation import CHECKED_FILE
+
+    count, path = 150, tmp_path / CHECKED_FILE
+    requests = [_request(id=f"t2v-{i:03d}", output=f"t2v-{i:03d}.mp4", seed=str(i)) for i in range(2 * count)]
+    context = multiprocessing.get_context("fork")
+    shards = [context.Process(target=_save_verdicts, args=(path, requests, share))
+              for share in (range(0, count), range(count, 2 * count))]
+    for shard in shards:
+        shard.start()
+    for shard in shards:
+        shard.join(120)
+        assert shard.exitcode == 0
+    saved = {line.split(" ")[1] for line in path.read_text().splitlines()}
+    assert saved == {request.digest for request in requests}, f"{2 * count - len(saved)} verdicts lost"
+
+
+def test_the_check_version_changes_with_the_installed_pyav(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept verdict holds for the check's code: another PyAV (an upgrade reading a container otherwise) left the
+    version as it was, and every rollout it had passed was reused unchecked. Now its version is part of it."""
+    import av
+
+    from pinbench.ops import generation
+
+    generation._check_version.cache_clear()
+    before = generation._check_version()
+    monkeypatch.setattr(av, "__version__", f"{av.__version__}.1")
+    generation._check_version.cache_clear()
+    try:
+        assert generation._check_version() != before
+    finally:
+        generation._check_version.cache_clear()

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from pinbench.core import members_bootstrap
 from pinbench.core.members_bootstrap import MemberSeries, member_differences
 from pinbench.core.metricinfo import MemberStatistic
 from pinbench.core.uncertainty import difference_interval
@@ -151,3 +152,21 @@ def test_intervals_at_the_default_resamples_are_pinned_bit_for_bit() -> None:
         (0.9436149459783914, 0.9101890756302521, -0.04910531371639714, -0.018459788978882723, "percentile"),
         (0.5260714285714285, 0.5160714285714286, -0.023571428571428573, 0.0032142857142857142, "BCa"),
     ]
+
+
+def test_a_ranking_both_runs_share_is_counted_once_per_resample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's members ranked as A's (other scores, the same order and ties): one histogram per resample batch, not
+    two; every resample's B - A is then 0."""
+    labels, a, _ = _ranked_runs()
+    counted: list[int] = []
+    histogram = members_bootstrap._Ranking.histogram
+
+    def counting(self: members_bootstrap._Ranking, idx: np.ndarray) -> np.ndarray:
+        counted.append(idx.shape[0])
+        return histogram(self, idx)
+
+    monkeypatch.setattr(members_bootstrap._Ranking, "histogram", counting)
+    series = MemberSeries(MemberStatistic("average_precision", "score", "label"), IDS, a, a * 2, labels, labels)
+    (d,) = member_differences([series], n_resamples=RESAMPLES, seed=SEED)
+    assert counted == [1, 1, RESAMPLES]   # each run's own value, then one batch of all the resamples
+    assert (d.low, d.high) == (0.0, 0.0)

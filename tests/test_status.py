@@ -90,11 +90,11 @@ def test_a_run_whose_shards_all_finished_without_a_scorecard_says_how_to_write_i
     """--skip-scoring or every shard done: "not written yet" alone left the reader waiting for nothing."""
     from pinbench.ops.status import RunStatus, ShardStatus
 
-    done = ShardStatus(0, 1, done=["s0"], started=True, finished=True)
+    done = ShardStatus(0, 1, done=["s0"], started=True, finished_at="2026-12-06T10:00:00+00:00")
     status = RunStatus(tmp_path, None, [done], 1, 1, {}, "", None)
     assert render(status).endswith("scorecard  not written yet: every shard has finished; the same pinbench run "
                                    "without --shard and --skip-scoring scores what they stored and writes it")
-    going = RunStatus(tmp_path, None, [dataclasses.replace(done, finished=False, pending=["s1"])], 1, 2, {}, "", None)
+    going = RunStatus(tmp_path, None, [dataclasses.replace(done, finished_at=None, pending=["s1"])], 1, 2, {}, "", None)
     assert render(going).endswith("scorecard  not written yet")
 
 
@@ -310,7 +310,7 @@ def test_a_shard_finished_since_the_submission_by_its_manifests_time(finished_at
     where status would stop on the parser's error naming no file."""
     from pinbench.ops.status import ShardStatus, _finished_since
 
-    shard = ShardStatus(1, 3, finished=True, finished_at=finished_at)  # type: ignore[arg-type]
+    shard = ShardStatus(1, 3, finished_at=finished_at)  # type: ignore[arg-type]
     assert _finished_since(shard, "2026-01-01T00:00:00+00:00") is since
 
 

@@ -41,6 +41,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.core.inputs import entry_problem
+from pinbench.core.runner import Reason
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
 from pinbench_recipes.paibench_c.rows import NUM_FRAMES, write_jsonl
@@ -53,8 +54,9 @@ INFERENCE_MODULE = "cosmos_framework.scripts.inference"
 _SCRUBBED_ENV = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "MPLBACKEND")
 
 
-class GenerationError(RuntimeError):
-    """Generation or collection failed; finished samples stay on disk for the next run."""
+class GenerationError(Reason):
+    """Generation or collection failed; finished samples stay on disk for the next run. A ``Reason``: its message
+    (the launch's log and exit code) is what a failed sample's record says, without this class's name."""
 
 
 def vision_path(raw_dir: Path, name: str) -> Path:

@@ -89,7 +89,7 @@ def run(run: Run) -> RunOutcome:
         problems = [] if pins is None or not own_made else record_tokenizer(run, pins, rollouts)
         if run.generation_failures:
             sid, why = next(iter(run.generation_failures.items()))
-            problems.append(f"{counted(len(run.generation_failures), 'rollout')} not generated (e.g. {sid}: {why})")
+            problems.append(f"{counted(len(run.generation_failures), 'rollout')} failed (e.g. {sid}: {why})")
 
     # 3. Score every modality with the pinned evaluator (the fixture: its test double), GT seg/depth computed
     #    once and reused by later modalities.

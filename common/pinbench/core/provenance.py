@@ -200,6 +200,15 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     return _redact(text, _secret_values(extra))
 
 
+def secret_shaped_parts(path: PurePath) -> list[str]:
+    """What ``redact`` makes of the parts of ``path`` it would change (the whole path where only a span of parts has
+    a secret's shape): a run directory printed or written so names no folder, and unredacted it leaks the token."""
+    text = str(path)
+    if redact(text) == text:
+        return []
+    return [redact(part) for part in path.parts if redact(part) != part] or [redact(text)]
+
+
 def redactor() -> Callable[[str], str]:
     """``redact`` with the environment's secret values read once: for many strings in a row (a report page)."""
     secrets = _secret_values()

@@ -43,7 +43,7 @@ from pinbench.core.options import (
     parse_pairs,
 )
 from pinbench.core.pins import Pins
-from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions, redact
+from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions, redact, secret_shaped_parts
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
@@ -333,13 +333,17 @@ class Recipe:
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
+        out_dir = system_path(out_dir, cwd) if out_dir else None
+        if out_dir is not None and (parts := secret_shaped_parts(out_dir)):
+            raise RecipeError(f"--out {redact(str(out_dir))}: a part of this path has the shape of a secret token "
+                              f"({', '.join(parts)}); choose another folder")
         return RunConfig(
             implementation=Implementation.installed(self.version, self.code_digest(),
                                                     environ.get(IMAGE_DIGEST_ENV) or None,
                                                     installed_versions(self.numerics)),
             inputs=self.input_identity(parsed),
             recipe=self.name, checkpoint=checkpoint,
-            out_dir=system_path(out_dir, cwd) if out_dir else self.default_out_dir(checkpoint, mode),
+            out_dir=out_dir or self.default_out_dir(checkpoint, mode),
             limit=limit, shard=shard, runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring,
             fixture=fixture, gpus=self.default_gpus if gpus is None else gpus, offline=offline,
             options=parsed.values, option_sources=parsed.sources, generator=generator,

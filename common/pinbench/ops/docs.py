@@ -19,7 +19,9 @@ from pinbench.core.recipe import Recipe, available_recipes
 CORE_ENV: dict[str, tuple[str, str]] = {
     "PINBENCH_CACHE": ("all", "cache root for every download (HF hub layout under `hub/`, URL weights under "
                               "`urls/`); default `$HF_HOME`, else `~/.cache/pinbench`; a path that exists but is no "
-                              "folder stops `run`, `fetch` and `doctor` in one line naming it"),
+                              "folder stops `run`, `fetch` and `doctor` in one line naming it; the tests "
+                              "(conftest.py) use a temporary folder a session unless the shell sets it, as the "
+                              "`-m gpu` tests that read fetched weights need"),
     "HF_HOME": ("all", "fallback cache root"),
     "HF_TOKEN": ("fetch stages", "token for gated models and datasets; passed only to stages that fetch, never to "
                                  "scoring, never logged or written"),

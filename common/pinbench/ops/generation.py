@@ -52,6 +52,7 @@ from pinbench.core.files import (
     blocking_parent,
     clipped,
     counted,
+    exclusive,
     fitting_name,
     loads_finite_json,
     read_data_file,
@@ -175,21 +176,64 @@ def command_argv(spec: str) -> list[str]:
 
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})   # whose -c runs its next operand as a script
-# the options whose value is the next word: env's (-u NAME, -C DIR), a shell's (set -o NAME, shopt -O NAME, bash's)
-ENV_VALUED = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+# a shell's options whose value is the next word (set -o NAME, shopt -O NAME, bash's)
 SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
 
+@dataclass(frozen=True)
+class _Wrapper:
+    """A program that runs the command after its own options and operand (``timeout 1h``, ``nice -n 5``): the
+    program that counts is the one it runs."""
+    valued: frozenset[str] = frozenset()   # its options whose value is the next word (``-u``, ``--user``)
+    operand: re.Pattern[str] | None = None   # the word it takes before the command (timeout's DURATION)
+    assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
+
+    def command(self, argv: Sequence[str], at: int) -> int:
+        """Where the command it runs starts in ``argv``, its own words starting at ``at``."""
+        while at < len(argv) and (argv[at][:1] == "-" or self.assigns and "=" in argv[at]):
+            arg, at = argv[at], at + 1
+            if arg == "--":
+                break
+            if arg.startswith("--"):   # --name=value is one word
+                at += arg in self.valued
+            elif arg[:1] == "-":
+                # a cluster of short options (-Eu USER, -oL, -n5): its first valued one takes the rest, else the
+                # next word
+                valued = next((n for n, c in enumerate(arg[1:], 1) if f"-{c}" in self.valued), None)
+                at += valued == len(arg) - 1
+        if self.operand is not None and at < len(argv) and self.operand.fullmatch(argv[at]):
+            at += 1
+        return at
+
+
+# the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
+WRAPPERS = {
+    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True),
+    "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
+                                "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
+                                "--other-user", "-u", "--user"}), assigns=True),
+    "nice": _Wrapper(frozenset({"-n", "--adjustment"})),
+    "timeout": _Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), re.compile(r"[0-9.]+[smhd]?")),
+    "nohup": _Wrapper(),
+    "stdbuf": _Wrapper(frozenset({"-i", "--input", "-o", "--output", "-e", "--error"})),
+    "ionice": _Wrapper(frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u",
+                                  "--uid"})),
+    "taskset": _Wrapper(operand=re.compile(r"[0-9a-fA-FxX,:-]+")),   # a MASK, or with -c a LIST
+    "chrt": _Wrapper(frozenset({"-T", "--sched-runtime", "-P", "--sched-period", "-D", "--sched-deadline"}),
+                     re.compile(r"[0-9]+")),   # the priority
+    "setsid": _Wrapper(),
+}
+
+
 def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
-    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``);
-    None: the program (``env``'s, after its options and VAR=value) is no shell, or runs no script. A placeholder
-    there would be pasted into shell code, not passed as one argument. Only the program counts: a program's own
-    ``--shell bash -c {request}`` passes it as one argument."""
+    """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``,
+    ``timeout 1h nice -n 5 bash -c '...'``); None: the program (after the ``WRAPPERS`` before it, an unknown one
+    being the program) is no shell, or runs no script. A placeholder there would be pasted into shell code, not
+    passed as one argument. Only the program counts: a program's own ``--shell bash -c {request}`` passes it as one
+    argument."""
     shell = 0
-    if argv and os.path.basename(argv[0]) == "env":
-        shell = 1
-        while shell < len(argv) and (argv[shell][:1] == "-" or "=" in argv[shell]):
-            shell += 2 if argv[shell] in ENV_VALUED else 1
+    while shell < len(argv) and os.path.basename(argv[shell]) in WRAPPERS:
+        shell = WRAPPERS[os.path.basename(argv[shell])].command(argv, shell + 1)
     if shell >= len(argv) or os.path.basename(argv[shell]) not in SHELLS:
         return None
     command_string, takes_value = False, False
@@ -1101,7 +1145,11 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         if make is not None:
             _clear(partial)
             before = _Before.of(request, rollouts)
-            make(request, partial)
+            try:
+                make(request, partial)
+            except GeneratorError as exc:   # a changed input is the likelier cause, and names its file
+                _untouched(request, before.inputs, exc)
+                raise
         if before is not None:
             if not os.path.lexists(partial) and _state(target) not in (before.target, None):
                 raise InvalidRollout(f"{INVALID}{request.output}: the generator wrote nothing to the path it was "
@@ -1151,16 +1199,18 @@ def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
     return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
-def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None]) -> None:
+def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None],
+               failed: GeneratorError | None = None) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
     rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
-    file is as it was, and the next run, finding the copy changed, stages it again."""
+    file is as it was, and the next run, finding the copy changed, stages it again. ``failed``: how the generator
+    failed besides (its exit code), said after the file, which a bare exit code left unnamed."""
     after = _inputs_state(request)
     for path, was in before.items():
         if after.get(path) != was:
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
                                  "given to read (the run's copy: the dataset's file it came from is as it was, and "
-                                 "the next run stages it again)")
+                                 "the next run stages it again)" + (f"; {failed}" if failed else ""))
 
 
 def _unshared(path: Path) -> None:
@@ -1484,10 +1534,14 @@ CHECKED_FILE = "checked.txt"   # in the generation folder: the kept rollouts thi
 @functools.cache
 def _check_version() -> str:
     """What a verdict of ``check_rollout`` holds for: the source of this module and of the video reader it calls
-    (a check made stricter since is a change to one of them)."""
+    (a check made stricter since is a change to one of them), and the PyAV that reader opens containers with (an
+    upgrade can read one otherwise)."""
+    import av  # loaded by the video reader already
+
     from pinbench.media import video
 
-    return hashlib.sha256(b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))).hexdigest()[:16]
+    sources = b"".join(Path(f).read_bytes() for f in (__file__, video.__file__))
+    return hashlib.sha256(sources + f"\nav {av.__version__}".encode()).hexdigest()[:16]
 
 
 class _Checked:
@@ -1526,13 +1580,15 @@ class _Checked:
         """Keep the verdicts, and the file's lines (read again: a shard may have written since) of this version and
         of a request of the run that this one did not look up: shards share the generation folder and each looks
         up its own share only, so keeping its own lines alone dropped the others'. One that cannot be written costs
-        a check on the next run, never this run."""
-        version, others = _check_version(), [line.split(" ") for line in self._read()]
-        others = [key for key in others if len(key) == 4 and key[0] == version and key[1] not in self.looked]
-        if others:
-            of_run = {request.digest for request in self.requests}
-            self.passed.update(" ".join(key) for key in others if key[1] in of_run)
-        with contextlib.suppress(OSError):
+        a check on the next run, never this run. The lock beside the file is held from that read to the write: two
+        shards saving at once each wrote the file it read before the other's write, dropping the other's lines."""
+        version = _check_version()
+        with contextlib.suppress(OSError, FileError), exclusive(self.path.with_name(f".{self.path.name}.lock")):
+            others = [line.split(" ") for line in self._read()]
+            others = [key for key in others if len(key) == 4 and key[0] == version and key[1] not in self.looked]
+            if others:
+                of_run = {request.digest for request in self.requests}
+                self.passed.update(" ".join(key) for key in others if key[1] in of_run)
             write_if_changed(self.path, "".join(f"{key}\n" for key in sorted(self.passed)))
 
 

@@ -56,10 +56,13 @@ class ShardStatus:
     partly_missing: list[tuple[str, str]] = field(default_factory=list)  # done, some values never computed: why
     pending: list[str] = field(default_factory=list)
     started: bool = False
-    finished: bool = False
-    finished_at: str | None = None   # when its manifest says it finished (ISO 8601)
+    finished_at: str | None = None   # when its manifest says it finished (ISO 8601); None: not finished
     running: bool | None = None   # started, not finished: its process alive (None: on another host, or unknown)
     slurm: slurm.JobState | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
 
     @property
     def process(self) -> str:
@@ -209,7 +212,6 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], 
     records = _newest_records(newest.samples_dir, {task for tasks in owned.values() for task in tasks})
     for shard in shards:
         shard.started = shard.index in own
-        shard.finished = shard.started and own[shard.index].finished is not None
         shard.finished_at = own[shard.index].finished if shard.started else None
         for sid, expected in owned[shard.index]:
             record = records.get((sid, expected))

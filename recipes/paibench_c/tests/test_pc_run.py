@@ -207,13 +207,13 @@ def test_pinbench_status_counts_each_generation_shard(world: dict, monkeypatch: 
     first, second = status.shards
     assert sorted(first.done) == ["blur.task_0001", "edge.task_0000"]
     assert [sid for sid, _ in first.failed] == ["edge.task_0002"]
-    assert first.failed[0][1].startswith("GenerationError: edge: cosmos-framework failed")
+    assert first.failed[0][1].startswith("edge: cosmos-framework failed")
     assert (first.finished, second.started, sorted(second.pending)) == (True, False, ["blur.task_0000",
                                                                                       "blur.task_0002",
                                                                                       "edge.task_0001"])
     text = render(status)
     assert "6 tasks: 2 done, 1 failed, 0 missing, 3 pending" in text
-    assert "edge.task_0002 (shard 0/2): GenerationError" in text
+    assert "edge.task_0002 (shard 0/2): edge: cosmos-framework failed" in text
 
     monkeypatch.delenv("FAKE_FAIL")
     assert shard(1) == 0 and shard(0) == 0
@@ -258,12 +258,11 @@ def test_failed_generation_is_counted_not_dropped(world: dict, monkeypatch: pyte
     card = json.loads(outcome.scorecard_path.read_text())
     assert card["metrics"]["edge/dover_tech_score"]["n_scored"] == 2
     assert card["status"] == "partial" and outcome.exit_code != 0
-    assert any(p.startswith("1 rollout not generated (e.g. edge.task_0002: no rollout: GenerationError: edge: "
-                            "cosmos-framework")
+    assert any(p.startswith("1 rollout failed (e.g. edge.task_0002: no rollout: edge: cosmos-framework failed: ")
                for p in card["extra"]["problems"])
     record = load_records(world["tmp"] / "genfail")["task_0002"]   # its only rollout not made: a failed sample
     assert record.status == "failed" and card["samples"]["n_failed"] == 1
-    assert record.error.startswith("no rollout: GenerationError: edge: cosmos-framework")
+    assert record.error.startswith("no rollout: edge: cosmos-framework failed: ")
 
 
 def test_force_policy_recomputes_gt_in_every_modality(world: dict) -> None:
