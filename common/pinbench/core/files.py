@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
 from typing import Any, TypeVar
@@ -48,23 +48,6 @@ class MissingFile(FileError):
 
 class NotRegularFile(FileError):
     """Something that is no regular file at the path (a folder, a FIFO, a device; ``open_regular``)."""
-
-
-@dataclass(frozen=True)
-class StatIdentity:
-    """What tells a file unchanged without reading it, as git's index does: device, inode, size, mtime and ctime.
-    Every write to a file moves its ctime, which no user can set back (``os.utime`` sets mtime only), so a file
-    rewritten at its size with its mtime put back, or another file renamed into its place, is not taken for it."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-    @classmethod
-    def of(cls, stat: os.stat_result) -> StatIdentity:
-        return cls(stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 @dataclass(frozen=True)
@@ -635,98 +618,24 @@ def sha256_regular(path: Path | str) -> str:
         os.close(fd)
 
 
-_HASHED: dict[StatIdentity, str] = {}
+_HASHED: dict[tuple[int, int, int, int], str] = {}
 
 
 def regular_sha256(path: Path) -> str | None:
     """The SHA-256 of ``path`` when it is a regular file, else None (a link, FIFO or folder there is never opened,
-    nor followed). Hashed once per process while the file's ``StatIdentity`` holds (device and inode: every hard
-    link to it is the same file): the rollouts a run's generation step hashed are not read again by the check at its
+    nor followed). Hashed once per process while the file (device and inode: every hard link to it is the same file),
+    its size and its mtime hold: the rollouts a run's generation step hashed are not read again by the check at its
     finish, nor a rollout that the sample cache and the run directory share."""
     try:
         st = path.lstat()
         if not S_ISREG(st.st_mode):
             return None
-        key = StatIdentity.of(st)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in _HASHED:
             _HASHED[key] = sha256_file(path)
         return _HASHED[key]
     except OSError:
         return None
-
-
-class KnownDigests:
-    """SHA-256 of files, kept in a run directory's ``FILE_DIGESTS`` by absolute path with the ``StatIdentity`` each
-    had when it was read: a rerun reads a file again only when its identity changed (the ``folder`` generator's
-    sources and their kept copies: an unchanged rerun over 500 videos of 50 MB read 50 GB). A digest is kept only
-    when the file's identity was the same after it was read as before (not being written meanwhile)."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path, self.lock = run_dir / FILE_DIGESTS, run_dir / _FILE_DIGESTS_LOCK
-        self._known = read_json_cache(self.path, _FILE_DIGESTS_FORMAT, _known_entries)
-        self._new: dict[str, tuple[StatIdentity, str]] = {}
-
-    def _get(self, path: Path, st: os.stat_result) -> str | None:
-        known = self._known.get(os.path.abspath(path))
-        return known[1] if known is not None and known[0] == StatIdentity.of(st) else None
-
-    def _keep(self, path: Path, before: os.stat_result, after: os.stat_result, digest: str) -> None:
-        if StatIdentity.of(before) == StatIdentity.of(after):
-            self._known[os.path.abspath(path)] = self._new[os.path.abspath(path)] = (StatIdentity.of(before), digest)
-
-    def followed(self, path: Path) -> str:
-        """``sha256_regular(path)`` (through a symlink; FileError as it raises), not read while it is known."""
-        with contextlib.suppress(OSError):
-            st = os.stat(path)
-            if S_ISREG(st.st_mode) and (digest := self._get(path, st)) is not None:
-                return digest
-        fd = open_regular(path)
-        try:
-            before = os.fstat(fd)
-            digest = sha256_fd(fd)
-            self._keep(path, before, os.fstat(fd), digest)
-            return digest
-        finally:
-            os.close(fd)
-
-    def regular(self, path: Path) -> str | None:
-        """``regular_sha256(path)`` (None: no regular file there, a link not followed), not read while it is
-        known."""
-        try:
-            before = path.lstat()
-        except OSError:
-            return None
-        if not S_ISREG(before.st_mode):
-            return None
-        if (digest := self._get(path, before)) is not None:
-            return digest
-        digest = regular_sha256(path)
-        with contextlib.suppress(OSError):
-            if digest is not None:
-                self._keep(path, before, path.lstat(), digest)
-        return digest
-
-    def save(self) -> None:
-        """Add what this process hashed to the file, with what another (a shard) wrote since; one that cannot be
-        written costs the reads on the next run, never this run."""
-        if not self._new:
-            return
-        with contextlib.suppress(OSError), exclusive(self.lock):
-            merged = {**read_json_cache(self.path, _FILE_DIGESTS_FORMAT, _known_entries), **self._new}
-            write_json_cache(self.path, _FILE_DIGESTS_FORMAT, {
-                where: {**asdict(identity), "sha256": digest} for where, (identity, digest) in
-                merged.items()})
-        self._new = {}
-
-
-FILE_DIGESTS = ".pinbench-file-digests.json"   # in the run directory: ``KnownDigests``
-_FILE_DIGESTS_LOCK = Path(".pinbench-locks") / ".file-digests"
-_FILE_DIGESTS_FORMAT = 1
-
-
-def _known_entries(files: Mapping[str, Any]) -> dict[str, tuple[StatIdentity, str]]:
-    return {where: (StatIdentity(**{k: int(v) for k, v in entry.items() if k != "sha256"}), str(entry["sha256"]))
-            for where, entry in files.items()}
 
 
 def _non_finite_constant(name: str) -> None:

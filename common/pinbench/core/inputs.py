@@ -19,6 +19,7 @@ hashes every input). Shards of one run build their tasks under one lock: the fir
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -26,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TypeVar
 
 from pinbench.core.config import RecipeError
@@ -34,6 +36,7 @@ from pinbench.core.files import (
     exclusive,
     not_a_folder,
     read_json_cache,
+    regular_sha256,
     sha256_file,
     shown_name,
     write_json_cache,
@@ -258,10 +261,33 @@ class InputDigests:
             return cached
         digest = sha256_file(path)
         self.hashed += 1
-        if FileState.of(os.stat(path)) == before:   # not being written while it was read
+        self._keep(where, before, FileState.of(os.stat(path)), digest)
+        return before, digest
+
+    def regular(self, path: Path) -> str | None:
+        """``regular_sha256(path)``: None where no regular file is there (a symlink is not followed, a FIFO never
+        opened), the file read only when its state changed since this run directory hashed it (a generation
+        step's kept rollouts: an unchanged rerun reads none of them again)."""
+        try:
+            before = FileState.of(st := path.lstat())
+        except OSError:
+            return None
+        if not S_ISREG(st.st_mode):
+            return None
+        where = os.path.abspath(path)
+        cached = self._cache.get(where)
+        if cached is not None and cached[0] == before:
+            return cached[1]
+        digest = regular_sha256(path)
+        if digest is not None:
+            with contextlib.suppress(OSError):
+                self._keep(where, before, FileState.of(path.lstat()), digest)
+        return digest
+
+    def _keep(self, where: str, before: FileState, after: FileState, digest: str) -> None:
+        if after == before:   # not being written while it was read
             self._cache[where] = (before, digest)
             self._changed = True
-        return before, digest
 
     def key(self, path: Path | str, root: Path | str) -> InputKey:
         """What a task holds of the file at ``path`` under ``root``."""
@@ -283,6 +309,13 @@ class InputDigests:
                    for where, (seen, digest) in merged.items()}
         write_json_cache(self.path, _FORMAT, entries)
         self._changed = False
+
+
+    def save_locked(self) -> None:
+        """``save`` under the run directory's digest lock, for digests taken after ``input_digests``' block: the
+        rollouts a generation step hashed while it ran (it holds no lock that long: its shards generate at once)."""
+        with exclusive(self.path.parent / _LOCK):
+            self.save()
 
 
 @contextmanager
