@@ -2993,8 +2993,8 @@ def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_stil
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """An unchanged rerun of the ``folder`` generator read each file of -g dir and each kept copy again (500
     videos of 50 MB: 50 GB read to do nothing); now each is read only when its state changed since the run
-    directory's input digests hashed it, and another file renamed into a source's place at its size and mtime (its
-    inode) is still copied again."""
+    directory's input digests hashed it, and a source rewritten at its size with its mtime put back (its ctime) or
+    another file renamed into its place at its size and mtime (its inode) is still copied again."""
     from pinbench.core import files, inputs
 
     made = _run(tmp_path / "made", RENDER)
@@ -3024,6 +3024,13 @@ def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_stil
     assert [p for p in opened if mine in p.parents or tmp_path / "run" / "rollouts" in p.parents] == []
     monkeypatch.undo()
 
+    rewritten = mine / "edge" / "task_0000.mp4"
+    held = rewritten.stat()
+    with open(rewritten, "r+b") as fh:   # the same size, other bytes, its mtime put back
+        fh.seek(-64, os.SEEK_END)
+        fh.write(b"b" * 64)
+    os.utime(rewritten, ns=(held.st_atime_ns, held.st_mtime_ns))
+    assert rewritten.stat().st_size == held.st_size and rewritten.stat().st_mtime_ns == held.st_mtime_ns
     renamed, other = mine / "edge" / "task_0001.mp4", tmp_path / "other.mp4"
     held = renamed.stat()
     shutil.copyfile(renamed, other)
@@ -3035,9 +3042,10 @@ def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_stil
     capfd.readouterr()
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
     said = capfd.readouterr().err
-    assert "generate: 4 samples: 1 done, 3 reused, 0 failed" in said, said
-    assert f"generate: {renamed}: changed since its rollout was copied (SHA-256 " in said
-    assert (tmp_path / "run" / "rollouts" / renamed.relative_to(mine)).read_bytes() == renamed.read_bytes()
+    assert "generate: 4 samples: 2 done, 2 reused, 0 failed" in said, said
+    for path in (rewritten, renamed):
+        assert f"generate: {path}: changed since its rollout was copied (SHA-256 " in said
+        assert (tmp_path / "run" / "rollouts" / path.relative_to(mine)).read_bytes() == path.read_bytes()
 
 
 def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
