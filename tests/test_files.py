@@ -358,9 +358,9 @@ def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:
             ("first frames", frames, lambda: DecodedFiles(frames)._known)]
 
 
-_SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "sha256": "a" * 64}},
+_SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "ctime_ns": 4, "sha256": "a" * 64}},
           "import cache": {"/r/run.py": ["k", ["pinbench.core.files"]]},
-          "first frames": {"/v.mp4": [1, 2, 3]}}
+          "first frames": {"/v.mp4": [1, 2, 3, 4]}}
 
 
 def test_the_import_cache_holds_each_module_name_once(tmp_path: Path) -> None:
@@ -427,7 +427,7 @@ def test_a_cache_file_that_is_a_fifo_or_a_folder_is_an_empty_cache_at_once(tmp_p
         elif kind == "folder":
             path.mkdir()
         else:
-            path.write_text(json.dumps({"format": 2 if name == "import cache" else 1, "files": _SOUND[name]}))
+            path.write_text(json.dumps({"format": 2, "files": _SOUND[name]}))
         held = _load_within(load, path if kind == "fifo" else None)
         assert (len(held) == 1) if kind == "regular" else (held == {}), (name, held)
 

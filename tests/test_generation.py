@@ -18,12 +18,14 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 from render_generator import MODES, Render
@@ -31,6 +33,7 @@ from rollout_checks import checked_rollouts, stricter_check
 
 from pinbench.core.config import RecipeError
 from pinbench.core.generation import Conditioning, Prompt, Request, RequestError, read_requests
+from pinbench.core.inputs import InputDigests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import RunOutcome
 from pinbench.core.runner import load_records
@@ -2953,9 +2956,10 @@ def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(
     shutil.copytree(tmp_path / "made" / "rollouts", mine)
     source = mine / "edge" / "task_0000.mp4"
     shutil.copyfile(source, was)
-    hashed = generation.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"))
+    hashed = generation.folder_sources(mine, read_requests(tmp_path / "made" / "generation" / "requests.jsonl"),
+                                       InputDigests(tmp_path))
     shutil.copyfile(mine / "edge" / "task_0001.mp4", source)   # B, changed after A was hashed
-    monkeypatch.setattr(generation, "folder_sources", lambda root, requests: hashed)
+    monkeypatch.setattr(generation, "folder_sources", lambda root, requests, digests: hashed)
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 2
     assert load_records(tmp_path / "run" / "generation")["edge.task_0000"].error == (
         "ValueError: result rejected: edge/task_0000.mp4: not a copy of its file in -g dir as that file is now (it "
@@ -2988,6 +2992,72 @@ def test_the_folder_generator_hashes_each_copy_once(tmp_path: Path, monkeypatch:
     assert _run(tmp_path / "run", "folder", dir=str(tmp_path / "made" / "rollouts")).exit_code == 0
     copies = [p for p in hashed if (tmp_path / "run" / "rollouts") in p.parents]
     assert sorted(copies) == sorted((tmp_path / "run" / "rollouts").rglob("*.mp4")) and len(copies) == 4
+
+
+def _padded(folder: Path, payload: bytes) -> None:
+    """Each MP4 under ``folder`` ending in an MP4 ``free`` box of ``payload`` (the rollout check passes over it)."""
+    for path in folder.rglob("*.mp4"):
+        with open(path, "ab") as fh:
+            fh.write(struct.pack(">I", len(payload) + 8) + b"free" + payload)
+
+
+def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_still_seen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """An unchanged rerun of the ``folder`` generator read each file of -g dir and each kept copy again (500
+    videos of 50 MB: 50 GB read to do nothing); now each is read only when its state changed since the run
+    directory's input digests hashed it, and a source rewritten at its size with its mtime put back (its ctime) or
+    another file renamed into its place at its size and mtime (its inode) is still copied again."""
+    from pinbench.core import files, inputs
+
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    _padded(mine, b"a" * 64)
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    opened: list[Path] = []
+
+    def counting_open_regular(path: Path | str, *args: Any, **kwargs: Any) -> int:
+        opened.append(Path(path))
+        return open_regular(path, *args, **kwargs)
+
+    def counting_sha256_file(path: Path | str) -> str:
+        opened.append(Path(path))
+        return sha256_file(path)
+
+    open_regular, sha256_file = files.open_regular, files.sha256_file
+    monkeypatch.setattr(files, "open_regular", counting_open_regular)
+    monkeypatch.setattr(files, "sha256_file", counting_sha256_file)
+    monkeypatch.setattr(inputs, "sha256_file", counting_sha256_file)
+    monkeypatch.setattr(files, "_HASHED", {})   # a rerun is a new process: nothing hashed in this one
+    capfd.readouterr()
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in capfd.readouterr().err
+    assert [p for p in opened if mine in p.parents or tmp_path / "run" / "rollouts" in p.parents] == []
+    monkeypatch.undo()
+
+    rewritten = mine / "edge" / "task_0000.mp4"
+    held = rewritten.stat()
+    with open(rewritten, "r+b") as fh:   # the same size, other bytes, its mtime put back
+        fh.seek(-64, os.SEEK_END)
+        fh.write(b"b" * 64)
+    os.utime(rewritten, ns=(held.st_atime_ns, held.st_mtime_ns))
+    assert rewritten.stat().st_size == held.st_size and rewritten.stat().st_mtime_ns == held.st_mtime_ns
+    renamed, other = mine / "edge" / "task_0001.mp4", tmp_path / "other.mp4"
+    held = renamed.stat()
+    shutil.copyfile(renamed, other)
+    with open(other, "r+b") as fh:
+        fh.seek(-64, os.SEEK_END)
+        fh.write(b"c" * 64)
+    os.utime(other, ns=(held.st_atime_ns, held.st_mtime_ns))
+    os.replace(other, renamed)   # another file, at the same size and mtime
+    capfd.readouterr()
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    said = capfd.readouterr().err
+    assert "generate: 4 samples: 2 done, 2 reused, 0 failed" in said, said
+    for path in (rewritten, renamed):
+        assert f"generate: {path}: changed since its rollout was copied (SHA-256 " in said
+        assert (tmp_path / "run" / "rollouts" / path.relative_to(mine)).read_bytes() == path.read_bytes()
 
 
 def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(

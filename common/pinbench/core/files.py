@@ -52,16 +52,19 @@ class NotRegularFile(FileError):
 
 @dataclass(frozen=True)
 class FileState:
-    """A file as a stat-keyed cache sees it, beside its absolute path: size, mtime_ns, inode. A change to any of
-    them is taken as a new file (an edit in place that keeps all three is not seen)."""
+    """A file as a stat-keyed cache sees it, beside its absolute path: size, mtime_ns, inode, ctime_ns. A change to
+    any of them is taken as a new file. The ctime, because a write moves it and ``os.utime`` cannot put it back: a
+    file rewritten at its size with its mtime set back (``cp -p`` over it keeps its inode) is seen. A chmod or a hard
+    link moves it too, which costs one read (the sample cache links a kept rollout and makes it read-only)."""
 
     size: int
     mtime_ns: int
     inode: int
+    ctime_ns: int
 
     @classmethod
     def of(cls, stat: os.stat_result) -> FileState:
-        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
 
 
 _NOT_REGULAR = ((S_ISDIR, "is a directory"), (S_ISFIFO, "a FIFO (named pipe)"), (S_ISCHR, "a character device"),

@@ -155,7 +155,7 @@ def staged(role: str, path: Path, root: Path, digests: InputDigests,
     file they name and travels whole: a copy of its own (``_copy``), never a hard link, which is the dataset's file
     itself, so a generator that wrote into the file it was given changed the dataset's too. Made once and renamed
     into place; one there that is no longer those bytes (a generator wrote into it, a hard link an older run made)
-    is staged again, its SHA-256 by ``digests`` (read again only when its size, mtime or inode changed). One whose
+    is staged again, its SHA-256 by ``digests`` (read again only when its ``FileState`` changed). One whose
     state after the copy is not the one its SHA-256 was read at is refused (InputFileError): the copy may hold
     other bytes than that SHA-256 names."""
     state, sha256 = digests.state_and_sha256(path)
@@ -176,7 +176,7 @@ def staged(role: str, path: Path, root: Path, digests: InputDigests,
 
 
 def _still(path: Path, state: FileState) -> bool:
-    """Whether the file at ``path`` is in ``state`` yet (size, mtime, inode); False when it is gone."""
+    """Whether the file at ``path`` is in ``state`` yet (``FileState``); False when it is gone."""
     try:
         return FileState.of(os.stat(path)) == state
     except OSError:

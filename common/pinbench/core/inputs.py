@@ -10,22 +10,24 @@ absolute path and mtime (the key before #24): the same videos mounted elsewhere 
 ``/inputs/videos`` in an image, the fixture written into another run directory) recomputed every sample, while a
 key that names a path still said nothing of the file. The path relative to the root keeps two equal files apart.
 
-A full SHA-256, not a sampled fingerprint: reading a file once costs far less than decoding and scoring it. Each
-file is hashed once per run directory: its digest is cached in ``.pinbench-input-digests.json`` there, keyed by
-the file's absolute path, size, mtime_ns and inode, so a rerun reads no input again unless one of those changed
-(an edit in place that keeps size and mtime is not seen: ``pinbench run --verify-inputs`` ignores the cache and
-hashes every input). Shards of one run build their tasks under one lock: the first hashes, the others read.
+A full SHA-256, not a sampled fingerprint: reading a file once costs far less than decoding and scoring it. Each file is
+hashed once per run directory: its digest is cached in ``.pinbench-input-digests.json`` there, keyed by the file's
+absolute path, size, mtime_ns, inode and ctime_ns (``FileState``), so a rerun reads no input again unless one of those
+changed (an edit in place that puts the mtime back moves the ctime; ``pinbench run --verify-inputs`` ignores the cache
+and hashes every input). Shards of one run build their tasks under one lock: the first hashes, the others read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, TypeVar
 
 from pinbench.core.config import RecipeError
@@ -34,6 +36,7 @@ from pinbench.core.files import (
     exclusive,
     not_a_folder,
     read_json_cache,
+    regular_sha256,
     sha256_file,
     shown_name,
     write_json_cache,
@@ -47,7 +50,7 @@ DIGESTS_FILE = ".pinbench-input-digests.json"
 # what an entry that cannot be scored is (``InputFile.kind``), and ``bad name``: its name gives no sample id of its own
 ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", "bad name")
 _LOCK = Path(".pinbench-locks") / ".input-digests"
-_FORMAT = 1
+_FORMAT = 2   # 1: without ctime_ns
 
 
 @dataclass(frozen=True)
@@ -258,10 +261,33 @@ class InputDigests:
             return cached
         digest = sha256_file(path)
         self.hashed += 1
-        if FileState.of(os.stat(path)) == before:   # not being written while it was read
+        self._keep(where, before, FileState.of(os.stat(path)), digest)
+        return before, digest
+
+    def regular(self, path: Path) -> str | None:
+        """``regular_sha256(path)``: None where no regular file is there (a symlink is not followed, a FIFO never
+        opened), the file read only when its state changed since this run directory hashed it (a generation
+        step's kept rollouts: an unchanged rerun reads none of them again)."""
+        try:
+            before = FileState.of(st := path.lstat())
+        except OSError:
+            return None
+        if not S_ISREG(st.st_mode):
+            return None
+        where = os.path.abspath(path)
+        cached = self._cache.get(where)
+        if cached is not None and cached[0] == before:
+            return cached[1]
+        digest = regular_sha256(path)
+        if digest is not None:
+            with contextlib.suppress(OSError):
+                self._keep(where, before, FileState.of(path.lstat()), digest)
+        return digest
+
+    def _keep(self, where: str, before: FileState, after: FileState, digest: str) -> None:
+        if after == before:   # not being written while it was read
             self._cache[where] = (before, digest)
             self._changed = True
-        return before, digest
 
     def key(self, path: Path | str, root: Path | str) -> InputKey:
         """What a task holds of the file at ``path`` under ``root``."""
@@ -279,10 +305,15 @@ class InputDigests:
             return
         merged = _load(self.path)   # entries another process wrote since this one read the file
         merged.update(self._cache)
-        entries = {where: {"size": seen.size, "mtime_ns": seen.mtime_ns, "inode": seen.inode, "sha256": digest}
-                   for where, (seen, digest) in merged.items()}
+        entries = {where: {**asdict(seen), "sha256": digest} for where, (seen, digest) in merged.items()}
         write_json_cache(self.path, _FORMAT, entries)
         self._changed = False
+
+    def save_locked(self) -> None:
+        """``save`` under the run directory's digest lock, for digests taken after ``input_digests``' block: the
+        rollouts a generation step hashed while it ran (it holds no lock that long: its shards generate at once)."""
+        with exclusive(self.path.parent / _LOCK):
+            self.save()
 
 
 @contextmanager
@@ -310,7 +341,10 @@ def _load(path: Path) -> dict[str, tuple[FileState, str]]:
     return read_json_cache(path, _FORMAT, _digest_entries)
 
 
+_STATE_FIELDS = [f.name for f in fields(FileState)]
+
+
 def _digest_entries(files: Mapping[str, Any]) -> dict[str, tuple[FileState, str]]:
-    return {where: (FileState(int(e["size"]), int(e["mtime_ns"]), int(e["inode"])), str(e["sha256"]))
+    return {where: (FileState(*(int(e[name]) for name in _STATE_FIELDS)), str(e["sha256"]))
             for where, e in files.items()
             if isinstance(e, dict) and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64}

@@ -15,13 +15,13 @@ every sample is ok writes ``.pinbench-rerun.json`` in the run directory, the dig
 * ``run_dir``: every file of the run directory as the finish left it (path, size, mtime), but the locks and the
   manifests of invocations (``shards/*-of-*.json``), which every run rewrites.
 
-A rerun whose digests are these (``unchanged``) answers with the scorecard and its diff against the reference,
-records its invocation in those shard manifests (every sample reused), and writes nothing else. As with the input
-digests cache (``pinbench.core.inputs``), a file edited in place that keeps its size and mtime is not seen:
-``--verify-inputs`` never answers from the manifest. Never answered from it either: a shard, ``--skip-*`` (they
-compute a part), a ``--generator`` (its code is not the recipe's), a run with a failed or missing sample (a rerun
-computes those again). Inputs a recipe finds in the cache by their pins are named by the pins, which are the
-recipe's files.
+A rerun whose digests are these (``unchanged``) answers with the scorecard and its diff against the reference, records
+its invocation in those shard manifests (every sample reused), and writes nothing else. A file edited in place that
+keeps its size and mtime is not seen here (the input digests cache, ``pinbench.core.inputs``, sees it by its ctime, but
+a rerun answered from the manifest reads none): ``--verify-inputs`` never answers from the manifest. Never answered from
+it either: a shard, ``--skip-*`` (they compute a part), a ``--generator`` (its code is not the recipe's), a run with a
+failed or missing sample (a rerun computes those again). Inputs a recipe finds in the cache by their pins are named by
+the pins, which are the recipe's files.
 """
 
 from __future__ import annotations

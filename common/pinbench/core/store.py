@@ -322,7 +322,7 @@ _PARSED: dict[Path, _ParsedLog] = {}
 
 
 def _parsed_log(path: Path) -> _ParsedLog:
-    """One log's lines, parsed and checked once per process while its size, mtime and inode hold (a run reads
+    """One log's lines, parsed and checked once per process while its ``FileState`` holds (a run reads
     its store when it starts and again when it merges). Only a log untouched for ``SETTLED_S`` is kept: an edit
     after that changes its mtime even on a file system with coarse timestamps."""
     cached = _PARSED.get(path)

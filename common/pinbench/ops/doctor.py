@@ -24,7 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,9 +243,9 @@ def _count_kinds(kinds: Iterable[str]) -> str:
 class DecodedFiles:
     """Files whose first frame decoded, by absolute path and FileState (``<cache>/first-frames.json``).
 
-    A rerun's doctor would decode the same 200 first frames again (0.4 s of a 1.4 s rerun); a file that still has
-    the size, mtime and inode it had when it decoded is taken as decoding. Only successes are kept: a broken file
-    is tried again each time. A cache that cannot be read or written is only slower.
+    A rerun's doctor would decode the same 200 first frames again (0.4 s of a 1.4 s rerun); a file that still has the
+    state it had when it decoded (``FileState``: size, mtime, inode, ctime) is taken as decoding. Only successes are
+    kept: a broken file is tried again each time. A cache that cannot be read or written is only slower.
     """
 
     def __init__(self, path: Path) -> None:
@@ -275,18 +275,21 @@ class DecodedFiles:
         if not self._new:
             return
         merged = {**_load_decoded(self.path), **self._new}
-        files = {where: [state.size, state.mtime_ns, state.inode] for where, state in merged.items()}
+        files = {where: list(astuple(state)) for where, state in merged.items()}
         with contextlib.suppress(OSError):
-            write_json_cache(self.path, 1, files)
+            write_json_cache(self.path, _DECODED_FORMAT, files)
         self._new = {}
 
 
+_DECODED_FORMAT = 2   # 1: a FileState without ctime_ns
+
+
 def _load_decoded(path: Path) -> dict[str, FileState]:
-    return read_json_cache(path, 1, _decoded_entries)
+    return read_json_cache(path, _DECODED_FORMAT, _decoded_entries)
 
 
 def _decoded_entries(files: Mapping[str, Any]) -> dict[str, FileState]:
-    return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == 3
+    return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == len(fields(FileState))
             and all(isinstance(n, int) for n in v)}
 
 

@@ -58,7 +58,6 @@ from pinbench.core.files import (
     read_regular_text,
     regular_sha256,
     sha256_file,
-    sha256_regular,
     symlink_on_the_way,
     write_if_changed,
 )
@@ -76,6 +75,7 @@ from pinbench.core.generation import (
     requests_digest,
     requests_text,
 )
+from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS
@@ -930,10 +930,11 @@ class Generating:
             print(f"generate: removed {counted(removed, 'hidden partial rollout')} that a killed run left in "
                   f"{rollouts}", file=sys.stderr, flush=True)
         folder_dir, sources = self._folder_dir(), dict[str, str]()
-        if folder_dir is not None:
-            for line in unasked_lines(folder_dir, requests, run.cfg.limit):
-                print(f"generate: {line}", file=sys.stderr, flush=True)
-            sources = folder_sources(folder_dir, requests)
+        with run.digests() as digests:   # shards hash -g dir under its lock: the first reads, the others take that
+            if folder_dir is not None:
+                for line in unasked_lines(folder_dir, requests, run.cfg.limit):
+                    print(f"generate: {line}", file=sys.stderr, flush=True)
+                sources = folder_sources(folder_dir, requests, digests)
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
@@ -944,7 +945,7 @@ class Generating:
             if folder_dir is not None:
                 _say_changed_sources(folder_dir, requests, sources, load_records(store), signature)
             kept = _Kept(rollouts, signature, {r.output: r for r in requests},
-                         _Checked(store / CHECKED_FILE, requests),
+                         _Checked(store / CHECKED_FILE, requests), digests,
                          {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
@@ -991,7 +992,8 @@ class Generating:
                 summary = run.compute(tasks, one, folder=GENERATION, part="generation", label="generate",
                                       cache=cached or False, validate=kept)
         kept.checked.save()
-        summary = _overwritten(summary, rollouts)
+        summary = _overwritten(summary, rollouts, digests)
+        digests.save_locked()
         # a generator that wrote its video elsewhere in the rollouts folder than its out: its sample says "wrote
         # nothing", and this names the file it wrote, which no request names and the run passes over
         for line in unasked_lines(rollouts, requests, run.cfg.limit):
@@ -1309,15 +1311,16 @@ def _never_generated(requests: Sequence[Request], rollouts: Path, records: Mappi
             if r.id not in records and not os.path.lexists(rollouts / r.output)}
 
 
-def _overwritten(summary: RunSummary, rollouts: Path) -> RunSummary:
+def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> RunSummary:
     """The step's summary with every kept rollout whose file is no longer the one checked and recorded failed by name
     (a generator that wrote over another sample's rollout: scoring it would score another rollout, or a damaged one);
-    its stored record stays, and the next run sees the file changed and generates it again."""
+    its stored record stays, and the next run sees the file changed and generates it again. A rollout in the state
+    ``digests`` hashed it at is not read again."""
     changed = {}
     for sid, record in summary.records.items():
         if record.ok:
             path = rollouts / str(record.result.get("output", ""))
-            if regular_sha256(path) != record.result.get("sha256"):
+            if digests.regular(path) != record.result.get("sha256"):
                 changed[sid] = dataclasses.replace(
                     record, status="failed", result=None, traceback=None,
                     error=f"{INVALID}{record.result.get('output')}: changed after it was checked and kept "
@@ -1463,14 +1466,15 @@ def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
         return False
 
 
-def folder_sources(root: Path, requests: Sequence[Request]) -> dict[str, str]:
+def folder_sources(root: Path, requests: Sequence[Request], digests: InputDigests) -> dict[str, str]:
     """The SHA-256 of the file the ``folder`` generator copies for each request (through a symlink, as it reads
     it), by request id: what keys each rollout, so that a file changed there is copied again and no other. A request
-    whose file is not a readable regular file is left out: copying it fails its sample by name."""
+    whose file is not a readable regular file is left out: copying it fails its sample by name. A file in the state
+    ``digests`` hashed it at (the run directory's input digests) is not read again."""
     sources = {}
     for request in requests:
-        with contextlib.suppress(FileError):
-            sources[request.id] = sha256_regular(root / request.output)
+        with contextlib.suppress(InputFileError, OSError):
+            sources[request.id] = digests.sha256(root / request.output)
     return sources
 
 
@@ -1493,9 +1497,10 @@ def _say_changed_sources(root: Path, requests: Sequence[Request], sources: Mappi
                   f"copied {str(copied)[:12]}...); copied again", file=sys.stderr, flush=True)
 
 
-def _holds(path: Path, sha256: Any) -> bool:
-    """Whether ``path`` is a regular file of that SHA-256 (a FIFO or folder there is never opened)."""
-    return sha256 is not None and regular_sha256(path) == sha256
+def _holds(path: Path, sha256: Any, digest: Callable[[Path], str | None] = regular_sha256) -> bool:
+    """Whether ``path`` is a regular file of that SHA-256 (a FIFO or folder there is never opened), by ``digest``'s
+    hash of it (``regular_sha256``'s kind: None where it is no regular file)."""
+    return sha256 is not None and digest(path) == sha256
 
 
 def _linked(source: Path, target: Path, *, copy: bool = True) -> bool:
@@ -1602,12 +1607,13 @@ class _Kept:
     repeated: a check made stricter since it was kept had let a rerun score it); the task's key says it was made
     for this request (``requests``: by output). With ``sources`` (the ``folder`` generator's: each output's file
     there, its SHA-256; None: not readable) it must also be that file's copy: the task's key was hashed before the
-    copy, which a file changed meanwhile would have made of other bytes."""
+    copy, which a file changed meanwhile would have made of other bytes. A rollout in the state ``digests`` hashed it
+    at is not read again."""
 
     def __init__(self, rollouts: Path, signature: Signature, requests: Mapping[str, Request], checked: _Checked,
-                 sources: Mapping[str, str | None] | None = None) -> None:
+                 digests: InputDigests, sources: Mapping[str, str | None] | None = None) -> None:
         self.rollouts, self.signature, self.requests, self.sources = rollouts, signature, requests, sources
-        self.checked = checked
+        self.checked, self.digests = checked, digests
         self._said: set[Path] = set()
 
     def __call__(self, result: Mapping[str, Any]) -> bool:
@@ -1617,7 +1623,7 @@ class _Kept:
             raise Stale(f"{result.get('output')}: not a copy of its file in -g dir as that file is now (it changed "
                         "while it was copied)")
         path = self.rollouts / str(result.get("output", ""))
-        if not _holds(path, result.get("sha256")):
+        if not _holds(path, result.get("sha256"), self.digests.regular):
             if os.path.lexists(path) and path not in self._said:   # (said once: records are judged newest first)
                 self._said.add(path)
                 said = _changed(path, result.get("sha256"), "changed since it was kept")
