@@ -345,6 +345,40 @@ def test_a_sigterm_during_an_import_that_does_not_end_is_raised_after_a_while(tm
     assert 2.0 <= time.monotonic() - started < 20 and "working_while_imported" not in sys.modules
 
 
+SIGNALLED_IN_NUMBAS_COMPILE = textwrap.dedent("""
+    import signal, sys
+    import numba
+    from numba.core import codegen
+    from pinbench.core.rundir import Terminated, terminate_as_exit
+
+    hook = codegen.JITCodeLibrary._object_compiled_hook.__func__
+    signalled = []
+
+    def signalling(cls, ll_module, buf):   # llvmlite calls it through its ctypes callback, on numba's first compile
+        if not signalled:
+            signalled.append(True)
+            signal.raise_signal(signal.SIGTERM)
+        hook(cls, ll_module, buf)
+
+    codegen.JITCodeLibrary._object_compiled_hook = classmethod(signalling)
+    try:
+        with terminate_as_exit():
+            numba.njit(lambda x: x + 1)(1)
+            print("ran on after SIGTERM", signalled)
+    except Terminated as exc:
+        sys.exit(exc.code)
+""")
+
+
+def test_a_sigterm_during_numbas_compile_ends_the_process() -> None:
+    """numba compiles through llvmlite's object cache hook, a ctypes callback: what a SIGTERM raised there was only
+    printed ("Exception ignored on calling ctypes callback function") and consecutive_ssim went on (2 of 10 SIGTERMs
+    sent during its first compile). Here the hook signals itself: the process exits 143, no traceback."""
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_IN_NUMBAS_COMPILE], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (128 + signal.SIGTERM, "", "")
+
+
 def test_sighup_releases_the_claim_unless_it_is_ignored(tmp_path: Path, holders: list[Holder]) -> None:
     """A lost SSH session sends SIGHUP: the process died with its lock left and a --runtime docker stage's container
     running. Now it exits 129 through SystemExit; under nohup (SIGHUP ignored) the run goes on."""

@@ -19,7 +19,8 @@ What ``process.py`` (8f9c59c) assumes, and how each invocation here provides it:
   process group.
 
 process.py itself runs only on the GPU CI; on CPU, tests/test_mind_process_py.py runs this launch end to end
-against a test double of process.py in a fake MIND checkout.
+against a test double of process.py in a fake MIND checkout, a hung one killed at the outer timeout included
+(its pool's workers and their subprocesses, which ignore SIGTERM, gone with it).
 """
 
 from __future__ import annotations

@@ -664,11 +664,12 @@ DEFER_S = 2.0   # the longest it waits: a process that works inside an import is
 
 
 def _exit_on_term(signum: int, frame: FrameType | None) -> None:
-    """Raise Terminated, unless ``frame`` is inside an import or a finaliser: there C code clears the exception (an
-    extension module's creation runs ``importlib``'s Python code and drops what it raises; a ``__del__``'s is only
-    printed), and the process ran on as if never signalled (``pinbench requests`` finished and exited 0 in 7 of 120
-    tries when SIGTERM came as MIND's fixture imported ``numpy.random``). Then it is raised by ``_deferred``,
-    RETRY_S later, from the first frame outside them, or from where it is once DEFER_S have passed."""
+    """Raise Terminated, unless ``frame`` is inside an import, a finaliser or a ctypes callback: there C code clears
+    the exception (an extension module's creation runs ``importlib``'s Python code and drops what it raises; a
+    ``__del__``'s or a callback's is only printed), and the process ran on as if never signalled (``pinbench
+    requests`` finished and exited 0 in 7 of 120 tries when SIGTERM came as MIND's fixture imported ``numpy.random``).
+    Then it is raised by ``_deferred``, RETRY_S later, from the first frame outside them, or from where it is once
+    DEFER_S have passed."""
     until = _pending[0][1] if _pending else time.monotonic() + DEFER_S
     if _swallowed_in(frame) and time.monotonic() < until:
         _pending[:] = [(signum, until)]
@@ -683,11 +684,18 @@ def _deferred(_: int, frame: FrameType | None) -> None:
         _exit_on_term(_pending[0][0], frame)
 
 
+# Python functions C code calls as ctypes callbacks, which only print what they raise: llvmlite's object cache hooks,
+# run as numba compiles (a SIGTERM during TempSSIM's first compile printed "Exception ignored on calling ctypes
+# callback function" and consecutive_ssim went on to exit 0, in 2 of 10 tries)
+_C_CALLBACKS = frozenset({"_raw_object_cache_notify", "_raw_object_cache_getbuffer"})
+
+
 def _swallowed_in(frame: FrameType | None) -> bool:
-    """Whether an exception raised in ``frame`` may be dropped by C code below it: an import or a ``__del__``."""
+    """Whether an exception raised in ``frame`` may be dropped by C code below it: an import, a ``__del__`` or a
+    ctypes callback (``_C_CALLBACKS``)."""
     while frame is not None:
         code = frame.f_code
-        if code.co_filename.startswith("<frozen importlib") or code.co_name == "__del__":
+        if code.co_filename.startswith("<frozen importlib") or code.co_name in ("__del__", *_C_CALLBACKS):
             return True
         frame = frame.f_back
     return False

@@ -18,15 +18,18 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.launch import run_recipe
+from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import COMMIT_STAMP
 from pinbench_recipes.mind.tests.conftest import PIN, Layout
 
+HUNG_TIMEOUT_S = 10   # the double starts its pool well within it
 METRICS = "lcm,action,gsc"   # no staged weight is read: visual's and dino's come from `pinbench fetch mind`
 
 PROCESS_PY_DOUBLE = textwrap.dedent('''
@@ -148,6 +151,30 @@ PROCESS_PY_DOUBLE = textwrap.dedent('''
 
     data.reverse()   # completion order, not listing order
     output = Path(args.output)
+    seen["scored"] = [f"{p}.{t}.{n}" for p, t, n in tasks]
+    hangs_after = os.environ.get("MIND_DOUBLE_HANGS_AFTER")   # a worker lost without a word: the pool waits forever
+    if hangs_after is not None:
+        import multiprocessing, signal, time
+        with open(output, "w") as fh:   # the monitor's rewrite after the samples finished before the hang
+            json.dump({"data": data[:int(hangs_after)], "video_max_time": args.video_max_time}, fh, indent=2)
+        record_to.write_text(json.dumps(seen))
+        pids = cache / "pids.jsonl"
+
+        def worker():   # a pool worker stuck in a ViPE subprocess that ignores SIGTERM
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            vipe = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 600 & wait"])
+            with open(pids, "a") as fh:
+                fh.write(json.dumps({"worker": os.getpid(), "vipe": vipe.pid}) + "\\n")
+            vipe.wait()
+
+        pool = [multiprocessing.get_context("fork").Process(target=worker) for _ in range(args.num_gpus)]
+        for proc in pool:
+            proc.start()
+        with open(pids, "a") as fh:
+            fh.write(json.dumps({"main": os.getpid()}) + "\\n")
+        print(f"process.py double: {hangs_after} records, then hangs", flush=True)
+        while True:
+            time.sleep(60)
     dies_after = os.environ.get("MIND_DOUBLE_DIES_AFTER")   # a worker lost: the monitor's last rewrite stays
     if dies_after is not None:
         data = data[:int(dies_after)]
@@ -366,3 +393,67 @@ def test_visual_and_dino_read_the_staged_weights_through_the_fresh_cache(tmp_pat
     inputs = json.loads((out / "scorecard.json").read_text())["provenance"]["inputs"]
     assert {"huggingface/dinov3_vitb16", "urls/musiq_spaq", "urls/aesthetic_head", "urls/clip_vit_l14",
             "urls/alexnet", "urls/sam_vit_b"} <= set(inputs) and "urls/eigen" not in inputs   # eigen: build only
+
+
+def _group_members(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` still running, from /proc (a zombie has ended: only its parent can reap it)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:   # ended while listed
+            continue
+        fields = text[text.rindex(")") + 2:].split()   # after "(comm)": state, ppid, pgrp
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(f"{stat.parent.name} {text[:text.rindex(')') + 1]} state {fields[0]}")
+    return members
+
+
+def _state(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()[0]
+
+
+def test_a_hung_process_py_is_killed_with_its_whole_group_at_the_timeout_and_a_rerun_scores_only_what_it_left(
+        tmp_path: Path, layout: Layout, checkout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker lost without a word leaves process.py's pool waiting forever: the outer timeout kills its whole process
+    group (the pool's workers and their ViPE subprocesses ignore SIGTERM), keeps what it had written and fails the rest
+    by name. The recipe's own path, the step function given a short ``timeout_s`` (the option's minimum is 60 s)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("MIND_DOUBLE_HANGS_AFTER", "2")   # the last two listed: third-person mem_test and mirror_test
+    given = []
+    process_py = steps.process_py
+
+    def short_timeout(*args: Any, timeout_s: float, **kwargs: Any) -> steps.ScoreFn:
+        given.append(timeout_s)
+        return process_py(*args, timeout_s=HUNG_TIMEOUT_S, **kwargs)
+
+    monkeypatch.setattr(steps, "process_py", short_timeout)
+    out = tmp_path / "run"
+    work = out / "official" / "run-001"
+    outcome = run_recipe(_cfg(out, layout, timeout_s="60"))
+    assert given == [60] and outcome.exit_code != 0
+    log = (work / "process.log").read_text()
+    pids = [json.loads(line) for line in (work / "cache" / "pids.jsonl").read_text().splitlines()]
+    assert len(pids) == 3, (pids, log[-2000:])   # main and two workers, each with its ViPE: all started before the kill
+    leader = next(p["main"] for p in pids if "main" in p)
+    assert _group_members(leader) == []
+    assert all(not Path(f"/proc/{pid}").exists() or _state(pid) == "Z" for p in pids for pid in p.values()), pids
+
+    rows = {r["sample_id"]: r for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    kept = ["3rd_data.mem_test.data-3", "3rd_data.mirror_test.loop-1"]
+    assert sorted(sid for sid, r in rows.items() if r["status"] == "ok") == kept, rows
+    failed = sorted(sid for sid in rows if sid not in kept)
+    assert failed == ["1st_data.action_space_test.data-2", "1st_data.mem_test.data-1", "1st_data.mirror_test.loop-1"]
+    for sid in failed:
+        error = rows[sid]["error"]
+        assert "no record in the Result.json" in error and "process.py timed out and was killed after" in error
+        assert f"(log: {work / 'process.log'})" in error and "\n" not in error, error
+
+    monkeypatch.delenv("MIND_DOUBLE_HANGS_AFTER")
+    outcome = run_recipe(_cfg(out, layout, timeout_s="60"))
+    assert outcome.exit_code == 0, outcome.message
+    assert sorted(json.loads(checkout["record"].read_text())["scored"]) == failed   # the kept two are not rescored
+    again = {r["sample_id"]: r for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    assert all(r["status"] == "ok" for r in again.values()) and sorted(again) == sorted(rows)
+    assert all(again[sid] == rows[sid] for sid in kept)
