@@ -77,6 +77,22 @@ def test_an_out_holding_a_token_is_refused_without_showing_it(tmp_path: Path, to
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("token", ["ghp_" + "A1b2C3d4E5" * 4, "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"])
+@pytest.mark.parametrize("command", [["run", "dynamic-degree", "--fixture"],
+                                     ["submit", "dynamic-degree", "--shards", "2", "--fixture", "--dry-run"]])
+def test_a_checkpoint_holding_a_token_is_refused_without_showing_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    token: str, command: list[str]) -> None:
+    """``-c ghp_...`` named the default run folder (runs/<recipe>/ghp_...-fixture), printed whole and written into
+    the run's files: refused as an --out holding a token is, before anything is written, the token shown nowhere."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, [*command, "-c", token])
+    assert _one_line_error(result) == ("error: --checkpoint ***: has the shape of a secret token, and the name is "
+                                       "printed, written into the run's files and names its folder "
+                                       "(runs/dynamic-degree/...); choose another name")
+    assert token not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_out_shaped_like_a_plain_sk_name_is_taken(tmp_path: Path) -> None:
     """An all-letter or all-digit run after sk- is a name (sk-learn's), not a key: lower-case keys mix both."""
     for name in ("sk-learnbaselinesweepone", "sk-20240105123456789012"):

@@ -617,3 +617,36 @@ def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch:
         assert files.read_yaml(path) == {"n": i}
     kept = [json.loads(p.read_text().partition("\n")[2]) for p in (tmp_path / "cache" / "yaml").glob("*.json")]
     assert sorted(d["n"] for d in kept) == [2, 3, 4]
+
+
+@pytest.mark.parametrize("secret", ["hf_" + "Ab3De6Gh9Jk2Mn5Pq8St", "ghp_" + "A1b2C3d4E5" * 4,
+                                    "https://user:pa55word@example.com/v1", "plain-value-of-env"])
+def test_a_yaml_text_holding_a_secret_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  secret: str) -> None:
+    """Every YAML text's parse was kept under <cache>/yaml/, a generator config's token with it, in a folder a
+    cluster may share: a text holding a secret is parsed each time, and a copy kept before this is removed."""
+    import hashlib
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-value-of-env")   # a secret by its variable's name, not its shape
+    config, plain = tmp_path / "generator.yaml", tmp_path / "plain.yaml"
+    config.write_text(f"endpoint: {secret}\nsteps: 4\n")
+    plain.write_text("steps: 4\n")
+    assert files.read_yaml(config) == {"endpoint": secret, "steps": 4} == files.read_yaml(config)
+    assert files.read_yaml(plain) == {"steps": 4}
+    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    assert len(kept) == 1 and secret not in kept[0].read_text() and "steps" in kept[0].read_text()
+    before = tmp_path / "cache" / "yaml" / f"{hashlib.sha256(config.read_bytes()).hexdigest()}.json"
+    before.write_text(f'old\n{{"endpoint": "{secret}"}}')      # kept by a pinbench from before
+    assert files.read_yaml(config) == {"endpoint": secret, "steps": 4}
+    assert not before.exists()
+
+
+def test_a_kept_yaml_parse_is_its_owners_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept parse was written as any file (0o644 under the usual umask) into a cache a cluster may share."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "data.yaml"
+    path.write_text("n: 1\n")
+    assert files.read_yaml(path) == {"n": 1}
+    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o777 == 0o600

@@ -1246,6 +1246,29 @@ def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapp
         command_argv("command:" + wrapped.format(gen="gen --out {out}"))
 
 
+@pytest.mark.parametrize("command", ["env -S \"bash -c 'gen {out}'\"", "env -S'gen --out {out}'",
+                                     "env -iS 'gen {out}'", "env --split-string='gen {out}'",
+                                     "env A=1 --split 'gen {out}'", "timeout 1h env -S 'gen {out}'"])
+def test_a_placeholder_inside_env_s_split_string_is_refused(command: str) -> None:
+    """``env -S "bash -c 'gen {out}'"`` was taken: the -S string is no shell's -c script, but env splits it into
+    words itself, so a path with a space became two words there too."""
+    from pinbench.ops.generation import command_argv
+
+    with pytest.raises(RecipeError) as caught:
+        command_argv(f"command:{command}")
+    assert str(caught.value) == ("--generator command: {out} inside env's -S (--split-string) string is split into "
+                                 "words by env itself, so a path with a space breaks the command; pass the paths as "
+                                 "words after the string: env -S 'gen --request' {request} --out {out}")
+
+
+def test_a_placeholder_after_env_s_split_string_is_taken() -> None:
+    """Only the -S string itself is split: a placeholder after it, or the value of env's other options, is one word."""
+    from pinbench.ops.generation import command_argv
+
+    assert command_argv('command:env -S "gen --x" {out}') == ["env", "-S", "gen --x", "{out}"]
+    assert command_argv("command:env -C /tmp -u A gen {request} {out}")[-2:] == ["{request}", "{out}"]
+
+
 def test_a_program_behind_a_wrapper_that_is_no_shell_takes_its_placeholders() -> None:
     """Only a shell's script is refused: a program behind the wrappers, or behind a wrapper not known (no guessing
     at its options), takes ``{request}`` and ``{out}`` as whole arguments, even after a ``-c`` of its own."""

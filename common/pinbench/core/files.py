@@ -392,11 +392,12 @@ def fitting_name(name: str, room: int) -> str:
 
 
 @contextmanager
-def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: Path | str, *, suffix: str = "", mode: int | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed over ``path`` (after fsync) when the block succeeds.
 
     ``suffix`` keeps an extension some writers need (``.mp4`` for an encoder, ``.npz`` for numpy). On any
-    error the temporary file is removed and ``path`` is left as it was.
+    error the temporary file is removed and ``path`` is left as it was. ``mode``: the file's mode
+    (``creation_mode()`` when None), set before anything is written to it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -406,7 +407,7 @@ def atomic_path(path: Path | str, *, suffix: str = "") -> Iterator[Path]:
     fd, name = tempfile.mkstemp(dir=os.path.realpath(path.parent), prefix=f".{fitting_name(path.name, affixes)}.",
                                 suffix=f".tmp{suffix}")
     try:
-        os.fchmod(fd, creation_mode())
+        os.fchmod(fd, creation_mode() if mode is None else mode)
     finally:
         os.close(fd)
     tmp = Path(name)
@@ -436,10 +437,11 @@ def system_path(path: Path, cwd: Path | None = None) -> Path:
     return Path(os.path.realpath(Path(*parts[:last]))).joinpath(*parts[last:])
 
 
-def write_atomic(path: Path | str, data: str | bytes) -> Path:
-    """Write text (UTF-8) or bytes to ``path`` atomically; returns the path."""
+def write_atomic(path: Path | str, data: str | bytes, *, mode: int | None = None) -> Path:
+    """Write text (UTF-8) or bytes to ``path`` atomically, with ``mode`` (``creation_mode()`` when None); returns
+    the path."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, mode=mode) as tmp:
         if isinstance(data, bytes):
             tmp.write_bytes(data)
         else:
@@ -828,9 +830,17 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
     What a text parsed to is kept as JSON in ``<cache>/yaml/`` by the text's SHA-256 (``_kept_yaml``), so a later
     command reads it without importing or running the YAML parser: 15-20 ms of every command that reads a recipe's
     declaration, a tenth of a rerun that finds nothing to do. A value JSON cannot hold exactly is parsed each time,
-    and so is a text whose kept JSON does not match the digest on its first line (``_yaml_digest``)."""
+    and so is a text whose kept JSON does not match the digest on its first line (``_yaml_digest``). A text holding
+    a secret (``holds_secret``: a token in a generator config) is never kept, and what was kept of it before goes:
+    the cache may be a folder a cluster shares, and tokens were found there; kept files are its owner's alone."""
+    from pinbench.core.provenance import holds_secret  # provenance imports this module
+
     text = read_data_file(path, error)
     kept = _kept_yaml(text)
+    if kept is not None and holds_secret(text):
+        with contextlib.suppress(OSError):
+            kept.unlink(missing_ok=True)
+        kept = None
     if kept is not None and (held := read_regular_text(kept)) is not None:
         digest, _, body = held.partition("\n")
         if digest == _yaml_digest(kept, body):
@@ -868,7 +878,7 @@ def _keep_yaml(path: Path, data: object) -> None:
     if len(body) > YAML_CACHE_BYTES or json.loads(body) != data:
         return
     try:
-        write_atomic(path, f"{_yaml_digest(path, body)}\n{body}")
+        write_atomic(path, f"{_yaml_digest(path, body)}\n{body}", mode=0o600)
         kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for old in kept[:-YAML_CACHE_FILES]:
             old.unlink(missing_ok=True)

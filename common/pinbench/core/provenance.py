@@ -200,6 +200,16 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     return _redact(text, _secret_values(extra))
 
 
+def holds_secret(text: str) -> bool:
+    """Whether ``redact`` would change ``text``, by its fast path first: only a text holding a secret value or what
+    could be a token's shape (``_may_match``) goes through the scrubbers. Why: every YAML read asks this of its
+    text before keeping its parse, and ``redact`` itself took 4.7 ms over the 45 KB of YAML ``pinbench list`` reads."""
+    secrets = _secret_values()
+    if not (_may_match(text) or any(v in text for v in secrets)):
+        return False
+    return _redact(text, secrets) != text
+
+
 def secret_shaped_parts(path: PurePath) -> list[str]:
     """What ``redact`` makes of the parts of ``path`` it would change (the whole path where only a span of parts has
     a secret's shape): a run directory printed or written so names no folder, and unredacted it leaks the token."""

@@ -43,7 +43,7 @@ from pinbench.core.options import (
     parse_pairs,
 )
 from pinbench.core.pins import Pins
-from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions, redact, secret_shaped_parts
+from pinbench.core.provenance import IMAGE_DIGEST_ENV, holds_secret, installed_versions, redact, secret_shaped_parts
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
@@ -326,6 +326,10 @@ class Recipe:
             known = ", ".join(self.checkpoints) or "any name for your model"
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
+        if holds_secret(checkpoint):   # as --out: the run folder named by it is printed and written into the run
+            raise RecipeError(f"--checkpoint {redact(checkpoint)}: has the shape of a secret token, and the name is "
+                              f"printed, written into the run's files and names its folder (runs/{self.name}/...); "
+                              "choose another name")
         parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
                                     generating=requests or generator is not None or (skip_generation and
                                                                                      self.requests_entry is not None),

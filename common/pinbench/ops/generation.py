@@ -166,6 +166,11 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"--generator command: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
+    split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
+    if split:
+        raise RecipeError(f"--generator command: {{{split[0]}}} inside env's -S (--split-string) string is split "
+                          "into words by env itself, so a path with a space breaks the command; pass the paths as "
+                          f"words after the string: env -S 'gen --request' {{request}} --out {{out}}")
     shell, script = _shell_script(argv) or ("", "")
     pasted = [m["name"] for m in _BRACED.finditer(script) if m["name"] in PLACEHOLDERS]
     if pasted:
@@ -188,26 +193,42 @@ class _Wrapper:
     # it takes one word before the command, whatever its shape (timeout's DURATION: 1e3 and inf run too)
     operand: bool = False
     assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
+    # its valued options whose value it splits into words itself (env -S 'bash -c ...'): a path there is split too
+    splits: frozenset[str] = frozenset()
 
-    def command(self, argv: Sequence[str], at: int) -> int:
-        """Where the command it runs starts in ``argv``, its own words starting at ``at``."""
+    def command(self, argv: Sequence[str], at: int) -> tuple[int, list[str]]:
+        """Where the command it runs starts in ``argv``, its own words starting at ``at``, and the values of its
+        ``splits`` options there."""
+        split: list[str] = []
         while at < len(argv) and (argv[at][:1] == "-" or self.assigns and "=" in argv[at]):
             arg, at = argv[at], at + 1
             if arg == "--":
                 break
+            # the valued option this word names (more where a prefix is ambiguous), and its value
+            options: list[str] = []
+            value = ""
             if arg.startswith("--"):   # --name=value is one word; getopt_long takes --sig for --signal
-                at += "=" not in arg and any(o.startswith(arg) for o in self.valued if o.startswith("--"))
+                name, equals, value = arg.partition("=")
+                options = [o for o in self.valued if o.startswith("--") and o.startswith(name)]
+                if options and not equals:
+                    value, at = argv[at] if at < len(argv) else "", at + 1
             elif arg[:1] == "-":
                 # a cluster of short options (-Eu USER, -oL, -n5): its first valued one takes the rest, else the
                 # next word
                 valued = next((n for n, c in enumerate(arg[1:], 1) if f"-{c}" in self.valued), None)
-                at += valued == len(arg) - 1
-        return at + self.operand
+                if valued is not None:
+                    options, value = [f"-{arg[valued]}"], arg[valued + 1:]
+                    if valued == len(arg) - 1:
+                        value, at = argv[at] if at < len(argv) else "", at + 1
+            if self.splits.intersection(options):
+                split.append(value)
+        return at + self.operand, split
 
 
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
 WRAPPERS = {
-    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True),
+    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True,
+                    splits=frozenset({"-S", "--split-string"})),
     "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
@@ -224,15 +245,23 @@ WRAPPERS = {
 }
 
 
+def _wrapped(argv: Sequence[str]) -> tuple[int, list[str]]:
+    """Where the program starts in ``argv``, after the ``WRAPPERS`` before it, and the strings those wrappers split
+    into words themselves (``env -S``)."""
+    at, split = 0, []
+    while at < len(argv) and os.path.basename(argv[at]) in WRAPPERS:
+        at, values = WRAPPERS[os.path.basename(argv[at])].command(argv, at + 1)
+        split += values
+    return at, split
+
+
 def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
     """The shell (its name) and the ``-c`` script it runs in ``argv`` (``sh -c '...'``, ``env A=1 bash -ec '...'``,
     ``timeout 1h nice -n 5 bash -c '...'``); None: the program (after the ``WRAPPERS`` before it, an unknown one
     being the program) is no shell, or runs no script. A placeholder there would be pasted into shell code, not
     passed as one argument. Only the program counts: a program's own ``--shell bash -c {request}`` passes it as one
     argument."""
-    shell = 0
-    while shell < len(argv) and os.path.basename(argv[shell]) in WRAPPERS:
-        shell = WRAPPERS[os.path.basename(argv[shell])].command(argv, shell + 1)
+    shell = _wrapped(argv)[0]
     if shell >= len(argv) or os.path.basename(argv[shell]) not in SHELLS:
         return None
     command_string, takes_value = False, False
