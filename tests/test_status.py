@@ -378,8 +378,8 @@ def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
     monkeypatch.setattr(slurm, "job_states", lambda ids: asked.append(1) or {"7": [slurm.JobState(
         "7", 0, looks.pop(0) if len(looks) > 1 else looks[0], exit_code="0:0")]})
     reads = []
-    real_read = status_module._newest_records
-    monkeypatch.setattr(status_module, "_newest_records", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    real_read = status_module.newest_records
+    monkeypatch.setattr(status_module, "newest_records", lambda *a, **k: reads.append(1) or real_read(*a, **k))
     status, code = status_module.wait(tmp_path, poll_s=0.01)
     assert code == 0 and not status.live and len(reads) == 1
     assert len(asked) == 3   # the look that saw it end is the status shown: Slurm is not asked once more

@@ -15,14 +15,12 @@ reachable, each array task's and each job's Slurm state is shown next to its sam
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pinbench.core.config import Shard
 from pinbench.core.files import FileError, counted, iter_finite_jsonl, loads_json, open_regular, read_data_file
@@ -39,7 +37,7 @@ from pinbench.core.scorecard import (
     samples_text,
 )
 from pinbench.core.shard_manifest import ShardManifest, read_manifests
-from pinbench.core.store import Stored, contradictions, sound_records
+from pinbench.core.store import newest_records
 from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission, log_name
 
@@ -209,7 +207,8 @@ def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], 
     owned = {shard.index: [(manifest.sample_ids[pos], manifest.input_hashes[pos])
                            for manifest in (own.get(shard.index, newest),) for pos in manifest.owned(shard.index)]
              for shard in shards}
-    records = _newest_records(newest.samples_dir, {task for tasks in owned.values() for task in tasks})
+    records = newest_records(newest.samples_dir, {task for tasks in owned.values() for task in tasks},
+                             _judged)
     for shard in shards:
         shard.started = shard.index in own
         shard.finished_at = own[shard.index].finished if shard.started else None
@@ -248,29 +247,6 @@ class _Judged:
     partly: str      # an ok record's values never computed, why ("" for none)
 
 
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """A record of a wanted sample and input as the store was streamed: its place and what a contradiction is
-    judged on, besides its result, which is read again only for a sample that has two ok records of one code."""
-
-    rank: tuple[int, int]    # ``sound_records``: smaller is newer
-    ok: bool                 # its status says ok (whether or not it reads as a record)
-    implementation: Hashable   # its implementation, as ``_code_key`` gives it
-    judged: _Judged | None   # None: it does not read as a record, and is passed over
-
-
-def _code_key(implementation: Any) -> Hashable:
-    """A key of a record's implementation, equal where the implementations are (``contradictions`` compares them):
-    its items, sorted (writing each as sorted JSON was 0.45 s of status' 2.8 s at 112,220 records), else, for
-    one that holds a list or an object (no hash), that JSON."""
-    key = tuple(sorted(implementation.items())) if isinstance(implementation, dict) else implementation
-    try:
-        hash(key)
-    except TypeError:
-        return json.dumps(implementation, sort_keys=True)
-    return key
-
-
 def _judged(data: dict) -> _Judged | None:
     try:
         record = SampleRecord.from_json(data)
@@ -279,56 +255,6 @@ def _judged(data: dict) -> _Judged | None:
     partly = "; ".join(why for key in sorted(_never_computed_keys(record)) if (why := missing_reason(record, key))) \
         if record.ok else ""
     return _Judged(record.ok, is_stand_in(record), record.error, partly)
-
-
-def _newest_records(samples_dir: Path, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], _Judged]:
-    """Per (sample id, input hash) in ``wanted``: the newest record of it in the store that reads as one, as
-    ``read_store`` lists them, records that contradict each other (``contradictions``) left out. The store is
-    streamed (``sound_records``), a record at a time; of a sample with one record only that record's place."""
-    first: dict[tuple[str, str], _Seen] = {}
-    more: dict[tuple[str, str], list[_Seen]] = {}   # every record of a sample that has several
-    codes: dict[Hashable, Hashable] = {}   # each implementation once, not once per record
-    judgements: dict[_Judged, _Judged] = {}   # each judgement once: most are "ok, nothing missing"
-    for rank, stored in sound_records(samples_dir):
-        data = stored.data
-        task = (data["sample_id"], data.get("input_hash"))
-        if not isinstance(task[1], str) or task not in wanted:
-            continue
-        code = _code_key(data.get("implementation"))
-        judged = _judged(data)
-        seen = _Seen(rank, data.get("status") == "ok", codes.setdefault(code, code),
-                     judged if judged is None else judgements.setdefault(judged, judged))
-        if task not in first:
-            first[task] = seen
-        else:
-            more.setdefault(task, [first[task]]).append(seen)
-    clashing = _contradicting(samples_dir, more)
-    newest = {}
-    for task, seen in first.items():
-        record = seen.judged if task not in more else next(
-            (s.judged for s in sorted(more[task], key=lambda s: s.rank) if s.judged is not None
-             and s.rank not in clashing), None)
-        if record is not None:
-            newest[task] = record
-    return newest
-
-
-def _contradicting(samples_dir: Path, more: Mapping[tuple[str, str], list[_Seen]]) -> set[tuple[int, int]]:
-    """The ranks of the ok records that another ok record of the same sample, input and code contradicts (another
-    result): ``contradictions``' own rule, applied in a second pass to those samples' suspect records only."""
-    suspects = {s.rank: task for task, found in more.items() for s in found
-                if s.ok and sum(o.ok and o.implementation == s.implementation for o in found) > 1}
-    if not suspects:
-        return set()
-    by_sample: dict[str, list[Stored]] = {}
-    rank_of: dict[int, tuple[int, int]] = {}
-    for rank, stored in sound_records(samples_dir):
-        if suspects.get(rank) == (stored.data["sample_id"], stored.data.get("input_hash")):
-            by_sample.setdefault(stored.data["sample_id"], []).append(stored)
-            rank_of[id(stored)] = rank
-    contradictions(by_sample)   # takes the contradicting records out of by_sample
-    kept = {id(stored) for found in by_sample.values() for stored in found}
-    return {rank for key, rank in rank_of.items() if key not in kept}
 
 
 def _never_computed_keys(record: SampleRecord) -> list[str]:
