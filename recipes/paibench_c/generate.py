@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.files import (
+    FileState,
     atomic_path,
     counted,
     loads_finite_json,
@@ -40,7 +41,7 @@ from pinbench.core.files import (
     write_if_changed,
 )
 from pinbench.core.generation import Capabilities, Request, Signature
-from pinbench.core.inputs import entry_problem
+from pinbench.core.inputs import InputDigests, entry_problem
 from pinbench.core.runner import Reason
 from pinbench.media.video import is_valid_video
 from pinbench.ops.watch import Watcher, wait_watched
@@ -111,25 +112,33 @@ class Collected:
         return self.error is None
 
 
-def _copy_exact(src: Path, dst: Path, expected_sha: str) -> None:
+def _copy_exact(src: Path, dst: Path, expected_sha: str, digests: InputDigests) -> None:
+    """Copy ``src`` to ``dst`` and check the copy's bytes before it takes the name; ``digests`` keeps what they
+    hashed to, so that a rerun does not read the copy again."""
     with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
+        hashed = FileState.of(tmp.lstat())
         actual = sha256_file(tmp)
         if actual != expected_sha:
             raise GenerationError(f"{dst}: copy of {src} has sha256 {actual}, source {expected_sha}")
+    digests.keep_renamed(dst, hashed, actual)
 
 
-def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_frames: int = MIN_FRAMES,
-                   cache: ValidityCache | None = None, known: Collection[str] | None = None,
-                   failures: Mapping[str, str] | None = None, never: Mapping[str, str] | None = None
-                   ) -> dict[str, Collected]:
+def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, digests: InputDigests,
+                   min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
+                   known: Collection[str] | None = None, failures: Mapping[str, str] | None = None,
+                   never: Mapping[str, str] | None = None) -> dict[str, Collected]:
     """Copy every valid rollout ``<name>.mp4`` of ``rollouts`` to ``videos/<name>.mp4`` byte for byte; report each.
 
-    A collected video that already equals its rollout is kept. Files in ``videos/`` that belong to no name (nor to
-    ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra samples, so they are
-    refused. ``failures``: why a rollout was not generated or is not as its request asks, said for its task, which
-    fails even where a file stands (an earlier generator's, or one swapped in after it was kept). ``never``: why no
-    run generated a task's rollout (never made, so missing, not a failure of generation: said ``missing: <why>``).
+    A collected video that already equals its rollout is kept. Both digests come from the run directory's
+    ``digests``, which read a file only when its state changed (``FileState``: an edit in place that sets the mtime
+    back moves the ctime, a file renamed over it has another inode): the generation step hashed each rollout it kept,
+    and a copy is remembered as it is made, so an unchanged rerun reads neither. Files in ``videos/`` that belong to
+    no name (nor to ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra
+    samples, so they are refused. ``failures``: why a rollout was not generated or is not as its request asks, said
+    for its task, which fails even where a file stands (an earlier generator's, or one swapped in after it was kept).
+    ``never``: why no run generated a task's rollout (never made, so missing, not a failure of generation: said
+    ``missing: <why>``).
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
     strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
@@ -150,11 +159,11 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, min_f
             error = f"missing: {why}" if why else f"generation failed: {problem} ({src})"
             results[name] = Collected(name, None, error=error)
             continue
-        src_sha = sha256_file(src)
-        if dst.exists() and sha256_file(dst) == src_sha:
+        src_sha = digests.sha256(src)
+        if digests.regular(dst) == src_sha:
             results[name] = Collected(name, src_sha)
             continue
-        _copy_exact(src, dst, src_sha)
+        _copy_exact(src, dst, src_sha, digests)
         results[name] = Collected(name, src_sha, copied=True)
     return results
 

@@ -24,6 +24,7 @@ from huggingface_hub import constants as hf_constants
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.files import counted
 from pinbench.core.generation import Generator, Request
+from pinbench.core.inputs import InputDigests
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
@@ -95,10 +96,13 @@ def run(run: Run) -> RunOutcome:
     #    once and reused by later modalities.
     with run.step("score"):
         validity = ValidityCache(cfg.out_dir / "validity_cache.json")
-        collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", min_frames, cache=validity,
-                                       failures=_of_modality(run.generation_failures, m),
+        # the digests the generation step took of its rollouts; no lock held while copying (shards collect at once)
+        digests = InputDigests(cfg.out_dir, verify=cfg.verify_inputs)
+        collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", digests, min_frames,
+                                       cache=validity, failures=_of_modality(run.generation_failures, m),
                                        never=_of_modality(run.never_generated, m))
                      for m in options.modalities}
+        digests.save_locked()
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
         modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg))

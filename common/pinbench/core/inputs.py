@@ -284,6 +284,17 @@ class InputDigests:
                 self._keep(where, before, FileState.of(path.lstat()), digest)
         return digest
 
+    def keep_renamed(self, path: Path, hashed: FileState, digest: str) -> None:
+        """Remember ``digest`` for ``path``: a file this process hashed (in state ``hashed``) under a temporary name,
+        then renamed there (a copy it checked byte for byte), so that a rerun does not read it again. Kept only while
+        ``path`` is still that file: its inode, size and mtime (the rename moved its ctime)."""
+        try:
+            now = FileState.of(path.lstat())
+        except OSError:
+            return
+        if (now.inode, now.size, now.mtime_ns) == (hashed.inode, hashed.size, hashed.mtime_ns):
+            self._keep(os.path.abspath(path), now, now, digest)
+
     def _keep(self, where: str, before: FileState, after: FileState, digest: str) -> None:
         if after == before:   # not being written while it was read
             self._cache[where] = (before, digest)

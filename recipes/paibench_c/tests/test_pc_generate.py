@@ -7,13 +7,17 @@ double run by the same launch code); the real one is exercised by the GPU test a
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pinbench.core.files import sha256_file
+from pinbench.core.inputs import InputDigests
 from pinbench.media.video import is_valid_video
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
@@ -43,27 +47,87 @@ def test_collection_copies_byte_for_byte_and_reuses_equal_copies(tmp_path: Path,
     for i in range(2):
         make_clip(rollouts / f"task_000{i}.mp4", seed=i)
     names = ["task_0000", "task_0001", "task_0002"]
-    first = collect_videos(names, rollouts, videos, failures={"task_0002": "GeneratorError: out of memory"})
+    first = collect_videos(names, rollouts, videos, InputDigests(tmp_path),
+                           failures={"task_0002": "GeneratorError: out of memory"})
     for name in ("task_0000", "task_0001"):
         assert (videos / f"{name}.mp4").read_bytes() == (rollouts / f"{name}.mp4").read_bytes()
         assert first[name].ok and first[name].copied and first[name].sha256 == sha256_file(videos / f"{name}.mp4")
     assert not first["task_0002"].ok and "generation failed: GeneratorError: out of memory" in first["task_0002"].error
-    second = collect_videos(names, rollouts, videos)
+    second = collect_videos(names, rollouts, videos, InputDigests(tmp_path))
     assert not second["task_0000"].copied and second["task_0000"].sha256 == first["task_0000"].sha256
     assert "no rollout" in second["task_0002"].error
     # A stale, different copy is replaced by the rollout's bytes.
     (videos / "task_0001.mp4").write_bytes(b"not the generated video")
-    third = collect_videos(names, rollouts, videos)
+    third = collect_videos(names, rollouts, videos, InputDigests(tmp_path))
     assert third["task_0001"].copied
     assert (videos / "task_0001.mp4").read_bytes() == (rollouts / "task_0001.mp4").read_bytes()
+
+
+class VideoOpens:
+    """Test double of ``open``: notes each video (a path naming ``.mp4``) opened, then opens it as ``open`` does."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self._open = builtins.open
+
+    def __call__(self, file: Any, *args: Any, **kwargs: Any) -> Any:
+        if ".mp4" in str(file):
+            self.paths.append(Path(file).name)
+        return self._open(file, *args, **kwargs)
+
+
+def test_an_unchanged_rerun_opens_no_video(tmp_path: Path, make_clip, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both digests are the run directory's: the rollouts' from the generation step, the copies' as they were made.
+    Collection read every rollout and its copy in full on every run (2.04x ``cat`` of them, tools/bench_folder.py)."""
+    rollouts, videos, names = tmp_path / "rollouts", tmp_path / "videos", ["task_0000", "task_0001"]
+    digests = InputDigests(tmp_path)
+    for i, name in enumerate(names):
+        digests.regular(make_clip(rollouts / f"{name}.mp4", seed=i))   # as the generation step's check of its kept
+    validity = ValidityCache(tmp_path / "validity.json")
+    opens = VideoOpens()
+    monkeypatch.setattr(builtins, "open", opens)
+    first = collect_videos(names, rollouts, videos, digests, cache=validity)
+    # each rollout read once, by its copy (the rest: the copy's hidden temporary file, written then hashed)
+    assert sorted(p for p in opens.paths if not p.startswith(".")) == ["task_0000.mp4", "task_0001.mp4"]
+    digests.save()
+    validity.save()
+    opens.paths.clear()
+    again = collect_videos(names, rollouts, videos, InputDigests(tmp_path), cache=ValidityCache(validity.path))
+    assert opens.paths == []
+    monkeypatch.undo()
+    assert all(first[n].copied and not again[n].copied and again[n].sha256 == first[n].sha256 == sha256_file(
+        videos / f"{n}.mp4") == sha256_file(rollouts / f"{n}.mp4") for n in names)
+
+
+@pytest.mark.parametrize("change", ["edited in place, mtime put back", "replaced by rename"])
+def test_a_copy_changed_at_its_size_and_mtime_is_copied_again(tmp_path: Path, make_clip, change: str) -> None:
+    """The copy's digest is kept by its state: an edit in place moves its ctime, a file renamed over it has another
+    inode."""
+    rollouts, videos = tmp_path / "rollouts", tmp_path / "videos"
+    rollout = make_clip(rollouts / "task_0000.mp4")
+    digests = InputDigests(tmp_path)
+    assert collect_videos(["task_0000"], rollouts, videos, digests)["task_0000"].copied
+    copy, stat = videos / "task_0000.mp4", (videos / "task_0000.mp4").stat()
+    time.sleep(0.05)   # past the clock tick of the copy's rename: the filesystem's ctime is coarser than its ns
+    if change == "replaced by rename":
+        other = tmp_path / "other.mp4"
+        other.write_bytes(b"\0" * stat.st_size)
+        other.replace(copy)
+    else:
+        with open(copy, "r+b") as fh:
+            fh.write(b"\0" * 64)
+    os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (copy.stat().st_size, copy.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    again = collect_videos(["task_0000"], rollouts, videos, digests)["task_0000"]
+    assert again.copied and copy.read_bytes() == rollout.read_bytes()
 
 
 def test_a_rollout_gone_or_too_short_is_not_collected(tmp_path: Path, make_clip) -> None:
     rollouts, videos = tmp_path / "rollouts", tmp_path / "videos"
     make_clip(rollouts / "task_0000.mp4")
-    assert collect_videos(["task_0000"], rollouts, videos)["task_0000"].ok
+    assert collect_videos(["task_0000"], rollouts, videos, InputDigests(tmp_path))["task_0000"].ok
     make_clip(rollouts / "task_0000.mp4", n_frames=MIN_FRAMES - 1)
-    again = collect_videos(["task_0000"], rollouts, videos)["task_0000"]
+    again = collect_videos(["task_0000"], rollouts, videos, InputDigests(tmp_path))["task_0000"]
     assert not again.ok and "invalid rollout" in again.error and not (videos / "task_0000.mp4").exists()
 
 
@@ -76,7 +140,7 @@ def test_a_rollout_that_is_no_regular_file_fails_its_task_saying_what_it_is(tmp_
     (rollouts / "task_0002.mp4").mkdir()
     os.mkfifo(rollouts / "task_0003.mp4")
     (rollouts / "task_0004.mp4").symlink_to(tmp_path / "gone.mp4")
-    got = collect_videos([f"task_000{i}" for i in range(6)], rollouts, videos)
+    got = collect_videos([f"task_000{i}" for i in range(6)], rollouts, videos, InputDigests(tmp_path))
     assert got["task_0000"].ok
     for name, words in [("task_0001", "symlink loop"), ("task_0002", "a directory, not a file"),
                         ("task_0003", "not a regular file (a FIFO"), ("task_0004", "dangling symlink"),
@@ -89,7 +153,7 @@ def test_collection_refuses_videos_of_other_tasks(tmp_path: Path, make_clip) -> 
     videos = tmp_path / "videos"
     make_clip(videos / "task_0099.mp4")
     with pytest.raises(GenerationError, match=r"task_0099.mp4.*use a separate --out"):
-        collect_videos(["task_0000"], tmp_path / "rollouts", videos)
+        collect_videos(["task_0000"], tmp_path / "rollouts", videos, InputDigests(tmp_path))
 
 
 def _generator(fake_framework: tuple[Path, Path], gpus: list[str], **kw) -> CosmosFrameworkGenerator:
