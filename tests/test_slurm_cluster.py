@@ -201,6 +201,44 @@ def test_mind_with_a_generator_generates_in_the_array_and_scores_once_as_the_pla
         [f"generate-{array}_{i}.log" for i in range(2)] + [f"score-{score}.log"])
 
 
+def test_a_resubmitted_generating_run_reuses_every_rollout_and_its_scorecard_counts_for_the_submission(
+        slurm_cluster, tmp_path: Path) -> None:
+    """PAI-Bench-C's 3-task generation array with ``--generator folder`` over rollouts made before, then the same
+    submission again. The shards share the run's digests file and ``generation/checked.txt``: each holds every file
+    (every kept rollout) once, and the second submission copies, hashes and checks nothing again. Its score job
+    keeps the scorecard (nothing changed), which is then this submission's: status called it "from before the last
+    submission" and, once Slurm had forgotten the jobs (MinJobAge), ``status --wait`` exited 2 for it."""
+    from pinbench.ops.status import _final_code, render
+
+    made = tmp_path / "made"
+    outcome = run_recipe(get_recipe("paibench-c").config(fixture=True, out_dir=made, offline=True, generator="static",
+                                                         env={}))
+    assert outcome.exit_code == 0, outcome.message
+    out = tmp_path / "run"
+    extra = ("--generator", "folder", "-g", f"dir={made / 'rollouts'}")
+    _submit(slurm_cluster, "paibench-c", out, *extra)
+    assert _wait(slurm_cluster, out)[0] == 0
+    rollouts = sorted(p.relative_to(out) for p in (out / "rollouts").rglob("*.mp4"))
+    digests = json.loads((out / ".pinbench-input-digests.json").read_text())["files"]
+    assert {str(out / p) for p in rollouts} | {str(made / p) for p in rollouts} <= set(digests) and len(rollouts) == 16
+    checked = (out / "generation" / "checked.txt").read_text().splitlines()
+    assert len(checked) == len({line.split(" ")[1] for line in checked}) == 16   # every kept rollout, once
+    shared = [*rollouts, Path(".pinbench-input-digests.json"), Path("generation/checked.txt")]
+    kept = {p: (out / p).stat() for p in shared}
+
+    array, _ = _submit(slurm_cluster, "paibench-c", out, *extra)
+    code, text = _wait(slurm_cluster, out)
+    assert code == 0, text
+    assert {p: ((out / p).stat().st_ino, (out / p).stat().st_mtime_ns) for p in kept} == {
+        p: (st.st_ino, st.st_mtime_ns) for p, st in kept.items()}   # nothing copied, hashed or checked again
+    for i in range(3):
+        log = (out / "slurm" / "logs" / f"generate-{array}_{i}.log").read_text()
+        assert re.search(r"generate \[shard \d/3\]: (\d+) samples: 0 done, \1 reused, 0 failed", log), log
+    assert "from before the last submission" not in text, text
+    forgotten = run_status(out, ask_slurm=False)   # as when Slurm no longer knows the jobs
+    assert "from before the last submission" not in render(forgotten) and _final_code(forgotten) == 0
+
+
 # --------------------------------------------------------------------------------- what goes wrong
 
 

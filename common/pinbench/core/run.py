@@ -23,6 +23,7 @@ for the checkpoint and mode, else 0 for a complete run and 2 for a partial or fa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -473,6 +474,7 @@ class Run:
         if card is not None:
             print(f"{recipe.name}: nothing changed since the scorecard of {card.provenance['timestamp']}: "
                   "scorecard and report kept", flush=True)
+            _confirm_scorecard(scorecard_path)
             if not holds_records(self.out_dir / card.samples.path, records):  # edited or removed since: put back
                 write_records(records, self.out_dir / card.samples.path)
             if card.store != stores:  # lines moved aside since, or the scorecard of a version that pinned none
@@ -792,6 +794,14 @@ def _keep_aside(out_dir: Path, earlier: Scorecard, card: Scorecard, why: str) ->
     return [f"the earlier scorecard (of {earlier.provenance.get('timestamp')}, {why}) moved to {target}; "
             f"to see what changed: pinbench compare {target} {out_dir}",
             *(f"  ran differently: {line}" for line in differ[:ASIDE_SHOWN])]
+
+
+def _confirm_scorecard(path: Path) -> None:
+    """Set a kept scorecard's mtime to now, its bytes as they are: its mtime says when a finish last stood behind it,
+    which ``pinbench status`` compares with a submission's time (a resubmission that changed nothing had its scorecard
+    called "from before the last submission", and ``status --wait`` exit 2 once Slurm forgot the jobs)."""
+    with contextlib.suppress(OSError):   # not ours to touch (read-only, another user's): status calls it older
+        os.utime(path)
 
 
 def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scorecard | None:

@@ -491,7 +491,8 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
 
     A job held for a reason that never clears (over a partition limit) ends the wait with exit 2. The exit
     code is otherwise the last phase's (the finish job's, the same codes as ``pinbench run``) when Slurm
-    still knows it; otherwise 0 for a complete scorecard written after the submission, else 2.
+    still knows it; otherwise 0 for a complete scorecard written (or kept, its mtime renewed) after the submission,
+    else 2.
     """
     if not (isinstance(poll_s, (int, float)) and math.isfinite(poll_s) and poll_s > 0):
         raise ValueError(f"--poll {poll_s}: seconds between looks must be a finite number above 0")
