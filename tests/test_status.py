@@ -238,7 +238,10 @@ def test_the_layout_of_the_last_submission_is_shown(tmp_path: Path) -> None:
     status = run_status(tmp_path, ask_slurm=False)
     assert len(status.shards) == 3 and status.n_tasks is None  # no shard of 3 has started yet
     assert "no shard manifest yet" in render(status)
+    assert "recipe     toy 1 (c, fixture), 3 shards, container none" in render(status)
     assert last_submission(tmp_path).job_ids == ["7"]
+    fixture = dataclasses.replace(last_submission(tmp_path), checkpoint="fixture")   # said once: "(fixture, fixture)"
+    assert fixture.which == "fixture"
 
 
 def test_a_failed_job_is_named_with_its_log(tmp_path: Path) -> None:

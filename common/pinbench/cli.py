@@ -617,7 +617,7 @@ def submit(
                 _echo(f"wrote {script}")
             return
         record = submit_plan(the_plan)
-    _echo(f"submitted {record.recipe} {record.recipe_version} ({record.checkpoint}, {record.mode}) to Slurm:")
+    _echo(f"submitted {record.recipe} {record.recipe_version} ({record.which}) to Slurm:")
     for number, job in enumerate(record.jobs):
         shape = f"array 0-{record.shards - 1}" if job["sharded"] else "one job"
         after = f", after {record.jobs[number - 1]['job_id']} ends" if number else ""

@@ -340,7 +340,7 @@ def render(status: RunStatus) -> str:
     lines = [f"run        {status.out_dir}"]
     sub = status.submission
     if sub is not None:
-        lines.append(f"recipe     {sub.recipe} {sub.recipe_version}, checkpoint {sub.checkpoint} ({sub.mode}), "
+        lines.append(f"recipe     {sub.recipe} {sub.recipe_version} ({sub.which}), "
                      f"{counted(sub.shards, 'shard')}, container {sub.container}")
         jobs = ", ".join(f"{j['phase']} = job {j['job_id']}" for j in sub.jobs)
         lines.append(f"submitted  {sub.submitted}: {jobs}")

@@ -183,6 +183,11 @@ class Submission:
         return dict(self.__dict__)
 
     @property
+    def which(self) -> str:
+        """``gpt-4o, full``: the checkpoint and mode, said once where they are one word (``fixture``)."""
+        return self.mode if self.checkpoint == self.mode else f"{self.checkpoint}, {self.mode}"
+
+    @property
     def job_ids(self) -> list[str]:
         return [j["job_id"] for j in self.jobs]
 
