@@ -24,7 +24,6 @@ from huggingface_hub import constants as hf_constants
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.files import counted
 from pinbench.core.generation import Generator, Request
-from pinbench.core.inputs import InputDigests
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
@@ -97,7 +96,7 @@ def run(run: Run) -> RunOutcome:
     with run.step("score"):
         validity = ValidityCache(cfg.out_dir / "validity_cache.json")
         # the digests the generation step took of its rollouts; no lock held while copying (shards collect at once)
-        digests = InputDigests(cfg.out_dir, verify=cfg.verify_inputs)
+        digests = run.unlocked_digests()
         collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", digests, min_frames,
                                        cache=validity, failures=_of_modality(run.generation_failures, m),
                                        never=_of_modality(run.never_generated, m))

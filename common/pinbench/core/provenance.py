@@ -26,7 +26,6 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from pinbench import __version__
-from pinbench.core.files import clipped
 from pinbench.core.notices import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -791,4 +790,4 @@ def _shown(value: Any) -> str:
     text = printable(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)  # a date
     if re.fullmatch(r"(sha256:)?[0-9a-f]{40,64}", text):
         return text[:text.index(":") + 13] if text.startswith("sha256:") else text[:12]
-    return clipped(text, 60)
+    return text if len(text) <= 60 else text[:57] + "..."   # files.clipped's cut: files imports this module
