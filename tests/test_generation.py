@@ -3009,8 +3009,13 @@ def test_the_folder_generator_hashes_each_copy_once(tmp_path: Path, monkeypatch:
         hashed.append(Path(path))
         return sha256_file(path)
 
-    sha256_file = files.sha256_file
+    def counted_fd(fd: int) -> str:
+        hashed.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        return sha256_fd(fd)
+
+    sha256_file, sha256_fd = files.sha256_file, files.sha256_fd
     monkeypatch.setattr(files, "sha256_file", counted)
+    monkeypatch.setattr(files, "sha256_fd", counted_fd)
     monkeypatch.setattr(generation, "sha256_file", counted)
     assert _run(tmp_path / "run", "folder", dir=str(tmp_path / "made" / "rollouts")).exit_code == 0
     copies = [p for p in hashed if (tmp_path / "run" / "rollouts") in p.parents]
@@ -3051,7 +3056,7 @@ def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_stil
     open_regular, sha256_file = files.open_regular, files.sha256_file
     monkeypatch.setattr(files, "open_regular", counting_open_regular)
     monkeypatch.setattr(files, "sha256_file", counting_sha256_file)
-    monkeypatch.setattr(inputs, "sha256_file", counting_sha256_file)
+    monkeypatch.setattr(inputs, "open_regular", counting_open_regular)
     monkeypatch.setattr(files, "_HASHED", {})   # a rerun is a new process: nothing hashed in this one
     capfd.readouterr()
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
