@@ -3198,6 +3198,32 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
 
 
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exits(tmp_path: Path) -> None:
+    """A command that double-forked a daemon into a new session (``setsid``): the run's kill of its process group
+    missed it, so it outlived the run, holding the log's pipe (each request waited 5 s for it)."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "daemonises.py"
+    script.write_text("import os, time\n"
+                      "if os.fork() == 0:\n"
+                      "    os.setsid()\n"
+                      "    if os.fork() == 0:\n"
+                      f"        open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+                      "        time.sleep(60)\n"
+                      "    os._exit(0)\n"
+                      "os.wait()\n")
+    started = time.monotonic()
+    _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    took = time.monotonic() - started
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 4
+    time.sleep(0.2)
+    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [] and took < 15, took
+
+
 def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) -> None:
     """A command that started a child and exited: the child kept the log's pipe open (each request waited 5 s for
     it) and outlived the run."""
