@@ -3009,8 +3009,13 @@ def test_the_folder_generator_hashes_each_copy_once(tmp_path: Path, monkeypatch:
         hashed.append(Path(path))
         return sha256_file(path)
 
-    sha256_file = files.sha256_file
+    def counted_fd(fd: int) -> str:
+        hashed.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        return sha256_fd(fd)
+
+    sha256_file, sha256_fd = files.sha256_file, files.sha256_fd
     monkeypatch.setattr(files, "sha256_file", counted)
+    monkeypatch.setattr(files, "sha256_fd", counted_fd)
     monkeypatch.setattr(generation, "sha256_file", counted)
     assert _run(tmp_path / "run", "folder", dir=str(tmp_path / "made" / "rollouts")).exit_code == 0
     copies = [p for p in hashed if (tmp_path / "run" / "rollouts") in p.parents]
@@ -3051,7 +3056,7 @@ def test_an_unchanged_folder_rerun_reads_no_file_again_and_a_changed_one_is_stil
     open_regular, sha256_file = files.open_regular, files.sha256_file
     monkeypatch.setattr(files, "open_regular", counting_open_regular)
     monkeypatch.setattr(files, "sha256_file", counting_sha256_file)
-    monkeypatch.setattr(inputs, "sha256_file", counting_sha256_file)
+    monkeypatch.setattr(inputs, "open_regular", counting_open_regular)
     monkeypatch.setattr(files, "_HASHED", {})   # a rerun is a new process: nothing hashed in this one
     capfd.readouterr()
     assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
@@ -3191,6 +3196,32 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
     assert len(stray) == 4
     for path in stray:
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
+
+
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exits(tmp_path: Path) -> None:
+    """A command that double-forked a daemon into a new session (``setsid``): the run's kill of its process group
+    missed it, so it outlived the run, holding the log's pipe (each request waited 5 s for it)."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "daemonises.py"
+    script.write_text("import os, time\n"
+                      "if os.fork() == 0:\n"
+                      "    os.setsid()\n"
+                      "    if os.fork() == 0:\n"
+                      f"        open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+                      "        time.sleep(60)\n"
+                      "    os._exit(0)\n"
+                      "os.wait()\n")
+    started = time.monotonic()
+    _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+    took = time.monotonic() - started
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 4
+    time.sleep(0.2)
+    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [] and took < 15, took
 
 
 def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) -> None:

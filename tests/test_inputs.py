@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,3 +201,59 @@ def test_an_unreadable_cache_is_an_empty_one_and_saves_merge(tmp_path: Path) -> 
     with input_digests(run) as digests:
         digests.sha256(a), digests.sha256(b)
         assert digests.hashed == 0
+
+
+def test_a_rollout_rewritten_at_its_size_with_its_mtime_set_back_is_read_again_in_the_same_process(
+        tmp_path: Path) -> None:
+    """``regular`` took a changed ctime as a change, then asked ``regular_sha256``, whose per-process memo was keyed
+    by size and mtime only: it gave the old bytes' SHA-256, and ``_keep`` stored it under the new state."""
+    video = _file(tmp_path / "a.mp4", b"A" * 100)
+    digests = InputDigests(tmp_path / "run")
+    assert digests.regular(video) == hashlib.sha256(b"A" * 100).hexdigest()
+    stat = video.stat()
+    with open(video, "r+b") as fh:   # cp -p over it: same inode, same size, the mtime put back
+        fh.write(b"B" * 100)
+    os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert digests.regular(video) == hashlib.sha256(b"B" * 100).hexdigest()
+
+
+def test_a_fifo_swapped_in_after_the_stat_is_never_waited_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both stat the path, then opened it by name with ``open``: a FIFO put there between the two blocked the run
+    (a symlink was followed). The stat each takes is made to see the regular file that was there."""
+    regular = _file(tmp_path / "was.mp4", b"x")
+    fifo = tmp_path / "a.mp4"
+    os.mkfifo(fifo)
+
+    class Swapped(type(Path())):   # lstat sees the file before it was swapped
+        def lstat(self) -> os.stat_result:
+            return regular.lstat()
+
+    monkeypatch.setattr("pinbench.core.inputs._regular_stat", lambda path: os.stat(regular))
+    digests = InputDigests(tmp_path / "run")
+    assert _within(lambda: digests.regular(Swapped(fifo)), fifo) is None
+    with pytest.raises(InputFileError, match="not a regular file") as info:
+        _within(lambda: digests.sha256(fifo), fifo)
+    assert str(info.value) == f"{fifo}: not a regular file"
+
+
+def _within(call: Callable[[], object], fifo: Path, seconds: float = 5.0) -> object:
+    """``call()`` in a thread, its result or what it raised; fails the test when it is still blocked after
+    ``seconds`` (then ``fifo`` is opened for writing, so that the thread ends)."""
+    found: list[object] = []
+
+    def run() -> None:
+        try:
+            found.append(call())
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            found.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(seconds)
+        pytest.fail(f"still blocked on {fifo} after {seconds} s")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]

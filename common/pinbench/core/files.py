@@ -623,24 +623,35 @@ def sha256_regular(path: Path | str) -> str:
         os.close(fd)
 
 
-_HASHED: dict[tuple[int, int, int, int], str] = {}
+_HASHED: dict[tuple[int, FileState], str] = {}
 
 
 def regular_sha256(path: Path) -> str | None:
-    """The SHA-256 of ``path`` when it is a regular file, else None (a link, FIFO or folder there is never opened,
-    nor followed). Hashed once per process while the file (device and inode: every hard link to it is the same file),
-    its size and its mtime hold: the rollouts a run's generation step hashed are not read again by the check at its
-    finish, nor a rollout that the sample cache and the run directory share."""
+    """The SHA-256 of ``path`` when it is a regular file, else None (a link, FIFO or folder there is never read nor
+    followed: it is opened ``O_NOFOLLOW | O_NONBLOCK`` and hashed only when ``fstat`` says regular, so one swapped in
+    after the ``lstat`` neither hangs nor is followed). Hashed once per process while the file (device and inode:
+    every hard link to it is the same file) keeps its ``FileState``, ctime included: a file rewritten at its size with
+    its mtime set back is read again. The rollouts a run's generation step hashed are not read again by the check at
+    its finish, nor a rollout that the sample cache and the run directory share."""
     try:
-        st = path.lstat()
-        if not S_ISREG(st.st_mode):
+        if not S_ISREG(path.lstat().st_mode):
             return None
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        fd = open_regular(path, follow_symlinks=False)
+    except (OSError, FileError):
+        return None
+    try:
+        st = os.fstat(fd)
+        key = (st.st_dev, FileState.of(st))
         if key not in _HASHED:
-            _HASHED[key] = sha256_file(path)
+            digest = sha256_fd(fd)
+            if FileState.of(os.fstat(fd)) != key[1]:   # written while it was read: not these bytes for long
+                return digest
+            _HASHED[key] = digest
         return _HASHED[key]
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _non_finite_constant(name: str) -> None:

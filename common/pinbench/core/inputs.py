@@ -32,12 +32,15 @@ from typing import Any, TypeVar
 
 from pinbench.core.config import RecipeError
 from pinbench.core.files import (
+    FileError,
     FileState,
+    NotRegularFile,
     exclusive,
     not_a_folder,
+    open_regular,
     read_json_cache,
     regular_sha256,
-    sha256_file,
+    sha256_fd,
     shown_name,
     write_json_cache,
 )
@@ -255,13 +258,21 @@ class InputDigests:
         """``sha256`` and the file's state before it was read: a caller that reads the file again (a copy) tells
         by its state then whether it still read those bytes."""
         where = os.path.abspath(path)
-        before = FileState.of(_regular_stat(path))
         cached = self._cache.get(where)
-        if cached is not None and cached[0] == before:
+        if cached is not None and cached[0] == FileState.of(_regular_stat(path)):
             return cached
-        digest = sha256_file(path)
-        self.hashed += 1
-        self._keep(where, before, FileState.of(os.stat(path)), digest)
+        try:   # the file the stat saw may have been swapped since (a FIFO there would block a plain open)
+            fd = open_regular(path)
+        except FileError as exc:
+            raise InputFileError(path, "not a regular file" if isinstance(exc, NotRegularFile) else
+                                 f"cannot be read ({exc.reason})") from None
+        try:
+            before = FileState.of(os.fstat(fd))
+            digest = sha256_fd(fd)
+            self.hashed += 1
+            self._keep(where, before, FileState.of(os.fstat(fd)), digest)
+        finally:
+            os.close(fd)
         return before, digest
 
     def regular(self, path: Path) -> str | None:

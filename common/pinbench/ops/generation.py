@@ -1671,13 +1671,54 @@ class _Kept:
 
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _adopt_orphans() -> None:
+    """Make this guard the subreaper of all the command starts: a daemon that left its process group (``setsid``,
+    a double fork) is reparented here, not to init, and ``_kill_adopted`` finds it. Why: the run's kill of the
+    group missed it; it held the log's pipe (each request waited the sink's 5 s join) and outlived the run."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):   # no prctl (not Linux): the group kill alone
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _kill_adopted() -> None:
+    """SIGKILL and reap every child of this process until none is left (what the command left running is
+    reparented here as each of its parents dies)."""
+    while children := _children(os.getpid()):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _children(parent: int) -> list[int]:
+    """The pids whose parent is ``parent``, from /proc (empty where there is none)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = Path(entry.path, "stat").read_text()
+                    if int(stat.rpartition(")")[2].split()[1]) == parent:
+                        found.append(int(entry.name))
+    return found
+
+
 def main(argv: Sequence[str]) -> None:
     die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
+        _adopt_orphans()
         try:
             code = subprocess.run(argv[1:], check=False).returncode
         except OSError as exc:
             raise SystemExit(f"cannot run {argv[1]!r}: {exc.strerror or exc}") from None
+        finally:
+            _kill_adopted()
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
