@@ -1670,7 +1670,6 @@ class _Kept:
         return True
 
 
-
 _PR_SET_CHILD_SUBREAPER = 36
 
 
