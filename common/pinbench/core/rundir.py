@@ -669,9 +669,11 @@ def _exit_on_term(signum: int, frame: FrameType | None) -> None:
     ``__del__``'s or a callback's is only printed), and the process ran on as if never signalled (``pinbench
     requests`` finished and exited 0 in 7 of 120 tries when SIGTERM came as MIND's fixture imported ``numpy.random``).
     Then it is raised by ``_deferred``, RETRY_S later, from the first frame outside them, or from where it is once
-    DEFER_S have passed."""
+    DEFER_S have passed, but never inside a ctypes callback: there it is always lost, and while a compile runs in C
+    the Python code that runs between is mostly callbacks (under load, 2 s of numba's compile went by in them and the
+    process exited 0)."""
     until = _pending[0][1] if _pending else time.monotonic() + DEFER_S
-    if _swallowed_in(frame) and time.monotonic() < until:
+    if _in_callback(frame) or _swallowed_in(frame) and time.monotonic() < until:
         _pending[:] = [(signum, until)]
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         return
@@ -696,6 +698,15 @@ def _swallowed_in(frame: FrameType | None) -> bool:
     while frame is not None:
         code = frame.f_code
         if code.co_filename.startswith("<frozen importlib") or code.co_name in ("__del__", *_C_CALLBACKS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _in_callback(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside one of ``_C_CALLBACKS``."""
+    while frame is not None:
+        if frame.f_code.co_name in _C_CALLBACKS:
             return True
         frame = frame.f_back
     return False
