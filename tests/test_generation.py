@@ -2842,8 +2842,10 @@ def test_a_shard_keeps_the_verdicts_of_the_other_shards_rollouts(tmp_path: Path,
 def test_each_shard_writes_its_own_generator_log_and_its_failed_samples_name_it(tmp_path: Path, form: str) -> None:
     """Shards of a Slurm array run at once: all of them wrote one ``generation/generator.log``, their requests' lines
     interleaved, and a failed sample named that shared log. Each shard now writes ``generator.shard-I-of-N.log``,
-    holding only its own requests' headers, and its failed samples name that file."""
+    holding only its own requests' headers, and its failed samples name that file (in ``pinbench status`` too)."""
+    from pinbench.core.check import check_run
     from pinbench.core.config import Shard
+    from pinbench.ops.status import render, run_status
 
     out, recipe = tmp_path / "run", get_recipe("paibench-c")
     generator, options = ((RENDER, {"mode": "exit"}) if form == "python" else
@@ -2863,6 +2865,9 @@ def test_each_shard_writes_its_own_generator_log_and_its_failed_samples_name_it(
         headers = [line for line in log.read_text().splitlines() if line.startswith("--- generating ")]
         assert headers == [f"--- generating {record['sample_id']!r} ---" for record in stored]
         assert all(f"{log})" in record["error"] for record in stored), [r["error"] for r in stored]
+    shown = [line for line in render(run_status(out, ask_slurm=False)).splitlines() if "(shard 1/2)" in line]
+    assert len(shown) == 2 and all(line.endswith(f"{generation / 'generator.shard-1-of-2.log'})") for line in shown)
+    assert [problem for problem in check_run(out).problems if "generator" in problem] == []   # none a stray
 
 
 def test_a_shard_on_2_gpus_writes_its_own_log_per_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
