@@ -2838,6 +2838,57 @@ def test_a_shard_keeps_the_verdicts_of_the_other_shards_rollouts(tmp_path: Path,
     assert len((out / "generation" / generation.CHECKED_FILE).read_text().splitlines()) == 4
 
 
+@pytest.mark.parametrize("form", ["python", "command"])
+def test_each_shard_writes_its_own_generator_log_and_its_failed_samples_name_it(tmp_path: Path, form: str) -> None:
+    """Shards of a Slurm array run at once: all of them wrote one ``generation/generator.log``, their requests' lines
+    interleaved, and a failed sample named that shared log. Each shard now writes ``generator.shard-I-of-N.log``,
+    holding only its own requests' headers, and its failed samples name that file (in ``pinbench status`` too)."""
+    from pinbench.core.check import check_run
+    from pinbench.core.config import Shard
+    from pinbench.ops.status import render, run_status
+
+    out, recipe = tmp_path / "run", get_recipe("paibench-c")
+    generator, options = ((RENDER, {"mode": "exit"}) if form == "python" else
+                          (f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} "
+                           "--out {out} --mode exit", {}))
+    for index in (0, 1):
+        run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, options={"modalities": "edge"},
+                                 generator=generator, generator_options=options, env={}, shard=Shard(index, 2),
+                                 skip_scoring=True))
+    generation = out / "generation"
+    assert not (generation / "generator.log").exists()
+    for index in (0, 1):
+        log = generation / f"generator.shard-{index}-of-2.log"
+        stored = [json.loads(line)["record"] for line in
+                  (generation / "samples" / f"shard-{index}-of-2.jsonl").read_text().splitlines()]
+        assert len(stored) == 2 and all(record["status"] != "ok" for record in stored)
+        headers = [line for line in log.read_text().splitlines() if line.startswith("--- generating ")]
+        assert headers == [f"--- generating {record['sample_id']!r} ---" for record in stored]
+        assert all(f"{log})" in record["error"] for record in stored), [r["error"] for r in stored]
+    shown = [line for line in render(run_status(out, ask_slurm=False)).splitlines() if "(shard 1/2)" in line]
+    assert len(shown) == 2 and all(line.endswith(f"{generation / 'generator.shard-1-of-2.log'})") for line in shown)
+    assert [problem for problem in check_run(out).problems if "generator" in problem] == []   # none a stray
+
+
+def test_a_shard_on_2_gpus_writes_its_own_log_per_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --gpus 2 each GPU's generator has a log: every shard's GPU 5 wrote ``generator-gpu5.log``, so a Slurm
+    array's shards interleaved there too. Shard 1 of 2 writes ``generator-gpu5.shard-1-of-2.log`` and its GPU 3's, each
+    request's header in one of them."""
+    from pinbench.core.config import Shard
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,3")
+    out = tmp_path / "run"
+    sharded = run_recipe(get_recipe("paibench-c").config(
+        fixture=True, out_dir=out, offline=True, options={"modalities": "edge"}, generator=RENDER, env={}, gpus=2,
+        shard=Shard(1, 2), skip_scoring=True))
+    assert sharded.exit_code == 0, sharded.message
+    logs = {path.name: path.read_text() for path in (out / "generation").glob("*.log")}
+    assert sorted(logs) == ["generator-gpu3.shard-1-of-2.log", "generator-gpu5.shard-1-of-2.log",
+                            "generator.shard-1-of-2.log"]   # the last: the generator that described it, before them
+    assert sorted(line for text in logs.values() for line in text.splitlines() if line.startswith("--- ")) == [
+        "--- generating 'edge.task_0001' ---", "--- generating 'edge.task_0003' ---"]
+
+
 @pytest.mark.parametrize("kind", ["fifo", "folder"])
 def test_a_verdicts_file_that_is_a_fifo_or_a_folder_costs_the_checks_not_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:

@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any
 
-from pinbench.core.config import RecipeError, gpu_devices
+from pinbench.core.config import RecipeError, Shard, gpu_devices
 from pinbench.core.files import (
     FileError,
     atomic_path,
@@ -82,7 +82,7 @@ from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.rundir import Refused, alone_in
+from pinbench.core.rundir import Refused, alone_in, lock_name
 from pinbench.core.runner import Reason, RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
 from pinbench.core.sample_cache import PRUNE, SIZE_ENV, SampleCache, misplaced, planted
 from pinbench.core.store import Stored
@@ -560,6 +560,14 @@ def _generating(request_id: str) -> str:
     return f"--- generating {request_id!r} ---"
 
 
+def generator_log(store: Path, shard: Shard | None, device: str | None = None) -> Path:
+    """``generator.log`` in the generation folder ``store`` of an unsharded run, ``generator.shard-I-of-N.log`` of
+    shard I of N (``generator-gpuD`` for GPU D's generator with ``--gpus``): a Slurm array's shards run at once, and
+    their requests' lines interleaved in one shared log that each failed sample named."""
+    stem = "generator" if device is None else f"generator-gpu{device}"
+    return store / (f"{stem}.log" if shard is None else f"{stem}.{lock_name(shard)}.log")
+
+
 REQUEST_FILES = ".requests"   # in the run's GENERATION folder: a command's request files while it runs
 
 
@@ -967,7 +975,7 @@ class Generating:
         requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
-        with self._maker(default, store, env) as maker:
+        with self._maker(default, store, env, run.shard) as maker:
             refuse(maker.capabilities, requests, named)
             signature = maker.signature
             tasks = [RolloutTask(r.id, r.digest, sources.get(r.id)) for r in requests]
@@ -1013,7 +1021,7 @@ class Generating:
                 maker.release()
                 argv = self.spec.command
                 on_device = _OnDevice(self.target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
-                                      self.spec.timeout_s, store, rollouts, signature, by_id, env)
+                                      self.spec.timeout_s, store, rollouts, signature, by_id, env, run.shard)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
@@ -1040,10 +1048,12 @@ class Generating:
         return Path(self.spec.options["dir"])
 
     @contextlib.contextmanager
-    def _maker(self, default: Callable[[], Generator] | None, store: Path, env: Mapping[str, str]) -> Iterator[_Maker]:
-        """How this run makes rollouts (a generator process with ``env`` added to the run's environment, its log and
-        a command's request files in the generation folder ``store``), its worker (if any) stopped at the end."""
-        log, files = store / "generator.log", store / REQUEST_FILES
+    def _maker(self, default: Callable[[], Generator] | None, store: Path, env: Mapping[str, str],
+               shard: Shard | None) -> Iterator[_Maker]:
+        """How this run makes rollouts (a generator process with ``env`` added to the run's environment, its log,
+        ``shard``'s own, and a command's request files in the generation folder ``store``), its worker (if any)
+        stopped at the end."""
+        log, files = generator_log(store, shard), store / REQUEST_FILES
         if self.spec is None:
             if default is None:
                 raise RecipeError(f"{self.recipe.name}: nothing to generate with: give --generator")
@@ -1116,9 +1126,10 @@ class _OnDevice:
     signature: Signature
     by_id: Mapping[str, Request]
     env: Mapping[str, str]   # what every generator process gets beside the run's environment (``offline_env``)
+    shard: Shard | None   # the run's shard: its generators' logs are its own (``generator_log``)
 
     def __call__(self, device: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-        env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, self.store / f"generator-gpu{device}.log"
+        env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, generator_log(self.store, self.shard, device)
         if self.target is None:
             def make(request: Request, out: Path) -> None:
                 _run_command(self.argv, request, out, self.timeout_s, log, self.store / REQUEST_FILES, env)
