@@ -95,13 +95,12 @@ def run(run: Run) -> RunOutcome:
     #    once and reused by later modalities.
     with run.step("score"):
         validity = ValidityCache(cfg.out_dir / "validity_cache.json")
-        # the digests the generation step took of its rollouts; no lock held while copying (shards collect at once)
-        digests = run.unlocked_digests()
-        collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", digests, min_frames,
-                                       cache=validity, failures=_of_modality(run.generation_failures, m),
-                                       never=_of_modality(run.never_generated, m))
-                     for m in options.modalities}
-        digests.save_locked()
+        # the digests the generation step took of its rollouts (a shard never collects: --shard needs --skip-scoring)
+        with run.digests() as digests:
+            collected = {m: collect_videos(task_ids, rollouts / m, cfg.out_dir / m / "videos", digests, min_frames,
+                                           cache=validity, failures=_of_modality(run.generation_failures, m),
+                                           never=_of_modality(run.never_generated, m))
+                         for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
         modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg))

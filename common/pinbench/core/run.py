@@ -246,11 +246,6 @@ class Run:
         hashes every one again)."""
         return input_digests(self.out_dir, verify=self.cfg.verify_inputs)
 
-    def unlocked_digests(self) -> InputDigests:
-        """The same digests, read without holding the lock, for a step that hashes while other shards work
-        (collecting rollouts): saved with ``save_locked`` at its end."""
-        return InputDigests(self.out_dir, verify=self.cfg.verify_inputs)
-
     # ------------------------------------------------------------------------------------- per-sample steps
 
     def skips(self, part: str) -> bool:
