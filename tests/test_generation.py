@@ -2889,6 +2889,20 @@ def test_a_shard_on_2_gpus_writes_its_own_log_per_gpu(tmp_path: Path, monkeypatc
         "--- generating 'edge.task_0001' ---", "--- generating 'edge.task_0003' ---"]
 
 
+def test_a_gpu_named_by_a_mig_uuid_with_slashes_writes_its_log_in_the_generation_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_VISIBLE_DEVICES may name MIG instances as ``MIG-GPU-<uuid>/<gi>/<ci>`` (``gpu_devices`` takes them): the
+    log ``generator-gpu<device>.log`` was a path into folders that do not exist, and every sample failed naming it."""
+    mig = "MIG-GPU-5a1b2c3d-0000-1111-2222-333344445555"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{mig}/1/0,{mig}/2/0")
+    out = tmp_path / "run"
+    outcome = run_recipe(get_recipe("paibench-c").config(
+        fixture=True, out_dir=out, offline=True, options={"modalities": "edge"}, generator=RENDER, env={}, gpus=2))
+    assert outcome.exit_code == 0, outcome.message
+    assert sorted(p.relative_to(out / "generation").as_posix() for p in (out / "generation").rglob("*.log")) == [
+        f"generator-gpu{mig}_1_0.log", f"generator-gpu{mig}_2_0.log", "generator.log"]
+
+
 @pytest.mark.parametrize("kind", ["fifo", "folder"])
 def test_a_verdicts_file_that_is_a_fifo_or_a_folder_costs_the_checks_not_the_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:

@@ -563,8 +563,9 @@ def _generating(request_id: str) -> str:
 def generator_log(store: Path, shard: Shard | None, device: str | None = None) -> Path:
     """``generator.log`` in the generation folder ``store`` of an unsharded run, ``generator.shard-I-of-N.log`` of
     shard I of N (``generator-gpuD`` for GPU D's generator with ``--gpus``): a Slurm array's shards run at once, and
-    their requests' lines interleaved in one shared log that each failed sample named."""
-    stem = "generator" if device is None else f"generator-gpu{device}"
+    their requests' lines interleaved in one shared log that each failed sample named. A MIG instance's ``/``
+    (``MIG-GPU-<uuid>/1/0``, which ``gpu_devices`` takes) is written ``_``: the log was a path into no folder."""
+    stem = "generator" if device is None else f"generator-gpu{device.replace('/', '_')}"
     return store / (f"{stem}.log" if shard is None else f"{stem}.{lock_name(shard)}.log")
 
 
