@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.config import device_file_name
 from pinbench.core.files import (
     FileState,
     atomic_path,
@@ -235,7 +236,7 @@ class CosmosFrameworkGenerator:
             return [Launch(argv, self._env(self.gpu_ids), self.framework_dir, log_dir / "torchrun.log",
                            shard_files[0])]
         return [Launch([str(self.python), *self._inference_args(shard, raw_dir)], self._env([gpu]),
-                       self.framework_dir, log_dir / f"worker_{gpu}.log", shard)
+                       self.framework_dir, log_dir / f"worker_{device_file_name(gpu)}.log", shard)
                 for gpu, shard in zip(self.gpu_ids, shard_files, strict=True)]
 
     def split(self, rows: Sequence[Mapping[str, Any]], work_dir: Path) -> list[Path]:

@@ -44,6 +44,12 @@ def gpu_devices(count: int, visible: str | None) -> int | list[str]:
     return ids[:count]
 
 
+def device_file_name(device: str) -> str:
+    """A device of ``gpu_devices`` as it is written in a file's name: a MIG instance's ``/`` (``MIG-GPU-<uuid>/1/0``)
+    as ``_``, which no device holds (a per-GPU log was a path into folders that do not exist)."""
+    return device.replace("/", "_")
+
+
 def check_checkpoint_name(name: str) -> str:
     """A checkpoint name safe as a file name: letters, digits, ``.``, ``_``, ``-``; no leading dot, no ``..``."""
     problem = checkpoint_name_problem(name)

@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any
 
-from pinbench.core.config import RecipeError, Shard, gpu_devices
+from pinbench.core.config import RecipeError, Shard, device_file_name, gpu_devices
 from pinbench.core.files import (
     FileError,
     atomic_path,
@@ -563,9 +563,8 @@ def _generating(request_id: str) -> str:
 def generator_log(store: Path, shard: Shard | None, device: str | None = None) -> Path:
     """``generator.log`` in the generation folder ``store`` of an unsharded run, ``generator.shard-I-of-N.log`` of
     shard I of N (``generator-gpuD`` for GPU D's generator with ``--gpus``): a Slurm array's shards run at once, and
-    their requests' lines interleaved in one shared log that each failed sample named. A MIG instance's ``/``
-    (``MIG-GPU-<uuid>/1/0``, which ``gpu_devices`` takes) is written ``_``: the log was a path into no folder."""
-    stem = "generator" if device is None else f"generator-gpu{device.replace('/', '_')}"
+    their requests' lines interleaved in one shared log that each failed sample named (``device_file_name``)."""
+    stem = "generator" if device is None else f"generator-gpu{device_file_name(device)}"
     return store / (f"{stem}.log" if shard is None else f"{stem}.{lock_name(shard)}.log")
 
 

@@ -182,6 +182,17 @@ def test_worker_launches_one_single_gpu_process_per_gpu_interleaved(tmp_path: Pa
     assert launches[0].cwd == fake_framework[0]
 
 
+def test_a_worker_on_a_mig_instance_logs_in_the_log_folder(tmp_path: Path, fake_framework) -> None:
+    """A MIG instance named ``MIG-GPU-<uuid>/1/0`` (CUDA_VISIBLE_DEVICES, as ``gpu_devices`` takes it): its worker's
+    log was ``worker_MIG-GPU-<uuid>/1/0.log``, a path into folders that do not exist."""
+    mig = "MIG-GPU-5a1b2c3d-0000-1111-2222-333344445555"
+    gen = _generator(fake_framework, [f"{mig}/1/0", f"{mig}/2/0"])
+    shards = gen.split(rows_for(["task_0000", "task_0001"], tmp_path / "gt.mp4"), tmp_path / "work")
+    launches = gen.launches(shards, tmp_path / "raw", tmp_path / "logs")
+    assert [launch.log for launch in launches] == [tmp_path / "logs" / f"worker_{mig}_{k}_0.log" for k in (1, 2)]
+    assert [launch.env["CUDA_VISIBLE_DEVICES"] for launch in launches] == [f"{mig}/1/0", f"{mig}/2/0"]
+
+
 def test_torchrun_launch_is_one_job_over_all_gpus(tmp_path: Path, fake_framework) -> None:
     gen = _generator(fake_framework, ["0", "1", "2", "3"], launch="torchrun")
     rows = rows_for(["task_0000", "task_0001"], tmp_path / "gt.mp4")
