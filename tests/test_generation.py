@@ -2271,15 +2271,15 @@ def test_a_conditioning_file_written_to_after_it_was_hashed_is_not_staged_under_
 
     source = tmp_path / "clip.mp4"
     source.write_bytes(b"the dataset's frames")
-    read = inputs.sha256_file
+    read = inputs.sha256_fd
 
-    def then_written(path: Path) -> str:
-        digest = read(path)
-        with open(path, "ab") as file:
+    def then_written(fd: int) -> str:
+        digest = read(fd)
+        with open(source, "ab") as file:
             file.write(b" and more")
         return digest
 
-    monkeypatch.setattr(inputs, "sha256_file", then_written)
+    monkeypatch.setattr(inputs, "sha256_fd", then_written)
     with pytest.raises(InputFileError, match=f"^{re.escape(str(source))}: changed while it was staged"):
         staged("context", source, tmp_path / "requests", InputDigests(tmp_path / "run"))
     assert not (tmp_path / "requests" / "inputs").exists() or not any((tmp_path / "requests" / "inputs").rglob("*.*"))
