@@ -3263,6 +3263,19 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
 
 
+def _still_running(pids: Path, expected: int) -> list[int]:
+    """The processes ``pids`` lists (``expected`` of them) that still run, a moment later (dead ones not yet reaped
+    are not running); killed, so that a red test leaves none behind."""
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == expected
+    time.sleep(0.2)
+    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
 def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exits(tmp_path: Path) -> None:
     """A command that double-forked a daemon into a new session (``setsid``): the run's kill of its process group
     missed it, so it outlived the run, holding the log's pipe (each request waited 5 s for it)."""
@@ -3279,13 +3292,7 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exit
     started = time.monotonic()
     _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
     took = time.monotonic() - started
-    left = [int(pid) for pid in pids.read_text().split()]
-    assert len(left) == 4
-    time.sleep(0.2)
-    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
-             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
-    for pid in alive:
-        os.kill(pid, signal.SIGKILL)
+    alive = _still_running(pids, 4)
     assert alive == [] and took < 15, took
 
 
@@ -3298,11 +3305,5 @@ def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) ->
                       "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
                       f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n")
     _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
-    left = [int(pid) for pid in pids.read_text().split()]
-    assert len(left) == 4
-    time.sleep(0.2)
-    alive = [pid for pid in left if Path(f"/proc/{pid}").exists()
-             and Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"]
-    for pid in alive:
-        os.kill(pid, signal.SIGKILL)
+    alive = _still_running(pids, 4)
     assert alive == []
