@@ -215,7 +215,7 @@ def secret_shaped_parts(path: PurePath) -> list[str]:
     text = str(path)
     if redact(text) == text:
         return []
-    return [redact(part) for part in path.parts if redact(part) != part] or [redact(text)]
+    return [shown for part in path.parts if (shown := redact(part)) != part] or [redact(text)]
 
 
 def redactor() -> Callable[[str], str]:

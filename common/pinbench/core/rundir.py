@@ -392,14 +392,20 @@ def lock_name(shard: Any) -> str:
     return UNSHARDED if shard is None else f"shard-{shard.index}-of-{shard.count}"
 
 
-def _process_start(pid: int) -> str | None:
-    """The kernel's start time of a process (Linux /proc), to tell a live holder from a reused pid."""
+def process_stat(pid: int | str) -> list[str] | None:
+    """A process's fields in /proc/PID/stat (Linux) after its name: ``[0]`` its state, ``[1]`` its parent's pid,
+    ``[19]`` its start time; None where it cannot be read (gone, or no /proc)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of a process (Linux /proc), to tell a live holder from a reused pid."""
+    fields = process_stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def this_process() -> dict[str, Any]:
@@ -673,7 +679,8 @@ def _exit_on_term(signum: int, frame: FrameType | None) -> None:
     the Python code that runs between is mostly callbacks (under load, 2 s of numba's compile went by in them and the
     process exited 0)."""
     until = _pending[0][1] if _pending else time.monotonic() + DEFER_S
-    if _in_callback(frame) or _swallowed_in(frame) and time.monotonic() < until:
+    where = _swallower(frame)
+    if where == "callback" or where is not None and time.monotonic() < until:
         _pending[:] = [(signum, until)]
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         return
@@ -692,24 +699,18 @@ def _deferred(_: int, frame: FrameType | None) -> None:
 _C_CALLBACKS = frozenset({"_raw_object_cache_notify", "_raw_object_cache_getbuffer"})
 
 
-def _swallowed_in(frame: FrameType | None) -> bool:
-    """Whether an exception raised in ``frame`` may be dropped by C code below it: an import, a ``__del__`` or a
-    ctypes callback (``_C_CALLBACKS``)."""
+def _swallower(frame: FrameType | None) -> str | None:
+    """What below ``frame`` may drop an exception raised there: ``"callback"`` (one of ``_C_CALLBACKS``, anywhere in
+    the chain: there it is always lost), ``"import"`` (an import or a ``__del__``), None (nothing)."""
+    found = None
     while frame is not None:
         code = frame.f_code
-        if code.co_filename.startswith("<frozen importlib") or code.co_name in ("__del__", *_C_CALLBACKS):
-            return True
+        if code.co_name in _C_CALLBACKS:
+            return "callback"
+        if code.co_filename.startswith("<frozen importlib") or code.co_name == "__del__":
+            found = "import"
         frame = frame.f_back
-    return False
-
-
-def _in_callback(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs inside one of ``_C_CALLBACKS``."""
-    while frame is not None:
-        if frame.f_code.co_name in _C_CALLBACKS:
-            return True
-        frame = frame.f_back
-    return False
+    return found
 
 
 # what a run writes in its directory (docs/run-directory.md), by kind: a shard only its manifest under shards/

@@ -82,7 +82,7 @@ from pinbench.core.options import OFFLINE_VARS
 from pinbench.core.provenance import redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
-from pinbench.core.rundir import Refused, alone_in, lock_name
+from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
 from pinbench.core.runner import Reason, RunSummary, SampleFailed, SampleRecord, Stale, input_hash, load_records
 from pinbench.core.sample_cache import PRUNE, SIZE_ENV, SampleCache, misplaced, planted
 from pinbench.core.store import Stored
@@ -1712,9 +1712,9 @@ def _children(parent: int) -> list[int]:
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    stat = Path(entry.path, "stat").read_text()
-                    if int(stat.rpartition(")")[2].split()[1]) == parent:
+                fields = process_stat(entry.name)
+                with contextlib.suppress(IndexError, ValueError):
+                    if fields is not None and int(fields[1]) == parent:
                         found.append(int(entry.name))
     return found
 
