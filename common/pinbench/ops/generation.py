@@ -47,6 +47,7 @@ from typing import Any
 from pinbench.core.config import RecipeError, Shard, device_file_name, gpu_devices
 from pinbench.core.files import (
     FileError,
+    FileState,
     atomic_path,
     blocking_parent,
     clipped,
@@ -1224,29 +1225,29 @@ class _Before:
     """A rollout's files before its generator ran, each checked after it: its conditioning files
     (``_inputs_state``, ``_untouched``) and its place (``_state``: a generator that wrote there, not to its out)."""
 
-    inputs: Mapping[str, tuple[int, int, int] | None]
-    target: tuple[int, int, int] | None
+    inputs: Mapping[str, FileState | None]
+    target: FileState | None
 
     @classmethod
     def of(cls, request: Request, rollouts: Path) -> _Before:
         return cls(_inputs_state(request), _state(rollouts / request.output))
 
 
-def _state(path: Path, *, follow: bool = False) -> tuple[int, int, int] | None:
-    """What tells a file written anew from the one that was there: inode, size and mtime (None: nothing there)."""
+def _state(path: Path, *, follow: bool = False) -> FileState | None:
+    """What tells a file written anew from the one that was there (``FileState``: a write moves its ctime, which a
+    generator putting the mtime back does not undo); None: nothing there."""
     try:
-        held = path.stat() if follow else path.lstat()
+        return FileState.of(path.stat() if follow else path.lstat())
     except OSError:
         return None
-    return held.st_ino, held.st_size, held.st_mtime_ns
 
 
-def _inputs_state(request: Request) -> dict[str, tuple[int, int, int] | None]:
-    """Each conditioning file's inode, size and modification time (None: not there), by its path in the request."""
+def _inputs_state(request: Request) -> dict[str, FileState | None]:
+    """Each conditioning file's ``FileState`` (None: not there), by its path in the request."""
     return {c.path: _state((request.root or Path()) / c.path, follow=True) for c in request.conditioning}
 
 
-def _untouched(request: Request, before: Mapping[str, tuple[int, int, int] | None],
+def _untouched(request: Request, before: Mapping[str, FileState | None],
                failed: GeneratorError | None = None) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
     rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
