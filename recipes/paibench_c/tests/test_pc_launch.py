@@ -147,7 +147,9 @@ COMPUTE_METRICS_DOUBLE = textwrap.dedent('''
         mine.append(entry)
     gather = Path("temp") / f"transfer_gather_{os.environ['MASTER_PORT']}_{videos.name}"   # the repo must be writable
     gather.mkdir(parents=True, exist_ok=True)
-    (gather / f"rank_{rank}.pkl").write_bytes(pickle.dumps(mine))
+    part = gather / f".rank_{rank}.partial"   # renamed whole: rank 0 must never read a rank's file half written
+    part.write_bytes(pickle.dumps(mine))
+    os.replace(part, gather / f"rank_{rank}.pkl")
     if rank == 0:
         deadline = time.monotonic() + 60
         while len(list(gather.glob("rank_*.pkl"))) < world:
