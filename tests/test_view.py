@@ -708,23 +708,26 @@ def test_no_request_reads_a_file_by_its_path(server, runs) -> None:
 # ---------------------------------------------------------------------------------------------- folder, report, CLI
 
 
-SLOW_PREVIEW = """import sys, time
+SLOW_PREVIEW = """import pathlib, sys, time
 import pinbench.media.preview
-pinbench.media.preview.make_preview = lambda *args, **kw: [time.sleep(0.1) for _ in range(6000)]  # a long 4K rollout's
+pinbench.media.preview.make_preview = lambda *args, **kw: [pathlib.Path(sys.argv[2]).touch(),   # it has started
+                                                           *(time.sleep(0.1) for _ in range(6000))]  # a long 4K one's
 # (in short calls, as decoding is: the signal may reach another thread, which wakes no 600 s sleep of the main one)
 from pinbench.cli import main
 main(["view", sys.argv[1]])
 """
 
 
-def test_a_stop_ends_the_page_while_a_preview_is_being_made(runs) -> None:
+def test_a_stop_ends_the_page_while_a_preview_is_being_made(runs, tmp_path: Path) -> None:
     """Ctrl-C or SIGTERM while a preview was being made answered its request 503 after GRACE seconds, then kept the
     process until the preview was done (the stop waited for its worker thread), and a second Ctrl-C printed a
-    traceback."""
+    traceback. The stop is sent once the preview says it has started (after a fixed second, a loaded machine's
+    request had not reached it yet)."""
     from pinbench.ops.localweb import GRACE
 
-    process = subprocess.Popen([sys.executable, "-c", SLOW_PREVIEW, str(runs["dd"])], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    started = tmp_path / "preview-started"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_PREVIEW, str(runs["dd"]), str(started)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = next(line for line in process.stdout if line.startswith("view page: ")).split(": ", 1)[1].strip()
         token = urlsplit(url).path.strip("/")
@@ -733,7 +736,10 @@ def test_a_stop_ends_the_page_while_a_preview_is_being_made(runs) -> None:
         asked: list[int] = []
         video = threading.Thread(target=lambda: asked.append(_get(url, f"/{token}/{media}")[0]))
         video.start()
-        time.sleep(1)  # the preview is under way
+        deadline = time.monotonic() + 60
+        while not started.exists():   # the preview is under way
+            assert video.is_alive() and process.poll() is None and time.monotonic() < deadline, asked
+            time.sleep(0.02)
         process.terminate()
         _, err = process.communicate(timeout=GRACE + 15)
         video.join(30)
