@@ -3295,17 +3295,21 @@ def _still_running(pids: Path, expected: int) -> list[int]:
 
 def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exits(tmp_path: Path) -> None:
     """A command that double-forked a daemon into a new session (``setsid``): the run's kill of its process group
-    missed it, so it outlived the run, holding the log's pipe (each request waited 5 s for it)."""
+    missed it, so it outlived the run, holding the log's pipe (each request waited 5 s for it). The command exits
+    once its daemon has written its pid (read from a pipe): sooner, a loaded machine's run killed it before."""
     pids = tmp_path / "pids"
     script = tmp_path / "daemonises.py"
     script.write_text("import os, time\n"
+                      "written, wrote = os.pipe()\n"
                       "if os.fork() == 0:\n"
                       "    os.setsid()\n"
                       "    if os.fork() == 0:\n"
                       f"        open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+                      "        os.write(wrote, b'.')\n"
                       "        time.sleep(60)\n"
                       "    os._exit(0)\n"
-                      "os.wait()\n")
+                      "os.wait()\n"
+                      "os.read(written, 1)\n")
     started = time.monotonic()
     _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
     took = time.monotonic() - started
