@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -180,18 +181,30 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-def test_outer_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    """A hung pool: the worker's child survives its parent unless the whole group is killed."""
+def test_outer_timeout_kills_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung pool: the worker's child survives its parent unless the whole group is killed. The timeout counts from
+    the hang (the grandchild's pid written, by rename): counted from the start, a loaded machine's two Python starts
+    could outlast its 2 s."""
     work = new_work_dir(tmp_path / "official")
     work.cwd.mkdir()
     pid_file = tmp_path / "grandchild.pid"
     script = tmp_path / "hang.py"
     script.write_text(textwrap.dedent(f"""
-        import subprocess, sys, time
+        import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        open({str(pid_file)!r}, "w").write(str(child.pid))
+        open({str(pid_file)!r} + ".partial", "w").write(str(child.pid))
+        os.replace({str(pid_file)!r} + ".partial", {str(pid_file)!r})
         time.sleep(600)
     """))
+
+    class HungBeforeItsTimeout(subprocess.Popen):
+        def wait(self, timeout: float | None = None) -> int:
+            deadline = time.monotonic() + 60
+            while not pid_file.exists() and self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return super().wait(timeout)
+
+    monkeypatch.setattr(subprocess, "Popen", HungBeforeItsTimeout)
     started = time.monotonic()
     outcome = execute(work, [sys.executable, str(script)], dict(os.environ), timeout_s=2)
     assert outcome.timed_out and outcome.returncode is None and time.monotonic() - started < 60
