@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from loose_task import LooseTask
 from rich.console import Console
+from stopped import stop
 
 from pinbench.core import memory, runner
 from pinbench.core.config import Implementation
@@ -578,9 +579,12 @@ def test_resume_after_sigkill_recomputes_only_unfinished(tmp_path: Path) -> None
     samples = out / "samples"
     deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (samples / "run.jsonl").is_file() and (samples / "run.jsonl").read_bytes().count(b"\n") >= 3:
+        while time.monotonic() < deadline:   # looked at while it stands still: a loaded machine's helper went on
+            stop(proc)                        # to its end between a look and the kill
+            if proc.poll() is not None or ((samples / "run.jsonl").is_file()
+                                           and (samples / "run.jsonl").read_bytes().count(b"\n") >= 3):
                 break
+            proc.send_signal(signal.SIGCONT)
             time.sleep(0.01)
         assert proc.poll() is None, f"helper ended early: {proc.stderr.read().decode()}"
         os.kill(proc.pid, signal.SIGKILL)
