@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from stopped import stop
 from typer.testing import CliRunner
 
 from pinbench import cli
@@ -454,10 +455,15 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path, s
     argv = [sys.executable, "-m", "pinbench", "run", "dynamic-degree", "--fixture", "--out", str(out)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not (log.is_file() and log.read_bytes().count(b"\n") >= 1):   # a sample finished
+    while True:   # looked at while it stands still: a loaded machine's run went on to its end before the signal
+        stop(proc)
+        if log.is_file() and log.read_bytes().count(b"\n") >= 1:   # a sample finished
+            break
+        proc.send_signal(signal.SIGCONT)
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
     proc.send_signal(signum)
+    proc.send_signal(signal.SIGCONT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == exit_code, stderr[-2000:]
     assert (f"{said}: the samples finished so far are kept in {out}; run the same command to resume"
