@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sockets import closed_port
 from typer.testing import CliRunner
 
 from pinbench import cli
@@ -425,17 +426,13 @@ def test_every_input_that_cannot_be_downloaded_names_every_way_forward(name: str
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Online with the network failing (every request to a port nothing listens on): the same ways, for every pin
     each failing server serves; what the run would download itself is labelled FETCH, never ok."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    for var in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.setenv(var, dead)
-    monkeypatch.setenv("NO_PROXY", "")
-    monkeypatch.setenv("no_proxy", "")
-    recipe, cfg = _missing_inputs_config(name, checkpoint, options, tmp_path, offline=False)
-    findings = doctor.diagnose(recipe, cfg, gpus=None)
+    with closed_port() as dead:
+        for var in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            monkeypatch.setenv(var, dead)
+        monkeypatch.setenv("NO_PROXY", "")
+        monkeypatch.setenv("no_proxy", "")
+        recipe, cfg = _missing_inputs_config(name, checkpoint, options, tmp_path, offline=False)
+        findings = doctor.diagnose(recipe, cfg, gpus=None)
     blocked = [f for f in findings if not f.ok and f.check in ("cache", "pins", "network")]
     assert blocked, [f.render() for f in findings]
     for finding in blocked:

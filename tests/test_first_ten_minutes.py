@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sockets import closed_port
 
 from pinbench.core.recipe import available_recipes
 
@@ -94,21 +96,13 @@ def test_a_run_with_a_reference_shows_every_metric_beside_the_diff_columns(tmp_p
 # ------------------------------------------------------------------------------ 2: network failures
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture()
-def no_network(tmp_path: Path) -> dict[str, str]:
+def no_network(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The network really failing: every HTTP(S) request goes to a local port nothing listens on (a proxy for
     urllib and requests, and the Hub's endpoint), with an empty cache, so nothing is found locally either."""
-    dead = f"http://127.0.0.1:{_closed_port()}"
-    return {"HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead, "http_proxy": dead, "NO_PROXY": "",
-            "no_proxy": "", "HF_ENDPOINT": dead, "PINBENCH_CACHE": str(tmp_path / "empty-cache"), "HF_TOKEN": ""}
+    with closed_port() as dead:
+        yield {"HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead, "http_proxy": dead, "NO_PROXY": "",
+               "no_proxy": "", "HF_ENDPOINT": dead, "PINBENCH_CACHE": str(tmp_path / "empty-cache"), "HF_TOKEN": ""}
 
 
 def _the_error(done: subprocess.CompletedProcess[str]) -> str:
