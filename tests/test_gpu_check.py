@@ -77,5 +77,6 @@ def test_tempssim_throughput_leaves_the_kernels_first_call_out(monkeypatch: pyte
 
     monkeypatch.setattr(metrics, "tempssim_pairs", slow_first_call_double)
     out = gpu_check.tempssim_throughput("cpu", {"tempssim_size": (16, 16), "tempssim_frames": 48})
-    assert out["all_cores_frames_per_s"] > 470    # 47 pairs in well under 0.1 s: the 1 s first call is not timed
+    assert out["all_cores_frames_per_s"] > 47   # 47 pairs in under 1 s: the 1 s first call is not timed (a loaded
+    # machine's pause may make the timed ones' microseconds a tenth of a second)
     assert out["threads_agree_exactly"]
