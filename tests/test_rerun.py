@@ -109,6 +109,18 @@ def _edit_run_dir(recipe: Recipe, out: Path, videos: Path) -> dict:
     return {}
 
 
+def _rewrite_run_dir_file_keeping_size_and_mtime(recipe: Recipe, out: Path, videos: Path) -> dict:
+    """The scorecard rewritten in place, at its size, its mtime put back (``os.utime``): only its ctime shows it."""
+    scorecard = out / "scorecard.json"
+    state = scorecard.stat()
+    text = scorecard.read_bytes()
+    scorecard.write_bytes(text.replace(b"1", b"2", 1) if b"1" in text else text.replace(b"0", b"9", 1))
+    os.utime(scorecard, ns=(state.st_atime_ns, state.st_mtime_ns))
+    assert (scorecard.stat().st_size, scorecard.stat().st_mtime_ns) == (state.st_size, state.st_mtime_ns)
+    assert scorecard.read_bytes() != text
+    return {}
+
+
 def _edit_store(recipe: Recipe, out: Path, videos: Path) -> dict:
     with (out / "samples" / "run.jsonl").open("ab") as log:
         log.write(b"\n")
@@ -131,9 +143,11 @@ def _edit_read(recipe: Recipe, out: Path, videos: Path) -> dict:
     return {}
 
 
-@pytest.mark.parametrize("edit", [_edit_input, _edit_flag, _edit_run_dir, _edit_store, _edit_declaration,
+@pytest.mark.parametrize("edit", [_edit_input, _edit_flag, _edit_run_dir,
+                                  _rewrite_run_dir_file_keeping_size_and_mtime, _edit_store, _edit_declaration,
                                   _edit_env, _edit_read],
-                         ids=["an input file", "a flag", "a file of the run directory", "a store log",
+                         ids=["an input file", "a flag", "a file of the run directory",
+                              "a file of the run directory rewritten at its size and mtime", "a store log",
                               "a file of the recipe", "a declared environment variable",
                               "a file read that no option names"])
 def test_anything_a_rerun_would_read_changed_runs_the_procedure(toy: Recipe, videos: Path, tmp_path: Path,

@@ -416,7 +416,6 @@ def requests_cmd(
 ) -> None:
     """Write one request per rollout of a run of RECIPE: everything a generator needs (docs: Bring your model)."""
     from pinbench.core.files import FileError, filled_output_folder, write_if_changed
-    from pinbench.core.fixture_data import FIXTURE_DIR
     from pinbench.core.generation import (
         KINDS,
         REQUESTS_FILE,
@@ -428,16 +427,17 @@ def requests_cmd(
     from pinbench.core.run import Run
 
     recipe = _recipe(recipe_name)
-    cfg = _config(recipe, "" if fixture else checkpoint, out, limit=limit, fixture=fixture, options=option,
-                  check_required=False, requests=True)
+    # --fixture: the run is the fixture run's (its directory, runs/<recipe>/fixture-fixture, keeps the data, built
+    # once); --out receives only the requests and the copies of the files they name
+    cfg = _config(recipe, "" if fixture else checkpoint, None if fixture else out, limit=limit, fixture=fixture,
+                  options=option, check_required=False, requests=True)
     # a failure midway (a bad input, SIGTERM or SIGHUP) leaves --out as it was: no half-filled folder that looks
     # ready to travel; requests.jsonl written is the end of it (a prune stopped midway leaves only files it names)
     with _writing_to("--out", out), _failing(RecipeError, RequestError, FileError):
         refuse_other_recipes(out, recipe.name)
         with _undone_when_terminated(out), filled_output_folder(
                 out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
-                earlier=lambda folder: (folder / REQUESTS_FILE).is_file()
-                or (folder / FIXTURE_DIR).is_dir()):   # what --fixture builds there first
+                earlier=lambda folder: (folder / REQUESTS_FILE).is_file()):
             asked = Run(recipe, cfg).requests(out)
             path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)

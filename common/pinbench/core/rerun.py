@@ -12,16 +12,19 @@ every sample is ok writes ``.pinbench-rerun.json`` in the run directory, the dig
 * ``inputs``: each file or folder a path option names, as the run found it when it started, and each file the run
   read that no option names (``depends_on``: this machine's resolved pins), by ``tree_fingerprint`` (every file's
   path, size and mtime);
-* ``run_dir``: every file of the run directory as the finish left it (path, size, mtime), but the locks and the
-  manifests of invocations (``shards/*-of-*.json``), which every run rewrites.
+* ``run_dir``: every file of the run directory as the finish left it (path and ``FileState``: size, mtime, inode,
+  ctime, as the rest of the run judges a file), but the locks and the manifests of invocations
+  (``shards/*-of-*.json``), which every run rewrites. The ctime: a file rewritten at its size with its mtime put
+  back (``os.utime``) is seen. The sample cache's hard links, which move a ctime, are to a generating run's
+  rollouts, and such a run (``--generator``, ``--skip-generation``) never answers from a manifest.
 
 A rerun whose digests are these (``unchanged``) answers with the scorecard and its diff against the reference, records
-its invocation in those shard manifests (every sample reused), and writes nothing else. A file edited in place that
-keeps its size and mtime is not seen here (the input digests cache, ``pinbench.core.inputs``, sees it by its ctime, but
-a rerun answered from the manifest reads none): ``--verify-inputs`` never answers from the manifest. Never answered from
-it either: a shard, ``--skip-*`` (they compute a part), a ``--generator`` (its code is not the recipe's), a run with a
-failed or missing sample (a rerun computes those again). Inputs a recipe finds in the cache by their pins are named by
-the pins, which are the recipe's files.
+its invocation in those shard manifests (every sample reused), and writes nothing else. An input file edited in place
+that keeps its size and mtime is not seen here (the input digests cache, ``pinbench.core.inputs``, sees it by its
+ctime, but a rerun answered from the manifest reads none): ``--verify-inputs`` never answers from the manifest.
+Never answered from it either: a shard, ``--skip-*`` (they compute a part), a ``--generator`` (its code is not the
+recipe's), a run with a failed or missing sample (a rerun computes those again). Inputs a recipe finds in the cache
+by their pins are named by the pins, which are the recipe's files.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
+from pinbench.core.files import FileState, cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.rundir import LOCK_DIR
 from pinbench.core.shard_manifest import SHARDS_DIR
@@ -116,14 +119,15 @@ def fingerprints(paths: list[str]) -> dict[str, str]:
 def run_dir_state(run_dir: Path) -> tuple[str, tuple[str, ...]]:
     """The digest of the run directory's files (module docstring) and its invocation manifests, relative."""
     manifests: list[str] = []
-    return _tree(run_dir, skip=("__pycache__",), top=(LOCK_DIR, RERUN_FILE), invocations=manifests), tuple(manifests)
+    return (_tree(run_dir, skip=("__pycache__",), top=(LOCK_DIR, RERUN_FILE), invocations=manifests, changes=True),
+            tuple(manifests))
 
 
 def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
-          invocations: list[str] | None = None) -> str:
-    """SHA-256 of every file under ``root``: its path, size and mtime (one ``stat`` each), folders named in
-    ``skip`` left out, and names in ``top`` at the top; a folder's invocation manifests are listed in
-    ``invocations`` instead, when given."""
+          invocations: list[str] | None = None, changes: bool = False) -> str:
+    """SHA-256 of every file under ``root``: its path, size and mtime (one ``stat`` each), with ``changes`` its
+    whole ``FileState`` (inode and ctime too); folders named in ``skip`` left out, and names in ``top`` at the top;
+    a folder's invocation manifests are listed in ``invocations`` instead, when given."""
     entries = []
     for folder, dirs, files in os.walk(root):
         at_top = folder == str(root)
@@ -138,7 +142,8 @@ def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
                 continue
             try:
                 state = os.stat(Path(folder) / name)
-                entries.append(f"{path.as_posix()}\0{state.st_size}\0{state.st_mtime_ns}\n")
+                seen = FileState.of(state) if changes else f"{state.st_size}\0{state.st_mtime_ns}"
+                entries.append(f"{path.as_posix()}\0{seen}\n")
             except OSError:  # a dangling symlink: named, with no state
                 entries.append(f"{path.as_posix()}\0-\n")
     if invocations is not None:

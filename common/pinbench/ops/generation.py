@@ -907,12 +907,17 @@ def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = No
     """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
     then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
     check`` and a ``folder`` generator's run say so, where the run would pass over them. Under ``--limit`` the
-    line says so: the file may be a good rollout of a request the limit cut."""
+    line says so: the file may be a good rollout of a request the limit cut. Hidden folders (``.pinbench-*``
+    bookkeeping, ``.cache``) are not walked: no request's output is there, and they can hold thousands of files."""
     from pinbench.core.inputs import VIDEO_SUFFIXES
 
     wanted = {folder / r.output for r in asked}
-    unasked = sorted(p for p in folder.rglob("*") if p.suffix.lower() in VIDEO_SUFFIXES and p not in wanted
-                     and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    unasked = []
+    for top, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        unasked += [path for name in files if not name.startswith(".")
+                    and (path := Path(top) / name).suffix.lower() in VIDEO_SUFFIXES and path not in wanted]
+    unasked.sort()
     more = len(unasked) - UNASKED_SHOWN
     nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
     return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]

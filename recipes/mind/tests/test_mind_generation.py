@@ -54,17 +54,25 @@ def _helpers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
 def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``pinbench requests mind --fixture -o metrics=lcm``: the folder of its requests (and of the fixture it read,
     which every run here copies instead of building it again)."""
-    out = tmp_path_factory.mktemp("mind-requests")
-    result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "-o", "metrics=lcm", "--out", str(out)])
+    work = tmp_path_factory.mktemp("mind-requests")
+    out = work / "requests"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(work)   # the fixture's data goes to the fixture run's directory, runs/mind/...
+        result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "-o", "metrics=lcm", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "wrote 5 requests" in result.output and "context-actions" in result.output
     return out
 
 
+def _fixture_data(asked: Path) -> Path:
+    """The data ``asked``'s requests were made from: the fixture run's (``pinbench requests --fixture`` built it)."""
+    return asked.parent / "runs" / "mind" / "fixture-fixture" / FIXTURE_DIR
+
+
 def _run(out: Path, generator: str | None, asked: Path, *, native: str = "0", timeout: float | None = None,
          skip_generation: bool = False, **generator_options: str):
     if not (out / FIXTURE_DIR).exists():
-        shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+        shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("mind")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=len(LIMITED),
                                     options={"metrics": "lcm", "native": native, "video_max_time": "101"},
@@ -81,7 +89,7 @@ def _card(out: Path) -> dict:
 
 
 def test_requests_state_the_continuation_process_py_compares(asked: Path) -> None:
-    gt_root = asked / FIXTURE_DIR / "MIND-Data"
+    gt_root = _fixture_data(asked) / "MIND-Data"
     requests = read_requests(asked / "requests.jsonl")
     samples = sorted(gt_root.glob("*/test/*/*/action.json"))
     assert sorted(r.id for r in requests) == sorted(
@@ -109,10 +117,11 @@ def test_requests_state_the_continuation_process_py_compares(asked: Path) -> Non
         assert (request.settings["perspective"], request.settings["test_type"]) == (perspective, test)
 
 
-def test_the_requests_do_not_depend_on_video_max_time(asked: Path, tmp_path: Path) -> None:
+def test_the_requests_do_not_depend_on_video_max_time(asked: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The cap is on the frames process.py reads, not on the rollout: the plan refuses a rollout shorter than its
     continuation (was: requests of 101 frames, which the plan then refused, so such a run could never score)."""
-    shutil.copytree(asked / FIXTURE_DIR, tmp_path / FIXTURE_DIR)
+    monkeypatch.chdir(asked.parent)   # the fixture's data built for ``asked``, not built again
     result = CliRunner().invoke(app, ["requests", "mind", "--fixture", "-o", "metrics=lcm", "-o", "video_max_time=101",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -148,7 +157,7 @@ def test_mirror_requests_are_refused_in_one_line_before_anything_is_generated(as
 def test_an_action_the_rollout_cannot_follow_is_refused_in_one_line_naming_the_file(asked: Path, tmp_path: Path,
                                                                                    edit, words: str) -> None:
     gt = tmp_path / "MIND-Data"
-    shutil.copytree(asked / FIXTURE_DIR / "MIND-Data", gt)
+    shutil.copytree(_fixture_data(asked) / "MIND-Data", gt)
     action = gt / "1st_data" / "test" / "mem_test" / "scene-a" / "action.json"
     data = json.loads(action.read_text())
     edit(data)
@@ -166,7 +175,7 @@ def test_requests_read_each_action_json_once(asked: Path, tmp_path: Path, monkey
     reads: list[Path] = []
     read = layout.read_json_file
     monkeypatch.setattr(layout, "read_json_file", lambda path, *a, **kw: reads.append(path) or read(path, *a, **kw))
-    result = CliRunner().invoke(app, ["requests", "mind", "-o", f"gt={asked / FIXTURE_DIR / 'MIND-Data'}", "-o",
+    result = CliRunner().invoke(app, ["requests", "mind", "-o", f"gt={_fixture_data(asked) / 'MIND-Data'}", "-o",
                                       "metrics=lcm", "--out", str(tmp_path / "requests")])
     assert result.exit_code == 0, result.output
     assert reads and len(reads) == len(set(reads)), sorted(reads)
@@ -347,7 +356,7 @@ def test_skip_generation_counts_a_continuation_no_run_generated_missing(asked: P
     from pinbench.core.check import check_run
 
     out = tmp_path / "run"
-    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("mind")
 
     def run(limit: int, **flags):

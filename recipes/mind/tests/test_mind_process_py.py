@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,14 @@ import pytest
 
 from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
+from pinbench.core.rundir import process_stat
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind import steps
 from pinbench_recipes.mind.official import COMMIT_STAMP
 from pinbench_recipes.mind.tests.conftest import PIN, Layout
 
 HUNG_TIMEOUT_S = 10   # the double starts its pool well within it
+WATCHDOG_S = HUNG_TIMEOUT_S + 110   # the test's own bound: a timeout not applied would hang it for 24 h
 METRICS = "lcm,action,gsc"   # no staged weight is read: visual's and dino's come from `pinbench fetch mind`
 
 PROCESS_PY_DOUBLE = textwrap.dedent('''
@@ -414,6 +418,37 @@ def _state(pid: int) -> str:
     return text[text.rindex(")") + 2:].split()[0]
 
 
+def _kill_groups_started_under(pid: int) -> list[int]:
+    """SIGKILL every process group led by a descendant of ``pid`` (process.py's: ``execute`` starts it in its own);
+    the leaders killed."""
+    parents = {int(p.name): int(f[1]) for p in Path("/proc").glob("[0-9]*") if (f := process_stat(p.name))}
+    groups = {int(p.name) for p in Path("/proc").glob("[0-9]*")
+              if (f := process_stat(p.name)) and f[2] == p.name and f[0] != "Z"}
+
+    def under(child: int) -> bool:
+        while child in parents and child != pid:
+            child = parents[child]
+        return child == pid
+
+    leaders = sorted(g for g in groups if g != pid and under(g))
+    for leader in leaders:
+        os.killpg(leader, signal.SIGKILL)
+    return leaders
+
+
+class _Watchdog(threading.Timer):
+    """After ``seconds``, kills the process groups the test started, so a run whose timeout was not applied fails
+    the test (``fired``) rather than hanging it for a day (no pytest-timeout is installed)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds, self._fire)
+        self.daemon, self.fired = True, False
+
+    def _fire(self) -> None:
+        self.fired = True
+        _kill_groups_started_under(os.getpid())
+
+
 def test_a_hung_process_py_is_killed_with_its_whole_group_at_the_timeout_and_a_rerun_scores_only_what_it_left(
         tmp_path: Path, layout: Layout, checkout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker lost without a word leaves process.py's pool waiting forever: the outer timeout kills its whole process
@@ -431,7 +466,14 @@ def test_a_hung_process_py_is_killed_with_its_whole_group_at_the_timeout_and_a_r
     monkeypatch.setattr(steps, "process_py", short_timeout)
     out = tmp_path / "run"
     work = out / "official" / "run-001"
-    outcome = run_recipe(_cfg(out, layout, timeout_s="60"))
+    watchdog = _Watchdog(WATCHDOG_S)
+    watchdog.start()
+    try:
+        outcome = run_recipe(_cfg(out, layout, timeout_s="60"))
+    finally:
+        watchdog.cancel()
+    assert not watchdog.fired, f"process.py was not killed at its {HUNG_TIMEOUT_S} s timeout: the test's " \
+                               f"watchdog killed it after {WATCHDOG_S} s"
     assert given == [60] and outcome.exit_code != 0
     log = (work / "process.log").read_text()
     pids = [json.loads(line) for line in (work / "cache" / "pids.jsonl").read_text().splitlines()]

@@ -78,15 +78,23 @@ def test_the_720_tier_sizes_are_the_resolution_tables(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``pinbench requests paibench-c --fixture``: the folder of its requests and of the fixture it read."""
-    out = tmp_path_factory.mktemp("pc-requests")
-    result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
+    work = tmp_path_factory.mktemp("pc-requests")
+    out = work / "requests"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(work)   # the fixture's data goes to the fixture run's directory, runs/paibench-c/...
+        result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
 
+def _fixture_data(asked: Path) -> Path:
+    """The data ``asked``'s requests were made from: the fixture run's (``pinbench requests --fixture`` built it)."""
+    return asked.parent / "runs" / "paibench-c" / "fixture-fixture" / FIXTURE_DIR
+
+
 def _run(out: Path, generator: str, asked: Path, modalities: tuple[str, ...] = MODALITIES, **options: str):
     if not (out / FIXTURE_DIR).exists():
-        shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+        shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("paibench-c")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True,
                                     options={"modalities": ",".join(modalities)}, generator=generator,
@@ -94,7 +102,7 @@ def _run(out: Path, generator: str, asked: Path, modalities: tuple[str, ...] = M
 
 
 def test_requests_state_each_task_and_modality_as_tasks_json_and_the_spec_do(asked: Path) -> None:
-    fixture = asked / FIXTURE_DIR
+    fixture = _fixture_data(asked)
     tasks = json.loads((fixture / "tasks.json").read_text())
     by_id = {r.id: r for r in read_requests(asked / "requests.jsonl")}
     assert sorted(by_id) == sorted(f"{m}.{t['task_id']}" for m in MODALITIES for t in tasks)
@@ -256,7 +264,7 @@ def test_rollouts_no_run_generated_count_missing_and_a_broken_rollout_still_fail
     from pinbench.core.config import Shard
 
     out = tmp_path / "run"
-    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("paibench-c")
 
     def run(**flags):

@@ -58,7 +58,7 @@ def _run(out: Path, generator: str | None, asked: Path, limit: int | None = None
     """A generating fixture run in ``out`` (with ``skip_generation``, one scoring what an earlier one stored), on a
     copy of the fixture data ``pinbench requests`` built (built once per module: it is most of a run's time)."""
     if not (out / FIXTURE_DIR).exists():
-        shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+        shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("remembench")
     return run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=limit, generator=generator,
                                     generator_options=options, skip_generation=skip_generation, env={}))
@@ -80,15 +80,23 @@ def _canonical_sha256(value: object) -> str:
 @pytest.fixture(scope="module")
 def asked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``pinbench requests remembench --fixture``: the folder of its requests (and of the fixture it read)."""
-    out = tmp_path_factory.mktemp("rb-requests")
-    result = CliRunner().invoke(app, ["requests", "remembench", "--fixture", "--out", str(out)])
+    work = tmp_path_factory.mktemp("rb-requests")
+    out = work / "requests"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(work)   # the fixture's data goes to the fixture run's directory, runs/remembench/...
+        result = CliRunner().invoke(app, ["requests", "remembench", "--fixture", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "wrote 7 requests" in result.output
     return out
 
 
+def _fixture_data(asked: Path) -> Path:
+    """The data ``asked``'s requests were made from: the fixture run's (``pinbench requests --fixture`` built it)."""
+    return asked.parent / "runs" / "remembench" / "fixture-fixture" / FIXTURE_DIR
+
+
 def test_requests_state_what_the_release_and_the_guide_fix(asked: Path) -> None:
-    release, images = asked / FIXTURE_DIR / "RememBench", asked / FIXTURE_DIR / "i2v-images"
+    release, images = _fixture_data(asked) / "RememBench", _fixture_data(asked) / "i2v-images"
     requests = {r.id: r for r in read_requests(asked / "requests.jsonl")}
     t2v, i2v = _rows(release / "data" / "t2v" / "test.jsonl"), _rows(release / "data" / "i2v" / "test.jsonl")
     assert sorted(requests) == sorted([r["scene_id"] for r in t2v] + [r["sample_id"] for r in i2v])
@@ -166,7 +174,7 @@ def test_the_python_then_the_command_form_render_every_request_and_each_is_score
     lines = [json.loads(line) for line in (asked / "requests.jsonl").read_text().splitlines()]
     assert generation["requests"] == _canonical_sha256([_canonical_sha256(line) for line in lines])
     assert generation["n_requests"] == 7
-    release = asked / FIXTURE_DIR / "RememBench" / "data"
+    release = _fixture_data(asked) / "RememBench" / "data"
     seeds = {row.get("sample_id", row.get("scene_id")): row["seed"]
              for split in ("t2v", "i2v") for row in _rows(release / split / "test.jsonl")}
     assert generation["seeds"] == seeds and generation["seeds"]["t2v-001"] == "18446744073709551615"
@@ -280,7 +288,7 @@ def test_skip_generation_counts_the_samples_no_run_generated_missing_not_failed(
     'rollout not found'), and so does the scoring step's own line (it said '3 failed' after the scorecard's fix).
     Once that shard generates, the same scoring run completes."""
     out = tmp_path / "run"
-    shutil.copytree(asked / FIXTURE_DIR, out / FIXTURE_DIR)
+    shutil.copytree(_fixture_data(asked), out / FIXTURE_DIR)
     recipe = get_recipe("remembench")
 
     def run(**flags):
