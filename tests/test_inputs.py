@@ -197,7 +197,7 @@ def test_an_unreadable_cache_is_an_empty_one_and_saves_merge(tmp_path: Path) -> 
     first.save()
     second.save()
     stored = json.loads((run / DIGESTS_FILE).read_text())["files"]
-    assert set(stored) == {str(a), str(b)}
+    assert set(stored) == {hashlib.sha256(str(p).encode()).hexdigest() for p in (a, b)}
     with input_digests(run) as digests:
         digests.sha256(a), digests.sha256(b)
         assert digests.hashed == 0
@@ -257,3 +257,17 @@ def _within(call: Callable[[], object], fifo: Path, seconds: float = 5.0) -> obj
     if isinstance(found[0], Exception):
         raise found[0]
     return found[0]
+
+
+def test_the_digest_cache_names_no_input_folder(tmp_path: Path) -> None:
+    """The cache kept each input's absolute path, so a working folder named like a token (or /home/NAME) stood in
+    the run directory's .pinbench-input-digests.json, which travels with the run. It keeps the path's SHA-256: no
+    folder's name is written, and a rerun still reads no input again."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    video, run = _file(tmp_path / token / "videos" / "a.mp4", b"a"), tmp_path / "run"
+    with input_digests(run) as digests:
+        digests.sha256(video)
+    text = (run / DIGESTS_FILE).read_text()
+    assert token not in text and "videos" not in text
+    with input_digests(run) as digests:
+        assert digests.sha256(video) == hashlib.sha256(b"a").hexdigest() and digests.hashed == 0
