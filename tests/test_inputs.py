@@ -271,3 +271,17 @@ def test_the_digest_cache_names_no_input_folder(tmp_path: Path) -> None:
     assert token not in text and "videos" not in text
     with input_digests(run) as digests:
         assert digests.sha256(video) == hashlib.sha256(b"a").hexdigest() and digests.hashed == 0
+
+
+@pytest.mark.parametrize("name", ["hf_" + "Ab3De6Gh9Jk2Mn5Pq8St", "ghp_" + "A1b2C3d4E5" * 4])
+def test_an_input_named_like_a_token_fails_by_name_under_an_id_of_its_own(tmp_path: Path, name: str) -> None:
+    """The id of ``hf_....mp4`` was the token itself, written unredacted into samples.jsonl, samples/run.jsonl and
+    the shard manifest (an id names files and records: nothing there redacts it). It fails as a bad name does."""
+    (tmp_path / f"{name}.mp4").write_bytes(b"x")
+    (tmp_path / "good.mp4").write_bytes(b"y")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    bad = tasks[f"{name}.mp4"]
+    assert bad.sample_id.startswith("bad-name-") and name not in bad.sample_id and bad.input is None
+    assert bad.problem == "bad file name: its sample id has the shape of a secret token"
+    assert tasks["good.mp4"].sample_id == "good" and tasks["good.mp4"].problem is None
