@@ -86,9 +86,35 @@ def test_a_checkpoint_holding_a_token_is_refused_without_showing_it(tmp_path: Pa
     the run's files: refused as an --out holding a token is, before anything is written, the token shown nowhere."""
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(cli.app, [*command, "-c", token])
-    assert _one_line_error(result) == ("error: --checkpoint ***: has the shape of a secret token, and the name is "
-                                       "printed, written into the run's files and names its folder "
-                                       "(runs/dynamic-degree/...); choose another name")
+    assert _one_line_error(result) == ("error: --checkpoint ***: it has the shape of a secret token (***); the name "
+                                       "is printed, written into the run's files and names its folder "
+                                       "(runs/dynamic-degree/...): choose another name")
+    assert token not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("option", "command"), [
+    ("--out", ["requests", "dynamic-degree", "--fixture", "--out"]),
+    ("--out", ["doctor", "dynamic-degree", "--out"]),
+    ("--out", ["report", "RUN", "--out"]),
+    ("--report", ["compare", "RUN", "RUN", "--report"]),
+    ("--bundle", ["view", "RUN", "--bundle"]),
+    ("--out", ["record-reference", "RUN", "--out"]),
+    ("--out", ["demo", "--recipe", "dynamic-degree", "--out"]),
+    ("DEST", ["export", "dynamic-degree"]),
+    ("--dest", ["new-recipe", "tok-test", "--dest"]),
+    ("--build-dir", ["build", "dynamic-degree", "--build-dir"])])
+def test_every_output_path_holding_a_token_is_refused_without_showing_it(tmp_path: Path, option: str,
+                                                                       command: list[str]) -> None:
+    """Only run's and submit's --out were checked: a report, a bundle, an export, ... into a token-shaped folder
+    printed it whole ("report: .../hf_.../index.html") and wrote it into what it made. Each is refused, in one
+    line, before anything is read or written (the runs named do not exist), the token shown nowhere."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    out = tmp_path / token / "x"
+    args = [str(tmp_path / "no-run") if arg == "RUN" else arg for arg in command]
+    result = runner.invoke(cli.app, [*args, str(out)])
+    assert _one_line_error(result) == (f"error: {option} {tmp_path}/***/x: a part of this path has the shape of a "
+                                       "secret token (***); choose another folder")
     assert token not in result.output
     assert list(tmp_path.iterdir()) == []
 

@@ -445,3 +445,12 @@ def test_the_difference_plot_is_to_scale() -> None:
     assert dots[0] == pytest.approx(-0.0009 * per_unit, abs=0.1) and dots[0] < 0   # coordinates have 0.1 px
     assert dots[2] == pytest.approx(0.05 * per_unit, abs=0.1)
     assert ">0.1<" in svg and ">-0.1<" in svg and "to scale" in svg
+
+
+def test_the_terminal_table_names_no_token_shaped_folder_of_a_run(tmp_path: Path) -> None:
+    """The header named each run by its path, printed whole: a run kept under a token-shaped folder showed the token
+    in the terminal and in the CI log that holds it."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    result = compare_runs(load_run(write_run(tmp_path / token, "A")), load_run(write_run(tmp_path, "B")))
+    text = render_comparison(result)
+    assert token not in text and f"{tmp_path}/***/A" in text

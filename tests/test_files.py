@@ -427,7 +427,7 @@ def test_a_cache_file_that_is_a_fifo_or_a_folder_is_an_empty_cache_at_once(tmp_p
         elif kind == "folder":
             path.mkdir()
         else:
-            path.write_text(json.dumps({"format": 2, "files": _SOUND[name]}))
+            path.write_text(json.dumps({"format": 3 if name == "input digests" else 2, "files": _SOUND[name]}))
         held = _load_within(load, path if kind == "fifo" else None)
         assert (len(held) == 1) if kind == "regular" else (held == {}), (name, held)
 
@@ -562,7 +562,7 @@ def test_a_yaml_text_is_parsed_once_and_again_after_an_edit(tmp_path: Path, monk
     assert type(second["n"]) is int and str(second["x"]) == "-0.0"
     path.write_text("name: toy2\n")
     assert files.read_yaml(path) == {"name": "toy2"} and calls == [path, path]
-    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    kept = list((tmp_path / "cache" / files.YAML_CACHE_DIR).glob("*.json"))
     assert len(kept) == 2
     for held in kept:
         held.write_text(held.read_text()[:-3])
@@ -580,7 +580,7 @@ def test_a_kept_yaml_parse_edited_by_hand_or_of_another_text_is_not_given(tmp_pa
     path.write_text("f1: 0.5\n")
     other.write_text("f1: 0.9\n")
     assert files.read_yaml(path) == {"f1": 0.5} and files.read_yaml(other) == {"f1": 0.9}
-    kept, of_other = (tmp_path / "cache" / "yaml" / f"{hashlib.sha256(p.read_bytes()).hexdigest()}.json"
+    kept, of_other = (tmp_path / "cache" / files.YAML_CACHE_DIR / f"{hashlib.sha256(p.read_bytes()).hexdigest()}.json"
                       for p in (path, other))
     kept.write_text(kept.read_text().replace("0.5", "0.7"))
     assert files.read_yaml(path) == {"f1": 0.5}
@@ -604,7 +604,7 @@ def test_a_yaml_value_json_cannot_hold_is_parsed_each_time(tmp_path: Path, monke
     path.write_text(text)
     assert files.read_yaml(path) == value and files.read_yaml(path) == value
     assert type(next(iter(files.read_yaml(path)))) is type(next(iter(value)))   # type: ignore[call-overload]
-    assert not list((tmp_path / "cache" / "yaml").glob("*.json"))
+    assert not list((tmp_path / "cache" / files.YAML_CACHE_DIR).glob("*.json"))
 
 
 def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -615,7 +615,8 @@ def test_the_yaml_cache_keeps_the_newest_files_only(tmp_path: Path, monkeypatch:
     for i in range(5):
         path.write_text(f"n: {i}\n")
         assert files.read_yaml(path) == {"n": i}
-    kept = [json.loads(p.read_text().partition("\n")[2]) for p in (tmp_path / "cache" / "yaml").glob("*.json")]
+    folder = tmp_path / "cache" / files.YAML_CACHE_DIR
+    kept = [json.loads(p.read_text().partition("\n")[2]) for p in folder.glob("*.json")]
     assert sorted(d["n"] for d in kept) == [2, 3, 4]
 
 
@@ -634,9 +635,9 @@ def test_a_yaml_text_holding_a_secret_is_not_kept(tmp_path: Path, monkeypatch: p
     plain.write_text("steps: 4\n")
     assert files.read_yaml(config) == {"endpoint": secret, "steps": 4} == files.read_yaml(config)
     assert files.read_yaml(plain) == {"steps": 4}
-    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    kept = list((tmp_path / "cache" / files.YAML_CACHE_DIR).glob("*.json"))
     assert len(kept) == 1 and secret not in kept[0].read_text() and "steps" in kept[0].read_text()
-    before = tmp_path / "cache" / "yaml" / f"{hashlib.sha256(config.read_bytes()).hexdigest()}.json"
+    before = tmp_path / "cache" / files.YAML_CACHE_DIR / f"{hashlib.sha256(config.read_bytes()).hexdigest()}.json"
     before.write_text(f'old\n{{"endpoint": "{secret}"}}')      # kept by a pinbench from before
     assert files.read_yaml(config) == {"endpoint": secret, "steps": 4}
     assert not before.exists()
@@ -648,5 +649,21 @@ def test_a_kept_yaml_parse_is_its_owners_alone(tmp_path: Path, monkeypatch: pyte
     path = tmp_path / "data.yaml"
     path.write_text("n: 1\n")
     assert files.read_yaml(path) == {"n": 1}
-    kept = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    kept = list((tmp_path / "cache" / files.YAML_CACHE_DIR).glob("*.json"))
     assert len(kept) == 1 and kept[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_a_yaml_cache_of_an_older_format_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files kept before 0o600 (and before a text holding a secret was refused) stayed readable by all, with their
+    tokens, as long as their own text was not read again: the first parse kept now removes the older folders, and
+    leaves the cache root's other folders (the hub's downloads) alone."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    older = tmp_path / "cache" / "yaml"
+    older.mkdir(parents=True)
+    (older / "a.json").write_text('x\n{"endpoint": "hf_Ab3De6Gh9Jk2Mn5Pq8St"}')
+    (older / "a.json").chmod(0o644)
+    (tmp_path / "cache" / "hub").mkdir()
+    path = tmp_path / "data.yaml"
+    path.write_text("n: 1\n")
+    assert files.read_yaml(path) == {"n": 1}
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["hub", "yaml-3"]

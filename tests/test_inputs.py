@@ -197,7 +197,7 @@ def test_an_unreadable_cache_is_an_empty_one_and_saves_merge(tmp_path: Path) -> 
     first.save()
     second.save()
     stored = json.loads((run / DIGESTS_FILE).read_text())["files"]
-    assert set(stored) == {str(a), str(b)}
+    assert set(stored) == {hashlib.sha256(str(p).encode()).hexdigest() for p in (a, b)}
     with input_digests(run) as digests:
         digests.sha256(a), digests.sha256(b)
         assert digests.hashed == 0
@@ -257,3 +257,31 @@ def _within(call: Callable[[], object], fifo: Path, seconds: float = 5.0) -> obj
     if isinstance(found[0], Exception):
         raise found[0]
     return found[0]
+
+
+def test_the_digest_cache_names_no_input_folder(tmp_path: Path) -> None:
+    """The cache kept each input's absolute path, so a working folder named like a token (or /home/NAME) stood in
+    the run directory's .pinbench-input-digests.json, which travels with the run. It keeps the path's SHA-256: no
+    folder's name is written, and a rerun still reads no input again."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    video, run = _file(tmp_path / token / "videos" / "a.mp4", b"a"), tmp_path / "run"
+    with input_digests(run) as digests:
+        digests.sha256(video)
+    text = (run / DIGESTS_FILE).read_text()
+    assert token not in text and "videos" not in text
+    with input_digests(run) as digests:
+        assert digests.sha256(video) == hashlib.sha256(b"a").hexdigest() and digests.hashed == 0
+
+
+@pytest.mark.parametrize("name", ["hf_" + "Ab3De6Gh9Jk2Mn5Pq8St", "ghp_" + "A1b2C3d4E5" * 4])
+def test_an_input_named_like_a_token_fails_by_name_under_an_id_of_its_own(tmp_path: Path, name: str) -> None:
+    """The id of ``hf_....mp4`` was the token itself, written unredacted into samples.jsonl, samples/run.jsonl and
+    the shard manifest (an id names files and records: nothing there redacts it). It fails as a bad name does."""
+    (tmp_path / f"{name}.mp4").write_bytes(b"x")
+    (tmp_path / "good.mp4").write_bytes(b"y")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    bad = tasks[f"{name}.mp4"]
+    assert bad.sample_id.startswith("bad-name-") and name not in bad.sample_id and bad.input is None
+    assert bad.problem == "bad file name: its sample id has the shape of a secret token"
+    assert tasks["good.mp4"].sample_id == "good" and tasks["good.mp4"].problem is None

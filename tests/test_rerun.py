@@ -203,3 +203,18 @@ def test_a_manifest_that_is_not_one_is_never_trusted(toy: Recipe, videos: Path, 
     for broken in ({**data, "version": 0}, {**data, "manifests": ["../../elsewhere/0-of-1.json"]}, [data]):
         (out / rerun.RERUN_FILE).write_text(json.dumps(broken))
         assert rerun.unchanged(toy, _cfg(toy, out, videos)) is None
+
+
+def test_a_run_on_inputs_under_a_token_shaped_folder_keeps_no_manifest(toy: Recipe, tmp_path: Path) -> None:
+    """The manifest keeps every input path whole (a rerun fingerprints them again), so .pinbench-rerun.json held a
+    token-shaped folder's name: no manifest then, no file of the run directory names it, and a rerun computes."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    folder = tmp_path / token / "videos"
+    folder.mkdir(parents=True)
+    for i, sid in enumerate(IDS):
+        (folder / f"{sid}.mp4").write_bytes(b"v" * (i + 1))
+    out, procedure = tmp_path / "run", Procedure()
+    assert _run(toy, _cfg(toy, out, folder), procedure).exit_code == 0
+    assert not (out / rerun.RERUN_FILE).exists()
+    assert [p for p in out.rglob("*") if p.is_file() and token in p.read_text(errors="replace")] == []
+    assert _run(toy, _cfg(toy, out, folder), procedure).exit_code == 0 and procedure.calls == 2

@@ -617,6 +617,31 @@ def test_a_changed_input_folder_is_named_by_its_files(tmp_path: Path) -> None:
     _refused(cfg(), r"\(its content changed\)\);")
 
 
+def test_the_input_listing_names_no_file_named_like_a_token(tmp_path: Path) -> None:
+    """The listing kept beside the identity held every input's name, a token's (hf_....mp4) too, in the run
+    directory: such a name is kept as *** and 12 digits of its SHA-256, and a change in it is still named apart."""
+    import hashlib
+
+    from toy_recipe import toy_recipe
+
+    from pinbench.core.rundir import INPUT_FILES
+
+    recipe, videos = toy_recipe(tmp_path / "recipes"), _videos(tmp_path / "videos", 2)
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    (videos / f"{token}.mp4").write_bytes(b"t")
+    out = tmp_path / "run"
+    def cfg() -> RunConfig:  # the inputs as they are now
+        return recipe.config("Toy-Nano", out_dir=out, options={"videos": str(videos)}, env={})
+
+    with claim_run_dir(cfg(), env={}):
+        _keep(out)
+    listing = (out / INPUT_FILES).read_text()
+    assert token not in listing and "v0.mp4" in listing
+    (videos / f"{token}.mp4").write_bytes(b"changed")
+    shown = hashlib.sha256(f"{token}.mp4".encode()).hexdigest()[:12]
+    _refused(cfg(), rf"\(its content changed: \*\*\* {shown} changed\)\);")
+
+
 def test_move_aside_keeps_the_earlier_run_and_frees_the_directory(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -70,6 +70,15 @@ def _failing(*errors: type[Exception]) -> Iterator[None]:
         _fail(str(exc))
 
 
+def _refuse_secret_shaped(option: str, path: Path | None) -> None:
+    """Exit 2 when an output path has a token's shape (``secret_shaped_refusal``, as --out of a run): it is printed
+    and written into what the command makes."""
+    from pinbench.core.provenance import secret_shaped_refusal
+
+    if path is not None and (refusal := secret_shaped_refusal(option, path)):
+        _fail(refusal)
+
+
 @contextmanager
 def _writing_to(option: str, path: Path) -> Iterator[None]:
     """An OS error while writing where an option points: one line naming the option and the path."""
@@ -770,6 +779,7 @@ def record_reference_cmd(
         return
     if not scorecards:
         _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
+    _refuse_secret_shaped("--out", out)
     scorecards = [scorecard_file(path) for path in scorecards]
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
@@ -872,6 +882,7 @@ def report(
         from pinbench.core.scorecard import scorecard_file
         from pinbench.results.report import claim_report_folder, write_report
 
+    _refuse_secret_shaped("--out", out)
     scorecards = [scorecard_file(path) for path in scorecards]
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
@@ -923,6 +934,7 @@ def compare(
 
     if fail_on not in FAIL_ON:
         _fail(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
+    _refuse_secret_shaped("--report", report_dir)
     with cycle_collection_paused():
         runs = [load_run(path) for path in (run_a, run_b)]
         result = compare_runs(*runs, fail_on=fail_on)
@@ -954,6 +966,7 @@ def view(
     and each sample's rollouts playing in sync (docs/view.md)."""
     from pinbench.results.view import View, ViewError, load_runs, view_module
 
+    _refuse_secret_shaped("--bundle", bundle)
     with _failing(ViewError):
         loaded = load_runs(runs)
         page = View(loaded, view_module(loaded[0].card.recipe))
@@ -1061,6 +1074,7 @@ def new_recipe(
     from pinbench.ops.newrecipe import new_recipe as write
     from pinbench.ops.newrecipe import summary
 
+    _refuse_secret_shaped("--dest", dest)
     with _failing(RecipeError):
         made = write(name, dest)
     _echo("\n".join(summary(made, made.dir.parent.parent)))
@@ -1080,6 +1094,7 @@ def export(
     its lock, Dockerfile(s) and README; nothing points back into this repository."""
     from pinbench.ops.export import export_recipe
 
+    _refuse_secret_shaped("DEST", dest)
     path = export_recipe(_recipe(recipe_name), dest, force=force, log=_echo)
     _echo(f"exported {recipe_name} to {path}")
 
@@ -1097,6 +1112,7 @@ def build(
     """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
     from pinbench.ops.docker_runtime import base_overrides, build_recipe_images
 
+    _refuse_secret_shaped("--build-dir", build_dir)
     recipe = _recipe(recipe_name)
     with _failing(RecipeError):
         overrides = base_overrides(recipe, base_image, context)
@@ -1120,6 +1136,7 @@ def demo(
     from pinbench.core.uncertainty import has_interval
     from pinbench.results.report import write_report
 
+    _refuse_secret_shaped("--out", out)
     recipes = [_recipe(n) for n in recipe_names] or list(available_recipes().values())
     if not recipes:
         _fail("no recipes installed")

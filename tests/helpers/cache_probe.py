@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from pinbench.core.files import cache_root, read_yaml
+from pinbench.core.files import YAML_CACHE_DIR, cache_root, read_yaml
 
 
 def test_reading_yaml_keeps_its_parse_in_the_cache(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("a: 1\n")
     assert read_yaml(tmp_path / "a.yaml") == {"a": 1}
-    assert list((cache_root() / "yaml").glob("*.json"))
+    assert list((cache_root() / YAML_CACHE_DIR).glob("*.json"))
     print(f"cache: {cache_root()}")
 
 

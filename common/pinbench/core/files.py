@@ -838,7 +838,7 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
     """Parse a YAML data file safely; a duplicate key, a syntax error, a missing file or aliases repeating more than
     ``MAX_YAML_VALUES`` values (``_repeats_too_much``) is ``error`` (one line).
 
-    What a text parsed to is kept as JSON in ``<cache>/yaml/`` by the text's SHA-256 (``_kept_yaml``), so a later
+    What a text parsed to is kept as JSON in ``<cache>/yaml-3/`` by the text's SHA-256 (``_kept_yaml``), so a later
     command reads it without importing or running the YAML parser: 15-20 ms of every command that reads a recipe's
     declaration, a tenth of a rerun that finds nothing to do. A value JSON cannot hold exactly is parsed each time,
     and so is a text whose kept JSON does not match the digest on its first line (``_yaml_digest``). A text holding
@@ -863,7 +863,11 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
     return data
 
 
-YAML_CACHE_FORMAT = 2   # 1 kept {"format": 1, "data": ...} with no digest
+# 1 kept {"format": 1, "data": ...} with no digest; 2, in <cache>/yaml/, kept files as any file (0o644) and the texts
+# holding a secret: its files are never read, and the first parse kept removes that folder (_drop_older_yaml_caches)
+YAML_CACHE_FORMAT = 3
+YAML_CACHE_DIR = f"yaml-{YAML_CACHE_FORMAT}"
+_OLDER_YAML_CACHE = re.compile(r"yaml(-[0-9]+)?")
 YAML_CACHE_FILES = 256        # the newest kept; a recipe's YAML files and references are a few dozen
 YAML_CACHE_BYTES = 1 << 20    # a parsed file's JSON larger than this is not kept (aliases written out)
 
@@ -875,7 +879,7 @@ def _kept_yaml(text: str) -> Path | None:
         root = cache_root()
     except ValueError:
         return None
-    return root / "yaml" / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()}.json"
+    return root / YAML_CACHE_DIR / f"{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()}.json"
 
 
 def _keep_yaml(path: Path, data: object) -> None:
@@ -893,8 +897,18 @@ def _keep_yaml(path: Path, data: object) -> None:
         kept = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for old in kept[:-YAML_CACHE_FILES]:
             old.unlink(missing_ok=True)
+        _drop_older_yaml_caches(path.parent)
     except OSError:
         pass
+
+
+def _drop_older_yaml_caches(current: Path) -> None:
+    """Remove the parse caches of older formats beside ``current``: a file kept before format 3 may be readable by
+    all and hold a token, and no read of its text comes to tighten or remove it. Only where a parse is kept (a
+    miss, after a parse of 15 ms or more), so that a hit costs no listing of the cache root."""
+    for folder in current.parent.iterdir():
+        if folder != current and _OLDER_YAML_CACHE.fullmatch(folder.name) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _yaml_digest(kept: Path, body: str) -> str:

@@ -11,10 +11,11 @@ absolute path and mtime (the key before #24): the same videos mounted elsewhere 
 key that names a path still said nothing of the file. The path relative to the root keeps two equal files apart.
 
 A full SHA-256, not a sampled fingerprint: reading a file once costs far less than decoding and scoring it. Each file is
-hashed once per run directory: its digest is cached in ``.pinbench-input-digests.json`` there, keyed by the file's
-absolute path, size, mtime_ns, inode and ctime_ns (``FileState``), so a rerun reads no input again unless one of those
-changed (an edit in place that puts the mtime back moves the ctime; ``pinbench run --verify-inputs`` ignores the cache
-and hashes every input). Shards of one run build their tasks under one lock: the first hashes, the others read.
+hashed once per run directory: its digest is cached in ``.pinbench-input-digests.json`` there, keyed by the SHA-256 of
+the file's absolute path (``_path_key``) with its size, mtime_ns, inode and ctime_ns (``FileState``), so a rerun
+reads no input again unless one of those changed (an edit in place that puts the mtime back moves the ctime;
+``pinbench run --verify-inputs`` ignores the cache and hashes every input). Shards of one run build their tasks
+under one lock: the first hashes, the others read.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ DIGESTS_FILE = ".pinbench-input-digests.json"
 # what an entry that cannot be scored is (``InputFile.kind``), and ``bad name``: its name gives no sample id of its own
 ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", "bad name")
 _LOCK = Path(".pinbench-locks") / ".input-digests"
-_FORMAT = 2   # 1: without ctime_ns
+_FORMAT = 3   # 1: without ctime_ns; 2: keyed by the absolute path itself
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ class InputDigests:
     def state_and_sha256(self, path: Path | str) -> tuple[FileState, str]:
         """``sha256`` and the file's state before it was read: a caller that reads the file again (a copy) tells
         by its state then whether it still read those bytes."""
-        where = os.path.abspath(path)
+        where = _path_key(path)
         cached = self._cache.get(where)
         if cached is not None and cached[0] == FileState.of(_regular_stat(path)):
             return cached
@@ -285,7 +286,7 @@ class InputDigests:
             return None
         if not S_ISREG(st.st_mode):
             return None
-        where = os.path.abspath(path)
+        where = _path_key(path)
         cached = self._cache.get(where)
         if cached is not None and cached[0] == before:
             return cached[1]
@@ -304,7 +305,7 @@ class InputDigests:
         except OSError:
             return
         if (now.inode, now.size, now.mtime_ns) == (hashed.inode, hashed.size, hashed.mtime_ns):
-            self._keep(os.path.abspath(path), now, now, digest)
+            self._keep(_path_key(path), now, now, digest)
 
     def _keep(self, where: str, before: FileState, after: FileState, digest: str) -> None:
         if after == before:   # not being written while it was read
@@ -346,6 +347,12 @@ def input_digests(run_dir: Path | str, *, verify: bool = False) -> Iterator[Inpu
         digests = InputDigests(run_dir, verify=verify)
         yield digests
         digests.save()
+
+
+def _path_key(path: Path | str) -> str:
+    """What the cache keeps a file under: the SHA-256 of its absolute path. The path itself wrote the name of every
+    folder above an input into the run directory (a token-shaped one too), where the cache needs only to find it."""
+    return hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()
 
 
 def _regular_stat(path: Path | str) -> os.stat_result:

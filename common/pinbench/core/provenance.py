@@ -218,6 +218,17 @@ def secret_shaped_parts(path: PurePath) -> list[str]:
     return [shown for part in path.parts if (shown := redact(part)) != part] or [redact(text)]
 
 
+def secret_shaped_refusal(option: str, value: str | PurePath, instead: str = "choose another folder") -> str | None:
+    """The one line refusing ``option`` when ``value`` (a path, a checkpoint name) has a token's shape, else None: the
+    one check of every option a command prints or writes into what it makes (a run, a report, a bundle, an export),
+    where the token would stand unredacted in the user's own copy, a CI log or a shared folder."""
+    parts = secret_shaped_parts(PurePath(value))
+    if not parts:
+        return None
+    what = "a part of this path has" if isinstance(value, PurePath) else "it has"
+    return f"{option} {redact(str(value))}: {what} the shape of a secret token ({', '.join(parts)}); {instead}"
+
+
 def redactor() -> Callable[[str], str]:
     """``redact`` with the environment's secret values read once: for many strings in a row (a report page)."""
     secrets = _secret_values()

@@ -43,7 +43,7 @@ from pinbench.core.options import (
     parse_pairs,
 )
 from pinbench.core.pins import Pins
-from pinbench.core.provenance import IMAGE_DIGEST_ENV, holds_secret, installed_versions, redact, secret_shaped_parts
+from pinbench.core.provenance import IMAGE_DIGEST_ENV, installed_versions, redact, secret_shaped_refusal
 from pinbench.core.schema import schema_error
 
 if TYPE_CHECKING:
@@ -326,10 +326,13 @@ class Recipe:
             known = ", ".join(self.checkpoints) or "any name for your model"
             raise RecipeError(f"--checkpoint is required (known for {self.name}: {known})")
         check_checkpoint_name(checkpoint)
-        if holds_secret(checkpoint):   # as --out: the run folder named by it is printed and written into the run
-            raise RecipeError(f"--checkpoint {redact(checkpoint)}: has the shape of a secret token, and the name is "
-                              f"printed, written into the run's files and names its folder (runs/{self.name}/...); "
-                              "choose another name")
+        if refusal := secret_shaped_refusal("--checkpoint", checkpoint,
+                                            f"the name is printed, written into the run's files and names its "
+                                            f"folder (runs/{self.name}/...): choose another name"):
+            raise RecipeError(refusal)
+        out_dir = system_path(out_dir, cwd) if out_dir else None
+        if out_dir is not None and (refusal := secret_shaped_refusal("--out", out_dir)):   # before the options' errors
+            raise RecipeError(refusal)
         parsed = self.parse_options(options or {}, fixture=fixture, env=env, check_required=check_required,
                                     generating=requests or generator is not None or (skip_generation and
                                                                                      self.requests_entry is not None),
@@ -337,10 +340,6 @@ class Recipe:
         mode = "fixture" if fixture else ("smoke" if limit is not None else "full")
         offline = offline or offline_in(os.environ if env is None else env)
         environ = os.environ if env is None else env
-        out_dir = system_path(out_dir, cwd) if out_dir else None
-        if out_dir is not None and (parts := secret_shaped_parts(out_dir)):
-            raise RecipeError(f"--out {redact(str(out_dir))}: a part of this path has the shape of a secret token "
-                              f"({', '.join(parts)}); choose another folder")
         return RunConfig(
             implementation=Implementation.installed(self.version, self.code_digest(),
                                                     environ.get(IMAGE_DIGEST_ENV) or None,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.files import FileState, cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
+from pinbench.core.provenance import holds_secret
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.rundir import LOCK_DIR
 from pinbench.core.shard_manifest import SHARDS_DIR
@@ -151,12 +152,16 @@ def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
     return hashlib.sha256("".join(sorted(entries)).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def manifest_of(recipe: Recipe, cfg: RunConfig, inputs: dict[str, str]) -> RerunManifest:
+def manifest_of(recipe: Recipe, cfg: RunConfig, inputs: dict[str, str]) -> RerunManifest | None:
     """The manifest of a run directory as its finish leaves it: ``inputs``, the fingerprints of its input paths
-    when it started (``fingerprints``); the files it read that no option names, as they are now."""
+    when it started (``fingerprints``); the files it read that no option names, as they are now. None when one of
+    those paths holds a secret (a token-shaped folder): the manifest keeps them whole, to fingerprint them again,
+    and the run directory would hold the token; its rerun computes (its samples reused) instead."""
+    read = {**inputs, **fingerprints(sorted(_read - inputs.keys()))}
+    if any(holds_secret(path) for path in read):
+        return None
     state, manifests = run_dir_state(cfg.out_dir)
-    return RerunManifest(run_key(recipe, cfg), {**inputs, **fingerprints(sorted(_read - inputs.keys()))}, state,
-                         manifests)
+    return RerunManifest(run_key(recipe, cfg), read, state, manifests)
 
 
 def write(run_dir: Path, manifest: RerunManifest | None) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -64,7 +65,7 @@ from pinbench.core.files import (
     write_atomic,
 )
 from pinbench.core.fixture_data import FIXTURE_DIR
-from pinbench.core.provenance import redact
+from pinbench.core.provenance import REDACTED, holds_secret, redact
 from pinbench.core.shard_manifest import manifest_path
 from pinbench.core.store import SAMPLES_DIR, log_name, store_folders
 
@@ -241,11 +242,18 @@ def _write_identity(out_dir: Path, wanted: Mapping[str, Any], paths: Mapping[str
     """Write the identity, after the listing of its input folders' files (a claim killed between the two leaves
     an identity without a listing, whose refusals say only that a folder's content changed)."""
     if paths:
-        options = {name: {"fingerprint": wanted["inputs"][name]["fingerprint"], "files": tree_listing(path)}
+        options = {name: {"fingerprint": wanted["inputs"][name]["fingerprint"], "files": _input_listing(path)}
                    for name, path in sorted(paths.items())}
         write_atomic(out_dir / INPUT_FILES, json.dumps({"version": _INPUT_FILES_VERSION, "options": options},
                                                        separators=(",", ":")) + "\n")
     write_atomic(out_dir / IDENTITY_FILE, json.dumps(dict(wanted), indent=2) + "\n")
+
+
+def _input_listing(path: Path) -> dict[str, int]:
+    """``tree_listing`` with each path holding a secret (an input named like a token) kept as ``*** <SHA-256 of the
+    path, 12 digits>``: the listing stays in the run directory, and a change in such a file is still named apart."""
+    return {(f"{REDACTED} {hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
+             if holds_secret(name) else name): size for name, size in tree_listing(path).items()}
 
 
 def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
@@ -313,7 +321,7 @@ def input_changes(found: Any, wanted: Mapping[str, Mapping[str, str]], out_dir: 
                 if listed is None:
                     listed = _read_input_files(out_dir) if out_dir is not None else {}
                 then, path = listed.get(name), (paths or {}).get(name)
-                files = (_file_changes(then[1], tree_listing(path))
+                files = (_file_changes(then[1], _input_listing(path))
                          if then is not None and path is not None and then[0] == old.get("fingerprint") else "")
                 phrase += f" (its content changed{f': {files}' if files else ''})"
             changes.append(phrase)

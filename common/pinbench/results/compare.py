@@ -42,6 +42,7 @@ from pinbench.core.derived import DerivedRecord, derived_problems
 from pinbench.core.files import counted, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
+from pinbench.core.provenance import redact
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
 from pinbench.core.scorecard import (
     MetricResult,
@@ -443,7 +444,8 @@ def unmatched_samples(rows: Sequence[MetricComparison]) -> dict[str, tuple[str, 
 
 
 def render_comparison(result: Comparison) -> str:
-    """The terminal table: plain text, the same in a log."""
+    """The terminal table: plain text, the same in a log, redacted (a run's path in the header named its folders,
+    a token-shaped one too)."""
     lines = [f"{key:<3} {value}" for key, value in result.header.items()]
     columns = ["  metric", "A", "B", "B - A", "95% CI (paired)", "better is", "verdict", "matched"]
     table = [columns]
@@ -480,4 +482,4 @@ def render_comparison(result: Comparison) -> str:
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
     lines.append(f"result: {VERDICT_NAMES[result.exit_code]} (exit {result.exit_code}; {summary}; "
                  f"fail on {result.fail_on})")
-    return "\n".join(lines)
+    return redact("\n".join(lines))
