@@ -435,6 +435,7 @@ def requests_cmd(
     )
     from pinbench.core.run import Run
 
+    _refuse_secret_shaped("--out", out)   # with --fixture, not the run's --out, which Recipe.config checks
     recipe = _recipe(recipe_name)
     # --fixture: the run is the fixture run's (its directory, runs/<recipe>/fixture-fixture, keeps the data, built
     # once); --out receives only the requests and the copies of the files they name
