@@ -2187,6 +2187,46 @@ def test_a_generator_that_writes_into_a_file_it_reads_fails_its_sample_by_name(
     assert error.endswith(said) if batch != "fails" else f"{said}; RuntimeError: out of memory (traceback: " in error
 
 
+TOUCHES = """
+import os
+
+from pinbench.ops.generators import Static
+
+
+class Touches(Static):
+    def __init__(self, how, held):
+        self.how, self.held = how, held
+
+    def generate(self, request, out):
+        path = request.path("context")
+        if self.how == "chmod":
+            os.chmod(path, 0o444)
+        else:   # a hard link of its own to the file, its bytes as they were
+            os.link(path, os.path.join(self.held, request.id))
+        super().generate(request, out)
+
+
+def make(how="chmod", held=""):
+    return Touches(how, held)
+"""
+
+
+@pytest.mark.parametrize("how", ["chmod", "link"])
+def test_a_generator_that_only_chmods_or_links_a_file_it_reads_keeps_its_sample(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A chmod or a hard link moves a conditioning file's ctime, and so its ``FileState``, though its bytes are the
+    ones the request pins: each sample failed as "changed while the generator ran". A changed state only has the
+    file read again; the sample fails when its SHA-256 is not the pinned one (the "hidden" case above)."""
+    (tmp_path / "touches.py").write_text(TOUCHES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    out, held = tmp_path / "run", tmp_path / "held"
+    held.mkdir()
+    result = _run(out, "python:touches:make", how=how, held=str(held))
+    records = load_records(out / "generation")
+    assert len(records) == 4 and all(r.ok for r in records.values()), [r.error for r in records.values()]
+    assert result.exit_code == 0, result.message
+
+
 APPENDS = """\
 import json, sys
 from pathlib import Path

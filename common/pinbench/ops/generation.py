@@ -59,6 +59,7 @@ from pinbench.core.files import (
     read_regular_text,
     regular_sha256,
     sha256_file,
+    sha256_regular,
     symlink_on_the_way,
     write_if_changed,
 )
@@ -1251,14 +1252,26 @@ def _untouched(request: Request, before: Mapping[str, FileState | None],
                failed: GeneratorError | None = None) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
     rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
-    file is as it was, and the next run, finding the copy changed, stages it again. ``failed``: how the generator
-    failed besides (its exit code), said after the file, which a bare exit code left unnamed."""
+    file is as it was, and the next run, finding the copy changed, stages it again. A file whose ``FileState``
+    moved is read again and fails only when its bytes are not the SHA-256 the request pins: a chmod or a hard link
+    moves the ctime alone. ``failed``: how the generator failed besides (its exit code), said after the file, which
+    a bare exit code left unnamed."""
     after = _inputs_state(request)
+    pinned = {c.path: c.sha256 for c in request.conditioning}
     for path, was in before.items():
-        if after.get(path) != was:
+        if after.get(path) != was and not _holds_pinned((request.root or Path()) / path, pinned[path]):
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
                                  "given to read (the run's copy: the dataset's file it came from is as it was, and "
                                  "the next run stages it again)" + (f"; {failed}" if failed else ""))
+
+
+def _holds_pinned(path: Path, sha256: str) -> bool:
+    """Whether the regular file ``path`` names (through a symlink, as the generator opens it) holds the bytes of
+    that SHA-256; False where none can be read there."""
+    try:
+        return sha256_regular(path) == sha256
+    except (FileError, OSError):
+        return False
 
 
 def _unshared(path: Path) -> None:
