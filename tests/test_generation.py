@@ -1208,7 +1208,7 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
                                 ("dash", "request", f"/bin/dash -ec '{gen} --request \"{{request}}\"'"),
                                 # bash's option taking a value before -c: the value was taken for the script
                                 ("bash", "out", f"bash --rcfile rc -c '{gen} --out {{out}}'"),
-                                ("sh", "request", f"env -i A=1 -u B sh -c '{gen} --request {{request}}'")):
+                                ("sh", "request", f"env -i -u B A=1 sh -c '{gen} --request {{request}}'")):
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
@@ -1234,6 +1234,8 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     "taskset -c 0-3,8 bash -c '{gen}'", "chrt -f 10 bash -c '{gen}'", "chrt --sched-runtime 5 -d 0 bash -c '{gen}'",
     "setsid -f bash -c '{gen}'", "/usr/bin/timeout 1h nice -n 5 bash -c '{gen}'",
     "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'",
+    # env takes NAME=VALUE after its "--" (env -- A=1 sh -c 'echo $A' says 1): the shell comes after them
+    "env -- A=1 bash -c '{gen}'",
     # a duration strtod reads (timeout runs them all) and a long option getopt_long knows by a prefix
     "timeout 1e3 bash -c '{gen}'", "timeout inf bash -c '{gen}'", "timeout 0x10 bash -c '{gen}'",
     "timeout --sig KILL 5 bash -c '{gen}'", "nice --adj 5 bash -c '{gen}'", "stdbuf --out L bash -c '{gen}'"])
@@ -1248,7 +1250,7 @@ def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapp
 
 @pytest.mark.parametrize("command", ["env -S \"bash -c 'gen {out}'\"", "env -S'gen --out {out}'",
                                      "env -iS 'gen {out}'", "env --split-string='gen {out}'",
-                                     "env A=1 --split 'gen {out}'", "timeout 1h env -S 'gen {out}'"])
+                                     "env -u B --split 'gen {out}'", "timeout 1h env -S 'gen {out}'"])
 def test_a_placeholder_inside_env_s_split_string_is_refused(command: str) -> None:
     """``env -S "bash -c 'gen {out}'"`` was taken: the -S string is no shell's -c script, but env splits it into
     words itself, so a path with a space became two words there too."""
@@ -1259,6 +1261,15 @@ def test_a_placeholder_inside_env_s_split_string_is_refused(command: str) -> Non
     assert str(caught.value) == ("--generator command: {out} inside env's -S (--split-string) string is split into "
                                  "words by env itself, so a path with a space breaks the command; pass the paths as "
                                  "words after the string: env -S 'gen --request' {request} --out {out}")
+
+
+@pytest.mark.parametrize("command", ["env A=1 -S \"bash -c 'gen {out}'\"", "env A=1 --split-string='gen {out}'"])
+def test_env_s_after_an_assignment_is_the_program_env_runs_not_a_split_string(command: str) -> None:
+    """GNU env reads its options up to its first NAME=VALUE (``env A=1 -S 'echo hi'`` says "env: '-S': No such
+    file or directory"): the string after it is no -S string env splits, and was refused as one."""
+    from pinbench.ops.generation import command_argv
+
+    assert command_argv(f"command:{command}")[-1].endswith("{out}'" if "bash" in command else "{out}")
 
 
 def test_a_placeholder_after_env_s_split_string_is_taken() -> None:

@@ -195,6 +195,9 @@ class _Wrapper:
     # it takes one word before the command, whatever its shape (timeout's DURATION: 1e3 and inf run too)
     operand: bool = False
     assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
+    # its options end at its first VAR=value or at "--", VAR=value words still following that "--" (GNU env's
+    # getopt stops at its first operand: env A=1 -S runs a program named -S); sudo reads options again after one
+    ordered: bool = False
     # its valued options whose value it splits into words itself (env -S 'bash -c ...'): a path there is split too
     splits: frozenset[str] = frozenset()
 
@@ -202,9 +205,19 @@ class _Wrapper:
         """Where the command it runs starts in ``argv``, its own words starting at ``at``, and the values of its
         ``splits`` options there."""
         split: list[str] = []
-        while at < len(argv) and (argv[at][:1] == "-" or self.assigns and "=" in argv[at]):
-            arg, at = argv[at], at + 1
+        reading = True   # options may come yet
+        while at < len(argv):
+            arg = argv[at]
+            if self.assigns and "=" in arg and arg[:1] != "-":
+                at, reading = at + 1, reading and not self.ordered
+                continue
+            if not reading or arg[:1] != "-":
+                break
+            at += 1
             if arg == "--":
+                if self.ordered:
+                    reading = False
+                    continue
                 break
             # the valued option this word names (more where a prefix is ambiguous), and its value
             options: list[str] = []
@@ -230,7 +243,7 @@ class _Wrapper:
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
 WRAPPERS = {
     "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True,
-                    splits=frozenset({"-S", "--split-string"})),
+                    ordered=True, splits=frozenset({"-S", "--split-string"})),
     "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
