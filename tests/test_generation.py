@@ -3364,6 +3364,23 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exit
     assert alive == [] and took < 15, took
 
 
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_times_out(tmp_path: Path) -> None:
+    """A command that started ``setsid sleep 1000 &`` and then hung past the per-request time limit: the run killed
+    the guard with the command's group, before the guard could kill what it had adopted, and the sleep outlived
+    the run."""
+    from pinbench.ops.generation import GeneratorError, GeneratorSpec, _run_command
+
+    pids = tmp_path / "pids"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
+    spec = GeneratorSpec(f"command:bash {script} {{out}}")
+    started = time.monotonic()
+    with pytest.raises(GeneratorError, match="did not finish within 1 s"):
+        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", 1, tmp_path / "log", tmp_path)
+    took = time.monotonic() - started
+    assert _still_running(pids, 1) == [] and took < 5, took
+
+
 def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) -> None:
     """A command that started a child and exited: the child kept the log's pipe open (each request waited 5 s for
     it) and outlived the run."""

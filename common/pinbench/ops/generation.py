@@ -609,6 +609,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            _stop_guard(proc)
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
             _kill(proc)
@@ -660,6 +661,19 @@ class _RedactedLog:
 
 
 _LINE_LIMIT = 1 << 20
+
+
+_GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the command started
+
+
+def _stop_guard(proc: subprocess.Popen) -> None:
+    """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
+    adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
+    (``setsid``), out of the group, outlived the run."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_GUARD_STOP_S)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -1746,16 +1760,34 @@ def _children(parent: int) -> list[int]:
     return found
 
 
+class _Stopped(Exception):
+    """The guard was sent SIGTERM (the run's timeout, ``_stop_guard``, or a ``kill 0`` in the command's group)."""
+
+
+def _stopped(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
+def _guard(argv: Sequence[str]) -> int:
+    """Run the command, then kill all it left (``_kill_adopted``), and its exit status. On SIGTERM the command is
+    killed, what it left too, and the status is SIGTERM's: the guard ends last, after all it adopted."""
+    _adopt_orphans()
+    signal.signal(signal.SIGTERM, _stopped)
+    try:
+        return subprocess.run(argv, check=False).returncode   # (its child is killed on _Stopped, then waited for)
+    except _Stopped:
+        return -signal.SIGTERM
+    except OSError as exc:
+        raise SystemExit(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second one would stop the kill half way
+        _kill_adopted()
+
+
 def main(argv: Sequence[str]) -> None:
     die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
-        _adopt_orphans()
-        try:
-            code = subprocess.run(argv[1:], check=False).returncode
-        except OSError as exc:
-            raise SystemExit(f"cannot run {argv[1]!r}: {exc.strerror or exc}") from None
-        finally:
-            _kill_adopted()
+        code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
