@@ -59,6 +59,7 @@ from pinbench.core.files import (
     read_regular_text,
     regular_sha256,
     sha256_file,
+    sha256_regular,
     symlink_on_the_way,
     write_if_changed,
 )
@@ -194,6 +195,9 @@ class _Wrapper:
     # it takes one word before the command, whatever its shape (timeout's DURATION: 1e3 and inf run too)
     operand: bool = False
     assigns: bool = False                  # it takes VAR=value words before the command (env, sudo)
+    # its options end at its first VAR=value or at "--", VAR=value words still following that "--" (GNU env's
+    # getopt stops at its first operand: env A=1 -S runs a program named -S); sudo reads options again after one
+    ordered: bool = False
     # its valued options whose value it splits into words itself (env -S 'bash -c ...'): a path there is split too
     splits: frozenset[str] = frozenset()
 
@@ -201,9 +205,19 @@ class _Wrapper:
         """Where the command it runs starts in ``argv``, its own words starting at ``at``, and the values of its
         ``splits`` options there."""
         split: list[str] = []
-        while at < len(argv) and (argv[at][:1] == "-" or self.assigns and "=" in argv[at]):
-            arg, at = argv[at], at + 1
+        reading = True   # options may come yet
+        while at < len(argv):
+            arg = argv[at]
+            if self.assigns and "=" in arg and arg[:1] != "-":
+                at, reading = at + 1, reading and not self.ordered
+                continue
+            if not reading or arg[:1] != "-":
+                break
+            at += 1
             if arg == "--":
+                if self.ordered:
+                    reading = False
+                    continue
                 break
             # the valued option this word names (more where a prefix is ambiguous), and its value
             options: list[str] = []
@@ -229,7 +243,7 @@ class _Wrapper:
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
 WRAPPERS = {
     "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True,
-                    splits=frozenset({"-S", "--split-string"})),
+                    ordered=True, splits=frozenset({"-S", "--split-string"})),
     "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
@@ -595,6 +609,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            _stop_guard(proc)
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
             _kill(proc)
@@ -646,6 +661,19 @@ class _RedactedLog:
 
 
 _LINE_LIMIT = 1 << 20
+
+
+_GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the command started
+
+
+def _stop_guard(proc: subprocess.Popen) -> None:
+    """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
+    adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
+    (``setsid``), out of the group, outlived the run."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_GUARD_STOP_S)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -1256,14 +1284,26 @@ def _untouched(request: Request, before: Mapping[str, FileState | None],
                failed: GeneratorError | None = None) -> None:
     """GeneratorError naming the first conditioning file the generator changed (wrote into, replaced or removed): a
     rollout made from other inputs than its request pins. It is the run's own copy (``staged``), so the dataset's
-    file is as it was, and the next run, finding the copy changed, stages it again. ``failed``: how the generator
-    failed besides (its exit code), said after the file, which a bare exit code left unnamed."""
+    file is as it was, and the next run, finding the copy changed, stages it again. A file whose ``FileState``
+    moved is read again and fails only when its bytes are not the SHA-256 the request pins: a chmod or a hard link
+    moves the ctime alone. ``failed``: how the generator failed besides (its exit code), said after the file, which
+    a bare exit code left unnamed."""
     after = _inputs_state(request)
+    pinned = {c.path: c.sha256 for c in request.conditioning}
     for path, was in before.items():
-        if after.get(path) != was:
+        if after.get(path) != was and not _holds_pinned((request.root or Path()) / path, pinned[path]):
             raise GeneratorError(f"{(request.root or Path()) / path}: changed while the generator ran, a file it is "
                                  "given to read (the run's copy: the dataset's file it came from is as it was, and "
                                  "the next run stages it again)" + (f"; {failed}" if failed else ""))
+
+
+def _holds_pinned(path: Path, sha256: str) -> bool:
+    """Whether the regular file ``path`` names (through a symlink, as the generator opens it) holds the bytes of
+    that SHA-256; False where none can be read there."""
+    try:
+        return sha256_regular(path) == sha256
+    except (FileError, OSError):
+        return False
 
 
 def _unshared(path: Path) -> None:
@@ -1702,14 +1742,26 @@ def _adopt_orphans() -> None:
 
 def _kill_adopted() -> None:
     """SIGKILL and reap every child of this process until none is left (what the command left running is
-    reparented here as each of its parents dies)."""
-    while children := _children(os.getpid()):
+    reparented here as each of its parents dies). /proc is read only while a child is left (``_any_child``): the
+    scan reads every process's stat: 30 ms or more a request at 1,100 processes (tools/bench_guard.py)."""
+    while _any_child() and (children := _children(os.getpid())):
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for pid in children:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def _any_child() -> bool:
+    """Whether this process has a child still running, those that ended reaped on the way (``waitpid``: one call,
+    where ``_children`` reads /proc)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        return False
+    return True
 
 
 def _children(parent: int) -> list[int]:
@@ -1725,16 +1777,34 @@ def _children(parent: int) -> list[int]:
     return found
 
 
+class _Stopped(Exception):
+    """The guard was sent SIGTERM (the run's timeout, ``_stop_guard``, or a ``kill 0`` in the command's group)."""
+
+
+def _stopped(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
+def _guard(argv: Sequence[str]) -> int:
+    """Run the command, then kill all it left (``_kill_adopted``), and its exit status. On SIGTERM the command is
+    killed, what it left too, and the status is SIGTERM's: the guard ends last, after all it adopted."""
+    _adopt_orphans()
+    signal.signal(signal.SIGTERM, _stopped)
+    try:
+        return subprocess.run(argv, check=False).returncode   # (its child is killed on _Stopped, then waited for)
+    except _Stopped:
+        return -signal.SIGTERM
+    except OSError as exc:
+        raise SystemExit(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second one would stop the kill half way
+        _kill_adopted()
+
+
 def main(argv: Sequence[str]) -> None:
     die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
-        _adopt_orphans()
-        try:
-            code = subprocess.run(argv[1:], check=False).returncode
-        except OSError as exc:
-            raise SystemExit(f"cannot run {argv[1]!r}: {exc.strerror or exc}") from None
-        finally:
-            _kill_adopted()
+        code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
