@@ -11,15 +11,19 @@ Skipped (with the reason) only where slurm-wlm or munge is not installed; .ci/ru
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from stopped import stop_pid
 
 from pinbench.core.derived import read_derived
 from pinbench.core.recipe import get_recipe
@@ -248,8 +252,8 @@ def test_a_task_cancelled_mid_run_then_resubmitted_recomputes_only_what_is_missi
     plain = plain_runs("remembench")
     out = tmp_path / "run"
     array, _ = _submit(slurm_cluster, "remembench", out)
-    owned, done = _first_record_of_shard(out, 0)
-    slurm_cluster.run("scancel", f"{array}_0")
+    owned, done = _stopped_mid_run(out, 0)   # cancelled while it stands still: a loaded machine's shard 0 went on
+    slurm_cluster.run("scancel", f"{array}_0")   # to store every sample between a look and the cancel
     code, text = _wait(slurm_cluster, out)
     assert code == 2, text  # the finish job ran after the cancelled task and reported a partial run
     shard0 = text.split("\n0/3", 1)[1].splitlines()[0]
@@ -280,20 +284,52 @@ def _missing(out: Path) -> set[str]:
     return missing
 
 
-def _first_record_of_shard(out: Path, index: int, timeout: float = WAIT_S) -> tuple[list[str], set[str]]:
-    """Wait until shard ``index`` has stored its first sample (and not all); its samples and those stored."""
+def _stopped_mid_run(out: Path, index: int, timeout: float = WAIT_S) -> tuple[list[str], set[str]]:
+    """Wait until shard ``index`` has stored its first sample (and not all), and leave its processes stopped there:
+    its samples and those stored. (scancel sends a step SIGCONT before SIGTERM, so a stopped shard still ends.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        manifest = next((m for m in read_manifests(out) if (m.index, m.count) == (index, 3)), None) \
-            if (out / "shards").is_dir() else None
-        if manifest is not None:
-            owned = [manifest.sample_ids[p] for p in manifest.owned()]
-            done = set(owned) & set(read_store(out / "samples").records)
-            if done:
-                assert len(done) < len(owned), "the shard finished before it could be cancelled mid-run"
-                return owned, done
-        time.sleep(0.05)
+        pids = _shard_processes(out, index)
+        for pid in pids:
+            stop_pid(pid)
+        owned, done = _stored(out, index)
+        if pids and 0 < len(done) < len(owned):
+            return owned, done
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        assert not owned or len(done) < len(owned), "the shard finished before it could be stopped mid-run"
+        time.sleep(0.01)
     raise AssertionError(f"shard {index} stored nothing within {timeout}s")
+
+
+def _stored(out: Path, index: int) -> tuple[list[str], set[str]]:
+    """Shard ``index``'s samples (none before its manifest is written) and those stored."""
+    manifest = next((m for m in read_manifests(out) if (m.index, m.count) == (index, 3)), None) \
+        if (out / "shards").is_dir() else None
+    if manifest is None:
+        return [], set()
+    owned = [manifest.sample_ids[p] for p in manifest.owned()]
+    return owned, set(owned) & set(read_store(out / "samples").records)
+
+
+def _shard_processes(out: Path, index: int) -> list[int]:
+    """The ``pinbench run ... --out OUT --shard INDEX/3`` processes and their descendants, parents first."""
+    found, parents = [], {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            parents[int(proc.name)] = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue   # ended while looked at
+        pairs = set(zip(argv, argv[1:], strict=False))
+        if (b"--shard", f"{index}/3".encode()) in pairs and (b"--out", str(out).encode()) in pairs:
+            found.append(int(proc.name))
+    for pid in found:   # grows while it is walked
+        found += [child for child, parent in parents.items() if parent == pid and child not in found]
+    return found
 
 
 def test_a_shard_that_crashes_leaves_the_scorecard_partial_naming_the_missing_samples(slurm_cluster, plain_runs,
