@@ -3440,3 +3440,34 @@ def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) ->
     _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
     alive = _still_running(pids, 4)
     assert alive == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run_is_stopped(
+        tmp_path: Path, signum: int) -> None:
+    """Ctrl-C or SIGTERM (as the CLI's ``terminate_as_exit`` turns it into SystemExit) to the run while a command
+    that started ``setsid sleep 1000 &`` runs: the run's group SIGKILL killed the guard before it could kill what
+    it had adopted, so the sleep outlived the run. The run stands in a process of its own, signalled once the
+    daemon's pid is written."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
+    code = ("import signal, sys\n"
+            "from pathlib import Path\n"
+            "from pinbench.core.rundir import terminate_as_exit\n"
+            "from pinbench.ops.generation import GeneratorSpec, _run_command\n"
+            "sys.path.insert(0, sys.argv[2])\n"
+            "from test_generation import _request\n"
+            "tmp = Path(sys.argv[1])\n"
+            "with terminate_as_exit():\n"
+            "    _run_command(GeneratorSpec(f'command:bash {tmp / \"hangs.sh\"} {{out}}').command, _request(),\n"
+            "                 tmp / 't2v-000.mp4', 100, tmp / 'log', tmp)\n")
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(Path(__file__).parent)],
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signum)
+    _, stderr = run.communicate(timeout=30)
+    assert run.returncode != 0 and ("KeyboardInterrupt" in stderr or run.returncode == 128 + signum), stderr
+    assert _still_running(pids, 1) == []

@@ -609,11 +609,14 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _stop_guard(proc)
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
-            _kill(proc)
-            sink.join()
+            try:   # a guard still running (past the time limit, or the run stopped by Ctrl-C or SIGTERM)
+                if proc.poll() is None:
+                    _stop_guard(proc)
+            finally:
+                _kill(proc)
+                sink.join()
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
         raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log})")
@@ -669,7 +672,7 @@ _GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the 
 def _stop_guard(proc: subprocess.Popen) -> None:
     """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
     adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
-    (``setsid``), out of the group, outlived the run."""
+    (``setsid``), out of the group, outlived the run (its time limit, Ctrl-C or SIGTERM to the run)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
