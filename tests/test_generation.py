@@ -3471,3 +3471,23 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     _, stderr = run.communicate(timeout=30)
     assert run.returncode != 0 and ("KeyboardInterrupt" in stderr or run.returncode == 128 + signum), stderr
     assert _still_running(pids, 1) == []
+
+
+def test_requests_of_a_fixture_name_the_fixture_run_directory_they_cannot_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--fixture builds the fixture's data in the fixture run's directory (runs/<recipe>/fixture-fixture, from the
+    working folder): a ``runs`` there that is no folder (a read-only working folder alike) was said as an error of
+    --out, a folder that could be written; --out is left as it was."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("not a folder")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(out)])
+    assert result.exit_code != 0
+    assert ("runs/paibench-c/fixture-fixture: cannot create the fixture run's directory "
+            "runs/paibench-c/fixture-fixture, where --fixture builds the fixture's data (Not a directory)"
+            in result.output), result.output
+    assert "--out" not in result.output and not out.exists()

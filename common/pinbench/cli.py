@@ -448,12 +448,24 @@ def requests_cmd(
         with _undone_when_terminated(out), filled_output_folder(
                 out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()):
+            if fixture:
+                _fixture_run_dir(cfg.out_dir)
             asked = Run(recipe, cfg).requests(out)
             path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
     _echo(f"wrote {counted(len(asked), 'request')} to {path}: {', '.join(f'{k} ({KINDS[k]})' for k in kinds)}"
           + (f"; removed {counted(stale, 'file')} of inputs/ that no request names" if stale else ""))
+
+
+def _fixture_run_dir(folder: Path) -> None:
+    """Make the fixture run's directory, where ``requests --fixture`` builds the fixture's data, or exit naming it:
+    its OSError was said as --out's, a folder that was not the one that could not be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"{exc.filename or folder}: cannot create the fixture run's directory {folder}, where --fixture builds "
+              f"the fixture's data ({exc.strerror or exc})")
 
 
 rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts made outside pinbench, checked against their requests.")
