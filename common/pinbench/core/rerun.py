@@ -15,8 +15,9 @@ every sample is ok writes ``.pinbench-rerun.json`` in the run directory, the dig
 * ``run_dir``: every file of the run directory as the finish left it (path and ``FileState``: size, mtime, inode,
   ctime, as the rest of the run judges a file), but the locks and the manifests of invocations
   (``shards/*-of-*.json``), which every run rewrites. The ctime: a file rewritten at its size with its mtime put
-  back (``os.utime``) is seen. The sample cache's hard links, which move a ctime, are to a generating run's
-  rollouts, and such a run (``--generator``, ``--skip-generation``) never answers from a manifest.
+  back (``os.utime``) is seen. So is the sample cache's hard link of a generating run's rollout into another run
+  directory (the link and its chmod move the ctime of the inode both share): a run whose recipe makes its own
+  rollouts (paibench-c) computes again, its samples reused, after another run directory took them from the cache.
 
 A rerun whose digests are these (``unchanged``) answers with the scorecard and its diff against the reference, records
 its invocation in those shard manifests (every sample reused), and writes nothing else. An input file edited in place
