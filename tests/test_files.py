@@ -667,3 +667,17 @@ def test_a_yaml_cache_of_an_older_format_is_removed(tmp_path: Path, monkeypatch:
     path.write_text("n: 1\n")
     assert files.read_yaml(path) == {"n": 1}
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["hub", "yaml-3"]
+
+
+def test_a_yaml_cache_of_a_newer_format_is_left_to_its_pinbench(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newer pinbench sharing the cache root (another checkout's venv) keeps its parses in ``yaml-N`` above this
+    format: each removed the other's folder at every parse it kept, both parsing again forever. Only the older
+    formats (``yaml``, ``yaml-N`` below this one) are removed."""
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    for name in ("yaml-1", "yaml-4", "yaml-13"):
+        (tmp_path / "cache" / name).mkdir(parents=True)
+    path = tmp_path / "data.yaml"
+    path.write_text("n: 1\n")
+    assert files.read_yaml(path) == {"n": 1}
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["yaml-13", "yaml-3", "yaml-4"]

@@ -867,7 +867,7 @@ def read_yaml(path: Path, error: type[FileError] = FileError) -> object:
 # holding a secret: its files are never read, and the first parse kept removes that folder (_drop_older_yaml_caches)
 YAML_CACHE_FORMAT = 3
 YAML_CACHE_DIR = f"yaml-{YAML_CACHE_FORMAT}"
-_OLDER_YAML_CACHE = re.compile(r"yaml(-[0-9]+)?")
+_YAML_CACHE_NAME = re.compile(r"yaml(?:-(?P<format>[0-9]+))?")   # "yaml": formats 1 and 2
 YAML_CACHE_FILES = 256        # the newest kept; a recipe's YAML files and references are a few dozen
 YAML_CACHE_BYTES = 1 << 20    # a parsed file's JSON larger than this is not kept (aliases written out)
 
@@ -905,9 +905,11 @@ def _keep_yaml(path: Path, data: object) -> None:
 def _drop_older_yaml_caches(current: Path) -> None:
     """Remove the parse caches of older formats beside ``current``: a file kept before format 3 may be readable by
     all and hold a token, and no read of its text comes to tighten or remove it. Only where a parse is kept (a
-    miss, after a parse of 15 ms or more), so that a hit costs no listing of the cache root."""
+    miss, after a parse of 15 ms or more), so that a hit costs no listing of the cache root. A newer format's is
+    its pinbench's (another checkout sharing the cache root): removed, each removed the other's at every parse."""
     for folder in current.parent.iterdir():
-        if folder != current and _OLDER_YAML_CACHE.fullmatch(folder.name) and folder.is_dir():
+        named = _YAML_CACHE_NAME.fullmatch(folder.name)
+        if named and int(named["format"] or 0) < YAML_CACHE_FORMAT and folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
 
 
