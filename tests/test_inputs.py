@@ -285,3 +285,22 @@ def test_an_input_named_like_a_token_fails_by_name_under_an_id_of_its_own(tmp_pa
     assert bad.sample_id.startswith("bad-name-") and name not in bad.sample_id and bad.input is None
     assert bad.problem == "bad file name: its sample id has the shape of a secret token"
     assert tasks["good.mp4"].sample_id == "good" and tasks["good.mp4"].problem is None
+
+
+@pytest.mark.parametrize(("name", "value", "holder"), [
+    ("MONKEY", "sample", "the environment variable MONKEY (named like a secret's: its value is redacted everywhere)"),
+    ("PINBENCH_SECRET_VALUES", '["sample"]', "a secret-named -g option")], ids=["variable", "option"])
+def test_an_input_holding_a_secret_named_variable_s_value_is_told_which_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str, holder: str) -> None:
+    """An environment variable named like a secret's (``*KEY*``: MONKEY=sample) or a secret-named -g option's value
+    (``keep_secret``, kept in PINBENCH_SECRET_VALUES) in a file's name: its id is refused as one holding a secret,
+    which was said as 'the shape of a secret token' for sample_001.mp4, naming nothing the user could change. What
+    holds it is said (a variable's name is never redacted; the value stays unsaid)."""
+    monkeypatch.setenv(name, value)
+    (tmp_path / "sample_001.mp4").write_bytes(b"x")
+    (tmp_path / "hf_Ab3De6Gh9Jk2Mn5Pq8St.mp4").write_bytes(b"y")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    assert tasks["sample_001.mp4"].problem == f"bad file name: its sample id holds the value of {holder}"
+    assert tasks["hf_Ab3De6Gh9Jk2Mn5Pq8St.mp4"].problem == ("bad file name: its sample id has the shape of a secret "
+                                                            "token")

@@ -125,6 +125,19 @@ def _named_secrets() -> set[str]:
         set(_kept_secrets(os.environ.get(KEPT_SECRETS_ENV)))
 
 
+def secret_holder(text: str) -> str | None:
+    """What holds a secret value that ``text`` holds: a secret-named env var (by its name, never redacted), a
+    secret-named -g option (``keep_secret``); None for neither. Why: an id refused for holding one (``MONKEY=sample``,
+    an id ``sample_001``) was said to have a token's shape, which named nothing the user could change."""
+    for name, value in sorted(os.environ.items()):
+        if name != KEPT_SECRETS_ENV and is_secret_name(name) and len(value) >= _MIN_SECRET_LEN and value in text:
+            return f"the environment variable {name} (named like a secret's: its value is redacted everywhere)"
+    kept = _kept_secrets(os.environ.get(KEPT_SECRETS_ENV))
+    if any(len(value) >= _MIN_SECRET_LEN and value in text for value in kept):
+        return "a secret-named -g option"
+    return None
+
+
 def _secret_values(extra: Iterable[str] = ()) -> list[str]:
     """Values of secret-named env vars plus ``extra``, longest first (a value containing another goes first)."""
     extra = set(extra)

@@ -43,7 +43,7 @@ from pinbench.core.files import atomic_path, clipped, counted, parse_finite_json
 from pinbench.core.memory import release_free_memory
 from pinbench.core.notices import announced
 from pinbench.core.progress import Lines, Progress, stderr_console
-from pinbench.core.provenance import holds_secret, redact
+from pinbench.core.provenance import holds_secret, redact, secret_holder
 from pinbench.core.sample_cache import SampleCache
 from pinbench.core.shard_manifest import now as _now
 from pinbench.core.shard_manifest import write_manifest
@@ -440,7 +440,8 @@ def sample_id_problem(sample_id: str) -> str | None:
     if size > MAX_ID_BYTES:
         return f"is longer than {MAX_ID_BYTES} bytes"
     if holds_secret(sample_id):   # an id names files, records and manifests, and is printed: none can redact it
-        return "has the shape of a secret token"
+        holder = secret_holder(sample_id)
+        return f"holds the value of {holder}" if holder else "has the shape of a secret token"
     return None
 
 
