@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import shlex
@@ -3452,18 +3453,17 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     pids = tmp_path / "pids"
     script = tmp_path / "hangs.sh"
     script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
-    code = ("import signal, sys\n"
+    (tmp_path / "request.pickle").write_bytes(pickle.dumps(_request()))
+    code = ("import pickle, sys\n"
             "from pathlib import Path\n"
             "from pinbench.core.rundir import terminate_as_exit\n"
             "from pinbench.ops.generation import GeneratorSpec, _run_command\n"
-            "sys.path.insert(0, sys.argv[2])\n"
-            "from test_generation import _request\n"
             "tmp = Path(sys.argv[1])\n"
+            "request = pickle.loads((tmp / 'request.pickle').read_bytes())\n"
             "with terminate_as_exit():\n"
-            "    _run_command(GeneratorSpec(f'command:bash {tmp / \"hangs.sh\"} {{out}}').command, _request(),\n"
+            "    _run_command(GeneratorSpec(f'command:bash {tmp / \"hangs.sh\"} {{out}}').command, request,\n"
             "                 tmp / 't2v-000.mp4', 100, tmp / 'log', tmp)\n")
-    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(Path(__file__).parent)],
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.05)
