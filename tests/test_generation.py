@@ -3417,6 +3417,24 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_time
     assert _still_running(pids, 1) == [] and took < 5, took
 
 
+def test_a_daemon_is_stopped_when_the_command_stopped_its_own_group_and_timed_out(tmp_path: Path) -> None:
+    """A command that started ``setsid sleep 1000 &`` and then stopped its group (``kill -STOP 0``: the guard
+    too): the guard held the run's SIGTERM while stopped, the group's SIGKILL came after the 5 s wait, and the sleep
+    outlived the run (11 s: the 5 s wait and the log's 5 s join that the sleep's pipe held)."""
+    from pinbench.ops.generation import GeneratorError, GeneratorSpec, _run_command
+
+    pids = tmp_path / "pids"
+    script = tmp_path / "stops.sh"
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\n"
+                      f"while [ ! -s {pids} ]; do sleep 0.05; done\nkill -STOP 0\n")
+    spec = GeneratorSpec(f"command:bash {script} {{out}}")
+    started = time.monotonic()
+    with pytest.raises(GeneratorError, match="did not finish within 1 s"):
+        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", 1, tmp_path / "log", tmp_path)
+    took = time.monotonic() - started
+    assert _still_running(pids, 1) == [] and took < 5, took
+
+
 def test_the_guard_reads_no_proc_when_the_command_left_nothing_running() -> None:
     """The guard read every process's /proc stat after each request to find what the command left: 30 ms or more
     a request on a machine of 1,100 processes (tools/bench_guard.py), where a command most often leaves nothing.

@@ -672,9 +672,11 @@ _GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the 
 def _stop_guard(proc: subprocess.Popen) -> None:
     """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
     adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
-    (``setsid``), out of the group, outlived the run (its time limit, Ctrl-C or SIGTERM to the run)."""
+    (``setsid``), out of the group, outlived the run (its time limit, Ctrl-C or SIGTERM to the run). SIGCONT after
+    it, as ``scancel`` does: a guard the command stopped (``kill -STOP 0``) held its SIGTERM, and its daemons ran on."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGCONT)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=_GUARD_STOP_S)
 
