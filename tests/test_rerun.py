@@ -218,3 +218,27 @@ def test_a_run_on_inputs_under_a_token_shaped_folder_keeps_no_manifest(toy: Reci
     assert not (out / rerun.RERUN_FILE).exists()
     assert [p for p in out.rglob("*") if p.is_file() and token in p.read_text(errors="replace")] == []
     assert _run(toy, _cfg(toy, out, folder), procedure).exit_code == 0 and procedure.calls == 2
+
+
+def test_another_link_to_a_shared_run_dir_file_keeps_the_answer_a_rewrite_of_one_of_one_link_does_not(
+        tmp_path: Path) -> None:
+    """The sample cache shares a kept rollout by hard link, and each run directory that takes it moves the ctime of
+    the inode all share: keyed with its ctime, a paibench-c run computed again after another run took its rollouts.
+    A file of one link keeps its ctime in the key (its rewrite at its size, mtime put back, is seen)."""
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    (run_dir / "rollouts").mkdir(parents=True)
+    cache.mkdir()
+    shared, own = run_dir / "rollouts" / "a.mp4", run_dir / "scorecard.json"
+    shared.write_bytes(b"rollout")
+    own.write_bytes(b"card-1")
+    os.link(shared, cache / "a.mp4")
+    before = rerun.run_dir_state(run_dir)
+    ctime = shared.stat().st_ctime_ns
+    os.link(shared, cache / "taken-by-another-run.mp4")
+    shared.chmod(0o444)
+    assert shared.stat().st_ctime_ns != ctime or os.stat(shared).st_nlink == 3
+    assert rerun.run_dir_state(run_dir) == before
+    state = own.stat()
+    own.write_bytes(b"card-2")
+    os.utime(own, ns=(state.st_atime_ns, state.st_mtime_ns))
+    assert rerun.run_dir_state(run_dir) != before

@@ -15,9 +15,10 @@ every sample is ok writes ``.pinbench-rerun.json`` in the run directory, the dig
 * ``run_dir``: every file of the run directory as the finish left it (path and ``FileState``: size, mtime, inode,
   ctime, as the rest of the run judges a file), but the locks and the manifests of invocations
   (``shards/*-of-*.json``), which every run rewrites. The ctime: a file rewritten at its size with its mtime put
-  back (``os.utime``) is seen. So is the sample cache's hard link of a generating run's rollout into another run
-  directory (the link and its chmod move the ctime of the inode both share): a run whose recipe makes its own
-  rollouts (paibench-c) computes again, its samples reused, after another run directory took them from the cache.
+  back (``os.utime``) is seen. A file with more than one link is the sample cache's read-only copy (a kept
+  rollout, shared with the cache and other run directories): its ctime is left out, as each run that takes it from
+  the cache moves it (the link, the chmod), which made a paibench-c run compute again (its samples reused) after
+  another run directory took its rollouts. Such a file rewritten in place, its mtime put back, is not seen here.
 
 A rerun whose digests are these (``unchanged``) answers with the scorecard and its diff against the reference, records
 its invocation in those shard manifests (every sample reused), and writes nothing else. An input file edited in place
@@ -128,8 +129,9 @@ def run_dir_state(run_dir: Path) -> tuple[str, tuple[str, ...]]:
 def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
           invocations: list[str] | None = None, changes: bool = False) -> str:
     """SHA-256 of every file under ``root``: its path, size and mtime (one ``stat`` each), with ``changes`` its
-    whole ``FileState`` (inode and ctime too); folders named in ``skip`` left out, and names in ``top`` at the top;
-    a folder's invocation manifests are listed in ``invocations`` instead, when given."""
+    whole ``FileState`` (inode and ctime too; no ctime where the file has other links: the module docstring);
+    folders named in ``skip`` left out, and names in ``top`` at the top; a folder's invocation manifests are listed
+    in ``invocations`` instead, when given."""
     entries = []
     for folder, dirs, files in os.walk(root):
         at_top = folder == str(root)
@@ -144,7 +146,9 @@ def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
                 continue
             try:
                 state = os.stat(Path(folder) / name)
-                seen = FileState.of(state) if changes else f"{state.st_size}\0{state.st_mtime_ns}"
+                seen = (f"{state.st_size}\0{state.st_mtime_ns}" if not changes
+                        else FileState.of(state) if state.st_nlink == 1
+                        else f"{state.st_size}\0{state.st_mtime_ns}\0{state.st_ino}")
                 entries.append(f"{path.as_posix()}\0{seen}\n")
             except OSError:  # a dangling symlink: named, with no state
                 entries.append(f"{path.as_posix()}\0-\n")
