@@ -540,6 +540,32 @@ def render_results(scorecard: Scorecard, why: str) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A scorecard judged as ``pinbench run`` and ``pinbench diff`` print it: ``body``, then (a run's) failed samples,
+    then ``last``, which says the result and the exit code, diffed or not."""
+
+    diff: DiffResult | None   # None: no reference applies, the results are reported
+    exit_code: int
+    message: str   # diff.txt's text: ``render_diff``, or ``render_results`` (its last line no diff's, for the check)
+    last: str      # ``result_line``, or ``reported_line``
+
+    @property
+    def body(self) -> str:
+        """``message`` without its last line."""
+        return self.message.rpartition("\n")[0]
+
+
+def judge(scorecard: Scorecard, reference: Reference | str) -> Verdict:
+    """The verdict of ``scorecard`` against ``reference``, or of its results alone where ``reference`` is the text of
+    why none applies."""
+    if isinstance(reference, str):
+        return Verdict(None, results_exit_code(scorecard), render_results(scorecard, reference),
+                       reported_line(scorecard))
+    result = diff(scorecard, reference)
+    return Verdict(result, result.exit_code, render_diff(result), result_line(result))
+
+
 def results_exit_code(scorecard: Scorecard) -> int:
     """The exit code of a run no reference applies to: 0 complete, 2 partial or failed (the README's exit codes)."""
     return EXIT_PASS if scorecard.status == "complete" else EXIT_INCOMPLETE
