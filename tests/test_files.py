@@ -685,3 +685,11 @@ def test_a_yaml_cache_of_an_older_format_is_removed(tmp_path: Path, monkeypatch:
     path.write_text("n: 1\n")
     assert files.read_yaml(path) == {"n": 1}
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["hub", "yaml-3"]
+
+
+def test_an_aligned_table_pads_each_column_to_its_widest_cell() -> None:
+    """The one renderer of the plain-text tables (diff, compare, status, demo): two spaces apart, no trailing space,
+    a rule under the header unless asked not to."""
+    table = [["metric", "A"], ["x", "0.25"], ["longer", ""]]
+    assert files.aligned(table) == ["metric  A", "------  ----", "x       0.25", "longer"]
+    assert files.aligned(table, rule=False) == ["metric  A", "x       0.25", "longer"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
-from pinbench.core.files import counted, counted_of
+from pinbench.core.files import aligned, counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
@@ -1260,10 +1260,7 @@ def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
     table = [["recipe", "status", "verdict", "primary metric", "pinbench check", "time"]]
     table += [[r.recipe, "error" if r.error else r.status, "ERROR" if r.error else r.verdict, r.primary, r.check,
                f"{r.seconds:.1f} s"] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+    return aligned(table)
 
 
 def _refuse_unwritable(out: Path) -> None:

@@ -149,6 +149,16 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def aligned(table: Sequence[Sequence[str]], rule: bool = True) -> list[str]:
+    """The lines of a plain-text table: each column as wide as its widest cell, two spaces apart, no trailing
+    space; ``rule``: a line of dashes under the first row, its header."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def enclosing(path: Path, folders: Mapping[str, Path]) -> str | None:
     """The name of the first of ``folders`` that holds ``path`` (itself or below it, by real paths), or None: a run
     directory or a sample cache inside an input folder changes that input with every file it writes."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileError, blocking_parent, counted, read_yaml, write_atomic
+from pinbench.core.files import FileError, aligned, blocking_parent, counted, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
@@ -452,12 +452,7 @@ def _table_rows(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] 
 def _table(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] | None) -> list[str]:
     columns = RESULT_COLUMNS + (DIFF_COLUMNS if checked is not None else [])
     table = [["  " + columns[0], *columns[1:]], *_table_rows(metrics, checked)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines = []
-    for i, row in enumerate(table):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = aligned(table)
     lines.append("(* primary metric; direction: which way is better; 95% CI: the run's bootstrap interval"
                  + (";" if checked is not None else ")"))
     if checked is not None:

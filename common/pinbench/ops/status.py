@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, counted, iter_finite_jsonl_file, loads_json, read_data_file
+from pinbench.core.files import FileError, aligned, counted, iter_finite_jsonl_file, loads_json, read_data_file
 from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, SLURM_DIR, lock_name, process_alive, read_lock
@@ -347,8 +347,7 @@ def render(status: RunStatus) -> str:
         for job in sub.jobs:
             if not job["sharded"] and status.jobs.get(job["job_id"]):
                 table.append([job["phase"], "", "", "", "", "", status.jobs[job["job_id"]][0].describe()])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
+    lines += ["", *aligned(table, rule=False)]
     if status.n_shards > len(status.shards):
         idle = status.n_shards - len(status.shards)
         lines.append(f"{counted(idle, 'other shard')} of {status.n_shards} {'owns' if idle == 1 else 'own'} no task "
