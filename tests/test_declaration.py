@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.core.config import RecipeError, Shard
 from pinbench.core.metricinfo import MetricInfo, Tolerance, match_metric
-from pinbench.core.options import OptionValues
+from pinbench.core.options import OptionValues, finite_at_least_zero
 from pinbench.core.recipe import DeclarationError, available_recipes, get_recipe, load_declaration
 
 runner = CliRunner()
@@ -348,3 +348,10 @@ def test_a_fixture_run_records_only_the_options_it_applies(tmp_path: Path) -> No
     assert identity["inputs"] == {"decoder": {"value": "opencv", "fingerprint": "opencv"}}
     full = recipe.config(checkpoint="m", out_dir=tmp_path / "full", env={}, options={"videos": str(tmp_path)})
     assert full.option_sources["split"] == "default" and "split" in full.inputs
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", 0.0), ("2.5", 2.5), (" 1e3 ", 1000.0), ("-1", None),
+                                                 ("inf", None), ("nan", None), ("", None), ("words", None)])
+def test_a_bound_wait_or_scale_is_a_finite_number_of_zero_or_more(text: str, expected: float | None) -> None:
+    """The one reading of $PINBENCH_NOTICE_S, $PINBENCH_SAMPLE_CACHE_MB and ``-g guidance=``."""
+    assert finite_at_least_zero(text) == expected

@@ -127,6 +127,24 @@ def test_jsonl_lines_end_at_cr_lf_and_lone_cr_and_errors_count_them(tmp_path: Pa
         files.parse_finite_jsonl(text + '{"a": \r', tmp_path / "x.jsonl", lambda value: value, "row")
 
 
+@pytest.mark.parametrize("chunk", [4 << 20, 7], ids=["one-read", "lines-cut-across-reads"])
+def test_a_jsonl_file_read_a_few_bytes_at_a_time_names_the_line_and_byte_of_the_whole_file(
+        tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_finite_jsonl`` reads ``JSONL_CHUNK`` bytes of whole lines at a time (``pinbench status`` keeps a few
+    records of a large samples file): a bad line is named by its number in the file, \r\n and \r counted as one
+    end each, and a byte that is not UTF-8 by its offset in the file, whatever the reads."""
+    monkeypatch.setattr(files, "JSONL_CHUNK", chunk)
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a": 1}\r\n{"a": 2}\r\n\r{"a": 3}\n')
+    assert files.read_finite_jsonl(path, lambda value: value, "row") == [{"a": 1}, {"a": 2}, {"a": 3}]
+    path.write_bytes(b'{"a": 1}\r\n{"a": 2}\r\n\r{"a": 3}\n{"a": }\n')
+    with pytest.raises(ValueError, match=rf"^{path}:5: bad row"):
+        files.read_finite_jsonl(path, lambda value: value, "row")
+    path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": "\xff"}\n')
+    with pytest.raises(files.FileError, match=rf"^{path}: not UTF-8 text \(byte 25\)$"):
+        files.read_finite_jsonl(path, lambda value: value, "row")
+
+
 def test_a_raw_unicode_line_separator_inside_a_string_stays_in_its_row(tmp_path: Path) -> None:
     """``json.dumps(ensure_ascii=False)`` leaves U+2028, U+2029 and U+0085 raw inside strings, where
     ``str.splitlines`` split the row (the recipes' readers then refused valid data as unterminated strings)."""
@@ -681,3 +699,11 @@ def test_a_yaml_cache_of_a_newer_format_is_left_to_its_pinbench(tmp_path: Path,
     path.write_text("n: 1\n")
     assert files.read_yaml(path) == {"n": 1}
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["yaml-13", "yaml-3", "yaml-4"]
+
+
+def test_an_aligned_table_pads_each_column_to_its_widest_cell() -> None:
+    """The one renderer of the plain-text tables (diff, compare, status, demo): two spaces apart, no trailing space,
+    a rule under the header unless asked not to."""
+    table = [["metric", "A"], ["x", "0.25"], ["longer", ""]]
+    assert files.aligned(table) == ["metric  A", "------  ----", "x       0.25", "longer"]
+    assert files.aligned(table, rule=False) == ["metric  A", "x       0.25", "longer"]

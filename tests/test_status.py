@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from loose_task import LooseTask
 
-from pinbench.core import shard_manifest
+from pinbench.core import files, shard_manifest
 from pinbench.core.config import MAX_SHARDS, Shard
 from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samples, stand_in, write_records
 from pinbench.core.shard_manifest import read_manifests, write_manifest
@@ -200,9 +200,7 @@ def test_the_samples_a_merge_counted_missing_are_missing_not_pending(tmp_path: P
     """Shard 1 of 2 never ran and the merge wrote its samples' stand-ins (is_stand_in): the scorecard counts them
     missing, status said pending. A stand-in of another input than the manifest's is still pending. The file is read
     a few MiB at a time: here also 37 bytes at a time, every line cut across reads."""
-    from pinbench.ops import status as status_module
-
-    monkeypatch.setattr(status_module, "_CHUNK", chunk)
+    monkeypatch.setattr(files, "JSONL_CHUNK", chunk)
     run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)
     records = merge_samples([tmp_path], TASKS)
     write_records([r if r.sample_id != "s5" else dataclasses.replace(r, input_hash="0" * 64) for r in records],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
-from pinbench.core.files import counted, counted_of
+from pinbench.core.files import aligned, counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
@@ -722,34 +722,25 @@ def diff_cmd(
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
-        from pinbench.core.reference import diff, load_reference, render_diff
+        from pinbench.core.reference import judge, load_reference
         from pinbench.core.scorecard import load_scorecard, scorecard_file
 
         card = load_scorecard(scorecard_file(scorecard))
         recipe = _installed_recipe(card.recipe)
         if reference is None:
             reference = recipe.reference_of(card) if recipe is not None else None
-            if reference is None:
-                _results_without_reference(card, recipe)
-        # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
-        # recipe mismatch (exit 3: it does not apply), not as an invalid file.
-        owner = load_reference(reference).recipe
-        declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
-        result = diff(card, load_reference(reference, recipe=declared))
-    _echo(render_diff(result))
-    raise typer.Exit(result.exit_code)
-
-
-def _results_without_reference(card: Scorecard, recipe: Recipe | None) -> None:
-    """No reference applies: the results table, exit 0 for a complete run and 2 for a partial one (the README's
-    exit codes)."""
-    from pinbench.core.reference import render_results, reported_line, results_exit_code
-
-    why = (recipe.no_reference_of(card) if recipe is not None else
-           f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
-    _echo(render_results(card, why).rpartition("\n")[0])   # its last line said no exit code: the result line does
-    _echo(reported_line(card))
-    raise typer.Exit(results_exit_code(card))
+        if reference is None:   # the results table: exit 0 for a complete run, 2 for a partial one
+            judged = judge(card, recipe.no_reference_of(card) if recipe is not None else
+                           f"recipe {card.recipe!r} is not installed here (pass --reference FILE to diff)")
+        else:
+            # A reference is checked against its own recipe's declaration; one for another recipe then diffs as a
+            # recipe mismatch (exit 3: it does not apply), not as an invalid file.
+            owner = load_reference(reference).recipe
+            declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
+            judged = judge(card, load_reference(reference, recipe=declared))
+    _echo(judged.body)
+    _echo(judged.last)
+    raise typer.Exit(judged.exit_code)
 
 
 @app.command("record-reference")
@@ -1281,10 +1272,7 @@ def _demo_table(rows: Sequence[_DemoRun]) -> list[str]:
     table = [["recipe", "status", "verdict", "primary metric", "pinbench check", "time"]]
     table += [[r.recipe, "error" if r.error else r.status, "ERROR" if r.error else r.verdict, r.primary, r.check,
                f"{r.seconds:.1f} s"] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+    return aligned(table)
 
 
 def _refuse_unwritable(out: Path) -> None:

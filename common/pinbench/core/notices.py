@@ -9,7 +9,6 @@ prints one line on stderr saying what it is doing, and when it ends, how long it
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import threading
@@ -17,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
+
+from pinbench.core.options import finite_at_least_zero
 
 NOTICE_AFTER_S = 2.0
 ENV = "PINBENCH_NOTICE_S"
@@ -31,11 +32,8 @@ def notice_after() -> float:
     text = os.environ.get(ENV, "").strip()
     if not text:
         return NOTICE_AFTER_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds >= 0):
+    seconds = finite_at_least_zero(text)
+    if seconds is None:
         raise ValueError(f"${ENV}={text!r}: seconds before work says what it is doing must be a finite number, 0 or "
                          f"more (0: say all of it)")
     return seconds

@@ -39,6 +39,16 @@ class OptionError(ValueError):
     """A bad option: unknown key, bad value, or a required option missing (one line)."""
 
 
+def finite_at_least_zero(text: str) -> float | None:
+    """``text`` as a finite number of 0 or more, else None: ``float`` reads ``inf``, ``nan`` and ``-1`` as well, and
+    a bound, a wait or a scale is none of them."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
 def expand_user(value: str, where: str) -> Path:
     """``value`` as a path, ``~`` and ``~user`` expanded; OptionError naming ``where`` when there is no such home
     folder (``Path.expanduser`` said only "Could not determine home directory.", naming neither option nor path)."""

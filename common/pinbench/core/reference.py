@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileError, blocking_parent, counted, read_yaml, write_atomic
+from pinbench.core.files import FileError, aligned, blocking_parent, counted, read_yaml, write_atomic
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
@@ -452,12 +452,7 @@ def _table_rows(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] 
 def _table(metrics: Mapping[str, MetricResult], checked: Sequence[DiffRow] | None) -> list[str]:
     columns = RESULT_COLUMNS + (DIFF_COLUMNS if checked is not None else [])
     table = [["  " + columns[0], *columns[1:]], *_table_rows(metrics, checked)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines = []
-    for i, row in enumerate(table):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = aligned(table)
     lines.append("(* primary metric; direction: which way is better; 95% CI: the run's bootstrap interval"
                  + (";" if checked is not None else ")"))
     if checked is not None:
@@ -538,6 +533,32 @@ def render_results(scorecard: Scorecard, why: str) -> str:
         lines.extend(f"  - {n}" for n in _grouped(notes))
     lines.append(f"reported, not diffed (status {scorecard.status})")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A scorecard judged as ``pinbench run`` and ``pinbench diff`` print it: ``body``, then (a run's) failed samples,
+    then ``last``, which says the result and the exit code, diffed or not."""
+
+    diff: DiffResult | None   # None: no reference applies, the results are reported
+    exit_code: int
+    message: str   # diff.txt's text: ``render_diff``, or ``render_results`` (its last line no diff's, for the check)
+    last: str      # ``result_line``, or ``reported_line``
+
+    @property
+    def body(self) -> str:
+        """``message`` without its last line."""
+        return self.message.rpartition("\n")[0]
+
+
+def judge(scorecard: Scorecard, reference: Reference | str) -> Verdict:
+    """The verdict of ``scorecard`` against ``reference``, or of its results alone where ``reference`` is the text of
+    why none applies."""
+    if isinstance(reference, str):
+        return Verdict(None, results_exit_code(scorecard), render_results(scorecard, reference),
+                       reported_line(scorecard))
+    result = diff(scorecard, reference)
+    return Verdict(result, result.exit_code, render_diff(result), result_line(result))
 
 
 def results_exit_code(scorecard: Scorecard) -> int:

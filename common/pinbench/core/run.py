@@ -62,13 +62,8 @@ from pinbench.core.reference import (
     EXIT_INCOMPLETE,
     DiffResult,
     Reference,
-    diff,
+    judge,
     load_reference,
-    render_diff,
-    render_results,
-    reported_line,
-    result_line,
-    results_exit_code,
 )
 from pinbench.core.rundir import aside_names
 from pinbench.core.runner import (
@@ -533,20 +528,16 @@ class Run:
         to ``diff.txt`` and printed, with the failures (``summarize_failures``)."""
         recipe, cfg = self.recipe, self.cfg
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
-        result = diff(card, reference) if reference is not None else None
-        if result is None:
-            exit_code = results_exit_code(card)
-            message = render_results(card, recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator))
-        else:
-            exit_code, message = result.exit_code, render_diff(result)
-        write_if_changed(self.out_dir / "diff.txt", message + "\n")
+        judged = judge(card, reference if reference is not None else
+                       recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator))
+        write_if_changed(self.out_dir / "diff.txt", judged.message + "\n")
         # the failed samples above the verdict: the last line says the result and the exit code, diffed or not
-        print(message.rpartition("\n")[0], flush=True)
+        print(judged.body, flush=True)
         for line in summarize_failures(card, self.out_dir, records):
             print(line, flush=True)
-        print(result_line(result) if result is not None else reported_line(card), flush=True)
-        return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=exit_code,
-                                     diff=result, message=message)
+        print(judged.last, flush=True)
+        return reference, RunOutcome(scorecard_path=self.out_dir / "scorecard.json", exit_code=judged.exit_code,
+                                     diff=judged.diff, message=judged.message)
 
     def _answer_unchanged(self) -> RunOutcome | None:
         """A finished run directory whose inputs, code and options are as its finish recorded them

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -51,7 +50,7 @@ from pinbench.core.files import (
     not_regular,
     read_regular_bytes,
 )
-from pinbench.core.options import expand_user
+from pinbench.core.options import expand_user, finite_at_least_zero
 from pinbench.core.store import Stored, decode_line, encode_line
 
 ENV, SIZE_ENV = "PINBENCH_SAMPLE_CACHE", "PINBENCH_SAMPLE_CACHE_MB"
@@ -139,11 +138,8 @@ def size_bound(environ: Mapping[str, str] = os.environ) -> int:
     value = environ.get(SIZE_ENV, "").strip()
     if not value:
         return DEFAULT_MB * MIB
-    try:
-        mebibytes = float(value)
-    except ValueError:
-        mebibytes = math.nan
-    if not (math.isfinite(mebibytes) and mebibytes >= 0):
+    mebibytes = finite_at_least_zero(value)
+    if mebibytes is None:
         raise ValueError(f"${SIZE_ENV}={value!r}: the sample cache's bound must be a finite number of MiB, 0 or more")
     return int(mebibytes * MIB)
 

@@ -18,7 +18,6 @@ family through ``diffusers``.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from pinbench.core.files import (
     sha256_regular,
 )
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signature
+from pinbench.core.options import finite_at_least_zero
 from pinbench.media.video import read_video, write_video
 
 GREY = 128
@@ -185,11 +185,8 @@ class Diffusers:
             raise ValueError("-g weights_sha256= must be the 64-hex digest of the model folder (tree_sha256)")
         if not (steps.isdigit() and int(steps) >= 1):
             raise ValueError(f"-g steps={steps}: must be a whole number of 1 or more")
-        try:
-            scale = float(guidance)
-        except ValueError:
-            scale = math.nan
-        if not (math.isfinite(scale) and scale >= 0):
+        scale = finite_at_least_zero(guidance)
+        if scale is None:
             raise ValueError(f"-g guidance={guidance}: must be a finite number of 0 or more")
         if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
             raise ValueError(f"-g device={device}: must be cpu, cuda or cuda:N")

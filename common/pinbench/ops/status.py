@@ -18,12 +18,12 @@ import functools
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, counted, iter_finite_jsonl, loads_json, open_regular, read_data_file
+from pinbench.core.files import FileError, aligned, counted, iter_finite_jsonl_file, loads_json, read_data_file
 from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
 from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, SLURM_DIR, lock_name, process_alive, read_lock
@@ -274,26 +274,10 @@ def _stand_ins(out_dir: Path, written: WrittenScorecard | str | None) -> dict[st
     if not path.is_file():
         return {}
     try:
-        return {r.sample_id: r for r in _merged_records(path) if is_stand_in(r)}
+        records = iter_finite_jsonl_file(path, SampleRecord.from_json, "sample record")
+        return {r.sample_id: r for r in records if is_stand_in(r)}
     except (OSError, ValueError):
         return {}
-
-
-def _merged_records(path: Path) -> Iterator[SampleRecord]:
-    """The records of a ``samples.jsonl`` (``read_merged``'s, but a problem is only ValueError or OSError), read a
-    few MiB of whole lines at a time: status held the file's bytes, its text, a copy of it and every record to keep
-    a few (257 MiB peak RSS at 112,220 samples)."""
-    with os.fdopen(open_regular(path), "rb") as fh:
-        rest = b""
-        while chunk := fh.read(_CHUNK):
-            chunk = rest + chunk
-            cut = chunk.rfind(b"\n") + 1
-            rest = chunk[cut:]
-            yield from iter_finite_jsonl(chunk[:cut].decode("utf-8"), path, SampleRecord.from_json, "sample record")
-        yield from iter_finite_jsonl(rest.decode("utf-8"), path, SampleRecord.from_json, "sample record")
-
-
-_CHUNK = 4 << 20
 
 
 def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState]], str]:
@@ -363,8 +347,7 @@ def render(status: RunStatus) -> str:
         for job in sub.jobs:
             if not job["sharded"] and status.jobs.get(job["job_id"]):
                 table.append([job["phase"], "", "", "", "", "", status.jobs[job["job_id"]][0].describe()])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines += ["", *("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table)]
+    lines += ["", *aligned(table, rule=False)]
     if status.n_shards > len(status.shards):
         idle = status.n_shards - len(status.shards)
         lines.append(f"{counted(idle, 'other shard')} of {status.n_shards} {'owns' if idle == 1 else 'own'} no task "

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord, derived_problems
-from pinbench.core.files import counted, read_regular_bytes
+from pinbench.core.files import aligned, counted, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.provenance import redact
@@ -456,12 +456,7 @@ def render_comparison(result: Comparison) -> str:
                       _fmt(d.difference if d else None, sign=True),
                       describe(d.interval) if d and has_interval(d.interval) else "n/a", r.direction, r.verdict,
                       f"{r.n_matched}/{r.n_cohort}"])
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines.append("")
-    for i, row in enumerate(table):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines += ["", *aligned(table)]
     lines.append("(* primary metric; A and B over the matched samples; verdict: the paired interval of B - A "
                  "excludes 0 (better/worse by the metric's direction) or contains it (within noise))")
     lines.append("")
