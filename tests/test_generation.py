@@ -3440,3 +3440,31 @@ def test_what_a_command_left_running_is_stopped_when_it_exits(tmp_path: Path) ->
     _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
     alive = _still_running(pids, 4)
     assert alive == []
+
+
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run_is_killed_by_kill_9(
+        tmp_path: Path) -> None:
+    """kill -9 of the run while its command hangs, after it started ``setsid sleep 1000 &``: the guard, on its
+    parent's death, killed its own process group, itself included, so the sleep it had adopted outlived the run.
+    The run here is a process that runs the command (``_run_command``), killed once the daemon wrote its pid."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "import json\n"
+            "from pinbench.core.generation import Request\n"
+            "from pinbench.ops.generation import GeneratorSpec, _run_command\n"
+            "tmp = Path(sys.argv[1])\n"
+            "request = Request.from_json(json.loads(sys.argv[2]))\n"
+            f"_run_command(GeneratorSpec('command:bash {script} {{out}}').command, request, tmp / 't2v-000.mp4', 600,\n"
+            "             tmp / 'log', tmp)\n")
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
+                           start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(run.pid, signal.SIGKILL)   # the run only, not its process group
+    run.wait()
+    time.sleep(3)   # the guard's look at its parent, every 0.2 s, then its kill
+    assert _still_running(pids, 1) == []

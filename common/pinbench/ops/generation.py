@@ -1802,14 +1802,15 @@ def _guard(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str]) -> None:
-    die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
+        die_with_parent(group=True, first=_kill_adopted)   # what it adopted too, out of its group (``setsid``)
         code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         raise SystemExit(code)
+    die_with_parent(group=True)   # a generator child, and all it started
     if len(argv) != 4:
         raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD REQUEST_FD NAME | --guard "
                          "COMMAND...)")
