@@ -3468,3 +3468,49 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     run.wait()
     time.sleep(3)   # the guard's look at its parent, every 0.2 s, then its kill
     assert _still_running(pids, 1) == []
+
+
+SPAWNING = """
+import pathlib, subprocess, time
+from pinbench.core.generation import Capabilities, Signature
+
+class Spawning:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def __init__(self, pids, hang):
+        self.pids, self.hang = pathlib.Path(pids), hang == "yes"
+
+    def signature(self):
+        return Signature(model="spawning", weights="none")
+
+    def generate(self, request, out):
+        for setsid in (["setsid"], []):
+            subprocess.Popen([*setsid, "sh", "-c", f"echo $$ >> {self.pids}; exec sleep 1000"])
+        while len(self.pids.read_text().split()) < 2 if self.pids.exists() else True:
+            time.sleep(0.02)
+        if self.hang:
+            time.sleep(100)
+"""
+
+
+@pytest.mark.parametrize("hang", ["yes", "no"])
+def test_what_a_python_generator_started_is_stopped_with_its_worker(hang: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python generator that started a ``setsid sleep 1000`` and a plain one, then hung past the per-request
+    time limit (``yes``) or returned (``no``, the run's end stops its worker): the kill of the worker's process
+    group missed the one in a session of its own, which outlived the run."""
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "spawning.py").write_text(SPAWNING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    pids = tmp_path / "pids"
+    worker = Worker("spawning:Spawning", {"pids": str(pids), "hang": hang}, tmp_path / "generator.log")
+    try:
+        if hang == "yes":
+            with pytest.raises(GeneratorError, match="did not finish generating within 3 s"):
+                worker.generate(_request(), tmp_path / "out.mp4", 3)
+        else:
+            worker.generate(_request(), tmp_path / "out.mp4", 30)
+    finally:
+        worker.stop()
+    assert _still_running(pids, 2) == []

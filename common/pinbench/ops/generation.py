@@ -601,7 +601,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
             said.write(_generating(request.id) + "\n")
         sink = _RedactedLog(log)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
+            proc = subprocess.Popen(_guarded(filled),
                                     stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd, start_new_session=True,
                                     env={**os.environ, **env} if env else None)
         finally:
@@ -666,6 +666,12 @@ _LINE_LIMIT = 1 << 20
 _GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the command started
 
 
+def _guarded(argv: Sequence[str]) -> list[str]:
+    """``argv`` run by a guard (``_guard``): a command generator's, and a Python generator's worker, whose kill of
+    its group missed what the generator started in a session of its own (``setsid``)."""
+    return [sys.executable, "-m", "pinbench.ops.generation", "--guard", *argv]
+
+
 def _stop_guard(proc: subprocess.Popen) -> None:
     """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
     adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
@@ -686,7 +692,8 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 class Worker:
-    """A Python generator in a child process, one request at a time, stopped and replaced past the time limit."""
+    """A Python generator in a child process run by a guard (``_guarded``: what the generator started is stopped with
+    it), one request at a time, stopped and replaced past the time limit."""
 
     def __init__(self, target: str, options: Mapping[str, str], log: Path, env: Mapping[str, str] | None = None,
                  named: str | None = None):
@@ -704,7 +711,8 @@ class Worker:
         self._sink = _RedactedLog(self.log)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked), self.named],
+                _guarded([sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked),
+                          self.named]),
                 stdin=subprocess.DEVNULL, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write, asked),
                 start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
@@ -761,6 +769,7 @@ class Worker:
 
     def stop(self) -> None:
         if self._proc is not None:
+            _stop_guard(self._proc)
             _kill(self._proc)
             self._proc = None
         if self._ask_to is not None:
@@ -1791,7 +1800,9 @@ def _guard(argv: Sequence[str]) -> int:
     _adopt_orphans()
     signal.signal(signal.SIGTERM, _stopped)
     try:
-        return subprocess.run(argv, check=False).returncode   # (its child is killed on _Stopped, then waited for)
+        # (its child is killed on _Stopped, then waited for); it gets what the guard was handed (a worker's pipes,
+        # ``pass_fds``): what Python opens is not inheritable
+        return subprocess.run(argv, check=False, close_fds=False).returncode
     except _Stopped:
         return -signal.SIGTERM
     except OSError as exc:
