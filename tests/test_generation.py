@@ -3514,3 +3514,32 @@ def test_what_a_python_generator_started_is_stopped_with_its_worker(hang: str, t
     finally:
         worker.stop()
     assert _still_running(pids, 2) == []
+
+
+@pytest.mark.parametrize("does", ["chmod", "rewrite"])
+def test_a_generator_that_wrote_nothing_and_only_chmodded_the_kept_rollout_wrote_nothing(does: str,
+                                                                                         tmp_path: Path) -> None:
+    """A generator that wrote nothing to its out, only a chmod on the rollout already at its place: that moved the
+    file's state (ctime), and the run said it had written the rollout there itself. Its bytes say it did not; one
+    that rewrote the rollout there is told so still."""
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import GeneratorError, InvalidRollout, _keep
+
+    request, rollouts = _request(conditioning=()), tmp_path / "rollouts"
+    target = rollouts / request.output
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"the kept rollout")
+    target.chmod(0o444)
+
+    def make(request: Request, out: Path) -> None:
+        if does == "chmod":
+            target.chmod(0o644)
+        else:
+            target.unlink()
+            target.write_bytes(b"a rollout of its own")
+
+    with pytest.raises((GeneratorError, InvalidRollout)) as caught:
+        _keep(request, rollouts, Signature(model="m", weights="w"), make)
+    itself = f"but wrote {request.output} itself"
+    assert (itself in str(caught.value)) == (does == "rewrite"), str(caught.value)
+    assert str(caught.value).startswith("no rollout: " if does == "chmod" else "invalid rollout: ")

@@ -1241,7 +1241,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                 _untouched(request, before.inputs, exc)
                 raise
         if before is not None:
-            if not os.path.lexists(partial) and _state(target) not in (before.target, None):
+            if not os.path.lexists(partial) and before.rewritten(target):
                 raise InvalidRollout(f"{INVALID}{request.output}: the generator wrote nothing to the path it was "
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
@@ -1265,14 +1265,23 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
 @dataclass(frozen=True)
 class _Before:
     """A rollout's files before its generator ran, each checked after it: its conditioning files
-    (``_inputs_state``, ``_untouched``) and its place (``_state``: a generator that wrote there, not to its out)."""
+    (``_inputs_state``, ``_untouched``) and its place (``_state`` and the SHA-256 of a regular file there: a
+    generator that wrote there, not to its out)."""
 
     inputs: Mapping[str, FileState | None]
     target: FileState | None
+    target_sha256: str | None
 
     @classmethod
     def of(cls, request: Request, rollouts: Path) -> _Before:
-        return cls(_inputs_state(request), _state(rollouts / request.output))
+        target = rollouts / request.output
+        return cls(_inputs_state(request), _state(target), regular_sha256(target))
+
+    def rewritten(self, target: Path) -> bool:
+        """Whether the generator wrote ``target`` itself: its state moved and it does not hold the bytes it held (a
+        chmod of the rollout there moves its ctime alone, and it was said to be written)."""
+        return (_state(target) not in (self.target, None)
+                and (self.target_sha256 is None or regular_sha256(target) != self.target_sha256))
 
 
 def _state(path: Path, *, follow: bool = False) -> FileState | None:
