@@ -1267,6 +1267,8 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'",
     # env takes NAME=VALUE after its "--" (env -- A=1 sh -c 'echo $A' says 1): the shell comes after them
     "env -- A=1 bash -c '{gen}'",
+    # a lone "-" as env's first operand is its -i, "--" before it or not (env -- - A=1 sh -c 'echo $A' says 1)
+    "env -- - A=1 bash -c '{gen}'", "env -i -- - bash -c '{gen}'",
     # a duration strtod reads (timeout runs them all) and a long option getopt_long knows by a prefix
     "timeout 1e3 bash -c '{gen}'", "timeout inf bash -c '{gen}'", "timeout 0x10 bash -c '{gen}'",
     "timeout --sig KILL 5 bash -c '{gen}'", "nice --adj 5 bash -c '{gen}'", "stdbuf --out L bash -c '{gen}'"])
@@ -1318,7 +1320,11 @@ def test_a_program_behind_a_wrapper_that_is_no_shell_takes_its_placeholders() ->
 
     for command in ("timeout 1h nice -n 5 python gen.py -c {request} --out {out}",
                     "sudo -u bash gen -c {out}", "taskset -c 1 ionice -c 3 gen -c {out}",
-                    "mywrapper -x bash -c 'gen --out {out}'"):
+                    "mywrapper -x bash -c 'gen --out {out}'",
+                    # env's lone "-" ends its options: env - -u X sh says "env: '-u': No such file or directory";
+                    # after a NAME=VALUE or a first "-" it is the program (env A=1 - sh, env -- - - sh: "'-'")
+                    "env - -u X bash -c 'gen --out {out}'", "env A=1 - bash -c 'gen --out {out}'",
+                    "env -- - - bash -c 'gen --out {out}'"):
         assert command_argv(f"command:{command}")[-1] in ("{out}", "gen --out {out}")
 
 

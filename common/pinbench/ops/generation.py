@@ -200,16 +200,23 @@ class _Wrapper:
     ordered: bool = False
     # its valued options whose value it splits into words itself (env -S 'bash -c ...'): a path there is split too
     splits: frozenset[str] = frozenset()
+    # a lone "-" as its first operand ("--" before it or not) is an option that ends its options (GNU env's -i: env
+    # -- - A=1 sh -c 'echo $A' says 1, env - -u X sh runs a program named -u)
+    dash: bool = False
 
     def command(self, argv: Sequence[str], at: int) -> tuple[int, list[str]]:
         """Where the command it runs starts in ``argv``, its own words starting at ``at``, and the values of its
         ``splits`` options there."""
         split: list[str] = []
         reading = True   # options may come yet
+        operand = False   # an operand came (a NAME=VALUE, or its lone "-")
         while at < len(argv):
             arg = argv[at]
+            if self.dash and arg == "-" and not operand:
+                at, reading, operand = at + 1, False, True
+                continue
             if self.assigns and "=" in arg and arg[:1] != "-":
-                at, reading = at + 1, reading and not self.ordered
+                at, reading, operand = at + 1, reading and not self.ordered, True
                 continue
             if not reading or arg[:1] != "-":
                 break
@@ -243,7 +250,7 @@ class _Wrapper:
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
 WRAPPERS = {
     "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True,
-                    ordered=True, splits=frozenset({"-S", "--split-string"})),
+                    ordered=True, splits=frozenset({"-S", "--split-string"}), dash=True),
     "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
