@@ -1268,6 +1268,8 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     "timeout 1h env A=1 sudo -u me nohup stdbuf -oL bash -ec '{gen}'",
     # env takes NAME=VALUE after its "--" (env -- A=1 sh -c 'echo $A' says 1): the shell comes after them
     "env -- A=1 bash -c '{gen}'",
+    # a lone "-" as env's first operand is its -i, "--" before it or not (env -- - A=1 sh -c 'echo $A' says 1)
+    "env -- - A=1 bash -c '{gen}'", "env -i -- - bash -c '{gen}'",
     # a duration strtod reads (timeout runs them all) and a long option getopt_long knows by a prefix
     "timeout 1e3 bash -c '{gen}'", "timeout inf bash -c '{gen}'", "timeout 0x10 bash -c '{gen}'",
     "timeout --sig KILL 5 bash -c '{gen}'", "nice --adj 5 bash -c '{gen}'", "stdbuf --out L bash -c '{gen}'"])
@@ -1319,7 +1321,11 @@ def test_a_program_behind_a_wrapper_that_is_no_shell_takes_its_placeholders() ->
 
     for command in ("timeout 1h nice -n 5 python gen.py -c {request} --out {out}",
                     "sudo -u bash gen -c {out}", "taskset -c 1 ionice -c 3 gen -c {out}",
-                    "mywrapper -x bash -c 'gen --out {out}'"):
+                    "mywrapper -x bash -c 'gen --out {out}'",
+                    # env's lone "-" ends its options: env - -u X sh says "env: '-u': No such file or directory";
+                    # after a NAME=VALUE or a first "-" it is the program (env A=1 - sh, env -- - - sh: "'-'")
+                    "env - -u X bash -c 'gen --out {out}'", "env A=1 - bash -c 'gen --out {out}'",
+                    "env -- - - bash -c 'gen --out {out}'"):
         assert command_argv(f"command:{command}")[-1] in ("{out}", "gen --out {out}")
 
 
@@ -3509,3 +3515,106 @@ def test_requests_of_a_fixture_name_the_fixture_run_directory_they_cannot_write(
             "runs/paibench-c/fixture-fixture, where --fixture builds the fixture's data (Not a directory)"
             in result.output), result.output
     assert "--out" not in result.output and not out.exists()
+
+
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run_is_killed_by_kill_9(
+        tmp_path: Path) -> None:
+    """kill -9 of the run while its command hangs, after it started ``setsid sleep 1000 &``: the guard, on its
+    parent's death, killed its own process group, itself included, so the sleep it had adopted outlived the run.
+    The run here is a process that runs the command (``_run_command``), killed once the daemon wrote its pid."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "import json\n"
+            "from pinbench.core.generation import Request\n"
+            "from pinbench.ops.generation import GeneratorSpec, _run_command\n"
+            "tmp = Path(sys.argv[1])\n"
+            "request = Request.from_json(json.loads(sys.argv[2]))\n"
+            f"_run_command(GeneratorSpec('command:bash {script} {{out}}').command, request, tmp / 't2v-000.mp4', 600,\n"
+            "             tmp / 'log', tmp)\n")
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
+                           start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(run.pid, signal.SIGKILL)   # the run only, not its process group
+    run.wait()
+    time.sleep(3)   # the guard's look at its parent, every 0.2 s, then its kill
+    assert _still_running(pids, 1) == []
+
+
+SPAWNING = """
+import pathlib, subprocess, time
+from pinbench.core.generation import Capabilities, Signature
+
+class Spawning:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def __init__(self, pids, hang):
+        self.pids, self.hang = pathlib.Path(pids), hang == "yes"
+
+    def signature(self):
+        return Signature(model="spawning", weights="none")
+
+    def generate(self, request, out):
+        for setsid in (["setsid"], []):
+            subprocess.Popen([*setsid, "sh", "-c", f"echo $$ >> {self.pids}; exec sleep 1000"])
+        while len(self.pids.read_text().split()) < 2 if self.pids.exists() else True:
+            time.sleep(0.02)
+        if self.hang:
+            time.sleep(100)
+"""
+
+
+@pytest.mark.parametrize("hang", ["yes", "no"])
+def test_what_a_python_generator_started_is_stopped_with_its_worker(hang: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python generator that started a ``setsid sleep 1000`` and a plain one, then hung past the per-request
+    time limit (``yes``) or returned (``no``, the run's end stops its worker): the kill of the worker's process
+    group missed the one in a session of its own, which outlived the run."""
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "spawning.py").write_text(SPAWNING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    pids = tmp_path / "pids"
+    worker = Worker("spawning:Spawning", {"pids": str(pids), "hang": hang}, tmp_path / "generator.log")
+    try:
+        if hang == "yes":
+            with pytest.raises(GeneratorError, match="did not finish generating within 3 s"):
+                worker.generate(_request(), tmp_path / "out.mp4", 3)
+        else:
+            worker.generate(_request(), tmp_path / "out.mp4", 30)
+    finally:
+        worker.stop()
+    assert _still_running(pids, 2) == []
+
+
+@pytest.mark.parametrize("does", ["chmod", "rewrite"])
+def test_a_generator_that_wrote_nothing_and_only_chmodded_the_kept_rollout_wrote_nothing(does: str,
+                                                                                         tmp_path: Path) -> None:
+    """A generator that wrote nothing to its out, only a chmod on the rollout already at its place: that moved the
+    file's state (ctime), and the run said it had written the rollout there itself. Its bytes say it did not; one
+    that rewrote the rollout there is told so still."""
+    from pinbench.core.generation import Signature
+    from pinbench.ops.generation import GeneratorError, InvalidRollout, _keep
+
+    request, rollouts = _request(conditioning=()), tmp_path / "rollouts"
+    target = rollouts / request.output
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"the kept rollout")
+    target.chmod(0o444)
+
+    def make(request: Request, out: Path) -> None:
+        if does == "chmod":
+            target.chmod(0o644)
+        else:
+            target.unlink()
+            target.write_bytes(b"a rollout of its own")
+
+    with pytest.raises((GeneratorError, InvalidRollout)) as caught:
+        _keep(request, rollouts, Signature(model="m", weights="w"), make)
+    itself = f"but wrote {request.output} itself"
+    assert (itself in str(caught.value)) == (does == "rewrite"), str(caught.value)
+    assert str(caught.value).startswith("no rollout: " if does == "chmod" else "invalid rollout: ")

@@ -845,18 +845,22 @@ def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir
     return summary
 
 
-def die_with_parent(*, group: bool = False) -> None:
+def die_with_parent(*, group: bool = False, first: Callable[[], None] | None = None) -> None:
     """This process (with ``group``, its whole process group) is killed when the process that started it dies, a
     kill -9 included: a device worker of a killed run must not go on computing, nor a generator keep a GPU busy,
     for a run that is gone (a rerun could otherwise claim the directory while they still write to it). The watch
     blocks every signal: one sent to the process goes to its main thread, whose handler then interrupts what that
-    thread waits on (a command guard's SIGTERM taken by the watch left the guard waiting on a stopped command)."""
+    thread waits on (a command guard's SIGTERM taken by the watch left the guard waiting on a stopped command).
+    ``first`` runs before that kill: a guard's kill of what it adopted out of its group (the group's kill ended the
+    guard)."""
     parent = os.getppid()
 
     def watch() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         while os.getppid() == parent:
             time.sleep(0.2)
+        if first is not None:
+            first()
         if group:
             os.killpg(0, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

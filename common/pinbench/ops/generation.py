@@ -200,16 +200,23 @@ class _Wrapper:
     ordered: bool = False
     # its valued options whose value it splits into words itself (env -S 'bash -c ...'): a path there is split too
     splits: frozenset[str] = frozenset()
+    # a lone "-" as its first operand ("--" before it or not) is an option that ends its options (GNU env's -i: env
+    # -- - A=1 sh -c 'echo $A' says 1, env - -u X sh runs a program named -u)
+    dash: bool = False
 
     def command(self, argv: Sequence[str], at: int) -> tuple[int, list[str]]:
         """Where the command it runs starts in ``argv``, its own words starting at ``at``, and the values of its
         ``splits`` options there."""
         split: list[str] = []
         reading = True   # options may come yet
+        operand = False   # an operand came (a NAME=VALUE, or its lone "-")
         while at < len(argv):
             arg = argv[at]
+            if self.dash and arg == "-" and not operand:
+                at, reading, operand = at + 1, False, True
+                continue
             if self.assigns and "=" in arg and arg[:1] != "-":
-                at, reading = at + 1, reading and not self.ordered
+                at, reading, operand = at + 1, reading and not self.ordered, True
                 continue
             if not reading or arg[:1] != "-":
                 break
@@ -243,7 +250,7 @@ class _Wrapper:
 # the wrappers a user puts before a shell, as GNU coreutils, util-linux and sudo take their options
 WRAPPERS = {
     "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), assigns=True,
-                    ordered=True, splits=frozenset({"-S", "--split-string"})),
+                    ordered=True, splits=frozenset({"-S", "--split-string"}), dash=True),
     "sudo": _Wrapper(frozenset({"-C", "--close-from", "-D", "--chdir", "-g", "--group", "-p", "--prompt", "-R",
                                 "--chroot", "-r", "--role", "-T", "--command-timeout", "-t", "--type", "-U",
                                 "--other-user", "-u", "--user"}), assigns=True),
@@ -601,7 +608,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
             said.write(_generating(request.id) + "\n")
         sink = _RedactedLog(log)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "pinbench.ops.generation", "--guard", *filled],
+            proc = subprocess.Popen(_guarded(filled),
                                     stdin=subprocess.DEVNULL, stdout=sink.fd, stderr=sink.fd, start_new_session=True,
                                     env={**os.environ, **env} if env else None)
         finally:
@@ -669,6 +676,12 @@ _LINE_LIMIT = 1 << 20
 _GUARD_STOP_S = 5.0   # how long a guard told to stop may take to kill what the command started
 
 
+def _guarded(argv: Sequence[str]) -> list[str]:
+    """``argv`` run by a guard (``_guard``): a command generator's, and a Python generator's worker, whose kill of
+    its group missed what the generator started in a session of its own (``setsid``)."""
+    return [sys.executable, "-m", "pinbench.ops.generation", "--guard", *argv]
+
+
 def _stop_guard(proc: subprocess.Popen) -> None:
     """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
     adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
@@ -691,7 +704,8 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 class Worker:
-    """A Python generator in a child process, one request at a time, stopped and replaced past the time limit."""
+    """A Python generator in a child process run by a guard (``_guarded``: what the generator started is stopped with
+    it), one request at a time, stopped and replaced past the time limit."""
 
     def __init__(self, target: str, options: Mapping[str, str], log: Path, env: Mapping[str, str] | None = None,
                  named: str | None = None):
@@ -709,7 +723,8 @@ class Worker:
         self._sink = _RedactedLog(self.log)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked), self.named],
+                _guarded([sys.executable, "-m", "pinbench.ops.generation", self.target, str(write), str(asked),
+                          self.named]),
                 stdin=subprocess.DEVNULL, stdout=self._sink.fd, stderr=self._sink.fd, pass_fds=(write, asked),
                 start_new_session=True,
                 env={**os.environ, **self.env, "PINBENCH_GENERATOR_OPTIONS": json.dumps(self.options)})
@@ -766,6 +781,7 @@ class Worker:
 
     def stop(self) -> None:
         if self._proc is not None:
+            _stop_guard(self._proc)
             _kill(self._proc)
             self._proc = None
         if self._ask_to is not None:
@@ -1237,7 +1253,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                 _untouched(request, before.inputs, exc)
                 raise
         if before is not None:
-            if not os.path.lexists(partial) and _state(target) not in (before.target, None):
+            if not os.path.lexists(partial) and before.rewritten(target):
                 raise InvalidRollout(f"{INVALID}{request.output}: the generator wrote nothing to the path it was "
                                  f"given ({partial.name}) but wrote {request.output} itself: write the rollout to "
                                  "that path (generate's out, a command's {out}); the run moves it into place once "
@@ -1261,14 +1277,23 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
 @dataclass(frozen=True)
 class _Before:
     """A rollout's files before its generator ran, each checked after it: its conditioning files
-    (``_inputs_state``, ``_untouched``) and its place (``_state``: a generator that wrote there, not to its out)."""
+    (``_inputs_state``, ``_untouched``) and its place (``_state`` and the SHA-256 of a regular file there: a
+    generator that wrote there, not to its out)."""
 
     inputs: Mapping[str, FileState | None]
     target: FileState | None
+    target_sha256: str | None
 
     @classmethod
     def of(cls, request: Request, rollouts: Path) -> _Before:
-        return cls(_inputs_state(request), _state(rollouts / request.output))
+        target = rollouts / request.output
+        return cls(_inputs_state(request), _state(target), regular_sha256(target))
+
+    def rewritten(self, target: Path) -> bool:
+        """Whether the generator wrote ``target`` itself: its state moved and it does not hold the bytes it held (a
+        chmod of the rollout there moves its ctime alone, and it was said to be written)."""
+        return (_state(target) not in (self.target, None)
+                and (self.target_sha256 is None or regular_sha256(target) != self.target_sha256))
 
 
 def _state(path: Path, *, follow: bool = False) -> FileState | None:
@@ -1796,7 +1821,9 @@ def _guard(argv: Sequence[str]) -> int:
     _adopt_orphans()
     signal.signal(signal.SIGTERM, _stopped)
     try:
-        return subprocess.run(argv, check=False).returncode   # (its child is killed on _Stopped, then waited for)
+        # (its child is killed on _Stopped, then waited for); it gets what the guard was handed (a worker's pipes,
+        # ``pass_fds``): what Python opens is not inheritable
+        return subprocess.run(argv, check=False, close_fds=False).returncode
     except _Stopped:
         return -signal.SIGTERM
     except OSError as exc:
@@ -1807,14 +1834,15 @@ def _guard(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str]) -> None:
-    die_with_parent(group=True)   # a generator child, and all it started
     if argv[:1] == ["--guard"] and len(argv) > 1:   # a command generator: run it, in this guarded process group
+        die_with_parent(group=True, first=_kill_adopted)   # what it adopted too, out of its group (``setsid``)
         code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         raise SystemExit(code)
+    die_with_parent(group=True)   # a generator child, and all it started
     if len(argv) != 4:
         raise SystemExit("usage: python -m pinbench.ops.generation (MODULE:FACTORY REPLY_FD REQUEST_FD NAME | --guard "
                          "COMMAND...)")
