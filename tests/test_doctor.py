@@ -62,6 +62,12 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     assert doctor.video_findings({"a": good}, tmp_path)[0].ok
 
 
+def test_an_unusable_name_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
+    (tmp_path / "new\nline.mp4").write_bytes(b"\x00" * 100)
+    (finding,) = doctor.video_findings({"a": _video(tmp_path / "a.mp4"), "b": tmp_path / "new\nline.mp4"}, tmp_path)
+    assert "\n" not in finding.line and ": new\\nline.mp4 (" in finding.line   # as `ls -b` and the run name it
+
+
 def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     good, other = _video(tmp_path / "a.mp4"), _video(tmp_path / "b.mp4")

@@ -1020,8 +1020,8 @@ def test_runs_whose_rollouts_were_made_differently_are_said_to_differ() -> None:
         "settings that differ: frame (A initial, B last)"]   # what each run used, not only which setting
     assert lines(same, _provenance("static", "baseline", "r" * 64, frame="initial", **{"-g": "x" * 50}))[0].endswith(
         f"settings that differ: -g (A none, B {'x' * 37}...)")
-    assert lines(same, {}) == ["B scored rollouts made outside pinbench (no generation recorded), A generated "
-                               "theirs: the requests they answered may differ"]
+    assert lines(same, {}) == ["B scored rollouts made without a generation step (a folder given, or a fixture's "
+                               "own), A generated theirs: the requests they answered may differ"]
     # A hand-edited reference's generator text may hold a token: redacted, as the provenance lines are.
     token = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12345678"
     assert lines(_provenance(f"command:gen --token {token}", "other", "r" * 64), same) == [

@@ -213,7 +213,7 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
                 expected[sid] = video.path
                 if name_problem or video.problem:  # each would fail as its sample: say so now
                     reasons[video.path] = Unusable("bad name" if name_problem else str(video.kind),
-                                                   f"{video.shown}: {name_problem or video.problem}")
+                                                   str(name_problem or video.problem))   # the line names the file
             findings += video_findings(expected, options.videos,
                                        check_decode=lambda path: reasons.get(path) or first_frame_error(path))
             slow = cpu_time_finding([p for p in expected.values() if p not in reasons], flow=options.flow,

@@ -360,9 +360,10 @@ def generation_differences(made: Sequence[tuple[str, Generated | None]]) -> list
     lines = []
     given = [label for label, g in made if g is None]
     if given:
-        lines.append(f"{', '.join(given)} scored rollouts made outside pinbench (no generation recorded), "
-                     f"{', '.join(label for label, _ in generated)} generated theirs: the requests they answered "
-                     "may differ")
+        # not "made outside pinbench": a --fixture run's rollouts are the fixture's own, with no generation step
+        lines.append(f"{', '.join(given)} scored rollouts made without a generation step (a folder given, or a "
+                     f"fixture's own), {', '.join(label for label, _ in generated)} generated theirs: the requests "
+                     "they answered may differ")
     if len({g.requests for _, g in generated}) > 1:
         lines.append("different requests (prompts, seeds, sizes or conditioning): " + "; ".join(
             f"{label} {g.requests[:12]}" for label, g in generated))

@@ -206,9 +206,10 @@ class InputTask(Task):
 
     def path(self, root: Path) -> Path:
         """The file this task scores, under its ``root``; UnusableInput (its sample fails by name) when it has a
-        problem."""
+        problem, named under ``root`` as a file that does not decode is (``videos/d/loop``, not ``d/loop``): one
+        failures.tsv named them two ways."""
         if self.input is None:
-            raise UnusableInput(f"{self.name}: {self.problem}")
+            raise UnusableInput(f"{Path(root) / self.name}: {self.problem}")
         return Path(root) / self.input.path
 
 

@@ -28,7 +28,15 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, counted, counted_of, read_json_cache, write_json_cache
+from pinbench.core.files import (
+    FileState,
+    cache_root,
+    counted,
+    counted_of,
+    read_json_cache,
+    shown_name,
+    write_json_cache,
+)
 from pinbench.core.findings import Finding, ok, problem
 from pinbench.ops.network import fetch_command, fetching_as
 
@@ -219,11 +227,12 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
 
 def _under(path: Path, where: Path | str) -> str:
     """An unusable video by its file, relative to the folder the line names: by sample id alone, a user looked for
-    a file 'vid3' (or, in MIND, '1st_data.mem_test.scene-a') that the run's own failure line calls 'DIR/vid3.mp4'."""
+    a file 'vid3' (or, in MIND, '1st_data.mem_test.scene-a') that the run's own failure line calls 'DIR/vid3.mp4'.
+    Escaped (``shown_name``): a newline in a name broke the problem's one line in two."""
     try:
-        return str(Path(path).relative_to(where))
+        return shown_name(str(Path(path).relative_to(where)))
     except ValueError:
-        return str(path)
+        return shown_name(str(path))
 
 
 def _entry_unusable(path: Path) -> Unusable | None:

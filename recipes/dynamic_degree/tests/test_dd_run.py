@@ -29,6 +29,7 @@ from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTUR
 from pinbench_recipes.dynamic_degree.motion import PREVIEW_METRIC, ClipSource, HasMetric, score_task
 from pinbench_recipes.dynamic_degree.prepare import (
     EstimatorSpec,
+    doctor,
     list_videos,
     loop_family,
     video_tasks,
@@ -154,9 +155,20 @@ def test_every_entry_named_like_a_video_is_scored_or_fails_by_name(
     assert [r["sample_id"] for r in rows if r["status"] == "ok"] == ["good"]
     errors = [r["error"] for r in rows if r["status"] == "failed"]
     for name, reason in expected.items():
-        (line,) = [e for e in errors if f": {name}: " in e]
+        (line,) = [e for e in errors if f": {videos}/{name}: " in e]   # under its folder, as an undecodable one
         assert reason in line and "\n" not in line, line
     assert {f["sample_id"] for f in metric["failed"]} == {r["sample_id"] for r in rows if r["status"] == "failed"}
+
+
+def test_the_doctor_names_a_bad_name_once(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """The line said 'new\\nline.mp4 (new\\nline.mp4: bad file name: ...)': the file, then its name again."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("a").rename(videos / "a.mp4")
+    texture_video("b").rename(videos / "new\nline.mp4")
+    findings = doctor(_cfg(tmp_path / "run", options={"videos": str(videos), "flow": "farneback"}), None)
+    (line,) = [f.line for f in findings if not f.ok]
+    assert "own): new\\nline.mp4 (bad file name: its sample id contains a control character" in line, line
 
 
 def test_a_bad_name_added_later_fails_alone_and_the_run_is_partial(
