@@ -115,6 +115,17 @@ def score_task(task: VideoTask, *, estimator: FlowEstimator, source: ClipSource,
     return record
 
 
+def unscorable(info: VideoInfo) -> str | None:
+    """Why no clip of the video has a transition to score (each has under 2 sampled frames), else None. It needs
+    only the container's frame count and rate, so the doctor says it before a run: a 1-frame video passed the
+    doctor, then failed in scoring."""
+    clip_list = clipping.split_clips(info.n_frames, info.fps)
+    if any(len(clipping.sampled_frames(clip, info.fps)) >= 2 for clip in clip_list):
+        return None
+    return (f"no clip has 2 or more sampled frames ({info.n_frames} frames at {info.fps:g} fps, "
+            f"sampling interval {clipping.sampling_interval(info.fps)})")
+
+
 def load_clips(path: Path, source: ClipSource, fd: int | None = None) -> tuple[VideoInfo, list[ClipFrames], str]:
     """The video's facts, its clips' padded sampled frames, and the decoder backend used. Read from ``fd``, a
     descriptor of ``path`` (``opened_video``), when given, else from one open of ``path``: the file checked is the
@@ -136,6 +147,8 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
     with opened_video(path) as fd:  # one open: the file checked, decoded and hashed is one file
         info, clip_frames, backend = load_clips(path, source, fd)
         digest = sha256_fd(fd)
+    if (reason := unscorable(info)) is not None:
+        raise ValueError(f"{path}: {reason}")
     magnitudes = transition_magnitudes(clip_frames, estimator)
     tau = scoring.motion_threshold(info.height, info.width)
 
@@ -150,9 +163,6 @@ def score_video(path: Path, estimator: FlowEstimator, source: ClipSource | None 
         })
     clip_scores = [c["dynamic"] for c in clip_records]
     score = scoring.video_score(clip_scores)
-    if score is None:
-        raise ValueError(f"{path}: no clip has 2 or more sampled frames ({info.n_frames} frames at "
-                         f"{info.fps:g} fps, sampling interval {clipping.sampling_interval(info.fps)})")
     padded_h, padded_w = clip_frames[0].source.shape[1:3]
     record: dict[str, Any] = {
         metric_name(estimator): score,

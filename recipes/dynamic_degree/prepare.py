@@ -27,7 +27,7 @@ from pinbench_recipes.dynamic_degree.flow import (
     WeightsError,
     weights_file_problem,
 )
-from pinbench_recipes.dynamic_degree.motion import ClipSource, VideoTask
+from pinbench_recipes.dynamic_degree.motion import ClipSource, VideoTask, unscorable
 
 WEIGHTS_PIN = "raft_things"
 WEIGHTS_ENV = "PINBENCH_RAFT_WEIGHTS"  # the raft_weights option's environment twin (recipe.yaml)
@@ -200,8 +200,17 @@ def fetch(cfg: RunConfig) -> None:
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
     from pinbench.core.findings import ok, problem
+    from pinbench.media.video import video_info
     from pinbench.ops.doctor import Unusable, first_frame_error, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
+
+    def scoring_error(path: Path) -> str | Unusable | None:
+        """Its first frame decodes, and a clip has 2 sampled frames: ``video_info`` reads the frame count from the
+        container, or counts its packets where it does not say, decoding none."""
+        if (error := first_frame_error(path)) is not None:
+            return error
+        short = unscorable(video_info(path))
+        return Unusable("too short", short) if short else None
 
     options = cfg.options
     findings: list[Finding] = []
@@ -215,7 +224,7 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
                     reasons[video.path] = Unusable("bad name" if name_problem else str(video.kind),
                                                    str(name_problem or video.problem))   # the line names the file
             findings += video_findings(expected, options.videos,
-                                       check_decode=lambda path: reasons.get(path) or first_frame_error(path))
+                                       check_decode=lambda path: reasons.get(path) or scoring_error(path))
             slow = cpu_time_finding([p for p in expected.values() if p not in reasons], flow=options.flow,
                                     device=options.device)
             findings += [slow] if slow else []

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from recipe_files import build_context
@@ -23,6 +24,7 @@ from pinbench.core.inputs import InputDigests, sample_id
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
 from pinbench.core.runner import load_records, run_samples
+from pinbench.media.video import write_video
 from pinbench.ops.launch import run_recipe
 from pinbench.ops.network import fetching_as
 from pinbench_recipes.dynamic_degree.fixture import EXPECTED_SUITE_SCORE, FIXTURE_VIDEOS
@@ -169,6 +171,22 @@ def test_the_doctor_names_a_bad_name_once(tmp_path: Path, texture_video: Callabl
     findings = doctor(_cfg(tmp_path / "run", options={"videos": str(videos), "flow": "farneback"}), None)
     (line,) = [f.line for f in findings if not f.ok]
     assert "own): new\\nline.mp4 (bad file name: its sample id contains a control character" in line, line
+
+
+def test_the_doctor_says_a_video_too_short_to_score(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """A 1-frame video passed the doctor, then failed in scoring with 'no clip has 2 or more sampled frames'. The
+    doctor says it in the scoring's words, from the frame count an MP4 declares and from the packets an MKV holds."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("a").rename(videos / "a.mp4")
+    texture_video("one", n_frames=1).rename(videos / "one.mp4")
+    write_video(videos / "two.mkv", np.zeros((1, 48, 64, 3), np.uint8), 8.0)
+    findings = doctor(_cfg(tmp_path / "run", options={"videos": str(videos), "flow": "farneback"}), None)
+    (line,) = [f.line for f in findings if not f.ok]
+    assert "2 of 3 videos are unusable under" in line and "(2 are too short to score)" in line, line
+    for name in ("one.mp4", "two.mkv"):
+        assert (f"{name} (no clip has 2 or more sampled frames (1 frames at 8 fps, sampling interval 1))"
+                in line), line
 
 
 def test_a_bad_name_added_later_fails_alone_and_the_run_is_partial(
