@@ -125,6 +125,17 @@ def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
     assert all(v == version for v in stated), (recipe, stated, version)
 
 
+def test_the_recipe_readmes_give_each_recipe_its_own_requests_and_rollouts_folders() -> None:
+    """remembench's and paibench-c's READMEs both said `--out my-requests` and `-g dir=my-rollouts`: a user who
+    followed both had the second requests refused (the folder held the first recipe's)."""
+    folders: dict[str, list[str]] = {}
+    for recipe in RECIPE_DIRS:
+        text = (REPO / "recipes" / recipe / "README.md").read_text()
+        for folder in re.findall(r"pinbench requests \S+ .*?--out (\S+)", text) + re.findall(r"-g dir=(\S+)", text):
+            folders.setdefault(folder, []).append(recipe)
+    assert folders and all(len(set(recipes)) == 1 for recipes in folders.values()), folders
+
+
 def test_the_stand_in_base_is_made_by_the_script_the_docs_run() -> None:
     """The measured docker-smoke ran on a stand-in the docs described but gave no commands for (#24 item 6)."""
     script = REPO / "tools" / "standin_base.sh"
