@@ -109,7 +109,7 @@ def test_a_folder_whose_inputs_cannot_be_counted_is_an_error(tmp_path: Path) -> 
         list_inputs(odd / "pipe")
     (odd / "loop").symlink_to(odd / "loop")
     with pytest.raises(RecipeError, match=r"loop: cannot open the videos directory \(Too many levels of symbolic "
-                                          r"links\)$"):
+                                          r"links\): a symlink loop; name the real folder that holds the videos$"):
         list_inputs(odd / "loop")
 
 

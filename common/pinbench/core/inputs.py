@@ -101,8 +101,10 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
         kind = not_a_folder(os.stat(root).st_mode)
     except FileNotFoundError:
         raise RecipeError(folder_not_found(root, what)) from None
-    except OSError as exc:  # a symlink loop, a folder above it unreadable
-        raise RecipeError(f"{root}: cannot open the {what} directory ({exc.strerror})") from None
+    except OSError as exc:  # a symlink loop (its bare strerror gave no way on), a folder above it unreadable
+        loop = exc.errno == errno.ELOOP
+        way_on = f": a symlink loop; name the real folder that holds the {what}" if loop else ""
+        raise RecipeError(f"{root}: cannot open the {what} directory ({exc.strerror}){way_on}") from None
     if kind:  # a video file or a FIFO named where its folder belongs: not "not found"
         raise RecipeError(f"{root}: {kind}, not a directory; name the folder that holds the {what}")
 
