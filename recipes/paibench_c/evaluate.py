@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +43,7 @@ from pinbench_recipes.paibench_c.metrics_json import (
     MetricsFileError,
     ModalityMetrics,
     parse_metrics_json,
+    task_id_of,
 )
 
 GT_DIRS = {"seg": ("sam2_pkls", ".pkl"), "depth": ("depth_npzs", ".npz")}
@@ -379,8 +381,30 @@ def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str],
             parsed[modality] = None
             continue
         try:
-            parsed[modality] = parse_metrics_json(run_dir / modality / "metrics.json", task_ids, metrics)
+            parsed[modality] = found = parse_metrics_json(run_dir / modality / "metrics.json", task_ids, metrics)
         except MetricsFileError as exc:
             errors[modality] = str(exc)
             parsed[modality] = None
+            continue
+        for task, why in canny_errors(run_dir / modality / "evaluator.log").items():
+            for metric in CANNY_METRICS:
+                if metric in found.reasons.get(task, {}):
+                    found.reasons[task][metric] = f"null in metrics.json: the evaluator's Canny step raised {why}"
     return parsed
+
+
+CANNY_METRICS = ("canny_f1_score", "canny_precision", "canny_recall")
+_CANNY_ERROR = re.compile(r"Got exception (?P<video>[^\s:/]+\.mp4): (?P<why>.+) for compute_canny_error_video_f1$")
+
+
+def canny_errors(log: Path) -> dict[str, str]:
+    """Task -> why the evaluator's Canny step raised on its video, from the log lines that name the video (the test
+    double's: a uniform-colour rollout's metrics had failed as "no valid video, or the evaluator skipped it" while
+    the log said why). The upstream line, "Got exception <e> for compute_canny_error_video_f1", names no video, so
+    it is left alone: a reason is given only where one video is named."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    return {task_id_of(Path(m["video"]).stem): m["why"] for line in text.splitlines()
+            if (m := _CANNY_ERROR.match(line))}

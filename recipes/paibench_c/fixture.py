@@ -218,12 +218,12 @@ class EvaluatorDouble:
             pred = _decode(video)
             pred_seg = ColorKeySegDouble()(pred)
             write_detections(modality_dir / "segmentation" / f"{video.stem}.pkl", pred_seg)
-            try:
-                with np.load(depth_file) as depth:
-                    values = video_metrics(gt, pred, gt_depth=depth["data"], gt_seg=load_sam_detections(seg_file),
-                                           pred_seg=pred_seg)
-            except DegenerateEdgeMapError:
-                continue   # the evaluator drops the video (edges.py); its task is then failed, not the whole run
+            with np.load(depth_file) as depth:
+                values, canny_error = video_metrics(gt, pred, gt_depth=depth["data"],
+                                                    gt_seg=load_sam_detections(seg_file), pred_seg=pred_seg)
+            if canny_error is not None:   # as the evaluator's canny step: its line in the log, the video kept
+                with open(modality_dir / "evaluator.log", "a", encoding="utf-8") as log:
+                    log.write(f"Got exception {video.name}: {canny_error} for compute_canny_error_video_f1\n")
             per_video.append({"pred_video_uuid": video.stem, **values})
         means: dict[str, float | None] = {}
         for metric in self.metrics:   # as the evaluator's global (a pandas mean): None skipped
@@ -234,21 +234,27 @@ class EvaluatorDouble:
                 "--output_path", str(output), f"--{'' if force_gt else 'no_'}force_recompute_gt"]
 
 
-def video_metrics(gt: np.ndarray, pred_native: np.ndarray, *, gt_depth: np.ndarray,
-                  gt_seg: Sequence[SegDetection], pred_seg: Sequence[SegDetection]) -> dict[str, float | None]:
-    """The fixture metrics of one GT / prediction pair, in the evaluator's order of operations."""
+def video_metrics(gt: np.ndarray, pred_native: np.ndarray, *, gt_depth: np.ndarray, gt_seg: Sequence[SegDetection],
+                  pred_seg: Sequence[SegDetection]) -> tuple[dict[str, float | None], str | None]:
+    """The fixture metrics of one GT / prediction pair, in the evaluator's order of operations, and why the Canny
+    ones are null: like the evaluator's canny step, a degenerate edge map (a uniform-colour rollout) nulls those
+    three and keeps the rest (the double had dropped the video, and every metric failed without a reason)."""
     from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim
     from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
 
     pred = align_pred_to_gt(pred_native, gt)
-    edges = edge_scores(canny_edges(pred), canny_edges(gt))
+    try:
+        edges = edge_scores(canny_edges(pred), canny_edges(gt))
+        canny, error = [edges.f1, edges.precision, edges.recall], None
+    except DegenerateEdgeMapError as exc:
+        canny, error = [None, None, None], f"{type(exc).__name__} ({exc})"
     ssim = blurred_ssim(bilateral_blur(pred), bilateral_blur(gt))
     m_iou, recall = seg_miou_recall(gt_seg, pred_seg, max_frames=len(gt))
-    values = {"canny_f1_score": edges.f1, "canny_precision": edges.precision, "canny_recall": edges.recall,
+    values = {**dict(zip(("canny_f1_score", "canny_precision", "canny_recall"), canny, strict=True)),
               "blur_ssim": ssim if math.isfinite(ssim) else None,
               "depth_si_rmse": depth_si_rmse(LumaDepthDouble()(pred_native), gt_depth), "seg_m_iou": m_iou,
               "seg_recall": recall}
-    return {k: None if v is None else float(v) for k, v in values.items()}
+    return {k: None if v is None else float(v) for k, v in values.items()}, error
 
 
 def _decode(path: Path) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from stored import store_snapshot
 
@@ -13,9 +14,10 @@ import pinbench_recipes.paibench_c.fixture as fixture
 from pinbench.core.config import RecipeError, RunConfig, Shard
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import Run
+from pinbench.media.video import write_video
 from pinbench.ops.generation import Generating
 from pinbench.ops.launch import run_recipe
-from pinbench_recipes.paibench_c.evaluate import GTCache
+from pinbench_recipes.paibench_c.evaluate import CANNY_METRICS, GTCache
 from pinbench_recipes.paibench_c.metrics_json import parse_metrics_json
 from pinbench_recipes.paibench_c.results import NATIVE_METRICS
 from pinbench_recipes.paibench_c.rows import MODALITIES
@@ -79,6 +81,30 @@ def test_the_evaluator_double_scores_gt_against_itself_perfectly(first_run, tmp_
         assert values == {task: perfect for task in TASKS}
     assert len(list((gt.root / "sam2_pkls").glob("*.pkl"))) == len(list((gt.root / "depth_npzs").glob("*.npz"))) \
         == fixture.N_TASKS
+
+
+def test_a_uniform_colour_rollout_fails_only_its_canny_metrics_with_the_evaluators_reason(first_run,
+                                                                                           tmp_path: Path) -> None:
+    """Uniform-colour rollouts (at the sizes the fixture's requests ask) had every metric fail with "no valid video,
+    or the evaluator skipped it": the evaluator's double dropped the video on its degenerate edge map. As the
+    evaluator's Canny step, it nulls the Canny metrics alone, logs why, and that reason is each one's failure."""
+    out, _ = first_run
+    rollouts = tmp_path / "rollouts"
+    for line in (out / "generation" / "requests.jsonl").read_text().splitlines():
+        request = json.loads(line)
+        frames = np.full((request["frames"], request["height"], request["width"], 3), (90, 120, 200), np.uint8)
+        (rollouts / request["output"]).parent.mkdir(parents=True, exist_ok=True)
+        write_video(rollouts / request["output"], frames, request["fps"])
+    run = tmp_path / "run"
+    outcome = run_recipe(_cfg(run, generator="folder", generator_options={"dir": str(rollouts)},
+                              options={"native": "off"}))
+    card = json.loads((run / "scorecard.json").read_text())
+    failed = {name for name, metric in card["metrics"].items() if metric["n_failed"]}
+    assert outcome.exit_code == 2 and failed == {f"{m}/{c}" for m in MODALITIES for c in CANNY_METRICS}, failed
+    reasons = {line.split("\t")[2] for line in (run / "failures.tsv").read_text().splitlines()[1:]}
+    assert {r.split(": ", 1)[1] for r in reasons} == {
+        "null in metrics.json: the evaluator's Canny step raised DegenerateEdgeMapError (prediction edge map has no "
+        "edge pixel; F1 is undefined)"}, reasons
 
 
 def test_a_changed_scoring_path_fails_the_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
