@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -179,6 +181,20 @@ def test_a_notice_delay_that_is_a_number_is_read(value: str, seconds: float, mon
 
     monkeypatch.setenv("PINBENCH_NOTICE_S", value)
     assert notice_after() == seconds
+
+
+@pytest.mark.parametrize("value", ["1e10", "1e300"])
+def test_a_notice_delay_past_a_timer_s_longest_wait_is_never_said_and_raises_nothing(value: str, monkeypatch) -> None:
+    """A finite delay past a timer's longest wait (``threading.TIMEOUT_MAX``, 292 years) ended each notice's timer
+    thread with an OverflowError traceback on stderr, as ``inf`` had."""
+    from pinbench.core.notices import notice
+
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    monkeypatch.setenv("PINBENCH_NOTICE_S", value)
+    with notice("waiting"):
+        time.sleep(0.3)
+    assert raised == []
 
 
 @pytest.mark.parametrize(("args", "env", "named"), [

@@ -37,6 +37,7 @@ from pinbench.core.generation import Conditioning, Prompt, Request, RequestError
 from pinbench.core.inputs import InputDigests
 from pinbench.core.recipe import get_recipe
 from pinbench.core.run import RunOutcome
+from pinbench.core.rundir import process_stat
 from pinbench.core.runner import load_records
 from pinbench.ops.launch import run_recipe
 
@@ -3589,6 +3590,49 @@ def test_what_a_python_generator_started_is_stopped_with_its_worker(hang: str, t
     finally:
         worker.stop()
     assert _still_running(pids, 2) == []
+
+
+DOUBLE_FORKING = """
+import os, pathlib
+from pinbench.core.generation import Capabilities, Signature
+
+class DoubleForking:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def signature(self):
+        return Signature(model="double-forking", weights="none")
+
+    def generate(self, request, out):
+        for _ in range(200):   # os.system("tool &") each time: its grandchild is orphaned at once, then ends
+            if os.fork() == 0:
+                if os.fork() == 0:
+                    os._exit(0)
+                os._exit(0)
+            os.wait()
+        pathlib.Path(out).write_bytes(b"made")
+"""
+
+
+def test_a_python_generator_s_orphans_that_ended_are_reaped_while_its_worker_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python generator whose short-lived grandchildren are orphaned (a double fork): its guard adopts them and
+    waited on the worker alone, so each one that ended stayed a zombie for the worker's whole life (2,000 after
+    2,000 such processes), each holding a process slot of the user's and the container's limit."""
+    from pinbench.ops.generation import Worker
+
+    (tmp_path / "double_forking.py").write_text(DOUBLE_FORKING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    worker = Worker("double_forking:DoubleForking", {}, tmp_path / "generator.log")
+    try:
+        worker.generate(_request(), tmp_path / "out.mp4", 60)
+        assert worker._proc is not None
+        guard = worker._proc.pid
+        time.sleep(0.5)
+        zombies = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                   and (fields := process_stat(pid) or [])[:1] == ["Z"] and int(fields[1]) == guard]
+    finally:
+        worker.stop()
+    assert zombies == []
 
 
 @pytest.mark.parametrize("does", ["chmod", "rewrite"])

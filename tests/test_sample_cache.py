@@ -477,6 +477,14 @@ def test_a_bound_that_is_no_size_stops_a_run_before_it_computes_and_the_command_
     assert err.startswith(f"error: $PINBENCH_SAMPLE_CACHE_MB='{value}': the sample cache's bound must be")
 
 
+def test_a_bound_too_large_for_a_float_of_bytes_is_no_bound() -> None:
+    """1e303 MiB is a finite number of MiB, but no float of bytes (it is past 1.8e308): the bound's int() ended
+    ``cache show`` and each run with an OverflowError traceback. It bounds nothing, as the largest bound does."""
+    from pinbench.core.sample_cache import size_bound
+
+    assert size_bound({"PINBENCH_SAMPLE_CACHE_MB": "1e303"}) >= 1 << 62
+
+
 @pytest.mark.parametrize("kind", ["file", "fifo", "dangling symlink"])
 def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         kind: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

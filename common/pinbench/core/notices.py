@@ -36,7 +36,7 @@ def notice_after() -> float:
     if seconds is None:
         raise ValueError(f"${ENV}={text!r}: seconds before work says what it is doing must be a finite number, 0 or "
                          f"more (0: say all of it)")
-    return seconds
+    return min(seconds, threading.TIMEOUT_MAX)   # past a timer's longest wait (292 years) its thread raised
 
 
 @contextmanager

@@ -141,7 +141,7 @@ def size_bound(environ: Mapping[str, str] = os.environ) -> int:
     mebibytes = finite_at_least_zero(value)
     if mebibytes is None:
         raise ValueError(f"${SIZE_ENV}={value!r}: the sample cache's bound must be a finite number of MiB, 0 or more")
-    return int(mebibytes * MIB)
+    return int(min(mebibytes * MIB, sys.maxsize))   # 1e303 MiB is no float of bytes (inf): no bound, as 8 EiB
 
 
 class SampleCache:

@@ -1807,6 +1807,17 @@ def _children(parent: int) -> list[int]:
     return found
 
 
+def _reaping(proc: subprocess.Popen) -> int:
+    """``proc``'s exit status, every other child of this guard that ends reaped while it runs: an orphan it adopted
+    (a double fork) that ended stayed a zombie until the command's end, 2,000 of them in a Python generator's worker
+    that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode
+
+
 class _Stopped(Exception):
     """The guard was sent SIGTERM (the run's timeout, ``_stop_guard``, or a ``kill 0`` in the command's group)."""
 
@@ -1821,9 +1832,13 @@ def _guard(argv: Sequence[str]) -> int:
     _adopt_orphans()
     signal.signal(signal.SIGTERM, _stopped)
     try:
-        # (its child is killed on _Stopped, then waited for); it gets what the guard was handed (a worker's pipes,
-        # ``pass_fds``): what Python opens is not inheritable
-        return subprocess.run(argv, check=False, close_fds=False).returncode
+        # it gets what the guard was handed (a worker's pipes, ``pass_fds``): what Python opens is not inheritable
+        with subprocess.Popen(argv, close_fds=False) as proc:
+            try:
+                return _reaping(proc)
+            except _Stopped:
+                proc.kill()   # then waited for, as the with ends
+                raise
     except _Stopped:
         return -signal.SIGTERM
     except OSError as exc:
