@@ -3407,6 +3407,11 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_exit
     assert alive == [] and took < 15, took
 
 
+DAEMON_LIMIT_S = 6   # the time limit of the tests of a daemon left at a timeout: the guard's start, bash's and the
+# daemon's within it on a loaded machine (at 1 s, a daemon not yet started left no pid to look at); under it plus 4 s
+# the guard killed what it adopted without the 5 s wait for it
+
+
 def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_times_out(tmp_path: Path) -> None:
     """A command that started ``setsid sleep 1000 &`` and then hung past the per-request time limit: the run killed
     the guard with the command's group, before the guard could kill what it had adopted, and the sleep outlived
@@ -3418,10 +3423,10 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_time
     script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
     spec = GeneratorSpec(f"command:bash {script} {{out}}")
     started = time.monotonic()
-    with pytest.raises(GeneratorError, match="did not finish within 1 s"):
-        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", 1, tmp_path / "log", tmp_path)
+    with pytest.raises(GeneratorError, match=f"did not finish within {DAEMON_LIMIT_S} s"):
+        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", DAEMON_LIMIT_S, tmp_path / "log", tmp_path)
     took = time.monotonic() - started
-    assert _still_running(pids, 1) == [] and took < 5, took
+    assert _still_running(pids, 1) == [] and took < DAEMON_LIMIT_S + 4, took
 
 
 def test_a_daemon_is_stopped_when_the_command_stopped_its_own_group_and_timed_out(tmp_path: Path) -> None:
@@ -3436,10 +3441,10 @@ def test_a_daemon_is_stopped_when_the_command_stopped_its_own_group_and_timed_ou
                       f"while [ ! -s {pids} ]; do sleep 0.05; done\nkill -STOP 0\n")
     spec = GeneratorSpec(f"command:bash {script} {{out}}")
     started = time.monotonic()
-    with pytest.raises(GeneratorError, match="did not finish within 1 s"):
-        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", 1, tmp_path / "log", tmp_path)
+    with pytest.raises(GeneratorError, match=f"did not finish within {DAEMON_LIMIT_S} s"):
+        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", DAEMON_LIMIT_S, tmp_path / "log", tmp_path)
     took = time.monotonic() - started
-    assert _still_running(pids, 1) == [] and took < 5, took
+    assert _still_running(pids, 1) == [] and took < DAEMON_LIMIT_S + 4, took
 
 
 def test_the_guard_reads_no_proc_when_the_command_left_nothing_running() -> None:
