@@ -485,6 +485,18 @@ def test_a_bound_too_large_for_a_float_of_bytes_is_no_bound() -> None:
     assert size_bound({"PINBENCH_SAMPLE_CACHE_MB": "1e303"}) >= 1 << 62
 
 
+def test_a_max_mb_too_large_for_a_float_of_bytes_is_no_bound(cache: Path) -> None:
+    """``--max-mb 1e303`` passed its finite check, then ``int(inf)`` ended ``cache prune`` and ``cache show`` with
+    an OverflowError traceback, as ``$PINBENCH_SAMPLE_CACHE_MB=1e303`` had: it bounds nothing, so prunes nothing."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    for action in ("prune", "show"):
+        said = CliRunner().invoke(app, ["cache", action, "--max-mb", "1e303"])
+        assert said.exit_code == 0 and "(bound " in said.output, (said.output, said.exception)
+
+
 @pytest.mark.parametrize("kind", ["file", "fifo", "dangling symlink"])
 def test_a_cache_path_that_is_no_folder_stops_a_run_and_the_command_in_one_line(
         kind: str, toy: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -385,6 +386,31 @@ def test_wait_asks_slurm_each_look_and_reads_the_samples_once(tmp_path: Path,
     assert code == 0 and not status.live and len(reads) == 1
     assert len(asked) == 3   # the look that saw it end is the status shown: Slurm is not asked once more
     assert status.counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1}
+
+
+@pytest.mark.parametrize("poll_s", [1e10, 1e300])
+def test_wait_with_a_poll_past_the_longest_sleep_looks_again_without_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, poll_s: float) -> None:
+    """``--poll 1e10`` (317 years) or ``1e300`` is finite, so it was taken; after the first look that saw a job
+    running, ``time.sleep`` ended the wait with an OverflowError traceback. Slurm is a test double:
+    running, then completed; a sleep the real one could take returns at once."""
+    from pinbench.ops import status as status_module
+
+    _layout(tmp_path)
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=3, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 3"))
+    looks = ["RUNNING", "COMPLETED"]
+    monkeypatch.setattr(slurm, "missing_client", lambda names: "")
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {"7": [slurm.JobState(
+        "7", 0, looks.pop(0) if len(looks) > 1 else looks[0], exit_code="0:0")]})
+    real_sleep = time.sleep
+    slept = []
+    monkeypatch.setattr(status_module.time, "sleep",
+                        lambda s: slept.append(s) or real_sleep(0 if s <= 9e9 else s))   # up to 9e9 s it takes
+    status, code = status_module.wait(tmp_path, poll_s=poll_s)
+    assert code == 0 and not status.live and len(slept) == 1
 
 
 @pytest.mark.parametrize(("option", "value"), [("--poll", "nan"), ("--poll", "inf"), ("--poll", "0"),

@@ -677,7 +677,7 @@ def cache(
                                                  "$PINBENCH_SAMPLE_CACHE_MB, else 2048)")] = None,
 ) -> None:
     """The sample cache: finished samples shared by every run directory of this machine (or a path a cluster shares)."""
-    from pinbench.core.sample_cache import ENV, MIB, prune, size_bound
+    from pinbench.core.sample_cache import ENV, MIB, bound_bytes, prune, size_bound
     from pinbench.core.sample_cache import cache_dir as sample_cache_dir
 
     if action not in ("prune", "show"):
@@ -687,7 +687,7 @@ def cache(
         _fail(f"the sample cache is off (${ENV}=off)")
     if max_mb is not None and not (max_mb >= 0 and math.isfinite(max_mb)):
         _fail(f"--max-mb must be a finite number of 0 or more, got {max_mb}")
-    bound = size_bound() if max_mb is None else int(max_mb * MIB)
+    bound = size_bound() if max_mb is None else bound_bytes(max_mb)
     pruned = prune(root, bound if action == "prune" else float("inf"), clear=action == "prune")
     if pruned.unlisted:
         _fail(pruned.unlisted)

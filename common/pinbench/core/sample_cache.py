@@ -141,7 +141,13 @@ def size_bound(environ: Mapping[str, str] = os.environ) -> int:
     mebibytes = finite_at_least_zero(value)
     if mebibytes is None:
         raise ValueError(f"${SIZE_ENV}={value!r}: the sample cache's bound must be a finite number of MiB, 0 or more")
-    return int(min(mebibytes * MIB, sys.maxsize))   # 1e303 MiB is no float of bytes (inf): no bound, as 8 EiB
+    return bound_bytes(mebibytes)
+
+
+def bound_bytes(mebibytes: float) -> int:
+    """A finite bound of ``mebibytes`` MiB in bytes; one too large for a float of bytes (1e303 MiB: inf) is no
+    bound, as 8 EiB (``sys.maxsize``): its ``int()`` ended ``cache prune --max-mb`` and each run with a traceback."""
+    return int(min(mebibytes * MIB, sys.maxsize))
 
 
 class SampleCache:

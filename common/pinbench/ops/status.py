@@ -42,6 +42,7 @@ from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission, log_name
 
 MAX_LISTED = 20
+_LONGEST_SLEEP_S = 1e9   # 31 years: a finite --poll of 1e10 s or more ended the wait with time.sleep's OverflowError
 
 
 @dataclass
@@ -494,7 +495,7 @@ def wait(out_dir: Path, *, poll_s: float = 5.0, timeout_s: float | None = None) 
         ended, stuck = not _live(jobs), bool(_stuck(jobs))
         if ended or stuck or (deadline is not None and time.monotonic() > deadline):
             break
-        time.sleep(poll_s)
+        time.sleep(min(poll_s, _LONGEST_SLEEP_S))
     status = run_status(out_dir, asked=asked)   # the status of the look that ended the wait, not of one more
     return status, _final_code(status) if ended else 2
 
