@@ -200,16 +200,16 @@ def fetch(cfg: RunConfig) -> None:
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
     from pinbench.core.findings import ok, problem
-    from pinbench.media.video import video_info
-    from pinbench.ops.doctor import Unusable, first_frame_error, url_finding, video_findings
+    from pinbench.ops.doctor import Unusable, first_frame, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
     def scoring_error(path: Path) -> str | Unusable | None:
-        """Its first frame decodes, and a clip has 2 sampled frames: ``video_info`` reads the frame count from the
-        container, or counts its packets where it does not say, decoding none."""
-        if (error := first_frame_error(path)) is not None:
-            return error
-        short = unscorable(video_info(path))
+        """Its first frame decodes, and a clip has 2 sampled frames: by the frame count of the container read for
+        that decode (or its packets counted where it does not say)."""
+        found = first_frame(path)
+        if isinstance(found, str):
+            return found
+        short = unscorable(found)
         return Unusable("too short", short) if short else None
 
     options = cfg.options

@@ -88,9 +88,13 @@ class DecodedVideo:
     """Decoded RGB frames plus the backend that produced them (recorded for provenance)."""
 
     frames: np.ndarray
-    fps: float
+    info: VideoInfo   # the container's facts, read for the decode (a caller needing both opens the file once)
     backend: str
     indices: list[int] = field(default_factory=list)
+
+    @property
+    def fps(self) -> float:
+        return self.info.fps
 
 
 class DecoderUnavailable(RuntimeError):
@@ -499,7 +503,7 @@ def read_video(
     if wanted != unique:
         decoded = decoded[np.searchsorted(unique, wanted)]
     frames = np.ascontiguousarray(decoded, dtype=np.uint8)
-    return DecodedVideo(frames=frames, fps=info.fps, backend=backend, indices=wanted)
+    return DecodedVideo(frames=frames, info=info, backend=backend, indices=wanted)
 
 
 def iter_frames(path: str | os.PathLike[str], *, backend: str, fd: int | None = None) -> Iterator[np.ndarray]:
