@@ -3412,33 +3412,20 @@ DAEMON_LIMIT_S = 6   # the time limit of the tests of a daemon left at a timeout
 # the guard killed what it adopted without the 5 s wait for it
 
 
-def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_times_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("then", ["sleep 100\n", "while [ ! -s {pids} ]; do sleep 0.05; done\nkill -STOP 0\n"],
+                         ids=["hangs", "stops its own group"])
+def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_it_times_out(tmp_path: Path,
+                                                                                     then: str) -> None:
     """A command that started ``setsid sleep 1000 &`` and then hung past the per-request time limit: the run killed
     the guard with the command's group, before the guard could kill what it had adopted, and the sleep outlived
-    the run."""
+    the run. One that then stopped its group (``kill -STOP 0``: the guard too): the guard held the run's SIGTERM
+    while stopped, the group's SIGKILL came after the 5 s wait, and the sleep outlived the run (11 s: the 5 s wait
+    and the log's 5 s join that the sleep's pipe held)."""
     from pinbench.ops.generation import GeneratorError, GeneratorSpec, _run_command
 
     pids = tmp_path / "pids"
     script = tmp_path / "hangs.sh"
-    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\nsleep 100\n")
-    spec = GeneratorSpec(f"command:bash {script} {{out}}")
-    started = time.monotonic()
-    with pytest.raises(GeneratorError, match=f"did not finish within {DAEMON_LIMIT_S} s"):
-        _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", DAEMON_LIMIT_S, tmp_path / "log", tmp_path)
-    took = time.monotonic() - started
-    assert _still_running(pids, 1) == [] and took < DAEMON_LIMIT_S + 4, took
-
-
-def test_a_daemon_is_stopped_when_the_command_stopped_its_own_group_and_timed_out(tmp_path: Path) -> None:
-    """A command that started ``setsid sleep 1000 &`` and then stopped its group (``kill -STOP 0``: the guard
-    too): the guard held the run's SIGTERM while stopped, the group's SIGKILL came after the 5 s wait, and the sleep
-    outlived the run (11 s: the 5 s wait and the log's 5 s join that the sleep's pipe held)."""
-    from pinbench.ops.generation import GeneratorError, GeneratorSpec, _run_command
-
-    pids = tmp_path / "pids"
-    script = tmp_path / "stops.sh"
-    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\n"
-                      f"while [ ! -s {pids} ]; do sleep 0.05; done\nkill -STOP 0\n")
+    script.write_text(f"setsid sh -c 'echo $$ >> {pids}; exec sleep 1000' &\n" + then.format(pids=pids))
     spec = GeneratorSpec(f"command:bash {script} {{out}}")
     started = time.monotonic()
     with pytest.raises(GeneratorError, match=f"did not finish within {DAEMON_LIMIT_S} s"):
