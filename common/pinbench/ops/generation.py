@@ -618,11 +618,9 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
         except subprocess.TimeoutExpired:
             raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
-            try:   # a guard still running (past the time limit, or the run stopped by Ctrl-C or SIGTERM)
-                if proc.poll() is None:
-                    _stop_guard(proc)
+            try:   # (a guard still running: past the time limit, or the run stopped by Ctrl-C or SIGTERM)
+                _stop(proc)
             finally:
-                _kill(proc)
                 sink.join()
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
@@ -682,22 +680,23 @@ def _guarded(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "pinbench.ops.generation", "--guard", *argv]
 
 
-def _stop_guard(proc: subprocess.Popen) -> None:
-    """SIGTERM to the command's guard alone, then a bounded wait: the guard kills the command and the daemons it
-    adopted (``_guard``). Why: the group's SIGKILL killed the guard first, and a daemon in a session of its own
-    (``setsid``), out of the group, outlived the run (its time limit, Ctrl-C or SIGTERM to the run). SIGCONT after
-    it, as ``scancel`` does: a guard the command stopped (``kill -STOP 0``) held its SIGTERM, and its daemons ran on."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-        os.kill(proc.pid, signal.SIGCONT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=_GUARD_STOP_S)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def _stop(proc: subprocess.Popen) -> None:
+    """End a guard and all it started. While the guard runs: SIGTERM to it alone, then a bounded wait, in which it
+    kills the command and the daemons it adopted (``_guard``); then SIGKILL to its process group. Why: the group's
+    SIGKILL alone killed the guard first, and a daemon in a session of its own (``setsid``), out of the group,
+    outlived the run (its time limit, Ctrl-C or SIGTERM to the run). SIGCONT after the SIGTERM, as ``scancel`` does:
+    a guard the command stopped (``kill -STOP 0``) held its SIGTERM, and its daemons ran on. ``send_signal`` sends
+    nothing to a guard already reaped, whose pid may be another process's now."""
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGCONT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_GUARD_STOP_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # ------------------------------------------------------------------------------------------- the worker
@@ -781,8 +780,7 @@ class Worker:
 
     def stop(self) -> None:
         if self._proc is not None:
-            _stop_guard(self._proc)
-            _kill(self._proc)
+            _stop(self._proc)
             self._proc = None
         if self._ask_to is not None:
             with contextlib.suppress(OSError):
@@ -1819,7 +1817,7 @@ def _reaping(proc: subprocess.Popen) -> int:
 
 
 class _Stopped(Exception):
-    """The guard was sent SIGTERM (the run's timeout, ``_stop_guard``, or a ``kill 0`` in the command's group)."""
+    """The guard was sent SIGTERM (the run's timeout, ``_stop``, or a ``kill 0`` in the command's group)."""
 
 
 def _stopped(signum: int, frame: Any) -> None:
