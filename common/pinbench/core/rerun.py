@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileState, cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
+from pinbench.core.files import cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
 from pinbench.core.provenance import holds_secret
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.rundir import LOCK_DIR
@@ -128,8 +128,8 @@ def run_dir_state(run_dir: Path) -> tuple[str, tuple[str, ...]]:
 
 def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
           invocations: list[str] | None = None, changes: bool = False) -> str:
-    """SHA-256 of every file under ``root``: its path, size and mtime (one ``stat`` each), with ``changes`` its
-    whole ``FileState`` (inode and ctime too; no ctime where the file has other links: the module docstring);
+    """SHA-256 of every file under ``root``: its path, size and mtime (one ``stat`` each), with ``changes`` its inode
+    and ctime too, as ``FileState`` (no ctime where the file has other links: the module docstring);
     folders named in ``skip`` left out, and names in ``top`` at the top; a folder's invocation manifests are listed
     in ``invocations`` instead, when given."""
     entries = []
@@ -146,10 +146,10 @@ def _tree(root: Path, *, skip: tuple[str, ...], top: tuple[str, ...] = (),
                 continue
             try:
                 state = os.stat(Path(folder) / name)
-                seen = (f"{state.st_size}\0{state.st_mtime_ns}" if not changes
-                        else FileState.of(state) if state.st_nlink == 1
-                        else f"{state.st_size}\0{state.st_mtime_ns}\0{state.st_ino}")
-                entries.append(f"{path.as_posix()}\0{seen}\n")
+                seen = [path.as_posix(), state.st_size, state.st_mtime_ns]
+                if changes:   # the inode, and the ctime of a file of one link
+                    seen += [state.st_ino, state.st_ctime_ns] if state.st_nlink == 1 else [state.st_ino]
+                entries.append("\0".join(map(str, seen)) + "\n")
             except OSError:  # a dangling symlink: named, with no state
                 entries.append(f"{path.as_posix()}\0-\n")
     if invocations is not None:
