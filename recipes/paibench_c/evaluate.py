@@ -39,6 +39,7 @@ from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.watch import Watcher, files_since, wait_watched
 from pinbench_recipes.paibench_c.generate import Collected
 from pinbench_recipes.paibench_c.metrics_json import (
+    CANNY_METRICS,
     EVALUATOR_METRICS,
     MetricsFileError,
     ModalityMetrics,
@@ -393,7 +394,6 @@ def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str],
     return parsed
 
 
-CANNY_METRICS = ("canny_f1_score", "canny_precision", "canny_recall")
 _CANNY_ERROR = re.compile(r"Got exception (?P<video>[^\s:/]+\.mp4): (?P<why>.+) for compute_canny_error_video_f1$")
 
 

@@ -33,7 +33,7 @@ from pinbench.core.generation import Capabilities, Request, Signature
 from pinbench.media.video import read_video, write_video
 from pinbench_recipes.paibench_c.edges import DegenerateEdgeMapError
 from pinbench_recipes.paibench_c.fetch import Inputs
-from pinbench_recipes.paibench_c.metrics_json import task_id_of
+from pinbench_recipes.paibench_c.metrics_json import CANNY_METRICS, task_id_of
 from pinbench_recipes.paibench_c.native_metrics import (
     DECODE_BACKEND,
     MAX_FRAMES,
@@ -250,7 +250,7 @@ def video_metrics(gt: np.ndarray, pred_native: np.ndarray, *, gt_depth: np.ndarr
         canny, error = [None, None, None], f"{type(exc).__name__} ({exc})"
     ssim = blurred_ssim(bilateral_blur(pred), bilateral_blur(gt))
     m_iou, recall = seg_miou_recall(gt_seg, pred_seg, max_frames=len(gt))
-    values = {**dict(zip(("canny_f1_score", "canny_precision", "canny_recall"), canny, strict=True)),
+    values = {**dict(zip(CANNY_METRICS, canny, strict=True)),
               "blur_ssim": ssim if math.isfinite(ssim) else None,
               "depth_si_rmse": depth_si_rmse(LumaDepthDouble()(pred_native), gt_depth), "seg_m_iou": m_iou,
               "seg_recall": recall}

@@ -18,6 +18,7 @@ from pinbench.core.files import FileError, MissingFile, read_json_file
 
 EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
+CANNY_METRICS = ("canny_f1_score", "canny_precision", "canny_recall")   # its Canny step's: null together when it raises
 
 
 # What a value can be by its definition (README, Native cross-check): F1 / precision / recall / IoU are fractions,
