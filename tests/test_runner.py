@@ -126,6 +126,22 @@ def test_sample_id_type_and_int_ids() -> None:
         check_sample_id(None)
 
 
+@pytest.mark.parametrize(("sample_id", "problem"), [
+    ("hf_" + "Ab3De6Gh9Jk2Mn5Pq8St" * 2, "has the shape of a secret token"),
+    ("clip_sekrit-value-42_b", "holds the value of the environment variable HF_TOKEN")], ids=["shape", "value"])
+def test_an_ascii_id_holding_a_secret_is_refused_as_any_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample_id: str, problem: str) -> None:
+    """A plain ASCII id took the fast path, which returned before the secret check ``sample_id_problem`` makes: an id
+    with a token's shape or a secret-named variable's value reached the run's records and file names unredacted."""
+    monkeypatch.setenv("HF_TOKEN", "sekrit-value-42")
+    with pytest.raises(ValueError, match=f"unsafe sample id .*: {problem}"):
+        check_sample_id(sample_id)
+    fn = CountingFn()
+    with pytest.raises(ValueError, match=problem):
+        run_samples([*make_tasks(2), LooseTask(sample_id)], fn, tmp_path / "out", progress=False)
+    assert fn.calls == [] and not (tmp_path / "out").exists()
+
+
 def test_duplicate_ids_and_untyped_tasks(tmp_path: Path) -> None:
     fn = CountingFn()
     with pytest.raises(ValueError, match=r"duplicate sample id 's01' at positions 1 and 3"):

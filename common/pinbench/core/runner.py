@@ -404,11 +404,12 @@ def check_sample_id(sample_id: Any) -> str:
     """Return the sample id as a string that is safe as a file name, or raise ValueError naming it.
 
     Ints are accepted and turned into strings; ids may not contain path separators or control
-    characters, may not start with "." (rules out "." / ".." and hidden files) and are at most
-    200 bytes of UTF-8.
+    characters, may not start with "." (rules out "." / ".." and hidden files), are at most
+    200 bytes of UTF-8 and hold no secret (``holds_secret``: a token's shape, a secret-named variable's value).
     """
-    if type(sample_id) is str and sample_id.isascii() and _SAFE_ASCII_ID.fullmatch(sample_id) is not None:
-        return sample_id   # the usual id, in one test (an ASCII id has as many bytes as characters)
+    if (type(sample_id) is str and sample_id.isascii() and _SAFE_ASCII_ID.fullmatch(sample_id) is not None
+            and not holds_secret(sample_id)):
+        return sample_id   # the usual id: its name in one test (an ASCII id has as many bytes as characters)
     if isinstance(sample_id, int) and not isinstance(sample_id, bool):
         sample_id = str(sample_id)
     if not isinstance(sample_id, str):
