@@ -289,11 +289,12 @@ def test_an_input_named_like_a_token_fails_by_name_under_an_id_of_its_own(tmp_pa
 
 
 @pytest.mark.parametrize(("name", "value", "holder"), [
-    ("MONKEY", "sample", "the environment variable MONKEY (named like a secret's: its value is redacted everywhere)"),
+    ("MY_API_KEY", "sample", "the environment variable MY_API_KEY (named like a secret's: its value is redacted "
+                             "everywhere)"),
     ("PINBENCH_SECRET_VALUES", '["sample"]', "a secret-named -g option")], ids=["variable", "option"])
 def test_an_input_holding_a_secret_named_variable_s_value_is_told_which_variable(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str, holder: str) -> None:
-    """An environment variable named like a secret's (``*KEY*``: MONKEY=sample) or a secret-named -g option's value
+    """An environment variable named like a secret's (``*_KEY``: MY_API_KEY=sample) or a secret-named -g option's value
     (``keep_secret``, kept in PINBENCH_SECRET_VALUES) in a file's name: its id is refused as one holding a secret,
     which was said as 'the shape of a secret token' for sample_001.mp4, naming nothing the user could change. What
     holds it is said (a variable's name is never redacted; the value stays unsaid)."""

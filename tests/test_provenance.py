@@ -230,11 +230,29 @@ def test_a_plain_docker_run_reads_the_bases_the_image_recorded_in_its_env(monkey
 
 
 def test_one_secret_name_rule() -> None:
-    """The Docker path refuses exactly the names whose values provenance redacts."""
-    for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "DB_PASSWD", "API_KEY", "GCP_CREDENTIALS"):
+    """The Docker path refuses exactly the names whose values provenance redacts. A secret word ends a part of the
+    name (PGPASSWORD, OPENAI_APIKEY); KEY is one only as a whole part or after API/ACCESS/PRIVATE/SECRET: MONKEY
+    and KEYBOARD_LAYOUT held the word as a substring, and every id or path holding their value failed or was hidden."""
+    for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "DB_PASSWD", "API_KEY", "GCP_CREDENTIALS",
+                 "hf_token", "PGPASSWORD", "GITHUBTOKEN", "OPENAI_APIKEY", "AZURE_OPENAI_KEY", "SSH_KEY_PATH", "KEY"):
         assert prov.is_secret_name(name), name
-    for name in ("PAIBENCH_C_MODALITIES", "CUDA_VISIBLE_DEVICES", "HF_HOME"):
+    for name in ("PAIBENCH_C_MODALITIES", "CUDA_VISIBLE_DEVICES", "HF_HOME", "MONKEY", "monkey", "KEYBOARD_LAYOUT",
+                 "TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK", "TURKEY_KEYMAP"):
         assert not prov.is_secret_name(name), name
+
+
+def test_a_common_word_in_a_name_with_key_in_it_redacts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MONKEY=sample made every id holding "sample" fail as a bad name and hid it in every message; a variable
+    named as a secret's (MY_API_KEY=sample) still does both."""
+    from pinbench.core.runner import check_sample_id
+
+    monkeypatch.setenv("MONKEY", "sample")
+    assert redact("sample_001 failed") == "sample_001 failed" and check_sample_id("sample_001") == "sample_001"
+    assert prov.secret_holder("sample_001") is None
+    monkeypatch.setenv("MY_API_KEY", "sample")
+    assert redact("sample_001 failed") == "***_001 failed"
+    with pytest.raises(ValueError, match="holds the value of the environment variable MY_API_KEY"):
+        check_sample_id("sample_001")
 
 
 def test_redact_takes_extra_secret_values(monkeypatch: pytest.MonkeyPatch) -> None:

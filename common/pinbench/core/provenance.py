@@ -79,7 +79,10 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
+# A secret word ends a part of the name (PGPASSWORD, GITHUB_TOKEN); KEY only as a whole part or after API, ACCESS,
+# PRIVATE or SECRET (OPENAI_APIKEY): as a substring it took MONKEY=sample and KEYBOARD_LAYOUT=us for secrets.
+_SECRET_NAME = re.compile(r"(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)"
+                          r"KEYS?)(?![A-Z0-9])", re.IGNORECASE)
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
 _SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
@@ -129,8 +132,9 @@ def _named_secrets() -> set[str]:
 
 def secret_holder(text: str) -> str | None:
     """What holds a secret value that ``text`` holds: a secret-named env var (by its name, never redacted), a
-    secret-named -g option (``keep_secret``); None for neither. Why: an id refused for holding one (``MONKEY=sample``,
-    an id ``sample_001``) was said to have a token's shape, which named nothing the user could change."""
+    secret-named -g option (``keep_secret``); None for neither. Why: an id refused for holding one
+    (``MY_API_KEY=sample``, an id ``sample_001``) was said to have a token's shape, which named nothing the user could
+    change."""
     for name, value in sorted(os.environ.items()):
         if name != KEPT_SECRETS_ENV and is_secret_name(name) and len(value) >= _MIN_SECRET_LEN and value in text:
             return f"the environment variable {name} (named like a secret's: its value is redacted everywhere)"
@@ -210,7 +214,7 @@ def _may_match(text: str) -> bool:
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace Hugging Face, GitHub, GitLab, sk- and AWS tokens (key ids; secret keys beside a name or a key id),
-    URL passwords and token user names, values of secret-named env vars (*TOKEN*, *KEY*, ...) and ``extra`` secret
+    URL passwords and token user names, values of secret-named env vars (*TOKEN, *_KEY, ...) and ``extra`` secret
     values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
 
