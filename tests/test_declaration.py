@@ -351,7 +351,9 @@ def test_a_fixture_run_records_only_the_options_it_applies(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("text", "expected"), [("0", 0.0), ("2.5", 2.5), (" 1e3 ", 1000.0), ("-1", None),
-                                                 ("inf", None), ("nan", None), ("", None), ("words", None)])
+                                                 ("inf", None), ("nan", None), ("", None), ("words", None),
+                                                 ("-0", 0.0), ("-0.0", 0.0)])
 def test_a_bound_wait_or_scale_is_a_finite_number_of_zero_or_more(text: str, expected: float | None) -> None:
-    """The one reading of $PINBENCH_NOTICE_S, $PINBENCH_SAMPLE_CACHE_MB and ``-g guidance=``."""
-    assert finite_at_least_zero(text) == expected
+    """The one reading of $PINBENCH_NOTICE_S, $PINBENCH_SAMPLE_CACHE_MB and ``-g guidance=``; ``-0`` is read as 0,
+    which ``-0.0`` (equal to it) was not where printed in a message or a manifest."""
+    assert repr(finite_at_least_zero(text)) == repr(expected)

@@ -46,7 +46,7 @@ def finite_at_least_zero(text: str) -> float | None:
         number = float(text)
     except ValueError:
         return None
-    return number if math.isfinite(number) and number >= 0 else None
+    return number + 0.0 if math.isfinite(number) and number >= 0 else None   # -0.0 + 0.0 is 0.0
 
 
 def expand_user(value: str, where: str) -> Path:
