@@ -707,3 +707,10 @@ def test_an_aligned_table_pads_each_column_to_its_widest_cell() -> None:
     table = [["metric", "A"], ["x", "0.25"], ["longer", ""]]
     assert files.aligned(table) == ["metric  A", "------  ----", "x       0.25", "longer"]
     assert files.aligned(table, rule=False) == ["metric  A", "x       0.25", "longer"]
+
+
+def test_an_aligned_table_pads_by_display_width() -> None:
+    """A cell of wide characters (CJK, emoji) takes two columns each and a combining mark none: padded by ``len`` the
+    columns after such a cell stood out of line in a terminal."""
+    table = [["sample", "score"], ["日本語", "1"], ["cafe\u0301", "2"], ["👍", "3"]]
+    assert files.aligned(table) == ["sample  score", "------  -----", "日本語  1", "cafe\u0301    2", "👍      3"]
