@@ -4,12 +4,14 @@ exclusive lock holds; JSON with finite numbers only parses as json.loads with it
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -143,6 +145,22 @@ def test_a_jsonl_file_read_a_few_bytes_at_a_time_names_the_line_and_byte_of_the_
     path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": "\xff"}\n')
     with pytest.raises(files.FileError, match=rf"^{path}: not UTF-8 text \(byte 25\)$"):
         files.read_finite_jsonl(path, lambda value: value, "row")
+
+
+def test_a_line_longer_than_many_reads_is_read_in_time_linear_in_its_length(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than a read was joined to what came before it and searched for its end again at every read:
+    a 20 MiB line in reads of 1 KiB took about a minute. Its value and the lines after it are read whole, numbered as
+    ever; the deadline is only a backstop, over ten times what the whole test takes here."""
+    monkeypatch.setattr(files, "JSONL_CHUNK", 1 << 10)
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(json.dumps({"s": "x" * (20 << 20)}).encode() + b'\r\n{"s": "y"}\n{"s": }\n')
+    start = time.monotonic()
+    rows = files.iter_finite_jsonl_file(path, lambda value: value, "row")
+    assert [len(row["s"]) for row in itertools.islice(rows, 2)] == [20 << 20, 1]
+    with pytest.raises(ValueError, match=rf"^{path}:3: bad row"):
+        next(rows)
+    assert time.monotonic() - start < 10
 
 
 def test_a_raw_unicode_line_separator_inside_a_string_stays_in_its_row(tmp_path: Path) -> None:
