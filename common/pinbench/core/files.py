@@ -153,7 +153,7 @@ def aligned(table: Sequence[Sequence[str]], rule: bool = True) -> list[str]:
     """The lines of a plain-text table: each column as wide as its widest cell, two spaces apart, no trailing
     space; ``rule``: a line of dashes under the first row, its header. Widths are as a terminal shows them (rich's
     ``cell_len``): a CJK character or an emoji takes two columns, a combining mark none."""
-    from rich.cells import cell_len   # here, not above: a run that logs to a file never imports rich
+    from rich.cells import cell_len  # here, not above: a run that logs to a file never imports rich
 
     widths = [max(cell_len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row, widths, strict=True)).rstrip()
