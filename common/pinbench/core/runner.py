@@ -400,15 +400,16 @@ class RunSummary:
 # ------------------------------------------------------------------------------------- ids and hashes
 
 
-def check_sample_id(sample_id: Any) -> str:
+def check_sample_id(sample_id: Any, *, secrets: bool = True) -> str:
     """Return the sample id as a string that is safe as a file name, or raise ValueError naming it.
 
     Ints are accepted and turned into strings; ids may not contain path separators or control
     characters, may not start with "." (rules out "." / ".." and hidden files), are at most
     200 bytes of UTF-8 and hold no secret (``holds_secret``: a token's shape, a secret-named variable's value).
+    ``secrets=False`` leaves an ASCII id's secret check to the caller, who makes it once for many (``_task_ids``).
     """
     if (type(sample_id) is str and sample_id.isascii() and _SAFE_ASCII_ID.fullmatch(sample_id) is not None
-            and not holds_secret(sample_id)):
+            and not (secrets and holds_secret(sample_id))):
         return sample_id   # the usual id: its name in one test (an ASCII id has as many bytes as characters)
     if isinstance(sample_id, int) and not isinstance(sample_id, bool):
         sample_id = str(sample_id)
@@ -507,11 +508,14 @@ def _task_ids(tasks: Sequence[Task]) -> list[str]:
     for pos, task in enumerate(tasks):
         if not isinstance(task, Task):
             raise TypeError(f"task at position {pos} is a {type(task).__name__}, expected a pinbench.core.task.Task")
-        sid = check_sample_id(task.sample_id)
+        sid = check_sample_id(task.sample_id, secrets=False)
         if sid in first_pos:
             raise ValueError(f"duplicate sample id {sid!r} at positions {first_pos[sid]} and {pos}")
         first_pos[sid] = pos
         ids.append(sid)
+    if holds_secret("\n".join(ids)):   # one scan of all: an id at a time cost 1.2 us (0.14 s at 112,220 ids)
+        for sid in ids:
+            check_sample_id(sid)   # the first id that holds one, named
     return ids
 
 
