@@ -73,14 +73,15 @@ def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes
     good, other = _video(tmp_path / "a.mp4"), _video(tmp_path / "b.mp4")
     (tmp_path / "broken.mp4").write_bytes(b"\x00" * 100)
     decoded = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")
-    assert [decoded.error(p) for p in (good, other)] == [None, None] and decoded.decoded == 2
-    assert decoded.error(tmp_path / "broken.mp4") is not None
+    infos = [decoded.first_frame(p) for p in (good, other)]
+    assert [info.n_frames for info in infos] == [6, 6] and decoded.decoded == 2
+    assert isinstance(decoded.first_frame(tmp_path / "broken.mp4"), str)
     decoded.save()
     again = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")   # a later run
-    assert again.error(good) is None and again.decoded == 0
-    assert again.error(tmp_path / "broken.mp4") is not None and again.decoded == 1   # a failure is never kept
+    assert again.first_frame(good) == infos[0] and again.decoded == 0   # with the facts read when it decoded
+    assert isinstance(again.first_frame(tmp_path / "broken.mp4"), str) and again.decoded == 1   # never kept
     (tmp_path / "broken.mp4").replace(other)   # b.mp4 is now the broken file: another inode and size
-    assert again.error(other) is not None and again.decoded == 2
+    assert isinstance(again.first_frame(other), str) and again.decoded == 2
     assert not doctor.video_findings({"b": other}, tmp_path)[0].ok   # the doctor itself reads the cache
 
 
