@@ -73,15 +73,42 @@ def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes
     good, other = _video(tmp_path / "a.mp4"), _video(tmp_path / "b.mp4")
     (tmp_path / "broken.mp4").write_bytes(b"\x00" * 100)
     decoded = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")
-    assert [decoded.error(p) for p in (good, other)] == [None, None] and decoded.decoded == 2
-    assert decoded.error(tmp_path / "broken.mp4") is not None
+    infos = [decoded.first_frame(p) for p in (good, other)]
+    assert [info.n_frames for info in infos] == [6, 6] and decoded.decoded == 2
+    assert isinstance(decoded.first_frame(tmp_path / "broken.mp4"), str)
     decoded.save()
     again = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")   # a later run
-    assert again.error(good) is None and again.decoded == 0
-    assert again.error(tmp_path / "broken.mp4") is not None and again.decoded == 1   # a failure is never kept
+    assert again.first_frame(good) == infos[0] and again.decoded == 0   # with the facts read when it decoded
+    assert isinstance(again.first_frame(tmp_path / "broken.mp4"), str) and again.decoded == 1   # never kept
     (tmp_path / "broken.mp4").replace(other)   # b.mp4 is now the broken file: another inode and size
-    assert again.error(other) is not None and again.decoded == 2
+    assert isinstance(again.first_frame(other), str) and again.decoded == 2
     assert not doctor.video_findings({"b": other}, tmp_path)[0].ok   # the doctor itself reads the cache
+
+
+def _mdat_cut(path: Path, frames: int) -> Path:
+    """An MP4 whose 'mdat' lost the second half of its bytes, its box size patched to match: every box fits the
+    file and 'moov' still declares ``frames`` samples, the later ones at offsets past the media data."""
+    rng = np.random.default_rng(0)
+    write_video(path, rng.integers(0, 255, (frames, 48, 64, 3), dtype=np.uint8), 10)
+    data, offset = path.read_bytes(), 0
+    while data[offset + 4:offset + 8] != b"mdat":
+        offset += int.from_bytes(data[offset:offset + 4], "big")
+    size = int.from_bytes(data[offset:offset + 4], "big")
+    kept = size - size // 2
+    path.write_bytes(data[:offset] + kept.to_bytes(4, "big") + data[offset + 4:offset + kept]
+                     + data[offset + size:])
+    return path
+
+
+def test_a_container_declaring_more_frames_than_it_holds_fails_the_doctor_as_the_run_fails(tmp_path: Path) -> None:
+    from pinbench.media.video import VideoError, read_video
+
+    cut = _mdat_cut(tmp_path / "cut.mp4", 30)
+    (finding,) = doctor.video_findings({"a": cut}, tmp_path)
+    with pytest.raises(VideoError) as run:
+        read_video(cut, backend="pyav")   # the run's decode of the whole video
+    assert re.fullmatch(r"truncated: container declares 30 frames, holds 1[0-9]", run.value.reason)
+    assert not finding.ok and f"cut.mp4 ({run.value.reason})" in finding.line   # in the run's own words
 
 
 # -------------------------------------------------------------------------------------------- GPUs

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pinbench.core.files import counted
 from pinbench.core.findings import Finding, warning
 from pinbench.ops.doctor import visible_gpus
 from pinbench_recipes.dynamic_degree.clips import sampled_frames, split_clips
+
+if TYPE_CHECKING:
+    from pinbench.media.video import VideoInfo
 
 CPU_PAIRS_PER_S = 0.711
 GPU_PAIRS_PER_S = 25.1
@@ -56,22 +59,20 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def cpu_time_finding(videos: Iterable[Path], *, flow: str, device: str,
+def cpu_time_finding(videos: Iterable[VideoInfo], *, flow: str, device: str,
                      gpus: list[tuple[str, str, float]] | None | bool = True) -> Finding | None:
     """A WARNING when RAFT would run on CPU (``device`` cpu, or auto with no GPU visible), with the estimated time;
-    None when it runs on a GPU or is not RAFT. Videos that cannot be read are left out (doctor names them)."""
-    from pinbench.media.video import VideoError, video_info
-
+    None when it runs on a GPU or is not RAFT. ``videos``: the facts the doctor read of those that decode (it names
+    the others); each was opened once, for its first frame, not again here."""
     visible = visible_gpus() if gpus is True else (gpus or None)
     if flow != "raft" or device.startswith("cuda") or (device == "auto" and visible):
         return None
     pairs = work = 0.0
     n_videos = 0
-    for path in videos:
+    for info in videos:
         try:
-            info = video_info(path)
             n = raft_pairs(info.n_frames, info.fps)
-        except (VideoError, ValueError, OSError):
+        except ValueError:
             continue
         n_videos += 1
         pairs += n

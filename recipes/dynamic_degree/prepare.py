@@ -16,6 +16,7 @@ from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins, PinsError, load_pins
 from pinbench.core.recipe import get_recipe
+from pinbench.media.video import VideoInfo
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
@@ -200,16 +201,16 @@ def fetch(cfg: RunConfig) -> None:
 def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     """``pinbench doctor dynamic-degree``: every video under -o videos decodes, the RAFT weights are usable."""
     from pinbench.core.findings import ok, problem
-    from pinbench.ops.doctor import Unusable, first_frame, url_finding, video_findings
+    from pinbench.ops.doctor import Unusable, url_finding, video_findings
     from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
 
-    def scoring_error(path: Path) -> str | Unusable | None:
-        """Its first frame decodes, and a clip has 2 sampled frames: by the frame count of the container read for
-        that decode (or its packets counted where it does not say)."""
-        found = first_frame(path)
-        if isinstance(found, str):
-            return found
-        short = unscorable(found)
+    decoded: list[VideoInfo] = []   # the facts of each video whose first frame decodes, for the CPU-time estimate
+
+    def too_short(info: VideoInfo) -> Unusable | None:
+        """A clip has 2 sampled frames: by the frame count of the container read for the doctor's first-frame
+        decode (or its packets counted where it does not say)."""
+        decoded.append(info)
+        short = unscorable(info)
         return Unusable("too short", short) if short else None
 
     options = cfg.options
@@ -223,10 +224,9 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
                 if name_problem or video.problem:  # each would fail as its sample: say so now
                     reasons[video.path] = Unusable("bad name" if name_problem else str(video.kind),
                                                    str(name_problem or video.problem))   # the line names the file
-            findings += video_findings(expected, options.videos,
-                                       check_decode=lambda path: reasons.get(path) or scoring_error(path))
-            slow = cpu_time_finding([p for p in expected.values() if p not in reasons], flow=options.flow,
-                                    device=options.device)
+            findings += video_findings(expected, options.videos, known=reasons, check=too_short)
+            slow = cpu_time_finding(sorted(decoded, key=lambda info: info.path), flow=options.flow,
+                                    device=options.device)   # in one order: the float sums are the same each time
             findings += [slow] if slow else []
         except RecipeError as exc:   # no videos at all: one line, and the weights are still checked
             findings.append(problem("inputs", str(exc)))

@@ -41,6 +41,7 @@ from pinbench_recipes.paibench_c.generate import Collected
 from pinbench_recipes.paibench_c.metrics_json import (
     CANNY_METRICS,
     EVALUATOR_METRICS,
+    NULL_VALUE,
     MetricsFileError,
     ModalityMetrics,
     parse_metrics_json,
@@ -387,24 +388,28 @@ def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str],
             errors[modality] = str(exc)
             parsed[modality] = None
             continue
-        for task, why in canny_errors(run_dir / modality / "evaluator.log").items():
-            for metric in CANNY_METRICS:
-                if metric in found.reasons.get(task, {}):
-                    found.reasons[task][metric] = f"null in metrics.json: the evaluator's Canny step raised {why}"
+        named, unnamed = canny_errors(run_dir / modality / "evaluator.log")
+        for task, reasons in found.reasons.items():
+            video, why = named.get(task, (f"{task}.mp4", unnamed))
+            if why and all(reasons.get(metric) == NULL_VALUE for metric in CANNY_METRICS):
+                reasons.update(dict.fromkeys(CANNY_METRICS, "null in metrics.json: the evaluator's Canny step raised "
+                                                            f"on {modality}/videos/{video}: {why}"))
     return parsed
 
 
-_CANNY_ERROR = re.compile(r"Got exception (?P<video>[^\s:/]+\.mp4): (?P<why>.+) for compute_canny_error_video_f1$")
+_CANNY_ERROR = re.compile(r"Got exception (?:(?P<video>[^\s:/]+\.mp4): )?(?P<why>.+) for compute_canny_error_video_f1$")
 
 
-def canny_errors(log: Path) -> dict[str, str]:
-    """Task -> why the evaluator's Canny step raised on its video, from the log lines that name the video (the test
-    double's: a uniform-colour rollout's metrics had failed as "no valid video, or the evaluator skipped it" while
-    the log said why). The upstream line, "Got exception <e> for compute_canny_error_video_f1", names no video, so
-    it is left alone: a reason is given only where one video is named."""
+def canny_errors(log: Path) -> tuple[dict[str, tuple[str, str]], str]:
+    """Why the evaluator's Canny step raised: task -> (its video's name, why) from the lines that name the video (the
+    test double's), and the reasons of the lines that name none (upstream's "Got exception <e> for
+    compute_canny_error_video_f1"), joined. A task whose three Canny values are null was one of the latter: its
+    failure named neither its video nor a reason ("null/NaN in metrics.json"), where the log held the reason."""
     try:
         text = log.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return {}
-    return {task_id_of(Path(m["video"]).stem): m["why"] for line in text.splitlines()
-            if (m := _CANNY_ERROR.match(line))}
+        return {}, ""
+    matches = [m for line in text.splitlines() if (m := _CANNY_ERROR.match(line))]
+    unnamed = sorted({m["why"] for m in matches if m["video"] is None})
+    return ({task_id_of(Path(m["video"]).stem): (m["video"], m["why"]) for m in matches if m["video"] is not None},
+            unnamed[0] if len(unnamed) == 1 else f"one of: {'; '.join(unnamed)}" if unnamed else "")

@@ -19,6 +19,7 @@ from pinbench.core.files import FileError, MissingFile, read_json_file
 EVALUATOR_METRICS = ("dover_tech_score", "blur_ssim", "canny_f1_score", "canny_precision", "canny_recall",
                      "depth_si_rmse", "seg_m_iou", "seg_recall")
 CANNY_METRICS = ("canny_f1_score", "canny_precision", "canny_recall")   # its Canny step's: null together when it raises
+NULL_VALUE = "null/NaN in metrics.json (the evaluator's step raised)"   # a null's failure, where its log says no more
 
 
 # What a value can be by its definition (README, Native cross-check): F1 / precision / recall / IoU are fractions,
@@ -65,7 +66,7 @@ def _number(value: Any) -> float | None:
 def _why_not_scored(metric: str, value: Any) -> str | None:
     """Why a per-task value counts as not scored (None: it is a score)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "null/NaN in metrics.json (the evaluator's step raised)"
+        return NULL_VALUE
     number = _number(value)
     if number is None:
         return f"{value!r:.40} in metrics.json is not a finite number"

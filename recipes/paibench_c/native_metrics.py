@@ -296,11 +296,12 @@ def _native_key(modality: str, metric: str) -> str:
 
 def score_task(gt_video: Path, preds: Mapping[str, Path], *,
                seg_pkls: Mapping[str, tuple[Path, Path]] | None = None,
-               decoder: str = DECODE_BACKEND) -> dict[str, Any]:
+               decoder: str = DECODE_BACKEND, run_dir: Path | None = None) -> dict[str, Any]:
     """Native metrics of one task for every modality given, decoding, edge-mapping and blurring the GT once.
 
     ``preds`` maps modality -> generated video; ``seg_pkls`` maps modality -> (GT pkl, pred pkl) written
-    by the evaluator. A metric that cannot be computed is None with its reason under ``native_errors``.
+    by the evaluator. A metric that cannot be computed is None with its reason under ``native_errors``; a Canny
+    failure names its video (under ``run_dir`` when given), as the evaluator's Canny failures do.
     """
     gt = GroundTruth.from_frames(read_video(gt_video, max_frames=MAX_FRAMES, backend=decoder).frames)
     result: dict[str, Any] = {}
@@ -318,7 +319,8 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
         except ValueError as exc:
             for metric in ("canny_f1_score", "canny_precision", "canny_recall"):
                 result[_native_key(modality, metric)] = None
-            errors[f"{modality}/canny"] = str(exc)
+            video = pred_path.relative_to(run_dir) if run_dir is not None else pred_path
+            errors[f"{modality}/canny"] = f"Canny raised on {video}: {type(exc).__name__} ({exc})"
         result[_native_key(modality, "blur_ssim")] = ssim if math.isfinite(ssim) else None
         if not math.isfinite(ssim):
             errors[f"{modality}/blur"] = "SSIM is not finite (a constant blurred GT frame has data range 0)"
@@ -366,4 +368,4 @@ def native_sample(task: NativeTask, *, dataset_dir: Path, run_dir: Path, gt_dir:
                 raise ValueError(f"{pkl}: changed since the run read it (SHA-256 {digest[:12]}... then); run again")
         seg[modality] = pkls
     return score_task(dataset_dir / task.gt_video.path, {m: run_dir / p for m, p in task.preds.items()},
-                      seg_pkls=seg, decoder=task.decoder)
+                      seg_pkls=seg, decoder=task.decoder, run_dir=run_dir)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pinbench.core.scorecard import NEVER_COMPUTED, MetricSpec
 from pinbench.core.task import Task
-from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, ModalityMetrics
+from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, NULL_VALUE, ModalityMetrics
 
 NATIVE_METRICS = ("canny_f1_score", "canny_precision", "canny_recall", "blur_ssim", "seg_m_iou", "seg_recall")
 # How close the native recomputation must be to call a task's value "agreeing". Canny and the seg
@@ -63,8 +63,7 @@ def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None]
         for metric, value in values.items():
             result[f"{modality}/{metric}"] = value
             if value is None:
-                errors[f"{modality}/{metric}"] = parsed.reasons.get(task_id, {}).get(
-                    metric, "null/NaN in metrics.json (the evaluator's step raised)")
+                errors[f"{modality}/{metric}"] = parsed.reasons.get(task_id, {}).get(metric, NULL_VALUE)
     if native is not None:
         result.update({k: v for k, v in native.items() if k != "native_errors"})
         for key, why in native.get("native_errors", {}).items():   # "edge/canny": each edge/native/canny_* metric's

@@ -8,7 +8,9 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
 * MP4/MOV (ISO BMFF) files are first checked structurally: every top-level box must fit inside the file
   and a ``moov`` box must exist. A file cut short (writer killed, partial copy) fails here as
   ``truncated: ...`` whichever backend would have decoded it.
-* For a structurally complete MP4/MOV the sample count of the video track (``stream.frames``) is used.
+* For a structurally complete MP4/MOV the sample count of the video track (``stream.frames``) is used, once
+  its index (no sample read) places every sample inside an ``mdat`` box; else the file is ``truncated``
+  ("container declares N frames, holds M").
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
@@ -156,8 +158,9 @@ def open_video(path: Path, fd: int) -> Iterator[av.container.InputContainer]:
         yield container
 
 
-def _check_bmff_structure(path: Path, size: int, fd: int) -> bool:
-    """Walk the top-level MP4/MOV boxes; return False when the file is not ISO BMFF.
+def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int]] | None:
+    """Walk the top-level MP4/MOV boxes; the byte ranges of their ``mdat`` payloads, or None when the file is not
+    ISO BMFF.
 
     Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
     and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
@@ -166,14 +169,15 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> bool:
     with _reader(fd) as fh:
         head = fh.read(8)
         if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
-            return False
-        offset, seen = 0, set()
+            return None
+        offset, seen, media = 0, set(), []
         while offset < size:
             fh.seek(offset)
             header = fh.read(16)
             if len(header) < 8:
                 raise VideoError(path, f"truncated: incomplete box header at byte {offset} of {size}")
             box_size, box_type = struct.unpack(">I4s", header[:8])
+            header_size = 16 if box_size == 1 else 8
             if box_size == 1:
                 if len(header) < 16:
                     raise VideoError(path, f"truncated: incomplete box header at byte {offset} of {size}")
@@ -190,10 +194,26 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> bool:
                     f"only {size - offset} present",
                 )
             seen.add(box_type)
+            if box_type == b"mdat":
+                media.append((offset + header_size, offset + box_size))
             offset += box_size
     if b"moov" not in seen:
         raise VideoError(path, "truncated: MP4 has no 'moov' box (file incomplete)")
-    return True
+    return media
+
+
+def _samples_held(stream: av.video.stream.VideoStream, media: list[tuple[int, int]]) -> int:
+    """How many of the stream's samples (its index, read from ``moov`` without reading a sample) lie whole inside
+    an ``mdat`` payload of the file.
+
+    Why: a ``moov`` whose sample table outlives its media (an ``mdat`` cut and its size patched, or one of size 0
+    "to the end of the file" cut short) fits the file box by box, yet every decoder stops early; counting by the
+    index costs no decode, where counting the decoded frames read the whole file.
+    """
+    entries = stream.index_entries
+    samples = (entries[i] for i in range(len(entries)))
+    return sum(1 for sample in samples if any(start <= sample.pos and sample.pos + sample.size <= end
+                                              for start, end in media))
 
 
 def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
@@ -235,7 +255,7 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
     if size == 0:
         raise VideoError(path, "empty file (0 bytes)")
     try:
-        is_bmff = _check_bmff_structure(path, size, fd)
+        media = _check_bmff_structure(path, size, fd)
     except OSError as exc:
         raise VideoError(path, f"unreadable: {exc.strerror or exc}") from exc
     with ExitStack() as stack:
@@ -257,8 +277,10 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             declared_s = container.duration / av.time_base
         else:
             declared_s = None
-        if is_bmff and declared is not None:
+        if media is not None and declared is not None:
             n_frames = declared
+            if (held := _samples_held(stream, media)) < declared:
+                raise VideoError(path, f"truncated: container declares {declared} frames, holds {held}")
         else:
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:

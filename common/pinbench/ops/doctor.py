@@ -188,27 +188,35 @@ class Unusable:
     reason: str
 
 
-def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos",
-                   check_decode: Callable[[Path], str | Unusable | None] | None = None) -> list[Finding]:
+def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos", *,
+                   known: Mapping[Path, Unusable] | None = None,
+                   check: Callable[[VideoInfo], Unusable | None] | None = None) -> list[Finding]:
     """Every expected video exists and decodes its first frame (VBench's integrity check, in seconds).
 
     ``expected`` maps sample id -> the file found for it (None: missing). Zero found is a problem on its
     own line ("0 of 600 rollouts found under DIR"); otherwise missing and unusable ones are counted (the unusable
-    by what they are: ``check_decode`` returns a decode error, or ``Unusable`` for what is no file to decode) and
-    the first few named by their file under ``where``: each would be a failed sample, and a run that cannot be
-    complete should not start.
+    by what they are: a decode error, what is no file to decode, ``known`` ones the recipe found unusable without
+    opening them, and those its ``check`` of the container's facts refuses) and the first few named by their file
+    under ``where``: each would be a failed sample, and a run that cannot be complete should not start. The first
+    frames go through the doctor's cache (``DecodedFiles``) with or without a ``check``: a recipe's check had
+    replaced it, and each doctor decoded every first frame again.
     """
     present = {sid: path for sid, path in expected.items() if path is not None}
     missing = sorted(sid for sid, path in expected.items() if path is None)
     if not present:
         return [problem("inputs", f"0 of {len(expected)} {what} found under {where}")]
     ordered = sorted(present.items())
-    decoded = DecodedFiles(cache_root() / "first-frames.json") if check_decode is None else None
-    check = check_decode or decoded.error  # type: ignore[union-attr]
+    decoded = DecodedFiles(cache_root() / "first-frames.json")
+
+    def unusable(path: Path) -> str | Unusable | None:
+        if (found := _entry_unusable(path) or (known or {}).get(path)) is not None:
+            return found
+        info = decoded.first_frame(path)
+        return info if isinstance(info, str) else check(info) if check is not None else None
+
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # the decoders release the GIL
-        errors = list(pool.map(lambda path: _entry_unusable(path) or check(path), (path for _, path in ordered)))
-    if decoded is not None:
-        decoded.save()
+        errors = list(pool.map(unusable, (path for _, path in ordered)))
+    decoded.save()
     unusable = [(sid, error if isinstance(error, Unusable) else Unusable("decode", error))
                 for (sid, _), error in zip(ordered, errors, strict=True) if error]
     broken = [f"{_under(present[sid], where)} ({found.reason})" for sid, found in unusable]
@@ -252,63 +260,78 @@ def _count_kinds(kinds: Iterable[str]) -> str:
     return ", ".join(f"{n} {_UNUSABLE_WORDS[kind][n > 1]}" for kind, n in words)
 
 
+@dataclass(frozen=True)
+class _Decoded:
+    """A file seen decoding: its state then, and the container's facts read for that decode (``VideoInfo`` less
+    its path), which a recipe's check of a cached file needs without opening it again."""
+
+    state: FileState
+    facts: tuple[Any, ...]
+
+
 class DecodedFiles:
-    """Files whose first frame decoded, by absolute path and FileState (``<cache>/first-frames.json``).
+    """Files whose first frame decoded, with their container's facts, by absolute path and FileState
+    (``<cache>/first-frames.json``).
 
     A rerun's doctor would decode the same 200 first frames again (0.4 s of a 1.4 s rerun); a file that still has the
-    state it had when it decoded (``FileState``: size, mtime, inode, ctime) is taken as decoding. Only successes are
-    kept: a broken file is tried again each time. A cache that cannot be read or written is only slower.
+    state it had when it decoded (``FileState``: size, mtime, inode, ctime) is taken as decoding, with the facts read
+    then. Only successes are kept: a broken file is tried again each time. A cache that cannot be read or written is
+    only slower.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.decoded = 0   # first frames this process decoded
         self._known = _load_decoded(path)
-        self._new: dict[str, FileState] = {}
-        self._lock = threading.Lock()   # error() runs in the doctor's decode threads
+        self._new: dict[str, _Decoded] = {}
+        self._lock = threading.Lock()   # first_frame() runs in the doctor's decode threads
 
-    def error(self, path: Path) -> str | None:
-        """``first_frame_error``, skipped for a file seen decoding in this very state."""
+    def first_frame(self, path: Path) -> VideoInfo | str:
+        """``first_frame``, skipped for a file seen decoding in this very state (its facts as read then)."""
+        from pinbench.media.video import VideoInfo
+
         try:
             seen = FileState.of(os.stat(path))
         except OSError:
-            return first_frame_error(path)
+            return first_frame(path)
         where = os.path.abspath(path)
-        if self._known.get(where) == seen:
-            return None
-        error = first_frame_error(path)
+        if (known := self._known.get(where)) is not None and known.state == seen:
+            return VideoInfo(Path(path), *known.facts)
+        found = first_frame(path)
         with self._lock:
             self.decoded += 1
-            if error is None:
-                self._new[where] = seen
-        return error
+            if not isinstance(found, str):
+                self._new[where] = _Decoded(seen, astuple(found)[1:])
+        return found
 
     def save(self) -> None:
         if not self._new:
             return
         merged = {**_load_decoded(self.path), **self._new}
-        files = {where: list(astuple(state)) for where, state in merged.items()}
+        files = {where: {"state": list(astuple(decoded.state)), "facts": list(decoded.facts)}
+                 for where, decoded in merged.items()}
         with contextlib.suppress(OSError):
             write_json_cache(self.path, _DECODED_FORMAT, files)
         self._new = {}
 
 
-_DECODED_FORMAT = 2   # 1: a FileState without ctime_ns
+_DECODED_FORMAT = 3   # 1: a FileState without ctime_ns; 2: a FileState without the container's facts
 
 
-def _load_decoded(path: Path) -> dict[str, FileState]:
+def _load_decoded(path: Path) -> dict[str, _Decoded]:
     return read_json_cache(path, _DECODED_FORMAT, _decoded_entries)
 
 
-def _decoded_entries(files: Mapping[str, Any]) -> dict[str, FileState]:
-    return {k: FileState(*v) for k, v in files.items() if isinstance(v, list) and len(v) == len(fields(FileState))
-            and all(isinstance(n, int) for n in v)}
+# the types of ``VideoInfo``'s facts after its path (n_frames, fps, width, height, codec, duration_s, container)
+_FACT_TYPES = (int, (int, float), int, int, str, (int, float), str)
 
 
-def first_frame_error(path: Path) -> str | None:
-    """None when the container is sound and its first frame decodes; else the one-line reason."""
-    found = first_frame(path)
-    return found if isinstance(found, str) else None
+def _decoded_entries(files: Mapping[str, Any]) -> dict[str, _Decoded]:
+    return {k: _Decoded(FileState(*v["state"]), tuple(v["facts"])) for k, v in files.items()
+            if isinstance(v, dict) and isinstance(v.get("state"), list) and len(v["state"]) == len(fields(FileState))
+            and all(isinstance(n, int) for n in v["state"]) and isinstance(v.get("facts"), list)
+            and len(v["facts"]) == len(_FACT_TYPES)
+            and all(isinstance(f, t) for f, t in zip(v["facts"], _FACT_TYPES, strict=True))}
 
 
 def first_frame(path: Path) -> VideoInfo | str:

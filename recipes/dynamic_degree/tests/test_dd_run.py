@@ -189,6 +189,29 @@ def test_the_doctor_says_a_video_too_short_to_score(tmp_path: Path, texture_vide
                 in line), line
 
 
+def test_the_doctor_opens_each_video_once_and_a_rerun_none(tmp_path: Path, texture_video: Callable[..., Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe's own check (too short to score) replaced the doctor's first-frame cache: every doctor decoded
+    each first frame again, and the CPU-time estimate opened each video once more."""
+    from pinbench.media import video
+
+    monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name in ("a", "b"):
+        texture_video(name).rename(videos / f"{name}.mp4")
+    opened: list[Path] = []
+    real_open = video.open_regular
+    monkeypatch.setattr(video, "open_regular", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    cfg = _cfg(tmp_path / "run", options={"videos": str(videos), "flow": "raft", "device": "cpu"})
+    findings = doctor(cfg, None)
+    assert any(f.check == "cpu" and "2 videos" in f.line for f in findings)   # the estimate read both
+    assert sorted(p.name for p in opened) == ["a.mp4", "b.mp4"]
+    opened.clear()
+    assert [f.line for f in doctor(cfg, None) if f.check in ("inputs", "cpu")] == \
+        [f.line for f in findings if f.check in ("inputs", "cpu")] and opened == []   # the first frames cached
+
+
 def test_a_bad_name_added_later_fails_alone_and_the_run_is_partial(
         tmp_path: Path, texture_video: Callable[..., Path]) -> None:
     videos = tmp_path / "videos"

@@ -204,3 +204,22 @@ def test_a_manifest_that_is_not_one_is_one_line_naming_it(tmp_path: Path, conten
     with pytest.raises(EvaluationError) as info:
         gt.summary()
     assert str(info.value).startswith(f"{gt.manifest_path}: not a GT manifest")
+
+
+def test_the_real_evaluators_canny_exception_is_recorded_naming_the_video(tmp_path: Path) -> None:
+    """The evaluator logs "Got exception <e> for compute_canny_error_video_f1", naming no video: the task whose Canny
+    values it nulled failed as "null/NaN in metrics.json (the evaluator's step raised)", neither video nor reason."""
+    from pinbench_recipes.paibench_c.evaluate import parse_all
+    from pinbench_recipes.paibench_c.metrics_json import CANNY_METRICS, EVALUATOR_METRICS
+
+    (tmp_path / "edge").mkdir()
+    scored = dict.fromkeys(EVALUATOR_METRICS, 0.5)
+    per_video = [{"pred_video_uuid": "t1", **scored},
+                 {"pred_video_uuid": "t2", **scored, **dict.fromkeys(CANNY_METRICS)}]
+    (tmp_path / "edge" / "metrics.json").write_text(json.dumps({"global": scored, "per_video": per_video}))
+    (tmp_path / "edge" / "evaluator.log").write_text(
+        "Processing batch 1/1\nGot exception division by zero for compute_canny_error_video_f1\n")
+    parsed = parse_all(tmp_path, ["edge"], ["t1", "t2"], {}, EVALUATOR_METRICS)["edge"]
+    assert parsed is not None and "t1" not in parsed.reasons
+    assert parsed.reasons["t2"] == dict.fromkeys(CANNY_METRICS, "null in metrics.json: the evaluator's Canny step "
+                                                                "raised on edge/videos/t2.mp4: division by zero")

@@ -367,4 +367,5 @@ def test_rollouts_without_an_edge_fail_their_tasks_by_name_and_the_run_finishes(
     assert failed == {f"task_000{i}" for i in range(4)} and card["metrics"]["edge/canny_f1_score"]["n_expected"] == 4
     native = card["metrics"]["edge/native/canny_f1_score"]["failed"]
     assert {f["sample_id"] for f in native} == failed
-    assert all(f["error"].endswith(": prediction edge map has no edge pixel; F1 is undefined") for f in native), native
+    assert all(f["error"].endswith(f": Canny raised on edge/videos/{f['sample_id']}.mp4: DegenerateEdgeMapError "
+                                   "(prediction edge map has no edge pixel; F1 is undefined)") for f in native), native

@@ -206,6 +206,18 @@ def test_score_task_decodes_once_and_matches_the_kernels(tmp_path: Path) -> None
     assert 0 < result["edge/native/canny_f1_score"] < 1
 
 
+def test_a_canny_exception_names_its_video_under_the_run_and_the_reason(tmp_path: Path) -> None:
+    """The cross-check recorded "prediction edge map has no edge pixel; F1 is undefined" alone: no video named."""
+    gt = write_video(tmp_path / "gt.mp4", clip(6, seed=1), 30, codec="mpeg4")
+    (tmp_path / "run" / "edge" / "videos").mkdir(parents=True)
+    flat = write_video(tmp_path / "run" / "edge" / "videos" / "t1.mp4", np.full((6, 32, 32, 3), 90, np.uint8), 30,
+                       codec="mpeg4")
+    result = score_task(gt, {"edge": flat}, run_dir=tmp_path / "run")
+    assert result["edge/native/canny_f1_score"] is None
+    assert result["native_errors"] == {"edge/canny": "Canny raised on edge/videos/t1.mp4: DegenerateEdgeMapError "
+                                                     "(prediction edge map has no edge pixel; F1 is undefined)"}
+
+
 def test_the_gt_is_blurred_once_for_all_modalities_and_each_prediction_once(tmp_path: Path, monkeypatch) -> None:
     from pinbench_recipes.paibench_c import native_metrics
 
