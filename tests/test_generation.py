@@ -3540,6 +3540,18 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
+def test_a_guard_whose_command_dumped_core_names_the_signal_and_dumps_none(tmp_path: Path) -> None:
+    """A command killed by SIGSEGV: the guard ends by the same signal so that the run names it, and, where core
+    dumps are on (``ulimit -c unlimited``), it dumped a core of its own (a Python process, 24 MB) into the working
+    folder. The command's own dump is off here, so that any core is the guard's."""
+    guard = shlex.join([sys.executable, "-m", "pinbench.ops.generation", "--guard", "sh", "-c",
+                        "ulimit -c 0; kill -SEGV $$"])
+    done = subprocess.run(["bash", "-c", f"ulimit -c unlimited && exec {guard}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
 SPAWNING = """
 import pathlib, subprocess, time
 from pinbench.core.generation import Capabilities, Signature

@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import re
+import resource
 import select
 import shlex
 import shutil
@@ -1851,6 +1852,9 @@ def main(argv: Sequence[str]) -> None:
         die_with_parent(group=True, first=_kill_adopted)   # what it adopted too, out of its group (``setsid``)
         code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
+            # and dump no core of the guard's (a command's SIGSEGV dumped one into the working folder, where dumps
+            # are on): the command's own is the command's business
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
