@@ -3540,6 +3540,24 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
+REAPED_BEFORE = """
+import os, subprocess
+from pinbench.ops import generation
+proc = subprocess.Popen(["true"])
+os.waitpid(proc.pid, 0)
+print(generation._reaping(proc), proc.returncode)
+"""
+
+
+def test_a_guard_whose_command_its_watch_reaped_says_it_killed() -> None:
+    """The guard's watch of its parent (``die_with_parent``), on the parent's death, reaps the guard's children
+    (``_kill_adopted``), the command among them, while the guard waits for it: that wait failed with "No child
+    processes" and a traceback. Here the command is reaped before the wait, in a process of its own (the wait
+    reaps any child of the process it runs in)."""
+    done = subprocess.run([sys.executable, "-c", REAPED_BEFORE], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"{-signal.SIGKILL} {-signal.SIGKILL}\n"), done.stderr
+
+
 def test_a_guard_whose_command_dumped_core_names_the_signal_and_dumps_none(tmp_path: Path) -> None:
     """A command killed by SIGSEGV: the guard ends by the same signal so that the run names it, and, where core
     dumps are on (``ulimit -c unlimited``), it dumped a core of its own (a Python process, 24 MB) into the working

@@ -1809,12 +1809,15 @@ def _children(parent: int) -> list[int]:
 def _reaping(proc: subprocess.Popen) -> int:
     """``proc``'s exit status, every other child of this guard that ends reaped while it runs: an orphan it adopted
     (a double fork) that ended stayed a zombie until the command's end, 2,000 of them in a Python generator's worker
-    that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's."""
-    while True:
-        pid, status = os.waitpid(-1, 0)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode
+    that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's. A command reaped
+    by the guard's watch of its parent (``die_with_parent``, which kills the guard next) is said killed: the wait
+    failed with "No child processes" and a traceback."""
+    pid = 0
+    with contextlib.suppress(ChildProcessError):
+        while pid != proc.pid:
+            pid, status = os.waitpid(-1, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status) if pid == proc.pid else -signal.SIGKILL
+    return proc.returncode
 
 
 class _Stopped(Exception):
