@@ -3540,6 +3540,88 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
+SIGTERM_AT = """
+import os, signal, subprocess, sys
+from pinbench.ops import generation
+real, armed, kill = generation._kill_adopted, sys.argv[1] == "start", subprocess.Popen.kill   # or at the wait
+
+def killing():
+    real()
+    print("killed what it adopted", flush=True)
+
+def stopped_again(proc):   # the guard's kill of its command, as it handles the first SIGTERM
+    os.kill(os.getpid(), signal.SIGTERM)
+    kill(proc)
+
+def trace(frame, event, arg):
+    global armed
+    guard, reaping = frame.f_code is generation._guard.__code__, frame.f_code is generation._reaping.__code__
+    if (reaping and event == sys.argv[1].replace("wait", "return")
+            or guard and event == "exception" and issubclass(arg[0], OSError)):
+        armed = True
+    elif armed and (guard or reaping) and event == "line" and signal.getsignal(signal.SIGTERM) is generation._stopped:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return trace
+
+generation._kill_adopted, subprocess.Popen.kill = killing, stopped_again
+sys.settrace(trace)
+status = generation._guard(sys.argv[2:])
+sys.settrace(None)
+print(status, flush=True)
+"""
+
+
+@pytest.mark.parametrize(("sent", "command", "status"), [("start", "sh -c 'exit 3'", -signal.SIGTERM),
+                                                         ("call", "sleep 1000", -signal.SIGTERM),
+                                                         ("wait", "sh -c 'exit 3'", 3),
+                                                         ("refused", "/no/such/command", -signal.SIGTERM)],
+                         ids=["from its start", "in the wait", "after the command was waited for",
+                              "after the command failed to start"])
+def test_a_guard_sent_sigterm_at_each_step_kills_what_it_adopted_and_says_one_status(sent: str, command: str,
+                                                                                    status: int) -> None:
+    """A SIGTERM to the guard at each line of ``_guard`` and ``_reaping`` (a trace sends it, from the handler's
+    setting on, from the wait's "call" or end on, or from the command's failed start on; the trace ends at the first
+    raise), and a second one as the guard kills its command: one that landed after the wait, or in the ``except
+    OSError``, raised ``_Stopped`` out of the guard's handling, which then died with a traceback, by no signal; the
+    second skipped the kill of the command, and the guard waited on it. The first stops the guard, unless its
+    command was waited for: its status stands. Run in a process of its own: the guard kills every child of the
+    process it runs in."""
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT, sent, *shlex.split(command)], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"killed what it adopted\n{status}\n"), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+REAPED_BEFORE = """
+import os, subprocess
+from pinbench.ops import generation
+proc = subprocess.Popen(["true"])
+os.waitpid(proc.pid, 0)
+print(generation._reaping(proc), proc.returncode)
+"""
+
+
+def test_a_guard_whose_command_its_watch_reaped_says_it_killed() -> None:
+    """The guard's watch of its parent (``die_with_parent``), on the parent's death, reaps the guard's children
+    (``_kill_adopted``), the command among them, while the guard waits for it: that wait failed with "No child
+    processes" and a traceback. Here the command is reaped before the wait, in a process of its own (the wait
+    reaps any child of the process it runs in)."""
+    done = subprocess.run([sys.executable, "-c", REAPED_BEFORE], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, f"{-signal.SIGKILL} {-signal.SIGKILL}\n"), done.stderr
+
+
+def test_a_guard_whose_command_dumped_core_names_the_signal_and_dumps_none(tmp_path: Path) -> None:
+    """A command killed by SIGSEGV: the guard ends by the same signal so that the run names it, and, where core
+    dumps are on (``ulimit -c unlimited``), it dumped a core of its own (a Python process, 24 MB) into the working
+    folder. The command's own dump is off here, so that any core is the guard's."""
+    guard = shlex.join([sys.executable, "-m", "pinbench.ops.generation", "--guard", "sh", "-c",
+                        "ulimit -c 0; kill -SEGV $$"])
+    done = subprocess.run(["bash", "-c", f"ulimit -c unlimited && exec {guard}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
 SPAWNING = """
 import pathlib, subprocess, time
 from pinbench.core.generation import Capabilities, Signature

@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import re
+import resource
 import select
 import shlex
 import shutil
@@ -1808,41 +1809,60 @@ def _children(parent: int) -> list[int]:
 def _reaping(proc: subprocess.Popen) -> int:
     """``proc``'s exit status, every other child of this guard that ends reaped while it runs: an orphan it adopted
     (a double fork) that ended stayed a zombie until the command's end, 2,000 of them in a Python generator's worker
-    that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's."""
-    while True:
-        pid, status = os.waitpid(-1, 0)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode
+    that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's. A command reaped
+    by the guard's watch of its parent (``die_with_parent``, which kills the guard next) is said killed: the wait
+    failed with "No child processes" and a traceback."""
+    global _waiting
+    pid = 0
+    with contextlib.suppress(ChildProcessError):
+        while pid != proc.pid:
+            pid, status = os.waitpid(-1, 0)
+    _waiting = False   # a SIGTERM from here on leaves the command's status as it is
+    proc.returncode = os.waitstatus_to_exitcode(status) if pid == proc.pid else -signal.SIGKILL
+    return proc.returncode
 
 
 class _Stopped(Exception):
     """The guard was sent SIGTERM (the run's timeout, ``_stop``, or a ``kill 0`` in the command's group)."""
 
 
+_waiting = False   # whether a SIGTERM stops the guard (``_stopped``): until it has its command's status
+
+
 def _stopped(signum: int, frame: Any) -> None:
-    raise _Stopped
+    """SIGTERM's handler: raises once, and only until the guard has its command's status (``_waiting``). Why: one
+    that came after the wait said SIGTERM for a command that had ended; a second, as the guard killed its command,
+    skipped that kill, and the guard waited on the command; one as the guard said its command could not start
+    raised out of the guard, which died with a traceback."""
+    global _waiting
+    if _waiting:
+        _waiting = False
+        raise _Stopped
 
 
 def _guard(argv: Sequence[str]) -> int:
     """Run the command, then kill all it left (``_kill_adopted``), and its exit status. On SIGTERM the command is
     killed, what it left too, and the status is SIGTERM's: the guard ends last, after all it adopted."""
+    global _waiting
     _adopt_orphans()
-    signal.signal(signal.SIGTERM, _stopped)
     try:
-        # it gets what the guard was handed (a worker's pipes, ``pass_fds``): what Python opens is not inheritable
-        with subprocess.Popen(argv, close_fds=False) as proc:
-            try:
-                return _reaping(proc)
-            except _Stopped:
-                proc.kill()   # then waited for, as the with ends
-                raise
+        try:
+            _waiting = True   # before the handler, which drops a SIGTERM while it is unset
+            signal.signal(signal.SIGTERM, _stopped)
+            # it gets what the guard was handed (a worker's pipes, ``pass_fds``): what Python opens is not inheritable
+            with subprocess.Popen(argv, close_fds=False) as proc:
+                try:
+                    return _reaping(proc)
+                except _Stopped:
+                    proc.kill()   # then waited for, as the with ends
+                    raise
+        finally:
+            _waiting = False   # no SIGTERM raises from here on (one that could not start left it set)
     except _Stopped:
         return -signal.SIGTERM
     except OSError as exc:
         raise SystemExit(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second one would stop the kill half way
         _kill_adopted()
 
 
@@ -1851,6 +1871,9 @@ def main(argv: Sequence[str]) -> None:
         die_with_parent(group=True, first=_kill_adopted)   # what it adopted too, out of its group (``setsid``)
         code = _guard(argv[1:])
         if code < 0:   # killed by a signal: end by the same one, so the run can name it (SystemExit(-9) exits 247)
+            # and dump no core of the guard's (a command's SIGSEGV dumped one into the working folder, where dumps
+            # are on): the command's own is the command's business
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(OSError):   # SIGKILL's and SIGSTOP's cannot be set, nor need to be
                 signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
