@@ -303,6 +303,8 @@ class _OneLineError(ValueError):
     (b'{"a": 1,\n "b": }', "invalid JSON at line 2, column 7: Expecting value"),
     (b'{"a": "cut', "invalid JSON at line 1, column 7: Unterminated string starting"),   # was "... starting at"
     (b"[" * 100_000 + b"]" * 100_000, "invalid JSON: nested too deeply to parse"),
+    (b"", "no JSON value: the file is empty"),   # was "invalid JSON at line 1, column 1: Expecting value"
+    (b" \r\n", "no JSON value: the file holds only whitespace"),
     (b'{"a": NaN}', "holds the non-finite number NaN; only finite numbers are allowed"),
 ])
 @pytest.mark.parametrize("error", [files.FileError, _OneLineError])

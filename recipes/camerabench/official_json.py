@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pinbench.core.files import json_error, write_atomic
+from pinbench.core.files import json_error, loads_json, write_atomic
 from pinbench.core.memory import cycle_collection_paused
 from pinbench_recipes.camerabench.dataset import FAMILIES, CameraBenchData, VqaPair, frozen_maker
 from pinbench_recipes.camerabench.vqa_metrics import COMBOS, check_scores
@@ -207,9 +207,11 @@ def _load(path: Path, rows_key: str) -> tuple[dict[str, Any], list[dict[str, Any
     """The file's metadata, its rows (each an object) and the SHA-256 of the bytes parsed."""
     try:
         text, sha256 = _read(path)
-        data = json.loads(text)
-    except (OSError, UnicodeDecodeError) as exc:
+        data = loads_json(text)   # nested beyond the parser's depth: a JSONDecodeError, not a RecursionError
+    except OSError as exc:
         raise ScoreFileError(f"{path}: unreadable: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScoreFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise ScoreFileError(f"{path}: {json_error(exc)}") from None
     if not isinstance(data, dict):

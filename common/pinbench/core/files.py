@@ -329,7 +329,13 @@ def read_data_file(path: Path, error: type[Exception] = FileError) -> str:
 
 def json_error(exc: json.JSONDecodeError) -> str:
     """``invalid JSON at line 19, column 7: Unterminated string starting``: where, and what the parser says (its
-    message ends in " at" where it meant to append the place: the line ended on a dangling "starting at")."""
+    message ends in " at" where it meant to append the place: the line ended on a dangling "starting at"). JSON
+    nested too deeply has no place to blame; an empty file read "invalid JSON at line 1, column 1: Expecting
+    value", which sent a user looking for a bad character in a file that held none."""
+    if isinstance(exc, _TooDeep):
+        return f"invalid JSON: {exc.msg}"
+    if not exc.doc.strip():
+        return f"no JSON value: the file {'is empty' if not exc.doc else 'holds only whitespace'}"
     return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg.removesuffix(' at')}"
 
 
@@ -342,8 +348,6 @@ def read_json_file(path: Path, error: type[Exception] = FileError, *, parse: Cal
     text = read_data_file(path, error)
     try:
         value = (parse or loads_json)(text)
-    except _TooDeep as exc:
-        raise file_error(error, path, f"invalid JSON: {exc.msg}") from None
     except json.JSONDecodeError as exc:
         raise file_error(error, path, json_error(exc)) from None
     except ValueError as exc:

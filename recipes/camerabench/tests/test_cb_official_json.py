@@ -156,6 +156,26 @@ def test_a_json_error_names_the_line_as_universal_newlines_count_it(fx) -> None:
                                   "double quotes"
 
 
+def test_a_file_nested_too_deeply_empty_or_not_utf8_is_named(fx) -> None:
+    """A score file of ``[[[...]]]`` 100,000 deep ended the run with the parser's RecursionError, naming no file; a
+    byte that is no UTF-8 was named by the codec's own words; an empty file read "invalid JSON at line 1, column 1:
+    Expecting value"."""
+    data, scores = fx
+    path = _binary_file(scores, "Static")
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: invalid JSON: nested too deeply to parse"
+    path.write_bytes(b"")
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: no JSON value: the file is empty"
+    path.write_bytes(b'{"metadata": {"model_name": "m\xff"}}')
+    with pytest.raises(ScoreFileError) as info:
+        read_score_dir(scores, data)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 30)"
+
+
 def test_a_row_that_is_no_object_is_named_before_any_row_is_checked(fx) -> None:
     data, scores = fx
     path = _binary_file(scores, "Move_In")
