@@ -85,6 +85,27 @@ def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes
     assert not doctor.video_findings({"b": other}, tmp_path)[0].ok   # the doctor itself reads the cache
 
 
+@pytest.mark.parametrize("fact", [(0, 10**30), (0, -3), (0, True), (1, float("nan")), (1, 0), (2, 0),
+                                  (5, float("inf"))], ids=["huge", "negative", "bool", "nan", "no-rate", "no-width",
+                                                           "endless"])
+def test_a_cached_fact_no_decode_could_read_is_decoded_again(tmp_path: Path, fact: tuple[int, object]) -> None:
+    """The cache's facts are what a recipe's check and estimate take (dynamic-degree splits n_frames into clips): a
+    cache changed by hand or by another tool with 10**30 frames hung that doctor, a NaN rate raised out of its
+    decode threads. An entry with more frames than its file has bytes, or a rate, size or duration no decode gives,
+    is decoded again."""
+    good = _video(tmp_path / "a.mp4")
+    cache = tmp_path / "cache" / "first-frames.json"
+    decoded = doctor.DecodedFiles(cache)
+    info = decoded.first_frame(good)
+    decoded.save()
+    data = json.loads(cache.read_text())
+    (entry,) = data["files"].values()
+    entry["facts"][fact[0]] = fact[1]
+    cache.write_text(json.dumps(data))
+    again = doctor.DecodedFiles(cache)
+    assert again.first_frame(good) == info and again.decoded == 1
+
+
 def _mdat_cut(path: Path, frames: int) -> Path:
     """An MP4 whose 'mdat' lost the second half of its bytes, its box size patched to match: every box fits the
     file and 'moov' still declares ``frames`` samples, the later ones at offsets past the media data."""

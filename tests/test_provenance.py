@@ -241,6 +241,21 @@ def test_one_secret_name_rule() -> None:
         assert not prov.is_secret_name(name), name
 
 
+def test_a_numbered_or_short_worded_secret_name_is_one() -> None:
+    """A secret word followed by a digit (a second key: OPENAI_API_KEY2, GITHUB_TOKEN2, SECRET1) was missed when the
+    word had to end a part, where the substring rule took it, as it took GOOGLE_CLOUD_KEYFILE_JSON (the key's JSON);
+    PASS and PAT as a part, PWD after one (MYSQL_PWD: the MySQL client's password), WEBHOOK and a connection string
+    (Azure's holds AccountKey=) were missed by both. PWD and OLDPWD are the shell's directories, PATH and TOKENIZER
+    are not secrets."""
+    for name in ("OPENAI_API_KEY2", "GITHUB_TOKEN2", "SECRET1", "PASSWORD2", "HF_TOKEN_2", "DB_PASS", "SMTP_PASS",
+                 "GITHUB_PAT", "AZURE_DEVOPS_EXT_PAT", "MYSQL_PWD", "SLACK_WEBHOOK_URL",
+                 "AZURE_STORAGE_CONNECTION_STRING", "GOOGLE_CLOUD_KEYFILE_JSON"):
+        assert prov.is_secret_name(name), name
+    for name in ("PWD", "OLDPWD", "PATH", "HF_HOME_PATH", "TOKENIZERS_PARALLELISM", "BYPASS_CACHE", "COMPASS_DIR",
+                 "PATCH_SIZE", "MONKEY2"):
+        assert not prov.is_secret_name(name), name
+
+
 def test_a_common_word_in_a_name_with_key_in_it_redacts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """MONKEY=sample made every id holding "sample" fail as a bad name and hid it in every message; a variable
     named as a secret's (MY_API_KEY=sample) still does both."""

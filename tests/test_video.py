@@ -512,3 +512,21 @@ def test_a_pyav_decoding_error_is_one_line_naming_pyav_once(make_video, monkeypa
     with pytest.raises(VideoError) as err:
         read_video(path, backend="pyav")
     _assert_one_line_error(err.value, path, "undecodable: pyav: decoding failed: ")
+
+
+def test_a_fragmented_mp4_counts_the_frames_of_every_fragment(synthetic_frames, tmp_path: Path) -> None:
+    """With ``-movflags frag_keyframe`` (no empty_moov) the 'moov' indexes only the first fragment's samples: the
+    count it declares (8 of 30 here, one keyframe interval) was taken as the video's length; each 'moof' holds more."""
+    frames = synthetic_frames(30)
+    path = tmp_path / "frag.mp4"
+    with av.open(str(path), "w", options={"movflags": "frag_keyframe"}) as container:
+        stream = container.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        stream.options = {"g": "8"}
+        for i, frame in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            vf.pts = i
+            container.mux(stream.encode(vf))
+        container.mux(stream.encode(None))
+    assert video_info(path).n_frames == 30
+    assert len(read_video(path, backend="pyav").frames) == 30

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Protocol
 from pinbench.core.config import RunConfig
 from pinbench.core.files import read_json_object, sha256_file, write_atomic
 from pinbench.core.pins import HFPin, URLPin
-from pinbench.core.provenance import is_secret_name
+from pinbench.core.provenance import is_secret_name, printable, redact
 from pinbench.ops.downloads import locate, verify_sha256
 from pinbench.ops.watch import Watcher, files_since, wait_watched
 from pinbench_recipes.paibench_c.generate import Collected
@@ -392,8 +392,8 @@ def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str],
         for task, reasons in found.reasons.items():
             video, why = named.get(task, (f"{task}.mp4", unnamed))
             if why and all(reasons.get(metric) == NULL_VALUE for metric in CANNY_METRICS):
-                reasons.update(dict.fromkeys(CANNY_METRICS, "null in metrics.json: the evaluator's Canny step raised "
-                                                            f"on {modality}/videos/{video}: {why}"))
+                reasons.update(dict.fromkeys(CANNY_METRICS, printable(redact(   # the log's words: a record keeps them
+                    f"null in metrics.json: the evaluator's Canny step raised on {modality}/videos/{video}: {why}"))))
     return parsed
 
 

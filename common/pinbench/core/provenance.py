@@ -79,10 +79,13 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
-# A secret word ends a part of the name (PGPASSWORD, GITHUB_TOKEN); KEY only as a whole part or after API, ACCESS,
-# PRIVATE or SECRET (OPENAI_APIKEY): as a substring it took MONKEY=sample and KEYBOARD_LAYOUT=us for secrets.
-_SECRET_NAME = re.compile(r"(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)"
-                          r"KEYS?)(?![A-Z0-9])", re.IGNORECASE)
+# A secret word ends a part of the name or comes before a digit (PGPASSWORD, GITHUB_TOKEN, OPENAI_API_KEY2); KEY only
+# as a whole part or after API, ACCESS, PRIVATE or SECRET (OPENAI_APIKEY): as a substring it took MONKEY=sample and
+# KEYBOARD_LAYOUT=us for secrets. PASS and PAT only as a part (DB_PASS, GITHUB_PAT; not BYPASS, PATH), PWD only
+# after one (MYSQL_PWD; PWD and OLDPWD are directories). A KEYFILE part may hold the key (GOOGLE_CLOUD_KEYFILE_JSON).
+_SECRET_NAME = re.compile(r"(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
+                          r"|(?:^|[^A-Z0-9])PA(?:SS|T)|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
+                          r"(?![A-Z])", re.IGNORECASE)
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
 _SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}

@@ -27,6 +27,7 @@ Frames are returned as stored: rotation metadata is not applied by any backend.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import math
 import os
@@ -159,8 +160,9 @@ def open_video(path: Path, fd: int) -> Iterator[av.container.InputContainer]:
 
 
 def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int]] | None:
-    """Walk the top-level MP4/MOV boxes; the byte ranges of their ``mdat`` payloads, or None when the file is not
-    ISO BMFF.
+    """Walk the top-level MP4/MOV boxes; the byte ranges of their ``mdat`` payloads, in file order, or None when the
+    file is not ISO BMFF or is fragmented (a ``moof`` box: ``moov`` then indexes only the first fragment's samples,
+    so the packets are counted).
 
     Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
     and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
@@ -199,7 +201,7 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int
             offset += box_size
     if b"moov" not in seen:
         raise VideoError(path, "truncated: MP4 has no 'moov' box (file incomplete)")
-    return media
+    return None if b"moof" in seen else media
 
 
 def _samples_held(stream: av.video.stream.VideoStream, media: list[tuple[int, int]]) -> int:
@@ -211,9 +213,13 @@ def _samples_held(stream: av.video.stream.VideoStream, media: list[tuple[int, in
     index costs no decode, where counting the decoded frames read the whole file.
     """
     entries = stream.index_entries
-    samples = (entries[i] for i in range(len(entries)))
-    return sum(1 for sample in samples if any(start <= sample.pos and sample.pos + sample.size <= end
-                                              for start, end in media))
+    starts = [start for start, _ in media]
+    held = 0
+    for i in range(len(entries)):   # the last mdat starting at or before a sample is the only one that can hold it
+        sample = entries[i]
+        k = bisect.bisect_right(starts, sample.pos) - 1
+        held += k >= 0 and sample.pos + sample.size <= media[k][1]
+    return held
 
 
 def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:

@@ -17,6 +17,7 @@ model revision).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import subprocess
@@ -329,9 +330,20 @@ _FACT_TYPES = (int, (int, float), int, int, str, (int, float), str)
 def _decoded_entries(files: Mapping[str, Any]) -> dict[str, _Decoded]:
     return {k: _Decoded(FileState(*v["state"]), tuple(v["facts"])) for k, v in files.items()
             if isinstance(v, dict) and isinstance(v.get("state"), list) and len(v["state"]) == len(fields(FileState))
-            and all(isinstance(n, int) for n in v["state"]) and isinstance(v.get("facts"), list)
-            and len(v["facts"]) == len(_FACT_TYPES)
-            and all(isinstance(f, t) for f, t in zip(v["facts"], _FACT_TYPES, strict=True))}
+            and all(isinstance(n, int) for n in v["state"]) and _plausible(v.get("facts"), v["state"][0])}
+
+
+def _plausible(facts: Any, size: int) -> bool:
+    """Whether ``facts`` are what a decode of a file of ``size`` bytes could have read: no more frames than bytes, a
+    finite positive rate and size, a finite duration. Why: a recipe takes them as read (dynamic-degree splits
+    n_frames into clips), and 10**30 frames in a cache changed by hand hung its doctor; such an entry is decoded
+    again."""
+    if not (isinstance(facts, list) and len(facts) == len(_FACT_TYPES)
+            and all(isinstance(f, t) and not isinstance(f, bool) for f, t in zip(facts, _FACT_TYPES, strict=True))):
+        return False
+    n_frames, fps, width, height, _, duration_s, _ = facts
+    return (0 < n_frames <= size and math.isfinite(fps) and fps > 0 and width > 0 and height > 0
+            and math.isfinite(duration_s) and duration_s >= 0)
 
 
 def first_frame(path: Path) -> VideoInfo | str:

@@ -223,3 +223,25 @@ def test_the_real_evaluators_canny_exception_is_recorded_naming_the_video(tmp_pa
     assert parsed is not None and "t1" not in parsed.reasons
     assert parsed.reasons["t2"] == dict.fromkeys(CANNY_METRICS, "null in metrics.json: the evaluator's Canny step "
                                                                 "raised on edge/videos/t2.mp4: division by zero")
+
+
+def test_a_canny_reason_from_the_log_reaches_the_record_escaped_and_redacted(tmp_path: Path) -> None:
+    """The log's video name and exception text went into the sample's errors as written: a terminal escape in a
+    seed variant's name (t1__<ESC>[2J.mp4 is t1's), a NUL, or a token in the exception's text, where the errors of a
+    record are neither escaped nor redacted on their way to the run's files."""
+    from pinbench_recipes.paibench_c.evaluate import parse_all
+    from pinbench_recipes.paibench_c.metrics_json import CANNY_METRICS, EVALUATOR_METRICS
+
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St" * 2
+    (tmp_path / "edge").mkdir()
+    scored = dict.fromkeys(EVALUATOR_METRICS, 0.5)
+    per_video = [{"pred_video_uuid": t, **scored, **dict.fromkeys(CANNY_METRICS)} for t in ("t1", "t2")]
+    (tmp_path / "edge" / "metrics.json").write_text(json.dumps({"global": scored, "per_video": per_video}))
+    (tmp_path / "edge" / "evaluator.log").write_text(
+        f"Got exception t1__\x1b[2J.mp4: bad {token} for compute_canny_error_video_f1\n"
+        "Got exception oops\x00\x1b[31m for compute_canny_error_video_f1\n")
+    parsed = parse_all(tmp_path, ["edge"], ["t1", "t2"], {}, EVALUATOR_METRICS)["edge"]
+    assert parsed is not None
+    assert parsed.reasons["t1"]["canny_f1_score"] == ("null in metrics.json: the evaluator's Canny step raised on "
+                                                      "edge/videos/t1__\\u001b[2J.mp4: bad ***")
+    assert parsed.reasons["t2"]["canny_f1_score"].endswith("edge/videos/t2.mp4: oops\\u0000\\u001b[31m")
