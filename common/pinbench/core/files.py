@@ -152,23 +152,20 @@ def clipped(text: str, limit: int) -> str:
 def aligned(table: Sequence[Sequence[str]], rule: bool = True) -> list[str]:
     """The lines of a plain-text table: each column as wide as its widest cell, two spaces apart, no trailing
     space; ``rule``: a line of dashes under the first row, its header. Widths are as a terminal shows them (rich's
-    ``cell_len``): a CJK character or an emoji takes two columns, a combining mark none."""
-    widths = [max(_cell_width(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell + " " * (w - _cell_width(cell)) for cell, w in zip(row, widths, strict=True)).rstrip()
+    ``cell_len``): a CJK character or an emoji takes two columns, a combining mark none. A table whose characters
+    are all below U+0300 (ASCII, Latin, the reference table's "±") is measured by ``len`` and rich is not imported
+    (the rerun of a CameraBench run imported it for its "±": 1.4 % of the rerun's instructions)."""
+    text = "".join(cell for row in table for cell in row)
+    if text.isascii() or max(text) < "\u0300":
+        width = len
+    else:
+        from rich.cells import cell_len as width
+    widths = [max(width(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell + " " * (w - width(cell)) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in table]
     if rule:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
-
-
-def _cell_width(cell: str) -> int:
-    """Columns ``cell`` takes in a terminal: its length when every character is below U+0300 (ASCII, Latin, the
-    reference table's "±"), else rich's ``cell_len``, imported only then (a rerun's table imported rich for its
-    "±": 1.6 ms, 1.4 % of the rerun's instructions)."""
-    if cell.isascii() or max(cell) < "\u0300":
-        return len(cell)
-    from rich.cells import cell_len
-    return cell_len(cell)
 
 
 def enclosing(path: Path, folders: Mapping[str, Path]) -> str | None:
