@@ -1229,6 +1229,31 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
+    'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.
+    With --skip-generation nothing runs it, so nothing is said."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import Generating, GeneratorSpec
+
+    folder, dangling, plain = tmp_path / "gen", tmp_path / "gone.sh", tmp_path / "plain.sh"
+    folder.mkdir()
+    dangling.symlink_to(tmp_path / "absent")
+    plain.write_text("#!/bin/sh\n")
+    runs = tmp_path / "runs"
+    for program, why in (("nonexistent-binary", "is not on PATH; install it, or give its path"),
+                         (str(folder), "is a folder; give the path of a program"),
+                         (str(dangling), "is a symlink to nothing; give the path of a program"),
+                         (str(tmp_path / "absent"), "does not exist; give the path of a program"),
+                         (str(plain), f"is not executable; chmod +x it, or name its interpreter first "
+                                      f"(bash {plain})")):
+        with pytest.raises(RecipeError) as caught:
+            _run(runs / "run", f"command:{program} {{request}} {{out}}")
+        assert str(caught.value) == f"--generator command: program {program!r} {why}"
+    assert not runs.exists()
+    Generating(GeneratorSpec("command:nonexistent-binary {out}"), get_recipe("paibench-c"), skip_generation=True)
+
+
 def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_arguments_carry_a_spaced_path(
         tmp_path: Path) -> None:
     """``sh -c "gen --out {out}"`` pasted the path into shell code unquoted: under an --out holding a space the

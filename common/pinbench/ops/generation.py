@@ -300,6 +300,22 @@ def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
+def check_program(program: str) -> None:
+    """RecipeError in one line when a command generator's program cannot run here, with the PATH it will get (the
+    run's): every sample failed with ``cannot run 'gen': No such file or directory`` only after the run began. Only
+    where the command runs on this machine: ``--runtime docker`` checks it in the container, as that run's own."""
+    if shutil.which(program) is not None:
+        return
+    if "/" not in program:
+        raise RecipeError(f"--generator command: program {program!r} is not on PATH; install it, or give its path")
+    why = ("is a folder; give the path of a program" if os.path.isdir(program)
+           else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
+           and not os.path.exists(program)
+           else "does not exist; give the path of a program" if not os.path.exists(program)
+           else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
+    raise RecipeError(f"--generator command: program {program!r} {why}")
+
+
 def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:
     """``argv`` with ``path`` applied where a command names its files: each argument, or of one written
     ``--flag=VALUE`` (a ``-`` first, an ``=`` in it) the value after the ``=``. ``path`` is also told whether a
@@ -979,14 +995,17 @@ class Generating:
     """The run's generation step (``pinbench.core.run.Generation``): with ``--generator`` (``spec``), else
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
-    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
+    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False) -> None:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
-        ``-g`` options its factory's source does not take (``check_factory_source``)."""
+        ``-g`` options its factory's source does not take (``check_factory_source``), and a command whose program
+        this machine cannot run (``check_program``; not under ``skip_generation``: nothing runs it)."""
         self.spec, self.recipe = spec, recipe
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
+        if spec is not None and spec.command and not skip_generation:
+            check_program(spec.command[0])
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
