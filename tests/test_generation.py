@@ -3155,12 +3155,20 @@ def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as
     assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
     failed = {f["sample_id"]: f["error"] for m in json.loads(outcome.scorecard_path.read_text())["metrics"].values()
               for f in m["failed"]}
-    assert failed["task_0001"] == (f"invalid rollout: edge/task_0001.mp4: {request.frames + 1} frames, the request "
+    # the user's file, the one to fix (it named the copy in the run's rollouts, edge/task_0001.mp4)
+    wrong = mine / "edge" / "task_0001.mp4"
+    assert failed["task_0001"] == (f"invalid rollout: {wrong}: {request.frames + 1} frames, the request "
                                    f"asks {request.frames}")
     missing = mine / "edge" / "task_0002.mp4"
     assert failed["task_0002"] == f"no rollout: {missing}: not in -g dir (request edge.task_0002)"   # no class name
     rows = (tmp_path / "run" / "failures.tsv").read_text()
-    assert f"\tinvalid rollout: edge/task_0001.mp4: {request.frames + 1} frames" in rows and "NotGenerated" not in rows
+    assert f"\tinvalid rollout: {wrong}: {request.frames + 1} frames" in rows and "NotGenerated" not in rows
+    # one generator per GPU names it too
+    two = run_recipe(get_recipe("paibench-c").config(
+        fixture=True, out_dir=tmp_path / "two", offline=True, options={"modalities": "edge"}, generator="folder",
+        generator_options={"dir": str(mine)}, env={}, gpus=2))
+    assert load_records(tmp_path / "two" / "generation")["edge.task_0001"].error.startswith(
+        f"invalid rollout: {wrong}: "), two.message
 
 
 def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(

@@ -1082,7 +1082,8 @@ class Generating:
                         _untouched(request, before[request.id].inputs, failed)
                     raise failed
                 if maker.many is None:
-                    return _keep(request, rollouts, signature, maker.one)
+                    return _keep(request, rollouts, signature, maker.one,
+                                 source=None if folder_dir is None else folder_dir / request.output)
                 return _keep(request, rollouts, signature, None, before.get(request.id))
 
             made = _Origin(named, signature)
@@ -1094,7 +1095,8 @@ class Generating:
                 maker.release()
                 argv = self.spec.command
                 on_device = _OnDevice(self.target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
-                                      self.spec.timeout_s, store, rollouts, signature, by_id, env, run.shard)
+                                      self.spec.timeout_s, store, rollouts, signature, by_id, env, run.shard,
+                                      folder_dir)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
@@ -1200,8 +1202,9 @@ class _OnDevice:
     by_id: Mapping[str, Request]
     env: Mapping[str, str]   # what every generator process gets beside the run's environment (``offline_env``)
     shard: Shard | None   # the run's shard: its generators' logs are its own (``generator_log``)
+    folder: Path | None = None   # a ``folder`` generator's -g dir: its invalid rollouts are named there
 
-    def __call__(self, device: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def __call__(self, device: str) -> Callable[[RolloutTask], dict[str, Any]]:
         env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, generator_log(self.store, self.shard, device)
         if self.target is None:
             def make(request: Request, out: Path) -> None:
@@ -1211,7 +1214,12 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
+
+        def keep(task: RolloutTask) -> dict[str, Any]:
+            request = self.by_id[task.sample_id]
+            return _keep(request, self.rollouts, self.signature, make,
+                         source=None if self.folder is None else self.folder / request.output)
+        return keep
 
 
 def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
@@ -1251,9 +1259,10 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
-          before: _Before | None = None) -> dict[str, Any]:
+          before: _Before | None = None, source: Path | None = None) -> dict[str, Any]:
     """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
-    beside its place, checked, then renamed into place; its record's result."""
+    beside its place, checked, then renamed into place; its record's result. ``source``: the user's file a
+    ``folder`` generator copied, which an invalid rollout's failure names (the file to fix, not the copy)."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -1282,7 +1291,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise InvalidRollout(_invalid(request, partial, problems))
+            raise InvalidRollout(_invalid(request, partial, problems, source))
         _read_only(partial)
         os.replace(partial, target)
     finally:
@@ -1387,10 +1396,11 @@ def _changed(path: Path, kept: Any, what: str) -> str:
     return f"{path}: {what} ({now}, kept {str(kept)[:12]}...)"
 
 
-def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
-    """``check_rollout``'s problems said of the rollout's name (in the lead only: the hidden name it was made under,
-    or the folder's, means nothing to the reader, and a link target keeps its own)."""
-    return f"{INVALID}{request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
+def _invalid(request: Request, path: Path, problems: Sequence[str], source: Path | None = None) -> str:
+    """``check_rollout``'s problems said of the rollout's name, or of ``source``, the file it was copied from (in
+    the lead only: the hidden name it was made under, or the folder's, means nothing to the reader, and a link
+    target keeps its own)."""
+    return f"{INVALID}{source or request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
 
 
 def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord],
