@@ -3138,6 +3138,12 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
             "from (SHA-256 ") in said and "copied again" not in said, said
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
         _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
+    # no -g dir= read "-g dir=: not a folder", after seconds of fixture data built in the run's folder
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "other", spec)
+    assert str(caught.value) == ("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its "
+                                 "request's output path under it)")
+    assert not (tmp_path / "other").exists()
 
 
 def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as_no_rollout(tmp_path: Path) -> None:

@@ -997,8 +997,9 @@ class Generating:
 
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False) -> None:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
-        ``-g`` options its factory's source does not take (``check_factory_source``), and a command whose program
-        this machine cannot run (``check_program``; not under ``skip_generation``: nothing runs it)."""
+        ``-g`` options its factory's source does not take (``check_factory_source``), a command whose program
+        this machine cannot run (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under
+        ``skip_generation``: nothing runs them)."""
         self.spec, self.recipe = spec, recipe
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
@@ -1006,6 +1007,13 @@ class Generating:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
         if spec is not None and spec.command and not skip_generation:
             check_program(spec.command[0])
+        if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
+            from pinbench.ops.generators import rollouts_dir
+
+            try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
+                rollouts_dir(spec.options.get("dir", ""))
+            except ValueError as exc:
+                raise RecipeError(str(exc)) from None
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
