@@ -155,11 +155,25 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     (folder / "notes.txt").write_text("not a rollout")
     lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
                           ).output.splitlines()
-    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case or spaces " \
-           "(names are exact)" in lines
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case, spaces or " \
+           "separators (names are exact)" in lines
     assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
     assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
     assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollouts")
+    # another separator is as near a miss (it had no hint); not where two requests' names differ only so
+    (folder / "T2V-001.mp4").rename(folder / "t2v_001.mp4")
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 't2v_001.mp4' beside it differs only in case, spaces or " \
+           "separators (names are exact)" in lines
+    twins = tmp_path / "twins.jsonl"
+    twins.write_text("".join(json.dumps(r.to_json()) + "\n" for r in [
+        *asked, _request(id="t2v.001", output="t2v.001.mp4", frames=5, fps=8.0, conditioning=())]))
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(twins)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout (the generator wrote nothing there)" in lines
+    assert f"{folder / 't2v.001.mp4'}: no rollout (the generator wrote nothing there)" in lines
+    (folder / "t2v_001.mp4").rename(folder / "T2V-001.mp4")
     (tmp_path / "empty.jsonl").write_text("")
     for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
                        (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),

@@ -511,8 +511,9 @@ def rollouts_check(
                 asked = Run(recipe, cfg).requests(Path(scratch))
     # counted by request: the count was of distinct text before a line's first ':', so a folder named 'run:1' had
     # every rollout's problems counted as one ("6 of 7 are what their requests ask for" when none was)
-    problems = [found for request in asked
-                if (found := check_rollout(request, folder / request.output, follow_symlinks=True))]
+    paths = [folder / request.output for request in asked]
+    problems = [found for request, path in zip(asked, paths, strict=True)
+                if (found := check_rollout(request, path, follow_symlinks=True, asked=paths))]
     for line in (line for found in problems for line in found):
         _echo(line)
     for line in unasked_lines(folder, asked, limit):

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from stat import S_ISREG
@@ -889,13 +889,14 @@ def _traceback(lead: str) -> None:
 # ------------------------------------------------------------------------------------------- the check
 
 
-def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False, kept: bool = False) -> list[str]:
+def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False, kept: bool = False,
+                  asked: Collection[Path] = ()) -> list[str]:
     """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
     what was asked for). A generator's symlink is refused (it would point out of the run); ``follow_symlinks``
     checks a symlink's target, as ``-o videos`` and ``--generator folder`` read a folder of rollouts made elsewhere
     (``pinbench rollouts check``). ``kept``: the file is still the bytes a run checked and kept (its record's
     SHA-256), which decoded to their last frame then; that decode is not repeated, the rest of the check is (a
-    rerun reuses every rollout)."""
+    rerun reuses every rollout). ``asked``: every request's rollout path, when known (``near_names``)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
@@ -904,7 +905,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
         if not path.exists():
             return [f"{path}: a dangling symlink (to {os.readlink(path)!r})"]
     if not path.exists():
-        near = near_names(path)
+        near = near_names(path, asked)
         return [f"{path}: no rollout{near}" if near else f"{path}: no rollout (the generator wrote nothing there)"]
     if not path.is_file():
         return [f"{path}: not a regular file"]
@@ -948,20 +949,29 @@ def _any_container(recipe: str) -> bool:
         return False
 
 
+_SEPARATORS = str.maketrans("_.", "--")
+
+
 def _loose(name: str) -> str:
-    return "".join(name.split()).casefold()
+    """A name without what a near miss of it changes: case, spaces, and which of ``_ - .`` separates its words."""
+    return "".join(name.split()).casefold().translate(_SEPARATORS)
 
 
-def near_names(path: Path) -> str:
-    """``; 'Video.mp4' beside it differs only in case or spaces (names are exact)`` for the names in ``path``'s
-    folder that differ from its name only so, else "": a rollout made elsewhere under a near name reads as none."""
+def near_names(path: Path, asked: Collection[Path] = ()) -> str:
+    """``; 'Video.mp4' beside it differs only in case, spaces or separators (names are exact)`` for the names in
+    ``path``'s folder that differ from its name only so, else "": a rollout made elsewhere under a near name reads
+    as none. Nothing either when another of the ``asked`` rollout paths there is as near: the hint would be a guess
+    (``s01-a.mp4`` and ``s01_a.mp4`` both asked)."""
+    if any(other != path and other.parent == path.parent and _loose(other.name) == _loose(path.name)
+           for other in asked):
+        return ""
     try:
         names = sorted(p.name for p in path.parent.iterdir())
     except OSError:
         return ""
     near = [repr(n) for n in names if n != path.name and _loose(n) == _loose(path.name)]
     verb = "differs" if len(near) == 1 else "differ"
-    return f"; {', '.join(near)} beside it {verb} only in case or spaces (names are exact)" if near else ""
+    return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)" if near else ""
 
 
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
