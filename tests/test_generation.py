@@ -631,6 +631,28 @@ def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(
     assert texts[0] == texts[1]   # ids and hashes do not depend on where the requests were written
 
 
+def test_rollouts_check_of_a_fixture_builds_its_data_where_requests_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rollouts check --fixture`` built the fixture's data in a temporary folder each time (seconds); it is the
+    fixture run's, built once, as ``requests --fixture`` builds and then reuses it."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    result = CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(tmp_path / "mine"), "--fixture"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == "0 of 16 rollouts are what their requests " \
+        "ask for", result.output
+    data = tmp_path / "runs" / "paibench-c" / "fixture-fixture" / "fixture_data" / "fixture.json"
+    built = data.stat()
+    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(tmp_path / "out")]
+                              ).exit_code == 0
+    assert CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(tmp_path / "mine"), "--fixture"]
+                              ).exit_code == 2
+    assert (data.stat().st_ino, data.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)   # not built again
+
+
 def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder of the user's had requests.jsonl and inputs/ written into it; a second, smaller set in the same
