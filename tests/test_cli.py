@@ -376,6 +376,24 @@ def test_a_docker_run_of_a_generator_no_image_holds_is_refused_first(monkeypatch
     assert result.exit_code == 2 and "--generator-image applies to --runtime docker" in result.output
 
 
+def test_a_docker_run_does_not_look_for_a_command_generators_program_here(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """The program runs in the generator's image: a run here refuses one not on PATH before it starts
+    (``generation.check_program``), a --runtime docker run leaves that to the container's own run."""
+    import pinbench.ops.docker_runtime as docker_runtime
+
+    ran = []
+    monkeypatch.setattr(docker_runtime, "run_in_docker", lambda recipe, cfg, **_: ran.append(cfg.generator) or 0)
+    generator = "command:nonexistent-binary {request} {out}"
+    result = runner.invoke(cli.app, ["run", "remembench", "--fixture", "--runtime", "docker", "--out",
+                                     str(tmp_path / "run"), "--generator", generator, "--generator-image", "lab/m:1"])
+    assert result.exit_code == 0 and ran == [generator], result.output
+    result = runner.invoke(cli.app, ["run", "remembench", "--fixture", "--out", str(tmp_path / "run"),
+                                     "--generator", generator])
+    assert result.exit_code == 2 and result.output == ("error: --generator command: program 'nonexistent-binary' is "
+                                                       "not on PATH; install it, or give its path\n"), result.output
+
+
 @pytest.mark.parametrize("image", ["", " ", "lab/model:1 --rm", "Lab Model", "lab/model;id", "lab/model:"])
 def test_a_generator_image_that_is_no_image_reference_is_refused_before_all_else(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, image: str) -> None:

@@ -155,11 +155,25 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     (folder / "notes.txt").write_text("not a rollout")
     lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
                           ).output.splitlines()
-    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case or spaces " \
-           "(names are exact)" in lines
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case, spaces or " \
+           "separators (names are exact)" in lines
     assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
     assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
     assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollouts")
+    # another separator is as near a miss (it had no hint); not where two requests' names differ only so
+    (folder / "T2V-001.mp4").rename(folder / "t2v_001.mp4")
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 't2v_001.mp4' beside it differs only in case, spaces or " \
+           "separators (names are exact)" in lines
+    twins = tmp_path / "twins.jsonl"
+    twins.write_text("".join(json.dumps(r.to_json()) + "\n" for r in [
+        *asked, _request(id="t2v.001", output="t2v.001.mp4", frames=5, fps=8.0, conditioning=())]))
+    lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(twins)]
+                          ).output.splitlines()
+    assert f"{folder / 't2v-001.mp4'}: no rollout (the generator wrote nothing there)" in lines
+    assert f"{folder / 't2v.001.mp4'}: no rollout (the generator wrote nothing there)" in lines
+    (folder / "t2v_001.mp4").rename(folder / "T2V-001.mp4")
     (tmp_path / "empty.jsonl").write_text("")
     for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
                        (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
@@ -615,6 +629,28 @@ def test_requests_of_a_fixture_are_written_with_their_files_and_are_stable(
                 assert _sha(request.root / file.path) == file.sha256
         texts.append((out / "requests.jsonl").read_text())
     assert texts[0] == texts[1]   # ids and hashes do not depend on where the requests were written
+
+
+def test_rollouts_check_of_a_fixture_builds_its_data_where_requests_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rollouts check --fixture`` built the fixture's data in a temporary folder each time (seconds); it is the
+    fixture run's, built once, as ``requests --fixture`` builds and then reuses it."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    result = CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(tmp_path / "mine"), "--fixture"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == "0 of 16 rollouts are what their requests " \
+        "ask for", result.output
+    data = tmp_path / "runs" / "paibench-c" / "fixture-fixture" / "fixture_data" / "fixture.json"
+    built = data.stat()
+    assert CliRunner().invoke(app, ["requests", "paibench-c", "--fixture", "--out", str(tmp_path / "out")]
+                              ).exit_code == 0
+    assert CliRunner().invoke(app, ["rollouts", "check", "paibench-c", str(tmp_path / "mine"), "--fixture"]
+                              ).exit_code == 2
+    assert (data.stat().st_ino, data.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)   # not built again
 
 
 def test_requests_go_only_to_a_requests_folder_and_hold_only_what_they_name(
@@ -1227,6 +1263,31 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
     assert str(caught.value) == ("--generator command: unknown placeholder {output} (known: {request}, {out}; "
                                  "write {{output}} for a literal {output})")
     assert not calls.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
+    'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.
+    With --skip-generation nothing runs it, so nothing is said."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import Generating, GeneratorSpec
+
+    folder, dangling, plain = tmp_path / "gen", tmp_path / "gone.sh", tmp_path / "plain.sh"
+    folder.mkdir()
+    dangling.symlink_to(tmp_path / "absent")
+    plain.write_text("#!/bin/sh\n")
+    runs = tmp_path / "runs"
+    for program, why in (("nonexistent-binary", "is not on PATH; install it, or give its path"),
+                         (str(folder), "is a folder; give the path of a program"),
+                         (str(dangling), "is a symlink to nothing; give the path of a program"),
+                         (str(tmp_path / "absent"), "does not exist; give the path of a program"),
+                         (str(plain), f"is not executable; chmod +x it, or name its interpreter first "
+                                      f"(bash {plain})")):
+        with pytest.raises(RecipeError) as caught:
+            _run(runs / "run", f"command:{program} {{request}} {{out}}")
+        assert str(caught.value) == f"--generator command: program {program!r} {why}"
+    assert not runs.exists()
+    Generating(GeneratorSpec("command:nonexistent-binary {out}"), get_recipe("paibench-c"), skip_generation=True)
 
 
 def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_arguments_carry_a_spaced_path(
@@ -3113,6 +3174,12 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
             "from (SHA-256 ") in said and "copied again" not in said, said
     with pytest.raises(RecipeError, match=f"-g dir={tmp_path / 'absent'}: not a folder"):
         _run(tmp_path / "other", spec, dir=str(tmp_path / "absent"))
+    # no -g dir= read "-g dir=: not a folder", after seconds of fixture data built in the run's folder
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "other", spec)
+    assert str(caught.value) == ("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its "
+                                 "request's output path under it)")
+    assert not (tmp_path / "other").exists()
 
 
 def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as_no_rollout(tmp_path: Path) -> None:
@@ -3130,12 +3197,20 @@ def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as
     assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
     failed = {f["sample_id"]: f["error"] for m in json.loads(outcome.scorecard_path.read_text())["metrics"].values()
               for f in m["failed"]}
-    assert failed["task_0001"] == (f"invalid rollout: edge/task_0001.mp4: {request.frames + 1} frames, the request "
+    # the user's file, the one to fix (it named the copy in the run's rollouts, edge/task_0001.mp4)
+    wrong = mine / "edge" / "task_0001.mp4"
+    assert failed["task_0001"] == (f"invalid rollout: {wrong}: {request.frames + 1} frames, the request "
                                    f"asks {request.frames}")
     missing = mine / "edge" / "task_0002.mp4"
     assert failed["task_0002"] == f"no rollout: {missing}: not in -g dir (request edge.task_0002)"   # no class name
     rows = (tmp_path / "run" / "failures.tsv").read_text()
-    assert f"\tinvalid rollout: edge/task_0001.mp4: {request.frames + 1} frames" in rows and "NotGenerated" not in rows
+    assert f"\tinvalid rollout: {wrong}: {request.frames + 1} frames" in rows and "NotGenerated" not in rows
+    # one generator per GPU names it too
+    two = run_recipe(get_recipe("paibench-c").config(
+        fixture=True, out_dir=tmp_path / "two", offline=True, options={"modalities": "edge"}, generator="folder",
+        generator_options={"dir": str(mine)}, env={}, gpus=2))
+    assert load_records(tmp_path / "two" / "generation")["edge.task_0001"].error.startswith(
+        f"invalid rollout: {wrong}: "), two.message
 
 
 def test_the_folder_generator_never_reuses_a_copy_made_while_its_file_changed(

@@ -376,11 +376,10 @@ def test_load_errors_name_the_file(valid_card: Scorecard, tmp_path: Path) -> Non
     (b"\x00\x00\x00\x18ftypmp42\xff\xfe", "not UTF-8 text, byte 12"),
     (b"\x00\x00\x00\x18ftypmp42", "not a JSON object"),
     (b"# notes\n", "not a JSON object"),
-    (b"", "not a JSON object"),
     (b'  [{"recipe": "mind"}]', "not a JSON object"),
     (b'{"sample_id": "a"}\n{"sample_id": "b"}\n', "JSON Lines: a second value at line 2; a scorecard is one object, "
                                                  "a run's scorecard.json"),
-], ids=["video", "ascii-binary", "markdown", "empty", "list", "jsonl"])
+], ids=["video", "ascii-binary", "markdown", "list", "jsonl"])
 def test_a_file_that_is_no_scorecard_is_said_to_be_none(data: bytes, why: str, tmp_path: Path) -> None:
     """``pinbench diff clip.mp4`` said ``not UTF-8 text (byte 43)``, as if a scorecard were damaged."""
     path = tmp_path / "clip.mp4"
@@ -388,6 +387,21 @@ def test_a_file_that_is_no_scorecard_is_said_to_be_none(data: bytes, why: str, t
     with pytest.raises(ScorecardError) as info:
         load_scorecard(path)
     assert str(info.value) == f"{path}: not a scorecard ({why})"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("", "no JSON value: the file is empty"),
+    (" \n", "no JSON value: the file holds only whitespace"),
+    ('{"recipe": "mi', "invalid JSON at line 1, column 12: Unterminated string starting"),
+], ids=["empty", "whitespace", "truncated"])
+def test_an_empty_or_truncated_scorecard_reads_as_any_files_json_error(text: str, why: str, tmp_path: Path) -> None:
+    """Its own wording: an empty scorecard.json was "not a scorecard (not a JSON object)", a truncated one ended on
+    a dangling "starting at"; now files.json_error's, as every file pinbench reads."""
+    path = tmp_path / "scorecard.json"
+    path.write_text(text)
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(path)
+    assert str(info.value) == f"{path}: {why}"
 
 
 def test_a_file_that_is_no_scorecard_is_one_line_in_every_command(tmp_path: Path, capsys) -> None:

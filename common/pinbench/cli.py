@@ -25,6 +25,7 @@ from pinbench.core.files import aligned, counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
 if TYPE_CHECKING:
+    from pinbench.core.generation import Request
     from pinbench.core.run import RunOutcome
     from pinbench.core.scorecard import Scorecard
     from pinbench.results.compare import Run
@@ -433,7 +434,6 @@ def requests_cmd(
         refuse_other_recipes,
         requests_text,
     )
-    from pinbench.core.run import Run
 
     _refuse_secret_shaped("--out", out)   # with --fixture, not the run's --out, which Recipe.config checks
     recipe = _recipe(recipe_name)
@@ -448,9 +448,7 @@ def requests_cmd(
         with _undone_when_terminated(out), filled_output_folder(
                 out, ".pinbench-requests", "requests folder", "requests.jsonl and inputs/",
                 earlier=lambda folder: (folder / REQUESTS_FILE).is_file()):
-            if fixture:
-                _fixture_run_dir(cfg.out_dir)
-            asked = Run(recipe, cfg).requests(out)
+            asked = _requests_of(recipe, cfg, out)
             path = write_if_changed(out / REQUESTS_FILE, requests_text(asked))
         stale = prune_inputs(out, asked)
     kinds = sorted({r.kind for r in asked})
@@ -458,8 +456,20 @@ def requests_cmd(
           + (f"; removed {counted(stale, 'file')} of inputs/ that no request names" if stale else ""))
 
 
+def _requests_of(recipe: Recipe, cfg: RunConfig, root: Path) -> list[Request]:
+    """The requests of a run of ``cfg``, the files they name under ``root``. ``--fixture``: the fixture's data is
+    the fixture run's, built once in its directory (``requests`` and ``rollouts check`` share it: the check built
+    it again in a temporary folder each time, seconds)."""
+    from pinbench.core.run import Run
+
+    if cfg.fixture:
+        _fixture_run_dir(cfg.out_dir)
+    return Run(recipe, cfg).requests(root)
+
+
 def _fixture_run_dir(folder: Path) -> None:
-    """Make the fixture run's directory, where ``requests --fixture`` builds the fixture's data, or exit naming it:
+    """Make the fixture run's directory, where ``--fixture`` builds the fixture's data (``_requests_of``), or exit
+    naming it:
     its OSError was said as --out's, a folder that was not the one that could not be written."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -489,7 +499,6 @@ def rollouts_check(
     import tempfile
 
     from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
-    from pinbench.core.run import Run
     from pinbench.ops.generation import check_rollout, unasked_lines
 
     recipe = _recipe(recipe_name)
@@ -506,13 +515,14 @@ def rollouts_check(
                 _fail(f"{requests_file}: holds no requests")
         else:
             with tempfile.TemporaryDirectory(prefix="pinbench-requests-") as scratch:
-                cfg = _config(recipe, "" if fixture else "rollouts", Path(scratch), limit=limit, fixture=fixture,
-                              options=option, check_required=False)
-                asked = Run(recipe, cfg).requests(Path(scratch))
+                cfg = _config(recipe, "" if fixture else "rollouts", None if fixture else Path(scratch),
+                              limit=limit, fixture=fixture, options=option, check_required=False)
+                asked = _requests_of(recipe, cfg, Path(scratch))
     # counted by request: the count was of distinct text before a line's first ':', so a folder named 'run:1' had
     # every rollout's problems counted as one ("6 of 7 are what their requests ask for" when none was)
-    problems = [found for request in asked
-                if (found := check_rollout(request, folder / request.output, follow_symlinks=True))]
+    paths = [folder / request.output for request in asked]
+    problems = [found for request, path in zip(asked, paths, strict=True)
+                if (found := check_rollout(request, path, follow_symlinks=True, asked=paths))]
     for line in (line for found in problems for line in found):
         _echo(line)
     for line in unasked_lines(folder, asked, limit):

@@ -53,6 +53,7 @@ from pinbench.core.files import (
     MissingFile,
     clipped,
     counted,
+    json_error,
     loads_finite_json,
     read_regular_bytes,
     write_atomic,
@@ -743,7 +744,7 @@ def load_scorecard(path: Path | str) -> Scorecard:
         raise ScorecardError(path, exc.reason) from None
     except UnicodeDecodeError as exc:   # a video given where a run belongs said only "not UTF-8 text (byte 43)"
         raise _not_a_scorecard(path, f"not UTF-8 text, byte {exc.start}") from None
-    if not text.lstrip().startswith("{"):   # markdown, a list, an empty file: no damaged scorecard either
+    if text.strip() and not text.lstrip().startswith("{"):   # markdown, a list: no damaged scorecard either
         raise _not_a_scorecard(path, "not a JSON object")
     try:
         card = loads_finite_json(text)
@@ -751,8 +752,8 @@ def load_scorecard(path: Path | str) -> Scorecard:
         if exc.msg == "Extra data" and text[:exc.pos].rstrip().endswith("}"):   # samples.jsonl, requests.jsonl
             raise _not_a_scorecard(path, f"JSON Lines: a second value at line {exc.lineno}; a scorecard is one "
                                          "object, a run's scorecard.json") from None
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise ScorecardError(path, f"invalid JSON at {where}: {exc.msg}") from None
+        # as every file's (an empty one: "no JSON value: the file is empty", was "not a scorecard")
+        raise ScorecardError(path, json_error(exc)) from None
     except ValueError as exc:  # NaN, Infinity, 1e999
         raise ScorecardError(path, f"{exc} (a scorecard holds finite numbers only)") from None
     validate_scorecard(card, path=path)

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from stat import S_ISREG
@@ -298,6 +298,22 @@ def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
         else:
             return (os.path.basename(argv[shell]), arg) if command_string else None
     return None
+
+
+def check_program(program: str) -> None:
+    """RecipeError in one line when a command generator's program cannot run here, with the PATH it will get (the
+    run's): every sample failed with ``cannot run 'gen': No such file or directory`` only after the run began. Only
+    where the command runs on this machine: ``--runtime docker`` checks it in the container, as that run's own."""
+    if shutil.which(program) is not None:
+        return
+    if "/" not in program:
+        raise RecipeError(f"--generator command: program {program!r} is not on PATH; install it, or give its path")
+    why = ("is a folder; give the path of a program" if os.path.isdir(program)
+           else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
+           and not os.path.exists(program)
+           else "does not exist; give the path of a program" if not os.path.exists(program)
+           else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
+    raise RecipeError(f"--generator command: program {program!r} {why}")
 
 
 def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:
@@ -873,13 +889,14 @@ def _traceback(lead: str) -> None:
 # ------------------------------------------------------------------------------------------- the check
 
 
-def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False, kept: bool = False) -> list[str]:
+def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False, kept: bool = False,
+                  asked: Collection[Path] = ()) -> list[str]:
     """What is wrong with a rollout for its request, one line each, each starting ``"<path>: "`` ([] when it is
     what was asked for). A generator's symlink is refused (it would point out of the run); ``follow_symlinks``
     checks a symlink's target, as ``-o videos`` and ``--generator folder`` read a folder of rollouts made elsewhere
     (``pinbench rollouts check``). ``kept``: the file is still the bytes a run checked and kept (its record's
     SHA-256), which decoded to their last frame then; that decode is not repeated, the rest of the check is (a
-    rerun reuses every rollout)."""
+    rerun reuses every rollout). ``asked``: every request's rollout path, when known (``near_names``)."""
     from pinbench.media.video import VideoError, is_valid_video, video_info
 
     if path.is_symlink():
@@ -888,7 +905,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
         if not path.exists():
             return [f"{path}: a dangling symlink (to {os.readlink(path)!r})"]
     if not path.exists():
-        near = near_names(path)
+        near = near_names(path, asked)
         return [f"{path}: no rollout{near}" if near else f"{path}: no rollout (the generator wrote nothing there)"]
     if not path.is_file():
         return [f"{path}: not a regular file"]
@@ -932,20 +949,29 @@ def _any_container(recipe: str) -> bool:
         return False
 
 
+_SEPARATORS = str.maketrans("_.", "--")
+
+
 def _loose(name: str) -> str:
-    return "".join(name.split()).casefold()
+    """A name without what a near miss of it changes: case, spaces, and which of ``_ - .`` separates its words."""
+    return "".join(name.split()).casefold().translate(_SEPARATORS)
 
 
-def near_names(path: Path) -> str:
-    """``; 'Video.mp4' beside it differs only in case or spaces (names are exact)`` for the names in ``path``'s
-    folder that differ from its name only so, else "": a rollout made elsewhere under a near name reads as none."""
+def near_names(path: Path, asked: Collection[Path] = ()) -> str:
+    """``; 'Video.mp4' beside it differs only in case, spaces or separators (names are exact)`` for the names in
+    ``path``'s folder that differ from its name only so, else "": a rollout made elsewhere under a near name reads
+    as none. Nothing either when another of the ``asked`` rollout paths there is as near: the hint would be a guess
+    (``s01-a.mp4`` and ``s01_a.mp4`` both asked)."""
+    if any(other != path and other.parent == path.parent and _loose(other.name) == _loose(path.name)
+           for other in asked):
+        return ""
     try:
         names = sorted(p.name for p in path.parent.iterdir())
     except OSError:
         return ""
     near = [repr(n) for n in names if n != path.name and _loose(n) == _loose(path.name)]
     verb = "differs" if len(near) == 1 else "differ"
-    return f"; {', '.join(near)} beside it {verb} only in case or spaces (names are exact)" if near else ""
+    return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)" if near else ""
 
 
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
@@ -979,14 +1005,25 @@ class Generating:
     """The run's generation step (``pinbench.core.run.Generation``): with ``--generator`` (``spec``), else
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
-    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe) -> None:
+    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False) -> None:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
-        ``-g`` options its factory's source does not take (``check_factory_source``)."""
+        ``-g`` options its factory's source does not take (``check_factory_source``), a command whose program
+        this machine cannot run (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under
+        ``skip_generation``: nothing runs them)."""
         self.spec, self.recipe = spec, recipe
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
+        if spec is not None and spec.command and not skip_generation:
+            check_program(spec.command[0])
+        if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
+            from pinbench.ops.generators import rollouts_dir
+
+            try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
+                rollouts_dir(spec.options.get("dir", ""))
+            except ValueError as exc:
+                raise RecipeError(str(exc)) from None
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
@@ -1063,7 +1100,8 @@ class Generating:
                         _untouched(request, before[request.id].inputs, failed)
                     raise failed
                 if maker.many is None:
-                    return _keep(request, rollouts, signature, maker.one)
+                    return _keep(request, rollouts, signature, maker.one,
+                                 source=None if folder_dir is None else folder_dir / request.output)
                 return _keep(request, rollouts, signature, None, before.get(request.id))
 
             made = _Origin(named, signature)
@@ -1075,7 +1113,8 @@ class Generating:
                 maker.release()
                 argv = self.spec.command
                 on_device = _OnDevice(self.target, self.spec.spec, tuple(argv or ()), dict(self.spec.options),
-                                      self.spec.timeout_s, store, rollouts, signature, by_id, env, run.shard)
+                                      self.spec.timeout_s, store, rollouts, signature, by_id, env, run.shard,
+                                      folder_dir)
                 summary = run.compute(tasks, on_device,
                                       folder=GENERATION, part="generation", label="generate", cache=cached or False,
                                       validate=kept, devices=devices)
@@ -1181,8 +1220,9 @@ class _OnDevice:
     by_id: Mapping[str, Request]
     env: Mapping[str, str]   # what every generator process gets beside the run's environment (``offline_env``)
     shard: Shard | None   # the run's shard: its generators' logs are its own (``generator_log``)
+    folder: Path | None = None   # a ``folder`` generator's -g dir: its invalid rollouts are named there
 
-    def __call__(self, device: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def __call__(self, device: str) -> Callable[[RolloutTask], dict[str, Any]]:
         env, log = {**self.env, "CUDA_VISIBLE_DEVICES": device}, generator_log(self.store, self.shard, device)
         if self.target is None:
             def make(request: Request, out: Path) -> None:
@@ -1192,7 +1232,12 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make)
+
+        def keep(task: RolloutTask) -> dict[str, Any]:
+            request = self.by_id[task.sample_id]
+            return _keep(request, self.rollouts, self.signature, make,
+                         source=None if self.folder is None else self.folder / request.output)
+        return keep
 
 
 def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
@@ -1232,9 +1277,10 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
-          before: _Before | None = None) -> dict[str, Any]:
+          before: _Before | None = None, source: Path | None = None) -> dict[str, Any]:
     """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
-    beside its place, checked, then renamed into place; its record's result."""
+    beside its place, checked, then renamed into place; its record's result. ``source``: the user's file a
+    ``folder`` generator copied, which an invalid rollout's failure names (the file to fix, not the copy)."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -1263,7 +1309,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise InvalidRollout(_invalid(request, partial, problems))
+            raise InvalidRollout(_invalid(request, partial, problems, source))
         _read_only(partial)
         os.replace(partial, target)
     finally:
@@ -1368,10 +1414,11 @@ def _changed(path: Path, kept: Any, what: str) -> str:
     return f"{path}: {what} ({now}, kept {str(kept)[:12]}...)"
 
 
-def _invalid(request: Request, path: Path, problems: Sequence[str]) -> str:
-    """``check_rollout``'s problems said of the rollout's name (in the lead only: the hidden name it was made under,
-    or the folder's, means nothing to the reader, and a link target keeps its own)."""
-    return f"{INVALID}{request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
+def _invalid(request: Request, path: Path, problems: Sequence[str], source: Path | None = None) -> str:
+    """``check_rollout``'s problems said of the rollout's name, or of ``source``, the file it was copied from (in
+    the lead only: the hidden name it was made under, or the folder's, means nothing to the reader, and a link
+    target keeps its own)."""
+    return f"{INVALID}{source or request.output}: {'; '.join(p.removeprefix(f'{path}: ') for p in problems)}"
 
 
 def _not_as_asked(requests: Sequence[Request], rollouts: Path, records: Mapping[str, SampleRecord],

@@ -66,9 +66,7 @@ class Folder:
     capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
 
     def __init__(self, dir: str = "") -> None:  # noqa: A002 (the -g option's name)
-        self.root = Path(dir)
-        if not dir or not self.root.is_dir():
-            raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+        self.root = rollouts_dir(dir)
 
     def signature(self) -> Signature:
         # no digest of the whole folder: one file fixed made every rollout "generator changed"; the step keys each
@@ -91,6 +89,17 @@ class Folder:
             raise GeneratorError(f"{source}: not in -g dir{near_names(source)} (request {request.id})") from None
         with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
+
+
+def rollouts_dir(dir: str) -> Path:  # noqa: A002 (the -g option's name)
+    """The ``folder`` generator's ``-g dir=``; ValueError saying what it is when it is not given (it read ``-g dir=:
+    not a folder``) or is no folder. The run asks this before it builds anything (``Generating``)."""
+    if not dir:
+        raise ValueError("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its request's "
+                         "output path under it)")
+    if not os.path.isdir(dir):
+        raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+    return Path(dir)
 
 
 folder = Folder   # the factory: its -g options are the class's, checked against them before it is built

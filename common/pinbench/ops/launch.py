@@ -30,7 +30,8 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     keep_secret_options(cfg.generator_options)
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
-                            GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe)
+                            GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe,
+                            skip_generation=cfg.skip_generation)
     # the recipe's code imported when it runs: a rerun may answer without it; its ways on name this run's fetch
     with claim_run_dir(cfg) as claim, fetching_as(recipe, cfg):
         try:
