@@ -1290,6 +1290,39 @@ def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_any
     Generating(GeneratorSpec("command:nonexistent-binary {out}"), get_recipe("paibench-c"), skip_generation=True)
 
 
+def test_a_wrapped_program_and_a_script_the_kernel_will_not_run_are_refused_before_anything_runs(
+        tmp_path: Path) -> None:
+    """``timeout 1h ./missing.sh`` passed the check (``timeout`` is on PATH), and so did an executable script with no
+    #! line or with one naming a missing interpreter; every sample then failed with "Exec format error" or "No such
+    file or directory" (of a file that exists). A wrapper's execvp hands a script with no #! line to sh: accepted
+    there, as a program a wrapper finds elsewhere (``env -C``, ``env PATH=``) is."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    bare, lost, fine = tmp_path / "bare.sh", tmp_path / "lost.sh", tmp_path / "fine.sh"
+    bare.write_text("echo made\n")
+    lost.write_text(f"#!{tmp_path / 'no-shell'}\necho made\n")
+    fine.write_text("#!/bin/sh\necho made\n")
+    for script in (bare, lost, fine):
+        script.chmod(0o755)
+    runs = tmp_path / "runs"
+    for command, why in (
+            (f"timeout 1h {tmp_path / 'absent'}", f"{str(tmp_path / 'absent')!r} does not exist; give the path of a "
+                                                  "program"),
+            ("nice -n 5 nonexistent-binary", "'nonexistent-binary' is not on PATH; install it, or give its path"),
+            (str(bare), f"{str(bare)!r} has no #! line, so only a shell runs it; add one (#!/bin/sh), or name its "
+                        f"interpreter first (bash {bare})"),
+            (f"env A=1 {lost}", f"{str(lost)!r} names an interpreter that cannot run here in its #! line "
+                                f"({str(tmp_path / 'no-shell')!r}); fix that line, or name its interpreter first")):
+        with pytest.raises(RecipeError) as caught:
+            _run(runs / "run", f"command:{command} {{request}} {{out}}")
+        assert str(caught.value) == f"--generator command: program {why}"
+    assert not runs.exists()
+    for argv in ([str(fine)], ["env", "A=1", str(bare)], ["timeout", "1h", str(bare)],
+                 ["env", "-C", "/", "./absent"], ["env", "PATH=/opt/x", "gen"], ["env", "-S", "gen {out}", "{out}"]):
+        check_program(argv)
+
+
 def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_arguments_carry_a_spaced_path(
         tmp_path: Path) -> None:
     """``sh -c "gen --out {out}"`` pasted the path into shell code unquoted: under an --out holding a space the

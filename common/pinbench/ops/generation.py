@@ -300,20 +300,63 @@ def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-def check_program(program: str) -> None:
+def check_program(argv: Sequence[str]) -> None:
     """RecipeError in one line when a command generator's program cannot run here, with the PATH it will get (the
     run's): every sample failed with ``cannot run 'gen': No such file or directory`` only after the run began. Only
-    where the command runs on this machine: ``--runtime docker`` checks it in the container, as that run's own."""
-    if shutil.which(program) is not None:
+    where the command runs on this machine: ``--runtime docker`` checks it in the container, as that run's own.
+    The program after the ``WRAPPERS`` before it is checked too (``timeout 1h ./gen.sh``: only ``timeout`` was),
+    unless one changes how it is found (``_wrapped_program``)."""
+    wrapped = _wrapped_program(argv)
+    for program in dict.fromkeys([argv[0], *([wrapped] if wrapped else [])]):
+        found = shutil.which(program)
+        if found is not None:
+            _check_script(program, found, shell_runs=program != argv[0])
+            continue
+        if "/" not in program:
+            raise RecipeError(f"--generator command: program {program!r} is not on PATH; install it, or give its "
+                              "path")
+        why = ("is a folder; give the path of a program" if os.path.isdir(program)
+               else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
+               and not os.path.exists(program)
+               else "does not exist; give the path of a program" if not os.path.exists(program)
+               else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
+        raise RecipeError(f"--generator command: program {program!r} {why}")
+
+
+def _wrapped_program(argv: Sequence[str]) -> str | None:
+    """The program the ``WRAPPERS`` first in ``argv`` run, where it is found as the first word is (the same PATH
+    and folder); None when there is none, or a wrapper may find it elsewhere: ``sudo`` (its own PATH), an ``env``
+    with an option (``-C DIR``, ``-i``, ``-S '...'``) or that sets ``PATH=``."""
+    at = 0
+    while at < len(argv) and (name := os.path.basename(argv[at])) in WRAPPERS:
+        end = WRAPPERS[name].command(argv, at + 1)[0]
+        if name == "sudo" or name == "env" and any(w[:1] == "-" or w.startswith("PATH=") for w in argv[at + 1:end]):
+            return None
+        at = end
+    return argv[at] if 0 < at < len(argv) else None
+
+
+def _check_script(program: str, path: str, *, shell_runs: bool = False) -> None:
+    """RecipeError for an executable file the kernel will not run: a ``#!`` line whose interpreter cannot run (said
+    as "No such file or directory" of a file that exists), or text with no ``#!`` line, which the guard's exec ran
+    as "Exec format error" for every sample (but for ``shell_runs``: a wrapper's ``execvp`` hands it to ``sh``). A
+    file it cannot read (a binary may be execute-only) or that is no regular file is left to the run."""
+    if not os.path.isfile(path):
         return
-    if "/" not in program:
-        raise RecipeError(f"--generator command: program {program!r} is not on PATH; install it, or give its path")
-    why = ("is a folder; give the path of a program" if os.path.isdir(program)
-           else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
-           and not os.path.exists(program)
-           else "does not exist; give the path of a program" if not os.path.exists(program)
-           else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
-    raise RecipeError(f"--generator command: program {program!r} {why}")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(256)
+    except OSError:
+        return
+    if head.startswith(b"#!"):
+        interpreter = head[2:].split(b"\n", 1)[0].split()[:1]
+        name = os.fsdecode(interpreter[0]) if interpreter else ""
+        if not name or not os.access(name, os.X_OK) or os.path.isdir(name):
+            raise RecipeError(f"--generator command: program {program!r} names an interpreter that cannot run here "
+                              f"in its #! line ({name!r}); fix that line, or name its interpreter first")
+    elif not shell_runs and not head.startswith(b"\x7fELF") and b"\0" not in head:
+        raise RecipeError(f"--generator command: program {program!r} has no #! line, so only a shell runs it; "
+                          f"add one (#!/bin/sh), or name its interpreter first (bash {program})")
 
 
 def command_paths(argv: Sequence[str], path: Callable[[str, bool], str]) -> list[str]:
@@ -1016,7 +1059,7 @@ class Generating:
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
         if spec is not None and spec.command and not skip_generation:
-            check_program(spec.command[0])
+            check_program(spec.command)
         if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
             from pinbench.ops.generators import rollouts_dir
 
