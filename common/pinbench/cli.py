@@ -499,7 +499,7 @@ def rollouts_check(
     import tempfile
 
     from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
-    from pinbench.ops.generation import check_rollout, unasked_lines
+    from pinbench.ops.generation import NearNames, check_rollout, unasked_lines
 
     recipe = _recipe(recipe_name)
     if not folder.is_dir():
@@ -521,8 +521,9 @@ def rollouts_check(
     # counted by request: the count was of distinct text before a line's first ':', so a folder named 'run:1' had
     # every rollout's problems counted as one ("6 of 7 are what their requests ask for" when none was)
     paths = [folder / request.output for request in asked]
+    near = NearNames(paths)
     problems = [found for request, path in zip(asked, paths, strict=True)
-                if (found := check_rollout(request, path, follow_symlinks=True, asked=paths))]
+                if (found := check_rollout(request, path, follow_symlinks=True, near=near))]
     for line in (line for found in problems for line in found):
         _echo(line)
     for line in unasked_lines(folder, asked, limit):

@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from pinbench.core.files import (
 from pinbench.core.generation import KINDS, ROLES, Capabilities, Request, Signature
 from pinbench.core.options import finite_at_least_zero
 from pinbench.media.video import read_video, write_video
+
+if TYPE_CHECKING:
+    from pinbench.ops.generation import NearNames
 
 GREY = 128
 
@@ -67,6 +70,7 @@ class Folder:
 
     def __init__(self, dir: str = "") -> None:  # noqa: A002 (the -g option's name)
         self.root = rollouts_dir(dir)
+        self.near: NearNames | None = None   # its hints for missing rollouts: the folder listed once (``NearNames``)
 
     def signature(self) -> Signature:
         # no digest of the whole folder: one file fixed made every rollout "generator changed"; the step keys each
@@ -83,10 +87,11 @@ class Folder:
         except MissingFile:
             if source.is_symlink():
                 raise
-            from pinbench.ops.generation import GeneratorError, near_names
+            from pinbench.ops.generation import GeneratorError, NearNames
 
+            self.near = self.near or NearNames()
             # said as it is (a Reason): the sample's record read "no rollout: FileNotFoundError: ... (traceback: ...)"
-            raise GeneratorError(f"{source}: not in -g dir{near_names(source)} (request {request.id})") from None
+            raise GeneratorError(f"{source}: not in -g dir{self.near(source)} (request {request.id})") from None
         with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
 
