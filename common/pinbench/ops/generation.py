@@ -1025,8 +1025,10 @@ class NearNames:
                     names.setdefault(_loose(name), []).append(name)
             self._folders[path.parent] = names
         near = [repr(n) for n in self._folders[path.parent].get(loose, []) if n != path.name]
+        if not near:
+            return ""
         verb = "differs" if len(near) == 1 else "differ"
-        return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)" if near else ""
+        return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)"
 
 
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
