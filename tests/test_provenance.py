@@ -650,3 +650,33 @@ def test_keyed_and_slack_shapes_leave_ordinary_text() -> None:
              "xoxo-hugs xoxb-short https://example.com/a?design=1&signal=2 https://hooks.example.com/services/T1 "
              "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq\n-----END PUBLIC KEY----- PRIVATE KEYS are kept apart")
     assert redact(plain) == plain and not holds_secret(plain)
+
+
+def test_dsn_service_account_auth_config_and_netrc_names_are_secret_and_counts_of_tokens_are_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SENTRY_DSN, DOCKER_AUTH_CONFIG (registry logins), SERVICE_ACCOUNT_JSON (a key's JSON) and NETRC had their
+    values written whole; MAX_TOKENS=131072 hid every "131072" and refused every id holding it."""
+    from pinbench.core.runner import check_sample_id
+
+    for name in ("SENTRY_DSN", "DATABASE_DSN", "DOCKER_AUTH_CONFIG", "SERVICE_ACCOUNT_JSON", "GCP_SERVICE_ACCOUNT",
+                 "K8S_SERVICEACCOUNT_KEY", "NETRC", "GIT_NETRC", "HF_TOKEN", "GITHUB_TOKEN2"):
+        assert prov.is_secret_name(name), name
+    for name in ("MAX_TOKENS", "MAX_NEW_TOKENS", "NUM_TOKENS", "TOKENS_PER_BATCH", "DSNAME", "AUTHOR",
+                 "DATABASE_URL", "REDIS_URL", "MONGODB_URI"):
+        assert not prov.is_secret_name(name), name
+    monkeypatch.setenv("DOCKER_AUTH_CONFIG", '{"auths":{"r.io":{"auth":"dXNlcjpwYXNz"}}}')
+    assert redact('cfg {"auths":{"r.io":{"auth":"dXNlcjpwYXNz"}}}') == "cfg ***"
+    monkeypatch.setenv("MAX_TOKENS", "131072")
+    assert redact("ctx_131072 done") == "ctx_131072 done" and check_sample_id("ctx_131072") == "ctx_131072"
+
+
+def test_a_database_url_is_redacted_by_its_password_not_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DATABASE_URL, REDIS_URL and MONGODB_URI are not secret names: the password in one is hidden by the URL's
+    shape wherever it appears, and a URL without one names a host, which stays (a sample id may hold it)."""
+    monkeypatch.setenv("DATABASE_URL", "postgres://bench:pa55-w0rd@db.lab:5432/runs")
+    monkeypatch.setenv("REDIS_URL", "redis://:s3cret-pw@cache.lab:6379/0")
+    monkeypatch.setenv("MONGODB_URI", "mongodb://cache.lab:27017/runs")
+    text = ("postgres://bench:pa55-w0rd@db.lab:5432/runs redis://:s3cret-pw@cache.lab:6379/0 "
+            "mongodb://cache.lab:27017/runs")
+    assert redact(text) == ("postgres://bench:***@db.lab:5432/runs redis://:***@cache.lab:6379/0 "
+                            "mongodb://cache.lab:27017/runs")

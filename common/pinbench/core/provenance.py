@@ -97,8 +97,14 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # as a whole part or after API, ACCESS, PRIVATE or SECRET (OPENAI_APIKEY): as a substring it took MONKEY=sample and
 # KEYBOARD_LAYOUT=us for secrets. PASS and PAT only as a part (DB_PASS, GITHUB_PAT; not BYPASS, PATH), PWD only
 # after one (MYSQL_PWD; PWD and OLDPWD are directories). A KEYFILE part may hold the key (GOOGLE_CLOUD_KEYFILE_JSON).
-_SECRET_NAME = re.compile(r"(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
-                          r"|(?:^|[^A-Z0-9])PA(?:SS|T)|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
+# DSN, NETRC as a part (SENTRY_DSN holds Sentry's key; a DSN may hold a password), SERVICE_ACCOUNT (the key's JSON)
+# and AUTH_CONFIG (DOCKER_AUTH_CONFIG: registry logins) anywhere. TOKEN only singular: MAX_TOKENS, NUM_TOKENS count
+# (MAX_TOKENS=131072 hid every "131072" and refused every id holding it).
+# DATABASE_URL, REDIS_URL, MONGODB_URI are no secret names: a password in them goes by the URL's shape
+# (``_URL_USERINFO``), and a URL without one (redis://cache:6379/0) names a host, no secret.
+_SECRET_NAME = re.compile(r"(?:TOKEN|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
+                          r"|SERVICE_?ACCOUNTS?|AUTH_?CONFIG|(?:^|[^A-Z0-9])(?:PA(?:SS|T)|DSN|NETRC)"
+                          r"|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
                           r"(?![A-Z])", re.IGNORECASE)
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
