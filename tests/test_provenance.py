@@ -595,3 +595,88 @@ def test_a_url_user_name_shaped_like_a_token_is_hidden_and_plain_names_stay() ->
              "AKIAIOSFODNN7EXAMPL "
              "sample binary__Pan_Left__0001 /data/sk-runs/ghp_x.mp4 AKIAIOSFODNN7EXAMPLE2 dask-worker ASIAN-FOOD")
     assert redact(plain) == plain
+
+
+SLACK_TOKENS = ["xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "xoxp-1234567890-1234567890-1234567890-"
+                "0123456789abcdef0123456789abcdef", "xoxa-2-1234567890-AbCdEfGhIj", "xoxr-1234567890-AbCdEfGhIjKl",
+                "xoxs-1234567890-1234567890-1234567890-abcdef0123"]
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+SHAPED_SECRETS = [  # (text, what redact makes of it): Slack, Azure and PEM secrets no variable names
+    *[(f"slack {t} ok", "slack *** ok") for t in SLACK_TOKENS],
+    *[(f"post to https://hooks.slack.com/{kind}/T0ABCDEF1/B0GHIJKL2/AbCdEfGhIjKlMnOpQrStUvWx now",
+       f"post to https://hooks.slack.com/{kind}/*** now") for kind in ("services", "workflows", "triggers")],
+    ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy+YmF6/cXV4Zm9vYmFy==;EndpointSuffix=core"
+     ".windows.net", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=***;EndpointSuffix=core.windows.net"),
+    ("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=c2VjcmV0a2V5+/=",
+     "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=***"),
+    ("BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=sv=2022-11-02&ss=b&sig=ab%2Bc%3D",
+     "BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=***"),
+    ("read https://acct.blob.core.windows.net/c/v.mp4?sv=2022-11-02&sp=r&sig=AbC%2Bd%2Fe%3D&se=2026 done",
+     "read https://acct.blob.core.windows.net/c/v.mp4?sv=2022-11-02&sp=r&sig=***&se=2026 done"),
+    (f"key:\n-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}-----END RSA PRIVATE KEY-----\nnext",
+     "key:\n-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----\nnext"),
+    ('{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n"}',
+     '{"private_key": "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----\\n"}'),   # JSON text: \n escapes
+    (f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}", "-----BEGIN OPENSSH PRIVATE KEY-----***"),   # cut before END
+    (f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{PEM_BODY}-----END PGP PRIVATE KEY BLOCK-----",
+     "-----BEGIN PGP PRIVATE KEY BLOCK-----***-----END PGP PRIVATE KEY BLOCK-----"),
+    # a Sentry DSN's key is its URL's user name, 32 hex: hidden as a token-shaped user (``_token_shaped``)
+    ("dsn https://0123456789abcdef0123456789abcdef@o123.ingest.sentry.io/4505",
+     "dsn https://***@o123.ingest.sentry.io/4505"),
+]
+
+
+@pytest.mark.parametrize(("text", "hidden"), SHAPED_SECRETS)
+def test_redact_hides_slack_azure_and_pem_secrets_by_their_shape(text: str, hidden: str) -> None:
+    """Slack tokens and webhook paths, Azure account keys, SAS signatures and PEM private keys that no variable
+    names (a -g option, a generator's print, a config dict) reached the log, the written files and the report
+    whole. Every path that writes one hides it: a log line, a scorecard's strings, a view's JSON text behind an
+    escape, and the id check (``holds_secret``)."""
+    from pinbench.core.provenance import holds_secret, scrubber
+
+    assert redact(text) == hidden
+    assert scrub({"config": {"cmd": [text]}}) == {"config": {"cmd": [hidden]}}
+    assert scrubber().json({"line": f"x\n{text}"}) == json.dumps({"line": f"x\n{hidden}"}, separators=(",", ":"))
+    assert holds_secret(text)
+
+
+def test_keyed_and_slack_shapes_leave_ordinary_text() -> None:
+    """No new false positive: paths, sample ids, digests, a public key, words with "pass"/"key"/"sig", a sig=
+    outside a URL's query and a Slack-like word without a token's body stay whole."""
+    from pinbench.core.provenance import holds_secret
+
+    plain = (f"binary__Move_In__video_001 /data/sk-runs/xoxb-notes/clip.mp4 sk-learn commit {'3f9a0c7e5b' * 4} "
+             f"sha256 {'a1b2c3d4e5f6a7b8' * 4} passthrough keyboard AccountName=acct design=3 --sig=0.5 "
+             "xoxo-hugs xoxb-short https://example.com/a?design=1&signal=2 https://hooks.example.com/services/T1 "
+             "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkq\n-----END PUBLIC KEY----- PRIVATE KEYS are kept apart")
+    assert redact(plain) == plain and not holds_secret(plain)
+
+
+def test_dsn_service_account_auth_config_and_netrc_names_are_secret_and_counts_of_tokens_are_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SENTRY_DSN, DOCKER_AUTH_CONFIG (registry logins), SERVICE_ACCOUNT_JSON (a key's JSON) and NETRC had their
+    values written whole; MAX_TOKENS=131072 hid every "131072" and refused every id holding it."""
+    from pinbench.core.runner import check_sample_id
+
+    for name in ("SENTRY_DSN", "DATABASE_DSN", "DOCKER_AUTH_CONFIG", "SERVICE_ACCOUNT_JSON", "GCP_SERVICE_ACCOUNT",
+                 "K8S_SERVICEACCOUNT_KEY", "NETRC", "GIT_NETRC", "HF_TOKEN", "GITHUB_TOKEN2"):
+        assert prov.is_secret_name(name), name
+    for name in ("MAX_TOKENS", "MAX_NEW_TOKENS", "NUM_TOKENS", "TOKENS_PER_BATCH", "DSNAME", "AUTHOR",
+                 "DATABASE_URL", "REDIS_URL", "MONGODB_URI"):
+        assert not prov.is_secret_name(name), name
+    monkeypatch.setenv("DOCKER_AUTH_CONFIG", '{"auths":{"r.io":{"auth":"dXNlcjpwYXNz"}}}')
+    assert redact('cfg {"auths":{"r.io":{"auth":"dXNlcjpwYXNz"}}}') == "cfg ***"
+    monkeypatch.setenv("MAX_TOKENS", "131072")
+    assert redact("ctx_131072 done") == "ctx_131072 done" and check_sample_id("ctx_131072") == "ctx_131072"
+
+
+def test_a_database_url_is_redacted_by_its_password_not_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DATABASE_URL, REDIS_URL and MONGODB_URI are not secret names: the password in one is hidden by the URL's
+    shape wherever it appears, and a URL without one names a host, which stays (a sample id may hold it)."""
+    monkeypatch.setenv("DATABASE_URL", "postgres://bench:pa55-w0rd@db.lab:5432/runs")
+    monkeypatch.setenv("REDIS_URL", "redis://:s3cret-pw@cache.lab:6379/0")
+    monkeypatch.setenv("MONGODB_URI", "mongodb://cache.lab:27017/runs")
+    text = ("postgres://bench:pa55-w0rd@db.lab:5432/runs redis://:s3cret-pw@cache.lab:6379/0 "
+            "mongodb://cache.lab:27017/runs")
+    assert redact(text) == ("postgres://bench:***@db.lab:5432/runs redis://:***@cache.lab:6379/0 "
+                            "mongodb://cache.lab:27017/runs")

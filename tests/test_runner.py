@@ -142,6 +142,19 @@ def test_an_ascii_id_holding_a_secret_is_refused_as_any_other(
     assert fn.calls == [] and not (tmp_path / "out").exists()
 
 
+SHAPED_TOKEN = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St" * 2
+
+
+@pytest.mark.parametrize("sample_id", ["x_" + SHAPED_TOKEN, "clip/" + SHAPED_TOKEN, ("clip_" + SHAPED_TOKEN).encode()],
+                         ids=["shape", "separator", "bytes"])
+def test_a_refused_ids_message_holds_no_secret(sample_id: object) -> None:
+    """check_sample_id's ValueError showed the id whole (unsafe sample id 'x_hf_...'): the CLI redacts what it
+    prints, but a recipe author's script that logs or records the message kept the token."""
+    with pytest.raises(ValueError, match="sample id") as info:
+        check_sample_id(sample_id)
+    assert SHAPED_TOKEN not in str(info.value) and "***" in str(info.value)
+
+
 def test_duplicate_ids_and_untyped_tasks(tmp_path: Path) -> None:
     fn = CountingFn()
     with pytest.raises(ValueError, match=r"duplicate sample id 's01' at positions 1 and 3"):

@@ -51,7 +51,8 @@ _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(:[^\s/?#]+)?@")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
-# OpenAI/Anthropic-style sk- keys and AWS access key ids (AKIA; ASIA of temporary credentials). An sk- body must be
+# OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
+# (xoxb-/xoxp-/xoxa-/xoxr-/xoxs-, then digits, letters and dashes with a digit among them). An sk- body must be
 # long and mix upper case, lower case and digits, or (all-lower keys: sk-proj-..., DeepSeek's sk- and 32 hex) hold
 # a run of 20 or more lower-case letters and digits with both in it, so that names such as sk-learn, an option
 # spelled with "sk-" or sk-2024-01-05-run stay.
@@ -59,11 +60,24 @@ _SERVICE_TOKEN = re.compile(
     r"(?<![A-Za-z0-9_-])(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
     r"|sk-(?:[a-z0-9]*[_-])*?(?=[a-z]*[0-9])(?=[0-9]*[a-z])[a-z0-9]{20,}[a-z0-9_-]*"
-    r"|A(?:KIA|SIA)[0-9A-Z]{16})(?![A-Za-z0-9_-])")
-_SERVICE_PREFIXES = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "AKIA", "ASIA")
+    r"|A(?:KIA|SIA)[0-9A-Z]{16}|xox[abprs]-(?=[A-Za-z0-9-]*[0-9])[A-Za-z0-9-]{10,})(?![A-Za-z0-9_-])")
+# Secrets known by what stands before them, hidden from there on: a Slack webhook's path (the URL is the secret),
+# an Azure SAS's sig= query value, a storage or Service Bus connection string's AccountKey=, SharedAccessKey= or
+# SharedAccessSignature= value (to its ';'). A PEM private key's body, between its BEGIN and END lines (multi-line,
+# or with \n escapes in JSON text); a key cut before its END line loses the base64 run after BEGIN.
+_KEYED_SECRET = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
+                           r"|([?&]sig=)[^&\s\"'#\\]+"
+                           r"|((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedAccessSignature)=)[^;\s\"'\\]+")
+_KEYED_HINTS = ("hooks.slack.com/", "sig=", "AccountKey=", "SharedAccess")
+# A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
+# private key or a ``_KEYED_SECRET``'s key
+_SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|PRIVATE KEY|"
+                        + "|".join(re.escape(h) for h in _KEYED_HINTS))
+_PEM_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)"
+                              r"(?:[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)|[A-Za-z0-9+/=\s\\:,-]*)")
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
 # What ``_may_match`` looks for first, in one scan: testing each with ``in`` cost twice as much on a sample id
-_MAY_HINT = re.compile("|".join(re.escape(p) for p in ("hf_", "://", "sk-", "ecret", "ECRET", *_SERVICE_PREFIXES)))
+_MAY_HINT = re.compile(_SURE_HINT.pattern + "|://|sk-|ecret|ECRET")
 # An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
 # for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
 # (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it; never
@@ -83,8 +97,14 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # as a whole part or after API, ACCESS, PRIVATE or SECRET (OPENAI_APIKEY): as a substring it took MONKEY=sample and
 # KEYBOARD_LAYOUT=us for secrets. PASS and PAT only as a part (DB_PASS, GITHUB_PAT; not BYPASS, PATH), PWD only
 # after one (MYSQL_PWD; PWD and OLDPWD are directories). A KEYFILE part may hold the key (GOOGLE_CLOUD_KEYFILE_JSON).
-_SECRET_NAME = re.compile(r"(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
-                          r"|(?:^|[^A-Z0-9])PA(?:SS|T)|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
+# DSN, NETRC as a part (SENTRY_DSN holds Sentry's key; a DSN may hold a password), SERVICE_ACCOUNT (the key's JSON)
+# and AUTH_CONFIG (DOCKER_AUTH_CONFIG: registry logins) anywhere. TOKEN only singular: MAX_TOKENS, NUM_TOKENS count
+# (MAX_TOKENS=131072 hid every "131072" and refused every id holding it).
+# DATABASE_URL, REDIS_URL, MONGODB_URI are no secret names: a password in them goes by the URL's shape
+# (``_URL_USERINFO``), and a URL without one (redis://cache:6379/0) names a host, no secret.
+_SECRET_NAME = re.compile(r"(?:TOKEN|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
+                          r"|SERVICE_?ACCOUNTS?|AUTH_?CONFIG|(?:^|[^A-Z0-9])(?:PA(?:SS|T)|DSN|NETRC)"
+                          r"|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
                           r"(?![A-Z])", re.IGNORECASE)
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
@@ -180,6 +200,10 @@ def _environment_secrets() -> tuple[str, ...]:
 def _redact(text: str, secrets: Sequence[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
+    if "PRIVATE KEY" in text:
+        text = _PEM_PRIVATE_KEY.sub(lambda m: m.group(1) + REDACTED + (m.group(2) or ""), text)
+    if any(hint in text for hint in _KEYED_HINTS):
+        text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
     if "ecret" in text or "ECRET" in text:
         text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
     if "AKIA" in text or "ASIA" in text:
@@ -205,20 +229,22 @@ def _token_shaped(user: str) -> bool:
 
 
 def _may_match(text: str) -> bool:
-    """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN``, an AWS secret's name or a URL's user
-    info: the scrubbers' fast paths skip the rest. "sk-" is common in plain words (task-, mask-): only a long run
-    after it counts. The AWS name alone counts: in JSON text an escaped quote may stand between it and the value."""
+    """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN``, an AWS secret's name, a URL's user
+    info, a PEM private key or a ``_KEYED_SECRET``: the scrubbers' fast paths skip the rest. "sk-" is common in
+    plain words (task-, mask-): only a long run after it counts. The AWS name alone counts: in JSON text an escaped
+    quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
         return False
-    return ("hf_" in text or ("://" in text and "@" in text) or any(p in text for p in _SERVICE_PREFIXES)
+    return (_SURE_HINT.search(text) is not None or ("://" in text and "@" in text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
             or (("ecret" in text or "ECRET" in text) and _AWS_SECRET_NAME.search(text) is not None))
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace Hugging Face, GitHub, GitLab, sk- and AWS tokens (key ids; secret keys beside a name or a key id),
-    URL passwords and token user names, values of secret-named env vars (*TOKEN, *_KEY, ...) and ``extra`` secret
-    values (a token handed to a container, say) by ***."""
+    """Replace Hugging Face, GitHub, GitLab, sk-, Slack and AWS tokens (key ids; secret keys beside a name or a key
+    id), PEM private key bodies, Slack webhook paths, Azure account keys and SAS signatures, URL passwords and token
+    user names, values of secret-named env vars (*TOKEN, *_KEY, ...) and ``extra`` secret values (a token handed to
+    a container, say) by ***."""
     return _redact(text, _secret_values(extra))
 
 

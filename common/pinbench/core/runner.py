@@ -414,10 +414,11 @@ def check_sample_id(sample_id: Any, *, secrets: bool = True) -> str:
     if isinstance(sample_id, int) and not isinstance(sample_id, bool):
         sample_id = str(sample_id)
     if not isinstance(sample_id, str):
-        raise ValueError(f"sample id {sample_id!r} is a {type(sample_id).__name__}, expected a string")
+        raise ValueError(f"sample id {redact(repr(sample_id))} is a {type(sample_id).__name__}, expected a string")
     problem = sample_id_problem(sample_id)
     if problem:
-        raise ValueError(f"unsafe sample id {sample_id!r}: {problem}; ids are used as file names")
+        # redacted: a caller's log or record may keep the message (the CLI redacts what it prints; an API caller not)
+        raise ValueError(f"unsafe sample id {redact(repr(sample_id))}: {problem}; ids are used as file names")
     return sample_id
 
 
