@@ -156,9 +156,9 @@ def _regular_file(path: Path, what: str, problems: list[str]) -> bool:
     if path.is_symlink() and not path.exists():
         problems.append(f"{path}: {what} is a dangling symlink")
     elif not path.exists():
-        from pinbench.ops.generation import near_names  # 0.3 s of imports, for a missing file only
+        from pinbench.ops.generation import NearNames  # 0.3 s of imports, for a missing file only
 
-        problems.append(f"{path}: {what} is missing{near_names(path)}")
+        problems.append(f"{path}: {what} is missing{NearNames()(path)}")
     elif not path.is_file():
         problems.append(f"{path}: {what} is not a regular file")
     else:

@@ -1058,6 +1058,17 @@ def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = No
 # ------------------------------------------------------------------------------------------- the step
 
 
+def rollouts_dir(dir: str) -> Path:  # noqa: A002 (the -g option's name)
+    """The ``folder`` generator's ``-g dir=``; ValueError saying what it is when it is not given (it read ``-g dir=:
+    not a folder``) or is no folder. The run asks this before it builds anything (``Generating``)."""
+    if not dir:
+        raise ValueError("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its request's "
+                         "output path under it)")
+    if not os.path.isdir(dir):
+        raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+    return Path(dir)
+
+
 class Generating:
     """The run's generation step (``pinbench.core.run.Generation``): with ``--generator`` (``spec``), else
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
@@ -1075,8 +1086,6 @@ class Generating:
         if spec is not None and spec.command and not skip_generation:
             check_program(spec.command)
         if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
-            from pinbench.ops.generators import rollouts_dir
-
             try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
                 rollouts_dir(spec.options.get("dir", ""))
             except ValueError as exc:

@@ -69,6 +69,8 @@ class Folder:
     capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True, conditioning=frozenset(ROLES))
 
     def __init__(self, dir: str = "") -> None:  # noqa: A002 (the -g option's name)
+        from pinbench.ops.generation import rollouts_dir
+
         self.root = rollouts_dir(dir)
         self.near: NearNames | None = None   # its hints for missing rollouts: the folder listed once (``NearNames``)
 
@@ -94,17 +96,6 @@ class Folder:
             raise GeneratorError(f"{source}: not in -g dir{self.near(source)} (request {request.id})") from None
         with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
-
-
-def rollouts_dir(dir: str) -> Path:  # noqa: A002 (the -g option's name)
-    """The ``folder`` generator's ``-g dir=``; ValueError saying what it is when it is not given (it read ``-g dir=:
-    not a folder``) or is no folder. The run asks this before it builds anything (``Generating``)."""
-    if not dir:
-        raise ValueError("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its request's "
-                         "output path under it)")
-    if not os.path.isdir(dir):
-        raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
-    return Path(dir)
 
 
 folder = Folder   # the factory: its -g options are the class's, checked against them before it is built
