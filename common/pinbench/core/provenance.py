@@ -73,8 +73,9 @@ _KEYED_HINTS = ("hooks.slack.com/", "sig=", "AccountKey=", "SharedAccess")
 # private key or a ``_KEYED_SECRET``'s key
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|PRIVATE KEY|"
                         + "|".join(re.escape(h) for h in _KEYED_HINTS))
-_PEM_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)"
-                              r"(?:[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)|[A-Za-z0-9+/=\s\\:,-]*)")
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]*")
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
 # What ``_may_match`` looks for first, in one scan: testing each with ``in`` cost twice as much on a sample id
 _MAY_HINT = re.compile(_SURE_HINT.pattern + "|://|sk-|ecret|ECRET")
@@ -201,7 +202,7 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
     if "PRIVATE KEY" in text:
-        text = _PEM_PRIVATE_KEY.sub(lambda m: m.group(1) + REDACTED + (m.group(2) or ""), text)
+        text = _hide_private_keys(text)
     if any(hint in text for hint in _KEYED_HINTS):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
     if "ecret" in text or "ECRET" in text:
@@ -226,6 +227,23 @@ def _token_shaped(user: str) -> bool:
     if _HEX_TOKEN.fullmatch(user):
         return True
     return any(c.isupper() for c in user) and any(c.islower() for c in user) and any(c.isdigit() for c in user)
+
+
+def _hide_private_keys(text: str) -> str:
+    """``text`` with each PEM private key's body hidden: from its BEGIN line to the first END line after it, or, cut
+    before one, the base64 run after BEGIN. In one pass over the BEGIN and END lines: one pattern spanning BEGIN to
+    END searched the rest of the text from every BEGIN, 3.9 s for 4,000 BEGIN lines without an END (136 KB)."""
+    ends = [m.start() for m in _PEM_END.finditer(text)]
+    parts, at, j = [], 0, 0
+    for begin in _PEM_BEGIN.finditer(text):
+        if begin.start() < at:   # within a body already hidden
+            continue
+        while j < len(ends) and ends[j] < begin.end():
+            j += 1
+        stop = ends[j] if j < len(ends) else _PEM_BODY.match(text, begin.end()).end()
+        parts += [text[at:begin.end()], REDACTED]
+        at = stop
+    return "".join([*parts, text[at:]])
 
 
 def _may_match(text: str) -> bool:
