@@ -106,7 +106,7 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 _SECRET_NAME = re.compile(r"(?:TOKEN|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
                           r"|SERVICE_?ACCOUNTS?|AUTH_?CONFIG|(?:^|[^A-Z0-9])(?:PA(?:SS|T)|DSN|NETRC)"
                           r"|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
-                          r"(?![A-Z])", re.IGNORECASE)
+                          r"(?![A-Z])")   # matched against the name upper-cased: IGNORECASE tripled its compile
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
 _SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
@@ -118,7 +118,7 @@ REDACTED = "***"
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable or build-arg name looks like it holds a secret."""
-    return bool(_SECRET_NAME.search(name))
+    return bool(_SECRET_NAME.search(name.upper()))
 
 
 # The values ``keep_secret`` was given, as a JSON list: in the environment, so that every process a run starts (its
