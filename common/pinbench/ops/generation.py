@@ -1166,8 +1166,7 @@ class Generating:
                         _untouched(request, before[request.id].inputs, failed)
                     raise failed
                 if maker.many is None:
-                    return _keep(request, rollouts, signature, maker.one,
-                                 source=None if folder_dir is None else folder_dir / request.output)
+                    return _keep(request, rollouts, signature, maker.one, folder=folder_dir)
                 return _keep(request, rollouts, signature, None, before.get(request.id))
 
             made = _Origin(named, signature)
@@ -1298,12 +1297,7 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-
-        def keep(task: RolloutTask) -> dict[str, Any]:
-            request = self.by_id[task.sample_id]
-            return _keep(request, self.rollouts, self.signature, make,
-                         source=None if self.folder is None else self.folder / request.output)
-        return keep
+        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make, folder=self.folder)
 
 
 def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
@@ -1343,10 +1337,10 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
 
 
 def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
-          before: _Before | None = None, source: Path | None = None) -> dict[str, Any]:
+          before: _Before | None = None, folder: Path | None = None) -> dict[str, Any]:
     """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
-    beside its place, checked, then renamed into place; its record's result. ``source``: the user's file a
-    ``folder`` generator copied, which an invalid rollout's failure names (the file to fix, not the copy)."""
+    beside its place, checked, then renamed into place; its record's result. ``folder``: a ``folder`` generator's
+    -g dir, whose file (the one to fix, not the copy) an invalid rollout's failure names."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -1375,7 +1369,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise InvalidRollout(_invalid(request, partial, problems, source))
+            raise InvalidRollout(_invalid(request, partial, problems,
+                                          None if folder is None else folder / request.output))
         _read_only(partial)
         os.replace(partial, target)
     finally:
