@@ -27,6 +27,7 @@ from pinbench.core.task import Task
 from pinbench.media.video import iter_frames, opened_video, read_ahead, read_video, video_info
 from pinbench_recipes.paibench_c.blur import bilateral_blur, blurred_ssim_of_frames
 from pinbench_recipes.paibench_c.edges import canny_edges, edge_scores
+from pinbench_recipes.paibench_c.metrics_json import CANNY_METRICS
 
 MAX_FRAMES = 121
 DEPTH_ERROR_CAP = 10.0
@@ -317,7 +318,7 @@ def score_task(gt_video: Path, preds: Mapping[str, Path], *,
                            _native_key(modality, "canny_precision"): scores.precision,
                            _native_key(modality, "canny_recall"): scores.recall})
         except ValueError as exc:
-            for metric in ("canny_f1_score", "canny_precision", "canny_recall"):
+            for metric in CANNY_METRICS:
                 result[_native_key(modality, metric)] = None
             video = pred_path.relative_to(run_dir) if run_dir is not None else pred_path
             errors[f"{modality}/canny"] = f"Canny raised on {video}: {type(exc).__name__} ({exc})"
