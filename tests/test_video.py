@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -38,12 +39,12 @@ def _truncate(src: Path, dest: Path, fraction: float) -> Path:
     return dest
 
 
-def _write_faststart_mp4(path: Path, frames: np.ndarray, fps: int) -> Path:
-    """An MP4 with 'moov' before 'mdat' (as web tools write), so a cut file still opens."""
+def _write_faststart_mp4(path: Path, frames: np.ndarray, fps: int, **options: str) -> Path:
+    """An MP4 with 'moov' before 'mdat' (as web tools write), so a cut file still opens; ``options``, x264's."""
     with av.open(str(path), "w", options={"movflags": "faststart"}) as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        stream.options = {"crf": "18", "g": "8"}
+        stream.options = {"crf": "18", "g": "8", **options}
         for i, frame in enumerate(frames):
             vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
             vf.pts = i
@@ -530,3 +531,154 @@ def test_a_fragmented_mp4_counts_the_frames_of_every_fragment(synthetic_frames, 
         container.mux(stream.encode(None))
     assert video_info(path).n_frames == 30
     assert len(read_video(path, backend="pyav").frames) == 30
+
+
+# ---------------------------------------------------------------- where an MP4 keeps its samples
+# Each file below is written by PyAV (write_video: 'ftyp', an 8-byte 'free', 'mdat', then 'moov'; one chunk) and then
+# edited box by box; no binary fixture.
+
+_STBL = (b"moov", b"trak", b"mdia", b"minf", b"stbl")
+
+
+def _box(data: bytes, *path: bytes) -> tuple[int, int]:
+    """(offset, size) of the box down ``path`` (one type a level, 32-bit sizes) from the top of ``data``."""
+    start, end = 0, len(data)
+    for kind in path:
+        offset = start
+        while data[offset + 4:offset + 8] != kind:
+            offset += int.from_bytes(data[offset:offset + 4], "big")
+        start, end = offset + 8, offset + int.from_bytes(data[offset:offset + 4], "big")
+    return start - 8, end - start + 8
+
+
+def _with_payload(data: bytes, path: tuple[bytes, ...], payload: bytes) -> bytes:
+    """``data`` with the payload of the box at ``path`` replaced, each enclosing box's size patched (nothing after
+    'moov' is referenced by offset, so nothing else moves)."""
+    offset, size = _box(data, *path)
+    grown, out = len(payload) - (size - 8), bytearray(data[:offset + 8] + payload + data[offset + size:])
+    for depth in range(1, len(path) + 1):
+        at, outer = _box(data, *path[:depth])
+        out[at:at + 4] = (outer + grown).to_bytes(4, "big")
+    return bytes(out)
+
+
+def _u32s(*values: int) -> bytes:
+    return b"".join(v.to_bytes(4, "big") for v in values)
+
+
+def _one_chunk_mp4(path: Path, n: int = 30) -> tuple[bytes, list[int]]:
+    """A written MP4's bytes and its sample sizes; it stores its samples as one chunk (checked)."""
+    rng = np.random.default_rng(0)
+    data = write_video(path, rng.integers(0, 255, (n, 48, 64, 3), dtype=np.uint8), 10).read_bytes()
+    stsz, _ = _box(data, *_STBL, b"stsz")
+    sizes = [int.from_bytes(data[stsz + 20 + 4 * i:stsz + 24 + 4 * i], "big") for i in range(n)]
+    stco, _ = _box(data, *_STBL, b"stco")
+    assert data[stco + 12:stco + 16] == _u32s(1) and data[stco + 16:stco + 20] == _u32s(_box(data, b"mdat")[0] + 8)
+    return data, sizes
+
+
+def _two_mdats(data: bytes, sizes: list[int], first: int) -> bytes:
+    """``data`` with its 'mdat' split in two after sample ``first``: chunk 1 in the first, chunk 2 in the second."""
+    mdat, size = _box(data, b"mdat")
+    split = mdat + 8 + sum(sizes[:first])
+    data = (data[:mdat] + _u32s(split - mdat) + data[mdat + 4:split] + _u32s(mdat + size - split + 8) + b"mdat"
+            + data[split:])
+    data = _with_payload(data, (*_STBL, b"stsc"), _u32s(0, 2, 1, first, 1, 2, len(sizes) - first, 1))
+    return _with_payload(data, (*_STBL, b"stco"), _u32s(0, 2, mdat + 8, split + 8))
+
+
+def test_samples_in_a_second_mdat_are_held_and_a_cut_second_mdat_is_truncated(tmp_path: Path) -> None:
+    """The check judges every sample by every top-level 'mdat' (here 12 samples in the first, 18 in the second);
+    cutting the second one's bytes (its size patched) leaves the first 12 and part of the rest."""
+    data, sizes = _one_chunk_mp4(tmp_path / "one.mp4")
+    two = tmp_path / "two.mp4"
+    two.write_bytes(_two_mdats(data, sizes, 12))
+    assert video_info(two).n_frames == 30
+    np.testing.assert_array_equal(read_video(two, backend="pyav").frames,
+                                  read_video(tmp_path / "one.mp4", backend="pyav").frames)
+    data = two.read_bytes()
+    second = data.index(b"mdat", _box(data, b"mdat")[0] + 8) - 4
+    size = int.from_bytes(data[second:second + 4], "big")
+    kept = 8 + sum(sizes[12:21])   # samples 12..20 of the second chunk
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[:second] + _u32s(kept) + data[second + 4:second + kept] + data[second + size:])
+    with pytest.raises(VideoError) as err:
+        video_info(cut)
+    assert err.value.reason == "truncated: container declares 30 frames, holds 21"
+
+
+def _largesize(data: bytes, claimed: int) -> bytes:
+    """``data`` with its 8-byte 'free' and the 'mdat' header after it made one 16-byte header of size 1 (what
+    FFmpeg writes for an 'mdat' past 4 GiB) with the 64-bit size ``claimed``: no sample moves."""
+    free, _ = _box(data, b"free")
+    assert data[free + 12:free + 16] == b"mdat"
+    return data[:free] + _u32s(1) + b"mdat" + claimed.to_bytes(8, "big") + data[free + 16:]
+
+
+def test_a_64_bit_mdat_size_is_read_whole_or_named_truncated(tmp_path: Path) -> None:
+    data, _ = _one_chunk_mp4(tmp_path / "one.mp4")
+    true_size = _box(data, b"mdat")[1] + 8
+    for name, claimed, reason in [
+        ("whole.mp4", true_size, None),
+        ("over.mp4", true_size + 1000, f"truncated: 'mdat' box at byte 32 needs {true_size + 1000} bytes, only "
+                                       f"{len(data) - 32} present"),
+        ("tiny.mp4", 12, "undecodable: corrupt MP4 box at byte 32 (size 12)"),   # smaller than its own header
+    ]:
+        path = tmp_path / name
+        path.write_bytes(_largesize(data, claimed))
+        if reason is None:
+            assert video_info(path).n_frames == 30 and len(read_video(path, backend="pyav").frames) == 30
+        else:
+            with pytest.raises(VideoError) as err:
+                video_info(path)
+            assert err.value.reason == reason
+
+
+def test_an_mdat_of_size_0_runs_to_the_end_of_the_file_whole_or_cut(synthetic_frames, tmp_path: Path) -> None:
+    """Size 0: the last box runs to the end of the file, so a cut one fits box by box; its samples say it is short."""
+    data = _write_faststart_mp4(tmp_path / "fast.mp4", synthetic_frames(30), 8).read_bytes()
+    mdat, size = _box(data, b"mdat")
+    assert mdat + size == len(data)
+    whole = tmp_path / "whole.mp4"
+    whole.write_bytes(data[:mdat] + _u32s(0) + data[mdat + 4:])
+    assert video_info(whole).n_frames == 30
+    cut = _truncate(whole, tmp_path / "cut.mp4", 0.7)
+    with pytest.raises(VideoError) as err:
+        video_info(cut)
+    assert re.fullmatch(r"truncated: container declares 30 frames, holds [1-2][0-9]", err.value.reason)
+
+
+def test_samples_in_another_file_are_named_so_not_truncated(tmp_path: Path) -> None:
+    """A data reference without the self-contained flag: the chunk offsets are another file's. Reported as
+    "holds 0" (truncated) before; a file flagged so whose offsets are its own is read, as FFmpeg reads it."""
+    data, _ = _one_chunk_mp4(tmp_path / "one.mp4")
+    url = data.index(b"url ", _box(data, *_STBL[:-1], b"dinf", b"dref")[0])
+    external = bytearray(data)
+    external[url + 4:url + 8] = _u32s(0)
+    own = tmp_path / "own.mp4"
+    own.write_bytes(external)
+    assert video_info(own).n_frames == 30
+    stco, _ = _box(data, *_STBL, b"stco")
+    external[stco + 16:stco + 20] = _u32s(len(data) + 1000)
+    elsewhere = tmp_path / "elsewhere.mp4"
+    elsewhere.write_bytes(external)
+    with pytest.raises(VideoError) as err:
+        video_info(elsewhere)
+    _assert_one_line_error(err.value, elsewhere, "undecodable: its samples are in another file")
+
+
+def test_an_edit_list_that_ends_early_is_named_not_truncated(synthetic_frames, tmp_path: Path) -> None:
+    """FFmpeg's index leaves out the samples past an edit list's end (from the first keyframe after it: 9 of 30
+    here, keyframes every 4, no B-frames): judged by it, the complete file read "declares 30 frames, holds 21"."""
+    frames = synthetic_frames(30)
+    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
+    assert video_info(tmp_path / "full.mp4").n_frames == 30
+    elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
+    assert data[elst + 8:elst + 16] == _u32s(0, 1)   # version 0, one entry
+    data[elst + 16:elst + 20] = _u32s(2000)            # it shows 2 s (20 frames) of 3
+    short = tmp_path / "short.mp4"
+    short.write_bytes(data)
+    with pytest.raises(VideoError) as err:
+        video_info(short)
+    assert re.fullmatch(r"undecodable: its edit list ends before the last of the 30 frames it holds "
+                        r"\(FFmpeg indexes 21\)", err.value.reason)

@@ -9,8 +9,10 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   and a ``moov`` box must exist. A file cut short (writer killed, partial copy) fails here as
   ``truncated: ...`` whichever backend would have decoded it.
 * For a structurally complete MP4/MOV the sample count of the video track (``stream.frames``) is used, once
-  its index (no sample read) places every sample inside an ``mdat`` box; else the file is ``truncated``
-  ("container declares N frames, holds M").
+  its sample table (no sample read) places every sample inside one of its ``mdat`` boxes; else the file is
+  ``truncated`` ("container declares N frames, holds M"), or, when the track's data reference names another
+  file, ``undecodable`` (its samples are not in this file). A complete file whose edit list ends before its
+  last samples is ``undecodable`` too: FFmpeg's decoders then show fewer frames than it holds.
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
@@ -21,7 +23,8 @@ Decoders: every caller names its backend (each recipe declares the one its upstr
 option). There is no silent fallback to another decoder, whose pixels can differ; a backend that is not
 installed (decord has no aarch64 wheel) is a ``DecoderUnavailable`` error naming the option.
 
-Known limit: MP4 edit lists that make the decoder drop samples would make a complete file look short.
+Known limit: an edit list that drops samples while FFmpeg's index keeps them (B-frames after its end) passes
+the check, and the decoders that honour it stop short of the count (``truncated`` at decode).
 Frames are returned as stored: rotation metadata is not applied by any backend.
 """
 
@@ -42,6 +45,7 @@ from queue import Full, Queue
 from typing import Any, BinaryIO, TypeVar, cast
 
 import av
+import av.index
 import numpy as np
 
 from pinbench.core.files import FileError, atomic_path, open_regular
@@ -151,16 +155,24 @@ def _reader(fd: int) -> Iterator[BinaryIO]:
 
 
 @contextmanager
-def open_video(path: Path, fd: int) -> Iterator[av.container.InputContainer]:
+def open_video(path: Path, fd: int, options: dict[str, str] | None = None) -> Iterator[av.container.InputContainer]:
     """PyAV's container of the bytes of ``fd``, an open descriptor of ``path`` (``opened_video``'s or
     ``core.files.open_regular``'s: what was opened and checked, never what the path names by then; PyAV reads it as a
     file object)."""
-    with _reader(fd) as fh, av.open(fh) as container:
+    with _reader(fd) as fh, av.open(fh, options=options) as container:
         yield container
 
 
-def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int]] | None:
-    """Walk the top-level MP4/MOV boxes; the byte ranges of their ``mdat`` payloads, in file order, or None when the
+@dataclass(frozen=True)
+class _Bmff:
+    """Where a complete, unfragmented MP4/MOV keeps its samples and its index (payload byte ranges)."""
+
+    media: list[tuple[int, int]]   # every top-level 'mdat', in file order
+    moov: tuple[int, int]
+
+
+def _check_bmff_structure(path: Path, size: int, fd: int) -> _Bmff | None:
+    """Walk the top-level MP4/MOV boxes; where its ``mdat`` payloads and its ``moov`` lie, or None when the
     file is not ISO BMFF or is fragmented (a ``moof`` box: ``moov`` then indexes only the first fragment's samples,
     so the packets are counted).
 
@@ -172,7 +184,7 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int
         head = fh.read(8)
         if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
             return None
-        offset, seen, media = 0, set(), []
+        offset, seen, media, moov = 0, set(), [], (0, 0)
         while offset < size:
             fh.seek(offset)
             header = fh.read(16)
@@ -186,7 +198,7 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int
                 box_size = struct.unpack(">Q", header[8:16])[0]
             elif box_size == 0:
                 box_size = size - offset
-            if box_size < 8:
+            if box_size < header_size:
                 raise VideoError(path, f"undecodable: corrupt MP4 box at byte {offset} (size {box_size})")
             name = box_type.decode("latin-1")
             if offset + box_size > size:
@@ -198,21 +210,22 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> list[tuple[int, int
             seen.add(box_type)
             if box_type == b"mdat":
                 media.append((offset + header_size, offset + box_size))
+            elif box_type == b"moov":
+                moov = (offset + header_size, offset + box_size)
             offset += box_size
     if b"moov" not in seen:
         raise VideoError(path, "truncated: MP4 has no 'moov' box (file incomplete)")
-    return None if b"moof" in seen else media
+    return None if b"moof" in seen else _Bmff(media, moov)
 
 
-def _samples_held(stream: av.video.stream.VideoStream, media: list[tuple[int, int]]) -> int:
-    """How many of the stream's samples (its index, read from ``moov`` without reading a sample) lie whole inside
-    an ``mdat`` payload of the file.
+def _samples_held(entries: av.index.IndexEntries, media: list[tuple[int, int]]) -> int:
+    """How many of the samples ``entries`` (a stream's index, read from ``moov`` without reading a sample) lie whole
+    inside an ``mdat`` payload of the file.
 
     Why: a ``moov`` whose sample table outlives its media (an ``mdat`` cut and its size patched, or one of size 0
     "to the end of the file" cut short) fits the file box by box, yet every decoder stops early; counting by the
     index costs no decode, where counting the decoded frames read the whole file.
     """
-    entries = stream.index_entries
     starts = [start for start, _ in media]
     held = 0
     for i in range(len(entries)):   # the last mdat starting at or before a sample is the only one that can hold it
@@ -220,6 +233,53 @@ def _samples_held(stream: av.video.stream.VideoStream, media: list[tuple[int, in
         k = bisect.bisect_right(starts, sample.pos) - 1
         held += k >= 0 and sample.pos + sample.size <= media[k][1]
     return held
+
+
+def _children(fh: BinaryIO, payload: tuple[int, int], box_type: bytes | None) -> Iterator[tuple[int, int]]:
+    """The payload byte ranges of the children (of type ``box_type``; any when None) of the box whose payload is
+    ``payload``; a child that does not fit ends the walk."""
+    offset, end = payload
+    while offset + 8 <= end:
+        fh.seek(offset)
+        size, kind = struct.unpack(">I4s", fh.read(8))
+        header = 8
+        if size == 1:
+            size, header = struct.unpack(">Q", fh.read(8))[0], 16
+        elif size == 0:
+            size = end - offset
+        if size < header or offset + size > end:
+            return
+        if box_type in (None, kind):
+            yield offset + header, offset + size
+        offset += size
+
+
+def _nested(fh: BinaryIO, payload: tuple[int, int], *path: bytes) -> Iterator[tuple[int, int]]:
+    """The payload byte ranges of the boxes down ``path`` (one type a level) below the box whose payload is
+    ``payload``."""
+    if not path:
+        yield payload
+        return
+    for child in _children(fh, payload, path[0]):
+        yield from _nested(fh, child, *path[1:])
+
+
+def _external_data(fd: int, moov: tuple[int, int], track_id: int) -> bool:
+    """Whether track ``track_id`` has a data reference entry not flagged self-contained: its chunk offsets then point
+    into another file, which FFmpeg does not open (it reads this one at those offsets)."""
+    with _reader(fd) as fh:
+        for trak in _children(fh, moov, b"trak"):
+            for tkhd in _children(fh, trak, b"tkhd"):
+                fh.seek(tkhd[0])
+                fh.seek(tkhd[0] + (20 if fh.read(1) == b"\x01" else 12))   # track_ID, after version-sized times
+                if struct.unpack(">I", fh.read(4))[0] != track_id:
+                    continue
+                for dref in _nested(fh, trak, b"mdia", b"minf", b"dinf", b"dref"):
+                    for entry in _children(fh, (dref[0] + 8, dref[1]), None):   # the entries follow flags and count
+                        fh.seek(entry[0])
+                        if not int.from_bytes(fh.read(4), "big") & 1:
+                            return True
+    return False
 
 
 def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
@@ -261,7 +321,7 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
     if size == 0:
         raise VideoError(path, "empty file (0 bytes)")
     try:
-        media = _check_bmff_structure(path, size, fd)
+        bmff = _check_bmff_structure(path, size, fd)
     except OSError as exc:
         raise VideoError(path, f"unreadable: {exc.strerror or exc}") from exc
     with ExitStack() as stack:
@@ -283,10 +343,21 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             declared_s = container.duration / av.time_base
         else:
             declared_s = None
-        if media is not None and declared is not None:
+        if bmff is not None and declared is not None:
             n_frames = declared
-            if (held := _samples_held(stream, media)) < declared:
+            shown = len(stream.index_entries)
+            if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
+                with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
+                    held = _samples_held(whole.streams.video[0].index_entries, bmff.media)
+            else:
+                held = _samples_held(stream.index_entries, bmff.media)
+            if held < declared:
+                if _external_data(fd, bmff.moov, stream.id):
+                    raise VideoError(path, "undecodable: its samples are in another file (an external data reference)")
                 raise VideoError(path, f"truncated: container declares {declared} frames, holds {held}")
+            if shown < declared:
+                raise VideoError(path, f"undecodable: its edit list ends before the last of the {declared} frames it "
+                                       f"holds (FFmpeg indexes {shown})")
         else:
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:
