@@ -3672,6 +3672,15 @@ SIGTERM_AT = """
 import os, signal, subprocess, sys
 from pinbench.ops import generation
 real, armed, kill = generation._kill_adopted, sys.argv[1] == "start", subprocess.Popen.kill   # or at the wait
+waitpid = os.waitpid
+
+def reaped(pid, options):   # the guard's wait for its command, SIGTERM sent once it has the status, before it returns
+    global armed
+    got = waitpid(pid, options)
+    if sys.argv[1] == "reaped" and (pid, options) == (-1, 0):
+        armed = True
+        os.kill(os.getpid(), signal.SIGTERM)
+    return got
 
 def killing():
     real()
@@ -3691,7 +3700,7 @@ def trace(frame, event, arg):
         os.kill(os.getpid(), signal.SIGTERM)
     return trace
 
-generation._kill_adopted, subprocess.Popen.kill = killing, stopped_again
+generation._kill_adopted, subprocess.Popen.kill, os.waitpid = killing, stopped_again, reaped
 sys.settrace(trace)
 status = generation._guard(sys.argv[2:])
 sys.settrace(None)
@@ -3702,9 +3711,10 @@ print(status, flush=True)
 @pytest.mark.parametrize(("sent", "command", "status"), [("start", "sh -c 'exit 3'", -signal.SIGTERM),
                                                          ("call", "sleep 1000", -signal.SIGTERM),
                                                          ("wait", "sh -c 'exit 3'", 3),
+                                                         ("reaped", "sh -c 'exit 3'", 3),
                                                          ("refused", "/no/such/command", -signal.SIGTERM)],
                          ids=["from its start", "in the wait", "after the command was waited for",
-                              "after the command failed to start"])
+                              "as the wait returns the command's status", "after the command failed to start"])
 def test_a_guard_sent_sigterm_at_each_step_kills_what_it_adopted_and_says_one_status(sent: str, command: str,
                                                                                     status: int) -> None:
     """A SIGTERM to the guard at each line of ``_guard`` and ``_reaping`` (a trace sends it, from the handler's
@@ -3712,8 +3722,9 @@ def test_a_guard_sent_sigterm_at_each_step_kills_what_it_adopted_and_says_one_st
     raise), and a second one as the guard kills its command: one that landed after the wait, or in the ``except
     OSError``, raised ``_Stopped`` out of the guard's handling, which then died with a traceback, by no signal; the
     second skipped the kill of the command, and the guard waited on it. The first stops the guard, unless its
-    command was waited for: its status stands. Run in a process of its own: the guard kills every child of the
-    process it runs in."""
+    command was waited for: its status stands, also where the SIGTERM came as the wait returned that status (sent
+    from inside ``os.waitpid``, then at each line on): that said SIGTERM. Run in a process of its own: the guard
+    kills every child of the process it runs in."""
     done = subprocess.run([sys.executable, "-c", SIGTERM_AT, sent, *shlex.split(command)], capture_output=True,
                           text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, f"killed what it adopted\n{status}\n"), done.stderr

@@ -1920,12 +1920,12 @@ def _reaping(proc: subprocess.Popen) -> int:
     that ran ``tool &`` 2,000 times, each one a process slot of the user's and the container's. A command reaped
     by the guard's watch of its parent (``die_with_parent``, which kills the guard next) is said killed: the wait
     failed with "No child processes" and a traceback."""
-    global _waiting
+    global _command
+    _command = proc.pid   # once the wait below has reaped it, a SIGTERM leaves its status as it is (``_stopped``)
     pid = 0
     with contextlib.suppress(ChildProcessError):
         while pid != proc.pid:
             pid, status = os.waitpid(-1, 0)
-    _waiting = False   # a SIGTERM from here on leaves the command's status as it is
     proc.returncode = os.waitstatus_to_exitcode(status) if pid == proc.pid else -signal.SIGKILL
     return proc.returncode
 
@@ -1935,17 +1935,32 @@ class _Stopped(Exception):
 
 
 _waiting = False   # whether a SIGTERM stops the guard (``_stopped``): until it has its command's status
+_command = 0   # the pid of the command the guard waits for (``_reaping``), 0 until then
 
 
 def _stopped(signum: int, frame: Any) -> None:
-    """SIGTERM's handler: raises once, and only until the guard has its command's status (``_waiting``). Why: one
-    that came after the wait said SIGTERM for a command that had ended; a second, as the guard killed its command,
+    """SIGTERM's handler: raises once, and only until the guard has its command's status (``_waiting``, and its
+    command not yet reaped: ``_reaped``). Why: one that came after the wait said SIGTERM for a command that had
+    ended, also one as the wait returned, before its status was stored; a second, as the guard killed its command,
     skipped that kill, and the guard waited on the command; one as the guard said its command could not start
     raised out of the guard, which died with a traceback."""
     global _waiting
-    if _waiting:
+    if _waiting and not _reaped(_command):
         _waiting = False
         raise _Stopped
+
+
+def _reaped(pid: int) -> bool:
+    """Whether the command ``pid`` (0: none yet) was waited for: then its status is the guard's, though the wait
+    that reaped it may not have returned it yet (a handler runs between any two steps, that wait's return and the
+    store of its result too). Asked of the kernel, which tells a child no one waited for from one reaped."""
+    if not pid:
+        return False
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return False
 
 
 def _guard(argv: Sequence[str]) -> int:
