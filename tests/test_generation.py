@@ -554,6 +554,33 @@ def test_the_command_form_renders_each_rollout_from_its_request(tmp_path: Path) 
         str(HELPERS / "render_generator.py"): _sha(HELPERS / "render_generator.py")}
 
 
+def test_a_rerun_whose_rollouts_are_all_kept_does_not_need_the_program(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rerun of a command generator whose every rollout is kept generates nothing, yet was refused once its
+    program was gone from PATH (``check_program``, before the run): it needs no program. One with a rollout to
+    make is still refused."""
+    from pinbench.core.config import RecipeError
+
+    folder, out = tmp_path / "bin", tmp_path / "run"
+    folder.mkdir()
+    gen = folder / "gen"
+    gen.write_text(f"#!/bin/sh\nexec {shlex.join([sys.executable, str(HELPERS / 'render_generator.py')])} \"$@\"\n")
+    gen.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), os.environ["PATH"]]))
+    command = "command:gen --request {request} --out {out}"
+    first = _run(out, command)
+    assert first.exit_code == 0, first.message
+    gen.unlink()
+    again = _run(out, command)
+    assert again.exit_code == 0, again.message
+    lost = sorted((out / "rollouts").rglob("*.mp4"))[0]
+    lost.unlink()   # now one is to be made: refused, in the line a first run says it
+    with pytest.raises(RecipeError, match=r"^--generator command: program 'gen' is not on PATH; install it, or "
+                                          r"give its path$"):
+        _run(out, command)
+    assert not lost.exists()
+
+
 def _sha(path: Path) -> str:
     from pinbench.core.files import sha256_file
 

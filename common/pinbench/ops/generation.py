@@ -1073,18 +1073,29 @@ class Generating:
     """The run's generation step (``pinbench.core.run.Generation``): with ``--generator`` (``spec``), else
     with the recipe's own generator when it has one (PAI-Bench-C's cosmos3, a fixture's test double), in process."""
 
-    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False) -> None:
+    def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False,
+                 out_dir: Path | None = None) -> None:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
         ``-g`` options its factory's source does not take (``check_factory_source``), a command whose program
         this machine cannot run (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under
-        ``skip_generation``: nothing runs them)."""
+        ``skip_generation``: nothing runs them). The program is asked for later (``unrunnable``) where the run
+        folder ``out_dir`` holds rollouts this very generator made: a rerun that keeps them all runs nothing."""
         self.spec, self.recipe = spec, recipe
+        self.unrunnable: RecipeError | None = None   # why the command cannot run, once a rollout is to be made
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
         if spec is not None and spec.command and not skip_generation:
-            check_program(spec.command)
+            try:
+                check_program(spec.command)
+            except RecipeError as exc:
+                stored = None
+                with contextlib.suppress(RecipeError):   # a damaged file: refused now, as with none
+                    stored = _stored_origin(out_dir / GENERATION / GENERATOR_FILE) if out_dir is not None else None
+                if stored is None or not same_generator(stored.generator, scrub(spec.spec)):
+                    raise
+                self.unrunnable = exc
         if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
             try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
                 rollouts_dir(spec.options.get("dir", ""))
@@ -1143,6 +1154,10 @@ class Generating:
                          {r.output: sources.get(r.id) for r in requests} if sources else None)
             base = run.sample_cache(GENERATION, "generation")
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
+            if self.unrunnable is not None and any(
+                    cached is None or not _cached(cached, t, kept)
+                    for t in run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine):
+                raise self.unrunnable
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine

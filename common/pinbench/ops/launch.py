@@ -31,7 +31,7 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     generation = Generating(None if cfg.generator is None else
                             GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe,
-                            skip_generation=cfg.skip_generation)
+                            skip_generation=cfg.skip_generation, out_dir=cfg.out_dir)
     # the recipe's code imported when it runs: a rerun may answer without it; its ways on name this run's fetch
     with claim_run_dir(cfg) as claim, fetching_as(recipe, cfg):
         try:
