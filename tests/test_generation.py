@@ -1370,6 +1370,35 @@ def test_a_wrapped_program_and_a_script_the_kernel_will_not_run_are_refused_befo
         check_program(argv)
 
 
+def test_a_script_whose_env_shebang_names_a_program_not_on_path_is_refused(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``#!/usr/bin/env python3`` run where no python3 is on PATH failed every sample after the run began; an env
+    line of more than a name (``-S``, a variable, two words) is left to the run, as the check cannot be sure."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", os.pathsep.join([str(folder), "/usr/bin", "/bin"]))
+
+    def script(name: str, line: str) -> str:
+        (folder / name).write_text(f"#!{line}\necho made\n")
+        (folder / name).chmod(0o755)
+        return str(folder / name)
+
+    gen = script("gen", "/bin/sh")
+    missing = script("a.py", "/usr/bin/env missing-python")
+    with pytest.raises(RecipeError) as caught:
+        check_program([missing, "{out}"])
+    assert str(caught.value) == (f"--generator command: program {missing!r} names in its #! line a program that is "
+                                 "not on PATH ('missing-python'); install it, or fix that line")
+    with pytest.raises(RecipeError):   # the wrapped program's line is read too
+        check_program(["timeout", "1h", missing])
+    for line in ("/usr/bin/env gen", "/usr/bin/env -S missing-python -u", "/usr/bin/env A=1 missing-python",
+                 "/usr/bin/env missing-python -u", f"/usr/bin/env {gen}"):
+        check_program([script("b.py", line), "{out}"])
+
+
 def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_arguments_carry_a_spaced_path(
         tmp_path: Path) -> None:
     """``sh -c "gen --out {out}"`` pasted the path into shell code unquoted: under an --out holding a space the

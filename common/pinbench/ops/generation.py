@@ -338,9 +338,11 @@ def _wrapped_program(argv: Sequence[str]) -> str | None:
 
 def _check_script(program: str, path: str, *, shell_runs: bool = False) -> None:
     """RecipeError for an executable file the kernel will not run: a ``#!`` line whose interpreter cannot run (said
-    as "No such file or directory" of a file that exists), or text with no ``#!`` line, which the guard's exec ran
-    as "Exec format error" for every sample (but for ``shell_runs``: a wrapper's ``execvp`` hands it to ``sh``). A
-    file it cannot read (a binary may be execute-only) or that is no regular file is left to the run."""
+    as "No such file or directory" of a file that exists) or is ``/usr/bin/env NAME`` with NAME not on PATH (the
+    ``#!/usr/bin/env python3`` of a script run outside its environment), or text with no ``#!`` line, which the
+    guard's exec ran as "Exec format error" for every sample (but for ``shell_runs``: a wrapper's ``execvp`` hands
+    it to ``sh``). A file it cannot read (a binary may be execute-only) or that is no regular file is left to the
+    run; an env line with more than a name (``env -S ...``) too."""
     if not os.path.isfile(path):
         return
     try:
@@ -349,11 +351,15 @@ def _check_script(program: str, path: str, *, shell_runs: bool = False) -> None:
     except OSError:
         return
     if head.startswith(b"#!"):
-        interpreter = head[2:].split(b"\n", 1)[0].split()[:1]
-        name = os.fsdecode(interpreter[0]) if interpreter else ""
+        line = os.fsdecode(head[2:].split(b"\n", 1)[0]).split()
+        name = line[0] if line else ""
         if not name or not os.access(name, os.X_OK) or os.path.isdir(name):
             raise RecipeError(f"--generator command: program {program!r} names an interpreter that cannot run here "
                               f"in its #! line ({name!r}); fix that line, or name its interpreter first")
+        if os.path.basename(name) == "env" and len(line) == 2 and line[1][:1] not in "-/" and "=" not in line[1] \
+                and shutil.which(line[1]) is None:
+            raise RecipeError(f"--generator command: program {program!r} names in its #! line a program that is not "
+                              f"on PATH ({line[1]!r}); install it, or fix that line")
     elif not shell_runs and not head.startswith(b"\x7fELF") and b"\0" not in head:
         raise RecipeError(f"--generator command: program {program!r} has no #! line, so only a shell runs it; "
                           f"add one (#!/bin/sh), or name its interpreter first (bash {program})")
