@@ -682,3 +682,22 @@ def test_an_edit_list_that_ends_early_is_named_not_truncated(synthetic_frames, t
         video_info(short)
     assert re.fullmatch(r"undecodable: its edit list ends before the last of the 30 frames it holds "
                         r"\(FFmpeg indexes 21\)", err.value.reason)
+
+
+def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
+    """What ``ffmpeg -ss 0.5 -i in.mp4 -c copy`` writes: the edit list starts after the first sample(s), which FFmpeg
+    indexes flagged "discard" and pyav and OpenCV do not show. Counted, the file read 30 frames and both backends
+    stopped at 29 ("truncated" at decode). Here the edit starts one sample in (keyframes every 4, no B-frames)."""
+    frames = synthetic_frames(30)
+    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
+    stts, _ = _box(bytes(data), *_STBL, b"stts")
+    assert data[stts + 8:stts + 16] == _u32s(0, 1)     # version 0, one entry: every sample lasts the same
+    elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
+    assert data[elst + 8:elst + 16] == _u32s(0, 1)     # version 0, one entry
+    data[elst + 20:elst + 24] = data[stts + 20:stts + 24]   # its media time: one sample's duration
+    late = tmp_path / "late.mp4"
+    late.write_bytes(data)
+    assert video_info(late).n_frames == 29
+    full = read_video(tmp_path / "full.mp4", backend="pyav").frames
+    for backend in ("pyav", "opencv"):
+        np.testing.assert_array_equal(read_video(late, backend=backend).frames, full[1:])

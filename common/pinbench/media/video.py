@@ -12,7 +12,9 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   its sample table (no sample read) places every sample inside one of its ``mdat`` boxes; else the file is
   ``truncated`` ("container declares N frames, holds M"), or, when the track's data reference names another
   file, ``undecodable`` (its samples are not in this file). A complete file whose edit list ends before its
-  last samples is ``undecodable`` too: FFmpeg's decoders then show fewer frames than it holds.
+  last samples is ``undecodable`` too: FFmpeg's decoders then show fewer frames than it holds. The samples before
+  an edit list's start (``ffmpeg -ss T -i in.mp4 -c copy`` writes one), which FFmpeg indexes flagged "discard" and
+  pyav and OpenCV do not show, are not counted.
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
@@ -358,6 +360,8 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             if shown < declared:
                 raise VideoError(path, f"undecodable: its edit list ends before the last of the {declared} frames it "
                                        f"holds (FFmpeg indexes {shown})")
+            entries = stream.index_entries   # the samples before an edit list's start: indexed, flagged, not shown
+            n_frames -= sum(entries[i].is_discard for i in range(shown))
         else:
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:
