@@ -701,3 +701,28 @@ def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames
     full = read_video(tmp_path / "full.mp4", backend="pyav").frames
     for backend in ("pyav", "opencv"):
         np.testing.assert_array_equal(read_video(late, backend=backend).frames, full[1:])
+
+
+def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
+    """pyav and OpenCV read the first video stream (``video_info``'s); decord picks one by its own ranking: on this
+    file (two 64x48 streams of other pixels, x264 CRF 0 then 40) it read the second, 30 frames as counted, without a
+    word. It is refused instead."""
+    path = tmp_path / "two.mp4"
+    with av.open(str(path), "w") as container:
+        streams = [container.add_stream("libx264", rate=10) for _ in range(2)]
+        for stream, crf in zip(streams, ("0", "40"), strict=True):
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"crf": crf}
+        for i in range(30):
+            for k, stream in enumerate(streams):
+                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 4 + k * 128, np.uint8), format="rgb24")
+                frame.pts = i
+                container.mux(stream.encode(frame))
+        for stream in streams:
+            container.mux(stream.encode(None))
+    first = read_video(path, backend="pyav").frames
+    assert first[:, 0, 0].max() < 128   # the first stream's pixels
+    np.testing.assert_array_equal(read_video(path, backend="opencv").frames, first)
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="decord")
+    _assert_one_line_error(err.value, path, "undecodable: decord: 2 video streams")

@@ -400,9 +400,16 @@ def require_backend(name: str) -> None:
 
 
 def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decord has no type stubs)
+    """Decord's reader of ``path``; refused when the file has another video stream than the first (cover pictures
+    aside): decord picks one by its own ranking (it read the second of two 64x48 streams), the others the first."""
     require_backend("decord")
     import decord
 
+    with av.open(str(path)) as container:
+        moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+    if len(moving) > 1:
+        raise _BackendFailure("undecodable", f"{len(moving)} video streams: decord may read another than the first, "
+                                             f"which pyav and OpenCV read")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
