@@ -667,9 +667,11 @@ def test_samples_in_another_file_are_named_so_not_truncated(tmp_path: Path) -> N
     _assert_one_line_error(err.value, elsewhere, "undecodable: its samples are in another file")
 
 
-def test_an_edit_list_that_ends_early_is_named_not_truncated(synthetic_frames, tmp_path: Path) -> None:
+def test_an_edit_list_that_ends_early_counts_the_frames_shown(synthetic_frames, tmp_path: Path) -> None:
     """FFmpeg's index leaves out the samples past an edit list's end (from the first keyframe after it: 9 of 30
-    here, keyframes every 4, no B-frames): judged by it, the complete file read "declares 30 frames, holds 21"."""
+    here, keyframes every 4, no B-frames) and flags the first after it "discard": judged by it, the complete file
+    read "declares 30 frames, holds 21"; then it was refused as undecodable, though pyav and OpenCV read the 20
+    frames it shows. Decord shows 21: its read is refused."""
     frames = synthetic_frames(30)
     data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
     assert video_info(tmp_path / "full.mp4").n_frames == 30
@@ -678,7 +680,54 @@ def test_an_edit_list_that_ends_early_is_named_not_truncated(synthetic_frames, t
     data[elst + 16:elst + 20] = _u32s(2000)            # it shows 2 s (20 frames) of 3
     short = tmp_path / "short.mp4"
     short.write_bytes(data)
+    assert video_info(short).n_frames == 20
+    full = read_video(tmp_path / "full.mp4", backend="pyav").frames
+    for backend in ("pyav", "opencv"):
+        np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:20])
     with pytest.raises(VideoError) as err:
-        video_info(short)
-    assert re.fullmatch(r"undecodable: its edit list ends before the last of the 30 frames it holds "
-                        r"\(FFmpeg indexes 21\)", err.value.reason)
+        read_video(short, backend="decord")
+    assert err.value.reason == "truncated: decord: the reader sees 21 frames, the container holds 20"
+
+
+def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
+    """What ``ffmpeg -ss 0.5 -i in.mp4 -c copy`` writes: the edit list starts after the first sample(s), which FFmpeg
+    indexes flagged "discard" and pyav and OpenCV do not show. Counted, the file read 30 frames and both backends
+    stopped at 29 ("truncated" at decode). Here the edit starts one sample in (keyframes every 4, no B-frames)."""
+    frames = synthetic_frames(30)
+    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
+    stts, _ = _box(bytes(data), *_STBL, b"stts")
+    assert data[stts + 8:stts + 16] == _u32s(0, 1)     # version 0, one entry: every sample lasts the same
+    elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
+    assert data[elst + 8:elst + 16] == _u32s(0, 1)     # version 0, one entry
+    data[elst + 20:elst + 24] = data[stts + 20:stts + 24]   # its media time: one sample's duration
+    late = tmp_path / "late.mp4"
+    late.write_bytes(data)
+    assert video_info(late).n_frames == 29
+    full = read_video(tmp_path / "full.mp4", backend="pyav").frames
+    for backend in ("pyav", "opencv"):
+        np.testing.assert_array_equal(read_video(late, backend=backend).frames, full[1:])
+
+
+def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
+    """pyav and OpenCV read the first video stream (``video_info``'s); decord picks one by its own ranking: on this
+    file (two 64x48 streams of other pixels, x264 CRF 0 then 40) it read the second, 30 frames as counted, without a
+    word. It is refused instead."""
+    path = tmp_path / "two.mp4"
+    with av.open(str(path), "w") as container:
+        streams = [container.add_stream("libx264", rate=10) for _ in range(2)]
+        for stream, crf in zip(streams, ("0", "40"), strict=True):
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"crf": crf}
+        for i in range(30):
+            for k, stream in enumerate(streams):
+                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 4 + k * 128, np.uint8), format="rgb24")
+                frame.pts = i
+                container.mux(stream.encode(frame))
+        for stream in streams:
+            container.mux(stream.encode(None))
+    first = read_video(path, backend="pyav").frames
+    assert first[:, 0, 0].max() < 128   # the first stream's pixels
+    np.testing.assert_array_equal(read_video(path, backend="opencv").frames, first)
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="decord")
+    _assert_one_line_error(err.value, path, "undecodable: decord: 2 video streams")

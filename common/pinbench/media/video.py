@@ -11,8 +11,10 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
 * For a structurally complete MP4/MOV the sample count of the video track (``stream.frames``) is used, once
   its sample table (no sample read) places every sample inside one of its ``mdat`` boxes; else the file is
   ``truncated`` ("container declares N frames, holds M"), or, when the track's data reference names another
-  file, ``undecodable`` (its samples are not in this file). A complete file whose edit list ends before its
-  last samples is ``undecodable`` too: FFmpeg's decoders then show fewer frames than it holds.
+  file, ``undecodable`` (its samples are not in this file). Of a complete file, the frames FFmpeg's decoders show
+  are counted: its index leaves out the samples past an edit list's end and flags "discard" those before its start
+  (``ffmpeg -ss T -i in.mp4 -c copy`` writes one) or B-frames past its end; pyav and OpenCV show neither. Decord
+  shows the flagged ones, and its read of such a file is refused as ``truncated`` (another count).
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
@@ -23,8 +25,6 @@ Decoders: every caller names its backend (each recipe declares the one its upstr
 option). There is no silent fallback to another decoder, whose pixels can differ; a backend that is not
 installed (decord has no aarch64 wheel) is a ``DecoderUnavailable`` error naming the option.
 
-Known limit: an edit list that drops samples while FFmpeg's index keeps them (B-frames after its end) passes
-the check, and the decoders that honour it stop short of the count (``truncated`` at decode).
 Frames are returned as stored: rotation metadata is not applied by any backend.
 """
 
@@ -344,7 +344,6 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
         else:
             declared_s = None
         if bmff is not None and declared is not None:
-            n_frames = declared
             shown = len(stream.index_entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
                 with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
@@ -355,9 +354,10 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
                 if _external_data(fd, bmff.moov, stream.id):
                     raise VideoError(path, "undecodable: its samples are in another file (an external data reference)")
                 raise VideoError(path, f"truncated: container declares {declared} frames, holds {held}")
-            if shown < declared:
-                raise VideoError(path, f"undecodable: its edit list ends before the last of the {declared} frames it "
-                                       f"holds (FFmpeg indexes {shown})")
+            # What FFmpeg's decoders show: its index, less the samples it flags "discard" (before the edit list's
+            # start, or B-frames past its end)
+            entries = stream.index_entries
+            n_frames = shown - sum(entries[i].is_discard for i in range(shown))
         else:
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:
@@ -396,9 +396,16 @@ def require_backend(name: str) -> None:
 
 
 def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decord has no type stubs)
+    """Decord's reader of ``path``; refused when the file has another video stream than the first (cover pictures
+    aside): decord picks one by its own ranking (it read the second of two 64x48 streams), the others the first."""
     require_backend("decord")
     import decord
 
+    with av.open(str(path)) as container:
+        moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+    if len(moving) > 1:
+        raise _BackendFailure("undecodable", f"{len(moving)} video streams: decord may read another than the first, "
+                                             f"which pyav and OpenCV read")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
