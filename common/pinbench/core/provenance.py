@@ -58,13 +58,15 @@ _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za
 # A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
 # scorecard, generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the
 # password runs to the URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@'
-# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and
-# digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...). The user name is
-# hidden only when it has a token's shape (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept;
-# TOKEN:x-oauth-basic too).
+# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and one
+# to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
+# of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
+# one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
+# it (https:\/\/u:p@host). The user name is hidden only when it has a token's shape (``_token_shaped``,
+# https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
-_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(?=[:@])")
-_URL_PORT = re.compile(r":[0-9]+[/?#]")
+_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:]*)(?=[:@])")
+_URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
@@ -108,7 +110,7 @@ _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a
 # ``_may_match``: "ecret" in the lowered text) read it: "ecret" or "ECRET" alone let aws_SeCrEt_access_key= through. No
 # character but the ASCII ones matches c, r, e or t under IGNORECASE, nor lowers to one. A literal first letter keeps
 # the scan fast: [Ee][Cc][Rr][Ee][Tt] made it ~3.8x slower on a 10 kB YAML.
-_MAY_HINT = re.compile(_SURE_HINT.pattern + "|://|sk-|e(?i:cret)|E(?i:cret)")
+_MAY_HINT = re.compile(_SURE_HINT.pattern + r"|://|:\\|sk-|e(?i:cret)|E(?i:cret)")
 # An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
 # for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
 # (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it; never
@@ -244,7 +246,7 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
-    return _hide_url_userinfo(text) if "://" in text and "@" in text else text
+    return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
 def _hide_url_userinfo(text: str) -> str:
@@ -272,6 +274,13 @@ def _hide_url_userinfo(text: str) -> str:
                   "" if password is None else f":{REDACTED}" if password else ":", "@"]
         at = end + 1
     return "".join([*parts, text[at:]])
+
+
+def _may_hold_url_userinfo(text: str) -> bool:
+    """Whether ``text`` may have what ``_URL_USER`` needs: a "://" or a ':' and a backslash (":\\/\\/" as JSON
+    escapes "://", also when a string holding it is encoded again: ``_scrubbed`` asks this of an object's JSON text),
+    and an '@'."""
+    return ("://" in text or ":\\" in text) and "@" in text
 
 
 def _token_shaped(user: str) -> bool:
@@ -309,7 +318,7 @@ def _may_match(text: str) -> bool:
     quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
         return False
-    return (_SURE_HINT.search(text) is not None or ("://" in text and "@" in text)
+    return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
             or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None))
 
