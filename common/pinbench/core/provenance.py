@@ -41,19 +41,32 @@ _BASE_IMAGE_KEYS = ("image", "digest", "pinned", "overridden", "differs_from_pin
 
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _starts(first: str, word: str) -> str:
+    """Where a token starting with one of ``first`` may start: after no ``word`` character, or after a JSON escape
+    that ends in one (\\n, \\t, \\r, \\b, \\f, \\u00a0): ``redact`` of a log line holding JSON text kept
+    "x\\nghp_..." whole, its 'n' read as a word's. Every escape stands for a character no token's word holds, so raw
+    JSON text is read as its decoded text is; "myghp_..." stays a word. ``first`` is looked at before the look-behinds
+    (three of them cost a 10 kB text's scan 3x, this gate cuts them to below the one's cost)."""
+    return rf"(?=[{first}])(?:(?<![{word}])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{{4}}))"
+
+
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
-_HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
+_HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
 # A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
 # scorecard, generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the
 # password runs to the URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@'
-# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and
-# digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...). The user name is
-# hidden only when it has a token's shape (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept;
-# TOKEN:x-oauth-basic too).
+# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and one
+# to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
+# of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
+# one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
+# it (https:\/\/u:p@host). The user name is hidden only when it has a token's shape (``_token_shaped``,
+# https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
-_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:]*)(?=[:@])")
-_URL_PORT = re.compile(r":[0-9]+[/?#]")
+_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:]*)(?=[:@])")
+_URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
@@ -62,7 +75,8 @@ _NON_SPACE = re.compile(r"\S*")
 # hex) hold a run of 20 or more lower-case letters and digits with both in it, so that names such as sk-learn, an
 # option spelled with "sk-" or sk-2024-01-05-run stay.
 _SERVICE_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
+    _starts("gsAx", "A-Za-z0-9_-")
+    + r"(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
     r"|sk-(?:[a-z0-9]*[_-])*?(?=[a-z]*[0-9])(?=[0-9]*[a-z])[a-z0-9]{20,}[a-z0-9_-]*"
     r"|A(?:KIA|SIA)[0-9A-Z]{16}|(?:xox[abprs]|xapp)-(?=[A-Za-z0-9-]*[0-9])[A-Za-z0-9-]{10,})(?![A-Za-z0-9_-])")
@@ -76,7 +90,8 @@ _SERVICE_TOKEN = re.compile(
 # and Private-MAC value, each line ending at a real or escaped line break; its public lines stay.
 _KEYED_SECRET = re.compile(r"(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
                            r"|([?&]sig=)[^&\s\"'#\\]+"
-                           r"|((?<![A-Za-z0-9])(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
+                           r"|(" + _starts("AaSs", "A-Za-z0-9")
+                           + r"(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
                            r"|(Private-Lines:[ \t]*[0-9]+)(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=:-]))+"
                            r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+")
@@ -90,18 +105,26 @@ _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]*")
 _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a token may follow an escape (\n)
-# What ``_may_match`` looks for first, in one scan: testing each with ``in`` cost twice as much on a sample id
-_MAY_HINT = re.compile(_SURE_HINT.pattern + "|://|sk-|ecret|ECRET")
+# What ``_may_match`` looks for first, in one scan: testing each with ``in`` cost twice as much on a sample id. An AWS
+# secret's name (``_AWS_SECRET_NAME``, any case) by "ecret" in any case, as the name's other checks (``_redact``,
+# ``_may_match``: "ecret" in the lowered text) read it: "ecret" or "ECRET" alone let aws_SeCrEt_access_key= through. No
+# character but the ASCII ones matches c, r, e or t under IGNORECASE, nor lowers to one. A literal first letter keeps
+# the scan fast: [Ee][Cc][Rr][Ee][Tt] made it ~3.8x slower on a 10 kB YAML.
+_MAY_HINT = re.compile(_SURE_HINT.pattern + r"|://|:\\|sk-|e(?i:cret)|E(?i:cret)")
 # An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
 # for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
 # (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it; never
 # the end of a word after _ or - (ghp_ and 40 letters beside a key id is a GitHub token, hidden whole by its shape).
 _AWS_SECRET_NAME = re.compile(r"(?:aws[_-]?)?secret[_-]?access[_-]?key", re.IGNORECASE)
 _AWS_SECRET_BODY = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
-_AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+_-])" + _AWS_SECRET_BODY
-_AWS_MIXED_VALUE = r"(?<![A-Za-z0-9/+_-])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])" + _AWS_SECRET_BODY
-_AWS_KEY_ID = r"(?<![A-Za-z0-9_-])A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z0-9_-])"
-_AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}[\"']?\s*[:=]?\s*[\"']?){_AWS_SECRET_VALUE}",
+_AWS_SECRET_VALUE = _starts("A-Za-z0-9/+", "A-Za-z0-9/+_-") + _AWS_SECRET_BODY
+_AWS_MIXED_VALUE = (_starts("A-Za-z0-9/+", "A-Za-z0-9/+_-") + r"(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
+                    + _AWS_SECRET_BODY)
+_AWS_KEY_ID = _starts("A", "A-Za-z0-9_-") + r"A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z0-9_-])"
+# Between the name and its value: quotes (escaped in JSON text: aws_secret_access_key=\"...), a ':' or '=', and
+# spaces or escaped line breaks and tabs
+_JSON_SEPARATOR = r"\\?[\"']?(?:\s|\\[nrt])*[:=]?(?:\s|\\[nrt])*\\?[\"']?"
+_AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARATOR}){_AWS_SECRET_VALUE}",
                                     re.IGNORECASE)
 _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
@@ -218,12 +241,12 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
-    if "ecret" in text or "ECRET" in text:
+    if "ecret" in text.lower():   # 8 us on a 10 kB text, a regex's hint ~60 us
         text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
-    return _hide_url_userinfo(text) if "://" in text and "@" in text else text
+    return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
 def _hide_url_userinfo(text: str) -> str:
@@ -251,6 +274,13 @@ def _hide_url_userinfo(text: str) -> str:
                   "" if password is None else f":{REDACTED}" if password else ":", "@"]
         at = end + 1
     return "".join([*parts, text[at:]])
+
+
+def _may_hold_url_userinfo(text: str) -> bool:
+    """Whether ``text`` may have what ``_URL_USER`` needs: a "://" or a ':' and a backslash (":\\/\\/" as JSON
+    escapes "://", also when a string holding it is encoded again: ``_scrubbed`` asks this of an object's JSON text),
+    and an '@'."""
+    return ("://" in text or ":\\" in text) and "@" in text
 
 
 def _token_shaped(user: str) -> bool:
@@ -288,9 +318,9 @@ def _may_match(text: str) -> bool:
     quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
         return False
-    return (_SURE_HINT.search(text) is not None or ("://" in text and "@" in text)
+    return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
-            or (("ecret" in text or "ECRET" in text) and _AWS_SECRET_NAME.search(text) is not None))
+            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None))
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
