@@ -3469,6 +3469,26 @@ def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
     assert "connecting with ***" in (out / "generation" / "generator.log").read_text()
 
 
+def test_a_secret_named_flag_of_a_command_generator_is_redacted_from_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command generator's argv given --api-key VALUE, --token=VALUE or env's MY_TOKEN=VALUE of no token's shape:
+    each value reached the scorecard, generator.json, the report, diff.txt and what the run printed whole."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)   # the run keeps them in this process's environment
+    script = "\"$0\" \"$1\" --request \"$2\" --out \"$3\""   # the words after {out} are the flags the test plants
+    command = (f"command:env MY_TOKEN=plain-env-4417 sh -c '{script}' {sys.executable} "
+               f"{HELPERS / 'render_generator.py'} {{request}} {{out}} --api-key plain-key-5521 --token=plain-tok-6630")
+    out = tmp_path / "run"
+    outcome = _run(out, command)
+    assert outcome.exit_code == 0, outcome.message
+    said = capfd.readouterr()
+    for value in ("plain-env-4417", "plain-key-5521", "plain-tok-6630"):
+        leaked = [str(path) for path in out.rglob("*") if path.is_file() and value.encode() in path.read_bytes()]
+        assert leaked == [] and value not in said.out + said.err, (value, leaked)
+    assert "--api-key *** --token=***" in (out / "generation" / "generator.json").read_text()
+
+
 def _save_verdicts(path: Path, requests: list[Request], mine: range) -> None:
     """One shard's saves: a verdict of one more of its own requests each time (a shard's run per save)."""
     from pinbench.ops.generation import _check_version, _Checked
