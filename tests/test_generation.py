@@ -1453,6 +1453,17 @@ def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapp
         command_argv("command:" + wrapped.format(gen="gen --out {out}"))
 
 
+def test_a_command_that_does_not_split_is_refused_without_its_secret_flags_value() -> None:
+    """An unclosed quote was refused by a line that echoed the whole command, and a --token VALUE in it reached the
+    terminal whole: the run keeps a flag's value as a secret only once the command splits (``keep_secret_options``)."""
+    from pinbench.ops.generation import command_argv
+
+    with pytest.raises(RecipeError) as caught:
+        command_argv("command:gen {request} {out} --token plain-tok-6630 'unclosed")
+    assert str(caught.value) == ("--generator command:gen {request} {out} --token *** 'unclosed: No closing quotation "
+                                 "(it is split as a shell would split it)")
+
+
 @pytest.mark.parametrize("command", ["env -S \"bash -c 'gen {out}'\"", "env -S'gen --out {out}'",
                                      "env -iS 'gen {out}'", "env --split-string='gen {out}'",
                                      "env -u B --split 'gen {out}'", "timeout 1h env -S 'gen {out}'"])

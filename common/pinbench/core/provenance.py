@@ -177,8 +177,13 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
     env's ``API_KEY=VALUE``): each command given them (run, submit) redacts their values from what it writes and
     prints. A flag's value of no token's shape reached the scorecard, generator.json, the report and diff.txt."""
     keep_secret(value for name, value in options.items() if is_secret_field(name))
-    keep_secret(value for value in (_flag_secret(word, after) for word, after in pairwise([*(argv or ()), ""]))
-                if value and "{" not in value)   # a placeholder ({out}) is the run's path, no secret
+    keep_secret(secret_flag_values(argv or ()))
+
+
+def secret_flag_values(argv: Sequence[str]) -> list[str]:
+    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret."""
+    return [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
+            if value and "{" not in value]
 
 
 def _flag_secret(word: str, after: str) -> str | None:
